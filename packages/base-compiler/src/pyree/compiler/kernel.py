@@ -1,0 +1,318 @@
+"""The kernel IR: one dispatch region, the unit that every codegen backend compiles.
+
+Dispatch-region formation (``pyree.compiler.flow``) turns each fused region of linalg-on-tensors
+into one ``Kernel``; backends (``pyree.compiler.codegen.*``) lower a ``Kernel`` without looking at
+MLIR. Keeping this small and target-neutral is what lets a new backend be one folder.
+
+A kernel is a loop nest over ``loop_ranges`` (parallel dims first, then reduction dims) whose
+body computes scalar expressions from loads of its bindings and stores them through ``Result``s:
+
+    for p in parallel dims:                      # backends tile, vectorize, spread over workgroups
+        acc_k = eval(result_k.init)              # reductions only; may load, never uses Acc
+        for r in reduction dims:
+            acc_k = eval(result_k.value)         # Acc(k) is acc_k before this step
+        store result_k.binding[result_k.index] = eval(result_k.epilogue with Acc(k) = acc_k)
+
+With no reduction dims, ``value`` is the stored value (no ``Acc``), ``init`` is None, and
+``epilogue`` is None. Every index is affine with a constant term (``AffineExpr``): enough for
+projected permutations (elementwise, broadcast, transpose, reductions), slices (offset, stride)
+and the fused compositions of those. Expressions are frozen dataclasses, so equal
+sub-expressions compare and hash equal and a backend can value-number them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+import numpy as np
+
+DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "f64": np.dtype(np.float64),
+    "i1": np.dtype(np.bool_),  # stored as one byte, 0 or 1
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "ui8": np.dtype(np.uint8),
+    "ui16": np.dtype(np.uint16),
+    "ui32": np.dtype(np.uint32),
+    "ui64": np.dtype(np.uint64),
+    "index": np.dtype(np.int64),  # MLIR's index type: 64-bit here
+}
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in ("f16", "f32", "f64", "bf16")
+
+
+def is_unsigned(dtype: str) -> bool:
+    return dtype.startswith("ui")
+
+
+def itemsize(dtype: str) -> int:
+    return DTYPES[dtype].itemsize
+
+
+@dataclass(frozen=True)
+class AffineExpr:
+    """``sum(coeffs[d] * loop[d]) + const`` over all loops of the kernel."""
+
+    coeffs: tuple[int, ...]
+    const: int = 0
+
+    def __call__(self, loop: tuple[int, ...]) -> int:
+        return sum(c * i for c, i in zip(self.coeffs, loop)) + self.const
+
+
+Access = Literal["read", "write", "read_write"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A buffer the kernel reads or writes: dense, row-major, starting at the binding's offset."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    access: Access
+
+    @property
+    def num_bytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * itemsize(self.dtype)
+
+
+# ---- scalar expressions ---------------------------------------------------------------------
+
+UNARY_OPS = frozenset({
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh",
+    "sin", "cos", "tan", "atan", "erf", "floor", "ceil", "round", "roundeven", "trunc",
+    "sign", "not",  # not: bitwise not for ints, logical not for i1
+})
+BINARY_OPS = frozenset({
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "copysign",
+    "and", "or", "xor", "shl", "shr",  # shr is arithmetic for signed, logical for unsigned dtypes
+})
+# Float predicates are ordered unless prefixed "u" (unordered); ints use the operand dtype's signedness.
+COMPARE_PREDICATES = frozenset({
+    "eq", "ne", "lt", "le", "gt", "ge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno",
+})
+# Casts name their source and target by the dtypes; only the conversion kind is spelled.
+CAST_OPS = frozenset({
+    "fptosi", "fptoui", "sitofp", "uitofp", "fpext", "fptrunc", "extsi", "extui", "trunci",
+    "bitcast",
+})
+
+
+@dataclass(frozen=True)
+class Load:
+    binding: int
+    index: tuple[AffineExpr, ...]  # one per binding dim; rank-0 bindings have ()
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Union[float, int, bool]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class LoopIndex:
+    """linalg.index: the current value of loop ``dim`` (dtype index)."""
+
+    dim: int
+    dtype: str = "index"
+
+
+@dataclass(frozen=True)
+class Acc:
+    """Result ``result``'s accumulator: before this reduction step (value) or at the end (epilogue)."""
+
+    result: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    x: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    a: "Expr"
+    b: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Compare:
+    predicate: str
+    a: "Expr"
+    b: "Expr"
+    dtype: str = "i1"
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: "Expr"
+    a: "Expr"
+    b: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Cast:
+    op: str
+    x: "Expr"
+    dtype: str
+
+
+Expr = Union[Load, Const, LoopIndex, Acc, Unary, Binary, Compare, Select, Cast]
+
+
+@dataclass(frozen=True)
+class Result:
+    binding: int
+    index: tuple[AffineExpr, ...]  # over the parallel loops only (reduction coeffs are 0)
+    value: Expr
+    init: Expr | None = None
+    epilogue: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    loop_ranges: tuple[int, ...]
+    num_parallel: int
+    bindings: tuple[Binding, ...]
+    results: tuple[Result, ...]
+    # Where the region came from, for error messages and --pyree-print-ir-after-all.
+    location: str = field(default="", compare=False)
+
+    @property
+    def reduction_ranges(self) -> tuple[int, ...]:
+        return self.loop_ranges[self.num_parallel:]
+
+    @property
+    def parallel_ranges(self) -> tuple[int, ...]:
+        return self.loop_ranges[:self.num_parallel]
+
+
+def walk(expr: Expr):
+    """Every sub-expression of ``expr``, operands before users, each distinct one once."""
+    seen: set = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in seen:
+            continue
+        if expanded:
+            seen.add(node)
+            yield node
+            continue
+        stack.append((node, True))
+        for child in operands(node):
+            if child not in seen:
+                stack.append((child, False))
+
+
+def operands(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Unary) or isinstance(expr, Cast):
+        return (expr.x,)
+    if isinstance(expr, (Binary, Compare)):
+        return (expr.a, expr.b)
+    if isinstance(expr, Select):
+        return (expr.cond, expr.a, expr.b)
+    return ()
+
+
+def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
+    """Reference semantics in numpy, one scalar at a time: slow, exact, for tests of backends."""
+    import itertools
+
+    par = kernel.parallel_ranges
+    red = kernel.reduction_ranges
+
+    def ev(e: Expr, loop, accs):
+        if isinstance(e, Load):
+            return buffers[e.binding][tuple(ix(loop) for ix in e.index)]
+        if isinstance(e, Const):
+            return DTYPES[e.dtype].type(e.value)
+        if isinstance(e, LoopIndex):
+            return np.int64(loop[e.dim])
+        if isinstance(e, Acc):
+            return accs[e.result]
+        return _apply(e, [ev(c, loop, accs) for c in operands(e)])
+
+    for p in itertools.product(*[range(n) for n in par]):
+        zeros = (0,) * len(red)
+        accs = [ev(r.init, p + zeros, None) if r.init is not None else None for r in kernel.results]
+        if red:
+            for rr in itertools.product(*[range(n) for n in red]):
+                accs = [ev(r.value, p + rr, accs) for r in kernel.results]
+        else:
+            accs = [ev(r.value, p + zeros, None) for r in kernel.results]
+        for k, r in enumerate(kernel.results):
+            out = ev(r.epilogue, p + zeros, accs) if r.epilogue is not None else accs[k]
+            buffers[r.binding][tuple(ix(p + zeros) for ix in r.index)] = out
+
+
+def _apply(e: Expr, args: list):
+    dt = DTYPES[e.dtype].type
+    with np.errstate(all="ignore"):
+        if isinstance(e, Unary):
+            x = args[0]
+            fn = {
+                "neg": np.negative, "abs": np.abs, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
+                "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
+                "rsqrt": lambda v: 1 / np.sqrt(v), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+                "tan": np.tan, "atan": np.arctan, "floor": np.floor, "ceil": np.ceil,
+                "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5), "roundeven": np.rint,
+                "trunc": np.trunc, "sign": np.sign,
+                "not": np.logical_not if e.dtype == "i1" else np.invert,
+            }.get(e.op)
+            if e.op == "erf":
+                import math
+                return dt(math.erf(float(x)))
+            return dt(fn(x))
+        if isinstance(e, Binary):
+            a, b = args
+            if e.op == "div" and not is_float(e.dtype):
+                return dt(int(np.trunc(int(a) / int(b))))
+            if e.op == "rem" and not is_float(e.dtype):
+                return dt(int(np.fmod(int(a), int(b))))
+            fn = {
+                "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+                "rem": np.fmod, "pow": np.power, "max": np.maximum, "min": np.minimum,
+                "atan2": np.arctan2, "copysign": np.copysign, "and": np.bitwise_and,
+                "or": np.bitwise_or, "xor": np.bitwise_xor, "shl": np.left_shift,
+                "shr": np.right_shift,
+            }[e.op]
+            return dt(fn(a, b))
+        if isinstance(e, Compare):
+            a, b = args
+            p = e.predicate
+            if p == "ord":
+                return np.bool_(not (np.isnan(a) or np.isnan(b)))
+            if p == "uno":
+                return np.bool_(bool(np.isnan(a) or np.isnan(b)))
+            unordered = p.startswith("u") and p not in ("uno",)
+            base = p[1:] if unordered and p[1:] in ("eq", "ne", "lt", "le", "gt", "ge") else p
+            r = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[base]
+            if unordered and isinstance(a, np.floating):
+                r = r or np.isnan(a) or np.isnan(b)
+            return np.bool_(r)
+        if isinstance(e, Select):
+            c, a, b = args
+            return a if c else b
+        if isinstance(e, Cast):
+            x = args[0]
+            if e.op == "bitcast":
+                return np.array([x]).view(DTYPES[e.dtype])[0]
+            return dt(x)
+    raise TypeError(f"not an expression: {e!r}")

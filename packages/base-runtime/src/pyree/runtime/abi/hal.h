@@ -1,0 +1,146 @@
+/* pyree HAL ABI, version 1: the only way a driver plugs into pyree.runtime.
+ *
+ * This text is given to cffi's ffi.cdef as it is, so it uses only what cdef accepts.
+ * A driver is found through the Python entry-point group "pyree.runtime.drivers": the entry point
+ * is a callable taking no arguments and returning the address (int) of a pyree_hal_driver_v1_t that
+ * the driver keeps alive. The runtime checks abi_version and struct_size of every struct it is
+ * handed and refuses a mismatch by name.
+ *
+ * Every function returns a pyree_status_t (0 is OK; codes follow IREE/absl). On failure the
+ * object's last_error(self) returns the message of the most recent failure on this thread.
+ * Lifetimes are explicit: what create_* / allocate / load_* return is released by release_*.
+ */
+
+#define PYREE_HAL_ABI_VERSION 1
+
+#define PYREE_STATUS_OK 0
+#define PYREE_STATUS_CANCELLED 1
+#define PYREE_STATUS_UNKNOWN 2
+#define PYREE_STATUS_INVALID_ARGUMENT 3
+#define PYREE_STATUS_DEADLINE_EXCEEDED 4
+#define PYREE_STATUS_NOT_FOUND 5
+#define PYREE_STATUS_RESOURCE_EXHAUSTED 8
+#define PYREE_STATUS_FAILED_PRECONDITION 9
+#define PYREE_STATUS_OUT_OF_RANGE 11
+#define PYREE_STATUS_UNIMPLEMENTED 12
+#define PYREE_STATUS_INTERNAL 13
+#define PYREE_STATUS_UNAVAILABLE 14
+
+typedef int32_t pyree_status_t;
+
+/* Opaque driver objects (buffers, executables, command buffers, semaphores): the driver picks the
+ * values; 0 is never a valid handle. */
+typedef uint64_t pyree_handle_t;
+
+typedef struct {
+  char path[128];      /* what follows "<driver>://" in a device URI: "0", "GPU-<uuid>" */
+  char name[128];      /* for people: "NVIDIA H100 80GB HBM3" */
+} pyree_hal_device_info_t;
+
+/* One export of an executable, as the module declares it. */
+typedef struct {
+  const char *name;                   /* CPU: the symbol; GPU: the kernel entry point */
+  uint32_t grid_size[3];              /* GPU grid; CPU: {workgroup_count, 1, 1} */
+  uint32_t block_size[3];             /* GPU only */
+  uint32_t shared_memory_bytes;       /* GPU only */
+  uint32_t binding_count;
+  const uint64_t *binding_min_lengths;
+} pyree_hal_export_t;
+
+typedef struct {
+  const char *format;                 /* "cpu", "cuda", "rocm", "spirv" (Executable.format) */
+  const char *target;                 /* "elf-x86_64", "sm_90", "gfx942", a Vulkan triple */
+  const void *code;                   /* cpu: ELF shared object; cuda: PTX text; rocm: hsaco; spirv: words */
+  uint64_t code_length;
+  const char *alt_target;             /* cuda: the cubin's arch, or "" */
+  const void *alt_code;               /* cuda: cubin; NULL when absent */
+  uint64_t alt_code_length;
+  uint32_t export_count;
+  const pyree_hal_export_t *exports;
+} pyree_hal_executable_params_t;
+
+/* Commands are recorded once against binding-table slots, so a command buffer is replayed with
+ * fresh argument/result buffers on every call: the buffers come with each submit. */
+typedef struct {
+  uint32_t slot;                      /* index into the binding table given at submit */
+  uint64_t offset;                    /* bytes */
+  uint64_t length;                    /* bytes */
+} pyree_hal_binding_t;
+
+#define PYREE_HAL_COMMAND_DISPATCH 0
+#define PYREE_HAL_COMMAND_COPY 1
+#define PYREE_HAL_COMMAND_FILL 2
+#define PYREE_HAL_COMMAND_BARRIER 3
+
+typedef struct {
+  uint32_t kind;
+  uint32_t export_ordinal;            /* dispatch */
+  pyree_handle_t executable;          /* dispatch */
+  uint32_t binding_count;             /* dispatch: its bindings; copy: 2 (source, target); fill: 1 */
+  const pyree_hal_binding_t *bindings;
+  uint32_t push_constant_count;       /* dispatch */
+  const uint32_t *push_constants;
+  uint64_t fill_pattern;              /* fill: little-endian bits, repeated */
+  uint32_t fill_pattern_length;       /* fill: 1, 2, 4 or 8 */
+} pyree_hal_command_t;
+
+typedef struct {
+  uint32_t count;
+  const pyree_handle_t *semaphores;
+  const uint64_t *values;
+} pyree_hal_semaphore_list_t;
+
+typedef struct pyree_hal_device_v1 {
+  uint32_t abi_version;
+  uint32_t struct_size;
+  void *self;
+  const char *executable_format;      /* which Executable.format this device runs */
+  const char *(*last_error)(void *self);
+  pyree_status_t (*release)(void *self);
+
+  pyree_status_t (*allocate)(void *self, uint64_t size, pyree_handle_t *out_buffer);
+  pyree_status_t (*release_buffer)(void *self, pyree_handle_t buffer);
+  /* Synchronous host <-> device copies; ordered after all submitted work that has completed. */
+  pyree_status_t (*write_buffer)(void *self, pyree_handle_t buffer, uint64_t offset,
+                                 const void *source, uint64_t length);
+  pyree_status_t (*read_buffer)(void *self, pyree_handle_t buffer, uint64_t offset,
+                                void *target, uint64_t length);
+
+  pyree_status_t (*load_executable)(void *self, const pyree_hal_executable_params_t *params,
+                                    pyree_handle_t *out_executable);
+  pyree_status_t (*release_executable)(void *self, pyree_handle_t executable);
+
+  pyree_status_t (*create_command_buffer)(void *self, uint32_t command_count,
+                                          const pyree_hal_command_t *commands,
+                                          uint32_t binding_table_size,
+                                          pyree_handle_t *out_command_buffer);
+  pyree_status_t (*release_command_buffer)(void *self, pyree_handle_t command_buffer);
+  /* The hot path: one crossing per call. Work starts once every wait is reached and signals every
+   * signal value when done; the call itself does not wait for completion. */
+  pyree_status_t (*queue_submit)(void *self, pyree_handle_t command_buffer,
+                                 uint32_t binding_table_size, const pyree_handle_t *binding_table,
+                                 const pyree_hal_semaphore_list_t *wait,
+                                 const pyree_hal_semaphore_list_t *signal);
+
+  pyree_status_t (*create_semaphore)(void *self, uint64_t initial_value, pyree_handle_t *out_semaphore);
+  pyree_status_t (*release_semaphore)(void *self, pyree_handle_t semaphore);
+  pyree_status_t (*semaphore_query)(void *self, pyree_handle_t semaphore, uint64_t *out_value);
+  pyree_status_t (*semaphore_signal)(void *self, pyree_handle_t semaphore, uint64_t value);
+  /* DEADLINE_EXCEEDED when timeout_ns passes first; a failed submission fails its waiters. */
+  pyree_status_t (*semaphore_wait)(void *self, pyree_handle_t semaphore, uint64_t value,
+                                   uint64_t timeout_ns);
+} pyree_hal_device_v1_t;
+
+typedef struct pyree_hal_driver_v1 {
+  uint32_t abi_version;
+  uint32_t struct_size;
+  const char *name;                   /* "local-task", "cuda": the scheme of device URIs */
+  void *self;
+  const char *(*last_error)(void *self);
+  /* OK when the driver can work on this host; otherwise UNAVAILABLE and last_error says why. */
+  pyree_status_t (*query_available)(void *self);
+  pyree_status_t (*enumerate_devices)(void *self, uint32_t capacity,
+                                      pyree_hal_device_info_t *out_infos, uint32_t *out_count);
+  /* path: what follows "<name>://", or "" for the default device. */
+  pyree_status_t (*create_device)(void *self, const char *path, pyree_hal_device_v1_t **out_device);
+} pyree_hal_driver_v1_t;
