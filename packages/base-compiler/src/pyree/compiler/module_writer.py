@@ -1,0 +1,54 @@
+"""Writes the module file: FlatBuffer root, 64-byte-aligned data segment, digest trailer.
+
+The layout is documented in schemas/module.fbs. Backends and the host-program emitter build the
+generated object-API tables (``pyree.compiler._fb.*T``) and hand byte payloads to ``add_data``,
+which returns the ``DataRefT`` to store in them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import flatbuffers
+import numpy as np
+
+from pyree.compiler._fb.DataRef import DataRefT
+from pyree.compiler._fb.Module import ModuleT
+
+SCHEMA_VERSION = (1, 0)
+FILE_IDENTIFIER = b"PYRE"
+TRAILER_MAGIC = b"PYRETRL1"
+ALIGNMENT = 64
+
+
+class ModuleBuilder:
+    def __init__(self, name: str, producer: str):
+        self.module = ModuleT()
+        self.module.schemaVersionMajor, self.module.schemaVersionMinor = SCHEMA_VERSION
+        self.module.name = name
+        self.module.producer = producer
+        self.module.functions = []
+        self.module.constants = []
+        self.module.executables = []
+        self._data = bytearray()
+
+    def add_data(self, payload: bytes | np.ndarray) -> DataRefT:
+        """Appends ``payload`` to the data segment at the next 64-byte boundary."""
+        raw = payload.tobytes() if isinstance(payload, np.ndarray) else bytes(payload)
+        self._data.extend(b"\0" * (-len(self._data) % ALIGNMENT))
+        ref = DataRefT()
+        ref.offset, ref.length = len(self._data), len(raw)
+        self._data.extend(raw)
+        return ref
+
+    def finish(self) -> bytes:
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)
+        out = bytearray(builder.Output())
+        out.extend(b"\0" * (-len(out) % ALIGNMENT))
+        data_offset = len(out)
+        out.extend(self._data)
+        out.extend(TRAILER_MAGIC + struct.pack("<Q", data_offset))
+        out.extend(hashlib.sha256(out).digest())
+        return bytes(out)
