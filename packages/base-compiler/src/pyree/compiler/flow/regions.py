@@ -1,0 +1,203 @@
+"""Dispatch-region formation: fuse Generic ops so that one remaining Generic is one kernel.
+
+Two rewrites, applied until neither fires:
+- producer inlining: an elementwise Generic whose result has exactly one user is recomputed inside
+  that user (its loads move into the user's loop space). Into a reduction's per-step ``value`` only
+  data movement (loads, casts) is inlined, so a matmul never recomputes arithmetic K times; into
+  inits and epilogues, anything. Splat constants are inlined as ``Const`` wherever they are read.
+- consumer fusion: an elementwise Generic that is the only user of a reduction's result becomes
+  that reduction's epilogue (bias-add, activation after a matmul), so the intermediate never
+  reaches memory.
+A value that is a function result, or is read by a check, a view or two ops, stays materialized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from pyree.compiler.flow.rewrite import compose, permutation_dims, remap_loops, transform
+from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
+from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Load, Result, walk
+
+
+def form_dispatch_regions(function: Function) -> Function:
+    ops = list(function.ops)
+    while _fuse_once(ops, function.results):
+        pass
+    while any(_is_dead(op, ops, function.results) for op in ops):
+        ops = [op for op in ops if not _is_dead(op, ops, function.results)]
+    return dataclasses.replace(function, ops=ops)
+
+
+def _fuse_once(ops: list[Op], results: list[Value]) -> bool:
+    users = _users(ops, results)
+    for op in ops:
+        if not isinstance(op, Generic):
+            continue
+        for j, value in enumerate(op.inputs):
+            producer = _producer(ops, value)
+            if users[value] != 1 or producer is None:
+                continue
+            if isinstance(producer, Constant) and producer.splat is not None:
+                fused = _inline_splat(op, j, producer)
+            elif isinstance(producer, Generic):
+                fused = _inline_producer(op, j, producer) or _fuse_epilogue(producer, op, j)
+            else:
+                fused = None
+            if fused is not None:
+                ops[ops.index(op)] = fused
+                ops.remove(producer)
+                return True
+    return False
+
+
+def _users(ops: list[Op], results: list[Value]) -> Counter:
+    count: Counter = Counter(results)
+    for op in ops:
+        if isinstance(op, Generic):
+            count.update(set(op.inputs))
+        elif isinstance(op, View):
+            count[op.source] += 1
+        elif isinstance(op, Check):
+            count.update({op.lhs, op.rhs} - {None})
+    return count
+
+
+def _producer(ops: list[Op], value: Value) -> Op | None:
+    for op in ops:
+        if isinstance(op, Generic) and value in op.results:
+            return op
+        if isinstance(op, Constant) and op.result is value:
+            return op
+    return None
+
+
+def _is_dead(op: Op, ops: list[Op], results: list[Value]) -> bool:
+    """Ops without side effects whose results nothing reads."""
+    if isinstance(op, Check):
+        return False
+    produced = op.results if isinstance(op, Generic) else [op.result]
+    users = _users(ops, results)
+    return all(users[v] == 0 for v in produced)
+
+
+def _inline_splat(op: Generic, j: int, producer: Constant) -> Generic:
+    const = Const(producer.splat, producer.result.dtype)
+    return _drop_unread(_rebuild(op, {j: lambda load: const}))
+
+
+def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
+    """Recomputes ``producer`` (elementwise, one result) where ``op`` loads input ``j``."""
+    if producer.num_parallel != len(producer.loop_ranges) or len(producer.results) != 1:
+        return None
+    out = producer.outputs[0]
+    dims = permutation_dims(out.index, len(producer.loop_ranges))
+    if dims is None or out.epilogue is not None:
+        return None
+    body = out.value
+    if _reads_in_value_of_reduction(op, j) and not _is_data_movement(body):
+        return None
+    base = len(op.inputs)
+    inputs = op.inputs + producer.inputs
+
+    def substitute(load: Load) -> Expr:
+        loop_map: list[AffineExpr] = [None] * len(dims)  # type: ignore[list-item]
+        for position, d in enumerate(dims):
+            loop_map[d] = load.index[position]
+        return remap_loops(body, tuple(loop_map), len(op.loop_ranges), lambda b: base + b)
+
+    fused = _rebuild(dataclasses.replace(op, inputs=inputs), {j: substitute})
+    return _dedupe_inputs(_drop_unread(fused))
+
+
+def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
+    """Makes elementwise ``consumer`` (reading ``root``'s only result as input j) root's epilogue."""
+    if (root.num_parallel == len(root.loop_ranges) or len(root.results) != 1
+            or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.results) != 1
+            or consumer.inputs[j] is not root.results[0]):
+        return None
+    root_dims = permutation_dims(root.outputs[0].index, root.num_parallel)
+    reads = {e.index for r in consumer.outputs for e in _exprs(r) if isinstance(e, Load) and e.binding == j}
+    if root_dims is None or len(reads) != 1:
+        return None
+    read_dims = permutation_dims(next(iter(reads)), len(consumer.loop_ranges))
+    if read_dims is None:
+        return None
+    # consumer loop read_dims[i] walks dim i of the value, which root writes from its loop root_dims[i].
+    n = len(root.loop_ranges)
+    loop_map: list[AffineExpr] = [None] * len(read_dims)  # type: ignore[list-item]
+    for position, d in enumerate(read_dims):
+        loop_map[d] = AffineExpr(tuple(int(k == root_dims[position]) for k in range(n)))
+    base = len(root.inputs)
+    inputs = root.inputs + consumer.inputs
+    r0, c0 = root.outputs[0], consumer.outputs[0]
+    finished = r0.epilogue if r0.epilogue is not None else Acc(0, r0.value.dtype)
+
+    def leaf(e: Expr) -> Expr | None:
+        return finished if isinstance(e, Load) and e.binding == base + j else None
+
+    moved = remap_loops(c0.value, tuple(loop_map), n, lambda b: base + b)
+    result = Result(binding=0, index=tuple(compose(ix, tuple(loop_map), n) for ix in c0.index),
+                    value=r0.value, init=r0.init, epilogue=transform(moved, leaf))
+    fused = Generic(inputs=inputs, results=list(consumer.results), outputs=(result,),
+                    loop_ranges=root.loop_ranges, num_parallel=root.num_parallel,
+                    location=root.location, origin=f"{root.origin}+{consumer.origin}")
+    return _dedupe_inputs(_drop_unread(fused))
+
+
+def _reads_in_value_of_reduction(op: Generic, j: int) -> bool:
+    if op.num_parallel == len(op.loop_ranges):
+        return False
+    return any(isinstance(e, Load) and e.binding == j for r in op.outputs for e in walk(r.value))
+
+
+def _is_data_movement(expr: Expr) -> bool:
+    return all(isinstance(e, (Load, Cast, Const)) for e in walk(expr))
+
+
+def _exprs(result: Result):
+    for root in (result.value, result.init, result.epilogue):
+        if root is not None:
+            yield from walk(root)
+
+
+def _rebuild(op: Generic, replace: dict) -> Generic:
+    """Replaces every Load of input j (j in ``replace``) by ``replace[j](load)``."""
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.binding in replace:
+            return replace[e.binding](e)
+        return None
+
+    outputs = tuple(Result(r.binding, r.index, transform(r.value, leaf),
+                           None if r.init is None else transform(r.init, leaf),
+                           None if r.epilogue is None else transform(r.epilogue, leaf))
+                    for r in op.outputs)
+    return dataclasses.replace(op, outputs=outputs)
+
+
+def _drop_unread(op: Generic) -> Generic:
+    read = sorted({e.binding for r in op.outputs for e in _exprs(r) if isinstance(e, Load)})
+    return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
+
+
+def _dedupe_inputs(op: Generic) -> Generic:
+    unique: list[Value] = []
+    for v in op.inputs:
+        if not any(v is u for u in unique):
+            unique.append(v)
+    index = {b: next(i for i, u in enumerate(unique) if u is v) for b, v in enumerate(op.inputs)}
+    return _renumber(op, unique, index)
+
+
+def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generic:
+    def leaf(e: Expr) -> Expr | None:
+        return dataclasses.replace(e, binding=index[e.binding]) if isinstance(e, Load) else None
+
+    outputs = tuple(Result(r.binding, r.index, transform(r.value, leaf),
+                           None if r.init is None else transform(r.init, leaf),
+                           None if r.epilogue is None else transform(r.epilogue, leaf))
+                    for r in op.outputs)
+    return dataclasses.replace(op, inputs=inputs, outputs=outputs)
+

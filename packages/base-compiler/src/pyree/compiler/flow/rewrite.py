@@ -1,0 +1,94 @@
+"""Rewrites of kernel-IR expressions that fusion needs: substitute loads, move between loop spaces."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from pyree.compiler.kernel import (
+    Acc, AffineExpr, Binary, Cast, Compare, Const, Expr, Load, LoopIndex, Select, Unary,
+)
+
+LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
+
+
+def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/LoopIndex (None keeps it)."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(e: Expr) -> Expr:
+        if e in memo:
+            return memo[e]
+        if isinstance(e, (Load, Acc, LoopIndex, Const)):
+            out = leaf(e) if not isinstance(e, Const) else None
+            out = e if out is None else out
+        elif isinstance(e, (Unary, Cast)):
+            out = dataclasses.replace(e, x=go(e.x))
+        elif isinstance(e, (Binary, Compare)):
+            out = dataclasses.replace(e, a=go(e.a), b=go(e.b))
+        elif isinstance(e, Select):
+            out = dataclasses.replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+        memo[e] = out
+        return out
+
+    return go(expr)
+
+
+def compose(expr: AffineExpr, loop_map: LoopMap, num_new_loops: int) -> AffineExpr:
+    """``expr`` over old loops, with each old loop d replaced by ``loop_map[d]`` over new loops."""
+    coeffs = [0] * num_new_loops
+    const = expr.const
+    for c, sub in zip(expr.coeffs, loop_map):
+        if c == 0:
+            continue
+        const += c * sub.const
+        for j, s in enumerate(sub.coeffs):
+            coeffs[j] += c * s
+    return AffineExpr(tuple(coeffs), const)
+
+
+def affine_value(expr: AffineExpr) -> Expr:
+    """An index-typed expression computing ``expr`` from LoopIndex values (for remapped linalg.index)."""
+    terms: list[Expr] = []
+    for d, c in enumerate(expr.coeffs):
+        if c == 1:
+            terms.append(LoopIndex(d))
+        elif c != 0:
+            terms.append(Binary("mul", Const(c, "index"), LoopIndex(d), "index"))
+    if expr.const or not terms:
+        terms.append(Const(expr.const, "index"))
+    out = terms[0]
+    for t in terms[1:]:
+        out = Binary("add", out, t, "index")
+    return out
+
+
+def remap_loops(expr: Expr, loop_map: LoopMap, num_new_loops: int,
+                binding_map: Callable[[int], int]) -> Expr:
+    """Moves ``expr`` into another loop space and renumbers its bindings."""
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return Load(binding_map(e.binding),
+                        tuple(compose(ix, loop_map, num_new_loops) for ix in e.index), e.dtype)
+        if isinstance(e, LoopIndex):
+            return affine_value(compose(AffineExpr(tuple(int(d == e.dim) for d in range(len(loop_map)))),
+                                        loop_map, num_new_loops))
+        return None
+
+    return transform(expr, leaf)
+
+
+def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int, ...] | None:
+    """For an index that is a permutation of all ``num_loops`` loops, the loop of each position."""
+    dims = []
+    for ix in index:
+        nz = [d for d, c in enumerate(ix.coeffs) if c != 0]
+        if ix.const != 0 or len(nz) != 1 or ix.coeffs[nz[0]] != 1:
+            return None
+        dims.append(nz[0])
+    if len(index) != num_loops or sorted(dims) != list(range(num_loops)):
+        return None
+    return tuple(dims)

@@ -1,0 +1,128 @@
+"""The host program: the commands a function runs, written as the module's Function table.
+
+Commands run in order. A barrier separates two commands when the later one touches bytes the
+earlier one wrote (or writes bytes it read); drivers that run everything in order may ignore it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyree.compiler._fb.BufferKind import BufferKind
+from pyree.compiler._fb.BufferRef import BufferRefT
+from pyree.compiler._fb.Check import CheckT
+from pyree.compiler._fb.CheckKind import CheckKind
+from pyree.compiler._fb.Command import CommandT
+from pyree.compiler._fb.CommandKind import CommandKind
+from pyree.compiler._fb.Copy import CopyT
+from pyree.compiler._fb.Dispatch import DispatchT
+from pyree.compiler._fb.ElementType import ElementType
+from pyree.compiler._fb.Fill import FillT
+from pyree.compiler._fb.Function import FunctionT
+from pyree.compiler._fb.TensorType import TensorTypeT
+from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Value
+from pyree.compiler.host.planning import Plan
+from pyree.compiler.kernel import DTYPES
+
+_ELEMENT_TYPES = {"index": ElementType.i64, **{
+    name: getattr(ElementType, name) for name in DTYPES if hasattr(ElementType, name)}}
+
+
+def tensor_type(value: Value) -> TensorTypeT:
+    t = TensorTypeT()
+    t.elementType = _ELEMENT_TYPES[value.dtype]
+    t.dims = list(value.shape)
+    return t
+
+
+def emit_function(function: Function, plan: Plan, kernel_ordinals: dict[Generic, int]) -> FunctionT:
+    out = FunctionT()
+    out.name = function.name
+    out.location = function.location
+    out.arguments = [tensor_type(v) for v in function.arguments]
+    out.results = [tensor_type(v) for v in function.results]
+    out.resultSizes = list(plan.result_sizes)
+    out.transientSize = plan.transient_size
+    emitter = _Emitter(plan)
+    for op in function.ops:
+        if isinstance(op, Generic) and any(v.num_bytes for v in op.results):
+            emitter.dispatch(kernel_ordinals[op], op.inputs, op.results)
+        elif isinstance(op, Constant) and op.data is None:
+            emitter.fill(op.result, op.splat)
+        elif isinstance(op, Check):
+            emitter.check(op)
+    for index, value in plan.result_copies:
+        target = BufferRefT()
+        target.kind, target.index, target.offset, target.length = (
+            BufferKind.result, index, 0, value.num_bytes)
+        emitter.copy(value, target)
+    out.commands = emitter.commands
+    return out
+
+
+class _Emitter:
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.commands: list[CommandT] = []
+        self._pending: list[tuple[tuple[int, int, int, int], bool]] = []  # ranges since last barrier
+
+    def ref(self, value: Value) -> BufferRefT:
+        s = self.plan.storage[value]
+        r = BufferRefT()
+        r.kind = getattr(BufferKind, s.kind)
+        r.index, r.offset, r.length = s.index, s.offset, value.num_bytes
+        return r
+
+    def dispatch(self, kernel: int, inputs: list[Value], results: list[Value]) -> None:
+        d = DispatchT()
+        d.kernel = kernel
+        d.bindings = [self.ref(v) for v in inputs + results]
+        d.pushConstants = []
+        self._add(CommandKind.dispatch, "dispatch", d, reads=d.bindings[:len(inputs)],
+                  writes=d.bindings[len(inputs):])
+
+    def fill(self, value: Value, scalar) -> None:
+        f = FillT()
+        f.target = self.ref(value)
+        raw = np.array(scalar, dtype=DTYPES[value.dtype]).tobytes()
+        f.patternLength = len(raw)
+        f.pattern = int.from_bytes(raw, "little")
+        self._add(CommandKind.fill, "fill", f, reads=[], writes=[f.target])
+
+    def copy(self, value: Value, target: BufferRefT) -> None:
+        c = CopyT()
+        c.source, c.target = self.ref(value), target
+        self._add(CommandKind.copy, "copy", c, reads=[c.source], writes=[target])
+
+    def check(self, op: Check) -> None:
+        c = CheckT()
+        c.kind = getattr(CheckKind, op.kind)
+        c.lhs, c.lhsType = self.ref(op.lhs), tensor_type(op.lhs)
+        if op.rhs is not None:
+            c.rhs, c.rhsType = self.ref(op.rhs), tensor_type(op.rhs)
+        c.atol, c.rtol, c.location = op.atol, op.rtol, op.location
+        cmd = CommandT()
+        cmd.kind, cmd.check = CommandKind.check, c
+        self.commands.append(cmd)
+
+    def _add(self, kind: int, member: str, payload, reads: list[BufferRefT],
+             writes: list[BufferRefT]) -> None:
+        touched = [(_span(r), False) for r in reads] + [(_span(w), True) for w in writes]
+        if any(_overlaps(a, b) and (wa or wb) for a, wa in touched for b, wb in self._pending):
+            barrier = CommandT()
+            barrier.kind = CommandKind.barrier
+            self.commands.append(barrier)
+            self._pending = []
+        self._pending.extend(touched)
+        cmd = CommandT()
+        cmd.kind = kind
+        setattr(cmd, member, payload)
+        self.commands.append(cmd)
+
+
+def _span(ref: BufferRefT) -> tuple[int, int, int, int]:
+    return ref.kind, ref.index, ref.offset, ref.offset + ref.length
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] == b[0] and a[1] == b[1] and a[2] < b[3] and b[2] < a[3]

@@ -1,0 +1,100 @@
+"""The compiler's stages in data-flow order, from MLIR text to module bytes.
+
+    input     MLIR text -> xDSL IR -> tensor program (pyree.compiler.input)
+    flow      fuse ops into dispatch regions; outline each region as a kernel (pyree.compiler.flow)
+    host      plan buffers; emit each function's commands (pyree.compiler.host)
+    codegen   compile every kernel for every target backend (pyree.compiler.codegen.*)
+    module    FlatBuffer + data segment + digest (pyree.compiler.module_writer)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from pyree.compiler import printing
+from pyree.compiler._fb.Constant import ConstantT
+from pyree.compiler.codegen import backend
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.kernels import KernelTable, outline
+from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.tensor_program import Constant, Generic, Program
+from pyree.compiler.host.planning import plan_function
+from pyree.compiler.host.program import emit_function, tensor_type
+from pyree.compiler.input import import_mlir
+from pyree.compiler.module_writer import ModuleBuilder
+from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+
+
+def compile_file(path: str | Path, options: CompileOptions | None = None) -> bytes:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CompileError(f"cannot read input file: {e}", str(path)) from None
+    return compile_str(text, options, source_name=str(path))
+
+
+def compile_str(text: str, options: CompileOptions | None = None,
+                source_name: str = "<string>") -> bytes:
+    options = options or CompileOptions()
+    _check_targets(options.target_backends)
+    program = import_mlir(text, source_name)
+    _dump(options, "tensor program", printing.format_program(program))
+    program = Program([form_dispatch_regions(f) for f in program.functions], program.name)
+    _dump(options, "dispatch regions", printing.format_program(program))
+
+    builder = ModuleBuilder(program.name, _producer())
+    table = KernelTable()
+    constant_index: dict = {}
+    for function in program.functions:
+        for op in function.ops:
+            if isinstance(op, Constant) and op.data is not None and op.result not in constant_index:
+                constant = ConstantT()
+                constant.type = tensor_type(op.result)
+                constant.data = builder.add_data(op.data)
+                constant_index[op.result] = len(builder.module.constants)
+                builder.module.constants.append(constant)
+    for function in program.functions:
+        ordinals = {}
+        for op in function.ops:
+            if isinstance(op, Generic):
+                ordinals[op] = table.add(outline(op, _kernel_name(function.name, len(table.kernels), op)))
+        plan = plan_function(function, constant_index)
+        builder.module.functions.append(emit_function(function, plan, ordinals))
+    _dump(options, "kernels", printing.format_kernels(table.kernels))
+
+    for name in options.target_backends:
+        builder.module.executables.append(
+            backend(name).compile_executable(table.kernels, options, builder))
+    return builder.finish()
+
+
+def _check_targets(targets: list[str]) -> None:
+    if not targets:
+        raise CompileError("no target backend given; use --pyree-hal-target-backends="
+                           + "|".join(TARGET_BACKENDS))
+    for name in targets:
+        if name not in TARGET_BACKENDS:
+            raise CompileError(f"unknown target backend '{name}'; known backends: "
+                               + ", ".join(TARGET_BACKENDS))
+
+
+def _kernel_name(function: str, ordinal: int, op: Generic) -> str:
+    what = "_".join(part.split(".")[-1] for part in op.origin.split("+"))
+    shape = "x".join(map(str, op.loop_ranges)) or "scalar"
+    return re.sub(r"\W", "_", f"{function}_dispatch_{ordinal}_{what}_{shape}_{op.results[0].dtype}")
+
+
+def _dump(options: CompileOptions, stage: str, text: str) -> None:
+    if options.print_ir_after_all:
+        print(f"// -----// IR after {stage} //----- //\n{text}", file=sys.stderr)
+
+
+def _producer() -> str:
+    try:
+        return f"pyree-compile {version('pyree-base-compiler')}"
+    except PackageNotFoundError:
+        return "pyree-compile"
