@@ -1,0 +1,59 @@
+"""Project sessions. `nox -l` lists them; README.md names the two that matter first.
+
+    nox -s demo                     install both packages, compile the examples, run them on local-task
+    nox -s "tests(driver='local')"  the test suite on the CPU drivers (what CI runs)
+    nox -s "tests(driver='cuda')"   GPU tests: only on a host with an NVIDIA GPU
+    nox -s schemas                  regenerate the vendored FlatBuffer code from schemas/*.fbs
+    nox -s lint                     ruff
+    nox -s wheels                   build every distribution's wheel into dist/
+"""
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests(driver='local')", "lint"]
+
+PACKAGES = ["packages/base-compiler", "packages/base-runtime"]
+GPU_PACKAGES = {"cuda": ["packages/hal-cuda"]}
+TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
+EXAMPLES = [
+    ("tests/data/add.mlir", "add", ['--input=4xf32=[1 2 3 4]', "--input=4xf32=[2 2 2 2]"]),
+    ("tests/data/mlp.mlir", "predict", ["--input=37x53xf32=0.5"]),
+]
+
+
+@nox.session
+@nox.parametrize("driver", ["local", "cuda"])
+def tests(session, driver):
+    session.install(*PACKAGES, *GPU_PACKAGES.get(driver, []), *TEST_DEPS)
+    marker = "not cuda" if driver == "local" else driver
+    session.run("pytest", "-m", marker, *session.posargs)
+
+
+@nox.session
+def demo(session):
+    session.install(*PACKAGES)
+    tmp = session.create_tmp()
+    for source, function, inputs in EXAMPLES:
+        module = f"{tmp}/{function}.vmfb"
+        session.run("pyree-compile", source, "-o", module, "--pyree-hal-target-backends=llvm-cpu")
+        session.run("pyree-run-module", "--device=local-task", f"--module={module}",
+                    f"--function={function}", *inputs)
+
+
+@nox.session(python=False)
+def schemas(session):
+    session.run("python3", "schemas/generate.py")
+
+
+@nox.session
+def lint(session):
+    session.install("ruff")
+    session.run("ruff", "check", "packages", "tests", "bench", "noxfile.py", "schemas")
+
+
+@nox.session
+def wheels(session):
+    session.install("build")
+    for package in PACKAGES + [p for ps in GPU_PACKAGES.values() for p in ps]:
+        session.run("python", "-m", "build", "--wheel", "--outdir", "dist", package)

@@ -1,0 +1,167 @@
+"""pyree-benchmark-module: time whole invocations of one function, printed the way Google Benchmark
+(and so iree-benchmark-module) prints them.
+
+Each repetition calls the function until --benchmark_min_time has passed (or a fixed count,
+``100x``) and reports wall and process CPU time per call. Each call waits for its results to be
+computed (without copying them to the host), so a call counts only once its work is done. With
+several repetitions, mean/median/stddev rows follow.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyree.runtime.tools.cli import (
+    FlagParser,
+    UsageError,
+    add_device_flags,
+    print_listings,
+    run_tool,
+)
+from pyree.runtime.tools.invocation import (
+    add_invocation_flags,
+    load_module,
+    parse_arguments,
+    select_function,
+)
+
+_RULE = "-" * 86
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One repetition: seconds of wall and CPU time per call, over ``iterations`` calls."""
+
+    real_s: float
+    cpu_s: float
+    iterations: int
+
+
+@dataclass(frozen=True)
+class MinTime:
+    """How long one repetition runs: ``seconds`` of wall time, or exactly ``iterations`` calls."""
+
+    seconds: float = 0.0
+    iterations: int = 0
+
+
+def parse_min_time(text: str) -> MinTime:
+    """Google Benchmark's spelling: ``0.5``, ``0.5s`` (seconds) or ``100x`` (iterations)."""
+    try:
+        if text.endswith("x"):
+            count = int(text[:-1])
+            if count > 0:
+                return MinTime(iterations=count)
+        else:
+            seconds = float(text.removesuffix("s"))
+            if seconds >= 0:
+                return MinTime(seconds=seconds)
+    except ValueError:
+        pass
+    raise UsageError(
+        f"--benchmark_min_time='{text}' is not a time: use seconds (0.5, 0.5s) or a "
+        "positive iteration count (100x)"
+    )
+
+
+def measure(call: Callable[[], object], min_time: MinTime) -> Sample:
+    """Calls ``call`` until ``min_time`` is reached; at least once."""
+    iterations = 0
+    cpu_start, real_start = time.process_time(), time.perf_counter()
+    while True:
+        call()
+        iterations += 1
+        elapsed = time.perf_counter() - real_start
+        if (
+            iterations >= min_time.iterations
+            if min_time.iterations
+            else elapsed >= min_time.seconds
+        ):
+            break
+    cpu = time.process_time() - cpu_start
+    return Sample(elapsed / iterations, cpu / iterations, iterations)
+
+
+def report_rows(name: str, samples: list[Sample]) -> list[str]:
+    """One row per repetition, then mean/median/stddev rows when there are several."""
+    rows = [_row(name, s.real_s, s.cpu_s, s.iterations) for s in samples]
+    if len(samples) > 1:
+        real = [s.real_s for s in samples]
+        cpu = [s.cpu_s for s in samples]
+        n = len(samples)
+        for suffix, stat in (
+            ("mean", statistics.mean),
+            ("median", statistics.median),
+            ("stddev", statistics.stdev),
+        ):
+            rows.append(_row(f"{name}_{suffix}", stat(real), stat(cpu), n))
+    return rows
+
+
+def _row(name: str, real_s: float, cpu_s: float, iterations: int) -> str:
+    return (
+        f"{name:<44}{real_s * 1e3:>12.3f} ms{cpu_s * 1e3:>12.3f} ms{iterations:>12} "
+        f"per_call={real_s * 1e6:.2f}us"
+    )
+
+
+def _parser() -> FlagParser:
+    parser = FlagParser("pyree-benchmark-module", "Times invocations of a pyree module function.")
+    add_device_flags(parser)
+    add_invocation_flags(parser)
+    parser.add_argument(
+        "--benchmark_repetitions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="repeat the measurement N times and add mean/median/stddev rows",
+    )
+    parser.add_argument(
+        "--benchmark_min_time",
+        default="0.5",
+        metavar="TIME",
+        help="each repetition runs at least TIME seconds (0.5, 0.5s), or exactly "
+        "N calls (Nx) (default: 0.5)",
+    )
+    return parser
+
+
+def _run(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    if print_listings(args):
+        return 0
+    if args.benchmark_repetitions < 1:
+        raise UsageError(
+            f"--benchmark_repetitions={args.benchmark_repetitions}: must be at least 1"
+        )
+    min_time = parse_min_time(args.benchmark_min_time)
+    module = load_module(args.module, args.device)
+    function = select_function(module, args.function)
+    arguments = parse_arguments(function, args.input)
+
+    def call() -> None:
+        results = function(*arguments)
+        for result in results if isinstance(results, tuple) else (results,):
+            if result is not None:
+                result.wait()
+
+    call()  # warm-up: first-call work (executable loading, command recording) is not timed
+    samples = [measure(call, min_time) for _ in range(args.benchmark_repetitions)]
+    print(_RULE)
+    print(f"{'Benchmark':<44}{'Time':>15}{'CPU':>15}{'Iterations':>12}")
+    print(_RULE)
+    for row in report_rows(f"BM_{function.name}/process_time/real_time", samples):
+        print(row)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run_tool(_run, argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Flag parsing and the `main` wrapper every pyree tool shares.
+
+Flags are spelled as IREE spells them (``--device=local-task`` or ``--device local-task``).
+Whatever goes wrong reaches the user as one paragraph on stderr, ``error: ...``, never a
+traceback: exit 2 for a bad command line (flags, input strings, function names), 1 for a module,
+device or file that fails, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+import pyree.runtime as rt
+from pyree.runtime.tools.io_format import InputError
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """The command line asks for something that cannot be done; the message says what and where."""
+
+
+class ToolError(Exception):
+    """A tool-level failure that is not the runtime's (e.g. nothing to check); exits 1."""
+
+
+class FlagParser(argparse.ArgumentParser):
+    """argparse for IREE-style flags; raises UsageError instead of printing usage and exiting."""
+
+    def __init__(self, prog: str, description: str):
+        super().__init__(prog=prog, description=description, allow_abbrev=False)
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def add_device_flags(parser: FlagParser) -> None:
+    parser.add_argument(
+        "--device",
+        default="local-task",
+        help="device URI: local-task, local-sync, cuda, cuda://0, vulkan, ... "
+        "(default: local-task)",
+    )
+    parser.add_argument(
+        "--list_drivers",
+        action="store_true",
+        help="list installed HAL drivers, and why any is unavailable, then exit",
+    )
+    parser.add_argument(
+        "--list_devices",
+        nargs="?",
+        const="",
+        metavar="DRIVER",
+        help="list the devices of every available driver (or of DRIVER), then exit",
+    )
+
+
+def print_listings(args: argparse.Namespace) -> bool:
+    """Answers --list_drivers / --list_devices; returns whether either was asked for."""
+    if args.list_drivers:
+        for info in rt.list_drivers():
+            state = "available" if info.available else f"unavailable: {info.reason}"
+            print(f"{info.name:>12}: {state}")
+    if args.list_devices is not None:
+        for device in rt.list_devices(args.list_devices or None):
+            print(f"{device.uri:<24} {device.name}")
+    return bool(args.list_drivers) or args.list_devices is not None
+
+
+def run_tool(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -> int:
+    """Runs ``body(argv)``; turns every failure into one ``error:`` paragraph and an exit code."""
+    try:
+        return body(sys.argv[1:] if argv is None else list(argv))
+    except (UsageError, InputError) as e:
+        return _fail(str(e), EXIT_USAGE)
+    except (rt.PyreeError, ToolError) as e:
+        return _fail(str(e), EXIT_FAILURE)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        return _fail(f"{where}{e.strerror or e}", EXIT_FAILURE)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as e:  # a bug in pyree itself: still one paragraph, never a traceback
+        return _fail(f"internal error ({type(e).__name__}): {e}", EXIT_FAILURE)
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stdout.flush()
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return code

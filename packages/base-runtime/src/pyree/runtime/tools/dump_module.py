@@ -1,0 +1,162 @@
+"""pyree-dump-module: what a module file holds, for people: functions and their signatures, host
+program command counts, executables with their targets, payload sizes, exports and binding layouts,
+constants, and the file size. The file is verified as the runtime verifies it before use, but no
+device is opened, so a module built for a GPU can be inspected anywhere.
+
+    pyree-dump-module add.vmfb
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+
+import pyree.runtime as rt
+from pyree.runtime._fb.BindingAccess import BindingAccess
+from pyree.runtime._fb.CommandKind import CommandKind
+from pyree.runtime._fb.ElementType import ElementType
+from pyree.runtime._fb.ExecutableFormat import ExecutableFormat
+from pyree.runtime.tools.cli import FlagParser, run_tool
+
+
+def _enum_names(enum: type) -> dict[int, str]:
+    return {v: k for k, v in vars(enum).items() if not k.startswith("_")}
+
+
+_ACCESS = _enum_names(BindingAccess)
+_COMMAND = _enum_names(CommandKind)
+_ELEMENT = _enum_names(ElementType)
+_FORMAT = _enum_names(ExecutableFormat)
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else (value or "")
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    return f"{n} B ({n / 1024:.1f} KiB)" if n < 1 << 20 else f"{n} B ({n / (1 << 20):.1f} MiB)"
+
+
+def _length(ref) -> int:
+    return ref.length if ref is not None else 0
+
+
+def _dims(values) -> str:
+    return "x".join(str(v) for v in values) if values is not None else "?"
+
+
+def _tensor_type(t) -> str:
+    dims = ["?" if d < 0 else str(d) for d in (t.dims if t.dims is not None else [])]
+    return "x".join(dims + [_ELEMENT.get(t.elementType, f"type{t.elementType}")])
+
+
+def _bindings(bindings) -> str:
+    return ", ".join(
+        f"{_ACCESS.get(b.access, b.access)} >= {b.minLength} B" for b in bindings or []
+    )
+
+
+def format_function(f) -> list[str]:
+    arguments = ", ".join(_tensor_type(t) for t in f.arguments or [])
+    results = ", ".join(_tensor_type(t) for t in f.results or [])
+    counts = Counter(c.kind for c in f.commands or [])
+    commands = (
+        ", ".join(f"{n} {_COMMAND.get(kind, f'kind{kind}')}" for kind, n in sorted(counts.items()))
+        or "none"
+    )
+    lines = [
+        f"  @{_text(f.name)}({arguments}) -> ({results})",
+        f"    commands: {commands}",
+        f"    transient: {_size(f.transientSize)}",
+    ]
+    if f.location:
+        lines.append(f"    location: {_text(f.location)}")
+    return lines
+
+
+def format_executable(index: int, e) -> list[str]:
+    kind = _FORMAT.get(e.format, f"format{e.format}")
+    lines = [f"  [{index}] {_text(e.name) or '(unnamed)'}: {kind}"]
+    if e.cpu is not None:
+        cpu = e.cpu
+        features = ", ".join(_text(x) for x in cpu.cpuFeatures or []) or "none"
+        lines += [
+            f"    target: {_text(cpu.format)}, cpu {_text(cpu.targetCpu)}, features: {features}",
+            f"    library: {_size(_length(cpu.library))}",
+        ]
+        lines += [
+            f"    export {i} {_text(x.symbol)}: workgroups {x.workgroupCount}; "
+            f"bindings [{_bindings(x.bindings)}]"
+            for i, x in enumerate(cpu.exports or [])
+        ]
+        return lines
+    if e.cuda is not None:
+        gpu, cubin = e.cuda, _length(e.cuda.cubin)
+        lines += [
+            f"    target: {_text(gpu.targetArch)}",
+            f"    ptx: {_size(_length(gpu.ptx))}; cubin: "
+            + (f"{_size(cubin)} ({_text(gpu.cubinArch)})" if cubin else "none"),
+        ]
+    elif e.rocm is not None:
+        gpu = e.rocm
+        lines += [
+            f"    target: {_text(gpu.targetArch)}",
+            f"    code object: {_size(_length(gpu.codeObject))}",
+        ]
+    elif e.spirv is not None:
+        gpu = e.spirv
+        lines += [f"    target: {_text(gpu.target)}", f"    spir-v: {_size(_length(gpu.code))}"]
+    else:
+        return lines
+    for i, x in enumerate(gpu.exports or []):
+        lines.append(
+            f"    export {i} {_text(x.name)}: grid {_dims(x.gridSize)}, "
+            f"block {_dims(x.blockSize)}, shared {x.sharedMemoryBytes} B; "
+            f"bindings [{_bindings(x.bindings)}]"
+        )
+    return lines
+
+
+def format_module(module, file_size: int) -> str:
+    """The whole report for a verified module tree (pyree.runtime._fb ModuleT)."""
+    functions = module.functions or []
+    executables = module.executables or []
+    constants = module.constants or []
+    constant_bytes = sum(_length(c.data) for c in constants)
+    lines = [
+        f"module: {_text(module.name)}",
+        f"producer: {_text(module.producer) or 'unknown'}",
+        f"schema version: {module.schemaVersionMajor}.{module.schemaVersionMinor}",
+        f"functions ({len(functions)}):",
+    ]
+    for f in functions:
+        lines += format_function(f)
+    lines.append(f"executables ({len(executables)}):")
+    for i, e in enumerate(executables):
+        lines += format_executable(i, e)
+    lines += [
+        f"constants: {len(constants)}, {_size(constant_bytes)}",
+        f"file size: {_size(file_size)}",
+    ]
+    return "\n".join(lines)
+
+
+def _run(argv: Sequence[str]) -> int:
+    parser = FlagParser("pyree-dump-module", "Describes the contents of a pyree module (.vmfb).")
+    parser.add_argument("module", help="the .vmfb module file")
+    args = parser.parse_args(argv)
+    with open(args.module, "rb") as f:
+        data = f.read()
+    print(format_module(rt.read_module(data).tree, len(data)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run_tool(_run, argv))
+
+
+if __name__ == "__main__":
+    main()

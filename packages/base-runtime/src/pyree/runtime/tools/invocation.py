@@ -1,0 +1,82 @@
+"""From flags to a call: load the module, pick the function, turn --input strings into arguments.
+
+Inputs are checked against the function's signature here, so a wrong count, shape or element type
+is reported against the --input that caused it rather than deep inside the runtime.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import pyree.runtime as rt
+from pyree.runtime.tools.cli import FlagParser, UsageError
+from pyree.runtime.tools.io_format import InputError, parse_value, type_string
+
+
+def add_invocation_flags(parser: FlagParser) -> None:
+    parser.add_argument("--module", help="the .vmfb module file to load")
+    parser.add_argument(
+        "--function", help="the exported function to call (default: the module's only function)"
+    )
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="one argument, in order: 4xf32=1 2 3 4, 2x2xi32=[1 2][3 4], f32=2, "
+        "1x8xf32=0 (splat), @file.npy",
+    )
+
+
+def load_module(path: str | None, device: str) -> rt.LoadedModule:
+    if not path:
+        raise UsageError("no module given: pass --module=file.vmfb")
+    return rt.load_module(path, device=device)
+
+
+def select_function(module: rt.LoadedModule, name: str | None) -> rt.Function:
+    names = module.function_names
+    listing = ", ".join(f"@{n}" for n in names) or "none"
+    if name is None:
+        if len(names) != 1:
+            raise UsageError(
+                f"module '{module.name}' exports {len(names)} functions ({listing}); "
+                "choose one with --function"
+            )
+        name = names[0]
+    if name not in names:
+        raise UsageError(f"module '{module.name}' has no function '{name}'; it exports {listing}")
+    return module[name]
+
+
+def parse_arguments(function: rt.Function, inputs: list[str]) -> list[np.ndarray]:
+    """Parses every --input and checks it against ``function``'s argument types."""
+    expected = function.argument_types
+    if len(inputs) != len(expected):
+        signature = ", ".join(str(t) for t in expected)
+        raise UsageError(
+            f"@{function.name}({signature}) takes {len(expected)} inputs, "
+            f"{len(inputs)} given with --input"
+        )
+    arguments = []
+    for index, (text, want) in enumerate(zip(inputs, expected), start=1):
+        where = f"--input {index} '{_abbreviate(text)}'"
+        try:
+            array = parse_value(text)
+        except InputError as e:
+            raise InputError(f"{where}: {e}") from None
+        if array.dtype != want.dtype or not _shape_matches(array.shape, tuple(want.shape)):
+            raise InputError(
+                f"{where}: @{function.name} expects {want} here, "
+                f"got {type_string(array.shape, array.dtype)}"
+            )
+        arguments.append(array)
+    return arguments
+
+
+def _shape_matches(actual: tuple[int, ...], declared: tuple[int, ...]) -> bool:
+    return len(actual) == len(declared) and all(d < 0 or a == d for a, d in zip(actual, declared))
+
+
+def _abbreviate(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,87 @@
+"""pyree-run-module: call one function of a module and print or save its results, like
+iree-run-module.
+
+    pyree-run-module --device=local-task --module=add.vmfb --function=add \\
+        --input="4xf32=1 2 3 4" --input=4xf32=2 --output=@sum.npy
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from pyree.runtime.tools.cli import (
+    FlagParser,
+    UsageError,
+    add_device_flags,
+    print_listings,
+    run_tool,
+)
+from pyree.runtime.tools.invocation import (
+    add_invocation_flags,
+    load_module,
+    parse_arguments,
+    select_function,
+)
+from pyree.runtime.tools.io_format import format_array, parse_output_spec, save_npy
+
+
+def _parser() -> FlagParser:
+    parser = FlagParser("pyree-run-module", "Runs one function of a pyree module (.vmfb).")
+    add_device_flags(parser)
+    add_invocation_flags(parser)
+    parser.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="what to do with the next result: @file.npy writes it, +file.npy "
+        "appends it, - prints it, an empty value drops it (default: print all)",
+    )
+    parser.add_argument(
+        "--print_max_element_count",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="elide printed results past N elements with ... (default: 1024)",
+    )
+    return parser
+
+
+def _run(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    if print_listings(args):
+        return 0
+    outputs = [parse_output_spec(text) for text in args.output]
+    module = load_module(args.module, args.device)
+    function = select_function(module, args.function)
+    arguments = parse_arguments(function, args.input)
+    if len(outputs) > len(function.result_types):
+        raise UsageError(
+            f"{len(outputs)} --output flags given, but @{function.name} returns "
+            f"{len(function.result_types)} results"
+        )
+
+    print(f"EXEC @{function.name}")
+    sys.stdout.flush()
+    results = function(*arguments)
+    if results is None:
+        results = ()
+    elif not isinstance(results, tuple):
+        results = (results,)
+    for index, result in enumerate(results):
+        action = outputs[index].action if index < len(outputs) else "print"
+        if action == "print":
+            print(f"result[{index}]: hal.buffer_view")
+            print(format_array(result.to_host(), args.print_max_element_count))
+        elif action != "ignore":
+            save_npy(outputs[index], result.to_host())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run_tool(_run, argv))
+
+
+if __name__ == "__main__":
+    main()

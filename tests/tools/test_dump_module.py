@@ -1,0 +1,123 @@
+"""pyree-dump-module: the report for a real module file, every executable kind, and bad files."""
+
+import os
+from pathlib import Path
+
+from tool_process import assert_clean_error, run_tool
+
+from pyree.runtime._fb.BindingLayout import BindingLayoutT
+from pyree.runtime._fb.CudaExecutable import CudaExecutableT
+from pyree.runtime._fb.DataRef import DataRefT
+from pyree.runtime._fb.Executable import ExecutableT
+from pyree.runtime._fb.GpuExport import GpuExportT
+from pyree.runtime._fb.RocmExecutable import RocmExecutableT
+from pyree.runtime._fb.SpirvExecutable import SpirvExecutableT
+from pyree.runtime.tools.dump_module import format_executable
+
+
+def test_report_of_a_module(tools_module):
+    proc = run_tool("dump_module", tools_module)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "module: tools_test" in out
+    assert "producer: tests/tools/conftest.py" in out
+    assert "schema version: 1.0" in out
+    assert "functions (2):" in out
+    assert "@add(37x53xf32, 37x53xf32) -> (37x53xf32)" in out
+    assert "@twice(37x53xf32) -> (37x53xf32, 37x53xf32)" in out
+    assert out.count("commands: 1 dispatch") == 1 and "commands: 2 dispatch" in out
+    assert "transient: 0 B" in out
+    assert "[0] add_dispatch: cpu" in out
+    assert "target: elf-x86_64, cpu generic, features: none" in out
+    assert (
+        "export 0 add_f32: workgroups 8; bindings [read >= 7844 B, read >= 7844 B, write >= 7844 B]"
+        in out
+    )
+    assert "constants: 1, 7844 B (7.7 KiB)" in out
+    assert f"file size: {os.path.getsize(tools_module)} B" in out
+
+
+def test_check_commands_and_transients_are_counted(checks_module):
+    out = run_tool("dump_module", checks_module).stdout
+    assert out.count("commands: 1 dispatch, 1 barrier, 1 check") == 2
+    assert "transient: 7844 B (7.7 KiB)" in out
+    assert "constants: 3, 23532 B (23.0 KiB)" in out
+
+
+def _gpu_export() -> GpuExportT:
+    x = GpuExportT()
+    x.name, x.gridSize, x.blockSize, x.sharedMemoryBytes = "matmul_0", [3, 5, 1], [128, 1, 1], 4096
+    binding = BindingLayoutT()
+    binding.access, binding.minLength = 2, 1000
+    x.bindings = [binding]
+    return x
+
+
+def _ref(length: int) -> DataRefT:
+    ref = DataRefT()
+    ref.offset, ref.length = 0, length
+    return ref
+
+
+def test_gpu_executables_show_targets_payloads_and_launch_shapes():
+    cuda = CudaExecutableT()
+    cuda.targetArch, cuda.ptx, cuda.cubinArch, cuda.cubin = (
+        "sm_90",
+        _ref(5000),
+        "sm_90",
+        _ref(3 << 20),
+    )
+    cuda.exports = [_gpu_export()]
+    e = ExecutableT()
+    e.name, e.format, e.cuda = "k", 1, cuda
+    lines = format_executable(2, e)
+    assert lines[0] == "  [2] k: cuda"
+    assert "target: sm_90" in lines[1]
+    assert lines[2] == "    ptx: 5000 B (4.9 KiB); cubin: 3145728 B (3.0 MiB) (sm_90)"
+    assert (
+        lines[3]
+        == "    export 0 matmul_0: grid 3x5x1, block 128x1x1, shared 4096 B; "
+        "bindings [read_write >= 1000 B]"
+    )
+
+    cuda.cubin = _ref(0)
+    assert "cubin: none" in format_executable(0, e)[2]
+
+    rocm = RocmExecutableT()
+    rocm.targetArch, rocm.codeObject, rocm.exports = "gfx942", _ref(900), [_gpu_export()]
+    e = ExecutableT()
+    e.format, e.rocm = 2, rocm
+    assert format_executable(0, e)[1:3] == ["    target: gfx942", "    code object: 900 B"]
+
+    spirv = SpirvExecutableT()
+    spirv.target, spirv.code, spirv.exports = "vulkan-unknown-unknown", _ref(2048), [_gpu_export()]
+    e = ExecutableT()
+    e.format, e.spirv = 3, spirv
+    lines = format_executable(0, e)
+    assert lines[1:3] == ["    target: vulkan-unknown-unknown", "    spir-v: 2048 B (2.0 KiB)"]
+    assert "grid 3x5x1, block 128x1x1" in lines[3]
+
+
+def test_missing_file(tmp_path):
+    assert_clean_error(run_tool("dump_module", str(tmp_path / "nope.vmfb")), 1, "nope.vmfb")
+
+
+def test_damaged_file(tools_module, tmp_path):
+    data = bytearray(Path(tools_module).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "damaged.vmfb").write_bytes(bytes(data))
+    assert_clean_error(run_tool("dump_module", str(tmp_path / "damaged.vmfb")), 1, "damaged")
+
+
+def test_not_a_module(tmp_path):
+    (tmp_path / "text.vmfb").write_text("hello " * 50)
+    assert_clean_error(
+        run_tool("dump_module", str(tmp_path / "text.vmfb")), 1, "not a pyree module"
+    )
+
+
+def test_usage_errors():
+    assert_clean_error(run_tool("dump_module"), 2, "the following arguments are required: module")
+    assert_clean_error(
+        run_tool("dump_module", "a.vmfb", "--bogus"), 2, "unrecognized arguments: --bogus"
+    )
