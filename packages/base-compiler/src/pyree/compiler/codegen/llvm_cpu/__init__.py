@@ -1,0 +1,51 @@
+"""The llvm-cpu backend: kernels -> one x86-64 ELF shared object, called through cpu_kernel.h.
+
+Each kernel becomes an exported symbol that runs a range of workgroup ids; the runtime needs no
+LLVM, only the system's dynamic loader (and libm).
+"""
+
+from __future__ import annotations
+
+from pyree.compiler._fb.BindingAccess import BindingAccess
+from pyree.compiler._fb.BindingLayout import BindingLayoutT
+from pyree.compiler._fb.CpuExecutable import CpuExecutableT
+from pyree.compiler._fb.CpuExport import CpuExportT
+from pyree.compiler._fb.Executable import ExecutableT
+from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
+from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
+from pyree.compiler.codegen.llvm_cpu.object_file import link_shared_object, optimize
+from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.kernel import Kernel
+from pyree.compiler.module_writer import ModuleBuilder
+from pyree.compiler.options import CompileOptions
+
+
+def compile_executable(kernels: list[Kernel], options: CompileOptions,
+                       builder: ModuleBuilder) -> ExecutableT:
+    target = resolve_target(options.llvmcpu_target_cpu)
+    module, lowered = lower_kernels(kernels, target)
+    library = link_shared_object(target.machine.emit_object(optimize(str(module), target)))
+
+    cpu = CpuExecutableT()
+    cpu.format = "elf-x86_64"
+    cpu.targetCpu = target.cpu
+    cpu.cpuFeatures = target.cpuinfo_flags
+    cpu.library = builder.add_data(library)
+    cpu.exports = []
+    for kernel, low in zip(kernels, lowered):
+        export = CpuExportT()
+        export.symbol = low.symbol
+        export.workgroupCount = low.workgroup_count
+        export.bindings = []
+        for binding in kernel.bindings:
+            layout = BindingLayoutT()
+            layout.access = getattr(BindingAccess, binding.access)
+            layout.minLength = binding.num_bytes
+            export.bindings.append(layout)
+        cpu.exports.append(export)
+
+    exe = ExecutableT()
+    exe.name = "llvm_cpu"
+    exe.format = ExecutableFormat.cpu
+    exe.cpu = cpu
+    return exe

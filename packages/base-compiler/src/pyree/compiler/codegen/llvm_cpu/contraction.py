@@ -1,0 +1,217 @@
+"""Contractions (``acc + x * y`` over one reduction loop): a register-blocked micro-kernel.
+
+Matched on normalized kernels whose last two parallel loops are m (rows) and n (the contiguous
+output loop), with ``x`` independent of n and ``y`` independent of m: matmul, batch matmul, any
+operand layout, casts inside ``x``/``y`` (f16 or i8 inputs), and any init/epilogue (bias, relu).
+
+Per workgroup tile (batch, TM rows, TN cols), for each panel of NR = NV vectors of columns:
+``y`` is packed into a zero-padded K x NR stack buffer (so the K loop needs no masks and reads
+one contiguous stream), then for each block of MR rows the MR x NV accumulator vectors stay in
+registers for the whole K loop: per k, NV vector loads of the panel, MR scalar loads of ``x``
+broadcast, MR*NV fused multiply-adds. Accumulators start at zero; init is added and the epilogue
+applied once per output, with masked vector stores on the ragged right edge. Rows past the tile
+edge repeat the last row and are not stored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llvmlite import ir
+from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type
+from pyree.compiler.codegen.llvm_cpu.loops import (
+    entry_alloca,
+    for_range,
+    i64,
+    nest,
+    umin,
+)
+from pyree.compiler.codegen.llvm_cpu.target import CpuTarget
+from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
+from pyree.compiler.kernel import (
+    Acc,
+    Binary,
+    Expr,
+    Kernel,
+    Load,
+    LoopIndex,
+    is_float,
+    walk,
+)
+
+PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
+MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
+MIN_FLOPS_PER_GROUP = 1 << 18
+
+
+def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
+    if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
+        return None
+    m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
+    result = kernel.results[0]
+    v = result.value
+    if result.index[0].coeffs[n] != 1 or not isinstance(v, Binary) or v.op != "add":
+        return None
+    product = v.b if v.a == Acc(0, v.dtype) else v.a if v.b == Acc(0, v.dtype) else None
+    if not isinstance(product, Binary) or product.op != "mul" or product.dtype != v.dtype:
+        return None
+    x, y = product.a, product.b
+    if _depends(x, n) or _depends(y, m):
+        x, y = y, x
+    if _depends(x, n) or _depends(y, m) or not _pure(x) or not _pure(y):
+        return None
+    if v.dtype == "i1" or v.dtype == "index":
+        return None
+    return ContractionLowering(kernel, target, x, y)
+
+
+def _depends(e: Expr, dim: int) -> bool:
+    return any(isinstance(s, Load) and s.index[0].coeffs[dim] != 0 for s in walk(e))
+
+
+def _pure(e: Expr) -> bool:
+    """Only loads, constants and arithmetic: no accumulators or loop indices."""
+    return not any(isinstance(s, (Acc, LoopIndex)) for s in walk(e))
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    mr: int      # rows
+    nv: int      # vectors per row
+    vw: int      # lanes per vector
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.vw
+
+
+class ContractionLowering:
+    def __init__(self, kernel: Kernel, target: CpuTarget, x: Expr, y: Expr):
+        self.kernel, self.x, self.y = kernel, x, y
+        self.dtype = kernel.results[0].value.dtype
+        *batch, M, N = kernel.parallel_ranges
+        K = kernel.reduction_ranges[0]
+        vw = max(1, target.vector_bits // max(32, bits(self.dtype)))
+        accumulators = 24 if target.vector_registers == 32 else 12
+        nv = max(1, min(2, -(-N // vw)))
+        mr = max(1, min(M, accumulators // nv, 12))
+        self.micro = MicroTile(mr, nv, vw)
+        nr = self.micro.nr
+        self.pack = K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES
+        self.tiling = _tile(tuple(batch), M, N, K, mr, nr)
+
+    @property
+    def workgroup_count(self) -> int:
+        return self.tiling.count
+
+    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
+        bounds = self.tiling.emit_bounds(b, wg)
+        nest(b, bounds[:-2], lambda batch: self._tile(b, ptrs, batch, *bounds[-2:]))
+
+    def _tile(self, b, ptrs, batch, rows, cols) -> None:
+        mt, K = self.micro, self.kernel.reduction_ranges[0]
+        N = self.kernel.parallel_ranges[-1]
+        (m_lo, m_hi), (n_lo, n_hi) = rows, cols
+        t = scalar_type(self.dtype)
+        panel = entry_alloca(b, t, K * mt.nr, align=64) if self.pack else None
+        with for_range(b, n_lo, n_hi, step=mt.nr, name="nb") as nb:
+            ncols = b.sub(n_hi, nb)
+            full = b.icmp_signed(">=", ncols, i64(mt.nr))
+            if panel is not None:
+                self._pack(b, ptrs, batch, m_lo, nb, umin(b, ncols, i64(mt.nr)), panel, K)
+            variants = [v for v, possible in ((True, N >= mt.nr), (False, N % mt.nr != 0)) if possible]
+            with for_range(b, m_lo, m_hi, step=mt.mr, name="mb") as mb:
+                if len(variants) == 1:
+                    self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, variants[0])
+                else:
+                    with b.if_else(full) as (then, otherwise):
+                        with then:
+                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, True)
+                        with otherwise:
+                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, False)
+
+    def _pack(self, b, ptrs, batch, m_lo, nb, width, panel, K) -> None:
+        """panel[k][j] = y(k, nb + j) for j < width, else 0."""
+        em = ExprEmitter(b, ptrs, self.kernel)
+        nr = self.micro.nr
+        t = scalar_type(self.dtype)
+        with for_range(b, i64(0), i64(K), name="pk") as k:
+            row = b.mul(k, i64(nr))
+            with for_range(b, i64(0), width, name="pj") as j:
+                value = em.emit(self.y, Point(batch + [m_lo, b.add(nb, j), k]))
+                b.store(value, b.gep(panel, [b.add(row, j)], source_etype=t))
+            with for_range(b, width, i64(nr), name="pz") as j:
+                b.store(em.const(0, self.dtype), b.gep(panel, [b.add(row, j)], source_etype=t))
+
+    def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool) -> None:
+        """One MR x NR block of outputs at (mb, nb)."""
+        mt, K = self.micro, self.kernel.reduction_ranges[0]
+        m_dim = self.kernel.num_parallel - 2
+        scalar = ExprEmitter(b, ptrs, self.kernel)
+        vec = ExprEmitter(b, ptrs, self.kernel, width=mt.vw)
+        t = scalar_type(self.dtype)
+        vt = ir.VectorType(t, mt.vw)
+        last = b.sub(m_hi, i64(1))
+        rows = [umin(b, b.add(mb, i64(i)), last) for i in range(mt.mr)]
+        cols = [b.add(nb, i64(v * mt.vw)) for v in range(mt.nv)]
+        masks = None if full else [self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
+                                   for v in range(mt.nv)]
+        slots = [[entry_alloca(b, vt) for _ in range(mt.nv)] for _ in range(mt.mr)]
+        for row in slots:
+            for s in row:
+                b.store(vec.const(0, self.dtype), s)
+
+        with for_range(b, i64(0), i64(K), name="k") as k:
+            if panel is not None:
+                base = b.mul(k, i64(mt.nr))
+                ys = [b.load(b.gep(panel, [b.add(base, i64(v * mt.vw))], source_etype=t),
+                             typ=vt, align=bits(self.dtype) // 8) for v in range(mt.nv)]
+            else:
+                ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1,
+                                             mask=None if full else masks[v]))
+                      for v, c in enumerate(cols)]
+            for i, row in enumerate(rows):
+                xi = vec.splat(scalar.emit(self.x, Point(batch + [row, nb, k])))
+                for v in range(mt.nv):
+                    acc = b.load(slots[i][v], typ=vt)
+                    b.store(self._fma(b, vec, xi, ys[v], acc), slots[i][v])
+
+        result = self.kernel.results[0]
+        for i in range(mt.mr):
+            valid = b.icmp_signed("<", b.add(mb, i64(i)), m_hi)
+            with b.if_then(valid, likely=True):
+                for v, c in enumerate(cols):
+                    pt = Point(batch + [rows[i], c, i64(0)], lane_dim=m_dim + 1,
+                               mask=None if full else masks[v])
+                    acc = b.load(slots[i][v], typ=vt)
+                    init = vec.emit(result.init, pt)
+                    total = b.fadd(init, acc) if is_float(self.dtype) else b.add(init, acc)
+                    pt.accs = [total]
+                    out = vec.emit(result.epilogue, pt) if result.epilogue is not None else total
+                    vec.store(result.binding, result.index[0], out, pt)
+
+    def _fma(self, b, vec: ExprEmitter, x, y, acc):
+        if is_float(self.dtype):
+            fn = vec.intrinsic("fmuladd", acc.type, [acc.type] * 3, [acc.type])
+            return b.call(fn, [x, y, acc])
+        return b.add(acc, b.mul(x, y))
+
+    def _lane_mask(self, b, vec: ExprEmitter, remaining: ir.Value) -> ir.Value:
+        """Lanes i with i < remaining."""
+        return b.icmp_signed("<", vec.iota(), vec.splat(remaining))
+
+
+def _tile(batch: tuple[int, ...], M: int, N: int, K: int, mr: int, nr: int) -> Tiling:
+    """Tiles of up to 16 row blocks x 4 column panels, shrunk until there are enough of them."""
+    row_blocks, col_panels = -(-M // mr), -(-N // nr)
+    tm, tn = min(row_blocks, 16), min(col_panels, 4)
+    groups = lambda: math.prod(batch) * -(-row_blocks // tm) * -(-col_panels // tn)
+    enough = min(MIN_GROUPS, max(1, math.prod(batch) * M * N * K // MIN_FLOPS_PER_GROUP))
+    while groups() < enough and (tm > 1 or tn > 1):
+        if tm >= tn and tm > 1:
+            tm = -(-tm // 2)
+        else:
+            tn = -(-tn // 2)
+    ranges = batch + (M, N)
+    return Tiling(ranges, (1,) * len(batch) + (max(1, min(M, tm * mr)), max(1, min(N, tn * nr))))

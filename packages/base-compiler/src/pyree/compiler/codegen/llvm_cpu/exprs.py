@@ -1,0 +1,464 @@
+"""Lowers kernel expressions to LLVM IR, as scalars or as vectors along one loop.
+
+A ``Point`` says where an expression is evaluated: one i64 index per loop and, in vector mode,
+the loop whose consecutive values fill the lanes (``lane_dim``) and an optional lane mask for
+partial vectors. Loads pick the cheapest form for their stride along the lane loop: one scalar
+load splatted (stride 0), one vector load (stride 1) or a gather. Integer division, remainder and
+shifts are guarded so that no input value can trap or produce poison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+from pyree.compiler.codegen.llvm_cpu.normalize import affine_range, loads
+from pyree.compiler.errors import CompileError
+from pyree.compiler.kernel import (
+    Acc,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Kernel,
+    Load,
+    LoopIndex,
+    Select,
+    Unary,
+    is_float,
+    is_unsigned,
+    itemsize,
+    operands,
+    walk,
+)
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+FLOAT_TYPES = {"f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType()}
+FAST = ("reassoc", "contract")
+
+# Unary float ops that are LLVM intrinsics (llvm.<name>.<type>); the rest are libm calls.
+_FLOAT_INTRINSICS = {
+    "abs": "fabs", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
+    "sin": "sin", "cos": "cos", "tan": "tan", "atan": "atan", "tanh": "tanh", "floor": "floor",
+    "ceil": "ceil", "round": "round", "roundeven": "roundeven", "trunc": "trunc",
+}
+_LIBM = {"erf": "erf", "expm1": "expm1", "log1p": "log1p"}
+_FLOAT_BINARY_INTRINSICS = {"pow": "pow", "max": "maximum", "min": "minimum", "atan2": "atan2",
+                            "copysign": "copysign"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def scalar_type(dtype: str) -> ir.Type:
+    if dtype in FLOAT_TYPES:
+        return FLOAT_TYPES[dtype]
+    if dtype == "index":
+        return I64
+    return ir.IntType(1 if dtype == "i1" else itemsize(dtype) * 8)
+
+
+def storage_type(dtype: str) -> ir.Type:
+    """How a value of ``dtype`` sits in memory: i1 as one byte."""
+    return I8 if dtype == "i1" else scalar_type(dtype)
+
+
+def bits(dtype: str) -> int:
+    return 1 if dtype == "i1" else 64 if dtype == "index" else itemsize(dtype) * 8
+
+
+def _mangle(t: ir.Type) -> str:
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_mangle(t.element)}"
+    if isinstance(t, ir.PointerType):
+        return "p0"
+    return {"half": "f16", "float": "f32", "double": "f64"}.get(str(t), str(t))
+
+
+def unsafe_loads(kernel: Kernel) -> set[Load]:
+    """Loads of a normalized kernel that can fall outside their binding somewhere in the loop
+    box; ``check_accesses`` allows them only inside Select arms, where they are guarded."""
+    if 0 in kernel.loop_ranges:
+        return set()
+    out = set()
+    for ld in loads(kernel):
+        lo, hi = affine_range(ld.index[0], kernel.loop_ranges)
+        if lo < 0 or hi >= kernel.bindings[ld.binding].shape[0]:
+            out.add(ld)
+    return out
+
+
+@dataclass
+class Point:
+    indices: list[ir.Value]           # i64 per loop (lane 0 for the lane loop)
+    lane_dim: int | None = None
+    mask: ir.Value | None = None      # <w x i1>: lanes that exist
+    accs: list[ir.Value] | None = None
+
+
+class ExprEmitter:
+    """Emits expressions of one (normalized) kernel into ``builder`` at a width of 1 or more."""
+
+    def __init__(self, builder: ir.IRBuilder, bindings: list[ir.Value], kernel: Kernel,
+                 width: int = 1):
+        self.b = builder
+        self.bindings = bindings
+        self.kernel = kernel
+        self.width = width
+        self.unsafe_loads = unsafe_loads(kernel)
+        self._guard_cache: dict[Select, bool] = {}
+
+    # ---- types and constants ----
+
+    def ty(self, dtype: str) -> ir.Type:
+        t = scalar_type(dtype)
+        return ir.VectorType(t, self.width) if self.width > 1 else t
+
+    def const(self, value, dtype: str) -> ir.Constant:
+        t = scalar_type(dtype)
+        if is_float(dtype):
+            value = float(np.dtype(np.float16).type(value)) if dtype == "f16" else float(value)
+        else:
+            v = int(value) % (1 << bits(dtype))
+            value = v - (1 << bits(dtype)) if v >= 1 << (bits(dtype) - 1) else v
+        c = ir.Constant(t, value)
+        return ir.Constant(ir.VectorType(t, self.width), [c] * self.width) if self.width > 1 else c
+
+    def splat(self, scalar: ir.Value) -> ir.Value:
+        if self.width == 1:
+            return scalar
+        vt = ir.VectorType(scalar.type, self.width)
+        v = self.b.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, self.width), [0] * self.width))
+
+    def iota(self) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I64, self.width), list(range(self.width)))
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type], mangle: list[ir.Type]):
+        full = ".".join([f"llvm.{name}"] + [_mangle(t) for t in mangle])
+        return self.function(full, ret, args)
+
+    def function(self, name: str, ret: ir.Type, args: list[ir.Type]):
+        module = self.b.module
+        fn = module.globals.get(name)
+        return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+
+    # ---- memory ----
+
+    def offset(self, affine, pt: Point) -> ir.Value:
+        """Element offset of ``affine`` at ``pt`` (lane 0 in vector mode), as i64."""
+        off = ir.Constant(I64, affine.const)
+        for c, ix in zip(affine.coeffs, pt.indices):
+            if c:
+                off = self.b.add(off, self.b.mul(ix, ir.Constant(I64, c)) if c != 1 else ix)
+        return off
+
+    def address(self, binding: int, affine, pt: Point) -> tuple[ir.Value, ir.Type, int]:
+        """Pointer at lane 0, storage type, and stride in elements along the lane loop."""
+        st = storage_type(self.kernel.bindings[binding].dtype)
+        ptr = self.b.gep(self.bindings[binding], [self.offset(affine, pt)], source_etype=st)
+        lane = affine.coeffs[pt.lane_dim] if self.width > 1 and pt.lane_dim is not None else 0
+        return ptr, st, lane
+
+    def lane_pointers(self, ptr, st, stride: int) -> ir.Value:
+        offs = ir.Constant(ir.VectorType(I64, self.width), [stride * i for i in range(self.width)])
+        g = self.b.gep(ptr, [offs], source_etype=st)
+        g.type = ir.VectorType(ir.PointerType(), self.width)  # llvmlite types vector GEPs as ptr
+        return g
+
+    def load(self, e: Load, pt: Point, guard: ir.Value | None = None) -> ir.Value:
+        """``guard``: vector lanes allowed to load (a possibly out-of-range load in a Select arm)."""
+        ptr, st, lane = self.address(e.binding, e.index[0], pt)
+        nbytes = max(1, bits(e.dtype) // 8)
+        align = ir.Constant(I32, nbytes)
+        mask = pt.mask
+        if guard is not None:
+            mask = guard if mask is None else self.b.and_(mask, guard)
+        if self.width == 1 or (lane == 0 and guard is None):
+            v = self.splat(self.b.load(ptr, align=nbytes, typ=st))
+        else:
+            vt = ir.VectorType(st, self.width)
+            passthru = ir.Constant(vt, None)
+            mask = self.all_lanes() if mask is None and lane != 1 else mask
+            if lane == 1 and mask is None:
+                v = self.b.load(ptr, align=nbytes, typ=vt)
+            elif lane == 1:
+                fn = self.intrinsic("masked.load", vt, [ir.PointerType(), I32, mask.type, vt],
+                                    [vt, ptr.type])
+                v = self.b.call(fn, [ptr, align, mask, passthru])
+            else:
+                ptrs = self.lane_pointers(ptr, st, lane)
+                fn = self.intrinsic("masked.gather", vt, [ptrs.type, I32, mask.type, vt],
+                                    [vt, ptrs.type])
+                v = self.b.call(fn, [ptrs, align, mask, passthru])
+        if e.dtype == "i1":
+            return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        return v
+
+    def store(self, binding: int, affine, value: ir.Value, pt: Point) -> None:
+        ptr, st, lane = self.address(binding, affine, pt)
+        nbytes = max(1, bits(self.kernel.bindings[binding].dtype) // 8)
+        if self.kernel.bindings[binding].dtype == "i1":
+            value = self.b.zext(value, ir.VectorType(I8, self.width) if self.width > 1 else I8)
+        align = ir.Constant(I32, nbytes)
+        if self.width == 1:
+            self.b.store(value, ptr, align=nbytes)
+            return
+        mask = pt.mask if pt.mask is not None else self.all_lanes()
+        if lane == 1 and pt.mask is None:
+            self.b.store(value, ptr, align=nbytes)
+        elif lane == 1:
+            fn = self.intrinsic("masked.store", ir.VoidType(), [value.type, ir.PointerType(), I32, mask.type],
+                                [value.type, ptr.type])
+            self.b.call(fn, [value, ptr, align, mask])
+        else:
+            ptrs = self.lane_pointers(ptr, st, lane)
+            fn = self.intrinsic("masked.scatter", ir.VoidType(), [value.type, ptrs.type, I32, mask.type],
+                                [value.type, ptrs.type])
+            self.b.call(fn, [value, ptrs, align, mask])
+
+    def all_lanes(self) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I1, self.width), [1] * self.width)
+
+    # ---- expressions ----
+
+    def emit(self, expr: Expr, pt: Point, fast: bool = False) -> ir.Value:
+        """The value of ``expr`` at ``pt``; ``fast`` allows reassociation (reductions)."""
+        return self._emit(expr, pt, fast, {}, None)
+
+    def _emit(self, e: Expr, pt: Point, fast: bool, memo: dict, guard: ir.Value | None) -> ir.Value:
+        """``guard`` (vector mode): lanes where every enclosing Select arm is the chosen one."""
+        if e in memo:
+            return memo[e]
+        if isinstance(e, Select) and self._guarded(e):
+            value = self._lazy_select(e, pt, fast, memo, guard)
+        elif isinstance(e, Load):
+            value = self.load(e, pt, guard if e in self.unsafe_loads else None)
+        else:
+            args = []
+            for c in operands(e):
+                args.append(self._emit(c, pt, fast, memo, guard))
+            value = self._node(e, args, pt, fast)
+        memo[e] = value
+        return value
+
+    def _guarded(self, e: Select) -> bool:
+        """True when an arm holds a load that may be out of range where it is not chosen."""
+        if e not in self._guard_cache:
+            self._guard_cache[e] = any(isinstance(x, Load) and x in self.unsafe_loads
+                                       for arm in (e.a, e.b) for x in walk(arm))
+        return self._guard_cache[e]
+
+    def _lazy_select(self, e: Select, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
+        """Evaluates only the chosen arm: by branching (scalar) or by masking loads (vector).
+        Each arm gets its own copy of the memo: its values do not dominate the other arm."""
+        b = self.b
+        cond = self._emit(e.cond, pt, fast, memo, guard)
+        if self.width > 1:
+            not_cond = b.xor(cond, self.all_lanes())
+            guard_a = cond if guard is None else b.and_(guard, cond)
+            guard_b = not_cond if guard is None else b.and_(guard, not_cond)
+            return b.select(cond, self._emit(e.a, pt, fast, dict(memo), guard_a),
+                            self._emit(e.b, pt, fast, dict(memo), guard_b))
+        then_block, else_block = b.append_basic_block("sel.a"), b.append_basic_block("sel.b")
+        merge = b.append_basic_block("sel.end")
+        b.cbranch(cond, then_block, else_block)
+        incoming = []
+        for block, arm in ((then_block, e.a), (else_block, e.b)):
+            b.position_at_end(block)
+            incoming.append((self._emit(arm, pt, fast, dict(memo), None), b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        phi = b.phi(incoming[0][0].type)
+        for value, block in incoming:
+            phi.add_incoming(value, block)
+        return phi
+
+    def _node(self, e: Expr, args: list[ir.Value], pt: Point, fast: bool) -> ir.Value:
+        if isinstance(e, Const):
+            return self.const(e.value, e.dtype)
+        if isinstance(e, LoopIndex):
+            ix = self.splat(pt.indices[e.dim])
+            if self.width > 1 and e.dim == pt.lane_dim:
+                ix = self.b.add(ix, self.iota())
+            return self.int_resize(ix, "index", e.dtype, signed=True)
+        if isinstance(e, Acc):
+            return pt.accs[e.result]
+        if isinstance(e, Unary):
+            return self.unary(e.op, args[0], e.dtype, fast)
+        if isinstance(e, Binary):
+            return self.binary(e.op, args[0], args[1], e.dtype, fast)
+        if isinstance(e, Compare):
+            return self.compare(e.predicate, args[0], args[1], e.a.dtype)
+        if isinstance(e, Select):
+            return self.b.select(args[0], args[1], args[2])
+        if isinstance(e, Cast):
+            return self.cast(e.op, args[0], e.x.dtype, e.dtype)
+        raise CompileError(f"llvm-cpu: unknown expression {e!r} in kernel '{self.kernel.name}'")
+
+    def unary(self, op: str, x: ir.Value, dtype: str, fast: bool) -> ir.Value:
+        b = self.b
+        flags = FAST if fast else ()
+        if is_float(dtype):
+            if op == "neg":
+                return b.fneg(x, flags=flags)
+            if op in _FLOAT_INTRINSICS:
+                return b.call(self.intrinsic(_FLOAT_INTRINSICS[op], x.type, [x.type], [x.type]), [x])
+            if op in _LIBM:
+                return self.libm(_LIBM[op], [x], dtype)
+            if op == "rsqrt":
+                sqrt = b.call(self.intrinsic("sqrt", x.type, [x.type], [x.type]), [x])
+                return b.fdiv(self.const(1.0, dtype), sqrt, flags=flags)
+            if op == "sign":
+                pos = b.fcmp_ordered(">", x, self.const(0.0, dtype))
+                neg = b.fcmp_ordered("<", x, self.const(0.0, dtype))
+                return b.select(pos, self.const(1.0, dtype),
+                                b.select(neg, self.const(-1.0, dtype), x))
+        else:
+            if op == "neg":
+                return b.sub(self.const(0, dtype), x)
+            if op == "abs":
+                if is_unsigned(dtype) or dtype == "i1":
+                    return x
+                return b.call(self.intrinsic("abs", x.type, [x.type, I1], [x.type]),
+                              [x, ir.Constant(I1, 0)])
+            if op == "not":
+                return b.xor(x, self.const(-1, dtype))
+            if op == "sign":
+                zero = self.const(0, dtype)
+                if is_unsigned(dtype) or dtype == "i1":
+                    return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+                return b.sub(b.zext(b.icmp_signed(">", x, zero), x.type),
+                             b.zext(b.icmp_signed("<", x, zero), x.type))
+        raise CompileError(f"llvm-cpu: unary '{op}' is not defined on {dtype} "
+                           f"(kernel '{self.kernel.name}')")
+
+    def binary(self, op: str, a: ir.Value, c: ir.Value, dtype: str, fast: bool) -> ir.Value:
+        b = self.b
+        if is_float(dtype):
+            flags = FAST if fast else ()
+            simple = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv, "rem": b.frem}
+            if op in simple:
+                return simple[op](a, c, flags=flags)
+            if op in _FLOAT_BINARY_INTRINSICS:
+                fn = self.intrinsic(_FLOAT_BINARY_INTRINSICS[op], a.type, [a.type, a.type], [a.type])
+                return b.call(fn, [a, c])
+        else:
+            unsigned = is_unsigned(dtype) or dtype == "i1"
+            simple = {"add": b.add, "sub": b.sub, "mul": b.mul, "and": b.and_, "or": b.or_,
+                      "xor": b.xor}
+            if op in simple:
+                return simple[op](a, c)
+            if op in ("div", "rem"):
+                return self.int_divide(op, a, c, dtype, unsigned)
+            if op in ("max", "min"):
+                name = ("u" if unsigned else "s") + op
+                return b.call(self.intrinsic(name, a.type, [a.type, a.type], [a.type]), [a, c])
+            if op in ("shl", "shr"):
+                return self.shift(op, a, c, dtype, unsigned)
+            if op == "pow":
+                return self.int_power(a, c, dtype, unsigned)
+        raise CompileError(f"llvm-cpu: binary '{op}' is not defined on {dtype} "
+                           f"(kernel '{self.kernel.name}')")
+
+    def int_divide(self, op, a, c, dtype, unsigned):
+        """Division by zero gives 0 and MIN / -1 wraps, instead of a SIGFPE."""
+        b = self.b
+        zero, one = self.const(0, dtype), self.const(1, dtype)
+        by_zero = b.icmp_unsigned("==", c, zero)
+        safe = b.select(by_zero, one, c)
+        if not unsigned:
+            overflow = b.and_(b.icmp_signed("==", a, self.const(-(1 << (bits(dtype) - 1)), dtype)),
+                              b.icmp_signed("==", c, self.const(-1, dtype)))
+            safe = b.select(overflow, one, safe)
+        fn = {("div", True): b.udiv, ("div", False): b.sdiv,
+              ("rem", True): b.urem, ("rem", False): b.srem}[(op, unsigned)]
+        return b.select(by_zero, zero, fn(a, safe))
+
+    def shift(self, op, a, c, dtype, unsigned):
+        """Shifts by the bit width or more give 0 (or the sign fill), as numpy does."""
+        b = self.b
+        width = self.const(bits(dtype), dtype) if bits(dtype) > 1 else self.const(1, dtype)
+        over = b.icmp_unsigned(">=", c, width)
+        if op == "shl":
+            return b.select(over, self.const(0, dtype), b.shl(a, c))
+        if unsigned:
+            return b.select(over, self.const(0, dtype), b.lshr(a, c))
+        return b.select(over, b.ashr(a, self.const(bits(dtype) - 1, dtype)), b.ashr(a, c))
+
+    def int_power(self, a, c, dtype, unsigned):
+        """Square-and-multiply over every exponent bit; a negative exponent gives 1/a truncated."""
+        b = self.b
+        result, base = self.const(1, dtype), a
+        for i in range(bits(dtype)):
+            bit = b.icmp_unsigned("!=", b.and_(c, self.const(1 << i, dtype)), self.const(0, dtype))
+            result = b.select(bit, b.mul(result, base), result)
+            base = b.mul(base, base)
+        if unsigned:
+            return result
+        one, minus_one = self.const(1, dtype), self.const(-1, dtype)
+        odd = b.icmp_unsigned("!=", b.and_(c, one), self.const(0, dtype))
+        reciprocal = b.select(b.icmp_signed("==", a, one), one,
+                              b.select(b.icmp_signed("==", a, minus_one),
+                                       b.select(odd, minus_one, one), self.const(0, dtype)))
+        return b.select(b.icmp_signed("<", c, self.const(0, dtype)), reciprocal, result)
+
+    def compare(self, pred: str, a: ir.Value, c: ir.Value, dtype: str) -> ir.Value:
+        b = self.b
+        if is_float(dtype):
+            if pred in ("ord", "uno"):
+                return (b.fcmp_ordered if pred == "ord" else b.fcmp_unordered)(pred, a, c)
+            if pred in _CMP:
+                return b.fcmp_ordered(_CMP[pred], a, c)
+            return b.fcmp_unordered(_CMP[pred[1:]], a, c)
+        base = pred[1:] if pred not in _CMP and pred[1:] in _CMP else pred
+        if base not in _CMP:
+            raise CompileError(f"llvm-cpu: predicate '{pred}' is not defined on {dtype}")
+        unsigned = is_unsigned(dtype) or dtype == "i1" or base != pred
+        return (b.icmp_unsigned if unsigned else b.icmp_signed)(_CMP[base], a, c)
+
+    def cast(self, op: str, x: ir.Value, src: str, dst: str) -> ir.Value:
+        b = self.b
+        t = self.ty(dst)
+        if op in ("extsi", "extui", "trunci"):
+            return self.int_resize(x, src, dst, signed=op == "extsi")
+        if op == "bitcast":
+            if bits(src) != bits(dst):
+                raise CompileError(f"llvm-cpu: bitcast from {src} to {dst} changes the size")
+            return b.bitcast(x, t)
+        fn = {"fptosi": b.fptosi, "fptoui": b.fptoui, "sitofp": b.sitofp, "uitofp": b.uitofp,
+              "fpext": b.fpext, "fptrunc": b.fptrunc}.get(op)
+        if fn is None:
+            raise CompileError(f"llvm-cpu: unknown cast '{op}' from {src} to {dst}")
+        if op in ("fpext", "fptrunc") and bits(src) == bits(dst):
+            return x
+        return fn(x, t)
+
+    def int_resize(self, x: ir.Value, src: str, dst: str, signed: bool) -> ir.Value:
+        if bits(src) == bits(dst):
+            return x
+        t = self.ty(dst)
+        if bits(dst) < bits(src):
+            return self.b.trunc(x, t)
+        return self.b.sext(x, t) if signed else self.b.zext(x, t)
+
+    def libm(self, name: str, args: list[ir.Value], dtype: str) -> ir.Value:
+        """A libm call lane by lane; f16 goes through the f32 function."""
+        b = self.b
+        scalar = scalar_type(dtype)
+        call_t = ir.FloatType() if dtype == "f16" else scalar
+        fn = self.function(name if dtype == "f64" else name + "f", call_t, [call_t] * len(args))
+
+        def one(vals):
+            vals = [b.fpext(v, call_t) if dtype == "f16" else v for v in vals]
+            r = b.call(fn, vals)
+            return b.fptrunc(r, scalar) if dtype == "f16" else r
+
+        if self.width == 1:
+            return one(args)
+        out = ir.Constant(args[0].type, ir.Undefined)
+        for lane in range(self.width):
+            i = ir.Constant(I32, lane)
+            out = b.insert_element(out, one([b.extract_element(a, i) for a in args]), i)
+        return out

@@ -1,0 +1,63 @@
+"""Counted loops and loop-carried variables for llvmlite builders.
+
+Loop-carried values live in entry-block allocas; LLVM's SROA turns them into SSA registers, which
+keeps the emitters free of phi bookkeeping.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+I64 = ir.IntType(64)
+
+
+def i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+@contextmanager
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i"):
+    """``for (i = start; i < stop; i += step)``: yields ``i``; code after the block follows the loop."""
+    pre = b.block
+    header = b.append_basic_block(f"{name}.header")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.done")
+    b.branch(header)
+    b.position_at_end(header)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, done)
+    b.position_at_end(body)
+    yield i
+    nxt = b.add(i, i64(step))
+    i.add_incoming(nxt, b.block)
+    b.branch(header)
+    b.position_at_end(done)
+
+
+def nest(b: ir.IRBuilder, bounds: list[tuple[ir.Value, ir.Value]], body) -> None:
+    """Loops over the box ``bounds`` (outermost first) around ``body(indices)``."""
+    def level(d: int, indices: list[ir.Value]) -> None:
+        if d == len(bounds):
+            body(indices)
+            return
+        with for_range(b, *bounds[d], name=f"d{d}") as i:
+            level(d + 1, indices + [i])
+    level(0, [])
+
+
+def entry_alloca(b: ir.IRBuilder, t: ir.Type, count: int = 1, align: int = 0) -> ir.Value:
+    """An alloca in the function's entry block, where SROA can promote it."""
+    with b.goto_entry_block():
+        if b.block.instructions:
+            b.position_before(b.block.instructions[0])
+        slot = b.alloca(t, size=i64(count) if count != 1 else None)
+        if align:
+            slot.align = align
+    return slot
+
+
+def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_unsigned("<", x, y), x, y)

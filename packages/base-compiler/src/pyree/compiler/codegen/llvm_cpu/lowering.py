@@ -1,0 +1,35 @@
+"""Kernel IR -> one LLVM module holding every kernel's exported entry point."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llvmlite import ir
+from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
+from pyree.compiler.codegen.llvm_cpu.elementwise import ElementwiseLowering
+from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
+from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
+from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
+from pyree.compiler.kernel import Kernel
+
+
+@dataclass(frozen=True)
+class LoweredKernel:
+    symbol: str
+    workgroup_count: int
+
+
+def lower_kernels(kernels: list[Kernel], target: CpuTarget) -> tuple[ir.Module, list[LoweredKernel]]:
+    module = ir.Module(name="pyree_llvm_cpu")
+    module.triple = TRIPLE
+    lowered = []
+    for k, kernel in enumerate(kernels):
+        flat = normalize(kernel)
+        strategy = (match_contraction(flat, target) if flat.reduction_ranges else None) or (
+            ReductionLowering(flat) if flat.reduction_ranges else ElementwiseLowering(flat))
+        symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernel.name)}"
+        emit_kernel(module, symbol, flat, strategy.workgroup_count, strategy.emit)
+        lowered.append(LoweredKernel(symbol, strategy.workgroup_count))
+    return module, lowered

@@ -1,0 +1,257 @@
+"""Rewrites a Kernel into the equivalent shape the emitters want.
+
+After ``normalize``: every binding is a flat 1-D buffer indexed by one affine expression in
+elements (so a load's stride along any loop is just a coefficient), parallel loops are ordered so
+the first result is stored contiguously along the innermost one, and adjacent loops are merged
+wherever every access allows it (a 37x53 elementwise op becomes one loop of 1961). The result
+still satisfies ``kernel.evaluate`` semantics, which is how the tests check these rewrites.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.kernel import (
+    DTYPES,
+    Acc,
+    AffineExpr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Kernel,
+    Load,
+    LoopIndex,
+    Result,
+    Select,
+    Unary,
+    operands,
+    walk,
+)
+
+
+def normalize(kernel: Kernel) -> Kernel:
+    check_accesses(kernel)
+    return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
+
+
+def rebuild(expr: Expr, leaf) -> Expr:
+    """``expr`` with every Load and LoopIndex replaced by ``leaf(node)``."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(e: Expr) -> Expr:
+        if e in memo:
+            return memo[e]
+        if isinstance(e, (Load, LoopIndex)):
+            out = leaf(e)
+        elif isinstance(e, (Unary, Cast)):
+            out = replace(e, x=go(e.x))
+        elif isinstance(e, (Binary, Compare)):
+            out = replace(e, a=go(e.a), b=go(e.b))
+        elif isinstance(e, Select):
+            out = replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
+        else:
+            out = e
+        memo[e] = out
+        return out
+
+    return go(expr)
+
+
+def result_exprs(result: Result) -> list[Expr]:
+    return [e for e in (result.value, result.init, result.epilogue) if e is not None]
+
+
+def loads(kernel: Kernel) -> set[Load]:
+    return {e for r in kernel.results for x in result_exprs(r) for e in walk(x) if isinstance(e, Load)}
+
+
+def check_accesses(kernel: Kernel) -> None:
+    """Every load and store stays inside its binding with the binding's dtype and access.
+
+    The exported kernel trusts these bounds, so a bug upstream must stop here, not become an
+    out-of-bounds access at run time. Loads inside a Select's arms are exempt from the range
+    check: they are only evaluated where chosen (tensor.pad), and the emitter guards them.
+    """
+    where = f" in kernel '{kernel.name}'" + (f" ({kernel.location})" if kernel.location else "")
+    n_loops = len(kernel.loop_ranges)
+    if not 0 <= kernel.num_parallel <= n_loops:
+        raise CompileError(f"num_parallel {kernel.num_parallel} out of range{where}")
+    at_init = kernel.parallel_ranges + (1,) * len(kernel.reduction_ranges)
+    dtypes = {b.dtype for b in kernel.bindings} | {
+        e.dtype for r in kernel.results for x in result_exprs(r) for e in walk(x)}
+    if dtypes - set(DTYPES):
+        raise CompileError(f"llvm-cpu does not support dtype {', '.join(sorted(dtypes - set(DTYPES)))}"
+                           f"{where}")
+
+    def check(binding: int, index: tuple[AffineExpr, ...], ranges, what: str, guarded: bool):
+        if not 0 <= binding < len(kernel.bindings):
+            raise CompileError(f"{what} names binding {binding}, which does not exist{where}")
+        b = kernel.bindings[binding]
+        if len(index) != len(b.shape) or any(len(ix.coeffs) != n_loops for ix in index):
+            raise CompileError(f"{what} of binding {binding} has a malformed index{where}")
+        if guarded or 0 in ranges:
+            return b
+        for dim, (ix, size) in enumerate(zip(index, b.shape)):
+            lo, hi = affine_range(ix, ranges)
+            if lo < 0 or hi >= size:
+                raise CompileError(f"{what} of binding {binding} reaches index [{lo}, {hi}] "
+                                   f"of dim {dim} (size {size}){where}")
+        return b
+
+    for k, r in enumerate(kernel.results):
+        for expr, ranges in ((r.value, kernel.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
+            for e, guarded in _nodes_with_guard(expr) if expr is not None else ():
+                if isinstance(e, Load):
+                    b = check(e.binding, e.index, ranges, "a load", guarded)
+                    if b.dtype != e.dtype:
+                        raise CompileError(f"a load reads {b.dtype} binding {e.binding} as "
+                                           f"{e.dtype}{where}")
+                if isinstance(e, Acc) and (expr is r.init or not 0 <= e.result < len(kernel.results)):
+                    raise CompileError(f"result {k} uses Acc({e.result}) where it is undefined{where}")
+        if any(c for ix in r.index for c in ix.coeffs[kernel.num_parallel:]):
+            raise CompileError(f"result {k} is indexed by a reduction loop{where}")
+        b = check(r.binding, r.index, at_init, f"result {k}", guarded=False)
+        stored = (r.epilogue or r.value).dtype
+        if b.access == "read":
+            raise CompileError(f"result {k} stores into read-only binding {r.binding}{where}")
+        if b.dtype != stored:
+            raise CompileError(f"result {k} stores {stored} into {b.dtype} binding {r.binding}{where}")
+
+
+def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
+    """Smallest and largest value of ``ix`` over the loop box ``ranges`` (all non-empty)."""
+    lo = ix.const + sum(min(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    hi = ix.const + sum(max(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    return lo, hi
+
+
+def _nodes_with_guard(expr: Expr):
+    """(node, inside a Select arm) for every node reachable from ``expr``."""
+    seen = set()
+    stack = [(expr, False)]
+    while stack:
+        e, guarded = stack.pop()
+        if (e, guarded) in seen:
+            continue
+        seen.add((e, guarded))
+        yield e, guarded
+        if isinstance(e, Select):
+            stack += [(e.cond, guarded), (e.a, True), (e.b, True)]
+        else:
+            stack += [(c, guarded) for c in operands(e)]
+
+
+def flatten(kernel: Kernel) -> Kernel:
+    """Each binding becomes 1-D; each index becomes one affine expression in elements."""
+    def flat(binding: int, index: tuple[AffineExpr, ...]) -> tuple[AffineExpr]:
+        shape = kernel.bindings[binding].shape
+        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        coeffs = [0] * len(kernel.loop_ranges)
+        const = 0
+        for s, ix in zip(strides, index):
+            coeffs = [c + s * x for c, x in zip(coeffs, ix.coeffs)]
+            const += s * ix.const
+        return (AffineExpr(tuple(coeffs), const),)
+
+    def leaf(e):
+        return replace(e, index=flat(e.binding, e.index)) if isinstance(e, Load) else e
+
+    return replace(
+        kernel,
+        bindings=tuple(replace(b, shape=(math.prod(b.shape),)) for b in kernel.bindings),
+        results=tuple(_map_result(r, leaf, index=flat(r.binding, r.index)) for r in kernel.results))
+
+
+def drop_unit_loops(kernel: Kernel) -> Kernel:
+    """Removes loops of one iteration (a reduction keeps its last one): an (M, 1) x K matmul
+    is then a matvec, not a micro-kernel wasting all but one lane."""
+    ranges, n_par = kernel.loop_ranges, kernel.num_parallel
+    drop = [d for d in range(len(ranges)) if ranges[d] == 1]
+    if len(ranges) > n_par and all(ranges[d] == 1 for d in range(n_par, len(ranges))):
+        drop = [d for d in drop if d < len(ranges) - 1]
+    if not drop:
+        return kernel
+    keep = [d for d in range(len(ranges)) if d not in drop]
+
+    def shrink(ix: AffineExpr) -> AffineExpr:
+        return AffineExpr(tuple(ix.coeffs[d] for d in keep), ix.const)
+
+    def leaf(e):
+        if isinstance(e, LoopIndex):
+            return Const(0, e.dtype) if e.dim in drop else replace(e, dim=keep.index(e.dim))
+        return replace(e, index=tuple(shrink(ix) for ix in e.index))
+
+    return replace(
+        kernel, loop_ranges=tuple(ranges[d] for d in keep),
+        num_parallel=sum(1 for d in keep if d < n_par),
+        results=tuple(_map_result(r, leaf, index=tuple(shrink(ix) for ix in r.index))
+                      for r in kernel.results))
+
+
+def order_parallel_loops(kernel: Kernel) -> Kernel:
+    """Parallel loops sorted by the first result's stride, largest outermost (stable)."""
+    np_ = kernel.num_parallel
+    if not kernel.results or np_ < 2:
+        return kernel
+    stride = kernel.results[0].index[0].coeffs
+    key = [math.inf if stride[d] == 0 else abs(stride[d]) for d in range(np_)]
+    order = sorted(range(np_), key=lambda d: -key[d])
+    perm = order + list(range(np_, len(kernel.loop_ranges)))
+    if perm == list(range(len(perm))):
+        return kernel
+
+    def permute(ix: AffineExpr) -> AffineExpr:
+        return AffineExpr(tuple(ix.coeffs[d] for d in perm), ix.const)
+
+    def leaf(e):
+        if isinstance(e, LoopIndex):
+            return replace(e, dim=perm.index(e.dim))
+        return replace(e, index=tuple(permute(ix) for ix in e.index))
+
+    return replace(
+        kernel, loop_ranges=tuple(kernel.loop_ranges[d] for d in perm),
+        results=tuple(_map_result(r, leaf, index=tuple(permute(ix) for ix in r.index))
+                      for r in kernel.results))
+
+
+def coalesce(kernel: Kernel) -> Kernel:
+    """Merges loop d into loop d+1 while every access is linear across the pair."""
+    indexed = {e.dim for r in kernel.results for x in result_exprs(r) for e in walk(x)
+               if isinstance(e, LoopIndex)}
+    accesses = [ld.index[0] for ld in loads(kernel)] + [r.index[0] for r in kernel.results]
+    ranges = kernel.loop_ranges
+    for d in range(len(ranges) - 1):
+        if d + 1 == kernel.num_parallel or d in indexed or d + 1 in indexed:
+            continue
+        if all(ix.coeffs[d] == ix.coeffs[d + 1] * ranges[d + 1] for ix in accesses):
+            return coalesce(_merge(kernel, d))
+    return kernel
+
+
+def _merge(kernel: Kernel, d: int) -> Kernel:
+    def merged(ix: AffineExpr) -> AffineExpr:
+        return AffineExpr(ix.coeffs[:d] + ix.coeffs[d + 1:], ix.const)
+
+    def leaf(e):
+        if isinstance(e, LoopIndex):
+            return replace(e, dim=e.dim - (e.dim > d))
+        return replace(e, index=tuple(merged(ix) for ix in e.index))
+
+    r = kernel.loop_ranges
+    return replace(
+        kernel, loop_ranges=r[:d] + (r[d] * r[d + 1],) + r[d + 2:],
+        num_parallel=kernel.num_parallel - (d < kernel.num_parallel),
+        results=tuple(_map_result(x, leaf, index=tuple(merged(ix) for ix in x.index))
+                      for x in kernel.results))
+
+
+def _map_result(r: Result, leaf, index) -> Result:
+    def go(e):
+        return None if e is None else rebuild(e, leaf)
+    return replace(r, index=index, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
+
+

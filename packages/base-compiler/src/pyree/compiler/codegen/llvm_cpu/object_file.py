@@ -1,0 +1,51 @@
+"""LLVM IR text -> optimized x86-64 object code -> shared object (via the system linker)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import llvmlite.binding as llvm
+from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
+from pyree.compiler.errors import CompileError
+
+
+def optimize(ir_text: str, target: CpuTarget) -> llvm.ModuleRef:
+    """Parses and verifies the module, then runs LLVM's O3 pipeline with both vectorizers."""
+    tm = target.machine
+    module = llvm.parse_assembly(ir_text)
+    module.triple = TRIPLE
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
+    return module
+
+
+def link_shared_object(obj: bytes) -> bytes:
+    """Links an object file into a shared object with whichever system linker exists."""
+    linker = _find_linker()
+    with tempfile.TemporaryDirectory(prefix="pyree-llvmcpu-") as tmp:
+        src, out = Path(tmp, "kernels.o"), Path(tmp, "kernels.so")
+        src.write_bytes(obj)
+        cmd = [*linker, "-o", str(out), str(src), "-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise CompileError(f"llvm-cpu: linking the kernel library failed ({' '.join(cmd)}): "
+                               f"{proc.stderr.strip()}")
+        return out.read_bytes()
+
+
+def _find_linker() -> list[str]:
+    for tool, args in (("cc", ["-shared"]), ("ld.lld", ["-shared"]), ("ld", ["-shared"])):
+        path = shutil.which(tool)
+        if path:
+            return [path, *args]
+    raise CompileError("llvm-cpu: no system linker found (looked for cc, ld.lld and ld); "
+                       "install binutils (e.g. `apt-get install binutils`) to compile for llvm-cpu")

@@ -1,0 +1,67 @@
+"""Resolves --pyree-llvmcpu-target-cpu to an LLVM CPU name plus the exact ISA extensions to use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import llvmlite.binding as llvm
+from pyree.compiler.codegen.llvm_cpu.cpus import BASELINE, CPUINFO_FLAGS, CPUS
+from pyree.compiler.errors import CompileError
+
+TRIPLE = "x86_64-unknown-linux-gnu"
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    cpu: str                      # LLVM -mcpu name (scheduling model)
+    features: frozenset[str]      # LLVM feature names the code may use; all others are off
+
+    @property
+    def cpuinfo_flags(self) -> list[str]:
+        """The extensions beyond baseline x86-64, as /proc/cpuinfo spells them."""
+        return sorted(CPUINFO_FLAGS[f] for f in self.features if f in CPUINFO_FLAGS
+                      and f not in BASELINE)
+
+    @property
+    def vector_bits(self) -> int:
+        return 512 if "avx512f" in self.features else 256 if "avx" in self.features else 128
+
+    @property
+    def vector_registers(self) -> int:
+        return 32 if "avx512f" in self.features else 16
+
+    def feature_string(self) -> str:
+        """Every known feature switched off, then ours on: "on" wins for implied features."""
+        known = set(CPUINFO_FLAGS)
+        if llvm.get_process_triple().startswith("x86_64"):
+            known |= set(llvm.get_host_cpu_features())
+        off = sorted(known - self.features)
+        return ",".join([f"-{f}" for f in off] + [f"+{f}" for f in sorted(self.features)])
+
+    @cached_property
+    def machine(self) -> llvm.TargetMachine:
+        _initialize_llvm()
+        return llvm.Target.from_triple(TRIPLE).create_target_machine(
+            cpu=self.cpu, features=self.feature_string(), opt=3, reloc="pic", codemodel="default")
+
+
+def resolve_target(name: str) -> CpuTarget:
+    """``host``: this build machine's CPU; ``generic``: baseline x86-64; else an LLVM CPU name."""
+    if name == "host":
+        host = llvm.get_host_cpu_features()
+        enabled = {f for f, on in host.items() if on and f in CPUINFO_FLAGS}
+        return CpuTarget(llvm.get_host_cpu_name(), frozenset(BASELINE) | frozenset(enabled))
+    if name == "generic":
+        name = "x86-64"
+    if name not in CPUS:
+        examples = "host, generic, haswell, skylake-avx512, icelake-server, sapphirerapids, znver4"
+        raise CompileError(
+            f"unknown --pyree-llvmcpu-target-cpu '{name}'; use one of {examples} "
+            f"(all known: {', '.join(sorted(CPUS))})")
+    return CpuTarget(name, frozenset(CPUS[name]))
+
+
+def _initialize_llvm() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()

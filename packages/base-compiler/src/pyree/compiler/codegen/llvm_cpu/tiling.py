@@ -1,0 +1,71 @@
+"""How a loop box is cut into workgroups, and how a workgroup id finds its tile.
+
+The local-task driver hands each thread a contiguous run of workgroup ids, so balance comes from
+having many tiles of similar cost: enough of them for every core to get several, none so small
+that the per-tile overhead shows. Tiles are cut from the outermost loop inwards; the innermost
+loop is only cut in multiples of ``align`` elements so vectorized inner loops stay whole.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llvmlite import ir
+from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
+
+MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
+MAX_GROUPS = 256
+
+
+@dataclass(frozen=True)
+class Tiling:
+    ranges: tuple[int, ...]
+    tile: tuple[int, ...]
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return tuple(-(-r // t) for r, t in zip(self.ranges, self.tile))
+
+    @property
+    def count(self) -> int:
+        return math.prod(self.grid)
+
+    def emit_bounds(self, b: ir.IRBuilder, wg: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
+        """[lo, hi) per loop of workgroup ``wg`` (row-major over the grid)."""
+        coords: list[ir.Value] = []
+        rest = wg
+        for g in reversed(self.grid):
+            if g == 1:
+                coords.append(i64(0))
+            else:
+                coords.append(b.urem(rest, i64(g)))
+                rest = b.udiv(rest, i64(g))
+        bounds = []
+        for c, t, r in zip(reversed(coords), self.tile, self.ranges):
+            if t == r:
+                bounds.append((i64(0), i64(r)))
+            else:
+                lo = b.mul(c, i64(t))
+                bounds.append((lo, umin(b, b.add(lo, i64(t)), i64(r))))
+        return bounds
+
+
+def choose_tiling(ranges: tuple[int, ...], work_per_point: int, align: int = 64,
+                  min_work: int = MIN_WORK_PER_GROUP) -> Tiling:
+    total = math.prod(ranges) * max(1, work_per_point)
+    want = max(1, min(MAX_GROUPS, total // min_work))
+    tile = [max(1, r) for r in ranges]
+    for d, r in enumerate(ranges):
+        if want <= 1 or r <= 1:
+            continue
+        if d == len(ranges) - 1:
+            t = -(-r // want)
+            tile[d] = min(r, -(-t // align) * align)
+            break
+        if r >= want:
+            tile[d] = -(-r // want)
+            break
+        tile[d] = 1
+        want = -(-want // r)
+    return Tiling(tuple(ranges), tuple(tile))

@@ -1,0 +1,104 @@
+"""Matmul-like kernels through the register-blocked micro-kernel, checked against numpy."""
+
+import numpy as np
+import pytest
+from llvmcpu_harness import affine, matmul, random_array, run
+from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
+from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.kernel import (
+    Acc,
+    Binary,
+    Binding,
+    Const,
+    Kernel,
+    Load,
+    Result,
+    Unary,
+    evaluate,
+)
+
+
+def check(kernel, rng, cpu="host", rtol=1e-5, micro_kernel=True, **ref_args):
+    matched = match_contraction(normalize(kernel), resolve_target(cpu)) is not None
+    assert matched == micro_kernel
+    inputs = {i: random_array(b.dtype, b.shape, rng) for i, b in enumerate(kernel.bindings)
+              if b.access == "read"}
+    got = run(kernel, inputs, cpu=cpu)[-1]
+    a, b = (inputs[0].astype(np.float64), inputs[1].astype(np.float64))
+    if ref_args.get("b_transposed"):
+        b = np.swapaxes(b, -1, -2)
+    ref = a @ b
+    extra = [inputs[i].astype(np.float64) for i in sorted(inputs) if i >= 2]
+    if ref_args.get("init_from"):
+        ref = ref + extra.pop()
+    if ref_args.get("bias"):
+        ref = ref + extra.pop(0)
+    if ref_args.get("relu"):
+        ref = np.maximum(ref, 0)
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=rtol, atol=rtol * np.sqrt(a.shape[-1]))
+    return got
+
+
+@pytest.mark.parametrize("M,N,K", [(37, 29, 53), (128, 256, 64), (13, 100, 300), (2, 3, 1)])
+def test_matmul_shapes(M, N, K):
+    check(matmul(M, N, K), np.random.default_rng(M + N + K))
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (37, 1, 53), (1, 29, 53)])
+def test_degenerate_matmuls_take_the_reduction_path(M, N, K):
+    """Unit loops are dropped, so these become dot products / vecmats / a single product."""
+    check(matmul(M, N, K), np.random.default_rng(M + N + K), micro_kernel=False)
+
+
+def test_matmul_matches_reference_interpreter():
+    kernel = matmul(5, 19, 7, bias=True, relu=True)
+    rng = np.random.default_rng(20)
+    a, b, bias = (random_array("f32", s, rng) for s in ((5, 7), (7, 19), (19,)))
+    got = run(kernel, {0: a, 1: b, 2: bias})[3]
+    ref = np.zeros((5, 19), np.float32)
+    evaluate(kernel, [a, b, bias, ref])
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", [
+    {"batch": 3}, {"bias": True, "relu": True}, {"b_transposed": True}, {"init_from": True},
+    {"in_dtype": "f16"}, {"batch": 2, "b_transposed": True, "bias": True},
+])
+def test_matmul_variants(variant):
+    check(matmul(37, 45, 53, **variant), np.random.default_rng(21), **variant)
+
+
+def test_f64_and_int8_matmul():
+    rng = np.random.default_rng(22)
+    check(matmul(37, 29, 53, in_dtype="f64", acc="f64"), rng, rtol=1e-12)
+    kernel = matmul(37, 29, 53, in_dtype="i8", acc="i32")
+    a, b = (random_array("i8", s, rng) for s in ((37, 53), (53, 29)))
+    got = run(kernel, {0: a, 1: b})[2]
+    np.testing.assert_array_equal(got, a.astype(np.int32) @ b.astype(np.int32))
+
+
+@pytest.mark.parametrize("cpu", ["generic", "haswell"])
+def test_matmul_on_narrower_vector_isas(cpu):
+    check(matmul(37, 45, 53, bias=True), np.random.default_rng(23), cpu=cpu, bias=True)
+
+
+def test_long_k_reads_b_in_place():
+    """K too long for the packed panel on the stack: B is read straight from its binding."""
+    kernel = matmul(9, 35, 4500)
+    lowering = match_contraction(normalize(kernel), resolve_target("host"))
+    assert not lowering.pack
+    check(kernel, np.random.default_rng(24), rtol=1e-4)
+
+
+def test_matvec_is_a_vectorized_reduction():
+    """y = A x has no n loop: it takes the reduction path, not the micro-kernel."""
+    rng = np.random.default_rng(25)
+    A, x = random_array("f32", (301, 257), rng), random_array("f32", (257,), rng)
+    k = Kernel("matvec", (301, 257), 1,
+               (Binding("f32", (301, 257), "read"), Binding("f32", (257,), "read"), Binding("f32", (301,), "write")),
+               (Result(2, (affine(1, 0),), Binary("add", Acc(0, "f32"), Binary(
+                   "mul", Load(0, (affine(1, 0), affine(0, 1)), "f32"), Load(1, (affine(0, 1),), "f32"), "f32"),
+                   "f32"), init=Const(0.0, "f32"), epilogue=Unary("tanh", Acc(0, "f32"), "f32")),))
+    got = run(k, {0: A, 1: x})[2]
+    np.testing.assert_allclose(got, np.tanh(A.astype(np.float64) @ x), rtol=1e-5, atol=1e-5)

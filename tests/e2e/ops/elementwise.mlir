@@ -1,0 +1,59 @@
+// Elementwise arith/math ops, IREE e2e style: unfoldable inputs, expected values as constants.
+func.func @addf() {
+  %a = util.unfoldable_constant dense<[1.0, 2.0, 3.0, 4.0, 5.0]> : tensor<5xf32>
+  %b = util.unfoldable_constant dense<[0.5, -2.0, 10.0, 0.25, -5.0]> : tensor<5xf32>
+  %r = arith.addf %a, %b : tensor<5xf32>
+  check.expect_almost_eq_const(%r, dense<[1.5, 0.0, 13.0, 4.25, 0.0]> : tensor<5xf32>) : tensor<5xf32>
+  return
+}
+
+func.func @chain_sub_mul_max() {
+  %a = util.unfoldable_constant dense<[[1.0, -2.0, 3.0], [4.0, -5.0, 6.0]]> : tensor<2x3xf32>
+  %b = util.unfoldable_constant dense<[[2.0, 2.0, 2.0], [0.5, 0.5, 0.5]]> : tensor<2x3xf32>
+  %z = arith.constant dense<0.0> : tensor<2x3xf32>
+  %0 = arith.mulf %a, %b : tensor<2x3xf32>
+  %1 = arith.subf %0, %b : tensor<2x3xf32>
+  %2 = arith.maximumf %1, %z : tensor<2x3xf32>
+  check.expect_almost_eq_const(%2, dense<[[0.0, 0.0, 4.0], [1.5, 0.0, 2.5]]> : tensor<2x3xf32>) : tensor<2x3xf32>
+  return
+}
+
+func.func @math_exp_sqrt_abs() {
+  %a = util.unfoldable_constant dense<[0.0, 1.0, -4.0, 9.0]> : tensor<4xf32>
+  %e = math.exp %a : tensor<4xf32>
+  %ab = math.absf %a : tensor<4xf32>
+  %s = math.sqrt %ab : tensor<4xf32>
+  check.expect_almost_eq_const(%e, dense<[1.0, 2.7182817, 0.0183156, 8103.0839]> : tensor<4xf32>, atol 1.0e-2) : tensor<4xf32>
+  check.expect_almost_eq_const(%s, dense<[0.0, 1.0, 2.0, 3.0]> : tensor<4xf32>) : tensor<4xf32>
+  return
+}
+
+func.func @integers_and_compare_select() {
+  %a = util.unfoldable_constant dense<[7, -3, 12, 0]> : tensor<4xi32>
+  %b = util.unfoldable_constant dense<[2, 5, -4, 9]> : tensor<4xi32>
+  %m = arith.muli %a, %b : tensor<4xi32>
+  %c = arith.cmpi slt, %a, %b : tensor<4xi32>
+  %s = arith.select %c, %a, %b : tensor<4xi1>, tensor<4xi32>
+  check.expect_eq_const(%m, dense<[14, -15, -48, 0]> : tensor<4xi32>) : tensor<4xi32>
+  check.expect_eq_const(%s, dense<[2, -3, -4, 0]> : tensor<4xi32>) : tensor<4xi32>
+  return
+}
+
+func.func @casts() {
+  %a = util.unfoldable_constant dense<[1.75, -2.5, 300.0]> : tensor<3xf32>
+  %i = arith.fptosi %a : tensor<3xf32> to tensor<3xi32>
+  %h = arith.truncf %a : tensor<3xf32> to tensor<3xf16>
+  %f = arith.extf %h : tensor<3xf16> to tensor<3xf32>
+  check.expect_eq_const(%i, dense<[1, -2, 300]> : tensor<3xi32>) : tensor<3xi32>
+  check.expect_almost_eq_const(%f, dense<[1.75, -2.5, 300.0]> : tensor<3xf32>) : tensor<3xf32>
+  return
+}
+
+func.func @scalar_check() {
+  %a = util.unfoldable_constant 3 : i32
+  %b = util.unfoldable_constant 3 : i32
+  %eq = arith.cmpi eq, %a, %b : i32
+  %t = arith.extui %eq : i1 to i32
+  check.expect_true(%t) : i32
+  return
+}
