@@ -18,7 +18,7 @@ GPU_PACKAGES = {"cuda": ["packages/hal-cuda"]}
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
 EXAMPLES = [
     ("tests/data/add.mlir", "add", ['--input=4xf32=[1 2 3 4]', "--input=4xf32=[2 2 2 2]"]),
-    ("tests/data/mlp.mlir", "predict", ["--input=37x53xf32=0.5"]),
+    ("tests/data/mlp.mlir", "mlp", ["--input=37x53xf32=0.5"]),
 ]
 
 

@@ -1,0 +1,103 @@
+"""Loads a "cpu" executable (an ELF shared object) and calls its kernels (abi/cpu_kernel.h).
+
+The library bytes go to an anonymous memfd that is dlopen'ed as /proc/self/fd/N (a temporary
+file where memfd is missing). The fd stays open while the library is loaded: glibc identifies
+loaded objects by path, and a reused fd number would otherwise hand back the previous library.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+from dataclasses import dataclass
+
+import cffi
+from pyree.runtime.hal.ffi import PROCESS, ffi
+from pyree.runtime.hal.python_driver import ExecutableParams, HalError
+
+_dl_ffi = cffi.FFI()
+_dl_ffi.cdef("void *dlopen(const char *, int); void *dlsym(void *, const char *);"
+             "int dlclose(void *); char *dlerror(void);")
+_libdl = _dl_ffi.dlopen(None)
+_RTLD_NOW = 2
+
+# Executable target -> the machine names (platform.machine()) that run it.
+_MACHINES = {"elf-x86_64": ("x86_64", "amd64"), "elf-aarch64": ("aarch64", "arm64")}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    fn: object                              # pyree_cpu_kernel_fn_t
+    workgroup_count: int
+    binding_min_lengths: tuple[int, ...]
+
+
+def _dlerror() -> str:
+    message = _libdl.dlerror()
+    return _dl_ffi.string(message).decode(errors="replace") if message != _dl_ffi.NULL else "unknown"
+
+
+class CpuLibrary:
+    """One dlopen'ed kernel library and its exports, in export order."""
+
+    def __init__(self, params: ExecutableParams):
+        self._handle = self._fd = self._path = None
+        if params.format != "cpu":
+            raise HalError("INVALID_ARGUMENT", f"local devices run 'cpu' executables, not "
+                                               f"'{params.format}'")
+        machine = platform.machine().lower()
+        if machine not in _MACHINES.get(params.target, ()):
+            raise HalError("FAILED_PRECONDITION", f"the CPU executable is '{params.target}' but this "
+                                                  f"host is {machine}; recompile for this host")
+        self._fd, self._path = self._materialize(params.code)
+        self._handle = _libdl.dlopen(self._path.encode(), _RTLD_NOW)
+        if self._handle == _dl_ffi.NULL:
+            error = _dlerror()
+            self._close_file()
+            raise HalError("INVALID_ARGUMENT", f"cannot load the CPU kernel library: {error}")
+        self.kernels = [self._lookup(export) for export in params.exports]
+
+    @staticmethod
+    def _materialize(code: bytes) -> tuple[int | None, str]:
+        try:
+            fd = os.memfd_create("pyree-cpu-executable", 0)
+        except (AttributeError, OSError):
+            with tempfile.NamedTemporaryFile(prefix="pyree-", suffix=".so", delete=False) as f:
+                f.write(code)
+            return None, f.name
+        view = memoryview(code)
+        while view:
+            view = view[os.write(fd, view):]
+        return fd, f"/proc/self/fd/{fd}"
+
+    def _lookup(self, export) -> Kernel:
+        symbol = _libdl.dlsym(self._handle, export.name.encode())
+        if symbol == _dl_ffi.NULL:
+            self.release()
+            raise HalError("NOT_FOUND", f"the CPU kernel library has no symbol '{export.name}'")
+        fn = ffi.cast("pyree_cpu_kernel_fn_t", int(_dl_ffi.cast("uintptr_t", symbol)))
+        return Kernel(export.name, fn, export.grid_size[0], export.binding_min_lengths)
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        else:
+            os.unlink(self._path)
+        self._fd = self._path = None
+
+    def release(self) -> None:
+        if self._handle is not None and self._handle != _dl_ffi.NULL:
+            _libdl.dlclose(self._handle)
+        self._handle = None
+        if self._path is not None:
+            self._close_file()
+
+    def __del__(self):
+        """Command buffers hold the library, so it unloads after their last use."""
+        try:
+            if not PROCESS.exiting:
+                self.release()
+        except Exception:  # nothing useful to do with a failure while collecting garbage
+            pass

@@ -1,0 +1,144 @@
+"""What local-sync and local-task share: host buffers, CPU executables, recorded commands and
+their execution. The two drivers differ only in how a submission is scheduled and how a
+dispatch's workgroups are spread over threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pyree.runtime.drivers.cpu_executable import CpuLibrary, Kernel
+from pyree.runtime.hal.ffi import ffi
+from pyree.runtime.hal.python_driver import (
+    Command,
+    ExecutableParams,
+    HalError,
+    PythonDevice,
+)
+
+ALIGNMENT = 64
+
+
+class HostBuffer:
+    """``size`` bytes of 64-byte-aligned host memory."""
+
+    def __init__(self, size: int):
+        try:
+            raw = np.empty(size + ALIGNMENT, np.uint8)
+        except (MemoryError, ValueError):
+            raise HalError("RESOURCE_EXHAUSTED", f"cannot allocate {size} bytes of host memory") from None
+        start = -raw.ctypes.data % ALIGNMENT
+        self.bytes = raw[start:start + size]
+        self.address = raw.ctypes.data + start
+        self.size = size
+
+    def range(self, offset: int, length: int, what: str) -> np.ndarray:
+        if offset + length > self.size:
+            raise HalError("OUT_OF_RANGE", f"{what}: bytes [{offset}, +{length}) lie outside a "
+                                           f"{self.size}-byte buffer")
+        return self.bytes[offset:offset + length]
+
+
+@dataclass(frozen=True)
+class HostCommandBuffer:
+    commands: tuple[Command, ...]
+    binding_table_size: int
+
+
+class HostDevice(PythonDevice):
+    """A device whose memory is host memory and whose executables are CPU shared objects."""
+
+    executable_format = "cpu"
+
+    def allocate(self, size: int) -> HostBuffer:
+        return HostBuffer(size)
+
+    def write_buffer(self, buffer: HostBuffer, offset: int, source: memoryview) -> None:
+        buffer.range(offset, len(source), "write")[:] = np.frombuffer(source, np.uint8)
+
+    def read_buffer(self, buffer: HostBuffer, offset: int, target: memoryview) -> None:
+        np.frombuffer(target, np.uint8)[:] = buffer.range(offset, len(target), "read")
+
+    def load_executable(self, params: ExecutableParams) -> CpuLibrary:
+        return CpuLibrary(params)
+
+    def create_command_buffer(self, commands: list[Command], binding_table_size: int):
+        for index, command in enumerate(commands):
+            self._validate(command, binding_table_size, f"command {index} ({command.kind})")
+        return HostCommandBuffer(tuple(commands), binding_table_size)
+
+    @staticmethod
+    def _validate(command: Command, table_size: int, where: str) -> None:
+        for b, binding in enumerate(command.bindings):
+            if binding.slot >= table_size:
+                raise HalError("OUT_OF_RANGE", f"{where} binding {b}: slot {binding.slot} is past "
+                                               f"the binding table of {table_size}")
+        expected = {"copy": 2, "fill": 1, "barrier": 0}.get(command.kind)
+        if command.kind == "dispatch":
+            library = command.executable
+            if not isinstance(library, CpuLibrary) or command.export_ordinal >= len(library.kernels):
+                raise HalError("INVALID_ARGUMENT", f"{where}: export {command.export_ordinal} is "
+                                                   f"not in the executable")
+            kernel = library.kernels[command.export_ordinal]
+            if len(command.bindings) != len(kernel.binding_min_lengths):
+                raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{kernel.name}' takes "
+                                                   f"{len(kernel.binding_min_lengths)} bindings, "
+                                                   f"got {len(command.bindings)}")
+            for b, (binding, need) in enumerate(zip(command.bindings, kernel.binding_min_lengths)):
+                if binding.length < need:
+                    raise HalError("OUT_OF_RANGE", f"{where} binding {b}: {binding.length} bytes "
+                                                   f"but kernel '{kernel.name}' touches {need}")
+        elif len(command.bindings) != expected:
+            raise HalError("INVALID_ARGUMENT", f"{where}: needs {expected} bindings, got "
+                                               f"{len(command.bindings)}")
+        if command.kind == "copy" and command.bindings[0].length != command.bindings[1].length:
+            raise HalError("INVALID_ARGUMENT", f"{where}: source and target lengths differ")
+        if command.kind == "fill" and (command.fill_pattern_length not in (1, 2, 4, 8) or
+                                       command.bindings[0].length % command.fill_pattern_length):
+            raise HalError("INVALID_ARGUMENT", f"{where}: pattern length "
+                                               f"{command.fill_pattern_length} does not tile "
+                                               f"{command.bindings[0].length} bytes")
+
+    # -- execution -----------------------------------------------------------------------------
+
+    def run_workgroups(self, kernel: Kernel, state) -> int:
+        """Runs workgroups [0, kernel.workgroup_count); returns the first nonzero kernel status."""
+        raise NotImplementedError
+
+    def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
+        if len(table) < command_buffer.binding_table_size:
+            raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
+                                               f"command buffer needs "
+                                               f"{command_buffer.binding_table_size}")
+        for index, command in enumerate(command_buffer.commands):
+            where = f"command {index} ({command.kind})"
+            views = []
+            for b, binding in enumerate(command.bindings):
+                buffer = table[binding.slot]
+                if buffer is None:
+                    raise HalError("INVALID_ARGUMENT", f"{where} binding {b}: slot {binding.slot} "
+                                                       f"has no buffer")
+                views.append((buffer, buffer.range(binding.offset, binding.length,
+                                                   f"{where} binding {b}")))
+            if command.kind == "dispatch":
+                self._dispatch(command, views)
+            elif command.kind == "copy":
+                views[1][1][:] = views[0][1]
+            elif command.kind == "fill":
+                pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
+                views[0][1].reshape(-1, command.fill_pattern_length)[:] = np.frombuffer(pattern,
+                                                                                        np.uint8)
+
+    def _dispatch(self, command: Command, views: list) -> None:
+        kernel = command.executable.kernels[command.export_ordinal]
+        pointers = ffi.new("void *[]", [ffi.cast("void *", buffer.address + binding.offset)
+                                        for (buffer, _), binding in zip(views, command.bindings)])
+        lengths = ffi.new("uint64_t[]", [binding.length for binding in command.bindings])
+        push = ffi.new("uint32_t[]", command.push_constants)
+        state = ffi.new("pyree_cpu_dispatch_state_t *")
+        state.bindings, state.binding_lengths, state.binding_count = pointers, lengths, len(views)
+        state.push_constants, state.push_constant_count = push, len(command.push_constants)
+        status = self.run_workgroups(kernel, state) if kernel.workgroup_count else 0
+        if status:
+            raise HalError("INTERNAL", f"kernel '{kernel.name}' returned error status {status}")

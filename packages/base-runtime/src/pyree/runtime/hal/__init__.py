@@ -1,0 +1,1 @@
+"""The HAL core: the cffi ABI, driver discovery, Python wrappers over devices, the driver SDK."""

@@ -1,0 +1,65 @@
+"""The one cffi FFI of the runtime: hal.h + cpu_kernel.h, and status codes turned into errors.
+
+Both headers are read from ``pyree/runtime/abi`` as they are, so the ABI has one source of truth.
+"""
+
+from __future__ import annotations
+
+import atexit
+import re
+from pathlib import Path
+
+import cffi
+from pyree.runtime.errors import DriverError
+
+ABI_DIR = Path(__file__).resolve().parent.parent / "abi"
+_HAL_H = (ABI_DIR / "hal.h").read_text()
+
+ffi = cffi.FFI()
+ffi.cdef(_HAL_H)
+ffi.cdef((ABI_DIR / "cpu_kernel.h").read_text())
+
+ABI_VERSION = int(re.search(r"#define PYREE_HAL_ABI_VERSION (\d+)", _HAL_H).group(1))
+STATUS = {name: int(code)
+          for name, code in re.findall(r"#define PYREE_STATUS_(\w+) (\d+)", _HAL_H)}
+STATUS_NAMES = {code: name for name, code in STATUS.items()}
+OK = STATUS["OK"]
+DEADLINE_EXCEEDED = STATUS["DEADLINE_EXCEEDED"]
+INFINITE_TIMEOUT_NS = (1 << 64) - 1
+
+
+class _Process:
+    """Set once the interpreter starts exiting. Finalizers then stop calling into drivers: a
+    Python driver's callbacks and a library's code may already be torn down, and the OS
+    reclaims everything anyway."""
+
+    exiting = False
+
+
+PROCESS = _Process()
+atexit.register(setattr, PROCESS, "exiting", True)
+
+
+def error_message(last_error, self_ptr) -> str:
+    """The object's last_error string, or a placeholder when it has none."""
+    message = last_error(self_ptr) if last_error != ffi.NULL else ffi.NULL
+    return ffi.string(message).decode("utf-8", "replace") if message != ffi.NULL else "(no message)"
+
+
+def check(status: int, last_error, self_ptr, what: str) -> None:
+    """Raises DriverError("<what>: <STATUS>: <driver message>") unless status is OK."""
+    if status != OK:
+        name = STATUS_NAMES.get(status, f"status {status}")
+        raise DriverError(f"{what}: {name}: {error_message(last_error, self_ptr)}", status, name)
+
+
+def check_struct(ptr, type_name: str, what: str) -> None:
+    """Refuses an ABI struct whose abi_version or struct_size differs from this runtime's."""
+    if ptr == ffi.NULL:
+        raise DriverError(f"{what} returned no {type_name}", STATUS["INTERNAL"], "INTERNAL")
+    size = ffi.sizeof(type_name)
+    if ptr.abi_version != ABI_VERSION or ptr.struct_size != size:
+        raise DriverError(f"{what} was built for HAL ABI version {ptr.abi_version} "
+                          f"({type_name} of {ptr.struct_size} bytes); this runtime has version "
+                          f"{ABI_VERSION} ({size} bytes): install a matching driver",
+                          STATUS["FAILED_PRECONDITION"], "FAILED_PRECONDITION")

@@ -1,0 +1,382 @@
+"""SDK for writing a HAL driver in Python: subclass PythonDriver and PythonDevice, call export_driver.
+
+The SDK fills the ABI structs of hal.h with cffi callbacks and does the plumbing every driver would
+repeat: handles <-> Python objects, C arguments decoded into dataclasses, exceptions turned into
+status codes with a thread-local last_error (HalError picks the status; MemoryError is
+RESOURCE_EXHAUSTED; anything else is INTERNAL with its text). Drivers then deal in objects only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+
+from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
+from pyree.runtime.hal.timeline import HalError, TimelineSemaphore
+
+__all__ = [
+    "Binding",
+    "Command",
+    "DeviceInfo",
+    "ExecutableParams",
+    "Export",
+    "HalError",
+    "PythonDevice",
+    "PythonDriver",
+    "TimelineSemaphore",
+    "export_driver",
+]
+
+COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier"}
+
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    grid_size: tuple[int, int, int]
+    block_size: tuple[int, int, int]
+    shared_memory_bytes: int
+    binding_min_lengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ExecutableParams:
+    format: str
+    target: str
+    code: bytes
+    alt_target: str
+    alt_code: bytes
+    exports: tuple[Export, ...]
+
+
+@dataclass(frozen=True)
+class Binding:
+    slot: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: str                      # "dispatch", "copy", "fill", "barrier"
+    executable: object | None      # dispatch: what load_executable returned
+    export_ordinal: int
+    bindings: tuple[Binding, ...]
+    push_constants: tuple[int, ...]
+    fill_pattern: int
+    fill_pattern_length: int
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    path: str
+    name: str
+
+
+class _ErrorSlot:
+    """Per-object, per-thread last_error storage that outlives the call returning it."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def set(self, message: str) -> None:
+        self._local.message = ffi.new("char[]", message.encode("utf-8", "replace"))
+
+    def get(self):
+        return getattr(self._local, "message", ffi.NULL)
+
+
+def _guard(owner, fn, *args) -> int:
+    try:
+        fn(*args)
+        return STATUS["OK"]
+    except HalError as e:
+        owner._errors.set(e.message)
+        return STATUS.get(e.status, STATUS["UNKNOWN"])
+    except MemoryError as e:
+        owner._errors.set(f"out of memory: {e}")
+        return STATUS["RESOURCE_EXHAUSTED"]
+    except Exception as e:  # a driver bug must become a status, never unwind through C
+        owner._errors.set(f"internal error in driver: {type(e).__name__}: {e}")
+        return STATUS["INTERNAL"]
+
+
+def _callback(ctype: str):
+    """Turns ``fn(owner, *c_args)`` into a C callback whose first argument is the owner's handle."""
+    def wrap(fn):
+        def entry(self_ptr, *args):
+            owner = ffi.from_handle(self_ptr)
+            return _guard(owner, fn, owner, *args)
+        return ffi.callback(ctype, entry, error=STATUS["INTERNAL"])
+    return wrap
+
+
+def _string(ptr) -> str:
+    return ffi.string(ptr).decode("utf-8", "replace") if ptr != ffi.NULL else ""
+
+
+class PythonDevice:
+    """Base of a Python device. Override the object-level methods below; semaphores are host
+    timelines (TimelineSemaphore) that the SDK manages. Subclasses call ``super().__init__()``."""
+
+    executable_format = ""
+
+    def __init__(self):
+        self._errors = _ErrorSlot()
+        self._objects: dict[int, tuple[str, object]] = {}
+        self._next_handle = itertools.count(1)
+
+    # -- what a driver implements (buffers, executables and command buffers are its own objects)
+
+    def allocate(self, size: int) -> object:
+        raise HalError("UNIMPLEMENTED", "allocate")
+
+    def release_buffer(self, buffer) -> None:
+        """Called when the runtime drops the handle; in-flight work may still hold the object."""
+
+    def write_buffer(self, buffer, offset: int, source: memoryview) -> None:
+        raise HalError("UNIMPLEMENTED", "write_buffer")
+
+    def read_buffer(self, buffer, offset: int, target: memoryview) -> None:
+        raise HalError("UNIMPLEMENTED", "read_buffer")
+
+    def load_executable(self, params: ExecutableParams) -> object:
+        raise HalError("UNIMPLEMENTED", "load_executable")
+
+    def release_executable(self, executable) -> None:
+        """Called when the runtime drops the handle; recorded command buffers may still use it."""
+
+    def create_command_buffer(self, commands: list[Command], binding_table_size: int) -> object:
+        raise HalError("UNIMPLEMENTED", "create_command_buffer")
+
+    def release_command_buffer(self, command_buffer) -> None:
+        """Called when the runtime drops the handle."""
+
+    def queue_submit(self, command_buffer, binding_table: list, waits: list, signals: list) -> None:
+        """``binding_table``: buffer objects (None for an empty slot); ``waits``/``signals``:
+        (TimelineSemaphore, value) pairs. Must not wait for the work to finish."""
+        raise HalError("UNIMPLEMENTED", "queue_submit")
+
+    def release(self) -> None:
+        """The runtime is done with the device."""
+
+    def create_semaphore(self, initial_value: int) -> TimelineSemaphore:
+        """A driver with device-side semaphores returns a TimelineSemaphore subclass here."""
+        return TimelineSemaphore(initial_value)
+
+    # -- handles -------------------------------------------------------------------------------
+    def _register(self, kind: str, obj) -> int:
+        handle = next(self._next_handle)
+        self._objects[handle] = (kind, obj)
+        return handle
+
+    def _lookup(self, handle: int, kind: str):
+        entry = self._objects.get(handle)
+        if entry is None or entry[0] != kind:
+            raise HalError("INVALID_ARGUMENT", f"handle {handle} is not a live {kind}")
+        return entry[1]
+
+    def _unregister(self, handle: int, kind: str):
+        obj = self._lookup(handle, kind)
+        del self._objects[handle]
+        return obj
+
+    def _semaphores(self, lst) -> list[tuple[TimelineSemaphore, int]]:
+        if lst == ffi.NULL:
+            return []
+        return [(self._lookup(lst.semaphores[i], "semaphore"), lst.values[i])
+                for i in range(lst.count)]
+
+
+class PythonDriver:
+    """Base of a Python driver; ``name`` is the device URI scheme."""
+
+    name = ""
+
+    def query_available(self) -> None:
+        """Raise HalError("UNAVAILABLE", why) when the driver cannot work on this host."""
+
+    def enumerate_devices(self) -> list[DeviceInfo]:
+        return []
+
+    def create_device(self, path: str) -> PythonDevice:
+        raise HalError("UNIMPLEMENTED", "create_device")
+
+
+# -- device callbacks ----------------------------------------------------------------------------
+
+@ffi.callback("const char *(void *)")
+def _last_error(self_ptr):
+    return ffi.from_handle(self_ptr)._errors.get()
+
+
+@_callback("pyree_status_t(void *)")
+def _release(device):
+    try:
+        device.release()
+    finally:
+        _LIVE.discard(device)
+
+
+@_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")
+def _allocate(device, size, out):
+    out[0] = device._register("buffer", device.allocate(size))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t)")
+def _release_buffer(device, handle):
+    device.release_buffer(device._unregister(handle, "buffer"))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t, const void *, uint64_t)")
+def _write_buffer(device, handle, offset, source, length):
+    device.write_buffer(device._lookup(handle, "buffer"), offset,
+                        memoryview(ffi.buffer(source, length)) if length else memoryview(b""))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t, void *, uint64_t)")
+def _read_buffer(device, handle, offset, target, length):
+    device.read_buffer(device._lookup(handle, "buffer"), offset,
+                       memoryview(ffi.buffer(target, length)) if length else memoryview(bytearray()))
+
+
+def _decode_params(p) -> ExecutableParams:
+    exports = []
+    for i in range(p.export_count):
+        e = p.exports[i]
+        exports.append(Export(_string(e.name), tuple(e.grid_size), tuple(e.block_size),
+                              e.shared_memory_bytes,
+                              tuple(e.binding_min_lengths[j] for j in range(e.binding_count))))
+    code = ffi.buffer(p.code, p.code_length)[:] if p.code_length else b""
+    alt_code = ffi.buffer(p.alt_code, p.alt_code_length)[:] if p.alt_code_length else b""
+    return ExecutableParams(_string(p.format), _string(p.target), code, _string(p.alt_target),
+                            alt_code, tuple(exports))
+
+
+@_callback("pyree_status_t(void *, const pyree_hal_executable_params_t *, pyree_handle_t *)")
+def _load_executable(device, params, out):
+    out[0] = device._register("executable", device.load_executable(_decode_params(params)))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t)")
+def _release_executable(device, handle):
+    device.release_executable(device._unregister(handle, "executable"))
+
+
+def _decode_command(device, c) -> Command:
+    kind = COMMAND_KINDS.get(c.kind)
+    if kind is None:
+        raise HalError("INVALID_ARGUMENT", f"unknown command kind {c.kind}")
+    executable = device._lookup(c.executable, "executable") if kind == "dispatch" else None
+    bindings = tuple(Binding(b.slot, b.offset, b.length)
+                     for b in (c.bindings[i] for i in range(c.binding_count)))
+    push = tuple(c.push_constants[i] for i in range(c.push_constant_count))
+    return Command(kind, executable, c.export_ordinal, bindings, push, c.fill_pattern,
+                   c.fill_pattern_length)
+
+
+@_callback("pyree_status_t(void *, uint32_t, const pyree_hal_command_t *, uint32_t, "
+           "pyree_handle_t *)")
+def _create_command_buffer(device, count, commands, table_size, out):
+    decoded = [_decode_command(device, commands[i]) for i in range(count)]
+    out[0] = device._register("command buffer", device.create_command_buffer(decoded, table_size))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t)")
+def _release_command_buffer(device, handle):
+    device.release_command_buffer(device._unregister(handle, "command buffer"))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint32_t, const pyree_handle_t *, "
+           "const pyree_hal_semaphore_list_t *, const pyree_hal_semaphore_list_t *)")
+def _queue_submit(device, handle, table_size, table, wait, signal):
+    command_buffer = device._lookup(handle, "command buffer")
+    bindings = [device._lookup(table[i], "buffer") if table[i] else None for i in range(table_size)]
+    device.queue_submit(command_buffer, bindings, device._semaphores(wait),
+                        device._semaphores(signal))
+
+
+@_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")
+def _create_semaphore(device, initial, out):
+    out[0] = device._register("semaphore", device.create_semaphore(initial))
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t)")
+def _release_semaphore(device, handle):
+    device._unregister(handle, "semaphore")
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t *)")
+def _semaphore_query(device, handle, out):
+    out[0] = device._lookup(handle, "semaphore").query()
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t)")
+def _semaphore_signal(device, handle, value):
+    device._lookup(handle, "semaphore").signal(value)
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t, uint64_t)")
+def _semaphore_wait(device, handle, value, timeout_ns):
+    device._lookup(handle, "semaphore").wait(value, timeout_ns)
+
+
+_DEVICE_CALLBACKS = {
+    "last_error": _last_error, "release": _release, "allocate": _allocate,
+    "release_buffer": _release_buffer, "write_buffer": _write_buffer, "read_buffer": _read_buffer,
+    "load_executable": _load_executable, "release_executable": _release_executable,
+    "create_command_buffer": _create_command_buffer,
+    "release_command_buffer": _release_command_buffer, "queue_submit": _queue_submit,
+    "create_semaphore": _create_semaphore, "release_semaphore": _release_semaphore,
+    "semaphore_query": _semaphore_query, "semaphore_signal": _semaphore_signal,
+    "semaphore_wait": _semaphore_wait,
+}
+_LIVE: set = set()  # devices and drivers handed out to C, kept alive until released
+
+
+def _device_struct(device: PythonDevice):
+    device._handle = ffi.new_handle(device)
+    device._format = ffi.new("char[]", device.executable_format.encode())
+    vt = device._struct = ffi.new("pyree_hal_device_v1_t *")
+    vt.abi_version, vt.struct_size = ABI_VERSION, ffi.sizeof("pyree_hal_device_v1_t")
+    vt.self, vt.executable_format = device._handle, device._format
+    for field, callback in _DEVICE_CALLBACKS.items():
+        setattr(vt, field, callback)
+    _LIVE.add(device)
+    return vt
+
+
+# -- driver callbacks ----------------------------------------------------------------------------
+
+@_callback("pyree_status_t(void *)")
+def _query_available(driver):
+    driver.query_available()
+
+
+@_callback("pyree_status_t(void *, uint32_t, pyree_hal_device_info_t *, uint32_t *)")
+def _enumerate_devices(driver, capacity, out_infos, out_count):
+    infos = driver.enumerate_devices()
+    out_count[0] = len(infos)
+    for i, info in enumerate(infos[:capacity]):
+        out_infos[i].path = info.path.encode()[:127]
+        out_infos[i].name = info.name.encode()[:127]
+
+
+@_callback("pyree_status_t(void *, const char *, pyree_hal_device_v1_t **)")
+def _create_device(driver, path, out):
+    out[0] = _device_struct(driver.create_device(_string(path)))
+
+
+def export_driver(driver: PythonDriver) -> int:
+    """Builds the driver's ABI struct, keeps it alive for the process, returns its address."""
+    driver._errors = _ErrorSlot()
+    driver._handle = ffi.new_handle(driver)
+    driver._name = ffi.new("char[]", driver.name.encode())
+    vt = driver._struct = ffi.new("pyree_hal_driver_v1_t *")
+    vt.abi_version, vt.struct_size = ABI_VERSION, ffi.sizeof("pyree_hal_driver_v1_t")
+    vt.name, vt.self = driver._name, driver._handle
+    vt.last_error, vt.query_available = _last_error, _query_available
+    vt.enumerate_devices, vt.create_device = _enumerate_devices, _create_device
+    _LIVE.add(driver)
+    return int(ffi.cast("uintptr_t", vt))

@@ -1,0 +1,87 @@
+"""Reads a module file: trailer, digest, identifier, schema version, then the object-API unpack.
+
+File layout (schemas/module.fbs): [FlatBuffer root] [padding] [data segment] [48-byte trailer:
+"PYRETRL1", u64 data offset, SHA-256 of every preceding byte -- as ModuleBuilder writes it, the
+digest also covers the magic and the data offset, so those are protected too]. Nothing is unpacked before the
+digest matches and the bounds walk passes; any exception from the generated code is a ModuleError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+from pyree.runtime._fb.Module import Module as _FbModule
+from pyree.runtime._fb.Module import ModuleT
+from pyree.runtime.errors import ModuleError
+from pyree.runtime.module.bounds import check_bounds
+from pyree.runtime.module.verifier import verify
+
+TRAILER_MAGIC = b"PYRETRL1"
+TRAILER_SIZE = 48
+FILE_IDENTIFIER = b"PYRE"
+ALIGNMENT = 64
+SUPPORTED_MAJOR = 1
+
+
+@dataclass
+class Module:
+    """A verified module: the ``_fb`` object tree (strings as str, scalar vectors as lists of int)
+    and the data segment that its DataRefs index."""
+
+    tree: ModuleT
+    data: memoryview
+    digest: str  # SHA-256 of the file before the trailer, hex
+
+    @property
+    def name(self) -> str:
+        return self.tree.name
+
+    def bytes_of(self, ref) -> memoryview:
+        """The data-segment bytes a (verified) DataRef names."""
+        return self.data[ref.offset:ref.offset + ref.length]
+
+
+def read_trailer(data: bytes) -> tuple[int, bytes]:
+    """Checks size, magic, digest and data offset; returns (data offset, digest)."""
+    if len(data) < TRAILER_SIZE + 8:
+        raise ModuleError(f"module file is too small ({len(data)} bytes) to be a pyree module")
+    trailer = data[-TRAILER_SIZE:]
+    if trailer[:8] != TRAILER_MAGIC:
+        raise ModuleError("module file has no pyree trailer (magic 'PYRETRL1' missing): "
+                          "not a pyree module, or truncated")
+    digest = trailer[16:]
+    if hashlib.sha256(memoryview(data)[:-32]).digest() != digest:
+        raise ModuleError("module file is damaged (checksum mismatch): truncated or modified")
+    data_offset = struct.unpack_from("<Q", trailer, 8)[0]
+    if data_offset > len(data) - TRAILER_SIZE or data_offset % ALIGNMENT or data_offset < 8:
+        raise ModuleError(f"module file is malformed: data segment offset {data_offset} is not a "
+                          f"64-byte-aligned offset inside the file")
+    return data_offset, digest
+
+
+def read_module(data: bytes | bytearray | memoryview) -> Module:
+    """Reads and verifies a module file's bytes; raises ModuleError naming the first problem."""
+    data = bytes(data)
+    data_offset, digest = read_trailer(data)
+    root = memoryview(data)[:data_offset]
+    if bytes(root[4:8]) != FILE_IDENTIFIER:
+        raise ModuleError(f"module file is malformed: FlatBuffer identifier is "
+                          f"{bytes(root[4:8])!r}, expected b'PYRE'")
+    check_bounds(root)
+    try:
+        fb = _FbModule.GetRootAs(root, 0)
+        major, minor = fb.SchemaVersionMajor(), fb.SchemaVersionMinor()
+    except Exception as e:
+        raise ModuleError(f"module file is malformed: {e}") from None
+    if major != SUPPORTED_MAJOR:
+        raise ModuleError(f"module schema version {major}.{minor} is not supported by this runtime "
+                          f"(supports {SUPPORTED_MAJOR}.x); recompile with a matching pyree-compile")
+    try:
+        tree = ModuleT.InitFromObj(fb)
+    except Exception as e:
+        raise ModuleError(f"module file is malformed: {type(e).__name__}: {e}") from None
+    module = Module(tree, memoryview(data)[data_offset:len(data) - TRAILER_SIZE], digest.hex())
+    verify(module)
+    return module

@@ -1,0 +1,291 @@
+"""Semantic checks of an unpacked module, so nothing downstream can index out of range.
+
+Every DataRef lies in the data segment; every dispatch names an export that every executable has,
+with matching binding counts and long-enough bindings; every BufferRef lies inside its buffer;
+fills, copies and checks are well-formed; types are known and static. Messages name the place
+(function, command index, binding index). Strings are decoded to str and scalar vectors turned
+into lists of int in place, so consumers of the tree never see bytes or numpy views.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyree.runtime.element_types import FLOAT_TYPES, ITEMSIZES, NAMES, spell
+from pyree.runtime.errors import ModuleError
+
+ALIGNMENT = 64
+MAX_ALLOCATION = 1 << 48  # no real function needs more; a larger size is a damaged file
+FORMATS = {0: "cpu", 1: "cuda", 2: "rocm", 3: "spirv"}
+BUFFER_KINDS = {0: "argument", 1: "result", 2: "transient", 3: "constant"}
+COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier", 4: "check"}
+CHECK_KINDS = {0: "expect_true", 1: "expect_false", 2: "expect_all_true", 3: "expect_eq",
+               4: "expect_almost_eq"}
+BINDING_ACCESS = {0: "read", 1: "write", 2: "read_write"}
+
+
+@dataclass
+class _Buffers:
+    """Byte sizes of the buffers a function's BufferRefs may name."""
+
+    arguments: list[int]
+    results: list[int]
+    transient: int
+    constants: list[int]
+
+
+def _fail(where: str, what: str) -> ModuleError:
+    return ModuleError(f"module file is invalid: {where}: {what}")
+
+
+def _text(value, where: str) -> str:
+    if value is None:
+        return ""
+    try:
+        return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    except UnicodeDecodeError:
+        raise _fail(where, "a string is not valid UTF-8") from None
+
+
+def _ints(value) -> list[int]:
+    if value is None:
+        return []
+    return [int(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+
+
+def tensor_bytes(t) -> int:
+    """Bytes of a verified TensorType."""
+    return math.prod(t.dims) * ITEMSIZES[t.elementType]
+
+
+class _Verifier:
+    def __init__(self, module):
+        self.tree = module.tree
+        self.data_size = len(module.data)
+
+    def run(self) -> None:
+        tree = self.tree
+        tree.name = _text(tree.name, "module name")
+        tree.producer = _text(tree.producer, "module producer")
+        tree.functions = tree.functions or []
+        tree.constants = tree.constants or []
+        tree.executables = tree.executables or []
+        constant_sizes = [self.constant(c, f"constant {i}") for i, c in enumerate(tree.constants)]
+        self.exports = [self.executable(e, i) for i, e in enumerate(tree.executables)]
+        names = set()
+        for i, function in enumerate(tree.functions):
+            function.name = _text(function.name, f"function {i} name")
+            where = f"function '{function.name}'"
+            if not function.name or function.name in names:
+                raise _fail(f"function {i}", f"name {function.name!r} is empty or repeated")
+            names.add(function.name)
+            self.function(function, constant_sizes, where)
+
+    # -- types and data ------------------------------------------------------------------------
+
+    def tensor_type(self, t, where: str) -> int:
+        if t is None:
+            raise _fail(where, "type is missing")
+        if t.elementType not in NAMES:
+            raise _fail(where, f"unknown element type {t.elementType}")
+        t.dims = _ints(t.dims)
+        for d in t.dims:
+            if d == -1:
+                raise _fail(where, "dynamic shapes are not supported yet")
+            if d < 0:
+                raise _fail(where, f"invalid dimension {d}")
+        return tensor_bytes(t)
+
+    def data_ref(self, ref, where: str) -> None:
+        if ref is None:
+            raise _fail(where, "data reference is missing")
+        if ref.length and ref.offset % ALIGNMENT:
+            raise _fail(where, f"data offset {ref.offset} is not 64-byte aligned")
+        if ref.offset + ref.length > self.data_size:
+            raise _fail(where, f"data [{ref.offset}, +{ref.length}) lies outside the "
+                               f"{self.data_size}-byte data segment")
+
+    def constant(self, constant, where: str) -> int:
+        size = self.tensor_type(constant.type, f"{where} type")
+        self.data_ref(constant.data, f"{where} data")
+        if constant.data.length != size:
+            raise _fail(where, f"has {constant.data.length} bytes of data but its type "
+                               f"{spell(constant.type.elementType, constant.type.dims)} needs {size}")
+        return size
+
+    # -- executables ---------------------------------------------------------------------------
+
+    def executable(self, executable, index: int) -> list[list[int]]:
+        """Checks one executable; returns each export's binding minimum lengths."""
+        executable.name = _text(executable.name, f"executable {index} name")
+        where = f"executable {index} ('{executable.name}')"
+        if executable.format not in FORMATS:
+            raise _fail(where, f"unknown executable format {executable.format}")
+        fmt = FORMATS[executable.format]
+        member = getattr(executable, fmt)
+        if member is None:
+            raise _fail(where, f"format is {fmt} but its {fmt} table is missing")
+        if fmt == "cpu":
+            member.format = _text(member.format, where)
+            member.targetCpu = _text(member.targetCpu, where)
+            member.cpuFeatures = [_text(f, where) for f in member.cpuFeatures or []]
+            self.data_ref(member.library, f"{where} library")
+            if member.library.length == 0:
+                raise _fail(where, "the CPU library is empty")
+        else:
+            code_field = {"cuda": "ptx", "rocm": "codeObject", "spirv": "code"}[fmt]
+            self.data_ref(getattr(member, code_field), f"{where} code")
+            if fmt == "cuda":
+                member.targetArch = _text(member.targetArch, where)
+                member.cubinArch = _text(member.cubinArch, where)
+                self.data_ref(member.cubin, f"{where} cubin")
+            elif fmt == "rocm":
+                member.targetArch = _text(member.targetArch, where)
+            else:
+                member.target = _text(member.target, where)
+        member.exports = member.exports or []
+        return [self.export(e, fmt, f"{where} export {k}") for k, e in enumerate(member.exports)]
+
+    def export(self, export, fmt: str, where: str) -> list[int]:
+        if fmt == "cpu":
+            export.symbol = _text(export.symbol, where)
+            if not export.symbol:
+                raise _fail(where, "symbol name is empty")
+            if export.workgroupCount >= 1 << 32:
+                raise _fail(where, f"workgroup count {export.workgroupCount} exceeds 2^32-1")
+        else:
+            export.name = _text(export.name, where)
+            export.gridSize, export.blockSize = _ints(export.gridSize), _ints(export.blockSize)
+            if len(export.gridSize) != 3 or len(export.blockSize) != 3:
+                raise _fail(where, f"grid and block sizes must have 3 entries, got "
+                                   f"{len(export.gridSize)} and {len(export.blockSize)}")
+        export.bindings = export.bindings or []
+        for b, layout in enumerate(export.bindings):
+            if layout.access not in BINDING_ACCESS:
+                raise _fail(f"{where} binding {b}", f"unknown access {layout.access}")
+        return [layout.minLength for layout in export.bindings]
+
+    # -- functions -----------------------------------------------------------------------------
+
+    def function(self, function, constant_sizes: list[int], where: str) -> None:
+        function.location = _text(function.location, where)
+        function.arguments = function.arguments or []
+        function.results = function.results or []
+        function.resultSizes = _ints(function.resultSizes)
+        function.commands = function.commands or []
+        arguments = [self.tensor_type(t, f"{where} argument {i}")
+                     for i, t in enumerate(function.arguments)]
+        results = [self.tensor_type(t, f"{where} result {i}") for i, t in enumerate(function.results)]
+        if len(function.resultSizes) != len(results):
+            raise _fail(where, f"has {len(results)} results but {len(function.resultSizes)} "
+                               f"result sizes")
+        for i, (need, size) in enumerate(zip(results, function.resultSizes)):
+            if size < need or size > MAX_ALLOCATION:
+                raise _fail(f"{where} result {i}", f"allocation of {size} bytes cannot hold its "
+                                                   f"{need}-byte value")
+        if function.transientSize > MAX_ALLOCATION:
+            raise _fail(where, f"transient size {function.transientSize} is implausibly large")
+        buffers = _Buffers(arguments, function.resultSizes, function.transientSize, constant_sizes)
+        for c, command in enumerate(function.commands):
+            self.command(command, buffers, f"{where} command {c}")
+
+    def command(self, command, buffers: _Buffers, where: str) -> None:
+        if command.kind not in COMMAND_KINDS:
+            raise _fail(where, f"unknown command kind {command.kind}")
+        kind = COMMAND_KINDS[command.kind]
+        if kind == "barrier":
+            return
+        member = getattr(command, kind)
+        if member is None:
+            raise _fail(where, f"kind is {kind} but its {kind} table is missing")
+        getattr(self, kind)(member, buffers, f"{where} ({kind})")
+
+    def dispatch(self, dispatch, buffers: _Buffers, where: str) -> None:
+        dispatch.bindings = dispatch.bindings or []
+        dispatch.pushConstants = _ints(dispatch.pushConstants)
+        if not self.exports:
+            raise _fail(where, "the module has no executables to dispatch")
+        for e, exports in enumerate(self.exports):
+            if dispatch.kernel >= len(exports):
+                raise _fail(where, f"kernel {dispatch.kernel} is out of range: executable {e} "
+                                   f"has {len(exports)} exports")
+            need = exports[dispatch.kernel]
+            if len(need) != len(dispatch.bindings):
+                raise _fail(where, f"has {len(dispatch.bindings)} bindings but executable {e} "
+                                   f"export {dispatch.kernel} declares {len(need)}")
+            for b, (ref, min_length) in enumerate(zip(dispatch.bindings, need)):
+                if ref.length < min_length:
+                    raise _fail(f"{where} binding {b}", f"length {ref.length} is shorter than the "
+                                                        f"{min_length} bytes the kernel touches")
+        for b, ref in enumerate(dispatch.bindings):
+            self.buffer_ref(ref, buffers, f"{where} binding {b}")
+
+    def copy(self, copy, buffers: _Buffers, where: str) -> None:
+        self.buffer_ref(copy.source, buffers, f"{where} source")
+        self.buffer_ref(copy.target, buffers, f"{where} target")
+        if copy.source.length != copy.target.length:
+            raise _fail(where, f"source length {copy.source.length} differs from target "
+                               f"length {copy.target.length}")
+
+    def fill(self, fill, buffers: _Buffers, where: str) -> None:
+        self.buffer_ref(fill.target, buffers, f"{where} target")
+        if fill.patternLength not in (1, 2, 4, 8):
+            raise _fail(where, f"pattern length {fill.patternLength} is not 1, 2, 4 or 8")
+        if fill.target.length % fill.patternLength:
+            raise _fail(where, f"target length {fill.target.length} is not a multiple of the "
+                               f"pattern length {fill.patternLength}")
+
+    def check(self, check, buffers: _Buffers, where: str) -> None:
+        check.location = _text(check.location, where)
+        if check.kind not in CHECK_KINDS:
+            raise _fail(where, f"unknown check kind {check.kind}")
+        kind = CHECK_KINDS[check.kind]
+        operands = [("lhs", check.lhs, check.lhsType)]
+        if kind in ("expect_eq", "expect_almost_eq"):
+            operands.append(("rhs", check.rhs, check.rhsType))
+        for name, ref, t in operands:
+            size = self.tensor_type(t, f"{where} {name} type")
+            self.buffer_ref(ref, buffers, f"{where} {name}")
+            if ref.length != size:
+                raise _fail(where, f"{name} is {ref.length} bytes but its type "
+                                   f"{spell(t.elementType, t.dims)} needs {size}")
+        lhs = check.lhsType
+        if kind in ("expect_true", "expect_false") and math.prod(lhs.dims) != 1:
+            raise _fail(where, f"{kind} needs a single value, got {spell(lhs.elementType, lhs.dims)}")
+        if len(operands) == 2:
+            rhs = check.rhsType
+            if (lhs.elementType, lhs.dims) != (rhs.elementType, rhs.dims):
+                raise _fail(where, f"compares {spell(lhs.elementType, lhs.dims)} with "
+                                   f"{spell(rhs.elementType, rhs.dims)}")
+        if kind == "expect_almost_eq":
+            if lhs.elementType not in FLOAT_TYPES:
+                raise _fail(where, f"expect_almost_eq needs floats, got {NAMES[lhs.elementType]}")
+            if not (math.isfinite(check.atol) and math.isfinite(check.rtol)
+                    and check.atol >= 0 and check.rtol >= 0):
+                raise _fail(where, f"tolerances atol={check.atol} rtol={check.rtol} must be "
+                                   f"finite and not negative")
+
+    def buffer_ref(self, ref, buffers: _Buffers, where: str) -> None:
+        if ref is None:
+            raise _fail(where, "buffer reference is missing")
+        if ref.kind not in BUFFER_KINDS:
+            raise _fail(where, f"unknown buffer kind {ref.kind}")
+        kind = BUFFER_KINDS[ref.kind]
+        if kind == "transient":
+            size = buffers.transient
+        else:
+            sizes = {"argument": buffers.arguments, "result": buffers.results,
+                     "constant": buffers.constants}[kind]
+            if ref.index >= len(sizes):
+                raise _fail(where, f"{kind} {ref.index} is out of range (there are {len(sizes)})")
+            size = sizes[ref.index]
+        if ref.offset + ref.length > size:
+            name = kind if kind == "transient" else f"{kind} {ref.index}"
+            raise _fail(where, f"bytes [{ref.offset}, +{ref.length}) lie outside {name} of "
+                               f"{size} bytes")
+
+
+def verify(module) -> None:
+    """Raises ModuleError naming the first semantic problem of an unpacked module."""
+    _Verifier(module).run()

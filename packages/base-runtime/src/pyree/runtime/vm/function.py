@@ -1,0 +1,122 @@
+"""Function: one exported function of a loaded module, callable with numpy arrays.
+
+A call checks its arguments, uploads host arguments, allocates results and the transient arena,
+and submits the recorded command buffers with that call's binding table. Results come back as
+DeviceArrays that become ready when the call's semaphore is signalled; checks run on the host
+between command buffers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.runtime.errors import CheckError, InvocationError
+from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
+from pyree.runtime.vm.device_array import DeviceArray
+from pyree.runtime.vm.program import record
+from pyree.runtime.vm.tensor_type import TensorType, describe
+
+
+class Function:
+    def __init__(self, loaded, tree):
+        self.name: str = tree.name
+        self.location: str = tree.location
+        self.argument_types = [TensorType.from_fb(t) for t in tree.arguments]
+        self.result_types = [TensorType.from_fb(t) for t in tree.results]
+        self._loaded = loaded
+        self._result_sizes = list(tree.resultSizes)
+        self._transient_size = tree.transientSize
+        self._program = record(tree, loaded.device, loaded.executable)
+
+    def __repr__(self) -> str:
+        args = ", ".join(map(str, self.argument_types))
+        results = ", ".join(map(str, self.result_types))
+        return f"<Function {self.name}({args}) -> ({results})>"
+
+    def __call__(self, *args):
+        """Runs the function; a failing check raises CheckError."""
+        results = self._run(args, failures=None)
+        if not results:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def run_checks(self, *args) -> list[CheckFailure]:
+        """Runs the function and returns every failed check (empty when all hold)."""
+        failures: list[CheckFailure] = []
+        for result in self._run(args, failures):
+            result.wait()
+        return failures
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def _argument(self, index: int, arg, t: TensorType, waits: list):
+        where = f"function '{self.name}' argument {index}"
+        device = self._loaded.device
+        if isinstance(arg, DeviceArray):
+            if arg.type != t:
+                raise InvocationError(f"{where}: expected {t}, got {arg.type}")
+            if arg.device is device:
+                waits.append(arg.ready)
+                return arg.buffer
+            arg = arg.to_host()
+        if isinstance(arg, np.ndarray):
+            array = arg
+        else:
+            try:
+                array = np.asarray(arg, dtype=t.dtype)
+            except (TypeError, ValueError) as e:
+                raise InvocationError(f"{where}: expected {t}, got {type(arg).__name__} "
+                                      f"that does not convert: {e}") from None
+        if array.shape != t.shape or array.dtype != t.dtype:
+            raise InvocationError(f"{where}: expected {t}, got {describe(array)}")
+        buffer = device.allocate(t.nbytes)
+        if t.nbytes:
+            buffer.write(0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        return buffer
+
+    def _run(self, args: tuple, failures: list | None) -> list[DeviceArray]:
+        if len(args) != len(self.argument_types):
+            expected = ", ".join(map(str, self.argument_types)) or "none"
+            raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
+                                  f"arguments ({expected}), got {len(args)}")
+        device = self._loaded.device
+        waits: list = []
+        buffers = {
+            "argument": [self._argument(i, a, t, waits)
+                         for i, (a, t) in enumerate(zip(args, self.argument_types))],
+            "result": [device.allocate(size) for size in self._result_sizes],
+            "transient": [device.allocate(self._transient_size)
+                          if ("transient", 0) in self._program.sources else None],
+            "constant": self._loaded.constants,
+        }
+        table = [buffers[kind][index] for kind, index in self._program.sources]
+        semaphore, value = device.create_semaphore(0), 0
+        for step in self._program.steps:
+            if isinstance(step, CheckStep):
+                semaphore.wait(value)
+                failure = self._check(step, buffers)
+                if failure is not None and failures is None:
+                    raise CheckError([failure])
+                if failure is not None:
+                    failures.append(failure)
+                continue
+            device.queue_submit(step, table, waits + [(semaphore, value)], [(semaphore, value + 1)])
+            value, waits = value + 1, []
+        keepalive = (buffers["argument"], buffers["transient"])
+        results = [DeviceArray(buffer, t, (semaphore, value), keepalive)
+                   for buffer, t in zip(buffers["result"], self.result_types)]
+        if not results:
+            semaphore.wait(value)  # nothing to read later: surface failures now
+        return results
+
+    @staticmethod
+    def _read(operand: Operand, buffers: dict) -> np.ndarray:
+        t = operand.type
+        out = np.empty(t.shape, t.dtype)
+        if out.nbytes:
+            buffers[operand.kind][operand.index].read_into(operand.offset,
+                                                           out.reshape(-1).view(np.uint8))
+        return out
+
+    def _check(self, step: CheckStep, buffers: dict) -> CheckFailure | None:
+        rhs = self._read(step.rhs, buffers) if step.rhs is not None else None
+        return evaluate(step, self._read(step.lhs, buffers), rhs)

@@ -1,0 +1,89 @@
+"""Records a function's host program once: HAL command buffers against binding-table slots,
+split wherever a check must read values on the host.
+
+Each (buffer kind, index) the commands touch gets one slot; a call builds its binding table from
+``Program.sources`` and submits each command buffer as is. That keeps a call to one crossing per
+command buffer -- one for a function without checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.runtime.hal.device import CommandBuffer, Device, Executable
+from pyree.runtime.hal.ffi import ffi
+from pyree.runtime.module.verifier import BUFFER_KINDS, CHECK_KINDS, COMMAND_KINDS
+from pyree.runtime.vm.checks import CheckStep, Operand
+from pyree.runtime.vm.tensor_type import TensorType
+
+_HAL_KINDS = {"dispatch": 0, "copy": 1, "fill": 2, "barrier": 3}
+
+
+@dataclass
+class Program:
+    sources: list[tuple[str, int]]           # slot -> (buffer kind, index)
+    steps: list[CommandBuffer | CheckStep]   # in order
+
+
+class _Recorder:
+    def __init__(self, device: Device, executable: Executable | None):
+        self.device = device
+        self.executable = executable
+        self.slots: dict[tuple[str, int], int] = {}
+
+    def slot(self, ref) -> int:
+        kind = BUFFER_KINDS[ref.kind]
+        key = (kind, 0 if kind == "transient" else ref.index)
+        return self.slots.setdefault(key, len(self.slots))
+
+    def bindings(self, refs) -> list[tuple[int, int, int]]:
+        return [(self.slot(r), r.offset, r.length) for r in refs]
+
+    def hal_command(self, command) -> tuple:
+        kind = COMMAND_KINDS[command.kind]
+        if kind == "dispatch":
+            d = command.dispatch
+            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0
+        if kind == "copy":
+            return kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0
+        if kind == "fill":
+            f = command.fill
+            return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength
+        return kind, 0, [], [], 0, 0
+
+    def record(self, batch: list[tuple]) -> CommandBuffer:
+        keep = []
+        commands = ffi.new("pyree_hal_command_t[]", len(batch))
+        for c, (kind, kernel, bindings, push, pattern, pattern_length) in zip(commands, batch):
+            c.kind, c.export_ordinal = _HAL_KINDS[kind], kernel
+            c.executable = self.executable.handle if kind == "dispatch" else 0
+            array = ffi.new("pyree_hal_binding_t[]", [{"slot": s, "offset": o, "length": n}
+                                                      for s, o, n in bindings])
+            push_array = ffi.new("uint32_t[]", push)
+            keep += [array, push_array]
+            c.binding_count, c.bindings = len(bindings), array
+            c.push_constant_count, c.push_constants = len(push), push_array
+            c.fill_pattern, c.fill_pattern_length = pattern, pattern_length
+        return self.device.create_command_buffer(commands, len(batch), len(self.slots))
+
+
+def _operand(ref, t) -> Operand:
+    return Operand(BUFFER_KINDS[ref.kind], ref.index, ref.offset, ref.length, TensorType.from_fb(t))
+
+
+def record(function, device: Device, executable: Executable | None) -> Program:
+    """Records ``function`` (a verified FunctionT) for ``device``."""
+    recorder = _Recorder(device, executable)
+    plan: list[list[tuple] | CheckStep] = []
+    for command in function.commands:
+        if COMMAND_KINDS[command.kind] == "check":
+            c = command.check
+            kind = CHECK_KINDS[c.kind]
+            rhs = _operand(c.rhs, c.rhsType) if kind in ("expect_eq", "expect_almost_eq") else None
+            plan.append(CheckStep(kind, c.location, _operand(c.lhs, c.lhsType), rhs, c.atol, c.rtol))
+        else:
+            if not plan or isinstance(plan[-1], CheckStep):
+                plan.append([])
+            plan[-1].append(recorder.hal_command(command))
+    steps = [recorder.record(p) if isinstance(p, list) else p for p in plan]
+    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)

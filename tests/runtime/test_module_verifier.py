@@ -1,0 +1,183 @@
+"""Semantic verification: every out-of-range field class gets a ModuleError naming the place."""
+
+from __future__ import annotations
+
+import pyree.runtime as rt
+import pytest
+from pyree.compiler._fb.DataRef import DataRefT
+
+from .module_factory import (
+    ARG,
+    CONST,
+    EXPECT_ALMOST_EQ,
+    EXPECT_TRUE,
+    F32,
+    I32,
+    RESULT,
+    N,
+    arith_builder,
+    check,
+    command,
+    cuda_executable,
+    ref,
+    tensor,
+)
+
+
+def _fn(module, name):
+    return next(f for f in module.functions if f.name == name)
+
+
+def _data_ref(offset, length):
+    r = DataRefT()
+    r.offset, r.length = offset, length
+    return r
+
+
+def _set(obj, **fields):
+    for name, value in fields.items():
+        setattr(obj, name, value)
+
+
+MUTATIONS = {
+    "library outside segment": (
+        lambda m: _set(m.executables[0].cpu, library=_data_ref(64, 1 << 40)),
+        r"executable 0 \('kernels'\) library: data \[64, \+1099511627776\) lies outside"),
+    "misaligned data ref": (
+        lambda m: _set(m.constants[0], data=_data_ref(m.constants[0].data.offset + 4, 4 * N)),
+        "constant 0 data: data offset .* is not 64-byte aligned"),
+    "constant size mismatch": (
+        lambda m: _set(m.constants[0].type, dims=[37, 52]),
+        r"constant 0: has 7844 bytes of data but its type 37x52xf32 needs 7696"),
+    "kernel out of range": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch, kernel=9),
+        r"function 'add' command 0 \(dispatch\): kernel 9 is out of range: executable 0 has 3"),
+    "binding count mismatch": (
+        lambda m: _fn(m, "add").commands[0].dispatch.bindings.pop(),
+        (r"function 'add' command 0 \(dispatch\): has 2 bindings but executable 0 export 0 "
+         r"declares 3")),
+    "binding shorter than min_length": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[1], length=100),
+        r"function 'add' command 0 \(dispatch\) binding 1: length 100 is shorter than the 7844"),
+    "argument index out of range": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[1], index=5),
+        r"function 'add' command 0 \(dispatch\) binding 1: argument 5 is out of range"),
+    "offset past the buffer": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[2], offset=8),
+        (r"function 'add' command 0 \(dispatch\) binding 2: bytes \[8, \+7844\) lie outside "
+         r"result 0 of 7844 bytes")),
+    "unknown buffer kind": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[0], kind=9),
+        r"binding 0: unknown buffer kind 9"),
+    "transient out of range": (
+        lambda m: _set(_fn(m, "add_scaled"), transientSize=100),
+        (r"function 'add_scaled' command 0 \(dispatch\) binding 2: bytes \[0, \+7844\) lie outside "
+         r"transient of 100 bytes")),
+    "constant index out of range": (
+        lambda m: _set(_fn(m, "fill_copy").commands[1].copy.source, index=3),
+        r"function 'fill_copy' command 1 \(copy\) source: constant 3 is out of range"),
+    "copy lengths differ": (
+        lambda m: _set(_fn(m, "fill_copy").commands[1].copy.target, length=8),
+        (r"function 'fill_copy' command 1 \(copy\): source length 7844 differs from target "
+         r"length 8")),
+    "fill pattern length": (
+        lambda m: _set(_fn(m, "fill_copy").commands[0].fill, patternLength=3),
+        r"function 'fill_copy' command 0 \(fill\): pattern length 3 is not 1, 2, 4 or 8"),
+    "fill does not tile": (
+        lambda m: _set(_fn(m, "fill_copy").commands[0].fill, patternLength=8,
+                       target=ref(RESULT, 0, 12)),
+        r"target length 12 is not a multiple of the pattern length 8"),
+    "check operand size": (
+        lambda m: _set(_fn(m, "near").commands[0].check.lhs, length=12),
+        r"function 'near' command 0 \(check\): lhs is 12 bytes but its type 4xf32 needs 16"),
+    "check types differ": (
+        lambda m: _set(_fn(m, "near").commands[0].check, rhsType=tensor(I32, 4)),
+        r"compares 4xf32 with 4xi32"),
+    "almost_eq on integers": (
+        lambda m: _fn(m, "flags").commands.append(
+            check(EXPECT_ALMOST_EQ, ref(ARG, 0, 4), tensor(I32), ref(ARG, 0, 4), tensor(I32))),
+        r"function 'flags' command 2 \(check\): expect_almost_eq needs floats, got i32"),
+    "expect_true on a vector": (
+        lambda m: _fn(m, "near").commands.append(check(EXPECT_TRUE, ref(ARG, 0, 16),
+                                                       tensor(F32, 4))),
+        r"expect_true needs a single value, got 4xf32"),
+    "unknown check kind": (
+        lambda m: _set(_fn(m, "near").commands[0].check, kind=42),
+        r"unknown check kind 42"),
+    "unknown element type": (
+        lambda m: _fn(m, "add").arguments.__setitem__(0, tensor(77, 4)),
+        r"function 'add' argument 0: unknown element type 77"),
+    "dynamic dimension": (
+        lambda m: _fn(m, "add").arguments.__setitem__(1, tensor(F32, 37, -1)),
+        r"function 'add' argument 1: dynamic shapes are not supported yet"),
+    "negative dimension": (
+        lambda m: _fn(m, "add").results.__setitem__(0, tensor(F32, -5)),
+        r"function 'add' result 0: invalid dimension -5"),
+    "result sizes count": (
+        lambda m: _set(_fn(m, "add"), resultSizes=[]),
+        r"function 'add': has 1 results but 0 result sizes"),
+    "result size too small": (
+        lambda m: _set(_fn(m, "add"), resultSizes=[16]),
+        r"function 'add' result 0: allocation of 16 bytes cannot hold its 7844-byte value"),
+    "unknown command kind": (
+        lambda m: _fn(m, "add").commands.append(command(17)),
+        r"function 'add' command 1: unknown command kind 17"),
+    "missing command member": (
+        lambda m: _set(_fn(m, "add").commands[0], dispatch=None),
+        r"function 'add' command 0: kind is dispatch but its dispatch table is missing"),
+    "duplicate function": (
+        lambda m: _set(_fn(m, "near"), name="add"),
+        r"name 'add' is empty or repeated"),
+    "unknown executable format": (
+        lambda m: _set(m.executables[0], format=9),
+        r"executable 0 \('kernels'\): unknown executable format 9"),
+    "workgroup count too large": (
+        lambda m: _set(m.executables[0].cpu.exports[0], workgroupCount=1 << 32),
+        r"export 0: workgroup count 4294967296 exceeds 2\^32-1"),
+    "binding access": (
+        lambda m: _set(m.executables[0].cpu.exports[1].bindings[0], access=5),
+        r"export 1 binding 0: unknown access 5"),
+}
+
+
+@pytest.mark.parametrize("name", MUTATIONS)
+def test_invalid_module_is_refused(name, kernel_library, offset_constant):
+    mutate, message = MUTATIONS[name]
+    builder = arith_builder(kernel_library, offset_constant)
+    mutate(builder.module)
+    with pytest.raises(rt.ModuleError, match=message):
+        rt.read_module(builder.finish())
+
+
+def test_gpu_grid_needs_three_entries(kernel_library, offset_constant):
+    builder = arith_builder(kernel_library, offset_constant)
+    gpu = cuda_executable(builder)
+    gpu.cuda.exports[2].gridSize = [4, 1]
+    builder.module.executables.append(gpu)
+    with pytest.raises(rt.ModuleError, match=r"executable 1 \('kernels_cuda'\) export 2: grid and "
+                                             r"block sizes must have 3 entries, got 2 and 3"):
+        rt.read_module(builder.finish())
+
+
+def test_every_executable_is_checked_against_each_dispatch(kernel_library, offset_constant):
+    builder = arith_builder(kernel_library, offset_constant)
+    gpu = cuda_executable(builder)
+    gpu.cuda.exports.pop()
+    builder.module.executables.append(gpu)
+    with pytest.raises(rt.ModuleError, match=r"function 'fail' command 0 \(dispatch\): kernel 2 "
+                                             r"is out of range: executable 1 has 2 exports"):
+        rt.read_module(builder.finish())
+
+
+def test_invalid_utf8_name(kernel_library, offset_constant):
+    builder = arith_builder(kernel_library, offset_constant)
+    builder.module.name = b"\xff\xfe"
+    with pytest.raises(rt.ModuleError, match="module name: a string is not valid UTF-8"):
+        rt.read_module(builder.finish())
+
+
+def test_constant_kind_reads_within_its_constant(kernel_library, offset_constant):
+    builder = arith_builder(kernel_library, offset_constant)
+    builder.module.functions[2].commands[1].copy.source = ref(CONST, 0, 4 * N, offset=64)
+    with pytest.raises(rt.ModuleError, match=r"source: bytes \[64, \+7844\) lie outside constant 0"):
+        rt.read_module(builder.finish())

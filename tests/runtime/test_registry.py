@@ -1,0 +1,143 @@
+"""Driver discovery: ABI checks, unavailable drivers with reasons, URIs, the Python driver SDK."""
+
+from __future__ import annotations
+
+import pyree.runtime as rt
+import pytest
+from pyree.runtime.hal import registry
+from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
+from pyree.runtime.hal.python_driver import (
+    DeviceInfo,
+    HalError,
+    PythonDevice,
+    PythonDriver,
+    export_driver,
+)
+
+
+class _EntryPoint:
+    def __init__(self, name: str, factory):
+        self.name = name
+        self._factory = factory
+
+    def load(self):
+        return self._factory
+
+
+class _Unavailable(PythonDriver):
+    name = "nogpu"
+
+    def query_available(self) -> None:
+        raise HalError("UNAVAILABLE", "no GPU found (libcuda.so.1 is not installed)")
+
+
+class _Buggy(PythonDevice):
+    executable_format = "cpu"
+
+    def allocate(self, size: int):
+        raise ZeroDivisionError("boom")
+
+    def write_buffer(self, buffer, offset, source):
+        raise HalError("OUT_OF_RANGE", f"write of {len(source)} bytes at {offset} is too long")
+
+
+class _BuggyDriver(PythonDriver):
+    name = "buggy"
+
+    def enumerate_devices(self):
+        return [DeviceInfo("7", "the buggy device")]
+
+    def create_device(self, path: str):
+        if path != "7":
+            raise HalError("NOT_FOUND", f"no device '{path}'")
+        return _Buggy()
+
+
+_KEEP = []
+
+
+def _struct_with(abi_version: int, struct_size: int, name: str) -> int:
+    vt = ffi.new("pyree_hal_driver_v1_t *")
+    label = ffi.new("char[]", name.encode())
+    vt.abi_version, vt.struct_size, vt.name = abi_version, struct_size, label
+    _KEEP.extend([vt, label])
+    return int(ffi.cast("uintptr_t", vt))
+
+
+def _raise_import_error():
+    raise ImportError("No module named 'cuda'")
+
+
+@pytest.fixture
+def fake_entry_points(monkeypatch):
+    size = ffi.sizeof("pyree_hal_driver_v1_t")
+    points = [
+        _EntryPoint("future", lambda: _struct_with(ABI_VERSION + 1, size, "future")),
+        _EntryPoint("resized", lambda: _struct_with(ABI_VERSION, size + 8, "resized")),
+        _EntryPoint("broken", _raise_import_error),
+        _EntryPoint("nogpu", lambda: export_driver(_Unavailable())),
+        _EntryPoint("buggy", lambda: export_driver(_BuggyDriver())),
+        *registry._entry_points(),
+    ]
+    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    registry.reset()
+    yield
+    registry.reset()
+
+
+def test_local_drivers_are_installed():
+    drivers = {d.name: d for d in rt.list_drivers()}
+    assert drivers["local-sync"].available and drivers["local-task"].available
+    assert {d.uri for d in rt.list_devices()} >= {"local-sync://", "local-task://"}
+
+
+def test_broken_drivers_are_listed_with_reasons(fake_entry_points):
+    drivers = {d.name: d for d in rt.list_drivers()}
+    assert not drivers["future"].available
+    assert f"built for HAL ABI version {ABI_VERSION + 1}" in drivers["future"].reason
+    assert "install a matching driver" in drivers["future"].reason
+    assert not drivers["resized"].available and "bytes)" in drivers["resized"].reason
+    assert drivers["broken"].reason == "ImportError: No module named 'cuda'"
+    assert "no GPU found (libcuda.so.1 is not installed)" in drivers["nogpu"].reason
+    assert drivers["local-task"].available and drivers["buggy"].available
+
+
+def test_unavailable_driver_cannot_open_a_device(fake_entry_points, arith_bytes):
+    with pytest.raises(rt.DriverError, match="driver 'nogpu' is unavailable: .*no GPU found"):
+        rt.load_module(arith_bytes, device="nogpu")
+
+
+def test_unknown_driver_lists_installed_ones():
+    with pytest.raises(rt.DriverError, match="no HAL driver named 'vulkan' is installed; "
+                                             "installed drivers: .*local-sync.*local-task"):
+        rt.get_device("vulkan://0")
+
+
+def test_uri_paths_reach_the_driver(fake_entry_points):
+    assert [d.uri for d in rt.list_devices("buggy")] == ["buggy://7"]
+    assert rt.get_device("buggy://7").uri == "buggy://7"
+    with pytest.raises(rt.DriverError, match="create device 'buggy://3': NOT_FOUND: no device '3'"):
+        rt.get_device("buggy://3")
+    with pytest.raises(rt.DriverError, match="NOT_FOUND: local-task has one device"):
+        rt.get_device("local-task://5")
+    assert rt.get_device("local-task") is rt.get_device("local-task://")
+
+
+def test_sdk_turns_exceptions_into_statuses(fake_entry_points):
+    device = rt.get_device("buggy://7")
+    with pytest.raises(rt.DriverError) as error:
+        device.allocate(16)
+    assert error.value.status == STATUS["INTERNAL"]
+    assert "internal error in driver: ZeroDivisionError: boom" in str(error.value)
+    with pytest.raises(rt.DriverError, match="UNIMPLEMENTED: create_command_buffer"):
+        device.create_command_buffer(ffi.NULL, 0, 0)
+
+
+def test_sdk_rejects_foreign_handles():
+    device = rt.get_device("local-sync")
+    semaphore = device.create_semaphore(0)
+    buffer = device.allocate(8)
+    with pytest.raises(rt.DriverError, match="INVALID_ARGUMENT: handle .* is not a live semaphore"):
+        device._check(device._vt.semaphore_signal(device._vt.self, buffer.handle, 1), "signal")
+    semaphore.signal(1)
+    assert semaphore.query() == 1
