@@ -203,3 +203,22 @@ def test_zero_size_tensor(device):
     }}"""
     a = np.zeros((0, 3), np.float32)
     assert run(mlir, "f", a, a, device=device).shape == (0, 3)
+
+
+def test_device_arrays_go_in_and_results_chain_without_host_copies(device):
+    rng = np.random.default_rng()
+    ty = t((37, 53))
+    mlir = f"""
+    func.func @f(%a: {ty}, %b: {ty}) -> {ty} {{
+      %r = arith.mulf %a, %b : {ty}
+      return %r : {ty}
+    }}"""
+    module = rt.load_module(compile_str(mlir), device=device)
+    a, b = rand(rng, (37, 53)), rand(rng, (37, 53))
+    da = rt.asdevicearray(module.device, a)
+    assert da.shape == (37, 53) and da.dtype == np.float32
+    once = module["f"](da, rt.asdevicearray(module.device, b))
+    twice = module["f"](once, da)  # a result fed back in as an argument
+    np.testing.assert_allclose(twice.to_host(), a * b * a, rtol=1e-6)
+    with pytest.raises(rt.InvocationError, match="argument 1: expected 37x53xf32, got 37x53xf64"):
+        module["f"](da, rt.asdevicearray(module.device, b.astype(np.float64)))

@@ -38,3 +38,13 @@ def numpy_dtype(element_type: int) -> np.dtype:
 def spell(element_type: int, dims) -> str:
     """IREE's spelling of a tensor type: ``4x5xf32``, ``f32`` for rank 0."""
     return "x".join([*(str(d) for d in dims), NAMES.get(element_type, f"type{element_type}")])
+
+
+def element_type_of(dtype: np.dtype) -> int:
+    """The schema ElementType of a numpy dtype; InvocationError for one the schema lacks."""
+    for element_type, numpy_type in _NUMPY.items():
+        if np.dtype(numpy_type) == dtype:
+            return element_type
+    if dtype.name == "bfloat16":
+        return 2
+    raise InvocationError(f"numpy dtype {dtype} has no pyree element type")
