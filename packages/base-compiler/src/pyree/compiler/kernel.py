@@ -159,6 +159,9 @@ class Compare:
 
 @dataclass(frozen=True)
 class Select:
+    """``cond ? a : b``. Only the chosen side is evaluated: the other may contain Loads whose
+    index is out of range (tensor.pad, insert_slice), so backends must not load it."""
+
     cond: "Expr"
     a: "Expr"
     b: "Expr"
@@ -247,6 +250,8 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
             return np.int64(loop[e.dim])
         if isinstance(e, Acc):
             return accs[e.result]
+        if isinstance(e, Select):  # only the chosen side: the other may load out of range
+            return ev(e.a if ev(e.cond, loop, accs) else e.b, loop, accs)
         return _apply(e, [ev(c, loop, accs) for c in operands(e)])
 
     for p in itertools.product(*[range(n) for n in par]):

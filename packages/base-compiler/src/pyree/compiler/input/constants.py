@@ -1,0 +1,47 @@
+"""Constant attributes -> numpy arrays and kernel IR scalars."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
+from xdsl.ir import Attribute
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.kernel import DTYPES, Const
+
+
+def dense_array(attr: Attribute, dtype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """The elements of a dense attribute as an array of ``shape`` (a splat is expanded)."""
+    if not isinstance(attr, DenseIntOrFPElementsAttr):
+        raise CompileError(f"unsupported constant attribute {attr}", where)
+    raw = attr.data.data
+    if dtype == "i1":  # stored one byte per element, any non-zero byte is true
+        flat = np.frombuffer(raw, np.uint8) != 0
+    else:
+        flat = np.frombuffer(raw, DTYPES[dtype])
+    count = int(np.prod(shape, dtype=np.int64))
+    if flat.size == 1 and count != 1:
+        flat = np.broadcast_to(flat, (count,))
+    return flat.reshape(shape).copy()
+
+
+def is_splat(data: np.ndarray) -> bool:
+    flat = data.reshape(-1)
+    return flat.size > 1 and bool(np.all(flat == flat[0]))  # a NaN splat stays dense
+
+
+def scalar_const(attr: Attribute, dtype: str, where: str) -> Const:
+    """An ``arith.constant`` of scalar type as a kernel IR constant."""
+    if isinstance(attr, FloatAttr):
+        return Const(float(attr.value.data), dtype)
+    if isinstance(attr, IntegerAttr):
+        value = int(attr.value.data)
+        return Const(value != 0 if dtype == "i1" else value, dtype)
+    raise CompileError(f"unsupported scalar constant {attr}", where)
+
+
+def python_scalar(value: np.generic, dtype: str):
+    """A numpy scalar as the Python value a ``Const`` holds."""
+    if dtype == "i1":
+        return bool(value)
+    return value.item()

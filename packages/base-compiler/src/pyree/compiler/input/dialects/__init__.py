@@ -1,0 +1,11 @@
+"""xDSL dialect declarations for the ops pyree accepts that xDSL 0.74 does not define."""
+
+from pyree.compiler.input.dialects.arith import ARITH_OPS
+from pyree.compiler.input.dialects.check import Check
+from pyree.compiler.input.dialects.linalg import LINALG_OPS
+from pyree.compiler.input.dialects.util import Util
+
+# Ops that replace xDSL's own declaration of the same name.
+REPLACED_OPS = (*ARITH_OPS, *LINALG_OPS)
+
+__all__ = ["LINALG_OPS", "REPLACED_OPS", "Check", "Util"]

@@ -1,0 +1,155 @@
+"""Lowers one ``func.func`` to a tensor program Function: the SSA environment and its rules.
+
+Each MLIR value maps to one of three things: a tensor program ``Value`` (tensors, and scalars
+computed at run time as rank-0 tensors), a kernel ``Const`` (scalar constants, kept symbolic so
+they fold into the kernels that use them), or ``Empty`` (``tensor.empty``: a shape with no
+contents). ``tensor()`` and ``scalar()`` turn any of them into what a use needs, emitting a
+Constant only where one is really needed. Unused ops are dropped at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import SSAValue
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
+from pyree.compiler.input.body import Inputs
+from pyree.compiler.input.constants import python_scalar
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scalar import zero
+from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Load, Result, evaluate, walk
+
+
+@dataclass(eq=False)
+class Empty:
+    """``tensor.empty``: only its shape matters; reading it reads zeros."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+
+Entry = Value | Const | Empty
+
+
+class FunctionLowering:
+    def __init__(self, op: func.FuncOp):
+        self.op = op
+        self.where = location_of(op)
+        self.ops: list[Op] = []
+        self.env: dict[SSAValue, Entry] = {}
+        self._names: set[str] = set()
+        self._materialized: dict[int, Value] = {}  # id(Const or Empty entry) -> its Constant
+        self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
+
+    # ---- values ----------------------------------------------------------------------------
+
+    def new_value(self, dtype: str, shape: tuple[int, ...], hint: str | None = None) -> Value:
+        base = hint or str(len(self._names))
+        name, n = base, 0
+        while name in self._names:
+            n += 1
+            name = f"{base}_{n}"
+        self._names.add(name)
+        return Value(dtype, tuple(shape), name)
+
+    def result_value(self, ssa: SSAValue, where: str) -> Value:
+        """A fresh Value of ``ssa``'s type, named after it, bound to it."""
+        dtype, shape = tensor_type_of(ssa.type, where)
+        value = self.new_value(dtype, shape, ssa.name_hint)
+        self.env[ssa] = value
+        return value
+
+    def emit(self, op: Op) -> None:
+        self.ops.append(op)
+        if isinstance(op, Constant) and op.splat is not None:
+            self._splats[op.result] = Const(op.splat, op.result.dtype)
+
+    def entry(self, ssa: SSAValue, where: str) -> Entry:
+        if ssa not in self.env:  # xDSL parses uses before definitions; MLIR forbids them
+            name = f"%{ssa.name_hint}" if ssa.name_hint else "a value"
+            raise CompileError(f"{name} is used before its definition", where)
+        return self.env[ssa]
+
+    def tensor(self, ssa: SSAValue, where: str) -> Value:
+        """``ssa`` as a Value, emitting a Constant for a scalar constant or an empty tensor."""
+        entry = self.entry(ssa, where)
+        if isinstance(entry, Value):
+            return entry
+        if id(entry) not in self._materialized:
+            if isinstance(entry, Const):
+                value = self.new_value(entry.dtype, (), ssa.name_hint)
+                data = np.array(entry.value, DTYPES[entry.dtype])
+                self.emit(Constant(value, data=data, location=where))
+            else:
+                value = self.new_value(entry.dtype, entry.shape, ssa.name_hint)
+                self.emit(Constant(value, splat=zero(entry.dtype).value, location=where))
+            self._materialized[id(entry)] = value
+        return self._materialized[id(entry)]
+
+    def scalar(self, ssa: SSAValue, inputs: Inputs, where: str) -> Expr:
+        """A scalar ``ssa`` as an expression of the Generic whose inputs are ``inputs``."""
+        entry = self.entry(ssa, where)
+        if isinstance(entry, Const):
+            return entry
+        if isinstance(entry, Value) and entry.shape == ():
+            return inputs.load(entry, ())
+        raise CompileError("a tensor used where a scalar is expected", where)
+
+    def splat_of(self, ssa: SSAValue) -> Const | None:
+        """The one value every element of ``ssa`` holds, when known at compile time."""
+        entry = self.env.get(ssa)
+        if isinstance(entry, Empty):
+            return zero(entry.dtype)
+        if isinstance(entry, Value):
+            return self._splats.get(entry)
+        return None
+
+    def define_scalar(self, ssa: SSAValue, expr: Expr, inputs: Inputs, where: str,
+                      origin: str) -> None:
+        """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing,
+        else computed by a rank-0 Generic."""
+        if not any(isinstance(e, Load) for e in walk(expr)):
+            self.env[ssa] = fold(expr)
+            return
+        result = self.result_value(ssa, where)
+        self.emit(Generic(inputs.values, [result], (Result(0, (), expr),), (), 0, where, origin))
+
+    # ---- the function ----------------------------------------------------------------------
+
+    def finish(self, results: list[Value]) -> Function:
+        name = self.op.sym_name.data
+        args = [self.env[a] for a in self.op.body.block.args]
+        return Function(name, args, _live_ops(self.ops, results), results, self.where)
+
+
+def fold(expr: Expr) -> Const:
+    """The value of an expression that loads nothing, computed by the reference interpreter."""
+    kernel = Kernel("fold", (), 0, (Binding(expr.dtype, (), "write"),), (Result(0, (), expr),))
+    out = np.zeros((), DTYPES[expr.dtype])
+    evaluate(kernel, [out])
+    return Const(python_scalar(out[()], expr.dtype), expr.dtype)
+
+
+def _live_ops(ops: list[Op], results: list[Value]) -> list[Op]:
+    """``ops`` without those whose results nothing uses (checks are always used)."""
+    live: set[Value] = set(results)
+    kept: list[Op] = []
+    for op in reversed(ops):
+        if isinstance(op, Check):
+            live.update(v for v in (op.lhs, op.rhs) if v is not None)
+        elif isinstance(op, Generic):
+            if not any(r in live for r in op.results):
+                continue
+            live.update(op.inputs)
+        elif op.result not in live:
+            continue
+        elif isinstance(op, View):
+            live.add(op.source)
+        kept.append(op)
+    kept.reverse()
+    return kept

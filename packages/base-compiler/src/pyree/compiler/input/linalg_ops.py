@@ -1,0 +1,151 @@
+"""linalg structured ops (generic, named, transpose, broadcast, reduce) -> one Generic each.
+
+Every op is first described as a ``_Structured``: operands, indexing maps, iterator kinds and a
+scalar body. Loops are renumbered parallel-first; each indexing map becomes an affine index
+over the new loops. The body's ``outs`` arguments read the outs tensor (parallel ops: an extra
+input) or the accumulator (reductions, whose starting value is ``Result.init``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
+from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Constant, Generic
+from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.function import FunctionLowering, fold
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.types import is_tensor, tensor_type_of
+from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result
+
+
+@dataclass
+class _Structured:
+    inputs: list[SSAValue]
+    outputs: list[SSAValue]
+    results: list[SSAValue]
+    maps: list[AffineMap]
+    reduction: list[bool]  # per loop
+    body: Block
+    cast_yield: bool  # named ops convert the yielded value to the output's element type
+
+
+def is_structured(op: Operation) -> bool:
+    return isinstance(op, (LinalgStructuredOperation, BroadcastOp, ReduceOp))
+
+
+def lower_structured(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    if isinstance(op, FillOp) and isinstance(fn.env.get(op.inputs[0]), Const):
+        # A fill with a constant is a splat: the runtime fills it, and reductions fold it
+        # into their init.
+        dtype = tensor_type_of(op.res[0].type, where)[0]
+        result = fn.result_value(op.res[0], where)
+        splat = fold(convert(fn.env[op.inputs[0]], dtype)).value
+        fn.emit(Constant(result, splat=splat, location=where))
+        return
+    s = _describe(op, where)
+    num_loops = len(s.reduction)
+    order = [d for d in range(num_loops) if not s.reduction[d]]
+    num_parallel = len(order)
+    order += [d for d in range(num_loops) if s.reduction[d]]
+    loop_of = [order.index(d) for d in range(num_loops)]
+
+    operands = s.inputs + s.outputs
+    indices = [_index(m, loop_of, where) for m in s.maps]
+    loop_ranges = _loop_ranges(operands, s.maps, num_loops, where)
+    ranges = tuple(loop_ranges[d] for d in order)
+
+    inputs = Inputs()
+    args: dict[SSAValue, Expr] = {}
+    for operand, index, arg in zip(s.inputs, indices, s.body.args):
+        if is_tensor(operand.type):
+            args[arg] = inputs.load(fn.tensor(operand, where), index)
+        else:
+            args[arg] = fn.scalar(operand, inputs, where)
+    out_args = s.body.args[len(s.inputs):]
+    out_indices = indices[len(s.inputs):]
+    dtypes = [tensor_type_of(o.type, where)[0] for o in s.outputs]
+    reduces = num_parallel < num_loops
+    for k, (operand, index, arg) in enumerate(zip(s.outputs, out_indices, out_args)):
+        if reduces:
+            args[arg] = Acc(k, dtypes[k])
+        elif arg.uses:  # an elementwise op that reads its outs: an ordinary input
+            args[arg] = fn.splat_of(operand) or inputs.load(fn.tensor(operand, where), index)
+
+    values = lower_block(fn, s.body, args, inputs, loop_of, where)
+    outputs = []
+    for k, (value, index) in enumerate(zip(values, out_indices)):
+        if s.cast_yield:
+            value = convert(value, dtypes[k])
+        elif value.dtype != dtypes[k]:
+            raise CompileError(f"body yields {value.dtype} for an output of {dtypes[k]}", where)
+        init = None
+        if reduces:
+            init = fn.splat_of(s.outputs[k]) or inputs.load(fn.tensor(s.outputs[k], where), index)
+        outputs.append(Result(k, index, value, init))
+    results = [fn.result_value(r, where) for r in s.results]
+    fn.emit(Generic(inputs.values, results, tuple(outputs), ranges, num_parallel, where, op.name))
+
+
+def _describe(op: Operation, where: str) -> _Structured:
+    if isinstance(op, BroadcastOp):
+        rank = len(op.init.type.get_shape())
+        added = set(op.dimensions.get_values())
+        kept = [d for d in range(rank) if d not in added]
+        maps = [AffineMap(rank, 0, tuple(AffineDimExpr(d) for d in kept)), AffineMap.identity(rank)]
+        return _Structured([op.input], [op.init], list(op.result), maps, [False] * rank,
+                           op.hidden_region.block, True)
+    if isinstance(op, ReduceOp):
+        rank = len(op.input.type.get_shape())
+        reduced = set(op.dimensions.get_values())
+        kept = [d for d in range(rank) if d not in reduced]
+        maps = [AffineMap.identity(rank), AffineMap(rank, 0, tuple(AffineDimExpr(d) for d in kept))]
+        return _Structured([op.input], [op.init], list(op.result), maps,
+                           [d in reduced for d in range(rank)], op.region.block, False)
+    if any(isinstance(operand.type, MemRefType) for operand in op.operands):
+        raise CompileError(f"'{op.name}' on buffers is not supported (tensors only)", where)
+    return _Structured(
+        list(op.inputs), list(op.outputs), list(op.res),
+        [m.data for m in op.get_indexing_maps()],
+        [str(t.data) == "reduction" for t in op.get_iterator_types()],
+        op.body.block, isinstance(op, NamedOperation))
+
+
+def _index(m: AffineMap, loop_of: list[int], where: str) -> tuple[AffineExpr, ...]:
+    """A projected permutation (dims, or constants for size-1 broadcasts) as affine indices."""
+    out = []
+    seen = set()
+    for expr in m.results:
+        coeffs = [0] * len(loop_of)
+        const = 0
+        if isinstance(expr, AffineDimExpr) and expr.position not in seen:
+            seen.add(expr.position)
+            coeffs[loop_of[expr.position]] = 1
+        elif isinstance(expr, AffineConstantExpr):
+            const = expr.value
+        else:
+            raise CompileError(f"indexing map {m} is not a projected permutation", where)
+        out.append(AffineExpr(tuple(coeffs), const))
+    return tuple(out)
+
+
+def _loop_ranges(operands: list[SSAValue], maps: list[AffineMap], num_loops: int,
+                 where: str) -> list[int]:
+    ranges: list[int | None] = [None] * num_loops
+    for operand, m in zip(operands, maps):
+        if not is_tensor(operand.type):
+            continue
+        shape = tensor_type_of(operand.type, where)[1]
+        for dim, expr in zip(shape, m.results):
+            if isinstance(expr, AffineDimExpr) and ranges[expr.position] is None:
+                ranges[expr.position] = dim
+    if None in ranges:
+        raise CompileError(f"loop d{ranges.index(None)} does not index any operand", where)
+    return ranges

@@ -1,0 +1,144 @@
+"""xDSL module -> tensor program: walks each public function's ops in order.
+
+The per-op rules live with their dialect (``linalg_ops``, ``tensor_ops``, ``scalar``); this
+file holds the dispatch and the small rules for constants, elementwise ops and checks.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program
+from pyree.compiler.input import tensor_ops
+from pyree.compiler.input.body import Inputs
+from pyree.compiler.input.constants import dense_array, is_splat, python_scalar, scalar_const
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.linalg_ops import is_structured, lower_structured
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
+from pyree.compiler.input.types import is_tensor, tensor_type_of
+from pyree.compiler.kernel import AffineExpr, Result
+
+
+def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
+    """The tensor program of ``module``'s public functions (private ones are not exported)."""
+    program = Program(name=module.sym_name.data if module.sym_name else name)
+    for op in module.body.block.ops:
+        if isinstance(op, func.FuncOp):
+            if op.sym_visibility is None or op.sym_visibility.data == "public":
+                program.functions.append(_lower_function(op))
+        else:
+            raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
+    return program
+
+
+def _lower_function(op: func.FuncOp) -> Function:
+    fn = FunctionLowering(op)
+    if not op.body.blocks:
+        raise CompileError(f"function @{op.sym_name.data} has no body (external functions "
+                           "are not supported)", fn.where)
+    if len(op.body.blocks) > 1:
+        raise CompileError("functions with more than one block are not supported", fn.where)
+    for i, arg in enumerate(op.body.block.args):
+        dtype, shape = tensor_type_of(arg.type, fn.where)
+        fn.env[arg] = fn.new_value(dtype, shape, arg.name_hint or f"arg{i}")
+    for inner in op.body.block.ops:
+        where = location_of(inner)
+        if isinstance(inner, func.ReturnOp):
+            return fn.finish([fn.tensor(v, where) for v in inner.operands])
+        _lower_op(fn, inner, where)
+    raise CompileError("function has no return", fn.where)
+
+
+def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
+    if is_structured(op):
+        lower_structured(fn, op)
+    elif op.name in _RULES:
+        _RULES[op.name](fn, op)
+    elif is_scalar_op(op.name):
+        _lower_elementwise(fn, op, where)
+    else:
+        raise CompileError(f"unsupported op '{op.name}'", where)
+
+
+def _lower_constant(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    result = op.results[0]
+    dtype, shape = tensor_type_of(result.type, where)
+    if not is_tensor(result.type):
+        fn.env[result] = scalar_const(op.value, dtype, where)
+        return
+    data = dense_array(op.value, dtype, shape, where)
+    value = fn.result_value(result, where)
+    if is_splat(data):
+        fn.emit(Constant(value, splat=python_scalar(data.reshape(-1)[0], dtype), location=where))
+    else:
+        fn.emit(Constant(value, data=data, location=where))
+
+
+def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
+    """arith/math on tensors (one Generic over the shape) or on scalars (folded or rank-0)."""
+    inputs = Inputs()
+    if is_tensor(op.results[0].type):
+        rank = len(op.results[0].type.get_shape())
+        index = tuple(AffineExpr(tuple(int(d == e) for d in range(rank))) for e in range(rank))
+        # A scalar operand (arith.select's condition) is the same for every element.
+        args = [inputs.load(fn.tensor(v, where), index) if is_tensor(v.type)
+                else fn.scalar(v, inputs, where) for v in op.operands]
+        value = lower_scalar_op(op, args, where)
+        result = fn.result_value(op.results[0], where)
+        fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), result.shape, rank,
+                        where, op.name))
+        return
+    args = [fn.scalar(v, inputs, where) for v in op.operands]
+    fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
+
+
+def _lower_barrier(fn: FunctionLowering, op: Operation) -> None:
+    for operand, result in zip(op.operands, op.results):
+        fn.env[result] = fn.entry(operand, location_of(op))
+
+
+def _lower_check(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    kind = op.name.removeprefix("check.").removesuffix("_const")
+    lhs = fn.tensor(op.operands[0], where)
+    rhs = None
+    if len(op.operands) > 1:
+        rhs = fn.tensor(op.operands[1], where)
+    elif "value" in op.properties:
+        data = dense_array(op.value, lhs.dtype, lhs.shape, where)
+        rhs = fn.new_value(lhs.dtype, lhs.shape, "expected")
+        fn.emit(Constant(rhs, data=data, location=where))
+    tolerances = {}
+    for key in ("atol", "rtol"):
+        attr = op.properties.get(key)
+        if attr is not None:
+            tolerances[key] = float(attr.value.data)
+    fn.emit(Check(kind, lhs, rhs, location=where, **tolerances))
+
+
+_RULES = {
+    "arith.constant": _lower_constant,
+    "util.unfoldable_constant": _lower_constant,
+    "tensor.empty": tensor_ops.lower_empty,
+    "tensor.cast": tensor_ops.lower_cast,
+    "tensor.collapse_shape": tensor_ops.lower_reshape,
+    "tensor.expand_shape": tensor_ops.lower_reshape,
+    "tensor.reshape": tensor_ops.lower_reshape,
+    "tensor.extract_slice": tensor_ops.lower_extract_slice,
+    "tensor.insert_slice": tensor_ops.lower_insert_slice,
+    "tensor.pad": tensor_ops.lower_pad,
+    "tensor.extract": tensor_ops.lower_extract,
+    "tensor.insert": tensor_ops.lower_insert,
+    "tensor.from_elements": tensor_ops.lower_from_elements,
+    "tensor.splat": tensor_ops.lower_splat,
+    "tensor.concat": tensor_ops.lower_concat,
+    "util.optimization_barrier": _lower_barrier,
+    **{f"check.{kind}": _lower_check for kind in (
+        "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
+        "expect_almost_eq", "expect_almost_eq_const")},
+}

@@ -1,0 +1,164 @@
+"""arith/math ops -> kernel IR scalar expressions (``pyree.compiler.kernel``).
+
+One table per op shape (binary, unary, compare, cast). The same lowering serves linalg bodies,
+elementwise ops on tensors and ops on scalars: the caller supplies the operand expressions.
+Unsigned integer ops on MLIR's signless integers compute on a bitcast to the ``ui`` dtype.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.input.types import dtype_of
+from pyree.compiler.kernel import Binary, Cast, Compare, Const, Expr, Select, Unary, is_float
+
+_BINARY = {
+    "arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
+    "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.divsi": "div",
+    "arith.remf": "rem", "arith.remsi": "rem", "arith.maximumf": "max", "arith.minimumf": "min",
+    "arith.maxsi": "max", "arith.minsi": "min", "arith.andi": "and", "arith.ori": "or",
+    "arith.xori": "xor", "arith.shli": "shl", "arith.shrsi": "shr",
+    "math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign",
+}
+_UNSIGNED_BINARY = {
+    "arith.divui": "div", "arith.remui": "rem", "arith.maxui": "max", "arith.minui": "min",
+    "arith.shrui": "shr",
+}
+_UNARY = {
+    "arith.negf": "neg", "math.absf": "abs", "math.absi": "abs", "math.exp": "exp",
+    "math.exp2": "exp2", "math.expm1": "expm1", "math.log": "log", "math.log2": "log2",
+    "math.log1p": "log1p", "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.tanh": "tanh",
+    "math.sin": "sin", "math.cos": "cos", "math.tan": "tan", "math.atan": "atan",
+    "math.erf": "erf", "math.floor": "floor", "math.ceil": "ceil", "math.round": "round",
+    "math.roundeven": "roundeven", "math.trunc": "trunc",
+}
+_CAST = {
+    "arith.extf": "fpext", "arith.truncf": "fptrunc", "arith.sitofp": "sitofp",
+    "arith.fptosi": "fptosi", "arith.extsi": "extsi", "arith.trunci": "trunci",
+    "arith.bitcast": "bitcast",
+}
+# Casts that read (or write) their integer side as unsigned: done on a bitcast ``ui`` dtype.
+_UNSIGNED_CAST = {"arith.uitofp": "uitofp", "arith.extui": "extui", "arith.fptoui": "fptoui"}
+# arith's predicate enums, in order, as kernel IR predicates (None: constant false/true).
+_CMPF = [None, "eq", "gt", "ge", "lt", "le", "ne", "ord", "ueq", "ugt", "uge", "ult", "ule",
+         "une", "uno", None]
+_CMPI = ["eq", "ne", "lt", "le", "gt", "ge", "ult", "ule", "ugt", "uge"]
+
+
+def element_dtype(op: Operation, where: str) -> str:
+    """The dtype of ``op``'s (first) result's elements."""
+    t = op.results[0].type
+    return dtype_of(t.get_element_type() if isinstance(t, TensorType) else t, where)
+
+
+def is_scalar_op(name: str) -> bool:
+    return any(name in table for table in (
+        _BINARY, _UNSIGNED_BINARY, _UNARY, _CAST, _UNSIGNED_CAST, _SPECIAL))
+
+
+def lower_scalar_op(op: Operation, args: list[Expr], where: str) -> Expr:
+    """The expression ``op`` computes from operand expressions ``args`` (one per operand)."""
+    name = op.name
+    dtype = element_dtype(op, where)
+    if name in _BINARY:
+        return Binary(_BINARY[name], args[0], args[1], dtype)
+    if name in _UNSIGNED_BINARY:
+        udt = _unsigned(dtype)
+        result = Binary(_UNSIGNED_BINARY[name], _bitcast(args[0], udt), _bitcast(args[1], udt), udt)
+        return _bitcast(result, dtype)
+    if name in _UNARY:
+        return Unary(_UNARY[name], args[0], dtype)
+    if name in _CAST:
+        return Cast(_CAST[name], args[0], dtype)
+    if name in _UNSIGNED_CAST:
+        if name == "arith.fptoui":
+            return _bitcast(Cast("fptoui", args[0], _unsigned(dtype)), dtype)
+        return Cast(_UNSIGNED_CAST[name], _bitcast(args[0], _unsigned(args[0].dtype)), dtype)
+    if name in _SPECIAL:
+        return _SPECIAL[name](op, args, dtype)
+    raise CompileError(f"unsupported op '{name}'", where)
+
+
+def _unsigned(dtype: str) -> str:
+    if dtype == "i1":  # already 0 or 1
+        return dtype
+    return "ui64" if dtype == "index" else "u" + dtype
+
+
+def _bitcast(x: Expr, dtype: str) -> Expr:
+    return x if x.dtype == dtype else Cast("bitcast", x, dtype)
+
+
+def _cmpf(op: arith.CmpfOp, args: list[Expr], dtype: str) -> Expr:
+    predicate = _CMPF[op.predicate.value.data]
+    if predicate is None:
+        return Const(op.predicate.value.data != 0, "i1")
+    return Compare(predicate, args[0], args[1])
+
+
+def _cmpi(op: arith.CmpiOp, args: list[Expr], dtype: str) -> Expr:
+    predicate = _CMPI[op.predicate.value.data]
+    if predicate.startswith("u"):
+        udt = _unsigned(args[0].dtype)
+        return Compare(predicate[1:], _bitcast(args[0], udt), _bitcast(args[1], udt))
+    return Compare(predicate, args[0], args[1])
+
+
+def _nan_skipping(kernel_op: str):
+    """maxnumf/minnumf: like max/min, but a NaN operand yields the other operand."""
+    def lower(op: Operation, args: list[Expr], dtype: str) -> Expr:
+        a, b = args
+        both = Binary(kernel_op, a, b, dtype)
+        return Select(Compare("uno", a, a), b, Select(Compare("uno", b, b), a, both, dtype), dtype)
+    return lower
+
+
+def _index_cast(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """index_cast sign-extends a narrower integer, index_castui zero-extends it."""
+    x = args[0]
+    src_bits, dst_bits = bits(x.dtype), bits(dtype)
+    if src_bits == dst_bits:
+        return Cast("bitcast", x, dtype)
+    if dst_bits < src_bits:
+        return Cast("trunci", x, dtype)
+    if op.name == "arith.index_castui":
+        return Cast("extui", _bitcast(x, _unsigned(x.dtype)), dtype)
+    return Cast("extsi", x, dtype)
+
+
+def bits(dtype: str) -> int:
+    """The width of a dtype's values (``index`` is 64-bit here, ``i1`` one bit)."""
+    return 64 if dtype == "index" else 1 if dtype == "i1" else int(dtype.lstrip("uif"))
+
+
+def _select(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    return Select(args[0], args[1], args[2], dtype)
+
+
+def _fma(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    return Binary("add", Binary("mul", args[0], args[1], dtype), args[2], dtype)
+
+
+def _log10(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    return Binary("mul", Unary("log", args[0], dtype), Const(1 / pymath.log(10), dtype), dtype)
+
+
+def _fpowi(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    return Binary("pow", args[0], Cast("sitofp", args[1], dtype), dtype)
+
+
+_SPECIAL = {
+    "arith.cmpf": _cmpf, "arith.cmpi": _cmpi, "arith.select": _select,
+    "arith.maxnumf": _nan_skipping("max"), "arith.minnumf": _nan_skipping("min"),
+    "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
+    "math.fma": _fma, "math.log10": _log10, "math.fpowi": _fpowi,
+}
+
+
+def zero(dtype: str) -> Const:
+    return Const(0.0 if is_float(dtype) else False if dtype == "i1" else 0, dtype)

@@ -1,0 +1,267 @@
+"""tensor dialect ops -> Views (reshapes, contiguous slices) and Generics (copies, pads).
+
+Everything is static: offsets, sizes, strides and pad widths must be attributes. Pads and
+inserts select, per element, between a load of the source and another value; the load on the
+unselected side may index outside the source (``kernel.Select`` evaluates only one side).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import tensor
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+from xdsl.ir import Operation
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Constant, Generic, Value, View
+from pyree.compiler.input.body import Inputs, lower_block
+from pyree.compiler.input.function import Empty, FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.kernel import (
+    DTYPES,
+    AffineExpr,
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    LoopIndex,
+    Result,
+    Select,
+    itemsize,
+)
+
+
+def lower_empty(fn: FunctionLowering, op: tensor.EmptyOp) -> None:
+    fn.env[op.tensor] = Empty(*tensor_type_of(op.tensor.type, location_of(op)))
+
+
+def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
+    where = location_of(op)
+    if tensor_type_of(op.source.type, where) != tensor_type_of(op.dest.type, where):
+        raise CompileError(f"tensor.cast from {op.source.type} to {op.dest.type}", where)
+    fn.env[op.dest] = fn.entry(op.source, where)
+
+
+def lower_reshape(fn: FunctionLowering, op: Operation) -> None:
+    """collapse_shape, expand_shape, reshape: the same bytes under the result's shape."""
+    where = location_of(op)
+    source = fn.tensor(op.operands[0], where)
+    fn.emit(View(fn.result_value(op.results[0], where), source, 0, where))
+
+
+def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None:
+    where = location_of(op)
+    offsets, sizes, strides = _static_slice(op, where)
+    source = fn.tensor(op.source, where)
+    result = fn.result_value(op.result, where)
+    kept = _kept_dims(sizes, result.shape, where)
+    if _is_contiguous(source.shape, offsets, sizes, strides):
+        row = np.cumprod((1,) + source.shape[:0:-1])[::-1]
+        start = int(sum(o * r for o, r in zip(offsets, row)))
+        fn.emit(View(result, source, start * itemsize(source.dtype), where))
+        return
+    rank = len(result.shape)
+    index = tuple(_affine(rank, kept[j], strides[j], offsets[j]) for j in range(len(offsets)))
+    inputs = Inputs()
+    value = inputs.load(source, index)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    result.shape, rank, where, op.name))
+
+
+def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
+    where = location_of(op)
+    offsets, sizes, strides = _static_slice(op, where)
+    if any(s != 1 for s, n in zip(strides, sizes) if n != 1):
+        raise CompileError("tensor.insert_slice with non-unit strides is not supported yet", where)
+    source = fn.tensor(op.source, where)
+    dest = fn.tensor(op.dest, where)
+    kept = _kept_dims(sizes, source.shape, where)
+    rank = len(dest.shape)
+    inputs = Inputs()
+    index = tuple(_affine(rank, j, 1, -offsets[j]) for j in range(rank) if kept[j] is not None)
+    inside = _inside(offsets, sizes)
+    value = Select(inside, inputs.load(source, index), inputs.load(dest, _identity(rank)),
+                   dest.dtype)
+    result = fn.result_value(op.result, where)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    dest.shape, rank, where, op.name))
+
+
+def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
+    where = location_of(op)
+    low, high = list(op.static_low.get_values()), list(op.static_high.get_values())
+    if op.low or op.high or min(low + high) < 0:
+        raise CompileError("tensor.pad needs static, non-negative low/high widths", where)
+    source = fn.tensor(op.source, where)
+    rank = len(source.shape)
+    inputs = Inputs()
+    block = op.region.block
+    pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
+                            inputs, list(range(rank)), where)[0]
+    index = tuple(_affine(rank, d, 1, -low[d]) for d in range(rank))
+    value = Select(_inside(low, source.shape), inputs.load(source, index), pad_value,
+                   source.dtype)
+    result = fn.result_value(op.result, where)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    result.shape, rank, where, op.name))
+
+
+def lower_concat(fn: FunctionLowering, op: tensor.ConcatOp) -> None:
+    """Each element loads from the input whose span along ``dim`` holds it."""
+    where = location_of(op)
+    dim = op.dim.value.data
+    parts = [fn.tensor(v, where) for v in op.inputs]
+    result = fn.result_value(op.result, where)
+    rank = len(result.shape)
+    inputs = Inputs()
+    starts = [0]
+    for part in parts:
+        starts.append(starts[-1] + part.shape[dim])
+    value: Expr = _load_shifted(inputs, parts[-1], rank, dim, starts[-2])
+    for k in range(len(parts) - 2, -1, -1):
+        inside = Compare("lt", LoopIndex(dim), Const(starts[k + 1], "index"))
+        value = Select(inside, _load_shifted(inputs, parts[k], rank, dim, starts[k]), value,
+                       result.dtype)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    result.shape, rank, where, op.name))
+
+
+def _load_shifted(inputs: Inputs, value: Value, rank: int, dim: int, start: int) -> Expr:
+    return inputs.load(value, tuple(_affine(rank, d, 1, -start if d == dim else 0)
+                                    for d in range(rank)))
+
+
+def lower_insert(fn: FunctionLowering, op: tensor.InsertOp) -> None:
+    where = location_of(op)
+    at = _constant_indices(fn, op.indices, "tensor.insert", where)
+    dest = fn.tensor(op.dest, where)
+    rank = len(dest.shape)
+    inputs = Inputs()
+    here = _all([Compare("eq", LoopIndex(d), Const(i, "index")) for d, i in enumerate(at)])
+    value = Select(here, fn.scalar(op.scalar, inputs, where),
+                   inputs.load(dest, _identity(rank)), dest.dtype)
+    result = fn.result_value(op.result, where)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    dest.shape, rank, where, op.name))
+
+
+def lower_extract(fn: FunctionLowering, op: tensor.ExtractOp) -> None:
+    where = location_of(op)
+    at = _constant_indices(fn, op.indices, "tensor.extract", where)
+    source = fn.tensor(op.tensor, where)
+    if not all(0 <= i < n for i, n in zip(at, source.shape)):
+        raise CompileError(f"tensor.extract index {at} is outside {source.shape}", where)
+    inputs = Inputs()
+    load = inputs.load(source, tuple(AffineExpr((), i) for i in at))
+    fn.define_scalar(op.result, load, inputs, where, op.name)
+
+
+def lower_from_elements(fn: FunctionLowering, op: tensor.FromElementsOp) -> None:
+    where = location_of(op)
+    dtype, shape = tensor_type_of(op.result.type, where)
+    inputs = Inputs()
+    elements = [fn.scalar(e, inputs, where) for e in op.elements]
+    result = fn.result_value(op.result, where)
+    if all(isinstance(e, Const) for e in elements):
+        data = np.array([e.value for e in elements], DTYPES[dtype]).reshape(shape)
+        fn.emit(Constant(result, data=data, location=where))
+        return
+    rank = len(shape)
+    value: Expr = elements[-1]
+    for flat in range(len(elements) - 2, -1, -1):
+        at = np.unravel_index(flat, shape)
+        value = Select(_all([Compare("eq", LoopIndex(d), Const(int(i), "index"))
+                             for d, i in enumerate(at)]), elements[flat], value, dtype)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    shape, rank, where, op.name))
+
+
+def lower_splat(fn: FunctionLowering, op: tensor.SplatOp) -> None:
+    where = location_of(op)
+    if op.dynamicSizes:
+        raise CompileError("dynamic dimensions are not supported yet", where)
+    inputs = Inputs()
+    value = fn.scalar(op.input, inputs, where)
+    result = fn.result_value(op.result, where)
+    if isinstance(value, Const):
+        fn.emit(Constant(result, splat=value.value, location=where))
+        return
+    rank = len(result.shape)
+    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+                    result.shape, rank, where, op.name))
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def _constant_indices(fn: FunctionLowering, indices, what: str, where: str) -> list[int]:
+    at = []
+    for index in indices:
+        entry = fn.entry(index, where)
+        if not isinstance(entry, Const):
+            raise CompileError(f"{what} with non-constant indices is not supported yet", where)
+        at.append(int(entry.value))
+    return at
+
+
+def _static_slice(op, where: str) -> tuple[list[int], list[int], list[int]]:
+    if op.offsets or op.sizes or op.strides:
+        raise CompileError(f"'{op.name}' with dynamic offsets, sizes or strides is not "
+                           "supported yet", where)
+    parts = (op.static_offsets, op.static_sizes, op.static_strides)
+    values = [list(p.get_values()) for p in parts]
+    if any(v == DYNAMIC_INDEX for p in values for v in p):
+        raise CompileError("dynamic dimensions are not supported yet", where)
+    return values[0], values[1], values[2]
+
+
+def _kept_dims(sizes: list[int], reduced_shape: tuple[int, ...], where: str) -> list[int | None]:
+    """For each sliced dim, its dim in the (possibly rank-reduced) shape, or None if dropped."""
+    kept: list[int | None] = []
+    r = 0
+    for size in sizes:
+        if r < len(reduced_shape) and reduced_shape[r] == size:
+            kept.append(r)
+            r += 1
+        elif size == 1:
+            kept.append(None)
+        else:
+            raise CompileError(f"slice sizes {sizes} do not match shape {reduced_shape}", where)
+    if r != len(reduced_shape):
+        raise CompileError(f"slice sizes {sizes} do not match shape {reduced_shape}", where)
+    return kept
+
+
+def _is_contiguous(shape, offsets, sizes, strides) -> bool:
+    """Does the slice cover one run of the row-major source? Then it is a View."""
+    first = next((d for d, n in enumerate(sizes) if n != 1), len(sizes))
+    if any(strides[d] != 1 for d in range(len(sizes)) if sizes[d] != 1):
+        return False
+    return all(sizes[d] == shape[d] for d in range(first + 1, len(sizes)))
+
+
+def _affine(rank: int, dim: int | None, coeff: int, const: int) -> AffineExpr:
+    coeffs = [0] * rank
+    if dim is not None:
+        coeffs[dim] = coeff
+    return AffineExpr(tuple(coeffs), const)
+
+
+def _identity(rank: int) -> tuple[AffineExpr, ...]:
+    return tuple(_affine(rank, d, 1, 0) for d in range(rank))
+
+
+def _inside(offsets, sizes) -> Expr:
+    """i1: is every loop index d within [offsets[d], offsets[d] + sizes[d])?"""
+    conds = []
+    for d, (o, n) in enumerate(zip(offsets, sizes)):
+        conds.append(Compare("ge", LoopIndex(d), Const(int(o), "index")))
+        conds.append(Compare("lt", LoopIndex(d), Const(int(o + n), "index")))
+    return _all(conds)
+
+
+def _all(conds: list[Expr]) -> Expr:
+    out = conds[0] if conds else Const(True, "i1")
+    for c in conds[1:]:
+        out = Binary("and", out, c, "i1")
+    return out

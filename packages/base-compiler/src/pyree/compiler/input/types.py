@@ -1,0 +1,51 @@
+"""MLIR types -> the tensor program's (dtype, shape), refusing what pyree cannot run yet."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    Signedness,
+    TensorType,
+)
+from xdsl.ir import Attribute
+
+from pyree.compiler.errors import CompileError
+
+
+def dtype_of(element_type: Attribute, where: str) -> str:
+    """The kernel IR dtype name (``f32``, ``i8``, ``ui16``, ``index``...) of a scalar type."""
+    if isinstance(element_type, Float32Type):
+        return "f32"
+    if isinstance(element_type, Float16Type):
+        return "f16"
+    if isinstance(element_type, Float64Type):
+        return "f64"
+    if isinstance(element_type, IndexType):
+        return "index"
+    if isinstance(element_type, IntegerType):
+        width = element_type.width.data
+        unsigned = element_type.signedness.data == Signedness.UNSIGNED
+        if width == 1 and not unsigned:
+            return "i1"
+        if width in (8, 16, 32, 64):
+            return f"{'ui' if unsigned else 'i'}{width}"
+    raise CompileError(f"unsupported element type {element_type}", where)
+
+
+def tensor_type_of(t: Attribute, where: str) -> tuple[str, tuple[int, ...]]:
+    """(dtype, static shape) of a ranked tensor type, or of a scalar as a rank-0 tensor."""
+    if isinstance(t, TensorType):
+        shape = tuple(t.get_shape())
+        if any(dim == DYNAMIC_INDEX for dim in shape):
+            raise CompileError(f"dynamic dimensions are not supported yet (in {t})", where)
+        return dtype_of(t.get_element_type(), where), shape
+    return dtype_of(t, where), ()
+
+
+def is_tensor(t: Attribute) -> bool:
+    return isinstance(t, TensorType)

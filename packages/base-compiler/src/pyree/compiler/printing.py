@@ -1,0 +1,171 @@
+"""Readable text for the tensor program and for kernels (``--pyree-print-ir-after-all``).
+
+MLIR-like, one line per op, with every scalar expression written out: loads as
+``%name[d0, d1 + 2]`` (tensor program) or ``b1[d0, d1]`` (kernels), loop indices as ``d0``,
+accumulators as ``acc0``.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program, View
+from pyree.compiler.kernel import (
+    Acc,
+    AffineExpr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Kernel,
+    Load,
+    LoopIndex,
+    Select,
+    Unary,
+)
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "and": "&", "or": "|",
+          "xor": "^", "shl": "<<", "shr": ">>"}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def format_program(program: Program) -> str:
+    return "\n\n".join(_format_function(f) for f in program.functions) + "\n"
+
+
+def format_kernels(kernels: list[Kernel]) -> str:
+    return "\n\n".join(_format_kernel(k) for k in kernels) + "\n"
+
+
+# ---- tensor program ----------------------------------------------------------------------------
+
+def _type(value) -> str:
+    return f"tensor<{''.join(f'{d}x' for d in value.shape)}{value.dtype}>"
+
+
+def _decl(value) -> str:
+    return f"%{value.name}: {_type(value)}"
+
+
+def _format_function(fn: Function) -> str:
+    args = ", ".join(_decl(a) for a in fn.arguments)
+    results = ", ".join(_type(r) for r in fn.results)
+    lines = [f"func @{fn.name}({args}) -> ({results}) {{{_at(fn.location)}"]
+    for op in fn.ops:
+        lines.extend("  " + line for line in _format_op(op))
+    lines.append(f"  return {', '.join('%' + r.name for r in fn.results)}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _format_op(op) -> list[str]:
+    if isinstance(op, Constant):
+        what = (f"splat {op.splat}" if op.splat is not None
+                else _preview(op.data))
+        return [f"{_decl(op.result)} = constant {what}{_at(op.location)}"]
+    if isinstance(op, View):
+        offset = f" + {op.byte_offset} bytes" if op.byte_offset else ""
+        return [f"{_decl(op.result)} = view %{op.source.name}{offset}{_at(op.location)}"]
+    if isinstance(op, Check):
+        operands = ", ".join("%" + v.name for v in (op.lhs, op.rhs) if v is not None)
+        tol = f" atol={op.atol} rtol={op.rtol}" if op.kind == "expect_almost_eq" else ""
+        return [f"check.{op.kind}({operands}){tol}{_at(op.location)}"]
+    return _format_generic(op)
+
+
+def _format_generic(op: Generic) -> list[str]:
+    results = ", ".join(_decl(r) for r in op.results)
+    ins = ", ".join("%" + v.name for v in op.inputs)
+    head = (f"{results} = generic \"{op.origin}\" loops{_ranges(op.loop_ranges, op.num_parallel)}"
+            f" ins({ins}) {{{_at(op.location)}")
+    names = ["%" + v.name for v in op.inputs]
+    outs = ["%" + v.name for v in op.results]
+    return [head, *("  " + line for line in _format_results(op.outputs, names, outs)), "}"]
+
+
+def _preview(data) -> str:
+    flat = data.reshape(-1)
+    shown = ", ".join(str(x) for x in flat[:4].tolist())
+    return f"dense<[{shown}{', ...' if flat.size > 4 else ''}]>"
+
+
+def _at(location: str) -> str:
+    return f"  // {location}" if location else ""
+
+
+# ---- kernels -----------------------------------------------------------------------------------
+
+def _format_kernel(kernel: Kernel) -> str:
+    head = (f"kernel @{kernel.name} loops{_ranges(kernel.loop_ranges, kernel.num_parallel)}"
+            f" {{{_at(kernel.location)}")
+    lines = [head]
+    names = [f"b{i}" for i in range(len(kernel.bindings))]
+    for i, b in enumerate(kernel.bindings):
+        lines.append(f"  binding b{i}: {_type(b)} {b.access}")
+    lines.extend("  " + line for line in _format_results(kernel.results, names, names))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# ---- shared --------------------------------------------------------------------------------
+
+def _ranges(ranges: tuple[int, ...], num_parallel: int) -> str:
+    par = ", ".join(map(str, ranges[:num_parallel]))
+    red = ", ".join(map(str, ranges[num_parallel:]))
+    return f"({par}{' | ' + red if red else ''})"
+
+
+def _format_results(results, load_names: list[str], store_names: list[str]) -> list[str]:
+    lines = []
+    for k, r in enumerate(results):
+        target = f"{store_names[r.binding]}[{_index(r.index)}]"
+        if r.init is None and r.epilogue is None:
+            lines.append(f"{target} = {expr(r.value, load_names)}")
+            continue
+        lines.append(f"{target}:")
+        if r.init is not None:
+            lines.append(f"  init acc{k} = {expr(r.init, load_names)}")
+        lines.append(f"  acc{k} = {expr(r.value, load_names)}")
+        if r.epilogue is not None:
+            lines.append(f"  store {expr(r.epilogue, load_names)}")
+    return lines
+
+
+def _index(index: tuple[AffineExpr, ...]) -> str:
+    return ", ".join(affine(a) for a in index)
+
+
+def affine(a: AffineExpr) -> str:
+    """``2*d0 + d1 - 3``."""
+    terms = [f"{'' if c == 1 else f'{c}*'}d{d}" for d, c in enumerate(a.coeffs) if c]
+    text = " + ".join(terms)
+    if a.const or not terms:
+        text = f"{text} {'-' if a.const < 0 else '+'} {abs(a.const)}" if terms else str(a.const)
+    return text
+
+
+def expr(e: Expr, names: list[str]) -> str:
+    """One expression as text; ``names[i]`` names binding/input ``i``."""
+    if isinstance(e, Load):
+        return f"{names[e.binding]}[{_index(e.index)}]"
+    if isinstance(e, Const):
+        return f"{e.value}:{e.dtype}"
+    if isinstance(e, LoopIndex):
+        return f"d{e.dim}"
+    if isinstance(e, Acc):
+        return f"acc{e.result}"
+    if isinstance(e, Unary):
+        return f"{e.op}({expr(e.x, names)})"
+    if isinstance(e, Binary):
+        if e.op in _INFIX:
+            return f"({expr(e.a, names)} {_INFIX[e.op]} {expr(e.b, names)})"
+        return f"{e.op}({expr(e.a, names)}, {expr(e.b, names)})"
+    if isinstance(e, Compare):
+        op = _COMPARE.get(e.predicate)
+        if op:
+            return f"({expr(e.a, names)} {op} {expr(e.b, names)})"
+        return f"cmp.{e.predicate}({expr(e.a, names)}, {expr(e.b, names)})"
+    if isinstance(e, Select):
+        return f"select({expr(e.cond, names)}, {expr(e.a, names)}, {expr(e.b, names)})"
+    if isinstance(e, Cast):
+        return f"{e.op}<{e.dtype}>({expr(e.x, names)})"
+    raise TypeError(f"not an expression: {e!r}")

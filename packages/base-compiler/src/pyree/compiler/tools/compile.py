@@ -1,0 +1,114 @@
+"""``pyree-compile``: MLIR file in, ``.vmfb`` module file out (IREE's ``iree-compile`` flags).
+
+    pyree-compile model.mlir -o model.vmfb --pyree-hal-target-backends=llvm-cpu
+
+Every ``--pyree-*`` flag has its ``--iree-*`` spelling as an alias, so commands from IREE's
+deployment guides work unchanged. Exit status: 0 ok, 1 compile error (one paragraph on stderr,
+never a traceback), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from pyree import compiler
+from pyree.compiler.errors import CompileError
+from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+
+# IREE's --iree-hal-target-device names -> our backends.
+_DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda", "hip": "rocm",
+                    "rocm": "rocm", "vulkan": "vulkan-spirv", "vulkan-spirv": "vulkan-spirv"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pyree-compile",
+        description="Compile an MLIR file (func/arith/math/tensor/linalg) into a self-contained "
+                    "pyree module file (.vmfb).")
+    p.add_argument("input", metavar="INPUT", help="MLIR file to compile, or '-' for stdin")
+    p.add_argument("-o", "--output-file", "--output_file", dest="output", default="-",
+                   metavar="OUTPUT", help="module file to write ('-' for stdout, the default)")
+    p.add_argument("--pyree-hal-target-backends", "--iree-hal-target-backends",
+                   "--iree-hal-local-target-device-backends", dest="backends", action="append",
+                   metavar="LIST", help="comma-separated backends to compile for: "
+                   + ", ".join(TARGET_BACKENDS) + " (default llvm-cpu)")
+    p.add_argument("--pyree-hal-target-device", "--iree-hal-target-device", dest="devices",
+                   action="append", metavar="LIST",
+                   help="IREE's device spelling: " + ", ".join(sorted(_DEVICE_BACKENDS)))
+    p.add_argument("--pyree-llvmcpu-target-cpu", "--iree-llvmcpu-target-cpu", dest="cpu",
+                   default="host", metavar="CPU",
+                   help="host (default), generic, or an LLVM CPU name such as znver4")
+    p.add_argument("--pyree-cuda-target", "--iree-cuda-target", dest="cuda_target",
+                   default="sm_80", metavar="TARGET",
+                   help="sm_<N>, a code name or a product name (default sm_80)")
+    p.add_argument("--pyree-vulkan-target", "--iree-vulkan-target", dest="vulkan_target",
+                   default="", metavar="TARGET", help="a target from IREE's Vulkan guide")
+    p.add_argument("--iree-input-type", "--pyree-input-type", dest="input_type", default="auto",
+                   metavar="TYPE", help="accepted for IREE compatibility; the input is always "
+                   "MLIR in the dialects listed above")
+    p.add_argument("--pyree-print-ir-after-all", "--mlir-print-ir-after-all", dest="print_ir",
+                   action="store_true", help="print the IR after each stage to stderr")
+    p.add_argument("--version", action="version", version=f"pyree-compile {_version()}")
+    return p
+
+
+def _version() -> str:
+    try:
+        return version("pyree-base-compiler")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> CompileOptions:
+    backends: list[str] = []
+    for item in args.backends or []:
+        backends += [b.strip() for b in item.split(",") if b.strip()]
+    for item in args.devices or []:
+        for device in (d.strip() for d in item.split(",") if d.strip()):
+            if device not in _DEVICE_BACKENDS:
+                parser.error(f"unknown target device '{device}'; known devices: "
+                             + ", ".join(sorted(_DEVICE_BACKENDS)))
+            backends.append(_DEVICE_BACKENDS[device])
+    for backend in backends:
+        if backend not in TARGET_BACKENDS:
+            parser.error(f"unknown target backend '{backend}'; available backends: "
+                         + ", ".join(TARGET_BACKENDS))
+    return CompileOptions(
+        target_backends=list(dict.fromkeys(backends)) or ["llvm-cpu"],
+        llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target,
+        vulkan_target=args.vulkan_target, print_ir_after_all=args.print_ir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)  # exits with status 2 on usage errors
+    options = _options(args, parser)
+    try:
+        if args.input == "-":
+            module = compiler.compile_str(sys.stdin.read(), options, source_name="<stdin>")
+        else:
+            module = compiler.compile_file(args.input, options)
+        if args.output == "-":
+            sys.stdout.buffer.write(module)
+            sys.stdout.buffer.flush()
+        else:
+            with open(args.output, "wb") as f:
+                f.write(module)
+    except CompileError as err:
+        print(err, file=sys.stderr)
+        return 1
+    except OSError as err:
+        where = err.filename or args.output
+        print(f"pyree-compile: error: {where}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001 - a compiler bug: one paragraph, not a traceback
+        print(f"pyree-compile: internal compiler error: {type(err).__name__}: {err}. "
+              "Please report this with the input file.", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

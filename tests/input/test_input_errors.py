@@ -1,0 +1,121 @@
+"""Bad input -> CompileError naming the problem and its file:line:col."""
+
+import pytest
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.input import import_mlir
+
+
+def _error(text: str) -> CompileError:
+    with pytest.raises(CompileError) as info:
+        import_mlir(text, "model.mlir")
+    return info.value
+
+
+def test_malformed_text_keeps_line_column_and_snippet():
+    err = _error("""func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = arith.addf %a, %b : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}""")
+    assert err.location == "model.mlir:2:23"
+    assert err.message.startswith("use of undefined value %b")
+    assert "%0 = arith.addf %a, %b" in err.message and "^" in err.message
+
+
+def test_missing_bracket():
+    err = _error("func.func @f(%a: tensor<4xf32) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}")
+    assert err.location.startswith("model.mlir:1:") and "'>'" in err.message
+
+
+def test_unknown_dialect_op_is_named():
+    err = _error("""func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.add %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}""")
+    assert err.location == "model.mlir:2:3"
+    assert "unsupported op 'stablehlo.add'" in str(err)
+
+
+def test_known_but_unsupported_op_is_named():
+    err = _error("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%a = %x) -> (tensor<4xf32>) {
+    scf.yield %a : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}""")
+    assert err.location == "model.mlir:5:3" and err.message == "unsupported op 'scf.for'"
+    assert str(err) == "model.mlir:5:3: error: unsupported op 'scf.for'"
+
+
+def test_unsupported_op_in_a_linalg_body():
+    err = _error("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]} ins(%x : tensor<4xf32>) outs(%x : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+      %c = math.cbrt %a : f32
+      linalg.yield %c : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}""")
+    assert err.location == "model.mlir:5:7" and "'math.cbrt'" in err.message
+
+
+def test_dynamic_shape():
+    err = _error("""func.func @f(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
+  return %a : tensor<?x4xf32>
+}""")
+    assert err.location == "model.mlir:1:1"
+    assert "dynamic dimensions are not supported yet" in err.message
+
+
+@pytest.mark.parametrize("element", ["bf16", "complex<f32>", "i4"])
+def test_unsupported_element_type(element):
+    err = _error(f"""func.func @f(%a: tensor<4x{element}>) -> tensor<4x{element}> {{
+  return %a : tensor<4x{element}>
+}}""")
+    assert err.location == "model.mlir:1:1"
+    assert f"unsupported element type {element}" in err.message
+
+
+def test_non_projected_permutation_map():
+    err = _error("""func.func @f(%x: tensor<8xf32>, %o: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i + j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8xf32>) outs(%o : tensor<4x4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+      linalg.yield %a : f32
+  } -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}""")
+    assert err.location == "model.mlir:2:3" and "not a projected permutation" in err.message
+
+
+def test_verifier_errors_point_at_the_op():
+    err = _error("""func.func @f(%a: tensor<3x4xf32>, %b: tensor<3x4xf32>, %c: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %r = linalg.matmul ins(%a, %b : tensor<3x4xf32>, tensor<3x4xf32>) outs(%c : tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %r : tensor<3x4xf32>
+}""")
+    assert err.location == "model.mlir:2:3" and "linalg.matmul" in err.message
+
+
+def test_dense_resource_without_blob():
+    err = _error("""func.func @f() -> tensor<2xf32> {
+  %r = arith.constant dense_resource<missing> : tensor<2xf32>
+  return %r : tensor<2xf32>
+}""")
+    assert err.location == "model.mlir:2:3" and "'missing'" in err.message
+
+
+def test_pad_with_dynamic_widths():
+    err = _error("""func.func @f(%x: tensor<4xf32>, %n: index) -> tensor<9xf32> {
+  %pv = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[%n] high[5] {
+  ^bb0(%i: index):
+    tensor.yield %pv : f32
+  } : tensor<4xf32> to tensor<9xf32>
+  return %p : tensor<9xf32>
+}""")
+    assert err.location == "model.mlir:3:3" and "tensor.pad" in err.message
