@@ -19,7 +19,6 @@ import statistics
 import time
 
 import numpy as np
-
 import pyree.runtime as rt
 from pyree.compiler import CompileOptions, compile_str
 
@@ -107,8 +106,8 @@ def main():
     print(f"{'benchmark':40} {'pyree ms':>10} {'numpy ms':>10} {'speed vs numpy':>15}")
     for name, p, psd, n, nsd in rows:
         print(f"{name:40} {p:8.2f}±{psd:<4.2f} {n:8.2f}±{nsd:<4.2f} {n / p:14.2f}x")
-    gflops = 2 * M * K * P / (rows[1][1] * 1e-3) / 1e9
-    print(f"matmul: pyree {gflops:.1f} GFLOP/s, numpy {2 * M * K * P / (rows[1][3] * 1e-3) / 1e9:.1f} GFLOP/s")
+    flops = 2 * M * K * P
+    print(f"matmul: pyree {flops / rows[1][1] / 1e6:.1f} GFLOP/s, numpy {flops / rows[1][3] / 1e6:.1f} GFLOP/s")
 
 
 if __name__ == "__main__":

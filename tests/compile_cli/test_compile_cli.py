@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from pyree import compiler
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS

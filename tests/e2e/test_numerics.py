@@ -4,9 +4,8 @@ numpy (float64 references) on fresh random inputs at odd shapes."""
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import pyree.runtime as rt
+import pytest
 from pyree.compiler import compile_str
 from pyree.compiler.flow.tensor_program import Constant
 from pyree.compiler.input import import_mlir

@@ -2,7 +2,6 @@
 compiled by one runs in the other. Proves the two packages share nothing but the module format."""
 
 import subprocess
-import sys
 import venv
 from pathlib import Path
 

@@ -2,12 +2,20 @@
 
 import numpy as np
 import pytest
-
 from pyree.compiler.flow.kernels import outline
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Value, View
 from pyree.compiler.kernel import (
-    DTYPES, Acc, AffineExpr, Binary, Const, Load, LoopIndex, Result, Unary, evaluate,
+    DTYPES,
+    Acc,
+    AffineExpr,
+    Binary,
+    Const,
+    Load,
+    LoopIndex,
+    Result,
+    Unary,
+    evaluate,
 )
 
 

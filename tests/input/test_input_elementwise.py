@@ -4,11 +4,9 @@ import math
 
 import numpy as np
 import pytest
-
+from program_interpreter import run
 from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
-
-from program_interpreter import run
 
 
 def _binary(op: str, t: str = "f32", shape: str = "37x53") -> str:

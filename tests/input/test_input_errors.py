@@ -1,7 +1,6 @@
 """Bad input -> CompileError naming the problem and its file:line:col."""
 
 import pytest
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import import_mlir
 

@@ -3,11 +3,9 @@
 from pathlib import Path
 
 import numpy as np
-
+from program_interpreter import run
 from pyree.compiler.flow.tensor_program import Constant, Generic
 from pyree.compiler.input import import_mlir
-
-from program_interpreter import run
 
 DATA = Path(__file__).parent.parent / "data"
 

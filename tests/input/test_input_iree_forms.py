@@ -1,11 +1,9 @@
 """Syntax as IREE's e2e tests write it (tests/e2e/linalg, tests/e2e/tensor_ops), smaller sizes."""
 
 import numpy as np
-
+from program_interpreter import run
 from pyree.compiler.flow.tensor_program import Check
 from pyree.compiler.input import import_mlir
-
-from program_interpreter import run
 
 ARGMAX = """
 func.func @argmax_1d() {

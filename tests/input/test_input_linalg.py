@@ -2,12 +2,10 @@
 
 import numpy as np
 import pytest
-
+from program_interpreter import run
 from pyree.compiler.flow.tensor_program import Constant, Generic
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import Const, Load
-
-from program_interpreter import run
 
 ID2 = "affine_map<(i, j) -> (i, j)>"
 

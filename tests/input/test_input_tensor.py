@@ -1,11 +1,9 @@
 """tensor dialect ops -> Views and Generics, against numpy slicing/padding/reshaping."""
 
 import numpy as np
-
+from program_interpreter import run
 from pyree.compiler.flow.tensor_program import Constant, Generic, View
 from pyree.compiler.input import import_mlir
-
-from program_interpreter import run
 
 
 def _f32(rng, *shape):

@@ -1,9 +1,8 @@
 """--pyree-print-ir-after-all text: the tensor program and kernels, readable and complete."""
 
+from program_interpreter import kernel_of
 from pyree.compiler.input import import_mlir
 from pyree.compiler.printing import format_kernels, format_program
-
-from program_interpreter import kernel_of
 
 TEXT = """func.func @f(%x: tensor<6x4xf32>, %w: tensor<4x3xf32>) -> (tensor<6x3xf32>, tensor<24xf32>) {
   %zero = arith.constant 0.0 : f32

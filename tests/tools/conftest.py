@@ -14,7 +14,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.BufferRef import BufferRefT
 from pyree.compiler._fb.Check import CheckT

@@ -4,8 +4,6 @@ import re
 import statistics
 
 import pytest
-from tool_process import assert_clean_error, run_tool
-
 from pyree.runtime.tools.benchmark_module import (
     MinTime,
     Sample,
@@ -14,6 +12,7 @@ from pyree.runtime.tools.benchmark_module import (
     report_rows,
 )
 from pyree.runtime.tools.cli import UsageError
+from tool_process import assert_clean_error, run_tool
 
 ROW = re.compile(r"^(\S+)\s+(\d+\.\d{3}) ms\s+(\d+\.\d{3}) ms\s+(\d+) per_call=(\d+\.\d{2})us$")
 

@@ -1,7 +1,6 @@
 """The shared main wrapper: every kind of failure becomes one ``error:`` line and its exit code."""
 
 import pytest
-
 from pyree.runtime.errors import ModuleError
 from pyree.runtime.tools.cli import FlagParser, ToolError, UsageError, run_tool
 from pyree.runtime.tools.io_format import InputError

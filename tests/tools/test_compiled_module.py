@@ -3,9 +3,8 @@ checked against numpy in float64, at an odd shape, with an f32 and an i32 result
 
 import numpy as np
 import pytest
-from tool_process import run_tool
-
 from pyree.compiler import compile_str
+from tool_process import run_tool
 
 MLIR = """
 func.func @muladd(%a: tensor<37x53xf32>, %b: tensor<37x53xf32>)

@@ -3,8 +3,6 @@
 import os
 from pathlib import Path
 
-from tool_process import assert_clean_error, run_tool
-
 from pyree.runtime._fb.BindingLayout import BindingLayoutT
 from pyree.runtime._fb.CudaExecutable import CudaExecutableT
 from pyree.runtime._fb.DataRef import DataRefT
@@ -13,6 +11,7 @@ from pyree.runtime._fb.GpuExport import GpuExportT
 from pyree.runtime._fb.RocmExecutable import RocmExecutableT
 from pyree.runtime._fb.SpirvExecutable import SpirvExecutableT
 from pyree.runtime.tools.dump_module import format_executable
+from tool_process import assert_clean_error, run_tool
 
 
 def test_report_of_a_module(tools_module):

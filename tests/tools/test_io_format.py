@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from pyree.runtime.tools.io_format import (
     DTYPES,
     InputError,

@@ -3,9 +3,8 @@
 from pathlib import Path
 
 import numpy as np
-from tool_process import assert_clean_error, install_broken_driver, run_tool
-
 from pyree.runtime.tools.io_format import format_array, parse_value
+from tool_process import assert_clean_error, install_broken_driver, run_tool
 
 SHAPE = (37, 53)
 rng = np.random.default_rng()

@@ -137,23 +137,23 @@ class Acc:
 @dataclass(frozen=True)
 class Unary:
     op: str
-    x: "Expr"
+    x: Expr
     dtype: str
 
 
 @dataclass(frozen=True)
 class Binary:
     op: str
-    a: "Expr"
-    b: "Expr"
+    a: Expr
+    b: Expr
     dtype: str
 
 
 @dataclass(frozen=True)
 class Compare:
     predicate: str
-    a: "Expr"
-    b: "Expr"
+    a: Expr
+    b: Expr
     dtype: str = "i1"
 
 
@@ -162,16 +162,16 @@ class Select:
     """``cond ? a : b``. Only the chosen side is evaluated: the other may contain Loads whose
     index is out of range (tensor.pad, insert_slice), so backends must not load it."""
 
-    cond: "Expr"
-    a: "Expr"
-    b: "Expr"
+    cond: Expr
+    a: Expr
+    b: Expr
     dtype: str
 
 
 @dataclass(frozen=True)
 class Cast:
     op: str
-    x: "Expr"
+    x: Expr
     dtype: str
 
 

@@ -12,7 +12,6 @@ import struct
 
 import flatbuffers
 import numpy as np
-
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Module import ModuleT
 

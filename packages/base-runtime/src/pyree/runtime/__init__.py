@@ -23,10 +23,10 @@ from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import (
                                   CheckFailure,
                                   DeviceArray,
-                                  asdevicearray,
                                   Function,
                                   LoadedModule,
                                   TensorType,
+                                  asdevicearray,
                                   format_array,
                                   load_module,
 )
@@ -34,6 +34,6 @@ from pyree.runtime.vm import (
 __all__ = [
     "CheckError", "CheckFailure", "DeviceArray", "DeviceInfo", "DriverError", "DriverInfo",
     "Function", "InvocationError", "LoadedModule", "Module", "ModuleError", "PyreeError",
-    "TensorType", "asdevicearray", "format_array", "get_device", "list_devices", "list_drivers", "load_module",
-    "read_module",
+    "TensorType", "asdevicearray", "format_array", "get_device", "list_devices", "list_drivers",
+    "load_module", "read_module",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.kernel import Binding, Kernel, Result
+from pyree.compiler.kernel import Binding, Kernel
 
 
 def outline(generic: Generic, name: str) -> Kernel:

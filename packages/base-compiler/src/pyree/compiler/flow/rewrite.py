@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 from pyree.compiler.kernel import (
-    Acc, AffineExpr, Binary, Cast, Compare, Const, Expr, Load, LoopIndex, Select, Unary,
+    Acc,
+    AffineExpr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    LoopIndex,
+    Select,
+    Unary,
 )
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
-
-from pyree.compiler.kernel import Expr, Result, itemsize
+from pyree.compiler.kernel import Result, itemsize
 
 
 @dataclass(eq=False)

@@ -7,7 +7,6 @@ earlier one wrote (or writes bytes it read); drivers that run everything in orde
 from __future__ import annotations
 
 import numpy as np
-
 from pyree.compiler._fb.BufferKind import BufferKind
 from pyree.compiler._fb.BufferRef import BufferRefT
 from pyree.compiler._fb.Check import CheckT

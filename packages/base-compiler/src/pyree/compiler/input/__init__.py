@@ -8,11 +8,10 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import ModuleOp
-
 from pyree.compiler.flow.tensor_program import Program
 from pyree.compiler.input.lowering import lower_to_tensor_program
 from pyree.compiler.input.parser import parse_mlir
+from xdsl.dialects.builtin import ModuleOp
 
 
 def parse(text: str, source_name: str = "<string>") -> tuple[ModuleOp, Program]:

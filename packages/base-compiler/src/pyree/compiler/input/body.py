@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith
-from xdsl.dialects.linalg.ops import IndexOp
-from xdsl.ir import Block, SSAValue
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Value
 from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import bits, element_dtype, is_scalar_op, lower_scalar_op
 from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, LoopIndex, is_float
+from xdsl.dialects import arith
+from xdsl.dialects.linalg.ops import IndexOp
+from xdsl.ir import Block, SSAValue
 
 if TYPE_CHECKING:
     from pyree.compiler.input.function import FunctionLowering

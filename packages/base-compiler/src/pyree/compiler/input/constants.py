@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
-from xdsl.ir import Attribute
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import DTYPES, Const
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
+from xdsl.ir import Attribute
 
 
 def dense_array(attr: Attribute, dtype: str, shape: tuple[int, ...], where: str) -> np.ndarray:

@@ -12,9 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects import func
-from xdsl.ir import SSAValue
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
 from pyree.compiler.input.body import Inputs
@@ -23,6 +20,8 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Load, Result, evaluate, walk
+from xdsl.dialects import func
+from xdsl.ir import SSAValue
 
 
 @dataclass(eq=False)

@@ -6,10 +6,6 @@ file holds the dispatch and the small rules for constants, elementwise ops and c
 
 from __future__ import annotations
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program
 from pyree.compiler.input import tensor_ops
@@ -21,6 +17,9 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Result
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:

@@ -10,6 +10,8 @@ blobs into ordinary dense attributes, so the module stands alone.
 
 from __future__ import annotations
 
+from pyree.compiler.errors import CompileError
+from pyree.compiler.input.dialects import REPLACED_OPS, Check, Util
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects import arith, builtin, cf, func, linalg, math, scf, tensor
@@ -27,9 +29,6 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
-
-from pyree.compiler.errors import CompileError
-from pyree.compiler.input.dialects import REPLACED_OPS, Check, Util
 
 # Snippets longer than this (a megabyte of hex on one line) are left out of error messages.
 _MAX_SNIPPET = 160

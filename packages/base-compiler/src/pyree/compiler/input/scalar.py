@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math as pymath
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.types import dtype_of
 from pyree.compiler.kernel import Binary, Cast, Compare, Const, Expr, Select, Unary, is_float
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
 
 _BINARY = {
     "arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",

@@ -8,10 +8,6 @@ unselected side may index outside the source (``kernel.Select`` evaluates only o
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects import tensor
-from xdsl.dialects.builtin import DYNAMIC_INDEX
-from xdsl.ir import Operation
-
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Constant, Generic, Value, View
 from pyree.compiler.input.body import Inputs, lower_block
@@ -30,6 +26,9 @@ from pyree.compiler.kernel import (
     Select,
     itemsize,
 )
+from xdsl.dialects import tensor
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+from xdsl.ir import Operation
 
 
 def lower_empty(fn: FunctionLowering, op: tensor.EmptyOp) -> None:

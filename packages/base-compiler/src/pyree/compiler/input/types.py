@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyree.compiler.errors import CompileError
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     Float16Type,
@@ -13,8 +14,6 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute
-
-from pyree.compiler.errors import CompileError
 
 
 def dtype_of(element_type: Attribute, where: str) -> str:

@@ -7,7 +7,6 @@ is reported against the --input that caused it rather than deep inside the runti
 from __future__ import annotations
 
 import numpy as np
-
 import pyree.runtime as rt
 from pyree.runtime.tools.cli import FlagParser, UsageError
 from pyree.runtime.tools.io_format import InputError, parse_value, type_string
