@@ -3,7 +3,7 @@
     nox -s demo                     install both packages, compile the examples, run them on local-task
     nox -s "tests(driver='local')"  the test suite on the CPU drivers (what CI runs)
     nox -s "tests(driver='cuda')"   GPU tests: only on a host with an NVIDIA GPU
-    nox -s schemas                  regenerate the vendored FlatBuffer code from schemas/*.fbs
+    nox -s schemas                  regenerate the vendored FlatBuffer code; fail if it was stale
     nox -s lint                     ruff
     nox -s wheels                   build every distribution's wheel into dist/
 """
@@ -43,6 +43,7 @@ def demo(session):
 
 @nox.session(python=False)
 def schemas(session):
+    """Regenerates the vendored FlatBuffer code; fails when what was committed was stale."""
     session.run("python3", "schemas/generate.py")
 
 

@@ -3,8 +3,8 @@
 flatc writes absolute imports of the schema namespace (``pyree_fb``); each package vendors its own
 copy under its own import path, so the namespace is rewritten to that path.
 
-    python schemas/generate.py          # rewrite the vendored copies
-    python schemas/generate.py --check  # exit 1 when a vendored copy differs from what flatc makes
+    python schemas/generate.py          # rewrite the vendored copies; exit 1 if they were stale
+    python schemas/generate.py --check  # only report: exit 1 when a copy differs from what flatc makes
 """
 
 from __future__ import annotations
@@ -45,22 +45,28 @@ def main() -> int:
         return 2
     stale = []
     for package, dest in TARGETS.items():
-        if not args.check:
-            shutil.rmtree(dest, ignore_errors=True)
-            generate_into(package, dest)
-            continue
         with tempfile.TemporaryDirectory() as tmp:
             fresh = Path(tmp) / "fb"
             generate_into(package, fresh)
-            cmp = filecmp.dircmp(fresh, dest, ignore=["__pycache__"])
-            if cmp.left_only or cmp.right_only or filecmp.cmpfiles(
-                    fresh, dest, [p.name for p in fresh.glob("*.py")], shallow=False)[1:] != ([], []):
+            if _differs(fresh, dest):
                 stale.append(str(dest.relative_to(ROOT)))
+                if not args.check:
+                    shutil.rmtree(dest, ignore_errors=True)
+                    shutil.copytree(fresh, dest)
     if stale:
-        print("error: generated schema code is stale in: " + ", ".join(stale)
-              + "\nrun: python schemas/generate.py", file=sys.stderr)
+        what = "regenerated (commit it)" if not args.check else "stale (run: python schemas/generate.py)"
+        print(f"error: generated schema code {what}: " + ", ".join(stale), file=sys.stderr)
         return 1
     return 0
+
+
+def _differs(fresh: Path, dest: Path) -> bool:
+    if not dest.is_dir():
+        return True
+    cmp = filecmp.dircmp(fresh, dest, ignore=["__pycache__"])
+    names = [p.name for p in fresh.glob("*.py")]
+    return bool(cmp.left_only or cmp.right_only
+                or filecmp.cmpfiles(fresh, dest, names, shallow=False)[1:] != ([], []))
 
 
 if __name__ == "__main__":
