@@ -88,8 +88,8 @@ def test_load_from_a_path(tmp_path, arith_bytes, rng):
 
 
 def test_format_array_follows_iree():
-    assert rt.format_array(np.arange(4, dtype=np.float32) + 0.5, "4xf32") == "4xf32=0.5 1.5 2.5 3.5"
-    assert rt.format_array(np.array([[1, 2], [3, 4]], np.int32), "2x2xi32") == "2x2xi32=[1 2][3 4]"
-    assert rt.format_array(np.array(7, np.int32), "i32") == "i32=7"
-    long = rt.format_array(np.ones(2000, np.int8), "2000xi8")
+    assert rt.format_array(np.arange(4, dtype=np.float32) + 0.5) == "4xf32=0.5 1.5 2.5 3.5"
+    assert rt.format_array(np.array([[1, 2], [3, 4]], np.int32)) == "2x2xi32=[1 2][3 4]"
+    assert rt.format_array(np.array(7, np.int32)) == "i32=7"
+    long = rt.format_array(np.ones(2000, np.int8))
     assert long.endswith("1...") and long.count("1") == 1024

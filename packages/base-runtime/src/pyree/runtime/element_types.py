@@ -48,3 +48,11 @@ def element_type_of(dtype: np.dtype) -> int:
     if dtype.name == "bfloat16":
         return 2
     raise InvocationError(f"numpy dtype {dtype} has no pyree element type")
+
+
+def dtype_spelling(dtype: np.dtype) -> str:
+    """IREE's spelling of a numpy dtype (``f32``, ``i1``, ``ui8``); numpy's name when it has none."""
+    try:
+        return NAMES[element_type_of(np.dtype(dtype))]
+    except InvocationError:
+        return str(np.dtype(dtype))

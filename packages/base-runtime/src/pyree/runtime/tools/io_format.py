@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from pyree.runtime.element_types import dtype_spelling
+from pyree.runtime.vm.formatting import format_array, format_element  # noqa: F401 (re-exported)
 
 # IREE element type spellings; "i" is signless and taken as signed, like IREE's tools do.
 DTYPES: dict[str, np.dtype] = {
@@ -51,23 +53,9 @@ class InputError(ValueError):
     """A value string or an --output spec that cannot be used; the message says what is wrong."""
 
 
-def dtype_name(dtype: np.dtype) -> str:
-    """The IREE spelling of a numpy dtype: ``f32``, ``i1``, ``ui8``."""
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return "i1"
-    if dtype.name == "bfloat16":
-        return "bf16"
-    prefix = {"f": "f", "i": "i", "u": "ui"}.get(dtype.kind)
-    if prefix is None:
-        raise InputError(f"element type {dtype} has no IREE spelling")
-    return f"{prefix}{dtype.itemsize * 8}"
-
-
 def type_string(shape: tuple[int, ...], dtype: np.dtype) -> str:
     """``4x5xf32``; ``f32`` for a scalar; dynamic dims (-1) print as ``?``."""
-    dims = ["?" if d < 0 else str(d) for d in shape]
-    return "x".join(dims + [dtype_name(dtype)])
+    return "x".join(["?" if d < 0 else str(d) for d in shape] + [dtype_spelling(dtype)])
 
 
 def parse_value(text: str) -> np.ndarray:
@@ -112,7 +100,7 @@ def _parse_element(token: str, dtype: np.dtype) -> object:
         with np.errstate(over="ignore"):
             overflows = np.isfinite(value) and not np.isfinite(np.float64(value).astype(dtype))
         if overflows:
-            raise InputError(f"{token} is out of range for {dtype_name(dtype)}")
+            raise InputError(f"{token} is out of range for {dtype_spelling(dtype)}")
         return value
     try:
         value = int(token, 10)
@@ -121,7 +109,7 @@ def _parse_element(token: str, dtype: np.dtype) -> object:
     info = np.iinfo(dtype)
     if not info.min <= value <= info.max:
         raise InputError(
-            f"{token} is out of range for {dtype_name(dtype)} [{info.min}, {info.max}]"
+            f"{token} is out of range for {dtype_spelling(dtype)} [{info.min}, {info.max}]"
         )
     return value
 
@@ -139,41 +127,6 @@ def _load_npy(path: str) -> np.ndarray:
     if array.dtype not in DTYPES.values():
         raise InputError(f"{path} holds {array.dtype} elements, which no module takes")
     return array
-
-
-def format_element(value: np.generic) -> str:
-    """One element as IREE prints it: integers exact, i1 as 0/1, floats like C's %g but never
-    rounded (the shortest text that reads back to the same value): 3, 0.5, 1e+10, 1234567."""
-    if isinstance(value, np.bool_):
-        return "1" if value else "0"
-    if isinstance(value, np.integer):
-        return str(int(value))
-    if not isinstance(value, np.floating):  # bf16 (ml_dtypes) prints through f32, which holds it
-        value = np.float32(value)
-    if not np.isfinite(value):
-        return "nan" if np.isnan(value) else ("inf" if value > 0 else "-inf")
-    mantissa, exponent = np.format_float_scientific(value, unique=True, trim="-").split("e")
-    digits = len(mantissa.lstrip("-").replace(".", ""))
-    if -4 <= int(exponent) < max(digits, 6):
-        return np.format_float_positional(value, unique=True, trim="-")
-    return f"{mantissa}e{exponent[0]}{int(exponent[1:]):02d}"
-
-
-def format_array(array: np.ndarray, max_elements: int = 1024) -> str:
-    """``2x3xf32=[1 2 3][4 5 6]``; past ``max_elements`` elements each row is cut with ``...``
-    as IREE's --print_max_element_count does."""
-    budget = [max(max_elements, 0)]
-    body = _format_rows(np.asarray(array).reshape(array.shape or (1,)), budget)
-    return f"{type_string(array.shape, array.dtype)}={body}"
-
-
-def _format_rows(array: np.ndarray, budget: list[int]) -> str:
-    if array.ndim > 1:
-        return "".join(f"[{_format_rows(row, budget)}]" for row in array)
-    shown = min(budget[0], array.shape[0])
-    budget[0] -= shown
-    text = " ".join(format_element(v) for v in array[:shown])
-    return text + ("..." if shown < array.shape[0] else "")
 
 
 @dataclass(frozen=True)

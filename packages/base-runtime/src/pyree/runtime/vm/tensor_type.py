@@ -6,12 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from pyree.runtime.element_types import ITEMSIZES, NAMES, numpy_dtype, spell
-
-_BY_DTYPE = {np.dtype(d): name for name, d in {
-    "f32": np.float32, "f16": np.float16, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
-    "i16": np.int16, "i32": np.int32, "i64": np.int64, "ui8": np.uint8, "ui16": np.uint16,
-    "ui32": np.uint32, "ui64": np.uint64}.items()}
+from pyree.runtime.element_types import ITEMSIZES, NAMES, dtype_spelling, numpy_dtype, spell
 
 
 @dataclass(frozen=True)
@@ -41,5 +36,4 @@ class TensorType:
 
 def describe(array: np.ndarray) -> str:
     """IREE-style spelling of what a caller passed: ``3xf32``, ``2x2xfloat128``."""
-    name = _BY_DTYPE.get(array.dtype, str(array.dtype))
-    return "x".join([*(str(d) for d in array.shape), name])
+    return "x".join([*(str(d) for d in array.shape), dtype_spelling(array.dtype)])
