@@ -5,6 +5,7 @@ dispatch's workgroups are spread over threads.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,33 +113,48 @@ class HostDevice(PythonDevice):
                                                f"command buffer needs "
                                                f"{command_buffer.binding_table_size}")
         for index, command in enumerate(command_buffer.commands):
-            where = f"command {index} ({command.kind})"
-            views = []
-            for b, binding in enumerate(command.bindings):
-                buffer = table[binding.slot]
-                if buffer is None:
-                    raise HalError("INVALID_ARGUMENT", f"{where} binding {b}: slot {binding.slot} "
-                                                       f"has no buffer")
-                views.append((buffer, buffer.range(binding.offset, binding.length,
-                                                   f"{where} binding {b}")))
+            buffers = [table[binding.slot] for binding in command.bindings]
+            for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
+                if buffer is None or binding.offset + binding.length > buffer.size:
+                    raise _binding_error(index, command, b, buffer, binding)
             if command.kind == "dispatch":
-                self._dispatch(command, views)
+                self._dispatch(command, buffers)
             elif command.kind == "copy":
-                views[1][1][:] = views[0][1]
+                source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
+                target[:] = source
             elif command.kind == "fill":
                 pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-                views[0][1].reshape(-1, command.fill_pattern_length)[:] = np.frombuffer(pattern,
-                                                                                        np.uint8)
+                target = _view(buffers[0], command.bindings[0])
+                target.reshape(-1, command.fill_pattern_length)[:] = np.frombuffer(pattern, np.uint8)
 
-    def _dispatch(self, command: Command, views: list) -> None:
+    def _dispatch(self, command: Command, buffers: list) -> None:
         kernel = command.executable.kernels[command.export_ordinal]
-        pointers = ffi.new("void *[]", [ffi.cast("void *", buffer.address + binding.offset)
-                                        for (buffer, _), binding in zip(views, command.bindings)])
-        lengths = ffi.new("uint64_t[]", [binding.length for binding in command.bindings])
-        push = ffi.new("uint32_t[]", command.push_constants)
-        state = ffi.new("pyree_cpu_dispatch_state_t *")
-        state.bindings, state.binding_lengths, state.binding_count = pointers, lengths, len(views)
+        lengths, push = _static_arrays(command)
+        addresses = ffi.new("uintptr_t[]", [buffer.address + binding.offset
+                                            for buffer, binding in zip(buffers, command.bindings)])
+        state = ffi.new("pyree_cpu_dispatch_state_t *")  # addresses stays referenced until the call ends
+        state.bindings = ffi.cast("void **", addresses)
+        state.binding_lengths, state.binding_count = lengths, len(buffers)
         state.push_constants, state.push_constant_count = push, len(command.push_constants)
         status = self.run_workgroups(kernel, state) if kernel.workgroup_count else 0
         if status:
             raise HalError("INTERNAL", f"kernel '{kernel.name}' returned error status {status}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _static_arrays(command: Command):
+    """A dispatch's binding lengths and push constants: fixed when the command was recorded."""
+    return (ffi.new("uint64_t[]", [binding.length for binding in command.bindings]),
+            ffi.new("uint32_t[]", command.push_constants))
+
+
+def _view(buffer: HostBuffer, binding) -> np.ndarray:
+    return buffer.bytes[binding.offset:binding.offset + binding.length]
+
+
+def _binding_error(index: int, command: Command, b: int, buffer, binding) -> HalError:
+    where = f"command {index} ({command.kind}) binding {b}"
+    if buffer is None:
+        return HalError("INVALID_ARGUMENT", f"{where}: slot {binding.slot} has no buffer")
+    return HalError("OUT_OF_RANGE", f"{where}: bytes [{binding.offset}, +{binding.length}) lie "
+                                    f"outside a {buffer.size}-byte buffer")

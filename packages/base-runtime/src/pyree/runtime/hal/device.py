@@ -15,7 +15,7 @@ from pyree.runtime.hal.ffi import INFINITE_TIMEOUT_NS, PROCESS, check, check_str
 # Parsed once: ffi.new with a type string re-parses it on every call of the hot path.
 _DEVICE_INFOS = ffi.typeof("pyree_hal_device_info_t[]")
 _DEVICE_OUT = ffi.typeof("pyree_hal_device_v1_t **")
-_SEMAPHORE_LIST = ffi.typeof("pyree_hal_semaphore_list_t *")
+_SEMAPHORE_LISTS = ffi.typeof("pyree_hal_semaphore_list_t[]")
 _HANDLE_OUT = ffi.typeof("pyree_handle_t *")
 _HANDLES = ffi.typeof("pyree_handle_t[]")
 _U32_OUT = ffi.typeof("uint32_t *")
@@ -108,15 +108,14 @@ class Device:
         """One crossing: runs a recorded command buffer on these buffers once ``wait`` is reached,
         then signals ``signal``. Does not wait for completion."""
         table = ffi.new(_HANDLES, [b.handle if b is not None else 0 for b in binding_table])
-        lists = []
-        for entries in (wait, signal):
-            sl = ffi.new(_SEMAPHORE_LIST)
-            handles = ffi.new(_HANDLES, [s.handle for s, _ in entries])
-            values = ffi.new(_U64S, [v for _, v in entries])
-            sl.count, sl.semaphores, sl.values = len(entries), handles, values
-            lists.append((sl, handles, values))
+        lists = ffi.new(_SEMAPHORE_LISTS, 2)
+        handles = ffi.new(_HANDLES, [s.handle for s, _ in wait] + [s.handle for s, _ in signal])
+        values = ffi.new(_U64S, [v for _, v in wait] + [v for _, v in signal])
+        lists[0].count, lists[0].semaphores, lists[0].values = len(wait), handles, values
+        lists[1].count = len(signal)
+        lists[1].semaphores, lists[1].values = handles + len(wait), values + len(wait)
         self._check(self._vt.queue_submit(self._vt.self, command_buffer.handle, len(binding_table),
-                                          table, lists[0][0], lists[1][0]),
+                                          table, lists, lists + 1),
                     "submit")
 
 

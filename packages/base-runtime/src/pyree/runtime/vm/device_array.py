@@ -1,25 +1,32 @@
-"""DeviceArray: a function result that stays on the device until it is read."""
+"""DeviceArray: a tensor in a device buffer, valid once its producing work is done."""
 
 from __future__ import annotations
 
 import numpy as np
 from pyree.runtime.element_types import element_type_of
+from pyree.runtime.errors import PyreeError
 from pyree.runtime.hal.device import Buffer, Device, Semaphore
+from pyree.runtime.hal.ffi import PROCESS
 from pyree.runtime.vm.tensor_type import TensorType
 
 
 class DeviceArray:
     """``type`` values in ``buffer``, valid once ``ready`` (semaphore, value) is reached.
 
-    ``keepalive`` holds the rest of the producing call's buffers (arguments, transient arena)
-    until the result is gone, so no driver sees a buffer released while work on it may run.
+    ``call`` holds the producing call's other buffers and inputs until that call is seen to
+    finish; then they go back to ``pool``, and so does this buffer once the array is collected
+    (if no unfinished call reads it: ``readers``).
     """
 
-    def __init__(self, buffer: Buffer, type: TensorType, ready: tuple[Semaphore, int], keepalive=()):
+    def __init__(self, buffer: Buffer, type: TensorType, ready: tuple[Semaphore, int],
+                 call=None, pool=None):
         self.buffer = buffer
         self.type = type
         self.ready = ready
-        self._keepalive = keepalive
+        self.readers = 0
+        self._call = call
+        self._pool = pool
+        self._done = call is None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -35,8 +42,16 @@ class DeviceArray:
 
     def wait(self) -> None:
         """Blocks until the value is computed; raises the driver's error if computing it failed."""
+        if self._done:
+            return
         semaphore, value = self.ready
-        semaphore.wait(value)
+        try:
+            semaphore.wait(value)
+        except PyreeError:
+            self._call.on_failure(semaphore)
+            raise
+        self._done = True
+        self._call.finished()
 
     def to_host(self) -> np.ndarray:
         self.wait()
@@ -51,6 +66,10 @@ class DeviceArray:
 
     def __repr__(self) -> str:
         return f"<DeviceArray {self.type} on {self.device.uri}>"
+
+    def __del__(self):
+        if self._pool is not None and self._done and self.readers == 0 and not PROCESS.exiting:
+            self._pool.give(self.buffer)
 
 
 def asdevicearray(device: Device, array) -> DeviceArray:

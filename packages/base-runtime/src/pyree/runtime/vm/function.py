@@ -1,15 +1,20 @@
 """Function: one exported function of a loaded module, callable with numpy arrays.
 
-A call checks its arguments, uploads host arguments, allocates results and the transient arena,
-and submits the recorded command buffers with that call's binding table. Results come back as
-DeviceArrays that become ready when the call's semaphore is signalled; checks run on the host
-between command buffers.
+A call checks its arguments, uploads host arguments, takes results and the transient arena from
+the module's buffer pool, and submits the recorded command buffers with that call's binding
+table, each step waiting on the last one on the function's own timeline semaphore. Results come
+back as DeviceArrays that become ready when the timeline reaches the call's last value; checks run
+on the host between command buffers. In steady state a call with numpy arguments crosses the
+driver ABI once per upload, once to submit, and once each to wait and to read a result.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
-from pyree.runtime.errors import CheckError, InvocationError
+from pyree.runtime.errors import CheckError, InvocationError, PyreeError
+from pyree.runtime.vm.buffer_pool import CallResources
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.program import record
@@ -26,6 +31,9 @@ class Function:
         self._result_sizes = list(tree.resultSizes)
         self._transient_size = tree.transientSize
         self._program = record(tree, loaded.device, loaded.executable)
+        self._timeline = loaded.device.create_semaphore(0)
+        self._value = 0
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         args = ", ".join(map(str, self.argument_types))
@@ -48,14 +56,16 @@ class Function:
 
     # -- one call ------------------------------------------------------------------------------
 
-    def _argument(self, index: int, arg, t: TensorType, waits: list):
+    def _argument(self, index: int, arg, t: TensorType, waits: list, scratch: list, inputs: list):
         where = f"function '{self.name}' argument {index}"
         device = self._loaded.device
         if isinstance(arg, DeviceArray):
             if arg.type != t:
                 raise InvocationError(f"{where}: expected {t}, got {arg.type}")
             if arg.device is device:
-                waits.append(arg.ready)
+                if not arg._done:
+                    waits.append(arg.ready)
+                inputs.append(arg)
                 return arg.buffer
             arg = arg.to_host()
         if isinstance(arg, np.ndarray):
@@ -68,9 +78,10 @@ class Function:
                                       f"that does not convert: {e}") from None
         if array.shape != t.shape or array.dtype != t.dtype:
             raise InvocationError(f"{where}: expected {t}, got {describe(array)}")
-        buffer = device.allocate(t.nbytes)
+        buffer = self._loaded.pool.take(t.nbytes)
         if t.nbytes:
             buffer.write(0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        scratch.append(buffer)
         return buffer
 
     def _run(self, args: tuple, failures: list | None) -> list[DeviceArray]:
@@ -78,35 +89,55 @@ class Function:
             expected = ", ".join(map(str, self.argument_types)) or "none"
             raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
                                   f"arguments ({expected}), got {len(args)}")
-        device = self._loaded.device
+        pool = self._loaded.pool
         waits: list = []
+        scratch: list = []
+        inputs: list = []
         buffers = {
-            "argument": [self._argument(i, a, t, waits)
+            "argument": [self._argument(i, a, t, waits, scratch, inputs)
                          for i, (a, t) in enumerate(zip(args, self.argument_types))],
-            "result": [device.allocate(size) for size in self._result_sizes],
-            "transient": [device.allocate(self._transient_size)
+            "result": [pool.take(size) for size in self._result_sizes],
+            "transient": [pool.take(self._transient_size)
                           if ("transient", 0) in self._program.sources else None],
             "constant": self._loaded.constants,
         }
+        scratch.extend(b for b in buffers["transient"] if b is not None)
         table = [buffers[kind][index] for kind, index in self._program.sources]
-        semaphore, value = device.create_semaphore(0), 0
-        for step in self._program.steps:
-            if isinstance(step, CheckStep):
-                semaphore.wait(value)
-                failure = self._check(step, buffers)
-                if failure is not None and failures is None:
-                    raise CheckError([failure])
-                if failure is not None:
-                    failures.append(failure)
-                continue
-            device.queue_submit(step, table, waits + [(semaphore, value)], [(semaphore, value + 1)])
-            value, waits = value + 1, []
-        keepalive = (buffers["argument"], buffers["transient"])
-        results = [DeviceArray(buffer, t, (semaphore, value), keepalive)
+        call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
+        device = self._loaded.device
+        with self._lock:
+            semaphore, value = self._timeline, self._value
+            for step in self._program.steps:
+                if isinstance(step, CheckStep):
+                    self._wait(semaphore, value)
+                    failure = self._check(step, buffers)
+                    if failure is not None and failures is None:
+                        raise CheckError([failure])
+                    if failure is not None:
+                        failures.append(failure)
+                    continue
+                device.queue_submit(step, table, waits + [(semaphore, value)], [(semaphore, value + 1)])
+                value, waits = value + 1, []
+                self._value = value
+        results = [DeviceArray(buffer, t, (semaphore, value), call, pool)
                    for buffer, t in zip(buffers["result"], self.result_types)]
         if not results:
-            semaphore.wait(value)  # nothing to read later: surface failures now
+            self._wait(semaphore, value)  # nothing to read later: surface failures now
+            call.finished()
         return results
+
+    def _wait(self, semaphore, value: int) -> None:
+        try:
+            semaphore.wait(value)
+        except PyreeError:
+            self._timeline_failed(semaphore)
+            raise
+
+    def _timeline_failed(self, semaphore) -> None:
+        """A failure fails every later value of a timeline: later calls start a fresh one."""
+        with self._lock:
+            if semaphore is self._timeline:
+                self._timeline, self._value = self._loaded.device.create_semaphore(0), 0
 
     @staticmethod
     def _read(operand: Operand, buffers: dict) -> np.ndarray:

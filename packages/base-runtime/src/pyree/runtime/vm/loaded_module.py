@@ -10,6 +10,7 @@ from pyree.runtime.hal.device import Device
 from pyree.runtime.hal.registry import get_device
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import executables
+from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
 
 
@@ -17,6 +18,7 @@ class LoadedModule:
     def __init__(self, module: Module, device: Device):
         self.module = module
         self.device = device
+        self.pool = BufferPool(device)
         chosen = executables.select(module, device)
         self.executable = executables.load(module, chosen, device) if chosen is not None else None
         self.constants = []
