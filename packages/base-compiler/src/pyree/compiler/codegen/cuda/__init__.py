@@ -1,0 +1,92 @@
+"""The ``cuda`` target: kernels -> LLVM NVPTX (llvmlite) -> PTX, plus a cubin when ptxas exists.
+
+``compile_executable`` picks a template per kernel: contraction (tiled matmul), reduction, or
+elementwise; each export records its grid, block and dynamic shared-memory size and its bindings.
+The target comes from ``CompileOptions.cuda_target`` (``--pyree-cuda-target``), resolved by
+``targets.resolve_target``; the default ``sm_80`` runs on every Ampere-or-newer GPU (PTX is JIT-
+compiled by the driver where the cubin does not match).
+"""
+
+from __future__ import annotations
+
+from pyree.compiler._fb.BindingAccess import BindingAccess
+from pyree.compiler._fb.BindingLayout import BindingLayoutT
+from pyree.compiler._fb.CudaExecutable import CudaExecutableT
+from pyree.compiler._fb.DataRef import DataRefT
+from pyree.compiler._fb.Executable import ExecutableT
+from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
+from pyree.compiler._fb.GpuExport import GpuExportT
+from pyree.compiler.codegen.cuda import elementwise, matmul, matmul_mma, reduction
+from pyree.compiler.codegen.cuda.llvm_text import Module
+from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, ptxas_path
+from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
+from pyree.compiler.kernel import Kernel
+
+__all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
+
+_ACCESS = {"read": BindingAccess.read, "write": BindingAccess.write,
+           "read_write": BindingAccess.read_write}
+
+
+def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
+    """Writes one kernel into ``module``; returns its Launch."""
+    if kernel.reduction_ranges:
+        contraction = matmul.match(kernel)
+        if contraction is not None:
+            tensor_cores = matmul_mma.plan(kernel, contraction, target.sm)
+            if tensor_cores is not None:
+                return matmul_mma.emit(module, kernel, name, contraction, tensor_cores)
+            return matmul.emit(module, kernel, name, contraction)
+        return reduction.emit(module, kernel, name)
+    return elementwise.emit(module, kernel, name)
+
+
+def export_name(index: int, kernel: Kernel) -> str:
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
+    return f"k{index}_{safe}"[:120]
+
+
+def generate_ptx(kernels: list[Kernel], target: CudaTarget):
+    """(PTX text, [(export name, Launch)]) for ``kernels``, in order."""
+    module = Module(data_layout(target))
+    launches = []
+    for i, k in enumerate(kernels):
+        name = export_name(i, k)
+        launches.append((name, emit_kernel(module, k, name, target)))
+    return compile_to_ptx(module.text(), target), launches
+
+
+def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
+    target = resolve_target(options.cuda_target or DEFAULT_TARGET)
+    ptx, launches = generate_ptx(kernels, target)
+    cuda = CudaExecutableT()
+    cuda.targetArch = target.arch
+    cuda.ptx = builder.add_data(ptx.encode())
+    ptxas = ptxas_path()
+    cubin = assemble(ptx, target, ptxas) if ptxas else None
+    if cubin is not None:
+        cuda.cubinArch = target.arch
+        cuda.cubin = builder.add_data(cubin)
+    else:
+        cuda.cubinArch = ""
+        cuda.cubin = DataRefT()
+        cuda.cubin.offset, cuda.cubin.length = 0, 0
+    cuda.exports = []
+    for kernel, (name, launch) in zip(kernels, launches):
+        export = GpuExportT()
+        export.name = name
+        export.gridSize = list(launch.grid)
+        export.blockSize = list(launch.block)
+        export.sharedMemoryBytes = launch.shared_memory_bytes
+        export.bindings = []
+        for b in kernel.bindings:
+            layout = BindingLayoutT()
+            layout.access = _ACCESS[b.access]
+            layout.minLength = b.num_bytes
+            export.bindings.append(layout)
+        cuda.exports.append(export)
+    executable = ExecutableT()
+    executable.name = f"cuda_{target.arch}"
+    executable.format = ExecutableFormat.cuda
+    executable.cuda = cuda
+    return executable

@@ -1,0 +1,102 @@
+"""Address arithmetic shared by the kernel templates: affine indices to element offsets, loads,
+stores and index decomposition, all in i64."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda.llvm_text import Function, storage_type
+
+
+@dataclass(frozen=True)
+class Linear:
+    """An access's element offset: ``sum(coeffs[l] * loop[l]) + const`` over the kernel's loops."""
+
+    coeffs: tuple[int, ...]
+    const: int
+
+    def contiguous(self, inner: int, width: int, loops: range) -> bool:
+        """True when ``width`` consecutive values of loop ``inner`` hit ``width`` consecutive,
+        ``width``-aligned elements, for every value of the other ``loops``."""
+        return (self.coeffs[inner] == 1 and self.const % width == 0
+                and all(self.coeffs[l] % width == 0 for l in loops if l != inner))
+
+
+def linearize(binding: K.Binding, index: tuple[K.AffineExpr, ...], num_loops: int) -> Linear:
+    strides, s = [], 1
+    for n in reversed(binding.shape):
+        strides.append(s)
+        s *= n
+    strides.reverse()
+    coeffs = [0] * num_loops
+    c = 0
+    for stride, ix in zip(strides, index):
+        for l, v in enumerate(ix.coeffs):
+            coeffs[l] += stride * v
+        c += stride * ix.const
+    return Linear(tuple(coeffs), c)
+
+
+def offset(fn: Function, lin: Linear, loops: list) -> str:
+    """i64 element offset; ``loops`` holds i64 SSA names or Python ints."""
+    total = str(lin.const)
+    for c, v in zip(lin.coeffs, loops):
+        if c == 0:
+            continue
+        term = str(c * v) if isinstance(v, int) else fn.op(f"mul i64 {v}, {c}")
+        total = fn.op(f"add i64 {total}, {term}")
+    return total
+
+
+def element_ptr(fn: Function, base: str, dtype: str, off: str) -> str:
+    return fn.op(f"getelementptr {storage_type(dtype)}, ptr addrspace(1) {base}, i64 {off}")
+
+
+def load(fn: Function, ptr: str, dtype: str) -> str:
+    st = storage_type(dtype)
+    v = fn.op(f"load {st}, ptr addrspace(1) {ptr}, align {K.itemsize(dtype)}")
+    return fn.op(f"icmp ne i8 {v}, 0") if dtype == "i1" else v
+
+
+def store(fn: Function, ptr: str, dtype: str, value: str) -> None:
+    if dtype == "i1":
+        value = fn.op(f"zext i1 {value} to i8")
+    fn.raw(f"store {storage_type(dtype)} {value}, ptr addrspace(1) {ptr}, align {K.itemsize(dtype)}")
+
+
+def decompose(fn: Function, linear: str, ranges: tuple[int, ...]) -> list[str]:
+    """Row-major multi-index of ``linear`` over ``ranges`` (i64 values)."""
+    out: list[str] = []
+    q = linear
+    for i, n in enumerate(reversed(ranges)):
+        if i == len(ranges) - 1:
+            out.append(q)
+        else:
+            out.append(fn.op(f"urem i64 {q}, {n}"))
+            q = fn.op(f"udiv i64 {q}, {n}")
+    return list(reversed(out))
+
+
+def global_thread_id(fn: Function) -> str:
+    cta = fn.op(f"zext i32 {fn.special('ctaid.x')} to i64")
+    ntid = fn.op(f"zext i32 {fn.special('ntid.x')} to i64")
+    tid = fn.op(f"zext i32 {fn.special('tid.x')} to i64")
+    return fn.op(f"add i64 {fn.op(f'mul i64 {cta}, {ntid}')}, {tid}")
+
+
+def kernel_params(kernel: K.Kernel) -> list[str]:
+    return [f"ptr addrspace(1) %b{i}" for i in range(len(kernel.bindings))]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a template decided: the export's grid, block and dynamic shared-memory size."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_memory_bytes: int = 0
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

@@ -1,0 +1,131 @@
+"""Elementwise kernels (no reduction loops): one thread per ``V`` consecutive innermost elements.
+
+``V`` is 16 bytes over the widest element type (4 x f32, 8 x f16) when the innermost range allows.
+Accesses that are contiguous and V-aligned in that loop become one 16-byte vector load/store; a
+uniform branch checks at run time that those binding pointers are 16-byte aligned and otherwise
+takes the scalar copy of the body, so an odd binding offset is slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.llvm_text import Function, Module, storage_type
+from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+
+BLOCK = 256
+
+
+def vector_width(kernel: K.Kernel) -> int:
+    par = kernel.parallel_ranges
+    if not par:
+        return 1
+    width = 16 // max(K.itemsize(b.dtype) for b in kernel.bindings)
+    while width > 1 and par[-1] % width:
+        width //= 2
+    return max(width, 1)
+
+
+def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+    par = kernel.parallel_ranges
+    n = len(par)
+    width = vector_width(kernel)
+    groups = int(np.prod(par, dtype=np.int64)) // width
+    loops = range(n)
+    lin = {}  # (binding, index) -> Linear
+    for e in _loads(kernel):
+        lin[(e.binding, e.index)] = A.linearize(kernel.bindings[e.binding], e.index, n)
+    for r in kernel.results:
+        lin[(r.binding, r.index)] = A.linearize(kernel.bindings[r.binding], r.index, n)
+    vectorizable = {key for key, l in lin.items()
+                    if width > 1 and l.contiguous(n - 1, width, loops)}
+
+    fn = Function(module)
+    g = A.global_thread_id(fn)
+
+    def body():
+        if n:
+            idx = A.decompose(fn, g, par[:-1] + (par[-1] // width,))
+            idx[-1] = fn.op(f"mul i64 {idx[-1]}, {width}")
+        else:
+            idx = []
+        if vectorizable:
+            aligned = "true"
+            for b in sorted({b for b, _ in vectorizable}):
+                addr = fn.op(f"ptrtoint ptr addrspace(1) %b{b} to i64")
+                mask = width * K.itemsize(kernel.bindings[b].dtype) - 1
+                ok = fn.op(f"icmp eq i64 {fn.op(f'and i64 {addr}, {mask}')}, 0")
+                aligned = fn.op(f"and i1 {aligned}, {ok}")
+            vec, scal, done = fn.new_label("vec"), fn.new_label("scalar"), fn.new_label("join")
+            fn.cbr(aligned, vec, scal)
+            fn.label(vec)
+            _body(fn, kernel, idx, width, lin, vectorizable)
+            fn.br(done)
+            fn.label(scal)
+            _body(fn, kernel, idx, width, lin, set())
+            fn.br(done)
+            fn.label(done)
+        else:
+            _body(fn, kernel, idx, width, lin, set())
+
+    fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"), body)
+    module.add_kernel(name, A.kernel_params(kernel), fn)
+    block = min(BLOCK, A.ceil_div(groups, 32) * 32)
+    return A.Launch((A.ceil_div(groups, block), 1, 1), (block, 1, 1))
+
+
+def _loads(kernel: K.Kernel):
+    for r in kernel.results:
+        for e in K.walk(r.value):
+            if isinstance(e, K.Load):
+                yield e
+
+
+def _body(fn: Function, kernel: K.Kernel, idx: list[str], width: int, lin: dict,
+          vectorized: set) -> None:
+    vectors: dict = {}
+
+    def vector_load(key, dtype):
+        if key not in vectors:
+            ptr = A.element_ptr(fn, f"%b{key[0]}", dtype, A.offset(fn, lin[key], idx))
+            st = storage_type(dtype)
+            align = width * K.itemsize(dtype)
+            vectors[key] = fn.op(f"load <{width} x {st}>, ptr addrspace(1) {ptr}, align {align}")
+        return vectors[key]
+
+    lanes = []
+    for lane in range(width):
+        loop = idx[:-1] + [fn.op(f"add i64 {idx[-1]}, {lane}")] if idx else []
+
+        def load(e: K.Load, loop=loop, lane=lane):
+            key = (e.binding, e.index)
+            if key in vectorized:
+                v = fn.op(f"extractelement <{width} x {storage_type(e.dtype)}> "
+                          f"{vector_load(key, e.dtype)}, i32 {lane}")
+                return fn.op(f"icmp ne i8 {v}, 0") if e.dtype == "i1" else v
+            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin[key], loop))
+            return A.load(fn, ptr, e.dtype)
+
+        lower = ScalarLowering(fn, load, lambda d, loop=loop: loop[d], location=kernel.location)
+        lanes.append([lower(r.value) for r in kernel.results])
+
+    for k, r in enumerate(kernel.results):
+        dtype = kernel.bindings[r.binding].dtype
+        key = (r.binding, r.index)
+        if key in vectorized:
+            st = storage_type(dtype)
+            vec = "undef"
+            for lane in range(width):
+                v = lanes[lane][k]
+                if dtype == "i1":
+                    v = fn.op(f"zext i1 {v} to i8")
+                vec = fn.op(f"insertelement <{width} x {st}> {vec}, {st} {v}, i32 {lane}")
+            ptr = A.element_ptr(fn, f"%b{r.binding}", dtype, A.offset(fn, lin[key], idx))
+            fn.raw(f"store <{width} x {st}> {vec}, ptr addrspace(1) {ptr}, "
+                   f"align {width * K.itemsize(dtype)}")
+        else:
+            for lane in range(width):
+                loop = idx[:-1] + [fn.op(f"add i64 {idx[-1]}, {lane}")] if idx else []
+                ptr = A.element_ptr(fn, f"%b{r.binding}", dtype, A.offset(fn, lin[key], loop))
+                A.store(fn, ptr, dtype, lanes[lane][k])

@@ -1,0 +1,230 @@
+"""Contractions (``acc += X(m, k) * Y(k, n)`` over the two innermost parallel loops and one reduction
+loop, any leading batch loops): a tiled SIMT kernel.
+
+X and Y are arbitrary expressions (casts, fused producers), evaluated once per tile element and
+staged in shared memory, double-buffered; each thread accumulates a TM x TN register tile read
+with vector shared-memory loads. Out-of-range tile elements are loaded at clamped indices and
+replaced by 0, so odd shapes need no branches in the main loop. The epilogue adds ``init``,
+applies the fused epilogue expression and stores with bounds checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.errors import CompileError
+
+_SUFFIX = {"float": "f32", "double": "f64", "half": "f16"}
+
+
+@dataclass(frozen=True)
+class Contraction:
+    x: K.Expr          # depends on batch, m, k
+    y: K.Expr          # depends on batch, k, n
+    dtype: str         # the product/accumulator dtype
+
+
+def _deps(e: K.Expr, num_loops: int) -> set[int]:
+    dims: set[int] = set()
+    for s in K.walk(e):
+        if isinstance(s, K.Load):
+            for ix in s.index:
+                dims |= {l for l, c in enumerate(ix.coeffs) if c}
+        elif isinstance(s, K.LoopIndex):
+            dims.add(s.dim)
+        elif isinstance(s, K.Acc):
+            dims.add(-1)
+    return dims
+
+
+def match(kernel: K.Kernel) -> Contraction | None:
+    if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
+        return None
+    v = kernel.results[0].value
+    if not isinstance(v, K.Binary) or v.op != "add" or not K.is_float(v.dtype):
+        return None
+    acc = K.Acc(0, v.dtype)
+    prod = v.b if v.a == acc else v.a if v.b == acc else None
+    if not isinstance(prod, K.Binary) or prod.op != "mul" or prod.dtype != v.dtype:
+        return None
+    n_loops = len(kernel.loop_ranges)
+    m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
+    da, db = _deps(prod.a, n_loops), _deps(prod.b, n_loops)
+    if -1 in da or -1 in db:
+        return None
+    if n not in da and m not in db:
+        return Contraction(prod.a, prod.b, v.dtype)
+    if m not in da and n not in db:
+        return Contraction(prod.b, prod.a, v.dtype)
+    return None
+
+
+@dataclass(frozen=True)
+class Tiling:
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+def choose_tiling(m: int, n: int) -> Tiling:
+    if m >= 128 and n >= 128:
+        return Tiling(128, 128, 8, 8, 8)
+    return Tiling(32, 32, 8, 2, 2)
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launch:
+    par = kernel.parallel_ranges
+    batch = par[:-2]
+    M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
+    nb = int(np.prod(batch, dtype=np.int64))
+    if nb > 65535:
+        raise CompileError(f"batch of {nb} matrix products exceeds the CUDA grid", kernel.location)
+    t = choose_tiling(M, N)
+    ty_ = llvm_type(c.dtype)
+    isz = K.itemsize(c.dtype)
+    n_loops = len(kernel.loop_ranges)
+    lin_cache: dict = {}
+
+    def lin(b, index):
+        if (b, index) not in lin_cache:
+            lin_cache[(b, index)] = A.linearize(kernel.bindings[b], index, n_loops)
+        return lin_cache[(b, index)]
+
+    fn = Function(module)
+
+    def lowering(loop, acc=None):
+        def load(e):
+            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
+            return A.load(fn, ptr, e.dtype)
+        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+
+    a_sh = module.shared_array(f"{name}_a", ty_, 2 * t.bk * t.bm, 32)
+    b_sh = module.shared_array(f"{name}_b", ty_, 2 * t.bk * t.bn, 32)
+    tid = fn.op(f"zext i32 {fn.special('tid.x')} to i64")
+    bx, by = fn.special("ctaid.x"), fn.special("ctaid.y")
+    n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
+    m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {t.bm}")
+    bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
+    bidx = A.decompose(fn, bz, batch) if batch else []
+    tx = fn.op(f"urem i64 {tid}, {t.bn // t.tn}")
+    ty = fn.op(f"udiv i64 {tid}, {t.bn // t.tn}")
+    zero = const(0.0, c.dtype)
+
+    def clamp(v, hi):
+        return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(hi - 1))])
+
+    def fetch(kt):
+        """This thread's share of tile kt of X and Y, as registers."""
+        k0 = fn.op(f"mul i64 {kt}, {t.bk}")
+        xs, ys = [], []
+        for j in range(t.bm * t.bk // t.threads):
+            e = fn.op(f"add i64 {tid}, {t.threads * j}")
+            i, kk = fn.op(f"udiv i64 {e}, {t.bk}"), fn.op(f"urem i64 {e}, {t.bk}")
+            gm, gk = fn.op(f"add i64 {m0}, {i}"), fn.op(f"add i64 {k0}, {kk}")
+            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
+            v = lowering(bidx + [clamp(gm, M), 0, clamp(gk, KD)])(c.x)
+            xs.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bm}')}, {i}"),
+                       fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
+        for j in range(t.bn * t.bk // t.threads):
+            e = fn.op(f"add i64 {tid}, {t.threads * j}")
+            kk, jn = fn.op(f"udiv i64 {e}, {t.bn}"), fn.op(f"urem i64 {e}, {t.bn}")
+            gn, gk = fn.op(f"add i64 {n0}, {jn}"), fn.op(f"add i64 {k0}, {kk}")
+            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gn}, {N}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
+            v = lowering(bidx + [0, clamp(gn, N), clamp(gk, KD)])(c.y)
+            ys.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bn}')}, {jn}"),
+                       fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
+        return xs, ys
+
+    def stash(regs, buf):
+        xs, ys = regs
+        for arr, vals, size in ((a_sh, xs, t.bk * t.bm), (b_sh, ys, t.bk * t.bn)):
+            base = fn.op(f"mul i64 {buf}, {size}")
+            for off, v in vals:
+                p = fn.op(f"getelementptr {ty_}, ptr addrspace(3) {arr}, i64 {fn.op(f'add i64 {base}, {off}')}")
+                fn.raw(f"store {ty_} {v}, ptr addrspace(3) {p}")
+
+    def split(tile_dim, per_thread, who):
+        """The rows (or cols) a thread owns: two halves of the tile, per_thread/2 consecutive each."""
+        half = per_thread // 2
+        return [(fn.op(f"add i64 {fn.op(f'mul i64 {who}, {half}')}, {h * tile_dim // 2}"), half)
+                for h in range(2)]
+
+    rows, cols = split(t.bm, t.tm, ty), split(t.bn, t.tn, tx)
+    accs = []
+    for _ in range(t.tm * t.tn):
+        slot = fn.alloca(ty_)
+        fn.raw(f"store {ty_} {zero}, ptr {slot}")
+        accs.append(slot)
+
+    def read(arr, buf, size, stride, kk, spans):
+        vals = []
+        for start, width in spans:
+            off = fn.op(f"add i64 {fn.op(f'mul i64 {buf}, {size}')}, {kk * stride}")
+            p = fn.op(f"getelementptr {ty_}, ptr addrspace(3) {arr}, i64 {fn.op(f'add i64 {off}, {start}')}")
+            vec = fn.op(f"load <{width} x {ty_}>, ptr addrspace(3) {p}, align {width * isz}")
+            vals += [fn.op(f"extractelement <{width} x {ty_}> {vec}, i32 {i}") for i in range(width)]
+        return vals
+
+    num_k = A.ceil_div(KD, t.bk)
+    stash(fetch("0"), "0")
+    fn.barrier()
+
+    def step(kt):
+        cur = fn.op(f"and i64 {kt}, 1")
+        nxt = fetch(fn.op(f"add i64 {kt}, 1"))
+        olds = [fn.op(f"load {ty_}, ptr {s}") for s in accs]
+        for kk in range(t.bk):
+            av = read(a_sh, cur, t.bk * t.bm, t.bm, kk, rows)
+            bv = read(b_sh, cur, t.bk * t.bn, t.bn, kk, cols)
+            olds = [fn.call(ty_, f"llvm.fmuladd.{_SUFFIX[ty_]}",
+                            [(ty_, av[i]), (ty_, bv[j]), (ty_, olds[i * t.tn + j])])
+                    for i in range(t.tm) for j in range(t.tn)]
+        for s, v in zip(accs, olds):
+            fn.raw(f"store {ty_} {v}, ptr {s}")
+        has_next = fn.op(f"icmp ult i64 {fn.op(f'add i64 {kt}, 1')}, {num_k}")
+        fn.if_then(has_next, lambda: stash(nxt, fn.op(f"xor i64 {cur}, 1")))
+        fn.barrier()
+
+    fn.loop("0", str(num_k), "1", step)
+
+    row_ids = [fn.op(f"add i64 {fn.op(f'add i64 {m0}, {s}')}, {i}") for s, w in rows for i in range(w)]
+    col_ids = [fn.op(f"add i64 {fn.op(f'add i64 {n0}, {s}')}, {j}") for s, w in cols for j in range(w)]
+    for i, gm in enumerate(row_ids):
+        for j, gn in enumerate(col_ids):
+            total = fn.op(f"load {ty_}, ptr {accs[i * t.tn + j]}")
+            store_element(fn, kernel, c, bidx, gm, gn, total, lowering)
+    module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
+    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (t.threads, 1, 1))
+
+
+def store_element(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn: str,
+                  total: str, lowering) -> None:
+    """C[gm, gn] = epilogue(init + total), when (gm, gn) is inside the output."""
+    r = kernel.results[0]
+    M, N = kernel.parallel_ranges[-2:]
+    ty_ = llvm_type(c.dtype)
+    out_dtype = kernel.bindings[r.binding].dtype
+    n_loops = len(kernel.loop_ranges)
+
+    def store():
+        loop = bidx + [gm, gn, 0]
+        init = lowering(loop)(r.init) if r.init is not None else const(0.0, c.dtype)
+        acc = fn.op(f"fadd {ty_} {init}, {total}")
+        value = lowering(loop, lambda k: acc)(r.epilogue) if r.epilogue is not None else acc
+        lin = A.linearize(kernel.bindings[r.binding], r.index, n_loops)
+        ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype, A.offset(fn, lin, loop))
+        A.store(fn, ptr, out_dtype, value)
+
+    ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ult i64 {gn}, {N}')}")
+    fn.if_then(ok, store)

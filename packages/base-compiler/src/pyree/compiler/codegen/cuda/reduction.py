@@ -1,0 +1,209 @@
+"""Reduction kernels.
+
+When every result folds with one associative operator (``acc = acc <op> f(loads)``, op in add,
+mul, max, min, and, or, xor) and the reduction is long, one block computes one output: threads
+stride over the reduction (coalesced along the innermost reduced dim), fold in registers, then
+across the warp with shuffles and across warps through shared memory. Otherwise (argmax-style
+multi-result updates, short reductions) one thread computes one output serially, which is always
+correct. Float folds are reassociated, as every GPU compiler does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.errors import CompileError
+
+FOLDS = ("add", "mul", "max", "min", "and", "or", "xor")
+PARALLEL_MIN_REDUCTION = 128
+
+
+def fold_pattern(kernel: K.Kernel) -> list[tuple[str, K.Expr]] | None:
+    """Per result (op, f) when its update is ``Acc <op> f`` with ``f`` free of accumulators."""
+    out = []
+    for k, r in enumerate(kernel.results):
+        v = r.value
+        if not isinstance(v, K.Binary) or v.op not in FOLDS:
+            return None
+        if v.a == K.Acc(k, v.dtype):
+            f = v.b
+        elif v.b == K.Acc(k, v.dtype):
+            f = v.a
+        else:
+            return None
+        if any(isinstance(e, K.Acc) for e in K.walk(f)):
+            return None
+        out.append((v.op, f))
+    return out
+
+
+def identity(op: str, dtype: str) -> str:
+    if K.is_float(dtype):
+        v = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
+        return const(v, dtype)
+    if dtype == "i1":
+        return "true" if op in ("and", "mul", "min") else "false"
+    info = np.iinfo(K.DTYPES[dtype])
+    v = {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1,
+         "max": info.min, "min": info.max}[op]
+    if K.is_unsigned(dtype) and v == info.max:
+        v = -1  # LLVM integers are sign-agnostic: all ones
+    return const(v, dtype)
+
+
+def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+    folds = fold_pattern(kernel)
+    if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
+        return _emit_block(module, kernel, name, folds)
+    return _emit_serial(module, kernel, name)
+
+
+def _lin(kernel: K.Kernel):
+    n = len(kernel.loop_ranges)
+    cache = {}
+
+    def get(binding: int, index) -> A.Linear:
+        if (binding, index) not in cache:
+            cache[(binding, index)] = A.linearize(kernel.bindings[binding], index, n)
+        return cache[(binding, index)]
+    return get
+
+
+def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, acc=None) -> ScalarLowering:
+    def load(e: K.Load):
+        ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
+        return A.load(fn, ptr, e.dtype)
+    return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+
+
+def _finish(fn: Function, kernel: K.Kernel, p: list, lin, accs: list[str]) -> None:
+    """Applies each result's epilogue and stores it at the parallel index ``p``."""
+    loop = p + [0] * len(kernel.reduction_ranges)
+    lower = _lowering(fn, kernel, loop, lin, lambda k: accs[k])
+    for k, r in enumerate(kernel.results):
+        value = lower(r.epilogue) if r.epilogue is not None else accs[k]
+        dtype = kernel.bindings[r.binding].dtype
+        ptr = A.element_ptr(fn, f"%b{r.binding}", dtype, A.offset(fn, lin(r.binding, r.index), loop))
+        A.store(fn, ptr, dtype, value)
+
+
+def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+    par, red = kernel.parallel_ranges, kernel.reduction_ranges
+    outputs = int(np.prod(par, dtype=np.int64))
+    lin = _lin(kernel)
+    fn = Function(module)
+    g = A.global_thread_id(fn)
+
+    def body():
+        p = A.decompose(fn, g, par) if par else []
+        zeros = [0] * len(red)
+        init = _lowering(fn, kernel, p + zeros, lin)
+        slots = []
+        for r in kernel.results:
+            ty = llvm_type(r.value.dtype)
+            slot = fn.alloca(ty)
+            fn.raw(f"store {ty} {init(r.init)}, ptr {slot}")
+            slots.append((ty, slot))
+
+        def step(i):
+            loop = p + (A.decompose(fn, i, red) if red else [])
+            olds = [fn.op(f"load {ty}, ptr {slot}") for ty, slot in slots]
+            lower = _lowering(fn, kernel, loop, lin, lambda k: olds[k])
+            news = [lower(r.value) for r in kernel.results]
+            for (ty, slot), v in zip(slots, news):
+                fn.raw(f"store {ty} {v}, ptr {slot}")
+
+        fn.loop("0", str(int(np.prod(red, dtype=np.int64))), "1", step)
+        _finish(fn, kernel, p, lin, [fn.op(f"load {ty}, ptr {slot}") for ty, slot in slots])
+
+    fn.if_then(fn.op(f"icmp ult i64 {g}, {outputs}"), body)
+    module.add_kernel(name, A.kernel_params(kernel), fn)
+    block = min(128, A.ceil_div(outputs, 32) * 32)
+    return A.Launch((A.ceil_div(outputs, block), 1, 1), (block, 1, 1))
+
+
+def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
+    """``value`` from lane ``laneid ^ lane_mask`` (any scalar type up to 64 bits)."""
+    def shfl32(v: str, t: str) -> str:
+        return fn.call(t, f"llvm.nvvm.shfl.sync.bfly.{'f32' if t == 'float' else 'i32'}",
+                       [("i32", "-1"), (t, v), ("i32", str(lane_mask)), ("i32", "31")],
+                       "convergent")
+    if ty in ("float", "i32"):
+        return shfl32(value, ty)
+    if ty in ("double", "i64"):
+        pair = fn.op(f"bitcast {ty} {value} to <2 x i32>")
+        out = "undef"
+        for i in range(2):
+            part = shfl32(fn.op(f"extractelement <2 x i32> {pair}, i32 {i}"), "i32")
+            out = fn.op(f"insertelement <2 x i32> {out}, i32 {part}, i32 {i}")
+        return fn.op(f"bitcast <2 x i32> {out} to {ty}")
+    bits = {"half": 16, "i16": 16, "i8": 8, "i1": 1}[ty]
+    as_int = fn.op(f"bitcast half {value} to i16") if ty == "half" else value
+    wide = fn.op(f"zext i{bits} {as_int} to i32")
+    back = fn.op(f"trunc i32 {shfl32(wide, 'i32')} to i{bits}")
+    return fn.op(f"bitcast i16 {back} to half") if ty == "half" else back
+
+
+def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
+    par, red = kernel.parallel_ranges, kernel.reduction_ranges
+    outputs = int(np.prod(par, dtype=np.int64))
+    if outputs >= 2**31:
+        raise CompileError(f"reduction with {outputs} outputs exceeds the CUDA grid", kernel.location)
+    total = int(np.prod(red, dtype=np.int64))
+    block = 256 if total >= 256 else 128
+    warps = block // 32
+    lin = _lin(kernel)
+    fn = Function(module)
+    combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
+
+    p = A.decompose(fn, fn.op(f"zext i32 {fn.special('ctaid.x')} to i64"), par) if par else []
+    tid32 = fn.special("tid.x")
+    tid = fn.op(f"zext i32 {tid32} to i64")
+    slots = []
+    for op, f in folds:
+        ty = llvm_type(f.dtype)
+        slot = fn.alloca(ty)
+        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slot}")
+        slots.append((ty, slot))
+
+    def step(i):
+        loop = p + A.decompose(fn, i, red)
+        lower = _lowering(fn, kernel, loop, lin)
+        for (op, f), (ty, slot) in zip(folds, slots):
+            old = fn.op(f"load {ty}, ptr {slot}")
+            fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
+
+    fn.loop(tid, str(total), str(block), step)
+    lane = fn.op(f"and i32 {tid32}, 31")
+    warp = fn.op(f"lshr i32 {tid32}, 5")
+    shared = []
+    for k, ((op, f), (ty, slot)) in enumerate(zip(folds, slots)):
+        v = fn.op(f"load {ty}, ptr {slot}")
+        for m in (16, 8, 4, 2, 1):
+            v = combine(op, v, shuffle_xor(fn, v, ty, m), f.dtype)
+        smem = module.shared_array(f"{name}_partials{k}", ty, warps, 8)
+        shared.append(smem)
+        cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {smem}, i32 {warp}")
+        fn.if_then(fn.op(f"icmp eq i32 {lane}, 0"),
+                   lambda cell=cell, v=v, ty=ty: fn.raw(f"store {ty} {v}, ptr addrspace(3) {cell}"))
+    fn.barrier()
+
+    def last():
+        init = _lowering(fn, kernel, p + [0] * len(red), lin)
+        accs = []
+        for k, ((op, f), smem) in enumerate(zip(folds, shared)):
+            ty = llvm_type(f.dtype)
+            total_v = None
+            for w in range(warps):
+                cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {smem}, i32 {w}")
+                v = fn.op(f"load {ty}, ptr addrspace(3) {cell}")
+                total_v = v if total_v is None else combine(op, total_v, v, f.dtype)
+            accs.append(combine(op, init(kernel.results[k].init), total_v, f.dtype))
+        _finish(fn, kernel, p, lin, accs)
+
+    fn.if_then(fn.op(f"icmp eq i32 {tid32}, 0"), last)
+    module.add_kernel(name, A.kernel_params(kernel), fn)
+    return A.Launch((outputs, 1, 1), (block, 1, 1))

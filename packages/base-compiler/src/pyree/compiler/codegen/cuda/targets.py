@@ -1,0 +1,73 @@
+"""``--pyree-cuda-target`` names: ``sm_<N>``, code names and product names, as in IREE's CUDA guide.
+
+Every name resolves to one ``CudaTarget`` (the SM architecture and the PTX ISA version to emit).
+The default, ``sm_80``, is PTX that the CUDA driver compiles for any Ampere, Ada or Hopper GPU, plus
+an sm_80 cubin when ptxas is present (also valid on sm_86/sm_89). Name ``sm_90``/``hopper``/``h100``
+to get Hopper machine code directly. Unlike IREE 3.13, sm_90 and hopper are accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.compiler.errors import CompileError
+
+# arch -> the PTX ISA version emitted for it (the lowest the arch allows, but at least 7.0 so that
+# cp.async / mma.sync forms are available everywhere LLVM accepts them).
+_PTX_VERSION = {
+    "sm_60": 70, "sm_61": 70, "sm_62": 70, "sm_70": 70, "sm_72": 70, "sm_75": 70,
+    "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78, "sm_90": 78, "sm_90a": 80,
+}
+
+_CODE_NAMES = {
+    "pascal": "sm_60", "volta": "sm_70", "turing": "sm_75", "ampere": "sm_80",
+    "ada": "sm_89", "lovelace": "sm_89", "hopper": "sm_90",
+}
+
+_PRODUCTS = {
+    "p100": "sm_60", "p40": "sm_61", "p4": "sm_61", "gtx1080": "sm_61", "gtx1080ti": "sm_61",
+    "v100": "sm_70", "titanv": "sm_70",
+    "t4": "sm_75", "rtx2060": "sm_75", "rtx2070": "sm_75", "rtx2070super": "sm_75",
+    "rtx2080": "sm_75", "rtx2080super": "sm_75", "rtx2080ti": "sm_75", "titanrtx": "sm_75",
+    "a100": "sm_80", "a30": "sm_80",
+    "a10": "sm_86", "a40": "sm_86", "a6000": "sm_86", "rtx3060": "sm_86", "rtx3060ti": "sm_86",
+    "rtx3070": "sm_86", "rtx3070ti": "sm_86", "rtx3080": "sm_86", "rtx3080ti": "sm_86",
+    "rtx3090": "sm_86", "rtx3090ti": "sm_86",
+    "orin": "sm_87",
+    "l4": "sm_89", "l40": "sm_89", "l40s": "sm_89", "rtx4060": "sm_89", "rtx4060ti": "sm_89",
+    "rtx4070": "sm_89", "rtx4070ti": "sm_89", "rtx4080": "sm_89", "rtx4090": "sm_89",
+    "h100": "sm_90", "h200": "sm_90", "gh200": "sm_90", "h800": "sm_90",
+}
+
+DEFAULT_TARGET = "sm_80"
+
+
+@dataclass(frozen=True)
+class CudaTarget:
+    arch: str          # "sm_90a"
+    ptx_version: int   # 78 means PTX ISA 7.8
+
+    @property
+    def sm(self) -> int:
+        """The numeric compute capability (90 for sm_90 and sm_90a)."""
+        return int(self.arch[3:].rstrip("a"))
+
+    @property
+    def llvm_features(self) -> str:
+        return f"+ptx{self.ptx_version}"
+
+
+def accepted_names() -> list[str]:
+    return sorted(_PTX_VERSION) + sorted(_CODE_NAMES) + sorted(_PRODUCTS)
+
+
+def resolve_target(name: str) -> CudaTarget:
+    """The target a ``--pyree-cuda-target`` value names; an unknown name lists the accepted ones."""
+    key = name.strip().lower().replace("-", "").replace(" ", "")
+    arch = _CODE_NAMES.get(key) or _PRODUCTS.get(key) or (key if key in _PTX_VERSION else None)
+    if arch is None:
+        raise CompileError(
+            f"unknown --pyree-cuda-target '{name}'; accepted: SM architectures "
+            f"{', '.join(sorted(_PTX_VERSION))}; code names {', '.join(sorted(_CODE_NAMES))}; "
+            f"products {', '.join(sorted(_PRODUCTS))} (default {DEFAULT_TARGET})")
+    return CudaTarget(arch, _PTX_VERSION[arch])

@@ -1,0 +1,179 @@
+"""Command buffers in three modes (chosen per device, see README.md; ``graph`` is the default):
+
+- ``direct``: nothing is prepared; every submit walks the commands and packs each launch's
+  arguments afresh through cuda-python. The reference behaviour.
+- ``stream``: recording packs every launch's argument block once; a submit patches the binding
+  addresses in place and issues the launches on the stream.
+- ``graph``: the stream-mode launches are captured once into a CUDA graph and instantiated; a
+  submit is one cuGraphLaunch. Executable graphs are kept per binding-address set (the pool hands
+  a static-shape function the same addresses call after call); a new set is re-captured and
+  applied with cuGraphExecUpdate once the cache is full.
+
+Bindings are checked against each kernel's declared minimum lengths when recorded and against the
+actual buffers at every submit, so a bad module cannot make a kernel touch memory out of range.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+from pyree.hal.cuda.symbols import CudaError, check
+from pyree.runtime.hal.python_driver import Command, HalError
+
+MODES = ("direct", "stream", "graph")
+_GRAPH_CACHE = 4
+
+
+@dataclass
+class _Dispatch:
+    kernel: object                     # executable.Kernel
+    bindings: tuple                    # (slot, offset, length) per kernel parameter
+    push_constants: tuple
+    values: np.ndarray                 # stream mode: one u64 per parameter
+    pointers: np.ndarray               # stream mode: the void*[] cuLaunchKernel reads
+
+
+def _check_binding(table, slot, offset, length, what):
+    if slot >= len(table) or table[slot] is None:
+        raise HalError("INVALID_ARGUMENT", f"{what}: binding slot {slot} is empty")
+    buf = table[slot]
+    if offset + length > buf.size:
+        raise HalError("OUT_OF_RANGE", f"{what}: binding [{offset}, {offset + length}) exceeds "
+                                       f"its {buf.size}-byte buffer")
+    return buf.ptr + offset
+
+
+class CommandBuffer:
+    def __init__(self, device, commands: list[Command], table_size: int, mode: str):
+        self.device, self.cu, self.mode = device, device.cu, mode
+        self.table_size = table_size
+        self.ops: list = []
+        self.kernel_names: list[str] = []
+        self._checks: list[tuple[int, int, int, str]] = []
+        for i, c in enumerate(commands):
+            self._record(i, c, table_size)
+        self._graphs: dict[tuple, object] = {}
+
+    # -- recording ---------------------------------------------------------------------------
+    def _record(self, i: int, c: Command, table_size: int) -> None:
+        where = f"command {i} ({c.kind})"
+        for b in c.bindings:
+            if b.slot >= table_size:
+                raise HalError("INVALID_ARGUMENT", f"{where}: binding slot {b.slot} is outside "
+                                                   f"the {table_size}-entry binding table")
+            self._checks.append((b.slot, b.offset, b.length, where))
+        if c.kind == "barrier":
+            return  # one in-order stream: every command already follows the previous ones
+        if c.kind == "dispatch":
+            kernels = c.executable.kernels
+            if c.export_ordinal >= len(kernels):
+                raise HalError("INVALID_ARGUMENT", f"{where}: export {c.export_ordinal} does not "
+                                                   f"exist ({len(kernels)} exports)")
+            k = kernels[c.export_ordinal]
+            if len(c.bindings) != len(k.min_lengths):
+                raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{k.name}' takes "
+                                                   f"{len(k.min_lengths)} bindings, "
+                                                   f"{len(c.bindings)} given")
+            for j, (b, need) in enumerate(zip(c.bindings, k.min_lengths)):
+                if b.length < need:
+                    raise HalError("OUT_OF_RANGE", f"{where}: binding {j} of kernel '{k.name}' "
+                                                   f"is {b.length} bytes, the kernel touches {need}")
+            n = len(c.bindings) + len(c.push_constants)
+            values = np.zeros(max(n, 1), np.uint64)
+            values[len(c.bindings):n] = c.push_constants
+            pointers = np.array([values.ctypes.data + 8 * j for j in range(max(n, 1))], np.uint64)
+            self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
+                                      tuple(c.push_constants), values, pointers))
+            self.kernel_names.append(k.name)
+        elif c.kind == "copy":
+            src, dst = c.bindings
+            if src.length != dst.length:
+                raise HalError("INVALID_ARGUMENT", f"{where}: copies {src.length} bytes into "
+                                                   f"{dst.length}")
+            self.ops.append(("copy", (src.slot, src.offset), (dst.slot, dst.offset), src.length))
+        elif c.kind == "fill":
+            (t,) = c.bindings
+            if c.fill_pattern_length not in (1, 2, 4, 8) or t.length % c.fill_pattern_length:
+                raise HalError("INVALID_ARGUMENT", f"{where}: fill of {t.length} bytes with a "
+                                                   f"{c.fill_pattern_length}-byte pattern")
+            self.ops.append(("fill", (t.slot, t.offset), t.length, c.fill_pattern,
+                             c.fill_pattern_length))
+
+    # -- submission --------------------------------------------------------------------------
+    def validate(self, table) -> None:
+        for slot, offset, length, where in self._checks:
+            _check_binding(table, slot, offset, length, where)
+
+    def issue(self, stream, table) -> None:
+        self.validate(table)
+        if self.mode == "graph":
+            self._issue_graph(stream, table)
+        else:
+            self._issue_stream(stream, table, packed=self.mode == "stream")
+
+    def _issue_stream(self, stream, table, packed: bool) -> None:
+        cu = self.cu
+        for op in self.ops:
+            if isinstance(op, _Dispatch):
+                k = op.kernel
+                addresses = [table[s].ptr + off for s, off, _ in op.bindings]
+                if packed:
+                    op.values[:len(addresses)] = addresses
+                    args = op.pointers.ctypes.data
+                else:
+                    args = (tuple(addresses) + op.push_constants,
+                            (ctypes.c_void_p,) * len(addresses)
+                            + (ctypes.c_uint32,) * len(op.push_constants))
+                err = cu.cuLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream, args, 0)[0]
+                if err != cu.CUresult.CUDA_SUCCESS:
+                    check(cu, (err,), f"launch of kernel '{k.name}' (grid {k.grid}, block "
+                                      f"{k.block}, {k.shared} bytes shared)")
+            elif op[0] == "copy":
+                _, (ss, so), (ds, do), n = op
+                check(cu, cu.cuMemcpyDtoDAsync(table[ds].ptr + do, table[ss].ptr + so, n, stream),
+                      f"copy of {n} bytes")
+            else:
+                _, (ts, to), n, pattern, width = op
+                self.device.fill(stream, table[ts].ptr + to, n, pattern, width)
+
+    def _issue_graph(self, stream, table) -> None:
+        cu = self.cu
+        key = tuple(b.ptr if b is not None else 0 for b in table)
+        exec_ = self._graphs.get(key)
+        if exec_ is None:
+            exec_ = self._capture(key, table)
+        err = cu.cuGraphLaunch(exec_, stream)[0]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            check(cu, (err,), f"graph launch of kernels {', '.join(self.kernel_names)}")
+
+    def _capture(self, key, table):
+        cu, capture = self.cu, self.device.capture_stream
+        check(cu, cu.cuStreamBeginCapture(
+            capture, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture")
+        try:
+            self._issue_stream(capture, table, packed=True)
+        finally:
+            graph = check(cu, cu.cuStreamEndCapture(capture), "cuStreamEndCapture")
+        try:
+            if len(self._graphs) >= _GRAPH_CACHE:
+                old_key = next(iter(self._graphs))
+                exec_ = self._graphs.pop(old_key)
+                try:
+                    check(cu, cu.cuGraphExecUpdate(exec_, graph)[:1], "cuGraphExecUpdate")
+                except CudaError:
+                    cu.cuGraphExecDestroy(exec_)
+                    exec_ = check(cu, cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+            else:
+                exec_ = check(cu, cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        finally:
+            cu.cuGraphDestroy(graph)
+        self._graphs[key] = exec_
+        return exec_
+
+    def destroy(self) -> None:
+        for exec_ in self._graphs.values():
+            self.cu.cuGraphExecDestroy(exec_)
+        self._graphs.clear()

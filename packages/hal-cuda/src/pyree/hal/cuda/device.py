@@ -1,0 +1,205 @@
+"""One CUDA device: primary context, one non-blocking stream, pool allocator, pinned staging,
+executable cache, command buffers and GPU timeline semaphores, behind the runtime's Python-driver
+SDK (``pyree.runtime.hal.python_driver``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from urllib.parse import parse_qs
+
+import numpy as np
+from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, Staging
+from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
+from pyree.hal.cuda.executable import ExecutableCache
+from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
+from pyree.hal.cuda.symbols import CudaError, check
+from pyree.runtime.hal.python_driver import HalError, PythonDevice
+
+MODE_VARIABLE = "PYREE_CUDA_COMMAND_BUFFER_MODE"
+DEFAULT_MODE = "graph"
+
+# Fills with an 8-byte pattern whose halves differ (cuMemsetD32 covers the rest).
+_FILL64_PTX = b"""
+.version 7.0
+.target sm_60
+.address_size 64
+.visible .entry pyree_fill64(.param .u64 dst, .param .u64 pattern, .param .u64 count)
+{
+  .reg .pred %p; .reg .b32 %r<4>; .reg .b64 %rd<8>;
+  ld.param.u64 %rd1, [dst]; ld.param.u64 %rd2, [pattern]; ld.param.u64 %rd3, [count];
+  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;
+  mul.wide.u32 %rd4, %r1, %r2; cvt.u64.u32 %rd5, %r3; add.u64 %rd4, %rd4, %rd5;
+  setp.ge.u64 %p, %rd4, %rd3;
+  @%p bra DONE;
+  shl.b64 %rd6, %rd4, 3; add.u64 %rd6, %rd1, %rd6; st.global.u64 [%rd6], %rd2;
+DONE:
+  ret;
+}
+\0"""
+
+
+def parse_device_path(path: str) -> tuple[str, str]:
+    """``"0?command_buffer=stream"`` -> ("0", "stream"); the mode defaults from the environment."""
+    selector, _, query = path.partition("?")
+    params = parse_qs(query)
+    unknown = set(params) - {"command_buffer"}
+    if unknown:
+        raise HalError("INVALID_ARGUMENT", f"unknown cuda device parameter(s) {sorted(unknown)}; "
+                                           "accepted: command_buffer=direct|stream|graph")
+    mode = params.get("command_buffer", [os.environ.get(MODE_VARIABLE) or DEFAULT_MODE])[-1]
+    if mode not in MODES:
+        raise HalError("INVALID_ARGUMENT", f"unknown command buffer mode '{mode}' (from the "
+                                           f"device URI or {MODE_VARIABLE}); accepted: "
+                                           f"{', '.join(MODES)}")
+    return selector, mode
+
+
+class CudaDevice(PythonDevice):
+    executable_format = "cuda"
+
+    def __init__(self, cu, dev, ordinal: int, name: str, mode: str):
+        super().__init__()
+        self.cu, self.dev, self.ordinal, self.name, self.mode = cu, dev, ordinal, name, mode
+        self.context = check(cu, cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        self._local = threading.local()
+        self._make_current()
+        attr = cu.CUdevice_attribute
+        major = check(cu, cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "compute capability")
+        minor = check(cu, cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "compute capability")
+        self.capability = (major, minor)
+        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        self.stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
+        self.capture_stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
+        self.allocator = Allocator(cu, ordinal, self.stream, name)
+        self.staging = Staging(cu, self.stream)
+        self.executables = ExecutableCache(cu, self.capability, name)
+        self.semaphore_slots = SemaphoreSlots(cu)
+        self._fill64 = None
+        self._last_kernels: list[str] = []
+
+    def _make_current(self) -> None:
+        if getattr(self._local, "current", False):
+            return
+        check(self.cu, self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self._local.current = True
+
+    def describe_fault(self, error: CudaError) -> HalError:
+        """An asynchronous CUDA error, naming the kernels submitted last."""
+        kernels = ", ".join(self._last_kernels) or "none"
+        return HalError("INTERNAL", f"GPU work on {self.name} failed: {error.message} "
+                                    f"(kernels of the last submission: {kernels})")
+
+    # -- memory ------------------------------------------------------------------------------
+    def allocate(self, size: int) -> DeviceBuffer:
+        self._make_current()
+        return self.allocator.allocate(size)
+
+    def release_buffer(self, buffer: DeviceBuffer) -> None:
+        self._make_current()
+        self.allocator.free(buffer)
+
+    def _range(self, buffer: DeviceBuffer, offset: int, length: int, what: str) -> int:
+        if offset + length > buffer.size:
+            raise HalError("OUT_OF_RANGE", f"{what} of [{offset}, {offset + length}) is outside "
+                                           f"the {buffer.size}-byte buffer")
+        return buffer.ptr + offset
+
+    def write_buffer(self, buffer: DeviceBuffer, offset: int, source: memoryview) -> None:
+        self._make_current()
+        if len(source):
+            self.staging.upload(self._range(buffer, offset, len(source), "write"), source)
+
+    def read_buffer(self, buffer: DeviceBuffer, offset: int, target: memoryview) -> None:
+        self._make_current()
+        if len(target):
+            try:
+                self.staging.download(self._range(buffer, offset, len(target), "read"), target)
+            except CudaError as e:
+                raise self.describe_fault(e) from None
+
+    def fill(self, stream, ptr: int, length: int, pattern: int, width: int) -> None:
+        cu = self.cu
+        pattern &= (1 << (8 * width)) - 1
+        if width == 8 and pattern & 0xFFFFFFFF == pattern >> 32:
+            width, pattern = 4, pattern & 0xFFFFFFFF
+        if width == 1:
+            check(cu, cu.cuMemsetD8Async(ptr, pattern, length, stream), "cuMemsetD8Async")
+        elif width == 2:
+            check(cu, cu.cuMemsetD16Async(ptr, pattern, length // 2, stream), "cuMemsetD16Async")
+        elif width == 4:
+            check(cu, cu.cuMemsetD32Async(ptr, pattern, length // 4, stream), "cuMemsetD32Async")
+        else:
+            if self._fill64 is None:
+                module = check(cu, cu.cuModuleLoadData(_FILL64_PTX), "loading the fill kernel")
+                self._fill64 = check(cu, cu.cuModuleGetFunction(module, b"pyree_fill64"),
+                                     "pyree_fill64")
+            count = length // 8
+            values = np.array([ptr, pattern, count], np.uint64)
+            pointers = np.array([values.ctypes.data + 8 * i for i in range(3)], np.uint64)
+            check(cu, cu.cuLaunchKernel(self._fill64, -(-count // 256), 1, 1, 256, 1, 1, 0,
+                                        stream, pointers.ctypes.data, 0), "launch of pyree_fill64")
+
+    # -- executables and command buffers -----------------------------------------------------
+    def load_executable(self, params):
+        self._make_current()
+        return self.executables.load(params)
+
+    def release_executable(self, executable) -> None:
+        self._make_current()
+        self.executables.release(executable)
+
+    def create_command_buffer(self, commands, binding_table_size: int) -> CommandBuffer:
+        self._make_current()
+        return CommandBuffer(self, commands, binding_table_size, self.mode)
+
+    def release_command_buffer(self, command_buffer: CommandBuffer) -> None:
+        self._make_current()
+        command_buffer.destroy()
+
+    def create_semaphore(self, initial_value: int) -> CudaSemaphore:
+        self._make_current()
+        return CudaSemaphore(self.cu, self.semaphore_slots, initial_value, self.describe_fault)
+
+    def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
+                     signals: list) -> None:
+        self._make_current()
+        stream = self.stream
+        for sem, value in waits:
+            if isinstance(sem, CudaSemaphore):
+                sem.device_wait(stream, value)
+            else:  # a host-only semaphore: its value can only be reached from the host
+                sem.wait(value)
+        try:
+            command_buffer.issue(stream, binding_table)
+            self._last_kernels = command_buffer.kernel_names
+            for sem, value in signals:
+                if isinstance(sem, CudaSemaphore):
+                    sem.device_signal(stream, value)
+                else:
+                    self.synchronize()
+                    sem.signal(value)
+        except HalError as e:
+            for sem, _ in signals:
+                sem.fail(e)
+            raise
+
+    def synchronize(self) -> None:
+        try:
+            check(self.cu, self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        except CudaError as e:
+            raise self.describe_fault(e) from None
+
+    def release(self) -> None:
+        self._make_current()
+        try:
+            self.cu.cuStreamSynchronize(self.stream)
+        finally:
+            self.staging.destroy()
+            self.semaphore_slots.destroy()
+            self.allocator.destroy()
+            self.cu.cuStreamDestroy(self.capture_stream)
+            self.cu.cuStreamDestroy(self.stream)
+            self.cu.cuDevicePrimaryCtxRelease(self.dev)

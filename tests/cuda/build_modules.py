@@ -1,0 +1,43 @@
+"""Compiles every CUDA test case (and the MLP of tests/data) on this CPU-only machine into a
+folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``.
+
+The MLP's expected output comes from the local-task CPU driver here, for fixed inputs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import CASES  # noqa: E402
+from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def main(out: Path, target: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
+    for name, (mlir, *_rest) in CASES.items():
+        (out / f"{name}.vmfb").write_bytes(compile_str(mlir, cuda))
+    mlp = (DATA / "mlp.mlir").read_text()
+    (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
+    import pyree.runtime as rt
+    cpu = rt.load_module(compile_str(mlp, CompileOptions(target_backends=["llvm-cpu"])),
+                         device="local-task")
+    x = np.random.default_rng(7).standard_normal((37, 53)).astype(np.float32)
+    np.savez(out / "mlp_expected.npz", x=x, y=np.asarray(cpu[cpu.function_names[0]](x)))
+    # the issue's benchmark shapes
+    from cases import add, matmul
+    (out / "bench_add_4.vmfb").write_bytes(compile_str(add(1, 4), cuda))
+    (out / "bench_add_64m.vmfb").write_bytes(compile_str(add(8192, 8192), cuda))
+    for dtype in ("f32", "f16"):
+        (out / f"bench_matmul_{dtype}.vmfb").write_bytes(
+            compile_str(matmul(4096, 4096, 4096, dtype), cuda))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "sm_90")

@@ -1,0 +1,90 @@
+"""Hand-built kernel-IR kernels covering every cuda template, at odd shapes (PTX-level tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.compiler import kernel as K
+
+
+def _ident(rank: int, loops: int, dims=None) -> tuple[K.AffineExpr, ...]:
+    dims = list(range(rank)) if dims is None else dims
+    return tuple(K.AffineExpr(tuple(int(l == d) for l in range(loops))) for d in dims)
+
+
+def add(shape=(37, 53), dtype="f32") -> K.Kernel:
+    n = len(shape)
+    ix = _ident(n, n)
+    b = K.Binding(dtype, shape, "read")
+    value = K.Binary("add", K.Load(0, ix, dtype), K.Load(1, ix, dtype), dtype)
+    return K.Kernel("add", shape, n, (b, b, K.Binding(dtype, shape, "write")),
+                    (K.Result(2, ix, value),))
+
+
+def chain(shape=(37, 64)) -> K.Kernel:
+    """tanh(x * 0.5 + bias[col]) then exp, with a broadcast bias and an f16 input cast up."""
+    m, n = shape
+    ix = _ident(2, 2)
+    x = K.Cast("fpext", K.Load(0, ix, "f16"), "f32")
+    bias = K.Load(1, (K.AffineExpr((0, 1)),), "f32")
+    t = K.Unary("tanh", K.Binary("add", K.Binary("mul", x, K.Const(0.5, "f32"), "f32"), bias, "f32"), "f32")
+    value = K.Binary("max", K.Unary("exp", t, "f32"), K.Const(1.1, "f32"), "f32")
+    return K.Kernel("chain", shape, 2,
+                    (K.Binding("f16", shape, "read"), K.Binding("f32", (n,), "read"),
+                     K.Binding("f32", shape, "write")), (K.Result(2, ix, value),))
+
+
+def row_sum(shape=(37, 1531), op="add") -> K.Kernel:
+    m, n = shape
+    acc = K.Acc(0, "f32")
+    load = K.Load(0, _ident(2, 2), "f32")
+    init = K.Const(0.0 if op == "add" else -np.inf, "f32")
+    return K.Kernel(f"row_{op}", shape, 1,
+                    (K.Binding("f32", shape, "read"), K.Binding("f32", (m,), "write")),
+                    (K.Result(1, (K.AffineExpr((1, 0)),), K.Binary(op, acc, load, "f32"), init,
+                              K.Unary("sqrt", K.Unary("abs", acc, "f32"), "f32")),))
+
+
+def col_sum(shape=(53, 37)) -> K.Kernel:
+    """Reduces dim 0: loops (n, m) with m the reduction; short, so the serial template."""
+    m, n = shape
+    acc = K.Acc(0, "f32")
+    load = K.Load(0, (K.AffineExpr((0, 1)), K.AffineExpr((1, 0))), "f32")
+    return K.Kernel("col_sum", (n, m), 1,
+                    (K.Binding("f32", shape, "read"), K.Binding("f32", (n,), "write")),
+                    (K.Result(1, (K.AffineExpr((1, 0)),), K.Binary("add", acc, load, "f32"),
+                              K.Const(0.0, "f32")),))
+
+
+def matmul(m=37, n=53, k=61, dtype="f32", acc_dtype="f32", relu_bias=False) -> K.Kernel:
+    """C = A @ B (+ bias, relu): loops (m, n, k)."""
+    a = K.Load(0, (K.AffineExpr((1, 0, 0)), K.AffineExpr((0, 0, 1))), dtype)
+    b = K.Load(1, (K.AffineExpr((0, 0, 1)), K.AffineExpr((0, 1, 0))), dtype)
+    if dtype != acc_dtype:
+        a, b = K.Cast("fpext", a, acc_dtype), K.Cast("fpext", b, acc_dtype)
+    acc = K.Acc(0, acc_dtype)
+    bindings = [K.Binding(dtype, (m, k), "read"), K.Binding(dtype, (k, n), "read")]
+    epilogue = None
+    if relu_bias:
+        bias = K.Load(2, (K.AffineExpr((0, 1, 0)),), acc_dtype)
+        epilogue = K.Binary("max", K.Binary("add", acc, bias, acc_dtype), K.Const(0.0, acc_dtype), acc_dtype)
+        bindings.append(K.Binding(acc_dtype, (n,), "read"))
+    bindings.append(K.Binding(acc_dtype, (m, n), "write"))
+    out = len(bindings) - 1
+    return K.Kernel(f"matmul_{dtype}", (m, n, k), 2, tuple(bindings),
+                    (K.Result(out, (K.AffineExpr((1, 0, 0)), K.AffineExpr((0, 1, 0))),
+                              K.Binary("add", acc, K.Binary("mul", a, b, acc_dtype), acc_dtype),
+                              K.Const(0.0, acc_dtype), epilogue),))
+
+
+ALL = {
+    "add_f32": lambda: add(),
+    "add_f32_vec": lambda: add((64, 1024)),
+    "add_f16": lambda: add((37, 48), "f16"),
+    "chain": lambda: chain(),
+    "row_sum": lambda: row_sum(),
+    "row_max": lambda: row_sum((5, 700), "max"),
+    "col_sum": lambda: col_sum(),
+    "matmul_f32": lambda: matmul(),
+    "matmul_f32_big": lambda: matmul(257, 131, 67, relu_bias=True),
+    "matmul_f16": lambda: matmul(37, 53, 61, "f16", "f32"),
+}

@@ -1,0 +1,113 @@
+"""CPU-only: the cuda compiler target (NVPTX via llvmlite) needs no GPU and no GPU driver."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kernel_zoo as zoo  # noqa: E402
+
+pytest.importorskip("xdsl", reason="the compiler (xdsl) is not installed on this host")
+
+from pyree.compiler import CompileError, CompileOptions, compile_str  # noqa: E402
+from pyree.compiler import kernel as K  # noqa: E402
+from pyree.compiler._fb.Module import ModuleT  # noqa: E402
+from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
+
+PTXAS = shutil.which("ptxas")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not installed on this host")
+ADD = (Path(__file__).parent.parent / "data" / "add.mlir").read_text()
+
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_template_assembles_with_ptxas(arch, tmp_path):
+    target = resolve_target(arch)
+    ptx, launches = generate_ptx([make() for make in zoo.ALL.values()], target)
+    assert f".target {arch}" in ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    proc = subprocess.run([PTXAS, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for name, launch in launches:
+        assert f".entry {name}(" in ptx
+        assert all(g >= 1 for g in launch.grid) and 32 <= launch.block[0] <= 1024
+
+
+@pytest.mark.parametrize("name, arch", [
+    ("hopper", "sm_90"), ("h100", "sm_90"), ("H100", "sm_90"), ("sm_90a", "sm_90a"),
+    ("ampere", "sm_80"), ("a100", "sm_80"), ("rtx3090", "sm_86"), ("rtx4090", "sm_89"),
+    ("ada", "sm_89"), ("volta", "sm_70"), ("pascal", "sm_60"), ("p100", "sm_60"),
+    ("turing", "sm_75"), ("sm_60", "sm_60"),
+])
+def test_target_names_resolve(name, arch):
+    assert resolve_target(name).arch == arch
+
+
+def test_unknown_target_lists_the_accepted_names():
+    with pytest.raises(CompileError) as e:
+        resolve_target("sm_42")
+    assert "sm_42" in str(e.value) and "sm_90" in str(e.value) and "hopper" in str(e.value)
+    assert "rtx4090" in str(e.value) and "default sm_80" in str(e.value)
+
+
+def _cuda_executable(vmfb: bytes):
+    from pyree.compiler._fb.Module import Module
+    module = ModuleT.InitFromObj(Module.GetRootAs(vmfb, 0))
+    (exe,) = module.executables
+    return exe.cuda
+
+
+@needs_ptxas
+def test_module_carries_ptx_and_a_cubin_for_the_exact_target():
+    cuda = _cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"],
+                                                            cuda_target="hopper")))
+    assert cuda.targetArch == b"sm_90" and cuda.cubinArch == b"sm_90"
+    assert cuda.ptx.length > 0 and cuda.cubin.length > 0
+    (export,) = cuda.exports
+    assert len(export.gridSize) == 3 and len(export.blockSize) == 3
+    assert [b.minLength for b in export.bindings] == [16, 16, 16]
+
+
+def test_without_ptxas_the_module_carries_ptx_only(monkeypatch):
+    monkeypatch.setenv("PYREE_PTXAS", "")
+    cuda = _cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"])))
+    assert cuda.targetArch == b"sm_80" and cuda.cubinArch == b"" and cuda.cubin.length == 0
+
+
+def test_compiles_with_no_gpu_driver_loaded():
+    code = ("import sys; from pyree.compiler import compile_str, CompileOptions; "
+            f"compile_str({ADD!r}, CompileOptions(target_backends=['cuda'])); "
+            "assert not any(m.startswith('cuda.bindings') for m in sys.modules), 'imported cuda'")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYREE_PTXAS": ""})
+
+
+def test_aligned_elementwise_uses_16_byte_accesses():
+    ptx, _ = generate_ptx([zoo.add((64, 1024)), zoo.add((37, 48), "f16")], resolve_target("sm_90"))
+    assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+
+
+def test_odd_shapes_fall_back_to_scalar_accesses():
+    ptx, _ = generate_ptx([zoo.add((37, 53))], resolve_target("sm_90"))
+    assert "ld.global.v4" not in ptx and "ld.global" in ptx
+
+
+def test_templates_are_chosen_by_kernel_shape():
+    ptx, _ = generate_ptx([zoo.row_sum(), zoo.matmul(257, 131, 67)], resolve_target("sm_90"))
+    assert "shfl.sync.bfly" in ptx           # block reduction
+    assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul
+
+
+def test_f64_transcendentals_are_refused_clearly():
+    ix = (K.AffineExpr((1,)),)
+    kernel = K.Kernel("exp64", (7,), 1, (K.Binding("f64", (7,), "read"), K.Binding("f64", (7,), "write")),
+                      (K.Result(1, ix, K.Unary("exp", K.Load(0, ix, "f64"), "f64")),))
+    with pytest.raises(CompileError, match="'exp' on f64 is not supported by the cuda backend"):
+        generate_ptx([kernel], resolve_target("sm_90"))

@@ -1,0 +1,85 @@
+"""On an NVIDIA GPU: every case of cases.py, and the MLP, against numpy in all three command-buffer
+modes, from modules compiled on a CPU-only machine (PYREE_CUDA_MODULE_DIR, made by
+build_modules.py) or compiled here when that is unset."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cases import CASES, random_args, relative_error  # noqa: E402
+
+pytestmark = pytest.mark.cuda
+MODES = ("direct", "stream", "graph")
+
+
+def module_bytes(name: str) -> bytes:
+    folder = os.environ.get("PYREE_CUDA_MODULE_DIR")
+    if folder:
+        return (Path(folder) / f"{name}.vmfb").read_bytes()
+    from pyree.compiler import CompileOptions, compile_str
+    mlir = CASES[name][0] if name in CASES else (Path(__file__).parent.parent / "data" / "mlp.mlir").read_text()
+    return compile_str(mlir, CompileOptions(target_backends=["cuda"], cuda_target="sm_90"))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_case_matches_numpy(name, mode):
+    import pyree.runtime as rt
+    module = rt.load_module(module_bytes(name), device=f"cuda://0?command_buffer={mode}")
+    fn = module[module.function_names[0]]
+    rng = np.random.default_rng()
+    rtol = CASES[name][3]
+    for _ in range(3):  # replays of the recorded command buffer, on fresh data each time
+        args = random_args(name, rng)
+        got = fn(*args).to_host()
+        want = CASES[name][2](*[a.astype(np.float64) for a in args])
+        assert got.shape == want.shape
+        assert relative_error(got, want) <= max(rtol, 2e-7), name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_mlp_matches_cpu(mode):
+    import pyree.runtime as rt
+    folder = os.environ.get("PYREE_CUDA_MODULE_DIR")
+    if not folder:
+        pytest.skip("needs PYREE_CUDA_MODULE_DIR from build_modules.py (its CPU reference)")
+    expected = np.load(Path(folder) / "mlp_expected.npz")
+    module = rt.load_module(module_bytes("mlp"), device=f"cuda://0?command_buffer={mode}")
+    got = module[module.function_names[0]](expected["x"]).to_host()
+    assert relative_error(got, expected["y"]) <= 1e-5
+
+
+def test_device_uris_listed():
+    import pyree.runtime as rt
+    uris = [d.uri for d in rt.list_devices("cuda")]
+    assert "cuda://0" in uris
+    assert any(u.startswith("cuda://GPU-") for u in uris)
+    by_uuid = next(u for u in uris if u.startswith("cuda://GPU-"))
+    assert rt.get_device(by_uuid).executable_format == "cuda"
+
+
+def test_out_of_memory_names_the_size():
+    import pyree.runtime as rt
+    device = rt.get_device("cuda")
+    with pytest.raises(rt.DriverError, match=r"out of device memory.*1125899906842624 bytes"):
+        device.allocate(1 << 50)
+    device.allocate(1024).write(0, np.arange(256, dtype=np.float32))  # still usable after
+
+
+def test_chained_calls_stay_on_the_gpu():
+    """A result fed back as an argument waits on the GPU (semaphore), not on the host."""
+    import pyree.runtime as rt
+    module = rt.load_module(module_bytes("add_37x53"), device="cuda")
+    fn = module[module.function_names[0]]
+    rng = np.random.default_rng()
+    a, b = random_args("add_37x53", rng)
+    x = fn(a, b)
+    for _ in range(5):
+        x = fn(x, b)
+    assert relative_error(x.to_host(), a.astype(np.float64) + 6 * b) <= 1e-6
