@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 from pyree.compiler.codegen.llvm_cpu.normalize import affine_range, loads
+from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as INLINE_BINARY
+from pyree.compiler.codegen.llvm_cpu.vecmath import UNARY as INLINE_UNARY
+from pyree.compiler.codegen.llvm_cpu.vecmath import math_function
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
     Acc,
@@ -39,6 +42,7 @@ FLOAT_TYPES = {"f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType
 FAST = ("reassoc", "contract")
 
 # Unary float ops that are LLVM intrinsics (llvm.<name>.<type>); the rest are libm calls.
+# On f32 and f16, the ops in INLINE_UNARY/INLINE_BINARY are emitted inline instead (vecmath/).
 _FLOAT_INTRINSICS = {
     "abs": "fabs", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
     "sin": "sin", "cos": "cos", "tan": "tan", "atan": "atan", "tanh": "tanh", "floor": "floor",
@@ -303,6 +307,8 @@ class ExprEmitter:
         if is_float(dtype):
             if op == "neg":
                 return b.fneg(x, flags=flags)
+            if op in INLINE_UNARY and dtype in ("f32", "f16"):
+                return self.inline_math(op, [x], dtype)
             if op in _FLOAT_INTRINSICS:
                 return b.call(self.intrinsic(_FLOAT_INTRINSICS[op], x.type, [x.type], [x.type]), [x])
             if op in _LIBM:
@@ -341,6 +347,8 @@ class ExprEmitter:
             simple = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv, "rem": b.frem}
             if op in simple:
                 return simple[op](a, c, flags=flags)
+            if op in INLINE_BINARY and dtype in ("f32", "f16"):
+                return self.inline_math(op, [a, c], dtype)
             if op in _FLOAT_BINARY_INTRINSICS:
                 fn = self.intrinsic(_FLOAT_BINARY_INTRINSICS[op], a.type, [a.type, a.type], [a.type])
                 return b.call(fn, [a, c])
@@ -442,6 +450,14 @@ class ExprEmitter:
         if bits(dst) < bits(src):
             return self.b.trunc(x, t)
         return self.b.sext(x, t) if signed else self.b.zext(x, t)
+
+    def inline_math(self, op: str, args: list[ir.Value], dtype: str) -> ir.Value:
+        """An inline f32 math function (vecmath); f16 is widened to f32 and rounded back."""
+        if dtype == "f32":
+            return self.b.call(math_function(self.b.module, op, args[0].type), args)
+        wide = self.ty("f32")
+        y = self.b.call(math_function(self.b.module, op, wide), [self.b.fpext(a, wide) for a in args])
+        return self.b.fptrunc(y, args[0].type)
 
     def libm(self, name: str, args: list[ir.Value], dtype: str) -> ir.Value:
         """A libm call lane by lane; f16 goes through the f32 function."""
