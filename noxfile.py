@@ -3,6 +3,7 @@
     nox -s demo                     install both packages, compile the examples, run them on local-task
     nox -s "tests(driver='local')"  the test suite on the CPU drivers (what CI runs)
     nox -s "tests(driver='cuda')"   GPU tests: only on a host with an NVIDIA GPU
+    nox -s "tests(driver='vulkan')" Vulkan device tests (Mesa's lavapipe is enough)
     nox -s schemas                  regenerate the vendored FlatBuffer code; fail if it was stale
     nox -s lint                     ruff
     nox -s wheels                   build every distribution's wheel into dist/
@@ -14,7 +15,7 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests(driver='local')", "lint"]
 
 PACKAGES = ["packages/base-compiler", "packages/base-runtime"]
-GPU_PACKAGES = {"cuda": ["packages/hal-cuda"]}
+DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulkan"]}
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
 EXAMPLES = [
     ("tests/data/add.mlir", "add", ['--input=4xf32=[1 2 3 4]', "--input=4xf32=[2 2 2 2]"]),
@@ -23,10 +24,15 @@ EXAMPLES = [
 
 
 @nox.session
-@nox.parametrize("driver", ["local", "cuda"])
+@nox.parametrize("driver", ["local", "cuda", "vulkan"])
 def tests(session, driver):
-    session.install(*PACKAGES, *GPU_PACKAGES.get(driver, []), *TEST_DEPS)
-    marker = "not cuda" if driver == "local" else driver
+    """local: everything that needs no device (the GPU drivers are installed too: their CPU-side
+    tests, e.g. --list_drivers on a host without libcuda, run here). cuda/vulkan: the tests that
+    need that device (vulkan runs on Mesa's lavapipe in CI)."""
+    drivers = [p for ps in DRIVER_PACKAGES.values() for p in ps] if driver == "local" \
+        else DRIVER_PACKAGES[driver]
+    session.install(*PACKAGES, *drivers, *TEST_DEPS)
+    marker = " and ".join(f"not {d}" for d in DRIVER_PACKAGES) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)
 
 
@@ -56,5 +62,5 @@ def lint(session):
 @nox.session
 def wheels(session):
     session.install("build")
-    for package in PACKAGES + [p for ps in GPU_PACKAGES.values() for p in ps]:
+    for package in PACKAGES + [p for ps in DRIVER_PACKAGES.values() for p in ps]:
         session.run("python", "-m", "build", "--wheel", "--outdir", "dist", package)

@@ -1,0 +1,294 @@
+"""A small SPIR-V assembler: sections, deduplicated types and constants, functions with
+structured control flow, and the binary encoding (little-endian words).
+
+Only what compute shaders need. Ids are allocated on demand; ``words()`` lays the sections out in
+the order the SPIR-V specification requires (2.4 "Logical Layout of a Module").
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+MAGIC = 0x07230203
+VERSION_1_3 = 0x00010300
+
+# Opcodes (SPIR-V 1.3 unified specification, section 3.49).
+(OpExtension, OpExtInstImport, OpExtInst, OpMemoryModel, OpEntryPoint, OpExecutionMode,
+ OpCapability) = 10, 11, 12, 14, 15, 16, 17
+OpName = 5
+(OpTypeVoid, OpTypeBool, OpTypeInt, OpTypeFloat, OpTypeVector, OpTypeArray, OpTypeRuntimeArray,
+ OpTypeStruct, OpTypePointer, OpTypeFunction) = 19, 20, 21, 22, 23, 28, 29, 30, 32, 33
+OpConstantTrue, OpConstantFalse, OpConstant = 41, 42, 43
+OpFunction, OpFunctionEnd, OpVariable, OpLoad, OpStore, OpAccessChain = 54, 56, 59, 61, 62, 65
+OpDecorate, OpMemberDecorate, OpCompositeExtract = 71, 72, 81
+OpControlBarrier = 224
+OpLoopMerge, OpSelectionMerge, OpLabel, OpBranch, OpBranchConditional, OpReturn = (
+    246, 247, 248, 249, 250, 253)
+OpIAdd, OpIMul, OpUDiv, OpUMod, OpULessThan, OpSelect = 128, 132, 134, 137, 176, 169
+OpUConvert = 113
+
+# Storage classes, decorations, built-ins.
+INPUT, WORKGROUP, FUNCTION, STORAGE_BUFFER = 1, 4, 7, 12
+DEC_BLOCK, DEC_ARRAY_STRIDE, DEC_BUILTIN, DEC_NON_WRITABLE = 2, 6, 11, 24
+DEC_OFFSET, DEC_BINDING, DEC_DESCRIPTOR_SET = 35, 33, 34
+BUILTIN_WORKGROUP_ID, BUILTIN_LOCAL_INVOCATION_ID = 26, 27
+SCOPE_WORKGROUP = 2
+SEMANTICS_WORKGROUP_ACQUIRE_RELEASE = 0x100 | 0x8
+
+CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
+                "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448}
+# Capabilities that need an extension under SPIR-V 1.3.
+EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage"}
+
+
+def encode_string(text: str) -> list[int]:
+    raw = text.encode() + b"\0"
+    raw += b"\0" * (-len(raw) % 4)
+    return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+def _instruction(opcode: int, operands) -> list[int]:
+    words: list[int] = []
+    for x in operands:
+        if isinstance(x, str):
+            words += encode_string(x)
+        elif isinstance(x, (list, tuple)):
+            words += list(x)
+        else:
+            words.append(x)
+    return [((len(words) + 1) << 16) | opcode] + words
+
+
+class Assembler:
+    def __init__(self):
+        self.bound = 1
+        self.capabilities: list[str] = ["Shader"]
+        self.entry_points: list[int] = []
+        self.execution_modes: list[int] = []
+        self.names: list[int] = []
+        self.annotations: list[int] = []
+        self.globals: list[int] = []       # types, constants, module-scope variables
+        self.functions: list[int] = []
+        self._interned: dict[tuple, int] = {}
+        self._glsl: int | None = None
+
+    def new_id(self) -> int:
+        self.bound += 1
+        return self.bound - 1
+
+    def require(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            self.capabilities.append(capability)
+
+    def _intern(self, key: tuple, opcode: int, *operands) -> int:
+        """A type or constant: emitted once, looked up afterwards."""
+        if key not in self._interned:
+            rid = self.new_id()
+            if opcode == OpConstant or opcode in (OpConstantTrue, OpConstantFalse):
+                self.globals += _instruction(opcode, [operands[0], rid, *operands[1:]])
+            else:
+                self.globals += _instruction(opcode, [rid, *operands])
+            self._interned[key] = rid
+        return self._interned[key]
+
+    def decorate(self, target: int, decoration: int, *args) -> None:
+        self.annotations += _instruction(OpDecorate, [target, decoration, *args])
+
+    def glsl(self) -> int:
+        if self._glsl is None:
+            self._glsl = self.new_id()
+        return self._glsl
+
+    # -- types ---------------------------------------------------------------------------------
+    def t_void(self) -> int:
+        return self._intern(("void",), OpTypeVoid)
+
+    def t_bool(self) -> int:
+        return self._intern(("bool",), OpTypeBool)
+
+    def t_int(self, width: int) -> int:
+        """Signedness 0 throughout: the instruction, not the type, says how bits are read.
+        8/16-bit widths need a capability the caller picks (storage only, or arithmetic)."""
+        if width == 64:
+            self.require("Int64")
+        return self._intern(("int", width), OpTypeInt, width, 0)
+
+    def t_float(self, width: int) -> int:
+        if width == 64:
+            self.require("Float64")
+        return self._intern(("float", width), OpTypeFloat, width)
+
+    def t_vector(self, element: int, count: int) -> int:
+        return self._intern(("vector", element, count), OpTypeVector, element, count)
+
+    def t_pointer(self, storage: int, pointee: int) -> int:
+        return self._intern(("pointer", storage, pointee), OpTypePointer, storage, pointee)
+
+    def t_function(self, result: int) -> int:
+        return self._intern(("function", result), OpTypeFunction, result)
+
+    def t_array(self, element: int, count: int) -> int:
+        """A fixed-size array without explicit layout (Workgroup and Function storage)."""
+        return self._intern(("array", element, count), OpTypeArray, element, self.u32(count))
+
+    def t_buffer_block(self, element: int, stride: int) -> int:
+        """``struct { element data[]; }`` decorated as a storage-buffer Block."""
+        key = ("buffer", element, stride)
+        if key not in self._interned:
+            runtime = self.new_id()
+            self.globals += _instruction(OpTypeRuntimeArray, [runtime, element])
+            self.decorate(runtime, DEC_ARRAY_STRIDE, stride)
+            block = self.new_id()
+            self.globals += _instruction(OpTypeStruct, [block, runtime])
+            self.decorate(block, DEC_BLOCK)
+            self.annotations += _instruction(OpMemberDecorate, [block, 0, DEC_OFFSET, 0])
+            self._interned[key] = block
+        return self._interned[key]
+
+    # -- constants -----------------------------------------------------------------------------
+    def u32(self, value: int) -> int:
+        return self.const_int(32, value)
+
+    def const_int(self, width: int, value: int) -> int:
+        t = self.t_int(width)
+        value &= (1 << width) - 1
+        words = [value & 0xFFFFFFFF, value >> 32] if width == 64 else [value]
+        return self._intern(("const", t, tuple(words)), OpConstant, t, *words)
+
+    def const_float(self, width: int, value: float) -> int:
+        t = self.t_float(width)
+        if width == 16:
+            words = [int(np.array(value, np.float16).view(np.uint16))]
+        elif width == 32:
+            words = [int(np.array(value, np.float32).view(np.uint32))]
+        else:
+            bits = int(np.array(value, np.float64).view(np.uint64))
+            words = [bits & 0xFFFFFFFF, bits >> 32]
+        return self._intern(("const", t, tuple(words)), OpConstant, t, *words)
+
+    def const_bool(self, value: bool) -> int:
+        t = self.t_bool()
+        return self._intern(("const", t, bool(value)),
+                            OpConstantTrue if value else OpConstantFalse, t)
+
+    # -- module-scope variables ----------------------------------------------------------------
+    def variable(self, storage: int, pointee: int, name: str = "") -> int:
+        vid = self.new_id()
+        self.globals += _instruction(OpVariable, [self.t_pointer(storage, pointee), vid, storage])
+        if name:
+            self.names += _instruction(OpName, [vid, name])
+        return vid
+
+    def builtin_input(self, builtin: int) -> int:
+        """A ``uvec3`` Input built-in (one variable per built-in, shared by all entry points)."""
+        key = ("builtin", builtin)
+        if key not in self._interned:
+            vid = self.variable(INPUT, self.t_vector(self.t_int(32), 3))
+            self.decorate(vid, DEC_BUILTIN, builtin)
+            self._interned[key] = vid
+        return self._interned[key]
+
+    def entry_point(self, fn: Function, name: str, local_size: tuple[int, int, int],
+                    interface: list[int]) -> None:
+        self.entry_points += _instruction(OpEntryPoint, [5, fn.id, name, *interface])
+        self.execution_modes += _instruction(OpExecutionMode, [fn.id, 17, *local_size])
+        self.names += _instruction(OpName, [fn.id, name])
+
+    # -- output --------------------------------------------------------------------------------
+    def words(self) -> list[int]:
+        head = [MAGIC, VERSION_1_3, 0, self.bound, 0]
+        for cap in self.capabilities:
+            head += _instruction(OpCapability, [CAPABILITIES[cap]])
+        for cap in self.capabilities:
+            if cap in EXTENSIONS:
+                head += _instruction(OpExtension, [EXTENSIONS[cap]])
+        if self._glsl is not None:
+            head += _instruction(OpExtInstImport, [self._glsl, "GLSL.std.450"])
+        head += _instruction(OpMemoryModel, [0, 1])
+        return (head + self.entry_points + self.execution_modes + self.names + self.annotations
+                + self.globals + self.functions)
+
+    def binary(self) -> bytes:
+        w = self.words()
+        return struct.pack(f"<{len(w)}I", *w)
+
+
+class Function:
+    """A ``void()`` function under construction; blocks are emitted in order, Function-storage
+    variables are hoisted into the entry block as SPIR-V requires."""
+
+    def __init__(self, asm: Assembler):
+        self.asm = asm
+        self.id = asm.new_id()
+        self._variables: list[int] = []
+        self._body: list[int] = []
+
+    def op(self, opcode: int, result_type: int, *operands) -> int:
+        rid = self.asm.new_id()
+        self._body += _instruction(opcode, [result_type, rid, *operands])
+        return rid
+
+    def do(self, opcode: int, *operands) -> None:
+        self._body += _instruction(opcode, list(operands))
+
+    def ext(self, result_type: int, instruction: int, *operands) -> int:
+        return self.op(OpExtInst, result_type, self.asm.glsl(), instruction, *operands)
+
+    def variable(self, pointee: int) -> int:
+        vid = self.asm.new_id()
+        self._variables += _instruction(OpVariable, [self.asm.t_pointer(FUNCTION, pointee), vid,
+                                                     FUNCTION])
+        return vid
+
+    def label(self, lid: int) -> None:
+        self._body += _instruction(OpLabel, [lid])
+
+    def if_then(self, cond: int, then, otherwise=None) -> None:
+        """Structured ``if``: ``then()`` / ``otherwise()`` emit the arms."""
+        t, e, merge = self.asm.new_id(), self.asm.new_id(), self.asm.new_id()
+        self.do(OpSelectionMerge, merge, 0)
+        self.do(OpBranchConditional, cond, t, e if otherwise else merge)
+        self.label(t)
+        then()
+        self.do(OpBranch, merge)
+        if otherwise:
+            self.label(e)
+            otherwise()
+            self.do(OpBranch, merge)
+        self.label(merge)
+
+    def for_range(self, start: int, stop: int, step: int, body) -> None:
+        """``for (u32 i = start; i < stop; i += step) body(i)`` as a structured loop (all ids)."""
+        u32 = self.asm.t_int(32)
+        counter = self.variable(u32)
+        self.do(OpStore, counter, start)
+        header, check, inner, cont, merge = (self.asm.new_id() for _ in range(5))
+        self.do(OpBranch, header)
+        self.label(header)
+        self.do(OpLoopMerge, merge, cont, 0)
+        self.do(OpBranch, check)
+        self.label(check)
+        i = self.op(OpLoad, u32, counter)
+        self.do(OpBranchConditional, self.op(OpULessThan, self.asm.t_bool(), i, stop), inner, merge)
+        self.label(inner)
+        body(i)
+        self.do(OpBranch, cont)
+        self.label(cont)
+        i = self.op(OpLoad, u32, counter)
+        self.do(OpStore, counter, self.op(OpIAdd, u32, i, step))
+        self.do(OpBranch, header)
+        self.label(merge)
+
+    def barrier(self) -> None:
+        scope = self.asm.u32(SCOPE_WORKGROUP)
+        self.do(OpControlBarrier, scope, scope, self.asm.u32(SEMANTICS_WORKGROUP_ACQUIRE_RELEASE))
+
+    def finish(self) -> None:
+        asm = self.asm
+        void = asm.t_void()
+        entry = asm.new_id()
+        asm.functions += _instruction(OpFunction, [void, self.id, 0, asm.t_function(void)])
+        asm.functions += _instruction(OpLabel, [entry]) + self._variables + self._body
+        asm.functions += _instruction(OpReturn, []) + _instruction(OpFunctionEnd, [])

@@ -1,0 +1,165 @@
+"""Contractions (``acc += X(m, k) * Y(k, n)``, any leading batch loops): a tiled shared-memory
+kernel. Each workgroup computes a BM x BN tile of the output, staging BK-deep slices of X and Y in
+shared memory; each invocation accumulates a TM x TN register tile made of 4x4 blocks strided
+across the workgroup, read from shared memory as 4-vectors (one wide load for four values).
+
+X and Y are arbitrary expressions (casts, fused producers) evaluated once per staged element at
+clamped indices and replaced by 0 outside the matrix, so odd shapes need no branches in the inner
+loop. The epilogue adds ``init``, applies the fused epilogue and stores with bounds checks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda.matmul import Contraction, match
+from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv.pointwise import store_results
+from pyree.compiler.codegen.spirv.scalar import ScalarLowering
+from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.targets import VulkanTarget
+
+G_UMIN = 38
+# X's tile is stored k-major with rows padded so that invocations storing one row's k values hit
+# distinct shared-memory banks.
+A_PAD = 4
+
+
+@dataclass(frozen=True)
+class Tiling:
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] | None:
+    contraction = match(kernel)
+    if contraction is None or kernel.results[0].init is None:
+        return None
+    m, n = kernel.parallel_ranges[-2:]
+    if target.max_workgroup_invocations < 256:
+        tiling = Tiling(64, 64, 16, 8, 4)
+    elif m >= 512 and n >= 512:
+        tiling = Tiling(128, 128, 8, 8, 8)
+    else:
+        tiling = Tiling(64, 64, 16, 4, 4)
+    bits = 16 if contraction.dtype == "f16" and target.float16 else 32
+    if (tiling.bm + A_PAD + tiling.bn) * tiling.bk * bits // 8 > target.max_shared_memory_bytes:
+        return None
+    return contraction, tiling
+
+
+def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling) -> Launch:
+    kernel, fn, asm = sh.kernel, sh.fn, sh.asm
+    u32, bool_ = sh.u32, sh.bool
+    batch = kernel.parallel_ranges[:-2]
+    M, N = kernel.parallel_ranges[-2:]
+    (Kdim,) = kernel.reduction_ranges
+    bm, bn, bk, tm, tn = tiling.bm, tiling.bn, tiling.bk, tiling.tm, tiling.tn
+    T, tx_count, ty_count = tiling.threads, bn // tn, bm // tm
+    tiles_m, tiles_n = -(-M // bm), -(-N // bn)
+    groups = math.prod(batch) * tiles_m * tiles_n
+    grid = grid_for(groups)
+    dtype = contraction.dtype
+    t = sh.compute_type(dtype)
+    zero = asm.const_float(sh.compute_bits(dtype), 0.0)
+    a_stride = bm + A_PAD
+    vec4 = asm.t_vector(t, 4)
+    a_tile = asm.variable(S.WORKGROUP, asm.t_array(vec4, a_stride * bk // 4))
+    b_tile = asm.variable(S.WORKGROUP, asm.t_array(vec4, bn * bk // 4))
+    group, lid = sh.group_id(grid), sh.local_id()
+
+    def c(v: int) -> int:
+        return asm.u32(v)
+
+    def op(code: int, *args) -> int:
+        return fn.op(code, u32, *args)
+
+    def shared(var: int, index: int) -> int:
+        """Element ``index`` of a tile of 4-vectors."""
+        return fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, t), var,
+                     op(S.OpUDiv, index, c(4)), op(S.OpUMod, index, c(4)))
+
+    def quad(var: int, index: int) -> list[int]:
+        """The 4-vector ``index`` of a tile, as its four components."""
+        v = fn.op(S.OpLoad, vec4, fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, vec4), var, index))
+        return [fn.op(S.OpCompositeExtract, t, v, q) for q in range(4)]
+
+    def offset(i: int, count: int) -> int:
+        """Row (column) of register ``i`` inside the tile, relative to 4 * ty (4 * tx)."""
+        return (i // 4) * count * 4 + i % 4
+
+    def body():
+        n_tile = op(S.OpUMod, group, c(tiles_n))
+        rest = op(S.OpUDiv, group, c(tiles_n))
+        m_tile = op(S.OpUMod, rest, c(tiles_m))
+        batch_point = sh.delinearize(op(S.OpUDiv, rest, c(tiles_m)), batch) if batch else []
+        m0, n0 = op(S.OpIMul, m_tile, c(bm)), op(S.OpIMul, n_tile, c(bn))
+        tx, ty = op(S.OpUMod, lid, c(tx_count)), op(S.OpUDiv, lid, c(tx_count))
+        accs = [[fn.variable(t) for _ in range(tn)] for _ in range(tm)]
+        for row in accs:
+            for acc in row:
+                fn.do(S.OpStore, acc, zero)
+
+        def stage(k0: int, expr: K.Expr, tile: int, width: int, stride: int, rows_first: bool):
+            """tile[kk * stride + w] = expr at (w, k0 + kk), 0 outside the matrix."""
+            for step in range(width * bk // T):
+                e = op(S.OpIAdd, lid, c(step * T))
+                if rows_first:  # X: consecutive invocations walk k (contiguous in row-major X)
+                    w, kk = op(S.OpUDiv, e, c(bk)), op(S.OpUMod, e, c(bk))
+                else:           # Y: consecutive invocations walk n
+                    kk, w = op(S.OpUDiv, e, c(width)), op(S.OpUMod, e, c(width))
+                base, limit = (m0, M) if rows_first else (n0, N)
+                g, k = op(S.OpIAdd, base, w), op(S.OpIAdd, k0, kk)
+                gc = fn.ext(u32, G_UMIN, g, c(limit - 1))
+                kc = fn.ext(u32, G_UMIN, k, c(Kdim - 1))
+                mn = [gc, c(0)] if rows_first else [c(0), gc]
+                value = ScalarLowering(sh, batch_point + mn + [kc], unsafe=unsafe)(expr)
+                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, g, c(limit)),
+                               fn.op(S.OpULessThan, bool_, k, c(Kdim)))  # OpLogicalAnd
+                value = fn.op(S.OpSelect, t, inside, value, zero)
+                fn.do(S.OpStore, shared(tile, op(S.OpIAdd, op(S.OpIMul, kk, c(stride)), w)), value)
+
+        def k_step(k0: int) -> None:
+            stage(k0, contraction.x, a_tile, bm, a_stride, True)
+            stage(k0, contraction.y, b_tile, bn, bn, False)
+            fn.barrier()
+            for kk in range(bk):
+                a = [x for g in range(tm // 4)
+                     for x in quad(a_tile, op(S.OpIAdd, ty, c((kk * a_stride) // 4 + ty_count * g)))]
+                b = [x for g in range(tn // 4)
+                     for x in quad(b_tile, op(S.OpIAdd, tx, c((kk * bn) // 4 + tx_count * g)))]
+                for i in range(tm):
+                    for j in range(tn):
+                        product = fn.op(133, t, a[i], b[j])  # OpFMul
+                        total = fn.op(129, t, fn.op(S.OpLoad, t, accs[i][j]), product)  # OpFAdd
+                        fn.do(S.OpStore, accs[i][j], total)
+            fn.barrier()
+
+        fn.for_range(c(0), c(Kdim), c(bk), k_step)
+        final = fn.variable(t)
+        for i in range(tm):
+            for j in range(tn):
+                m = op(S.OpIAdd, m0, op(S.OpIAdd, op(S.OpIMul, ty, c(4)), c(offset(i, ty_count))))
+                n = op(S.OpIAdd, n0, op(S.OpIAdd, op(S.OpIMul, tx, c(4)), c(offset(j, tx_count))))
+                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, m, c(M)),
+                               fn.op(S.OpULessThan, bool_, n, c(N)))
+
+                def store(i=i, j=j, m=m, n=n):
+                    point = batch_point + [m, n, c(0)]
+                    init = ScalarLowering(sh, point, unsafe=unsafe)(kernel.results[0].init)
+                    fn.do(S.OpStore, final, fn.op(129, t, init, fn.op(S.OpLoad, t, accs[i][j])))
+                    store_results(sh, point, [final], unsafe)
+                fn.if_then(inside, store)
+
+    fn.if_then(fn.op(S.OpULessThan, bool_, group, c(groups)), body)
+    itemsize = sh.compute_bits(dtype) // 8
+    return Launch(grid, (T, 1, 1), (a_stride + bn) * bk * itemsize)

@@ -1,0 +1,275 @@
+"""Scalar expressions of the kernel IR -> SPIR-V instructions, value-numbered per scope.
+
+Every kernel dtype maps to a compute type (``Shader.compute_type``); integers have no signedness
+in their type, so each op picks the signed or unsigned instruction from the kernel dtype. Where
+GLSL.std.450 is undefined or loose (NaN in min/max, pow of negatives, tanh overflow, erf) the
+lowering spells out the numpy semantics. A Select whose arm holds a load that may be out of range
+becomes a branch, so only the chosen arm is evaluated.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv.shader import Shader
+from pyree.compiler.errors import CompileError
+
+# GLSL.std.450 instruction numbers.
+G_ROUND_EVEN, G_TRUNC, G_FABS, G_SABS, G_FSIGN, G_SSIGN, G_FLOOR, G_CEIL = 2, 3, 4, 5, 6, 7, 8, 9
+G_FMIN, G_UMIN, G_SMIN, G_FMAX, G_UMAX, G_SMAX, G_FCLAMP = 37, 38, 39, 40, 41, 42, 43
+G_POW = 26
+_TRANSCENDENTAL = {"exp": 27, "log": 28, "exp2": 29, "log2": 30, "sqrt": 31, "rsqrt": 32,
+                   "sin": 13, "cos": 14, "tan": 15, "atan": 18, "tanh": 21, "atan2": 25, "pow": 26}
+
+_FLOAT_BINARY = {"add": 129, "sub": 131, "mul": 133, "div": 136, "rem": 140}
+_INT_BINARY = {"add": 128, "sub": 130, "mul": 132, "and": 199, "or": 197, "xor": 198, "shl": 196}
+_BOOL_BINARY = {"and": 167, "or": 166, "xor": 165, "max": 166, "min": 167}
+_FLOAT_COMPARE = {"eq": 180, "ueq": 181, "ne": 182, "une": 183, "lt": 184, "ult": 185,
+                  "gt": 186, "ugt": 187, "le": 188, "ule": 189, "ge": 190, "uge": 191}
+_SIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 173, "ge": 175, "lt": 177, "le": 179}
+_UNSIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 172, "ge": 174, "lt": 176, "le": 178}
+OpIsNan, OpLogicalOr, OpLogicalNot, OpLogicalNotEqual, OpLogicalEqual = 156, 166, 168, 165, 164
+OpFNegate, OpSNegate, OpNot, OpBitcast, OpFConvert, OpSConvert = 127, 126, 200, 124, 115, 114
+OpConvertFToU, OpConvertFToS, OpConvertSToF, OpConvertUToF = 109, 110, 111, 112
+OpFOrdLessThan, OpFOrdEqual, OpINotEqual, OpBitwiseAnd, OpBitwiseOr = 184, 180, 171, 199, 197
+
+# Abramowitz & Stegun 7.1.26: |error| < 1.5e-7 over the whole real line.
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+class ScalarLowering:
+    """Lowers expressions at one loop point; ``accs`` are Function variables holding Acc(k)."""
+
+    def __init__(self, shader: Shader, point: list, accs: list | None = None,
+                 unsafe: frozenset = frozenset()):
+        self.sh, self.fn, self.asm = shader, shader.fn, shader.asm
+        self.point, self.accs, self.unsafe = point, accs or [], unsafe
+        self.memo: dict[K.Expr, int] = {}
+
+    def __call__(self, e: K.Expr) -> int:
+        if e not in self.memo:
+            self.memo[e] = self._lower(e)
+        return self.memo[e]
+
+    def scoped(self, e: K.Expr) -> int:
+        """``e`` lowered in a nested block: nothing computed there is reused outside it."""
+        saved = dict(self.memo)
+        try:
+            return self(e)
+        finally:
+            self.memo = saved
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def t(self, dtype: str) -> int:
+        return self.sh.compute_type(dtype)
+
+    def const(self, value, dtype: str) -> int:
+        if dtype == "i1":
+            return self.asm.const_bool(bool(value))
+        bits = self.sh.compute_bits(dtype)
+        if K.is_float(dtype):
+            return self.asm.const_float(bits, float(value))
+        return self.asm.const_int(bits, int(value))
+
+    def _glsl(self, number: int, dtype: str, *args) -> int:
+        """A GLSL.std.450 float op; f64 goes through f32 where GLSL has no 64-bit form."""
+        if dtype == "f64" and number in _TRANSCENDENTAL.values():
+            f32 = self.asm.t_float(32)
+            narrow = [self.fn.op(OpFConvert, f32, a) for a in args]
+            return self.fn.op(OpFConvert, self.t(dtype), self.fn.ext(f32, number, *narrow))
+        return self.fn.ext(self.t(dtype), number, *args)
+
+    def _unsupported(self, what: str):
+        return CompileError(f"the vulkan-spirv target does not support {what} in "
+                            f"{self.sh.where}")
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def _lower(self, e: K.Expr) -> int:
+        if isinstance(e, K.Load):
+            return self.sh.load(e.binding, self.sh.address(e.index[0], self.point))
+        if isinstance(e, K.Const):
+            return self.const(e.value, e.dtype)
+        if isinstance(e, K.LoopIndex):
+            i = self.point[e.dim]
+            bits = self.sh.compute_bits(e.dtype)
+            return i if bits == 32 else self.fn.op(S.OpUConvert, self.t(e.dtype), i)
+        if isinstance(e, K.Acc):
+            return self.fn.op(S.OpLoad, self.t(e.dtype), self.accs[e.result])
+        if isinstance(e, K.Select):
+            return self._select(e)
+        if isinstance(e, K.Unary):
+            return self._unary(e.op, self(e.x), e.dtype)
+        if isinstance(e, K.Binary):
+            return self.binary(e.op, self(e.a), self(e.b), e.dtype)
+        if isinstance(e, K.Compare):
+            return self._compare(e.predicate, self(e.a), self(e.b), e.a.dtype)
+        if isinstance(e, K.Cast):
+            return self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
+        raise self._unsupported(f"expression {type(e).__name__}")
+
+    def _select(self, e: K.Select) -> int:
+        cond = self(e.cond)
+        guarded = any(isinstance(n, K.Load) and n in self.unsafe
+                      for arm in (e.a, e.b) for n in K.walk(arm))
+        if not guarded:
+            return self.fn.op(S.OpSelect, self.t(e.dtype), cond, self(e.a), self(e.b))
+        fn = self.fn
+        var = fn.variable(self.t(e.dtype))
+        fn.if_then(cond, lambda: fn.do(S.OpStore, var, self.scoped(e.a)),
+                   lambda: fn.do(S.OpStore, var, self.scoped(e.b)))
+        return fn.op(S.OpLoad, self.t(e.dtype), var)
+
+    def _unary(self, op: str, x: int, dtype: str) -> int:
+        fn, t = self.fn, self.t(dtype)
+        if dtype == "i1":
+            if op == "not":
+                return fn.op(OpLogicalNot, t, x)
+            raise self._unsupported(f"'{op}' on i1")
+        if not K.is_float(dtype):
+            unsigned = K.is_unsigned(dtype)
+            if op == "neg":
+                return fn.op(OpSNegate, t, x)
+            if op == "abs":
+                return x if unsigned else fn.ext(t, G_SABS, x)
+            if op == "not":
+                return fn.op(OpNot, t, x)
+            if op == "sign":
+                if unsigned:
+                    nz = fn.op(OpINotEqual, self.sh.bool, x, self.const(0, dtype))
+                    return fn.op(S.OpSelect, t, nz, self.const(1, dtype), self.const(0, dtype))
+                return fn.ext(t, G_SSIGN, x)
+            raise self._unsupported(f"'{op}' on {dtype}")
+        simple = {"floor": G_FLOOR, "ceil": G_CEIL, "roundeven": G_ROUND_EVEN, "trunc": G_TRUNC,
+                  "abs": G_FABS, "sign": G_FSIGN}
+        if op == "neg":
+            return fn.op(OpFNegate, t, x)
+        if op in simple:
+            return fn.ext(t, simple[op], x)
+        if op == "round":  # half away from zero (GLSL Round leaves .5 to the driver)
+            half = fn.op(129, t, fn.ext(t, G_FABS, x), self.const(0.5, dtype))
+            return fn.op(133, t, fn.ext(t, G_FSIGN, x), fn.ext(t, G_FLOOR, half))
+        if op == "expm1":
+            return fn.op(131, t, self._glsl(27, dtype, x), self.const(1.0, dtype))
+        if op == "log1p":
+            return self._glsl(28, dtype, fn.op(129, t, x, self.const(1.0, dtype)))
+        if op == "tanh":  # clamped: exp overflow inside tanh gives NaN on some drivers
+            limit = 9.0 if dtype == "f16" else 15.0
+            x = fn.ext(t, G_FCLAMP, x, self.const(-limit, dtype), self.const(limit, dtype))
+            return self._glsl(21, dtype, x)
+        if op == "erf":
+            return self._erf(x, dtype)
+        if op in _TRANSCENDENTAL:
+            return self._glsl(_TRANSCENDENTAL[op], dtype, x)
+        raise self._unsupported(f"'{op}' on {dtype}")
+
+    def _erf(self, x: int, dtype: str) -> int:
+        fn, t = self.fn, self.t(dtype)
+        ax = fn.ext(t, G_FABS, x)
+        denom = fn.op(129, t, self.const(1.0, dtype), fn.op(133, t, ax, self.const(_ERF_P, dtype)))
+        u = fn.op(136, t, self.const(1.0, dtype), denom)
+        poly = self.const(_ERF_A[-1], dtype)
+        for a in reversed(_ERF_A[:-1]):
+            poly = fn.op(129, t, fn.op(133, t, poly, u), self.const(a, dtype))
+        poly = fn.op(133, t, poly, u)
+        gauss = self._glsl(27, dtype, fn.op(OpFNegate, t, fn.op(133, t, ax, ax)))
+        y = fn.op(131, t, self.const(1.0, dtype), fn.op(133, t, poly, gauss))
+        return fn.op(133, t, fn.ext(t, G_FSIGN, x), y)
+
+    def binary(self, op: str, a: int, b: int, dtype: str) -> int:
+        fn, t = self.fn, self.t(dtype)
+        if dtype == "i1":
+            if op in _BOOL_BINARY:
+                return fn.op(_BOOL_BINARY[op], t, a, b)
+            raise self._unsupported(f"'{op}' on i1")
+        if K.is_float(dtype):
+            if op in _FLOAT_BINARY:
+                return fn.op(_FLOAT_BINARY[op], t, a, b)
+            if op in ("max", "min"):  # NaN-propagating, like arith.maximumf / numpy
+                m = fn.ext(t, G_FMAX if op == "max" else G_FMIN, a, b)
+                nan = fn.op(OpLogicalOr, self.sh.bool, fn.op(OpIsNan, self.sh.bool, a),
+                            fn.op(OpIsNan, self.sh.bool, b))
+                return fn.op(S.OpSelect, t, nan, fn.op(129, t, a, b), m)
+            if op == "atan2":
+                return self._glsl(25, dtype, a, b)
+            if op == "pow":
+                return self._pow(a, b, dtype)
+            if op == "copysign":
+                return self._copysign(a, b, dtype)
+            raise self._unsupported(f"'{op}' on {dtype}")
+        unsigned = K.is_unsigned(dtype)
+        if op in _INT_BINARY:
+            return fn.op(_INT_BINARY[op], t, a, b)
+        table = {"div": (134, 135), "rem": (137, 138), "shr": (194, 195)}
+        if op in table:
+            return fn.op(table[op][0 if unsigned else 1], t, a, b)
+        if op in ("max", "min"):
+            number = {("max", True): G_UMAX, ("max", False): G_SMAX,
+                      ("min", True): G_UMIN, ("min", False): G_SMIN}[(op, unsigned)]
+            return fn.ext(t, number, a, b)
+        raise self._unsupported(f"'{op}' on {dtype}")
+
+    def _pow(self, a: int, b: int, dtype: str) -> int:
+        """numpy's pow: |a|**b, negated for a negative base and odd integer exponent, NaN for a
+        negative base and a non-integer exponent (GLSL Pow is undefined for a < 0)."""
+        fn, t, bool_ = self.fn, self.t(dtype), self.sh.bool
+        magnitude = self._glsl(G_POW, dtype, fn.ext(t, G_FABS, a), b)
+        negative = fn.op(OpFOrdLessThan, bool_, a, self.const(0.0, dtype))
+        integral = fn.op(OpFOrdEqual, bool_, fn.ext(t, G_TRUNC, b), b)
+        half = fn.op(133, t, b, self.const(0.5, dtype))
+        odd = fn.op(OpLogicalNot, bool_, fn.op(OpFOrdEqual, bool_, fn.ext(t, G_TRUNC, half), half))
+        signed = fn.op(S.OpSelect, t, odd, fn.op(OpFNegate, t, magnitude), magnitude)
+        negative_result = fn.op(S.OpSelect, t, integral, signed, self.const(float("nan"), dtype))
+        return fn.op(S.OpSelect, t, negative, negative_result, magnitude)
+
+    def _copysign(self, a: int, b: int, dtype: str) -> int:
+        fn = self.fn
+        bits = self.sh.compute_bits(dtype)
+        it, t = self.asm.t_int(bits), self.t(dtype)
+        sign = 1 << (bits - 1)
+        ia, ib = fn.op(OpBitcast, it, a), fn.op(OpBitcast, it, b)
+        magnitude = fn.op(OpBitwiseAnd, it, ia, self.asm.const_int(bits, sign - 1))
+        negative = fn.op(OpBitwiseAnd, it, ib, self.asm.const_int(bits, sign))
+        return fn.op(OpBitcast, t, fn.op(OpBitwiseOr, it, magnitude, negative))
+
+    def _compare(self, predicate: str, a: int, b: int, dtype: str) -> int:
+        fn, bool_ = self.fn, self.sh.bool
+        if dtype == "i1":
+            if predicate in ("eq", "ne"):
+                return fn.op(OpLogicalEqual if predicate == "eq" else OpLogicalNotEqual, bool_, a, b)
+            raise self._unsupported(f"predicate '{predicate}' on i1")
+        if K.is_float(dtype):
+            if predicate in ("ord", "uno"):
+                nan = fn.op(OpLogicalOr, bool_, fn.op(OpIsNan, bool_, a), fn.op(OpIsNan, bool_, b))
+                return nan if predicate == "uno" else fn.op(OpLogicalNot, bool_, nan)
+            return fn.op(_FLOAT_COMPARE[predicate], bool_, a, b)
+        table = _UNSIGNED_COMPARE if K.is_unsigned(dtype) else _SIGNED_COMPARE
+        base = predicate[1:] if predicate.startswith("u") and predicate[1:] in table else predicate
+        if base not in table:
+            raise self._unsupported(f"predicate '{predicate}' on {dtype}")
+        return fn.op(table[base], bool_, a, b)
+
+    def _cast(self, op: str, x: int, src: str, dst: str) -> int:
+        fn, t = self.fn, self.t(dst)
+        if src == "i1":  # i1 -> number: true is 1 (unsigned ops) or -1 (signed ops)
+            one = -1 if op in ("sitofp", "extsi") else 1
+            return fn.op(S.OpSelect, t, x, self.const(one, dst), self.const(0, dst))
+        if dst == "i1":  # trunci / fpto*i to i1: the low bit, or non-zero
+            if K.is_float(src):
+                return fn.op(182, self.sh.bool, x, self.const(0.0, src))
+            low = fn.op(OpBitwiseAnd, self.t(src), x, self.const(1, src))
+            return fn.op(OpINotEqual, self.sh.bool, low, self.const(0, src))
+        same_width = self.sh.compute_bits(src) == self.sh.compute_bits(dst)
+        if op == "bitcast":
+            return fn.op(OpBitcast, t, x)
+        if op in ("fpext", "fptrunc"):
+            return x if same_width else fn.op(OpFConvert, t, x)
+        if op in ("extsi", "extui", "trunci"):
+            if same_width:
+                return x
+            return fn.op(OpSConvert if op == "extsi" else S.OpUConvert, t, x)
+        number = {"fptosi": OpConvertFToS, "fptoui": OpConvertFToU, "sitofp": OpConvertSToF,
+                  "uitofp": OpConvertUToF}.get(op)
+        if number is None:
+            raise self._unsupported(f"cast '{op}'")
+        return fn.op(number, t, x)

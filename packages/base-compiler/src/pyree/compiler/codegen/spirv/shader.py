@@ -1,0 +1,168 @@
+"""One compute entry point under construction: its storage-buffer bindings, built-ins, typed
+loads and stores, affine addressing, and the launch it is written for.
+
+Bindings are descriptor set 0, binding = position (schemas/executables.fbs), each a runtime array
+of the binding's storage type: i1 as one byte, f16 as half (16-bit storage). Arithmetic happens
+in each dtype's compute type (see ``compute_type``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv.targets import VulkanTarget
+from pyree.compiler.errors import CompileError
+
+MAX_GROUPS_PER_DIM = 65535   # maxComputeWorkGroupCount's guaranteed minimum
+MAX_ELEMENTS = 2**31 - 1     # addresses are 32-bit
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_memory_bytes: int = 0
+
+
+def grid_for(groups: int) -> tuple[int, int, int]:
+    """``groups`` workgroups as an x*y grid within the per-dimension limit."""
+    if groups == 0:
+        return (0, 1, 1)
+    gx = min(groups, MAX_GROUPS_PER_DIM)
+    return (gx, -(-groups // gx), 1)
+
+
+class Shader:
+    def __init__(self, asm: S.Assembler, kernel: K.Kernel, target: VulkanTarget):
+        self.asm, self.kernel, self.target = asm, kernel, target
+        self.where = f"kernel '{kernel.name}'" + (f" ({kernel.location})" if kernel.location else "")
+        self.fn = S.Function(asm)
+        self.u32 = asm.t_int(32)
+        self.bool = asm.t_bool()
+        self.interface: list[int] = []
+        self.buffers = []
+        for i, b in enumerate(kernel.bindings):
+            if b.shape[0] > MAX_ELEMENTS:
+                raise CompileError(f"binding {i} of {self.where} has {b.shape[0]} elements; the "
+                                   f"vulkan-spirv target addresses at most {MAX_ELEMENTS}")
+            element = self.storage_type(b.dtype)
+            var = asm.variable(S.STORAGE_BUFFER, asm.t_buffer_block(element, K.itemsize(b.dtype)))
+            asm.decorate(var, S.DEC_DESCRIPTOR_SET, 0)
+            asm.decorate(var, S.DEC_BINDING, i)
+            if b.access == "read":
+                asm.decorate(var, S.DEC_NON_WRITABLE)
+            self.buffers.append((var, element, b.dtype))
+
+    # -- types -----------------------------------------------------------------------------------
+    def storage_type(self, dtype: str) -> int:
+        asm, bits = self.asm, 8 * K.itemsize(dtype)
+        if bits in (8, 16):
+            if not self.target.storage_8_16_bit:
+                raise CompileError(f"{self.where} uses {dtype} buffers, which target "
+                                   f"'{self.target.triple}' lacks (8/16-bit storage)")
+            asm.require("StorageBuffer8BitAccess" if bits == 8 else "StorageBuffer16BitAccess")
+        self._check_64(dtype)
+        return asm.t_float(bits) if K.is_float(dtype) else asm.t_int(bits)
+
+    def compute_type(self, dtype: str) -> int:
+        """f16 computes in half only where the target has float16 arithmetic, else in f32."""
+        asm = self.asm
+        if dtype == "i1":
+            return self.bool
+        bits = self.compute_bits(dtype)
+        self._check_64(dtype)
+        if bits in (8, 16):
+            asm.require({8: "Int8", 16: "Float16" if K.is_float(dtype) else "Int16"}[bits])
+        return asm.t_float(bits) if K.is_float(dtype) else asm.t_int(bits)
+
+    def compute_bits(self, dtype: str) -> int:
+        if dtype == "f16" and not self.target.float16:
+            return 32
+        return 8 * K.itemsize(dtype)
+
+    def _check_64(self, dtype: str) -> None:
+        if dtype == "f64" and not self.target.float64:
+            raise CompileError(f"{self.where} uses f64, which target '{self.target.triple}' "
+                               "lacks (shaderFloat64)")
+        if K.itemsize(dtype) == 8 and not K.is_float(dtype) and not self.target.int64:
+            raise CompileError(f"{self.where} uses {dtype}, which target "
+                               f"'{self.target.triple}' lacks (shaderInt64)")
+
+    # -- memory ----------------------------------------------------------------------------------
+    def _element(self, binding: int, index: int) -> int:
+        var, element, _ = self.buffers[binding]
+        ptr = self.asm.t_pointer(S.STORAGE_BUFFER, element)
+        return self.fn.op(S.OpAccessChain, ptr, var, self.asm.u32(0), index)
+
+    def load(self, binding: int, index: int) -> int:
+        """Element ``index`` (u32 id) of ``binding``, converted to its compute type."""
+        _, element, dtype = self.buffers[binding]
+        fn, asm = self.fn, self.asm
+        raw = fn.op(S.OpLoad, element, self._element(binding, index))
+        if dtype == "i1":
+            wide = fn.op(S.OpUConvert, self.u32, raw)
+            return fn.op(171, self.bool, wide, asm.u32(0))  # OpINotEqual
+        if self.compute_bits(dtype) != 8 * K.itemsize(dtype):
+            return fn.op(115, self.compute_type(dtype), raw)  # OpFConvert
+        return raw
+
+    def store(self, binding: int, index: int, value: int) -> None:
+        _, element, dtype = self.buffers[binding]
+        fn, asm = self.fn, self.asm
+        if dtype == "i1":
+            value = fn.op(S.OpSelect, element, value, asm.const_int(8, 1), asm.const_int(8, 0))
+        elif self.compute_bits(dtype) != 8 * K.itemsize(dtype):
+            value = fn.op(115, element, value)  # OpFConvert
+        fn.do(S.OpStore, self._element(binding, index), value)
+
+    def address(self, ix: K.AffineExpr, point: list[int | None]) -> int:
+        """``ix`` at the loop indices ``point`` (u32 ids), wrapping mod 2**32 like the hardware."""
+        fn, asm = self.fn, self.asm
+        acc = None
+        for d, c in enumerate(ix.coeffs):
+            if c == 0:
+                continue
+            term = point[d] if c == 1 else fn.op(S.OpIMul, self.u32, point[d], asm.u32(c))
+            acc = term if acc is None else fn.op(S.OpIAdd, self.u32, acc, term)
+        if acc is None:
+            return asm.u32(ix.const)
+        return acc if ix.const == 0 else fn.op(S.OpIAdd, self.u32, acc, asm.u32(ix.const))
+
+    def delinearize(self, linear: int, ranges: tuple[int, ...]) -> list[int]:
+        """Row-major loop indices of ``linear`` over ``ranges``."""
+        fn, asm = self.fn, self.asm
+        out = []
+        stride = 1
+        for n in reversed(ranges):
+            q = linear if stride == 1 else fn.op(S.OpUDiv, self.u32, linear, asm.u32(stride))
+            out.append(q if n * stride == math.prod(ranges) else fn.op(S.OpUMod, self.u32, q, asm.u32(n)))
+            stride *= n
+        return out[::-1]
+
+    # -- built-ins -------------------------------------------------------------------------------
+    def builtin(self, builtin: int, component: int) -> int:
+        var = self.asm.builtin_input(builtin)
+        if var not in self.interface:
+            self.interface.append(var)
+        vec = self.fn.op(S.OpLoad, self.asm.t_vector(self.u32, 3), var)
+        return self.fn.op(S.OpCompositeExtract, self.u32, vec, component)
+
+    def group_id(self, grid: tuple[int, int, int]) -> int:
+        """The linear workgroup id over an x*y grid from ``grid_for``."""
+        x = self.builtin(S.BUILTIN_WORKGROUP_ID, 0)
+        if grid[1] == 1:
+            return x
+        y = self.builtin(S.BUILTIN_WORKGROUP_ID, 1)
+        return self.fn.op(S.OpIAdd, self.u32, self.fn.op(S.OpIMul, self.u32, y, self.asm.u32(grid[0])), x)
+
+    def local_id(self) -> int:
+        return self.builtin(S.BUILTIN_LOCAL_INVOCATION_ID, 0)
+
+    def finish(self, name: str, block: tuple[int, int, int]) -> None:
+        self.fn.finish()
+        self.asm.entry_point(self.fn, name, block, self.interface)
+
+

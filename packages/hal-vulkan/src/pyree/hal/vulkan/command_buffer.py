@@ -1,0 +1,260 @@
+"""Command buffers: the VM records a function's commands once against binding-table slots; each
+call brings its own buffers. A ``CommandBuffer`` keeps one recorded VkCommandBuffer (with its
+descriptor sets written) per distinct set of buffers, keyed by the buffers' serials, and
+resubmits it. The allocator's size pool hands a static-shape function the same buffers call after
+call, so after the first call a submit is one vkQueueSubmit. At most ``RECORDINGS_PER_FUNCTION``
+are kept; the oldest is freed once the GPU is done with it.
+
+Every recording starts with a full memory barrier (earlier submissions on the queue happen
+before) and ends with one that makes its writes visible to the host; ``barrier`` commands become
+compute/transfer pipeline barriers. Bindings are checked against each kernel's declared minimum
+lengths when recorded and against the actual buffers for each new set of buffers, so a bad module
+cannot make a shader touch memory outside its buffers.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from pyree.hal.vulkan.symbols import check, ffi
+from pyree.runtime.hal.python_driver import Command, HalError
+
+RECORDINGS_PER_FUNCTION = 4
+BIND_POINT_COMPUTE = 1
+STAGE_TRANSFER, STAGE_HOST, STAGE_ALL_COMMANDS = 0x1000, 0x4000, 0x10000
+ACCESS_HOST_READ, ACCESS_MEMORY_READ, ACCESS_MEMORY_WRITE = 0x2000, 0x8000, 0x10000
+STAGE_COMPUTE = 0x20
+DESCRIPTOR_STORAGE_BUFFER = 7
+STYPE_DESCRIPTOR_POOL, STYPE_DESCRIPTOR_SET_ALLOCATE, STYPE_WRITE_DESCRIPTOR_SET = 33, 34, 35
+STYPE_COMMAND_BUFFER_ALLOCATE, STYPE_COMMAND_BUFFER_BEGIN, STYPE_MEMORY_BARRIER = 40, 42, 46
+USAGE_SIMULTANEOUS = 0x4
+UPDATE_LIMIT = 65536  # vkCmdUpdateBuffer's largest write
+
+
+@dataclass
+class Recording:
+    handle: object          # VkCommandBuffer
+    pool: int               # VkDescriptorPool (0 when no dispatch)
+    last_value: int = 0     # the device timeline value of its latest submission
+
+
+def full_barrier(vk, cb, dst_stage=STAGE_ALL_COMMANDS, dst_access=ACCESS_MEMORY_READ | ACCESS_MEMORY_WRITE):
+    barrier = ffi.new("VkMemoryBarrier *", {"sType": STYPE_MEMORY_BARRIER,
+                                            "srcAccessMask": ACCESS_MEMORY_WRITE,
+                                            "dstAccessMask": dst_access})
+    vk.vkCmdPipelineBarrier(cb, STAGE_ALL_COMMANDS, dst_stage, 0, 1, barrier, 0, ffi.NULL, 0, ffi.NULL)
+
+
+class CommandBuffer:
+    def __init__(self, device, commands: list[Command], table_size: int):
+        self.device, self.vk = device, device.vk
+        self.commands = commands
+        self.table_size = table_size
+        self.kernel_names = []
+        self._recordings: OrderedDict[tuple, Recording] = OrderedDict()
+        for i, c in enumerate(commands):
+            self._validate(i, c)
+
+    def _validate(self, i: int, c: Command) -> None:
+        where = f"command {i} ({c.kind})"
+        for b in c.bindings:
+            if b.slot >= self.table_size:
+                raise HalError("INVALID_ARGUMENT", f"{where}: binding slot {b.slot} is outside the "
+                                                   f"{self.table_size}-entry binding table")
+        if c.kind == "dispatch":
+            kernels = c.executable.kernels
+            if c.export_ordinal >= len(kernels):
+                raise HalError("INVALID_ARGUMENT", f"{where}: export {c.export_ordinal} does not "
+                                                   f"exist ({len(kernels)} exports)")
+            k = kernels[c.export_ordinal]
+            if len(c.bindings) != len(k.min_lengths):
+                raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{k.name}' takes "
+                                                   f"{len(k.min_lengths)} bindings, {len(c.bindings)} given")
+            for j, (b, need) in enumerate(zip(c.bindings, k.min_lengths)):
+                if b.length < need:
+                    raise HalError("OUT_OF_RANGE", f"{where}: binding {j} of kernel '{k.name}' is "
+                                                   f"{b.length} bytes, the kernel touches {need}")
+            if len(c.push_constants) * 4 > 128:
+                raise HalError("INVALID_ARGUMENT", f"{where}: {len(c.push_constants)} push "
+                                                   "constants exceed 128 bytes")
+            self.kernel_names.append(k.name)
+        elif c.kind == "copy":
+            src, dst = c.bindings
+            if src.length != dst.length:
+                raise HalError("INVALID_ARGUMENT", f"{where}: copies {src.length} bytes into "
+                                                   f"{dst.length}")
+        elif c.kind == "fill":
+            (t,) = c.bindings
+            width = c.fill_pattern_length
+            if width not in (1, 2, 4, 8) or t.length % width:
+                raise HalError("INVALID_ARGUMENT", f"{where}: fill of {t.length} bytes with a "
+                                                   f"{width}-byte pattern")
+            if t.offset % 4 or t.length % 4:
+                raise HalError("UNIMPLEMENTED", f"{where}: the vulkan driver fills only 4-byte "
+                                                f"aligned ranges, not [{t.offset}, "
+                                                f"{t.offset + t.length})")
+
+    # -- submission ------------------------------------------------------------------------------
+    def recording_for(self, table: list) -> Recording:
+        key = tuple(b.serial if b is not None else 0 for b in table)
+        recording = self._recordings.get(key)
+        if recording is not None:
+            self._recordings.move_to_end(key)
+            return recording
+        if len(self._recordings) >= RECORDINGS_PER_FUNCTION:
+            _, oldest = self._recordings.popitem(last=False)
+            self.device.wait_for(oldest.last_value)
+            self._free(oldest)
+        recording = self._record(table)
+        self._recordings[key] = recording
+        return recording
+
+    def _buffer(self, table, slot: int, offset: int, length: int, where: str):
+        buf = table[slot] if slot < len(table) else None
+        if buf is None:
+            raise HalError("INVALID_ARGUMENT", f"{where}: binding slot {slot} is empty")
+        if offset + length > buf.size:
+            raise HalError("OUT_OF_RANGE", f"{where}: binding [{offset}, {offset + length}) exceeds "
+                                           f"its {buf.size}-byte buffer")
+        return buf
+
+    def _record(self, table: list) -> Recording:
+        vk, dev = self.vk, self.device
+        dispatches = [c for c in self.commands if c.kind == "dispatch"
+                      and all(c.executable.kernels[c.export_ordinal].grid)]
+        pool = self._descriptor_pool(dispatches)
+        try:
+            handle = dev.allocate_command_buffer()
+        except HalError:
+            if pool:
+                vk.vkDestroyDescriptorPool(dev.device, pool, ffi.NULL)
+            raise
+        recording = Recording(handle, pool)
+        try:
+            self._fill_in(recording, table, dispatches)
+        except HalError:
+            self._free(recording)
+            raise
+        return recording
+
+    def _descriptor_pool(self, dispatches) -> int:
+        if not dispatches:
+            return 0
+        vk, dev = self.vk, self.device
+        descriptors = sum(len(c.bindings) for c in dispatches)
+        size = ffi.new("VkDescriptorPoolSize *", {"type": DESCRIPTOR_STORAGE_BUFFER,
+                                                  "descriptorCount": max(descriptors, 1)})
+        info = ffi.new("VkDescriptorPoolCreateInfo *", {
+            "sType": STYPE_DESCRIPTOR_POOL, "maxSets": len(dispatches), "poolSizeCount": 1,
+            "pPoolSizes": size})
+        pool = ffi.new("VkDescriptorPool *")
+        check(vk.vkCreateDescriptorPool(dev.device, info, ffi.NULL, pool), "vkCreateDescriptorPool")
+        return pool[0]
+
+    def _fill_in(self, recording: Recording, table: list, dispatches) -> None:
+        vk, dev, cb = self.vk, self.device, recording.handle
+        sets = {}
+        if dispatches:
+            layouts = ffi.new("VkDescriptorSetLayout[]",
+                              [c.executable.kernels[c.export_ordinal].set_layout for c in dispatches])
+            out = ffi.new("VkDescriptorSet[]", len(dispatches))
+            info = ffi.new("VkDescriptorSetAllocateInfo *", {
+                "sType": STYPE_DESCRIPTOR_SET_ALLOCATE, "descriptorPool": recording.pool,
+                "descriptorSetCount": len(dispatches), "pSetLayouts": layouts})
+            check(vk.vkAllocateDescriptorSets(dev.device, info, out), "vkAllocateDescriptorSets")
+            sets = {id(c): out[i] for i, c in enumerate(dispatches)}
+        begin = ffi.new("VkCommandBufferBeginInfo *", {"sType": STYPE_COMMAND_BUFFER_BEGIN,
+                                                       "flags": USAGE_SIMULTANEOUS})
+        check(vk.vkBeginCommandBuffer(cb, begin), "vkBeginCommandBuffer")
+        full_barrier(vk, cb)
+        alignment = dev.physical.limits["minStorageBufferOffsetAlignment"]
+        for i, c in enumerate(self.commands):
+            where = f"command {i} ({c.kind})"
+            if c.kind == "barrier":
+                full_barrier(vk, cb)
+            elif c.kind == "dispatch":
+                if id(c) in sets:
+                    self._dispatch(cb, c, sets[id(c)], table, where, alignment)
+            elif c.kind == "copy":
+                src, dst = c.bindings
+                s = self._buffer(table, src.slot, src.offset, src.length, where)
+                d = self._buffer(table, dst.slot, dst.offset, dst.length, where)
+                if src.length:
+                    region = ffi.new("VkBufferCopy *", {"srcOffset": src.offset,
+                                                        "dstOffset": dst.offset, "size": src.length})
+                    vk.vkCmdCopyBuffer(cb, s.handle, d.handle, 1, region)
+            else:
+                (t,) = c.bindings
+                buf = self._buffer(table, t.slot, t.offset, t.length, where)
+                if t.length:
+                    self._fill(cb, buf.handle, t.offset, t.length, c.fill_pattern,
+                               c.fill_pattern_length)
+        full_barrier(vk, cb, STAGE_HOST, ACCESS_HOST_READ)
+        check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
+
+    def _dispatch(self, cb, c: Command, descriptor_set, table, where: str, alignment: int) -> None:
+        vk, dev = self.vk, self.device
+        k = c.executable.kernels[c.export_ordinal]
+        n = len(c.bindings)
+        infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
+        writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
+        for j, b in enumerate(c.bindings):
+            buf = self._buffer(table, b.slot, b.offset, b.length, where)
+            if b.offset % alignment:
+                raise HalError("INVALID_ARGUMENT", f"{where}: binding {j} of kernel '{k.name}' "
+                                                   f"starts at offset {b.offset}, not a multiple "
+                                                   f"of the device's {alignment}-byte alignment")
+            infos[j].buffer, infos[j].offset, infos[j].range = buf.handle, b.offset, b.length
+            w = writes[j]
+            w.sType, w.dstSet, w.dstBinding = STYPE_WRITE_DESCRIPTOR_SET, descriptor_set, j
+            w.descriptorCount, w.descriptorType = 1, DESCRIPTOR_STORAGE_BUFFER
+            w.pBufferInfo = infos + j
+        vk.vkUpdateDescriptorSets(dev.device, n, writes, 0, ffi.NULL)
+        vk.vkCmdBindPipeline(cb, BIND_POINT_COMPUTE, k.pipeline)
+        sets = ffi.new("VkDescriptorSet *", descriptor_set)
+        vk.vkCmdBindDescriptorSets(cb, BIND_POINT_COMPUTE, k.pipeline_layout, 0, 1, sets, 0, ffi.NULL)
+        if c.push_constants:
+            values = ffi.new("uint32_t[]", list(c.push_constants))
+            vk.vkCmdPushConstants(cb, k.pipeline_layout, STAGE_COMPUTE, 0, 4 * len(values), values)
+        vk.vkCmdDispatch(cb, *k.grid)
+
+    def _fill(self, cb, buffer: int, offset: int, length: int, pattern: int, width: int) -> None:
+        vk = self.vk
+        pattern &= (1 << (8 * width)) - 1
+        if width == 8 and pattern & 0xFFFFFFFF == pattern >> 32:
+            width, pattern = 4, pattern & 0xFFFFFFFF
+        if width < 4:
+            pattern = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
+            width = 4
+        if width == 4:
+            vk.vkCmdFillBuffer(cb, buffer, offset, length, pattern)
+            return
+        # An 8-byte pattern with distinct halves: write one chunk, then double it by copies.
+        first = min(length, UPDATE_LIMIT)
+        data = ffi.new("uint8_t[]", pattern.to_bytes(8, "little") * (first // 8))
+        vk.vkCmdUpdateBuffer(cb, buffer, offset, first, data)
+        done = first
+        while done < length:
+            full_barrier(vk, cb, STAGE_TRANSFER)
+            n = min(done, length - done)
+            region = ffi.new("VkBufferCopy *", {"srcOffset": offset, "dstOffset": offset + done,
+                                                "size": n})
+            vk.vkCmdCopyBuffer(cb, buffer, buffer, 1, region)
+            done += n
+
+    # -- lifetime --------------------------------------------------------------------------------
+    def _free(self, recording: Recording) -> None:
+        self.device.free_command_buffer(recording.handle)
+        if recording.pool:
+            self.vk.vkDestroyDescriptorPool(self.device.device, recording.pool, ffi.NULL)
+
+    def destroy(self) -> None:
+        """The caller has waited for every submission of this command buffer."""
+        for recording in self._recordings.values():
+            self._free(recording)
+        self._recordings.clear()
+
+    @property
+    def last_value(self) -> int:
+        return max((r.last_value for r in self._recordings.values()), default=0)

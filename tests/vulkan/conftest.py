@@ -1,0 +1,31 @@
+"""Tests that need a Vulkan device carry the ``vulkan_device`` fixture and skip, saying why, on
+hosts without the pyree-hal-vulkan driver or a Vulkan 1.2 device (CI installs Mesa's lavapipe)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def vulkan_unavailable_reason() -> str:
+    try:
+        import pyree.runtime as rt
+    except ImportError:
+        return "pyree-base-runtime is not installed"
+    info = next((d for d in rt.list_drivers() if d.name == "vulkan"), None)
+    if info is None:
+        return "the pyree-hal-vulkan driver is not installed"
+    return "" if info.available else f"no Vulkan device: {info.reason}"
+
+
+@pytest.fixture(scope="session")
+def vulkan_device():
+    reason = vulkan_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return "vulkan"
+
+
+@pytest.fixture(scope="session")
+def vulkan_package():
+    """For tests of the driver's own code that need the package but no device."""
+    pytest.importorskip("pyree.hal.vulkan", reason="the pyree-hal-vulkan driver is not installed")
