@@ -1,6 +1,8 @@
 """pyree's CUDA driver against PyTorch, in one process on one GPU.
 
-    python3 bench/cuda/bench_cuda.py MODULE_DIR   (modules from tests/cuda/build_modules.py)
+    python3 bench/cuda/bench_cuda.py MODULE_DIR [MODES...]   (modules of tests/cuda/build_modules.py)
+
+PYREE_CUDA_F16_MODULE_DIR names another folder for the f16 matmul (the sm_90a build: wgmma).
 
 Measures: add of two 64M-element f32 vectors (whole call including the result allocation,
 device-resident inputs) vs torch.add(out=); a 4-element add, the whole invoke from Python
@@ -11,6 +13,7 @@ torch.matmul (cuBLAS). Prints a table with the ratios; --json writes the numbers
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -19,6 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyree.runtime as rt
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import invoke_latency  # noqa: E402
 
 
 def torch_ms(fn, reps=50, warmup=5) -> float:
@@ -53,7 +59,7 @@ def pyree_ms(call, reps=50, warmup=5) -> tuple[float, float]:
     return statistics.median(lat), (time.perf_counter() - t0) * 1e3 / reps
 
 
-def main(folder: Path, mode: str) -> dict:
+def main(folder: Path, mode: str, f16_folder: Path) -> dict:
     uri = f"cuda://0?command_buffer={mode}"
     rng = np.random.default_rng(0)
     out: dict = {"mode": mode, "gpu": torch.cuda.get_device_name(0)}
@@ -73,24 +79,9 @@ def main(folder: Path, mode: str) -> dict:
     out["add64m"] = {"pyree_latency_ms": lat, "pyree_ms": thr, "torch_ms": t_add,
                      "speed_vs_torch": t_add / thr, "pyree_GBps": 3 * a.nbytes / thr / 1e6}
 
-    # 4-element add: per-call overhead ------------------------------------------------------
-    m = rt.load_module(folder / "bench_add_4.vmfb", device=uri)
-    fn = m[m.function_names[0]]
+    # 4-element add: per-call overhead (invoke_latency.py), against torch add + .cpu() -------
+    out["add4"] = invoke_latency.measure(folder, uri)
     a4, b4 = rng.standard_normal((1, 4)).astype(np.float32), rng.standard_normal((1, 4)).astype(np.float32)
-    assert np.allclose(fn(a4, b4).to_host(), a4 + b4)
-    times = []
-    for i in range(2000):
-        t0 = time.perf_counter()
-        fn(a4, b4).to_host()
-        if i >= 200:
-            times.append((time.perf_counter() - t0) * 1e6)
-    d4a, d4b = rt.asdevicearray(m.device, a4), rt.asdevicearray(m.device, b4)
-    times_dev = []
-    for i in range(2000):
-        t0 = time.perf_counter()
-        fn(d4a, d4b).wait()
-        if i >= 200:
-            times_dev.append((time.perf_counter() - t0) * 1e6)
     t4a, t4b = torch.from_numpy(a4).cuda(), torch.from_numpy(b4).cuda()
     times_torch = []
     for i in range(2000):
@@ -98,14 +89,12 @@ def main(folder: Path, mode: str) -> dict:
         torch.add(t4a, t4b).cpu()
         if i >= 200:
             times_torch.append((time.perf_counter() - t0) * 1e6)
-    out["add4"] = {"pyree_numpy_in_out_us": statistics.median(times),
-                   "pyree_device_in_wait_us": statistics.median(times_dev),
-                   "torch_add_cpu_us": statistics.median(times_torch)}
+    out["add4"]["torch_add_cpu_us"] = statistics.median(times_torch)
 
     # matmul 4096^3 (cuBLAS with TF32 off for f32) ----------------------------------------------
     torch.backends.cuda.matmul.allow_tf32 = False
-    for dtype, np_dt in (("f32", np.float32), ("f16", np.float16)):
-        out[f"matmul_{dtype}"] = bench_matmul(folder, uri, dtype, np_dt, rng)
+    out["matmul_f32"] = bench_matmul(folder, uri, "f32", np.float32, rng)
+    out["matmul_f16"] = bench_matmul(f16_folder, uri, "f16", np.float16, rng)
     return out
 
 
@@ -145,7 +134,8 @@ def print_table(r: dict) -> None:
 
 if __name__ == "__main__":
     folder = Path(sys.argv[1])
-    results = [main(folder, mode) for mode in sys.argv[2:] or ["graph"]]
+    f16_folder = Path(os.environ.get("PYREE_CUDA_F16_MODULE_DIR") or folder)
+    results = [main(folder, mode, f16_folder) for mode in sys.argv[2:] or ["graph"]]
     for r in results:
         print_table(r)
     if len(sys.argv) > 1:

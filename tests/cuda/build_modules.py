@@ -1,5 +1,6 @@
 """Compiles every CUDA test case (and the MLP of tests/data) on this CPU-only machine into a
-folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``.
+folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``. Build twice
+for a Hopper host, ``sm_90`` (mma.sync) and ``sm_90a`` (wgmma), and run the GPU tests on each.
 
 The MLP's expected output comes from the local-task CPU driver here, for fixed inputs.
 """

@@ -88,6 +88,12 @@ CASES = {
     "matmul_f16_tc_128x256x96": (matmul(128, 256, 96, "f16"),
                                  [((128, 96), "float16"), ((96, 256), "float16")],
                                  lambda a, b: a @ b, 1e-5),
+    "matmul_f16_wg_256x512x192": (matmul(256, 512, 192, "f16"),  # wgmma n256 on sm_90a
+                                  [((256, 192), "float16"), ((192, 512), "float16")],
+                                  lambda a, b: a @ b, 1e-5),
+    "matmul_f16_wg_128x384x640": (matmul(128, 384, 640, "f16"),  # wgmma n128, stages wrap
+                                  [((128, 640), "float16"), ((640, 384), "float16")],
+                                  lambda a, b: a @ b, 1e-5),
     "matmul_f16_259x133x71": (matmul(259, 133, 71, "f16"),
                               [((259, 71), "float16"), ((71, 133), "float16")],
                               lambda a, b: a @ b, 1e-3),

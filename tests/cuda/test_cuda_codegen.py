@@ -42,7 +42,8 @@ def test_every_template_assembles_with_ptxas(arch, tmp_path):
 
 
 @pytest.mark.parametrize("name, arch", [
-    ("hopper", "sm_90"), ("h100", "sm_90"), ("H100", "sm_90"), ("sm_90a", "sm_90a"),
+    ("hopper", "sm_90a"), ("h100", "sm_90a"), ("H100", "sm_90a"), ("h200", "sm_90a"),
+    ("sm_90a", "sm_90a"), ("sm_90", "sm_90"),
     ("ampere", "sm_80"), ("a100", "sm_80"), ("rtx3090", "sm_86"), ("rtx4090", "sm_89"),
     ("ada", "sm_89"), ("volta", "sm_70"), ("pascal", "sm_60"), ("p100", "sm_60"),
     ("turing", "sm_75"), ("sm_60", "sm_60"),
@@ -69,7 +70,7 @@ def _cuda_executable(vmfb: bytes):
 def test_module_carries_ptx_and_a_cubin_for_the_exact_target():
     cuda = _cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"],
                                                             cuda_target="hopper")))
-    assert cuda.targetArch == b"sm_90" and cuda.cubinArch == b"sm_90"
+    assert cuda.targetArch == b"sm_90a" and cuda.cubinArch == b"sm_90a"
     assert cuda.ptx.length > 0 and cuda.cubin.length > 0
     (export,) = cuda.exports
     assert len(export.gridSize) == 3 and len(export.blockSize) == 3
@@ -103,6 +104,27 @@ def test_templates_are_chosen_by_kernel_shape():
     ptx, _ = generate_ptx([zoo.row_sum(), zoo.matmul(257, 131, 67)], resolve_target("sm_90"))
     assert "shfl.sync.bfly" in ptx           # block reduction
     assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul
+
+
+@needs_ptxas
+def test_wgmma_on_sm_90a_only_and_without_serialization(tmp_path):
+    """The Hopper matmul: wgmma with the accumulators kept in place (ptxas warns when it must
+    serialize wgmma because other instructions touch them), mma.sync elsewhere."""
+    kernels = [zoo.matmul(256, 512, 192, "f16"), zoo.matmul(128, 384, 640, "f16")]
+    ptx, launches = generate_ptx(kernels, resolve_target("hopper"))
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == 4
+    assert "mma.sync" not in ptx and "fence.proxy.async.shared::cta" in ptx
+    assert [launch.grid for _, launch in launches] == [(2, 2, 1), (3, 1, 1)]
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    proc = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "serialized" not in proc.stderr and "spill" in proc.stderr
+    assert " 0 bytes spill stores" in proc.stderr
+    sm90, _ = generate_ptx(kernels, resolve_target("sm_90"))
+    assert "wgmma" not in sm90 and "mma.sync" in sm90
 
 
 def test_f64_transcendentals_are_refused_clearly():

@@ -7,6 +7,7 @@ so a device outlives everything made from it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,16 +108,26 @@ class Device:
                      wait: list[tuple[Semaphore, int]], signal: list[tuple[Semaphore, int]]):
         """One crossing: runs a recorded command buffer on these buffers once ``wait`` is reached,
         then signals ``signal``. Does not wait for completion."""
-        table = ffi.new(_HANDLES, [b.handle if b is not None else 0 for b in binding_table])
-        lists = ffi.new(_SEMAPHORE_LISTS, 2)
-        handles = ffi.new(_HANDLES, [s.handle for s, _ in wait] + [s.handle for s, _ in signal])
-        values = ffi.new(_U64S, [v for _, v in wait] + [v for _, v in signal])
-        lists[0].count, lists[0].semaphores, lists[0].values = len(wait), handles, values
-        lists[1].count = len(signal)
-        lists[1].semaphores, lists[1].values = handles + len(wait), values + len(wait)
-        self._check(self._vt.queue_submit(self._vt.self, command_buffer.handle, len(binding_table),
-                                          table, lists, lists + 1),
-                    "submit")
+        pairs = wait + signal
+        arrays = command_buffer.submit_arrays
+        if arrays.table_size < len(binding_table) or arrays.capacity < len(pairs):
+            arrays = command_buffer.submit_arrays = _SubmitArrays(
+                max(arrays.table_size, len(binding_table)), max(arrays.capacity, len(pairs)))
+        if not arrays.lock.acquire(blocking=False):  # another thread submits it right now
+            arrays = _SubmitArrays(len(binding_table), len(pairs))
+            arrays.lock.acquire()
+        try:
+            table, handles, values, lists = arrays.table, arrays.handles, arrays.values, arrays.lists
+            table[0:len(binding_table)] = [b.handle if b is not None else 0 for b in binding_table]
+            handles[0:len(pairs)] = [s.handle for s, _ in pairs]
+            values[0:len(pairs)] = [v for _, v in pairs]
+            lists[0].count, lists[1].count = len(wait), len(signal)
+            lists[1].semaphores, lists[1].values = handles + len(wait), values + len(wait)
+            self._check(self._vt.queue_submit(self._vt.self, command_buffer.handle,
+                                              len(binding_table), table, lists, lists + 1),
+                        "submit")
+        finally:
+            arrays.lock.release()
 
 
 class _Resource:
@@ -172,12 +183,27 @@ class Executable(_Resource):
     _release = "release_executable"
 
 
+class _SubmitArrays:
+    """The C arrays one queue_submit passes (binding table, semaphore lists), kept with the
+    command buffer and refilled in place: making them afresh was most of a submit's host time."""
+
+    def __init__(self, table_size: int, capacity: int):
+        self.lock = threading.Lock()
+        self.table_size, self.capacity = table_size, capacity
+        self.table = ffi.new(_HANDLES, max(table_size, 1))
+        self.handles = ffi.new(_HANDLES, max(capacity, 1))
+        self.values = ffi.new(_U64S, max(capacity, 1))
+        self.lists = ffi.new(_SEMAPHORE_LISTS, 2)
+        self.lists[0].semaphores, self.lists[0].values = self.handles, self.values
+
+
 class CommandBuffer(_Resource):
     _release = "release_command_buffer"
 
     def __init__(self, device: Device, handle: int, binding_table_size: int):
         super().__init__(device, handle)
         self.binding_table_size = binding_table_size
+        self.submit_arrays = _SubmitArrays(binding_table_size, 4)
 
 
 class Semaphore(_Resource):

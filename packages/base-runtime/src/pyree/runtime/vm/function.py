@@ -31,6 +31,9 @@ class Function:
         self._result_sizes = list(tree.resultSizes)
         self._transient_size = tree.transientSize
         self._program = record(tree, loaded.device, loaded.executable)
+        # per-argument (type, shape, dtype, bytes), looked up once rather than on every call
+        self._specs = [(t, t.shape, t.dtype, t.nbytes) for t in self.argument_types]
+        self._uses_transient = ("transient", 0) in self._program.sources
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
         self._lock = threading.Lock()
@@ -56,12 +59,13 @@ class Function:
 
     # -- one call ------------------------------------------------------------------------------
 
-    def _argument(self, index: int, arg, t: TensorType, waits: list, scratch: list, inputs: list):
-        where = f"function '{self.name}' argument {index}"
+    def _argument(self, index: int, arg, spec, waits: list, scratch: list, inputs: list):
+        t, shape, dtype, nbytes = spec
         device = self._loaded.device
         if isinstance(arg, DeviceArray):
             if arg.type != t:
-                raise InvocationError(f"{where}: expected {t}, got {arg.type}")
+                raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
+                                      f"got {arg.type}")
             if arg.device is device:
                 if not arg._done:
                     waits.append(arg.ready)
@@ -72,20 +76,24 @@ class Function:
             array = arg
         else:
             try:
-                array = np.asarray(arg, dtype=t.dtype)
+                array = np.asarray(arg, dtype=dtype)
             except (TypeError, ValueError) as e:
-                raise InvocationError(f"{where}: expected {t}, got {type(arg).__name__} "
-                                      f"that does not convert: {e}") from None
-        if array.shape != t.shape or array.dtype != t.dtype:
-            raise InvocationError(f"{where}: expected {t}, got {describe(array)}")
-        buffer = self._loaded.pool.take(t.nbytes)
-        if t.nbytes:
-            buffer.write(0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+                raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
+                                      f"got {type(arg).__name__} that does not convert: {e}") from None
+        if array.shape != shape or array.dtype != dtype:
+            raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
+                                  f"got {describe(array)}")
+        buffer = self._loaded.pool.take(nbytes)
+        if nbytes:
+            if not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array)
+            buffer.write(0, array.reshape(-1).view(np.uint8))
         scratch.append(buffer)
         return buffer
 
     def _run(self, args: tuple, failures: list | None) -> list[DeviceArray]:
-        if len(args) != len(self.argument_types):
+        specs = self._specs
+        if len(args) != len(specs):
             expected = ", ".join(map(str, self.argument_types)) or "none"
             raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
                                   f"arguments ({expected}), got {len(args)}")
@@ -93,15 +101,16 @@ class Function:
         waits: list = []
         scratch: list = []
         inputs: list = []
+        transient = pool.take(self._transient_size) if self._uses_transient else None
+        if transient is not None:
+            scratch.append(transient)
         buffers = {
-            "argument": [self._argument(i, a, t, waits, scratch, inputs)
-                         for i, (a, t) in enumerate(zip(args, self.argument_types))],
+            "argument": [self._argument(i, a, spec, waits, scratch, inputs)
+                         for i, (a, spec) in enumerate(zip(args, specs))],
             "result": [pool.take(size) for size in self._result_sizes],
-            "transient": [pool.take(self._transient_size)
-                          if ("transient", 0) in self._program.sources else None],
+            "transient": [transient],
             "constant": self._loaded.constants,
         }
-        scratch.extend(b for b in buffers["transient"] if b is not None)
         table = [buffers[kind][index] for kind, index in self._program.sources]
         call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
         device = self._loaded.device
@@ -116,7 +125,8 @@ class Function:
                     if failure is not None:
                         failures.append(failure)
                     continue
-                device.queue_submit(step, table, waits + [(semaphore, value)], [(semaphore, value + 1)])
+                waits.append((semaphore, value))
+                device.queue_submit(step, table, waits, [(semaphore, value + 1)])
                 value, waits = value + 1, []
                 self._value = value
         results = [DeviceArray(buffer, t, (semaphore, value), call, pool)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from pyree.runtime.element_types import ITEMSIZES, NAMES, dtype_spelling, numpy_dtype, spell
@@ -18,7 +19,7 @@ class TensorType:
     def from_fb(cls, t) -> TensorType:
         return cls(t.elementType, tuple(t.dims))
 
-    @property
+    @cached_property  # read on every call of a function: built once per type
     def dtype(self) -> np.dtype:
         return numpy_dtype(self.element_type)
 

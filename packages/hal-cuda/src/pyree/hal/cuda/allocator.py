@@ -3,14 +3,17 @@
 Allocations and frees are ordered on the device's stream (cuMemAllocFromPoolAsync /
 cuMemFreeAsync); the pool keeps freed memory (release threshold = max), so a static-shape function
 that allocates its results on every call gets them back from the pool without driver round trips.
-Host <-> device copies go through two pinned chunks, so large transfers run at full PCIe speed
-with the host-side memcpy of one chunk overlapping the DMA of the other.
+Host <-> device copies go through pinned memory: small ones (per-call arguments and results)
+through a ring of pinned slots, a few C calls each; large ones through two pinned chunks, so they
+run at full PCIe speed with the host-side memcpy of one chunk overlapping the DMA of the other.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
 
+from pyree.hal.cuda.hotpath import NOT_READY, SUCCESS, HotPath, ffi, handle
 from pyree.hal.cuda.symbols import check
 from pyree.runtime.hal.python_driver import HalError
 
@@ -53,13 +56,37 @@ class Allocator:
         check(self.cu, self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")
 
 
+def spin_then_block(hot: HotPath, event, what: str, spins: int = 2000) -> None:
+    """Waits for ``event``: polls it first (a small copy or kernel is done within microseconds,
+    and a blocking wait costs a thread wake-up), then blocks in cuEventSynchronize."""
+    query = hot.cuEventQuery
+    for _ in range(spins):
+        err = query(event)
+        if err != NOT_READY:
+            break
+    else:
+        err = hot.cuEventSynchronize(event)
+    if err != SUCCESS:
+        hot.fail(err, what)
+
+
 class Staging:
-    """Two pinned chunks used in turn; an event per chunk says when its last copy finished."""
+    """Pinned host memory for transfers.
+
+    Copies of at most SMALL bytes take the next slot of a ring of SLOTS pinned slots. An upload
+    fills the slot and queues the DMA: no wait, since the slot's event (recorded after its last
+    DMA) is long complete when the ring comes round to it. A download queues the DMA and spins on
+    the slot's event. Larger copies stream through two 16 MiB chunks used in turn, an event per
+    chunk saying when its last copy finished.
+    """
 
     CHUNK = 16 << 20
+    SMALL = 64 << 10
+    SLOTS = 32
 
-    def __init__(self, cu, stream):
-        self.cu, self.stream = cu, stream
+    def __init__(self, cu, hot: HotPath, stream):
+        self.cu, self.hot, self.stream = cu, hot, stream
+        self._stream = handle(stream)
         self.host, self.views, self.events = [], [], []
         for _ in range(2):
             ptr = int(check(cu, cu.cuMemHostAlloc(self.CHUNK, 0), "cuMemHostAlloc(staging)"))
@@ -67,10 +94,52 @@ class Staging:
             self.views.append(memoryview((ctypes.c_char * self.CHUNK).from_address(ptr)).cast("B"))
             self.events.append(check(cu, cu.cuEventCreate(
                 cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+        ring = int(check(cu, cu.cuMemHostAlloc(self.SMALL * self.SLOTS, 0), "cuMemHostAlloc(ring)"))
+        self.host.append(ring)
+        whole = memoryview((ctypes.c_char * (self.SMALL * self.SLOTS)).from_address(ring)).cast("B")
+        self._ring_events = [check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                                   "cuEventCreate") for _ in range(self.SLOTS)]
+        self.events += self._ring_events
+        self._slots = [(ffi.cast("void *", ring + i * self.SMALL),
+                        whole[i * self.SMALL:(i + 1) * self.SMALL], handle(ev))
+                       for i, ev in enumerate(self._ring_events)]
+        self._turn = itertools.count()  # next() is atomic under the GIL: threads get distinct slots
+
+    def _slot(self):
+        """The next ring slot, once its previous DMA is done (normally long done)."""
+        slot = self._slots[next(self._turn) % self.SLOTS]
+        if self.hot.cuEventQuery(slot[2]) == NOT_READY:
+            spin_then_block(self.hot, slot[2], "waiting for a staging slot", spins=0)
+        return slot
+
+    def upload_small(self, dst: int, src: memoryview) -> None:
+        hot, n = self.hot, len(src)
+        host, view, event = self._slot()
+        view[:n] = src
+        err = hot.cuMemcpyHtoDAsync(dst, host, n, self._stream)
+        if err != SUCCESS:
+            hot.fail(err, f"cuMemcpyHtoDAsync({n} bytes)")
+        err = hot.cuEventRecord(event, self._stream)
+        if err != SUCCESS:
+            hot.fail(err, "cuEventRecord")
+
+    def download_small(self, src: int, dst: memoryview) -> None:
+        hot, n = self.hot, len(dst)
+        host, view, event = self._slot()
+        err = hot.cuMemcpyDtoHAsync(host, src, n, self._stream)
+        if err != SUCCESS:
+            hot.fail(err, f"cuMemcpyDtoHAsync({n} bytes)")
+        err = hot.cuEventRecord(event, self._stream)
+        if err != SUCCESS:
+            hot.fail(err, "cuEventRecord")
+        spin_then_block(hot, event, "reading device memory (a kernel may have faulted)")
+        dst[:n] = view[:n]
 
     def upload(self, dst: int, src: memoryview) -> None:
         """Copies ``src`` to device address ``dst`` in stream order; returns once ``src`` may change."""
         cu, n = self.cu, len(src)
+        if n <= self.SMALL:
+            return self.upload_small(dst, src)
         for i, pos in enumerate(range(0, n, self.CHUNK)):
             k, length = i % 2, min(self.CHUNK, n - pos)
             check(cu, cu.cuEventSynchronize(self.events[k]), "cuEventSynchronize(staging)")
@@ -82,6 +151,8 @@ class Staging:
     def download(self, src: int, dst: memoryview) -> None:
         """Copies device bytes at ``src`` into ``dst`` after all work queued on the stream."""
         cu, n = self.cu, len(dst)
+        if n <= self.SMALL:
+            return self.download_small(src, dst)
         pieces = [(pos, min(self.CHUNK, n - pos)) for pos in range(0, n, self.CHUNK)]
 
         def issue(i):
@@ -100,6 +171,7 @@ class Staging:
                 issue(i + 2)
 
     def destroy(self) -> None:
-        for ptr, ev in zip(self.host, self.events):
-            self.cu.cuEventDestroy(ev)
+        for event in self.events:
+            self.cu.cuEventDestroy(event)
+        for ptr in self.host:
             self.cu.cuMemFreeHost(ptr)

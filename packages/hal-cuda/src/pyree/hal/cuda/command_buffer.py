@@ -5,12 +5,14 @@
 - ``stream``: recording packs every launch's argument block once; a submit patches the binding
   addresses in place and issues the launches on the stream.
 - ``graph``: the stream-mode launches are captured once into a CUDA graph and instantiated; a
-  submit is one cuGraphLaunch. Executable graphs are kept per binding-address set (the pool hands
-  a static-shape function the same addresses call after call); a new set is re-captured and
-  applied with cuGraphExecUpdate once the cache is full.
+  submit is one cuGraphLaunch. Executable graphs are kept per binding table (the runtime's buffer
+  pool hands a static-shape function the same buffers call after call); a new table is
+  re-captured and applied with cuGraphExecUpdate once the cache is full.
 
 Bindings are checked against each kernel's declared minimum lengths when recorded and against the
-actual buffers at every submit, so a bad module cannot make a kernel touch memory out of range.
+actual buffers whenever the binding table differs from the last one submitted (buffers never
+change address or size, so a table of the same buffer objects needs no new check); a bad module
+cannot make a kernel touch memory out of range. Launches go through ``hotpath`` (cffi).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import ctypes
 from dataclasses import dataclass
 
 import numpy as np
+from pyree.hal.cuda.hotpath import SUCCESS, ffi, handle
 from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import Command, HalError
 
@@ -33,6 +36,7 @@ class _Dispatch:
     push_constants: tuple
     values: np.ndarray                 # stream mode: one u64 per parameter
     pointers: np.ndarray               # stream mode: the void*[] cuLaunchKernel reads
+    params: object                     # stream mode: ``pointers`` as a cffi void **
 
 
 def _check_binding(table, slot, offset, length, what):
@@ -47,14 +51,15 @@ def _check_binding(table, slot, offset, length, what):
 
 class CommandBuffer:
     def __init__(self, device, commands: list[Command], table_size: int, mode: str):
-        self.device, self.cu, self.mode = device, device.cu, mode
+        self.device, self.cu, self.hot, self.mode = device, device.cu, device.hot, mode
         self.table_size = table_size
         self.ops: list = []
         self.kernel_names: list[str] = []
         self._checks: list[tuple[int, int, int, str]] = []
         for i, c in enumerate(commands):
             self._record(i, c, table_size)
-        self._graphs: dict[tuple, object] = {}
+        self._graphs: dict[tuple, object] = {}      # binding table -> cuda-python CUgraphExec
+        self._last: tuple | None = None              # (binding table, graph handle) last issued
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, i: int, c: Command, table_size: int) -> None:
@@ -85,7 +90,8 @@ class CommandBuffer:
             values[len(c.bindings):n] = c.push_constants
             pointers = np.array([values.ctypes.data + 8 * j for j in range(max(n, 1))], np.uint64)
             self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
-                                      tuple(c.push_constants), values, pointers))
+                                      tuple(c.push_constants), values, pointers,
+                                      ffi.cast("void **", pointers.ctypes.data)))
             self.kernel_names.append(k.name)
         elif c.kind == "copy":
             src, dst = c.bindings
@@ -106,26 +112,48 @@ class CommandBuffer:
         for slot, offset, length, where in self._checks:
             _check_binding(table, slot, offset, length, where)
 
-    def issue(self, stream, table) -> None:
-        self.validate(table)
-        if self.mode == "graph":
-            self._issue_graph(stream, table)
+    def issue(self, table) -> None:
+        """Queues the commands on the device's stream with ``table``'s buffers."""
+        key = tuple(table)  # the buffer objects: identity, never a stale address
+        last = self._last
+        if last is not None and last[0] == key:
+            graph = last[1]
         else:
-            self._issue_stream(stream, table, packed=self.mode == "stream")
+            self._last = None
+            self.validate(table)
+            graph = self._graph_for(key, table) if self.mode == "graph" else None
+            self._last = (key, graph)
+        if graph is None:
+            return self._issue_stream(self.device.stream, table, packed=self.mode == "stream")
+        err = self.hot.cuGraphLaunch(graph, self.device.stream_handle)
+        if err != SUCCESS:
+            self.hot.fail(err, f"graph launch of kernels {', '.join(self.kernel_names)}")
+
+    def _graph_for(self, key, table):
+        """The executable graph for this binding table (cffi handle), captured if new."""
+        exec_ = self._graphs.get(key)
+        if exec_ is None:
+            exec_ = self._capture(key, table)
+        return handle(exec_)
 
     def _issue_stream(self, stream, table, packed: bool) -> None:
-        cu = self.cu
+        cu, hot = self.cu, self.hot
+        raw_stream = self.device.stream_handle if stream is self.device.stream else handle(stream)
         for op in self.ops:
             if isinstance(op, _Dispatch):
                 k = op.kernel
                 addresses = [table[s].ptr + off for s, off, _ in op.bindings]
-                if packed:
+                if packed:  # raw C launch; the stream may be the capture stream
                     op.values[:len(addresses)] = addresses
-                    args = op.pointers.ctypes.data
-                else:
-                    args = (tuple(addresses) + op.push_constants,
-                            (ctypes.c_void_p,) * len(addresses)
-                            + (ctypes.c_uint32,) * len(op.push_constants))
+                    err = hot.cuLaunchKernel(k.handle, *k.grid, *k.block, k.shared,
+                                             raw_stream, op.params, ffi.NULL)
+                    if err != SUCCESS:
+                        hot.fail(err, f"launch of kernel '{k.name}' (grid {k.grid}, block "
+                                      f"{k.block}, {k.shared} bytes shared)")
+                    continue
+                args = (tuple(addresses) + op.push_constants,
+                        (ctypes.c_void_p,) * len(addresses)
+                        + (ctypes.c_uint32,) * len(op.push_constants))
                 err = cu.cuLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream, args, 0)[0]
                 if err != cu.CUresult.CUDA_SUCCESS:
                     check(cu, (err,), f"launch of kernel '{k.name}' (grid {k.grid}, block "
@@ -137,16 +165,6 @@ class CommandBuffer:
             else:
                 _, (ts, to), n, pattern, width = op
                 self.device.fill(stream, table[ts].ptr + to, n, pattern, width)
-
-    def _issue_graph(self, stream, table) -> None:
-        cu = self.cu
-        key = tuple(b.ptr if b is not None else 0 for b in table)
-        exec_ = self._graphs.get(key)
-        if exec_ is None:
-            exec_ = self._capture(key, table)
-        err = cu.cuGraphLaunch(exec_, stream)[0]
-        if err != cu.CUresult.CUDA_SUCCESS:
-            check(cu, (err,), f"graph launch of kernels {', '.join(self.kernel_names)}")
 
     def _capture(self, key, table):
         cu, capture = self.cu, self.device.capture_stream
@@ -174,6 +192,7 @@ class CommandBuffer:
         return exec_
 
     def destroy(self) -> None:
+        self._last = None
         for exec_ in self._graphs.values():
             self.cu.cuGraphExecDestroy(exec_)
         self._graphs.clear()

@@ -12,6 +12,7 @@ import numpy as np
 from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, Staging
 from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
 from pyree.hal.cuda.executable import ExecutableCache
+from pyree.hal.cuda.hotpath import HotPath, handle
 from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
 from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import HalError, PythonDevice
@@ -72,9 +73,11 @@ class CudaDevice(PythonDevice):
         self.capability = (major, minor)
         flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
+        self.stream_handle = handle(self.stream)
         self.capture_stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
+        self.hot = HotPath(cu)
         self.allocator = Allocator(cu, ordinal, self.stream, name)
-        self.staging = Staging(cu, self.stream)
+        self.staging = Staging(cu, self.hot, self.stream)
         self.executables = ExecutableCache(cu, self.capability, name)
         self.semaphore_slots = SemaphoreSlots(cu)
         self._fill64 = None
@@ -161,19 +164,20 @@ class CudaDevice(PythonDevice):
 
     def create_semaphore(self, initial_value: int) -> CudaSemaphore:
         self._make_current()
-        return CudaSemaphore(self.cu, self.semaphore_slots, initial_value, self.describe_fault)
+        return CudaSemaphore(self.cu, self.hot, self.semaphore_slots, initial_value,
+                             self.describe_fault)
 
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                      signals: list) -> None:
         self._make_current()
-        stream = self.stream
+        stream = self.stream_handle
         for sem, value in waits:
             if isinstance(sem, CudaSemaphore):
                 sem.device_wait(stream, value)
             else:  # a host-only semaphore: its value can only be reached from the host
                 sem.wait(value)
         try:
-            command_buffer.issue(stream, binding_table)
+            command_buffer.issue(binding_table)
             self._last_kernels = command_buffer.kernel_names
             for sem, value in signals:
                 if isinstance(sem, CudaSemaphore):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 
+from pyree.hal.cuda.hotpath import handle
 from pyree.hal.cuda.symbols import check
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
@@ -25,10 +26,11 @@ def cubin_fits(cubin_arch: str, major: int, minor: int) -> bool:
 
 
 class Kernel:
-    __slots__ = ("function", "name", "grid", "block", "shared", "min_lengths")
+    __slots__ = ("function", "handle", "name", "grid", "block", "shared", "min_lengths")
 
     def __init__(self, function, export):
         self.function = function
+        self.handle = handle(function)  # for cuLaunchKernel through hotpath
         self.name = export.name
         self.grid, self.block = export.grid_size, export.block_size
         self.shared = export.shared_memory_bytes

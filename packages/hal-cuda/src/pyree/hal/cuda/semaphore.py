@@ -1,9 +1,11 @@
 """Timeline semaphores on the GPU: a host-mapped 64-bit word per semaphore.
 
-A submission signals by a stream memory write (cuStreamWriteValue64) of the value into the word,
-plus an event record so that a host waiter can block in cuEventSynchronize instead of spinning.
-A submission that waits on a value the host has not signalled yet waits on the GPU
-(cuStreamWaitValue64 >= value); nothing blocks the host at submit. ``query`` reads the word.
+A submission signals by a stream memory write (cuStreamWriteValue64, which fences the stream's
+earlier writes) of the value into the word, plus an event record. A host waiter polls the word
+briefly (a small submission finishes within microseconds, sooner than a blocked thread wakes up),
+then blocks in cuEventSynchronize. A submission that waits on a value the host has not signalled
+yet waits on the GPU (cuStreamWaitValue64 >= value); nothing blocks the host at submit. ``query``
+reads the word. The per-submit calls go through ``hotpath`` (cffi), not cuda-python.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import ctypes
 import time
 
+from pyree.hal.cuda.hotpath import NOT_READY, SUCCESS, HotPath, handle
 from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import HalError, TimelineSemaphore
 
 _INFINITE = (1 << 64) - 1
+_SPINS = 4000  # polls of the word (about 0.1 us each) before an untimed wait blocks
+_GEQ = 0       # CU_STREAM_WAIT_VALUE_GEQ
 
 
 class SemaphoreSlots:
@@ -42,27 +47,27 @@ class SemaphoreSlots:
         for k in range(self.PAGE_WORDS):
             event = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
                           "cuEventCreate")
-            self._free.append((host + 8 * k, device + 8 * k, event))
+            self._free.append((host + 8 * k, device + 8 * k, event, handle(event)))
         return self._free.pop()
 
     def release(self, slot) -> None:
         self._free.append(slot)
 
     def destroy(self) -> None:
-        for _, _, event in self._free:
+        for _, _, event, _ in self._free:
             self.cu.cuEventDestroy(event)
         for host in self._pages:
             self.cu.cuMemFreeHost(host)
 
 
 class CudaSemaphore(TimelineSemaphore):
-    def __init__(self, cu, slots: SemaphoreSlots, initial_value: int, on_fault):
+    def __init__(self, cu, hot: HotPath, slots: SemaphoreSlots, initial_value: int, on_fault):
         super().__init__(initial_value)
-        self.cu = cu
+        self.cu, self.hot = cu, hot
         self._on_fault = on_fault  # turns an asynchronous CUDA error into a clear HalError
         self._slots = slots
         self._slot = slots.acquire()
-        host, self._device, self._event = self._slot
+        host, self._device, self._event, self._event_handle = self._slot
         self._word = ctypes.c_uint64.from_address(host)
         self._word.value = initial_value
         self._promised = initial_value  # the highest value a submission will write
@@ -91,6 +96,11 @@ class CudaSemaphore(TimelineSemaphore):
             self._changed.notify_all()
 
     def wait(self, value: int, timeout_ns: int = _INFINITE) -> None:
+        word = self._word
+        if timeout_ns == _INFINITE and self._promised >= value and self._failure is None:
+            for _ in range(_SPINS):
+                if word.value >= value:
+                    return
         deadline = None if timeout_ns == _INFINITE else time.monotonic() + timeout_ns / 1e9
         while self._word.value < value:
             if self._failure is not None:
@@ -110,40 +120,45 @@ class CudaSemaphore(TimelineSemaphore):
             raise self._failure
 
     def _wait_event(self, deadline, value) -> None:
-        cu = self.cu
+        hot = self.hot
         if deadline is None:
-            err = cu.cuEventSynchronize(self._event)[0]
+            err = hot.cuEventSynchronize(self._event_handle)
         else:
             while True:
-                err = cu.cuEventQuery(self._event)[0]
-                if err != cu.CUresult.CUDA_ERROR_NOT_READY or time.monotonic() >= deadline:
+                err = hot.cuEventQuery(self._event_handle)
+                if err != NOT_READY or time.monotonic() >= deadline:
                     break
                 time.sleep(20e-6)
-            if err == cu.CUresult.CUDA_ERROR_NOT_READY:
+            if err == NOT_READY:
                 raise HalError("DEADLINE_EXCEEDED", f"semaphore did not reach {value} in time "
                                                     f"(it is at {self._word.value})")
-        if err != cu.CUresult.CUDA_SUCCESS:
+        if err != SUCCESS:
             try:
-                check(cu, (err,), "waiting for GPU work")
+                hot.fail(err, "waiting for GPU work")
             except CudaError as e:
                 self.fail(self._on_fault(e))
 
     # -- device side ---------------------------------------------------------------------------
     def device_wait(self, stream, value: int) -> None:
+        """``stream``: the cffi handle of the stream that waits."""
         if self._failure is not None:
             raise self._failure
         if self._word.value >= value:
             return
-        check(self.cu, self.cu.cuStreamWaitValue64(
-            stream, self._device, value, self.cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ),
-            f"cuStreamWaitValue64(>= {value})")
+        err = self.hot.cuStreamWaitValue64(stream, self._device, value, _GEQ)
+        if err != SUCCESS:
+            self.hot.fail(err, f"cuStreamWaitValue64(>= {value})")
 
     def device_signal(self, stream, value: int) -> None:
+        """``stream``: the cffi handle of the stream that signals."""
         if value <= self._promised:
             raise HalError("INVALID_ARGUMENT", f"submission signals semaphore to {value} but it "
                                                f"is already promised {self._promised}")
-        cu = self.cu
-        check(cu, cu.cuStreamWriteValue64(stream, self._device, value, 0),
-              f"cuStreamWriteValue64({value})")
-        check(cu, cu.cuEventRecord(self._event, stream), "cuEventRecord")
+        hot = self.hot
+        err = hot.cuStreamWriteValue64(stream, self._device, value, 0)
+        if err != SUCCESS:
+            hot.fail(err, f"cuStreamWriteValue64({value})")
+        err = hot.cuEventRecord(self._event_handle, stream)
+        if err != SUCCESS:
+            hot.fail(err, "cuEventRecord")
         self._promised = value

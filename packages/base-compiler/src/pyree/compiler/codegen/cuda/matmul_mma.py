@@ -67,17 +67,13 @@ def _f16_load(e: K.Expr) -> K.Load | None:
     return None
 
 
-def plan(kernel: K.Kernel, c: Contraction, sm: int):
-    """(A load, B load, their Linear offsets) when the tensor-core template applies, else None."""
-    if sm < 80 or c.dtype != "f32":
+def operands(kernel: K.Kernel, c: Contraction):
+    """(A load, B load, their Linear offsets) when both operands are f16 loads, A contiguous
+    along k and B along n with 16-byte aligned rows (given aligned bindings), else None."""
+    if c.dtype != "f32":
         return None
     a, b = _f16_load(c.x), _f16_load(c.y)
     if a is None or b is None:
-        return None
-    M, N = kernel.parallel_ranges[-2:]
-    KD = kernel.reduction_ranges[0]
-    tile = next((t for t in TILES if M % t.bm == 0 and N % t.bn == 0 and KD % t.bk == 0), None)
-    if tile is None:
         return None
     n_loops = len(kernel.loop_ranges)
     m, n, k = kernel.num_parallel - 2, kernel.num_parallel - 1, kernel.num_parallel
@@ -90,7 +86,22 @@ def plan(kernel: K.Kernel, c: Contraction, sm: int):
     if not (lb.coeffs[n] == 1 and lb.coeffs[m] == 0 and lb.const % 8 == 0
             and all(lb.coeffs[l] % 8 == 0 for l in [k, *batch])):
         return None
-    return a, b, la, lb, tile
+    return a, b, la, lb
+
+
+def plan(kernel: K.Kernel, c: Contraction, sm: int):
+    """(A load, B load, their Linear offsets, tile) when the tensor-core template applies."""
+    if sm < 80:
+        return None
+    found = operands(kernel, c)
+    if found is None:
+        return None
+    M, N = kernel.parallel_ranges[-2:]
+    KD = kernel.reduction_ranges[0]
+    tile = next((t for t in TILES if M % t.bm == 0 and N % t.bn == 0 and KD % t.bk == 0), None)
+    if tile is None:
+        return None
+    return (*found, tile)
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:

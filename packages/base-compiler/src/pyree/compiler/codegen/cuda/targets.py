@@ -2,8 +2,10 @@
 
 Every name resolves to one ``CudaTarget`` (the SM architecture and the PTX ISA version to emit).
 The default, ``sm_80``, is PTX that the CUDA driver compiles for any Ampere, Ada or Hopper GPU, plus
-an sm_80 cubin when ptxas is present (also valid on sm_86/sm_89). Name ``sm_90``/``hopper``/``h100``
-to get Hopper machine code directly. Unlike IREE 3.13, sm_90 and hopper are accepted.
+an sm_80 cubin when ptxas is present (also valid on sm_86/sm_89). The Hopper names (``hopper``,
+``h100``, ``h200``, ...) resolve to ``sm_90a``: Hopper machine code with its arch-specific
+instructions (the wgmma matmul), which runs on sm_90 GPUs only; ``sm_90`` is the portable Hopper
+target without them. Unlike IREE 3.13, sm_90 and hopper are accepted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _PTX_VERSION = {
 
 _CODE_NAMES = {
     "pascal": "sm_60", "volta": "sm_70", "turing": "sm_75", "ampere": "sm_80",
-    "ada": "sm_89", "lovelace": "sm_89", "hopper": "sm_90",
+    "ada": "sm_89", "lovelace": "sm_89", "hopper": "sm_90a",
 }
 
 _PRODUCTS = {
@@ -36,7 +38,7 @@ _PRODUCTS = {
     "orin": "sm_87",
     "l4": "sm_89", "l40": "sm_89", "l40s": "sm_89", "rtx4060": "sm_89", "rtx4060ti": "sm_89",
     "rtx4070": "sm_89", "rtx4070ti": "sm_89", "rtx4080": "sm_89", "rtx4090": "sm_89",
-    "h100": "sm_90", "h200": "sm_90", "gh200": "sm_90", "h800": "sm_90",
+    "h100": "sm_90a", "h200": "sm_90a", "gh200": "sm_90a", "h800": "sm_90a",
 }
 
 DEFAULT_TARGET = "sm_80"

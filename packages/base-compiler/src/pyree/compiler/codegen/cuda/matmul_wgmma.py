@@ -1,0 +1,261 @@
+"""f16 x f16 -> f32 contractions on Hopper's warpgroup tensor cores: ``wgmma.mma_async`` (sm_90a).
+
+Block tile 128 x BN x 64 (BN = 256, or 128 where N demands), two warpgroups of four warps, each
+owning 64 rows: per 64-deep k tile each warpgroup issues four ``m64nBNk16`` wgmma that read A and
+B straight from shared memory through matrix descriptors and accumulate in registers (BN / 2
+floats a thread). Tiles move global -> shared with cp.async, 16 bytes a copy, into the ISA's
+128-byte-swizzled canonical layouts, STAGES deep: tile kt+2 loads while the tensor cores work on
+tiles kt and kt-1 (one wgmma group stays in flight across each barrier, so the stage a load
+overwrites is always two tiles old). cp.async writes through the generic proxy and wgmma reads
+through the async one, hence ``fence.proxy.async`` before each barrier.
+
+Shared layouts (PTX ISA, "matrix descriptor"; the swizzle is a function of address bits, so every
+stage starts 1024-byte aligned):
+
+- A, K-major: row m of a tile is 128 bytes (64 halves along k); its 16-byte chunk c is stored at
+  chunk c ^ (m % 8). Descriptor: stride byte offset 1024 (the next 8 rows); a k16 step adds 32
+  bytes to the start address.
+- B, N-major (the instruction transposes it, ``imm-trans-b`` = 1): 64-column atoms of 64 k-rows of
+  128 bytes, chunk c of row k stored at chunk c ^ (k % 8). Descriptor: leading byte offset 8192
+  (the next 64 columns), stride byte offset 1024 (the next 8 k-rows); a k16 step adds 2048 bytes.
+
+The accumulators of warp w of a warpgroup, lane l, register i: row 16 w + l / 4 + 8 (i / 2 % 2),
+column 8 (i / 4) + 2 (l % 4) + i % 2. Used when the target is sm_90a, M % 128 = 0, N % BN = 0,
+K % 64 = 0, and the operands qualify for ``matmul_mma.operands``; a misaligned binding stages
+with scalar loads (slower, never wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.llvm_text import Function, Module
+from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
+from pyree.compiler.codegen.cuda.matmul_mma import operands
+from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+
+THREADS = 256            # two warpgroups
+BM, BK = 128, 64
+STAGES = 4
+AHEAD = STAGES - 2       # tiles loading while two are in use
+A_LBO, A_SBO = 16, 1024  # A's leading offset is unused in this layout (one 16-byte unit)
+B_LBO, B_SBO = 64 * 128, 1024
+SWIZZLE_128B = 1 << 62
+
+
+@dataclass(frozen=True)
+class Tile:
+    bn: int
+
+    @property
+    def a_bytes(self) -> int:
+        return BM * BK * 2
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.a_bytes + BK * self.bn * 2
+
+    @property
+    def shared_bytes(self) -> int:          # + 1024 to align the first stage
+        return STAGES * self.stage_bytes + 1024
+
+
+TILES = (Tile(256), Tile(128))
+
+
+def plan(kernel: K.Kernel, c: Contraction, arch: str):
+    """(A load, B load, their Linear offsets, tile) when the wgmma template applies, else None."""
+    if arch != "sm_90a":
+        return None
+    found = operands(kernel, c)
+    if found is None:
+        return None
+    M, N = kernel.parallel_ranges[-2:]
+    if M % BM or kernel.reduction_ranges[0] % BK:
+        return None
+    tile = next((t for t in TILES if N % t.bn == 0), None)
+    return None if tile is None else (*found, tile)
+
+
+def _descriptor(fn: Function, address: str, lbo: int, sbo: int) -> str:
+    """A shared-memory matrix descriptor for the 128B-swizzled tile at ``address`` (i32)."""
+    const = SWIZZLE_128B | (sbo >> 4) << 32 | (lbo >> 4) << 16
+    start = fn.op(f"and i32 {fn.op(f'lshr i32 {address}, 4')}, 16383")
+    return fn.op(f"or i64 {fn.op(f'zext i32 {start} to i64')}, {const}")
+
+
+def _asm_string(text: str) -> str:
+    return text.replace('"', r"\22")
+
+
+def _wgmma(fn: Function, n: int, desc_a: str, desc_b: str, accs: list[str]) -> list[str]:
+    """One ``m64n{n}k16`` accumulating into ``accs`` (tied operands: the same registers)."""
+    count = len(accs)
+    ret = "{" + ", ".join(["float"] * count) + "}"
+    regs = ", ".join(f"${i}" for i in range(count))
+    asm = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
+           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, ${count}, "
+           f"${count + 1}, p, 1, 1, 0, 1; }}")
+    constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
+    args = [("i64", desc_a), ("i64", desc_b), ("i32", "1")] + [("float", a) for a in accs]
+    out = fn.inline_asm(ret, _asm_string(asm), constraints + ",~{memory}", args)
+    return [fn.op(f"extractvalue {ret} {out}, {i}") for i in range(count)]
+
+
+def _wait(fn: Function, pending: int, accs: list[str]) -> list[str]:
+    """``wgmma.wait_group pending``, threading the accumulators through it so that no use of
+    them can be scheduled before the wait."""
+    count = len(accs)
+    ret = "{" + ", ".join(["float"] * count) + "}"
+    constraints = ",".join(["=f"] * count + [str(i) for i in range(count)]) + ",~{memory}"
+    out = fn.inline_asm(ret, f"wgmma.wait_group.sync.aligned {pending};", constraints,
+                        [("float", a) for a in accs])
+    return [fn.op(f"extractvalue {ret} {out}, {i}") for i in range(count)]
+
+
+def _sync_asm(fn: Function, text: str) -> None:
+    fn.inline_asm("void", text, "~{memory}", [])
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
+    a, b, la, lb, t = plan_
+    par = kernel.parallel_ranges
+    batch = par[:-2]
+    M, N = par[-2:]
+    KD = kernel.reduction_ranges[0]
+    kdim = kernel.num_parallel
+    nb = int(np.prod(batch, dtype=np.int64))
+    fn = Function(module)
+
+    tid32 = fn.special("tid.x")
+    tid = fn.op(f"zext i32 {tid32} to i64")
+    lane = fn.op(f"and i32 {tid32}, 31")
+    warp = fn.op(f"lshr i32 {tid32}, 5")
+    wg = fn.op(f"lshr i32 {warp}, 2")
+    bx, by = fn.special("ctaid.x"), fn.special("ctaid.y")
+    n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
+    m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {BM}")
+    bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
+    bidx = A.decompose(fn, bz, batch) if batch else []
+    aligned = "true"
+    for binding in (a.binding, b.binding):
+        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{binding} to i64")
+        low = fn.op(f"and i64 {addr}, 15")
+        aligned = fn.op(f"and i1 {aligned}, {fn.op(f'icmp eq i64 {low}, 0')}")
+
+    # shared memory, rounded up to 1024 bytes
+    raw = module.dynamic_shared(f"{name}_smem", "i8")
+    raw_addr = fn.op(f"ptrtoint ptr addrspace(3) {raw} to i32")
+    base_addr = fn.op(f"and i32 {fn.op(f'add i32 {raw_addr}, 1023')}, -1024")
+    base = fn.op(f"getelementptr i8, ptr addrspace(3) {raw}, "
+                 f"i32 {fn.op(f'sub i32 {base_addr}, {raw_addr}')}")
+
+    # this thread's copies: (global element offset at k tile 0, shared byte offset in a stage)
+    copies = []
+    for j in range(BM * BK // 8 // THREADS):
+        ch = fn.op(f"add i64 {tid}, {THREADS * j}")
+        m, cc = fn.op(f"lshr i64 {ch}, 3"), fn.op(f"and i64 {ch}, 7")
+        g = A.offset(fn, la, bidx + [fn.op(f"add i64 {m0}, {m}"), 0, fn.op(f"shl i64 {cc}, 3")])
+        swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {m}, 7')}")
+        s = fn.op(f"add i64 {fn.op(f'shl i64 {m}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
+        copies.append((a.binding, g, s, BK * la.coeffs[kdim]))
+    per_row = t.bn // 8
+    for j in range(BK * t.bn // 8 // THREADS):
+        ch = fn.op(f"add i64 {tid}, {THREADS * j}")
+        kr, nc = fn.op(f"udiv i64 {ch}, {per_row}"), fn.op(f"urem i64 {ch}, {per_row}")
+        g = A.offset(fn, lb, bidx + [0, fn.op(f"add i64 {n0}, {fn.op(f'shl i64 {nc}, 3')}"), kr])
+        atom, cc = fn.op(f"lshr i64 {nc}, 3"), fn.op(f"and i64 {nc}, 7")
+        swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {kr}, 7')}")
+        in_atom = fn.op(f"add i64 {fn.op(f'shl i64 {kr}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
+        s = fn.op(f"add i64 {fn.op(f'mul i64 {atom}, {B_LBO}')}, {in_atom}")
+        copies.append((b.binding, g, fn.op(f"add i64 {s}, {t.a_bytes}"), BK * lb.coeffs[kdim]))
+
+    def load_stage(stage: str, kt: str):
+        stage_off = fn.op(f"mul i64 {stage}, {t.stage_bytes}")
+        targets = []
+        for binding, g, s, step in copies:
+            gl = fn.op(f"add i64 {g}, {fn.op(f'mul i64 {kt}, {step}')}")
+            src = A.element_ptr(fn, f"%b{binding}", "f16", gl)
+            dst = fn.op(f"getelementptr i8, ptr addrspace(3) {base}, "
+                        f"i64 {fn.op(f'add i64 {stage_off}, {s}')}")
+            targets.append((src, dst))
+        fast, slow, done = fn.new_label("cpasync"), fn.new_label("scalar"), fn.new_label("staged")
+        fn.cbr(aligned, fast, slow)
+        fn.label(fast)
+        for src, dst in targets:
+            fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16",
+                    [("ptr addrspace(3)", dst), ("ptr addrspace(1)", src)])
+        fn.br(done)
+        fn.label(slow)
+        for src, dst in targets:
+            vec = "undef"
+            for i in range(8):
+                p = fn.op(f"getelementptr half, ptr addrspace(1) {src}, i64 {i}")
+                v = fn.op(f"load half, ptr addrspace(1) {p}, align 2")
+                vec = fn.op(f"insertelement <8 x half> {vec}, half {v}, i32 {i}")
+            fn.raw(f"store <8 x half> {vec}, ptr addrspace(3) {dst}, align 16")
+        fn.br(done)
+        fn.label(done)
+
+    count = t.bn // 2
+    slots = []
+    for _ in range(count):
+        slot = fn.alloca("float")
+        fn.raw(f"store float 0.0, ptr {slot}")
+        slots.append(slot)
+
+    num_k = KD // BK
+    for kt in range(min(AHEAD, num_k)):  # prologue
+        load_stage(str(kt), str(kt))
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+    for _ in range(AHEAD - min(AHEAD, num_k)):
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+    a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
+
+    def step(kt):
+        # tile kt has landed once at most AHEAD-1 younger groups are pending; after the barrier
+        # every warpgroup has retired the wgmma of tile kt-2, whose stage the next load reuses
+        fn.call("void", "llvm.nvvm.cp.async.wait.group", [("i32", str(AHEAD - 1))])
+        _sync_asm(fn, "fence.proxy.async.shared::cta;")
+        fn.barrier()
+        ahead = fn.op(f"add i64 {kt}, {AHEAD}")
+        fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),
+                   lambda: load_stage(fn.op(f"urem i64 {ahead}, {STAGES}"), ahead))
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+        stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {STAGES}')} to i32")
+        a_addr = fn.op(f"add i32 {fn.op(f'add i32 {base_addr}, {a_wg}')}, "
+                       f"{fn.op(f'mul i32 {stage}, {t.stage_bytes}')}")
+        b_addr = fn.op(f"add i32 {a_addr}, {fn.op(f'sub i32 {t.a_bytes}, {a_wg}')}")
+        accs = [fn.op(f"load float, ptr {s}") for s in slots]
+        _sync_asm(fn, "wgmma.fence.sync.aligned;")
+        for ks in range(BK // 16):
+            da = _descriptor(fn, fn.op(f"add i32 {a_addr}, {ks * 32}"), A_LBO, A_SBO)
+            db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * 16 * 128}"), B_LBO, B_SBO)
+            accs = _wgmma(fn, t.bn, da, db, accs)
+        _sync_asm(fn, "wgmma.commit_group.sync.aligned;")
+        for s, v in zip(slots, _wait(fn, 1, accs)):
+            fn.raw(f"store float {v}, ptr {s}")
+
+    fn.loop("0", str(num_k), "1", step)
+    accs = _wait(fn, 0, [fn.op(f"load float, ptr {s}") for s in slots])
+
+    def lowering(loop, acc=None):
+        def load(e):
+            lin = A.linearize(kernel.bindings[e.binding], e.index, len(kernel.loop_ranges))
+            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin, loop))
+            return A.load(fn, ptr, e.dtype)
+        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+
+    in_tile_row = fn.op(f"add i32 {fn.op(f'mul i32 {warp}, 16')}, {fn.op(f'lshr i32 {lane}, 2')}")
+    row0 = fn.op(f"add i64 {m0}, {fn.op(f'zext i32 {in_tile_row} to i64')}")
+    in_tile_col = fn.op(f"shl i32 {fn.op(f'and i32 {lane}, 3')}, 1")
+    col0 = fn.op(f"add i64 {n0}, {fn.op(f'zext i32 {in_tile_col} to i64')}")
+    for i, total in enumerate(accs):
+        row = fn.op(f"add i64 {row0}, {8 * (i // 2 % 2)}")
+        col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
+        store_element(fn, kernel, c, bidx, row, col, total, lowering)
+    module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, 1)
+    return A.Launch((N // t.bn, M // BM, nb), (THREADS, 1, 1), t.shared_bytes)
