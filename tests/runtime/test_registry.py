@@ -141,3 +141,17 @@ def test_sdk_rejects_foreign_handles():
         device._check(device._vt.semaphore_signal(device._vt.self, buffer.handle, 1), "signal")
     semaphore.signal(1)
     assert semaphore.query() == 1
+
+
+def test_every_installed_entry_point_stays_callable_after_its_package_is_imported():
+    """A driver package whose submodule shares the entry point's name (``driver``) would replace
+    the function with that module once imported, and later lookups would fail."""
+    import importlib
+    import pkgutil
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="pyree.runtime.drivers"):
+        package = importlib.import_module(entry.module)
+        for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
+            importlib.import_module(f"{entry.module}.{info.name}")
+        assert callable(entry.load()), f"entry point {entry.name} = {entry.value} is no longer callable"

@@ -168,12 +168,3 @@ def test_out_of_device_memory_is_a_clear_error(vulkan_device):
         assert device.allocate(1000).size == 1000  # the device still works
     finally:
         device.release()
-
-
-def test_the_entry_point_stays_a_function_after_the_driver_modules_are_imported(vulkan_package):
-    from importlib.metadata import entry_points
-
-    import pyree.hal.vulkan.device  # noqa: F401
-    import pyree.hal.vulkan.instance  # noqa: F401
-    (entry,) = [e for e in entry_points(group="pyree.runtime.drivers") if e.name == "vulkan"]
-    assert callable(entry.load()) and entry.load()() == entry.load()()

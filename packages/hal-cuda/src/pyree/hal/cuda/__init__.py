@@ -15,7 +15,7 @@ def driver() -> int:
     """The entry point: the address of this process's ``pyree_hal_driver_v1_t`` for CUDA."""
     global _address
     if _address is None:
-        from pyree.hal.cuda.driver import CudaDriver
+        from pyree.hal.cuda.instance import CudaDriver
         from pyree.runtime.hal.python_driver import export_driver
         _address = export_driver(CudaDriver())
     return _address
