@@ -3,16 +3,14 @@
 # compiler, runtime and vulkan driver installed into /tmp/site with the carried wheels.
 set -o pipefail
 OUT=${OUT:-/tmp/pyree-vulkan-out}; mkdir -p "$OUT"
-if ! ldconfig -p | grep -q libvulkan.so.1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-if ! ls /usr/share/vulkan/icd.d/*nvidia* /etc/vulkan/icd.d/*nvidia* >/dev/null 2>&1 \
-    && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+for f in .gl/*.deb; do dpkg -x "$f" /; done  # loader + libglvnd, which NVIDIA's ICD needs
+ldconfig
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
 fi
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/site \
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target /tmp/site \
   ./packages/base-compiler ./packages/base-runtime ./packages/hal-vulkan 2>&1 | tail -3
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
