@@ -10,23 +10,19 @@ compiled by the driver where the cubin does not match).
 
 from __future__ import annotations
 
-from pyree.compiler._fb.BindingAccess import BindingAccess
-from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.CudaExecutable import CudaExecutableT
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler._fb.GpuExport import GpuExportT
 from pyree.compiler.codegen.cuda import elementwise, matmul, matmul_mma, matmul_wgmma, reduction
 from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
+from pyree.compiler.codegen.exports import gpu_export
 from pyree.compiler.kernel import Kernel
 
 __all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
 
-_ACCESS = {"read": BindingAccess.read, "write": BindingAccess.write,
-           "read_write": BindingAccess.read_write}
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
@@ -77,18 +73,8 @@ def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
         cuda.cubin.offset, cuda.cubin.length = 0, 0
     cuda.exports = []
     for kernel, (name, launch) in zip(kernels, launches):
-        export = GpuExportT()
-        export.name = name
-        export.gridSize = list(launch.grid)
-        export.blockSize = list(launch.block)
-        export.sharedMemoryBytes = launch.shared_memory_bytes
-        export.bindings = []
-        for b in kernel.bindings:
-            layout = BindingLayoutT()
-            layout.access = _ACCESS[b.access]
-            layout.minLength = b.num_bytes
-            export.bindings.append(layout)
-        cuda.exports.append(export)
+        cuda.exports.append(gpu_export(kernel, name, launch.grid, launch.block,
+                                         launch.shared_memory_bytes))
     executable = ExecutableT()
     executable.name = f"cuda_{target.arch}"
     executable.format = ExecutableFormat.cuda

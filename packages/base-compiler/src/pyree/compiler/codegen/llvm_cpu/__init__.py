@@ -6,12 +6,11 @@ LLVM, only the system's dynamic loader (and libm).
 
 from __future__ import annotations
 
-from pyree.compiler._fb.BindingAccess import BindingAccess
-from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.CpuExecutable import CpuExecutableT
 from pyree.compiler._fb.CpuExport import CpuExportT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
+from pyree.compiler.codegen.exports import binding_layouts
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import link_shared_object, optimize
 from pyree.compiler.codegen.llvm_cpu.target import resolve_target
@@ -36,12 +35,7 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
         export = CpuExportT()
         export.symbol = low.symbol
         export.workgroupCount = low.workgroup_count
-        export.bindings = []
-        for binding in kernel.bindings:
-            layout = BindingLayoutT()
-            layout.access = getattr(BindingAccess, binding.access)
-            layout.minLength = binding.num_bytes
-            export.bindings.append(layout)
+        export.bindings = binding_layouts(kernel)
         cpu.exports.append(export)
 
     exe = ExecutableT()

@@ -14,12 +14,10 @@ and which optional features (float16 arithmetic, 64-bit types) a shader may use.
 
 from __future__ import annotations
 
-from pyree.compiler._fb.BindingAccess import BindingAccess
-from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler._fb.GpuExport import GpuExportT
 from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
+from pyree.compiler.codegen.exports import gpu_export
 from pyree.compiler.codegen.llvm_cpu.exprs import unsafe_loads
 from pyree.compiler.codegen.llvm_cpu.normalize import normalize
 from pyree.compiler.codegen.spirv import matmul, pointwise, reduction
@@ -30,8 +28,6 @@ from pyree.compiler.kernel import Kernel
 
 __all__ = ["compile_executable", "generate_spirv", "resolve_target"]
 
-_ACCESS = {"read": BindingAccess.read, "write": BindingAccess.write,
-           "read_write": BindingAccess.read_write}
 
 
 def export_name(index: int, kernel: Kernel) -> str:
@@ -72,18 +68,8 @@ def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
     spirv.code = builder.add_data(code)
     spirv.exports = []
     for kernel, (name, launch) in zip(kernels, launches):
-        export = GpuExportT()
-        export.name = name
-        export.gridSize = list(launch.grid)
-        export.blockSize = list(launch.block)
-        export.sharedMemoryBytes = launch.shared_memory_bytes
-        export.bindings = []
-        for b in kernel.bindings:
-            layout = BindingLayoutT()
-            layout.access = _ACCESS[b.access]
-            layout.minLength = b.num_bytes
-            export.bindings.append(layout)
-        spirv.exports.append(export)
+        spirv.exports.append(gpu_export(kernel, name, launch.grid, launch.block,
+                                         launch.shared_memory_bytes))
     executable = ExecutableT()
     executable.name = f"spirv_{target.triple.split('-')[0]}"
     executable.format = ExecutableFormat.spirv
