@@ -55,3 +55,17 @@ def test_dump_module_on_a_compiled_module(compiled):
     assert proc.returncode == 0, proc.stderr
     assert "@muladd(37x53xf32, 37x53xf32) -> (37x53xf32, 37x53xi32)" in proc.stdout
     assert "producer: pyree-compile" in proc.stdout and ": cpu" in proc.stdout
+
+
+def test_an_input_too_large_for_host_memory_is_a_clear_error(tmp_path):
+    shape = "100000x100000x100"
+    path = tmp_path / "big.vmfb"
+    path.write_bytes(compile_str(f"""
+    func.func @big(%a: tensor<{shape}xf32>) -> tensor<{shape}xf32> {{
+      %r = arith.addf %a, %a : tensor<{shape}xf32>
+      return %r : tensor<{shape}xf32>
+    }}"""))
+    proc = run_tool("run_module", f"--module={path}", "--function=big", f"--input={shape}xf32=1")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: out of host memory:") and "TiB" in proc.stderr
+    assert "Traceback" not in proc.stderr

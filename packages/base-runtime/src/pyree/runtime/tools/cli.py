@@ -84,6 +84,8 @@ def run_tool(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -
         return _fail(f"{where}{e.strerror or e}", EXIT_FAILURE)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
+    except MemoryError as e:
+        return _fail(f"out of host memory: {e}", EXIT_FAILURE)
     except Exception as e:  # a bug in pyree itself: still one paragraph, never a traceback
         return _fail(f"internal error ({type(e).__name__}): {e}", EXIT_FAILURE)
 
