@@ -118,3 +118,8 @@ def test_pad_with_dynamic_widths():
   return %p : tensor<9xf32>
 }""")
     assert err.location == "model.mlir:3:3" and "tensor.pad" in err.message
+
+
+def test_an_empty_input_says_so():
+    with pytest.raises(CompileError, match=r"empty\.mlir: error: the input is empty"):
+        import_mlir("  \n", "empty.mlir")

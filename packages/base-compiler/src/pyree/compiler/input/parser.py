@@ -36,6 +36,8 @@ _MAX_SNIPPET = 160
 
 def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
     """Parses and verifies ``text``; raises CompileError (with file:line:col) on bad input."""
+    if not text.strip():
+        raise CompileError("the input is empty: expected MLIR with at least one func.func", source_name)
     ctx, resources = _context()
     parser = _LocatingParser(ctx, text, source_name)
     try:
