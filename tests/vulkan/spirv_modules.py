@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -9,7 +10,8 @@ import subprocess
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.Module import Module, ModuleT
 
-SPIRV_VAL = shutil.which("spirv-val")
+# $SPIRV_VAL picks another build (Debian 12's predates SPV_KHR_cooperative_matrix).
+SPIRV_VAL = os.environ.get("SPIRV_VAL") or shutil.which("spirv-val")
 TRAILER = 48  # "PYRETRL1" + u64 data offset + SHA-256
 
 

@@ -80,3 +80,43 @@ def test_triples_set_subgroup_size_and_features(triple, expected):
 def test_bad_triples_are_refused_by_name(triple, message):
     with pytest.raises(CompileError, match=message):
         compile_case("add_37x53", triple)
+
+
+def _export_shapes(name: str, triple: str) -> list[tuple[list, list]]:
+    (_, executable), = spirv_binaries(compile_case(name, triple))
+    return [(list(e.gridSize), list(e.blockSize)) for e in executable.exports]
+
+
+def test_contiguous_elementwise_uses_vec4_grid_stride_loops(tmp_path):
+    (code, _), = spirv_binaries(compile_case("add_52x37"))
+    words = [int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)]
+    vec4 = [i for i in range(len(words) - 3) if words[i] == (4 << 16) | 23 and words[i + 3] == 4]
+    assert vec4 and (4 << 16) | 246 in words  # OpTypeVector of 4 (16-byte accesses), OpLoopMerge
+    # 481 vectors: four 128-invocation workgroups; odd sizes keep one invocation per point.
+    assert _export_shapes("add_52x37", "") == [([4, 1, 1], [128, 1, 1])]
+    assert _export_shapes("add_37x53", "") == [([16, 1, 1], [128, 1, 1])]
+
+
+@needs_spirv_val
+@pytest.mark.parametrize("triple", ["hopper-h100-linux", "ampere-rtx3080-windows"])
+def test_f16_matmul_uses_cooperative_matrices_where_the_target_has_them(triple, tmp_path):
+    (code, _), = spirv_binaries(compile_case("matmul_f16_128x48x192", triple))
+    complaint = validate(code, tmp_path)
+    if "Invalid capability operand: 6022" in complaint:
+        pytest.skip(f"{SPIRV_VAL} predates SPV_KHR_cooperative_matrix (set $SPIRV_VAL to "
+                    "SPIRV-Tools 2023.4 or later)")
+    assert complaint == ""
+    assert _export_shapes("matmul_f16_128x48x192", triple) == [([6, 1, 1], [128, 1, 1])]
+    words = {int.from_bytes(code[i:i + 4], "little") for i in range(0, len(code), 4)}
+    assert (6 << 16) | 4459 in words   # OpCooperativeMatrixMulAddKHR (Debian's spirv-dis lacks it)
+
+
+def test_cooperative_matrices_only_for_plain_f16_matmuls_on_targets_with_them():
+    def uses(name, triple):
+        (code, _), = spirv_binaries(compile_case(name, triple))
+        return (6022).to_bytes(4, "little") in code  # OpCapability CooperativeMatrixKHR's operand
+
+    assert uses("matmul_f16_128x48x192", "hopper-h100-linux")
+    assert not uses("matmul_f16_128x48x192", "turing-t4-linux")      # no cooperative matrices
+    assert not uses("matmul_f16_67x129x45", "hopper-h100-linux")     # not a multiple of the tile
+    assert not uses("matmul_64x128x96", "hopper-h100-linux")         # f32

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyree.runtime as rt  # noqa: E402
 import vulkan_cases as C  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+from pyree.runtime.errors import DriverError  # noqa: E402
 from spirv_modules import spirv_binaries  # noqa: E402
 
 pytestmark = pytest.mark.vulkan
@@ -168,3 +169,18 @@ def test_out_of_device_memory_is_a_clear_error(vulkan_device):
         assert device.allocate(1000).size == 1000  # the device still works
     finally:
         device.release()
+
+
+
+
+def test_cooperative_matrix_matmul_runs_or_is_refused_by_name(vulkan_device):
+    """On a GPU with VK_KHR_cooperative_matrix the tensor-core matmul matches numpy; elsewhere
+    (lavapipe) loading it fails with the missing feature named."""
+    case = C.CASES["matmul_f16_128x48x192"]()
+    try:
+        module = rt.load_module(vulkan_vmfb(case.mlir, "hopper-h100-linux"), device=vulkan_device)
+    except DriverError as e:
+        assert "cooperativeMatrix" in str(e) and "hopper-h100-linux" in str(e)
+        return
+    inputs = case.inputs(np.random.default_rng())
+    C.check(case, results(module[case.function](*inputs)), inputs)

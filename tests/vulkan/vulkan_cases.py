@@ -198,7 +198,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "add_37x53": lambda: add((37, 53)),
     "add_f16_1000": lambda: add((1000,), "f16", np.float16),
     **{f"fused_chain_{'x'.join(map(str, s))}": (lambda s=s: fused_chain(s))
-       for s in [(1,), (7,), (37, 53), (3, 5, 17)]},
+       for s in [(1,), (7,), (37, 53), (3, 5, 17), (12, 53)]},
+    "add_52x37": lambda: add((52, 37)),   # 4-vector grid-stride template
     "math_chain_37x53": lambda: math_chain((37, 53)),
     "reduce_axis0_37x53": lambda: reductions((37, 53), 0),
     "reduce_axis1_37x53": lambda: reductions((37, 53), 1),
@@ -208,6 +209,8 @@ CASES: dict[str, Callable[[], Case]] = {
        for m, k, n in [(37, 53, 29), (1, 1, 1), (64, 128, 96), (5, 300, 3), (130, 67, 259),
                        (517, 45, 530)]},
     "matmul_f16_67x129x45": lambda: matmul(67, 129, 45, "f16", np.float16),
+    # Cooperative-matrix shape (M, N multiples of 64, K of 16) when the target has them.
+    "matmul_f16_128x48x192": lambda: matmul(128, 48, 192, "f16", np.float16),
     "batch_matmul_f16_inputs": batch_matmul_f16_inputs,
     "transpose_broadcast_slices": transpose_broadcast_slices,
     "integer_ops": integer_ops,

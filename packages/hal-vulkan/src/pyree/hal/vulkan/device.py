@@ -36,10 +36,15 @@ class VulkanDevice(PythonDevice):
         queue_info = ffi.new("VkDeviceQueueCreateInfo *", {
             "sType": STYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
             "queueCount": 1, "pQueuePriorities": priority})
-        features, keep = P.feature_chain(physical.features)  # every optional feature it has
+        cooperative = bool(physical.features.get("cooperativeMatrix"))
+        # Every optional feature it has (and the extension cooperative-matrix shaders need).
+        features, keep = P.feature_chain(physical.features, cooperative)
+        extension = ffi.new("char[]", P.COOPERATIVE_MATRIX_EXTENSION)
+        extensions = ffi.new("char *[]", [extension])
         info = ffi.new("VkDeviceCreateInfo *", {
             "sType": STYPE_DEVICE_CREATE_INFO, "pNext": features, "queueCreateInfoCount": 1,
-            "pQueueCreateInfos": queue_info})
+            "pQueueCreateInfos": queue_info, "enabledExtensionCount": int(cooperative),
+            "ppEnabledExtensionNames": extensions})
         device = ffi.new("VkDevice *")
         check(vki.vkCreateDevice(physical.handle, info, ffi.NULL, device),
               f"vkCreateDevice ({physical.name})")

@@ -57,6 +57,28 @@ def capabilities(code: bytes) -> set[int]:
     return out
 
 
+def cooperative_operands(code: bytes) -> set[tuple[str, int, int, int]]:
+    """("A" | "B", rows, columns, float bits) of each cooperative-matrix operand type declared."""
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    floats, constants, out, i = {}, {}, set(), 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            break
+        operands = words[i + 1:i + count]
+        if opcode == 22:        # OpTypeFloat
+            floats[operands[0]] = operands[1]
+        elif opcode == 43:      # OpConstant (32-bit values are all a matrix type uses)
+            constants[operands[1]] = operands[2]
+        elif opcode == 4456:    # OpTypeCooperativeMatrixKHR
+            _, component, _, rows, columns, use = operands
+            use = constants.get(use)
+            if use in (0, 1) and component in floats:
+                out.add(("AB"[use], constants.get(rows), constants.get(columns), floats[component]))
+        i += count
+    return out
+
+
 class ExecutableCache:
     def __init__(self, vk: Functions, device, physical: PhysicalDevice):
         self.vk, self.device, self.physical = vk, device, physical
@@ -105,6 +127,16 @@ class ExecutableCache:
                            f"the module (vulkan target '{params.target}') needs {', '.join(missing)}, "
                            f"which {phys.name} lacks; compile it with a --pyree-vulkan-target "
                            "that matches this GPU")
+        unsupported = [operand for operand in sorted(cooperative_operands(code)) if not any(
+            (operand[1:3] == (m, k) and operand[3] == a) if operand[0] == "A" else
+            (operand[1:3] == (k, n) and operand[3] == b)
+            for m, n, k, a, b, _ in phys.cooperative_matrix_shapes)]
+        if unsupported:
+            shapes = ", ".join(f"{use} {r}x{c} f{bits}" for use, r, c, bits in unsupported)
+            raise HalError("FAILED_PRECONDITION",
+                           f"the module (vulkan target '{params.target}') multiplies cooperative "
+                           f"matrices of shape {shapes}, which {phys.name} does not list; compile "
+                           "it with a --pyree-vulkan-target that matches this GPU")
         limits = phys.limits
         for e in params.exports:
             threads = e.block_size[0] * e.block_size[1] * e.block_size[2]

@@ -11,11 +11,17 @@ API_1_2 = (1 << 22) | (2 << 12)
 QUEUE_COMPUTE = 0x2
 STYPE_PROPERTIES_2, STYPE_ID_PROPERTIES = 1000059001, 1000071004
 STYPE_FEATURES_2, STYPE_VULKAN_1_1_FEATURES, STYPE_VULKAN_1_2_FEATURES = 1000059000, 49, 51
+STYPE_COOPMAT_FEATURES, STYPE_COOPMAT_PROPERTIES = 1000506000, 1000506001
+COOPERATIVE_MATRIX_EXTENSION = b"VK_KHR_cooperative_matrix"
+SCOPE_SUBGROUP = 3
+# VkComponentTypeKHR -> the SPIR-V float width it names.
+COMPONENT_FLOAT_BITS = {0: 16, 1: 32, 2: 64}
 
 # SPIR-V capability -> the device feature that allows it (pyree.compiler.codegen.spirv emits these).
 CAPABILITY_FEATURES = {
     9: "shaderFloat16", 10: "shaderFloat64", 11: "shaderInt64", 22: "shaderInt16", 39: "shaderInt8",
     4433: "storageBuffer16BitAccess", 4448: "storageBuffer8BitAccess",
+    5345: "vulkanMemoryModel", 6022: "cooperativeMatrix",
 }
 
 
@@ -37,6 +43,8 @@ class PhysicalDevice:
     queue_family: int | None
     limits: dict
     features: dict = field(default_factory=dict)
+    # Subgroup-scope (M, N, K, A bits, B bits, C bits) float multiply-adds the tensor units run.
+    cooperative_matrix_shapes: frozenset = frozenset()
 
     def unusable_reason(self) -> str:
         """Why pyree cannot run on this device, or ""."""
@@ -66,35 +74,71 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     vki.vkGetPhysicalDeviceQueueFamilyProperties(handle, count, families)
     compute = [i for i in range(count[0]) if families[i].queueFlags & QUEUE_COMPUTE]
     # Vulkan 1.2 feature structs may only be chained for a 1.2 device; older ones are unusable.
-    features = supported_features(vki, handle) if p.apiVersion >= API_1_2 else {}
+    cooperative = has_extension(vki, handle, COOPERATIVE_MATRIX_EXTENSION)
+    features = supported_features(vki, handle, cooperative) if p.apiVersion >= API_1_2 else {}
+    shapes = cooperative_matrix_shapes(vki, handle) if features.get("cooperativeMatrix") else frozenset()
     return PhysicalDevice(handle, ffi.string(p.deviceName).decode(errors="replace"),
                           format_uuid(ids.deviceUUID), p.apiVersion,
-                          compute[0] if compute else None, limits, features)
+                          compute[0] if compute else None, limits, features, shapes)
 
 
-def feature_chain(values: dict | None = None):
-    """(VkPhysicalDeviceFeatures2, [the structs it points to]) with ``values`` set."""
-    v12 = ffi.new("VkPhysicalDeviceVulkan12Features *", {"sType": STYPE_VULKAN_1_2_FEATURES})
+def has_extension(vki: Functions, handle, name: bytes) -> bool:
+    count = ffi.new("uint32_t *")
+    vki.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, ffi.NULL)
+    props = ffi.new("VkExtensionProperties[]", count[0])
+    vki.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, props)
+    return any(ffi.string(props[i].extensionName) == name for i in range(count[0]))
+
+
+def cooperative_matrix_shapes(vki: Functions, handle) -> frozenset:
+    """What vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists, floats at subgroup scope."""
+    query_fn = vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
+    if query_fn is None:
+        return frozenset()
+    count = ffi.new("uint32_t *")
+    query_fn(handle, count, ffi.NULL)
+    props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+    for i in range(count[0]):
+        props[i].sType = STYPE_COOPMAT_PROPERTIES
+    query_fn(handle, count, props)
+    out = set()
+    for i in range(count[0]):
+        p = props[i]
+        types = (p.AType, p.BType, p.CType)
+        if p.scope == SCOPE_SUBGROUP and all(t in COMPONENT_FLOAT_BITS for t in types):
+            out.add((p.MSize, p.NSize, p.KSize, *(COMPONENT_FLOAT_BITS[t] for t in types)))
+    return frozenset(out)
+
+
+def feature_chain(values: dict | None = None, cooperative: bool = False):
+    """(VkPhysicalDeviceFeatures2, [the structs it points to]) with ``values`` set; with
+    ``cooperative``, VK_KHR_cooperative_matrix's features are chained too."""
+    coop = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR *",
+                   {"sType": STYPE_COOPMAT_FEATURES}) if cooperative else ffi.NULL
+    v12 = ffi.new("VkPhysicalDeviceVulkan12Features *", {"sType": STYPE_VULKAN_1_2_FEATURES,
+                                                          "pNext": coop})
     v11 = ffi.new("VkPhysicalDeviceVulkan11Features *", {"sType": STYPE_VULKAN_1_1_FEATURES,
                                                           "pNext": v12})
     f2 = ffi.new("VkPhysicalDeviceFeatures2 *", {"sType": STYPE_FEATURES_2, "pNext": v11})
+    structs = (f2.features, v11[0], v12[0]) + ((coop[0],) if cooperative else ())
     for name, value in (values or {}).items():
-        for struct in (f2.features, v11[0], v12[0]):
+        for struct in structs:
             if hasattr(struct, name):
                 setattr(struct, name, value)
-    return f2, (v11, v12)
+    return f2, (v11, v12, coop)
 
 
 _FEATURES = ("shaderInt64", "shaderFloat64", "shaderInt16", "storageBuffer16BitAccess",
-             "storageBuffer8BitAccess", "shaderFloat16", "shaderInt8", "timelineSemaphore")
+             "storageBuffer8BitAccess", "shaderFloat16", "shaderInt8", "timelineSemaphore",
+             "vulkanMemoryModel", "cooperativeMatrix")
 
 
-def supported_features(vki: Functions, handle) -> dict:
-    f2, (v11, v12) = feature_chain()
+def supported_features(vki: Functions, handle, cooperative: bool) -> dict:
+    f2, (v11, v12, coop) = feature_chain(cooperative=cooperative)
     vki.vkGetPhysicalDeviceFeatures2(handle, f2)
     out = {}
     for name in _FEATURES:
-        for struct in (f2.features, v11[0], v12[0]):
+        for struct in (f2.features, v11[0], v12[0]) + ((coop[0],) if cooperative else ()):
             if hasattr(struct, name):
                 out[name] = bool(getattr(struct, name))
     return out

@@ -32,7 +32,7 @@ _HINT = {-2: "the GPU is out of memory", -1: "the host is out of memory",
 
 # (name, C signature with the name as '(*)', level): level says how the pointer is found.
 # "global": vkGetInstanceProcAddr(NULL, ...); "instance": with the instance; "device": with
-# vkGetDeviceProcAddr.
+# vkGetDeviceProcAddr. A level ending in "?" marks an extension's entry point: None when absent.
 ENTRY_POINTS = [
     ("vkEnumerateInstanceVersion", "VkResult (*)(uint32_t *)", "global"),
     ("vkCreateInstance", "VkResult (*)(const VkInstanceCreateInfo *, const VkAllocationCallbacks *, "
@@ -48,6 +48,10 @@ ENTRY_POINTS = [
      "void (*)(VkPhysicalDevice, uint32_t *, VkQueueFamilyProperties *)", "instance"),
     ("vkGetPhysicalDeviceMemoryProperties",
      "void (*)(VkPhysicalDevice, VkPhysicalDeviceMemoryProperties *)", "instance"),
+    ("vkEnumerateDeviceExtensionProperties", "VkResult (*)(VkPhysicalDevice, const char *, "
+                                             "uint32_t *, VkExtensionProperties *)", "instance"),
+    ("vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+     "VkResult (*)(VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *)", "instance?"),
     ("vkCreateDevice", "VkResult (*)(VkPhysicalDevice, const VkDeviceCreateInfo *, "
                        "const VkAllocationCallbacks *, VkDevice *)", "instance"),
     ("vkGetDeviceProcAddr", "PFN_vkVoidFunction (*)(VkDevice, const char *)", "instance"),
@@ -152,12 +156,15 @@ class Functions:
 
     def __init__(self, lookup, level: str):
         for name, signature, where in ENTRY_POINTS:
-            if where != level:
+            if where.rstrip("?") != level:
                 continue
             pointer = lookup(name.encode())
-            if pointer == ffi.NULL:
+            if pointer != ffi.NULL:
+                setattr(self, name, ffi.cast(signature, pointer))
+            elif where.endswith("?"):
+                setattr(self, name, None)
+            else:
                 raise HalError("UNAVAILABLE", f"the Vulkan loader has no entry point {name}")
-            setattr(self, name, ffi.cast(signature, pointer))
 
 
 _library = None

@@ -598,4 +598,27 @@ typedef struct VkSemaphoreSignalInfo {
     VkSemaphore        semaphore;
     uint64_t           value;
 } VkSemaphoreSignalInfo;
+typedef struct VkExtensionProperties {
+    char        extensionName[256];
+    uint32_t    specVersion;
+} VkExtensionProperties;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+    VkStructureType    sType;
+    void*              pNext;
+    VkBool32           cooperativeMatrix;
+    VkBool32           cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef struct VkCooperativeMatrixPropertiesKHR {
+    VkStructureType    sType;
+    void*              pNext;
+    uint32_t           MSize;
+    uint32_t           NSize;
+    uint32_t           KSize;
+    int32_t            AType;
+    int32_t            BType;
+    int32_t            CType;
+    int32_t            ResultType;
+    VkBool32           saturatingAccumulation;
+    int32_t            scope;
+} VkCooperativeMatrixPropertiesKHR;
 """

@@ -6,8 +6,10 @@ through HLSL resource intrinsics, adds capabilities the shader does not need (In
 names), and its structurizer decides the loop shapes; emitting SPIR-V directly keeps structured
 control flow, capabilities and memory layout under our control and is a few hundred lines.
 
-``compile_executable`` picks a template per kernel: tiled shared-memory matmul for contractions,
-a workgroup tree for long fold reductions, one invocation per output point otherwise. The
+``compile_executable`` picks a template per kernel: cooperative-matrix (tensor core) matmul for
+plain f16 contractions on targets that have it, tiled shared-memory matmul for other
+contractions, a workgroup tree for long fold reductions, 4-vector grid-stride loops for
+contiguous elementwise kernels, one invocation per output point otherwise. The
 ``--pyree-vulkan-target`` triple (``targets.resolve_target``) sets workgroup sizes, shared memory
 and which optional features (float16 arithmetic, 64-bit types) a shader may use.
 """
@@ -20,7 +22,7 @@ from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
 from pyree.compiler.codegen.exports import gpu_export
 from pyree.compiler.codegen.llvm_cpu.exprs import unsafe_loads
 from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.spirv import matmul, pointwise, reduction
+from pyree.compiler.codegen.spirv import coopmat, matmul, pointwise, reduction, vectorized
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Launch, Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
@@ -40,10 +42,14 @@ def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget)
     sh = Shader(asm, flat, target)
     unsafe = frozenset(unsafe_loads(flat))
     tiling = matmul.plan(flat, target)
-    if tiling is not None:
+    if tiling is not None and (tile := coopmat.plan(flat, tiling[0], target)) is not None:
+        launch = coopmat.emit(sh, tiling[0], tile)
+    elif tiling is not None:
         launch = matmul.emit(sh, unsafe, *tiling)
     elif (folds := reduction.plan(flat)) is not None:
         launch = reduction.emit(sh, unsafe, folds)
+    elif vectorized.plan(flat, unsafe):
+        launch = vectorized.emit(sh)
     else:
         launch = pointwise.emit(sh, unsafe)
     sh.finish(name, launch.block)

@@ -22,7 +22,14 @@ OpName = 5
  OpTypeStruct, OpTypePointer, OpTypeFunction) = 19, 20, 21, 22, 23, 28, 29, 30, 32, 33
 OpConstantTrue, OpConstantFalse, OpConstant = 41, 42, 43
 OpFunction, OpFunctionEnd, OpVariable, OpLoad, OpStore, OpAccessChain = 54, 56, 59, 61, 62, 65
-OpDecorate, OpMemberDecorate, OpCompositeExtract = 71, 72, 81
+OpDecorate, OpMemberDecorate, OpCompositeConstruct, OpCompositeExtract = 71, 72, 80, 81
+OpConstantComposite = 44
+# SPV_KHR_cooperative_matrix.
+(OpTypeCooperativeMatrixKHR, OpCooperativeMatrixLoadKHR, OpCooperativeMatrixStoreKHR,
+ OpCooperativeMatrixMulAddKHR) = 4456, 4457, 4458, 4459
+MATRIX_A, MATRIX_B, MATRIX_ACCUMULATOR = 0, 1, 2
+ROW_MAJOR = 0
+SCOPE_SUBGROUP = 3
 OpControlBarrier = 224
 OpLoopMerge, OpSelectionMerge, OpLabel, OpBranch, OpBranchConditional, OpReturn = (
     246, 247, 248, 249, 250, 253)
@@ -38,9 +45,13 @@ SCOPE_WORKGROUP = 2
 SEMANTICS_WORKGROUP_ACQUIRE_RELEASE = 0x100 | 0x8
 
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
-                "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448}
+                "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
+                "CooperativeMatrixKHR": 6022, "VulkanMemoryModel": 5345}
 # Capabilities that need an extension under SPIR-V 1.3.
-EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage"}
+EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
+              "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix",
+              "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model"}
+MEMORY_MODEL_GLSL450, MEMORY_MODEL_VULKAN = 1, 3
 
 
 def encode_string(text: str) -> list[int]:
@@ -86,7 +97,7 @@ class Assembler:
         """A type or constant: emitted once, looked up afterwards."""
         if key not in self._interned:
             rid = self.new_id()
-            if opcode == OpConstant or opcode in (OpConstantTrue, OpConstantFalse):
+            if opcode in (OpConstant, OpConstantTrue, OpConstantFalse, OpConstantComposite):
                 self.globals += _instruction(opcode, [operands[0], rid, *operands[1:]])
             else:
                 self.globals += _instruction(opcode, [rid, *operands])
@@ -122,6 +133,14 @@ class Assembler:
 
     def t_vector(self, element: int, count: int) -> int:
         return self._intern(("vector", element, count), OpTypeVector, element, count)
+
+    def t_cooperative_matrix(self, element: int, rows: int, columns: int, use: int) -> int:
+        """A subgroup-scope ``rows x columns`` cooperative matrix for operand ``use``."""
+        self.require("CooperativeMatrixKHR")
+        self.require("VulkanMemoryModel")  # which cooperative matrices require in shaders
+        return self._intern(("coopmat", element, rows, columns, use), OpTypeCooperativeMatrixKHR,
+                            element, self.u32(SCOPE_SUBGROUP), self.u32(rows), self.u32(columns),
+                            self.u32(use))
 
     def t_pointer(self, storage: int, pointee: int) -> int:
         return self._intern(("pointer", storage, pointee), OpTypePointer, storage, pointee)
@@ -168,6 +187,10 @@ class Assembler:
             words = [bits & 0xFFFFFFFF, bits >> 32]
         return self._intern(("const", t, tuple(words)), OpConstant, t, *words)
 
+    def const_matrix_fill(self, matrix_type: int, scalar: int) -> int:
+        """A constant cooperative matrix with every element ``scalar`` (its one constituent)."""
+        return self._intern(("fill", matrix_type, scalar), OpConstantComposite, matrix_type, scalar)
+
     def const_bool(self, value: bool) -> int:
         t = self.t_bool()
         return self._intern(("const", t, bool(value)),
@@ -206,7 +229,8 @@ class Assembler:
                 head += _instruction(OpExtension, [EXTENSIONS[cap]])
         if self._glsl is not None:
             head += _instruction(OpExtInstImport, [self._glsl, "GLSL.std.450"])
-        head += _instruction(OpMemoryModel, [0, 1])
+        vulkan = "VulkanMemoryModel" in self.capabilities
+        head += _instruction(OpMemoryModel, [0, MEMORY_MODEL_VULKAN if vulkan else MEMORY_MODEL_GLSL450])
         return (head + self.entry_points + self.execution_modes + self.names + self.annotations
                 + self.globals + self.functions)
 

@@ -48,13 +48,25 @@ class Shader:
             if b.shape[0] > MAX_ELEMENTS:
                 raise CompileError(f"binding {i} of {self.where} has {b.shape[0]} elements; the "
                                    f"vulkan-spirv target addresses at most {MAX_ELEMENTS}")
-            element = self.storage_type(b.dtype)
-            var = asm.variable(S.STORAGE_BUFFER, asm.t_buffer_block(element, K.itemsize(b.dtype)))
-            asm.decorate(var, S.DEC_DESCRIPTOR_SET, 0)
-            asm.decorate(var, S.DEC_BINDING, i)
-            if b.access == "read":
-                asm.decorate(var, S.DEC_NON_WRITABLE)
-            self.buffers.append((var, element, b.dtype))
+            self.buffers.append((self.storage_type(b.dtype), b.dtype))
+        self._views: dict[tuple[int, int], int] = {}
+
+    def view(self, binding: int, width: int = 1) -> int:
+        """The buffer variable of ``binding`` as a runtime array of ``width``-vectors (1: scalars),
+        declared on first use so that each entry point statically uses one view per binding."""
+        key = (binding, width)
+        if key not in self._views:
+            element, dtype = self.buffers[binding]
+            if width > 1:
+                element = self.asm.t_vector(element, width)
+            stride = K.itemsize(dtype) * width
+            var = self.asm.variable(S.STORAGE_BUFFER, self.asm.t_buffer_block(element, stride))
+            self.asm.decorate(var, S.DEC_DESCRIPTOR_SET, 0)
+            self.asm.decorate(var, S.DEC_BINDING, binding)
+            if self.kernel.bindings[binding].access == "read":
+                self.asm.decorate(var, S.DEC_NON_WRITABLE)
+            self._views[key] = var
+        return self._views[key]
 
     # -- types -----------------------------------------------------------------------------------
     def storage_type(self, dtype: str) -> int:
@@ -92,16 +104,29 @@ class Shader:
                                f"'{self.target.triple}' lacks (shaderInt64)")
 
     # -- memory ----------------------------------------------------------------------------------
-    def _element(self, binding: int, index: int) -> int:
-        var, element, _ = self.buffers[binding]
+    def _element(self, binding: int, index: int, width: int = 1) -> int:
+        element = self.buffers[binding][0]
+        if width > 1:
+            element = self.asm.t_vector(element, width)
         ptr = self.asm.t_pointer(S.STORAGE_BUFFER, element)
-        return self.fn.op(S.OpAccessChain, ptr, var, self.asm.u32(0), index)
+        return self.fn.op(S.OpAccessChain, ptr, self.view(binding, width), self.asm.u32(0), index)
 
     def load(self, binding: int, index: int) -> int:
         """Element ``index`` (u32 id) of ``binding``, converted to its compute type."""
-        _, element, dtype = self.buffers[binding]
+        element, dtype = self.buffers[binding]
+        return self.widen(dtype, self.fn.op(S.OpLoad, element, self._element(binding, index)))
+
+    def load_vector(self, binding: int, index: int, width: int) -> int:
+        """The ``width``-vector ``index`` of ``binding`` in storage type (one wide access)."""
+        element = self.asm.t_vector(self.buffers[binding][0], width)
+        return self.fn.op(S.OpLoad, element, self._element(binding, index, width))
+
+    def store_vector(self, binding: int, index: int, width: int, value: int) -> None:
+        self.fn.do(S.OpStore, self._element(binding, index, width), value)
+
+    def widen(self, dtype: str, raw: int) -> int:
+        """A value in ``dtype``'s storage type -> its compute type."""
         fn, asm = self.fn, self.asm
-        raw = fn.op(S.OpLoad, element, self._element(binding, index))
         if dtype == "i1":
             wide = fn.op(S.OpUConvert, self.u32, raw)
             return fn.op(171, self.bool, wide, asm.u32(0))  # OpINotEqual
@@ -110,13 +135,18 @@ class Shader:
         return raw
 
     def store(self, binding: int, index: int, value: int) -> None:
-        _, element, dtype = self.buffers[binding]
+        dtype = self.buffers[binding][1]
+        self.fn.do(S.OpStore, self._element(binding, index), self.narrow(dtype, value))
+
+    def narrow(self, dtype: str, value: int) -> int:
+        """A value in ``dtype``'s compute type -> its storage type."""
         fn, asm = self.fn, self.asm
+        element = self.storage_type(dtype)
         if dtype == "i1":
-            value = fn.op(S.OpSelect, element, value, asm.const_int(8, 1), asm.const_int(8, 0))
-        elif self.compute_bits(dtype) != 8 * K.itemsize(dtype):
-            value = fn.op(115, element, value)  # OpFConvert
-        fn.do(S.OpStore, self._element(binding, index), value)
+            return fn.op(S.OpSelect, element, value, asm.const_int(8, 1), asm.const_int(8, 0))
+        if self.compute_bits(dtype) != 8 * K.itemsize(dtype):
+            return fn.op(115, element, value)  # OpFConvert
+        return value
 
     def address(self, ix: K.AffineExpr, point: list[int | None]) -> int:
         """``ix`` at the loop indices ``point`` (u32 ids), wrapping mod 2**32 like the hardware."""

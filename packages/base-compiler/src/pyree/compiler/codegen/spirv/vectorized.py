@@ -1,0 +1,81 @@
+"""Elementwise kernels over contiguous data (every load and store at the flat loop index plus a
+constant, e.g. add, mul, activations): 4-vector loads and stores, a grid-stride loop, and a
+fixed number of workgroups that fills any current GPU.
+
+Memory-bound kernels need wide accesses and several in flight per invocation to approach the
+memory bandwidth; one scalar per invocation leaves a large GPU at a fraction of it. The kernel
+body is lowered once per lane on the loaded components, so every expression the scalar lowering
+knows works here too. Kernels whose size is not a multiple of 4, with broadcasts, loop indices or
+guarded loads take the one-invocation-per-point template instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv.scalar import ScalarLowering
+from pyree.compiler.codegen.spirv.shader import Launch, Shader
+
+WIDTH = 4
+# Workgroups of the grid-stride loop: several per compute unit on the largest GPUs (an H100 has
+# 132), few enough that each invocation loops over several vectors.
+GROUPS = 2048
+
+
+def _row_major_strides(ranges: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(math.prod(ranges[d + 1:]) for d in range(len(ranges)))
+
+
+def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
+    """Whether this template applies to the (normalized) ``kernel``."""
+    if kernel.reduction_ranges or unsafe:
+        return False
+    total = math.prod(kernel.parallel_ranges)
+    if total == 0 or total % WIDTH:
+        return False
+    flat = _row_major_strides(kernel.parallel_ranges)
+    nodes = [n for r in kernel.results for n in K.walk(r.value)]
+    indices = [r.index[0] for r in kernel.results] + [n.index[0] for n in nodes
+                                                      if isinstance(n, K.Load)]
+    if any(ix.coeffs != flat or ix.const % WIDTH for ix in indices):
+        return False
+    if any(isinstance(n, K.LoopIndex) for n in nodes):
+        return False
+    # 32-bit elements: a 4-vector is one 16-byte access, and 8/16-bit storage-only types could
+    # not be taken apart (SPIR-V forbids extracting from their vectors without arithmetic).
+    return all(K.itemsize(b.dtype) == 4 for b in kernel.bindings)
+
+
+def emit(sh: Shader) -> Launch:
+    kernel, fn, asm, u32 = sh.kernel, sh.fn, sh.asm, sh.u32
+    vectors = math.prod(kernel.parallel_ranges) // WIDTH
+    block = min(256, sh.target.max_workgroup_invocations)
+    groups = min(-(-vectors // block), GROUPS)
+    first = fn.op(S.OpIAdd, u32, fn.op(S.OpIMul, u32, sh.builtin(S.BUILTIN_WORKGROUP_ID, 0),
+                                       asm.u32(block)), sh.local_id())
+    loads = sorted({n for r in kernel.results for n in K.walk(r.value) if isinstance(n, K.Load)},
+                   key=lambda ld: (ld.binding, ld.index[0].const))
+
+    def at(i: int, ix: K.AffineExpr) -> int:
+        return i if ix.const == 0 else fn.op(S.OpIAdd, u32, i, asm.u32(ix.const // WIDTH))
+
+    def step(i: int) -> None:
+        lanes = [ScalarLowering(sh, []) for _ in range(WIDTH)]
+        for ld in loads:
+            _, dtype = sh.buffers[ld.binding]
+            vec = sh.load_vector(ld.binding, at(i, ld.index[0]), WIDTH)
+            element = sh.storage_type(dtype)
+            for lane, lower in enumerate(lanes):
+                raw = fn.op(S.OpCompositeExtract, element, vec, lane)
+                lower.memo[ld] = sh.widen(dtype, raw)
+        for r in kernel.results:
+            _, dtype = sh.buffers[r.binding]
+            parts = [sh.narrow(dtype, lower(r.value)) for lower in lanes]
+            vec_type = asm.t_vector(sh.storage_type(dtype), WIDTH)
+            sh.store_vector(r.binding, at(i, r.index[0]), WIDTH,
+                            fn.op(S.OpCompositeConstruct, vec_type, *parts))
+
+    fn.for_range(first, asm.u32(vectors), asm.u32(groups * block), step)
+    return Launch((groups, 1, 1), (block, 1, 1))
