@@ -108,26 +108,35 @@ class Device:
                      wait: list[tuple[Semaphore, int]], signal: list[tuple[Semaphore, int]]):
         """One crossing: runs a recorded command buffer on these buffers once ``wait`` is reached,
         then signals ``signal``. Does not wait for completion."""
-        pairs = wait + signal
+        n, waits = len(binding_table), len(wait)
+        count = waits + len(signal)
         arrays = command_buffer.submit_arrays
-        if arrays.table_size < len(binding_table) or arrays.capacity < len(pairs):
+        if arrays.table_size < n or arrays.capacity < count:
             arrays = command_buffer.submit_arrays = _SubmitArrays(
-                max(arrays.table_size, len(binding_table)), max(arrays.capacity, len(pairs)))
+                max(arrays.table_size, n), max(arrays.capacity, count))
         if not arrays.lock.acquire(blocking=False):  # another thread submits it right now
-            arrays = _SubmitArrays(len(binding_table), len(pairs))
+            arrays = _SubmitArrays(n, count)
             arrays.lock.acquire()
         try:
-            table, handles, values, lists = arrays.table, arrays.handles, arrays.values, arrays.lists
-            table[0:len(binding_table)] = [b.handle if b is not None else 0 for b in binding_table]
-            handles[0:len(pairs)] = [s.handle for s, _ in pairs]
-            values[0:len(pairs)] = [v for _, v in pairs]
-            lists[0].count, lists[1].count = len(wait), len(signal)
-            lists[1].semaphores, lists[1].values = handles + len(wait), values + len(wait)
-            self._check(self._vt.queue_submit(self._vt.self, command_buffer.handle,
-                                              len(binding_table), table, lists, lists + 1),
-                        "submit")
+            handles = [b.handle if b is not None else 0 for b in binding_table]
+            if handles != arrays.last_table:  # a static-shape function reuses its buffers
+                arrays.table[0:n] = arrays.last_table = handles
+            pairs = wait + signal if signal else wait
+            semaphores, values = arrays.handles, arrays.values
+            for i, (semaphore, value) in enumerate(pairs):
+                semaphores[i], values[i] = semaphore.handle, value
+            lists = arrays.lists
+            lists[0].count = waits
+            if arrays.split != waits:
+                arrays.split = waits
+                lists[1].semaphores, lists[1].values = semaphores + waits, values + waits
+            lists[1].count = count - waits
+            status = self._vt.queue_submit(self._vt.self, command_buffer.handle, n, arrays.table,
+                                           lists, arrays.signal_list)
         finally:
             arrays.lock.release()
+        if status:
+            self._check(status, "submit")
 
 
 class _Resource:
@@ -195,6 +204,9 @@ class _SubmitArrays:
         self.values = ffi.new(_U64S, max(capacity, 1))
         self.lists = ffi.new(_SEMAPHORE_LISTS, 2)
         self.lists[0].semaphores, self.lists[0].values = self.handles, self.values
+        self.signal_list = self.lists + 1
+        self.split = -1            # the wait count lists[1] was last pointed past
+        self.last_table: list = [] # the buffer handles ``table`` holds now
 
 
 class CommandBuffer(_Resource):

@@ -87,27 +87,36 @@ class _ErrorSlot:
         return getattr(self._local, "message", ffi.NULL)
 
 
-def _guard(owner, fn, *args) -> int:
-    try:
-        fn(*args)
-        return STATUS["OK"]
-    except HalError as e:
-        owner._errors.set(e.message)
-        return STATUS.get(e.status, STATUS["UNKNOWN"])
-    except MemoryError as e:
-        owner._errors.set(f"out of memory: {e}")
+_OK = STATUS["OK"]
+
+
+def _status_of(owner, error: BaseException) -> int:
+    """The status for an exception a driver raised, its message kept as the owner's last_error."""
+    if isinstance(error, HalError):
+        owner._errors.set(error.message)
+        return STATUS.get(error.status, STATUS["UNKNOWN"])
+    if isinstance(error, MemoryError):
+        owner._errors.set(f"out of memory: {error}")
         return STATUS["RESOURCE_EXHAUSTED"]
-    except Exception as e:  # a driver bug must become a status, never unwind through C
-        owner._errors.set(f"internal error in driver: {type(e).__name__}: {e}")
-        return STATUS["INTERNAL"]
+    # a driver bug must become a status, never unwind through C
+    owner._errors.set(f"internal error in driver: {type(error).__name__}: {error}")
+    return STATUS["INTERNAL"]
 
 
 def _callback(ctype: str):
-    """Turns ``fn(owner, *c_args)`` into a C callback whose first argument is the owner's handle."""
+    """Turns ``fn(owner, *c_args)`` into a C callback whose first argument is the owner's handle.
+
+    One Python frame per crossing besides ``fn``: the hot path of every invoke passes here."""
     def wrap(fn):
+        from_handle = ffi.from_handle
+
         def entry(self_ptr, *args):
-            owner = ffi.from_handle(self_ptr)
-            return _guard(owner, fn, owner, *args)
+            owner = from_handle(self_ptr)
+            try:
+                fn(owner, *args)
+                return _OK
+            except Exception as e:
+                return _status_of(owner, e)
         return ffi.callback(ctype, entry, error=STATUS["INTERNAL"])
     return wrap
 
@@ -185,8 +194,13 @@ class PythonDevice:
     def _semaphores(self, lst) -> list[tuple[TimelineSemaphore, int]]:
         if lst == ffi.NULL:
             return []
-        return [(self._lookup(lst.semaphores[i], "semaphore"), lst.values[i])
-                for i in range(lst.count)]
+        count = lst.count
+        if count == 1:  # the common case: a call's one timeline
+            entry = self._objects.get(lst.semaphores[0])
+            if entry is not None and entry[0] == "semaphore":
+                return [(entry[1], lst.values[0])]
+        return [(self._lookup(h, "semaphore"), v)
+                for h, v in zip(ffi.unpack(lst.semaphores, count), ffi.unpack(lst.values, count))]
 
 
 class PythonDriver:
@@ -291,10 +305,17 @@ def _release_command_buffer(device, handle):
 @_callback("pyree_status_t(void *, pyree_handle_t, uint32_t, const pyree_handle_t *, "
            "const pyree_hal_semaphore_list_t *, const pyree_hal_semaphore_list_t *)")
 def _queue_submit(device, handle, table_size, table, wait, signal):
-    command_buffer = device._lookup(handle, "command buffer")
-    bindings = [device._lookup(table[i], "buffer") if table[i] else None for i in range(table_size)]
-    device.queue_submit(command_buffer, bindings, device._semaphores(wait),
-                        device._semaphores(signal))
+    objects = device._objects
+    entry = objects.get(handle)
+    if entry is None or entry[0] != "command buffer":
+        device._lookup(handle, "command buffer")  # raises the error
+    bindings = []
+    for h in table[0:table_size] if table_size else ():
+        buffer = objects.get(h) if h else None
+        if h and (buffer is None or buffer[0] != "buffer"):
+            device._lookup(h, "buffer")  # raises the error
+        bindings.append(buffer[1] if h else None)
+    device.queue_submit(entry[1], bindings, device._semaphores(wait), device._semaphores(signal))
 
 
 @_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")
@@ -319,7 +340,10 @@ def _semaphore_signal(device, handle, value):
 
 @_callback("pyree_status_t(void *, pyree_handle_t, uint64_t, uint64_t)")
 def _semaphore_wait(device, handle, value, timeout_ns):
-    device._lookup(handle, "semaphore").wait(value, timeout_ns)
+    entry = device._objects.get(handle)
+    if entry is None or entry[0] != "semaphore":
+        device._lookup(handle, "semaphore")  # raises the error
+    entry[1].wait(value, timeout_ns)
 
 
 _DEVICE_CALLBACKS = {

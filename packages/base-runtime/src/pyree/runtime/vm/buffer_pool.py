@@ -33,6 +33,20 @@ class BufferPool:
                 return free.pop()
         return self.device.allocate(size)
 
+    def take_all(self, sizes: list[int]) -> list[Buffer]:
+        """One buffer per size (a call's results), under one lock acquisition."""
+        taken: list[Buffer | int] = []
+        with self._lock:
+            free_lists = self._free
+            for size in sizes:
+                free = free_lists.get(size)
+                if free:
+                    self._bytes -= size
+                    taken.append(free.pop())
+                else:
+                    taken.append(size)
+        return [self.device.allocate(b) if type(b) is int else b for b in taken]
+
     def give(self, buffer: Buffer) -> None:
         with self._lock:
             free = self._free[buffer.size]

@@ -34,6 +34,13 @@ class Function:
         # per-argument (type, shape, dtype, bytes), looked up once rather than on every call
         self._specs = [(t, t.shape, t.dtype, t.nbytes) for t in self.argument_types]
         self._uses_transient = ("transient", 0) in self._program.sources
+        # binding-table slot -> index into [*arguments, *results, transient, *constants]
+        first = {"argument": 0, "result": len(self._specs),
+                 "transient": len(self._specs) + len(self._result_sizes)}
+        first["constant"] = first["transient"] + 1
+        self._item_base = first
+        self._slot_items = [first[kind] + index for kind, index in self._program.sources]
+        self._has_checks = any(isinstance(s, CheckStep) for s in self._program.steps)
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
         self._lock = threading.Lock()
@@ -61,12 +68,11 @@ class Function:
 
     def _argument(self, index: int, arg, spec, waits: list, scratch: list, inputs: list):
         t, shape, dtype, nbytes = spec
-        device = self._loaded.device
         if isinstance(arg, DeviceArray):
-            if arg.type != t:
+            if arg.type is not t and arg.type != t:
                 raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                       f"got {arg.type}")
-            if arg.device is device:
+            if arg.buffer.device is self._loaded.device:
                 if not arg._done:
                     waits.append(arg.ready)
                 inputs.append(arg)
@@ -97,44 +103,59 @@ class Function:
             expected = ", ".join(map(str, self.argument_types)) or "none"
             raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
                                   f"arguments ({expected}), got {len(args)}")
-        pool = self._loaded.pool
+        loaded = self._loaded
+        pool = loaded.pool
         waits: list = []
         scratch: list = []
         inputs: list = []
+        items = [self._argument(i, a, spec, waits, scratch, inputs)
+                 for i, (a, spec) in enumerate(zip(args, specs))]
+        results = pool.take_all(self._result_sizes)
         transient = pool.take(self._transient_size) if self._uses_transient else None
         if transient is not None:
             scratch.append(transient)
-        buffers = {
-            "argument": [self._argument(i, a, spec, waits, scratch, inputs)
-                         for i, (a, spec) in enumerate(zip(args, specs))],
-            "result": [pool.take(size) for size in self._result_sizes],
-            "transient": [transient],
-            "constant": self._loaded.constants,
-        }
-        table = [buffers[kind][index] for kind, index in self._program.sources]
+        items += results
+        items.append(transient)
+        items += loaded.constants
+        table = [items[i] for i in self._slot_items]
         call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
-        device = self._loaded.device
+        device = loaded.device
         with self._lock:
             semaphore, value = self._timeline, self._value
-            for step in self._program.steps:
-                if isinstance(step, CheckStep):
-                    self._wait(semaphore, value)
-                    failure = self._check(step, buffers)
-                    if failure is not None and failures is None:
-                        raise CheckError([failure])
-                    if failure is not None:
-                        failures.append(failure)
-                    continue
-                waits.append((semaphore, value))
-                device.queue_submit(step, table, waits, [(semaphore, value + 1)])
-                value, waits = value + 1, []
-                self._value = value
-        results = [DeviceArray(buffer, t, (semaphore, value), call, pool)
-                   for buffer, t in zip(buffers["result"], self.result_types)]
-        if not results:
+            if not self._has_checks:  # the common case: submits only
+                for step in self._program.steps:
+                    waits.append((semaphore, value))
+                    device.queue_submit(step, table, waits, [(semaphore, value + 1)])
+                    value, waits = value + 1, []
+                    self._value = value
+            else:
+                value = self._run_steps(semaphore, value, table, waits, items, failures)
+        ready = (semaphore, value)
+        arrays = [DeviceArray(buffer, t, ready, call, pool)
+                  for buffer, t in zip(results, self.result_types)]
+        if not arrays:
             self._wait(semaphore, value)  # nothing to read later: surface failures now
             call.finished()
-        return results
+        return arrays
+
+    def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
+                   failures: list | None) -> int:
+        """Submits and checks in order (holding ``_lock``); returns the timeline's last value."""
+        device = self._loaded.device
+        for step in self._program.steps:
+            if isinstance(step, CheckStep):
+                self._wait(semaphore, value)
+                failure = self._check(step, items)
+                if failure is not None and failures is None:
+                    raise CheckError([failure])
+                if failure is not None:
+                    failures.append(failure)
+                continue
+            waits.append((semaphore, value))
+            device.queue_submit(step, table, waits, [(semaphore, value + 1)])
+            value, waits = value + 1, []
+            self._value = value
+        return value
 
     def _wait(self, semaphore, value: int) -> None:
         try:
@@ -149,15 +170,15 @@ class Function:
             if semaphore is self._timeline:
                 self._timeline, self._value = self._loaded.device.create_semaphore(0), 0
 
-    @staticmethod
-    def _read(operand: Operand, buffers: dict) -> np.ndarray:
+    def _read(self, operand: Operand, items: list) -> np.ndarray:
         t = operand.type
         out = np.empty(t.shape, t.dtype)
         if out.nbytes:
-            buffers[operand.kind][operand.index].read_into(operand.offset,
-                                                           out.reshape(-1).view(np.uint8))
+            index = self._item_base[operand.kind] + (0 if operand.kind == "transient"
+                                                     else operand.index)
+            items[index].read_into(operand.offset, out.reshape(-1).view(np.uint8))
         return out
 
-    def _check(self, step: CheckStep, buffers: dict) -> CheckFailure | None:
-        rhs = self._read(step.rhs, buffers) if step.rhs is not None else None
-        return evaluate(step, self._read(step.lhs, buffers), rhs)
+    def _check(self, step: CheckStep, items: list) -> CheckFailure | None:
+        rhs = self._read(step.rhs, items) if step.rhs is not None else None
+        return evaluate(step, self._read(step.lhs, items), rhs)
