@@ -3,10 +3,12 @@
     python3 bench/vulkan/bench_vulkan.py MODULE_DIR   (modules from bench/vulkan/build_modules.py)
 
 Measures: add of two 64M-element f32 vectors (whole call including the result allocation,
-device-resident inputs) vs torch.add(out=); a 4-element add (per-call overhead); matmul 4096^3
-f32 (torch with TF32 off) and f16 vs torch.matmul. Prints a table with the ratios and writes
-bench_vulkan.json. IREE 3.13's Vulkan path on an H100, for comparison: add 13.5 ms, matmul f32
-5.80 ms (23.7 TFLOP/s), f16 2.18 ms (63 TFLOP/s).
+device-resident inputs; single call+wait latency and per-call time queued back to back) vs
+torch.add(out=), and a 16M add to split per-call time into a constant and a bandwidth part; a
+4-element add (per-call overhead); matmul 4096^3 f32 (torch with TF32 off) and f16 vs
+torch.matmul. Prints a table with the ratios and writes bench_vulkan.json. IREE 3.13's Vulkan
+path on an H100, for comparison: add 13.5 ms, matmul f32 5.80 ms (23.7 TFLOP/s), f16 2.18 ms
+(63 TFLOP/s).
 """
 
 from __future__ import annotations
@@ -73,7 +75,17 @@ def bench_add(folder: Path, rng) -> dict:
     t = torch_ms(lambda: torch.add(ta, tb, out=out))
     return {"pyree_ms": per_call, "pyree_latency_ms": latency, "torch_ms": t,
             "speed_vs_torch": t / per_call, "pyree_GBps": 3 * a.nbytes / per_call / 1e6,
-            "iree_ms": IREE["add64m"]}
+            "iree_ms": IREE["add64m"], "pyree_16m_ms": add_16m_ms(folder, a, b)}
+
+
+def add_16m_ms(folder: Path, a, b) -> float:
+    """Queued per-call time of a quarter-size add: with the 64M one, it splits a call's time into
+    a per-call constant and a bandwidth-bound part."""
+    module, fn = load(folder, "add_16m")
+    a, b = a[:4096, :4096].copy(), b[:4096, :4096].copy()
+    da, db = rt.asdevicearray(module.device, a), rt.asdevicearray(module.device, b)
+    assert np.array_equal(fn(da, db).to_host(), a + b), "16M add is wrong"
+    return pyree_ms(lambda: fn(da, db))[1]
 
 
 def bench_small_add(folder: Path, rng) -> dict:
@@ -124,6 +136,10 @@ def print_table(r: dict) -> None:
     print(f"add 64M f32      pyree {a['pyree_ms']:.3f} ms/call ({a['pyree_GBps']:.0f} GB/s; latency "
           f"{a['pyree_latency_ms']:.3f} ms)  torch.add(out=) {a['torch_ms']:.3f} ms  speed vs torch "
           f"{a['speed_vs_torch']:.2f}x (target >= 0.8x; IREE {a['iree_ms']} ms)")
+    slope = (a["pyree_ms"] - a["pyree_16m_ms"]) / 0.75   # ms per 64M elements, constant removed
+    print(f"add 16M f32      pyree {a['pyree_16m_ms']:.3f} ms/call; 64M-16M slope "
+          f"{805.3 / slope if slope > 0 else float('nan'):.0f} GB/s, per-call constant "
+          f"{a['pyree_ms'] - slope:.3f} ms")
     print(f"add 4 elements   pyree device-resident call+wait {r['add4']['pyree_device_in_wait_us']:.1f} us")
     for dtype in ("f32", "f16"):
         m = r[f"matmul_{dtype}"]

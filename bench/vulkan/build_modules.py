@@ -2,7 +2,7 @@
 
     python3 bench/vulkan/build_modules.py OUT_DIR [TRIPLE]
 
-Writes add_64m (two 8192x8192 f32), add_4, matmul_f32 and matmul_f16 (4096^3) for the
+Writes add_64m (two 8192x8192 f32), add_16m (4096x4096), add_4, matmul_f32 and matmul_f16 (4096^3) for the
 vulkan-spirv target; TRIPLE defaults to hopper-h100-linux (float16 arithmetic, 1024 invocations).
 """
 
@@ -37,6 +37,7 @@ def matmul(n: int, dtype: str) -> str:
 
 MODULES = {
     "add_64m": add((8192, 8192)),
+    "add_16m": add((4096, 4096)),
     "add_4": add((1, 4)),
     "matmul_f32": matmul(4096, "f32"),
     "matmul_f16": matmul(4096, "f16"),

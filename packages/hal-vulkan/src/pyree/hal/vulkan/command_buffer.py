@@ -6,10 +6,11 @@ call, so after the first call a submit is one vkQueueSubmit. At most ``RECORDING
 are kept; the oldest is freed once the GPU is done with it.
 
 Every recording starts with a full memory barrier (earlier submissions on the queue happen
-before) and ends with one that makes its writes visible to the host; ``barrier`` commands become
-compute/transfer pipeline barriers. Bindings are checked against each kernel's declared minimum
-lengths when recorded and against the actual buffers for each new set of buffers, so a bad module
-cannot make a shader touch memory outside its buffers.
+before) and, when one of its buffers is host-mapped, ends with one that makes its writes visible
+to the host (unmapped buffers reach the host only through the device's staging copy, which has its
+own); ``barrier`` commands become compute/transfer pipeline barriers. Bindings are checked
+against each kernel's declared minimum lengths when recorded and against the actual buffers for
+each new set of buffers, so a bad module cannot make a shader touch memory outside its buffers.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class CommandBuffer:
                 if t.length:
                     self._fill(cb, buf.handle, t.offset, t.length, c.fill_pattern,
                                c.fill_pattern_length)
-        full_barrier(vk, cb, STAGE_HOST, ACCESS_HOST_READ)
+        if any(b is not None and b.mapped is not None for b in table):
+            full_barrier(vk, cb, STAGE_HOST, ACCESS_HOST_READ)
         check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
     def _dispatch(self, cb, c: Command, descriptor_set, table, where: str, alignment: int) -> None:

@@ -3,6 +3,10 @@ command buffers and timeline semaphores, behind the runtime's Python-driver SDK.
 
 Queue order: every submission signals the device's own timeline semaphore with the next value,
 so "everything submitted so far is done" is one wait (host copies, freeing memory, release).
+The device has one queue and every recording starts with a full barrier, so a submission already
+runs after everything submitted before it: a wait on a value that an earlier submission on this
+queue signals is dropped rather than passed to vkQueueSubmit (a wait on a value not yet signalled
+can hold the submission back until the previous one finishes, so calls could not overlap).
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ from pyree.hal.vulkan.allocator import Allocator, Buffer, check_range
 from pyree.hal.vulkan.command_buffer import ACCESS_HOST_READ, STAGE_HOST, CommandBuffer, full_barrier
 from pyree.hal.vulkan.executable import ExecutableCache
 from pyree.hal.vulkan.semaphore import VulkanSemaphore
+from pyree.hal.vulkan.submission import SubmitInfo
 from pyree.hal.vulkan.symbols import Functions, VulkanError, check, device_functions, ffi
 from pyree.runtime.hal.python_driver import HalError, PythonDevice
 
 STYPE_DEVICE_QUEUE_CREATE_INFO, STYPE_DEVICE_CREATE_INFO = 2, 3
 STYPE_COMMAND_POOL_CREATE_INFO, STYPE_COMMAND_BUFFER_ALLOCATE = 39, 40
-STYPE_COMMAND_BUFFER_BEGIN, STYPE_SUBMIT_INFO, STYPE_TIMELINE_SUBMIT_INFO = 42, 4, 1000207003
+STYPE_COMMAND_BUFFER_BEGIN = 42
 POOL_RESET_COMMAND_BUFFER = 0x2
 USAGE_ONE_TIME = 0x1
-STAGE_ALL_COMMANDS = 0x10000
 STAGING_CHUNK = 64 << 20
 
 
@@ -64,6 +68,7 @@ class VulkanDevice(PythonDevice):
         self.executables = ExecutableCache(vk, self.device, physical)
         self.timeline = VulkanSemaphore(vk, self.device, 0)
         self.submitted = 0
+        self._submit_info = SubmitInfo()
         self._created_semaphores: list[VulkanSemaphore] = []
         self._retired: list[CommandBuffer] = []
         self._staging: Buffer | None = None
@@ -91,23 +96,11 @@ class VulkanDevice(PythonDevice):
         with self.lock:
             value = self.submitted + 1
             signals = signals + [(self.timeline, value)]
-            wait_handles = ffi.new("VkSemaphore[]", [s.handle for s, _ in waits] or [0])
-            wait_values = ffi.new("uint64_t[]", [v for _, v in waits] or [0])
-            wait_stages = ffi.new("VkPipelineStageFlags[]", [STAGE_ALL_COMMANDS] * max(len(waits), 1))
-            signal_handles = ffi.new("VkSemaphore[]", [s.handle for s, _ in signals])
-            signal_values = ffi.new("uint64_t[]", [v for _, v in signals])
-            timeline = ffi.new("VkTimelineSemaphoreSubmitInfo *", {
-                "sType": STYPE_TIMELINE_SUBMIT_INFO, "waitSemaphoreValueCount": len(waits),
-                "pWaitSemaphoreValues": wait_values, "signalSemaphoreValueCount": len(signals),
-                "pSignalSemaphoreValues": signal_values})
-            handles = ffi.new("VkCommandBuffer *", command_buffer)
-            submit = ffi.new("VkSubmitInfo *", {
-                "sType": STYPE_SUBMIT_INFO, "pNext": timeline, "waitSemaphoreCount": len(waits),
-                "pWaitSemaphores": wait_handles, "pWaitDstStageMask": wait_stages,
-                "commandBufferCount": 1, "pCommandBuffers": handles,
-                "signalSemaphoreCount": len(signals), "pSignalSemaphores": signal_handles})
-            check(self.vk.vkQueueSubmit(self.queue, 1, submit, 0), f"vkQueueSubmit on {self.name}")
+            info = self._submit_info.fill(command_buffer, waits, signals)
+            check(self.vk.vkQueueSubmit(self.queue, 1, info, 0), f"vkQueueSubmit on {self.name}")
             self.submitted = value
+            for sem, v in signals:
+                sem.queued_value = max(sem.queued_value, v)
             return value
 
     def wait_for(self, value: int) -> None:
@@ -130,10 +123,12 @@ class VulkanDevice(PythonDevice):
         try:
             device_waits = []
             for sem, value in waits:
-                if isinstance(sem, VulkanSemaphore):
+                if not isinstance(sem, VulkanSemaphore):
+                    sem.wait(value)  # a host-only semaphore: only the host can reach its value
+                elif sem._failure is not None:
+                    raise sem._failure
+                elif value > sem.queued_value:  # else an earlier submission here signals it
                     device_waits.append((sem, value))
-                else:  # a host-only semaphore: its value can only be reached from the host
-                    sem.wait(value)
             device_signals = [(s, v) for s, v in signals if isinstance(s, VulkanSemaphore)]
             with self.lock:
                 recording = command_buffer.recording_for(binding_table)

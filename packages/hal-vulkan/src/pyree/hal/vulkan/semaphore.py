@@ -1,7 +1,8 @@
 """Timeline semaphores (Vulkan 1.2 core): queue submissions wait on and signal them on the GPU;
 the host queries, signals and waits through vkGetSemaphoreCounterValue / vkSignalSemaphore /
 vkWaitSemaphores. A failed submission marks its semaphores failed, so waiters get its error
-instead of waiting forever."""
+instead of waiting forever. ``queued_value`` is the highest value a submission already on the
+device's queue will signal: waits up to it are implied by queue order (see device.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class VulkanSemaphore(TimelineSemaphore):
         handle = ffi.new("VkSemaphore *")
         check(vk.vkCreateSemaphore(device, info, ffi.NULL, handle), "vkCreateSemaphore")
         self.handle = handle[0]
+        self.queued_value = 0
         self._handle_array = ffi.new("VkSemaphore *", self.handle)
 
     def query(self) -> int:
