@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.async_copy import stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
 from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
@@ -163,23 +164,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         for g, arr, off, size in copies:
             full = fn.op(f"add i64 {fn.op(f'mul i64 {stage}, {size}')}, {off}")
             targets.append((g, fn.op(f"getelementptr half, ptr addrspace(3) {arr}, i64 {full}")))
-        fast, slow, done = fn.new_label("cpasync"), fn.new_label("scalar"), fn.new_label("staged")
-        fn.cbr(aligned, fast, slow)
-        fn.label(fast)
-        for g, s in targets:
-            fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16",
-                    [("ptr addrspace(3)", s), ("ptr addrspace(1)", g)])
-        fn.br(done)
-        fn.label(slow)
-        for g, s in targets:
-            vec = "undef"
-            for i in range(8):
-                p = fn.op(f"getelementptr half, ptr addrspace(1) {g}, i64 {i}")
-                v = fn.op(f"load half, ptr addrspace(1) {p}, align 2")
-                vec = fn.op(f"insertelement <8 x half> {vec}, half {v}, i32 {i}")
-            fn.raw(f"store <8 x half> {vec}, ptr addrspace(3) {s}, align 16")
-        fn.br(done)
-        fn.label(done)
+        stage_chunks(fn, aligned, targets)
 
     accs = []
     for _ in range(mts * nts * 4):

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.cuda.async_copy import stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
 from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
 from pyree.compiler.codegen.cuda.matmul_mma import operands
@@ -182,23 +183,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
             dst = fn.op(f"getelementptr i8, ptr addrspace(3) {base}, "
                         f"i64 {fn.op(f'add i64 {stage_off}, {s}')}")
             targets.append((src, dst))
-        fast, slow, done = fn.new_label("cpasync"), fn.new_label("scalar"), fn.new_label("staged")
-        fn.cbr(aligned, fast, slow)
-        fn.label(fast)
-        for src, dst in targets:
-            fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16",
-                    [("ptr addrspace(3)", dst), ("ptr addrspace(1)", src)])
-        fn.br(done)
-        fn.label(slow)
-        for src, dst in targets:
-            vec = "undef"
-            for i in range(8):
-                p = fn.op(f"getelementptr half, ptr addrspace(1) {src}, i64 {i}")
-                v = fn.op(f"load half, ptr addrspace(1) {p}, align 2")
-                vec = fn.op(f"insertelement <8 x half> {vec}, half {v}, i32 {i}")
-            fn.raw(f"store <8 x half> {vec}, ptr addrspace(3) {dst}, align 16")
-        fn.br(done)
-        fn.label(done)
+        stage_chunks(fn, aligned, targets)
 
     count = t.bn // 2
     slots = []
