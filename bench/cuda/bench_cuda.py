@@ -23,40 +23,11 @@ import numpy as np
 import pyree.runtime as rt
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_timing import pyree_ms, torch_ms  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import invoke_latency  # noqa: E402
-
-
-def torch_ms(fn, reps=50, warmup=5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
-def pyree_ms(call, reps=50, warmup=5) -> tuple[float, float]:
-    """(median latency of call+wait, throughput time per call with calls queued back to back)."""
-    for _ in range(warmup):
-        call().wait()
-    lat = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call().wait()
-        lat.append((time.perf_counter() - t0) * 1e3)
-    t0 = time.perf_counter()
-    result = None
-    for _ in range(reps):  # queued back to back; each result is dropped as the next is made
-        result = call()
-    result.wait()
-    return statistics.median(lat), (time.perf_counter() - t0) * 1e3 / reps
 
 
 def main(folder: Path, mode: str, f16_folder: Path) -> dict:

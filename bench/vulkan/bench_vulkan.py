@@ -23,39 +23,10 @@ import numpy as np
 import pyree.runtime as rt
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gpu_timing import pyree_ms, torch_ms  # noqa: E402
+
 IREE = {"add64m": 13.5, "matmul_f32": 5.80, "matmul_f16": 2.18}
-
-
-def torch_ms(fn, reps=50, warmup=5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
-
-
-def pyree_ms(call, reps=50, warmup=5) -> tuple[float, float]:
-    """(median latency of call+wait, time per call with calls queued back to back)."""
-    for _ in range(warmup):
-        call().wait()
-    latencies = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call().wait()
-        latencies.append((time.perf_counter() - t0) * 1e3)
-    t0 = time.perf_counter()
-    result = None
-    for _ in range(reps):
-        result = call()
-    result.wait()
-    return statistics.median(latencies), (time.perf_counter() - t0) * 1e3 / reps
 
 
 def load(folder: Path, name: str):
