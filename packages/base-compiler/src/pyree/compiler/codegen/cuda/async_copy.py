@@ -10,6 +10,16 @@ from __future__ import annotations
 from pyree.compiler.codegen.cuda.llvm_text import Function
 
 
+def bindings_aligned(fn: Function, bindings) -> str:
+    """An i1 value: every binding's base address is 16-byte aligned (what ``cp.async`` needs)."""
+    aligned = "true"
+    for binding in bindings:
+        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{binding} to i64")
+        low = fn.op(f"and i64 {addr}, 15")
+        aligned = fn.op(f"and i1 {aligned}, {fn.op(f'icmp eq i64 {low}, 0')}")
+    return aligned
+
+
 def stage_chunks(fn: Function, aligned: str, chunks: list[tuple[str, str]]) -> None:
     """Copies each (global ptr, shared ptr) chunk of 8 halves; ``aligned`` is an i1 value."""
     fast, slow, done = fn.new_label("cpasync"), fn.new_label("scalar"), fn.new_label("staged")

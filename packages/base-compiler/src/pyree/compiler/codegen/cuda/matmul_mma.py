@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.async_copy import stage_chunks
+from pyree.compiler.codegen.cuda.async_copy import bindings_aligned, stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
 from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
@@ -129,11 +129,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {t.bm}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
     bidx = A.decompose(fn, bz, batch) if batch else []
-    aligned = "true"
-    for binding in (a.binding, b.binding):
-        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{binding} to i64")
-        low = fn.op(f"and i64 {addr}, 15")
-        aligned = fn.op(f"and i1 {aligned}, {fn.op(f'icmp eq i64 {low}, 0')}")
+    aligned = bindings_aligned(fn, (a.binding, b.binding))
 
     def chunks(kt: str):
         """(global element pointer, dtype, shared array, shared offset) of this thread's 4 copies."""
