@@ -9,9 +9,13 @@
  * Every function returns a pyree_status_t (0 is OK; codes follow IREE/absl). On failure the
  * object's last_error(self) returns the message of the most recent failure on this thread.
  * Lifetimes are explicit: what create_* / allocate / load_* return is released by release_*.
+ *
+ * Revisions append fields to a struct and never change earlier ones, so abi_version stays 1: a
+ * struct_size that ends before a field means the driver predates it (see "Revision 1" below).
  */
 
 #define PYREE_HAL_ABI_VERSION 1
+#define PYREE_HAL_ABI_REVISION 1
 
 #define PYREE_STATUS_OK 0
 #define PYREE_STATUS_CANCELLED 1
@@ -129,6 +133,16 @@ typedef struct pyree_hal_device_v1 {
   /* DEADLINE_EXCEEDED when timeout_ns passes first; a failed submission fails its waiters. */
   pyree_status_t (*semaphore_wait)(void *self, pyree_handle_t semaphore, uint64_t value,
                                    uint64_t timeout_ns);
+
+  /* Revision 1. NULL, or absent from a smaller struct_size: the device has no such memory.
+   * A buffer the host addresses directly (*out_host, valid until release_buffer), usable in
+   * binding tables like any other: the runtime puts small per-call arguments and results there,
+   * so a call needs no write_buffer/read_buffer crossing and no copy on the device's queue. The
+   * host touches it only while no submitted work that uses it is pending; work's writes are
+   * visible to the host once that work's signal values are reached. Kernels may reach it more
+   * slowly than allocate's memory (a discrete GPU reads it across the bus). */
+  pyree_status_t (*allocate_mapped)(void *self, uint64_t size, pyree_handle_t *out_buffer,
+                                    void **out_host);
 } pyree_hal_device_v1_t;
 
 typedef struct pyree_hal_driver_v1 {

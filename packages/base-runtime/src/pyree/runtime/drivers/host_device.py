@@ -55,6 +55,11 @@ class HostDevice(PythonDevice):
     def allocate(self, size: int) -> HostBuffer:
         return HostBuffer(size)
 
+    def allocate_mapped(self, size: int) -> tuple[HostBuffer, int]:
+        """Every buffer here is host memory: mapped ones are the same buffers."""
+        buffer = HostBuffer(size)
+        return buffer, buffer.address
+
     def write_buffer(self, buffer: HostBuffer, offset: int, source: memoryview) -> None:
         buffer.range(offset, len(source), "write")[:] = np.frombuffer(source, np.uint8)
 

@@ -11,17 +11,28 @@ import threading
 from dataclasses import dataclass
 
 import numpy as np
-from pyree.runtime.hal.ffi import INFINITE_TIMEOUT_NS, PROCESS, check, check_struct, ffi
+from pyree.runtime.hal.ffi import (
+    INFINITE_TIMEOUT_NS,
+    PROCESS,
+    check,
+    check_struct,
+    ffi,
+    has_field,
+)
 
 # Parsed once: ffi.new with a type string re-parses it on every call of the hot path.
 _DEVICE_INFOS = ffi.typeof("pyree_hal_device_info_t[]")
 _DEVICE_OUT = ffi.typeof("pyree_hal_device_v1_t **")
 _SEMAPHORE_LISTS = ffi.typeof("pyree_hal_semaphore_list_t[]")
 _HANDLE_OUT = ffi.typeof("pyree_handle_t *")
+_HOST_OUT = ffi.typeof("void **")
 _HANDLES = ffi.typeof("pyree_handle_t[]")
 _U32_OUT = ffi.typeof("uint32_t *")
 _U64_OUT = ffi.typeof("uint64_t *")
 _U64S = ffi.typeof("uint64_t[]")
+
+
+_EMPTY = np.empty(0, np.uint8)
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,10 @@ class Device:
         self.driver = driver
         self.uri = uri
         self.executable_format = ffi.string(struct.executable_format).decode()
+        # whether the driver offers host-addressable buffers (hal.h, revision 1)
+        self.maps_memory = has_field(struct, "pyree_hal_device_v1_t", "allocate_mapped")
+        # read once: every call's submit and wait would otherwise read them from the C struct
+        self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
 
     def _check(self, status: int, what: str) -> None:
         check(status, self._vt.last_error, self._vt.self, f"device '{self.uri}': {what}")
@@ -85,6 +100,17 @@ class Device:
         out = ffi.new(_HANDLE_OUT)
         self._check(self._vt.allocate(self._vt.self, size, out), f"allocate {size} bytes")
         return Buffer(self, out[0], size)
+
+    def allocate_mapped(self, size: int) -> Buffer:
+        """A buffer the host reads and writes in place (only while no work using it is pending);
+        only where ``maps_memory``."""
+        out, host = ffi.new(_HANDLE_OUT), ffi.new(_HOST_OUT)
+        self._check(self._vt.allocate_mapped(self._vt.self, size, out, host),
+                    f"allocate {size} mapped bytes")
+        buffer = Buffer(self, out[0], size)
+        buffer.host = np.frombuffer(ffi.buffer(host[0], size), np.uint8) if size else _EMPTY
+        buffer._views = {}
+        return buffer
 
     def load_executable(self, params) -> Executable:
         """``params``: a filled ``pyree_hal_executable_params_t *`` (see vm/executables.py)."""
@@ -122,17 +148,14 @@ class Device:
             if handles != arrays.last_table:  # a static-shape function reuses its buffers
                 arrays.table[0:n] = arrays.last_table = handles
             pairs = wait + signal if signal else wait
-            semaphores, values = arrays.handles, arrays.values
-            for i, (semaphore, value) in enumerate(pairs):
-                semaphores[i], values[i] = semaphore.handle, value
-            lists = arrays.lists
-            lists[0].count = waits
-            if arrays.split != waits:
-                arrays.split = waits
-                lists[1].semaphores, lists[1].values = semaphores + waits, values + waits
-            lists[1].count = count - waits
-            status = self._vt.queue_submit(self._vt.self, command_buffer.handle, n, arrays.table,
-                                           lists, arrays.signal_list)
+            semaphores = [s for s, _ in pairs]
+            values = arrays.values
+            if semaphores != arrays.last_semaphores or waits != arrays.split:
+                arrays.set_semaphores(semaphores, waits)
+            for i, (_, value) in enumerate(pairs):  # only the values change from call to call
+                values[i] = value
+            status = self._submit(self._self, command_buffer.handle, n, arrays.table, arrays.lists,
+                                  arrays.signal_list)
         finally:
             arrays.lock.release()
         if status:
@@ -164,20 +187,39 @@ class _Resource:
 
 class Buffer(_Resource):
     _release = "release_buffer"
+    host: np.ndarray | None = None  # the bytes themselves, for a mapped buffer
 
     def __init__(self, device: Device, handle: int, size: int):
         super().__init__(device, handle)
         self.size = size
 
+    def release(self) -> None:
+        self.host = self._views = None  # the driver frees those bytes
+        super().release()
+
+    def typed(self, dtype: np.dtype, shape: tuple) -> np.ndarray:
+        """A mapped buffer's bytes as an array; kept, as a static-shape function gets the same
+        buffers call after call."""
+        view = self._views.get((dtype, shape))
+        if view is None:
+            view = self._views[dtype, shape] = self.host.view(dtype).reshape(shape)
+        return view
+
     def write(self, offset: int, data) -> None:
         """Copies a contiguous bytes-like object (numpy array, bytes) into the buffer."""
         view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data
+        if self.host is not None:
+            self.host[offset:offset + len(view)] = np.frombuffer(view, np.uint8)
+            return
         source = ffi.from_buffer(view)
         self.device._check(self.device._vt.write_buffer(self.device._vt.self, self.handle, offset,
                                                         source, len(source)),
                            f"write {len(source)} bytes at offset {offset}")
 
     def read_into(self, offset: int, target: np.ndarray) -> np.ndarray:
+        if self.host is not None:
+            target[...] = self.host[offset:offset + target.nbytes].view(target.dtype)
+            return target
         buf = ffi.from_buffer(target, require_writable=True)
         self.device._check(self.device._vt.read_buffer(self.device._vt.self, self.handle, offset,
                                                        buf, len(buf)),
@@ -207,6 +249,17 @@ class _SubmitArrays:
         self.signal_list = self.lists + 1
         self.split = -1            # the wait count lists[1] was last pointed past
         self.last_table: list = [] # the buffer handles ``table`` holds now
+        self.last_semaphores: list = []  # the Semaphores ``handles`` holds now
+
+    def set_semaphores(self, semaphores: list, waits: int) -> None:
+        """Points the wait and signal lists at ``semaphores`` (the first ``waits`` are waits)."""
+        for i, semaphore in enumerate(semaphores):
+            self.handles[i] = semaphore.handle
+        self.last_semaphores = semaphores
+        lists = self.lists
+        lists[0].count, lists[1].count = waits, len(semaphores) - waits
+        lists[1].semaphores, lists[1].values = self.handles + waits, self.values + waits
+        self.split = waits
 
 
 class CommandBuffer(_Resource):
@@ -235,5 +288,7 @@ class Semaphore(_Resource):
         """Blocks until the semaphore reaches ``value``; DriverError DEADLINE_EXCEEDED on timeout,
         or the error of a failed submission that should have signalled it."""
         ns = INFINITE_TIMEOUT_NS if timeout_s is None else max(0, int(timeout_s * 1e9))
-        self.device._check(self.device._vt.semaphore_wait(self.device._vt.self, self.handle, value,
-                                                          ns), f"wait for semaphore value {value}")
+        device = self.device
+        status = device._wait(device._self, self.handle, value, ns)
+        if status:  # the message is formatted only on failure: this is every call's last step
+            self.device._check(status, f"wait for semaphore value {value}")

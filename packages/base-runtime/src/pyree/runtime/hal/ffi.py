@@ -20,6 +20,8 @@ ffi.cdef(_HAL_H)
 ffi.cdef((ABI_DIR / "cpu_kernel.h").read_text())
 
 ABI_VERSION = int(re.search(r"#define PYREE_HAL_ABI_VERSION (\d+)", _HAL_H).group(1))
+# The first field each revision appended, per struct: an older driver's struct ends before it.
+REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped",)}
 STATUS = {name: int(code)
           for name, code in re.findall(r"#define PYREE_STATUS_(\w+) (\d+)", _HAL_H)}
 STATUS_NAMES = {code: name for name, code in STATUS.items()}
@@ -53,12 +55,20 @@ def check(status: int, last_error, self_ptr, what: str) -> None:
         raise DriverError(f"{what}: {name}: {error_message(last_error, self_ptr)}", status, name)
 
 
+def has_field(ptr, type_name: str, field: str) -> bool:
+    """Whether a checked struct reaches ``field`` (a later revision's) and the driver set it."""
+    end = ffi.offsetof(type_name, field) + ffi.sizeof(getattr(ptr, field))
+    return ptr.struct_size >= end and getattr(ptr, field) != ffi.NULL
+
+
 def check_struct(ptr, type_name: str, what: str) -> None:
-    """Refuses an ABI struct whose abi_version or struct_size differs from this runtime's."""
+    """Refuses an ABI struct whose abi_version differs from this runtime's, or whose struct_size
+    is not that of one of its revisions."""
     if ptr == ffi.NULL:
         raise DriverError(f"{what} returned no {type_name}", STATUS["INTERNAL"], "INTERNAL")
     size = ffi.sizeof(type_name)
-    if ptr.abi_version != ABI_VERSION or ptr.struct_size != size:
+    revisions = {size, *(ffi.offsetof(type_name, f) for f in REVISION_FIELDS.get(type_name, ()))}
+    if ptr.abi_version != ABI_VERSION or ptr.struct_size not in revisions:
         raise DriverError(f"{what} was built for HAL ABI version {ptr.abi_version} "
                           f"({type_name} of {ptr.struct_size} bytes); this runtime has version "
                           f"{ABI_VERSION} ({size} bytes): install a matching driver",

@@ -144,6 +144,11 @@ class PythonDevice:
     def release_buffer(self, buffer) -> None:
         """Called when the runtime drops the handle; in-flight work may still hold the object."""
 
+    # A driver with host-addressable memory also defines
+    #     allocate_mapped(self, size) -> (buffer, host address of its bytes)
+    # (hal.h, revision 1); the SDK leaves the entry NULL for a driver that does not (or sets it
+    # to None).
+
     def write_buffer(self, buffer, offset: int, source: memoryview) -> None:
         raise HalError("UNIMPLEMENTED", "write_buffer")
 
@@ -192,7 +197,7 @@ class PythonDevice:
         return obj
 
     def _semaphores(self, lst) -> list[tuple[TimelineSemaphore, int]]:
-        if lst == ffi.NULL:
+        if not lst:  # NULL
             return []
         count = lst.count
         if count == 1:  # the common case: a call's one timeline
@@ -236,6 +241,13 @@ def _release(device):
 @_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")
 def _allocate(device, size, out):
     out[0] = device._register("buffer", device.allocate(size))
+
+
+@_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *, void **)")
+def _allocate_mapped(device, size, out, out_host):
+    buffer, address = device.allocate_mapped(size)
+    out[0] = device._register("buffer", buffer)
+    out_host[0] = ffi.cast("void *", address)
 
 
 @_callback("pyree_status_t(void *, pyree_handle_t)")
@@ -367,6 +379,8 @@ def _device_struct(device: PythonDevice):
     vt.self, vt.executable_format = device._handle, device._format
     for field, callback in _DEVICE_CALLBACKS.items():
         setattr(vt, field, callback)
+    if getattr(device, "allocate_mapped", None) is not None:
+        vt.allocate_mapped = _allocate_mapped
     _LIVE.add(device)
     return vt
 

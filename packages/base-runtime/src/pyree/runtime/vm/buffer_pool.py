@@ -16,45 +16,61 @@ from pyree.runtime.hal.device import Buffer, Device
 
 MAX_PER_SIZE = 8
 MAX_POOLED_BYTES = 1 << 30
+MAPPED_MAX_BYTES = 16 << 10
 
 
 class BufferPool:
     def __init__(self, device: Device):
         self.device = device
-        self._free: dict[int, list[Buffer]] = defaultdict(list)
+        # (size, mapped) -> free buffers
+        self._free: dict[tuple[int, bool], list[Buffer]] = defaultdict(list)
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def take(self, size: int) -> Buffer:
-        with self._lock:
-            free = self._free.get(size)
-            if free:
-                self._bytes -= size
-                return free.pop()
-        return self.device.allocate(size)
+    def mapped(self, size: int) -> bool:
+        """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
+        return self.device.maps_memory and 0 < size <= MAPPED_MAX_BYTES
 
-    def take_all(self, sizes: list[int]) -> list[Buffer]:
-        """One buffer per size (a call's results), under one lock acquisition."""
-        taken: list[Buffer | int] = []
+    def take_all(self, keys: list[tuple[int, bool]]) -> list[Buffer]:
+        """One buffer per (size, mapped) key (a call's buffers), under one lock acquisition."""
+        taken: list = []
+        missing = False
         with self._lock:
             free_lists = self._free
-            for size in sizes:
-                free = free_lists.get(size)
+            for key in keys:
+                free = free_lists.get(key)
                 if free:
-                    self._bytes -= size
-                    taken.append(free.pop())
+                    buffer = free.pop()
+                    self._bytes -= buffer.size
+                    taken.append(buffer)
                 else:
-                    taken.append(size)
-        return [self.device.allocate(b) if type(b) is int else b for b in taken]
+                    taken.append(key)
+                    missing = True
+        return [self._allocate(*b) if type(b) is tuple else b for b in taken] if missing else taken
+
+    def _allocate(self, size: int, mapped: bool) -> Buffer:
+        device = self.device
+        buffer = device.allocate_mapped(size) if mapped else device.allocate(size)
+        buffer.pool_key = (size, mapped)
+        return buffer
 
     def give(self, buffer: Buffer) -> None:
+        self.give_all((buffer,))
+
+    def give_all(self, buffers) -> None:
+        """Buffers this pool allocated, back for reuse (released to the driver when full)."""
+        surplus = []
         with self._lock:
-            free = self._free[buffer.size]
-            if len(free) < MAX_PER_SIZE and self._bytes + buffer.size <= MAX_POOLED_BYTES:
-                free.append(buffer)
-                self._bytes += buffer.size
-                return
-        buffer.release()
+            free_lists = self._free
+            for buffer in buffers:
+                free = free_lists[buffer.pool_key]
+                if len(free) < MAX_PER_SIZE and self._bytes + buffer.size <= MAX_POOLED_BYTES:
+                    free.append(buffer)
+                    self._bytes += buffer.size
+                else:
+                    surplus.append(buffer)
+        for buffer in surplus:
+            buffer.release()
 
 
 class CallResources:
@@ -72,7 +88,7 @@ class CallResources:
     def finished(self) -> None:
         scratch, self._scratch = self._scratch, []
         inputs, self._inputs = self._inputs, []
-        for buffer in scratch:
-            self._pool.give(buffer)
+        if scratch:
+            self._pool.give_all(scratch[::-1])  # see Function._run: the next call pops them in order
         for array in inputs:
             array.readers -= 1

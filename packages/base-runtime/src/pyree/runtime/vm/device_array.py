@@ -55,6 +55,9 @@ class DeviceArray:
 
     def to_host(self) -> np.ndarray:
         self.wait()
+        buffer = self.buffer
+        if buffer.host is not None:  # a mapped buffer: the bytes are right here
+            return buffer.typed(self.type.dtype, self.type.shape).copy()
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
             self.buffer.read_into(0, out.reshape(-1).view(np.uint8))
@@ -78,7 +81,7 @@ def asdevicearray(device: Device, array) -> DeviceArray:
     Passing the result to functions of modules loaded on that device costs no copy per call.
     """
     array = np.ascontiguousarray(array)
-    type = TensorType(element_type_of(array.dtype), tuple(array.shape))
+    type = TensorType.of(element_type_of(array.dtype), tuple(array.shape))
     buffer = device.allocate(array.nbytes)
     if array.nbytes:
         buffer.write(0, array.reshape(-1).view(np.uint8))

@@ -5,7 +5,8 @@ the module's buffer pool, and submits the recorded command buffers with that cal
 table, each step waiting on the last one on the function's own timeline semaphore. Results come
 back as DeviceArrays that become ready when the timeline reaches the call's last value; checks run
 on the host between command buffers. In steady state a call with numpy arguments crosses the
-driver ABI once per upload, once to submit, and once each to wait and to read a result.
+driver ABI once to submit and once to wait, plus once per upload and per result read of a buffer
+too large to be mapped (vm/buffer_pool.py).
 """
 
 from __future__ import annotations
@@ -28,15 +29,19 @@ class Function:
         self.argument_types = [TensorType.from_fb(t) for t in tree.arguments]
         self.result_types = [TensorType.from_fb(t) for t in tree.results]
         self._loaded = loaded
-        self._result_sizes = list(tree.resultSizes)
+        pool = loaded.pool
+        self._result_keys = [(size, pool.mapped(size)) for size in tree.resultSizes]
         self._transient_size = tree.transientSize
         self._program = record(tree, loaded.device, loaded.executable)
-        # per-argument (type, shape, dtype, bytes), looked up once rather than on every call
-        self._specs = [(t, t.shape, t.dtype, t.nbytes) for t in self.argument_types]
+        # per-argument (type, shape, dtype, upload's pool key), looked up once, not on every call
+        self._specs = [(t, t.shape, t.dtype, (t.nbytes, pool.mapped(t.nbytes)))
+                       for t in self.argument_types]
         self._uses_transient = ("transient", 0) in self._program.sources
+        self._pool_keys = self._result_keys + ([(self._transient_size, False)]
+                                               if self._uses_transient else [])
         # binding-table slot -> index into [*arguments, *results, transient, *constants]
         first = {"argument": 0, "result": len(self._specs),
-                 "transient": len(self._specs) + len(self._result_sizes)}
+                 "transient": len(self._specs) + len(self._result_keys)}
         first["constant"] = first["transient"] + 1
         self._item_base = first
         self._slot_items = [first[kind] + index for kind, index in self._program.sources]
@@ -66,8 +71,10 @@ class Function:
 
     # -- one call ------------------------------------------------------------------------------
 
-    def _argument(self, index: int, arg, spec, waits: list, scratch: list, inputs: list):
-        t, shape, dtype, nbytes = spec
+    def _argument(self, index: int, arg, spec, waits: list, inputs: list, uploads: list):
+        """The device buffer this call reads for ``arg`` as it is, or the host array to upload
+        (its index then goes to ``uploads``)."""
+        t, shape, dtype, _ = spec
         if isinstance(arg, DeviceArray):
             if arg.type is not t and arg.type != t:
                 raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
@@ -89,13 +96,8 @@ class Function:
         if array.shape != shape or array.dtype != dtype:
             raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                   f"got {describe(array)}")
-        buffer = self._loaded.pool.take(nbytes)
-        if nbytes:
-            if not array.flags.c_contiguous:
-                array = np.ascontiguousarray(array)
-            buffer.write(0, array.reshape(-1).view(np.uint8))
-        scratch.append(buffer)
-        return buffer
+        uploads.append(index)
+        return array
 
     def _run(self, args: tuple, failures: list | None) -> list[DeviceArray]:
         specs = self._specs
@@ -106,19 +108,33 @@ class Function:
         loaded = self._loaded
         pool = loaded.pool
         waits: list = []
-        scratch: list = []
         inputs: list = []
-        items = [self._argument(i, a, spec, waits, scratch, inputs)
-                 for i, (a, spec) in enumerate(zip(args, specs))]
-        results = pool.take_all(self._result_sizes)
-        transient = pool.take(self._transient_size) if self._uses_transient else None
-        if transient is not None:
-            scratch.append(transient)
+        uploads: list = []
+        items = []
+        for i, (arg, spec) in enumerate(zip(args, specs)):
+            if type(arg) is np.ndarray and arg.shape == spec[1] and arg.dtype == spec[2]:
+                uploads.append(i)  # the common case, without a call
+                items.append(arg)
+            else:
+                items.append(self._argument(i, arg, spec, waits, inputs, uploads))
+        # Every buffer the call takes from the pool, in one go: results, transient arena, uploads.
+        # CallResources gives the call's own buffers back in reverse, and results come back
+        # after them, so the next call gets the same buffer in each role: the driver then sees
+        # the binding table it recorded for (buffers rotating between roles would look new).
+        keys = self._pool_keys
+        if uploads:
+            keys = keys + [specs[i][3] for i in uploads]
+        taken = pool.take_all(keys)
+        results = taken[:len(self._result_keys)]
+        scratch = taken[len(self._result_keys):]
+        for i, buffer in zip(uploads, taken[len(self._pool_keys):]):
+            _, shape, dtype, _ = specs[i]
+            _upload(buffer, items[i], shape, dtype)
+            items[i] = buffer
         items += results
-        items.append(transient)
+        items.append(scratch[0] if self._uses_transient else None)
         items += loaded.constants
         table = [items[i] for i in self._slot_items]
-        call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
         device = loaded.device
         with self._lock:
             semaphore, value = self._timeline, self._value
@@ -130,6 +146,7 @@ class Function:
                     self._value = value
             else:
                 value = self._run_steps(semaphore, value, table, waits, items, failures)
+        call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
         ready = (semaphore, value)
         arrays = [DeviceArray(buffer, t, ready, call, pool)
                   for buffer, t in zip(results, self.result_types)]
@@ -182,3 +199,11 @@ class Function:
     def _check(self, step: CheckStep, items: list) -> CheckFailure | None:
         rhs = self._read(step.rhs, items) if step.rhs is not None else None
         return evaluate(step, self._read(step.lhs, items), rhs)
+
+
+def _upload(buffer, array: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
+    """Copies an argument into its buffer: in place where mapped, else through the driver."""
+    if buffer.host is not None:
+        buffer.typed(dtype, shape)[...] = array
+    elif buffer.size:
+        buffer.write(0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -17,7 +18,13 @@ class TensorType:
 
     @classmethod
     def from_fb(cls, t) -> TensorType:
-        return cls(t.elementType, tuple(t.dims))
+        return cls.of(t.elementType, tuple(t.dims))
+
+    @classmethod
+    @functools.cache
+    def of(cls, element_type: int, shape: tuple[int, ...]) -> TensorType:
+        """One object per type, so a call's argument check is mostly an identity test."""
+        return cls(element_type, shape)
 
     @cached_property  # read on every call of a function: built once per type
     def dtype(self) -> np.dtype:
