@@ -1,4 +1,4 @@
-"""Device memory from one stream-ordered pool, and pinned host staging for transfers.
+"""Device memory from one stream-ordered pool, host-mapped memory, and pinned host staging.
 
 Allocations and frees are ordered on the device's stream (cuMemAllocFromPoolAsync /
 cuMemFreeAsync); the pool keeps freed memory (release threshold = max), so a static-shape function
@@ -23,6 +23,16 @@ class DeviceBuffer:
 
     def __init__(self, ptr: int, size: int):
         self.ptr, self.size = ptr, size
+
+
+class MappedBuffer(DeviceBuffer):
+    """Pinned host memory the GPU addresses at ``ptr`` and the host at ``host``."""
+
+    __slots__ = ("host", "released")
+
+    def __init__(self, ptr: int, size: int, host: int):
+        super().__init__(ptr, size)
+        self.host, self.released = host, None  # released: event recorded when last released
 
 
 class Allocator:
@@ -54,6 +64,63 @@ class Allocator:
 
     def destroy(self) -> None:
         check(self.cu, self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")
+
+
+class MappedAllocator:
+    """Host-mapped pinned memory (hal.h revision 1), for small per-call arguments and results:
+    kernels reach it across the bus and the host reads and writes it in place, so a small call
+    needs no copy on the stream. cuMemHostAlloc costs tens of microseconds and cuMemFreeHost
+    waits for the device, so released blocks are kept per size and handed out again once an
+    event recorded at their release says the work submitted before it is done."""
+
+    KEEP_PER_SIZE = 16
+
+    def __init__(self, cu, hot: HotPath, stream):
+        self.cu, self.hot, self._stream = cu, hot, handle(stream)
+        self._free: dict[int, list[MappedBuffer]] = {}
+        self._events: list = []
+
+    def allocate(self, size: int) -> MappedBuffer:
+        free = self._free.get(size)
+        if free:
+            for i, buffer in enumerate(free):
+                if self.hot.cuEventQuery(handle(buffer.released)) == SUCCESS:
+                    return free.pop(i)
+        cu = self.cu
+        flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
+        err, host = cu.cuMemHostAlloc(max(size, 1), flags)
+        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            raise HalError("RESOURCE_EXHAUSTED", f"out of pinned host memory: asked for {size} "
+                                                 f"mapped bytes")
+        check(cu, (err,), f"cuMemHostAlloc({size} mapped bytes)")
+        ptr = check(cu, cu.cuMemHostGetDevicePointer(int(host), 0), "cuMemHostGetDevicePointer")
+        return MappedBuffer(int(ptr), size, int(host))
+
+    def free(self, buffer: MappedBuffer) -> None:
+        cu = self.cu
+        if buffer.released is None:
+            buffer.released = check(cu, cu.cuEventCreate(
+                cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+        err = self.hot.cuEventRecord(handle(buffer.released), self._stream)
+        if err != SUCCESS:
+            self.hot.fail(err, "cuEventRecord")
+        free = self._free.setdefault(buffer.size, [])
+        if len(free) < self.KEEP_PER_SIZE:
+            free.append(buffer)
+            return
+        check(cu, cu.cuEventSynchronize(buffer.released), "cuEventSynchronize(mapped memory)")
+        self._destroy(buffer)
+
+    def _destroy(self, buffer: MappedBuffer) -> None:
+        self.cu.cuEventDestroy(buffer.released)
+        self.cu.cuMemFreeHost(buffer.host)
+
+    def destroy(self) -> None:
+        """After the stream is synchronized."""
+        for free in self._free.values():
+            for buffer in free:
+                self._destroy(buffer)
+        self._free.clear()
 
 
 def spin_then_block(hot: HotPath, event, what: str, spins: int = 2000) -> None:

@@ -9,7 +9,7 @@ import threading
 from urllib.parse import parse_qs
 
 import numpy as np
-from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, Staging
+from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, MappedAllocator, MappedBuffer, Staging
 from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
 from pyree.hal.cuda.executable import ExecutableCache
 from pyree.hal.cuda.hotpath import HotPath, handle
@@ -77,9 +77,10 @@ class CudaDevice(PythonDevice):
         self.capture_stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
         self.hot = HotPath(cu)
         self.allocator = Allocator(cu, ordinal, self.stream, name)
+        self.mapped = MappedAllocator(cu, self.hot, self.stream)
         self.staging = Staging(cu, self.hot, self.stream)
         self.executables = ExecutableCache(cu, self.capability, name)
-        self.semaphore_slots = SemaphoreSlots(cu)
+        self.semaphore_slots = SemaphoreSlots(cu, self.hot)
         self._fill64 = None
         self._last_kernels: list[str] = []
 
@@ -100,9 +101,17 @@ class CudaDevice(PythonDevice):
         self._make_current()
         return self.allocator.allocate(size)
 
+    def allocate_mapped(self, size: int) -> tuple[MappedBuffer, int]:
+        self._make_current()
+        buffer = self.mapped.allocate(size)
+        return buffer, buffer.host
+
     def release_buffer(self, buffer: DeviceBuffer) -> None:
         self._make_current()
-        self.allocator.free(buffer)
+        if type(buffer) is MappedBuffer:
+            self.mapped.free(buffer)
+        else:
+            self.allocator.free(buffer)
 
     def _range(self, buffer: DeviceBuffer, offset: int, length: int, what: str) -> int:
         if offset + length > buffer.size:
@@ -164,8 +173,8 @@ class CudaDevice(PythonDevice):
 
     def create_semaphore(self, initial_value: int) -> CudaSemaphore:
         self._make_current()
-        return CudaSemaphore(self.cu, self.hot, self.semaphore_slots, initial_value,
-                             self.describe_fault)
+        return CudaSemaphore(self.cu, self.hot, self.semaphore_slots, self.stream_handle,
+                             initial_value, self.describe_fault)
 
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                      signals: list) -> None:
@@ -202,6 +211,7 @@ class CudaDevice(PythonDevice):
             self.cu.cuStreamSynchronize(self.stream)
         finally:
             self.staging.destroy()
+            self.mapped.destroy()
             self.semaphore_slots.destroy()
             self.allocator.destroy()
             self.cu.cuStreamDestroy(self.capture_stream)

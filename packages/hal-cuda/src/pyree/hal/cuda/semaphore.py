@@ -1,11 +1,13 @@
 """Timeline semaphores on the GPU: a host-mapped 64-bit word per semaphore.
 
 A submission signals by a stream memory write (cuStreamWriteValue64, which fences the stream's
-earlier writes) of the value into the word, plus an event record. A host waiter polls the word
-briefly (a small submission finishes within microseconds, sooner than a blocked thread wakes up),
-then blocks in cuEventSynchronize. A submission that waits on a value the host has not signalled
-yet waits on the GPU (cuStreamWaitValue64 >= value); nothing blocks the host at submit. ``query``
-reads the word. The per-submit calls go through ``hotpath`` (cffi), not cuda-python.
+earlier writes) of the value into the word, and nothing else: the submit path stays one C call
+per signal. A host waiter polls the word briefly (a small submission finishes within
+microseconds, sooner than a blocked thread wakes up); only then does it record the semaphore's
+event on the stream, after everything queued so far, and block in cuEventSynchronize. A
+submission that waits on a value the host has not signalled yet waits on the GPU
+(cuStreamWaitValue64 >= value); nothing blocks the host at submit. ``query`` reads the word.
+The per-submit calls go through ``hotpath`` (cffi), not cuda-python.
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ class SemaphoreSlots:
 
     PAGE_WORDS = 512
 
-    def __init__(self, cu):
-        self.cu = cu
+    def __init__(self, cu, hot: HotPath):
+        self.cu, self._hot = cu, hot
         self._free: list[tuple[int, int, object]] = []
         self._pages: list[int] = []
 
     def acquire(self):
         cu = self.cu
-        for i, slot in enumerate(self._free):
+        for i, slot in enumerate(self._free):  # released slots carry an event recorded then
             if cu.cuEventQuery(slot[2])[0] == cu.CUresult.CUDA_SUCCESS:
                 return self._free.pop(i)
         flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
@@ -50,7 +52,9 @@ class SemaphoreSlots:
             self._free.append((host + 8 * k, device + 8 * k, event, handle(event)))
         return self._free.pop()
 
-    def release(self, slot) -> None:
+    def release(self, slot, stream) -> None:
+        """``stream``: where writes to the slot's word may still be queued (cffi handle)."""
+        self._hot.cuEventRecord(slot[3], stream)
         self._free.append(slot)
 
     def destroy(self) -> None:
@@ -61,9 +65,10 @@ class SemaphoreSlots:
 
 
 class CudaSemaphore(TimelineSemaphore):
-    def __init__(self, cu, hot: HotPath, slots: SemaphoreSlots, initial_value: int, on_fault):
+    def __init__(self, cu, hot: HotPath, slots: SemaphoreSlots, stream, initial_value: int,
+                 on_fault):
         super().__init__(initial_value)
-        self.cu, self.hot = cu, hot
+        self.cu, self.hot, self._stream = cu, hot, stream
         self._on_fault = on_fault  # turns an asynchronous CUDA error into a clear HalError
         self._slots = slots
         self._slot = slots.acquire()
@@ -75,7 +80,7 @@ class CudaSemaphore(TimelineSemaphore):
     def __del__(self):
         slot, self._slot = getattr(self, "_slot", None), None
         if slot is not None:
-            self._slots.release(slot)
+            self._slots.release(slot, self._stream)
 
     # -- host side -----------------------------------------------------------------------------
     def query(self) -> int:
@@ -121,6 +126,9 @@ class CudaSemaphore(TimelineSemaphore):
 
     def _wait_event(self, deadline, value) -> None:
         hot = self.hot
+        err = hot.cuEventRecord(self._event_handle, self._stream)  # after the promised write
+        if err != SUCCESS:
+            hot.fail(err, "cuEventRecord")
         if deadline is None:
             err = hot.cuEventSynchronize(self._event_handle)
         else:
@@ -158,7 +166,4 @@ class CudaSemaphore(TimelineSemaphore):
         err = hot.cuStreamWriteValue64(stream, self._device, value, 0)
         if err != SUCCESS:
             hot.fail(err, f"cuStreamWriteValue64({value})")
-        err = hot.cuEventRecord(self._event_handle, stream)
-        if err != SUCCESS:
-            hot.fail(err, "cuEventRecord")
         self._promised = value
