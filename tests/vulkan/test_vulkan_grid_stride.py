@@ -1,19 +1,19 @@
-"""The vec4 grid-stride elementwise template past its first loop trip: sizes where every
-invocation loops several times and the unrolled tail is ragged, against numpy in float64."""
+"""The vec4 elementwise template at large sizes: many workgroups with a partial last one, and
+more workgroups than one grid dimension holds (a 2D grid), against numpy in float64."""
 
 import numpy as np
 import pyree.runtime as rt
 import pytest
 from pyree.compiler import CompileOptions, compile_str
+from pyree.compiler.codegen.spirv import vectorized
 
 pytestmark = pytest.mark.vulkan
 
-# 2048 workgroups x 256 invocations x 4 lanes = 2,097,152 elements per grid-stride pass.
+# 256 invocations x 4 lanes = 1024 elements per workgroup; neither size fills its last one.
 SIZES = [4 * (524288 * 5 + 37), 4 * (524288 * 2 - 3)]
 
 
-@pytest.mark.parametrize("n", SIZES)
-def test_chain_over_many_grid_strides(vulkan_device, n):
+def check_chain(device: str, n: int) -> None:
     ty = f"tensor<{n}xf32>"
     mlir = f"""
     func.func @f(%a: {ty}, %b: {ty}) -> {ty} {{
@@ -22,8 +22,19 @@ def test_chain_over_many_grid_strides(vulkan_device, n):
       return %1 : {ty}
     }}"""
     module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"])),
-                            device=vulkan_device)
+                            device=device)
     rng = np.random.default_rng()
     a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
     out = module["f"](a, b).to_host()
     np.testing.assert_allclose(out, a.astype(np.float64) * b + a, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_chain_over_many_workgroups(vulkan_device, n):
+    check_chain(vulkan_device, n)
+
+
+def test_chain_over_a_two_dimensional_grid(vulkan_device, monkeypatch):
+    # 4-invocation workgroups: 65,545 of them, past the 65,535 of one grid dimension.
+    monkeypatch.setattr(vectorized, "BLOCK", 4)
+    check_chain(vulkan_device, 4 * (4 * 65535 + 37))

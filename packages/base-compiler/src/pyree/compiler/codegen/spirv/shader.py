@@ -28,11 +28,12 @@ class Launch:
 
 
 def grid_for(groups: int) -> tuple[int, int, int]:
-    """``groups`` workgroups as an x*y grid within the per-dimension limit."""
+    """``groups`` workgroups as an x*y grid within the per-dimension limit, with as few
+    workgroups past ``groups`` as the rows allow (65536 -> 32768x2, not 65535x2)."""
     if groups == 0:
         return (0, 1, 1)
-    gx = min(groups, MAX_GROUPS_PER_DIM)
-    return (gx, -(-groups // gx), 1)
+    gy = -(-groups // MAX_GROUPS_PER_DIM)
+    return (-(-groups // gy), gy, 1)
 
 
 class Shader:
