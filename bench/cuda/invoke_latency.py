@@ -1,5 +1,6 @@
 """Host time of one whole invoke of the 4-element add from Python (median over 3000 calls after
-300 warm-up calls): numpy in -> numpy out, and device-resident in -> ``.wait()``.
+300 warm-up calls): numpy in -> numpy out (also split into the call, which returns once the work
+is submitted, and ``to_host``, which waits and reads), and device-resident in -> ``.wait()``.
 
     python3 bench/cuda/invoke_latency.py MODULE_DIR [DEVICE_URI] [gc-freeze]
 
@@ -55,8 +56,18 @@ def measure(folder: Path, uri: str, calls: int = 3000, warmup: int = 300,
         gc.collect()
         gc.freeze()
     numpy_us = _median_us(lambda: fn(a, b).to_host(), calls, warmup)
+    split = []  # (call returned, to_host returned) of numpy calls: host work before the submit
+    for i in range(calls + warmup):  # returns vs the GPU round trip plus the read after it
+        t0 = time.perf_counter()
+        result = fn(a, b)
+        t1 = time.perf_counter()
+        result.to_host()
+        if i >= warmup:
+            split.append(((t1 - t0) * 1e6, (time.perf_counter() - t1) * 1e6))
     q = statistics.quantiles(_times_us(lambda: fn(da, db).wait(), calls, warmup), n=10)
-    return {"pyree_numpy_in_out_us": numpy_us, "pyree_device_in_wait_us": q[4],
+    return {"pyree_numpy_in_out_us": numpy_us,
+            "pyree_numpy_call_then_to_host_us": tuple(statistics.median(x) for x in zip(*split)),
+            "pyree_device_in_wait_us": q[4],
             "pyree_device_in_wait_p10_p90_us": (q[0], q[8]), "cpu_reference_us": cpu_reference_us()}
 
 
@@ -64,7 +75,9 @@ if __name__ == "__main__":
     uri = sys.argv[2] if len(sys.argv) > 2 else "cuda"
     r = measure(Path(sys.argv[1]), uri, freeze="gc-freeze" in sys.argv[3:])
     p10, p90 = r["pyree_device_in_wait_p10_p90_us"]
-    print(f"invoke {uri}: numpy in/out {r['pyree_numpy_in_out_us']:.1f} us, device-resident "
+    call_us, read_us = r["pyree_numpy_call_then_to_host_us"]
+    print(f"invoke {uri}: numpy in/out {r['pyree_numpy_in_out_us']:.1f} us (call {call_us:.1f} + "
+          f"to_host {read_us:.1f}), device-resident "
           f"{r['pyree_device_in_wait_us']:.1f} us (p10 {p10:.1f}, p90 {p90:.1f}; pure-Python "
           f"reference {r['cpu_reference_us']:.1f} us; cpus "
           f"{sorted(os.sched_getaffinity(0)) if len(os.sched_getaffinity(0)) < 4 else 'any'})")
