@@ -10,9 +10,9 @@
   re-captured and applied with cuGraphExecUpdate once the cache is full.
 
 Bindings are checked against each kernel's declared minimum lengths when recorded and against the
-actual buffers whenever the binding table differs from the last one submitted (buffers never
-change address or size, so a table of the same buffer objects needs no new check); a bad module
-cannot make a kernel touch memory out of range. Launches go through ``hotpath`` (cffi).
+actual buffers the first time a binding table is submitted; the last few tables are remembered
+(buffers never change address or size, so a table of the same buffer objects needs no new check);
+a bad module cannot make a kernel touch memory out of range. Launches go through ``hotpath`` (cffi).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pyree.runtime.hal.python_driver import Command, HalError
 
 MODES = ("direct", "stream", "graph")
 _GRAPH_CACHE = 4
+_KNOWN_TABLES = 16  # binding tables checked (and, in graph mode, captured) recently
 
 
 @dataclass
@@ -59,6 +60,7 @@ class CommandBuffer:
         for i, c in enumerate(commands):
             self._record(i, c, table_size)
         self._graphs: dict[tuple, object] = {}      # binding table -> cuda-python CUgraphExec
+        self._known: dict[tuple, object] = {}       # validated binding table -> graph handle/None
         self._last: tuple | None = None              # (binding table, graph handle) last issued
 
     # -- recording ---------------------------------------------------------------------------
@@ -118,10 +120,16 @@ class CommandBuffer:
         last = self._last
         if last is not None and last[0] == key:
             graph = last[1]
-        else:
+        else:  # e.g. a caller holding each result until the next call alternates two tables
             self._last = None
-            self.validate(table)
-            graph = self._graph_for(key, table) if self.mode == "graph" else None
+            if key in self._known:
+                graph = self._known[key]
+            else:
+                self.validate(table)
+                graph = self._graph_for(key, table) if self.mode == "graph" else None
+                if len(self._known) >= _KNOWN_TABLES:
+                    self._known.pop(next(iter(self._known)))
+                self._known[key] = graph
             self._last = (key, graph)
         if graph is None:
             return self._issue_stream(self.device.stream, table, packed=self.mode == "stream")
@@ -179,6 +187,7 @@ class CommandBuffer:
             if len(self._graphs) >= _GRAPH_CACHE:
                 old_key = next(iter(self._graphs))
                 exec_ = self._graphs.pop(old_key)
+                self._known.pop(old_key, None)  # its graph is about to run other buffers
                 try:
                     check(cu, cu.cuGraphExecUpdate(exec_, graph)[:1], "cuGraphExecUpdate")
                 except CudaError:
@@ -193,6 +202,7 @@ class CommandBuffer:
 
     def destroy(self) -> None:
         self._last = None
+        self._known.clear()
         for exec_ in self._graphs.values():
             self.cu.cuGraphExecDestroy(exec_)
         self._graphs.clear()
