@@ -65,6 +65,22 @@ def test_results_chain_on_the_device_without_host_copies(vulkan_device):
     np.testing.assert_allclose(twice.to_host(), a * b * a, rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(37, 53), (129, 65)])  # 7.8 KB mapped; 33.5 KB device-local
+def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
+    """Arguments and results of at most 16 KiB live in host-visible mapped buffers (ABI revision
+    1), larger ones in device-local memory; both give numpy's answer call after call."""
+    case = C.add(shape)
+    module = rt.load_module(vulkan_vmfb(case.mlir), device=vulkan_device)
+    assert module.device.maps_memory
+    rng = np.random.default_rng()
+    for _ in range(3):
+        inputs = case.inputs(rng)
+        out = module[case.function](*inputs)
+        C.check(case, results(out), inputs)
+    small = np.prod(shape) * 4 <= 16 << 10
+    assert (out.buffer.host is not None) == small
+
+
 @pytest.mark.parametrize("triple, case", [
     ("cpu-swiftshader-unknown", C.matmul(70, 33, 41)),
     ("ampere-rtx3080-windows", C.matmul(517, 45, 530)),        # 128x128 tiles, 256 invocations

@@ -2,7 +2,9 @@
 size so a static-shape function gets the same buffers call after call (which is what lets its
 recorded command buffer and descriptor sets be reused). Where the device-local type is also
 host-visible (integrated GPUs, CPU drivers, resizable BAR) the memory stays mapped and host
-copies are a memmove; otherwise they go through a host-visible staging buffer.
+copies are a memmove; otherwise they go through a host-visible staging buffer. Mapped buffers
+(hal.h revision 1: small per-call arguments and results) come from a host-visible, coherent type
+and are pooled apart from device-local ones.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections import defaultdict
 from pyree.hal.vulkan.symbols import Functions, VulkanError, check, ffi
 from pyree.runtime.hal.python_driver import HalError
 
-DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT = 0x1, 0x2, 0x4
+DEVICE_LOCAL, HOST_VISIBLE, HOST_COHERENT, HOST_CACHED = 0x1, 0x2, 0x4, 0x8
 USAGE_TRANSFER_SRC, USAGE_TRANSFER_DST, USAGE_STORAGE = 0x1, 0x2, 0x20
 STYPE_BUFFER_CREATE_INFO, STYPE_MEMORY_ALLOCATE_INFO = 12, 5
 WHOLE_SIZE = (1 << 64) - 1
@@ -23,8 +25,9 @@ POOL_LIMIT_BYTES = 1 << 31   # released buffers kept for reuse, at most
 class Buffer:
     _serials = itertools.count(1)
 
-    def __init__(self, size: int, handle: int, memory: int, mapped):
+    def __init__(self, size: int, handle: int, memory: int, mapped, host_visible: bool):
         self.size, self.handle, self.memory, self.mapped = size, handle, memory, mapped
+        self.host_visible = host_visible      # asked for as a mapped buffer (its pool)
         self.serial = next(Buffer._serials)   # identity for command-buffer caches
 
 
@@ -37,7 +40,7 @@ def _pick_type(types: list[int], allowed: int, want: int, avoid: int = 0) -> int
 class Allocator:
     def __init__(self, vk: Functions, device, types: list[int], name: str):
         self.vk, self.device, self.types, self.name = vk, device, types, name
-        self._pool: dict[int, list[Buffer]] = defaultdict(list)
+        self._pool: dict[tuple[int, bool], list[Buffer]] = defaultdict(list)  # (size, host_visible)
         self._pooled_bytes = 0
 
     def create(self, size: int, host_visible: bool = False) -> Buffer:
@@ -50,8 +53,11 @@ class Allocator:
               f"creating a {size}-byte buffer on {self.name}")
         req = ffi.new("VkMemoryRequirements *")
         vk.vkGetBufferMemoryRequirements(self.device, handle[0], req)
-        if host_visible:
-            index = _pick_type(self.types, req.memoryTypeBits, HOST_VISIBLE | HOST_COHERENT)
+        if host_visible:  # cached where possible: the host reads results back from it
+            index = _pick_type(self.types, req.memoryTypeBits,
+                               HOST_VISIBLE | HOST_COHERENT | HOST_CACHED)
+            if index is None:
+                index = _pick_type(self.types, req.memoryTypeBits, HOST_VISIBLE | HOST_COHERENT)
         else:
             index = _pick_type(self.types, req.memoryTypeBits, DEVICE_LOCAL, avoid=HOST_VISIBLE)
             if index is None:
@@ -74,26 +80,26 @@ class Allocator:
             pointer = ffi.new("void **")
             check(vk.vkMapMemory(self.device, memory[0], 0, WHOLE_SIZE, 0, pointer), "vkMapMemory")
             mapped = pointer[0]
-        return Buffer(size, handle[0], memory[0], mapped)
+        return Buffer(size, handle[0], memory[0], mapped, host_visible)
 
-    def allocate(self, size: int) -> Buffer:
-        pooled = self._pool.get(size)
+    def allocate(self, size: int, host_visible: bool = False) -> Buffer:
+        pooled = self._pool.get((size, host_visible))
         if pooled:
             self._pooled_bytes -= size
             return pooled.pop()
         try:
-            return self.create(size)
+            return self.create(size, host_visible)
         except VulkanError as e:
-            if e.result != -2 or not self._pooled_bytes:
+            if e.result not in (-1, -2) or not self._pooled_bytes:
                 raise
-        self.trim()  # out of device memory: give the pool back and try once more
-        return self.create(size)
+        self.trim()  # out of memory: give the pool back and try once more
+        return self.create(size, host_visible)
 
     def release(self, buffer: Buffer, idle) -> None:
         """Back to the pool (queue order keeps later users after earlier work); past the pool's
         limit, freed once ``idle()`` has waited for the work submitted so far."""
         if self._pooled_bytes + buffer.size <= POOL_LIMIT_BYTES:
-            self._pool[buffer.size].append(buffer)
+            self._pool[buffer.size, buffer.host_visible].append(buffer)
             self._pooled_bytes += buffer.size
             return
         idle()

@@ -149,6 +149,11 @@ class VulkanDevice(PythonDevice):
         with self.lock:
             return self.allocator.allocate(size)
 
+    def allocate_mapped(self, size: int) -> tuple[Buffer, int]:
+        with self.lock:
+            buffer = self.allocator.allocate(size, host_visible=True)
+        return buffer, int(ffi.cast("uintptr_t", buffer.mapped))
+
     def release_buffer(self, buffer: Buffer) -> None:
         with self.lock:
             self.allocator.release(buffer, self.idle)
