@@ -1,8 +1,9 @@
 """SDK for writing a HAL driver in Python: subclass PythonDriver and PythonDevice, call export_driver.
 
 The SDK fills the ABI structs of hal.h with cffi callbacks and does the plumbing every driver would
-repeat: handles <-> Python objects, C arguments decoded into dataclasses, exceptions turned into
-status codes with a thread-local last_error (HalError picks the status; MemoryError is
+repeat: handles <-> Python objects, C arguments decoded into dataclasses, recorded commands checked
+against the binding table and the executables' declared exports, exceptions turned into status
+codes with a thread-local last_error (HalError picks the status; MemoryError is
 RESOURCE_EXHAUSTED; anything else is INTERNAL with its text). Drivers then deal in objects only.
 """
 
@@ -59,6 +60,10 @@ class Binding:
 
 @dataclass(frozen=True)
 class Command:
+    """A recorded command, already checked by the SDK: bindings inside the binding table, a
+    dispatch's export present with its bindings as many and as long as it declares, a copy's two
+    ranges equally long, a fill's pattern 1, 2, 4 or 8 bytes tiling its range."""
+
     kind: str                      # "dispatch", "copy", "fill", "barrier"
     executable: object | None      # dispatch: what load_executable returned
     export_ordinal: int
@@ -134,6 +139,7 @@ class PythonDevice:
     def __init__(self):
         self._errors = _ErrorSlot()
         self._objects: dict[int, tuple[str, object]] = {}
+        self._exports: dict[int, tuple[Export, ...]] = {}  # executable handle -> its exports
         self._next_handle = itertools.count(1)
 
     # -- what a driver implements (buffers, executables and command buffers are its own objects)
@@ -282,30 +288,67 @@ def _decode_params(p) -> ExecutableParams:
 
 @_callback("pyree_status_t(void *, const pyree_hal_executable_params_t *, pyree_handle_t *)")
 def _load_executable(device, params, out):
-    out[0] = device._register("executable", device.load_executable(_decode_params(params)))
+    decoded = _decode_params(params)
+    handle = device._register("executable", device.load_executable(decoded))
+    device._exports[handle] = decoded.exports
+    out[0] = handle
 
 
 @_callback("pyree_status_t(void *, pyree_handle_t)")
 def _release_executable(device, handle):
     device.release_executable(device._unregister(handle, "executable"))
+    del device._exports[handle]
 
 
-def _decode_command(device, c) -> Command:
+_BINDINGS_OF = {"copy": 2, "fill": 1, "barrier": 0}  # dispatch: as many as its export declares
+
+
+def _decode_command(device, c, table_size: int, where: str) -> Command:
     kind = COMMAND_KINDS.get(c.kind)
     if kind is None:
-        raise HalError("INVALID_ARGUMENT", f"unknown command kind {c.kind}")
-    executable = device._lookup(c.executable, "executable") if kind == "dispatch" else None
+        raise HalError("INVALID_ARGUMENT", f"{where}: unknown command kind {c.kind}")
+    where = f"{where} ({kind})"
     bindings = tuple(Binding(b.slot, b.offset, b.length)
                      for b in (c.bindings[i] for i in range(c.binding_count)))
+    for b in bindings:
+        if b.slot >= table_size:
+            raise HalError("INVALID_ARGUMENT", f"{where}: binding slot {b.slot} is outside the "
+                                               f"{table_size}-entry binding table")
+    executable = None
+    if kind == "dispatch":
+        executable = device._lookup(c.executable, "executable")
+        exports = device._exports[c.executable]
+        if c.export_ordinal >= len(exports):
+            raise HalError("INVALID_ARGUMENT", f"{where}: export {c.export_ordinal} does not "
+                                               f"exist ({len(exports)} exports)")
+        export = exports[c.export_ordinal]
+        if len(bindings) != len(export.binding_min_lengths):
+            raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{export.name}' takes "
+                                               f"{len(export.binding_min_lengths)} bindings, "
+                                               f"{len(bindings)} given")
+        for j, (b, need) in enumerate(zip(bindings, export.binding_min_lengths)):
+            if b.length < need:
+                raise HalError("OUT_OF_RANGE", f"{where}: binding {j} of kernel '{export.name}' "
+                                               f"is {b.length} bytes, the kernel touches {need}")
+    elif len(bindings) != _BINDINGS_OF[kind]:
+        raise HalError("INVALID_ARGUMENT", f"{where}: needs {_BINDINGS_OF[kind]} bindings, "
+                                           f"got {len(bindings)}")
+    if kind == "copy" and bindings[0].length != bindings[1].length:
+        raise HalError("INVALID_ARGUMENT", f"{where}: copies {bindings[0].length} bytes into "
+                                           f"{bindings[1].length}")
+    width = c.fill_pattern_length
+    if kind == "fill" and (width not in (1, 2, 4, 8) or bindings[0].length % width):
+        raise HalError("INVALID_ARGUMENT", f"{where}: fill of {bindings[0].length} bytes with a "
+                                           f"{width}-byte pattern")
     push = tuple(c.push_constants[i] for i in range(c.push_constant_count))
-    return Command(kind, executable, c.export_ordinal, bindings, push, c.fill_pattern,
-                   c.fill_pattern_length)
+    return Command(kind, executable, c.export_ordinal, bindings, push, c.fill_pattern, width)
 
 
 @_callback("pyree_status_t(void *, uint32_t, const pyree_hal_command_t *, uint32_t, "
            "pyree_handle_t *)")
 def _create_command_buffer(device, count, commands, table_size, out):
-    decoded = [_decode_command(device, commands[i]) for i in range(count)]
+    decoded = [_decode_command(device, commands[i], table_size, f"command {i}")
+               for i in range(count)]
     out[0] = device._register("command buffer", device.create_command_buffer(decoded, table_size))
 
 

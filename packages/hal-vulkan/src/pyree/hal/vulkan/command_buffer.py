@@ -58,39 +58,15 @@ class CommandBuffer:
             self._validate(i, c)
 
     def _validate(self, i: int, c: Command) -> None:
+        """What Vulkan adds to the driver kit's checks of ``c``."""
         where = f"command {i} ({c.kind})"
-        for b in c.bindings:
-            if b.slot >= self.table_size:
-                raise HalError("INVALID_ARGUMENT", f"{where}: binding slot {b.slot} is outside the "
-                                                   f"{self.table_size}-entry binding table")
         if c.kind == "dispatch":
-            kernels = c.executable.kernels
-            if c.export_ordinal >= len(kernels):
-                raise HalError("INVALID_ARGUMENT", f"{where}: export {c.export_ordinal} does not "
-                                                   f"exist ({len(kernels)} exports)")
-            k = kernels[c.export_ordinal]
-            if len(c.bindings) != len(k.min_lengths):
-                raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{k.name}' takes "
-                                                   f"{len(k.min_lengths)} bindings, {len(c.bindings)} given")
-            for j, (b, need) in enumerate(zip(c.bindings, k.min_lengths)):
-                if b.length < need:
-                    raise HalError("OUT_OF_RANGE", f"{where}: binding {j} of kernel '{k.name}' is "
-                                                   f"{b.length} bytes, the kernel touches {need}")
             if len(c.push_constants) * 4 > 128:
                 raise HalError("INVALID_ARGUMENT", f"{where}: {len(c.push_constants)} push "
                                                    "constants exceed 128 bytes")
-            self.kernel_names.append(k.name)
-        elif c.kind == "copy":
-            src, dst = c.bindings
-            if src.length != dst.length:
-                raise HalError("INVALID_ARGUMENT", f"{where}: copies {src.length} bytes into "
-                                                   f"{dst.length}")
+            self.kernel_names.append(c.executable.kernels[c.export_ordinal].name)
         elif c.kind == "fill":
             (t,) = c.bindings
-            width = c.fill_pattern_length
-            if width not in (1, 2, 4, 8) or t.length % width:
-                raise HalError("INVALID_ARGUMENT", f"{where}: fill of {t.length} bytes with a "
-                                                   f"{width}-byte pattern")
             if t.offset % 4 or t.length % 4:
                 raise HalError("UNIMPLEMENTED", f"{where}: the vulkan driver fills only 4-byte "
                                                 f"aligned ranges, not [{t.offset}, "
