@@ -66,6 +66,9 @@ def match(kernel: K.Kernel) -> Contraction | None:
 
 @dataclass(frozen=True)
 class Tiling:
+    """A workgroup's bm x bn output tile, bk-deep K steps, tm x tn outputs per thread (the
+    SPIR-V SIMT matmul tiles the same way)."""
+
     bm: int
     bn: int
     bk: int
@@ -93,21 +96,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
     t = choose_tiling(M, N)
     ty_ = llvm_type(c.dtype)
     isz = K.itemsize(c.dtype)
-    n_loops = len(kernel.loop_ranges)
-    lin_cache: dict = {}
-
-    def lin(b, index):
-        if (b, index) not in lin_cache:
-            lin_cache[(b, index)] = A.linearize(kernel.bindings[b], index, n_loops)
-        return lin_cache[(b, index)]
-
     fn = Function(module)
-
-    def lowering(loop, acc=None):
-        def load(e):
-            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
-            return A.load(fn, ptr, e.dtype)
-        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+    lowering = epilogue_lowering(fn, kernel)
 
     a_sh = module.shared_array(f"{name}_a", ty_, 2 * t.bk * t.bm, 32)
     b_sh = module.shared_array(f"{name}_b", ty_, 2 * t.bk * t.bn, 32)
@@ -206,6 +196,26 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             store_element(fn, kernel, c, bidx, gm, gn, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
     return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (t.threads, 1, 1))
+
+
+def epilogue_lowering(fn: Function, kernel: K.Kernel):
+    """``lowering(loop, acc=None)``: a ScalarLowering of the kernel's init and epilogue
+    expressions at the loop indices ``loop``, loading their operands straight from the bindings.
+    Every matmul template stores its tile through it (``store_element``)."""
+    n_loops = len(kernel.loop_ranges)
+    lin_cache: dict = {}
+
+    def lin(b, index):
+        if (b, index) not in lin_cache:
+            lin_cache[(b, index)] = A.linearize(kernel.bindings[b], index, n_loops)
+        return lin_cache[(b, index)]
+
+    def lowering(loop, acc=None):
+        def load(e):
+            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
+            return A.load(fn, ptr, e.dtype)
+        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+    return lowering
 
 
 def store_element(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn: str,

@@ -21,8 +21,7 @@ from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.async_copy import bindings_aligned, stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
-from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
 
 THREADS = 256                                 # 8 warps as 2 (m) x 4 (n)
 
@@ -236,12 +235,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
 
     fn.loop("0", str(num_k), "1", step)
 
-    def lowering(loop, acc=None):
-        def load(e):
-            lin = A.linearize(kernel.bindings[e.binding], e.index, len(kernel.loop_ranges))
-            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin, loop))
-            return A.load(fn, ptr, e.dtype)
-        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+    lowering = epilogue_lowering(fn, kernel)
 
     g = fn.op(f"zext i32 {fn.op(f'lshr i32 {lane}, 2')} to i64")
     quad = fn.op(f"and i32 {lane}, 3")

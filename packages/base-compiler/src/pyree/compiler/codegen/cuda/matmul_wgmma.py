@@ -34,9 +34,8 @@ from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.async_copy import bindings_aligned, stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import Contraction, store_element
+from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda.matmul_mma import operands
-from pyree.compiler.codegen.cuda.scalar import ScalarLowering
 
 THREADS = 256            # two warpgroups
 BM, BK = 128, 64
@@ -223,12 +222,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     fn.loop("0", str(num_k), "1", step)
     accs = _wait(fn, 0, [fn.op(f"load float, ptr {s}") for s in slots])
 
-    def lowering(loop, acc=None):
-        def load(e):
-            lin = A.linearize(kernel.bindings[e.binding], e.index, len(kernel.loop_ranges))
-            ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin, loop))
-            return A.load(fn, ptr, e.dtype)
-        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+    lowering = epilogue_lowering(fn, kernel)
 
     in_tile_row = fn.op(f"add i32 {fn.op(f'mul i32 {warp}, 16')}, {fn.op(f'lshr i32 {lane}, 2')}")
     row0 = fn.op(f"add i64 {m0}, {fn.op(f'zext i32 {in_tile_row} to i64')}")

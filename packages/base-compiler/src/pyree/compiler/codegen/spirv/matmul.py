@@ -11,10 +11,9 @@ loop. The epilogue adds ``init``, applies the fused epilogue and stores with bou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.matmul import Contraction, match
+from pyree.compiler.codegen.cuda.matmul import Contraction, Tiling, match
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.pointwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
@@ -26,18 +25,6 @@ G_UMIN = 38
 # distinct shared-memory banks.
 A_PAD = 4
 
-
-@dataclass(frozen=True)
-class Tiling:
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-
-    @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
 
 
 def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] | None:
