@@ -21,7 +21,15 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineDimExpr,
+    AffineMap,
+    AffineSymExpr as AffineSymbolExpr,
+)
+
+_LINEAR = (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mul)
 
 
 @dataclass
@@ -118,19 +126,20 @@ def _describe(op: Operation, where: str) -> _Structured:
 
 
 def _index(m: AffineMap, loop_of: list[int], where: str) -> tuple[AffineExpr, ...]:
-    """A projected permutation (dims, or constants for size-1 broadcasts) as affine indices."""
+    """Each result of ``m`` as an affine index over the normalized loops: any sum of
+    ``coefficient * dim`` terms and a constant (permutations, broadcasts, and the
+    ``stride * d + dilation * k`` windows of convolutions and pooling)."""
     out = []
-    seen = set()
     for expr in m.results:
+        if any(isinstance(e, AffineBinaryOpExpr) and e.kind not in _LINEAR for e in expr.dfs()) \
+                or any(isinstance(e, AffineSymbolExpr) for e in expr.dfs()):
+            raise CompileError(f"indexing map {m} has a result that is not linear in the loops "
+                               f"({expr}); mod, floordiv, ceildiv and symbols are not supported",
+                               where)
+        const = expr.eval([0] * m.num_dims, [])
         coeffs = [0] * len(loop_of)
-        const = 0
-        if isinstance(expr, AffineDimExpr) and expr.position not in seen:
-            seen.add(expr.position)
-            coeffs[loop_of[expr.position]] = 1
-        elif isinstance(expr, AffineConstantExpr):
-            const = expr.value
-        else:
-            raise CompileError(f"indexing map {m} is not a projected permutation", where)
+        for d in range(m.num_dims):
+            coeffs[loop_of[d]] = expr.eval([int(k == d) for k in range(m.num_dims)], []) - const
         out.append(AffineExpr(tuple(coeffs), const))
     return tuple(out)
 
