@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from tooling import require_module
 
-pytest.importorskip("cuda.bindings", reason="cuda-python (cuda-bindings) is not installed")
+require_module("cuda.bindings")  # pyree-hal-cuda depends on it; CI installs the driver
 
 from pyree.hal.cuda.device import parse_device_path  # noqa: E402
 from pyree.hal.cuda.executable import cubin_fits  # noqa: E402

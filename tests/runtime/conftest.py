@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
+from tooling import require_tool
 
 from .module_factory import COLS, ROWS, arith_builder, compile_kernels
 
 
 @pytest.fixture(scope="session")
 def kernel_library(tmp_path_factory) -> bytes:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed: the test kernels are compiled from C")
+    require_tool("gcc")  # the test kernels are compiled from C
     return compile_kernels(tmp_path_factory.mktemp("kernels"))
 
 

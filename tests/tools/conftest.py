@@ -9,7 +9,6 @@ kernel (see abi/cpu_kernel.h), so these tests depend on the runtime only, not on
 only @passes.
 """
 
-import shutil
 import subprocess
 
 import numpy as np
@@ -26,6 +25,7 @@ from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.Function import FunctionT
 from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.module_writer import ModuleBuilder
+from tooling import require_tool
 
 SHAPE = (37, 53)
 COUNT = SHAPE[0] * SHAPE[1]
@@ -135,9 +135,7 @@ def _add_constant(builder: ModuleBuilder, array: np.ndarray) -> int:
 
 @pytest.fixture(scope="session")
 def kernel_library(tmp_path_factory) -> bytes:
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc is not installed: it builds the test modules' CPU kernel")
+    gcc = require_tool("gcc")  # it builds the test modules' CPU kernel
     folder = tmp_path_factory.mktemp("kernel")
     (folder / "add.c").write_text(KERNEL_C)
     subprocess.run(

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.Module import Module, ModuleT
+from tooling import require_tool
 
-# $SPIRV_VAL picks another build (Debian 12's predates SPV_KHR_cooperative_matrix).
-SPIRV_VAL = os.environ.get("SPIRV_VAL") or shutil.which("spirv-val")
 TRAILER = 48  # "PYRETRL1" + u64 data offset + SHA-256
 
 
@@ -28,8 +25,10 @@ def spirv_binaries(vmfb: bytes) -> list[tuple[bytes, object]]:
 
 
 def validate(code: bytes, tmp_path, env: str = "vulkan1.2") -> str:
-    """spirv-val's complaint, or "" when the binary is valid for ``env``."""
+    """spirv-val's complaint, or "" when the binary is valid for ``env``. $SPIRV_VAL picks another
+    build (Debian 12's predates SPV_KHR_cooperative_matrix)."""
+    spirv_val = require_tool("spirv-val", env="SPIRV_VAL")  # Debian: spirv-tools
     path = tmp_path / "shader.spv"
     path.write_bytes(code)
-    proc = subprocess.run([SPIRV_VAL, "--target-env", env, str(path)], capture_output=True, text=True)
+    proc = subprocess.run([spirv_val, "--target-env", env, str(path)], capture_output=True, text=True)
     return "" if proc.returncode == 0 else proc.stdout + proc.stderr
