@@ -9,8 +9,18 @@ from pyree.compiler.flow.tensor_program import Value
 from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import bits, element_dtype, is_scalar_op, lower_scalar_op
-from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, LoopIndex, is_float
-from xdsl.dialects import arith
+from pyree.compiler.kernel import (
+    AffineExpr,
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Gather,
+    Load,
+    LoopIndex,
+    is_float,
+)
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Block, SSAValue
 
@@ -26,11 +36,22 @@ class Inputs:
         self.values: list[Value] = []
 
     def load(self, value: Value, index: tuple[AffineExpr, ...]) -> Load:
+        return Load(self.binding(value), index, value.dtype)
+
+    def gather(self, value: Value, index: tuple[Expr, ...], where: str) -> Gather:
+        """``value`` read at computed indices (clamped into range: see ``Gather``)."""
+        if any(is_float(ix.dtype) for ix in index):
+            raise CompileError("tensor.extract with a floating-point index", where)
+        if 0 in value.shape:
+            raise CompileError(f"tensor.extract from an empty tensor ({value.shape})", where)
+        return Gather(self.binding(value), index, value.dtype)
+
+    def binding(self, value: Value) -> int:
         for i, known in enumerate(self.values):
             if known is value:
-                return Load(i, index, value.dtype)
+                return i
         self.values.append(value)
-        return Load(len(self.values) - 1, index, value.dtype)
+        return len(self.values) - 1
 
 
 def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
@@ -49,8 +70,13 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
         where = location_of(op) or owner_where
         if op.name in ("linalg.yield", "tensor.yield"):
             return [operand(v, where) for v in op.operands]
+        if op.name == "cf.assert":
+            continue  # a kernel cannot report failure; IREE strips assertions the same way
         if isinstance(op, IndexOp):
             env[op.result] = LoopIndex(loop_of[op.dim.value.data])
+        elif isinstance(op, tensor.ExtractOp):
+            at = [operand(v, where) for v in op.indices]
+            env[op.result] = _extract(fn, op, at, inputs, len(loop_of), where)
         elif isinstance(op, arith.ConstantOp):
             env[op.result] = scalar_const(op.value, element_dtype(op, where), where)
         elif is_scalar_op(op.name):
@@ -59,6 +85,45 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
         else:
             raise CompileError(f"unsupported op '{op.name}' in a region body", where)
     raise CompileError("region body has no terminator", owner_where)
+
+
+def _extract(fn: FunctionLowering, op: tensor.ExtractOp, at: list[Expr], inputs: Inputs,
+             num_loops: int, where: str) -> Expr:
+    """A ``tensor.extract`` in a body: a Load when every index is affine in the loops, else a
+    Gather (data-dependent indices: embedding lookups, ``aten.index``)."""
+    splat = fn.splat_of(op.tensor)
+    if splat is not None:
+        return splat
+    source = fn.tensor(op.tensor, where)
+    index = [_affine(expr, num_loops) for expr in at]
+    if any(ix is None for ix in index):
+        return inputs.gather(source, tuple(at), where)
+    return inputs.load(source, tuple(index))
+
+
+def _affine(expr: Expr, num_loops: int) -> AffineExpr | None:
+    """``expr`` as a sum of loop indices times constants plus a constant, or None if it is not
+    one. Integer casts pass through: index arithmetic does not overflow at tensor sizes."""
+    if isinstance(expr, LoopIndex):
+        return AffineExpr(tuple(int(d == expr.dim) for d in range(num_loops)))
+    if isinstance(expr, Const) and not is_float(expr.dtype):
+        return AffineExpr((0,) * num_loops, int(expr.value))
+    if isinstance(expr, Cast) and expr.op in ("extsi", "extui", "trunci", "bitcast") \
+            and not is_float(expr.x.dtype):
+        return _affine(expr.x, num_loops)
+    if not isinstance(expr, Binary) or expr.op not in ("add", "sub", "mul"):
+        return None
+    a, b = _affine(expr.a, num_loops), _affine(expr.b, num_loops)
+    if a is None or b is None:
+        return None
+    if expr.op == "mul":
+        if any(a.coeffs) and any(b.coeffs):
+            return None  # a product of loop indices
+        scale, term = (a.const, b) if not any(a.coeffs) else (b.const, a)
+        return AffineExpr(tuple(scale * c for c in term.coeffs), scale * term.const)
+    sign = 1 if expr.op == "add" else -1
+    return AffineExpr(tuple(x + sign * y for x, y in zip(a.coeffs, b.coeffs)),
+                      a.const + sign * b.const)
 
 
 def convert(x: Expr, dtype: str) -> Expr:

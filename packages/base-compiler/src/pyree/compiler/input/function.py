@@ -19,7 +19,7 @@ from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Load, Result, evaluate, walk
+from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
@@ -36,13 +36,17 @@ Entry = Value | Const | Empty
 
 
 class FunctionLowering:
-    def __init__(self, op: func.FuncOp):
+    def __init__(self, op: func.FuncOp, functions: dict[str, func.FuncOp]):
         self.op = op
         self.where = location_of(op)
+        self.functions = functions  # the module's, by name: callees to inline
+        self.inlining = [op.sym_name.data]  # the chain of calls being inlined
         self.ops: list[Op] = []
         self.env: dict[SSAValue, Entry] = {}
         self._names: set[str] = set()
-        self._materialized: dict[int, Value] = {}  # id(Const or Empty entry) -> its Constant
+        # id(Const or Empty entry) -> (the entry, kept alive so that its id is not reused
+        # once an inlined callee's environment is rebound; its Constant's value)
+        self._materialized: dict[int, tuple[Entry, Value]] = {}
         self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
 
     # ---- values ----------------------------------------------------------------------------
@@ -87,8 +91,8 @@ class FunctionLowering:
             else:
                 value = self.new_value(entry.dtype, entry.shape, ssa.name_hint)
                 self.emit(Constant(value, splat=zero(entry.dtype).value, location=where))
-            self._materialized[id(entry)] = value
-        return self._materialized[id(entry)]
+            self._materialized[id(entry)] = (entry, value)
+        return self._materialized[id(entry)][1]
 
     def scalar(self, ssa: SSAValue, inputs: Inputs, where: str) -> Expr:
         """A scalar ``ssa`` as an expression of the Generic whose inputs are ``inputs``."""
@@ -112,7 +116,7 @@ class FunctionLowering:
                       origin: str) -> None:
         """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing,
         else computed by a rank-0 Generic."""
-        if not any(isinstance(e, Load) for e in walk(expr)):
+        if not reads(expr):
             self.env[ssa] = fold(expr)
             return
         result = self.result_value(ssa, where)

@@ -26,7 +26,7 @@ from xdsl.ir.affine import (
     AffineBinaryOpKind,
     AffineDimExpr,
     AffineMap,
-    AffineSymExpr as AffineSymbolExpr,
+    AffineSymExpr,
 )
 
 _LINEAR = (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mul)
@@ -72,6 +72,8 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
     inputs = Inputs()
     args: dict[SSAValue, Expr] = {}
     for operand, index, arg in zip(s.inputs, indices, s.body.args):
+        if not arg.uses:  # e.g. pooling's window: only its shape matters
+            continue
         if is_tensor(operand.type):
             args[arg] = inputs.load(fn.tensor(operand, where), index)
         else:
@@ -132,7 +134,7 @@ def _index(m: AffineMap, loop_of: list[int], where: str) -> tuple[AffineExpr, ..
     out = []
     for expr in m.results:
         if any(isinstance(e, AffineBinaryOpExpr) and e.kind not in _LINEAR for e in expr.dfs()) \
-                or any(isinstance(e, AffineSymbolExpr) for e in expr.dfs()):
+                or any(isinstance(e, AffineSymExpr) for e in expr.dfs()):
             raise CompileError(f"indexing map {m} has a result that is not linear in the loops "
                                f"({expr}); mod, floordiv, ceildiv and symbols are not supported",
                                where)

@@ -1,4 +1,4 @@
-"""xDSL module -> tensor program: walks each public function's ops in order.
+"""xDSL module -> tensor program: walks each public function's ops in order, inlining calls.
 
 The per-op rules live with their dialect (``linalg_ops``, ``tensor_ops``, ``scalar``); this
 file holds the dispatch and the small rules for constants, elementwise ops and checks.
@@ -15,41 +15,74 @@ from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
+from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Result
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, SSAValue
 
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
-    """The tensor program of ``module``'s public functions (private ones are not exported)."""
+    """The tensor program of ``module``'s public functions (private ones are not exported;
+    ``func.call``s of them are inlined)."""
     program = Program(name=module.sym_name.data if module.sym_name else name)
+    functions = {op.sym_name.data: op for op in module.body.block.ops
+                 if isinstance(op, func.FuncOp)}
     for op in module.body.block.ops:
         if isinstance(op, func.FuncOp):
             if op.sym_visibility is None or op.sym_visibility.data == "public":
-                program.functions.append(_lower_function(op))
+                program.functions.append(_lower_function(op, functions))
         else:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
 
-def _lower_function(op: func.FuncOp) -> Function:
-    fn = FunctionLowering(op)
-    if not op.body.blocks:
-        raise CompileError(f"function @{op.sym_name.data} has no body (external functions "
-                           "are not supported)", fn.where)
-    if len(op.body.blocks) > 1:
-        raise CompileError("functions with more than one block are not supported", fn.where)
-    for i, arg in enumerate(op.body.block.args):
+def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp]) -> Function:
+    fn = FunctionLowering(op, functions)
+    block = _body(op)
+    for i, arg in enumerate(block.args):
         dtype, shape = tensor_type_of(arg.type, fn.where)
         fn.env[arg] = fn.new_value(dtype, shape, arg.name_hint or f"arg{i}")
-    for inner in op.body.block.ops:
+    return fn.finish([fn.tensor(v, where) for v, where in _lower_body(fn, op)])
+
+
+def _body(op: func.FuncOp) -> Block:
+    if not op.body.blocks:
+        raise CompileError(f"function @{op.sym_name.data} has no body (external functions "
+                           "are not supported)", location_of(op))
+    if len(op.body.blocks) > 1:
+        raise CompileError("functions with more than one block are not supported",
+                           location_of(op))
+    return op.body.block
+
+
+def _lower_body(fn: FunctionLowering, op: func.FuncOp) -> list[tuple[SSAValue, str]]:
+    """Lowers the ops of ``op``'s body into ``fn``; what its return returns, and where."""
+    for inner in _body(op).ops:
         where = location_of(inner)
         if isinstance(inner, func.ReturnOp):
-            return fn.finish([fn.tensor(v, where) for v in inner.operands])
+            return [(v, where) for v in inner.operands]
         _lower_op(fn, inner, where)
-    raise CompileError("function has no return", fn.where)
+    raise CompileError("function has no return", location_of(op))
+
+
+def _lower_call(fn: FunctionLowering, op: func.CallOp) -> None:
+    """Inlines the callee: its arguments are bound to the call's operands, the call's
+    results to what it returns (nested calls likewise)."""
+    where = location_of(op)
+    name = op.callee.root_reference.data
+    callee = fn.functions[name]
+    if name in fn.inlining:
+        chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
+        raise CompileError(f"recursive call of @{name} cannot be inlined ({chain})", where)
+    for arg, operand in zip(_body(callee).args, op.arguments):
+        fn.env[arg] = fn.entry(operand, where)
+    fn.inlining.append(name)
+    returned = _lower_body(fn, callee)
+    fn.inlining.pop()
+    for result, (value, at) in zip(op.res, returned):
+        fn.env[result] = fn.entry(value, at)
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
@@ -136,6 +169,8 @@ _RULES = {
     "tensor.from_elements": tensor_ops.lower_from_elements,
     "tensor.splat": tensor_ops.lower_splat,
     "tensor.concat": tensor_ops.lower_concat,
+    "func.call": _lower_call,
+    "linalg.softmax": lower_softmax,
     "util.optimization_barrier": _lower_barrier,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",

@@ -146,12 +146,17 @@ def lower_insert(fn: FunctionLowering, op: tensor.InsertOp) -> None:
 
 
 def lower_extract(fn: FunctionLowering, op: tensor.ExtractOp) -> None:
+    """A Load at constant indices; at computed ones (scalars of the function), a Gather."""
     where = location_of(op)
-    at = _constant_indices(fn, op.indices, "tensor.extract", where)
     source = fn.tensor(op.tensor, where)
+    inputs = Inputs()
+    if not all(isinstance(fn.entry(index, where), Const) for index in op.indices):
+        at = tuple(fn.scalar(index, inputs, where) for index in op.indices)
+        fn.define_scalar(op.result, inputs.gather(source, at, where), inputs, where, op.name)
+        return
+    at = _constant_indices(fn, op.indices, "tensor.extract", where)
     if not all(0 <= i < n for i, n in zip(at, source.shape)):
         raise CompileError(f"tensor.extract index {at} is outside {source.shape}", where)
-    inputs = Inputs()
     load = inputs.load(source, tuple(AffineExpr((), i) for i in at))
     fn.define_scalar(op.result, load, inputs, where, op.name)
 

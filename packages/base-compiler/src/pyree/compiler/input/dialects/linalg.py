@@ -1,27 +1,48 @@
-"""linalg named ops that xDSL 0.74 lacks, declared the way xDSL declares its own.
+"""linalg ops that xDSL 0.74 lacks or declares unlike MLIR, declared the way xDSL declares its own.
 
 Each op is a name, its indexing maps and iterator types, and the scalar body MLIR gives it
-(``linalg`` OpDSL definitions). Contractions cast both operands to the accumulator's element
-type before multiplying, as MLIR's ``cast_signed`` does; that is also why ``linalg.matmul``
-is redeclared here and replaces xDSL's (whose body multiplies the operands uncast).
+(``linalg`` OpDSL definitions). Contractions, convolutions and pooling cast their operands to
+the accumulator's element type first, as MLIR's ``cast_signed`` does; that is also why
+``linalg.matmul`` and xDSL's convolution and pooling ops are redeclared here and replace
+xDSL's (whose bodies use the operands uncast, and whose ``strides``/``dilations`` are
+required where MLIR defaults them to 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import ClassVar
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AffineMapAttr, AnyFloat, ArrayAttr, FloatAttr, IntegerType
+from xdsl.dialects.builtin import (
+    I64,
+    AffineMapAttr,
+    AnyFloat,
+    ArrayAttr,
+    DenseIntElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+)
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation, NamedOperation
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.ir import Attribute, BlockArgument, Region, SSAValue
-from xdsl.ir.affine import AffineMap
-from xdsl.irdl import irdl_op_definition, opt_prop_def
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    opt_result_def,
+    prop_def,
+)
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 
 def convert(value: SSAValue, to: Attribute) -> SSAValue:
@@ -163,6 +184,12 @@ def _contraction_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAVa
     return hidden_region
 
 
+def _iterators(letters: str) -> ArrayAttr[IteratorTypeAttr]:
+    """One iterator type per letter: p(arallel) or r(eduction)."""
+    return ArrayAttr(IteratorTypeAttr.parallel() if c == "p" else IteratorTypeAttr.reduction()
+                     for c in letters)
+
+
 class _Contraction(NamedOperation):
     """``out[...] += lhs[...] * rhs[...]`` over ``ITERATORS`` loops; ``MAPS`` unless the op
     spells its own ``indexing_maps`` (MLIR's form for transposed operands)."""
@@ -197,8 +224,7 @@ class _Contraction(NamedOperation):
         return self.MAPS
 
     def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
-        return ArrayAttr(IteratorTypeAttr.parallel() if c == "p" else IteratorTypeAttr.reduction()
-                         for c in self.ITERATORS)
+        return _iterators(self.ITERATORS)
 
 
 @irdl_op_definition
@@ -246,8 +272,277 @@ class DotOp(_Contraction):
             AffineMap(1, 0, ()))
 
 
-# Loaded next to xDSL's linalg ops; MatmulOp replaces xDSL's.
+@irdl_op_definition
+class MatmulTransposeAOp(_Contraction):
+    name = "linalg.matmul_transpose_a"
+    ITERATORS: ClassVar[str] = "ppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda m, n, k: (k, m)),
+            AffineMap.from_callable(lambda m, n, k: (k, n)),
+            AffineMap.from_callable(lambda m, n, k: (m, n)))
+
+
+@irdl_op_definition
+class MatmulTransposeBOp(_Contraction):
+    name = "linalg.matmul_transpose_b"
+    ITERATORS: ClassVar[str] = "ppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda m, n, k: (m, k)),
+            AffineMap.from_callable(lambda m, n, k: (n, k)),
+            AffineMap.from_callable(lambda m, n, k: (m, n)))
+
+
+@irdl_op_definition
+class BatchMatmulTransposeAOp(_Contraction):
+    name = "linalg.batch_matmul_transpose_a"
+    ITERATORS: ClassVar[str] = "pppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda b, m, n, k: (b, k, m)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, k, n)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, m, n)))
+
+
+@irdl_op_definition
+class BatchMatmulTransposeBOp(_Contraction):
+    name = "linalg.batch_matmul_transpose_b"
+    ITERATORS: ClassVar[str] = "pppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda b, m, n, k: (b, m, k)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, n, k)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, m, n)))
+
+
+@irdl_op_definition
+class BatchReduceMatmulOp(_Contraction):
+    name = "linalg.batch_reduce_matmul"
+    ITERATORS: ClassVar[str] = "rppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda b, m, n, k: (b, m, k)),
+            AffineMap.from_callable(lambda b, m, n, k: (b, k, n)),
+            AffineMap.from_callable(lambda b, m, n, k: (m, n)))
+
+
+# ---- convolutions and pooling -------------------------------------------------------------------
+
+class _Windowed(NamedOperation):
+    """An op that slides a window over ``SPATIAL`` dims (``"HW"`` or ``"W"``). ``INDEXING``
+    takes ``S`` (``S.SH``, ``S.DW``, ...: the strides and dilations, 1 when absent) and one
+    dim per loop, and returns each operand's index as MLIR's OpDSL definition writes it."""
+
+    PRINT_ATTRS_IN_FRONT: ClassVar[bool] = True
+    strides = opt_prop_def(DenseIntElementsAttr)
+    dilations = opt_prop_def(DenseIntElementsAttr)
+    SPATIAL: ClassVar[str] = "HW"
+    ITERATORS: ClassVar[str]  # one letter per loop: p(arallel) or r(eduction)
+    INDEXING: ClassVar[Callable[..., tuple[tuple, ...]]]
+
+    def _window(self, attr: DenseIntElementsAttr | None) -> tuple[int, ...]:
+        return (1,) * len(self.SPATIAL) if attr is None else tuple(attr.get_values())
+
+    def verify_(self) -> None:
+        for key in ("strides", "dilations"):
+            values = self._window(getattr(self, key))
+            if len(values) != len(self.SPATIAL) or min(values) < 1:
+                raise VerifyException(f"{key} must be {len(self.SPATIAL)} positive integers, "
+                                      f"got {list(values)}")
+        super().verify_()
+
+    def get_default_indexing_maps(self) -> Sequence[AffineMap]:
+        strides, dilations = self._window(self.strides), self._window(self.dilations)
+        S = SimpleNamespace(**{f"S{d}": s for d, s in zip(self.SPATIAL, strides)},
+                            **{f"D{d}": s for d, s in zip(self.SPATIAL, dilations)})
+        num_loops = len(self.ITERATORS)
+        dims = [AffineDimExpr(d) for d in range(num_loops)]
+        return tuple(AffineMap(num_loops, 0, index) for index in self.INDEXING(S, *dims))
+
+    def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
+        return _iterators(self.ITERATORS)
+
+
+class _Convolution(_Windowed):
+    """``out[...] += input[...] * filter[...]``, both cast to the accumulator's type."""
+
+    get_hidden_region = classmethod(_contraction_region)
+
+
+@irdl_op_definition
+class Conv1DNcwFcwOp(_Convolution):
+    name = "linalg.conv_1d_ncw_fcw"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "ppprr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, f, ow, c, kw: (
+        (n, c, ow * S.SW + kw * S.DW), (f, c, kw), (n, f, ow)))
+
+
+@irdl_op_definition
+class Conv1DNwcWcfOp(_Convolution):
+    name = "linalg.conv_1d_nwc_wcf"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "ppprr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ow, f, kw, c: (
+        (n, ow * S.SW + kw * S.DW, c), (kw, c, f), (n, ow, f)))
+
+
+@irdl_op_definition
+class Conv2DNchwFchwOp(_Convolution):
+    name = "linalg.conv_2d_nchw_fchw"
+    ITERATORS: ClassVar[str] = "pppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, f, oh, ow, c, kh, kw: (
+        (n, c, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (f, c, kh, kw), (n, f, oh, ow)))
+
+
+@irdl_op_definition
+class Conv2DNhwcHwcfOp(_Convolution):
+    name = "linalg.conv_2d_nhwc_hwcf"
+    ITERATORS: ClassVar[str] = "pppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, oh, ow, f, kh, kw, c: (
+        (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c), (kh, kw, c, f), (n, oh, ow, f)))
+
+
+@irdl_op_definition
+class Conv2DNhwcFhwcOp(_Convolution):
+    name = "linalg.conv_2d_nhwc_fhwc"
+    ITERATORS: ClassVar[str] = "pppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, oh, ow, f, kh, kw, c: (
+        (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c), (f, kh, kw, c), (n, oh, ow, f)))
+
+
+@irdl_op_definition
+class Conv2DNgchwFgchwOp(_Convolution):
+    name = "linalg.conv_2d_ngchw_fgchw"
+    ITERATORS: ClassVar[str] = "ppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, g, fg, oh, ow, c, kh, kw: (
+        (n, g, c, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (fg, g, c, kh, kw),
+        (n, g, fg, oh, ow)))
+
+
+@irdl_op_definition
+class Conv2DNgchwGfchwOp(_Convolution):
+    name = "linalg.conv_2d_ngchw_gfchw"
+    ITERATORS: ClassVar[str] = "ppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, g, fg, oh, ow, c, kh, kw: (
+        (n, g, c, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (g, fg, c, kh, kw),
+        (n, g, fg, oh, ow)))
+
+
+@irdl_op_definition
+class Conv2DNhwgcGfhwcOp(_Convolution):
+    name = "linalg.conv_2d_nhwgc_gfhwc"
+    ITERATORS: ClassVar[str] = "ppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, oh, ow, g, fg, kh, kw, c: (
+        (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, g, c), (g, fg, kh, kw, c),
+        (n, oh, ow, g, fg)))
+
+
+@irdl_op_definition
+class DepthwiseConv2DNchwChwOp(_Convolution):
+    name = "linalg.depthwise_conv_2d_nchw_chw"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ic, oh, ow, kh, kw: (
+        (n, ic, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (ic, kh, kw), (n, ic, oh, ow)))
+
+
+@irdl_op_definition
+class DepthwiseConv2DNhwcHwcOp(_Convolution):
+    name = "linalg.depthwise_conv_2d_nhwc_hwc"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, oh, ow, ic, kh, kw: (
+        (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, ic), (kh, kw, ic), (n, oh, ow, ic)))
+
+
+def _pooling_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+    arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
+    acc_type = arg_types[-1]
+    combine = cls.COMBINE[0 if isinstance(acc_type, AnyFloat) else 1]
+
+    @Builder.implicit_region(arg_types)
+    def hidden_region(args: tuple[BlockArgument, ...]) -> None:
+        YieldOp(combine(args[2], convert(args[0], acc_type)))
+
+    return hidden_region
+
+
+class _Pooling(_Windowed):
+    """``out[...] = COMBINE(out[...], input[...])`` over the window; the window operand
+    gives only the window's shape. ``COMBINE``: the float op, then the integer op (signed),
+    as OpDSL's ``max_signed``/``min_signed``/``add`` pick them: ``arith.maximumf`` and
+    ``minimumf`` propagate NaN."""
+
+    COMBINE: ClassVar[tuple[type, type]]
+    get_hidden_region = classmethod(_pooling_region)
+
+
+_MAX, _MIN, _SUM = ((arith.MaximumfOp, arith.MaxSIOp), (arith.MinimumfOp, arith.MinSIOp),
+                    (arith.AddfOp, arith.AddiOp))
+_NCHW: Callable[..., tuple[tuple, ...]] = lambda S, n, c, oh, ow, kh, kw: (  # noqa: E731
+    (n, c, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (kh, kw), (n, c, oh, ow))
+_NHWC: Callable[..., tuple[tuple, ...]] = lambda S, n, oh, ow, c, kh, kw: (  # noqa: E731
+    (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c), (kh, kw), (n, oh, ow, c))
+
+
+@irdl_op_definition
+class PoolingNchwMaxOp(_Pooling):
+    name = "linalg.pooling_nchw_max"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(_NCHW)
+    COMBINE: ClassVar = _MAX
+
+
+@irdl_op_definition
+class PoolingNchwSumOp(_Pooling):
+    name = "linalg.pooling_nchw_sum"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(_NCHW)
+    COMBINE: ClassVar = _SUM
+
+
+@irdl_op_definition
+class PoolingNhwcMaxOp(_Pooling):
+    name = "linalg.pooling_nhwc_max"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(_NHWC)
+    COMBINE: ClassVar = _MAX
+
+
+@irdl_op_definition
+class PoolingNhwcMinOp(_Pooling):
+    name = "linalg.pooling_nhwc_min"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(_NHWC)
+    COMBINE: ClassVar = _MIN
+
+
+@irdl_op_definition
+class PoolingNhwcSumOp(_Pooling):
+    name = "linalg.pooling_nhwc_sum"
+    ITERATORS: ClassVar[str] = "pppprr"
+    INDEXING: ClassVar = staticmethod(_NHWC)
+    COMBINE: ClassVar = _SUM
+
+
+# ---- softmax ------------------------------------------------------------------------------------
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """Softmax along ``dimension``; not a structured op (MLIR decomposes it into a max
+    reduction, ``exp(x - max)``, a sum reduction and a division)."""
+
+    name = "linalg.softmax"
+    input = operand_def(TensorType)
+    output = operand_def(TensorType)
+    result = opt_result_def(TensorType)
+    dimension = prop_def(IntegerAttr[I64])
+    assembly_format = ("attr-dict `dimension` `(` $dimension `)` `ins` `(` $input `:` type($input) "
+                       "`)` `outs` `(` $output `:` type($output) `)` (`->` type($result)^)?")
+
+    def verify_(self) -> None:
+        types = [self.input.type, self.output.type] + ([self.result.type] if self.result else [])
+        if any(t != types[0] for t in types):
+            raise VerifyException(f"input, output and result types differ: {types}")
+
+
+# Loaded next to xDSL's linalg ops; MatmulOp and the convolution and pooling ops replace xDSL's.
 LINALG_OPS = (
     AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
     DivOp, DivUnsignedOp, PowfOp, MatmulOp, BatchMatmulOp, MatvecOp, VecmatOp, DotOp,
+    MatmulTransposeAOp, MatmulTransposeBOp, BatchMatmulTransposeAOp, BatchMatmulTransposeBOp,
+    BatchReduceMatmulOp, Conv1DNcwFcwOp, Conv1DNwcWcfOp, Conv2DNchwFchwOp, Conv2DNhwcHwcfOp,
+    Conv2DNhwcFhwcOp, Conv2DNgchwFgchwOp, Conv2DNgchwGfchwOp, Conv2DNhwgcGfhwcOp,
+    DepthwiseConv2DNchwChwOp, DepthwiseConv2DNhwcHwcOp, PoolingNchwMaxOp, PoolingNchwSumOp,
+    PoolingNhwcMaxOp, PoolingNhwcMinOp, PoolingNhwcSumOp, SoftmaxOp,
 )

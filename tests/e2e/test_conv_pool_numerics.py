@@ -1,0 +1,399 @@
+"""Convolution, pooling, softmax and the matmul variants of CNN/transformer models, end to end:
+compiled for llvm-cpu, run on local-task, compared with numpy float64 references on fresh random
+inputs at odd shapes (batch 2, odd channels, non-square windows, strides 2 and 3, dilation 2,
+padding through tensor.pad). Each op also compiles for cuda and vulkan-spirv (no GPU needed)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import CompileOptions, compile_str
+
+GPU_TARGETS = ["cuda", "vulkan-spirv"]
+
+
+def t(shape, dtype="f32"):
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{dtype}>"
+
+
+def run(mlir: str, *args):
+    out = rt.load_module(compile_str(mlir), device="local-task")["f"](*args)
+    if isinstance(out, tuple):
+        return tuple(np.asarray(o.to_host()) for o in out)
+    return np.asarray(out.to_host())
+
+
+def assert_close(actual, expected, tol=1e-5):
+    assert actual.shape == expected.shape
+    assert np.linalg.norm(actual - expected) <= tol * max(np.linalg.norm(expected), 1e-30)
+
+
+# ---- windowed ops ----------------------------------------------------------------------------
+
+def out_size(size: int, k: int, s: int, d: int) -> int:
+    return (size - d * (k - 1) - 1) // s + 1
+
+
+def patches(x, axes, kernel, strides, dilations, out):
+    """For each kernel offset: the offset, and the elements of ``x`` that the window at every
+    output position reads there (``axes`` of ``x`` shrink to the output's spatial sizes)."""
+    for offset in itertools.product(*map(range, kernel)):
+        index = [slice(None)] * x.ndim
+        for axis, k, s, d, n in zip(axes, offset, strides, dilations, out):
+            index[axis] = slice(k * d, k * d + s * (n - 1) + 1, s)
+        yield offset, x[tuple(index)]
+
+
+@dataclass
+class Conv:
+    op: str
+    x_layout: str  # letters; H/W are the spatial dims
+    w_layout: str  # letters; h/w are the kernel dims
+    out_layout: str
+
+    def shapes(self, sizes: dict, kernel, strides, dilations):
+        spatial = [c for c in self.x_layout if c in "HW"]
+        out = [out_size(sizes[c], k, s, d) for c, k, s, d in zip(spatial, kernel, strides, dilations)]
+        kernel_dims, out_dims = dict(zip("hw"[2 - len(kernel):], kernel)), dict(zip(spatial, out))
+        x = tuple(sizes[c] for c in self.x_layout)
+        w = tuple(kernel_dims.get(c, sizes.get(c)) for c in self.w_layout)
+        o = tuple(out_dims.get(c, sizes.get(c)) for c in self.out_layout)
+        return x, w, o
+
+    def reference(self, x, w, init, kernel, strides, dilations):
+        axes = [i for i, c in enumerate(self.x_layout) if c in "HW"]
+        out_spatial = [init.shape[i] for i, c in enumerate(self.out_layout) if c in "HW"]
+        k_axes = [i for i, c in enumerate(self.w_layout) if c in "hw"]
+        spec = (self.x_layout.lower() + "," + "".join(c for c in self.w_layout if c not in "hw")
+                .lower() + "->" + self.out_layout.lower())
+        out = init.astype(np.float64)
+        for offset, patch in patches(x.astype(np.float64), axes, kernel, strides, dilations,
+                                     out_spatial):
+            w_at = w.astype(np.float64)
+            for axis, k in sorted(zip(k_axes, offset), reverse=True):
+                w_at = np.take(w_at, k, axis=axis)
+            out = out + np.einsum(spec, patch, w_at)
+        return out
+
+
+CONVS = [
+    Conv("conv_2d_nchw_fchw", "NCHW", "FChw", "NFHW"),
+    Conv("conv_2d_nhwc_hwcf", "NHWC", "hwCF", "NHWF"),
+    Conv("conv_2d_nhwc_fhwc", "NHWC", "FhwC", "NHWF"),
+    Conv("conv_2d_ngchw_fgchw", "NGCHW", "FGChw", "NGFHW"),
+    Conv("conv_2d_ngchw_gfchw", "NGCHW", "GFChw", "NGFHW"),
+    Conv("conv_2d_nhwgc_gfhwc", "NHWGC", "GFhwC", "NHWGF"),
+    Conv("depthwise_conv_2d_nchw_chw", "NCHW", "Chw", "NCHW"),
+    Conv("depthwise_conv_2d_nhwc_hwc", "NHWC", "hwC", "NHWC"),
+    Conv("conv_1d_ncw_fcw", "NCW", "FCw", "NFW"),
+    Conv("conv_1d_nwc_wcf", "NWC", "wCF", "NWF"),
+]
+SIZES = {"N": 2, "C": 3, "F": 5, "G": 2, "H": 13, "W": 16}
+# (kernel, strides, dilations); None: the attribute is left out (it defaults to 1).
+WINDOWS_2D = [((3, 2), (2, 3), (1, 2)), ((1, 3), None, (2, 1)), ((2, 3), (3, 1), None)]
+WINDOWS_1D = [((3,), (2,), (2,)), ((4,), None, None)]
+
+
+def attrs(strides, dilations) -> str:
+    parts = []
+    for name, values, ty in (("strides", strides, "vector"), ("dilations", dilations, "tensor")):
+        if values is not None:
+            parts.append(f"{name} = dense<[{', '.join(map(str, values))}]> : {ty}<{len(values)}xi64>")
+    return "{" + ", ".join(parts) + "} " if parts else ""
+
+
+def conv_cases():
+    for conv in CONVS:
+        windows = WINDOWS_1D if conv.op.startswith("conv_1d") else WINDOWS_2D
+        for i, window in enumerate(windows):
+            yield pytest.param(conv, *window, id=f"{conv.op}-{i}")
+
+
+def conv_mlir(conv: Conv, kernel, strides, dilations, dtype="f32", acc="f32"):
+    x, w, o = conv.shapes(SIZES, kernel, strides or (1,) * len(kernel),
+                          dilations or (1,) * len(kernel))
+    return x, w, o, f"""
+    func.func @f(%x: {t(x, dtype)}, %w: {t(w, dtype)}, %init: {t(o, acc)}) -> {t(o, acc)} {{
+      %r = linalg.{conv.op} {attrs(strides, dilations)}ins(%x, %w : {t(x, dtype)}, {t(w, dtype)})
+           outs(%init : {t(o, acc)}) -> {t(o, acc)}
+      return %r : {t(o, acc)}
+    }}"""
+
+
+@pytest.mark.parametrize("conv, kernel, strides, dilations", list(conv_cases()))
+def test_convolution(conv, kernel, strides, dilations):
+    rng = np.random.default_rng()
+    xs, ws, os_, mlir = conv_mlir(conv, kernel, strides, dilations)
+    x, w, init = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, os_))
+    ones = (1,) * len(kernel)
+    expected = conv.reference(x, w, init, kernel, strides or ones, dilations or ones)
+    assert_close(run(mlir, x, w, init), expected)
+
+
+def test_convolution_casts_i8_operands_to_the_i32_accumulator():
+    rng = np.random.default_rng()
+    conv = CONVS[1]
+    xs, ws, os_, mlir = conv_mlir(conv, (3, 2), (2, 1), (1, 2), dtype="i8", acc="i32")
+    x, w = (rng.integers(-128, 128, s).astype(np.int8) for s in (xs, ws))
+    init = rng.integers(-1000, 1000, os_).astype(np.int32)
+    expected = conv.reference(x, w, init, (3, 2), (2, 1), (1, 2))
+    np.testing.assert_array_equal(run(mlir, x, w, init), expected.astype(np.int32))
+
+
+def test_padded_strided_conv_as_pytorch_exports_it():
+    """tensor.pad, then a strided conv accumulating into a broadcast bias."""
+    rng = np.random.default_rng()
+    mlir = f"""
+    func.func @f(%x: {t((2, 3, 13, 10))}, %w: {t((5, 3, 3, 3))}, %b: {t((5,))}) -> {t((2, 5, 7, 5))} {{
+      %zero = arith.constant 0.0 : f32
+      %p = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {{
+      ^bb0(%i: index, %j: index, %k: index, %l: index):
+        tensor.yield %zero : f32
+      }} : {t((2, 3, 13, 10))} to {t((2, 3, 15, 12))}
+      %e = tensor.empty() : {t((2, 5, 7, 5))}
+      %bias = linalg.broadcast ins(%b : {t((5,))}) outs(%e : {t((2, 5, 7, 5))}) dimensions = [0, 2, 3]
+      %r = linalg.conv_2d_nchw_fchw {{dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}}
+           ins(%p, %w : {t((2, 3, 15, 12))}, {t((5, 3, 3, 3))}) outs(%bias : {t((2, 5, 7, 5))}) -> {t((2, 5, 7, 5))}
+      return %r : {t((2, 5, 7, 5))}
+    }}"""
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 13, 10), (5, 3, 3, 3), (5,)))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    init = np.broadcast_to(b[None, :, None, None], (2, 5, 7, 5))
+    expected = CONVS[0].reference(padded, w, init, (3, 3), (2, 2), (1, 1))
+    assert_close(run(mlir, x, w, b), expected)
+
+
+POOLS = {  # op -> (layout, init, numpy combine)
+    "pooling_nchw_max": ("NCHW", "0xFF800000", np.maximum),
+    "pooling_nchw_sum": ("NCHW", "0.0", np.add),
+    "pooling_nhwc_max": ("NHWC", "0xFF800000", np.maximum),
+    "pooling_nhwc_min": ("NHWC", "0x7F800000", np.minimum),
+    "pooling_nhwc_sum": ("NHWC", "0.0", np.add),
+}
+
+
+def pool_mlir(op: str, kernel, strides, dilations):
+    layout, init, _ = POOLS[op]
+    conv = Conv(op, layout, "hw", layout)
+    xs, ks, os_ = conv.shapes(SIZES, kernel, strides or (1, 1), dilations or (1, 1))
+    return xs, os_, f"""
+    func.func @f(%x: {t(xs)}) -> {t(os_)} {{
+      %init = arith.constant {init} : f32
+      %e = tensor.empty() : {t(os_)}
+      %acc = linalg.fill ins(%init : f32) outs(%e : {t(os_)}) -> {t(os_)}
+      %window = tensor.empty() : {t(ks)}
+      %r = linalg.{op} {attrs(strides, dilations)}ins(%x, %window : {t(xs)}, {t(ks)})
+           outs(%acc : {t(os_)}) -> {t(os_)}
+      return %r : {t(os_)}
+    }}"""
+
+
+def pool_reference(op, x, out_shape, kernel, strides, dilations):
+    layout, init, combine = POOLS[op]
+    axes = [i for i, c in enumerate(layout) if c in "HW"]
+    out = np.full(out_shape, {"0xFF800000": -np.inf, "0x7F800000": np.inf}.get(init, 0.0))
+    for _, patch in patches(x.astype(np.float64), axes, kernel, strides, dilations,
+                            [out_shape[a] for a in axes]):
+        out = combine(out, patch)
+    return out
+
+
+@pytest.mark.parametrize("op", sorted(POOLS))
+@pytest.mark.parametrize("kernel, strides, dilations", WINDOWS_2D, ids=["s23d12", "d21", "s31"])
+def test_pooling(op, kernel, strides, dilations):
+    rng = np.random.default_rng()
+    xs, os_, mlir = pool_mlir(op, kernel, strides, dilations)
+    x = rng.standard_normal(xs).astype(np.float32)
+    ones = (1, 1)
+    expected = pool_reference(op, x, os_, kernel, strides or ones, dilations or ones)
+    assert_close(run(mlir, x), expected)
+
+
+@pytest.mark.parametrize("op", ["pooling_nchw_max", "pooling_nhwc_max", "pooling_nhwc_min"])
+def test_max_and_min_pooling_propagate_nan_and_keep_infinities(op):
+    """arith.maximumf/minimumf: a NaN in the window gives NaN; -inf and +inf are values."""
+    rng = np.random.default_rng()
+    xs, os_, mlir = pool_mlir(op, (3, 2), (2, 1), None)
+    x = rng.standard_normal(xs).astype(np.float32)
+    flat = x.reshape(-1)
+    picks = rng.choice(flat.size, size=3 * 12, replace=False)
+    flat[picks[:12]], flat[picks[12:24]], flat[picks[24:]] = np.nan, -np.inf, np.inf
+    expected = pool_reference(op, x, os_, (3, 2), (2, 1), (1, 1))
+    out = run(mlir, x)
+    assert np.isnan(expected).any()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    np.testing.assert_array_equal(out[~np.isnan(out)], expected[~np.isnan(expected)])
+
+
+# ---- softmax ---------------------------------------------------------------------------------
+
+def softmax_mlir(shape, dim):
+    return f"""
+    func.func @f(%x: {t(shape)}) -> {t(shape)} {{
+      %e = tensor.empty() : {t(shape)}
+      %r = linalg.softmax dimension({dim}) ins(%x : {t(shape)}) outs(%e : {t(shape)}) -> {t(shape)}
+      return %r : {t(shape)}
+    }}"""
+
+
+def softmax_reference(x, dim):
+    """MLIR's decomposition in float64: max with maxnumf from -FLT_MAX, exp, sum, divide."""
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        top = np.fmax(np.nanmax(np.where(np.isnan(x), -np.inf, x), axis=dim, keepdims=True),
+                      -np.finfo(np.float32).max)
+        e = np.exp(x - top)
+        return e / e.sum(axis=dim, keepdims=True)
+
+
+@pytest.mark.parametrize("shape, dim", [((2, 5, 37), 2), ((2, 5, 37), 1), ((7, 3), 0), ((129,), 0)])
+def test_softmax(shape, dim):
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(shape) * 20).astype(np.float32)  # large: exp overflows unless stable
+    assert_close(run(softmax_mlir(shape, dim), x), softmax_reference(x, dim))
+
+
+def test_softmax_rows_with_nan_and_infinities_behave_as_mlir_decomposes_them():
+    rng = np.random.default_rng()
+    x = rng.standard_normal((6, 9)).astype(np.float32)
+    x[0, 3] = np.nan           # a NaN row: all NaN
+    x[1, :] = -np.inf          # all -inf: 0 / 0, all NaN
+    x[2, 4] = np.inf           # +inf: inf - inf, all NaN
+    x[3, [1, 5]] = -np.inf     # -inf beside finite values: exactly 0 there
+    out, expected = run(softmax_mlir((6, 9), 1), x), softmax_reference(x, 1)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    assert np.isnan(out[:3]).all() and (out[3, [1, 5]] == 0).all()
+    assert_close(out[3:], expected[3:])
+
+
+# ---- matmul variants -------------------------------------------------------------------------
+
+MATMULS = {  # op -> (lhs, rhs, out shapes over b=3, m=5, n=7, k=11; einsum)
+    "matmul_transpose_a": ("km", "kn", "mn"),
+    "matmul_transpose_b": ("mk", "nk", "mn"),
+    "batch_matmul_transpose_a": ("bkm", "bkn", "bmn"),
+    "batch_matmul_transpose_b": ("bmk", "bnk", "bmn"),
+    "batch_reduce_matmul": ("bmk", "bkn", "mn"),
+}
+DIMS = {"b": 3, "m": 5, "n": 7, "k": 11}
+
+
+def matmul_mlir(op: str, lhs: str, rhs: str, out: str, maps: str = "") -> str:
+    a, b, c = (t([DIMS[d] for d in s]) for s in (lhs, rhs, out))
+    return f"""
+    func.func @f(%a: {a}, %b: {b}, %c: {c}) -> {c} {{
+      %r = linalg.{op} {maps}ins(%a, %b : {a}, {b}) outs(%c : {c}) -> {c}
+      return %r : {c}
+    }}"""
+
+
+def matmul_inputs(lhs, rhs, out):
+    rng = np.random.default_rng()
+    return [rng.standard_normal([DIMS[d] for d in s]).astype(np.float32) for s in (lhs, rhs, out)]
+
+
+@pytest.mark.parametrize("op", sorted(MATMULS))
+def test_matmul_variants(op):
+    lhs, rhs, out = MATMULS[op]
+    a, b, c = matmul_inputs(lhs, rhs, out)
+    expected = c + np.einsum(f"{lhs},{rhs}->{out}", a.astype(np.float64), b)
+    assert_close(run(matmul_mlir(op, lhs, rhs, out), a, b, c), expected)
+
+
+def test_batch_matmul_with_explicit_indexing_maps():
+    """MLIR's form for a transposed (and here batch-broadcast) operand."""
+    maps = ("indexing_maps = [affine_map<(b, m, n, k) -> (b, k, m)>, "
+            "affine_map<(b, m, n, k) -> (n, k)>, affine_map<(b, m, n, k) -> (b, m, n)>] ")
+    a, b, c = matmul_inputs("bkm", "nk", "bmn")
+    expected = c + np.einsum("bkm,nk->bmn", a.astype(np.float64), b)
+    assert_close(run(matmul_mlir("batch_matmul", "bkm", "nk", "bmn", maps), a, b, c), expected)
+
+
+# ---- calls and extracts ----------------------------------------------------------------------
+
+CALLS = f"""
+func.func private @scale(%x: {t((5, 7))}, %s: f32) -> {t((5, 7))} {{
+  %e = tensor.empty() : {t((5, 7))}
+  %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}} ins(%x : {t((5, 7))}) outs(%e : {t((5, 7))}) {{
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %s : f32
+    linalg.yield %m : f32
+  }} -> {t((5, 7))}
+  return %r : {t((5, 7))}
+}}
+func.func private @affine(%x: {t((5, 7))}) -> ({t((5, 7))}, {t((5, 7))}) {{
+  %two = arith.constant 2.0 : f32
+  %y = func.call @scale(%x, %two) : ({t((5, 7))}, f32) -> {t((5, 7))}
+  %z = arith.addf %y, %x : {t((5, 7))}
+  return %y, %z : {t((5, 7))}, {t((5, 7))}
+}}
+func.func @f(%x: {t((5, 7))}) -> ({t((5, 7))}, {t((5, 7))}) {{
+  %y, %z = func.call @affine(%x) : ({t((5, 7))}) -> ({t((5, 7))}, {t((5, 7))})
+  %w, %v = func.call @affine(%z) : ({t((5, 7))}) -> ({t((5, 7))}, {t((5, 7))})
+  return %y, %v : {t((5, 7))}, {t((5, 7))}
+}}"""
+
+
+def test_private_functions_are_inlined_at_each_call():
+    x = np.random.default_rng().standard_normal((5, 7)).astype(np.float32)
+    y, v = run(CALLS, x)
+    assert_close(y, 2.0 * x.astype(np.float64))
+    assert_close(v, 9.0 * x.astype(np.float64))
+
+
+EXTRACT = f"""
+func.func @f(%t: {t((6, 20))}) -> {t((2, 5, 4))} {{
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : i64
+  %c4 = arith.constant 4 : i64
+  %e = tensor.empty() : {t((2, 5, 4))}
+  %r = linalg.generic {{indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}} outs(%e : {t((2, 5, 4))}) {{
+  ^bb0(%o: f32):
+    %b = linalg.index 0 : index
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %row = arith.addi %b, %c1 : index
+    %ji = arith.index_cast %j : index to i64
+    %j3 = arith.muli %ji, %c3 : i64
+    %col64 = arith.addi %j3, %c4 : i64
+    %col0 = arith.index_cast %col64 : i64 to index
+    %col = arith.subi %col0, %i : index
+    %v = tensor.extract %t[%row, %col] : {t((6, 20))}
+    linalg.yield %v : f32
+  }} -> {t((2, 5, 4))}
+  return %r : {t((2, 5, 4))}
+}}"""
+
+
+def test_extract_with_affine_indices_in_a_generic_body():
+    x = np.random.default_rng().standard_normal((6, 20)).astype(np.float32)
+    expected = np.array([[[x[b + 1, 3 * j + 4 - i] for j in range(4)] for i in range(5)]
+                         for b in range(2)])
+    np.testing.assert_array_equal(run(EXTRACT, x), expected)
+
+
+# ---- every op compiles for the GPU targets ---------------------------------------------------
+
+def gpu_cases():
+    for conv in CONVS:
+        window = WINDOWS_1D[0] if conv.op.startswith("conv_1d") else WINDOWS_2D[0]
+        yield conv.op, conv_mlir(conv, *window)[3]
+    for op in sorted(POOLS):
+        yield op, pool_mlir(op, *WINDOWS_2D[0])[2]
+    for op, (lhs, rhs, out) in sorted(MATMULS.items()):
+        yield op, matmul_mlir(op, lhs, rhs, out)
+    yield "softmax", softmax_mlir((2, 5, 37), 2)
+    yield "call", CALLS
+    yield "extract", EXTRACT
+
+
+@pytest.mark.parametrize("target", GPU_TARGETS)
+@pytest.mark.parametrize("name, mlir", list(gpu_cases()), ids=[n for n, _ in gpu_cases()])
+def test_compiles_for_gpu_targets(name, mlir, target):
+    assert compile_str(mlir, CompileOptions(target_backends=[target]))
