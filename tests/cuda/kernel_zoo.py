@@ -76,6 +76,34 @@ def matmul(m=37, n=53, k=61, dtype="f32", acc_dtype="f32", relu_bias=False) -> K
                               K.Const(0.0, acc_dtype), epilogue),))
 
 
+def gather(kind: str) -> K.Kernel:
+    """``table[ids[i], j]`` (computed, clamped index) as an elementwise kernel ("rows"), inside a
+    reduction over a bag of ids ("bag"), and as a matmul operand ("matmul")."""
+    rows, n, d, k = 50, 37, 29, 23
+    if kind == "rows":
+        g = K.Gather(1, (K.Load(0, _ident(1, 2), "i64"), K.LoopIndex(1)), "f32")
+        return K.Kernel("gather_rows", (n, d), 2,
+                        (K.Binding("i64", (n,), "read"), K.Binding("f32", (rows, d), "read"),
+                         K.Binding("f32", (n, d), "write")), (K.Result(2, _ident(2, 2), g),))
+    ids = K.Load(0, _ident(2, 3, [0, 2]), "i32")
+    if kind == "bag":
+        g = K.Gather(1, (ids, K.LoopIndex(1)), "f32")
+        return K.Kernel("gather_bag", (n, d, k), 2,
+                        (K.Binding("i32", (n, k), "read"), K.Binding("f32", (rows, d), "read"),
+                         K.Binding("f32", (n, d), "write")),
+                        (K.Result(2, _ident(2, 3), K.Binary("add", K.Acc(0, "f32"), g, "f32"),
+                                  K.Const(0.0, "f32")),))
+    x = K.Gather(1, (K.Load(0, _ident(1, 3), "i32"), K.Load(2, _ident(1, 3, [2]), "i32")), "f32")
+    y = K.Load(3, _ident(2, 3, [2, 1]), "f32")
+    acc = K.Acc(0, "f32")
+    return K.Kernel("gather_matmul", (n, d, k), 2,
+                    (K.Binding("i32", (n,), "read"), K.Binding("f32", (rows, k), "read"),
+                     K.Binding("i32", (k,), "read"), K.Binding("f32", (k, d), "read"),
+                     K.Binding("f32", (n, d), "write")),
+                    (K.Result(4, _ident(2, 3), K.Binary("add", acc, K.Binary("mul", x, y, "f32"), "f32"),
+                              K.Const(0.0, "f32")),))
+
+
 ALL = {
     "add_f32": lambda: add(),
     "add_f32_vec": lambda: add((64, 1024)),
@@ -87,4 +115,7 @@ ALL = {
     "matmul_f32": lambda: matmul(),
     "matmul_f32_big": lambda: matmul(257, 131, 67, relu_bias=True),
     "matmul_f16": lambda: matmul(37, 53, 61, "f16", "f32"),
+    "gather_rows": lambda: gather("rows"),
+    "gather_bag": lambda: gather("bag"),
+    "gather_matmul": lambda: gather("matmul"),
 }

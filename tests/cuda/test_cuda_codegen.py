@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,28 +11,33 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernel_zoo as zoo  # noqa: E402
+from tooling import require_module, require_tool  # noqa: E402
 
-pytest.importorskip("xdsl", reason="the compiler (xdsl) is not installed on this host")
+require_module("xdsl")  # the compiler
 
 from pyree.compiler import CompileError, CompileOptions, compile_str  # noqa: E402
 from pyree.compiler import kernel as K  # noqa: E402
 from pyree.compiler._fb.Module import ModuleT  # noqa: E402
 from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
 
-PTXAS = shutil.which("ptxas")
-needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas is not installed on this host")
+
+@pytest.fixture
+def ptxas() -> str:
+    """The compiler assembles cubins with the same ptxas (``$PYREE_PTXAS`` or the PATH's)."""
+    return require_tool("ptxas", env="PYREE_PTXAS")
+
+
 ADD = (Path(__file__).parent.parent / "data" / "add.mlir").read_text()
 
 
-@needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_every_template_assembles_with_ptxas(arch, tmp_path):
+def test_every_template_assembles_with_ptxas(ptxas, arch, tmp_path):
     target = resolve_target(arch)
     ptx, launches = generate_ptx([make() for make in zoo.ALL.values()], target)
     assert f".target {arch}" in ptx
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
-    proc = subprocess.run([PTXAS, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],
+    proc = subprocess.run([ptxas, f"-arch={arch}", str(src), "-o", str(tmp_path / "k.cubin")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for name, launch in launches:
@@ -66,8 +70,7 @@ def _cuda_executable(vmfb: bytes):
     return exe.cuda
 
 
-@needs_ptxas
-def test_module_carries_ptx_and_a_cubin_for_the_exact_target():
+def test_module_carries_ptx_and_a_cubin_for_the_exact_target(ptxas):
     cuda = _cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"],
                                                             cuda_target="hopper")))
     assert cuda.targetArch == b"sm_90a" and cuda.cubinArch == b"sm_90a"
@@ -106,8 +109,7 @@ def test_templates_are_chosen_by_kernel_shape():
     assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul
 
 
-@needs_ptxas
-def test_wgmma_on_sm_90a_only_and_without_serialization(tmp_path):
+def test_wgmma_on_sm_90a_only_and_without_serialization(ptxas, tmp_path):
     """The Hopper matmul: wgmma with the accumulators kept in place (ptxas warns when it must
     serialize wgmma because other instructions touch them), mma.sync elsewhere."""
     kernels = [zoo.matmul(256, 512, 192, "f16"), zoo.matmul(128, 384, 640, "f16")]
@@ -118,7 +120,7 @@ def test_wgmma_on_sm_90a_only_and_without_serialization(tmp_path):
     assert [launch.grid for _, launch in launches] == [(2, 2, 1), (3, 1, 1)]
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
-    proc = subprocess.run([PTXAS, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+    proc = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "serialized" not in proc.stderr and "spill" in proc.stderr

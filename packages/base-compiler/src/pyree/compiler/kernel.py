@@ -14,22 +14,27 @@ body computes scalar expressions from loads of its bindings and stores them thro
         store result_k.binding[result_k.index] = eval(result_k.epilogue with Acc(k) = acc_k)
 
 With no reduction dims, ``value`` is the stored value (no ``Acc``), ``init`` is None, and
-``epilogue`` is None. Every index is affine with a constant term (``AffineExpr``): enough for
-projected permutations (elementwise, broadcast, transpose, reductions), slices (offset, stride)
-and the fused compositions of those. Expressions are frozen dataclasses, so equal
-sub-expressions compare and hash equal and a backend can value-number them.
+``epilogue`` is None. Every ``Load`` index is affine with a constant term (``AffineExpr``):
+enough for projected permutations (elementwise, broadcast, transpose, reductions), slices
+(offset, stride) and the fused compositions of those. A ``Gather`` is the one load whose
+indices are computed (embedding lookups, ``aten.index``), clamped into range. Expressions are
+frozen dataclasses, so equal sub-expressions compare and hash equal and a backend can
+value-number them.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
+import ml_dtypes
 import numpy as np
 
 DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),  # numpy has none; backends compute it in f32
     "f64": np.dtype(np.float64),
     "i1": np.dtype(np.bool_),  # stored as one byte, 0 or 1
     "i8": np.dtype(np.int8),
@@ -113,9 +118,34 @@ class Load:
 
 
 @dataclass(frozen=True)
+class Gather:
+    """A load at computed indices: one integer expression (any int dtype or index) per binding
+    dim. MLIR leaves an out-of-range index undefined; pyree never reads out of bounds, so each
+    index is clamped into [0, dim - 1] (``gather_offset``) and an out-of-range index reads the
+    nearest edge element."""
+
+    binding: int
+    index: tuple[Expr, ...]  # one per binding dim; rank-0 bindings have ()
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False)
 class Const:
+    """Equal when bit-equal: -0.0 is not 0.0 (which would let value numbering or kernel sharing
+    swap one for the other), and a NaN equals the same NaN."""
+
     value: Union[float, int, bool]
     dtype: str
+
+    def _key(self):
+        v = self.value
+        return (self.dtype, struct.pack("<d", float(v)) if is_float(self.dtype) else v)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True)
@@ -175,7 +205,7 @@ class Cast:
     dtype: str
 
 
-Expr = Union[Load, Const, LoopIndex, Acc, Unary, Binary, Compare, Select, Cast]
+Expr = Union[Load, Gather, Const, LoopIndex, Acc, Unary, Binary, Compare, Select, Cast]
 
 
 @dataclass(frozen=True)
@@ -231,7 +261,91 @@ def operands(expr: Expr) -> tuple[Expr, ...]:
         return (expr.a, expr.b)
     if isinstance(expr, Select):
         return (expr.cond, expr.a, expr.b)
+    if isinstance(expr, Gather):
+        return expr.index
     return ()
+
+
+def reads(expr: Expr) -> list[Load | Gather]:
+    """The Loads and Gathers in ``expr``: everything that reads a binding."""
+    return [e for e in walk(expr) if isinstance(e, (Load, Gather))]
+
+
+def gather_offset(index: tuple[Expr, ...], shape: tuple[int, ...],
+                  loop_ranges: tuple[int, ...] = ()) -> Expr:
+    """The row-major element offset a Gather of a ``shape`` binding reads, with each index
+    clamped into its dim (``loop_ranges`` lets a clamp go where the index is known in range).
+    The arithmetic is i32 when the binding has fewer than 2**31 elements (no Int64 needed on
+    GPUs for i32 ids), else index; an index is clamped in its own width or wider, so a huge
+    i64 index clamps rather than wraps."""
+    dtype = "i32" if int(np.prod(shape, dtype=np.int64)) < 2**31 else "index"
+    offset: Expr | None = None
+    stride = 1
+    for ix, n in reversed(list(zip(index, shape))):
+        term = _clamped(ix, n, dtype, loop_ranges)
+        if stride != 1:
+            term = Binary("mul", term, Const(stride, dtype), dtype)
+        offset = term if offset is None else Binary("add", term, offset, dtype)
+        stride *= n
+    return offset if offset is not None else Const(0, dtype)
+
+
+def _clamped(ix: Expr, n: int, dtype: str, loop_ranges: tuple[int, ...]) -> Expr:
+    """``ix`` clamped into [0, n - 1], as ``dtype``; a side is left out where ``ix`` provably
+    stays inside it. A widened narrow index is clamped before widening (the same value), so
+    i32 ids need no 64-bit arithmetic."""
+    while isinstance(ix, Cast) and _bits(ix.x.dtype) <= _bits(dtype) and (
+            ix.op == "extui" if is_unsigned(ix.x.dtype) or ix.x.dtype == "i1" else ix.op == "extsi"):
+        ix = ix.x
+    if _bits(ix.dtype) < _bits(dtype):
+        unsigned = is_unsigned(ix.dtype) or ix.dtype == "i1"
+        ix = Cast("extui" if unsigned else "extsi", ix, dtype)
+    lo, hi = _interval(ix, loop_ranges)
+    if lo < 0:
+        ix = Binary("max", ix, Const(0, ix.dtype), ix.dtype)
+    if hi > n - 1:
+        ix = Binary("min", ix, Const(max(n - 1, 0), ix.dtype), ix.dtype)
+    if ix.dtype != dtype:  # now in [0, n - 1], which dtype holds
+        ix = Cast("trunci" if _bits(ix.dtype) > _bits(dtype) else "extui", ix, dtype)
+    return ix
+
+
+def _bits(dtype: str) -> int:
+    return 1 if dtype == "i1" else 8 * itemsize(dtype)
+
+
+def _interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
+    """Bounds of the integer expression ``e``: tight through loop indices, constants, integer
+    casts and add/sub/mul/max/min; the dtype's whole range elsewhere and wherever a step could
+    wrap."""
+    full = (0, 1) if e.dtype == "i1" else (int(np.iinfo(DTYPES[e.dtype]).min),
+                                           int(np.iinfo(DTYPES[e.dtype]).max))
+    if isinstance(e, Const):
+        out = (int(e.value), int(e.value))
+    elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) and loop_ranges[e.dim] > 0:
+        out = (0, loop_ranges[e.dim] - 1)
+    elif isinstance(e, Cast) and e.op in ("extsi", "extui", "trunci", "bitcast") \
+            and not is_float(e.x.dtype):
+        out = _interval(e.x, loop_ranges)
+        if e.op == "extsi" and e.x.dtype == "i1":  # true is -1
+            out = (-out[1], -out[0])
+        elif e.op != "extsi" and out[0] < 0:  # reinterpreted as unsigned
+            return full
+    elif isinstance(e, Binary) and e.op in ("add", "sub", "mul", "max", "min"):
+        a, b = _interval(e.a, loop_ranges), _interval(e.b, loop_ranges)
+        if e.op == "add":
+            out = (a[0] + b[0], a[1] + b[1])
+        elif e.op == "sub":
+            out = (a[0] - b[1], a[1] - b[0])
+        elif e.op == "mul":
+            corners = [x * y for x in a for y in b]
+            out = (min(corners), max(corners))
+        else:
+            pick = max if e.op == "max" else min
+            out = (pick(a[0], b[0]), pick(a[1], b[1]))
+    else:
+        return full
+    return out if full[0] <= out[0] and out[1] <= full[1] else full
 
 
 def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
@@ -244,6 +358,9 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
     def ev(e: Expr, loop, accs):
         if isinstance(e, Load):
             return buffers[e.binding][tuple(ix(loop) for ix in e.index)]
+        if isinstance(e, Gather):
+            data = buffers[e.binding]
+            return data.reshape(-1)[int(ev(gather_offset(e.index, data.shape), loop, accs))]
         if isinstance(e, Const):
             return DTYPES[e.dtype].type(e.value)
         if isinstance(e, LoopIndex):

@@ -1,8 +1,8 @@
 """Readable text for the tensor program and for kernels (``--pyree-print-ir-after-all``).
 
 MLIR-like, one line per op, with every scalar expression written out: loads as
-``%name[d0, d1 + 2]`` (tensor program) or ``b1[d0, d1]`` (kernels), loop indices as ``d0``,
-accumulators as ``acc0``.
+``%name[d0, d1 + 2]`` (tensor program) or ``b1[d0, d1]`` (kernels), gathers as
+``gather b1[expr, d1]``, loop indices as ``d0``, accumulators as ``acc0``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Gather,
     Kernel,
     Load,
     LoopIndex,
@@ -147,6 +148,8 @@ def expr(e: Expr, names: list[str]) -> str:
     """One expression as text; ``names[i]`` names binding/input ``i``."""
     if isinstance(e, Load):
         return f"{names[e.binding]}[{_index(e.index)}]"
+    if isinstance(e, Gather):
+        return f"gather {names[e.binding]}[{', '.join(expr(ix, names) for ix in e.index)}]"
     if isinstance(e, Const):
         return f"{e.value}:{e.dtype}"
     if isinstance(e, LoopIndex):

@@ -13,6 +13,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Gather,
     Load,
     LoopIndex,
     Select,
@@ -23,7 +24,8 @@ LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new
 
 
 def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
-    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/LoopIndex (None keeps it)."""
+    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/LoopIndex, and any Gather
+    once its index is rebuilt (None keeps it)."""
     memo: dict[Expr, Expr] = {}
 
     def go(e: Expr) -> Expr:
@@ -38,6 +40,9 @@ def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
             out = dataclasses.replace(e, a=go(e.a), b=go(e.b))
         elif isinstance(e, Select):
             out = dataclasses.replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
+        elif isinstance(e, Gather):
+            out = dataclasses.replace(e, index=tuple(go(ix) for ix in e.index))
+            out = leaf(out) or out
         else:
             raise TypeError(f"not an expression: {e!r}")
         memo[e] = out
@@ -83,6 +88,8 @@ def remap_loops(expr: Expr, loop_map: LoopMap, num_new_loops: int,
         if isinstance(e, Load):
             return Load(binding_map(e.binding),
                         tuple(compose(ix, loop_map, num_new_loops) for ix in e.index), e.dtype)
+        if isinstance(e, Gather):  # its index is already in the new loop space
+            return dataclasses.replace(e, binding=binding_map(e.binding))
         if isinstance(e, LoopIndex):
             return affine_value(compose(AffineExpr(tuple(int(d == e.dim) for d in range(len(loop_map)))),
                                         loop_map, num_new_loops))

@@ -25,8 +25,12 @@ def dense_array(attr: Attribute, dtype: str, shape: tuple[int, ...], where: str)
 
 
 def is_splat(data: np.ndarray) -> bool:
+    """Every element has the same bits (so [0.0, -0.0] is not a splat, and a NaN splat is)."""
     flat = data.reshape(-1)
-    return flat.size > 1 and bool(np.all(flat == flat[0]))  # a NaN splat stays dense
+    if flat.size <= 1:
+        return False
+    bits = flat.view(np.dtype(f"u{flat.dtype.itemsize}")) if flat.dtype != np.bool_ else flat
+    return bool(np.all(bits == bits[0]))
 
 
 def scalar_const(attr: Attribute, dtype: str, where: str) -> Const:

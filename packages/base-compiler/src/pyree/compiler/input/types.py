@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -24,6 +25,8 @@ def dtype_of(element_type: Attribute, where: str) -> str:
         return "f16"
     if isinstance(element_type, Float64Type):
         return "f64"
+    if isinstance(element_type, BFloat16Type):
+        return "bf16"
     if isinstance(element_type, IndexType):
         return "index"
     if isinstance(element_type, IntegerType):

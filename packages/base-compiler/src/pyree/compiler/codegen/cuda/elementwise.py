@@ -107,7 +107,8 @@ def _body(fn: Function, kernel: K.Kernel, idx: list[str], width: int, lin: dict,
             ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin[key], loop))
             return A.load(fn, ptr, e.dtype)
 
-        lower = ScalarLowering(fn, load, lambda d, loop=loop: loop[d], location=kernel.location)
+        lower = ScalarLowering(fn, load, lambda d, loop=loop: loop[d], location=kernel.location,
+                               kernel=kernel)
         lanes.append([lower(r.value) for r in kernel.results])
 
     for k, r in enumerate(kernel.results):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+from pyree.compiler.kernel import DTYPES
 
 LLVM_TYPE = {
     "f32": "float", "f16": "half", "f64": "double", "bf16": "bfloat",
@@ -27,10 +28,13 @@ def storage_type(dtype: str) -> str:
 
 
 def const(value, dtype: str) -> str:
+    """LLVM IR spelling of a constant: floats in hex, the only spelling for NaN and ±inf."""
     ty = LLVM_TYPE[dtype]
-    if ty == "half":
-        return f"0xH{int(np.array(value, dtype=np.float16).view(np.uint16)):04X}"
-    if ty in ("float", "double"):
+    if ty in ("half", "bfloat"):
+        with np.errstate(over="ignore"):
+            bits = int(np.array(value, dtype=DTYPES[dtype]).view(np.uint16))
+        return f"0x{'H' if ty == 'half' else 'R'}{bits:04X}"
+    if ty in ("float", "double"):  # as a double, of the value rounded to the type
         with np.errstate(over="ignore"):
             v = float(np.float32(value)) if ty == "float" else float(value)
         return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"

@@ -19,7 +19,7 @@ from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
-_SUFFIX = {"float": "f32", "double": "f64", "half": "f16"}
+_SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def epilogue_lowering(fn: Function, kernel: K.Kernel):
         def load(e):
             ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
             return A.load(fn, ptr, e.dtype)
-        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+        return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location, kernel)
     return lowering
 
 

@@ -76,7 +76,7 @@ def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, acc=None) -> Scal
     def load(e: K.Load):
         ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
         return A.load(fn, ptr, e.dtype)
-    return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location)
+    return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location, kernel)
 
 
 def _finish(fn: Function, kernel: K.Kernel, p: list, lin, accs: list[str]) -> None:
@@ -140,11 +140,12 @@ def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
             part = shfl32(fn.op(f"extractelement <2 x i32> {pair}, i32 {i}"), "i32")
             out = fn.op(f"insertelement <2 x i32> {out}, i32 {part}, i32 {i}")
         return fn.op(f"bitcast <2 x i32> {out} to {ty}")
-    bits = {"half": 16, "i16": 16, "i8": 8, "i1": 1}[ty]
-    as_int = fn.op(f"bitcast half {value} to i16") if ty == "half" else value
+    bits = {"half": 16, "bfloat": 16, "i16": 16, "i8": 8, "i1": 1}[ty]
+    is_float = ty in ("half", "bfloat")
+    as_int = fn.op(f"bitcast {ty} {value} to i16") if is_float else value
     wide = fn.op(f"zext i{bits} {as_int} to i32")
     back = fn.op(f"trunc i32 {shfl32(wide, 'i32')} to i{bits}")
-    return fn.op(f"bitcast i16 {back} to half") if ty == "half" else back
+    return fn.op(f"bitcast i16 {back} to {ty}") if is_float else back
 
 
 def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:

@@ -2,7 +2,8 @@
 
 The NVPTX backend aborts the process on math intrinsics it cannot select (llvm.exp, llvm.sin, ...),
 so transcendental functions are written here from the PTX approximations (ex2/lg2/sin/cos.approx)
-plus range reduction; f16 math is done in f32. f64 transcendental functions are refused with a
+plus range reduction; f16 and bf16 math is done in f32 (NVPTX converts bf16 with cvt.rn.bf16.f32
+on sm_80+). f64 transcendental functions are refused with a
 CompileError (they would need libdevice).
 """
 
@@ -12,6 +13,7 @@ import math
 from collections.abc import Callable
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function, const, llvm_type
 from pyree.compiler.errors import CompileError
 
@@ -21,18 +23,18 @@ _FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": 
 _CAST = {"fptosi": "fptosi", "fptoui": "fptoui", "sitofp": "sitofp", "uitofp": "uitofp",
          "fpext": "fpext", "fptrunc": "fptrunc", "extsi": "sext", "extui": "zext",
          "trunci": "trunc", "bitcast": "bitcast"}
-_SUFFIX = {"float": "f32", "double": "f64", "half": "f16"}
+_SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 
 class ScalarLowering:
     """Lowers expressions once each (a per-lane cache); loads, loop indices and accumulators come
-    from the kernel template through callbacks."""
+    from the kernel template through callbacks. Gathers read binding ``%b<i>`` of ``kernel``."""
 
     def __init__(self, fn: Function, load: Callable[[K.Load], str],
                  loop_index: Callable[[int], str], acc: Callable[[int], str] | None = None,
-                 location: str = ""):
+                 location: str = "", kernel: K.Kernel | None = None):
         self.fn, self._load, self._loop_index, self._acc = fn, load, loop_index, acc
-        self.location = location
+        self.location, self.kernel = location, kernel
         self.cache: dict = {}
 
     def __call__(self, e: K.Expr) -> str:
@@ -43,6 +45,8 @@ class ScalarLowering:
     def _lower(self, e: K.Expr) -> str:
         if isinstance(e, K.Load):
             return self._load(e)
+        if isinstance(e, K.Gather) and self.kernel is not None:
+            return self._gather(e)
         if isinstance(e, K.Const):
             return const(e.value, e.dtype)
         if isinstance(e, K.LoopIndex):
@@ -61,6 +65,14 @@ class ScalarLowering:
         if isinstance(e, K.Cast):
             return self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
         raise CompileError(f"the cuda backend cannot lower {type(e).__name__}", self.location)
+
+    def _gather(self, e: K.Gather) -> str:
+        """A load at the clamped row-major offset of ``e``'s computed index."""
+        at = K.gather_offset(e.index, self.kernel.bindings[e.binding].shape, self.kernel.loop_ranges)
+        offset = self(at)
+        if at.dtype != "index":
+            offset = self._f(f"zext {llvm_type(at.dtype)} {offset} to i64")
+        return A.load(self.fn, A.element_ptr(self.fn, f"%b{e.binding}", e.dtype, offset), e.dtype)
 
     # ---- helpers --------------------------------------------------------------------------
     def _unsupported(self, op: str, dtype: str):
@@ -183,9 +195,9 @@ class ScalarLowering:
                 return f(f"select i1 {nan}, {ty} {x}, {ty} {f(f'select i1 {zero}, {ty} {x}, {ty} {one}')}")
             if ty == "double":
                 raise self._unsupported(op, dtype)
-            if ty == "half":
-                wide = f(f"fpext half {x} to float")
-                return f(f"fptrunc float {self._f32_unary(op, wide)} to half")
+            if ty in ("half", "bfloat"):
+                wide = f(f"fpext {ty} {x} to float")
+                return f(f"fptrunc float {self._f32_unary(op, wide)} to {ty}")
             return self._f32_unary(op, x)
         if op == "neg":
             return f(f"sub {ty} 0, {x}")
@@ -212,9 +224,9 @@ class ScalarLowering:
             if op == "copysign":
                 return self._intr("copysign", ty, a, b)
             if op == "pow" and ty != "double":
-                if ty == "half":
-                    wa, wb = f(f"fpext half {a} to float"), f(f"fpext half {b} to float")
-                    return f(f"fptrunc float {self._pow(wa, wb)} to half")
+                if ty in ("half", "bfloat"):
+                    wa, wb = f(f"fpext {ty} {a} to float"), f(f"fpext {ty} {b} to float")
+                    return f(f"fptrunc float {self._pow(wa, wb)} to {ty}")
                 return self._pow(a, b)
             raise self._unsupported(op, dtype)
         signed = not K.is_unsigned(dtype)
@@ -258,4 +270,6 @@ class ScalarLowering:
         s, d = llvm_type(src), llvm_type(dst)
         if s == d and op != "bitcast":
             return x
+        if (s, d) == ("double", "bfloat"):  # through f32, as ml_dtypes, PyTorch and llvm-cpu round
+            x, s = self._f(f"fptrunc double {x} to float"), "float"
         return self._f(f"{_CAST[op]} {s} {x} to {d}")

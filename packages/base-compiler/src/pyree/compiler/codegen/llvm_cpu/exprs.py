@@ -3,8 +3,15 @@
 A ``Point`` says where an expression is evaluated: one i64 index per loop and, in vector mode,
 the loop whose consecutive values fill the lanes (``lane_dim``) and an optional lane mask for
 partial vectors. Loads pick the cheapest form for their stride along the lane loop: one scalar
-load splatted (stride 0), one vector load (stride 1) or a gather. Integer division, remainder and
+load splatted (stride 0), one vector load (stride 1) or a gather; a ``Gather`` (computed index,
+clamped into its binding) is a scalar load or a masked gather. Integer division, remainder and
 shifts are guarded so that no input value can trap or produce poison.
+
+bf16 lives in memory as its 16 bits and computes in f32: a load widens it exactly, every op that
+yields bf16 rounds its f32 result to bf16 (round to nearest even, NaN stays NaN) as ml_dtypes does
+(f64 through f32, as ml_dtypes and PyTorch do), and a store keeps the top 16 bits. The rounding is
+integer ops rather than an LLVM ``fptrunc`` to ``bfloat``, which x86 without AVX512-BF16 lowers
+to a libgcc call that the kernel's shared object does not link.
 """
 
 from __future__ import annotations
@@ -19,17 +26,20 @@ from pyree.compiler.codegen.llvm_cpu.vecmath import UNARY as INLINE_UNARY
 from pyree.compiler.codegen.llvm_cpu.vecmath import math_function
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
+    DTYPES,
     Acc,
     Binary,
     Cast,
     Compare,
     Const,
     Expr,
+    Gather,
     Kernel,
     Load,
     LoopIndex,
     Select,
     Unary,
+    gather_offset,
     is_float,
     is_unsigned,
     itemsize,
@@ -37,8 +47,9 @@ from pyree.compiler.kernel import (
     walk,
 )
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-FLOAT_TYPES = {"f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType()}
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+FLOAT_TYPES = {"f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType(),
+               "bf16": ir.FloatType()}
 FAST = ("reassoc", "contract")
 
 # Unary float ops that are LLVM intrinsics (llvm.<name>.<type>); the rest are libm calls.
@@ -63,8 +74,13 @@ def scalar_type(dtype: str) -> ir.Type:
 
 
 def storage_type(dtype: str) -> ir.Type:
-    """How a value of ``dtype`` sits in memory: i1 as one byte."""
-    return I8 if dtype == "i1" else scalar_type(dtype)
+    """How a value of ``dtype`` sits in memory: i1 as one byte, bf16 as its 16 bits."""
+    return {"i1": I8, "bf16": I16}.get(dtype) or scalar_type(dtype)
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype whose instructions compute ``dtype``'s values."""
+    return "f32" if dtype == "bf16" else dtype
 
 
 def bits(dtype: str) -> int:
@@ -120,8 +136,9 @@ class ExprEmitter:
 
     def const(self, value, dtype: str) -> ir.Constant:
         t = scalar_type(dtype)
-        if is_float(dtype):
-            value = float(np.dtype(np.float16).type(value)) if dtype == "f16" else float(value)
+        if is_float(dtype):  # rounded to the dtype first: beyond its range is ±inf, as in MLIR
+            with np.errstate(over="ignore"):
+                value = float(DTYPES[dtype].type(value))
         else:
             v = int(value) % (1 << bits(dtype))
             value = v - (1 << bits(dtype)) if v >= 1 << (bits(dtype) - 1) else v
@@ -196,8 +213,27 @@ class ExprEmitter:
                 fn = self.intrinsic("masked.gather", vt, [ptrs.type, I32, mask.type, vt],
                                     [vt, ptrs.type])
                 v = self.b.call(fn, [ptrs, align, mask, passthru])
-        if e.dtype == "i1":
+        return self.from_storage(v, e.dtype)
+
+    def gather(self, e: Gather, offset: ir.Value, pt: Point) -> ir.Value:
+        """``e`` at element ``offset`` (i64, already clamped into the binding)."""
+        st = storage_type(e.dtype)
+        nbytes = max(1, bits(e.dtype) // 8)
+        ptr = self.b.gep(self.bindings[e.binding], [offset], source_etype=st)
+        if self.width == 1:
+            return self.from_storage(self.b.load(ptr, align=nbytes, typ=st), e.dtype)
+        ptr.type = ir.VectorType(ir.PointerType(), self.width)  # llvmlite types vector GEPs as ptr
+        vt = ir.VectorType(st, self.width)
+        mask = pt.mask if pt.mask is not None else self.all_lanes()
+        fn = self.intrinsic("masked.gather", vt, [ptr.type, I32, mask.type, vt], [vt, ptr.type])
+        v = self.b.call(fn, [ptr, ir.Constant(I32, nbytes), mask, ir.Constant(vt, None)])
+        return self.from_storage(v, e.dtype)
+
+    def from_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        if dtype == "i1":
             return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, None))
+        if dtype == "bf16":
+            return self.from_bf16_bits(v)
         return v
 
     def store(self, binding: int, affine, value: ir.Value, pt: Point) -> None:
@@ -205,6 +241,8 @@ class ExprEmitter:
         nbytes = max(1, bits(self.kernel.bindings[binding].dtype) // 8)
         if self.kernel.bindings[binding].dtype == "i1":
             value = self.b.zext(value, ir.VectorType(I8, self.width) if self.width > 1 else I8)
+        if self.kernel.bindings[binding].dtype == "bf16":
+            value = self.to_bf16_bits(value)
         align = ir.Constant(I32, nbytes)
         if self.width == 1:
             self.b.store(value, ptr, align=nbytes)
@@ -225,6 +263,28 @@ class ExprEmitter:
     def all_lanes(self) -> ir.Constant:
         return ir.Constant(ir.VectorType(I1, self.width), [1] * self.width)
 
+    # ---- bf16 ----
+
+    def from_bf16_bits(self, raw: ir.Value) -> ir.Value:
+        """bf16 bits (i16) -> the f32 of the same value (exact)."""
+        b = self.b
+        return b.bitcast(b.shl(b.zext(raw, self.ty("i32")), self.const(16, "i32")), self.ty("f32"))
+
+    def to_bf16_bits(self, x: ir.Value) -> ir.Value:
+        """f32 -> bf16 bits (i16), rounded to nearest even; a NaN stays a (quiet) NaN."""
+        b = self.b
+        u = b.bitcast(x, self.ty("i32"))
+        high = b.lshr(u, self.const(16, "i32"))
+        bias = b.add(self.const(0x7FFF, "i32"), b.and_(high, self.const(1, "i32")))
+        rounded = b.lshr(b.add(u, bias), self.const(16, "i32"))
+        nan = b.fcmp_unordered("uno", x, x)
+        bits = b.select(nan, b.or_(high, self.const(0x40, "i32")), rounded)
+        return b.trunc(bits, self.ty("i16"))
+
+    def round_bf16(self, x: ir.Value) -> ir.Value:
+        """An f32 rounded to the nearest bf16 value."""
+        return self.from_bf16_bits(self.to_bf16_bits(x))
+
     # ---- expressions ----
 
     def emit(self, expr: Expr, pt: Point, fast: bool = False) -> ir.Value:
@@ -239,6 +299,10 @@ class ExprEmitter:
             value = self._lazy_select(e, pt, fast, memo, guard)
         elif isinstance(e, Load):
             value = self.load(e, pt, guard if e in self.unsafe_loads else None)
+        elif isinstance(e, Gather):  # clamped again: the emitted code never trusts its index
+            at = gather_offset(e.index, self.kernel.bindings[e.binding].shape, self.kernel.loop_ranges)
+            offset = self._emit(at, pt, fast, memo, guard)
+            value = self.gather(e, self.int_resize(offset, at.dtype, "index", signed=False), pt)
         else:
             args = []
             for c in operands(e):
@@ -290,16 +354,20 @@ class ExprEmitter:
         if isinstance(e, Acc):
             return pt.accs[e.result]
         if isinstance(e, Unary):
-            return self.unary(e.op, args[0], e.dtype, fast)
-        if isinstance(e, Binary):
-            return self.binary(e.op, args[0], args[1], e.dtype, fast)
-        if isinstance(e, Compare):
-            return self.compare(e.predicate, args[0], args[1], e.a.dtype)
-        if isinstance(e, Select):
+            value = self.unary(e.op, args[0], compute_dtype(e.dtype), fast)
+        elif isinstance(e, Binary):
+            value = self.binary(e.op, args[0], args[1], compute_dtype(e.dtype), fast)
+        elif isinstance(e, Compare):
+            return self.compare(e.predicate, args[0], args[1], compute_dtype(e.a.dtype))
+        elif isinstance(e, Select):
             return self.b.select(args[0], args[1], args[2])
-        if isinstance(e, Cast):
-            return self.cast(e.op, args[0], e.x.dtype, e.dtype)
-        raise CompileError(f"llvm-cpu: unknown expression {e!r} in kernel '{self.kernel.name}'")
+        elif isinstance(e, Cast):
+            value = self.cast(e.op, args[0], e.x.dtype, e.dtype)
+        else:
+            raise CompileError(f"llvm-cpu: unknown expression {e!r} in kernel '{self.kernel.name}'")
+        if e.dtype == "bf16" and not (isinstance(e, Cast) and e.op == "bitcast"):
+            value = self.round_bf16(value)
+        return value
 
     def unary(self, op: str, x: ir.Value, dtype: str, fast: bool) -> ir.Value:
         b = self.b
@@ -434,7 +502,12 @@ class ExprEmitter:
         if op == "bitcast":
             if bits(src) != bits(dst):
                 raise CompileError(f"llvm-cpu: bitcast from {src} to {dst} changes the size")
+            if src == "bf16":
+                return self.to_bf16_bits(x)  # exact: x holds a bf16 value
+            if dst == "bf16":
+                return self.from_bf16_bits(x)
             return b.bitcast(x, t)
+        src, dst = compute_dtype(src), compute_dtype(dst)
         fn = {"fptosi": b.fptosi, "fptoui": b.fptoui, "sitofp": b.sitofp, "uitofp": b.uitofp,
               "fpext": b.fpext, "fptrunc": b.fptrunc}.get(op)
         if fn is None:

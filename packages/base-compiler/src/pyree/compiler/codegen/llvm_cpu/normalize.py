@@ -22,12 +22,15 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Gather,
     Kernel,
     Load,
     LoopIndex,
     Result,
     Select,
     Unary,
+    gather_offset,
+    is_float,
     operands,
     walk,
 )
@@ -38,8 +41,9 @@ def normalize(kernel: Kernel) -> Kernel:
     return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
 
 
-def rebuild(expr: Expr, leaf) -> Expr:
-    """``expr`` with every Load and LoopIndex replaced by ``leaf(node)``."""
+def rebuild(expr: Expr, leaf, gather=None) -> Expr:
+    """``expr`` with every Load and LoopIndex replaced by ``leaf(node)``, and every Gather (its
+    index rebuilt) by ``gather(node)`` where given."""
     memo: dict[Expr, Expr] = {}
 
     def go(e: Expr) -> Expr:
@@ -53,6 +57,9 @@ def rebuild(expr: Expr, leaf) -> Expr:
             out = replace(e, a=go(e.a), b=go(e.b))
         elif isinstance(e, Select):
             out = replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
+        elif isinstance(e, Gather):
+            out = replace(e, index=tuple(go(ix) for ix in e.index))
+            out = gather(out) if gather is not None else out
         else:
             out = e
         memo[e] = out
@@ -75,6 +82,7 @@ def check_accesses(kernel: Kernel) -> None:
     The exported kernel trusts these bounds, so a bug upstream must stop here, not become an
     out-of-bounds access at run time. Loads inside a Select's arms are exempt from the range
     check: they are only evaluated where chosen (tensor.pad), and the emitter guards them.
+    A Gather needs no range check (its index is clamped), only a non-empty binding.
     """
     where = f" in kernel '{kernel.name}'" + (f" ({kernel.location})" if kernel.location else "")
     n_loops = len(kernel.loop_ranges)
@@ -110,6 +118,17 @@ def check_accesses(kernel: Kernel) -> None:
                     if b.dtype != e.dtype:
                         raise CompileError(f"a load reads {b.dtype} binding {e.binding} as "
                                            f"{e.dtype}{where}")
+                if isinstance(e, Gather):
+                    if not 0 <= e.binding < len(kernel.bindings) \
+                            or len(e.index) != len(kernel.bindings[e.binding].shape):
+                        raise CompileError(f"a gather of binding {e.binding} has a malformed "
+                                           f"index{where}")
+                    b = kernel.bindings[e.binding]
+                    if b.dtype != e.dtype or any(is_float(ix.dtype) for ix in e.index):
+                        raise CompileError(f"a gather reads {b.dtype} binding {e.binding} as "
+                                           f"{e.dtype} or at a float index{where}")
+                    if 0 in b.shape and 0 not in ranges:
+                        raise CompileError(f"a gather reads empty binding {e.binding}{where}")
                 if isinstance(e, Acc) and (expr is r.init or not 0 <= e.result < len(kernel.results)):
                     raise CompileError(f"result {k} uses Acc({e.result}) where it is undefined{where}")
         if any(c for ix in r.index for c in ix.coeffs[kernel.num_parallel:]):
@@ -160,10 +179,15 @@ def flatten(kernel: Kernel) -> Kernel:
     def leaf(e):
         return replace(e, index=flat(e.binding, e.index)) if isinstance(e, Load) else e
 
+    def gather(e: Gather) -> Gather:
+        shape = kernel.bindings[e.binding].shape
+        return replace(e, index=(gather_offset(e.index, shape, kernel.loop_ranges),))
+
     return replace(
         kernel,
         bindings=tuple(replace(b, shape=(math.prod(b.shape),)) for b in kernel.bindings),
-        results=tuple(_map_result(r, leaf, index=flat(r.binding, r.index)) for r in kernel.results))
+        results=tuple(_map_result(r, leaf, index=flat(r.binding, r.index), gather=gather)
+                      for r in kernel.results))
 
 
 def drop_unit_loops(kernel: Kernel) -> Kernel:
@@ -249,9 +273,9 @@ def _merge(kernel: Kernel, d: int) -> Kernel:
                       for x in kernel.results))
 
 
-def _map_result(r: Result, leaf, index) -> Result:
+def _map_result(r: Result, leaf, index, gather=None) -> Result:
     def go(e):
-        return None if e is None else rebuild(e, leaf)
+        return None if e is None else rebuild(e, leaf, gather)
     return replace(r, index=index, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
 
 

@@ -8,6 +8,7 @@ the order the SPIR-V specification requires (2.4 "Logical Layout of a Module").
 from __future__ import annotations
 
 import struct
+from collections import Counter
 
 import numpy as np
 
@@ -35,6 +36,9 @@ OpLoopMerge, OpSelectionMerge, OpLabel, OpBranch, OpBranchConditional, OpReturn 
     246, 247, 248, 249, 250, 253)
 OpIAdd, OpIMul, OpUDiv, OpUMod, OpULessThan, OpSelect = 128, 132, 134, 137, 176, 169
 OpUConvert = 113
+# bf16 <-> f32 (shader.py): bit operations on the f32's 32 bits.
+OpBitcast, OpIsNan, OpShiftRightLogical, OpShiftLeftLogical, OpBitwiseOr, OpBitwiseAnd = (
+    124, 156, 194, 196, 197, 199)
 
 # Storage classes, decorations, built-ins.
 INPUT, WORKGROUP, FUNCTION, STORAGE_BUFFER = 1, 4, 7, 12
@@ -46,12 +50,15 @@ SEMANTICS_WORKGROUP_ACQUIRE_RELEASE = 0x100 | 0x8
 
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
                 "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
-                "CooperativeMatrixKHR": 6022, "VulkanMemoryModel": 5345}
+                "CooperativeMatrixKHR": 6022, "VulkanMemoryModel": 5345,
+                "SignedZeroInfNanPreserve": 4466}
 # Capabilities that need an extension under SPIR-V 1.3.
 EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
               "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix",
-              "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model"}
+              "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
+              "SignedZeroInfNanPreserve": "SPV_KHR_float_controls"}
 MEMORY_MODEL_GLSL450, MEMORY_MODEL_VULKAN = 1, 3
+EXECUTION_MODE_LOCAL_SIZE, EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE = 17, 4461
 
 
 def encode_string(text: str) -> list[int]:
@@ -84,6 +91,8 @@ class Assembler:
         self.functions: list[int] = []
         self._interned: dict[tuple, int] = {}
         self._glsl: int | None = None
+        self._shared: dict[int, list[list[int]]] = {}  # element type -> [[variable, count], ...]
+        self._shared_taken: Counter = Counter()
 
     def new_id(self) -> int:
         self.bound += 1
@@ -177,14 +186,11 @@ class Assembler:
         return self._intern(("const", t, tuple(words)), OpConstant, t, *words)
 
     def const_float(self, width: int, value: float) -> int:
+        """The constant's bit pattern, so NaN, ±inf and -0.0 come through (beyond range: ±inf)."""
         t = self.t_float(width)
-        if width == 16:
-            words = [int(np.array(value, np.float16).view(np.uint16))]
-        elif width == 32:
-            words = [int(np.array(value, np.float32).view(np.uint32))]
-        else:
-            bits = int(np.array(value, np.float64).view(np.uint64))
-            words = [bits & 0xFFFFFFFF, bits >> 32]
+        with np.errstate(over="ignore"):
+            bits = int(np.array(value, np.dtype(f"f{width // 8}")).view(np.dtype(f"u{width // 8}")))
+        words = [bits & 0xFFFFFFFF, bits >> 32] if width == 64 else [bits]
         return self._intern(("const", t, tuple(words)), OpConstant, t, *words)
 
     def const_matrix_fill(self, matrix_type: int, scalar: int) -> int:
@@ -204,6 +210,34 @@ class Assembler:
             self.names += _instruction(OpName, [vid, name])
         return vid
 
+    def begin_kernel(self) -> None:
+        """The next kernel's workgroup arrays start again at the first shared one."""
+        self._shared_taken = Counter()
+
+    def shared_array(self, element: int, count: int) -> int:
+        """A Workgroup array of at least ``count`` ``element``s, shared between kernels.
+
+        A SPIR-V 1.3 entry point names no Workgroup variables in its interface, so a driver
+        cannot tell which kernel uses which and may give every kernel all of them: NVIDIA's
+        Vulkan driver hung on a module whose kernels' arrays added up past 48 KB, each kernel's
+        own well under it. So the i-th array of an element type is one variable in every kernel,
+        declared when the module is written, with the largest count any kernel asked for.
+        """
+        i = self._shared_taken[element]
+        self._shared_taken[element] += 1
+        slots = self._shared.setdefault(element, [])
+        if i == len(slots):
+            slots.append([self.new_id(), 0])
+        slots[i][1] = max(slots[i][1], count)
+        return slots[i][0]
+
+    def _declare_shared(self) -> None:
+        for element, slots in self._shared.items():
+            for vid, count in slots:
+                pointer = self.t_pointer(WORKGROUP, self.t_array(element, count))
+                self.globals += _instruction(OpVariable, [pointer, vid, WORKGROUP])
+        self._shared = {}
+
     def builtin_input(self, builtin: int) -> int:
         """A ``uvec3`` Input built-in (one variable per built-in, shared by all entry points)."""
         key = ("builtin", builtin)
@@ -215,12 +249,22 @@ class Assembler:
 
     def entry_point(self, fn: Function, name: str, local_size: tuple[int, int, int],
                     interface: list[int]) -> None:
+        """Also asks for IEEE NaN, ±inf and -0.0 in float arithmetic of every width the shader
+        computes in: without SignedZeroInfNanPreserve a Vulkan driver may assume there are none
+        (lavapipe makes -inf + NaN = -inf, so a -inf mask would swallow a NaN)."""
         self.entry_points += _instruction(OpEntryPoint, [5, fn.id, name, *interface])
-        self.execution_modes += _instruction(OpExecutionMode, [fn.id, 17, *local_size])
+        self.execution_modes += _instruction(OpExecutionMode, [fn.id, EXECUTION_MODE_LOCAL_SIZE,
+                                                               *local_size])
+        self.require("SignedZeroInfNanPreserve")
+        widths = [32] + [w for w, cap in ((16, "Float16"), (64, "Float64")) if cap in self.capabilities]
+        for width in widths:
+            self.execution_modes += _instruction(
+                OpExecutionMode, [fn.id, EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE, width])
         self.names += _instruction(OpName, [fn.id, name])
 
     # -- output --------------------------------------------------------------------------------
     def words(self) -> list[int]:
+        self._declare_shared()
         head = [MAGIC, VERSION_1_3, 0, self.bound, 0]
         for cap in self.capabilities:
             head += _instruction(OpCapability, [CAPABILITIES[cap]])

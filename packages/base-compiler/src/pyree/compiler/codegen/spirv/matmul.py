@@ -60,8 +60,8 @@ def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling
     zero = asm.const_float(sh.compute_bits(dtype), 0.0)
     a_stride = bm + A_PAD
     vec4 = asm.t_vector(t, 4)
-    a_tile = asm.variable(S.WORKGROUP, asm.t_array(vec4, a_stride * bk // 4))
-    b_tile = asm.variable(S.WORKGROUP, asm.t_array(vec4, bn * bk // 4))
+    a_tile = asm.shared_array(vec4, a_stride * bk // 4)
+    b_tile = asm.shared_array(vec4, bn * bk // 4)
     group, lid = sh.group_id(grid), sh.local_id()
 
     def c(v: int) -> int:

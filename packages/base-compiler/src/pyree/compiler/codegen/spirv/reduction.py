@@ -45,7 +45,7 @@ def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
     grid = grid_for(outputs)
     dtypes = [r.value.dtype for r in kernel.results]
     types = [sh.compute_type(d) for d in dtypes]
-    shared = [asm.variable(S.WORKGROUP, asm.t_array(t, block)) for t in types]
+    shared = [asm.shared_array(t, block) for t in types]
     group, lid = sh.group_id(grid), sh.local_id()
     combine = ScalarLowering(sh, [])
 

@@ -38,6 +38,11 @@ _ERF_P = 0.3275911
 _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
+def _compute(dtype: str) -> str:
+    """The dtype whose instructions compute ``dtype``: bf16's are f32's."""
+    return "f32" if dtype == "bf16" else dtype
+
+
 class ScalarLowering:
     """Lowers expressions at one loop point; ``accs`` are Function variables holding Acc(k)."""
 
@@ -67,6 +72,8 @@ class ScalarLowering:
     def const(self, value, dtype: str) -> int:
         if dtype == "i1":
             return self.asm.const_bool(bool(value))
+        if dtype == "bf16":
+            value = K.DTYPES[dtype].type(value)
         bits = self.sh.compute_bits(dtype)
         if K.is_float(dtype):
             return self.asm.const_float(bits, float(value))
@@ -88,6 +95,10 @@ class ScalarLowering:
     def _lower(self, e: K.Expr) -> int:
         if isinstance(e, K.Load):
             return self.sh.load(e.binding, self.sh.address(e.index[0], self.point))
+        if isinstance(e, K.Gather):  # clamped again: the shader never trusts its index
+            kernel = self.sh.kernel
+            at = K.gather_offset(e.index, kernel.bindings[e.binding].shape, kernel.loop_ranges)
+            return self.sh.load(e.binding, self(at))  # i32: bindings are below 2**31 elements
         if isinstance(e, K.Const):
             return self.const(e.value, e.dtype)
         if isinstance(e, K.LoopIndex):
@@ -98,15 +109,19 @@ class ScalarLowering:
             return self.fn.op(S.OpLoad, self.t(e.dtype), self.accs[e.result])
         if isinstance(e, K.Select):
             return self._select(e)
-        if isinstance(e, K.Unary):
-            return self._unary(e.op, self(e.x), e.dtype)
-        if isinstance(e, K.Binary):
-            return self.binary(e.op, self(e.a), self(e.b), e.dtype)
         if isinstance(e, K.Compare):
-            return self._compare(e.predicate, self(e.a), self(e.b), e.a.dtype)
-        if isinstance(e, K.Cast):
-            return self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
-        raise self._unsupported(f"expression {type(e).__name__}")
+            return self._compare(e.predicate, self(e.a), self(e.b), _compute(e.a.dtype))
+        if isinstance(e, K.Unary):
+            value = self._unary(e.op, self(e.x), _compute(e.dtype))
+        elif isinstance(e, K.Binary):
+            value = self.binary(e.op, self(e.a), self(e.b), _compute(e.dtype))
+        elif isinstance(e, K.Cast):
+            value = self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
+        else:
+            raise self._unsupported(f"expression {type(e).__name__}")
+        if e.dtype == "bf16" and not (isinstance(e, K.Cast) and e.op == "bitcast"):
+            value = self.sh.round_bf16(value)  # bf16 computes in f32: each result is rounded
+        return value
 
     def _select(self, e: K.Select) -> int:
         cond = self(e.cond)
@@ -260,6 +275,10 @@ class ScalarLowering:
             low = fn.op(OpBitwiseAnd, self.t(src), x, self.const(1, src))
             return fn.op(OpINotEqual, self.sh.bool, low, self.const(0, src))
         same_width = self.sh.compute_bits(src) == self.sh.compute_bits(dst)
+        if op == "bitcast" and "bf16" in (src, dst):  # with the i16 compute type
+            if src == "bf16":
+                return self._cast("trunci", self.sh.to_bf16_bits(x), "ui32", dst)
+            return self.sh.from_bf16_bits(self._cast("extui", x, src, "ui32"))
         if op == "bitcast":
             return fn.op(OpBitcast, t, x)
         if op in ("fpext", "fptrunc"):

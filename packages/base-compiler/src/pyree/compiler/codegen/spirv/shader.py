@@ -39,6 +39,7 @@ def grid_for(groups: int) -> tuple[int, int, int]:
 class Shader:
     def __init__(self, asm: S.Assembler, kernel: K.Kernel, target: VulkanTarget):
         self.asm, self.kernel, self.target = asm, kernel, target
+        asm.begin_kernel()
         self.where = f"kernel '{kernel.name}'" + (f" ({kernel.location})" if kernel.location else "")
         self.fn = S.Function(asm)
         self.u32 = asm.t_int(32)
@@ -71,6 +72,7 @@ class Shader:
 
     # -- types -----------------------------------------------------------------------------------
     def storage_type(self, dtype: str) -> int:
+        """bf16, which Vulkan 1.2 has no type for, is stored as its 16 bits."""
         asm, bits = self.asm, 8 * K.itemsize(dtype)
         if bits in (8, 16):
             if not self.target.storage_8_16_bit:
@@ -78,10 +80,11 @@ class Shader:
                                    f"'{self.target.triple}' lacks (8/16-bit storage)")
             asm.require("StorageBuffer8BitAccess" if bits == 8 else "StorageBuffer16BitAccess")
         self._check_64(dtype)
-        return asm.t_float(bits) if K.is_float(dtype) else asm.t_int(bits)
+        return asm.t_float(bits) if K.is_float(dtype) and dtype != "bf16" else asm.t_int(bits)
 
     def compute_type(self, dtype: str) -> int:
-        """f16 computes in half only where the target has float16 arithmetic, else in f32."""
+        """f16 computes in half only where the target has float16 arithmetic, else in f32;
+        bf16 computes in f32 (scalar.py rounds each bf16 result)."""
         asm = self.asm
         if dtype == "i1":
             return self.bool
@@ -92,7 +95,7 @@ class Shader:
         return asm.t_float(bits) if K.is_float(dtype) else asm.t_int(bits)
 
     def compute_bits(self, dtype: str) -> int:
-        if dtype == "f16" and not self.target.float16:
+        if dtype == "bf16" or (dtype == "f16" and not self.target.float16):
             return 32
         return 8 * K.itemsize(dtype)
 
@@ -131,6 +134,8 @@ class Shader:
         if dtype == "i1":
             wide = fn.op(S.OpUConvert, self.u32, raw)
             return fn.op(171, self.bool, wide, asm.u32(0))  # OpINotEqual
+        if dtype == "bf16":
+            return self.from_bf16_bits(fn.op(S.OpUConvert, self.u32, raw))
         if self.compute_bits(dtype) != 8 * K.itemsize(dtype):
             return fn.op(115, self.compute_type(dtype), raw)  # OpFConvert
         return raw
@@ -143,11 +148,33 @@ class Shader:
         """A value in ``dtype``'s compute type -> its storage type."""
         fn, asm = self.fn, self.asm
         element = self.storage_type(dtype)
-        if dtype == "i1":
-            return fn.op(S.OpSelect, element, value, asm.const_int(8, 1), asm.const_int(8, 0))
+        if dtype == "i1":  # through u32: an 8-bit constant needs Int8, not just 8-bit storage
+            return fn.op(S.OpUConvert, element, fn.op(S.OpSelect, self.u32, value, asm.u32(1), asm.u32(0)))
+        if dtype == "bf16":
+            return fn.op(S.OpUConvert, element, self.to_bf16_bits(value))
         if self.compute_bits(dtype) != 8 * K.itemsize(dtype):
             return fn.op(115, element, value)  # OpFConvert
         return value
+
+    def from_bf16_bits(self, bits: int) -> int:
+        """A u32 holding bf16 bits in its low half -> the f32 of the same value (exact)."""
+        fn = self.fn
+        shifted = fn.op(S.OpShiftLeftLogical, self.u32, bits, self.asm.u32(16))
+        return fn.op(S.OpBitcast, self.asm.t_float(32), shifted)
+
+    def to_bf16_bits(self, x: int) -> int:
+        """An f32 -> its bf16 bits (in a u32), rounded to nearest even; a NaN stays a quiet NaN."""
+        fn, asm, u32 = self.fn, self.asm, self.u32
+        u = fn.op(S.OpBitcast, u32, x)
+        high = fn.op(S.OpShiftRightLogical, u32, u, asm.u32(16))
+        bias = fn.op(S.OpIAdd, u32, asm.u32(0x7FFF), fn.op(S.OpBitwiseAnd, u32, high, asm.u32(1)))
+        rounded = fn.op(S.OpShiftRightLogical, u32, fn.op(S.OpIAdd, u32, u, bias), asm.u32(16))
+        quiet = fn.op(S.OpBitwiseOr, u32, high, asm.u32(0x40))
+        return fn.op(S.OpSelect, u32, fn.op(S.OpIsNan, self.bool, x), quiet, rounded)
+
+    def round_bf16(self, x: int) -> int:
+        """An f32 rounded to the nearest bf16 value (still an f32)."""
+        return self.from_bf16_bits(self.to_bf16_bits(x))
 
     def address(self, ix: K.AffineExpr, point: list[int | None]) -> int:
         """``ix`` at the loop indices ``point`` (u32 ids), wrapping mod 2**32 like the hardware."""

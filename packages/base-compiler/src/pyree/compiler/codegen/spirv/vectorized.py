@@ -8,7 +8,7 @@ loop over a fixed 528..8448 workgroups (64M f32 add, GPU timestamps: 0.265 ms ag
 0.272..0.288 ms), and two or four vectors per invocation gained nothing (BENCHMARKS.md). The
 kernel body is lowered once per lane on the loaded components, so every expression the scalar
 lowering knows works here too. Kernels whose size is not a multiple of 4, with broadcasts, loop
-indices or guarded loads take the one-invocation-per-point template instead.
+indices, gathers or guarded loads take the one-invocation-per-point template instead.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
                                                       if isinstance(n, K.Load)]
     if any(ix.coeffs != flat or ix.const % WIDTH for ix in indices):
         return False
-    if any(isinstance(n, K.LoopIndex) for n in nodes):
-        return False
+    if any(isinstance(n, (K.LoopIndex, K.Gather)) for n in nodes):
+        return False  # a Gather reads its binding per element, not through the vector view
     # 32-bit elements: a 4-vector is one 16-byte access, and 8/16-bit storage-only types could
     # not be taken apart (SPIR-V forbids extracting from their vectors without arithmetic).
     return all(K.itemsize(b.dtype) == 4 for b in kernel.bindings)

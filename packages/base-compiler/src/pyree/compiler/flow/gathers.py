@@ -1,0 +1,120 @@
+"""Gathers whose indices are computed from constants alone, and turn out affine in the loops,
+become Loads.
+
+torch exports index arithmetic on constant index tensors as gathers: MobileNet v2 behind an NHWC
+wrapper reads ``x[i0[c], i1[c], i2[c], i3[c]]`` with each index an i64 constant (behind
+negative-index wraparound selects) that is really ``(0, c, 0, 0)``. As a Gather that op is a
+dispatch of its own, since fusion never inlines a producer into a Gather's source; as a Load it
+fuses like any other access. The index is evaluated over the whole loop box at compile time
+(clamped, as a Gather clamps) and kept only where one affine map reproduces it at every point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from pyree.compiler.flow.rewrite import transform
+from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Value, View
+from pyree.compiler.kernel import (
+    DTYPES,
+    Acc,
+    AffineExpr,
+    Binding,
+    Expr,
+    Gather,
+    Kernel,
+    Load,
+    Result,
+    evaluate,
+    walk,
+)
+
+MAX_POINTS = 1 << 14  # the index is evaluated one point at a time (kernel.evaluate)
+
+
+def fold_constant_gathers(function: Function) -> Function:
+    from pyree.compiler.flow.regions import drop_unread  # regions runs this pass first
+
+    known: dict[Value, np.ndarray] = {}
+    ops = []
+    for op in function.ops:
+        if isinstance(op, Constant):
+            known[op.result] = (op.data if op.data is not None else
+                                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
+        elif (isinstance(op, View) and op.source in known and op.byte_offset == 0
+              and op.result.dtype == op.source.dtype and known[op.source].size == math.prod(op.result.shape)):
+            known[op.result] = known[op.source].reshape(op.result.shape)
+        elif isinstance(op, Generic):
+            folded = _fold(op, known)
+            op = op if folded is op else drop_unread(folded)
+        ops.append(op)
+    return dataclasses.replace(function, ops=ops)
+
+
+def _fold(op: Generic, known: dict[Value, np.ndarray]) -> Generic:
+    if not 0 < math.prod(op.loop_ranges) <= MAX_POINTS:
+        return op
+    changed = False
+
+    def leaf(e: Expr) -> Expr | None:
+        nonlocal changed
+        if not isinstance(e, Gather) or not all(_constant(op, x, known) for ix in e.index
+                                                for x in walk(ix)):
+            return None
+        index = _affine_index(op, e, known)
+        if index is None:
+            return None
+        changed = True
+        return Load(e.binding, index, e.dtype)
+
+    def go(e):
+        return None if e is None else transform(e, leaf)
+
+    outputs = tuple(dataclasses.replace(r, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
+                    for r in op.outputs)
+    return dataclasses.replace(op, outputs=outputs) if changed else op
+
+
+def _constant(op: Generic, e: Expr, known: dict[Value, np.ndarray]) -> bool:
+    """Whether ``e`` is computable at compile time: no accumulators or gathers, and every load
+    reads a constant inside its bounds (numpy would wrap a negative index silently)."""
+    if isinstance(e, (Acc, Gather)):
+        return False
+    if not isinstance(e, Load):
+        return True
+    if op.inputs[e.binding] not in known:
+        return False
+    for ix, n in zip(e.index, op.inputs[e.binding].shape):
+        lo = ix.const + sum(min(0, c * (r - 1)) for c, r in zip(ix.coeffs, op.loop_ranges))
+        hi = ix.const + sum(max(0, c * (r - 1)) for c, r in zip(ix.coeffs, op.loop_ranges))
+        if lo < 0 or hi >= n:
+            return False
+    return True
+
+
+def _affine_index(op: Generic, g: Gather, known: dict[Value, np.ndarray]) -> tuple[AffineExpr, ...] | None:
+    """``g``'s clamped index as one affine map per dim over the loops, or None."""
+    ranges = op.loop_ranges
+    n = len(ranges)
+    identity = tuple(AffineExpr(tuple(int(k == d) for k in range(n))) for d in range(n))
+    base = len(op.inputs)
+    kernel = Kernel("gather_index", ranges, n,
+                    tuple(Binding(v.dtype, v.shape, "read") for v in op.inputs)
+                    + tuple(Binding(ix.dtype, ranges, "write") for ix in g.index),
+                    tuple(Result(base + d, identity, ix) for d, ix in enumerate(g.index)))
+    outs = [np.zeros(ranges, DTYPES[ix.dtype]) for ix in g.index]
+    evaluate(kernel, [known.get(v) for v in op.inputs] + outs)
+    grid = np.indices(ranges)
+    index = []
+    for values, size in zip(outs, op.inputs[g.binding].shape):
+        at = np.array([min(max(int(v), 0), size - 1) for v in values.ravel()]).reshape(ranges)
+        origin = int(at[(0,) * n])
+        coeffs = tuple(int(at[tuple(int(k == d) for k in range(n))]) - origin if ranges[d] > 1 else 0
+                       for d in range(n))
+        fitted = sum((c * grid[d] for d, c in enumerate(coeffs)), np.full(ranges, origin))
+        if not np.array_equal(fitted, at):
+            return None
+        index.append(AffineExpr(coeffs, origin))
+    return tuple(index)
