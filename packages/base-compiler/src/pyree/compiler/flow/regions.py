@@ -9,6 +9,10 @@ Two rewrites, applied until neither fires:
   that reduction's epilogue (bias-add, activation after a matmul), so the intermediate never
   reaches memory.
 A value that is a function result, or is read by a check, a view or two ops, stays materialized.
+First, elementwise Generics of constants are computed at compile time (``flow/constant_folding.py``)
+and gathers at constant, affine indices become loads (``flow/gathers.py``).
+Last, each reduction's adjacent loops are merged where every access allows (``flow/collapse.py``),
+so a convolution's GEMM has one m, one n and one reduction loop for every backend.
 """
 
 from __future__ import annotations
@@ -16,27 +20,36 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from pyree.compiler.flow.collapse import collapse_loops
+from pyree.compiler.flow.constant_folding import fold_constants
+from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.rewrite import compose, permutation_dims, remap_loops, transform
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
-from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Load, Result, walk
+from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Gather, Load, Result, walk
 
 
 def form_dispatch_regions(function: Function) -> Function:
-    ops = list(function.ops)
+    ops = list(fold_constant_gathers(fold_constants(function)).ops)
     while _fuse_once(ops, function.results):
         pass
-    while any(_is_dead(op, ops, function.results) for op in ops):
-        ops = [op for op in ops if not _is_dead(op, ops, function.results)]
+    while True:  # dropping a dead op can leave its producers dead
+        users = _users(ops, function.results)
+        live = [op for op in ops if not _is_dead(op, users)]
+        if len(live) == len(ops):
+            break
+        ops = live
+    ops = [new for op in ops for new in (collapse_loops(op) if isinstance(op, Generic) else [op])]
     return dataclasses.replace(function, ops=ops)
 
 
 def _fuse_once(ops: list[Op], results: list[Value]) -> bool:
     users = _users(ops, results)
+    producers = _producers(ops)
     for op in ops:
         if not isinstance(op, Generic):
             continue
         for j, value in enumerate(op.inputs):
-            producer = _producer(ops, value)
+            producer = producers.get(value)
             if users[value] != 1 or producer is None:
                 continue
             if isinstance(producer, Constant) and producer.splat is not None:
@@ -64,27 +77,28 @@ def _users(ops: list[Op], results: list[Value]) -> Counter:
     return count
 
 
-def _producer(ops: list[Op], value: Value) -> Op | None:
+def _producers(ops: list[Op]) -> dict[Value, Op]:
+    """The Generic or Constant that defines each value (Values hash by identity)."""
+    out: dict[Value, Op] = {}
     for op in ops:
-        if isinstance(op, Generic) and value in op.results:
-            return op
-        if isinstance(op, Constant) and op.result is value:
-            return op
-    return None
+        if isinstance(op, Generic):
+            out.update(dict.fromkeys(op.results, op))
+        elif isinstance(op, Constant):
+            out[op.result] = op
+    return out
 
 
-def _is_dead(op: Op, ops: list[Op], results: list[Value]) -> bool:
+def _is_dead(op: Op, users: Counter) -> bool:
     """Ops without side effects whose results nothing reads."""
     if isinstance(op, Check):
         return False
     produced = op.results if isinstance(op, Generic) else [op.result]
-    users = _users(ops, results)
     return all(users[v] == 0 for v in produced)
 
 
 def _inline_splat(op: Generic, j: int, producer: Constant) -> Generic:
     const = Const(producer.splat, producer.result.dtype)
-    return _drop_unread(_rebuild(op, {j: lambda load: const}))
+    return drop_unread(_rebuild(op, {j: lambda load: const}))
 
 
 def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
@@ -96,7 +110,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if dims is None or out.epilogue is not None:
         return None
     body = out.value
-    if _reads_in_value_of_reduction(op, j) and not _is_data_movement(body):
+    if _gathers(op, j) or (_reads_in_value_of_reduction(op, j) and not _is_data_movement(body)):
         return None
     base = len(op.inputs)
     inputs = op.inputs + producer.inputs
@@ -108,14 +122,14 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
         return remap_loops(body, tuple(loop_map), len(op.loop_ranges), lambda b: base + b)
 
     fused = _rebuild(dataclasses.replace(op, inputs=inputs), {j: substitute})
-    return _dedupe_inputs(_drop_unread(fused))
+    return dedupe_inputs(drop_unread(fused))
 
 
 def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
     """Makes elementwise ``consumer`` (reading ``root``'s only result as input j) root's epilogue."""
     if (root.num_parallel == len(root.loop_ranges) or len(root.results) != 1
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.results) != 1
-            or consumer.inputs[j] is not root.results[0]):
+            or consumer.inputs[j] is not root.results[0] or _gathers(consumer, j)):
         return None
     root_dims = permutation_dims(root.outputs[0].index, root.num_parallel)
     reads = {e.index for r in consumer.outputs for e in _exprs(r) if isinstance(e, Load) and e.binding == j}
@@ -143,13 +157,19 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
     fused = Generic(inputs=inputs, results=list(consumer.results), outputs=(result,),
                     loop_ranges=root.loop_ranges, num_parallel=root.num_parallel,
                     location=root.location, origin=f"{root.origin}+{consumer.origin}")
-    return _dedupe_inputs(_drop_unread(fused))
+    return dedupe_inputs(drop_unread(fused))
 
 
 def _reads_in_value_of_reduction(op: Generic, j: int) -> bool:
     if op.num_parallel == len(op.loop_ranges):
         return False
     return any(isinstance(e, Load) and e.binding == j for r in op.outputs for e in walk(r.value))
+
+
+def _gathers(op: Generic, j: int) -> bool:
+    """Whether ``op`` gathers from input j: its elements are read at computed indices, so only
+    a materialized value will do (fused loads may sit in a Gather's index, never its source)."""
+    return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in _exprs(r))
 
 
 def _is_data_movement(expr: Expr) -> bool:
@@ -166,7 +186,7 @@ def _rebuild(op: Generic, replace: dict) -> Generic:
     """Replaces every Load of input j (j in ``replace``) by ``replace[j](load)``."""
 
     def leaf(e: Expr) -> Expr | None:
-        if isinstance(e, Load) and e.binding in replace:
+        if isinstance(e, (Load, Gather)) and e.binding in replace:  # a Gather: splats only
             return replace[e.binding](e)
         return None
 
@@ -177,12 +197,13 @@ def _rebuild(op: Generic, replace: dict) -> Generic:
     return dataclasses.replace(op, outputs=outputs)
 
 
-def _drop_unread(op: Generic) -> Generic:
-    read = sorted({e.binding for r in op.outputs for e in _exprs(r) if isinstance(e, Load)})
+def drop_unread(op: Generic) -> Generic:
+    read = sorted({e.binding for r in op.outputs for e in _exprs(r)
+                   if isinstance(e, (Load, Gather))})
     return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
 
 
-def _dedupe_inputs(op: Generic) -> Generic:
+def dedupe_inputs(op: Generic) -> Generic:
     unique: list[Value] = []
     for v in op.inputs:
         if not any(v is u for u in unique):
@@ -193,7 +214,9 @@ def _dedupe_inputs(op: Generic) -> Generic:
 
 def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generic:
     def leaf(e: Expr) -> Expr | None:
-        return dataclasses.replace(e, binding=index[e.binding]) if isinstance(e, Load) else None
+        if isinstance(e, (Load, Gather)):
+            return dataclasses.replace(e, binding=index[e.binding])
+        return None
 
     outputs = tuple(Result(r.binding, r.index, transform(r.value, leaf),
                            None if r.init is None else transform(r.init, leaf),

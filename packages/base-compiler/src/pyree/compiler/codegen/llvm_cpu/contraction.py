@@ -43,6 +43,7 @@ from pyree.compiler.kernel import (
 PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
+MIN_FLOPS_TO_SPLIT = 1 << 24   # ~0.2 ms on one core: below it, one workgroup (see tiling.py)
 
 
 def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
@@ -204,6 +205,9 @@ class ContractionLowering:
 
 def _tile(batch: tuple[int, ...], M: int, N: int, K: int, mr: int, nr: int) -> Tiling:
     """Tiles of up to 16 row blocks x 4 column panels, shrunk until there are enough of them."""
+    ranges = batch + (M, N)
+    if math.prod(batch) * M * N * K * 2 < MIN_FLOPS_TO_SPLIT:
+        return Tiling(ranges, ranges)
     row_blocks, col_panels = -(-M // mr), -(-N // nr)
     tm, tn = min(row_blocks, 16), min(col_panels, 4)
     groups = lambda: math.prod(batch) * -(-row_blocks // tm) * -(-col_panels // tn)
@@ -213,5 +217,4 @@ def _tile(batch: tuple[int, ...], M: int, N: int, K: int, mr: int, nr: int) -> T
             tm = -(-tm // 2)
         else:
             tn = -(-tn // 2)
-    ranges = batch + (M, N)
     return Tiling(ranges, (1,) * len(batch) + (max(1, min(M, tm * mr)), max(1, min(N, tn * nr))))

@@ -1,20 +1,28 @@
 """Kernels with reduction loops (other than the contractions that contraction.py takes).
 
-Two loop orders, picked by which loop the loads are contiguous along:
+Three loop orders, picked by which loop the loads are contiguous along:
 - reduction-inner: per output point, accumulators in registers over the reduction loops; the
   innermost reduction loop vectorizes because its ops may be reassociated (row sums, matvec).
 - parallel-inner: a block of outputs along the innermost parallel loop keeps one accumulator
   each in a small stack array; every reduction step sweeps the block, which vectorizes along
   the contiguous parallel loop (column sums, reductions over outer dims).
+- window: a short reduction (a depthwise convolution's or a pooling's kh x kw taps) whose result
+  is contiguous along the innermost parallel loop and whose loads are contiguous or broadcast
+  along it. One vector of outputs along that loop keeps its accumulators in registers while
+  the taps run unrolled, each one vector load (masked on the row's tail) per operand; lanes are
+  distinct outputs, so each one still accumulates in order and nothing is reassociated.
+  Measured 1.6-3.3x faster than reduction-inner on depthwise rows of 7 and 28, equal on longer
+  rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, scalar_type
+from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type
 from pyree.compiler.codegen.llvm_cpu.loops import (
     entry_alloca,
     for_range,
@@ -28,6 +36,10 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import Kernel, Load, walk
 
 BLOCK = 256  # outputs per parallel-inner block
+WINDOW_TAPS = 32        # reduction points a window kernel unrolls
+# Elements a window load may step per output: a stride-2 load is a gather, which measured 3x
+# slower than the other orders on stride-2 depthwise convolutions.
+WINDOW_MAX_STRIDE = 1
 
 
 class ReductionLowering:
@@ -36,6 +48,7 @@ class ReductionLowering:
         for k, r in enumerate(kernel.results):
             if r.init is None:
                 raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
+        self.lanes = _window_lanes(kernel)
         self.parallel_inner = _contiguous_along_parallel(kernel)
         work = math.prod(kernel.reduction_ranges) * (len(loads(kernel)) + 1)
         self.tiling = choose_tiling(kernel.parallel_ranges, work)
@@ -47,7 +60,10 @@ class ReductionLowering:
     def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
         em = ExprEmitter(b, ptrs, self.kernel)
         bounds = self.tiling.emit_bounds(b, wg)
-        if self.parallel_inner:
+        if self.lanes:
+            vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes)
+            nest(b, bounds[:-1], lambda ix: self._window(b, vec, ix, bounds[-1]))
+        elif self.parallel_inner:
             nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, ix, bounds[-1]))
         else:
             nest(b, bounds, lambda ix: self._point(b, em, ix))
@@ -104,6 +120,31 @@ class ReductionLowering:
             sweep(self._zeros(), lambda at, slots: self._finish(
                 b, em, Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots, types)])))
 
+    def _window(self, b, vec: ExprEmitter, ix: list[ir.Value], inner) -> None:
+        """Full vectors along the innermost parallel loop, then one masked vector for the rest."""
+        lo, hi = inner
+        lanes = self.lanes
+        count = b.sub(hi, lo)
+        full_end = b.add(lo, b.sub(count, b.urem(count, i64(lanes))))
+        with for_range(b, lo, full_end, step=lanes, name="vec") as start:
+            self._window_vector(vec, ix, start, None)
+        with b.if_then(b.icmp_signed("<", full_end, hi)):
+            mask = b.icmp_signed("<", vec.iota(), vec.splat(b.sub(hi, full_end)))
+            self._window_vector(vec, ix, full_end, mask)
+
+    def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
+        results = self.kernel.results
+        lane = self.kernel.num_parallel - 1
+
+        def at(taps, accs=None):
+            return Point(ix + [start] + [i64(t) for t in taps], lane_dim=lane, mask=mask, accs=accs)
+
+        zeros = (0,) * len(self.kernel.reduction_ranges)
+        accs = [vec.emit(r.init, at(zeros)) for r in results]
+        for taps in itertools.product(*[range(n) for n in self.kernel.reduction_ranges]):
+            accs = [vec.emit(r.value, at(taps, accs), fast=True) for r in results]
+        self._finish(vec.b, vec, at(zeros, accs))
+
     def _finish(self, b, em: ExprEmitter, pt: Point) -> None:
         results = self.kernel.results
         out = [em.emit(r.epilogue, pt) if r.epilogue is not None else pt.accs[k]
@@ -114,11 +155,28 @@ class ReductionLowering:
 
 def _contiguous_along_parallel(kernel: Kernel) -> bool:
     """True when more loads are unit-stride along the innermost parallel loop than the
-    innermost reduction loop."""
+    innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
+    product's vector) is one scalar per step in either order and does not vote: counting it
+    made ``x @ W`` (W read along the parallel loop) walk W down its columns, 3x slower."""
     if kernel.num_parallel == 0:
         return False
     p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
     value_loads = {e for res in kernel.results for e in walk(res.value) if isinstance(e, Load)}
-    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1)
+    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1 and ld.index[0].coeffs[p])
     along_p = sum(1 for ld in value_loads if ld.index[0].coeffs[p] == 1 and ld.index[0].coeffs[r] != 1)
     return along_p > along_r
+
+
+def _window_lanes(kernel: Kernel) -> int:
+    """Vector width for the window order, or 0 where it does not apply."""
+    if kernel.num_parallel == 0 or math.prod(kernel.reduction_ranges) > WINDOW_TAPS:
+        return 0
+    p = kernel.num_parallel - 1
+    value_loads = {e for r in kernel.results for e in walk(r.value) if isinstance(e, Load)}
+    if (any(r.index[0].coeffs[p] != 1 for r in kernel.results)
+            or any(abs(ld.index[0].coeffs[p]) > WINDOW_MAX_STRIDE for ld in value_loads)):
+        return 0
+    lanes = 512 // max(32, max(bits(r.value.dtype) for r in kernel.results))  # LLVM splits for AVX2
+    while lanes > 4 and lanes // 2 >= kernel.parallel_ranges[-1]:
+        lanes //= 2
+    return lanes

@@ -16,6 +16,10 @@ from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
 
 MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
 MAX_GROUPS = 256
+# Below this much work (loads + stores, ~0.1 ms on one core) a dispatch is one workgroup:
+# local-task hands a dispatch of several to its worker threads for ~60 us (measured: a chain of
+# 64^3 matmuls, 10 us per dispatch as one workgroup, 69 us split), more than a second core saves.
+MIN_WORK_TO_SPLIT = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Tiling:
 def choose_tiling(ranges: tuple[int, ...], work_per_point: int, align: int = 64,
                   min_work: int = MIN_WORK_PER_GROUP) -> Tiling:
     total = math.prod(ranges) * max(1, work_per_point)
-    want = max(1, min(MAX_GROUPS, total // min_work))
+    want = 1 if total < MIN_WORK_TO_SPLIT else max(1, min(MAX_GROUPS, total // min_work))
     tile = [max(1, r) for r in ranges]
     for d, r in enumerate(ranges):
         if want <= 1 or r <= 1:
