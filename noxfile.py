@@ -17,6 +17,15 @@ nox.options.sessions = ["tests(driver='local')", "lint"]
 PACKAGES = ["packages/base-compiler", "packages/base-runtime"]
 DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulkan"]}
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
+# The importer extras, so that tests/importers and tests/models run end to end (a missing one
+# fails them). torch is pinned to the CPU build, which pip finds through its find-links
+# (/opt/wheels): PyPI's torch 2.13.0 is the multi-GB CUDA build, and with this pin no other
+# requirement can pull that in. onnxruntime is the ONNX tests' reference.
+IMPORTER_DEPS = ["torch==2.13.0+cpu", "onnxruntime", "pillow"]
+# torchvision's MobileNet/ResNet (tests/models). Its PyPI wheel is a CUDA build whose torch
+# requirement must not be resolved again: installed alone, without dependencies (pillow is
+# above, numpy comes with pyree).
+TORCHVISION = "torchvision==0.28.0"
 EXAMPLES = [
     ("tests/data/add.mlir", "add", ['--input=4xf32=[1 2 3 4]', "--input=4xf32=[2 2 2 2]"]),
     ("tests/data/mlp.mlir", "mlp", ["--input=37x53xf32=0.5"]),
@@ -31,7 +40,9 @@ def tests(session, driver):
     need that device (vulkan runs on Mesa's lavapipe in CI)."""
     drivers = [p for ps in DRIVER_PACKAGES.values() for p in ps] if driver == "local" \
         else DRIVER_PACKAGES[driver]
-    session.install(*PACKAGES, *drivers, *TEST_DEPS)
+    packages = [p + "[onnx,torch]" if p == "packages/base-compiler" else p for p in PACKAGES]
+    session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS)
+    session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DRIVER_PACKAGES) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)
 

@@ -3,19 +3,30 @@
     from pyree.compiler import compile_str, CompileOptions
     vmfb = compile_str(mlir_text, CompileOptions(target_backends=["llvm-cpu"]))
 
-The pipeline (xDSL, llvmlite) is imported on first use, so that importing a single stage such
-as ``pyree.compiler.kernel`` stays light.
+Models from other frameworks come in through torch-mlir (optional extras):
+
+    mlir_text = import_onnx("model.onnx")                    # pyree-base-compiler[onnx]
+    mlir_text = import_torch(nn_module, example_input)       # pyree-base-compiler[torch]
+    vmfb = compile_torch(nn_module, example_input, target_backends=["llvm-cpu"])
+
+The pipeline (xDSL, llvmlite) and the importers (torch-mlir, onnx, torch) are imported on first
+use, so that importing a single stage such as ``pyree.compiler.kernel`` stays light and the core
+compiler never loads torch or onnx.
 """
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 
-__all__ = ["CompileError", "CompileOptions", "TARGET_BACKENDS", "compile_file", "compile_str"]
+__all__ = ["CompileError", "CompileOptions", "TARGET_BACKENDS", "compile_file", "compile_str",
+           "compile_torch", "import_onnx", "import_torch"]
+
+_LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
+         "import_torch": "importers.torch", "compile_torch": "importers.torch"}
 
 
 def __getattr__(name: str):
-    if name in ("compile_file", "compile_str"):
-        from pyree.compiler import pipeline
+    if name in _LAZY:
+        import importlib
 
-        return getattr(pipeline, name)
+        return getattr(importlib.import_module(f"pyree.compiler.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'pyree.compiler' has no attribute {name!r}")

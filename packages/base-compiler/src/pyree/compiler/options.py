@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # The --pyree-hal-target-backends names (IREE's spellings). Each maps to a codegen package.
@@ -20,3 +21,6 @@ class CompileOptions:
     vulkan_target: str = ""
     # --pyree-print-ir-after-all: print each stage's IR to this stream (stderr in the CLI).
     print_ir_after_all: bool = False
+    # Called with a short line as each stage starts ("parsing m.mlir (94.0 MB)", "codegen for
+    # llvm-cpu: 40 kernels"); pyree-compile prints them for long compiles (--pyree-progress).
+    progress: Callable[[str], None] | None = None

@@ -18,12 +18,13 @@ from pyree.compiler import printing
 from pyree.compiler._fb.Constant import ConstantT
 from pyree.compiler.codegen import backend
 from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.tensor_program import Constant, Generic, Program
 from pyree.compiler.host.planning import plan_function
 from pyree.compiler.host.program import emit_function, tensor_type
-from pyree.compiler.input import import_mlir
+from pyree.compiler.input import lower_to_tensor_program, parse_mlir
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 
@@ -41,9 +42,15 @@ def compile_str(text: str, options: CompileOptions | None = None,
                 source_name: str = "<string>") -> bytes:
     options = options or CompileOptions()
     _check_targets(options.target_backends)
-    program = import_mlir(text, source_name)
+    report = options.progress or (lambda line: None)
+    report(f"parsing {source_name} ({size_text(len(text))})")
+    module = parse_mlir(text, source_name)
+    report("lowering to the tensor program")
+    program = lower_to_tensor_program(module)
     _dump(options, "tensor program", printing.format_program(program))
-    program = Program([form_dispatch_regions(f) for f in program.functions], program.name)
+    report("forming dispatch regions")
+    program = Program([form_dispatch_regions(rewrite_convolutions(f)) for f in program.functions],
+                      program.name)
     _dump(options, "dispatch regions", printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
@@ -65,11 +72,20 @@ def compile_str(text: str, options: CompileOptions | None = None,
         plan = plan_function(function, constant_index)
         builder.module.functions.append(emit_function(function, plan, ordinals))
     _dump(options, "kernels", printing.format_kernels(table.kernels))
+    regions = sum(isinstance(op, Generic) for f in program.functions for op in f.ops)
+    report(f"{regions} dispatch regions, {len(table.kernels)} distinct kernels")
 
     for name in options.target_backends:
+        report(f"codegen for {name}: {len(table.kernels)} kernels")
         builder.module.executables.append(
             backend(name).compile_executable(table.kernels, options, builder))
+    report("writing the module")
     return builder.finish()
+
+
+def size_text(nbytes: int) -> str:
+    """A size for a progress line: ``94.1 MB``, ``52.4 kB``."""
+    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 100_000 else f"{nbytes / 1e3:.1f} kB"
 
 
 def _check_targets(targets: list[str]) -> None:

@@ -6,11 +6,22 @@ dialects we do not know are refused by name while parsing (their custom syntax c
 parsed anyway); ops of known dialects that the lowering does not handle are refused there.
 ``dense_resource`` constants are resolved against the file's ``{-# dialect_resources #-}``
 blobs into ordinary dense attributes, so the module stands alone.
+
+Weights make up nearly all of a real model's text (ResNet-18: 94 MB of hex, as resource blobs
+from torch-mlir's FX importer or as inline ``dense<"0x...">`` from its ONNX importer). xDSL would
+lex every hex digit through a regex, so ``_Blobs`` cuts them out first: each long hex string
+becomes a short placeholder (``dense_resource<__pyree_hex_N>``, a resource blob ``"0x"``) and
+is decoded once with ``bytes.fromhex`` when its constant is resolved. Positions are mapped back
+to the original text, so ``file:line:col`` stays exact.
 """
 
 from __future__ import annotations
 
+import bisect
+import re
+
 from pyree.compiler.errors import CompileError
+from pyree.compiler.input import literals
 from pyree.compiler.input.dialects import REPLACED_OPS, Check, Util
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
@@ -20,6 +31,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FileLineColLoc,
+    FloatAttr,
     IntAttr,
     ModuleOp,
     StringAttr,
@@ -32,25 +44,32 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 # Snippets longer than this (a megabyte of hex on one line) are left out of error messages.
 _MAX_SNIPPET = 160
+# Inline hex literals at least this long (in digits) are cut out of the text xDSL parses.
+_MIN_CUT_HEX = 256
+_INLINE_HEX = re.compile(rf'dense<"0x([0-9A-Fa-f]{{{_MIN_CUT_HEX},}})">')
+# A blob in the resource section; keys that need quoting are left to xDSL.
+_RESOURCE_BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]*)"')
+_PLACEHOLDER = "__pyree_hex_"
 
 
 def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
     """Parses and verifies ``text``; raises CompileError (with file:line:col) on bad input."""
-    if not text.strip():
+    if not text or text.isspace():
         raise CompileError("the input is empty: expected MLIR with at least one func.func", source_name)
     ctx, resources = _context()
-    parser = _LocatingParser(ctx, text, source_name)
+    blobs = _Blobs(text)
+    parser = _LocatingParser(ctx, blobs, source_name)
     try:
         module = parser.parse_module()
     except ParseError as err:
-        raise _from_parse_error(err) from None
+        raise _from_parse_error(err, parser) from None
     except CompileError:
         raise
     except Exception as err:  # noqa: BLE001 - xDSL builders assert on odd-but-parseable input
-        where = str(parser.current_span().get_location())
+        where = parser.where(parser.current_span().start)
         raise CompileError(f"could not parse this op: {err}", where) from None
     _verify(module)
-    _resolve_resources(module, resources)
+    _resolve_resources(module, blobs, resources)
     return module
 
 
@@ -80,14 +99,73 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
     return ctx, resources
 
 
+class _Blobs:
+    """The input with its long hex strings cut out (``text``, what xDSL parses), the span of
+    each cut string's data by placeholder or resource key, and the map from positions in
+    ``text`` back to the input."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.spans: dict[str, tuple[int, int]] = {}  # key -> hex digits of the data in source
+        self._ends: list[int] = []  # where each placeholder ends in ``text``
+        self._shifts: list[int] = []  # source position - text position after that end
+        pieces: list[str] = []
+        done = text_len = 0
+
+        def cut(start: int, end: int, data: tuple[int, int], key: str, placeholder: str) -> None:
+            nonlocal done, text_len
+            pieces.extend((source[done:start], placeholder))
+            text_len += start - done + len(placeholder)
+            self._ends.append(text_len)
+            self._shifts.append(end - text_len)
+            self.spans[key] = data
+            done = end
+
+        for n, m in enumerate(_INLINE_HEX.finditer(source)):
+            key = f"{_PLACEHOLDER}{n}"
+            cut(m.start(), m.end(), m.span(1), key, f"dense_resource<{key}>")
+        section = source.rfind("{-#")
+        if section >= done and source[-4096:].rstrip().endswith("#-}"):
+            for m in _RESOURCE_BLOB.finditer(source, section):
+                # A resource blob starts with 4 bytes (8 digits) of alignment.
+                cut(m.start(2) - 3, m.end(2) + 1, (m.start(2) + 8, m.end(2)), m.group(1), '"0x"')
+        pieces.append(source[done:])
+        self.text = "".join(pieces)
+        self._newlines: list[int] | None = None
+
+    def location(self, pos: int) -> tuple[int, int]:
+        """(line, column), one-based, in the source of position ``pos`` in ``text``;
+        cutting never removes a newline, so lines agree and only columns move."""
+        if self._newlines is None:
+            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_left(self._newlines, pos)
+        line_start = self._newlines[line - 1] + 1 if line else 0
+        return line + 1, self._source_pos(pos) - self._source_pos(line_start) + 1
+
+    def _source_pos(self, pos: int) -> int:
+        k = bisect.bisect_right(self._ends, pos)
+        return pos + (self._shifts[k - 1] if k else 0)
+
+    def decode(self, key: str) -> bytes | None:
+        """The data of a cut string (None if ``key`` was not cut); ValueError if not hex bytes."""
+        span = self.spans.get(key)
+        return None if span is None else bytes.fromhex(self.source[span[0]:span[1]])
+
+
 class _LocatingParser(Parser):
-    def __init__(self, ctx: Context, text: str, name: str):
-        super().__init__(ctx, text, name)
+    def __init__(self, ctx: Context, blobs: _Blobs, name: str):
+        super().__init__(ctx, blobs.text, name)
+        self._blobs = blobs
+        self._name = name
         self._op_start: Span | None = None
         self._first_use: dict[str, Span] = {}
 
     def current_span(self) -> Span:
         return self._current_token.span
+
+    def where(self, pos: int) -> str:
+        line, col = self._blobs.location(pos)
+        return f"{self._name}:{line}:{col}"
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         try:
@@ -117,9 +195,8 @@ class _LocatingParser(Parser):
         self._op_start = start
         op = super().parse_operation()
         if not isinstance(op.location, FileLineColLoc):
-            where = start.get_location()
-            op.location = FileLineColLoc(StringAttr(where.file), IntAttr(where.line),
-                                         IntAttr(where.col))
+            line, col = self._blobs.location(start.start)
+            op.location = FileLineColLoc(StringAttr(self._name), IntAttr(line), IntAttr(col))
         return op
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
@@ -128,13 +205,48 @@ class _LocatingParser(Parser):
             self.raise_error(f"unsupported op '{name}'", self._op_start)
         return op_type
 
+    # Float literals as MLIR reads them (hex = bit pattern, out of range = ±inf): literals.py.
+    def parse_optional_builtin_int_or_float_attr(self):
+        start = self.pos
+        spelling = self._current_token.text
+        value = self.parse_optional_number()
+        if value is not None and self._current_token.kind == MLIRTokenKind.COLON:
+            type = self._parse_attribute_type()
+            if (dtype := literals.float_dtype(type)) is not None:
+                try:
+                    return FloatAttr(float(literals.float_value(value, spelling, dtype)), type)
+                except ValueError as err:
+                    self.raise_error(str(err), start, self.pos)
+        self._resume_from(start)
+        return super().parse_optional_builtin_int_or_float_attr()
 
-def _from_parse_error(err: ParseError) -> CompileError:
+    def parse_dense_int_or_fp_elements_attr(self, type):
+        start = self.pos
+        self.parse_punctuation("<", " in dense attribute")
+        if self._current_token.kind not in (MLIRTokenKind.STRING_LIT, MLIRTokenKind.GREATER):
+            elements, shape = self._parse_tensor_literal()
+            self.parse_punctuation(">", " in dense attribute")
+            literal_type = type
+            if literal_type is None:
+                self.parse_punctuation(":", " in dense attribute")
+                literal_type = self._parse_dense_literal_type()
+            if literals.float_dtype(literal_type.get_element_type()) is not None:
+                try:
+                    return literals.dense_floats(
+                        literal_type, [(e.value, e.span.text) for e in elements], shape)
+                except ValueError as err:
+                    self.raise_error(str(err), start, self.pos)
+        self._resume_from(start)
+        return super().parse_dense_int_or_fp_elements_attr(type)
+
+
+def _from_parse_error(err: ParseError, parser: _LocatingParser) -> CompileError:
     span = err.span
-    where = str(span.get_location())
+    where = parser.where(span.start)
     lines = span.print_with_context().splitlines()[1:]  # the source line(s) and the carets
     snippet = "\n".join("  " + line for line in lines if line.strip())
-    if lines and len(lines[0]) <= _MAX_SNIPPET and len(lines) <= 4:
+    if (lines and len(lines[0]) <= _MAX_SNIPPET and len(lines) <= 4
+            and _PLACEHOLDER not in lines[0]):  # a line with a cut blob is not what the user wrote
         return CompileError(f"{err.msg}\n{snippet}", where)
     return CompileError(err.msg, where)
 
@@ -150,23 +262,31 @@ def _verify(module: ModuleOp) -> None:
                                location_of(op)) from None
 
 
-def _resolve_resources(module: ModuleOp, resources: OpAsmDialectInterface) -> None:
+def _resolve_resources(module: ModuleOp, blobs: _Blobs, resources: OpAsmDialectInterface) -> None:
     for op in module.walk():
         value = op.properties.get("value")
         if not isinstance(value, DenseResourceAttr):
             continue
         key = value.resource_handle.data
-        blob = resources.lookup(key)
-        if not blob:
-            raise CompileError(f"dense_resource '{key}' has no blob in the file's "
-                               "dialect_resources section", location_of(op))
-        raw = bytes.fromhex(blob[2:])[4:]  # the first 4 bytes are the blob's alignment
+        what = "this dense<\"0x...\"> literal" if key.startswith(_PLACEHOLDER) \
+            else f"dense_resource '{key}'"
+        try:
+            raw = blobs.decode(key)
+        except ValueError:
+            raise CompileError(f"{what}: the data is not whole bytes of hex digits",
+                               location_of(op)) from None
+        if raw is None:  # a blob xDSL parsed itself (a key that needs quoting)
+            blob = resources.lookup(key)
+            if not blob:
+                raise CompileError(f"{what} has no blob in the file's dialect_resources section",
+                                   location_of(op))
+            raw = bytes.fromhex(blob[2:])[4:]  # the first 4 bytes are the blob's alignment
         shaped = value.type
         count = 1
         for dim in shaped.get_shape():
             count *= dim
         element_bytes = max(1, shaped.get_element_type().compile_time_size)
         if len(raw) != count * element_bytes:
-            raise CompileError(f"dense_resource '{key}' holds {len(raw)} bytes, but {shaped} "
+            raise CompileError(f"{what} holds {len(raw)} bytes, but {shaped} "
                                f"needs {count * element_bytes}", location_of(op))
         op.properties["value"] = DenseIntOrFPElementsAttr(shaped, BytesAttr(raw))

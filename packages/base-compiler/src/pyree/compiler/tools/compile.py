@@ -5,17 +5,26 @@
 Every ``--pyree-*`` flag has its ``--iree-*`` spelling as an alias, so commands from IREE's
 deployment guides work unchanged. Exit status: 0 ok, 1 compile error (one paragraph on stderr,
 never a traceback), 2 usage error.
+
+A compile that runs longer than ``PROGRESS_AFTER`` seconds (a large model) prints short stage
+lines to stderr, so that a long silence is not mistaken for a hang; ``--pyree-progress`` prints
+them from the start and ``--no-pyree-progress`` never. IREE has no such flag.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 from importlib.metadata import PackageNotFoundError, version
 
 from pyree import compiler
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+
+# Seconds of silence before pyree-compile starts printing stage lines.
+PROGRESS_AFTER = 2.0
 
 # IREE's --iree-hal-target-device names -> our backends.
 _DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda", "hip": "rocm",
@@ -50,8 +59,45 @@ def _parser() -> argparse.ArgumentParser:
                    "MLIR in the dialects listed above")
     p.add_argument("--pyree-print-ir-after-all", "--mlir-print-ir-after-all", dest="print_ir",
                    action="store_true", help="print the IR after each stage to stderr")
+    p.add_argument("--pyree-progress", dest="progress", action=argparse.BooleanOptionalAction,
+                   help="print a line to stderr as each stage starts (default: only once a "
+                   f"compile has run {PROGRESS_AFTER:g} s)")
     p.add_argument("--version", action="version", version=f"pyree-compile {_version()}")
     return p
+
+
+class _StageLines:
+    """The ``progress`` callback of the CLI: stage lines with elapsed time, held back until the
+    compile has run ``delay`` seconds (a timer then prints what was held), so that short
+    compiles stay silent."""
+
+    def __init__(self, delay: float):
+        self._start = time.monotonic()
+        self._held: list[str] = []
+        self._live = delay <= 0
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(delay, self._go_live)
+        self._timer.daemon = True
+        if not self._live:
+            self._timer.start()
+
+    def __call__(self, line: str) -> None:
+        line = f"pyree-compile: [{time.monotonic() - self._start:6.1f}s] {line}"
+        with self._lock:
+            if self._live:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                self._held.append(line)
+
+    def _go_live(self) -> None:
+        with self._lock:
+            self._live = True
+            for line in self._held:
+                print(line, file=sys.stderr, flush=True)
+            self._held.clear()
+
+    def close(self) -> None:
+        self._timer.cancel()
 
 
 def _version() -> str:
@@ -75,10 +121,13 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
         if backend not in TARGET_BACKENDS:
             parser.error(f"unknown target backend '{backend}'; available backends: "
                          + ", ".join(TARGET_BACKENDS))
+    progress = None
+    if args.progress is not False:
+        progress = _StageLines(0.0 if args.progress else PROGRESS_AFTER)
     return CompileOptions(
         target_backends=list(dict.fromkeys(backends)) or ["llvm-cpu"],
         llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target,
-        vulkan_target=args.vulkan_target, print_ir_after_all=args.print_ir)
+        vulkan_target=args.vulkan_target, print_ir_after_all=args.print_ir, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with open(args.output, "wb") as f:
                 f.write(module)
+        if options.progress:
+            from pyree.compiler.pipeline import size_text
+
+            where = "stdout" if args.output == "-" else args.output
+            options.progress(f"wrote {where} ({size_text(len(module))})")
     except CompileError as err:
         print(err, file=sys.stderr)
         return 1
@@ -107,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pyree-compile: internal compiler error: {type(err).__name__}: {err}. "
               "Please report this with the input file.", file=sys.stderr)
         return 1
+    finally:
+        if options.progress:
+            options.progress.close()
     return 0
 
 

@@ -1,0 +1,122 @@
+"""ONNX model -> linalg-on-tensors MLIR text (what IREE's ``iree-import-onnx`` plus its
+torch input conversion do), through torch-mlir:
+
+    onnx_importer (ModelInfo, NodeImporter)         -> torch dialect with torch.operator "onnx.*"
+    torch-onnx-to-torch-backend-pipeline            -> torch backend contract
+    torch-backend-to-linalg-on-tensors-backend-pipeline -> func/arith/tensor/linalg
+
+Needs ``pip install pyree-base-compiler[onnx]`` (torch-mlir and onnx; not torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.importers import first_line, require
+
+
+def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
+                data_dir: str | Path | None = None) -> str:
+    """Imports ``model`` (a path to an ``.onnx`` file or an ``onnx.ModelProto``) and returns
+    linalg-on-tensors MLIR text. The function is named after the ONNX graph, as in IREE.
+
+    ``opset_version`` upgrades the model first; ``data_prop`` lets shape inference propagate
+    constant shapes; ``data_dir`` is where a file's external data lives (default: its folder).
+    """
+    onnx = require("onnx", "onnx", "importing ONNX")
+    require("torch_mlir", "onnx", "importing ONNX")
+    proto = _load(onnx, model, opset_version, data_prop, data_dir)
+
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras import onnx_importer
+    from torch_mlir.ir import Context
+
+    context = Context()
+    torch_d.register_dialect(context)
+    try:
+        info = onnx_importer.ModelInfo(proto)
+        module = info.create_module(context=context)
+        onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
+    except onnx_importer.OnnxImportError as err:
+        raise CompileError(f"cannot import the ONNX model: {err}") from None
+    _run_pipeline(module, "torch-onnx-to-torch-backend-pipeline")
+    _check_converted(module)
+    _run_pipeline(module, "torch-backend-to-linalg-on-tensors-backend-pipeline")
+    return module.operation.get_asm()
+
+
+def _load(onnx, model, opset_version, data_prop, data_dir):
+    """A shape-inferred ModelProto. Files go through torch-mlir's own loader (external data,
+    protos over 2 GB, opset upgrade), with its temporary files in a private folder."""
+    if isinstance(model, onnx.ModelProto):
+        try:
+            if opset_version:
+                model = onnx.version_converter.convert_version(model, opset_version)
+            onnx.checker.check_model(model)
+            return onnx.shape_inference.infer_shapes(model, data_prop=data_prop)
+        except Exception as err:  # noqa: BLE001 - onnx raises several unrelated types
+            raise CompileError(f"invalid ONNX model: {first_line(err)}") from None
+    path = Path(model)
+    if not path.is_file():
+        raise CompileError(f"cannot read ONNX file '{path}': no such file")
+    from torch_mlir.tools.import_onnx.__main__ import load_onnx_model
+
+    with tempfile.TemporaryDirectory(prefix="pyree-import-onnx-") as temp_dir:
+        args = argparse.Namespace(input_file=str(path), temp_dir=temp_dir, data_dir=data_dir,
+                                  opset_version=opset_version, clear_domain=False,
+                                  data_prop=data_prop, keep_temps=False)
+        try:
+            return load_onnx_model(args)
+        except Exception as err:  # noqa: BLE001 - protobuf, onnx checker and shape inference
+            raise CompileError(f"'{path}' is not a valid ONNX model: {first_line(err)}") from None
+
+
+
+def _run_pipeline(module, pipeline: str) -> None:
+    """Runs one of torch-mlir's pass pipelines in place. torch-mlir's own
+    ``run_pipeline_with_repro_report`` imports torch and writes a repro file to /tmp on failure;
+    here a failure is one CompileError carrying MLIR's diagnostics."""
+    from torch_mlir.ir import MLIRError
+    from torch_mlir.passmanager import PassManager
+
+    diagnostics: list[str] = []
+
+    def collect(diag) -> bool:
+        diagnostics.append(f"{diag.location}: {diag.message}")
+        return True  # handled: not printed to stderr
+
+    with module.context as ctx:
+        # As torch-mlir does: some passes report errors without failing (torch-mlir#3506),
+        # so errors go to a handler rather than only into the MLIRError.
+        ctx.emit_error_diagnostics = True
+        handler = ctx.attach_diagnostic_handler(collect)
+        try:
+            PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
+        except MLIRError as err:
+            detail = "\n".join(dict.fromkeys(diagnostics)) or str(err)
+            raise CompileError(f"torch-mlir's {pipeline} failed on the ONNX model:\n{detail}") \
+                from None
+        finally:
+            handler.detach()
+
+
+def _check_converted(module) -> None:
+    """Names the ONNX ops that torch-mlir could not convert (they stay ``torch.operator``),
+    rather than letting the next pipeline fail on the first one with an MLIR dump."""
+    from torch_mlir.ir import StringAttr, WalkResult
+
+    left: dict[str, None] = {}
+
+    def visit(op):
+        if op.name == "torch.operator":
+            left[StringAttr(op.attributes["name"]).value.removeprefix("onnx.")] = None
+        return WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if left:
+        raise CompileError("the ONNX model uses ops that torch-mlir cannot convert: "
+                           + ", ".join(left) + ". Check the model's opset (--opset-version "
+                           "upgrades it) or replace these ops before importing.")

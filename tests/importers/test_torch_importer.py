@@ -1,0 +1,84 @@
+"""pyree.compiler.import_torch / compile_torch: PyTorch modules -> MLIR -> .vmfb, run on
+local-task and compared with the module itself (fp32, relative error <= 1e-4)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tooling
+from pyree.compiler import CompileError, CompileOptions, compile_str, compile_torch, import_torch
+
+# The [torch] extra: a test skips without it on a developer's machine and fails in CI.
+torch = tooling.require_module("torch")
+tooling.require_module("torch_mlir")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+import definitions  # noqa: E402
+
+# torch.export / torch.onnx.export (TorchScript) deprecation notices, not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+MODELS = {  # name -> (factory, input shape)
+    "mlp": (definitions.mlp, (5, 37)),
+    "small_cnn": (definitions.small_cnn, (2, 3, 33, 29)),
+    "gpt2_block": (definitions.gpt2_block, (1, 128, 256)),
+}
+
+
+def run(vmfb: bytes, function: str, x: torch.Tensor) -> np.ndarray:
+    import pyree.runtime as rt
+    return rt.load_module(vmfb, device="local-task")[function](x.numpy()).to_host()
+
+
+def relative_error(got, ref) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    assert got.shape == ref.shape and np.all(np.isfinite(got))
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def example(shape, seed: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_import_compile_run(name):
+    factory, shape = MODELS[name]
+    model = factory()
+    mlir = import_torch(model, example(shape, 0))
+    assert "func.func @main(" in mlir and "torch.aten" not in mlir and "!torch" not in mlir
+    vmfb = compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"]))
+    x = example(shape, 1)  # not the tracing input: the module must not have baked it in
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert relative_error(run(vmfb, "main", x), ref) <= 1e-4
+
+
+def test_compile_torch_one_call_with_options():
+    """nn.Module -> .vmfb in one call (iree-turbine's aot.export(...).compile()), with a
+    function name and CompileOptions fields as keywords."""
+    model, x = definitions.mlp(), example((5, 37), 2)
+    lines = []
+    vmfb = compile_torch(model, x, function_name="predict", target_backends=["llvm-cpu"],
+                         llvmcpu_target_cpu="generic", progress=lines.append)
+    assert lines[0].startswith("parsing <torch MLP>") and lines[-1] == "writing the module"
+    with torch.no_grad():
+        assert relative_error(run(vmfb, "predict", x), model(x).numpy()) <= 1e-4
+
+
+def test_an_exported_program_is_accepted():
+    model, x = definitions.mlp(), example((5, 37), 3)
+    program = torch.export.export(model, (x,))
+    assert "func.func @main(" in import_torch(program)
+
+
+def test_unknown_compile_option_is_a_type_error():
+    with pytest.raises(TypeError, match="no_such_option"):
+        compile_torch(definitions.mlp(), example((5, 37), 0), no_such_option=1)
+
+
+def test_missing_extra_names_the_pip_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch_mlir", None)
+    with pytest.raises(CompileError, match=r"pip install pyree-base-compiler\[torch\]"):
+        import_torch(definitions.mlp(), example((5, 37), 0))

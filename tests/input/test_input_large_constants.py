@@ -1,0 +1,71 @@
+"""Weights as the importers write them: inline ``dense<"0x...">`` (torch-mlir's ONNX path) and
+``dense_resource`` blobs (its FX path). The parser cuts long hex out of the text before xDSL
+sees it; values, op locations and error positions must be as if it had not."""
+
+import re
+import struct
+
+import numpy as np
+import pytest
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Constant
+from pyree.compiler.input import import_mlir, parse_mlir
+from pyree.compiler.input.parser import location_of
+
+
+def model(rng, n=300):
+    """Two inline hex constants (one mid-line), a resource blob and a short inline hex that
+    xDSL reads itself; returns the text and the values in use order."""
+    a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    short = rng.standard_normal(2).astype(np.float32)
+    t = f"tensor<{n}xf32>"
+    text = f"""func.func @f(%x: {t}) -> ({t}, tensor<2xf32>) {{
+  %a = arith.constant dense<"0x{a.tobytes().hex()}"> : {t}
+  %b = arith.constant dense<"0x{b.tobytes().hex().upper()}"> : {t}  %s = arith.addf %a, %b : {t}
+  %c = arith.constant dense_resource<weights.c> : {t}
+  %d = arith.addf %s, %c : {t}
+  %e = arith.addf %d, %x : {t}
+  %h = arith.constant dense<"0x{short.tobytes().hex()}"> : tensor<2xf32>
+  return %e, %h : {t}, tensor<2xf32>
+}}
+{{-#
+  dialect_resources: {{
+    builtin: {{
+      weights.c: "0x{(struct.pack('<I', 4) + c.tobytes()).hex()}"
+    }}
+  }}
+#-}}
+"""
+    return text, [a, b, c, short]
+
+
+def test_values_and_locations(rng):
+    text, values = model(rng)
+    module = parse_mlir(text, "m.mlir")
+    where = {op.name + str(i): location_of(op) for i, op in enumerate(module.walk())}
+    lines = [f"m.mlir:{line}:{col}" for line, col in
+             [(1, 1), (2, 3), (3, 3), (3, text.splitlines()[2].index("%s") + 1), (4, 3), (5, 3),
+              (6, 3), (7, 3), (8, 3)]]
+    assert list(where.values())[1:] == lines
+    constants = [op for op in import_mlir(text).functions[0].ops if isinstance(op, Constant)]
+    for op, want in zip(constants, values):
+        np.testing.assert_array_equal(np.frombuffer(op.data, np.float32), want)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("%s = arith.addf %a, %b", "%s = arith.addf %a, %q"),
+     "m.mlir:3:{col}: error: use of undefined value %q"),
+    (lambda t: re.sub(r'[0-9a-f]{8}("> : tensor<300xf32>\n)', r"\1", t, count=1),  # 4 bytes short
+     "m.mlir:2:3: error: this dense<\"0x...\"> literal holds 1196 bytes, but tensor<300xf32> needs 1200"),
+    (lambda t: t.replace("weights.c: \"0x", "weights.d: \"0x"),
+     "m.mlir:4:3: error: dense_resource 'weights.c' has no blob in the file's dialect_resources section"),
+    (lambda t: t.replace("weights.c: \"0x04000000", "weights.c: \"0x0400000"),
+     "m.mlir:4:3: error: dense_resource 'weights.c': the data is not whole bytes of hex digits"),
+])
+def test_errors_point_into_the_original_text(rng, edit, message):
+    text = edit(model(rng)[0])
+    col = text.splitlines()[2].find("%q") + 1
+    with pytest.raises(CompileError) as info:
+        parse_mlir(text, "m.mlir")
+    assert str(info.value).splitlines()[0] == message.format(col=col)
+    assert "__pyree" not in str(info.value)
