@@ -1,0 +1,169 @@
+"""Whole models on a GPU host: pyree (cuda, vulkan) and IREE against PyTorch, in one process.
+
+    python3 bench/models/bench_gpu.py BUILD_DIR [--drivers cuda,vulkan] [--json OUT.json]
+
+BUILD_DIR comes from build_modules.py. Each model is rebuilt here from tests/models/definitions.py
+(same seed; its weights checksum must match the manifest's, else the run stops), moved to the GPU
+with TF32 off, and given one fresh random input. Every module found for it (``<model>.vmfb`` for
+pyree, ``<model>.iree_<driver>.vmfb`` for IREE) is checked against PyTorch's output (relative
+error, fp32 limit 1e-4) and timed the same way for both compilers: median wall time of a call
+with a device-resident input, result read back to the host. Each module runs in its own process
+under a time limit, so a hang is reported as such and the run goes on. PyTorch: eager and
+CUDA-graph replay, timed with CUDA events.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path.insert(0, str(ROOT / "bench"))
+import definitions  # noqa: E402
+from gpu_timing import torch_ms  # noqa: E402
+
+REPS = 100
+
+
+def wall_ms(call, reps=REPS, warmup=10) -> float:
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got.shape != ref.shape or not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def torch_graph_ms(model, x) -> float:
+    static = x.clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.no_grad():
+        for _ in range(3):
+            model(static)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        model(static)
+    return torch_ms(graph.replay, reps=REPS)
+
+
+def pyree_run(path: Path, driver: str, function: str, x: np.ndarray):
+    import pyree.runtime as rt
+    module = rt.load_module(path, device=driver)
+    fn = module[function]
+    xd = rt.asdevicearray(module.device, x)
+    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host())
+
+
+def iree_run(path: Path, driver: str, function: str, x: np.ndarray):
+    import iree.runtime as ireert
+    config = ireert.Config(driver)
+    ctx = ireert.SystemContext(config=config)
+    ctx.add_vm_module(ireert.VmModule.copy_buffer(ctx.instance, path.read_bytes()))
+    fn = ctx.modules.module[function]
+    xd = ireert.asdevicearray(config.device, x)
+    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host())
+
+
+def measure_in_process(compiler: str, driver: str, path: Path, function: str, x: torch.Tensor,
+                       ref: np.ndarray, limit_s: float) -> tuple[float, float]:
+    """(ms, relative error) from a child process running one module; raises on failure."""
+    folder = path.parent
+    np.save(folder / "_x.npy", x.numpy())
+    np.save(folder / "_ref.npy", ref)
+    proc = subprocess.run([sys.executable, __file__, "--one", compiler, driver, str(path), function],
+                          capture_output=True, text=True, timeout=limit_s)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
+                           f"exit {proc.returncode}")
+    ms, err = proc.stdout.split()[-2:]
+    return float(ms), float(err)
+
+
+def one(compiler: str, driver: str, path: Path, function: str) -> None:
+    x, ref = np.load(path.parent / "_x.npy"), np.load(path.parent / "_ref.npy")
+    got, ms = (pyree_run if compiler == "pyree" else iree_run)(path, driver, function, x)
+    print(ms, relative_error(got, ref))
+
+
+def main() -> int:
+    if sys.argv[1] == "--one":
+        one(sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5])
+        return 0
+    p = argparse.ArgumentParser()
+    p.add_argument("build", type=Path)
+    p.add_argument("--limit", type=float, default=120.0, help="seconds per module")
+    p.add_argument("--drivers", default="cuda,vulkan")
+    p.add_argument("--json", type=Path)
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    manifest = json.loads((args.build / "manifest.json").read_text())
+    rows, failed = [], False
+    for name, info in manifest.items():
+        files = {("pyree", d): args.build / f"{name}.vmfb" for d in args.drivers.split(",")}
+        files.update({("iree", d): args.build / f"{name}.iree_{d}.vmfb"
+                      for d in args.drivers.split(",")})
+        files = {k: v for k, v in files.items() if v.exists()}
+        if not files:
+            continue
+        model = definitions.MODELS[name][0]()
+        if abs(definitions.weights_checksum(model) - info["checksum"]) > 1e-6 * info["checksum"]:
+            print(f"{name}: weights differ from the build host's; torch builds models differently")
+            return 2
+        x = definitions.example_input(name, seed=1)
+        model, xg = model.cuda(), x.cuda()
+        with torch.no_grad():
+            ref = model(xg).float().cpu().numpy()
+            eager = torch_ms(lambda m=model, a=xg: m(a), reps=REPS)
+        graph = torch_graph_ms(model, xg)
+        limit = 1e-2 if x.dtype == torch.float16 else 1e-4
+        for (compiler, driver), path in sorted(files.items()):
+            try:
+                ms, err = measure_in_process(compiler, driver, path, info["function"], x, ref,
+                                             args.limit)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print(f"{name} {compiler} {driver}: FAILED: {e}", flush=True)
+                failed |= compiler == "pyree"
+                continue
+            ok = err <= limit
+            failed |= compiler == "pyree" and not ok
+            rows.append({"model": name, "compiler": compiler, "driver": driver, "ms": ms,
+                         "rel_err": err, "ok": ok, "torch_eager_ms": eager,
+                         "torch_graph_ms": graph})
+            print(f"{name:18s} {compiler:5s} {driver:6s} {ms:8.3f} ms  err {err:.1e} "
+                  f"{'ok' if ok else 'WRONG'}  torch eager {eager:.3f} graph {graph:.3f}",
+                  flush=True)
+    print(f"\n{'model':18s} {'compiler':8s} {'driver':6s} {'ms':>8s} {'vs eager':>8s} "
+          f"{'vs graph':>8s}  rel err")
+    for r in rows:
+        print(f"{r['model']:18s} {r['compiler']:8s} {r['driver']:6s} {r['ms']:8.3f} "
+              f"{r['torch_eager_ms'] / r['ms']:8.2f} {r['torch_graph_ms'] / r['ms']:8.2f}  "
+              f"{r['rel_err']:.1e}{'' if r['ok'] else ' WRONG'}")
+    if args.json:
+        args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(0), "rows": rows},
+                                        indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
