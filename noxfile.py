@@ -38,8 +38,10 @@ def tests(session, driver):
     """local: everything that needs no device (the GPU drivers are installed too: their CPU-side
     tests, e.g. --list_drivers on a host without libcuda, run here). cuda/vulkan: the tests that
     need that device (vulkan runs on Mesa's lavapipe in CI)."""
-    drivers = [p for ps in DRIVER_PACKAGES.values() for p in ps] if driver == "local" \
-        else DRIVER_PACKAGES[driver]
+    # Every driver package, so that every test module imports (under CI a missing import fails
+    # collection); the cuda session runs on a GPU host that needs only its own.
+    drivers = DRIVER_PACKAGES[driver] if driver == "cuda" \
+        else [p for ps in DRIVER_PACKAGES.values() for p in ps]
     packages = [p + "[onnx,torch]" if p == "packages/base-compiler" else p for p in PACKAGES]
     session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS)
     session.install("--no-deps", TORCHVISION)
