@@ -74,6 +74,12 @@ CASES = {
     "matmul_f32_257x131x67": (matmul(257, 131, 67, "f32"),
                               [((257, 67), "float32"), ((67, 131), "float32")],
                               lambda a, b: a @ b, 1e-5),
+    "matmul_f32_700x900x333": (matmul(700, 900, 333, "f32"),  # 64x64 tiles
+                               [((700, 333), "float32"), ((333, 900), "float32")],
+                               lambda a, b: a @ b, 1e-5),
+    "matmul_f32_1600x1500x37": (matmul(1600, 1500, 37, "f32"),  # 128x128 tiles
+                                [((1600, 37), "float32"), ((37, 1500), "float32")],
+                                lambda a, b: a @ b, 1e-5),
     "matmul_f16_37x53x61": (matmul(37, 53, 61, "f16"), [((37, 61), "float16"), ((61, 53), "float16")],
                             lambda a, b: a @ b, 1e-3),
     "matmul_f16_tc_256x384x96": (matmul(256, 384, 96, "f16"),  # the tensor-core template

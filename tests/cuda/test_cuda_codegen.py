@@ -104,9 +104,9 @@ def test_odd_shapes_fall_back_to_scalar_accesses():
 
 
 def test_templates_are_chosen_by_kernel_shape():
-    ptx, _ = generate_ptx([zoo.row_sum(), zoo.matmul(257, 131, 67)], resolve_target("sm_90"))
+    ptx, _ = generate_ptx([zoo.row_sum(), zoo.matmul(1600, 1500, 67)], resolve_target("sm_90"))
     assert "shfl.sync.bfly" in ptx           # block reduction
-    assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul
+    assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul, 128x128 tiles
 
 
 def test_wgmma_on_sm_90a_only_and_without_serialization(ptxas, tmp_path):
@@ -135,3 +135,13 @@ def test_f64_transcendentals_are_refused_clearly():
                       (K.Result(1, ix, K.Unary("exp", K.Load(0, ix, "f64"), "f64")),))
     with pytest.raises(CompileError, match="'exp' on f64 is not supported by the cuda backend"):
         generate_ptx([kernel], resolve_target("sm_90"))
+
+
+@pytest.mark.parametrize("m, n, batch, tile", [
+    (4096, 4096, 1, 128), (1600, 1500, 1, 128), (700, 900, 1, 64), (256, 196, 1, 32),
+    (512, 49, 1, 32), (37, 53, 1, 32), (256, 196, 40, 128)])
+def test_simt_matmul_tiles_fill_the_gpu(m, n, batch, tile):
+    """The largest tile that still gives every multiprocessor a block: ResNet-18's batch-1 conv
+    GEMMs (256 x 196, 512 x 49) got 4 to 32 blocks of 128x128 before."""
+    from pyree.compiler.codegen.cuda.matmul import choose_tiling
+    assert choose_tiling(m, n, batch).bm == tile
