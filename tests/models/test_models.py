@@ -124,3 +124,20 @@ def test_guide_predict_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = np.load(tmp_path / "y.npy")
     assert relative_error(got, reference("mobilenet_v2_nhwc", x)) <= 1e-4
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+def test_resnet18_from_onnx(tmp_path):
+    """ResNet-18 exported to ONNX by torch, imported with pyree-import-onnx's Python API (the
+    ONNX route carries its 47 MB of weights as inline hex), run on local-task: PyTorch's answer."""
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str, import_onnx
+    path = tmp_path / "resnet18.onnx"
+    torch.onnx.export(definitions.resnet18(), (definitions.example_input("resnet18"),), str(path),
+                      dynamo=False, opset_version=17, input_names=["x"], output_names=["y"])
+    vmfb = compile_str(import_onnx(path), CompileOptions(target_backends=["llvm-cpu"]))
+    module = rt.load_module(vmfb, device="local-task")
+    x = definitions.example_input("resnet18", 6)
+    got = module[module.function_names[0]](x.numpy()).to_host()
+    assert relative_error(got, reference("resnet18", x)) <= 1e-4
