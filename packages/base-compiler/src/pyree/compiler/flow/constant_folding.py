@@ -52,11 +52,8 @@ def fold_constants(function: Function) -> Function:
     known: dict[Value, np.ndarray] = {}
     ops = []
     for op in function.ops:
-        if isinstance(op, Constant):
-            known[op.result] = (op.data if op.data is not None else
-                                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
-        elif isinstance(op, View) and op.source in known and op.byte_offset == 0:
-            known[op.result] = known[op.source].reshape(op.result.shape)
+        if record_constant(op, known):
+            pass
         elif isinstance(op, Generic) and all(v in known for v in op.inputs):
             data = evaluate_elementwise(op, [known[v] for v in op.inputs])
             if data is not None:
@@ -64,6 +61,21 @@ def fold_constants(function: Function) -> Function:
                 op = Constant(op.results[0], data=data, location=op.location)
         ops.append(op)
     return dataclasses.replace(function, ops=ops)
+
+
+def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
+    """Adds the value of a Constant, or of a whole same-dtype View of a known value, to ``known``;
+    False for any other op."""
+    if isinstance(op, Constant):
+        known[op.result] = (op.data if op.data is not None else
+                            np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
+        return True
+    if (isinstance(op, View) and op.source in known and op.byte_offset == 0
+            and op.result.dtype == op.source.dtype
+            and known[op.source].size == int(np.prod(op.result.shape, dtype=np.int64))):
+        known[op.result] = known[op.source].reshape(op.result.shape)
+        return True
+    return False
 
 
 def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | None:

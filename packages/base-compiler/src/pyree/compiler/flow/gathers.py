@@ -15,8 +15,9 @@ import dataclasses
 import math
 
 import numpy as np
+from pyree.compiler.flow.constant_folding import record_constant
 from pyree.compiler.flow.rewrite import transform
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Value, View
+from pyree.compiler.flow.tensor_program import Function, Generic, Value
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -40,12 +41,8 @@ def fold_constant_gathers(function: Function) -> Function:
     known: dict[Value, np.ndarray] = {}
     ops = []
     for op in function.ops:
-        if isinstance(op, Constant):
-            known[op.result] = (op.data if op.data is not None else
-                                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
-        elif (isinstance(op, View) and op.source in known and op.byte_offset == 0
-              and op.result.dtype == op.source.dtype and known[op.source].size == math.prod(op.result.shape)):
-            known[op.result] = known[op.source].reshape(op.result.shape)
+        if record_constant(op, known):
+            pass
         elif isinstance(op, Generic):
             folded = _fold(op, known)
             op = op if folded is op else drop_unread(folded)
