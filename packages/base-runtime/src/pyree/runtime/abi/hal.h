@@ -15,7 +15,7 @@
  */
 
 #define PYREE_HAL_ABI_VERSION 1
-#define PYREE_HAL_ABI_REVISION 1
+#define PYREE_HAL_ABI_REVISION 2
 
 #define PYREE_STATUS_OK 0
 #define PYREE_STATUS_CANCELLED 1
@@ -143,6 +143,14 @@ typedef struct pyree_hal_device_v1 {
    * slowly than allocate's memory (a discrete GPU reads it across the bus). */
   pyree_status_t (*allocate_mapped)(void *self, uint64_t size, pyree_handle_t *out_buffer,
                                     void **out_host);
+
+  /* Revision 2. NULL, or absent from a smaller struct_size: the device cannot use host memory
+   * in place. A buffer that is the `size` bytes at `host` (64-byte aligned), without a copy: the
+   * runtime hands a module's constants over this way where the module file is mapped into
+   * memory, so they are in memory once. The caller keeps those bytes mapped while the buffer or
+   * any submitted work that uses it lives; the memory is writable (a private mapping). */
+  pyree_status_t (*import_host)(void *self, void *host, uint64_t size,
+                                pyree_handle_t *out_buffer);
 } pyree_hal_device_v1_t;
 
 typedef struct pyree_hal_driver_v1 {

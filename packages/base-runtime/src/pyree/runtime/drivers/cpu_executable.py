@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 from dataclasses import dataclass
 
-import cffi
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
-_dl_ffi = cffi.FFI()
-_dl_ffi.cdef("void *dlopen(const char *, int); void *dlsym(void *, const char *);"
-             "int dlclose(void *); char *dlerror(void);")
-_libdl = _dl_ffi.dlopen(None)
+_libdl = ffi.dlopen(None)  # the runtime FFI declares dlopen & co. (hal/ffi_build.py)
 _RTLD_NOW = 2
 
 # Executable target -> the machine names (platform.machine()) that run it.
@@ -36,7 +31,7 @@ class Kernel:
 
 def _dlerror() -> str:
     message = _libdl.dlerror()
-    return _dl_ffi.string(message).decode(errors="replace") if message != _dl_ffi.NULL else "unknown"
+    return ffi.string(message).decode(errors="replace") if message != ffi.NULL else "unknown"
 
 
 class CpuLibrary:
@@ -53,7 +48,7 @@ class CpuLibrary:
                                                   f"host is {machine}; recompile for this host")
         self._fd, self._path = self._materialize(params.code)
         self._handle = _libdl.dlopen(self._path.encode(), _RTLD_NOW)
-        if self._handle == _dl_ffi.NULL:
+        if self._handle == ffi.NULL:
             error = _dlerror()
             self._close_file()
             raise HalError("INVALID_ARGUMENT", f"cannot load the CPU kernel library: {error}")
@@ -64,6 +59,8 @@ class CpuLibrary:
         try:
             fd = os.memfd_create("pyree-cpu-executable", 0)
         except (AttributeError, OSError):
+            import tempfile  # only where memfd is missing: its import costs every process ~7 ms
+
             with tempfile.NamedTemporaryFile(prefix="pyree-", suffix=".so", delete=False) as f:
                 f.write(code)
             return None, f.name
@@ -74,10 +71,10 @@ class CpuLibrary:
 
     def _lookup(self, export) -> Kernel:
         symbol = _libdl.dlsym(self._handle, export.name.encode())
-        if symbol == _dl_ffi.NULL:
+        if symbol == ffi.NULL:
             self.release()
             raise HalError("NOT_FOUND", f"the CPU kernel library has no symbol '{export.name}'")
-        fn = ffi.cast("pyree_cpu_kernel_fn_t", int(_dl_ffi.cast("uintptr_t", symbol)))
+        fn = ffi.cast("pyree_cpu_kernel_fn_t", symbol)
         return Kernel(export.name, fn, export.grid_size[0], export.binding_min_lengths)
 
     def _close_file(self) -> None:
@@ -88,7 +85,7 @@ class CpuLibrary:
         self._fd = self._path = None
 
     def release(self) -> None:
-        if self._handle is not None and self._handle != _dl_ffi.NULL:
+        if self._handle is not None and self._handle != ffi.NULL:
             _libdl.dlclose(self._handle)
         self._handle = None
         if self._path is not None:

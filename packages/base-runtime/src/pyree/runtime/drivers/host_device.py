@@ -24,7 +24,14 @@ ALIGNMENT = 64
 class HostBuffer:
     """``size`` bytes of 64-byte-aligned host memory."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, address: int | None = None):
+        if address is not None:  # memory the runtime owns (hal.h revision 2: import_host)
+            if address % ALIGNMENT:
+                raise HalError("INVALID_ARGUMENT", f"imported host memory at {address:#x} is not "
+                                                   f"{ALIGNMENT}-byte aligned")
+            self.bytes = np.frombuffer(ffi.buffer(ffi.cast("void *", address), size), np.uint8)
+            self.address, self.size = address, size
+            return
         try:
             raw = np.empty(size + ALIGNMENT, np.uint8)
         except (MemoryError, ValueError):
@@ -59,6 +66,10 @@ class HostDevice(PythonDevice):
         """Every buffer here is host memory: mapped ones are the same buffers."""
         buffer = HostBuffer(size)
         return buffer, buffer.address
+
+    def import_host(self, address: int, size: int) -> HostBuffer:
+        """The runtime's host memory (a mapped module file's constants), used in place."""
+        return HostBuffer(size, address)
 
     def write_buffer(self, buffer: HostBuffer, offset: int, source: memoryview) -> None:
         buffer.range(offset, len(source), "write")[:] = np.frombuffer(source, np.uint8)

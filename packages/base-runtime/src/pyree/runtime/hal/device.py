@@ -79,6 +79,8 @@ class Device:
         self.executable_format = ffi.string(struct.executable_format).decode()
         # whether the driver offers host-addressable buffers (hal.h, revision 1)
         self.maps_memory = has_field(struct, "pyree_hal_device_v1_t", "allocate_mapped")
+        # whether it uses host memory in place (hal.h, revision 2)
+        self.imports_host = has_field(struct, "pyree_hal_device_v1_t", "import_host")
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
 
@@ -110,6 +112,17 @@ class Device:
         buffer = Buffer(self, out[0], size)
         buffer.host = np.frombuffer(ffi.buffer(host[0], size), np.uint8) if size else _EMPTY
         buffer._views = {}
+        return buffer
+
+    def import_host(self, pointer, size: int, owner) -> Buffer:
+        """A buffer that is the ``size`` writable, 64-byte-aligned bytes at ``pointer`` (a cdata),
+        without a copy; only where ``imports_host``. The buffer keeps ``owner`` (what keeps those
+        bytes mapped) alive."""
+        out = ffi.new(_HANDLE_OUT)
+        self._check(self._vt.import_host(self._vt.self, pointer, size, out),
+                    f"import {size} bytes of host memory")
+        buffer = Buffer(self, out[0], size)
+        buffer._source = owner
         return buffer
 
     def load_executable(self, params) -> Executable:

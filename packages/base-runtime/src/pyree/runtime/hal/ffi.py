@@ -1,6 +1,7 @@
 """The one cffi FFI of the runtime: hal.h + cpu_kernel.h, and status codes turned into errors.
 
-Both headers are read from ``pyree/runtime/abi`` as they are, so the ABI has one source of truth.
+The headers in ``pyree/runtime/abi`` are the one source of truth; ``_ffi_abi`` is their parse,
+generated from them by ``ffi_build`` (parsing them at import cost every process ~90 ms).
 """
 
 from __future__ import annotations
@@ -9,19 +10,15 @@ import atexit
 import re
 from pathlib import Path
 
-import cffi
 from pyree.runtime.errors import DriverError
+from pyree.runtime.hal._ffi_abi import ffi
 
 ABI_DIR = Path(__file__).resolve().parent.parent / "abi"
 _HAL_H = (ABI_DIR / "hal.h").read_text()
 
-ffi = cffi.FFI()
-ffi.cdef(_HAL_H)
-ffi.cdef((ABI_DIR / "cpu_kernel.h").read_text())
-
 ABI_VERSION = int(re.search(r"#define PYREE_HAL_ABI_VERSION (\d+)", _HAL_H).group(1))
 # The first field each revision appended, per struct: an older driver's struct ends before it.
-REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped",)}
+REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host")}
 STATUS = {name: int(code)
           for name, code in re.findall(r"#define PYREE_STATUS_(\w+) (\d+)", _HAL_H)}
 STATUS_NAMES = {code: name for name, code in STATUS.items()}

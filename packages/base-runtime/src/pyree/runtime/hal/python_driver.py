@@ -153,7 +153,8 @@ class PythonDevice:
     # A driver with host-addressable memory also defines
     #     allocate_mapped(self, size) -> (buffer, host address of its bytes)
     # (hal.h, revision 1); the SDK leaves the entry NULL for a driver that does not (or sets it
-    # to None).
+    # to None). Likewise, a driver that can use host memory in place defines
+    #     import_host(self, address, size) -> buffer over those bytes (hal.h, revision 2).
 
     def write_buffer(self, buffer, offset: int, source: memoryview) -> None:
         raise HalError("UNIMPLEMENTED", "write_buffer")
@@ -254,6 +255,11 @@ def _allocate_mapped(device, size, out, out_host):
     buffer, address = device.allocate_mapped(size)
     out[0] = device._register("buffer", buffer)
     out_host[0] = ffi.cast("void *", address)
+
+
+@_callback("pyree_status_t(void *, void *, uint64_t, pyree_handle_t *)")
+def _import_host(device, host, size, out):
+    out[0] = device._register("buffer", device.import_host(int(ffi.cast("uintptr_t", host)), size))
 
 
 @_callback("pyree_status_t(void *, pyree_handle_t)")
@@ -424,6 +430,8 @@ def _device_struct(device: PythonDevice):
         setattr(vt, field, callback)
     if getattr(device, "allocate_mapped", None) is not None:
         vt.allocate_mapped = _allocate_mapped
+    if getattr(device, "import_host", None) is not None:
+        vt.import_host = _import_host
     _LIVE.add(device)
     return vt
 

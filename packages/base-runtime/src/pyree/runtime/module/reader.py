@@ -9,14 +9,17 @@ digest matches and the bounds walk passes; any exception from the generated code
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pyree.runtime._fb.Module import Module as _FbModule
-from pyree.runtime._fb.Module import ModuleT
 from pyree.runtime.errors import ModuleError
 from pyree.runtime.module.bounds import check_bounds
 from pyree.runtime.module.verifier import verify
+
+if TYPE_CHECKING:
+    from pyree.runtime._fb.Module import ModuleT
 
 TRAILER_MAGIC = b"PYRETRL1"
 TRAILER_SIZE = 48
@@ -47,7 +50,7 @@ def read_trailer(data: bytes) -> tuple[int, bytes]:
     """Checks size, magic, digest and data offset; returns (data offset, digest)."""
     if len(data) < TRAILER_SIZE + 8:
         raise ModuleError(f"module file is too small ({len(data)} bytes) to be a pyree module")
-    trailer = data[-TRAILER_SIZE:]
+    trailer = bytes(data[-TRAILER_SIZE:])
     if trailer[:8] != TRAILER_MAGIC:
         raise ModuleError("module file has no pyree trailer (magic 'PYRETRL1' missing): "
                           "not a pyree module, or truncated")
@@ -61,9 +64,15 @@ def read_trailer(data: bytes) -> tuple[int, bytes]:
     return data_offset, digest
 
 
-def read_module(data: bytes | bytearray | memoryview) -> Module:
-    """Reads and verifies a module file's bytes; raises ModuleError naming the first problem."""
-    data = bytes(data)
+def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
+    """Reads and verifies a module file's bytes; raises ModuleError naming the first problem.
+    A mapped file is used in place (``load_module`` maps files); other bytes are copied once,
+    so that what was verified cannot change."""
+    # The generated readers (~25 ms of imports) load with the first module, not with the runtime.
+    from pyree.runtime._fb.Module import Module as _FbModule
+    from pyree.runtime._fb.Module import ModuleT
+
+    data = memoryview(data) if isinstance(data, mmap.mmap) else bytes(data)
     data_offset, digest = read_trailer(data)
     root = memoryview(data)[:data_offset]
     if bytes(root[4:8]) != FILE_IDENTIFIER:

@@ -3,15 +3,44 @@ every function's command buffers recorded -- and ``load_module``, the front door
 
 from __future__ import annotations
 
+import mmap
 import os
 
-from pyree.runtime.errors import InvocationError, ModuleError
-from pyree.runtime.hal.device import Device
+from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
+from pyree.runtime.hal.device import Buffer, Device
+from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.hal.registry import get_device
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
+
+# (timeline, value) pairs and the in-place constants they may still read, of modules collected
+# while calls could be in flight.
+_ORPHANS: list[tuple[list, list]] = []
+
+
+def _reached(semaphore, value: int) -> bool:
+    try:
+        return semaphore.query() >= value
+    except PyreeError:  # a failed timeline: its work has stopped
+        return True
+
+
+def _release_orphans() -> None:
+    _ORPHANS[:] = [(pending, keep) for pending, keep in _ORPHANS
+                   if not all(_reached(s, v) for s, v in pending)]
+
+
+def _mapping(module: Module):
+    """(anchor, char * to its first byte) for a module read from a mapped file, else None. The
+    anchor exports the mmap itself, never a memoryview: the loaded module sits in a reference
+    cycle, and the collector cannot clear a memoryview that still has an export (CPython then
+    crashed while collecting the module)."""
+    if not isinstance(module.data.obj, mmap.mmap):
+        return None
+    anchor = ffi.from_buffer(module.data.obj, require_writable=True)
+    return anchor, ffi.cast("char *", anchor)
 
 
 class LoadedModule:
@@ -21,13 +50,36 @@ class LoadedModule:
         self.pool = BufferPool(device)
         chosen = executables.select(module, device)
         self.executable = executables.load(module, chosen, device) if chosen is not None else None
-        self.constants = []
-        for constant in module.tree.constants:
-            buffer = device.allocate(constant.data.length)
-            if constant.data.length:
-                buffer.write(0, module.bytes_of(constant.data))
-            self.constants.append(buffer)
+        mapping = _mapping(module) if device.imports_host else None
+        self.constants = [self._constant(module.bytes_of(c.data), mapping)
+                          for c in module.tree.constants]
+        self._in_place = any(hasattr(c, "_source") for c in self.constants)
         self._functions = {f.name: Function(self, f) for f in module.tree.functions}
+
+    def __del__(self):
+        """Constants used in place are the file's mapped pages, unmapped with the module, but a
+        call whose results were dropped unwaited may still read them: they stay in ``_ORPHANS``
+        until its timeline is reached. (Waiting here could deadlock: the collector may run on
+        the very thread that must finish that work.)"""
+        if not getattr(self, "_in_place", False) or PROCESS.exiting:
+            return
+        pending = [(f._timeline, f._value) for f in self._functions.values() if f._value]
+        _ORPHANS.append((pending, self.constants))
+        _release_orphans()
+
+    def _constant(self, data: memoryview, mapping) -> Buffer:
+        """A constant's device buffer: the mapped file's own pages where the device can use host
+        memory in place (the constants are then in memory once, not copied), else a copy."""
+        if mapping is not None and len(data):
+            anchor, base = mapping
+            address = int(ffi.cast("uintptr_t", ffi.from_buffer(data)))
+            if address % 64 == 0:
+                return self.device.import_host(base + (address - int(ffi.cast("uintptr_t", base))),
+                                               len(data), anchor)
+        buffer = self.device.allocate(len(data))
+        if len(data):
+            buffer.write(0, data)
+        return buffer
 
     @property
     def name(self) -> str:
@@ -58,15 +110,20 @@ class LoadedModule:
 
 def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview,
                 device: str | Device = "local-task") -> LoadedModule:
-    """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI."""
+    """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI.
+    A file is mapped (copy-on-write) rather than read, so its constants need not be copied."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
     else:
         try:
             with open(path_or_bytes, "rb") as f:
-                data = f.read()
+                try:
+                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+                except (OSError, ValueError):  # empty, or not a regular file (a pipe)
+                    data = f.read()
         except OSError as e:
             raise ModuleError(f"cannot read module file '{os.fspath(path_or_bytes)}': "
                               f"{e.strerror or e}") from None
+    _release_orphans()
     module = read_module(data)
     return LoadedModule(module, get_device(device) if isinstance(device, str) else device)

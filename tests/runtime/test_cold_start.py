@@ -1,0 +1,160 @@
+"""Cold start (issue 13): importing the runtime and running on local-task import no GPU driver,
+the vendored FFI matches the headers, and a module file's constants are mapped, not copied."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import subprocess
+import sys
+from importlib.metadata import entry_points
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler.module_writer import ModuleBuilder
+from pyree.runtime.hal import ffi_build
+
+from .module_factory import BARRIER, CONST, RESULT, command, constant, copy, fill, function, ref, tensor
+
+UI8 = 9
+# never needed to run on a CPU device: GPU drivers, cffi's C parser, importlib.metadata's imports
+HEAVY = ("pyree.hal.cuda", "pyree.hal.vulkan", "cuda", "pycparser", "importlib.metadata")
+CONSTANT_BYTES = 64 << 20
+
+
+def _python(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _heavy_modules_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    out = _python(f"{code}\nimport sys\n"
+                  f"print(sorted(k for k in sys.modules if k.startswith({heavy!r})))")
+    return eval(out.strip().splitlines()[-1])
+
+
+def _big_module(tmp_path) -> tuple[str, np.ndarray]:
+    """One CONSTANT_BYTES constant; @ends() returns its first and last 64 bytes; @scribble()
+    fills its first 64 bytes with 0x5a and returns them."""
+    data = np.random.default_rng().integers(0, 256, CONSTANT_BYTES, dtype=np.uint8)
+    b = ModuleBuilder("big", "test_cold_start")
+    b.module.constants = [constant(b, data, UI8)]
+    b.module.functions = [
+        function("ends", [], [tensor(UI8, 128)], [
+            copy(ref(CONST, 0, 64), ref(RESULT, 0, 64)),
+            copy(ref(CONST, 0, 64, CONSTANT_BYTES - 64), ref(RESULT, 0, 64, 64))],
+            result_sizes=[128]),
+        function("scribble", [], [tensor(UI8, 64)], [
+            fill(ref(CONST, 0, 64), 0x5A, 1), command(BARRIER),
+            copy(ref(CONST, 0, 64), ref(RESULT, 0, 64))], result_sizes=[64]),
+    ]
+    path = tmp_path / "big.vmfb"
+    path.write_bytes(b.finish())
+    return str(path), data
+
+
+def test_importing_the_runtime_imports_no_gpu_driver():
+    """Nor the module file's readers: those come with the first module read."""
+    assert _heavy_modules_after("import pyree.runtime",
+                                (*HEAVY, "flatbuffers", "pyree.runtime._fb")) == []
+
+
+def test_running_on_local_task_imports_no_gpu_driver(tmp_path):
+    path, _ = _big_module(tmp_path)
+    assert _heavy_modules_after(
+        "import pyree.runtime as rt\n"
+        f"rt.load_module({path!r}, device='local-task')['ends']().to_host()") == []
+    assert _heavy_modules_after(
+        "from pyree.runtime.tools.run_module import _run\n"
+        f"assert _run(['--device=local-task', '--module={path}', '--function=ends']) == 0") == []
+
+
+def test_listing_drivers_still_loads_every_driver():
+    installed = sorted({e.name for e in entry_points(group="pyree.runtime.drivers")})
+    assert [d.name for d in rt.list_drivers()] == installed
+
+
+def test_entry_points_are_found_as_importlib_metadata_finds_them():
+    from pyree.runtime.hal import registry
+    ours = sorted((e.name, e.value) for e in registry._entry_points())
+    theirs = sorted((e.name, e.value) for e in entry_points(group="pyree.runtime.drivers"))
+    assert ours == theirs
+
+
+def test_the_vendored_ffi_matches_the_headers():
+    assert ffi_build.TARGET.read_text() == ffi_build.source(), (
+        "hal/_ffi_abi.py is stale: run python -m pyree.runtime.hal.ffi_build")
+
+
+@pytest.mark.parametrize("device", ["local-task", "local-sync"])
+def test_file_backed_constants_are_in_memory_once(tmp_path, device):
+    """Peak RSS grows by about the module's size, not twice (read into memory, then copied)."""
+    path, data = _big_module(tmp_path)
+    out = _python(
+        "import resource, numpy as np, pyree.runtime as rt\n"
+        f"rt.get_device({device!r})\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"m = rt.load_module({path!r}, device={device!r})\n"
+        "r = m['ends']().to_host()\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print((after - before) * 1024, r.tobytes().hex())")
+    grown, ends = out.split()
+    assert bytes.fromhex(ends) == data[:64].tobytes() + data[-64:].tobytes()
+    assert int(grown) < 1.25 * CONSTANT_BYTES, f"peak RSS grew by {int(grown) >> 20} MiB"
+
+
+def test_work_that_writes_a_mapped_constant_leaves_the_file_alone(tmp_path):
+    path, data = _big_module(tmp_path)
+    before = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    module = rt.load_module(path, device="local-sync")
+    assert module.constants[0]._source is not None  # used in place
+    assert (module["scribble"]().to_host() == 0x5A).all()
+    assert hashlib.sha256(open(path, "rb").read()).hexdigest() == before
+    again = rt.load_module(path, device="local-sync")
+    assert again["ends"]().to_host()[:64].tobytes() == data[:64].tobytes()
+
+
+def test_bytes_are_copied_not_used_in_place(tmp_path):
+    """Bytes a caller passes may change or be shared: those constants stay device copies."""
+    path, data = _big_module(tmp_path)
+    module = rt.load_module(open(path, "rb").read(), device="local-sync")
+    assert not hasattr(module.constants[0], "_source")
+    assert module["ends"]().to_host()[64:].tobytes() == data[-64:].tobytes()
+
+
+def test_mapped_constants_outlive_a_module_dropped_with_calls_in_flight(tmp_path):
+    """Results dropped unwaited leave work queued that reads the constants; collecting the
+    module must not unmap them under it."""
+    from pyree.runtime.vm import loaded_module
+
+    path, data = _big_module(tmp_path)
+    module = rt.load_module(path, device="local-task")
+    for _ in range(20):
+        module["ends"]()
+    del module
+    gc.collect()
+    again = rt.load_module(path, device="local-task")  # also drops what has finished
+    assert again["ends"]().to_host()[64:].tobytes() == data[-64:].tobytes()
+    del again
+    gc.collect()
+    loaded_module._release_orphans()
+    assert loaded_module._ORPHANS == []
+
+
+def test_collecting_mapped_modules_is_safe(tmp_path):
+    """A loaded module is a reference cycle that holds exports of its file's mapping. While they
+    were exports of a memoryview, pyree-check-module crashed in the collector at exit
+    (tests/e2e/test_check_modules.py); this checks collection mid-run, in a subprocess so that
+    a crash fails the test instead of ending the run."""
+    path, data = _big_module(tmp_path)
+    out = _python(
+        "import gc, pyree.runtime as rt\n"
+        "for device in ('local-task', 'local-sync') * 3:\n"
+        f"    m = rt.load_module({path!r}, device=device)\n"
+        "    r = m['ends']().to_host()\n"
+        "    del m\n"
+        "    gc.collect()\n"
+        "print(r.tobytes().hex())")
+    assert bytes.fromhex(out.strip()) == data[:64].tobytes() + data[-64:].tobytes()
