@@ -4,6 +4,8 @@ code in the assembly."""
 
 import math
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from llvmcpu_harness import identity, matmul, run
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import optimize
 from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
 from pyree.compiler.kernel import Acc, Binary, Binding, Const, Kernel, Load, Result, Unary
 
 _erf = np.frompyfunc(math.erf, 1, 1)
@@ -166,3 +169,35 @@ def test_tanh_loop_is_vector_code_without_calls(cpu, register):
     assert re.search(rf"\bv?fmadd\w*ps\s.*%{register}|\bv?mulps\s.*%{register}", asm), asm
     assert re.search(rf"\bv?divps\s.*%{register}", asm), asm
     assert "call" not in asm and "tanhf" not in asm and "expf" not in asm
+
+
+@pytest.mark.parametrize("float64", [True, False])
+def test_gpu_math_expansions_on_cpu(float64):
+    """The math the GPU targets compute (codegen/math_expansion, pow with and without f64
+    inside), run here by llvm-cpu: within the GPU bounds of tests/e2e/test_math_ops.py, with
+    exact special values. This checks the CUDA formulas without a GPU."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+    from test_math_ops import (
+            GPU_ULP,
+        binary_inputs,
+        inputs,
+        reference,
+        special_mask,
+        ulp_errors,
+    )
+    ix = identity(1)
+    errors = {}
+    for op in sorted(GPU_EXPANDED):
+        if op in ("pow", "atan2"):
+            args = binary_inputs(np.float32)
+            e = Binary(op, Load(0, ix, "f32"), Load(1, ix, "f32"), "f32")
+        else:
+            args = (inputs(op, np.float32),)
+            e = Unary(op, Load(0, ix, "f32"), "f32")
+        n = len(args[0])
+        bindings = tuple(Binding("f32", (n,), "read") for _ in args) + (Binding("f32", (n,), "write"),)
+        k = Kernel("gpu_math", (n,), 1, bindings, (Result(len(args), ix, expand(e, float64)),))
+        got = run(k, dict(enumerate(args)))[len(args)]
+        errors[op] = float(np.max(ulp_errors(got, reference(op, *args), special_mask(*args))))
+    bad = {op: v for op, v in errors.items() if not v <= GPU_ULP.get(op, 1)}
+    assert not bad, f"over the bound: {bad}; all: {errors}"

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+from test_math_ops import BINARY, UNARY  # noqa: E402
 
 
 def _t(shape, dtype):
@@ -104,6 +110,11 @@ CASES = {
                               [((259, 71), "float16"), ((71, 133), "float16")],
                               lambda a, b: a @ b, 1e-3),
 }
+
+
+# name: (dtype, unary ops, binary ops) of a test_math_ops.program, measured in ulp against float64
+# with exact special values (test_cuda_gpu.py: test_math_ops_within_ulp_bounds).
+MATH_CASES = {f"math_{dtype}": (dtype, list(UNARY), list(BINARY)) for dtype in ("f32", "f16", "bf16")}
 
 
 def random_args(name: str, rng: np.random.Generator) -> list[np.ndarray]:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import CASES, random_args, relative_error  # noqa: E402
+from cases import CASES, MATH_CASES, random_args, relative_error  # noqa: E402
+from test_math_ops import EXACT_OPS, GPU_ULP, compiled, measure, over_bounds  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 MODES = ("direct", "stream", "graph")
@@ -22,6 +23,9 @@ def module_bytes(name: str) -> bytes:
     folder = os.environ.get("PYREE_CUDA_MODULE_DIR")
     if folder:
         return (Path(folder) / f"{name}.vmfb").read_bytes()
+    if name in MATH_CASES:
+        dtype, unary, binary = MATH_CASES[name]
+        return compiled("cuda", unary, binary, dtype, cuda_target="sm_90")
     from pyree.compiler import CompileOptions, compile_str
     mlir = CASES[name][0] if name in CASES else (Path(__file__).parent.parent / "data" / "mlp.mlir").read_text()
     return compile_str(mlir, CompileOptions(target_backends=["cuda"], cuda_target="sm_90"))
@@ -41,6 +45,18 @@ def test_case_matches_numpy(name, mode):
         want = CASES[name][2](*[a.astype(np.float64) for a in args])
         assert got.shape == want.shape
         assert relative_error(got, want) <= max(rtol, 2e-7), name
+
+
+@pytest.mark.parametrize("name", sorted(MATH_CASES))
+def test_math_ops_within_ulp_bounds(name):
+    """Every math op in ulp against float64, with exact special values: the bounds measured on
+    lavapipe, which runs the same math_expansion formulas (pow is f64 inside here)."""
+    import pyree.runtime as rt
+    dtype, unary, binary = MATH_CASES[name]
+    module = rt.load_module(module_bytes(name), device="cuda")
+    errors = measure(module, unary, binary, dtype)
+    bounds = GPU_ULP if dtype == "f32" else dict.fromkeys(EXACT_OPS, 0)  # 16-bit: round once
+    assert not over_bounds(errors, bounds), f"over the bound: {over_bounds(errors, bounds)}; all: {errors}"
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -75,3 +75,32 @@ def test_long_16_bit_reductions(vulkan_device, dtype):
     out = rt.load_module(vulkan_module(f"reduce_{dtype}"), device=vulkan_device)["f"](x)
     # Accumulating in the 16-bit type: the error grows with the length, ~sqrt(n) ulps.
     assert relative_error(out.to_host(), x.astype(np.float64).sum(axis=1)) <= 8 * TOLERANCE[dtype]
+
+
+def test_sign_extended_index_compares(vulkan_device):
+    """i32 -> index (64-bit) sign extension feeding signed compares: built from OpSConvert,
+    Mesa's lavapipe answered false to 1 <= 1; every comparison must match numpy."""
+    mlir = """
+    func.func @f(%x: tensor<7xi32>) -> tensor<7xi32> {
+      %e = tensor.empty() : tensor<7xi32>
+      %r = linalg.generic {indexing_maps = [affine_map<(a) -> (a)>, affine_map<(a) -> (a)>],
+                           iterator_types = ["parallel"]} ins(%x : tensor<7xi32>) outs(%e : tensor<7xi32>) {
+      ^bb0(%v: i32, %o: i32):
+        %i = arith.index_cast %v : i32 to index
+        %c1 = arith.constant 1 : index
+        %le = arith.cmpi sle, %i, %c1 : index
+        %lt = arith.cmpi slt, %i, %c1 : index
+        %a = arith.extui %le : i1 to i32
+        %b = arith.extui %lt : i1 to i32
+        %s = arith.shli %a, %b : i32
+        %w = arith.index_cast %i : index to i32
+        %r = arith.addi %s, %w : i32
+        linalg.yield %r : i32
+      } -> tensor<7xi32>
+      return %r : tensor<7xi32>
+    }"""
+    x = np.array([1, 2, 0, -3, 2**31 - 1, -2**31, -1], np.int32)
+    out = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"])),
+                         device=vulkan_device)["f"](x).to_host()
+    le, lt = (x <= 1).astype(np.int32), (x < 1).astype(np.int32)
+    np.testing.assert_array_equal(out, (le << lt) + x)

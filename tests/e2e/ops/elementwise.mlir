@@ -57,3 +57,17 @@ func.func @scalar_check() {
   check.expect_true(%t) : i32
   return
 }
+
+// Signed remainder takes the dividend's sign (C, arith.remsi). Vulkan leaves OpSRem undefined for
+// negative operands, so this runs on every GPU driver too (tests/frontends).
+func.func @signed_remainder() {
+  %a = util.unfoldable_constant dense<[-5, 5, -5, 5, 7, -2147483648, 0, -7]> : tensor<8xi32>
+  %b = util.unfoldable_constant dense<[4, -4, -4, 4, 3, 3, -3, 7]> : tensor<8xi32>
+  %r = arith.remsi %a, %b : tensor<8xi32>
+  check.expect_eq_const(%r, dense<[-1, 1, -1, 1, 1, -2, 0, 0]> : tensor<8xi32>) : tensor<8xi32>
+  %a8 = util.unfoldable_constant dense<[-128, 127, -7]> : tensor<3xi8>
+  %b8 = util.unfoldable_constant dense<[3, -5, 2]> : tensor<3xi8>
+  %r8 = arith.remsi %a8, %b8 : tensor<3xi8>
+  check.expect_eq_const(%r8, dense<[-2, 2, -1]> : tensor<3xi8>) : tensor<3xi8>
+  return
+}

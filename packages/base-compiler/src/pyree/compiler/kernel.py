@@ -24,6 +24,7 @@ value-number them.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -94,6 +95,7 @@ UNARY_OPS = frozenset({
     "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh",
     "sin", "cos", "tan", "atan", "erf", "floor", "ceil", "round", "roundeven", "trunc",
     "sign", "not",  # not: bitwise not for ints, logical not for i1
+    "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erfc",
 })
 BINARY_OPS = frozenset({
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "copysign",
@@ -384,6 +386,18 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
             buffers[r.binding][tuple(ix(p + zeros) for ix in r.index)] = out
 
 
+_FLOAT64_UNARY = {
+    "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "cbrt": np.cbrt, "erf": math.erf, "erfc": math.erfc,
+}
+
+
+def _round_half_away(v):
+    """Half away from zero (v - trunc(v) is exact, where |v| + 0.5 may round up)."""
+    t = np.trunc(v)
+    return np.copysign(np.abs(t) + (np.abs(v - t) >= 0.5), v)
+
+
 def _apply(e: Expr, args: list):
     dt = DTYPES[e.dtype].type
     with np.errstate(all="ignore"):
@@ -394,13 +408,12 @@ def _apply(e: Expr, args: list):
                 "log": np.log, "log2": np.log2, "log1p": np.log1p, "sqrt": np.sqrt,
                 "rsqrt": lambda v: 1 / np.sqrt(v), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
                 "tan": np.tan, "atan": np.arctan, "floor": np.floor, "ceil": np.ceil,
-                "round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5), "roundeven": np.rint,
-                "trunc": np.trunc, "sign": np.sign,
+                "round": _round_half_away, "roundeven": np.rint, "trunc": np.trunc,
+                "sign": lambda v: np.copysign(np.sign(v), v),  # keeps -0.0
                 "not": np.logical_not if e.dtype == "i1" else np.invert,
             }.get(e.op)
-            if e.op == "erf":
-                import math
-                return dt(math.erf(float(x)))
+            if e.op in _FLOAT64_UNARY:  # computed in float64, then rounded once
+                return dt(_FLOAT64_UNARY[e.op](float(x)))
             return dt(fn(x))
         if isinstance(e, Binary):
             a, b = args

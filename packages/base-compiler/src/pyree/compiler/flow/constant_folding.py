@@ -84,7 +84,7 @@ def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | 
     if (len(op.outputs) != 1 or result.dtype not in DTYPES or op.num_parallel != len(op.loop_ranges)
             or not 0 < int(np.prod(op.loop_ranges)) <= MAX_ELEMENTS):
         return None
-    grid = np.indices(op.loop_ranges).reshape(len(op.loop_ranges), -1)
+    grid = np.indices(op.loop_ranges).reshape(len(op.loop_ranges), int(np.prod(op.loop_ranges)))
 
     def index(ix, shape=None):
         flat = ix.const + sum(c * grid[d] for d, c in enumerate(ix.coeffs) if c)
@@ -133,5 +133,6 @@ def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | 
         except _Unsupported:
             return None
     out = np.zeros(result.shape, DTYPES[result.dtype])
-    out[tuple(index(ix) for ix in op.outputs[0].index)] = values
+    values = np.broadcast_to(values, grid.shape[1:])
+    out[tuple(index(ix) for ix in op.outputs[0].index)] = values if out.ndim else values[0]
     return out

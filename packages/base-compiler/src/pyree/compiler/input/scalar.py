@@ -34,7 +34,9 @@ _UNARY = {
     "math.log1p": "log1p", "math.sqrt": "sqrt", "math.rsqrt": "rsqrt", "math.tanh": "tanh",
     "math.sin": "sin", "math.cos": "cos", "math.tan": "tan", "math.atan": "atan",
     "math.erf": "erf", "math.floor": "floor", "math.ceil": "ceil", "math.round": "round",
-    "math.roundeven": "roundeven", "math.trunc": "trunc",
+    "math.roundeven": "roundeven", "math.trunc": "trunc", "math.asin": "asin", "math.acos": "acos",
+    "math.sinh": "sinh", "math.cosh": "cosh", "math.asinh": "asinh", "math.acosh": "acosh",
+    "math.atanh": "atanh", "math.cbrt": "cbrt", "math.erfc": "erfc",
 }
 _CAST = {
     "arith.extf": "fpext", "arith.truncf": "fptrunc", "arith.sitofp": "sitofp",
@@ -144,7 +146,11 @@ def _fma(op: Operation, args: list[Expr], dtype: str) -> Expr:
 
 
 def _log10(op: Operation, args: list[Expr], dtype: str) -> Expr:
-    return Binary("mul", Unary("log", args[0], dtype), Const(1 / pymath.log(10), dtype), dtype)
+    """log(x) / ln 10, in f32 for f16 and bf16 so that the result is rounded to them once."""
+    wide = "f32" if dtype in ("f16", "bf16") else dtype
+    x = args[0] if wide == dtype else Cast("fpext", args[0], wide)
+    y = Binary("mul", Unary("log", x, wide), Const(1 / pymath.log(10), wide), wide)
+    return y if wide == dtype else Cast("fptrunc", y, dtype)
 
 
 def _fpowi(op: Operation, args: list[Expr], dtype: str) -> Expr:

@@ -1,20 +1,20 @@
 """Lowers kernel-IR scalar expressions to LLVM IR text for NVPTX.
 
 The NVPTX backend aborts the process on math intrinsics it cannot select (llvm.exp, llvm.sin, ...),
-so transcendental functions are written here from the PTX approximations (ex2/lg2/sin/cos.approx)
-plus range reduction; f16 and bf16 math is done in f32 (NVPTX converts bf16 with cvt.rn.bf16.f32
-on sm_80+). f64 transcendental functions are refused with a
+and PTX's own (ex2/lg2/sin.approx) are approximations, so transcendental functions come from
+``codegen/math_expansion`` as plain arithmetic in f32; f16 and bf16 math is done in f32 (NVPTX
+converts bf16 with cvt.rn.bf16.f32 on sm_80+). f64 transcendental functions are refused with a
 CompileError (they would need libdevice).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function, const, llvm_type
+from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
 from pyree.compiler.errors import CompileError
 
 _FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge",
@@ -23,6 +23,7 @@ _FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": 
 _CAST = {"fptosi": "fptosi", "fptoui": "fptoui", "sitofp": "sitofp", "uitofp": "uitofp",
          "fpext": "fpext", "fptrunc": "fptrunc", "extsi": "sext", "extui": "zext",
          "trunci": "trunc", "bitcast": "bitcast"}
+_EXPANDED_DTYPES = ("f32", "f16", "bf16")  # f64 math would need libdevice: refused
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 
@@ -53,6 +54,8 @@ class ScalarLowering:
             return self._loop_index(e.dim)
         if isinstance(e, K.Acc):
             return self._acc(e.result)
+        if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED and e.dtype in _EXPANDED_DTYPES:
+            return self(expand(e))
         if isinstance(e, K.Unary):
             return self._unary(e.op, self(e.x), e.x.dtype, e.dtype)
         if isinstance(e, K.Binary):
@@ -84,97 +87,6 @@ class ScalarLowering:
     def _f(self, text: str) -> str:
         return self.fn.op(text)
 
-    # f32 primitives ------------------------------------------------------------------------
-    def _c(self, v: float) -> str:
-        return const(v, "f32")
-
-    def _ex2(self, x: str) -> str:
-        return self.fn.call("float", "llvm.nvvm.ex2.approx.f", [("float", x)])
-
-    def _lg2(self, x: str) -> str:
-        return self.fn.call("float", "llvm.nvvm.lg2.approx.f", [("float", x)])
-
-    def _exp(self, x: str) -> str:
-        return self._ex2(self._f(f"fmul float {x}, {self._c(1 / math.log(2))}"))
-
-    def _log(self, x: str) -> str:
-        return self._f(f"fmul float {self._lg2(x)}, {self._c(math.log(2))}")
-
-    def _poly(self, x: str, coeffs: list[float]) -> str:
-        """coeffs[0] + coeffs[1] x + ... by Horner."""
-        acc = self._c(coeffs[-1])
-        for c in reversed(coeffs[:-1]):
-            prod = self._f(f"fmul float {acc}, {x}")
-            acc = self._f(f"fadd float {prod}, {self._c(c)}")
-        return acc
-
-    def _select(self, cond: str, a: str, b: str, ty: str = "float") -> str:
-        return self._f(f"select i1 {cond}, {ty} {a}, {ty} {b}")
-
-    def _fabs(self, x: str) -> str:
-        return self._intr("fabs", "float", x)
-
-    def _reduce_2pi(self, x: str) -> str:
-        k = self._intr("roundeven", "float",
-                       self._f(f"fmul float {x}, {self._c(1 / (2 * math.pi))}"))
-        hi, lo = 6.28125, 2 * math.pi - 6.28125
-        r = self._f(f"fsub float {x}, {self._f(f'fmul float {k}, {self._c(hi)}')}")
-        return self._f(f"fsub float {r}, {self._f(f'fmul float {k}, {self._c(lo)}')}")
-
-    def _f32_unary(self, op: str, x: str) -> str:
-        f = self._f
-        if op == "exp":
-            return self._exp(x)
-        if op == "exp2":
-            return self._ex2(x)
-        if op == "log":
-            return self._log(x)
-        if op == "log2":
-            return self._lg2(x)
-        if op == "expm1":  # Kahan: (u - 1) * x / log(u), exact near 0
-            u = self._exp(x)
-            um1 = f(f"fsub float {u}, {self._c(1.0)}")
-            r = f(f"fdiv float {f(f'fmul float {um1}, {x}')}, {self._log(u)}")
-            small = f(f"fcmp oeq float {u}, {self._c(1.0)}")
-            big = f(f"fcmp ogt float {x}, {self._c(80.0)}")
-            return self._select(big, u, self._select(small, x, r))
-        if op == "log1p":  # Kahan: log(u) * x / (u - 1)
-            u = f(f"fadd float {x}, {self._c(1.0)}")
-            um1 = f(f"fsub float {u}, {self._c(1.0)}")
-            r = f(f"fdiv float {f(f'fmul float {self._log(u)}, {x}')}, {um1}")
-            return self._select(f(f"fcmp oeq float {um1}, {self._c(0.0)}"), x, r)
-        if op == "tanh":
-            a = self._fabs(x)
-            t = self._exp(f(f"fmul float {a}, {self._c(-2.0)}"))
-            big = f(f"fdiv float {f(f'fsub float {self._c(1.0)}, {t}')}, "
-                    f"{f(f'fadd float {self._c(1.0)}, {t}')}")
-            x2 = f(f"fmul float {x}, {x}")
-            small = f(f"fmul float {x}, {self._poly(x2, [1, -1 / 3, 2 / 15, -17 / 315, 62 / 2835])}")
-            r = self._intr("copysign", "float", big, x)
-            return self._select(f(f"fcmp olt float {a}, {self._c(0.125)}"), small, r)
-        if op in ("sin", "cos"):
-            return self.fn.call("float", f"llvm.nvvm.{op}.approx.f",
-                                [("float", self._reduce_2pi(x))])
-        if op == "tan":
-            r = self._reduce_2pi(x)
-            s = self.fn.call("float", "llvm.nvvm.sin.approx.f", [("float", r)])
-            c = self.fn.call("float", "llvm.nvvm.cos.approx.f", [("float", r)])
-            return f(f"fdiv float {s}, {c}")
-        if op == "erf":
-            a = self._fabs(x)
-            x2 = f(f"fmul float {x}, {x}")
-            taylor = [2 / math.sqrt(math.pi) * c for c in (1, -1 / 3, 1 / 10, -1 / 42, 1 / 216, -1 / 1320)]
-            small = f(f"fmul float {x}, {self._poly(x2, taylor)}")
-            at = f(f"fmul float {a}, {self._c(0.3275911)}")
-            t = f(f"fdiv float {self._c(1.0)}, {f(f'fadd float {self._c(1.0)}, {at}')}")
-            abramowitz_stegun = [0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429]
-            p = f(f"fmul float {t}, {self._poly(t, abramowitz_stegun)}")
-            e = self._exp(f(f"fneg float {x2}"))
-            pe = f(f"fmul float {p}, {e}")
-            big = self._intr("copysign", "float", f(f"fsub float {self._c(1.0)}, {pe}"), x)
-            return self._select(f(f"fcmp olt float {a}, {self._c(0.5)}"), small, big)
-        raise self._unsupported(op, "f32")
-
     # ---- ops ------------------------------------------------------------------------------
     def _unary(self, op: str, x: str, src: str, dtype: str) -> str:
         ty = llvm_type(dtype)
@@ -193,12 +105,7 @@ class ScalarLowering:
                 zero = f(f"fcmp oeq {ty} {x}, {const(0.0, dtype)}")
                 nan = f(f"fcmp uno {ty} {x}, {x}")
                 return f(f"select i1 {nan}, {ty} {x}, {ty} {f(f'select i1 {zero}, {ty} {x}, {ty} {one}')}")
-            if ty == "double":
-                raise self._unsupported(op, dtype)
-            if ty in ("half", "bfloat"):
-                wide = f(f"fpext {ty} {x} to float")
-                return f(f"fptrunc float {self._f32_unary(op, wide)} to {ty}")
-            return self._f32_unary(op, x)
+            raise self._unsupported(op, dtype)
         if op == "neg":
             return f(f"sub {ty} 0, {x}")
         if op == "abs":
@@ -223,11 +130,6 @@ class ScalarLowering:
                 return self._intr("maximum" if op == "max" else "minimum", ty, a, b)
             if op == "copysign":
                 return self._intr("copysign", ty, a, b)
-            if op == "pow" and ty != "double":
-                if ty in ("half", "bfloat"):
-                    wa, wb = f(f"fpext {ty} {a} to float"), f(f"fpext {ty} {b} to float")
-                    return f(f"fptrunc float {self._pow(wa, wb)} to {ty}")
-                return self._pow(a, b)
             raise self._unsupported(op, dtype)
         signed = not K.is_unsigned(dtype)
         simple = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or",
@@ -238,20 +140,6 @@ class ScalarLowering:
         if op in ("max", "min"):
             return self.fn.call(ty, f"llvm.{'s' if signed else 'u'}{op}.{ty}", [(ty, a), (ty, b)])
         raise self._unsupported(op, dtype)
-
-    def _pow(self, a: str, b: str) -> str:
-        """a**b = 2**(b log2|a|), negated for a<0 with odd integer b, NaN for a<0 with fractional b."""
-        f = self._f
-        r = self._ex2(f(f"fmul float {b}, {self._lg2(self._fabs(a))}"))
-        b_int = self._intr("trunc", "float", b)
-        bint = f(f"fcmp oeq float {b_int}, {b}")
-        half = f(f"fmul float {b}, {self._c(0.5)}")
-        half_int = self._intr("trunc", "float", half)
-        odd = f(f"and i1 {bint}, {f(f'fcmp one float {half_int}, {half}')}")
-        neg = f(f"fcmp olt float {a}, {self._c(0.0)}")
-        signed = self._select(odd, f(f"fneg float {r}"), r)
-        res = self._select(neg, self._select(bint, signed, self._c(float("nan"))), r)
-        return self._select(f(f"fcmp oeq float {b}, {self._c(0.0)}"), self._c(1.0), res)
 
     def _compare(self, pred: str, a: str, b: str, dtype: str) -> str:
         ty = llvm_type(dtype)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
+from pyree.compiler.codegen import math_expansion  # a module: it imports vecmath, which imports us
 from pyree.compiler.codegen.llvm_cpu.normalize import affine_range, loads
 from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as INLINE_BINARY
 from pyree.compiler.codegen.llvm_cpu.vecmath import UNARY as INLINE_UNARY
@@ -59,7 +60,8 @@ _FLOAT_INTRINSICS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "atan": "atan", "tanh": "tanh", "floor": "floor",
     "ceil": "ceil", "round": "round", "roundeven": "roundeven", "trunc": "trunc",
 }
-_LIBM = {"erf": "erf", "expm1": "expm1", "log1p": "log1p"}
+# Also, on f64 only, math_expansion.EXPANDED: it writes them out on narrower floats.
+_LIBM = {"erf", "expm1", "log1p"}
 _FLOAT_BINARY_INTRINSICS = {"pow": "pow", "max": "maximum", "min": "minimum", "atan2": "atan2",
                             "copysign": "copysign"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -303,6 +305,8 @@ class ExprEmitter:
             at = gather_offset(e.index, self.kernel.bindings[e.binding].shape, self.kernel.loop_ranges)
             offset = self._emit(at, pt, fast, memo, guard)
             value = self.gather(e, self.int_resize(offset, at.dtype, "index", signed=False), pt)
+        elif isinstance(e, Unary) and e.op in math_expansion.EXPANDED and e.dtype != "f64":
+            value = self._emit(math_expansion.expand(e), pt, False, memo, guard)  # not reassociated
         else:
             args = []
             for c in operands(e):
@@ -379,8 +383,8 @@ class ExprEmitter:
                 return self.inline_math(op, [x], dtype)
             if op in _FLOAT_INTRINSICS:
                 return b.call(self.intrinsic(_FLOAT_INTRINSICS[op], x.type, [x.type], [x.type]), [x])
-            if op in _LIBM:
-                return self.libm(_LIBM[op], [x], dtype)
+            if op in _LIBM or op in math_expansion.EXPANDED:
+                return self.libm(op, [x], dtype)
             if op == "rsqrt":
                 sqrt = b.call(self.intrinsic("sqrt", x.type, [x.type], [x.type]), [x])
                 return b.fdiv(self.const(1.0, dtype), sqrt, flags=flags)

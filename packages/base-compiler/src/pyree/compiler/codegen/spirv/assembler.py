@@ -51,14 +51,16 @@ SEMANTICS_WORKGROUP_ACQUIRE_RELEASE = 0x100 | 0x8
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
                 "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
                 "CooperativeMatrixKHR": 6022, "VulkanMemoryModel": 5345,
-                "SignedZeroInfNanPreserve": 4466}
+                "DenormPreserve": 4464, "SignedZeroInfNanPreserve": 4466}
 # Capabilities that need an extension under SPIR-V 1.3.
 EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
               "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix",
               "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
+              "DenormPreserve": "SPV_KHR_float_controls",
               "SignedZeroInfNanPreserve": "SPV_KHR_float_controls"}
 MEMORY_MODEL_GLSL450, MEMORY_MODEL_VULKAN = 1, 3
-EXECUTION_MODE_LOCAL_SIZE, EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE = 17, 4461
+EXECUTION_MODE_LOCAL_SIZE, EXECUTION_MODE_DENORM_PRESERVE = 17, 4459
+EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE = 4461
 
 
 def encode_string(text: str) -> list[int]:
@@ -248,18 +250,23 @@ class Assembler:
         return self._interned[key]
 
     def entry_point(self, fn: Function, name: str, local_size: tuple[int, int, int],
-                    interface: list[int]) -> None:
+                    interface: list[int], denorm_preserve: bool = False) -> None:
         """Also asks for IEEE NaN, ±inf and -0.0 in float arithmetic of every width the shader
         computes in: without SignedZeroInfNanPreserve a Vulkan driver may assume there are none
-        (lavapipe makes -inf + NaN = -inf, so a -inf mask would swallow a NaN)."""
+        (lavapipe makes -inf + NaN = -inf, so a -inf mask would swallow a NaN); and, where the
+        target supports it, for subnormals (DenormPreserve)."""
         self.entry_points += _instruction(OpEntryPoint, [5, fn.id, name, *interface])
         self.execution_modes += _instruction(OpExecutionMode, [fn.id, EXECUTION_MODE_LOCAL_SIZE,
                                                                *local_size])
         self.require("SignedZeroInfNanPreserve")
         widths = [32] + [w for w, cap in ((16, "Float16"), (64, "Float64")) if cap in self.capabilities]
-        for width in widths:
-            self.execution_modes += _instruction(
-                OpExecutionMode, [fn.id, EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE, width])
+        modes = [EXECUTION_MODE_SIGNED_ZERO_INF_NAN_PRESERVE]
+        if denorm_preserve:
+            self.require("DenormPreserve")
+            modes.append(EXECUTION_MODE_DENORM_PRESERVE)
+        for mode in modes:
+            for width in widths:
+                self.execution_modes += _instruction(OpExecutionMode, [fn.id, mode, width])
         self.names += _instruction(OpName, [fn.id, name])
 
     # -- output --------------------------------------------------------------------------------

@@ -2,25 +2,26 @@
 
 Every kernel dtype maps to a compute type (``Shader.compute_type``); integers have no signedness
 in their type, so each op picks the signed or unsigned instruction from the kernel dtype. Where
-GLSL.std.450 is undefined or loose (NaN in min/max, pow of negatives, tanh overflow, erf) the
-lowering spells out the numpy semantics. A Select whose arm holds a load that may be out of range
-becomes a branch, so only the chosen arm is evaluated.
+GLSL.std.450 is undefined or loose (NaN in min/max, pow of negatives) the lowering spells out the
+numpy semantics; transcendental functions, round and sign come from ``codegen/math_expansion``.
+A Select whose arm holds a load that may be out of range becomes a branch, so only the chosen arm
+is evaluated.
 """
 
 from __future__ import annotations
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED, expand
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.errors import CompileError
 
 # GLSL.std.450 instruction numbers.
-G_ROUND_EVEN, G_TRUNC, G_FABS, G_SABS, G_FSIGN, G_SSIGN, G_FLOOR, G_CEIL = 2, 3, 4, 5, 6, 7, 8, 9
-G_FMIN, G_UMIN, G_SMIN, G_FMAX, G_UMAX, G_SMAX, G_FCLAMP = 37, 38, 39, 40, 41, 42, 43
-G_POW = 26
-_TRANSCENDENTAL = {"exp": 27, "log": 28, "exp2": 29, "log2": 30, "sqrt": 31, "rsqrt": 32,
-                   "sin": 13, "cos": 14, "tan": 15, "atan": 18, "tanh": 21, "atan2": 25, "pow": 26}
+G_ROUND_EVEN, G_TRUNC, G_FABS, G_SABS, G_SSIGN, G_FLOOR, G_CEIL = 2, 3, 4, 5, 7, 8, 9
+G_FMIN, G_UMIN, G_SMIN, G_FMAX, G_UMAX, G_SMAX = 37, 38, 39, 40, 41, 42
+_TRANSCENDENTAL = {"sqrt": 31, "rsqrt": 32}  # no 64-bit forms in GLSL.std.450
 
+NO_CONTRACTION = 42  # SPIR-V decoration: no fusing into an FMA
 _FLOAT_BINARY = {"add": 129, "sub": 131, "mul": 133, "div": 136, "rem": 140}
 _INT_BINARY = {"add": 128, "sub": 130, "mul": 132, "and": 199, "or": 197, "xor": 198, "shl": 196}
 _BOOL_BINARY = {"and": 167, "or": 166, "xor": 165, "max": 166, "min": 167}
@@ -29,13 +30,9 @@ _FLOAT_COMPARE = {"eq": 180, "ueq": 181, "ne": 182, "une": 183, "lt": 184, "ult"
 _SIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 173, "ge": 175, "lt": 177, "le": 179}
 _UNSIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 172, "ge": 174, "lt": 176, "le": 178}
 OpIsNan, OpLogicalOr, OpLogicalNot, OpLogicalNotEqual, OpLogicalEqual = 156, 166, 168, 165, 164
-OpFNegate, OpSNegate, OpNot, OpBitcast, OpFConvert, OpSConvert = 127, 126, 200, 124, 115, 114
+OpFNegate, OpSNegate, OpNot, OpBitcast, OpFConvert = 127, 126, 200, 124, 115
 OpConvertFToU, OpConvertFToS, OpConvertSToF, OpConvertUToF = 109, 110, 111, 112
-OpFOrdLessThan, OpFOrdEqual, OpINotEqual, OpBitwiseAnd, OpBitwiseOr = 184, 180, 171, 199, 197
-
-# Abramowitz & Stegun 7.1.26: |error| < 1.5e-7 over the whole real line.
-_ERF_P = 0.3275911
-_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+OpINotEqual, OpBitwiseAnd, OpBitwiseOr = 171, 199, 197
 
 
 def _compute(dtype: str) -> str:
@@ -111,6 +108,8 @@ class ScalarLowering:
             return self._select(e)
         if isinstance(e, K.Compare):
             return self._compare(e.predicate, self(e.a), self(e.b), _compute(e.a.dtype))
+        if isinstance(e, (K.Unary, K.Binary)) and K.is_float(e.dtype) and self._expanded(e.op):
+            return self(expand(e, self.sh.target.float64))
         if isinstance(e, K.Unary):
             value = self._unary(e.op, self(e.x), _compute(e.dtype))
         elif isinstance(e, K.Binary):
@@ -122,6 +121,13 @@ class ScalarLowering:
         if e.dtype == "bf16" and not (isinstance(e, K.Cast) and e.op == "bitcast"):
             value = self.sh.round_bf16(value)  # bf16 computes in f32: each result is rounded
         return value
+
+    def _expanded(self, op: str) -> bool:
+        """Math is ours (math_expansion), not GLSL.std.450's: Vulkan leaves its precision loose,
+        and on lavapipe (f32, all magnitudes) GLSL's max errors were Asin 3809 ulp, Acos 3402,
+        Atan 347, Sinh/Tanh/Asinh/Acosh ~1e9 and Exp/Log/Cosh ~1e7 (subnormal results flushed,
+        tiny arguments lost), Atanh/Sin/Cos/Tan wrong at -0, NaN or large arguments."""
+        return op in GPU_EXPANDED | EXACT
 
     def _select(self, e: K.Select) -> int:
         cond = self(e.cond)
@@ -156,40 +162,14 @@ class ScalarLowering:
                 return fn.ext(t, G_SSIGN, x)
             raise self._unsupported(f"'{op}' on {dtype}")
         simple = {"floor": G_FLOOR, "ceil": G_CEIL, "roundeven": G_ROUND_EVEN, "trunc": G_TRUNC,
-                  "abs": G_FABS, "sign": G_FSIGN}
+                  "abs": G_FABS}
         if op == "neg":
             return fn.op(OpFNegate, t, x)
         if op in simple:
             return fn.ext(t, simple[op], x)
-        if op == "round":  # half away from zero (GLSL Round leaves .5 to the driver)
-            half = fn.op(129, t, fn.ext(t, G_FABS, x), self.const(0.5, dtype))
-            return fn.op(133, t, fn.ext(t, G_FSIGN, x), fn.ext(t, G_FLOOR, half))
-        if op == "expm1":
-            return fn.op(131, t, self._glsl(27, dtype, x), self.const(1.0, dtype))
-        if op == "log1p":
-            return self._glsl(28, dtype, fn.op(129, t, x, self.const(1.0, dtype)))
-        if op == "tanh":  # clamped: exp overflow inside tanh gives NaN on some drivers
-            limit = 9.0 if dtype == "f16" else 15.0
-            x = fn.ext(t, G_FCLAMP, x, self.const(-limit, dtype), self.const(limit, dtype))
-            return self._glsl(21, dtype, x)
-        if op == "erf":
-            return self._erf(x, dtype)
-        if op in _TRANSCENDENTAL:
+        if op in ("sqrt", "rsqrt"):
             return self._glsl(_TRANSCENDENTAL[op], dtype, x)
         raise self._unsupported(f"'{op}' on {dtype}")
-
-    def _erf(self, x: int, dtype: str) -> int:
-        fn, t = self.fn, self.t(dtype)
-        ax = fn.ext(t, G_FABS, x)
-        denom = fn.op(129, t, self.const(1.0, dtype), fn.op(133, t, ax, self.const(_ERF_P, dtype)))
-        u = fn.op(136, t, self.const(1.0, dtype), denom)
-        poly = self.const(_ERF_A[-1], dtype)
-        for a in reversed(_ERF_A[:-1]):
-            poly = fn.op(129, t, fn.op(133, t, poly, u), self.const(a, dtype))
-        poly = fn.op(133, t, poly, u)
-        gauss = self._glsl(27, dtype, fn.op(OpFNegate, t, fn.op(133, t, ax, ax)))
-        y = fn.op(131, t, self.const(1.0, dtype), fn.op(133, t, poly, gauss))
-        return fn.op(133, t, fn.ext(t, G_FSIGN, x), y)
 
     def binary(self, op: str, a: int, b: int, dtype: str) -> int:
         fn, t = self.fn, self.t(dtype)
@@ -199,22 +179,28 @@ class ScalarLowering:
             raise self._unsupported(f"'{op}' on i1")
         if K.is_float(dtype):
             if op in _FLOAT_BINARY:
-                return fn.op(_FLOAT_BINARY[op], t, a, b)
+                # Rounded on its own, as arith and llvm-cpu round it: a driver may otherwise fuse
+                # a product and a sum into an FMA, which breaks math_expansion's exact products.
+                result = fn.op(_FLOAT_BINARY[op], t, a, b)
+                self.asm.decorate(result, NO_CONTRACTION)
+                return result
             if op in ("max", "min"):  # NaN-propagating, like arith.maximumf / numpy
                 m = fn.ext(t, G_FMAX if op == "max" else G_FMIN, a, b)
                 nan = fn.op(OpLogicalOr, self.sh.bool, fn.op(OpIsNan, self.sh.bool, a),
                             fn.op(OpIsNan, self.sh.bool, b))
                 return fn.op(S.OpSelect, t, nan, fn.op(129, t, a, b), m)
-            if op == "atan2":
-                return self._glsl(25, dtype, a, b)
-            if op == "pow":
-                return self._pow(a, b, dtype)
             if op == "copysign":
                 return self._copysign(a, b, dtype)
             raise self._unsupported(f"'{op}' on {dtype}")
         unsigned = K.is_unsigned(dtype)
         if op in _INT_BINARY:
             return fn.op(_INT_BINARY[op], t, a, b)
+        if op == "rem" and not unsigned:
+            # Vulkan leaves OpSRem undefined for negative operands (NVIDIA's answered -5 rem 4
+            # with 3): |a| umod |b|, with a's sign. |INT_MIN| wraps to itself, right as unsigned.
+            r = fn.op(137, t, fn.ext(t, G_SABS, a), fn.ext(t, G_SABS, b))
+            negative = fn.op(177, self.sh.bool, a, self.const(0, dtype))  # OpSLessThan
+            return fn.op(S.OpSelect, t, negative, fn.op(OpSNegate, t, r), r)
         table = {"div": (134, 135), "rem": (137, 138), "shr": (194, 195)}
         if op in table:
             return fn.op(table[op][0 if unsigned else 1], t, a, b)
@@ -223,19 +209,6 @@ class ScalarLowering:
                       ("min", True): G_UMIN, ("min", False): G_SMIN}[(op, unsigned)]
             return fn.ext(t, number, a, b)
         raise self._unsupported(f"'{op}' on {dtype}")
-
-    def _pow(self, a: int, b: int, dtype: str) -> int:
-        """numpy's pow: |a|**b, negated for a negative base and odd integer exponent, NaN for a
-        negative base and a non-integer exponent (GLSL Pow is undefined for a < 0)."""
-        fn, t, bool_ = self.fn, self.t(dtype), self.sh.bool
-        magnitude = self._glsl(G_POW, dtype, fn.ext(t, G_FABS, a), b)
-        negative = fn.op(OpFOrdLessThan, bool_, a, self.const(0.0, dtype))
-        integral = fn.op(OpFOrdEqual, bool_, fn.ext(t, G_TRUNC, b), b)
-        half = fn.op(133, t, b, self.const(0.5, dtype))
-        odd = fn.op(OpLogicalNot, bool_, fn.op(OpFOrdEqual, bool_, fn.ext(t, G_TRUNC, half), half))
-        signed = fn.op(S.OpSelect, t, odd, fn.op(OpFNegate, t, magnitude), magnitude)
-        negative_result = fn.op(S.OpSelect, t, integral, signed, self.const(float("nan"), dtype))
-        return fn.op(S.OpSelect, t, negative, negative_result, magnitude)
 
     def _copysign(self, a: int, b: int, dtype: str) -> int:
         fn = self.fn
@@ -286,7 +259,12 @@ class ScalarLowering:
         if op in ("extsi", "extui", "trunci"):
             if same_width:
                 return x
-            return fn.op(OpSConvert if op == "extsi" else S.OpUConvert, t, x)
+            if op == "extsi":  # (zext(x) ^ m) - m, m the source's sign bit: not OpSConvert,
+                # whose 64-bit results Mesa's lavapipe compared wrongly (x <= 1 false for x = 1)
+                m = self.const(1 << (self.sh.compute_bits(src) - 1), dst)
+                flipped = fn.op(_INT_BINARY["xor"], t, fn.op(S.OpUConvert, t, x), m)
+                return fn.op(_INT_BINARY["sub"], t, flipped, m)
+            return fn.op(S.OpUConvert, t, x)
         number = {"fptosi": OpConvertFToS, "fptoui": OpConvertFToU, "sitofp": OpConvertSToF,
                   "uitofp": OpConvertUToF}.get(op)
         if number is None:

@@ -102,7 +102,8 @@ class Shader:
     def _check_64(self, dtype: str) -> None:
         if dtype == "f64" and not self.target.float64:
             raise CompileError(f"{self.where} uses f64, which target '{self.target.triple}' "
-                               "lacks (shaderFloat64)")
+                               "lacks (shaderFloat64); --iree-input-demote-f64-to-f32 runs it "
+                               "in f32")
         if K.itemsize(dtype) == 8 and not K.is_float(dtype) and not self.target.int64:
             raise CompileError(f"{self.where} uses {dtype}, which target "
                                f"'{self.target.triple}' lacks (shaderInt64)")
@@ -221,6 +222,6 @@ class Shader:
 
     def finish(self, name: str, block: tuple[int, int, int]) -> None:
         self.fn.finish()
-        self.asm.entry_point(self.fn, name, block, self.interface)
+        self.asm.entry_point(self.fn, name, block, self.interface, self.target.denorm_preserve)
 
 

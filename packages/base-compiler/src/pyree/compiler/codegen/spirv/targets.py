@@ -24,6 +24,9 @@ class VulkanTarget:
     int64: bool                  # shaderInt64
     storage_8_16_bit: bool       # 8/16-bit storage buffers + Int8/Int16 arithmetic
     cooperative_matrix: bool     # VK_KHR_cooperative_matrix
+    # shaderDenormPreserveFloat16/32/64: subnormals kept, as IEEE and the CPU keep them. Without
+    # it a driver may flush them to zero (NVIDIA's does: abs of a subnormal came back 0).
+    denorm_preserve: bool = False
 
 
 DEFAULT_TRIPLE = "unknown-unknown-unknown"
@@ -39,26 +42,26 @@ _ARCHITECTURES = {
                        max_shared_memory_bytes=32768, float16=True),
     "adreno": replace(_BASELINE, subgroup_size=64, max_workgroup_invocations=1024,
                       max_shared_memory_bytes=32768, float16=True),
-    "rdna1": replace(_BASELINE, subgroup_size=64, max_workgroup_invocations=1024,
+    "rdna1": replace(_BASELINE, denorm_preserve=True, subgroup_size=64, max_workgroup_invocations=1024,
                      max_shared_memory_bytes=65536, float16=True, float64=True),
-    "rdna2": replace(_BASELINE, subgroup_size=64, max_workgroup_invocations=1024,
+    "rdna2": replace(_BASELINE, denorm_preserve=True, subgroup_size=64, max_workgroup_invocations=1024,
                      max_shared_memory_bytes=65536, float16=True, float64=True),
-    "rdna3": replace(_BASELINE, subgroup_size=64, max_workgroup_invocations=1024,
+    "rdna3": replace(_BASELINE, denorm_preserve=True, subgroup_size=64, max_workgroup_invocations=1024,
                      max_shared_memory_bytes=65536, float16=True, float64=True,
                      cooperative_matrix=True),
-    "turing": replace(_BASELINE, subgroup_size=32, max_workgroup_invocations=1024,
+    "turing": replace(_BASELINE, denorm_preserve=True, subgroup_size=32, max_workgroup_invocations=1024,
                       max_shared_memory_bytes=49152, float16=True, float64=True),
-    "ampere": replace(_BASELINE, subgroup_size=32, max_workgroup_invocations=1024,
+    "ampere": replace(_BASELINE, denorm_preserve=True, subgroup_size=32, max_workgroup_invocations=1024,
                       max_shared_memory_bytes=49152, float16=True, float64=True,
                       cooperative_matrix=True),
-    "ada": replace(_BASELINE, subgroup_size=32, max_workgroup_invocations=1024,
+    "ada": replace(_BASELINE, denorm_preserve=True, subgroup_size=32, max_workgroup_invocations=1024,
                    max_shared_memory_bytes=49152, float16=True, float64=True,
                    cooperative_matrix=True),
-    "hopper": replace(_BASELINE, subgroup_size=32, max_workgroup_invocations=1024,
+    "hopper": replace(_BASELINE, denorm_preserve=True, subgroup_size=32, max_workgroup_invocations=1024,
                       max_shared_memory_bytes=49152, float16=True, float64=True,
                       cooperative_matrix=True),
     # SwiftShader and lavapipe: CPU implementations with every feature but small subgroups.
-    "cpu": replace(_BASELINE, subgroup_size=4, max_workgroup_invocations=256,
+    "cpu": replace(_BASELINE, denorm_preserve=True, subgroup_size=4, max_workgroup_invocations=256,
                    max_shared_memory_bytes=16384, float64=True),
 }
 

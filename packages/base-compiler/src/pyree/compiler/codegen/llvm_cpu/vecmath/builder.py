@@ -84,6 +84,9 @@ class MathBuilder:
     def copysign(self, magnitude, sign):
         return self.b.call(self._intrinsic("copysign", 2), [magnitude, sign])
 
+    def trunc(self, x):
+        return self.b.call(self._intrinsic("trunc", 1), [x])
+
     # ---- comparisons (ordered: false when either side is NaN) ----
 
     def lt(self, a, c):

@@ -18,7 +18,7 @@ FLT_MIN = 1.1754943508222875e-38
 SQRT_HALF_BITS = f32_bits(0.70710677)
 
 
-def _split(m: MathBuilder, x):
+def split_exponent(m: MathBuilder, x):
     """(e as i32, e as float, f = m - 1) for a positive finite x; the i32 leaves out the
     scaling of subnormals, which only ``log`` and ``log2`` meet."""
     b = m.b
@@ -51,12 +51,12 @@ def _specials(m: MathBuilder, x, y, at: float):
 
 
 def log(m: MathBuilder, x) -> ir.Value:
-    _, e, f = _split(m, x)
+    _, e, f = split_exponent(m, x)
     return _specials(m, x, _ln(m, e, f), 0.0)
 
 
 def log2(m: MathBuilder, x) -> ir.Value:
-    _, e, f = _split(m, x)
+    _, e, f = split_exponent(m, x)
     y = m.fma(f, m.f(LOG2E), m.mul(_log1p_tail(m, f), m.f(LOG2E)))
     return _specials(m, x, m.add(e, y), 0.0)
 
@@ -67,7 +67,7 @@ def log1p(m: MathBuilder, x) -> ir.Value:
     b = m.b
     one = m.f(1.0)
     u = m.add(one, x)
-    ei, e, f = _split(m, u)
+    ei, e, f = split_exponent(m, u)
     c = m.select(m.gt(x, one), m.sub(one, m.sub(u, x)), m.sub(x, m.sub(u, one)))
     # 2^-e, kept normal: where e > 126, c / 2^e is far below f's last bit anyway
     ei = m.select(b.icmp_signed(">", ei, m.i(126)), m.i(126), ei)

@@ -18,7 +18,6 @@ from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import LOG2E
 ATANH_P = tuple(2 / (2 * k + 3) for k in range(7))
 EXP2_TAYLOR = tuple(math.log(2) ** k / math.factorial(k) for k in range(10))
 SQRT_HALF = 0.7071067811865476
-TWO_24 = 2.0 ** 24   # f32 values this large are even integers
 
 
 def _log2(d: MathBuilder, a):
@@ -45,15 +44,17 @@ def power(m: MathBuilder, x, y) -> ir.Value:
     b = m.b
     d = m.of(F64)
     xd, yd = b.fpext(x, d.ty), b.fpext(y, d.ty)
-    magnitude = b.fptrunc(_exp2(d, d.mul(yd, _log2(d, d.abs(xd)))), m.ty)
+    return with_sign(m, x, y, b.fptrunc(_exp2(d, d.mul(yd, _log2(d, d.abs(xd)))), m.ty))
 
-    # y's parity: in f64, adding round_magic rounds every |y| < 2^24 exactly
-    n, k = d.round_to_int(d.add(yd, d.f(d.round_magic)))
-    huge = d.gt(d.abs(yd), d.f(TWO_24))
-    is_int = b.or_(d.eq(n, yd), huge)
-    odd = b.and_(b.and_(d.eq(n, yd), b.not_(huge)),
-                 b.trunc(k, ir.VectorType(ir.IntType(1), m.width) if m.width else ir.IntType(1)))
 
+def with_sign(m: MathBuilder, x, y, magnitude) -> ir.Value:
+    """pow from |x|**y (``magnitude``, right at 0, inf and NaN): x's sign for an odd integer y,
+    NaN for x < 0 and y not an integer, and C99's special cases that give 1. y/2 is exact and an
+    integer for every |y| >= 2^24, so the parity test holds in f32."""
+    b = m.b
+    is_int = m.eq(m.trunc(y), y)  # inf counts as an even integer, as in C99
+    half = m.mul(y, m.f(0.5))
+    odd = b.and_(is_int, b.not_(m.eq(m.trunc(half), half)))
     negative = b.icmp_signed("<", m.bits(x), m.i(0))    # -0 included: pow(-0, 3) = -0
     r = m.select(b.and_(odd, negative), m.sub(m.f(-0.0), magnitude), magnitude)
     finite_negative = b.and_(m.lt(x, m.f(0.0)), m.gt(x, m.f(-math.inf)))
