@@ -1,4 +1,5 @@
-"""Compiles every CUDA test case (and the MLP of tests/data) on this CPU-only machine into a
+"""Compiles every CUDA test case (the math ops, the control-flow cases and the MLP of tests/data)
+on this CPU-only machine into a
 folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``. Build twice
 for a Hopper host, ``sm_90`` (mma.sync) and ``sm_90a`` (wgmma), and run the GPU tests on each.
 
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import CASES  # noqa: E402
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+from cases import CASES, MATH_CASES  # noqa: E402
+from control_flow_cases import MLIR as CONTROL_FLOW  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -24,6 +26,10 @@ def main(out: Path, target: str) -> None:
     cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
     for name, (mlir, *_rest) in CASES.items():
         (out / f"{name}.vmfb").write_bytes(compile_str(mlir, cuda))
+    from test_math_ops import compiled
+    for name, (dtype, unary, binary) in MATH_CASES.items():
+        (out / f"{name}.vmfb").write_bytes(compiled("cuda", unary, binary, dtype, cuda_target=target))
+    (out / "control_flow.vmfb").write_bytes(compile_str(CONTROL_FLOW, cuda))
     mlp = (DATA / "mlp.mlir").read_text()
     (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
     import pyree.runtime as rt

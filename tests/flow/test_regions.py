@@ -159,3 +159,22 @@ def test_loop_index_survives_inlining(shape):
     assert len(fused.ops) == 1
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(run(fused, [x])[0], -(x + np.arange(shape[1])[None, :]), rtol=1e-6)
+
+
+def test_a_slice_of_a_reduction_is_not_its_epilogue():
+    """A consumer that reads only the first rows and columns of a matmul (the slice a pooling
+    window takes of a convolution with odd sizes) has a smaller loop space: fusing it as the
+    matmul's epilogue wrote past the slice (found on a TOSA CNN at 11x9)."""
+    rng = np.random.default_rng(1)
+    x, w = Value("f32", (7, 5), "x"), Value("f32", (5, 9), "w")
+    zero = Constant(Value("f32", (7, 9), "zero"), splat=0.0)
+    mm = matmul(x, w, zero.result, "mm")
+    sliced = Value("f32", (6, 8), "sliced")
+    take = Generic([mm.results[0]], [sliced], (Result(0, ident(2), Load(0, ident(2), "f32")),),
+                   (6, 8), 2, origin="tensor.extract_slice")
+    f = Function("f", [x, w], [zero, mm, take], [sliced])
+    args = [rng.standard_normal(v.shape).astype(np.float32) for v in f.arguments]
+    fused = form_dispatch_regions(f)
+    assert all(op.outputs[0].epilogue is None for op in fused.ops if isinstance(op, Generic))
+    expected = (args[0].astype(np.float64) @ args[1])[:6, :8]
+    np.testing.assert_allclose(run(fused, args)[0], expected, rtol=1e-5, atol=1e-5)

@@ -31,7 +31,7 @@ from pyree.compiler.module_writer import ModuleBuilder
 
 F32, I32, I1 = 0, 7, 4
 ARG, RESULT, TRANSIENT, CONST = 0, 1, 2, 3
-DISPATCH, COPY, FILL, BARRIER, CHECK = 0, 1, 2, 3, 4
+DISPATCH, COPY, FILL, BARRIER, CHECK, BRANCH = 0, 1, 2, 3, 4, 5
 EXPECT_TRUE, EXPECT_FALSE, EXPECT_ALL_TRUE, EXPECT_EQ, EXPECT_ALMOST_EQ = 0, 1, 2, 3, 4
 
 ROWS, COLS = 37, 53          # odd sizes: the workgroup size (64) does not divide them

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pyree.runtime as rt
 import pytest
+from pyree.compiler._fb.Branch import BranchT
 from pyree.compiler._fb.DataRef import DataRefT
 
 from .module_factory import (
     ARG,
+    BRANCH,
     CONST,
     EXPECT_ALMOST_EQ,
     EXPECT_TRUE,
     F32,
+    I1,
     I32,
     RESULT,
     N,
@@ -34,12 +37,30 @@ def _data_ref(offset, length):
     return r
 
 
+def _branch(condition=None, condition_type=I1, target=0):
+    b = BranchT()
+    b.condition, b.conditionType, b.target = condition, condition_type, target
+    return command(BRANCH, branch=b)
+
+
 def _set(obj, **fields):
     for name, value in fields.items():
         setattr(obj, name, value)
 
 
 MUTATIONS = {
+    "branch past the end": (
+        lambda m: _fn(m, "add").commands.append(_branch(target=9)),
+        r"function 'add' command 1 \(branch\): target 9 is past the function's 2 commands"),
+    "branch on a float": (
+        lambda m: _fn(m, "add").commands.append(_branch(ref(ARG, 0, 4), F32)),
+        r"function 'add' command 1 \(branch\): condition type f32 is not an integer type"),
+    "branch condition of the wrong size": (
+        lambda m: _fn(m, "add").commands.append(_branch(ref(ARG, 0, 4), I1)),
+        r"function 'add' command 1 \(branch\): condition is 4 bytes but a i1 needs 1"),
+    "branch condition outside its buffer": (
+        lambda m: _fn(m, "add").commands.append(_branch(ref(ARG, 0, 4, offset=4 * N), I32)),
+        r"function 'add' command 1 \(branch\) condition: bytes \[\d+, \+4\) lie outside"),
     "library outside segment": (
         lambda m: _set(m.executables[0].cpu, library=_data_ref(64, 1 << 40)),
         r"executable 0 \('kernels'\) library: data \[64, \+1099511627776\) lies outside"),

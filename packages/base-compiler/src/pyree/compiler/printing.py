@@ -7,7 +7,17 @@ MLIR-like, one line per op, with every scalar expression written out: loads as
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program, View
+from pyree.compiler.flow.tensor_program import (
+    Block,
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Program,
+    View,
+    While,
+)
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -70,7 +80,23 @@ def _format_op(op) -> list[str]:
         operands = ", ".join("%" + v.name for v in (op.lhs, op.rhs) if v is not None)
         tol = f" atol={op.atol} rtol={op.rtol}" if op.kind == "expect_almost_eq" else ""
         return [f"check.{op.kind}({operands}){tol}{_at(op.location)}"]
+    if isinstance(op, If):
+        return [f"{_names(op.results)} = if %{op.condition.name} {{{_at(op.location)}",
+                *_format_block(op.then), "} else {", *_format_block(op.otherwise), "}"]
+    if isinstance(op, While):
+        return [f"{_names(op.results)} = while ({_names(op.inits)}) {{{_at(op.location)}",
+                *_format_block(op.before), "} do {", *_format_block(op.after), "}"]
     return _format_generic(op)
+
+
+def _names(values) -> str:
+    return ", ".join("%" + v.name for v in values)
+
+
+def _format_block(block: Block) -> list[str]:
+    lines = [f"^({', '.join(_decl(a) for a in block.arguments)}):"] if block.arguments else []
+    lines += ["  " + line for op in block.ops for line in _format_op(op)]
+    return lines + [f"  yield {_names(block.results)}"]
 
 
 def _format_generic(op: Generic) -> list[str]:

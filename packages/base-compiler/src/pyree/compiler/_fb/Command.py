@@ -80,7 +80,18 @@ class Command(object):
             return obj
         return None
 
-def CommandStart(builder): builder.StartObject(5)
+    # Command
+    def Branch(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.Branch import Branch
+            obj = Branch()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def CommandStart(builder): builder.StartObject(6)
 def Start(builder):
     return CommandStart(builder)
 def CommandAddKind(builder, kind): builder.PrependUint8Slot(0, kind, 0)
@@ -98,9 +109,13 @@ def AddFill(builder, fill):
 def CommandAddCheck(builder, check): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(check), 0)
 def AddCheck(builder, check):
     return CommandAddCheck(builder, check)
+def CommandAddBranch(builder, branch): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(branch), 0)
+def AddBranch(builder, branch):
+    return CommandAddBranch(builder, branch)
 def CommandEnd(builder): return builder.EndObject()
 def End(builder):
     return CommandEnd(builder)
+import pyree.compiler._fb.Branch
 import pyree.compiler._fb.Check
 import pyree.compiler._fb.Copy
 import pyree.compiler._fb.Dispatch
@@ -119,6 +134,7 @@ class CommandT(object):
         self.copy = None  # type: Optional[pyree.compiler._fb.Copy.CopyT]
         self.fill = None  # type: Optional[pyree.compiler._fb.Fill.FillT]
         self.check = None  # type: Optional[pyree.compiler._fb.Check.CheckT]
+        self.branch = None  # type: Optional[pyree.compiler._fb.Branch.BranchT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -145,6 +161,8 @@ class CommandT(object):
             self.fill = pyree.compiler._fb.Fill.FillT.InitFromObj(command.Fill())
         if command.Check() is not None:
             self.check = pyree.compiler._fb.Check.CheckT.InitFromObj(command.Check())
+        if command.Branch() is not None:
+            self.branch = pyree.compiler._fb.Branch.BranchT.InitFromObj(command.Branch())
 
     # CommandT
     def Pack(self, builder):
@@ -156,6 +174,8 @@ class CommandT(object):
             fill = self.fill.Pack(builder)
         if self.check is not None:
             check = self.check.Pack(builder)
+        if self.branch is not None:
+            branch = self.branch.Pack(builder)
         CommandStart(builder)
         CommandAddKind(builder, self.kind)
         if self.dispatch is not None:
@@ -166,5 +186,7 @@ class CommandT(object):
             CommandAddFill(builder, fill)
         if self.check is not None:
             CommandAddCheck(builder, check)
+        if self.branch is not None:
+            CommandAddBranch(builder, branch)
         command = CommandEnd(builder)
         return command

@@ -24,7 +24,18 @@ from pyree.compiler.flow.collapse import collapse_loops
 from pyree.compiler.flow.constant_folding import fold_constants
 from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.rewrite import compose, permutation_dims, remap_loops, transform
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
+from pyree.compiler.flow.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Op,
+    Value,
+    While,
+    defined_by,
+    read_by,
+)
 from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Gather, Load, Result, walk
 
 
@@ -68,12 +79,7 @@ def _fuse_once(ops: list[Op], results: list[Value]) -> bool:
 def _users(ops: list[Op], results: list[Value]) -> Counter:
     count: Counter = Counter(results)
     for op in ops:
-        if isinstance(op, Generic):
-            count.update(set(op.inputs))
-        elif isinstance(op, View):
-            count[op.source] += 1
-        elif isinstance(op, Check):
-            count.update({op.lhs, op.rhs} - {None})
+        count.update(set(read_by(op)))
     return count
 
 
@@ -89,11 +95,10 @@ def _producers(ops: list[Op]) -> dict[Value, Op]:
 
 
 def _is_dead(op: Op, users: Counter) -> bool:
-    """Ops without side effects whose results nothing reads."""
-    if isinstance(op, Check):
+    """Ops without side effects whose results nothing reads (control flow may hold checks)."""
+    if isinstance(op, (Check, If, While)):
         return False
-    produced = op.results if isinstance(op, Generic) else [op.result]
-    return all(users[v] == 0 for v in produced)
+    return all(users[v] == 0 for v in defined_by(op))
 
 
 def _inline_splat(op: Generic, j: int, producer: Constant) -> Generic:
@@ -136,8 +141,9 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
     if root_dims is None or len(reads) != 1:
         return None
     read_dims = permutation_dims(next(iter(reads)), len(consumer.loop_ranges))
-    if read_dims is None:
-        return None
+    if read_dims is None or any(consumer.loop_ranges[d] != root.loop_ranges[root_dims[position]]
+                                for position, d in enumerate(read_dims)):
+        return None  # the consumer reads part of the value (a slice): not the same loop space
     # consumer loop read_dims[i] walks dim i of the value, which root writes from its loop root_dims[i].
     n = len(root.loop_ranges)
     loop_map: list[AffineExpr] = [None] * len(read_dims)  # type: ignore[list-item]

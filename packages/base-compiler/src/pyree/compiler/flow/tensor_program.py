@@ -1,7 +1,11 @@
 """The tensor program: a function after normalization, as a list of ops on SSA tensor values.
 
 The MLIR front end (``pyree.compiler.input``) lowers every accepted op (arith/math on tensors,
-linalg named ops and generics, tensor slicing/padding, constants, check ops) into these few ops.
+linalg named ops and generics, tensor slicing/padding, constants, check ops) into these few ops,
+and control flow (scf, stablehlo.while/if/case) into ``If`` and ``While``, whose ``Block``s are
+op lists of their own: a block reads values of enclosing blocks but defines values only it and
+its own nested blocks see (MLIR's region scoping), so every pass runs on a block as on a function
+whose arguments are the block's arguments and the outer values it reads (``map_blocks``).
 Dispatch-region formation (``pyree.compiler.flow.regions``) then fuses ``Generic`` ops into
 kernels. ``Generic`` reuses the kernel IR's expressions: inside a Generic, ``Load(binding=i)``
 reads ``inputs[i]`` and ``Result.binding = k`` writes ``results[k]``; fusion only rebinds indices.
@@ -9,6 +13,8 @@ reads ``inputs[i]`` and ``Result.binding = k`` writes ``results[k]``; fusion onl
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -84,7 +90,91 @@ class Check:
     location: str = ""
 
 
-Op = Union[Generic, Constant, View, Check]
+@dataclass(eq=False)
+class Block:
+    arguments: list[Value]
+    ops: list[Op]
+    results: list[Value]  # what the block yields
+
+
+@dataclass(eq=False)
+class If:
+    """scf.if: runs ``then`` when the rank-0 ``condition`` is non-zero, else ``otherwise``;
+    ``results`` are what the block that ran yields."""
+
+    condition: Value
+    then: Block
+    otherwise: Block
+    results: list[Value]
+    location: str = ""
+
+
+@dataclass(eq=False)
+class While:
+    """scf.while: ``before`` receives the carried values (first ``inits``) and yields
+    ``[condition, *forwarded]``; while the condition is non-zero, ``after`` receives the
+    forwarded values and yields the next carried values. ``results`` are the forwarded values
+    of the ``before`` run whose condition was zero."""
+
+    inits: list[Value]
+    before: Block
+    after: Block
+    results: list[Value]
+    location: str = ""
+
+
+Op = Union[Generic, Constant, View, Check, If, While]
+
+
+def blocks_of(op: Op) -> tuple[Block, ...]:
+    if isinstance(op, If):
+        return (op.then, op.otherwise)
+    if isinstance(op, While):
+        return (op.before, op.after)
+    return ()
+
+
+def defined_by(op: Op) -> list[Value]:
+    if isinstance(op, (Generic, If, While)):
+        return list(op.results)
+    if isinstance(op, (Constant, View)):
+        return [op.result]
+    return []
+
+
+def read_by(op: Op) -> list[Value]:
+    """The values ``op`` reads, those its blocks read from outside included."""
+    if isinstance(op, Generic):
+        return list(op.inputs)
+    if isinstance(op, View):
+        return [op.source]
+    if isinstance(op, Check):
+        return [v for v in (op.lhs, op.rhs) if v is not None]
+    if isinstance(op, If):
+        return [op.condition, *free_values(op.then), *free_values(op.otherwise)]
+    if isinstance(op, While):
+        return [*op.inits, *free_values(op.before), *free_values(op.after)]
+    return []
+
+
+def walk_ops(ops: list[Op]):
+    """Every op of ``ops`` and of their nested blocks, in program order."""
+    for op in ops:
+        yield op
+        for block in blocks_of(op):
+            yield from walk_ops(block.ops)
+
+
+def free_values(block: Block) -> list[Value]:
+    """The values ``block`` reads (its nested blocks included) that it does not define, in
+    first-read order."""
+    defined = set(block.arguments)
+    free: dict[Value, None] = {}
+    for op in block.ops:
+        free.update((v, None) for v in read_by(op) if v not in defined)
+        defined.update(defined_by(op))
+    free.update((v, None) for v in block.results if v not in defined)
+    return list(free)
 
 
 @dataclass(eq=False)
@@ -94,6 +184,28 @@ class Function:
     ops: list[Op]
     results: list[Value]
     location: str = ""
+
+
+def map_blocks(function: Function, rewrite: Callable[[Function], Function]) -> Function:
+    """``rewrite`` applied to ``function`` and, innermost first, to every nested block as a
+    function of its arguments and the outer values it reads, yielding its results."""
+    ops = [_map_op(op, function.name, rewrite) for op in function.ops]
+    return rewrite(dataclasses.replace(function, ops=ops))
+
+
+def _map_op(op: Op, name: str, rewrite) -> Op:
+    if not blocks_of(op):
+        return op
+    new = {}
+    for field_name in ("then", "otherwise", "before", "after"):
+        block = getattr(op, field_name, None)
+        if block is None:
+            continue
+        as_function = Function(f"{name}_{field_name}", [*block.arguments, *free_values(block)],
+                               block.ops, block.results)
+        done = map_blocks(as_function, rewrite)
+        new[field_name] = Block(block.arguments, done.ops, done.results)
+    return dataclasses.replace(op, **new)
 
 
 @dataclass(eq=False)

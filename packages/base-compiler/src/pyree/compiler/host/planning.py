@@ -2,16 +2,28 @@
 
 Arguments and constants live in their own buffers. A value returned by the function is computed
 straight into that result's allocation. Every other computed value gets a range of one transient
-arena, reused once the value is dead (first fit, 64-byte aligned, live from the op defining it to
-the last op reading it or any view of it). Views share their source's bytes. Shapes are static,
-so all of this is decided here and the runtime only allocates the arena and the results.
+arena, reused once the value is dead (first fit, 64-byte aligned, live from the step first
+touching it to the last step reading it or any view of it, in the linearized program order; a
+value live into a loop and used in it stays live to the loop's end). Views share their source's
+bytes. Shapes are static, so all of this is decided here and the runtime only allocates the
+arena and the results.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
+from pyree.compiler.flow.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    Value,
+    View,
+    defined_by,
+    read_by,
+)
+from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 
 ALIGNMENT = 64
 
@@ -33,28 +45,30 @@ class Plan:
     result_copies: list[tuple[int, Value]] = field(default_factory=list)
 
 
-def plan_function(function: Function, constant_index: dict[Value, int]) -> Plan:
+def plan_function(function: Function, steps: list[Step], constant_index: dict[Value, int]) -> Plan:
+    """Storage for every value of ``function``, whose program order is ``steps``
+    (``host/linearize.py``)."""
     plan = Plan(result_sizes=[v.num_bytes for v in function.results])
     for i, arg in enumerate(function.arguments):
         plan.storage[arg] = Storage("argument", i, 0)
-    written = {v for op in function.ops if _writes(op) for v in _defined(op)}
+    written = {v for step in steps for v in _written(step)}
     for r, value in enumerate(function.results):
         if value in written and value not in plan.storage and value not in constant_index:
             plan.storage[value] = Storage("result", r, 0)
         else:
             plan.result_copies.append((r, value))
-    last_use = _last_uses(function)
+    last = _last_uses(function, steps)
     live: list[tuple[int, int, Value]] = []  # (offset, size, value) of live arena ranges
-    for position, op in enumerate(function.ops):
-        live = [block for block in live if last_use.get(block[2], -1) >= position]
-        for value in _defined(op):
+    for position, step in enumerate(steps):
+        live = [block for block in live if last[block[2]] >= position]
+        for value in _defined(step):
             if value in plan.storage:
                 continue
             if value in constant_index:
                 plan.storage[value] = Storage("constant", constant_index[value], 0)
-            elif isinstance(op, View):
-                source = plan.storage[op.source]
-                plan.storage[value] = Storage(source.kind, source.index, source.offset + op.byte_offset)
+            elif isinstance(step, View):
+                source = plan.storage[step.source]
+                plan.storage[value] = Storage(source.kind, source.index, source.offset + step.byte_offset)
             else:
                 offset = _first_fit(live, value.num_bytes)
                 live.append((offset, value.num_bytes, value))
@@ -63,43 +77,60 @@ def plan_function(function: Function, constant_index: dict[Value, int]) -> Plan:
     return plan
 
 
-def _writes(op: Op) -> bool:
-    """Ops that become a command writing their result (a dispatch, or a fill for a splat)."""
-    return isinstance(op, Generic) or (isinstance(op, Constant) and op.data is None)
-
-
-def _defined(op: Op) -> list[Value]:
-    if isinstance(op, Generic):
-        return list(op.results)
-    if isinstance(op, (Constant, View)):
-        return [op.result]
+def _written(step: Step) -> list[Value]:
+    """Values a command writes (a dispatch, a fill for a splat, a copy)."""
+    if isinstance(step, Generic):
+        return list(step.results)
+    if isinstance(step, Constant) and step.data is None:
+        return [step.result]
+    if isinstance(step, Copy):
+        return [step.target]
     return []
 
 
-def _read(op: Op) -> list[Value]:
-    if isinstance(op, Generic):
-        return list(op.inputs)
-    if isinstance(op, View):
-        return [op.source]
-    if isinstance(op, Check):
-        return [v for v in (op.lhs, op.rhs) if v is not None]
+def _defined(step: Step) -> list[Value]:
+    if isinstance(step, Copy):
+        return [step.target]
+    if isinstance(step, (Generic, Constant, View)):
+        return defined_by(step)
     return []
 
 
-def _last_uses(function: Function) -> dict[Value, int]:
-    """Position of the last op reading each value, a view's readers counting for its source."""
+def _touched(step: Step) -> list[Value]:
+    if isinstance(step, Copy):
+        return [step.source, step.target]
+    if isinstance(step, Branch):
+        return [step.condition] if step.condition is not None else []
+    if isinstance(step, (Generic, Constant, View, Check)):
+        return read_by(step) + defined_by(step)
+    return []
+
+
+def _last_uses(function: Function, steps: list[Step]) -> dict[Value, int]:
+    """The last position where each value's bytes are used, a view's uses counting for
+    its source's. A value used inside a loop that it was live into stays live to the loop's end:
+    the next iteration reads it again."""
     root: dict[Value, Value] = {}
-    for op in function.ops:
-        if isinstance(op, View):
-            root[op.result] = root.get(op.source, op.source)
-    end = len(function.ops)
+    for step in steps:
+        if isinstance(step, View):
+            root[step.result] = root.get(step.source, step.source)
+    first: dict[Value, int] = {}
     last: dict[Value, int] = {}
-    for position, op in enumerate(function.ops):
-        for v in _read(op):
-            last[root.get(v, v)] = position
+    for position, step in enumerate(steps):
+        for v in _touched(step):
+            v = root.get(v, v)
+            first.setdefault(v, position)
+            last[v] = position
     for v in function.results:
-        last[root.get(v, v)] = end
-    return last
+        last[root.get(v, v)] = len(steps)
+    labels = {step: position for position, step in enumerate(steps) if isinstance(step, Label)}
+    loops = [(labels[step.target], position) for position, step in enumerate(steps)
+             if isinstance(step, Branch) and labels[step.target] < position]
+    for begin, end in loops:
+        for v, at in first.items():
+            if at < begin <= last[v]:
+                last[v] = max(last[v], end)
+    return {**last, **{v: last[r] for v, r in root.items() if r in last}}
 
 
 def _first_fit(live: list[tuple[int, int, Value]], size: int) -> int:

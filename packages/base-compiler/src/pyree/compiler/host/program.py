@@ -1,12 +1,16 @@
 """The host program: the commands a function runs, written as the module's Function table.
 
-Commands run in order. A barrier separates two commands when the later one touches bytes the
-earlier one wrote (or writes bytes it read); drivers that run everything in order may ignore it.
+Commands run in order, branches aside. A barrier separates two commands when the later one
+touches bytes the earlier one wrote (or writes bytes it read); drivers that run everything in
+order may ignore it. A branch or a place a branch lands ends the run of commands recorded into
+one command buffer (the runtime waits for the work before it reads a condition), so the
+barrier bookkeeping starts afresh there.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from pyree.compiler._fb.Branch import BranchT
 from pyree.compiler._fb.BufferKind import BufferKind
 from pyree.compiler._fb.BufferRef import BufferRefT
 from pyree.compiler._fb.Check import CheckT
@@ -20,6 +24,7 @@ from pyree.compiler._fb.Fill import FillT
 from pyree.compiler._fb.Function import FunctionT
 from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Value
+from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.host.planning import Plan
 from pyree.compiler.kernel import DTYPES
 
@@ -34,7 +39,8 @@ def tensor_type(value: Value) -> TensorTypeT:
     return t
 
 
-def emit_function(function: Function, plan: Plan, kernel_ordinals: dict[Generic, int]) -> FunctionT:
+def emit_function(function: Function, steps: list[Step], plan: Plan,
+                  kernel_ordinals: dict[Generic, int]) -> FunctionT:
     out = FunctionT()
     out.name = function.name
     out.location = function.location
@@ -43,19 +49,25 @@ def emit_function(function: Function, plan: Plan, kernel_ordinals: dict[Generic,
     out.resultSizes = list(plan.result_sizes)
     out.transientSize = plan.transient_size
     emitter = _Emitter(plan)
-    for op in function.ops:
-        if isinstance(op, Generic) and any(v.num_bytes for v in op.results):
-            emitter.dispatch(kernel_ordinals[op], op.inputs, op.results)
-        elif isinstance(op, Constant) and op.data is None:
-            emitter.fill(op.result, op.splat)
-        elif isinstance(op, Check):
-            emitter.check(op)
+    for step in steps:
+        if isinstance(step, Generic) and any(v.num_bytes for v in step.results):
+            emitter.dispatch(kernel_ordinals[step], step.inputs, step.results)
+        elif isinstance(step, Constant) and step.data is None:
+            emitter.fill(step.result, step.splat)
+        elif isinstance(step, Check):
+            emitter.check(step)
+        elif isinstance(step, Copy) and step.source.num_bytes:
+            emitter.copy(step.source, emitter.ref(step.target))
+        elif isinstance(step, Label):
+            emitter.label(step)
+        elif isinstance(step, Branch):
+            emitter.branch(step)
     for index, value in plan.result_copies:
         target = BufferRefT()
         target.kind, target.index, target.offset, target.length = (
             BufferKind.result, index, 0, value.num_bytes)
         emitter.copy(value, target)
-    out.commands = emitter.commands
+    out.commands = emitter.finish()
     return out
 
 
@@ -64,6 +76,29 @@ class _Emitter:
         self.plan = plan
         self.commands: list[CommandT] = []
         self._pending: list[tuple[tuple[int, int, int, int], bool]] = []  # ranges since last barrier
+        self._labels: dict[Label, int] = {}  # label -> the index of the command it precedes
+        self._branches: list[tuple[BranchT, Label]] = []
+
+    def label(self, label: Label) -> None:
+        self._labels[label] = len(self.commands)
+        self._pending = []
+
+    def branch(self, step: Branch) -> None:
+        b = BranchT()
+        if step.condition is not None:
+            b.condition = self.ref(step.condition)
+            b.conditionType = _ELEMENT_TYPES[step.condition.dtype]
+        b.ifZero = step.if_zero
+        self._branches.append((b, step.target))
+        cmd = CommandT()
+        cmd.kind, cmd.branch = CommandKind.branch, b
+        self.commands.append(cmd)
+        self._pending = []
+
+    def finish(self) -> list[CommandT]:
+        for b, label in self._branches:
+            b.target = self._labels[label]
+        return self.commands
 
     def ref(self, value: Value) -> BufferRefT:
         s = self.plan.storage[value]

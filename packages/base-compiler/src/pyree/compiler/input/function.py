@@ -9,11 +9,23 @@ Constant only where one is really needed. Unused ops are dropped at the end.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Op, Value, View
+from pyree.compiler.flow.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Op,
+    Value,
+    While,
+    defined_by,
+    read_by,
+)
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.parser import location_of
@@ -66,6 +78,17 @@ class FunctionLowering:
         value = self.new_value(dtype, shape, ssa.name_hint)
         self.env[ssa] = value
         return value
+
+    @contextmanager
+    def block(self):
+        """Lowers into a fresh op list, a control-flow block's, which it yields; constants
+        materialized inside stay inside (a block's values are not visible after it)."""
+        saved = self.ops, self._materialized
+        self.ops, self._materialized = [], dict(self._materialized)
+        try:
+            yield self.ops
+        finally:
+            self.ops, self._materialized = saved
 
     def emit(self, op: Op) -> None:
         self.ops.append(op)
@@ -139,20 +162,13 @@ def fold(expr: Expr) -> Const:
 
 
 def _live_ops(ops: list[Op], results: list[Value]) -> list[Op]:
-    """``ops`` without those whose results nothing uses (checks are always used)."""
+    """``ops`` without those whose results nothing uses (checks, and control flow that may
+    hold them, are always used)."""
     live: set[Value] = set(results)
     kept: list[Op] = []
     for op in reversed(ops):
-        if isinstance(op, Check):
-            live.update(v for v in (op.lhs, op.rhs) if v is not None)
-        elif isinstance(op, Generic):
-            if not any(r in live for r in op.results):
-                continue
-            live.update(op.inputs)
-        elif op.result not in live:
-            continue
-        elif isinstance(op, View):
-            live.add(op.source)
-        kept.append(op)
+        if isinstance(op, (Check, If, While)) or any(v in live for v in defined_by(op)):
+            live.update(read_by(op))
+            kept.append(op)
     kept.reverse()
     return kept

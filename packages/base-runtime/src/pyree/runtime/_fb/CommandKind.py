@@ -9,3 +9,4 @@ class CommandKind(object):
     fill = 2
     barrier = 3
     check = 4
+    branch = 5

@@ -19,7 +19,7 @@ ALIGNMENT = 64
 MAX_ALLOCATION = 1 << 48  # no real function needs more; a larger size is a damaged file
 FORMATS = {0: "cpu", 1: "cuda", 2: "rocm", 3: "spirv"}
 BUFFER_KINDS = {0: "argument", 1: "result", 2: "transient", 3: "constant"}
-COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier", 4: "check"}
+COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier", 4: "check", 5: "branch"}
 CHECK_KINDS = {0: "expect_true", 1: "expect_false", 2: "expect_all_true", 3: "expect_eq",
                4: "expect_almost_eq"}
 BINDING_ACCESS = {0: "read", 1: "write", 2: "read_write"}
@@ -33,6 +33,7 @@ class _Buffers:
     results: list[int]
     transient: int
     constants: list[int]
+    commands: int  # how many commands the function has: a branch may target 0..commands
 
 
 def _fail(where: str, what: str) -> ModuleError:
@@ -186,7 +187,8 @@ class _Verifier:
                                                    f"{need}-byte value")
         if function.transientSize > MAX_ALLOCATION:
             raise _fail(where, f"transient size {function.transientSize} is implausibly large")
-        buffers = _Buffers(arguments, function.resultSizes, function.transientSize, constant_sizes)
+        buffers = _Buffers(arguments, function.resultSizes, function.transientSize, constant_sizes,
+                           len(function.commands))
         for c, command in enumerate(function.commands):
             self.command(command, buffers, f"{where} command {c}")
 
@@ -265,6 +267,20 @@ class _Verifier:
                     and check.atol >= 0 and check.rtol >= 0):
                 raise _fail(where, f"tolerances atol={check.atol} rtol={check.rtol} must be "
                                    f"finite and not negative")
+
+    def branch(self, branch, buffers: _Buffers, where: str) -> None:
+        if branch.target > buffers.commands:
+            raise _fail(where, f"target {branch.target} is past the function's "
+                               f"{buffers.commands} commands")
+        if branch.condition is None:
+            return
+        t = branch.conditionType
+        if t not in NAMES or t in FLOAT_TYPES:
+            raise _fail(where, f"condition type {NAMES.get(t, t)} is not an integer type")
+        self.buffer_ref(branch.condition, buffers, f"{where} condition")
+        if branch.condition.length != ITEMSIZES[t]:
+            raise _fail(where, f"condition is {branch.condition.length} bytes but a "
+                               f"{NAMES[t]} needs {ITEMSIZES[t]}")
 
     def buffer_ref(self, ref, buffers: _Buffers, where: str) -> None:
         if ref is None:

@@ -3,10 +3,12 @@
 A call checks its arguments, uploads host arguments, takes results and the transient arena from
 the module's buffer pool, and submits the recorded command buffers with that call's binding
 table, each step waiting on the last one on the function's own timeline semaphore. Results come
-back as DeviceArrays that become ready when the timeline reaches the call's last value; checks run
-on the host between command buffers. In steady state a call with numpy arguments crosses the
-driver ABI once to submit and once to wait, plus once per upload and per result read of a buffer
-too large to be mapped (vm/buffer_pool.py).
+back as DeviceArrays that become ready when the timeline reaches the call's last value; checks and
+branches (the host program's control flow: loops and conditionals on values computed on the
+device, as IREE's VM runs them) run on the host between command buffers, after a wait. In
+steady state a call with numpy arguments crosses the driver ABI once to submit and once to
+wait, plus once per upload and per result read of a buffer too large to be mapped
+(vm/buffer_pool.py).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import threading
 
 import numpy as np
 from pyree.runtime.errors import CheckError, InvocationError, PyreeError
+from pyree.runtime.hal.device import CommandBuffer
 from pyree.runtime.vm.buffer_pool import CallResources
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
-from pyree.runtime.vm.program import record
+from pyree.runtime.vm.program import BranchStep, record
 from pyree.runtime.vm.tensor_type import TensorType, describe
 
 
@@ -45,7 +48,7 @@ class Function:
         first["constant"] = first["transient"] + 1
         self._item_base = first
         self._slot_items = [first[kind] + index for kind, index in self._program.sources]
-        self._has_checks = any(isinstance(s, CheckStep) for s in self._program.steps)
+        self._submits_only = self._program.submits_only
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
         self._lock = threading.Lock()
@@ -138,7 +141,7 @@ class Function:
         device = loaded.device
         with self._lock:
             semaphore, value = self._timeline, self._value
-            if not self._has_checks:  # the common case: submits only
+            if self._submits_only:  # the common case
                 for step in self._program.steps:
                     waits.append((semaphore, value))
                     device.queue_submit(step, table, waits, [(semaphore, value + 1)])
@@ -157,21 +160,36 @@ class Function:
 
     def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
                    failures: list | None) -> int:
-        """Submits and checks in order (holding ``_lock``); returns the timeline's last value."""
+        """Runs the steps from the first, following branches (holding ``_lock``); returns the
+        timeline's last value."""
         device = self._loaded.device
-        for step in self._program.steps:
-            if isinstance(step, CheckStep):
+        steps = self._program.steps
+        pc = 0
+        while pc < len(steps):
+            step = steps[pc]
+            pc += 1
+            if isinstance(step, BranchStep) and step.condition is None:
+                pc = step.target
+                continue
+            if not isinstance(step, CommandBuffer):  # the host reads values: wait for them
+                for other, at in waits:  # arguments still being computed by other calls
+                    other.wait(at)
+                waits = []
                 self._wait(semaphore, value)
+            if isinstance(step, BranchStep):
+                if bool(self._read(step.condition, items)) != step.if_zero:
+                    pc = step.target
+            elif isinstance(step, CheckStep):
                 failure = self._check(step, items)
                 if failure is not None and failures is None:
                     raise CheckError([failure])
                 if failure is not None:
                     failures.append(failure)
-                continue
-            waits.append((semaphore, value))
-            device.queue_submit(step, table, waits, [(semaphore, value + 1)])
-            value, waits = value + 1, []
-            self._value = value
+            else:
+                waits.append((semaphore, value))
+                device.queue_submit(step, table, waits, [(semaphore, value + 1)])
+                value, waits = value + 1, []
+                self._value = value
         return value
 
     def _wait(self, semaphore, value: int) -> None:

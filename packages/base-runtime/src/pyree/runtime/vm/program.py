@@ -1,9 +1,9 @@
 """Records a function's host program once: HAL command buffers against binding-table slots,
-split wherever a check must read values on the host.
+split wherever the host must read values (a check, a branch) and wherever a branch lands.
 
 Each (buffer kind, index) the commands touch gets one slot; a call builds its binding table from
 ``Program.sources`` and submits each command buffer as is. That keeps a call to one crossing per
-command buffer -- one for a function without checks.
+command buffer -- one for a function without checks or control flow.
 """
 
 from __future__ import annotations
@@ -19,10 +19,25 @@ from pyree.runtime.vm.tensor_type import TensorType
 _HAL_KINDS = {"dispatch": 0, "copy": 1, "fill": 2, "barrier": 3}
 
 
+@dataclass(frozen=True)
+class BranchStep:
+    """Go on at step ``target`` when ``condition`` (None: always) is non-zero, or zero with
+    ``if_zero``; else at the next step."""
+
+    condition: Operand | None
+    if_zero: bool
+    target: int
+
+
 @dataclass
 class Program:
-    sources: list[tuple[str, int]]           # slot -> (buffer kind, index)
-    steps: list[CommandBuffer | CheckStep]   # in order
+    sources: list[tuple[str, int]]                       # slot -> (buffer kind, index)
+    steps: list[CommandBuffer | CheckStep | BranchStep]  # in order
+
+    @property
+    def submits_only(self) -> bool:
+        """No step needs the host between submits: the fast path of a call."""
+        return all(isinstance(s, CommandBuffer) for s in self.steps)
 
 
 class _Recorder:
@@ -74,16 +89,34 @@ def _operand(ref, t) -> Operand:
 def record(function, device: Device, executable: Executable | None) -> Program:
     """Records ``function`` (a verified FunctionT) for ``device``."""
     recorder = _Recorder(device, executable)
-    plan: list[list[tuple] | CheckStep] = []
-    for command in function.commands:
-        if COMMAND_KINDS[command.kind] == "check":
+    commands = function.commands
+    landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
+    plan: list[list[tuple] | CheckStep | BranchStep] = []
+    step_at: list[int] = []  # command index -> the step that runs it (or the next one)
+    for i, command in enumerate(commands):
+        kind = COMMAND_KINDS[command.kind]
+        step_at.append(len(plan) if i in landings or not plan or not isinstance(plan[-1], list)
+                       else len(plan) - 1)
+        if kind == "check":
             c = command.check
-            kind = CHECK_KINDS[c.kind]
-            rhs = _operand(c.rhs, c.rhsType) if kind in ("expect_eq", "expect_almost_eq") else None
-            plan.append(CheckStep(kind, c.location, _operand(c.lhs, c.lhsType), rhs, c.atol, c.rtol))
+            check = CHECK_KINDS[c.kind]
+            rhs = _operand(c.rhs, c.rhsType) if check in ("expect_eq", "expect_almost_eq") else None
+            plan.append(CheckStep(check, c.location, _operand(c.lhs, c.lhsType), rhs, c.atol, c.rtol))
+        elif kind == "branch":
+            b = command.branch
+            condition = None if b.condition is None else _scalar_operand(b.condition, b.conditionType)
+            plan.append(BranchStep(condition, bool(b.ifZero), b.target))  # a command index for now
         else:
-            if not plan or isinstance(plan[-1], CheckStep):
+            if i in landings or not plan or not isinstance(plan[-1], list):
                 plan.append([])
             plan[-1].append(recorder.hal_command(command))
-    steps = [recorder.record(p) if isinstance(p, list) else p for p in plan]
+    step_at.append(len(plan))
+    steps = [recorder.record(p) if isinstance(p, list)
+             else BranchStep(p.condition, p.if_zero, step_at[p.target]) if isinstance(p, BranchStep)
+             else p for p in plan]
     return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)
+
+
+def _scalar_operand(ref, element_type: int) -> Operand:
+    return Operand(BUFFER_KINDS[ref.kind], ref.index, ref.offset, ref.length,
+                   TensorType.of(element_type, ()))

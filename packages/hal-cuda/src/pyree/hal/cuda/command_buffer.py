@@ -156,8 +156,11 @@ class CommandBuffer:
 
     def _capture(self, key, table):
         cu, capture = self.cu, self.device.capture_stream
+        # Relaxed: Python may collect a dropped result in the middle of the capture, and its
+        # cuMemFreeAsync / cuMemFreeHost (memory this graph never uses) invalidated a
+        # thread-local capture (seen on the H100: 1 call in a few thousand).
         check(cu, cu.cuStreamBeginCapture(
-            capture, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            capture, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
             "cuStreamBeginCapture")
         try:
             self._issue_stream(capture, table, packed=True)
