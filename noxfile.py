@@ -26,6 +26,8 @@ IMPORTER_DEPS = ["torch==2.13.0+cpu", "onnxruntime", "pillow"]
 # requirement must not be resolved again: installed alone, without dependencies (pillow is
 # above, numpy comes with pyree).
 TORCHVISION = "torchvision==0.28.0"
+# JAX (CPU), whose StableHLO the tests compile and whose results they compare against.
+JAX_DEPS = ["jax==0.10.2", "jaxlib==0.10.2"]
 EXAMPLES = [
     ("tests/data/add.mlir", "add", ['--input=4xf32=[1 2 3 4]', "--input=4xf32=[2 2 2 2]"]),
     ("tests/data/mlp.mlir", "mlp", ["--input=37x53xf32=0.5"]),
@@ -42,8 +44,8 @@ def tests(session, driver):
     # collection); the cuda session runs on a GPU host that needs only its own.
     drivers = DRIVER_PACKAGES[driver] if driver == "cuda" \
         else [p for ps in DRIVER_PACKAGES.values() for p in ps]
-    packages = [p + "[onnx,torch]" if p == "packages/base-compiler" else p for p in PACKAGES]
-    session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS)
+    packages = [p + "[onnx,torch,tosa]" if p == "packages/base-compiler" else p for p in PACKAGES]
+    session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS)
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DRIVER_PACKAGES) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)

@@ -57,7 +57,13 @@ def test_backend_flags(flags, backends, calls, tmp_path):
     ("--pyree-vulkan-target=rdna3-7900-windows", "vulkan_target", "rdna3-7900-windows"),
     ("--iree-vulkan-target=valhall-mali", "vulkan_target", "valhall-mali"),
     ("--pyree-print-ir-after-all", "print_ir_after_all", True),
-    ("--iree-input-type=stablehlo", "target_backends", ["llvm-cpu"]),
+    ("--iree-input-type=stablehlo", "input_type", "stablehlo"),
+    ("--pyree-input-type=tosa", "input_type", "tosa"),
+    ("--iree-input-demote-f64-to-f32", "demote_f64_to_f32", True),
+    ("--pyree-input-demote-f64-to-f32=false", "demote_f64_to_f32", False),
+    ("--iree-input-demote-i64-to-i32=false", "demote_i64_to_i32", False),
+    ("--pyree-input-demote-i64-to-i32", "demote_i64_to_i32", True),
+    ("--iree-input-promote-bf16-to-f32=1", "promote_bf16_to_f32", True),
 ])
 def test_target_flags(flag, field, value, calls, tmp_path):
     assert main([str(ADD), f"--output-file={tmp_path / 'm.vmfb'}", flag]) == 0
@@ -69,6 +75,16 @@ def test_defaults(calls, tmp_path):
     options = calls[0][1]
     assert (options.llvmcpu_target_cpu, options.cuda_target, options.print_ir_after_all) == (
         "host", "sm_80", False)
+    # IREE's defaults: i64 demotion follows the input type (on for StableHLO), the others off.
+    assert (options.input_type, options.demote_f64_to_f32, options.demote_i64_to_i32,
+            options.promote_bf16_to_f32) == ("auto", False, None, False)
+
+
+def test_a_demotion_flag_takes_only_a_boolean(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(ADD), "-o", str(tmp_path / "m.vmfb"), "--iree-input-demote-f64-to-f32=maybe"])
+    assert exit_info.value.code == 2
+    assert "expected true or false, got 'maybe'" in capsys.readouterr().err
 
 
 def test_stdin_in_stdout_out(calls, monkeypatch, capsysbinary):

@@ -19,6 +19,15 @@ class CompileOptions:
     cuda_target: str = "sm_80"
     # --pyree-vulkan-target: a target triple from IREE's Vulkan guide; the backend resolves it.
     vulkan_target: str = ""
+    # --pyree-input-type: auto (detect from the op names), none, stablehlo or tosa
+    # (input/input_types.py).
+    input_type: str = "auto"
+    # --pyree-input-demote-f64-to-f32 / -demote-i64-to-i32 / -promote-bf16-to-f32: rewrite those
+    # element types before lowering (input/demotion.py); the functions' signatures change too.
+    # IREE's defaults: f64 and bf16 off; i64 on for StableHLO input only (None: that default).
+    demote_f64_to_f32: bool = False
+    demote_i64_to_i32: bool | None = None
+    promote_bf16_to_f32: bool = False
     # --pyree-print-ir-after-all: print each stage's IR to this stream (stderr in the CLI).
     print_ir_after_all: bool = False
     # Called with a short line as each stage starts ("parsing m.mlir (94.0 MB)", "codegen for

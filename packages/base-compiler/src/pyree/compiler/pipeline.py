@@ -21,10 +21,20 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Constant, Generic, Program
+from pyree.compiler.flow.tensor_program import (
+    Constant,
+    Function,
+    Generic,
+    Program,
+    map_blocks,
+    walk_ops,
+)
+from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
 from pyree.compiler.host.program import emit_function, tensor_type
 from pyree.compiler.input import lower_to_tensor_program, parse_mlir
+from pyree.compiler.input.demotion import demote_types
+from pyree.compiler.input.input_types import convert_input
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 
@@ -44,20 +54,24 @@ def compile_str(text: str, options: CompileOptions | None = None,
     _check_targets(options.target_backends)
     report = options.progress or (lambda line: None)
     report(f"parsing {source_name} ({size_text(len(text))})")
+    text, input_type = convert_input(text, source_name, options.input_type)
     module = parse_mlir(text, source_name)
+    demote_i64 = options.demote_i64_to_i32
+    demote_types(module, options.demote_f64_to_f32,
+                 input_type == "stablehlo" if demote_i64 is None else demote_i64,
+                 options.promote_bf16_to_f32)
     report("lowering to the tensor program")
     program = lower_to_tensor_program(module)
     _dump(options, "tensor program", printing.format_program(program))
     report("forming dispatch regions")
-    program = Program([form_dispatch_regions(rewrite_convolutions(f)) for f in program.functions],
-                      program.name)
+    program = Program([map_blocks(f, _form_regions) for f in program.functions], program.name)
     _dump(options, "dispatch regions", printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
     table = KernelTable()
     constant_index: dict = {}
     for function in program.functions:
-        for op in function.ops:
+        for op in walk_ops(function.ops):
             if isinstance(op, Constant) and op.data is not None and op.result not in constant_index:
                 constant = ConstantT()
                 constant.type = tensor_type(op.result)
@@ -66,13 +80,14 @@ def compile_str(text: str, options: CompileOptions | None = None,
                 builder.module.constants.append(constant)
     for function in program.functions:
         ordinals = {}
-        for op in function.ops:
+        for op in walk_ops(function.ops):
             if isinstance(op, Generic):
                 ordinals[op] = table.add(outline(op, _kernel_name(function.name, len(table.kernels), op)))
-        plan = plan_function(function, constant_index)
-        builder.module.functions.append(emit_function(function, plan, ordinals))
+        steps = linearize(function)
+        plan = plan_function(function, steps, constant_index)
+        builder.module.functions.append(emit_function(function, steps, plan, ordinals))
     _dump(options, "kernels", printing.format_kernels(table.kernels))
-    regions = sum(isinstance(op, Generic) for f in program.functions for op in f.ops)
+    regions = sum(isinstance(op, Generic) for f in program.functions for op in walk_ops(f.ops))
     report(f"{regions} dispatch regions, {len(table.kernels)} distinct kernels")
 
     for name in options.target_backends:
@@ -81,6 +96,10 @@ def compile_str(text: str, options: CompileOptions | None = None,
             backend(name).compile_executable(table.kernels, options, builder))
     report("writing the module")
     return builder.finish()
+
+
+def _form_regions(function: Function) -> Function:
+    return form_dispatch_regions(rewrite_convolutions(function))
 
 
 def size_text(nbytes: int) -> str:

@@ -54,6 +54,9 @@ class Inputs:
         return len(self.values) - 1
 
 
+_TERMINATORS = ("linalg.yield", "tensor.yield", "tm_tensor.yield", "iree_linalg_ext.yield")
+
+
 def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
                 inputs: Inputs, loop_of: list[int], owner_where: str) -> list[Expr]:
     """The expressions a body yields. ``args`` gives each block argument's expression,
@@ -68,7 +71,7 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
 
     for op in block.ops:
         where = location_of(op) or owner_where
-        if op.name in ("linalg.yield", "tensor.yield"):
+        if op.name in _TERMINATORS:
             return [operand(v, where) for v in op.operands]
         if op.name == "cf.assert":
             continue  # a kernel cannot report failure; IREE strips assertions the same way

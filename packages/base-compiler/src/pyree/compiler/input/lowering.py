@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program
-from pyree.compiler.input import tensor_ops
+from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_array, is_splat, python_scalar, scalar_const
 from pyree.compiler.input.function import FunctionLowering
@@ -16,6 +16,7 @@ from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
 from pyree.compiler.input.softmax import lower_softmax
+from pyree.compiler.input.stablehlo import STABLEHLO_RULES
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Result
 from xdsl.dialects import func
@@ -170,9 +171,22 @@ _RULES = {
     "tensor.splat": tensor_ops.lower_splat,
     "tensor.concat": tensor_ops.lower_concat,
     "func.call": _lower_call,
+    "scf.if": lambda fn, op: control_flow.lower_if(fn, op, _lower_op),
+    "scf.for": lambda fn, op: control_flow.lower_for(fn, op, _lower_op),
+    "scf.while": lambda fn, op: control_flow.lower_while(fn, op, _lower_op),
+    "scf.index_switch": lambda fn, op: control_flow.lower_index_switch(fn, op, _lower_op),
+    "scf.execute_region": lambda fn, op: control_flow.lower_execute_region(fn, op, _lower_op),
     "linalg.softmax": lower_softmax,
+    **{f"{dialect}.{kind}": rule for dialect in ("tm_tensor", "iree_linalg_ext")
+       for kind, rule in (("sort", sort_scan.lower_sort), ("scan", sort_scan.lower_scan),
+                          ("scatter", scatter.lower_scatter))},
+    "iree_linalg_ext.topk": sort_scan.lower_topk,
     "util.optimization_barrier": _lower_barrier,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},
+    **STABLEHLO_RULES,
+    "stablehlo.if": lambda fn, op: control_flow.lower_stablehlo_if(fn, op, _lower_op),
+    "stablehlo.case": lambda fn, op: control_flow.lower_stablehlo_case(fn, op, _lower_op),
+    "stablehlo.while": lambda fn, op: control_flow.lower_stablehlo_while(fn, op, _lower_op),
 }

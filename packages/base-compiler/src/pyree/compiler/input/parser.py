@@ -22,19 +22,31 @@ import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import literals
-from pyree.compiler.input.dialects import REPLACED_OPS, Check, Util
+from pyree.compiler.input.dialects import (
+    CHLO,
+    REPLACED_OPS,
+    Check,
+    LinalgExt,
+    StableHLO,
+    TMTensor,
+    Util,
+)
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects import arith, builtin, cf, func, linalg, math, scf, tensor
 from xdsl.dialects.builtin import (
     BytesAttr,
+    CallSiteLoc,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FileLineColLoc,
     FloatAttr,
+    FusedLoc,
     IntAttr,
     ModuleOp,
+    NameLoc,
     StringAttr,
+    UnknownLoc,
 )
 from xdsl.ir import Dialect, Operation
 from xdsl.parser import Parser
@@ -50,6 +62,8 @@ _INLINE_HEX = re.compile(rf'dense<"0x([0-9A-Fa-f]{{{_MIN_CUT_HEX},}})">')
 # A blob in the resource section; keys that need quoting are left to xDSL.
 _RESOURCE_BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]*)"')
 _PLACEHOLDER = "__pyree_hex_"
+# A one-line op's explicit location at the end of its line.
+_LINE_LOC = re.compile(r'loc\("([^"\n]*)":(\d+):(\d+)\)\s*$')
 
 
 def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
@@ -75,10 +89,21 @@ def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
 
 def location_of(op: Operation) -> str:
     """``file:line:col`` of an op parsed by ``parse_mlir`` (empty when unknown)."""
-    loc = op.location
+    loc = _file_line_col(op.location)
+    return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}" if loc else ""
+
+
+def _file_line_col(loc) -> FileLineColLoc | None:
+    """The position an explicit location names: fused, named and call-site ones wrap it."""
     if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
-    return ""
+        return loc
+    if isinstance(loc, NameLoc):
+        return _file_line_col(loc.location)
+    if isinstance(loc, CallSiteLoc):
+        return _file_line_col(loc.callee)
+    if isinstance(loc, FusedLoc):
+        return next(filter(None, map(_file_line_col, loc.locations)), None)
+    return None
 
 
 def _context() -> tuple[Context, OpAsmDialectInterface]:
@@ -90,7 +115,7 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
                              list(builtin.Builtin.attributes), [resources]))
     replaced = {op.name: op for op in REPLACED_OPS}
     for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, scf.Scf,
-                    cf.Cf, Check, Util):
+                    cf.Cf, Check, Util, StableHLO, CHLO, TMTensor, LinalgExt):
         ops = [replaced.pop(op.name, op) for op in dialect.operations]
         ops += [op for name, op in list(replaced.items()) if name.startswith(dialect.name + ".")]
         for op in ops:
@@ -159,6 +184,7 @@ class _LocatingParser(Parser):
         self._name = name
         self._op_start: Span | None = None
         self._first_use: dict[str, Span] = {}
+        self._after_location = None  # the token after the last loc(...) read
 
     def current_span(self) -> Span:
         return self._current_token.span
@@ -190,11 +216,20 @@ class _LocatingParser(Parser):
         self._first_use.setdefault(operand.operand_name, operand.span)
         return super().resolve_operand(operand, type)
 
+    def parse_optional_location(self):
+        location = super().parse_optional_location()
+        if location is not None:
+            self._after_location = self._current_token
+        return location
+
     def parse_operation(self) -> Operation:
         start = self._current_token.span
         self._op_start = start
         op = super().parse_operation()
-        if not isinstance(op.location, FileLineColLoc):
+        explicit = self._current_token is self._after_location  # the op ended with loc(...)
+        if explicit:  # converted text (--iree-input-type=tosa) names its source's positions
+            op.location = _file_line_col(op.location) or UnknownLoc()
+        else:
             line, col = self._blobs.location(start.start)
             op.location = FileLineColLoc(StringAttr(self._name), IntAttr(line), IntAttr(col))
         return op
@@ -243,6 +278,11 @@ class _LocatingParser(Parser):
 def _from_parse_error(err: ParseError, parser: _LocatingParser) -> CompileError:
     span = err.span
     where = parser.where(span.start)
+    text = parser._blobs.text
+    end = text.find("\n", span.start)
+    line = text[text.rfind("\n", 0, span.start) + 1:end if end >= 0 else None]
+    if m := _LINE_LOC.search(line):  # converted text: the op's own loc names the source
+        return CompileError(err.msg, f"{m.group(1)}:{m.group(2)}:{m.group(3)}")
     lines = span.print_with_context().splitlines()[1:]  # the source line(s) and the carets
     snippet = "\n".join("  " + line for line in lines if line.strip())
     if (lines and len(lines[0]) <= _MAX_SNIPPET and len(lines) <= 4

@@ -31,6 +31,20 @@ _DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda",
                     "rocm": "rocm", "vulkan": "vulkan-spirv", "vulkan-spirv": "vulkan-spirv"}
 
 
+# Type-rewrite flags (IREE's spellings and defaults): flag, CompileOptions field, default.
+_DEMOTIONS = (("demote-f64-to-f32", "demote_f64_to_f32", "false"),
+              ("demote-i64-to-i32", "demote_i64_to_i32", "true for StableHLO input, else false"),
+              ("promote-bf16-to-f32", "promote_bf16_to_f32", "false"))
+
+
+def _bool(text: str) -> bool:
+    """An LLVM-style boolean flag value: ``--flag``, ``--flag=true``, ``--flag=false``."""
+    value = {"true": True, "1": True, "false": False, "0": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pyree-compile",
@@ -54,9 +68,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="sm_<N>, a code name or a product name (default sm_80)")
     p.add_argument("--pyree-vulkan-target", "--iree-vulkan-target", dest="vulkan_target",
                    default="", metavar="TARGET", help="a target from IREE's Vulkan guide")
-    p.add_argument("--iree-input-type", "--pyree-input-type", dest="input_type", default="auto",
-                   metavar="TYPE", help="accepted for IREE compatibility; the input is always "
-                   "MLIR in the dialects listed above")
+    p.add_argument("--pyree-input-type", "--iree-input-type", dest="input_type", default="auto",
+                   metavar="TYPE", help="auto (default: detect from the op names), none, "
+                   "stablehlo, or tosa (needs pyree-base-compiler[tosa])")
+    for flag, dest, default in _DEMOTIONS:
+        p.add_argument(f"--pyree-input-{flag}", f"--iree-input-{flag}", dest=dest, nargs="?",
+                       const=True, type=_bool, metavar="BOOL",
+                       help=f"{flag.replace('-', ' ')} before lowering; function "
+                       f"signatures change too (default: {default})")
     p.add_argument("--pyree-print-ir-after-all", "--mlir-print-ir-after-all", dest="print_ir",
                    action="store_true", help="print the IR after each stage to stderr")
     p.add_argument("--pyree-progress", dest="progress", action=argparse.BooleanOptionalAction,
@@ -127,7 +146,10 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
     return CompileOptions(
         target_backends=list(dict.fromkeys(backends)) or ["llvm-cpu"],
         llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target,
-        vulkan_target=args.vulkan_target, print_ir_after_all=args.print_ir, progress=progress)
+        vulkan_target=args.vulkan_target, input_type=args.input_type,
+        demote_f64_to_f32=bool(args.demote_f64_to_f32), demote_i64_to_i32=args.demote_i64_to_i32,
+        promote_bf16_to_f32=bool(args.promote_bf16_to_f32),
+        print_ir_after_all=args.print_ir, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,75 @@
+"""Scatter (``tm_tensor.scatter``, ``iree_linalg_ext.scatter``: torch's scatter/index_put/
+index_add) as one reduction Generic that every output element runs over the updates.
+
+The op's reference semantics: for every update element ``(u, s_1..s_m)``, the target place in
+``original`` is ``s`` (the update's slice dims, aligned to the original's last ``m`` dims) plus,
+for each ``i`` of the index depth, ``indices[u, i]`` added on dim ``dimension_map[i]``; there the
+region combines (update, current value). Written the other way round, each output element
+starts from ``original`` and folds in, in update order, every update element that targets it:
+``Select(target == here, region(update, Acc), Acc)``. So a repeated index accumulates (or the
+last one wins, for a plain set) exactly as the reference loop does, on every backend, with no
+atomics; an index out of range targets nothing. A slice dim that no index moves is not a loop:
+its place is the output's own. The work is (output size) x (updates per place), right for
+index_put and scatter_add on activations; a scatter of millions into millions would want
+a kernel that writes at computed places.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Generic
+from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.kernel import Acc, AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
+from xdsl.ir import Operation
+
+
+def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    updates, indices, original = (fn.tensor(v, where) for v in op.operands)
+    dimension_map = list(op.properties["dimension_map"].get_values())
+    rank, m = len(original.shape), len(updates.shape) - 1
+    offset = rank - m
+    if len(indices.shape) != 2 or indices.shape[0] != updates.shape[0] \
+            or indices.shape[1] != len(dimension_map) or offset < 0:
+        raise CompileError(f"{op.name}: indices {indices.shape}, updates {updates.shape} and "
+                           f"dimension_map {dimension_map} do not fit {original.shape}", where)
+    # loops: the output's (parallel), then u, then each slice dim that an index moves
+    moved = [j for j in range(m) if offset + j in dimension_map]
+    num_loops = rank + 1 + len(moved)
+    slice_loop = {j: rank + 1 + n for n, j in enumerate(moved)}
+
+    def loop(k: int) -> AffineExpr:
+        return AffineExpr(tuple(int(i == k) for i in range(num_loops)))
+
+    inputs = Inputs()
+    update_at = (loop(rank), *(loop(slice_loop[j]) if j in slice_loop else loop(offset + j)
+                               for j in range(m)))
+    conditions: list[Expr] = []
+    for k in range(rank):
+        j = k - offset
+        if k >= offset and j not in slice_loop:  # the update's slice place is the output's own
+            if updates.shape[1 + j] < original.shape[k]:
+                conditions.append(Compare("lt", LoopIndex(k), Const(updates.shape[1 + j], "index")))
+            continue
+        target: Expr = LoopIndex(slice_loop[j]) if j in slice_loop else Const(0, "index")
+        for i, dim in enumerate(dimension_map):
+            if dim == k:
+                moved_by = convert(inputs.load(indices, (loop(rank), AffineExpr((0,) * num_loops, i))),
+                                   "index")
+                target = Binary("add", target, moved_by, "index")
+        conditions.append(Compare("eq", target, LoopIndex(k)))
+    block = op.regions[0].block
+    combined = lower_block(fn, block, {block.args[0]: inputs.load(updates, update_at),
+                                       block.args[1]: Acc(0, original.dtype)},
+                           inputs, list(range(num_loops)), where)[0]
+    hit = conditions[0] if conditions else Const(True, "i1")
+    for c in conditions[1:]:
+        hit = Binary("and", hit, c, "i1")
+    here = tuple(loop(k) for k in range(rank))
+    result = Result(0, here, Select(hit, combined, Acc(0, original.dtype), original.dtype),
+                    init=inputs.load(original, here))
+    out = fn.result_value(op.results[0], where)
+    ranges = original.shape + (updates.shape[0],) + tuple(updates.shape[1 + j] for j in moved)
+    fn.emit(Generic(inputs.values, [out], (result,), ranges, rank, where, op.name))

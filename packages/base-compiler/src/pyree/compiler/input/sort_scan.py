@@ -1,0 +1,211 @@
+"""Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
+instead of a sorting network, so no backend needs a new kernel shape.
+
+Sort of operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true:
+the left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
+  1. ``rank[i] = #{j : before(j, i)}``, ``before(j, i) = less(j, i) or (not less(i, j) and j < i)``
+     with ``less(a, b) = cmp(a, b) and not cmp(b, a)``: the comparator made strict, ties kept in
+     input order (stable, as the reference's bubble sort is for ``<=``/``>=`` comparators).
+  2. ``position[i] = #{j : rank[j] < rank[i] or (rank[j] == rank[i] and j < i)}``: always a
+     permutation, even for a comparator that is no strict weak order (NaNs under ``<``), so the
+     result is a rearrangement of the input and never holds values that were not there.
+  3. ``out_k[p] = x_k[i]`` for the ``i`` whose position is ``p`` (``p < k`` for top-k).
+Scan: ``out[i]`` folds the combiner over the line up to ``i`` (inclusive: ``x[0..i]``; exclusive:
+the accumulator's initial value, then ``x[0..i-1]``), one reduction masked by the step's index.
+Each step is O(n^2) per line and parallel over every other index: right for the lines models sort
+and scan (top-k over a vocabulary, cumsum over a sequence); a 1-D sort of millions would want a
+real sorting kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.flow.tensor_program import Generic, Value
+from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scalar import zero
+from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.kernel import (
+    Acc,
+    AffineExpr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    LoopIndex,
+    Result,
+    Select,
+    Unary,
+)
+from xdsl.ir import Operation
+
+COUNT = "i32"  # ranks and positions: lines are far shorter than 2**31
+# (lhs elements, rhs elements, the Generic's inputs) -> i1: "lhs may stay before rhs"
+Comparator = Callable[[list[Expr], list[Expr], Inputs], Expr]
+
+
+def lower_sort(fn: FunctionLowering, op: Operation) -> None:
+    """``sort dimension(d) outs(x_0, ...)``: the sorted operands."""
+    where = location_of(op)
+    operands = [fn.tensor(v, where) for v in op.operands]
+    d = op.properties["dimension"].value.data
+    comparator = _region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
+    sorted_values = sort_values(fn, operands, d, None, comparator, op.name, where)
+    for result, value in zip(op.results, sorted_values, strict=True):
+        fn.env[result] = value
+
+
+def lower_topk(fn: FunctionLowering, op: Operation) -> None:
+    """``topk dimension(d) ins(values[, indices]) outs(out_values, out_indices)``: the first
+    ``k`` (the outputs' length along ``d``) of the values sorted by the comparator, with their
+    indices (given, else the positions along ``d``)."""
+    where = location_of(op)
+    num_ins = op.properties["num_ins"].value.data
+    ins = [fn.tensor(v, where) for v in op.operands[:num_ins]]
+    d = op.properties["dimension"].value.data
+    if num_ins == 1:
+        ins.append(iota(fn, ins[0].shape, d, tensor_type_of(op.results[1].type, where)[0], where))
+    k = tensor_type_of(op.results[0].type, where)[1][d]
+    comparator = _region_comparator(fn, op, 1, len(ins[0].shape) + 1, where)
+    top = sort_values(fn, ins, d, k, comparator, op.name, where)
+    for result, value in zip(op.results, top, strict=True):
+        fn.env[result] = value
+
+
+def lower_scan(fn: FunctionLowering, op: Operation) -> None:
+    """``scan dimension(d) inclusive(b) ins(x) outs(out, acc)``: (the scan, its last value).
+    As MLIR's reference: ``out[0]`` is ``x[0]`` (inclusive) or the accumulator's initial value,
+    ``out[i] = f(out[i-1], x[i])`` (inclusive) or ``f(out[i-1], x[i-1])``, and the accumulator
+    ends as ``out[n-1]`` -- or as it began when the line has one element."""
+    where = location_of(op)
+    x = fn.tensor(op.operands[0], where)
+    acc_init = fn.tensor(op.operands[2], where)
+    d = op.properties["dimension"].value.data
+    inclusive = bool(op.properties["inclusive"].value.data)
+    shape, rank = x.shape, len(x.shape)
+    n = shape[d]
+    out = fn.result_value(op.results[0], where)
+    inputs = Inputs()
+    if n <= 1:
+        loops = _identity(rank)
+        value = (inputs.load(x, loops) if inclusive
+                 else inputs.load(acc_init, tuple(ix for k, ix in enumerate(loops) if k != d)))
+        fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), shape, rank, where,
+                        op.name))
+    else:
+        loops = _identity(rank + 1)  # the element's loops, then step j (it makes out[j + 1])
+        here = loops[:rank]
+        consumed = tuple(_loop(rank, rank + 1, int(inclusive)) if k == d else loops[k]
+                         for k in range(rank))
+        block = op.regions[0].block
+        previous, element = block.args
+        step = lower_block(fn, block, {previous: Acc(0, x.dtype), element: inputs.load(x, consumed)},
+                           inputs, list(range(rank + 1)), where)[0]
+        first = (inputs.load(x, tuple(AffineExpr((0,) * (rank + 1)) if k == d else loops[k]
+                                      for k in range(rank))) if inclusive
+                 else inputs.load(acc_init, tuple(loops[k] for k in range(rank) if k != d)))
+        taken = Compare("lt", LoopIndex(rank), LoopIndex(d))  # step j makes out[j + 1]: j < i
+        result = Result(0, here, Select(taken, step, Acc(0, x.dtype), x.dtype), init=first)
+        fn.emit(Generic(inputs.values, [out], (result,), shape + (n - 1,), rank, where, op.name))
+    inputs = Inputs()
+    lines = _identity(rank - 1)
+    last = (inputs.load(out, tuple(AffineExpr((0,) * (rank - 1), n - 1) if k == d
+                                   else lines[k - (k > d)] for k in range(rank)))
+            if n > 1 else inputs.load(acc_init, lines))
+    acc_out = fn.result_value(op.results[1], where)
+    fn.emit(Generic(inputs.values, [acc_out], (Result(0, lines, last),), acc_init.shape,
+                    rank - 1, where, op.name))
+
+
+def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | None,
+                comparator: Comparator, origin: str, where: str) -> list[Value]:
+    """``operands`` sorted along ``d`` (the first ``k`` along it, when given) by ``comparator``,
+    which builds the i1 "lhs may stay before rhs" from the operands' elements at two places."""
+    shape, rank = operands[0].shape, len(operands[0].shape)
+    if any(v.shape != shape for v in operands):
+        raise CompileError(f"{origin}: operands of different shapes", where)
+    loops = _identity(rank + 1)  # the element's loops, then j along d
+    here = loops[:rank]
+    there = tuple(_loop(rank, rank + 1) if k_ == d else loops[k_] for k_ in range(rank))
+    j_first = Compare("lt", LoopIndex(rank), LoopIndex(d))
+
+    inputs = Inputs()  # 1. each element's rank
+
+    def cmp(a, b) -> Expr:
+        return comparator([inputs.load(v, a) for v in operands],
+                          [inputs.load(v, b) for v in operands], inputs)
+
+    def strictly(a, b) -> Expr:
+        return Binary("and", cmp(a, b), Unary("not", cmp(b, a), "i1"), "i1")
+
+    before = Binary("or", strictly(there, here),
+                    Binary("and", Unary("not", strictly(here, there), "i1"), j_first, "i1"), "i1")
+    ranks = _count(fn, inputs, before, shape, d, origin, where, "rank")
+
+    inputs = Inputs()  # 2. each element's position: its rank, ties broken by index
+    r_here, r_there = inputs.load(ranks, here), inputs.load(ranks, there)
+    earlier = Binary("or", Compare("lt", r_there, r_here),
+                     Binary("and", Compare("eq", r_there, r_here), j_first, "i1"), "i1")
+    positions = _count(fn, inputs, earlier, shape, d, origin, where, "position")
+
+    inputs = Inputs()  # 3. out[p] = the element at position p
+    out_shape = tuple(k if k is not None and k_ == d else s for k_, s in enumerate(shape))
+    hit = Compare("eq", inputs.load(positions, there), Cast("trunci", LoopIndex(d), COUNT))
+    results, values = [], []
+    for n, v in enumerate(operands):
+        results.append(Result(n, here, Select(hit, inputs.load(v, there), Acc(n, v.dtype),
+                                              v.dtype), init=zero(v.dtype)))
+        values.append(fn.new_value(v.dtype, out_shape, f"sorted{n}"))
+    fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
+                    origin))
+    return values
+
+
+def _region_comparator(fn: FunctionLowering, op: Operation, compared: int,
+                       num_loops: int, where: str) -> Comparator:
+    """The op's comparator region (arguments: lhs, rhs of each of the first ``compared``
+    operands) as a Comparator."""
+    block = op.regions[0].block
+    if len(block.args) != 2 * compared:
+        raise CompileError(f"{op.name}: the comparator takes {len(block.args)} arguments, "
+                           f"expected {2 * compared}", where)
+
+    def comparator(lhs: list[Expr], rhs: list[Expr], inputs: Inputs) -> Expr:
+        args = {}
+        for n in range(compared):
+            args[block.args[2 * n]], args[block.args[2 * n + 1]] = lhs[n], rhs[n]
+        return lower_block(fn, block, args, inputs, list(range(num_loops)), where)[0]
+    return comparator
+
+
+def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[int, ...],
+           d: int, origin: str, where: str, name: str) -> Value:
+    """``#{j : condition}`` for every element, ``j`` the reduction loop along dimension ``d``."""
+    rank = len(shape)
+    value = fn.new_value(COUNT, shape, name)
+    step = Binary("add", Acc(0, COUNT),
+                  Select(condition, Const(1, COUNT), Const(0, COUNT), COUNT), COUNT)
+    result = Result(0, _identity(rank + 1)[:rank], step, init=Const(0, COUNT))
+    fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin))
+    return value
+
+
+def iota(fn: FunctionLowering, shape: tuple[int, ...], d: int, dtype: str, where: str) -> Value:
+    """The index along ``d`` of every element, as ``dtype``."""
+    value = fn.new_value(dtype, shape, "iota")
+    fn.emit(Generic([], [value], (Result(0, _identity(len(shape)), convert(LoopIndex(d), dtype)),),
+                    shape, len(shape), where, "iota"))
+    return value
+
+
+def _identity(n: int) -> tuple[AffineExpr, ...]:
+    return tuple(_loop(k, n) for k in range(n))
+
+
+def _loop(k: int, n: int, offset: int = 0) -> AffineExpr:
+    """Loop ``k`` of ``n`` (plus ``offset``)."""
+    return AffineExpr(tuple(int(i == k) for i in range(n)), offset)

@@ -1,0 +1,52 @@
+"""StableHLO and CHLO -> tensor program: the per-op rules, merged into ``lowering._RULES``.
+
+stablehlo.while/if/case are lowered with scf's control flow (``input/control_flow.py``). Ops
+that are declared but have no rule, and ops not declared at all, are refused by name.
+"""
+
+from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
+from pyree.compiler.input.stablehlo import (
+    contraction,
+    gather_scatter,
+    reduce,
+    select_and_scatter,
+    shape_ops,
+    sort,
+)
+from pyree.compiler.input.stablehlo.elementwise import (
+    lower_batch_norm_inference,
+    lower_constant,
+    lower_elementwise,
+    lower_map,
+)
+
+STABLEHLO_RULES = {
+    "stablehlo.constant": lower_constant,
+    **{f"stablehlo.{name}": lower_elementwise for name in ELEMENTWISE},
+    **{f"chlo.{name}": lower_elementwise for name in CHLO_ELEMENTWISE},
+    **{f"chlo.broadcast_{name}": lower_elementwise for name in CHLO_BROADCAST},
+    "stablehlo.broadcast_in_dim": shape_ops.lower_broadcast_in_dim,
+    "stablehlo.reshape": shape_ops.lower_reshape,
+    "stablehlo.transpose": shape_ops.lower_transpose,
+    "stablehlo.slice": shape_ops.lower_slice,
+    "stablehlo.concatenate": shape_ops.lower_concatenate,
+    "stablehlo.pad": shape_ops.lower_pad,
+    "stablehlo.iota": shape_ops.lower_iota,
+    "stablehlo.reverse": shape_ops.lower_reverse,
+    "stablehlo.dynamic_slice": shape_ops.lower_dynamic_slice,
+    "stablehlo.dynamic_update_slice": shape_ops.lower_dynamic_update_slice,
+    "stablehlo.optimization_barrier": shape_ops.lower_identity,
+    "stablehlo.get_dimension_size": shape_ops.lower_get_dimension_size,
+    "stablehlo.dot_general": contraction.lower_dot_general,
+    "stablehlo.dot": contraction.lower_dot_general,
+    "stablehlo.convolution": contraction.lower_convolution,
+    "stablehlo.reduce": reduce.lower_reduce,
+    "stablehlo.reduce_window": reduce.lower_reduce_window,
+    "stablehlo.gather": gather_scatter.lower_gather,
+    "stablehlo.scatter": gather_scatter.lower_scatter,
+    "stablehlo.sort": sort.lower_sort,
+    "stablehlo.select_and_scatter": select_and_scatter.lower_select_and_scatter,
+    "chlo.top_k": sort.lower_top_k,
+    "stablehlo.map": lower_map,
+    "stablehlo.batch_norm_inference": lower_batch_norm_inference,
+}

@@ -1,0 +1,141 @@
+"""gather and scatter, general dimension numbers.
+
+gather is one parallel Generic whose load from the operand is a ``Gather`` at start + offset,
+each start read from the index tensor (an affine load) and clamped as the spec says. scatter is
+a reduction over the scatter positions per result element: the element folds in, through the
+update computation and in index order (so repeated indices combine as they do sequentially),
+the update at its offset in each window that holds it, starting from the operand. A window
+not wholly in bounds is skipped, as XLA does. That costs |result| x |scatter positions|: fine
+for the index updates JAX programs make, not for bulk scatters of many single elements.
+Batching dims (``operand_batching_dims``, ``input_batching_dims``) pair with index dims.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.flow.tensor_program import Generic, Value
+from pyree.compiler.input.body import Inputs
+from pyree.compiler.input.dialects.stablehlo import hlo_fields
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.stablehlo.common import (
+    all_of,
+    as_index,
+    clamp,
+    dim,
+    emit_map,
+    hlo_attr,
+    in_range,
+    ints,
+)
+from pyree.compiler.input.stablehlo.elementwise import lower_region
+from pyree.compiler.kernel import (
+    Acc,
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    LoopIndex,
+    Result,
+    Select,
+)
+from xdsl.ir import Operation
+
+
+def _index_loops(indices: Value, ivd: int, batch_loops: list[int]) -> dict[int, int]:
+    """The loop that walks each dim of the index tensor but the index vector's."""
+    dims = [j for j in range(len(indices.shape)) if j != ivd]
+    return dict(zip(dims, batch_loops))
+
+
+def _start(inputs: Inputs, indices: Value, ivd: int, batch_loops: list[int], k: int,
+           n: int) -> Expr:
+    """Component ``k`` of the index vector at the batch position given by ``batch_loops``."""
+    loops = _index_loops(indices, ivd, batch_loops)
+    index = tuple(dim(n, None, const=k) if j == ivd else dim(n, loops[j])
+                  for j in range(len(indices.shape)))
+    return as_index(inputs.load(indices, index))
+
+
+def lower_gather(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    fields = hlo_fields(hlo_attr(op, "dimension_numbers"))
+    operand, indices = (fn.tensor(v, where) for v in op.operands)
+    sizes = ints(op, "slice_sizes")
+    offset_dims = fields.get("offset_dims", [])
+    collapsed = fields.get("collapsed_slice_dims", [])
+    start_map = fields.get("start_index_map", [])
+    ivd = fields.get("index_vector_dim", [0])[0]  # omitted when 0
+    rank = len(op.results[0].type.get_shape())
+    batch_loops = [d for d in range(rank) if d not in offset_dims]
+    operand_batching = fields.get("operand_batching_dims", [])
+    index_batching = fields.get("start_indices_batching_dims", [])
+    window = [d for d in range(len(operand.shape)) if d not in collapsed + operand_batching]
+
+    def build(inputs: Inputs) -> Expr:
+        at: list[Expr] = [Const(0, "index")] * len(operand.shape)
+        for k, d in enumerate(start_map):
+            start = _start(inputs, indices, ivd, batch_loops, k, rank)
+            at[d] = clamp(start, 0, operand.shape[d] - sizes[d])
+        loops = _index_loops(indices, ivd, batch_loops)
+        for d, j in zip(operand_batching, index_batching):
+            at[d] = LoopIndex(loops[j])
+        for d, out_dim in zip(window, offset_dims):
+            at[d] = Binary("add", at[d], LoopIndex(out_dim), "index")
+        return inputs.gather(operand, tuple(at), where)
+
+    emit_map(fn, op, build)
+
+
+def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
+    """Loops: the result's dims (parallel), then the updates' scatter dims (reduction; one
+    unit loop when there are none). Each result element reads, per scatter position, the
+    update element at its offset in that window, when the window holds it."""
+    where = location_of(op)
+    fields = hlo_fields(hlo_attr(op, "scatter_dimension_numbers"))
+    values = [fn.tensor(v, where) for v in op.operands]
+    count = len(values) // 2  # operands..., indices, updates...
+    operands, indices, all_updates = values[:count], values[count], values[count + 1:]
+    operand, updates = operands[0], all_updates[0]
+    window_dims = fields.get("update_window_dims", [])
+    inserted = fields.get("inserted_window_dims", [])
+    to_operand = fields.get("scatter_dims_to_operand_dims", [])
+    input_batching = fields.get("input_batching_dims", [])
+    index_batching = fields.get("scatter_indices_batching_dims", [])
+    ivd = fields.get("index_vector_dim", [0])[0]  # omitted when 0
+    rank = len(operand.shape)
+    scatter_dims = [u for u in range(len(updates.shape)) if u not in window_dims]
+    scatter_loops = [rank + k for k in range(len(scatter_dims))]
+    ranges = operand.shape + tuple(updates.shape[u] for u in scatter_dims)
+    if not scatter_dims:
+        ranges += (1,)
+    n = len(ranges)
+    window = [d for d in range(rank) if d not in inserted + input_batching]
+    size = {d: updates.shape[u] for d, u in zip(window, window_dims)}
+    inputs = Inputs()
+    start: list[Expr] = [Const(0, "index")] * rank
+    conds: list[Expr] = []
+    for k, d in enumerate(to_operand):
+        start[d] = _start(inputs, indices, ivd, scatter_loops, k, n)
+        # XLA skips a window that is not wholly in bounds.
+        conds += in_range(start[d], 0, operand.shape[d] - size.get(d, 1) + 1)
+    loops = _index_loops(indices, ivd, scatter_loops)
+    for d, j in zip(input_batching, index_batching):
+        start[d] = LoopIndex(loops[j])
+    at: list[Expr] = [LoopIndex(loops[scatter_dims.index(u)]) if u in scatter_dims else None
+                      for u in range(len(updates.shape))]
+    for d in range(rank):
+        offset = Binary("sub", LoopIndex(d), start[d], "index")
+        if d in size:
+            conds += in_range(offset, 0, size[d])
+            at[window_dims[window.index(d)]] = offset
+        else:
+            conds.append(Compare("eq", offset, Const(0, "index")))
+    accs = [Acc(k, x.dtype) for k, x in enumerate(operands)]
+    update = [inputs.gather(u, tuple(at), where) for u in all_updates]
+    combined = lower_region(fn, op.regions[0].block, [*accs, *update], inputs, where)
+    index = tuple(dim(n, d) for d in range(rank))
+    hit = all_of(conds)
+    outputs = tuple(Result(k, index, Select(hit, c, acc, acc.dtype), inputs.load(x, index))
+                    for k, (c, acc, x) in enumerate(zip(combined, accs, operands)))
+    results = [fn.result_value(r, where) for r in op.results]
+    fn.emit(Generic(inputs.values, results, outputs, ranges, rank, where, op.name))

@@ -1,0 +1,43 @@
+"""sort and chlo.top_k: the comparator region as a scalar expression, sorted by the counting
+Generics of ``input/sort_scan.py`` (stable; a permutation whatever the comparator does with NaN).
+top_k sorts (values, their indices) with "greater" and keeps the first k."""
+
+from __future__ import annotations
+
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.sort_scan import iota, sort_values
+from pyree.compiler.input.stablehlo.common import ints
+from pyree.compiler.input.stablehlo.elementwise import lower_region
+from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.kernel import Compare
+from xdsl.ir import Operation
+
+
+def lower_sort(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    xs = [fn.tensor(v, where) for v in op.operands]
+    rank = len(xs[0].shape)
+    axis = ints(op, "dimension", [rank - 1])[0] % rank
+    block = op.regions[0].block
+
+    def comparator(lhs, rhs, inputs):
+        pairs = [e for pair in zip(lhs, rhs) for e in pair]
+        return lower_region(fn, block, pairs, inputs, where)[0]
+
+    for result, value in zip(op.results, sort_values(fn, xs, axis, None, comparator, op.name,
+                                                     where), strict=True):
+        fn.env[result] = value
+
+
+def lower_top_k(fn: FunctionLowering, op: Operation) -> None:
+    """The k largest along the last dim, largest first; ties keep index order."""
+    where = location_of(op)
+    x = fn.tensor(op.operands[0], where)
+    axis = len(x.shape) - 1
+    k = tensor_type_of(op.results[0].type, where)[1][axis]
+    indices = iota(fn, x.shape, axis, tensor_type_of(op.results[1].type, where)[0], where)
+    top = sort_values(fn, [x, indices], axis, k, lambda lhs, rhs, inputs: Compare(
+        "gt", lhs[0], rhs[0]), op.name, where)
+    for result, value in zip(op.results, top, strict=True):
+        fn.env[result] = value

@@ -1,0 +1,158 @@
+"""TOSA -> linalg-on-tensors MLIR text, with upstream MLIR's own TOSA passes run in-process
+through torch-mlir's bindings (what IREE's ``--iree-input-type=tosa`` pipeline runs).
+
+The result keeps the input's positions: it is printed with debug info, the location aliases
+MLIR writes (``loc(#loc3)`` ... ``#loc3 = loc("-":4:8)``) are written out in place, and the
+parser reads each op's ``loc(...)``, so an error in the converted text names the original
+``file:line:col``. A TOSA op the passes cannot lower, and anything MLIR cannot parse, is one
+CompileError with MLIR's diagnostics, never a crash: only text MLIR's parser accepted is run.
+
+IREE's test ops (``util.unfoldable_constant``, ``check.expect_*``) have no MLIR dialect here;
+they are rewritten to the generic form first (same line, same start column), which MLIR keeps
+as unregistered ops and pyree's parser reads back.
+
+Needs ``pip install pyree-base-compiler[tosa]`` (torch-mlir; not torch).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.importers import require
+
+# include-apply-rescale: tosa.mul with a shift and tosa.rescale lower to tosa.apply_scale,
+# which only this option lowers further (to arith). Named linalg ops are generalized: TOSA's
+# depthwise convolution becomes linalg.depthwise_conv_2d_nhwc_hwcm, which pyree does not
+# declare, and pyree finds convolutions by their indexing maps, so a linalg.generic loses nothing.
+PIPELINE = ("builtin.module(func.func(tosa-optional-decompositions),canonicalize,"
+            "func.func(tosa-infer-shapes,tosa-make-broadcastable,tosa-to-linalg-named,"
+            "tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},tosa-to-tensor,"
+            "tosa-to-scf,linalg-generalize-named-ops),canonicalize)")
+
+_TYPE = r"[\w!.]+(?:<[^>\n]*>)?"
+_END = r"[ \t]*(?://.*)?$"  # the end of the op's line, a comment included
+_UNFOLDABLE = re.compile(rf"util\.unfoldable_constant\s+(.+?)\s*:\s*({_TYPE}){_END}", re.M)
+_BARRIER = re.compile(rf"util\.optimization_barrier\s+(%[\w$.-]+)\s*:\s*({_TYPE}){_END}", re.M)
+_CHECK = re.compile(rf"check\.(expect_\w+)\(\s*(%[\w$.-]+)\s*(?:,\s*(.+?))?"
+                    rf"((?:\s*,\s*[ar]tol\s+[-+.\w]+)*)\s*\)\s*:\s*({_TYPE}){_END}", re.M)
+_TOLERANCE = re.compile(r"([ar]tol)\s+([-+.\w]+)")
+_ALIAS_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\n", re.M)
+_ALIAS_USE = re.compile(r"#loc\d*\b")
+# A block or function argument's location (``%in: f32 loc(...)``); not every op's custom
+# syntax reads one, and errors name ops, not arguments.
+_ARG_LOC = re.compile(r"(%[\w$.-]+: [^,()\n]+?) loc\((?:#loc\d*|unknown|\"[^\"\n]*\":\d+:\d+)\)")
+# tosa.pad becomes a tensor.pad whose widths are index constants (MLIR names them %c<value>,
+# %c<value>_<n>) that canonicalize does not fold into its static widths; pyree needs them static.
+_PAD = re.compile(r"(tensor\.pad %[\w$.-]+ (?:nofold )?)low\[([^\]]*)\] high\[([^\]]*)\]")
+_INDEX_CONSTANT = re.compile(r"%c(-?\d+)(?:_\d+)?\b")
+_STDIN_LOC = re.compile(r'"-":(\d+):(\d+)')
+_FIRST_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
+
+
+def tosa_to_linalg(text: str, source_name: str) -> str:
+    """Linalg-on-tensors text of the TOSA program ``text``, its locations naming ``source_name``."""
+    require("torch_mlir", "tosa", "--iree-input-type=tosa (converting TOSA to linalg)")
+    from torch_mlir.ir import Context, DiagnosticSeverity, MLIRError, Module, WalkResult
+    from torch_mlir.passmanager import PassManager
+
+    diagnostics: list[tuple[str, str]] = []
+
+    def collect(diag) -> bool:
+        if diag.severity == DiagnosticSeverity.ERROR:
+            diagnostics.append((_where(str(diag.location), source_name), diag.message))
+        return True  # handled: not printed to stderr
+
+    context = Context()
+    context.allow_unregistered_dialects = True  # the check/util test ops
+    context.emit_error_diagnostics = True
+    handler = context.attach_diagnostic_handler(collect)
+    try:
+        with context:
+            try:
+                module = Module.parse(_generic_test_ops(text))
+                PassManager.parse(PIPELINE).run(module.operation)
+            except MLIRError as err:
+                found = diagnostics or [(_where(str(d.location), source_name), d.message)
+                                        for d in err.error_diagnostics]
+                raise _error(found, f"cannot convert TOSA to linalg: {err}") from None
+            left: list = []
+
+            def visit(op):
+                if op.name.startswith("tosa."):
+                    left.append(op)
+                return WalkResult.ADVANCE
+
+            module.operation.walk(visit)
+            if left:
+                raise CompileError(f"TOSA op '{left[0].name}' has no lowering to linalg",
+                                   _where(str(left[0].location), source_name))
+            asm = module.operation.get_asm(enable_debug_info=True)
+            return _static_pads(_inline_locations(asm, source_name))
+    finally:
+        handler.detach()
+
+
+def _generic_test_ops(text: str) -> str:
+    """IREE's util/check test ops in the generic form an unregistered op is written in."""
+    text = _UNFOLDABLE.sub(r'"util.unfoldable_constant"() <{value = \1 : \2}> : () -> \2', text)
+    text = _BARRIER.sub(r'"util.optimization_barrier"(\1) : (\2) -> \2', text)
+
+    def check(m: re.Match) -> str:
+        name, lhs, second, tolerances, type_ = m.groups()
+        props = [f"{k} = {v} : f32" for k, v in _TOLERANCE.findall(tolerances or "")]
+        operands, types = [lhs], [type_]
+        if second and second.startswith("%"):
+            operands.append(second)
+            types.append(type_)
+        elif second:
+            props.append(f"value = {second}")
+        attrs = f" <{{{', '.join(props)}}}>" if props else ""
+        return f'"check.{name}"({", ".join(operands)}){attrs} : ({", ".join(types)}) -> ()'
+
+    return _CHECK.sub(check, text)
+
+
+def _inline_locations(asm: str, source_name: str) -> str:
+    """``asm`` with every op's location written where it is used and naming ``source_name``."""
+    asm = _ARG_LOC.sub(r"\1", asm)
+    aliases: dict[str, str] = {}
+
+    def define(m: re.Match) -> str:
+        aliases[m.group(1)] = m.group(2)
+        return ""
+
+    asm = _ALIAS_DEF.sub(define, asm)
+
+    def resolve(m: re.Match) -> str:
+        return _ALIAS_USE.sub(resolve, aliases.get(m.group(0), "unknown"))
+
+    asm = _ALIAS_USE.sub(resolve, asm)
+    return _STDIN_LOC.sub(lambda m: f"{json.dumps(source_name)}:{m.group(1)}:{m.group(2)}", asm)
+
+
+def _static_pads(asm: str) -> str:
+    """``asm`` with every tensor.pad's constant widths written as numbers."""
+    def static(widths: str) -> str:
+        return _INDEX_CONSTANT.sub(r"\1", widths)
+
+    return _PAD.sub(lambda m: f"{m.group(1)}low[{static(m.group(2))}] high[{static(m.group(3))}]",
+                    asm)
+
+
+def _where(location: str, source_name: str) -> str:
+    """``file:line:col`` of the first position in an MLIR location's text (or '')."""
+    m = _FIRST_LOC.search(location)
+    if not m:
+        return ""
+    return f"{source_name if m.group(1) == '-' else m.group(1)}:{m.group(2)}:{m.group(3)}"
+
+
+def _error(diagnostics: list[tuple[str, str]], fallback: str) -> CompileError:
+    """The first error diagnostic as a CompileError at its position; the rest as notes."""
+    if not diagnostics:
+        return CompileError(fallback)
+    (where, message), rest = diagnostics[0], diagnostics[1:]
+    notes = "".join(f"\n  {w or '<unknown>'}: {m}" for w, m in dict.fromkeys(rest))
+    return CompileError(message + notes, where)

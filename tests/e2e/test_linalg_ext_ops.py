@@ -1,0 +1,122 @@
+"""Sort, top-k, cumulative and scatter ops from PyTorch (torch-mlir emits tm_tensor.sort / scan /
+scatter) at odd shapes, with ties, -0.0, length-1 lines, repeated and negative indices and NaNs,
+against PyTorch on local-task."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import compile_str
+from tooling import require_module
+
+torch = require_module("torch")
+require_module("torch_mlir")
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, x):
+        return self.f(x)
+
+
+def run(f, x: np.ndarray):
+    from pyree.compiler import import_torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(_Wrap(f), torch.from_numpy(x))
+    out = rt.load_module(compile_str(text), device="local-task").main(x)
+    return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def data(shape, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, size=shape).astype(np.float32) / 2  # many ties
+    x.reshape(-1)[:: 5] = -0.0
+    return x
+
+
+SHAPES = [((9, 13), 1), ((13, 9), 0), ((1, 17), 1), ((6, 1), 1), ((3, 4, 11), 2), ((29,), 0)]
+
+
+@pytest.mark.parametrize("shape, dim", SHAPES)
+def test_cumsum_and_cumprod_match_torch(shape, dim):
+    x = data(shape)
+    got_sum, = run(lambda t: torch.cumsum(t, dim), x)
+    np.testing.assert_allclose(got_sum, torch.cumsum(torch.from_numpy(x), dim).numpy(), rtol=1e-6)
+    got_prod, = run(lambda t: torch.cumprod(t, dim), x)
+    np.testing.assert_allclose(got_prod, torch.cumprod(torch.from_numpy(x), dim).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("shape, dim", SHAPES)
+def test_sort_is_torchs_stable_sort(shape, dim, descending):
+    x = data(shape, seed=1)
+    values, indices = run(lambda t: torch.sort(t, dim, descending=descending), x)
+    want = torch.sort(torch.from_numpy(x), stable=True, dim=dim, descending=descending)
+    np.testing.assert_array_equal(values, want.values.numpy())
+    np.testing.assert_array_equal(indices, want.indices.numpy())
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("shape, dim", [s for s in SHAPES if s[0][s[1]] >= 3])
+def test_topk_values_and_their_indices(shape, dim, k):
+    x = data(shape, seed=2)
+    values, indices = run(lambda t: torch.topk(t, k, dim), x)
+    np.testing.assert_array_equal(values, torch.topk(torch.from_numpy(x), k, dim).values.numpy())
+    np.testing.assert_array_equal(np.take_along_axis(x, indices, dim), values)  # ties: any index
+
+
+def test_sort_with_nans_is_a_permutation():
+    """torch-mlir's comparator leaves NaN unordered; the result still holds every input value
+    exactly once (the positions are a permutation), never a value that was not there."""
+    x = data((7, 11), seed=3)
+    x[2, 3] = x[4, 0] = x[4, 10] = np.nan
+    values, indices = run(lambda t: torch.sort(t, 1), x)
+    for row in range(7):
+        np.testing.assert_array_equal(np.sort(indices[row]), np.arange(11))
+        np.testing.assert_array_equal(values[row], x[row, indices[row]])
+        finite = values[row][~np.isnan(values[row])]
+        np.testing.assert_array_equal(np.sort(finite), np.sort(x[row][~np.isnan(x[row])]))
+
+
+ROWS = [4, 0, 4, 8, 1]  # repeated (torch-mlir passes negative indices through unwrapped)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_rows(accumulate):
+    x = data((9, 13), seed=4)
+    values = data((5, 13), seed=5)
+    # index tensors are built inside the traced function: the FX importer takes them as constants
+    f = lambda t: t.index_put((torch.tensor(ROWS),), torch.tensor(values),  # noqa: E731
+                              accumulate=accumulate)
+    got, = run(f, x)
+    want = f(torch.from_numpy(x)).numpy()
+    if accumulate:
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:  # torch leaves the winner of a repeated index unspecified; pyree's is the last
+        np.testing.assert_array_equal(np.delete(got, [4], 0), np.delete(want, [4], 0))
+        np.testing.assert_array_equal(got[4], values[2])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "amax", "amin", "prod"])
+def test_scatter_reduce_along_columns(reduce):
+    x = data((6, 11), seed=6)
+    index = np.random.default_rng(7).integers(0, 5, size=(6, 11)).tolist()
+    f = lambda t: torch.full((6, 5), 0.5).scatter_reduce(1, torch.tensor(index), t, reduce)  # noqa: E731
+    got, = run(f, x)
+    np.testing.assert_allclose(got, f(torch.from_numpy(x)).numpy(), rtol=1e-6)
+
+
+def test_index_add_and_scatter_add():
+    x = data((7, 10), seed=8)
+    f = lambda t: t.index_add(0, torch.tensor([6, 0, 6, 3]), torch.ones(4, 10)) + torch.zeros(  # noqa: E731
+        7, 10).scatter_add(
+            0, torch.tensor([[1, 2, 3, 4, 5, 6, 0, 1, 2, 3]] * 7), t)
+    got, = run(f, x)
+    np.testing.assert_allclose(got, f(torch.from_numpy(x)).numpy(), rtol=1e-6)
