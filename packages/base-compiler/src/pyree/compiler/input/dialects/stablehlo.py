@@ -368,6 +368,28 @@ class TopKOp(HloOp):
                           properties={"k": IntegerAttr(k, i64)}, attributes=attrs)
 
 
+class RngBitGeneratorOp(HloOp):
+    """``stablehlo.rng_bit_generator %s, algorithm = THREE_FRY : (T) -> (T, U)``; the
+    algorithm is kept as the generic form's ``rng_algorithm`` property."""
+
+    name = "stablehlo.rng_bit_generator"
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        state = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        parser.parse_keyword("algorithm")
+        parser.parse_punctuation("=")
+        props: dict[str, Attribute] = {"rng_algorithm": _enum("rng_algorithm",
+                                                              parser.parse_identifier())}
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        operand = parser.resolve_operand(state, ft.inputs.data[0])
+        return cls.create(operands=[operand], result_types=list(ft.outputs),
+                          properties=props, attributes=attrs)
+
+
 def _generic_only(name: str) -> type[HloOp]:
     """Ops that JAX prints in the generic form. (Ops not declared at all are refused by name
     while parsing, in either form.)"""
@@ -417,7 +439,7 @@ ReturnOp = _simple("stablehlo.return", results=0)
 ReturnOp.traits = traits_def(IsTerminator())
 
 STABLEHLO_OPS = [
-    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp,
+    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp,
     _simple("stablehlo.optimization_barrier", results=None),
     *[_simple(f"stablehlo.{n}") for n in ELEMENTWISE],
     *[_simple(f"stablehlo.{n}", keys) for n, keys in _SHAPE_OPS.items()],
