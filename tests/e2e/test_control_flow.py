@@ -45,3 +45,17 @@ def test_loop_through_the_cli(vmfb, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "EXEC @fib" in result.stdout and "i64=2880067194370816120" in result.stdout
 
+
+
+def test_a_loop_iteration_is_one_run_of_commands(vmfb):
+    """scf.for's condition is straight-line code, rotated to the end of the body: the loop is
+    one command buffer and one conditional branch back per iteration, no unconditional jump."""
+    from pyree.runtime.hal.device import CommandBuffer
+    from pyree.runtime.vm.program import BranchStep
+    steps = rt.load_module(vmfb, device="local-sync").fib._program.steps
+    branches = [s for s in steps if isinstance(s, BranchStep)]
+    assert len(branches) == 2 and all(b.condition is not None for b in branches)
+    back = branches[1]
+    assert back.target < steps.index(back)
+    body = steps[back.target:steps.index(back)]
+    assert len(body) == 1 and isinstance(body[0], CommandBuffer)

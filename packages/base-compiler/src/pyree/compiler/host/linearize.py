@@ -7,7 +7,8 @@ and back over their blocks' steps, and the values that cross a block boundary mo
   once; the ``after`` block's arguments and the While's results are ``View``s of what ``before``
   forwards, so forwarding costs nothing; at the end of each iteration what ``after`` yields is
   copied into the carried values, as a parallel copy: a yielded value that lives in another
-  carried value's bytes (a swap) goes through a staging copy first.
+  carried value's bytes (a swap) goes through a staging copy first. A straight-line ``before``
+  is rotated to the end of the iteration (``_add_while``).
 Buffer planning (``host/planning.py``) then sees one program order, and a loop is the span
 between a label and the branch back to it.
 """
@@ -27,6 +28,7 @@ from pyree.compiler.flow.tensor_program import (
     Value,
     View,
     While,
+    blocks_of,
 )
 
 
@@ -81,17 +83,29 @@ def _add_if(op: If, steps: list[Step]) -> None:
 
 
 def _add_while(op: While, steps: list[Step]) -> None:
+    """Rotated when ``before`` is straight-line code: it runs once ahead of the loop and again
+    at the end of each iteration, so an iteration is one run of commands and one branch back
+    (one submit and one wait) instead of two runs and two branches."""
     top, done = Label(), Label()
     carried = op.before.arguments
-    steps.extend(Copy(s, t) for s, t in zip(op.inits, carried))
-    steps.append(top)
-    _add(op.before.ops, steps)
     condition, *forwarded = op.before.results
-    steps.append(Branch(condition, True, done))
+    rotated = not any(blocks_of(o) for o in op.before.ops)
+    steps.extend(Copy(s, t) for s, t in zip(op.inits, carried))
+    if rotated:
+        _add(op.before.ops, steps)
+        steps += [Branch(condition, True, done), top]
+    else:
+        steps.append(top)
+        _add(op.before.ops, steps)
+        steps.append(Branch(condition, True, done))
     steps.extend(View(a, f) for a, f in zip(op.after.arguments, forwarded))
     _add(op.after.ops, steps)
     _add_parallel_copy(op.after.results, carried, steps)
-    steps += [Branch(None, False, top), done]
+    if rotated:
+        _add(op.before.ops, steps)
+        steps += [Branch(condition, False, top), done]
+    else:
+        steps += [Branch(None, False, top), done]
     steps.extend(View(r, f) for r, f in zip(op.results, forwarded))
 
 
