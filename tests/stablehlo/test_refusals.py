@@ -11,9 +11,9 @@ import pytest
 CASES = {
     "undeclared_op": ("""func.func @f(%s: tensor<2xui64>) -> tensor<2xui64> {
   %0 = stablehlo.add %s, %s : tensor<2xui64>
-  %k, %r = stablehlo.rng_bit_generator %0, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
+  %k = stablehlo.cholesky %0, lower = true : tensor<2xui64>
   return %k : tensor<2xui64>
-}""", ":3:", "unsupported op 'stablehlo.rng_bit_generator'"),
+}""", ":3:", "unsupported op 'stablehlo.cholesky'"),
     "declared_unlowered_chlo": ("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = chlo.broadcast_zeta %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>

@@ -9,12 +9,14 @@ from pyree.compiler.input.stablehlo import (
     contraction,
     gather_scatter,
     reduce,
+    rng,
     select_and_scatter,
     shape_ops,
     sort,
 )
 from pyree.compiler.input.stablehlo.elementwise import (
     lower_batch_norm_inference,
+    lower_bitcast_convert,
     lower_constant,
     lower_elementwise,
     lower_map,
@@ -25,6 +27,7 @@ STABLEHLO_RULES = {
     **{f"stablehlo.{name}": lower_elementwise for name in ELEMENTWISE},
     **{f"chlo.{name}": lower_elementwise for name in CHLO_ELEMENTWISE},
     **{f"chlo.broadcast_{name}": lower_elementwise for name in CHLO_BROADCAST},
+    "stablehlo.bitcast_convert": lower_bitcast_convert,
     "stablehlo.broadcast_in_dim": shape_ops.lower_broadcast_in_dim,
     "stablehlo.reshape": shape_ops.lower_reshape,
     "stablehlo.transpose": shape_ops.lower_transpose,
@@ -49,4 +52,5 @@ STABLEHLO_RULES = {
     "chlo.top_k": sort.lower_top_k,
     "stablehlo.map": lower_map,
     "stablehlo.batch_norm_inference": lower_batch_norm_inference,
+    "stablehlo.rng_bit_generator": rng.lower_rng_bit_generator,
 }

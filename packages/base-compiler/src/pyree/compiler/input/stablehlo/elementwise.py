@@ -10,7 +10,7 @@ to i1 is ``!= 0``, ``compare`` honours its compare type (TOTALORDER on the bits)
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant
+from pyree.compiler.flow.tensor_program import Constant, View
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_array, is_splat, python_scalar
 from pyree.compiler.input.dialects.stablehlo import HloAttr
@@ -281,6 +281,25 @@ _SPECIAL = {
 
 
 # ---- rules --------------------------------------------------------------------------------
+
+def lower_bitcast_convert(fn: FunctionLowering, op: Operation) -> None:
+    """Equal widths: per element. Different widths (the spec's trailing dim of width ratio,
+    little-endian: JAX's 2x2xui32 <-> 2xui64 keys): the same bytes, so a View."""
+    where = location_of(op)
+    dtype, shape = tensor_type_of(op.results[0].type, where)
+    source = op.operands[0]
+    src_dtype, src_shape = tensor_type_of(source.type, where)
+    if width(src_dtype) == width(dtype) or "i1" in (dtype, src_dtype):
+        lower_elementwise(fn, op)
+        return
+    value = fn.tensor(source, where)
+    result = fn.new_value(dtype, shape, op.results[0].name_hint)
+    if result.num_bytes != value.num_bytes:
+        raise CompileError(f"'{op.name}' from {src_shape} x {src_dtype} to {shape} x {dtype}: "
+                           "the sizes differ", where)
+    fn.env[op.results[0]] = result
+    fn.emit(View(result, value, location=where))
+
 
 def lower_elementwise(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)

@@ -1,0 +1,157 @@
+"""stablehlo.rng_bit_generator against XLA on CPU, bit for bit: JAX's ``rng_bit_generator``
+for its 2-word states, XLA itself (the StableHLO text compiled by JAX's CPU client) for what
+JAX cannot ask for (PHILOX's 3-word state, f32 and i32 outputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import compile_str
+from pyree.compiler.errors import CompileError
+from pyree.compiler.options import CompileOptions
+from tooling import require_module
+
+jax = require_module("jax")
+jax.config.update("jax_platforms", "cpu")
+jnp, lax = jax.numpy, jax.lax
+
+ALGORITHMS = {"THREE_FRY": lax.RandomAlgorithm.RNG_THREE_FRY,
+              "PHILOX": lax.RandomAlgorithm.RNG_PHILOX,
+              "DEFAULT": lax.RandomAlgorithm.RNG_DEFAULT}
+SHAPES = [(7, 13), (1,), (5, 3, 2), (), (3, 1, 5)]
+# Counters near 2**64 - 1 wrap inside the output (PHILOX carries into its high word).
+KEYS = [np.array(k, np.uint32) for k in (
+    [0, 0, 0, 0], [1, 2, 3, 4], [0x9E3779B9, 0x7F4A7C15, 0xFFFFFFF0, 0xFFFFFFFF],
+    [0xDEADBEEF, 0x01234567, 0x89ABCDEF, 0x00000001])]
+NO_DEMOTION = CompileOptions(target_backends=["llvm-cpu"], demote_i64_to_i32=False)
+
+
+def tensor(dtype: str, shape) -> str:
+    return f"tensor<{''.join(f'{n}x' for n in shape)}{dtype}>"
+
+
+def program(algorithm: str, state: str, dtype: str, shape) -> str:
+    out = tensor(dtype, shape)
+    return f"""func.func @main(%s: {state}) -> ({state}, {out}) {{
+  %a, %b = stablehlo.rng_bit_generator %s, algorithm = {algorithm} : ({state}) -> ({state}, {out})
+  return %a, %b : {state}, {out}
+}}"""
+
+
+def run(text: str, state: np.ndarray, options=NO_DEMOTION) -> list[np.ndarray]:
+    module = rt.load_module(compile_str(text, options), device="local-task")
+    return [np.asarray(o.to_host()) for o in module["main"](state)]
+
+
+def jax_bits(key: np.ndarray, algorithm: str, dtype, shape) -> list[np.ndarray]:
+    with jax.enable_x64(True):
+        f = jax.jit(lambda k: lax.rng_bit_generator(k, shape, dtype=dtype,
+                                                    algorithm=ALGORITHMS[algorithm]))
+        return [np.asarray(x) for x in f(key)]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", ["ui32", "ui64"])
+def test_matches_jax(algorithm, dtype):
+    """State ``tensor<2xui64>``, JAX's key viewed as two 64-bit words."""
+    np_dtype = np.uint32 if dtype == "ui32" else np.uint64
+    for shape in SHAPES:
+        text = program(algorithm, "tensor<2xui64>", dtype, shape)
+        module = rt.load_module(compile_str(text, NO_DEMOTION), device="local-task")
+        for key in KEYS:
+            state, bits = (np.asarray(o.to_host()) for o in module["main"](key.view(np.uint64)))
+            want_state, want_bits = jax_bits(key, algorithm, np_dtype, shape)
+            assert bits.dtype == want_bits.dtype and bits.shape == want_bits.shape
+            np.testing.assert_array_equal(bits, want_bits, err_msg=f"{shape} {key}")
+            np.testing.assert_array_equal(state, want_state.view(np.uint64))
+
+
+@pytest.mark.parametrize("algorithm", ["THREE_FRY", "PHILOX"])
+def test_32_bit_pairs_state_survives_i64_demotion(algorithm):
+    """JAX's own key (``tensor<4xui32>``: each word as (low, high)), with the default options
+    that demote i64 for StableHLO input."""
+    text = program(algorithm, "tensor<4xui32>", "ui32", (5, 3))
+    for key in KEYS:
+        state, bits = run(text, key, CompileOptions(target_backends=["llvm-cpu"]))
+        want_state, want_bits = jax_bits(key, algorithm, np.uint32, (5, 3))
+        np.testing.assert_array_equal(bits, want_bits)
+        np.testing.assert_array_equal(state, want_state)
+
+
+def test_the_program_jax_prints():
+    """JAX's own text: the key crosses bitcast_convert 2x2xui32 <-> 2xui64 (the same bytes, a
+    View); compiled with i64 kept (--iree-input-demote-i64-to-i32=false), as the state needs."""
+    key = KEYS[1]
+    f = lambda k: lax.rng_bit_generator(k, (3, 5), dtype=np.uint32,  # noqa: E731
+                                        algorithm=ALGORITHMS["THREE_FRY"])
+    state, bits = run(jax.jit(f).lower(key).as_text(), key)
+    want_state, want_bits = jax_bits(key, "THREE_FRY", np.uint32, (3, 5))
+    np.testing.assert_array_equal(bits, want_bits)
+    np.testing.assert_array_equal(state, want_state)
+
+
+def xla_bits(text: str, state: np.ndarray) -> list[np.ndarray]:
+    """``text`` compiled and run by XLA itself (JAX's CPU client)."""
+    import jax.extend.backend
+
+    backend = jax.extend.backend.get_backend("cpu")
+    with jax.enable_x64(True):
+        exe = backend.compile_and_load(text, backend.devices()[:1])
+        return [np.asarray(x) for x in exe.execute([jax.device_put(state)])]
+
+
+@pytest.mark.parametrize("dtype", ["ui32", "ui64", "f32", "i32", "f64", "i64"])
+@pytest.mark.parametrize("algorithm", ["THREE_FRY", "PHILOX"])
+def test_matches_xla_other_states_and_types(algorithm, dtype):
+    """PHILOX's 3-word state (128-bit counter, carried) and float / signed outputs: the same
+    bits as the unsigned ones."""
+    words = 3 if algorithm == "PHILOX" else 2
+    states = [np.array([1, 2, 3][:words], np.uint64),
+              np.array([5, 2**64 - 3, 7][:words], np.uint64),
+              np.array([9, 2**64 - 1, 2**64 - 1][:words], np.uint64)]
+    for shape in [(7, 13), (5,)]:
+        text = "module @m {\n" + program(algorithm, f"tensor<{words}xui64>", dtype, shape) \
+            .replace("func.func @main", "func.func public @main") + "\n}"
+        for state in states:
+            got, want = run(text, state), xla_bits(text, state)
+            for g, w in zip(got, want):  # XLA hands f32 / i32 results back as ui32
+                assert g.itemsize == w.itemsize and g.shape == w.shape
+                np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+
+
+def test_constant_state_folds_to_the_same_bits():
+    """A constant key: the Generics are evaluated at compile time (``kernel.evaluate``)."""
+    key = KEYS[2]
+    words = ", ".join(str(int(w)) for w in key.view(np.uint64))
+    for algorithm in ("THREE_FRY", "PHILOX"):
+        text = f"""func.func @main() -> (tensor<2xui64>, tensor<3x3xui32>) {{
+  %s = stablehlo.constant dense<[{words}]> : tensor<2xui64>
+  %a, %b = stablehlo.rng_bit_generator %s, algorithm = {algorithm} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<3x3xui32>)
+  return %a, %b : tensor<2xui64>, tensor<3x3xui32>
+}}"""
+        module = rt.load_module(compile_str(text, NO_DEMOTION), device="local-task")
+        state, bits = (np.asarray(o.to_host()) for o in module["main"]())
+        want_state, want_bits = jax_bits(key, algorithm, np.uint32, (3, 3))
+        np.testing.assert_array_equal(bits, want_bits)
+        np.testing.assert_array_equal(state, want_state.view(np.uint64))
+
+
+def test_generic_form_parses():
+    text = """func.func @main(%s: tensor<2xui64>) -> (tensor<2xui64>, tensor<6xui32>) {
+  %a, %b = "stablehlo.rng_bit_generator"(%s) {rng_algorithm = #stablehlo<rng_algorithm PHILOX>} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<6xui32>)
+  return %a, %b : tensor<2xui64>, tensor<6xui32>
+}"""
+    key = KEYS[1]
+    state, bits = run(text, key.view(np.uint64))
+    np.testing.assert_array_equal(bits, jax_bits(key, "PHILOX", np.uint32, (6,))[1])
+
+
+@pytest.mark.parametrize("state, dtype, message", [
+    ("tensor<3xui64>", "ui32", "THREE_FRY needs a state of 2 64-bit words, not 3"),
+    ("tensor<2xui64>", "ui16", "THREE_FRY with ui16 outputs is not supported"),
+    ("tensor<3xui32>", "ui32", "state must be a 1-D tensor of 64-bit integers"),
+])
+def test_refusals_name_the_problem(state, dtype, message):
+    with pytest.raises(CompileError, match=message):
+        compile_str(program("THREE_FRY", state, dtype, (4,)), NO_DEMOTION)
