@@ -30,7 +30,7 @@ from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.module_writer import ModuleBuilder
 
 F32, I32, I1 = 0, 7, 4
-ARG, RESULT, TRANSIENT, CONST = 0, 1, 2, 3
+ARG, RESULT, TRANSIENT, CONST, READBACK = 0, 1, 2, 3, 4
 DISPATCH, COPY, FILL, BARRIER, CHECK, BRANCH = 0, 1, 2, 3, 4, 5
 EXPECT_TRUE, EXPECT_FALSE, EXPECT_ALL_TRUE, EXPECT_EQ, EXPECT_ALMOST_EQ = 0, 1, 2, 3, 4
 

@@ -16,6 +16,7 @@ from .module_factory import (
     F32,
     I1,
     I32,
+    READBACK,
     RESULT,
     N,
     arith_builder,
@@ -58,6 +59,10 @@ MUTATIONS = {
     "branch condition of the wrong size": (
         lambda m: _fn(m, "add").commands.append(_branch(ref(ARG, 0, 4), I1)),
         r"function 'add' command 1 \(branch\): condition is 4 bytes but a i1 needs 1"),
+    "branch condition past the readback area": (
+        lambda m: _fn(m, "add").commands.append(_branch(ref(READBACK, 0, 1, offset=8), I1)),
+        r"function 'add' command 1 \(branch\) condition: bytes \[8, \+1\) lie outside readback "
+        r"of 0 bytes"),
     "branch condition outside its buffer": (
         lambda m: _fn(m, "add").commands.append(_branch(ref(ARG, 0, 4, offset=4 * N), I32)),
         r"function 'add' command 1 \(branch\) condition: bytes \[\d+, \+4\) lie outside"),

@@ -8,3 +8,4 @@ class BufferKind(object):
     result = 1
     transient = 2
     constant = 3
+    readback = 4

@@ -68,6 +68,7 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
             BufferKind.result, index, 0, value.num_bytes)
         emitter.copy(value, target)
     out.commands = emitter.finish()
+    out.readbackSize = emitter.readback_size
     return out
 
 
@@ -78,15 +79,23 @@ class _Emitter:
         self._pending: list[tuple[tuple[int, int, int, int], bool]] = []  # ranges since last barrier
         self._labels: dict[Label, int] = {}  # label -> the index of the command it precedes
         self._branches: list[tuple[BranchT, Label]] = []
+        self.readback_size = 0
 
     def label(self, label: Label) -> None:
         self._labels[label] = len(self.commands)
         self._pending = []
 
     def branch(self, step: Branch) -> None:
+        """The condition is copied into the readback area first: the host reads it there, in
+        mapped memory where the device has it, instead of with a transfer of its own."""
         b = BranchT()
         if step.condition is not None:
-            b.condition = self.ref(step.condition)
+            readback = BufferRefT()
+            readback.kind, readback.index = BufferKind.readback, 0
+            readback.offset, readback.length = self.readback_size, step.condition.num_bytes
+            self.readback_size += -(-readback.length // 8) * 8
+            self.copy(step.condition, readback)
+            b.condition = readback
             b.conditionType = _ELEMENT_TYPES[step.condition.dtype]
         b.ifZero = step.if_zero
         self._branches.append((b, step.target))

@@ -152,7 +152,14 @@ class Function(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
-def FunctionStart(builder): builder.StartObject(7)
+    # Function
+    def ReadbackSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+        return 0
+
+def FunctionStart(builder): builder.StartObject(8)
 def Start(builder):
     return FunctionStart(builder)
 def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -188,6 +195,9 @@ def StartCommandsVector(builder, numElems):
 def FunctionAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(location), 0)
 def AddLocation(builder, location):
     return FunctionAddLocation(builder, location)
+def FunctionAddReadbackSize(builder, readbackSize): builder.PrependUint64Slot(7, readbackSize, 0)
+def AddReadbackSize(builder, readbackSize):
+    return FunctionAddReadbackSize(builder, readbackSize)
 def FunctionEnd(builder): return builder.EndObject()
 def End(builder):
     return FunctionEnd(builder)
@@ -209,6 +219,7 @@ class FunctionT(object):
         self.transientSize = 0  # type: int
         self.commands = None  # type: List[pyree.runtime._fb.Command.CommandT]
         self.location = None  # type: str
+        self.readbackSize = 0  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -260,6 +271,7 @@ class FunctionT(object):
                     command_ = pyree.runtime._fb.Command.CommandT.InitFromObj(function.Commands(i))
                     self.commands.append(command_)
         self.location = function.Location()
+        self.readbackSize = function.ReadbackSize()
 
     # FunctionT
     def Pack(self, builder):
@@ -313,5 +325,6 @@ class FunctionT(object):
             FunctionAddCommands(builder, commands)
         if self.location is not None:
             FunctionAddLocation(builder, location)
+        FunctionAddReadbackSize(builder, self.readbackSize)
         function = FunctionEnd(builder)
         return function

@@ -14,7 +14,7 @@ TABLES: dict[str, list] = {
     "Module": [2, 2, "string", "string", ("tables", "Function"), ("tables", "Constant"),
                ("tables", "Executable")],
     "Function": ["string", ("tables", "TensorType"), ("tables", "TensorType"), ("vector", 8), 8,
-                 ("tables", "Command"), "string"],
+                 ("tables", "Command"), "string", 8],
     "TensorType": [1, ("vector", 8)],
     "Constant": [("table", "TensorType"), DATA_REF],
     "BufferRef": [1, 4, 8, 8],

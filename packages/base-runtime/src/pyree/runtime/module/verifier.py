@@ -18,7 +18,7 @@ from pyree.runtime.errors import ModuleError
 ALIGNMENT = 64
 MAX_ALLOCATION = 1 << 48  # no real function needs more; a larger size is a damaged file
 FORMATS = {0: "cpu", 1: "cuda", 2: "rocm", 3: "spirv"}
-BUFFER_KINDS = {0: "argument", 1: "result", 2: "transient", 3: "constant"}
+BUFFER_KINDS = {0: "argument", 1: "result", 2: "transient", 3: "constant", 4: "readback"}
 COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier", 4: "check", 5: "branch"}
 CHECK_KINDS = {0: "expect_true", 1: "expect_false", 2: "expect_all_true", 3: "expect_eq",
                4: "expect_almost_eq"}
@@ -33,6 +33,7 @@ class _Buffers:
     results: list[int]
     transient: int
     constants: list[int]
+    readback: int
     commands: int  # how many commands the function has: a branch may target 0..commands
 
 
@@ -187,8 +188,10 @@ class _Verifier:
                                                    f"{need}-byte value")
         if function.transientSize > MAX_ALLOCATION:
             raise _fail(where, f"transient size {function.transientSize} is implausibly large")
+        if function.readbackSize > MAX_ALLOCATION:
+            raise _fail(where, f"readback size {function.readbackSize} is implausibly large")
         buffers = _Buffers(arguments, function.resultSizes, function.transientSize, constant_sizes,
-                           len(function.commands))
+                           function.readbackSize, len(function.commands))
         for c, command in enumerate(function.commands):
             self.command(command, buffers, f"{where} command {c}")
 
@@ -288,8 +291,8 @@ class _Verifier:
         if ref.kind not in BUFFER_KINDS:
             raise _fail(where, f"unknown buffer kind {ref.kind}")
         kind = BUFFER_KINDS[ref.kind]
-        if kind == "transient":
-            size = buffers.transient
+        if kind in ("transient", "readback"):
+            size = getattr(buffers, kind)
         else:
             sizes = {"argument": buffers.arguments, "result": buffers.results,
                      "constant": buffers.constants}[kind]
@@ -297,7 +300,7 @@ class _Verifier:
                 raise _fail(where, f"{kind} {ref.index} is out of range (there are {len(sizes)})")
             size = sizes[ref.index]
         if ref.offset + ref.length > size:
-            name = kind if kind == "transient" else f"{kind} {ref.index}"
+            name = kind if kind in ("transient", "readback") else f"{kind} {ref.index}"
             raise _fail(where, f"bytes [{ref.offset}, +{ref.length}) lie outside {name} of "
                                f"{size} bytes")
 

@@ -40,12 +40,17 @@ class Function:
         self._specs = [(t, t.shape, t.dtype, (t.nbytes, pool.mapped(t.nbytes)))
                        for t in self.argument_types]
         self._uses_transient = ("transient", 0) in self._program.sources
+        # Branch conditions are copied here for the host to read: mapped where the device can.
+        self._readback_key = (tree.readbackSize, pool.mapped(tree.readbackSize)) \
+            if tree.readbackSize else None
         self._pool_keys = self._result_keys + ([(self._transient_size, False)]
-                                               if self._uses_transient else [])
-        # binding-table slot -> index into [*arguments, *results, transient, *constants]
+                                               if self._uses_transient else []) \
+            + ([self._readback_key] if self._readback_key else [])
+        # binding-table slot -> index into [*arguments, *results, transient, readback, *constants]
         first = {"argument": 0, "result": len(self._specs),
                  "transient": len(self._specs) + len(self._result_keys)}
-        first["constant"] = first["transient"] + 1
+        first["readback"] = first["transient"] + 1
+        first["constant"] = first["transient"] + 2
         self._item_base = first
         self._slot_items = [first[kind] + index for kind, index in self._program.sources]
         self._submits_only = self._program.submits_only
@@ -136,6 +141,7 @@ class Function:
             items[i] = buffer
         items += results
         items.append(scratch[0] if self._uses_transient else None)
+        items.append(scratch[int(self._uses_transient)] if self._readback_key else None)
         items += loaded.constants
         table = [items[i] for i in self._slot_items]
         device = loaded.device
@@ -209,8 +215,8 @@ class Function:
         t = operand.type
         out = np.empty(t.shape, t.dtype)
         if out.nbytes:
-            index = self._item_base[operand.kind] + (0 if operand.kind == "transient"
-                                                     else operand.index)
+            index = self._item_base[operand.kind] + (
+                0 if operand.kind in ("transient", "readback") else operand.index)
             items[index].read_into(operand.offset, out.reshape(-1).view(np.uint8))
         return out
 

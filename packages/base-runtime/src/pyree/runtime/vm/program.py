@@ -48,7 +48,7 @@ class _Recorder:
 
     def slot(self, ref) -> int:
         kind = BUFFER_KINDS[ref.kind]
-        key = (kind, 0 if kind == "transient" else ref.index)
+        key = (kind, 0 if kind in ("transient", "readback") else ref.index)
         return self.slots.setdefault(key, len(self.slots))
 
     def bindings(self, refs) -> list[tuple[int, int, int]]:
