@@ -10,11 +10,15 @@ exp/log be off by 3 + 2|x| ulp or 2^-21 absolute, and Mesa's lavapipe measured m
 flushes subnormal results and gets sin of large arguments wrong), so they get the llvm-cpu
 algorithms of ``llvm_cpu/vecmath``, which are written against a builder that ``_Ops`` provides
 for kernel IR. Each formula stays within a few ulp of the correctly rounded result with IEEE
-special values; the measured errors per backend are in ``tests/e2e/test_math_ops.py``.
+special values; the measured errors per backend are in ``tests/e2e/test_math_ops.py``. Nothing
+here relies on what Vulkan leaves loose (tests/e2e/test_math_expansion_extremes.py models
+NVIDIA's driver): no division by a value beyond [2^-126, 2^126] or by a subnormal, divisions
+refined on Vulkan (``_Ops.div``), no min/max of subnormals, and sqrt/rsqrt by ``exact_root``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as VECMATH_BINARY
@@ -67,8 +71,9 @@ class _Ops(MathBuilder):
     also the builder that the vecmath algorithms are written against (``b`` does their integer
     and conversion instructions)."""
 
-    def __init__(self, dtype: str):
+    def __init__(self, dtype: str, refine_division: bool = False):
         self.dt = self.ty = dtype
+        self.refine_division = refine_division and dtype == "f32"
         self.it = self.ity = "i64" if dtype == "f64" else "i32"
         self.width = 0
         self.mantissa_bits, self.exponent_bias = (52, 1023) if dtype == "f64" else (23, 127)
@@ -121,7 +126,16 @@ class _Ops(MathBuilder):
         return self.bin("mul", a, b)
 
     def div(self, a, b):
-        return self.bin("div", a, b)
+        """a / b; with ``refine_division`` (Vulkan, whose OpFDiv may be 2.5 ulp off: NVIDIA's
+        a * rcp(b)) one Newton step on the exact residual a - q b (``_two_product``: Vulkan keeps
+        products unfused) brings it to ~0.5 ulp. b must lie in [2^-126, 2^126] (callers scale
+        or select around that); a NaN correction (b = inf) is dropped."""
+        q = self.bin("div", a, b)
+        if not self.refine_division:
+            return q
+        p, e = _two_product(self, q, b)
+        c = self.bin("div", self.sub(self.sub(a, p), e), b)
+        return self.add(q, self.select(Compare("ord", c, c), c, self.f(0.0)))
 
     def half(self, a):
         return self.mul(a, self.f(0.5))
@@ -238,12 +252,18 @@ def _atanh(o: _Ops, x):
     one_minus = o.sub(o.f(1.0), a)
     small = o.add(t, o.div(o.mul(t, a), one_minus))
     y = o.select(o.lt(a, o.f(0.5)), small, o.div(t, one_minus))
-    return o.copysign(o.half(o.un("log1p", y)), x)
+    y = o.copysign(o.half(o.un("log1p", y)), x)
+    # selected, not divided: Vulkan leaves t / (1 - a) undefined for 1 - a = 0 or beyond 2^126
+    # (NVIDIA's flushed 2a / (1 - a) to -0 for a = 1.2e38, and atanh to -0)
+    y = o.select(o.eq(a, o.f(1.0)), o.copysign(o.f(math.inf), x), y)
+    return o.select(o.gt(a, o.f(1.0)), o.f(math.nan), y)
 
 
 def _asin(o: _Ops, x):
-    """atan2(x, sqrt((1 - x)(1 + x))): 1 - x is exact near 1, where 1 - x^2 would cancel."""
-    return o.bin("atan2", x, _cos_of_asin(o, x))
+    """atan2(x, sqrt((1 - x)(1 + x))): 1 - x is exact near 1, where 1 - x^2 would cancel. Below
+    2^-12, x itself (x^3/6 is under half an ulp), so no subnormal reaches a division."""
+    y = o.bin("atan2", x, _cos_of_asin(o, x))
+    return o.select(o.lt(o.un("abs", x), o.f(2.0 ** -12)), x, y)
 
 
 def _acos(o: _Ops, x):
@@ -257,18 +277,20 @@ def _cos_of_asin(o: _Ops, x):
 def _cbrt(o: _Ops, x):
     """Kahan's estimate (the exponent divided by 3 through the bits, ~3% off), then Halley's
     iteration y (r + 2) / (2r + 1) with r = y^3 / a, which triples the correct digits each step.
-    Subnormals are scaled into the normal range first; 0, inf and NaN are their own cube roots.
+    |x| beyond 2^±60 is scaled by 2^∓120 first (exact), so subnormals become normal and y / s
+    never divides by more than 2^60 (Vulkan bounds division only to 2^126: NVIDIA's rcp of a huge
+    s flushed to 0, cbrt(3.4e38) came out 4x too big). 0, inf and NaN are their own cube roots.
     The odd functions here work on |x| and take x's sign last, which keeps -0 and NaN."""
-    tiny, magic = 1.1754943508222875e-38, 709958130
+    magic = 709958130
     a = o.un("abs", x)
-    subnormal = o.lt(a, o.f(tiny))
-    s = o.select(subnormal, o.mul(a, o.f(2.0 ** 24)), a)
+    big, small = o.gt(a, o.f(2.0 ** 60)), o.lt(a, o.f(2.0 ** -60))
+    s = o.select(big, o.mul(a, o.f(2.0 ** -120)), o.select(small, o.mul(a, o.f(2.0 ** 120)), a))
     third = Binary("div", o.bits(s), o.i(3), o.it)
     y = o.from_bits(Binary("add", third, o.i(magic), o.it))
     for _ in range(2):  # y^3 / s as (y / s) y y: no overflow, no underflow
         r = o.mul(o.mul(o.div(y, s), y), y)
         y = o.mul(y, o.div(o.add(r, o.f(2.0)), o.add(o.add(r, r), o.f(1.0))))
-    y = o.select(subnormal, o.mul(y, o.f(2.0 ** -8)), y)
+    y = o.select(big, o.mul(y, o.f(2.0 ** 40)), o.select(small, o.mul(y, o.f(2.0 ** -40)), y))
     special = Compare("uno", o.sub(a, a), o.f(0.0))  # inf or NaN
     y = o.select(Compare("eq", a, o.f(0.0)), a, y)
     return o.copysign(o.select(special, a, y), x)
@@ -302,23 +324,42 @@ def _atan_core(o: _Ops, q):
 def _atan(o: _Ops, x):
     a = o.un("abs", x)
     inverted = Compare("gt", a, o.f(1.0))
-    r = _atan_core(o, o.select(inverted, o.div(o.f(1.0), a), a))
+    # 1/a within division's range: beyond 2^30, pi/2 - 1/a rounds to pi/2 anyway
+    r = _atan_core(o, o.select(inverted, o.div(o.f(1.0), o.bin("min", a, o.f(2.0 ** 30))), a))
     return o.copysign(o.select(inverted, o.sub(o.f(math.pi / 2), r), r), x)
 
 
 def _atan2(o: _Ops, y, x):
     """atan(min/max) of the magnitudes, then reflected into the quadrant; C99's special cases:
-    both infinite gives an odd multiple of pi/4, both zero 0 or pi by the sign of x."""
+    both infinite gives an odd multiple of pi/4, both zero 0 or pi by the sign of x. Ordered by
+    a compare, not min/max, which NVIDIA's Vulkan driver flushed for subnormals; the quotient by
+    ``_safe_div``."""
     ax, ay = o.un("abs", x), o.un("abs", y)
-    lo, hi = o.bin("min", ax, ay), o.bin("max", ax, ay)
+    swap = Compare("gt", ay, ax)
+    lo, hi = o.select(swap, ax, ay), o.select(swap, ay, ax)
     inf = o.f(math.inf)
-    q = o.select(Compare("eq", hi, o.f(0.0)), o.f(0.0), o.div(lo, hi))
-    q = o.select(Binary("and", Compare("eq", ax, inf), Compare("eq", ay, inf), "i1"), o.f(1.0), q)
+    q = o.select(Compare("eq", hi, o.f(0.0)), o.f(0.0), _safe_div(o, lo, hi))
+    q = o.select(Compare("eq", hi, inf), o.select(Compare("eq", lo, inf), o.f(1.0), o.f(0.0)), q)
+    q = o.select(Compare("uno", lo, hi), o.add(lo, hi), q)  # not lo * 0: drivers fold that
     r = _atan_core(o, q)
-    r = o.select(Compare("gt", ay, ax), o.sub(o.f(math.pi / 2), r), r)
+    r = o.select(swap, o.sub(o.f(math.pi / 2), r), r)
     x_negative = Compare("lt", o.bits(x), o.i(0))  # -0 included
     r = o.select(x_negative, o.sub(o.f(math.pi), r), r)
     return o.copysign(r, y)
+
+
+def _safe_div(o: _Ops, a, b):
+    """a / b for finite nonzero b and |a / b| < 2^63, as (a 2^(k+64)) / (b 2^k) 2^-64 with 2^k
+    (exact, subnormal b first scaled by 2^64) bringing |b| into [1, 2): Vulkan bounds OpFDiv
+    only for |b| in [2^-126, 2^126] (NVIDIA computes a * rcp(b), rcp flushing to 0 beyond), and
+    the extra 2^64 keeps a subnormal numerator out of the division."""
+    def exponent(v):
+        return Binary("and", o.b.ashr(o.bits(v), o.i(23)), o.i(255), o.it)
+    subnormal = Compare("eq", exponent(b), o.i(0))
+    a, b = (o.select(subnormal, o.mul(v, o.f(2.0 ** 64)), v) for v in (a, b))
+    k = o.b.sub(o.i(127), exponent(b))
+    q = o.div(o.scale(a, o.b.add(k, o.i(64))), o.scale(b, k))
+    return o.mul(q, o.f(2.0 ** -64))
 
 
 def _quadrant(o: _Ops, x):
@@ -478,10 +519,10 @@ _UNARY = {"sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh
 _BINARY = {"atan2": _atan2, **VECMATH_BINARY}
 
 
-def expand(e: Unary | Binary, float64: bool = True) -> Expr:
+def expand(e: Unary | Binary, float64: bool = True, refine_division: bool = False) -> Expr:
     """``e``, a float op of EXPANDED, GPU_EXPANDED or EXACT, as other kernel-IR ops; those of
     EXACT compute in their own dtype (narrowing f64 would change them). ``float64``: whether
-    the target has f64, which pow uses inside."""
+    the target has f64, which pow uses inside; ``refine_division``: see ``_Ops.div``."""
     compute = e.dtype if e.op in EXACT else "f32"
     args = [e.x] if isinstance(e, Unary) else [e.a, e.b]
     args = [a if a.dtype == compute else Cast("fpext" if a.dtype != "f64" else "fptrunc", a, compute)
@@ -489,7 +530,95 @@ def expand(e: Unary | Binary, float64: bool = True) -> Expr:
     fn = _UNARY[e.op] if isinstance(e, Unary) else _BINARY[e.op]
     if e.op == "pow" and not float64:
         fn = _pow_f32
-    y = fn(_Ops(compute), *args)
+    y = _shared(fn(_Ops(compute, refine_division), *args), args)
     if e.dtype == compute:
+        return y
+    return Cast("fpext" if e.dtype == "f64" else "fptrunc", y, e.dtype)
+
+
+_HASHED: dict[type, type] = {}
+
+
+def _hashed(cls: type) -> type:
+    """``cls`` with its hash kept: a frozen dataclass rehashes its whole tree on every hash,
+    and the expansions are DAGs whose trees are huge (a refined division repeats its operands
+    ~20 times), which the backends' value-numbering dicts would walk again at every node."""
+    if cls not in _HASHED:
+        def __hash__(self, _base=cls.__hash__):
+            h = self.__dict__.get("_hash")
+            if h is None:
+                h = _base(self)
+                object.__setattr__(self, "_hash", h)
+            return h
+        _HASHED[cls] = type(cls.__name__, (cls,), {"__hash__": __hash__, "__module__": cls.__module__})
+    return _HASHED[cls]
+
+
+def _shared(root: Expr, inputs) -> Expr:
+    """``root`` rebuilt from hash-keeping nodes, equal sub-expressions made one object (so
+    equality stops at identity); the expansion's ``inputs`` are kept as they are."""
+    done: dict[int, Expr] = {id(a): a for a in inputs}
+    table: dict[tuple, Expr] = {}
+
+    def go(n):
+        if id(n) in done:
+            return done[id(n)]
+        if isinstance(n, (Unary, Binary, Compare, Select, Cast)):
+            values = {f.name: go(getattr(n, f.name)) if f.name in ("x", "a", "b", "cond")
+                      else getattr(n, f.name) for f in dataclasses.fields(n)}
+            key = (type(n), *values.values())
+            if key not in table:
+                table[key] = _hashed(type(n))(**values)
+            done[id(n)] = table[key]
+        else:
+            done[id(n)] = n
+        return done[id(n)]
+    return go(root)
+
+
+def exact_root(e: Unary, native) -> Expr:
+    """sqrt or rsqrt of ``e.x`` (any float dtype), correctly rounded (sqrt) or within an ulp
+    (rsqrt), with ``native(m)`` (the driver's op, kernel IR) only ever applied to m in [1, 4):
+    Vulkan lets GLSL Sqrt/InverseSqrt be ~3 ulp off and flush subnormal inputs (NVIDIA's
+    sqrt(-1e-45) was -0, rsqrt -inf). x = m 4^k (subnormals scaled by 2^24 first); sqrt(m) is
+    rounded by an integer test on its 24-bit mantissa S (Newton step, then S^2 - S < N <= S^2 + S
+    with N = m 2^46), rsqrt(m) refined by a Newton step on the exact residual 1 - m y^2; special
+    values are selected. f16, bf16 and f64 compute in f32 and round once (for sqrt harmless:
+    24 >= 2 * 11 + 2 bits)."""
+    o = _Ops("f32")
+    x = e.x if e.x.dtype == "f32" else Cast("fptrunc" if e.x.dtype == "f64" else "fpext", e.x, "f32")
+    subnormal = o.lt(o.un("abs", x), o.f(2.0 ** -126))
+    bits = o.bits(o.select(subnormal, o.mul(x, o.f(2.0 ** 24)), x))
+    k = o.b.ashr(o.b.sub(o.b.ashr(bits, o.i(23)), o.i(127)), o.i(1))  # floor(exponent / 2)
+    m = o.from_bits(o.b.sub(bits, o.b.shl(k, o.i(24))))
+    k = o.b.sub(k, o.select(subnormal, o.i(12), o.i(0)))
+    r = native(m)
+    if e.op == "sqrt":
+        def wide(v):
+            return Cast("fptosi", v, "i64")
+        n = Binary("shl", wide(o.mul(m, o.f(2.0 ** 23))), Const(23, "i64"), "i64")
+        s = wide(o.mul(r, o.f(2.0 ** 23)))
+        residual = Cast("sitofp", Binary("sub", n, Binary("mul", s, s, "i64"), "i64"), "f32")
+        s = Binary("add", s, wide(o.un("roundeven", o.div(o.mul(residual, o.f(2.0 ** -24)), r))),
+                   "i64")
+        s2 = Binary("mul", s, s, "i64")
+        up = Compare("gt", n, Binary("add", s2, s, "i64"))
+        down = Compare("le", n, Binary("sub", s2, s, "i64"))
+        one, zero = Const(1, "i64"), Const(0, "i64")
+        s = Binary("sub", Binary("add", s, Select(up, one, zero, "i64"), "i64"),
+                   Select(down, one, zero, "i64"), "i64")
+        y = o.mul(Cast("sitofp", s, "f32"), o.pow2(o.b.sub(k, o.i(23))))
+        edge = o.select(o.lt(x, o.f(0.0)), o.f(math.nan), x)  # ±0, +inf, NaN: themselves
+    else:
+        p, pe = _two_product(o, r, r)
+        q, qe = _two_product(o, m, p)
+        h = o.sub(o.sub(o.sub(o.f(1.0), q), qe), o.mul(m, pe))
+        y = o.mul(o.add(r, o.mul(r, o.half(h))), o.pow2(o.b.sub(o.i(0), k)))
+        edge = o.select(o.eq(x, o.f(0.0)), o.copysign(o.f(math.inf), x),
+                        o.select(o.eq(x, o.f(math.inf)), o.f(0.0), x))
+        edge = o.select(o.lt(x, o.f(0.0)), o.f(math.nan), edge)
+    y = _shared(o.select(Binary("and", o.gt(x, o.f(0.0)), o.lt(x, o.f(math.inf)), "i1"), y, edge),
+                [x, r])
+    if e.dtype == "f32":
         return y
     return Cast("fpext" if e.dtype == "f64" else "fptrunc", y, e.dtype)

@@ -3,7 +3,8 @@
 Every kernel dtype maps to a compute type (``Shader.compute_type``); integers have no signedness
 in their type, so each op picks the signed or unsigned instruction from the kernel dtype. Where
 GLSL.std.450 is undefined or loose (NaN in min/max, pow of negatives) the lowering spells out the
-numpy semantics; transcendental functions, round and sign come from ``codegen/math_expansion``.
+numpy semantics; transcendental functions, round and sign come from ``codegen/math_expansion``,
+and so do sqrt and rsqrt (``exact_root``: GLSL's are ~3 ulp and may flush subnormal inputs).
 A Select whose arm holds a load that may be out of range becomes a branch, so only the chosen arm
 is evaluated.
 """
@@ -11,7 +12,7 @@ is evaluated.
 from __future__ import annotations
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED, expand
+from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.errors import CompileError
@@ -48,6 +49,7 @@ class ScalarLowering:
         self.sh, self.fn, self.asm = shader, shader.fn, shader.asm
         self.point, self.accs, self.unsafe = point, accs or [], unsafe
         self.memo: dict[K.Expr, int] = {}
+        self.native_roots: set[K.Unary] = set()  # exact_root's own GLSL Sqrt/InverseSqrt
 
     def __call__(self, e: K.Expr) -> int:
         if e not in self.memo:
@@ -109,7 +111,10 @@ class ScalarLowering:
         if isinstance(e, K.Compare):
             return self._compare(e.predicate, self(e.a), self(e.b), _compute(e.a.dtype))
         if isinstance(e, (K.Unary, K.Binary)) and K.is_float(e.dtype) and self._expanded(e.op):
-            return self(expand(e, self.sh.target.float64))
+            return self(expand(e, self.sh.target.float64, refine_division=True))
+        if (isinstance(e, K.Unary) and e.op in _TRANSCENDENTAL and K.is_float(e.dtype)
+                and e not in self.native_roots):
+            return self(exact_root(e, self._native_root(e.op)))
         if isinstance(e, K.Unary):
             value = self._unary(e.op, self(e.x), _compute(e.dtype))
         elif isinstance(e, K.Binary):
@@ -128,6 +133,14 @@ class ScalarLowering:
         Atan 347, Sinh/Tanh/Asinh/Acosh ~1e9 and Exp/Log/Cosh ~1e7 (subnormal results flushed,
         tiny arguments lost), Atanh/Sin/Cos/Tan wrong at -0, NaN or large arguments."""
         return op in GPU_EXPANDED | EXACT
+
+    def _native_root(self, op: str):
+        """GLSL's sqrt or rsqrt for exact_root, which applies it only on [1, 4)."""
+        def native(m: K.Expr) -> K.Unary:
+            node = K.Unary(op, m, "f32")
+            self.native_roots.add(node)
+            return node
+        return native
 
     def _select(self, e: K.Select) -> int:
         cond = self(e.cond)
@@ -179,6 +192,9 @@ class ScalarLowering:
             raise self._unsupported(f"'{op}' on i1")
         if K.is_float(dtype):
             if op in _FLOAT_BINARY:
+                # A user's divf stays one OpFDiv, as in IREE: Vulkan bounds it (2.5 ulp) only for
+                # |b| in [2^-126, 2^126], but rescaling b (math_expansion._safe_div) would add
+                # ~10 instructions to every division; the math expansions scale for themselves.
                 # Rounded on its own, as arith and llvm-cpu round it: a driver may otherwise fuse
                 # a product and a sum into an FMA, which breaks math_expansion's exact products.
                 result = fn.op(_FLOAT_BINARY[op], t, a, b)
@@ -213,6 +229,8 @@ class ScalarLowering:
     def _copysign(self, a: int, b: int, dtype: str) -> int:
         fn = self.fn
         bits = self.sh.compute_bits(dtype)
+        if bits == 16:  # on the bits, not through f32: NVIDIA's f16 -> f32 drops a NaN's sign
+            self.asm.require("Int16")  # every target with f16 arithmetic has 16-bit integers
         it, t = self.asm.t_int(bits), self.t(dtype)
         sign = 1 << (bits - 1)
         ia, ib = fn.op(OpBitcast, it, a), fn.op(OpBitcast, it, b)
