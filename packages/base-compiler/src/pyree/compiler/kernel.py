@@ -72,6 +72,16 @@ class AffineExpr:
     def __call__(self, loop: tuple[int, ...]) -> int:
         return sum(c * i for c, i in zip(self.coeffs, loop)) + self.const
 
+    @classmethod
+    def loop(cls, num_loops: int, d: int | None, coeff: int = 1, const: int = 0) -> AffineExpr:
+        """``coeff * loop d + const`` over ``num_loops`` loops (``d`` None: the constant)."""
+        return cls(tuple(coeff if k == d else 0 for k in range(num_loops)), const)
+
+    @classmethod
+    def identity(cls, rank: int) -> tuple[AffineExpr, ...]:
+        """Loop k indexes dim k."""
+        return tuple(cls.loop(rank, d) for d in range(rank))
+
 
 Access = Literal["read", "write", "read_write"]
 

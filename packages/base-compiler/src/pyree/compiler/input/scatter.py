@@ -41,7 +41,7 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     slice_loop = {j: rank + 1 + n for n, j in enumerate(moved)}
 
     def loop(k: int) -> AffineExpr:
-        return AffineExpr(tuple(int(i == k) for i in range(num_loops)))
+        return AffineExpr.loop(num_loops, k)
 
     inputs = Inputs()
     update_at = (loop(rank), *(loop(slice_loop[j]) if j in slice_loop else loop(offset + j)

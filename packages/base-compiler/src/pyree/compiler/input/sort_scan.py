@@ -91,15 +91,15 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
     out = fn.result_value(op.results[0], where)
     inputs = Inputs()
     if n <= 1:
-        loops = _identity(rank)
+        loops = AffineExpr.identity(rank)
         value = (inputs.load(x, loops) if inclusive
                  else inputs.load(acc_init, tuple(ix for k, ix in enumerate(loops) if k != d)))
         fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), shape, rank, where,
                         op.name))
     else:
-        loops = _identity(rank + 1)  # the element's loops, then step j (it makes out[j + 1])
+        loops = AffineExpr.identity(rank + 1)  # the element's loops, then step j (it makes out[j + 1])
         here = loops[:rank]
-        consumed = tuple(_loop(rank, rank + 1, int(inclusive)) if k == d else loops[k]
+        consumed = tuple(AffineExpr.loop(rank + 1, rank, const=int(inclusive)) if k == d else loops[k]
                          for k in range(rank))
         block = op.regions[0].block
         previous, element = block.args
@@ -112,7 +112,7 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
         result = Result(0, here, Select(taken, step, Acc(0, x.dtype), x.dtype), init=first)
         fn.emit(Generic(inputs.values, [out], (result,), shape + (n - 1,), rank, where, op.name))
     inputs = Inputs()
-    lines = _identity(rank - 1)
+    lines = AffineExpr.identity(rank - 1)
     last = (inputs.load(out, tuple(AffineExpr((0,) * (rank - 1), n - 1) if k == d
                                    else lines[k - (k > d)] for k in range(rank)))
             if n > 1 else inputs.load(acc_init, lines))
@@ -128,9 +128,9 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     shape, rank = operands[0].shape, len(operands[0].shape)
     if any(v.shape != shape for v in operands):
         raise CompileError(f"{origin}: operands of different shapes", where)
-    loops = _identity(rank + 1)  # the element's loops, then j along d
+    loops = AffineExpr.identity(rank + 1)  # the element's loops, then j along d
     here = loops[:rank]
-    there = tuple(_loop(rank, rank + 1) if k_ == d else loops[k_] for k_ in range(rank))
+    there = tuple(AffineExpr.loop(rank + 1, rank) if k_ == d else loops[k_] for k_ in range(rank))
     j_first = Compare("lt", LoopIndex(rank), LoopIndex(d))
 
     inputs = Inputs()  # 1. each element's rank
@@ -189,7 +189,7 @@ def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[i
     value = fn.new_value(COUNT, shape, name)
     step = Binary("add", Acc(0, COUNT),
                   Select(condition, Const(1, COUNT), Const(0, COUNT), COUNT), COUNT)
-    result = Result(0, _identity(rank + 1)[:rank], step, init=Const(0, COUNT))
+    result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, COUNT))
     fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin))
     return value
 
@@ -197,15 +197,6 @@ def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[i
 def iota(fn: FunctionLowering, shape: tuple[int, ...], d: int, dtype: str, where: str) -> Value:
     """The index along ``d`` of every element, as ``dtype``."""
     value = fn.new_value(dtype, shape, "iota")
-    fn.emit(Generic([], [value], (Result(0, _identity(len(shape)), convert(LoopIndex(d), dtype)),),
+    fn.emit(Generic([], [value], (Result(0, AffineExpr.identity(len(shape)), convert(LoopIndex(d), dtype)),),
                     shape, len(shape), where, "iota"))
     return value
-
-
-def _identity(n: int) -> tuple[AffineExpr, ...]:
-    return tuple(_loop(k, n) for k in range(n))
-
-
-def _loop(k: int, n: int, offset: int = 0) -> AffineExpr:
-    """Loop ``k`` of ``n`` (plus ``offset``)."""
-    return AffineExpr(tuple(int(i == k) for i in range(n)), offset)

@@ -61,10 +61,10 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
         fn.emit(View(result, source, start * itemsize(source.dtype), where))
         return
     rank = len(result.shape)
-    index = tuple(_affine(rank, kept[j], strides[j], offsets[j]) for j in range(len(offsets)))
+    index = tuple(AffineExpr.loop(rank, kept[j], strides[j], offsets[j]) for j in range(len(offsets)))
     inputs = Inputs()
     value = inputs.load(source, index)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
 
@@ -78,12 +78,12 @@ def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
     kept = _kept_dims(sizes, source.shape, where)
     rank = len(dest.shape)
     inputs = Inputs()
-    index = tuple(_affine(rank, j, 1, -offsets[j]) for j in range(rank) if kept[j] is not None)
+    index = tuple(AffineExpr.loop(rank, j, 1, -offsets[j]) for j in range(rank) if kept[j] is not None)
     inside = _inside(offsets, sizes)
-    value = Select(inside, inputs.load(source, index), inputs.load(dest, _identity(rank)),
+    value = Select(inside, inputs.load(source, index), inputs.load(dest, AffineExpr.identity(rank)),
                    dest.dtype)
     result = fn.result_value(op.result, where)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     dest.shape, rank, where, op.name))
 
 
@@ -98,11 +98,11 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     block = op.region.block
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
                             inputs, list(range(rank)), where)[0]
-    index = tuple(_affine(rank, d, 1, -low[d]) for d in range(rank))
+    index = tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank))
     value = Select(_inside(low, source.shape), inputs.load(source, index), pad_value,
                    source.dtype)
     result = fn.result_value(op.result, where)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
 
@@ -122,12 +122,12 @@ def lower_concat(fn: FunctionLowering, op: tensor.ConcatOp) -> None:
         inside = Compare("lt", LoopIndex(dim), Const(starts[k + 1], "index"))
         value = Select(inside, _load_shifted(inputs, parts[k], rank, dim, starts[k]), value,
                        result.dtype)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
 
 def _load_shifted(inputs: Inputs, value: Value, rank: int, dim: int, start: int) -> Expr:
-    return inputs.load(value, tuple(_affine(rank, d, 1, -start if d == dim else 0)
+    return inputs.load(value, tuple(AffineExpr.loop(rank, d, 1, -start if d == dim else 0)
                                     for d in range(rank)))
 
 
@@ -139,9 +139,9 @@ def lower_insert(fn: FunctionLowering, op: tensor.InsertOp) -> None:
     inputs = Inputs()
     here = _all([Compare("eq", LoopIndex(d), Const(i, "index")) for d, i in enumerate(at)])
     value = Select(here, fn.scalar(op.scalar, inputs, where),
-                   inputs.load(dest, _identity(rank)), dest.dtype)
+                   inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
     result = fn.result_value(op.result, where)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     dest.shape, rank, where, op.name))
 
 
@@ -177,7 +177,7 @@ def lower_from_elements(fn: FunctionLowering, op: tensor.FromElementsOp) -> None
         at = np.unravel_index(flat, shape)
         value = Select(_all([Compare("eq", LoopIndex(d), Const(int(i), "index"))
                              for d, i in enumerate(at)]), elements[flat], value, dtype)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     shape, rank, where, op.name))
 
 
@@ -192,7 +192,7 @@ def lower_splat(fn: FunctionLowering, op: tensor.SplatOp) -> None:
         fn.emit(Constant(result, splat=value.value, location=where))
         return
     rank = len(result.shape)
-    fn.emit(Generic(inputs.values, [result], (Result(0, _identity(rank), value),),
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
 
@@ -242,17 +242,6 @@ def _is_contiguous(shape, offsets, sizes, strides) -> bool:
     if any(strides[d] != 1 for d in range(len(sizes)) if sizes[d] != 1):
         return False
     return all(sizes[d] == shape[d] for d in range(first + 1, len(sizes)))
-
-
-def _affine(rank: int, dim: int | None, coeff: int, const: int) -> AffineExpr:
-    coeffs = [0] * rank
-    if dim is not None:
-        coeffs[dim] = coeff
-    return AffineExpr(tuple(coeffs), const)
-
-
-def _identity(rank: int) -> tuple[AffineExpr, ...]:
-    return tuple(_affine(rank, d, 1, 0) for d in range(rank))
 
 
 def _inside(offsets, sizes) -> Expr:

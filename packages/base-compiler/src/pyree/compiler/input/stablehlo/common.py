@@ -79,15 +79,6 @@ def _ints(attr: Attribute) -> list[int] | None:
     return None
 
 
-def dim(rank: int, d: int | None, coeff: int = 1, const: int = 0) -> AffineExpr:
-    """``coeff * loop d + const`` over ``rank`` loops (``d`` None: the constant)."""
-    return AffineExpr(tuple(coeff if k == d else 0 for k in range(rank)), const)
-
-
-def identity(rank: int) -> tuple[AffineExpr, ...]:
-    return tuple(dim(rank, d) for d in range(rank))
-
-
 def emit_map(fn: FunctionLowering, op: Operation, build: Callable[[Inputs], Expr],
              result: SSAValue | None = None) -> Value:
     """One parallel Generic writing ``build(inputs)`` to every element of ``op``'s result."""
@@ -96,7 +87,7 @@ def emit_map(fn: FunctionLowering, op: Operation, build: Callable[[Inputs], Expr
     out = fn.result_value(result or op.results[0], where)
     value = build(inputs)
     rank = len(out.shape)
-    fn.emit(Generic(inputs.values, [out], (Result(0, identity(rank), value),), out.shape, rank,
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), value),), out.shape, rank,
                     where, op.name))
     return out
 

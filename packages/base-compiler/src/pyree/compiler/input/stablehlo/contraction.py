@@ -19,7 +19,7 @@ from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.stablehlo.common import convert, dim, hlo_attr, ints
+from pyree.compiler.input.stablehlo.common import convert, hlo_attr, ints
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Expr, Result
@@ -37,7 +37,7 @@ def _emit_contraction(fn: FunctionLowering, op: Operation, lhs: Value, rhs: Valu
     product: Expr = Binary("mul", convert(inputs.load(lhs, lhs_index), out_dtype),
                            convert(inputs.load(rhs, rhs_index), out_dtype), out_dtype)
     n = len(ranges)
-    index = tuple(dim(n, d) for d in range(num_parallel))
+    index = tuple(AffineExpr.loop(n, d) for d in range(num_parallel))
     if num_parallel < n:
         output = Result(0, index, Binary("add", Acc(0, out_dtype), product, out_dtype),
                         zero(out_dtype))
@@ -76,7 +76,7 @@ def lower_dot_general(fn: FunctionLowering, op: Operation) -> None:
                 loops.append(num_parallel + contracting.index(d))
             else:
                 loops.append(free_start + free.index(d))
-        return tuple(dim(n, loop) for loop in loops)
+        return tuple(AffineExpr.loop(n, loop) for loop in loops)
 
     ranges = tuple([lhs_shape[d] for d in lb] + [lhs_shape[d] for d in lf]
                    + [rhs_shape[d] for d in rf] + [lhs_shape[d] for d in lc])

@@ -17,19 +17,11 @@ from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.stablehlo.common import (
-    all_of,
-    as_index,
-    clamp,
-    dim,
-    emit_map,
-    hlo_attr,
-    in_range,
-    ints,
-)
+from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, emit_map, hlo_attr, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.kernel import (
     Acc,
+    AffineExpr,
     Binary,
     Compare,
     Const,
@@ -51,7 +43,7 @@ def _start(inputs: Inputs, indices: Value, ivd: int, batch_loops: list[int], k: 
            n: int) -> Expr:
     """Component ``k`` of the index vector at the batch position given by ``batch_loops``."""
     loops = _index_loops(indices, ivd, batch_loops)
-    index = tuple(dim(n, None, const=k) if j == ivd else dim(n, loops[j])
+    index = tuple(AffineExpr.loop(n, None, const=k) if j == ivd else AffineExpr.loop(n, loops[j])
                   for j in range(len(indices.shape)))
     return as_index(inputs.load(indices, index))
 
@@ -133,7 +125,7 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     accs = [Acc(k, x.dtype) for k, x in enumerate(operands)]
     update = [inputs.gather(u, tuple(at), where) for u in all_updates]
     combined = lower_region(fn, op.regions[0].block, [*accs, *update], inputs, where)
-    index = tuple(dim(n, d) for d in range(rank))
+    index = tuple(AffineExpr.loop(n, d) for d in range(rank))
     hit = all_of(conds)
     outputs = tuple(Result(k, index, Select(hit, c, acc, acc.dtype), inputs.load(x, index))
                     for k, (c, acc, x) in enumerate(zip(combined, accs, operands)))

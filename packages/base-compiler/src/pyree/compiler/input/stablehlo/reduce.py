@@ -12,7 +12,7 @@ from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.stablehlo.common import affine_expr, all_of, dim, in_range, ints
+from pyree.compiler.input.stablehlo.common import affine_expr, all_of, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
 from pyree.compiler.kernel import Acc, AffineExpr, Expr, Result, Select
@@ -23,7 +23,7 @@ def _emit_reduction(fn: FunctionLowering, op: Operation, inputs: Inputs, element
                     inits: list[Expr], ranges: tuple[int, ...], num_parallel: int) -> None:
     where = location_of(op)
     n = len(ranges)
-    index = tuple(dim(n, d) for d in range(num_parallel))
+    index = tuple(AffineExpr.loop(n, d) for d in range(num_parallel))
     results = [fn.result_value(r, where) for r in op.results]
     reduces = num_parallel < n
     accs = [Acc(k, r.dtype) for k, r in enumerate(results)] if reduces else inits
@@ -42,7 +42,7 @@ def lower_reduce(fn: FunctionLowering, op: Operation) -> None:
     kept = [d for d in range(len(shape)) if d not in reduced]
     order = kept + sorted(reduced)
     n = len(order)
-    index = tuple(dim(n, order.index(d)) for d in range(len(shape)))
+    index = tuple(AffineExpr.loop(n, order.index(d)) for d in range(len(shape)))
     inputs = Inputs()
     elements = [inputs.load(x, index) for x in xs]
     inits = [fn.scalar(v, inputs, where) for v in op.operands[half:]]

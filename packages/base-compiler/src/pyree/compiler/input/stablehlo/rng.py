@@ -36,9 +36,10 @@ from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.stablehlo.common import dim, identity, prop, width
+from pyree.compiler.input.stablehlo.common import prop, width
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
+    AffineExpr,
     Binary,
     Cast,
     Compare,
@@ -117,7 +118,7 @@ def lower_rng_bit_generator(fn: FunctionLowering, op: Operation) -> None:
     value = build(inputs)
     if value.dtype != dtype:  # f32, i32, ...: the same bits
         value = Cast("bitcast", value, dtype)
-    fn.emit(Generic(inputs.values, [out], (Result(0, identity(rank), value),), shape, rank,
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), value),), shape, rank,
                     where, op.name))
     _new_state(fn, op, state, blocks, where)
 
@@ -134,9 +135,9 @@ def _words(state: Value) -> int | None:
 def _state_word(inputs: Inputs, state: Value, k: int, rank: int) -> Expr:
     """64-bit word ``k`` of the state, read at every loop iteration."""
     if width(state.dtype) == 64:
-        return _to_u64(inputs.load(state, (dim(rank, None, const=k),)))
+        return _to_u64(inputs.load(state, (AffineExpr.loop(rank, None, const=k),)))
     lo, hi = (_wide(Cast("bitcast", x, U32) if x.dtype != U32 else x)
-              for x in (inputs.load(state, (dim(rank, None, const=2 * k + h),)) for h in (0, 1)))
+              for x in (inputs.load(state, (AffineExpr.loop(rank, None, const=2 * k + h),)) for h in (0, 1)))
     return _b("or", _b("shl", hi, 32), lo)
 
 
@@ -169,7 +170,7 @@ def _new_state(fn: FunctionLowering, op: Operation, state: Value, blocks: int,
                        _lo(value), _hi(value), U32)
     if out.dtype != value.dtype:
         value = Cast("bitcast", value, out.dtype)
-    fn.emit(Generic(inputs.values, [out], (Result(0, (dim(1, 0),), value),), out.shape, 1,
+    fn.emit(Generic(inputs.values, [out], (Result(0, (AffineExpr.loop(1, 0),), value),), out.shape, 1,
                     where, op.name))
 
 
@@ -181,7 +182,7 @@ def _stage(fn: FunctionLowering, shape: tuple[int, ...], build, count: int, wher
     inputs = Inputs()
     values = build(inputs)
     fn.emit(Generic(inputs.values, outs,
-                    tuple(Result(k, identity(rank), v) for k, v in enumerate(values)),
+                    tuple(Result(k, AffineExpr.identity(rank), v) for k, v in enumerate(values)),
                     shape, rank, where, origin))
     return outs
 
@@ -218,12 +219,12 @@ def _threefry(fn: FunctionLowering, op: Operation, state: Value, shape: tuple[in
     words = _stage(fn, shape, first, 2, where, op.name)
     for group in range(1, 5):
         def step(inputs: Inputs, prev=words, group=group) -> list[Expr]:
-            x = [inputs.load(v, identity(rank)) for v in prev]
+            x = [inputs.load(v, AffineExpr.identity(rank)) for v in prev]
             return _threefry_rounds(x, keys(inputs), group)
         words = _stage(fn, shape, step, 2, where, op.name)
 
     def result(inputs: Inputs) -> Expr:
-        x0, x1 = (inputs.load(v, identity(rank)) for v in words)
+        x0, x1 = (inputs.load(v, AffineExpr.identity(rank)) for v in words)
         if bits == 64:
             return _b("or", _b("shl", _wide(x1), 32), _wide(x0))
         if lane is None:
@@ -267,13 +268,13 @@ def _philox(fn: FunctionLowering, op: Operation, state: Value, shape: tuple[int,
     words = _stage(fn, shape, first, 4, where, op.name)
 
     def second(inputs: Inputs) -> list[Expr]:
-        x = [inputs.load(w, identity(rank)) for w in words]
+        x = [inputs.load(w, AffineExpr.identity(rank)) for w in words]
         return _philox_rounds(x, key_of(inputs), 5, 10)
 
     words = _stage(fn, shape, second, 4, where, op.name)
 
     def result(inputs: Inputs) -> Expr:
-        x = [inputs.load(w, identity(rank)) for w in words]
+        x = [inputs.load(w, AffineExpr.identity(rank)) for w in words]
         if bits == 64:
             x = [_b("or", _b("shl", _wide(x[2 * k + 1]), 32), _wide(x[2 * k]))
                  for k in range(2)]

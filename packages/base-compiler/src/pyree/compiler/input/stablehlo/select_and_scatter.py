@@ -15,7 +15,7 @@ from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.stablehlo.common import affine_expr, all_of, convert, dim, in_range, ints
+from pyree.compiler.input.stablehlo.common import affine_expr, all_of, convert, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.kernel import (
     Acc,
@@ -62,7 +62,7 @@ def lower_select_and_scatter(fn: FunctionLowering, op: Operation) -> None:
     keep = lower_region(fn, op.regions[0].block, [best, x], inputs, where)[0]
     take = Binary("and", inside, Binary("or", Unary("not", seen, "i1"), Unary("not", keep, "i1"),
                                         "i1"), "i1")
-    out_index = tuple(dim(n, d) for d in range(rank))
+    out_index = tuple(AffineExpr.loop(n, d) for d in range(rank))
     selected = [fn.new_value(dtype, source.shape, "selected"),
                 fn.new_value("i64", source.shape, "selected_at"),
                 fn.new_value("i1", source.shape, "selected_any")]
@@ -74,7 +74,7 @@ def lower_select_and_scatter(fn: FunctionLowering, op: Operation) -> None:
 
     # 2. per operand element: fold in the source of every window that selected it.
     inputs = Inputs()
-    windows = tuple(dim(n, rank + d) for d in range(rank))
+    windows = tuple(AffineExpr.loop(n, rank + d) for d in range(rank))
     acc = Acc(0, dtype)
     combined = lower_region(fn, op.regions[1].block, [acc, inputs.load(source, windows)],
                             inputs, where)[0]

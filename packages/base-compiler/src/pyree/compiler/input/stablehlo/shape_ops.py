@@ -12,20 +12,10 @@ from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.stablehlo.common import (
-    all_of,
-    as_index,
-    clamp,
-    convert,
-    dim,
-    emit_map,
-    identity,
-    in_range,
-    ints,
-)
+from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import Binary, Compare, Const, Expr, LoopIndex, Result, Select
+from pyree.compiler.kernel import AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
 from xdsl.ir import Operation, SSAValue
 
 
@@ -62,7 +52,7 @@ def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
     rank = len(perm)
     index = [None] * rank
     for j, d in enumerate(perm):
-        index[d] = dim(rank, j)
+        index[d] = AffineExpr.loop(rank, j)
     emit_map(fn, op, lambda inputs: inputs.load(source, tuple(index)))
 
 
@@ -72,7 +62,7 @@ def lower_slice(fn: FunctionLowering, op: Operation) -> None:
     source = fn.tensor(op.operands[0], where)
     rank = len(starts)
     strides = strides or [1] * rank
-    index = tuple(dim(rank, d, strides[d], starts[d]) for d in range(rank))
+    index = tuple(AffineExpr.loop(rank, d, strides[d], starts[d]) for d in range(rank))
     emit_map(fn, op, lambda inputs: inputs.load(source, index))
 
 
@@ -80,8 +70,8 @@ def lower_reverse(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     source = fn.tensor(op.operands[0], where)
     rank, flipped = len(source.shape), set(ints(op, "dimensions"))
-    index = tuple(dim(rank, d, -1, source.shape[d] - 1) if d in flipped else dim(rank, d)
-                  for d in range(rank))
+    index = tuple(AffineExpr.loop(rank, d, -1, source.shape[d] - 1) if d in flipped
+                  else AffineExpr.loop(rank, d) for d in range(rank))
     emit_map(fn, op, lambda inputs: inputs.load(source, index))
 
 
@@ -105,7 +95,7 @@ def lower_concatenate(fn: FunctionLowering, op: Operation) -> None:
             starts.append(starts[-1] + part.shape[axis])
         value: Expr | None = None
         for k in range(len(parts) - 1, -1, -1):
-            index = tuple(dim(rank, d, 1, -starts[k] if d == axis else 0) for d in range(rank))
+            index = tuple(AffineExpr.loop(rank, d, 1, -starts[k] if d == axis else 0) for d in range(rank))
             load = inputs.load(parts[k], index)
             value = load if value is None else Select(
                 Compare("lt", LoopIndex(axis), Const(starts[k + 1], "index")), load, value, dtype)
@@ -141,7 +131,7 @@ def padded_read(inputs: Inputs, source: Value, low: list[int], interior: list[in
             q = Binary("div", q, Const(step, "index"), "index")
         at.append(q)
     if all(s == 0 for s in interior):
-        load = inputs.load(source, tuple(dim(rank, d, 1, -low[d]) for d in range(rank)))
+        load = inputs.load(source, tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank)))
     else:
         load = inputs.gather(source, tuple(at), where)
     return Select(all_of(conds), load, pad_value, source.dtype)
@@ -162,7 +152,7 @@ def emit_padded(fn: FunctionLowering, source: Value, low: list[int], high: list[
     pad_value = zero(source.dtype) if pad is None else fn.scalar(pad, inputs, where)
     value = padded_read(inputs, source, low, interior, pad_value, where)
     rank = len(shape)
-    fn.emit(Generic(inputs.values, [out], (Result(0, identity(rank), value),), shape, rank,
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), value),), shape, rank,
                     where, origin))
     return out
 
@@ -178,7 +168,7 @@ def _shifted(inputs: Inputs, value: Value, starts: list[Expr], sign: int, where:
     """``value`` at the loop indices plus ``sign`` times ``starts`` (affine when constant)."""
     rank = len(starts)
     if all(isinstance(s, Const) for s in starts):
-        return inputs.load(value, tuple(dim(rank, d, 1, sign * int(s.value))
+        return inputs.load(value, tuple(AffineExpr.loop(rank, d, 1, sign * int(s.value))
                                         for d, s in enumerate(starts)))
     return inputs.gather(value, tuple(
         Binary("add" if sign > 0 else "sub", LoopIndex(d), s, "index")
@@ -206,6 +196,6 @@ def lower_dynamic_update_slice(fn: FunctionLowering, op: Operation) -> None:
             inside.append(Compare("lt", LoopIndex(d), Binary("add", s, Const(n, "index"),
                                                              "index")))
         return Select(all_of(inside), _shifted(inputs, update, starts, -1, where),
-                      inputs.load(dest, identity(rank)), dest.dtype)
+                      inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
 
     emit_map(fn, op, build)
