@@ -1,6 +1,7 @@
 """``--iree-input-type``: which input conversion runs before the text is parsed.
 
     auto        detect from the op names: tosa.* -> tosa; stablehlo.*/chlo.*/mhlo.* -> stablehlo
+                (MHLO is read as the StableHLO it became)
     none        MLIR in the dialects pyree reads (func/arith/math/tensor/linalg/...)
     stablehlo   read directly by pyree's parser
     tosa        lowered to linalg in-process by MLIR's TOSA passes (input/tosa.py)
@@ -58,4 +59,19 @@ def convert_input(text: str, source_name: str, input_type: str) -> tuple[str, st
         from pyree.compiler.input.tosa import tosa_to_linalg
 
         text = tosa_to_linalg(text, source_name)
+    elif input_type == "stablehlo" and "mhlo." in text:
+        text = mhlo_as_stablehlo(text)
     return text, input_type
+
+
+# An MHLO op or attribute prefix: `%0 = mhlo.add`, `"mhlo.constant"(...)`, `#mhlo<...>`; not
+# `mhlo.num_partitions = 1` or `{mhlo.layout_mode = ...}`, which are attribute names.
+_MHLO = re.compile(r'(^[ \t]*(?:%[^=\n]*=[ \t]*)?"?)mhlo\.|#mhlo([.<])', re.M)
+
+
+def mhlo_as_stablehlo(text: str) -> str:
+    """MHLO (IREE's older docs, e.g. the CUDA backend's first example, ``mhlo.add``) read as the
+    StableHLO it became: the ops and attributes pyree reads share names and syntax. An op's own
+    line:col stays exact; later columns on its line move by 5."""
+    return _MHLO.sub(lambda m: f"{m.group(1)}stablehlo." if m.group(1) is not None
+                     else f"#stablehlo{m.group(2)}", text)
