@@ -26,6 +26,7 @@ from pyree.compiler.importers import require
 # which only this option lowers further (to arith). Named linalg ops are generalized: TOSA's
 # depthwise convolution becomes linalg.depthwise_conv_2d_nhwc_hwcm, which pyree does not
 # declare, and pyree finds convolutions by their indexing maps, so a linalg.generic loses nothing.
+_QUANT_STORAGE = re.compile(r"[ui](\d+)")
 PIPELINE = ("builtin.module(func.func(tosa-optional-decompositions),canonicalize,"
             "func.func(tosa-infer-shapes,tosa-make-broadcastable,tosa-to-linalg-named,"
             "tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},tosa-to-tensor,"
@@ -71,7 +72,7 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
     try:
         with context:
             try:
-                module = Module.parse(_generic_test_ops(text))
+                module = Module.parse(strip_quant_types(_generic_test_ops(text)))
                 PassManager.parse(PIPELINE).run(module.operation)
             except MLIRError as err:
                 found = diagnostics or [(_where(str(d.location), source_name), d.message)
@@ -92,6 +93,30 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
             return _static_pads(_inline_locations(asm, source_name))
     finally:
         handler.detach()
+
+
+def strip_quant_types(text: str) -> str:
+    """TFLite's TOSA carries ``!quant.uniform<i8:f32, 0.5:-1>`` element types; TOSA 1.0 ops take
+    their scales and zero points as operands, so the type is only its storage integer, which is
+    what MLIR's TOSA-to-linalg passes accept (``u8`` storage is ``i8``: rescale's
+    ``input_unsigned`` / ``output_unsigned`` say how to read it). Same line, columns after a
+    stripped type move."""
+    out, pos = [], 0
+    while (start := text.find("!quant.", pos)) != -1:
+        open_at = text.find("<", start)
+        depth, end = 0, open_at
+        for end in range(open_at, len(text)):
+            depth += {"<": 1, ">": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        storage = _QUANT_STORAGE.match(text, open_at + 1)
+        if storage is None:
+            raise CompileError(f"unsupported quantized type {text[start:end + 1]}")
+        bits = storage.group(1)
+        out += [text[pos:start], f"i{bits}"]
+        pos = end + 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _generic_test_ops(text: str) -> str:
