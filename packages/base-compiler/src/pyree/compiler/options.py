@@ -17,6 +17,9 @@ class CompileOptions:
     llvmcpu_target_cpu: str = "host"
     # --pyree-cuda-target: sm_<N>, a code name or a product name; the cuda backend resolves it.
     cuda_target: str = "sm_80"
+    # --pyree-rocm-target-chip: a gfx name or an AMD product name, optionally with :sramecc+/- and
+    # :xnack+/- features; the rocm backend resolves it (codegen/rocm/targets.py).
+    rocm_target: str = "gfx908"
     # --pyree-vulkan-target: a target triple from IREE's Vulkan guide; the backend resolves it.
     vulkan_target: str = ""
     # --pyree-input-type: auto (detect from the op names), none, stablehlo or tosa

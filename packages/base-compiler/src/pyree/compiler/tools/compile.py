@@ -29,6 +29,8 @@ PROGRESS_AFTER = 2.0
 # IREE's --iree-hal-target-device names -> our backends.
 _DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda", "hip": "rocm",
                     "rocm": "rocm", "vulkan": "vulkan-spirv", "vulkan-spirv": "vulkan-spirv"}
+# --iree-hal-target-backends spellings of our backends' names.
+_BACKEND_ALIASES = {"hip": "rocm"}
 
 
 # Type-rewrite flags (IREE's spellings and defaults): flag, CompileOptions field, default.
@@ -66,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pyree-cuda-target", "--iree-cuda-target", dest="cuda_target",
                    default="sm_80", metavar="TARGET",
                    help="sm_<N>, a code name or a product name (default sm_80)")
+    p.add_argument("--pyree-rocm-target-chip", "--iree-rocm-target-chip", "--iree-rocm-target",
+                   "--iree-hip-target", dest="rocm_target", default="gfx908", metavar="CHIP",
+                   help="gfx<N> or an AMD product name, optionally with :sramecc+/- and "
+                   ":xnack+/- (default gfx908)")
     p.add_argument("--pyree-vulkan-target", "--iree-vulkan-target", dest="vulkan_target",
                    default="", metavar="TARGET", help="a target from IREE's Vulkan guide")
     p.add_argument("--pyree-input-type", "--iree-input-type", dest="input_type", default="auto",
@@ -129,7 +135,8 @@ def _version() -> str:
 def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> CompileOptions:
     backends: list[str] = []
     for item in args.backends or []:
-        backends += [b.strip() for b in item.split(",") if b.strip()]
+        names = (b.strip() for b in item.split(","))
+        backends += [_BACKEND_ALIASES.get(b, b) for b in names if b]
     for item in args.devices or []:
         for device in (d.strip() for d in item.split(",") if d.strip()):
             if device not in _DEVICE_BACKENDS:
@@ -145,7 +152,7 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
         progress = _StageLines(0.0 if args.progress else PROGRESS_AFTER)
     return CompileOptions(
         target_backends=list(dict.fromkeys(backends)) or ["llvm-cpu"],
-        llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target,
+        llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target, rocm_target=args.rocm_target,
         vulkan_target=args.vulkan_target, input_type=args.input_type,
         demote_f64_to_f32=bool(args.demote_f64_to_f32), demote_i64_to_i32=args.demote_i64_to_i32,
         promote_bf16_to_f32=bool(args.promote_bf16_to_f32),

@@ -70,8 +70,8 @@ def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
             _body(fn, kernel, idx, width, lin, set())
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"), body)
-    module.add_kernel(name, A.kernel_params(kernel), fn)
     block = min(BLOCK, A.ceil_div(groups, 32) * 32)
+    module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return A.Launch((A.ceil_div(groups, block), 1, 1), (block, 1, 1))
 
 

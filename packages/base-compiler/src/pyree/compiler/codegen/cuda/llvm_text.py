@@ -1,7 +1,12 @@
-"""A tiny LLVM IR text writer for NVPTX kernels: SSA temporaries, blocks, intrinsics, constants.
+"""A tiny LLVM IR text writer for GPU kernels: SSA temporaries, blocks, intrinsics, constants.
 
 Kernels are written naively (allocas for loop state, repeated address arithmetic); the O3 pipeline
 run in ``ptx.py`` promotes allocas to registers and removes the redundancy.
+
+What differs between GPU targets (thread/block id reads, barriers, the kernel calling convention
+and attributes, private allocas, cross-lane shuffles, the triple) is asked of ``Module.target``:
+``NvptxTarget`` here for ``cuda``, ``codegen/rocm``'s ``AmdgpuTarget`` for ``rocm``. The kernel
+templates (elementwise.py, reduction.py) are written once against this interface.
 """
 
 from __future__ import annotations
@@ -43,6 +48,47 @@ def const(value, dtype: str) -> str:
     return str(int(value))
 
 
+class NvptxTarget:
+    """The NVPTX (cuda) side of the target interface that the kernel templates use."""
+
+    backend = "cuda"
+    triple = "nvptx64-nvidia-cuda"
+    kernel_cc = "ptx_kernel"
+    warp_size = 32
+    widen_bf16_rem = False  # NVPTX lowers bf16 frem itself
+
+    def special(self, fn: Function, reg: str) -> str:
+        """A PTX special register as i32: tid.x, ctaid.y, ntid.x, ..."""
+        return fn.call("i32", f"llvm.nvvm.read.ptx.sreg.{reg}", [])
+
+    def barrier(self, fn: Function) -> None:
+        fn.call("void", "llvm.nvvm.barrier0", [], "convergent")
+
+    def alloca(self, name: str, ty: str) -> list[str]:
+        return [f"  {name} = alloca {ty}"]
+
+    def shuffle_xor32(self, fn: Function, value: str, ty: str, lane_mask: int) -> str:
+        """``value`` (float or i32) from lane ``laneid ^ lane_mask`` of the warp."""
+        return fn.call(ty, f"llvm.nvvm.shfl.sync.bfly.{'f32' if ty == 'float' else 'i32'}",
+                       [("i32", "-1"), (ty, value), ("i32", str(lane_mask)), ("i32", "31")],
+                       "convergent")
+
+    def kernel_attributes(self, max_threads: int, min_blocks: int, block_size: int) -> str:
+        """The kernel's attribute group body, or "" for none. ``max_threads``/``min_blocks``
+        (.maxntid/.minnctapersm) let ptxas budget registers so that ``min_blocks`` blocks of
+        ``max_threads`` fit on one SM; ``block_size`` (the launch's) is not needed by NVPTX."""
+        if not max_threads:
+            return ""
+        return (f'"nvvm.maxntid"="{max_threads}"'
+                + (f' "nvvm.minctasm"="{min_blocks}"' if min_blocks else ""))
+
+    def module_trailer(self) -> list[str]:
+        return []
+
+
+NVPTX = NvptxTarget()
+
+
 class Function:
     """One kernel's body: ``op`` appends ``%tN = <text>`` and returns ``%tN``."""
 
@@ -77,7 +123,7 @@ class Function:
     def alloca(self, ty: str) -> str:
         self._n += 1
         name = f"%a{self._n}"
-        self.entry_allocas.append(f"  {name} = alloca {ty}")
+        self.entry_allocas += self.module.target.alloca(name, ty)
         return name
 
     def call(self, ret: str, fn: str, args: list[tuple[str, str]], attrs: str = "") -> str:
@@ -89,11 +135,12 @@ class Function:
         return self.op(text)
 
     def special(self, reg: str) -> str:
-        """A PTX special register as i32: tid.x, ctaid.y, ntid.x, ..."""
-        return self.call("i32", f"llvm.nvvm.read.ptx.sreg.{reg}", [])
+        """A thread/block id or block size as i32, by its PTX name: tid.x, ctaid.y, ntid.x, ..."""
+        return self.module.target.special(self, reg)
 
     def barrier(self) -> None:
-        self.call("void", "llvm.nvvm.barrier0", [], "convergent")
+        """A block-wide barrier that also orders shared memory."""
+        self.module.target.barrier(self)
 
     def inline_asm(self, ret: str, asm: str, constraints: str, args: list[tuple[str, str]]) -> str:
         arglist = ", ".join(f"{t} {v}" for t, v in args)
@@ -131,8 +178,9 @@ class Function:
 class Module:
     """Kernels plus the declarations and shared-memory globals they use."""
 
-    def __init__(self, data_layout: str):
+    def __init__(self, data_layout: str, target=NVPTX):
         self.data_layout = data_layout
+        self.target = target
         self.declarations: dict[str, str] = {}
         self.globals: list[str] = []
         self.kernels: list[str] = []
@@ -154,22 +202,24 @@ class Module:
         return f"@{name}"
 
     def add_kernel(self, name: str, params: list[str], fn: Function,
-                   max_threads: int = 0, min_blocks: int = 0) -> None:
+                   max_threads: int = 0, min_blocks: int = 0, block_size: int = 0) -> None:
         """``max_threads``/``min_blocks`` (.maxntid/.minnctapersm) let ptxas budget registers so
-        that ``min_blocks`` blocks of ``max_threads`` fit on one SM."""
+        that ``min_blocks`` blocks of ``max_threads`` fit on one SM; ``block_size`` is the launch's
+        threads per block (AMDGPU's flat work-group size)."""
         attrs = ""
-        if max_threads:
+        group = self.target.kernel_attributes(max_threads, min_blocks, block_size)
+        if group:
             attrs = f" #{len(self.attributes)}"
-            self.attributes.append(
-                f'attributes{attrs} = {{ "nvvm.maxntid"="{max_threads}"'
-                + (f' "nvvm.minctasm"="{min_blocks}"' if min_blocks else "") + " }")
-        body = [f"define ptx_kernel void @{name}({', '.join(params)}){attrs} {{", "entry:"]
+            self.attributes.append(f"attributes{attrs} = {{ {group} }}")
+        cc = self.target.kernel_cc
+        body = [f"define {cc} void @{name}({', '.join(params)}){attrs} {{", "entry:"]
         body += fn.entry_allocas
         body += ["  br label %start", "start:"] + fn.lines + ["  ret void", "}"]
         self.kernels.append("\n".join(body))
 
     def text(self) -> str:
         return "\n".join([
-            'target triple = "nvptx64-nvidia-cuda"',
+            f'target triple = "{self.target.triple}"',
             f'target datalayout = "{self.data_layout}"',
-            *self.globals, *self.declarations.values(), *self.kernels, *self.attributes, ""])
+            *self.globals, *self.declarations.values(), *self.kernels, *self.attributes,
+            *self.target.module_trailer(), ""])

@@ -120,17 +120,15 @@ def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
         _finish(fn, kernel, p, lin, [fn.op(f"load {ty}, ptr {slot}") for ty, slot in slots])
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {outputs}"), body)
-    module.add_kernel(name, A.kernel_params(kernel), fn)
     block = min(128, A.ceil_div(outputs, 32) * 32)
+    module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return A.Launch((A.ceil_div(outputs, block), 1, 1), (block, 1, 1))
 
 
 def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
     """``value`` from lane ``laneid ^ lane_mask`` (any scalar type up to 64 bits)."""
     def shfl32(v: str, t: str) -> str:
-        return fn.call(t, f"llvm.nvvm.shfl.sync.bfly.{'f32' if t == 'float' else 'i32'}",
-                       [("i32", "-1"), (t, v), ("i32", str(lane_mask)), ("i32", "31")],
-                       "convergent")
+        return fn.module.target.shuffle_xor32(fn, v, t, lane_mask)
     if ty in ("float", "i32"):
         return shfl32(value, ty)
     if ty in ("double", "i64"):
@@ -152,10 +150,11 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs = int(np.prod(par, dtype=np.int64))
     if outputs >= 2**31:
-        raise CompileError(f"reduction with {outputs} outputs exceeds the CUDA grid", kernel.location)
+        raise CompileError(f"reduction with {outputs} outputs exceeds the GPU grid", kernel.location)
     total = int(np.prod(red, dtype=np.int64))
     block = 256 if total >= 256 else 128
-    warps = block // 32
+    wave = module.target.warp_size  # 32, or 64 on AMD's gfx9 (CDNA)
+    warps = block // wave
     lin = _lin(kernel)
     fn = Function(module)
     combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
@@ -178,12 +177,12 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
             fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
 
     fn.loop(tid, str(total), str(block), step)
-    lane = fn.op(f"and i32 {tid32}, 31")
-    warp = fn.op(f"lshr i32 {tid32}, 5")
+    lane = fn.op(f"and i32 {tid32}, {wave - 1}")
+    warp = fn.op(f"lshr i32 {tid32}, {wave.bit_length() - 1}")
     shared = []
     for k, ((op, f), (ty, slot)) in enumerate(zip(folds, slots)):
         v = fn.op(f"load {ty}, ptr {slot}")
-        for m in (16, 8, 4, 2, 1):
+        for m in [wave >> s for s in range(1, wave.bit_length())]:
             v = combine(op, v, shuffle_xor(fn, v, ty, m), f.dtype)
         smem = module.shared_array(f"{name}_partials{k}", ty, warps, 8)
         shared.append(smem)
@@ -206,5 +205,5 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
         _finish(fn, kernel, p, lin, accs)
 
     fn.if_then(fn.op(f"icmp eq i32 {tid32}, 0"), last)
-    module.add_kernel(name, A.kernel_params(kernel), fn)
+    module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return A.Launch((outputs, 1, 1), (block, 1, 1))

@@ -27,6 +27,10 @@ _EXPANDED_DTYPES = ("f32", "f16", "bf16")  # f64 math would need libdevice: refu
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 
+def fn_backend(fn: Function) -> str:
+    return fn.module.target.backend
+
+
 class ScalarLowering:
     """Lowers expressions once each (a per-lane cache); loads, loop indices and accumulators come
     from the kernel template through callbacks. Gathers read binding ``%b<i>`` of ``kernel``."""
@@ -67,7 +71,7 @@ class ScalarLowering:
             return self.fn.op(f"select i1 {self(e.cond)}, {ty} {self(e.a)}, {ty} {self(e.b)}")
         if isinstance(e, K.Cast):
             return self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
-        raise CompileError(f"the cuda backend cannot lower {type(e).__name__}", self.location)
+        raise CompileError(f"the {fn_backend(self.fn)} backend cannot lower {type(e).__name__}", self.location)
 
     def _gather(self, e: K.Gather) -> str:
         """A load at the clamped row-major offset of ``e``'s computed index."""
@@ -79,7 +83,8 @@ class ScalarLowering:
 
     # ---- helpers --------------------------------------------------------------------------
     def _unsupported(self, op: str, dtype: str):
-        return CompileError(f"'{op}' on {dtype} is not supported by the cuda backend", self.location)
+        return CompileError(f"'{op}' on {dtype} is not supported by the {fn_backend(self.fn)} backend",
+                            self.location)
 
     def _intr(self, name: str, ty: str, *args: str) -> str:
         return self.fn.call(ty, f"llvm.{name}.{_SUFFIX.get(ty, ty)}", [(ty, a) for a in args])
@@ -124,6 +129,13 @@ class ScalarLowering:
         f = self._f
         if K.is_float(dtype):
             simple = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "rem": "frem"}
+            if op == "rem" and ty == "bfloat" and self.fn.module.target.widen_bf16_rem:
+                # exact in f32: fmod's result is representable in its operands' format, so its
+                # high half is the bf16 result (a bit truncation, which O3 cannot narrow back)
+                a, b = (f(f"fpext bfloat {v} to float") for v in (a, b))
+                bits = f(f"bitcast float {f(f'frem float {a}, {b}')} to i32")
+                high = f(f"trunc i32 {f(f'lshr i32 {bits}, 16')} to i16")
+                return f(f"bitcast i16 {high} to bfloat")
             if op in simple:
                 return f(f"{simple[op]} {ty} {a}, {b}")
             if op in ("max", "min"):

@@ -1,0 +1,72 @@
+"""The ``rocm`` target (also spelled ``hip``): kernels -> AMDGPU LLVM IR (llvmlite) -> relocatable
+object -> code object (hsaco) linked by ld.lld.
+
+The kernel templates are cuda's (``codegen/cuda/elementwise.py``, ``reduction.py``) written
+against ``AmdgpuTarget``; contractions use the SIMT reduction template (no MFMA/WMMA yet). The chip
+comes from ``CompileOptions.rocm_target`` (``--pyree-rocm-target-chip``), resolved by
+``targets.resolve_target``; the default ``gfx908`` follows IREE's ROCm guide.
+
+This is the compiler half only: nothing here, and no test, runs on an AMD GPU (there is none on
+the machines this project is built on, and pyree has no HIP driver yet); the code objects are
+checked structurally (ELF header, kernel symbols and descriptors, metadata note).
+"""
+
+from __future__ import annotations
+
+from pyree.compiler._fb.Executable import ExecutableT
+from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
+from pyree.compiler._fb.RocmExecutable import RocmExecutableT
+from pyree.compiler.codegen.cuda import elementwise, reduction
+from pyree.compiler.codegen.cuda.llvm_text import Module
+from pyree.compiler.codegen.exports import gpu_export
+from pyree.compiler.codegen.rocm.amdgpu import AmdgpuTarget
+from pyree.compiler.codegen.rocm.hsaco import check_intrinsics, compile_to_object, data_layout, link
+from pyree.compiler.codegen.rocm.targets import DEFAULT_TARGET, RocmTarget, resolve_target
+from pyree.compiler.kernel import Kernel
+
+__all__ = ["compile_executable", "generate_ir", "generate_hsaco", "resolve_target",
+           "DEFAULT_TARGET"]
+
+
+def emit_kernel(module: Module, kernel: Kernel, name: str):
+    """Writes one kernel into ``module``; returns its Launch."""
+    if kernel.reduction_ranges:
+        return reduction.emit(module, kernel, name)
+    return elementwise.emit(module, kernel, name)
+
+
+def export_name(index: int, kernel: Kernel) -> str:
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
+    return f"k{index}_{safe}"[:120]
+
+
+def generate_ir(kernels: list[Kernel], target: RocmTarget):
+    """(LLVM IR text, [(export name, Launch)]) for ``kernels``, in order."""
+    module = Module(data_layout(target), AmdgpuTarget(target))
+    launches = []
+    for i, k in enumerate(kernels):
+        name = export_name(i, k)
+        launches.append((name, emit_kernel(module, k, name)))
+    check_intrinsics(module.declarations)
+    return module.text(), launches
+
+
+def generate_hsaco(kernels: list[Kernel], target: RocmTarget):
+    """(code object bytes, [(export name, Launch)])."""
+    ir, launches = generate_ir(kernels, target)
+    return link(compile_to_object(ir, target)), launches
+
+
+def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
+    target = resolve_target(getattr(options, "rocm_target", "") or DEFAULT_TARGET)
+    hsaco, launches = generate_hsaco(kernels, target)
+    rocm = RocmExecutableT()
+    rocm.targetArch = target.arch
+    rocm.codeObject = builder.add_data(hsaco)
+    rocm.exports = [gpu_export(kernel, name, launch.grid, launch.block, launch.shared_memory_bytes)
+                    for kernel, (name, launch) in zip(kernels, launches)]
+    executable = ExecutableT()
+    executable.name = f"rocm_{target.chip}"
+    executable.format = ExecutableFormat.rocm
+    executable.rocm = rocm
+    return executable
