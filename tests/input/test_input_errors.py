@@ -121,3 +121,16 @@ def test_pad_with_dynamic_widths():
 def test_an_empty_input_says_so():
     with pytest.raises(CompileError, match=r"empty\.mlir: error: the input is empty"):
         import_mlir("  \n", "empty.mlir")
+
+
+def test_a_for_loop_that_would_never_end_is_refused():
+    err = _error("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %zero = arith.constant 0 : index
+  %r = scf.for %i = %c0 to %c4 step %zero iter_args(%a = %x) -> (tensor<4xf32>) {
+    scf.yield %a : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}""")
+    assert err.location == "model.mlir:5:3" and "positive step" in err.message

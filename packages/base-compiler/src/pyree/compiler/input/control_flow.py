@@ -98,6 +98,9 @@ def lower_while(fn: FunctionLowering, op: scf.WhileOp, lower_op: LowerOp) -> Non
 
 def lower_for(fn: FunctionLowering, op: scf.ForOp, lower_op: LowerOp) -> None:
     where = location_of(op)
+    step = fn.entry(op.step, where)
+    if isinstance(step, Const) and step.value <= 0:
+        raise CompileError("scf.for needs a positive step (this one would never end)", where)
     body = op.body.block
     iv_type = tensor_type_of(body.args[0].type, where)
     carried = [fn.tensor(op.lb, where), *(fn.tensor(v, where) for v in op.iter_args)]

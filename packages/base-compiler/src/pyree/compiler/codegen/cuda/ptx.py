@@ -8,22 +8,15 @@ import shutil
 import subprocess
 import tempfile
 
-import llvmlite.binding as llvm
+from pyree.compiler.codegen import llvm_gpu
 from pyree.compiler.codegen.cuda.targets import CudaTarget
 from pyree.compiler.errors import CompileError
 
 _TRIPLE = "nvptx64-nvidia-cuda"
-_initialized = False
 
 
 def target_machine(target: CudaTarget):
-    global _initialized
-    if not _initialized:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _initialized = True
-    return llvm.Target.from_triple(_TRIPLE).create_target_machine(
-        cpu=target.arch, features=target.llvm_features, opt=3, reloc="pic", codemodel="default")
+    return llvm_gpu.target_machine(_TRIPLE, target.arch, target.llvm_features)
 
 
 def data_layout(target: CudaTarget) -> str:
@@ -32,15 +25,7 @@ def data_layout(target: CudaTarget) -> str:
 
 def compile_to_ptx(ir_text: str, target: CudaTarget) -> str:
     tm = target_machine(target)
-    try:
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-    except RuntimeError as e:  # our own bug, reported with the IR that caused it
-        raise CompileError(f"internal error: invalid NVPTX IR generated: {e}") from e
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_assembly(mod)
+    return tm.emit_assembly(llvm_gpu.optimized(ir_text, tm, "NVPTX"))
 
 
 def ptxas_path() -> str | None:

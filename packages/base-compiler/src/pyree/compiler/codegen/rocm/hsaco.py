@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-import llvmlite.binding as llvm
+from pyree.compiler.codegen import llvm_gpu
 from pyree.compiler.codegen.rocm.targets import RocmTarget
 from pyree.compiler.errors import CompileError
 
@@ -25,17 +25,10 @@ _SAFE_INTRINSICS = ("llvm.amdgcn.", "llvm.fabs.", "llvm.floor.", "llvm.ceil.", "
                     "llvm.roundeven.", "llvm.trunc.", "llvm.sqrt.", "llvm.copysign.",
                     "llvm.maximum.", "llvm.minimum.", "llvm.abs.", "llvm.smin.", "llvm.smax.",
                     "llvm.umin.", "llvm.umax.", "llvm.fma.", "llvm.fmuladd.")
-_initialized = False
 
 
 def target_machine(target: RocmTarget):
-    global _initialized
-    if not _initialized:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _initialized = True
-    return llvm.Target.from_triple(TRIPLE).create_target_machine(
-        cpu=target.chip, features=target.llvm_features, opt=3, reloc="pic", codemodel="default")
+    return llvm_gpu.target_machine(TRIPLE, target.chip, target.llvm_features)
 
 
 def data_layout(target: RocmTarget) -> str:
@@ -51,15 +44,7 @@ def check_intrinsics(declared) -> None:
 
 def compile_to_object(ir_text: str, target: RocmTarget) -> bytes:
     tm = target_machine(target)
-    try:
-        mod = llvm.parse_assembly(ir_text)
-        mod.verify()
-    except RuntimeError as e:  # our own bug, reported with the IR that caused it
-        raise CompileError(f"internal error: invalid AMDGPU IR generated: {e}") from e
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod)
+    return tm.emit_object(llvm_gpu.optimized(ir_text, tm, "AMDGPU"))
 
 
 def lld_command() -> list[str]:
