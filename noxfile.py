@@ -15,7 +15,11 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests(driver='local')", "lint"]
 
 PACKAGES = ["packages/base-compiler", "packages/base-runtime"]
-DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulkan"]}
+DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulkan"],
+                   "rocm": ["packages/hal-rocm"]}
+# The pytest markers of tests that need a device; the local session runs everything else. (rocm's
+# GPU tests run its driver on an NVIDIA GPU through a HIP-on-CUDA shim: they carry ``cuda``.)
+DEVICE_MARKERS = ("cuda", "vulkan")
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch is pinned to the CPU build, which pip finds through its find-links
@@ -41,13 +45,14 @@ def tests(session, driver):
     tests, e.g. --list_drivers on a host without libcuda, run here). cuda/vulkan: the tests that
     need that device (vulkan runs on Mesa's lavapipe in CI)."""
     # Every driver package, so that every test module imports (under CI a missing import fails
-    # collection); the cuda session runs on a GPU host that needs only its own.
-    drivers = DRIVER_PACKAGES[driver] if driver == "cuda" \
+    # collection); the cuda session runs on a GPU host that needs only its own (and rocm's, whose
+    # GPU tests run there through the HIP-on-CUDA shim).
+    drivers = DRIVER_PACKAGES["cuda"] + DRIVER_PACKAGES["rocm"] if driver == "cuda" \
         else [p for ps in DRIVER_PACKAGES.values() for p in ps]
     packages = [p + "[onnx,torch,tosa]" if p == "packages/base-compiler" else p for p in PACKAGES]
     session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS)
     session.install("--no-deps", TORCHVISION)
-    marker = " and ".join(f"not {d}" for d in DRIVER_PACKAGES) if driver == "local" else driver
+    marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)
 
 

@@ -20,6 +20,11 @@ class CompileOptions:
     # --pyree-rocm-target-chip: a gfx name or an AMD product name, optionally with :sramecc+/- and
     # :xnack+/- features; the rocm backend resolves it (codegen/rocm/targets.py).
     rocm_target: str = "gfx908"
+    # --iree-rocm-link-bc: math as calls to AMD's device libraries (ocml), linked from
+    # --iree-rocm-bc-dir (empty: $ROCM_PATH/amdgcn/bitcode, /opt/rocm/..., Debian's); off, pyree
+    # composes math from basic arithmetic itself (codegen/rocm/device_libs.py).
+    rocm_link_bc: bool = False
+    rocm_bc_dir: str = ""
     # --pyree-vulkan-target: a target triple from IREE's Vulkan guide; the backend resolves it.
     vulkan_target: str = ""
     # --pyree-input-type: auto (detect from the op names), none, stablehlo or tosa

@@ -72,6 +72,15 @@ def _parser() -> argparse.ArgumentParser:
                    "--iree-hip-target", dest="rocm_target", default="gfx908", metavar="CHIP",
                    help="gfx<N> or an AMD product name, optionally with :sramecc+/- and "
                    ":xnack+/- (default gfx908)")
+    p.add_argument("--pyree-rocm-link-bc", "--iree-rocm-link-bc", dest="rocm_link_bc", nargs="?",
+                   const=True, default=False, type=_bool, metavar="BOOL",
+                   help="link AMD's device libraries (ocml) and call their math functions "
+                   "(default false: pyree composes math from basic arithmetic itself)")
+    p.add_argument("--pyree-rocm-bc-dir", "--iree-rocm-bc-dir", "--iree-hip-bc-dir",
+                   dest="rocm_bc_dir", default="", metavar="DIR",
+                   help="the ROCm device-library bitcode directory for --iree-rocm-link-bc "
+                   "(default: the first of $ROCM_PATH/amdgcn/bitcode, /opt/rocm/amdgcn/bitcode, "
+                   "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode that exists)")
     p.add_argument("--pyree-vulkan-target", "--iree-vulkan-target", dest="vulkan_target",
                    default="", metavar="TARGET", help="a target from IREE's Vulkan guide")
     p.add_argument("--pyree-input-type", "--iree-input-type", dest="input_type", default="auto",
@@ -153,6 +162,7 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
     return CompileOptions(
         target_backends=list(dict.fromkeys(backends)) or ["llvm-cpu"],
         llvmcpu_target_cpu=args.cpu, cuda_target=args.cuda_target, rocm_target=args.rocm_target,
+        rocm_link_bc=args.rocm_link_bc, rocm_bc_dir=args.rocm_bc_dir,
         vulkan_target=args.vulkan_target, input_type=args.input_type,
         demote_f64_to_f32=bool(args.demote_f64_to_f32), demote_i64_to_i32=args.demote_i64_to_i32,
         promote_bf16_to_f32=bool(args.promote_bf16_to_f32),

@@ -57,6 +57,11 @@ class NvptxTarget:
     warp_size = 32
     widen_bf16_rem = False  # NVPTX lowers bf16 frem itself
 
+    def library_math(self, op: str, dtype: str) -> tuple[str, str] | None:
+        """(function, dtype it computes in) of a device library the target links for math ``op``
+        on ``dtype``; None: ``scalar.py`` composes it (NVPTX links no libdevice)."""
+        return None
+
     def special(self, fn: Function, reg: str) -> str:
         """A PTX special register as i32: tid.x, ctaid.y, ntid.x, ..."""
         return fn.call("i32", f"llvm.nvvm.read.ptx.sreg.{reg}", [])
@@ -126,8 +131,9 @@ class Function:
         self.entry_allocas += self.module.target.alloca(name, ty)
         return name
 
-    def call(self, ret: str, fn: str, args: list[tuple[str, str]], attrs: str = "") -> str:
-        self.module.declare(ret, fn, [t for t, _ in args], attrs)
+    def call(self, ret: str, fn: str, args: list[tuple[str, str]], attrs: str = "",
+             library: bool = False) -> str:
+        self.module.declare(ret, fn, [t for t, _ in args], attrs, library)
         text = f"call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})"
         if ret == "void":
             self.raw(text)
@@ -186,8 +192,10 @@ class Module:
         self.kernels: list[str] = []
         self.attributes: list[str] = []
 
-    def declare(self, ret: str, fn: str, arg_types: list[str], attrs: str = "") -> None:
-        if not fn.startswith("llvm."):
+    def declare(self, ret: str, fn: str, arg_types: list[str], attrs: str = "",
+                library: bool = False) -> None:
+        """An intrinsic, or (``library``) a device-library function from ``target.library_math``."""
+        if not fn.startswith("llvm.") and not library:
             raise ValueError(fn)
         self.declarations.setdefault(fn, f"declare {ret} @{fn}({', '.join(arg_types)}) {attrs}")
 

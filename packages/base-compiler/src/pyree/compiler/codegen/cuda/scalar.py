@@ -4,7 +4,8 @@ The NVPTX backend aborts the process on math intrinsics it cannot select (llvm.e
 and PTX's own (ex2/lg2/sin.approx) are approximations, so transcendental functions come from
 ``codegen/math_expansion`` as plain arithmetic in f32; f16 and bf16 math is done in f32 (NVPTX
 converts bf16 with cvt.rn.bf16.f32 on sm_80+). f64 transcendental functions are refused with a
-CompileError (they would need libdevice).
+CompileError (they would need libdevice). A target that links a device library instead calls its
+functions (``target.library_math``: rocm's ocml under ``--iree-rocm-link-bc``).
 """
 
 from __future__ import annotations
@@ -58,8 +59,12 @@ class ScalarLowering:
             return self._loop_index(e.dim)
         if isinstance(e, K.Acc):
             return self._acc(e.result)
-        if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED and e.dtype in _EXPANDED_DTYPES:
-            return self(expand(e))
+        if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED:
+            library = self.fn.module.target.library_math(e.op, e.dtype)
+            if library is not None:
+                return self._library_call(e, *library)
+            if e.dtype in _EXPANDED_DTYPES:
+                return self(expand(e))
         if isinstance(e, K.Unary):
             return self._unary(e.op, self(e.x), e.x.dtype, e.dtype)
         if isinstance(e, K.Binary):
@@ -80,6 +85,14 @@ class ScalarLowering:
         if at.dtype != "index":
             offset = self._f(f"zext {llvm_type(at.dtype)} {offset} to i64")
         return A.load(self.fn, A.element_ptr(self.fn, f"%b{e.binding}", e.dtype, offset), e.dtype)
+
+    def _library_call(self, e: K.Unary | K.Binary, name: str, compute: str) -> str:
+        """``e`` as a call to the target's device-library function ``name`` over ``compute``
+        (operands widened to it and the result rounded back, as bf16 through f32)."""
+        ty = llvm_type(compute)
+        operands = (e.x,) if isinstance(e, K.Unary) else (e.a, e.b)
+        args = [(ty, self._cast("fpext", self(a), a.dtype, compute)) for a in operands]
+        return self._cast("fptrunc", self.fn.call(ty, name, args, library=True), compute, e.dtype)
 
     # ---- helpers --------------------------------------------------------------------------
     def _unsupported(self, op: str, dtype: str):

@@ -1,10 +1,12 @@
 """The ``rocm`` target (also spelled ``hip``): kernels -> AMDGPU LLVM IR (llvmlite) -> relocatable
 object -> code object (hsaco) linked by ld.lld.
 
-The kernel templates are cuda's (``codegen/cuda/elementwise.py``, ``reduction.py``) written
-against ``AmdgpuTarget``; contractions use the SIMT reduction template (no MFMA/WMMA yet). The chip
+The kernel templates are cuda's (``codegen/cuda/elementwise.py``, ``reduction.py``, the tiled SIMT
+``matmul.py``) written against ``AmdgpuTarget``; contractions use the SIMT matmul (no MFMA/WMMA yet). The chip
 comes from ``CompileOptions.rocm_target`` (``--pyree-rocm-target-chip``), resolved by
-``targets.resolve_target``; the default ``gfx908`` follows IREE's ROCm guide.
+``targets.resolve_target``; the default ``gfx908`` follows IREE's ROCm guide. Math is composed
+from basic arithmetic (``math_expansion``) unless ``--iree-rocm-link-bc=true`` links AMD's device
+libraries (``device_libs``).
 
 This is the compiler half only: nothing here, and no test, runs on an AMD GPU (there is none on
 the machines this project is built on, and pyree has no HIP driver yet); the code objects are
@@ -16,9 +18,10 @@ from __future__ import annotations
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.RocmExecutable import RocmExecutableT
-from pyree.compiler.codegen.cuda import elementwise, reduction
+from pyree.compiler.codegen.cuda import elementwise, matmul, reduction
 from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.exports import gpu_export
+from pyree.compiler.codegen.rocm import device_libs
 from pyree.compiler.codegen.rocm.amdgpu import AmdgpuTarget
 from pyree.compiler.codegen.rocm.hsaco import check_intrinsics, compile_to_object, data_layout, link
 from pyree.compiler.codegen.rocm.targets import DEFAULT_TARGET, RocmTarget, resolve_target
@@ -31,6 +34,9 @@ __all__ = ["compile_executable", "generate_ir", "generate_hsaco", "resolve_targe
 def emit_kernel(module: Module, kernel: Kernel, name: str):
     """Writes one kernel into ``module``; returns its Launch."""
     if kernel.reduction_ranges:
+        contraction = matmul.match(kernel)
+        if contraction is not None:
+            return matmul.emit(module, kernel, name, contraction)
         return reduction.emit(module, kernel, name)
     return elementwise.emit(module, kernel, name)
 
@@ -40,26 +46,29 @@ def export_name(index: int, kernel: Kernel) -> str:
     return f"k{index}_{safe}"[:120]
 
 
-def generate_ir(kernels: list[Kernel], target: RocmTarget):
-    """(LLVM IR text, [(export name, Launch)]) for ``kernels``, in order."""
-    module = Module(data_layout(target), AmdgpuTarget(target))
+def generate_ir(kernels: list[Kernel], target: RocmTarget, link_bc: bool = False):
+    """(LLVM IR text, [(export name, Launch)]) for ``kernels``, in order; ``link_bc``: math as
+    calls to ocml, which ``generate_hsaco`` links."""
+    module = Module(data_layout(target), AmdgpuTarget(target, link_bc))
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
         launches.append((name, emit_kernel(module, k, name)))
-    check_intrinsics(module.declarations)
+    check_intrinsics(module.declarations, link_bc)
     return module.text(), launches
 
 
-def generate_hsaco(kernels: list[Kernel], target: RocmTarget):
-    """(code object bytes, [(export name, Launch)])."""
-    ir, launches = generate_ir(kernels, target)
-    return link(compile_to_object(ir, target)), launches
+def generate_hsaco(kernels: list[Kernel], target: RocmTarget, bc_dir: str = ""):
+    """(code object bytes, [(export name, Launch)]); ``bc_dir``: link AMD's device libraries
+    from that directory (``device_libs.locate``)."""
+    ir, launches = generate_ir(kernels, target, link_bc=bool(bc_dir))
+    return link(compile_to_object(ir, target, bc_dir)), launches
 
 
 def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
     target = resolve_target(getattr(options, "rocm_target", "") or DEFAULT_TARGET)
-    hsaco, launches = generate_hsaco(kernels, target)
+    bc_dir = device_libs.locate(options.rocm_bc_dir) if options.rocm_link_bc else ""
+    hsaco, launches = generate_hsaco(kernels, target, bc_dir)
     rocm = RocmExecutableT()
     rocm.targetArch = target.arch
     rocm.codeObject = builder.add_data(hsaco)

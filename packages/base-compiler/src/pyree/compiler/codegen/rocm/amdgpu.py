@@ -3,11 +3,13 @@
 ``llvm.amdgcn.workitem.id.*``/``workgroup.id.*``, the block size from the HSA dispatch packet,
 ``s.barrier`` between workgroup-scope fences, private allocas in address space 5 (cast to flat for
 the templates, which InferAddressSpaces/SROA undo), cross-lane shuffles through ``ds.bpermute``,
-code object v5, and ``amdgpu-flat-work-group-size`` set to each export's block size.
+code object v5, and ``amdgpu-flat-work-group-size`` set to each export's block size. With
+``link_bc`` (``--iree-rocm-link-bc``) math ops are calls to AMD's ocml (``device_libs``).
 """
 
 from __future__ import annotations
 
+from pyree.compiler.codegen.rocm import device_libs
 from pyree.compiler.codegen.rocm.targets import RocmTarget
 
 _IDS = {"tid": "workitem.id", "ctaid": "workgroup.id"}
@@ -19,9 +21,13 @@ class AmdgpuTarget:
     kernel_cc = "amdgpu_kernel"
     widen_bf16_rem = True  # LLVM's AMDGPU backend aborts on bf16 frem ("no libcall")
 
-    def __init__(self, target: RocmTarget):
+    def __init__(self, target: RocmTarget, link_bc: bool = False):
         self.target = target
         self.warp_size = target.wave_size
+        self.link_bc = link_bc
+
+    def library_math(self, op: str, dtype: str) -> tuple[str, str] | None:
+        return device_libs.ocml_function(op, dtype) if self.link_bc else None
 
     def special(self, fn, reg: str) -> str:
         kind, dim = reg.split(".")

@@ -1,0 +1,100 @@
+"""Loads a module's ROCm executable: the code object (hsaco) the compiler linked for one chip.
+
+hipModuleLoadDataEx is given an error-log buffer, so a refused code object comes back with the
+loader's own words, the chip the module was compiled for and this device's name. Loaded modules
+are cached by content, so loading the same executable twice costs one hipModuleLoadDataEx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pyree.hal.rocm.symbols import SUCCESS, WRONG_CHIP, HipError, check, error, ffi
+from pyree.runtime.hal.python_driver import ExecutableParams, HalError
+
+_ERROR_LOG_BUFFER, _ERROR_LOG_BUFFER_SIZE = 5, 6  # hipJitOption
+_LOG_SIZE = 8192
+
+
+class Kernel:
+    __slots__ = ("function", "name", "grid", "block", "shared", "min_lengths")
+
+    def __init__(self, function, export):
+        self.function = function  # hipFunction_t (void *)
+        self.name = export.name
+        self.grid, self.block = export.grid_size, export.block_size
+        self.shared = export.shared_memory_bytes
+        self.min_lengths = export.binding_min_lengths
+
+
+class Executable:
+    def __init__(self, module, kernels: list[Kernel], key: bytes):
+        self.module, self.kernels, self.key = module, kernels, key
+        self.references = 1
+
+
+def chip_of(device_name: str) -> str:
+    """The gfx name when the device's name carries one (ROCm names unbranded GPUs by it), else
+    a placeholder saying where to find it: the table has no call returning the chip."""
+    match = re.search(r"gfx[0-9a-f]+", device_name.lower())
+    return match.group(0) if match else f"<the gfx name of the {device_name}, see rocminfo>"
+
+
+class ExecutableCache:
+    def __init__(self, lib, device_name: str):
+        self.lib, self.device_name = lib, device_name
+        self._loaded: dict[bytes, Executable] = {}
+
+    def load(self, params: ExecutableParams) -> Executable:
+        if params.format != "rocm":
+            raise HalError("INVALID_ARGUMENT", f"the rocm driver cannot run '{params.format}' "
+                                               "executables; compile with "
+                                               "--pyree-hal-target-backends=rocm")
+        key = hashlib.sha256(params.code).digest()
+        cached = self._loaded.get(key)
+        if cached is not None:
+            cached.references += 1
+            return cached
+        module = self._load_module(params)
+        kernels = []
+        out = ffi.new("void **")
+        try:
+            for export in params.exports:
+                check(self.lib, self.lib.hipModuleGetFunction(out, module, export.name.encode()),
+                      f"kernel '{export.name}' in the ROCm executable ({params.target})")
+                kernels.append(Kernel(out[0], export))
+        except HalError:
+            self.lib.hipModuleUnload(module)
+            raise
+        executable = Executable(module, kernels, key)
+        self._loaded[key] = executable
+        return executable
+
+    def _load_module(self, params: ExecutableParams):
+        lib = self.lib
+        log = ffi.new("char[]", _LOG_SIZE)
+        options = ffi.new("int[]", [_ERROR_LOG_BUFFER, _ERROR_LOG_BUFFER_SIZE])
+        values = ffi.new("void *[]", [log, ffi.cast("void *", _LOG_SIZE)])
+        out = ffi.new("void **")
+        image = ffi.from_buffer(params.code)
+        err = lib.hipModuleLoadDataEx(out, image, 2, options, values)
+        if err == SUCCESS:
+            return out[0]
+        what = (f"loading the ROCm code object compiled for {params.target or 'an unnamed chip'} "
+                f"on {self.device_name}")
+        text = ffi.string(log).decode(errors="replace").strip()
+        if text:
+            what += f" (loader log: {text})"
+        e = error(lib, err, what)
+        if err in WRONG_CHIP:
+            raise HipError(e.status, f"{e.message}. The module was compiled for {params.target}, "
+                                     f"which this GPU cannot run: recompile with "
+                                     f"--iree-rocm-target-chip={chip_of(self.device_name)}", err)
+        raise e
+
+    def release(self, executable: Executable) -> None:
+        executable.references -= 1
+        if executable.references == 0:
+            del self._loaded[executable.key]
+            check(self.lib, self.lib.hipModuleUnload(executable.module), "hipModuleUnload")
