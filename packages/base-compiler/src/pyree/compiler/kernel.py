@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, Union
 
 import ml_dtypes
@@ -122,6 +122,24 @@ CAST_OPS = frozenset({
 })
 
 
+def _hash_once(cls):
+    """Expressions are trees hashed at every set or dict use (``walk``, value numbering, fusion);
+    the dataclass hash re-hashes the whole subtree each time, which made forming MobileNet's
+    dispatch regions quadratic. The hash is kept on the node after its first use."""
+    names = tuple(f.name for f in fields(cls) if f.compare)
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((cls.__name__, *(getattr(self, n) for n in names)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    cls.__hash__ = __hash__
+    return cls
+
+
+@_hash_once
 @dataclass(frozen=True)
 class Load:
     binding: int
@@ -129,6 +147,7 @@ class Load:
     dtype: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Gather:
     """A load at computed indices: one integer expression (any int dtype or index) per binding
@@ -176,6 +195,7 @@ class Acc:
     dtype: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Unary:
     op: str
@@ -183,6 +203,7 @@ class Unary:
     dtype: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Binary:
     op: str
@@ -191,6 +212,7 @@ class Binary:
     dtype: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Compare:
     predicate: str
@@ -199,6 +221,7 @@ class Compare:
     dtype: str = "i1"
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Select:
     """``cond ? a : b``. Only the chosen side is evaluated: the other may contain Loads whose
@@ -210,6 +233,7 @@ class Select:
     dtype: str
 
 
+@_hash_once
 @dataclass(frozen=True)
 class Cast:
     op: str
@@ -281,6 +305,40 @@ def operands(expr: Expr) -> tuple[Expr, ...]:
 def reads(expr: Expr) -> list[Load | Gather]:
     """The Loads and Gathers in ``expr``: everything that reads a binding."""
     return [e for e in walk(expr) if isinstance(e, (Load, Gather))]
+
+
+FOLDS = ("add", "mul", "max", "min", "and", "or", "xor")
+
+
+def fold_pattern(results: tuple[Result, ...]) -> list[tuple[str, Expr]] | None:
+    """Per result (op, f) when every update is ``Acc <op> f`` with ``f`` free of accumulators: an
+    associative fold, which may be split and reassociated (parallel reductions)."""
+    out = []
+    for k, r in enumerate(results):
+        v = r.value
+        if not isinstance(v, Binary) or v.op not in FOLDS:
+            return None
+        if v.a == Acc(k, v.dtype):
+            f = v.b
+        elif v.b == Acc(k, v.dtype):
+            f = v.a
+        else:
+            return None
+        if any(isinstance(e, Acc) for e in walk(f)):
+            return None
+        out.append((v.op, f))
+    return out
+
+
+def fold_identity(op: str, dtype: str) -> float | int | bool:
+    """The value ``x <op> identity == x`` for every x of ``dtype``."""
+    if is_float(dtype):
+        return {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
+    if dtype == "i1":
+        return op in ("and", "mul", "min")
+    info = np.iinfo(DTYPES[dtype])
+    return {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1 if info.min < 0 else int(info.max),
+            "max": int(info.min), "min": int(info.max)}[op]
 
 
 def gather_offset(index: tuple[Expr, ...], shape: tuple[int, ...],

@@ -21,6 +21,7 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.split_reduction import split_reductions
 from pyree.compiler.flow.tensor_program import (
     Constant,
     Function,
@@ -99,7 +100,7 @@ def compile_str(text: str, options: CompileOptions | None = None,
 
 
 def _form_regions(function: Function) -> Function:
-    return form_dispatch_regions(rewrite_convolutions(function))
+    return split_reductions(form_dispatch_regions(rewrite_convolutions(function)))
 
 
 def size_text(nbytes: int) -> str:

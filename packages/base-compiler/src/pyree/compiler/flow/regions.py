@@ -40,20 +40,26 @@ from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Gather, Lo
 
 
 def form_dispatch_regions(function: Function) -> Function:
-    ops = list(fold_constant_gathers(fold_constants(function)).ops)
-    while _fuse_once(ops, function.results):
+    ops = _drop_dead_results(list(fold_constant_gathers(fold_constants(function)).ops),
+                             function.results)
+    refused: dict = {}
+    while _fuse_once(ops, function.results, refused):
         pass
     while True:  # dropping a dead op can leave its producers dead
         users = _users(ops, function.results)
         live = [op for op in ops if not _is_dead(op, users)]
         if len(live) == len(ops):
             break
-        ops = live
+        ops = _drop_dead_results(live, function.results)
     ops = [new for op in ops for new in (collapse_loops(op) if isinstance(op, Generic) else [op])]
     return dataclasses.replace(function, ops=ops)
 
 
-def _fuse_once(ops: list[Op], results: list[Value]) -> bool:
+def _fuse_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
+    """Fuses one producer into its only user. ``refused`` remembers the (user, input, producer)
+    pairs that would not fuse: both ops are unchanged objects until one of them fuses, so the
+    answer stands, and asking again on every pass made fusion quadratic in the model's size.
+    It holds the ops themselves, so the ids it is keyed by stay theirs."""
     users = _users(ops, results)
     producers = _producers(ops)
     for op in ops:
@@ -63,13 +69,18 @@ def _fuse_once(ops: list[Op], results: list[Value]) -> bool:
             producer = producers.get(value)
             if users[value] != 1 or producer is None:
                 continue
+            key = (id(op), j, id(producer))
+            if key in refused:
+                continue
             if isinstance(producer, Constant) and producer.splat is not None:
                 fused = _inline_splat(op, j, producer)
             elif isinstance(producer, Generic):
                 fused = _inline_producer(op, j, producer) or _fuse_epilogue(producer, op, j)
             else:
                 fused = None
-            if fused is not None:
+            if fused is None:
+                refused[key] = (op, producer)
+            else:
                 ops[ops.index(op)] = fused
                 ops.remove(producer)
                 return True
@@ -92,6 +103,47 @@ def _producers(ops: list[Op]) -> dict[Value, Op]:
         elif isinstance(op, Constant):
             out[op.result] = op
     return out
+
+
+def _drop_dead_results(ops: list[Op], results: list[Value]) -> list[Op]:
+    """Generics without the results nobody reads, unless a kept result reads their accumulator.
+    torch's amax and max(dim) import as max-with-indices; with the indices unused, the max alone
+    is a plain fold, which every backend reduces in parallel instead of one thread per row."""
+    users = _users(ops, results)
+    out = []
+    for op in ops:
+        if isinstance(op, Generic) and len(op.outputs) > 1:
+            op = _without_unread_results(op, users)
+        out.append(op)
+    return out
+
+
+def _without_unread_results(op: Generic, users: Counter) -> Generic:
+    needed = {k for k, r in enumerate(op.outputs) if users[op.results[r.binding]] > 0}
+    if not needed:
+        return op  # dead as a whole: _is_dead drops it
+    frontier = list(needed)
+    while frontier:
+        for e in _exprs(op.outputs[frontier.pop()]):
+            if isinstance(e, Acc) and e.result not in needed:
+                needed.add(e.result)
+                frontier.append(e.result)
+    if len(needed) == len(op.outputs):
+        return op
+    keep = sorted(needed)
+    position = {k: i for i, k in enumerate(keep)}
+
+    def leaf(e: Expr) -> Expr | None:
+        return Acc(position[e.result], e.dtype) if isinstance(e, Acc) else None
+
+    def move(e: Expr | None) -> Expr | None:
+        return None if e is None else transform(e, leaf)
+
+    outputs = tuple(Result(i, op.outputs[k].index, move(op.outputs[k].value),
+                           move(op.outputs[k].init), move(op.outputs[k].epilogue))
+                    for i, k in enumerate(keep))
+    results = [op.results[op.outputs[k].binding] for k in keep]
+    return drop_unread(dataclasses.replace(op, results=results, outputs=outputs))
 
 
 def _is_dead(op: Op, users: Counter) -> bool:

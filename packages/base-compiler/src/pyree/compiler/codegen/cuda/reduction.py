@@ -17,45 +17,22 @@ from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
-FOLDS = ("add", "mul", "max", "min", "and", "or", "xor")
 PARALLEL_MIN_REDUCTION = 128
 
 
-def fold_pattern(kernel: K.Kernel) -> list[tuple[str, K.Expr]] | None:
-    """Per result (op, f) when its update is ``Acc <op> f`` with ``f`` free of accumulators."""
-    out = []
-    for k, r in enumerate(kernel.results):
-        v = r.value
-        if not isinstance(v, K.Binary) or v.op not in FOLDS:
-            return None
-        if v.a == K.Acc(k, v.dtype):
-            f = v.b
-        elif v.b == K.Acc(k, v.dtype):
-            f = v.a
-        else:
-            return None
-        if any(isinstance(e, K.Acc) for e in K.walk(f)):
-            return None
-        out.append((v.op, f))
-    return out
-
-
 def identity(op: str, dtype: str) -> str:
-    if K.is_float(dtype):
-        v = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
-        return const(v, dtype)
+    """``K.fold_identity`` as an LLVM constant (integers are sign-agnostic there: an unsigned
+    maximum is all ones, -1)."""
+    v = K.fold_identity(op, dtype)
     if dtype == "i1":
-        return "true" if op in ("and", "mul", "min") else "false"
-    info = np.iinfo(K.DTYPES[dtype])
-    v = {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1,
-         "max": info.min, "min": info.max}[op]
-    if K.is_unsigned(dtype) and v == info.max:
-        v = -1  # LLVM integers are sign-agnostic: all ones
+        return "true" if v else "false"
+    if K.is_unsigned(dtype) and v == np.iinfo(K.DTYPES[dtype]).max:
+        v = -1
     return const(v, dtype)
 
 
 def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
-    folds = fold_pattern(kernel)
+    folds = K.fold_pattern(kernel.results)
     if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
         return _emit_block(module, kernel, name, folds)
     return _emit_serial(module, kernel, name)

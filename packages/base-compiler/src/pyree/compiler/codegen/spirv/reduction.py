@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.reduction import fold_pattern
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.pointwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
@@ -21,20 +19,12 @@ MIN_REDUCTION = 128
 
 def plan(kernel: K.Kernel):
     """The per-result folds when this template applies, else None."""
-    folds = fold_pattern(kernel)
+    folds = K.fold_pattern(kernel.results)
     if folds is None or math.prod(kernel.reduction_ranges) < MIN_REDUCTION:
         return None
     if any(r.value.dtype == "i1" or r.init is None for r in kernel.results):
         return None
     return folds
-
-
-def identity(op: str, dtype: str):
-    if K.is_float(dtype):
-        return {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
-    info = np.iinfo(K.DTYPES[dtype])
-    return {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1,
-            "max": int(info.min), "min": int(info.max)}[op]
 
 
 def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
@@ -56,7 +46,7 @@ def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
         point = sh.delinearize(group, par)
         accs = [fn.variable(t) for t in types]
         for acc, (op, _), d in zip(accs, folds, dtypes):
-            fn.do(S.OpStore, acc, combine.const(identity(op, d), d))
+            fn.do(S.OpStore, acc, combine.const(K.fold_identity(op, d), d))
 
         def step(i):
             lower = ScalarLowering(sh, point + sh.delinearize(i, red), unsafe=unsafe)

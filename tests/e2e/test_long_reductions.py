@@ -1,0 +1,153 @@
+"""Long reductions with few outputs (split into partial folds and a fold of the partials,
+flow/split_reduction.py) and multi-result reductions with unread results (torch's amax: a max with
+indices nobody reads, flow/regions.py), compiled for llvm-cpu and run on local-task against numpy
+at odd extents, with NaN, +-inf and -0 among the inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pyree.compiler import CompileOptions, compile_str
+from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.split_reduction import LONG_REDUCTION, split_reduction, split_reductions
+from pyree.compiler.flow.tensor_program import Generic
+from pyree.compiler.input import import_mlir
+
+FOLDS = {  # name -> (MLIR body op, element type, numpy reference along an axis)
+    "addf": ("arith.addf", "f32", lambda x, axis: np.sum(x.astype(np.float64), axis=axis)),
+    "maximumf": ("arith.maximumf", "f32", lambda x, axis: np.max(x, axis=axis)),
+    "minimumf": ("arith.minimumf", "f32", lambda x, axis: np.min(x, axis=axis)),
+    "addi": ("arith.addi", "i32", lambda x, axis: np.sum(x, axis=axis, dtype=np.int32)),
+    "ori": ("arith.ori", "i32", lambda x, axis: np.bitwise_or.reduce(x, axis=axis)),
+    "maxsi": ("arith.maxsi", "i32", lambda x, axis: np.max(x, axis=axis)),
+}
+IDENTITY = {"addf": "0.0", "maximumf": "0xFF800000", "minimumf": "0x7F800000", "addi": "0",
+            "ori": "0", "maxsi": "-2147483648"}
+# (input shape, reduced dims): one output, a few rows, a reduction over the first dim, two dims
+SHAPES = [((100003,), (0,)), ((3, 40001), (1,)), ((70001, 3), (0,)), ((5, 7, 4099), (1, 2))]
+
+
+def reduction_mlir(fold: str, shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+    op, ty, _ = FOLDS[fold]
+    rank = len(shape)
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    kept = [i for i in range(rank) if i not in reduced]
+    out_shape = [shape[i] for i in kept]
+    tensor = f"tensor<{'x'.join(map(str, shape))}x{ty}>"
+    out = f"tensor<{''.join(f'{n}x' for n in out_shape)}{ty}>"
+    iterators = ", ".join('"reduction"' if i in reduced else '"parallel"' for i in range(rank))
+    return f"""
+#in = affine_map<({dims}) -> ({dims})>
+#out = affine_map<({dims}) -> ({', '.join(f'd{i}' for i in kept)})>
+func.func @main(%x: {tensor}) -> {out} {{
+  %c = arith.constant {IDENTITY[fold]} : {ty}
+  %e = tensor.empty() : {out}
+  %init = linalg.fill ins(%c : {ty}) outs(%e : {out}) -> {out}
+  %r = linalg.generic {{indexing_maps = [#in, #out], iterator_types = [{iterators}]}}
+      ins(%x : {tensor}) outs(%init : {out}) {{
+  ^bb0(%a: {ty}, %acc: {ty}):
+    %s = {op} %a, %acc : {ty}
+    linalg.yield %s : {ty}
+  }} -> {out}
+  return %r : {out}
+}}
+"""
+
+
+def run(mlir: str, *args):
+    import pyree.runtime as rt
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    return module["main"](*args).to_host()
+
+
+def special_input(shape, dtype: str, rng, specials: bool):
+    if dtype == "i32":
+        return rng.integers(-1000, 1000, shape, dtype=np.int32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    if specials:
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 4)] = [np.nan, np.inf, -np.inf, -0.0]
+    return x
+
+
+@pytest.mark.parametrize("shape, reduced", SHAPES, ids=lambda v: "x".join(map(str, v)))
+@pytest.mark.parametrize("fold", sorted(FOLDS))
+def test_long_fold_matches_numpy(fold, shape, reduced):
+    rng = np.random.default_rng(7)
+    dtype = FOLDS[fold][1]
+    for specials in (False, True):
+        x = special_input(shape, dtype, rng, specials)
+        got = run(reduction_mlir(fold, shape, reduced), x)
+        ref = FOLDS[fold][2](x, reduced)
+        if dtype == "i32":
+            np.testing.assert_array_equal(got, ref)
+        else:  # a sum is reassociated: error relative to the sum of magnitudes
+            scale = np.sum(np.abs(np.where(np.isfinite(x), x, 0)).astype(np.float64), axis=reduced)
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.max(scale) + 1e-6)
+
+
+def generics(mlir: str) -> list[Generic]:
+    """The dispatch regions of the one function in ``mlir``."""
+    (function,) = import_mlir(mlir).functions
+    return [op for op in split_reductions(form_dispatch_regions(function)).ops
+            if isinstance(op, Generic)]
+
+
+def test_a_long_fold_with_few_outputs_becomes_partial_and_final_folds():
+    ops = generics(reduction_mlir("addf", (100003,), (0,)))
+    assert [op.loop_ranges for op in ops] == [(97, 1031), (97,)]  # chunks of at least MIN_CHUNK
+    assert ops[0].num_parallel == 1 and ops[1].num_parallel == 0
+    assert split_reduction(ops[0]) == [ops[0]]  # many outputs, short: stays
+
+
+def test_short_or_wide_reductions_are_not_split():
+    assert len(generics(reduction_mlir("addf", (LONG_REDUCTION - 1,), (0,)))) == 1
+    assert len(generics(reduction_mlir("addf", (300, 20000), (1,)))) == 1  # 300 outputs
+
+
+AMAX = """
+#in = affine_map<(d0, d1) -> (d0, d1)>
+#out = affine_map<(d0, d1) -> (d0)>
+func.func @main(%x: tensor<3x40001xf32>) -> {results} {{
+  %c0 = arith.constant 0 : i64
+  %ninf = arith.constant 0xFF800000 : f32
+  %e0 = tensor.empty() : tensor<3xi64>
+  %i0 = linalg.fill ins(%c0 : i64) outs(%e0 : tensor<3xi64>) -> tensor<3xi64>
+  %e1 = tensor.empty() : tensor<3xf32>
+  %m0 = linalg.fill ins(%ninf : f32) outs(%e1 : tensor<3xf32>) -> tensor<3xf32>
+  %r:2 = linalg.generic {{indexing_maps = [#in, #out, #out], iterator_types = ["parallel", "reduction"]}}
+      ins(%x : tensor<3x40001xf32>) outs(%m0, %i0 : tensor<3xf32>, tensor<3xi64>) {{
+  ^bb0(%in: f32, %m: f32, %i: i64):
+    %k = linalg.index 1 : index
+    %ki = arith.index_cast %k : index to i64
+    %mx = arith.maximumf %in, %m : f32
+    %gt = arith.cmpf ogt, %in, %m : f32
+    %sel = arith.select %gt, %ki, %i : i64
+    linalg.yield %mx, %sel : f32, i64
+  }} -> (tensor<3xf32>, tensor<3xi64>)
+  return {returned}
+}}
+"""
+
+
+def test_max_with_unread_indices_is_a_plain_split_fold():
+    """torch.amax as torch-mlir imports it: the indices are dropped, the max is split."""
+    mlir = AMAX.format(results="tensor<3xf32>", returned="%r#0 : tensor<3xf32>")
+    ops = generics(mlir)
+    assert len(ops) == 2 and all(len(op.results) == 1 for op in ops)
+    x = special_input((3, 40001), "f32", np.random.default_rng(3), specials=True)
+    np.testing.assert_array_equal(run(mlir, x), np.max(x, axis=1))
+
+
+def test_max_with_read_indices_keeps_both():
+    mlir = AMAX.format(results="(tensor<3xf32>, tensor<3xi64>)", returned="%r#0, %r#1 : tensor<3xf32>, tensor<3xi64>")
+    (op,) = generics(mlir)
+    assert len(op.results) == 2
+    x = np.random.default_rng(4).standard_normal((3, 40001)).astype(np.float32)
+    import pyree.runtime as rt
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    values, indices = module["main"](x)
+    np.testing.assert_array_equal(values.to_host(), np.max(x, axis=1))
+    np.testing.assert_array_equal(indices.to_host(), np.argmax(x, axis=1))
