@@ -1,0 +1,297 @@
+"""Issue 11's kernel benchmark cases: single ops and short fused chains with shapes taken from real
+models (BERT-base, GPT-2, LLaMA-7B, ResNet-18/50, MobileNet v2) plus odd and skinny sizes, in f32,
+f16 and bf16. Each case is a plain torch function of its inputs; weights are inputs too, so pyree's
+module and PyTorch eager see the same tensors and neither folds constants.
+
+f16/bf16 matmuls, batch matmuls and convs accumulate in f32 on both sides, as cuBLAS/cuDNN do
+(run_suite.py turns off their reduced-precision split-K reductions and TF32): torch-mlir makes the
+f32 accumulator explicit, a ``linalg.matmul``/``batch_matmul``/``conv_2d_nchw_fchw`` of f16 or
+bf16 operands into an f32 tensor, then ``arith.truncf``; a bf16 ``F.linear`` (aten.addmm) instead
+extends its operands to f32 and multiplies in f32.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
+DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1"}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One argument: ``randn`` values, ``positive`` ones in [0.5, 1.5) (variances), or a random
+    ``mask`` (bool, half set)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    fill: str = "randn"
+
+    def make(self, generator: torch.Generator, device: str) -> torch.Tensor:
+        if self.fill == "mask":
+            return (torch.rand(self.shape, generator=generator) < 0.5).to(device)
+        if self.fill == "positive":
+            x = torch.rand(self.shape, generator=generator) + 0.5
+        else:
+            x = torch.randn(self.shape, generator=generator)
+        return x.to(device=device, dtype=self.dtype)
+
+    @property
+    def spelling(self) -> str:
+        return "x".join([*map(str, self.shape), DTYPE_NAMES[self.dtype]])
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # where the shape comes from, for people
+    fn: Callable[..., torch.Tensor]
+    inputs: tuple[Input, ...]
+
+    @property
+    def key(self) -> str:
+        """The name as a file name: ``bert_base_qkv_f16_128x768_768x2304``."""
+        return re.sub(r"[^0-9a-zA-Z]+", "_", self.name).strip("_").lower()
+
+    def module(self) -> torch.nn.Module:
+        """The function as the nn.Module that the torch importer takes."""
+        return _Wrap(self.fn)
+
+    def make_inputs(self, seed: int, device: str) -> list[torch.Tensor]:
+        generator = torch.Generator().manual_seed(seed)
+        return [i.make(generator, device) for i in self.inputs]
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _ins(*specs) -> tuple[Input, ...]:
+    return tuple(s if isinstance(s, Input) else Input(*s) for s in specs)
+
+
+def mm(a, b):
+    return a @ b
+
+
+def linear(x, w, b):
+    return F.linear(x, w, b)
+
+
+def linear_gelu_erf(x, w, b):
+    return F.gelu(F.linear(x, w, b))
+
+
+def linear_gelu_tanh(x, w, b):
+    return F.gelu(F.linear(x, w, b), approximate="tanh")
+
+
+def linear_residual(x, w, b, r):
+    return F.linear(x, w, b) + r
+
+
+def conv(stride: int, padding: int, groups: int = 1):
+    def fn(x, w):
+        return F.conv2d(x, w, stride=stride, padding=padding, groups=groups)
+    return fn
+
+
+def conv_bias_relu(stride: int, padding: int):
+    def fn(x, w, b):
+        return F.relu(F.conv2d(x, w, b, stride=stride, padding=padding))
+    return fn
+
+
+def conv_relu6(x, w):
+    return F.relu6(F.conv2d(x, w))
+
+
+def softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def scaled_masked_softmax(s, mask):
+    return torch.softmax((s * 0.125).masked_fill(mask, float("-inf")), dim=-1)
+
+
+def log_softmax(x):
+    return torch.log_softmax(x, dim=-1)
+
+
+def layernorm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+def add_layernorm(x, r, w, b):
+    return F.layer_norm(x + r, (x.shape[-1],), w, b, eps=1e-12)
+
+
+def rmsnorm(x, w):
+    """LLaMA's RMSNorm: in f32, back to the input type, then the weight."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return h.to(x.dtype) * w
+
+
+def batchnorm_relu(x, mean, var, w, b):
+    return F.relu(F.batch_norm(x, mean, var, w, b, training=False, eps=1e-5))
+
+
+def sum_last(x):
+    return x.sum(dim=-1)
+
+
+def sum_first(x):
+    return x.sum(dim=0)
+
+
+def sum_all(x):
+    return x.sum()
+
+
+def mean_hw(x):
+    return x.mean(dim=(2, 3))
+
+
+def amax_last(x):
+    return x.amax(dim=-1)
+
+
+def var_last(x):
+    return x.var(dim=-1)
+
+
+def gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def swiglu(gate, up):
+    return F.silu(gate) * up
+
+
+def chain4(a, b, c):
+    return torch.relu((a + b) * c - a)
+
+
+def bias_relu(x, b):
+    return torch.relu(x + b)
+
+
+def exp_tanh(x):
+    return torch.exp(-x * x) * torch.tanh(x)
+
+
+def cast_scale(x):
+    return x.to(torch.bfloat16) * 0.5
+
+
+def residual_scale(x, r, s):
+    return r + x * s
+
+
+CASES: tuple[Case, ...] = (
+    # GEMMs and linears -------------------------------------------------------------------------
+    Case("bert_base qkv f16 128x768@768x2304", mm, _ins(((128, 768), f16), ((768, 2304), f16))),
+    Case("bert_base attn_out linear+bias f32 128x768 -> 768", linear,
+         _ins(((128, 768), f32), ((768, 768), f32), ((768,), f32))),
+    Case("bert_base ffn1 linear+bias+gelu(erf) bf16 128x768 -> 3072", linear_gelu_erf,
+         _ins(((128, 768), bf16), ((3072, 768), bf16), ((3072,), bf16))),
+    Case("bert_base ffn2 linear+bias+residual f16 128x3072 -> 768", linear_residual,
+         _ins(((128, 3072), f16), ((768, 3072), f16), ((768,), f16), ((128, 768), f16))),
+    Case("gpt2 mlp_fc linear+bias+gelu(tanh) f16 1024x768 -> 3072", linear_gelu_tanh,
+         _ins(((1024, 768), f16), ((3072, 768), f16), ((3072,), f16))),
+    Case("gpt2 lm_head f16 128x768@768x50257", mm, _ins(((128, 768), f16), ((768, 50257), f16))),
+    Case("resnet50 fc linear+bias f32 32x2048 -> 1000", linear,
+         _ins(((32, 2048), f32), ((1000, 2048), f32), ((1000,), f32))),
+    Case("gemv batch-1 f32 1x768@768x3072", mm, _ins(((1, 768), f32), ((768, 3072), f32))),
+    Case("llama7b decode q_proj gemv f16 1x4096@4096x4096", mm,
+         _ins(((1, 4096), f16), ((4096, 4096), f16))),
+    Case("square matmul bf16 2048x2048@2048x2048", mm,
+         _ins(((2048, 2048), bf16), ((2048, 2048), bf16))),
+    Case("odd matmul f32 37x53@53x29", mm, _ins(((37, 53), f32), ((53, 29), f32))),
+    Case("odd matmul f32 1000x1500@1500x700", mm, _ins(((1000, 1500), f32), ((1500, 700), f32))),
+    Case("skinny-k matmul f32 4096x16@16x4096", mm, _ins(((4096, 16), f32), ((16, 4096), f32))),
+    Case("pointnet first layer skinny f32 16384x3@3x64", mm,
+         _ins(((16384, 3), f32), ((3, 64), f32))),
+    # batch matmuls -------------------------------------------------------------------------------
+    Case("bert_base scores bmm f16 12x128x64 @ 12x64x128", torch.bmm,
+         _ins(((12, 128, 64), f16), ((12, 64, 128), f16))),
+    Case("gpt2 context bmm f16 12x1024x1024 @ 12x1024x64", torch.bmm,
+         _ins(((12, 1024, 1024), f16), ((12, 1024, 64), f16))),
+    Case("llama decode scores bmm bf16 32x1x128 @ 32x128x512", torch.bmm,
+         _ins(((32, 1, 128), bf16), ((32, 128, 512), bf16))),
+    Case("odd bmm f32 7x33x65 @ 7x65x17", torch.bmm, _ins(((7, 33, 65), f32), ((7, 65, 17), f32))),
+    # convolutions (NCHW, as PyTorch) ---------------------------------------------------------
+    Case("resnet18 conv1 7x7 s2 3->64ch 224x224 f32", conv(2, 3),
+         _ins(((1, 3, 224, 224), f32), ((64, 3, 7, 7), f32))),
+    Case("resnet18 conv3x3 s1 256ch 14x14 f32", conv(1, 1),
+         _ins(((1, 256, 14, 14), f32), ((256, 256, 3, 3), f32))),
+    Case("resnet18 conv3x3 s1 64ch 56x56 batch8 f16", conv(1, 1),
+         _ins(((8, 64, 56, 56), f16), ((64, 64, 3, 3), f16))),
+    Case("resnet18 conv3x3 s2 128->256ch 28x28 +bias+relu f32", conv_bias_relu(2, 1),
+         _ins(((1, 128, 28, 28), f32), ((256, 128, 3, 3), f32), ((256,), f32))),
+    Case("resnet50 conv1x1 256->64ch 56x56 f32", conv(1, 0),
+         _ins(((1, 256, 56, 56), f32), ((64, 256, 1, 1), f32))),
+    Case("mobilenet dw3x3 s2 144ch 56x56 f32", conv(2, 1, groups=144),
+         _ins(((1, 144, 56, 56), f32), ((144, 1, 3, 3), f32))),
+    Case("mobilenet dw3x3 s1 32ch 112x112 f16", conv(1, 1, groups=32),
+         _ins(((1, 32, 112, 112), f16), ((32, 1, 3, 3), f16))),
+    Case("mobilenet pw1x1 expand 24->144ch 56x56 +relu6 f32", conv_relu6,
+         _ins(((1, 24, 56, 56), f32), ((144, 24, 1, 1), f32))),
+    # softmax -----------------------------------------------------------------------------------
+    Case("bert_base softmax f32 12x128x128", softmax, _ins(((12, 128, 128), f32))),
+    Case("gpt2 scaled masked softmax f16 12x1024x1024", scaled_masked_softmax,
+         _ins(((12, 1024, 1024), f16), Input((1024, 1024), torch.bool, "mask"))),
+    Case("gpt2 lm log_softmax f32 32x50257", log_softmax, _ins(((32, 50257), f32))),
+    Case("softmax bf16 4096x1000", softmax, _ins(((4096, 1000), bf16))),
+    # normalizations ------------------------------------------------------------------------------
+    Case("layernorm f32 8192x1024", layernorm,
+         _ins(((8192, 1024), f32), ((1024,), f32), ((1024,), f32))),
+    Case("bert_base residual+layernorm f16 128x768", add_layernorm,
+         _ins(((128, 768), f16), ((128, 768), f16), ((768,), f16), ((768,), f16))),
+    Case("llama7b rmsnorm bf16 2048x4096", rmsnorm, _ins(((2048, 4096), bf16), ((4096,), bf16))),
+    Case("resnet18 batchnorm(eval)+relu f32 8x256x14x14", batchnorm_relu,
+         _ins(((8, 256, 14, 14), f32), ((256,), f32), Input((256,), f32, "positive"),
+              ((256,), f32), ((256,), f32))),
+    # reductions --------------------------------------------------------------------------------
+    Case("sum over last dim f32 4096x1000", sum_last, _ins(((4096, 1000), f32))),
+    Case("sum over first dim f32 8192x512", sum_first, _ins(((8192, 512), f32))),
+    Case("full sum f32 10000000", sum_all, _ins(((10_000_000,), f32))),
+    Case("resnet global avgpool f32 32x512x7x7", mean_hw, _ins(((32, 512, 7, 7), f32))),
+    Case("amax over vocab f16 64x32000", amax_last, _ins(((64, 32000), f16))),
+    Case("variance over last dim f32 1024x4096", var_last, _ins(((1024, 4096), f32))),
+    # elementwise chains --------------------------------------------------------------------------
+    Case("gpt2 gelu(tanh) f16 1024x3072", gelu_tanh, _ins(((1024, 3072), f16))),
+    Case("llama7b swiglu silu(gate)*up bf16 2048x11008", swiglu,
+         _ins(((2048, 11008), bf16), ((2048, 11008), bf16))),
+    Case("chain relu((a+b)*c-a) f32 16M", chain4,
+         _ins(((4096, 4096), f32), ((4096, 4096), f32), ((4096, 4096), f32))),
+    Case("resnet bias+relu broadcast f32 8x256x56x56", bias_relu,
+         _ins(((8, 256, 56, 56), f32), ((256, 1, 1), f32))),
+    Case("odd-size exp(-x^2)*tanh(x) f32 999983", exp_tanh, _ins(((999_983,), f32))),
+    Case("cast f32->bf16 *0.5 4096x4096", cast_scale, _ins(((4096, 4096), f32))),
+    Case("gpt2 residual r+x*s f16 1024x768", residual_scale,
+         _ins(((1024, 768), f16), ((1024, 768), f16), ((768,), f16))),
+)
+
+BY_KEY = {c.key: c for c in CASES}
+assert len(BY_KEY) == len(CASES), "two cases share a key"
+
+
+def select(patterns: str) -> list[Case]:
+    """The cases whose key matches one of the comma-separated regexes (all for "")."""
+    if not patterns:
+        return list(CASES)
+    chosen = [c for c in CASES if any(re.search(p, c.key) for p in patterns.split(","))]
+    if not chosen:
+        raise SystemExit(f"no case key matches {patterns!r}; keys: {', '.join(BY_KEY)}")
+    return chosen
