@@ -88,6 +88,53 @@ def test_out_of_memory_names_the_size():
     device.allocate(1024).write(0, np.arange(256, dtype=np.float32))  # still usable after
 
 
+_MEMORY_CHECK = """
+import gc, re, sys
+import numpy as np
+import pyree.runtime as rt
+from cuda.bindings import driver as cu
+
+def free_mib():
+    err, free, _ = cu.cuMemGetInfo()
+    assert err == cu.CUresult.CUDA_SUCCESS, err
+    return free / 2**20
+
+device = rt.get_device("cuda")
+before = free_mib()
+try:
+    device.allocate(108_000_000_000)
+    raise SystemExit("a 108 GB allocation succeeded")
+except rt.DriverError as e:
+    reported = float(re.search(r"([0-9.]+) MiB of", str(e)).group(1))
+after_failure = free_mib()
+module = rt.load_module(open(sys.argv[1], "rb").read(), device="cuda")
+fn = module[module.function_names[0]]
+for _ in range(3):
+    fn(np.ones((37, 53), np.float32)).to_host()
+loaded = free_mib()
+del fn, module
+gc.collect()
+print(before, reported, after_failure, loaded, free_mib())
+"""
+
+
+def test_device_memory_returns_after_out_of_memory_and_unload(tmp_path):
+    """Issue 13: a failed 108 GB request left the pool holding the whole GPU (6 MiB of 81 GB
+    free). In a fresh process (nothing else holding device memory): free memory after the
+    failure, in its message, and after the module is unloaded is what it was before."""
+    import subprocess
+    path = tmp_path / "mlp.vmfb"
+    path.write_bytes(module_bytes("mlp"))
+    done = subprocess.run([sys.executable, "-c", _MEMORY_CHECK, str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    before, reported, after_failure, loaded, unloaded = map(float, done.stdout.split())
+    for what, mib in (("in the error", reported), ("after the failure", after_failure),
+                      ("after unloading", unloaded)):
+        assert mib >= before - 64, f"{mib:.1f} MiB free {what}, {before:.1f} MiB before"
+    assert loaded < before  # the module's constants and buffers were on the GPU meanwhile
+
+
 def test_chained_calls_stay_on_the_gpu():
     """A result fed back as an argument waits on the GPU (semaphore), not on the host."""
     import pyree.runtime as rt

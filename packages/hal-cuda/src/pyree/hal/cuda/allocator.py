@@ -3,6 +3,9 @@
 Allocations and frees are ordered on the device's stream (cuMemAllocFromPoolAsync /
 cuMemFreeAsync); the pool keeps freed memory (release threshold = max), so a static-shape function
 that allocates its results on every call gets them back from the pool without driver round trips.
+What the pool keeps goes back to the GPU (cuMemPoolTrimTo) when an allocation fails — a request
+larger than the GPU left the pool holding all of it, 6 MiB of 81 GB free on the H100 — and when
+the last buffer is released (every module unloaded), so other processes find the GPU as it was.
 Host <-> device copies go through pinned memory: small ones (per-call arguments and results)
 through a ring of pinned slots, a few C calls each; large ones through two pinned chunks, so they
 run at full PCIe speed with the host-side memcpy of one chunk overlapping the DMA of the other.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import threading
 
 from pyree.hal.cuda.hotpath import NOT_READY, SUCCESS, HotPath, ffi, handle
 from pyree.hal.cuda.symbols import check
@@ -46,21 +50,40 @@ class Allocator:
         check(cu, cu.cuMemPoolSetAttribute(
             self.pool, cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
             cu.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
+        self.in_use = 0  # buffers handed out and not yet freed
+        self._count = threading.Lock()  # calls come from any thread (and the collector)
 
     def allocate(self, size: int) -> DeviceBuffer:
         cu = self.cu
         err, ptr = cu.cuMemAllocFromPoolAsync(max(size, 1), self.pool, self.stream)
+        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:  # freed memory the pool keeps may do
+            self.trim()
+            err, ptr = cu.cuMemAllocFromPoolAsync(max(size, 1), self.pool, self.stream)
         if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            self.trim()  # what the failed request reserved
             _, free, total = cu.cuMemGetInfo()
             raise HalError("RESOURCE_EXHAUSTED",
                            f"out of device memory on {self.device_name}: asked for {size} bytes "
                            f"({size / 2**20:.1f} MiB), {free / 2**20:.1f} MiB of "
                            f"{total / 2**20:.1f} MiB free")
         check(cu, (err,), f"cuMemAllocFromPoolAsync({size} bytes)")
+        with self._count:
+            self.in_use += 1
         return DeviceBuffer(int(ptr), size)
 
     def free(self, buffer: DeviceBuffer) -> None:
         check(self.cu, self.cu.cuMemFreeAsync(buffer.ptr, self.stream), "cuMemFreeAsync")
+        with self._count:
+            self.in_use -= 1
+            last = self.in_use == 0
+        if last:
+            self.trim()
+
+    def trim(self) -> None:
+        """Gives the GPU back what the pool keeps, once the frees queued on the stream are done."""
+        cu = self.cu
+        check(cu, cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        check(cu, cu.cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
 
     def destroy(self) -> None:
         check(self.cu, self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")

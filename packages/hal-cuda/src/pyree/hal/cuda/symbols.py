@@ -27,7 +27,7 @@ SYMBOLS = (
     "cuMemHostGetDevicePointer",
     # device memory from a stream-ordered pool
     "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolSetAttribute", "cuMemAllocFromPoolAsync",
-    "cuMemFreeAsync",
+    "cuMemFreeAsync", "cuMemPoolTrimTo",
     # transfers and fills
     "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
     "cuMemsetD16Async", "cuMemsetD32Async",

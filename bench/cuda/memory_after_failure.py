@@ -1,0 +1,55 @@
+"""Device memory (cuMemGetInfo, device-wide) around a failed allocation and a module unload, on the
+cuda driver (issue 13: "a failure must leave the GPU as it was found").
+
+    python3 bench/cuda/memory_after_failure.py MODULE.vmfb
+
+Prints free MiB at each stage: device created; 1 GiB allocated and dropped; after a request the
+GPU cannot hold (108 GB) fails; module loaded, called, and unloaded.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import numpy as np
+import pyree.runtime as rt
+from cuda.bindings import driver as cu
+
+
+def free_mib() -> float:
+    err, free, total = cu.cuMemGetInfo()
+    assert err == cu.CUresult.CUDA_SUCCESS, err
+    return free / 2**20
+
+
+def main(path: str) -> None:
+    device = rt.get_device("cuda")
+    stages = [("device created", free_mib())]
+    buf = device.allocate(1 << 30)
+    stages.append(("1 GiB allocated", free_mib()))
+    del buf
+    gc.collect()
+    stages.append(("1 GiB dropped", free_mib()))
+    try:
+        device.allocate(108_000_000_000)
+    except rt.DriverError as e:
+        print("108 GB request:", str(e)[:300])
+    stages.append(("after the failed 108 GB request", free_mib()))
+    module = rt.load_module(path, device="cuda")
+    fn = module[module.function_names[0]]
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(t.shape).astype(t.dtype) for t in fn.argument_types]
+    result = fn(*args)
+    (result[0] if isinstance(result, tuple) else result).to_host()
+    del result
+    stages.append(("module loaded and called", free_mib()))
+    del fn, module
+    gc.collect()
+    stages.append(("module unloaded", free_mib()))
+    for name, mib in stages:
+        print(f"{name:34s} free {mib:10.1f} MiB")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
