@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-from test_math_ops import BINARY, UNARY  # noqa: E402
+from test_math_ops import BINARY, UNARY, np_dtype  # noqa: E402
 
 
 def _t(shape, dtype):
@@ -61,6 +61,92 @@ def matmul(m, n, k, dtype):
 }}"""
 
 
+def _generic(maps: str, ins: list[tuple[str, str]], out: tuple[str, str], body: str, iterators: int = 2) -> str:
+    """A parallel linalg.generic; ``body`` uses %x0.. for the inputs and yields %y."""
+    names = ", ".join(n for n, _ in ins)
+    types = ", ".join(t for _, t in ins)
+    args = ", ".join(f"%x{i}: {t.split('x')[-1].rstrip('>')}" for i, (_, t) in enumerate(ins))
+    out_elem = out[1].split("x")[-1].rstrip(">")
+    its = ", ".join(['"parallel"'] * iterators)
+    return (f"linalg.generic {{indexing_maps = [{maps}], iterator_types = [{its}]}} "
+            f"ins({names} : {types}) outs({out[0]} : {out[1]}) {{\n"
+            f"  ^bb0({args}, %o: {out_elem}):\n{body}\n    linalg.yield %y : {out_elem}\n  }} -> {out[1]}")
+
+
+def narrow_matmul(m, n, k, dtype, batch=0, epilogue="", weight=False):
+    """What torch-mlir imports for an f16/bf16 ``a @ b`` (``torch.bmm`` with ``batch``): a matmul of
+    the narrow operands into an f32 accumulator, then truncf to ``dtype``; with ``weight``
+    ``F.linear(a, w, bias)`` (+ ``epilogue``: "gelu" (tanh) or "residual"), where the operands
+    are extended to f32 first, w is ``[n, k]`` and is transposed."""
+    lead = (batch,) if batch else ()
+    acc, out = _t(lead + (m, n), "f32"), _t(lead + (m, n), dtype)
+    id2 = "affine_map<(d0, d1) -> (d0, d1)>"
+    row = "affine_map<(d0, d1) -> (d1)>"
+    args = [f"%a: {_t(lead + (m, k), dtype)}"]
+    lines = ["%zero = arith.constant 0.0 : f32", f"%e = tensor.empty() : {acc}",
+             f"%f = linalg.fill ins(%zero : f32) outs(%e : {acc}) -> {acc}"]
+    if not weight:
+        a, b = _t(lead + (m, k), dtype), _t(lead + (k, n), dtype)
+        args.append(f"%b: {b}")
+        op = "batch_matmul" if batch else "matmul"
+        lines.append(f"%acc = linalg.{op} ins(%a, %b : {a}, {b}) outs(%f : {acc}) -> {acc}")
+    else:
+        w, wt, a32, wt32, bias32 = (_t((n, k), dtype), _t((k, n), dtype), _t((m, k), "f32"),
+                                    _t((k, n), "f32"), _t((n,), "f32"))
+        args += [f"%w: {w}", f"%bias: {_t((n,), dtype)}"]
+        extf = f"    %y = arith.extf %x0 : {dtype} to f32"
+        lines += [f"%wte = tensor.empty() : {wt}",
+                  f"%wt = linalg.transpose ins(%w : {w}) outs(%wte : {wt}) permutation = [1, 0]",
+                  f"%a32e = tensor.empty() : {a32}",
+                  "%a32 = " + _generic(f"{id2}, {id2}", [("%a", _t((m, k), dtype))], ("%a32e", a32), extf),
+                  f"%wt32e = tensor.empty() : {wt32}",
+                  "%wt32 = " + _generic(f"{id2}, {id2}", [("%wt", wt)], ("%wt32e", wt32), extf),
+                  f"%b32e = tensor.empty() : {bias32}",
+                  "%b32 = " + _generic("affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>",
+                                       [("%bias", _t((n,), dtype))], ("%b32e", bias32), extf, 1),
+                  f"%mm = linalg.matmul ins(%a32, %wt32 : {a32}, {wt32}) outs(%f : {acc}) -> {acc}",
+                  "%acc = " + _generic(f"{id2}, {row}, {id2}", [("%mm", acc), ("%b32", bias32)], ("%e", acc),
+                                       "    %y = arith.addf %x0, %x1 : f32")]
+    maps = ", ".join([f"affine_map<({', '.join(f'd{i}' for i in range(len(lead) + 2))}) -> "
+                      f"({', '.join(f'd{i}' for i in range(len(lead) + 2))})>"] * 2)
+    lines += [f"%oe = tensor.empty() : {out}",
+              "%r = " + _generic(maps, [("%acc", acc)], ("%oe", out),
+                                 f"    %y = arith.truncf %x0 : f32 to {dtype}", len(lead) + 2)]
+    if epilogue == "residual":
+        args.append(f"%res: {out}")
+        lines.append("%r2 = " + _generic(f"{id2}, {id2}, {id2}", [("%r", out), ("%res", out)], ("%oe", out),
+                                          f"    %y = arith.addf %x0, %x1 : {dtype}"))
+    elif epilogue == "gelu":  # 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in dtype
+        lines.append("%r2 = " + _generic(f"{id2}, {id2}", [("%r", out)], ("%oe", out), f"""\
+    %half = arith.constant 0.5 : {dtype}
+    %one = arith.constant 1.0 : {dtype}
+    %c = arith.constant 0.7978845608 : {dtype}
+    %d = arith.constant 0.044715 : {dtype}
+    %x2 = arith.mulf %x0, %x0 : {dtype}
+    %x3 = arith.mulf %x2, %x0 : {dtype}
+    %t0 = arith.mulf %x3, %d : {dtype}
+    %t1 = arith.addf %x0, %t0 : {dtype}
+    %t2 = arith.mulf %t1, %c : {dtype}
+    %t3 = math.tanh %t2 : {dtype}
+    %t4 = arith.addf %t3, %one : {dtype}
+    %t5 = arith.mulf %t4, %half : {dtype}
+    %y = arith.mulf %x0, %t5 : {dtype}"""))
+    result = "%r2" if epilogue else "%r"
+    body = "\n  ".join(lines)
+    return f"""func.func @main({", ".join(args)}) -> {out} {{
+  {body}
+  return {result} : {out}
+}}"""
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _linear(x, w, bias):
+    return x @ w.T + bias
+
+
 def _tanh_chain(a, b):
     return np.exp(np.tanh(a * b)) - a
 
@@ -111,6 +197,42 @@ CASES = {
                               lambda a, b: a @ b, 1e-3),
 }
 
+# f16/bf16 contractions on tensor cores (wgmma on sm_90a, mma.sync on sm_80/sm_90): bf16, B as
+# [n, k] (linear), batch, fused epilogues, tails on every side, unaligned rows (k = 29, 65: scalar
+# staging), M = 1; the big ones take the wide tiles (wgmma n256 / n128). The 16-bit results are
+# rounded once: 2^-11 (f16) and 2^-8 (bf16) relative at most.
+_F16, _BF16 = "float16", "bfloat16"
+TENSOR_CORE_CASES = {
+    "matmul_bf16_tc_256x384x96": (matmul(256, 384, 96, "bf16"), [((256, 96), _BF16), ((96, 384), _BF16)],
+                                  lambda a, b: a @ b, 1e-5),
+    "matmul_bf16_37x53x29": (matmul(37, 53, 29, "bf16"), [((37, 29), _BF16), ((29, 53), _BF16)],
+                             lambda a, b: a @ b, 1e-5),
+    "mm_f16_129x257x65": (narrow_matmul(129, 257, 65, "f16"), [((129, 65), _F16), ((65, 257), _F16)],
+                          lambda a, b: a @ b, 1e-3),
+    "mm_f16_1x512x4096": (narrow_matmul(1, 512, 4096, "f16"), [((1, 4096), _F16), ((4096, 512), _F16)],
+                          lambda a, b: a @ b, 1e-3),
+    "mm_bf16_2048x2048x192": (narrow_matmul(2048, 2048, 192, "bf16"),
+                              [((2048, 192), _BF16), ((192, 2048), _BF16)], lambda a, b: a @ b, 8e-3),
+    "bmm_f16_3x37x53x29": (narrow_matmul(37, 53, 29, "f16", batch=3),
+                           [((3, 37, 29), _F16), ((3, 29, 53), _F16)], lambda a, b: a @ b, 1e-3),
+    "bmm_bf16_32x1x512x128": (narrow_matmul(1, 512, 128, "bf16", batch=32),
+                              [((32, 1, 128), _BF16), ((32, 128, 512), _BF16)], lambda a, b: a @ b, 8e-3),
+    "linear_f16_gelu_129x257x72": (narrow_matmul(129, 257, 72, "f16", epilogue="gelu", weight=True),
+                                   [((129, 72), _F16), ((257, 72), _F16), ((257,), _F16)],
+                                   lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 5e-3),
+    "linear_bf16_gelu_37x53x29": (narrow_matmul(37, 53, 29, "bf16", epilogue="gelu", weight=True),
+                                  [((37, 29), _BF16), ((53, 29), _BF16), ((53,), _BF16)],
+                                  lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 3e-2),
+    "linear_f16_residual_2048x2304x128": (
+        narrow_matmul(2048, 2304, 128, "f16", epilogue="residual", weight=True),
+        [((2048, 128), _F16), ((2304, 128), _F16), ((2304,), _F16), ((2048, 2304), _F16)],
+        lambda x, w, b, r: _linear(x, w, b) + r, 2e-3),
+    "linear_bf16_2048x2048x192": (narrow_matmul(2048, 2048, 192, "bf16", weight=True),
+                                  [((2048, 192), _BF16), ((2048, 192), _BF16), ((2048,), _BF16)],
+                                  _linear, 8e-3),
+}
+CASES.update(TENSOR_CORE_CASES)
+
 
 # name: (dtype, unary ops, binary ops) of a test_math_ops.program, measured in ulp against float64
 # with exact special values (test_cuda_gpu.py: test_math_ops_within_ulp_bounds).
@@ -118,7 +240,8 @@ MATH_CASES = {f"math_{dtype}": (dtype, list(UNARY), list(BINARY)) for dtype in (
 
 
 def random_args(name: str, rng: np.random.Generator) -> list[np.ndarray]:
-    return [rng.standard_normal(shape).astype(dtype) for shape, dtype in CASES[name][1]]
+    return [rng.standard_normal(shape).astype(np_dtype("bf16") if dtype == "bfloat16" else dtype)
+            for shape, dtype in CASES[name][1]]
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

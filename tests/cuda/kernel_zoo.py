@@ -76,6 +76,29 @@ def matmul(m=37, n=53, k=61, dtype="f32", acc_dtype="f32", relu_bias=False) -> K
                               K.Const(0.0, acc_dtype), epilogue),))
 
 
+def linear(m: int, n: int, k: int, dtype: str, batch: int = 1, b_nk: bool = True) -> K.Kernel:
+    """torch-mlir's f16/bf16 linear layer (bmm with ``batch``): f32 products of extended
+    operands, B as ``[n, k]`` (a weight) or ``[k, n]``, + bias[n], truncated to ``dtype``."""
+    lead = (batch,) if batch > 1 else ()
+    loops = len(lead) + 3
+
+    def ix(*dims):
+        return _ident(len(dims), loops, [len(lead) + d for d in dims])
+    batch_ix = _ident(1, loops) if lead else ()
+    a = K.Cast("fpext", K.Load(0, batch_ix + ix(0, 2), dtype), "f32")
+    b = K.Cast("fpext", K.Load(1, batch_ix + (ix(1, 2) if b_nk else ix(2, 1)), dtype), "f32")
+    bias = K.Cast("fpext", K.Load(2, ix(1), dtype), "f32")
+    acc = K.Acc(0, "f32")
+    epilogue = K.Cast("fptrunc", K.Binary("add", acc, bias, "f32"), dtype)
+    bindings = (K.Binding(dtype, lead + (m, k), "read"),
+                K.Binding(dtype, lead + ((n, k) if b_nk else (k, n)), "read"),
+                K.Binding(dtype, (n,), "read"), K.Binding(dtype, lead + (m, n), "write"))
+    return K.Kernel(f"linear_{dtype}", lead + (m, n, k), loops - 1, bindings,
+                    (K.Result(3, batch_ix + ix(0, 1),
+                              K.Binary("add", acc, K.Binary("mul", a, b, "f32"), "f32"),
+                              K.Const(0.0, "f32"), epilogue),))
+
+
 def gather(kind: str) -> K.Kernel:
     """``table[ids[i], j]`` (computed, clamped index) as an elementwise kernel ("rows"), inside a
     reduction over a bag of ids ("bag"), and as a matmul operand ("matmul")."""
@@ -115,6 +138,8 @@ ALL = {
     "matmul_f32": lambda: matmul(),
     "matmul_f32_big": lambda: matmul(257, 131, 67, relu_bias=True),
     "matmul_f16": lambda: matmul(37, 53, 61, "f16", "f32"),
+    "linear_bf16_odd": lambda: linear(37, 53, 29, "bf16"),
+    "linear_f16_batch": lambda: linear(129, 257, 72, "f16", batch=3, b_nk=False),
     "gather_rows": lambda: gather("rows"),
     "gather_bag": lambda: gather("bag"),
     "gather_matmul": lambda: gather("matmul"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cases  # noqa: E402
 import kernel_zoo as zoo  # noqa: E402
 from tooling import require_module, require_tool  # noqa: E402
 
@@ -109,24 +111,91 @@ def test_templates_are_chosen_by_kernel_shape():
     assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul, 128x128 tiles
 
 
-def test_wgmma_on_sm_90a_only_and_without_serialization(ptxas, tmp_path):
-    """The Hopper matmul: wgmma with the accumulators kept in place (ptxas warns when it must
-    serialize wgmma because other instructions touch them), mma.sync elsewhere."""
-    kernels = [zoo.matmul(256, 512, 192, "f16"), zoo.matmul(128, 384, 640, "f16")]
-    ptx, launches = generate_ptx(kernels, resolve_target("hopper"))
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
-    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == 4
-    assert "mma.sync" not in ptx and "fence.proxy.async.shared::cta" in ptx
-    assert [launch.grid for _, launch in launches] == [(2, 2, 1), (3, 1, 1)]
+def _assemble_verbose(ptxas: str, ptx: str, arch: str, tmp_path) -> str:
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
-    proc = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+    proc = subprocess.run([ptxas, f"-arch={arch}", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "serialized" not in proc.stderr and "spill" in proc.stderr
-    assert " 0 bytes spill stores" in proc.stderr
+    return proc.stderr
+
+
+def test_wgmma_on_sm_90a_only_and_without_serialization(ptxas, tmp_path):
+    """The Hopper matmul at each tile width, f16 and bf16, B as [k, n] (transposed by the
+    instruction) and [n, k]: wgmma with the accumulators kept in place (ptxas warns when it must
+    serialize wgmma because other instructions touch them), no spills; mma.sync elsewhere."""
+    kernels = [zoo.matmul(2048, 2048, 192, "f16", "f32"), zoo.linear(2048, 1024, 640, "bf16"),
+               zoo.linear(37, 53, 29, "bf16"), zoo.linear(129, 257, 72, "f16", batch=3, b_nk=False)]
+    ptx, launches = generate_ptx(kernels, resolve_target("hopper"))
+    entries = ptx.split(".entry ")[1:]
+    for entry, (n, dtype, trans_b) in zip(entries, [(256, "f16", 1), (128, "bf16", 0), (64, "bf16", 0),
+                                                    (64, "f16", 1)]):
+        count = entry.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}")
+        assert count and count % 4 == 0  # four k16 steps per k tile (short k loops unroll)
+        assert f"p, 1, 1, 0, {trans_b};" in entry
+    assert "mma.sync" not in ptx and "fence.proxy.async.shared::cta" in ptx
+    assert [launch.grid for _, launch in launches] == [(8, 16, 1), (8, 16, 1), (1, 1, 1), (5, 2, 3)]
+    log = _assemble_verbose(ptxas, ptx, "sm_90a", tmp_path)
+    assert "serialized" not in log
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] * len(kernels)
     sm90, _ = generate_ptx(kernels, resolve_target("sm_90"))
     assert "wgmma" not in sm90 and "mma.sync" in sm90
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_mma_sync_takes_bf16_a_weight_batches_and_odd_sizes(ptxas, arch, tmp_path):
+    """mma.sync for bf16 and f16: ldmatrix.trans stages a [k, n] B, plain ldmatrix an [n, k] one;
+    whole tiles copy with cp.async, tails with cp.async's zero-filling source size, rows that
+    are not 16-byte aligned (k = 29) with scalar loads."""
+    kernels = [zoo.linear(2048, 2048, 192, "bf16"), zoo.linear(37, 53, 29, "bf16"),
+               zoo.linear(129, 257, 72, "f16", batch=3, b_nk=False)]
+    ptx, launches = generate_ptx(kernels, resolve_target(arch))
+    whole, odd, batch = ptx.split(".entry ")[1:]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in whole + odd
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in batch
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in whole + odd and "x4.trans" in batch
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+\], 16;", whole)
+    assert not re.search(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+\], 16, %r", whole)
+    assert re.search(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+\], 16, %r", batch)
+    assert "cp.async.cg.shared.global" not in odd and "ld.global.b16" in odd
+    assert [launch.grid for _, launch in launches] == [(8, 16, 1), (1, 1, 1), (5, 3, 3)]
+    log = _assemble_verbose(ptxas, ptx, arch, tmp_path)
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] * len(kernels)
+
+
+@pytest.mark.parametrize("arch, instruction", [("sm_90a", "wgmma.mma_async.sync.aligned.m64n"),
+                                               ("sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.")])
+def test_f16_bf16_cases_run_on_tensor_cores(ptxas, arch, instruction):
+    """Every tensor-core case of cases.py (the GPU run checks their values) compiles, PTX and
+    cubin, to tensor-core instructions of its operand type; f32 x f32 stays on the SIMT template
+    (tensor cores would round its inputs to TF32)."""
+    import pyree.runtime as rt
+    options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
+    for name, (mlir, args, *_) in {**cases.TENSOR_CORE_CASES,
+                                   "matmul_f32_37x53x61": cases.CASES["matmul_f32_37x53x61"]}.items():
+        module = rt.read_module(compile_str(mlir, options))
+        (executable,) = module.tree.executables
+        assert executable.cuda.cubin.length > 0, name
+        ptx = bytes(module.bytes_of(executable.cuda.ptx)).decode()
+        dtype = {"float16": "f16", "bfloat16": "bf16", "float32": None}[args[0][1]]
+        if dtype is None:
+            assert "mma" not in ptx and "fma.rn.f32" in ptx, name
+            continue
+        lines = [line for line in ptx.splitlines() if instruction in line]
+        assert lines and all(f"{dtype}.{dtype}" in line for line in lines), name
+
+
+@pytest.mark.parametrize("m, n, batch, wgmma_bn, mma_tile", [
+    (4096, 4096, 1, 256, (128, 256)), (2048, 2048, 1, 256, (128, 256)),
+    (1024, 3072, 1, 256, (128, 256)), (128, 50257, 1, 128, (128, 128)),
+    (128, 2304, 1, 64, (64, 64)), (1, 4096, 1, 64, (64, 64)), (1, 512, 32, 128, (64, 128)),
+    (1024, 64, 12, 64, (64, 64))])
+def test_tensor_core_tiles_fill_the_gpu(m, n, batch, wgmma_bn, mma_tile):
+    """Issue 11: BERT's qkv (128 x 2304) made 9 blocks of 128x256 for 132 multiprocessors. The
+    tile with the least work on the busiest multiprocessor wins, the larger one on a tie."""
+    from pyree.compiler.codegen.cuda import matmul_mma, matmul_wgmma
+    tile = matmul_mma.choose_tile(m, n, batch)
+    assert (matmul_wgmma.choose_tile(m, n, batch).bn, (tile.bm, tile.bn)) == (wgmma_bn, mma_tile)
 
 
 def test_f64_transcendentals_are_refused_clearly():

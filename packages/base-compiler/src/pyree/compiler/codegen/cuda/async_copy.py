@@ -1,13 +1,28 @@
-"""Staging 16-byte chunks of f16 tiles from global into shared memory, for the tensor-core matmuls.
+"""Staging 16-byte chunks (8 f16/bf16 elements) of matmul operand tiles from global into shared
+memory, for the tensor-core matmuls, with the tile's tails zero-filled.
 
-``cp.async`` needs 16-byte-aligned global addresses; when the operands are not aligned (odd
-leading dimensions, offsets), each chunk is loaded element by element and stored as one vector.
-The caller commits and waits on the async groups.
+A chunk is 8 elements along the operand's contiguous dimension. Where the tile reaches past the
+operand (a row beyond its rows, columns beyond its columns) the missing elements are zeros:
+``cp.async``'s source size copies only the elements inside and zero-fills the rest. Zeros along k
+meet zeros in the other operand, so a k tail adds exactly 0, and rows or columns past M or N are
+never stored. ``cp.async`` needs 16-byte-aligned global addresses; when the operands may not be
+aligned (odd leading dimensions, offsets, misaligned bindings), each chunk is loaded element by
+element and stored as one vector. The caller commits and waits on the async groups.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function
+
+
+@dataclass(frozen=True)
+class Chunk:
+    src: str    # ptr addrspace(1) to the chunk's first element, clamped into the operand
+    valid: str  # i32: how many of the 8 elements lie inside the operand (0 to 8); "8": all, statically
+    dst: str    # ptr addrspace(3), 16-byte aligned
 
 
 def bindings_aligned(fn: Function, bindings) -> str:
@@ -20,22 +35,51 @@ def bindings_aligned(fn: Function, bindings) -> str:
     return aligned
 
 
-def stage_chunks(fn: Function, aligned: str, chunks: list[tuple[str, str]]) -> None:
-    """Copies each (global ptr, shared ptr) chunk of 8 halves; ``aligned`` is an i1 value."""
-    fast, slow, done = fn.new_label("cpasync"), fn.new_label("scalar"), fn.new_label("staged")
-    fn.cbr(aligned, fast, slow)
-    fn.label(fast)
-    for src, dst in chunks:
-        fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16",
-                [("ptr addrspace(3)", dst), ("ptr addrspace(1)", src)])
-    fn.br(done)
-    fn.label(slow)
-    for src, dst in chunks:
-        vec = "undef"
+def chunk(fn: Function, binding: int, dtype: str, lin: A.Linear, loop_at, row: str, rows: int,
+          col: str, cols: int, dst: str, exact: bool) -> Chunk:
+    """The chunk at (row, col .. col + 7) of a rows x cols operand whose column index is the
+    contiguous one (col a multiple of 8); ``loop_at(row, col)`` gives the kernel loop indices of
+    an element. ``exact``: the tiles divide the operand, so the chunk lies inside it (no bounds
+    arithmetic)."""
+    if exact:
+        return Chunk(A.element_ptr(fn, f"%b{binding}", dtype, A.offset(fn, lin, loop_at(row, col))), "8", dst)
+    inside = fn.op(f"icmp ult i64 {row}, {rows}")
+    left = fn.call("i64", "llvm.smax.i64", [("i64", fn.op(f"sub i64 {cols}, {col}")), ("i64", "0")])
+    left = fn.call("i64", "llvm.umin.i64", [("i64", left), ("i64", "8")])
+    valid = fn.op(f"trunc i64 {fn.op(f'select i1 {inside}, i64 {left}, i64 0')} to i32")
+    r = fn.call("i64", "llvm.umin.i64", [("i64", row), ("i64", str(rows - 1))])
+    # a chunk start inside the operand, still 16-byte aligned (cp.async wants it so when empty)
+    c = fn.call("i64", "llvm.umin.i64", [("i64", col), ("i64", str((cols - 1) // 8 * 8))])
+    src = A.element_ptr(fn, f"%b{binding}", dtype, A.offset(fn, lin, loop_at(r, c)))
+    return Chunk(src, valid, dst)
+
+
+def stage_chunks(fn: Function, aligned: str, chunks: list[Chunk]) -> None:
+    """Copies every chunk; ``aligned`` is an i1 value, or ``false`` where the operands' strides
+    already rule ``cp.async`` out."""
+    done = fn.new_label("staged")
+    if aligned != "false":
+        fast, slow = fn.new_label("cpasync"), fn.new_label("scalar")
+        fn.cbr(aligned, fast, slow)
+        fn.label(fast)
+        for c in chunks:
+            if c.valid == "8":
+                fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16",
+                        [("ptr addrspace(3)", c.dst), ("ptr addrspace(1)", c.src)])
+                continue
+            size = fn.op(f"shl i32 {c.valid}, 1")
+            fn.call("void", "llvm.nvvm.cp.async.cg.shared.global.16.s",
+                    [("ptr addrspace(3)", c.dst), ("ptr addrspace(1)", c.src), ("i32", size)])
+        fn.br(done)
+        fn.label(slow)
+    for c in chunks:
+        vec = "zeroinitializer"
         for i in range(8):
-            p = fn.op(f"getelementptr half, ptr addrspace(1) {src}, i64 {i}")
-            v = fn.op(f"load half, ptr addrspace(1) {p}, align 2")
-            vec = fn.op(f"insertelement <8 x half> {vec}, half {v}, i32 {i}")
-        fn.raw(f"store <8 x half> {vec}, ptr addrspace(3) {dst}, align 16")
+            ok = "true" if c.valid == "8" else fn.op(f"icmp ult i32 {i}, {c.valid}")
+            p = fn.op(f"getelementptr i16, ptr addrspace(1) {c.src}, i32 "
+                      f"{fn.op(f'select i1 {ok}, i32 {i}, i32 0')}")
+            v = fn.op(f"select i1 {ok}, i16 {fn.op(f'load i16, ptr addrspace(1) {p}, align 2')}, i16 0")
+            vec = fn.op(f"insertelement <8 x i16> {vec}, i16 {v}, i32 {i}")
+        fn.raw(f"store <8 x i16> {vec}, ptr addrspace(3) {c.dst}, align 16")
     fn.br(done)
     fn.label(done)

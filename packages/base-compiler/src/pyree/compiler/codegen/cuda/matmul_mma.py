@@ -1,15 +1,15 @@
-"""f16 x f16 -> f32 contractions on tensor cores: mma.sync.m16n8k16 (sm_80+), for whole tiles.
+"""f16 x f16 and bf16 x bf16 -> f32 contractions on tensor cores: mma.sync.m16n8k16 (sm_80+).
 
-Block tiles of 128x256 or 128x128 and k depth 64 or 32 (first fit of ``TILES``), 8 warps as
-2 x 4, so each warp owns a 64x64 (64x32) tile: per k16 step 8 (6) ldmatrix feed 32 (16) MMAs.
-Tiles move global -> shared with cp.async (16 bytes per copy), 3 or 4 stages deep in dynamic
-shared memory, so the next tiles load while the tensor cores work; fragments come out of shared
-memory with ldmatrix (``.trans`` for B), from rows padded by 16 bytes so that the eight row
-addresses of an ldmatrix hit distinct banks. A uniform branch checks the binding pointers' 16-byte alignment at
-run time and otherwise stages with scalar loads, so a misaligned binding is slower, never wrong.
-
-Used when M and N are multiples of 128, K of 32, and both operands are f16 loads, contiguous along
-k (A) and n (B); everything else takes the SIMT template in matmul.py.
+The operands are f16 (bf16) loads extended to f32 and multiplied and summed in f32: exactly what
+the tensor cores compute (exact products, f32 accumulation). A is contiguous along k; B along n
+(``[K, N]``) or along k (``[N, K]``, a linear layer's weight). Block tiles of 128x256 down to
+64x64 (``choose_tile``), k depth 64, 8 warps as 2 x 4, so each warp owns up to a 64x64 tile:
+per k16 step 8 ldmatrix feed 32 MMAs. Tiles move global -> shared 16 bytes a chunk
+(async_copy.py: cp.async, tails zero-filled, scalar loads where the operands are not 16-byte
+aligned), 3 or 4 stages deep in dynamic shared memory, so the next tiles load while the tensor
+cores work; fragments come out of shared memory with ldmatrix (``.trans`` for an n-major B),
+from rows padded by 16 bytes so that the eight row addresses of an ldmatrix hit distinct banks.
+Any M, N and K: the grid covers the output with whole tiles, the epilogue stores what is inside.
 """
 
 from __future__ import annotations
@@ -19,93 +19,141 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.async_copy import bindings_aligned, stage_chunks
+from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned, chunk, stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
+from pyree.compiler.codegen.cuda.matmul import (
+    FILL_BLOCKS,
+    Contraction,
+    epilogue_lowering,
+    store_element,
+)
 
 THREADS = 256                                 # 8 warps as 2 (m) x 4 (n)
+TC_DTYPES = ("f16", "bf16")                   # operand types the tensor cores multiply exactly
+
+
+@dataclass(frozen=True)
+class Operand:
+    load: K.Load
+    lin: A.Linear
+    is_b: bool                                # indexed by (n, k), else (m, k)
+    k_major: bool                             # contiguous along k, else along m (A) / n (B)
+    vector: bool                              # 16-byte chunks are aligned if the binding is
+
+    def aligned(self, fn: Function) -> str:
+        """i1: this operand's chunks can be copied with cp.async."""
+        return bindings_aligned(fn, (self.load.binding,)) if self.vector else "false"
+
+    def chunk(self, fn: Function, bidx: list, outer: tuple[str, int], k: tuple[str, int], dst: str,
+              exact: bool) -> Chunk:
+        """The chunk starting at (outer, k), each an (index, extent) pair, running along the
+        contiguous dimension; ``outer`` is m for A, n for B (the kernel's loops are
+        ``bidx + [m, n, k]``)."""
+        def loop_at(row, col):
+            o, kk = (row, col) if self.k_major else (col, row)
+            return bidx + ([0, o, kk] if self.is_b else [o, 0, kk])
+        (row, rows), (col, cols) = (outer, k) if self.k_major else (k, outer)
+        return chunk(fn, self.load.binding, self.load.dtype, self.lin, loop_at, row, rows, col, cols,
+                     dst, exact)
+
+
+@dataclass(frozen=True)
+class Operands:
+    a: Operand
+    b: Operand
+    dtype: str                                # f16 or bf16, both operands
+
+
+def _narrow_load(e: K.Expr) -> K.Load | None:
+    if isinstance(e, K.Cast) and e.op == "fpext" and isinstance(e.x, K.Load) and e.x.dtype in TC_DTYPES:
+        return e.x
+    return None
+
+
+def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
+    """The operands when the contraction is f16 (bf16) loads extended to f32 and accumulated in
+    f32, A contiguous along k and B along n or k; else None (f32 inputs stay on the SIMT
+    template: tensor cores would round them to TF32)."""
+    if c.dtype != "f32":
+        return None
+    a, b = _narrow_load(c.x), _narrow_load(c.y)
+    if a is None or b is None or a.dtype != b.dtype:
+        return None
+    n_loops = len(kernel.loop_ranges)
+    n, k = kernel.num_parallel - 1, kernel.num_parallel
+    la = A.linearize(kernel.bindings[a.binding], a.index, n_loops)
+    lb = A.linearize(kernel.bindings[b.binding], b.index, n_loops)
+    if la.coeffs[k] != 1:
+        return None
+    if lb.coeffs[n] == 1:
+        b_inner = n
+    elif lb.coeffs[k] == 1:
+        b_inner = k
+    else:
+        return None
+    loops = range(n_loops)
+    return Operands(Operand(a, la, False, True, la.contiguous(k, 8, loops)),
+                    Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, 8, loops)), a.dtype)
+
+
+def waves_cost(m: int, n: int, batch: int, bm: int, bn: int) -> int:
+    """The slowest multiprocessor's work: waves of blocks times a block's per-k-step cost, its
+    MMAs (bm bn) plus its operand traffic (64 (bm + bn)). A smaller tile wins where the larger
+    one leaves multiprocessors idle."""
+    blocks = A.ceil_div(m, bm) * A.ceil_div(n, bn) * batch
+    return A.ceil_div(blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
 
 
 @dataclass(frozen=True)
 class Tile:
     bm: int
     bn: int
-    bk: int
     stages: int                               # cp.async pipeline depth
     min_blocks: int                           # blocks per SM the register budget allows
+    bk: int = 64
 
     @property
-    def a_stride(self) -> int:                # padded shared rows, in halfs
+    def a_stride(self) -> int:                # padded shared rows, in elements
         return self.bk + 8
 
-    @property
-    def b_stride(self) -> int:
-        return self.bn + 8
+    def b_stride(self, k_major: bool) -> int:
+        return self.bk + 8 if k_major else self.bn + 8
 
     @property
     def a_stage(self) -> int:
         return self.bm * self.a_stride
 
-    @property
-    def b_stage(self) -> int:
-        return self.bk * self.b_stride
+    def b_stage(self, k_major: bool) -> int:
+        return (self.bn if k_major else self.bk) * self.b_stride(k_major)
 
-    @property
-    def shared_bytes(self) -> int:            # dynamic: over the 48 KiB static limit
-        return self.stages * (self.a_stage + self.b_stage) * 2
+    def shared_bytes(self, k_major: bool) -> int:  # dynamic: over the 48 KiB static limit
+        return self.stages * (self.a_stage + self.b_stage(k_major)) * 2
 
 
-# First fit wins. 128x256 gives each warp a 64x64 tile (32 MMAs per 8 ldmatrix per k16 step);
-# bk=64 halves the barriers per FLOP. Shared memory per SM (227 KiB) bounds stages x blocks.
-TILES = (Tile(128, 256, 64, 3, 1), Tile(128, 128, 64, 3, 2),
-         Tile(128, 256, 32, 3, 1), Tile(128, 128, 32, 4, 2))
+# Largest first; ties go to the larger. 128x256 gives each warp a 64x64 tile (32 MMAs per 8
+# ldmatrix per k16 step). Shared memory per SM (227 KiB) bounds stages x blocks.
+TILES = (Tile(128, 256, 3, 1), Tile(128, 128, 3, 2), Tile(64, 128, 4, 2), Tile(64, 64, 4, 2))
 
 
-def _f16_load(e: K.Expr) -> K.Load | None:
-    if isinstance(e, K.Cast) and e.op == "fpext" and isinstance(e.x, K.Load) and e.x.dtype == "f16":
-        return e.x
-    return None
-
-
-def operands(kernel: K.Kernel, c: Contraction):
-    """(A load, B load, their Linear offsets) when both operands are f16 loads, A contiguous
-    along k and B along n with 16-byte aligned rows (given aligned bindings), else None."""
-    if c.dtype != "f32":
-        return None
-    a, b = _f16_load(c.x), _f16_load(c.y)
-    if a is None or b is None:
-        return None
-    n_loops = len(kernel.loop_ranges)
-    m, n, k = kernel.num_parallel - 2, kernel.num_parallel - 1, kernel.num_parallel
-    la = A.linearize(kernel.bindings[a.binding], a.index, n_loops)
-    lb = A.linearize(kernel.bindings[b.binding], b.index, n_loops)
-    batch = range(kernel.num_parallel - 2)
-    if not (la.coeffs[k] == 1 and la.coeffs[n] == 0 and la.const % 8 == 0
-            and all(la.coeffs[l] % 8 == 0 for l in [m, *batch])):
-        return None
-    if not (lb.coeffs[n] == 1 and lb.coeffs[m] == 0 and lb.const % 8 == 0
-            and all(lb.coeffs[l] % 8 == 0 for l in [k, *batch])):
-        return None
-    return a, b, la, lb
+def choose_tile(m: int, n: int, batch: int) -> Tile:
+    return min(TILES, key=lambda t: waves_cost(m, n, batch, t.bm, t.bn))
 
 
 def plan(kernel: K.Kernel, c: Contraction, sm: int):
-    """(A load, B load, their Linear offsets, tile) when the tensor-core template applies."""
+    """(operands, tile) when the tensor-core template applies, else None."""
     if sm < 80:
         return None
     found = operands(kernel, c)
     if found is None:
         return None
-    M, N = kernel.parallel_ranges[-2:]
-    KD = kernel.reduction_ranges[0]
-    tile = next((t for t in TILES if M % t.bm == 0 and N % t.bn == 0 and KD % t.bk == 0), None)
-    if tile is None:
-        return None
-    return (*found, tile)
+    par = kernel.parallel_ranges
+    return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
-    a, b, la, lb, t = plan_
+    ops, t = plan_
+    a, b = ops.a, ops.b
+    bk_major = b.k_major
     mts, nts = t.bm // 2 // 16, t.bn // 4 // 8  # MMA tiles per warp along m and n
     wm_size, wn_size = t.bm // 2, t.bn // 4
     par = kernel.parallel_ranges
@@ -113,6 +161,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     M, N = par[-2:]
     KD = kernel.reduction_ranges[0]
     nb = int(np.prod(batch, dtype=np.int64))
+    b_stride, b_stage = t.b_stride(bk_major), t.b_stage(bk_major)
     fn = Function(module)
     a_sh = module.dynamic_shared(f"{name}_smem", "half")
     b_sh = fn.op(f"getelementptr half, ptr addrspace(3) {a_sh}, i64 {t.stages * t.a_stage}")
@@ -128,38 +177,40 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {t.bm}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
     bidx = A.decompose(fn, bz, batch) if batch else []
-    aligned = bindings_aligned(fn, (a.binding, b.binding))
+    a_aligned, b_aligned = a.aligned(fn), b.aligned(fn)
 
-    def chunks(kt: str):
-        """(global element pointer, dtype, shared array, shared offset) of this thread's 4 copies."""
-        k0 = fn.op(f"mul i64 {kt}, {t.bk}")
+    def rows_of(rows: int, per_row: int, stride: int):
+        """This thread's chunks of a rows x (8 per_row) tile: (row, column, shared offset)."""
         out = []
-        for j in range(t.bm * t.bk // 8 // THREADS):
+        for j in range(rows * per_row // THREADS):
             ch = fn.op(f"add i64 {tid}, {THREADS * j}")
-            r = fn.op(f"udiv i64 {ch}, {t.bk // 8}")
-            kc = fn.op(f"shl i64 {fn.op(f'urem i64 {ch}, {t.bk // 8}')}, 3")
-            loop = bidx + [fn.op(f"add i64 {m0}, {r}"), 0, fn.op(f"add i64 {k0}, {kc}")]
-            g = A.element_ptr(fn, f"%b{a.binding}", "f16", A.offset(fn, la, loop))
-            rowoff = fn.op(f"mul i64 {r}, {t.a_stride}")
-            out.append((g, a_sh, fn.op(f"add i64 {rowoff}, {kc}"), t.a_stage))
-        per_row = t.bn // 8
-        for j in range(t.bn * t.bk // 8 // THREADS):
-            ch = fn.op(f"add i64 {tid}, {THREADS * j}")
-            kr = fn.op(f"udiv i64 {ch}, {per_row}")
-            nc = fn.op(f"shl i64 {fn.op(f'urem i64 {ch}, {per_row}')}, 3")
-            loop = bidx + [0, fn.op(f"add i64 {n0}, {nc}"), fn.op(f"add i64 {k0}, {kr}")]
-            g = A.element_ptr(fn, f"%b{b.binding}", "f16", A.offset(fn, lb, loop))
-            rowoff = fn.op(f"mul i64 {kr}, {t.b_stride}")
-            out.append((g, b_sh, fn.op(f"add i64 {rowoff}, {nc}"), t.b_stage))
+            r = fn.op(f"udiv i64 {ch}, {per_row}")
+            col = fn.op(f"shl i64 {fn.op(f'urem i64 {ch}, {per_row}')}, 3")
+            out.append((r, col, fn.op(f"add i64 {fn.op(f'mul i64 {r}, {stride}')}, {col}")))
         return out
 
+    a_exact = M % t.bm == 0 and KD % t.bk == 0
+    b_exact = N % t.bn == 0 and KD % t.bk == 0
+    a_chunks = rows_of(t.bm, t.bk // 8, t.a_stride)
+    b_chunks = rows_of(t.bn, t.bk // 8, b_stride) if bk_major else rows_of(t.bk, t.bn // 8, b_stride)
+
     def load_stage(stage: str, kt: str):
-        copies = chunks(kt)
-        targets = []
-        for g, arr, off, size in copies:
-            full = fn.op(f"add i64 {fn.op(f'mul i64 {stage}, {size}')}, {off}")
-            targets.append((g, fn.op(f"getelementptr half, ptr addrspace(3) {arr}, i64 {full}")))
-        stage_chunks(fn, aligned, targets)
+        k0 = fn.op(f"mul i64 {kt}, {t.bk}")
+        a_base = fn.op(f"mul i64 {stage}, {t.a_stage}")
+        b_base = fn.op(f"mul i64 {stage}, {b_stage}")
+        copies = []
+        for r, col, off in a_chunks:
+            dst = fn.op(f"getelementptr half, ptr addrspace(3) {a_sh}, i64 {fn.op(f'add i64 {a_base}, {off}')}")
+            m, k = fn.op(f"add i64 {m0}, {r}"), fn.op(f"add i64 {k0}, {col}")
+            copies.append(a.chunk(fn, bidx, (m, M), (k, KD), dst, a_exact))
+        stage_chunks(fn, a_aligned, copies)
+        copies = []
+        for r, col, off in b_chunks:
+            dst = fn.op(f"getelementptr half, ptr addrspace(3) {b_sh}, i64 {fn.op(f'add i64 {b_base}, {off}')}")
+            n, k = (r, col) if bk_major else (col, r)
+            n, k = fn.op(f"add i64 {n0}, {n}"), fn.op(f"add i64 {k0}, {k}")
+            copies.append(b.chunk(fn, bidx, (n, N), (k, KD), dst, b_exact))
+        stage_chunks(fn, b_aligned, copies)
 
     accs = []
     for _ in range(mts * nts * 4):
@@ -169,6 +220,10 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
 
     lane_row = fn.op(f"and i32 {lane}, 15")                        # ldmatrix row of this lane
     lane_col = fn.op(f"shl i32 {fn.op(f'lshr i32 {lane}, 4')}, 3")  # 0 or 8
+    # an [N, K] B: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+    lane_n = fn.op(f"add i32 {fn.op(f'and i32 {lane}, 7')}, {lane_col}")
+    lane_k = fn.op(f"and i32 {lane}, 8")
+    half2 = "<2 x half>" if ops.dtype == "f16" else "i32"
 
     def ldmatrix(arr: str, offset: str, trans: bool) -> list[str]:
         p = fn.op(f"getelementptr half, ptr addrspace(3) {arr}, i32 {offset}")
@@ -176,44 +231,49 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         r = fn.call("{i32, i32, i32, i32}", f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.{kind}",
                     [("ptr addrspace(3)", p)])
         parts = [fn.op(f"extractvalue {{i32, i32, i32, i32}} {r}, {i}") for i in range(4)]
-        return [fn.op(f"bitcast i32 {p} to <2 x half>") for p in parts]
+        return parts if half2 == "i32" else [fn.op(f"bitcast i32 {p} to <2 x half>") for p in parts]
+
+    def at(base: str, row: str, stride: int, col: str) -> str:
+        rowoff = fn.op(f"mul i32 {row}, {stride}")
+        return fn.op(f"add i32 {base}, {fn.op(f'add i32 {rowoff}, {col}')}")
+
+    mma = "llvm.nvvm.mma.m16n8k16.row.col." + ("f32.f32" if ops.dtype == "f16" else "bf16")
 
     def compute(stage: str, olds: list[str]) -> list[str]:
         st = fn.op(f"trunc i64 {stage} to i32")
         a_base = fn.op(f"mul i32 {st}, {t.a_stage}")
-        b_base = fn.op(f"mul i32 {st}, {t.b_stage}")
+        b_base = fn.op(f"mul i32 {st}, {b_stage}")
         for ks in range(t.bk // 16):
             afr = []
             for mt in range(mts):
-                in_warp = fn.op(f"add i32 {lane_row}, {mt * 16}")
-                row = fn.op(f"add i32 {fn.op(f'mul i32 {wm}, {wm_size}')}, {in_warp}")
-                col = fn.op(f"add i32 {lane_col}, {ks * 16}")
-                rowoff = fn.op(f"mul i32 {row}, {t.a_stride}")
-                off = fn.op(f"add i32 {a_base}, {fn.op(f'add i32 {rowoff}, {col}')}")
-                afr.append(ldmatrix(a_sh, off, False))
+                row = fn.op(f"add i32 {fn.op(f'mul i32 {wm}, {wm_size}')}, "
+                            f"{fn.op(f'add i32 {lane_row}, {mt * 16}')}")
+                afr.append(ldmatrix(a_sh, at(a_base, row, t.a_stride, fn.op(f"add i32 {lane_col}, {ks * 16}")),
+                                    False))
             bfr = []
             for np_ in range(nts // 2):
-                krow = fn.op(f"add i32 {lane_row}, {ks * 16}")
-                in_warp = fn.op(f"add i32 {lane_col}, {np_ * 16}")
-                ncol = fn.op(f"add i32 {fn.op(f'mul i32 {wn}, {wn_size}')}, {in_warp}")
-                rowoff = fn.op(f"mul i32 {krow}, {t.b_stride}")
-                off = fn.op(f"add i32 {b_base}, {fn.op(f'add i32 {rowoff}, {ncol}')}")
-                r = ldmatrix(b_sh, off, True)
+                wn_base = fn.op(f"add i32 {fn.op(f'mul i32 {wn}, {wn_size}')}, {np_ * 16}")
+                if bk_major:
+                    off = at(b_base, fn.op(f"add i32 {wn_base}, {lane_n}"), b_stride,
+                             fn.op(f"add i32 {lane_k}, {ks * 16}"))
+                else:
+                    off = at(b_base, fn.op(f"add i32 {lane_row}, {ks * 16}"), b_stride,
+                             fn.op(f"add i32 {wn_base}, {lane_col}"))
+                r = ldmatrix(b_sh, off, not bk_major)
                 bfr += [(r[0], r[1]), (r[2], r[3])]
             new = []
             for mt in range(mts):
                 for nt in range(nts):
                     base = (mt * nts + nt) * 4
-                    args = [("<2 x half>", x) for x in afr[mt]] + [("<2 x half>", x) for x in bfr[nt]]
+                    args = [(half2, x) for x in afr[mt]] + [(half2, x) for x in bfr[nt]]
                     args += [("float", olds[base + i]) for i in range(4)]
-                    d = fn.call("{float, float, float, float}",
-                                "llvm.nvvm.mma.m16n8k16.row.col.f32.f32", args)
+                    d = fn.call("{float, float, float, float}", mma, args)
                     new += [fn.op(f"extractvalue {{float, float, float, float}} {d}, {i}")
                             for i in range(4)]
             olds = new
         return olds
 
-    num_k = KD // t.bk
+    num_k = A.ceil_div(KD, t.bk)
     for kt in range(min(t.stages - 1, num_k)):  # prologue: the first stages-1 tiles in flight
         load_stage(str(kt), str(kt))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
@@ -252,4 +312,5 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
                 total = fn.op(f"load float, ptr {accs[(mt * nts + nt) * 4 + i]}")
                 store_element(fn, kernel, c, bidx, row, col, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, t.min_blocks)
-    return A.Launch((N // t.bn, M // t.bm, nb), (THREADS, 1, 1), t.shared_bytes)
+    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (THREADS, 1, 1),
+                    t.shared_bytes(bk_major))

@@ -1,9 +1,11 @@
-"""f16 x f16 -> f32 contractions on Hopper's warpgroup tensor cores: ``wgmma.mma_async`` (sm_90a).
+"""f16 x f16 and bf16 x bf16 -> f32 contractions on Hopper's warpgroup tensor cores:
+``wgmma.mma_async`` (sm_90a), for the operands ``matmul_mma.operands`` accepts.
 
-Block tile 128 x BN x 64 (BN = 256, or 128 where N demands), two warpgroups of four warps, each
-owning 64 rows: per 64-deep k tile each warpgroup issues four ``m64nBNk16`` wgmma that read A and
-B straight from shared memory through matrix descriptors and accumulate in registers (BN / 2
-floats a thread). Tiles move global -> shared with cp.async, 16 bytes a copy, into the ISA's
+Block tile 128 x BN x 64 (BN = 256, 128 or 64, ``choose_tile``), two warpgroups of four warps,
+each owning 64 rows: per 64-deep k tile each warpgroup issues four ``m64nBNk16`` wgmma that read
+A and B straight from shared memory through matrix descriptors and accumulate in registers (BN / 2
+floats a thread). Tiles move global -> shared 16 bytes a chunk (async_copy.py: cp.async, tails
+zero-filled, scalar loads where the operands are not 16-byte aligned) into the ISA's
 128-byte-swizzled canonical layouts, STAGES deep: tile kt+2 loads while the tensor cores work on
 tiles kt and kt-1 (one wgmma group stays in flight across each barrier, so the stage a load
 overwrites is always two tiles old). cp.async writes through the generic proxy and wgmma reads
@@ -12,17 +14,17 @@ through the async one, hence ``fence.proxy.async`` before each barrier.
 Shared layouts (PTX ISA, "matrix descriptor"; the swizzle is a function of address bits, so every
 stage starts 1024-byte aligned):
 
-- A, K-major: row m of a tile is 128 bytes (64 halves along k); its 16-byte chunk c is stored at
-  chunk c ^ (m % 8). Descriptor: stride byte offset 1024 (the next 8 rows); a k16 step adds 32
-  bytes to the start address.
-- B, N-major (the instruction transposes it, ``imm-trans-b`` = 1): 64-column atoms of 64 k-rows of
-  128 bytes, chunk c of row k stored at chunk c ^ (k % 8). Descriptor: leading byte offset 8192
-  (the next 64 columns), stride byte offset 1024 (the next 8 k-rows); a k16 step adds 2048 bytes.
+- K-major (A; B given as ``[N, K]``): row r of a tile is 128 bytes (64 elements along k); its
+  16-byte chunk c is stored at chunk c ^ (r % 8). Descriptor: stride byte offset 1024 (the next
+  8 rows); a k16 step adds 32 bytes to the start address. For B, ``imm-trans-b`` = 0.
+- N-major (B given as ``[K, N]``; the instruction transposes it, ``imm-trans-b`` = 1): 64-column
+  atoms of 64 k-rows of 128 bytes, chunk c of row k stored at chunk c ^ (k % 8). Descriptor:
+  leading byte offset 8192 (the next 64 columns), stride byte offset 1024 (the next 8 k-rows); a
+  k16 step adds 2048 bytes.
 
 The accumulators of warp w of a warpgroup, lane l, register i: row 16 w + l / 4 + 8 (i / 2 % 2),
-column 8 (i / 4) + 2 (l % 4) + i % 2. Used when the target is sm_90a, M % 128 = 0, N % BN = 0,
-K % 64 = 0, and the operands qualify for ``matmul_mma.operands``; a misaligned binding stages
-with scalar loads (slower, never wrong).
+column 8 (i / 4) + 2 (l % 4) + i % 2. Any M, N and K: the grid covers the output with whole
+tiles, the epilogue stores what is inside.
 """
 
 from __future__ import annotations
@@ -32,17 +34,17 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.async_copy import bindings_aligned, stage_chunks
+from pyree.compiler.codegen.cuda.async_copy import stage_chunks
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
 from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
-from pyree.compiler.codegen.cuda.matmul_mma import operands
+from pyree.compiler.codegen.cuda.matmul_mma import operands, waves_cost
 
 THREADS = 256            # two warpgroups
 BM, BK = 128, 64
 STAGES = 4
 AHEAD = STAGES - 2       # tiles loading while two are in use
-A_LBO, A_SBO = 16, 1024  # A's leading offset is unused in this layout (one 16-byte unit)
-B_LBO, B_SBO = 64 * 128, 1024
+K_LBO, K_SBO = 16, 1024  # K-major: the leading offset is unused in this layout (one 16-byte unit)
+B_LBO, B_SBO = 64 * 128, 1024  # B given N-major ([K, N])
 SWIZZLE_128B = 1 << 62
 
 
@@ -63,21 +65,22 @@ class Tile:
         return STAGES * self.stage_bytes + 1024
 
 
-TILES = (Tile(256), Tile(128))
+TILES = (Tile(256), Tile(128), Tile(64))    # ties go to the larger
+
+
+def choose_tile(m: int, n: int, batch: int) -> Tile:
+    return min(TILES, key=lambda t: waves_cost(m, n, batch, BM, t.bn))
 
 
 def plan(kernel: K.Kernel, c: Contraction, arch: str):
-    """(A load, B load, their Linear offsets, tile) when the wgmma template applies, else None."""
+    """(operands, tile) when the wgmma template applies, else None."""
     if arch != "sm_90a":
         return None
     found = operands(kernel, c)
     if found is None:
         return None
-    M, N = kernel.parallel_ranges[-2:]
-    if M % BM or kernel.reduction_ranges[0] % BK:
-        return None
-    tile = next((t for t in TILES if N % t.bn == 0), None)
-    return None if tile is None else (*found, tile)
+    par = kernel.parallel_ranges
+    return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
 
 
 def _descriptor(fn: Function, address: str, lbo: int, sbo: int) -> str:
@@ -91,14 +94,15 @@ def _asm_string(text: str) -> str:
     return text.replace('"', r"\22")
 
 
-def _wgmma(fn: Function, n: int, desc_a: str, desc_b: str, accs: list[str]) -> list[str]:
+def _wgmma(fn: Function, n: int, dtype: str, trans_b: int, desc_a: str, desc_b: str,
+           accs: list[str]) -> list[str]:
     """One ``m64n{n}k16`` accumulating into ``accs`` (tied operands: the same registers)."""
     count = len(accs)
     ret = "{" + ", ".join(["float"] * count) + "}"
     regs = ", ".join(f"${i}" for i in range(count))
     asm = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
-           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, ${count}, "
-           f"${count + 1}, p, 1, 1, 0, 1; }}")
+           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, ${count}, "
+           f"${count + 1}, p, 1, 1, 0, {trans_b}; }}")
     constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
     args = [("i64", desc_a), ("i64", desc_b), ("i32", "1")] + [("float", a) for a in accs]
     out = fn.inline_asm(ret, _asm_string(asm), constraints + ",~{memory}", args)
@@ -120,13 +124,14 @@ def _sync_asm(fn: Function, text: str) -> None:
     fn.inline_asm("void", text, "~{memory}", [])
 
 
+
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
-    a, b, la, lb, t = plan_
+    ops, t = plan_
+    a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N = par[-2:]
     KD = kernel.reduction_ranges[0]
-    kdim = kernel.num_parallel
     nb = int(np.prod(batch, dtype=np.int64))
     fn = Function(module)
 
@@ -140,7 +145,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {BM}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
     bidx = A.decompose(fn, bz, batch) if batch else []
-    aligned = bindings_aligned(fn, (a.binding, b.binding))
+    a_aligned, b_aligned = a.aligned(fn), b.aligned(fn)
 
     # shared memory, rounded up to 1024 bytes
     raw = module.dynamic_shared(f"{name}_smem", "i8")
@@ -149,36 +154,50 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
     base = fn.op(f"getelementptr i8, ptr addrspace(3) {raw}, "
                  f"i32 {fn.op(f'sub i32 {base_addr}, {raw_addr}')}")
 
-    # this thread's copies: (global element offset at k tile 0, shared byte offset in a stage)
-    copies = []
-    for j in range(BM * BK // 8 // THREADS):
-        ch = fn.op(f"add i64 {tid}, {THREADS * j}")
-        m, cc = fn.op(f"lshr i64 {ch}, 3"), fn.op(f"and i64 {ch}, 7")
-        g = A.offset(fn, la, bidx + [fn.op(f"add i64 {m0}, {m}"), 0, fn.op(f"shl i64 {cc}, 3")])
-        swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {m}, 7')}")
-        s = fn.op(f"add i64 {fn.op(f'shl i64 {m}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
-        copies.append((a.binding, g, s, BK * la.coeffs[kdim]))
-    per_row = t.bn // 8
-    for j in range(BK * t.bn // 8 // THREADS):
-        ch = fn.op(f"add i64 {tid}, {THREADS * j}")
-        kr, nc = fn.op(f"udiv i64 {ch}, {per_row}"), fn.op(f"urem i64 {ch}, {per_row}")
-        g = A.offset(fn, lb, bidx + [0, fn.op(f"add i64 {n0}, {fn.op(f'shl i64 {nc}, 3')}"), kr])
-        atom, cc = fn.op(f"lshr i64 {nc}, 3"), fn.op(f"and i64 {nc}, 7")
-        swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {kr}, 7')}")
-        in_atom = fn.op(f"add i64 {fn.op(f'shl i64 {kr}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
-        s = fn.op(f"add i64 {fn.op(f'mul i64 {atom}, {B_LBO}')}, {in_atom}")
-        copies.append((b.binding, g, fn.op(f"add i64 {s}, {t.a_bytes}"), BK * lb.coeffs[kdim]))
+    def k_major(rows: int):
+        """This thread's chunks of a K-major rows x 64 tile: (row, k in tile, shared byte offset)."""
+        out = []
+        for j in range(rows * BK // 8 // THREADS):
+            ch = fn.op(f"add i64 {tid}, {THREADS * j}")
+            r, cc = fn.op(f"lshr i64 {ch}, 3"), fn.op(f"and i64 {ch}, 7")
+            swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {r}, 7')}")
+            s = fn.op(f"add i64 {fn.op(f'shl i64 {r}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
+            out.append((r, fn.op(f"shl i64 {cc}, 3"), s))
+        return out
+
+    def n_major():
+        """This thread's chunks of an N-major 64 x bn tile: (k in tile, n in tile, shared offset)."""
+        out, per_row = [], t.bn // 8
+        for j in range(BK * t.bn // 8 // THREADS):
+            ch = fn.op(f"add i64 {tid}, {THREADS * j}")
+            kr, nc = fn.op(f"udiv i64 {ch}, {per_row}"), fn.op(f"urem i64 {ch}, {per_row}")
+            atom, cc = fn.op(f"lshr i64 {nc}, 3"), fn.op(f"and i64 {nc}, 7")
+            swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {kr}, 7')}")
+            in_atom = fn.op(f"add i64 {fn.op(f'shl i64 {kr}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
+            s = fn.op(f"add i64 {fn.op(f'mul i64 {atom}, {B_LBO}')}, {in_atom}")
+            out.append((kr, fn.op(f"shl i64 {nc}, 3"), s))
+        return out
+
+    a_exact = M % BM == 0 and KD % BK == 0
+    b_exact = N % t.bn == 0 and KD % BK == 0
 
     def load_stage(stage: str, kt: str):
+        # chunk coordinates recomputed from tid here: kept live across the loop they spill
+        a_chunks, b_chunks = k_major(BM), k_major(t.bn) if b.k_major else n_major()
+        k0 = fn.op(f"mul i64 {kt}, {BK}")
         stage_off = fn.op(f"mul i64 {stage}, {t.stage_bytes}")
-        targets = []
-        for binding, g, s, step in copies:
-            gl = fn.op(f"add i64 {g}, {fn.op(f'mul i64 {kt}, {step}')}")
-            src = A.element_ptr(fn, f"%b{binding}", "f16", gl)
-            dst = fn.op(f"getelementptr i8, ptr addrspace(3) {base}, "
-                        f"i64 {fn.op(f'add i64 {stage_off}, {s}')}")
-            targets.append((src, dst))
-        stage_chunks(fn, aligned, targets)
+
+        def dst(s):
+            return fn.op(f"getelementptr i8, ptr addrspace(3) {base}, i64 {fn.op(f'add i64 {stage_off}, {s}')}")
+        copies = [a.chunk(fn, bidx, (fn.op(f"add i64 {m0}, {r}"), M), (fn.op(f"add i64 {k0}, {col}"), KD),
+                          dst(s), a_exact) for r, col, s in a_chunks]
+        stage_chunks(fn, a_aligned, copies)
+        copies = []
+        for r, col, s in b_chunks:
+            n, k = (r, col) if b.k_major else (col, r)
+            n, k = fn.op(f"add i64 {n0}, {n}"), fn.op(f"add i64 {k0}, {k}")
+            copies.append(b.chunk(fn, bidx, (n, N), (k, KD), dst(fn.op(f"add i64 {s}, {t.a_bytes}")), b_exact))
+        stage_chunks(fn, b_aligned, copies)
 
     count = t.bn // 2
     slots = []
@@ -187,13 +206,14 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         fn.raw(f"store float 0.0, ptr {slot}")
         slots.append(slot)
 
-    num_k = KD // BK
+    num_k = A.ceil_div(KD, BK)
     for kt in range(min(AHEAD, num_k)):  # prologue
         load_stage(str(kt), str(kt))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
     for _ in range(AHEAD - min(AHEAD, num_k)):
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
     a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
+    b_lbo, b_sbo, b_step = (K_LBO, K_SBO, 32) if b.k_major else (B_LBO, B_SBO, 16 * 128)
 
     def step(kt):
         # tile kt has landed once at most AHEAD-1 younger groups are pending; after the barrier
@@ -212,9 +232,9 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         accs = [fn.op(f"load float, ptr {s}") for s in slots]
         _sync_asm(fn, "wgmma.fence.sync.aligned;")
         for ks in range(BK // 16):
-            da = _descriptor(fn, fn.op(f"add i32 {a_addr}, {ks * 32}"), A_LBO, A_SBO)
-            db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * 16 * 128}"), B_LBO, B_SBO)
-            accs = _wgmma(fn, t.bn, da, db, accs)
+            da = _descriptor(fn, fn.op(f"add i32 {a_addr}, {ks * 32}"), K_LBO, K_SBO)
+            db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * b_step}"), b_lbo, b_sbo)
+            accs = _wgmma(fn, t.bn, ops.dtype, 0 if b.k_major else 1, da, db, accs)
         _sync_asm(fn, "wgmma.commit_group.sync.aligned;")
         for s, v in zip(slots, _wait(fn, 1, accs)):
             fn.raw(f"store float {v}, ptr {s}")
@@ -233,4 +253,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
         store_element(fn, kernel, c, bidx, row, col, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, 1)
-    return A.Launch((N // t.bn, M // BM, nb), (THREADS, 1, 1), t.shared_bytes)
+    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)
