@@ -1,22 +1,29 @@
 """Device buffers reused between calls, so a steady stream of calls allocates nothing.
 
 A call takes its argument uploads, results and transient arena from the pool. Buffers go back
-only once the runtime has *seen* the work that used them finish (a wait on the call's semaphore
-value succeeded): a call whose results are dropped unwaited releases its buffers to the driver
-instead, which keeps them alive for in-flight work. A result goes back when its DeviceArray is
-collected, if it was ready and no unfinished call still reads it.
+once the runtime has *seen* the work that used them finish (a wait on the call's semaphore value
+succeeded). A call whose results are dropped unwaited (calls queued back to back, each result
+dropped as the next is made) hands its buffers back *pending* its semaphore value: the next call
+takes them once that value is reached (a query, no wait). Releasing them to the driver instead
+made every queued call allocate new buffers, so the driver saw a new binding table per call (a
+new CUDA graph: 0.10 ms a call for a 0.03 ms kernel on the H100). Pending buffers past
+MAX_PENDING go to the driver, which keeps them alive for in-flight work. A result goes back when
+its DeviceArray is collected, if no unfinished call still reads it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 
+from pyree.runtime.errors import PyreeError
 from pyree.runtime.hal.device import Buffer, Device
+from pyree.runtime.hal.ffi import PROCESS
 
 MAX_PER_SIZE = 8
 MAX_POOLED_BYTES = 1 << 30
 MAPPED_MAX_BYTES = 16 << 10
+MAX_PENDING = 32
 
 
 class BufferPool:
@@ -25,7 +32,9 @@ class BufferPool:
         # (size, mapped) -> free buffers
         self._free: dict[tuple[int, bool], list[Buffer]] = defaultdict(list)
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a collected DeviceArray may give back while held
+        # (buffers, semaphore, value): back once the semaphore reaches the value
+        self._pending: deque[tuple[list[Buffer], object, int]] = deque()
 
     def mapped(self, size: int) -> bool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
@@ -36,6 +45,8 @@ class BufferPool:
         taken: list = []
         missing = False
         with self._lock:
+            if self._pending:
+                self._promote()
             free_lists = self._free
             for key in keys:
                 free = free_lists.get(key)
@@ -59,16 +70,47 @@ class BufferPool:
 
     def give_all(self, buffers) -> None:
         """Buffers this pool allocated, back for reuse (released to the driver when full)."""
-        surplus = []
         with self._lock:
-            free_lists = self._free
-            for buffer in buffers:
-                free = free_lists[buffer.pool_key]
-                if len(free) < MAX_PER_SIZE and self._bytes + buffer.size <= MAX_POOLED_BYTES:
-                    free.append(buffer)
-                    self._bytes += buffer.size
-                else:
-                    surplus.append(buffer)
+            surplus = self._keep(buffers)
+        for buffer in surplus:
+            buffer.release()
+
+    def give_when_reached(self, buffers: list[Buffer], semaphore, value: int) -> None:
+        """Buffers that work up to ``value`` on ``semaphore`` may still use."""
+        surplus: list = []
+        with self._lock:
+            self._pending.append((buffers, semaphore, value))
+            if len(self._pending) > MAX_PENDING:
+                surplus = self._pending.popleft()[0]
+        for buffer in surplus:
+            buffer.release()
+
+    def _keep(self, buffers) -> list[Buffer]:
+        """Adds ``buffers`` to the free lists (holding the lock); returns those that do not fit."""
+        surplus = []
+        free_lists = self._free
+        for buffer in buffers:
+            free = free_lists[buffer.pool_key]
+            if len(free) < MAX_PER_SIZE and self._bytes + buffer.size <= MAX_POOLED_BYTES:
+                free.append(buffer)
+                self._bytes += buffer.size
+            else:
+                surplus.append(buffer)
+        return surplus
+
+    def _promote(self) -> None:
+        """Moves pending buffers whose work is done to the free lists, oldest first (holding the
+        lock). A failed timeline counts as done: its work has stopped."""
+        surplus = []
+        while self._pending:
+            buffers, semaphore, value = self._pending[0]
+            try:
+                if semaphore.query() < value:
+                    break
+            except PyreeError:
+                pass
+            self._pending.popleft()
+            surplus += self._keep(buffers)
         for buffer in surplus:
             buffer.release()
 
@@ -77,13 +119,20 @@ class CallResources:
     """What one call holds until it is seen to finish: buffers it allocated (uploads, transient
     arena) and the DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""
 
-    def __init__(self, pool: BufferPool, scratch: list[Buffer], inputs: list, on_failure):
+    def __init__(self, pool: BufferPool, scratch: list[Buffer], inputs: list, on_failure,
+                 ready: tuple):
         self._pool = pool
         self._scratch = scratch
         self._inputs = inputs
         self.on_failure = on_failure  # called with the semaphore whose wait failed
+        self.ready = ready  # (semaphore, value) the call's work signals
         for array in inputs:
             array.readers += 1
+
+    def __del__(self):
+        """Never seen to finish (every result dropped unwaited): the buffers go back pending."""
+        if self._scratch and not PROCESS.exiting:
+            self._pool.give_when_reached(self._scratch[::-1], *self.ready)
 
     def finished(self) -> None:
         scratch, self._scratch = self._scratch, []

@@ -15,7 +15,7 @@ class DeviceArray:
 
     ``call`` holds the producing call's other buffers and inputs until that call is seen to
     finish; then they go back to ``pool``, and so does this buffer once the array is collected
-    (if no unfinished call reads it: ``readers``).
+    (if no unfinished call reads it: ``readers``), pending ``ready`` if it was never waited for.
     """
 
     def __init__(self, buffer: Buffer, type: TensorType, ready: tuple[Semaphore, int],
@@ -71,8 +71,12 @@ class DeviceArray:
         return f"<DeviceArray {self.type} on {self.device.uri}>"
 
     def __del__(self):
-        if self._pool is not None and self._done and self.readers == 0 and not PROCESS.exiting:
+        if self._pool is None or self.readers or PROCESS.exiting:
+            return
+        if self._done:
             self._pool.give(self.buffer)
+        else:  # dropped unwaited: reusable once its value is computed
+            self._pool.give_when_reached([self.buffer], *self.ready)
 
 
 def asdevicearray(device: Device, array) -> DeviceArray:

@@ -155,8 +155,8 @@ class Function:
                     self._value = value
             else:
                 value = self._run_steps(semaphore, value, table, waits, items, failures)
-        call = CallResources(pool, scratch, inputs, on_failure=self._timeline_failed)
         ready = (semaphore, value)
+        call = CallResources(pool, scratch, inputs, self._timeline_failed, ready)
         arrays = [DeviceArray(buffer, t, ready, call, pool)
                   for buffer, t in zip(results, self.result_types)]
         if not arrays:

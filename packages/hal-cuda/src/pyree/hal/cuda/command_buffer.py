@@ -26,8 +26,11 @@ from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import Command, HalError
 
 MODES = ("direct", "stream", "graph")
-_GRAPH_CACHE = 4
-_KNOWN_TABLES = 16  # binding tables checked (and, in graph mode, captured) recently
+# Calls queued back to back rotate through as many buffer sets as calls are in flight (the
+# runtime's pool hands a dropped result back once its work is done): with 4 graphs, 5 sets in
+# rotation missed on every call (a capture and cuGraphExecUpdate each).
+_GRAPH_CACHE = 16
+_KNOWN_TABLES = 32  # binding tables checked (and, in graph mode, captured) recently
 
 
 @dataclass
