@@ -2,9 +2,11 @@
 
 Two rewrites, applied until neither fires:
 - producer inlining: an elementwise Generic whose result has exactly one user is recomputed inside
-  that user (its loads move into the user's loop space). Into a reduction's per-step ``value`` only
-  data movement (loads, casts) is inlined, so a matmul never recomputes arithmetic K times; into
-  inits and epilogues, anything. Splat constants are inlined as ``Const`` wherever they are read.
+  that user (its loads move into the user's loop space). Into a reduction's per-step ``value``,
+  arithmetic is inlined only where the value reads each element once (a softmax's sum of
+  exp(x - max)), data movement (loads, casts) always, so a matmul never recomputes arithmetic K
+  times; into inits and epilogues, anything. Splat constants are inlined as ``Const`` wherever
+  they are read.
 - consumer fusion: an elementwise Generic that is the only user of a reduction's result becomes
   that reduction's epilogue (bias-add, activation after a matmul), so the intermediate never
   reaches memory.
@@ -43,7 +45,7 @@ def form_dispatch_regions(function: Function) -> Function:
     ops = _drop_dead_results(list(fold_constant_gathers(fold_constants(function)).ops),
                              function.results)
     refused: dict = {}
-    while _fuse_once(ops, function.results, refused):
+    while _fuse_once(ops, function.results, refused) or _copy_once(ops, function.results, refused):
         pass
     while True:  # dropping a dead op can leave its producers dead
         users = _users(ops, function.results)
@@ -85,6 +87,51 @@ def _fuse_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
                 ops.remove(producer)
                 return True
     return False
+
+
+MAX_COPIES = 4       # users an elementwise producer may be recomputed in
+MAX_COPIED_NODES = 48  # expression nodes of a producer worth recomputing
+
+
+def _copy_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
+    """Recomputes one small elementwise producer inside each of its users (all Generics that
+    read each of its elements once), so it never reaches memory: a softmax's exp(x - max) is
+    read by the sum and by the division, and copying it makes both read x instead of an
+    intermediate written once and read twice. Runs when no single-user fusion is left."""
+    users = _users(ops, results)
+    for producer in ops:
+        if not isinstance(producer, Generic) or len(producer.results) != 1:
+            continue
+        value = producer.results[0]
+        if not 2 <= users[value] <= MAX_COPIES or any(value is r for r in results):
+            continue
+        readers = [op for op in ops if op is not producer and any(v is value for v in read_by(op))]
+        key = (id(producer), *map(id, readers))
+        if key in refused or len(list(walk(producer.outputs[0].value))) > MAX_COPIED_NODES:
+            continue
+        fused = []
+        for op in readers:
+            j = next((i for i, v in enumerate(op.inputs) if v is value), None) \
+                if isinstance(op, Generic) else None
+            copy = None if j is None or not _reads_once(op, j) else _inline_producer(op, j, producer)
+            if copy is None:
+                break
+            fused.append(copy)
+        else:
+            for op, copy in zip(readers, fused):
+                ops[ops.index(op)] = copy
+            ops.remove(producer)
+            return True
+        refused[key] = (producer, readers)
+    return False
+
+
+def _reads_once(op: Generic, j: int) -> bool:
+    """Whether every read of input j in ``op`` is a load at a permutation of all op's loops."""
+    n = len(op.loop_ranges)
+    return all(isinstance(e, Load) and permutation_dims(e.index, n) is not None
+               for r in op.outputs for e in _exprs(r)
+               if isinstance(e, (Load, Gather)) and e.binding == j)
 
 
 def _users(ops: list[Op], results: list[Value]) -> Counter:
@@ -167,7 +214,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if dims is None or out.epilogue is not None:
         return None
     body = out.value
-    if _gathers(op, j) or (_reads_in_value_of_reduction(op, j) and not _is_data_movement(body)):
+    if _gathers(op, j) or (_rereads_in_value_of_reduction(op, j) and not _is_data_movement(body)):
         return None
     base = len(op.inputs)
     inputs = op.inputs + producer.inputs
@@ -218,10 +265,16 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
     return dedupe_inputs(drop_unread(fused))
 
 
-def _reads_in_value_of_reduction(op: Generic, j: int) -> bool:
+def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:
+    """Whether a reduction's per-step value reads some element of input j more than once (a
+    matmul reads A[m, k] for every n): arithmetic inlined there would be recomputed each time.
+    A value that reads each element once (a softmax's sum of exp(x - max), a variance's sum of
+    squares) computes the producer exactly as often as the producer itself would."""
     if op.num_parallel == len(op.loop_ranges):
         return False
-    return any(isinstance(e, Load) and e.binding == j for r in op.outputs for e in walk(r.value))
+    n = len(op.loop_ranges)
+    return any(isinstance(e, Load) and e.binding == j and permutation_dims(e.index, n) is None
+               for r in op.outputs for e in walk(r.value))
 
 
 def _gathers(op: Generic, j: int) -> bool:
