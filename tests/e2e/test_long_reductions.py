@@ -151,3 +151,38 @@ def test_max_with_read_indices_keeps_both():
     values, indices = module["main"](x)
     np.testing.assert_array_equal(values.to_host(), np.max(x, axis=1))
     np.testing.assert_array_equal(indices.to_host(), np.argmax(x, axis=1))
+
+
+MATMUL = """
+func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{m}x{n}xf32>
+  %c = linalg.fill ins(%zero : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
+                     outs(%c : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  return %r : tensor<{m}x{n}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("m, k, n, loops", [
+    (32, 2048, 1000, [(8, 32, 1000, 256), (32, 1000, 8)]),   # 31 tiles: K split 8 ways
+    (33, 2052, 97, [(6, 33, 97, 342), (33, 97, 6)]),         # chunks divide K exactly
+    (37, 4099, 53, [(37, 53, 4099)]),                        # a prime K: no exact chunks
+    (512, 4096, 512, [(512, 512, 4096)]),                    # 256 tiles: enough already
+])
+def test_a_contraction_with_few_tiles_splits_k(m, k, n, loops):
+    mlir = MATMUL.format(m=m, k=k, n=n)
+    assert [op.loop_ranges for op in generics(mlir)] == loops
+    if m * n * k > 1e8:
+        return
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    a[0, 1], a[2, 3], b[4, 0] = np.nan, np.inf, -np.inf
+    expected = a.astype(np.float64) @ b
+    got = run(mlir, a, b)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-3)

@@ -1,20 +1,25 @@
 """Long reductions with few outputs, split in two: partial folds, then a fold of the partials.
 
-Every backend's reduction template gives one output to one workgroup (or one thread). A sum of
-10M elements to one scalar, or a max over a 50257-wide vocabulary for 32 rows, then runs on one
-or a few multiprocessors of a GPU with 132 (3.2 ms for the 10M sum on the H100, against 34 us in
-PyTorch), or on one core of a CPU. An associative fold (``acc = acc <op> f``, ``kernel.fold_pattern``)
-whose outputs are fewer than ``FEW_OUTPUTS`` and whose reduction is at least ``LONG_REDUCTION`` long
-becomes:
+Every backend's reduction template gives one output to one workgroup (or one thread), and its
+contraction templates one tile of outputs to one workgroup. A sum of 10M elements to one scalar, a
+max over a 50257-wide vocabulary for 32 rows, or a 32x1000 matmul with K = 2048 (31 tiles) then
+runs on a few of an H100's 132 multiprocessors (the 10M sum took 3.2 ms, PyTorch 0.034 ms), or on
+one core of a CPU. An associative fold (``acc = acc <op> f``, ``kernel.fold_pattern``) becomes:
 
 - a partial Generic: the first reduction loop (extent N) split into S chunks of C = ceil(N / S) as
-  a new parallel loop ``s`` and a reduction loop ``c``, folding ``f`` at ``s * C + c`` (the
-  fold's identity past N) into a ``(outputs..., S)`` tensor in the fold's own dtype;
+  a new outermost parallel loop ``s`` and a reduction loop ``c``, folding ``f`` at ``s * C + c``
+  into an ``(S, outputs...)`` tensor in the fold's own dtype; for a contraction ``s`` is a batch
+  loop, so the matmul templates (tensor cores included) still take it;
 - a final Generic with the original results: folds the S partials, then applies the original
   init and epilogue, so its users and fused epilogues are unchanged.
 
-S gives about ``TARGET_PARTIALS`` partial outputs, with chunks of at least ``MIN_CHUNK``. Floats are
-reassociated, as every parallel reduction already does.
+A plain fold is split when it has fewer than ``FEW_OUTPUTS`` outputs and at least
+``LONG_REDUCTION`` reduced elements, into about ``TARGET_PARTIALS`` partial outputs of at least
+``MIN_CHUNK`` elements (the fold's identity past N). A contraction (``f`` a product whose operands
+each miss a parallel loop the other reads) is split when it makes fewer than ``FEW_TILES`` tiles of
+``TILE_OUTPUTS`` outputs and K is at least ``LONG_K``, into chunks of at least ``MIN_K_CHUNK`` that
+divide K exactly (a guard would keep it off the tensor cores). Floats are reassociated, as every
+parallel reduction already does.
 """
 
 from __future__ import annotations
@@ -32,16 +37,22 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Load,
+    LoopIndex,
     Result,
     Select,
     fold_identity,
     fold_pattern,
+    walk,
 )
 
 FEW_OUTPUTS = 256
 LONG_REDUCTION = 16384
 TARGET_PARTIALS = 512
 MIN_CHUNK = 1024
+TILE_OUTPUTS = 1024  # the smallest tile of the matmul templates (32 x 32)
+FEW_TILES = 132      # an H100's multiprocessors: fewer tiles leave some idle
+LONG_K = 2048
+MIN_K_CHUNK = 256
 
 
 def split_reductions(function: Function) -> Function:
@@ -54,12 +65,20 @@ def split_reduction(op: Op) -> list[Op]:
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges):
         return [op]
     folds = fold_pattern(op.outputs)
-    outputs = math.prod(op.loop_ranges[:op.num_parallel])
-    if (folds is None or any(f.dtype == "i1" for _, f in folds) or outputs >= FEW_OUTPUTS
-            or math.prod(op.loop_ranges[op.num_parallel:]) < LONG_REDUCTION):
+    if folds is None or any(f.dtype == "i1" for _, f in folds):
         return [op]
+    outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
-    splits = min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
+    if len(folds) == 1 and _is_contraction(folds[0], op.num_parallel):
+        tiles = -(-outputs // TILE_OUTPUTS)
+        if tiles >= FEW_TILES or extent < LONG_K:
+            return [op]
+        most = min(-(-2 * FEW_TILES // tiles), extent // MIN_K_CHUNK)
+        splits = max((d for d in range(2, most + 1) if extent % d == 0), default=1)
+    else:
+        if outputs >= FEW_OUTPUTS or math.prod(op.loop_ranges[op.num_parallel:]) < LONG_REDUCTION:
+            return [op]
+        splits = min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
     if splits < 2:
         return [op]
     chunk = -(-extent // splits)
@@ -68,19 +87,38 @@ def split_reduction(op: Op) -> list[Op]:
     return [partial, _final(op, folds, partial.results, splits)]
 
 
+def _is_contraction(fold, num_parallel: int) -> bool:
+    """``acc += a * b`` where a and b each miss a parallel loop the other reads (a matmul's m, n)."""
+    op, f = fold
+    if op != "add" or not isinstance(f, Binary) or f.op != "mul":
+        return False
+    a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
+    return bool(a - b) and bool(b - a)
+
+
+def _parallel_loops(e, num_parallel: int) -> set[int]:
+    loops = set()
+    for node in walk(e):
+        if isinstance(node, Load):
+            loops |= {d for ix in node.index for d, c in enumerate(ix.coeffs) if c and d < num_parallel}
+        elif isinstance(node, LoopIndex) and node.dim < num_parallel:
+            loops.add(node.dim)
+    return loops
+
+
 def _unit(n: int, d: int) -> AffineExpr:
     return AffineExpr.loop(n, d)
 
 
 def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
-    """Loops (parallel..., s | c, other reductions...); result k[..., s] folds its chunk."""
+    """Loops (s, parallel... | c, other reductions...); result k[s, ...] folds its chunk."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = n + 1
-    loop_map = [_unit(new, d if d < p else d + 1) for d in range(n)]
-    loop_map[p] = AffineExpr(tuple(chunk if d == p else int(d == p + 1) for d in range(new)))
+    loop_map = [_unit(new, d + 1) for d in range(n)]  # s is loop 0; c takes r0's place
+    loop_map[p] = AffineExpr(tuple(chunk if d == 0 else int(d == p + 1) for d in range(new)))
     position = affine_value(loop_map[p])
     index = tuple(_unit(new, d) for d in range(p + 1))
-    shape = tuple(op.loop_ranges[:p]) + (splits,)
+    shape = (splits,) + tuple(op.loop_ranges[:p])
     results, outputs = [], []
     for k, (fold, f) in enumerate(folds):
         identity = Const(fold_identity(fold, f.dtype), f.dtype)
@@ -92,7 +130,7 @@ def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
         outputs.append(Result(k, index, Binary(fold, Acc(k, f.dtype), moved, f.dtype), identity))
     return drop_unread(Generic(
         inputs=list(op.inputs), results=results, outputs=tuple(outputs),
-        loop_ranges=tuple(op.loop_ranges[:p]) + (splits, chunk) + tuple(op.loop_ranges[p + 1:]),
+        loop_ranges=(splits,) + tuple(op.loop_ranges[:p]) + (chunk,) + tuple(op.loop_ranges[p + 1:]),
         num_parallel=p + 1, location=op.location, origin=f"{op.origin} (partial folds)"))
 
 
@@ -108,7 +146,7 @@ def _final(op: Generic, folds, partials: list[Value], splits: int) -> Generic:
 
     outputs = []
     for k, ((fold, f), r) in enumerate(zip(folds, op.outputs)):
-        partial = Load(base + k, tuple(_unit(new, d) for d in range(new)), f.dtype)
+        partial = Load(base + k, (_unit(new, p),) + tuple(_unit(new, d) for d in range(p)), f.dtype)
         outputs.append(Result(r.binding, tuple(compose(ix, at_start, new) for ix in r.index),
                               Binary(fold, Acc(k, f.dtype), partial, f.dtype),
                               move(r.init), move(r.epilogue)))
