@@ -214,3 +214,20 @@ def test_simt_matmul_tiles_fill_the_gpu(m, n, batch, tile):
     GEMMs (256 x 196, 512 x 49) got 4 to 32 blocks of 128x128 before."""
     from pyree.compiler.codegen.cuda.matmul import choose_tiling
     assert choose_tiling(m, n, batch).bm == tile
+
+
+def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
+    """GPT-2's linear + bias + GELU(tanh) unrolls its epilogue per accumulator: n64 ran it in
+    0.061 ms on the H100 where n256 took 0.112 ms. A plain or bias-only epilogue keeps the
+    widest tile that fills the GPU."""
+    import dataclasses
+
+    from pyree.compiler.codegen.cuda import matmul, matmul_wgmma
+    plain = zoo.linear(1024, 3072, 768, "f16")
+    r = plain.results[0]
+    x = r.epilogue.x  # acc + bias, before the truncation
+    gelu = K.Binary("mul", x, K.Unary("tanh", x, "f32"), "f32")
+    with_gelu = dataclasses.replace(plain, results=(dataclasses.replace(
+        r, epilogue=K.Cast("fptrunc", gelu, "f16")),))
+    widths = [matmul_wgmma.plan(k, matmul.match(k), "sm_90a")[1].bn for k in (plain, with_gelu)]
+    assert widths == [256, 64]
