@@ -1,5 +1,6 @@
 """Where the per-call host time of a tiny invoke goes: cProfile over 2000 calls of the 4-element
-add (numpy in/out, then device-resident), on the device URI given (default ``cuda``).
+add (numpy in/out; device-resident and waited; device-resident queued back to back with each
+result dropped, as bench/gpu_timing.py times throughput), on the device URI given (default ``cuda``).
 
     python3 bench/cuda/profile_invoke.py MODULE_DIR [DEVICE_URI]
 """
@@ -21,7 +22,8 @@ def main(folder: Path, uri: str) -> None:
     a = np.random.default_rng(0).standard_normal((1, 4)).astype(np.float32)
     da, db = rt.asdevicearray(m.device, a), rt.asdevicearray(m.device, a)
     for label, call in (("numpy in, numpy out", lambda: fn(a, a).to_host()),
-                        ("device-resident in, wait", lambda: fn(da, db).wait())):
+                        ("device-resident in, wait", lambda: fn(da, db).wait()),
+                        ("device-resident in, queued, result dropped", lambda: fn(da, db))):
         for _ in range(200):
             call()
         profile = cProfile.Profile()

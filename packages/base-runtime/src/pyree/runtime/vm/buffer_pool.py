@@ -35,6 +35,7 @@ class BufferPool:
         self._lock = threading.RLock()  # a collected DeviceArray may give back while held
         # (buffers, semaphore, value): back once the semaphore reaches the value
         self._pending: deque[tuple[list[Buffer], object, int]] = deque()
+        self._reached: dict = {}  # semaphore -> a value it was seen to have reached
 
     def mapped(self, size: int) -> bool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
@@ -104,11 +105,13 @@ class BufferPool:
         surplus = []
         while self._pending:
             buffers, semaphore, value = self._pending[0]
-            try:
-                if semaphore.query() < value:
-                    break
-            except PyreeError:
-                pass
+            if self._reached.get(semaphore, -1) < value:  # else known without a driver call
+                try:
+                    self._reached[semaphore] = reached = semaphore.query()
+                    if reached < value:
+                        break
+                except PyreeError:
+                    pass
             self._pending.popleft()
             surplus += self._keep(buffers)
         for buffer in surplus:
