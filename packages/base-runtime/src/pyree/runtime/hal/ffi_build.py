@@ -22,21 +22,28 @@ DL = ("void *dlopen(const char *, int); void *dlsym(void *, const char *); int d
       "char *dlerror(void);")
 
 
-def source() -> str:
-    """The text of ``_ffi_abi.py`` for the headers as they are now."""
+def out_of_line(declarations: str, module: str, header: str) -> str:
+    """The text of an out-of-line ABI-mode FFI module named ``module`` for C ``declarations``:
+    importing it needs neither pycparser nor a compiler, and its type strings are parsed in C.
+    The driver packages generate theirs with it too (each has an ``ffi_build`` module)."""
     import tempfile
 
     import cffi
 
     builder = cffi.FFI()
-    builder.cdef((ABI_DIR / "hal.h").read_text())
-    builder.cdef((ABI_DIR / "cpu_kernel.h").read_text())
-    builder.cdef(DL)
-    builder.set_source("pyree.runtime.hal._ffi_abi", None)
+    builder.cdef(declarations)
+    builder.set_source(module, None)
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "_ffi_abi.py"
+        path = Path(folder) / "ffi.py"
         builder.emit_python_code(str(path))
-        return HEADER + path.read_text()
+        return header + path.read_text()
+
+
+def source() -> str:
+    """The text of ``_ffi_abi.py`` for the headers as they are now."""
+    declarations = "\n".join([(ABI_DIR / "hal.h").read_text(),
+                              (ABI_DIR / "cpu_kernel.h").read_text(), DL])
+    return out_of_line(declarations, "pyree.runtime.hal._ffi_abi", HEADER)
 
 
 if __name__ == "__main__":

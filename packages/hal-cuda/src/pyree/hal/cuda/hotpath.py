@@ -9,11 +9,8 @@ on. Handles and device addresses are passed as plain integers, converted once wh
 
 from __future__ import annotations
 
-import cffi
+from pyree.hal.cuda._ffi import ffi
 from pyree.hal.cuda.symbols import check
-
-ffi = cffi.FFI()
-ffi.cdef("typedef int CUresult;")
 
 # name -> C function pointer type (CUstream, CUevent, CUfunction, CUgraphExec are void *)
 SIGNATURES = {

@@ -1,10 +1,9 @@
-"""THE table of HIP entry points this HAL uses, the library search, and the status check.
-
-Like IREE's dynamic symbol tables, the one ``ffi.cdef`` below documents what the driver needs from
-the host (ROCm 5.2 .. 7 ABI): error-name lookups first, so a failure resolving the rest can still be
-reported, then one line per entry point. ``load()`` opens libamdhip64 through cffi (ABI mode: no
-compiler, no ROCm headers) and resolves every symbol of the table at once; a missing one makes the
-driver unavailable with a message naming it. Nothing outside this table is called.
+"""The library search, the symbol check and the status check for THE table of HIP entry points
+this HAL uses (``ffi_build.DECLARATIONS``, pre-parsed into ``_ffi.py``; like IREE's dynamic
+symbol tables, it documents what the driver needs from the host). ``load()`` opens libamdhip64
+through cffi (ABI mode: no compiler, no ROCm headers) and resolves every symbol of the table at
+once; a missing one makes the driver unavailable with a message naming it. Nothing outside the
+table is called.
 """
 
 from __future__ import annotations
@@ -12,56 +11,11 @@ from __future__ import annotations
 import os
 import re
 
-import cffi
+from pyree.hal.rocm._ffi import ffi
+from pyree.hal.rocm.ffi_build import DECLARATIONS
 from pyree.runtime.hal.python_driver import HalError
 
-CDEF = """
-typedef int hipError_t;
-typedef struct { char bytes[16]; } hipUUID;
-/* error reporting */
-const char *hipGetErrorName(hipError_t error);
-const char *hipGetErrorString(hipError_t error);
-/* runtime, devices */
-hipError_t hipInit(unsigned flags);
-hipError_t hipGetDeviceCount(int *count);
-hipError_t hipDeviceGet(int *device, int ordinal);
-hipError_t hipDeviceGetName(char *name, int len, int device);
-hipError_t hipDeviceGetUuid(hipUUID *uuid, int device);
-hipError_t hipSetDevice(int device);
-hipError_t hipMemGetInfo(size_t *free, size_t *total);
-/* streams and events */
-hipError_t hipStreamCreateWithFlags(void **stream, unsigned flags);
-hipError_t hipStreamDestroy(void *stream);
-hipError_t hipStreamSynchronize(void *stream);
-hipError_t hipStreamWaitEvent(void *stream, void *event, unsigned flags);
-hipError_t hipEventCreateWithFlags(void **event, unsigned flags);
-hipError_t hipEventDestroy(void *event);
-hipError_t hipEventRecord(void *event, void *stream);
-hipError_t hipEventSynchronize(void *event);
-hipError_t hipEventQuery(void *event);
-/* memory */
-hipError_t hipMalloc(void **ptr, size_t size);
-hipError_t hipFree(void *ptr);
-hipError_t hipHostMalloc(void **ptr, size_t size, unsigned flags);
-hipError_t hipHostFree(void *ptr);
-/* transfers and fills */
-hipError_t hipMemcpyHtoDAsync(void *dst, void *src, size_t size, void *stream);
-hipError_t hipMemcpyDtoHAsync(void *dst, void *src, size_t size, void *stream);
-hipError_t hipMemcpyDtoDAsync(void *dst, void *src, size_t size, void *stream);
-hipError_t hipMemsetD8Async(void *dst, unsigned char value, size_t count, void *stream);
-hipError_t hipMemsetD16Async(void *dst, unsigned short value, size_t count, void *stream);
-hipError_t hipMemsetD32Async(void *dst, int value, size_t count, void *stream);
-/* executables and launches */
-hipError_t hipModuleLoadDataEx(void **module, const void *image, unsigned numOptions,
-                               int *options, void **optionValues);
-hipError_t hipModuleUnload(void *module);
-hipError_t hipModuleGetFunction(void **function, void *module, const char *name);
-hipError_t hipModuleLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz,
-                                 unsigned bx, unsigned by, unsigned bz, unsigned sharedMemBytes,
-                                 void *stream, void **kernelParams, void **extra);
-"""
-
-SYMBOLS = tuple(re.findall(r"(hip\w+)\s*\(", CDEF))
+SYMBOLS = tuple(re.findall(r"(hip\w+)\s*\(", DECLARATIONS))
 
 LIBRARY_VARIABLE = "PYREE_HIP_LIBRARY"
 LIBRARY_NAMES = ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5")
@@ -76,8 +30,6 @@ WRONG_CHIP = (200, 209)  # hipErrorInvalidImage, hipErrorNoBinaryForGpu
 _STATUS_OF = {1: "INVALID_ARGUMENT", OUT_OF_MEMORY: "RESOURCE_EXHAUSTED", NO_DEVICE: "UNAVAILABLE",
               101: "NOT_FOUND", 500: "NOT_FOUND"}
 
-ffi = cffi.FFI()
-ffi.cdef(CDEF)
 _lib = None
 
 

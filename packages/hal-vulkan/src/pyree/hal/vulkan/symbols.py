@@ -6,8 +6,7 @@ failed load included, is reported by name.
 
 from __future__ import annotations
 
-import cffi
-from pyree.hal.vulkan.vk_types import TYPES
+from pyree.hal.vulkan._ffi import ffi
 from pyree.runtime.hal.python_driver import HalError
 
 LOADER = "libvulkan.so.1"
@@ -132,9 +131,6 @@ ENTRY_POINTS = [
     ("vkSignalSemaphore", "VkResult (*)(VkDevice, const VkSemaphoreSignalInfo *)", "device"),
 ]
 
-ffi = cffi.FFI()
-ffi.cdef(TYPES)
-ffi.cdef("PFN_vkVoidFunction vkGetInstanceProcAddr(VkInstance, const char *);")
 
 
 class VulkanError(HalError):
