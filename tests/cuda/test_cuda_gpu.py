@@ -101,9 +101,10 @@ def free_mib():
 
 device = rt.get_device("cuda")
 before = free_mib()
+too_much = cu.cuMemGetInfo()[2] + (16 << 30)  # more than the GPU has (108 GB fits an H200)
 try:
-    device.allocate(108_000_000_000)
-    raise SystemExit("a 108 GB allocation succeeded")
+    device.allocate(too_much)
+    raise SystemExit(f"a {too_much}-byte allocation succeeded")
 except rt.DriverError as e:
     reported = float(re.search(r"([0-9.]+) MiB of", str(e)).group(1))
 after_failure = free_mib()
@@ -119,7 +120,7 @@ print(before, reported, after_failure, loaded, free_mib())
 
 
 def test_device_memory_returns_after_out_of_memory_and_unload(tmp_path):
-    """Issue 13: a failed 108 GB request left the pool holding the whole GPU (6 MiB of 81 GB
+    """Issue 13: a failed 108 GB request on an H100 left the pool holding the whole GPU (6 MiB of 81 GB
     free). In a fresh process (nothing else holding device memory): free memory after the
     failure, in its message, and after the module is unloaded is what it was before."""
     import subprocess

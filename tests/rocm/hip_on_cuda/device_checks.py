@@ -139,14 +139,19 @@ def out_of_memory(folder: Path, device: str) -> None:
     add_still_runs(folder, device)
 
 
-def free_mib() -> float:
-    """hipMemGetInfo from the library the driver opened, on this thread's device."""
+def memory_info() -> tuple[int, int]:
+    """(free, total) bytes from hipMemGetInfo of the library the driver opened, on this
+    thread's device."""
     import ctypes
     import os
     lib = ctypes.CDLL(os.environ["PYREE_HIP_LIBRARY"])
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     assert lib.hipMemGetInfo(ctypes.byref(free), ctypes.byref(total)) == 0
-    return free.value / 2**20
+    return free.value, total.value
+
+
+def free_mib() -> float:
+    return memory_info()[0] / 2**20
 
 
 def memory_returns(folder: Path, device: str) -> None:
@@ -155,12 +160,13 @@ def memory_returns(folder: Path, device: str) -> None:
     import gc
     gpu = rt.get_device(device)
     before = free_mib()
+    too_much = memory_info()[1] + (16 << 30)  # more than the GPU has
     try:
-        gpu.allocate(108_000_000_000)
+        gpu.allocate(too_much)
     except rt.DriverError:
         pass
     else:
-        raise AssertionError("a 108 GB allocation succeeded")
+        raise AssertionError(f"a {too_much}-byte allocation succeeded")
     assert free_mib() >= before - 64, (free_mib(), before)
     mlp(folder, device)
     gc.collect()
