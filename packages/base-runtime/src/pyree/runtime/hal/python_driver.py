@@ -215,6 +215,33 @@ class PythonDevice:
                 for h, v in zip(ffi.unpack(lst.semaphores, count), ffi.unpack(lst.values, count))]
 
 
+def submit_in_stream_order(device: PythonDevice, stream, issue, waits: list, signals: list,
+                           own: type, fault=None) -> None:
+    """``queue_submit`` for a driver whose work runs in order on one ``stream`` and whose
+    semaphores (type ``own``) wait and signal on it (``device_wait`` / ``device_signal``), so
+    nothing blocks the host: waits on other semaphores are host waits, signals of other
+    semaphores follow ``device.synchronize()``. ``issue()`` queues the work. A HalError (mapped by
+    ``fault``, e.g. to name the kernels of the submission) fails every signalled semaphore."""
+    for sem, value in waits:
+        if isinstance(sem, own):
+            sem.device_wait(stream, value)
+        else:  # a host-only semaphore: its value can only be reached from the host
+            sem.wait(value)
+    try:
+        issue()
+        for sem, value in signals:
+            if isinstance(sem, own):
+                sem.device_signal(stream, value)
+            else:
+                device.synchronize()
+                sem.signal(value)
+    except HalError as e:
+        error = fault(e) if fault is not None else e
+        for sem, _ in signals:
+            sem.fail(error)
+        raise error from None
+
+
 class PythonDriver:
     """Base of a Python driver; ``name`` is the device URI scheme."""
 

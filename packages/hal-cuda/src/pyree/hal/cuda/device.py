@@ -15,7 +15,7 @@ from pyree.hal.cuda.executable import ExecutableCache
 from pyree.hal.cuda.hotpath import HotPath, handle
 from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
 from pyree.hal.cuda.symbols import CudaError, check
-from pyree.runtime.hal.python_driver import HalError, PythonDevice
+from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
 
 MODE_VARIABLE = "PYREE_CUDA_COMMAND_BUFFER_MODE"
 DEFAULT_MODE = "graph"
@@ -179,25 +179,12 @@ class CudaDevice(PythonDevice):
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                      signals: list) -> None:
         self._make_current()
-        stream = self.stream_handle
-        for sem, value in waits:
-            if isinstance(sem, CudaSemaphore):
-                sem.device_wait(stream, value)
-            else:  # a host-only semaphore: its value can only be reached from the host
-                sem.wait(value)
-        try:
+
+        def issue():
             command_buffer.issue(binding_table)
             self._last_kernels = command_buffer.kernel_names
-            for sem, value in signals:
-                if isinstance(sem, CudaSemaphore):
-                    sem.device_signal(stream, value)
-                else:
-                    self.synchronize()
-                    sem.signal(value)
-        except HalError as e:
-            for sem, _ in signals:
-                sem.fail(e)
-            raise
+
+        submit_in_stream_order(self, self.stream_handle, issue, waits, signals, CudaSemaphore)
 
     def synchronize(self) -> None:
         try:

@@ -13,7 +13,7 @@ from pyree.hal.rocm.events import EventPool
 from pyree.hal.rocm.executable import ExecutableCache
 from pyree.hal.rocm.semaphore import RocmSemaphore
 from pyree.hal.rocm.symbols import HipError, check, ffi
-from pyree.runtime.hal.python_driver import HalError, PythonDevice
+from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
 
 _NON_BLOCKING = 1   # hipStreamNonBlocking
 _PATTERN_BYTES = 4096  # an 8-byte fill pattern, repeated, in pinned memory
@@ -159,27 +159,15 @@ class RocmDevice(PythonDevice):
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                      signals: list) -> None:
         self._make_current()
-        stream = self.stream
-        for sem, value in waits:
-            if isinstance(sem, RocmSemaphore):
-                sem.device_wait(stream, value)
-            else:  # a host-only semaphore: its value can only be reached from the host
-                sem.wait(value)
-        try:
+
+        def issue():
             command_buffer.issue(binding_table)
             self._last_kernels = command_buffer.kernel_names
-            for sem, value in signals:
-                if isinstance(sem, RocmSemaphore):
-                    sem.device_signal(stream, value)
-                else:
-                    self.synchronize()
-                    sem.signal(value)
-        except HalError as e:
-            if isinstance(e, HipError) and e.status == "INTERNAL":
-                e = self.describe_fault(e)
-            for sem, _ in signals:
-                sem.fail(e)
-            raise e from None
+
+        def fault(e: HalError) -> HalError:  # an asynchronous failure names the kernels
+            return self.describe_fault(e) if isinstance(e, HipError) and e.status == "INTERNAL" else e
+
+        submit_in_stream_order(self, self.stream, issue, waits, signals, RocmSemaphore, fault)
 
     def synchronize(self) -> None:
         try:
