@@ -215,6 +215,18 @@ class PythonDevice:
                 for h, v in zip(ffi.unpack(lst.semaphores, count), ffi.unpack(lst.values, count))]
 
 
+def check_binding(table: list, slot: int, offset: int, length: int, what: str) -> None:
+    """That binding ``slot`` of a submitted table holds a buffer (with a ``size``) covering
+    [offset, offset + length): drivers check each recorded dispatch's bindings against the
+    actual buffers before a kernel can touch memory out of range."""
+    if slot >= len(table) or table[slot] is None:
+        raise HalError("INVALID_ARGUMENT", f"{what}: binding slot {slot} is empty")
+    size = table[slot].size
+    if offset + length > size:
+        raise HalError("OUT_OF_RANGE", f"{what}: binding [{offset}, {offset + length}) exceeds "
+                                       f"its {size}-byte buffer")
+
+
 def submit_in_stream_order(device: PythonDevice, stream, issue, waits: list, signals: list,
                            own: type, fault=None) -> None:
     """``queue_submit`` for a driver whose work runs in order on one ``stream`` and whose

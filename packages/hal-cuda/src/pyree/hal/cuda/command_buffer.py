@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.hal.cuda.hotpath import SUCCESS, ffi, handle
 from pyree.hal.cuda.symbols import CudaError, check
-from pyree.runtime.hal.python_driver import Command, HalError
+from pyree.runtime.hal.python_driver import Command, check_binding
 
 MODES = ("direct", "stream", "graph")
 # Calls queued back to back rotate through as many buffer sets as calls are in flight (the
@@ -41,16 +41,6 @@ class _Dispatch:
     values: np.ndarray                 # stream mode: one u64 per parameter
     pointers: np.ndarray               # stream mode: the void*[] cuLaunchKernel reads
     params: object                     # stream mode: ``pointers`` as a cffi void **
-
-
-def _check_binding(table, slot, offset, length, what):
-    if slot >= len(table) or table[slot] is None:
-        raise HalError("INVALID_ARGUMENT", f"{what}: binding slot {slot} is empty")
-    buf = table[slot]
-    if offset + length > buf.size:
-        raise HalError("OUT_OF_RANGE", f"{what}: binding [{offset}, {offset + length}) exceeds "
-                                       f"its {buf.size}-byte buffer")
-    return buf.ptr + offset
 
 
 class CommandBuffer:
@@ -95,7 +85,7 @@ class CommandBuffer:
     # -- submission --------------------------------------------------------------------------
     def validate(self, table) -> None:
         for slot, offset, length, where in self._checks:
-            _check_binding(table, slot, offset, length, where)
+            check_binding(table, slot, offset, length, where)
 
     def issue(self, table) -> None:
         """Queues the commands on the device's stream with ``table``'s buffers."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pyree.hal.rocm.allocator import void
 from pyree.hal.rocm.symbols import SUCCESS, check, error, ffi
-from pyree.runtime.hal.python_driver import Command, HalError
+from pyree.runtime.hal.python_driver import Command, check_binding
 
 MODES = ("direct",)
 _KNOWN_TABLES = 16  # binding tables checked recently
@@ -28,15 +28,6 @@ class _Dispatch:
     bindings: tuple     # (slot, offset) per pointer parameter
     values: object      # uint64_t[]: one slot per parameter
     params: object      # void *[]: the kernelParams hipModuleLaunchKernel reads
-
-
-def _check_binding(table, slot, offset, length, what):
-    if slot >= len(table) or table[slot] is None:
-        raise HalError("INVALID_ARGUMENT", f"{what}: binding slot {slot} is empty")
-    buf = table[slot]
-    if offset + length > buf.size:
-        raise HalError("OUT_OF_RANGE", f"{what}: binding [{offset}, {offset + length}) exceeds "
-                                       f"its {buf.size}-byte buffer")
 
 
 class CommandBuffer:
@@ -82,7 +73,7 @@ class CommandBuffer:
         if key in self._known:
             return
         for slot, offset, length, where in self._checks:
-            _check_binding(table, slot, offset, length, where)
+            check_binding(table, slot, offset, length, where)
         if len(self._known) >= _KNOWN_TABLES:
             self._known.pop(next(iter(self._known)))
         self._known[key] = None
