@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -231,3 +232,28 @@ def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
         r, epilogue=K.Cast("fptrunc", gelu, "f16")),))
     widths = [matmul_wgmma.plan(k, matmul.match(k), "sm_90a")[1].bn for k in (plain, with_gelu)]
     assert widths == [256, 64]
+
+
+def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
+    """A pad: ``i in [1, n] ? x[i - 1] : 0``. The load of the unchosen arm would read before x
+    (an H100 faulted on ResNet's strided im2col where the memory below the input was unmapped),
+    so it sits behind a branch; a Select whose arms are in range stays a select."""
+    from pyree.compiler.codegen.cuda import elementwise
+    from pyree.compiler.codegen.cuda.llvm_text import Module
+    n = 37
+    i = K.LoopIndex(0)
+    inside = K.Binary("and", K.Compare("ge", i, K.Const(1, "index")),
+                      K.Compare("le", i, K.Const(n, "index")), "i1")
+    shifted = K.Load(0, (K.AffineExpr((1,), -1),), "f32")
+    padded = K.Kernel("pad", (n + 2,), 1, (K.Binding("f32", (n,), "read"),
+                                           K.Binding("f32", (n + 2,), "write")),
+                      (K.Result(1, (K.AffineExpr((1,)),),
+                                K.Select(inside, shifted, K.Const(0.0, "f32"), "f32")),))
+    safe = dataclasses.replace(padded, results=(dataclasses.replace(
+        padded.results[0], value=K.Select(inside, K.Load(0, (K.AffineExpr((0,), 0),), "f32"),
+                                          K.Const(0.0, "f32"), "f32")),))
+    for kernel, branches in ((padded, True), (safe, False)):
+        module = Module("")
+        elementwise.emit(module, kernel, "k")
+        ir = module.text()
+        assert ("sel_a" in ir) == branches and ("select i1" in ir) != branches, ir

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function, const, llvm_type
+from pyree.compiler.codegen.llvm_cpu.normalize import affine_range
 from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
 from pyree.compiler.errors import CompileError
 
@@ -73,10 +74,47 @@ class ScalarLowering:
             return self._compare(e.predicate, self(e.a), self(e.b), e.a.dtype)
         if isinstance(e, K.Select):
             ty = llvm_type(e.dtype)
+            if self._may_fault(e.a) or self._may_fault(e.b):
+                return self._branch(e, ty)
             return self.fn.op(f"select i1 {self(e.cond)}, {ty} {self(e.a)}, {ty} {self(e.b)}")
         if isinstance(e, K.Cast):
             return self._cast(e.op, self(e.x), e.x.dtype, e.dtype)
         raise CompileError(f"the {fn_backend(self.fn)} backend cannot lower {type(e).__name__}", self.location)
+
+    def _may_fault(self, e: K.Expr) -> bool:
+        """Whether ``e`` loads outside its binding anywhere in the loop box (a pad's or an
+        insert_slice's load on the arm its Select does not choose there). Without the kernel,
+        any load might."""
+        for x in K.walk(e):
+            if not isinstance(x, K.Load):
+                continue
+            if self.kernel is None:
+                return True
+            shape = self.kernel.bindings[x.binding].shape
+            for ix, n in zip(x.index, shape):
+                lo, hi = affine_range(ix, self.kernel.loop_ranges)
+                if lo < 0 or hi >= n:
+                    return True
+        return False
+
+    def _branch(self, e: K.Select, ty: str) -> str:
+        """A Select that only evaluates its chosen arm (the kernel IR's contract: the other arm
+        may load out of range; an LLVM ``select`` of two loads read before the buffer start and
+        faulted on the H100 where memory below it was unmapped). Each arm lowers with a copy of
+        the cache, so values made inside it are not reused where they do not dominate."""
+        fn = self.fn
+        slot = fn.alloca(ty)
+        yes, no, done = fn.new_label("sel_a"), fn.new_label("sel_b"), fn.new_label("sel_end")
+        fn.cbr(self(e.cond), yes, no)
+        outer = self.cache
+        for label, arm in ((yes, e.a), (no, e.b)):
+            fn.label(label)
+            self.cache = dict(outer)
+            fn.raw(f"store {ty} {self(arm)}, ptr {slot}")
+            fn.br(done)
+        self.cache = outer
+        fn.label(done)
+        return fn.op(f"load {ty}, ptr {slot}")
 
     def _gather(self, e: K.Gather) -> str:
         """A load at the clamped row-major offset of ``e``'s computed index."""
