@@ -47,6 +47,16 @@ class RocmSemaphore(TimelineSemaphore):
             self._events.release(event)
             self._value = max(self._value, value)
 
+    def _settle(self) -> None:
+        """Takes in completed signals, then raises a failure (called holding ``_changed``)."""
+        self._poll()
+        if self._failure is not None:
+            raise self._failure
+
+    def _event_reaching(self, value: int):
+        """The event of the first pending signal to ``value`` or beyond, if one is queued."""
+        return next((ev for v, ev in self._pending if v >= value), None)
+
     def _fault(self, e: HipError) -> None:
         """Called holding ``_changed``."""
         if self._failure is None:
@@ -56,16 +66,12 @@ class RocmSemaphore(TimelineSemaphore):
     # -- host side -----------------------------------------------------------------------------
     def query(self) -> int:
         with self._changed:
-            self._poll()
-            if self._failure is not None:
-                raise self._failure
+            self._settle()
             return self._value
 
     def signal(self, value: int) -> None:
         with self._changed:
-            self._poll()
-            if self._failure is not None:
-                raise self._failure
+            self._settle()
             if value <= self._promised:
                 raise HalError("INVALID_ARGUMENT", f"semaphore signalled to {value} but it is at "
                                                    f"{self._value} (or will be at "
@@ -77,12 +83,10 @@ class RocmSemaphore(TimelineSemaphore):
         deadline = None if timeout_ns == _INFINITE else time.monotonic() + timeout_ns / 1e9
         while True:
             with self._changed:
-                self._poll()
-                if self._failure is not None:
-                    raise self._failure
+                self._settle()
                 if self._value >= value:
                     return
-                event = next((ev for v, ev in self._pending if v >= value), None)
+                event = self._event_reaching(value)
                 if event is None:  # nobody has promised it yet: wait for a signal or submission
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
@@ -116,12 +120,10 @@ class RocmSemaphore(TimelineSemaphore):
     def device_wait(self, stream, value: int) -> None:
         """Makes work queued next on ``stream`` wait until the semaphore reaches ``value``."""
         with self._changed:
-            self._poll()
-            if self._failure is not None:
-                raise self._failure
+            self._settle()
             if self._value >= value:
                 return
-            event = next((ev for v, ev in self._pending if v >= value), None)
+            event = self._event_reaching(value)
             if event is not None:
                 if stream != self._stream:
                     check(self.lib, self.lib.hipStreamWaitEvent(stream, event, 0),
