@@ -1,17 +1,20 @@
-"""Process start to first result on the GPU (issue 13): pyree (cuda) vs IREE (cuda) vs PyTorch.
+"""Process start to first result on the GPU (issue 13): pyree vs IREE (cuda, vulkan) vs PyTorch.
 
     python3 bench/cuda/cold_start_gpu.py build OUT_DIR     (build machine: compiles tests/data/mlp.mlir
-                                                            with pyree for sm_90 and iree-compile for sm_80)
-    python3 bench/cuda/cold_start_gpu.py run OUT_DIR [--runs 7]   (GPU host)
+                        with pyree for sm_90 + hopper Vulkan, iree-compile for sm_80 + ampere Vulkan)
+    python3 bench/cuda/cold_start_gpu.py run OUT_DIR [--runs 7] [--drivers cuda,vulkan]  (GPU host)
 
-Each sample is a fresh process that imports numpy and its runtime, loads the module on the GPU,
-calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same two-layer
-perceptron's shapes on the GPU and runs it once). Sides alternate; medians of wall time from spawn
-to exit, and each side's in-process phases (import, load, first call).
+Each API sample is a fresh process that imports numpy and its runtime, loads the module on the
+GPU, calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same
+two-layer perceptron's shapes on the GPU and runs it once). Each CLI sample is one
+``pyree-run-module`` / ``iree-run-module`` process (IREE's pip script, which execs its native
+binary) with the same input. Sides alternate; medians of wall time from spawn to exit, and each API
+side's in-process phases (import, load, first call).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -24,7 +27,7 @@ PYREE = """
 import time; t0 = time.perf_counter()
 import numpy as np
 import pyree.runtime as rt; t1 = time.perf_counter()
-m = rt.load_module({module!r}, device="cuda"); t2 = time.perf_counter()
+m = rt.load_module({module!r}, device={driver!r}); t2 = time.perf_counter()
 r = m["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
 print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2)
 """
@@ -33,7 +36,7 @@ IREE = """
 import time; t0 = time.perf_counter()
 import numpy as np
 import iree.runtime as ireert; t1 = time.perf_counter()
-config = ireert.Config("cuda")
+config = ireert.Config({driver!r})
 ctx = ireert.SystemContext(config=config)
 ctx.add_vm_module(ireert.VmModule.mmap(config.vm_instance, {module!r})); t2 = time.perf_counter()
 r = ctx.modules.module["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
@@ -53,43 +56,74 @@ print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2)
 """
 
 
+IREE_FLAGS = {"cuda": ["--iree-hal-target-backends=cuda", "--iree-cuda-target=sm_80"],
+              "vulkan": ["--iree-hal-target-backends=vulkan-spirv", "--iree-vulkan-target=ampere"]}
+CLI_INPUT = "--input=37x53xf32=0.5"
+
+
 def build(out: Path) -> None:
     from pyree.compiler import CompileOptions, compile_file
     out.mkdir(parents=True, exist_ok=True)
     mlp = ROOT / "tests" / "data" / "mlp.mlir"
-    (out / "mlp.pyree.vmfb").write_bytes(
-        compile_file(mlp, CompileOptions(target_backends=["cuda"], cuda_target="sm_90")))
-    subprocess.run(["/work/iree-venv/bin/iree-compile", str(mlp), "--iree-hal-target-backends=cuda",
-                    "--iree-cuda-target=sm_80", "-o", str(out / "mlp.iree.vmfb")], check=True)
+    (out / "mlp.pyree.vmfb").write_bytes(compile_file(mlp, CompileOptions(
+        target_backends=["cuda", "vulkan-spirv"], cuda_target="sm_90",
+        vulkan_target="hopper-h100-linux")))
+    for driver, flags in IREE_FLAGS.items():
+        subprocess.run(["/work/iree-venv/bin/iree-compile", str(mlp), *flags,
+                        "-o", str(out / f"mlp.iree_{driver}.vmfb")], check=True)
 
 
-def sample(code: str) -> tuple[float, list[float], str]:
+def sample(command: list[str]) -> tuple[float, list[float], str]:
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
-    value, *phases = done.stdout.split()
-    return wall, [float(p) for p in phases], value
+    if not command[-1].startswith("--input"):
+        value, *phases = done.stdout.split()
+        return wall, [float(p) for p in phases], value
+    return wall, [], done.stdout.split()[-1]
 
 
-def run(out: Path, runs: int) -> None:
-    sides = {"pyree": PYREE.format(module=str(out / "mlp.pyree.vmfb")),
-             "iree": IREE.format(module=str(out / "mlp.iree.vmfb")), "torch": TORCH}
-    for code in sides.values():  # warm the page cache and bytecode caches
-        sample(code)
-    results: dict[str, list] = {name: [] for name in sides}
+def sides(out: Path, driver: str) -> dict[str, list[str]]:
+    py, pyree_vmfb = sys.executable, str(out / "mlp.pyree.vmfb")
+    iree_vmfb = str(out / f"mlp.iree_{driver}.vmfb")
+    cli = ["--function=mlp", f"--device={driver}", CLI_INPUT]
+    # IREE's pip console script, as its entry point runs it (pip --target installs have no bin/).
+    iree_cli = [py, "-c", "import sys; from iree._runtime.scripts.iree_run_module.__main__ "
+                "import main; sys.exit(main())"]
+    return {f"pyree {driver} api": [py, "-c", PYREE.format(module=pyree_vmfb, driver=driver)],
+            f"iree {driver} api": [py, "-c", IREE.format(module=iree_vmfb, driver=driver)],
+            f"pyree {driver} cli": [py, "-m", "pyree.runtime.tools.run_module",
+                                    f"--module={pyree_vmfb}", *cli],
+            f"iree {driver} cli": [*iree_cli, f"--module={iree_vmfb}", *cli]}
+
+
+def run(out: Path, runs: int, drivers: list[str]) -> None:
+    commands = {"torch api": [sys.executable, "-c", TORCH]}
+    for driver in drivers:
+        commands.update(sides(out, driver))
+    for command in commands.values():  # warm the page cache and bytecode caches
+        sample(command)
+    results: dict[str, list] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, code in sides.items():
-            results[name].append(sample(code))
-    print(f"{'side':6s} {'wall ms':>8s} {'import':>8s} {'load':>8s} {'1st call':>8s}  result")
+        for name, command in commands.items():
+            results[name].append(sample(command))
+    print(f"{'side':18s} {'wall ms':>8s} {'import':>8s} {'load':>8s} {'1st call':>8s}  result")
     for name, samples in results.items():
         wall = statistics.median(s[0] for s in samples) * 1e3
-        phases = [statistics.median(s[1][i] for s in samples) * 1e3 for i in range(3)]
-        print(f"{name:6s} {wall:8.1f} {phases[0]:8.1f} {phases[1]:8.1f} {phases[2]:8.1f}  "
-              f"{samples[-1][2]}")
+        phases = [statistics.median(s[1][i] for s in samples) * 1e3 for i in range(3)] \
+            if samples[0][1] else []
+        print(f"{name:18s} {wall:8.1f} " + "".join(f"{p:8.1f} " for p in phases).ljust(27)
+              + f"  {samples[-1][2]}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "build":
-        build(Path(sys.argv[2]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["build", "run"])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--drivers", default="cuda,vulkan")
+    args = parser.parse_args()
+    if args.mode == "build":
+        build(args.out)
     else:
-        run(Path(sys.argv[2]), int(sys.argv[4]) if len(sys.argv) > 4 else 7)
+        run(args.out, args.runs, args.drivers.split(","))

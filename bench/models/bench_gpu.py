@@ -3,7 +3,8 @@
     python3 bench/models/bench_gpu.py BUILD_DIR [--drivers cuda,vulkan] [--json OUT.json]
 
 BUILD_DIR comes from build_modules.py. Each model is rebuilt here from tests/models/definitions.py
-(same seed; its weights checksum must match the manifest's, else the run stops), moved to the GPU
+(same seed; its weights checksum must match the manifest's, else the run stops; ``<model>_f16``
+entries are converted with ``.half()``, and PyTorch then runs in f16 too), moved to the GPU
 with TF32 off, and given one fresh random input. Every module found for it (``<model>.vmfb`` for
 pyree, ``<model>.iree_<driver>.vmfb`` for IREE) is checked against PyTorch's output (relative
 error, fp32 limit 1e-4) and timed the same way for both compilers: median wall time of a call
@@ -126,11 +127,13 @@ def main() -> int:
         files = {k: v for k, v in files.items() if v.exists()}
         if not files:
             continue
-        model = definitions.MODELS[name][0]()
+        base = name.removesuffix("_f16")
+        model, x = definitions.MODELS[base][0](), definitions.example_input(base, seed=1)
+        if info["dtype"] == "float16":
+            model, x = model.half(), x.half()
         if abs(definitions.weights_checksum(model) - info["checksum"]) > 1e-6 * info["checksum"]:
             print(f"{name}: weights differ from the build host's; torch builds models differently")
             return 2
-        x = definitions.example_input(name, seed=1)
         model, xg = model.cuda(), x.cuda()
         with torch.no_grad():
             ref = model(xg).float().cpu().numpy()

@@ -1,13 +1,15 @@
 """Compiles the models of tests/models/definitions.py on this CPU-only machine for a GPU host:
 
-    python3 bench/models/build_modules.py OUT_DIR [--models a,b] [--pyree] [--iree cuda,vulkan]
+    python3 bench/models/build_modules.py OUT_DIR [--models a,b] [--pyree] [--iree cuda,vulkan] [--f16]
 
 --pyree writes ``<model>.vmfb`` with both the cuda (sm_90) and vulkan-spirv (hopper-h100-linux)
 executables in one module, so the weights travel once. --iree compiles the same linalg MLIR with
 iree-compile (IREE_COMPILE, default /work/iree-venv/bin/iree-compile) into
 ``<model>.iree_<target>.vmfb``: cuda for sm_80 (IREE 3.13 rejects sm_90), vulkan for ``ampere``.
 ``manifest.json`` records each model's input, function and weights checksum, so the GPU host
-can rebuild the same torch model and prove it holds the same weights.
+can rebuild the same torch model and prove it holds the same weights. --f16 builds each model
+converted to float16 (``model.half()``, input and weights f16) as ``<model>_f16``: the second table
+of issue 11, against PyTorch in f16.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     p.add_argument("--models", default=",".join(definitions.MODELS))
     p.add_argument("--pyree", action="store_true")
     p.add_argument("--iree", default="")
+    p.add_argument("--f16", action="store_true", help="build the models converted to float16")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
@@ -44,11 +47,12 @@ def main() -> None:
     iree_compile = os.environ.get("IREE_COMPILE", "/work/iree-venv/bin/iree-compile")
     for name in args.models.split(","):
         factory, shape, dtype, function = definitions.MODELS[name]
-        model = factory()
-        x = definitions.example_input(name)
+        model, x = factory(), definitions.example_input(name)
+        if args.f16:
+            model, x, name = model.half(), x.half(), f"{name}_f16"
         t0 = time.perf_counter()
         mlir = import_torch(model, x, function_name=function)
-        entry = {"function": function, "shape": list(shape), "dtype": str(dtype).split(".")[-1],
+        entry = {"function": function, "shape": list(shape), "dtype": str(x.dtype).split(".")[-1],
                  "checksum": definitions.weights_checksum(model),
                  "import_s": round(time.perf_counter() - t0, 2)}
         if args.pyree:
