@@ -1,7 +1,12 @@
 """pyree.compiler: MLIR in, a self-contained .vmfb module out.
 
-    from pyree.compiler import compile_str, CompileOptions
+    from pyree.compiler import compile_str, compile_file, CompileOptions
+    vmfb = compile_str(mlir_text, target_backends=["llvm-cpu"])          # as iree.compiler's
     vmfb = compile_str(mlir_text, CompileOptions(target_backends=["llvm-cpu"]))
+    compile_file("m.mlir", target_backends=["cuda"], input_type="stablehlo",
+                 extra_args=["--iree-cuda-target=sm_90"], output_file="m.vmfb")   # -> None
+
+``extra_args`` are pyree-compile's flags (docs/FLAGS.md), parsed by the same table.
 
 Models from other frameworks come in through torch-mlir (optional extras):
 
@@ -15,10 +20,10 @@ compiler never loads torch or onnx.
 """
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+from pyree.compiler.options import TARGET_BACKENDS, CompileOptions, InputType
 
-__all__ = ["CompileError", "CompileOptions", "TARGET_BACKENDS", "compile_file", "compile_str",
-           "compile_torch", "import_onnx", "import_torch"]
+__all__ = ["CompileError", "CompileOptions", "InputType", "TARGET_BACKENDS", "compile_file",
+           "compile_str", "compile_torch", "import_onnx", "import_torch"]
 
 _LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
          "import_torch": "importers.torch", "compile_torch": "importers.torch"}

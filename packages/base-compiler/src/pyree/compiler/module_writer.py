@@ -15,7 +15,7 @@ import numpy as np
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Module import ModuleT
 
-SCHEMA_VERSION = (1, 2)  # 1.1: branch commands; 1.2: the readback area
+SCHEMA_VERSION = (1, 3)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64

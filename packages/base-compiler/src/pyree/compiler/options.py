@@ -2,19 +2,59 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # The --pyree-hal-target-backends names (IREE's spellings). Each maps to a codegen package.
 TARGET_BACKENDS = ("llvm-cpu", "cuda", "rocm", "vulkan-spirv")
 
+# --pyree-llvmcpu-target-cpu's default, as in IREE: baseline x86-64 (SSE2), which every x86-64
+# CPU runs, so that a module built on one machine loads on any deploy host. "host" (the build
+# machine's CPU), "x86-64-v3" (AVX2/FMA) and named CPUs are faster and opt-in (docs/FLAGS.md
+# has the measured difference).
+DEFAULT_LLVMCPU_TARGET_CPU = "generic"
+
+# --compile-to: IREE's phase names -> the pyree stage whose IR is written at that point (the
+# names of --pyree-print-ir-after-all's sections); None: pyree has no textual IR there (its code
+# generation goes straight to LLVM IR / PTX / SPIR-V, which --iree-hal-dump-executable-files-to
+# writes); "end": the module.
+COMPILE_TO_STAGES: dict[str, str | None] = {
+    "input": "tensor program", "abi": "tensor program", "preprocessing": "tensor program",
+    "global-optimization": "tensor program", "dispatch-creation": "dispatch regions",
+    "flow": "dispatch regions", "stream": "dispatch regions", "executable-sources": "kernels",
+    "executable-configurations": "kernels", "executable-targets": None, "hal": None, "vm": None,
+    "end": "module",
+}
+
+
+class InputType(enum.StrEnum):
+    """IREE's ``iree.compiler.InputType`` names. pyree compiles AUTO, NONE, STABLEHLO and TOSA;
+    the others are refused by name with the way in that pyree offers (input/input_types.py)."""
+
+    AUTO = "auto"
+    NONE = "none"
+    STABLEHLO = "stablehlo"
+    STABLEHLO_XLA = "stablehlo_xla"
+    TOSA = "tosa"
+    TM_TENSOR = "tm_tensor"
+    TORCH = "torch"
+    ONNX = "onnx"
+
 
 @dataclass
 class CompileOptions:
+    # A list of backends; a string is read as the command line reads it ("llvm-cpu", "llvm-cpu,cuda").
     target_backends: list[str] = field(default_factory=lambda: ["llvm-cpu"])
-    # --pyree-llvmcpu-target-cpu: "host" (the build machine's CPU), "generic" (baseline x86-64),
-    # or an LLVM CPU name ("skylake-avx512", "znver4", ...).
-    llvmcpu_target_cpu: str = "host"
+    # --pyree-llvmcpu-target-cpu: "generic" (default, see above), "host" (the build machine's
+    # CPU), or an LLVM CPU name ("x86-64-v3", "skylake-avx512", "znver4", ...).
+    llvmcpu_target_cpu: str = DEFAULT_LLVMCPU_TARGET_CPU
+    # --pyree-llvmcpu-target-cpu-features: "+avx2,+fma,-avx512f" on top of the CPU's own set, or
+    # "host" (this machine's); empty: the CPU's set as it is (codegen/llvm_cpu/target.py).
+    llvmcpu_target_cpu_features: str = ""
+    # --pyree-llvmcpu-target-triple: pyree generates x86-64 Linux ELF only; "" or "host" is that,
+    # any other x86_64-*-linux* triple is accepted, other architectures are refused.
+    llvmcpu_target_triple: str = ""
     # --pyree-cuda-target: sm_<N>, a code name or a product name; the cuda backend resolves it.
     cuda_target: str = "sm_80"
     # --pyree-rocm-target-chip: a gfx name or an AMD product name, optionally with :sramecc+/- and
@@ -36,8 +76,30 @@ class CompileOptions:
     demote_f64_to_f32: bool = False
     demote_i64_to_i32: bool | None = None
     promote_bf16_to_f32: bool = False
+    # --pyree-opt-export-parameters=[scope=]path.{irpa,safetensors}: constants of at least
+    # minimum_parameter_export_size bytes (IREE's default 256) go to that parameter file and the
+    # module references them (parameters/__init__.py; docs/PARAMETERS.md).
+    export_parameters: str = ""
+    minimum_parameter_export_size: int = 256
+    # --pyree-opt-splat-parameters=path.irpa: an archive of zero splats, one per parameter the
+    # module reads (IREE's: to run or benchmark a model without its real weights).
+    splat_parameters: str = ""
     # --pyree-print-ir-after-all: print each stage's IR to this stream (stderr in the CLI).
     print_ir_after_all: bool = False
+    # --compile-to: stop after this IREE phase and return that stage's IR as text instead of a
+    # module ("end": the module); pipeline.COMPILE_TO maps IREE's phases to pyree's stages.
+    compile_to: str = "end"
+    # --iree-hal-dump-executable-{files,sources,intermediates,binaries}-to: the folders for each
+    # kind of file ("sources", "intermediates", "binaries") of each dispatch's per-target code
+    # (codegen/executable_files.py).
+    dump_executables_to: dict[str, list[str]] = field(default_factory=dict)
     # Called with a short line as each stage starts ("parsing m.mlir (94.0 MB)", "codegen for
     # llvm-cpu: 40 kernels"); pyree-compile prints them for long compiles (--pyree-progress).
     progress: Callable[[str], None] | None = None
+
+    def __post_init__(self):
+        if isinstance(self.target_backends, str):
+            self.target_backends = [b.strip() for b in self.target_backends.split(",") if b.strip()]
+        self.target_backends = list(self.target_backends)
+        if isinstance(self.input_type, enum.Enum):  # ours or iree.compiler's InputType
+            self.input_type = self.input_type.value

@@ -11,48 +11,110 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pyree.compiler import printing
-from pyree.compiler._fb.Constant import ConstantT
 from pyree.compiler.codegen import backend
+from pyree.compiler.codegen.executable_files import write_executable_files
 from pyree.compiler.errors import CompileError
+from pyree.compiler.flags import parse_extra_args
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import split_reductions
 from pyree.compiler.flow.tensor_program import (
-    Constant,
     Function,
     Generic,
     Program,
     map_blocks,
     walk_ops,
 )
+from pyree.compiler.host.constants import add_constants
 from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
-from pyree.compiler.host.program import emit_function, tensor_type
+from pyree.compiler.host.program import emit_function
 from pyree.compiler.input import lower_to_tensor_program, parse_mlir
 from pyree.compiler.input.demotion import demote_types
 from pyree.compiler.input.input_types import convert_input
 from pyree.compiler.module_writer import ModuleBuilder
-from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+from pyree.compiler.options import COMPILE_TO_STAGES, TARGET_BACKENDS, CompileOptions
+from pyree.compiler.parameters.export import export_parameters
 
 
-def compile_file(path: str | Path, options: CompileOptions | None = None) -> bytes:
+def compile_file(path: str | Path, options: CompileOptions | None = None, *,
+                 target_backends: Sequence[str] | str | None = None,
+                 input_type: str | None = None, extra_args: Sequence[str] = (),
+                 output_file: str | Path | None = None) -> bytes | None:
+    """``compile_str`` on the text of the file at ``path``."""
     path = Path(path)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise CompileError(f"cannot read input file: {e}", str(path)) from None
-    return compile_str(text, options, source_name=str(path))
+    return compile_str(text, options, str(path), target_backends=target_backends,
+                       input_type=input_type, extra_args=extra_args, output_file=output_file)
 
 
-def compile_str(text: str, options: CompileOptions | None = None,
-                source_name: str = "<string>") -> bytes:
-    options = options or CompileOptions()
+def compile_str(source: str | bytes, options: CompileOptions | None = None,
+                source_name: str = "<string>", *,
+                target_backends: Sequence[str] | str | None = None,
+                input_type: str | None = None, extra_args: Sequence[str] = (),
+                output_file: str | Path | None = None) -> bytes | None:
+    """Compiles MLIR text into module bytes, as IREE's ``iree.compiler.compile_str`` does.
+
+    ``options`` (a CompileOptions, never modified) is the starting point; ``target_backends``,
+    ``input_type`` (a name or an ``InputType``) and ``extra_args`` (pyree-compile's flags, e.g.
+    ``["--iree-llvmcpu-target-cpu=host"]``) override its fields; backends from
+    ``target_backends`` and ``extra_args`` add up, as IREE's do. With ``output_file`` the bytes
+    are written there and None is returned. ``--compile-to`` makes the bytes a stage's IR text.
+    """
+    options = _options(options, target_backends, input_type, extra_args)
+    if isinstance(source, bytes):
+        try:
+            source = source.decode()
+        except UnicodeDecodeError as e:
+            raise CompileError(f"the input is not UTF-8 text: {e}", source_name) from None
+    data = _compile(source, options, source_name)
+    if output_file is None:
+        return data
+    try:
+        Path(output_file).write_bytes(data)
+    except OSError as e:
+        raise CompileError(f"cannot write {output_file}: {e.strerror or e}") from None
+    return None
+
+
+def _options(options: CompileOptions | None, target_backends, input_type,
+             extra_args: Sequence[str]) -> CompileOptions:
+    values = parse_extra_args(extra_args) if extra_args else {}
+    if target_backends is not None:
+        named = CompileOptions(target_backends=target_backends).target_backends
+        values["target_backends"] = list(dict.fromkeys(named + values.get("target_backends", [])))
+    if input_type is not None:
+        values.setdefault("input_type", input_type)
+    return replace(options or CompileOptions(), **values)
+
+
+class _Stop(Exception):
+    """Raised by ``_stage`` at the --compile-to stage, carrying that stage's text."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
     _check_targets(options.target_backends)
+    stop = _check_compile_to(options.compile_to)
+    try:
+        return _run_stages(text, options, source_name, stop)
+    except _Stop as s:
+        return s.text.encode()
+
+
+def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str) -> bytes:
     report = options.progress or (lambda line: None)
     report(f"parsing {source_name} ({size_text(len(text))})")
     text, input_type = convert_input(text, source_name, options.input_type)
@@ -63,22 +125,15 @@ def compile_str(text: str, options: CompileOptions | None = None,
                  options.promote_bf16_to_f32)
     report("lowering to the tensor program")
     program = lower_to_tensor_program(module)
-    _dump(options, "tensor program", printing.format_program(program))
+    _stage(options, stop, "tensor program", lambda: printing.format_program(program))
+    program = export_parameters(program, options)
     report("forming dispatch regions")
     program = Program([map_blocks(f, _form_regions) for f in program.functions], program.name)
-    _dump(options, "dispatch regions", printing.format_program(program))
+    _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
     table = KernelTable()
-    constant_index: dict = {}
-    for function in program.functions:
-        for op in walk_ops(function.ops):
-            if isinstance(op, Constant) and op.data is not None and op.result not in constant_index:
-                constant = ConstantT()
-                constant.type = tensor_type(op.result)
-                constant.data = builder.add_data(op.data)
-                constant_index[op.result] = len(builder.module.constants)
-                builder.module.constants.append(constant)
+    constant_index = add_constants(program.functions, builder)
     for function in program.functions:
         ordinals = {}
         for op in walk_ops(function.ops):
@@ -87,7 +142,10 @@ def compile_str(text: str, options: CompileOptions | None = None,
         steps = linearize(function)
         plan = plan_function(function, steps, constant_index)
         builder.module.functions.append(emit_function(function, steps, plan, ordinals))
-    _dump(options, "kernels", printing.format_kernels(table.kernels))
+    _stage(options, stop, "kernels", lambda: printing.format_kernels(table.kernels))
+    if options.dump_executables_to:
+        report("writing executable files")
+        write_executable_files(table.kernels, options, program.name)
     regions = sum(isinstance(op, Generic) for f in program.functions for op in walk_ops(f.ops))
     report(f"{regions} dispatch regions, {len(table.kernels)} distinct kernels")
 
@@ -124,9 +182,29 @@ def _kernel_name(function: str, ordinal: int, op: Generic) -> str:
     return re.sub(r"\W", "_", f"{function}_dispatch_{ordinal}_{what}_{shape}_{op.results[0].dtype}")
 
 
-def _dump(options: CompileOptions, stage: str, text: str) -> None:
-    if options.print_ir_after_all:
-        print(f"// -----// IR after {stage} //----- //\n{text}", file=sys.stderr)
+def _check_compile_to(phase: str) -> str:
+    """The pyree stage at which --compile-to=``phase`` stops."""
+    if phase not in COMPILE_TO_STAGES:
+        raise CompileError(f"unknown --compile-to phase '{phase}'; known phases: "
+                           + ", ".join(COMPILE_TO_STAGES))
+    stage = COMPILE_TO_STAGES[phase]
+    if stage is None:
+        raise CompileError(
+            f"--compile-to={phase} is not supported: pyree has no textual IR after "
+            "executable-sources (its code generation goes straight to LLVM IR, PTX or SPIR-V); "
+            "--iree-hal-dump-executable-files-to=DIR writes that code for each dispatch, and "
+            "pyree-dump-module shows a compiled module")
+    return stage
+
+
+def _stage(options: CompileOptions, stop: str, stage: str, text) -> None:
+    """A stage is done: print its IR (--pyree-print-ir-after-all); stop if --compile-to says so."""
+    if options.print_ir_after_all or stop == stage:
+        ir = text()
+        if options.print_ir_after_all:
+            print(f"// -----// IR after {stage} //----- //\n{ir}", file=sys.stderr)
+        if stop == stage:
+            raise _Stop(ir)
 
 
 def _producer() -> str:

@@ -71,6 +71,7 @@ def _format_function(fn: Function) -> str:
 def _format_op(op) -> list[str]:
     if isinstance(op, Constant):
         what = (f"splat {op.splat}" if op.splat is not None
+                else f'parameter "{op.parameter[0]}"::"{op.parameter[1]}"' if op.parameter
                 else _preview(op.data))
         return [f"{_decl(op.result)} = constant {what}{_at(op.location)}"]
     if isinstance(op, View):

@@ -51,7 +51,18 @@ class Constant(object):
             return obj
         return None
 
-def ConstantStart(builder): builder.StartObject(2)
+    # Constant
+    def Parameter(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.Parameter import Parameter
+            obj = Parameter()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def ConstantStart(builder): builder.StartObject(3)
 def Start(builder):
     return ConstantStart(builder)
 def ConstantAddType(builder, type): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(type), 0)
@@ -60,10 +71,14 @@ def AddType(builder, type):
 def ConstantAddData(builder, data): builder.PrependStructSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(data), 0)
 def AddData(builder, data):
     return ConstantAddData(builder, data)
+def ConstantAddParameter(builder, parameter): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(parameter), 0)
+def AddParameter(builder, parameter):
+    return ConstantAddParameter(builder, parameter)
 def ConstantEnd(builder): return builder.EndObject()
 def End(builder):
     return ConstantEnd(builder)
 import pyree.compiler._fb.DataRef
+import pyree.compiler._fb.Parameter
 import pyree.compiler._fb.TensorType
 try:
     from typing import Optional
@@ -76,6 +91,7 @@ class ConstantT(object):
     def __init__(self):
         self.type = None  # type: Optional[pyree.compiler._fb.TensorType.TensorTypeT]
         self.data = None  # type: Optional[pyree.compiler._fb.DataRef.DataRefT]
+        self.parameter = None  # type: Optional[pyree.compiler._fb.Parameter.ParameterT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -97,16 +113,22 @@ class ConstantT(object):
             self.type = pyree.compiler._fb.TensorType.TensorTypeT.InitFromObj(constant.Type())
         if constant.Data() is not None:
             self.data = pyree.compiler._fb.DataRef.DataRefT.InitFromObj(constant.Data())
+        if constant.Parameter() is not None:
+            self.parameter = pyree.compiler._fb.Parameter.ParameterT.InitFromObj(constant.Parameter())
 
     # ConstantT
     def Pack(self, builder):
         if self.type is not None:
             type = self.type.Pack(builder)
+        if self.parameter is not None:
+            parameter = self.parameter.Pack(builder)
         ConstantStart(builder)
         if self.type is not None:
             ConstantAddType(builder, type)
         if self.data is not None:
             data = self.data.Pack(builder)
             ConstantAddData(builder, data)
+        if self.parameter is not None:
+            ConstantAddParameter(builder, parameter)
         constant = ConstantEnd(builder)
         return constant

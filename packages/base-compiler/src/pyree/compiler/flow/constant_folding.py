@@ -65,10 +65,11 @@ def fold_constants(function: Function) -> Function:
 
 def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
     """Adds the value of a Constant, or of a whole same-dtype View of a known value, to ``known``;
-    False for any other op."""
+    False for any other op. A parameter's value is known only at run time: never recorded."""
     if isinstance(op, Constant):
-        known[op.result] = (op.data if op.data is not None else
-                            np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
+        if op.parameter is None:
+            known[op.result] = (op.data if op.data is not None else
+                                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
         return True
     if (isinstance(op, View) and op.source in known and op.byte_offset == 0
             and op.result.dtype == op.source.dtype

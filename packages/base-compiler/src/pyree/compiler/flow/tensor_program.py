@@ -59,12 +59,16 @@ class Generic:
 
 @dataclass(eq=False)
 class Constant:
-    """A constant tensor: dense bytes, or a splat (one scalar everywhere) stored as a fill."""
+    """A constant tensor: dense bytes, a splat (one scalar everywhere) stored as a fill, or an
+    external parameter (IREE's ``#stream.parameter.named<"scope"::"key">``) whose bytes the
+    runtime loads from a parameter file, so its value is unknown here and never folded."""
 
     result: Value
-    data: np.ndarray | None = None  # shape == result.shape, dtype matches; None for splats
+    data: np.ndarray | None = None  # shape == result.shape, dtype matches; None for the others
     splat: Union[float, int, bool, None] = None
     location: str = ""
+    parameter: tuple[str, str] | None = None  # (scope, key)
+    name: str = ""  # the util.global it was loaded from: its key when exported as a parameter
 
 
 @dataclass(eq=False)

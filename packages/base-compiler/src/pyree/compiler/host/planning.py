@@ -81,7 +81,7 @@ def _written(step: Step) -> list[Value]:
     """Values a command writes (a dispatch, a fill for a splat, a copy)."""
     if isinstance(step, Generic):
         return list(step.results)
-    if isinstance(step, Constant) and step.data is None:
+    if isinstance(step, Constant) and step.splat is not None:
         return [step.result]
     if isinstance(step, Copy):
         return [step.target]

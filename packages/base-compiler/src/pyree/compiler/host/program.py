@@ -52,7 +52,7 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
     for step in steps:
         if isinstance(step, Generic) and any(v.num_bytes for v in step.results):
             emitter.dispatch(kernel_ordinals[step], step.inputs, step.results)
-        elif isinstance(step, Constant) and step.data is None:
+        elif isinstance(step, Constant) and step.splat is not None:
             emitter.fill(step.result, step.splat)
         elif isinstance(step, Check):
             emitter.check(step)

@@ -48,10 +48,11 @@ Entry = Value | Const | Empty
 
 
 class FunctionLowering:
-    def __init__(self, op: func.FuncOp, functions: dict[str, func.FuncOp]):
+    def __init__(self, op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict | None = None):
         self.op = op
         self.where = location_of(op)
         self.functions = functions  # the module's, by name: callees to inline
+        self.globals = globals or {}  # the module's util.globals by name (input/globals.py)
         self.inlining = [op.sym_name.data]  # the chain of calls being inlined
         self.ops: list[Op] = []
         self.env: dict[SSAValue, Entry] = {}

@@ -12,6 +12,7 @@ from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_array, is_splat, python_scalar, scalar_const
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.globals import lower_global_load, read_globals
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
@@ -30,17 +31,18 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
     program = Program(name=module.sym_name.data if module.sym_name else name)
     functions = {op.sym_name.data: op for op in module.body.block.ops
                  if isinstance(op, func.FuncOp)}
+    globals = read_globals(module)
     for op in module.body.block.ops:
         if isinstance(op, func.FuncOp):
             if op.sym_visibility is None or op.sym_visibility.data == "public":
-                program.functions.append(_lower_function(op, functions))
-        else:
+                program.functions.append(_lower_function(op, functions, globals))
+        elif op.name != "util.global":
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
 
-def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp]) -> Function:
-    fn = FunctionLowering(op, functions)
+def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict) -> Function:
+    fn = FunctionLowering(op, functions, globals)
     block = _body(op)
     for i, arg in enumerate(block.args):
         dtype, shape = tensor_type_of(arg.type, fn.where)
@@ -182,6 +184,7 @@ _RULES = {
                           ("scatter", scatter.lower_scatter))},
     "iree_linalg_ext.topk": sort_scan.lower_topk,
     "util.optimization_barrier": _lower_barrier,
+    "util.global.load": lower_global_load,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},

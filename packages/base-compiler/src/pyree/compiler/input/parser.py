@@ -26,8 +26,10 @@ from pyree.compiler.input.dialects import (
     CHLO,
     REPLACED_OPS,
     Check,
+    Flow,
     LinalgExt,
     StableHLO,
+    Stream,
     TMTensor,
     Util,
 )
@@ -115,7 +117,7 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
                              list(builtin.Builtin.attributes), [resources]))
     replaced = {op.name: op for op in REPLACED_OPS}
     for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, scf.Scf,
-                    cf.Cf, Check, Util, StableHLO, CHLO, TMTensor, LinalgExt):
+                    cf.Cf, Check, Util, Stream, Flow, StableHLO, CHLO, TMTensor, LinalgExt):
         ops = [replaced.pop(op.name, op) for op in dialect.operations]
         ops += [op for name, op in list(replaced.items()) if name.startswith(dialect.name + ".")]
         for op in ops:
@@ -304,7 +306,8 @@ def _verify(module: ModuleOp) -> None:
 
 def _resolve_resources(module: ModuleOp, blobs: _Blobs, resources: OpAsmDialectInterface) -> None:
     for op in module.walk():
-        value = op.properties.get("value")
+        prop = "initial_value" if op.name == "util.global" else "value"
+        value = op.properties.get(prop)
         if not isinstance(value, DenseResourceAttr):
             continue
         key = value.resource_handle.data
@@ -329,4 +332,4 @@ def _resolve_resources(module: ModuleOp, blobs: _Blobs, resources: OpAsmDialectI
         if len(raw) != count * element_bytes:
             raise CompileError(f"{what} holds {len(raw)} bytes, but {shaped} "
                                f"needs {count * element_bytes}", location_of(op))
-        op.properties["value"] = DenseIntOrFPElementsAttr(shaped, BytesAttr(raw))
+        op.properties[prop] = DenseIntOrFPElementsAttr(shaped, BytesAttr(raw))

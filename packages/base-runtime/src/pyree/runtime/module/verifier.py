@@ -1,10 +1,12 @@
 """Semantic checks of an unpacked module, so nothing downstream can index out of range.
 
-Every DataRef lies in the data segment; every dispatch names an export that every executable has,
-with matching binding counts and long-enough bindings; every BufferRef lies inside its buffer;
-fills, copies and checks are well-formed; types are known and static. Messages name the place
-(function, command index, binding index). Strings are decoded to str and scalar vectors turned
-into lists of int in place, so consumers of the tree never see bytes or numpy views.
+Every DataRef lies in the data segment; a constant has inline data or names a parameter (the
+parameter's bytes are checked against its type when they are loaded); every dispatch names an
+export that every executable has, with matching binding counts and long-enough bindings; every
+BufferRef lies inside its buffer; fills, copies and checks are well-formed; types are known and
+static. Messages name the place (function, command index, binding index). Strings are decoded
+to str and scalar vectors turned into lists of int in place, so consumers of the tree never see
+bytes or numpy views.
 """
 
 from __future__ import annotations
@@ -110,6 +112,15 @@ class _Verifier:
 
     def constant(self, constant, where: str) -> int:
         size = self.tensor_type(constant.type, f"{where} type")
+        if constant.parameter is not None:
+            parameter = constant.parameter
+            parameter.scope = _text(parameter.scope, f"{where} parameter scope")
+            parameter.key = _text(parameter.key, f"{where} parameter key")
+            if constant.data is not None:
+                raise _fail(where, "has both inline data and a parameter reference")
+            if not parameter.key:
+                raise _fail(where, "parameter key is empty")
+            return size
         self.data_ref(constant.data, f"{where} data")
         if constant.data.length != size:
             raise _fail(where, f"has {constant.data.length} bytes of data but its type "

@@ -4,11 +4,18 @@
 Each repetition calls the function until --benchmark_min_time has passed (or a fixed count,
 ``100x``) and reports wall and process CPU time per call. Each call waits for its results to be
 computed (without copying them to the host), so a call counts only once its work is done. With
-several repetitions, mean/median/stddev rows follow.
+several repetitions, mean/median/stddev rows follow. ``--benchmark_format=json`` prints Google
+Benchmark's JSON report instead (a ``context`` object and one ``benchmarks`` entry per
+repetition and aggregate); ``--benchmark_out=FILE`` also writes the report, in
+``--benchmark_out_format`` (json by default, as Google Benchmark's).
 """
 
 from __future__ import annotations
 
+import datetime
+import json
+import os
+import platform
 import statistics
 import sys
 import time
@@ -19,6 +26,7 @@ from pyree.runtime.tools.cli import (
     FlagParser,
     UsageError,
     add_device_flags,
+    add_parameter_flags,
     print_listings,
     run_tool,
 )
@@ -86,20 +94,66 @@ def measure(call: Callable[[], object], min_time: MinTime) -> Sample:
     return Sample(elapsed / iterations, cpu / iterations, iterations)
 
 
+_AGGREGATES = (("mean", statistics.mean), ("median", statistics.median),
+               ("stddev", statistics.stdev))
+FORMATS = ("console", "json")
+
+
 def report_rows(name: str, samples: list[Sample]) -> list[str]:
     """One row per repetition, then mean/median/stddev rows when there are several."""
     rows = [_row(name, s.real_s, s.cpu_s, s.iterations) for s in samples]
-    if len(samples) > 1:
-        real = [s.real_s for s in samples]
-        cpu = [s.cpu_s for s in samples]
-        n = len(samples)
-        for suffix, stat in (
-            ("mean", statistics.mean),
-            ("median", statistics.median),
-            ("stddev", statistics.stdev),
-        ):
-            rows.append(_row(f"{name}_{suffix}", stat(real), stat(cpu), n))
+    for suffix, real, cpu, n in _aggregates(samples):
+        rows.append(_row(f"{name}_{suffix}", real, cpu, n))
     return rows
+
+
+def _aggregates(samples: list[Sample]) -> list[tuple[str, float, float, int]]:
+    if len(samples) < 2:
+        return []
+    real = [s.real_s for s in samples]
+    cpu = [s.cpu_s for s in samples]
+    return [(suffix, stat(real), stat(cpu), len(samples)) for suffix, stat in _AGGREGATES]
+
+
+def console_report(name: str, samples: list[Sample]) -> str:
+    header = f"{'Benchmark':<44}{'Time':>15}{'CPU':>15}{'Iterations':>12}"
+    return "\n".join([_RULE, header, _RULE, *report_rows(name, samples)])
+
+
+def json_report(name: str, samples: list[Sample]) -> str:
+    """Google Benchmark's JSON (--benchmark_format=json), times in milliseconds."""
+    common = {"family_index": 0, "per_family_instance_index": 0, "run_name": name,
+              "repetitions": len(samples), "threads": 1}
+    entries = [{"name": name, **common, "run_type": "iteration", "repetition_index": i,
+                "iterations": s.iterations, "real_time": s.real_s * 1e3,
+                "cpu_time": s.cpu_s * 1e3, "time_unit": "ms"} for i, s in enumerate(samples)]
+    for suffix, real, cpu, n in _aggregates(samples):
+        entries.append({"name": f"{name}_{suffix}", **common, "run_type": "aggregate",
+                        "aggregate_name": suffix, "aggregate_unit": "time", "iterations": n,
+                        "real_time": real * 1e3, "cpu_time": cpu * 1e3, "time_unit": "ms"})
+    context = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host_name": platform.node(),
+        "executable": "pyree-benchmark-module",
+        "num_cpus": os.cpu_count() or 1,
+        "mhz_per_cpu": _mhz_per_cpu(),
+        "cpu_scaling_enabled": False,
+        "caches": [],
+        "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else [],
+        "library_build_type": "release",
+    }
+    return json.dumps({"context": context, "benchmarks": entries}, indent=2)
+
+
+def _mhz_per_cpu() -> int:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("cpu MHz"):
+                    return round(float(line.split(":")[1]))
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _row(name: str, real_s: float, cpu_s: float, iterations: int) -> str:
@@ -113,6 +167,7 @@ def _parser() -> FlagParser:
     parser = FlagParser("pyree-benchmark-module", "Times invocations of a pyree module function.")
     add_device_flags(parser)
     add_invocation_flags(parser)
+    add_parameter_flags(parser)
     parser.add_argument(
         "--benchmark_repetitions",
         type=int,
@@ -127,6 +182,21 @@ def _parser() -> FlagParser:
         help="each repetition runs at least TIME seconds (0.5, 0.5s), or exactly "
         "N calls (Nx) (default: 0.5)",
     )
+    parser.add_argument(
+        "--benchmark_format",
+        choices=FORMATS,
+        default="console",
+        help="the report printed on stdout: console (default) or json (Google Benchmark's)",
+    )
+    parser.add_argument(
+        "--benchmark_out", metavar="FILE", help="also write the report to FILE"
+    )
+    parser.add_argument(
+        "--benchmark_out_format",
+        choices=FORMATS,
+        default="json",
+        help="the format of --benchmark_out (default: json)",
+    )
     return parser
 
 
@@ -139,7 +209,7 @@ def _run(argv: Sequence[str]) -> int:
             f"--benchmark_repetitions={args.benchmark_repetitions}: must be at least 1"
         )
     min_time = parse_min_time(args.benchmark_min_time)
-    module = load_module(args.module, args.device)
+    module = load_module(args.module, args.device, args.parameters)
     function = select_function(module, args.function)
     arguments = parse_arguments(function, args.input)
 
@@ -151,11 +221,12 @@ def _run(argv: Sequence[str]) -> int:
 
     call()  # warm-up: first-call work (executable loading, command recording) is not timed
     samples = [measure(call, min_time) for _ in range(args.benchmark_repetitions)]
-    print(_RULE)
-    print(f"{'Benchmark':<44}{'Time':>15}{'CPU':>15}{'Iterations':>12}")
-    print(_RULE)
-    for row in report_rows(f"BM_{function.name}/process_time/real_time", samples):
-        print(row)
+    reports = {"console": console_report, "json": json_report}
+    name = f"BM_{function.name}/process_time/real_time"
+    print(reports[args.benchmark_format](name, samples))
+    if args.benchmark_out:
+        with open(args.benchmark_out, "w") as f:
+            f.write(reports[args.benchmark_out_format](name, samples) + "\n")
     return 0
 
 

@@ -29,13 +29,43 @@ class ToolError(Exception):
 
 
 class FlagParser(argparse.ArgumentParser):
-    """argparse for IREE-style flags; raises UsageError instead of printing usage and exiting."""
+    """argparse for IREE-style flags; raises UsageError instead of printing usage and exiting.
+    ``--flagfile=PATH`` (IREE's) reads more flags from PATH, one per line (blank lines and lines
+    starting with ``#`` skipped), in its place on the command line."""
 
     def __init__(self, prog: str, description: str):
         super().__init__(prog=prog, description=description, allow_abbrev=False)
+        self.add_argument("--flagfile", metavar="PATH",
+                          help="read more flags from PATH, one per line")
+
+    def parse_known_args(self, args=None, namespace=None):
+        argv = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(_expand_flagfiles(argv), namespace)
 
     def error(self, message: str):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _expand_flagfiles(argv: list[str], depth: int = 0) -> list[str]:
+    expanded: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item != "--flagfile" and not item.startswith("--flagfile="):
+            expanded.append(item)
+            continue
+        path = item.partition("=")[2] if "=" in item else next(items, "")
+        if not path:
+            raise UsageError("--flagfile needs a file: --flagfile=flags.txt")
+        if depth > 8:
+            raise UsageError(f"--flagfile={path}: flag files nest more than 8 deep")
+        try:
+            with open(path) as f:
+                lines = [line.strip() for line in f]
+        except OSError as e:
+            raise UsageError(f"--flagfile={path}: cannot read it ({e.strerror or e})") from None
+        flags = [line for line in lines if line and not line.startswith("#")]
+        expanded += _expand_flagfiles(flags, depth + 1)
+    return expanded
 
 
 def add_device_flags(parser: FlagParser) -> None:
@@ -56,6 +86,17 @@ def add_device_flags(parser: FlagParser) -> None:
         const="",
         metavar="DRIVER",
         help="list the devices of every available driver (or of DRIVER), then exit",
+    )
+
+
+def add_parameter_flags(parser: FlagParser) -> None:
+    parser.add_argument(
+        "--parameters",
+        action="append",
+        default=[],
+        metavar="[SCOPE=]FILE",
+        help="a parameter file (.irpa or .safetensors) for the module's external constants of "
+        "SCOPE (none: the empty scope); repeatable, mapped rather than read (docs/PARAMETERS.md)",
     )
 
 

@@ -1,7 +1,8 @@
 """pyree-dump-module: what a module file holds, for people: functions and their signatures, host
 program command counts, executables with their targets, payload sizes, exports and binding layouts,
-constants, and the file size. The file is verified as the runtime verifies it before use, but no
-device is opened, so a module built for a GPU can be inspected anywhere.
+constants, the external parameters (scope, key, type) it needs, and the file size. The file is
+verified as the runtime verifies it before use, but no device is opened, so a module built for a
+GPU can be inspected anywhere.
 
     pyree-dump-module add.vmfb
 """
@@ -57,6 +58,12 @@ def _bindings(bindings) -> str:
     return ", ".join(
         f"{_ACCESS.get(b.access, b.access)} >= {b.minLength} B" for b in bindings or []
     )
+
+
+def _parameter_name(p) -> str:
+    """IREE's spelling: ``"scope"::"key"``, or ``"key"`` in the empty scope."""
+    scope, key = _text(p.scope), _text(p.key)
+    return f'"{scope}"::"{key}"' if scope else f'"{key}"'
 
 
 def format_function(f) -> list[str]:
@@ -124,7 +131,8 @@ def format_module(module, file_size: int) -> str:
     """The whole report for a verified module tree (pyree.runtime._fb ModuleT)."""
     functions = module.functions or []
     executables = module.executables or []
-    constants = module.constants or []
+    constants = [c for c in module.constants or [] if c.parameter is None]
+    parameters = [c for c in module.constants or [] if c.parameter is not None]
     constant_bytes = sum(_length(c.data) for c in constants)
     lines = [
         f"module: {_text(module.name)}",
@@ -139,6 +147,8 @@ def format_module(module, file_size: int) -> str:
         lines += format_executable(i, e)
     lines += [
         f"constants: {len(constants)}, {_size(constant_bytes)}",
+        *([f"parameters ({len(parameters)}):"] if parameters else []),
+        *(f"  {_parameter_name(c.parameter)}: {_tensor_type(c.type)}" for c in parameters),
         f"file size: {_size(file_size)}",
     ]
     return "\n".join(lines)

@@ -13,24 +13,48 @@ from pyree.runtime.tools.io_format import InputError, parse_value, type_string
 
 
 def add_invocation_flags(parser: FlagParser) -> None:
-    parser.add_argument("--module", help="the .vmfb module file to load")
+    """--module, --function, --input (each also under its pre-2023 IREE spelling)."""
+    parser.add_argument("--module", "--module_file", help="the .vmfb module file to load")
     parser.add_argument(
-        "--function", help="the exported function to call (default: the module's only function)"
+        "--function",
+        "--entry_function",
+        help="the exported function to call (default: the module's only function)",
     )
     parser.add_argument(
         "--input",
+        "--function_input",
         action="append",
         default=[],
         metavar="VALUE",
         help="one argument, in order: 4xf32=1 2 3 4, 2x2xi32=[1 2][3 4], f32=2, "
         "1x8xf32=0 (splat), @file.npy",
     )
+    parser.add_argument(
+        "--print_statistics",
+        nargs="?",
+        const="true",
+        type=_no_statistics,
+        metavar="BOOL",
+        help="refused when true: pyree's runtime keeps no allocator statistics",
+    )
 
 
-def load_module(path: str | None, device: str) -> rt.LoadedModule:
+def _no_statistics(text: str) -> bool:
+    """--print_statistics: IREE prints its allocator's statistics; pyree's keeps none."""
+    if text.lower() in ("false", "0"):
+        return False
+    if text.lower() in ("true", "1"):
+        raise UsageError("--print_statistics is not supported: pyree's runtime keeps no "
+                         "allocator statistics")
+    raise UsageError(f"--print_statistics='{text}': expected true or false")
+
+
+def load_module(path: str | None, device: str, parameters: list[str] = ()) -> rt.LoadedModule:
+    """Loads ``path`` on ``device`` with the --parameters files (a missing --module is a usage
+    error)."""
     if not path:
         raise UsageError("no module given: pass --module=file.vmfb")
-    return rt.load_module(path, device=device)
+    return rt.load_module(path, device=device, parameters=list(parameters))
 
 
 def select_function(module: rt.LoadedModule, name: str | None) -> rt.Function:

@@ -3,8 +3,9 @@
 A value is ``<dims>x<dtype>=<elements>`` (``2x3xf32=[1 2 3][4 5 6]``), or ``<dtype>=<element>``
 for a scalar. Brackets, commas and whitespace all separate elements, as in IREE, so
 ``4xf32=1,2,3,4`` and ``2x2xf32=[[1 2][3 4]]`` are the same thing; one element is splatted over
-the whole shape. An input ``@file.npy`` is a numpy file; an output ``@file.npy`` writes,
-``+file.npy`` appends, ``-`` prints and an empty spec drops the result.
+the whole shape. An input ``@file.npy`` is a numpy file, ``<type>=@file.bin`` the raw elements
+of that type (host byte order); an output ``@file.npy`` writes, ``+file.npy`` appends (a ``.bin``
+path: the raw elements, as IREE writes them), ``-`` prints and an empty spec drops the result.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def parse_value(text: str) -> np.ndarray:
     head, has_data, data = text.strip().partition("=")
     shape, dtype = _parse_type(head.strip())
     count = int(np.prod(shape, dtype=np.int64))
+    if data.strip().startswith("@"):
+        return _load_raw(data.strip()[1:], shape, dtype, count)
     tokens = [t for t in _SEPARATORS.split(data) if t] if has_data else []
     if not tokens:
         return np.zeros(shape, dtype)  # IREE: a type with no elements is zero-filled
@@ -129,6 +132,17 @@ def _load_npy(path: str) -> np.ndarray:
     return array
 
 
+def _load_raw(path: str, shape: tuple[int, ...], dtype: np.dtype, count: int) -> np.ndarray:
+    try:
+        data = np.fromfile(path, dtype=dtype)
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+    if data.size != count:
+        raise InputError(f"{path} holds {data.size} {dtype_spelling(dtype)} elements, "
+                         f"{type_string(shape, dtype)} needs {count}")
+    return data.reshape(shape)
+
+
 @dataclass(frozen=True)
 class OutputSpec:
     """What to do with one result: ``print``, ``ignore``, or ``write``/``append`` to ``path``."""
@@ -151,6 +165,10 @@ def parse_output_spec(text: str) -> OutputSpec:
 
 
 def save_npy(spec: OutputSpec, array: np.ndarray) -> None:
-    """Writes (or appends, so several results share one file) ``array`` as .npy at ``spec.path``."""
+    """Writes (or appends, so several results share one file) ``array`` at ``spec.path``: as .npy,
+    or, for a ``.bin`` path, as its raw elements."""
     with open(spec.path, "ab" if spec.action == "append" else "wb") as f:
-        np.save(f, array, allow_pickle=False)
+        if spec.path.endswith(".bin"):
+            f.write(np.ascontiguousarray(array).tobytes())
+        else:
+            np.save(f, array, allow_pickle=False)

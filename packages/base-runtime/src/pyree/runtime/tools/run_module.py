@@ -3,6 +3,10 @@ iree-run-module.
 
     pyree-run-module --device=local-task --module=add.vmfb --function=add \\
         --input="4xf32=1 2 3 4" --input=4xf32=2 --output=@sum.npy
+
+With ``--expected_output`` the results are compared instead of printed (expected_output.py):
+``[SUCCESS] all function outputs matched their expected values.`` and exit 0, or one
+``[FAILED]`` report per differing result and exit 1.
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ from pyree.runtime.tools.cli import (
     FlagParser,
     UsageError,
     add_device_flags,
+    add_parameter_flags,
     print_listings,
     run_tool,
+)
+from pyree.runtime.tools.expected_output import (
+    add_expected_output_flags,
+    check_results,
+    parse_expected,
 )
 from pyree.runtime.tools.invocation import (
     add_invocation_flags,
@@ -30,6 +40,7 @@ def _parser() -> FlagParser:
     parser = FlagParser("pyree-run-module", "Runs one function of a pyree module (.vmfb).")
     add_device_flags(parser)
     add_invocation_flags(parser)
+    add_parameter_flags(parser)
     parser.add_argument(
         "--output",
         action="append",
@@ -39,12 +50,15 @@ def _parser() -> FlagParser:
         "appends it, - prints it, an empty value drops it (default: print all)",
     )
     parser.add_argument(
+        "--output_max_element_count",
         "--print_max_element_count",
+        dest="print_max_element_count",
         type=int,
         default=1024,
         metavar="N",
         help="elide printed results past N elements with ... (default: 1024)",
     )
+    add_expected_output_flags(parser)
     return parser
 
 
@@ -53,7 +67,7 @@ def _run(argv: Sequence[str]) -> int:
     if print_listings(args):
         return 0
     outputs = [parse_output_spec(text) for text in args.output]
-    module = load_module(args.module, args.device)
+    module = load_module(args.module, args.device, args.parameters)
     function = select_function(module, args.function)
     arguments = parse_arguments(function, args.input)
     if len(outputs) > len(function.result_types):
@@ -61,6 +75,11 @@ def _run(argv: Sequence[str]) -> int:
             f"{len(outputs)} --output flags given, but @{function.name} returns "
             f"{len(function.result_types)} results"
         )
+    if args.expected_output and outputs:
+        raise UsageError("--output and --expected_output cannot be combined: the results are "
+                         "either written or compared")
+    expected = parse_expected(args.expected_output, len(function.result_types)) \
+        if args.expected_output else None
 
     print(f"EXEC @{function.name}")
     sys.stdout.flush()
@@ -69,6 +88,8 @@ def _run(argv: Sequence[str]) -> int:
         results = ()
     elif not isinstance(results, tuple):
         results = (results,)
+    if expected is not None:
+        return check_results(expected, [r.to_host() for r in results], args)
     for index, result in enumerate(results):
         action = outputs[index].action if index < len(outputs) else "print"
         if action == "print":

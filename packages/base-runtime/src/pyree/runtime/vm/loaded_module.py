@@ -1,10 +1,12 @@
-"""LoadedModule: a verified module on a device -- executable loaded, constants uploaded once,
-every function's command buffers recorded -- and ``load_module``, the front door."""
+"""LoadedModule: a verified module on a device -- executable loaded, constants (inline, or
+parameters from the files given for their scopes) uploaded or mapped once, every function's
+command buffers recorded -- and ``load_module``, the front door."""
 
 from __future__ import annotations
 
 import mmap
 import os
+from typing import TYPE_CHECKING
 
 from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
@@ -14,6 +16,9 @@ from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
+
+if TYPE_CHECKING:  # imported when a module has parameters: a process without pays nothing
+    from pyree.runtime.parameters import ParameterIndex
 
 # (timeline, value) pairs and the in-place constants they may still read, of modules collected
 # while calls could be in flight.
@@ -32,27 +37,46 @@ def _release_orphans() -> None:
                    if not all(_reached(s, v) for s, v in pending)]
 
 
-def _mapping(module: Module):
-    """(anchor, char * to its first byte) for a module read from a mapped file, else None. The
-    anchor exports the mmap itself, never a memoryview: the loaded module sits in a reference
-    cycle, and the collector cannot clear a memoryview that still has an export (CPython then
-    crashed while collecting the module)."""
-    if not isinstance(module.data.obj, mmap.mmap):
+def _mapping(data, anchors: dict):
+    """(anchor, char * to its first byte) of the mapped file that ``data`` (a memoryview) is a
+    slice of, else None; one per file, kept in ``anchors``. The anchor exports the mmap itself,
+    never a memoryview: the loaded module sits in a reference cycle, and the collector cannot
+    clear a memoryview that still has an export (CPython then crashed while collecting the
+    module)."""
+    mapped = getattr(data, "obj", None)
+    if not isinstance(mapped, mmap.mmap):
         return None
-    anchor = ffi.from_buffer(module.data.obj, require_writable=True)
-    return anchor, ffi.cast("char *", anchor)
+    if id(mapped) not in anchors:
+        anchor = ffi.from_buffer(mapped, require_writable=True)
+        anchors[id(mapped)] = anchor, ffi.cast("char *", anchor)
+    return anchors[id(mapped)]
+
+
+class NoSuchFunction(InvocationError, KeyError, AttributeError):
+    """A function name the module does not export; also a KeyError (IREE's ``module["x"]``
+    raises one) and an AttributeError (``hasattr(module, "x")`` is then False)."""
+
+    __str__ = Exception.__str__  # KeyError's would quote the message
 
 
 class LoadedModule:
-    def __init__(self, module: Module, device: Device):
+    def __init__(self, module: Module, device: Device, parameters: ParameterIndex | None = None):
         self.module = module
         self.device = device
         self.pool = BufferPool(device)
         chosen = executables.select(module, device)
         self.executable = executables.load(module, chosen, device) if chosen is not None else None
-        mapping = _mapping(module) if device.imports_host else None
-        self.constants = [self._constant(module.bytes_of(c.data), mapping)
-                          for c in module.tree.constants]
+        anchors: dict = {}
+        self.constants = []
+        for i, c in enumerate(module.tree.constants):
+            p = c.parameter
+            if p is not None and parameters is None:
+                parameters = _parameter_index([])
+            data = module.bytes_of(c.data) if p is None else parameters.resolve(
+                p.scope, p.key, c.type.elementType, c.type.dims,
+                f"module '{module.name}' constant {i}")
+            mapping = _mapping(data, anchors) if device.imports_host else None
+            self.constants.append(self._constant(data, mapping))
         self._in_place = any(hasattr(c, "_source") for c in self.constants)
         self._functions = {f.name: Function(self, f) for f in module.tree.functions}
 
@@ -67,9 +91,10 @@ class LoadedModule:
         _ORPHANS.append((pending, self.constants))
         _release_orphans()
 
-    def _constant(self, data: memoryview, mapping) -> Buffer:
-        """A constant's device buffer: the mapped file's own pages where the device can use host
-        memory in place (the constants are then in memory once, not copied), else a copy."""
+    def _constant(self, data: memoryview | bytes, mapping) -> Buffer:
+        """A constant's device buffer: the mapped file's own pages (the module's, or a parameter
+        file's) where the device can use host memory in place and they are 64-byte aligned (the
+        constants are then in memory once, not copied), else a copy."""
         if mapping is not None and len(data):
             anchor, base = mapping
             address = int(ffi.cast("uintptr_t", ffi.from_buffer(data)))
@@ -92,11 +117,12 @@ class LoadedModule:
     def __getitem__(self, name: str) -> Function:
         function = self._functions.get(name)
         if function is None:
-            raise InvocationError(f"module '{self.name}' has no function '{name}'; it exports: "
-                                  f"{', '.join(self._functions) or 'nothing'}")
+            raise NoSuchFunction(f"module '{self.name}' has no function '{name}'; it exports: "
+                                 f"{', '.join(self._functions) or 'nothing'}")
         return function
 
     def __getattr__(self, name: str) -> Function:
+        """``module.main``; AttributeError for anything else, so ``hasattr`` answers False."""
         if name.startswith("_"):
             raise AttributeError(name)
         return self[name]
@@ -109,9 +135,26 @@ class LoadedModule:
 
 
 def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview,
-                device: str | Device = "local-task") -> LoadedModule:
-    """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI.
-    A file is mapped (copy-on-write) rather than read, so its constants need not be copied."""
+                device: str | Device | None = None, *, driver: str | None = None,
+                parameters: ParameterIndex | str | os.PathLike | list | None = None) -> LoadedModule:
+    """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI
+    (``device``, or IREE's ``driver`` keyword; default ``local-task``). A file is mapped
+    (copy-on-write) rather than read, so its constants need not be copied. ``parameters``: the
+    parameter files its external constants come from, as ``--parameters`` takes them
+    (``"[scope=]file.irpa"``, ``.safetensors``; a path: no scope; a (scope, path) pair), or a
+    ParameterIndex; mapped the same way."""
+    parameters = _parameter_index(parameters) if parameters else None
+    if device is not None and driver is not None:
+        raise InvocationError(f"load_module: give device= or driver=, not both (got device="
+                              f"{device!r}, driver={driver!r})")
+    device = device or driver or "local-task"
+    module = open_module(path_or_bytes)
+    return LoadedModule(module, get_device(device) if isinstance(device, str) else device,
+                        parameters)
+
+
+def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Module:
+    """Reads and verifies a module file (a path, mapped copy-on-write, or the file's bytes)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
     else:
@@ -125,5 +168,15 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
             raise ModuleError(f"cannot read module file '{os.fspath(path_or_bytes)}': "
                               f"{e.strerror or e}") from None
     _release_orphans()
-    module = read_module(data)
-    return LoadedModule(module, get_device(device) if isinstance(device, str) else device)
+    return read_module(data)
+
+
+def _parameter_index(parameters) -> ParameterIndex:
+    """``load_module``'s ``parameters`` as a ParameterIndex (its files opened and indexed)."""
+    from pyree.runtime.parameters import ParameterIndex
+
+    if isinstance(parameters, ParameterIndex):
+        return parameters
+    if isinstance(parameters, (str, os.PathLike, tuple)):
+        parameters = [parameters]
+    return ParameterIndex(parameters)

@@ -21,7 +21,8 @@ from pyree.compiler.options import CompileOptions
 
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
                        builder: ModuleBuilder) -> ExecutableT:
-    target = resolve_target(options.llvmcpu_target_cpu)
+    target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
+                            options.llvmcpu_target_triple)
     module, lowered = lower_kernels(kernels, target)
     library = link_shared_object(target.machine.emit_object(optimize(str(module), target)))
 

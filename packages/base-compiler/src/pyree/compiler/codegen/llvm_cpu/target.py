@@ -46,20 +46,60 @@ class CpuTarget:
             cpu=self.cpu, features=self.feature_string(), opt=3, reloc="pic", codemodel="default")
 
 
-def resolve_target(name: str) -> CpuTarget:
-    """``host``: this build machine's CPU; ``generic``: baseline x86-64; else an LLVM CPU name."""
+def resolve_target(name: str, features: str = "", triple: str = "") -> CpuTarget:
+    """``host``: this build machine's CPU; ``generic``: baseline x86-64; else an LLVM CPU name.
+    ``features`` (``--iree-llvmcpu-target-cpu-features``) switches extensions on (``+avx2``) or
+    off (``-avx512f``) on top of that CPU's set, or is ``host``: this machine's set. ``triple``
+    must name x86-64 Linux, the only code pyree generates."""
+    _check_triple(triple)
     if name == "host":
-        host = llvm.get_host_cpu_features()
-        enabled = {f for f, on in host.items() if on and f in CPUINFO_FLAGS}
-        return CpuTarget(llvm.get_host_cpu_name(), frozenset(BASELINE) | frozenset(enabled))
-    if name == "generic":
-        name = "x86-64"
-    if name not in CPUS:
-        examples = "host, generic, haswell, skylake-avx512, icelake-server, sapphirerapids, znver4"
-        raise CompileError(
-            f"unknown --pyree-llvmcpu-target-cpu '{name}'; use one of {examples} "
-            f"(all known: {', '.join(sorted(CPUS))})")
-    return CpuTarget(name, frozenset(CPUS[name]))
+        target = CpuTarget(llvm.get_host_cpu_name(), _host_features())
+    else:
+        if name == "generic":
+            name = "x86-64"
+        if name not in CPUS:
+            examples = ("x86-64-v2, host, generic, haswell, skylake-avx512, icelake-server, "
+                        "sapphirerapids, znver4")
+            raise CompileError(
+                f"unknown --pyree-llvmcpu-target-cpu '{name}'; use one of {examples} "
+                f"(all known: {', '.join(sorted(CPUS))})")
+        target = CpuTarget(name, frozenset(CPUS[name]))
+    return _with_features(target, features)
+
+
+def _host_features() -> frozenset[str]:
+    host = llvm.get_host_cpu_features()
+    return frozenset(BASELINE) | {f for f, on in host.items() if on and f in CPUINFO_FLAGS}
+
+
+def _with_features(target: CpuTarget, features: str) -> CpuTarget:
+    if features.strip() == "host":
+        return CpuTarget(target.cpu, _host_features())
+    enabled = set(target.features)
+    for item in (f.strip() for f in features.split(",") if f.strip()):
+        sign, feature = (item[0], item[1:]) if item[0] in "+-" else ("+", item)
+        if feature not in CPUINFO_FLAGS and feature not in BASELINE:
+            raise CompileError(
+                f"unknown --pyree-llvmcpu-target-cpu-features entry '{item}'; use +name or -name "
+                f"with LLVM's x86 feature names: {', '.join(sorted(CPUINFO_FLAGS))}")
+        if sign == "+":
+            enabled.add(feature)
+        elif feature in BASELINE:
+            raise CompileError(f"--pyree-llvmcpu-target-cpu-features '{item}': {feature} is "
+                               "part of every x86-64 CPU and cannot be switched off")
+        else:
+            enabled.discard(feature)
+    return CpuTarget(target.cpu, frozenset(enabled))
+
+
+def _check_triple(triple: str) -> None:
+    parts = triple.strip().lower().split("-")
+    if triple.strip() in ("", "host") or (parts[0] in ("x86_64", "amd64") and "linux" in parts):
+        return
+    raise CompileError(
+        f"--pyree-llvmcpu-target-triple '{triple}' is not supported: pyree's llvm-cpu backend "
+        f"generates x86-64 Linux shared objects only ({TRIPLE}); leave the flag out or use an "
+        "x86_64-*-linux-* triple")
 
 
 def _initialize_llvm() -> None:

@@ -29,10 +29,18 @@ CHIPS = {
     "gfx1201": (0x04E, 32, ()),
 }
 
+# Products (SKUs) and architecture code names of IREE's current ROCm guide -> chip; a code name
+# is its family's first chip, as IREE translates it.
 PRODUCTS = {
     "mi25": "gfx900", "mi50": "gfx906", "mi60": "gfx906", "mi100": "gfx908",
-    "mi210": "gfx90a", "mi250": "gfx90a", "mi300x": "gfx942", "mi300a": "gfx942",
-    "mi325x": "gfx942", "mi355x": "gfx950", "rx7900xtx": "gfx1100",
+    "mi210": "gfx90a", "mi250": "gfx90a", "mi250x": "gfx90a", "mi300x": "gfx942",
+    "mi300a": "gfx942", "mi308x": "gfx942", "mi325x": "gfx942", "mi350x": "gfx950",
+    "mi355x": "gfx950", "rx7900xtx": "gfx1100", "rx7900xt": "gfx1100", "w7900": "gfx1100",
+    "w7800": "gfx1100", "rx7800xt": "gfx1101", "rx7700xt": "gfx1101", "v710": "gfx1101",
+    "w7700": "gfx1101", "rx9070xt": "gfx1201", "rx9070": "gfx1201", "r9700": "gfx1201",
+    "rx9060xt": "gfx1200",
+    "cdna1": "gfx908", "cdna2": "gfx90a", "cdna3": "gfx942", "cdna4": "gfx950",
+    "rdna2": "gfx1030", "rdna3": "gfx1100", "rdna4": "gfx1200",
 }
 
 DEFAULT_TARGET = "gfx908"

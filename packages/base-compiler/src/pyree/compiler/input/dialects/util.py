@@ -1,8 +1,10 @@
-"""IREE's ``util`` ops that its e2e tests use to keep the compiler from folding constants.
+"""IREE's ``util`` ops: constants its e2e tests keep from folding, and immutable globals.
 
 ``util.unfoldable_constant`` lowers like ``arith.constant`` (and is declared like it: the result
 type is the value's type); ``util.optimization_barrier`` is the identity. pyree folds no
-constants into the ops under test either way.
+constants into the ops under test either way. ``util.global`` declares a module-level constant
+(a dense value, or ``#stream.parameter.named``: a parameter loaded at run time) and
+``util.global.load`` reads it inside a function.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from xdsl.dialects.builtin import (
     DenseResourceAttr,
     FloatAttr,
     IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    UnitAttr,
 )
-from xdsl.ir import Dialect
+from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
     irdl_op_definition,
+    opt_prop_def,
     prop_def,
     result_def,
     var_operand_def,
@@ -74,4 +80,78 @@ class OptimizationBarrierOp(IRDLOperation):
         printer.print_list([v.type for v in self.operands], printer.print_attribute)
 
 
-Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp], [])
+@irdl_op_definition
+class GlobalOp(IRDLOperation):
+    """``util.global private [mutable] @name [= initial value] : type``; a typed initial value
+    (``dense<...> : tensor<4xf32>``) carries the type itself."""
+
+    name = "util.global"
+
+    sym_name = prop_def(StringAttr)
+    sym_visibility = opt_prop_def(StringAttr)
+    is_mutable = opt_prop_def(UnitAttr)
+    initial_value = opt_prop_def(AnyAttr())
+    type = prop_def(AnyAttr())
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalOp:
+        properties: dict[str, Attribute] = {}
+        visibility = parser.parse_optional_keyword_in(("private", "public", "nested"))
+        if visibility is not None:
+            properties["sym_visibility"] = StringAttr(visibility)
+        if parser.parse_optional_keyword("mutable") is not None:
+            properties["is_mutable"] = UnitAttr()
+        properties["sym_name"] = parser.parse_symbol_name()
+        attributes = parser.parse_optional_attr_dict()
+        value_type = None
+        if parser.parse_optional_punctuation("=") is not None:
+            value = parser.parse_attribute()
+            properties["initial_value"] = value
+            value_type = getattr(value, "type", None)
+        if parser.parse_optional_punctuation(":") is not None:
+            value_type = parser.parse_type()
+        if value_type is None:
+            parser.raise_error("util.global needs a type (': tensor<...>')")
+        properties["type"] = value_type
+        return cls.create(properties=properties, attributes=attributes)
+
+    def print(self, printer: Printer) -> None:
+        if self.sym_visibility is not None:
+            printer.print_string(f" {self.sym_visibility.data}")
+        if self.is_mutable is not None:
+            printer.print_string(" mutable")
+        printer.print_string(f" @{self.sym_name.data}")
+        printer.print_op_attributes(self.attributes)
+        if self.initial_value is not None:
+            printer.print_string(" = ")
+            printer.print_attribute(self.initial_value)
+        printer.print_string(" : ")
+        printer.print_attribute(self.type)
+
+
+@irdl_op_definition
+class GlobalLoadOp(IRDLOperation):
+    """``%v = util.global.load [immutable] @name : type``."""
+
+    name = "util.global.load"
+
+    global_name = prop_def(SymbolRefAttr)
+    result = result_def(AnyAttr())
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalLoadOp:
+        parser.parse_optional_keyword("immutable")
+        name = parser.parse_symbol_name()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        return cls.create(properties={"global_name": SymbolRefAttr(name)}, attributes=attributes,
+                          result_types=[parser.parse_type()])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" @{self.global_name.root_reference.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+
+Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp], [])

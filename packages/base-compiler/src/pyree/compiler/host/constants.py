@@ -1,0 +1,34 @@
+"""The module's constant table: each distinct constant once, as bytes in the data segment or as
+a parameter reference (schema 1.3). Constants loaded from one ``util.global`` share an array
+and so one entry; a parameter's entry is its (scope, key)."""
+
+from __future__ import annotations
+
+from pyree.compiler._fb.Constant import ConstantT
+from pyree.compiler._fb.Parameter import ParameterT
+from pyree.compiler.flow.tensor_program import Constant, Function, Value, walk_ops
+from pyree.compiler.host.program import tensor_type
+from pyree.compiler.module_writer import ModuleBuilder
+
+
+def add_constants(functions: list[Function], builder: ModuleBuilder) -> dict[Value, int]:
+    """Appends the module constants the functions read; returns each Constant result's index."""
+    index: dict[Value, int] = {}
+    entries: dict[object, int] = {}  # id(array) or (scope, key) -> module constant index
+    for function in functions:
+        for op in walk_ops(function.ops):
+            if not isinstance(op, Constant) or op.splat is not None:
+                continue
+            source = op.parameter or id(op.data)
+            if source not in entries:
+                constant = ConstantT()
+                constant.type = tensor_type(op.result)
+                if op.parameter is not None:
+                    constant.parameter = ParameterT()
+                    constant.parameter.scope, constant.parameter.key = op.parameter
+                else:
+                    constant.data = builder.add_data(op.data)
+                entries[source] = len(builder.module.constants)
+                builder.module.constants.append(constant)
+            index[op.result] = entries[source]
+    return index

@@ -1,0 +1,24 @@
+"""What a parameter file's index says about one key, and the error every reader raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.runtime.errors import PyreeError
+
+
+class ParameterError(PyreeError):
+    """A parameter file is missing, damaged, or does not hold what the module needs."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``length`` bytes at ``offset`` in the file, or a repeated ``splat`` pattern (IRPA splat
+    entries: no bytes on disk). ``dtype`` (a safetensors dtype name) and ``shape`` where the
+    format records them."""
+
+    offset: int
+    length: int
+    splat: bytes | None = None
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None

@@ -1,0 +1,108 @@
+"""``--expected_output``: compare results with expected values, as iree-run-module does.
+
+Each flag is one value in the ``--input`` format (``4xf32=1 2 3 4``, ``@golden.npy``), matched to
+the results in order; ``(ignore)`` skips a result. Floats match within an absolute threshold per
+element type (``--expected_f16_threshold`` 0.001, ``--expected_f32_threshold`` and
+``--expected_f64_threshold`` 0.0001, IREE's defaults); every other type matches exactly. Unlike
+IREE, whose ``|a - e| > t`` test lets NaN match anything, NaN matches only NaN and an infinity
+only the same infinity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.runtime.tools.cli import EXIT_FAILURE, FlagParser, UsageError
+from pyree.runtime.tools.io_format import InputError, format_array, parse_value, type_string
+
+IGNORE = "(ignore)"
+_THRESHOLDS = {"f16": 0.001, "bf16": 0.001, "f32": 0.0001, "f64": 0.0001}
+
+
+def add_expected_output_flags(parser: FlagParser) -> None:
+    parser.add_argument(
+        "--expected_output", action="append", default=[], metavar="VALUE",
+        help="compare result N with this value (--input format, or (ignore)); print "
+        "[SUCCESS] or [FAILED] and exit 1 on a mismatch")
+    for name, default in (("f16", 0.001), ("f32", 0.0001), ("f64", 0.0001)):
+        parser.add_argument(
+            f"--expected_{name}_threshold", type=_threshold, default=default, metavar="T",
+            help=f"largest absolute difference for {name} results to match (default {default})")
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text.removesuffix("f"))
+    except ValueError:
+        raise UsageError(f"'{text}' is not a threshold: give a non-negative number") from None
+    if not value >= 0:
+        raise UsageError(f"'{text}' is not a threshold: give a non-negative number")
+    return value
+
+
+def parse_expected(texts: list[str], result_count: int) -> list[np.ndarray | None]:
+    """The --expected_output values, checked up front (None: ignore that result)."""
+    if len(texts) != result_count:
+        raise UsageError(f"{len(texts)} --expected_output flags given, but the function returns "
+                         f"{result_count} results (use --expected_output=(ignore) to skip one)")
+    expected = []
+    for index, text in enumerate(texts):
+        if text.strip() == IGNORE:
+            expected.append(None)
+            continue
+        try:
+            expected.append(parse_value(text))
+        except InputError as e:
+            raise InputError(f"--expected_output {index + 1}: {e}") from None
+    return expected
+
+
+def check_results(expected: list[np.ndarray | None], actual: list[np.ndarray], args) -> int:
+    """Prints the comparison as iree-run-module does; the exit code (0: all matched)."""
+    failures = compare(expected, actual, _thresholds(args), args.print_max_element_count)
+    for failure in failures:
+        print(failure)
+    if failures:
+        return EXIT_FAILURE
+    print("[SUCCESS] all function outputs matched their expected values.")
+    return 0
+
+
+def compare(expected: list[np.ndarray | None], actual: list[np.ndarray],
+            thresholds: dict[str, float], max_elements: int) -> list[str]:
+    """One ``[FAILED] result[i]: ...`` report per result that does not match (empty: all do)."""
+    failures = []
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        if want is None:
+            continue
+        problem = _mismatch(want, got, thresholds)
+        if problem:
+            failures.append(
+                f"[FAILED] result[{index}]: {problem}; expected that the view is equal to "
+                f"contents of a view of {type_string(want.shape, want.dtype)}\n"
+                f"  expected:\n{format_array(want, max_elements)}\n"
+                f"  actual:\n{format_array(got, max_elements)}")
+    return failures
+
+
+def _thresholds(args) -> dict[str, float]:
+    return {"f16": args.expected_f16_threshold, "bf16": args.expected_f16_threshold,
+            "f32": args.expected_f32_threshold, "f64": args.expected_f64_threshold}
+
+
+def _mismatch(want: np.ndarray, got: np.ndarray, thresholds: dict[str, float]) -> str:
+    if want.dtype != got.dtype or want.shape != got.shape:
+        return (f"the result is {type_string(got.shape, got.dtype)}, not "
+                f"{type_string(want.shape, want.dtype)}")
+    name = type_string((), want.dtype)
+    if name in _THRESHOLDS:
+        w, g = want.astype(np.float64), got.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            close = (np.abs(w - g) <= thresholds[name]) | (w == g) | (np.isnan(w) & np.isnan(g))
+    else:
+        close = want == got
+    bad = np.flatnonzero(~close.reshape(-1))
+    if bad.size == 0:
+        return ""
+    i = int(bad[0])
+    return (f"element at index {i} ({got.reshape(-1)[i]}) does not match the expected "
+            f"({want.reshape(-1)[i]})")
