@@ -3,6 +3,10 @@
     import pyree.runtime as rt
     m = rt.load_module("model.vmfb", device="local-task")
     y = m["main"](x).to_host()
+
+IREE's names work too (``Config``, ``SystemContext``, ``VmModule``, ``load_vm_flatbuffer``...;
+vm/system_api.py, docs/MIGRATING_FROM_IREE.md). External weights: ``load_module(...,
+parameters=["model=weights.irpa"])`` or a ``ParameterIndex`` (docs/PARAMETERS.md).
 """
 
 from pyree.runtime.errors import (
@@ -30,10 +34,36 @@ from pyree.runtime.vm import (
                                   format_array,
                                   load_module,
 )
+from pyree.runtime.vm.system_api import (
+                                  TARGET_BACKEND_TO_DRIVER,
+                                  Config,
+                                  SystemContext,
+                                  VmFunction,
+                                  VmInstance,
+                                  VmModule,
+                                  load_vm_flatbuffer,
+                                  load_vm_flatbuffer_file,
+                                  load_vm_module,
+                                  load_vm_modules,
+)
 
 __all__ = [
     "CheckError", "CheckFailure", "DeviceArray", "DeviceInfo", "DriverError", "DriverInfo",
     "Function", "InvocationError", "LoadedModule", "Module", "ModuleError", "PyreeError",
     "TensorType", "asdevicearray", "format_array", "get_device", "list_devices", "list_drivers",
     "load_module", "read_module",
+    # IREE's system API (vm/system_api.py)
+    "Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance", "VmModule",
+    "load_vm_flatbuffer", "load_vm_flatbuffer_file", "load_vm_module", "load_vm_modules",
+    # external weights (parameters/), imported on first use: most processes load none
+    "ParameterError", "ParameterIndex",
 ]
+
+
+def __getattr__(name: str):
+    if name in ("ParameterError", "ParameterIndex"):
+        from pyree.runtime import parameters
+
+        return getattr(parameters, name)
+    raise AttributeError(f"module 'pyree.runtime' has no attribute {name!r}")
+

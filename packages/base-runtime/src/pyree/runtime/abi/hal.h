@@ -15,7 +15,7 @@
  */
 
 #define PYREE_HAL_ABI_VERSION 1
-#define PYREE_HAL_ABI_REVISION 2
+#define PYREE_HAL_ABI_REVISION 3
 
 #define PYREE_STATUS_OK 0
 #define PYREE_STATUS_CANCELLED 1
@@ -151,6 +151,28 @@ typedef struct pyree_hal_device_v1 {
    * any submitted work that uses it lives; the memory is writable (a private mapping). */
   pyree_status_t (*import_host)(void *self, void *host, uint64_t size,
                                 pyree_handle_t *out_buffer);
+
+  /* Revision 3: sharing memory with other libraries in place (DLPack). NULL, or absent from a
+   * smaller struct_size: the runtime copies instead. dlpack_device says which DLPack device this
+   * device is (device_type: kDLCPU 1, kDLCUDA 2, kDLROCM 10, ...; device_id: its ordinal) and
+   * the stream its work runs on, in DLPack's numbering (a CUDA/HIP stream handle; 0 for none):
+   * a library handing the runtime memory orders its pending writes before that stream. */
+  pyree_status_t (*dlpack_device)(void *self, int32_t *out_device_type, int32_t *out_device_id,
+                                  uint64_t *out_stream);
+  /* Where a buffer's bytes are, in that device's address space (a host or device pointer). */
+  pyree_status_t (*buffer_address)(void *self, pyree_handle_t buffer, uint64_t *out_address);
+  /* A buffer that is the `size` bytes at `address` in that address space (another library's
+   * tensor), without a copy; aligned to its element size only. The caller keeps the memory
+   * alive while the buffer or any work using it lives; release_buffer never frees it.
+   * INVALID_ARGUMENT when this device cannot use that memory (another GPU's): the runtime then
+   * reports the mismatch. */
+  pyree_status_t (*import_device)(void *self, uint64_t address, uint64_t size,
+                                  pyree_handle_t *out_buffer);
+  /* Optional within revision 3 (NULL for a device without streams): work submitted from now on
+   * starts only after the work queued so far on `stream` (DLPack numbering: 1 is CUDA's legacy
+   * default stream, 2 its per-thread default stream). The runtime calls it before it reuses a
+   * buffer another library read on that stream. */
+  pyree_status_t (*stream_wait)(void *self, uint64_t stream);
 } pyree_hal_device_v1_t;
 
 typedef struct pyree_hal_driver_v1 {

@@ -22,13 +22,14 @@ ALIGNMENT = 64
 
 
 class HostBuffer:
-    """``size`` bytes of 64-byte-aligned host memory."""
+    """``size`` bytes of host memory, 64-byte aligned except another library's memory imported
+    for a call (import_device), which is aligned to its elements: kernels assume no more."""
 
-    def __init__(self, size: int, address: int | None = None):
-        if address is not None:  # memory the runtime owns (hal.h revision 2: import_host)
-            if address % ALIGNMENT:
+    def __init__(self, size: int, address: int | None = None, alignment: int = ALIGNMENT):
+        if address is not None:  # memory the runtime or another library owns (import_*)
+            if address % alignment:
                 raise HalError("INVALID_ARGUMENT", f"imported host memory at {address:#x} is not "
-                                                   f"{ALIGNMENT}-byte aligned")
+                                                   f"{alignment}-byte aligned")
             self.bytes = np.frombuffer(ffi.buffer(ffi.cast("void *", address), size), np.uint8)
             self.address, self.size = address, size
             return
@@ -70,6 +71,17 @@ class HostDevice(PythonDevice):
     def import_host(self, address: int, size: int) -> HostBuffer:
         """The runtime's host memory (a mapped module file's constants), used in place."""
         return HostBuffer(size, address)
+
+    def dlpack_device(self) -> tuple[int, int, int]:
+        """DLPack's CPU device (kDLCPU = 1); host work has no stream."""
+        return 1, 0, 0
+
+    def buffer_address(self, buffer: HostBuffer) -> int:
+        return buffer.address
+
+    def import_device(self, address: int, size: int) -> HostBuffer:
+        """Another library's host memory (a numpy array, a torch CPU tensor), used in place."""
+        return HostBuffer(size, address, alignment=1)
 
     def write_buffer(self, buffer: HostBuffer, offset: int, source: memoryview) -> None:
         buffer.range(offset, len(source), "write")[:] = np.frombuffer(source, np.uint8)

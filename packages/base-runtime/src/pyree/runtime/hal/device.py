@@ -30,6 +30,7 @@ _HANDLES = ffi.typeof("pyree_handle_t[]")
 _U32_OUT = ffi.typeof("uint32_t *")
 _U64_OUT = ffi.typeof("uint64_t *")
 _U64S = ffi.typeof("uint64_t[]")
+_I32_OUT = ffi.typeof("int32_t *")
 
 
 _EMPTY = np.empty(0, np.uint8)
@@ -81,6 +82,10 @@ class Device:
         self.maps_memory = has_field(struct, "pyree_hal_device_v1_t", "allocate_mapped")
         # whether it uses host memory in place (hal.h, revision 2)
         self.imports_host = has_field(struct, "pyree_hal_device_v1_t", "import_host")
+        # (DLPack device type, device id, stream) where it shares memory in place (revision 3)
+        self.dlpack = self._dlpack_device() \
+            if has_field(struct, "pyree_hal_device_v1_t", "dlpack_device") else None
+        self._waits_streams = has_field(struct, "pyree_hal_device_v1_t", "stream_wait")
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
 
@@ -124,6 +129,33 @@ class Device:
         buffer = Buffer(self, out[0], size)
         buffer._source = owner
         return buffer
+
+    def _dlpack_device(self) -> tuple[int, int, int]:
+        kind, index, stream = ffi.new(_I32_OUT), ffi.new(_I32_OUT), ffi.new(_U64_OUT)
+        self._check(self._vt.dlpack_device(self._vt.self, kind, index, stream), "dlpack_device")
+        return kind[0], index[0], stream[0]
+
+    def buffer_address(self, buffer: Buffer) -> int:
+        """Where ``buffer``'s bytes are on the device ``dlpack`` names; only where ``dlpack``."""
+        out = ffi.new(_U64_OUT)
+        self._check(self._vt.buffer_address(self._vt.self, buffer.handle, out), "buffer_address")
+        return out[0]
+
+    def import_device(self, address: int, size: int, owner) -> Buffer:
+        """A buffer that is another library's ``size`` bytes at ``address`` on the device
+        ``dlpack`` names, without a copy; it keeps ``owner`` (what keeps them alive) alive."""
+        out = ffi.new(_HANDLE_OUT)
+        self._check(self._vt.import_device(self._vt.self, address, size, out),
+                    f"import {size} bytes at {address:#x}")
+        buffer = Buffer(self, out[0], size)
+        buffer._source = owner
+        return buffer
+
+    def stream_wait(self, stream: int) -> None:
+        """Later work waits for what ``stream`` (DLPack numbering) has queued; a no-op on a
+        device without streams."""
+        if self._waits_streams:
+            self._check(self._vt.stream_wait(self._vt.self, stream), f"wait for stream {stream}")
 
     def load_executable(self, params) -> Executable:
         """``params``: a filled ``pyree_hal_executable_params_t *`` (see vm/executables.py)."""

@@ -18,7 +18,7 @@ _HAL_H = (ABI_DIR / "hal.h").read_text()
 
 ABI_VERSION = int(re.search(r"#define PYREE_HAL_ABI_VERSION (\d+)", _HAL_H).group(1))
 # The first field each revision appended, per struct: an older driver's struct ends before it.
-REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host")}
+REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host", "dlpack_device")}
 STATUS = {name: int(code)
           for name, code in re.findall(r"#define PYREE_STATUS_(\w+) (\d+)", _HAL_H)}
 STATUS_NAMES = {code: name for name, code in STATUS.items()}

@@ -154,7 +154,12 @@ class PythonDevice:
     #     allocate_mapped(self, size) -> (buffer, host address of its bytes)
     # (hal.h, revision 1); the SDK leaves the entry NULL for a driver that does not (or sets it
     # to None). Likewise, a driver that can use host memory in place defines
-    #     import_host(self, address, size) -> buffer over those bytes (hal.h, revision 2).
+    #     import_host(self, address, size) -> buffer over those bytes (hal.h, revision 2),
+    # and one that shares memory with other libraries (DLPack, hal.h revision 3) defines
+    #     dlpack_device(self) -> (DLPack device type, device id, stream or 0),
+    #     buffer_address(self, buffer) -> the address of its bytes on that device,
+    #     import_device(self, address, size) -> buffer over those bytes (never freed by it),
+    # and, where it has streams, stream_wait(self, stream).
 
     def write_buffer(self, buffer, offset: int, source: memoryview) -> None:
         raise HalError("UNIMPLEMENTED", "write_buffer")
@@ -299,6 +304,26 @@ def _allocate_mapped(device, size, out, out_host):
 @_callback("pyree_status_t(void *, void *, uint64_t, pyree_handle_t *)")
 def _import_host(device, host, size, out):
     out[0] = device._register("buffer", device.import_host(int(ffi.cast("uintptr_t", host)), size))
+
+
+@_callback("pyree_status_t(void *, int32_t *, int32_t *, uint64_t *)")
+def _dlpack_device(device, out_type, out_id, out_stream):
+    out_type[0], out_id[0], out_stream[0] = device.dlpack_device()
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint64_t *)")
+def _buffer_address(device, handle, out):
+    out[0] = device.buffer_address(device._lookup(handle, "buffer"))
+
+
+@_callback("pyree_status_t(void *, uint64_t, uint64_t, pyree_handle_t *)")
+def _import_device(device, address, size, out):
+    out[0] = device._register("buffer", device.import_device(address, size))
+
+
+@_callback("pyree_status_t(void *, uint64_t)")
+def _stream_wait(device, stream):
+    device.stream_wait(stream)
 
 
 @_callback("pyree_status_t(void *, pyree_handle_t)")
@@ -471,6 +496,11 @@ def _device_struct(device: PythonDevice):
         vt.allocate_mapped = _allocate_mapped
     if getattr(device, "import_host", None) is not None:
         vt.import_host = _import_host
+    if getattr(device, "dlpack_device", None) is not None:
+        vt.dlpack_device, vt.buffer_address = _dlpack_device, _buffer_address
+        vt.import_device = _import_device
+        if getattr(device, "stream_wait", None) is not None:
+            vt.stream_wait = _stream_wait
     _LIVE.add(device)
     return vt
 

@@ -1,8 +1,14 @@
-"""DeviceArray: a tensor in a device buffer, valid once its producing work is done."""
+"""DeviceArray: a tensor in a device buffer, valid once its producing work is done.
+
+It reads like a numpy array, as IREE's does: operators, indexing, len, iteration, astype and
+numpy functions work on a host copy and return numpy results. ``__dlpack__`` hands the buffer
+itself to torch, numpy or CuPy where the driver can share it (vm/dlpack.py).
+"""
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 from pyree.runtime.element_types import element_type_of
 from pyree.runtime.errors import PyreeError
 from pyree.runtime.hal.device import Buffer, Device, Semaphore
@@ -10,7 +16,7 @@ from pyree.runtime.hal.ffi import PROCESS
 from pyree.runtime.vm.tensor_type import TensorType
 
 
-class DeviceArray:
+class DeviceArray(NDArrayOperatorsMixin):
     """``type`` values in ``buffer``, valid once ``ready`` (semaphore, value) is reached.
 
     ``call`` holds the producing call's other buffers and inputs until that call is seen to
@@ -64,11 +70,81 @@ class DeviceArray:
         return out
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """A host copy; with ``copy=False`` (numpy 2's "never copy") the buffer itself, where the
+        device's memory is host memory, else ValueError as numpy asks."""
+        if copy is False:
+            from pyree.runtime.vm import dlpack
+
+            if dlpack.shared_device(self) != (dlpack.KDL_CPU, 0) or (
+                    dtype is not None and np.dtype(dtype) != self.dtype):
+                raise ValueError(f"{self!r} cannot be read as a numpy array without a copy")
+            return np.from_dlpack(self)
         array = self.to_host()
         return array if dtype is None else array.astype(dtype, copy=False)
 
+    # -- numpy's array surface, on the host copy (IREE's DeviceArray does the same) ------------
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.type.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.type.nbytes
+
+    def __len__(self) -> int:
+        if not self.type.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.type.shape[0]
+
+    def __getitem__(self, index):
+        return self.to_host()[index]
+
+    def __iter__(self):
+        return iter(self.to_host())
+
+    def __bool__(self) -> bool:
+        return bool(self.to_host())
+
+    def __float__(self) -> float:
+        return float(self.to_host())
+
+    def __int__(self) -> int:
+        return int(self.to_host())
+
+    def __index__(self) -> int:
+        return self.to_host().__index__()
+
+    def astype(self, dtype, casting="unsafe", copy=True) -> np.ndarray:
+        return self.to_host().astype(dtype, casting=casting, copy=copy)
+
+    def reshape(self, *shape) -> np.ndarray:
+        return self.to_host().reshape(*shape)
+
+    def tolist(self):
+        return self.to_host().tolist()
+
+    def __reduce__(self):  # pickles (and deep-copies) as its host values
+        return np.asarray, (self.to_host(),)
+
     def __repr__(self) -> str:
         return f"<DeviceArray {self.type} on {self.device.uri}>"
+
+    # -- DLPack ---------------------------------------------------------------------------------
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """Where ``__dlpack__`` hands the values over: the device itself where its driver shares
+        memory (hal.h revision 3), else the host (kDLCPU, a copy)."""
+        from pyree.runtime.vm import dlpack
+
+        return dlpack.shared_device(self) or (dlpack.KDL_CPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from pyree.runtime.vm import dlpack
+
+        return dlpack.export(self, stream, max_version, dl_device, copy)
 
     def __del__(self):
         if self._pool is None or self.readers or PROCESS.exiting:
@@ -79,12 +155,18 @@ class DeviceArray:
             self._pool.give_when_reached([self.buffer], *self.ready)
 
 
-def asdevicearray(device: Device, array) -> DeviceArray:
-    """Copies a host array into a new buffer on ``device`` (IREE's ``asdevicearray``).
+def asdevicearray(device: Device, array, dtype=None, *, implicit_host_transfer: bool = True,
+                  memory_type=None, allowed_usage=None, element_type=None) -> DeviceArray:
+    """Copies an array (anything numpy reads) into a new buffer on ``device`` (IREE's
+    ``asdevicearray``; a DeviceArray already there with no ``dtype`` asked comes back as is).
 
     Passing the result to functions of modules loaded on that device costs no copy per call.
+    IREE's placement hints (``memory_type``, ``allowed_usage``, ``element_type``) are accepted
+    and unused: the driver picks the memory, and implicit host transfers are always allowed.
     """
-    array = np.ascontiguousarray(array)
+    if isinstance(array, DeviceArray) and array.device is device and dtype is None:
+        return array
+    array = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     type = TensorType.of(element_type_of(array.dtype), tuple(array.shape))
     buffer = device.allocate(array.nbytes)
     if array.nbytes:

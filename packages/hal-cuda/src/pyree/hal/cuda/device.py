@@ -56,6 +56,12 @@ def parse_device_path(path: str) -> tuple[str, str]:
     return selector, mode
 
 
+class ExternalBuffer(DeviceBuffer):
+    """Another library's device memory (a DLPack import): used in place, never freed here."""
+
+    __slots__ = ()
+
+
 class CudaDevice(PythonDevice):
     executable_format = "cuda"
 
@@ -106,8 +112,44 @@ class CudaDevice(PythonDevice):
         buffer = self.mapped.allocate(size)
         return buffer, buffer.host
 
+    def dlpack_device(self) -> tuple[int, int, int]:
+        """kDLCUDA (2), this ordinal, and the stream all of this device's work runs on."""
+        return 2, self.ordinal, int(self.stream)
+
+    def buffer_address(self, buffer: DeviceBuffer) -> int:
+        return buffer.ptr
+
+    def import_device(self, address: int, size: int) -> ExternalBuffer:
+        """A CUDA pointer of another library (torch, CuPy) in this device's memory. Every
+        library here shares the device's primary context, so the pointer is valid as it is."""
+        self._make_current()
+        cu = self.cu
+        err, ordinal = cu.cuPointerGetAttribute(
+            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
+        if err != cu.CUresult.CUDA_SUCCESS or ordinal != self.ordinal:
+            where = f"device {ordinal}" if err == cu.CUresult.CUDA_SUCCESS else "no CUDA device"
+            raise HalError("INVALID_ARGUMENT", f"memory at {address:#x} is on {where}, not on "
+                                               f"{self.name} (device {self.ordinal})")
+        return ExternalBuffer(address, size)
+
+    def stream_wait(self, stream: int) -> None:
+        """Later work on this device's stream waits for what ``stream`` has queued so far (an
+        event recorded there; CUDA's handles 1 and 2 are the legacy and per-thread default
+        streams, as in DLPack's numbering)."""
+        self._make_current()
+        cu = self.cu
+        event = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                      "cuEventCreate")
+        try:
+            check(cu, cu.cuEventRecord(event, stream), f"cuEventRecord(stream {stream:#x})")
+            check(cu, cu.cuStreamWaitEvent(self.stream, event, 0), "cuStreamWaitEvent")
+        finally:
+            cu.cuEventDestroy(event)
+
     def release_buffer(self, buffer: DeviceBuffer) -> None:
         self._make_current()
+        if type(buffer) is ExternalBuffer:
+            return
         if type(buffer) is MappedBuffer:
             self.mapped.free(buffer)
         else:

@@ -37,6 +37,8 @@ SYMBOLS = (
     # command buffers recorded as CUDA graphs (stream capture)
     "cuStreamBeginCapture", "cuStreamEndCapture", "cuGraphInstantiate", "cuGraphExecUpdate",
     "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+    # other libraries' memory (DLPack): whose device a pointer is on
+    "cuPointerGetAttribute",
 )
 
 
