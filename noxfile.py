@@ -50,7 +50,9 @@ def tests(session, driver):
     drivers = DRIVER_PACKAGES["cuda"] + DRIVER_PACKAGES["rocm"] if driver == "cuda" \
         else [p for ps in DRIVER_PACKAGES.values() for p in ps]
     packages = [p + "[onnx,torch,tosa]" if p == "packages/base-compiler" else p for p in PACKAGES]
-    session.install(*packages, *drivers, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS)
+    # pyree-serve brings ray[serve] (~80 MB) for tests/serve, which only the local session runs.
+    serve = ["packages/serve"] if driver == "local" else []
+    session.install(*packages, *drivers, *serve, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS)
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)
@@ -82,5 +84,5 @@ def lint(session):
 @nox.session
 def wheels(session):
     session.install("build")
-    for package in PACKAGES + [p for ps in DRIVER_PACKAGES.values() for p in ps]:
+    for package in PACKAGES + ["packages/serve"] + [p for ps in DRIVER_PACKAGES.values() for p in ps]:
         session.run("python", "-m", "build", "--wheel", "--outdir", "dist", package)

@@ -1,0 +1,108 @@
+"""PyreeDeployment: one function of a pyree module served by Ray Serve replicas.
+
+Each replica loads the module once, in ``__init__``, on its device, and every request then goes
+through one ``@serve.batch`` queue: the batch runs as BatchPlan says (batching.py) on a worker
+thread, so the replica's event loop keeps taking requests into the next batch meanwhile. Two
+front doors share that queue: HTTP (``__call__``, JSON as wire.py describes) and the Python
+``DeploymentHandle`` (``infer``, numpy in and out). Placement and scaling are Ray's: replicas go
+wherever the cluster has the resources their ``ray_actor_options`` ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import numpy as np
+import pyree.runtime as rt
+from pyree.serve.batching import BatchPlan
+from pyree.serve.wire import RequestError, decode_array, decode_request, encode_response
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import Response
+
+# Response headers that say which replica served a request and how many requests its batch had.
+REPLICA_HEADER = "x-pyree-replica"
+BATCH_HEADER = "x-pyree-batch-size"
+
+
+@serve.deployment
+class PyreeDeployment:
+    def __init__(self, module: str | os.PathLike | bytes, function: str, device: str = "local-task",
+                 stack: bool | None = None, max_batch_size: int = 8,
+                 batch_wait_timeout_s: float = 0.01):
+        self.plan = BatchPlan.of(rt.load_module(module, device)[function], stack)
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        self._batch.set_max_batch_size(max_batch_size)
+        self._batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
+
+    async def __call__(self, request: Request) -> Response:
+        """POST: run the function on the body's inputs. GET: the function's signature and plan."""
+        if request.method == "GET":
+            return _json(200, self.plan.describe())
+        if request.method != "POST":
+            return _json(405, {"error": f"use POST to run the function (GET describes it), not "
+                                        f"{request.method}"})
+        try:
+            arrays, encoding = decode_request(await request.body(), self.plan.function.argument_types)
+            results, size = await self._submit(arrays)
+        except (RequestError, rt.InvocationError) as e:
+            return _json(400, {"error": str(e)})
+        except rt.CheckError as e:  # the values broke one of the module's own check ops
+            return _json(422, {"error": str(e)})
+        except rt.PyreeError as e:
+            return _json(500, {"error": str(e)})
+        return _json(200, encode_response(results, encoding),
+                     {REPLICA_HEADER: self.replica, BATCH_HEADER: str(size)})
+
+    async def infer(self, *arrays) -> np.ndarray | tuple[np.ndarray, ...] | None:
+        """The handle interface: ``handle.infer.remote(x, y).result()`` is what the function
+        returns (one array, or a tuple of them) for numpy arguments, as a direct call would; a
+        bad argument raises pyree's InvocationError in the caller."""
+        f = self.plan.function
+        types = f.argument_types + [None] * len(arrays)
+        try:
+            inputs = [a if isinstance(a, np.ndarray) else decode_array(a, t, i)
+                      for i, (a, t) in enumerate(zip(arrays, types))]
+        except RequestError as e:
+            raise rt.InvocationError(f"function '{f.name}': {e}") from None
+        results, _ = await self._submit(inputs)
+        return None if not results else results[0] if len(results) == 1 else tuple(results)
+
+    async def _submit(self, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], int]:
+        """The request's results and the size of the batch it ran in. A request is checked before
+        it joins a batch, so a bad one fails alone."""
+        self.plan.check(arrays)
+        outcome, size = await self._batch(arrays)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome, size
+
+    @serve.batch
+    async def _batch(self, requests: list[list[np.ndarray]]) -> list[tuple[list | Exception, int]]:
+        outcomes = await asyncio.to_thread(self.plan.run, requests)
+        return [(outcome, len(requests)) for outcome in outcomes]
+
+
+def _json(status: int, payload: dict, headers: dict | None = None) -> Response:
+    """A JSON response; NaN and infinities as Python's json writes them (see wire.py)."""
+    return Response(json.dumps(payload), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def deployment(module: str | os.PathLike | bytes, function: str, device: str = "local-task", *,
+               stack: bool | None = None, max_batch_size: int = 8, batch_wait_timeout_s: float = 0.01,
+               **options) -> serve.Application:
+    """An application to ``serve.run``: ``function`` of ``module`` (a path every node can read, or
+    the module's bytes, which travel with the deployment) on ``device`` in each replica.
+
+    ``options`` are Ray Serve's deployment options (``num_replicas``, ``autoscaling_config``,
+    ``ray_actor_options``, ``max_ongoing_requests``, ``name``, ...). ``max_ongoing_requests``
+    defaults to two batches, so that one can fill while the other runs."""
+    options.setdefault("max_ongoing_requests", 2 * max_batch_size)
+    # A relative path would be read from each replica's own working directory.
+    module = bytes(module) if isinstance(module, (bytes, bytearray, memoryview)) \
+        else os.path.abspath(module)
+    return PyreeDeployment.options(**options).bind(module, function, device, stack, max_batch_size,
+                                                   batch_wait_timeout_s)
