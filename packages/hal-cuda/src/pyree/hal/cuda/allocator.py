@@ -177,23 +177,32 @@ class Staging:
     def __init__(self, cu, hot: HotPath, stream):
         self.cu, self.hot, self.stream = cu, hot, stream
         self._stream = handle(stream)
-        self.host, self.views, self.events = [], [], []
-        for _ in range(2):
-            ptr = int(check(cu, cu.cuMemHostAlloc(self.CHUNK, 0), "cuMemHostAlloc(staging)"))
-            self.host.append(ptr)
-            self.views.append(memoryview((ctypes.c_char * self.CHUNK).from_address(ptr)).cast("B"))
-            self.events.append(check(cu, cu.cuEventCreate(
-                cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
         ring = int(check(cu, cu.cuMemHostAlloc(self.SMALL * self.SLOTS, 0), "cuMemHostAlloc(ring)"))
-        self.host.append(ring)
+        self.host = [ring]
         whole = memoryview((ctypes.c_char * (self.SMALL * self.SLOTS)).from_address(ring)).cast("B")
-        self._ring_events = [check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                                   "cuEventCreate") for _ in range(self.SLOTS)]
-        self.events += self._ring_events
+        self.events = [check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                             "cuEventCreate") for _ in range(self.SLOTS)]
         self._slots = [(ffi.cast("void *", ring + i * self.SMALL),
                         whole[i * self.SMALL:(i + 1) * self.SMALL], handle(ev))
-                       for i, ev in enumerate(self._ring_events)]
+                       for i, ev in enumerate(self.events)]
         self._turn = itertools.count()  # next() is atomic under the GIL: threads get distinct slots
+        self._chunks: list[tuple[int, memoryview, object]] | None = None
+
+    def _pair(self) -> list[tuple[int, memoryview, object]]:
+        """The two large chunks, pinned on the first large copy: pinning 32 MiB costs a cold
+        start tens of milliseconds that a model with only small transfers never needs."""
+        if self._chunks is None:
+            cu, chunks = self.cu, []
+            for _ in range(2):
+                ptr = int(check(cu, cu.cuMemHostAlloc(self.CHUNK, 0), "cuMemHostAlloc(staging)"))
+                self.host.append(ptr)
+                event = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                              "cuEventCreate")
+                self.events.append(event)
+                chunks.append((ptr, memoryview((ctypes.c_char * self.CHUNK).from_address(ptr))
+                               .cast("B"), event))
+            self._chunks = chunks
+        return self._chunks
 
     def _slot(self):
         """The next ring slot, once its previous DMA is done (normally long done)."""
@@ -230,13 +239,14 @@ class Staging:
         cu, n = self.cu, len(src)
         if n <= self.SMALL:
             return self.upload_small(dst, src)
+        chunks = self._pair()
         for i, pos in enumerate(range(0, n, self.CHUNK)):
-            k, length = i % 2, min(self.CHUNK, n - pos)
-            check(cu, cu.cuEventSynchronize(self.events[k]), "cuEventSynchronize(staging)")
-            self.views[k][:length] = src[pos:pos + length]
-            check(cu, cu.cuMemcpyHtoDAsync(dst + pos, self.host[k], length, self.stream),
+            (host, view, event), length = chunks[i % 2], min(self.CHUNK, n - pos)
+            check(cu, cu.cuEventSynchronize(event), "cuEventSynchronize(staging)")
+            view[:length] = src[pos:pos + length]
+            check(cu, cu.cuMemcpyHtoDAsync(dst + pos, host, length, self.stream),
                   f"cuMemcpyHtoDAsync({length} bytes)")
-            check(cu, cu.cuEventRecord(self.events[k], self.stream), "cuEventRecord")
+            check(cu, cu.cuEventRecord(event, self.stream), "cuEventRecord")
 
     def download(self, src: int, dst: memoryview) -> None:
         """Copies device bytes at ``src`` into ``dst`` after all work queued on the stream."""
@@ -244,19 +254,22 @@ class Staging:
         if n <= self.SMALL:
             return self.download_small(src, dst)
         pieces = [(pos, min(self.CHUNK, n - pos)) for pos in range(0, n, self.CHUNK)]
+        chunks = self._pair()
 
         def issue(i):
             pos, length = pieces[i]
-            check(cu, cu.cuMemcpyDtoHAsync(self.host[i % 2], src + pos, length, self.stream),
+            host, _, event = chunks[i % 2]
+            check(cu, cu.cuMemcpyDtoHAsync(host, src + pos, length, self.stream),
                   f"cuMemcpyDtoHAsync({length} bytes)")
-            check(cu, cu.cuEventRecord(self.events[i % 2], self.stream), "cuEventRecord")
+            check(cu, cu.cuEventRecord(event, self.stream), "cuEventRecord")
 
         for i in range(min(2, len(pieces))):
             issue(i)
         for i, (pos, length) in enumerate(pieces):
-            check(cu, cu.cuEventSynchronize(self.events[i % 2]),
+            _, view, event = chunks[i % 2]
+            check(cu, cu.cuEventSynchronize(event),
                   "reading device memory (a kernel may have faulted)")
-            dst[pos:pos + length] = self.views[i % 2][:length]
+            dst[pos:pos + length] = view[:length]
             if i + 2 < len(pieces):
                 issue(i + 2)
 
