@@ -159,11 +159,18 @@ def test_memory_not_on_the_device_is_refused():
         def __dlpack_device__(self):
             return (2, 0)
 
+        def __dlpack__(self, stream=None, **kwargs):  # numpy takes no stream
+            return self.source.__dlpack__(**kwargs)
+
     fn = _load("add_37x53", "graph")
     a, b = _values(np.random.default_rng(), CASES["add_37x53"])
     with pytest.raises(rt.InvocationError, match="argument 0: the Liar says it is on DLPack "
                                                  "device \\(2, 0\\)"):
         fn(Liar(a), b)
+    # A producer that refuses the device's stream (numpy takes none): its error, by name.
+    with pytest.raises(rt.InvocationError, match="argument 0: the Producer's __dlpack__ failed: "
+                                                 ".*stream"):
+        fn(type("Producer", (Producer,), {"__dlpack_device__": lambda self: (2, 0)})(a), b)
 
 
 # -- other libraries -----------------------------------------------------------------------

@@ -226,6 +226,23 @@ def test_a_tensor_on_another_device_is_refused(modules, rng):
         modules[SMALL](_OldProducer(torch.from_numpy(a), (2, 0)), b)
 
 
+def test_a_producer_whose_dlpack_fails_is_named(modules, rng):
+    """A producer's own error (here numpy refusing a stream, as it does for any but None) comes
+    back as the argument's InvocationError, not as the producer's exception."""
+    a, b = _values(rng, SMALL)
+
+    class Refuses:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, stream=None, **kwargs):
+            return a.__dlpack__(stream=1)
+
+    with pytest.raises(rt.InvocationError, match="argument 0: the Refuses's __dlpack__ failed: "
+                                                 ".*stream"):
+        modules[SMALL](Refuses(), b)
+
+
 def test_drivers_before_revision_3_still_load(monkeypatch, rng):
     """A driver struct that ends before dlpack_device (hal.h revision 2) passes the ABI check,
     and its device shares nothing: results are exported as copies."""

@@ -187,7 +187,7 @@ def import_argument(obj, device, what: str, shape: tuple, dtype: np.dtype):
     here = device.dlpack
     name = type(obj).__name__
     if here is not None and (kind, index) == here[:2]:
-        address, nbytes, owner, problem = _consume(obj, here, shape, dtype)
+        address, nbytes, owner, problem = _consume(obj, here, shape, dtype, what)
         if problem is None:
             if nbytes == 0:
                 return np.empty(shape, dtype)
@@ -213,19 +213,24 @@ def _place(kind: int, index: int) -> str:
     return f"{DEVICE_NAMES.get(kind, f'DLPack device type {kind}')} device {index}"
 
 
-def _consume(obj, here: tuple[int, int, int], shape: tuple, dtype: np.dtype):
+def _consume(obj, here: tuple[int, int, int], shape: tuple, dtype: np.dtype, what: str):
     """Takes ``obj``'s DLPack capsule for the device ``here`` (type, id, stream: the producer
     orders its pending writes before that stream): (address, bytes, owner that runs the
     deleter, None), or with a reason in place of None where the tensor is not a compact
     row-major ``shape`` of ``dtype`` on that device."""
     stream = here[2] or None
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
-    except TypeError:  # a producer from before DLPack 1.0
-        capsule = obj.__dlpack__(stream=stream)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=(1, 0))
+        except TypeError:  # a producer from before DLPack 1.0
+            capsule = obj.__dlpack__(stream=stream)
+    except (TypeError, ValueError, BufferError, RuntimeError) as e:
+        raise InvocationError(f"{what}: the {type(obj).__name__}'s __dlpack__ failed: {e}") \
+            from None
     name = _VERSIONED if _is_valid(capsule, _VERSIONED) else _LEGACY
     if not _is_valid(capsule, name):
-        raise InvocationError(f"__dlpack__ of the {type(obj).__name__} returned no DLPack capsule")
+        raise InvocationError(f"{what}: __dlpack__ of the {type(obj).__name__} returned no DLPack "
+                              f"capsule")
     address = _get_pointer(capsule, name)
     managed = (DLManagedTensorVersioned if name == _VERSIONED else DLManagedTensor) \
         .from_address(address)
