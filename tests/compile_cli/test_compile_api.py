@@ -42,6 +42,19 @@ def test_iree_keyword_form():
     _check_add(compile_str(ODD, target_backends=["llvm-cpu"], input_type=IreeInputType.NONE))
 
 
+def test_iree_tools_namespace():
+    """IREE's docs call ``iree.compiler.tools.compile_str``; the same names work under
+    pyree.compiler.tools, and a compile error is catchable as IREE's CompilerToolError."""
+    import pyree.compiler as pc
+    import pyree.compiler.tools as tools
+
+    _check_add(tools.compile_str(ODD, target_backends=["llvm-cpu"]))
+    assert tools.compile_file is pc.compile_file and tools.InputType is InputType
+    assert "llvm-cpu" in tools.query_available_targets()
+    with pytest.raises(tools.CompilerToolError, match="bad.mlir"):
+        tools.compile_str("func.func @f(", target_backends=["llvm-cpu"], source_name="bad.mlir")
+
+
 def test_a_string_names_one_backend_or_a_comma_list():
     assert CompileOptions(target_backends="llvm-cpu").target_backends == ["llvm-cpu"]
     assert CompileOptions(target_backends="llvm-cpu, cuda").target_backends == ["llvm-cpu", "cuda"]

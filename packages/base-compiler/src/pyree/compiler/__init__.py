@@ -22,8 +22,18 @@ compiler never loads torch or onnx.
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions, InputType
 
-__all__ = ["CompileError", "CompileOptions", "InputType", "TARGET_BACKENDS", "compile_file",
-           "compile_str", "compile_torch", "import_onnx", "import_torch"]
+# IREE's names for the same things (iree.compiler re-exports iree.compiler.tools).
+CompilerToolError = CompileError
+
+
+def query_available_targets() -> list[str]:
+    """The target backends this compiler builds for (IREE's ``query_available_targets``)."""
+    return list(TARGET_BACKENDS)
+
+
+__all__ = ["CompileError", "CompileOptions", "CompilerToolError", "InputType", "TARGET_BACKENDS",
+           "compile_file", "compile_str", "compile_torch", "import_onnx", "import_torch",
+           "query_available_targets"]
 
 _LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
          "import_torch": "importers.torch", "compile_torch": "importers.torch"}
