@@ -10,7 +10,8 @@ pyree, ``<model>.iree_<driver>.vmfb`` for IREE) is checked against PyTorch's out
 error, fp32 limit 1e-4) and timed the same way for both compilers: median wall time of a call
 with a device-resident input, result read back to the host. Each module runs in its own process
 under a time limit, so a hang is reported as such and the run goes on. PyTorch: eager and
-CUDA-graph replay, timed with CUDA events.
+CUDA-graph replay, timed with CUDA events. Kernels per model: pyree's dispatch commands in the
+function (the module says), PyTorch's CUDA kernels in one eager forward (torch.profiler).
 """
 
 from __future__ import annotations
@@ -65,6 +66,24 @@ def torch_graph_ms(model, x) -> float:
     with torch.cuda.graph(graph), torch.no_grad():
         model(static)
     return torch_ms(graph.replay, reps=REPS)
+
+
+def torch_kernels(model, x) -> int:
+    """CUDA kernels one eager forward launches (what its CUDA graph replays)."""
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(x)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def pyree_dispatches(path: Path, function: str) -> int:
+    """Dispatch commands in the module's function (one kernel launch each)."""
+    import pyree.runtime as rt
+    from pyree.runtime._fb.CommandKind import CommandKind
+    module = rt.read_module(path.read_bytes())
+    [f] = [f for f in module.tree.functions if f.name == function]
+    return sum(1 for c in f.commands if c.kind == CommandKind.dispatch)
 
 
 def pyree_run(path: Path, driver: str, function: str, x: np.ndarray):
@@ -139,6 +158,7 @@ def main() -> int:
             ref = model(xg).float().cpu().numpy()
             eager = torch_ms(lambda m=model, a=xg: m(a), reps=REPS)
         graph = torch_graph_ms(model, xg)
+        kernels = torch_kernels(model, xg)
         limit = 1e-2 if x.dtype == torch.float16 else 1e-4
         for (compiler, driver), path in sorted(files.items()):
             try:
@@ -150,17 +170,20 @@ def main() -> int:
                 continue
             ok = err <= limit
             failed |= compiler == "pyree" and not ok
+            dispatches = pyree_dispatches(path, info["function"]) if compiler == "pyree" else None
             rows.append({"model": name, "compiler": compiler, "driver": driver, "ms": ms,
                          "rel_err": err, "ok": ok, "torch_eager_ms": eager,
-                         "torch_graph_ms": graph})
+                         "torch_graph_ms": graph, "kernels": dispatches,
+                         "torch_kernels": kernels})
             print(f"{name:18s} {compiler:5s} {driver:6s} {ms:8.3f} ms  err {err:.1e} "
                   f"{'ok' if ok else 'WRONG'}  torch eager {eager:.3f} graph {graph:.3f}",
                   flush=True)
     print(f"\n{'model':18s} {'compiler':8s} {'driver':6s} {'ms':>8s} {'vs eager':>8s} "
-          f"{'vs graph':>8s}  rel err")
+          f"{'vs graph':>8s} {'kernels':>7s} {'torch':>5s}  rel err")
     for r in rows:
         print(f"{r['model']:18s} {r['compiler']:8s} {r['driver']:6s} {r['ms']:8.3f} "
-              f"{r['torch_eager_ms'] / r['ms']:8.2f} {r['torch_graph_ms'] / r['ms']:8.2f}  "
+              f"{r['torch_eager_ms'] / r['ms']:8.2f} {r['torch_graph_ms'] / r['ms']:8.2f} "
+              f"{r['kernels'] if r['kernels'] is not None else '-':>7} {r['torch_kernels']:5d}  "
               f"{r['rel_err']:.1e}{'' if r['ok'] else ' WRONG'}")
     if args.json:
         args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(0), "rows": rows},
