@@ -104,7 +104,9 @@ def test_stdin_in_stdout_out(calls, monkeypatch, capsysbinary):
 def test_usage_errors_exit_2(flag, wanted, calls, capsys):
     with pytest.raises(SystemExit) as info:
         main([str(ADD), flag])
-    assert info.value.code == 2 and wanted in capsys.readouterr().err and not calls
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and wanted in err and not calls
+    assert err.count("\n") == 1 and err.startswith("pyree-compile: error: ")  # no usage page
 
 
 def test_compile_error_is_one_message_exit_1(monkeypatch, capsys):

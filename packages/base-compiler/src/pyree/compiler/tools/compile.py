@@ -23,13 +23,14 @@ from pyree import compiler
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import FlagError, StageLines, add_compile_flags, flag_values
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+from pyree.compiler.tools.tool_parser import ToolParser
 
 # Seconds of silence before pyree-compile starts printing stage lines.
 PROGRESS_AFTER = 2.0
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
         prog="pyree-compile", allow_abbrev=False,
         description="Compile an MLIR file (func/arith/math/tensor/linalg, StableHLO, TOSA) into "
                     "a self-contained pyree module file (.vmfb). docs/FLAGS.md lists every flag.")

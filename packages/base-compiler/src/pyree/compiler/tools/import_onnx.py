@@ -15,10 +15,11 @@ import argparse
 import sys
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.tools.tool_parser import ToolParser
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ToolParser(
         prog="pyree-import-onnx",
         description="Import an ONNX model as linalg-on-tensors MLIR for pyree-compile "
                     "(through torch-mlir).")
