@@ -61,6 +61,23 @@ def matmul(m, n, k, dtype):
 }}"""
 
 
+def linear_f32_relu(m, n, k):
+    """relu(a @ b + bias): a SIMT contraction whose epilogue loads per column."""
+    a, b, c, bias = _t((m, k), "f32"), _t((k, n), "f32"), _t((m, n), "f32"), _t((n,), "f32")
+    maps = "affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, " \
+           "affine_map<(d0, d1) -> (d0, d1)>"
+    epilogue = _generic(maps, [("%0", c), ("%bias", bias)], ("%e", c),
+                        "    %s = arith.addf %x0, %x1 : f32\n    %y = arith.maximumf %s, %zero : f32")
+    return f"""func.func @main(%a: {a}, %b: {b}, %bias: {bias}) -> {c} {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {c}
+  %f = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}
+  %0 = linalg.matmul ins(%a, %b : {a}, {b}) outs(%f : {c}) -> {c}
+  %1 = {epilogue}
+  return %1 : {c}
+}}"""
+
+
 def _generic(maps: str, ins: list[tuple[str, str]], out: tuple[str, str], body: str, iterators: int = 2) -> str:
     """A parallel linalg.generic; ``body`` uses %x0.. for the inputs and yields %y."""
     names = ", ".join(n for n, _ in ins)
@@ -172,6 +189,17 @@ CASES = {
     "matmul_f32_1600x1500x37": (matmul(1600, 1500, 37, "f32"),  # 128x128 tiles
                                 [((1600, 37), "float32"), ((37, 1500), "float32")],
                                 lambda a, b: a @ b, 1e-5),
+    # SIMT tiles store runs of 4 (128x128) and 2 (64x64) columns as one vector where the row is
+    # aligned and the run inside; tails in m and n take the scalar stores (900 and 2052: runs
+    # straddle n's end). The epilogue loads the bias per column.
+    "linear_f32_relu_1030x2052x45": (linear_f32_relu(1030, 2052, 45),
+                                     [((1030, 45), "float32"), ((45, 2052), "float32"),
+                                      ((2052,), "float32")],
+                                     lambda a, b, bias: np.maximum(a @ b + bias, 0), 1e-5),
+    "linear_f32_relu_700x900x333": (linear_f32_relu(700, 900, 333),
+                                    [((700, 333), "float32"), ((333, 900), "float32"),
+                                     ((900,), "float32")],
+                                    lambda a, b, bias: np.maximum(a @ b + bias, 0), 1e-5),
     "matmul_f16_37x53x61": (matmul(37, 53, 61, "f16"), [((37, 61), "float16"), ((61, 53), "float16")],
                             lambda a, b: a @ b, 1e-3),
     "matmul_f16_tc_256x384x96": (matmul(256, 384, 96, "f16"),  # the tensor-core template

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type, storage_type
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
@@ -197,11 +197,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
     fn.loop("0", str(num_k), "1", step)
 
     row_ids = [fn.op(f"add i64 {fn.op(f'add i64 {m0}, {s}')}, {i}") for s, w in rows for i in range(w)]
-    col_ids = [fn.op(f"add i64 {fn.op(f'add i64 {n0}, {s}')}, {j}") for s, w in cols for j in range(w)]
     for i, gm in enumerate(row_ids):
-        for j, gn in enumerate(col_ids):
-            total = fn.op(f"load {ty_}, ptr {accs[i * t.tn + j]}")
-            store_element(fn, kernel, c, bidx, gm, gn, total, lowering)
+        j = 0
+        for start, width in cols:
+            totals = [fn.op(f"load {ty_}, ptr {accs[i * t.tn + j + k]}") for k in range(width)]
+            store_span(fn, kernel, c, bidx, gm, fn.op(f"add i64 {n0}, {start}"), totals, lowering)
+            j += width
     module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
     return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (t.threads, 1, 1))
 
@@ -226,23 +227,66 @@ def epilogue_lowering(fn: Function, kernel: K.Kernel):
     return lowering
 
 
+def store_span(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn0: str,
+               totals: list[str], lowering) -> None:
+    """C[gm, gn0 + j] = epilogue(init + totals[j]) for a thread's run of consecutive columns: one
+    vector store where the output row is contiguous and aligned along n (known at compile time)
+    and the whole run lies inside the output (checked at run time), else store_element per
+    column. A SIMT tile's epilogue is most of the work of a short-K product (4096x16 @ 16x4096:
+    64 MB written), and scalar stores spend four times the store instructions on it."""
+    r = kernel.results[0]
+    M, N = kernel.parallel_ranges[-2:]
+    width, out_dtype, n_loops = len(totals), kernel.bindings[r.binding].dtype, len(kernel.loop_ranges)
+    lin = A.linearize(kernel.bindings[r.binding], r.index, n_loops)
+    columns = [fn.op(f"add i64 {gn0}, {j}") for j in range(width)]
+
+    def scalar():
+        for gn, total in zip(columns, totals):
+            store_element(fn, kernel, c, bidx, gm, gn, total, lowering)
+
+    if width == 1 or out_dtype == "i1" or not lin.contiguous(kernel.num_parallel - 1, width,
+                                                             range(n_loops)):
+        return scalar()
+    st = storage_type(out_dtype)
+
+    def vector():
+        vec = "undef"
+        for j, (gn, total) in enumerate(zip(columns, totals)):
+            value = _result_value(fn, r, c, lowering, bidx + [gm, gn, 0], total)
+            vec = fn.op(f"insertelement <{width} x {st}> {vec}, {st} {value}, i32 {j}")
+        ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype,
+                            A.offset(fn, lin, bidx + [gm, gn0, 0]))
+        fn.raw(f"store <{width} x {st}> {vec}, ptr addrspace(1) {ptr}, "
+               f"align {width * K.itemsize(out_dtype)}")
+
+    end = fn.op(f"add i64 {gn0}, {width}")
+    inside = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ule i64 {end}, {N}')}")
+    fn.if_then(inside, vector)
+    fn.if_then(fn.op(f"xor i1 {inside}, true"), scalar)
+
+
 def store_element(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn: str,
                   total: str, lowering) -> None:
     """C[gm, gn] = epilogue(init + total), when (gm, gn) is inside the output."""
     r = kernel.results[0]
     M, N = kernel.parallel_ranges[-2:]
-    ty_ = llvm_type(c.dtype)
     out_dtype = kernel.bindings[r.binding].dtype
     n_loops = len(kernel.loop_ranges)
 
     def store():
         loop = bidx + [gm, gn, 0]
-        init = lowering(loop)(r.init) if r.init is not None else const(0.0, c.dtype)
-        acc = fn.op(f"fadd {ty_} {init}, {total}")
-        value = lowering(loop, lambda k: acc)(r.epilogue) if r.epilogue is not None else acc
+        value = _result_value(fn, r, c, lowering, loop, total)
         lin = A.linearize(kernel.bindings[r.binding], r.index, n_loops)
         ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype, A.offset(fn, lin, loop))
         A.store(fn, ptr, out_dtype, value)
 
     ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ult i64 {gn}, {N}')}")
     fn.if_then(ok, store)
+
+
+def _result_value(fn: Function, r: K.Result, c: Contraction, lowering, loop: list,
+                  total: str) -> str:
+    """epilogue(init + total) at ``loop``: the value a tile stores for one output element."""
+    init = lowering(loop)(r.init) if r.init is not None else const(0.0, c.dtype)
+    acc = fn.op(f"fadd {llvm_type(c.dtype)} {init}, {total}")
+    return lowering(loop, lambda k: acc)(r.epilogue) if r.epilogue is not None else acc
