@@ -2,7 +2,10 @@
 the widths on the GPU host with bench/kernels/run_suite.py (one suite folder per variant):
 
     python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX    (OUT_DIR/n256, n128, n64)
-    python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128, t64, t32)
+    python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128x128, t128x64, ...)
+
+The SIMT variants include rectangular tiles the chooser does not offer, to see whether any shape
+would gain from them.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {
     "wgmma": [(f"n{w}", "import pyree.compiler.codegen.cuda.matmul_wgmma as T; "
                         f"T.TILES = tuple(t for t in T.TILES if t.bn == {w})") for w in (256, 128, 64)],
-    "simt": [(f"t{t}", "import pyree.compiler.codegen.cuda.matmul as T; "
-                       f"T.TILINGS = tuple(t for t in T.TILINGS if t.bm == {t})") for t in (128, 64, 32)],
+    "simt": [(f"t{bm}x{bn}", "import pyree.compiler.codegen.cuda.matmul as T; "
+                             f"T.TILINGS = (T.Tiling({bm}, {bn}, 8, {tm}, {tn}),)")
+             for bm, bn, tm, tn in ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
+                                    (64, 64, 4, 4), (32, 32, 2, 2))],
 }
 
 
