@@ -261,6 +261,35 @@ TENSOR_CORE_CASES = {
 }
 CASES.update(TENSOR_CORE_CASES)
 
+# Row kernels (issue 11): softmax, log_softmax, layernorm and rmsnorm as one dispatch each, on the
+# block template (rows of 128 or more), one thread per row (shorter rows), rows of 1 and 7, and a
+# vocabulary-long row that stays split reductions. Special values are checked on CPU and Vulkan
+# (tests/flow/test_row_fusion.py, tests/vulkan/test_vulkan_row_kernels.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flow"))
+import row_kernel_cases as _rows  # noqa: E402
+
+_ROW_NP = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_ROW_RTOL = {"f32": 1e-5, "f16": 2e-3, "bf16": 1e-2}
+
+
+def _row_case(kind: str, m: int, n: int, dtype: str):
+    vectors = {"layernorm": 2, "rmsnorm": 1}.get(kind, 0)
+    args = [((m, n), _ROW_NP[dtype])] + [((n,), _ROW_NP[dtype])] * vectors
+    return (_rows.mlir(kind, m, n, dtype), args,
+            lambda *a, kind=kind: _rows.reference(kind, *a), _ROW_RTOL[dtype])
+
+
+CASES.update({f"{kind}_{dtype}_{m}x{n}": _row_case(kind, m, n, dtype)
+              for kind in ("softmax", "log_softmax", "layernorm", "rmsnorm")
+              for dtype in ("f32", "f16", "bf16")
+              for m, n in ((37, 1000), (5, 45))})
+CASES.update({f"{kind}_f32_{m}x{n}": _row_case(kind, m, n, "f32")
+              for kind in ("softmax", "log_softmax", "layernorm", "rmsnorm")
+              for m, n in ((3, 50257), (1, 7), (37, 129), (37, 1))})
+CASES.update({f"softmax_then_{then}_{m}x{n}": (_rows.softmax_then(m, n, then), [((m, n), "float32")],
+                                               lambda x, then=then: _rows.softmax_then_reference(then, x),
+                                               1e-5)
+              for then in ("scale", "entropy") for m, n in ((37, 1000), (5, 45))})
 
 # name: (dtype, unary ops, binary ops) of a test_math_ops.program, measured in ulp against float64
 # with exact special values (test_cuda_gpu.py: test_math_ops_within_ulp_bounds).

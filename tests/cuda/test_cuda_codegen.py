@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent / "flow")]
 import cases  # noqa: E402
 import kernel_zoo as zoo  # noqa: E402
+import row_kernel_cases as rows  # noqa: E402
 from tooling import require_module, require_tool  # noqa: E402
 
 require_module("xdsl")  # the compiler
@@ -257,3 +258,28 @@ def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
         elementwise.emit(module, kernel, "k")
         ir = module.text()
         assert ("sel_a" in ir) == branches and ("select i1" in ir) != branches, ir
+
+
+def _ptx(vmfb: bytes, cuda) -> str:
+    data = int.from_bytes(vmfb[-40:-32], "little")  # the trailer's data offset
+    return vmfb[data + cuda.ptx.offset:data + cuda.ptx.offset + cuda.ptx.length].decode()
+
+
+@pytest.mark.parametrize("kind, phases", [("softmax", 2), ("log_softmax", 2), ("layernorm", 2),
+                                          ("rmsnorm", 1)])
+def test_row_chains_are_one_kernel_with_a_barrier_per_phase(ptxas, kind, phases):
+    """Issue 11: a row-wise chain is one kernel. Rows of 128 or more take one block per row (a
+    block-wide fold, so one barrier, per phase; then the row results); shorter rows one thread."""
+    for n, block in ((1000, 256), (129, 128), (45, None)):
+        for dtype in ("f32", "bf16"):
+            vmfb = compile_str(rows.mlir(kind, 37, n, dtype),
+                               CompileOptions(target_backends=["cuda"], cuda_target="sm_90a"))
+            cuda = _cuda_executable(vmfb)
+            (export,) = cuda.exports
+            ptx = _ptx(vmfb, cuda)
+            assert cuda.cubin.length > 0  # ptxas took it
+            if block is None:
+                assert "bar.sync" not in ptx and export.gridSize[0] * export.blockSize[0] >= 37
+            else:
+                assert (list(export.gridSize), export.blockSize[0]) == ([37, 1, 1], block)
+                assert ptx.count("bar.sync") == phases

@@ -14,7 +14,23 @@ body computes scalar expressions from loads of its bindings and stores them thro
         store result_k.binding[result_k.index] = eval(result_k.epilogue with Acc(k) = acc_k)
 
 With no reduction dims, ``value`` is the stored value (no ``Acc``), ``init`` is None, and
-``epilogue`` is None. Every ``Load`` index is affine with a constant term (``AffineExpr``):
+``epilogue`` is None.
+
+A row kernel (softmax, layernorm: one dispatch per chain of row-wise reductions) extends this in
+two ways. A reduction may read ``Final(j)``, the value an earlier result j stores, which makes it
+a later *phase* over the same reduction range (``phases``); and a ``Result`` with ``row`` set is
+stored at every (parallel, reduction) point once all phases are done, from loads and Finals:
+
+    for p in parallel dims:
+        for phase in phases(kernel):             # e.g. max; then sum of exp(x - Final(max))
+            fold the phase's results over the reduction dims as above; store them
+        for r in reduction dims:                 # row results, e.g. exp(x - Final(max)) / Final(sum)
+            store row.binding[row.index] = eval(row.value)
+
+Row results come after the reductions in ``Kernel.results``; their index may use every loop and
+stores each point's value at its own element (GPU backends store a row's points in parallel).
+
+Every ``Load`` index is affine with a constant term (``AffineExpr``):
 enough for projected permutations (elementwise, broadcast, transpose, reductions), slices
 (offset, stride) and the fused compositions of those. A ``Gather`` is the one load whose
 indices are computed (embedding lookups, ``aten.index``), clamped into range. Expressions are
@@ -195,6 +211,17 @@ class Acc:
     dtype: str
 
 
+@dataclass(frozen=True)
+class Final:
+    """The value reduction result ``result`` stores (its epilogue of its last accumulator), read
+    by a later phase or a row result of the same kernel. A node of its own, not an ``Acc``: it
+    is constant over the reduction, so a fold reading it (``acc + exp(x - Final(0))``) is still
+    an associative fold (``fold_pattern``) that backends reduce in parallel."""
+
+    result: int
+    dtype: str
+
+
 @_hash_once
 @dataclass(frozen=True)
 class Unary:
@@ -241,7 +268,7 @@ class Cast:
     dtype: str
 
 
-Expr = Union[Load, Gather, Const, LoopIndex, Acc, Unary, Binary, Compare, Select, Cast]
+Expr = Union[Load, Gather, Const, LoopIndex, Acc, Final, Unary, Binary, Compare, Select, Cast]
 
 
 @dataclass(frozen=True)
@@ -251,6 +278,8 @@ class Result:
     value: Expr
     init: Expr | None = None
     epilogue: Expr | None = None
+    # A row result: stored at every loop point after the reductions; index over all loops.
+    row: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,6 +299,35 @@ class Kernel:
     @property
     def parallel_ranges(self) -> tuple[int, ...]:
         return self.loop_ranges[:self.num_parallel]
+
+    @property
+    def reductions(self) -> tuple[Result, ...]:
+        """The folded results (all but the row results, which come last)."""
+        return tuple(r for r in self.results if not r.row)
+
+    @property
+    def row_results(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results if r.row)
+
+
+def is_row_kernel(results: tuple[Result, ...]) -> bool:
+    """Whether ``results`` need more than one pass over the reduction range."""
+    return any(r.row for r in results) or any(
+        isinstance(e, Final) for r in results for root in (r.value, r.init, r.epilogue)
+        if root is not None for e in walk(root))
+
+
+def phases(results: tuple[Result, ...]) -> list[list[int]]:
+    """The reduction results (positions) grouped by phase: a result reading ``Final(j)`` folds in
+    a phase after j's. A single phase for a kernel without Finals."""
+    phase: dict[int, int] = {}
+    for k, r in enumerate(results):
+        if r.row:
+            continue
+        reads = [e.result for root in (r.value, r.init, r.epilogue) if root is not None
+                 for e in walk(root) if isinstance(e, Final)]
+        phase[k] = 1 + max((phase[j] for j in reads), default=-1)
+    return [[k for k in phase if phase[k] == n] for n in range(max(phase.values(), default=-1) + 1)]
 
 
 def walk(expr: Expr):
@@ -437,21 +495,31 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
             return np.int64(loop[e.dim])
         if isinstance(e, Acc):
             return accs[e.result]
+        if isinstance(e, Final):
+            return finals[e.result]
         if isinstance(e, Select):  # only the chosen side: the other may load out of range
             return ev(e.a if ev(e.cond, loop, accs) else e.b, loop, accs)
         return _apply(e, [ev(c, loop, accs) for c in operands(e)])
 
+    results = kernel.results
+    finals: dict[int, object] = {}
     for p in itertools.product(*[range(n) for n in par]):
         zeros = (0,) * len(red)
-        accs = [ev(r.init, p + zeros, None) if r.init is not None else None for r in kernel.results]
-        if red:
+        if not red:
+            for r in results:
+                buffers[r.binding][tuple(ix(p) for ix in r.index)] = ev(r.value, p, None)
+            continue
+        for phase in phases(results):
+            accs = {k: ev(results[k].init, p + zeros, None) for k in phase}
             for rr in itertools.product(*[range(n) for n in red]):
-                accs = [ev(r.value, p + rr, accs) for r in kernel.results]
-        else:
-            accs = [ev(r.value, p + zeros, None) for r in kernel.results]
-        for k, r in enumerate(kernel.results):
-            out = ev(r.epilogue, p + zeros, accs) if r.epilogue is not None else accs[k]
-            buffers[r.binding][tuple(ix(p + zeros) for ix in r.index)] = out
+                accs = {k: ev(results[k].value, p + rr, accs) for k in phase}
+            for k in phase:
+                r = results[k]
+                finals[k] = ev(r.epilogue, p + zeros, accs) if r.epilogue is not None else accs[k]
+                buffers[r.binding][tuple(ix(p + zeros) for ix in r.index)] = finals[k]
+        for rr in itertools.product(*[range(n) for n in red]):
+            for r in kernel.row_results:
+                buffers[r.binding][tuple(ix(p + rr) for ix in r.index)] = ev(r.value, p + rr, None)
 
 
 _FLOAT64_UNARY = {

@@ -26,6 +26,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Final,
     Gather,
     Kernel,
     Load,
@@ -147,7 +148,7 @@ def _format_results(results, load_names: list[str], store_names: list[str]) -> l
     for k, r in enumerate(results):
         target = f"{store_names[r.binding]}[{_index(r.index)}]"
         if r.init is None and r.epilogue is None:
-            lines.append(f"{target} = {expr(r.value, load_names)}")
+            lines.append(f"{'row ' if r.row else ''}{target} = {expr(r.value, load_names)}")
             continue
         lines.append(f"{target}:")
         if r.init is not None:
@@ -183,6 +184,8 @@ def expr(e: Expr, names: list[str]) -> str:
         return f"d{e.dim}"
     if isinstance(e, Acc):
         return f"acc{e.result}"
+    if isinstance(e, Final):
+        return f"final{e.result}"
     if isinstance(e, Unary):
         return f"{e.op}({expr(e.x, names)})"
     if isinstance(e, Binary):

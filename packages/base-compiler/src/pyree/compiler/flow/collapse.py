@@ -16,7 +16,7 @@ import dataclasses
 
 from pyree.compiler.flow.rewrite import transform
 from pyree.compiler.flow.tensor_program import Generic, Op, Value, View
-from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, LoopIndex, Result, walk
+from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, LoopIndex, walk
 
 BLOCKED = -1
 
@@ -85,8 +85,9 @@ def _merge(op: Generic, d: int) -> Generic | None:
         return None if e is None else transform(e, leaf)
 
     result_dim = dict(out_dims)
-    outputs = tuple(Result(r.binding, reindex(r.index, result_dim[r.binding]), go(r.value),
-                           go(r.init), go(r.epilogue)) for r in op.outputs)
+    outputs = tuple(dataclasses.replace(r, index=reindex(r.index, result_dim[r.binding]),
+                                        value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
+                    for r in op.outputs)
     inputs = [_collapsed(v, at, "v") for v, at in zip(op.inputs, in_dims)]
     results = [_collapsed(v, result_dim.get(k), "c") for k, v in enumerate(op.results)]
     return dataclasses.replace(

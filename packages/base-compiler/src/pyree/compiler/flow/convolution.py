@@ -28,8 +28,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pyree.compiler.flow.regions import dedupe_inputs, drop_unread
-from pyree.compiler.flow.rewrite import compose, permutation_dims, remap_loops, transform
+from pyree.compiler.flow.rewrite import (
+    compose,
+    dedupe_inputs,
+    drop_unread,
+    permutation_dims,
+    remap_loops,
+    transform,
+)
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Cast, Expr, Load, Result
 

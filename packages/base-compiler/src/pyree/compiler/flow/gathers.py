@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 from pyree.compiler.flow.constant_folding import record_constant
-from pyree.compiler.flow.rewrite import transform
+from pyree.compiler.flow.rewrite import drop_unread, transform
 from pyree.compiler.flow.tensor_program import Function, Generic, Value
 from pyree.compiler.kernel import (
     DTYPES,
@@ -36,8 +36,6 @@ MAX_POINTS = 1 << 14  # the index is evaluated one point at a time (kernel.evalu
 
 
 def fold_constant_gathers(function: Function) -> Function:
-    from pyree.compiler.flow.regions import drop_unread  # regions runs this pass first
-
     known: dict[Value, np.ndarray] = {}
     ops = []
     for op in function.ops:

@@ -10,6 +10,8 @@ Two rewrites, applied until neither fires:
 - consumer fusion: an elementwise Generic that is the only user of a reduction's result becomes
   that reduction's epilogue (bias-add, activation after a matmul), so the intermediate never
   reaches memory.
+- row fusion, once neither fires: a chain of reductions over the same rows and the elementwise op
+  reading them joins one row kernel (``flow/row_fusion.py``: softmax, layernorm).
 A value that is a function result, or is read by a check, a view or two ops, stays materialized.
 First, elementwise Generics of constants are computed at compile time (``flow/constant_folding.py``)
 and gathers at constant, affine indices become loads (``flow/gathers.py``).
@@ -25,7 +27,17 @@ from collections import Counter
 from pyree.compiler.flow.collapse import collapse_loops
 from pyree.compiler.flow.constant_folding import fold_constants
 from pyree.compiler.flow.gathers import fold_constant_gathers
-from pyree.compiler.flow.rewrite import compose, permutation_dims, remap_loops, transform
+from pyree.compiler.flow.rewrite import (
+    compose,
+    dedupe_inputs,
+    drop_unread,
+    map_results,
+    permutation_dims,
+    remap_loops,
+    result_exprs,
+    transform,
+)
+from pyree.compiler.flow.row_fusion import fuse_rows_once
 from pyree.compiler.flow.tensor_program import (
     Check,
     Constant,
@@ -38,14 +50,27 @@ from pyree.compiler.flow.tensor_program import (
     defined_by,
     read_by,
 )
-from pyree.compiler.kernel import Acc, AffineExpr, Cast, Const, Expr, Gather, Load, Result, walk
+from pyree.compiler.kernel import (
+    Acc,
+    AffineExpr,
+    Cast,
+    Const,
+    Expr,
+    Final,
+    Gather,
+    Load,
+    Result,
+    is_row_kernel,
+    walk,
+)
 
 
 def form_dispatch_regions(function: Function) -> Function:
     ops = _drop_dead_results(list(fold_constant_gathers(fold_constants(function)).ops),
                              function.results)
     refused: dict = {}
-    while _fuse_once(ops, function.results, refused) or _copy_once(ops, function.results, refused):
+    while (_fuse_once(ops, function.results, refused) or _copy_once(ops, function.results, refused)
+           or fuse_rows_once(ops)):
         pass
     while True:  # dropping a dead op can leave its producers dead
         users = _users(ops, function.results)
@@ -130,7 +155,7 @@ def _reads_once(op: Generic, j: int) -> bool:
     """Whether every read of input j in ``op`` is a load at a permutation of all op's loops."""
     n = len(op.loop_ranges)
     return all(isinstance(e, Load) and permutation_dims(e.index, n) is not None
-               for r in op.outputs for e in _exprs(r)
+               for r in op.outputs for e in result_exprs(r)
                if isinstance(e, (Load, Gather)) and e.binding == j)
 
 
@@ -171,8 +196,8 @@ def _without_unread_results(op: Generic, users: Counter) -> Generic:
         return op  # dead as a whole: _is_dead drops it
     frontier = list(needed)
     while frontier:
-        for e in _exprs(op.outputs[frontier.pop()]):
-            if isinstance(e, Acc) and e.result not in needed:
+        for e in result_exprs(op.outputs[frontier.pop()]):
+            if isinstance(e, (Acc, Final)) and e.result not in needed:
                 needed.add(e.result)
                 frontier.append(e.result)
     if len(needed) == len(op.outputs):
@@ -181,14 +206,11 @@ def _without_unread_results(op: Generic, users: Counter) -> Generic:
     position = {k: i for i, k in enumerate(keep)}
 
     def leaf(e: Expr) -> Expr | None:
-        return Acc(position[e.result], e.dtype) if isinstance(e, Acc) else None
+        return dataclasses.replace(e, result=position[e.result]) \
+            if isinstance(e, (Acc, Final)) else None
 
-    def move(e: Expr | None) -> Expr | None:
-        return None if e is None else transform(e, leaf)
-
-    outputs = tuple(Result(i, op.outputs[k].index, move(op.outputs[k].value),
-                           move(op.outputs[k].init), move(op.outputs[k].epilogue))
-                    for i, k in enumerate(keep))
+    outputs = tuple(dataclasses.replace(r, binding=i)
+                    for i, r in enumerate(map_results(tuple(op.outputs[k] for k in keep), leaf)))
     results = [op.results[op.outputs[k].binding] for k in keep]
     return drop_unread(dataclasses.replace(op, results=results, outputs=outputs))
 
@@ -232,11 +254,13 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
 def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
     """Makes elementwise ``consumer`` (reading ``root``'s only result as input j) root's epilogue."""
     if (root.num_parallel == len(root.loop_ranges) or len(root.results) != 1
+            or is_row_kernel(root.outputs)
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.results) != 1
             or consumer.inputs[j] is not root.results[0] or _gathers(consumer, j)):
         return None
     root_dims = permutation_dims(root.outputs[0].index, root.num_parallel)
-    reads = {e.index for r in consumer.outputs for e in _exprs(r) if isinstance(e, Load) and e.binding == j}
+    reads = {e.index for r in consumer.outputs for e in result_exprs(r)
+             if isinstance(e, Load) and e.binding == j}
     if root_dims is None or len(reads) != 1:
         return None
     read_dims = permutation_dims(next(iter(reads)), len(consumer.loop_ranges))
@@ -280,17 +304,11 @@ def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:
 def _gathers(op: Generic, j: int) -> bool:
     """Whether ``op`` gathers from input j: its elements are read at computed indices, so only
     a materialized value will do (fused loads may sit in a Gather's index, never its source)."""
-    return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in _exprs(r))
+    return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in result_exprs(r))
 
 
 def _is_data_movement(expr: Expr) -> bool:
     return all(isinstance(e, (Load, Cast, Const)) for e in walk(expr))
-
-
-def _exprs(result: Result):
-    for root in (result.value, result.init, result.epilogue):
-        if root is not None:
-            yield from walk(root)
 
 
 def _rebuild(op: Generic, replace: dict) -> Generic:
@@ -301,37 +319,4 @@ def _rebuild(op: Generic, replace: dict) -> Generic:
             return replace[e.binding](e)
         return None
 
-    outputs = tuple(Result(r.binding, r.index, transform(r.value, leaf),
-                           None if r.init is None else transform(r.init, leaf),
-                           None if r.epilogue is None else transform(r.epilogue, leaf))
-                    for r in op.outputs)
-    return dataclasses.replace(op, outputs=outputs)
-
-
-def drop_unread(op: Generic) -> Generic:
-    read = sorted({e.binding for r in op.outputs for e in _exprs(r)
-                   if isinstance(e, (Load, Gather))})
-    return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
-
-
-def dedupe_inputs(op: Generic) -> Generic:
-    unique: list[Value] = []
-    for v in op.inputs:
-        if not any(v is u for u in unique):
-            unique.append(v)
-    index = {b: next(i for i, u in enumerate(unique) if u is v) for b, v in enumerate(op.inputs)}
-    return _renumber(op, unique, index)
-
-
-def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generic:
-    def leaf(e: Expr) -> Expr | None:
-        if isinstance(e, (Load, Gather)):
-            return dataclasses.replace(e, binding=index[e.binding])
-        return None
-
-    outputs = tuple(Result(r.binding, r.index, transform(r.value, leaf),
-                           None if r.init is None else transform(r.init, leaf),
-                           None if r.epilogue is None else transform(r.epilogue, leaf))
-                    for r in op.outputs)
-    return dataclasses.replace(op, inputs=inputs, outputs=outputs)
-
+    return dataclasses.replace(op, outputs=map_results(op.outputs, leaf))

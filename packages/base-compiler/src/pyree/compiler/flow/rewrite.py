@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyree.compiler.kernel import (
     Acc,
@@ -13,25 +14,31 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Final,
     Gather,
     Load,
     LoopIndex,
+    Result,
     Select,
     Unary,
+    walk,
 )
+
+if TYPE_CHECKING:
+    from pyree.compiler.flow.tensor_program import Generic, Value
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
 
 
 def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
-    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/LoopIndex, and any Gather
+    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/Final/LoopIndex, and any Gather
     once its index is rebuilt (None keeps it)."""
     memo: dict[Expr, Expr] = {}
 
     def go(e: Expr) -> Expr:
         if e in memo:
             return memo[e]
-        if isinstance(e, (Load, Acc, LoopIndex, Const)):
+        if isinstance(e, (Load, Acc, Final, LoopIndex, Const)):
             out = leaf(e) if not isinstance(e, Const) else None
             out = e if out is None else out
         elif isinstance(e, (Unary, Cast)):
@@ -109,3 +116,43 @@ def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int
     if len(index) != num_loops or sorted(dims) != list(range(num_loops)):
         return None
     return tuple(dims)
+
+
+def result_exprs(result: Result):
+    """Every sub-expression of the result's value, init and epilogue."""
+    for root in (result.value, result.init, result.epilogue):
+        if root is not None:
+            yield from walk(root)
+
+
+def map_results(results: tuple[Result, ...], leaf: Callable[[Expr], Expr | None]) -> tuple[Result, ...]:
+    """``transform`` applied to each result's value, init and epilogue."""
+    def go(e: Expr | None) -> Expr | None:
+        return None if e is None else transform(e, leaf)
+    return tuple(dataclasses.replace(r, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
+                 for r in results)
+
+
+def drop_unread(op: Generic) -> Generic:
+    read = sorted({e.binding for r in op.outputs for e in result_exprs(r)
+                   if isinstance(e, (Load, Gather))})
+    return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
+
+
+def dedupe_inputs(op: Generic) -> Generic:
+    unique: list[Value] = []
+    for v in op.inputs:
+        if not any(v is u for u in unique):
+            unique.append(v)
+    index = {b: next(i for i, u in enumerate(unique) if u is v) for b, v in enumerate(op.inputs)}
+    return _renumber(op, unique, index)
+
+
+def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generic:
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, (Load, Gather)):
+            return dataclasses.replace(e, binding=index[e.binding])
+        return None
+
+    return dataclasses.replace(op, inputs=inputs, outputs=map_results(op.outputs, leaf))
+

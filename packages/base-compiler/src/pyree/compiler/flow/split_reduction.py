@@ -27,8 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pyree.compiler.flow.regions import drop_unread
-from pyree.compiler.flow.rewrite import affine_value, compose, remap_loops
+from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value
 from pyree.compiler.kernel import (
     Acc,
@@ -42,6 +41,7 @@ from pyree.compiler.kernel import (
     Select,
     fold_identity,
     fold_pattern,
+    is_row_kernel,
     walk,
 )
 
@@ -62,14 +62,15 @@ def split_reductions(function: Function) -> Function:
 
 def split_reduction(op: Op) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
-    if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges):
+    if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
+            or is_row_kernel(op.outputs):
         return [op]
     folds = fold_pattern(op.outputs)
     if folds is None or any(f.dtype == "i1" for _, f in folds):
         return [op]
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
-    if len(folds) == 1 and _is_contraction(folds[0], op.num_parallel):
+    if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
         tiles = -(-outputs // TILE_OUTPUTS)
         if tiles >= FEW_TILES or extent < LONG_K:
             return [op]
@@ -87,7 +88,7 @@ def split_reduction(op: Op) -> list[Op]:
     return [partial, _final(op, folds, partial.results, splits)]
 
 
-def _is_contraction(fold, num_parallel: int) -> bool:
+def is_contraction(fold, num_parallel: int) -> bool:
     """``acc += a * b`` where a and b each miss a parallel loop the other reads (a matmul's m, n)."""
     op, f = fold
     if op != "add" or not isinstance(f, Binary) or f.op != "mul":

@@ -19,7 +19,7 @@ from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
 from pyree.compiler.codegen.exports import gpu_export
-from pyree.compiler.kernel import Kernel
+from pyree.compiler.kernel import Kernel, is_row_kernel
 
 __all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
 
@@ -28,7 +28,7 @@ __all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARG
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     """Writes one kernel into ``module``; returns its Launch."""
     if kernel.reduction_ranges:
-        contraction = matmul.match(kernel)
+        contraction = None if is_row_kernel(kernel.results) else matmul.match(kernel)
         if contraction is not None:
             warpgroups = matmul_wgmma.plan(kernel, contraction, target.arch)
             if warpgroups is not None:

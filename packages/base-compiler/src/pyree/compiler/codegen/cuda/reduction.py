@@ -32,7 +32,7 @@ def identity(op: str, dtype: str) -> str:
 
 
 def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
-    folds = K.fold_pattern(kernel.results)
+    folds = K.fold_pattern(kernel.reductions)
     if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
         return _emit_block(module, kernel, name, folds)
     return _emit_serial(module, kernel, name)
@@ -49,52 +49,81 @@ def _lin(kernel: K.Kernel):
     return get
 
 
-def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, acc=None) -> ScalarLowering:
+def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, values: dict | None = None) -> ScalarLowering:
+    """``values``: Acc(k) of the phase being folded and Final(j) of the phases before it (a
+    result is one or the other, never both, so one map serves)."""
     def load(e: K.Load):
         ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin(e.binding, e.index), loop))
         return A.load(fn, ptr, e.dtype)
-    return ScalarLowering(fn, load, lambda d: loop[d], acc, kernel.location, kernel)
+    return ScalarLowering(fn, load, lambda d: loop[d], None if values is None else values.__getitem__,
+                          kernel.location, kernel)
 
 
-def _finish(fn: Function, kernel: K.Kernel, p: list, lin, accs: list[str]) -> None:
-    """Applies each result's epilogue and stores it at the parallel index ``p``."""
-    loop = p + [0] * len(kernel.reduction_ranges)
-    lower = _lowering(fn, kernel, loop, lin, lambda k: accs[k])
-    for k, r in enumerate(kernel.results):
-        value = lower(r.epilogue) if r.epilogue is not None else accs[k]
+def _finals(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, phase: list[int]) -> dict:
+    """The values the results of ``phase`` store: their epilogues of their accumulators."""
+    lower = _lowering(fn, kernel, p + [0] * len(kernel.reduction_ranges), lin, values)
+    return {k: lower(kernel.results[k].epilogue) if kernel.results[k].epilogue is not None
+            else values[k] for k in phase}
+
+
+def _store(fn: Function, kernel: K.Kernel, loop: list, lin, stored: dict) -> None:
+    """Stores ``stored[k]`` (a value of result k's binding dtype) at result k's index at ``loop``."""
+    for k, value in stored.items():
+        r = kernel.results[k]
         dtype = kernel.bindings[r.binding].dtype
         ptr = A.element_ptr(fn, f"%b{r.binding}", dtype, A.offset(fn, lin(r.binding, r.index), loop))
         A.store(fn, ptr, dtype, value)
 
 
+def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, start: str, step: str):
+    """Stores the row results at reduction points start, start + step, ..."""
+    rows = {k: r for k, r in enumerate(kernel.results) if r.row}
+    red = kernel.reduction_ranges
+
+    def body(i):
+        loop = p + A.decompose(fn, i, red)
+        lower = _lowering(fn, kernel, loop, lin, values)
+        _store(fn, kernel, loop, lin, {k: lower(r.value) for k, r in rows.items()})
+
+    if rows:
+        fn.loop(start, str(int(np.prod(red, dtype=np.int64))), step, body)
+
+
 def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+    """One thread per output point: each phase folds serially, then the row results."""
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs = int(np.prod(par, dtype=np.int64))
     lin = _lin(kernel)
     fn = Function(module)
     g = A.global_thread_id(fn)
+    results = kernel.results
 
     def body():
         p = A.decompose(fn, g, par) if par else []
         zeros = [0] * len(red)
-        init = _lowering(fn, kernel, p + zeros, lin)
-        slots = []
-        for r in kernel.results:
-            ty = llvm_type(r.value.dtype)
-            slot = fn.alloca(ty)
-            fn.raw(f"store {ty} {init(r.init)}, ptr {slot}")
-            slots.append((ty, slot))
+        values: dict = {}  # the finals of the phases done
+        for phase in K.phases(results):
+            init = _lowering(fn, kernel, p + zeros, lin, values)
+            slots = {}
+            for k in phase:
+                ty = llvm_type(results[k].value.dtype)
+                slots[k] = (ty, fn.alloca(ty))
+                fn.raw(f"store {ty} {init(results[k].init)}, ptr {slots[k][1]}")
 
-        def step(i):
-            loop = p + (A.decompose(fn, i, red) if red else [])
-            olds = [fn.op(f"load {ty}, ptr {slot}") for ty, slot in slots]
-            lower = _lowering(fn, kernel, loop, lin, lambda k: olds[k])
-            news = [lower(r.value) for r in kernel.results]
-            for (ty, slot), v in zip(slots, news):
-                fn.raw(f"store {ty} {v}, ptr {slot}")
+            def step(i, slots=slots):
+                loop = p + (A.decompose(fn, i, red) if red else [])
+                olds = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+                lower = _lowering(fn, kernel, loop, lin, {**values, **olds})
+                news = {k: lower(results[k].value) for k in slots}
+                for k, (ty, slot) in slots.items():
+                    fn.raw(f"store {ty} {news[k]}, ptr {slot}")
 
-        fn.loop("0", str(int(np.prod(red, dtype=np.int64))), "1", step)
-        _finish(fn, kernel, p, lin, [fn.op(f"load {ty}, ptr {slot}") for ty, slot in slots])
+            fn.loop("0", str(int(np.prod(red, dtype=np.int64))), "1", step)
+            accs = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+            finals = _finals(fn, kernel, p, lin, {**values, **accs}, phase)
+            _store(fn, kernel, p + zeros, lin, finals)
+            values.update(finals)
+        _row_results(fn, kernel, p, lin, values, "0", "1")
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {outputs}"), body)
     block = min(128, A.ceil_div(outputs, 32) * 32)
@@ -124,6 +153,10 @@ def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
 
 
 def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
+    """One block per output point. Per phase: threads fold strided elements, then the warp
+    (shuffles) and the block (shared memory); every thread reads the phase's totals where a
+    later phase or a row result needs them (thread 0 alone otherwise), thread 0 stores them.
+    Row results are stored by every thread, strided like the folds."""
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs = int(np.prod(par, dtype=np.int64))
     if outputs >= 2**31:
@@ -135,52 +168,64 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
     lin = _lin(kernel)
     fn = Function(module)
     combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
+    results, phases = kernel.results, K.phases(kernel.results)
 
     p = A.decompose(fn, fn.op(f"zext i32 {fn.special('ctaid.x')} to i64"), par) if par else []
     tid32 = fn.special("tid.x")
     tid = fn.op(f"zext i32 {tid32} to i64")
-    slots = []
-    for op, f in folds:
-        ty = llvm_type(f.dtype)
-        slot = fn.alloca(ty)
-        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slot}")
-        slots.append((ty, slot))
-
-    def step(i):
-        loop = p + A.decompose(fn, i, red)
-        lower = _lowering(fn, kernel, loop, lin)
-        for (op, f), (ty, slot) in zip(folds, slots):
-            old = fn.op(f"load {ty}, ptr {slot}")
-            fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
-
-    fn.loop(tid, str(total), str(block), step)
     lane = fn.op(f"and i32 {tid32}, {wave - 1}")
     warp = fn.op(f"lshr i32 {tid32}, {wave.bit_length() - 1}")
-    shared = []
-    for k, ((op, f), (ty, slot)) in enumerate(zip(folds, slots)):
-        v = fn.op(f"load {ty}, ptr {slot}")
-        for m in [wave >> s for s in range(1, wave.bit_length())]:
-            v = combine(op, v, shuffle_xor(fn, v, ty, m), f.dtype)
-        smem = module.shared_array(f"{name}_partials{k}", ty, warps, 8)
-        shared.append(smem)
-        cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {smem}, i32 {warp}")
-        fn.if_then(fn.op(f"icmp eq i32 {lane}, 0"),
-                   lambda cell=cell, v=v, ty=ty: fn.raw(f"store {ty} {v}, ptr addrspace(3) {cell}"))
-    fn.barrier()
-
-    def last():
-        init = _lowering(fn, kernel, p + [0] * len(red), lin)
-        accs = []
-        for k, ((op, f), smem) in enumerate(zip(folds, shared)):
+    first_thread = fn.op(f"icmp eq i32 {tid32}, 0")
+    zeros = p + [0] * len(red)
+    values: dict = {}  # the finals of the phases done
+    for n, phase in enumerate(phases):
+        slots = {}
+        for k in phase:
+            op, f = folds[k]
             ty = llvm_type(f.dtype)
-            total_v = None
-            for w in range(warps):
-                cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {smem}, i32 {w}")
-                v = fn.op(f"load {ty}, ptr addrspace(3) {cell}")
-                total_v = v if total_v is None else combine(op, total_v, v, f.dtype)
-            accs.append(combine(op, init(kernel.results[k].init), total_v, f.dtype))
-        _finish(fn, kernel, p, lin, accs)
+            slots[k] = (ty, fn.alloca(ty))
+            fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slots[k][1]}")
 
-    fn.if_then(fn.op(f"icmp eq i32 {tid32}, 0"), last)
+        def step(i, phase=phase, slots=slots):
+            lower = _lowering(fn, kernel, p + A.decompose(fn, i, red), lin, values)
+            for k in phase:
+                (op, f), (ty, slot) = folds[k], slots[k]
+                old = fn.op(f"load {ty}, ptr {slot}")
+                fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
+
+        fn.loop(tid, str(total), str(block), step)
+        shared = {}
+        for k in phase:
+            (op, f), (ty, slot) = folds[k], slots[k]
+            v = fn.op(f"load {ty}, ptr {slot}")
+            for m in [wave >> s for s in range(1, wave.bit_length())]:
+                v = combine(op, v, shuffle_xor(fn, v, ty, m), f.dtype)
+            shared[k] = module.shared_array(f"{name}_partials{k}", ty, warps, 8)
+            cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {shared[k]}, i32 {warp}")
+            fn.if_then(fn.op(f"icmp eq i32 {lane}, 0"),
+                       lambda cell=cell, v=v, ty=ty: fn.raw(f"store {ty} {v}, ptr addrspace(3) {cell}"))
+        fn.barrier()
+
+        def totals(phase=phase, shared=shared) -> dict:
+            init = _lowering(fn, kernel, zeros, lin, values)
+            accs = {}
+            for k in phase:
+                op, f = folds[k]
+                ty = llvm_type(f.dtype)
+                total_v = None
+                for w in range(warps):
+                    cell = fn.op(f"getelementptr {ty}, ptr addrspace(3) {shared[k]}, i32 {w}")
+                    v = fn.op(f"load {ty}, ptr addrspace(3) {cell}")
+                    total_v = v if total_v is None else combine(op, total_v, v, f.dtype)
+                accs[k] = combine(op, init(results[k].init), total_v, f.dtype)
+            return _finals(fn, kernel, p, lin, {**values, **accs}, phase)
+
+        if n == len(phases) - 1 and not kernel.row_results:
+            fn.if_then(first_thread, lambda: _store(fn, kernel, zeros, lin, totals()))
+        else:
+            finals = totals()
+            fn.if_then(first_thread, lambda finals=finals: _store(fn, kernel, zeros, lin, finals))
+            values.update(finals)
+    _row_results(fn, kernel, p, lin, values, tid, str(block))
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return A.Launch((outputs, 1, 1), (block, 1, 1))

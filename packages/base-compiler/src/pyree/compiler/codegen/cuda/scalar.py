@@ -58,7 +58,7 @@ class ScalarLowering:
             return const(e.value, e.dtype)
         if isinstance(e, K.LoopIndex):
             return self._loop_index(e.dim)
-        if isinstance(e, K.Acc):
+        if isinstance(e, (K.Acc, K.Final)):  # a phase's accumulators, its earlier phases' finals
             return self._acc(e.result)
         if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED:
             library = self.fn.module.target.library_math(e.op, e.dtype)

@@ -34,6 +34,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Final,
     Gather,
     Kernel,
     Load,
@@ -116,6 +117,7 @@ class Point:
     lane_dim: int | None = None
     mask: ir.Value | None = None      # <w x i1>: lanes that exist
     accs: list[ir.Value] | None = None
+    finals: dict[int, ir.Value] | None = None  # Final(k) of a row kernel's finished phases
 
 
 class ExprEmitter:
@@ -357,6 +359,8 @@ class ExprEmitter:
             return self.int_resize(ix, "index", e.dtype, signed=True)
         if isinstance(e, Acc):
             return pt.accs[e.result]
+        if isinstance(e, Final):
+            return pt.finals[e.result]
         if isinstance(e, Unary):
             value = self.unary(e.op, args[0], compute_dtype(e.dtype), fast)
         elif isinstance(e, Binary):

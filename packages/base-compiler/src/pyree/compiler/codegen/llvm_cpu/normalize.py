@@ -22,6 +22,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Final,
     Gather,
     Kernel,
     Load,
@@ -110,7 +111,13 @@ def check_accesses(kernel: Kernel) -> None:
                                    f"of dim {dim} (size {size}){where}")
         return b
 
+    reductions = len(kernel.reductions)
+    if any(r.row for r in kernel.results[:reductions]) or (reductions and kernel.row_results
+                                                           and not kernel.reduction_ranges):
+        raise CompileError(f"row results must follow the reductions of a reduction kernel{where}")
     for k, r in enumerate(kernel.results):
+        if r.row and (r.init is not None or r.epilogue is not None):
+            raise CompileError(f"row result {k} has an init or epilogue{where}")
         for expr, ranges in ((r.value, kernel.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
             for e, guarded in _nodes_with_guard(expr) if expr is not None else ():
                 if isinstance(e, Load):
@@ -129,11 +136,16 @@ def check_accesses(kernel: Kernel) -> None:
                                            f"{e.dtype} or at a float index{where}")
                     if 0 in b.shape and 0 not in ranges:
                         raise CompileError(f"a gather reads empty binding {e.binding}{where}")
-                if isinstance(e, Acc) and (expr is r.init or not 0 <= e.result < len(kernel.results)):
+                if isinstance(e, Acc) and (expr is r.init or r.row
+                                           or not 0 <= e.result < reductions):
                     raise CompileError(f"result {k} uses Acc({e.result}) where it is undefined{where}")
-        if any(c for ix in r.index for c in ix.coeffs[kernel.num_parallel:]):
+                if isinstance(e, Final) and not 0 <= e.result < min(k, reductions):
+                    raise CompileError(f"result {k} uses Final({e.result}), which is not an "
+                                       f"earlier reduction{where}")
+        if not r.row and any(c for ix in r.index for c in ix.coeffs[kernel.num_parallel:]):
             raise CompileError(f"result {k} is indexed by a reduction loop{where}")
-        b = check(r.binding, r.index, at_init, f"result {k}", guarded=False)
+        b = check(r.binding, r.index, kernel.loop_ranges if r.row else at_init, f"result {k}",
+                  guarded=False)
         stored = (r.epilogue or r.value).dtype
         if b.access == "read":
             raise CompileError(f"result {k} stores into read-only binding {r.binding}{where}")

@@ -25,7 +25,7 @@ from pyree.compiler.codegen.rocm import device_libs
 from pyree.compiler.codegen.rocm.amdgpu import AmdgpuTarget
 from pyree.compiler.codegen.rocm.hsaco import check_intrinsics, compile_to_object, data_layout, link
 from pyree.compiler.codegen.rocm.targets import DEFAULT_TARGET, RocmTarget, resolve_target
-from pyree.compiler.kernel import Kernel
+from pyree.compiler.kernel import Kernel, is_row_kernel
 
 __all__ = ["compile_executable", "generate_ir", "generate_hsaco", "resolve_target",
            "DEFAULT_TARGET"]
@@ -34,7 +34,7 @@ __all__ = ["compile_executable", "generate_ir", "generate_hsaco", "resolve_targe
 def emit_kernel(module: Module, kernel: Kernel, name: str):
     """Writes one kernel into ``module``; returns its Launch."""
     if kernel.reduction_ranges:
-        contraction = matmul.match(kernel)
+        contraction = None if is_row_kernel(kernel.results) else matmul.match(kernel)
         if contraction is not None:
             return matmul.emit(module, kernel, name, contraction)
         return reduction.emit(module, kernel, name)

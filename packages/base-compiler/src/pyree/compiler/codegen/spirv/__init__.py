@@ -26,7 +26,7 @@ from pyree.compiler.codegen.spirv import coopmat, matmul, pointwise, reduction, 
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Launch, Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
-from pyree.compiler.kernel import Kernel
+from pyree.compiler.kernel import Kernel, is_row_kernel
 
 __all__ = ["compile_executable", "generate_spirv", "resolve_target"]
 
@@ -41,7 +41,7 @@ def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget)
     flat = normalize(kernel)
     sh = Shader(asm, flat, target)
     unsafe = frozenset(unsafe_loads(flat))
-    tiling = matmul.plan(flat, target)
+    tiling = None if is_row_kernel(flat.results) else matmul.plan(flat, target)
     if tiling is not None and (tile := coopmat.plan(flat, tiling[0], target)) is not None:
         launch = coopmat.emit(sh, tiling[0], tile)
     elif tiling is not None:

@@ -1,5 +1,6 @@
 """One invocation per point of the parallel loops: elementwise kernels, and reductions that are
-short or not a plain fold (argmax-style updates), which loop serially over the reduction dims.
+short or not a plain fold (argmax-style updates), which loop serially over the reduction dims
+(a row kernel: each phase in turn, then the row results).
 
 Always correct for any kernel, so it is also the fallback of the faster templates.
 """
@@ -32,37 +33,88 @@ def emit(sh: Shader, unsafe: frozenset) -> Launch:
             for r, v in zip(kernel.results, values):
                 sh.store(r.binding, sh.address(r.index[0], point), v)
             return
-        accs = [fn.variable(sh.compute_type(r.value.dtype)) for r in kernel.results]
-        at_init = ScalarLowering(sh, point, unsafe=unsafe)
-        for r, acc in zip(kernel.results, accs):
-            fn.do(S.OpStore, acc, at_init(r.init))
-        reduce_serially(sh, point, accs, unsafe, kernel.num_parallel)
-        store_results(sh, point, accs, unsafe)
+        variables: dict = {}  # the accumulators of the phase being folded, the finals before it
+        for phase in K.phases(kernel.results):
+            at_init = ScalarLowering(sh, point, variables, unsafe)
+            inits = {k: at_init(kernel.results[k].init) for k in phase}
+            for k in phase:
+                variables[k] = fn.variable(sh.compute_type(kernel.results[k].value.dtype))
+                fn.do(S.OpStore, variables[k], inits[k])
+            over_reduction(sh, point, kernel.num_parallel,
+                           lambda at, phase=phase: _fold(sh, at, variables, unsafe, phase))
+            keep_finals(sh, variables, store_results(sh, point, variables, unsafe, phase))
+        store_rows(sh, point, variables, unsafe, kernel.num_parallel)
 
     fn.if_then(in_range, body)
     return Launch(grid, (block, 1, 1))
 
 
-def reduce_serially(sh: Shader, point: list, accs: list, unsafe: frozenset, dim: int) -> None:
-    """Nested loops over reduction dims ``dim``.. updating every accumulator at each step."""
-    kernel, fn, asm = sh.kernel, sh.fn, sh.asm
-    if dim == len(kernel.loop_ranges):
-        lower = ScalarLowering(sh, point, accs, unsafe)
-        values = [lower(r.value) for r in kernel.results]
-        for acc, v in zip(accs, values):
-            fn.do(S.OpStore, acc, v)
+def over_reduction(sh: Shader, point: list, dim: int, body) -> None:
+    """``body(point)`` at every point of the reduction dims ``dim``.., in order."""
+    if dim == len(sh.kernel.loop_ranges):
+        body(point)
         return
 
     def step(i):
-        reduce_serially(sh, point[:dim] + [i] + point[dim + 1:], accs, unsafe, dim + 1)
+        over_reduction(sh, point[:dim] + [i] + point[dim + 1:], dim + 1, body)
 
-    fn.for_range(asm.u32(0), asm.u32(kernel.loop_ranges[dim]), asm.u32(1), step)
+    sh.fn.for_range(sh.asm.u32(0), sh.asm.u32(sh.kernel.loop_ranges[dim]), sh.asm.u32(1), step)
 
 
-def store_results(sh: Shader, point: list, accs: list, unsafe: frozenset) -> None:
-    """Epilogues (Acc(k) = the finished accumulator) stored at each result's index."""
+def _fold(sh: Shader, point: list, variables: dict, unsafe: frozenset, phase: list[int]) -> None:
+    lower = ScalarLowering(sh, point, variables, unsafe)
+    values = [lower(sh.kernel.results[k].value) for k in phase]
+    for k, v in zip(phase, values):
+        sh.fn.do(S.OpStore, variables[k], v)
+
+
+def store_results(sh: Shader, point: list, accs, unsafe: frozenset, which=None) -> dict[int, int]:
+    """Epilogues (Acc(k) = the finished accumulator ``accs[k]``) of results ``which`` (all)
+    stored at each result's index; returns the stored values."""
+    values = result_values(sh, point, accs, unsafe, which)
+    store_values(sh, point, values)
+    return values
+
+
+def result_values(sh: Shader, point: list, accs, unsafe: frozenset, which=None) -> dict[int, int]:
+    results = sh.kernel.results
     lower = ScalarLowering(sh, point, accs, unsafe)
-    values = [lower(r.epilogue if r.epilogue is not None else K.Acc(k, r.value.dtype))
-              for k, r in enumerate(sh.kernel.results)]
-    for r, v in zip(sh.kernel.results, values):
+    return {k: lower(results[k].epilogue if results[k].epilogue is not None
+                     else K.Acc(k, results[k].value.dtype))
+            for k in (range(len(results)) if which is None else which)}
+
+
+def store_values(sh: Shader, point: list, values: dict[int, int]) -> None:
+    for k, v in values.items():
+        r = sh.kernel.results[k]
         sh.store(r.binding, sh.address(r.index[0], point), v)
+
+
+def keep_finals(sh: Shader, variables: dict, values: dict[int, int]) -> None:
+    """Each stored value in a Function variable of its own, for Final(k) in what follows."""
+    for k, v in values.items():
+        r = sh.kernel.results[k]
+        variables[k] = sh.fn.variable(sh.compute_type((r.epilogue or r.value).dtype))
+        sh.fn.do(S.OpStore, variables[k], v)
+
+
+def store_rows(sh: Shader, point: list, variables: dict, unsafe: frozenset, dim: int,
+               start: int | None = None, step: int | None = None) -> None:
+    """The row results at every reduction point (of the flattened reduction dim from ``start``
+    by ``step`` when given: the workgroup strides over it)."""
+    rows = [r for r in sh.kernel.results if r.row]
+
+    def store(at):
+        lower = ScalarLowering(sh, at, variables, unsafe)
+        values = [lower(r.value) for r in rows]
+        for r, v in zip(rows, values):
+            sh.store(r.binding, sh.address(r.index[0], at), v)
+
+    if not rows:
+        return
+    if start is None:
+        over_reduction(sh, point, dim, store)
+    else:
+        red = sh.kernel.reduction_ranges
+        sh.fn.for_range(start, sh.asm.u32(math.prod(red)), step,
+                        lambda i: store(point[:dim] + sh.delinearize(i, red)))

@@ -1,7 +1,8 @@
 """Long fold reductions (``acc = acc <op> f(...)`` for op in add, mul, max, min, and, or, xor):
 one workgroup per output. Invocations stride over the reduction (coalesced along its innermost
 dim), fold in registers, then combine through a shared-memory tree. Floats are reassociated, as
-every GPU compiler does.
+every GPU compiler does. A row kernel does this once per phase (every invocation then reads the
+phase's totals for the next one), then the invocations stride over the row storing row results.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ import math
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.pointwise import store_results
+from pyree.compiler.codegen.spirv.pointwise import (
+    keep_finals,
+    result_values,
+    store_rows,
+    store_values,
+)
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
 
@@ -19,10 +25,10 @@ MIN_REDUCTION = 128
 
 def plan(kernel: K.Kernel):
     """The per-result folds when this template applies, else None."""
-    folds = K.fold_pattern(kernel.results)
+    folds = K.fold_pattern(kernel.reductions)
     if folds is None or math.prod(kernel.reduction_ranges) < MIN_REDUCTION:
         return None
-    if any(r.value.dtype == "i1" or r.init is None for r in kernel.results):
+    if any(r.value.dtype == "i1" or r.init is None for r in kernel.reductions):
         return None
     return folds
 
@@ -33,51 +39,65 @@ def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
     outputs, length = math.prod(par), math.prod(red)
     block = 1 << int(math.log2(min(256, sh.target.max_workgroup_invocations)))
     grid = grid_for(outputs)
-    dtypes = [r.value.dtype for r in kernel.results]
+    dtypes = [r.value.dtype for r in kernel.reductions]
     types = [sh.compute_type(d) for d in dtypes]
     shared = [asm.shared_array(t, block) for t in types]
     group, lid = sh.group_id(grid), sh.local_id()
     combine = ScalarLowering(sh, [])
+    phases = K.phases(kernel.results)
 
     def slot(k: int, index: int) -> int:
         return fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, types[k]), shared[k], index)
 
     def body():
         point = sh.delinearize(group, par)
-        accs = [fn.variable(t) for t in types]
-        for acc, (op, _), d in zip(accs, folds, dtypes):
-            fn.do(S.OpStore, acc, combine.const(K.fold_identity(op, d), d))
+        zeros = point + [asm.u32(0)] * len(red)
+        first = fn.op(170, sh.bool, lid, asm.u32(0))  # OpIEqual
+        variables: dict = {}  # the accumulators of the phase being folded, the finals before it
+        for n, phase in enumerate(phases):
+            for k in phase:
+                variables[k] = fn.variable(types[k])
+                fn.do(S.OpStore, variables[k], combine.const(K.fold_identity(folds[k][0], dtypes[k]),
+                                                             dtypes[k]))
 
-        def step(i):
-            lower = ScalarLowering(sh, point + sh.delinearize(i, red), unsafe=unsafe)
-            values = [lower(f) for _, f in folds]
-            for acc, (op, _), d, t, v in zip(accs, folds, dtypes, types, values):
-                fn.do(S.OpStore, acc, combine.binary(op, fn.op(S.OpLoad, t, acc), v, d))
+            def step(i, phase=phase):
+                lower = ScalarLowering(sh, point + sh.delinearize(i, red), variables, unsafe)
+                values = [lower(folds[k][1]) for k in phase]
+                for k, v in zip(phase, values):
+                    old = fn.op(S.OpLoad, types[k], variables[k])
+                    fn.do(S.OpStore, variables[k], combine.binary(folds[k][0], old, v, dtypes[k]))
 
-        fn.for_range(lid, asm.u32(length), asm.u32(block), step)
-        for k, acc in enumerate(accs):
-            fn.do(S.OpStore, slot(k, lid), fn.op(S.OpLoad, types[k], acc))
-        fn.barrier()
-        half = block // 2
-        while half:
-            def fold_pair(half=half):
-                other = fn.op(S.OpIAdd, sh.u32, lid, asm.u32(half))
-                for k, ((op, _), d, t) in enumerate(zip(folds, dtypes, types)):
-                    a, b = fn.op(S.OpLoad, t, slot(k, lid)), fn.op(S.OpLoad, t, slot(k, other))
-                    fn.do(S.OpStore, slot(k, lid), combine.binary(op, a, b, d))
-            fn.if_then(fn.op(S.OpULessThan, sh.bool, lid, asm.u32(half)), fold_pair)
+            fn.for_range(lid, asm.u32(length), asm.u32(block), step)
+            for k in phase:
+                fn.do(S.OpStore, slot(k, lid), fn.op(S.OpLoad, types[k], variables[k]))
             fn.barrier()
-            half //= 2
+            half = block // 2
+            while half:
+                def fold_pair(half=half, phase=phase):
+                    other = fn.op(S.OpIAdd, sh.u32, lid, asm.u32(half))
+                    for k in phase:
+                        a = fn.op(S.OpLoad, types[k], slot(k, lid))
+                        b = fn.op(S.OpLoad, types[k], slot(k, other))
+                        fn.do(S.OpStore, slot(k, lid), combine.binary(folds[k][0], a, b, dtypes[k]))
+                fn.if_then(fn.op(S.OpULessThan, sh.bool, lid, asm.u32(half)), fold_pair)
+                fn.barrier()
+                half //= 2
 
-        def finish():
-            zeros = point + [asm.u32(0)] * len(red)
-            at_init = ScalarLowering(sh, zeros, unsafe=unsafe)
-            for k, ((op, _), d, t, r) in enumerate(zip(folds, dtypes, types, kernel.results)):
-                total = fn.op(S.OpLoad, t, slot(k, asm.u32(0)))
-                fn.do(S.OpStore, accs[k], combine.binary(op, at_init(r.init), total, d))
-            store_results(sh, zeros, accs, unsafe)
+            def totals(phase=phase) -> dict[int, int]:
+                at_init = ScalarLowering(sh, zeros, variables, unsafe)
+                for k in phase:
+                    total = fn.op(S.OpLoad, types[k], slot(k, asm.u32(0)))
+                    init = at_init(kernel.results[k].init)
+                    fn.do(S.OpStore, variables[k], combine.binary(folds[k][0], init, total, dtypes[k]))
+                return result_values(sh, zeros, variables, unsafe, phase)
 
-        fn.if_then(fn.op(170, sh.bool, lid, asm.u32(0)), finish)  # OpIEqual
+            if n == len(phases) - 1 and not kernel.row_results:
+                fn.if_then(first, lambda: store_values(sh, zeros, totals()))
+            else:  # every invocation: the later phases and the row results read them
+                values = totals()
+                fn.if_then(first, lambda values=values: store_values(sh, zeros, values))
+                keep_finals(sh, variables, values)
+        store_rows(sh, point, variables, unsafe, kernel.num_parallel, lid, asm.u32(block))
 
     fn.if_then(fn.op(S.OpULessThan, sh.bool, group, asm.u32(outputs)), body)
     return Launch(grid, (block, 1, 1), sum(block * K.itemsize(d) for d in dtypes))

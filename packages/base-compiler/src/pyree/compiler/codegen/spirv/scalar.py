@@ -42,7 +42,8 @@ def _compute(dtype: str) -> str:
 
 
 class ScalarLowering:
-    """Lowers expressions at one loop point; ``accs`` are Function variables holding Acc(k)."""
+    """Lowers expressions at one loop point; ``accs`` are Function variables holding Acc(k) or,
+    for results of earlier phases, Final(k)."""
 
     def __init__(self, shader: Shader, point: list, accs: list | None = None,
                  unsafe: frozenset = frozenset()):
@@ -104,7 +105,7 @@ class ScalarLowering:
             i = self.point[e.dim]
             bits = self.sh.compute_bits(e.dtype)
             return i if bits == 32 else self.fn.op(S.OpUConvert, self.t(e.dtype), i)
-        if isinstance(e, K.Acc):
+        if isinstance(e, (K.Acc, K.Final)):  # a phase's accumulators, its earlier phases' finals
             return self.fn.op(S.OpLoad, self.t(e.dtype), self.accs[e.result])
         if isinstance(e, K.Select):
             return self._select(e)
