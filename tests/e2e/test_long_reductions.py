@@ -169,7 +169,10 @@ func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x
     (32, 2048, 1000, [(8, 32, 1000, 256), (32, 1000, 8)]),   # 31 tiles: K split 8 ways
     (33, 2052, 97, [(6, 33, 97, 342), (33, 97, 6)]),         # chunks divide K exactly
     (37, 4099, 53, [(37, 53, 4099)]),                        # a prime K: no exact chunks
-    (512, 4096, 512, [(512, 512, 4096)]),                    # 256 tiles: enough already
+    (512, 4096, 512, [(16, 512, 512, 256), (512, 512, 16)]),  # 16 tiles of 128x128: split
+    (1000, 1500, 700, [(5, 1000, 700, 300), (1000, 700, 5)]),  # 48 tiles, K >= 1024
+    (2048, 1024, 1100, [(2048, 1100, 1024)]),                # 138 tiles: enough already
+    (100, 1000, 100, [(100, 100, 1000)]),                    # K < LONG_K
 ])
 def test_a_contraction_with_few_tiles_splits_k(m, k, n, loops):
     mlir = MATMUL.format(m=m, k=k, n=n)

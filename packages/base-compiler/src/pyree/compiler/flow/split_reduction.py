@@ -49,9 +49,13 @@ FEW_OUTPUTS = 256
 LONG_REDUCTION = 16384
 TARGET_PARTIALS = 512
 MIN_CHUNK = 1024
-TILE_OUTPUTS = 1024  # the smallest tile of the matmul templates (32 x 32)
+# The unit is the SIMT template's largest tile (128 x 128), not its smallest: a product with fewer
+# than FEW_TILES of those (f32 1000x700, K = 1500: 48) ran on small tiles at ~40% of the FMA rate
+# with a third of the SMs doing two; split five ways it runs 240 large tiles (H100: 0.164 ->
+# 0.093 ms; BENCHMARKS.md, 2026-11-25 second session).
+TILE_OUTPUTS = 128 * 128
 FEW_TILES = 132      # an H100's multiprocessors: fewer tiles leave some idle
-LONG_K = 2048
+LONG_K = 1024
 MIN_K_CHUNK = 256
 
 
