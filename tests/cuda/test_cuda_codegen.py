@@ -218,6 +218,21 @@ def test_simt_matmul_tiles_fill_the_gpu(m, n, batch, tile):
     assert choose_tiling(m, n, batch).bm == tile
 
 
+@pytest.mark.parametrize("name, vector", [("linear_f32_relu_1030x2052x45", "v4"),
+                                          ("linear_f32_relu_700x900x333", "v2"),
+                                          ("matmul_f32_257x131x67", None)])
+def test_simt_matmul_stores_aligned_runs_as_vectors(name, vector):
+    """Rows whose length is a multiple of the thread's run (4 columns on 128x128 tiles, 2 on
+    64x64) are stored a run per instruction, with the scalar stores kept for the tails; an odd
+    row length (131) has only scalar stores. The GPU run checks the values (cases.py)."""
+    vmfb = compile_str(cases.CASES[name][0],
+                       CompileOptions(target_backends=["cuda"], cuda_target="sm_90"))
+    ptx = _ptx(vmfb, _cuda_executable(vmfb))
+    vectors = re.findall(r"st\.global\.(v\d)\.b32", ptx)
+    assert set(vectors) == ({vector} if vector else set())
+    assert re.search(r"st\.global\.b32", ptx)  # the tails
+
+
 def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
     """GPT-2's linear + bias + GELU(tanh) unrolls its epilogue per accumulator: n64 ran it in
     0.061 ms on the H100 where n256 took 0.112 ms. A plain or bias-only epilogue keeps the
