@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from import_spy import record_imports  # noqa: E402
 from test_cuda_gpu import MODES, module_bytes  # noqa: E402
 
 CASES = {"add_37x53": (37, 53), "add_64x1024": (64, 1024)}
@@ -41,17 +42,8 @@ class Producer:
 
 @pytest.fixture
 def imports(monkeypatch):
-    import pyree.runtime as rt
-    seen = []
-    device_class = type(rt.get_device("cuda"))
-    original = device_class.import_device
-
-    def spy(self, address, size, owner):
-        seen.append((address, size))
-        return original(self, address, size, owner)
-
-    monkeypatch.setattr(device_class, "import_device", spy)
-    return seen
+    """Records every (address, size) a call hands the device to read in place."""
+    return record_imports(monkeypatch)
 
 
 def _load(name, mode):

@@ -11,6 +11,7 @@ import numpy as np
 import pyree.compiler as pc
 import pyree.runtime as rt
 import pytest
+from import_spy import record_imports
 from pyree.runtime.hal import device as hal_device
 from pyree.runtime.hal.ffi import check_struct, ffi
 from pyree.runtime.hal.registry import get_driver
@@ -58,16 +59,7 @@ def _check(got, a, b) -> None:
 @pytest.fixture
 def imports(monkeypatch):
     """Records every (address, size) a call hands the device to read in place."""
-    seen = []
-    device_class = type(rt.get_device("local-task"))
-    original = device_class.import_device
-
-    def spy(self, address, size, owner):
-        seen.append((address, size))
-        return original(self, address, size, owner)
-
-    monkeypatch.setattr(device_class, "import_device", spy)
-    return seen
+    return record_imports(monkeypatch)
 
 
 # -- export: a result to torch / numpy ---------------------------------------------------------
