@@ -10,7 +10,9 @@ function was compiled for. The rule, read from the function's argument and resul
   by repeating its last row (real values, so a padded row cannot trip a check or an overflow that
   zeros would), and each request gets its own rows of every result back. N = 1 runs a batch row
   by row. When a shared call fails (a check op, say), each of its requests is run again alone,
-  so that a bad request fails by itself and does not take its batch-mates down.
+  so that a bad request fails by itself and does not take its batch-mates down. Stacking assumes
+  every result row depends only on the same argument rows, which the types cannot show: a
+  function that mixes rows (a reduction over the batch) must be served with ``stack=False``.
 * **Exact** otherwise (or when asked): a request gives every argument with the function's exact
   shape, and is one call.
 
