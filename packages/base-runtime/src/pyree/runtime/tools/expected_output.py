@@ -15,6 +15,7 @@ from pyree.runtime.tools.cli import EXIT_FAILURE, FlagParser, UsageError
 from pyree.runtime.tools.io_format import InputError, format_array, parse_value, type_string
 
 IGNORE = "(ignore)"
+# IREE's default thresholds; bf16 takes the f16 flag's value.
 _THRESHOLDS = {"f16": 0.001, "bf16": 0.001, "f32": 0.0001, "f64": 0.0001}
 
 
@@ -23,7 +24,8 @@ def add_expected_output_flags(parser: FlagParser) -> None:
         "--expected_output", action="append", default=[], metavar="VALUE",
         help="compare result N with this value (--input format, or (ignore)); print "
         "[SUCCESS] or [FAILED] and exit 1 on a mismatch")
-    for name, default in (("f16", 0.001), ("f32", 0.0001), ("f64", 0.0001)):
+    for name in ("f16", "f32", "f64"):
+        default = _THRESHOLDS[name]
         parser.add_argument(
             f"--expected_{name}_threshold", type=_threshold, default=default, metavar="T",
             help=f"largest absolute difference for {name} results to match (default {default})")
