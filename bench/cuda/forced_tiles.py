@@ -1,11 +1,15 @@
-"""Cases of bench/kernels compiled with each tile of one cuda matmul template forced, to compare
-the widths on the GPU host with bench/kernels/run_suite.py (one suite folder per variant):
+"""Cases of bench/kernels compiled with one of the compiler's choices forced, to compare the
+variants on the GPU host with bench/kernels/run_suite.py (one suite folder per variant):
 
     python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX    (OUT_DIR/n256, n128, n64)
     python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128x128, t128x64, ...)
+    python3 bench/cuda/forced_tiles.py rows OUT_DIR CASE_REGEX     (OUT_DIR/rows16)
+    python3 bench/cuda/forced_tiles.py simt_f16 OUT_DIR CASE_REGEX (OUT_DIR/simt)
 
 The SIMT variants include rectangular tiles the chooser does not offer, to see whether any shape
-would gain from them.
+would gain from them. The ``rows`` variant splits a reduction only below 16 outputs instead
+of ``split_reduction.FEW_OUTPUTS``: a few long rows then stay one row kernel of one block per row.
+``simt_f16`` turns the tensor-core templates off, so f16/bf16 products run on the SIMT tiles.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ VARIANTS = {
                              f"T.TILINGS = (T.Tiling({bm}, {bn}, 8, {tm}, {tn}),)")
              for bm, bn, tm, tn in ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
                                     (64, 64, 4, 4), (32, 32, 2, 2))],
+    "simt_f16": [("simt", "import pyree.compiler.codegen.cuda.matmul_wgmma as W, "
+                          "pyree.compiler.codegen.cuda.matmul_mma as M; "
+                          "W.plan = M.plan = lambda *args: None")],
+    "rows": [(f"rows{n}", "import pyree.compiler.flow.split_reduction as S; "
+                          f"S.FEW_OUTPUTS = {n}") for n in (16,)],
 }
 
 

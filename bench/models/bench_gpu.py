@@ -8,7 +8,9 @@ entries are converted with ``.half()``, and PyTorch then runs in f16 too), moved
 with TF32 off, and given one fresh random input. Every module found for it (``<model>.vmfb`` for
 pyree, ``<model>.iree_<driver>.vmfb`` for IREE) is checked against PyTorch's output (relative
 error, fp32 limit 1e-4) and timed the same way for both compilers: median wall time of a call
-with a device-resident input, result read back to the host. Each module runs in its own process
+with a device-resident input, result read back to the host; for pyree also the time per call with
+calls queued back to back (the host's work overlapping the GPU's, as a stream of requests runs;
+the measure closest to a CUDA graph replay timed by events). Each module runs in its own process
 under a time limit, so a hang is reported as such and the run goes on. PyTorch: eager and
 CUDA-graph replay, timed with CUDA events. Kernels per model: pyree's dispatch commands in the
 function (the module says), PyTorch's CUDA kernels in one eager forward (torch.profiler).
@@ -31,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 sys.path.insert(0, str(ROOT / "bench"))
 import definitions  # noqa: E402
-from gpu_timing import torch_ms  # noqa: E402
+from gpu_timing import pyree_ms, torch_ms  # noqa: E402
 
 REPS = 100
 
@@ -87,11 +89,13 @@ def pyree_dispatches(path: Path, function: str) -> int:
 
 
 def pyree_run(path: Path, driver: str, function: str, x: np.ndarray):
+    """(result, wall ms of call + read back, ms per call with calls queued back to back)."""
     import pyree.runtime as rt
     module = rt.load_module(path, device=driver)
     fn = module[function]
     xd = rt.asdevicearray(module.device, x)
-    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host())
+    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host()), \
+        pyree_ms(lambda: fn(xd), reps=REPS)[1]
 
 
 def iree_run(path: Path, driver: str, function: str, x: np.ndarray):
@@ -101,12 +105,13 @@ def iree_run(path: Path, driver: str, function: str, x: np.ndarray):
     ctx.add_vm_module(ireert.VmModule.copy_buffer(ctx.instance, path.read_bytes()))
     fn = ctx.modules.module[function]
     xd = ireert.asdevicearray(config.device, x)
-    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host())
+    return fn(xd).to_host(), wall_ms(lambda: fn(xd).to_host()), float("nan")
 
 
 def measure_in_process(compiler: str, driver: str, path: Path, function: str, x: torch.Tensor,
-                       ref: np.ndarray, limit_s: float) -> tuple[float, float]:
-    """(ms, relative error) from a child process running one module; raises on failure."""
+                       ref: np.ndarray, limit_s: float) -> tuple[float, float, float]:
+    """(ms, queued ms per call, relative error) from a child process running one module; raises
+    on failure."""
     folder = path.parent
     np.save(folder / "_x.npy", x.numpy())
     np.save(folder / "_ref.npy", ref)
@@ -115,14 +120,14 @@ def measure_in_process(compiler: str, driver: str, path: Path, function: str, x:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
                            f"exit {proc.returncode}")
-    ms, err = proc.stdout.split()[-2:]
-    return float(ms), float(err)
+    ms, queued, err = proc.stdout.split()[-3:]
+    return float(ms), float(queued), float(err)
 
 
 def one(compiler: str, driver: str, path: Path, function: str) -> None:
     x, ref = np.load(path.parent / "_x.npy"), np.load(path.parent / "_ref.npy")
-    got, ms = (pyree_run if compiler == "pyree" else iree_run)(path, driver, function, x)
-    print(ms, relative_error(got, ref))
+    got, ms, queued = (pyree_run if compiler == "pyree" else iree_run)(path, driver, function, x)
+    print(ms, queued, relative_error(got, ref))
 
 
 def main() -> int:
@@ -162,8 +167,8 @@ def main() -> int:
         limit = 1e-2 if x.dtype == torch.float16 else 1e-4
         for (compiler, driver), path in sorted(files.items()):
             try:
-                ms, err = measure_in_process(compiler, driver, path, info["function"], x, ref,
-                                             args.limit)
+                ms, queued, err = measure_in_process(compiler, driver, path, info["function"], x,
+                                                     ref, args.limit)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 print(f"{name} {compiler} {driver}: FAILED: {e}", flush=True)
                 failed |= compiler == "pyree"
@@ -172,17 +177,19 @@ def main() -> int:
             failed |= compiler == "pyree" and not ok
             dispatches = pyree_dispatches(path, info["function"]) if compiler == "pyree" else None
             rows.append({"model": name, "compiler": compiler, "driver": driver, "ms": ms,
-                         "rel_err": err, "ok": ok, "torch_eager_ms": eager,
+                         "queued_ms": queued, "rel_err": err, "ok": ok, "torch_eager_ms": eager,
                          "torch_graph_ms": graph, "kernels": dispatches,
                          "torch_kernels": kernels})
-            print(f"{name:18s} {compiler:5s} {driver:6s} {ms:8.3f} ms  err {err:.1e} "
+            print(f"{name:18s} {compiler:5s} {driver:6s} {ms:8.3f} ms (queued {queued:.3f}) "
+                  f"err {err:.1e} "
                   f"{'ok' if ok else 'WRONG'}  torch eager {eager:.3f} graph {graph:.3f}",
                   flush=True)
     print(f"\n{'model':18s} {'compiler':8s} {'driver':6s} {'ms':>8s} {'vs eager':>8s} "
-          f"{'vs graph':>8s} {'kernels':>7s} {'torch':>5s}  rel err")
+          f"{'vs graph':>8s} {'queued':>7s} {'vs graph':>8s} {'kernels':>7s} {'torch':>5s}  rel err")
     for r in rows:
         print(f"{r['model']:18s} {r['compiler']:8s} {r['driver']:6s} {r['ms']:8.3f} "
               f"{r['torch_eager_ms'] / r['ms']:8.2f} {r['torch_graph_ms'] / r['ms']:8.2f} "
+              f"{r['queued_ms']:7.3f} {r['torch_graph_ms'] / r['queued_ms']:8.2f} "
               f"{r['kernels'] if r['kernels'] is not None else '-':>7} {r['torch_kernels']:5d}  "
               f"{r['rel_err']:.1e}{'' if r['ok'] else ' WRONG'}")
     if args.json:

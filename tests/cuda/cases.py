@@ -183,9 +183,13 @@ CASES = {
     "matmul_f32_257x131x67": (matmul(257, 131, 67, "f32"),
                               [((257, 67), "float32"), ((67, 131), "float32")],
                               lambda a, b: a @ b, 1e-5),
-    "matmul_f32_700x900x333": (matmul(700, 900, 333, "f32"),  # 64x64 tiles
+    "matmul_f32_700x900x333": (matmul(700, 900, 333, "f32"),  # K split 3 ways (GPU modules)
                                [((700, 333), "float32"), ((333, 900), "float32")],
                                lambda a, b: a @ b, 1e-5),
+    # K below LONG_K, split for GPU modules (flow/split_reduction.py: GPU_MIN_K_CHUNK): 15 chunks
+    "matmul_f32_split_k_160x49x960": (matmul(160, 49, 960, "f32"),
+                                      [((160, 960), "float32"), ((960, 49), "float32")],
+                                      lambda a, b: a @ b, 1e-5),
     "matmul_f32_1600x1500x37": (matmul(1600, 1500, 37, "f32"),  # 128x128 tiles
                                 [((1600, 37), "float32"), ((37, 1500), "float32")],
                                 lambda a, b: a @ b, 1e-5),
@@ -196,8 +200,8 @@ CASES = {
                                      [((1030, 45), "float32"), ((45, 2052), "float32"),
                                       ((2052,), "float32")],
                                      lambda a, b, bias: np.maximum(a @ b + bias, 0), 1e-5),
-    "linear_f32_relu_700x900x333": (linear_f32_relu(700, 900, 333),
-                                    [((700, 333), "float32"), ((333, 900), "float32"),
+    "linear_f32_relu_700x900x133": (linear_f32_relu(700, 900, 133),
+                                    [((700, 133), "float32"), ((133, 900), "float32"),
                                      ((900,), "float32")],
                                     lambda a, b, bias: np.maximum(a @ b + bias, 0), 1e-5),
     "matmul_f16_37x53x61": (matmul(37, 53, 61, "f16"), [((37, 61), "float16"), ((61, 53), "float16")],
@@ -248,6 +252,10 @@ TENSOR_CORE_CASES = {
     "linear_f16_gelu_129x257x72": (narrow_matmul(129, 257, 72, "f16", epilogue="gelu", weight=True),
                                    [((129, 72), _F16), ((257, 72), _F16), ((257,), _F16)],
                                    lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 5e-3),
+    "linear_f16_gelu_split_k_128x256x256": (  # 4 chunks of 64, GELU in the final fold
+        narrow_matmul(128, 256, 256, "f16", epilogue="gelu", weight=True),
+        [((128, 256), _F16), ((256, 256), _F16), ((256,), _F16)],
+        lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 5e-3),
     "linear_bf16_gelu_37x53x29": (narrow_matmul(37, 53, 29, "bf16", epilogue="gelu", weight=True),
                                   [((37, 29), _BF16), ((53, 29), _BF16), ((53,), _BF16)],
                                   lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 3e-2),

@@ -219,7 +219,7 @@ def test_simt_matmul_tiles_fill_the_gpu(m, n, batch, tile):
 
 
 @pytest.mark.parametrize("name, vector", [("linear_f32_relu_1030x2052x45", "v4"),
-                                          ("linear_f32_relu_700x900x333", "v2"),
+                                          ("linear_f32_relu_700x900x133", "v2"),
                                           ("matmul_f32_257x131x67", None)])
 def test_simt_matmul_stores_aligned_runs_as_vectors(name, vector):
     """Rows whose length is a multiple of the thread's run (4 columns on 128x128 tiles, 2 on

@@ -87,10 +87,10 @@ def test_long_fold_matches_numpy(fold, shape, reduced):
             np.testing.assert_allclose(got, ref, rtol=0, atol=1e-5 * np.max(scale) + 1e-6)
 
 
-def generics(mlir: str) -> list[Generic]:
-    """The dispatch regions of the one function in ``mlir``."""
+def generics(mlir: str, gpu: bool = False) -> list[Generic]:
+    """The dispatch regions of the one function in ``mlir`` (``gpu``: for GPU targets only)."""
     (function,) = import_mlir(mlir).functions
-    return [op for op in split_reductions(form_dispatch_regions(function)).ops
+    return [op for op in split_reductions(form_dispatch_regions(function), gpu).ops
             if isinstance(op, Generic)]
 
 
@@ -189,3 +189,32 @@ def test_a_contraction_with_few_tiles_splits_k(m, k, n, loops):
     np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
     finite = np.isfinite(expected)
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("m, k, n, loops", [
+    (128, 256, 256, [(4, 128, 256, 64), (128, 256, 4)]),    # GPT-2's 128-row linear: 4 x 64
+    (160, 960, 49, [(15, 160, 49, 64), (160, 49, 15)]),      # a 7x7 pointwise conv's GEMM
+    (100, 1000, 100, [(10, 100, 100, 100), (100, 100, 10)]),  # below the CPU's LONG_K
+    (128, 255, 256, [(128, 256, 255)]),                      # K < GPU_LONG_K
+    (1, 768, 3072, [(1, 3072, 768)]),                        # a matrix-vector product stays
+    (2048, 1024, 1100, [(2048, 1100, 1024)]),                # 138 tiles: enough already
+    (1000, 1500, 700, [(5, 1000, 700, 300), (1000, 700, 5)]),  # K >= LONG_K: as on a CPU
+])
+def test_gpu_modules_split_shorter_k(m, k, n, loops):
+    """Where every target is a GPU, LONG_K > K >= GPU_LONG_K splits into chunks of
+    GPU_MIN_K_CHUNK; the same product for a CPU stays whole. The cuda tests run such splits on
+    the GPU."""
+    mlir = MATMUL.format(m=m, k=k, n=n)
+    assert [op.loop_ranges for op in generics(mlir, gpu=True)] == loops
+    if k < 1024:
+        assert [op.loop_ranges for op in generics(mlir)] == [(m, n, k)]
+
+
+def test_the_pipeline_uses_the_gpu_limits_only_without_a_cpu_target():
+    import pyree.runtime as rt
+    mlir = MATMUL.format(m=128, k=256, n=256)
+    kernels = {backends: rt.read_module(compile_str(mlir, CompileOptions(
+        target_backends=list(backends)))).tree.functions[0].commands
+        for backends in (("cuda",), ("cuda", "llvm-cpu"))}
+    dispatches = {b: sum(c.kind == 0 for c in cs) for b, cs in kernels.items()}
+    assert dispatches == {("cuda",): 2, ("cuda", "llvm-cpu"): 1}

@@ -128,7 +128,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     _stage(options, stop, "tensor program", lambda: printing.format_program(program))
     program = export_parameters(program, options)
     report("forming dispatch regions")
-    program = Program([map_blocks(f, _form_regions) for f in program.functions], program.name)
+    gpu = all(name != "llvm-cpu" for name in options.target_backends)
+    program = Program([map_blocks(f, lambda f: _form_regions(f, gpu)) for f in program.functions],
+                      program.name)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
@@ -157,8 +159,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     return builder.finish()
 
 
-def _form_regions(function: Function) -> Function:
-    return split_reductions(form_dispatch_regions(rewrite_convolutions(function)))
+def _form_regions(function: Function, gpu: bool) -> Function:
+    return split_reductions(form_dispatch_regions(rewrite_convolutions(function)), gpu)
 
 
 def size_text(nbytes: int) -> str:

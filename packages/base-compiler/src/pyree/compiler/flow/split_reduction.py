@@ -18,8 +18,12 @@ A plain fold is split when it has fewer than ``FEW_OUTPUTS`` outputs and at leas
 ``MIN_CHUNK`` elements (the fold's identity past N). A contraction (``f`` a product whose operands
 each miss a parallel loop the other reads) is split when it makes fewer than ``FEW_TILES`` tiles of
 ``TILE_OUTPUTS`` outputs and K is at least ``LONG_K``, into chunks of at least ``MIN_K_CHUNK`` that
-divide K exactly (a guard would keep it off the tensor cores). Floats are reassociated, as every
-parallel reduction already does.
+divide K exactly (a guard would keep it off the tensor cores). For a module whose every target is a
+GPU a product with K below ``LONG_K`` and m and n of at least ``GPU_MIN_SIDE`` is split from
+``GPU_LONG_K`` on, in chunks of ``GPU_MIN_K_CHUNK``: a small product's K loop runs one step after
+another on a few multiprocessors, so even K = 256 is worth spreading; on a CPU each split costs a
+dispatch and a pass over the partials. Floats are reassociated, as every parallel reduction
+already does.
 """
 
 from __future__ import annotations
@@ -57,14 +61,24 @@ TILE_OUTPUTS = 128 * 128
 FEW_TILES = 132      # an H100's multiprocessors: fewer tiles leave some idle
 LONG_K = 1024
 MIN_K_CHUNK = 256
+# GPT-2's 128x256 @ 256x256 linear took 12.9 us on 32 SIMT blocks of 8 K steps each (H200;
+# BENCHMARKS.md, 2026-11-26): split in 64-deep chunks, each block makes 2 steps. Only below LONG_K:
+# f32 1000x1500 @ 1500x700, split 6 ways in 250-deep chunks instead of 5 in 300, went from 0.092 to
+# 0.120 ms.
+GPU_LONG_K = 256
+GPU_MIN_K_CHUNK = 64
+# ... and not a matrix-vector product (m or n below this): its tiles are mostly empty, and a 1x768
+# @ 768x3072 product split 12 ways went from 0.032 to 0.043 ms.
+GPU_MIN_SIDE = 16
 
 
-def split_reductions(function: Function) -> Function:
-    ops = [new for op in function.ops for new in split_reduction(op)]
+def split_reductions(function: Function, gpu: bool = False) -> Function:
+    """``gpu``: every target of the module is a GPU (the K limits of contractions)."""
+    ops = [new for op in function.ops for new in split_reduction(op, gpu)]
     return dataclasses.replace(function, ops=ops)
 
 
-def split_reduction(op: Op) -> list[Op]:
+def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
             or is_row_kernel(op.outputs):
@@ -76,9 +90,11 @@ def split_reduction(op: Op) -> list[Op]:
     extent = op.loop_ranges[op.num_parallel]
     if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
         tiles = -(-outputs // TILE_OUTPUTS)
-        if tiles >= FEW_TILES or extent < LONG_K:
+        short_k = gpu and extent < LONG_K and min(_side_extents(folds[0][1], op)) >= GPU_MIN_SIDE
+        long_k, min_chunk = (GPU_LONG_K, GPU_MIN_K_CHUNK) if short_k else (LONG_K, MIN_K_CHUNK)
+        if tiles >= FEW_TILES or extent < long_k:
             return [op]
-        most = min(-(-2 * FEW_TILES // tiles), extent // MIN_K_CHUNK)
+        most = min(-(-2 * FEW_TILES // tiles), extent // min_chunk)
         splits = max((d for d in range(2, most + 1) if extent % d == 0), default=1)
     else:
         if outputs >= FEW_OUTPUTS or math.prod(op.loop_ranges[op.num_parallel:]) < LONG_REDUCTION:
@@ -99,6 +115,12 @@ def is_contraction(fold, num_parallel: int) -> bool:
         return False
     a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
     return bool(a - b) and bool(b - a)
+
+
+def _side_extents(f: Binary, op: Generic) -> tuple[int, int]:
+    """A contraction's m and n: the extents of the parallel loops only one operand reads."""
+    a, b = (_parallel_loops(side, op.num_parallel) for side in (f.a, f.b))
+    return math.prod(op.loop_ranges[d] for d in a - b), math.prod(op.loop_ranges[d] for d in b - a)
 
 
 def _parallel_loops(e, num_parallel: int) -> set[int]:

@@ -157,10 +157,27 @@ class Function:
         return self.op(text)
 
     # -- counted loops over i64, with the body written by a callback --------------------------
-    def loop(self, start: str, end: str, step: str, body) -> None:
-        """``for (i = start; i < end; i += step) body(i)`` (i64, unsigned compare)."""
+    def loop(self, start: str, end: str, step: str, body, unroll: int = 1) -> None:
+        """``for (i = start; i < end; i += step) body(i)`` (i64, unsigned compare). With
+        ``unroll`` > 1, trips that have ``unroll`` steps left run that many bodies unguarded (their
+        loads can be in flight together), then the rest one at a time."""
         slot = self.alloca("i64")
         self.raw(f"store i64 {start}, ptr {slot}")
+        if unroll > 1:
+            head, inner, rest = (self.new_label(x) for x in ("uloop", "ubody", "urest"))
+            self.br(head)
+            self.label(head)
+            i = self.op(f"load i64, ptr {slot}")
+            reach = self.op(f"mul i64 {step}, {unroll - 1}")
+            last = self.op(f"add i64 {i}, {reach}")
+            self.cbr(self.op(f"icmp ult i64 {last}, {end}"), inner, rest)
+            self.label(inner)
+            for u in range(unroll):
+                body(i if u == 0 else self.op(f"add i64 {i}, {self.op(f'mul i64 {step}, {u}')}"))
+            advance = self.op(f"mul i64 {step}, {unroll}")
+            self.raw(f"store i64 {self.op(f'add i64 {i}, {advance}')}, ptr {slot}")
+            self.br(head)
+            self.label(rest)
         head, inner, done = (self.new_label(x) for x in ("loop", "body", "done"))
         self.br(head)
         self.label(head)

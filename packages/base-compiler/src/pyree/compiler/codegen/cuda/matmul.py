@@ -80,7 +80,11 @@ class Tiling:
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
-TILINGS = (Tiling(128, 128, 8, 8, 8), Tiling(64, 64, 8, 4, 4), Tiling(32, 32, 8, 2, 2))
+# The smallest tile takes the products too small to fill the GPU (batch 1: GPT-2's 128-row linears,
+# MobileNet's 7x7 pointwise convs), whose K steps each pay a fixed cost (loads, a barrier) that an
+# 8-deep step's arithmetic does not cover: 32 deep makes a quarter of the steps (H200: GPT-2's
+# 128x256 @ 256x256 21.5 -> 12.9 us; BENCHMARKS.md, 2026-11-26).
+TILINGS = (Tiling(128, 128, 8, 8, 8), Tiling(64, 64, 8, 4, 4), Tiling(32, 32, 32, 2, 2))
 FILL_BLOCKS = 132  # an H100's multiprocessors: fewer blocks than this leave some idle
 
 

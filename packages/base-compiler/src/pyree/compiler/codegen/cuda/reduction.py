@@ -18,6 +18,10 @@ from pyree.compiler.codegen.cuda.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
 PARALLEL_MIN_REDUCTION = 128
+# Reduced elements a block template thread keeps in registers (a resident row), and the strided
+# elements per trip of a longer row's loop (loads in flight together).
+RESIDENT = 8
+UNROLL = 4
 
 
 def identity(op: str, dtype: str) -> str:
@@ -75,7 +79,8 @@ def _store(fn: Function, kernel: K.Kernel, loop: list, lin, stored: dict) -> Non
         A.store(fn, ptr, dtype, value)
 
 
-def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, start: str, step: str):
+def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, start: str, step: str,
+                 unroll: int = 1):
     """Stores the row results at reduction points start, start + step, ..."""
     rows = {k: r for k, r in enumerate(kernel.results) if r.row}
     red = kernel.reduction_ranges
@@ -86,7 +91,7 @@ def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, sta
         _store(fn, kernel, loop, lin, {k: lower(r.value) for k, r in rows.items()})
 
     if rows:
-        fn.loop(start, str(int(np.prod(red, dtype=np.int64))), step, body)
+        fn.loop(start, str(int(np.prod(red, dtype=np.int64))), step, body, unroll=unroll)
 
 
 def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
@@ -152,17 +157,30 @@ def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
     return fn.op(f"bitcast i16 {back} to {ty}") if is_float else back
 
 
+def _block_size(total: int) -> int:
+    """Threads per block for ``total`` reduced elements: enough that each thread keeps at most
+    ``RESIDENT`` of them (up to 1024 threads), so that rows up to 8192 long are read once."""
+    if total < 256:
+        return 128
+    return next((b for b in (256, 512) if total <= b * RESIDENT), 1024)
+
+
 def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
     """One block per output point. Per phase: threads fold strided elements, then the warp
     (shuffles) and the block (shared memory); every thread reads the phase's totals where a
     later phase or a row result needs them (thread 0 alone otherwise), thread 0 stores them.
-    Row results are stored by every thread, strided like the folds."""
+    Row results are stored by every thread, strided like the folds.
+
+    A row of at most ``RESIDENT`` elements per thread is *resident*: each thread loads its
+    elements once, all loads issued together, and every phase and row result reuses them (a
+    softmax reads its row once instead of three times). A longer row is streamed, ``UNROLL``
+    strided elements per trip so that their loads are in flight together."""
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs = int(np.prod(par, dtype=np.int64))
     if outputs >= 2**31:
         raise CompileError(f"reduction with {outputs} outputs exceeds the GPU grid", kernel.location)
     total = int(np.prod(red, dtype=np.int64))
-    block = 256 if total >= 256 else 128
+    block = _block_size(total)
     wave = module.target.warp_size  # 32, or 64 on AMD's gfx9 (CDNA)
     warps = block // wave
     lin = _lin(kernel)
@@ -178,26 +196,17 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
     first_thread = fn.op(f"icmp eq i32 {tid32}, 0")
     zeros = p + [0] * len(red)
     values: dict = {}  # the finals of the phases done
+    resident = _resident_points(fn, kernel, p, lin, values, tid, total, block)
     for n, phase in enumerate(phases):
-        slots = {}
-        for k in phase:
-            op, f = folds[k]
-            ty = llvm_type(f.dtype)
-            slots[k] = (ty, fn.alloca(ty))
-            fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slots[k][1]}")
-
-        def step(i, phase=phase, slots=slots):
-            lower = _lowering(fn, kernel, p + A.decompose(fn, i, red), lin, values)
-            for k in phase:
-                (op, f), (ty, slot) = folds[k], slots[k]
-                old = fn.op(f"load {ty}, ptr {slot}")
-                fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
-
-        fn.loop(tid, str(total), str(block), step)
+        if resident is not None:
+            partial = _fold_resident(fn, resident, phase, folds, combine)
+        else:
+            partial = _fold_streamed(fn, kernel, p, lin, values, tid, total, block, phase, folds,
+                                     combine)
         shared = {}
         for k in phase:
-            (op, f), (ty, slot) = folds[k], slots[k]
-            v = fn.op(f"load {ty}, ptr {slot}")
+            (op, f), v = folds[k], partial[k]
+            ty = llvm_type(f.dtype)
             for m in [wave >> s for s in range(1, wave.bit_length())]:
                 v = combine(op, v, shuffle_xor(fn, v, ty, m), f.dtype)
             shared[k] = module.shared_array(f"{name}_partials{k}", ty, warps, 8)
@@ -226,6 +235,79 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
             finals = totals()
             fn.if_then(first_thread, lambda finals=finals: _store(fn, kernel, zeros, lin, finals))
             values.update(finals)
-    _row_results(fn, kernel, p, lin, values, tid, str(block))
+    if resident is not None:
+        _row_results_resident(fn, kernel, lin, resident)
+    else:
+        _row_results(fn, kernel, p, lin, values, tid, str(block), unroll=UNROLL)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return A.Launch((outputs, 1, 1), (block, 1, 1))
+
+
+def _resident_points(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
+                     total: int, block: int):
+    """The reduction points of this thread when the row is resident (else None): per strided
+    point, its loop indices, whether it lies in the row (None: always) and one lowering whose
+    cache keeps the point's loads and shared subexpressions for every phase. A point past the
+    row's end reads the row's last element instead, so that every load is unconditional; its
+    folds take the identity and its row results are not stored."""
+    per_thread = -(-total // block)
+    if per_thread > RESIDENT:
+        return None
+    points = []
+    for j in range(per_thread):
+        i = tid if j == 0 else fn.op(f"add i64 {tid}, {j * block}")
+        inside = None
+        if (j + 1) * block > total:
+            inside = fn.op(f"icmp ult i64 {i}, {total}")
+            i = fn.op(f"select i1 {inside}, i64 {i}, i64 {total - 1}")
+        loop = p + A.decompose(fn, i, kernel.reduction_ranges)
+        points.append((loop, inside, _lowering(fn, kernel, loop, lin, values)))
+    return points
+
+
+def _fold_resident(fn: Function, points, phase: list[int], folds, combine) -> dict:
+    """Each result of ``phase`` folded over this thread's resident points."""
+    partial = {}
+    for k in phase:
+        op, f = folds[k]
+        acc = identity(op, f.dtype)
+        for _, inside, lower in points:
+            v = lower(f)
+            if inside is not None:
+                v = fn.op(f"select i1 {inside}, {llvm_type(f.dtype)} {v}, "
+                          f"{llvm_type(f.dtype)} {identity(op, f.dtype)}")
+            acc = combine(op, acc, v, f.dtype)
+        partial[k] = acc
+    return partial
+
+
+def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
+                   total: int, block: int, phase: list[int], folds, combine) -> dict:
+    """Each result of ``phase`` folded over this thread's strided points of the row."""
+    slots = {}
+    for k in phase:
+        op, f = folds[k]
+        ty = llvm_type(f.dtype)
+        slots[k] = (ty, fn.alloca(ty))
+        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slots[k][1]}")
+
+    def step(i):
+        lower = _lowering(fn, kernel, p + A.decompose(fn, i, kernel.reduction_ranges), lin, values)
+        for k in phase:
+            (op, f), (ty, slot) = folds[k], slots[k]
+            old = fn.op(f"load {ty}, ptr {slot}")
+            fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
+
+    fn.loop(tid, str(total), str(block), step, unroll=UNROLL)
+    return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+
+
+def _row_results_resident(fn: Function, kernel: K.Kernel, lin, points) -> None:
+    """Stores the row results at this thread's resident points that lie in the row."""
+    rows = {k: r for k, r in enumerate(kernel.results) if r.row}
+    for loop, inside, lower in points:
+        stored = {k: lower(r.value) for k, r in rows.items()}
+        if inside is None:
+            _store(fn, kernel, loop, lin, stored)
+        else:
+            fn.if_then(inside, lambda loop=loop, stored=stored: _store(fn, kernel, loop, lin, stored))
