@@ -6,7 +6,9 @@ Each run is a fresh process that returns one result of tests/data/mlp.mlir (comp
 side for llvm-cpu, host CPU): (a) the Python API -- import numpy and the runtime, load the module
 on local-task, one call, result to numpy; (b) the CLI -- ``pyree-run-module`` vs
 ``iree-run-module`` (IREE's pip console script, which execs its native binary; the native binary
-alone is reported too). Runs alternate pyree and IREE so both see the same (noisy) machine.
+alone is reported too), the input as text (``--input=37x53xf32=...``: pyree imports no numpy)
+and (c) as a .npy file (pyree imports numpy to read it). Runs alternate pyree and IREE so both
+see the same (noisy) machine.
 Children run with compiled bytecode, as an installed package does (a cache under a temporary
 PYTHONPYCACHEPREFIX, filled by a warm-up run of each; PYTHONDONTWRITEBYTECODE is dropped for
 them). Wall time is from spawn to exit; peak RSS is GNU time's maximum resident set size (the
@@ -26,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from pyree.runtime import format_array
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP = ROOT / "tests" / "data" / "mlp.mlir"
@@ -78,19 +81,20 @@ def compile_modules(folder: Path, iree_bin: Path) -> tuple[Path, Path]:
     return pyree, iree
 
 
-def importtime(python: str, module: str, top: int = 12) -> None:
-    """The slowest imports (cumulative) of ``import module`` in a fresh interpreter (the second
-    one: the first fills the bytecode cache)."""
+def importtime(python: str, args: list[str], top: int = 14) -> None:
+    """The slowest imports (cumulative) of ``python args...`` in a fresh interpreter (the second
+    one: the first fills the bytecode cache); the total is that of the top-level imports."""
     for _ in range(2):
-        proc = subprocess.run([python, "-X", "importtime", "-c", f"import {module}"],
+        proc = subprocess.run([python, "-X", "importtime", *args],
                               capture_output=True, text=True, check=True, env=ENV)
-    rows = []
+    rows, total = [], 0
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line and "self" not in line:
-            own, cumulative, name = (part.strip() for part in line[12:].split("|"))
+            own, cumulative, name = line[12:].split("|")
             rows.append((int(cumulative), int(own), name.strip()))
-    total = max(rows)[0] if rows else 0
-    print(f"\n# python -X importtime -c 'import {module}': {total / 1e3:.1f} ms cumulative")
+            total += int(cumulative) if not name[1:].startswith(" ") else 0
+    shown = " ".join(a if len(a) < 40 else a[:37] + "..." for a in args)
+    print(f"\n# python -X importtime {shown}: {total / 1e3:.1f} ms of imports")
     for cumulative, own, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cumulative / 1e3:7.1f} ms cumulative {own / 1e3:6.1f} ms self  {name}")
 
@@ -100,7 +104,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--iree-python", default="/work/iree-venv/bin/python")
     parser.add_argument("--importtime", action="store_true",
-                        help="also show where `import pyree.runtime` spends its time")
+                        help="also show where `import pyree.runtime` and the CLI (text input) "
+                        "spend their import time")
     args = parser.parse_args()
     iree_bin = Path(args.iree_python).parent
     native = Path(subprocess.run([args.iree_python, "-c",
@@ -112,18 +117,21 @@ def main() -> None:
         ENV["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
         pyree_vmfb, iree_vmfb = compile_modules(folder, iree_bin)
         x = folder / "x.npy"
-        np.save(x, np.random.default_rng(0).standard_normal((37, 53)).astype(np.float32))
-        cli = ["--device=local-task", "--function=mlp", f"--input=@{x}"]
+        x_value = np.random.default_rng(0).standard_normal((37, 53)).astype(np.float32)
+        np.save(x, x_value)
+        text = format_array(x_value, max_elements=x_value.size)
+        cli = {"cli": ["--device=local-task", "--function=mlp", f"--input={text}"],
+               "cli .npy": ["--device=local-task", "--function=mlp", f"--input=@{x}"]}
         cases = {
             "api": {
                 "pyree": [sys.executable, "-c", PYREE_API.format(module=str(pyree_vmfb), x=str(x))],
                 "iree": [args.iree_python, "-c", IREE_API.format(module=str(iree_vmfb), x=str(x))],
             },
-            "cli": {
-                "pyree": [str(bin_dir / "pyree-run-module"), f"--module={pyree_vmfb}", *cli],
-                "iree": [str(iree_bin / "iree-run-module"), f"--module={iree_vmfb}", *cli],
-                "iree native": [str(native / "iree-run-module"), f"--module={iree_vmfb}", *cli],
-            },
+            **{case: {
+                "pyree": [str(bin_dir / "pyree-run-module"), f"--module={pyree_vmfb}", *flags],
+                "iree": [str(iree_bin / "iree-run-module"), f"--module={iree_vmfb}", *flags],
+                "iree native": [str(native / "iree-run-module"), f"--module={iree_vmfb}", *flags],
+            } for case, flags in cli.items()},
         }
         print(f"# {time.strftime('%Y-%m-%d %H:%M')} {platform.node()} "
               f"{platform.processor() or platform.machine()} cores={os.cpu_count()} "
@@ -140,7 +148,7 @@ def main() -> None:
             if case == "api":
                 print(f"\n## (a) Python API, checksum of the result: {sums}")
             else:
-                print("\n## (b) CLI")
+                print("\n## (b) CLI, text input" if case == "cli" else "\n## (c) CLI, .npy input")
             reference = samples["iree"]
             iree_wall = statistics.median(s[0] for s in reference)
             iree_rss = statistics.median(s[1] for s in reference)
@@ -156,7 +164,9 @@ def main() -> None:
                              .format(*(p * 1e3 for p in phases)))
                 print(line)
         if args.importtime:
-            importtime(sys.executable, "pyree.runtime")
+            importtime(sys.executable, ["-c", "import pyree.runtime"])
+            importtime(sys.executable, ["-m", "pyree.runtime.tools.run_module",
+                                        f"--module={pyree_vmfb}", *cli["cli"]])
 
 
 if __name__ == "__main__":

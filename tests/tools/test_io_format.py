@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-from pyree.runtime.element_types import dtype_spelling
+from pyree.runtime.element_types import BY_NAME, dtype_spelling, numpy_dtype
 from pyree.runtime.tools.io_format import (
-    DTYPES,
     InputError,
     OutputSpec,
     format_array,
@@ -13,6 +12,7 @@ from pyree.runtime.tools.io_format import (
     parse_value,
     save_npy,
 )
+from pyree.runtime.vm.host_array import HostArray
 
 rng = np.random.default_rng()
 INT_DTYPES = [
@@ -30,10 +30,11 @@ INT_DTYPES = [
     "ui64",
 ]
 FLOAT_DTYPES = ["f16", "f32", "f64"]
+F32, F64 = BY_NAME["f32"], BY_NAME["f64"]
 
 
 def random_array(name: str, shape: tuple[int, ...]) -> np.ndarray:
-    dtype = DTYPES[name]
+    dtype = numpy_dtype(BY_NAME[name])
     if dtype == np.bool_:
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.kind in "iu":
@@ -74,16 +75,16 @@ def test_splats_scalars_and_empty_values():
     splat = parse_value("1x224x224x3xf32=0.25")
     assert splat.shape == (1, 224, 224, 3) and np.all(splat == np.float32(0.25))
     scalar = parse_value("f32=2")
-    assert scalar.shape == () and scalar.dtype == np.float32 and scalar == 2
-    assert parse_value("i32=-3") == -3
-    assert parse_value("3xi1=1 false true").tolist() == [True, False, True]
+    assert scalar.shape == () and scalar.dtype == np.float32 and np.asarray(scalar) == 2
+    assert np.asarray(parse_value("i32=-3")) == -3
+    assert parse_value("3xi1=1 false true").values() == [True, False, True]
     assert parse_value("0x4xi8=").shape == (0, 4)
     np.testing.assert_array_equal(parse_value("5xi16"), np.zeros(5, np.int16))  # IREE: zero-filled
 
 
 def test_integer_extremes_parse_exactly():
-    assert parse_value("2xui64=18446744073709551615 0").tolist() == [2**64 - 1, 0]
-    assert parse_value("2xi64=-9223372036854775808 9223372036854775807").tolist() == [
+    assert parse_value("2xui64=18446744073709551615 0").values() == [2**64 - 1, 0]
+    assert parse_value("2xi64=-9223372036854775808 9223372036854775807").values() == [
         -(2**63),
         2**63 - 1,
     ]
@@ -158,14 +159,14 @@ def test_bad_npy_inputs(tmp_path):
     ],
 )
 def test_floats_print_like_percent_g_without_rounding(value, text):
-    assert format_element(np.float64(value)) == text
-    assert format_element(np.float32(value)) == text
+    assert format_element(value, F64) == text
+    assert format_element(float(np.float32(value)), F32) == text
 
 
 def test_float32_prints_shortest_round_trip_text():
-    assert format_element(np.float32(0.1)) == "0.1"
-    assert format_element(np.float32(1 / 3)) == "0.33333334"
-    assert format_element(np.float64(1 / 3)) == "0.3333333333333333"
+    assert format_element(float(np.float32(0.1)), F32) == "0.1"
+    assert format_element(float(np.float32(1 / 3)), F32) == "0.33333334"
+    assert format_element(1 / 3, F64) == "0.3333333333333333"
 
 
 def test_array_layout_matches_iree():
@@ -209,10 +210,39 @@ def test_output_specs():
 def test_npy_write_then_append(tmp_path):
     path = tmp_path / "y.npy"
     first, second = random_array("f32", (37, 53)), random_array("i32", (11,))
-    save_npy(OutputSpec("write", str(path)), random_array("f64", (2,)))
-    save_npy(OutputSpec("write", str(path)), first)  # overwrites
-    save_npy(OutputSpec("append", str(path)), second)
+    save_npy(OutputSpec("write", str(path)), HostArray.from_numpy(random_array("f64", (2,))))
+    save_npy(OutputSpec("write", str(path)), HostArray.from_numpy(first))  # overwrites
+    save_npy(OutputSpec("append", str(path)), HostArray.from_numpy(second))
     with open(path, "rb") as f:
         np.testing.assert_array_equal(np.load(f), first)
         np.testing.assert_array_equal(np.load(f), second)
         assert f.read() == b""
+
+
+def test_the_formatter_prints_every_float_as_numpy_does():
+    """The numpy-free shortest-digits formatter against numpy's own printing (numpy_reference):
+    every f16 bit pattern; for f32 and f64 the sign, exponent and mantissa edges of every
+    exponent (subnormals, powers of two with their lopsided rounding interval, the largest
+    finite values) and random bit patterns."""
+    from numpy_reference import element_text
+
+    f16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    edges32 = np.array([(s << 31) | (e << 23) | m for s in (0, 1) for e in range(256)
+                        for m in (0, 1, 2, 3, 0x400000, 0x7FFFFE, 0x7FFFFF)], np.uint32)
+    f32 = np.concatenate([edges32, rng.integers(0, 1 << 32, 20000, dtype=np.uint64)
+                          .astype(np.uint32)]).view(np.float32)
+    edges64 = np.array([(s << 63) | (e << 52) | m for s in (0, 1) for e in range(0, 2048, 7)
+                        for m in (0, 1, (1 << 52) - 1)], np.uint64)
+    f64 = np.concatenate([edges64, rng.integers(0, 1 << 64, 20000, dtype=np.uint64)]).view(np.float64)
+    for values, name in ((f16, "f16"), (f32, "f32"), (f64, "f64")):
+        element_type = BY_NAME[name]
+        wrong = [(v, format_element(float(v), element_type), element_text(v)) for v in values
+                 if format_element(float(v), element_type) != element_text(v)]
+        assert wrong == [], f"{name}: {len(wrong)} differ, e.g. {wrong[:3]}"
+
+
+def test_arrays_and_host_arrays_print_alike():
+    """format_array of a numpy array and of the same values as a HostArray: one formatter."""
+    for name in ["i1", "i8", "ui64", "f16", "f32", "f64"]:
+        array = random_array(name, (3, 4, 5))
+        assert format_array(HostArray.from_numpy(array), 33) == format_array(array, 33)

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Branch(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Branch()
         x.Init(buf, n + offset)
         return x
@@ -23,15 +22,15 @@ class Branch(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def BranchBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Branch
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Branch
     def Condition(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -42,29 +41,29 @@ class Branch(object):
 
     # Branch
     def ConditionType(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
     # Branch
     def IfZero(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
-            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+            return bool(self._tab.Get(flatbuffers.BoolFlags, o + self._tab.Pos))
         return False
 
     # Branch
     def Target(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint32Flags, o + self._tab.Pos)
         return 0
 
 def BranchStart(builder): builder.StartObject(4)
 def Start(builder):
     return BranchStart(builder)
-def BranchAddCondition(builder, condition): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(condition), 0)
+def BranchAddCondition(builder, condition): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(condition), 0)
 def AddCondition(builder, condition):
     return BranchAddCondition(builder, condition)
 def BranchAddConditionType(builder, conditionType): builder.PrependUint8Slot(1, conditionType, 0)
@@ -80,10 +79,6 @@ def BranchEnd(builder): return builder.EndObject()
 def End(builder):
     return BranchEnd(builder)
 import pyree.runtime._fb.BufferRef
-try:
-    from typing import Optional
-except:
-    pass
 
 class BranchT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Check(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Check()
         x.Init(buf, n + offset)
         return x
@@ -23,22 +22,22 @@ class Check(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def CheckBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Check
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Check
     def Kind(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
     # Check
     def Lhs(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -49,7 +48,7 @@ class Check(object):
 
     # Check
     def LhsType(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.TensorType import TensorType
@@ -60,7 +59,7 @@ class Check(object):
 
     # Check
     def Rhs(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -71,7 +70,7 @@ class Check(object):
 
     # Check
     def RhsType(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.TensorType import TensorType
@@ -82,21 +81,21 @@ class Check(object):
 
     # Check
     def Atol(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Float32Flags, o + self._tab.Pos)
         return 0.0001
 
     # Check
     def Rtol(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Float32Flags, o + self._tab.Pos)
         return 0.0
 
     # Check
     def Location(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
@@ -107,16 +106,16 @@ def Start(builder):
 def CheckAddKind(builder, kind): builder.PrependUint8Slot(0, kind, 0)
 def AddKind(builder, kind):
     return CheckAddKind(builder, kind)
-def CheckAddLhs(builder, lhs): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(lhs), 0)
+def CheckAddLhs(builder, lhs): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(lhs), 0)
 def AddLhs(builder, lhs):
     return CheckAddLhs(builder, lhs)
-def CheckAddLhsType(builder, lhsType): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(lhsType), 0)
+def CheckAddLhsType(builder, lhsType): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(lhsType), 0)
 def AddLhsType(builder, lhsType):
     return CheckAddLhsType(builder, lhsType)
-def CheckAddRhs(builder, rhs): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(rhs), 0)
+def CheckAddRhs(builder, rhs): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.UOffsetTFlags.py_type(rhs), 0)
 def AddRhs(builder, rhs):
     return CheckAddRhs(builder, rhs)
-def CheckAddRhsType(builder, rhsType): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(rhsType), 0)
+def CheckAddRhsType(builder, rhsType): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(rhsType), 0)
 def AddRhsType(builder, rhsType):
     return CheckAddRhsType(builder, rhsType)
 def CheckAddAtol(builder, atol): builder.PrependFloat32Slot(5, atol, 0.0001)
@@ -125,7 +124,7 @@ def AddAtol(builder, atol):
 def CheckAddRtol(builder, rtol): builder.PrependFloat32Slot(6, rtol, 0.0)
 def AddRtol(builder, rtol):
     return CheckAddRtol(builder, rtol)
-def CheckAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(location), 0)
+def CheckAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.UOffsetTFlags.py_type(location), 0)
 def AddLocation(builder, location):
     return CheckAddLocation(builder, location)
 def CheckEnd(builder): return builder.EndObject()
@@ -133,10 +132,6 @@ def End(builder):
     return CheckEnd(builder)
 import pyree.runtime._fb.BufferRef
 import pyree.runtime._fb.TensorType
-try:
-    from typing import Optional
-except:
-    pass
 
 class CheckT(object):
 

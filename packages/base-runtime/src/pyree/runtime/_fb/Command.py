@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Command(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Command()
         x.Init(buf, n + offset)
         return x
@@ -23,22 +22,22 @@ class Command(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def CommandBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Command
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Command
     def Kind(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
     # Command
     def Dispatch(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Dispatch import Dispatch
@@ -49,7 +48,7 @@ class Command(object):
 
     # Command
     def Copy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Copy import Copy
@@ -60,7 +59,7 @@ class Command(object):
 
     # Command
     def Fill(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Fill import Fill
@@ -71,7 +70,7 @@ class Command(object):
 
     # Command
     def Check(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Check import Check
@@ -82,7 +81,7 @@ class Command(object):
 
     # Command
     def Branch(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Branch import Branch
@@ -97,19 +96,19 @@ def Start(builder):
 def CommandAddKind(builder, kind): builder.PrependUint8Slot(0, kind, 0)
 def AddKind(builder, kind):
     return CommandAddKind(builder, kind)
-def CommandAddDispatch(builder, dispatch): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(dispatch), 0)
+def CommandAddDispatch(builder, dispatch): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(dispatch), 0)
 def AddDispatch(builder, dispatch):
     return CommandAddDispatch(builder, dispatch)
-def CommandAddCopy(builder, copy): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(copy), 0)
+def CommandAddCopy(builder, copy): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(copy), 0)
 def AddCopy(builder, copy):
     return CommandAddCopy(builder, copy)
-def CommandAddFill(builder, fill): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(fill), 0)
+def CommandAddFill(builder, fill): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.UOffsetTFlags.py_type(fill), 0)
 def AddFill(builder, fill):
     return CommandAddFill(builder, fill)
-def CommandAddCheck(builder, check): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(check), 0)
+def CommandAddCheck(builder, check): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(check), 0)
 def AddCheck(builder, check):
     return CommandAddCheck(builder, check)
-def CommandAddBranch(builder, branch): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(branch), 0)
+def CommandAddBranch(builder, branch): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.UOffsetTFlags.py_type(branch), 0)
 def AddBranch(builder, branch):
     return CommandAddBranch(builder, branch)
 def CommandEnd(builder): return builder.EndObject()
@@ -120,10 +119,6 @@ import pyree.runtime._fb.Check
 import pyree.runtime._fb.Copy
 import pyree.runtime._fb.Dispatch
 import pyree.runtime._fb.Fill
-try:
-    from typing import Optional
-except:
-    pass
 
 class CommandT(object):
 

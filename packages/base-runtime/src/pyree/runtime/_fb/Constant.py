@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Constant(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Constant()
         x.Init(buf, n + offset)
         return x
@@ -23,15 +22,15 @@ class Constant(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def ConstantBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Constant
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Constant
     def Type(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.TensorType import TensorType
@@ -42,7 +41,7 @@ class Constant(object):
 
     # Constant
     def Data(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = o + self._tab.Pos
             from pyree.runtime._fb.DataRef import DataRef
@@ -53,7 +52,7 @@ class Constant(object):
 
     # Constant
     def Parameter(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.Parameter import Parameter
@@ -65,13 +64,13 @@ class Constant(object):
 def ConstantStart(builder): builder.StartObject(3)
 def Start(builder):
     return ConstantStart(builder)
-def ConstantAddType(builder, type): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(type), 0)
+def ConstantAddType(builder, type): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(type), 0)
 def AddType(builder, type):
     return ConstantAddType(builder, type)
-def ConstantAddData(builder, data): builder.PrependStructSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(data), 0)
+def ConstantAddData(builder, data): builder.PrependStructSlot(1, flatbuffers.UOffsetTFlags.py_type(data), 0)
 def AddData(builder, data):
     return ConstantAddData(builder, data)
-def ConstantAddParameter(builder, parameter): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(parameter), 0)
+def ConstantAddParameter(builder, parameter): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(parameter), 0)
 def AddParameter(builder, parameter):
     return ConstantAddParameter(builder, parameter)
 def ConstantEnd(builder): return builder.EndObject()
@@ -80,10 +79,6 @@ def End(builder):
 import pyree.runtime._fb.DataRef
 import pyree.runtime._fb.Parameter
 import pyree.runtime._fb.TensorType
-try:
-    from typing import Optional
-except:
-    pass
 
 class ConstantT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Copy(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Copy()
         x.Init(buf, n + offset)
         return x
@@ -23,15 +22,15 @@ class Copy(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def CopyBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Copy
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Copy
     def Source(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -42,7 +41,7 @@ class Copy(object):
 
     # Copy
     def Target(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -54,20 +53,16 @@ class Copy(object):
 def CopyStart(builder): builder.StartObject(2)
 def Start(builder):
     return CopyStart(builder)
-def CopyAddSource(builder, source): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(source), 0)
+def CopyAddSource(builder, source): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(source), 0)
 def AddSource(builder, source):
     return CopyAddSource(builder, source)
-def CopyAddTarget(builder, target): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(target), 0)
+def CopyAddTarget(builder, target): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(target), 0)
 def AddTarget(builder, target):
     return CopyAddTarget(builder, target)
 def CopyEnd(builder): return builder.EndObject()
 def End(builder):
     return CopyEnd(builder)
 import pyree.runtime._fb.BufferRef
-try:
-    from typing import Optional
-except:
-    pass
 
 class CopyT(object):
 

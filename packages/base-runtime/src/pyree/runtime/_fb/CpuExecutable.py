@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class CpuExecutable(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = CpuExecutable()
         x.Init(buf, n + offset)
         return x
@@ -23,45 +22,45 @@ class CpuExecutable(object):
         return cls.GetRootAs(buf, offset)
     # CpuExecutable
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # CpuExecutable
     def Format(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # CpuExecutable
     def TargetCpu(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # CpuExecutable
     def CpuFeatures(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.String(a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+            return self._tab.String(a + flatbuffers.UOffsetTFlags.py_type(j * 4))
         return ""
 
     # CpuExecutable
     def CpuFeaturesLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # CpuExecutable
     def CpuFeaturesIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
     # CpuExecutable
     def Library(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             x = o + self._tab.Pos
             from pyree.runtime._fb.DataRef import DataRef
@@ -72,10 +71,10 @@ class CpuExecutable(object):
 
     # CpuExecutable
     def Exports(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.CpuExport import CpuExport
             obj = CpuExport()
@@ -85,35 +84,35 @@ class CpuExecutable(object):
 
     # CpuExecutable
     def ExportsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # CpuExecutable
     def ExportsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
 def CpuExecutableStart(builder): builder.StartObject(5)
 def Start(builder):
     return CpuExecutableStart(builder)
-def CpuExecutableAddFormat(builder, format): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(format), 0)
+def CpuExecutableAddFormat(builder, format): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(format), 0)
 def AddFormat(builder, format):
     return CpuExecutableAddFormat(builder, format)
-def CpuExecutableAddTargetCpu(builder, targetCpu): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(targetCpu), 0)
+def CpuExecutableAddTargetCpu(builder, targetCpu): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(targetCpu), 0)
 def AddTargetCpu(builder, targetCpu):
     return CpuExecutableAddTargetCpu(builder, targetCpu)
-def CpuExecutableAddCpuFeatures(builder, cpuFeatures): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(cpuFeatures), 0)
+def CpuExecutableAddCpuFeatures(builder, cpuFeatures): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(cpuFeatures), 0)
 def AddCpuFeatures(builder, cpuFeatures):
     return CpuExecutableAddCpuFeatures(builder, cpuFeatures)
 def CpuExecutableStartCpuFeaturesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartCpuFeaturesVector(builder, numElems):
     return CpuExecutableStartCpuFeaturesVector(builder, numElems)
-def CpuExecutableAddLibrary(builder, library): builder.PrependStructSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(library), 0)
+def CpuExecutableAddLibrary(builder, library): builder.PrependStructSlot(3, flatbuffers.UOffsetTFlags.py_type(library), 0)
 def AddLibrary(builder, library):
     return CpuExecutableAddLibrary(builder, library)
-def CpuExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(exports), 0)
+def CpuExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(exports), 0)
 def AddExports(builder, exports):
     return CpuExecutableAddExports(builder, exports)
 def CpuExecutableStartExportsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -124,10 +123,6 @@ def End(builder):
     return CpuExecutableEnd(builder)
 import pyree.runtime._fb.CpuExport
 import pyree.runtime._fb.DataRef
-try:
-    from typing import List, Optional
-except:
-    pass
 
 class CpuExecutableT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class CpuExport(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = CpuExport()
         x.Init(buf, n + offset)
         return x
@@ -23,21 +22,21 @@ class CpuExport(object):
         return cls.GetRootAs(buf, offset)
     # CpuExport
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # CpuExport
     def Symbol(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # CpuExport
     def Bindings(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.BindingLayout import BindingLayout
             obj = BindingLayout()
@@ -47,30 +46,30 @@ class CpuExport(object):
 
     # CpuExport
     def BindingsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # CpuExport
     def BindingsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
     # CpuExport
     def WorkgroupCount(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
 def CpuExportStart(builder): builder.StartObject(3)
 def Start(builder):
     return CpuExportStart(builder)
-def CpuExportAddSymbol(builder, symbol): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(symbol), 0)
+def CpuExportAddSymbol(builder, symbol): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(symbol), 0)
 def AddSymbol(builder, symbol):
     return CpuExportAddSymbol(builder, symbol)
-def CpuExportAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(bindings), 0)
+def CpuExportAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(bindings), 0)
 def AddBindings(builder, bindings):
     return CpuExportAddBindings(builder, bindings)
 def CpuExportStartBindingsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -83,10 +82,6 @@ def CpuExportEnd(builder): return builder.EndObject()
 def End(builder):
     return CpuExportEnd(builder)
 import pyree.runtime._fb.BindingLayout
-try:
-    from typing import List
-except:
-    pass
 
 class CpuExportT(object):
 

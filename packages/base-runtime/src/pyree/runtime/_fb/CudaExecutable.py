@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class CudaExecutable(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = CudaExecutable()
         x.Init(buf, n + offset)
         return x
@@ -23,18 +22,18 @@ class CudaExecutable(object):
         return cls.GetRootAs(buf, offset)
     # CudaExecutable
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # CudaExecutable
     def TargetArch(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # CudaExecutable
     def Ptx(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = o + self._tab.Pos
             from pyree.runtime._fb.DataRef import DataRef
@@ -45,14 +44,14 @@ class CudaExecutable(object):
 
     # CudaExecutable
     def CubinArch(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # CudaExecutable
     def Cubin(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             x = o + self._tab.Pos
             from pyree.runtime._fb.DataRef import DataRef
@@ -63,10 +62,10 @@ class CudaExecutable(object):
 
     # CudaExecutable
     def Exports(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.GpuExport import GpuExport
             obj = GpuExport()
@@ -76,32 +75,32 @@ class CudaExecutable(object):
 
     # CudaExecutable
     def ExportsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # CudaExecutable
     def ExportsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
 def CudaExecutableStart(builder): builder.StartObject(5)
 def Start(builder):
     return CudaExecutableStart(builder)
-def CudaExecutableAddTargetArch(builder, targetArch): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(targetArch), 0)
+def CudaExecutableAddTargetArch(builder, targetArch): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(targetArch), 0)
 def AddTargetArch(builder, targetArch):
     return CudaExecutableAddTargetArch(builder, targetArch)
-def CudaExecutableAddPtx(builder, ptx): builder.PrependStructSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(ptx), 0)
+def CudaExecutableAddPtx(builder, ptx): builder.PrependStructSlot(1, flatbuffers.UOffsetTFlags.py_type(ptx), 0)
 def AddPtx(builder, ptx):
     return CudaExecutableAddPtx(builder, ptx)
-def CudaExecutableAddCubinArch(builder, cubinArch): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(cubinArch), 0)
+def CudaExecutableAddCubinArch(builder, cubinArch): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(cubinArch), 0)
 def AddCubinArch(builder, cubinArch):
     return CudaExecutableAddCubinArch(builder, cubinArch)
-def CudaExecutableAddCubin(builder, cubin): builder.PrependStructSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(cubin), 0)
+def CudaExecutableAddCubin(builder, cubin): builder.PrependStructSlot(3, flatbuffers.UOffsetTFlags.py_type(cubin), 0)
 def AddCubin(builder, cubin):
     return CudaExecutableAddCubin(builder, cubin)
-def CudaExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(exports), 0)
+def CudaExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(exports), 0)
 def AddExports(builder, exports):
     return CudaExecutableAddExports(builder, exports)
 def CudaExecutableStartExportsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -112,10 +111,6 @@ def End(builder):
     return CudaExecutableEnd(builder)
 import pyree.runtime._fb.DataRef
 import pyree.runtime._fb.GpuExport
-try:
-    from typing import List, Optional
-except:
-    pass
 
 class CudaExecutableT(object):
 

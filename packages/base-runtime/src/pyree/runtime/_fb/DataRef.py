@@ -3,9 +3,8 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class DataRef(object):
     __slots__ = ['_tab']
@@ -16,12 +15,12 @@ class DataRef(object):
 
     # DataRef
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # DataRef
-    def Offset(self): return self._tab.Get(flatbuffers.number_types.Uint64Flags, self._tab.Pos + flatbuffers.number_types.UOffsetTFlags.py_type(0))
+    def Offset(self): return self._tab.Get(flatbuffers.Uint64Flags, self._tab.Pos + flatbuffers.UOffsetTFlags.py_type(0))
     # DataRef
-    def Length(self): return self._tab.Get(flatbuffers.number_types.Uint64Flags, self._tab.Pos + flatbuffers.number_types.UOffsetTFlags.py_type(8))
+    def Length(self): return self._tab.Get(flatbuffers.Uint64Flags, self._tab.Pos + flatbuffers.UOffsetTFlags.py_type(8))
 
 def CreateDataRef(builder, offset, length):
     builder.Prep(8, 16)

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Dispatch(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Dispatch()
         x.Init(buf, n + offset)
         return x
@@ -23,25 +22,25 @@ class Dispatch(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def DispatchBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Dispatch
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Dispatch
     def Kernel(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint32Flags, o + self._tab.Pos)
         return 0
 
     # Dispatch
     def Bindings(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.BufferRef import BufferRef
             obj = BufferRef()
@@ -51,41 +50,41 @@ class Dispatch(object):
 
     # Dispatch
     def BindingsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Dispatch
     def BindingsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
     # Dispatch
     def PushConstants(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+            return self._tab.Get(flatbuffers.Uint32Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 4))
         return 0
 
     # Dispatch
     def PushConstantsAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
-            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+            return self._tab.GetVectorAsNumpy(flatbuffers.Uint32Flags, o)
         return 0
 
     # Dispatch
     def PushConstantsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Dispatch
     def PushConstantsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
 def DispatchStart(builder): builder.StartObject(3)
@@ -94,13 +93,13 @@ def Start(builder):
 def DispatchAddKernel(builder, kernel): builder.PrependUint32Slot(0, kernel, 0)
 def AddKernel(builder, kernel):
     return DispatchAddKernel(builder, kernel)
-def DispatchAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(bindings), 0)
+def DispatchAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(bindings), 0)
 def AddBindings(builder, bindings):
     return DispatchAddBindings(builder, bindings)
 def DispatchStartBindingsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartBindingsVector(builder, numElems):
     return DispatchStartBindingsVector(builder, numElems)
-def DispatchAddPushConstants(builder, pushConstants): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(pushConstants), 0)
+def DispatchAddPushConstants(builder, pushConstants): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(pushConstants), 0)
 def AddPushConstants(builder, pushConstants):
     return DispatchAddPushConstants(builder, pushConstants)
 def DispatchStartPushConstantsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -110,10 +109,6 @@ def DispatchEnd(builder): return builder.EndObject()
 def End(builder):
     return DispatchEnd(builder)
 import pyree.runtime._fb.BufferRef
-try:
-    from typing import List
-except:
-    pass
 
 class DispatchT(object):
 

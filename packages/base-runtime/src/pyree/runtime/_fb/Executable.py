@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Executable(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Executable()
         x.Init(buf, n + offset)
         return x
@@ -23,25 +22,25 @@ class Executable(object):
         return cls.GetRootAs(buf, offset)
     # Executable
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Executable
     def Name(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Executable
     def Format(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
     # Executable
     def Cpu(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.CpuExecutable import CpuExecutable
@@ -52,7 +51,7 @@ class Executable(object):
 
     # Executable
     def Cuda(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.CudaExecutable import CudaExecutable
@@ -63,7 +62,7 @@ class Executable(object):
 
     # Executable
     def Rocm(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.RocmExecutable import RocmExecutable
@@ -74,7 +73,7 @@ class Executable(object):
 
     # Executable
     def Spirv(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.SpirvExecutable import SpirvExecutable
@@ -86,22 +85,22 @@ class Executable(object):
 def ExecutableStart(builder): builder.StartObject(6)
 def Start(builder):
     return ExecutableStart(builder)
-def ExecutableAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+def ExecutableAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(name), 0)
 def AddName(builder, name):
     return ExecutableAddName(builder, name)
 def ExecutableAddFormat(builder, format): builder.PrependUint8Slot(1, format, 0)
 def AddFormat(builder, format):
     return ExecutableAddFormat(builder, format)
-def ExecutableAddCpu(builder, cpu): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(cpu), 0)
+def ExecutableAddCpu(builder, cpu): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(cpu), 0)
 def AddCpu(builder, cpu):
     return ExecutableAddCpu(builder, cpu)
-def ExecutableAddCuda(builder, cuda): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(cuda), 0)
+def ExecutableAddCuda(builder, cuda): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.UOffsetTFlags.py_type(cuda), 0)
 def AddCuda(builder, cuda):
     return ExecutableAddCuda(builder, cuda)
-def ExecutableAddRocm(builder, rocm): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(rocm), 0)
+def ExecutableAddRocm(builder, rocm): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(rocm), 0)
 def AddRocm(builder, rocm):
     return ExecutableAddRocm(builder, rocm)
-def ExecutableAddSpirv(builder, spirv): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(spirv), 0)
+def ExecutableAddSpirv(builder, spirv): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.UOffsetTFlags.py_type(spirv), 0)
 def AddSpirv(builder, spirv):
     return ExecutableAddSpirv(builder, spirv)
 def ExecutableEnd(builder): return builder.EndObject()
@@ -111,10 +110,6 @@ import pyree.runtime._fb.CpuExecutable
 import pyree.runtime._fb.CudaExecutable
 import pyree.runtime._fb.RocmExecutable
 import pyree.runtime._fb.SpirvExecutable
-try:
-    from typing import Optional
-except:
-    pass
 
 class ExecutableT(object):
 

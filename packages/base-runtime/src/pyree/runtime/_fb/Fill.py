@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Fill(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Fill()
         x.Init(buf, n + offset)
         return x
@@ -23,15 +22,15 @@ class Fill(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def FillBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Fill
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Fill
     def Target(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             x = self._tab.Indirect(o + self._tab.Pos)
             from pyree.runtime._fb.BufferRef import BufferRef
@@ -42,22 +41,22 @@ class Fill(object):
 
     # Fill
     def Pattern(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
     # Fill
     def PatternLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
 def FillStart(builder): builder.StartObject(3)
 def Start(builder):
     return FillStart(builder)
-def FillAddTarget(builder, target): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(target), 0)
+def FillAddTarget(builder, target): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(target), 0)
 def AddTarget(builder, target):
     return FillAddTarget(builder, target)
 def FillAddPattern(builder, pattern): builder.PrependUint64Slot(1, pattern, 0)
@@ -70,10 +69,6 @@ def FillEnd(builder): return builder.EndObject()
 def End(builder):
     return FillEnd(builder)
 import pyree.runtime._fb.BufferRef
-try:
-    from typing import Optional
-except:
-    pass
 
 class FillT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Function(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Function()
         x.Init(buf, n + offset)
         return x
@@ -23,25 +22,25 @@ class Function(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def FunctionBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Function
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Function
     def Name(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Function
     def Arguments(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.TensorType import TensorType
             obj = TensorType()
@@ -51,22 +50,22 @@ class Function(object):
 
     # Function
     def ArgumentsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Function
     def ArgumentsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
     # Function
     def Results(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.TensorType import TensorType
             obj = TensorType()
@@ -76,56 +75,56 @@ class Function(object):
 
     # Function
     def ResultsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Function
     def ResultsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
     # Function
     def ResultSizes(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+            return self._tab.Get(flatbuffers.Uint64Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 8))
         return 0
 
     # Function
     def ResultSizesAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
-            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint64Flags, o)
+            return self._tab.GetVectorAsNumpy(flatbuffers.Uint64Flags, o)
         return 0
 
     # Function
     def ResultSizesLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Function
     def ResultSizesIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         return o == 0
 
     # Function
     def TransientSize(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
     # Function
     def Commands(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.Command import Command
             obj = Command()
@@ -135,49 +134,49 @@ class Function(object):
 
     # Function
     def CommandsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Function
     def CommandsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         return o == 0
 
     # Function
     def Location(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Function
     def ReadbackSize(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
 def FunctionStart(builder): builder.StartObject(8)
 def Start(builder):
     return FunctionStart(builder)
-def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(name), 0)
 def AddName(builder, name):
     return FunctionAddName(builder, name)
-def FunctionAddArguments(builder, arguments): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(arguments), 0)
+def FunctionAddArguments(builder, arguments): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(arguments), 0)
 def AddArguments(builder, arguments):
     return FunctionAddArguments(builder, arguments)
 def FunctionStartArgumentsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartArgumentsVector(builder, numElems):
     return FunctionStartArgumentsVector(builder, numElems)
-def FunctionAddResults(builder, results): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(results), 0)
+def FunctionAddResults(builder, results): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(results), 0)
 def AddResults(builder, results):
     return FunctionAddResults(builder, results)
 def FunctionStartResultsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartResultsVector(builder, numElems):
     return FunctionStartResultsVector(builder, numElems)
-def FunctionAddResultSizes(builder, resultSizes): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(resultSizes), 0)
+def FunctionAddResultSizes(builder, resultSizes): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.UOffsetTFlags.py_type(resultSizes), 0)
 def AddResultSizes(builder, resultSizes):
     return FunctionAddResultSizes(builder, resultSizes)
 def FunctionStartResultSizesVector(builder, numElems): return builder.StartVector(8, numElems, 8)
@@ -186,13 +185,13 @@ def StartResultSizesVector(builder, numElems):
 def FunctionAddTransientSize(builder, transientSize): builder.PrependUint64Slot(4, transientSize, 0)
 def AddTransientSize(builder, transientSize):
     return FunctionAddTransientSize(builder, transientSize)
-def FunctionAddCommands(builder, commands): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(commands), 0)
+def FunctionAddCommands(builder, commands): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.UOffsetTFlags.py_type(commands), 0)
 def AddCommands(builder, commands):
     return FunctionAddCommands(builder, commands)
 def FunctionStartCommandsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartCommandsVector(builder, numElems):
     return FunctionStartCommandsVector(builder, numElems)
-def FunctionAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(location), 0)
+def FunctionAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.UOffsetTFlags.py_type(location), 0)
 def AddLocation(builder, location):
     return FunctionAddLocation(builder, location)
 def FunctionAddReadbackSize(builder, readbackSize): builder.PrependUint64Slot(7, readbackSize, 0)
@@ -203,10 +202,6 @@ def End(builder):
     return FunctionEnd(builder)
 import pyree.runtime._fb.Command
 import pyree.runtime._fb.TensorType
-try:
-    from typing import List
-except:
-    pass
 
 class FunctionT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class GpuExport(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = GpuExport()
         x.Init(buf, n + offset)
         return x
@@ -23,82 +22,82 @@ class GpuExport(object):
         return cls.GetRootAs(buf, offset)
     # GpuExport
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # GpuExport
     def Name(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # GpuExport
     def GridSize(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+            return self._tab.Get(flatbuffers.Uint32Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 4))
         return 0
 
     # GpuExport
     def GridSizeAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+            return self._tab.GetVectorAsNumpy(flatbuffers.Uint32Flags, o)
         return 0
 
     # GpuExport
     def GridSizeLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # GpuExport
     def GridSizeIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
     # GpuExport
     def BlockSize(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+            return self._tab.Get(flatbuffers.Uint32Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 4))
         return 0
 
     # GpuExport
     def BlockSizeAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
-            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Uint32Flags, o)
+            return self._tab.GetVectorAsNumpy(flatbuffers.Uint32Flags, o)
         return 0
 
     # GpuExport
     def BlockSizeLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # GpuExport
     def BlockSizeIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
     # GpuExport
     def SharedMemoryBytes(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint32Flags, o + self._tab.Pos)
         return 0
 
     # GpuExport
     def Bindings(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.BindingLayout import BindingLayout
             obj = BindingLayout()
@@ -108,29 +107,29 @@ class GpuExport(object):
 
     # GpuExport
     def BindingsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # GpuExport
     def BindingsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
 def GpuExportStart(builder): builder.StartObject(5)
 def Start(builder):
     return GpuExportStart(builder)
-def GpuExportAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+def GpuExportAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(name), 0)
 def AddName(builder, name):
     return GpuExportAddName(builder, name)
-def GpuExportAddGridSize(builder, gridSize): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(gridSize), 0)
+def GpuExportAddGridSize(builder, gridSize): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(gridSize), 0)
 def AddGridSize(builder, gridSize):
     return GpuExportAddGridSize(builder, gridSize)
 def GpuExportStartGridSizeVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartGridSizeVector(builder, numElems):
     return GpuExportStartGridSizeVector(builder, numElems)
-def GpuExportAddBlockSize(builder, blockSize): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(blockSize), 0)
+def GpuExportAddBlockSize(builder, blockSize): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(blockSize), 0)
 def AddBlockSize(builder, blockSize):
     return GpuExportAddBlockSize(builder, blockSize)
 def GpuExportStartBlockSizeVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -139,7 +138,7 @@ def StartBlockSizeVector(builder, numElems):
 def GpuExportAddSharedMemoryBytes(builder, sharedMemoryBytes): builder.PrependUint32Slot(3, sharedMemoryBytes, 0)
 def AddSharedMemoryBytes(builder, sharedMemoryBytes):
     return GpuExportAddSharedMemoryBytes(builder, sharedMemoryBytes)
-def GpuExportAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(bindings), 0)
+def GpuExportAddBindings(builder, bindings): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(bindings), 0)
 def AddBindings(builder, bindings):
     return GpuExportAddBindings(builder, bindings)
 def GpuExportStartBindingsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -149,10 +148,6 @@ def GpuExportEnd(builder): return builder.EndObject()
 def End(builder):
     return GpuExportEnd(builder)
 import pyree.runtime._fb.BindingLayout
-try:
-    from typing import List
-except:
-    pass
 
 class GpuExportT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Module(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Module()
         x.Init(buf, n + offset)
         return x
@@ -23,46 +22,46 @@ class Module(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def ModuleBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Module
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Module
     def SchemaVersionMajor(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint16Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint16Flags, o + self._tab.Pos)
         return 0
 
     # Module
     def SchemaVersionMinor(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint16Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint16Flags, o + self._tab.Pos)
         return 0
 
     # Module
     def Name(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Module
     def Producer(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Module
     def Functions(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.Function import Function
             obj = Function()
@@ -72,22 +71,22 @@ class Module(object):
 
     # Module
     def FunctionsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Module
     def FunctionsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
     # Module
     def Constants(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.Constant import Constant
             obj = Constant()
@@ -97,22 +96,22 @@ class Module(object):
 
     # Module
     def ConstantsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Module
     def ConstantsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
         return o == 0
 
     # Module
     def Executables(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.Executable import Executable
             obj = Executable()
@@ -122,14 +121,14 @@ class Module(object):
 
     # Module
     def ExecutablesLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # Module
     def ExecutablesIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
 def ModuleStart(builder): builder.StartObject(7)
@@ -141,25 +140,25 @@ def AddSchemaVersionMajor(builder, schemaVersionMajor):
 def ModuleAddSchemaVersionMinor(builder, schemaVersionMinor): builder.PrependUint16Slot(1, schemaVersionMinor, 0)
 def AddSchemaVersionMinor(builder, schemaVersionMinor):
     return ModuleAddSchemaVersionMinor(builder, schemaVersionMinor)
-def ModuleAddName(builder, name): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
+def ModuleAddName(builder, name): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(name), 0)
 def AddName(builder, name):
     return ModuleAddName(builder, name)
-def ModuleAddProducer(builder, producer): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(producer), 0)
+def ModuleAddProducer(builder, producer): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.UOffsetTFlags.py_type(producer), 0)
 def AddProducer(builder, producer):
     return ModuleAddProducer(builder, producer)
-def ModuleAddFunctions(builder, functions): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(functions), 0)
+def ModuleAddFunctions(builder, functions): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.UOffsetTFlags.py_type(functions), 0)
 def AddFunctions(builder, functions):
     return ModuleAddFunctions(builder, functions)
 def ModuleStartFunctionsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartFunctionsVector(builder, numElems):
     return ModuleStartFunctionsVector(builder, numElems)
-def ModuleAddConstants(builder, constants): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(constants), 0)
+def ModuleAddConstants(builder, constants): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.UOffsetTFlags.py_type(constants), 0)
 def AddConstants(builder, constants):
     return ModuleAddConstants(builder, constants)
 def ModuleStartConstantsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartConstantsVector(builder, numElems):
     return ModuleStartConstantsVector(builder, numElems)
-def ModuleAddExecutables(builder, executables): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.number_types.UOffsetTFlags.py_type(executables), 0)
+def ModuleAddExecutables(builder, executables): builder.PrependUOffsetTRelativeSlot(6, flatbuffers.UOffsetTFlags.py_type(executables), 0)
 def AddExecutables(builder, executables):
     return ModuleAddExecutables(builder, executables)
 def ModuleStartExecutablesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -171,10 +170,6 @@ def End(builder):
 import pyree.runtime._fb.Constant
 import pyree.runtime._fb.Executable
 import pyree.runtime._fb.Function
-try:
-    from typing import List
-except:
-    pass
 
 class ModuleT(object):
 

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class Parameter(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = Parameter()
         x.Init(buf, n + offset)
         return x
@@ -23,22 +22,22 @@ class Parameter(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def ParameterBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # Parameter
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # Parameter
     def Scope(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # Parameter
     def Key(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
@@ -46,10 +45,10 @@ class Parameter(object):
 def ParameterStart(builder): builder.StartObject(2)
 def Start(builder):
     return ParameterStart(builder)
-def ParameterAddScope(builder, scope): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(scope), 0)
+def ParameterAddScope(builder, scope): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(scope), 0)
 def AddScope(builder, scope):
     return ParameterAddScope(builder, scope)
-def ParameterAddKey(builder, key): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(key), 0)
+def ParameterAddKey(builder, key): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(key), 0)
 def AddKey(builder, key):
     return ParameterAddKey(builder, key)
 def ParameterEnd(builder): return builder.EndObject()

@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class RocmExecutable(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = RocmExecutable()
         x.Init(buf, n + offset)
         return x
@@ -23,18 +22,18 @@ class RocmExecutable(object):
         return cls.GetRootAs(buf, offset)
     # RocmExecutable
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # RocmExecutable
     def TargetArch(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
             return self._tab.String(o + self._tab.Pos)
         return None
 
     # RocmExecutable
     def CodeObject(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             x = o + self._tab.Pos
             from pyree.runtime._fb.DataRef import DataRef
@@ -45,10 +44,10 @@ class RocmExecutable(object):
 
     # RocmExecutable
     def Exports(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
             x = self._tab.Indirect(x)
             from pyree.runtime._fb.GpuExport import GpuExport
             obj = GpuExport()
@@ -58,26 +57,26 @@ class RocmExecutable(object):
 
     # RocmExecutable
     def ExportsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # RocmExecutable
     def ExportsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
 def RocmExecutableStart(builder): builder.StartObject(3)
 def Start(builder):
     return RocmExecutableStart(builder)
-def RocmExecutableAddTargetArch(builder, targetArch): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(targetArch), 0)
+def RocmExecutableAddTargetArch(builder, targetArch): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.UOffsetTFlags.py_type(targetArch), 0)
 def AddTargetArch(builder, targetArch):
     return RocmExecutableAddTargetArch(builder, targetArch)
-def RocmExecutableAddCodeObject(builder, codeObject): builder.PrependStructSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(codeObject), 0)
+def RocmExecutableAddCodeObject(builder, codeObject): builder.PrependStructSlot(1, flatbuffers.UOffsetTFlags.py_type(codeObject), 0)
 def AddCodeObject(builder, codeObject):
     return RocmExecutableAddCodeObject(builder, codeObject)
-def RocmExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(exports), 0)
+def RocmExecutableAddExports(builder, exports): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.UOffsetTFlags.py_type(exports), 0)
 def AddExports(builder, exports):
     return RocmExecutableAddExports(builder, exports)
 def RocmExecutableStartExportsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
@@ -88,10 +87,6 @@ def End(builder):
     return RocmExecutableEnd(builder)
 import pyree.runtime._fb.DataRef
 import pyree.runtime._fb.GpuExport
-try:
-    from typing import List, Optional
-except:
-    pass
 
 class RocmExecutableT(object):
 

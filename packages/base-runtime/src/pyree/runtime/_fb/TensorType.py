@@ -3,16 +3,15 @@
 
 # namespace: pyree_fb
 
-import flatbuffers
-from flatbuffers.compat import import_numpy
-np = import_numpy()
+from pyree.runtime.module import fb_runtime as flatbuffers
+np = None  # numpy-free: scalar vectors unpack as lists
 
 class TensorType(object):
     __slots__ = ['_tab']
 
     @classmethod
     def GetRootAs(cls, buf, offset=0):
-        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
         x = TensorType()
         x.Init(buf, n + offset)
         return x
@@ -23,44 +22,44 @@ class TensorType(object):
         return cls.GetRootAs(buf, offset)
     @classmethod
     def TensorTypeBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
-        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
 
     # TensorType
     def Init(self, buf, pos):
-        self._tab = flatbuffers.table.Table(buf, pos)
+        self._tab = flatbuffers.Table(buf, pos)
 
     # TensorType
     def ElementType(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
         if o != 0:
-            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
         return 0
 
     # TensorType
     def Dims(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             a = self._tab.Vector(o)
-            return self._tab.Get(flatbuffers.number_types.Int64Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 8))
+            return self._tab.Get(flatbuffers.Int64Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 8))
         return 0
 
     # TensorType
     def DimsAsNumpy(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
-            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int64Flags, o)
+            return self._tab.GetVectorAsNumpy(flatbuffers.Int64Flags, o)
         return 0
 
     # TensorType
     def DimsLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         if o != 0:
             return self._tab.VectorLen(o)
         return 0
 
     # TensorType
     def DimsIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
 def TensorTypeStart(builder): builder.StartObject(2)
@@ -69,7 +68,7 @@ def Start(builder):
 def TensorTypeAddElementType(builder, elementType): builder.PrependUint8Slot(0, elementType, 0)
 def AddElementType(builder, elementType):
     return TensorTypeAddElementType(builder, elementType)
-def TensorTypeAddDims(builder, dims): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.number_types.UOffsetTFlags.py_type(dims), 0)
+def TensorTypeAddDims(builder, dims): builder.PrependUOffsetTRelativeSlot(1, flatbuffers.UOffsetTFlags.py_type(dims), 0)
 def AddDims(builder, dims):
     return TensorTypeAddDims(builder, dims)
 def TensorTypeStartDimsVector(builder, numElems): return builder.StartVector(8, numElems, 8)
@@ -78,10 +77,6 @@ def StartDimsVector(builder, numElems):
 def TensorTypeEnd(builder): return builder.EndObject()
 def End(builder):
     return TensorTypeEnd(builder)
-try:
-    from typing import List
-except:
-    pass
 
 class TensorTypeT(object):
 

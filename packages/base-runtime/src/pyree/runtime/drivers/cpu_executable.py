@@ -8,21 +8,19 @@ loaded objects by path, and a reused fd number would otherwise hand back the pre
 from __future__ import annotations
 
 import os
-import platform
-from dataclasses import dataclass
 
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
+from pyree.runtime.records import Record
 
 _libdl = ffi.dlopen(None)  # the runtime FFI declares dlopen & co. (hal/ffi_build.py)
 _RTLD_NOW = 2
 
-# Executable target -> the machine names (platform.machine()) that run it.
+# Executable target -> the machine names (os.uname().machine) that run it.
 _MACHINES = {"elf-x86_64": ("x86_64", "amd64"), "elf-aarch64": ("aarch64", "arm64")}
 
 
-@dataclass(frozen=True)
-class Kernel:
+class Kernel(Record):
     name: str
     fn: object                              # pyree_cpu_kernel_fn_t
     workgroup_count: int
@@ -42,7 +40,7 @@ class CpuLibrary:
         if params.format != "cpu":
             raise HalError("INVALID_ARGUMENT", f"local devices run 'cpu' executables, not "
                                                f"'{params.format}'")
-        machine = platform.machine().lower()
+        machine = os.uname().machine.lower()
         if machine not in _MACHINES.get(params.target, ()):
             raise HalError("FAILED_PRECONDITION", f"the CPU executable is '{params.target}' but this "
                                                   f"host is {machine}; recompile for this host")

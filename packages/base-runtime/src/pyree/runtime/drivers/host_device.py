@@ -6,9 +6,7 @@ dispatch's workgroups are spread over threads.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
-import numpy as np
 from pyree.runtime.drivers.cpu_executable import CpuLibrary, Kernel
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import (
@@ -17,40 +15,43 @@ from pyree.runtime.hal.python_driver import (
     HalError,
     PythonDevice,
 )
+from pyree.runtime.records import Record
 
 ALIGNMENT = 64
+# Uncleared memory, as malloc gives it: a large buffer's pages are touched only when written.
+_allocate = ffi.new_allocator(should_clear_after_alloc=False)
 
 
 class HostBuffer:
-    """``size`` bytes of host memory, 64-byte aligned except another library's memory imported
-    for a call (import_device), which is aligned to its elements: kernels assume no more."""
+    """``size`` bytes of host memory (``bytes``, a memoryview), 64-byte aligned except another
+    library's memory imported for a call (import_device), which is aligned to its elements:
+    kernels assume no more."""
 
     def __init__(self, size: int, address: int | None = None, alignment: int = ALIGNMENT):
         if address is not None:  # memory the runtime or another library owns (import_*)
             if address % alignment:
                 raise HalError("INVALID_ARGUMENT", f"imported host memory at {address:#x} is not "
                                                    f"{alignment}-byte aligned")
-            self.bytes = np.frombuffer(ffi.buffer(ffi.cast("void *", address), size), np.uint8)
+            self.bytes = memoryview(ffi.buffer(ffi.cast("char *", address), size))
             self.address, self.size = address, size
             return
         try:
-            raw = np.empty(size + ALIGNMENT, np.uint8)
-        except (MemoryError, ValueError):
+            self._memory = _allocate("char[]", size + ALIGNMENT)
+        except (MemoryError, OverflowError):
             raise HalError("RESOURCE_EXHAUSTED", f"cannot allocate {size} bytes of host memory") from None
-        start = -raw.ctypes.data % ALIGNMENT
-        self.bytes = raw[start:start + size]
-        self.address = raw.ctypes.data + start
+        start = -int(ffi.cast("uintptr_t", self._memory)) % ALIGNMENT
+        self.bytes = memoryview(ffi.buffer(self._memory))[start:start + size]
+        self.address = int(ffi.cast("uintptr_t", self._memory)) + start
         self.size = size
 
-    def range(self, offset: int, length: int, what: str) -> np.ndarray:
+    def range(self, offset: int, length: int, what: str) -> memoryview:
         if offset + length > self.size:
             raise HalError("OUT_OF_RANGE", f"{what}: bytes [{offset}, +{length}) lie outside a "
                                            f"{self.size}-byte buffer")
         return self.bytes[offset:offset + length]
 
 
-@dataclass(frozen=True)
-class HostCommandBuffer:
+class HostCommandBuffer(Record):
     commands: tuple[Command, ...]
     binding_table_size: int
 
@@ -84,10 +85,10 @@ class HostDevice(PythonDevice):
         return HostBuffer(size, address, alignment=1)
 
     def write_buffer(self, buffer: HostBuffer, offset: int, source: memoryview) -> None:
-        buffer.range(offset, len(source), "write")[:] = np.frombuffer(source, np.uint8)
+        buffer.range(offset, len(source), "write")[:] = source
 
     def read_buffer(self, buffer: HostBuffer, offset: int, target: memoryview) -> None:
-        np.frombuffer(target, np.uint8)[:] = buffer.range(offset, len(target), "read")
+        target[:] = buffer.range(offset, len(target), "read")
 
     def load_executable(self, params: ExecutableParams) -> CpuLibrary:
         return CpuLibrary(params)
@@ -118,8 +119,7 @@ class HostDevice(PythonDevice):
                 target[:] = source
             elif command.kind == "fill":
                 pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-                target = _view(buffers[0], command.bindings[0])
-                target.reshape(-1, command.fill_pattern_length)[:] = np.frombuffer(pattern, np.uint8)
+                _fill(_view(buffers[0], command.bindings[0]), pattern)
 
     def _dispatch(self, command: Command, buffers: list) -> None:
         kernel = command.executable.kernels[command.export_ordinal]
@@ -142,8 +142,19 @@ def _static_arrays(command: Command):
             ffi.new("uint32_t[]", command.push_constants))
 
 
-def _view(buffer: HostBuffer, binding) -> np.ndarray:
+def _view(buffer: HostBuffer, binding) -> memoryview:
     return buffer.bytes[binding.offset:binding.offset + binding.length]
+
+
+def _fill(target: memoryview, pattern: bytes) -> None:
+    """Repeats ``pattern`` over ``target`` (a whole number of patterns long): the filled part is
+    copied onto the rest, doubling, so no pattern-sized temporary is made."""
+    filled = min(len(pattern), len(target))
+    target[:filled] = pattern[:filled]
+    while filled < len(target):
+        step = min(filled, len(target) - filled)
+        target[filled:filled + step] = target[:step]
+        filled += step
 
 
 def _binding_error(index: int, command: Command, b: int, buffer, binding) -> HalError:

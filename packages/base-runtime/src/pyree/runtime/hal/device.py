@@ -8,9 +8,7 @@ so a device outlives everything made from it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
-import numpy as np
 from pyree.runtime.hal.ffi import (
     INFINITE_TIMEOUT_NS,
     PROCESS,
@@ -19,6 +17,7 @@ from pyree.runtime.hal.ffi import (
     ffi,
     has_field,
 )
+from pyree.runtime.records import Record
 
 # Parsed once: ffi.new with a type string re-parses it on every call of the hot path.
 _DEVICE_INFOS = ffi.typeof("pyree_hal_device_info_t[]")
@@ -33,11 +32,7 @@ _U64S = ffi.typeof("uint64_t[]")
 _I32_OUT = ffi.typeof("int32_t *")
 
 
-_EMPTY = np.empty(0, np.uint8)
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
+class DeviceInfo(Record):
     uri: str    # "local-task://", "cuda://GPU-<uuid>"
     name: str
 
@@ -115,7 +110,7 @@ class Device:
         self._check(self._vt.allocate_mapped(self._vt.self, size, out, host),
                     f"allocate {size} mapped bytes")
         buffer = Buffer(self, out[0], size)
-        buffer.host = np.frombuffer(ffi.buffer(host[0], size), np.uint8) if size else _EMPTY
+        buffer.host = memoryview(ffi.buffer(host[0], size) if size else bytearray())
         buffer._views = {}
         return buffer
 
@@ -231,8 +226,11 @@ class _Resource:
 
 
 class Buffer(_Resource):
+    """Device memory. ``write``/``read_into``/``read`` take and give any contiguous buffer
+    (bytes, bytearray, memoryview, numpy arrays) without numpy; ``typed`` is numpy's view."""
+
     _release = "release_buffer"
-    host: np.ndarray | None = None  # the bytes themselves, for a mapped buffer
+    host: memoryview | None = None  # the bytes themselves (format "B"), for a mapped buffer
 
     def __init__(self, device: Device, handle: int, size: int):
         super().__init__(device, handle)
@@ -242,28 +240,33 @@ class Buffer(_Resource):
         self.host = self._views = None  # the driver frees those bytes
         super().release()
 
-    def typed(self, dtype: np.dtype, shape: tuple) -> np.ndarray:
-        """A mapped buffer's bytes as an array; kept, as a static-shape function gets the same
-        buffers call after call."""
+    def typed(self, dtype, shape: tuple):
+        """A mapped buffer's bytes as a numpy array; kept, as a static-shape function gets the
+        same buffers call after call. (Only numpy callers ask: numpy is imported.)"""
         view = self._views.get((dtype, shape))
         if view is None:
-            view = self._views[dtype, shape] = self.host.view(dtype).reshape(shape)
+            import numpy as np
+
+            view = self._views[dtype, shape] = np.frombuffer(self.host, dtype).reshape(shape)
         return view
 
     def write(self, offset: int, data) -> None:
-        """Copies a contiguous bytes-like object (numpy array, bytes) into the buffer."""
-        view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else data
+        """Copies a contiguous buffer (numpy array, bytes, memoryview) into the buffer."""
+        view = memoryview(data).cast("B")
         if self.host is not None:
-            self.host[offset:offset + len(view)] = np.frombuffer(view, np.uint8)
+            self.host[offset:offset + len(view)] = view
             return
         source = ffi.from_buffer(view)
         self.device._check(self.device._vt.write_buffer(self.device._vt.self, self.handle, offset,
                                                         source, len(source)),
                            f"write {len(source)} bytes at offset {offset}")
 
-    def read_into(self, offset: int, target: np.ndarray) -> np.ndarray:
+    def read_into(self, offset: int, target):
+        """Fills ``target`` (a writable contiguous buffer: numpy array, bytearray) with the
+        bytes at ``offset``; returns it."""
         if self.host is not None:
-            target[...] = self.host[offset:offset + target.nbytes].view(target.dtype)
+            view = memoryview(target).cast("B")
+            view[:] = self.host[offset:offset + len(view)]
             return target
         buf = ffi.from_buffer(target, require_writable=True)
         self.device._check(self.device._vt.read_buffer(self.device._vt.self, self.handle, offset,
@@ -272,7 +275,7 @@ class Buffer(_Resource):
         return target
 
     def read(self, offset: int, length: int) -> bytes:
-        return self.read_into(offset, np.empty(length, np.uint8)).tobytes()
+        return bytes(self.read_into(offset, bytearray(length)))
 
 
 class Executable(_Resource):

@@ -7,14 +7,15 @@ generated from them by ``ffi_build`` (parsing them at import cost every process 
 from __future__ import annotations
 
 import atexit
+import os
 import re
-from pathlib import Path
 
 from pyree.runtime.errors import DriverError
 from pyree.runtime.hal._ffi_abi import ffi
 
-ABI_DIR = Path(__file__).resolve().parent.parent / "abi"
-_HAL_H = (ABI_DIR / "hal.h").read_text()
+ABI_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "abi")
+with open(os.path.join(ABI_DIR, "hal.h")) as _f:  # (os.path: pathlib's import costs ~3 ms)
+    _HAL_H = _f.read()
 
 ABI_VERSION = int(re.search(r"#define PYREE_HAL_ABI_VERSION (\d+)", _HAL_H).group(1))
 # The first field each revision appended, per struct: an older driver's struct ends before it.

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass
 
 from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
 from pyree.runtime.hal.timeline import HalError, TimelineSemaphore
+from pyree.runtime.records import Record
 
 __all__ = [
     "Binding",
@@ -32,8 +32,7 @@ __all__ = [
 COMMAND_KINDS = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier"}
 
 
-@dataclass(frozen=True)
-class Export:
+class Export(Record):
     name: str
     grid_size: tuple[int, int, int]
     block_size: tuple[int, int, int]
@@ -41,8 +40,7 @@ class Export:
     binding_min_lengths: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class ExecutableParams:
+class ExecutableParams(Record):
     format: str
     target: str
     code: bytes
@@ -51,15 +49,13 @@ class ExecutableParams:
     exports: tuple[Export, ...]
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(Record):
     slot: int
     offset: int
     length: int
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(Record):
     """A recorded command, already checked by the SDK: bindings inside the binding table, a
     dispatch's export present with its bindings as many and as long as it declares, a copy's two
     ranges equally long, a fill's pattern 1, 2, 4 or 8 bytes tiling its range."""
@@ -73,8 +69,7 @@ class Command:
     fill_pattern_length: int
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
+class DeviceInfo(Record):
     path: str
     name: str
 

@@ -15,17 +15,16 @@ import os
 import re
 import sys
 import threading
-from dataclasses import dataclass
 
 from pyree.runtime.errors import DriverError, PyreeError
 from pyree.runtime.hal.device import Device, DeviceInfo, Driver
 from pyree.runtime.hal.ffi import STATUS, check_struct, ffi
+from pyree.runtime.records import Record
 
 ENTRY_POINT_GROUP = "pyree.runtime.drivers"
 
 
-@dataclass(frozen=True)
-class DriverInfo:
+class DriverInfo(Record):
     name: str
     available: bool
     reason: str        # why it is unavailable; "" when available

@@ -5,17 +5,17 @@ parameter's bytes are checked against its type when they are loaded); every disp
 export that every executable has, with matching binding counts and long-enough bindings; every
 BufferRef lies inside its buffer; fills, copies and checks are well-formed; types are known and
 static. Messages name the place (function, command index, binding index). Strings are decoded
-to str and scalar vectors turned into lists of int in place, so consumers of the tree never see
-bytes or numpy views.
+to str and scalar vectors (None when absent) made lists of int in place, so consumers of the
+tree never see bytes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from pyree.runtime.element_types import FLOAT_TYPES, ITEMSIZES, NAMES, spell
 from pyree.runtime.errors import ModuleError
+from pyree.runtime.records import Record
 
 ALIGNMENT = 64
 MAX_ALLOCATION = 1 << 48  # no real function needs more; a larger size is a damaged file
@@ -27,8 +27,7 @@ CHECK_KINDS = {0: "expect_true", 1: "expect_false", 2: "expect_all_true", 3: "ex
 BINDING_ACCESS = {0: "read", 1: "write", 2: "read_write"}
 
 
-@dataclass
-class _Buffers:
+class _Buffers(Record):
     """Byte sizes of the buffers a function's BufferRefs may name."""
 
     arguments: list[int]
@@ -55,7 +54,7 @@ def _text(value, where: str) -> str:
 def _ints(value) -> list[int]:
     if value is None:
         return []
-    return [int(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
+    return [int(v) for v in value]
 
 
 def tensor_bytes(t) -> int:

@@ -5,14 +5,16 @@ the results in order; ``(ignore)`` skips a result. Floats match within an absolu
 element type (``--expected_f16_threshold`` 0.001, ``--expected_f32_threshold`` and
 ``--expected_f64_threshold`` 0.0001, IREE's defaults); every other type matches exactly. Unlike
 IREE, whose ``|a - e| > t`` test lets NaN match anything, NaN matches only NaN and an infinity
-only the same infinity.
+only the same infinity. Values are compared as Python numbers (float64 for floats), without
+numpy; a differing element is printed as the results are (``format_element``), as IREE does.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from pyree.runtime.element_types import NAMES
 from pyree.runtime.tools.cli import EXIT_FAILURE, FlagParser, UsageError
-from pyree.runtime.tools.io_format import InputError, format_array, parse_value, type_string
+from pyree.runtime.tools.io_format import InputError, format_array, format_element, parse_value
+from pyree.runtime.vm.host_array import HostArray
 
 IGNORE = "(ignore)"
 # IREE's default thresholds; bf16 takes the f16 flag's value.
@@ -41,7 +43,7 @@ def _threshold(text: str) -> float:
     return value
 
 
-def parse_expected(texts: list[str], result_count: int) -> list[np.ndarray | None]:
+def parse_expected(texts: list[str], result_count: int) -> list[HostArray | None]:
     """The --expected_output values, checked up front (None: ignore that result)."""
     if len(texts) != result_count:
         raise UsageError(f"{len(texts)} --expected_output flags given, but the function returns "
@@ -58,7 +60,7 @@ def parse_expected(texts: list[str], result_count: int) -> list[np.ndarray | Non
     return expected
 
 
-def check_results(expected: list[np.ndarray | None], actual: list[np.ndarray], args) -> int:
+def check_results(expected: list[HostArray | None], actual: list[HostArray], args) -> int:
     """Prints the comparison as iree-run-module does; the exit code (0: all matched)."""
     failures = compare(expected, actual, _thresholds(args), args.print_max_element_count)
     for failure in failures:
@@ -69,7 +71,7 @@ def check_results(expected: list[np.ndarray | None], actual: list[np.ndarray], a
     return 0
 
 
-def compare(expected: list[np.ndarray | None], actual: list[np.ndarray],
+def compare(expected: list[HostArray | None], actual: list[HostArray],
             thresholds: dict[str, float], max_elements: int) -> list[str]:
     """One ``[FAILED] result[i]: ...`` report per result that does not match (empty: all do)."""
     failures = []
@@ -80,7 +82,7 @@ def compare(expected: list[np.ndarray | None], actual: list[np.ndarray],
         if problem:
             failures.append(
                 f"[FAILED] result[{index}]: {problem}; expected that the view is equal to "
-                f"contents of a view of {type_string(want.shape, want.dtype)}\n"
+                f"contents of a view of {want.type}\n"
                 f"  expected:\n{format_array(want, max_elements)}\n"
                 f"  actual:\n{format_array(got, max_elements)}")
     return failures
@@ -91,20 +93,14 @@ def _thresholds(args) -> dict[str, float]:
             "f32": args.expected_f32_threshold, "f64": args.expected_f64_threshold}
 
 
-def _mismatch(want: np.ndarray, got: np.ndarray, thresholds: dict[str, float]) -> str:
-    if want.dtype != got.dtype or want.shape != got.shape:
-        return (f"the result is {type_string(got.shape, got.dtype)}, not "
-                f"{type_string(want.shape, want.dtype)}")
-    name = type_string((), want.dtype)
-    if name in _THRESHOLDS:
-        w, g = want.astype(np.float64), got.astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            close = (np.abs(w - g) <= thresholds[name]) | (w == g) | (np.isnan(w) & np.isnan(g))
-    else:
-        close = want == got
-    bad = np.flatnonzero(~close.reshape(-1))
-    if bad.size == 0:
-        return ""
-    i = int(bad[0])
-    return (f"element at index {i} ({got.reshape(-1)[i]}) does not match the expected "
-            f"({want.reshape(-1)[i]})")
+def _mismatch(want: HostArray, got: HostArray, thresholds: dict[str, float]) -> str:
+    if want.type != got.type:
+        return f"the result is {got.type}, not {want.type}"
+    t = want.element_type
+    threshold = thresholds.get(NAMES[t])
+    for i, (w, g) in enumerate(zip(want.values(), got.values())):
+        if w == g or (threshold is not None and (abs(w - g) <= threshold or w != w and g != g)):
+            continue
+        return (f"element at index {i} ({format_element(g, t)}) does not match the expected "
+                f"({format_element(w, t)})")
+    return ""

@@ -6,10 +6,10 @@ is reported against the --input that caused it rather than deep inside the runti
 
 from __future__ import annotations
 
-import numpy as np
 import pyree.runtime as rt
 from pyree.runtime.tools.cli import FlagParser, UsageError
-from pyree.runtime.tools.io_format import InputError, parse_value, type_string
+from pyree.runtime.tools.io_format import InputError, parse_value
+from pyree.runtime.vm.host_array import HostArray
 
 
 def add_invocation_flags(parser: FlagParser) -> None:
@@ -72,7 +72,7 @@ def select_function(module: rt.LoadedModule, name: str | None) -> rt.Function:
     return module[name]
 
 
-def parse_arguments(function: rt.Function, inputs: list[str]) -> list[np.ndarray]:
+def parse_arguments(function: rt.Function, inputs: list[str]) -> list[HostArray]:
     """Parses every --input and checks it against ``function``'s argument types."""
     expected = function.argument_types
     if len(inputs) != len(expected):
@@ -88,11 +88,9 @@ def parse_arguments(function: rt.Function, inputs: list[str]) -> list[np.ndarray
             array = parse_value(text)
         except InputError as e:
             raise InputError(f"{where}: {e}") from None
-        if array.dtype != want.dtype or not _shape_matches(array.shape, tuple(want.shape)):
-            raise InputError(
-                f"{where}: @{function.name} expects {want} here, "
-                f"got {type_string(array.shape, array.dtype)}"
-            )
+        if array.element_type != want.element_type or not _shape_matches(array.shape,
+                                                                          tuple(want.shape)):
+            raise InputError(f"{where}: @{function.name} expects {want} here, got {array.type}")
         arguments.append(array)
     return arguments
 

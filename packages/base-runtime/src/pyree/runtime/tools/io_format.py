@@ -6,118 +6,103 @@ for a scalar. Brackets, commas and whitespace all separate elements, as in IREE,
 the whole shape. An input ``@file.npy`` is a numpy file, ``<type>=@file.bin`` the raw elements
 of that type (host byte order); an output ``@file.npy`` writes, ``+file.npy`` appends (a ``.bin``
 path: the raw elements, as IREE writes them), ``-`` prints and an empty spec drops the result.
+
+Values are HostArrays (vm/host_array.py): text in and out needs no numpy; only ``.npy`` files
+import it.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
 
-import numpy as np
-from pyree.runtime.element_types import dtype_spelling
+from pyree.runtime.element_types import (
+    BY_NAME,
+    FLOAT_TYPES,
+    I1,
+    ITEMSIZES,
+    NAMES,
+    integer_range,
+    pack,
+    spell,
+)
+from pyree.runtime.errors import InvocationError
+from pyree.runtime.records import Record
 from pyree.runtime.vm.formatting import format_array, format_element  # noqa: F401 (re-exported)
-
-# IREE element type spellings; "i" is signless and taken as signed, like IREE's tools do.
-DTYPES: dict[str, np.dtype] = {
-    name: np.dtype(dtype)
-    for name, dtype in {
-        "f16": np.float16,
-        "f32": np.float32,
-        "f64": np.float64,
-        "i1": np.bool_,
-        "i8": np.int8,
-        "i16": np.int16,
-        "i32": np.int32,
-        "i64": np.int64,
-        "si8": np.int8,
-        "si16": np.int16,
-        "si32": np.int32,
-        "si64": np.int64,
-        "ui8": np.uint8,
-        "ui16": np.uint16,
-        "ui32": np.uint32,
-        "ui64": np.uint64,
-    }.items()
-}
-
-try:  # bf16 has no numpy dtype; the runtime maps it to ml_dtypes.bfloat16 when that is installed
-    import ml_dtypes
-
-    DTYPES["bf16"] = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    pass
+from pyree.runtime.vm.host_array import HostArray
+from pyree.runtime.vm.tensor_type import TensorType
 
 _SEPARATORS = re.compile(r"[\s,\[\]]+")
+_I1_VALUES = {"0": False, "1": True, "false": False, "true": True}
 
 
 class InputError(ValueError):
     """A value string or an --output spec that cannot be used; the message says what is wrong."""
 
 
-def type_string(shape: tuple[int, ...], dtype: np.dtype) -> str:
-    """``4x5xf32``; ``f32`` for a scalar; dynamic dims (-1) print as ``?``."""
-    return "x".join(["?" if d < 0 else str(d) for d in shape] + [dtype_spelling(dtype)])
-
-
-def parse_value(text: str) -> np.ndarray:
+def parse_value(text: str) -> HostArray:
     """Parses one ``--input`` string into a host array; ``@path.npy`` loads a numpy file."""
     if text.startswith("@"):
         return _load_npy(text[1:])
     head, has_data, data = text.strip().partition("=")
-    shape, dtype = _parse_type(head.strip())
-    count = int(np.prod(shape, dtype=np.int64))
+    shape, element_type = _parse_type(head.strip())
+    count = math.prod(shape)
     if data.strip().startswith("@"):
-        return _load_raw(data.strip()[1:], shape, dtype, count)
+        return _load_raw(data.strip()[1:], shape, element_type, count)
     tokens = [t for t in _SEPARATORS.split(data) if t] if has_data else []
-    if not tokens:
-        return np.zeros(shape, dtype)  # IREE: a type with no elements is zero-filled
-    if len(tokens) not in (1, count):
+    if tokens and len(tokens) not in (1, count):  # none: zero-filled, as IREE does
         raise InputError(f"{count} elements expected, {len(tokens)} given")
-    values = np.array([_parse_element(t, dtype) for t in tokens], dtype)
-    return np.full(shape, values[0], dtype) if len(tokens) == 1 else values.reshape(shape)
+    values = [_parse_element(t, element_type) for t in tokens]
+    try:
+        return HostArray.from_values(values, shape, element_type)
+    except OverflowError:  # a float past the type's largest: name the first such
+        token = next(t for t, v in zip(tokens, values) if _overflows(v, element_type))
+        raise InputError(f"{token} is out of range for {NAMES[element_type]}") from None
 
 
-def _parse_type(head: str) -> tuple[tuple[int, ...], np.dtype]:
+def _overflows(value: float, element_type: int) -> bool:
+    try:
+        pack([value], element_type)
+    except OverflowError:
+        return True
+    return False
+
+
+def _parse_type(head: str) -> tuple[tuple[int, ...], int]:
     if not head:
         raise InputError("missing the type, e.g. 4xf32=1 2 3 4 or f32=2")
     *dims, name = head.split("x")
-    if name not in DTYPES:
-        known = ", ".join(DTYPES)
+    if name not in BY_NAME:
+        known = ", ".join(BY_NAME)
         raise InputError(f"unknown element type '{name}' (known: {known})")
     if not all(d.isdigit() for d in dims):
         raise InputError(f"bad shape '{'x'.join(dims)}': dimensions must be non-negative integers")
-    return tuple(int(d) for d in dims), DTYPES[name]
+    return tuple(int(d) for d in dims), BY_NAME[name]
 
 
-def _parse_element(token: str, dtype: np.dtype) -> object:
-    if dtype == np.bool_:
-        flags = {"0": False, "1": True, "false": False, "true": True}
-        if token.lower() not in flags:
+def _parse_element(token: str, element_type: int) -> bool | int | float:
+    if element_type == I1:
+        if token.lower() not in _I1_VALUES:
             raise InputError(f"'{token}' is not an i1 value (0, 1, true or false)")
-        return flags[token.lower()]
-    if dtype.kind not in "iu":  # f16, f32, f64, bf16
+        return _I1_VALUES[token.lower()]
+    if element_type in FLOAT_TYPES:
         try:
-            value = float(token)
+            return float(token)
         except ValueError:
             raise InputError(f"'{token}' is not a number") from None
-        with np.errstate(over="ignore"):
-            overflows = np.isfinite(value) and not np.isfinite(np.float64(value).astype(dtype))
-        if overflows:
-            raise InputError(f"{token} is out of range for {dtype_spelling(dtype)}")
-        return value
     try:
         value = int(token, 10)
     except ValueError:
         raise InputError(f"'{token}' is not an integer") from None
-    info = np.iinfo(dtype)
-    if not info.min <= value <= info.max:
-        raise InputError(
-            f"{token} is out of range for {dtype_spelling(dtype)} [{info.min}, {info.max}]"
-        )
+    low, high = integer_range(element_type)
+    if not low <= value <= high:
+        raise InputError(f"{token} is out of range for {NAMES[element_type]} [{low}, {high}]")
     return value
 
 
-def _load_npy(path: str) -> np.ndarray:
+def _load_npy(path: str) -> HostArray:
+    import numpy as np
+
     try:
         array = np.load(path, allow_pickle=False)
     except OSError as e:
@@ -126,25 +111,26 @@ def _load_npy(path: str) -> np.ndarray:
         raise InputError(f"{path} is not a readable .npy file ({e})") from None
     if not isinstance(array, np.ndarray):
         raise InputError(f"{path} is an .npz archive; give one .npy array")
-    array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    if array.dtype not in DTYPES.values():
-        raise InputError(f"{path} holds {array.dtype} elements, which no module takes")
-    return array
-
-
-def _load_raw(path: str, shape: tuple[int, ...], dtype: np.dtype, count: int) -> np.ndarray:
     try:
-        data = np.fromfile(path, dtype=dtype)
+        return HostArray.from_numpy(array)
+    except InvocationError:
+        raise InputError(f"{path} holds {array.dtype} elements, which no module takes") from None
+
+
+def _load_raw(path: str, shape: tuple[int, ...], element_type: int, count: int) -> HostArray:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from None
-    if data.size != count:
-        raise InputError(f"{path} holds {data.size} {dtype_spelling(dtype)} elements, "
-                         f"{type_string(shape, dtype)} needs {count}")
-    return data.reshape(shape)
+    size = ITEMSIZES[element_type]
+    if len(data) // size != count:
+        raise InputError(f"{path} holds {len(data) // size} {NAMES[element_type]} elements, "
+                         f"{spell(element_type, shape)} needs {count}")
+    return HostArray(data[:count * size], TensorType.of(element_type, shape))
 
 
-@dataclass(frozen=True)
-class OutputSpec:
+class OutputSpec(Record):
     """What to do with one result: ``print``, ``ignore``, or ``write``/``append`` to ``path``."""
 
     action: str
@@ -164,11 +150,13 @@ def parse_output_spec(text: str) -> OutputSpec:
     )
 
 
-def save_npy(spec: OutputSpec, array: np.ndarray) -> None:
+def save_npy(spec: OutputSpec, array: HostArray) -> None:
     """Writes (or appends, so several results share one file) ``array`` at ``spec.path``: as .npy,
     or, for a ``.bin`` path, as its raw elements."""
     with open(spec.path, "ab" if spec.action == "append" else "wb") as f:
         if spec.path.endswith(".bin"):
-            f.write(np.ascontiguousarray(array).tobytes())
+            f.write(array.data)
         else:
-            np.save(f, array, allow_pickle=False)
+            import numpy as np
+
+            np.save(f, array.to_numpy(), allow_pickle=False)

@@ -89,14 +89,14 @@ def _run(argv: Sequence[str]) -> int:
     elif not isinstance(results, tuple):
         results = (results,)
     if expected is not None:
-        return check_results(expected, [r.to_host() for r in results], args)
+        return check_results(expected, [r.to_host_array() for r in results], args)
     for index, result in enumerate(results):
         action = outputs[index].action if index < len(outputs) else "print"
         if action == "print":
             print(f"result[{index}]: hal.buffer_view")
-            print(format_array(result.to_host(), args.print_max_element_count))
+            print(format_array(result.to_host_array(), args.print_max_element_count))
         elif action != "ignore":
-            save_npy(outputs[index], result.to_host())
+            save_npy(outputs[index], result.to_host_array())
     return 0
 
 

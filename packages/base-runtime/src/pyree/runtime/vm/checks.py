@@ -1,23 +1,25 @@
-"""Evaluates check ops (IREE's check dialect) on the host, with IREE's failure messages."""
+"""Evaluates check ops (IREE's check dialect) on the host, with IREE's failure messages.
+
+On the operands' Python values (HostArray), as IREE's float64 comparisons: no numpy.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
-import numpy as np
+from pyree.runtime.records import Record
 from pyree.runtime.vm.formatting import format_array
+from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.tensor_type import TensorType
 
 
-@dataclass(frozen=True)
-class CheckFailure:
+class CheckFailure(Record):
     location: str    # "file:line:col" of the check op, or ""
     kind: str        # "expect_eq", ...
     message: str
 
 
-@dataclass(frozen=True)
-class Operand:
+class Operand(Record):
     kind: str        # buffer kind: "argument", "result", "transient", "constant"
     index: int
     offset: int
@@ -25,8 +27,7 @@ class Operand:
     type: TensorType
 
 
-@dataclass(frozen=True)
-class CheckStep:
+class CheckStep(Record):
     kind: str
     location: str
     lhs: Operand
@@ -35,32 +36,37 @@ class CheckStep:
     rtol: float
 
 
-def evaluate(step: CheckStep, lhs: np.ndarray, rhs: np.ndarray | None) -> CheckFailure | None:
+def evaluate(step: CheckStep, lhs: HostArray, rhs: HostArray | None) -> CheckFailure | None:
     """Returns the failure of one check given its operands' values, or None when it holds."""
     shown = format_array(lhs)
     if step.kind in ("expect_true", "expect_false"):
-        value = lhs.reshape(-1)[0]
+        value = lhs.values(1)[0]
         if bool(value) == (step.kind == "expect_true"):
             return None
         wanted = "nonzero" if step.kind == "expect_true" else "zero"
         return CheckFailure(step.location, step.kind, f"Expected {shown} to be {wanted}.")
     if step.kind == "expect_all_true":
-        if lhs.astype(bool).all():
+        if all(lhs.values()):
             return None
         return CheckFailure(step.location, step.kind,
                             f"Expected all elements to be nonzero. Contents: {shown}")
     rhs_shown = format_array(rhs)
     if step.kind == "expect_eq":
-        if lhs.tobytes() == rhs.tobytes():
+        if bytes(lhs.data) == bytes(rhs.data):
             return None
         return CheckFailure(step.location, step.kind,
                             f"Expected equality of these values. Contents does not match. "
                             f"lhs: {shown} rhs: {rhs_shown}")
-    a, b = lhs.astype(np.float64), rhs.astype(np.float64)
-    close = (np.abs(a - b) <= step.atol + step.rtol * np.abs(b)) | (np.isnan(a) & np.isnan(b))
-    if close.all():
+    if all(_close(float(a), float(b), step.atol, step.rtol)
+           for a, b in zip(lhs.values(), rhs.values())):
         return None
     return CheckFailure(step.location, step.kind,
                         f"Expected near equality of these values. Contents does not match to "
                         f"tolerance parameters atol={step.atol:g}, rtol={step.rtol:g}. "
                         f"lhs: {shown} rhs: {rhs_shown}")
+
+
+def _close(a: float, b: float, atol: float, rtol: float) -> bool:
+    """IREE's expect_almost_eq per element, in float64; NaN matches NaN (inf - inf is NaN, so an
+    infinity matches nothing, as in IREE's)."""
+    return abs(a - b) <= atol + rtol * abs(b) or (math.isnan(a) and math.isnan(b))

@@ -2,21 +2,52 @@
 
 It reads like a numpy array, as IREE's does: operators, indexing, len, iteration, astype and
 numpy functions work on a host copy and return numpy results. ``__dlpack__`` hands the buffer
-itself to torch, numpy or CuPy where the driver can share it (vm/dlpack.py).
+itself to torch, numpy or CuPy where the driver can share it (vm/dlpack.py). numpy is imported
+when one of those is first used, not with the runtime: ``to_host_array`` reads the values
+without it (what pyree-run-module prints).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numpy.lib.mixins import NDArrayOperatorsMixin
+import math
+
 from pyree.runtime.element_types import element_type_of
 from pyree.runtime.errors import PyreeError
 from pyree.runtime.hal.device import Buffer, Device, Semaphore
 from pyree.runtime.hal.ffi import PROCESS
+from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.tensor_type import TensorType
 
+TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+if TYPE_CHECKING:
+    import numpy as np
 
-class DeviceArray(NDArrayOperatorsMixin):
+# numpy.lib.mixins.NDArrayOperatorsMixin's operators (tests/runtime/test_host_arrays.py checks
+# the list against it), each importing numpy when first used: inheriting the mixin would import
+# numpy with the runtime.
+_OPERATORS = ("lt le eq ne gt ge add radd iadd sub rsub isub mul rmul imul matmul rmatmul imatmul "
+              "truediv rtruediv itruediv floordiv rfloordiv ifloordiv mod rmod imod divmod rdivmod "
+              "pow rpow ipow lshift rlshift ilshift rshift rrshift irshift and rand iand xor rxor "
+              "ixor or ror ior neg pos abs invert").split()
+
+
+def _numpy_operator(name: str):
+    def operator(self, *other):
+        from numpy.lib.mixins import NDArrayOperatorsMixin
+
+        return getattr(NDArrayOperatorsMixin, name)(self, *other)
+
+    operator.__name__ = operator.__qualname__ = name
+    return operator
+
+
+# __hash__ None: as with the mixin, == is elementwise
+_NumpyOperators = type("_NumpyOperators", (), {
+    "__slots__": (), "__hash__": None,
+    **{f"__{name}__": _numpy_operator(f"__{name}__") for name in _OPERATORS}})
+
+
+class DeviceArray(_NumpyOperators):
     """``type`` values in ``buffer``, valid once ``ready`` (semaphore, value) is reached.
 
     ``call`` holds the producing call's other buffers and inputs until that call is seen to
@@ -64,14 +95,26 @@ class DeviceArray(NDArrayOperatorsMixin):
         buffer = self.buffer
         if buffer.host is not None:  # a mapped buffer: the bytes are right here
             return buffer.typed(self.type.dtype, self.type.shape).copy()
+        import numpy as np
+
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
             self.buffer.read_into(0, out.reshape(-1).view(np.uint8))
         return out
 
+    def to_host_array(self) -> HostArray:
+        """The values as a HostArray: bytes in host memory, read without numpy."""
+        self.wait()
+        data = bytearray(self.type.nbytes)
+        if data:
+            self.buffer.read_into(0, data)
+        return HostArray(data, self.type)
+
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """A host copy; with ``copy=False`` (numpy 2's "never copy") the buffer itself, where the
         device's memory is host memory, else ValueError as numpy asks."""
+        import numpy as np
+
         if copy is False:
             from pyree.runtime.vm import dlpack
 
@@ -89,7 +132,7 @@ class DeviceArray(NDArrayOperatorsMixin):
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.type.shape, dtype=np.int64))
+        return math.prod(self.type.shape)
 
     @property
     def nbytes(self) -> int:
@@ -128,6 +171,8 @@ class DeviceArray(NDArrayOperatorsMixin):
         return self.to_host().tolist()
 
     def __reduce__(self):  # pickles (and deep-copies) as its host values
+        import numpy as np
+
         return np.asarray, (self.to_host(),)
 
     def __repr__(self) -> str:
@@ -166,6 +211,8 @@ def asdevicearray(device: Device, array, dtype=None, *, implicit_host_transfer: 
     """
     if isinstance(array, DeviceArray) and array.device is device and dtype is None:
         return array
+    import numpy as np
+
     array = np.asarray(array, dtype=dtype, order="C")  # (ascontiguousarray makes 0-d 1-d)
     type = TensorType.of(element_type_of(array.dtype), tuple(array.shape))
     buffer = device.allocate(array.nbytes)

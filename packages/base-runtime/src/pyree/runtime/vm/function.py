@@ -1,4 +1,5 @@
-"""Function: one exported function of a loaded module, callable with numpy arrays.
+"""Function: one exported function of a loaded module, callable with numpy arrays (or HostArrays,
+which the tools pass so that they need no numpy).
 
 A call checks its arguments, uploads host arguments (a large host array, or a DLPack tensor in
 the device's memory, is read in place instead, and the call then finishes before it returns, as
@@ -15,14 +16,15 @@ wait, plus once per upload and per result read of a buffer too large to be mappe
 
 from __future__ import annotations
 
+import sys
 import threading
 
-import numpy as np
 from pyree.runtime.errors import CheckError, InvocationError, PyreeError
 from pyree.runtime.hal.device import CommandBuffer
 from pyree.runtime.vm.buffer_pool import CallResources
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
+from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.program import BranchStep, record
 from pyree.runtime.vm.tensor_type import TensorType, describe
 
@@ -45,10 +47,10 @@ class Function:
         self._result_keys = [(size, pool.mapped(size)) for size in tree.resultSizes]
         self._transient_size = tree.transientSize
         self._program = record(tree, loaded.device, loaded.executable)
-        # per-argument (type, shape, dtype, upload's pool key, whether a host array of it is
-        # read in place), looked up once, not on every call
+        # per-argument (type, shape, upload's pool key, whether a numpy array of it is read in
+        # place), looked up once, not on every call
         host_memory = loaded.device.dlpack is not None and loaded.device.dlpack[0] == KDL_CPU
-        self._specs = [(t, t.shape, t.dtype, (t.nbytes, pool.mapped(t.nbytes)),
+        self._specs = [(t, t.shape, (t.nbytes, pool.mapped(t.nbytes)),
                         host_memory and t.nbytes >= IMPORT_MIN_BYTES)
                        for t in self.argument_types]
         self._uses_transient = ("transient", 0) in self._program.sources
@@ -108,7 +110,13 @@ class Function:
         """The device buffer this call reads for ``arg`` as it is (another library's memory read
         in place goes to ``imported`` too), or the host array to upload (its index then goes to
         ``uploads``)."""
-        t, shape, dtype, _, in_place = spec
+        t, shape, _, in_place = spec
+        if isinstance(arg, HostArray):
+            if arg.type is not t and arg.type != t:
+                raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
+                                      f"got {arg.type}")
+            uploads.append(index)
+            return arg
         if isinstance(arg, DeviceArray):
             if arg.type is not t and arg.type != t:
                 raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
@@ -119,7 +127,10 @@ class Function:
                 inputs.append(arg)
                 return arg.buffer
             arg = arg.to_host()
-        elif not isinstance(arg, np.ndarray) and hasattr(arg, "__dlpack__"):
+        import numpy as np
+
+        dtype = t.dtype
+        if not isinstance(arg, np.ndarray) and hasattr(arg, "__dlpack__"):
             from pyree.runtime.vm.dlpack import import_argument
 
             arg = import_argument(arg, self._loaded.device,
@@ -158,9 +169,11 @@ class Function:
         uploads: list = []
         imported: list = []
         items = []
+        numpy = sys.modules.get("numpy")  # not imported: no argument is a numpy array
+        ndarray = numpy.ndarray if numpy is not None else None
         for i, (arg, spec) in enumerate(zip(args, specs)):
-            if type(arg) is np.ndarray and arg.shape == spec[1] and arg.dtype == spec[2] \
-                    and not spec[4]:
+            if type(arg) is ndarray and arg.shape == spec[1] and arg.dtype == spec[0].dtype \
+                    and not spec[3]:
                 uploads.append(i)  # the common case, without a call
                 items.append(arg)
             else:
@@ -171,13 +184,12 @@ class Function:
         # the binding table it recorded for (buffers rotating between roles would look new).
         keys = self._pool_keys
         if uploads:
-            keys = keys + [specs[i][3] for i in uploads]
+            keys = keys + [specs[i][2] for i in uploads]
         taken = pool.take_all(keys)
         results = taken[:len(self._result_keys)]
         scratch = taken[len(self._result_keys):]
         for i, buffer in zip(uploads, taken[len(self._pool_keys):]):
-            _, shape, dtype, _, _ = specs[i]
-            _upload(buffer, items[i], shape, dtype)
+            _upload(buffer, items[i], specs[i][0])
             items[i] = buffer
         items += results
         items.append(scratch[0] if self._uses_transient else None)
@@ -227,7 +239,7 @@ class Function:
                 waits = []
                 self._wait(semaphore, value)
             if isinstance(step, BranchStep):
-                if bool(self._read(step.condition, items)) != step.if_zero:
+                if bool(self._read(step.condition, items).values(1)[0]) != step.if_zero:
                     pc = step.target
             elif isinstance(step, CheckStep):
                 failure = self._check(step, items)
@@ -255,23 +267,29 @@ class Function:
             if semaphore is self._timeline:
                 self._timeline, self._value = self._loaded.device.create_semaphore(0), 0
 
-    def _read(self, operand: Operand, items: list) -> np.ndarray:
+    def _read(self, operand: Operand, items: list) -> HostArray:
         t = operand.type
-        out = np.empty(t.shape, t.dtype)
-        if out.nbytes:
+        out = bytearray(t.nbytes)
+        if out:
             index = self._item_base[operand.kind] + (
                 0 if operand.kind in ("transient", "readback") else operand.index)
-            items[index].read_into(operand.offset, out.reshape(-1).view(np.uint8))
-        return out
+            items[index].read_into(operand.offset, out)
+        return HostArray(out, t)
 
     def _check(self, step: CheckStep, items: list) -> CheckFailure | None:
         rhs = self._read(step.rhs, items) if step.rhs is not None else None
         return evaluate(step, self._read(step.lhs, items), rhs)
 
 
-def _upload(buffer, array: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
-    """Copies an argument into its buffer: in place where mapped, else through the driver."""
-    if buffer.host is not None:
-        buffer.typed(dtype, shape)[...] = array
+def _upload(buffer, array, t: TensorType) -> None:
+    """Copies an argument (a numpy array or a HostArray) into its buffer: in place where
+    mapped, else through the driver."""
+    if isinstance(array, HostArray):
+        if buffer.size:
+            buffer.write(0, array.data)
+    elif buffer.host is not None:
+        buffer.typed(t.dtype, t.shape)[...] = array
     elif buffer.size:
+        import numpy as np
+
         buffer.write(0, np.ascontiguousarray(array).reshape(-1).view(np.uint8))

@@ -8,19 +8,17 @@ command buffer -- one for a function without checks or control flow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyree.runtime.hal.device import CommandBuffer, Device, Executable
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.module.verifier import BUFFER_KINDS, CHECK_KINDS, COMMAND_KINDS
+from pyree.runtime.records import Record
 from pyree.runtime.vm.checks import CheckStep, Operand
 from pyree.runtime.vm.tensor_type import TensorType
 
 _HAL_KINDS = {"dispatch": 0, "copy": 1, "fill": 2, "barrier": 3}
 
 
-@dataclass(frozen=True)
-class BranchStep:
+class BranchStep(Record):
     """Go on at step ``target`` when ``condition`` (None: always) is non-zero, or zero with
     ``if_zero``; else at the next step."""
 
@@ -29,8 +27,7 @@ class BranchStep:
     target: int
 
 
-@dataclass
-class Program:
+class Program(Record):
     sources: list[tuple[str, int]]                       # slot -> (buffer kind, index)
     steps: list[CommandBuffer | CheckStep | BranchStep]  # in order
 

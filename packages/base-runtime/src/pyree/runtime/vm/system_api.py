@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from pyree.runtime.errors import DriverError, InvocationError
 from pyree.runtime.hal.device import Device
 from pyree.runtime.hal.registry import get_device
 from pyree.runtime.module import Module, read_module
+from pyree.runtime.records import Record
 from pyree.runtime.vm.loaded_module import LoadedModule, open_module
 from pyree.runtime.vm.tensor_type import TensorType
 
@@ -93,8 +93,7 @@ def reflection(name: str, argument_types: Sequence[TensorType],
     }
 
 
-@dataclass(frozen=True)
-class VmFunction:
+class VmFunction(Record):
     """A function of a module not loaded yet (IREE's ``VmModule.lookup_function``)."""
 
     module_name: str

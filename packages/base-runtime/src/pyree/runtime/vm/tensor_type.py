@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
 from pyree.runtime.element_types import ITEMSIZES, NAMES, dtype_spelling, numpy_dtype, spell
+from pyree.runtime.records import Record
+
+TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+if TYPE_CHECKING:
+    import numpy as np
 
 
-@dataclass(frozen=True)
-class TensorType:
+class TensorType(Record):
     element_type: int            # schema ElementType value
     shape: tuple[int, ...]
 
@@ -26,7 +28,7 @@ class TensorType:
         """One object per type, so a call's argument check is mostly an identity test."""
         return cls(element_type, shape)
 
-    @cached_property  # read on every call of a function: built once per type
+    @cached_property  # read on every call with numpy arguments: built (numpy imported) once
     def dtype(self) -> np.dtype:
         return numpy_dtype(self.element_type)
 
@@ -42,6 +44,7 @@ class TensorType:
         return spell(self.element_type, self.shape)
 
 
-def describe(array: np.ndarray) -> str:
-    """IREE-style spelling of what a caller passed: ``3xf32``, ``2x2xfloat128``."""
+def describe(array) -> str:
+    """IREE-style spelling of what a caller passed (a numpy array or anything with ``shape`` and
+    a numpy ``dtype``): ``3xf32``, ``2x2xfloat128``."""
     return "x".join([*(str(d) for d in array.shape), dtype_spelling(array.dtype)])

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-import numpy as np
 from pyree.hal.cuda.hotpath import SUCCESS, ffi, handle
 from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import Command, check_binding
@@ -38,8 +37,8 @@ class _Dispatch:
     kernel: object                     # executable.Kernel
     bindings: tuple                    # (slot, offset, length) per kernel parameter
     push_constants: tuple
-    values: np.ndarray                 # stream mode: one u64 per parameter
-    pointers: np.ndarray               # stream mode: the void*[] cuLaunchKernel reads
+    values: object                     # stream mode: one u64 per parameter (cffi uint64_t[])
+    pointers: object                   # stream mode: the void*[] cuLaunchKernel reads (cffi)
     params: object                     # stream mode: ``pointers`` as a cffi void **
 
 
@@ -67,12 +66,12 @@ class CommandBuffer:
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
             n = len(c.bindings) + len(c.push_constants)
-            values = np.zeros(max(n, 1), np.uint64)
-            values[len(c.bindings):n] = c.push_constants
-            pointers = np.array([values.ctypes.data + 8 * j for j in range(max(n, 1))], np.uint64)
+            values = ffi.new("uint64_t[]", max(n, 1))  # zeroed
+            values[len(c.bindings):n] = list(c.push_constants)
+            pointers = ffi.new("void *[]", [values + j for j in range(max(n, 1))])
             self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
                                       tuple(c.push_constants), values, pointers,
-                                      ffi.cast("void **", pointers.ctypes.data)))
+                                      ffi.cast("void **", pointers)))
             self.kernel_names.append(k.name)
         elif c.kind == "copy":
             src, dst = c.bindings

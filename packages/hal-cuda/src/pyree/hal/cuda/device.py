@@ -8,11 +8,10 @@ import os
 import threading
 from urllib.parse import parse_qs
 
-import numpy as np
 from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, MappedAllocator, MappedBuffer, Staging
 from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
 from pyree.hal.cuda.executable import ExecutableCache
-from pyree.hal.cuda.hotpath import HotPath, handle
+from pyree.hal.cuda.hotpath import HotPath, ffi, handle
 from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
 from pyree.hal.cuda.symbols import CudaError, check
 from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
@@ -191,10 +190,11 @@ class CudaDevice(PythonDevice):
                 self._fill64 = check(cu, cu.cuModuleGetFunction(module, b"pyree_fill64"),
                                      "pyree_fill64")
             count = length // 8
-            values = np.array([ptr, pattern, count], np.uint64)
-            pointers = np.array([values.ctypes.data + 8 * i for i in range(3)], np.uint64)
+            values = ffi.new("uint64_t[]", [int(ptr), pattern, count])
+            pointers = ffi.new("void *[]", [values + i for i in range(3)])
             check(cu, cu.cuLaunchKernel(self._fill64, -(-count // 256), 1, 1, 256, 1, 1, 0,
-                                        stream, pointers.ctypes.data, 0), "launch of pyree_fill64")
+                                        stream, int(ffi.cast("uintptr_t", pointers)), 0),
+                  "launch of pyree_fill64")
 
     # -- executables and command buffers -----------------------------------------------------
     def load_executable(self, params):
