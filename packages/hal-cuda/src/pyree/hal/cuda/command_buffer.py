@@ -124,7 +124,7 @@ class CommandBuffer:
                 k = op.kernel
                 addresses = [table[s].ptr + off for s, off, _ in op.bindings]
                 if packed:  # raw C launch; the stream may be the capture stream
-                    op.values[:len(addresses)] = addresses
+                    op.values[0:len(addresses)] = addresses  # cffi slices name both ends
                     err = hot.cuLaunchKernel(k.handle, *k.grid, *k.block, k.shared,
                                              raw_stream, op.params, ffi.NULL)
                     if err != SUCCESS:
