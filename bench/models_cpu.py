@@ -205,8 +205,8 @@ def profile(name: str, work: Path, top: int) -> None:
           f"{sum(total.values()):.2f} ms on one thread")
     for k, ms in total.most_common(top):
         kernel = table.kernels[k]
-        print(f"  {ms:8.3f} ms  x{uses.count(k):<3} {kernel.name[:70]:70} "
-              f"normalized {normalize(kernel).loop_ranges}")
+        print(f"  {ms:8.3f} ms  x{uses.count(k):<3} {kernel.name[:60]:60} "
+              f"normalized {normalize(kernel).loop_ranges}, {compiled.export(k).workgroupCount} workgroups")
 
 
 def main():

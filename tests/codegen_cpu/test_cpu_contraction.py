@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, matmul, random_array, run
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
+from pyree.compiler.codegen.llvm_cpu.contraction import _rows_per_block, match_contraction
 from pyree.compiler.codegen.llvm_cpu.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.target import resolve_target
 from pyree.compiler.kernel import (
@@ -102,3 +102,31 @@ def test_matvec_is_a_vectorized_reduction():
                    "f32"), init=Const(0.0, "f32"), epilogue=Unary("tanh", Acc(0, "f32"), "f32")),))
     got = run(k, {0: A, 1: x})[2]
     np.testing.assert_allclose(got, np.tanh(A.astype(np.float64) @ x), rtol=1e-5, atol=1e-5)
+
+
+def test_block_height_wastes_least_on_the_ragged_last_block():
+    """Blocks past M still run, so M=64 takes blocks of 11 (66 rows), not 12 (72)."""
+    assert [_rows_per_block(M, min(M, 12)) for M in (12, 16, 24, 64, 160, 1000)] == [12, 8, 12, 11, 10, 12]
+    lowering = match_contraction(normalize(matmul(160, 196, 40)), resolve_target("skylake-avx512"))
+    assert (lowering.micro.mr, lowering.micro.nr) == (10, 32)
+
+
+@pytest.mark.parametrize("cpu", ["host", "skylake-avx512", "haswell", "generic"])
+@pytest.mark.parametrize("M,N,K", [
+    (160, 1060, 60),   # several workgroups; last panel 1060 % 32 = 4 columns: one vector
+    (64, 112, 33),     # last panel exactly one full vector (avx-512)
+    (16, 49, 24),      # last panel 17 columns: two vectors, the second one lane
+    (13, 7, 5),        # one ragged panel only
+])
+def test_ragged_panels_and_block_heights(M, N, K, cpu):
+    check(matmul(M, N, K, bias=True, relu=True), np.random.default_rng(M * N + K), cpu=cpu,
+          bias=True, relu=True)
+
+
+def test_half_width_last_vector_in_f64_and_int8():
+    """49 columns: the ragged panel's last vector holds one column and runs at half width."""
+    rng = np.random.default_rng(26)
+    check(matmul(21, 49, 30, in_dtype="f64", acc="f64"), rng, rtol=1e-12)
+    kernel = matmul(21, 49, 30, in_dtype="i8", acc="i32")
+    a, b = (random_array("i8", s, rng) for s in ((21, 30), (30, 49)))
+    np.testing.assert_array_equal(run(kernel, {0: a, 1: b})[2], a.astype(np.int32) @ b.astype(np.int32))

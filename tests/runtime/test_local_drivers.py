@@ -100,6 +100,41 @@ def test_local_task_splits_workgroups_over_its_threads():
     assert len(ranges) == min(os.cpu_count(), 1001)
 
 
+def test_local_task_workers_wake_after_sleeping_and_report_errors():
+    """A worker polls for SPIN_S after its range, then sleeps: a dispatch after a longer pause
+    still runs its ranges on the worker threads, a worker's exception reaches the caller, and
+    the next dispatch runs normally."""
+    import threading
+    import time
+
+    from pyree.runtime.drivers import local_task
+    from pyree.runtime.drivers.cpu_executable import Kernel
+
+    device = local_task.LocalTaskDevice()
+    seen = []
+
+    def spy(state, begin, end):
+        seen.append((begin, end, threading.current_thread().name))
+        if state == "fail" and begin == 0:
+            raise ValueError("range 0 failed")
+        return 0
+
+    kernel = Kernel("spy", spy, 64, ())
+    try:
+        for pause in (0.0, 3 * local_task.SPIN_S, 3 * local_task.SPIN_S):
+            time.sleep(pause)
+            seen.clear()
+            assert device.run_workgroups(kernel, None) == 0
+            assert sorted(r[:2] for r in seen)[0] == (0, 64 // os.cpu_count())
+            assert len({name for *_, name in seen}) == min(os.cpu_count(), 64)
+        time.sleep(3 * local_task.SPIN_S)
+        with pytest.raises(ValueError, match="range 0 failed"):
+            device.run_workgroups(kernel, "fail")
+        assert device.run_workgroups(kernel, None) == 0
+    finally:
+        device.release()
+
+
 def test_library_loads_without_memfd(monkeypatch, arith_bytes, rng):
     def no_memfd(*args):
         raise OSError("memfd_create is not available")

@@ -96,7 +96,7 @@ class ContractionLowering:
         vw = max(1, target.vector_bits // max(32, bits(self.dtype)))
         accumulators = 24 if target.vector_registers == 32 else 12
         nv = max(1, min(2, -(-N // vw)))
-        mr = max(1, min(M, accumulators // nv, 12))
+        mr = _rows_per_block(M, max(1, min(M, accumulators // nv, 12)))
         self.micro = MicroTile(mr, nv, vw)
         nr = self.micro.nr
         self.pack = K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES
@@ -121,16 +121,19 @@ class ContractionLowering:
             full = b.icmp_signed(">=", ncols, i64(mt.nr))
             if panel is not None:
                 self._pack(b, ptrs, batch, m_lo, nb, umin(b, ncols, i64(mt.nr)), panel, K)
-            variants = [v for v, possible in ((True, N >= mt.nr), (False, N % mt.nr != 0)) if possible]
+            # The ragged panel is N's last (tiles are whole panels), so its width is known here:
+            # it runs only the vectors that hold columns.
+            ragged = -(-(N % mt.nr) // mt.vw)
+            variants = [v for v, possible in ((True, N >= mt.nr), (False, ragged > 0)) if possible]
             with for_range(b, m_lo, m_hi, step=mt.mr, name="mb") as mb:
                 if len(variants) == 1:
-                    self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, variants[0])
+                    self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, variants[0], ragged)
                 else:
                     with b.if_else(full) as (then, otherwise):
                         with then:
-                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, True)
+                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, True, ragged)
                         with otherwise:
-                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, False)
+                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, False, ragged)
 
     def _pack(self, b, ptrs, batch, m_lo, nb, width, panel, K) -> None:
         """panel[k][j] = y(k, nb + j) for j < width, else 0."""
@@ -145,46 +148,50 @@ class ContractionLowering:
             with for_range(b, width, i64(nr), name="pz") as j:
                 b.store(em.const(0, self.dtype), b.gep(panel, [b.add(row, j)], source_etype=t))
 
-    def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool) -> None:
-        """One MR x NR block of outputs at (mb, nb)."""
+    def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, ragged: int) -> None:
+        """One MR x NR block of outputs at (mb, nb). In the ragged panel, ``ragged`` vectors wide,
+        the last at half width when its columns fit: LLVM splits a 512-bit operation into two
+        256-bit ones on CPUs without 512-bit units, and N = 49 then costs 3.5 vectors, not 4."""
         mt, K = self.micro, self.kernel.reduction_ranges[0]
+        widths = [mt.vw] * (mt.nv if full else ragged)
+        if not full and mt.vw >= 8 and 0 < self.kernel.parallel_ranges[-1] % mt.vw <= mt.vw // 2:
+            widths[-1] = mt.vw // 2
         m_dim = self.kernel.num_parallel - 2
         scalar = ExprEmitter(b, ptrs, self.kernel)
-        vec = ExprEmitter(b, ptrs, self.kernel, width=mt.vw)
+        vecs = [ExprEmitter(b, ptrs, self.kernel, width=w) for w in widths]
         t = scalar_type(self.dtype)
-        vt = ir.VectorType(t, mt.vw)
+        vts = [ir.VectorType(t, w) for w in widths]
         last = b.sub(m_hi, i64(1))
         rows = [umin(b, b.add(mb, i64(i)), last) for i in range(mt.mr)]
-        cols = [b.add(nb, i64(v * mt.vw)) for v in range(mt.nv)]
-        masks = None if full else [self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
-                                   for v in range(mt.nv)]
-        slots = [[entry_alloca(b, vt) for _ in range(mt.nv)] for _ in range(mt.mr)]
+        cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
+        masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
+                 for v, vec in enumerate(vecs)]
+        slots = [[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
         for row in slots:
-            for s in row:
+            for s, vec in zip(row, vecs):
                 b.store(vec.const(0, self.dtype), s)
 
         with for_range(b, i64(0), i64(K), name="k") as k:
             if panel is not None:
                 base = b.mul(k, i64(mt.nr))
                 ys = [b.load(b.gep(panel, [b.add(base, i64(v * mt.vw))], source_etype=t),
-                             typ=vt, align=bits(self.dtype) // 8) for v in range(mt.nv)]
+                             typ=vt, align=bits(self.dtype) // 8) for v, vt in enumerate(vts)]
             else:
-                ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1,
-                                             mask=None if full else masks[v]))
-                      for v, c in enumerate(cols)]
+                ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1, mask=mask))
+                      for vec, c, mask in zip(vecs, cols, masks)]
             for i, row in enumerate(rows):
-                xi = vec.splat(scalar.emit(self.x, Point(batch + [row, nb, k])))
-                for v in range(mt.nv):
+                x = scalar.emit(self.x, Point(batch + [row, nb, k]))
+                splats = {w: vec.splat(x) for w, vec in zip(widths, vecs)}
+                for v, (vec, vt) in enumerate(zip(vecs, vts)):
                     acc = b.load(slots[i][v], typ=vt)
-                    b.store(self._fma(b, vec, xi, ys[v], acc), slots[i][v])
+                    b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), slots[i][v])
 
         result = self.kernel.results[0]
         for i in range(mt.mr):
             valid = b.icmp_signed("<", b.add(mb, i64(i)), m_hi)
             with b.if_then(valid, likely=True):
-                for v, c in enumerate(cols):
-                    pt = Point(batch + [rows[i], c, i64(0)], lane_dim=m_dim + 1,
-                               mask=None if full else masks[v])
+                for v, (vec, vt, c) in enumerate(zip(vecs, vts, cols)):
+                    pt = Point(batch + [rows[i], c, i64(0)], lane_dim=m_dim + 1, mask=masks[v])
                     acc = b.load(slots[i][v], typ=vt)
                     init = vec.emit(result.init, pt)
                     total = b.fadd(init, acc) if is_float(self.dtype) else b.add(init, acc)
@@ -201,6 +208,13 @@ class ContractionLowering:
     def _lane_mask(self, b, vec: ExprEmitter, remaining: ir.Value) -> ir.Value:
         """Lanes i with i < remaining."""
         return b.icmp_signed("<", vec.iota(), vec.splat(remaining))
+
+
+def _rows_per_block(M: int, most: int) -> int:
+    """The block height in [most/2, most] that wastes least on M's ragged last block: blocks
+    past M still run (their rows repeat the last one), so M=64 in blocks of 12 computes 72 rows,
+    in blocks of 11, 66. Each block also pays for its panel loads and loop, ~2 rows' worth."""
+    return min(range(most, (most + 1) // 2 - 1, -1), key=lambda mr: -(-M // mr) * (mr + 2))
 
 
 def _tile(batch: tuple[int, ...], M: int, N: int, K: int, mr: int, nr: int) -> Tiling:

@@ -16,9 +16,10 @@ from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
 
 MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
 MAX_GROUPS = 256
-# Below this much work (loads + stores, ~0.1 ms on one core) a dispatch is one workgroup:
-# local-task hands a dispatch of several to its worker threads for ~60 us (measured: a chain of
-# 64^3 matmuls, 10 us per dispatch as one workgroup, 69 us split), more than a second core saves.
+# Below this much work (loads + stores, ~0.1 ms on one core) a dispatch is one workgroup. Handing
+# a dispatch to local-task's worker threads costs ~8 us (a chain of 64^3 matmuls: 12 us per
+# dispatch as one workgroup, 20 us split), but a worker polling for work also slows the Python
+# between dispatches: 2^16 here and 2^21 flops for contractions made MobileNet v2 ~5% slower.
 MIN_WORK_TO_SPLIT = 1 << 19
 
 

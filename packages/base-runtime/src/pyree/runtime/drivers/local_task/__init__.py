@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 
 from pyree.runtime.drivers.host_device import HostDevice
 from pyree.runtime.hal.python_driver import (
@@ -18,48 +19,107 @@ from pyree.runtime.hal.python_driver import (
     export_driver,
 )
 
+# How long a waiting thread polls before it sleeps: longer than the gaps between a model's
+# dispatches, short enough that an idle device gives its cores back almost at once.
+SPIN_S = 2e-3
+
+
+class _Signal:
+    """A counter one thread advances and one other thread waits on: spinning first, then asleep.
+
+    On this kind of VM a sleeping thread takes ~25 us to wake (a Lock ping-pong round trip
+    measures ~50 us), as long as a small kernel runs; a waiter that polls the counter sees it move
+    in a few us (a split 64^3 matmul: ~8 us over one workgroup, ~25 us with sleeping workers).
+    The poll calls os.sched_yield, which releases the GIL and the core, so a machine busier than
+    its cores still runs the thread it waits for; each poll does take the GIL for a moment, which
+    slows another thread's Python a little. (Spinning in pthread_spin_lock instead, outside the
+    GIL, hands over in ~1 us, but made calls 50x slower whenever another process took a core.)
+    After ``SPIN_S`` without a change it sleeps on a lock, and the advancing thread wakes it.
+    """
+
+    def __init__(self):
+        self.value = 0
+        self._sleeping = False
+        self._mutex = threading.Lock()
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held while nobody sleeps; released once per sleep
+
+    def advance(self) -> None:
+        """Only ever called by one thread (the producer)."""
+        self.value += 1
+        if self._sleeping:
+            with self._mutex:
+                if self._sleeping:
+                    self._sleeping = False
+                    self._wake.release()
+
+    def wait_past(self, seen: int) -> None:
+        """Returns once value != seen. Only ever called by one thread (the consumer)."""
+        deadline = time.perf_counter() + SPIN_S
+        while self.value == seen:
+            if time.perf_counter() < deadline:
+                os.sched_yield()
+                continue
+            with self._mutex:
+                if self.value != seen:
+                    return
+                self._sleeping = True
+            self._wake.acquire()
+            deadline = time.perf_counter() + SPIN_S
+
+
+class _Worker:
+    """A thread that runs one workgroup range at a time, handed over through two _Signals."""
+
+    def __init__(self, name: str):
+        self.start, self.done = _Signal(), _Signal()
+        self.job: tuple | None = None
+        self.status: int | BaseException = 0
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self.start.wait_past(self.done.value)
+            if self.job is None:
+                return
+            fn, state, begin, end = self.job
+            try:
+                self.status = fn(state, begin, end)
+            except BaseException as error:  # re-raised on the thread that waits for the ranges
+                self.status = error
+            self.done.advance()
+
 
 class _Workers:
-    """Threads that run workgroup ranges. (concurrent.futures would do, but importing it costs
-    every process ~10 ms, logging included.)"""
+    """Threads that run workgroup ranges, posted to by one thread at a time. (concurrent.futures
+    would do, but importing it costs every process ~10 ms, logging included, and its hand-off
+    sleeps: ~50 us per dispatch.)"""
 
     def __init__(self, count: int):
-        self._count = count
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        for i in range(count):
-            threading.Thread(target=self._work, name=f"pyree-local-task-{i}", daemon=True).start()
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            fn, state, begin, end, statuses, index, done = job
-            try:
-                statuses[index] = fn(state, begin, end)
-            except BaseException as error:  # re-raised on the thread that waits for the ranges
-                statuses[index] = error
-            finally:
-                done.release()
+        self._workers = [_Worker(f"pyree-local-task-{i}") for i in range(count)]
 
     def run(self, fn, state, bounds: list[int]) -> int:
         """Runs ``fn`` over each range [bounds[i], bounds[i + 1]), the last on this thread;
         returns the first nonzero status."""
-        chunks = len(bounds) - 1
-        statuses: list = [0] * chunks
-        done = threading.Semaphore(0)
-        for i in range(chunks - 1):
-            self._jobs.put((fn, state, bounds[i], bounds[i + 1], statuses, i, done))
+        workers = self._workers[:len(bounds) - 2]
+        for i, worker in enumerate(workers):
+            worker.job = (fn, state, bounds[i], bounds[i + 1])
+            worker.start.advance()
         try:
-            statuses[-1] = fn(state, bounds[-2], bounds[-1])
+            last = fn(state, bounds[-2], bounds[-1])
         finally:
-            for _ in range(chunks - 1):
-                done.acquire()
+            for worker in workers:
+                worker.done.wait_past(worker.start.value - 1)
+        statuses = [worker.status for worker in workers] + [last]
         for status in statuses:
             if isinstance(status, BaseException):
                 raise status
         return next((status for status in statuses if status), 0)
 
     def stop(self) -> None:
-        for _ in range(self._count):
-            self._jobs.put(None)
+        for worker in self._workers:
+            worker.job = None
+            worker.start.advance()
 
 
 class LocalTaskDevice(HostDevice):
@@ -98,6 +158,7 @@ class LocalTaskDevice(HostDevice):
                 continue
             for semaphore, value in signals:
                 semaphore.signal(value)
+        self._pool.stop()  # here, not in release: only one thread at a time may post to workers
 
     @staticmethod
     def _fail(signals, error: HalError) -> None:
@@ -106,7 +167,6 @@ class LocalTaskDevice(HostDevice):
 
     def release(self) -> None:
         self._queue.put(None)
-        self._pool.stop()
 
 
 class LocalTaskDriver(PythonDriver):
