@@ -131,6 +131,23 @@ def test_large_results_are_elided(tools_module):
     assert short.stdout.splitlines()[2] == "37x53xf32=[3 3 3...]" + "[...]" * 36
 
 
+def test_a_long_output_reaches_the_pipe_whole(tmp_path):
+    """The tools end with os._exit once stdout is flushed (cli.tool_main): nothing may be lost,
+    here ~400 kB of printed elements through a pipe (64 kB of pipe buffer)."""
+    from pyree.compiler import CompileOptions, compile_str
+    t = "tensor<301x257xf32>"
+    mlir = (f"func.func @add(%a: {t}, %b: {t}) -> {t} {{\n"
+            f"  %0 = arith.addf %a, %b : {t}\n  return %0 : {t}\n}}\n")
+    module = tmp_path / "add.vmfb"
+    module.write_bytes(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])))
+    proc = run_tool("run_module", f"--module={module}", "--device=local-task",
+                    "--input=301x257xf32=1.5", "--input=301x257xf32=0.25",
+                    "--print_max_element_count=100000")
+    assert proc.returncode == 0, proc.stderr
+    value = proc.stdout.splitlines()[2]
+    assert value.count("1.75") == 301 * 257 and value.endswith("1.75]")
+
+
 def test_list_drivers_and_devices():
     drivers = run_tool("run_module", "--list_drivers")
     assert drivers.returncode == 0, drivers.stderr

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pyree.runtime.tools.cli import (
     add_device_flags,
     add_parameter_flags,
     print_listings,
-    run_tool,
+    tool_main,
 )
 from pyree.runtime.tools.invocation import (
     add_invocation_flags,
@@ -231,7 +230,7 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run_tool(_run, argv))
+    tool_main(_run, argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ and the other tests still run. Exit status 1 when any test failed.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 
@@ -19,7 +18,7 @@ from pyree.runtime.tools.cli import (
     ToolError,
     add_device_flags,
     print_listings,
-    run_tool,
+    tool_main,
 )
 from pyree.runtime.tools.invocation import load_module
 
@@ -76,7 +75,7 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run_tool(_run, argv))
+    tool_main(_run, argv)
 
 
 if __name__ == "__main__":

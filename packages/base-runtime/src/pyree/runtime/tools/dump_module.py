@@ -9,7 +9,6 @@ GPU can be inspected anywhere.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Sequence
 
@@ -18,7 +17,7 @@ from pyree.runtime._fb.BindingAccess import BindingAccess
 from pyree.runtime._fb.CommandKind import CommandKind
 from pyree.runtime._fb.ElementType import ElementType
 from pyree.runtime._fb.ExecutableFormat import ExecutableFormat
-from pyree.runtime.tools.cli import FlagParser, run_tool
+from pyree.runtime.tools.cli import FlagParser, tool_main
 
 
 def _enum_names(enum: type) -> dict[int, str]:
@@ -165,7 +164,7 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run_tool(_run, argv))
+    tool_main(_run, argv)
 
 
 if __name__ == "__main__":

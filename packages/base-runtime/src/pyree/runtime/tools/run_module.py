@@ -20,7 +20,7 @@ from pyree.runtime.tools.cli import (
     add_device_flags,
     add_parameter_flags,
     print_listings,
-    run_tool,
+    tool_main,
 )
 from pyree.runtime.tools.expected_output import (
     add_expected_output_flags,
@@ -101,7 +101,7 @@ def _run(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run_tool(_run, argv))
+    tool_main(_run, argv)
 
 
 if __name__ == "__main__":
