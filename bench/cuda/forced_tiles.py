@@ -5,11 +5,14 @@ variants on the GPU host with bench/kernels/run_suite.py (one suite folder per v
     python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128x128, t128x64, ...)
     python3 bench/cuda/forced_tiles.py rows OUT_DIR CASE_REGEX     (OUT_DIR/rows16)
     python3 bench/cuda/forced_tiles.py simt_f16 OUT_DIR CASE_REGEX (OUT_DIR/simt)
+    python3 bench/cuda/forced_tiles.py epilogue OUT_DIR CASE_REGEX (OUT_DIR/unfused)
 
 The SIMT variants include rectangular tiles the chooser does not offer, to see whether any shape
 would gain from them. The ``rows`` variant splits a reduction only below 16 outputs instead
 of ``split_reduction.FEW_OUTPUTS``: a few long rows then stay one row kernel of one block per row.
 ``simt_f16`` turns the tensor-core templates off, so f16/bf16 products run on the SIMT tiles.
+``epilogue`` keeps elementwise ops with tanh, erf or exp out of a reduction's epilogue (GELU then
+runs as its own kernel after the matmul, as in PyTorch).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ VARIANTS = {
     "simt_f16": [("simt", "import pyree.compiler.codegen.cuda.matmul_wgmma as W, "
                           "pyree.compiler.codegen.cuda.matmul_mma as M; "
                           "W.plan = M.plan = lambda *args: None")],
+    "epilogue": [("unfused", "import pyree.compiler.flow.regions as R, pyree.compiler.kernel as K; "
+                             "R._fuse_epilogue = lambda r, c, j, f=R._fuse_epilogue: None if any("
+                             "isinstance(e, K.Unary) and e.op in ('tanh', 'erf', 'exp') "
+                             "for o in c.outputs for e in K.walk(o.value)) else f(r, c, j)")],
     "rows": [(f"rows{n}", "import pyree.compiler.flow.split_reduction as S; "
                           f"S.FEW_OUTPUTS = {n}") for n in (16,)],
 }
