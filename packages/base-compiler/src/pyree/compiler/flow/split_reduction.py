@@ -62,7 +62,8 @@ FEW_TILES = 132      # an H100's multiprocessors: fewer tiles leave some idle
 LONG_K = 1024
 MIN_K_CHUNK = 256
 # GPT-2's 128x256 @ 256x256 linear took 12.9 us on 32 SIMT blocks of 8 K steps each (H200;
-# BENCHMARKS.md, 2026-11-26): split in 64-deep chunks, each block makes 2 steps. Only below LONG_K:
+# BENCHMARKS.md, 2026-11-26): split in 64-deep chunks, each block makes a quarter of the steps
+# (4 at the SIMT tile's 16-deep steps). Only below LONG_K:
 # f32 1000x1500 @ 1500x700, split 6 ways in 250-deep chunks instead of 5 in 300, went from 0.092 to
 # 0.120 ms.
 GPU_LONG_K = 256
