@@ -134,3 +134,15 @@ def test_a_for_loop_that_would_never_end_is_refused():
   return %r : tensor<4xf32>
 }""")
     assert err.location == "model.mlir:5:3" and "positive step" in err.message
+
+
+@pytest.mark.parametrize("literal, message", [
+    ("dense<1.0> : f32", "Expected memref, vector or tensor type"),
+    ("dense<1.0> : tensor<?xf32>", "Dense literal attribute should have a static shape"),
+])
+def test_dense_literal_of_a_type_it_cannot_have(literal, message):
+    err = _error(f"""func.func @f() -> tensor<4xf32> {{
+  %c = arith.constant {literal}
+  return %c : tensor<4xf32>
+}}""")
+    assert err.location.startswith("model.mlir:2:") and message in err.message

@@ -18,6 +18,7 @@ to the original text, so ``file:line:col`` stays exact.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from pyree.compiler.errors import CompileError
@@ -37,20 +38,27 @@ from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects import arith, builtin, cf, func, linalg, math, scf, tensor
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    AnyFloat,
     BytesAttr,
     CallSiteLoc,
+    ComplexType,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FileLineColLoc,
     FloatAttr,
     FusedLoc,
+    IndexType,
     IntAttr,
+    IntegerType,
     ModuleOp,
     NameLoc,
+    RankedStructure,
     StringAttr,
     UnknownLoc,
 )
 from xdsl.ir import Dialect, Operation
+from xdsl.irdl import base
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Span
@@ -64,6 +72,8 @@ _INLINE_HEX = re.compile(rf'dense<"0x([0-9A-Fa-f]{{{_MIN_CUT_HEX},}})">')
 # A blob in the resource section; keys that need quoting are left to xDSL.
 _RESOURCE_BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]*)"')
 _PLACEHOLDER = "__pyree_hex_"
+_SHAPED_TYPES = ("tensor", "vector", "memref")
+_SHAPED_TYPE = re.compile(r'(?:tensor|vector|memref)<[^<>"]*>')
 # A one-line op's explicit location at the end of its line.
 _LINE_LOC = re.compile(r'loc\("([^"\n]*)":(\d+):(\d+)\)\s*$')
 
@@ -187,6 +197,25 @@ class _LocatingParser(Parser):
         self._op_start: Span | None = None
         self._first_use: dict[str, Span] = {}
         self._after_location = None  # the token after the last loc(...) read
+        self._types: dict[str, object] = {}  # shaped types by their text, as parsed once
+
+    def parse_optional_type(self):
+        # A model spells the same few shaped types thousands of times (MobileNet v2: 3,259,
+        # ~100 distinct), and xDSL parses each afresh. One whose text nests no brackets and
+        # holds no string means the same everywhere in a file: it is parsed once.
+        token = self._current_token
+        if token.kind == MLIRTokenKind.BARE_IDENT and token.text in _SHAPED_TYPES:
+            m = _SHAPED_TYPE.match(self._blobs.text, token.span.start)
+            if m is not None:
+                type = self._types.get(m.group())
+                if type is not None:
+                    self._resume_from(m.end())
+                    return type
+                type = super().parse_optional_type()
+                if type is not None and not self._blobs.text[m.end():self.pos].strip():
+                    self._types[m.group()] = type
+                return type
+        return super().parse_optional_type()
 
     def current_span(self) -> Span:
         return self._current_token.span
@@ -257,6 +286,18 @@ class _LocatingParser(Parser):
         self._resume_from(start)
         return super().parse_optional_builtin_int_or_float_attr()
 
+    def _parse_dense_literal_type(self):
+        # xDSL's own builds its type constraint afresh for every dense literal (~1 ms each,
+        # 0.2 s of parsing MobileNet v2); the constraint is built once here.
+        start = self.pos
+        type = self.expect(self.parse_optional_type, "Dense attribute must be typed!")
+        if not _dense_literal_types().verifies(type):
+            self.raise_error("Expected memref, vector or tensor type of integer, index, float, "
+                             "or complex type", start, self.pos)
+        if any(dim == DYNAMIC_INDEX for dim in type.get_shape()):
+            self.raise_error("Dense literal attribute should have a static shape.", start, self.pos)
+        return type
+
     def parse_dense_int_or_fp_elements_attr(self, type):
         start = self.pos
         self.parse_punctuation("<", " in dense attribute")
@@ -275,6 +316,11 @@ class _LocatingParser(Parser):
                     self.raise_error(str(err), start, self.pos)
         self._resume_from(start)
         return super().parse_dense_int_or_fp_elements_attr(type)
+
+
+@functools.cache
+def _dense_literal_types():
+    return base(RankedStructure[IntegerType | IndexType | AnyFloat | ComplexType])
 
 
 def _from_parse_error(err: ParseError, parser: _LocatingParser) -> CompileError:
