@@ -69,11 +69,15 @@ def form_dispatch_regions(function: Function) -> Function:
     ops = _drop_dead_results(list(fold_constant_gathers(fold_constants(function)).ops),
                              function.results)
     refused: dict = {}
-    while (_fuse_once(ops, function.results, refused) or _copy_once(ops, function.results, refused)
-           or fuse_rows_once(ops)):
-        pass
+    graph = _Graph(ops, function.results)
+    while True:
+        if _fuse_once(ops, graph, refused) or _copy_once(ops, graph, refused):
+            continue
+        if not fuse_rows_once(ops):
+            break
+        graph = _Graph(ops, function.results)
     while True:  # dropping a dead op can leave its producers dead
-        users = _users(ops, function.results)
+        users = _Graph(ops, function.results).users
         live = [op for op in ops if not _is_dead(op, users)]
         if len(live) == len(ops):
             break
@@ -82,13 +86,39 @@ def form_dispatch_regions(function: Function) -> Function:
     return dataclasses.replace(function, ops=ops)
 
 
-def _fuse_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
+class _Graph:
+    """How many ops read each value (a function result counts as one more) and the Generic or
+    Constant that defines it, kept current as fusion replaces ops: counting afresh after every
+    fusion took half of forming MobileNet v2's regions. Values hash by identity."""
+
+    def __init__(self, ops: list[Op], results: list[Value]):
+        self.results = set(results)
+        self.users: Counter = Counter(results)
+        self.producers: dict[Value, Op] = {}
+        self.replace([], ops)
+
+    def replace(self, old: list[Op], new: list[Op]) -> None:
+        for op in old:
+            self.users.subtract(set(read_by(op)))
+            for value in _defined(op):
+                del self.producers[value]
+        for op in new:
+            self.users.update(set(read_by(op)))
+            self.producers.update(dict.fromkeys(_defined(op), op))
+
+
+def _defined(op: Op) -> list[Value]:
+    if isinstance(op, Generic):
+        return op.results
+    return [op.result] if isinstance(op, Constant) else []
+
+
+def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     """Fuses one producer into its only user. ``refused`` remembers the (user, input, producer)
     pairs that would not fuse: both ops are unchanged objects until one of them fuses, so the
     answer stands, and asking again on every pass made fusion quadratic in the model's size.
     It holds the ops themselves, so the ids it is keyed by stay theirs."""
-    users = _users(ops, results)
-    producers = _producers(ops)
+    users, producers = graph.users, graph.producers
     for op in ops:
         if not isinstance(op, Generic):
             continue
@@ -110,6 +140,7 @@ def _fuse_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
             else:
                 ops[ops.index(op)] = fused
                 ops.remove(producer)
+                graph.replace([op, producer], [fused])
                 return True
     return False
 
@@ -118,17 +149,16 @@ MAX_COPIES = 4       # users an elementwise producer may be recomputed in
 MAX_COPIED_NODES = 48  # expression nodes of a producer worth recomputing
 
 
-def _copy_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
+def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     """Recomputes one small elementwise producer inside each of its users (all Generics that
     read each of its elements once), so it never reaches memory: a softmax's exp(x - max) is
     read by the sum and by the division, and copying it makes both read x instead of an
     intermediate written once and read twice. Runs when no single-user fusion is left."""
-    users = _users(ops, results)
     for producer in ops:
         if not isinstance(producer, Generic) or len(producer.results) != 1:
             continue
         value = producer.results[0]
-        if not 2 <= users[value] <= MAX_COPIES or any(value is r for r in results):
+        if not 2 <= graph.users[value] <= MAX_COPIES or value in graph.results:
             continue
         readers = [op for op in ops if op is not producer and any(v is value for v in read_by(op))]
         key = (id(producer), *map(id, readers))
@@ -146,6 +176,7 @@ def _copy_once(ops: list[Op], results: list[Value], refused: dict) -> bool:
             for op, copy in zip(readers, fused):
                 ops[ops.index(op)] = copy
             ops.remove(producer)
+            graph.replace([*readers, producer], fused)
             return True
         refused[key] = (producer, readers)
     return False
@@ -159,29 +190,11 @@ def _reads_once(op: Generic, j: int) -> bool:
                if isinstance(e, (Load, Gather)) and e.binding == j)
 
 
-def _users(ops: list[Op], results: list[Value]) -> Counter:
-    count: Counter = Counter(results)
-    for op in ops:
-        count.update(set(read_by(op)))
-    return count
-
-
-def _producers(ops: list[Op]) -> dict[Value, Op]:
-    """The Generic or Constant that defines each value (Values hash by identity)."""
-    out: dict[Value, Op] = {}
-    for op in ops:
-        if isinstance(op, Generic):
-            out.update(dict.fromkeys(op.results, op))
-        elif isinstance(op, Constant):
-            out[op.result] = op
-    return out
-
-
 def _drop_dead_results(ops: list[Op], results: list[Value]) -> list[Op]:
     """Generics without the results nobody reads, unless a kept result reads their accumulator.
     torch's amax and max(dim) import as max-with-indices; with the indices unused, the max alone
     is a plain fold, which every backend reduces in parallel instead of one thread per row."""
-    users = _users(ops, results)
+    users = _Graph(ops, results).users
     out = []
     for op in ops:
         if isinstance(op, Generic) and len(op.outputs) > 1:
