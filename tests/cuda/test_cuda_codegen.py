@@ -49,6 +49,57 @@ def test_every_template_assembles_with_ptxas(ptxas, arch, tmp_path):
         assert all(g >= 1 for g in launch.grid) and 32 <= launch.block[0] <= 1024
 
 
+def test_ptx_is_the_same_on_one_core_and_on_many(ptxas, monkeypatch, tmp_path):
+    """LLVM compiles the kernels as a fixed number of modules in forked processes, whose PTX is
+    merged: every kernel once, assembled by ptxas, and the same bytes however many cores run it."""
+    from pyree.compiler.codegen import parallel
+
+    kernels = [make() for make in zoo.ALL.values()]
+    target = resolve_target("sm_90a")
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    ptx, launches = generate_ptx(kernels, target)
+    monkeypatch.setattr(parallel, "cores", lambda: 1)
+    assert generate_ptx(kernels, target) == (ptx, launches)
+    assert ptx.count(".address_size") == 1
+    for name, _ in launches:
+        assert ptx.count(f".entry {name}(") == 1
+    _assemble_verbose(ptxas, ptx, "sm_90a", tmp_path)
+
+
+def test_merging_ptx_refuses_a_name_defined_twice():
+    from pyree.compiler.codegen.cuda.ptx import merge
+
+    head = "//\n.version 8.0\n.target sm_80\n.address_size 64\n"
+    one = head + "\n.visible .entry k0(\n)\n{\n\tret;\n}\n"
+    two = head + "\n.extern .shared .align 16 .b8 k1_smem[];\n.visible .entry k1(\n)\n{\n\tret;\n}\n"
+    assert merge([one, two]).count(".address_size") == 1
+    with pytest.raises(CompileError, match="'k0' is defined by two PTX modules"):
+        merge([one, one])
+    with pytest.raises(CompileError, match="differ in their headers"):
+        merge([one, two.replace("sm_80", "sm_90")])
+
+
+def _fail_on(value: int) -> int:
+    if value == 3:
+        raise CompileError("three is refused", "in.mlir:3:1")
+    if value == 5:
+        raise KeyError("five")
+    return value * value
+
+
+def test_jobs_in_forked_processes_return_in_order_and_raise_what_a_child_raised(monkeypatch):
+    from pyree.compiler.codegen import parallel
+
+    monkeypatch.setattr(parallel, "cores", lambda: 3)
+    assert parallel.map_jobs(_fail_on, [0, 1, 2, 4, 6, 7, 8]) == [0, 1, 4, 16, 36, 49, 64]
+    for items in ([0, 1, 2, 4, 3, 6], [3, 1, 2]):  # 3 in a child (index 4), then here (index 0)
+        with pytest.raises(CompileError) as err:
+            parallel.map_jobs(_fail_on, items)
+        assert str(err.value) == "in.mlir:3:1: error: three is refused"
+    with pytest.raises(CompileError, match="internal compiler error: KeyError: 'five'"):
+        parallel.map_jobs(_fail_on, [0, 5, 1])
+
+
 @pytest.mark.parametrize("name, arch", [
     ("hopper", "sm_90a"), ("h100", "sm_90a"), ("H100", "sm_90a"), ("h200", "sm_90a"),
     ("sm_90a", "sm_90a"), ("sm_90", "sm_90"),
@@ -113,6 +164,13 @@ def test_templates_are_chosen_by_kernel_shape():
     assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul, 128x128 tiles
 
 
+def entry_text(ptx: str, name: str) -> str:
+    """Kernel ``name``'s PTX, from its ``.entry`` to the next module-scope line."""
+    start = ptx.index(f".entry {name}(")
+    end = re.compile(r"^\S", re.M).search(ptx, ptx.index("\n}", start) + 2)
+    return ptx[start:end.start() if end else len(ptx)]
+
+
 def _assemble_verbose(ptxas: str, ptx: str, arch: str, tmp_path) -> str:
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
@@ -129,7 +187,7 @@ def test_wgmma_on_sm_90a_only_and_without_serialization(ptxas, tmp_path):
     kernels = [zoo.matmul(2048, 2048, 192, "f16", "f32"), zoo.linear(2048, 1024, 640, "bf16"),
                zoo.linear(37, 53, 29, "bf16"), zoo.linear(129, 257, 72, "f16", batch=3, b_nk=False)]
     ptx, launches = generate_ptx(kernels, resolve_target("hopper"))
-    entries = ptx.split(".entry ")[1:]
+    entries = [entry_text(ptx, name) for name, _ in launches]
     for entry, (n, dtype, trans_b) in zip(entries, [(256, "f16", 1), (128, "bf16", 0), (64, "bf16", 0),
                                                     (64, "f16", 1)]):
         count = entry.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}")
@@ -152,7 +210,7 @@ def test_mma_sync_takes_bf16_a_weight_batches_and_odd_sizes(ptxas, arch, tmp_pat
     kernels = [zoo.linear(2048, 2048, 192, "bf16"), zoo.linear(37, 53, 29, "bf16"),
                zoo.linear(129, 257, 72, "f16", batch=3, b_nk=False)]
     ptx, launches = generate_ptx(kernels, resolve_target(arch))
-    whole, odd, batch = ptx.split(".entry ")[1:]
+    whole, odd, batch = (entry_text(ptx, name) for name, _ in launches)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in whole + odd
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in batch
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in whole + odd and "x4.trans" in batch

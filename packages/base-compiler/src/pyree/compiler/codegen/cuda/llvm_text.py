@@ -199,15 +199,16 @@ class Function:
 
 
 class Module:
-    """Kernels plus the declarations and shared-memory globals they use."""
+    """Kernels plus the declarations and shared-memory globals they use. Each kernel keeps its
+    own globals and attribute group, so that ``parts`` can write groups of kernels as separate
+    LLVM modules, which LLVM then optimizes and emits on several cores (``codegen/parallel.py``)."""
 
     def __init__(self, data_layout: str, target=NVPTX):
         self.data_layout = data_layout
         self.target = target
         self.declarations: dict[str, str] = {}
-        self.globals: list[str] = []
-        self.kernels: list[str] = []
-        self.attributes: list[str] = []
+        self._globals: list[str] = []  # those of the kernel being written, until add_kernel
+        self._kernels: list[tuple[list[str], str, str, str]] = []  # globals, head, attrs, body
 
     def declare(self, ret: str, fn: str, arg_types: list[str], attrs: str = "",
                 library: bool = False) -> None:
@@ -217,34 +218,52 @@ class Module:
         self.declarations.setdefault(fn, f"declare {ret} @{fn}({', '.join(arg_types)}) {attrs}")
 
     def shared_array(self, name: str, elem: str, count: int, align: int = 16) -> str:
-        self.globals.append(
+        self._globals.append(
             f"@{name} = internal addrspace(3) global [{count} x {elem}] undef, align {align}")
         return f"@{name}"
 
     def dynamic_shared(self, name: str, elem: str) -> str:
         """The kernel's dynamic shared memory (its size is the export's shared_memory_bytes)."""
-        self.globals.append(f"@{name} = external addrspace(3) global [0 x {elem}], align 16")
+        self._globals.append(f"@{name} = external addrspace(3) global [0 x {elem}], align 16")
         return f"@{name}"
 
     def add_kernel(self, name: str, params: list[str], fn: Function,
                    max_threads: int = 0, min_blocks: int = 0, block_size: int = 0) -> None:
         """``max_threads``/``min_blocks`` (.maxntid/.minnctapersm) let ptxas budget registers so
         that ``min_blocks`` blocks of ``max_threads`` fit on one SM; ``block_size`` is the launch's
-        threads per block (AMDGPU's flat work-group size)."""
-        attrs = ""
+        threads per block (AMDGPU's flat work-group size). The globals declared since the last
+        kernel are this one's."""
         group = self.target.kernel_attributes(max_threads, min_blocks, block_size)
-        if group:
-            attrs = f" #{len(self.attributes)}"
-            self.attributes.append(f"attributes{attrs} = {{ {group} }}")
-        cc = self.target.kernel_cc
-        body = [f"define {cc} void @{name}({', '.join(params)}){attrs} {{", "entry:"]
-        body += fn.entry_allocas
-        body += ["  br label %start", "start:"] + fn.lines + ["  ret void", "}"]
-        self.kernels.append("\n".join(body))
+        head = f"define {self.target.kernel_cc} void @{name}({', '.join(params)})"
+        body = ["{", "entry:", *fn.entry_allocas, "  br label %start", "start:", *fn.lines,
+                "  ret void", "}"]
+        self._kernels.append((self._globals, head, group, "\n".join(body)))
+        self._globals = []
 
     def text(self) -> str:
-        return "\n".join([
-            f'target triple = "{self.target.triple}"',
-            f'target datalayout = "{self.data_layout}"',
-            *self.globals, *self.declarations.values(), *self.kernels, *self.attributes,
-            *self.target.module_trailer(), ""])
+        """The module with every kernel."""
+        return self._text(range(len(self._kernels)))
+
+    def parts(self, n: int) -> list[str]:
+        """The kernels as at most ``n`` modules of about equal size (the same split on every
+        machine, so that the output does not depend on its core count)."""
+        loads: list[list] = [[0, []] for _ in range(min(n, len(self._kernels)) or 1)]
+        by_size = sorted(range(len(self._kernels)), key=lambda k: -len(self._kernels[k][3]))
+        for k in by_size:  # largest first into the lightest part
+            part = min(loads, key=lambda load: load[0])
+            part[0] += len(self._kernels[k][3])
+            part[1].append(k)
+        return [self._text(sorted(kernels)) for _, kernels in loads]
+
+    def _text(self, kernels) -> str:
+        groups: dict[str, int] = {}  # attribute group body -> its number in this text
+        lines = [f'target triple = "{self.target.triple}"',
+                 f'target datalayout = "{self.data_layout}"']
+        lines += [g for k in kernels for g in self._kernels[k][0]] + self._globals
+        lines += self.declarations.values()
+        for k in kernels:
+            _, head, group, body = self._kernels[k]
+            attrs = f" #{groups.setdefault(group, len(groups))}" if group else ""
+            lines.append(f"{head}{attrs} {body}")
+        lines += [f"attributes #{i} = {{ {group} }}" for group, i in groups.items()]
+        return "\n".join([*lines, *self.target.module_trailer(), ""])

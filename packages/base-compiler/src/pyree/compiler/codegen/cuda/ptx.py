@@ -4,6 +4,7 @@ build machine has it (``PYREE_PTXAS`` names another ptxas; set it to an empty st
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -13,6 +14,9 @@ from pyree.compiler.codegen.cuda.targets import CudaTarget
 from pyree.compiler.errors import CompileError
 
 _TRIPLE = "nvptx64-nvidia-cuda"
+# A module-scope definition in PTX: a kernel, a function or a global/shared/const variable.
+_DEFINED = re.compile(r"^(?:\.visible |\.extern |\.weak )?\.(?:entry|func|global|shared|const)\s+"
+                      r"(?:(?:\.\S+|\d+)\s+)*(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)", re.M)
 
 
 def target_machine(target: CudaTarget):
@@ -26,6 +30,24 @@ def data_layout(target: CudaTarget) -> str:
 def compile_to_ptx(ir_text: str, target: CudaTarget) -> str:
     tm = target_machine(target)
     return tm.emit_assembly(llvm_gpu.optimized(ir_text, tm, "NVPTX"))
+
+
+def merge(ptx_texts: list[str]) -> str:
+    """One PTX module from several that LLVM emitted for the same target: the first's header,
+    then every module's body. Kernels, and the shared memory each declares, are named after
+    the kernel, so bodies never clash; a name defined twice would be our bug, and is refused."""
+    header, bodies, names = None, [], set()
+    for text in ptx_texts:
+        head, _, body = text.partition("\n.address_size 64\n")
+        if not body or (header is not None and head != header):
+            raise CompileError("internal error: PTX modules to merge differ in their headers")
+        header = head
+        for name in _DEFINED.findall(body):
+            if name in names:
+                raise CompileError(f"internal error: '{name}' is defined by two PTX modules")
+            names.add(name)
+        bodies.append(body)
+    return header + "\n.address_size 64\n" + "".join(bodies)
 
 
 def ptxas_path() -> str | None:
