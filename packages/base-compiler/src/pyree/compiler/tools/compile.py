@@ -15,6 +15,7 @@ them from the start and ``--no-pyree-progress`` never. IREE has no such flag.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
@@ -88,6 +89,21 @@ def _print_listings(args: argparse.Namespace) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Compiles as the command line asks. Run as a process (``argv`` None), it ends with
+    ``os._exit`` once stdout and stderr are flushed: freeing a large model's IR at the
+    interpreter's exit took ~0.3 s of a 4 s MobileNet v2 compile, for nothing."""
+    code = _compile(argv)
+    if argv is not None:
+        return code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)
+
+
+def _compile(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)  # exits with status 2 on usage errors
     if _print_listings(args):
