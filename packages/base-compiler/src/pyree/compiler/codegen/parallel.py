@@ -17,6 +17,11 @@ from collections.abc import Callable, Sequence
 
 from pyree.compiler.errors import CompileError
 
+# LLVM modules a cuda executable's kernels are compiled as (``llvm_text.Module.parts``): a fixed
+# number, so that the code is the same on every build machine; four keep two to four cores busy.
+# (rocm cannot: ld.lld keeps one metadata note per object, and a code object may have only one.)
+PARTS = 4
+
 
 def cores() -> int:
     """The cores this process may run on."""

@@ -21,15 +21,10 @@ from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, merge, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
 from pyree.compiler.codegen.exports import gpu_export
-from pyree.compiler.codegen.parallel import map_jobs
+from pyree.compiler.codegen.parallel import PARTS, map_jobs
 from pyree.compiler.kernel import Kernel, is_row_kernel
 
 __all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
-
-# LLVM modules a module's kernels are compiled as: a fixed number, so that the PTX is the same
-# on every build machine; four keep two to four cores busy.
-PARTS = 4
-
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     """Writes one kernel into ``module``; returns its Launch."""
@@ -54,7 +49,7 @@ def export_name(index: int, kernel: Kernel) -> str:
 
 def generate_ptx(kernels: list[Kernel], target: CudaTarget):
     """(PTX text, [(export name, Launch)]) for ``kernels``, in order. LLVM compiles the kernels
-    as ``PARTS`` modules on the machine's cores, whose PTX is then merged into one."""
+    as ``PARTS`` modules on the machine's cores, whose PTX is merged into one."""
     module = Module(data_layout(target))
     launches = []
     for i, k in enumerate(kernels):
