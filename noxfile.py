@@ -20,7 +20,9 @@ DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulka
 # The pytest markers of tests that need a device; the local session runs everything else. (rocm's
 # GPU tests run its driver on an NVIDIA GPU through a HIP-on-CUDA shim: they carry ``cuda``.)
 DEVICE_MARKERS = ("cuda", "vulkan")
-TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6"]
+# cuda-bindings: the cuda driver no longer uses it, but tests/cuda checks the driver's C table of
+# entry points, constants and structs against cuda-python's own declarations.
+TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch is pinned to the CPU build, which pip finds through its find-links
 # (/opt/wheels): PyPI's torch 2.13.0 is the multi-GB CUDA build, and with this pin no other

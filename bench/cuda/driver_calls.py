@@ -41,7 +41,7 @@ def main(folder: Path) -> None:
     semaphore = next(o for kind, o in device._objects.values() if kind == "semaphore")
     command_buffer = commands[0]
     table = list(command_buffer._last[0])
-    hot, stream = device.hot, device.stream_handle
+    cu, stream = device.cu, device.stream
     drain = device.synchronize
     value = [semaphore._promised]
 
@@ -54,11 +54,11 @@ def main(folder: Path) -> None:
         device.queue_submit(command_buffer, table, [(semaphore, value[0] - 1)],
                             [(semaphore, value[0])])
 
-    event = semaphore._event_handle
+    event = semaphore._event
     results = {
         "cuGraphLaunch (issue)": _median_us(lambda: command_buffer.issue(table), drain),
         "cuStreamWriteValue64 (device_signal)": _median_us(signal, drain),
-        "cuEventRecord": _median_us(lambda: hot.cuEventRecord(event, stream), drain),
+        "cuEventRecord": _median_us(lambda: cu.cuEventRecord(event, stream), drain),
         "CudaDevice.queue_submit (wait + issue + signal)": _median_us(submit, drain),
     }
     for name, us in results.items():

@@ -15,13 +15,19 @@ import sys
 
 import numpy as np
 import pyree.runtime as rt
-from cuda.bindings import driver as cu
+from pyree.hal.cuda import symbols
+from pyree.hal.cuda.symbols import check, ffi
+
+
+def memory() -> tuple[int, int]:
+    """(free, total) bytes of the device whose context is current (the driver's, once created)."""
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    check(symbols.load().cuMemGetInfo(free, total), "cuMemGetInfo")
+    return free[0], total[0]
 
 
 def free_mib() -> float:
-    err, free, total = cu.cuMemGetInfo()
-    assert err == cu.CUresult.CUDA_SUCCESS, err
-    return free / 2**20
+    return memory()[0] / 2**20
 
 
 def main(path: str) -> None:
@@ -33,7 +39,7 @@ def main(path: str) -> None:
     gc.collect()
     stages.append(("1 GiB dropped", free_mib()))
     try:
-        device.allocate(cu.cuMemGetInfo()[2] + (16 << 30))
+        device.allocate(memory()[1] + (16 << 30))
     except rt.DriverError as e:
         print("oversized request:", str(e)[:300])
     stages.append(("after the failed oversized request", free_mib()))

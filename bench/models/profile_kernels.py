@@ -3,7 +3,7 @@
     python3 bench/models/profile_kernels.py BUILD_DIR [--models gpt2_block,...] [--calls 20]
 
 BUILD_DIR comes from build_modules.py. CUPTI (through torch.profiler) records every kernel that
-runs in the process, whoever launched it, so pyree's dispatches (launched through cuda-python,
+runs in the process, whoever launched it, so pyree's dispatches (launched through libcuda,
 graph or stream) are timed by the same clock as PyTorch's eager kernels. Per model: each kernel's
 mean GPU time over ``--calls`` calls and its share of the total, pyree's then PyTorch's, and the
 sums. (Kernel time only: launch gaps, which CUDA-graph replay removes, are not in these sums.)

@@ -1,5 +1,5 @@
 """GPU tests carry the ``cuda`` marker. They skip only where there is no GPU to test: no libcuda on
-the host, or a driver that reports no device. Anything else — libcuda present but cuda-python or
+the host, or a driver that reports no device. Anything else — libcuda present but too old or
 pyree-hal-cuda missing, cuInit failing, a device that cannot be created — fails them with the
 driver's own message, so that a broken driver is never reported as "no CUDA device"."""
 

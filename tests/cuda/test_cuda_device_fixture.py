@@ -30,7 +30,7 @@ def state(monkeypatch, libcuda: bool, info: DriverInfo | None, device_error: str
     (False, "libcuda.so.1 could not be loaded (no NVIDIA driver on this host): not found"),
     (True, "the NVIDIA driver reports no CUDA devices"),
     (True, "cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected"),
-    (False, "cuda-python (cuda-bindings) is not installed: No module named 'cuda'"),
+    (False, "the CUDA driver libcuda.so.1 (version 11040) is older than CUDA 12.0, which the HAL needs"),
 ])
 def test_no_gpu_skips(monkeypatch, libcuda, reason):
     assert state(monkeypatch, libcuda, DriverInfo("cuda", False, reason))[0] == "skip"
@@ -44,8 +44,8 @@ def test_no_driver_package_skips_only_without_libcuda(monkeypatch):
 @pytest.mark.parametrize("reason", [
     "cuInit: CUDA_ERROR_UNKNOWN: unknown error",
     "cuInit: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH: system has unsupported display driver / cuda driver combination",
-    "libcuda lacks entry points: cuGraphInstantiateWithFlags",
-    "cuda-python (cuda-bindings) is not installed: No module named 'cuda'",
+    "the CUDA driver (version 12.0) lacks entry points the HAL needs: cuMemPoolTrimTo",
+    "the CUDA driver libcuda.so.1 (version 11040) is older than CUDA 12.0, which the HAL needs",
 ])
 def test_a_broken_driver_fails_with_its_message(monkeypatch, reason):
     verdict, message = state(monkeypatch, True, DriverInfo("cuda", False, reason))

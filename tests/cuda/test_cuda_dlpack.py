@@ -7,7 +7,7 @@ DLPack path is taken, not the DeviceArray one). With torch (a CUDA build) or CuP
 their tensors are tested too; those tests skip where the library or its GPU support is absent.
 Modules: ``add_37x53`` (results in mapped memory) and ``add_64x1024`` (device memory) of
 cases.py, from PYREE_CUDA_MODULE_DIR as the other GPU tests. The driver's side of it (hal.h
-revision 3 in pyree.hal.cuda.device) is also run here against a stand-in for libcuda, on any host.
+revision 3 in pyree.hal.cuda.device) is also run on any host, in test_cuda_driver_cpu.py.
 """
 
 from __future__ import annotations
@@ -206,67 +206,3 @@ def test_cupy_arrays_both_ways(imports):
     c = cupy.from_dlpack(result)
     assert c.data.ptr == result.device.buffer_address(result.buffer)
     _check(cupy.asnumpy(c), a + b)
-
-
-# -- the driver's revision-3 entries, on any host: libcuda replaced by a recorder ------------
-
-class _RecordingCuda:
-    """cuda.bindings.driver's enums, with the calls the DLPack entries make recorded."""
-
-    def __init__(self, real, ordinals: dict):
-        self._real, self.ordinals, self.calls = real, ordinals, []
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-    def cuCtxSetCurrent(self, context):
-        return (self._real.CUresult.CUDA_SUCCESS,)
-
-    def cuPointerGetAttribute(self, attribute, address):
-        assert attribute == self._real.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-        if address not in self.ordinals:
-            return self._real.CUresult.CUDA_ERROR_INVALID_VALUE, 0
-        return self._real.CUresult.CUDA_SUCCESS, self.ordinals[address]
-
-    def cuEventCreate(self, flags):
-        return self._real.CUresult.CUDA_SUCCESS, "event"
-
-    def cuEventRecord(self, event, stream):
-        self.calls.append(("record", event, stream))
-        return (self._real.CUresult.CUDA_SUCCESS,)
-
-    def cuStreamWaitEvent(self, stream, event, flags):
-        self.calls.append(("wait", stream, event))
-        return (self._real.CUresult.CUDA_SUCCESS,)
-
-    def cuEventDestroy(self, event):
-        self.calls.append(("destroy", event))
-        return (self._real.CUresult.CUDA_SUCCESS,)
-
-
-def test_cuda_driver_dlpack_entries_without_a_gpu():
-    import threading
-
-    from tooling import require_module
-    driver = require_module("cuda.bindings.driver")
-    from pyree.hal.cuda.device import CudaDevice, ExternalBuffer
-    from pyree.runtime.hal.python_driver import HalError, PythonDevice
-
-    cu = _RecordingCuda(driver, {0x7000: 1, 0x9000: 0})
-    device = object.__new__(CudaDevice)
-    PythonDevice.__init__(device)
-    device.cu, device.ordinal, device.name, device.stream = cu, 1, "GPU 1", 0x5150
-    device.context, device._local = None, threading.local()
-    device.allocator = device.mapped = None  # an external buffer must reach neither
-
-    assert device.dlpack_device() == (2, 1, 0x5150)
-    buffer = device.import_device(0x7000, 4096)
-    assert type(buffer) is ExternalBuffer and (buffer.ptr, buffer.size) == (0x7000, 4096)
-    assert device.buffer_address(buffer) == 0x7000
-    device.release_buffer(buffer)  # never freed by the driver
-    with pytest.raises(HalError, match=r"memory at 0x9000 is on device 0, not on GPU 1"):
-        device.import_device(0x9000, 16)
-    with pytest.raises(HalError, match=r"memory at 0x1234 is on no CUDA device"):
-        device.import_device(0x1234, 16)
-    device.stream_wait(1)  # the consumer's stream (here CUDA's legacy default stream)
-    assert cu.calls == [("record", "event", 1), ("wait", 0x5150, "event"), ("destroy", "event")]

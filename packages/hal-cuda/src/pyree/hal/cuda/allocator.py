@@ -13,13 +13,23 @@ run at full PCIe speed with the host-side memcpy of one chunk overlapping the DM
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import threading
 
-from pyree.hal.cuda.hotpath import NOT_READY, SUCCESS, HotPath, ffi, handle
-from pyree.hal.cuda.symbols import check
+from pyree.hal.cuda import symbols
+from pyree.hal.cuda.symbols import (
+    CUDA_ERROR_NOT_READY,
+    CUDA_ERROR_OUT_OF_MEMORY,
+    CUDA_SUCCESS,
+    address,
+    check,
+    create_event,
+    ffi,
+)
 from pyree.runtime.hal.python_driver import HalError
+
+# Pinned host memory that kernels reach across the bus, from any context.
+MAPPED = symbols.CU_MEMHOSTALLOC_DEVICEMAP | symbols.CU_MEMHOSTALLOC_PORTABLE
 
 
 class DeviceBuffer:
@@ -42,37 +52,40 @@ class MappedBuffer(DeviceBuffer):
 class Allocator:
     def __init__(self, cu, ordinal: int, stream, device_name: str):
         self.cu, self.stream, self.device_name = cu, stream, device_name
-        props = cu.CUmemPoolProps()
-        props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-        props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props = ffi.new("CUmemPoolProps *")  # zeroed: no export handles, default size
+        props.allocType = symbols.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.location.type = symbols.CU_MEM_LOCATION_TYPE_DEVICE
         props.location.id = ordinal
-        self.pool = check(cu, cu.cuMemPoolCreate(props), "cuMemPoolCreate")
-        check(cu, cu.cuMemPoolSetAttribute(
-            self.pool, cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-            cu.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
+        pool = ffi.new("CUmemoryPool *")
+        check(cu.cuMemPoolCreate(pool, props), "cuMemPoolCreate")
+        self.pool = pool[0]
+        threshold = ffi.new("cuuint64_t *", 2**64 - 1)
+        check(cu.cuMemPoolSetAttribute(self.pool, symbols.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, threshold),
+              "cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
         self.in_use = 0  # buffers handed out and not yet freed
         self._count = threading.Lock()  # calls come from any thread (and the collector)
 
     def allocate(self, size: int) -> DeviceBuffer:
-        cu = self.cu
-        err, ptr = cu.cuMemAllocFromPoolAsync(max(size, 1), self.pool, self.stream)
-        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:  # freed memory the pool keeps may do
+        cu, ptr = self.cu, ffi.new("CUdeviceptr *")
+        err = cu.cuMemAllocFromPoolAsync(ptr, max(size, 1), self.pool, self.stream)
+        if err == CUDA_ERROR_OUT_OF_MEMORY:  # freed memory the pool keeps may do
             self.trim()
-            err, ptr = cu.cuMemAllocFromPoolAsync(max(size, 1), self.pool, self.stream)
-        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            err = cu.cuMemAllocFromPoolAsync(ptr, max(size, 1), self.pool, self.stream)
+        if err == CUDA_ERROR_OUT_OF_MEMORY:
             self.trim()  # what the failed request reserved
-            _, free, total = cu.cuMemGetInfo()
+            free, total = ffi.new("size_t *"), ffi.new("size_t *")
+            cu.cuMemGetInfo(free, total)
             raise HalError("RESOURCE_EXHAUSTED",
                            f"out of device memory on {self.device_name}: asked for {size} bytes "
-                           f"({size / 2**20:.1f} MiB), {free / 2**20:.1f} MiB of "
-                           f"{total / 2**20:.1f} MiB free")
-        check(cu, (err,), f"cuMemAllocFromPoolAsync({size} bytes)")
+                           f"({size / 2**20:.1f} MiB), {free[0] / 2**20:.1f} MiB of "
+                           f"{total[0] / 2**20:.1f} MiB free")
+        check(err, f"cuMemAllocFromPoolAsync({size} bytes)")
         with self._count:
             self.in_use += 1
-        return DeviceBuffer(int(ptr), size)
+        return DeviceBuffer(ptr[0], size)
 
     def free(self, buffer: DeviceBuffer) -> None:
-        check(self.cu, self.cu.cuMemFreeAsync(buffer.ptr, self.stream), "cuMemFreeAsync")
+        check(self.cu.cuMemFreeAsync(buffer.ptr, self.stream), "cuMemFreeAsync")
         with self._count:
             self.in_use -= 1
             last = self.in_use == 0
@@ -81,12 +94,30 @@ class Allocator:
 
     def trim(self) -> None:
         """Gives the GPU back what the pool keeps, once the frees queued on the stream are done."""
-        cu = self.cu
-        check(cu, cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        check(cu, cu.cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
+        check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        check(self.cu.cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
 
     def destroy(self) -> None:
-        check(self.cu, self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")
+        check(self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")
+
+
+def host_alloc(cu, size: int, flags: int, what: str):
+    """``size`` bytes of pinned host memory (``void *``); RESOURCE_EXHAUSTED naming the size and
+    ``what`` they are for when there is none."""
+    out = ffi.new("void **")
+    err = cu.cuMemHostAlloc(out, size, flags)
+    if err == CUDA_ERROR_OUT_OF_MEMORY:
+        raise HalError("RESOURCE_EXHAUSTED", f"out of pinned host memory: asked for {size} "
+                                             f"{what} bytes")
+    check(err, f"cuMemHostAlloc({size} {what} bytes)")
+    return out[0]
+
+
+def device_pointer(cu, host) -> int:
+    """Where the GPU sees mapped pinned memory at ``host``."""
+    out = ffi.new("CUdeviceptr *")
+    check(cu.cuMemHostGetDevicePointer(out, host, 0), "cuMemHostGetDevicePointer")
+    return out[0]
 
 
 class MappedAllocator:
@@ -98,45 +129,36 @@ class MappedAllocator:
 
     KEEP_PER_SIZE = 16
 
-    def __init__(self, cu, hot: HotPath, stream):
-        self.cu, self.hot, self._stream = cu, hot, handle(stream)
+    def __init__(self, cu, stream):
+        self.cu, self._stream = cu, stream
         self._free: dict[int, list[MappedBuffer]] = {}
-        self._events: list = []
 
     def allocate(self, size: int) -> MappedBuffer:
         free = self._free.get(size)
         if free:
             for i, buffer in enumerate(free):
-                if self.hot.cuEventQuery(handle(buffer.released)) == SUCCESS:
+                if self.cu.cuEventQuery(buffer.released) == CUDA_SUCCESS:
                     return free.pop(i)
-        cu = self.cu
-        flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
-        err, host = cu.cuMemHostAlloc(max(size, 1), flags)
-        if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
-            raise HalError("RESOURCE_EXHAUSTED", f"out of pinned host memory: asked for {size} "
-                                                 f"mapped bytes")
-        check(cu, (err,), f"cuMemHostAlloc({size} mapped bytes)")
-        ptr = check(cu, cu.cuMemHostGetDevicePointer(int(host), 0), "cuMemHostGetDevicePointer")
-        return MappedBuffer(int(ptr), size, int(host))
+        host = host_alloc(self.cu, max(size, 1), MAPPED, "mapped")
+        return MappedBuffer(device_pointer(self.cu, host), size, address(host))
 
     def free(self, buffer: MappedBuffer) -> None:
         cu = self.cu
         if buffer.released is None:
-            buffer.released = check(cu, cu.cuEventCreate(
-                cu.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
-        err = self.hot.cuEventRecord(handle(buffer.released), self._stream)
-        if err != SUCCESS:
-            self.hot.fail(err, "cuEventRecord")
+            buffer.released = create_event(cu)
+        err = cu.cuEventRecord(buffer.released, self._stream)
+        if err:
+            check(err, "cuEventRecord")
         free = self._free.setdefault(buffer.size, [])
         if len(free) < self.KEEP_PER_SIZE:
             free.append(buffer)
             return
-        check(cu, cu.cuEventSynchronize(buffer.released), "cuEventSynchronize(mapped memory)")
+        check(cu.cuEventSynchronize(buffer.released), "cuEventSynchronize(mapped memory)")
         self._destroy(buffer)
 
     def _destroy(self, buffer: MappedBuffer) -> None:
         self.cu.cuEventDestroy(buffer.released)
-        self.cu.cuMemFreeHost(buffer.host)
+        self.cu.cuMemFreeHost(ffi.cast("void *", buffer.host))
 
     def destroy(self) -> None:
         """After the stream is synchronized."""
@@ -146,18 +168,18 @@ class MappedAllocator:
         self._free.clear()
 
 
-def spin_then_block(hot: HotPath, event, what: str, spins: int = 2000) -> None:
+def spin_then_block(cu, event, what: str, spins: int = 2000) -> None:
     """Waits for ``event``: polls it first (a small copy or kernel is done within microseconds,
     and a blocking wait costs a thread wake-up), then blocks in cuEventSynchronize."""
-    query = hot.cuEventQuery
+    query = cu.cuEventQuery
     for _ in range(spins):
         err = query(event)
-        if err != NOT_READY:
+        if err != CUDA_ERROR_NOT_READY:
             break
     else:
-        err = hot.cuEventSynchronize(event)
-    if err != SUCCESS:
-        hot.fail(err, what)
+        err = cu.cuEventSynchronize(event)
+    if err:
+        check(err, what)
 
 
 class Staging:
@@ -174,64 +196,59 @@ class Staging:
     SMALL = 64 << 10
     SLOTS = 32
 
-    def __init__(self, cu, hot: HotPath, stream):
-        self.cu, self.hot, self.stream = cu, hot, stream
-        self._stream = handle(stream)
-        ring = int(check(cu, cu.cuMemHostAlloc(self.SMALL * self.SLOTS, 0), "cuMemHostAlloc(ring)"))
+    def __init__(self, cu, stream):
+        self.cu, self.stream = cu, stream
+        ring = ffi.cast("char *", host_alloc(cu, self.SMALL * self.SLOTS, 0, "staging ring"))
         self.host = [ring]
-        whole = memoryview((ctypes.c_char * (self.SMALL * self.SLOTS)).from_address(ring)).cast("B")
-        self.events = [check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                             "cuEventCreate") for _ in range(self.SLOTS)]
-        self._slots = [(ffi.cast("void *", ring + i * self.SMALL),
-                        whole[i * self.SMALL:(i + 1) * self.SMALL], handle(ev))
-                       for i, ev in enumerate(self.events)]
+        whole = memoryview(ffi.buffer(ring, self.SMALL * self.SLOTS))
+        self.events = [create_event(cu) for _ in range(self.SLOTS)]
+        self._slots = [(ring + i * self.SMALL, whole[i * self.SMALL:(i + 1) * self.SMALL], event)
+                       for i, event in enumerate(self.events)]
         self._turn = itertools.count()  # next() is atomic under the GIL: threads get distinct slots
-        self._chunks: list[tuple[int, memoryview, object]] | None = None
+        self._chunks: list[tuple[object, memoryview, object]] | None = None
 
-    def _pair(self) -> list[tuple[int, memoryview, object]]:
+    def _pair(self) -> list[tuple[object, memoryview, object]]:
         """The two large chunks, pinned on the first large copy: pinning 32 MiB costs a cold
         start tens of milliseconds that a model with only small transfers never needs."""
         if self._chunks is None:
-            cu, chunks = self.cu, []
+            chunks = []
             for _ in range(2):
-                ptr = int(check(cu, cu.cuMemHostAlloc(self.CHUNK, 0), "cuMemHostAlloc(staging)"))
-                self.host.append(ptr)
-                event = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                              "cuEventCreate")
+                host = host_alloc(self.cu, self.CHUNK, 0, "staging")
+                self.host.append(host)
+                event = create_event(self.cu)
                 self.events.append(event)
-                chunks.append((ptr, memoryview((ctypes.c_char * self.CHUNK).from_address(ptr))
-                               .cast("B"), event))
+                chunks.append((host, memoryview(ffi.buffer(host, self.CHUNK)), event))
             self._chunks = chunks
         return self._chunks
 
     def _slot(self):
         """The next ring slot, once its previous DMA is done (normally long done)."""
         slot = self._slots[next(self._turn) % self.SLOTS]
-        if self.hot.cuEventQuery(slot[2]) == NOT_READY:
-            spin_then_block(self.hot, slot[2], "waiting for a staging slot", spins=0)
+        if self.cu.cuEventQuery(slot[2]) == CUDA_ERROR_NOT_READY:
+            spin_then_block(self.cu, slot[2], "waiting for a staging slot", spins=0)
         return slot
 
     def upload_small(self, dst: int, src: memoryview) -> None:
-        hot, n = self.hot, len(src)
+        cu, n = self.cu, len(src)
         host, view, event = self._slot()
         view[:n] = src
-        err = hot.cuMemcpyHtoDAsync(dst, host, n, self._stream)
-        if err != SUCCESS:
-            hot.fail(err, f"cuMemcpyHtoDAsync({n} bytes)")
-        err = hot.cuEventRecord(event, self._stream)
-        if err != SUCCESS:
-            hot.fail(err, "cuEventRecord")
+        err = cu.cuMemcpyHtoDAsync(dst, host, n, self.stream)
+        if err:
+            check(err, f"cuMemcpyHtoDAsync({n} bytes)")
+        err = cu.cuEventRecord(event, self.stream)
+        if err:
+            check(err, "cuEventRecord")
 
     def download_small(self, src: int, dst: memoryview) -> None:
-        hot, n = self.hot, len(dst)
+        cu, n = self.cu, len(dst)
         host, view, event = self._slot()
-        err = hot.cuMemcpyDtoHAsync(host, src, n, self._stream)
-        if err != SUCCESS:
-            hot.fail(err, f"cuMemcpyDtoHAsync({n} bytes)")
-        err = hot.cuEventRecord(event, self._stream)
-        if err != SUCCESS:
-            hot.fail(err, "cuEventRecord")
-        spin_then_block(hot, event, "reading device memory (a kernel may have faulted)")
+        err = cu.cuMemcpyDtoHAsync(host, src, n, self.stream)
+        if err:
+            check(err, f"cuMemcpyDtoHAsync({n} bytes)")
+        err = cu.cuEventRecord(event, self.stream)
+        if err:
+            check(err, "cuEventRecord")
+        spin_then_block(cu, event, "reading device memory (a kernel may have faulted)")
         dst[:n] = view[:n]
 
     def upload(self, dst: int, src: memoryview) -> None:
@@ -242,11 +259,11 @@ class Staging:
         chunks = self._pair()
         for i, pos in enumerate(range(0, n, self.CHUNK)):
             (host, view, event), length = chunks[i % 2], min(self.CHUNK, n - pos)
-            check(cu, cu.cuEventSynchronize(event), "cuEventSynchronize(staging)")
+            check(cu.cuEventSynchronize(event), "cuEventSynchronize(staging)")
             view[:length] = src[pos:pos + length]
-            check(cu, cu.cuMemcpyHtoDAsync(dst + pos, host, length, self.stream),
+            check(cu.cuMemcpyHtoDAsync(dst + pos, host, length, self.stream),
                   f"cuMemcpyHtoDAsync({length} bytes)")
-            check(cu, cu.cuEventRecord(event, self.stream), "cuEventRecord")
+            check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
 
     def download(self, src: int, dst: memoryview) -> None:
         """Copies device bytes at ``src`` into ``dst`` after all work queued on the stream."""
@@ -259,15 +276,15 @@ class Staging:
         def issue(i):
             pos, length = pieces[i]
             host, _, event = chunks[i % 2]
-            check(cu, cu.cuMemcpyDtoHAsync(host, src + pos, length, self.stream),
+            check(cu.cuMemcpyDtoHAsync(host, src + pos, length, self.stream),
                   f"cuMemcpyDtoHAsync({length} bytes)")
-            check(cu, cu.cuEventRecord(event, self.stream), "cuEventRecord")
+            check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
 
         for i in range(min(2, len(pieces))):
             issue(i)
         for i, (pos, length) in enumerate(pieces):
             _, view, event = chunks[i % 2]
-            check(cu, cu.cuEventSynchronize(event),
+            check(cu.cuEventSynchronize(event),
                   "reading device memory (a kernel may have faulted)")
             dst[pos:pos + length] = view[:length]
             if i + 2 < len(pieces):
@@ -276,5 +293,5 @@ class Staging:
     def destroy(self) -> None:
         for event in self.events:
             self.cu.cuEventDestroy(event)
-        for ptr in self.host:
-            self.cu.cuMemFreeHost(ptr)
+        for host in self.host:
+            self.cu.cuMemFreeHost(host)

@@ -1,7 +1,7 @@
 """Command buffers in three modes (chosen per device, see README.md; ``graph`` is the default):
 
 - ``direct``: nothing is prepared; every submit walks the commands and packs each launch's
-  arguments afresh through cuda-python. The reference behaviour.
+  arguments afresh (new cffi arrays). The reference behaviour: no state kept between submits.
 - ``stream``: recording packs every launch's argument block once; a submit patches the binding
   addresses in place and issues the launches on the stream.
 - ``graph``: the stream-mode launches are captured once into a CUDA graph and instantiated; a
@@ -12,16 +12,13 @@
 Bindings are checked against each kernel's declared minimum lengths when recorded and against the
 actual buffers the first time a binding table is submitted; the last few tables are remembered
 (buffers never change address or size, so a table of the same buffer objects needs no new check);
-a bad module cannot make a kernel touch memory out of range. Launches go through ``hotpath`` (cffi).
+a bad module cannot make a kernel touch memory out of range.
 """
 
 from __future__ import annotations
 
-import ctypes
-from dataclasses import dataclass
-
-from pyree.hal.cuda.hotpath import SUCCESS, ffi, handle
-from pyree.hal.cuda.symbols import CudaError, check
+from pyree.hal.cuda import symbols
+from pyree.hal.cuda.symbols import check, ffi
 from pyree.runtime.hal.python_driver import Command, check_binding
 
 MODES = ("direct", "stream", "graph")
@@ -32,28 +29,39 @@ _GRAPH_CACHE = 16
 _KNOWN_TABLES = 32  # binding tables checked (and, in graph mode, captured) recently
 
 
-@dataclass
+def _pack(addresses: list, push_constants: tuple):
+    """A launch's arguments: one u64 per parameter (a u32 push constant is its low half) and the
+    ``void *[]`` of pointers to them that cuLaunchKernel reads."""
+    values = ffi.new("uint64_t[]", [*addresses, *push_constants] or [0])
+    return values, ffi.new("void *[]", [values + j for j in range(len(values))])
+
+
 class _Dispatch:
-    kernel: object                     # executable.Kernel
-    bindings: tuple                    # (slot, offset, length) per kernel parameter
-    push_constants: tuple
-    values: object                     # stream mode: one u64 per parameter (cffi uint64_t[])
-    pointers: object                   # stream mode: the void*[] cuLaunchKernel reads (cffi)
-    params: object                     # stream mode: ``pointers`` as a cffi void **
+    """A recorded launch. ``values``/``params``: its packed arguments (see _pack), whose binding
+    addresses stream and graph modes patch in place before each launch. (A plain class: the
+    dataclasses import cost a process ~10 ms of its start.)"""
+
+    __slots__ = ("kernel", "bindings", "push_constants", "values", "params")
+
+    def __init__(self, kernel, bindings: tuple, push_constants: tuple, values, params):
+        self.kernel = kernel                  # executable.Kernel
+        self.bindings = bindings              # (slot, offset, length) per kernel parameter
+        self.push_constants = push_constants
+        self.values, self.params = values, params
 
 
 class CommandBuffer:
     def __init__(self, device, commands: list[Command], table_size: int, mode: str):
-        self.device, self.cu, self.hot, self.mode = device, device.cu, device.hot, mode
+        self.device, self.cu, self.mode = device, device.cu, mode
         self.table_size = table_size
         self.ops: list = []
         self.kernel_names: list[str] = []
         self._checks: list[tuple[int, int, int, str]] = []
         for i, c in enumerate(commands):
             self._record(i, c)
-        self._graphs: dict[tuple, object] = {}      # binding table -> cuda-python CUgraphExec
-        self._known: dict[tuple, object] = {}       # validated binding table -> graph handle/None
-        self._last: tuple | None = None              # (binding table, graph handle) last issued
+        self._graphs: dict[tuple, object] = {}      # binding table -> CUgraphExec
+        self._known: dict[tuple, object] = {}       # validated binding table -> CUgraphExec/None
+        self._last: tuple | None = None              # (binding table, CUgraphExec) last issued
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, i: int, c: Command) -> None:
@@ -65,13 +73,9 @@ class CommandBuffer:
             return  # one in-order stream: every command already follows the previous ones
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
-            n = len(c.bindings) + len(c.push_constants)
-            values = ffi.new("uint64_t[]", max(n, 1))  # zeroed
-            values[len(c.bindings):n] = list(c.push_constants)
-            pointers = ffi.new("void *[]", [values + j for j in range(max(n, 1))])
+            values, params = _pack([0] * len(c.bindings), tuple(c.push_constants))
             self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
-                                      tuple(c.push_constants), values, pointers,
-                                      ffi.cast("void **", pointers)))
+                                      tuple(c.push_constants), values, params))
             self.kernel_names.append(k.name)
         elif c.kind == "copy":
             src, dst = c.bindings
@@ -98,82 +102,72 @@ class CommandBuffer:
                 graph = self._known[key]
             else:
                 self.validate(table)
-                graph = self._graph_for(key, table) if self.mode == "graph" else None
+                graph = (self._graphs.get(key) or self._capture(key, table)) \
+                    if self.mode == "graph" else None
                 if len(self._known) >= _KNOWN_TABLES:
                     self._known.pop(next(iter(self._known)))
                 self._known[key] = graph
             self._last = (key, graph)
         if graph is None:
             return self._issue_stream(self.device.stream, table, packed=self.mode == "stream")
-        err = self.hot.cuGraphLaunch(graph, self.device.stream_handle)
-        if err != SUCCESS:
-            self.hot.fail(err, f"graph launch of kernels {', '.join(self.kernel_names)}")
-
-    def _graph_for(self, key, table):
-        """The executable graph for this binding table (cffi handle), captured if new."""
-        exec_ = self._graphs.get(key)
-        if exec_ is None:
-            exec_ = self._capture(key, table)
-        return handle(exec_)
+        err = self.cu.cuGraphLaunch(graph, self.device.stream)
+        if err:
+            check(err, f"graph launch of kernels {', '.join(self.kernel_names)}")
 
     def _issue_stream(self, stream, table, packed: bool) -> None:
-        cu, hot = self.cu, self.hot
-        raw_stream = self.device.stream_handle if stream is self.device.stream else handle(stream)
+        cu = self.cu
         for op in self.ops:
             if isinstance(op, _Dispatch):
                 k = op.kernel
                 addresses = [table[s].ptr + off for s, off, _ in op.bindings]
-                if packed:  # raw C launch; the stream may be the capture stream
-                    op.values[0:len(addresses)] = addresses  # cffi slices name both ends
-                    err = hot.cuLaunchKernel(k.handle, *k.grid, *k.block, k.shared,
-                                             raw_stream, op.params, ffi.NULL)
-                    if err != SUCCESS:
-                        hot.fail(err, f"launch of kernel '{k.name}' (grid {k.grid}, block "
-                                      f"{k.block}, {k.shared} bytes shared)")
-                    continue
-                args = (tuple(addresses) + op.push_constants,
-                        (ctypes.c_void_p,) * len(addresses)
-                        + (ctypes.c_uint32,) * len(op.push_constants))
-                err = cu.cuLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream, args, 0)[0]
-                if err != cu.CUresult.CUDA_SUCCESS:
-                    check(cu, (err,), f"launch of kernel '{k.name}' (grid {k.grid}, block "
-                                      f"{k.block}, {k.shared} bytes shared)")
+                if packed:  # the stream may be the capture stream
+                    values, params = op.values, op.params
+                    values[0:len(addresses)] = addresses  # cffi slices name both ends
+                else:  # ``values`` holds what ``params`` points to until the launch copies it
+                    values, params = _pack(addresses, op.push_constants)
+                err = cu.cuLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream, params,
+                                        ffi.NULL)
+                if err:
+                    check(err, f"launch of kernel '{k.name}' (grid {k.grid}, block {k.block}, "
+                               f"{k.shared} bytes shared)")
             elif op[0] == "copy":
                 _, (ss, so), (ds, do), n = op
-                check(cu, cu.cuMemcpyDtoDAsync(table[ds].ptr + do, table[ss].ptr + so, n, stream),
+                check(cu.cuMemcpyDtoDAsync(table[ds].ptr + do, table[ss].ptr + so, n, stream),
                       f"copy of {n} bytes")
             else:
                 _, (ts, to), n, pattern, width = op
                 self.device.fill(stream, table[ts].ptr + to, n, pattern, width)
 
     def _capture(self, key, table):
+        """Captures the commands with ``table``'s buffers into an executable graph: a new one, or,
+        once the cache is full, the oldest one updated in place (cuGraphExecUpdate)."""
         cu, capture = self.cu, self.device.capture_stream
         # Relaxed: Python may collect a dropped result in the middle of the capture, and its
         # cuMemFreeAsync / cuMemFreeHost (memory this graph never uses) invalidated a
         # thread-local capture (seen on the H100: 1 call in a few thousand).
-        check(cu, cu.cuStreamBeginCapture(
-            capture, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
-            "cuStreamBeginCapture")
+        check(cu.cuStreamBeginCapture(capture, symbols.CU_STREAM_CAPTURE_MODE_RELAXED),
+              "cuStreamBeginCapture")
+        out = ffi.new("CUgraph *")
         try:
             self._issue_stream(capture, table, packed=True)
         finally:
-            graph = check(cu, cu.cuStreamEndCapture(capture), "cuStreamEndCapture")
+            check(cu.cuStreamEndCapture(capture, out), "cuStreamEndCapture")
+        graph, exec_ = out[0], ffi.new("CUgraphExec *")
         try:
             if len(self._graphs) >= _GRAPH_CACHE:
                 old_key = next(iter(self._graphs))
-                exec_ = self._graphs.pop(old_key)
+                exec_[0] = self._graphs.pop(old_key)
                 self._known.pop(old_key, None)  # its graph is about to run other buffers
-                try:
-                    check(cu, cu.cuGraphExecUpdate(exec_, graph)[:1], "cuGraphExecUpdate")
-                except CudaError:
-                    cu.cuGraphExecDestroy(exec_)
-                    exec_ = check(cu, cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                info = ffi.new("CUgraphExecUpdateResultInfo *")
+                if cu.cuGraphExecUpdate(exec_[0], graph, info) != symbols.CUDA_SUCCESS:
+                    cu.cuGraphExecDestroy(exec_[0])
+                    check(cu.cuGraphInstantiateWithFlags(exec_, graph, 0), "cuGraphInstantiateWithFlags")
             else:
-                exec_ = check(cu, cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                check(cu.cuGraphInstantiateWithFlags(exec_, graph, 0), "cuGraphInstantiateWithFlags")
         finally:
             cu.cuGraphDestroy(graph)
-        self._graphs[key] = exec_
-        return exec_
+        self._graphs[key] = exec_[0]
+        return exec_[0]
 
     def destroy(self) -> None:
         self._last = None

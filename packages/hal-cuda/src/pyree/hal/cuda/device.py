@@ -8,12 +8,12 @@ import os
 import threading
 from urllib.parse import parse_qs
 
+from pyree.hal.cuda import symbols
 from pyree.hal.cuda.allocator import Allocator, DeviceBuffer, MappedAllocator, MappedBuffer, Staging
 from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
 from pyree.hal.cuda.executable import ExecutableCache
-from pyree.hal.cuda.hotpath import HotPath, ffi, handle
 from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
-from pyree.hal.cuda.symbols import CudaError, check
+from pyree.hal.cuda.symbols import CudaError, check, create_event, ffi
 from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
 
 MODE_VARIABLE = "PYREE_CUDA_COMMAND_BUFFER_MODE"
@@ -64,35 +64,39 @@ class ExternalBuffer(DeviceBuffer):
 class CudaDevice(PythonDevice):
     executable_format = "cuda"
 
-    def __init__(self, cu, dev, ordinal: int, name: str, mode: str):
+    def __init__(self, cu, dev: int, ordinal: int, name: str, mode: str):
         super().__init__()
         self.cu, self.dev, self.ordinal, self.name, self.mode = cu, dev, ordinal, name, mode
-        self.context = check(cu, cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        context = ffi.new("CUcontext *")
+        check(cu.cuDevicePrimaryCtxRetain(context, dev), "cuDevicePrimaryCtxRetain")
+        self.context = context[0]
         self._local = threading.local()
         self._make_current()
-        attr = cu.CUdevice_attribute
-        major = check(cu, cu.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "compute capability")
-        minor = check(cu, cu.cuDeviceGetAttribute(
-            attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "compute capability")
-        self.capability = (major, minor)
-        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
-        self.stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
-        self.stream_handle = handle(self.stream)
-        self.capture_stream = check(cu, cu.cuStreamCreate(flags), "cuStreamCreate")
-        self.hot = HotPath(cu)
+        value = ffi.new("int *")
+        capability = []
+        for attribute in (symbols.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                          symbols.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR):
+            check(cu.cuDeviceGetAttribute(value, attribute, dev), "compute capability")
+            capability.append(value[0])
+        self.capability = tuple(capability)
+        self.stream, self.capture_stream = self._create_stream(), self._create_stream()
         self.allocator = Allocator(cu, ordinal, self.stream, name)
-        self.mapped = MappedAllocator(cu, self.hot, self.stream)
-        self.staging = Staging(cu, self.hot, self.stream)
+        self.mapped = MappedAllocator(cu, self.stream)
+        self.staging = Staging(cu, self.stream)
         self.executables = ExecutableCache(cu, self.capability, name)
-        self.semaphore_slots = SemaphoreSlots(cu, self.hot)
+        self.semaphore_slots = SemaphoreSlots(cu)
         self._fill64 = None
         self._last_kernels: list[str] = []
+
+    def _create_stream(self):
+        out = ffi.new("CUstream *")
+        check(self.cu.cuStreamCreate(out, symbols.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        return out[0]
 
     def _make_current(self) -> None:
         if getattr(self._local, "current", False):
             return
-        check(self.cu, self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        check(self.cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self._local.current = True
 
     def describe_fault(self, error: CudaError) -> HalError:
@@ -113,7 +117,7 @@ class CudaDevice(PythonDevice):
 
     def dlpack_device(self) -> tuple[int, int, int]:
         """kDLCUDA (2), this ordinal, and the stream all of this device's work runs on."""
-        return 2, self.ordinal, int(self.stream)
+        return 2, self.ordinal, symbols.address(self.stream)
 
     def buffer_address(self, buffer: DeviceBuffer) -> int:
         return buffer.ptr
@@ -122,11 +126,11 @@ class CudaDevice(PythonDevice):
         """A CUDA pointer of another library (torch, CuPy) in this device's memory. Every
         library here shares the device's primary context, so the pointer is valid as it is."""
         self._make_current()
-        cu = self.cu
-        err, ordinal = cu.cuPointerGetAttribute(
-            cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address)
-        if err != cu.CUresult.CUDA_SUCCESS or ordinal != self.ordinal:
-            where = f"device {ordinal}" if err == cu.CUresult.CUDA_SUCCESS else "no CUDA device"
+        ordinal = ffi.new("int *")
+        err = self.cu.cuPointerGetAttribute(ordinal, symbols.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                            address)
+        if err != symbols.CUDA_SUCCESS or ordinal[0] != self.ordinal:
+            where = f"device {ordinal[0]}" if err == symbols.CUDA_SUCCESS else "no CUDA device"
             raise HalError("INVALID_ARGUMENT", f"memory at {address:#x} is on {where}, not on "
                                                f"{self.name} (device {self.ordinal})")
         return ExternalBuffer(address, size)
@@ -137,11 +141,11 @@ class CudaDevice(PythonDevice):
         streams, as in DLPack's numbering)."""
         self._make_current()
         cu = self.cu
-        event = check(cu, cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                      "cuEventCreate")
+        event = create_event(cu)
         try:
-            check(cu, cu.cuEventRecord(event, stream), f"cuEventRecord(stream {stream:#x})")
-            check(cu, cu.cuStreamWaitEvent(self.stream, event, 0), "cuStreamWaitEvent")
+            check(cu.cuEventRecord(event, ffi.cast("CUstream", stream)),
+                  f"cuEventRecord(stream {stream:#x})")
+            check(cu.cuStreamWaitEvent(self.stream, event, 0), "cuStreamWaitEvent")
         finally:
             cu.cuEventDestroy(event)
 
@@ -179,22 +183,22 @@ class CudaDevice(PythonDevice):
         if width == 8 and pattern & 0xFFFFFFFF == pattern >> 32:
             width, pattern = 4, pattern & 0xFFFFFFFF
         if width == 1:
-            check(cu, cu.cuMemsetD8Async(ptr, pattern, length, stream), "cuMemsetD8Async")
+            check(cu.cuMemsetD8Async(ptr, pattern, length, stream), "cuMemsetD8Async")
         elif width == 2:
-            check(cu, cu.cuMemsetD16Async(ptr, pattern, length // 2, stream), "cuMemsetD16Async")
+            check(cu.cuMemsetD16Async(ptr, pattern, length // 2, stream), "cuMemsetD16Async")
         elif width == 4:
-            check(cu, cu.cuMemsetD32Async(ptr, pattern, length // 4, stream), "cuMemsetD32Async")
+            check(cu.cuMemsetD32Async(ptr, pattern, length // 4, stream), "cuMemsetD32Async")
         else:
             if self._fill64 is None:
-                module = check(cu, cu.cuModuleLoadData(_FILL64_PTX), "loading the fill kernel")
-                self._fill64 = check(cu, cu.cuModuleGetFunction(module, b"pyree_fill64"),
-                                     "pyree_fill64")
+                module, function = ffi.new("CUmodule *"), ffi.new("CUfunction *")
+                check(cu.cuModuleLoadData(module, _FILL64_PTX), "loading the fill kernel")
+                check(cu.cuModuleGetFunction(function, module[0], b"pyree_fill64"), "pyree_fill64")
+                self._fill64 = function[0]
             count = length // 8
-            values = ffi.new("uint64_t[]", [int(ptr), pattern, count])
-            pointers = ffi.new("void *[]", [values + i for i in range(3)])
-            check(cu, cu.cuLaunchKernel(self._fill64, -(-count // 256), 1, 1, 256, 1, 1, 0,
-                                        stream, int(ffi.cast("uintptr_t", pointers)), 0),
-                  "launch of pyree_fill64")
+            values = ffi.new("uint64_t[]", [ptr, pattern, count])
+            params = ffi.new("void *[]", [values + i for i in range(3)])
+            check(cu.cuLaunchKernel(self._fill64, -(-count // 256), 1, 1, 256, 1, 1, 0, stream,
+                                    params, ffi.NULL), "launch of pyree_fill64")
 
     # -- executables and command buffers -----------------------------------------------------
     def load_executable(self, params):
@@ -215,8 +219,7 @@ class CudaDevice(PythonDevice):
 
     def create_semaphore(self, initial_value: int) -> CudaSemaphore:
         self._make_current()
-        return CudaSemaphore(self.cu, self.hot, self.semaphore_slots, self.stream_handle,
-                             initial_value, self.describe_fault)
+        return CudaSemaphore(self.semaphore_slots, self.stream, initial_value, self.describe_fault)
 
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                      signals: list) -> None:
@@ -226,11 +229,11 @@ class CudaDevice(PythonDevice):
             command_buffer.issue(binding_table)
             self._last_kernels = command_buffer.kernel_names
 
-        submit_in_stream_order(self, self.stream_handle, issue, waits, signals, CudaSemaphore)
+        submit_in_stream_order(self, self.stream, issue, waits, signals, CudaSemaphore)
 
     def synchronize(self) -> None:
         try:
-            check(self.cu, self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+            check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
         except CudaError as e:
             raise self.describe_fault(e) from None
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
-from pyree.hal.cuda.hotpath import handle
-from pyree.hal.cuda.symbols import check
+from pyree.hal.cuda import symbols
+from pyree.hal.cuda.symbols import check, ffi
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
 _DEFAULT_SHARED_LIMIT = 48 * 1024
@@ -26,11 +26,10 @@ def cubin_fits(cubin_arch: str, major: int, minor: int) -> bool:
 
 
 class Kernel:
-    __slots__ = ("function", "handle", "name", "grid", "block", "shared", "min_lengths")
+    __slots__ = ("function", "name", "grid", "block", "shared", "min_lengths")
 
     def __init__(self, function, export):
-        self.function = function
-        self.handle = handle(function)  # for cuLaunchKernel through hotpath
+        self.function = function  # CUfunction
         self.name = export.name
         self.grid, self.block = export.grid_size, export.block_size
         self.shared = export.shared_memory_bytes
@@ -64,19 +63,19 @@ class ExecutableCache:
             image, source = params.alt_code, f"cubin {params.alt_target}"
         else:
             image, source = params.code + b"\0", f"PTX for {params.target}, JIT-compiled"
-        module = check(cu, cu.cuModuleLoadData(image),
-                       f"loading the CUDA executable ({source}) on {self.device_name} "
-                       f"(sm_{major}{minor})")
-        kernels = []
+        out = ffi.new("CUmodule *")
+        check(cu.cuModuleLoadData(out, image), f"loading the CUDA executable ({source}) on "
+                                               f"{self.device_name} (sm_{major}{minor})")
+        module, function, kernels = out[0], ffi.new("CUfunction *"), []
         for export in params.exports:
-            fn = check(cu, cu.cuModuleGetFunction(module, export.name.encode()),
-                       f"kernel '{export.name}' in the CUDA executable")
+            check(cu.cuModuleGetFunction(function, module, export.name.encode()),
+                  f"kernel '{export.name}' in the CUDA executable")
             if export.shared_memory_bytes > _DEFAULT_SHARED_LIMIT:
-                check(cu, cu.cuFuncSetAttribute(
-                    fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                check(cu.cuFuncSetAttribute(
+                    function[0], symbols.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     export.shared_memory_bytes),
                     f"kernel '{export.name}': {export.shared_memory_bytes} bytes of shared memory")
-            kernels.append(Kernel(fn, export))
+            kernels.append(Kernel(function[0], export))
         executable = Executable(cu, module, kernels, key, source)
         self._loaded[key] = executable
         return executable
@@ -85,4 +84,4 @@ class ExecutableCache:
         executable.references -= 1
         if executable.references == 0:
             del self._loaded[executable.key]
-            check(self.cu, self.cu.cuModuleUnload(executable.module), "cuModuleUnload")
+            check(self.cu.cuModuleUnload(executable.module), "cuModuleUnload")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pyree.hal.cuda import symbols
+from pyree.hal.cuda.symbols import check, ffi
 from pyree.runtime.hal.python_driver import DeviceInfo, HalError, PythonDriver
 
 
@@ -14,18 +15,12 @@ class CudaDriver(PythonDriver):
         self._error: HalError | None = None
 
     def _init(self):
-        """Imports cuda-python, loads libcuda, runs cuInit and resolves the symbol table, once."""
+        """Loads libcuda, resolves the symbol table, runs cuInit and counts the devices, once."""
         if self._cu is None and self._error is None:
             try:
-                cu = symbols.import_driver_module()
-                try:
-                    result = cu.cuInit(0)
-                except Exception as e:  # cuda-python raises when libcuda.so.1 cannot be loaded
-                    raise HalError("UNAVAILABLE", f"libcuda.so.1 could not be loaded (no NVIDIA "
-                                                  f"driver on this host): {e}") from None
-                symbols.check(cu, result, "cuInit")
-                symbols.resolve(cu)
-                if symbols.check(cu, cu.cuDeviceGetCount(), "cuDeviceGetCount") == 0:
+                cu = symbols.load()
+                check(cu.cuInit(0), "cuInit")
+                if self._count(cu) == 0:
                     raise HalError("UNAVAILABLE", "the NVIDIA driver reports no CUDA devices")
                 self._cu = cu
             except HalError as e:
@@ -34,18 +29,26 @@ class CudaDriver(PythonDriver):
             raise self._error
         return self._cu
 
+    @staticmethod
+    def _count(cu) -> int:
+        count = ffi.new("int *")
+        check(cu.cuDeviceGetCount(count), "cuDeviceGetCount")
+        return count[0]
+
     def query_available(self) -> None:
         self._init()
 
-    def _devices(self):
+    def _devices(self) -> list[tuple[int, int, str, str]]:
+        """(ordinal, CUdevice, name, GPU-uuid) per device."""
         cu = self._init()
+        dev, name, uuid = ffi.new("CUdevice *"), ffi.new("char[256]"), ffi.new("CUuuid *")
         out = []
-        for ordinal in range(symbols.check(cu, cu.cuDeviceGetCount(), "cuDeviceGetCount")):
-            dev = symbols.check(cu, cu.cuDeviceGet(ordinal), f"cuDeviceGet({ordinal})")
-            name = symbols.check(cu, cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
-            name = name.split(b"\0", 1)[0].decode(errors="replace")
-            uuid = bytes(symbols.check(cu, cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes)
-            out.append((ordinal, dev, name, format_uuid(uuid)))
+        for ordinal in range(self._count(cu)):
+            check(cu.cuDeviceGet(dev, ordinal), f"cuDeviceGet({ordinal})")
+            check(cu.cuDeviceGetName(name, 256, dev[0]), "cuDeviceGetName")
+            check(cu.cuDeviceGetUuid(uuid, dev[0]), "cuDeviceGetUuid")
+            out.append((ordinal, dev[0], ffi.string(name).decode(errors="replace"),
+                        format_uuid(bytes(ffi.buffer(uuid.bytes)))))
         return out
 
     def enumerate_devices(self) -> list[DeviceInfo]:
