@@ -102,6 +102,18 @@ def test_a_missing_pyree_hip_library_is_named(tmp_path):
     assert str(absent) in proc.stdout and "$PYREE_HIP_LIBRARY" in proc.stdout, proc.stdout
 
 
+def test_a_library_without_hips_entry_points_is_named():
+    """libc stands in for a HIP runtime that lacks the table's entry points."""
+    code = ("import pyree.runtime as rt\n"
+            "[d] = [d for d in rt.list_drivers() if d.name == 'rocm']\n"
+            "print(d.available, d.reason)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, symbols.LIBRARY_VARIABLE: "libc.so.6"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("False") and "UNAVAILABLE" in proc.stdout, proc.stdout
+    assert "lacks entry points the HAL needs: hipGetErrorName" in proc.stdout, proc.stdout
+
+
 def test_running_a_module_on_rocm_without_a_gpu_is_one_clear_paragraph(debian_hip, tmp_path):
     _no_gpu(debian_hip)
     from pyree.compiler import CompileError

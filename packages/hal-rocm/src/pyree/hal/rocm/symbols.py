@@ -56,7 +56,7 @@ def load():
         for symbol in SYMBOLS:
             try:
                 getattr(lib, symbol)
-            except AttributeError:
+            except ffi.error:  # out-of-line ABI mode's "symbol not found"
                 missing.append(symbol)
         if missing:
             raise HalError("UNAVAILABLE", f"the HIP runtime {name} lacks entry points the HAL "
