@@ -82,7 +82,7 @@ def torch_kernels(model, x) -> int:
 def pyree_dispatches(path: Path, function: str) -> int:
     """Dispatch commands in the module's function (one kernel launch each)."""
     import pyree.runtime as rt
-    from pyree.runtime._fb.CommandKind import CommandKind
+    from pyree.runtime._fb import CommandKind
     module = rt.read_module(path.read_bytes())
     [f] = [f for f in module.tree.functions if f.name == function]
     return sum(1 for c in f.commands if c.kind == CommandKind.dispatch)

@@ -16,17 +16,20 @@ def test_vendored_schema_code_is_fresh():
     assert result.returncode == 0, result.stderr
 
 
-RUNTIME_FB = ROOT / "packages/base-runtime/src/pyree/runtime/_fb"
+RUNTIME_FB = ROOT / "packages/base-runtime/src/pyree/runtime/_fb.py"
 
 
 def test_the_runtimes_readers_need_only_fb_runtime():
     """The runtime's copy reads through pyree.runtime.module.fb_runtime: no flatbuffers package,
-    so no numpy (flatbuffers imports it at its own import) and no typing."""
+    so no numpy (flatbuffers imports it at its own import) and no typing; one module, which
+    imports no other of its package."""
     import re
 
     from pyree.runtime.module import fb_runtime
 
-    text = "".join(p.read_text() for p in sorted(RUNTIME_FB.glob("*.py")))
+    assert not RUNTIME_FB.with_suffix("").exists()  # the folder of modules it replaced
+    text = RUNTIME_FB.read_text()
+    assert "pyree.runtime._fb" not in text
     names = set(re.findall(r"\bflatbuffers\.(\w+)", text))
     assert {"Table", "Get", "UOffsetTFlags"} <= names
     assert [n for n in sorted(names) if not hasattr(fb_runtime, n)] == []
@@ -51,8 +54,8 @@ def test_the_runtimes_readers_read_what_the_flatbuffers_package_reads():
     from pyree.compiler import compile_str
     from pyree.compiler._fb.Module import Module as PackageModule
     from pyree.compiler._fb.Module import ModuleT as PackageModuleT
-    from pyree.runtime._fb.Module import Module as RuntimeModule
-    from pyree.runtime._fb.Module import ModuleT as RuntimeModuleT
+    from pyree.runtime._fb import Module as RuntimeModule
+    from pyree.runtime._fb import ModuleT as RuntimeModuleT
     from pyree.runtime.module.reader import read_trailer
 
     data = compile_str((ROOT / "tests/data/mlp.mlir").read_text())

@@ -38,8 +38,86 @@ def test_success_passes_the_body_exit_code_and_arguments():
 
 def test_flag_parser_accepts_both_spellings_and_refuses_abbreviations():
     parser = FlagParser("tool", "test")
-    parser.add_argument("--device")
+    parser.add_flag("--device")
     assert parser.parse_args(["--device=cuda://0"]).device == "cuda://0"
     assert parser.parse_args(["--device", "vulkan"]).device == "vulkan"
+    assert parser.parse_args(["--device=a", "--device=b"]).device == "b"  # the last one wins
+    assert parser.parse_args([]).device is None
     with pytest.raises(UsageError, match=r"unrecognized arguments: --dev=cuda \(see tool --help\)"):
         parser.parse_args(["--dev=cuda"])
+    with pytest.raises(UsageError, match=r"argument --device: expected one argument"):
+        parser.parse_args(["--device", "--other"])
+
+
+def _parser() -> FlagParser:
+    parser = FlagParser("tool", "test")
+    parser.add_flag("--on", switch=True, help="a switch")
+    parser.add_flag("--list", const="", metavar="WHAT")
+    parser.add_flag("--value", "--old_value", dest="value", parse=int, default=3)
+    parser.add_flag("--item", repeated=True)
+    parser.add_flag("--format", choices=("a", "b"), default="a")
+    return parser
+
+
+def test_switches_take_iree_booleans():
+    parse = _parser().parse_args
+    assert parse([]).on is False and parse(["--on"]).on is True
+    assert [parse([f"--on={text}"]).on for text in ("true", "1", "False", "0")] == [
+        True, True, False, False]
+    with pytest.raises(UsageError, match=r"argument --on: expected true or false, got 'yes'"):
+        parse(["--on=yes"])
+
+
+def test_optional_values_repeats_aliases_and_negative_numbers():
+    parse = _parser().parse_args
+    assert parse([]).list is None and parse(["--list"]).list == ""
+    assert parse(["--list", "--on"]).list == "" and parse(["--list", "cuda"]).list == "cuda"
+    assert parse(["--old_value", "-7"]).value == -7 and parse([]).value == 3
+    args = parse(["--item=-", "--item", "-", "--item=", "--item=x=1"])
+    assert args.item == ["-", "-", "", "x=1"]
+    assert parse([]).item == [] and parse([]).item is not parse([]).item
+
+
+def test_bad_values_name_the_flag():
+    parse = _parser().parse_args
+    with pytest.raises(UsageError, match=r"argument --value/--old_value: invalid int value: 'x'"):
+        parse(["--value=x"])
+    with pytest.raises(UsageError, match=r"argument --format: invalid choice: 'c' \(choose from "
+                                         r"'a', 'b'\)"):
+        parse(["--format=c"])
+    with pytest.raises(UsageError, match=r"unrecognized arguments: --valu=1 stray"):
+        parse(["--valu=1", "stray"])
+
+
+def test_positional_arguments_are_required():
+    parser = FlagParser("tool", "test")
+    parser.add_flag("module")
+    assert parser.parse_args(["m.vmfb"]).module == "m.vmfb"
+    with pytest.raises(UsageError, match=r"the following arguments are required: module"):
+        parser.parse_args([])
+
+
+def test_flagfiles_expand_in_place_and_nest(tmp_path):
+    inner = tmp_path / "inner.txt"
+    inner.write_text("--item=2\n")
+    outer = tmp_path / "outer.txt"
+    outer.write_text(f"# a comment\n\n--item=1\n--flagfile={inner}\n--item=3\n")
+    args = _parser().parse_args(["--item=0", "--flagfile", str(outer), "--item=4"])
+    assert args.item == ["0", "1", "2", "3", "4"]
+    with pytest.raises(UsageError, match=r"--flagfile=.*absent.txt: cannot read it"):
+        _parser().parse_args([f"--flagfile={tmp_path / 'absent.txt'}"])
+    loop = tmp_path / "loop.txt"
+    loop.write_text(f"--flagfile={loop}\n")
+    with pytest.raises(UsageError, match=r"nest more than 8 deep"):
+        _parser().parse_args([f"--flagfile={loop}"])
+
+
+def test_help_lists_every_spelling(capsys):
+    with pytest.raises(SystemExit) as exit:
+        _parser().parse_args(["--on", "--help"])
+    assert exit.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: tool [--flag=VALUE ...]\n\ntest\n")
+    for spelling in ("--on\n      a switch", "--list[=WHAT]", "--value=VALUE, --old_value=VALUE",
+                     "--format=a|b", "--flagfile=PATH", "--help"):
+        assert spelling in out

@@ -3,13 +3,15 @@
 import os
 from pathlib import Path
 
-from pyree.runtime._fb.BindingLayout import BindingLayoutT
-from pyree.runtime._fb.CudaExecutable import CudaExecutableT
-from pyree.runtime._fb.DataRef import DataRefT
-from pyree.runtime._fb.Executable import ExecutableT
-from pyree.runtime._fb.GpuExport import GpuExportT
-from pyree.runtime._fb.RocmExecutable import RocmExecutableT
-from pyree.runtime._fb.SpirvExecutable import SpirvExecutableT
+from pyree.runtime._fb import (
+    BindingLayoutT,
+    CudaExecutableT,
+    DataRefT,
+    ExecutableT,
+    GpuExportT,
+    RocmExecutableT,
+    SpirvExecutableT,
+)
 from pyree.runtime.tools.dump_module import format_executable
 from tool_process import assert_clean_error, run_tool
 

@@ -34,36 +34,30 @@ from pyree.runtime.vm import (
                                   format_array,
                                   load_module,
 )
-from pyree.runtime.vm.system_api import (
-                                  TARGET_BACKEND_TO_DRIVER,
-                                  Config,
-                                  SystemContext,
-                                  VmFunction,
-                                  VmInstance,
-                                  VmModule,
-                                  load_vm_flatbuffer,
-                                  load_vm_flatbuffer_file,
-                                  load_vm_module,
-                                  load_vm_modules,
-)
 
+# IREE's system API (vm/system_api.py) and external weights (parameters/) are imported on first
+# use: most processes (the tools among them) use neither (~1 ms of every start, issue 13).
+_LAZY = {
+    **dict.fromkeys(("Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction",
+                     "VmInstance", "VmModule", "load_vm_flatbuffer", "load_vm_flatbuffer_file",
+                     "load_vm_module", "load_vm_modules"), "vm.system_api"),
+    "ParameterError": "parameters", "ParameterIndex": "parameters",
+}
 __all__ = [
     "CheckError", "CheckFailure", "DeviceArray", "DeviceInfo", "DriverError", "DriverInfo",
     "Function", "InvocationError", "LoadedModule", "Module", "ModuleError", "PyreeError",
     "TensorType", "asdevicearray", "format_array", "get_device", "list_devices", "list_drivers",
-    "load_module", "read_module",
-    # IREE's system API (vm/system_api.py)
-    "Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance", "VmModule",
-    "load_vm_flatbuffer", "load_vm_flatbuffer_file", "load_vm_module", "load_vm_modules",
-    # external weights (parameters/), imported on first use: most processes load none
-    "ParameterError", "ParameterIndex",
+    "load_module", "read_module", *_LAZY,
 ]
 
 
 def __getattr__(name: str):
-    if name in ("ParameterError", "ParameterIndex"):
-        from pyree.runtime import parameters
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(parameters, name)
+        return getattr(import_module(f"pyree.runtime.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'pyree.runtime' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -18,7 +18,7 @@ from pyree.runtime.records import Record
 
 TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
 if TYPE_CHECKING:
-    from pyree.runtime._fb.Module import ModuleT
+    from pyree.runtime._fb import ModuleT
 
 TRAILER_MAGIC = b"PYRETRL1"
 TRAILER_SIZE = 48
@@ -86,9 +86,9 @@ def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
     """Reads and verifies a module file's bytes; raises ModuleError naming the first problem.
     A mapped file is used in place (``load_module`` maps files); other bytes are copied once,
     so that what was verified cannot change."""
-    # The generated readers (~25 ms of imports) load with the first module, not with the runtime.
-    from pyree.runtime._fb.Module import Module as _FbModule
-    from pyree.runtime._fb.Module import ModuleT
+    # The generated readers load with the first module, not with the runtime.
+    from pyree.runtime._fb import Module as _FbModule
+    from pyree.runtime._fb import ModuleT
 
     data = memoryview(data) if isinstance(data, mmap.mmap) else bytes(data)
     data_offset, digest = read_trailer(data)

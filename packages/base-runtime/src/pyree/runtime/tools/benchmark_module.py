@@ -167,30 +167,30 @@ def _parser() -> FlagParser:
     add_device_flags(parser)
     add_invocation_flags(parser)
     add_parameter_flags(parser)
-    parser.add_argument(
+    parser.add_flag(
         "--benchmark_repetitions",
-        type=int,
+        parse=int,
         default=1,
         metavar="N",
         help="repeat the measurement N times and add mean/median/stddev rows",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--benchmark_min_time",
         default="0.5",
         metavar="TIME",
         help="each repetition runs at least TIME seconds (0.5, 0.5s), or exactly "
         "N calls (Nx) (default: 0.5)",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--benchmark_format",
         choices=FORMATS,
         default="console",
         help="the report printed on stdout: console (default) or json (Google Benchmark's)",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--benchmark_out", metavar="FILE", help="also write the report to FILE"
     )
-    parser.add_argument(
+    parser.add_flag(
         "--benchmark_out_format",
         choices=FORMATS,
         default="json",

@@ -37,7 +37,7 @@ def run_test(function: rt.Function) -> list[str]:
 def _run(argv: Sequence[str]) -> int:
     parser = FlagParser("pyree-check-module", "Runs the check tests of a pyree module (.vmfb).")
     add_device_flags(parser)
-    parser.add_argument("--module", help="the .vmfb module file to load")
+    parser.add_flag("--module", metavar="FILE", help="the .vmfb module file to load")
     args = parser.parse_args(argv)
     if print_listings(args):
         return 0

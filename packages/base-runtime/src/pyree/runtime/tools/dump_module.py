@@ -13,10 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import pyree.runtime as rt
-from pyree.runtime._fb.BindingAccess import BindingAccess
-from pyree.runtime._fb.CommandKind import CommandKind
-from pyree.runtime._fb.ElementType import ElementType
-from pyree.runtime._fb.ExecutableFormat import ExecutableFormat
+from pyree.runtime._fb import BindingAccess, CommandKind, ElementType, ExecutableFormat
 from pyree.runtime.tools.cli import FlagParser, tool_main
 
 
@@ -155,7 +152,7 @@ def format_module(module, file_size: int) -> str:
 
 def _run(argv: Sequence[str]) -> int:
     parser = FlagParser("pyree-dump-module", "Describes the contents of a pyree module (.vmfb).")
-    parser.add_argument("module", help="the .vmfb module file")
+    parser.add_flag("module", help="the .vmfb module file")
     args = parser.parse_args(argv)
     with open(args.module, "rb") as f:
         data = f.read()

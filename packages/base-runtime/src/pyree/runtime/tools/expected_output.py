@@ -22,14 +22,14 @@ _THRESHOLDS = {"f16": 0.001, "bf16": 0.001, "f32": 0.0001, "f64": 0.0001}
 
 
 def add_expected_output_flags(parser: FlagParser) -> None:
-    parser.add_argument(
-        "--expected_output", action="append", default=[], metavar="VALUE",
+    parser.add_flag(
+        "--expected_output", repeated=True, metavar="VALUE",
         help="compare result N with this value (--input format, or (ignore)); print "
         "[SUCCESS] or [FAILED] and exit 1 on a mismatch")
     for name in ("f16", "f32", "f64"):
         default = _THRESHOLDS[name]
-        parser.add_argument(
-            f"--expected_{name}_threshold", type=_threshold, default=default, metavar="T",
+        parser.add_flag(
+            f"--expected_{name}_threshold", parse=_threshold, default=default, metavar="T",
             help=f"largest absolute difference for {name} results to match (default {default})")
 
 

@@ -14,26 +14,26 @@ from pyree.runtime.vm.host_array import HostArray
 
 def add_invocation_flags(parser: FlagParser) -> None:
     """--module, --function, --input (each also under its pre-2023 IREE spelling)."""
-    parser.add_argument("--module", "--module_file", help="the .vmfb module file to load")
-    parser.add_argument(
+    parser.add_flag("--module", "--module_file", metavar="FILE",
+                    help="the .vmfb module file to load")
+    parser.add_flag(
         "--function",
         "--entry_function",
+        metavar="NAME",
         help="the exported function to call (default: the module's only function)",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--input",
         "--function_input",
-        action="append",
-        default=[],
+        repeated=True,
         metavar="VALUE",
         help="one argument, in order: 4xf32=1 2 3 4, 2x2xi32=[1 2][3 4], f32=2, "
         "1x8xf32=0 (splat), @file.npy",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--print_statistics",
-        nargs="?",
         const="true",
-        type=_no_statistics,
+        parse=_no_statistics,
         metavar="BOOL",
         help="refused when true: pyree's runtime keeps no allocator statistics",
     )

@@ -14,7 +14,6 @@ import it.
 from __future__ import annotations
 
 import math
-import re
 
 from pyree.runtime.element_types import (
     BY_NAME,
@@ -32,7 +31,7 @@ from pyree.runtime.vm.formatting import format_array, format_element  # noqa: F4
 from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.tensor_type import TensorType
 
-_SEPARATORS = re.compile(r"[\s,\[\]]+")
+_SEPARATORS = str.maketrans(",[]", "   ")  # then split on whitespace (no ``re`` to import)
 _I1_VALUES = {"0": False, "1": True, "false": False, "true": True}
 
 
@@ -49,7 +48,7 @@ def parse_value(text: str) -> HostArray:
     count = math.prod(shape)
     if data.strip().startswith("@"):
         return _load_raw(data.strip()[1:], shape, element_type, count)
-    tokens = [t for t in _SEPARATORS.split(data) if t] if has_data else []
+    tokens = data.translate(_SEPARATORS).split() if has_data else []
     if tokens and len(tokens) not in (1, count):  # none: zero-filled, as IREE does
         raise InputError(f"{count} elements expected, {len(tokens)} given")
     values = [_parse_element(t, element_type) for t in tokens]

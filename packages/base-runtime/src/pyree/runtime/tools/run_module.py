@@ -12,7 +12,6 @@ With ``--expected_output`` the results are compared instead of printed (expected
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 
 from pyree.runtime.tools.cli import (
     FlagParser,
@@ -35,25 +34,28 @@ from pyree.runtime.tools.invocation import (
 )
 from pyree.runtime.tools.io_format import format_array, parse_output_spec, save_npy
 
+TYPE_CHECKING = False  # annotations only (collections.abc: an import for the tools' start)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 
 def _parser() -> FlagParser:
     parser = FlagParser("pyree-run-module", "Runs one function of a pyree module (.vmfb).")
     add_device_flags(parser)
     add_invocation_flags(parser)
     add_parameter_flags(parser)
-    parser.add_argument(
+    parser.add_flag(
         "--output",
-        action="append",
-        default=[],
+        repeated=True,
         metavar="SPEC",
         help="what to do with the next result: @file.npy writes it, +file.npy "
         "appends it, - prints it, an empty value drops it (default: print all)",
     )
-    parser.add_argument(
+    parser.add_flag(
         "--output_max_element_count",
         "--print_max_element_count",
         dest="print_max_element_count",
-        type=int,
+        parse=int,
         default=1024,
         metavar="N",
         help="elide printed results past N elements with ... (default: 1024)",
