@@ -83,6 +83,7 @@ class Device:
         self._waits_streams = has_field(struct, "pyree_hal_device_v1_t", "stream_wait")
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
+        self._query = struct.semaphore_query
 
     def _check(self, status: int, what: str) -> None:
         check(status, self._vt.last_error, self._vt.self, f"device '{self.uri}': {what}")
@@ -180,20 +181,17 @@ class Device:
         if arrays.table_size < n or arrays.capacity < count:
             arrays = command_buffer.submit_arrays = _SubmitArrays(
                 max(arrays.table_size, n), max(arrays.capacity, count))
-        if not arrays.lock.acquire(blocking=False):  # another thread submits it right now
+        if not arrays.lock.acquire(False):  # another thread submits it right now
             arrays = _SubmitArrays(n, count)
             arrays.lock.acquire()
         try:
             handles = [b.handle if b is not None else 0 for b in binding_table]
             if handles != arrays.last_table:  # a static-shape function reuses its buffers
                 arrays.table[0:n] = arrays.last_table = handles
-            pairs = wait + signal if signal else wait
-            semaphores = [s for s, _ in pairs]
-            values = arrays.values
+            semaphores, values = zip(*(wait + signal)) if count else ((), ())
             if semaphores != arrays.last_semaphores or waits != arrays.split:
                 arrays.set_semaphores(semaphores, waits)
-            for i, (_, value) in enumerate(pairs):  # only the values change from call to call
-                values[i] = value
+            arrays.values[0:count] = values  # only the values change from call to call
             status = self._submit(self._self, command_buffer.handle, n, arrays.table, arrays.lists,
                                   arrays.signal_list)
         finally:
@@ -297,9 +295,9 @@ class _SubmitArrays:
         self.signal_list = self.lists + 1
         self.split = -1            # the wait count lists[1] was last pointed past
         self.last_table: list = [] # the buffer handles ``table`` holds now
-        self.last_semaphores: list = []  # the Semaphores ``handles`` holds now
+        self.last_semaphores: tuple = ()  # the Semaphores ``handles`` holds now
 
-    def set_semaphores(self, semaphores: list, waits: int) -> None:
+    def set_semaphores(self, semaphores: tuple, waits: int) -> None:
         """Points the wait and signal lists at ``semaphores`` (the first ``waits`` are waits)."""
         for i, semaphore in enumerate(semaphores):
             self.handles[i] = semaphore.handle
@@ -324,8 +322,10 @@ class Semaphore(_Resource):
 
     def query(self) -> int:
         out = ffi.new(_U64_OUT)
-        self.device._check(self.device._vt.semaphore_query(self.device._vt.self, self.handle, out),
-                           "query semaphore")
+        device = self.device
+        status = device._query(device._self, self.handle, out)
+        if status:  # (the buffer pool queries once a call: no formatting on success)
+            device._check(status, "query semaphore")
         return out[0]
 
     def signal(self, value: int) -> None:

@@ -136,6 +136,12 @@ class PythonDevice:
         self._objects: dict[int, tuple[str, object]] = {}
         self._exports: dict[int, tuple[Export, ...]] = {}  # executable handle -> its exports
         self._next_handle = itertools.count(1)
+        # (command buffer handle, *binding-table handles) -> (command buffer, the table's
+        # objects) of recent submits: a static-shape function submits the same few tables call
+        # after call. Emptied whenever a handle is released, so a released handle is never
+        # looked up from here.
+        self._submits: dict[tuple, tuple[object, list]] = {}
+        self._releases = 0  # handles released so far: a decode racing a release is not kept
 
     # -- what a driver implements (buffers, executables and command buffers are its own objects)
 
@@ -201,6 +207,8 @@ class PythonDevice:
     def _unregister(self, handle: int, kind: str):
         obj = self._lookup(handle, kind)
         del self._objects[handle]
+        self._releases += 1
+        self._submits.clear()
         return obj
 
     def _semaphores(self, lst) -> list[tuple[TimelineSemaphore, int]]:
@@ -425,17 +433,35 @@ def _release_command_buffer(device, handle):
 @_callback("pyree_status_t(void *, pyree_handle_t, uint32_t, const pyree_handle_t *, "
            "const pyree_hal_semaphore_list_t *, const pyree_hal_semaphore_list_t *)")
 def _queue_submit(device, handle, table_size, table, wait, signal):
+    key = (handle, *table[0:table_size]) if table_size else (handle,)
+    known = device._submits.get(key)
+    if known is None:
+        releases = device._releases
+        known = _decode_submit(device, handle, key[1:])
+        if len(device._submits) >= _SUBMITS_KEPT:
+            device._submits.clear()
+        device._submits[key] = known
+        if releases != device._releases:  # (a release after this read empties it itself)
+            device._submits.pop(key, None)
+    # a fresh list each time: the driver may keep it (a queue) or key a cache on its contents
+    device.queue_submit(known[0], known[1][:], device._semaphores(wait),
+                        device._semaphores(signal))
+
+
+_SUBMITS_KEPT = 64
+
+
+def _decode_submit(device, handle: int, handles: tuple) -> tuple[object, list]:
+    """The command buffer and binding-table objects that a submit's handles name."""
+    command_buffer = device._lookup(handle, "command buffer")
     objects = device._objects
-    entry = objects.get(handle)
-    if entry is None or entry[0] != "command buffer":
-        device._lookup(handle, "command buffer")  # raises the error
     bindings = []
-    for h in table[0:table_size] if table_size else ():
+    for h in handles:
         buffer = objects.get(h) if h else None
         if h and (buffer is None or buffer[0] != "buffer"):
             device._lookup(h, "buffer")  # raises the error
         bindings.append(buffer[1] if h else None)
-    device.queue_submit(entry[1], bindings, device._semaphores(wait), device._semaphores(signal))
+    return command_buffer, bindings
 
 
 @_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")

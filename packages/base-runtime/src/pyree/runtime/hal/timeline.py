@@ -22,26 +22,36 @@ class HalError(Exception):
 
 
 class TimelineSemaphore:
+    """Subclasses (GPU semaphores) use ``_value``, ``_failure`` and the condition ``_changed``.
+
+    Every call's submit signals and every call's result waits, so the host paths here take the
+    condition's lock directly (``with`` on a Condition is a Python-level call) and notify only
+    when a thread sleeps in ``wait``; a wait for a value already reached takes no lock at all
+    (values only grow)."""
+
     def __init__(self, value: int = 0):
         self._value = value
         self._failure: HalError | None = None
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._sleepers = 0  # threads inside wait's _changed.wait
 
     def query(self) -> int:
-        with self._changed:
+        with self._lock:
             if self._failure is not None:
                 raise self._failure
             return self._value
 
     def signal(self, value: int) -> None:
-        with self._changed:
+        with self._lock:
             if self._failure is not None:
                 raise self._failure
             if value <= self._value:
                 raise HalError("INVALID_ARGUMENT", f"semaphore signalled to {value} but it is "
                                                    f"already at {self._value}; values must increase")
             self._value = value
-            self._changed.notify_all()
+            if self._sleepers:
+                self._changed.notify_all()
 
     def fail(self, error: HalError) -> None:
         with self._changed:
@@ -50,6 +60,8 @@ class TimelineSemaphore:
             self._changed.notify_all()
 
     def wait(self, value: int, timeout_ns: int = INFINITE_TIMEOUT_NS) -> None:
+        if self._value >= value:
+            return
         deadline = None if timeout_ns == INFINITE_TIMEOUT_NS else time.monotonic() + timeout_ns / 1e9
         with self._changed:
             while self._value < value:
@@ -59,4 +71,8 @@ class TimelineSemaphore:
                 if remaining is not None and remaining <= 0:
                     raise HalError("DEADLINE_EXCEEDED", f"semaphore did not reach {value} within "
                                                         f"{timeout_ns / 1e9:g} s (it is at {self._value})")
-                self._changed.wait(remaining)
+                self._sleepers += 1
+                try:
+                    self._changed.wait(remaining)
+                finally:
+                    self._sleepers -= 1

@@ -8,7 +8,8 @@ takes them once that value is reached (a query, no wait). Releasing them to the 
 made every queued call allocate new buffers, so the driver saw a new binding table per call (a
 new CUDA graph: 0.10 ms a call for a 0.03 ms kernel on the H100). Pending buffers past
 MAX_PENDING go to the driver, which keeps them alive for in-flight work. A result goes back when
-its DeviceArray is collected, if no unfinished call still reads it.
+its DeviceArray is collected, if no unfinished call still reads it: here once waited for, else
+to the function that made it (Function._recycle: its next call's work is ordered after it).
 """
 
 from __future__ import annotations
@@ -122,12 +123,16 @@ class CallResources:
     """What one call holds until it is seen to finish: buffers it allocated (uploads, transient
     arena) and the DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""
 
-    def __init__(self, pool: BufferPool, scratch: list[Buffer], inputs: list, on_failure,
+    __slots__ = ("_pool", "_scratch", "_inputs", "function", "ready")
+
+    def __init__(self, pool: BufferPool, scratch: list[Buffer], inputs: list, function,
                  ready: tuple):
         self._pool = pool
         self._scratch = scratch
         self._inputs = inputs
-        self.on_failure = on_failure  # called with the semaphore whose wait failed
+        # the Function called: its _timeline_failed(semaphore) after a failed wait, its
+        # _recycle(buffer, ready) for a result dropped unwaited
+        self.function = function
         self.ready = ready  # (semaphore, value) the call's work signals
         for array in inputs:
             array.readers += 1

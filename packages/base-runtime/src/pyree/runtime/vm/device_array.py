@@ -50,19 +50,20 @@ _NumpyOperators = type("_NumpyOperators", (), {
 class DeviceArray(_NumpyOperators):
     """``type`` values in ``buffer``, valid once ``ready`` (semaphore, value) is reached.
 
-    ``call`` holds the producing call's other buffers and inputs until that call is seen to
-    finish; then they go back to ``pool``, and so does this buffer once the array is collected
-    (if no unfinished call reads it: ``readers``), pending ``ready`` if it was never waited for.
+    ``call`` (None for an array made by asdevicearray) holds the producing call's other buffers
+    and inputs until that call is seen to finish; this buffer goes back to the producing
+    function once the array is collected, if no unfinished call reads it (``readers``).
     """
 
+    __slots__ = ("buffer", "type", "ready", "readers", "_call", "_done", "__weakref__")
+
     def __init__(self, buffer: Buffer, type: TensorType, ready: tuple[Semaphore, int],
-                 call=None, pool=None):
+                 call=None):
         self.buffer = buffer
         self.type = type
         self.ready = ready
         self.readers = 0
         self._call = call
-        self._pool = pool
         self._done = call is None
 
     @property
@@ -85,7 +86,7 @@ class DeviceArray(_NumpyOperators):
         try:
             semaphore.wait(value)
         except PyreeError:
-            self._call.on_failure(semaphore)
+            self._call.function._timeline_failed(semaphore)
             raise
         self._done = True
         self._call.finished()
@@ -192,12 +193,8 @@ class DeviceArray(_NumpyOperators):
         return dlpack.export(self, stream, max_version, dl_device, copy)
 
     def __del__(self):
-        if self._pool is None or self.readers or PROCESS.exiting:
-            return
-        if self._done:
-            self._pool.give(self.buffer)
-        else:  # dropped unwaited: reusable once its value is computed
-            self._pool.give_when_reached([self.buffer], *self.ready)
+        if self._call is not None and not self.readers and not PROCESS.exiting:
+            self._call.function._recycle(self.buffer, self.ready, self._done)
 
 
 def asdevicearray(device: Device, array, dtype=None, *, implicit_host_transfer: bool = True,

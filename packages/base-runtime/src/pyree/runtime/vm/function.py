@@ -4,20 +4,22 @@ which the tools pass so that they need no numpy).
 A call checks its arguments, uploads host arguments (a large host array, or a DLPack tensor in
 the device's memory, is read in place instead, and the call then finishes before it returns, as
 the caller may change it next), takes results and the transient arena from the module's buffer
-pool, and submits the recorded command buffers with that call's binding
+pool (results from the function's own earlier, collected results first: see _recycle), and
+submits the recorded command buffers with that call's binding
 table, each step waiting on the last one on the function's own timeline semaphore. Results come
 back as DeviceArrays that become ready when the timeline reaches the call's last value; checks and
 branches (the host program's control flow: loops and conditionals on values computed on the
 device, as IREE's VM runs them) run on the host between command buffers, after a wait. In
 steady state a call with numpy arguments crosses the driver ABI once to submit and once to
 wait, plus once per upload and per result read of a buffer too large to be mapped
-(vm/buffer_pool.py).
+(vm/buffer_pool.py); calls queued back to back, each result dropped unwaited, cross it once.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from operator import itemgetter
 
 from pyree.runtime.errors import CheckError, InvocationError, PyreeError
 from pyree.runtime.hal.device import CommandBuffer
@@ -34,6 +36,7 @@ KDL_CPU = 1  # DLPack's host device type
 # (a*b+a on two arguments, local-task, 2-core dev machine: 64 KiB each 58 us copied vs 66 us
 # in place; 256 KiB 90 vs 78 us; 1 MiB 455 vs 293 us).
 IMPORT_MIN_BYTES = 128 << 10
+MAX_RECYCLED = 4  # collected results' buffers a function keeps per size for its next calls
 
 
 class Function:
@@ -66,7 +69,16 @@ class Function:
         first["readback"] = first["transient"] + 1
         first["constant"] = first["transient"] + 2
         self._item_base = first
-        self._slot_items = [first[kind] + index for kind, index in self._program.sources]
+        slot_items = [first[kind] + index for kind, index in self._program.sources]
+        # items -> binding table, in C (itemgetter of one index returns the item itself)
+        self._table_of = itemgetter(*slot_items) if len(slot_items) > 1 else \
+            (lambda items, i=slot_items[0]: (items[i],)) if slot_items else (lambda items: ())
+        # per argument, a TensorType object known to equal its declared type: comparing a
+        # DeviceArray's type by identity spares a Record comparison on every call
+        self._same_types = list(self.argument_types)
+        # results dropped unwaited, by pool key, for the next calls (see _recycle)
+        self._recycled: dict[tuple[int, bool], list] = {key: [] for key in self._result_keys}
+        self._recycled_lists = list(self._recycled.values())
         self._submits_only = self._program.submits_only
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
@@ -91,7 +103,7 @@ class Function:
 
     def __call__(self, *args):
         """Runs the function; a failing check raises CheckError."""
-        results = self._run(args, failures=None)
+        results = self._run(args, None)
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
@@ -121,6 +133,7 @@ class Function:
             if arg.type is not t and arg.type != t:
                 raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                       f"got {arg.type}")
+            self._same_types[index] = arg.type
             if arg.buffer.device is self._loaded.device:
                 if not arg._done:
                     waits.append(arg.ready)
@@ -164,17 +177,27 @@ class Function:
                                   f"arguments ({expected}), got {len(args)}")
         loaded = self._loaded
         pool = loaded.pool
+        device = loaded.device
         waits: list = []
         inputs: list = []
         uploads: list = []
         imported: list = []
         items = []
+        same_types = self._same_types
         numpy = sys.modules.get("numpy")  # not imported: no argument is a numpy array
         ndarray = numpy.ndarray if numpy is not None else None
-        for i, (arg, spec) in enumerate(zip(args, specs)):
-            if type(arg) is ndarray and arg.shape == spec[1] and arg.dtype == spec[0].dtype \
+        for i, arg in enumerate(args):  # the common cases inline, the rest in _argument
+            kind = type(arg)
+            if kind is DeviceArray and arg.type is same_types[i] and arg.buffer.device is device:
+                if not arg._done:
+                    waits.append(arg.ready)
+                inputs.append(arg)
+                items.append(arg.buffer)
+                continue
+            spec = specs[i]
+            if kind is ndarray and arg.shape == spec[1] and arg.dtype == spec[0].dtype \
                     and not spec[3]:
-                uploads.append(i)  # the common case, without a call
+                uploads.append(i)
                 items.append(arg)
             else:
                 items.append(self._argument(i, arg, spec, waits, inputs, uploads, imported))
@@ -185,18 +208,19 @@ class Function:
         keys = self._pool_keys
         if uploads:
             keys = keys + [specs[i][2] for i in uploads]
-        taken = pool.take_all(keys)
-        results = taken[:len(self._result_keys)]
-        scratch = taken[len(self._result_keys):]
-        for i, buffer in zip(uploads, taken[len(self._pool_keys):]):
-            _upload(buffer, items[i], specs[i][0])
-            items[i] = buffer
+        taken = self._take(keys) if any(self._recycled_lists) else pool.take_all(keys)
+        count = len(self._result_keys)
+        results = taken[:count]
+        scratch = taken[count:]
+        if uploads:
+            for i, buffer in zip(uploads, taken[len(self._pool_keys):]):
+                _upload(buffer, items[i], specs[i][0])
+                items[i] = buffer
         items += results
         items.append(scratch[0] if self._uses_transient else None)
         items.append(scratch[int(self._uses_transient)] if self._readback_key else None)
         items += loaded.constants
-        table = [items[i] for i in self._slot_items]
-        device = loaded.device
+        table = self._table_of(items)
         with self._lock:
             semaphore, value = self._timeline, self._value
             if self._submits_only:  # the common case
@@ -208,8 +232,8 @@ class Function:
             else:
                 value = self._run_steps(semaphore, value, table, waits, items, failures)
         ready = (semaphore, value)
-        call = CallResources(pool, scratch, inputs, self._timeline_failed, ready)
-        arrays = [DeviceArray(buffer, t, ready, call, pool)
+        call = CallResources(pool, scratch, inputs, self, ready)
+        arrays = [DeviceArray(buffer, t, ready, call)
                   for buffer, t in zip(results, self.result_types)]
         # Nothing to read later: surface failures now. Memory read in place is the caller's,
         # who may write it once the call returns (as after a copy): finish reading it first.
@@ -219,6 +243,41 @@ class Function:
                 array._done = True
             call.finished()
         return arrays
+
+    def _take(self, keys: list) -> list:
+        """The call's buffers for ``keys``: its results' from ``_recycled`` where there are
+        some, the rest from the pool."""
+        recycled = self._recycled
+        count = len(self._result_keys)
+        taken = []
+        for key in keys[:count]:
+            free = recycled[key]
+            try:
+                taken.append(free.pop() if free else None)
+            except IndexError:  # another thread took the last one
+                taken.append(None)
+        if None in taken or len(keys) > count:
+            missing = [i for i, buffer in enumerate(taken) if buffer is None]
+            taken += [None] * (len(keys) - count)
+            missing += range(count, len(keys))
+            for i, buffer in zip(missing, self._loaded.pool.take_all([keys[i] for i in missing])):
+                taken[i] = buffer
+        return taken
+
+    def _recycle(self, buffer, ready: tuple, done: bool) -> None:
+        """A collected result's buffer, kept for this function's next calls (MAX_RECYCLED per
+        size; the rest go to the pool). One dropped unwaited (calls queued back to back drop
+        each result as the next is made) is the next call's to write without asking the
+        driver whether its work is done: that call's work waits for this timeline to pass
+        ``ready`` anyway (or the timeline failed, and its work stopped); another function's
+        call would need the driver's word, which the pool asks for."""
+        free = self._recycled[buffer.pool_key]
+        if len(free) < MAX_RECYCLED:
+            free.append(buffer)
+        elif done:
+            self._loaded.pool.give(buffer)
+        else:
+            self._loaded.pool.give_when_reached([buffer], *ready)
 
     def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
                    failures: list | None) -> int:
