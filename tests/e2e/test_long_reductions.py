@@ -218,3 +218,26 @@ def test_the_pipeline_uses_the_gpu_limits_only_without_a_cpu_target():
         for backends in (("cuda",), ("cuda", "llvm-cpu"))}
     dispatches = {b: sum(c.kind == 0 for c in cs) for b, cs in kernels.items()}
     assert dispatches == {("cuda",): 2, ("cuda", "llvm-cpu"): 1}
+
+
+@pytest.mark.parametrize("device", ["local-sync", "local-task"])
+def test_queued_calls_of_a_split_fold_bind_the_same_buffers_each_time(device, monkeypatch):
+    """A split fold's partials live in the function's transient arena, which is its own: calls
+    queued back to back, each result dropped, hand the driver the same few binding tables (a new
+    arena per call would be a new table, on cuda a new CUDA graph, for every call in flight)."""
+    import pyree.runtime as rt
+    from pyree.runtime.hal.device import Device
+
+    module = rt.load_module(compile_str(reduction_mlir("addf", (100003,), (0,)),
+                                        CompileOptions(target_backends=["llvm-cpu"])), device=device)
+    x = np.random.default_rng(7).standard_normal(100003).astype(np.float32)
+    x[:3] = [-0.0, 1e3, -1e3]
+    dx = rt.asdevicearray(module.device, x)
+    tables = set()
+    submit = Device.queue_submit
+    monkeypatch.setattr(Device, "queue_submit", lambda self, cb, table, wait, signal: (
+        tables.add(tuple(map(id, table))), submit(self, cb, table, wait, signal))[1])
+    for _ in range(40):
+        result = module.main(dx)
+    np.testing.assert_allclose(result.to_host(), np.sum(x.astype(np.float64)), rtol=1e-5)
+    assert 1 <= len(tables) <= 2, len(tables)

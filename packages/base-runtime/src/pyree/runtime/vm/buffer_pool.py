@@ -1,6 +1,6 @@
 """Device buffers reused between calls, so a steady stream of calls allocates nothing.
 
-A call takes its argument uploads, results and transient arena from the pool. Buffers go back
+A call takes its argument uploads and results from the pool. Buffers go back
 once the runtime has *seen* the work that used them finish (a wait on the call's semaphore value
 succeeded). A call whose results are dropped unwaited (calls queued back to back, each result
 dropped as the next is made) hands its buffers back *pending* its semaphore value: the next call
@@ -120,8 +120,8 @@ class BufferPool:
 
 
 class CallResources:
-    """What one call holds until it is seen to finish: buffers it allocated (uploads, transient
-    arena) and the DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""
+    """What one call holds until it is seen to finish: buffers it allocated (uploads) and the
+    DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""
 
     __slots__ = ("_pool", "_scratch", "_inputs", "function", "ready")
 
