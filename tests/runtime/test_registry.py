@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pyree.runtime as rt
 import pytest
 from pyree.runtime.hal import registry
@@ -79,7 +82,7 @@ def fake_entry_points(monkeypatch):
         _EntryPoint("buggy", lambda: export_driver(_BuggyDriver())),
         *registry._entry_points(),
     ]
-    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    monkeypatch.setattr(registry, "_entry_points", lambda prefix="": points)
     registry.reset()
     yield
     registry.reset()
@@ -155,3 +158,21 @@ def test_every_installed_entry_point_stays_callable_after_its_package_is_importe
         for info in pkgutil.iter_modules(getattr(package, "__path__", [])):
             importlib.import_module(f"{entry.module}.{info.name}")
         assert callable(entry.load()), f"entry point {entry.name} = {entry.value} is no longer callable"
+
+
+def test_a_driver_asked_for_by_name_is_found_among_pyrees_own_packages_first(tmp_path):
+    """pyree's own packages win a driver name, so asking for 'vulkan' reads pyree-hal-*
+    metadata only: an earlier distribution of another name that claims 'vulkan' loses, by name
+    and in the listing."""
+    other = tmp_path / "aaa_other-1.0.dist-info"
+    other.mkdir()
+    (other / "entry_points.txt").write_text(
+        f"[{registry.ENTRY_POINT_GROUP}]\nvulkan = aaa_no_such_module:driver\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from pyree.runtime.hal import registry\n"
+            "print(registry.get_driver('vulkan') is not None)\n"
+            "print(sorted(registry._installed()['vulkan'].value.split(':')[:1]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "['pyree.hal.vulkan']"], proc.stdout
