@@ -7,7 +7,7 @@ side for llvm-cpu, host CPU): (a) the Python API -- import numpy and the runtime
 on local-task, one call, result to numpy; (b) the CLI -- ``pyree-run-module`` vs
 ``iree-run-module`` (IREE's pip console script, which execs its native binary; the native binary
 alone is reported too), the input as text (``--input=37x53xf32=...``: pyree imports no numpy)
-and (c) as a .npy file (pyree imports numpy to read it). Runs alternate pyree and IREE so both
+and (c) as a .npy file (read without numpy too: tools/npy.py). Runs alternate pyree and IREE so both
 see the same (noisy) machine.
 Children run with compiled bytecode, as an installed package does (a cache under a temporary
 PYTHONPYCACHEPREFIX, filled by a warm-up run of each; PYTHONDONTWRITEBYTECODE is dropped for

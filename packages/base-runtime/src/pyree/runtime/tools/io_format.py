@@ -7,8 +7,8 @@ the whole shape. An input ``@file.npy`` is a numpy file, ``<type>=@file.bin`` th
 of that type (host byte order); an output ``@file.npy`` writes, ``+file.npy`` appends (a ``.bin``
 path: the raw elements, as IREE writes them), ``-`` prints and an empty spec drops the result.
 
-Values are HostArrays (vm/host_array.py): text in and out needs no numpy; only ``.npy`` files
-import it.
+Values are HostArrays (vm/host_array.py): text in and out needs no numpy, and neither do .npy
+files of numpy's plain dtypes (tools/npy.py); bf16, Fortran-order or big-endian ones import it.
 """
 
 from __future__ import annotations
@@ -100,13 +100,26 @@ def _parse_element(token: str, element_type: int) -> bool | int | float:
 
 
 def _load_npy(path: str) -> HostArray:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+    from pyree.runtime.tools import npy
+
+    try:
+        array = npy.parse(data)
+    except ValueError as e:
+        raise InputError(f"{path} is not a readable .npy file ({e})") from None
+    if array is not None:
+        return array
+    import io
+
     import numpy as np
 
     try:
-        array = np.load(path, allow_pickle=False)
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, EOFError) as e:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, EOFError, OSError) as e:
         raise InputError(f"{path} is not a readable .npy file ({e})") from None
     if not isinstance(array, np.ndarray):
         raise InputError(f"{path} is an .npz archive; give one .npy array")
@@ -152,9 +165,13 @@ def parse_output_spec(text: str) -> OutputSpec:
 def save_npy(spec: OutputSpec, array: HostArray) -> None:
     """Writes (or appends, so several results share one file) ``array`` at ``spec.path``: as .npy,
     or, for a ``.bin`` path, as its raw elements."""
+    from pyree.runtime.tools import npy
+
     with open(spec.path, "ab" if spec.action == "append" else "wb") as f:
         if spec.path.endswith(".bin"):
             f.write(array.data)
+        elif (data := npy.serialize(array)) is not None:
+            f.write(data)
         else:
             import numpy as np
 
