@@ -66,7 +66,7 @@ def drivers(monkeypatch):
     found = {name: _Driver(name, kind) for name, kind in (("counting", _Counting),
                                                           ("unmapped", _Unmapped))}
     entries = [_EntryPoint(d) for d in found.values()]
-    monkeypatch.setattr(registry, "_entry_points", lambda: entries)
+    monkeypatch.setattr(registry, "_entry_points", lambda prefix="": entries)
     registry.reset()
     yield found
     registry.reset()
