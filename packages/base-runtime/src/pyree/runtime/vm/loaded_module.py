@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 
 from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
@@ -148,9 +149,39 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
         raise InvocationError(f"load_module: give device= or driver=, not both (got device="
                               f"{device!r}, driver={driver!r})")
     device = device or driver or "local-task"
-    module = open_module(path_or_bytes)
-    return LoadedModule(module, get_device(device) if isinstance(device, str) else device,
-                        parameters)
+    started = _start_device(device) if isinstance(device, str) else None
+    try:
+        module = open_module(path_or_bytes)
+    except BaseException:
+        if started is not None:
+            started.join()  # its failure, if any, is not this one's
+        raise
+    if started is not None:
+        device = started.result()
+    return LoadedModule(module, device, parameters)
+
+
+class _start_device(threading.Thread):
+    """``get_device(uri)`` on a thread of its own while the caller reads the module: a GPU
+    driver's start (cuInit and a context: ~245 ms on the H100 host) waits in C without the
+    GIL, and reading and verifying the file need not wait for it (issue 13)."""
+
+    def __init__(self, uri: str):
+        super().__init__(name=f"pyree-device-start {uri}", daemon=True)
+        self._uri, self._device, self._error = uri, None, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._device = get_device(self._uri)
+        except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+            self._error = e
+
+    def result(self) -> Device:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._device
 
 
 def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Module:
