@@ -214,3 +214,44 @@ def test_cuda_compiles_every_op_without_approximate_instructions(dtype):
     require_tool("ptxas", env="PYREE_PTXAS")
     ptx = ptx_of(compiled("cuda", list(UNARY), list(BINARY), dtype, cuda_target="sm_80"))
     assert ".approx" not in ptx
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("form", ["math.fpowi", "math.powf"])
+def test_constant_integer_powers_are_what_numpy_computes(form, dtype):
+    """x ** n for constant integers n (torch's GELU(tanh) has x ** 3) becomes products: within
+    ~2 ulp of float64 numpy rounded to the dtype, and exactly numpy's on NaN, ±inf and ±0."""
+    from pyree.compiler import compile_str
+    from pyree.runtime import load_module
+
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(997) * 10.0 ** rng.integers(-3, 3, 997),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 2.0]]).astype(np_dtype)
+    powers = [0, 1, 2, 3, 4, 5, 16, -1, -2, -3]
+    t = f"tensor<{x.size}x{dtype}>"
+    lines = []
+    for i, n in enumerate(powers):
+        if form == "math.fpowi":
+            lines.append(f"%n{i} = arith.constant dense<{n}> : tensor<{x.size}xi32>\n"
+                         f"%r{i} = math.fpowi %x, %n{i} : {t}, tensor<{x.size}xi32>")
+        else:
+            lines.append(f"%n{i} = arith.constant dense<{float(n)}> : {t}\n"
+                         f"%r{i} = math.powf %x, %n{i} : {t}")
+    results = ", ".join(f"%r{i}" for i in range(len(powers)))
+    mlir = (f"func.func @main(%x: {t}) -> ({', '.join([t] * len(powers))}) {{\n"
+            + "\n".join(lines) + f"\nreturn {results} : {', '.join([t] * len(powers))}\n}}")
+    module = load_module(compile_str(mlir, target_backends=["llvm-cpu"]), device="local-task")
+    outs = module.main(x)
+    with np.errstate(all="ignore"):
+        for n, out in zip(powers, outs):
+            got = out.to_host().astype(np.float64)
+            want = np.power(x.astype(np.float64), n).astype(np_dtype).astype(np.float64)
+            special = ~np.isfinite(want) | (want == 0) | ~np.isfinite(x)
+            np.testing.assert_array_equal(got[special], want[special], err_msg=f"x ** {n}")
+            signed = special & ~np.isnan(want)  # a NaN's sign means nothing
+            np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]),
+                                          err_msg=f"x ** {n}")
+            ok = ~special & (np.abs(want) > np.finfo(np_dtype).tiny)
+            ulp = np.spacing(np.abs(want[ok]).astype(np_dtype)).astype(np.float64)
+            assert np.max(np.abs(got[ok] - want[ok]) / ulp, initial=0) <= 2.5, f"x ** {n}"

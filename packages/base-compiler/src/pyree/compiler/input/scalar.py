@@ -22,7 +22,7 @@ _BINARY = {
     "arith.remf": "rem", "arith.remsi": "rem", "arith.maximumf": "max", "arith.minimumf": "min",
     "arith.maxsi": "max", "arith.minsi": "min", "arith.andi": "and", "arith.ori": "or",
     "arith.xori": "xor", "arith.shli": "shl", "arith.shrsi": "shr",
-    "math.powf": "pow", "math.atan2": "atan2", "math.copysign": "copysign",
+    "math.atan2": "atan2", "math.copysign": "copysign",
 }
 _UNSIGNED_BINARY = {
     "arith.divui": "div", "arith.remui": "rem", "arith.maxui": "max", "arith.minui": "min",
@@ -153,15 +153,41 @@ def _log10(op: Operation, args: list[Expr], dtype: str) -> Expr:
     return y if wide == dtype else Cast("fptrunc", y, dtype)
 
 
-def _fpowi(op: Operation, args: list[Expr], dtype: str) -> Expr:
-    return Binary("pow", args[0], Cast("sitofp", args[1], dtype), dtype)
+MAX_UNROLLED_POWER = 16  # |n| up to which x ** n of a constant integer n is multiplications
+
+
+def _pow(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """powf and fpowi. A constant integer exponent (torch's GELU(tanh) has x ** 3) is squarings
+    and products, as MLIR expands fpowi, instead of exp(n log|x|) with its sign and special
+    cases: the GPU targets computed that in f64 per element (gpt2's GELU(tanh) f16 kernel ran
+    at half PyTorch's speed). x * x * x is what pow(x, 3) is for every x, NaN, ±inf and -0
+    included; f16 and bf16 multiply in f32 and round once, as their pow does."""
+    x, n = args
+    if isinstance(n, Const) and float(n.value).is_integer() and abs(n.value) <= MAX_UNROLLED_POWER:
+        wide = "f32" if dtype in ("f16", "bf16") else dtype
+        base = x if wide == dtype else Cast("fpext", x, wide)
+        result, k = None, abs(int(n.value))
+        while k:
+            if k & 1:
+                result = base if result is None else Binary("mul", result, base, wide)
+            k >>= 1
+            if k:
+                base = Binary("mul", base, base, wide)
+        if result is None:  # x ** 0 is 1, NaN's too
+            result = Const(1.0, wide)
+        elif n.value < 0:
+            result = Binary("div", Const(1.0, wide), result, wide)
+        return result if wide == dtype else Cast("fptrunc", result, dtype)
+    if not is_float(n.dtype):  # fpowi
+        n = Cast("sitofp", n, dtype)
+    return Binary("pow", x, n, dtype)
 
 
 _SPECIAL = {
     "arith.cmpf": _cmpf, "arith.cmpi": _cmpi, "arith.select": _select,
     "arith.maxnumf": _nan_skipping("max"), "arith.minnumf": _nan_skipping("min"),
     "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
-    "math.fma": _fma, "math.log10": _log10, "math.fpowi": _fpowi,
+    "math.fma": _fma, "math.log10": _log10, "math.fpowi": _pow, "math.powf": _pow,
 }
 
 
