@@ -5,6 +5,8 @@ dispatch's workgroups are spread over threads.
 
 from __future__ import annotations
 
+import functools
+
 from pyree.runtime.drivers.cpu_executable import CpuLibrary, Kernel
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import (
@@ -13,6 +15,7 @@ from pyree.runtime.hal.python_driver import (
     HalError,
     PythonDevice,
 )
+from pyree.runtime.records import Record
 
 ALIGNMENT = 64
 # Uncleared memory, as malloc gives it: a large buffer's pages are touched only when written.
@@ -48,20 +51,9 @@ class HostBuffer:
         return self.bytes[offset:offset + length]
 
 
-class HostCommandBuffer:
-    """Recorded commands (the SDK checked them) and, per recent binding table, the steps that
-    run them on it: a static-shape function's calls bring the same few tables back, so a table's
-    checks and C arrays are made once, not on every call."""
-
-    def __init__(self, commands: list[Command], binding_table_size: int):
-        self.commands = tuple(commands)
-        self.binding_table_size = binding_table_size
-        # per dispatch: its binding lengths and push constants, fixed when it was recorded
-        self.static = [(ffi.new("uint64_t[]", [b.length for b in c.bindings]),
-                        ffi.new("uint32_t[]", c.push_constants)) if c.kind == "dispatch" else None
-                       for c in self.commands]
-        self.plans: dict[tuple, list[tuple]] = {}  # tuple(table) -> steps
-        self.releases = 0  # the device's buffer releases when ``plans`` was last emptied
+class HostCommandBuffer(Record):
+    commands: tuple[Command, ...]
+    binding_table_size: int
 
 
 class HostDevice(PythonDevice):
@@ -110,68 +102,44 @@ class HostDevice(PythonDevice):
         """Runs workgroups [0, kernel.workgroup_count); returns the first nonzero kernel status."""
         raise NotImplementedError
 
-    def release_buffer(self, buffer: HostBuffer) -> None:
-        """Counted: command buffers then drop their plans, which keep their tables' buffers."""
-        self._buffer_releases += 1
-
-    _buffer_releases = 0
-
     def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
-        plans = command_buffer.plans
-        if command_buffer.releases != self._buffer_releases or len(plans) >= _PLANS_KEPT:
-            plans.clear()
-            command_buffer.releases = self._buffer_releases
-        key = tuple(table)
-        steps = plans.get(key)
-        if steps is None:
-            steps = plans[key] = _plan(command_buffer, table)
-        for kind, target, source, _ in steps:
-            if kind == "dispatch":  # target: the kernel, source: its dispatch state
-                status = self.run_workgroups(target, source)
-                if status:
-                    raise HalError("INTERNAL", f"kernel '{target.name}' returned error status "
-                                               f"{status}")
-            elif kind == "copy":
+        if len(table) < command_buffer.binding_table_size:
+            raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
+                                               f"command buffer needs "
+                                               f"{command_buffer.binding_table_size}")
+        for index, command in enumerate(command_buffer.commands):
+            buffers = [table[binding.slot] for binding in command.bindings]
+            for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
+                if buffer is None or binding.offset + binding.length > buffer.size:
+                    raise _binding_error(index, command, b, buffer, binding)
+            if command.kind == "dispatch":
+                self._dispatch(command, buffers)
+            elif command.kind == "copy":
+                source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
                 target[:] = source
-            else:
-                _fill(target, source)
+            elif command.kind == "fill":
+                pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
+                _fill(_view(buffers[0], command.bindings[0]), pattern)
+
+    def _dispatch(self, command: Command, buffers: list) -> None:
+        kernel = command.executable.kernels[command.export_ordinal]
+        lengths, push = _static_arrays(command)
+        addresses = ffi.new("uintptr_t[]", [buffer.address + binding.offset
+                                            for buffer, binding in zip(buffers, command.bindings)])
+        state = ffi.new("pyree_cpu_dispatch_state_t *")  # addresses stays referenced until the call ends
+        state.bindings = ffi.cast("void **", addresses)
+        state.binding_lengths, state.binding_count = lengths, len(buffers)
+        state.push_constants, state.push_constant_count = push, len(command.push_constants)
+        status = self.run_workgroups(kernel, state) if kernel.workgroup_count else 0
+        if status:
+            raise HalError("INTERNAL", f"kernel '{kernel.name}' returned error status {status}")
 
 
-_PLANS_KEPT = 8
-
-
-def _plan(command_buffer: HostCommandBuffer, table: list) -> list[tuple]:
-    """The steps that run ``command_buffer`` on ``table``: (kind, target, source, what keeps the
-    C arrays alive), after checking every binding against the table's buffers."""
-    if len(table) < command_buffer.binding_table_size:
-        raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
-                                           f"command buffer needs "
-                                           f"{command_buffer.binding_table_size}")
-    steps = []
-    for index, (command, static) in enumerate(zip(command_buffer.commands, command_buffer.static)):
-        buffers = [table[binding.slot] for binding in command.bindings]
-        for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
-            if buffer is None or binding.offset + binding.length > buffer.size:
-                raise _binding_error(index, command, b, buffer, binding)
-        if command.kind == "dispatch":
-            kernel = command.executable.kernels[command.export_ordinal]
-            if not kernel.workgroup_count:
-                continue
-            lengths, push = static
-            addresses = ffi.new("uintptr_t[]", [buffer.address + binding.offset
-                                                for buffer, binding in zip(buffers, command.bindings)])
-            state = ffi.new("pyree_cpu_dispatch_state_t *")
-            state.bindings = ffi.cast("void **", addresses)
-            state.binding_lengths, state.binding_count = lengths, len(buffers)
-            state.push_constants, state.push_constant_count = push, len(command.push_constants)
-            steps.append(("dispatch", kernel, state, (addresses, static)))
-        elif command.kind == "copy":
-            source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
-            steps.append(("copy", target, source, None))
-        elif command.kind == "fill":
-            pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-            steps.append(("fill", _view(buffers[0], command.bindings[0]), pattern, None))
-    return steps
+@functools.lru_cache(maxsize=4096)
+def _static_arrays(command: Command):
+    """A dispatch's binding lengths and push constants: fixed when the command was recorded."""
+    return (ffi.new("uint64_t[]", [binding.length for binding in command.bindings]),
+            ffi.new("uint32_t[]", command.push_constants))
 
 
 def _view(buffer: HostBuffer, binding) -> memoryview:

@@ -7,17 +7,15 @@ cffi releases the GIL while a kernel runs, so the ranges really run in parallel.
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
-from collections import deque
 
 from pyree.runtime.drivers.host_device import HostDevice
-from pyree.runtime.hal.ffi import INFINITE_TIMEOUT_NS
 from pyree.runtime.hal.python_driver import (
     DeviceInfo,
     HalError,
     PythonDriver,
-    TimelineSemaphore,
     export_driver,
 )
 
@@ -124,36 +122,15 @@ class _Workers:
             worker.start.advance()
 
 
-class _TaskSemaphore(TimelineSemaphore):
-    """A host timeline whose waits poll (as _Signal does) before they sleep: the queue thread
-    signals a small call's value a few microseconds after it was submitted, long before a
-    sleeping thread would wake."""
-
-    def wait(self, value: int, timeout_ns: int = INFINITE_TIMEOUT_NS) -> None:
-        if self._value < value:
-            deadline = time.perf_counter() + min(SPIN_S, timeout_ns / 1e9)
-            while self._value < value and self._failure is None \
-                    and time.perf_counter() < deadline:
-                os.sched_yield()
-        super().wait(value, timeout_ns)
-
-
 class LocalTaskDevice(HostDevice):
     def __init__(self):
         super().__init__()
         self._workers = os.cpu_count() or 1
         self._pool = _Workers(self._workers - 1)
-        # submissions, in order, for the queue thread; posting advances _posted, which the
-        # queue thread polls before it sleeps (queue.Queue's hand-off sleeps: ~30 us a call)
-        self._queue: deque = deque()
-        self._posted = _Signal()
-        self._posting = threading.Lock()  # _Signal.advance takes one thread at a time
+        self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._drain, name="pyree-local-task-queue",
                                         daemon=True)
         self._thread.start()
-
-    def create_semaphore(self, initial_value: int) -> _TaskSemaphore:
-        return _TaskSemaphore(initial_value)
 
     def run_workgroups(self, kernel, state) -> int:
         count = kernel.workgroup_count
@@ -163,25 +140,11 @@ class LocalTaskDevice(HostDevice):
         return self._pool.run(kernel.fn, state, [count * i // chunks for i in range(chunks + 1)])
 
     def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
-        self._post((command_buffer, binding_table, waits, signals))
-
-    def _post(self, item) -> None:
-        with self._posting:
-            self._queue.append(item)
-            self._posted.advance()
-
-    def _next(self):
-        """The next submission (None: stop), once posted."""
-        queue, posted = self._queue, self._posted
-        while True:
-            seen = posted.value
-            if queue:
-                return queue.popleft()
-            posted.wait_past(seen)
+        self._queue.put((command_buffer, binding_table, waits, signals))
 
     def _drain(self) -> None:
         """The queue thread: submissions run in order, each once its waits are reached."""
-        while (item := self._next()) is not None:
+        while (item := self._queue.get()) is not None:
             command_buffer, binding_table, waits, signals = item
             try:
                 for semaphore, value in waits:
@@ -203,7 +166,7 @@ class LocalTaskDevice(HostDevice):
             semaphore.fail(error)
 
     def release(self) -> None:
-        self._post(None)
+        self._queue.put(None)
 
 
 class LocalTaskDriver(PythonDriver):
