@@ -135,6 +135,10 @@ def test_bad_npy_inputs(tmp_path):
     (tmp_path / "junk.npy").write_bytes(b"not a numpy file at all")
     with pytest.raises(InputError, match="junk.npy is not a readable .npy file"):
         parse_value(f"@{tmp_path / 'junk.npy'}")
+    np.save(tmp_path / "cut.npy", np.arange(10, dtype=np.float32))  # read without numpy
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "cut.npy").read_bytes()[:-4])
+    with pytest.raises(InputError, match="cut.npy is not a readable .npy file .*10 elements"):
+        parse_value(f"@{tmp_path / 'cut.npy'}")
     np.save(tmp_path / "c.npy", np.ones(3, np.complex64))
     with pytest.raises(InputError, match="complex64 elements"):
         parse_value(f"@{tmp_path / 'c.npy'}")

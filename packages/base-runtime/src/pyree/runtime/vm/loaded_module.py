@@ -149,7 +149,7 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
         raise InvocationError(f"load_module: give device= or driver=, not both (got device="
                               f"{device!r}, driver={driver!r})")
     device = device or driver or "local-task"
-    started = _start_device(device) if isinstance(device, str) else None
+    started = _DeviceStart(device) if isinstance(device, str) else None
     try:
         module = open_module(path_or_bytes)
     except BaseException:
@@ -161,7 +161,7 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
     return LoadedModule(module, device, parameters)
 
 
-class _start_device(threading.Thread):
+class _DeviceStart(threading.Thread):
     """``get_device(uri)`` on a thread of its own while the caller reads the module: a GPU
     driver's start (cuInit and a context: ~245 ms on the H100 host) waits in C without the
     GIL, and reading and verifying the file need not wait for it (issue 13)."""
