@@ -62,6 +62,18 @@ def test_importing_the_runtime_imports_no_gpu_driver():
                                 (*HEAVY, "flatbuffers", "pyree.runtime._fb")) == []
 
 
+def test_the_runtime_and_its_front_door_import_nothing_before_the_device_starts():
+    """``import pyree.runtime`` and reaching ``load_module`` import neither the VM, the HAL nor
+    the module readers: load_module starts the device first, so a GPU driver's start (in C,
+    without the GIL) overlaps their import (issue 13)."""
+    later = ["pyree.runtime.vm.function", "pyree.runtime.vm.loaded_module", "pyree.runtime.module",
+             "pyree.runtime.hal.device", "pyree.runtime.hal.registry", "pyree.runtime._fb"]
+    for code in ("import pyree.runtime as rt\nrt.load_module",
+                 "from pyree.runtime.tools import run_module"):
+        out = _python(f"{code}\nimport sys\nprint([m for m in {later!r} if m in sys.modules])")
+        assert out.strip() == "[]", code
+
+
 def test_running_on_local_task_imports_no_gpu_driver(tmp_path):
     path, _ = _big_module(tmp_path)
     assert _heavy_modules_after(

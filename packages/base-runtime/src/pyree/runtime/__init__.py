@@ -7,6 +7,10 @@
 IREE's names work too (``Config``, ``SystemContext``, ``VmModule``, ``load_vm_flatbuffer``...;
 vm/system_api.py, docs/MIGRATING_FROM_IREE.md). External weights: ``load_module(...,
 parameters=["model=weights.irpa"])`` or a ``ParameterIndex`` (docs/PARAMETERS.md).
+
+Every name but the errors is imported on first use, so ``import pyree.runtime`` costs a process
+almost nothing, and a tool can start its device (a GPU driver's start waits in C, without the
+GIL) before the module readers and the VM are imported beside it (issue 13).
 """
 
 from pyree.runtime.errors import (
@@ -16,46 +20,28 @@ from pyree.runtime.errors import (
                                   ModuleError,
                                   PyreeError,
 )
-from pyree.runtime.hal.device import DeviceInfo
-from pyree.runtime.hal.registry import (
-                                  DriverInfo,
-                                  get_device,
-                                  list_devices,
-                                  list_drivers,
-)
-from pyree.runtime.module import Module, read_module
-from pyree.runtime.vm import (
-                                  CheckFailure,
-                                  DeviceArray,
-                                  Function,
-                                  LoadedModule,
-                                  TensorType,
-                                  asdevicearray,
-                                  format_array,
-                                  load_module,
-)
 
-# IREE's system API (vm/system_api.py) and external weights (parameters/) are imported on first
-# use: most processes (the tools among them) use neither (~1 ms of every start, issue 13).
 _LAZY = {
+    "DeviceInfo": "hal.device",
+    **dict.fromkeys(("DriverInfo", "get_device", "list_devices", "list_drivers"), "hal.registry"),
+    **dict.fromkeys(("Module", "read_module"), "module"),
+    **dict.fromkeys(("CheckFailure", "DeviceArray", "Function", "LoadedModule", "TensorType",
+                     "asdevicearray", "format_array", "load_module"), "vm"),
     **dict.fromkeys(("Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction",
                      "VmInstance", "VmModule", "load_vm_flatbuffer", "load_vm_flatbuffer_file",
                      "load_vm_module", "load_vm_modules"), "vm.system_api"),
     "ParameterError": "parameters", "ParameterIndex": "parameters",
 }
-__all__ = [
-    "CheckError", "CheckFailure", "DeviceArray", "DeviceInfo", "DriverError", "DriverInfo",
-    "Function", "InvocationError", "LoadedModule", "Module", "ModuleError", "PyreeError",
-    "TensorType", "asdevicearray", "format_array", "get_device", "list_devices", "list_drivers",
-    "load_module", "read_module", *_LAZY,
-]
+__all__ = ["CheckError", "DriverError", "InvocationError", "ModuleError", "PyreeError", *_LAZY]
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         from importlib import import_module
 
-        return getattr(import_module(f"pyree.runtime.{_LAZY[name]}"), name)
+        value = getattr(import_module(f"pyree.runtime.{_LAZY[name]}"), name)
+        globals()[name] = value  # later lookups are plain attribute reads
+        return value
     raise AttributeError(f"module 'pyree.runtime' has no attribute {name!r}")
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import mmap
 import os
-import threading
 
 from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
 from pyree.runtime.hal.ffi import PROCESS, ffi
-from pyree.runtime.hal.registry import get_device
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
@@ -72,7 +70,7 @@ class LoadedModule:
         for i, c in enumerate(module.tree.constants):
             p = c.parameter
             if p is not None and parameters is None:
-                parameters = _parameter_index([])
+                parameters = parameter_index([])
             data = module.bytes_of(c.data) if p is None else parameters.resolve(
                 p.scope, p.key, c.type.elementType, c.type.dims,
                 f"module '{module.name}' constant {i}")
@@ -135,55 +133,6 @@ class LoadedModule:
         return f"<LoadedModule {self.name!r} on {self.device.uri}: {', '.join(self._functions)}>"
 
 
-def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview,
-                device: str | Device | None = None, *, driver: str | None = None,
-                parameters: ParameterIndex | str | os.PathLike | list | None = None) -> LoadedModule:
-    """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI
-    (``device``, or IREE's ``driver`` keyword; default ``local-task``). A file is mapped
-    (copy-on-write) rather than read, so its constants need not be copied. ``parameters``: the
-    parameter files its external constants come from, as ``--parameters`` takes them
-    (``"[scope=]file.irpa"``, ``.safetensors``; a path: no scope; a (scope, path) pair), or a
-    ParameterIndex; mapped the same way."""
-    parameters = _parameter_index(parameters) if parameters else None
-    if device is not None and driver is not None:
-        raise InvocationError(f"load_module: give device= or driver=, not both (got device="
-                              f"{device!r}, driver={driver!r})")
-    device = device or driver or "local-task"
-    started = _DeviceStart(device) if isinstance(device, str) else None
-    try:
-        module = open_module(path_or_bytes)
-    except BaseException:
-        if started is not None:
-            started.join()  # its failure, if any, is not this one's
-        raise
-    if started is not None:
-        device = started.result()
-    return LoadedModule(module, device, parameters)
-
-
-class _DeviceStart(threading.Thread):
-    """``get_device(uri)`` on a thread of its own while the caller reads the module: a GPU
-    driver's start (cuInit and a context: ~245 ms on the H100 host) waits in C without the
-    GIL, and reading and verifying the file need not wait for it (issue 13)."""
-
-    def __init__(self, uri: str):
-        super().__init__(name=f"pyree-device-start {uri}", daemon=True)
-        self._uri, self._device, self._error = uri, None, None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            self._device = get_device(self._uri)
-        except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
-            self._error = e
-
-    def result(self) -> Device:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._device
-
-
 def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Module:
     """Reads and verifies a module file (a path, mapped copy-on-write, or the file's bytes)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
@@ -202,7 +151,7 @@ def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
     return read_module(data)
 
 
-def _parameter_index(parameters) -> ParameterIndex:
+def parameter_index(parameters) -> ParameterIndex:
     """``load_module``'s ``parameters`` as a ParameterIndex (its files opened and indexed)."""
     from pyree.runtime.parameters import ParameterIndex
 
