@@ -2,19 +2,23 @@
 
     python3 bench/cuda/cold_start_gpu.py build OUT_DIR     (build machine: compiles tests/data/mlp.mlir
                         with pyree for sm_90 + hopper Vulkan, iree-compile for sm_80 + ampere Vulkan)
-    python3 bench/cuda/cold_start_gpu.py run OUT_DIR [--runs 7] [--drivers cuda,vulkan]  (GPU host)
+    python3 bench/cuda/cold_start_gpu.py run OUT_DIR [--runs 7] [--drivers cuda,vulkan]
+                        [--pyree-trees NAME=SITE,...]  (GPU host)
 
 Each API sample is a fresh process that imports numpy and its runtime, loads the module on the
 GPU, calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same
 two-layer perceptron's shapes on the GPU and runs it once). Each CLI sample is one
 ``pyree-run-module`` / ``iree-run-module`` process (IREE's pip script, which execs its native
 binary) with the same input. Sides alternate; medians of wall time from spawn to exit, and each API
-side's in-process phases (import, load, first call).
+side's in-process phases (import, load, first call). ``--pyree-trees`` runs the pyree sides once
+per named install (``base=/tmp/site-base``: that directory first on PYTHONPATH), in the same
+alternation, so a change to the runtime is measured against its base in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -73,9 +77,9 @@ def build(out: Path) -> None:
                         "-o", str(out / f"mlp.iree_{driver}.vmfb")], check=True)
 
 
-def sample(command: list[str]) -> tuple[float, list[float], str]:
+def sample(command: list[str], env: dict | None = None) -> tuple[float, list[float], str]:
     t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     wall = time.perf_counter() - t0
     if not command[-1].startswith("--input"):
         value, *phases = done.stdout.split()
@@ -83,30 +87,36 @@ def sample(command: list[str]) -> tuple[float, list[float], str]:
     return wall, [], done.stdout.split()[-1]
 
 
-def sides(out: Path, driver: str) -> dict[str, list[str]]:
+def sides(out: Path, driver: str, trees: dict[str, str]) -> dict[str, tuple[list[str], dict | None]]:
     py, pyree_vmfb = sys.executable, str(out / "mlp.pyree.vmfb")
     iree_vmfb = str(out / f"mlp.iree_{driver}.vmfb")
     cli = ["--function=mlp", f"--device={driver}", CLI_INPUT]
     # IREE's pip console script, as its entry point runs it (pip --target installs have no bin/).
     iree_cli = [py, "-c", "import sys; from iree._runtime.scripts.iree_run_module.__main__ "
                 "import main; sys.exit(main())"]
-    return {f"pyree {driver} api": [py, "-c", PYREE.format(module=pyree_vmfb, driver=driver)],
-            f"iree {driver} api": [py, "-c", IREE.format(module=iree_vmfb, driver=driver)],
-            f"pyree {driver} cli": [py, "-m", "pyree.runtime.tools.run_module",
-                                    f"--module={pyree_vmfb}", *cli],
-            f"iree {driver} cli": [*iree_cli, f"--module={iree_vmfb}", *cli]}
+    pyree_api = [py, "-c", PYREE.format(module=pyree_vmfb, driver=driver)]
+    pyree_cli = [py, "-m", "pyree.runtime.tools.run_module", f"--module={pyree_vmfb}", *cli]
+    out: dict[str, tuple[list[str], dict | None]] = {}
+    for tree, site in (trees or {"": ""}).items():
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (site, os.environ.get("PYTHONPATH", "")) if p)} if site else None
+        label = f"pyree{'-' + tree if tree else ''} {driver}"
+        out[f"{label} api"], out[f"{label} cli"] = (pyree_api, env), (pyree_cli, env)
+    out[f"iree {driver} api"] = ([py, "-c", IREE.format(module=iree_vmfb, driver=driver)], None)
+    out[f"iree {driver} cli"] = ([*iree_cli, f"--module={iree_vmfb}", *cli], None)
+    return out
 
 
-def run(out: Path, runs: int, drivers: list[str]) -> None:
-    commands = {"torch api": [sys.executable, "-c", TORCH]}
+def run(out: Path, runs: int, drivers: list[str], trees: dict[str, str]) -> None:
+    commands = {"torch api": ([sys.executable, "-c", TORCH], None)}
     for driver in drivers:
-        commands.update(sides(out, driver))
-    for command in commands.values():  # warm the page cache and bytecode caches
-        sample(command)
+        commands.update(sides(out, driver, trees))
+    for command, env in commands.values():  # warm the page cache and bytecode caches
+        sample(command, env)
     results: dict[str, list] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, command in commands.items():
-            results[name].append(sample(command))
+        for name, (command, env) in commands.items():
+            results[name].append(sample(command, env))
     print(f"{'side':18s} {'wall ms':>8s} {'import':>8s} {'load':>8s} {'1st call':>8s}  result")
     for name, samples in results.items():
         wall = statistics.median(s[0] for s in samples) * 1e3
@@ -122,8 +132,11 @@ if __name__ == "__main__":
     parser.add_argument("out", type=Path)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--drivers", default="cuda,vulkan")
+    parser.add_argument("--pyree-trees", default="",
+                        help="NAME=SITE,...: run the pyree sides once per install")
     args = parser.parse_args()
     if args.mode == "build":
         build(args.out)
     else:
-        run(args.out, args.runs, args.drivers.split(","))
+        trees = dict(item.split("=", 1) for item in args.pyree_trees.split(",") if item)
+        run(args.out, args.runs, args.drivers.split(","), trees)
