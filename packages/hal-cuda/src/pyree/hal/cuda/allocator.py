@@ -6,8 +6,6 @@ that allocates its results on every call gets them back from the pool without dr
 What the pool keeps goes back to the GPU (cuMemPoolTrimTo) when an allocation fails — a request
 larger than the GPU left the pool holding all of it, 6 MiB of 81 GB free on the H100 — and when
 the last buffer is released (every module unloaded), so other processes find the GPU as it was.
-A pool's first allocation costs ~10 ms (the driver's set-up of the pool; a first cuMemAlloc costs
-0.2 ms), so a new device makes it on a thread of its own while its caller loads the module.
 Host <-> device copies go through pinned memory: small ones (per-call arguments and results)
 through a ring of pinned slots, a few C calls each; large ones through two pinned chunks, so they
 run at full PCIe speed with the host-side memcpy of one chunk overlapping the DMA of the other.
@@ -52,7 +50,7 @@ class MappedBuffer(DeviceBuffer):
 
 
 class Allocator:
-    def __init__(self, cu, ordinal: int, context, stream, device_name: str):
+    def __init__(self, cu, ordinal: int, stream, device_name: str):
         self.cu, self.stream, self.device_name = cu, stream, device_name
         props = ffi.new("CUmemPoolProps *")  # zeroed: no export handles, default size
         props.allocType = symbols.CU_MEM_ALLOCATION_TYPE_PINNED
@@ -66,17 +64,6 @@ class Allocator:
               "cuMemPoolSetAttribute(RELEASE_THRESHOLD)")
         self.in_use = 0  # buffers handed out and not yet freed
         self._count = threading.Lock()  # calls come from any thread (and the collector)
-        self._warming = threading.Thread(target=self._warm, args=(context,), daemon=True,
-                                         name="pyree-cuda-pool-warm")
-        self._warming.start()
-
-    def _warm(self, context) -> None:
-        """One byte allocated and freed, so the pool's set-up is paid beside the module's load
-        (a failure here is left to the first real allocation to report)."""
-        ptr = ffi.new("CUdeviceptr *")
-        if (self.cu.cuCtxSetCurrent(context) == CUDA_SUCCESS
-                and self.cu.cuMemAllocFromPoolAsync(ptr, 1, self.pool, self.stream) == CUDA_SUCCESS):
-            self.cu.cuMemFreeAsync(ptr[0], self.stream)
 
     def allocate(self, size: int) -> DeviceBuffer:
         cu, ptr = self.cu, ffi.new("CUdeviceptr *")
@@ -111,7 +98,6 @@ class Allocator:
         check(self.cu.cuMemPoolTrimTo(self.pool, 0), "cuMemPoolTrimTo")
 
     def destroy(self) -> None:
-        self._warming.join()
         check(self.cu.cuMemPoolDestroy(self.pool), "cuMemPoolDestroy")
 
 

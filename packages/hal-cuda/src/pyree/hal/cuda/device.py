@@ -80,7 +80,7 @@ class CudaDevice(PythonDevice):
             capability.append(value[0])
         self.capability = tuple(capability)
         self.stream, self.capture_stream = self._create_stream(), self._create_stream()
-        self.allocator = Allocator(cu, ordinal, self.context, self.stream, name)
+        self.allocator = Allocator(cu, ordinal, self.stream, name)
         self.mapped = MappedAllocator(cu, self.stream)
         self.staging = Staging(cu, self.stream)
         self.executables = ExecutableCache(cu, self.capability, name)
