@@ -9,8 +9,8 @@ vm/system_api.py, docs/MIGRATING_FROM_IREE.md). External weights: ``load_module(
 parameters=["model=weights.irpa"])`` or a ``ParameterIndex`` (docs/PARAMETERS.md).
 
 Every name but the errors is imported on first use, so ``import pyree.runtime`` costs a process
-almost nothing, and a tool can start its device (a GPU driver's start waits in C, without the
-GIL) before the module readers and the VM are imported beside it (issue 13).
+almost nothing until it loads a module (issue 13: importing the runtime does no work a call may
+not need).
 """
 
 from pyree.runtime.errors import (

@@ -1,7 +1,6 @@
 """A device started on a thread of its own: a GPU driver's start (cuInit and a context, ~220 ms on
-the H100 host; a Vulkan instance) waits in C without the GIL, so the caller can import the VM and
-the module readers, and read and verify the module file, meanwhile (issue 13). ``load_module``
-starts one for a URI; the tools start one as soon as their flags are parsed."""
+the H100 host; a Vulkan instance) waits in C without the GIL, so ``load_module`` reads and
+verifies the module file meanwhile (issue 13)."""
 
 from __future__ import annotations
 

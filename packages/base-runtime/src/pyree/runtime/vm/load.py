@@ -1,7 +1,9 @@
-"""``load_module``, the runtime's front door, in a module that imports nothing heavy: it starts
-the device on a thread (hal/device_start.py) before it imports the VM and the module readers, so
-a GPU driver's start, which waits in C without the GIL, overlaps those imports and the file's read
-(issue 13)."""
+"""``load_module``, the runtime's front door, in a module that imports nothing heavy, so that
+``import pyree.runtime`` stays cheap. It imports the VM and the module readers first, then starts
+the device on a thread (hal/device_start.py) and reads the file beside it. Starting the device
+before those imports was measured and not kept: the driver's Python work then shared the GIL with
+the imports, and on the H200 host the cuda CLI gained nothing (447.6 vs 447.4 ms) while the Vulkan
+CLI lost 20 ms (317.3 vs 297.8; BENCHMARKS.md, 2026-11-27)."""
 
 from __future__ import annotations
 
@@ -30,10 +32,10 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
         raise InvocationError(f"load_module: give device= or driver=, not both (got device="
                               f"{device!r}, driver={driver!r})")
     device = device or driver or "local-task"
+    from pyree.runtime.vm.loaded_module import LoadedModule, open_module, parameter_index
+
     started = DeviceStart(device) if isinstance(device, str) else None
     try:
-        from pyree.runtime.vm.loaded_module import LoadedModule, open_module, parameter_index
-
         parameters = parameter_index(parameters) if parameters else None
         module = open_module(path_or_bytes)
     except BaseException:
