@@ -160,7 +160,10 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
 
 
 def _form_regions(function: Function, gpu: bool) -> Function:
-    return split_reductions(form_dispatch_regions(rewrite_convolutions(function)), gpu)
+    """Regions, split reductions, then regions again: a split-K chunk walk can make a read
+    through a view affine (flow/views.py), and the data movement behind it then fuses."""
+    return form_dispatch_regions(
+        split_reductions(form_dispatch_regions(rewrite_convolutions(function)), gpu))
 
 
 def size_text(nbytes: int) -> str:

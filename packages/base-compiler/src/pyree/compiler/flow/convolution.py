@@ -207,10 +207,10 @@ def _im2col(op: Generic, filt: Load, image: Load) -> list[Op] | None:
     contraction = dataclasses.replace(moved, inputs=op.inputs + [f_view, p_view], outputs=(result,))
     contraction = dedupe_inputs(drop_unread(contraction))
 
-    # The patches are read through a view even when it reshapes nothing (one reduction loop):
-    # fusion never inlines through a view, so the copy is not folded back into the GEMM.
+    # The patches are read through a barrier view even when it reshapes nothing (one reduction
+    # loop): fusion never inlines through it, so the copy is not folded back into the GEMM.
     return [View(f_view, filt_value, location=op.location), copy,
-            View(p_view, patches, location=op.location), contraction]
+            View(p_view, patches, location=op.location, barrier=True), contraction]
 
 
 def _name(op: Generic) -> str:

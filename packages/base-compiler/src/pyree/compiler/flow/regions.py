@@ -13,8 +13,10 @@ Two rewrites, applied until neither fires:
 - row fusion, once neither fires: a chain of reductions over the same rows and the elementwise op
   reading them joins one row kernel (``flow/row_fusion.py``: softmax, layernorm).
 A value that is a function result, or is read by a check, a view or two ops, stays materialized.
-First, elementwise Generics of constants are computed at compile time (``flow/constant_folding.py``)
-and gathers at constant, affine indices become loads (``flow/gathers.py``).
+First, elementwise Generics of constants are computed at compile time (``flow/constant_folding.py``),
+gathers at constant, affine indices become loads (``flow/gathers.py``) and reads through views
+(reshapes, contiguous slices) read the views' sources where the index stays affine
+(``flow/views.py``), so a view between two ops no longer keeps its value materialized.
 Last, each reduction's adjacent loops are merged where every access allows (``flow/collapse.py``),
 so a convolution's GEMM has one m, one n and one reduction loop for every backend.
 """
@@ -38,6 +40,7 @@ from pyree.compiler.flow.rewrite import (
     transform,
 )
 from pyree.compiler.flow.row_fusion import fuse_rows_once
+from pyree.compiler.flow.split_reduction import is_contraction
 from pyree.compiler.flow.tensor_program import (
     Check,
     Constant,
@@ -50,6 +53,7 @@ from pyree.compiler.flow.tensor_program import (
     defined_by,
     read_by,
 )
+from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -60,14 +64,17 @@ from pyree.compiler.kernel import (
     Gather,
     Load,
     Result,
+    fold_pattern,
     is_row_kernel,
     walk,
 )
 
 
 def form_dispatch_regions(function: Function) -> Function:
-    ops = _drop_dead_results(list(fold_constant_gathers(fold_constants(function)).ops),
-                             function.results)
+    ops = _drop_dead_results(
+        fold_views_into_loads(list(fold_constant_gathers(fold_constants(function)).ops),
+                              function.results),
+        function.results)
     refused: dict = {}
     graph = _Graph(ops, function.results)
     while True:
@@ -276,13 +283,14 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
              if isinstance(e, Load) and e.binding == j}
     if root_dims is None or len(reads) != 1:
         return None
-    read_dims = permutation_dims(next(iter(reads)), len(consumer.loop_ranges))
+    read_dims = _permutation_but_units(next(iter(reads)), consumer.loop_ranges)
     if read_dims is None or any(consumer.loop_ranges[d] != root.loop_ranges[root_dims[position]]
                                 for position, d in enumerate(read_dims)):
         return None  # the consumer reads part of the value (a slice): not the same loop space
-    # consumer loop read_dims[i] walks dim i of the value, which root writes from its loop root_dims[i].
+    # consumer loop read_dims[i] walks dim i of the value, which root writes from its loop
+    # root_dims[i]; a consumer loop of extent 1 that the read skips (a reshape's unit dim) is 0.
     n = len(root.loop_ranges)
-    loop_map: list[AffineExpr] = [None] * len(read_dims)  # type: ignore[list-item]
+    loop_map: list[AffineExpr] = [AffineExpr.loop(n, None)] * len(consumer.loop_ranges)
     for position, d in enumerate(read_dims):
         loop_map[d] = AffineExpr(tuple(int(k == root_dims[position]) for k in range(n)))
     base = len(root.inputs)
@@ -294,12 +302,44 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
         return finished if isinstance(e, Load) and e.binding == base + j else None
 
     moved = remap_loops(c0.value, tuple(loop_map), n, lambda b: base + b)
-    result = Result(binding=0, index=tuple(compose(ix, tuple(loop_map), n) for ix in c0.index),
-                    value=r0.value, init=r0.init, epilogue=transform(moved, leaf))
+    index = tuple(compose(ix, tuple(loop_map), n) for ix in c0.index)
+    if _moves_matrix_dims(root, index):
+        return None
+    result = Result(binding=0, index=index, value=r0.value, init=r0.init,
+                    epilogue=transform(moved, leaf))
     fused = Generic(inputs=inputs, results=list(consumer.results), outputs=(result,),
                     loop_ranges=root.loop_ranges, num_parallel=root.num_parallel,
                     location=root.location, origin=f"{root.origin}+{consumer.origin}")
     return dedupe_inputs(drop_unread(fused))
+
+
+def _moves_matrix_dims(root: Generic, index: tuple[AffineExpr, ...]) -> bool:
+    """Whether a contraction would write its result with its m and n loops no longer the two
+    innermost dims, in order (an attention's ``transpose(p @ v)``): the CPU and Vulkan emitters
+    order loops by the result's strides, which then no longer leaves a matmul to match; the
+    transpose stays a kernel of its own."""
+    folds = fold_pattern(root.outputs)
+    if not folds or not is_contraction(folds[0], root.num_parallel):
+        return False
+    m, n = root.num_parallel - 2, root.num_parallel - 1
+    return len(index) < 2 or index[-2:] != (AffineExpr.loop(len(root.loop_ranges), m),
+                                            AffineExpr.loop(len(root.loop_ranges), n))
+
+
+def _permutation_but_units(index: tuple[AffineExpr, ...],
+                           loop_ranges: tuple[int, ...]) -> tuple[int, ...] | None:
+    """For an index that reads each loop of ``loop_ranges`` once, in some order, but may skip
+    loops of extent 1, the loop of each position."""
+    dims = []
+    for ix in index:
+        nz = [d for d, c in enumerate(ix.coeffs) if c != 0]
+        if ix.const != 0 or len(nz) != 1 or ix.coeffs[nz[0]] != 1:
+            return None
+        dims.append(nz[0])
+    if len(set(dims)) != len(dims) or any(loop_ranges[d] != 1 for d in range(len(loop_ranges))
+                                          if d not in dims):
+        return None
+    return tuple(dims)
 
 
 def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:

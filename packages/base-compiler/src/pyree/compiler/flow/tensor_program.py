@@ -79,6 +79,9 @@ class View:
     source: Value
     byte_offset: int = 0
     location: str = ""
+    # a barrier the compiler placed: readers keep reading the view (flow/views.py does not fold
+    # it), so its source stays materialized (a convolution's patches, which GEMMs read densely)
+    barrier: bool = False
 
 
 @dataclass(eq=False)

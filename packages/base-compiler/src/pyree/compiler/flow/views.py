@@ -1,0 +1,151 @@
+"""Loads through views: a Generic that reads a ``View`` (a reshape, a contiguous slice) reads the
+view's source instead, wherever each of its reads lands on an affine index of the source.
+
+A view is the same bytes under another shape, so a read of the view at index I is a read of the
+source at the row-major digits of I's linear offset. Those digits are affine in the loops when no
+term can carry into the next digit: each term of the offset (a loop times its coefficient) falls
+into the source dim whose stride divides the coefficient, the constant is split into digits, and
+every digit's range over the loops stays inside its dim. GPT-2's attention reads q, k and v as
+``transpose(reshape(slice(qkv)))`` and writes ``reshape(transpose(p @ v))``: with the views
+folded, the slices and transposes are single-user data movement again, and region formation
+inlines them into the batch matmuls that read them, instead of materializing each (six kernels of
+the block). A read that could carry (a collapsed dim walked past its inner extent) keeps the view,
+and so does a barrier view (a convolution's patches, which its GEMM reads densely).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pyree.compiler.flow.rewrite import dedupe_inputs, drop_unread, map_results, result_exprs
+from pyree.compiler.flow.tensor_program import Generic, Op, Value, View, read_by
+from pyree.compiler.kernel import AffineExpr, Cast, Const, Expr, Gather, Load, itemsize, walk
+
+
+def fold_views_into_loads(ops: list[Op], results: list[Value]) -> list[Op]:
+    """``ops`` with every Generic reading view sources wherever its reads allow, and without
+    the views nothing reads any more (a view read keeps its source materialized)."""
+    views = {op.result: op for op in ops if isinstance(op, View) and not op.barrier}
+    producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
+    if not views:
+        return ops
+    ops = [_fold(op, _foldable(op, views, producers)) if isinstance(op, Generic) else op
+           for op in ops]
+    while True:  # dropping a view can leave the view it reads unread
+        read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in results}
+        live = [op for op in ops if not isinstance(op, View) or id(op.result) in read]
+        if len(live) == len(ops):
+            return ops
+        ops = live
+
+
+def _foldable(reader: Generic, views: dict[Value, View], producers: dict) -> dict[Value, View]:
+    """The views ``reader`` may read through: those (through views of views) of a Generic's
+    result that fusion could then join to the reader: an elementwise reader (inlining its
+    producer, or becoming a reduction's epilogue) or an elementwise producer that only moves data
+    (inlined even into a reduction). Other views stay as they are (a constant's or an argument's,
+    a reduction's read by a reduction, arithmetic read by a matmul): folding them would only
+    reshape a binding."""
+    out = {}
+    for value, view in views.items():
+        root = view
+        while root.source in views:
+            root = views[root.source]
+        producer = producers.get(id(root.source))
+        if producer is not None and (_elementwise(reader) or (
+                _elementwise(producer) and _moves_data(producer))):
+            out[value] = view
+    return out
+
+
+def _elementwise(op: Generic) -> bool:
+    return op.num_parallel == len(op.loop_ranges)
+
+
+def _moves_data(op: Generic) -> bool:
+    """Only loads and casts: what region formation inlines even into a reduction's value."""
+    return all(isinstance(e, (Load, Cast, Const)) for r in op.outputs for e in walk(r.value))
+
+
+def _fold(op: Generic, views: dict[Value, View]) -> Generic:
+    refused: set[int] = set()
+    while True:  # one input per round (folding renumbers them); a view of a view takes two
+        j = next((j for j, value in enumerate(op.inputs)
+                  if value in views and id(value) not in refused), None)
+        if j is None:
+            return op
+        folded = _read_source(op, j, views[op.inputs[j]])
+        if folded is None:
+            refused.add(id(op.inputs[j]))
+        else:
+            op = folded
+
+
+def _read_source(op: Generic, j: int, view: View) -> Generic | None:
+    source = view.source
+    if source.dtype != view.result.dtype or view.byte_offset % itemsize(source.dtype):
+        return None
+    reads = {e for r in op.outputs for e in result_exprs(r) if isinstance(e, (Load, Gather))
+             and e.binding == j}
+    if any(isinstance(e, Gather) for e in reads):
+        return None
+    offset = view.byte_offset // itemsize(source.dtype)
+    new_index = {}
+    for load in reads:
+        index = source_index(load.index, view.result.shape, source.shape, offset, op.loop_ranges)
+        if index is None:
+            return None
+        new_index[load.index] = index
+    base = len(op.inputs)
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.binding == j:
+            return Load(base, new_index[e.index], e.dtype)
+        return None
+
+    moved = dataclasses.replace(op, inputs=[*op.inputs, source],
+                                outputs=map_results(op.outputs, leaf))
+    return dedupe_inputs(drop_unread(moved))
+
+
+def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
+                 source_shape: tuple[int, ...], offset: int,
+                 loop_ranges: tuple[int, ...]) -> tuple[AffineExpr, ...] | None:
+    """The source index (affine in the loops) of the element a view of ``view_shape``, starting
+    ``offset`` elements into the source, holds at ``index``; None when a digit could carry."""
+    n = len(loop_ranges)
+    coeffs, const = [0] * n, offset
+    for stride, ix in zip(_strides(view_shape), index):
+        coeffs = [c + stride * k for c, k in zip(coeffs, ix.coeffs)]
+        const += stride * ix.const
+    strides = _strides(source_shape)
+    digits = [[0] * n for _ in source_shape]
+    for loop, c in enumerate(coeffs):
+        if c == 0:
+            continue
+        if loop_ranges[loop] == 1:  # always 0: kept only where it indexes a dim as itself, so a
+            dim = next((i for i, s in enumerate(strides) if s == c), None)  # read keeps its loops
+            if dim is not None:
+                digits[dim][loop] = 1
+            continue
+        dim = next((i for i, s in enumerate(strides) if c % s == 0), None)
+        if dim is None:
+            return None
+        digits[dim][loop] = c // strides[dim]
+    out = []
+    for dim, (stride, extent) in enumerate(zip(strides, source_shape)):
+        digit_const = const // stride if dim == 0 else const // stride % extent
+        low = digit_const + sum(min(0, k * (r - 1)) for k, r in zip(digits[dim], loop_ranges))
+        high = digit_const + sum(max(0, k * (r - 1)) for k, r in zip(digits[dim], loop_ranges))
+        if low < 0 or high >= extent:
+            return None
+        out.append(AffineExpr(tuple(digits[dim]), digit_const))
+    return tuple(out)
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    strides, s = [], 1
+    for extent in reversed(shape):
+        strides.append(s)
+        s *= extent
+    return strides[::-1]
