@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cuda.addressing import linearize
 from pyree.compiler.codegen.cuda.matmul import Contraction, Tiling, match
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.pointwise import store_results
@@ -63,6 +64,9 @@ def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling
     a_tile = asm.shared_array(vec4, a_stride * bk // 4)
     b_tile = asm.shared_array(vec4, bn * bk // 4)
     group, lid = sh.group_id(grid), sh.local_id()
+    m_loop, n_loop, k_loop = kernel.num_parallel - 2, kernel.num_parallel - 1, kernel.num_parallel
+    walk_k_x = _walk_k(kernel, contraction.x, k_loop, m_loop, default=True)
+    walk_k_y = _walk_k(kernel, contraction.y, k_loop, n_loop, default=False)
 
     def c(v: int) -> int:
         return asm.u32(v)
@@ -96,13 +100,15 @@ def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling
             for acc in row:
                 fn.do(S.OpStore, acc, zero)
 
-        def stage(k0: int, expr: K.Expr, tile: int, width: int, stride: int, rows_first: bool):
-            """tile[kk * stride + w] = expr at (w, k0 + kk), 0 outside the matrix."""
+        def stage(k0: int, expr: K.Expr, tile: int, width: int, stride: int, rows_first: bool,
+                  walk_k: bool):
+            """tile[kk * stride + w] = expr at (w, k0 + kk), 0 outside the matrix; consecutive
+            invocations walk k (``walk_k``) or the tile's rows (m for X, n for Y)."""
             for step in range(width * bk // T):
                 e = op(S.OpIAdd, lid, c(step * T))
-                if rows_first:  # X: consecutive invocations walk k (contiguous in row-major X)
+                if walk_k:
                     w, kk = op(S.OpUDiv, e, c(bk)), op(S.OpUMod, e, c(bk))
-                else:           # Y: consecutive invocations walk n
+                else:
                     kk, w = op(S.OpUDiv, e, c(width)), op(S.OpUMod, e, c(width))
                 base, limit = (m0, M) if rows_first else (n0, N)
                 g, k = op(S.OpIAdd, base, w), op(S.OpIAdd, k0, kk)
@@ -116,8 +122,8 @@ def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling
                 fn.do(S.OpStore, shared(tile, op(S.OpIAdd, op(S.OpIMul, kk, c(stride)), w)), value)
 
         def k_step(k0: int) -> None:
-            stage(k0, contraction.x, a_tile, bm, a_stride, True)
-            stage(k0, contraction.y, b_tile, bn, bn, False)
+            stage(k0, contraction.x, a_tile, bm, a_stride, True, walk_k_x)
+            stage(k0, contraction.y, b_tile, bn, bn, False, walk_k_y)
             fn.barrier()
             for kk in range(bk):
                 a = [x for g in range(tm // 4)
@@ -150,3 +156,15 @@ def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling
     fn.if_then(fn.op(S.OpULessThan, bool_, group, c(groups)), body)
     itemsize = sh.compute_bits(dtype) // 8
     return Launch(grid, (T, 1, 1), (a_stride + bn) * bk * itemsize)
+
+
+def _walk_k(kernel: K.Kernel, expr: K.Expr, k_loop: int, row_loop: int, default: bool) -> bool:
+    """Whether staging an operand should give consecutive invocations consecutive k: where its
+    reads are contiguous along k and not along its row loop (a K-major Y: GPT-2's q @ k^T reads
+    k^T from the projection in place), so each wavefront's loads coalesce; the other way round
+    where contiguous along the row loop; else ``default`` (X row-major, Y n-major)."""
+    reads = [e for e in K.walk(expr) if isinstance(e, K.Load)]
+    lins = [linearize(kernel.bindings[e.binding], e.index, len(kernel.loop_ranges)) for e in reads]
+    along_k = bool(lins) and all(lin.coeffs[k_loop] == 1 for lin in lins)
+    along_row = bool(lins) and all(lin.coeffs[row_loop] == 1 for lin in lins)
+    return along_k if along_k != along_row else default
