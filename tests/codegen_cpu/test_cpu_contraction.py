@@ -84,11 +84,38 @@ def test_matmul_on_narrower_vector_isas(cpu):
 
 
 def test_long_k_reads_b_in_place():
-    """K too long for the packed panel on the stack: B is read straight from its binding."""
-    kernel = matmul(9, 35, 4500)
+    """K too long for the packed panel on the stack: even a transposed B is read (gathered)
+    straight from its binding."""
+    kernel = matmul(9, 35, 4500, b_transposed=True)
     lowering = match_contraction(normalize(kernel), resolve_target("host"))
     assert not lowering.pack
-    check(kernel, np.random.default_rng(24), rtol=1e-4)
+    check(kernel, np.random.default_rng(24), rtol=1e-4, b_transposed=True)
+
+
+@pytest.mark.parametrize("variant, packed", [
+    ({}, False), ({"b_transposed": True}, True), ({"in_dtype": "f16"}, True),
+    ({"in_dtype": "i8", "acc": "i32"}, True), ({"batch": 2}, False),
+])
+def test_only_transposed_or_converted_b_is_packed(variant, packed):
+    """A row-major B of the accumulator's type is read in place; one whose columns are strided
+    or whose elements are converted goes through the packed panel. Both agree with numpy at
+    ragged shapes (NaN and infinities included for the float ones)."""
+    M, N, K = 29, 75, 41
+    kernel = matmul(M, N, K, bias=True, **variant)
+    assert match_contraction(normalize(kernel), resolve_target("host")).pack == packed
+    rng = np.random.default_rng(27)
+    inputs = {i: random_array(b.dtype, b.shape, rng) for i, b in enumerate(kernel.bindings)
+              if b.access == "read"}
+    a, b, bias = (inputs[i].astype(np.float64) for i in range(3))
+    if variant.get("acc") != "i32":
+        inputs[0][..., 3, 5], inputs[1][..., 7, 2] = np.nan, np.inf
+        a, b = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    b = np.swapaxes(b, -1, -2) if variant.get("b_transposed") else b
+    got = run(kernel, inputs)[-1].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        ref = a @ b + bias
+    np.testing.assert_allclose(got, ref, rtol=1e-3 if variant.get("in_dtype") == "f16" else 1e-5,
+                               atol=1e-4 * K)
 
 
 def test_matvec_is_a_vectorized_reduction():

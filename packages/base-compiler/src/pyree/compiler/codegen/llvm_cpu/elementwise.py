@@ -2,13 +2,21 @@
 
 After normalization the innermost loop is the one the first result is stored contiguously
 along, so LLVM's loop vectorizer turns it into full-width vector code with a scalar tail;
-broadcast, strided and transposed loads come out as splats, shuffles or gathers.
+broadcast, strided and transposed loads come out as splats, shuffles or gathers. Where a load
+steps 2-4 elements along that loop (a strided convolution's im2col, a strided slice), LLVM
+gathers, so those kernels are written as explicit vectors along the loop instead: a strided
+load is then one span load and a shuffle (exprs.py), the row's tail one masked vector.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point
+from pyree.compiler.codegen.llvm_cpu.exprs import (
+    ExprEmitter,
+    Point,
+    row_lanes,
+    sweep_vectors,
+)
 from pyree.compiler.codegen.llvm_cpu.loops import nest
 from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
@@ -16,21 +24,40 @@ from pyree.compiler.kernel import Kernel
 
 
 class ElementwiseLowering:
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
+    def __init__(self, kernel: Kernel, span: int = 1):
+        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        self.kernel, self.span = kernel, span
         self.tiling = choose_tiling(kernel.parallel_ranges, len(loads(kernel)) + len(kernel.results))
+        self.lanes = row_lanes(kernel) if _strided_rows(kernel, span) else 0
 
     @property
     def workgroup_count(self) -> int:
         return self.tiling.count
 
     def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
-        em = ExprEmitter(b, ptrs, self.kernel)
+        bounds = self.tiling.emit_bounds(b, wg)
+        if self.lanes:
+            vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes, span=self.span)
+            lane = self.kernel.num_parallel - 1
+            nest(b, bounds[:-1], lambda ix: sweep_vectors(b, vec, *bounds[-1], lambda start, mask: (
+                self._store(vec, Point(ix + [start], lane_dim=lane, mask=mask)))))
+        else:
+            em = ExprEmitter(b, ptrs, self.kernel)
+            nest(b, bounds, lambda indices: self._store(em, Point(indices)))
 
-        def body(indices):
-            pt = Point(indices)
-            values = [em.emit(r.value, pt) for r in self.kernel.results]
-            for r, v in zip(self.kernel.results, values):
-                em.store(r.binding, r.index[0], v, pt)
+    def _store(self, em: ExprEmitter, pt: Point) -> None:
+        values = [em.emit(r.value, pt) for r in self.kernel.results]
+        for r, v in zip(self.kernel.results, values):
+            em.store(r.binding, r.index[0], v, pt)
 
-        nest(b, self.tiling.emit_bounds(b, wg), body)
+
+def _strided_rows(kernel: Kernel, span: int) -> bool:
+    """Results contiguous along the innermost loop, some load stepping 2..span elements along
+    it and none further (a transposed load gathers either way)."""
+    if kernel.num_parallel == 0:
+        return False
+    p = kernel.num_parallel - 1
+    steps = [ld.index[0].coeffs[p] for ld in loads(kernel)]
+    return (all(r.index[0].coeffs[p] == 1 for r in kernel.results)
+            and any(1 < s <= span for s in steps)
+            and all(abs(s) <= span for s in steps))

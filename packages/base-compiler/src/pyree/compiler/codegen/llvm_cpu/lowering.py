@@ -9,6 +9,7 @@ from llvmlite import ir
 from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
 from pyree.compiler.codegen.llvm_cpu.elementwise import ElementwiseLowering
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
+from pyree.compiler.codegen.llvm_cpu.exprs import span_stride
 from pyree.compiler.codegen.llvm_cpu.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
 from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
@@ -25,10 +26,11 @@ def lower_kernels(kernels: list[Kernel], target: CpuTarget) -> tuple[ir.Module, 
     module = ir.Module(name="pyree_llvm_cpu")
     module.triple = TRIPLE
     lowered = []
+    span = span_stride(target)
     for k, kernel in enumerate(kernels):
         flat = normalize(kernel)
         strategy = (match_contraction(flat, target) if flat.reduction_ranges else None) or (
-            ReductionLowering(flat) if flat.reduction_ranges else ElementwiseLowering(flat))
+            ReductionLowering(flat, span) if flat.reduction_ranges else ElementwiseLowering(flat, span))
         symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernel.name)}"
         emit_kernel(module, symbol, flat, strategy.workgroup_count, strategy.emit)
         lowered.append(LoweredKernel(symbol, strategy.workgroup_count))

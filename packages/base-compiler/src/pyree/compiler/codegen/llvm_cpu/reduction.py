@@ -7,10 +7,11 @@ Three loop orders, picked by which loop the loads are contiguous along:
   each in a small stack array; every reduction step sweeps the block, which vectorizes along
   the contiguous parallel loop (column sums, reductions over outer dims).
 - window: a short reduction (a depthwise convolution's or a pooling's kh x kw taps) whose result
-  is contiguous along the innermost parallel loop and whose loads are contiguous or broadcast
-  along it. One vector of outputs along that loop keeps its accumulators in registers while
-  the taps run unrolled, each one vector load (masked on the row's tail) per operand; lanes are
-  distinct outputs, so each one still accumulates in order and nothing is reassociated.
+  is contiguous along the innermost parallel loop and whose loads are contiguous, broadcast or
+  (with AVX) strided by up to 4 along it. One vector of outputs along that loop keeps its
+  accumulators in registers while the taps run unrolled, each one vector load (masked on the
+  row's tail; a span load and a shuffle where strided) per operand; lanes are distinct
+  outputs, so each one still accumulates in order and nothing is reassociated.
   Measured 1.6-3.3x faster than reduction-inner on depthwise rows of 7 and 28, equal on longer
   rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
@@ -26,7 +27,13 @@ import itertools
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type
+from pyree.compiler.codegen.llvm_cpu.exprs import (
+    ExprEmitter,
+    Point,
+    row_lanes,
+    scalar_type,
+    sweep_vectors,
+)
 from pyree.compiler.codegen.llvm_cpu.loops import (
     entry_alloca,
     for_range,
@@ -41,19 +48,17 @@ from pyree.compiler.kernel import Kernel, Load, is_row_kernel, phases, walk
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
-# Elements a window load may step per output: a stride-2 load is a gather, which measured 3x
-# slower than the other orders on stride-2 depthwise convolutions.
-WINDOW_MAX_STRIDE = 1
 
 
 class ReductionLowering:
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
+    def __init__(self, kernel: Kernel, span: int = 1):
+        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        self.kernel, self.span = kernel, span
         for k, r in enumerate(kernel.reductions):
             if r.init is None:
                 raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
         rows = is_row_kernel(kernel.results)
-        self.lanes = 0 if rows else _window_lanes(kernel)
+        self.lanes = 0 if rows else _window_lanes(kernel, span)
         self.parallel_inner = not rows and _contiguous_along_parallel(kernel)
         work = math.prod(kernel.reduction_ranges) * (len(loads(kernel)) + 1)
         self.tiling = choose_tiling(kernel.parallel_ranges, work)
@@ -66,8 +71,9 @@ class ReductionLowering:
         em = ExprEmitter(b, ptrs, self.kernel)
         bounds = self.tiling.emit_bounds(b, wg)
         if self.lanes:
-            vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes)
-            nest(b, bounds[:-1], lambda ix: self._window(b, vec, ix, bounds[-1]))
+            vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes, span=self.span)
+            nest(b, bounds[:-1], lambda ix: sweep_vectors(
+                b, vec, *bounds[-1], lambda start, mask: self._window_vector(vec, ix, start, mask)))
         elif self.parallel_inner:
             nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, ix, bounds[-1]))
         else:
@@ -137,18 +143,6 @@ class ReductionLowering:
             sweep(self._zeros(), lambda at, slots: self._finish(
                 b, em, Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots, types)])))
 
-    def _window(self, b, vec: ExprEmitter, ix: list[ir.Value], inner) -> None:
-        """Full vectors along the innermost parallel loop, then one masked vector for the rest."""
-        lo, hi = inner
-        lanes = self.lanes
-        count = b.sub(hi, lo)
-        full_end = b.add(lo, b.sub(count, b.urem(count, i64(lanes))))
-        with for_range(b, lo, full_end, step=lanes, name="vec") as start:
-            self._window_vector(vec, ix, start, None)
-        with b.if_then(b.icmp_signed("<", full_end, hi)):
-            mask = b.icmp_signed("<", vec.iota(), vec.splat(b.sub(hi, full_end)))
-            self._window_vector(vec, ix, full_end, mask)
-
     def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
         results = self.kernel.results
         lane = self.kernel.num_parallel - 1
@@ -187,16 +181,15 @@ def _contiguous_along_parallel(kernel: Kernel) -> bool:
     return along_p > along_r
 
 
-def _window_lanes(kernel: Kernel) -> int:
-    """Vector width for the window order, or 0 where it does not apply."""
+def _window_lanes(kernel: Kernel, span: int) -> int:
+    """Vector width for the window order, or 0 where it does not apply: a load stepping further
+    than ``span`` elements per output would be a gather, measured 3x slower than the other
+    orders on stride-2 depthwise convolutions."""
     if kernel.num_parallel == 0 or math.prod(kernel.reduction_ranges) > WINDOW_TAPS:
         return 0
     p = kernel.num_parallel - 1
     value_loads = {e for r in kernel.results for e in walk(r.value) if isinstance(e, Load)}
     if (any(r.index[0].coeffs[p] != 1 for r in kernel.results)
-            or any(abs(ld.index[0].coeffs[p]) > WINDOW_MAX_STRIDE for ld in value_loads)):
+            or any(abs(ld.index[0].coeffs[p]) > max(1, span) for ld in value_loads)):
         return 0
-    lanes = 512 // max(32, max(bits(r.value.dtype) for r in kernel.results))  # LLVM splits for AVX2
-    while lanes > 4 and lanes // 2 >= kernel.parallel_ranges[-1]:
-        lanes //= 2
-    return lanes
+    return row_lanes(kernel)
