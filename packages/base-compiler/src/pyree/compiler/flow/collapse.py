@@ -35,9 +35,9 @@ def collapse_loops(op: Generic) -> list[Op]:
             current = merged
     if current is op:
         return [op]
-    before = [View(new, old, location=op.location, barrier=True)
+    before = [View(new, old, location=op.location)
               for old, new in zip(op.inputs, current.inputs) if new is not old]
-    after = [View(old, new, location=op.location, barrier=True)
+    after = [View(old, new, location=op.location)
              for old, new in zip(op.results, current.results) if new is not old]
     return before + [current] + after
 
