@@ -16,6 +16,18 @@ def affine(coeffs, const=0):
     return AffineExpr(tuple(coeffs), const)
 
 
+def batch_matmul(x: Value, y: Value, out: Value) -> Generic:
+    """out[h, i, j] = sum_k x[h, i, k] * y[h, k, j], f32."""
+    (heads, m, k), n = x.shape, y.shape[2]
+    product = Binary("mul", Load(0, (affine((1, 0, 0, 0)), affine((0, 1, 0, 0)),
+                                     affine((0, 0, 0, 1))), "f32"),
+                     Load(1, (affine((1, 0, 0, 0)), affine((0, 0, 0, 1)),
+                              affine((0, 0, 1, 0))), "f32"), "f32")
+    return Generic([x, y], [out], (Result(0, ident(4, 3), Binary("add", Acc(0, "f32"), product,
+                                                                 "f32"), init=Const(0.0, "f32")),),
+                   (heads, m, n, k), 3, origin="linalg.batch_matmul")
+
+
 def elements(index, view_shape, offset, loop_ranges):
     """The linear element each loop point reads through the view (the reference)."""
     strides = np.cumprod((1, *view_shape[:0:-1]))[::-1]
@@ -105,13 +117,7 @@ def test_attention_reshapes_and_transposes_fuse_into_the_batch_matmul():
         affine((0, 0, 0, 1)), affine((0, 1, 0, 0)), affine((0, 0, 1, 0))), "f32")),),
         kt4.shape, 4)
 
-    product = Binary("mul", Load(0, (affine((1, 0, 0, 0)), affine((0, 1, 0, 0)),
-                                     affine((0, 0, 0, 1))), "f32"),
-                     Load(1, (affine((1, 0, 0, 0)), affine((0, 0, 0, 1)),
-                              affine((0, 0, 1, 0))), "f32"), "f32")
-    bmm = Generic([qt, kt], [out], (Result(0, ident(4, 3), Binary("add", Acc(0, "f32"), product,
-                                                                  "f32"), init=Const(0.0, "f32")),),
-                  (heads, s, s, d), 3, origin="linalg.batch_matmul")
+    bmm = batch_matmul(qt, kt, out)
     function = Function("attention", [q, k], [View(q4, q), View(k4, k), transpose_q, transpose_k,
                                                 View(qt, qt4), View(kt, kt4), bmm], [out])
     formed = form_dispatch_regions(function)
@@ -134,13 +140,7 @@ def test_a_generic_reading_two_views_reads_each_source_at_its_own_index():
     out = Value("f32", (heads, s, s), "out")
     copies = [Generic([src], [dst], (Result(0, ident(4), Load(0, ident(4), "f32")),), src.shape, 4)
               for src, dst in ((x, a), (y, b))]
-    product = Binary("mul", Load(0, (affine((1, 0, 0, 0)), affine((0, 1, 0, 0)),
-                                     affine((0, 0, 0, 1))), "f32"),
-                     Load(1, (affine((1, 0, 0, 0)), affine((0, 0, 0, 1)),
-                              affine((0, 0, 1, 0))), "f32"), "f32")
-    bmm = Generic([a3, b3], [out], (Result(0, ident(4, 3), Binary("add", Acc(0, "f32"), product,
-                                                                  "f32"), init=Const(0.0, "f32")),),
-                  (heads, s, s, d), 3, origin="linalg.batch_matmul")
+    bmm = batch_matmul(a3, b3, out)
     function = Function("bmm", [x, y], [*copies, View(a3, a), View(b3, b), bmm], [out])
     formed = form_dispatch_regions(function)
     (op,) = [op for op in formed.ops if isinstance(op, Generic)]
@@ -172,13 +172,7 @@ def test_a_transposed_write_does_not_join_a_matmul():
     heads, s, d = 3, 6, 4
     p, v = Value("f32", (heads, s, s), "p"), Value("f32", (heads, s, d), "v")
     pv, out = Value("f32", (heads, s, d), "pv"), Value("f32", (s, heads, d), "out")
-    product = Binary("mul", Load(0, (affine((1, 0, 0, 0)), affine((0, 1, 0, 0)),
-                                     affine((0, 0, 0, 1))), "f32"),
-                     Load(1, (affine((1, 0, 0, 0)), affine((0, 0, 0, 1)),
-                              affine((0, 0, 1, 0))), "f32"), "f32")
-    bmm = Generic([p, v], [pv], (Result(0, ident(4, 3), Binary("add", Acc(0, "f32"), product,
-                                                               "f32"), init=Const(0.0, "f32")),),
-                  (heads, s, d, s), 3, origin="linalg.batch_matmul")
+    bmm = batch_matmul(p, v, pv)
     transpose = Generic([pv], [out], (Result(0, ident(3), Load(0, (
         affine((0, 1, 0)), affine((1, 0, 0)), affine((0, 0, 1))), "f32")),), out.shape, 3)
     formed = form_dispatch_regions(Function("pv", [p, v], [bmm, transpose], [out]))

@@ -35,6 +35,7 @@ from pyree.compiler.flow.rewrite import (
     drop_unread,
     map_results,
     permutation_dims,
+    position_loops,
     remap_loops,
     result_exprs,
     transform,
@@ -330,16 +331,11 @@ def _permutation_but_units(index: tuple[AffineExpr, ...],
                            loop_ranges: tuple[int, ...]) -> tuple[int, ...] | None:
     """For an index that reads each loop of ``loop_ranges`` once, in some order, but may skip
     loops of extent 1, the loop of each position."""
-    dims = []
-    for ix in index:
-        nz = [d for d, c in enumerate(ix.coeffs) if c != 0]
-        if ix.const != 0 or len(nz) != 1 or ix.coeffs[nz[0]] != 1:
-            return None
-        dims.append(nz[0])
-    if len(set(dims)) != len(dims) or any(loop_ranges[d] != 1 for d in range(len(loop_ranges))
-                                          if d not in dims):
+    dims = position_loops(index)
+    if dims is None or len(set(dims)) != len(dims) or any(
+            loop_ranges[d] != 1 for d in range(len(loop_ranges)) if d not in dims):
         return None
-    return tuple(dims)
+    return dims
 
 
 def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:

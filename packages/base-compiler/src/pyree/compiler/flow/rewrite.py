@@ -105,17 +105,24 @@ def remap_loops(expr: Expr, loop_map: LoopMap, num_new_loops: int,
     return transform(expr, leaf)
 
 
-def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int, ...] | None:
-    """For an index that is a permutation of all ``num_loops`` loops, the loop of each position."""
+def position_loops(index: tuple[AffineExpr, ...]) -> tuple[int, ...] | None:
+    """The loop each position of ``index`` reads as itself (coefficient 1, no constant), or None
+    where a position reads anything else."""
     dims = []
     for ix in index:
         nz = [d for d, c in enumerate(ix.coeffs) if c != 0]
         if ix.const != 0 or len(nz) != 1 or ix.coeffs[nz[0]] != 1:
             return None
         dims.append(nz[0])
-    if len(index) != num_loops or sorted(dims) != list(range(num_loops)):
-        return None
     return tuple(dims)
+
+
+def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int, ...] | None:
+    """For an index that is a permutation of all ``num_loops`` loops, the loop of each position."""
+    dims = position_loops(index)
+    if dims is None or len(index) != num_loops or sorted(dims) != list(range(num_loops)):
+        return None
+    return dims
 
 
 def result_exprs(result: Result):
