@@ -33,6 +33,7 @@ from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
     drop_unread,
+    is_data_movement,
     map_results,
     permutation_dims,
     position_loops,
@@ -58,7 +59,6 @@ from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
-    Cast,
     Const,
     Expr,
     Final,
@@ -257,7 +257,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if dims is None or out.epilogue is not None:
         return None
     body = out.value
-    if _gathers(op, j) or (_rereads_in_value_of_reduction(op, j) and not _is_data_movement(body)):
+    if _gathers(op, j) or (_rereads_in_value_of_reduction(op, j) and not is_data_movement(body)):
         return None
     base = len(op.inputs)
     inputs = op.inputs + producer.inputs
@@ -354,10 +354,6 @@ def _gathers(op: Generic, j: int) -> bool:
     """Whether ``op`` gathers from input j: its elements are read at computed indices, so only
     a materialized value will do (fused loads may sit in a Gather's index, never its source)."""
     return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in result_exprs(r))
-
-
-def _is_data_movement(expr: Expr) -> bool:
-    return all(isinstance(e, (Load, Cast, Const)) for e in walk(expr))
 
 
 def _rebuild(op: Generic, replace: dict) -> Generic:

@@ -125,6 +125,12 @@ def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int
     return dims
 
 
+def is_data_movement(expr: Expr) -> bool:
+    """Only loads, casts and constants: what region formation inlines even into a reduction's
+    per-step value (a matmul's operands), since nothing is recomputed there."""
+    return all(isinstance(e, (Load, Cast, Const)) for e in walk(expr))
+
+
 def result_exprs(result: Result):
     """Every sub-expression of the result's value, init and epilogue."""
     for root in (result.value, result.init, result.epilogue):

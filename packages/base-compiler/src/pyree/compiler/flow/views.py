@@ -17,20 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.flow.rewrite import dedupe_inputs, drop_unread, map_results, result_exprs
+from pyree.compiler.flow.rewrite import (
+    dedupe_inputs,
+    drop_unread,
+    is_data_movement,
+    map_results,
+    result_exprs,
+)
 from pyree.compiler.flow.tensor_program import Generic, Op, Value, View, read_by
-from pyree.compiler.kernel import AffineExpr, Cast, Const, Expr, Gather, Load, itemsize, walk
+from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize
 
 
 def fold_views_into_loads(ops: list[Op], results: list[Value]) -> list[Op]:
     """``ops`` with every Generic reading view sources wherever its reads allow, and without
     the views nothing reads any more (a view read keeps its source materialized)."""
     views = {op.result: op for op in ops if isinstance(op, View) and not op.barrier}
-    producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
     if not views:
         return ops
-    ops = [_fold(op, _foldable(op, views, producers)) if isinstance(op, Generic) else op
-           for op in ops]
+    producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
+    ops = [_fold(op, views, producers) if isinstance(op, Generic) else op for op in ops]
     while True:  # dropping a view can leave the view it reads unread
         read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in results}
         live = [op for op in ops if not isinstance(op, View) or id(op.result) in read]
@@ -39,39 +44,12 @@ def fold_views_into_loads(ops: list[Op], results: list[Value]) -> list[Op]:
         ops = live
 
 
-def _foldable(reader: Generic, views: dict[Value, View], producers: dict) -> dict[Value, View]:
-    """The views ``reader`` may read through: those (through views of views) of a Generic's
-    result that fusion could then join to the reader: an elementwise reader (inlining its
-    producer, or becoming a reduction's epilogue) or an elementwise producer that only moves data
-    (inlined even into a reduction). Other views stay as they are (a constant's or an argument's,
-    a reduction's read by a reduction, arithmetic read by a matmul): folding them would only
-    reshape a binding."""
-    out = {}
-    for value, view in views.items():
-        root = view
-        while root.source in views:
-            root = views[root.source]
-        producer = producers.get(id(root.source))
-        if producer is not None and (_elementwise(reader) or (
-                _elementwise(producer) and _moves_data(producer))):
-            out[value] = view
-    return out
-
-
-def _elementwise(op: Generic) -> bool:
-    return op.num_parallel == len(op.loop_ranges)
-
-
-def _moves_data(op: Generic) -> bool:
-    """Only loads and casts: what region formation inlines even into a reduction's value."""
-    return all(isinstance(e, (Load, Cast, Const)) for r in op.outputs for e in walk(r.value))
-
-
-def _fold(op: Generic, views: dict[Value, View]) -> Generic:
+def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
     refused: set[int] = set()
     while True:  # one input per round (folding renumbers them); a view of a view takes two
-        j = next((j for j, value in enumerate(op.inputs)
-                  if value in views and id(value) not in refused), None)
+        j = next((j for j, value in enumerate(op.inputs) if value in views
+                  and id(value) not in refused and _joins(op, views[value], views, producers)),
+                 None)
         if j is None:
             return op
         folded = _read_source(op, j, views[op.inputs[j]])
@@ -79,6 +57,24 @@ def _fold(op: Generic, views: dict[Value, View]) -> Generic:
             refused.add(id(op.inputs[j]))
         else:
             op = folded
+
+
+def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dict) -> bool:
+    """Whether fusion could join ``reader`` to the Generic whose result ``view`` shows (through
+    views of views) once the view is gone: an elementwise reader (inlining its producer, or
+    becoming a reduction's epilogue) or an elementwise producer that only moves data (inlined
+    even into a reduction). Other views stay as they are (a constant's or an argument's, a
+    reduction's read by a reduction, arithmetic read by a matmul): folding them would only
+    reshape a binding."""
+    while view.source in views:
+        view = views[view.source]
+    producer = producers.get(id(view.source))
+    return producer is not None and (_elementwise(reader) or (
+        _elementwise(producer) and all(is_data_movement(r.value) for r in producer.outputs)))
+
+
+def _elementwise(op: Generic) -> bool:
+    return op.num_parallel == len(op.loop_ranges)
 
 
 def _read_source(op: Generic, j: int, view: View) -> Generic | None:
