@@ -34,9 +34,9 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
     device = device or driver or "local-task"
     from pyree.runtime.vm.loaded_module import LoadedModule, open_module, parameter_index
 
+    parameters = parameter_index(parameters) if parameters else None
     started = DeviceStart(device) if isinstance(device, str) else None
     try:
-        parameters = parameter_index(parameters) if parameters else None
         module = open_module(path_or_bytes)
     except BaseException:
         if started is not None:
