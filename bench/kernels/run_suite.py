@@ -1,6 +1,7 @@
 """Issue 11's kernel suite on a GPU host: every case of cases.py, PyTorch eager against pyree.
 
     python3 bench/kernels/run_suite.py BUILD_DIR [--device cuda] [--cases RE,..] [--json OUT.json]
+                                       [--profile]
 
 BUILD_DIR comes from build_modules.py. Per case: fresh random inputs as torch tensors on the GPU,
 copied once into pyree device arrays (device-resident, as bench/models/bench_gpu.py does); the
@@ -37,6 +38,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "models"))
 import cases  # noqa: E402
 from gpu_timing import pyree_ms, torch_ms  # noqa: E402
 
@@ -110,6 +112,11 @@ def run_case(case: cases.Case, entry: dict, build: Path, args, torch_device: str
         timer = torch_ms if torch_device == "cuda" else cpu_ms
         row["torch_ms"] = timer(lambda: case.fn(*inputs), reps=args.reps)
     row["pyree_latency_ms"], row["pyree_ms"] = pyree_ms(lambda: fn(*device_inputs), reps=args.reps)
+    if args.profile:
+        from profile_kernels import kernel_times, table as kernel_table
+        kernel_table(f"{case.key}, pyree", kernel_times(lambda: fn(*device_inputs), 20))
+        with torch.no_grad():
+            kernel_table(f"{case.key}, PyTorch", kernel_times(lambda: case.fn(*inputs), 20))
     return {**row, "status": "ok", "ratio": row["torch_ms"] / row["pyree_ms"]}
 
 
@@ -147,6 +154,8 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=100, help="timed runs per case and side")
     p.add_argument("--seed", type=int, default=1, help="input seed (the build used 0)")
     p.add_argument("--json", type=Path)
+    p.add_argument("--profile", action="store_true",
+                   help="also print each case's kernels and their GPU times, pyree's and PyTorch's")
     args = p.parse_args()
     torch_device = "cpu" if args.device.startswith("local") else "cuda"
     if torch_device == "cuda":

@@ -241,14 +241,10 @@ TENSOR_CORE_CASES = {
                              lambda a, b: a @ b, 1e-5),
     "mm_f16_129x257x65": (narrow_matmul(129, 257, 65, "f16"), [((129, 65), _F16), ((65, 257), _F16)],
                           lambda a, b: a @ b, 1e-3),
-    "mm_f16_1x512x4096": (narrow_matmul(1, 512, 4096, "f16"), [((1, 4096), _F16), ((4096, 512), _F16)],
-                          lambda a, b: a @ b, 1e-3),
     "mm_bf16_2048x2048x192": (narrow_matmul(2048, 2048, 192, "bf16"),
                               [((2048, 192), _BF16), ((192, 2048), _BF16)], lambda a, b: a @ b, 8e-3),
     "bmm_f16_3x37x53x29": (narrow_matmul(37, 53, 29, "f16", batch=3),
                            [((3, 37, 29), _F16), ((3, 29, 53), _F16)], lambda a, b: a @ b, 1e-3),
-    "bmm_bf16_32x1x512x128": (narrow_matmul(1, 512, 128, "bf16", batch=32),
-                              [((32, 1, 128), _BF16), ((32, 128, 512), _BF16)], lambda a, b: a @ b, 8e-3),
     "linear_f16_gelu_129x257x72": (narrow_matmul(129, 257, 72, "f16", epilogue="gelu", weight=True),
                                    [((129, 72), _F16), ((257, 72), _F16), ((257,), _F16)],
                                    lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 5e-3),
@@ -268,6 +264,30 @@ TENSOR_CORE_CASES = {
                                   _linear, 8e-3),
 }
 CASES.update(TENSOR_CORE_CASES)
+
+# Matrix-vector products (m <= 4: cuda/matmul_gemv.py): lanes along n where the right operand is
+# [K, N], along k where it is a linear layer's [N, K] weight; K split in 128-deep chunks below 1024
+# (771 = 3 x 257: 3 chunks), 256-deep from 1024; an odd K unsplit; batch; fused bias and GELU.
+CASES.update({
+    "gemv_f32_1x3077x771": (matmul(1, 3077, 771, "f32"), [((1, 771), "float32"), ((771, 3077), "float32")],
+                            lambda a, b: a @ b, 1e-5),
+    "gemv_f32_3x517x1283": (matmul(3, 517, 1283, "f32"), [((3, 1283), "float32"), ((1283, 517), "float32")],
+                            lambda a, b: a @ b, 1e-5),
+    "gemv_f32_relu_2x1031x97": (linear_f32_relu(2, 1031, 97),
+                                [((2, 97), "float32"), ((97, 1031), "float32"), ((1031,), "float32")],
+                                lambda a, b, bias: np.maximum(a @ b + bias, 0), 1e-5),
+    "gemv_f16_linear_1x771x1024": (narrow_matmul(1, 771, 1024, "f16", weight=True),
+                                   [((1, 1024), _F16), ((771, 1024), _F16), ((771,), _F16)], _linear, 2e-3),
+    "gemv_bf16_gelu_4x129x65": (narrow_matmul(4, 129, 65, "bf16", epilogue="gelu", weight=True),
+                                [((4, 65), _BF16), ((129, 65), _BF16), ((129,), _BF16)],
+                                lambda x, w, b: _gelu_tanh(_linear(x, w, b)), 3e-2),
+    "mm_f16_1x512x4096": (narrow_matmul(1, 512, 4096, "f16"), [((1, 4096), _F16), ((4096, 512), _F16)],
+                          lambda a, b: a @ b, 1e-3),
+    "bmm_bf16_32x1x512x128": (narrow_matmul(1, 512, 128, "bf16", batch=32),
+                              [((32, 1, 128), _BF16), ((32, 128, 512), _BF16)], lambda a, b: a @ b, 8e-3),
+    "bgemv_f16_5x2x333x640": (narrow_matmul(2, 333, 640, "f16", batch=5),
+                              [((5, 2, 640), _F16), ((5, 640, 333), _F16)], lambda a, b: a @ b, 2e-3),
+})
 
 # Row kernels (issue 11): softmax, log_softmax, layernorm and rmsnorm as one dispatch each, on the
 # block template (rows of 128 or more), one thread per row (shorter rows), rows of 1 and 7, and a

@@ -245,6 +245,26 @@ def test_f16_bf16_cases_run_on_tensor_cores(ptxas, arch, instruction):
         assert lines and all(f"{dtype}.{dtype}" in line for line in lines), name
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_matrix_vector_products_take_their_template(ptxas, arch, tmp_path):
+    """Every matrix-vector case of cases.py (m <= 4; the GPU run checks their values) compiles to
+    matmul_gemv's kernel, whatever the operand types: no tensor-core or tiled-SIMT code, its
+    shared slice sums present, no spills."""
+    import pyree.runtime as rt
+    options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
+    names = [n for n in cases.CASES if "gemv" in n or n in ("mm_f16_1x512x4096", "bmm_bf16_32x1x512x128")]
+    assert len(names) == 8
+    for name in names:
+        module = rt.read_module(compile_str(cases.CASES[name][0], options))
+        (executable,) = module.tree.executables
+        assert executable.cuda.cubin.length > 0, name
+        ptx = bytes(module.bytes_of(executable.cuda.ptx)).decode()
+        contraction = re.search(r"\.entry (k0_\w+)\(.*?\n}", ptx, re.S).group(0)
+        assert "_sums" in contraction and "mma" not in contraction, name
+        log = _assemble_verbose(ptxas, ptx, arch, tmp_path)
+        assert set(re.findall(r"(\d+) bytes spill stores", log)) == {"0"}, name
+
+
 @pytest.mark.parametrize("m, n, batch, wgmma_bn, mma_tile", [
     (4096, 4096, 1, 256, (128, 256)), (2048, 2048, 1, 256, (128, 256)),
     (1024, 3072, 1, 256, (128, 256)), (128, 50257, 1, 128, (128, 128)),

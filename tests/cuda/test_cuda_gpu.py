@@ -47,6 +47,27 @@ def test_case_matches_numpy(name, mode):
         assert relative_error(got, want) <= max(rtol, 2e-7), name
 
 
+@pytest.mark.parametrize("name", ["gemv_f32_1x3077x771", "gemv_f32_3x517x1283"])
+def test_matrix_vector_special_values(name):
+    """NaN and +/-inf in either operand reach exactly the outputs numpy puts them in (the order of
+    a sum does not change where NaN or an infinity lands), through split K and the slice sums."""
+    import pyree.runtime as rt
+    module = rt.load_module(module_bytes(name), device="cuda")
+    fn = module[module.function_names[0]]
+    rng = np.random.default_rng(3)
+    a, b = random_args(name, rng)
+    if a.shape[0] > 1:  # a special in a row of a reaches that whole row of the result
+        a[-1, rng.choice(a.shape[1], 2, replace=False)] = [np.inf, np.nan]
+    b.flat[rng.choice(b.size, 40, replace=False)] = np.resize([np.nan, np.inf, -np.inf, -0.0], 40)
+    got = fn(a, b).to_host().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(test(got), test(want))
+    finite = np.isfinite(want)
+    assert finite.any() and relative_error(got[finite], want[finite]) <= 1e-5
+
+
 @pytest.mark.parametrize("name", sorted(MATH_CASES))
 def test_math_ops_within_ulp_bounds(name):
     """Every math op in ulp against float64, with exact special values: the bounds measured on

@@ -19,11 +19,11 @@ A plain fold is split when it has fewer than ``FEW_OUTPUTS`` outputs and at leas
 each miss a parallel loop the other reads) is split when it makes fewer than ``FEW_TILES`` tiles of
 ``TILE_OUTPUTS`` outputs and K is at least ``LONG_K``, into chunks of at least ``MIN_K_CHUNK`` that
 divide K exactly (a guard would keep it off the tensor cores). For a module whose every target is a
-GPU a product with K below ``LONG_K`` and m and n of at least ``GPU_MIN_SIDE`` is split from
-``GPU_LONG_K`` on, in chunks of ``GPU_MIN_K_CHUNK``: a small product's K loop runs one step after
-another on a few multiprocessors, so even K = 256 is worth spreading; on a CPU each split costs a
-dispatch and a pass over the partials. Floats are reassociated, as every parallel reduction
-already does.
+GPU a product with K below ``LONG_K`` and at most ``GPU_MOST_TILES`` tiles is split from
+``GPU_LONG_K`` on, in chunks of ``GPU_MIN_K_CHUNK`` (``GPU_VECTOR_K_CHUNK`` for a matrix-vector
+product, m or n below ``GPU_MIN_SIDE``): a small product's K loop runs one step after another on
+a few multiprocessors, so even K = 256 is worth spreading; on a CPU each split costs a dispatch
+and a pass over the partials. Floats are reassociated, as every parallel reduction already does.
 """
 
 from __future__ import annotations
@@ -68,9 +68,17 @@ MIN_K_CHUNK = 256
 # 0.120 ms.
 GPU_LONG_K = 256
 GPU_MIN_K_CHUNK = 64
-# ... and not a matrix-vector product (m or n below this): its tiles are mostly empty, and a 1x768
-# @ 768x3072 product split 12 ways went from 0.032 to 0.043 ms.
+# ... while at least half the multiprocessors have a tile: the partials' pass then costs more than
+# the idle ones would add (a 3x3 f16 conv, batch 8, 64 channels at 56x56: 98 tiles, K = 576; its
+# GEMM and fold took 25.2 + 8.6 us split 3 ways, 16.2 us whole; H200, BENCHMARKS.md 2026-11-27
+# third session).
+GPU_MOST_TILES = FEW_TILES // 2
+# A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
+# column with a few multiply-adds per element (cuda/matmul_gemv.py), so a 128-deep chunk is ~16
+# loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
+# matrix-vector template, a 1x768 @ 768x3072 product split 12 ways went from 0.032 to 0.043 ms.)
 GPU_MIN_SIDE = 16
+GPU_VECTOR_K_CHUNK = 128
 
 
 def split_reductions(function: Function, gpu: bool = False) -> Function:
@@ -91,8 +99,12 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     extent = op.loop_ranges[op.num_parallel]
     if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
         tiles = -(-outputs // TILE_OUTPUTS)
-        short_k = gpu and extent < LONG_K and min(_side_extents(folds[0][1], op)) >= GPU_MIN_SIDE
-        long_k, min_chunk = (GPU_LONG_K, GPU_MIN_K_CHUNK) if short_k else (LONG_K, MIN_K_CHUNK)
+        long_k, min_chunk = LONG_K, MIN_K_CHUNK
+        if gpu and extent < LONG_K:
+            if tiles > GPU_MOST_TILES:
+                return [op]
+            vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
+            long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
             return [op]
         most = min(-(-2 * FEW_TILES // tiles), extent // min_chunk)

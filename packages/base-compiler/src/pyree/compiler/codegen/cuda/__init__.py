@@ -1,8 +1,8 @@
 """The ``cuda`` target: kernels -> LLVM NVPTX (llvmlite) -> PTX, plus a cubin when ptxas exists.
 
-``compile_executable`` picks a template per kernel: contraction (f16/bf16 inputs accumulated in
-f32 on tensor cores, wgmma on sm_90a, mma.sync on sm_80+; else a tiled SIMT matmul), reduction, or
-elementwise; each export records its grid, block and dynamic shared-memory size and its bindings.
+``compile_executable`` picks a template per kernel: contraction (a matrix-vector product on its
+own template; f16/bf16 inputs accumulated in f32 on tensor cores, wgmma on sm_90a, mma.sync on
+sm_80+; else a tiled SIMT matmul), reduction, or elementwise; each export records its grid, block and dynamic shared-memory size and its bindings.
 The target comes from ``CompileOptions.cuda_target`` (``--pyree-cuda-target``), resolved by
 ``targets.resolve_target``; the default ``sm_80`` runs on every Ampere-or-newer GPU (PTX is JIT-
 compiled by the driver where the cubin does not match).
@@ -16,7 +16,14 @@ from pyree.compiler._fb.CudaExecutable import CudaExecutableT
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler.codegen.cuda import elementwise, matmul, matmul_mma, matmul_wgmma, reduction
+from pyree.compiler.codegen.cuda import (
+    elementwise,
+    matmul,
+    matmul_gemv,
+    matmul_mma,
+    matmul_wgmma,
+    reduction,
+)
 from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, merge, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
@@ -31,6 +38,8 @@ def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     if kernel.reduction_ranges:
         contraction = None if is_row_kernel(kernel.results) else matmul.match(kernel)
         if contraction is not None:
+            if matmul_gemv.fits(kernel):
+                return matmul_gemv.emit(module, kernel, name, contraction)
             warpgroups = matmul_wgmma.plan(kernel, contraction, target.arch)
             if warpgroups is not None:
                 return matmul_wgmma.emit(module, kernel, name, contraction, warpgroups)

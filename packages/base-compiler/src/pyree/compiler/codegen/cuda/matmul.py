@@ -191,8 +191,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
         for kk in range(t.bk):
             av = read(a_sh, cur, t.bk * t.bm, t.bm, kk, rows)
             bv = read(b_sh, cur, t.bk * t.bn, t.bn, kk, cols)
-            olds = [fn.call(ty_, f"llvm.fmuladd.{_SUFFIX[ty_]}",
-                            [(ty_, av[i]), (ty_, bv[j]), (ty_, olds[i * t.tn + j])])
+            olds = [fmuladd(fn, ty_, av[i], bv[j], olds[i * t.tn + j])
                     for i in range(t.tm) for j in range(t.tn)]
         for s, v in zip(accs, olds):
             fn.raw(f"store {ty_} {v}, ptr {s}")
@@ -211,6 +210,11 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             j += width
     module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
     return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (t.threads, 1, 1))
+
+
+def fmuladd(fn: Function, ty_: str, a: str, b: str, c: str) -> str:
+    """a * b + c, fused where the target has an FMA."""
+    return fn.call(ty_, f"llvm.fmuladd.{_SUFFIX[ty_]}", [(ty_, a), (ty_, b), (ty_, c)])
 
 
 def epilogue_lowering(fn: Function, kernel: K.Kernel):

@@ -2,8 +2,9 @@
 object -> code object (hsaco) linked by ld.lld.
 
 The kernel templates are cuda's (``codegen/cuda/elementwise.py``, ``reduction.py``, the tiled SIMT
-``matmul.py``) written against ``AmdgpuTarget``; contractions use the SIMT matmul (no MFMA/WMMA yet). The chip
-comes from ``CompileOptions.rocm_target`` (``--pyree-rocm-target-chip``), resolved by
+``matmul.py``, ``matmul_gemv.py``) written against ``AmdgpuTarget``; contractions use the SIMT
+matmul or the matrix-vector template (no MFMA/WMMA yet). The chip comes from
+``CompileOptions.rocm_target`` (``--pyree-rocm-target-chip``), resolved by
 ``targets.resolve_target``; the default ``gfx908`` follows IREE's ROCm guide. Math is composed
 from basic arithmetic (``math_expansion``) unless ``--iree-rocm-link-bc=true`` links AMD's device
 libraries (``device_libs``).
@@ -18,7 +19,7 @@ from __future__ import annotations
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.RocmExecutable import RocmExecutableT
-from pyree.compiler.codegen.cuda import elementwise, matmul, reduction
+from pyree.compiler.codegen.cuda import elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.cuda.llvm_text import Module
 from pyree.compiler.codegen.exports import gpu_export
 from pyree.compiler.codegen.rocm import device_libs
@@ -36,7 +37,8 @@ def emit_kernel(module: Module, kernel: Kernel, name: str):
     if kernel.reduction_ranges:
         contraction = None if is_row_kernel(kernel.results) else matmul.match(kernel)
         if contraction is not None:
-            return matmul.emit(module, kernel, name, contraction)
+            template = matmul_gemv if matmul_gemv.fits(kernel) else matmul
+            return template.emit(module, kernel, name, contraction)
         return reduction.emit(module, kernel, name)
     return elementwise.emit(module, kernel, name)
 
