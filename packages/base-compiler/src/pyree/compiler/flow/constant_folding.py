@@ -8,7 +8,8 @@ had 52 such kernels among 125). Folding them leaves constants that the epilogues
 Evaluation is numpy over the whole loop box at once, for the ops whose numpy result is the
 kernel IR's exactly (IEEE arithmetic, comparisons, selects, exact casts); a Generic using
 anything else is left to run on the device. Both arms of a Select are evaluated here, at clamped
-indices, and the chosen one kept.
+indices, and the chosen one kept. A result much larger than its inputs (a widened weight) is not
+folded (``_widens``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pyree.compiler.kernel import (
 )
 
 MAX_ELEMENTS = 1 << 22
+MAX_WIDENED_BYTES = 1 << 16
 
 _UNARY = {"neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil,
           "trunc": np.trunc}
@@ -54,13 +56,25 @@ def fold_constants(function: Function) -> Function:
     for op in function.ops:
         if record_constant(op, known):
             pass
-        elif isinstance(op, Generic) and all(v in known for v in op.inputs):
+        elif (isinstance(op, Generic) and all(v in known for v in op.inputs)
+              and not _widens(op, [known[v] for v in op.inputs])):
             data = evaluate_elementwise(op, [known[v] for v in op.inputs])
             if data is not None:
                 known[op.results[0]] = data
                 op = Constant(op.results[0], data=data, location=op.location)
         ops.append(op)
     return dataclasses.replace(function, ops=ops)
+
+
+def _widens(op: Generic, inputs: list[np.ndarray]) -> bool:
+    """A result of more than ``MAX_WIDENED_BYTES`` that is larger than its largest input: an f16
+    weight extended to f32 (and transposed) for a product. Left to run, the cast fuses into the
+    product's loads: the module and every read keep the narrow weight, and an f16 x f16 product
+    stays one the tensor cores take (folded, GPT-2's f16 linears ran as f16 x f32 on the SIMT
+    template)."""
+    nbytes = sum(int(np.prod(v.shape, dtype=np.int64)) * np.dtype(DTYPES[v.dtype]).itemsize
+                 for v in op.results if v.dtype in DTYPES)
+    return nbytes > MAX_WIDENED_BYTES and nbytes > max((a.nbytes for a in inputs), default=0)
 
 
 def record_constant(op, known: dict[Value, np.ndarray]) -> bool:

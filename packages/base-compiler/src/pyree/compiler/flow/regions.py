@@ -59,6 +59,7 @@ from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
+    Cast,
     Const,
     Expr,
     Final,
@@ -128,7 +129,7 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     It holds the ops themselves, so the ids it is keyed by stay theirs."""
     users, producers = graph.users, graph.producers
     for op in ops:
-        if not isinstance(op, Generic):
+        if not isinstance(op, Generic) or _passes_widening(op, ops, graph):
             continue
         for j, value in enumerate(op.inputs):
             producer = producers.get(value)
@@ -151,6 +152,26 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
                 graph.replace([op, producer], [fused])
                 return True
     return False
+
+
+def _widening(op: Generic) -> bool:
+    """An elementwise Generic that only extends a float to a wider float (``fpext(x)``)."""
+    return (op.num_parallel == len(op.loop_ranges) and len(op.outputs) == 1
+            and isinstance(op.outputs[0].value, Cast) and op.outputs[0].value.op == "fpext"
+            and isinstance(op.outputs[0].value.x, Load))
+
+
+def _passes_widening(op: Generic, ops: list[Op], graph: _Graph) -> bool:
+    """A widening cast read by one Generic takes no producer: it fuses into its reader's loads
+    (data movement inlines even into a matmul's operands), and its producer keeps writing the
+    narrow value. Else the producer would absorb it and write the wide one: an f16 layernorm
+    whose output an f16 linear extends to f32 wrote f32, twice the bytes, and the product then
+    read an f32 operand the tensor cores do not take."""
+    if not _widening(op):
+        return False
+    value = op.results[0]
+    return (graph.users[value] == 1 and value not in graph.results
+            and any(isinstance(user, Generic) and value in user.inputs for user in ops))
 
 
 MAX_COPIES = 4       # users an elementwise producer may be recomputed in
