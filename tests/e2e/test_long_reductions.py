@@ -213,6 +213,20 @@ def test_gpu_modules_split_shorter_k(m, k, n, loops):
         assert [op.loop_ranges for op in generics(mlir)] == [(m, n, k)]
 
 
+@pytest.mark.parametrize("m, k, n, loops", [
+    (1024, 1024, 768, [(1024, 768, 1024)]),                        # 96 tensor-core tiles: whole
+    (512, 1024, 512, [(4, 512, 512, 256), (512, 512, 4)]),         # 32: split
+    (1024, 576, 1568, [(1024, 1568, 576)]),                        # 196: whole
+])
+def test_gpu_modules_count_tensor_core_tiles_for_narrow_operands(m, k, n, loops):
+    """f16 operands (extended to f32) are counted in the tensor-core templates' 128 x 64 tiles,
+    at any K: over GPU_MOST_TILES of them the product stays whole."""
+    mlir = MATMUL.replace("xf32>, tensor<{k}x{n}xf32>", "xf16>, tensor<{k}x{n}xf16>").replace(
+        "%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>", "%a: tensor<{m}x{k}xf16>, %b: tensor<{k}x{n}xf16>")
+    assert "xf16>, tensor<{k}x{n}xf16>)" in mlir
+    assert [op.loop_ranges for op in generics(mlir.format(m=m, k=k, n=n), gpu=True)] == loops
+
+
 def test_the_pipeline_uses_the_gpu_limits_only_without_a_cpu_target():
     import pyree.runtime as rt
     mlir = MATMUL.format(m=128, k=256, n=256)

@@ -19,7 +19,8 @@ A plain fold is split when it has fewer than ``FEW_OUTPUTS`` outputs and at leas
 each miss a parallel loop the other reads) is split when it makes fewer than ``FEW_TILES`` tiles of
 ``TILE_OUTPUTS`` outputs and K is at least ``LONG_K``, into chunks of at least ``MIN_K_CHUNK`` that
 divide K exactly (a guard would keep it off the tensor cores). For a module whose every target is a
-GPU a product with K below ``LONG_K`` and at most ``GPU_MOST_TILES`` tiles is split from
+GPU a product with K below ``LONG_K`` (or f16/bf16 operands, counted in ``TENSOR_TILE_OUTPUTS``
+tiles, at any K) is split only with at most ``GPU_MOST_TILES`` tiles; below ``LONG_K`` from
 ``GPU_LONG_K`` on, in chunks of ``GPU_MIN_K_CHUNK`` (``GPU_VECTOR_K_CHUNK`` for a matrix-vector
 product, m or n below ``GPU_MIN_SIDE``): a small product's K loop runs one step after another on
 a few multiprocessors, so even K = 256 is worth spreading; on a CPU each split costs a dispatch
@@ -37,6 +38,7 @@ from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
     Binary,
+    Cast,
     Compare,
     Const,
     Load,
@@ -71,8 +73,11 @@ GPU_MIN_K_CHUNK = 64
 # ... while at least half the multiprocessors have a tile: the partials' pass then costs more than
 # the idle ones would add (a 3x3 f16 conv, batch 8, 64 channels at 56x56: 98 tiles, K = 576; its
 # GEMM and fold took 25.2 + 8.6 us split 3 ways, 16.2 us whole; H200, BENCHMARKS.md 2026-11-27
-# third session).
+# third session). Tensor-core products (f16 or bf16 operands) count their templates' 128 x 64
+# tiles, at any K: GPT-2's context product, 12 x 1024x1024 @ 1024x64, took 17.0 + 4.7 us split 4
+# ways, 9.8 us whole (96 tiles).
 GPU_MOST_TILES = FEW_TILES // 2
+TENSOR_TILE_OUTPUTS = 128 * 64
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
 # column with a few multiply-adds per element (cuda/matmul_gemv.py), so a 128-deep chunk is ~16
 # loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
@@ -98,11 +103,12 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
     if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
-        tiles = -(-outputs // TILE_OUTPUTS)
+        narrow = gpu and _narrow_operands(folds[0][1])
+        tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
+        if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
+            return [op]
         long_k, min_chunk = LONG_K, MIN_K_CHUNK
         if gpu and extent < LONG_K:
-            if tiles > GPU_MOST_TILES:
-                return [op]
             vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
             long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
@@ -128,6 +134,12 @@ def is_contraction(fold, num_parallel: int) -> bool:
         return False
     a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
     return bool(a - b) and bool(b - a)
+
+
+def _narrow_operands(f: Binary) -> bool:
+    """Both factors are f16 (bf16) loads extended to f32: what the tensor-core templates take."""
+    return all(isinstance(side, Cast) and side.op == "fpext" and isinstance(side.x, Load)
+               and side.x.dtype in ("f16", "bf16") for side in (f.a, f.b))
 
 
 def _side_extents(f: Binary, op: Generic) -> tuple[int, int]:
