@@ -113,7 +113,8 @@ def run_case(case: cases.Case, entry: dict, build: Path, args, torch_device: str
         row["torch_ms"] = timer(lambda: case.fn(*inputs), reps=args.reps)
     row["pyree_latency_ms"], row["pyree_ms"] = pyree_ms(lambda: fn(*device_inputs), reps=args.reps)
     if args.profile:
-        from profile_kernels import kernel_times, table as kernel_table
+        from profile_kernels import kernel_times
+        from profile_kernels import table as kernel_table
         kernel_table(f"{case.key}, pyree", kernel_times(lambda: fn(*device_inputs), 20))
         with torch.no_grad():
             kernel_table(f"{case.key}, PyTorch", kernel_times(lambda: case.fn(*inputs), 20))
