@@ -51,7 +51,7 @@ class Compiled:
         self.kernels = kernels
         builder = ModuleBuilder("test", "tests/codegen_cpu")
         self.executable = compile_executable(kernels, CompileOptions(llvmcpu_target_cpu=cpu), builder)
-        so = library_bytes(builder.finish(), self.executable.cpu.library)
+        self.so = so = library_bytes(builder.finish(), self.executable.cpu.library)
         fd, path = tempfile.mkstemp(suffix=".so")
         with os.fdopen(fd, "wb") as f:
             f.write(so)

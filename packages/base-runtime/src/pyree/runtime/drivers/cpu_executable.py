@@ -8,6 +8,7 @@ loaded objects by path, and a reused fd number would otherwise hand back the pre
 from __future__ import annotations
 
 import os
+import weakref
 
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
@@ -20,11 +21,29 @@ _RTLD_NOW = 2
 _MACHINES = {"elf-x86_64": ("x86_64", "amd64"), "elf-aarch64": ("aarch64", "arm64")}
 
 
+# local-task's worker loop, which the llvm-cpu compiler emits into each library it builds
+# (codegen/llvm_cpu/worker_loop.py there; drivers/local_task here): post, run and worker.
+_WORKER_LOOP = ("pyree_local_task_post_v1", "pyree_local_task_run_v1", "pyree_local_task_worker_v1")
+
+
+class WorkerLoop:
+    """The worker loop's functions in one library. The library must stay loaded while a thread
+    runs them: ``library()`` gives it (a weak reference, so that the library's kernels, which
+    hold this, do not keep it alive) to whoever is about to call them."""
+
+    def __init__(self, library: CpuLibrary, post, run, worker):
+        self.library = weakref.ref(library)
+        self.post = ffi.cast("void (*)(uint64_t *, void *, void *, uint64_t, uint64_t)", post)
+        self.run = ffi.cast("uint64_t (*)(uint64_t *, uint64_t)", run)
+        self.worker = ffi.cast("uint64_t (*)(uint64_t *, uint64_t)", worker)
+
+
 class Kernel(Record):
     name: str
     fn: object                              # pyree_cpu_kernel_fn_t
     workgroup_count: int
     binding_min_lengths: tuple[int, ...]
+    loop: WorkerLoop | None = None          # its library's worker loop, where it has one
 
 
 def _dlerror() -> str:
@@ -50,7 +69,9 @@ class CpuLibrary:
             error = _dlerror()
             self._close_file()
             raise HalError("INVALID_ARGUMENT", f"cannot load the CPU kernel library: {error}")
-        self.kernels = [self._lookup(export) for export in params.exports]
+        symbols = [_libdl.dlsym(self._handle, name.encode()) for name in _WORKER_LOOP]
+        loop = None if ffi.NULL in symbols else WorkerLoop(self, *symbols)
+        self.kernels = [self._lookup(export, loop) for export in params.exports]
 
     @staticmethod
     def _materialize(code: bytes) -> tuple[int | None, str]:
@@ -67,13 +88,13 @@ class CpuLibrary:
             view = view[os.write(fd, view):]
         return fd, f"/proc/self/fd/{fd}"
 
-    def _lookup(self, export) -> Kernel:
+    def _lookup(self, export, loop: WorkerLoop | None) -> Kernel:
         symbol = _libdl.dlsym(self._handle, export.name.encode())
         if symbol == ffi.NULL:
             self.release()
             raise HalError("NOT_FOUND", f"the CPU kernel library has no symbol '{export.name}'")
         fn = ffi.cast("pyree_cpu_kernel_fn_t", symbol)
-        return Kernel(export.name, fn, export.grid_size[0], export.binding_min_lengths)
+        return Kernel(export.name, fn, export.grid_size[0], export.binding_min_lengths, loop)
 
     def _close_file(self) -> None:
         if self._fd is not None:

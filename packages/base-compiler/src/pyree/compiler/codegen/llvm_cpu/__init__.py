@@ -1,7 +1,8 @@
 """The llvm-cpu backend: kernels -> one x86-64 ELF shared object, called through cpu_kernel.h.
 
 Each kernel becomes an exported symbol that runs a range of workgroup ids; the runtime needs no
-LLVM, only the system's dynamic loader (and libm).
+LLVM, only the system's dynamic loader (and libm). The library also exports local-task's worker
+loop (worker_loop.py), which runs those ranges on the runtime's threads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pyree.compiler.codegen.exports import binding_layouts
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import link_shared_object, optimize
 from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import CompileOptions
@@ -24,6 +26,7 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
     target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
                             options.llvmcpu_target_triple)
     module, lowered = lower_kernels(kernels, target)
+    emit_worker_loop(module)
     library = link_shared_object(target.machine.emit_object(optimize(str(module), target)))
 
     cpu = CpuExecutableT()

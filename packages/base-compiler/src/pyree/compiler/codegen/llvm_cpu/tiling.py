@@ -1,7 +1,7 @@
 """How a loop box is cut into workgroups, and how a workgroup id finds its tile.
 
-The local-task driver hands each thread a contiguous run of workgroup ids, so balance comes from
-having many tiles of similar cost: enough of them for every core to get several, none so small
+local-task's threads claim chunks of consecutive workgroup ids, so balance comes from having
+many tiles of similar cost: enough of them for every core to get several, none so small
 that the per-tile overhead shows. Tiles are cut from the outermost loop inwards; the innermost
 loop is only cut in multiples of ``align`` elements so vectorized inner loops stay whole.
 """
@@ -16,11 +16,12 @@ from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
 
 MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
 MAX_GROUPS = 256
-# Below this much work (loads + stores, ~0.1 ms on one core) a dispatch is one workgroup. Handing
-# a dispatch to local-task's worker threads costs ~8 us (a chain of 64^3 matmuls: 12 us per
-# dispatch as one workgroup, 20 us split), but a worker polling for work also slows the Python
-# between dispatches: 2^16 here and 2^21 flops for contractions made MobileNet v2 ~5% slower.
-MIN_WORK_TO_SPLIT = 1 << 19
+# Below this much work (loads + stores, ~25 us on one core) a dispatch is one workgroup. Handing
+# workgroups to local-task's worker loop (worker_loop.py) costs ~3 us per dispatch (an empty
+# kernel: 4.4 us split, 1.1 us not), and a worker that starts late leaves its chunks to the
+# others: 2^17 made MobileNet v2 1.03-1.04x and ResNet-18 1.0-1.02x faster than 2^19 (paired,
+# 2-core VM). (With Python workers, whose hand-off waited on the GIL, 2^16 had been ~5% slower.)
+MIN_WORK_TO_SPLIT = 1 << 17
 
 
 @dataclass(frozen=True)

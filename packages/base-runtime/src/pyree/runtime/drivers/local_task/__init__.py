@@ -1,7 +1,12 @@
-"""local-task: asynchronous submissions on a queue thread; each dispatch's workgroups are split
-into os.cpu_count() contiguous ranges, one run by the queue thread and the others by workers.
+"""local-task: asynchronous submissions on a queue thread; each dispatch's workgroups run on the
+queue thread and os.cpu_count() - 1 workers.
 
-cffi releases the GIL while a kernel runs, so the ranges really run in parallel.
+A compiled kernel runs through the worker loop that the llvm-cpu compiler emits into each kernel
+library (cpu_executable.WorkerLoop): every thread claims chunks of workgroups from one counter,
+none of them holding the GIL, so a hand-over costs a few us instead of a GIL wait and a wake-up.
+A Python callable, or any kernel before a library with the loop has been loaded, is split into
+os.cpu_count() contiguous ranges instead, one run by the queue thread and the others by Python
+workers that poll for work; cffi releases the GIL while a kernel runs, so they run in parallel.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ import queue
 import threading
 import time
 
+from pyree.runtime.drivers.cpu_executable import WorkerLoop
 from pyree.runtime.drivers.host_device import HostDevice
+from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import (
     DeviceInfo,
     HalError,
@@ -22,6 +29,17 @@ from pyree.runtime.hal.python_driver import (
 # How long a waiting thread polls before it sleeps: longer than the gaps between a model's
 # dispatches, short enough that an idle device gives its cores back almost at once.
 SPIN_S = 2e-3
+# The worker loop's polling rounds (64 pauses and a sched_yield, ~2.2 us here): a native worker's
+# ~2 ms before it sleeps, and how long a wait polls between returns to Python.
+IDLE_ROUNDS = 800
+WAIT_ROUNDS = 800
+# Chunks of workgroups per thread, claimed one at a time by the worker loop's threads: fewer
+# kernel calls per dispatch against a smaller share left to a thread that starts late.
+CHUNKS_PER_THREAD = 4
+# The worker loop's job (codegen/llvm_cpu/worker_loop.py in the compiler): uint64_t[9], of which
+# the driver reads and writes these directly.
+_GENERATION, _STATUS, _IDLE_ROUNDS, _JOB_FIELDS = 0, 7, 8, 9
+_STOPPED = (1 << 64) - 1   # what the loop's worker function returns once told to stop
 
 
 class _Signal:
@@ -122,11 +140,78 @@ class _Workers:
             worker.start.advance()
 
 
+class _NativeWorker:
+    """A thread inside a worker loop (GIL released) while there is work, asleep on a lock after
+    ~2 ms without any. While inside, it holds the loop's library: a module unloaded meanwhile
+    unloads it only once the thread has left."""
+
+    def __init__(self, pool: _NativeWorkers, name: str):
+        self._pool = pool
+        self._sleeping = False
+        self._mutex = threading.Lock()
+        self._wake = threading.Lock()
+        self._wake.acquire()  # held while nobody sleeps; released once per sleep
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def _run(self) -> None:
+        job, seen = self._pool.job, 0
+        while True:
+            current = self._pool.current  # (loop, its library): the poster's latest loop; any
+            seen = current[0].worker(job, seen)  # loop runs any job
+            current = None  # asleep, the thread keeps no library loaded
+            if seen == _STOPPED:
+                return
+            with self._mutex:  # the poster advances the generation, then looks under the mutex
+                if job[_GENERATION] != seen:
+                    continue
+                self._sleeping = True
+            self._wake.acquire()
+
+    def wake(self) -> None:
+        with self._mutex:
+            if self._sleeping:
+                self._sleeping = False
+                self._wake.release()
+
+
+class _NativeWorkers:
+    """Workers that, with the posting thread, claim chunks of a dispatch's workgroups through a
+    worker loop. Posted to by one thread at a time. ``current`` holds the library of the loop last
+    posted through, loaded until another library's kernel runs (its module may be gone)."""
+
+    def __init__(self, loop: WorkerLoop, count: int):
+        self.current = (loop, loop.library())
+        self.job = ffi.new("uint64_t[]", _JOB_FIELDS)
+        self.job[_IDLE_ROUNDS] = IDLE_ROUNDS
+        self._chunks = CHUNKS_PER_THREAD * (count + 1)
+        self._workers = [_NativeWorker(self, f"pyree-local-task-native-{i}") for i in range(count)]
+
+    def run(self, loop: WorkerLoop | None, fn, state, count: int) -> int:
+        """Runs workgroups [0, count) of the C function ``fn`` through ``loop`` (None: the last
+        one used); returns the first nonzero status."""
+        if loop is not None and loop is not self.current[0]:
+            self.current = (loop, loop.library())  # alive: a command being run holds it
+        loop, _library = self.current
+        self._post(fn, state, count, max(1, count // self._chunks))
+        while not loop.run(self.job, WAIT_ROUNDS):
+            pass
+        return int(ffi.cast("int32_t", self.job[_STATUS]))
+
+    def stop(self) -> None:
+        self._post(ffi.NULL, ffi.NULL, 0, 1)
+
+    def _post(self, fn, state, count: int, chunk: int) -> None:
+        self.current[0].post(self.job, fn, state, count, chunk)
+        for worker in self._workers:
+            worker.wake()
+
+
 class LocalTaskDevice(HostDevice):
     def __init__(self):
         super().__init__()
         self._workers = os.cpu_count() or 1
-        self._pool = _Workers(self._workers - 1)
+        self._native: _NativeWorkers | None = None  # started by the first kernel with a loop
+        self._pool: _Workers | None = None  # Python workers, started on first need
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._drain, name="pyree-local-task-queue",
                                         daemon=True)
@@ -137,6 +222,14 @@ class LocalTaskDevice(HostDevice):
         chunks = min(self._workers, count)
         if chunks == 1:
             return kernel.fn(state, 0, count)
+        # the loop claims workgroups in 32 bits of a counter, which a claim must not overflow
+        if isinstance(kernel.fn, ffi.CData) and count < 1 << 31:
+            if self._native is None and kernel.loop is not None:
+                self._native = _NativeWorkers(kernel.loop, self._workers - 1)
+            if self._native is not None:
+                return self._native.run(kernel.loop, kernel.fn, state, count)
+        if self._pool is None:
+            self._pool = _Workers(self._workers - 1)
         return self._pool.run(kernel.fn, state, [count * i // chunks for i in range(chunks + 1)])
 
     def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
@@ -158,7 +251,9 @@ class LocalTaskDevice(HostDevice):
                 continue
             for semaphore, value in signals:
                 semaphore.signal(value)
-        self._pool.stop()  # here, not in release: only one thread at a time may post to workers
+        for pool in (self._pool, self._native):  # here, not in release: only one thread at a
+            if pool is not None:                  # time may post to workers
+                pool.stop()
 
     @staticmethod
     def _fail(signals, error: HalError) -> None:

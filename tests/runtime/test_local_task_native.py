@@ -1,0 +1,212 @@
+"""local-task's native worker loop, the one the llvm-cpu compiler emits into each kernel library:
+split dispatches against numpy (NaN, inf), a kernel's error status, libraries unloaded while
+workers still poll inside their loop, and libraries without the loop (older compilers)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from codegen_cpu.llvmcpu_harness import Compiled, identity, matmul, random_array
+from pyree.compiler import compile_str
+from pyree.compiler.codegen import llvm_cpu
+from pyree.compiler.kernel import Binary, Binding, Load, Result
+from pyree.compiler.kernel import Kernel as IrKernel
+from pyree.runtime.drivers import local_task
+from pyree.runtime.drivers.cpu_executable import CpuLibrary
+from pyree.runtime.hal.ffi import ffi
+from pyree.runtime.hal.python_driver import ExecutableParams, Export
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores for workers")
+
+M, N, K = 131, 301, 263     # a matmul of many workgroups with ragged edges
+ROWS, COLS = 1031, 517      # an elementwise dispatch of many workgroups
+
+PROGRAM = f"""
+func.func @main(%a: tensor<{M}x{K}xf32>, %b: tensor<{K}x{N}xf32>, %x: tensor<{ROWS}x{COLS}xf32>,
+                %y: tensor<{ROWS}x{COLS}xf32>) -> (tensor<{M}x{N}xf32>, tensor<{ROWS}x{COLS}xf32>) {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{M}x{N}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>
+  %mm = linalg.matmul ins(%a, %b : tensor<{M}x{K}xf32>, tensor<{K}x{N}xf32>)
+                      outs(%f : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>
+  %s = arith.addf %x, %y : tensor<{ROWS}x{COLS}xf32>
+  %p = arith.mulf %s, %x : tensor<{ROWS}x{COLS}xf32>
+  return %mm, %p : tensor<{M}x{N}xf32>, tensor<{ROWS}x{COLS}xf32>
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def program() -> bytes:
+    return compile_str(PROGRAM, target_backends=["llvm-cpu"],
+                       extra_args=["--iree-llvmcpu-target-cpu=host"])
+
+
+def inputs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((M, K), (K, N)))
+    x, y = (rng.standard_normal((ROWS, COLS)).astype(np.float32) for _ in range(2))
+    a[3, 7], b[11, 5], b[20, 300] = np.nan, np.inf, -np.inf
+    x.flat[[0, 999, x.size - 1]] = [np.nan, np.inf, -0.0]
+    y.flat[[5, 999, 77777]] = [-np.inf, -np.inf, np.inf]
+    return [a, b, x, y]
+
+
+def check(module, seed: int) -> None:
+    a, b, x, y = inputs(seed)
+    mm, p = module.main(a, b, x, y)
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_allclose(mm.to_host(), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+        np.testing.assert_array_equal(p.to_host(), (x + y) * x)
+
+
+@pytest.fixture
+def native_runs(monkeypatch) -> list[int]:
+    """Workgroup counts of the dispatches run through a worker loop from now on."""
+    counts, original = [], local_task._NativeWorkers.run
+
+    def spy(self, loop, fn, state, count):
+        counts.append(count)
+        return original(self, loop, fn, state, count)
+
+    monkeypatch.setattr(local_task._NativeWorkers, "run", spy)
+    return counts
+
+
+def test_split_dispatches_match_numpy_between_sleeps(program, native_runs):
+    """Calls back to back and after the workers fell asleep, alternating inputs: every workgroup
+    of every split dispatch runs once, with the right dispatch's buffers."""
+    module = rt.load_module(program, device="local-task")
+    for seed in range(40):
+        if seed % 10 == 9:
+            time.sleep(4 * local_task.IDLE_ROUNDS * 1e-6 + 0.01)   # past the workers' idle time
+        check(module, seed % 3)
+    assert len(native_runs) >= 80   # both dispatches of every call went through the loop
+
+
+def library(kernels, with_loop: bool = True) -> CpuLibrary:
+    """``kernels`` compiled by llvm-cpu and loaded as local-task loads them; without the worker
+    loop, as an older compiler built them."""
+    with pytest.MonkeyPatch.context() as patch:
+        if not with_loop:
+            patch.setattr(llvm_cpu, "emit_worker_loop", lambda module: None)
+        compiled = Compiled(kernels)
+    cpu = compiled.executable.cpu
+    exports = tuple(Export(e.symbol, (e.workgroupCount, 1, 1), (1, 1, 1), 0,
+                           tuple(b.num_bytes for b in kernel.bindings))
+                    for e, kernel in zip(cpu.exports, kernels))
+    return CpuLibrary(ExecutableParams("cpu", "elf-x86_64", compiled.so, "", b"", exports))
+
+
+def add_kernel() -> IrKernel:
+    shape = (ROWS, COLS)
+    add = Binary("add", Load(0, identity(2), "f32"), Load(1, identity(2), "f32"), "f32")
+    return IrKernel("add", shape, 2, (Binding("f32", shape, "read"),) * 2 + (
+        Binding("f32", shape, "write"),), (Result(2, identity(2), add),))
+
+
+def run_add(device, lib: CpuLibrary, seed: int, binding_count: int = 3) -> int:
+    rng = np.random.default_rng(seed)
+    a, b = (random_array("f32", (ROWS, COLS), rng) for _ in range(2))
+    a.flat[::1001] = np.nan
+    out = np.full((ROWS, COLS), np.nan, np.float32)
+    buffers = [a, b, out]
+    pointers = ffi.new("void *[]", [ffi.cast("void *", x.ctypes.data) for x in buffers])
+    lengths = ffi.new("uint64_t[]", [x.nbytes for x in buffers])
+    state = ffi.new("pyree_cpu_dispatch_state_t *")
+    state.bindings, state.binding_lengths, state.binding_count = pointers, lengths, binding_count
+    status = device.run_workgroups(lib.kernels[0], state)
+    if status == 0:
+        np.testing.assert_array_equal(out, a + b)
+    return status
+
+
+def test_kernel_error_status_reaches_the_caller():
+    lib = library([add_kernel()])
+    assert lib.kernels[0].loop is not None and lib.kernels[0].workgroup_count >= 8
+    device = local_task.LocalTaskDevice()
+    try:
+        assert run_add(device, lib, 0) == 0
+        assert run_add(device, lib, 1, binding_count=2) == 1   # every chunk: too few bindings
+        assert run_add(device, lib, 2) == 0   # the next dispatch starts clean
+        assert device._native is not None
+    finally:
+        device.release()
+
+
+def test_library_without_the_loop_runs_on_python_threads_then_through_another_loop():
+    """A library from a compiler without the loop: Python workers until a library with one is
+    loaded, then that library's loop (which runs any library's kernels)."""
+    old = library([add_kernel()], with_loop=False)
+    assert old.kernels[0].loop is None
+    device = local_task.LocalTaskDevice()
+    try:
+        for seed in range(3):
+            assert run_add(device, old, seed) == 0
+        assert device._native is None and device._pool is not None
+        new = library([matmul(M, N, K)])
+        rng = np.random.default_rng(0)
+        a, b = (random_array("f32", s, rng) for s in ((M, K), (K, N)))
+        out = np.zeros((M, N), np.float32)
+        pointers = ffi.new("void *[]", [ffi.cast("void *", x.ctypes.data) for x in (a, b, out)])
+        lengths = ffi.new("uint64_t[]", [x.nbytes for x in (a, b, out)])
+        state = ffi.new("pyree_cpu_dispatch_state_t *")
+        state.bindings, state.binding_lengths, state.binding_count = pointers, lengths, 3
+        assert device.run_workgroups(new.kernels[0], state) == 0
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+        assert device._native is not None
+        for seed in range(3):
+            assert run_add(device, old, seed) == 0   # through the new library's loop
+    finally:
+        device.release()
+
+
+def mapped_libraries() -> set[str]:
+    """The kernel libraries mapped into this process, by inode."""
+    with open("/proc/self/maps") as maps:
+        return {line.split()[4] for line in maps if "pyree-cpu-executable" in line}
+
+
+def test_library_unloaded_while_workers_poll_inside_its_loop(program):
+    """A module dropped right after its last call, while the workers still poll inside its
+    library's loop, and another module's calls at once: the first library stays mapped until the
+    workers leave its code, then unloads; nothing crashes and every answer is right. (Without
+    the workers' hold on the library, two runs in three crashed.)"""
+    second = rt.load_module(program, device="local-task")
+    for attempt in range(4):
+        before = mapped_libraries()
+        first = rt.load_module(program, device="local-task")
+        check(first, attempt)
+        first_library = mapped_libraries() - before
+        assert len(first_library) == 1
+        check(second, 1)
+        check(first, 2)    # the workers are inside the first library's loop now
+        del first
+        gc.collect()
+        for seed in range(3):
+            check(second, seed)   # the device moves to the second library's loop
+        deadline = time.monotonic() + 5
+        while first_library & mapped_libraries() and time.monotonic() < deadline:
+            time.sleep(0.01)   # the workers go idle, leave the loop and sleep
+            gc.collect()
+        assert not first_library & mapped_libraries()
+    check(second, 3)
+
+
+def test_device_release_stops_native_workers():
+    before = threading.active_count()
+    lib = library([add_kernel()])
+    device = local_task.LocalTaskDevice()
+    assert run_add(device, lib, 0) == 0
+    time.sleep(0.05)   # asleep
+    device.release()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == before
