@@ -55,6 +55,18 @@ class HostCommandBuffer(Record):
     commands: tuple[Command, ...]
     binding_table_size: int
 
+    @functools.cached_property
+    def dispatches(self) -> tuple:
+        """Per command, a dispatch's kernel, binding lengths and push constants (fixed when it
+        was recorded; None for a copy or fill), made on the first execution. They live with the
+        command buffer: a cache keyed by the commands hashed every dispatch's fields on each call
+        and kept a dropped module's kernel libraries loaded."""
+        return tuple(
+            (c.executable.kernels[c.export_ordinal],
+             ffi.new("uint64_t[]", [binding.length for binding in c.bindings]),
+             ffi.new("uint32_t[]", c.push_constants)) if c.kind == "dispatch" else None
+            for c in self.commands)
+
 
 class HostDevice(PythonDevice):
     """A device whose memory is host memory and whose executables are CPU shared objects."""
@@ -107,13 +119,14 @@ class HostDevice(PythonDevice):
             raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
                                                f"command buffer needs "
                                                f"{command_buffer.binding_table_size}")
-        for index, command in enumerate(command_buffer.commands):
+        for index, (command, dispatch) in enumerate(zip(command_buffer.commands,
+                                                        command_buffer.dispatches)):
             buffers = [table[binding.slot] for binding in command.bindings]
             for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
                 if buffer is None or binding.offset + binding.length > buffer.size:
                     raise _binding_error(index, command, b, buffer, binding)
-            if command.kind == "dispatch":
-                self._dispatch(command, buffers)
+            if dispatch is not None:
+                self._dispatch(dispatch, command, buffers)
             elif command.kind == "copy":
                 source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
                 target[:] = source
@@ -121,9 +134,8 @@ class HostDevice(PythonDevice):
                 pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
                 _fill(_view(buffers[0], command.bindings[0]), pattern)
 
-    def _dispatch(self, command: Command, buffers: list) -> None:
-        kernel = command.executable.kernels[command.export_ordinal]
-        lengths, push = _static_arrays(command)
+    def _dispatch(self, dispatch: tuple, command: Command, buffers: list) -> None:
+        kernel, lengths, push = dispatch
         addresses = ffi.new("uintptr_t[]", [buffer.address + binding.offset
                                             for buffer, binding in zip(buffers, command.bindings)])
         state = ffi.new("pyree_cpu_dispatch_state_t *")  # addresses stays referenced until the call ends
@@ -133,13 +145,6 @@ class HostDevice(PythonDevice):
         status = self.run_workgroups(kernel, state) if kernel.workgroup_count else 0
         if status:
             raise HalError("INTERNAL", f"kernel '{kernel.name}' returned error status {status}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _static_arrays(command: Command):
-    """A dispatch's binding lengths and push constants: fixed when the command was recorded."""
-    return (ffi.new("uint64_t[]", [binding.length for binding in command.bindings]),
-            ffi.new("uint32_t[]", command.push_constants))
 
 
 def _view(buffer: HostBuffer, binding) -> memoryview:
