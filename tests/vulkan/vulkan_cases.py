@@ -169,6 +169,51 @@ def transpose_broadcast_slices() -> Case:
                               np.pad(x, ((0, 0), (0, 1)), constant_values=1.5)))
 
 
+def padded_windows() -> Case:
+    """tensor.pad, then a strided depthwise conv and a max pool: the pads inline into the windows
+    as bounds-checked loads (flow/regions.py), the SPIR-V reductions' guarded pad loads."""
+    x_t, p_t, o_t, w_t, k_t = t((2, 5, 13, 10)), t((2, 5, 15, 12)), t((2, 5, 7, 5)), t((5, 3, 3)), t((3, 3))
+    attrs = "{dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}"
+
+    def pad(name, value):
+        return f"""%{name}v = arith.constant {value} : f32
+      %{name} = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {{
+        ^bb0(%i: index, %j: index, %a: index, %b: index):
+          tensor.yield %{name}v : f32
+      }} : {x_t} to {p_t}"""
+    mlir = f"""
+    func.func @f(%x: {x_t}, %w: {w_t}) -> ({o_t}, {o_t}) {{
+      {pad("pz", "0.0")}
+      {pad("pm", "0xFF800000")}
+      %zero = arith.constant 0.0 : f32
+      %ninf = arith.constant 0xFF800000 : f32
+      %e = tensor.empty() : {o_t}
+      %z = linalg.fill ins(%zero : f32) outs(%e : {o_t}) -> {o_t}
+      %m = linalg.fill ins(%ninf : f32) outs(%e : {o_t}) -> {o_t}
+      %d = linalg.depthwise_conv_2d_nchw_chw {attrs} ins(%pz, %w : {p_t}, {w_t}) outs(%z : {o_t}) -> {o_t}
+      %k = tensor.empty() : {k_t}
+      %mp = linalg.pooling_nchw_max {attrs} ins(%pm, %k : {p_t}, {k_t}) outs(%m : {o_t}) -> {o_t}
+      return %d, %mp : {o_t}, {o_t}
+    }}"""
+
+    def inputs(rng):
+        x = rand(rng, (2, 5, 13, 10))
+        x[0, 0, 0, :4] = [np.inf, -np.inf, -0.0, np.inf]
+        return [x, rand(rng, (5, 3, 3))]
+
+    def reference(x, w):
+        conv, top = np.zeros((2, 5, 7, 5)), np.full((2, 5, 7, 5), -np.inf)
+        zp = np.pad(f64(x), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        mp = np.pad(f64(x), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+        for i in range(3):
+            for j in range(3):
+                with np.errstate(invalid="ignore"):
+                    conv = conv + zp[:, :, i:i + 13:2, j:j + 9:2] * f64(w)[None, :, i, j, None, None]
+                top = np.maximum(top, mp[:, :, i:i + 13:2, j:j + 9:2])
+        return conv, top
+    return Case(mlir, "f", inputs, reference)
+
+
 def integer_ops() -> Case:
     mlir = f"""
     func.func @f(%x: {t((6, 4), 'i32')}, %y: {t((24,), 'i32')}) -> {t((2, 3, 4), 'i32')} {{
@@ -213,6 +258,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "matmul_f16_128x48x192": lambda: matmul(128, 48, 192, "f16", np.float16),
     "batch_matmul_f16_inputs": batch_matmul_f16_inputs,
     "transpose_broadcast_slices": transpose_broadcast_slices,
+    "padded_windows": padded_windows,
     "integer_ops": integer_ops,
     "mlp": mlp,
 }

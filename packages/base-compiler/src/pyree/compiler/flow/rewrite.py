@@ -131,6 +131,16 @@ def is_data_movement(expr: Expr) -> bool:
     return all(isinstance(e, (Load, Cast, Const)) for e in walk(expr))
 
 
+def is_guarded_data_movement(expr: Expr) -> bool:
+    """Data movement behind bounds checks that read no tensor (a ``tensor.pad``'s select)."""
+    if isinstance(expr, Select):
+        return (not any(isinstance(e, (Load, Gather)) for e in walk(expr.cond))
+                and is_guarded_data_movement(expr.a) and is_guarded_data_movement(expr.b))
+    if isinstance(expr, Cast):
+        return is_guarded_data_movement(expr.x)
+    return isinstance(expr, (Load, Const))
+
+
 def result_exprs(result: Result):
     """Every sub-expression of the result's value, init and epilogue."""
     for root in (result.value, result.init, result.epilogue):
