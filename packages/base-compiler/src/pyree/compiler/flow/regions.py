@@ -104,16 +104,21 @@ class _Graph:
     def __init__(self, ops: list[Op], results: list[Value]):
         self.results = set(results)
         self.users: Counter = Counter(results)
+        self.generic_users: Counter = Counter()  # of those, Generics
         self.producers: dict[Value, Op] = {}
         self.replace([], ops)
 
     def replace(self, old: list[Op], new: list[Op]) -> None:
         for op in old:
             self.users.subtract(set(read_by(op)))
+            if isinstance(op, Generic):
+                self.generic_users.subtract(set(op.inputs))
             for value in _defined(op):
                 del self.producers[value]
         for op in new:
             self.users.update(set(read_by(op)))
+            if isinstance(op, Generic):
+                self.generic_users.update(set(op.inputs))
             self.producers.update(dict.fromkeys(_defined(op), op))
 
 
@@ -130,7 +135,7 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     It holds the ops themselves, so the ids it is keyed by stay theirs."""
     users, producers = graph.users, graph.producers
     for op in ops:
-        if not isinstance(op, Generic) or _passes_widening(op, ops, graph):
+        if not isinstance(op, Generic) or _passes_widening(op, graph):
             continue
         for j, value in enumerate(op.inputs):
             producer = producers.get(value)
@@ -162,7 +167,7 @@ def _widening(op: Generic) -> bool:
             and isinstance(op.outputs[0].value.x, Load))
 
 
-def _passes_widening(op: Generic, ops: list[Op], graph: _Graph) -> bool:
+def _passes_widening(op: Generic, graph: _Graph) -> bool:
     """A widening cast read by one Generic takes no producer: it fuses into its reader's loads
     (data movement inlines even into a matmul's operands), and its producer keeps writing the
     narrow value. Else the producer would absorb it and write the wide one: an f16 layernorm
@@ -171,8 +176,7 @@ def _passes_widening(op: Generic, ops: list[Op], graph: _Graph) -> bool:
     if not _widening(op):
         return False
     value = op.results[0]
-    return (graph.users[value] == 1 and value not in graph.results
-            and any(isinstance(user, Generic) and value in user.inputs for user in ops))
+    return graph.users[value] == 1 and graph.generic_users[value] == 1
 
 
 MAX_COPIES = 4       # users an elementwise producer may be recomputed in
