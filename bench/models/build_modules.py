@@ -3,8 +3,8 @@
     python3 bench/models/build_modules.py OUT_DIR [--models a,b] [--pyree] [--iree cuda,vulkan] [--f16]
 
 --pyree writes ``<model>.vmfb`` with both the cuda (sm_90) and vulkan-spirv (hopper-h100-linux)
-executables in one module, so the weights travel once. --iree compiles the same linalg MLIR with
-iree-compile (IREE_COMPILE, default /work/iree-venv/bin/iree-compile) into
+executables in one module, so the weights travel once (``--backends cuda``: cuda alone). --iree
+compiles the same linalg MLIR with iree-compile (IREE_COMPILE, default /work/iree-venv/bin/iree-compile) into
 ``<model>.iree_<target>.vmfb``: cuda for sm_80 (IREE 3.13 rejects sm_90), vulkan for ``ampere``.
 ``manifest.json`` records each model's input, function and weights checksum, so the GPU host
 can rebuild the same torch model and prove it holds the same weights. --f16 builds each model
@@ -40,6 +40,9 @@ def main() -> None:
     p.add_argument("--pyree", action="store_true")
     p.add_argument("--iree", default="")
     p.add_argument("--f16", action="store_true", help="build the models converted to float16")
+    p.add_argument("--backends", default="cuda,vulkan-spirv",
+                   help="pyree's targets; cuda alone gathers convolution patches into the GEMMs "
+                        "(flow/implicit_gemm.py), which a module shared with vulkan-spirv does not")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
@@ -57,7 +60,7 @@ def main() -> None:
                  "import_s": round(time.perf_counter() - t0, 2)}
         if args.pyree:
             t0 = time.perf_counter()
-            options = CompileOptions(target_backends=["cuda", "vulkan-spirv"], cuda_target="sm_90",
+            options = CompileOptions(target_backends=args.backends.split(","), cuda_target="sm_90",
                                      vulkan_target="hopper-h100-linux")
             (args.out / f"{name}.vmfb").write_bytes(compile_str(mlir, options))
             entry["pyree_compile_s"] = round(time.perf_counter() - t0, 2)

@@ -289,11 +289,50 @@ CASES.update({
                               [((5, 2, 640), _F16), ((5, 640, 333), _F16)], lambda a, b: a @ b, 2e-3),
 })
 
+# Convolutions: f16 ones with whole 8-channel chunks as implicit GEMMs (flow/implicit_gemm.py:
+# channels-last image and filter, patches gathered into the tensor-core tiles 16 bytes at a time)
+# with pads, strides, dilations, groups, batch and tails on every side; 3 channels (the stem) and
+# f32 keep the im2col copy.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flow"))
+from conv_cases import Conv  # noqa: E402
+
+_NP_NAME = {"f32": "float32", "f16": "float16"}
+
+
+def _conv_case(conv: Conv, rtol: float):
+    xs, _, ws, _ = conv.shapes()
+    args = [(xs, _NP_NAME[conv.dtype]), (ws, _NP_NAME[conv.dtype]), ((conv.f,), "float32")]
+    return conv.mlir(), args, conv.reference, rtol
+
+
+CONV_CASES = {
+    "conv_f16_nchw_pad_2x24x23x17_f37": _conv_case(
+        Conv(dtype="f16", n=2, c=24, h=23, w=17, f=37, kh=3, kw=3, pad=(1, 1)), 1e-5),
+    "conv_f16_nchw_s2_dil_64x29x31_f72_relu": _conv_case(
+        Conv(dtype="f16", c=64, h=29, w=31, f=72, kh=3, kw=3, stride=(2, 2), dilation=(1, 2),
+             pad=(1, 2), bias_relu=True), 1e-5),
+    "conv_f16_nchw_7x7_s2_3x61x59_f64": _conv_case(  # im2col
+        Conv(dtype="f16", c=3, h=61, w=59, f=64, kh=7, kw=7, stride=(2, 2), pad=(3, 3)), 1e-5),
+    "conv_f16_nhwc_s2_2x32x21x19_f24": _conv_case(
+        Conv(layout="nhwc", dtype="f16", n=2, c=32, h=21, w=19, f=24, kh=3, kw=3, stride=(2, 2),
+             pad=(1, 1)), 1e-5),
+    # ResNet-18's stride-2 and layer-4 shapes: K split in 4 and 18 chunks, walks crossing taps
+    "conv_f16_nchw_s2_128x28x28_f256_split_k": _conv_case(
+        Conv(dtype="f16", c=128, h=28, w=28, f=256, kh=3, kw=3, stride=(2, 2), pad=(1, 1)), 1e-5),
+    "conv_f16_nchw_512x7x7_f512_split_k": _conv_case(
+        Conv(dtype="f16", c=512, h=7, w=7, f=512, kh=3, kw=3, pad=(1, 1)), 1e-5),
+    "conv_f16_grouped_2x3x8x13x11_f16": _conv_case(
+        Conv(layout="ngchw", dtype="f16", n=2, groups=3, c=8, h=13, w=11, f=16, kh=3, kw=3,
+             pad=(1, 1)), 1e-5),
+    "conv_f32_nchw_pad_2x19x23x17_f37_relu": _conv_case(  # im2col
+        Conv(n=2, c=19, h=23, w=17, f=37, kh=3, kw=3, pad=(1, 1), bias_relu=True), 1e-5),
+}
+CASES.update(CONV_CASES)
+
 # Row kernels (issue 11): softmax, log_softmax, layernorm and rmsnorm as one dispatch each, on the
 # block template (rows of 128 or more), one thread per row (shorter rows), rows of 1 and 7, and a
 # vocabulary-long row that stays split reductions. Special values are checked on CPU and Vulkan
 # (tests/flow/test_row_fusion.py, tests/vulkan/test_vulkan_row_kernels.py).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flow"))
 import row_kernel_cases as _rows  # noqa: E402
 
 _ROW_NP = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}

@@ -62,6 +62,27 @@ def test_matrix_vector_special_values(name):
     got = fn(a, b).to_host().astype(np.float64)
     with np.errstate(invalid="ignore"):
         want = a.astype(np.float64) @ b.astype(np.float64)
+    assert_specials_match(got, want)
+
+
+@pytest.mark.parametrize("name", ["conv_f16_nchw_pad_2x24x23x17_f37", "conv_f16_nhwc_s2_2x32x21x19_f24",
+                                  "conv_f32_nchw_pad_2x19x23x17_f37_relu"])
+def test_convolution_special_values(name):
+    """NaN and +/-inf in the image reach exactly the outputs whose windows cover them, through the
+    gathered patches tiles and the pads (implicit GEMM)."""
+    import pyree.runtime as rt
+    module = rt.load_module(module_bytes(name), device="cuda")
+    fn = module[module.function_names[0]]
+    rng = np.random.default_rng(5)
+    x, w, b = random_args(name, rng)
+    x.flat[rng.choice(x.size, 6, replace=False)] = [np.nan, np.inf, -np.inf, -0.0, np.inf, np.nan]
+    got = fn(x, w, b).to_host().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = CASES[name][2](*[v.astype(np.float64) for v in (x, w, b)])
+    assert_specials_match(got, want)
+
+
+def assert_specials_match(got: np.ndarray, want: np.ndarray) -> None:
     for test in (np.isnan, np.isposinf, np.isneginf):
         np.testing.assert_array_equal(test(got), test(want))
     finite = np.isfinite(want)

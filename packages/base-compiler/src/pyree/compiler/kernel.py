@@ -442,9 +442,32 @@ def _bits(dtype: str) -> int:
     return 1 if dtype == "i1" else 8 * itemsize(dtype)
 
 
+def decided(e: Compare, loop_ranges: tuple[int, ...]) -> bool | None:
+    """The value of an integer comparison that holds (or fails) everywhere in the loop box, by
+    the bounds of its sides; None where it depends on the point."""
+    if is_float(e.a.dtype) or e.predicate not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return None
+    (alo, ahi), (blo, bhi) = _interval(e.a, loop_ranges), _interval(e.b, loop_ranges)
+    if e.predicate in ("gt", "ge"):
+        (alo, ahi), (blo, bhi) = (blo, bhi), (alo, ahi)
+    strict = e.predicate in ("lt", "gt")
+    if e.predicate in ("lt", "le", "gt", "ge"):
+        if ahi < blo or (not strict and ahi <= blo):
+            return True
+        if alo > bhi or (strict and alo >= bhi):
+            return False
+        return None
+    if alo == ahi == blo == bhi:
+        return e.predicate == "eq"
+    if ahi < blo or bhi < alo:
+        return e.predicate == "ne"
+    return None
+
+
 def _interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     """Bounds of the integer expression ``e``: tight through loop indices, constants, integer
-    casts and add/sub/mul/max/min; the dtype's whole range elsewhere and wherever a step could
+    casts, add/sub/mul/max/min and division or remainder of a non-negative value by a positive
+    constant; the dtype's whole range elsewhere and wherever a step could
     wrap."""
     full = (0, 1) if e.dtype == "i1" else (int(np.iinfo(DTYPES[e.dtype]).min),
                                            int(np.iinfo(DTYPES[e.dtype]).max))
@@ -471,6 +494,12 @@ def _interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
         else:
             pick = max if e.op == "max" else min
             out = (pick(a[0], b[0]), pick(a[1], b[1]))
+    elif isinstance(e, Binary) and e.op in ("div", "rem") and isinstance(e.b, Const) and e.b.value > 0:
+        lo, hi = _interval(e.a, loop_ranges)
+        if lo < 0:
+            return full
+        c = int(e.b.value)
+        out = (lo // c, hi // c) if e.op == "div" else (lo, hi) if hi < c else (0, c - 1)
     else:
         return full
     return out if full[0] <= out[0] and out[1] <= full[1] else full

@@ -22,6 +22,7 @@ from pyree.compiler.codegen.executable_files import write_executable_files
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
 from pyree.compiler.flow.convolution import rewrite_convolutions
+from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import split_reductions
@@ -129,8 +130,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     program = export_parameters(program, options)
     report("forming dispatch regions")
     gpu = all(name != "llvm-cpu" for name in options.target_backends)
-    program = Program([map_blocks(f, lambda f: _form_regions(f, gpu)) for f in program.functions],
-                      program.name)
+    implicit = all(name in IMPLICIT_GEMM_TARGETS for name in options.target_backends)
+    program = Program([map_blocks(f, lambda f: _form_regions(f, gpu, implicit))
+                       for f in program.functions], program.name)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
@@ -159,11 +161,17 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     return builder.finish()
 
 
-def _form_regions(function: Function, gpu: bool) -> Function:
+# Backends whose contraction templates stage operand tiles from any expression of the loops, so a
+# convolution's patches are gathered into the tiles instead of copied (flow/implicit_gemm.py).
+IMPLICIT_GEMM_TARGETS = frozenset({"cuda"})
+
+
+def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
     """Regions, split reductions, then regions again: a split-K chunk walk can make a read
     through a view affine (flow/views.py), and the data movement behind it then fuses."""
-    return form_dispatch_regions(
-        split_reductions(form_dispatch_regions(rewrite_convolutions(function)), gpu))
+    function = form_dispatch_regions(
+        split_reductions(form_dispatch_regions(rewrite_convolutions(function, implicit)), gpu))
+    return inline_patches(function) if implicit else function
 
 
 def size_text(nbytes: int) -> str:

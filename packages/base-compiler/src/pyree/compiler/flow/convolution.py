@@ -39,16 +39,26 @@ from pyree.compiler.flow.rewrite import (
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Cast, Expr, Load, Result
 
+# The patches of a channels-last convolution, which targets with implicit GEMM (IMPLICIT_GEMM in
+# pipeline.py) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
+IMPLICIT_PATCHES = "implicit_im2col"
+TENSOR_CORE_DTYPES = ("f16", "bf16")
+CHUNK = 8  # channels per 16-byte chunk of a tensor-core operand tile
 
-def rewrite_convolutions(function: Function) -> Function:
+
+def rewrite_convolutions(function: Function, implicit: bool = False) -> Function:
     ops: list[Op] = []
     for op in function.ops:
-        ops.extend(rewrite_convolution(op) if isinstance(op, Generic) else [op])
+        ops.extend(rewrite_convolution(op, implicit) if isinstance(op, Generic) else [op])
     return dataclasses.replace(function, ops=ops)
 
 
-def rewrite_convolution(op: Generic) -> list[Op]:
-    """``[op]`` unchanged, or the ops that replace it (views, patches, contraction)."""
+def rewrite_convolution(op: Generic, implicit: bool = False) -> list[Op]:
+    """``[op]`` unchanged, or the ops that replace it (views, patches, contraction). ``implicit``:
+    a 16-bit convolution whose channels come in whole 16-byte chunks reads its image and filter
+    channels-last (transposed where they are not), so that K walks (taps, channels) and each
+    8-channel chunk of a patch is 16 contiguous bytes of the image, and its patches are marked
+    for the GEMM to gather."""
     if _contraction(op) is None:
         return [op]
     op = _drop_unit_reductions(op)
@@ -57,7 +67,69 @@ def rewrite_convolution(op: Generic) -> list[Op]:
     if fx == fy:  # both plain: no window (collapse_loops merges what it can); neither: no filter
         return [op]
     filt, image = (x, y) if fx else (y, x)
-    return _im2col(op, filt, image) or [op]
+    moved: list[Op] = []
+    channels = _channel_loop(op, filt, image) if implicit else None
+    conv = op
+    if channels is not None:
+        moved, conv, filt, image = _channels_last(op, filt, image, channels)
+    rewritten = _im2col(conv, filt, image, IMPLICIT_PATCHES if channels is not None else "im2col")
+    return moved + rewritten if rewritten else [op]
+
+
+def _channel_loop(op: Generic, filt: Load, image: Load) -> int | None:
+    """The reduction loop that indexes one dim of both the filter and the image by itself (the
+    input channels), when the operands are 16-bit and the channels fill whole chunks."""
+    if op.inputs[image.binding].dtype not in TENSOR_CORE_DTYPES:
+        return None
+    plain = [{d for d, _ in _plain_dims(load)} for load in (filt, image)]
+    loops = [r for r in range(op.num_parallel, len(op.loop_ranges)) if r in plain[0] and r in plain[1]]
+    if len(loops) != 1 or op.loop_ranges[loops[0]] % CHUNK:
+        return None
+    return loops[0]
+
+
+def _plain_dims(load: Load):
+    """(loop, dim) for each dim of ``load`` indexed by one loop alone."""
+    for i, ix in enumerate(load.index):
+        nz = [d for d, c in enumerate(ix.coeffs) if c]
+        if ix.const == 0 and len(nz) == 1 and ix.coeffs[nz[0]] == 1:
+            yield nz[0], i
+
+
+def _channels_last(op: Generic, filt: Load, image: Load, channels: int):
+    """(transposes, op, filter, image) with the channel dim of the image moved last and that of
+    the filter moved after the filter's last reduction dim (K then walks taps, then channels).
+    Each transpose is read through a barrier view, so region formation does not inline it back
+    into the patches (a pad in front fuses into it; a constant filter's transpose folds)."""
+    moved, inputs, new_load = [], list(op.inputs), {}
+    reductions = set(range(op.num_parallel, len(op.loop_ranges)))
+    for load, last in ((image, None), (filt, reductions)):
+        dim = next(i for d, i in _plain_dims(load) if d == channels)
+        rank = len(load.index)
+        to = rank - 1 if last is None else max(i for i, ix in enumerate(load.index)
+                                               if any(ix.coeffs[d] for d in last))
+        order = [i for i in range(rank) if i != dim]
+        order.insert(to, dim)
+        if order == list(range(rank)):
+            continue
+        source = inputs[load.binding]
+        value = Value(source.dtype, tuple(source.shape[i] for i in order), f"{source.name}_cl")
+        index = tuple(_unit(order.index(i), rank) for i in range(rank))
+        read = Value(value.dtype, value.shape, f"{value.name}_v")
+        moved += [Generic(inputs=[source], results=[value],
+                          outputs=(Result(0, tuple(_unit(d, rank) for d in range(rank)),
+                                          Load(0, index, load.dtype)),),
+                          loop_ranges=value.shape, num_parallel=rank, location=op.location,
+                          origin="channels_last"),
+                  View(read, value, location=op.location, barrier=True)]
+        new_load[load] = Load(len(inputs), tuple(load.index[i] for i in order), load.dtype)
+        inputs.append(read)
+    if not moved:
+        return [], op, filt, image
+    outputs = tuple(dataclasses.replace(r, value=transform(r.value, lambda e: new_load.get(e)))
+                    for r in op.outputs)
+    op = dataclasses.replace(op, inputs=inputs, outputs=outputs)
+    return moved, op, new_load.get(filt, filt), new_load.get(image, image)
 
 
 def _contraction(op: Generic) -> tuple[Load, Load] | None:
@@ -130,7 +202,7 @@ def _unit(d: int, n: int) -> AffineExpr:
     return AffineExpr(tuple(int(j == d) for j in range(n)))
 
 
-def _im2col(op: Generic, filt: Load, image: Load) -> list[Op] | None:
+def _im2col(op: Generic, filt: Load, image: Load, origin: str) -> list[Op] | None:
     ranges, np_ = op.loop_ranges, op.num_parallel
     n_loops = len(ranges)
     reductions = list(range(np_, n_loops))
@@ -182,7 +254,7 @@ def _im2col(op: Generic, filt: Load, image: Load) -> list[Op] | None:
                    outputs=(Result(0, tuple(_unit(d, len(p_loops)) for d in range(len(p_loops))),
                                    remap_loops(image, p_map, len(p_loops), lambda b: 0)),),
                    loop_ranges=patches.shape, num_parallel=len(p_loops), location=op.location,
-                   origin="im2col")
+                   origin=origin)
     p_shape = (tuple(ranges[d] for d in front) + (K,) + tuple(ranges[d] for d in back))
     p_view = Value(patches.dtype, p_shape, f"{patches.name}_k")
 

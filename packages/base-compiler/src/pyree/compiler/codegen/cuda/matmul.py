@@ -125,9 +125,6 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
     ty = fn.op(f"udiv i64 {tid}, {t.bn // t.tn}")
     zero = const(0.0, c.dtype)
 
-    def clamp(v, hi):
-        return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(hi - 1))])
-
     def fetch(kt):
         """This thread's share of tile kt of X and Y, as registers."""
         k0 = fn.op(f"mul i64 {kt}, {t.bk}")
@@ -137,7 +134,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             i, kk = fn.op(f"udiv i64 {e}, {t.bk}"), fn.op(f"urem i64 {e}, {t.bk}")
             gm, gk = fn.op(f"add i64 {m0}, {i}"), fn.op(f"add i64 {k0}, {kk}")
             ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
-            v = lowering(bidx + [clamp(gm, M), 0, clamp(gk, KD)])(c.x)
+            v = lowering(bidx + [A.clamp(fn, gm, M), 0, A.clamp(fn, gk, KD)])(c.x)
             xs.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bm}')}, {i}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
         for j in range(t.bn * t.bk // t.threads):
@@ -145,7 +142,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             kk, jn = fn.op(f"udiv i64 {e}, {t.bn}"), fn.op(f"urem i64 {e}, {t.bn}")
             gn, gk = fn.op(f"add i64 {n0}, {jn}"), fn.op(f"add i64 {k0}, {kk}")
             ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gn}, {N}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
-            v = lowering(bidx + [0, clamp(gn, N), clamp(gk, KD)])(c.y)
+            v = lowering(bidx + [0, A.clamp(fn, gn, N), A.clamp(fn, gk, KD)])(c.y)
             ys.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bn}')}, {jn}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
         return xs, ys

@@ -20,6 +20,7 @@ import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned, chunk, stage_chunks
+from pyree.compiler.codegen.cuda.gathered import Gathered, gathered
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module
 from pyree.compiler.codegen.cuda.matmul import (
     FILL_BLOCKS,
@@ -59,41 +60,52 @@ class Operand:
 
 @dataclass(frozen=True)
 class Operands:
-    a: Operand
-    b: Operand
+    a: Operand | Gathered
+    b: Operand | Gathered
     dtype: str                                # f16 or bf16, both operands
 
 
-def _narrow_load(e: K.Expr) -> K.Load | None:
-    if isinstance(e, K.Cast) and e.op == "fpext" and isinstance(e.x, K.Load) and e.x.dtype in TC_DTYPES:
+def _narrow(e: K.Expr) -> K.Expr | None:
+    """The f16 (bf16) value an operand widens to f32, or None."""
+    if isinstance(e, K.Cast) and e.op == "fpext" and e.x.dtype in TC_DTYPES:
         return e.x
     return None
 
 
 def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
-    """The operands when the contraction is f16 (bf16) loads extended to f32 and accumulated in
-    f32, A contiguous along k and B along n or k; else None (f32 inputs stay on the SIMT
+    """The operands when the contraction is f16 (bf16) values extended to f32 and accumulated in
+    f32: loads, A contiguous along k and B along n or k, or gathers of 8 contiguous elements per
+    16-byte chunk along k (``Gathered``: an implicit GEMM's patches); else None (f32 inputs stay on the SIMT
     template: tensor cores would round them to TF32)."""
     if c.dtype != "f32":
         return None
-    a, b = _narrow_load(c.x), _narrow_load(c.y)
+    a, b = _narrow(c.x), _narrow(c.y)
     if a is None or b is None or a.dtype != b.dtype:
         return None
     n_loops = len(kernel.loop_ranges)
     n, k = kernel.num_parallel - 1, kernel.num_parallel
-    la = A.linearize(kernel.bindings[a.binding], a.index, n_loops)
+    loops = range(n_loops)
+    if not isinstance(a, K.Load):
+        op_a = gathered(kernel, a, False)
+        if op_a is None:
+            return None
+    else:
+        la = A.linearize(kernel.bindings[a.binding], a.index, n_loops)
+        if la.coeffs[k] != 1:
+            return None
+        op_a = Operand(a, la, False, True, la.contiguous(k, 8, loops))
+    if not isinstance(b, K.Load):
+        op_b = gathered(kernel, b, True)
+        return None if op_b is None else Operands(op_a, op_b, a.dtype)
     lb = A.linearize(kernel.bindings[b.binding], b.index, n_loops)
-    if la.coeffs[k] != 1:
-        return None
     if lb.coeffs[n] == 1:
         b_inner = n
     elif lb.coeffs[k] == 1:
         b_inner = k
     else:
         return None
-    loops = range(n_loops)
-    return Operands(Operand(a, la, False, True, la.contiguous(k, 8, loops)),
-                    Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, 8, loops)), a.dtype)
+    return Operands(op_a, Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, 8, loops)),
+                    a.dtype)
 
 
 def waves_cost(m: int, n: int, batch: int, bm: int, bn: int) -> int:

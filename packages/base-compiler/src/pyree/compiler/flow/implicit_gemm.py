@@ -1,0 +1,266 @@
+"""Implicit GEMM: a convolution's patches computed where its GEMM reads them, never written.
+
+``rewrite_convolutions`` (flow/convolution.py) turns a convolution into an im2col copy and a GEMM
+that reads the copy's patches through collapsing views. That suits every backend, and on the CPU
+and Vulkan the copy stays. On targets whose contraction templates fill their operand tiles from
+any expression of the loops (cuda: the SIMT, matrix-vector and tensor-core templates stage a
+patches tile element by element), the copy is inlined into the GEMM instead: an element the GEMM
+reads at view index I is the copy's value (the padded image element) at the patches index whose
+row-major offset is I's. The patches index's digits are the view offset divided by the patches'
+strides; a loop term whose span stays inside its own digits (the view's K walks (c, kh, kw), its
+N walks (oh, ow)) gives its digits by one division and one remainder by constants, with no carry
+from any other term. A 3x3 convolution's patches are 9x its image: writing and reading them back
+was half of ResNet's f16 3x3 convolution time on the H200.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from pyree.compiler.flow.convolution import IMPLICIT_PATCHES
+from pyree.compiler.flow.rewrite import dedupe_inputs, drop_unread, map_results, transform
+from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View, read_by
+from pyree.compiler.kernel import (
+    AffineExpr,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Gather,
+    Load,
+    LoopIndex,
+    Select,
+    Unary,
+    decided,
+    itemsize,
+)
+
+DIGIT = "ui32"   # digits: unsigned divisions by constants
+INDEX = "i32"    # gather indices: an image index may sit one row before the image (a pad)
+
+
+def inline_patches(function: Function) -> Function:
+    """``function`` with every patches copy that one GEMM reads inlined into that GEMM."""
+    ops = list(function.ops)
+    readers: dict[int, list[Op]] = {}
+    for op in ops:
+        for v in read_by(op):
+            readers.setdefault(id(v), []).append(op)
+    results = {id(v) for v in function.results}
+    defining = {id(r): op for op in ops for r in _defined(op)}
+    dropped: set[int] = set()
+    for i, op in enumerate(ops):
+        if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges):
+            continue
+        for b, value in enumerate(op.inputs):
+            chain = _patches_chain(value, op, defining, readers, results)
+            if chain is not None:
+                op = _inline(op, b, *chain)
+                dropped |= {id(x) for x in chain[2]}
+        ops[i] = op
+    return dataclasses.replace(function, ops=[op for op in ops if id(op) not in dropped])
+
+
+def _defined(op: Op) -> list[Value]:
+    if isinstance(op, Generic):
+        return op.results
+    return [op.result] if isinstance(op, View) else []
+
+
+def _patches_chain(value: Value, reader: Generic, defining, readers, results):
+    """(copy, element offset of ``value`` in the copy's result, [views.., copy]) when ``value`` is
+    a patches copy's result under views that nothing else reads, else None."""
+    offset, chain = 0, []
+    while True:
+        if id(value) in results or [id(r) for r in readers.get(id(value), [])] != [id(reader)]:
+            return None
+        op = defining.get(id(value))
+        if isinstance(op, View):
+            size = itemsize(value.dtype)
+            if op.byte_offset % size:
+                return None
+            offset += op.byte_offset // size
+            chain.append(op)
+            reader, value = op, op.source
+            continue
+        if not isinstance(op, Generic) or not _is_patches_copy(op):
+            return None
+        return op, offset, chain + [op]
+
+
+def _is_patches_copy(op: Generic) -> bool:
+    """The im2col copy as convolution.py writes it: one result, written at the loop index."""
+    if op.origin != IMPLICIT_PATCHES or len(op.outputs) != 1 or op.num_parallel != len(op.loop_ranges):
+        return False
+    out = op.outputs[0]
+    return (out.init is None and out.epilogue is None and math.prod(op.loop_ranges) < 2**31
+            and op.loop_ranges == op.results[0].shape
+            and out.index == AffineExpr.identity(len(op.loop_ranges)))
+
+
+def _inline(gemm: Generic, binding: int, copy: Generic, offset: int, _chain) -> Generic:
+    base = len(gemm.inputs)
+    value = copy.outputs[0].value
+    view_shape = gemm.inputs[binding].shape
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load) and e.binding == binding:
+            digits = patch_digits(e.index, view_shape, offset, copy.loop_ranges, gemm.loop_ranges)
+            return _at(value, digits, base)
+        return None
+
+    outputs = tuple(dataclasses.replace(r, value=_fold_decided(r.value, gemm.loop_ranges))
+                    for r in map_results(gemm.outputs, leaf))
+    fused = dataclasses.replace(gemm, inputs=gemm.inputs + list(copy.inputs), outputs=outputs)
+    return dedupe_inputs(drop_unread(fused))
+
+
+def _fold_decided(e: Expr, loop_ranges: tuple[int, ...]) -> Expr:
+    """``e`` with the comparisons its loop box decides folded away: the pad's checks on the dims
+    it does not pad (a channel digit is always inside its dim), and on any dim that the padded
+    reads never leave. What is left varies within a patch at most along its taps and pixels."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(x: Expr) -> Expr:
+        if x not in memo:
+            memo[x] = simplify(x)
+        return memo[x]
+
+    def simplify(x: Expr) -> Expr:
+        if isinstance(x, (Unary, Cast)):
+            return dataclasses.replace(x, x=go(x.x))
+        if isinstance(x, Compare):
+            known = decided(x, loop_ranges)
+            return dataclasses.replace(x, a=go(x.a), b=go(x.b)) if known is None else Const(known, "i1")
+        if isinstance(x, Binary):
+            a, b = go(x.a), go(x.b)
+            if x.dtype == "i1" and x.op in ("and", "or"):
+                unit = Const(x.op == "and", "i1")
+                if a == unit or b == unit:
+                    return b if a == unit else a
+            return dataclasses.replace(x, a=a, b=b)
+        if isinstance(x, Select):
+            cond = go(x.cond)
+            if cond in (Const(True, "i1"), Const(False, "i1")):
+                return go(x.a if cond.value else x.b)
+            return dataclasses.replace(x, cond=cond, a=go(x.a), b=go(x.b))
+        return x
+    return go(e)
+
+
+def _at(value: Expr, digits: list[Expr], base: int) -> Expr:
+    """The copy's ``value`` at the patches index ``digits`` (DIGIT expressions), its loads turned
+    into gathers of the GEMM's bindings from ``base`` on."""
+    def index(ix: AffineExpr) -> Expr:
+        return _affine([Cast("bitcast", d, INDEX) for d in digits], ix, INDEX)
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return Gather(e.binding + base, tuple(index(ix) for ix in e.index), e.dtype)
+        if isinstance(e, Gather):
+            return dataclasses.replace(e, binding=e.binding + base)
+        if isinstance(e, LoopIndex):
+            return Cast("extui", digits[e.dim], e.dtype)
+        return None
+    return transform(value, leaf)
+
+
+def _affine(terms: list[Expr], ix: AffineExpr, dtype: str) -> Expr:
+    out: Expr | None = None
+    for c, t in zip(ix.coeffs, terms):
+        if c:
+            t = t if c == 1 else Binary("mul", t, Const(c, dtype), dtype)
+            out = t if out is None else Binary("add", out, t, dtype)
+    if out is None or ix.const:
+        k = Const(ix.const, dtype)
+        out = k if out is None else Binary("add", out, k, dtype)
+    return out
+
+
+def patch_digits(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...], offset: int,
+                 shape: tuple[int, ...], loop_ranges: tuple[int, ...]) -> list[Expr]:
+    """The row-major index in ``shape`` of the element a read at ``index`` (over loops of
+    ``loop_ranges``) of a ``view_shape`` view, ``offset`` elements into the buffer, lands on:
+    one DIGIT expression per dim."""
+    flat = [0] * len(loop_ranges)
+    const = offset
+    for stride, ix in zip(_strides(view_shape), index):
+        const += stride * ix.const
+        for d, c in enumerate(ix.coeffs):
+            flat[d] += stride * c
+    terms = [(c, d) for d, c in enumerate(flat) if c and loop_ranges[d] > 1]
+    digits = _carry_free(terms, const, shape, loop_ranges)
+    if digits is None:
+        digits = _divided(terms, const, shape)
+    return digits
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    return [math.prod(shape[i + 1:]) for i in range(len(shape))]
+
+
+def _loop(d: int) -> Expr:
+    return Cast("trunci", LoopIndex(d), DIGIT)
+
+
+def _carry_free(terms, const: int, shape, loop_ranges) -> list[Expr] | None:
+    """Digits group by group, where no two groups share a digit and no group overflows the
+    digits it spans; else None. A group is the terms (and the constant) whose coefficient's
+    largest dividing stride is the same dim's: a split K's chunk and the walk inside a chunk
+    (288 chunk + k) are one walk over K's digits."""
+    strides = _strides(shape)
+    groups: dict[int, tuple[list[Expr], int]] = {}
+    sources = [(c, _loop(d), loop_ranges[d] - 1) for c, d in terms]
+    if const:
+        sources.append((const, None, 1))
+    for c, x, top in sources:
+        if c < 0:
+            return None
+        j = next(i for i, s in enumerate(strides) if c % s == 0)
+        q = c // strides[j]
+        values, high = groups.get(j, ([], 0))
+        groups[j] = (values + [Const(q, DIGIT) if x is None else _scaled(x, q)], high + q * top)
+    parts: list[list[Expr]] = [[] for _ in shape]
+    owner: dict[int, int] = {}
+    for j, (values, high) in groups.items():
+        value, radix, i = _sum(values), 1, j
+        while True:
+            if i < 0 or owner.setdefault(i, j) != j:
+                return None
+            digit = value if radix == 1 else Binary("div", value, Const(radix, DIGIT), DIGIT)
+            if high // radix >= shape[i]:
+                digit = Binary("rem", digit, Const(shape[i], DIGIT), DIGIT)
+            parts[i].append(digit)
+            radix *= shape[i]
+            if high < radix:
+                break
+            i -= 1
+    return [_sum(p) for p in parts]
+
+
+def _divided(terms, const: int, shape) -> list[Expr]:
+    """Digits of the whole offset, each a division and a remainder: right for any read inside
+    the buffer, carries and all (a negative coefficient wraps modulo 2**32, and so does the sum,
+    back to the offset, which is below 2**31)."""
+    flat = _sum([_scaled(_loop(d), c % 2**32) for c, d in terms]
+                + ([Const(const % 2**32, DIGIT)] if const else []))
+    out = []
+    for i, (s, n) in enumerate(zip(_strides(shape), shape)):
+        digit = flat if s == 1 else Binary("div", flat, Const(s, DIGIT), DIGIT)
+        out.append(digit if i == 0 else Binary("rem", digit, Const(n, DIGIT), DIGIT))
+    return out
+
+
+def _scaled(x: Expr, c: int) -> Expr:
+    return x if c == 1 else Binary("mul", x, Const(c, DIGIT), DIGIT)
+
+
+def _sum(parts: list[Expr]) -> Expr:
+    if not parts:
+        return Const(0, DIGIT)
+    out = parts[0]
+    for p in parts[1:]:
+        out = Binary("add", out, p, DIGIT)
+    return out
