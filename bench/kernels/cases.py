@@ -237,6 +237,10 @@ CASES: tuple[Case, ...] = (
          _ins(((1, 256, 14, 14), f32), ((256, 256, 3, 3), f32))),
     Case("resnet18 conv3x3 s1 64ch 56x56 batch8 f16", conv(1, 1),
          _ins(((8, 64, 56, 56), f16), ((64, 64, 3, 3), f16))),
+    # ResNet-18 f16 at batch 1: the stages' 3x3 convolutions (implicit GEMMs, split K)
+    *[Case(f"resnet18 conv3x3 s1 {c}ch {hw}x{hw} f16", conv(1, 1),
+           _ins(((1, c, hw, hw), f16), ((c, c, 3, 3), f16)))
+      for c, hw in ((64, 56), (128, 28), (256, 14), (512, 7))],
     Case("resnet18 conv3x3 s2 128->256ch 28x28 +bias+relu f32", conv_bias_relu(2, 1),
          _ins(((1, 128, 28, 28), f32), ((256, 128, 3, 3), f32), ((256,), f32))),
     Case("resnet50 conv1x1 256->64ch 56x56 f32", conv(1, 0),

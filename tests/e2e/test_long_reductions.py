@@ -217,10 +217,13 @@ def test_gpu_modules_split_shorter_k(m, k, n, loops):
     (1024, 1024, 768, [(1024, 768, 1024)]),                        # 96 tensor-core tiles: whole
     (512, 1024, 512, [(4, 512, 512, 256), (512, 512, 4)]),         # 32: split
     (1024, 576, 1568, [(1024, 1568, 576)]),                        # 196: whole
+    (64, 576, 3136, [(3, 64, 3136, 192), (64, 3136, 3)]),          # 25: three 3-step chunks
+    (128, 256, 768, [(4, 128, 768, 64), (128, 768, 4)]),           # K = 256: 64-deep chunks
 ])
 def test_gpu_modules_count_tensor_core_tiles_for_narrow_operands(m, k, n, loops):
     """f16 operands (extended to f32) are counted in the tensor-core templates' 128 x 64 tiles,
-    at any K: over GPU_MOST_TILES of them the product stays whole."""
+    at any K: over GPU_MOST_TILES of them the product stays whole; below LONG_K its chunks are
+    at least GPU_TENSOR_K_CHUNK deep where K holds two of them."""
     mlir = MATMUL.replace("xf32>, tensor<{k}x{n}xf32>", "xf16>, tensor<{k}x{n}xf16>").replace(
         "%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>", "%a: tensor<{m}x{k}xf16>, %b: tensor<{k}x{n}xf16>")
     assert "xf16>, tensor<{k}x{n}xf16>)" in mlir

@@ -22,7 +22,8 @@ divide K exactly (a guard would keep it off the tensor cores). For a module whos
 GPU a product with K below ``LONG_K`` (or f16/bf16 operands, counted in ``TENSOR_TILE_OUTPUTS``
 tiles, at any K) is split only with at most ``GPU_MOST_TILES`` tiles; below ``LONG_K`` from
 ``GPU_LONG_K`` on, in chunks of ``GPU_MIN_K_CHUNK`` (``GPU_VECTOR_K_CHUNK`` for a matrix-vector
-product, m or n below ``GPU_MIN_SIDE``): a small product's K loop runs one step after another on
+product, m or n below ``GPU_MIN_SIDE``; ``GPU_TENSOR_K_CHUNK`` for a tensor-core product with K
+for two of those): a small product's K loop runs one step after another on
 a few multiprocessors, so even K = 256 is worth spreading; on a CPU each split costs a dispatch
 and a pass over the partials. Floats are reassociated, as every parallel reduction already does.
 """
@@ -78,6 +79,12 @@ GPU_MIN_K_CHUNK = 64
 # ways, 9.8 us whole (96 tiles).
 GPU_MOST_TILES = FEW_TILES // 2
 TENSOR_TILE_OUTPUTS = 128 * 64
+# A tensor-core product's chunk is at least three of its templates' 64-deep steps where K has room
+# for two such chunks: ResNet-18's f16 3x3 convolutions at batch 1 (64 channels, 56x56: 25 tiles,
+# K = 576) took 8.3 + 2.1 us split 9 ways (one step each), 5.8 us whole; per call 0.024 ms split 9
+# ways, 0.018-0.020 split 3 ways (H200, BENCHMARKS.md 2026-11-27 fourth session). GPT-2's K = 256
+# keeps 64-deep chunks.
+GPU_TENSOR_K_CHUNK = 192
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
 # column with a few multiply-adds per element (cuda/matmul_gemv.py), so a 128-deep chunk is ~16
 # loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
@@ -111,6 +118,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
         if gpu and extent < LONG_K:
             vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
             long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
+            if narrow and not vector and extent >= 2 * GPU_TENSOR_K_CHUNK:
+                min_chunk = GPU_TENSOR_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
             return [op]
         most = min(-(-2 * FEW_TILES // tiles), extent // min_chunk)
