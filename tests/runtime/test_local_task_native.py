@@ -1,11 +1,13 @@
 """local-task's native worker loop, the one the llvm-cpu compiler emits into each kernel library:
-split dispatches against numpy (NaN, inf), a kernel's error status, libraries unloaded while
-workers still poll inside their loop, and libraries without the loop (older compilers)."""
+split dispatches against numpy (NaN, inf), a command buffer's dispatches in one native call
+(each reading the one before), a kernel's error status, libraries unloaded while workers still
+poll inside their loop, and libraries without the loop (older compilers)."""
 
 from __future__ import annotations
 
 import gc
 import os
+import re
 import threading
 import time
 
@@ -19,8 +21,10 @@ from pyree.compiler.kernel import Binary, Binding, Load, Result
 from pyree.compiler.kernel import Kernel as IrKernel
 from pyree.runtime.drivers import local_task
 from pyree.runtime.drivers.cpu_executable import CpuLibrary
+from pyree.runtime.drivers.host_device import DispatchRun, HostBuffer
 from pyree.runtime.hal.ffi import ffi
-from pyree.runtime.hal.python_driver import ExecutableParams, Export
+from pyree.runtime.hal.python_driver import Binding as HalBinding
+from pyree.runtime.hal.python_driver import Command, ExecutableParams, Export, HalError
 
 pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two cores for workers")
 
@@ -67,16 +71,16 @@ def check(module, seed: int) -> None:
 
 
 @pytest.fixture
-def native_runs(monkeypatch) -> list[int]:
-    """Workgroup counts of the dispatches run through a worker loop from now on."""
-    counts, original = [], local_task._NativeWorkers.run
+def native_runs(monkeypatch) -> list[list[int]]:
+    """Per native execute from now on, the workgroup counts of its dispatches."""
+    runs, original = [], local_task._NativeWorkers.execute
 
-    def spy(self, loop, fn, state, count):
-        counts.append(count)
-        return original(self, loop, fn, state, count)
+    def spy(self, loop, records, n):
+        runs.append([records[i * 4 + 2] for i in range(n)])
+        return original(self, loop, records, n)
 
-    monkeypatch.setattr(local_task._NativeWorkers, "run", spy)
-    return counts
+    monkeypatch.setattr(local_task._NativeWorkers, "execute", spy)
+    return runs
 
 
 def test_split_dispatches_match_numpy_between_sleeps(program, native_runs):
@@ -87,7 +91,65 @@ def test_split_dispatches_match_numpy_between_sleeps(program, native_runs):
         if seed % 10 == 9:
             time.sleep(4 * local_task.IDLE_ROUNDS * 1e-6 + 0.01)   # past the workers' idle time
         check(module, seed % 3)
-    assert len(native_runs) >= 80   # both dispatches of every call went through the loop
+    assert len(native_runs) == 40   # one native call per call, both dispatches in it
+    assert all(len(counts) == 2 and min(counts) > 1 for counts in native_runs)
+
+
+CHAIN_ROWS, CHAIN_COLS = 67, 389   # a few workgroups each; the 1x7 steps are one workgroup
+
+CHAIN = f"""
+func.func @main(%a: tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>, %w: tensor<{CHAIN_COLS}x{CHAIN_COLS}xf32>,
+                %v: tensor<1x7xf32>)
+    -> (tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>, tensor<1x7xf32>) {{
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>)
+       -> tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %m1 = linalg.matmul ins(%a, %w : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>,
+                                   tensor<{CHAIN_COLS}x{CHAIN_COLS}xf32>)
+                      outs(%f : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>)
+        -> tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %t1 = math.tanh %m1 : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %v1 = arith.mulf %v, %v : tensor<1x7xf32>
+  %m2 = linalg.matmul ins(%t1, %w : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>,
+                                    tensor<{CHAIN_COLS}x{CHAIN_COLS}xf32>)
+                      outs(%f : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>)
+        -> tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %v2 = arith.addf %v1, %v : tensor<1x7xf32>
+  %t2 = math.tanh %m2 : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  %s = arith.subf %t2, %t1 : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>
+  return %s, %v2 : tensor<{CHAIN_ROWS}x{CHAIN_COLS}xf32>, tensor<1x7xf32>
+}}
+"""
+
+
+def test_chained_dispatches_in_one_native_call_match_numpy(native_runs):
+    """Dispatches that each read the one before, split ones and one-workgroup ones, run in one
+    native call: each starts only once the one before has finished (else a matmul reads a
+    half-written tanh), on local-task exactly as on local-sync."""
+    data = compile_str(CHAIN, target_backends=["llvm-cpu"],
+                       extra_args=["--iree-llvmcpu-target-cpu=host"])
+    task = rt.load_module(data, device="local-task")
+    sync = rt.load_module(data, device="local-sync")
+    rng = np.random.default_rng(5)
+    for seed in range(12):
+        a = rng.standard_normal((CHAIN_ROWS, CHAIN_COLS)).astype(np.float32)
+        w = (rng.standard_normal((CHAIN_COLS, CHAIN_COLS)) / 20).astype(np.float32)
+        v = rng.standard_normal((1, 7)).astype(np.float32)
+        a[seed, :3] = [np.nan, np.inf, -np.inf]
+        v[0, :3] = [np.nan, -np.inf, -0.0]
+        if seed % 4 == 3:
+            time.sleep(4 * local_task.IDLE_ROUNDS * 1e-6 + 0.01)   # the workers asleep
+        s, v2 = (x.to_host() for x in task.main(a, w, v))
+        with np.errstate(invalid="ignore", over="ignore"):
+            t1 = np.tanh(a.astype(np.float64) @ w)
+            expected = np.tanh(t1 @ w) - t1
+            np.testing.assert_allclose(s, expected, rtol=1e-4, atol=1e-5)
+            np.testing.assert_array_equal(v2, v * v + v)
+        for got, want in zip(task.main(a, w, v), sync.main(a, w, v)):
+            np.testing.assert_array_equal(got.to_host(), want.to_host())
+    assert native_runs and min(len(counts) for counts in native_runs) >= 3   # matmul+tanh twice
+    assert all(1 in counts and max(counts) > 1 for counts in native_runs)
 
 
 def library(kernels, with_loop: bool = True) -> CpuLibrary:
@@ -138,6 +200,67 @@ def test_kernel_error_status_reaches_the_caller():
         assert device._native is not None
     finally:
         device.release()
+
+
+def test_failed_kernel_in_a_native_run_stops_the_run():
+    """A run of four adds, out = x + y then out2 = out + y, ...: the third fails (too few
+    bindings), so the error names it, the first two have run and the fourth has not."""
+    lib = library([add_kernel()])
+    nbytes = ROWS * COLS * 4
+    arrays = [np.full((ROWS, COLS), np.nan, np.float32) for _ in range(5)]
+    rng = np.random.default_rng(9)
+    arrays[0][:] = random_array("f32", (ROWS, COLS), rng)
+    arrays[0].flat[::1009] = np.inf
+    table = [HostBuffer(nbytes, x.ctypes.data, alignment=4) for x in arrays]
+    commands = [(i, Command("dispatch", lib, 0, (HalBinding(i, 0, nbytes), HalBinding(0, 0, nbytes),
+                                                 HalBinding(i + 1, 0, nbytes)), (), 0, 0))
+                for i in range(4)]
+    device = local_task.LocalTaskDevice()
+    try:
+        run = DispatchRun(commands)
+        states, _addresses = run.states(table)
+        device.run_dispatches(run, states)
+        assert run.native   # through the worker loop's execute
+        for i in range(1, 5):
+            np.testing.assert_array_equal(arrays[i], arrays[0] * (i + 1))
+        for x in arrays[1:]:
+            x[:] = np.nan
+        states, _addresses = run.states(table)
+        bad = ffi.new("pyree_cpu_dispatch_state_t[]", 4)   # kept states are not to be written
+        ffi.memmove(bad, states, ffi.sizeof(bad))
+        bad[2].binding_count = 2
+        with pytest.raises(HalError, match="kernel 'pyree_k0_add' returned error status 1"):
+            device.run_dispatches(run, bad)
+        np.testing.assert_array_equal(arrays[2], arrays[0] * 3)
+        assert np.isnan(arrays[3]).all() and np.isnan(arrays[4]).all()
+        states, _addresses = run.states(table)
+        device.run_dispatches(run, states)   # the next run starts clean
+        np.testing.assert_array_equal(arrays[4], arrays[0] * 5)
+    finally:
+        device.release()
+
+
+def test_run_states_are_kept_for_the_same_buffers_only():
+    """A run's states come back for a table of the same buffers; another buffer in a slot gets
+    states with its address, and one too small is refused even right after a good table."""
+    lib = library([add_kernel()])
+    nbytes = ROWS * COLS * 4
+    arrays = [np.zeros((ROWS, COLS), np.float32) for _ in range(4)]
+    table = [HostBuffer(nbytes, x.ctypes.data, alignment=4) for x in arrays[:3]]
+    run = DispatchRun([(0, Command("dispatch", lib, 0, tuple(HalBinding(i, 0, nbytes)
+                                                            for i in range(3)), (), 0, 0))])
+    states, _addresses = run.states(table)   # the addresses must outlive the states
+    assert run.states(list(table))[0] is states
+    other = table[:2] + [HostBuffer(nbytes, arrays[3].ctypes.data, alignment=4)]
+    fresh, _fresh_addresses = run.states(other)
+    assert fresh is not states and fresh[0].bindings[2] == ffi.cast("void *", arrays[3].ctypes.data)
+    assert states[0].bindings[2] == ffi.cast("void *", arrays[2].ctypes.data)
+    small = table[:2] + [HostBuffer(nbytes - 4, arrays[3].ctypes.data, alignment=4)]
+    with pytest.raises(HalError, match=re.escape(f"command 0 (dispatch) binding 2: bytes [0, "
+                                                 f"+{nbytes}) lie outside a {nbytes - 4}-byte")):
+        run.states(small)
+    with pytest.raises(HalError, match=re.escape("command 0 (dispatch) binding 1: slot 1 has no")):
+        run.states([table[0], None, table[2]])
 
 
 def test_library_without_the_loop_runs_on_python_threads_then_through_another_loop():

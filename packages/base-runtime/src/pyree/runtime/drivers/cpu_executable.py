@@ -22,8 +22,9 @@ _MACHINES = {"elf-x86_64": ("x86_64", "amd64"), "elf-aarch64": ("aarch64", "arm6
 
 
 # local-task's worker loop, which the llvm-cpu compiler emits into each library it builds
-# (codegen/llvm_cpu/worker_loop.py there; drivers/local_task here): post, run and worker.
-_WORKER_LOOP = ("pyree_local_task_post_v1", "pyree_local_task_run_v1", "pyree_local_task_worker_v1")
+# (codegen/llvm_cpu/worker_loop.py there; drivers/local_task here): post, worker and execute.
+# (A library with only v1's, from an older compiler, counts as one without the loop.)
+_WORKER_LOOP = tuple(f"pyree_local_task_{name}_v2" for name in ("post", "worker", "execute"))
 
 
 class WorkerLoop:
@@ -31,11 +32,11 @@ class WorkerLoop:
     runs them: ``library()`` gives it (a weak reference, so that the library's kernels, which
     hold this, do not keep it alive) to whoever is about to call them."""
 
-    def __init__(self, library: CpuLibrary, post, run, worker):
+    def __init__(self, library: CpuLibrary, post, worker, execute):
         self.library = weakref.ref(library)
         self.post = ffi.cast("void (*)(uint64_t *, void *, void *, uint64_t, uint64_t)", post)
-        self.run = ffi.cast("uint64_t (*)(uint64_t *, uint64_t)", run)
         self.worker = ffi.cast("uint64_t (*)(uint64_t *, uint64_t)", worker)
+        self.execute = ffi.cast("uint64_t (*)(uint64_t *, uint64_t *, uint64_t)", execute)
 
 
 class Kernel(Record):

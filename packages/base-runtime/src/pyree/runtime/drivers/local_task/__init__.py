@@ -4,6 +4,8 @@ queue thread and os.cpu_count() - 1 workers.
 A compiled kernel runs through the worker loop that the llvm-cpu compiler emits into each kernel
 library (cpu_executable.WorkerLoop): every thread claims chunks of workgroups from one counter,
 none of them holding the GIL, so a hand-over costs a few us instead of a GIL wait and a wake-up.
+A command buffer's consecutive dispatches run through the loop's execute, one native call for all
+of them, so the queue thread does not come back to Python between them.
 A Python callable, or any kernel before a library with the loop has been loaded, is split into
 os.cpu_count() contiguous ranges instead, one run by the queue thread and the others by Python
 workers that poll for work; cffi releases the GIL while a kernel runs, so they run in parallel.
@@ -17,7 +19,7 @@ import threading
 import time
 
 from pyree.runtime.drivers.cpu_executable import WorkerLoop
-from pyree.runtime.drivers.host_device import HostDevice
+from pyree.runtime.drivers.host_device import DispatchRun, HostDevice, kernel_error
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import (
     DeviceInfo,
@@ -30,18 +32,20 @@ from pyree.runtime.hal.python_driver import (
 # dispatches, short enough that an idle device gives its cores back almost at once.
 SPIN_S = 2e-3
 # The worker loop's polling rounds (64 pauses and a sched_yield, ~2.2 us here): a native worker's
-# ~2 ms before it sleeps, and how long a wait polls between returns to Python.
+# ~2 ms without work before it sleeps (outside an execute).
 IDLE_ROUNDS = 800
-WAIT_ROUNDS = 800
 # Chunks of workgroups per thread, claimed one at a time by the worker loop's threads: fewer
 # kernel calls per dispatch against a smaller share left to a thread that starts late, or to
 # the one that claims last. ResNet-18's large convolutions have 22-28 workgroups of equal cost:
 # in chunks of 2 one thread ran a chunk more (16 instead of 4: ResNet-18 22.3 -> 21.6 ms,
 # MobileNet v2 6.0 -> 5.9 ms, alternating processes on the 2-core VM; 64 was no better).
 CHUNKS_PER_THREAD = 16
-# The worker loop's job (codegen/llvm_cpu/worker_loop.py in the compiler): uint64_t[9], of which
-# the driver reads and writes these directly.
-_GENERATION, _STATUS, _IDLE_ROUNDS, _JOB_FIELDS = 0, 7, 8, 9
+# The worker loop's job (codegen/llvm_cpu/worker_loop.py in the compiler): uint64_t[10], of which
+# the driver reads and writes these directly; and execute's records, (fn, state, count, chunk)
+# per dispatch.
+_GENERATION, _STATUS, _IDLE_ROUNDS, _BUSY, _JOB_FIELDS = 0, 7, 8, 9, 10
+_STATE, _DISPATCH_FIELDS = 1, 4
+_STATE_SIZE = ffi.sizeof("pyree_cpu_dispatch_state_t")
 _STOPPED = (1 << 64) - 1   # what the loop's worker function returns once told to stop
 
 
@@ -164,8 +168,8 @@ class _NativeWorker:
             current = None  # asleep, the thread keeps no library loaded
             if seen == _STOPPED:
                 return
-            with self._mutex:  # the poster advances the generation, then looks under the mutex
-                if job[_GENERATION] != seen:
+            with self._mutex:  # the poster advances the generation (or sets BUSY), then looks
+                if job[_GENERATION] != seen or job[_BUSY]:   # under the mutex
                     continue
                 self._sleeping = True
             self._wake.acquire()
@@ -189,22 +193,32 @@ class _NativeWorkers:
         self._chunks = CHUNKS_PER_THREAD * (count + 1)
         self._workers = [_NativeWorker(self, f"pyree-local-task-native-{i}") for i in range(count)]
 
-    def run(self, loop: WorkerLoop | None, fn, state, count: int) -> int:
-        """Runs workgroups [0, count) of the C function ``fn`` through ``loop`` (None: the last
-        one used); returns the first nonzero status."""
+    def chunk(self, count: int) -> int:
+        """Workgroups per claim for a dispatch of ``count``; a dispatch of one workgroup is one
+        chunk, which execute runs on the posting thread."""
+        return max(1, count // self._chunks)
+
+    def execute(self, loop: WorkerLoop | None, records, n: int) -> int:
+        """Runs the ``n`` dispatches of ``records`` (uint64_t[4 * n]: fn, state, count, chunk) in
+        order through ``loop`` (None: the last one used); returns n, or the index of the first
+        that failed, whose status is then ``status``."""
         if loop is not None and loop is not self.current[0]:
             self.current = (loop, loop.library())  # alive: a command being run holds it
         loop, _library = self.current
-        self._post(fn, state, count, max(1, count // self._chunks))
-        while not loop.run(self.job, WAIT_ROUNDS):
-            pass
+        self.job[_BUSY] = 1   # before the wakes: a worker that looks after one stays awake
+        for worker in self._workers:
+            worker.wake()
+        try:
+            return loop.execute(self.job, records, n)
+        finally:
+            self.job[_BUSY] = 0
+
+    @property
+    def status(self) -> int:
         return int(ffi.cast("int32_t", self.job[_STATUS]))
 
     def stop(self) -> None:
-        self._post(ffi.NULL, ffi.NULL, 0, 1)
-
-    def _post(self, fn, state, count: int, chunk: int) -> None:
-        self.current[0].post(self.job, fn, state, count, chunk)
+        self.current[0].post(self.job, ffi.NULL, ffi.NULL, 0, 1)   # a NULL kernel: workers return
         for worker in self._workers:
             worker.wake()
 
@@ -225,15 +239,60 @@ class LocalTaskDevice(HostDevice):
         chunks = min(self._workers, count)
         if chunks == 1:
             return kernel.fn(state, 0, count)
-        # the loop claims workgroups in 32 bits of a counter, which a claim must not overflow
-        if isinstance(kernel.fn, ffi.CData) and count < 1 << 31:
-            if self._native is None and kernel.loop is not None:
-                self._native = _NativeWorkers(kernel.loop, self._workers - 1)
-            if self._native is not None:
-                return self._native.run(kernel.loop, kernel.fn, state, count)
+        native = self._native_workers([kernel])
+        if native is not None:
+            records = ffi.new("uint64_t[]", [_pointer(kernel.fn), _pointer(state), count,
+                                             native.chunk(count)])
+            return native.status if native.execute(kernel.loop, records, 1) == 0 else 0
         if self._pool is None:
             self._pool = _Workers(self._workers - 1)
         return self._pool.run(kernel.fn, state, [count * i // chunks for i in range(chunks + 1)])
+
+    def run_dispatches(self, run: DispatchRun, states) -> None:
+        """The run's dispatches in one call of the worker loop's execute (where every kernel is
+        compiled and a loop is known)."""
+        if run.native is None:
+            run.native = self._native_plan(run)
+        if not run.native:
+            return super().run_dispatches(run, states)
+        loop, template, offsets, indices = run.native
+        values = list(template)
+        base = _pointer(states)
+        values[_STATE::_DISPATCH_FIELDS] = [base + offset for offset in offsets]
+        records = ffi.new("uint64_t[]", values)
+        failed = self._native.execute(loop, records, len(indices))
+        if failed < len(indices):
+            raise kernel_error(run.kernels[indices[failed]], self._native.status)
+
+    def _native_plan(self, run: DispatchRun) -> tuple | bool:
+        """(loop, records less states, states' offsets, kernel indices) for the run's dispatches
+        with workgroups, or False if it cannot run natively. The loop is one of the run's own
+        kernels' (their command buffer keeps its library loaded), else None: whichever the
+        workers last ran."""
+        native = self._native_workers(run.kernels)
+        if native is None:
+            return False
+        indices = [i for i, kernel in enumerate(run.kernels) if kernel.workgroup_count]
+        template = []
+        for i in indices:
+            kernel = run.kernels[i]
+            template += [_pointer(kernel.fn), 0, kernel.workgroup_count,
+                         native.chunk(kernel.workgroup_count)]
+        loop = next((kernel.loop for kernel in run.kernels if kernel.loop is not None), None)
+        return loop, tuple(template), tuple(i * _STATE_SIZE for i in indices), tuple(indices)
+
+    def _native_workers(self, kernels) -> _NativeWorkers | None:
+        """The native workers, started on first need, if all ``kernels`` can run through a
+        worker loop: compiled ones, with a loop among them or already running, on 2+ cores."""
+        # the loop claims workgroups in 32 bits of a counter, which a claim must not overflow
+        if self._workers < 2 or not all(isinstance(kernel.fn, ffi.CData)
+                                        and kernel.workgroup_count < 1 << 31 for kernel in kernels):
+            return None
+        if self._native is None:
+            loop = next((kernel.loop for kernel in kernels if kernel.loop is not None), None)
+            if loop is not None:
+                self._native = _NativeWorkers(loop, self._workers - 1)
+        return self._native
 
     def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
         self._queue.put((command_buffer, binding_table, waits, signals))
@@ -288,3 +347,7 @@ def driver() -> int:
     if _address is None:
         _address = export_driver(LocalTaskDriver())
     return _address
+
+
+def _pointer(pointer) -> int:
+    return int(ffi.cast("uintptr_t", pointer))
