@@ -1,5 +1,5 @@
-"""local-task: asynchronous submissions on a queue thread; each dispatch's workgroups run on the
-queue thread and os.cpu_count() - 1 workers.
+"""local-task: submissions run in order, on a queue thread, or on the submitting thread when
+nothing is pending; each dispatch's workgroups run on that thread and os.cpu_count() - 1 workers.
 
 A compiled kernel runs through the worker loop that the llvm-cpu compiler emits into each kernel
 library (cpu_executable.WorkerLoop): every thread claims chunks of workgroups from one counter,
@@ -230,6 +230,10 @@ class LocalTaskDevice(HostDevice):
         self._native: _NativeWorkers | None = None  # started by the first kernel with a loop
         self._pool: _Workers | None = None  # Python workers, started on first need
         self._queue: queue.Queue = queue.Queue()
+        # submissions queued or running (under _order); one runs at a time (under _running),
+        # on the queue thread or inline on a submitting thread when none is pending
+        self._order, self._running = threading.Lock(), threading.Lock()
+        self._pending = 0
         self._thread = threading.Thread(target=self._drain, name="pyree-local-task-queue",
                                         daemon=True)
         self._thread.start()
@@ -295,27 +299,51 @@ class LocalTaskDevice(HostDevice):
         return self._native
 
     def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
-        self._queue.put((command_buffer, binding_table, waits, signals))
+        """Runs the submission on the calling thread when nothing is queued or running and its
+        waits are reached, else queues it. A call whose inputs are the caller's memory waits for
+        its result anyway; inline, it skips two thread hand-offs (the queue thread's wake, then
+        the caller's: ~130 us of a 5 ms MobileNet v2 call on the 2-core VM). Errors still reach
+        the signals, as from the queue."""
+        item = (command_buffer, binding_table, waits, signals)
+        with self._order:
+            inline = self._pending == 0 and all(_reached(s, v) for s, v in waits)
+            self._pending += 1
+            if not inline:
+                self._queue.put(item)
+                return
+        try:
+            with self._running:
+                self._run(item)
+        finally:
+            with self._order:
+                self._pending -= 1
 
     def _drain(self) -> None:
         """The queue thread: submissions run in order, each once its waits are reached."""
         while (item := self._queue.get()) is not None:
-            command_buffer, binding_table, waits, signals = item
-            try:
-                for semaphore, value in waits:
-                    semaphore.wait(value)
-                self.execute(command_buffer, binding_table)
-            except HalError as error:
-                self._fail(signals, error)
-                continue
-            except Exception as error:  # a bug here must fail the waiters, not hang them
-                self._fail(signals, HalError("INTERNAL", f"{type(error).__name__}: {error}"))
-                continue
-            for semaphore, value in signals:
-                semaphore.signal(value)
-        for pool in (self._pool, self._native):  # here, not in release: only one thread at a
-            if pool is not None:                  # time may post to workers
-                pool.stop()
+            with self._running:
+                self._run(item)
+            with self._order:
+                self._pending -= 1
+        with self._running:  # only one thread at a time may post to workers
+            for pool in (self._pool, self._native):
+                if pool is not None:
+                    pool.stop()
+
+    def _run(self, item) -> None:
+        command_buffer, binding_table, waits, signals = item
+        try:
+            for semaphore, value in waits:
+                semaphore.wait(value)
+            self.execute(command_buffer, binding_table)
+        except HalError as error:
+            self._fail(signals, error)
+            return
+        except Exception as error:  # a bug here must fail the waiters, not hang them
+            self._fail(signals, HalError("INTERNAL", f"{type(error).__name__}: {error}"))
+            return
+        for semaphore, value in signals:
+            semaphore.signal(value)
 
     @staticmethod
     def _fail(signals, error: HalError) -> None:
@@ -324,6 +352,13 @@ class LocalTaskDevice(HostDevice):
 
     def release(self) -> None:
         self._queue.put(None)
+
+
+def _reached(semaphore, value: int) -> bool:
+    try:
+        return semaphore.query() >= value
+    except HalError:  # failed: the queue's wait reports it
+        return False
 
 
 class LocalTaskDriver(PythonDriver):
