@@ -21,6 +21,7 @@ from pyree.compiler.codegen import backend
 from pyree.compiler.codegen.executable_files import write_executable_files
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
+from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.kernels import KernelTable, outline
@@ -167,10 +168,11 @@ IMPLICIT_GEMM_TARGETS = frozenset({"cuda"})
 
 
 def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
-    """Regions, split reductions, then regions again: a split-K chunk walk can make a read
-    through a view affine (flow/views.py), and the data movement behind it then fuses."""
-    function = form_dispatch_regions(
-        split_reductions(form_dispatch_regions(rewrite_convolutions(function, implicit)), gpu))
+    """Per-channel affine ops folded into their products, convolutions as GEMMs, then regions,
+    split reductions, and regions again: a split-K chunk walk can make a read through a view
+    affine (flow/views.py), and the data movement behind it then fuses."""
+    function = rewrite_convolutions(fold_channel_affine(function), implicit)
+    function = form_dispatch_regions(split_reductions(form_dispatch_regions(function), gpu))
     return inline_patches(function) if implicit else function
 
 
