@@ -55,10 +55,12 @@ def inline_patches(function: Function) -> Function:
         if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges):
             continue
         for b, value in enumerate(op.inputs):
-            chain = _patches_chain(value, op, defining, readers, results)
-            if chain is not None:
-                op = _inline(op, b, *chain)
-                dropped |= {id(x) for x in chain[2]}
+            found = _patches_chain(value, op, defining, readers, results)
+            if found is not None:
+                copy, offset, chain = found
+                op = _inline(op, b, copy, offset)   # renumbers the inputs: one per GEMM
+                dropped |= {id(x) for x in chain}
+                break
         ops[i] = op
     return dataclasses.replace(function, ops=[op for op in ops if id(op) not in dropped])
 
@@ -100,7 +102,7 @@ def _is_patches_copy(op: Generic) -> bool:
             and out.index == AffineExpr.identity(len(op.loop_ranges)))
 
 
-def _inline(gemm: Generic, binding: int, copy: Generic, offset: int, _chain) -> Generic:
+def _inline(gemm: Generic, binding: int, copy: Generic, offset: int) -> Generic:
     base = len(gemm.inputs)
     value = copy.outputs[0].value
     view_shape = gemm.inputs[binding].shape
