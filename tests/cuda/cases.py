@@ -296,7 +296,7 @@ CASES.update({
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flow"))
 from conv_cases import Conv  # noqa: E402
 
-_NP_NAME = {"f32": "float32", "f16": "float16"}
+_NP_NAME = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
 
 def _conv_case(conv: Conv, rtol: float):
@@ -324,6 +324,8 @@ CONV_CASES = {
     "conv_f16_grouped_2x3x8x13x11_f16": _conv_case(
         Conv(layout="ngchw", dtype="f16", n=2, groups=3, c=8, h=13, w=11, f=16, kh=3, kw=3,
              pad=(1, 1)), 1e-5),
+    "conv_bf16_nchw_pad_16x13x11_f24_relu": _conv_case(
+        Conv(dtype="bf16", c=16, h=13, w=11, f=24, kh=3, kw=3, pad=(1, 1), bias_relu=True), 1e-5),
     "conv_f32_nchw_pad_2x19x23x17_f37_relu": _conv_case(  # im2col
         Conv(n=2, c=19, h=23, w=17, f=37, kh=3, kw=3, pad=(1, 1), bias_relu=True), 1e-5),
 }

@@ -120,7 +120,7 @@ class Conv:
             lines.append(f"  %i = linalg.fill ins(%z : f32) outs(%e : {t(os_, 'f32')}) -> {t(os_, 'f32')}")
         body = [f"  ^bb0(%a: {dt}, %bb: {dt}, %acc: f32):"]
         if dt != "f32":
-            body += ["    %ae = arith.extf %a : f16 to f32", "    %be = arith.extf %bb : f16 to f32",
+            body += [f"    %ae = arith.extf %a : {dt} to f32", f"    %be = arith.extf %bb : {dt} to f32",
                      "    %m = arith.mulf %ae, %be : f32"]
         else:
             body += ["    %m = arith.mulf %a, %bb : f32"]

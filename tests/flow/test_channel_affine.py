@@ -120,3 +120,39 @@ def test_what_does_not_fold_keeps_its_ops_and_values(case):
             np.testing.assert_array_equal(test(got), test(expected))
         finite = np.isfinite(expected)
         np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_a_shift_after_a_max_pool_stays_after_it():
+    """max(window) + c is not max(window with c in its start): only sums take a shift."""
+    text = f"""
+func.func @f(%x: tensor<1x{F}x{H}x{W}xf32>) -> tensor<1x{F}x{H - 1}x{W - 1}xf32> {{
+  %c = arith.constant dense<{_dense(np.arange(F, dtype=np.float32) - 2)}> : tensor<{F}xf32>
+  %ninf = arith.constant 0xFF800000 : f32
+  %k = tensor.empty() : tensor<2x2xf32>
+  %e = tensor.empty() : tensor<1x{F}x{H - 1}x{W - 1}xf32>
+  %i = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x{F}x{H - 1}x{W - 1}xf32>) -> tensor<1x{F}x{H - 1}x{W - 1}xf32>
+  %p = linalg.pooling_nchw_max {{dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}}
+      ins(%x, %k : tensor<1x{F}x{H}x{W}xf32>, tensor<2x2xf32>) outs(%i : tensor<1x{F}x{H - 1}x{W - 1}xf32>)
+      -> tensor<1x{F}x{H - 1}x{W - 1}xf32>
+  %y = linalg.generic {{indexing_maps = [affine_map<(n, f, h, w) -> (n, f, h, w)>,
+      affine_map<(n, f, h, w) -> (f)>, affine_map<(n, f, h, w) -> (n, f, h, w)>],
+      iterator_types = ["parallel", "parallel", "parallel", "parallel"]}}
+      ins(%p, %c : tensor<1x{F}x{H - 1}x{W - 1}xf32>, tensor<{F}xf32>) outs(%e : tensor<1x{F}x{H - 1}x{W - 1}xf32>) {{
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  }} -> tensor<1x{F}x{H - 1}x{W - 1}xf32>
+  return %y : tensor<1x{F}x{H - 1}x{W - 1}xf32>
+}}"""
+    folded = fold_channel_affine(import_mlir(text, "pool.mlir").functions[0])
+    assert sum(isinstance(op, Generic) for op in folded.ops) == 2
+    import pyree.runtime as rt
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    x = np.random.default_rng(6).standard_normal((1, F, H, W)).astype(np.float32)
+    x[0, 1, 2, 2] = np.nan
+    windows = np.stack([x[:, :, i:i + H - 1, j:j + W - 1] for i in (0, 1) for j in (0, 1)])
+    want = windows.max(0) + (np.arange(F, dtype=np.float32) - 2)[None, :, None, None]
+    got = module["f"](x).to_host()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-6)

@@ -7,10 +7,11 @@ output vector on the CPU, against nine multiply-adds a depthwise convolution doe
 Folded here, before the convolutions are rewritten, a shift by a constant becomes part of the
 product's starting value (``init``), and a scale by a constant multiplies the constant weight it
 indexes by the same channel loop, as onnxruntime and PyTorch's inference fusions do; the ops
-are gone. Only finite, non-zero scales fold (a zero or infinite one would change what inf and
-NaN products give), and only where the product's result has no other reader; the sums round
-differently (sum of x * (w * s) against (sum of x * w) * s), within an ulp or two of each
-term.
+are gone. Only sums (``acc + term``) take them, not a max; only finite, non-zero scales fold (a
+zero or infinite one would change what inf and NaN products give), into float weights whose
+scaled values stay finite and non-zero, and only where the product's result has no other
+reader; the sums round differently (sum of x * (w * s) against (sum of x * w) * s), within an
+ulp or two of each term.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pyree.compiler.kernel import (
     Binary,
     Cast,
     Const,
+    Expr,
     Gather,
     Load,
     LoopIndex,
@@ -147,6 +149,8 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
     dims = position_loops(r.index)
     if dims is None or product.results[0].shape != op.results[0].shape:
         return None
+    if _added_term(r.value) is None:  # a shift or scale passes through a sum, not a max
+        return None
     n = len(product.loop_ranges)
     to_product = tuple(AffineExpr.loop(n, dims[d]) for d in range(op.num_parallel))
     index = tuple(compose(ix, to_product, n) for ix in c.index)
@@ -165,8 +169,13 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
         if scaled is None:
             return None
         source = inputs[weight.binding]
+        original = known[source]
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = scaled.astype(original.dtype)
+        if not np.all(np.isfinite(scaled)) or np.any((scaled == 0) != (original == 0)):
+            return None  # a weight the scale pushes past the type's range (f16) stays as it is
         new = Value(source.dtype, source.shape, f"{source.name}_scaled")
-        new_ops.append(Constant(new, data=scaled.astype(known[source].dtype), location=op.location))
+        new_ops.append(Constant(new, data=scaled, location=op.location))
         inputs[weight.binding] = new
         init = init if init == Const(0.0, init.dtype) else Binary("mul", init, channel, init.dtype)
     else:
@@ -180,21 +189,24 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
 def _weight(product: Generic, channel_index, constant) -> Load | None:
     """The product's factor that is a load of a constant input (``constant(binding)``) indexed
     by every loop the channel constant reads, each as a dim of its own: the weight to scale."""
-    r = product.outputs[0]
-    v = r.value
-    if not isinstance(v, Binary) or v.op != "add" or Acc(0, v.dtype) not in (v.a, v.b):
-        return None
-    term = v.b if v.a == Acc(0, v.dtype) else v.a
+    term = _added_term(product.outputs[0].value)
     if not isinstance(term, Binary) or term.op != "mul":
         return None
     loops = {d for ix in channel_index for d, k in enumerate(ix.coeffs) if k}
     for side in (term.a, term.b):
-        while isinstance(side, Cast):
+        while isinstance(side, Cast) and side.op == "fpext":  # an int weight (sitofp) never scales
             side = side.x
-        if (isinstance(side, Load) and constant(side.binding) and loops <= _plain_loops(side)
-                and _reads(product, side.binding) == 1):
+        if (isinstance(side, Load) and is_float(side.dtype) and constant(side.binding)
+                and loops <= _plain_loops(side) and _reads(product, side.binding) == 1):
             return side
     return None
+
+
+def _added_term(value: Expr) -> Expr | None:
+    """``t`` of a fold ``acc + t``, else None."""
+    if not isinstance(value, Binary) or value.op != "add" or Acc(0, value.dtype) not in (value.a, value.b):
+        return None
+    return value.b if value.a == Acc(0, value.dtype) else value.a
 
 
 def _reads(op: Generic, binding: int) -> int:

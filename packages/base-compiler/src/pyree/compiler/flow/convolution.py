@@ -78,8 +78,10 @@ def rewrite_convolution(op: Generic, implicit: bool = False) -> list[Op]:
 
 def _channel_loop(op: Generic, filt: Load, image: Load) -> int | None:
     """The reduction loop that indexes one dim of both the filter and the image by itself (the
-    input channels), when the operands are 16-bit and the channels fill whole chunks."""
-    if op.inputs[image.binding].dtype not in TENSOR_CORE_DTYPES:
+    input channels), when both operands are the same 16-bit type (what the tensor cores take) and
+    the channels fill whole chunks."""
+    dtype = op.inputs[image.binding].dtype
+    if dtype not in TENSOR_CORE_DTYPES or op.inputs[filt.binding].dtype != dtype:
         return None
     plain = [{d for d, _ in _plain_dims(load)} for load in (filt, image)]
     loops = [r for r in range(op.num_parallel, len(op.loop_ranges)) if r in plain[0] and r in plain[1]]

@@ -1,16 +1,17 @@
 """Implicit GEMM: a convolution's patches computed where its GEMM reads them, never written.
 
 ``rewrite_convolutions`` (flow/convolution.py) turns a convolution into an im2col copy and a GEMM
-that reads the copy's patches through collapsing views. That suits every backend, and on the CPU
-and Vulkan the copy stays. On targets whose contraction templates fill their operand tiles from
-any expression of the loops (cuda: the SIMT, matrix-vector and tensor-core templates stage a
-patches tile element by element), the copy is inlined into the GEMM instead: an element the GEMM
-reads at view index I is the copy's value (the padded image element) at the patches index whose
+that reads the copy's patches through collapsing views. Where every target is cuda and the
+convolution is 16-bit with channels in whole 8-element chunks, the image is read channels-last
+and the copy marked ``IMPLICIT_PATCHES``; that copy is inlined into the GEMM here: an element the
+GEMM reads at view index I is the copy's value (the image element) at the patches index whose
 row-major offset is I's. The patches index's digits are the view offset divided by the patches'
-strides; a loop term whose span stays inside its own digits (the view's K walks (c, kh, kw), its
-N walks (oh, ow)) gives its digits by one division and one remainder by constants, with no carry
-from any other term. A 3x3 convolution's patches are 9x its image: writing and reading them back
-was half of ResNet's f16 3x3 convolution time on the H200.
+strides; a group of loop terms whose span stays inside its own digits (the view's K walks
+(kh, kw, c), its N walks (oh, ow)) gives its digits by one division and one remainder by
+constants, with no carry from any other group. The tensor-core templates then stage each
+8-channel chunk of a patch with one ``cp.async`` (codegen/cuda/gathered.py). A 3x3
+convolution's patches are 9x its image: writing and reading them back was half of ResNet's f16
+3x3 convolution time on the H200.
 """
 
 from __future__ import annotations
