@@ -9,10 +9,14 @@ Each API sample is a fresh process that imports numpy and its runtime, loads the
 GPU, calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same
 two-layer perceptron's shapes on the GPU and runs it once). Each CLI sample is one
 ``pyree-run-module`` / ``iree-run-module`` process (IREE's pip script, which execs its native
-binary) with the same input. Sides alternate; medians of wall time from spawn to exit, and each API
-side's in-process phases (import, load, first call). ``--pyree-trees`` runs the pyree sides once
-per named install (``base=/tmp/site-base``: that directory first on PYTHONPATH), in the same
-alternation, so a change to the runtime is measured against its base in one run.
+binary) with the same input. Sides alternate; medians, on CLOCK_MONOTONIC, of the time from spawn
+to the first result (an API side's result in numpy, a CLI's result line reaching this process
+through its stdout pipe) and to the process's exit, and each API side's in-process phases (import,
+load, first call). The exit adds the NVIDIA kernel driver's teardown of the process's GPU context,
+~100 ms on the H200 host that no user-space code avoids (``bench/cuda/exit_cost.py``).
+``--pyree-trees`` runs the pyree sides once per named install (``base=/tmp/site-base``: that
+directory first on PYTHONPATH), in the same alternation, so a change to the runtime is measured
+against its base in one run.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 import pyree.runtime as rt; t1 = time.perf_counter()
 m = rt.load_module({module!r}, device={driver!r}); t2 = time.perf_counter()
 r = m["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2)
+print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 IREE = """
@@ -44,7 +48,7 @@ config = ireert.Config({driver!r})
 ctx = ireert.SystemContext(config=config)
 ctx.add_vm_module(ireert.VmModule.mmap(config.vm_instance, {module!r})); t2 = time.perf_counter()
 r = ctx.modules.module["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2)
+print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 TORCH = """
@@ -56,7 +60,7 @@ t2 = time.perf_counter()
 with torch.no_grad():
     r = model(torch.from_numpy(np.full((37, 53), 0.5, np.float32)).cuda()).cpu().numpy()
 t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2)
+print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 
@@ -77,14 +81,25 @@ def build(out: Path) -> None:
                         "-o", str(out / f"mlp.iree_{driver}.vmfb")], check=True)
 
 
-def sample(command: list[str], env: dict | None = None) -> tuple[float, list[float], str]:
-    t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
-    wall = time.perf_counter() - t0
+def sample(command: list[str], env: dict | None = None) -> tuple[float, float, list[float], str]:
+    """(seconds to the first result, seconds to exit, in-process phases, the result's text)."""
+    t0 = time.monotonic_ns()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    lines, result_at, header = [], None, False
+    for line in proc.stdout:  # a CLI's result: the line after "result[0]: hal.buffer_view"
+        if header and result_at is None:
+            result_at = time.monotonic_ns()
+        header = line.startswith("result[0]")
+        lines.append(line)
+    errors = proc.stderr.read()
+    if proc.wait():
+        sys.exit(f"{command[:3]} failed: {errors[-1500:]}")
+    end = time.monotonic_ns()
     if not command[-1].startswith("--input"):
-        value, *phases = done.stdout.split()
-        return wall, [float(p) for p in phases], value
-    return wall, [], done.stdout.split()[-1]
+        value, *phases, at = "".join(lines).split()
+        return (int(at) - t0) / 1e9, (end - t0) / 1e9, [float(p) for p in phases], value
+    return (result_at - t0) / 1e9, (end - t0) / 1e9, [], lines[-1].split()[-1]
 
 
 def sides(out: Path, driver: str, trees: dict[str, str]) -> dict[str, tuple[list[str], dict | None]]:
@@ -117,13 +132,14 @@ def run(out: Path, runs: int, drivers: list[str], trees: dict[str, str]) -> None
     for _ in range(runs):
         for name, (command, env) in commands.items():
             results[name].append(sample(command, env))
-    print(f"{'side':18s} {'wall ms':>8s} {'import':>8s} {'load':>8s} {'1st call':>8s}  result")
+    print(f"{'side':18s} {'result ms':>9s} {'exit ms':>8s} {'import':>8s} {'load':>8s} "
+          f"{'1st call':>8s}  result")
     for name, samples in results.items():
-        wall = statistics.median(s[0] for s in samples) * 1e3
-        phases = [statistics.median(s[1][i] for s in samples) * 1e3 for i in range(3)] \
-            if samples[0][1] else []
-        print(f"{name:18s} {wall:8.1f} " + "".join(f"{p:8.1f} " for p in phases).ljust(27)
-              + f"  {samples[-1][2]}")
+        result, wall = (statistics.median(s[i] for s in samples) * 1e3 for i in (0, 1))
+        phases = [statistics.median(s[2][i] for s in samples) * 1e3 for i in range(3)] \
+            if samples[0][2] else []
+        print(f"{name:18s} {result:9.1f} {wall:8.1f} "
+              + "".join(f"{p:8.1f} " for p in phases).ljust(27) + f"  {samples[-1][3]}")
 
 
 if __name__ == "__main__":

@@ -181,8 +181,9 @@ def test_structs_are_laid_out_as_in_cuda_h():
 _FAKE_LIBCUDA = r"""
 /* A stand-in libcuda.so.1 for the driver's loading paths: the version, cuGetProcAddress_v2 over
    every name (except those in $FAKE_CUDA_MISSING, and only for the CUDA 12.0 ABI with default
-   flags), and what the driver calls before it has a device: cuInit returns $FAKE_CUDA_INIT,
-   cuDeviceGetCount counts 0. Anything else it resolves returns CUDA_ERROR_NOT_SUPPORTED. */
+   flags), and what the driver calls before it has a device: cuInit returns $FAKE_CUDA_INIT and
+   writes the CUDA_DEVICE_MAX_CONNECTIONS it finds to $FAKE_CUDA_INIT_LOG, cuDeviceGetCount
+   counts 0. Anything else it resolves returns CUDA_ERROR_NOT_SUPPORTED. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -193,7 +194,13 @@ static int error_name(int err, const char **out) {
   *out = err == 100 ? "CUDA_ERROR_NO_DEVICE" : NULL; return *out ? 0 : 1; }
 static int error_string(int err, const char **out) {
   *out = err == 100 ? "no CUDA-capable device is detected" : NULL; return *out ? 0 : 1; }
-static int init(unsigned flags) { (void)flags; return atoi(env("FAKE_CUDA_INIT", "0")); }
+static int init(unsigned flags) {
+  (void)flags;
+  const char *log = getenv("FAKE_CUDA_INIT_LOG");
+  FILE *f = log ? fopen(log, "w") : NULL;
+  if (f) { fputs(env("CUDA_DEVICE_MAX_CONNECTIONS", "unset"), f); fclose(f); }
+  return atoi(env("FAKE_CUDA_INIT", "0"));
+}
 static int device_count(int *count) { *count = 0; return 0; }
 static int not_supported(void) { return 801; }
 int cuGetProcAddress_v2(const char *symbol, void **pfn, int version, unsigned long long flags,
@@ -237,6 +244,23 @@ def fake_libcuda(tmp_path_factory) -> str:
 def test_loading_errors_name_the_cause(fake_libcuda, env, reason):
     line = _cuda_line({"PYREE_CUDA_LIBRARY": fake_libcuda, **env})
     assert "unavailable" in line and "UNAVAILABLE" in line and reason in line, line
+
+
+@pytest.mark.parametrize("command, env, seen", [
+    ("cli", {}, "1"),  # a tool process: one hardware queue
+    ("cli", {"CUDA_DEVICE_MAX_CONNECTIONS": "4"}, "4"),  # the user's choice stands
+    ("api", {}, "unset"),  # a library process keeps CUDA's default
+])
+def test_cuda_starts_with_one_hardware_queue_only_in_tool_processes(fake_libcuda, tmp_path,
+                                                                     command, env, seen):
+    log = tmp_path / "init.log"
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "PYREE_TOOL_PROCESS")}
+    env = {**clean, "PYREE_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_INIT_LOG": str(log), **env}
+    argv = ["-m", "pyree.runtime.tools.run_module", "--list_drivers"] if command == "cli" else \
+        ["-c", "import pyree.runtime as rt; rt.list_drivers()"]
+    subprocess.run([sys.executable, *argv], check=True, env=env, capture_output=True)
+    assert log.read_text() == seen
 
 
 def test_a_library_without_the_resolver_is_named():

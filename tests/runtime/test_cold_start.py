@@ -93,6 +93,11 @@ def test_entry_points_are_found_as_importlib_metadata_finds_them():
     ours = sorted((e.name, e.value) for e in registry._entry_points())
     theirs = sorted((e.name, e.value) for e in entry_points(group="pyree.runtime.drivers"))
     assert ours == theirs
+    # pyree's own distributions, read first: a name is compared as PEP 503 normalizes it
+    own = sorted((e.name, e.value) for e in registry._entry_points("pyree"))
+    assert own and own == sorted((e.name, e.value) for e in entry_points(
+        group="pyree.runtime.drivers") if registry._normalized(e.dist.name).startswith("pyree"))
+    assert registry._normalized("Pyree-.HAL__cuda") == "pyree_hal_cuda"
 
 
 def test_the_vendored_ffi_matches_the_headers():

@@ -54,10 +54,8 @@ def _entry_points(prefix: str = "") -> list[_EntryPoint]:
     """The group's entry points of every distribution on sys.path whose normalized name starts
     with ``prefix``, as importlib.metadata finds them (the first distribution of a name wins),
     read directly: importing importlib.metadata costs every process ~30 ms (email, zipfile, csv)
-    for the same few lines of text. (Only listing and other drivers than the built-in ones scan:
-    ``re`` is imported here.)"""
-    import re
-
+    for the same few lines of text. A GPU host's site-packages lists hundreds of distributions:
+    names are compared by their first letters before any is normalized."""
     points, seen = [], set()
     for folder in sys.path:
         try:
@@ -65,10 +63,12 @@ def _entry_points(prefix: str = "") -> list[_EntryPoint]:
         except OSError:
             continue
         for entry in names:
+            if entry[:len(prefix)].lower().replace("-", "_").replace(".", "_") != prefix:
+                continue
             stem, dot, kind = entry.rpartition(".")
             if kind not in ("dist-info", "egg-info") or not dot:
                 continue
-            distribution = re.sub(r"[-_.]+", "_", stem.split("-")[0]).lower()
+            distribution = _normalized(stem.split("-")[0])
             if distribution in seen or not distribution.startswith(prefix):
                 continue
             seen.add(distribution)
@@ -86,6 +86,14 @@ def _entry_points(prefix: str = "") -> list[_EntryPoint]:
                     name, _, value = line.partition("=")
                     points.append(_EntryPoint(name.strip(), value.strip()))
     return points
+
+
+def _normalized(name: str) -> str:
+    """PEP 503's normalized name, with ``_`` for the separator: runs of ``-_.`` become one."""
+    name = name.lower().replace("-", "_").replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name
 
 
 def _load(entry_point) -> DriverInfo:
@@ -107,6 +115,7 @@ def _load(entry_point) -> DriverInfo:
 
 _lock = threading.Lock()
 _points: dict | None = None            # name -> entry point (the first of each name)
+_own: list | None = None               # pyree's own packages' entry points, read first
 _drivers: dict[str, DriverInfo] = {}   # the ones loaded so far
 _devices: dict[str, Device] = {}
 
@@ -127,10 +136,13 @@ def _entry_point(name: str) -> _EntryPoint | None:
     pyree's own packages (pyree-hal-*) win a name, so they are read before every other
     distribution's metadata (a GPU host with torch and jax has hundreds: ~9 ms of
     ``--device=cuda``'s start)."""
+    global _own
     if _points is None:
         if name in BUILT_IN:
             return _EntryPoint(name, BUILT_IN[name])
-        own = next((ep for ep in _entry_points("pyree") if ep.name == name), None)
+        if _own is None:
+            _own = _entry_points("pyree")
+        own = next((ep for ep in _own if ep.name == name), None)
         if own is not None:
             return own
     return _installed().get(name)
@@ -152,9 +164,9 @@ def list_drivers() -> list[DriverInfo]:
 
 def reset() -> None:
     """Forgets loaded drivers and cached devices (tests install fake entry points)."""
-    global _points
+    global _points, _own
     with _lock:
-        _points = None
+        _points = _own = None
         _drivers.clear()
         _devices.clear()
 

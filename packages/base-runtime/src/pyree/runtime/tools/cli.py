@@ -13,6 +13,7 @@ import os
 import sys
 
 import pyree.runtime as rt
+from pyree.runtime.hal import tool_process
 from pyree.runtime.tools.flags import FlagParser, UsageError
 from pyree.runtime.tools.io_format import InputError
 
@@ -93,10 +94,13 @@ def run_tool(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -
 
 
 def tool_main(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -> None:
-    """A tool's ``main``: ``run_tool``, then exit. Run as a process (``argv`` None), it ends with
-    ``os._exit`` once stdout and stderr are flushed: the interpreter's teardown (module and thread
-    clean-up) was ~4 ms of a 57 ms ``pyree-run-module`` (issue 13), for nothing a one-shot process
-    keeps; every file a tool writes is closed before ``body`` returns."""
+    """A tool's ``main``: ``run_tool``, then exit. Run as a process (``argv`` None), it first tells
+    the drivers so (hal/tool_process.py) and ends with ``os._exit`` once stdout and stderr are
+    flushed: the interpreter's teardown (module and thread clean-up) was ~4 ms of a 57 ms
+    ``pyree-run-module`` (issue 13), for nothing a one-shot process keeps; every file a tool
+    writes is closed before ``body`` returns."""
+    if argv is None:
+        os.environ.setdefault(tool_process.VARIABLE, "1")
     code = run_tool(body, argv)
     if argv is not None:
         sys.exit(code)
