@@ -3,7 +3,7 @@
     python3 bench/cuda/cold_start_gpu.py build OUT_DIR     (build machine: compiles tests/data/mlp.mlir
                         with pyree for sm_90 + hopper Vulkan, iree-compile for sm_80 + ampere Vulkan)
     python3 bench/cuda/cold_start_gpu.py run OUT_DIR [--runs 7] [--drivers cuda,vulkan]
-                        [--pyree-trees NAME=SITE,...]  (GPU host)
+                        [--pyree-trees NAME=SITE,...] [--sides REGEX]  (GPU host)
 
 Each API sample is a fresh process that imports numpy and its runtime, loads the module on the
 GPU, calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -122,10 +123,11 @@ def sides(out: Path, driver: str, trees: dict[str, str]) -> dict[str, tuple[list
     return out
 
 
-def run(out: Path, runs: int, drivers: list[str], trees: dict[str, str]) -> None:
+def run(out: Path, runs: int, drivers: list[str], trees: dict[str, str], only: str) -> None:
     commands = {"torch api": ([sys.executable, "-c", TORCH], None)}
     for driver in drivers:
         commands.update(sides(out, driver, trees))
+    commands = {name: side for name, side in commands.items() if re.search(only, name)}
     for command, env in commands.values():  # warm the page cache and bytecode caches
         sample(command, env)
     results: dict[str, list] = {name: [] for name in commands}
@@ -148,6 +150,7 @@ if __name__ == "__main__":
     parser.add_argument("out", type=Path)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--drivers", default="cuda,vulkan")
+    parser.add_argument("--sides", default="", help="REGEX: run only the sides it matches")
     parser.add_argument("--pyree-trees", default="",
                         help="NAME=SITE,...: run the pyree sides once per install")
     args = parser.parse_args()
@@ -155,4 +158,4 @@ if __name__ == "__main__":
         build(args.out)
     else:
         trees = dict(item.split("=", 1) for item in args.pyree_trees.split(",") if item)
-        run(args.out, args.runs, args.drivers.split(","), trees)
+        run(args.out, args.runs, args.drivers.split(","), trees, args.sides)
