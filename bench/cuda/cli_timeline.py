@@ -177,7 +177,8 @@ def pyree_sample(module: str, device: str, release: bool = False, api: bool = Fa
         start, end, _ = spawn([sys.executable, "-c", code,
                                f"--module={module}", f"--device={device}", "--function=mlp",
                                "--input=37x53xf32=0.5"], env)
-        events = json.load(open(out.name))
+        with open(out.name) as f:
+            events = json.load(f)
     rows = [(what, (t - start) / 1e6, thread, dur / 1e6) for what, t, thread, dur in events]
     return [("spawn", 0.0, "parent", 0.0), *rows, ("wait returned", (end - start) / 1e6,
                                                      "parent", 0.0)]
@@ -189,6 +190,16 @@ def iree_cli(module: str, device: str) -> tuple[list[str], list[str]]:
               "__main__ import main; sys.exit(main())", *args]
     from iree._runtime import libs
     return script, [os.path.join(libs.library_path, "iree-run-module"), *args]
+
+
+def result_at(rows: list[tuple[str, float, str, float]]) -> float:
+    """When the first result was written: the API's mark, or the CLI's line after
+    ``result[0]: hal.buffer_view``."""
+    labels = [label for label, _, _, _ in rows]
+    if "stdout result" in labels:
+        return rows[labels.index("stdout result")][1]
+    header = next(i for i, label in enumerate(labels) if label.startswith("stdout result[0]"))
+    return next(t for label, t, _, _ in rows[header + 1:] if label.startswith("stdout "))
 
 
 def table(title: str, timelines: list[list[tuple[str, float, str, float]]]) -> None:
@@ -248,9 +259,7 @@ def main() -> None:
                 continue
             timelines[name].append(rows)
             at = {label: t for label, t, _, _ in rows}
-            walls.setdefault(f"{name}: result", []).append(at["stdout result"] if args.api else
-                                                           next(t for label, t, _, _ in rows
-                                                                if label.startswith("stdout 37x")))
+            walls.setdefault(f"{name}: result", []).append(result_at(rows))
             walls.setdefault(f"{name}: exit", []).append(at["wait returned"])
             if "devices released" in at:
                 walls.setdefault(f"{name}: its release", []).append(at["devices released"]
