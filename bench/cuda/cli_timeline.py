@@ -58,7 +58,8 @@ class Watch(importlib.abc.MetaPathFinder):
                 if "." in qualified:
                     klass, attr = qualified.split(".")
                     owner = getattr(module, klass)
-                wrap(owner, attr, qualified)
+                if hasattr(owner, attr):  # (an older tree may lack it)
+                    wrap(owner, attr, qualified)
             if _name == "pyree.hal.cuda.symbols":
                 wrap_load(module)
             if _name == "pyree.hal.cuda.device":
@@ -151,10 +152,11 @@ MARKS = ["pyree.runtime", "pyree.runtime.tools.cli", "pyree.runtime.vm.loaded_mo
          "pyree.runtime.hal.registry", "pyree.runtime.hal.device", "pyree.runtime.hal.python_driver",
          "pyree.runtime._fb", "pyree.runtime.module.reader", "re", "pyree.hal.cuda",
          "pyree.hal.cuda.instance", "pyree.hal.cuda.symbols", "pyree.hal.cuda.executable",
-         "pyree.hal.cuda.device", "pyree.runtime.vm.invoke"]
+         "pyree.hal.cuda.device", "pyree.hal.cuda.startup", "pyree.runtime.vm.invoke",
+         "pyree.runtime.hal.device_start"]
 FUNCTIONS = {"pyree.runtime.hal.registry": ["_entry_points", "_load", "get_device"],
              "pyree.runtime.vm.loaded_module": ["open_module"],
-             "pyree.runtime.hal.device_start": ["DeviceStart.run"]}
+             "pyree.runtime.hal.device_start": ["DeviceStart.wait_imported"]}
 # libcuda calls left out of the table: many, each a few microseconds
 QUIET = ("cuEvent", "cuMemcpy", "cuDeviceGet", "cuMemHostGetDevicePointer", "cuCtxSetCurrent")
 

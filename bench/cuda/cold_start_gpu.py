@@ -9,20 +9,22 @@ Each API sample is a fresh process that imports numpy and its runtime, loads the
 GPU, calls it once on a 37x53 input and reads the result to numpy (PyTorch: builds the same
 two-layer perceptron's shapes on the GPU and runs it once). Each CLI sample is one
 ``pyree-run-module`` / ``iree-run-module`` process (IREE's pip script, which execs its native
-binary) with the same input. Sides alternate; medians, on CLOCK_MONOTONIC, of the time from spawn
-to the first result (an API side's result in numpy, a CLI's result line reaching this process
-through its stdout pipe) and to the process's exit, and each API side's in-process phases (import,
-load, first call). The exit adds the NVIDIA kernel driver's teardown of the process's GPU context,
-~100 ms on the H200 host that no user-space code avoids (``bench/cuda/exit_cost.py``).
-``--pyree-trees`` runs the pyree sides once per named install (``base=/tmp/site-base``: that
-directory first on PYTHONPATH), in the same alternation, so a change to the runtime is measured
-against its base in one run.
+binary) with the same input. Each round runs every side once, in an order of its own (a fixed
+seed), so no side always follows the same one. Medians, on CLOCK_MONOTONIC, of the time from
+spawn to the first result (an API side's result in numpy, a CLI's result line reaching this
+process through its stdout pipe) and to the process's exit, and each API side's in-process phases
+(numpy's import, the runtime's import, load, first call). The exit adds the NVIDIA kernel
+driver's teardown of the process's GPU context, ~100 ms on the H200 host that no user-space code
+avoids (``bench/cuda/exit_cost.py``). ``--pyree-trees`` runs the pyree sides once per named
+install (``base=/tmp/site-base``: that directory first on PYTHONPATH), in the same rounds, so a
+change to the runtime is measured against its base in one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -34,34 +36,34 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PYREE = """
 import time; t0 = time.perf_counter()
-import numpy as np
+import numpy as np; tn = time.perf_counter()
 import pyree.runtime as rt; t1 = time.perf_counter()
 m = rt.load_module({module!r}, device={driver!r}); t2 = time.perf_counter()
 r = m["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
+print(float(r.astype(np.float64).sum()), tn - t0, t1 - tn, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 IREE = """
 import time; t0 = time.perf_counter()
-import numpy as np
+import numpy as np; tn = time.perf_counter()
 import iree.runtime as ireert; t1 = time.perf_counter()
 config = ireert.Config({driver!r})
 ctx = ireert.SystemContext(config=config)
 ctx.add_vm_module(ireert.VmModule.mmap(config.vm_instance, {module!r})); t2 = time.perf_counter()
 r = ctx.modules.module["mlp"](np.full((37, 53), 0.5, np.float32)).to_host(); t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
+print(float(r.astype(np.float64).sum()), tn - t0, t1 - tn, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 TORCH = """
 import time; t0 = time.perf_counter()
-import numpy as np
+import numpy as np; tn = time.perf_counter()
 import torch; t1 = time.perf_counter()
 model = torch.nn.Sequential(torch.nn.Linear(53, 29), torch.nn.ReLU(), torch.nn.Linear(29, 11)).cuda()
 t2 = time.perf_counter()
 with torch.no_grad():
     r = model(torch.from_numpy(np.full((37, 53), 0.5, np.float32)).cuda()).cpu().numpy()
 t3 = time.perf_counter()
-print(float(r.astype(np.float64).sum()), t1 - t0, t2 - t1, t3 - t2, time.monotonic_ns())
+print(float(r.astype(np.float64).sum()), tn - t0, t1 - tn, t2 - t1, t3 - t2, time.monotonic_ns())
 """
 
 
@@ -131,17 +133,18 @@ def run(out: Path, runs: int, drivers: list[str], trees: dict[str, str], only: s
     for command, env in commands.values():  # warm the page cache and bytecode caches
         sample(command, env)
     results: dict[str, list] = {name: [] for name in commands}
-    for _ in range(runs):
-        for name, (command, env) in commands.items():
-            results[name].append(sample(command, env))
-    print(f"{'side':18s} {'result ms':>9s} {'exit ms':>8s} {'import':>8s} {'load':>8s} "
-          f"{'1st call':>8s}  result")
+    order = random.Random(13)
+    for _ in range(runs):  # each round in a new order: no side always follows the same one
+        for name in order.sample(list(commands), len(commands)):
+            results[name].append(sample(*commands[name]))
+    print(f"{'side':18s} {'result ms':>9s} {'exit ms':>8s} {'numpy':>8s} {'runtime':>8s} "
+          f"{'load':>8s} {'1st call':>8s}  result")
     for name, samples in results.items():
         result, wall = (statistics.median(s[i] for s in samples) * 1e3 for i in (0, 1))
-        phases = [statistics.median(s[2][i] for s in samples) * 1e3 for i in range(3)] \
+        phases = [statistics.median(s[2][i] for s in samples) * 1e3 for i in range(4)] \
             if samples[0][2] else []
         print(f"{name:18s} {result:9.1f} {wall:8.1f} "
-              + "".join(f"{p:8.1f} " for p in phases).ljust(27) + f"  {samples[-1][3]}")
+              + "".join(f"{p:8.1f} " for p in phases).ljust(36) + f"  {samples[-1][3]}")
 
 
 if __name__ == "__main__":

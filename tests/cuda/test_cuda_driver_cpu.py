@@ -182,7 +182,7 @@ _FAKE_LIBCUDA = r"""
 /* A stand-in libcuda.so.1 for the driver's loading paths: the version, cuGetProcAddress_v2 over
    every name (except those in $FAKE_CUDA_MISSING, and only for the CUDA 12.0 ABI with default
    flags), and what the driver calls before it has a device: cuInit returns $FAKE_CUDA_INIT and
-   writes the CUDA_DEVICE_MAX_CONNECTIONS it finds to $FAKE_CUDA_INIT_LOG, cuDeviceGetCount
+   appends the CUDA_DEVICE_MAX_CONNECTIONS it finds to $FAKE_CUDA_INIT_LOG, cuDeviceGetCount
    counts 0. Anything else it resolves returns CUDA_ERROR_NOT_SUPPORTED. */
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +197,7 @@ static int error_string(int err, const char **out) {
 static int init(unsigned flags) {
   (void)flags;
   const char *log = getenv("FAKE_CUDA_INIT_LOG");
-  FILE *f = log ? fopen(log, "w") : NULL;
+  FILE *f = log ? fopen(log, "a") : NULL;
   if (f) { fputs(env("CUDA_DEVICE_MAX_CONNECTIONS", "unset"), f); fclose(f); }
   return atoi(env("FAKE_CUDA_INIT", "0"));
 }
@@ -253,6 +253,7 @@ def test_loading_errors_name_the_cause(fake_libcuda, env, reason):
 ])
 def test_cuda_starts_with_one_hardware_queue_only_in_tool_processes(fake_libcuda, tmp_path,
                                                                      command, env, seen):
+    """And cuInit runs once: begun by the driver's entry point (startup.py), joined by its use."""
     log = tmp_path / "init.log"
     clean = {k: v for k, v in os.environ.items()
              if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "PYREE_TOOL_PROCESS")}
@@ -261,6 +262,19 @@ def test_cuda_starts_with_one_hardware_queue_only_in_tool_processes(fake_libcuda
         ["-c", "import pyree.runtime as rt; rt.list_drivers()"]
     subprocess.run([sys.executable, *argv], check=True, env=env, capture_output=True)
     assert log.read_text() == seen
+
+
+def test_cuinit_starts_before_the_driver_kit_is_imported(fake_libcuda, tmp_path):
+    """The entry point starts cuInit having imported only the table (startup.py): the driver kit
+    and the device's modules come after, beside it."""
+    code = ("import sys; from pyree.hal.cuda import startup; startup.begin()\n"
+            "print(sorted(m for m in ('pyree.runtime.hal.python_driver', 'pyree.hal.cuda.instance',"
+            " 'pyree.hal.cuda.device') if m in sys.modules)); startup.finish()")
+    log = tmp_path / "init.log"
+    env = {**os.environ, "PYREE_CUDA_LIBRARY": fake_libcuda, "FAKE_CUDA_INIT_LOG": str(log)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]"] and log.exists()
 
 
 def test_a_library_without_the_resolver_is_named():

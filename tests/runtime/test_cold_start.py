@@ -9,6 +9,7 @@ import importlib
 import subprocess
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import numpy as np
 import pyree.runtime as rt
@@ -111,7 +112,7 @@ DRIVERS = ["cuda", "rocm", "vulkan"]
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_each_drivers_vendored_ffi_matches_its_declarations(driver):
     build = importlib.import_module(f"pyree.hal.{driver}.ffi_build")
-    assert build.TARGET.read_text() == build.source(), (
+    assert Path(build.TARGET).read_text() == build.source(), (
         f"pyree/hal/{driver}/_ffi.py is stale: run python -m pyree.hal.{driver}.ffi_build")
 
 

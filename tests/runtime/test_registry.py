@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
+import numpy as np
 import pyree.runtime as rt
 import pytest
+from pyree.runtime.drivers.local_sync import LocalSyncDevice
 from pyree.runtime.hal import registry
 from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
 from pyree.runtime.hal.python_driver import (
@@ -16,6 +20,8 @@ from pyree.runtime.hal.python_driver import (
     PythonDriver,
     export_driver,
 )
+
+from .module_factory import COLS, ROWS
 
 
 class _EntryPoint:
@@ -176,3 +182,47 @@ def test_a_driver_asked_for_by_name_is_found_among_pyrees_own_packages_first(tmp
                           text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "['pyree.hal.vulkan']"], proc.stdout
+
+
+class _SlowDriver(PythonDriver):
+    """A GPU-like driver: create_device waits, as a context's creation does, for up to 5 s for
+    the module to have been opened beside it."""
+
+    name = "slowgpu"
+
+    def __init__(self, events: list, opened: threading.Event):
+        self.events, self.opened = events, opened
+
+    def create_device(self, path: str):
+        self.events.append(("create_device sees the module opened", self.opened.wait(5)))
+        return LocalSyncDevice()
+
+
+def test_load_module_opens_the_file_after_the_driver_import_and_beside_its_start(
+        fake_entry_points, monkeypatch, arith_bytes, rng):
+    """The device thread's Python runs alone until its driver is imported (hal/device_start.py);
+    the module is then opened while the driver starts its device, not after it."""
+    from pyree.runtime.vm import loaded_module
+
+    events, opened = [], threading.Event()
+
+    def entry_point():
+        time.sleep(0.05)  # a driver's import takes its time
+        events.append("driver imported")
+        return export_driver(_SlowDriver(events, opened))
+
+    def open_module(source, _open=loaded_module.open_module):
+        events.append("module opened")
+        opened.set()
+        return _open(source)
+
+    monkeypatch.setattr(registry, "_entry_points",
+                        lambda prefix="": [_EntryPoint("slowgpu", entry_point)])
+    monkeypatch.setattr(loaded_module, "open_module", open_module)
+    registry.reset()
+    module = rt.load_module(arith_bytes, device="slowgpu")
+    assert events == ["driver imported", "module opened",
+                      ("create_device sees the module opened", True)]
+    assert module.device.uri == "slowgpu"
+    a, b = (rng.standard_normal((ROWS, COLS)).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(module.add(a, b).to_host(), a + b)

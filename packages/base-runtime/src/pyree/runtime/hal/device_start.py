@@ -1,6 +1,11 @@
 """A device started on a thread of its own: a GPU driver's start (cuInit and a context, ~220 ms on
-the H100 host; a Vulkan instance) waits in C without the GIL, so ``load_module`` reads and
-verifies the module file meanwhile (issue 13)."""
+the H100 host; a Vulkan instance) waits in C without the GIL, so ``load_module`` imports the VM
+and reads and verifies the module file meanwhile (issue 13).
+
+The caller waits first for the thread to import its driver (``wait_imported``): until then the thread
+runs Python only, and sharing the GIL with the caller's imports would delay the driver's start by
+as much as those imports take. A driver may begin its slow work as its entry point is called
+(hal-cuda starts cuInit there), so what the caller does next runs beside it."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ class DeviceStart(threading.Thread):
     def __init__(self, uri: str):
         super().__init__(name=f"pyree-device-start {uri}", daemon=True)
         self.uri, self._device, self._error = uri, None, None
+        self._imported = threading.Event()
         self.start()
 
     def run(self) -> None:
@@ -26,9 +32,23 @@ class DeviceStart(threading.Thread):
             self._device = get_device(self.uri)
         except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
             self._error = e
+        finally:
+            self._imported.set()
+
+    def wait_imported(self) -> None:
+        """Returns once the driver is imported (or the start has ended, either way)."""
+        self._imported.wait()
 
     def result(self) -> Device:
         self.join()
         if self._error is not None:
             raise self._error
         return self._device
+
+
+def driver_imported() -> None:
+    """Called by the registry once a driver's entry point has returned: a caller waiting in
+    ``wait_imported`` on this thread's start may go on."""
+    thread = threading.current_thread()
+    if isinstance(thread, DeviceStart):
+        thread._imported.set()

@@ -16,10 +16,12 @@ import threading
 
 from pyree.runtime.errors import DriverError, PyreeError
 from pyree.runtime.hal.device import Device, DeviceInfo, Driver
+from pyree.runtime.hal.device_start import driver_imported
 from pyree.runtime.hal.ffi import STATUS, check_struct, ffi
 from pyree.runtime.records import Record
 
 ENTRY_POINT_GROUP = "pyree.runtime.drivers"
+_METADATA = (".dist-info", ".egg-info")  # a distribution's metadata folder, as importlib.metadata
 # The runtime's own drivers: its pyproject.toml's entry points of the group (a test keeps the two
 # equal). Asked for by name, one is loaded, through the same entry point and ABI check, without
 # scanning sys.path for everyone else's (~2 ms of each tool's start, issue 13). These names are
@@ -52,23 +54,20 @@ class _EntryPoint:
 
 def _entry_points(prefix: str = "") -> list[_EntryPoint]:
     """The group's entry points of every distribution on sys.path whose normalized name starts
-    with ``prefix``, as importlib.metadata finds them (the first distribution of a name wins),
-    read directly: importing importlib.metadata costs every process ~30 ms (email, zipfile, csv)
-    for the same few lines of text. A GPU host's site-packages lists hundreds of distributions:
-    names are compared by their first letters before any is normalized."""
+    with ``prefix`` (a normalized name's first letters, without a separator), as
+    importlib.metadata finds them (the first distribution of a name wins), read directly:
+    importing importlib.metadata costs every process ~30 ms (email, zipfile, csv) for the same few
+    lines of text. A GPU host's site-packages lists hundreds of distributions: they are picked by
+    their suffix and first letters before any name is normalized or sorted."""
     points, seen = [], set()
     for folder in sys.path:
         try:
-            names = sorted(os.listdir(folder or "."))
+            names = os.listdir(folder or ".")
         except OSError:
             continue
-        for entry in names:
-            if entry[:len(prefix)].lower().replace("-", "_").replace(".", "_") != prefix:
-                continue
-            stem, dot, kind = entry.rpartition(".")
-            if kind not in ("dist-info", "egg-info") or not dot:
-                continue
-            distribution = _normalized(stem.split("-")[0])
+        for entry in sorted(name for name in names if name.endswith(_METADATA)
+                            and name[:len(prefix)].lower() == prefix):
+            distribution = _normalized(entry.rpartition(".")[0].split("-")[0])
             if distribution in seen or not distribution.startswith(prefix):
                 continue
             seen.add(distribution)
@@ -100,6 +99,7 @@ def _load(entry_point) -> DriverInfo:
     name = entry_point.name
     try:
         address = entry_point.load()()
+        driver_imported()
         struct = ffi.cast("pyree_hal_driver_v1_t *", address)
         check_struct(struct, "pyree_hal_driver_v1_t", f"driver '{name}'")
         driver = Driver(ffi.string(struct.name).decode() if struct.name != ffi.NULL else name, struct)

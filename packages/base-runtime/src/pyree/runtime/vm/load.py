@@ -1,9 +1,12 @@
 """``load_module``, the runtime's front door, in a module that imports nothing heavy, so that
-``import pyree.runtime`` stays cheap. It imports the VM and the module readers first, then starts
-the device on a thread (hal/device_start.py) and reads the file beside it. Starting the device
-before those imports was measured and not kept: the driver's Python work then shared the GIL with
-the imports, and on the H200 host the cuda CLI gained nothing (447.6 vs 447.4 ms) while the Vulkan
-CLI lost 20 ms (317.3 vs 297.8; BENCHMARKS.md, 2026-11-27)."""
+``import pyree.runtime`` stays cheap. It starts the device on a thread first
+(hal/device_start.py), waits only until that thread has imported its driver, then imports the VM
+and the module readers and reads the file beside the driver's start. Starting the thread before
+the VM's imports without that wait was measured and not kept: the driver's Python work shared the
+GIL with the imports, and on the H200 host the cuda CLI gained nothing (447.6 vs 447.4 ms) while
+the Vulkan CLI lost 20 ms (317.3 vs 297.8; BENCHMARKS.md, 2026-11-27). A built-in CPU driver
+starts on the caller's thread: nothing in its start waits in C, so a thread would only share the
+GIL."""
 
 from __future__ import annotations
 
@@ -32,11 +35,19 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
         raise InvocationError(f"load_module: give device= or driver=, not both (got device="
                               f"{device!r}, driver={driver!r})")
     device = device or driver or "local-task"
-    from pyree.runtime.vm.loaded_module import LoadedModule, open_module, parameter_index
-
-    parameters = parameter_index(parameters) if parameters else None
-    started = DeviceStart(device) if isinstance(device, str) else None
+    started = None
+    if isinstance(device, str):
+        from pyree.runtime.hal.registry import BUILT_IN, get_device, parse_uri
+        if parse_uri(device)[0] in BUILT_IN:
+            device = get_device(device)
+        else:
+            started = DeviceStart(device)
     try:
+        if started is not None:
+            started.wait_imported()
+        from pyree.runtime.vm.loaded_module import LoadedModule, open_module, parameter_index
+
+        parameters = parameter_index(parameters) if parameters else None
         module = open_module(path_or_bytes)
     except BaseException:
         if started is not None:

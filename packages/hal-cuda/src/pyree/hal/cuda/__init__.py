@@ -15,6 +15,8 @@ def driver() -> int:
     """The entry point: the address of this process's ``pyree_hal_driver_v1_t`` for CUDA."""
     global _address
     if _address is None:
+        from pyree.hal.cuda import startup
+        startup.begin()  # cuInit beside the rest of this driver's imports
         from pyree.hal.cuda.instance import CudaDriver
         from pyree.runtime.hal.python_driver import export_driver
         _address = export_driver(CudaDriver())

@@ -13,13 +13,12 @@ message naming it. Handles are ``void *`` cdata and device addresses Python ints
 from __future__ import annotations
 
 import os
-import re
 
 from pyree.hal.cuda._ffi import ffi
 from pyree.hal.cuda.ffi_build import DECLARATIONS
-from pyree.runtime.hal.python_driver import HalError
+from pyree.runtime.hal.timeline import HalError
 
-SYMBOLS = tuple(re.findall(r"\(\*PFN_(cu\w+)\)", DECLARATIONS))
+SYMBOLS = tuple(part.split(")", 1)[0] for part in DECLARATIONS.split("(*PFN_")[1:])
 
 LIBRARY_VARIABLE = "PYREE_CUDA_LIBRARY"
 LIBRARY = "libcuda.so.1"
