@@ -24,6 +24,7 @@ from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
     drop_unread,
+    plain_positions,
     position_loops,
     remap_loops,
     result_exprs,
@@ -115,7 +116,6 @@ def _constant_init(product: Generic, known) -> tuple[Constant, Generic] | None:
     return Constant(value, data=data), dedupe_inputs(drop_unread(folded))
 
 
-
 def _fold(op: Op, producer, readers, known) -> tuple[Generic, list[Op]] | None:
     """(the product, what replaces it) when ``op`` is a per-channel shift or scale of a
     product's result that folds into it, else None."""
@@ -158,7 +158,6 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
     init = r.init if r.init is not None else Const(0.0, r.value.dtype)
     inputs = list(product.inputs) + [op.inputs[c.binding]]
     new_ops: list[Op] = []
-    value = r.value
     if kind == "mul":
         if not (np.all(np.isfinite(values)) and np.all(values != 0)):
             return None
@@ -180,7 +179,7 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
         init = init if init == Const(0.0, init.dtype) else Binary("mul", init, channel, init.dtype)
     else:
         init = Binary(kind, init, channel, init.dtype)
-    result = dataclasses.replace(r, value=value, init=init)
+    result = dataclasses.replace(r, init=init)
     folded = dataclasses.replace(product, inputs=inputs, results=[op.results[0]], outputs=(result,),
                                  origin=f"{product.origin}+{op.origin}")
     return new_ops + [folded]
@@ -197,7 +196,7 @@ def _weight(product: Generic, channel_index, constant) -> Load | None:
         while isinstance(side, Cast) and side.op == "fpext":  # an int weight (sitofp) never scales
             side = side.x
         if (isinstance(side, Load) and is_float(side.dtype) and constant(side.binding)
-                and loops <= _plain_loops(side) and _reads(product, side.binding) == 1):
+                and loops <= set(plain_positions(side.index).values()) and _reads(product, side.binding) == 1):
             return side
     return None
 
@@ -215,22 +214,9 @@ def _reads(op: Generic, binding: int) -> int:
                for r in op.outputs for e in result_exprs(r))
 
 
-def _plain_loops(load: Load) -> set[int]:
-    out = set()
-    for ix in load.index:
-        nz = [d for d, k in enumerate(ix.coeffs) if k]
-        if len(nz) == 1 and ix.coeffs[nz[0]] == 1 and ix.const == 0:
-            out.add(nz[0])
-    return out
-
-
 def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):
     """``weights`` times the channel constant at each weight element's channel loops."""
-    loop_dim = {}
-    for dim, ix in enumerate(w_index):
-        nz = [d for d, k in enumerate(ix.coeffs) if k]
-        if len(nz) == 1 and ix.coeffs[nz[0]] == 1 and ix.const == 0:
-            loop_dim[nz[0]] = dim
+    loop_dim = {loop: dim for dim, loop in plain_positions(w_index).items()}
     grid = np.indices(weights.shape)
     at = []
     for ix, size in zip(c_index, values.shape):

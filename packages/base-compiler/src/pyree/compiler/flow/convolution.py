@@ -33,6 +33,7 @@ from pyree.compiler.flow.rewrite import (
     dedupe_inputs,
     drop_unread,
     permutation_dims,
+    plain_positions,
     remap_loops,
     transform,
 )
@@ -83,19 +84,11 @@ def _channel_loop(op: Generic, filt: Load, image: Load) -> int | None:
     dtype = op.inputs[image.binding].dtype
     if dtype not in TENSOR_CORE_DTYPES or op.inputs[filt.binding].dtype != dtype:
         return None
-    plain = [{d for d, _ in _plain_dims(load)} for load in (filt, image)]
+    plain = [set(plain_positions(load.index).values()) for load in (filt, image)]
     loops = [r for r in range(op.num_parallel, len(op.loop_ranges)) if r in plain[0] and r in plain[1]]
     if len(loops) != 1 or op.loop_ranges[loops[0]] % CHUNK:
         return None
     return loops[0]
-
-
-def _plain_dims(load: Load):
-    """(loop, dim) for each dim of ``load`` indexed by one loop alone."""
-    for i, ix in enumerate(load.index):
-        nz = [d for d, c in enumerate(ix.coeffs) if c]
-        if ix.const == 0 and len(nz) == 1 and ix.coeffs[nz[0]] == 1:
-            yield nz[0], i
 
 
 def _channels_last(op: Generic, filt: Load, image: Load, channels: int):
@@ -106,7 +99,7 @@ def _channels_last(op: Generic, filt: Load, image: Load, channels: int):
     moved, inputs, new_load = [], list(op.inputs), {}
     reductions = set(range(op.num_parallel, len(op.loop_ranges)))
     for load, last in ((image, None), (filt, reductions)):
-        dim = next(i for d, i in _plain_dims(load) if d == channels)
+        dim = next(i for i, d in plain_positions(load.index).items() if d == channels)
         rank = len(load.index)
         to = rank - 1 if last is None else max(i for i, ix in enumerate(load.index)
                                                if any(ix.coeffs[d] for d in last))

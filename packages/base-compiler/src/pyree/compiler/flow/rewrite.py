@@ -105,16 +105,22 @@ def remap_loops(expr: Expr, loop_map: LoopMap, num_new_loops: int,
     return transform(expr, leaf)
 
 
-def position_loops(index: tuple[AffineExpr, ...]) -> tuple[int, ...] | None:
-    """The loop each position of ``index`` reads as itself (coefficient 1, no constant), or None
-    where a position reads anything else."""
-    dims = []
-    for ix in index:
+def plain_positions(index: tuple[AffineExpr, ...]) -> dict[int, int]:
+    """{position: loop} for each position of ``index`` that reads one loop as itself
+    (coefficient 1, no constant)."""
+    plain = {}
+    for i, ix in enumerate(index):
         nz = [d for d, c in enumerate(ix.coeffs) if c != 0]
-        if ix.const != 0 or len(nz) != 1 or ix.coeffs[nz[0]] != 1:
-            return None
-        dims.append(nz[0])
-    return tuple(dims)
+        if ix.const == 0 and len(nz) == 1 and ix.coeffs[nz[0]] == 1:
+            plain[i] = nz[0]
+    return plain
+
+
+def position_loops(index: tuple[AffineExpr, ...]) -> tuple[int, ...] | None:
+    """The loop each position of ``index`` reads as itself, or None where a position reads
+    anything else."""
+    plain = plain_positions(index)
+    return tuple(plain[i] for i in range(len(index))) if len(plain) == len(index) else None
 
 
 def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int, ...] | None:
