@@ -196,6 +196,7 @@ def arith_builder(library: bytes, offset_constant: np.ndarray, features=(),
     """The module most runtime tests use. Functions:
     add(a, b) = a + b;  add_scaled(a, b) = (a + b + C) * 2.5 with constant C (a transient arena);
     fill_copy() = (4xi32 filled with 0x01020304, C copied);  fail() dispatches a failing kernel;
+    fail_checked() does too, then checks its result on the host (a host step after the failure);
     checked_add(a, b, expected): add into a result, then check it equals ``expected``;
     flags(x: i32, v: 4xi1): expect_true(x), expect_all_true(v);
     near(a: 4xf32, b: 4xf32): expect_almost_eq(a, b, atol=1e-3)."""
@@ -223,6 +224,10 @@ def arith_builder(library: bytes, offset_constant: np.ndarray, features=(),
             copy(ref(CONST, 0, size), ref(RESULT, 1, size)),
         ]),
         function("fail", [], [tensor(F32, 1)], [dispatch(FAIL_KERNEL, ref(RESULT, 0, 4))]),
+        function("fail_checked", [], [tensor(F32, 1)], [
+            dispatch(FAIL_KERNEL, ref(RESULT, 0, 4)),
+            check(EXPECT_TRUE, ref(RESULT, 0, 4), tensor(I32), location="checks.mlir:3:3"),
+        ]),
         function("checked_add", [m, m, m], [m], [
             dispatch(ADD, ref(ARG, 0, size), ref(ARG, 1, size), ref(RESULT, 0, size)),
             check(EXPECT_EQ, ref(RESULT, 0, size), m, ref(ARG, 2, size), m,

@@ -60,6 +60,16 @@ def test_failing_kernel_is_named(module):
     assert module.add is module["add"]  # the module stays usable after a failed call
 
 
+def test_failed_dispatch_before_a_host_step_fails_every_call_and_hangs_none(module, rng):
+    """A host step (a check, a branch) after a failing dispatch waits for it: the wait's failure
+    used to take the function's lock a second time, hanging that call and every later one."""
+    for _ in range(3):
+        with pytest.raises(rt.DriverError, match="kernel 'always_fails' returned error status 7"):
+            module.fail_checked()
+    a, b = _random(rng), _random(rng)
+    np.testing.assert_allclose(module.add(a, b).to_host(), a.astype(np.float64) + b, rtol=1e-6)
+
+
 def test_many_concurrent_calls_on_local_task(arith_bytes, rng):
     module = rt.load_module(arith_bytes, device="local-task")
     inputs = [(_random(rng), _random(rng)) for _ in range(8)]

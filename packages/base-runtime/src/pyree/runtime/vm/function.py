@@ -21,7 +21,7 @@ import sys
 import threading
 from operator import itemgetter
 
-from pyree.runtime.errors import CheckError, InvocationError, PyreeError
+from pyree.runtime.errors import CheckError, DriverError, InvocationError, PyreeError
 from pyree.runtime.hal.device import CommandBuffer
 from pyree.runtime.vm.buffer_pool import CallResources
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
@@ -90,7 +90,8 @@ class Function:
         self._submits_only = self._program.submits_only
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
-        self._lock = threading.Lock()
+        # Reentrant: a wait inside _run_steps that fails replaces the timeline under it.
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         args = ", ".join(map(str, self.argument_types))
@@ -234,14 +235,18 @@ class Function:
         table = self._table_of(items)
         with self._lock:
             semaphore, value = self._timeline, self._value
-            if self._submits_only:  # the common case
-                for step in self._program.steps:
-                    waits.append((semaphore, value))
-                    device.queue_submit(step, table, waits, [(semaphore, value + 1)])
-                    value, waits = value + 1, []
-                    self._value = value
-            else:
-                value = self._run_steps(semaphore, value, table, waits, items, failures)
+            try:
+                if self._submits_only:  # the common case
+                    for step in self._program.steps:
+                        waits.append((semaphore, value))
+                        device.queue_submit(step, table, waits, [(semaphore, value + 1)])
+                        value, waits = value + 1, []
+                        self._value = value
+                else:
+                    value = self._run_steps(semaphore, value, table, waits, items, failures)
+            except DriverError:  # a failed submission failed the timeline's later values
+                self._timeline_failed(semaphore)
+                raise
         ready = (semaphore, value)
         call = CallResources(pool, scratch, inputs, self, ready)
         arrays = [DeviceArray(buffer, t, ready, call)
