@@ -44,6 +44,36 @@ def main(out: Path, target: str) -> None:
     for dtype in ("f32", "f16"):
         (out / f"bench_matmul_{dtype}.vmfb").write_bytes(
             compile_str(matmul(4096, 4096, 4096, dtype), cuda))
+    build_concurrency(out, target)
+
+
+def build_concurrency(out: Path, target: str) -> None:
+    """test_cuda_concurrency.py's modules, for cuda and vulkan-spirv in one file: the programs of
+    tests/concurrency_cases.py, and real models with their weights exported (a recipe of each
+    weight file travels instead: random_parameters.py)."""
+    import json
+
+    from concurrency_cases import PROGRAMS
+    from random_parameters import describe
+    options = CompileOptions(target_backends=["cuda", "vulkan-spirv"], cuda_target=target,
+                             vulkan_target="hopper-h100-linux")
+    for name, program in PROGRAMS.items():
+        (out / f"concurrency_{name}.vmfb").write_bytes(compile_str(program.mlir, options))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+    import definitions
+    from pyree.compiler import import_torch
+    for name in STRESS_MODELS:
+        factory, _shape, _dtype, function = definitions.MODELS[name]
+        mlir = import_torch(factory(), definitions.example_input(name), function_name=function)
+        weights = out / f"model_{name}.safetensors"
+        export = CompileOptions(target_backends=["cuda", "vulkan-spirv"], cuda_target=target,
+                                vulkan_target="hopper-h100-linux", export_parameters=str(weights))
+        (out / f"model_{name}.vmfb").write_bytes(compile_str(mlir, export))
+        (out / f"model_{name}.recipe.json").write_text(json.dumps(describe(weights)))
+        weights.unlink()
+
+
+STRESS_MODELS = ("resnet18", "mobilenet_v2", "gpt2_block")
 
 
 if __name__ == "__main__":

@@ -119,6 +119,12 @@ class BufferPool:
             buffer.release()
 
 
+# Calls and waits come from any thread: readers counts are read-modify-writes, and two threads
+# waiting for one result must not both give its call's buffers back (the pool would then hand one
+# buffer to two calls).
+_CALLS = threading.Lock()
+
+
 class CallResources:
     """What one call holds until it is seen to finish: buffers it allocated (uploads) and the
     DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""
@@ -134,8 +140,10 @@ class CallResources:
         # _recycle(buffer, ready) for a result dropped unwaited
         self.function = function
         self.ready = ready  # (semaphore, value) the call's work signals
-        for array in inputs:
-            array.readers += 1
+        if inputs:
+            with _CALLS:
+                for array in inputs:
+                    array.readers += 1
 
     def __del__(self):
         """Never seen to finish (every result dropped unwaited): the buffers go back pending."""
@@ -143,9 +151,10 @@ class CallResources:
             self._pool.give_when_reached(self._scratch[::-1], *self.ready)
 
     def finished(self) -> None:
-        scratch, self._scratch = self._scratch, []
-        inputs, self._inputs = self._inputs, []
+        with _CALLS:
+            scratch, self._scratch = self._scratch, []
+            inputs, self._inputs = self._inputs, []
+            for array in inputs:
+                array.readers -= 1
         if scratch:
             self._pool.give_all(scratch[::-1])  # see Function._run: the next call pops them in order
-        for array in inputs:
-            array.readers -= 1

@@ -132,13 +132,18 @@ class MappedAllocator:
     def __init__(self, cu, stream):
         self.cu, self._stream = cu, stream
         self._free: dict[int, list[MappedBuffer]] = {}
+        # Calls come from any thread; a collected result's release may come from the collector
+        # on a thread already inside: reentrant. Two threads scanning one list without it took
+        # the same block, or one whose event was still pending.
+        self._lock = threading.RLock()
 
     def allocate(self, size: int) -> MappedBuffer:
-        free = self._free.get(size)
-        if free:
-            for i, buffer in enumerate(free):
-                if self.cu.cuEventQuery(buffer.released) == CUDA_SUCCESS:
-                    return free.pop(i)
+        with self._lock:
+            free = self._free.get(size)
+            if free:
+                for i, buffer in enumerate(free):
+                    if self.cu.cuEventQuery(buffer.released) == CUDA_SUCCESS:
+                        return free.pop(i)
         host = host_alloc(self.cu, max(size, 1), MAPPED, "mapped")
         return MappedBuffer(device_pointer(self.cu, host), size, address(host))
 
@@ -149,10 +154,11 @@ class MappedAllocator:
         err = cu.cuEventRecord(buffer.released, self._stream)
         if err:
             check(err, "cuEventRecord")
-        free = self._free.setdefault(buffer.size, [])
-        if len(free) < self.KEEP_PER_SIZE:
-            free.append(buffer)
-            return
+        with self._lock:
+            free = self._free.setdefault(buffer.size, [])
+            if len(free) < self.KEEP_PER_SIZE:
+                free.append(buffer)
+                return
         check(cu.cuEventSynchronize(buffer.released), "cuEventSynchronize(mapped memory)")
         self._destroy(buffer)
 
@@ -190,6 +196,11 @@ class Staging:
     DMA) is long complete when the ring comes round to it. A download queues the DMA and spins on
     the slot's event. Larger copies stream through two 16 MiB chunks used in turn, an event per
     chunk saying when its last copy finished.
+
+    Threads share the device: a slot is held by one copy from its choice to its last use of the
+    host bytes, and a large copy holds the pair throughout. Without that, a second thread's
+    upload overwrote a chunk between the first's write and its queued DMA, so the first call
+    computed on the other's input (one loaded ResNet-18, 8 threads: a quarter of the results).
     """
 
     CHUNK = 16 << 20
@@ -202,10 +213,11 @@ class Staging:
         self.host = [ring]
         whole = memoryview(ffi.buffer(ring, self.SMALL * self.SLOTS))
         self.events = [create_event(cu) for _ in range(self.SLOTS)]
-        self._slots = [(ring + i * self.SMALL, whole[i * self.SMALL:(i + 1) * self.SMALL], event)
-                       for i, event in enumerate(self.events)]
+        self._slots = [(ring + i * self.SMALL, whole[i * self.SMALL:(i + 1) * self.SMALL], event,
+                        threading.Lock()) for i, event in enumerate(self.events)]
         self._turn = itertools.count()  # next() is atomic under the GIL: threads get distinct slots
         self._chunks: list[tuple[object, memoryview, object]] | None = None
+        self._large = threading.Lock()  # the two chunks, from a large copy's first to last byte
 
     def _pair(self) -> list[tuple[object, memoryview, object]]:
         """The two large chunks, pinned on the first large copy: pinning 32 MiB costs a cold
@@ -222,40 +234,57 @@ class Staging:
         return self._chunks
 
     def _slot(self):
-        """The next ring slot, once its previous DMA is done (normally long done)."""
+        """The next ring slot, held (its lock acquired: release it), once its previous DMA is
+        done (normally long done)."""
         slot = self._slots[next(self._turn) % self.SLOTS]
+        slot[3].acquire()
         if self.cu.cuEventQuery(slot[2]) == CUDA_ERROR_NOT_READY:
-            spin_then_block(self.cu, slot[2], "waiting for a staging slot", spins=0)
+            try:
+                spin_then_block(self.cu, slot[2], "waiting for a staging slot", spins=0)
+            except BaseException:
+                slot[3].release()
+                raise
         return slot
 
     def upload_small(self, dst: int, src: memoryview) -> None:
         cu, n = self.cu, len(src)
-        host, view, event = self._slot()
-        view[:n] = src
-        err = cu.cuMemcpyHtoDAsync(dst, host, n, self.stream)
-        if err:
-            check(err, f"cuMemcpyHtoDAsync({n} bytes)")
-        err = cu.cuEventRecord(event, self.stream)
-        if err:
-            check(err, "cuEventRecord")
+        host, view, event, held = self._slot()
+        try:
+            view[:n] = src
+            err = cu.cuMemcpyHtoDAsync(dst, host, n, self.stream)
+            if err:
+                check(err, f"cuMemcpyHtoDAsync({n} bytes)")
+            err = cu.cuEventRecord(event, self.stream)
+            if err:
+                check(err, "cuEventRecord")
+        finally:
+            held.release()
 
     def download_small(self, src: int, dst: memoryview) -> None:
         cu, n = self.cu, len(dst)
-        host, view, event = self._slot()
-        err = cu.cuMemcpyDtoHAsync(host, src, n, self.stream)
-        if err:
-            check(err, f"cuMemcpyDtoHAsync({n} bytes)")
-        err = cu.cuEventRecord(event, self.stream)
-        if err:
-            check(err, "cuEventRecord")
-        spin_then_block(cu, event, "reading device memory (a kernel may have faulted)")
-        dst[:n] = view[:n]
+        host, view, event, held = self._slot()
+        try:
+            err = cu.cuMemcpyDtoHAsync(host, src, n, self.stream)
+            if err:
+                check(err, f"cuMemcpyDtoHAsync({n} bytes)")
+            err = cu.cuEventRecord(event, self.stream)
+            if err:
+                check(err, "cuEventRecord")
+            spin_then_block(cu, event, "reading device memory (a kernel may have faulted)")
+            dst[:n] = view[:n]
+        finally:
+            held.release()
 
     def upload(self, dst: int, src: memoryview) -> None:
         """Copies ``src`` to device address ``dst`` in stream order; returns once ``src`` may change."""
-        cu, n = self.cu, len(src)
+        n = len(src)
         if n <= self.SMALL:
             return self.upload_small(dst, src)
+        with self._large:
+            self._upload_large(dst, src)
+
+    def _upload_large(self, dst: int, src: memoryview) -> None:
+        cu, n = self.cu, len(src)
         chunks = self._pair()
         for i, pos in enumerate(range(0, n, self.CHUNK)):
             (host, view, event), length = chunks[i % 2], min(self.CHUNK, n - pos)
@@ -267,9 +296,14 @@ class Staging:
 
     def download(self, src: int, dst: memoryview) -> None:
         """Copies device bytes at ``src`` into ``dst`` after all work queued on the stream."""
-        cu, n = self.cu, len(dst)
+        n = len(dst)
         if n <= self.SMALL:
             return self.download_small(src, dst)
+        with self._large:
+            self._download_large(src, dst)
+
+    def _download_large(self, src: int, dst: memoryview) -> None:
+        cu, n = self.cu, len(dst)
         pieces = [(pos, min(self.CHUNK, n - pos)) for pos in range(0, n, self.CHUNK)]
         chunks = self._pair()
 

@@ -13,9 +13,15 @@ Bindings are checked against each kernel's declared minimum lengths when recorde
 actual buffers the first time a binding table is submitted; the last few tables are remembered
 (buffers never change address or size, so a table of the same buffer objects needs no new check);
 a bad module cannot make a kernel touch memory out of range.
+
+A submit may come from any thread: one at a time per command buffer (the table caches and the
+packed arguments patched in place are its own), and one capture at a time per device (they share
+its capture stream).
 """
 
 from __future__ import annotations
+
+import threading
 
 from pyree.hal.cuda import symbols
 from pyree.hal.cuda.symbols import check, ffi
@@ -62,6 +68,7 @@ class CommandBuffer:
         self._graphs: dict[tuple, object] = {}      # binding table -> CUgraphExec
         self._known: dict[tuple, object] = {}       # validated binding table -> CUgraphExec/None
         self._last: tuple | None = None              # (binding table, CUgraphExec) last issued
+        self._lock = threading.Lock()
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, i: int, c: Command) -> None:
@@ -92,6 +99,10 @@ class CommandBuffer:
 
     def issue(self, table) -> None:
         """Queues the commands on the device's stream with ``table``'s buffers."""
+        with self._lock:
+            self._issue(table)
+
+    def _issue(self, table) -> None:
         key = tuple(table)  # the buffer objects: identity, never a stale address
         last = self._last
         if last is not None and last[0] == key:
@@ -142,16 +153,17 @@ class CommandBuffer:
         """Captures the commands with ``table``'s buffers into an executable graph: a new one, or,
         once the cache is full, the oldest one updated in place (cuGraphExecUpdate)."""
         cu, capture = self.cu, self.device.capture_stream
-        # Relaxed: Python may collect a dropped result in the middle of the capture, and its
-        # cuMemFreeAsync / cuMemFreeHost (memory this graph never uses) invalidated a
-        # thread-local capture (seen on the H100: 1 call in a few thousand).
-        check(cu.cuStreamBeginCapture(capture, symbols.CU_STREAM_CAPTURE_MODE_RELAXED),
-              "cuStreamBeginCapture")
         out = ffi.new("CUgraph *")
-        try:
-            self._issue_stream(capture, table, packed=True)
-        finally:
-            check(cu.cuStreamEndCapture(capture, out), "cuStreamEndCapture")
+        with self.device.capture_lock:
+            # Relaxed: Python may collect a dropped result in the middle of the capture, and its
+            # cuMemFreeAsync / cuMemFreeHost (memory this graph never uses) invalidated a
+            # thread-local capture; other threads' calls go on meanwhile too.
+            check(cu.cuStreamBeginCapture(capture, symbols.CU_STREAM_CAPTURE_MODE_RELAXED),
+                  "cuStreamBeginCapture")
+            try:
+                self._issue_stream(capture, table, packed=True)
+            finally:
+                check(cu.cuStreamEndCapture(capture, out), "cuStreamEndCapture")
         graph, exec_ = out[0], ffi.new("CUgraphExec *")
         try:
             if len(self._graphs) >= _GRAPH_CACHE:
@@ -170,8 +182,9 @@ class CommandBuffer:
         return exec_[0]
 
     def destroy(self) -> None:
-        self._last = None
-        self._known.clear()
-        for exec_ in self._graphs.values():
-            self.cu.cuGraphExecDestroy(exec_)
-        self._graphs.clear()
+        with self._lock:
+            self._last = None
+            self._known.clear()
+            for exec_ in self._graphs.values():
+                self.cu.cuGraphExecDestroy(exec_)
+            self._graphs.clear()

@@ -80,12 +80,14 @@ class CudaDevice(PythonDevice):
             capability.append(value[0])
         self.capability = tuple(capability)
         self.stream, self.capture_stream = self._create_stream(), self._create_stream()
+        self.capture_lock = threading.Lock()  # one capture at a time on capture_stream
         self.allocator = Allocator(cu, ordinal, self.stream, name)
         self.mapped = MappedAllocator(cu, self.stream)
         self.staging = Staging(cu, self.stream)
         self.executables = ExecutableCache(cu, self.capability, name)
         self.semaphore_slots = SemaphoreSlots(cu)
         self._fill64 = None
+        self._fill_lock = threading.Lock()
         self._last_kernels: list[str] = []
 
     def _create_stream(self):
@@ -190,15 +192,20 @@ class CudaDevice(PythonDevice):
             check(cu.cuMemsetD32Async(ptr, pattern, length // 4, stream), "cuMemsetD32Async")
         else:
             if self._fill64 is None:
-                module, function = ffi.new("CUmodule *"), ffi.new("CUfunction *")
-                check(cu.cuModuleLoadData(module, _FILL64_PTX), "loading the fill kernel")
-                check(cu.cuModuleGetFunction(function, module[0], b"pyree_fill64"), "pyree_fill64")
-                self._fill64 = function[0]
+                self._load_fill64()
             count = length // 8
             values = ffi.new("uint64_t[]", [ptr, pattern, count])
             params = ffi.new("void *[]", [values + i for i in range(3)])
             check(cu.cuLaunchKernel(self._fill64, -(-count // 256), 1, 1, 256, 1, 1, 0, stream,
                                     params, ffi.NULL), "launch of pyree_fill64")
+
+    def _load_fill64(self) -> None:
+        with self._fill_lock:  # once, whichever thread fills first
+            if self._fill64 is None:
+                cu, module, function = self.cu, ffi.new("CUmodule *"), ffi.new("CUfunction *")
+                check(cu.cuModuleLoadData(module, _FILL64_PTX), "loading the fill kernel")
+                check(cu.cuModuleGetFunction(function, module[0], b"pyree_fill64"), "pyree_fill64")
+                self._fill64 = function[0]
 
     # -- executables and command buffers -----------------------------------------------------
     def load_executable(self, params):

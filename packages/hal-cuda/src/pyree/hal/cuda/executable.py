@@ -8,6 +8,7 @@ are cached by content, so loading the same executable twice costs one cuModuleLo
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from pyree.hal.cuda import symbols
 from pyree.hal.cuda.symbols import check, ffi
@@ -46,8 +47,14 @@ class ExecutableCache:
     def __init__(self, cu, capability: tuple[int, int], device_name: str):
         self.cu, self.capability, self.device_name = cu, capability, device_name
         self._loaded: dict[bytes, Executable] = {}
+        # modules load and unload on any thread: one count per executable, one cuModuleLoadData
+        self._lock = threading.Lock()
 
     def load(self, params: ExecutableParams) -> Executable:
+        with self._lock:
+            return self._load(params)
+
+    def _load(self, params: ExecutableParams) -> Executable:
         if params.format != "cuda":
             raise HalError("INVALID_ARGUMENT", f"the cuda driver cannot run '{params.format}' "
                                                "executables; compile with "
@@ -81,7 +88,9 @@ class ExecutableCache:
         return executable
 
     def release(self, executable: Executable) -> None:
-        executable.references -= 1
-        if executable.references == 0:
+        with self._lock:
+            executable.references -= 1
+            if executable.references:
+                return
             del self._loaded[executable.key]
-            check(self.cu.cuModuleUnload(executable.module), "cuModuleUnload")
+        check(self.cu.cuModuleUnload(executable.module), "cuModuleUnload")

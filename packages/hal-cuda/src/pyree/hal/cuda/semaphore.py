@@ -11,6 +11,7 @@ submission that waits on a value the host has not signalled yet waits on the GPU
 
 from __future__ import annotations
 
+import threading
 import time
 
 from pyree.hal.cuda import symbols
@@ -33,23 +34,29 @@ class SemaphoreSlots:
         self.cu = cu
         self._free: list[tuple[object, int, object]] = []  # (uint64_t *, device address, event)
         self._pages: list = []
+        # Semaphores are made on any thread and released by the collector (reentrant): two
+        # threads taking the same slot would share one word, and a wait would return on the
+        # other's signal.
+        self._lock = threading.RLock()
 
     def acquire(self):
         cu = self.cu
-        for i, slot in enumerate(self._free):  # released slots carry an event recorded then
-            if cu.cuEventQuery(slot[2]) == CUDA_SUCCESS:
-                return self._free.pop(i)
-        host = host_alloc(cu, 8 * self.PAGE_WORDS, MAPPED, "semaphore")
-        self._pages.append(host)
-        words, device = ffi.cast("uint64_t *", host), device_pointer(cu, host)
-        for k in range(self.PAGE_WORDS):
-            self._free.append((words + k, device + 8 * k, create_event(cu)))
-        return self._free.pop()
+        with self._lock:
+            for i, slot in enumerate(self._free):  # released slots carry an event recorded then
+                if cu.cuEventQuery(slot[2]) == CUDA_SUCCESS:
+                    return self._free.pop(i)
+            host = host_alloc(cu, 8 * self.PAGE_WORDS, MAPPED, "semaphore")
+            self._pages.append(host)
+            words, device = ffi.cast("uint64_t *", host), device_pointer(cu, host)
+            for k in range(self.PAGE_WORDS):
+                self._free.append((words + k, device + 8 * k, create_event(cu)))
+            return self._free.pop()
 
     def release(self, slot, stream) -> None:
         """``stream``: where writes to the slot's word may still be queued."""
         self.cu.cuEventRecord(slot[2], stream)
-        self._free.append(slot)
+        with self._lock:
+            self._free.append(slot)
 
     def destroy(self) -> None:
         for _, _, event in self._free:

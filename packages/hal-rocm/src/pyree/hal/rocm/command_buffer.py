@@ -7,11 +7,13 @@ place and calls hipModuleLaunchKernel with kernelParams. Bindings are checked ag
 kernel's declared minimum lengths when recorded (by the SDK) and against the actual buffers the
 first time a binding table is submitted; the last few tables are remembered (buffers never change
 address or size, so a table of the same buffer objects needs no new check): a bad module cannot
-make a kernel touch memory out of range. Barriers are no-ops: one in-order stream.
+make a kernel touch memory out of range. Barriers are no-ops: one in-order stream. A submit may
+come from any thread: one at a time per command buffer, whose packed arguments are patched in place.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from pyree.hal.rocm.allocator import void
@@ -40,6 +42,7 @@ class CommandBuffer:
         for i, c in enumerate(commands):
             self._record(i, c)
         self._known: dict[tuple, None] = {}  # binding tables validated recently
+        self._lock = threading.Lock()
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, i: int, c: Command) -> None:
@@ -80,6 +83,10 @@ class CommandBuffer:
 
     def issue(self, table) -> None:
         """Queues the commands on the device's stream with ``table``'s buffers."""
+        with self._lock:
+            self._issue(table)
+
+    def _issue(self, table) -> None:
         self.validate(table)
         lib, stream = self.lib, self.device.stream
         for op in self.ops:
