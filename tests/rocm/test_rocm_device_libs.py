@@ -106,8 +106,10 @@ def code_objects(vmfb: bytes) -> list[bytes]:
 
 
 def pyree_compile(*args, stdin: str):
-    return subprocess.run([sys.executable, "-m", "pyree.compiler.tools.compile", *args],
-                          input=stdin.encode(), capture_output=True)
+    """The CLI, its stderr only errors: a loaded machine would otherwise pass the 2 s after which
+    stage lines start."""
+    return subprocess.run([sys.executable, "-m", "pyree.compiler.tools.compile",
+                           "--no-pyree-progress", *args], input=stdin.encode(), capture_output=True)
 
 
 # ---- flags ----------------------------------------------------------------------------------------
