@@ -44,3 +44,14 @@ def require_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as e:
         missing(f"the Python module {name} is not installed ({e})")
+
+
+def require_lld() -> list[str]:
+    """The argv that runs ld.lld, with which the rocm target links its code objects."""
+    from pyree.compiler.codegen.rocm.hsaco import lld_command
+    from pyree.compiler.errors import CompileError
+
+    try:
+        return lld_command()
+    except CompileError as e:
+        missing(str(e))

@@ -13,6 +13,7 @@ import numpy as np
 import pyree.runtime as rt
 import pytest
 from pyree.compiler.flags import NO_EFFECT
+from tooling import require_lld
 
 DATA = Path(__file__).parent.parent / "data"
 ADD, MLP = DATA / "add.mlir", DATA / "mlp.mlir"
@@ -86,6 +87,8 @@ def test_cpu_guide_commands(flags, records, tmp_path):
     (["--iree-hal-target-device=vulkan", "--iree-vulkan-target=rtx4090"], "target: rtx4090"),
 ])
 def test_gpu_guide_commands(flags, records, tmp_path):
+    if any("rocm" in f or "hip" in f for f in flags):
+        require_lld()  # the rocm target links its code objects with it
     assert records in _dump(_compiled(tmp_path, ADD, *flags))
 
 
@@ -122,6 +125,7 @@ def test_compile_to_writes_that_stage_as_text(phase, first_line, tmp_path):
 def test_dump_executable_files_per_dispatch_and_target(tmp_path):
     files = tmp_path / "files"
     binaries = tmp_path / "binaries"
+    require_lld()
     _compiled(tmp_path, MLP, "--iree-hal-target-backends=llvm-cpu,cuda,vulkan-spirv,rocm",
               f"--iree-hal-dump-executable-files-to={files}",
               f"--iree-hal-dump-executable-binaries-to={binaries}")

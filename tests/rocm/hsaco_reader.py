@@ -9,12 +9,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from pyree.compiler import CompileError
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.Module import Module, ModuleT
-from pyree.compiler.codegen.rocm.hsaco import lld_command
 from pyree.compiler.codegen.rocm.targets import CHIPS
-from tooling import missing
+from tooling import require_lld
 
 EM_AMDGPU = 224
 
@@ -22,10 +20,7 @@ EM_AMDGPU = 224
 @pytest.fixture(autouse=True)
 def lld():
     """ld.lld links every code object: missing, these tests skip (fail under CI=true)."""
-    try:
-        return lld_command()
-    except CompileError as e:
-        missing(str(e))
+    return require_lld()
 
 
 # ---- a minimal ELF64 + MessagePack reader ------------------------------------------------------
