@@ -166,6 +166,170 @@ func.func @main(%t: tensor<9xf32>, %i: tensor<i64>) -> f32 {
 }""", lambda rng: [rng.standard_normal(9).astype(np.float32), np.array(7, np.int64)],
     lambda t, i: t[np.clip(i, 0, 8)])
 
+def computed_index(table: int, points: int, body: str, reference: Callable[[np.ndarray], list]) -> Case:
+    """``out[i] = sum over k of t[k]`` for the indices ``k`` that ``body`` computes from ``%ii``
+    (loop index i as i32) and names ``%k0``, ``%k1``, ...: casts and narrow arithmetic that wrap
+    (MLIR's arith) inside index math. ``reference(i)`` gives the indices by numpy's own wrapping
+    conversions and arithmetic; pyree clamps them."""
+    count = body.count("%k")
+    names = [f"%k{n}" for n in range(count)]
+    reads = [f"%v{n} = tensor.extract %t[{k}] : tensor<{table}xf32>" for n, k in enumerate(names)]
+    total = "%v0"
+    for n in range(1, count):
+        reads.append(f"%sum{n} = arith.addf {total}, %v{n} : f32")
+        total = f"%sum{n}"
+    lines = "\n      ".join([*body.strip().splitlines(), *reads])
+    program = f"""
+func.func @main(%t: tensor<{table}xf32>) -> tensor<{points}xf32> {{
+  %e = tensor.empty() : tensor<{points}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}}
+      outs(%e : tensor<{points}xf32>) {{
+    ^bb0(%out: f32):
+      %i = linalg.index 0 : index
+      %ii = arith.index_cast %i : index to i32
+      {lines}
+      linalg.yield {total} : f32
+  }} -> tensor<{points}xf32>
+  return %r : tensor<{points}xf32>
+}}"""
+
+    def summed(t):
+        with np.errstate(over="ignore"):
+            ks = reference(np.arange(points))
+        out = t[np.clip(np.asarray(ks[0], np.int64), 0, table - 1)]
+        for k in ks[1:]:
+            out = out + t[np.clip(np.asarray(k, np.int64), 0, table - 1)]
+        return out
+
+    return Case(program, lambda rng: [rng.standard_normal(table).astype(np.float32)], summed)
+
+
+def _i8_of(v):
+    return np.asarray(v).astype(np.int8)
+
+
+# index_cast(extui(trunci(i * 100 : i32 to i8))): t[44] at i = 3, not t[300].
+TRUNC_I8 = """
+%c100 = arith.constant 100 : i32
+%m = arith.muli %ii, %c100 : i32
+%n = arith.trunci %m : i32 to i8
+%u = arith.extui %n : i8 to i32
+%k0 = arith.index_cast %u : i32 to index"""
+
+
+def _trunc_i8(i):
+    return [(i.astype(np.int32) * np.int32(100)).astype(np.int8).astype(np.uint8)]
+
+
+# extsi and extui of the same negative i8: -106 is -106 + 128 = 22 signed, 150 unsigned.
+EXTSI_EXTUI = """
+%c50 = arith.constant 50 : i32
+%c128 = arith.constant 128 : i32
+%m = arith.muli %ii, %c50 : i32
+%n = arith.trunci %m : i32 to i8
+%s = arith.extsi %n : i8 to i32
+%s1 = arith.addi %s, %c128 : i32
+%k0 = arith.index_cast %s1 : i32 to index
+%u = arith.extui %n : i8 to i32
+%k1 = arith.index_cast %u : i32 to index"""
+
+
+def _extsi_extui(i):
+    n = (i.astype(np.int32) * np.int32(50)).astype(np.int8)
+    return [n.astype(np.int32) + 128, n.astype(np.uint8)]
+
+
+# trunci to i1 (the low bit), read back unsigned (0, 1) and signed (0, -1).
+TRUNC_I1 = """
+%c3 = arith.constant 3 : i32
+%c4 = arith.constant 4 : i32
+%m = arith.muli %ii, %c3 : i32
+%b = arith.trunci %m : i32 to i1
+%u = arith.extui %b : i1 to i32
+%u4 = arith.muli %u, %c4 : i32
+%s = arith.extsi %b : i1 to i32
+%a = arith.addi %u4, %s : i32
+%a1 = arith.addi %a, %ii : i32
+%k0 = arith.index_cast %a1 : i32 to index
+%k1 = arith.index_castui %b : i1 to index"""
+
+
+def _trunc_i1(i):
+    bit = (i.astype(np.int32) * 3) & 1
+    return [4 * bit - bit + i, bit]
+
+
+# i * 4099 truncated to i16, sign-extended, moved up by 32768: all of a 65536-entry table.
+TRUNC_I16 = """
+%c = arith.constant 4099 : i32
+%m = arith.muli %ii, %c : i32
+%n = arith.trunci %m : i32 to i16
+%s = arith.extsi %n : i16 to i32
+%x = arith.index_cast %s : i32 to index
+%c32768 = arith.constant 32768 : index
+%k0 = arith.addi %x, %c32768 : index"""
+
+
+def _trunc_i16(i):
+    return [(i.astype(np.int32) * np.int32(4099)).astype(np.int16).astype(np.int64) + 32768]
+
+
+# index_cast sign-extends a negative i32 (i - 3 + 3 is i), index_castui zero-extends it (huge).
+NEGATIVE_I32 = """
+%c3 = arith.constant 3 : i32
+%d = arith.subi %ii, %c3 : i32
+%x = arith.index_cast %d : i32 to index
+%c3i = arith.constant 3 : index
+%k0 = arith.addi %x, %c3i : index
+%k1 = arith.index_castui %d : i32 to index"""
+
+
+def _negative_i32(i):
+    d = i.astype(np.int32) - np.int32(3)
+    return [d.astype(np.int64) + 3, d.astype(np.uint32)]
+
+
+# An i8 add that overflows: i + 120 is -128 at i = 8 (index_cast), 128 read unsigned.
+I8_ADD = """
+%a = arith.trunci %ii : i32 to i8
+%c120 = arith.constant 120 : i8
+%s = arith.addi %a, %c120 : i8
+%k0 = arith.index_castui %s : i8 to index
+%k1 = arith.index_cast %s : i8 to index"""
+
+
+def _i8_add(i):
+    s = _i8_of(i) + np.int8(120)
+    return [s.astype(np.uint8), s.astype(np.int64)]
+
+
+# index arithmetic that overflows 64 bits: i * 2**62 + i wraps to i at i = 4 and 0.
+INDEX_OVERFLOW = """
+%c = arith.constant 4611686018427387904 : index
+%m = arith.muli %i, %c : index
+%k0 = arith.addi %m, %i : index"""
+
+
+def _index_overflow(i):
+    i = i.astype(np.int64)
+    return [i * np.int64(2**62) + i]
+
+
+# The function-level form: one scalar index read from a tensor, wrapped through i8.
+SCALAR_TRUNC_I8 = Case("""
+func.func @main(%t: tensor<256xf32>, %i: tensor<i32>) -> f32 {
+  %c100 = arith.constant 100 : i32
+  %x = tensor.extract %i[] : tensor<i32>
+  %m = arith.muli %x, %c100 : i32
+  %n = arith.trunci %m : i32 to i8
+  %u = arith.extui %n : i8 to i32
+  %k = arith.index_cast %u : i32 to index
+  %v = tensor.extract %t[%k] : tensor<256xf32>
+  return %v : f32
+}""", lambda rng: [rng.standard_normal(256).astype(np.float32),
+                   np.array(rng.integers(-2**31, 2**31), np.int32)],
+    lambda t, i: t[_trunc_i8(np.asarray(i))[0]])
+
 CASES = {
     "embedding_i64": embedding((3, 4), np.int64, (13, 5), np.float32),
     "embedding_i32": embedding((7,), np.int32, (11, 3), np.float32),
@@ -178,4 +342,13 @@ CASES = {
     "embedding_bag": EMBEDDING_BAG,
     "gathered_matmul": GATHERED_MATMUL,
     "scalar_extract": SCALAR_EXTRACT,
+    "cast_trunc_i8": computed_index(400, 4, TRUNC_I8, _trunc_i8),
+    "cast_trunc_i8_table256": computed_index(256, 7, TRUNC_I8, _trunc_i8),
+    "cast_extsi_extui": computed_index(400, 8, EXTSI_EXTUI, _extsi_extui),
+    "cast_trunc_i1": computed_index(9, 6, TRUNC_I1, _trunc_i1),
+    "cast_trunc_i16": computed_index(65536, 21, TRUNC_I16, _trunc_i16),
+    "cast_negative_i32": computed_index(10, 7, NEGATIVE_I32, _negative_i32),
+    "cast_i8_add_overflow": computed_index(256, 19, I8_ADD, _i8_add),
+    "cast_index_overflow": computed_index(9, 6, INDEX_OVERFLOW, _index_overflow),
+    "cast_scalar_trunc_i8": SCALAR_TRUNC_I8,
 }

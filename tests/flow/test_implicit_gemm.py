@@ -148,3 +148,38 @@ def _value(e, point) -> int:
     a, b = _value(e.a, point), _value(e.b, point)
     ops = {"add": operator.add, "mul": operator.mul, "div": operator.floordiv, "rem": operator.mod}
     return ops[e.op](a, b) % 2**32
+
+
+def _chunked_gather(last, k_range: int) -> Gathered | None:
+    """An f16 (m, k) operand of a 16 x 8 x ``k_range`` product read at (m, ``last``)."""
+    from pyree.compiler.codegen.cuda.gathered import gathered
+    from pyree.compiler.kernel import Binding, Gather, Kernel, Load, Result
+    m, n = 16, 8
+    value = Binary("mul", Cast("fpext", Gather(0, (LoopIndex(0), last), "f16"), "f32"),
+                   Cast("fpext", Load(1, (AffineExpr((0, 0, 1)), AffineExpr((0, 1, 0))), "f16"),
+                        "f32"), "f32")
+    kernel = Kernel("k", (m, n, k_range), 2,
+                    (Binding("f16", (m, k_range), "read"), Binding("f16", (k_range, n), "read"),
+                     Binding("f32", (m, n), "write")),
+                    (Result(2, (AffineExpr((1, 0, 0)), AffineExpr((0, 1, 0))), value,
+                            Const(0.0, "f32")),))
+    return gathered(kernel, value.a.x, is_b=False)
+
+
+def test_chunks_are_not_taken_where_the_index_wraps_or_divides_through_zero():
+    """A chunk is 8 consecutive elements only where the k index steps by one through it: i8
+    arithmetic that wraps inside a chunk (3k - 2k, 3k past 127 at k = 43) or a truncating
+    remainder of negative values (k - 16 for k < 16) does not."""
+    k = LoopIndex(2)
+
+    def i8(c):
+        return Cast("trunci", Binary("mul", k, Const(c, "index"), "index"), "i8")
+    walk = Cast("extsi", Binary("sub", i8(3), i8(2), "i8"), "i32")
+    assert _chunked_gather(walk, 40) is not None  # 3k <= 117: no wrap
+    assert _chunked_gather(walk, 64) is None
+    shifted = Binary("rem", Binary("add", Cast("trunci", k, "i32"), Const(16, "i32"), "i32"),
+                     Const(64, "i32"), "i32")
+    assert _chunked_gather(shifted, 64) is not None
+    below = Binary("rem", Binary("sub", Cast("trunci", k, "i32"), Const(16, "i32"), "i32"),
+                   Const(64, "i32"), "i32")
+    assert _chunked_gather(below, 64) is None

@@ -120,6 +120,56 @@ def test_matches_xla_other_states_and_types(algorithm, dtype):
                 np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
 
 
+NARROW_SHAPES = [(7, 13), (3, 5, 1), ()]
+
+
+@pytest.mark.parametrize("dtype", ["ui8", "ui16"])
+@pytest.mark.parametrize("algorithm", ["THREE_FRY", "PHILOX"])
+def test_narrow_outputs_match_jax(algorithm, dtype):
+    """8- and 16-bit outputs: the low bits of the 32-bit output of the same shape, the state
+    moved as for that one (XLA's narrow generators), at shapes with odd or unit dims."""
+    np_dtype = np.uint8 if dtype == "ui8" else np.uint16
+    for shape in NARROW_SHAPES:
+        module = rt.load_module(compile_str(program(algorithm, "tensor<2xui64>", dtype, shape),
+                                            NO_DEMOTION), device="local-task")
+        for key in (KEYS[1], KEYS[2]):
+            state, bits = (np.asarray(o.to_host()) for o in module["main"](key.view(np.uint64)))
+            want_state, want_bits = jax_bits(key, algorithm, np_dtype, shape)
+            assert bits.dtype == want_bits.dtype and bits.shape == want_bits.shape
+            np.testing.assert_array_equal(bits, want_bits, err_msg=f"{shape} {key}")
+            np.testing.assert_array_equal(state, want_state.view(np.uint64))
+
+
+@pytest.mark.parametrize("dtype, algorithm", [("i8", "PHILOX"), ("i16", "THREE_FRY"),
+                                               ("f16", "PHILOX"), ("bf16", "THREE_FRY")])
+def test_signed_and_float_narrow_outputs_carry_the_unsigned_bits(dtype, algorithm):
+    shape = (5, 3)
+    unsigned = np.uint8 if dtype == "i8" else np.uint16
+    _, bits = run(program(algorithm, "tensor<2xui64>", dtype, shape), KEYS[3].view(np.uint64))
+    np.testing.assert_array_equal(bits.view(unsigned),
+                                  jax_bits(KEYS[3], algorithm, unsigned, shape)[1])
+
+
+@pytest.mark.parametrize("algorithm, state_type, words", [
+    ("THREE_FRY", "tensor<2xi64>", 2), ("PHILOX", "tensor<3xi64>", 3),
+    ("THREE_FRY", "tensor<4xi32>", 2), ("PHILOX", "tensor<6xi32>", 3),
+    ("PHILOX", "tensor<6xui32>", 3), ("PHILOX", "tensor<2xi64>", 2),
+])
+def test_signed_and_32_bit_states_are_the_same_bits_as_ui64(algorithm, state_type, words):
+    """XLA takes ui64 states only: an i64 state is read as its bits, a 32-bit one as (low,
+    high) pairs (JAX's bitcast). Counters near 2**64 carry (PHILOX into its high word)."""
+    ui64 = "module @m {\n" + program(algorithm, f"tensor<{words}xui64>", "ui32", (7, 3)) \
+        .replace("func.func @main", "func.func public @main") + "\n}"
+    text = program(algorithm, state_type, "ui32", (7, 3))
+    dtype = {"i64": np.int64, "i32": np.int32, "ui32": np.uint32}[state_type[9:-1]]
+    for state in (np.array([5, 2**64 - 3, 7][:words], np.uint64),
+                  np.array([2**63 + 9, 2**64 - 1, 2**64 - 1][:words], np.uint64)):
+        got_state, got = run(text, state.view(dtype))
+        want_state, want = xla_bits(ui64, state)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_state.view(np.uint64), want_state)
+
+
 def test_constant_state_folds_to_the_same_bits():
     """A constant key: the Generics are evaluated at compile time (``kernel.evaluate``)."""
     key = KEYS[2]
@@ -149,7 +199,7 @@ def test_generic_form_parses():
 
 @pytest.mark.parametrize("state, dtype, message", [
     ("tensor<3xui64>", "ui32", "THREE_FRY needs a state of 2 64-bit words, not 3"),
-    ("tensor<2xui64>", "ui16", "THREE_FRY with ui16 outputs is not supported"),
+    ("tensor<2xui64>", "i1", "THREE_FRY with i1 outputs is not supported"),
     ("tensor<3xui32>", "ui32", "state must be a 1-D tensor of 64-bit integers"),
 ])
 def test_refusals_name_the_problem(state, dtype, message):

@@ -79,3 +79,38 @@ func.func @erfc_tail() {
   check.expect_almost_eq_const(%r, dense<[1.0, 1.0, 0.15729920705028513, 1.8427007929497148, 2.209049699858544e-05, 0.0, 2.0]> : tensor<7xf32>, atol 1.0e-6) : tensor<7xf32>
   return
 }
+
+// Integer casts act on bits, as arith defines them: a signed i1's true is -1, trunci keeps the low
+// bits. The same on the device (unfoldable), folded on tensors and folded on scalars.
+func.func @i1_and_narrowing_casts() {
+  %b = util.unfoldable_constant dense<[true, false]> : tensor<2xi1>
+  %bc = arith.constant dense<[true, false]> : tensor<2xi1>
+  %f = arith.sitofp %b : tensor<2xi1> to tensor<2xf32>
+  %fc = arith.sitofp %bc : tensor<2xi1> to tensor<2xf32>
+  %u = arith.uitofp %b : tensor<2xi1> to tensor<2xf32>
+  %s = arith.extsi %b : tensor<2xi1> to tensor<2xi32>
+  check.expect_eq_const(%f, dense<[-1.0, 0.0]> : tensor<2xf32>) : tensor<2xf32>
+  check.expect_eq_const(%fc, dense<[-1.0, 0.0]> : tensor<2xf32>) : tensor<2xf32>
+  check.expect_eq_const(%u, dense<[1.0, 0.0]> : tensor<2xf32>) : tensor<2xf32>
+  check.expect_eq_const(%s, dense<[-1, 0]> : tensor<2xi32>) : tensor<2xi32>
+  %x = util.unfoldable_constant dense<[300, -129, 2, 255, -1]> : tensor<5xi32>
+  %t8 = arith.trunci %x : tensor<5xi32> to tensor<5xi8>
+  %e8 = arith.extui %t8 : tensor<5xi8> to tensor<5xi32>
+  %t1 = arith.trunci %x : tensor<5xi32> to tensor<5xi1>
+  %e1 = arith.extui %t1 : tensor<5xi1> to tensor<5xi32>
+  check.expect_eq_const(%t8, dense<[44, 127, 2, -1, -1]> : tensor<5xi8>) : tensor<5xi8>
+  check.expect_eq_const(%e8, dense<[44, 127, 2, 255, 255]> : tensor<5xi32>) : tensor<5xi32>
+  check.expect_eq_const(%e1, dense<[0, 1, 0, 1, 1]> : tensor<5xi32>) : tensor<5xi32>
+  %true = arith.constant true
+  %c300 = arith.constant 300 : i32
+  %sf = arith.sitofp %true : i1 to f32
+  %st = arith.trunci %c300 : i32 to i8
+  %se = arith.extsi %true : i1 to i32
+  %folded = tensor.from_elements %sf : tensor<1xf32>
+  %folded8 = tensor.from_elements %st : tensor<1xi8>
+  %folded32 = tensor.from_elements %se : tensor<1xi32>
+  check.expect_eq_const(%folded, dense<[-1.0]> : tensor<1xf32>) : tensor<1xf32>
+  check.expect_eq_const(%folded8, dense<[44]> : tensor<1xi8>) : tensor<1xi8>
+  check.expect_eq_const(%folded32, dense<[-1]> : tensor<1xi32>) : tensor<1xi32>
+  return
+}

@@ -32,3 +32,42 @@ func.func @default_is_philox() {
   check.expect_eq_const(%state, dense<[7, 0, 43, 0]> : tensor<4xi32>) : tensor<4xi32>
   return
 }
+
+// The state and output of IREE's tests/e2e/stablehlo_ops philox.mlir and three_fry.mlir, with
+// XLA's bits for JAX's layout of that state (counter = 3 | 4 << 32). IREE's expected values there
+// are XLA's for the counter 4 | 3 << 32: its lowering reads a 4xi32 state's counter words high
+// first (and writes them back low first), which no XLA program reads.
+func.func @philox_iree_state() {
+  %key = util.unfoldable_constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+  %state, %bits = stablehlo.rng_bit_generator %key, algorithm = PHILOX : (tensor<4xi32>) -> (tensor<4xi32>, tensor<8xi32>)
+  check.expect_eq_const(%bits, dense<[512747620, 1298009047, 1267190206, 761827841, 1383286907, 1639995030, -1538759308, -2140153873]> : tensor<8xi32>) : tensor<8xi32>
+  check.expect_eq_const(%state, dense<[1, 2, 5, 4]> : tensor<4xi32>) : tensor<4xi32>
+  return
+}
+
+func.func @three_fry_iree_state() {
+  %key = util.unfoldable_constant dense<[1, 2, 3, 4]> : tensor<4xi32>
+  %state, %bits = stablehlo.rng_bit_generator %key, algorithm = THREE_FRY : (tensor<4xi32>) -> (tensor<4xi32>, tensor<8xi32>)
+  check.expect_eq_const(%bits, dense<[1576285164, -2045306482, 740599976, -1869284770, -1858574781, 1497962777, 1335360347, -2034731609]> : tensor<8xi32>) : tensor<8xi32>
+  check.expect_eq_const(%state, dense<[1, 2, 7, 4]> : tensor<4xi32>) : tensor<4xi32>
+  return
+}
+
+// 8- and 16-bit outputs: the low bits of the 32-bit ones (JAX's uint8 / uint16), a counter that
+// wraps past 2**64 - 1, an odd last dim and a unit one.
+func.func @narrow_outputs() {
+  %key = util.unfoldable_constant dense<[-1640531527, 2135587861, -2, -1]> : tensor<4xi32>
+  %ps, %p16 = stablehlo.rng_bit_generator %key, algorithm = PHILOX : (tensor<4xi32>) -> (tensor<4xi32>, tensor<3x5xi16>)
+  %ps8, %p8 = stablehlo.rng_bit_generator %key, algorithm = PHILOX : (tensor<4xi32>) -> (tensor<4xi32>, tensor<2x7x1xi8>)
+  %ts, %t16 = stablehlo.rng_bit_generator %key, algorithm = THREE_FRY : (tensor<4xi32>) -> (tensor<4xi32>, tensor<3x5xi16>)
+  %ts8, %t8 = stablehlo.rng_bit_generator %key, algorithm = THREE_FRY : (tensor<4xi32>) -> (tensor<4xi32>, tensor<2x7x1xi8>)
+  check.expect_eq_const(%p16, dense<[[-15515, 8029, -22969, 12884, 3441], [-32618, 39, -8202, 22558, 12457], [-20165, -937, 32656, 29270, 22557]]> : tensor<3x5xi16>) : tensor<3x5xi16>
+  check.expect_eq_const(%p8, dense<[[[101], [93], [71], [84], [113], [-106], [39]], [[-10], [30], [-87], [59], [87], [-112], [86]]]> : tensor<2x7x1xi8>) : tensor<2x7x1xi8>
+  check.expect_eq_const(%t16, dense<[[4400, 9842, 29246, 13542, 23654], [-21232, -9262, 27986, -1276, 6223], [20615, -10073, 27794, 13129, 14817]]> : tensor<3x5xi16>) : tensor<3x5xi16>
+  check.expect_eq_const(%t8, dense<[[[48], [62], [102], [16], [82], [79], [-121]], [[114], [-26], [-105], [-46], [4], [-85], [-89]]]> : tensor<2x7x1xi8>) : tensor<2x7x1xi8>
+  check.expect_eq_const(%ps, dense<[-1640531527, 2135587861, 2, 0]> : tensor<4xi32>) : tensor<4xi32>
+  check.expect_eq_const(%ps8, dense<[-1640531527, 2135587861, 2, 0]> : tensor<4xi32>) : tensor<4xi32>
+  check.expect_eq_const(%ts, dense<[-1640531527, 2135587861, 7, 0]> : tensor<4xi32>) : tensor<4xi32>
+  check.expect_eq_const(%ts8, dense<[-1640531527, 2135587861, 5, 0]> : tensor<4xi32>) : tensor<4xi32>
+  return
+}

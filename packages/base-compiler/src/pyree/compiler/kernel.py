@@ -99,6 +99,13 @@ class AffineExpr:
         return tuple(cls.loop(rank, d) for d in range(rank))
 
 
+def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
+    """Smallest and largest value of ``ix`` over the loop box ``ranges`` (all non-empty)."""
+    lo = ix.const + sum(min(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    hi = ix.const + sum(max(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    return lo, hi
+
+
 Access = Literal["read", "write", "read_write"]
 
 
@@ -422,24 +429,66 @@ def _clamped(ix: Expr, n: int, dtype: str, loop_ranges: tuple[int, ...]) -> Expr
     """``ix`` clamped into [0, n - 1], as ``dtype``; a side is left out where ``ix`` provably
     stays inside it. A widened narrow index is clamped before widening (the same value), so
     i32 ids need no 64-bit arithmetic."""
-    while isinstance(ix, Cast) and _bits(ix.x.dtype) <= _bits(dtype) and (
+    while isinstance(ix, Cast) and int_bits(ix.x.dtype) <= int_bits(dtype) and (
             ix.op == "extui" if is_unsigned(ix.x.dtype) or ix.x.dtype == "i1" else ix.op == "extsi"):
         ix = ix.x
-    if _bits(ix.dtype) < _bits(dtype):
+    if int_bits(ix.dtype) < int_bits(dtype):
         unsigned = is_unsigned(ix.dtype) or ix.dtype == "i1"
         ix = Cast("extui" if unsigned else "extsi", ix, dtype)
-    lo, hi = _interval(ix, loop_ranges)
+    lo, hi = interval(ix, loop_ranges)
     if lo < 0:
         ix = Binary("max", ix, Const(0, ix.dtype), ix.dtype)
     if hi > n - 1:
         ix = Binary("min", ix, Const(max(n - 1, 0), ix.dtype), ix.dtype)
     if ix.dtype != dtype:  # now in [0, n - 1], which dtype holds
-        ix = Cast("trunci" if _bits(ix.dtype) > _bits(dtype) else "extui", ix, dtype)
+        ix = Cast("trunci" if int_bits(ix.dtype) > int_bits(dtype) else "extui", ix, dtype)
     return ix
 
 
-def _bits(dtype: str) -> int:
+def int_bits(dtype: str) -> int:
+    """The width of a dtype's values (i1: one bit)."""
     return 1 if dtype == "i1" else 8 * itemsize(dtype)
+
+
+INT_CASTS = ("extsi", "extui", "trunci", "bitcast")
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The values an integer dtype holds (i1: false and true, 0 and 1)."""
+    if dtype == "i1":
+        return 0, 1
+    info = np.iinfo(DTYPES[dtype])
+    return int(info.min), int(info.max)
+
+
+def cast_keeps(op: str, src: str, dst: str, lo: int, hi: int) -> bool:
+    """Whether the integer cast ``op`` from ``src`` to ``dst`` leaves every value in [lo, hi]
+    unchanged. Casts act on bits, as MLIR's arith defines them: extsi reads the source as
+    signed (an i1 true is -1), extui as unsigned, and trunci and bitcast keep the bits that
+    ``dst`` has, which hold the value only where it lies in ``dst``'s range."""
+    w = int_bits(src)
+    if op == "extsi" and not -(1 << (w - 1)) <= lo <= hi < 1 << (w - 1):
+        return False
+    if op == "extui" and not 0 <= lo <= hi < 1 << w:
+        return False
+    dlo, dhi = int_range(dst)
+    return dlo <= lo and hi <= dhi
+
+
+def cast_int(op: str, value: int, src: str, dst: str) -> int:
+    """The value integer cast ``op`` gives for ``value`` of ``src``: the kernel IR's (and
+    MLIR's) bit semantics, which numpy's conversions do not follow for i1 or mixed signedness."""
+    w = int_bits(src)
+    raw = int(value) & ((1 << w) - 1)
+    if op == "extsi" and raw >> (w - 1):
+        raw -= 1 << w
+    return wrap(raw, dst)
+
+
+def wrap(value: int, dtype: str) -> int:
+    """The value of integer ``dtype`` whose bits are the low bits of ``value``."""
+    low = value & ((1 << int_bits(dtype)) - 1)
+    return low - (1 << int_bits(dtype)) if low > int_range(dtype)[1] else low
 
 
 def decided(e: Compare, loop_ranges: tuple[int, ...]) -> bool | None:
@@ -447,7 +496,7 @@ def decided(e: Compare, loop_ranges: tuple[int, ...]) -> bool | None:
     the bounds of its sides; None where it depends on the point."""
     if is_float(e.a.dtype) or e.predicate not in ("lt", "le", "gt", "ge", "eq", "ne"):
         return None
-    (alo, ahi), (blo, bhi) = _interval(e.a, loop_ranges), _interval(e.b, loop_ranges)
+    (alo, ahi), (blo, bhi) = interval(e.a, loop_ranges), interval(e.b, loop_ranges)
     if e.predicate in ("gt", "ge"):
         (alo, ahi), (blo, bhi) = (blo, bhi), (alo, ahi)
     strict = e.predicate in ("lt", "gt")
@@ -464,26 +513,24 @@ def decided(e: Compare, loop_ranges: tuple[int, ...]) -> bool | None:
     return None
 
 
-def _interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
+def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     """Bounds of the integer expression ``e``: tight through loop indices, constants, integer
     casts, add/sub/mul/max/min and division or remainder of a non-negative value by a positive
     constant; the dtype's whole range elsewhere and wherever a step could
     wrap."""
-    full = (0, 1) if e.dtype == "i1" else (int(np.iinfo(DTYPES[e.dtype]).min),
-                                           int(np.iinfo(DTYPES[e.dtype]).max))
+    full = int_range(e.dtype)
     if isinstance(e, Const):
         out = (int(e.value), int(e.value))
     elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) and loop_ranges[e.dim] > 0:
         out = (0, loop_ranges[e.dim] - 1)
-    elif isinstance(e, Cast) and e.op in ("extsi", "extui", "trunci", "bitcast") \
-            and not is_float(e.x.dtype):
-        out = _interval(e.x, loop_ranges)
+    elif isinstance(e, Cast) and e.op in INT_CASTS and not is_float(e.x.dtype):
+        out = interval(e.x, loop_ranges)
         if e.op == "extsi" and e.x.dtype == "i1":  # true is -1
             out = (-out[1], -out[0])
-        elif e.op != "extsi" and out[0] < 0:  # reinterpreted as unsigned
+        elif not cast_keeps(e.op, e.x.dtype, e.dtype, *out):
             return full
     elif isinstance(e, Binary) and e.op in ("add", "sub", "mul", "max", "min"):
-        a, b = _interval(e.a, loop_ranges), _interval(e.b, loop_ranges)
+        a, b = interval(e.a, loop_ranges), interval(e.b, loop_ranges)
         if e.op == "add":
             out = (a[0] + b[0], a[1] + b[1])
         elif e.op == "sub":
@@ -495,7 +542,7 @@ def _interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
             pick = max if e.op == "max" else min
             out = (pick(a[0], b[0]), pick(a[1], b[1]))
     elif isinstance(e, Binary) and e.op in ("div", "rem") and isinstance(e.b, Const) and e.b.value > 0:
-        lo, hi = _interval(e.a, loop_ranges)
+        lo, hi = interval(e.a, loop_ranges)
         if lo < 0:
             return full
         c = int(e.b.value)
@@ -582,10 +629,9 @@ def _apply(e: Expr, args: list):
             return dt(fn(x))
         if isinstance(e, Binary):
             a, b = args
-            if e.op == "div" and not is_float(e.dtype):
-                return dt(int(np.trunc(int(a) / int(b))))
-            if e.op == "rem" and not is_float(e.dtype):
-                return dt(int(np.fmod(int(a), int(b))))
+            if e.op in ("div", "rem") and not is_float(e.dtype):  # rounded toward zero, exactly
+                q = abs(int(a)) // abs(int(b)) * (-1 if (int(a) < 0) != (int(b) < 0) else 1)
+                return dt(wrap(q if e.op == "div" else int(a) - q * int(b), e.dtype))
             fn = {
                 "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
                 "rem": np.fmod, "pow": np.power, "max": np.maximum, "min": np.minimum,
@@ -614,5 +660,9 @@ def _apply(e: Expr, args: list):
             x = args[0]
             if e.op == "bitcast":
                 return np.array([x]).view(DTYPES[e.dtype])[0]
+            if e.op in INT_CASTS:
+                return dt(cast_int(e.op, x, e.x.dtype, e.dtype))
+            if e.op == "sitofp" and e.x.dtype == "i1":  # a signed i1's true is -1
+                return dt(-int(x))
             return dt(x)
     raise TypeError(f"not an expression: {e!r}")

@@ -120,7 +120,10 @@ def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | 
         elif isinstance(e, LoopIndex):
             v = grid[e.dim].astype(dtype)
         elif isinstance(e, Cast) and e.op in _EXACT_CASTS:
-            v = ev(e.x, memo).astype(dtype)
+            x = ev(e.x, memo)
+            if e.op == "sitofp" and e.x.dtype == "i1":  # a signed i1's true is -1
+                x = -x.astype(np.int8)
+            v = x.astype(dtype)
         elif isinstance(e, Unary) and is_float(e.dtype) and e.op in _UNARY:
             v = _UNARY[e.op](ev(e.x, memo))
         elif (isinstance(e, Binary) and e.op in (_FLOAT_BINARY if is_float(e.dtype) else _INT_BINARY)

@@ -28,6 +28,7 @@ from pyree.compiler.kernel import (
     Kernel,
     Load,
     Result,
+    affine_range,
     evaluate,
     walk,
 )
@@ -82,8 +83,7 @@ def _constant(op: Generic, e: Expr, known: dict[Value, np.ndarray]) -> bool:
     if op.inputs[e.binding] not in known:
         return False
     for ix, n in zip(e.index, op.inputs[e.binding].shape):
-        lo = ix.const + sum(min(0, c * (r - 1)) for c, r in zip(ix.coeffs, op.loop_ranges))
-        hi = ix.const + sum(max(0, c * (r - 1)) for c, r in zip(ix.coeffs, op.loop_ranges))
+        lo, hi = affine_range(ix, op.loop_ranges)
         if lo < 0 or hi >= n:
             return False
     return True

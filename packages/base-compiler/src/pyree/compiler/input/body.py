@@ -10,6 +10,7 @@ from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import bits, element_dtype, is_scalar_op, lower_scalar_op
 from pyree.compiler.kernel import (
+    INT_CASTS,
     AffineExpr,
     Binary,
     Cast,
@@ -18,6 +19,9 @@ from pyree.compiler.kernel import (
     Gather,
     Load,
     LoopIndex,
+    affine_range,
+    cast_keeps,
+    int_range,
     is_float,
 )
 from xdsl.dialects import arith, tensor
@@ -58,9 +62,11 @@ _TERMINATORS = ("linalg.yield", "tensor.yield", "tm_tensor.yield", "iree_linalg_
 
 
 def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
-                inputs: Inputs, loop_of: list[int], owner_where: str) -> list[Expr]:
+                inputs: Inputs, loop_of: list[int], owner_where: str,
+                loop_ranges: tuple[int, ...] = ()) -> list[Expr]:
     """The expressions a body yields. ``args`` gives each block argument's expression,
-    ``loop_of[d]`` the normalized loop of the op's loop ``d`` (for ``linalg.index``).
+    ``loop_of[d]`` the normalized loop of the op's loop ``d`` (for ``linalg.index``), and
+    ``loop_ranges`` the normalized loops' trip counts where known (the rest are unbounded).
     Ops of a named op's implicit body report the named op's location, ``owner_where``."""
     env: dict[SSAValue, Expr] = dict(args)
 
@@ -79,7 +85,7 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
             env[op.result] = LoopIndex(loop_of[op.dim.value.data])
         elif isinstance(op, tensor.ExtractOp):
             at = [operand(v, where) for v in op.indices]
-            env[op.result] = _extract(fn, op, at, inputs, len(loop_of), where)
+            env[op.result] = _extract(fn, op, at, inputs, len(loop_of), loop_ranges, where)
         elif isinstance(op, arith.ConstantOp):
             env[op.result] = scalar_const(op.value, element_dtype(op, where), where)
         elif is_scalar_op(op.name):
@@ -91,42 +97,58 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
 
 
 def _extract(fn: FunctionLowering, op: tensor.ExtractOp, at: list[Expr], inputs: Inputs,
-             num_loops: int, where: str) -> Expr:
+             num_loops: int, loop_ranges: tuple[int, ...], where: str) -> Expr:
     """A ``tensor.extract`` in a body: a Load when every index is affine in the loops, else a
     Gather (data-dependent indices: embedding lookups, ``aten.index``)."""
     splat = fn.splat_of(op.tensor)
     if splat is not None:
         return splat
     source = fn.tensor(op.tensor, where)
-    index = [_affine(expr, num_loops) for expr in at]
+    bounds = tuple(loop_ranges[d] if d < len(loop_ranges) else UNBOUNDED for d in range(num_loops))
+    index = [_affine(expr, bounds) for expr in at]
     if any(ix is None for ix in index):
         return inputs.gather(source, tuple(at), where)
     return inputs.load(source, tuple(index))
 
 
-def _affine(expr: Expr, num_loops: int) -> AffineExpr | None:
+UNBOUNDED = 1 << 63  # the trip count assumed for a loop whose range is not known
+
+
+def _affine(expr: Expr, ranges: tuple[int, ...]) -> AffineExpr | None:
     """``expr`` as a sum of loop indices times constants plus a constant, or None if it is not
-    one. Integer casts pass through: index arithmetic does not overflow at tensor sizes."""
+    one. MLIR's integer casts and arithmetic wrap: an integer cast, add, sub or mul is taken
+    as its mathematical value only where that value fits (``cast_keeps``, the dtype's range) at
+    every point of the loop box ``ranges``; an index that may wrap is a Gather, computed
+    exactly (``i * 100`` truncated to i8 is not ``100 * i``)."""
+    num_loops = len(ranges)
     if isinstance(expr, LoopIndex):
         return AffineExpr(tuple(int(d == expr.dim) for d in range(num_loops)))
     if isinstance(expr, Const) and not is_float(expr.dtype):
         return AffineExpr((0,) * num_loops, int(expr.value))
-    if isinstance(expr, Cast) and expr.op in ("extsi", "extui", "trunci", "bitcast") \
-            and not is_float(expr.x.dtype):
-        return _affine(expr.x, num_loops)
+    if isinstance(expr, Cast) and expr.op in INT_CASTS and not is_float(expr.x.dtype) \
+            and not is_float(expr.dtype):
+        inner = _affine(expr.x, ranges)
+        if inner is None or not cast_keeps(expr.op, expr.x.dtype, expr.dtype,
+                                           *affine_range(inner, ranges)):
+            return None
+        return inner
     if not isinstance(expr, Binary) or expr.op not in ("add", "sub", "mul"):
         return None
-    a, b = _affine(expr.a, num_loops), _affine(expr.b, num_loops)
+    a, b = _affine(expr.a, ranges), _affine(expr.b, ranges)
     if a is None or b is None:
         return None
     if expr.op == "mul":
         if any(a.coeffs) and any(b.coeffs):
             return None  # a product of loop indices
         scale, term = (a.const, b) if not any(a.coeffs) else (b.const, a)
-        return AffineExpr(tuple(scale * c for c in term.coeffs), scale * term.const)
-    sign = 1 if expr.op == "add" else -1
-    return AffineExpr(tuple(x + sign * y for x, y in zip(a.coeffs, b.coeffs)),
-                      a.const + sign * b.const)
+        out = AffineExpr(tuple(scale * c for c in term.coeffs), scale * term.const)
+    else:
+        sign = 1 if expr.op == "add" else -1
+        out = AffineExpr(tuple(x + sign * y for x, y in zip(a.coeffs, b.coeffs)),
+                         a.const + sign * b.const)
+    lo, hi = affine_range(out, ranges)
+    dlo, dhi = int_range(expr.dtype)
+    return out if dlo <= lo and hi <= dhi else None
 
 
 def convert(x: Expr, dtype: str) -> Expr:

@@ -88,7 +88,7 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
         elif arg.uses:  # an elementwise op that reads its outs: an ordinary input
             args[arg] = fn.splat_of(operand) or inputs.load(fn.tensor(operand, where), index)
 
-    values = lower_block(fn, s.body, args, inputs, loop_of, where)
+    values = lower_block(fn, s.body, args, inputs, loop_of, where, ranges)
     outputs = []
     for k, (value, index) in enumerate(zip(values, out_indices)):
         if s.cast_yield:

@@ -96,8 +96,9 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     rank = len(source.shape)
     inputs = Inputs()
     block = op.region.block
+    padded = tuple(n + lo + hi for n, lo, hi in zip(source.shape, low, high))
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
-                            inputs, list(range(rank)), where)[0]
+                            inputs, list(range(rank)), where, padded)[0]
     index = tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank))
     value = Select(_inside(low, source.shape), inputs.load(source, index), pad_value,
                    source.dtype)

@@ -22,7 +22,6 @@ from pyree.compiler.codegen.cuda.llvm_text import Function
 from pyree.compiler.codegen.cuda.matmul import epilogue_lowering
 
 WIDTH = 8  # elements per 16-byte chunk
-_CASTS = ("trunci", "extui", "extsi", "bitcast")
 
 
 @dataclass(frozen=True)
@@ -66,16 +65,16 @@ def gathered(kernel: K.Kernel, value: K.Expr, is_b: bool) -> Gathered | None:
         return None
     if kernel.bindings[g.binding].shape[-1] % WIDTH:
         return None
-    k = kernel.num_parallel
-    *rest, last = [_along(ix, k) for ix in g.index]
+    k, ranges = kernel.num_parallel, kernel.loop_ranges
+    *rest, last = [_along(ix, k, ranges) for ix in g.index]
     if last != (1, 0) or any(r is None or r[0] != 0 for r in rest):
         return None
-    if cond is not None and (_along(cond, k) or (1, None))[0] != 0:
+    if cond is not None and (_along(cond, k, ranges) or (1, None))[0] != 0:
         return None
     return Gathered(kernel, g, cond, is_b)
 
 
-def _along(e: K.Expr, loop: int) -> tuple[int, int | None] | None:
+def _along(e: K.Expr, loop: int, ranges: tuple[int, ...]) -> tuple[int, int | None] | None:
     """How integer ``e`` moves over a chunk: (step per element of ``loop``, its value modulo
     WIDTH at the chunk's first element, None where unknown), for chunks starting at a multiple of
     WIDTH; (0, _) means the same for the whole chunk; None where it is neither."""
@@ -85,18 +84,37 @@ def _along(e: K.Expr, loop: int) -> tuple[int, int | None] | None:
         return 0, int(e.value) % WIDTH if isinstance(e.value, int) else None
     if isinstance(e, K.Load):
         return (0, None) if all(ix.coeffs[loop] == 0 for ix in e.index) else None
-    if isinstance(e, K.Cast) and e.op in _CASTS:
-        return _along(e.x, loop)
+    if isinstance(e, K.Cast) and e.op in K.INT_CASTS and not K.is_float(e.x.dtype):
+        inner = _along(e.x, loop, ranges)
+        return None if inner is None else _wrapped(e, inner, ranges)
     if isinstance(e, K.Binary) and e.op in ("add", "sub", "mul", "div", "rem"):
-        a, b = _along(e.a, loop), _along(e.b, loop)
-        return None if a is None or b is None else _arith(e, a, b)
+        a, b = _along(e.a, loop, ranges), _along(e.b, loop, ranges)
+        out = None if a is None or b is None else _arith(e, a, b, ranges)
+        return None if out is None else _wrapped(e, out, ranges)
     if isinstance(e, (K.Acc, K.Final)):
         return None
-    parts = [_along(x, loop) for x in _children(e)]
+    parts = [_along(x, loop, ranges) for x in _children(e)]
     return (0, None) if all(p is not None and p[0] == 0 for p in parts) else None
 
 
-def _arith(e: K.Binary, a, b):
+def _wrapped(e: K.Cast | K.Binary, state: tuple[int, int | None], ranges: tuple[int, ...]):
+    """``state`` of ``e`` as it is after ``e`` wraps its value into its bits (integer casts and
+    arithmetic wrap, as in MLIR's arith). A value the same over the chunk stays so, with its
+    residue where at least 3 bits keep it; a step-1 walk from a multiple of WIDTH never
+    straddles a multiple of 8, so with 4 bits or more (signed bounds at multiples of 8 too) it
+    wraps as a whole; any other walk only where ``e`` provably keeps its value."""
+    if K.is_float(e.dtype):
+        return state
+    narrowest = min(K.int_bits(x.dtype) for x in (e, *K.operands(e)))
+    step, residue = state
+    if step == 0:
+        return 0, residue if narrowest >= 3 else None
+    if state == (1, 0) and narrowest >= 4:
+        return state
+    return state if K.interval(e, ranges) != K.int_range(e.dtype) else None
+
+
+def _arith(e: K.Binary, a, b, ranges: tuple[int, ...]):
     (sa, ra), (sb, rb) = a, b
     known = ra is not None and rb is not None
     if e.op in ("add", "sub"):
@@ -118,6 +136,8 @@ def _arith(e: K.Binary, a, b):
     if sa == 0 and sb == 0:
         return 0, None
     if sa != 1 or ra != 0 or sb != 0 or not cb or cb % WIDTH:
+        return None
+    if K.interval(e.a, ranges)[0] < 0:  # truncating division steps unevenly through 0
         return None
     return (0, None) if e.op == "div" else (1, 0)
 

@@ -30,6 +30,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
     Unary,
+    affine_range,
     gather_offset,
     is_float,
     operands,
@@ -151,13 +152,6 @@ def check_accesses(kernel: Kernel) -> None:
             raise CompileError(f"result {k} stores into read-only binding {r.binding}{where}")
         if b.dtype != stored:
             raise CompileError(f"result {k} stores {stored} into {b.dtype} binding {r.binding}{where}")
-
-
-def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
-    """Smallest and largest value of ``ix`` over the loop box ``ranges`` (all non-empty)."""
-    lo = ix.const + sum(min(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
-    hi = ix.const + sum(max(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
-    return lo, hi
 
 
 def _nodes_with_guard(expr: Expr):

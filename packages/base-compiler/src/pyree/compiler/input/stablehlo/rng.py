@@ -14,10 +14,12 @@ against JAX on CPU; DEFAULT is PHILOX there (XLA's CPU and GPU pick it), so it i
   counter_lo, counter_hi]``): Philox-4x32 (10 rounds) on the 128-bit ``counter + v``, where
   block v holds output elements 4v..4v+3 (32-bit) or 2v, 2v+1 (64-bit), in row-major order.
 
-The state is 64-bit words (``tensor<2xui64>``, as the spec has it) or 32-bit (low, high) pairs
-(``tensor<4xui32>``: JAX's key before its bitcast, and what i64 demotion leaves intact).
-Outputs of any 32- or 64-bit type carry the unsigned bits (XLA's f32 is its ui32); 8- and
-16-bit outputs are refused by name.
+The state is 64-bit words (``tensor<2xui64>``, as the spec has it, or i64) or 32-bit (low,
+high) pairs (``tensor<4xui32>`` or i32: JAX's key before its bitcast to ``2xui64``, and what i64
+demotion leaves intact). XLA itself takes only ui64 states; the others are read as the same
+bits, low word first, as JAX's bitcast lays them out. Outputs of any 32- or 64-bit type carry
+the unsigned bits (XLA's f32 is its ui32); 8- and 16-bit outputs are the low bits of the 32-bit
+output of the same shape, and the state moves as for that one (XLA's ``*RngBitNarrow``).
 
 Expressions are frozen dataclasses that hash their whole tree, and Threefry's rounds reuse
 both words, so one 20-round expression would be exponentially large: each stage of rounds is
@@ -107,15 +109,17 @@ def lower_rng_bit_generator(fn: FunctionLowering, op: Operation) -> None:
     if words not in sizes:
         raise CompileError(f"'{op.name}': {algorithm} needs a state of "
                            f"{' or '.join(map(str, sizes))} 64-bit words, not {words}", where)
-    if bits not in (32, 64):
+    if bits not in (8, 16, 32, 64):
         raise CompileError(f"'{op.name}': {algorithm} with {dtype} outputs is not supported "
-                           "(only 32- and 64-bit element types)", where)
+                           "(only 8-, 16-, 32- and 64-bit element types)", where)
     generate = _threefry if algorithm == "THREE_FRY" else _philox
     build, blocks = generate(fn, op, state, shape, bits, where)
     out = fn.result_value(op.results[1], where)
     rank = len(shape)
     inputs = Inputs()
     value = build(inputs)
+    if bits < 32:  # the low bits of the 32-bit output
+        value = Cast("trunci", value, f"ui{bits}")
     if value.dtype != dtype:  # f32, i32, ...: the same bits
         value = Cast("bitcast", value, dtype)
     fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), value),), shape, rank,
@@ -192,7 +196,7 @@ def _threefry(fn: FunctionLowering, op: Operation, state: Value, shape: tuple[in
     rank = len(shape)
     loops = [LoopIndex(d) for d in range(rank)]
     lane: Expr | None = None
-    if bits == 32 and rank:
+    if bits <= 32 and rank:
         split = next((d for d, n in enumerate(shape) if n % 2 == 0),
                      max(range(rank), key=lambda d: (shape[d], -d)))
         half = list(shape)
@@ -248,7 +252,7 @@ def _threefry_rounds(x: list[Expr], ks: list[Expr], group: int) -> list[Expr]:
 def _philox(fn: FunctionLowering, op: Operation, state: Value, shape: tuple[int, ...],
             bits: int, where: str):
     rank = len(shape)
-    per_block = 4 if bits == 32 else 2
+    per_block = 4 if bits <= 32 else 2
     total = math.prod(shape)
     blocks = -(-total // per_block)
     j = _linear(shape, [LoopIndex(d) for d in range(rank)])
