@@ -67,16 +67,33 @@ def test_matches_jax(algorithm, dtype):
             np.testing.assert_array_equal(state, want_state.view(np.uint64))
 
 
+def pairs(words: np.ndarray) -> np.ndarray:
+    """64-bit state words as the 32-bit pairs of a ``tensor<4xi32>`` state, as IREE's e2e tests
+    lay them out: the key (low, high), each counter word (high, low)."""
+    halves = np.ascontiguousarray(words, np.uint64).view(np.uint32).reshape(-1, 2).copy()
+    halves[1:] = halves[1:, ::-1]
+    return halves.reshape(-1)
+
+
+def words(pairs32: np.ndarray) -> np.ndarray:
+    """The inverse of ``pairs``."""
+    halves = np.ascontiguousarray(pairs32).view(np.uint32).reshape(-1, 2).copy()
+    halves[1:] = halves[1:, ::-1]
+    return halves.reshape(-1).view(np.uint64)
+
+
 @pytest.mark.parametrize("algorithm", ["THREE_FRY", "PHILOX"])
 def test_32_bit_pairs_state_survives_i64_demotion(algorithm):
-    """JAX's own key (``tensor<4xui32>``: each word as (low, high)), with the default options
-    that demote i64 for StableHLO input."""
+    """A ``tensor<4xui32>`` state, with the default options that demote i64 for StableHLO
+    input: XLA's bits for the same key and counter, and the new state written back in the order
+    it was read (so that it reads back as the next counter)."""
     text = program(algorithm, "tensor<4xui32>", "ui32", (5, 3))
     for key in KEYS:
-        state, bits = run(text, key, CompileOptions(target_backends=["llvm-cpu"]))
+        state, bits = run(text, pairs(key.view(np.uint64)),
+                          CompileOptions(target_backends=["llvm-cpu"]))
         want_state, want_bits = jax_bits(key, algorithm, np.uint32, (5, 3))
         np.testing.assert_array_equal(bits, want_bits)
-        np.testing.assert_array_equal(state, want_state)
+        np.testing.assert_array_equal(words(state), want_state.view(np.uint64))
 
 
 def test_the_program_jax_prints():
@@ -150,24 +167,26 @@ def test_signed_and_float_narrow_outputs_carry_the_unsigned_bits(dtype, algorith
                                   jax_bits(KEYS[3], algorithm, unsigned, shape)[1])
 
 
-@pytest.mark.parametrize("algorithm, state_type, words", [
+@pytest.mark.parametrize("algorithm, state_type, count", [
     ("THREE_FRY", "tensor<2xi64>", 2), ("PHILOX", "tensor<3xi64>", 3),
     ("THREE_FRY", "tensor<4xi32>", 2), ("PHILOX", "tensor<6xi32>", 3),
     ("PHILOX", "tensor<6xui32>", 3), ("PHILOX", "tensor<2xi64>", 2),
 ])
-def test_signed_and_32_bit_states_are_the_same_bits_as_ui64(algorithm, state_type, words):
-    """XLA takes ui64 states only: an i64 state is read as its bits, a 32-bit one as (low,
-    high) pairs (JAX's bitcast). Counters near 2**64 carry (PHILOX into its high word)."""
-    ui64 = "module @m {\n" + program(algorithm, f"tensor<{words}xui64>", "ui32", (7, 3)) \
+def test_signed_and_32_bit_states_are_the_same_bits_as_ui64(algorithm, state_type, count):
+    """XLA takes ui64 states only: an i64 state is read as its bits, a 32-bit one as pairs
+    (``pairs``). Counters near 2**64 carry (PHILOX into its high word)."""
+    ui64 = "module @m {\n" + program(algorithm, f"tensor<{count}xui64>", "ui32", (7, 3)) \
         .replace("func.func @main", "func.func public @main") + "\n}"
     text = program(algorithm, state_type, "ui32", (7, 3))
     dtype = {"i64": np.int64, "i32": np.int32, "ui32": np.uint32}[state_type[9:-1]]
-    for state in (np.array([5, 2**64 - 3, 7][:words], np.uint64),
-                  np.array([2**63 + 9, 2**64 - 1, 2**64 - 1][:words], np.uint64)):
-        got_state, got = run(text, state.view(dtype))
+    as_input, as_words = (lambda w: w.view(dtype), lambda s: s.view(np.uint64)) \
+        if dtype == np.int64 else (lambda w: pairs(w).view(dtype), words)
+    for state in (np.array([5, 2**64 - 3, 7][:count], np.uint64),
+                  np.array([2**63 + 9, 2**64 - 1, 2**64 - 1][:count], np.uint64)):
+        got_state, got = run(text, as_input(state))
         want_state, want = xla_bits(ui64, state)
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(got_state.view(np.uint64), want_state)
+        np.testing.assert_array_equal(as_words(got_state), want_state)
 
 
 def test_constant_state_folds_to_the_same_bits():

@@ -14,12 +14,16 @@ against JAX on CPU; DEFAULT is PHILOX there (XLA's CPU and GPU pick it), so it i
   counter_lo, counter_hi]``): Philox-4x32 (10 rounds) on the 128-bit ``counter + v``, where
   block v holds output elements 4v..4v+3 (32-bit) or 2v, 2v+1 (64-bit), in row-major order.
 
-The state is 64-bit words (``tensor<2xui64>``, as the spec has it, or i64) or 32-bit (low,
-high) pairs (``tensor<4xui32>`` or i32: JAX's key before its bitcast to ``2xui64``, and what i64
-demotion leaves intact). XLA itself takes only ui64 states; the others are read as the same
-bits, low word first, as JAX's bitcast lays them out. Outputs of any 32- or 64-bit type carry
-the unsigned bits (XLA's f32 is its ui32); 8- and 16-bit outputs are the low bits of the 32-bit
-output of the same shape, and the state moves as for that one (XLA's ``*RngBitNarrow``).
+The state is 64-bit words (``tensor<2xui64>``, as the spec has it, or i64: read as the same
+bits) or pairs of 32-bit elements (``tensor<4xi32>``, ui32 too, and PHILOX's ``6xi32``). XLA
+itself takes only 64-bit states; JAX bitcasts its 4xui32 key to 2xui64 before the op, so no XLA
+program carries a 32-bit state, and the programs that do are IREE's own (its e2e ``philox`` and
+``three_fry`` tests), whose reading is taken here: the key pair (low, high), each counter word
+(high, low). The new state is written back in that same order, so it reads back as the next
+counter (IREE writes the counter low first, which the next call would misread).
+Outputs of any 32- or 64-bit type carry the unsigned bits (XLA's f32 is its ui32); 8- and 16-bit
+outputs are the low bits of the 32-bit output of the same shape, and the state moves as for that
+one (XLA's ``*RngBitNarrow``).
 
 Expressions are frozen dataclasses that hash their whole tree, and Threefry's rounds reuse
 both words, so one 20-round expression would be exponentially large: each stage of rounds is
@@ -129,7 +133,7 @@ def lower_rng_bit_generator(fn: FunctionLowering, op: Operation) -> None:
 
 def _words(state: Value) -> int | None:
     """How many 64-bit words the state holds: one per 64-bit element, or one per pair of
-    32-bit elements (JAX's key before its bitcast; what survives i64 demotion)."""
+    32-bit elements."""
     if len(state.shape) != 1 or state.dtype not in (U64, "i64", U32, "i32"):
         return None
     n = state.shape[0]
@@ -140,8 +144,10 @@ def _state_word(inputs: Inputs, state: Value, k: int, rank: int) -> Expr:
     """64-bit word ``k`` of the state, read at every loop iteration."""
     if width(state.dtype) == 64:
         return _to_u64(inputs.load(state, (AffineExpr.loop(rank, None, const=k),)))
-    lo, hi = (_wide(Cast("bitcast", x, U32) if x.dtype != U32 else x)
-              for x in (inputs.load(state, (AffineExpr.loop(rank, None, const=2 * k + h),)) for h in (0, 1)))
+    first, second = (_wide(Cast("bitcast", x, U32) if x.dtype != U32 else x)
+                     for x in (inputs.load(state, (AffineExpr.loop(rank, None, const=2 * k + h),))
+                               for h in (0, 1)))
+    lo, hi = (first, second) if k == 0 else (second, first)  # the key low first, counters high
     return _b("or", _b("shl", hi, 32), lo)
 
 
@@ -169,9 +175,11 @@ def _new_state(fn: FunctionLowering, op: Operation, state: Value, blocks: int,
         hi = _state_word(inputs, state, 2, 1)
         carry = Select(Compare("lt", new_lo, lo), Const(1, U64), Const(0, U64), U64)
         value = Select(Compare("eq", at, Const(2, "index")), _b("add", hi, carry), value, U64)
-    if pairs:
-        value = Select(Compare("eq", _b("rem", LoopIndex(0), 2), Const(0, "index")),
-                       _lo(value), _hi(value), U32)
+    if pairs:  # as _state_word reads them: the key's pair low first, a counter's high first
+        even = Compare("eq", _b("rem", LoopIndex(0), 2), Const(0, "index"))
+        lo, hi = _lo(value), _hi(value)
+        value = Select(Compare("eq", at, Const(0, "index")), Select(even, lo, hi, U32),
+                       Select(even, hi, lo, U32), U32)
     if out.dtype != value.dtype:
         value = Cast("bitcast", value, out.dtype)
     fn.emit(Generic(inputs.values, [out], (Result(0, (AffineExpr.loop(1, 0),), value),), out.shape, 1,
