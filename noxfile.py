@@ -4,10 +4,13 @@
     nox -s "tests(driver='local')"  the test suite on the CPU drivers (what CI runs)
     nox -s "tests(driver='cuda')"   GPU tests: only on a host with an NVIDIA GPU
     nox -s "tests(driver='vulkan')" Vulkan device tests (Mesa's lavapipe is enough)
+    nox -s pypi                     resolve the tests' requirements from PyPI alone (no pip config)
     nox -s schemas                  regenerate the vendored FlatBuffer code; fail if it was stale
     nox -s lint                     ruff
     nox -s wheels                   build every distribution's wheel into dist/
 """
+
+import os
 
 import nox
 
@@ -24,10 +27,12 @@ DEVICE_MARKERS = ("cuda", "vulkan")
 # entry points, constants and structs against cuda-python's own declarations.
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
-# fails them). torch is pinned to the CPU build, which pip finds through its find-links
-# (/opt/wheels): PyPI's torch 2.13.0 is the multi-GB CUDA build, and with this pin no other
-# requirement can pull that in. onnxruntime is the ONNX tests' reference.
-IMPORTER_DEPS = ["torch==2.13.0+cpu", "onnxruntime", "pillow"]
+# fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
+# can find PyTorch's CPU build of it (PyTorch's CPU index, or a wheel folder in pip's find-links)
+# it takes that one, whose local version "+cpu" sorts above the plain release; on a machine that
+# reaches only PyPI it takes PyPI's, the CUDA build (~4 GB with its NVIDIA libraries; README.md
+# says how to keep the download small). onnxruntime is the ONNX tests' reference.
+IMPORTER_DEPS = ["torch==2.13.0", "onnxruntime", "pillow"]
 # torchvision's MobileNet/ResNet (tests/models). Its PyPI wheel is a CUDA build whose torch
 # requirement must not be resolved again: installed alone, without dependencies (pillow is
 # above, numpy comes with pyree).
@@ -40,12 +45,8 @@ EXAMPLES = [
 ]
 
 
-@nox.session
-@nox.parametrize("driver", ["local", "cuda", "vulkan"])
-def tests(session, driver):
-    """local: everything that needs no device (the GPU drivers are installed too: their CPU-side
-    tests, e.g. --list_drivers on a host without libcuda, run here). cuda/vulkan: the tests that
-    need that device (vulkan runs on Mesa's lavapipe in CI)."""
+def test_requirements(driver: str) -> list[str]:
+    """What the tests session installs for ``driver`` (TORCHVISION comes after, alone)."""
     # Every driver package, so that every test module imports (under CI a missing import fails
     # collection); the cuda session runs on a GPU host that needs only its own (and rocm's, whose
     # GPU tests run there through the HIP-on-CUDA shim).
@@ -54,10 +55,30 @@ def tests(session, driver):
     packages = [p + "[onnx,torch,tosa]" if p == "packages/base-compiler" else p for p in PACKAGES]
     # pyree-serve brings ray[serve] (~80 MB) for tests/serve, which only the local session runs.
     serve = ["packages/serve"] if driver == "local" else []
-    session.install(*packages, *drivers, *serve, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS)
+    return [*packages, *drivers, *serve, *TEST_DEPS, *IMPORTER_DEPS, *JAX_DEPS]
+
+
+@nox.session
+@nox.parametrize("driver", ["local", "cuda", "vulkan"])
+def tests(session, driver):
+    """local: everything that needs no device (the GPU drivers are installed too: their CPU-side
+    tests, e.g. --list_drivers on a host without libcuda, run here). cuda/vulkan: the tests that
+    need that device (vulkan runs on Mesa's lavapipe in CI)."""
+    session.install(*test_requirements(driver))
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
     session.run("pytest", "-m", marker, *session.posargs)
+
+
+@nox.session
+def pypi(session):
+    """The tests session's requirements resolve on a machine that reaches only PyPI: pip's
+    configuration and find-links switched off, a dry run that reads the packages' metadata."""
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    plain["PIP_CONFIG_FILE"] = os.devnull  # pip then reads no configuration file at all
+    for args in (test_requirements("local"), ["--no-deps", TORCHVISION]):
+        session.run("python", "-m", "pip", "install", "--dry-run", "--ignore-installed",
+                    "--quiet", *args, env=plain, include_outer_env=False)
 
 
 @nox.session
