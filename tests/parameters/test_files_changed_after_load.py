@@ -153,3 +153,20 @@ def test_an_index_of_a_changed_file_is_refused(tmp_path):
         rt.load_module(module, device="local-sync", parameters=index)
     with pytest.raises(ParameterError, match=message):  # copied
         index.resolve("m", "b1", 0, [13], "constant")
+
+
+def test_a_device_that_copies_parameters_reads_them_once(tmp_path, monkeypatch):
+    """A device that cannot read host memory in place (the GPU drivers) gets each tensor read
+    at load, never through a mapping: truncating the file afterwards changes nothing."""
+    rng = np.random.default_rng()
+    w = weights(rng)
+    params = tmp_path / "w.safetensors"
+    _write(params, w)
+    device = rt.get_device("local-sync")
+    monkeypatch.setattr(device, "imports_host", False)
+    m = rt.load_module(compile_str(parameter_mlir(dict.fromkeys(w, "m"))), device=device,
+                       parameters=[f"m={params}"])
+    assert not any(hasattr(c, "_source") for c in m.constants)
+    os.truncate(params, 0)
+    x = rng.standard_normal((BATCH, IN)).astype(np.float32)
+    assert_matches(m.main(x).to_host(), x, w)

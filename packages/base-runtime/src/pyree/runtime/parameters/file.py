@@ -46,11 +46,11 @@ class ParameterFile:
     def __len__(self) -> int:
         return self.size
 
-    def __getitem__(self, span: slice) -> bytes:
+    def __getitem__(self, span: slice) -> bytearray:
         start, stop, _ = span.indices(self.size)
         return self.copy(start, max(stop - start, 0))
 
-    def copy(self, offset: int, length: int) -> bytes:
+    def copy(self, offset: int, length: int) -> bytearray:
         """``length`` bytes at ``offset``, read now; ParameterError when the file has changed."""
         data = bytearray(length)
         view, done = memoryview(data), 0
@@ -62,7 +62,7 @@ class ParameterFile:
         del view
         if done < length or self.changed():
             raise self.changed_error()
-        return bytes(data)
+        return data
 
     def in_place(self, offset: int, length: int) -> memoryview | None:
         """``length`` bytes at ``offset`` as pages of the leased mapping, for a device that reads

@@ -48,7 +48,7 @@ class ParameterIndex:
         self._scopes.setdefault(scope, []).append(_open(os.fspath(path)))
 
     def resolve(self, scope: str, key: str, element_type: int, dims: list[int],
-                where: str, in_place: bool = False) -> memoryview | bytes:
+                where: str, in_place: bool = False) -> memoryview | bytes | bytearray:
         """The bytes of parameter ``scope::key`` for a constant of that type: read from the
         file, or the expanded pattern of a splat entry; with ``in_place`` (a device that reads
         host memory in place), a 64-byte aligned tensor is the file's mapped pages where the
