@@ -160,7 +160,9 @@ def _read(path: str) -> mmap.mmap | bytes:
             if not stat.S_ISREG(info.st_mode):
                 raise ModuleError(f"module file '{path}' is not a regular file (a device or a "
                                   f"folder)")
-            data = mmap.mmap(-1, info.st_size) if info.st_size else bytearray()
+            # (pre-faulted: the kernel fills the pages faster than a fault per page in the read)
+            populate = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+            data = mmap.mmap(-1, info.st_size, flags=populate) if info.st_size else bytearray()
             view, done = memoryview(data), 0
             while done < len(data) and (got := f.readinto(view[done:])):
                 done += got
