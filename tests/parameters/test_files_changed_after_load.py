@@ -140,13 +140,20 @@ def test_a_parameter_file_that_cannot_be_leased_is_copied(tmp_path):
 
 def test_an_index_of_a_changed_file_is_refused(tmp_path):
     """A ParameterIndex outlives a module load: once its file changed, its entries no longer
-    say where the tensors are, and resolving one is an error naming the file."""
+    say where the tensors are, and resolving one is an error naming the file. (Opened for
+    writing but unchanged, it still serves, by copies.)"""
     rng = np.random.default_rng()
     params = tmp_path / "w.irpa"
     _write(params, weights(rng))
     module = compile_str(parameter_mlir(dict.fromkeys(weights(rng), "m")))
     index = ParameterIndex([f"m={params}"])
-    loaded = rt.load_module(module, device="local-sync", parameters=index)  # noqa: F841 - in use
+    loaded = rt.load_module(module, device="local-sync", parameters=index)
+    assert all(hasattr(c, "_source") for c in loaded.constants)
+    open(params, "r+b").close()  # breaks the lease, changes nothing: the next load copies
+    again = rt.load_module(module, device="local-sync", parameters=index)
+    assert not any(hasattr(c, "_source") for c in again.constants)
+    x = rng.standard_normal((BATCH, IN)).astype(np.float32)
+    np.testing.assert_array_equal(again.main(x).to_host(), loaded.main(x).to_host())
     _write(params, weights(rng), "r+b")
     message = f"parameter file '{params}' was changed"
     with pytest.raises(ParameterError, match=message):  # in place

@@ -66,7 +66,9 @@ class ParameterFile:
 
     def in_place(self, offset: int, length: int) -> memoryview | None:
         """``length`` bytes at ``offset`` as pages of the leased mapping, for a device that reads
-        host memory in place; None where the file cannot be leased (the caller copies)."""
+        host memory in place; None where the file cannot be leased, or its lease has broken
+        (someone opened it for writing): the caller copies, and ``copy`` tells whether the
+        file did change."""
         if self._mapping is None and self._leasable:
             from pyree.runtime.parameters.lease import map_leased
 
@@ -74,12 +76,7 @@ class ParameterFile:
             self._leasable = self._mapping is not None
             if self._mapping is not None and self.changed():  # before the lease: not seen
                 raise self.changed_error()
-        if self._mapping is None:
-            return None
-        view = self._mapping.use(offset, length)
-        if view is None:  # the lease broke: the file is being changed
-            raise self.changed_error()
-        return view
+        return self._mapping.use(offset, length) if self._mapping is not None else None
 
     def changed(self) -> bool:
         return _identity(os.fstat(self._fd)) != self._identity
