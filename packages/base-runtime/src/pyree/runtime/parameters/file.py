@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 from pyree.runtime.parameters.entry import ParameterError
 
@@ -38,6 +39,7 @@ class ParameterFile:
         self.size = info.st_size
         self._mapping = None  # the leased mapping, once a tensor is used in place
         self._leasable = True
+        self._lock = threading.Lock()  # one mapping and lease per file, loads on any thread
 
     def __del__(self):
         if hasattr(self, "_fd"):
@@ -69,13 +71,14 @@ class ParameterFile:
         host memory in place; None where the file cannot be leased, or its lease has broken
         (someone opened it for writing): the caller copies, and ``copy`` tells whether the
         file did change."""
-        if self._mapping is None and self._leasable:
-            from pyree.runtime.parameters.lease import map_leased
+        with self._lock:
+            if self._mapping is None and self._leasable:
+                from pyree.runtime.parameters.lease import map_leased
 
-            self._mapping = map_leased(self._fd)
-            self._leasable = self._mapping is not None
-            if self._mapping is not None and self.changed():  # before the lease: not seen
-                raise self.changed_error()
+                self._mapping = map_leased(self._fd)
+                self._leasable = self._mapping is not None
+                if self._mapping is not None and self.changed():  # before the lease: unseen
+                    raise self.changed_error()
         return self._mapping.use(offset, length) if self._mapping is not None else None
 
     def changed(self) -> bool:
