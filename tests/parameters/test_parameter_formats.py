@@ -5,9 +5,11 @@ module constants that name a parameter (schema 1.3)."""
 from __future__ import annotations
 
 import io
+import os
 import struct
 
 import numpy as np
+import pyree.runtime as rt
 import pytest
 from pyree.compiler._fb.Constant import ConstantT
 from pyree.compiler._fb.Parameter import ParameterT
@@ -172,3 +174,31 @@ def test_a_constant_with_data_and_a_parameter_is_refused():
 def test_a_parameter_without_a_key_is_refused():
     with pytest.raises(ModuleError, match="constant 0: parameter key is empty"):
         read_module(_module_with(_constant(parameter=("model", ""))))
+
+
+def _header(path, header: bytes) -> str:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    return str(path)
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda d: "/dev/zero", "parameter file '/dev/zero' is not a regular file"),
+    (lambda d: (os.mkfifo(d / "fifo"), str(d / "fifo"))[1], "is not a regular file"),
+    (lambda d: _header(d / "deep.safetensors", b"[" * 100_000 + b"]" * 100_000),
+     "its header nests JSON arrays or objects too deeply"),
+    (lambda d: _header(d / "list.safetensors",
+                       b'{"t": {"dtype": ["F32"], "shape": [4], "data_offsets": [0, 16]}}'),
+     "tensor 't' has unknown dtype \\['F32'\\]"),
+    (lambda d: _header(d / "twice.safetensors",
+                       b'{"t": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}, '
+                       b'"t": {"dtype": "I32", "shape": [4], "data_offsets": [0, 16]}}'),
+     "its header has the key 't' twice"),
+])
+def test_hostile_files_are_a_parameter_error(tmp_path, make, fragment):
+    with pytest.raises(ParameterError, match=fragment):
+        ParameterIndex([make(tmp_path)])
+
+
+def test_a_module_path_that_is_not_a_regular_file_is_refused():
+    with pytest.raises(ModuleError, match="module file '/dev/zero' is not a regular file"):
+        rt.load_module("/dev/zero", device="local-sync")

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
@@ -157,7 +158,21 @@ BROKEN = [
      ["cut.safetensors", "runs past", "truncated"]),
     ("other.bin", lambda p: p.write_bytes(b"\x01" * 64),
      ["other.bin", "neither an IREE parameter archive"]),
+    ("deep.safetensors", lambda p: _safetensors_header(p, b'{"w1": ' + b"[" * 100_000
+                                                       + b"]" * 100_000 + b"}"),
+     ["deep.safetensors", "its header nests JSON arrays or objects too deeply"]),
+    ("listed.safetensors", lambda p: _safetensors_header(
+        p, b'{"w1": {"dtype": ["F32"], "shape": [7, 13], "data_offsets": [0, 364]}}'),
+     ["listed.safetensors", "tensor 'w1' has unknown dtype ['F32']"]),
+    ("twice.safetensors", lambda p: _safetensors_header(
+        p, b'{"w1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+           b'"w1": {"dtype": "F32", "shape": [7, 13], "data_offsets": [0, 364]}}'),
+     ["twice.safetensors", "its header has the key 'w1' twice"]),
 ]
+
+
+def _safetensors_header(path, header: bytes) -> None:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(364))
 
 
 @pytest.mark.parametrize("name, make, fragments", BROKEN, ids=[b[0] for b in BROKEN])
@@ -168,6 +183,17 @@ def test_broken_parameter_files_are_one_clear_error(tmp_path, scoped_module, nam
     done = run(RUN, f"--module={scoped_module}", "--device=local-sync",
                f"--input={BATCH}x{IN}xf32=1", f"--parameters=model={path}")
     assert_clean_error(done, fragments)
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
+def test_a_parameter_path_that_is_not_a_regular_file_is_refused(scoped_module, tmp_path, kind):
+    """Not read until memory runs out (/dev/zero), not waited on (a FIFO nobody writes)."""
+    path = {"/dev/zero": "/dev/zero", "fifo": tmp_path / "fifo", "folder": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    done = run(RUN, f"--module={scoped_module}", "--device=local-sync",
+               f"--input={BATCH}x{IN}xf32=1", f"--parameters=model={path}")
+    assert_clean_error(done, [f"parameter file '{path}' is not a regular file"])
 
 
 def test_no_file_for_the_scope(scoped_module, tmp_path):
@@ -181,7 +207,7 @@ def test_no_file_for_the_scope(scoped_module, tmp_path):
 def test_export_to_an_unknown_format_is_a_compile_error(tmp_path):
     (tmp_path / "mlp.mlir").write_text(dense_mlir(weights(np.random.default_rng())))
     done = run(COMPILE, str(tmp_path / "mlp.mlir"), "-o", str(tmp_path / "m.vmfb"),
-               f"--iree-opt-export-parameters={tmp_path / 'w.gguf'}")
+               f"--iree-opt-export-parameters={tmp_path / 'w.gguf'}", "--no-pyree-progress")
     assert_clean_error(done, ["--iree-opt-export-parameters", "must end in .irpa"])
 
 

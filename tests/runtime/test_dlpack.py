@@ -210,6 +210,38 @@ def test_legacy_producers_and_their_deleters(modules, rng, imports):
     assert sys.getrefcount(a) == before
 
 
+class _OneShot:
+    """A producer whose tensor may be handed over once: a second __dlpack__ fails."""
+
+    def __init__(self, array):
+        self.array, self.calls = array, 0
+
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        self.calls += 1
+        if self.calls > 1:
+            raise BufferError("this tensor was already handed over")
+        return self.array.__dlpack__(max_version=max_version)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("layout", ["row-major", "transposed", "reversed", "float64"])
+def test_a_one_shot_producer_is_asked_once(modules, rng, layout):
+    """Read in place, or (not row-major, or of another dtype) copied from the capsule already
+    taken: never a second __dlpack__."""
+    a, b = _values(rng, SMALL)
+    given = {"row-major": a, "transposed": a.T.copy().T, "reversed": a[::-1, ::-1].copy()[::-1, ::-1],
+             "float64": a.astype(np.float64)}[layout]
+    producer = _OneShot(given)
+    if layout == "float64":
+        with pytest.raises(rt.InvocationError, match=r"argument 0: expected 3x7xf32, got 3x7xf64"):
+            modules[SMALL](producer, b)
+    else:
+        _check(modules[SMALL](producer, b), a, b)
+    assert producer.calls == 1
+
+
 def test_a_tensor_on_another_device_is_refused(modules, rng):
     a, b = _values(rng, SMALL)
     with pytest.raises(rt.InvocationError,

@@ -52,7 +52,7 @@ def test_device_array_of_the_wrong_type(module):
 def test_scalars_for_rank_zero(module):
     assert module.flags.run_checks(3, np.array([1, 1, 1, 1], bool)) == []
     with pytest.raises(rt.InvocationError, match="function 'flags' argument 0: expected i32, got "
-                                                 "str that does not convert"):
+                                                 "a str holding"):
         module.flags("three", np.ones(4, bool))
 
 

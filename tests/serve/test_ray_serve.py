@@ -1,7 +1,7 @@
 """pyree.serve on a real Ray Serve instance: one small Ray (2 CPUs, no dashboard) on this machine,
-two applications on 127.0.0.1 -- a stacked function with 2 replicas (module passed as bytes) and
-an unstackable one with 1 replica (module read from a path) -- driven over HTTP and through
-DeploymentHandles. Every loop is bounded and every wait has a timeout; Ray is always shut down."""
+three applications on 127.0.0.1 -- a function served with stacked rows by 2 replicas (module
+passed as bytes), an unstackable one and one that mixes rows, served exactly as by default (module
+read from a path) -- driven over HTTP and through DeploymentHandles. Every loop is bounded and every wait has a timeout; Ray is always shut down."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from tooling import require_module
 
-# rows: every argument and result has leading dim 5, so requests of k rows are stacked into
-# calls of 5. scale: its rank-0 argument makes it unstackable, so each request is one call; its
-# check op refuses a zero divisor. guarded (stacked by 3) checks that every value is >= 0.
+# rows: every argument and result has leading dim 5, so with stack_rows requests of k rows are
+# stacked into calls of 5. scale: its rank-0 argument makes it unstackable; its check op refuses
+# a zero divisor. guarded (3 rows) checks that every value is >= 0. center (x minus its column
+# mean) mixes rows: its types would allow stacking, its answers would not.
 SOURCE = """
 func.func @rows(%x: tensor<5x7xf32>, %y: tensor<5x7xi32>) -> (tensor<5x7xf32>, tensor<5xf32>) {
   %yf = arith.sitofp %y : tensor<5x7xi32> to tensor<5x7xf32>
@@ -51,6 +52,22 @@ func.func @guarded(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {
   %r = math.sqrt %x : tensor<3x2xf32>
   return %r : tensor<3x2xf32>
 }
+func.func @center(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<3xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<3xf32>) -> tensor<3xf32>
+  %s = linalg.reduce ins(%x : tensor<4x3xf32>) outs(%init : tensor<3xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %0 = arith.addf %in, %acc : f32
+      linalg.yield %0 : f32
+    }
+  %quarter = arith.constant dense<0.25> : tensor<3xf32>
+  %mean = arith.mulf %s, %quarter : tensor<3xf32>
+  %e2 = tensor.empty() : tensor<4x3xf32>
+  %b = linalg.broadcast ins(%mean : tensor<3xf32>) outs(%e2 : tensor<4x3xf32>) dimensions = [0]
+  %r = arith.subf %x, %b : tensor<4x3xf32>
+  return %r : tensor<4x3xf32>
+}
 """
 # Ray's own pydantic models warn on import; nothing of ours.
 pytestmark = pytest.mark.filterwarnings("ignore:Using extra keyword arguments on `Field`")
@@ -67,7 +84,8 @@ def module() -> bytes:
 
 @pytest.fixture(scope="module")
 def served(module, tmp_path_factory):
-    """(port, rows handle, scale handle) of a running Serve instance; torn down after the module."""
+    """(port, rows handle, scale handle) of a running Serve instance (center is served too);
+    torn down after the module."""
     require_module("ray.serve")
     import pyree.serve
     import ray
@@ -83,11 +101,15 @@ def served(module, tmp_path_factory):
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         replica = {"ray_actor_options": {"num_cpus": 0.25}}
-        rows = serve.run(pyree.serve.deployment(module, "rows", num_replicas=2, max_batch_size=8,
-                                                batch_wait_timeout_s=0.05, **replica),
+        rows = serve.run(pyree.serve.deployment(module, "rows", stack_rows=True, num_replicas=2,
+                                                max_batch_size=8, batch_wait_timeout_s=0.05,
+                                                **replica),
                          name="rows", route_prefix="/rows")
         scale = serve.run(pyree.serve.deployment(path, "scale", **replica),
                           name="scale", route_prefix="/scale")
+        serve.run(pyree.serve.deployment(path, "center", max_batch_size=8,
+                                         batch_wait_timeout_s=0.05, **replica),
+                  name="center", route_prefix="/center")
         yield port, rows, scale
     finally:
         serve.shutdown()
@@ -98,7 +120,7 @@ def request(port: int, path: str, body: bytes | dict | None, method: str = "POST
     """(status, headers, JSON body) of one request."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT_S)
     try:
-        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
         connection.request(method, path, body=data, headers={"content-type": "application/json"})
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), json.loads(response.read())
@@ -214,16 +236,36 @@ def test_exact_function_served_from_a_path(served):
     ({"inputs": [[[0.5] * 7]]}, r"function 'rows' takes 2 arguments \(kx7xf32, kx7xi32; k >= 1 "
                                 r"rows each, which the server stacks into calls of 5 rows\), got 1"),
     ({"inputs": [[[0.5] * 6], [[1] * 6]]}, "function 'rows' argument 0: expected kx7xf32 .*got 1x6xf32"),
-    ({"inputs": [[[0.5] * 7], [[1.5] * 7]]}, "input 1: float64 values cannot be converted to the "
-                                             r"argument's element type i32 \(send integers\)"),
-    ({"inputs": [[[0.5] * 7], [[2 ** 40] * 7]]}, "input 1: a value is out of the range of the "
-                                                 "argument's element type i32"),
-    ({"inputs": [[[0.5] * 7, [1.0]], [[1] * 7]]}, "input 0 is not a rectangular nested list"),
+    ({"inputs": [[[0.5] * 7], [[1.5] * 7]]}, "input 1: expected 5x7xi32, got float64 values, "
+                                             r"which i32 cannot hold exactly \(give integers\)"),
+    ({"inputs": [[[0.5] * 7], [[2 ** 40] * 7]]}, "input 1: expected 5x7xi32, got a value outside "
+                                                 r"i32's range \[-2147483648, 2147483647\]"),
+    ({"inputs": [[[0.5] * 7], [[2 ** 70] * 7]]}, "input 1: expected 5x7xi32, got a value outside "),
+    ({"inputs": [[[0.5] * 7, [1.0]], [[1] * 7]]},
+     "input 0: expected 5x7xf32, got a list that is not a rectangular nested list"),
+    ({"inputs": [[["a"] * 7], [[1] * 7]]}, "input 0: expected 5x7xf32, got a list holding str"),
     ({"inputs": [[[0.5] * 7] * 2, [[1] * 7] * 3]}, r"different row counts \(2, 3\)"),
     ({"inputs": [encode(np.zeros((1, 7)), "base64"), [[1] * 7]]},
-     "function 'rows' argument 0: expected kx7xf32 .*got 1x7xf64"),
+     """input 0: a base64 input needs "dtype" 'float32', .* got 'float64'"""),
     ({"inputs": [{"dtype": "float32", "shape": [1, 7], "data": "AAAA"}, [[1] * 7]]},
      r"input 0: 3 bytes of data for shape \[1, 7\] of float32, which needs 28"),
+    # malformed bodies: never a server error
+    (b"[" * 100_000 + b"]" * 100_000, "nests JSON arrays or objects too deeply"),
+    ({"inputs": {"x": 1}}, 'must be a JSON object with an "inputs" list'),
+    ([1, 2], 'must be a JSON object with an "inputs" list'),
+    ({"inputs": [{"dtype": "O", "shape": [1], "data": "AAAAAAAAAAA="}, [[1] * 7]]},
+     """input 0: a base64 input needs "dtype" 'float32', .* got 'O'"""),
+    ({"inputs": [{"dtype": ["float32"], "shape": [1, 7], "data": ""}, [[1] * 7]]},
+     """needs "dtype" 'float32', .* got \\['float32'\\]"""),
+    ({"inputs": [{"dtype": "float32", "shape": [2 ** 62, 2 ** 62, 16], "data": ""}, [[1] * 7]]},
+     r"input 0: 0 bytes of data for shape \[4611686018427387904, 4611686018427387904, 16\]"),
+    ({"inputs": [{"dtype": "float32", "shape": [1.5, 7], "data": ""}, [[1] * 7]]},
+     r'input 0: a base64 input needs "shape", a list of sizes; got \[1.5, 7\]'),
+    ({"inputs": [{"dtype": "float32", "shape": [1, 7]}, [[1] * 7]]},
+     'input 0: a base64 input needs "data", base64'),
+    ({"inputs": [{"dtype": "float32", "shape": [1, 7], "data": 5}, [[1] * 7]]},
+     'input 0: a base64 input needs "data", base64'),
+    ({"inputs": [None, [[1] * 7]]}, "input 0: expected 5x7xf32, got a NoneType holding object"),
     ({"inputs": [[[0.5] * 7], [[1] * 7]], "output_encoding": "npy"}, '"output_encoding" must be one of'),
 ])
 def test_bad_requests_are_400_with_the_reason(served, body, message):
@@ -241,32 +283,77 @@ def test_only_post_runs_the_function(served):
     assert status == 405 and body["error"].startswith("use POST to run the function")
 
 
-def test_stacking_follows_the_argument_types(module):
+@pytest.mark.timeout(120)
+def test_a_function_that_mixes_rows_answers_each_client_exactly(served):
+    """Served as by default, center's batches of concurrent requests are calls of their own:
+    each client's answer is its own x minus its own column means."""
+    port = served[0]
+    rng = np.random.default_rng(4)
+
+    def one(x):
+        status, headers, body = request(port, "/center", {"inputs": [x.tolist()]})
+        assert status == 200, body
+        expected = x - x.astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(np.array(body["outputs"][0], np.float32), expected,
+                                   rtol=1e-5, atol=1e-6)
+        return int(headers["x-pyree-batch-size"])
+
+    sizes = []
+    with ThreadPoolExecutor(12) as pool:
+        for _ in range(ROUNDS):
+            sizes += pool.map(one, [rng.standard_normal((4, 3)).astype(np.float32) * 10.0 ** k
+                                    for k in rng.integers(-3, 4, 12)])
+            if max(sizes) > 1:
+                break
+    assert max(sizes) > 1, f"no batch held more than one request: {sizes}"
+    status, _, body = request(port, "/center", {"inputs": [[[1.0, 2.0, 3.0]] * 2]})
+    assert status == 400 and body["error"] == ("function 'center' argument 0: expected 4x3xf32, "
+                                               "got 2x3xf32")
+
+
+def test_stacking_a_function_that_mixes_rows_mixes_clients(module):
+    """Why stacking is opt-in: two requests of 2 rows stacked into one call of center's 4 get
+    answers computed with each other's rows."""
+    require_module("ray.serve")
+    import pyree.runtime as rt
+    from pyree.serve import BatchPlan
+
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((2, 3)).astype(np.float32) for _ in range(2))
+    (got_a,), (got_b,) = BatchPlan.of(rt.load_module(module)["center"], stack_rows=True) \
+        .run([[a], [b]])
+    both = np.concatenate([a, b]).astype(np.float64)
+    np.testing.assert_allclose(got_a, a - both.mean(axis=0), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got_a, a - a.astype(np.float64).mean(axis=0), rtol=1e-3)
+
+
+def test_stacking_is_asked_for_and_needs_a_batch_dimension(module):
     require_module("ray.serve")
     import pyree.runtime as rt
     from pyree.serve import BatchPlan
 
     loaded = rt.load_module(module)
-    assert BatchPlan.of(loaded["rows"]).rows == 5
-    assert BatchPlan.of(loaded["rows"], stack=False).rows is None
-    assert BatchPlan.of(loaded["scale"]).rows is None
+    assert BatchPlan.of(loaded["rows"]).rows is None
+    assert BatchPlan.of(loaded["center"]).rows is None
+    assert BatchPlan.of(loaded["rows"], stack_rows=True).rows == 5
     with pytest.raises(ValueError, match=r"function 'scale' \(3x4xf32, f32\) -> \(3x4xf32\) cannot "
-                                         r"be served with stack=True: stacking needs every argument "
-                                         r"and result to have the same leading \(batch\) dimension"):
-        BatchPlan.of(loaded["scale"], stack=True)
+                                         r"be served with stack_rows=True: stacking needs every "
+                                         r"argument and result to have the same leading \(batch\) "
+                                         r"dimension"):
+        BatchPlan.of(loaded["scale"], stack_rows=True)
 
 
-@pytest.mark.parametrize("stack", [None, False])
-def test_a_request_that_fails_a_check_fails_alone(module, stack):
+@pytest.mark.parametrize("stack_rows", [True, False])
+def test_a_request_that_fails_a_check_fails_alone(module, stack_rows):
     """Rows 0-1 | 2-3 (one negative) | 4-6 share calls of 3 when stacked; only the middle request
     may fail, in both plans."""
     require_module("ray.serve")
     import pyree.runtime as rt
     from pyree.serve import BatchPlan
 
-    plan = BatchPlan.of(rt.load_module(module)["guarded"], stack)
+    plan = BatchPlan.of(rt.load_module(module)["guarded"], stack_rows)
     rng = np.random.default_rng(3)
-    sizes = (2, 2, 3) if stack is None else (3, 3, 3)
+    sizes = (2, 2, 3) if stack_rows else (3, 3, 3)
     requests = [[rng.uniform(0, 4, (k, 2)).astype(np.float32)] for k in sizes]
     requests[1][0][-1, 0] = -1.0
     good, bad, also_good = plan.run(requests)

@@ -296,3 +296,25 @@ def test_unavailable_driver(single_module, tmp_path):
         python_path=path,
     )
     assert_clean_error(proc, 1, "driver 'broken' is unavailable")
+
+
+def test_an_output_file_is_replaced_whole_under_its_reader(single_module, tmp_path):
+    """--output=@y.npy writes a new file and renames it over the old one (tools/output_file.py):
+    a reader of the old file keeps it, the permissions stay, and a failed run changes nothing."""
+    a, b = _random(), _random()
+    out = tmp_path / "y.npy"
+    old = np.arange(5.0)
+    np.save(out, old)
+    out.chmod(0o604)
+    args = [f"--module={single_module}", f"--input={format_array(a, 10**6)}",
+            f"--input={format_array(b, 10**6)}"]
+    with open(out, "rb") as reader:
+        proc = run_tool("run_module", *args, f"--output=@{out}")
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_array_equal(np.load(reader), old)
+    np.testing.assert_allclose(np.load(out), a.astype(np.float64) + b, rtol=1e-6)
+    assert out.stat().st_mode & 0o777 == 0o604
+    missing = tmp_path / "no" / "y.npy"
+    proc = run_tool("run_module", *args, f"--output=@{missing}")
+    assert_clean_error(proc, 1, f"{missing}: cannot create a file in {missing.parent}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y.npy"]

@@ -43,6 +43,7 @@ from pyree.compiler.input.demotion import demote_types
 from pyree.compiler.input.input_types import convert_input
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import COMPILE_TO_STAGES, TARGET_BACKENDS, CompileOptions
+from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
 
 
@@ -83,7 +84,7 @@ def compile_str(source: str | bytes, options: CompileOptions | None = None,
     if output_file is None:
         return data
     try:
-        Path(output_file).write_bytes(data)
+        write_output(output_file, data)
     except OSError as e:
         raise CompileError(f"cannot write {output_file}: {e.strerror or e}") from None
     return None

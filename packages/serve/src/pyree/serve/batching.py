@@ -1,20 +1,23 @@
 """How the requests of one batch share calls of a compiled function (no Ray here).
 
 pyree functions have static shapes, so a batch cannot grow a call: it fills calls of the size the
-function was compiled for. The rule, read from the function's argument and result types:
+function was compiled for. Two plans:
 
-* **Stacked** when every argument and every result has rank >= 1 and the same leading dimension
-  N (the function's batch size). A request then gives each argument as ``k`` rows of the
-  argument's row shape (``shape[1:]``), any ``k >= 1``, the same ``k`` for every argument. The
-  rows of a batch's requests are concatenated and run in calls of N rows; the last call is padded
-  by repeating its last row (real values, so a padded row cannot trip a check or an overflow that
-  zeros would), and each request gets its own rows of every result back. N = 1 runs a batch row
-  by row. When a shared call fails (a check op, say), each of its requests is run again alone,
-  so that a bad request fails by itself and does not take its batch-mates down. Stacking assumes
-  every result row depends only on the same argument rows, which the types cannot show: a
-  function that mixes rows (a reduction over the batch) must be served with ``stack=False``.
-* **Exact** otherwise (or when asked): a request gives every argument with the function's exact
-  shape, and is one call.
+* **Exact** (the default): a request gives every argument with the function's exact shape, and
+  is one call. Its answer is what calling the function on its arguments gives, whatever else
+  the batch holds.
+* **Stacked** (``stack_rows=True``), for a function whose every argument and result has rank
+  >= 1 and the same leading dimension N (its batch size). A request then gives each argument as
+  ``k`` rows of the argument's row shape (``shape[1:]``), any ``k >= 1``, the same ``k`` for
+  every argument. The rows of a batch's requests are concatenated and run in calls of N rows;
+  the last call is padded by repeating its last row (real values, so a padded row cannot trip a
+  check or an overflow that zeros would), and each request gets its own rows of every result
+  back. N = 1 runs a batch row by row. When a shared call fails (a check op, say), each of its
+  requests is run again alone, so that a bad request fails by itself. Stacking is exact only
+  when every result row depends on the same argument rows alone, which neither the types nor
+  the module can show: a function that mixes rows (x minus its column mean, a softmax or
+  batch-norm over the batch, attention across the leading dimension) would give one client an
+  answer computed with another client's rows and the padding. Hence opt-in.
 
 Either way all the batch's calls are submitted before any result is read, so the device works
 on one call while the host uploads the next.
@@ -30,7 +33,8 @@ from pyree.runtime.vm.tensor_type import describe
 
 
 def batch_rows(function: Function) -> int | None:
-    """N when ``function`` is stacked by the rule above, else None."""
+    """N when ``function`` can be stacked (every argument and result of rank >= 1 with the
+    same leading dimension N), else None."""
     types = function.argument_types + function.result_types
     if not function.argument_types or not function.result_types or any(not t.shape for t in types):
         return None
@@ -44,16 +48,18 @@ class BatchPlan:
     rows: int | None    # N when requests are stacked, None when each request is one call
 
     @classmethod
-    def of(cls, function: Function, stack: bool | None = None) -> BatchPlan:
-        """``stack``: None applies the rule; False keeps every request whole; True insists on
-        stacking (a function whose types do not allow it is refused)."""
-        rows = batch_rows(function) if stack is not False else None
-        if stack and rows is None:
+    def of(cls, function: Function, stack_rows: bool = False) -> BatchPlan:
+        """The exact plan, or with ``stack_rows`` the stacked one (a function whose types do
+        not allow stacking is refused)."""
+        if not stack_rows:
+            return cls(function, None)
+        rows = batch_rows(function)
+        if rows is None:
             signature = ", ".join(map(str, function.argument_types))
             results = ", ".join(map(str, function.result_types))
             raise ValueError(f"function '{function.name}' ({signature}) -> ({results}) cannot be "
-                             f"served with stack=True: stacking needs every argument and result "
-                             f"to have the same leading (batch) dimension")
+                             f"served with stack_rows=True: stacking needs every argument and "
+                             f"result to have the same leading (batch) dimension")
         return cls(function, rows)
 
     def describe(self) -> dict:

@@ -30,9 +30,9 @@ BATCH_HEADER = "x-pyree-batch-size"
 @serve.deployment
 class PyreeDeployment:
     def __init__(self, module: str | os.PathLike | bytes, function: str, device: str = "local-task",
-                 stack: bool | None = None, max_batch_size: int = 8,
+                 stack_rows: bool = False, max_batch_size: int = 8,
                  batch_wait_timeout_s: float = 0.01):
-        self.plan = BatchPlan.of(rt.load_module(module, device)[function], stack)
+        self.plan = BatchPlan.of(rt.load_module(module, device)[function], stack_rows)
         self.replica = serve.get_replica_context().replica_id.unique_id
         self._batch.set_max_batch_size(max_batch_size)
         self._batch.set_batch_wait_timeout_s(batch_wait_timeout_s)
@@ -92,10 +92,14 @@ def _json(status: int, payload: dict, headers: dict | None = None) -> Response:
 
 
 def deployment(module: str | os.PathLike | bytes, function: str, device: str = "local-task", *,
-               stack: bool | None = None, max_batch_size: int = 8, batch_wait_timeout_s: float = 0.01,
-               **options) -> serve.Application:
+               stack_rows: bool = False, max_batch_size: int = 8,
+               batch_wait_timeout_s: float = 0.01, **options) -> serve.Application:
     """An application to ``serve.run``: ``function`` of ``module`` (a path every node can read, or
     the module's bytes, which travel with the deployment) on ``device`` in each replica.
+
+    Each request is one call of the function, exactly as sent. ``stack_rows=True`` stacks the
+    rows of a batch's requests into shared calls instead (batching.py): faster, and right only
+    for a function whose every result row depends on the same argument rows alone.
 
     ``options`` are Ray Serve's deployment options (``num_replicas``, ``autoscaling_config``,
     ``ray_actor_options``, ``max_ongoing_requests``, ``name``, ...). ``max_ongoing_requests``
@@ -104,5 +108,5 @@ def deployment(module: str | os.PathLike | bytes, function: str, device: str = "
     # A relative path would be read from each replica's own working directory.
     module = bytes(module) if isinstance(module, (bytes, bytearray, memoryview)) \
         else os.path.abspath(module)
-    return PyreeDeployment.options(**options).bind(module, function, device, stack, max_batch_size,
-                                                   batch_wait_timeout_s)
+    return PyreeDeployment.options(**options).bind(module, function, device, stack_rows,
+                                                   max_batch_size, batch_wait_timeout_s)

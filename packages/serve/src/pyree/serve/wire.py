@@ -5,11 +5,14 @@ function argument, each either
 
 * a nested list (or a number, for a rank-0 argument), converted to the argument's element type
   when numpy's ``same_kind`` casting allows it (ints to floats, not floats to ints) and, for
-  integers, when every value is in range; non-finite floats are the JSON extensions ``NaN``,
-  ``Infinity`` and ``-Infinity`` that Python's json module reads and writes;
+  integers, when every value is in range (pyree.runtime.vm.conversion, as for a Python value
+  passed to a function); non-finite floats are the JSON extensions ``NaN``, ``Infinity`` and
+  ``-Infinity`` that Python's json module reads and writes;
 * or ``{"dtype": "float32", "shape": [2, 3], "data": "<base64>"}``: the array's bytes, C order,
-  little-endian, with a numpy dtype name that must equal the argument's (bit-exact, and plain
+  little-endian, with the numpy dtype name of the argument's element type (bit-exact, and plain
   JSON for clients whose parser refuses NaN).
+
+Whatever a body holds, a malformed one is a RequestError (HTTP 400), never a server error.
 
 The response is ``{"outputs": [...]}`` in the encoding asked for (``list`` by default).
 """
@@ -19,9 +22,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 
 import numpy as np
 from pyree.runtime import TensorType
+from pyree.runtime.vm.conversion import convert
 
 ENCODINGS = ("list", "base64")
 
@@ -30,14 +35,18 @@ class RequestError(ValueError):
     """A request body that cannot be read as the function's arguments (an HTTP 400)."""
 
 
-def decode_request(body: bytes, argument_types: list[TensorType]) -> tuple[list[np.ndarray], str]:
-    """The request's arrays (list inputs already in their argument's element type) and the
-    encoding its outputs are wanted in."""
+def decode_request(body: bytes, argument_types: list[TensorType]) -> tuple[list, str]:
+    """The request's arrays (list inputs already in their argument's element type; None for an
+    input past the function's arguments, whose count the batch plan refuses with the types it
+    expects) and the encoding its outputs are wanted in."""
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RequestError(f"the request body is not JSON ({e}); send "
                            f'{{"inputs": [...]}} with one entry per function argument') from None
+    except RecursionError:
+        raise RequestError("the request body nests JSON arrays or objects too deeply to be "
+                           "read") from None
     if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
         raise RequestError('the request body must be a JSON object with an "inputs" list, one '
                            "entry per function argument (a nested list, or an object with "
@@ -47,53 +56,44 @@ def decode_request(body: bytes, argument_types: list[TensorType]) -> tuple[list[
         raise RequestError(f'"output_encoding" must be one of {", ".join(ENCODINGS)}, '
                            f"got {encoding!r}")
     inputs = request["inputs"]
-    # An argument count mismatch is left to the batch plan, which names the expected types.
     types = argument_types + [None] * (len(inputs) - len(argument_types))
     return [decode_array(value, t, index) for index, (value, t) in enumerate(zip(inputs, types))], \
         encoding
 
 
-def decode_array(value, t: TensorType | None, index: int) -> np.ndarray:
-    """One input: base64 bytes as sent, or a nested list converted to ``t``'s element type."""
+def decode_array(value, t: TensorType | None, index: int) -> np.ndarray | None:
+    """One input: base64 bytes as sent, or a nested list converted to ``t``'s element type
+    (pyree.runtime's rule for Python values: no value may change). None past the arguments."""
+    if t is None:
+        return None
     if isinstance(value, dict):
         return _from_base64(value, t, index)
     try:
-        array = np.asarray(value)
-    except ValueError as e:  # ragged lists
-        raise RequestError(f"input {index} is not a rectangular nested list: {e}") from None
-    if array.dtype.kind not in "biuf":
-        raise RequestError(f"input {index} must hold numbers or booleans, got "
-                           f"{type(value).__name__} with {array.dtype.name} values")
-    if t is None or array.dtype == t.dtype:
-        return array
-    target = t.dtype
-    # An empty list reads as float64; it has no values to convert.
-    if array.size and not np.can_cast(array.dtype, target, "same_kind"):
-        wanted = {"i": "integers", "u": "integers", "b": "booleans"}.get(target.kind, "numbers")
-        raise RequestError(f"input {index}: {array.dtype.name} values cannot be converted to the "
-                           f"argument's element type {t.element_name} (send {wanted})")
-    converted = array.astype(target)
-    if target.kind in "iu" and not np.array_equal(converted, array):
-        raise RequestError(f"input {index}: a value is out of the range of the argument's element "
-                           f"type {t.element_name}")
-    return converted
+        return convert(value, t)
+    except ValueError as e:
+        raise RequestError(f"input {index}: {e}") from None
 
 
-def _from_base64(value: dict, t: TensorType | None, index: int) -> np.ndarray:
+def _from_base64(value: dict, t: TensorType, index: int) -> np.ndarray:
+    dtype, shape, data = value.get("dtype"), value.get("shape"), value.get("data")
+    # By name, never through np.dtype(): a client's string must not pick what numpy builds
+    # (dtype "O" would make an array of object pointers out of its bytes).
+    if dtype != t.dtype.name:
+        raise RequestError(f'input {index}: a base64 input needs "dtype" {t.dtype.name!r}, the '
+                           f"element type of the argument's {t}; got {dtype!r}")
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+        raise RequestError(f'input {index}: a base64 input needs "shape", a list of sizes; got '
+                           f"{shape!r}")
     try:
-        # The argument's own dtype by name: bfloat16 is no numpy name until ml_dtypes registers it.
-        dtype = t.dtype if t is not None and value["dtype"] == t.dtype.name else np.dtype(value["dtype"])
-        shape = tuple(int(d) for d in value["shape"])
-        data = base64.b64decode(value["data"], validate=True)
-    except (KeyError, TypeError, ValueError, binascii.Error) as e:
-        raise RequestError(f'input {index}: a base64 input needs "dtype" (a numpy dtype name), '
-                           f'"shape" (a list of ints) and "data" (base64 of the C-order '
-                           f"little-endian bytes): {type(e).__name__}: {e}") from None
-    expected = int(np.prod(shape)) * dtype.itemsize
-    if len(data) != expected or any(d < 0 for d in shape):
-        raise RequestError(f"input {index}: {len(data)} bytes of data for shape {list(shape)} of "
-                           f"{dtype.name}, which needs {expected}")
-    return np.frombuffer(data, dtype.newbyteorder("<")).astype(dtype).reshape(shape)
+        data = base64.b64decode(data, validate=True)
+    except (TypeError, ValueError, binascii.Error) as e:
+        raise RequestError(f'input {index}: a base64 input needs "data", base64 of the C-order '
+                           f"little-endian bytes: {type(e).__name__}: {e}") from None
+    expected = math.prod(shape) * t.dtype.itemsize  # Python ints: no overflow
+    if len(data) != expected:
+        raise RequestError(f"input {index}: {len(data)} bytes of data for shape {shape} of "
+                           f"{dtype}, which needs {expected}")
+    return np.frombuffer(data, t.dtype.newbyteorder("<")).astype(t.dtype).reshape(shape)
 
 
 def encode_array(array: np.ndarray, encoding: str):

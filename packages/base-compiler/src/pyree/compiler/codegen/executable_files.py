@@ -25,6 +25,7 @@ from pyree.compiler import printing
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.options import CompileOptions
+from pyree.compiler.output_file import write_output
 
 
 def write_executable_files(kernels: list[Kernel], options: CompileOptions, module_name: str) -> None:
@@ -44,10 +45,10 @@ def write_executable_files(kernels: list[Kernel], options: CompileOptions, modul
                 files[(kind, f"{stem}_{suffix}")] = data
         for (kind, name), data in files.items():
             for folder in folders.get(kind, ()):
-                if isinstance(data, str):
-                    (folder / name).write_text(data)
-                else:
-                    (folder / name).write_bytes(data)
+                try:
+                    write_output(folder / name, data)
+                except OSError as e:
+                    raise CompileError(f"cannot write {folder / name}: {e.strerror or e}") from None
 
 
 def _dispatch_name(kernel_name: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.irpa import write_irpa
 from pyree.compiler.parameters.safetensors import write_safetensors
 
@@ -45,10 +46,10 @@ class ExportTarget:
 
 
 def write_file(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Runs ``write`` on ``path`` opened for writing; failing to write is a CompileError."""
+    """Runs ``write`` on a new file that replaces ``path`` once complete (output_file.py);
+    failing to write is a CompileError."""
     try:
-        with open(path, "wb") as f:
-            write(f)
+        write_output(path, write)
     except OSError as e:
         raise CompileError(f"cannot write the parameter file '{path}': {e.strerror or e}") from None
 

@@ -24,6 +24,7 @@ from pyree import compiler
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import FlagError, StageLines, add_compile_flags, flag_values
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
+from pyree.compiler.output_file import write_output
 from pyree.compiler.tools.tool_parser import ToolParser
 
 # Seconds of silence before pyree-compile starts printing stage lines.
@@ -120,8 +121,7 @@ def _compile(argv: list[str] | None) -> int:
             sys.stdout.buffer.write(module)
             sys.stdout.buffer.flush()
         else:
-            with open(args.output, "wb") as f:
-                f.write(module)
+            write_output(args.output, module)
         if options.progress:
             from pyree.compiler.pipeline import size_text
 

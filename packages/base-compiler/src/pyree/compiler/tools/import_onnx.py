@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.output_file import write_output
 from pyree.compiler.tools.tool_parser import ToolParser
 
 
@@ -46,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(text)
             sys.stdout.flush()
         else:
-            with open(args.output, "w") as f:
-                f.write(text)
+            write_output(args.output, text)
     except CompileError as err:
         print(err, file=sys.stderr)
         return 1

@@ -84,8 +84,9 @@ def _sha256(data: memoryview) -> bytes:
 
 def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
     """Reads and verifies a module file's bytes; raises ModuleError naming the first problem.
-    A mapped file is used in place (``load_module`` maps files); other bytes are copied once,
-    so that what was verified cannot change."""
+    An mmap is used in place: its owner vouches that nothing changes it (``load_module`` reads
+    files into anonymous memory of their own; a mapping of the file itself would follow the
+    file). Other bytes are copied once, so that what was verified cannot change."""
     # The generated readers load with the first module, not with the runtime.
     from pyree.runtime._fb import Module as _FbModule
     from pyree.runtime._fb import ModuleT

@@ -1,15 +1,15 @@
 """Parameter files by scope, as ``iree-run-module --parameters=[scope=]file`` builds them, and
 the lookup of a module constant's (scope, key) in them.
 
-A file is mapped copy-on-write, never read, so a CPU device can use its tensors in place; only
-the index (the IRPA header and entry table, or the safetensors JSON header) is parsed. Within a
-scope the first file holding a key provides it, as in IREE. The bytes found must be exactly what
+Only the index (the IRPA header and entry table, or the safetensors JSON header) is read at
+open; a tensor is read when a module resolves it, or, for a device that reads host memory in
+place, handed out as pages of the file's mapping, guarded against changes (file.py, lease.py).
+Within a scope the first file holding a key provides it, as in IREE. The bytes found must be exactly what
 the constant's type needs; a safetensors file also records dtype and shape, and those must agree.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pyree.runtime.element_types import ITEMSIZES, NAMES, spell
 from pyree.runtime.parameters.entry import Entry, ParameterError
+from pyree.runtime.parameters.file import ParameterFile
 from pyree.runtime.parameters.irpa import MAGIC, read_irpa
 from pyree.runtime.parameters.safetensors import read_safetensors
 
@@ -31,7 +32,7 @@ _SAFETENSORS = {"f32": ("F32",), "f16": ("F16",), "bf16": ("BF16",), "f64": ("F6
 @dataclass
 class _File:
     path: str
-    data: memoryview  # the whole file, mapped
+    data: ParameterFile
     entries: dict[str, Entry]
 
 
@@ -47,9 +48,11 @@ class ParameterIndex:
         self._scopes.setdefault(scope, []).append(_open(os.fspath(path)))
 
     def resolve(self, scope: str, key: str, element_type: int, dims: list[int],
-                where: str) -> memoryview | bytes:
-        """The bytes of parameter ``scope::key`` for a constant of that type: a slice of the
-        mapped file, or the expanded pattern of a splat entry."""
+                where: str, in_place: bool = False) -> memoryview | bytes | bytearray:
+        """The bytes of parameter ``scope::key`` for a constant of that type: read from the
+        file, or the expanded pattern of a splat entry; with ``in_place`` (a device that reads
+        host memory in place), a 64-byte aligned tensor is the file's mapped pages where the
+        file can be guarded (file.py)."""
         name = f"'{scope}::{key}'" if scope else f"'{key}'"
         files = self._scopes.get(scope)
         if not files:
@@ -76,7 +79,11 @@ class ParameterIndex:
                                  f"but {where} is {need}, {size} bytes")
         if entry.splat is not None:
             return entry.splat * (size // len(entry.splat))
-        return file.data[entry.offset:entry.offset + entry.length]
+        if in_place and entry.offset % 64 == 0 and entry.length:
+            mapped = file.data.in_place(entry.offset, entry.length)
+            if mapped is not None:
+                return mapped
+        return file.data.copy(entry.offset, entry.length)
 
 
 def parse_spec(spec: Spec) -> tuple[str, str | os.PathLike]:
@@ -90,21 +97,15 @@ def parse_spec(spec: Spec) -> tuple[str, str | os.PathLike]:
 
 
 def _open(path: str) -> _File:
-    try:
-        with open(path, "rb") as f:
-            try:
-                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
-            except (OSError, ValueError):  # empty, or not a regular file
-                data = memoryview(f.read())
-    except OSError as e:
-        raise ParameterError(f"cannot open parameter file '{path}': {e.strerror or e}") from None
+    data = ParameterFile(path)
     suffix = Path(path).suffix
     if suffix == ".gguf":
         raise ParameterError(f"parameter file '{path}': GGUF is not supported; convert it to "
                              f".irpa (iree-convert-parameters) or .safetensors")
-    if suffix == ".irpa" or bytes(data[:4]) == MAGIC:
+    start = data[0:9]
+    if suffix == ".irpa" or start[:4] == MAGIC:
         return _File(path, data, read_irpa(data, path))
-    if suffix == ".safetensors" or bytes(data[8:9]) == b"{":
+    if suffix == ".safetensors" or start[8:9] == b"{":
         return _File(path, data, read_safetensors(data, path))
     raise ParameterError(f"parameter file '{path}' is neither an IREE parameter archive (.irpa) "
                          f"nor a safetensors file (.safetensors)")

@@ -17,20 +17,26 @@ ITEMSIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16":
 MAX_HEADER = 100 << 20  # the safetensors package's own limit
 
 
-def read_safetensors(data: memoryview, path: str) -> dict[str, Entry]:
-    """The file's tensors by key; ParameterError naming the file, the key and the problem."""
+def read_safetensors(data, path: str) -> dict[str, Entry]:
+    """The file's tensors by key; ParameterError naming the file, the key and the problem.
+    ``data`` reads like bytes (a ParameterFile reads each slice from the file)."""
     size = len(data)
     if size < 8:
         raise _damaged(path, f"the file is {size} bytes, too short for the 8-byte header length "
                              f"(truncated?)")
-    (header_length,) = struct.unpack_from("<Q", data, 0)
+    (header_length,) = struct.unpack("<Q", bytes(data[0:8]))
     if header_length > MAX_HEADER or 8 + header_length > size:
         raise _damaged(path, f"its header claims {header_length} bytes but the file has "
                              f"{size - 8} after the length (truncated?)")
     try:
-        header = json.loads(bytes(data[8:8 + header_length]).decode())
+        header = json.loads(bytes(data[8:8 + header_length]).decode(),
+                            object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise _damaged(path, f"its header has the key '{e}' twice") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise _damaged(path, f"its header is not valid JSON ({e})") from None
+    except RecursionError:
+        raise _damaged(path, "its header nests JSON arrays or objects too deeply") from None
     if not isinstance(header, dict):
         raise _damaged(path, "its header is not a JSON object")
     start, available = 8 + header_length, size - 8 - header_length
@@ -42,12 +48,26 @@ def read_safetensors(data: memoryview, path: str) -> dict[str, Entry]:
     return entries
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json's object hook: a key twice is refused (json would keep the last one silently, and
+    which tensor a reader takes would be the writer's accident)."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return result
+
+
 def _entry(key: str, info, start: int, available: int, path: str) -> Entry:
     where = f"tensor '{key}'"
     if not isinstance(info, dict):
         raise _damaged(path, f"{where} is not a JSON object")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in ITEMSIZES:
+    if not isinstance(dtype, str) or dtype not in ITEMSIZES:
         raise _damaged(path, f"{where} has unknown dtype {dtype!r}")
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
         raise _damaged(path, f"{where} has shape {shape!r}, not a list of sizes")

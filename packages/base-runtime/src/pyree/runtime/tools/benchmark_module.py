@@ -224,8 +224,9 @@ def _run(argv: Sequence[str]) -> int:
     name = f"BM_{function.name}/process_time/real_time"
     print(reports[args.benchmark_format](name, samples))
     if args.benchmark_out:
-        with open(args.benchmark_out, "w") as f:
-            f.write(reports[args.benchmark_out_format](name, samples) + "\n")
+        from pyree.runtime.tools.output_file import write_output
+
+        write_output(args.benchmark_out, reports[args.benchmark_out_format](name, samples) + "\n")
     return 0
 
 

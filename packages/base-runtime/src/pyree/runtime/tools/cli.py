@@ -58,7 +58,7 @@ def add_parameter_flags(parser: FlagParser) -> None:
         repeated=True,
         metavar="[SCOPE=]FILE",
         help="a parameter file (.irpa or .safetensors) for the module's external constants of "
-        "SCOPE (none: the empty scope); repeatable, mapped rather than read (docs/PARAMETERS.md)",
+        "SCOPE (none: the empty scope); repeatable; CPU devices use it in place (docs/PARAMETERS.md)",
     )
 
 

@@ -164,15 +164,18 @@ def parse_output_spec(text: str) -> OutputSpec:
 
 def save_npy(spec: OutputSpec, array: HostArray) -> None:
     """Writes (or appends, so several results share one file) ``array`` at ``spec.path``: as .npy,
-    or, for a ``.bin`` path, as its raw elements."""
+    or, for a ``.bin`` path, as its raw elements; atomically (output_file.py)."""
     from pyree.runtime.tools import npy
+    from pyree.runtime.tools.output_file import write_output
 
-    with open(spec.path, "ab" if spec.action == "append" else "wb") as f:
-        if spec.path.endswith(".bin"):
-            f.write(array.data)
-        elif (data := npy.serialize(array)) is not None:
-            f.write(data)
-        else:
-            import numpy as np
+    if spec.path.endswith(".bin"):
+        data = bytes(array.data)
+    elif (data := npy.serialize(array)) is None:
+        import io
 
-            np.save(f, array.to_numpy(), allow_pickle=False)
+        import numpy as np
+
+        stream = io.BytesIO()
+        np.save(stream, array.to_numpy(), allow_pickle=False)
+        data = stream.getvalue()
+    write_output(spec.path, data, append=spec.action == "append")

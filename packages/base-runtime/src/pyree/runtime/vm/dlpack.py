@@ -171,8 +171,8 @@ def export(array, stream=None, max_version=None, dl_device=None, copy=None):
 class _Imported:
     """A producer's managed tensor, consumed: its deleter runs when this is collected."""
 
-    def __init__(self, address: int, deleter):
-        self._address, self._deleter = address, deleter
+    def __init__(self, address: int, deleter, tensor: DLTensor):
+        self._address, self._deleter, self.tensor = address, deleter, tensor
 
     def __del__(self):
         if self._deleter and not PROCESS.exiting:  # at exit the producer may be torn down
@@ -182,7 +182,8 @@ class _Imported:
 def import_argument(obj, device, what: str, shape: tuple, dtype: np.dtype):
     """``obj`` (anything with ``__dlpack__``) for a function argument on ``device``: a buffer
     over its memory where that memory is on ``device`` and laid out as the argument is (no
-    copy), else, for host memory, a numpy view of it (np.from_dlpack) for the caller to copy."""
+    copy), else, for host memory, a numpy array of it for the caller to check and copy.
+    ``__dlpack__`` is called once: a producer may hand its tensor over only once."""
     kind, index = (int(v) for v in obj.__dlpack_device__())
     here = device.dlpack
     name = type(obj).__name__
@@ -197,7 +198,7 @@ def import_argument(obj, device, what: str, shape: tuple, dtype: np.dtype):
                 raise InvocationError(f"{what}: {e}") from None
         if kind != KDL_CPU:
             raise InvocationError(f"{what}: the {name} {problem}")
-        del owner  # host memory numpy can still read (and the caller copy): its deleter runs
+        return _host_copy(owner.tensor, f"{what}: the {name}")  # then its deleter runs
     if kind == KDL_CPU:
         try:
             return np.from_dlpack(obj)
@@ -234,7 +235,7 @@ def _consume(obj, here: tuple[int, int, int], shape: tuple, dtype: np.dtype, wha
     address = _get_pointer(capsule, name)
     managed = (DLManagedTensorVersioned if name == _VERSIONED else DLManagedTensor) \
         .from_address(address)
-    owner = _Imported(address, managed.deleter)  # from here on, the deleter is ours to run
+    owner = _Imported(address, managed.deleter, managed.dl_tensor)  # its deleter is ours to run
     _set_name(capsule, _USED[name])
     tensor = managed.dl_tensor
     got_shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
@@ -256,6 +257,31 @@ def _consume(obj, here: tuple[int, int, int], shape: tuple, dtype: np.dtype, wha
     elif pointer % dtype.itemsize:
         problem = f"has its data at {pointer:#x}, not aligned to its {dtype.itemsize}-byte elements"
     return pointer, nbytes, owner, problem
+
+
+def _host_copy(tensor: DLTensor, what: str) -> np.ndarray:
+    """A compact copy of a host tensor in any layout (strides in elements, possibly negative),
+    made while its producer still holds it; its dtype and shape are the caller's to check."""
+    code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
+    names = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+             (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+             (2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (6, 8): "bool"}
+    if lanes != 1 or ((code, bits) not in names and (code, bits) != (4, 16)):
+        raise InvocationError(f"{what} holds DLPack type {code}:{bits}x{lanes}, which pyree does "
+                              f"not read")
+    from pyree.runtime.element_types import BF16, numpy_dtype
+
+    dtype = numpy_dtype(BF16) if code == 4 else np.dtype(names[code, bits])
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    steps = [tensor.strides[i] for i in range(tensor.ndim)] if tensor.strides \
+        else _c_strides(shape)
+    if 0 in shape:
+        return np.empty(shape, dtype)
+    low = sum(min(0, (d - 1) * s) for d, s in zip(shape, steps)) * dtype.itemsize
+    high = sum(max(0, (d - 1) * s) for d, s in zip(shape, steps)) * dtype.itemsize + dtype.itemsize
+    memory = (ctypes.c_char * (high - low)).from_address((tensor.data or 0) + tensor.byte_offset
+                                                         + low)
+    return np.ndarray(shape, dtype, memory, -low, [s * dtype.itemsize for s in steps]).copy()
 
 
 def _c_strides(shape: tuple) -> list[int]:

@@ -162,12 +162,13 @@ class Function:
                 return arg
         if isinstance(arg, np.ndarray):
             array = arg
-        else:
+        else:  # a Python value: converted where no value changes (vm/conversion.py)
+            from pyree.runtime.vm.conversion import convert
+
             try:
-                array = np.asarray(arg, dtype=dtype)
-            except (TypeError, ValueError) as e:
-                raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
-                                      f"got {type(arg).__name__} that does not convert: {e}") from None
+                array = convert(arg, t)
+            except ValueError as e:
+                raise InvocationError(f"function '{self.name}' argument {index}: {e}") from None
         if array.shape != shape or array.dtype != dtype:
             raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                   f"got {describe(array)}")

@@ -27,10 +27,12 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
                 parameters: ParameterIndex | str | os.PathLike | list | None = None) -> LoadedModule:
     """Reads, verifies and loads a module file (a path, or the file's bytes) onto a device URI
     (``device``, or IREE's ``driver`` keyword; default ``local-task``) or a Device. A file is
-    mapped (copy-on-write) rather than read, so its constants need not be copied.
+    read into memory of the module's own, so rewriting or truncating it afterwards changes
+    nothing (a CPU device still uses its constants in place, in that memory).
     ``parameters``: the parameter files its external constants come from, as ``--parameters``
     takes them (``"[scope=]file.irpa"``, ``.safetensors``; a path: no scope; a (scope, path)
-    pair), or a ParameterIndex; mapped the same way."""
+    pair), or a ParameterIndex; a CPU device uses their tensors in place, guarded against
+    changes to the files (parameters/lease.py), where the others read them at load."""
     if device is not None and driver is not None:
         raise InvocationError(f"load_module: give device= or driver=, not both (got device="
                               f"{device!r}, driver={driver!r})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 
 from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
@@ -73,7 +74,7 @@ class LoadedModule:
                 parameters = parameter_index([])
             data = module.bytes_of(c.data) if p is None else parameters.resolve(
                 p.scope, p.key, c.type.elementType, c.type.dims,
-                f"module '{module.name}' constant {i}")
+                f"module '{module.name}' constant {i}", in_place=device.imports_host)
             mapping = _mapping(data, anchors) if device.imports_host else None
             self.constants.append(self._constant(data, mapping))
         self._in_place = any(hasattr(c, "_source") for c in self.constants)
@@ -134,21 +135,44 @@ class LoadedModule:
 
 
 def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryview) -> Module:
-    """Reads and verifies a module file (a path, mapped copy-on-write, or the file's bytes)."""
+    """Reads and verifies a module file (a path, read into memory of its own, or the file's
+    bytes)."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
     else:
-        try:
-            with open(path_or_bytes, "rb") as f:
-                try:
-                    data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-                except (OSError, ValueError):  # empty, or not a regular file (a pipe)
-                    data = f.read()
-        except OSError as e:
-            raise ModuleError(f"cannot read module file '{os.fspath(path_or_bytes)}': "
-                              f"{e.strerror or e}") from None
+        data = _read(os.fspath(path_or_bytes))
     _release_orphans()
     return read_module(data)
+
+
+def _read(path: str) -> mmap.mmap | bytes:
+    """The file's bytes in anonymous memory the module owns, never the file's own pages: what
+    was verified must not change, and a file rewritten or truncated under a mapping would
+    change the module's answers or kill the process with SIGBUS at its next call. Reading
+    costs what the digest check costs anyway (it reads every byte); anonymous memory is
+    page-aligned, so a CPU device still uses the constants in place. A pipe is read as it
+    comes; any other file that is not a regular one (a device such as /dev/zero) is refused."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            info = os.fstat(f.fileno())
+            if stat.S_ISFIFO(info.st_mode):
+                return f.read()
+            if not stat.S_ISREG(info.st_mode):
+                raise ModuleError(f"module file '{path}' is not a regular file (a device or a "
+                                  f"folder)")
+            # (pre-faulted: the kernel fills the pages faster than a fault per page in the read)
+            populate = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+            data = mmap.mmap(-1, info.st_size, flags=populate) if info.st_size else bytearray()
+            view, done = memoryview(data), 0
+            while done < len(data) and (got := f.readinto(view[done:])):
+                done += got
+            view.release()
+            if done < len(data) or f.read(1):
+                raise ModuleError(f"module file '{path}' changed size while it was read: "
+                                  f"it is being written; load it once it is complete")
+            return data
+    except OSError as e:
+        raise ModuleError(f"cannot read module file '{path}': {e.strerror or e}") from None
 
 
 def parameter_index(parameters) -> ParameterIndex:

@@ -141,7 +141,8 @@ class VmModule:
 
     @staticmethod
     def mmap(instance, filepath=None, destroy_callback=None) -> VmModule:
-        """The module file at ``filepath``, mapped rather than read."""
+        """The module file at ``filepath`` (read into memory of its own, as ``load_module``
+        reads it: a module never depends on its file after load)."""
         if filepath is None:
             instance, filepath = None, instance
         return VmModule(open_module(os.fspath(filepath)), destroy_callback)
