@@ -83,7 +83,8 @@ def test_device_arrays_have_numpys_operators(module, rng):
     np.testing.assert_array_equal(-r, -host)
     np.testing.assert_array_equal(abs(r), abs(host))
     np.testing.assert_array_equal(r == host, np.ones(host.shape, bool))
-    np.testing.assert_array_equal(r @ host.T, host @ host.T)
+    # (BLAS may sum in another order for a copy at another alignment: equal to rounding)
+    np.testing.assert_allclose(r @ host.T, host @ host.T, rtol=1e-5, atol=1e-5)
     with pytest.raises(TypeError):
         hash(r)  # == is elementwise, as with the mixin
     with pytest.raises(TypeError):
