@@ -30,7 +30,7 @@ TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6", "cuda-bindings>=12.
 # fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
 # can find PyTorch's CPU build of it (PyTorch's CPU index, or a wheel folder in pip's find-links)
 # it takes that one, whose local version "+cpu" sorts above the plain release; on a machine that
-# reaches only PyPI it takes PyPI's, the CUDA build (~4 GB with its NVIDIA libraries; README.md
+# reaches only PyPI it takes PyPI's, the CUDA build (several GB with its NVIDIA libraries; README.md
 # says how to keep the download small). onnxruntime is the ONNX tests' reference.
 IMPORTER_DEPS = ["torch==2.13.0", "onnxruntime", "pillow"]
 # torchvision's MobileNet/ResNet (tests/models). Its PyPI wheel is a CUDA build whose torch
