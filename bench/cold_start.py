@@ -1,6 +1,6 @@
 """Cold start and peak memory of whole processes: pyree vs IREE on local-task (issue 13).
 
-    python bench/cold_start.py [--runs 11] [--iree-python /work/iree-venv/bin/python] [--importtime]
+    python bench/cold_start.py [--runs 11] [--iree-python PYTHON] [--importtime]
 
 Each run is a fresh process that returns one result of tests/data/mlp.mlir (compiled once per
 side for llvm-cpu, host CPU): (a) the Python API -- import numpy and the runtime, load the module
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from iree_install import iree_python
 from pyree.runtime import format_array
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,11 +103,13 @@ def importtime(python: str, args: list[str], top: int = 14) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=11)
-    parser.add_argument("--iree-python", default="/work/iree-venv/bin/python")
+    parser.add_argument("--iree-python", default="",
+                        help="a Python with iree.runtime (default: $IREE_PYTHON, else this one)")
     parser.add_argument("--importtime", action="store_true",
                         help="also show where `import pyree.runtime` and the CLI (text input) "
                         "spend their import time")
     args = parser.parse_args()
+    args.iree_python = iree_python(args.iree_python)
     iree_bin = Path(args.iree_python).parent
     native = Path(subprocess.run([args.iree_python, "-c",
                                   "from iree._runtime import libs; print(libs.library_path)"],

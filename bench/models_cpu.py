@@ -1,13 +1,13 @@
 """Whole CNNs on the CPU: pyree (llvm-cpu, local-task) against IREE's llvm-cpu and onnxruntime.
 
     python bench/models_cpu.py [--models mobilenet_v2,resnet18] [--rounds 7]
-                               [--iree-venv /work/iree-venv] [--work /tmp/pyree_models_cpu]
+                               [--iree-python PYTHON] [--work /tmp/pyree_models_cpu]
     python bench/models_cpu.py --profile [--top 25]   # pyree's kernels one by one instead
 
 Each model comes from tests/models/definitions.py (batch 1, fp32, fixed seed) and is exported once
 to linalg-on-tensors MLIR with torch_mlir.fx.export_and_import (cached in --work). pyree and IREE
 compile that same file (``iree-compile --iree-hal-target-backends=llvm-cpu
---iree-llvmcpu-target-cpu=host``; IREE lives in its own venv and runs in a worker subprocess that
+--iree-llvmcpu-target-cpu=host``; IREE (bench/iree_install.py finds it) runs in a worker subprocess that
 times its own calls); onnxruntime runs the torch.onnx export of the model. Every output is checked
 against PyTorch (relative error). The sides take turns in rounds, so that all three see the same
 (shared, noisy) machine: in a round each side runs WARM untimed calls and then TIMED timed ones
@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "bench")]
+import iree_install  # noqa: E402
 
 GAP_S = 0.1  # onnxruntime's and IREE's worker threads spin for a while after a call
 WARM, TIMED = 3, 5
@@ -41,9 +42,9 @@ WARM, TIMED = 3, 5
 IREE_WORKER = r"""
 import sys, time, subprocess, numpy as np
 import iree.runtime as rt
-mlir, vmfb, inp = sys.argv[1:4]
+mlir, vmfb, inp, iree_compile = sys.argv[1:5]
 t0 = time.perf_counter()
-subprocess.run([sys.executable.replace("python", "iree-compile"), mlir, "-o", vmfb,
+subprocess.run([iree_compile, mlir, "-o", vmfb,
                 "--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"], check=True)
 compile_s = time.perf_counter() - t0
 config = rt.Config("local-task")
@@ -91,12 +92,12 @@ def export(name: str, work: Path):
 
 
 class Iree:
-    def __init__(self, venv: Path, mlir: Path, x: np.ndarray, work: Path):
+    def __init__(self, python: str, mlir: Path, x: np.ndarray, work: Path):
         inp = work / f"{mlir.stem}.input.npy"
         np.save(inp, x)
         self.proc = subprocess.Popen(
-            [str(venv / "bin" / "python"), "-c", IREE_WORKER, str(mlir),
-             str(work / f"{mlir.stem}.iree.vmfb"), str(inp)],
+            [python, "-c", IREE_WORKER, str(mlir), str(work / f"{mlir.stem}.iree.vmfb"), str(inp),
+             iree_install.iree_compile()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().split()
         if not line or line[0] != "ready":
@@ -130,7 +131,7 @@ def bench(name: str, args, work: Path) -> dict:
 
     session = onnxruntime.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
     ort_out = session.run(None, {"x": x})[0]
-    iree = Iree(Path(args.iree_venv), mlir, x, work)
+    iree = Iree(iree_install.iree_python(args.iree_python), mlir, x, work)
 
     def timed(call):
         def calls(n: int) -> list[float]:
@@ -213,7 +214,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="mobilenet_v2,resnet18")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--iree-venv", default="/work/iree-venv")
+    parser.add_argument("--iree-python", default="",
+                        help="a Python with iree.runtime (default: $IREE_PYTHON, else this one)")
     parser.add_argument("--work", default="/tmp/pyree_models_cpu")
     parser.add_argument("--json")
     parser.add_argument("--profile", action="store_true")

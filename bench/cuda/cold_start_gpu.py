@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+import iree_install  # noqa: E402
 
 PYREE = """
 import time; t0 = time.perf_counter()
@@ -80,7 +82,7 @@ def build(out: Path) -> None:
         target_backends=["cuda", "vulkan-spirv"], cuda_target="sm_90",
         vulkan_target="hopper-h100-linux")))
     for driver, flags in IREE_FLAGS.items():
-        subprocess.run(["/work/iree-venv/bin/iree-compile", str(mlp), *flags,
+        subprocess.run([iree_install.iree_compile(), str(mlp), *flags,
                         "-o", str(out / f"mlp.iree_{driver}.vmfb")], check=True)
 
 

@@ -4,7 +4,7 @@
 
 --pyree writes ``<model>.vmfb`` with both the cuda (sm_90) and vulkan-spirv (hopper-h100-linux)
 executables in one module, so the weights travel once (``--backends cuda``: cuda alone). --iree
-compiles the same linalg MLIR with iree-compile (IREE_COMPILE, default /work/iree-venv/bin/iree-compile) into
+compiles the same linalg MLIR with iree-compile (IREE_COMPILE, default the one on PATH) into
 ``<model>.iree_<target>.vmfb``: cuda for sm_80 (IREE 3.13 rejects sm_90), vulkan for ``ampere``.
 ``manifest.json`` records each model's input, function and weights checksum, so the GPU host
 can rebuild the same torch model and prove it holds the same weights. --f16 builds each model
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "bench")]
 import definitions  # noqa: E402
+import iree_install  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str, import_torch  # noqa: E402
 
 IREE_FLAGS = {
@@ -47,7 +47,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    iree_compile = os.environ.get("IREE_COMPILE", "/work/iree-venv/bin/iree-compile")
+    iree_compile = iree_install.iree_compile() if args.iree else ""
     for name in args.models.split(","):
         factory, shape, dtype, function = definitions.MODELS[name]
         model, x = factory(), definitions.example_input(name)

@@ -4,13 +4,12 @@
 
 The model comes from tests/models/definitions.py through pyree's torch importer (both compilers
 read the same linalg MLIR file; importing is not timed). IREE_COMPILE names iree-compile
-(default /work/iree-venv/bin/iree-compile). Prints each run's wall time and the medians.
+(default: the one on PATH, bench/iree_install.py). Prints each run's wall time and the medians.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -19,8 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "models"))
+sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "bench")]
 import definitions  # noqa: E402
+import iree_install  # noqa: E402
 
 PYREE = {"cuda": ["--pyree-hal-target-backends=cuda", "--pyree-cuda-target=sm_80"],
          "vulkan-spirv": ["--pyree-hal-target-backends=vulkan-spirv"],
@@ -44,7 +44,7 @@ def main() -> None:
     args = p.parse_args()
     from pyree.compiler import import_torch
     factory, _, _, function = definitions.MODELS[args.model]
-    iree_compile = os.environ.get("IREE_COMPILE", "/work/iree-venv/bin/iree-compile")
+    iree_compile = iree_install.iree_compile()
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{args.model}.mlir"
         source.write_text(import_torch(factory(), definitions.example_input(args.model),
