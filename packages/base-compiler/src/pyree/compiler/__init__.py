@@ -19,6 +19,8 @@ use, so that importing a single stage such as ``pyree.compiler.kernel`` stays li
 compiler never loads torch or onnx.
 """
 
+__version__ = "0.1.0"
+
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions, InputType
 

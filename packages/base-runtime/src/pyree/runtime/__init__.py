@@ -13,6 +13,8 @@ almost nothing until it loads a module (issue 13: importing the runtime does no 
 not need).
 """
 
+__version__ = "0.1.0"
+
 from pyree.runtime.errors import (
                                   CheckError,
                                   DriverError,

@@ -7,6 +7,8 @@
 docs/SERVING.md is the guide (HTTP and handle interfaces, batching, GPUs, clusters, Triton).
 """
 
+__version__ = "0.1.0"
+
 from pyree.serve.batching import BatchPlan, batch_rows
 from pyree.serve.deployment import BATCH_HEADER, REPLICA_HEADER, PyreeDeployment, deployment
 from pyree.serve.wire import RequestError

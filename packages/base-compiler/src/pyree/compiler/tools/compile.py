@@ -18,7 +18,6 @@ import argparse
 import os
 import sys
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 
 from pyree import compiler
 from pyree.compiler.errors import CompileError
@@ -50,15 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pyree-llvmcpu-list-targets", "--iree-llvmcpu-list-targets",
                    dest="list_cpu_targets", action="store_true",
                    help="list the llvm-cpu target triple and CPU names and exit")
-    p.add_argument("--version", action="version", version=f"pyree-compile {_version()}")
     return p
-
-
-def _version() -> str:
-    try:
-        return version("pyree-base-compiler")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> CompileOptions:

@@ -98,6 +98,11 @@ class FlagParser:
             if item in ("-h", "--help"):
                 print(self.help())
                 raise SystemExit(0)
+            if item == "--version":
+                from pyree.runtime import __version__
+
+                print(f"{self.prog} {__version__} (pyree-base-runtime)")
+                raise SystemExit(0)
             if not _is_flag(item):
                 positionals.append(item)
                 continue
@@ -144,7 +149,9 @@ class FlagParser:
         positionals = "".join(f" {f.metavar}" for f in self.flags if f.positional)
         lines = [f"usage: {self.prog} [--flag=VALUE ...]{positionals}", "", self.description, "",
                  "flags:"]
-        for flag in self.flags + [Flag(["--help"], switch=True, help="show this help and exit")]:
+        for flag in self.flags + [Flag(["--help"], switch=True, help="show this help and exit"),
+                                  Flag(["--version"], switch=True,
+                                       help="show the tool's version and exit")]:
             lines.append(f"  {flag.spelling()}")
             lines += textwrap.wrap(flag.help, width, initial_indent=" " * 6,
                                    subsequent_indent=" " * 6)

@@ -8,6 +8,8 @@ variable; the default is ``graph``. See README.md.
 
 from __future__ import annotations
 
+__version__ = "0.1.0"
+
 _address: int | None = None
 
 

@@ -7,6 +7,8 @@ Device URIs: ``rocm`` (device 0), ``rocm://<ordinal>``, ``rocm://GPU-<uuid>`` (a
 
 from __future__ import annotations
 
+__version__ = "0.1.0"
+
 _addresses: dict[str, int] = {}
 
 

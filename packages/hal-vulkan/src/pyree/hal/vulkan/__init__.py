@@ -6,6 +6,8 @@ Device URIs: ``vulkan`` (the first usable device), ``vulkan://<index>``, ``vulka
 
 from __future__ import annotations
 
+__version__ = "0.1.0"
+
 _address: int | None = None
 
 
