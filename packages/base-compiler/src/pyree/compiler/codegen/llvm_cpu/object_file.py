@@ -34,7 +34,9 @@ def link_shared_object(obj: bytes) -> bytes:
     with tempfile.TemporaryDirectory(prefix="pyree-llvmcpu-") as tmp:
         src, out = Path(tmp, "kernels.o"), Path(tmp, "kernels.so")
         src.write_bytes(obj)
-        cmd = [*linker, "-o", str(out), str(src), "-lm"]
+        # libm by its runtime name: "-lm" needs the libm.so development link (libc6-dev), which
+        # a machine with only binutils lacks
+        cmd = [*linker, "-o", str(out), str(src), "-l:libm.so.6"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise CompileError(f"llvm-cpu: linking the kernel library failed ({' '.join(cmd)}): "
