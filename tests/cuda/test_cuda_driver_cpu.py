@@ -122,9 +122,10 @@ def _cuda_typedefs() -> Path | None:
 
 def test_each_signature_is_what_get_proc_address_returns():
     """cudaTypedefs.h lists every version of every entry point (``PFN_cuMemGetInfo_v3020``...):
-    asked for a name at TABLE_VERSION, cuGetProcAddress returns its newest version not above it
-    (the ``_ptsz`` ones only when asked for per-thread streams). Header macros are no guide:
-    cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags, a name of its own here."""
+    asked for a name at TABLE_VERSION (or NEWER's version), cuGetProcAddress returns its newest
+    version not above it (the ``_ptsz`` ones only when asked for per-thread streams). Header
+    macros are no guide: cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags, a name of
+    its own here."""
     header = _cuda_typedefs()
     if header is None:
         missing("no CUDA toolkit headers (cudaTypedefs.h): set CUDA_HOME")
@@ -136,7 +137,8 @@ def test_each_signature_is_what_get_proc_address_returns():
             versions.setdefault(name, {})[int(version)] = _arguments(re.sub(r"(\w)_v\d+\b", r"\1",
                                                                             args))
     for name, types in _declared().items():
-        chosen = max(v for v in versions[name] if v <= symbols.TABLE_VERSION)
+        asked = symbols.NEWER.get(name, symbols.TABLE_VERSION)
+        chosen = max(v for v in versions[name] if v <= asked)
         assert types == versions[name][chosen], (name, chosen)
 
 

@@ -3,6 +3,11 @@
 hipModuleLoadDataEx is given an error-log buffer, so a refused code object comes back with the
 loader's own words, the chip the module was compiled for and this device's name. Loaded modules
 are cached by content, so loading the same executable twice costs one hipModuleLoadDataEx.
+
+An ELF code object is checked against its own headers first (the runtime's hal/images/elf.py): the
+loader maps what the headers say and would read past a code object cut short. (Images that are
+not ELF are left to the loader, which refuses them by their magic; the test-only HIP-on-CUDA shim
+loads PTX this way.)
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import hashlib
 import re
 
 from pyree.hal.rocm.symbols import SUCCESS, WRONG_CHIP, HipError, check, error, ffi
+from pyree.runtime.hal.images import ImageError
+from pyree.runtime.hal.images.elf import ELF_MAGIC, EM_AMDGPU, ET_DYN, read_elf
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
 _ERROR_LOG_BUFFER, _ERROR_LOG_BUFFER_SIZE = 5, 6  # hipJitOption
@@ -77,6 +84,12 @@ class ExecutableCache:
         options = ffi.new("int[]", [_ERROR_LOG_BUFFER, _ERROR_LOG_BUFFER_SIZE])
         values = ffi.new("void *[]", [log, ffi.cast("void *", _LOG_SIZE)])
         out = ffi.new("void **")
+        if params.code[:4] == ELF_MAGIC:
+            try:
+                read_elf(params.code, (EM_AMDGPU,), (ET_DYN,))
+            except ImageError as e:
+                raise HalError("INVALID_ARGUMENT", f"the ROCm code object for {params.target} is "
+                                                   f"refused: {e}") from None
         image = ffi.from_buffer(params.code)
         err = lib.hipModuleLoadDataEx(out, image, 2, options, values)
         if err == SUCCESS:
