@@ -88,12 +88,17 @@ class _Rewriter:
         """(function, BufferRef) of every reference a command makes."""
         out = []
         for f, _, c in self.commands(DISPATCH, COPY, FILL, CHECK, BRANCH):
-            refs = {DISPATCH: lambda: c.dispatch.bindings or [],
-                    COPY: lambda: [c.copy.source, c.copy.target],
-                    FILL: lambda: [c.fill.target],
-                    CHECK: lambda: [r for r in (c.check.lhs, c.check.rhs) if r is not None],
-                    BRANCH: lambda: [c.branch.condition] if c.branch.condition else []}[c.kind]()
-            out += [(f, r) for r in refs]
+            if c.kind == DISPATCH:
+                refs = c.dispatch.bindings or []
+            elif c.kind == COPY:
+                refs = [c.copy.source, c.copy.target]
+            elif c.kind == FILL:
+                refs = [c.fill.target]
+            elif c.kind == CHECK:
+                refs = [c.check.lhs, c.check.rhs]
+            else:
+                refs = [c.branch.condition]
+            out += [(f, r) for r in refs if r is not None]
         return out
 
     def exports(self):
