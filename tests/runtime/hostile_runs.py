@@ -27,6 +27,60 @@ from .module_mutations import mutant
 
 WORKER = Path(__file__).with_name("run_mutants.py")
 DEADLINE_S = 30
+# CI runs a fixed few hundred; a GPU host may run a longer sweep with other seeds
+MUTANTS = int(os.environ.get("PYREE_HOSTILE_MUTANTS", "240"))
+SEED = int(os.environ.get("PYREE_HOSTILE_SEED", "26"))
+
+# The modules mutated: matmuls with constants and a transient arena (tests/data/mlp.mlir),
+# elementwise and reduction kernels with results written by copies, and host control flow.
+ARITH = """
+func.func @arith(%a: tensor<37x53xf32>, %b: tensor<53xf32>) -> (tensor<37x53xf32>, tensor<37xf32>, tensor<53xf32>) {
+  %w = arith.constant dense<0.5> : tensor<37x53xf32>
+  %e = tensor.empty() : tensor<37x53xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>,
+                                        affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b, %w : tensor<37x53xf32>, tensor<53xf32>, tensor<37x53xf32>) outs(%e : tensor<37x53xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32, %o: f32):
+    %t = arith.addf %x, %y : f32
+    %u = arith.mulf %t, %z : f32
+    linalg.yield %u : f32
+  } -> tensor<37x53xf32>
+  %zero = arith.constant 0.0 : f32
+  %e1 = tensor.empty() : tensor<37xf32>
+  %f1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<37xf32>) -> tensor<37xf32>
+  %r = linalg.reduce ins(%s : tensor<37x53xf32>) outs(%f1 : tensor<37xf32>) dimensions = [1]
+    (%x: f32, %y: f32) { %t = arith.maximumf %x, %y : f32
+      linalg.yield %t : f32 }
+  return %s, %r, %b : tensor<37x53xf32>, tensor<37xf32>, tensor<53xf32>
+}
+"""
+
+
+def base_sources() -> dict[str, str]:
+    from control_flow_cases import MLIR as CONTROL_FLOW
+
+    mlp = (Path(__file__).parents[1] / "data" / "mlp.mlir").read_text()
+    return {"mlp": mlp, "arith": ARITH, "control_flow": CONTROL_FLOW}
+
+
+def compile_bases(options) -> dict[str, bytes]:
+    """The base modules compiled with ``options`` (a CompileOptions)."""
+    from pyree.compiler import compile_str
+
+    return {name: compile_str(text, options) for name, text in base_sources().items()}
+
+
+def fuzz(device: str, bases: dict[str, bytes], folder: Path) -> tuple[list[str], dict]:
+    """Runs MUTANTS mutants of ``bases`` on ``device``: (the failures, counts of first
+    outcomes: refused, ok, error, loop)."""
+    records = make_mutants(bases, MUTANTS, SEED, folder)
+    results = run_all(device, folder, MUTANTS)
+    counts: dict[str, int] = {}
+    for outcomes in results.values():
+        kind = outcomes[0].split(":")[0]
+        counts[kind] = counts.get(kind, 0) + 1
+    return failures(records, folder, results), counts
 
 
 def loops(data: bytes, functions: set[str]) -> bool:

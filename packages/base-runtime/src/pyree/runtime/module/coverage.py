@@ -41,6 +41,7 @@ class _OverBudget(Exception):
 
 class _Analysis:
     def __init__(self, function, trusted: list[list | None], tensor_bytes):
+        self.function = function
         self.commands = function.commands
         self.trusted = trusted      # per kernel: its binding layouts (access, min length), or None
         self.result_bytes = [tensor_bytes(t) for t in function.results]
@@ -176,8 +177,18 @@ class _Analysis:
             for r, size in enumerate(self.result_bytes):
                 if size:
                     require((RESULT, r), end.get((RESULT, r), ()), 0, size)
-        return [Clear(kind, index, start, stop - start)
-                for (kind, index), (start, stop) in sorted(need.items())]
+        return [self.widened(kind, index, start, stop) for (kind, index), (start, stop)
+                in sorted(need.items())]
+
+    def widened(self, kind: int, index: int, start: int, stop: int) -> Clear:
+        """The clear of [start, stop) widened to 4-byte words (the verifier rounds allocations
+        to them): a Vulkan fill takes only those, and clearing more at the start of a call
+        costs nothing."""
+        size = {RESULT: lambda: self.function.resultSizes[index],
+                TRANSIENT: lambda: self.function.transientSize,
+                READBACK: lambda: self.function.readbackSize}[kind]()
+        start, wide = start - start % 4, stop + -stop % 4
+        return Clear(kind, index, start, (wide if wide <= size else stop) - start)
 
 
 def clears(function, trusted: list[list | None], tensor_bytes) -> list[Clear]:

@@ -254,6 +254,11 @@ class _Verifier:
                            function.readbackSize, len(function.commands))
         for c, command in enumerate(function.commands):
             self.command(command, buffers, f"{where} command {c}")
+        # Allocations in whole 4-byte words, so that the clears are too (a Vulkan fill takes only
+        # those); every reference was checked against the sizes as written.
+        function.resultSizes = [size + -size % 4 for size in function.resultSizes]
+        function.transientSize += -function.transientSize % 4
+        function.readbackSize += -function.readbackSize % 4
         function.clears = clears(function, self.trusted, tensor_bytes)
 
     def command(self, command, buffers: _Buffers, where: str) -> None:

@@ -2,8 +2,9 @@
 (storage buffers at binding = position), a pipeline layout (that set plus push constants) and a
 compute pipeline, all created once at load. Identical code loaded again reuses them.
 
-Before creating anything the module is checked: its SPIR-V structure (hal/images/spirv.py in
-the runtime: a driver may hang on a module cut short), then against the device: capabilities
+Before creating anything the module is checked: its SPIR-V structure and each entry point's
+descriptors against its export's bindings (hal/images/spirv.py in the runtime: a driver may hang
+on a module cut short, or write through a descriptor the layout lacks), then against the device: capabilities
 the device lacks (float16, 8-bit storage...), workgroup sizes, counts and shared memory within
 the device's limits. A module built for another GPU is refused with the reason, never run.
 """
@@ -121,7 +122,7 @@ class ExecutableCache:
     def _check(self, params: ExecutableParams) -> None:
         code, phys = params.code, self.physical
         try:
-            check_spirv(code, [e.name for e in params.exports])
+            check_spirv(code, [(e.name, len(e.binding_min_lengths)) for e in params.exports])
         except ImageError as e:
             raise HalError("INVALID_ARGUMENT", f"the executable's SPIR-V is refused: {e}") from None
         missing = sorted({CAPABILITY_FEATURES[c] for c in capabilities(code)
