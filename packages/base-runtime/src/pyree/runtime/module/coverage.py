@@ -18,12 +18,13 @@ is read or returned is cleared.
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
+
 from pyree.runtime.records import Record
 
 RESULT, TRANSIENT, READBACK = 1, 2, 4          # the BufferKinds a call owns (schema: BufferKind)
 _READ, _WRITE = 0, 1                           # BindingAccess
 _BUDGET = 1 << 21                              # interval steps per function before giving up
-_MAX_PASSES = 64
 
 
 class Clear(Record):
@@ -66,6 +67,8 @@ class _Analysis:
         return tuple(sorted(out))
 
     def intersect(self, a: tuple, b: tuple) -> tuple:
+        if a == b:
+            return a
         self._spend(len(a) + len(b))
         out, i, j = [], 0, 0
         while i < len(a) and j < len(b):
@@ -125,32 +128,39 @@ class _Analysis:
     # -- the analysis ---------------------------------------------------------------------------
 
     def defined_before(self) -> list[dict | None]:
-        """Per command (and the end), the bytes written on every path to it; None: unreached."""
+        """Per command (and the end), the bytes written on every path to it; None: unreached.
+        A worklist in command order: a command is looked at again only when what reaches it
+        shrank, so straight-line code takes one pass and each loop a few."""
         n = len(self.commands)
+        writes = [[((ref.kind, ref.index if ref.kind == RESULT else 0), ref.offset, length)
+                   for ref, length in self.accesses(c)[1]
+                   if ref.kind in (RESULT, TRANSIENT, READBACK) and length]
+                  for c in self.commands]
         state: list[dict | None] = [None] * (n + 1)
         state[0] = {}
-        for _ in range(_MAX_PASSES):
-            changed = False
-            for i in range(n):
-                before = state[i]
-                if before is None:
-                    continue
-                after = dict(before)
-                for ref, length in self.accesses(self.commands[i])[1]:
-                    if ref.kind in (RESULT, TRANSIENT, READBACK) and length:
-                        key = (ref.kind, ref.index if ref.kind == RESULT else 0)
-                        after[key] = self.union(after.get(key, ()), ref.offset,
-                                                ref.offset + length)
-                for s in self.successors(i):
-                    old = state[s]
-                    new = after if old is None else {
-                        key: spans for key in old.keys() & after.keys()
-                        if (spans := self.intersect(old[key], after[key]))}
-                    if new != old:
-                        state[s], changed = new, True
-            if not changed:
-                return state
-        raise _OverBudget
+        work, queued = [0], {0}
+        while work:
+            i = heappop(work)
+            queued.discard(i)
+            self._spend(1)
+            if i == n:
+                continue
+            after = state[i]
+            if writes[i]:
+                after = dict(after)
+                for key, offset, length in writes[i]:
+                    after[key] = self.union(after.get(key, ()), offset, offset + length)
+            for s in self.successors(i):
+                old = state[s]
+                new = after if old is None else {
+                    key: spans for key in old.keys() & after.keys()
+                    if (spans := self.intersect(old[key], after[key]))}
+                if new != old:
+                    state[s] = new
+                    if s not in queued:
+                        heappush(work, s)
+                        queued.add(s)
+        return state
 
     def clears(self) -> list[Clear]:
         try:
