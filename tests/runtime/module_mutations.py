@@ -88,6 +88,8 @@ class _Rewriter:
         """(function, BufferRef) of every reference a command makes."""
         out = []
         for f, _, c in self.commands(DISPATCH, COPY, FILL, CHECK, BRANCH):
+            if getattr(c, ("dispatch", "copy", "fill", "", "check", "branch")[c.kind]) is None:
+                continue  # an earlier rewrite changed its kind
             if c.kind == DISPATCH:
                 refs = c.dispatch.bindings or []
             elif c.kind == COPY:
@@ -129,7 +131,7 @@ class _Rewriter:
 
     def drop_binding(self):
         f, i, c = self.pick(self.commands(DISPATCH)) or (None, None, None)
-        if c is None or not c.dispatch.bindings:
+        if c is None or c.dispatch is None or not c.dispatch.bindings:
             return None
         b = self.rng.randrange(len(c.dispatch.bindings))
         del c.dispatch.bindings[b]
@@ -241,10 +243,10 @@ class _Rewriter:
         if choice == 3:
             old, c.kind = c.kind, r.randrange(6)
             return f"{f.name}: command {i} kind {old} -> {c.kind}"
-        if choice == 4 and c.kind == DISPATCH:
+        if choice == 4 and c.kind == DISPATCH and c.dispatch is not None:
             old, c.dispatch.kernel = c.dispatch.kernel, r.randrange(len(self.exports()) or 1)
             return f"{f.name}: command {i} dispatches kernel {c.dispatch.kernel}, not {old}"
-        if choice == 5 and c.kind == BRANCH:
+        if choice == 5 and c.kind == BRANCH and c.branch is not None:
             b = c.branch
             if r.random() < 0.5:
                 old, b.target = b.target, r.randrange(len(commands) + 1)
@@ -258,7 +260,7 @@ class _Rewriter:
 
     def push_constants(self):
         f, i, c = self.pick(self.commands(DISPATCH)) or (None, None, None)
-        if c is None:
+        if c is None or c.dispatch is None:
             return None
         push = list(c.dispatch.pushConstants or [])
         if push and self.rng.random() < 0.5:

@@ -155,3 +155,30 @@ def test_a_kernel_may_use_only_the_bindings_its_layout_has(images):
         with pytest.raises(ImageError, match=rf"kernel '{name}' uses descriptor set 0 binding "
                                              rf"{count - 1}, but its pipeline layout has "):
             check_spirv(code, [(name, count - 1)])
+
+
+def test_an_amdgpu_code_objects_metadata_gives_each_kernels_arguments(images):
+    from pyree.runtime.hal.images.amdgpu import _decode, kernel_arguments
+
+    code, names = images["rocm"]
+    arguments = kernel_arguments(read_elf(code, (EM_AMDGPU,), (ET_DYN,)))
+    assert arguments == {name: (8, 8, 8) for name in names}   # two inputs and an output
+    for damaged in (b"\x82\xa1a", b"\xdf\xff\xff\xff\xff", b"\x91" * 40 + b"\x00", b"\xc1"):
+        with pytest.raises(ImageError, match="metadata"):
+            _decode(damaged)
+
+
+def test_a_launch_must_give_every_parameter_the_kernel_declares():
+    from pyree.runtime.hal.kernel_parameters import check_dispatch, check_layout
+    from pyree.runtime.hal.python_driver import HalError
+
+    check_layout("k", (8, 8, 4), 2)
+    check_dispatch("k", (8, 8, 4), 2, 1, "command 3 (dispatch)")
+    with pytest.raises(HalError, match=r"kernel 'k' takes parameters of \[8, 4\] bytes, but the "
+                                       r"module gives it 2 bindings \(8-byte addresses\) first"):
+        check_layout("k", (8, 4), 2)
+    with pytest.raises(HalError, match="push constants of at most 8 bytes after"):
+        check_layout("k", (8, 16), 1)
+    with pytest.raises(HalError, match=r"command 3 \(dispatch\): kernel 'k' takes 3 parameters, "
+                                       r"the dispatch gives 2 bindings and 0 push constants"):
+        check_dispatch("k", (8, 8, 4), 2, 0, "command 3 (dispatch)")

@@ -7,9 +7,8 @@ are cached by content, so loading the same executable twice costs one cuModuleLo
 The driver trusts what it is given: a cut cubin or a launch with fewer parameters than the kernel
 reads crashes the process. So the image handed over is checked first (a whole ELF for the CUDA
 machine, or whole PTX text naming every kernel: the runtime's hal/images), and each kernel's
-parameters are read back from the loaded code (cuFuncGetParamInfo, CUDA 12.4): its bindings come
-first as 8-byte addresses, and a dispatch must give exactly its parameter count
-(``Kernel.check_arguments``), each in the 8-byte slot the command buffer packs.
+parameters are read back from the loaded code (cuFuncGetParamInfo, CUDA 12.4) and held to the
+module's bindings and each dispatch's push constants (the runtime's hal/kernel_parameters.py).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from pyree.hal.cuda.symbols import check, ffi
 from pyree.runtime.hal.images import ImageError
 from pyree.runtime.hal.images.elf import EM_CUDA, ET_EXEC, read_elf
 from pyree.runtime.hal.images.ptx import check_ptx
+from pyree.runtime.hal.kernel_parameters import check_dispatch, check_layout
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
 _DEFAULT_SHARED_LIMIT = 48 * 1024
@@ -36,7 +36,6 @@ def cubin_fits(cubin_arch: str, major: int, minor: int) -> bool:
 
 
 _MAX_PARAMETERS = 32764  # bytes of a kernel's parameter space, so at most as many parameters
-_SLOT = 8                # bytes command_buffer._pack gives each parameter
 
 
 class Kernel:
@@ -52,13 +51,8 @@ class Kernel:
 
     def check_arguments(self, push_constants: int, where: str) -> None:
         """That a launch with this kernel's bindings and ``push_constants`` gives exactly the
-        parameters the code reads (cuLaunchKernel reads one pointer per parameter)."""
-        given = len(self.min_lengths) + push_constants
-        if given != len(self.parameters):
-            raise HalError("INVALID_ARGUMENT", f"{where}: kernel '{self.name}' takes "
-                                               f"{len(self.parameters)} parameters, the dispatch "
-                                               f"gives {len(self.min_lengths)} bindings and "
-                                               f"{push_constants} push constants")
+        parameters the code reads."""
+        check_dispatch(self.name, self.parameters, len(self.min_lengths), push_constants, where)
 
 
 def parameter_sizes(cu, function, name: str) -> tuple[int, ...]:
@@ -144,13 +138,7 @@ class ExecutableCache:
                 export.shared_memory_bytes),
                 f"kernel '{export.name}': {export.shared_memory_bytes} bytes of shared memory")
         sizes = parameter_sizes(cu, function[0], export.name)
-        bindings = len(export.binding_min_lengths)
-        if len(sizes) < bindings or any(size != _SLOT for size in sizes[:bindings]) \
-                or any(size > _SLOT for size in sizes[bindings:]):
-            raise HalError("INVALID_ARGUMENT", f"kernel '{export.name}' takes parameters of "
-                                               f"{list(sizes)} bytes, but the module gives it "
-                                               f"{bindings} bindings (8-byte addresses) first and "
-                                               f"push constants of at most {_SLOT} bytes after")
+        check_layout(export.name, sizes, len(export.binding_min_lengths))
         return Kernel(function[0], export, sizes)
 
     def release(self, executable: Executable) -> None:
