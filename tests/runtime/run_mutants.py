@@ -8,7 +8,8 @@ FOLDER holds 0.vmfb, 1.vmfb, ...; the run starts at FIRST. Per mutant it prints
 the load fails with a PyreeError, else per function "ok", "error: ..." (a PyreeError), "leak:
 ..." (a result holds the poison pattern), "bug: ..." (any other exception) or "loop: ..." (the
 call ran past ALARM_S in Python: a host-program loop; the process then exits, as a runtime
-interrupted mid-call is not reused). Before each function's first call the module's buffer pool
+interrupted mid-call is not reused; so does a GPU device after a driver error, which may have
+left its context unusable). Before each function's first call the module's buffer pool
 is seeded with buffers of the poison pattern in the sizes of that function's results and
 transient arena, which the call then takes: a byte it returns without writing shows the pattern.
 """
@@ -122,6 +123,9 @@ def main() -> None:
         print(json.dumps({"mutant": n, "outcomes": outcomes}), flush=True)
         if any(o.startswith("loop") for o in outcomes):
             return
+        if not device.startswith("local") and any(o.startswith("error: DriverError")
+                                                   for o in outcomes):
+            return  # a GPU fault may leave the context unusable: the next mutant gets a fresh one
         n += 1
 
 
