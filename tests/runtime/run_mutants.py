@@ -28,6 +28,7 @@ import pyree.runtime as rt
 POISON = b"\xa5\x5a\xc3\x3c"      # a word no result of random inputs holds by chance
 ALARM_S = 2
 MAX_ARGUMENT_BYTES = 16 << 20
+MAX_POISON_BYTES = 16 << 20
 
 
 class HostLoop(BaseException):
@@ -65,8 +66,9 @@ def _poison(module, function) -> None:
     pool = module.pool
     keys = [*function._result_keys, *function._own_keys]
     buffers = [pool._allocate(*key) for key in keys if key[0]]
-    for buffer in buffers:
-        buffer.write(0, (POISON * (buffer.size // 4 + 1))[:buffer.size])
+    for buffer in buffers:   # the first MAX_POISON_BYTES: a mutant may ask for gigabytes
+        size = min(buffer.size, MAX_POISON_BYTES)
+        buffer.write(0, (POISON * (size // 4 + 1))[:size])
     pool.give_all(buffers)
 
 
