@@ -30,6 +30,9 @@ def main(out: Path, target: str) -> None:
     for name, (dtype, unary, binary) in MATH_CASES.items():
         (out / f"{name}.vmfb").write_bytes(compiled("cuda", unary, binary, dtype, cuda_target=target))
     (out / "control_flow.vmfb").write_bytes(compile_str(CONTROL_FLOW, cuda))
+    from runtime.hostile_runs import compile_bases  # the module fuzz test's bases
+    for name, data in compile_bases(cuda).items():
+        (out / f"hostile_{name}.vmfb").write_bytes(data)
     mlp = (DATA / "mlp.mlir").read_text()
     (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
     import pyree.runtime as rt

@@ -122,9 +122,10 @@ def _cuda_typedefs() -> Path | None:
 
 def test_each_signature_is_what_get_proc_address_returns():
     """cudaTypedefs.h lists every version of every entry point (``PFN_cuMemGetInfo_v3020``...):
-    asked for a name at TABLE_VERSION, cuGetProcAddress returns its newest version not above it
-    (the ``_ptsz`` ones only when asked for per-thread streams). Header macros are no guide:
-    cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags, a name of its own here."""
+    asked for a name at TABLE_VERSION (or NEWER's version), cuGetProcAddress returns its newest
+    version not above it (the ``_ptsz`` ones only when asked for per-thread streams). Header
+    macros are no guide: cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags, a name of
+    its own here."""
     header = _cuda_typedefs()
     if header is None:
         missing("no CUDA toolkit headers (cudaTypedefs.h): set CUDA_HOME")
@@ -136,7 +137,8 @@ def test_each_signature_is_what_get_proc_address_returns():
             versions.setdefault(name, {})[int(version)] = _arguments(re.sub(r"(\w)_v\d+\b", r"\1",
                                                                             args))
     for name, types in _declared().items():
-        chosen = max(v for v in versions[name] if v <= symbols.TABLE_VERSION)
+        asked = symbols.NEWER.get(name, symbols.TABLE_VERSION)
+        chosen = max(v for v in versions[name] if v <= asked)
         assert types == versions[name][chosen], (name, chosen)
 
 
@@ -341,3 +343,63 @@ def test_cuda_driver_dlpack_entries_without_a_gpu():
         device.import_device(0x1234, 16)
     device.stream_wait(1)  # the consumer's stream (here CUDA's legacy default stream)
     assert cu.calls == [("record", 0xE7, 1), ("wait", 0x5150, 0xE7), ("destroy", 0xE7)]
+
+
+# -- hostile modules: what the driver checks before it hands code or a launch to CUDA ---------
+
+class _ParamInfo:
+    """A libcuda whose cuFuncGetParamInfo reports ``sizes`` (or which lacks it: None)."""
+
+    def __init__(self, sizes, version=12080):
+        self.version = version
+        self.cuFuncGetParamInfo = None if sizes is None else self._info
+        self.sizes = sizes
+
+    def _info(self, function, index, offset, size):
+        if index >= len(self.sizes):
+            return symbols.CUDA_ERROR_INVALID_VALUE
+        offset[0], size[0] = 8 * index, self.sizes[index]
+        return symbols.CUDA_SUCCESS
+
+
+def test_kernel_parameters_come_from_the_code_and_a_dispatch_must_give_them_all():
+    from pyree.hal.cuda.executable import Kernel, parameter_sizes
+    from pyree.runtime.hal.python_driver import Export
+    assert parameter_sizes(_ParamInfo([8, 8, 4]), None, "k") == (8, 8, 4)
+    kernel = Kernel(None, Export("k", (1, 1, 1), (64, 1, 1), 0, (16, 16)), (8, 8, 4))
+    kernel.check_arguments(1, "command 0 (dispatch)")
+    for push in (0, 2):
+        with pytest.raises(HalError, match=f"command 0 \\(dispatch\\): kernel 'k' takes 3 "
+                                           f"parameters, the dispatch gives 2 bindings and {push} "
+                                           f"push constants"):
+            kernel.check_arguments(push, "command 0 (dispatch)")
+
+
+def test_a_driver_without_cufuncgetparaminfo_is_named():
+    from pyree.hal.cuda.executable import parameter_sizes
+    with pytest.raises(HalError, match=r"the CUDA driver \(12.2\) lacks cuFuncGetParamInfo \(CUDA "
+                                       r"12.4\), which the HAL needs to check kernel 'k''s"):
+        parameter_sizes(_ParamInfo(None, 12020), None, "k")
+
+
+def test_cut_cubins_and_ptx_are_refused_before_the_driver_sees_them(tmp_path):
+    from pyree.hal.cuda.executable import check_image
+    from pyree.runtime.hal.python_driver import ExecutableParams, Export
+    ptxas = require_tool("ptxas", env="PYREE_PTXAS")
+    ptx = (b".version 7.8\n.target sm_90\n.address_size 64\n"
+           b".visible .entry k(.param .u64 a)\n{\n\tret;\n}\n")
+    (tmp_path / "k.ptx").write_bytes(ptx)
+    subprocess.run([ptxas, "-arch=sm_90", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                   check=True)
+    cubin = (tmp_path / "k.cubin").read_bytes()
+    export = Export("k", (1, 1, 1), (1, 1, 1), 0, (8,))
+
+    def params(code, alt):
+        return ExecutableParams("cuda", "sm_90", code, "sm_90", alt, (export,))
+
+    check_image(params(ptx, cubin), cubin=True)
+    check_image(params(ptx, cubin), cubin=False)
+    with pytest.raises(HalError, match="the CUDA executable's cubin sm_90 is refused: .*cut short"):
+        check_image(params(ptx, cubin[:64]), cubin=True)
+    with pytest.raises(HalError, match="PTX for sm_90 is refused: the PTX's braces do not balance"):
+        check_image(params(ptx[:-3], cubin), cubin=False)

@@ -181,8 +181,12 @@ def cuda_executable(builder: ModuleBuilder) -> ExecutableT:
     cuda.exports = []
     for symbol, binding_count in EXPORTS:
         export = GpuExportT()
-        export.name, export.gridSize, export.blockSize = symbol, [WORKGROUPS, 1, 1], [64, 1, 1]
+        fails = symbol == "always_fails"
+        export.name, export.blockSize = symbol, [64, 1, 1]
+        export.gridSize = [1 if fails else WORKGROUPS, 1, 1]
         export.bindings = [BindingLayoutT() for _ in range(binding_count)]
+        for b in export.bindings:
+            b.minLength = 0 if fails else N * 4
         cuda.exports.append(export)
     e = ExecutableT()
     e.name, e.format, e.cuda = "kernels_cuda", 1, cuda

@@ -148,7 +148,8 @@ def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_pa
     gpu = PhysicalDevice(None, "Old GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits,
                          {"storageBuffer16BitAccess": True, "shaderFloat16": False})
     exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
-                           e.sharedMemoryBytes, ()) for e in executable.exports)
+                           e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
+                    for e in executable.exports)
     params = ExecutableParams("spirv", "ampere-rtx3080-windows", code, "", b"", exports)
     with pytest.raises(HalError, match="needs shaderFloat16, which Old GPU lacks; compile it with "
                                        "a --pyree-vulkan-target that matches this GPU"):

@@ -1,8 +1,12 @@
 """Loads a "cpu" executable (an ELF shared object) and calls its kernels (abi/cpu_kernel.h).
 
-The library bytes go to an anonymous memfd that is dlopen'ed as /proc/self/fd/N (a temporary
-file where memfd is missing). The fd stays open while the library is loaded: glibc identifies
-loaded objects by path, and a reused fd number would otherwise hand back the previous library.
+The library is checked first (hal/images/cpu_library.py): a whole ELF shared object for this
+machine, whose headers lie inside its bytes (dlopen maps segments past a cut end and dies of
+SIGBUS), and whose exports are functions it defines itself (dlsym would also find ``abort`` or
+``free`` in its dependencies) and not the runtime's worker loop. Its bytes then go to an
+anonymous memfd that is dlopen'ed as /proc/self/fd/N (a temporary file where memfd is missing).
+The fd stays open while the library is loaded: glibc identifies loaded objects by path, and a
+reused fd number would otherwise hand back the previous library.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import os
 import weakref
 
 from pyree.runtime.hal.ffi import PROCESS, ffi
+from pyree.runtime.hal.images import ImageError
+from pyree.runtime.hal.images.cpu_library import check_kernel_symbols, read_library
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 from pyree.runtime.records import Record
 
@@ -64,6 +70,11 @@ class CpuLibrary:
         if machine not in _MACHINES.get(params.target, ()):
             raise HalError("FAILED_PRECONDITION", f"the CPU executable is '{params.target}' but this "
                                                   f"host is {machine}; recompile for this host")
+        try:
+            check_kernel_symbols(read_library(params.code, params.target),
+                                 [export.name for export in params.exports])
+        except ImageError as e:
+            raise HalError("INVALID_ARGUMENT", f"the CPU kernel library is refused: {e}") from None
         self._fd, self._path = self._materialize(params.code)
         self._handle = _libdl.dlopen(self._path.encode(), _RTLD_NOW)
         if self._handle == ffi.NULL:

@@ -18,6 +18,7 @@ from pyree.runtime.hal.python_driver import (
 from pyree.runtime.records import Record
 
 ALIGNMENT = 64
+_libc = ffi.dlopen(None)  # memset (hal/ffi_build.py declares it)
 # Uncleared memory, as malloc gives it: a large buffer's pages are touched only when written.
 _allocate = ffi.new_allocator(should_clear_after_alloc=False)
 
@@ -213,7 +214,12 @@ class HostDevice(PythonDevice):
                 target[:] = source
             elif command.kind == "fill":
                 pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-                _fill(_view(buffers[0], command.bindings[0]), pattern)
+                target, binding = buffers[0], command.bindings[0]
+                if pattern.count(pattern[0]) == len(pattern):  # one byte repeated: zero clears
+                    _libc.memset(ffi.cast("void *", target.address + binding.offset), pattern[0],
+                                 binding.length)
+                else:
+                    _fill(_view(target, binding), pattern)
 
 
 def kernel_error(kernel: Kernel, status: int) -> HalError:

@@ -7,6 +7,7 @@ so a device outlives everything made from it.
 
 from __future__ import annotations
 
+import math
 import threading
 
 from pyree.runtime.hal.ffi import (
@@ -239,13 +240,15 @@ class Buffer(_Resource):
         super().release()
 
     def typed(self, dtype, shape: tuple):
-        """A mapped buffer's bytes as a numpy array; kept, as a static-shape function gets the
-        same buffers call after call. (Only numpy callers ask: numpy is imported.)"""
+        """A mapped buffer's first bytes as a numpy array (the buffer may be larger: a result's
+        allocation may be); kept, as a static-shape function gets the same buffers call after
+        call. (Only numpy callers ask: numpy is imported.)"""
         view = self._views.get((dtype, shape))
         if view is None:
             import numpy as np
 
-            view = self._views[dtype, shape] = np.frombuffer(self.host, dtype).reshape(shape)
+            count = math.prod(shape)
+            view = self._views[dtype, shape] = np.frombuffer(self.host, dtype, count).reshape(shape)
         return view
 
     def write(self, offset: int, data) -> None:

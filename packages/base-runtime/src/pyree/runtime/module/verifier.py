@@ -7,6 +7,12 @@ BufferRef lies inside its buffer; fills, copies and checks are well-formed; type
 static. Messages name the place (function, command index, binding index). Strings are decoded
 to str and scalar vectors (None when absent) made lists of int in place, so consumers of the
 tree never see bytes.
+
+Code is checked against itself where the runtime can read it: a CPU library must be a whole ELF
+shared object whose exports are kernels it defines, and whose export records (where the compiler
+wrote them) equal the module's export table (hal/images/cpu_library.py); a GPU export may not
+launch more blocks than its bindings have bytes. Each function gets ``clears``, the zero-fills a
+call runs first so that it never reads or returns memory it did not write (coverage.py).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import math
 
 from pyree.runtime.element_types import FLOAT_TYPES, ITEMSIZES, NAMES, spell
 from pyree.runtime.errors import ModuleError
+from pyree.runtime.module.coverage import clears
 from pyree.runtime.records import Record
 
 ALIGNMENT = 64
@@ -65,6 +72,7 @@ def tensor_bytes(t) -> int:
 class _Verifier:
     def __init__(self, module):
         self.tree = module.tree
+        self.data = module.data
         self.data_size = len(module.data)
 
     def run(self) -> None:
@@ -75,7 +83,12 @@ class _Verifier:
         tree.constants = tree.constants or []
         tree.executables = tree.executables or []
         constant_sizes = [self.constant(c, f"constant {i}") for i, c in enumerate(tree.constants)]
-        self.exports = [self.executable(e, i) for i, e in enumerate(tree.executables)]
+        executables = [self.executable(e, i) for i, e in enumerate(tree.executables)]
+        self.exports = [[lengths for lengths, _ in exports] for exports in executables]
+        # per kernel: its binding layouts where every executable's code attests the same ones
+        kernels = min((len(exports) for exports in executables), default=0)
+        attested = [{exports[k][1] for exports in executables} for k in range(kernels)]
+        self.trusted = [next(iter(a)) if len(a) == 1 else None for a in attested]
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -128,8 +141,9 @@ class _Verifier:
 
     # -- executables ---------------------------------------------------------------------------
 
-    def executable(self, executable, index: int) -> list[list[int]]:
-        """Checks one executable; returns each export's binding minimum lengths."""
+    def executable(self, executable, index: int) -> list[tuple[list[int], tuple | None]]:
+        """Checks one executable; returns per export its bindings' minimum lengths and, where
+        its code attests them, its binding layouts as (access, min length) pairs."""
         executable.name = _text(executable.name, f"executable {index} name")
         where = f"executable {index} ('{executable.name}')"
         if executable.format not in FORMATS:
@@ -157,7 +171,38 @@ class _Verifier:
             else:
                 member.target = _text(member.target, where)
         member.exports = member.exports or []
-        return [self.export(e, fmt, f"{where} export {k}") for k, e in enumerate(member.exports)]
+        lengths = [self.export(e, fmt, f"{where} export {k}") for k, e in enumerate(member.exports)]
+        records = self.cpu_records(member, where) if fmt == "cpu" else None
+        if records is None:
+            return [(need, None) for need in lengths]
+        layouts = []
+        for k, (export, record) in enumerate(zip(member.exports, records)):
+            declared = tuple((b.access, b.minLength) for b in export.bindings)
+            if (export.workgroupCount, declared) != (record.workgroup_count, record.bindings):
+                raise _fail(f"{where} export {k} ('{export.symbol}')",
+                            f"declares {export.workgroupCount} workgroups and bindings (access, "
+                            f"bytes) {list(declared)}, but its kernel was compiled for "
+                            f"{record.workgroup_count} and {list(record.bindings)}")
+            layouts.append(declared)
+        return list(zip(lengths, layouts))
+
+    def cpu_records(self, member, where: str):
+        """Checks the CPU library and its exports' symbols; returns its export records, or None
+        for a library without them."""
+        from pyree.runtime.hal.images import ImageError
+        from pyree.runtime.hal.images.cpu_library import (
+            check_kernel_symbols,
+            export_records,
+            read_library,
+        )
+
+        image = self.data[member.library.offset:member.library.offset + member.library.length]
+        names = [export.symbol for export in member.exports]
+        try:
+            library = read_library(image, member.format)
+            return export_records(library, check_kernel_symbols(library, names), names)
+        except ImageError as e:
+            raise _fail(f"{where} library", str(e)) from None
 
     def export(self, export, fmt: str, where: str) -> list[int]:
         if fmt == "cpu":
@@ -176,7 +221,12 @@ class _Verifier:
         for b, layout in enumerate(export.bindings):
             if layout.access not in BINDING_ACCESS:
                 raise _fail(f"{where} binding {b}", f"unknown access {layout.access}")
-        return [layout.minLength for layout in export.bindings]
+        lengths = [layout.minLength for layout in export.bindings]
+        if fmt != "cpu" and math.prod(export.gridSize) > max(1, sum(lengths)):
+            raise _fail(where, f"grid {tuple(export.gridSize)} launches more blocks than its "
+                               f"bindings have bytes ({sum(lengths)}): every block of a kernel "
+                               f"touches bytes of its own")
+        return lengths
 
     # -- functions -----------------------------------------------------------------------------
 
@@ -204,6 +254,12 @@ class _Verifier:
                            function.readbackSize, len(function.commands))
         for c, command in enumerate(function.commands):
             self.command(command, buffers, f"{where} command {c}")
+        # Allocations in whole 4-byte words, so that the clears are too (a Vulkan fill takes only
+        # those); every reference was checked against the sizes as written.
+        function.resultSizes = [size + -size % 4 for size in function.resultSizes]
+        function.transientSize += -function.transientSize % 4
+        function.readbackSize += -function.readbackSize % 4
+        function.clears = clears(function, self.trusted, tensor_bytes)
 
     def command(self, command, buffers: _Buffers, where: str) -> None:
         if command.kind not in COMMAND_KINDS:

@@ -2,7 +2,8 @@
 split wherever the host must read values (a check, a branch) and wherever a branch lands.
 
 Each (buffer kind, index) the commands touch gets one slot; a call builds its binding table from
-``Program.sources`` and submits each command buffer as is. That keeps a call to one crossing per
+``Program.sources`` and submits each command buffer as is. The first one starts with the zero
+fills the verifier found necessary (``function.clears``). That keeps a call to one crossing per
 command buffer -- one for a function without checks or control flow.
 """
 
@@ -63,6 +64,11 @@ class _Recorder:
             return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength
         return kind, 0, [], [], 0, 0
 
+    def clear_command(self, clear) -> tuple:
+        """A zero fill of a Clear, in 4-byte words where it is aligned to them."""
+        width = 4 if clear.offset % 4 == 0 and clear.length % 4 == 0 else 1
+        return "fill", 0, self.bindings([clear]), [], 0, width
+
     def record(self, batch: list[tuple]) -> CommandBuffer:
         keep = []
         commands = ffi.new("pyree_hal_command_t[]", len(batch))
@@ -88,7 +94,10 @@ def record(function, device: Device, executable: Executable | None) -> Program:
     recorder = _Recorder(device, executable)
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
-    plan: list[list[tuple] | CheckStep | BranchStep] = []
+    # the verifier's clears (module/coverage.py) open the first command buffer; a branch never
+    # lands on them (a landing starts a step of its own)
+    plan: list[list[tuple] | CheckStep | BranchStep] = [
+        [recorder.clear_command(c) for c in function.clears]] if function.clears else []
     step_at: list[int] = []  # command index -> the step that runs it (or the next one)
     for i, command in enumerate(commands):
         kind = COMMAND_KINDS[command.kind]

@@ -80,6 +80,7 @@ class CommandBuffer:
             return  # one in-order stream: every command already follows the previous ones
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
+            k.check_arguments(len(c.push_constants), where)
             values, params = _pack([0] * len(c.bindings), tuple(c.push_constants))
             self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
                                       tuple(c.push_constants), values, params))

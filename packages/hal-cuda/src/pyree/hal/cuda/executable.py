@@ -3,6 +3,12 @@
 A cubin for sm_XY runs on a device of the same major version with minor >= Y (arch-specific
 ``a`` targets only on exactly that arch); otherwise the driver compiles the PTX. Loaded modules
 are cached by content, so loading the same executable twice costs one cuModuleLoadData.
+
+The driver trusts what it is given: a cut cubin or a launch with fewer parameters than the kernel
+reads crashes the process. So the image handed over is checked first (a whole ELF for the CUDA
+machine, or whole PTX text naming every kernel: the runtime's hal/images), and each kernel's
+parameters are read back from the loaded code (cuFuncGetParamInfo, CUDA 12.4) and held to the
+module's bindings and each dispatch's push constants (the runtime's hal/kernel_parameters.py).
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ import threading
 
 from pyree.hal.cuda import symbols
 from pyree.hal.cuda.symbols import check, ffi
+from pyree.runtime.hal.images import ImageError
+from pyree.runtime.hal.images.elf import EM_CUDA, ET_EXEC, read_elf
+from pyree.runtime.hal.images.ptx import check_ptx
+from pyree.runtime.hal.kernel_parameters import check_dispatch, check_layout
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
 _DEFAULT_SHARED_LIMIT = 48 * 1024
@@ -26,15 +36,54 @@ def cubin_fits(cubin_arch: str, major: int, minor: int) -> bool:
     return digits[:-1] == str(major) and int(digits[-1]) <= minor
 
 
-class Kernel:
-    __slots__ = ("function", "name", "grid", "block", "shared", "min_lengths")
+_MAX_PARAMETERS = 32764  # bytes of a kernel's parameter space, so at most as many parameters
 
-    def __init__(self, function, export):
+
+class Kernel:
+    __slots__ = ("function", "name", "grid", "block", "shared", "min_lengths", "parameters")
+
+    def __init__(self, function, export, parameters: tuple[int, ...]):
         self.function = function  # CUfunction
         self.name = export.name
         self.grid, self.block = export.grid_size, export.block_size
         self.shared = export.shared_memory_bytes
         self.min_lengths = export.binding_min_lengths
+        self.parameters = parameters  # each parameter's size in bytes, as the code declares it
+
+    def check_arguments(self, push_constants: int, where: str) -> None:
+        """That a launch with this kernel's bindings and ``push_constants`` gives exactly the
+        parameters the code reads."""
+        check_dispatch(self.name, self.parameters, len(self.min_lengths), push_constants, where)
+
+
+def parameter_sizes(cu, function, name: str) -> tuple[int, ...]:
+    """The sizes of a loaded kernel's parameters, from the code itself."""
+    if cu.cuFuncGetParamInfo is None:
+        raise HalError("FAILED_PRECONDITION", f"the CUDA driver ({cu.version // 1000}."
+                                              f"{cu.version % 1000 // 10}) lacks cuFuncGetParamInfo "
+                                              f"(CUDA 12.4), which the HAL needs to check kernel "
+                                              f"'{name}''s parameters against the module before "
+                                              f"a launch; update the NVIDIA driver")
+    offset, size, sizes = ffi.new("size_t *"), ffi.new("size_t *"), []
+    while len(sizes) < _MAX_PARAMETERS:
+        err = cu.cuFuncGetParamInfo(function, len(sizes), offset, size)
+        if err == symbols.CUDA_ERROR_INVALID_VALUE:  # past the last parameter
+            break
+        check(err, f"cuFuncGetParamInfo (kernel '{name}')")
+        sizes.append(size[0])
+    return tuple(sizes)
+
+
+def check_image(params: ExecutableParams, cubin: bool) -> None:
+    """Refuses the cubin or PTX about to be loaded when it contradicts its own structure."""
+    try:
+        if cubin:
+            read_elf(params.alt_code, (EM_CUDA,), (ET_EXEC,))
+        else:
+            check_ptx(params.code, [export.name for export in params.exports])
+    except ImageError as e:
+        what = f"cubin {params.alt_target}" if cubin else f"PTX for {params.target}"
+        raise HalError("INVALID_ARGUMENT", f"the CUDA executable's {what} is refused: {e}") from None
 
 
 class Executable:
@@ -66,7 +115,9 @@ class ExecutableCache:
             return cached
         cu = self.cu
         major, minor = self.capability
-        if params.alt_code and cubin_fits(params.alt_target, major, minor):
+        cubin = bool(params.alt_code) and cubin_fits(params.alt_target, major, minor)
+        check_image(params, cubin)
+        if cubin:
             image, source = params.alt_code, f"cubin {params.alt_target}"
         else:
             image, source = params.code + b"\0", f"PTX for {params.target}, JIT-compiled"
@@ -74,18 +125,28 @@ class ExecutableCache:
         check(cu.cuModuleLoadData(out, image), f"loading the CUDA executable ({source}) on "
                                                f"{self.device_name} (sm_{major}{minor})")
         module, function, kernels = out[0], ffi.new("CUfunction *"), []
-        for export in params.exports:
-            check(cu.cuModuleGetFunction(function, module, export.name.encode()),
-                  f"kernel '{export.name}' in the CUDA executable")
-            if export.shared_memory_bytes > _DEFAULT_SHARED_LIMIT:
-                check(cu.cuFuncSetAttribute(
-                    function[0], symbols.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    export.shared_memory_bytes),
-                    f"kernel '{export.name}': {export.shared_memory_bytes} bytes of shared memory")
-            kernels.append(Kernel(function[0], export))
+        try:
+            for export in params.exports:
+                kernels.append(self._kernel(module, function, export))
+        except HalError:
+            cu.cuModuleUnload(module)
+            raise
         executable = Executable(cu, module, kernels, key, source)
         self._loaded[key] = executable
         return executable
+
+    def _kernel(self, module, function, export) -> Kernel:
+        cu = self.cu
+        check(cu.cuModuleGetFunction(function, module, export.name.encode()),
+              f"kernel '{export.name}' in the CUDA executable")
+        if export.shared_memory_bytes > _DEFAULT_SHARED_LIMIT:
+            check(cu.cuFuncSetAttribute(
+                function[0], symbols.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                export.shared_memory_bytes),
+                f"kernel '{export.name}': {export.shared_memory_bytes} bytes of shared memory")
+        sizes = parameter_sizes(cu, function[0], export.name)
+        check_layout(export.name, sizes, len(export.binding_min_lengths))
+        return Kernel(function[0], export, sizes)
 
     def release(self, executable: Executable) -> None:
         with self._lock:

@@ -12,7 +12,8 @@ cudaTypedefs.h lists each name's versions): for ``cuMemcpyHtoDAsync`` the ``_v2`
 header macro for ``cuGraphInstantiateWithFlags``: the driver's own ``cuGraphInstantiate`` takes an
 error node and a log buffer at every version, so the table names ``cuGraphInstantiateWithFlags``
 (as cuda-python does). Error lookups come first, so a failure resolving the rest can still be
-reported. Run
+reported. The last entries are newer than CUDA 12.0: each is resolved at the version that
+introduced it (``symbols.NEWER``) and is None on a driver without it. Run
 ``python -m pyree.hal.cuda.ffi_build`` after editing it; a test fails while the vendored file is
 stale, and others check every signature against cudaTypedefs.h and cuda-python's cydriver.pxd.
 """
@@ -145,6 +146,9 @@ typedef CUresult (*PFN_cuGraphDestroy)(CUgraph hGraph);
 /* other libraries' memory (DLPack): whose device a pointer is on */
 typedef CUresult (*PFN_cuPointerGetAttribute)(void *data, CUpointer_attribute attribute,
                                               CUdeviceptr ptr);
+/* newer than 12.0 (symbols.NEWER). A kernel's parameters, checked against a dispatch (12.4) */
+typedef CUresult (*PFN_cuFuncGetParamInfo)(CUfunction func, size_t paramIndex,
+                                           size_t *paramOffset, size_t *paramSize);
 """
 
 

@@ -7,7 +7,9 @@ whose import cost 80-90 ms of every GPU process's start and whose calls wrap eve
 result, about a microsecond each) and resolves every entry point with cuGetProcAddress_v2 for
 TABLE_VERSION, so the driver picks the variant whose signature the table declares (``_v2``
 copies, CUDA 12's cuGraphExecUpdate ...); a missing one makes the driver unavailable with a
-message naming it. Handles are ``void *`` cdata and device addresses Python ints throughout.
+message naming it. The few entry points newer than TABLE_VERSION (NEWER) are resolved at their
+own version and are None where the driver lacks them: what needs one says so when it is used.
+Handles are ``void *`` cdata and device addresses Python ints throughout.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ LIBRARY = "libcuda.so.1"
 # The ABI the table declares: cuGetProcAddress_v2 returns each entry point as of CUDA 12.0 on any
 # newer driver, so a later change of a signature cannot reach a call made here.
 TABLE_VERSION = 12000
+# entry points newer than TABLE_VERSION -> the version that introduced them
+NEWER = {"cuFuncGetParamInfo": 12040}
 
 # cuda.h's values, under cuda.h's names (a test checks each against cuda-python's where installed)
 CUDA_SUCCESS = 0
+CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_NOT_READY = 600
 CU_GET_PROC_ADDRESS_DEFAULT = 0
@@ -80,9 +85,13 @@ class Libcuda:
         self.version = version[0]
         pfn, status, missing = ffi.new("void **"), ffi.new("CUdriverProcAddressQueryResult *"), []
         for symbol in SYMBOLS:
-            err = resolve(symbol.encode(), pfn, TABLE_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, status)
+            err = resolve(symbol.encode(), pfn, NEWER.get(symbol, TABLE_VERSION),
+                          CU_GET_PROC_ADDRESS_DEFAULT, status)
             if err != CUDA_SUCCESS or status[0] != CU_GET_PROC_ADDRESS_SUCCESS or pfn[0] == ffi.NULL:
-                missing.append(symbol)
+                if symbol in NEWER:
+                    setattr(self, symbol, None)
+                else:
+                    missing.append(symbol)
             else:
                 setattr(self, symbol, ffi.cast(f"PFN_{symbol}", pfn[0]))
         if missing:

@@ -54,6 +54,7 @@ class CommandBuffer:
             return  # one in-order stream: every command already follows the previous ones
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
+            k.check_arguments(len(c.push_constants), where)
             n = len(c.bindings) + len(c.push_constants)
             values = ffi.new("uint64_t[]", max(n, 1))
             for j, constant in enumerate(c.push_constants):

@@ -2,7 +2,9 @@
 (storage buffers at binding = position), a pipeline layout (that set plus push constants) and a
 compute pipeline, all created once at load. Identical code loaded again reuses them.
 
-Before creating anything the module is checked against the device: SPIR-V words, capabilities
+Before creating anything the module is checked: its SPIR-V structure and each entry point's
+descriptors against its export's bindings (hal/images/spirv.py in the runtime: a driver may hang
+on a module cut short, or write through a descriptor the layout lacks), then against the device: capabilities
 the device lacks (float16, 8-bit storage...), workgroup sizes, counts and shared memory within
 the device's limits. A module built for another GPU is refused with the reason, never run.
 """
@@ -15,9 +17,10 @@ from dataclasses import dataclass
 
 from pyree.hal.vulkan.physical_device import CAPABILITY_FEATURES, PhysicalDevice
 from pyree.hal.vulkan.symbols import Functions, check, ffi
+from pyree.runtime.hal.images import ImageError
+from pyree.runtime.hal.images.spirv import check_spirv
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 
-SPIRV_MAGIC = 0x07230203
 STAGE_COMPUTE = 0x20
 DESCRIPTOR_STORAGE_BUFFER = 7
 STYPE_SHADER_MODULE, STYPE_SET_LAYOUT, STYPE_PIPELINE_LAYOUT = 16, 32, 30
@@ -118,8 +121,10 @@ class ExecutableCache:
 
     def _check(self, params: ExecutableParams) -> None:
         code, phys = params.code, self.physical
-        if len(code) < 20 or len(code) % 4 or struct.unpack_from("<I", code)[0] != SPIRV_MAGIC:
-            raise HalError("INVALID_ARGUMENT", "the executable's code is not a SPIR-V binary")
+        try:
+            check_spirv(code, [(e.name, len(e.binding_min_lengths)) for e in params.exports])
+        except ImageError as e:
+            raise HalError("INVALID_ARGUMENT", f"the executable's SPIR-V is refused: {e}") from None
         missing = sorted({CAPABILITY_FEATURES[c] for c in capabilities(code)
                           if c in CAPABILITY_FEATURES and not phys.features.get(CAPABILITY_FEATURES[c])})
         if missing:

@@ -12,6 +12,7 @@ from pyree.compiler._fb.CpuExport import CpuExportT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler.codegen.exports import binding_layouts
+from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import link_shared_object, optimize
 from pyree.compiler.codegen.llvm_cpu.target import resolve_target
@@ -27,6 +28,9 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
                             options.llvmcpu_target_triple)
     module, lowered = lower_kernels(kernels, target)
     emit_worker_loop(module)
+    layouts = [binding_layouts(kernel) for kernel in kernels]
+    for low, layout in zip(lowered, layouts):
+        emit_export_record(module, low.symbol, low.workgroup_count, layout)
     library = link_shared_object(target.machine.emit_object(optimize(str(module), target)))
 
     cpu = CpuExecutableT()
@@ -35,11 +39,11 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
     cpu.cpuFeatures = target.cpuinfo_flags
     cpu.library = builder.add_data(library)
     cpu.exports = []
-    for kernel, low in zip(kernels, lowered):
+    for low, layout in zip(lowered, layouts):
         export = CpuExportT()
         export.symbol = low.symbol
         export.workgroupCount = low.workgroup_count
-        export.bindings = binding_layouts(kernel)
+        export.bindings = layout
         cpu.exports.append(export)
 
     exe = ExecutableT()

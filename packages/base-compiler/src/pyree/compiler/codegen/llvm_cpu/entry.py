@@ -18,6 +18,9 @@ PTR = ir.PointerType()
 # pyree_cpu_dispatch_state_t
 STATE = ir.LiteralStructType([PTR, PTR, I32, I32, PTR])
 STATUS_BAD_BINDINGS = 1
+# The data symbol beside each kernel that records its export (pyree/runtime/hal/images/cpu_library.py)
+RECORD_SUFFIX = ".pyree_export"
+RECORD_VERSION = 1
 
 
 def emit_kernel(module: ir.Module, symbol: str, kernel: Kernel, workgroup_count: int,
@@ -58,3 +61,16 @@ def emit_kernel(module: ir.Module, symbol: str, kernel: Kernel, workgroup_count:
     b.ret(ir.Constant(I32, 0))
     b.position_at_end(bad)
     b.ret(ir.Constant(I32, STATUS_BAD_BINDINGS))
+
+
+def emit_export_record(module: ir.Module, symbol: str, workgroup_count: int, layouts) -> None:
+    """Defines ``<symbol>.pyree_export``, the kernel's export as compiled: {version, workgroup
+    count, binding count, then access and byte length per binding}. The runtime holds the
+    module's export table to it, so a rewritten table cannot claim writes or workgroups the code
+    does not do."""
+    words = [RECORD_VERSION, workgroup_count, len(layouts)]
+    for layout in layouts:
+        words += [layout.access, layout.minLength]
+    record = ir.GlobalVariable(module, ir.ArrayType(i64(0).type, len(words)), symbol + RECORD_SUFFIX)
+    record.global_constant = True
+    record.initializer = ir.Constant(record.value_type, [i64(w) for w in words])

@@ -1,0 +1,150 @@
+"""SPIR-V binaries, before vkCreateShaderModule: a whole module with the entry points it names,
+each using only the bindings its pipeline layout will have.
+
+Drivers parse SPIR-V trusting its structure; Mesa's lavapipe hangs on a module cut by one word
+(the last OpFunctionEnd). Checked here: the header (magic, version 1.0-1.6, id bound, reserved
+schema word), every instruction's word count inside the image, functions closed by
+OpFunctionEnd with every block ended by a terminator, and an OpEntryPoint for the GLCompute
+execution model per export. A shader that reaches a descriptor its pipeline layout lacks reads
+through whatever pointer the driver finds there (lavapipe crashed or hung on an export table
+shortened by one binding), so each entry point's descriptors -- the decorated variables its
+functions, and those they call, name -- must be bindings 0..n-1 of set 0 for its n bindings.
+An operand is taken for a variable's use wherever its position is not a literal: that errs
+towards refusing.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+
+from pyree.runtime.hal.images import ImageError
+
+MAGIC = 0x07230203
+MAX_ID_BOUND = 0x3FFFFF   # SPIR-V's universal limit
+OP_ENTRY_POINT, OP_FUNCTION, OP_FUNCTION_END, OP_LABEL = 15, 54, 56, 248
+OP_DECORATE, OP_VARIABLE, OP_FUNCTION_CALL = 71, 59, 57
+DECORATION_BINDING, DECORATION_DESCRIPTOR_SET = 33, 34
+# opcode -> the operand words (from the opcode word) that may name a variable, where the rest are
+# literals or never one: OpExtInst, OpLoad, OpStore, OpCopyMemory, OpVectorShuffle,
+# OpCompositeExtract, OpCompositeInsert, OpLoopMerge, OpSelectionMerge, OpSwitch
+_OPERANDS = {12: slice(5, None), 61: slice(3, 4), 62: slice(1, 3), 63: slice(1, 3),
+             79: slice(3, 5), 81: slice(3, 4), 82: slice(3, 5), 246: slice(0, 0),
+             247: slice(0, 0), 251: slice(1, 2)}
+_ALL = slice(1, None)
+# OpBranch, OpBranchConditional, OpSwitch, OpKill, OpReturn, OpReturnValue, OpUnreachable,
+# OpTerminateInvocation
+TERMINATORS = frozenset({249, 250, 251, 252, 253, 254, 255, 4416})
+GL_COMPUTE = 5
+
+
+def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
+    """Raises ImageError unless ``code`` is a structurally whole SPIR-V module with a GLCompute
+    entry point for each (name, n) of ``entries`` that reaches only descriptors 0..n-1 of set 0."""
+    if len(code) < 20 or len(code) % 4:
+        raise ImageError(f"the SPIR-V is {len(code)} bytes: not a whole number of words after a "
+                         f"5-word header")
+    words = struct.unpack(f"<{len(code) // 4}I", code)
+    magic, version, _generator, bound, schema = words[:5]
+    if magic != MAGIC:
+        raise ImageError(f"the SPIR-V magic is {magic:#010x}, not {MAGIC:#010x}")
+    if version & 0xFF0000FF or (version >> 16) & 0xFF != 1 or (version >> 8) & 0xFF > 6:
+        raise ImageError(f"the SPIR-V version word {version:#010x} is not 1.0-1.6")
+    if not 0 < bound <= MAX_ID_BOUND or schema:
+        raise ImageError(f"the SPIR-V header's id bound {bound} or schema word {schema} is invalid")
+    computes: dict[str, int] = {}               # entry point name -> its function
+    decorations: dict[int, dict[int, int]] = {}  # id -> {Binding or DescriptorSet: value}
+    variables: set[int] = set()
+    calls: dict[int, set[int]] = {}             # function -> the functions it calls
+    functions: list[tuple[int, int]] = []       # (first word, function id), in order
+    starts: list[int] = []                      # every instruction's first word
+    function, in_block, i, end, started = None, False, 5, len(words), starts.append
+    while i < end:
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0 or i + count > end:
+            raise ImageError(f"the SPIR-V instruction at word {i} (opcode {opcode}, {count} words) "
+                             f"runs past the end of the {end}-word module: it is cut short")
+        started(i)
+        if function is not None and opcode != OP_FUNCTION_END:
+            if opcode == OP_LABEL:
+                if in_block:
+                    raise ImageError(f"the block at word {i} starts inside another block")
+                in_block = True
+            elif opcode in TERMINATORS:
+                if not in_block:
+                    raise ImageError(f"the terminator at word {i} ends no block")
+                in_block = False
+            elif opcode == OP_FUNCTION_CALL and count >= 4:
+                calls.setdefault(function, set()).add(words[i + 3])
+            elif opcode == OP_FUNCTION:
+                raise ImageError(f"the function at word {i} starts inside another function")
+        elif opcode == OP_FUNCTION:
+            if count < 5:
+                raise ImageError(f"the function at word {i} is malformed")
+            function, in_block = words[i + 2], False
+            functions.append((i, function))
+        elif opcode == OP_FUNCTION_END:
+            if function is None or in_block:
+                raise ImageError(f"OpFunctionEnd at word {i} ends no function or an open block")
+            function = None
+        elif opcode == OP_ENTRY_POINT and count >= 4 and words[i + 1] == GL_COMPUTE:
+            literal = struct.pack(f"<{count - 3}I", *words[i + 3:i + count])
+            if b"\0" not in literal:
+                raise ImageError(f"the entry point name at word {i} is not terminated")
+            computes[literal[:literal.index(b"\0")].decode("utf-8", "replace")] = words[i + 2]
+        elif opcode == OP_DECORATE and count >= 4 and words[i + 2] in (DECORATION_BINDING,
+                                                                       DECORATION_DESCRIPTOR_SET):
+            decorations.setdefault(words[i + 1], {})[words[i + 2]] = words[i + 3]
+        elif opcode == OP_VARIABLE and count >= 4:
+            variables.add(words[i + 2])
+        elif opcode in (OP_LABEL, *TERMINATORS):
+            raise ImageError(f"the block instruction at word {i} lies outside a function")
+        i += count
+    if function is not None:
+        raise ImageError("the SPIR-V ends inside a function: it is cut short")
+    missing = [name for name, _ in entries if name not in computes]
+    if missing:
+        raise ImageError(f"the SPIR-V has no GLCompute entry point named {', '.join(missing)}")
+    descriptors = {v: decorations[v] for v in variables & decorations.keys()}
+    named = _named(code, words, descriptors, starts, functions)
+    for name, count in entries:
+        for v in _reached(computes[name], named, calls):
+            where = (descriptors[v].get(DECORATION_DESCRIPTOR_SET, 0),
+                     descriptors[v].get(DECORATION_BINDING, 0))
+            if where[0] != 0 or where[1] >= count:
+                layout = f"bindings 0..{count - 1} of set 0" if count else "no bindings"
+                raise ImageError(f"kernel '{name}' uses descriptor set {where[0]} binding "
+                                 f"{where[1]}, but its pipeline layout has {layout}")
+
+
+def _named(code: bytes, words, descriptors: dict, starts: list[int],
+           functions: list[tuple[int, int]]) -> dict[int, set[int]]:
+    """Function -> the descriptor variables its instructions name, found by searching the
+    image for each variable's id (bytes.find) rather than walking every operand in Python."""
+    named: dict[int, set[int]] = {}
+    first_words = [start for start, _ in functions]
+    for v in descriptors:
+        needle = struct.pack("<I", v)
+        at = code.find(needle, 20)
+        while at >= 0:
+            if at % 4 == 0 and functions and at // 4 > first_words[0]:
+                w = at // 4
+                start = starts[bisect_right(starts, w) - 1]
+                opcode, count = words[start] & 0xFFFF, words[start] >> 16
+                if w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
+                    function = functions[bisect_right(first_words, start) - 1][1]
+                    named.setdefault(function, set()).add(v)
+            at = code.find(needle, at + 1)
+    return named
+
+
+def _reached(entry: int, named: dict[int, set[int]], calls: dict[int, set[int]]) -> set[int]:
+    """The variables ``entry`` and the functions it calls, transitively, name."""
+    seen, todo, out = {entry}, [entry], set()
+    while todo:
+        function = todo.pop()
+        out |= named.get(function, set())
+        for callee in calls.get(function, set()) - seen:
+            seen.add(callee)
+            todo.append(callee)
+    return out
