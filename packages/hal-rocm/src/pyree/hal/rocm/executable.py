@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 
 from pyree.hal.rocm.symbols import SUCCESS, WRONG_CHIP, HipError, check, error, ffi
 from pyree.runtime.hal.images import ImageError
@@ -64,8 +65,14 @@ class ExecutableCache:
     def __init__(self, lib, device_name: str):
         self.lib, self.device_name = lib, device_name
         self._loaded: dict[bytes, Executable] = {}
+        # modules load and unload on any thread: one count per executable, one module load
+        self._lock = threading.Lock()
 
     def load(self, params: ExecutableParams) -> Executable:
+        with self._lock:
+            return self._load(params)
+
+    def _load(self, params: ExecutableParams) -> Executable:
         if params.format != "rocm":
             raise HalError("INVALID_ARGUMENT", f"the rocm driver cannot run '{params.format}' "
                                                "executables; compile with "
@@ -133,7 +140,9 @@ class ExecutableCache:
         raise e
 
     def release(self, executable: Executable) -> None:
-        executable.references -= 1
-        if executable.references == 0:
+        with self._lock:
+            executable.references -= 1
+            if executable.references:
+                return
             del self._loaded[executable.key]
-            check(self.lib, self.lib.hipModuleUnload(executable.module), "hipModuleUnload")
+        check(self.lib, self.lib.hipModuleUnload(executable.module), "hipModuleUnload")
