@@ -48,6 +48,9 @@ def main(out: Path, target: str) -> None:
         (out / f"bench_matmul_{dtype}.vmfb").write_bytes(
             compile_str(matmul(4096, 4096, 4096, dtype), cuda))
     build_concurrency(out, target)
+    from gather_cases import CASES as GATHERS
+    for name, case in GATHERS.items():
+        (out / f"gather_{name}.vmfb").write_bytes(compile_str(case.program, cuda))
 
 
 def build_concurrency(out: Path, target: str) -> None:
