@@ -79,7 +79,7 @@ def test_star_import_and_top_level_names():
     exec("from pyree.compiler.tools import *", names)
     assert {"CompilerOptions", "OutputFormat", "compile_str", "compile_file", "InputType",
             "CompilerToolError", "query_available_targets"} <= set(names)
-    import pyree.compiler as ireec   # iree.compiler re-exports iree.compiler.tools' names
+    import pyree.compiler as ireec  # iree.compiler re-exports iree.compiler.tools' names
 
     assert ireec.CompilerOptions is tools.CompilerOptions and ireec.tools is tools
 
