@@ -70,6 +70,9 @@ def test_topology_flags_set_the_count():
     # a cap above the budget changes nothing
     assert _local_task_line("--task_topology_max_group_count=4096").endswith(
         f"({CPUS} of {MACHINE} CPUs in the affinity mask)")
+    for tool in ("benchmark_module", "check_module"):  # every tool that opens a device
+        proc = run_tool(tool, "--list_devices=local-task", "--task_topology_group_count=2")
+        assert proc.stdout.rstrip().endswith("2 worker threads (--task_topology_group_count=2)")
 
 
 @pytest.mark.parametrize("flag", ["--task_topology_group_count=two",
