@@ -17,6 +17,7 @@ their offset and length) and ``flatbuffer-binary`` (the FlatBuffer's bytes, for 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -189,8 +190,15 @@ def to_json(value, owner: str = "", field: str = ""):
     if not hasattr(value, "__dict__"):
         return value
     kind = type(value).__name__
-    return {_snake(name): to_json(item, kind, name) for name, item in vars(value).items()
-            if item is not None}
+    return {_snake(name): to_json(getattr(value, name), kind, name)
+            for name in _schema_fields(type(value)) if getattr(value, name) is not None}
+
+
+@functools.cache
+def _schema_fields(table: type) -> tuple[str, ...]:
+    """The fields an object-API class declares, in schema order (what its constructor sets):
+    not what the verifier attaches to a verified tree for the VM's own use."""
+    return tuple(vars(table()))
 
 
 def _snake(name: str) -> str:
