@@ -153,7 +153,7 @@ def test_listings():
     proc = _compile("--iree-hal-list-target-backends")
     assert proc.returncode == 0
     assert proc.stdout.decode().split() == ["Registered", "target", "backends:", "llvm-cpu",
-                                            "cuda", "rocm", "vulkan-spirv"]
+                                            "cuda", "rocm", "vulkan-spirv", "vmvx"]
     proc = _compile("--iree-llvmcpu-list-targets")
     assert proc.returncode == 0 and b"x86_64-unknown-linux-gnu" in proc.stdout
     assert b"x86-64-v3" in proc.stdout

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from pyree.runtime.drivers.local_task.topology import topology
 
 from .module_factory import COLS, ROWS, SCALE
 
@@ -107,7 +108,7 @@ def test_local_task_splits_workgroups_over_its_threads():
     ranges.sort()
     assert ranges[0][0] == 0 and ranges[-1][1] == 1001
     assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
-    assert len(ranges) == min(os.cpu_count(), 1001)
+    assert len(ranges) == min(topology().threads, 1001)
 
 
 def test_local_task_workers_wake_after_sleeping_and_report_errors():
@@ -135,8 +136,8 @@ def test_local_task_workers_wake_after_sleeping_and_report_errors():
             time.sleep(pause)
             seen.clear()
             assert device.run_workgroups(kernel, None) == 0
-            assert sorted(r[:2] for r in seen)[0] == (0, 64 // os.cpu_count())
-            assert len({name for *_, name in seen}) == min(os.cpu_count(), 64)
+            assert sorted(r[:2] for r in seen)[0] == (0, 64 // topology().threads)
+            assert len({name for *_, name in seen}) == min(topology().threads, 64)
         time.sleep(3 * local_task.SPIN_S)
         with pytest.raises(ValueError, match="range 0 failed"):
             device.run_workgroups(kernel, "fail")

@@ -114,3 +114,87 @@ def test_benchmark_cli_errors(single_module, tools_module, tmp_path):
         2,
         "@add expects 37x53xf32 here, got 37x53xi32",
     )
+
+
+MULTI = """
+func.func @first() -> tensor<4xf32> {
+  %c = util.unfoldable_constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %0 = arith.addf %c, %c : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @second() -> tensor<4xf32> {
+  %c = util.unfoldable_constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %0 = arith.mulf %c, %c : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func @scale(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = arith.addf %a, %a : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def multi_module(tmp_path_factory) -> str:
+    """Two functions without arguments and one with (compiled by pyree's compiler)."""
+    from pyree.compiler import compile_str
+
+    path = tmp_path_factory.mktemp("multi") / "multi.vmfb"
+    path.write_bytes(compile_str(MULTI, target_backends=["llvm-cpu"]))
+    return str(path)
+
+
+def _benchmarks(proc) -> list[str]:
+    assert proc.returncode == 0, proc.stderr
+    return [ROW.match(line).group(1) for line in proc.stdout.splitlines() if line.startswith("BM_")]
+
+
+def test_without_function_every_function_without_arguments_is_benchmarked(multi_module):
+    """As iree-benchmark-module: @scale needs inputs, so it is left out."""
+    proc = run_tool("benchmark_module", f"--module={multi_module}", "--benchmark_min_time=3x")
+    assert _benchmarks(proc) == ["BM_first/process_time/real_time",
+                                 "BM_second/process_time/real_time"]
+
+
+@pytest.mark.parametrize("pattern, kept", [
+    ("second", ["second"]),
+    ("^BM_f.*real_time$", ["first"]),
+    ("-second", ["first"]),
+    ("process_time", ["first", "second"]),
+])
+def test_benchmark_filter(multi_module, pattern, kept):
+    proc = run_tool("benchmark_module", f"--module={multi_module}", "--benchmark_min_time=3x",
+                    f"--benchmark_filter={pattern}")
+    assert _benchmarks(proc) == [f"BM_{name}/process_time/real_time" for name in kept]
+
+
+def test_filter_applies_to_the_named_function_and_the_json_report(multi_module):
+    import json
+
+    proc = run_tool("benchmark_module", f"--module={multi_module}", "--function=scale",
+                    "--input=4xf32=1 2 3 4", "--benchmark_min_time=3x",
+                    "--benchmark_filter=scale", "--benchmark_format=json",
+                    "--benchmark_repetitions=2")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {b["run_name"] for b in report["benchmarks"]} == {"BM_scale/process_time/real_time"}
+    both = json.loads(run_tool("benchmark_module", f"--module={multi_module}",
+                               "--benchmark_min_time=3x", "--benchmark_format=json").stdout)
+    assert [(b["name"], b["family_index"]) for b in both["benchmarks"]] == [
+        ("BM_first/process_time/real_time", 0), ("BM_second/process_time/real_time", 1)]
+
+
+def test_filter_and_function_choice_errors(multi_module, tools_module):
+    assert_clean_error(
+        run_tool("benchmark_module", f"--module={multi_module}", "--benchmark_filter=third"), 2,
+        "--benchmark_filter='third' matches none of the benchmarks: "
+        "BM_first/process_time/real_time, BM_second/process_time/real_time")
+    assert_clean_error(
+        run_tool("benchmark_module", f"--module={multi_module}", "--benchmark_filter=(first"),
+        2, "--benchmark_filter='(first' is not a regular expression")
+    assert_clean_error(
+        run_tool("benchmark_module", f"--module={multi_module}", "--input=4xf32=1"), 2,
+        "exports 3 functions (@first, @second, @scale); choose one with --function")
+    assert_clean_error(
+        run_tool("benchmark_module", f"--module={tools_module}"), 2,
+        "exports 2 functions (@add, @twice), none without arguments; choose one with --function")

@@ -1,8 +1,12 @@
 """pyree-dump-module: the report for a real module file, every executable kind, and bad files."""
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from pyree.runtime._fb import (
     BindingLayoutT,
     CudaExecutableT,
@@ -14,6 +18,7 @@ from pyree.runtime._fb import (
 )
 from pyree.runtime.tools.dump_module import format_executable
 from tool_process import assert_clean_error, run_tool
+from tooling import require_tool
 
 
 def test_report_of_a_module(tools_module):
@@ -122,3 +127,58 @@ def test_usage_errors():
     assert_clean_error(
         run_tool("dump_module", "a.vmfb", "--bogus"), 2, "unrecognized arguments: --bogus"
     )
+
+
+SCHEMAS = Path(__file__).parents[2] / "schemas"
+
+
+def _flatc_json(flatbuffer: bytes, folder: Path) -> dict:
+    """flatc's own JSON of a module FlatBuffer, every scalar printed (--defaults-json)."""
+    (folder / "root.bin").write_bytes(flatbuffer)
+    subprocess.run([require_tool("flatc"), "-t", "--strict-json", "--defaults-json",
+                    "--raw-binary", "-I", str(SCHEMAS), "-o", str(folder),
+                    str(SCHEMAS / "module.fbs"), "--", str(folder / "root.bin")], check=True)
+    return json.loads((folder / "root.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def gpu_control_flow_module(tmp_path_factory) -> str:
+    """Branches, checks of device results, and cuda and SPIR-V executables beside llvm-cpu's:
+    every table and enum of the schema but ROCm's."""
+    from control_flow_cases import MLIR
+    from pyree.compiler import compile_str
+
+    path = tmp_path_factory.mktemp("cf") / "control_flow.vmfb"
+    path.write_bytes(compile_str(MLIR, target_backends=["llvm-cpu", "cuda", "vulkan-spirv"]))
+    return str(path)
+
+
+@pytest.mark.parametrize("which", ["tools_module", "checks_module", "gpu_control_flow_module"])
+def test_flatbuffer_json_is_what_flatc_prints(which, request, tmp_path):
+    """--output=flatbuffer-json against flatc reading --output=flatbuffer-binary with the schema;
+    the binary is the file's FlatBuffer, byte for byte."""
+    module = request.getfixturevalue(which)
+    binary = _stdout_bytes("--output=flatbuffer-binary", module)
+    data = Path(module).read_bytes()
+    assert data.startswith(binary) and binary[4:8] == b"PYRE" and len(binary) < len(data)
+    ours = run_tool("dump_module", "--output=flatbuffer-json", module)
+    assert ours.returncode == 0, ours.stderr
+    assert json.loads(ours.stdout) == _flatc_json(binary, tmp_path)
+
+
+def test_output_all_is_the_metadata_report_and_disassembly_is_refused(tools_module):
+    default = run_tool("dump_module", tools_module)
+    for mode in ("all", "metadata"):
+        assert run_tool("dump_module", f"--output={mode}", tools_module).stdout == default.stdout
+    assert_clean_error(run_tool("dump_module", "--output=disassembly", tools_module), 2,
+                       "--output=disassembly is not supported: a pyree module has no VM bytecode")
+    assert_clean_error(run_tool("dump_module", "--output=c", tools_module), 2,
+                       "argument --output: invalid choice: 'c'")
+
+
+def _stdout_bytes(*args: str) -> bytes:
+    """The tool's stdout as bytes (the binary output mode)."""
+    proc = subprocess.run([sys.executable, "-m", "pyree.runtime.tools.dump_module", *args],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

@@ -6,14 +6,17 @@ import sys
 from pathlib import Path
 
 
-def run_tool(tool: str, *args: str, python_path: Path | None = None) -> subprocess.CompletedProcess:
+def run_tool(tool: str, *args: str, python_path: Path | None = None,
+             env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+             ) -> subprocess.CompletedProcess:
     """Runs ``python3 -m pyree.runtime.tools.<tool> args...``, capturing text output;
-    ``python_path`` goes first on the tool's import path (e.g. for a fake driver entry point)."""
-    env = dict(os.environ)
+    ``python_path`` goes first on the tool's import path (e.g. for a fake driver entry point),
+    ``env`` adds environment variables, ``prefix`` runs it under another command (taskset)."""
+    env = {**os.environ, **(env or {})}
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(python_path), env.get("PYTHONPATH")]))
     return subprocess.run(
-        [sys.executable, "-m", f"pyree.runtime.tools.{tool}", *args],
+        [*prefix, sys.executable, "-m", f"pyree.runtime.tools.{tool}", *args],
         capture_output=True,
         text=True,
         timeout=120,

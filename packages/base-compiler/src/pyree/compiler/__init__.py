@@ -3,6 +3,7 @@
     from pyree.compiler import compile_str, compile_file, CompileOptions
     vmfb = compile_str(mlir_text, target_backends=["llvm-cpu"])          # as iree.compiler's
     vmfb = compile_str(mlir_text, CompileOptions(target_backends=["llvm-cpu"]))
+    vmfb = compile_str(mlir_text, **CompilerOptions(target_backends=["vmvx"]).__dict__)  # IREE's
     compile_file("m.mlir", target_backends=["cuda"], input_type="stablehlo",
                  extra_args=["--iree-cuda-target=sm_90"], output_file="m.vmfb")   # -> None
 
@@ -33,17 +34,24 @@ def query_available_targets() -> list[str]:
     return list(TARGET_BACKENDS)
 
 
-__all__ = ["CompileError", "CompileOptions", "CompilerToolError", "InputType", "TARGET_BACKENDS",
-           "compile_file", "compile_str", "compile_torch", "import_onnx", "import_torch",
-           "query_available_targets"]
+__all__ = ["CompileError", "CompileOptions", "CompilerOptions", "CompilerToolError",
+           "DEFAULT_TESTING_BACKENDS", "DEFAULT_TESTING_DRIVER", "InputType", "OutputFormat",
+           "TARGET_BACKENDS", "compile_file", "compile_str", "compile_torch", "import_onnx",
+           "import_torch", "query_available_targets", "tools"]
 
 _LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
-         "import_torch": "importers.torch", "compile_torch": "importers.torch"}
+         "import_torch": "importers.torch", "compile_torch": "importers.torch",
+         **dict.fromkeys(("CompilerOptions", "DEFAULT_TESTING_BACKENDS", "DEFAULT_TESTING_DRIVER",
+                          "OutputFormat"), "compiler_options")}
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    """The lazy names, and the ``tools`` subpackage: IREE's quickstart calls
+    ``ireec.tools.compile_str`` after ``import iree.compiler as ireec`` alone."""
+    import importlib
 
+    if name in _LAZY:
         return getattr(importlib.import_module(f"pyree.compiler.{_LAZY[name]}"), name)
+    if name == "tools":
+        return importlib.import_module("pyree.compiler.tools")
     raise AttributeError(f"module 'pyree.compiler' has no attribute {name!r}")

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-# The --pyree-hal-target-backends names (IREE's spellings). Each maps to a codegen package.
-TARGET_BACKENDS = ("llvm-cpu", "cuda", "rocm", "vulkan-spirv")
+from pyree.compiler.errors import CompileError
+
+# The --pyree-hal-target-backends names (IREE's spellings). Each maps to a codegen package, but
+# vmvx, which resolve_targets turns into llvm-cpu.
+TARGET_BACKENDS = ("llvm-cpu", "cuda", "rocm", "vulkan-spirv", "vmvx")
+
+# IREE's portable reference backend (VMVX: its own bytecode, interpreted by the runtime, so a
+# module runs on any host). pyree has no interpreter: vmvx is llvm-cpu's code for the baseline
+# x86-64 CPU, which local-sync and local-task run on every x86-64 host (docs/DESIGN.md).
+PORTABLE_BACKEND = "vmvx"
 
 # --pyree-llvmcpu-target-cpu's default, as in IREE: baseline x86-64 (SSE2), which every x86-64
 # CPU runs, so that a module built on one machine loads on any deploy host. "host" (the build
@@ -103,3 +111,30 @@ class CompileOptions:
         self.target_backends = list(self.target_backends)
         if isinstance(self.input_type, enum.Enum):  # ours or iree.compiler's InputType
             self.input_type = self.input_type.value
+
+
+def resolve_targets(options: CompileOptions) -> CompileOptions:
+    """``options`` with every backend name checked and vmvx built as llvm-cpu for the baseline
+    CPU. A CPU choice that would not run everywhere is refused beside vmvx rather than applied
+    to it: a module holds one llvm-cpu executable, and vmvx promises one that runs anywhere."""
+    targets = options.target_backends
+    if not targets:
+        raise CompileError("no target backend given; use --pyree-hal-target-backends="
+                           + "|".join(TARGET_BACKENDS))
+    for name in targets:
+        if name not in TARGET_BACKENDS:
+            raise CompileError(f"unknown target backend '{name}'; known backends: "
+                               + ", ".join(TARGET_BACKENDS))
+    if PORTABLE_BACKEND not in targets:
+        return options
+    chosen = [f"--iree-llvmcpu-target-cpu={options.llvmcpu_target_cpu}"
+              ] if options.llvmcpu_target_cpu != DEFAULT_LLVMCPU_TARGET_CPU else []
+    if options.llvmcpu_target_cpu_features:
+        chosen.append(f"--iree-llvmcpu-target-cpu-features={options.llvmcpu_target_cpu_features}")
+    if chosen:
+        raise CompileError(
+            f"the vmvx target cannot be combined with {' '.join(chosen)}: pyree builds vmvx as "
+            f"llvm-cpu code for the baseline x86-64 CPU ({DEFAULT_LLVMCPU_TARGET_CPU}) so that it "
+            "runs on any host; drop vmvx to build for that CPU, or drop the CPU flag")
+    backends = ["llvm-cpu" if name == PORTABLE_BACKEND else name for name in targets]
+    return replace(options, target_backends=list(dict.fromkeys(backends)))

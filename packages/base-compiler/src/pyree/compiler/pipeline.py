@@ -19,6 +19,7 @@ from pathlib import Path
 from pyree.compiler import printing
 from pyree.compiler.codegen import backend
 from pyree.compiler.codegen.executable_files import write_executable_files
+from pyree.compiler.compiler_options import check_keywords
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
 from pyree.compiler.flow.channel_affine import fold_channel_affine
@@ -42,7 +43,7 @@ from pyree.compiler.input import lower_to_tensor_program, parse_mlir
 from pyree.compiler.input.demotion import demote_types
 from pyree.compiler.input.input_types import convert_input
 from pyree.compiler.module_writer import ModuleBuilder
-from pyree.compiler.options import COMPILE_TO_STAGES, TARGET_BACKENDS, CompileOptions
+from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_targets
 from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
 
@@ -50,7 +51,7 @@ from pyree.compiler.parameters.export import export_parameters
 def compile_file(path: str | Path, options: CompileOptions | None = None, *,
                  target_backends: Sequence[str] | str | None = None,
                  input_type: str | None = None, extra_args: Sequence[str] = (),
-                 output_file: str | Path | None = None) -> bytes | None:
+                 output_file: str | Path | None = None, **iree_keywords) -> bytes | None:
     """``compile_str`` on the text of the file at ``path``."""
     path = Path(path)
     try:
@@ -58,14 +59,15 @@ def compile_file(path: str | Path, options: CompileOptions | None = None, *,
     except (OSError, UnicodeDecodeError) as e:
         raise CompileError(f"cannot read input file: {e}", str(path)) from None
     return compile_str(text, options, str(path), target_backends=target_backends,
-                       input_type=input_type, extra_args=extra_args, output_file=output_file)
+                       input_type=input_type, extra_args=extra_args, output_file=output_file,
+                       **iree_keywords)
 
 
 def compile_str(source: str | bytes, options: CompileOptions | None = None,
                 source_name: str = "<string>", *,
                 target_backends: Sequence[str] | str | None = None,
                 input_type: str | None = None, extra_args: Sequence[str] = (),
-                output_file: str | Path | None = None) -> bytes | None:
+                output_file: str | Path | None = None, **iree_keywords) -> bytes | None:
     """Compiles MLIR text into module bytes, as IREE's ``iree.compiler.compile_str`` does.
 
     ``options`` (a CompileOptions, never modified) is the starting point; ``target_backends``,
@@ -73,7 +75,10 @@ def compile_str(source: str | bytes, options: CompileOptions | None = None,
     ``["--iree-llvmcpu-target-cpu=host"]``) override its fields; backends from
     ``target_backends`` and ``extra_args`` add up, as IREE's do. With ``output_file`` the bytes
     are written there and None is returned. ``--compile-to`` makes the bytes a stage's IR text.
+    IREE's other keywords (``output_format``, ``optimize``, ...: ``**CompilerOptions().__dict__``)
+    are checked by compiler_options.check_keywords.
     """
+    check_keywords(iree_keywords)
     options = _options(options, target_backends, input_type, extra_args)
     if isinstance(source, bytes):
         try:
@@ -109,7 +114,7 @@ class _Stop(Exception):
 
 
 def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
-    _check_targets(options.target_backends)
+    options = resolve_targets(options)
     stop = _check_compile_to(options.compile_to)
     try:
         return _run_stages(text, options, source_name, stop)
@@ -180,16 +185,6 @@ def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
 def size_text(nbytes: int) -> str:
     """A size for a progress line: ``94.1 MB``, ``52.4 kB``."""
     return f"{nbytes / 1e6:.1f} MB" if nbytes >= 100_000 else f"{nbytes / 1e3:.1f} kB"
-
-
-def _check_targets(targets: list[str]) -> None:
-    if not targets:
-        raise CompileError("no target backend given; use --pyree-hal-target-backends="
-                           + "|".join(TARGET_BACKENDS))
-    for name in targets:
-        if name not in TARGET_BACKENDS:
-            raise CompileError(f"unknown target backend '{name}'; known backends: "
-                               + ", ".join(TARGET_BACKENDS))
 
 
 def _kernel_name(function: str, ordinal: int, op: Generic) -> str:

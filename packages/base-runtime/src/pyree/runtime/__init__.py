@@ -4,8 +4,9 @@
     m = rt.load_module("model.vmfb", device="local-task")
     y = m["main"](x).to_host()
 
-IREE's names work too (``Config``, ``SystemContext``, ``VmModule``, ``load_vm_flatbuffer``...;
-vm/system_api.py, docs/MIGRATING_FROM_IREE.md). External weights: ``load_module(...,
+IREE's names work too (``Config``, ``SystemContext``, ``VmModule``, ``load_vm_flatbuffer``,
+``get_driver``, ``benchmark_module``, ``flags.parse_flags``...; vm/system_api.py,
+docs/MIGRATING_FROM_IREE.md). External weights: ``load_module(...,
 parameters=["model=weights.irpa"])`` or a ``ParameterIndex`` (docs/PARAMETERS.md).
 
 Every name but the errors is imported on first use, so ``import pyree.runtime`` costs a process
@@ -29,21 +30,28 @@ _LAZY = {
     **dict.fromkeys(("Module", "read_module"), "module"),
     **dict.fromkeys(("CheckFailure", "DeviceArray", "Function", "LoadedModule", "TensorType",
                      "asdevicearray", "format_array", "load_module"), "vm"),
-    **dict.fromkeys(("Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction",
-                     "VmInstance", "VmModule", "load_vm_flatbuffer", "load_vm_flatbuffer_file",
-                     "load_vm_module", "load_vm_modules"), "vm.system_api"),
+    **dict.fromkeys(("Config", "DEFAULT_DRIVER_NAMES", "HalDriver", "SystemContext",
+                     "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance", "VmModule",
+                     "get_driver", "get_first_device", "load_vm_flatbuffer",
+                     "load_vm_flatbuffer_file", "load_vm_module", "load_vm_modules",
+                     "query_available_drivers"), "vm.system_api"),
+    **dict.fromkeys(("BenchmarkResult", "BenchmarkToolError", "benchmark_exe",
+                     "benchmark_module"), "vm.benchmark"),
     "ParameterError": "parameters", "ParameterIndex": "parameters",
 }
-__all__ = ["CheckError", "DriverError", "InvocationError", "ModuleError", "PyreeError", *_LAZY]
+__all__ = ["CheckError", "DriverError", "InvocationError", "ModuleError", "PyreeError", "flags",
+           *_LAZY]
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        from importlib import import_module
+    from importlib import import_module
 
+    if name in _LAZY:
         value = getattr(import_module(f"pyree.runtime.{_LAZY[name]}"), name)
         globals()[name] = value  # later lookups are plain attribute reads
         return value
+    if name == "flags":  # IREE's ireert.flags.parse_flags(...), without importing it first
+        return import_module("pyree.runtime.flags")
     raise AttributeError(f"module 'pyree.runtime' has no attribute {name!r}")
 
 

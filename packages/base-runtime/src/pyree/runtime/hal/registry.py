@@ -197,9 +197,12 @@ def list_devices(driver: str | None = None) -> list[DeviceInfo]:
     return [info for name in names for info in get_driver(name).enumerate_devices()]
 
 
-def get_device(uri: str) -> Device:
-    """The device a URI names, created once per process and shared."""
+def get_device(uri: str, cache: bool = True) -> Device:
+    """The device a URI names, created once per process and shared; ``cache=False`` (IREE's
+    keyword) opens a new one."""
     scheme, path = parse_uri(uri)
+    if not cache:
+        return get_driver(scheme).create_device(path)
     key = f"{scheme}://{path}"
     with _lock:
         device = _devices.get(key)

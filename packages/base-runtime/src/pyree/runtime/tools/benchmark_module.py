@@ -1,13 +1,16 @@
-"""pyree-benchmark-module: time whole invocations of one function, printed the way Google Benchmark
-(and so iree-benchmark-module) prints them.
+"""pyree-benchmark-module: time whole invocations of a module's functions, printed the way Google
+Benchmark (and so iree-benchmark-module) prints them.
 
-Each repetition calls the function until --benchmark_min_time has passed (or a fixed count,
-``100x``) and reports wall and process CPU time per call. Each call waits for its results to be
-computed (without copying them to the host), so a call counts only once its work is done. With
-several repetitions, mean/median/stddev rows follow. ``--benchmark_format=json`` prints Google
-Benchmark's JSON report instead (a ``context`` object and one ``benchmarks`` entry per
-repetition and aggregate); ``--benchmark_out=FILE`` also writes the report, in
-``--benchmark_out_format`` (json by default, as Google Benchmark's).
+Which functions, as IREE's tool picks them: --function's, else a module's only function, else
+every function that takes no arguments. ``--benchmark_filter=REGEX`` (Google Benchmark's) keeps
+those whose benchmark name (``BM_<function>/process_time/real_time``) the regex finds, and
+``-REGEX`` those it does not. Each repetition calls a function until --benchmark_min_time has
+passed (or a fixed count, ``100x``) and reports wall and process CPU time per call. Each call
+waits for its results to be computed (without copying them to the host), so a call counts only
+once its work is done. With several repetitions, mean/median/stddev rows follow.
+``--benchmark_format=json`` prints Google Benchmark's JSON report instead (a ``context`` object
+and one ``benchmarks`` entry per repetition and aggregate); ``--benchmark_out=FILE`` also writes
+the report, in ``--benchmark_out_format`` (json by default, as Google Benchmark's).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -114,22 +118,28 @@ def _aggregates(samples: list[Sample]) -> list[tuple[str, float, float, int]]:
     return [(suffix, stat(real), stat(cpu), len(samples)) for suffix, stat in _AGGREGATES]
 
 
-def console_report(name: str, samples: list[Sample]) -> str:
+def console_report(runs: list[tuple[str, list[Sample]]]) -> str:
+    """The table for each benchmark's (name, samples), in order."""
     header = f"{'Benchmark':<44}{'Time':>15}{'CPU':>15}{'Iterations':>12}"
-    return "\n".join([_RULE, header, _RULE, *report_rows(name, samples)])
+    return "\n".join([_RULE, header, _RULE, *(row for name, samples in runs
+                                               for row in report_rows(name, samples))])
 
 
-def json_report(name: str, samples: list[Sample]) -> str:
-    """Google Benchmark's JSON (--benchmark_format=json), times in milliseconds."""
-    common = {"family_index": 0, "per_family_instance_index": 0, "run_name": name,
-              "repetitions": len(samples), "threads": 1}
-    entries = [{"name": name, **common, "run_type": "iteration", "repetition_index": i,
-                "iterations": s.iterations, "real_time": s.real_s * 1e3,
-                "cpu_time": s.cpu_s * 1e3, "time_unit": "ms"} for i, s in enumerate(samples)]
-    for suffix, real, cpu, n in _aggregates(samples):
-        entries.append({"name": f"{name}_{suffix}", **common, "run_type": "aggregate",
-                        "aggregate_name": suffix, "aggregate_unit": "time", "iterations": n,
-                        "real_time": real * 1e3, "cpu_time": cpu * 1e3, "time_unit": "ms"})
+def json_report(runs: list[tuple[str, list[Sample]]]) -> str:
+    """Google Benchmark's JSON (--benchmark_format=json), times in milliseconds: one family per
+    benchmark."""
+    entries = []
+    for family, (name, samples) in enumerate(runs):
+        common = {"family_index": family, "per_family_instance_index": 0, "run_name": name,
+                  "repetitions": len(samples), "threads": 1}
+        entries += [{"name": name, **common, "run_type": "iteration", "repetition_index": i,
+                     "iterations": s.iterations, "real_time": s.real_s * 1e3,
+                     "cpu_time": s.cpu_s * 1e3, "time_unit": "ms"}
+                    for i, s in enumerate(samples)]
+        for suffix, real, cpu, n in _aggregates(samples):
+            entries.append({"name": f"{name}_{suffix}", **common, "run_type": "aggregate",
+                            "aggregate_name": suffix, "aggregate_unit": "time", "iterations": n,
+                            "real_time": real * 1e3, "cpu_time": cpu * 1e3, "time_unit": "ms"})
     context = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host_name": platform.node(),
@@ -188,6 +198,12 @@ def _parser() -> FlagParser:
         help="the report printed on stdout: console (default) or json (Google Benchmark's)",
     )
     parser.add_flag(
+        "--benchmark_filter",
+        metavar="REGEX",
+        help="benchmark only the functions whose benchmark name "
+        "(BM_<function>/process_time/real_time) REGEX finds; -REGEX: those it does not",
+    )
+    parser.add_flag(
         "--benchmark_out", metavar="FILE", help="also write the report to FILE"
     )
     parser.add_flag(
@@ -209,25 +225,69 @@ def _run(argv: Sequence[str]) -> int:
         )
     min_time = parse_min_time(args.benchmark_min_time)
     module = load_module(args.module, args.device, args.parameters)
-    function = select_function(module, args.function)
-    arguments = parse_arguments(function, args.input)
+    functions = _filtered(_functions(module, args), args.benchmark_filter)
+    calls = [(_name(f), _caller(f, parse_arguments(f, args.input))) for f in functions]
+    runs = []
+    for name, call in calls:
+        call()  # warm-up: first-call work (executable loading, command recording) is not timed
+        runs.append((name, [measure(call, min_time) for _ in range(args.benchmark_repetitions)]))
+    reports = {"console": console_report, "json": json_report}
+    print(reports[args.benchmark_format](runs))
+    if args.benchmark_out:
+        from pyree.runtime.tools.output_file import write_output
 
+        write_output(args.benchmark_out, reports[args.benchmark_out_format](runs) + "\n")
+    return 0
+
+
+def _name(function) -> str:
+    return f"BM_{function.name}/process_time/real_time"
+
+
+def _caller(function, arguments) -> Callable[[], None]:
     def call() -> None:
         results = function(*arguments)
         for result in results if isinstance(results, tuple) else (results,):
             if result is not None:
                 result.wait()
 
-    call()  # warm-up: first-call work (executable loading, command recording) is not timed
-    samples = [measure(call, min_time) for _ in range(args.benchmark_repetitions)]
-    reports = {"console": console_report, "json": json_report}
-    name = f"BM_{function.name}/process_time/real_time"
-    print(reports[args.benchmark_format](name, samples))
-    if args.benchmark_out:
-        from pyree.runtime.tools.output_file import write_output
+    return call
 
-        write_output(args.benchmark_out, reports[args.benchmark_out_format](name, samples) + "\n")
-    return 0
+
+def _functions(module, args) -> list:
+    """--function's, the module's only one, or (as IREE's tool) every function that takes no
+    arguments, leaving out IREE's internal names (``__init``, ``a$b``)."""
+    if args.function or len(module.function_names) == 1:
+        return [select_function(module, args.function)]
+    if args.input:
+        return [select_function(module, None)]   # the error: several functions, no --function
+    runnable = [module[name] for name in module.function_names
+                if not module[name].argument_types and not name.startswith("__")
+                and "$" not in name]
+    if not runnable:
+        listing = ", ".join(f"@{name}" for name in module.function_names)
+        raise UsageError(f"module '{module.name}' exports {len(module.function_names)} functions "
+                         f"({listing}), none without arguments; choose one with --function and "
+                         "give its --input values")
+    return runnable
+
+
+def _filtered(functions: list, pattern: str | None) -> list:
+    """Google Benchmark's --benchmark_filter: a regex searched for in each benchmark name; a
+    leading ``-`` keeps the names it does not find."""
+    if not pattern:
+        return functions
+    negative = pattern.startswith("-")
+    try:
+        regex = re.compile(pattern[1:] if negative else pattern)
+    except re.error as e:
+        raise UsageError(f"--benchmark_filter='{pattern}' is not a regular expression: {e}") \
+            from None
+    kept = [f for f in functions if (regex.search(_name(f)) is None) == negative]
+    if not kept:
+        names = ", ".join(_name(f) for f in functions)
+        raise UsageError(f"--benchmark_filter='{pattern}' matches none of the benchmarks: {names}")
+    return kept
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,6 +13,7 @@ import os
 import sys
 
 import pyree.runtime as rt
+from pyree.runtime import flags as runtime_flags
 from pyree.runtime.hal import tool_process
 from pyree.runtime.tools.flags import FlagParser, UsageError
 from pyree.runtime.tools.io_format import InputError
@@ -50,6 +51,31 @@ def add_device_flags(parser: FlagParser) -> None:
         metavar="DRIVER",
         help="list the devices of every available driver (or of DRIVER), then exit",
     )
+    parser.add_flag(
+        "--dump_devices",
+        const="",
+        metavar="DRIVER",
+        help="describe the devices of every installed driver (or of DRIVER) in IREE's layout, "
+        "then exit",
+    )
+    for name, (default, help) in runtime_flags.FLAGS.items():
+        parser.add_flag(f"--{name}", parse=_runtime_flag(name), default=default, metavar="N",
+                        help=f"{help} (default: {default})")
+
+
+def _runtime_flag(name: str) -> Callable[[str], int]:
+    """A runtime flag's parser: it sets the flag as it reads it, through the same
+    ``pyree.runtime.flags.parse_flags`` IREE's Python users call, so the device the tool opens
+    next is created with it (IREE's flags are process-wide too)."""
+
+    def parse(text: str) -> int:
+        try:
+            runtime_flags.parse_flags(f"--{name}={text}")
+        except rt.InvocationError as e:
+            raise UsageError(str(e)) from None
+        return int(text)
+
+    return parse
 
 
 def add_parameter_flags(parser: FlagParser) -> None:
@@ -63,7 +89,8 @@ def add_parameter_flags(parser: FlagParser) -> None:
 
 
 def print_listings(args: SimpleNamespace) -> bool:
-    """Answers --list_drivers / --list_devices; returns whether either was asked for."""
+    """Answers --list_drivers / --list_devices / --dump_devices; returns whether one was asked
+    for."""
     if args.list_drivers:
         for info in rt.list_drivers():
             state = "available" if info.available else f"unavailable: {info.reason}"
@@ -71,7 +98,32 @@ def print_listings(args: SimpleNamespace) -> bool:
     if args.list_devices is not None:
         for device in rt.list_devices(args.list_devices or None):
             print(f"{device.uri:<24} {device.name}")
-    return bool(args.list_drivers) or args.list_devices is not None
+    if args.dump_devices is not None:
+        _dump_devices(args.dump_devices)
+    return bool(args.list_drivers) or args.list_devices is not None \
+        or args.dump_devices is not None
+
+
+_HEADER = "# " + "=" * 76
+_SEPARATOR = "# ===" + "-" * 70 + "==="
+
+
+def _dump_devices(driver: str) -> None:
+    """IREE's --dump_devices layout: a header per driver, a block per device. Every installed
+    driver is shown (an unavailable one says why); a driver named and not available is an
+    error, as in IREE."""
+    infos = [info for info in rt.list_drivers() if not driver or info.name == driver]
+    if driver and not (infos and infos[0].available):
+        rt.list_devices(driver)  # raises the error that says why
+    for index, info in enumerate(infos):
+        if index:
+            print()
+        print(f"{_HEADER}\n# Enumerated devices for driver '{info.name}'\n{_HEADER}\n")
+        if not info.available:
+            print(f"#   unavailable: {info.reason}")
+            continue
+        for device in rt.list_devices(info.name):
+            print(f"{_SEPARATOR}\n# --device={device.uri}\n#   {device.name}\n{_SEPARATOR}")
 
 
 def run_tool(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -> int:

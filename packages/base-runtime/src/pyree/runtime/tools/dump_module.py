@@ -5,16 +5,36 @@ verified as the runtime verifies it before use, but no device is opened, so a mo
 GPU can be inspected anywhere.
 
     pyree-dump-module add.vmfb
+    pyree-dump-module --output=flatbuffer-json add.vmfb      # every field, as flatc prints it
+
+``--output`` takes iree-dump-module's modes: ``metadata`` (the report above; ``all``, IREE's
+default, is the same: it adds VM bytecode disassembly, which a pyree module has none of),
+``flatbuffer-json`` (the module's FlatBuffer table as ``flatc --json --defaults-json`` prints it
+with schemas/module.fbs: field names from the schema, enums by name, data-segment payloads as
+their offset and length) and ``flatbuffer-binary`` (the FlatBuffer's bytes, for flatc).
+``disassembly`` is refused by name.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+import sys
 from collections import Counter
 from collections.abc import Sequence
 
 import pyree.runtime as rt
-from pyree.runtime._fb import BindingAccess, CommandKind, ElementType, ExecutableFormat
-from pyree.runtime.tools.cli import FlagParser, tool_main
+from pyree.runtime._fb import (
+    BindingAccess,
+    BufferKind,
+    CheckKind,
+    CommandKind,
+    ElementType,
+    ExecutableFormat,
+)
+from pyree.runtime.module.reader import read_trailer
+from pyree.runtime.tools.cli import FlagParser, UsageError, tool_main
 
 
 def _enum_names(enum: type) -> dict[int, str]:
@@ -25,6 +45,14 @@ _ACCESS = _enum_names(BindingAccess)
 _COMMAND = _enum_names(CommandKind)
 _ELEMENT = _enum_names(ElementType)
 _FORMAT = _enum_names(ExecutableFormat)
+# The schema's enum-typed fields, (object-API class, attribute) -> names: flatc prints them by name.
+_ENUM_FIELDS = {
+    ("BindingLayoutT", "access"): _ACCESS, ("BufferRefT", "kind"): _enum_names(BufferKind),
+    ("CheckT", "kind"): _enum_names(CheckKind), ("CommandT", "kind"): _COMMAND,
+    ("ExecutableT", "format"): _FORMAT, ("TensorTypeT", "elementType"): _ELEMENT,
+    ("BranchT", "conditionType"): _ELEMENT,
+}
+OUTPUTS = ("metadata", "all", "flatbuffer-json", "flatbuffer-binary", "disassembly")
 
 
 def _text(value: str | bytes | None) -> str:
@@ -150,13 +178,54 @@ def format_module(module, file_size: int) -> str:
     return "\n".join(lines)
 
 
+def to_json(value, owner: str = "", field: str = ""):
+    """An object-API value as flatc's JSON holds it: tables as objects of their set fields
+    (snake_case, as the schema spells them), enums by name, vectors as lists."""
+    if isinstance(value, list):
+        return [to_json(item, owner, field) for item in value]
+    if isinstance(value, int) and (owner, field) in _ENUM_FIELDS:
+        return _ENUM_FIELDS[owner, field].get(value, value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if not hasattr(value, "__dict__"):
+        return value
+    kind = type(value).__name__
+    return {_snake(name): to_json(getattr(value, name), kind, name)
+            for name in _schema_fields(type(value)) if getattr(value, name) is not None}
+
+
+@functools.cache
+def _schema_fields(table: type) -> tuple[str, ...]:
+    """The fields an object-API class declares, in schema order (what its constructor sets):
+    not what the verifier attaches to a verified tree for the VM's own use."""
+    return tuple(vars(table()))
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
 def _run(argv: Sequence[str]) -> int:
     parser = FlagParser("pyree-dump-module", "Describes the contents of a pyree module (.vmfb).")
     parser.add_flag("module", help="the .vmfb module file")
+    parser.add_flag("--output", choices=OUTPUTS, default="metadata",
+                    help="metadata (default; all is the same), flatbuffer-json (every field of "
+                    "the module's FlatBuffer, as flatc prints it) or flatbuffer-binary (its bytes)")
     args = parser.parse_args(argv)
+    if args.output == "disassembly":
+        raise UsageError("--output=disassembly is not supported: a pyree module has no VM "
+                         "bytecode; its functions are command lists, which --output=metadata "
+                         "counts and --output=flatbuffer-json lists in full")
     with open(args.module, "rb") as f:
         data = f.read()
-    print(format_module(rt.read_module(data).tree, len(data)))
+    module = rt.read_module(data)
+    if args.output == "flatbuffer-json":
+        print(json.dumps(to_json(module.tree), indent=2))
+    elif args.output == "flatbuffer-binary":
+        sys.stdout.buffer.write(data[:read_trailer(data)[0]])
+        sys.stdout.buffer.flush()
+    else:
+        print(format_module(module.tree, len(data)))
     return 0
 
 

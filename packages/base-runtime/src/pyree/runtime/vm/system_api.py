@@ -5,8 +5,9 @@ working IREE script runs after its imports change.
 loads modules onto the config's device and names them as IREE does (by the module's name:
 ``module`` unless the MLIR says ``module @name``); what ``ctx.modules.<name>`` returns is a
 LoadedModule, and its functions are pyree Functions (IREE's FunctionInvoker). Nothing here
-copies the loader: it calls ``open_module`` and ``LoadedModule``. docs/MIGRATING_FROM_IREE.md
-lists what still differs.
+copies the loader: it calls ``open_module`` and ``LoadedModule``. IREE's device setup names
+(``get_first_device``, ``get_driver``, ``query_available_drivers``) are here too, over
+hal.registry. docs/MIGRATING_FROM_IREE.md lists what still differs.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import weakref
 from collections.abc import Callable, Sequence
 
 from pyree.runtime.errors import DriverError, InvocationError
+from pyree.runtime.hal import registry
 from pyree.runtime.hal.device import Device
-from pyree.runtime.hal.registry import get_device
+from pyree.runtime.hal.ffi import STATUS
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.records import Record
 from pyree.runtime.vm.loaded_module import LoadedModule, open_module
 from pyree.runtime.vm.tensor_type import TensorType
 
-__all__ = ["Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance",
-           "VmModule", "load_vm_flatbuffer", "load_vm_flatbuffer_file", "load_vm_module",
-           "load_vm_modules"]
+__all__ = ["Config", "DEFAULT_DRIVER_NAMES", "HalDriver", "SystemContext",
+           "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance", "VmModule", "get_driver",
+           "get_first_device", "load_vm_flatbuffer", "load_vm_flatbuffer_file", "load_vm_module",
+           "load_vm_modules", "query_available_drivers"]
 
 # IREE's mapping from a compile target to the driver that runs it (plus pyree's GPU targets).
 TARGET_BACKEND_TO_DRIVER = {
@@ -35,6 +38,77 @@ TARGET_BACKEND_TO_DRIVER = {
     "cuda": "cuda",
     "rocm": "rocm",
 }
+
+
+# IREE's order of drivers to try when none is named (IREE_DEFAULT_DEVICE overrides it, as in IREE).
+DEFAULT_DRIVER_NAMES = "local-task,cuda,vulkan"
+
+
+def query_available_drivers() -> list[str]:
+    """The names of the installed drivers that can run here (IREE's)."""
+    return [info.name for info in registry.list_drivers() if info.available]
+
+
+def get_first_device(device_uris: Sequence[str] | None = None, cache: bool = True) -> Device:
+    """The first of ``device_uris`` that opens (IREE's); none given: $IREE_DEFAULT_DEVICE's
+    comma-separated list, else DEFAULT_DRIVER_NAMES. The error names every failure."""
+    if device_uris is None:
+        device_uris = os.environ.get("IREE_DEFAULT_DEVICE", DEFAULT_DRIVER_NAMES).split(",")
+    failures: list[DriverError] = []
+    for uri in (u.strip() for u in device_uris if u.strip()):
+        try:
+            return registry.get_device(uri, cache=cache)
+        except DriverError as e:
+            failures.append(e)
+    if not failures:
+        raise DriverError("no device URI given", STATUS["INVALID_ARGUMENT"], "INVALID_ARGUMENT")
+    last = failures[-1]
+    raise DriverError("; ".join(map(str, failures)), last.status, last.status_name)
+
+
+class HalDriver:
+    """IREE's HalDriver, for what ``get_driver`` returns: a driver's devices and new ones."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._driver = registry.get_driver(name)
+
+    @staticmethod
+    def query() -> list[str]:
+        return query_available_drivers()
+
+    def query_available_devices(self) -> list[dict]:
+        """One dict per device, as IREE's: ``device_id`` (its index), ``path``, ``name``."""
+        return [{"device_id": i, "path": registry.parse_uri(info.uri)[1], "name": info.name}
+                for i, info in enumerate(self._driver.enumerate_devices())]
+
+    def create_default_device(self) -> Device:
+        return self._driver.create_device("")
+
+    def create_device(self, device_id: int | dict) -> Device:
+        """A new device for ``device_id`` (an index or a ``query_available_devices`` dict)."""
+        devices = self.query_available_devices()
+        if isinstance(device_id, dict):
+            device_id = device_id["device_id"]
+        if not 0 <= device_id < len(devices):
+            raise DriverError(f"driver '{self.name}' has {len(devices)} devices; no device_id "
+                              f"{device_id}", STATUS["NOT_FOUND"], "NOT_FOUND")
+        return self._driver.create_device(devices[device_id]["path"])
+
+    def create_device_by_uri(self, device_uri: str) -> Device:
+        scheme, path = registry.parse_uri(device_uri)
+        if scheme != self.name:
+            raise DriverError(f"driver '{self.name}' cannot open '{device_uri}'",
+                              STATUS["INVALID_ARGUMENT"], "INVALID_ARGUMENT")
+        return self._driver.create_device(path)
+
+    def __repr__(self) -> str:
+        return f"<HalDriver {self.name}>"
+
+
+def get_driver(device_uri: str) -> HalDriver:
+    """The driver of a device URI or driver name (IREE's)."""
+    return HalDriver(registry.parse_uri(device_uri)[0])
 
 
 class VmInstance:
@@ -47,7 +121,8 @@ class VmInstance:
 class Config:
     """The device modules run on: ``Config("local-task")``, ``Config("cuda")`` (IREE takes a
     comma-separated list of drivers and uses the first that opens; so does this), or
-    ``Config(device=...)`` with a device from ``get_device``. Default: ``local-task``."""
+    ``Config(device=...)`` with a device from ``get_device``. Default: ``get_first_device()``'s,
+    ``local-task`` unless $IREE_DEFAULT_DEVICE says otherwise."""
 
     def __init__(self, driver_name: str | None = None, *, device: Device | str | None = None):
         if device is not None and driver_name is not None:
@@ -56,17 +131,9 @@ class Config:
         self.vm_instance = VmInstance()
         self.default_vm_modules: tuple = ()
         if device is not None:
-            self.device = get_device(device) if isinstance(device, str) else device
-            return
-        failures: list[DriverError] = []
-        for name in (driver_name or "local-task").split(","):
-            try:
-                self.device = get_device(name.strip())
-                return
-            except DriverError as e:
-                failures.append(e)
-        last = failures[-1]
-        raise DriverError("; ".join(map(str, failures)), last.status, last.status_name)
+            self.device = registry.get_device(device) if isinstance(device, str) else device
+        else:
+            self.device = get_first_device(driver_name.split(",") if driver_name else None)
 
     def __repr__(self) -> str:
         return f"<Config device={self.device.uri!r}>"

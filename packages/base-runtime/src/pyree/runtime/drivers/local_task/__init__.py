@@ -1,5 +1,7 @@
 """local-task: submissions run in order, on a queue thread, or on the submitting thread when
-nothing is pending; each dispatch's workgroups run on that thread and os.cpu_count() - 1 workers.
+nothing is pending; each dispatch's workgroups run on that thread and N - 1 workers, N the CPUs
+this process may use (its affinity mask and cgroup CPU quota) or IREE's --task_topology_* flags
+(topology.py).
 
 A compiled kernel runs through the worker loop that the llvm-cpu compiler emits into each kernel
 library (cpu_executable.WorkerLoop): every thread claims chunks of workgroups from one counter,
@@ -7,7 +9,7 @@ none of them holding the GIL, so a hand-over costs a few us instead of a GIL wai
 A command buffer's consecutive dispatches run through the loop's execute, one native call for all
 of them, so the queue thread does not come back to Python between them.
 A Python callable, or any kernel before a library with the loop has been loaded, is split into
-os.cpu_count() contiguous ranges instead, one run by the queue thread and the others by Python
+N contiguous ranges instead, one run by the queue thread and the others by Python
 workers that poll for work; cffi releases the GIL while a kernel runs, so they run in parallel.
 """
 
@@ -20,6 +22,7 @@ import time
 
 from pyree.runtime.drivers.cpu_executable import WorkerLoop
 from pyree.runtime.drivers.host_device import DispatchRun, HostDevice, kernel_error
+from pyree.runtime.drivers.local_task.topology import topology
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import (
     DeviceInfo,
@@ -226,7 +229,7 @@ class _NativeWorkers:
 class LocalTaskDevice(HostDevice):
     def __init__(self):
         super().__init__()
-        self._workers = os.cpu_count() or 1
+        self._workers = topology().threads
         self._native: _NativeWorkers | None = None  # started by the first kernel with a loop
         self._pool: _Workers | None = None  # Python workers, started on first need
         self._queue: queue.Queue = queue.Queue()
@@ -365,7 +368,10 @@ class LocalTaskDriver(PythonDriver):
     name = "local-task"
 
     def enumerate_devices(self) -> list[DeviceInfo]:
-        return [DeviceInfo("", f"host CPU, {os.cpu_count()} worker threads")]
+        threads = topology()
+        plural = "s" if threads.threads != 1 else ""
+        return [DeviceInfo("", f"host CPU, {threads.threads} worker thread{plural} "
+                               f"({threads.reason})")]
 
     def create_device(self, path: str) -> LocalTaskDevice:
         if path not in ("", "0"):
