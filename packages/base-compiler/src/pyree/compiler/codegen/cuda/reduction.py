@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cascade import block_sizes, cascade
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
@@ -22,6 +23,9 @@ PARALLEL_MIN_REDUCTION = 128
 # elements per trip of a longer row's loop (loads in flight together).
 RESIDENT = 8
 UNROLL = 4
+# A thread's strided points per block of its cascaded float sums, and blocks per next level.
+LEAF = 16
+FAN_IN = 16
 
 
 def identity(op: str, dtype: str) -> str:
@@ -283,23 +287,45 @@ def _fold_resident(fn: Function, points, phase: list[int], folds, combine) -> di
 
 def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
                    total: int, block: int, phase: list[int], folds, combine) -> dict:
-    """Each result of ``phase`` folded over this thread's strided points of the row."""
-    slots = {}
-    for k in phase:
-        op, f = folds[k]
-        ty = llvm_type(f.dtype)
-        slots[k] = (ty, fn.alloca(ty))
-        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slots[k][1]}")
+    """Each result of ``phase`` folded over this thread's strided points of the row; a float sum
+    or product over more than ``LEAF`` of them cascades (codegen/cascade.py), so that no
+    accumulator takes more than about ``LEAF`` terms."""
+    trips = -(-total // block)
+    cascades = any(op in ("add", "mul") and K.is_float(f.dtype) for op, f in (folds[k] for k in phase))
+    sizes = block_sizes(trips, LEAF, FAN_IN) if cascades else []
+    levels = []
+    for _ in range(len(sizes) + 1):
+        levels.append({k: (llvm_type(folds[k][1].dtype), fn.alloca(llvm_type(folds[k][1].dtype)))
+                       for k in phase})
+
+    def fresh(j):
+        for k, (ty, slot) in levels[j].items():
+            fn.raw(f"store {ty} {identity(folds[k][0], folds[k][1].dtype)}, ptr {slot}")
+
+    def combine_into(j):
+        for k, (ty, slot) in levels[j].items():
+            (op, f), into = folds[k], levels[j + 1][k][1]
+            total_v = combine(op, fn.op(f"load {ty}, ptr {into}"), fn.op(f"load {ty}, ptr {slot}"),
+                              f.dtype)
+            fn.raw(f"store {ty} {total_v}, ptr {into}")
 
     def step(i):
         lower = _lowering(fn, kernel, p + A.decompose(fn, i, kernel.reduction_ranges), lin, values)
         for k in phase:
-            (op, f), (ty, slot) = folds[k], slots[k]
+            (op, f), (ty, slot) = folds[k], levels[0][k]
             old = fn.op(f"load {ty}, ptr {slot}")
             fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
 
-    fn.loop(tid, str(total), str(block), step, unroll=UNROLL)
-    return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+    def loop(start, stop, by, body):
+        fn.loop(start, stop, str(by), body, unroll=UNROLL if by == block else 1)
+
+    def bound(start, size, stop):
+        end = fn.op(f"add i64 {start}, {size}")
+        return fn.op(f"select i1 {fn.op(f'icmp ult i64 {end}, {stop}')}, i64 {end}, i64 {stop}")
+
+    fresh(len(sizes))
+    cascade(loop, bound, tid, str(total), sizes, step, fresh, combine_into, step=block)
+    return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in levels[-1].items()}
 
 
 def _row_results_resident(fn: Function, kernel: K.Kernel, lin, points) -> None:

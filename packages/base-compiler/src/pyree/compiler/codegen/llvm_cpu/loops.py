@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from llvmlite import ir
+from pyree.compiler.codegen import cascade
 
 I64 = ir.IntType(64)
 
@@ -61,3 +62,13 @@ def entry_alloca(b: ir.IRBuilder, t: ir.Type, count: int = 1, align: int = 0) ->
 
 def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_unsigned("<", x, y), x, y)
+
+
+def cascaded(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, sizes: list[int], body, fresh, combine,
+             step: int = 1) -> None:
+    """``cascade.cascade`` with these loops: ``body(i)`` for i in [lo, hi) by ``step``."""
+    def loop(start, stop, by, inner):
+        with for_range(b, start, stop, step=by, name="step" if by == step else "block") as i:
+            inner(i)
+    cascade.cascade(loop, lambda s, size, stop: umin(b, b.add(s, i64(size)), stop), lo, hi, sizes,
+                    body, fresh, combine, step)

@@ -16,7 +16,7 @@ Three loop orders, picked by which loop the loads are contiguous along:
   rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
-Long float folds keep their rounding error near numpy's pairwise sum (``cascade.py``): in the
+Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``): in the
 reduction-inner order a float fold whose loads are contiguous (or broadcast) along the innermost
 reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of every
 lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are then
@@ -35,7 +35,7 @@ import itertools
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.cascade import block_sizes, cascade
+from pyree.compiler.codegen.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.exprs import (
     I1,
     I32,
@@ -47,6 +47,7 @@ from pyree.compiler.codegen.llvm_cpu.exprs import (
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.loops import (
+    cascaded,
     entry_alloca,
     for_range,
     i64,
@@ -57,13 +58,13 @@ from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
-    FOLDS,
     Acc,
     Binary,
     Gather,
     Kernel,
     Load,
     Result,
+    fold_identity,
     is_row_kernel,
     phases,
     walk,
@@ -71,7 +72,7 @@ from pyree.compiler.kernel import (
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
-# Cascaded float folds (cascade.py): each lane or accumulator takes at most this many terms per
+# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes at most this many terms per
 # level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
 FOLD_BITS = 1024        # lanes of a vector fold: two AVX-512 registers, four AVX2, eight SSE
 LEAF = 16               # vector steps per innermost block
@@ -79,6 +80,7 @@ FAN_IN = 16             # blocks per block of the next level
 SCALAR_LEAF = 128       # scalar steps per innermost block: LLVM's vectors split them further
 COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumulator array
 CASCADED = {"f32", "f64"}
+CASCADED_FOLDS = {"add", "mul", "max", "min"}
 
 
 class ReductionLowering:
@@ -157,7 +159,7 @@ class ReductionLowering:
                 b.store(values[k], levels[0][k])
 
         *outer, (lo, hi) = self._red_bounds()
-        nest(b, outer, lambda rix: cascade(
+        nest(b, outer, lambda rix: cascaded(
             b, lo, hi, sizes, lambda i: step(rix + [i]),
             lambda j: _fresh(b, em, folds, levels[j]),
             lambda j: _combine(b, em, folds, levels[j + 1], levels[j])))
@@ -185,7 +187,7 @@ class ReductionLowering:
         vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span)
         inner = self.kernel.reduction_ranges[-1]
         full = inner - inner % lanes
-        sizes = [n * lanes for n in block_sizes(full // lanes, LEAF, FAN_IN)]
+        sizes = block_sizes(full // lanes, LEAF, FAN_IN)
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
         _fresh(b, vec, folds, levels[-1])
@@ -199,7 +201,7 @@ class ReductionLowering:
                 b.store(value if mask is None else b.select(mask, value, pt.accs[k]), level[k])
 
         def row(rix):
-            cascade(b, i64(0), i64(full), sizes, lambda i: step(rix + [i], levels[0]),
+            cascaded(b, i64(0), i64(full), sizes, lambda i: step(rix + [i], levels[0]),
                     lambda j: _fresh(b, vec, folds, levels[j]),
                     lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
             if full < inner:
@@ -248,7 +250,7 @@ class ReductionLowering:
 
             sweep(self._zeros(), init)
             (lo_r, hi_r), *rest = self._red_bounds()
-            cascade(b, lo_r, hi_r, sizes,
+            cascaded(b, lo_r, hi_r, sizes,
                     lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
                     lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
                         b, em, folds, dict(enumerate(slots(j))))),
@@ -314,7 +316,7 @@ def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, obje
     folds = {}
     for k in which:
         v = results[k].value
-        if not isinstance(v, Binary) or v.op not in FOLDS or v.op not in _FLOAT_IDENTITY \
+        if not isinstance(v, Binary) or v.op not in CASCADED_FOLDS \
                 or v.dtype not in CASCADED or results[k].row:
             return None
         f = v.b if v.a == Acc(k, v.dtype) else v.a if v.b == Acc(k, v.dtype) else None
@@ -324,13 +326,11 @@ def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, obje
     return folds or None
 
 
-# The identity of each cascaded fold; -0.0 for a sum (x + -0.0 is x for every x, -0.0 included).
-_FLOAT_IDENTITY = {"add": -0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
 
 
 def _fresh(b, em: ExprEmitter, folds, slots) -> None:
     for k, (op, f) in folds.items():
-        b.store(em.const(_FLOAT_IDENTITY[op], f.dtype), slots[k])
+        b.store(em.const(fold_identity(op, f.dtype), f.dtype), slots[k])
 
 
 def _combine(b, em: ExprEmitter, folds, into, slots) -> None:

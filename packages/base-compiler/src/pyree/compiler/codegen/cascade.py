@@ -8,12 +8,10 @@ takes ``fan_in`` blocks before it is combined into level 2, and so on up to the 
 No accumulator then takes more than about ``max(leaf, fan_in)`` terms, so the bound is about
 ``leaf + fan_in * (levels - 1)`` roundings instead of n, for one extra combine per accumulator per
 block. Only folds (``acc = acc <op> f``, op associative) may be cascaded: the blocks reassociate.
+Every backend emits its loops its own way; ``cascade`` only nests them.
 """
 
 from __future__ import annotations
-
-from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.loops import for_range, i64, umin
 
 
 def block_sizes(extent: int, leaf: int, fan_in: int) -> list[int]:
@@ -27,20 +25,23 @@ def block_sizes(extent: int, leaf: int, fan_in: int) -> list[int]:
     return sizes
 
 
-def cascade(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, sizes: list[int], body, fresh, combine,
-            step: int = 1) -> None:
-    """``body(i)`` for i in [lo, hi) by ``step`` (the sizes are multiples of it), folding into the
-    level-0 accumulators. Around each level-j block: ``fresh(j)`` before it sets level j's
-    accumulators to the identity, ``combine(j)`` after it folds them into level j + 1's. The
-    top level, ``len(sizes)``, is the caller's: it starts at whatever the caller stored."""
-    def level(j: int, start: ir.Value, stop: ir.Value) -> None:
+def cascade(loop, bound, lo, hi, sizes: list[int], body, fresh, combine, step: int = 1) -> None:
+    """``body(i)`` for i in [lo, hi) by ``step``, folding into the level-0 accumulators, in blocks
+    of ``sizes[j] * step`` at level j. Around each level-j block: ``fresh(j)`` before it sets
+    level j's accumulators to the identity, ``combine(j)`` after it folds them into level j + 1's.
+    The top level, ``len(sizes)``, is the caller's: it starts at whatever the caller stored.
+
+    The backend's emitters: ``loop(start, stop, step, body)`` emits ``for (i = start; i < stop;
+    i += step) body(i)``, ``bound(start, size, stop)`` the value ``min(start + size, stop)``."""
+    def level(j: int, start, stop) -> None:
         if j == 0:
-            with for_range(b, start, stop, step=step, name="step") as i:
-                body(i)
+            loop(start, stop, step, body)
             return
-        size = sizes[j - 1]
-        with for_range(b, start, stop, step=size, name=f"block{j - 1}") as s:
+        size = sizes[j - 1] * step
+
+        def block(s) -> None:
             fresh(j - 1)
-            level(j - 1, s, umin(b, b.add(s, i64(size)), stop))
+            level(j - 1, s, bound(s, size, stop))
             combine(j - 1)
+        loop(start, stop, size, block)
     level(len(sizes), lo, hi)
