@@ -8,8 +8,9 @@ one core of a CPU. An associative fold (``acc = acc <op> f``, ``kernel.fold_patt
 
 - a partial Generic: the first reduction loop (extent N) split into S chunks of C elements as
   a new outermost parallel loop ``s`` and a reduction loop ``c``, folding ``f`` at ``s * C + c``
-  into an ``(S, outputs...)`` tensor in the fold's own dtype; for a contraction ``s`` is a batch
-  loop, so the matmul templates (tensor cores included) still take it;
+  into an ``(outputs..., S)`` tensor in the fold's own dtype, which the final fold reads
+  contiguously; for a contraction ``s`` is a batch loop of an ``(S, outputs...)`` tensor, so the
+  matmul templates (tensor cores included) still take it;
 - a final Generic with the original results: folds the S partials, then applies the original
   init and epilogue, so its users and fused epilogues are unchanged.
 
@@ -115,7 +116,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
         return [op]
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
-    if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
+    contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
+    if contraction:
         narrow = gpu and _narrow_operands(folds[0][1])
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
         if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
@@ -141,8 +143,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     else:
         chunk = -(-extent // splits)
         splits = -(-extent // chunk)
-    partial = _partial(op, folds, splits, chunk)
-    return [partial, _final(op, folds, partial.results, splits, chunk)]
+    partial = _partial(op, folds, splits, chunk, contraction)
+    return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
 
 
 def is_contraction(fold, num_parallel: int) -> bool:
@@ -180,8 +182,10 @@ def _unit(n: int, d: int, const: int = 0) -> AffineExpr:
     return AffineExpr.loop(n, d, const=const)
 
 
-def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
-    """Loops (s, parallel... | c, other reductions...); result k[s, ...] folds its chunk."""
+def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generic:
+    """Loops (s, parallel... | c, other reductions...); result k[s, ...] (``batch``, a
+    contraction's batch of products) or k[..., s] (so the final fold reads its partials
+    contiguously) folds its chunk."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = n + 1
     loop_map = [_unit(new, d + 1) for d in range(n)]  # s is loop 0; c takes r0's place
@@ -189,6 +193,8 @@ def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
     position = affine_value(loop_map[p])
     index = tuple(_unit(new, d) for d in range(p + 1))
     shape = (splits,) + tuple(op.loop_ranges[:p])
+    if not batch:
+        index, shape = index[1:] + index[:1], shape[1:] + shape[:1]
     results, outputs = [], []
     for k, (fold, f) in enumerate(folds):
         identity = Const(fold_identity(fold, f.dtype), f.dtype)
@@ -204,7 +210,8 @@ def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
         num_parallel=p + 1, location=op.location, origin=f"{op.origin} (partial folds)"))
 
 
-def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int) -> Generic:
+def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int,
+           batch: bool) -> Generic:
     """Folds the partials over s; init and epilogue as before, at the reduction's first index.
     Elements past the whole chunks (fewer than ``splits``) fold in here, one at each s."""
     n, p = len(op.loop_ranges), op.num_parallel
@@ -218,7 +225,8 @@ def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int) -
 
     outputs = []
     for k, ((fold, f), r) in enumerate(zip(folds, op.outputs)):
-        term = Load(base + k, (_unit(new, p),) + tuple(_unit(new, d) for d in range(p)), f.dtype)
+        index = tuple(_unit(new, d) for d in range(p + 1))
+        term = Load(base + k, index[p:] + index[:p] if batch else index, f.dtype)
         if rest > 0:
             past = at_start[:p] + (_unit(new, p, splits * chunk),)
             inside = Compare("lt", LoopIndex(p), Const(rest, "index"))

@@ -19,8 +19,10 @@ def i64(value: int) -> ir.Constant:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i"):
-    """``for (i = start; i < stop; i += step)``: yields ``i``; code after the block follows the loop."""
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i",
+              unroll: bool = True):
+    """``for (i = start; i < stop; i += step)``: yields ``i``; code after the block follows the loop.
+    ``unroll=False`` keeps LLVM from unrolling it (a loop around a large body)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -34,8 +36,20 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, n
     yield i
     nxt = b.add(i, i64(step))
     i.add_incoming(nxt, b.block)
-    b.branch(header)
+    back = b.branch(header)
+    if not unroll:
+        back.set_metadata("llvm.loop", _no_unroll(b.module))
     b.position_at_end(done)
+
+
+def _no_unroll(module: ir.Module) -> ir.Value:
+    """A loop ID saying "do not unroll". A loop ID is a node whose first operand is itself, which
+    llvmlite cannot build, so its operands are set once it exists (a unique string first keeps
+    each loop's ID distinct)."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    node = module.add_metadata([disable, ir.MetaDataString(module, f"pyree.loop.{len(module.metadata)}")])
+    node.operands = (node, disable)
+    return node
 
 
 def nest(b: ir.IRBuilder, bounds: list[tuple[ir.Value, ir.Value]], body) -> None:
@@ -66,9 +80,12 @@ def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 def cascaded(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, sizes: list[int], body, fresh, combine,
              step: int = 1) -> None:
-    """``cascade.cascade`` with these loops: ``body(i)`` for i in [lo, hi) by ``step``."""
+    """``cascade.cascade`` with these loops: ``body(i)`` for i in [lo, hi) by ``step``. The loops
+    over blocks stay rolled: LLVM unrolled their few trips, each around a whole unrolled block,
+    which made a long row sum 3-4x slower to compile for no gain."""
     def loop(start, stop, by, inner):
-        with for_range(b, start, stop, step=by, name="step" if by == step else "block") as i:
+        with for_range(b, start, stop, step=by, name="step" if by == step else "block",
+                       unroll=by == step) as i:
             inner(i)
     cascade.cascade(loop, lambda s, size, stop: umin(b, b.add(s, i64(size)), stop), lo, hi, sizes,
                     body, fresh, combine, step)

@@ -16,13 +16,14 @@ Three loop orders, picked by which loop the loads are contiguous along:
   rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
-Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``): in the
-reduction-inner order a float fold whose loads are contiguous (or broadcast) along the innermost
-reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of every
-lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are then
-folded as a tree and the init applied last. Other float folds cascade their scalar accumulators
-in blocks of ``SCALAR_LEAF`` steps (LLVM vectorizes inside a block), and parallel-inner blocks
-their accumulator arrays every ``COLUMN_LEAF`` reduction steps.
+Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``):
+in the reduction-inner order a float fold whose loads are contiguous (or broadcast) along the
+innermost reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of
+every lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are
+then folded as a tree into a scalar fold of the init and the elements past the last whole
+vector. Other float folds cascade their scalar accumulators in blocks of ``SCALAR_LEAF`` steps
+(LLVM vectorizes inside a block), and parallel-inner blocks their accumulator arrays every
+``COLUMN_LEAF`` reduction steps.
 
 A row kernel (``kernel.phases``; softmax, layernorm) runs reduction-inner: per output point, each
 phase folds over the row in turn (its Finals are the earlier phases' stored values, in
@@ -37,7 +38,6 @@ import math
 from llvmlite import ir
 from pyree.compiler.codegen.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.exprs import (
-    I1,
     I32,
     ExprEmitter,
     Point,
@@ -74,10 +74,10 @@ BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
 # Cascaded float folds (codegen/cascade.py): each lane or accumulator takes at most this many terms per
 # level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
-FOLD_BITS = 1024        # lanes of a vector fold: two AVX-512 registers, four AVX2, eight SSE
+FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
 LEAF = 16               # vector steps per innermost block
 FAN_IN = 16             # blocks per block of the next level
-SCALAR_LEAF = 128       # scalar steps per innermost block: LLVM's vectors split them further
+SCALAR_LEAF = 32        # scalar steps per innermost block (LLVM may vectorize inside it)
 COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumulator array
 CASCADED = {"f32", "f64"}
 CASCADED_FOLDS = {"add", "mul", "max", "min"}
@@ -180,8 +180,8 @@ class ReductionLowering:
 
     def _fold_vectors(self, b, em: ExprEmitter, ix, folds: dict, finals) -> dict:
         """The phase's accumulators, as lanes along the innermost reduction loop: full vectors
-        cascaded, the partial one masked into the top level, the lanes folded as a tree, then
-        the init."""
+        cascaded, then the lanes folded as a tree into a scalar fold of the init and the
+        elements past the last full vector."""
         results = self.kernel.results
         lanes = self._vector_lanes(folds)
         vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span)
@@ -191,28 +191,27 @@ class ReductionLowering:
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
         _fresh(b, vec, folds, levels[-1])
-        lane_dim = len(self.kernel.loop_ranges) - 1
+        rest = {k: entry_alloca(b, scalar_type(f.dtype)) for k, (_, f) in folds.items()}
+        for k in folds:
+            b.store(em.emit(results[k].init, Point(ix + self._zeros(), finals=finals)), rest[k])
 
-        def step(rix, level, mask=None):
-            pt = Point(ix + rix, lane_dim=lane_dim, mask=mask, finals=finals,
-                       accs={k: b.load(level[k], typ=vec.ty(f.dtype)) for k, (_, f) in folds.items()})
+        def step(em, rix, level):
+            pt = Point(ix + rix, lane_dim=len(self.kernel.loop_ranges) - 1, finals=finals,
+                       accs={k: b.load(level[k], typ=em.ty(f.dtype)) for k, (_, f) in folds.items()})
+            values = {k: em.emit(results[k].value, pt, fast=True) for k in folds}
             for k in folds:
-                value = vec.emit(results[k].value, pt, fast=True)
-                b.store(value if mask is None else b.select(mask, value, pt.accs[k]), level[k])
+                b.store(values[k], level[k])
 
         def row(rix):
-            cascaded(b, i64(0), i64(full), sizes, lambda i: step(rix + [i], levels[0]),
-                    lambda j: _fresh(b, vec, folds, levels[j]),
-                    lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
-            if full < inner:
-                mask = ir.Constant(ir.VectorType(I1, lanes), [i < inner - full for i in range(lanes)])
-                step(rix + [i64(full)], levels[-1], mask)
+            cascaded(b, i64(0), i64(full), sizes, lambda i: step(vec, rix + [i], levels[0]),
+                     lambda j: _fresh(b, vec, folds, levels[j]),
+                     lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
+            with for_range(b, i64(full), i64(inner), name="rest") as i:
+                step(em, rix + [i], rest)
 
         nest(b, self._red_bounds()[:-1], row)
-        inits = {k: em.emit(results[k].init, Point(ix + self._zeros(), finals=finals))
-                 for k in folds}
-        return {k: em.binary(op, inits[k], _tree(b, vec, op, b.load(levels[-1][k],
-                                                                     typ=vec.ty(f.dtype)), f.dtype),
+        return {k: em.binary(op, b.load(rest[k], typ=scalar_type(f.dtype)),
+                             _tree(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
                              f.dtype, fast=True)
                 for k, (op, f) in folds.items()}
 
