@@ -16,6 +16,7 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from cases import CASES, MATH_CASES  # noqa: E402
 from control_flow_cases import MLIR as CONTROL_FLOW  # noqa: E402
+from e2e.test_reduction_accuracy import MLIR as REDUCTION_ACCURACY  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -30,6 +31,7 @@ def main(out: Path, target: str) -> None:
     for name, (dtype, unary, binary) in MATH_CASES.items():
         (out / f"{name}.vmfb").write_bytes(compiled("cuda", unary, binary, dtype, cuda_target=target))
     (out / "control_flow.vmfb").write_bytes(compile_str(CONTROL_FLOW, cuda))
+    (out / "reduction_accuracy.vmfb").write_bytes(compile_str(REDUCTION_ACCURACY, cuda))
     mlp = (DATA / "mlp.mlir").read_text()
     (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
     import pyree.runtime as rt

@@ -13,6 +13,12 @@ Every backend emits its loops its own way; ``cascade`` only nests them.
 
 from __future__ import annotations
 
+from pyree.compiler.kernel import Acc, Binary, Result, is_float, walk
+
+# Folds whose reassociation is harmless: float sums and products (which cascading makes more
+# accurate) and max/min (exact in any order) of the same kernel phase go along.
+FLOAT_FOLDS = ("add", "mul", "max", "min")
+
 
 def block_sizes(extent: int, leaf: int, fan_in: int) -> list[int]:
     """Steps per block at each level under the top one: ``[leaf, leaf * fan_in, ...]``, while a
@@ -45,3 +51,20 @@ def cascade(loop, bound, lo, hi, sizes: list[int], body, fresh, combine, step: i
             combine(j - 1)
         loop(start, stop, size, block)
     level(len(sizes), lo, hi)
+
+
+def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
+    """``{k: (op, f)}`` when every result k in ``which`` is a float fold ``acc <op> f`` (op in
+    ``FLOAT_FOLDS``, f free of accumulators) and one of them a sum or product: a phase worth
+    cascading. Else None."""
+    folds = {}
+    for k in which:
+        v = results[k].value
+        if results[k].row or not isinstance(v, Binary) or v.op not in FLOAT_FOLDS \
+                or not is_float(v.dtype):
+            return None
+        f = v.b if v.a == Acc(k, v.dtype) else v.a if v.b == Acc(k, v.dtype) else None
+        if f is None or any(isinstance(e, Acc) for e in walk(f)):
+            return None
+        folds[k] = (v.op, f)
+    return folds if any(op in ("add", "mul") for op, _ in folds.values()) else None

@@ -36,6 +36,7 @@ import itertools
 import math
 
 from llvmlite import ir
+from pyree.compiler.codegen import cascade
 from pyree.compiler.codegen.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.exprs import (
     I32,
@@ -58,8 +59,6 @@ from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
-    Acc,
-    Binary,
     Gather,
     Kernel,
     Load,
@@ -80,7 +79,6 @@ FAN_IN = 16             # blocks per block of the next level
 SCALAR_LEAF = 32        # scalar steps per innermost block (LLVM may vectorize inside it)
 COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumulator array
 CASCADED = {"f32", "f64"}
-CASCADED_FOLDS = {"add", "mul", "max", "min"}
 
 
 class ReductionLowering:
@@ -310,21 +308,9 @@ def _window_lanes(kernel: Kernel, span: int) -> int:
 
 
 def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
-    """``{k: (op, f)}`` when every result k in ``which`` is a float fold ``acc <op> f`` that may
-    be cascaded (f32 or f64, op add, mul, max or min, f free of accumulators), else None."""
-    folds = {}
-    for k in which:
-        v = results[k].value
-        if not isinstance(v, Binary) or v.op not in CASCADED_FOLDS \
-                or v.dtype not in CASCADED or results[k].row:
-            return None
-        f = v.b if v.a == Acc(k, v.dtype) else v.a if v.b == Acc(k, v.dtype) else None
-        if f is None or any(isinstance(e, Acc) for e in walk(f)):
-            return None
-        folds[k] = (v.op, f)
-    return folds or None
-
-
+    """``cascade.float_folds`` whose accumulators are f32 or f64 (bf16 rounds every step)."""
+    folds = cascade.float_folds(results, which)
+    return folds if folds and all(f.dtype in CASCADED for _, f in folds.values()) else None
 
 
 def _fresh(b, em: ExprEmitter, folds, slots) -> None:
