@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value
 from pyree.compiler.kernel import (
@@ -143,6 +144,9 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     else:
         chunk = -(-extent // splits)
         splits = -(-extent // chunk)
+    if any(f.dtype in NARROW for _, f in folds):  # f32 partials (flow/narrow_floats.py)
+        op = widen(op)
+        folds = fold_pattern(op.outputs)
     partial = _partial(op, folds, splits, chunk, contraction)
     return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
 
