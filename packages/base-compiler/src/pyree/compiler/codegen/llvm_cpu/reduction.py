@@ -71,8 +71,8 @@ from pyree.compiler.kernel import (
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
-# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes at most this many terms per
-# level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
+# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes about this many terms
+# per level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
 FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
 LEAF = 16               # vector steps per innermost block
 FAN_IN = 16             # blocks per block of the next level
@@ -193,10 +193,10 @@ class ReductionLowering:
         for k in folds:
             b.store(em.emit(results[k].init, Point(ix + self._zeros(), finals=finals)), rest[k])
 
-        def step(em, rix, level):
+        def step(emitter: ExprEmitter, rix, level):
             pt = Point(ix + rix, lane_dim=len(self.kernel.loop_ranges) - 1, finals=finals,
-                       accs={k: b.load(level[k], typ=em.ty(f.dtype)) for k, (_, f) in folds.items()})
-            values = {k: em.emit(results[k].value, pt, fast=True) for k in folds}
+                       accs={k: b.load(level[k], typ=emitter.ty(f.dtype)) for k, (_, f) in folds.items()})
+            values = {k: emitter.emit(results[k].value, pt, fast=True) for k in folds}
             for k in folds:
                 b.store(values[k], level[k])
 
