@@ -8,7 +8,9 @@ takes ``fan_in`` blocks before it is combined into level 2, and so on up to the 
 No accumulator then takes more than about ``max(leaf, fan_in)`` terms, so the bound is about
 ``leaf + fan_in * (levels - 1)`` roundings instead of n, for one extra combine per accumulator per
 block. Only folds (``acc = acc <op> f``, op associative) may be cascaded: the blocks reassociate.
-Every backend emits its loops its own way; ``cascade`` only nests them.
+Every backend emits its loops its own way: ``cascade`` nests them where a thread's extent is known
+only at run time (a GPU thread's strided points); llvm-cpu, which knows every extent, emits whole
+blocks with constant trip counts (``llvm_cpu/loops.cascaded``).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
 MIN_FLOPS_TO_SPLIT = 1 << 21   # ~25 us on one core: below it, one workgroup (see tiling.py)
-K_LEAF = 128                   # K steps per block of the cascaded accumulators (codegen/cascade.py)
+K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/cascade.py)
 FAN_IN = 16
 
 
@@ -214,7 +214,7 @@ class ContractionLowering:
                     acc = b.load(levels[0][i][v], typ=vt)
                     b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), levels[0][i][v])
 
-        cascaded(b, i64(0), i64(K), sizes, step, fresh, combine)
+        cascaded(b, 0, K, sizes, step, fresh, combine)
 
         result = self.kernel.results[0]
         for i in range(mt.mr):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from llvmlite import ir
-from pyree.compiler.codegen import cascade
 
 I64 = ir.IntType(64)
 
@@ -78,14 +77,31 @@ def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_unsigned("<", x, y), x, y)
 
 
-def cascaded(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value, sizes: list[int], body, fresh, combine,
+def cascaded(b: ir.IRBuilder, lo: int, hi: int, sizes: list[int], body, fresh, combine,
              step: int = 1) -> None:
-    """``cascade.cascade`` with these loops: ``body(i)`` for i in [lo, hi) by ``step``. The loops
-    over blocks stay rolled: LLVM unrolled their few trips, each around a whole unrolled block,
-    which made a long row sum 3-4x slower to compile for no gain."""
-    def loop(start, stop, by, inner):
-        with for_range(b, start, stop, step=by, name="step" if by == step else "block",
-                       unroll=by == step) as i:
-            inner(i)
-    cascade.cascade(loop, lambda s, size, stop: umin(b, b.add(s, i64(size)), stop), lo, hi, sizes,
-                    body, fresh, combine, step)
+    """``body(i)`` for i in [lo, hi) by ``step`` in the cascaded blocks of ``codegen/cascade.py``
+    (``sizes[j]`` steps a level-j block; ``fresh(j)``, ``combine(j)`` around each). The extent is
+    known here, so every block but the last of each level is whole and its loop has a constant
+    trip count, which LLVM unrolls (a bound of min(start + size, stop) kept a matmul's K loop
+    rolled: 3 FMA rows an iteration became 1). The loops over blocks stay rolled: LLVM unrolled
+    their few trips around whole unrolled blocks, which made a long row sum 3-4x slower to
+    compile for nothing."""
+    def level(j: int, start: ir.Value, count: int) -> None:
+        if j == 0:
+            with for_range(b, start, b.add(start, i64(count)), step=step, name="step") as i:
+                body(i)
+            return
+        size = sizes[j - 1] * step
+        whole = count - count % size
+
+        def block(s: ir.Value, steps: int) -> None:
+            fresh(j - 1)
+            level(j - 1, s, steps)
+            combine(j - 1)
+        if whole:
+            with for_range(b, start, b.add(start, i64(whole)), step=size, name="block",
+                           unroll=False) as s:
+                block(s, size)
+        if count > whole:
+            block(b.add(start, i64(whole)), count - whole)
+    level(len(sizes), i64(lo), hi - lo)

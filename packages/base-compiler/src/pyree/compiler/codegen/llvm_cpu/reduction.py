@@ -156,9 +156,8 @@ class ReductionLowering:
             for k in phase:
                 b.store(values[k], levels[0][k])
 
-        *outer, (lo, hi) = self._red_bounds()
-        nest(b, outer, lambda rix: cascaded(
-            b, lo, hi, sizes, lambda i: step(rix + [i]),
+        nest(b, self._red_bounds()[:-1], lambda rix: cascaded(
+            b, 0, self.kernel.reduction_ranges[-1], sizes, lambda i: step(rix + [i]),
             lambda j: _fresh(b, em, folds, levels[j]),
             lambda j: _combine(b, em, folds, levels[j + 1], levels[j])))
         return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
@@ -201,7 +200,7 @@ class ReductionLowering:
                 b.store(values[k], level[k])
 
         def row(rix):
-            cascaded(b, i64(0), i64(full), sizes, lambda i: step(vec, rix + [i], levels[0]),
+            cascaded(b, 0, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
                      lambda j: _fresh(b, vec, folds, levels[j]),
                      lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
             with for_range(b, i64(full), i64(inner), name="rest") as i:
@@ -246,13 +245,13 @@ class ReductionLowering:
                 self._finish(b, em, Point(at, accs=accs))
 
             sweep(self._zeros(), init)
-            (lo_r, hi_r), *rest = self._red_bounds()
-            cascaded(b, lo_r, hi_r, sizes,
-                    lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
-                    lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
-                        b, em, folds, dict(enumerate(slots(j))))),
-                    lambda j: sweep(self._zeros(), lambda at, slots: _combine(
-                        b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+            rest = self._red_bounds()[1:]
+            cascaded(b, 0, self.kernel.reduction_ranges[0], sizes,
+                     lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
+                     lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
+                         b, em, folds, dict(enumerate(slots(j))))),
+                     lambda j: sweep(self._zeros(), lambda at, slots: _combine(
+                         b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
             sweep(self._zeros(), finish)
 
     def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
