@@ -16,6 +16,7 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from cases import CASES, MATH_CASES  # noqa: E402
 from control_flow_cases import MLIR as CONTROL_FLOW  # noqa: E402
+from e2e.test_reduction_accuracy import MLIR as REDUCTION_ACCURACY  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -33,6 +34,7 @@ def main(out: Path, target: str) -> None:
     from runtime.hostile_runs import compile_bases  # the module fuzz test's bases
     for name, data in compile_bases(cuda).items():
         (out / f"hostile_{name}.vmfb").write_bytes(data)
+    (out / "reduction_accuracy.vmfb").write_bytes(compile_str(REDUCTION_ACCURACY, cuda))
     mlp = (DATA / "mlp.mlir").read_text()
     (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
     import pyree.runtime as rt

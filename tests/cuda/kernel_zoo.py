@@ -134,6 +134,7 @@ ALL = {
     "chain": lambda: chain(),
     "row_sum": lambda: row_sum(),
     "row_max": lambda: row_sum((5, 700), "max"),
+    "row_sum_long": lambda: row_sum((3, 70001)),  # 69 points a thread: cascaded sums
     "col_sum": lambda: col_sum(),
     "matmul_f32": lambda: matmul(),
     "matmul_f32_big": lambda: matmul(257, 131, 67, relu_bias=True),

@@ -20,35 +20,36 @@ def _dense(values: np.ndarray) -> str:
     return "[" + ", ".join(_dense(v) for v in values) + "]"
 
 
-def _channel(name: str, op: str, src: str, dst: str, const: str) -> str:
-    t = f"tensor<1x{F}x{H}x{W}xf32>"
+def _channel(name: str, op: str, src: str, dst: str, const: str, ty: str = "f32") -> str:
+    t = f"tensor<1x{F}x{H}x{W}x{ty}>"
     maps = ("affine_map<(n, f, h, w) -> (n, f, h, w)>, affine_map<(n, f, h, w) -> (f)>, "
             "affine_map<(n, f, h, w) -> (n, f, h, w)>")
     return f"""  {dst} = linalg.generic {{indexing_maps = [{maps}], iterator_types = ["parallel",
-      "parallel", "parallel", "parallel"]}} ins({src}, {const} : {t}, tensor<{F}xf32>) outs(%e : {t}) {{
-  ^bb0(%a: f32, %b: f32, %o: f32):
-    %r = arith.{op} %a, %b : f32
-    linalg.yield %r : f32
+      "parallel", "parallel", "parallel"]}} ins({src}, {const} : {t}, tensor<{F}x{ty}>) outs(%e : {t}) {{
+  ^bb0(%a: {ty}, %b: {ty}, %o: {ty}):
+    %r = arith.{op} %a, %b : {ty}
+    linalg.yield %r : {ty}
   }} -> {t}"""
 
 
-def batchnorm_mlir(weights, mean, invstd, gamma, beta, second_reader: bool = False) -> str:
-    t = f"tensor<1x{F}x{H}x{W}xf32>"
+def batchnorm_mlir(weights, mean, invstd, gamma, beta, second_reader: bool = False,
+                   ty: str = "f32") -> str:
+    t = f"tensor<1x{F}x{H}x{W}x{ty}>"
     extra = ", %c" if second_reader else ""
     results = f"{t}, {t}" if second_reader else t
-    lines = [f"func.func @f(%x: tensor<1x{C}x{H + 2}x{W + 2}xf32>) -> ({results}) {{",
-             f"  %w = arith.constant dense<{_dense(weights)}> : tensor<{F}x{C}x3x3xf32>"]
+    lines = [f"func.func @f(%x: tensor<1x{C}x{H + 2}x{W + 2}x{ty}>) -> ({results}) {{",
+             f"  %w = arith.constant dense<{_dense(weights)}> : tensor<{F}x{C}x3x3x{ty}>"]
     for name, v in (("mean", mean), ("invstd", invstd), ("gamma", gamma), ("beta", beta)):
-        lines.append(f"  %{name} = arith.constant dense<{_dense(v)}> : tensor<{F}xf32>")
-    lines += ["  %z = arith.constant 0.0 : f32",
+        lines.append(f"  %{name} = arith.constant dense<{_dense(v)}> : tensor<{F}x{ty}>")
+    lines += [f"  %z = arith.constant 0.0 : {ty}",
               f"  %e = tensor.empty() : {t}",
-              f"  %i = linalg.fill ins(%z : f32) outs(%e : {t}) -> {t}",
-              f"  %c = linalg.conv_2d_nchw_fchw ins(%x, %w : tensor<1x{C}x{H + 2}x{W + 2}xf32>, "
-              f"tensor<{F}x{C}x3x3xf32>) outs(%i : {t}) -> {t}",
-              _channel("sub", "subf", "%c", "%s", "%mean"),
-              _channel("mul", "mulf", "%s", "%m", "%invstd"),
-              _channel("mul", "mulf", "%m", "%g", "%gamma"),
-              _channel("add", "addf", "%g", "%y", "%beta"),
+              f"  %i = linalg.fill ins(%z : {ty}) outs(%e : {t}) -> {t}",
+              f"  %c = linalg.conv_2d_nchw_fchw ins(%x, %w : tensor<1x{C}x{H + 2}x{W + 2}x{ty}>, "
+              f"tensor<{F}x{C}x3x3x{ty}>) outs(%i : {t}) -> {t}",
+              _channel("sub", "subf", "%c", "%s", "%mean", ty),
+              _channel("mul", "mulf", "%s", "%m", "%invstd", ty),
+              _channel("mul", "mulf", "%m", "%g", "%gamma", ty),
+              _channel("add", "addf", "%g", "%y", "%beta", ty),
               f"  return %y{extra} : {results}", "}"]
     return "\n".join(lines)
 
@@ -91,6 +92,33 @@ def test_batchnorm_folds_into_one_kernel_that_matches_numpy():
     finite = np.isfinite(want)
     assert finite.any()
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_f16_batchnorm_folds_in_f32_and_rounds_once():
+    """f16 weights scaled by invstd then gamma round once (not after each scale), the starting
+    value ((0 - mean) * invstd) * gamma + beta is computed in f32 and rounded once, and the
+    convolution accumulates in f32 (flow/narrow_floats.py): the module's output is within an
+    f16 rounding of float64 batchnorm(conv)."""
+    rng = np.random.default_rng(5)
+    p = [v.astype(np.float16) for v in params(rng)]
+    text = batchnorm_mlir(*p, ty="f16")
+    folded = fold_channel_affine(import_mlir(text, "bn.mlir").functions[0])
+    constants = {op.result.name.rsplit("_", 1)[-1]: op.data for op in folded.ops
+                 if isinstance(op, Constant) and op.data is not None and op.result.name.endswith(("_scaled", "_init"))}
+    w, mean, invstd, gamma, beta = (v.astype(np.float64) for v in p)
+    scale = (invstd * gamma)[:, None, None, None]
+    np.testing.assert_array_equal(constants["scaled"], (w * scale).astype(np.float16))
+    f32 = [v.astype(np.float32) for v in (mean, invstd, gamma, beta)]
+    init = (((np.float32(0) - f32[0]) * f32[1]) * f32[2] + f32[3]).astype(np.float16)
+    np.testing.assert_array_equal(constants["init"].reshape(-1), init)
+    import pyree.runtime as rt
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    x = rng.standard_normal((1, C, H + 2, W + 2)).astype(np.float16)
+    got = module["f"](x).to_host().astype(np.float64)
+    want = reference(x, *p)[1]
+    # the scaled weights and the init are rounded to f16 once each, the output once
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=4e-3 * np.abs(want).max())
 
 
 @pytest.mark.parametrize("case", ["zero_gamma", "second_reader"])

@@ -396,9 +396,10 @@ def fold_pattern(results: tuple[Result, ...]) -> list[tuple[str, Expr]] | None:
 
 
 def fold_identity(op: str, dtype: str) -> float | int | bool:
-    """The value ``x <op> identity == x`` for every x of ``dtype``."""
+    """The value ``x <op> identity == x`` for every x of ``dtype`` (-0.0 for a float sum: -0.0
+    + 0.0 is 0.0, so a sum of -0.0s that starts at 0.0 would lose its sign)."""
     if is_float(dtype):
-        return {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
+        return {"add": -0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
     if dtype == "i1":
         return op in ("and", "mul", "min")
     info = np.iinfo(DTYPES[dtype])

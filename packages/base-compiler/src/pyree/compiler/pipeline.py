@@ -26,6 +26,7 @@ from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.kernels import KernelTable, outline
+from pyree.compiler.flow.narrow_floats import widen_narrow_floats
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import split_reductions
 from pyree.compiler.flow.tensor_program import (
@@ -176,9 +177,11 @@ IMPLICIT_GEMM_TARGETS = frozenset({"cuda"})
 def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
     """Per-channel affine ops folded into their products, convolutions as GEMMs, then regions,
     split reductions, and regions again: a split-K chunk walk can make a read through a view
-    affine (flow/views.py), and the data movement behind it then fuses."""
+    affine (flow/views.py), and the data movement behind it then fuses. Last, f16 and bf16
+    arithmetic and accumulators move to f32 (flow/narrow_floats.py)."""
     function = rewrite_convolutions(fold_channel_affine(function), implicit)
     function = form_dispatch_regions(split_reductions(form_dispatch_regions(function), gpu))
+    function = widen_narrow_floats(function)
     return inline_patches(function) if implicit else function
 
 

@@ -11,7 +11,8 @@ are gone. Only sums (``acc + term``) take them, not a max; only finite, non-zero
 zero or infinite one would change what inf and NaN products give), into float weights whose
 scaled values stay finite and non-zero, and only where the product's result has no other
 reader; the sums round differently (sum of x * (w * s) against (sum of x * w) * s), within an
-ulp or two of each term.
+ulp or two of each term. Folding computes in f64 (a scaled weight) or f32 (a starting value of
+f16 or bf16, flow/narrow_floats.py) and rounds once to the weight's or the value's type.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import dataclasses
 
 import numpy as np
 from pyree.compiler.flow.constant_folding import evaluate_elementwise, fold_constants, record_constant
+from pyree.compiler.flow.narrow_floats import widened
 from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
@@ -31,6 +33,7 @@ from pyree.compiler.flow.rewrite import (
 )
 from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Op, Value, read_by
 from pyree.compiler.kernel import (
+    DTYPES,
     Acc,
     AffineExpr,
     Binary,
@@ -73,8 +76,9 @@ def fold_channel_affine(function: Function) -> Function:
         product, new_ops = found  # in one chain, ops fold into the product one after another
         at = producer[id(product.results[0])]
         *constants, folded = new_ops
-        for constant in constants:
-            record_constant(constant, known)
+        for constant in constants:  # a scaled weight's unrounded values are known already
+            if constant.result not in known:
+                record_constant(constant, known)
         front += constants   # scaled weights: constants, defined ahead of every reader
         out[at] = folded
         producer[id(folded.results[0])] = at
@@ -103,9 +107,9 @@ def _constant_init(product: Generic, known) -> tuple[Constant, Generic] | None:
     bindings = sorted({e.binding for e in loads})
     ranges = tuple(product.loop_ranges[d] for d in used)
     value = Value(r.init.dtype, ranges, f"{product.results[0].name}_init")
+    init = widened(remap_loops(r.init, to_used, len(used), bindings.index))  # one rounding
     table = Generic(inputs=[product.inputs[b] for b in bindings], results=[value],
-                    outputs=(Result(0, AffineExpr.identity(len(used)),
-                                    remap_loops(r.init, to_used, len(used), bindings.index)),),
+                    outputs=(Result(0, AffineExpr.identity(len(used)), init),),
                     loop_ranges=ranges, num_parallel=len(used))
     data = evaluate_elementwise(table, [known[v] for v in table.inputs])
     if data is None:
@@ -164,17 +168,17 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
         weight = _weight(product, index, lambda b: inputs[b] in known)
         if weight is None:
             return None
-        scaled = _scaled(known[inputs[weight.binding]], weight.index, values, index)
-        if scaled is None:
-            return None
         source = inputs[weight.binding]
-        original = known[source]
+        exact = _scaled(known[source], weight.index, values, index)
+        if exact is None:
+            return None
         with np.errstate(over="ignore", under="ignore"):
-            scaled = scaled.astype(original.dtype)
-        if not np.all(np.isfinite(scaled)) or np.any((scaled == 0) != (original == 0)):
+            scaled = exact.astype(DTYPES[source.dtype])
+        if not np.all(np.isfinite(scaled)) or np.any((scaled == 0) != (known[source] == 0)):
             return None  # a weight the scale pushes past the type's range (f16) stays as it is
         new = Value(source.dtype, source.shape, f"{source.name}_scaled")
         new_ops.append(Constant(new, data=scaled, location=op.location))
+        known[new] = exact  # a second scale (batchnorm's gamma after its invstd) rounds once
         inputs[weight.binding] = new
         init = init if init == Const(0.0, init.dtype) else Binary("mul", init, channel, init.dtype)
     else:
@@ -215,7 +219,8 @@ def _reads(op: Generic, binding: int) -> int:
 
 
 def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):
-    """``weights`` times the channel constant at each weight element's channel loops."""
+    """``weights`` times the channel constant at each weight element's channel loops, in f64:
+    the caller rounds once to the weight's type (f16 weights were scaled in f16 per op)."""
     loop_dim = {loop: dim for dim, loop in plain_positions(w_index).items()}
     grid = np.indices(weights.shape)
     at = []
@@ -227,4 +232,5 @@ def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):
         if flat.min() < 0 or flat.max() >= size:
             return None
         at.append(flat)
-    return weights * values[tuple(at)] if at else weights * values
+    values = values.astype(np.float64)
+    return weights.astype(np.float64) * (values[tuple(at)] if at else values)

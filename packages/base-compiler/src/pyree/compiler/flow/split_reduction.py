@@ -6,12 +6,19 @@ max over a 50257-wide vocabulary for 32 rows, or a 32x1000 matmul with K = 2048 
 runs on a few of an H100's 132 multiprocessors (the 10M sum took 3.2 ms, PyTorch 0.034 ms), or on
 one core of a CPU. An associative fold (``acc = acc <op> f``, ``kernel.fold_pattern``) becomes:
 
-- a partial Generic: the first reduction loop (extent N) split into S chunks of C = ceil(N / S) as
+- a partial Generic: the first reduction loop (extent N) split into S chunks of C elements as
   a new outermost parallel loop ``s`` and a reduction loop ``c``, folding ``f`` at ``s * C + c``
-  into an ``(S, outputs...)`` tensor in the fold's own dtype; for a contraction ``s`` is a batch
-  loop, so the matmul templates (tensor cores included) still take it;
+  into an ``(outputs..., S)`` tensor in the fold's own dtype, which the final fold reads
+  contiguously; for a contraction ``s`` is a batch loop of an ``(S, outputs...)`` tensor, so the
+  matmul templates (tensor cores included) still take it;
 - a final Generic with the original results: folds the S partials, then applies the original
   init and epilogue, so its users and fused epilogues are unchanged.
+
+Where N is the only reduction loop, C = floor(N / S) and the final fold also takes the N - S * C
+(< S) elements past the whole chunks, one at each s behind a guard: the partial fold then reads
+whole chunks with no guard, which the CPU folds as plain vectors (a guard per element had kept
+its 10M-element sum scalar). Otherwise C = ceil(N / S) and the last chunk folds the identity past
+N.
 
 A plain fold is split when it has fewer than ``FEW_OUTPUTS`` outputs and at least
 ``LONG_REDUCTION`` reduced elements, into about ``TARGET_PARTIALS`` partial outputs of at least
@@ -33,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value
 from pyree.compiler.kernel import (
@@ -109,7 +117,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
         return [op]
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
-    if len(folds) == 1 and is_contraction(folds[0], op.num_parallel):
+    contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
+    if contraction:
         narrow = gpu and _narrow_operands(folds[0][1])
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
         if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
@@ -130,10 +139,16 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
         splits = min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
     if splits < 2:
         return [op]
-    chunk = -(-extent // splits)
-    splits = -(-extent // chunk)
-    partial = _partial(op, folds, splits, chunk)
-    return [partial, _final(op, folds, partial.results, splits)]
+    if len(op.loop_ranges) == op.num_parallel + 1 and extent % splits:
+        chunk = extent // splits  # whole chunks; the final fold takes the rest
+    else:
+        chunk = -(-extent // splits)
+        splits = -(-extent // chunk)
+    if any(f.dtype in NARROW for _, f in folds):  # f32 partials (flow/narrow_floats.py)
+        op = widen(op)
+        folds = fold_pattern(op.outputs)
+    partial = _partial(op, folds, splits, chunk, contraction)
+    return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
 
 
 def is_contraction(fold, num_parallel: int) -> bool:
@@ -167,12 +182,14 @@ def _parallel_loops(e, num_parallel: int) -> set[int]:
     return loops
 
 
-def _unit(n: int, d: int) -> AffineExpr:
-    return AffineExpr.loop(n, d)
+def _unit(n: int, d: int, const: int = 0) -> AffineExpr:
+    return AffineExpr.loop(n, d, const=const)
 
 
-def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
-    """Loops (s, parallel... | c, other reductions...); result k[s, ...] folds its chunk."""
+def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generic:
+    """Loops (s, parallel... | c, other reductions...); result k[s, ...] (``batch``, a
+    contraction's batch of products) or k[..., s] (so the final fold reads its partials
+    contiguously) folds its chunk."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = n + 1
     loop_map = [_unit(new, d + 1) for d in range(n)]  # s is loop 0; c takes r0's place
@@ -180,11 +197,13 @@ def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
     position = affine_value(loop_map[p])
     index = tuple(_unit(new, d) for d in range(p + 1))
     shape = (splits,) + tuple(op.loop_ranges[:p])
+    if not batch:
+        index, shape = index[1:] + index[:1], shape[1:] + shape[:1]
     results, outputs = [], []
     for k, (fold, f) in enumerate(folds):
         identity = Const(fold_identity(fold, f.dtype), f.dtype)
         moved = remap_loops(f, tuple(loop_map), new, lambda b: b)
-        if splits * chunk != op.loop_ranges[p]:  # the last chunk runs past the extent
+        if splits * chunk > op.loop_ranges[p]:  # the last chunk runs past the extent
             inside = Compare("lt", position, Const(op.loop_ranges[p], "index"))
             moved = Select(inside, moved, identity, f.dtype)
         results.append(Value(f.dtype, shape))
@@ -195,21 +214,30 @@ def _partial(op: Generic, folds, splits: int, chunk: int) -> Generic:
         num_parallel=p + 1, location=op.location, origin=f"{op.origin} (partial folds)"))
 
 
-def _final(op: Generic, folds, partials: list[Value], splits: int) -> Generic:
-    """Folds the partials over s; init and epilogue as before, at the reduction's first index."""
+def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int,
+           batch: bool) -> Generic:
+    """Folds the partials over s; init and epilogue as before, at the reduction's first index.
+    Elements past the whole chunks (fewer than ``splits``) fold in here, one at each s."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = p + 1
     at_start = tuple(_unit(new, d) if d < p else AffineExpr((0,) * new) for d in range(n))
     base = len(op.inputs)
+    rest = op.loop_ranges[p] - splits * chunk
 
-    def move(e):
-        return None if e is None else remap_loops(e, at_start, new, lambda b: b)
+    def move(e, loop_map=at_start):
+        return None if e is None else remap_loops(e, loop_map, new, lambda b: b)
 
     outputs = []
     for k, ((fold, f), r) in enumerate(zip(folds, op.outputs)):
-        partial = Load(base + k, (_unit(new, p),) + tuple(_unit(new, d) for d in range(p)), f.dtype)
+        index = tuple(_unit(new, d) for d in range(p + 1))
+        term = Load(base + k, index[p:] + index[:p] if batch else index, f.dtype)
+        if rest > 0:
+            past = at_start[:p] + (_unit(new, p, splits * chunk),)
+            inside = Compare("lt", LoopIndex(p), Const(rest, "index"))
+            tail = Select(inside, move(f, past), Const(fold_identity(fold, f.dtype), f.dtype), f.dtype)
+            term = Binary(fold, term, tail, f.dtype)
         outputs.append(Result(r.binding, tuple(compose(ix, at_start, new) for ix in r.index),
-                              Binary(fold, Acc(k, f.dtype), partial, f.dtype),
+                              Binary(fold, Acc(k, f.dtype), term, f.dtype),
                               move(r.init), move(r.epilogue)))
     return drop_unread(Generic(
         inputs=list(op.inputs) + list(partials), results=list(op.results), outputs=tuple(outputs),

@@ -5,13 +5,15 @@ mul, max, min, and, or, xor) and the reduction is long, one block computes one o
 stride over the reduction (coalesced along the innermost reduced dim), fold in registers, then
 across the warp with shuffles and across warps through shared memory. Otherwise (argmax-style
 multi-result updates, short reductions) one thread computes one output serially, which is always
-correct. Float folds are reassociated, as every GPU compiler does.
+correct. Float folds are reassociated, as every GPU compiler does; a thread's float sum over more
+than ``LEAF`` points cascades (codegen/cascade.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cascade import block_sizes, cascade, float_folds
 from pyree.compiler.codegen.cuda import addressing as A
 from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
 from pyree.compiler.codegen.cuda.scalar import ScalarLowering
@@ -22,6 +24,10 @@ PARALLEL_MIN_REDUCTION = 128
 # elements per trip of a longer row's loop (loads in flight together).
 RESIDENT = 8
 UNROLL = 4
+# A thread's points per block of its cascaded float sums (codegen/cascade.py), and blocks per
+# level above.
+LEAF = 16
+FAN_IN = 16
 
 
 def identity(op: str, dtype: str) -> str:
@@ -115,15 +121,16 @@ def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
                 slots[k] = (ty, fn.alloca(ty))
                 fn.raw(f"store {ty} {init(results[k].init)}, ptr {slots[k][1]}")
 
-            def step(i, slots=slots):
+            def step(i, level):
                 loop = p + (A.decompose(fn, i, red) if red else [])
-                olds = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+                olds = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in level.items()}
                 lower = _lowering(fn, kernel, loop, lin, {**values, **olds})
-                news = {k: lower(results[k].value) for k in slots}
-                for k, (ty, slot) in slots.items():
+                news = {k: lower(results[k].value) for k in level}
+                for k, (ty, slot) in level.items():
                     fn.raw(f"store {ty} {news[k]}, ptr {slot}")
 
-            fn.loop("0", str(int(np.prod(red, dtype=np.int64))), "1", step)
+            length = int(np.prod(red, dtype=np.int64))
+            _cascaded(fn, kernel, phase, slots, "0", str(length), 1, length, step)
             accs = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
             finals = _finals(fn, kernel, p, lin, {**values, **accs}, phase)
             _store(fn, kernel, p + zeros, lin, finals)
@@ -284,22 +291,55 @@ def _fold_resident(fn: Function, points, phase: list[int], folds, combine) -> di
 def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
                    total: int, block: int, phase: list[int], folds, combine) -> dict:
     """Each result of ``phase`` folded over this thread's strided points of the row."""
-    slots = {}
+    top = {}
     for k in phase:
         op, f = folds[k]
         ty = llvm_type(f.dtype)
-        slots[k] = (ty, fn.alloca(ty))
-        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {slots[k][1]}")
+        top[k] = (ty, fn.alloca(ty))
+        fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {top[k][1]}")
 
-    def step(i):
+    def step(i, level):
         lower = _lowering(fn, kernel, p + A.decompose(fn, i, kernel.reduction_ranges), lin, values)
         for k in phase:
-            (op, f), (ty, slot) = folds[k], slots[k]
+            (op, f), (ty, slot) = folds[k], level[k]
             old = fn.op(f"load {ty}, ptr {slot}")
             fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
 
-    fn.loop(tid, str(total), str(block), step, unroll=UNROLL)
-    return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
+    _cascaded(fn, kernel, phase, top, tid, str(total), block, -(-total // block), step)
+    return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in top.items()}
+
+
+def _cascaded(fn: Function, kernel: K.Kernel, phase: list[int], top: dict, start: str, stop: str,
+              by: int, trips: int, step) -> None:
+    """``step(i, level)`` folds point i into ``level``'s slots ({k: (type, slot)}), for i in
+    [start, stop) by ``by``: into ``top``, or, for a phase of float sums or products of more
+    than ``LEAF`` trips, into cascaded blocks (codegen/cascade.py) that end in ``top``, so
+    that no accumulator takes more than about ``LEAF`` terms."""
+    folds = float_folds(kernel.results, phase)
+    sizes = block_sizes(trips, LEAF, FAN_IN) if folds else []
+    levels = [{k: (ty, fn.alloca(ty)) for k, (ty, _) in top.items()} for _ in sizes] + [top]
+    combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
+
+    def fresh(j):
+        for k, (ty, slot) in levels[j].items():
+            fn.raw(f"store {ty} {identity(folds[k][0], folds[k][1].dtype)}, ptr {slot}")
+
+    def combine_into(j):
+        for k, (ty, slot) in levels[j].items():
+            (op, f), into = folds[k], levels[j + 1][k][1]
+            total = combine(op, fn.op(f"load {ty}, ptr {into}"), fn.op(f"load {ty}, ptr {slot}"),
+                            f.dtype)
+            fn.raw(f"store {ty} {total}, ptr {into}")
+
+    def loop(begin, end, step_by, body):
+        fn.loop(begin, end, str(step_by), body, unroll=UNROLL if step_by == by and by > 1 else 1)
+
+    def bound(begin, size, end):
+        last = fn.op(f"add i64 {begin}, {size}")
+        return fn.op(f"select i1 {fn.op(f'icmp ult i64 {last}, {end}')}, i64 {last}, i64 {end}")
+
+    cascade(loop, bound, start, stop, sizes, lambda i: step(i, levels[0]), fresh, combine_into,
+            step=by)
 
 
 def _row_results_resident(fn: Function, kernel: K.Kernel, lin, points) -> None:

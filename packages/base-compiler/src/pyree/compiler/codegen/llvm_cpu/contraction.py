@@ -19,8 +19,10 @@ import math
 from dataclasses import dataclass
 
 from llvmlite import ir
+from pyree.compiler.codegen.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type, span_stride
 from pyree.compiler.codegen.llvm_cpu.loops import (
+    cascaded,
     entry_alloca,
     for_range,
     i64,
@@ -44,6 +46,8 @@ PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
 MIN_FLOPS_TO_SPLIT = 1 << 21   # ~25 us on one core: below it, one workgroup (see tiling.py)
+K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/cascade.py)
+FAN_IN = 16
 
 
 def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
@@ -176,12 +180,26 @@ class ContractionLowering:
         cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
         masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
                  for v, vec in enumerate(vecs)]
-        slots = [[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
+        # Float sums cascade along K (codegen/cascade.py): levels[0] takes K_LEAF steps at a time.
+        sizes = block_sizes(K, K_LEAF, FAN_IN) if is_float(self.dtype) else []
+        levels = [[[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
+                  for _ in range(len(sizes) + 1)]
+        slots = levels[-1]
         for row in slots:
             for s, vec in zip(row, vecs):
                 b.store(vec.const(0, self.dtype), s)
 
-        with for_range(b, i64(0), i64(K), name="k") as k:
+        def fresh(j):
+            for row in levels[j]:
+                for s, vec in zip(row, vecs):
+                    b.store(vec.const(-0.0, self.dtype), s)
+
+        def combine(j):
+            for into, row in zip(levels[j + 1], levels[j]):
+                for total, part, vt in zip(into, row, vts):
+                    b.store(b.fadd(b.load(total, typ=vt), b.load(part, typ=vt)), total)
+
+        def step(k):
             if panel is not None:
                 base = b.mul(k, i64(mt.nr))
                 ys = [b.load(b.gep(panel, [b.add(base, i64(v * mt.vw))], source_etype=t),
@@ -193,8 +211,10 @@ class ContractionLowering:
                 x = scalar.emit(self.x, Point(batch + [row, nb, k]))
                 splats = {w: vec.splat(x) for w, vec in zip(widths, vecs)}
                 for v, (vec, vt) in enumerate(zip(vecs, vts)):
-                    acc = b.load(slots[i][v], typ=vt)
-                    b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), slots[i][v])
+                    acc = b.load(levels[0][i][v], typ=vt)
+                    b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), levels[0][i][v])
+
+        cascaded(b, 0, K, sizes, step, fresh, combine)
 
         result = self.kernel.results[0]
         for i in range(mt.mr):

@@ -410,8 +410,8 @@ class ExprEmitter:
             return self.int_resize(ix, "index", e.dtype, signed=True)
         if isinstance(e, Acc):
             return pt.accs[e.result]
-        if isinstance(e, Final):
-            return pt.finals[e.result]
+        if isinstance(e, Final):  # a scalar: the same in every lane
+            return self.splat(pt.finals[e.result])
         if isinstance(e, Unary):
             value = self.unary(e.op, args[0], compute_dtype(e.dtype), fast)
         elif isinstance(e, Binary):

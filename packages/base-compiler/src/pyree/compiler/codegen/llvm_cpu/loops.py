@@ -18,8 +18,10 @@ def i64(value: int) -> ir.Constant:
 
 
 @contextmanager
-def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i"):
-    """``for (i = start; i < stop; i += step)``: yields ``i``; code after the block follows the loop."""
+def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i",
+              unroll: bool = True):
+    """``for (i = start; i < stop; i += step)``: yields ``i``; code after the block follows the loop.
+    ``unroll=False`` keeps LLVM from unrolling it (a loop around a large body)."""
     pre = b.block
     header = b.append_basic_block(f"{name}.header")
     body = b.append_basic_block(f"{name}.body")
@@ -33,8 +35,20 @@ def for_range(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, n
     yield i
     nxt = b.add(i, i64(step))
     i.add_incoming(nxt, b.block)
-    b.branch(header)
+    back = b.branch(header)
+    if not unroll:
+        back.set_metadata("llvm.loop", _no_unroll(b.module))
     b.position_at_end(done)
+
+
+def _no_unroll(module: ir.Module) -> ir.Value:
+    """A loop ID saying "do not unroll". A loop ID is a node whose first operand is itself, which
+    llvmlite cannot build, so its operands are set once it exists (a unique string first keeps
+    each loop's ID distinct)."""
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    node = module.add_metadata([disable, ir.MetaDataString(module, f"pyree.loop.{len(module.metadata)}")])
+    node.operands = (node, disable)
+    return node
 
 
 def nest(b: ir.IRBuilder, bounds: list[tuple[ir.Value, ir.Value]], body) -> None:
@@ -61,3 +75,33 @@ def entry_alloca(b: ir.IRBuilder, t: ir.Type, count: int = 1, align: int = 0) ->
 
 def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_unsigned("<", x, y), x, y)
+
+
+def cascaded(b: ir.IRBuilder, lo: int, hi: int, sizes: list[int], body, fresh, combine,
+             step: int = 1) -> None:
+    """``body(i)`` for i in [lo, hi) by ``step`` in the cascaded blocks of ``codegen/cascade.py``
+    (``sizes[j]`` steps a level-j block; ``fresh(j)``, ``combine(j)`` around each). The extent is
+    known here, so every block but the last of each level is whole and its loop has a constant
+    trip count, which LLVM unrolls (a bound of min(start + size, stop) kept a matmul's K loop
+    rolled: 3 FMA rows an iteration became 1). The loops over blocks stay rolled: LLVM unrolled
+    their few trips around whole unrolled blocks, which made a long row sum 3-4x slower to
+    compile for nothing."""
+    def level(j: int, start: ir.Value, count: int) -> None:
+        if j == 0:
+            with for_range(b, start, b.add(start, i64(count)), step=step, name="step") as i:
+                body(i)
+            return
+        size = sizes[j - 1] * step
+        whole = count - count % size
+
+        def block(s: ir.Value, steps: int) -> None:
+            fresh(j - 1)
+            level(j - 1, s, steps)
+            combine(j - 1)
+        if whole:
+            with for_range(b, start, b.add(start, i64(whole)), step=size, name="block",
+                           unroll=False) as s:
+                block(s, size)
+        if count > whole:
+            block(b.add(start, i64(whole)), count - whole)
+    level(len(sizes), i64(lo), hi - lo)

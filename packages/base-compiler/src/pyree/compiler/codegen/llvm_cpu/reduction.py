@@ -16,6 +16,15 @@ Three loop orders, picked by which loop the loads are contiguous along:
   rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
+Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``):
+in the reduction-inner order a float fold whose loads are contiguous (or broadcast) along the
+innermost reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of
+every lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are
+then folded as a tree into a scalar fold of the init and the elements past the last whole
+vector. Other float folds cascade their scalar accumulators in blocks of ``SCALAR_LEAF`` steps
+(LLVM vectorizes inside a block), and parallel-inner blocks their accumulator arrays every
+``COLUMN_LEAF`` reduction steps.
+
 A row kernel (``kernel.phases``; softmax, layernorm) runs reduction-inner: per output point, each
 phase folds over the row in turn (its Finals are the earlier phases' stored values, in
 registers), then one more sweep stores the row results; the row is re-read from cache.
@@ -27,14 +36,19 @@ import itertools
 import math
 
 from llvmlite import ir
+from pyree.compiler.codegen import cascade
+from pyree.compiler.codegen.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.exprs import (
+    I32,
     ExprEmitter,
     Point,
+    bits,
     row_lanes,
     scalar_type,
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.loops import (
+    cascaded,
     entry_alloca,
     for_range,
     i64,
@@ -44,16 +58,34 @@ from pyree.compiler.codegen.llvm_cpu.loops import (
 from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
-from pyree.compiler.kernel import Kernel, Load, is_row_kernel, phases, walk
+from pyree.compiler.kernel import (
+    Gather,
+    Kernel,
+    Load,
+    Result,
+    fold_identity,
+    is_row_kernel,
+    phases,
+    walk,
+)
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
+# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes about this many terms
+# per level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
+FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
+LEAF = 16               # vector steps per innermost block
+FAN_IN = 16             # blocks per block of the next level
+SCALAR_LEAF = 32        # scalar steps per innermost block (LLVM may vectorize inside it)
+COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumulator array
+CASCADED = {"f32", "f64"}
 
 
 class ReductionLowering:
     def __init__(self, kernel: Kernel, span: int = 1):
         """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
         self.kernel, self.span = kernel, span
+        self.ptrs: list[ir.Value] = []
         for k, r in enumerate(kernel.reductions):
             if r.init is None:
                 raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
@@ -68,6 +100,7 @@ class ReductionLowering:
         return self.tiling.count
 
     def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
+        self.ptrs = ptrs
         em = ExprEmitter(b, ptrs, self.kernel)
         bounds = self.tiling.emit_bounds(b, wg)
         if self.lanes:
@@ -89,22 +122,11 @@ class ReductionLowering:
         results = self.kernel.results
         finals: dict[int, ir.Value] = {}
         for phase in phases(results):
-            types = {k: scalar_type(results[k].value.dtype) for k in phase}
-            slots = {k: entry_alloca(b, types[k]) for k in phase}
-            at_init = Point(ix + self._zeros(), finals=finals)
-            inits = {k: em.emit(results[k].init, at_init) for k in phase}
-            for k in phase:
-                b.store(inits[k], slots[k])
-
-            def step(rix, phase=phase, types=types, slots=slots):
-                pt = Point(ix + rix, accs={k: b.load(slots[k], typ=types[k]) for k in phase},
-                           finals=finals)
-                values = {k: em.emit(results[k].value, pt, fast=True) for k in phase}
-                for k in phase:
-                    b.store(values[k], slots[k])
-
-            nest(b, self._red_bounds(), step)
-            accs = {k: b.load(slots[k], typ=types[k]) for k in phase}
+            folds = float_folds(results, phase)
+            if folds is not None and self._vector_lanes(folds):
+                accs = self._fold_vectors(b, em, ix, folds, finals)
+            else:
+                accs = self._fold_scalars(b, em, ix, phase, folds, finals)
             finals.update(self._finish(b, em, Point(ix + self._zeros(), accs=accs, finals=finals),
                                        phase))
         rows = [r for r in results if r.row]
@@ -115,33 +137,122 @@ class ReductionLowering:
                     em.store(r.binding, r.index[0], v, pt)
             nest(b, self._red_bounds(), row)
 
+    def _fold_scalars(self, b, em: ExprEmitter, ix, phase: list[int], folds, finals) -> dict:
+        """The phase's accumulators, folded one reduction point after another; float folds in
+        cascaded blocks along the innermost reduction loop."""
+        results = self.kernel.results
+        types = {k: scalar_type(results[k].value.dtype) for k in phase}
+        sizes = block_sizes(self.kernel.reduction_ranges[-1], SCALAR_LEAF, FAN_IN) if folds else []
+        levels = [{k: entry_alloca(b, types[k]) for k in phase} for _ in range(len(sizes) + 1)]
+        at_init = Point(ix + self._zeros(), finals=finals)
+        inits = {k: em.emit(results[k].init, at_init) for k in phase}
+        for k in phase:
+            b.store(inits[k], levels[-1][k])
+
+        def step(rix):
+            pt = Point(ix + rix, accs={k: b.load(levels[0][k], typ=types[k]) for k in phase},
+                       finals=finals)
+            values = {k: em.emit(results[k].value, pt, fast=True) for k in phase}
+            for k in phase:
+                b.store(values[k], levels[0][k])
+
+        nest(b, self._red_bounds()[:-1], lambda rix: cascaded(
+            b, 0, self.kernel.reduction_ranges[-1], sizes, lambda i: step(rix + [i]),
+            lambda j: _fresh(b, em, folds, levels[j]),
+            lambda j: _combine(b, em, folds, levels[j + 1], levels[j])))
+        return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
+
+    def _vector_lanes(self, folds: dict) -> int:
+        """Lanes of the vector fold for ``folds`` (a phase of float folds), or 0 where its loads
+        are not contiguous or broadcast along the innermost reduction loop, or that loop is
+        shorter than one vector."""
+        lanes = FOLD_BITS // max(bits(f.dtype) for _, f in folds.values())
+        inner = len(self.kernel.loop_ranges) - 1
+        reads = [e for _, f in folds.values() for e in walk(f) if isinstance(e, (Load, Gather))]
+        if self.kernel.reduction_ranges[-1] < lanes or any(
+                isinstance(e, Gather) or not 0 <= e.index[0].coeffs[inner] <= max(1, self.span)
+                for e in reads):
+            return 0
+        return lanes
+
+    def _fold_vectors(self, b, em: ExprEmitter, ix, folds: dict, finals) -> dict:
+        """The phase's accumulators, as lanes along the innermost reduction loop: full vectors
+        cascaded, then the lanes folded as a tree into a scalar fold of the init and the
+        elements past the last full vector."""
+        results = self.kernel.results
+        lanes = self._vector_lanes(folds)
+        vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span)
+        inner = self.kernel.reduction_ranges[-1]
+        full = inner - inner % lanes
+        sizes = block_sizes(full // lanes, LEAF, FAN_IN)
+        levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
+                  for _ in range(len(sizes) + 1)]
+        _fresh(b, vec, folds, levels[-1])
+        rest = {k: entry_alloca(b, scalar_type(f.dtype)) for k, (_, f) in folds.items()}
+        for k in folds:
+            b.store(em.emit(results[k].init, Point(ix + self._zeros(), finals=finals)), rest[k])
+
+        def step(emitter: ExprEmitter, rix, level):
+            pt = Point(ix + rix, lane_dim=len(self.kernel.loop_ranges) - 1, finals=finals,
+                       accs={k: b.load(level[k], typ=emitter.ty(f.dtype)) for k, (_, f) in folds.items()})
+            values = {k: emitter.emit(results[k].value, pt, fast=True) for k in folds}
+            for k in folds:
+                b.store(values[k], level[k])
+
+        def row(rix):
+            cascaded(b, 0, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
+                     lambda j: _fresh(b, vec, folds, levels[j]),
+                     lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
+            with for_range(b, i64(full), i64(inner), name="rest") as i:
+                step(em, rix + [i], rest)
+
+        nest(b, self._red_bounds()[:-1], row)
+        return {k: em.binary(op, b.load(rest[k], typ=scalar_type(f.dtype)),
+                             _tree(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
+                             f.dtype, fast=True)
+                for k, (op, f) in folds.items()}
+
     def _column_blocks(self, b, em: ExprEmitter, ix: list[ir.Value], inner) -> None:
+        """Float folds cascade their accumulator arrays along the outermost reduction loop."""
         results = self.kernel.results
         lo, hi = inner
         types = [scalar_type(r.value.dtype) for r in results]
-        arrays = [entry_alloca(b, t, BLOCK) for t in types]
+        folds = float_folds(results, range(len(results)))
+        sizes = block_sizes(self.kernel.reduction_ranges[0], COLUMN_LEAF, FAN_IN) if folds else []
+        levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
+        top = len(sizes)
         with for_range(b, lo, hi, step=BLOCK, name="block") as start:
             stop = umin(b, b.add(start, i64(BLOCK)), hi)
 
             def sweep(rest: list[ir.Value], update) -> None:
+                """``update(point, slots)``, ``slots(level)`` being the column's accumulators."""
                 with for_range(b, start, stop, name="c") as c:
-                    slots = [b.gep(a, [b.sub(c, start)], source_etype=t)
-                             for a, t in zip(arrays, types)]
-                    update(ix + [c] + rest, slots)
+                    at = b.sub(c, start)
+                    update(ix + [c] + rest, lambda level: [
+                        b.gep(a, [at], source_etype=t) for a, t in zip(levels[level], types)])
 
             def init(at, slots):
-                for v, s in zip([em.emit(r.init, Point(at)) for r in results], slots):
+                for v, s in zip([em.emit(r.init, Point(at)) for r in results], slots(top)):
                     b.store(v, s)
 
             def step(at, slots):
-                pt = Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots, types)])
-                for v, s in zip([em.emit(r.value, pt, fast=True) for r in results], slots):
+                pt = Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots(0), types)])
+                for v, s in zip([em.emit(r.value, pt, fast=True) for r in results], slots(0)):
                     b.store(v, s)
 
+            def finish(at, slots):
+                accs = [b.load(s, typ=t) for s, t in zip(slots(top), types)]
+                self._finish(b, em, Point(at, accs=accs))
+
             sweep(self._zeros(), init)
-            nest(b, self._red_bounds(), lambda rix: sweep(rix, step))
-            sweep(self._zeros(), lambda at, slots: self._finish(
-                b, em, Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots, types)])))
+            rest = self._red_bounds()[1:]
+            cascaded(b, 0, self.kernel.reduction_ranges[0], sizes,
+                     lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
+                     lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
+                         b, em, folds, dict(enumerate(slots(j))))),
+                     lambda j: sweep(self._zeros(), lambda at, slots: _combine(
+                         b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+            sweep(self._zeros(), finish)
 
     def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
         results = self.kernel.results
@@ -193,3 +304,35 @@ def _window_lanes(kernel: Kernel, span: int) -> int:
             or any(abs(ld.index[0].coeffs[p]) > max(1, span) for ld in value_loads)):
         return 0
     return row_lanes(kernel)
+
+
+def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
+    """``cascade.float_folds`` whose accumulators are f32 or f64 (bf16 rounds every step)."""
+    folds = cascade.float_folds(results, which)
+    return folds if folds and all(f.dtype in CASCADED for _, f in folds.values()) else None
+
+
+def _fresh(b, em: ExprEmitter, folds, slots) -> None:
+    for k, (op, f) in folds.items():
+        b.store(em.const(fold_identity(op, f.dtype), f.dtype), slots[k])
+
+
+def _combine(b, em: ExprEmitter, folds, into, slots) -> None:
+    """``into[k] = into[k] <op> slots[k]`` for each fold."""
+    for k, (op, f) in folds.items():
+        t = em.ty(f.dtype)
+        b.store(em.binary(op, b.load(into[k], typ=t), b.load(slots[k], typ=t), f.dtype, fast=True),
+                into[k])
+
+
+def _tree(b, vec: ExprEmitter, op: str, v: ir.Value, dtype: str) -> ir.Value:
+    """The lanes of ``v`` folded pairwise into one scalar."""
+    lanes = vec.width
+    while lanes > 1:
+        half = lanes // 2
+        low, high = (ir.Constant(ir.VectorType(I32, half), list(range(at, at + half)))
+                     for at in (0, half))
+        v = vec.binary(op, b.shuffle_vector(v, v, low), b.shuffle_vector(v, v, high), dtype,
+                       fast=True)
+        lanes = half
+    return b.extract_element(v, ir.Constant(I32, 0))

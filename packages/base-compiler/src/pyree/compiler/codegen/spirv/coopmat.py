@@ -36,17 +36,31 @@ def _strides(ix: K.AffineExpr, m: int, n: int, k: int) -> tuple[int, int, int]:
     return ix.coeffs[m], ix.coeffs[n], ix.coeffs[k]
 
 
+def operands(contraction: Contraction) -> tuple[K.Load, K.Load] | None:
+    """X and Y as f16 loads: read as f16 products (an f16 accumulator), or extended to f32 (an
+    f32 one, as flow/narrow_floats.py makes every f16 accumulator), else None."""
+    loads = []
+    for e in (contraction.x, contraction.y):
+        if contraction.dtype == "f32" and isinstance(e, K.Cast) and e.op == "fpext":
+            e = e.x
+        if not (isinstance(e, K.Load) and e.dtype == "f16"):
+            return None
+        loads.append(e)
+    return loads[0], loads[1]
+
+
 def plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Tile | None:
-    if not (target.cooperative_matrix and target.float16 and contraction.dtype == "f16"):
+    acc = contraction.dtype
+    if not (target.cooperative_matrix and target.float16 and acc in ("f16", "f32")):
         return None
     result = kernel.results[0]
-    if result.init != K.Const(0.0, "f16") and result.init != K.Const(0, "f16"):
+    if result.init != K.Const(0.0, acc) and result.init != K.Const(0, acc):
         return None
-    if result.epilogue not in (None, K.Acc(0, "f16")):
+    if result.epilogue not in (None, K.Acc(0, "f16"), K.Cast("fptrunc", K.Acc(0, acc), "f16")):
         return None
-    x, y = contraction.x, contraction.y
-    if not (isinstance(x, K.Load) and isinstance(y, K.Load) and x.dtype == y.dtype == "f16"):
+    if operands(contraction) is None:
         return None
+    x, y = operands(contraction)
     M, N = kernel.parallel_ranges[-2:]
     (Kdim,) = kernel.reduction_ranges
     m, n, k = kernel.num_parallel - 2, kernel.num_parallel - 1, kernel.num_parallel
@@ -82,7 +96,7 @@ def emit(sh: Shader, contraction: Contraction, tile: Tile) -> Launch:
     acc_t = asm.t_cooperative_matrix(f32, FRAGMENT, FRAGMENT, S.MATRIX_ACCUMULATOR)
     out_t = asm.t_cooperative_matrix(f16, FRAGMENT, FRAGMENT, S.MATRIX_ACCUMULATOR)
     row_major = asm.u32(S.ROW_MAJOR)
-    x, y, result = contraction.x, contraction.y, kernel.results[0]
+    (x, y), result = operands(contraction), kernel.results[0]
     group, lid = sh.group_id(grid), sh.local_id()
 
     def c(v: int) -> int:

@@ -1,6 +1,7 @@
 """One invocation per point of the parallel loops: elementwise kernels, and reductions that are
 short or not a plain fold (argmax-style updates), which loop serially over the reduction dims
-(a row kernel: each phase in turn, then the row results).
+(a row kernel: each phase in turn, then the row results); a float sum cascades its innermost
+reduction loop, as the final fold of a split sum's few dozen partials does.
 
 Always correct for any kernel, so it is also the fallback of the faster templates.
 """
@@ -10,9 +11,14 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cascade import block_sizes, cascade, float_folds
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+
+# Serial float sums cascade (codegen/cascade.py) in blocks of LEAF steps, FAN_IN blocks a level.
+LEAF = 16
+FAN_IN = 16
 
 
 def emit(sh: Shader, unsafe: frozenset) -> Launch:
@@ -40,8 +46,12 @@ def emit(sh: Shader, unsafe: frozenset) -> Launch:
             for k in phase:
                 variables[k] = fn.variable(sh.compute_type(kernel.results[k].value.dtype))
                 fn.do(S.OpStore, variables[k], inits[k])
-            over_reduction(sh, point, kernel.num_parallel,
-                           lambda at, phase=phase: _fold(sh, at, variables, unsafe, phase))
+            folds = float_folds(kernel.results, phase)
+            if folds is not None and red[-1] > LEAF:
+                _fold_cascaded(sh, point, variables, unsafe, folds)
+            else:
+                over_reduction(sh, point, kernel.num_parallel,
+                               lambda at, phase=phase: _fold(sh, at, variables, unsafe, phase))
             keep_finals(sh, variables, store_results(sh, point, variables, unsafe, phase))
         store_rows(sh, point, variables, unsafe, kernel.num_parallel)
 
@@ -49,16 +59,50 @@ def emit(sh: Shader, unsafe: frozenset) -> Launch:
     return Launch(grid, (block, 1, 1))
 
 
-def over_reduction(sh: Shader, point: list, dim: int, body) -> None:
-    """``body(point)`` at every point of the reduction dims ``dim``.., in order."""
-    if dim == len(sh.kernel.loop_ranges):
+def over_reduction(sh: Shader, point: list, dim: int, body, end: int | None = None) -> None:
+    """``body(point)`` at every point of the reduction dims ``dim``.. (up to ``end``), in order."""
+    if dim == (len(sh.kernel.loop_ranges) if end is None else end):
         body(point)
         return
 
     def step(i):
-        over_reduction(sh, point[:dim] + [i] + point[dim + 1:], dim + 1, body)
+        over_reduction(sh, point[:dim] + [i] + point[dim + 1:], dim + 1, body, end)
 
     sh.fn.for_range(sh.asm.u32(0), sh.asm.u32(sh.kernel.loop_ranges[dim]), sh.asm.u32(1), step)
+
+
+def _fold_cascaded(sh: Shader, point: list, variables: dict, unsafe: frozenset, folds: dict) -> None:
+    """A phase of float folds with the innermost reduction loop in cascaded blocks
+    (codegen/cascade.py), into ``variables`` (which hold the inits)."""
+    fn, asm, kernel = sh.fn, sh.asm, sh.kernel
+    inner = len(kernel.loop_ranges) - 1
+    sizes = block_sizes(kernel.loop_ranges[inner], LEAF, FAN_IN)
+    types = {k: sh.compute_type(f.dtype) for k, (_, f) in folds.items()}
+    levels = [{k: fn.variable(t) for k, t in types.items()} for _ in sizes] + [variables]
+    combine = ScalarLowering(sh, [])
+
+    def fresh(j):
+        for k, (op, f) in folds.items():
+            fn.do(S.OpStore, levels[j][k], combine.const(K.fold_identity(op, f.dtype), f.dtype))
+
+    def combine_into(j):
+        for k, (op, f) in folds.items():
+            a = fn.op(S.OpLoad, types[k], levels[j + 1][k])
+            b = fn.op(S.OpLoad, types[k], levels[j][k])
+            fn.do(S.OpStore, levels[j + 1][k], combine.binary(op, a, b, f.dtype))
+
+    def bound(start: int, size: int, stop: int) -> int:
+        end = fn.op(S.OpIAdd, sh.u32, start, asm.u32(size))
+        return fn.op(S.OpSelect, sh.u32, fn.op(S.OpULessThan, sh.bool, end, stop), end, stop)
+
+    def row(at):
+        cascade(lambda start, stop, by, body: fn.for_range(start, stop, asm.u32(by), body), bound,
+                asm.u32(0), asm.u32(kernel.loop_ranges[inner]), sizes,
+                lambda i: _fold(sh, at[:inner] + [i] + at[inner + 1:], {**variables, **levels[0]},
+                                unsafe, list(folds)),
+                fresh, combine_into)
+
+    over_reduction(sh, point, kernel.num_parallel, row, end=inner)  # the innermost: cascaded
 
 
 def _fold(sh: Shader, point: list, variables: dict, unsafe: frozenset, phase: list[int]) -> None:

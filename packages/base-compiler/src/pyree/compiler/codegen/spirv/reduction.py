@@ -1,6 +1,7 @@
 """Long fold reductions (``acc = acc <op> f(...)`` for op in add, mul, max, min, and, or, xor):
 one workgroup per output. Invocations stride over the reduction (coalesced along its innermost
-dim), fold in registers, then combine through a shared-memory tree. Floats are reassociated, as
+dim), fold in registers (a float sum or product in cascaded blocks), then combine through a
+shared-memory tree. Floats are reassociated, as
 every GPU compiler does. A row kernel does this once per phase (every invocation then reads the
 phase's totals for the next one), then the invocations stride over the row storing row results.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.cascade import block_sizes, cascade
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.pointwise import (
     keep_finals,
@@ -21,6 +23,10 @@ from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
 
 MIN_REDUCTION = 128
+# An invocation's strided points per block of its cascaded float sums (codegen/cascade.py), and
+# blocks per next level: no accumulator takes more than about LEAF terms.
+LEAF = 16
+FAN_IN = 16
 
 
 def plan(kernel: K.Kernel):
@@ -46,6 +52,10 @@ def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
     combine = ScalarLowering(sh, [])
     phases = K.phases(kernel.results)
 
+    def bound(start: int, size: int, stop: int) -> int:
+        end = fn.op(S.OpIAdd, sh.u32, start, asm.u32(size))
+        return fn.op(S.OpSelect, sh.u32, fn.op(S.OpULessThan, sh.bool, end, stop), end, stop)
+
     def slot(k: int, index: int) -> int:
         return fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, types[k]), shared[k], index)
 
@@ -55,19 +65,33 @@ def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
         first = fn.op(170, sh.bool, lid, asm.u32(0))  # OpIEqual
         variables: dict = {}  # the accumulators of the phase being folded, the finals before it
         for n, phase in enumerate(phases):
+            sizes = block_sizes(-(-length // block), LEAF, FAN_IN) if any(
+                folds[k][0] in ("add", "mul") and K.is_float(dtypes[k]) for k in phase) else []
+            levels = [{k: fn.variable(types[k]) for k in phase} for _ in sizes] + [{}]
             for k in phase:
-                variables[k] = fn.variable(types[k])
-                fn.do(S.OpStore, variables[k], combine.const(K.fold_identity(folds[k][0], dtypes[k]),
-                                                             dtypes[k]))
+                variables[k] = levels[-1][k] = fn.variable(types[k])
 
-            def step(i, phase=phase):
+            def fresh(j, phase=phase, levels=levels):
+                for k in phase:
+                    identity = K.fold_identity(folds[k][0], dtypes[k])
+                    fn.do(S.OpStore, levels[j][k], combine.const(identity, dtypes[k]))
+
+            def combine_into(j, phase=phase, levels=levels):
+                for k in phase:
+                    a = fn.op(S.OpLoad, types[k], levels[j + 1][k])
+                    b = fn.op(S.OpLoad, types[k], levels[j][k])
+                    fn.do(S.OpStore, levels[j + 1][k], combine.binary(folds[k][0], a, b, dtypes[k]))
+
+            def step(i, phase=phase, levels=levels):
                 lower = ScalarLowering(sh, point + sh.delinearize(i, red), variables, unsafe)
                 values = [lower(folds[k][1]) for k in phase]
                 for k, v in zip(phase, values):
-                    old = fn.op(S.OpLoad, types[k], variables[k])
-                    fn.do(S.OpStore, variables[k], combine.binary(folds[k][0], old, v, dtypes[k]))
+                    old = fn.op(S.OpLoad, types[k], levels[0][k])
+                    fn.do(S.OpStore, levels[0][k], combine.binary(folds[k][0], old, v, dtypes[k]))
 
-            fn.for_range(lid, asm.u32(length), asm.u32(block), step)
+            fresh(len(sizes))
+            cascade(lambda start, stop, by, body: fn.for_range(start, stop, asm.u32(by), body),
+                    bound, lid, asm.u32(length), sizes, step, fresh, combine_into, step=block)
             for k in phase:
                 fn.do(S.OpStore, slot(k, lid), fn.op(S.OpLoad, types[k], variables[k]))
             fn.barrier()
