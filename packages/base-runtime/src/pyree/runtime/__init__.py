@@ -28,7 +28,7 @@ _LAZY = {
     **dict.fromkeys(("DriverInfo", "get_device", "list_devices", "list_drivers"), "hal.registry"),
     **dict.fromkeys(("Module", "read_module"), "module"),
     **dict.fromkeys(("CheckFailure", "DeviceArray", "Function", "LoadedModule", "TensorType",
-                     "asdevicearray", "format_array", "load_module"), "vm"),
+                     "asdevicearray", "format_array", "load_module", "Trace", "trace"), "vm"),
     **dict.fromkeys(("Config", "SystemContext", "TARGET_BACKEND_TO_DRIVER", "VmFunction",
                      "VmInstance", "VmModule", "load_vm_flatbuffer", "load_vm_flatbuffer_file",
                      "load_vm_module", "load_vm_modules"), "vm.system_api"),

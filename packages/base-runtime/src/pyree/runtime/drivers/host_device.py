@@ -6,6 +6,7 @@ dispatch's workgroups are spread over threads.
 from __future__ import annotations
 
 import functools
+import time
 
 from pyree.runtime.drivers.cpu_executable import CpuLibrary, Kernel
 from pyree.runtime.hal.ffi import ffi
@@ -14,6 +15,7 @@ from pyree.runtime.hal.python_driver import (
     ExecutableParams,
     HalError,
     PythonDevice,
+    TimelineSemaphore,
 )
 from pyree.runtime.records import Record
 
@@ -138,8 +140,23 @@ class HostCommandBuffer(Record):
         return tuple(steps)
 
 
+class HostTiming:
+    """One timed submission (hal.h revision 4): its commands' host clock times, and a semaphore
+    of its own that the submission signals, or fails, with its others: read_timing waits on it."""
+
+    def __init__(self, device: HostDevice):
+        self.device, self.times, self.done = device, [], TimelineSemaphore(0)
+
+    def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
+        self.times = self.device.execute_timed(command_buffer, table)
+
+
 class HostDevice(PythonDevice):
-    """A device whose memory is host memory and whose executables are CPU shared objects."""
+    """A device whose memory is host memory and whose executables are CPU shared objects.
+    Subclasses schedule submissions: ``submit(execute, command_buffer, table, waits,
+    signals)`` runs ``execute(command_buffer, table)`` once the waits are reached, then signals
+    (or fails) the signals; ``queue_submit`` passes ``execute``, a timed submission
+    ``HostTiming.execute``."""
 
     executable_format = "cpu"
 
@@ -184,36 +201,85 @@ class HostDevice(PythonDevice):
         """Runs workgroups [0, kernel.workgroup_count); returns the first nonzero kernel status."""
         raise NotImplementedError
 
+    def run_dispatch(self, kernel: Kernel, state) -> None:
+        """Runs one dispatch over ``state`` (a state of a run's array); raises its kernel's
+        error status."""
+        status = self.run_workgroups(kernel, ffi.addressof(state)) if kernel.workgroup_count else 0
+        if status:
+            raise kernel_error(kernel, status)
+
     def run_dispatches(self, run: DispatchRun, states) -> None:
         """Runs ``run``'s dispatches in order, each over ``states[i]``, one finished before the
         next starts; raises the first kernel's error status. Devices with a faster way to run
         several (local-task's native loop) override this."""
         for kernel, state in zip(run.kernels, states):
-            status = self.run_workgroups(kernel, ffi.addressof(state)) if kernel.workgroup_count else 0
-            if status:
-                raise kernel_error(kernel, status)
+            self.run_dispatch(kernel, state)
 
     def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
-        if len(table) < command_buffer.binding_table_size:
-            raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
-                                               f"command buffer needs "
-                                               f"{command_buffer.binding_table_size}")
+        _check_table(command_buffer, table)
         for step in command_buffer.steps:
             if isinstance(step, DispatchRun):
                 states, _addresses = step.states(table)   # the addresses live until the run ends
                 self.run_dispatches(step, states)
-                continue
-            index, command = step
-            buffers = [table[binding.slot] for binding in command.bindings]
-            for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
-                if buffer is None or binding.offset + binding.length > buffer.size:
-                    raise _binding_error(index, command, b, buffer, binding)
-            if command.kind == "copy":
-                source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
-                target[:] = source
-            elif command.kind == "fill":
-                pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-                _fill(_view(buffers[0], command.bindings[0]), pattern)
+            else:
+                _transfer(step, table)
+
+    def execute_timed(self, command_buffer: HostCommandBuffer, table: list) -> list[tuple]:
+        """``execute`` with each command timed on the host's monotonic clock: (index, begin ns,
+        end ns) per dispatch, copy and fill. A run's dispatches go one by one (local-task then
+        hands each to its workers on its own), so each time is that dispatch's alone."""
+        _check_table(command_buffer, table)
+        clock, times = time.monotonic_ns, []
+        for step in command_buffer.steps:
+            if isinstance(step, DispatchRun):
+                states, _addresses = step.states(table)
+                for (index, _), kernel, state in zip(step.commands, step.kernels, states):
+                    begin = clock()
+                    self.run_dispatch(kernel, state)
+                    times.append((index, begin, clock()))
+            else:
+                begin = clock()
+                _transfer(step, table)
+                times.append((step[0], begin, clock()))
+        return times
+
+    def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
+        self.submit(self.execute, command_buffer, binding_table, waits, signals)
+
+    def queue_submit_timed(self, command_buffer, binding_table, waits, signals) -> HostTiming:
+        timing = HostTiming(self)
+        self.submit(timing.execute, command_buffer, binding_table, waits,
+                    signals + [(timing.done, 1)])
+        return timing
+
+    def read_timing(self, timing: HostTiming) -> list[tuple]:
+        timing.done.wait(1)  # raises the submission's error
+        return timing.times
+
+    def submit(self, execute, command_buffer, binding_table, waits, signals) -> None:
+        raise NotImplementedError
+
+
+def _check_table(command_buffer: HostCommandBuffer, table: list) -> None:
+    if len(table) < command_buffer.binding_table_size:
+        raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
+                                           f"command buffer needs "
+                                           f"{command_buffer.binding_table_size}")
+
+
+def _transfer(step: tuple[int, Command], table: list) -> None:
+    """Runs a copy or fill step (index, command) on ``table``'s buffers."""
+    index, command = step
+    buffers = [table[binding.slot] for binding in command.bindings]
+    for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
+        if buffer is None or binding.offset + binding.length > buffer.size:
+            raise _binding_error(index, command, b, buffer, binding)
+    if command.kind == "copy":
+        source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
+        target[:] = source
+    elif command.kind == "fill":
+        pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
+        _fill(_view(buffers[0], command.bindings[0]), pattern)
 
 
 def kernel_error(kernel: Kernel, status: int) -> HalError:

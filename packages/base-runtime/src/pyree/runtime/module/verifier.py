@@ -76,6 +76,7 @@ class _Verifier:
         tree.executables = tree.executables or []
         constant_sizes = [self.constant(c, f"constant {i}") for i, c in enumerate(tree.constants)]
         self.exports = [self.executable(e, i) for i, e in enumerate(tree.executables)]
+        self.kernels(tree)
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -177,6 +178,18 @@ class _Verifier:
             if layout.access not in BINDING_ACCESS:
                 raise _fail(f"{where} binding {b}", f"unknown access {layout.access}")
         return [layout.minLength for layout in export.bindings]
+
+    def kernels(self, tree) -> None:
+        """Each kernel's name and source ops (schema 1.4): one per kernel where present."""
+        tree.kernels = tree.kernels or []
+        for k, info in enumerate(tree.kernels):
+            where = f"kernel info {k}"
+            info.name = _text(info.name, where)
+            info.sources = [_text(s, where) for s in info.sources or []]
+        for e, exports in enumerate(self.exports):
+            if tree.kernels and len(tree.kernels) != len(exports):
+                raise _fail("kernel infos", f"{len(tree.kernels)} kernels are described but "
+                                            f"executable {e} has {len(exports)} exports")
 
     # -- functions -----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ _LAZY = {
     "Function": "function",
     "LoadedModule": "loaded_module", "load_module": "load",
     "TensorType": "tensor_type",
+    "Trace": "trace", "trace": "trace",
 }
 __all__ = list(_LAZY)
 
