@@ -35,6 +35,7 @@ from pyree.runtime.tools.invocation import (
     parse_arguments,
     select_function,
 )
+from pyree.runtime.tools.tracing import add_trace_flag, traced
 
 _RULE = "-" * 86
 
@@ -196,6 +197,7 @@ def _parser() -> FlagParser:
         default="json",
         help="the format of --benchmark_out (default: json)",
     )
+    add_trace_flag(parser)
     return parser
 
 
@@ -219,7 +221,8 @@ def _run(argv: Sequence[str]) -> int:
                 result.wait()
 
     call()  # warm-up: first-call work (executable loading, command recording) is not timed
-    samples = [measure(call, min_time) for _ in range(args.benchmark_repetitions)]
+    with traced(args.pyree_trace):  # (a traced call takes longer: the times say so)
+        samples = [measure(call, min_time) for _ in range(args.benchmark_repetitions)]
     reports = {"console": console_report, "json": json_report}
     name = f"BM_{function.name}/process_time/real_time"
     print(reports[args.benchmark_format](name, samples))

@@ -10,7 +10,6 @@ _LAZY = {
     "Function": "function",
     "LoadedModule": "loaded_module", "load_module": "load",
     "TensorType": "tensor_type",
-    "Trace": "trace", "trace": "trace",
 }
 __all__ = list(_LAZY)
 
