@@ -129,7 +129,6 @@ def test_copies_fills_and_checks_are_traced(arith_bytes, offset_constant, rng):
 
 
 def test_host_control_flow_steps_are_traced(rng):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from control_flow_cases import CASES, MLIR, check_case
     from pyree.compiler import compile_str
 
