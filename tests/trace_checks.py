@@ -62,10 +62,11 @@ def dispatches(spans: list[dict]) -> list[dict]:
     return [s for s in spans if s["cat"] == "dispatch"]
 
 
-def dispatches_per_call(module_bytes: bytes, function: str) -> int:
-    """The dispatch commands of a function without control flow: each runs once per call."""
+def dispatches_per_call(module_bytes: bytes, function: str | None = None) -> int:
+    """The dispatch commands of a function without control flow (None: the module's only one):
+    each runs once per call."""
     tree = read_module(module_bytes).tree
-    (fn,) = [f for f in tree.functions if f.name == function]
+    (fn,) = [f for f in tree.functions if function is None or f.name == function]
     return sum(command.kind == 0 for command in fn.commands)
 
 
