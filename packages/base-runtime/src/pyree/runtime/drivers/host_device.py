@@ -126,14 +126,26 @@ class HostCommandBuffer(Record):
         copy or fill as (index, command); made on the first execution and kept with the command
         buffer (a cache keyed by the commands hashed every dispatch's fields on each call and kept
         a dropped module's kernel libraries loaded)."""
+        return self._steps(split=False)
+
+    @functools.cached_property
+    def timed_steps(self) -> tuple:
+        """``steps`` with each dispatch a run of its own, for a timed submission."""
+        return self._steps(split=True)
+
+    def _steps(self, split: bool) -> tuple:
         steps, run = [], []
         for index, command in enumerate(self.commands):
             if command.kind == "dispatch":
                 run.append((index, command))
-            elif command.kind != "barrier":   # a run's dispatches already run one by one
-                if run:
-                    steps.append(DispatchRun(run))
-                    run = []
+                if not split:
+                    continue
+            elif command.kind == "barrier":   # a run's dispatches already run one by one
+                continue
+            if run:
+                steps.append(DispatchRun(run))
+                run = []
+            if command.kind != "dispatch":
                 steps.append((index, command))
         if run:
             steps.append(DispatchRun(run))
@@ -142,7 +154,8 @@ class HostCommandBuffer(Record):
 
 class HostTiming:
     """One timed submission (hal.h revision 4): its commands' host clock times, and a semaphore
-    of its own that the submission signals, or fails, with its others: read_timing waits on it."""
+    of its own that the submission signals, or fails, with its others: read_timing waits on it.
+    ``execute`` is what the submission runs in place of HostDevice.execute."""
 
     def __init__(self, device: HostDevice):
         self.device, self.times, self.done = device, [], TimelineSemaphore(0)
@@ -153,9 +166,9 @@ class HostTiming:
 
 class HostDevice(PythonDevice):
     """A device whose memory is host memory and whose executables are CPU shared objects.
-    Subclasses schedule submissions: ``submit(execute, command_buffer, table, waits,
-    signals)`` runs ``execute(command_buffer, table)`` once the waits are reached, then signals
-    (or fails) the signals; ``queue_submit`` passes ``execute``, a timed submission
+    Subclasses schedule submissions: ``queue_submit(command_buffer, table, waits, signals,
+    execute=None)`` runs ``execute`` (None: ``self.execute``) on the command buffer and table
+    once the waits are reached, then signals (or fails) the signals; a timed submission passes
     ``HostTiming.execute``."""
 
     executable_format = "cpu"
@@ -201,19 +214,14 @@ class HostDevice(PythonDevice):
         """Runs workgroups [0, kernel.workgroup_count); returns the first nonzero kernel status."""
         raise NotImplementedError
 
-    def run_dispatch(self, kernel: Kernel, state) -> None:
-        """Runs one dispatch over ``state`` (a state of a run's array); raises its kernel's
-        error status."""
-        status = self.run_workgroups(kernel, ffi.addressof(state)) if kernel.workgroup_count else 0
-        if status:
-            raise kernel_error(kernel, status)
-
     def run_dispatches(self, run: DispatchRun, states) -> None:
         """Runs ``run``'s dispatches in order, each over ``states[i]``, one finished before the
         next starts; raises the first kernel's error status. Devices with a faster way to run
         several (local-task's native loop) override this."""
         for kernel, state in zip(run.kernels, states):
-            self.run_dispatch(kernel, state)
+            status = self.run_workgroups(kernel, ffi.addressof(state)) if kernel.workgroup_count else 0
+            if status:
+                raise kernel_error(kernel, status)
 
     def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
         _check_table(command_buffer, table)
@@ -226,38 +234,30 @@ class HostDevice(PythonDevice):
 
     def execute_timed(self, command_buffer: HostCommandBuffer, table: list) -> list[tuple]:
         """``execute`` with each command timed on the host's monotonic clock: (index, begin ns,
-        end ns) per dispatch, copy and fill. A run's dispatches go one by one (local-task then
-        hands each to its workers on its own), so each time is that dispatch's alone."""
+        end ns) per dispatch, copy and fill. Each dispatch is a run of its own (local-task then
+        hands each to its workers alone), so each time is that dispatch's."""
         _check_table(command_buffer, table)
         clock, times = time.monotonic_ns, []
-        for step in command_buffer.steps:
+        for step in command_buffer.timed_steps:
+            begin = clock()
             if isinstance(step, DispatchRun):
                 states, _addresses = step.states(table)
-                for (index, _), kernel, state in zip(step.commands, step.kernels, states):
-                    begin = clock()
-                    self.run_dispatch(kernel, state)
-                    times.append((index, begin, clock()))
+                self.run_dispatches(step, states)
+                times.append((step.commands[0][0], begin, clock()))
             else:
-                begin = clock()
                 _transfer(step, table)
                 times.append((step[0], begin, clock()))
         return times
 
-    def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
-        self.submit(self.execute, command_buffer, binding_table, waits, signals)
-
     def queue_submit_timed(self, command_buffer, binding_table, waits, signals) -> HostTiming:
         timing = HostTiming(self)
-        self.submit(timing.execute, command_buffer, binding_table, waits,
-                    signals + [(timing.done, 1)])
+        self.queue_submit(command_buffer, binding_table, waits, signals + [(timing.done, 1)],
+                          timing.execute)
         return timing
 
     def read_timing(self, timing: HostTiming) -> list[tuple]:
         timing.done.wait(1)  # raises the submission's error
         return timing.times
-
-    def submit(self, execute, command_buffer, binding_table, waits, signals) -> None:
-        raise NotImplementedError
 
 
 def _check_table(command_buffer: HostCommandBuffer, table: list) -> None:
