@@ -23,7 +23,7 @@ from pyree.runtime.vm.function import Function
 from trace_checks import check_summary, check_trace, device_lanes, dispatches, dispatches_per_call
 
 from .fake_drivers import install
-from .module_factory import COLS, ROWS, SCALE
+from .module_factory import COLS, ROWS, SCALE, arith_builder
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 DEVICES = ["local-task", "local-sync"]
@@ -107,6 +107,22 @@ def test_special_values_come_through_a_traced_call(device, arith_bytes, offset_c
     # a module of schema < 1.4 has no kernel infos: its dispatches carry their exports' names
     assert [e["name"] for e in dispatches(spans)] == ["add_f32", "add_f32", "scale_f32"]
     assert [row.kernel for row in t.summary()] and {row.sources for row in t.summary()} == {()}
+
+
+def test_kernel_infos_name_dispatches_and_must_describe_every_kernel(kernel_library,
+                                                                    offset_constant, rng):
+    builder = arith_builder(kernel_library, offset_constant)
+    builder.add_kernel_info("add_kernel", ["arith.addf @ arith.mlir:3"])
+    with pytest.raises(rt.ModuleError, match="1 kernels are described but executable 0 has 3"):
+        rt.load_module(builder.finish(), device="local-sync")
+    for name in ("scale_kernel", "failing_kernel"):
+        builder.add_kernel_info(name, [])
+    module = rt.load_module(builder.finish(), device="local-sync")
+    a, b = (rng.standard_normal((ROWS, COLS)).astype(np.float32) for _ in range(2))
+    with rt.trace() as t:
+        np.testing.assert_array_equal(module.add(a, b).to_host(), a + b)
+    (event,) = dispatches(check_trace(t.chrome()))
+    assert event["name"] == "arith.addf @ arith.mlir:3" and event["args"]["kernel"] == "add_kernel"
 
 
 def test_copies_fills_and_checks_are_traced(arith_bytes, offset_constant, rng):

@@ -223,30 +223,39 @@ class HostDevice(PythonDevice):
             if status:
                 raise kernel_error(kernel, status)
 
-    def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
-        _check_table(command_buffer, table)
-        for step in command_buffer.steps:
+    def execute(self, command_buffer: HostCommandBuffer, table: list, steps: tuple = ()) -> None:
+        """Runs the command buffer's ``steps`` (all: empty) on ``table``'s buffers."""
+        if len(table) < command_buffer.binding_table_size:
+            raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
+                                               f"command buffer needs "
+                                               f"{command_buffer.binding_table_size}")
+        for step in steps or command_buffer.steps:
             if isinstance(step, DispatchRun):
                 states, _addresses = step.states(table)   # the addresses live until the run ends
                 self.run_dispatches(step, states)
-            else:
-                _transfer(step, table)
+                continue
+            index, command = step
+            buffers = [table[binding.slot] for binding in command.bindings]
+            for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
+                if buffer is None or binding.offset + binding.length > buffer.size:
+                    raise _binding_error(index, command, b, buffer, binding)
+            if command.kind == "copy":
+                source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
+                target[:] = source
+            elif command.kind == "fill":
+                pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
+                _fill(_view(buffers[0], command.bindings[0]), pattern)
 
     def execute_timed(self, command_buffer: HostCommandBuffer, table: list) -> list[tuple]:
         """``execute`` with each command timed on the host's monotonic clock: (index, begin ns,
         end ns) per dispatch, copy and fill. Each dispatch is a run of its own (local-task then
         hands each to its workers alone), so each time is that dispatch's."""
-        _check_table(command_buffer, table)
         clock, times = time.monotonic_ns, []
         for step in command_buffer.timed_steps:
             begin = clock()
-            if isinstance(step, DispatchRun):
-                states, _addresses = step.states(table)
-                self.run_dispatches(step, states)
-                times.append((step.commands[0][0], begin, clock()))
-            else:
-                _transfer(step, table)
-                times.append((step[0], begin, clock()))
+            self.execute(command_buffer, table, (step,))
+            index = step.commands[0][0] if isinstance(step, DispatchRun) else step[0]
+            times.append((index, begin, clock()))
         return times
 
     def queue_submit_timed(self, command_buffer, binding_table, waits, signals) -> HostTiming:
@@ -258,28 +267,6 @@ class HostDevice(PythonDevice):
     def read_timing(self, timing: HostTiming) -> list[tuple]:
         timing.done.wait(1)  # raises the submission's error
         return timing.times
-
-
-def _check_table(command_buffer: HostCommandBuffer, table: list) -> None:
-    if len(table) < command_buffer.binding_table_size:
-        raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
-                                           f"command buffer needs "
-                                           f"{command_buffer.binding_table_size}")
-
-
-def _transfer(step: tuple[int, Command], table: list) -> None:
-    """Runs a copy or fill step (index, command) on ``table``'s buffers."""
-    index, command = step
-    buffers = [table[binding.slot] for binding in command.bindings]
-    for b, (buffer, binding) in enumerate(zip(buffers, command.bindings)):
-        if buffer is None or binding.offset + binding.length > buffer.size:
-            raise _binding_error(index, command, b, buffer, binding)
-    if command.kind == "copy":
-        source, target = (_view(buf, binding) for buf, binding in zip(buffers, command.bindings))
-        target[:] = source
-    elif command.kind == "fill":
-        pattern = command.fill_pattern.to_bytes(8, "little")[:command.fill_pattern_length]
-        _fill(_view(buffers[0], command.bindings[0]), pattern)
 
 
 def kernel_error(kernel: Kernel, status: int) -> HalError:

@@ -187,7 +187,7 @@ class Function:
 
     def _run(self, args: tuple, failures: list | None, hooks: tuple | None = None
              ) -> list[DeviceArray]:
-        """One call. ``hooks``: a traced call's (submit, wait, host step), see _run_steps."""
+        """One call. ``hooks``: a traced call's (submit, wait, read, check), see _run_steps."""
         specs = self._specs
         if len(args) != len(specs):
             expected = ", ".join(map(str, self.argument_types)) or "none"
@@ -308,42 +308,38 @@ class Function:
     def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
                    failures: list | None, hooks: tuple | None = None) -> int:
         """Runs the steps from the first, following branches (holding ``_lock``); returns the
-        timeline's last value. ``hooks``, a traced call's (submit, wait, host step) used in
-        place of the device's ``queue_submit``, ``_wait`` and ``_host_step``, time each."""
-        submit, wait, host_step = hooks or (self._loaded.device.queue_submit, self._wait,
-                                            self._host_step)
+        timeline's last value. ``hooks``, a traced call's (submit, wait, read, check) used in
+        place of the device's ``queue_submit``, ``_wait``, ``_read`` and ``_check``, time each."""
+        submit, wait, read, check = hooks or (self._loaded.device.queue_submit, self._wait,
+                                              self._read, self._check)
         steps = self._program.steps
         pc = 0
         while pc < len(steps):
             step = steps[pc]
             pc += 1
-            if isinstance(step, CommandBuffer):
-                waits.append((semaphore, value))
-                submit(step, table, waits, [(semaphore, value + 1)])
-                value, waits = value + 1, []
-                self._value = value
-            elif isinstance(step, BranchStep) and step.condition is None:
+            if isinstance(step, BranchStep) and step.condition is None:
                 pc = step.target
-            else:  # the host reads values: wait for them
+                continue
+            if not isinstance(step, CommandBuffer):  # the host reads values: wait for them
                 for other, at in waits:  # arguments still being computed by other calls
                     other.wait(at)
                 waits = []
                 wait(semaphore, value)
-                pc = host_step(step, items, failures, pc)
+            if isinstance(step, BranchStep):
+                if bool(read(step.condition, items).values(1)[0]) != step.if_zero:
+                    pc = step.target
+            elif isinstance(step, CheckStep):
+                failure = check(step, items)
+                if failure is not None and failures is None:
+                    raise CheckError([failure])
+                if failure is not None:
+                    failures.append(failure)
+            else:
+                waits.append((semaphore, value))
+                submit(step, table, waits, [(semaphore, value + 1)])
+                value, waits = value + 1, []
+                self._value = value
         return value
-
-    def _host_step(self, step: BranchStep | CheckStep, items: list, failures: list | None,
-                   pc: int) -> int:
-        """Runs a branch or a check once its values are computed; returns the next step."""
-        if isinstance(step, BranchStep):
-            taken = bool(self._read(step.condition, items).values(1)[0]) != step.if_zero
-            return step.target if taken else pc
-        failure = self._check(step, items)
-        if failure is not None and failures is None:
-            raise CheckError([failure])
-        if failure is not None:
-            failures.append(failure)
-        return pc
 
     def _wait(self, semaphore, value: int) -> None:
         try:

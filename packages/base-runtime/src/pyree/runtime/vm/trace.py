@@ -31,7 +31,6 @@ from pyree.runtime.records import Record
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.function import Function
-from pyree.runtime.vm.program import BranchStep
 
 clock = time.monotonic_ns  # the clock drivers map device times to (hal.h revision 4)
 MAX_PENDING = 64           # timed submissions outstanding before the oldest are read
@@ -188,8 +187,8 @@ class Trace:
 
 
 class _TracedCall:
-    """The hooks of one traced call (Function._run_steps): each submit, wait and host step timed,
-    the call's host spans kept until it is done."""
+    """The hooks of one traced call (Function._run_steps): each submit, wait, branch condition's
+    read and check timed, the call's host spans kept until it is done."""
 
     def __init__(self, trace: Trace, function: Function):
         self.trace, self.function = trace, function
@@ -197,7 +196,7 @@ class _TracedCall:
         self.lane = ("host", threading.current_thread().name)
         self.events: list[Event] = []
         self.first: int | None = None  # when the call's arguments were ready (its first hook)
-        self.hooks = (self.submit, self.wait, self.host_step)
+        self.hooks = (self.submit, self.wait, self.read, self.check)
 
     def _host(self, name: str, begin: int, end: int, **args) -> None:
         if self.first is None:
@@ -232,12 +231,20 @@ class _TracedCall:
         finally:
             self._host("wait", begin, clock())
 
-    def host_step(self, step, items: list, failures: list | None, pc: int) -> int:
+    def read(self, operand, items: list):
+        """A branch's condition, read on the host."""
         begin = clock()
         try:
-            return self.function._host_step(step, items, failures, pc)
+            return self.function._read(operand, items)
         finally:
-            self._host("branch" if isinstance(step, BranchStep) else "check", begin, clock())
+            self._host("branch", begin, clock())
+
+    def check(self, step, items: list):
+        begin = clock()
+        try:
+            return self.function._check(step, items)
+        finally:
+            self._host("check", begin, clock())
 
     def done(self, begin: int, end: int) -> None:
         name = self.function.name

@@ -84,10 +84,10 @@ def format_summary(events: list, calls: dict[str, int]) -> str:
     """The summary as a table: per row total, count, mean, share of device time, the kernel's
     name and its source ops."""
     rows = summarize(events)
-    traced = ", ".join(f"{count} call{'s' * (count != 1)} of @{name}"
+    traced = ", ".join(_count(count, "call") + f" of @{name}"
                        for name, count in calls.items()) or "no calls"
-    lines = [f"pyree trace: {traced}; {sum(r.count for r in rows)} dispatches, "
-             f"{len(rows)} kernels"]
+    lines = [f"pyree trace: {traced}; {_count(sum(r.count for r in rows), 'dispatch')}, "
+             f"{_count(len(rows), 'kernel')}"]
     if not rows:
         if any(event.category == "submission" for event in events):
             lines.append("  (the device's driver does not time commands: the trace shows each "
@@ -101,3 +101,7 @@ def format_summary(events: list, calls: dict[str, int]) -> str:
         lines.append(f"{row.total_ns / 1e6:>10.3f} {row.count:>7} {row.mean_ns / 1e3:>10.2f} "
                      f"{100 * row.share:>8.1f}%  {row.kernel}{sources}{device}")
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es" if noun.endswith("h") else "s")

@@ -126,10 +126,6 @@ class VulkanDevice(PythonDevice):
             cb.destroy()
         self._retired.clear()
 
-    def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
-                     signals: list) -> None:
-        self._queue(command_buffer, binding_table, waits, signals, None)
-
     def queue_submit_timed(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
                            signals: list) -> Timing:
         with self.lock:
@@ -142,7 +138,7 @@ class VulkanDevice(PythonDevice):
                 raise
             timing = Timing(command_buffer, recording, pool)
             self._unread.append(timing)
-        timing.value = self._queue(command_buffer, binding_table, waits, signals, recording)
+        timing.value = self.queue_submit(command_buffer, binding_table, waits, signals, recording)
         return timing
 
     def read_timing(self, timing: Timing) -> list[tuple[int, int, int]]:
@@ -160,10 +156,10 @@ class VulkanDevice(PythonDevice):
         timing.command_buffer.free(timing.recording)
         self.vk.vkDestroyQueryPool(self.device, timing.pool, ffi.NULL)
 
-    def _queue(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
-               signals: list, recording) -> int:
-        """Submits ``recording`` (None: the command buffer's for this table); returns the
-        device timeline value that marks its completion."""
+    def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
+                     signals: list, recording=None) -> int:
+        """Submits ``recording`` (None: the command buffer's for this table; a timed submission
+        passes its own); returns the device timeline value that marks its completion."""
         try:
             device_waits = []
             for sem, value in waits:
