@@ -27,7 +27,6 @@ from contextlib import contextmanager
 
 from pyree.runtime.errors import PyreeError
 from pyree.runtime.module.verifier import FORMATS
-from pyree.runtime.records import Record
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.function import Function
@@ -37,17 +36,18 @@ MAX_PENDING = 64           # timed submissions outstanding before the oldest are
 QUEUE = "queue 0"          # each pyree device has one queue
 
 
-class Event(Record):
+class Event:
     """One span of a trace, drawn in ``lane`` (process, thread): ("host", a thread's name) or
     (a device's URI, QUEUE). ``category``: "host", "dispatch", "copy", "fill", or "submission"
-    (a whole submission, on a device that does not time commands)."""
+    (a whole submission, on a device that does not time commands). (A plain class, not a
+    Record: a traced call makes several, and a Record's generic __init__ was most of its cost.)"""
 
-    lane: tuple[str, str]
-    name: str
-    begin_ns: int
-    end_ns: int
-    category: str
-    args: dict | None = None
+    __slots__ = ("lane", "name", "begin_ns", "end_ns", "category", "args")
+
+    def __init__(self, lane: tuple[str, str], name: str, begin_ns: int, end_ns: int,
+                 category: str, args: dict | None = None):
+        self.lane, self.name, self.category, self.args = lane, name, category, args
+        self.begin_ns, self.end_ns = begin_ns, end_ns
 
 
 class Trace:
