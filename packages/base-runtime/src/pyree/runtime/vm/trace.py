@@ -30,6 +30,7 @@ from pyree.runtime.module.verifier import FORMATS
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.function import Function
+from pyree.runtime.vm.trace_report import DispatchRow, chrome_trace, format_summary, summarize
 
 clock = time.monotonic_ns  # the clock drivers map device times to (hal.h revision 4)
 MAX_PENDING = 64           # timed submissions outstanding before the oldest are read
@@ -100,24 +101,18 @@ class Trace:
 
     # -- reports -------------------------------------------------------------------------------
 
-    def summary(self) -> list:
-        """The dispatches by kernel, most device time first (trace_report.DispatchRow)."""
-        from pyree.runtime.vm.trace_report import summarize
-
+    def summary(self) -> list[DispatchRow]:
+        """The dispatches by kernel and device, most device time first."""
         self._read_pending()
         return summarize(self.events)
 
     def format_summary(self) -> str:
         """``summary`` as a table, for people."""
-        from pyree.runtime.vm.trace_report import format_summary
-
         self._read_pending()
         return format_summary(self.events, self.calls)
 
     def chrome(self) -> dict:
         """The trace as Chrome trace-event JSON (``{"traceEvents": [...]}``)."""
-        from pyree.runtime.vm.trace_report import chrome_trace
-
         self._read_pending()
         return chrome_trace(self.events, self.origin_ns)
 
