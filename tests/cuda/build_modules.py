@@ -1,5 +1,5 @@
-"""Compiles every CUDA test case (the math ops, the control-flow cases and the MLP of tests/data)
-on this CPU-only machine into a
+"""Compiles every CUDA test case (the math ops, the control-flow cases, the MLP of tests/data and
+the traced chain of trace_cases.py) on this CPU-only machine into a
 folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``. Build twice
 for a Hopper host, ``sm_90`` (mma.sync) and ``sm_90a`` (wgmma), and run the GPU tests on each.
 
@@ -35,6 +35,8 @@ def main(out: Path, target: str) -> None:
     for name, data in compile_bases(cuda).items():
         (out / f"hostile_{name}.vmfb").write_bytes(data)
     (out / "reduction_accuracy.vmfb").write_bytes(compile_str(REDUCTION_ACCURACY, cuda))
+    from trace_cases import CHAIN
+    (out / "trace_chain.vmfb").write_bytes(compile_str(CHAIN, cuda, "trace_chain.mlir"))
     mlp = (DATA / "mlp.mlir").read_text()
     (out / "mlp.vmfb").write_bytes(compile_str(mlp, cuda))
     import pyree.runtime as rt

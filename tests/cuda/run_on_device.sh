@@ -20,6 +20,8 @@ for build in cuda90 cuda90a; do
   echo "== tests/cuda on the GPU, modules of .gpubuild/$build" | tee -a "$OUT/cuda.log"
   PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/$build timeout 240 python3 -m pytest -q -p no:cacheprovider \
     tests/cuda/test_cuda_gpu.py tests/cuda/test_cuda_control_flow.py tests/cuda/test_cuda_dlpack.py \
-    tests/cuda/test_cuda_reduction_accuracy.py 2>&1 | tee -a "$OUT/cuda.log" | tail -8
+    tests/cuda/test_cuda_reduction_accuracy.py tests/cuda/test_cuda_trace.py \
+    tests/cuda/test_cuda_gather.py tests/cuda/test_cuda_hostile_modules.py \
+    tests/cuda/test_cuda_concurrency.py 2>&1 | tee -a "$OUT/cuda.log" | tail -8
 done
 timeout 60 python3 bench/cuda/memory_after_failure.py .gpubuild/cuda90/mlp.vmfb 2>&1 | tee "$OUT/memory.log"

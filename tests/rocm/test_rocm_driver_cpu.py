@@ -37,7 +37,7 @@ TABLE = {
     "hipDeviceGetName", "hipDeviceGetUuid", "hipSetDevice", "hipMemGetInfo",
     "hipStreamCreateWithFlags", "hipStreamDestroy", "hipStreamSynchronize",
     "hipStreamWaitEvent", "hipEventCreateWithFlags", "hipEventDestroy", "hipEventRecord",
-    "hipEventSynchronize", "hipEventQuery", "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree",
+    "hipEventSynchronize", "hipEventQuery", "hipEventElapsedTime", "hipMalloc", "hipFree", "hipHostMalloc", "hipHostFree",
     "hipMemcpyHtoDAsync", "hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemsetD8Async",
     "hipMemsetD16Async", "hipMemsetD32Async", "hipModuleLoadDataEx", "hipModuleUnload",
     "hipModuleGetFunction", "hipModuleLaunchKernel",

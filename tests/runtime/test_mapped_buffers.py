@@ -10,9 +10,9 @@ import pytest
 from pyree.runtime.drivers.local_sync import LocalSyncDevice
 from pyree.runtime.hal import python_driver, registry
 from pyree.runtime.hal.ffi import ffi
-from pyree.runtime.hal.python_driver import DeviceInfo, PythonDriver, export_driver
 from pyree.runtime.vm import buffer_pool
 
+from .fake_drivers import install
 from .module_factory import COLS, ROWS
 
 
@@ -41,34 +41,9 @@ class _Unmapped(_Counting):
     allocate_mapped = None  # a driver without host-addressable memory
 
 
-class _Driver(PythonDriver):
-    def __init__(self, name: str, device_type):
-        self.name, self._device_type, self.devices = name, device_type, []
-
-    def enumerate_devices(self):
-        return [DeviceInfo("", self.name)]
-
-    def create_device(self, path: str):
-        self.devices.append(self._device_type())
-        return self.devices[-1]
-
-
-class _EntryPoint:
-    def __init__(self, driver):
-        self.name, self._driver = driver.name, driver
-
-    def load(self):
-        return lambda: export_driver(self._driver)
-
-
 @pytest.fixture
 def drivers(monkeypatch):
-    found = {name: _Driver(name, kind) for name, kind in (("counting", _Counting),
-                                                          ("unmapped", _Unmapped))}
-    entries = [_EntryPoint(d) for d in found.values()]
-    monkeypatch.setattr(registry, "_entry_points", lambda prefix="": entries)
-    registry.reset()
-    yield found
+    yield install(monkeypatch, {"counting": _Counting, "unmapped": _Unmapped})
     registry.reset()
 
 

@@ -1,7 +1,8 @@
 /* A stand-in libcuda.so.1 on host memory, so that CPU-only CI runs the HIP-on-CUDA shim under
  * the rocm driver through every path but kernel execution (test_shim_on_fake_cuda.py):
  * transfers, fills, copies, streams, events, module loading with the JIT's error log, and
- * launches, which check their arguments and do nothing. Work is synchronous. Like the real
+ * launches, which check their arguments and do nothing. Work is synchronous: an event records
+ * the host's monotonic clock, so the time between two events is the host's between the calls. Like the real
  * driver, it refuses calls on a thread with no current context, which checks the shim's
  * per-thread contexts. $FAKE_CUDA_DEVICES (default 1) is the device count; with 0, cuInit says
  * CUDA_ERROR_NO_DEVICE.
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef unsigned long long CUdeviceptr;
 
@@ -22,6 +24,7 @@ enum {
   INVALID_IMAGE = 200,
   INVALID_CONTEXT = 201,
   INVALID_PTX = 218,
+  INVALID_HANDLE = 400,
   NOT_FOUND = 500,
   JIT_ERROR_LOG_BUFFER = 5,
   JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
@@ -120,11 +123,42 @@ int cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
   (void)stream, (void)event;
   return flags ? INVALID_VALUE : done();
 }
-int cuEventCreate(void **event, unsigned flags) { return flags > 3 ? INVALID_VALUE : token(event); }
+
+/* An event: its flags and when it was last recorded (0: never). */
+typedef struct {
+  unsigned flags;
+  uint64_t recorded_ns;
+} event_t;
+
+#define DISABLE_TIMING 2u
+
+int cuEventCreate(void **out, unsigned flags) {
+  NEED_CONTEXT();
+  if (flags > 3) return INVALID_VALUE;
+  event_t *event = calloc(1, sizeof *event);
+  event->flags = flags;
+  *out = event;
+  return SUCCESS;
+}
 int cuEventDestroy_v2(void *event) { return release(event); }
-int cuEventRecord(void *event, void *stream) { (void)event, (void)stream; return done(); }
+int cuEventRecord(void *event, void *stream) {
+  NEED_CONTEXT();
+  (void)stream;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ((event_t *)event)->recorded_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+  return SUCCESS;
+}
 int cuEventSynchronize(void *event) { (void)event; return done(); }
 int cuEventQuery(void *event) { (void)event; return done(); }
+int cuEventElapsedTime(float *ms, void *start, void *end) {
+  NEED_CONTEXT();
+  const event_t *a = start, *b = end;
+  if ((a->flags | b->flags) & DISABLE_TIMING || !a->recorded_ns || !b->recorded_ns)
+    return INVALID_HANDLE; /* as CUDA answers for events without timing or never recorded */
+  *ms = (float)(((double)b->recorded_ns - (double)a->recorded_ns) / 1e6);
+  return SUCCESS;
+}
 
 int cuMemAlloc_v2(CUdeviceptr *address, size_t bytes) {
   NEED_CONTEXT();

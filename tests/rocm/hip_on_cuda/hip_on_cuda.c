@@ -62,6 +62,7 @@ typedef void *CUcontext;
   X(cuEventRecord, (void *, void *))                                                      \
   X(cuEventSynchronize, (void *))                                                         \
   X(cuEventQuery, (void *))                                                               \
+  X(cuEventElapsedTime, (float *, void *, void *))                                        \
   X(cuMemAlloc_v2, (CUdeviceptr *, size_t))                                               \
   X(cuMemFree_v2, (CUdeviceptr))                                                          \
   X(cuMemHostAlloc, (void **, size_t, unsigned))                                          \
@@ -273,6 +274,11 @@ EXPORT int hipEventSynchronize(void *event) {
 EXPORT int hipEventQuery(void *event) {
   REQUIRE(with_context());
   return p_cuEventQuery(event);
+}
+
+EXPORT int hipEventElapsedTime(float *ms, void *start, void *stop) {
+  REQUIRE(with_context());
+  return p_cuEventElapsedTime(ms, start, stop);
 }
 
 /* ---- memory --------------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import device_checks  # noqa: E402
 import rocm_on_cuda_cases as cases  # noqa: E402
+from trace_checks import check_trace, dispatches  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 
@@ -73,6 +74,21 @@ def test_cli_runs_add_with_special_values(device, cli, module_dir, uuid_uri, tmp
     with np.errstate(invalid="ignore"):
         want = a.astype(np.float64) + b
     cases.assert_matches(np.load(tmp_path / "sum.npy"), want, 1e-6)
+
+
+def test_a_traced_run_times_its_dispatch_with_hip_events(cli, module_dir, tmp_path):
+    a, b = cases.random_args("add_37x53", np.random.default_rng())
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    done = cli("--device=rocm", f"--module={module_dir / 'add_37x53.vmfb'}", "--function=main",
+               f"--input=@{tmp_path / 'a.npy'}", f"--input=@{tmp_path / 'b.npy'}",
+               f"--output=@{tmp_path / 'sum.npy'}", f"--pyree-trace={tmp_path / 'add.json'}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with np.errstate(invalid="ignore"):
+        cases.assert_matches(np.load(tmp_path / "sum.npy"), a.astype(np.float64) + b, 1e-6)
+    (event,) = dispatches(check_trace(str(tmp_path / "add.json")))
+    assert event["dur"] > 0 and event["name"].startswith("arith.addf @ ")
+    assert "pyree trace: 1 call of @main; 1 dispatch, 1 kernel" in done.stderr
 
 
 @pytest.mark.parametrize("name", sorted(cases.CASES))

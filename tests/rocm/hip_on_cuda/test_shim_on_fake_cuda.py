@@ -24,6 +24,7 @@ import device_checks  # noqa: E402
 import rocm_on_cuda_cases as cases  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 from relabel import relabel  # noqa: E402
+from trace_checks import check_trace, dispatches, dispatches_per_call  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,28 @@ def test_a_launch_reaches_cuda(env, modules):
     done = run_module(env, "--device=hip", f"--module={modules / 'add_37x53.vmfb'}",
                       "--input=37x53xf32=1", "--input=37x53xf32=2")
     assert done.returncode == 0 and "result[0]" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_traced_run_times_each_command_with_hip_events(env, modules, tmp_path):
+    """--pyree-trace on rocm: hipEventRecord around each command, hipEventElapsedTime for the
+    times (the fake's events read the host's clock; its launches compute nothing)."""
+    add = modules / "add_37x53.vmfb"
+    out = tmp_path / "add.json"
+    done = run_module(env, "--device=rocm", f"--module={add}", "--input=37x53xf32=1",
+                      "--input=37x53xf32=2", f"--pyree-trace={out}")
+    assert done.returncode == 0 and "result[0]" in done.stdout, done.stderr  # (kernels not run)
+    events = dispatches(check_trace(str(out)))
+    assert len(events) == dispatches_per_call(add.read_bytes()) >= 1
+    assert all(e["args"]["sources"] and e["name"] == "; ".join(e["args"]["sources"])
+               for e in events)
+    assert "pyree trace: 1 call of @" in done.stderr
+    out = tmp_path / "fills.json"
+    done = run_module(env, "--device=rocm", f"--module={modules / 'fills.vmfb'}",
+                      f"--input={cases.COPIED[0]}x{cases.COPIED[1]}xf32=1.5",
+                      f"--pyree-trace={out}")
+    assert done.returncode == 0, done.stderr
+    timed = [s["cat"] for s in check_trace(str(out)) if s["cat"] in ("fill", "copy")]
+    assert timed.count("fill") == len(cases.FILLS) and timed.count("copy") == 1
 
 
 def test_damaged_code_object_shows_the_jit_log(env, modules):

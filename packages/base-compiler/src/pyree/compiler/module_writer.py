@@ -13,9 +13,11 @@ import struct
 import flatbuffers
 import numpy as np
 from pyree.compiler._fb.DataRef import DataRefT
+from pyree.compiler._fb.KernelInfo import KernelInfoT
 from pyree.compiler._fb.Module import ModuleT
 
-SCHEMA_VERSION = (1, 3)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters
+SCHEMA_VERSION = (1, 4)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters;
+#                          1.4: each kernel's source ops (KernelInfo)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -30,7 +32,14 @@ class ModuleBuilder:
         self.module.functions = []
         self.module.constants = []
         self.module.executables = []
+        self.module.kernels = []
         self._data = bytearray()
+
+    def add_kernel_info(self, name: str, sources: list[str]) -> None:
+        """Names the next kernel ordinal and the "op @ file:line" of its source ops."""
+        info = KernelInfoT()
+        info.name, info.sources = name, list(sources)
+        self.module.kernels.append(info)
 
     def add_data(self, payload: bytes | np.ndarray) -> DataRefT:
         """Appends ``payload`` to the data segment at the next 64-byte boundary."""

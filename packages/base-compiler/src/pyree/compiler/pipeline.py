@@ -34,6 +34,7 @@ from pyree.compiler.flow.tensor_program import (
     Generic,
     Program,
     map_blocks,
+    sources_of,
     walk_ops,
 )
 from pyree.compiler.host.constants import add_constants
@@ -146,15 +147,19 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     builder = ModuleBuilder(program.name, _producer())
     table = KernelTable()
     constant_index = add_constants(program.functions, builder)
+    sources: dict[int, dict[str, None]] = {}  # kernel ordinal -> its regions' source ops
     for function in program.functions:
         ordinals = {}
         for op in walk_ops(function.ops):
             if isinstance(op, Generic):
                 ordinals[op] = table.add(outline(op, _kernel_name(function.name, len(table.kernels), op)))
+                sources.setdefault(ordinals[op], {}).update(dict.fromkeys(sources_of(op)))
         steps = linearize(function)
         plan = plan_function(function, steps, constant_index)
         builder.module.functions.append(emit_function(function, steps, plan, ordinals))
     _stage(options, stop, "kernels", lambda: printing.format_kernels(table.kernels))
+    for ordinal, kernel in enumerate(table.kernels):
+        builder.add_kernel_info(kernel.name, list(sources[ordinal]))
     if options.dump_executables_to:
         report("writing executable files")
         write_executable_files(table.kernels, options, program.name)

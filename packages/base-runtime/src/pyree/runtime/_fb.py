@@ -1778,6 +1778,86 @@ class GpuExportT(object):
                     self.bindings.append(bindingLayout_)
 
 
+class KernelInfo(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
+        x = KernelInfo()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsKernelInfo(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def KernelInfoBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+
+    # KernelInfo
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.Table(buf, pos)
+
+    # KernelInfo
+    def Name(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # KernelInfo
+    def Sources(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.String(a + flatbuffers.UOffsetTFlags.py_type(j * 4))
+        return ""
+
+    # KernelInfo
+    def SourcesLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # KernelInfo
+    def SourcesIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
+        return o == 0
+
+
+class KernelInfoT(object):
+
+    # KernelInfoT
+    def __init__(self):
+        self.name = None  # type: str
+        self.sources = None  # type: List[str]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        kernelInfo = KernelInfo()
+        kernelInfo.Init(buf, pos)
+        return cls.InitFromObj(kernelInfo)
+
+    @classmethod
+    def InitFromObj(cls, kernelInfo):
+        x = KernelInfoT()
+        x._UnPack(kernelInfo)
+        return x
+
+    # KernelInfoT
+    def _UnPack(self, kernelInfo):
+        if kernelInfo is None:
+            return
+        self.name = kernelInfo.Name()
+        if not kernelInfo.SourcesIsNone():
+            self.sources = []
+            for i in range(kernelInfo.SourcesLength()):
+                self.sources.append(kernelInfo.Sources(i))
+
+
 class Module(object):
     __slots__ = ['_tab']
 
@@ -1900,6 +1980,30 @@ class Module(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
+    # Module
+    def Kernels(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = KernelInfo()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Module
+    def KernelsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Module
+    def KernelsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
 
 class ModuleT(object):
 
@@ -1912,6 +2016,7 @@ class ModuleT(object):
         self.functions = None  # type: List[FunctionT]
         self.constants = None  # type: List[ConstantT]
         self.executables = None  # type: List[ExecutableT]
+        self.kernels = None  # type: List[KernelInfoT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1957,6 +2062,14 @@ class ModuleT(object):
                 else:
                     executable_ = ExecutableT.InitFromObj(module.Executables(i))
                     self.executables.append(executable_)
+        if not module.KernelsIsNone():
+            self.kernels = []
+            for i in range(module.KernelsLength()):
+                if module.Kernels(i) is None:
+                    self.kernels.append(None)
+                else:
+                    kernelInfo_ = KernelInfoT.InitFromObj(module.Kernels(i))
+                    self.kernels.append(kernelInfo_)
 
 
 class Parameter(object):

@@ -132,7 +132,32 @@ class Module(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
         return o == 0
 
-def ModuleStart(builder): builder.StartObject(7)
+    # Module
+    def Kernels(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.KernelInfo import KernelInfo
+            obj = KernelInfo()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Module
+    def KernelsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Module
+    def KernelsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
+def ModuleStart(builder): builder.StartObject(8)
 def Start(builder):
     return ModuleStart(builder)
 def ModuleAddSchemaVersionMajor(builder, schemaVersionMajor): builder.PrependUint16Slot(0, schemaVersionMajor, 0)
@@ -165,12 +190,19 @@ def AddExecutables(builder, executables):
 def ModuleStartExecutablesVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartExecutablesVector(builder, numElems):
     return ModuleStartExecutablesVector(builder, numElems)
+def ModuleAddKernels(builder, kernels): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(kernels), 0)
+def AddKernels(builder, kernels):
+    return ModuleAddKernels(builder, kernels)
+def ModuleStartKernelsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartKernelsVector(builder, numElems):
+    return ModuleStartKernelsVector(builder, numElems)
 def ModuleEnd(builder): return builder.EndObject()
 def End(builder):
     return ModuleEnd(builder)
 import pyree.compiler._fb.Constant
 import pyree.compiler._fb.Executable
 import pyree.compiler._fb.Function
+import pyree.compiler._fb.KernelInfo
 try:
     from typing import List
 except:
@@ -187,6 +219,7 @@ class ModuleT(object):
         self.functions = None  # type: List[pyree.compiler._fb.Function.FunctionT]
         self.constants = None  # type: List[pyree.compiler._fb.Constant.ConstantT]
         self.executables = None  # type: List[pyree.compiler._fb.Executable.ExecutableT]
+        self.kernels = None  # type: List[pyree.compiler._fb.KernelInfo.KernelInfoT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -232,6 +265,14 @@ class ModuleT(object):
                 else:
                     executable_ = pyree.compiler._fb.Executable.ExecutableT.InitFromObj(module.Executables(i))
                     self.executables.append(executable_)
+        if not module.KernelsIsNone():
+            self.kernels = []
+            for i in range(module.KernelsLength()):
+                if module.Kernels(i) is None:
+                    self.kernels.append(None)
+                else:
+                    kernelInfo_ = pyree.compiler._fb.KernelInfo.KernelInfoT.InitFromObj(module.Kernels(i))
+                    self.kernels.append(kernelInfo_)
 
     # ModuleT
     def Pack(self, builder):
@@ -263,6 +304,14 @@ class ModuleT(object):
             for i in reversed(range(len(self.executables))):
                 builder.PrependUOffsetTRelative(executableslist[i])
             executables = builder.EndVector()
+        if self.kernels is not None:
+            kernelslist = []
+            for i in range(len(self.kernels)):
+                kernelslist.append(self.kernels[i].Pack(builder))
+            ModuleStartKernelsVector(builder, len(self.kernels))
+            for i in reversed(range(len(self.kernels))):
+                builder.PrependUOffsetTRelative(kernelslist[i])
+            kernels = builder.EndVector()
         ModuleStart(builder)
         ModuleAddSchemaVersionMajor(builder, self.schemaVersionMajor)
         ModuleAddSchemaVersionMinor(builder, self.schemaVersionMinor)
@@ -276,5 +325,7 @@ class ModuleT(object):
             ModuleAddConstants(builder, constants)
         if self.executables is not None:
             ModuleAddExecutables(builder, executables)
+        if self.kernels is not None:
+            ModuleAddKernels(builder, kernels)
         module = ModuleEnd(builder)
         return module

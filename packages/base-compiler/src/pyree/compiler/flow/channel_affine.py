@@ -31,7 +31,15 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     result_exprs,
 )
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Op, Value, read_by
+from pyree.compiler.flow.tensor_program import (
+    Constant,
+    Function,
+    Generic,
+    Op,
+    Value,
+    read_by,
+    sources_of,
+)
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -185,7 +193,8 @@ def _into(product: Generic, op: Generic, kind: str, c: Load, values: np.ndarray,
         init = Binary(kind, init, channel, init.dtype)
     result = dataclasses.replace(r, init=init)
     folded = dataclasses.replace(product, inputs=inputs, results=[op.results[0]], outputs=(result,),
-                                 origin=f"{product.origin}+{op.origin}")
+                                 origin=f"{product.origin}+{op.origin}",
+                                 sources=sources_of(product, op))
     return new_ops + [folded]
 
 

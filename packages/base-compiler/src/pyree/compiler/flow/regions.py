@@ -55,6 +55,7 @@ from pyree.compiler.flow.tensor_program import (
     While,
     defined_by,
     read_by,
+    sources_of,
 )
 from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
@@ -300,7 +301,8 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
             loop_map[d] = load.index[position]
         return remap_loops(body, tuple(loop_map), len(op.loop_ranges), lambda b: base + b)
 
-    fused = _rebuild(dataclasses.replace(op, inputs=inputs), {j: substitute})
+    fused = _rebuild(dataclasses.replace(op, inputs=inputs, sources=sources_of(op, producer)),
+                     {j: substitute})
     return dedupe_inputs(drop_unread(fused))
 
 
@@ -342,7 +344,8 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
                     epilogue=transform(moved, leaf))
     fused = Generic(inputs=inputs, results=list(consumer.results), outputs=(result,),
                     loop_ranges=root.loop_ranges, num_parallel=root.num_parallel,
-                    location=root.location, origin=f"{root.origin}+{consumer.origin}")
+                    location=root.location, origin=f"{root.origin}+{consumer.origin}",
+                    sources=sources_of(root, consumer))
     return dedupe_inputs(drop_unread(fused))
 
 

@@ -37,7 +37,15 @@ from pyree.compiler.flow.rewrite import (
     result_exprs,
 )
 from pyree.compiler.flow.split_reduction import is_contraction, split_reduction
-from pyree.compiler.flow.tensor_program import Generic, Op, Value, View, defined_by, read_by
+from pyree.compiler.flow.tensor_program import (
+    Generic,
+    Op,
+    Value,
+    View,
+    defined_by,
+    read_by,
+    sources_of,
+)
 from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern
 
 
@@ -248,5 +256,5 @@ def _fused(a: Generic, b: Generic, rows: dict[int, Expr]) -> Generic:
                + tuple(r for r in a.outputs if r.row) + tuple(r for r in moved if r.row))
     fused = Generic(inputs=a.inputs + b.inputs, results=a.results + b.results, outputs=outputs,
                     loop_ranges=a.loop_ranges, num_parallel=a.num_parallel, location=a.location,
-                    origin=f"{a.origin}+{b.origin}")
+                    origin=f"{a.origin}+{b.origin}", sources=sources_of(a, b))
     return dedupe_inputs(drop_unread(fused))

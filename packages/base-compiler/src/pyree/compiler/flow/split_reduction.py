@@ -42,7 +42,7 @@ import math
 
 from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
-from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value
+from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, sources_of
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -211,7 +211,8 @@ def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generi
     return drop_unread(Generic(
         inputs=list(op.inputs), results=results, outputs=tuple(outputs),
         loop_ranges=(splits,) + tuple(op.loop_ranges[:p]) + (chunk,) + tuple(op.loop_ranges[p + 1:]),
-        num_parallel=p + 1, location=op.location, origin=f"{op.origin} (partial folds)"))
+        num_parallel=p + 1, location=op.location, origin=f"{op.origin} (partial folds)",
+        sources=sources_of(op)))
 
 
 def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int,
@@ -242,4 +243,4 @@ def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int,
     return drop_unread(Generic(
         inputs=list(op.inputs) + list(partials), results=list(op.results), outputs=tuple(outputs),
         loop_ranges=tuple(op.loop_ranges[:p]) + (splits,),
-        num_parallel=p, location=op.location, origin=op.origin))
+        num_parallel=p, location=op.location, origin=op.origin, sources=sources_of(op)))

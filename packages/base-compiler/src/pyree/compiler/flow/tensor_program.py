@@ -55,6 +55,21 @@ class Generic:
     location: str = ""
     # The source op's name (e.g. "linalg.matmul"), for --pyree-print-ir-after-all and errors.
     origin: str = "linalg.generic"
+    # Every source op fused into this one, as "op @ file:line" (``sources_of``); empty: this op
+    # alone. The module records them per kernel, and a trace names each dispatch by them.
+    sources: tuple[str, ...] = ()
+
+
+def sources_of(*ops: Generic) -> tuple[str, ...]:
+    """The source ops fused into ``ops``, in order, each once: what fusing them makes."""
+    out: list[str] = []
+    for op in ops:
+        if op.sources:
+            out += op.sources
+        else:
+            line = op.location.rsplit(":", 1)[0] if op.location.count(":") >= 2 else op.location
+            out.append(f"{op.origin} @ {line}" if line else op.origin)
+    return tuple(dict.fromkeys(out))
 
 
 @dataclass(eq=False)

@@ -15,7 +15,7 @@
  */
 
 #define PYREE_HAL_ABI_VERSION 1
-#define PYREE_HAL_ABI_REVISION 3
+#define PYREE_HAL_ABI_REVISION 4
 
 #define PYREE_STATUS_OK 0
 #define PYREE_STATUS_CANCELLED 1
@@ -93,6 +93,15 @@ typedef struct {
   const pyree_handle_t *semaphores;
   const uint64_t *values;
 } pyree_hal_semaphore_list_t;
+
+/* When one command of a timed submission ran on the device (revision 4). Times are nanoseconds
+ * of the host's CLOCK_MONOTONIC (Python's time.monotonic_ns), to which the driver maps its own
+ * clock, so that host and device spans line up in one trace. */
+typedef struct {
+  uint32_t command;                   /* its index in the command buffer */
+  uint64_t begin_ns;
+  uint64_t end_ns;
+} pyree_hal_command_time_t;
 
 typedef struct pyree_hal_device_v1 {
   uint32_t abi_version;
@@ -173,6 +182,25 @@ typedef struct pyree_hal_device_v1 {
    * default stream, 2 its per-thread default stream). The runtime calls it before it reuses a
    * buffer another library read on that stream. */
   pyree_status_t (*stream_wait)(void *self, uint64_t stream);
+
+  /* Revision 4: per-command device timing, for traces (pyree/runtime/vm/trace.py). NULL, or
+   * absent from a smaller struct_size: the device cannot time commands; a trace then shows its
+   * submissions only as the host saw them (from submit until the semaphore wait returned).
+   * queue_submit_timed is queue_submit with every command's device time taken (each dispatch;
+   * copies and fills where the device times them): the same work, possibly on a slower path
+   * (a CUDA graph replays its commands in stream order, a CPU device runs dispatches one by
+   * one). It never waits for the work; *out_timing names the timing until read_timing. */
+  pyree_status_t (*queue_submit_timed)(void *self, pyree_handle_t command_buffer,
+                                       uint32_t binding_table_size,
+                                       const pyree_handle_t *binding_table,
+                                       const pyree_hal_semaphore_list_t *wait,
+                                       const pyree_hal_semaphore_list_t *signal,
+                                       pyree_handle_t *out_timing);
+  /* Waits until that submission has finished, writes its timed commands in command order (at
+   * most capacity; *out_count: how many there are) and releases the timing, also when it fails:
+   * a failed submission returns its error. Each timing is read exactly once. */
+  pyree_status_t (*read_timing)(void *self, pyree_handle_t timing, uint32_t capacity,
+                                pyree_hal_command_time_t *out_times, uint32_t *out_count);
 } pyree_hal_device_v1_t;
 
 typedef struct pyree_hal_driver_v1 {

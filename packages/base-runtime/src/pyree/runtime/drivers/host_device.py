@@ -6,6 +6,7 @@ dispatch's workgroups are spread over threads.
 from __future__ import annotations
 
 import functools
+import time
 
 from pyree.runtime.drivers.cpu_executable import CpuLibrary, Kernel
 from pyree.runtime.hal.ffi import ffi
@@ -14,6 +15,7 @@ from pyree.runtime.hal.python_driver import (
     ExecutableParams,
     HalError,
     PythonDevice,
+    TimelineSemaphore,
 )
 from pyree.runtime.records import Record
 
@@ -125,22 +127,50 @@ class HostCommandBuffer(Record):
         copy or fill as (index, command); made on the first execution and kept with the command
         buffer (a cache keyed by the commands hashed every dispatch's fields on each call and kept
         a dropped module's kernel libraries loaded)."""
+        return self._steps(split=False)
+
+    @functools.cached_property
+    def timed_steps(self) -> tuple:
+        """``steps`` with each dispatch a run of its own, for a timed submission."""
+        return self._steps(split=True)
+
+    def _steps(self, split: bool) -> tuple:
         steps, run = [], []
         for index, command in enumerate(self.commands):
             if command.kind == "dispatch":
                 run.append((index, command))
-            elif command.kind != "barrier":   # a run's dispatches already run one by one
-                if run:
-                    steps.append(DispatchRun(run))
-                    run = []
+                if not split:
+                    continue
+            elif command.kind == "barrier":   # a run's dispatches already run one by one
+                continue
+            if run:
+                steps.append(DispatchRun(run))
+                run = []
+            if command.kind != "dispatch":
                 steps.append((index, command))
         if run:
             steps.append(DispatchRun(run))
         return tuple(steps)
 
 
+class HostTiming:
+    """One timed submission (hal.h revision 4): its commands' host clock times, and a semaphore
+    of its own that the submission signals, or fails, with its others: read_timing waits on it.
+    ``execute`` is what the submission runs in place of HostDevice.execute."""
+
+    def __init__(self, device: HostDevice):
+        self.device, self.times, self.done = device, [], TimelineSemaphore(0)
+
+    def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
+        self.times = self.device.execute_timed(command_buffer, table)
+
+
 class HostDevice(PythonDevice):
-    """A device whose memory is host memory and whose executables are CPU shared objects."""
+    """A device whose memory is host memory and whose executables are CPU shared objects.
+    Subclasses schedule submissions: ``queue_submit(command_buffer, table, waits, signals,
+    execute=None)`` runs ``execute`` (None: ``self.execute``) on the command buffer and table
+    once the waits are reached, then signals (or fails) the signals; a timed submission passes
+    ``HostTiming.execute``."""
 
     executable_format = "cpu"
 
@@ -194,12 +224,13 @@ class HostDevice(PythonDevice):
             if status:
                 raise kernel_error(kernel, status)
 
-    def execute(self, command_buffer: HostCommandBuffer, table: list) -> None:
+    def execute(self, command_buffer: HostCommandBuffer, table: list, steps: tuple = ()) -> None:
+        """Runs the command buffer's ``steps`` (all: empty) on ``table``'s buffers."""
         if len(table) < command_buffer.binding_table_size:
             raise HalError("INVALID_ARGUMENT", f"binding table has {len(table)} entries, the "
                                                f"command buffer needs "
                                                f"{command_buffer.binding_table_size}")
-        for step in command_buffer.steps:
+        for step in steps or command_buffer.steps:
             if isinstance(step, DispatchRun):
                 states, _addresses = step.states(table)   # the addresses live until the run ends
                 self.run_dispatches(step, states)
@@ -220,6 +251,28 @@ class HostDevice(PythonDevice):
                                  binding.length)
                 else:
                     _fill(_view(target, binding), pattern)
+
+    def execute_timed(self, command_buffer: HostCommandBuffer, table: list) -> list[tuple]:
+        """``execute`` with each command timed on the host's monotonic clock: (index, begin ns,
+        end ns) per dispatch, copy and fill. Each dispatch is a run of its own (local-task then
+        hands each to its workers alone), so each time is that dispatch's."""
+        clock, times = time.monotonic_ns, []
+        for step in command_buffer.timed_steps:
+            begin = clock()
+            self.execute(command_buffer, table, (step,))
+            index = step.commands[0][0] if isinstance(step, DispatchRun) else step[0]
+            times.append((index, begin, clock()))
+        return times
+
+    def queue_submit_timed(self, command_buffer, binding_table, waits, signals) -> HostTiming:
+        timing = HostTiming(self)
+        self.queue_submit(command_buffer, binding_table, waits, signals + [(timing.done, 1)],
+                          timing.execute)
+        return timing
+
+    def read_timing(self, timing: HostTiming) -> list[tuple]:
+        timing.done.wait(1)  # raises the submission's error
+        return timing.times
 
 
 def kernel_error(kernel: Kernel, status: int) -> HalError:

@@ -31,6 +31,7 @@ _U32_OUT = ffi.typeof("uint32_t *")
 _U64_OUT = ffi.typeof("uint64_t *")
 _U64S = ffi.typeof("uint64_t[]")
 _I32_OUT = ffi.typeof("int32_t *")
+_COMMAND_TIMES = ffi.typeof("pyree_hal_command_time_t[]")
 
 
 class DeviceInfo(Record):
@@ -82,6 +83,8 @@ class Device:
         self.dlpack = self._dlpack_device() \
             if has_field(struct, "pyree_hal_device_v1_t", "dlpack_device") else None
         self._waits_streams = has_field(struct, "pyree_hal_device_v1_t", "stream_wait")
+        # whether it times each command of a submission (revision 4)
+        self.times_commands = has_field(struct, "pyree_hal_device_v1_t", "queue_submit_timed")
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
         self._query = struct.semaphore_query
@@ -199,6 +202,33 @@ class Device:
             arrays.lock.release()
         if status:
             self._check(status, "submit")
+
+    def queue_submit_timed(self, command_buffer: CommandBuffer, binding_table: list,
+                           wait: list[tuple[Semaphore, int]],
+                           signal: list[tuple[Semaphore, int]]) -> int:
+        """``queue_submit`` with each command's device time taken; only where
+        ``times_commands``. Returns the timing handle that ``read_timing`` reads. (A traced
+        call's path: the arrays are made afresh, not kept with the command buffer.)"""
+        pairs = wait + signal
+        arrays = _SubmitArrays(len(binding_table), len(pairs))
+        arrays.table[0:len(binding_table)] = [b.handle if b is not None else 0
+                                              for b in binding_table]
+        arrays.set_semaphores(tuple(semaphore for semaphore, _ in pairs), len(wait))
+        arrays.values[0:len(pairs)] = [value for _, value in pairs]
+        out = ffi.new(_HANDLE_OUT)
+        self._check(self._vt.queue_submit_timed(self._self, command_buffer.handle,
+                                                len(binding_table), arrays.table, arrays.lists,
+                                                arrays.signal_list, out), "timed submit")
+        return out[0]
+
+    def read_timing(self, timing: int, capacity: int) -> list[tuple[int, int, int]]:
+        """(command index, begin ns, end ns) of each timed command of the submission that
+        ``timing`` names, once it has finished (times on the host's monotonic clock); releases
+        the timing. Raises the submission's error if it failed."""
+        times, count = ffi.new(_COMMAND_TIMES, max(capacity, 1)), ffi.new(_U32_OUT)
+        self._check(self._vt.read_timing(self._self, timing, capacity, times, count),
+                    "read timing")
+        return [(t.command, t.begin_ns, t.end_ns) for t in times[0:min(count[0], capacity)]]
 
 
 class _Resource:

@@ -17,7 +17,8 @@ from pyree.runtime.hal._ffi_abi import ffi
 _CONSTANTS = ffi.dlopen(None)
 ABI_VERSION = _CONSTANTS.PYREE_HAL_ABI_VERSION
 # The first field each revision appended, per struct: an older driver's struct ends before it.
-REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host", "dlpack_device")}
+REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host", "dlpack_device",
+                                            "queue_submit_timed")}
 STATUS = {name.removeprefix("PYREE_STATUS_"): getattr(_CONSTANTS, name)
           for name in dir(_CONSTANTS) if name.startswith("PYREE_STATUS_")}
 STATUS_NAMES = {code: name for name, code in STATUS.items()}

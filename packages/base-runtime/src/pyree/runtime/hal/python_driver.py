@@ -160,7 +160,12 @@ class PythonDevice:
     #     dlpack_device(self) -> (DLPack device type, device id, stream or 0),
     #     buffer_address(self, buffer) -> the address of its bytes on that device,
     #     import_device(self, address, size) -> buffer over those bytes (never freed by it),
-    # and, where it has streams, stream_wait(self, stream).
+    # and, where it has streams, stream_wait(self, stream). One that times each command of a
+    # submission (hal.h revision 4, for traces) defines
+    #     queue_submit_timed(self, command_buffer, binding_table, waits, signals) -> timing,
+    #     read_timing(self, timing) -> [(command index, begin ns, end ns)] in command order, on
+    #         the host's monotonic clock (time.monotonic_ns), once the submission has finished
+    #         (it waits; it raises the submission's error).
 
     def write_buffer(self, buffer, offset: int, source: memoryview) -> None:
         raise HalError("UNIMPLEMENTED", "write_buffer")
@@ -464,6 +469,29 @@ def _decode_submit(device, handle: int, handles: tuple) -> tuple[object, list]:
     return command_buffer, bindings
 
 
+@_callback("pyree_status_t(void *, pyree_handle_t, uint32_t, const pyree_handle_t *, "
+           "const pyree_hal_semaphore_list_t *, const pyree_hal_semaphore_list_t *, "
+           "pyree_handle_t *)")
+def _queue_submit_timed(device, handle, table_size, table, wait, signal, out):
+    command_buffer, objects = _decode_submit(device, handle,
+                                             tuple(table[0:table_size]) if table_size else ())
+    timing = device.queue_submit_timed(command_buffer, objects, device._semaphores(wait),
+                                       device._semaphores(signal))
+    out[0] = device._register("timing", timing)
+
+
+@_callback("pyree_status_t(void *, pyree_handle_t, uint32_t, pyree_hal_command_time_t *, "
+           "uint32_t *)")
+def _read_timing(device, handle, capacity, out, out_count):
+    timing = device._lookup(handle, "timing")
+    del device._objects[handle]  # read once, failed or not (no cached submit names a timing)
+    times = device.read_timing(timing)
+    out_count[0] = len(times)
+    for i, (command, begin, end) in enumerate(times[:capacity]):
+        entry = out[i]
+        entry.command, entry.begin_ns, entry.end_ns = command, begin, end
+
+
 @_callback("pyree_status_t(void *, uint64_t, pyree_handle_t *)")
 def _create_semaphore(device, initial, out):
     out[0] = device._register("semaphore", device.create_semaphore(initial))
@@ -522,6 +550,8 @@ def _device_struct(device: PythonDevice):
         vt.import_device = _import_device
         if getattr(device, "stream_wait", None) is not None:
             vt.stream_wait = _stream_wait
+    if getattr(device, "queue_submit_timed", None) is not None:
+        vt.queue_submit_timed, vt.read_timing = _queue_submit_timed, _read_timing
     _LIVE.add(device)
     return vt
 

@@ -12,7 +12,8 @@ DATA_REF = 16  # struct DataRef { offset: ulong; length: ulong; }
 
 TABLES: dict[str, list] = {
     "Module": [2, 2, "string", "string", ("tables", "Function"), ("tables", "Constant"),
-               ("tables", "Executable")],
+               ("tables", "Executable"), ("tables", "KernelInfo")],
+    "KernelInfo": ["string", ("strings",)],
     "Function": ["string", ("tables", "TensorType"), ("tables", "TensorType"), ("vector", 8), 8,
                  ("tables", "Command"), "string", 8],
     "TensorType": [1, ("vector", 8)],

@@ -89,6 +89,7 @@ class _Verifier:
         kernels = min((len(exports) for exports in executables), default=0)
         attested = [{exports[k][1] for exports in executables} for k in range(kernels)]
         self.trusted = [next(iter(a)) if len(a) == 1 else None for a in attested]
+        self.kernels(tree)
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -227,6 +228,18 @@ class _Verifier:
                                f"bindings have bytes ({sum(lengths)}): every block of a kernel "
                                f"touches bytes of its own")
         return lengths
+
+    def kernels(self, tree) -> None:
+        """Each kernel's name and source ops (schema 1.4): one per kernel where present."""
+        tree.kernels = tree.kernels or []
+        for k, info in enumerate(tree.kernels):
+            where = f"kernel info {k}"
+            info.name = _text(info.name, where)
+            info.sources = [_text(s, where) for s in info.sources or []]
+        for e, exports in enumerate(self.exports):
+            if tree.kernels and len(tree.kernels) != len(exports):
+                raise _fail("kernel infos", f"{len(tree.kernels)} kernels are described but "
+                                            f"executable {e} has {len(exports)} exports")
 
     # -- functions -----------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from pyree.runtime.tools.invocation import (
     select_function,
 )
 from pyree.runtime.tools.io_format import format_array, parse_output_spec, save_npy
+from pyree.runtime.tools.tracing import add_trace_flag, traced
 
 TYPE_CHECKING = False  # annotations only (collections.abc: an import for the tools' start)
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def _parser() -> FlagParser:
         help="elide printed results past N elements with ... (default: 1024)",
     )
     add_expected_output_flags(parser)
+    add_trace_flag(parser)
     return parser
 
 
@@ -85,6 +87,12 @@ def _run(argv: Sequence[str]) -> int:
 
     print(f"EXEC @{function.name}")
     sys.stdout.flush()
+    with traced(args.pyree_trace):
+        return _call(function, arguments, outputs, expected, args)
+
+
+def _call(function, arguments: list, outputs: list, expected, args) -> int:
+    """Calls ``function`` and prints, writes or compares its results."""
     results = function(*arguments)
     if results is None:
         results = ()

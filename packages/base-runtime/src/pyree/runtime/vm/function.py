@@ -40,6 +40,10 @@ MAX_RECYCLED = 4  # collected results' buffers a function keeps per size for its
 
 
 class Function:
+    # The active trace (vm/trace.py), or None: while one is active every call takes its traced
+    # path, which times each stage and each command; one test per call, none per command.
+    _trace = None
+
     def __init__(self, loaded, tree):
         self.name: str = tree.name
         self.location: str = tree.location
@@ -112,7 +116,7 @@ class Function:
 
     def __call__(self, *args):
         """Runs the function; a failing check raises CheckError."""
-        results = self._run(args, None)
+        results = self._run(args, None) if self._trace is None else self._trace.call(self, args, None)
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
@@ -120,7 +124,9 @@ class Function:
     def run_checks(self, *args) -> list[CheckFailure]:
         """Runs the function and returns every failed check (empty when all hold)."""
         failures: list[CheckFailure] = []
-        for result in self._run(args, failures):
+        results = self._run(args, failures) if self._trace is None else \
+            self._trace.call(self, args, failures)
+        for result in results:
             result.wait()
         return failures
 
@@ -179,7 +185,9 @@ class Function:
         uploads.append(index)
         return array
 
-    def _run(self, args: tuple, failures: list | None) -> list[DeviceArray]:
+    def _run(self, args: tuple, failures: list | None, hooks: tuple | None = None
+             ) -> list[DeviceArray]:
+        """One call. ``hooks``: a traced call's (submit, wait, read, check), see _run_steps."""
         specs = self._specs
         if len(args) != len(specs):
             expected = ", ".join(map(str, self.argument_types)) or "none"
@@ -237,14 +245,15 @@ class Function:
         with self._lock:
             semaphore, value = self._timeline, self._value
             try:
-                if self._submits_only:  # the common case
+                if self._submits_only and hooks is None:  # the common case
                     for step in self._program.steps:
                         waits.append((semaphore, value))
                         device.queue_submit(step, table, waits, [(semaphore, value + 1)])
                         value, waits = value + 1, []
                         self._value = value
                 else:
-                    value = self._run_steps(semaphore, value, table, waits, items, failures)
+                    value = self._run_steps(semaphore, value, table, waits, items, failures,
+                                            hooks)
             except DriverError:  # a failed submission failed the timeline's later values
                 self._timeline_failed(semaphore)
                 raise
@@ -255,7 +264,7 @@ class Function:
         # Nothing to read later: surface failures now. Memory read in place is the caller's,
         # who may write it once the call returns (as after a copy): finish reading it first.
         if not arrays or imported:
-            self._wait(semaphore, value)
+            (self._wait if hooks is None else hooks[1])(semaphore, value)
             for array in arrays:
                 array._done = True
             call.finished()
@@ -297,10 +306,12 @@ class Function:
             self._loaded.pool.give_when_reached([buffer], *ready)
 
     def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
-                   failures: list | None) -> int:
+                   failures: list | None, hooks: tuple | None = None) -> int:
         """Runs the steps from the first, following branches (holding ``_lock``); returns the
-        timeline's last value."""
-        device = self._loaded.device
+        timeline's last value. ``hooks``, a traced call's (submit, wait, read, check) used in
+        place of the device's ``queue_submit``, ``_wait``, ``_read`` and ``_check``, time each."""
+        submit, wait, read, check = hooks or (self._loaded.device.queue_submit, self._wait,
+                                              self._read, self._check)
         steps = self._program.steps
         pc = 0
         while pc < len(steps):
@@ -313,19 +324,19 @@ class Function:
                 for other, at in waits:  # arguments still being computed by other calls
                     other.wait(at)
                 waits = []
-                self._wait(semaphore, value)
+                wait(semaphore, value)
             if isinstance(step, BranchStep):
-                if bool(self._read(step.condition, items).values(1)[0]) != step.if_zero:
+                if bool(read(step.condition, items).values(1)[0]) != step.if_zero:
                     pc = step.target
             elif isinstance(step, CheckStep):
-                failure = self._check(step, items)
+                failure = check(step, items)
                 if failure is not None and failures is None:
                     raise CheckError([failure])
                 if failure is not None:
                     failures.append(failure)
             else:
                 waits.append((semaphore, value))
-                device.queue_submit(step, table, waits, [(semaphore, value + 1)])
+                submit(step, table, waits, [(semaphore, value + 1)])
                 value, waits = value + 1, []
                 self._value = value
         return value

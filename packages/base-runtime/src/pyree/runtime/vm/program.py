@@ -31,6 +31,10 @@ class BranchStep(Record):
 class Program(Record):
     sources: list[tuple[str, int]]                       # slot -> (buffer kind, index)
     steps: list[CommandBuffer | CheckStep | BranchStep]  # in order
+    # per step, what its HAL commands are: (kind, kernel ordinal, bytes) each, in order (a
+    # dispatch's bytes: its bindings'; a copy's or fill's: its range); () for a host step. A
+    # trace names the commands a driver timed by their index in their command buffer.
+    contents: list[tuple[tuple[str, int, int], ...]]
 
     @property
     def submits_only(self) -> bool:
@@ -120,7 +124,11 @@ def record(function, device: Device, executable: Executable | None) -> Program:
     steps = [recorder.record(p) if isinstance(p, list)
              else BranchStep(p.condition, p.if_zero, step_at[p.target]) if isinstance(p, BranchStep)
              else p for p in plan]
-    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)
+    contents = [tuple((kind, kernel, sum(n for _, _, n in bindings) if kind == "dispatch"
+                       else bindings[0][2] if bindings else 0)
+                      for kind, kernel, bindings, *_ in p) if isinstance(p, list) else ()
+                for p in plan]
+    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps, contents)
 
 
 def _scalar_operand(ref, element_type: int) -> Operand:

@@ -14,6 +14,10 @@ actual buffers the first time a binding table is submitted; the last few tables 
 (buffers never change address or size, so a table of the same buffer objects needs no new check);
 a bad module cannot make a kernel touch memory out of range.
 
+A traced submission (hal.h revision 4, ``issue_timed``) issues the commands in stream order in
+every mode, each between two timing events (timing.py): a graph's nodes cannot be timed one by
+one, and the kernels and their order are the same.
+
 A submit may come from any thread: one at a time per command buffer (the table caches and the
 packed arguments patched in place are its own), and one capture at a time per device (they share
 its capture stream).
@@ -61,6 +65,7 @@ class CommandBuffer:
         self.device, self.cu, self.mode = device, device.cu, mode
         self.table_size = table_size
         self.ops: list = []
+        self.op_commands: list[int] = []  # the command index of each op (barriers have none)
         self.kernel_names: list[str] = []
         self._checks: list[tuple[int, int, int, str]] = []
         for i, c in enumerate(commands):
@@ -78,6 +83,7 @@ class CommandBuffer:
             self._checks.append((b.slot, b.offset, b.length, where))
         if c.kind == "barrier":
             return  # one in-order stream: every command already follows the previous ones
+        self.op_commands.append(i)
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
             k.check_arguments(len(c.push_constants), where)
@@ -126,9 +132,22 @@ class CommandBuffer:
         if err:
             check(err, f"graph launch of kernels {', '.join(self.kernel_names)}")
 
-    def _issue_stream(self, stream, table, packed: bool) -> None:
+    def issue_timed(self, table, events: list) -> None:
+        """Queues the commands in stream order, each between its pair of timing events
+        (``events[2k]``, ``events[2k + 1]`` around op k)."""
+        cu, stream = self.cu, self.device.stream
+        with self._lock:
+            if tuple(table) not in self._known:
+                self.validate(table)
+            for k, op in enumerate(self.ops):
+                check(cu.cuEventRecord(events[2 * k], stream), "cuEventRecord")
+                self._issue_stream(stream, table, self.mode != "direct", (op,))
+                check(cu.cuEventRecord(events[2 * k + 1], stream), "cuEventRecord")
+
+    def _issue_stream(self, stream, table, packed: bool, ops=None) -> None:
+        """Queues ``ops`` (all: None) on ``stream``."""
         cu = self.cu
-        for op in self.ops:
+        for op in ops or self.ops:
             if isinstance(op, _Dispatch):
                 k = op.kernel
                 addresses = [table[s].ptr + off for s, off, _ in op.bindings]

@@ -1,6 +1,7 @@
 """One CUDA device: primary context, one non-blocking stream, pool allocator, pinned staging,
 executable cache, command buffers and GPU timeline semaphores, behind the runtime's Python-driver
-SDK (``pyree.runtime.hal.python_driver``)."""
+SDK (``pyree.runtime.hal.python_driver``); traced submissions are timed with events
+(timing.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pyree.hal.cuda.command_buffer import MODES, CommandBuffer
 from pyree.hal.cuda.executable import ExecutableCache
 from pyree.hal.cuda.semaphore import CudaSemaphore, SemaphoreSlots
 from pyree.hal.cuda.symbols import CudaError, check, create_event, ffi
+from pyree.hal.cuda.timing import CudaEvents
+from pyree.runtime.hal.event_timing import EventTimer, EventTiming
 from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
 
 MODE_VARIABLE = "PYREE_CUDA_COMMAND_BUFFER_MODE"
@@ -89,6 +92,7 @@ class CudaDevice(PythonDevice):
         self._fill64 = None
         self._fill_lock = threading.Lock()
         self._last_kernels: list[str] = []
+        self.timer = EventTimer(CudaEvents(cu))
 
     def _create_stream(self):
         out = ffi.new("CUstream *")
@@ -238,6 +242,29 @@ class CudaDevice(PythonDevice):
 
         submit_in_stream_order(self, self.stream, issue, waits, signals, CudaSemaphore)
 
+    def queue_submit_timed(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
+                           signals: list) -> EventTiming:
+        self._make_current()
+        timing = self.timer.start(command_buffer.op_commands)
+
+        def issue():
+            command_buffer.issue_timed(binding_table, timing.events)
+            self._last_kernels = command_buffer.kernel_names
+
+        try:
+            submit_in_stream_order(self, self.stream, issue, waits, signals, CudaSemaphore)
+        except HalError:
+            self.timer.give_back(timing)  # (recording an event again is allowed)
+            raise
+        return timing
+
+    def read_timing(self, timing: EventTiming) -> list[tuple[int, int, int]]:
+        self._make_current()
+        try:
+            return self.timer.read(timing)
+        except CudaError as e:
+            raise self.describe_fault(e) from None
+
     def synchronize(self) -> None:
         try:
             check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
@@ -252,6 +279,7 @@ class CudaDevice(PythonDevice):
             self.staging.destroy()
             self.mapped.destroy()
             self.semaphore_slots.destroy()
+            self.timer.destroy()
             self.allocator.destroy()
             self.cu.cuStreamDestroy(self.capture_stream)
             self.cu.cuStreamDestroy(self.stream)

@@ -92,6 +92,7 @@ typedef CUresult (*PFN_cuEventDestroy)(CUevent hEvent);
 typedef CUresult (*PFN_cuEventRecord)(CUevent hEvent, CUstream hStream);
 typedef CUresult (*PFN_cuEventSynchronize)(CUevent hEvent);
 typedef CUresult (*PFN_cuEventQuery)(CUevent hEvent);
+typedef CUresult (*PFN_cuEventElapsedTime)(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 /* timeline semaphores: stream memory operations on host-mapped words */
 typedef CUresult (*PFN_cuStreamWriteValue64)(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                              unsigned int flags);

@@ -40,6 +40,7 @@ CU_GET_PROC_ADDRESS_SUCCESS = 0
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_STREAM_NON_BLOCKING = 1
+CU_EVENT_DEFAULT = 0  # with timing: the events of a traced submission
 CU_EVENT_DISABLE_TIMING = 2
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
@@ -137,10 +138,10 @@ def check(err: int, what: str) -> None:
     raise CudaError(_STATUS_OF.get(name, "INTERNAL"), f"{what}: {name}: {text}", err)
 
 
-def create_event(cu: Libcuda):
-    """A new event with timing disabled, the only kind this driver records."""
+def create_event(cu: Libcuda, flags: int = CU_EVENT_DISABLE_TIMING):
+    """A new event, with timing disabled unless a traced submission asks for it (``flags``)."""
     out = ffi.new("CUevent *")
-    check(cu.cuEventCreate(out, CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    check(cu.cuEventCreate(out, flags), "cuEventCreate")
     return out[0]
 
 

@@ -7,7 +7,9 @@ place and calls hipModuleLaunchKernel with kernelParams. Bindings are checked ag
 kernel's declared minimum lengths when recorded (by the SDK) and against the actual buffers the
 first time a binding table is submitted; the last few tables are remembered (buffers never change
 address or size, so a table of the same buffer objects needs no new check): a bad module cannot
-make a kernel touch memory out of range. Barriers are no-ops: one in-order stream. A submit may
+make a kernel touch memory out of range. Barriers are no-ops: one in-order stream. A traced
+submission (hal.h revision 4, ``issue_timed``) records a timing event before and after each
+command (timing.py). A submit may
 come from any thread: one at a time per command buffer, whose packed arguments are patched in place.
 """
 
@@ -37,6 +39,7 @@ class CommandBuffer:
         self.device, self.lib = device, device.lib
         self.table_size = table_size
         self.ops: list = []
+        self.op_commands: list[int] = []  # the command index of each op (barriers have none)
         self.kernel_names: list[str] = []
         self._checks: list[tuple[int, int, int, str]] = []
         for i, c in enumerate(commands):
@@ -52,6 +55,7 @@ class CommandBuffer:
             self._checks.append((b.slot, b.offset, b.length, where))
         if c.kind == "barrier":
             return  # one in-order stream: every command already follows the previous ones
+        self.op_commands.append(i)
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
             k.check_arguments(len(c.push_constants), where)
@@ -87,10 +91,21 @@ class CommandBuffer:
         with self._lock:
             self._issue(table)
 
-    def _issue(self, table) -> None:
+    def issue_timed(self, table, events: list) -> None:
+        """Queues the commands, each between its pair of timing events (``events[2k]``,
+        ``events[2k + 1]`` around op k)."""
+        lib, stream = self.lib, self.device.stream
+        with self._lock:
+            for k, op in enumerate(self.ops):
+                check(lib, lib.hipEventRecord(events[2 * k], stream), "hipEventRecord")
+                self._issue(table, (op,))
+                check(lib, lib.hipEventRecord(events[2 * k + 1], stream), "hipEventRecord")
+
+    def _issue(self, table, ops=None) -> None:
+        """Queues ``ops`` (all: None) on the device's stream."""
         self.validate(table)
         lib, stream = self.lib, self.device.stream
-        for op in self.ops:
+        for op in ops or self.ops:
             if isinstance(op, _Dispatch):
                 k, values = op.kernel, op.values
                 for j, (slot, offset) in enumerate(op.bindings):

@@ -1,6 +1,7 @@
 """One ROCm device: hipSetDevice per calling thread, one non-blocking stream, hipMalloc memory,
 pinned staging, executable cache, direct command buffers and event-based timeline semaphores,
-behind the runtime's Python-driver SDK (``pyree.runtime.hal.python_driver``)."""
+behind the runtime's Python-driver SDK (``pyree.runtime.hal.python_driver``); traced
+submissions are timed with events (timing.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pyree.hal.rocm.events import EventPool
 from pyree.hal.rocm.executable import ExecutableCache
 from pyree.hal.rocm.semaphore import RocmSemaphore
 from pyree.hal.rocm.symbols import HipError, check, ffi
+from pyree.hal.rocm.timing import HipEvents
+from pyree.runtime.hal.event_timing import EventTimer, EventTiming
 from pyree.runtime.hal.python_driver import HalError, PythonDevice, submit_in_stream_order
 
 _NON_BLOCKING = 1   # hipStreamNonBlocking
@@ -53,6 +56,7 @@ class RocmDevice(PythonDevice):
         self.executables = ExecutableCache(lib, name)
         self._patterns: dict[int, object] = {}  # 8-byte fill pattern -> pinned repeats of it
         self._last_kernels: list[str] = []
+        self.timer = EventTimer(HipEvents(lib))
 
     def _make_current(self) -> None:
         """HIP's current device is per thread, like CUDA's current context."""
@@ -164,10 +168,36 @@ class RocmDevice(PythonDevice):
             command_buffer.issue(binding_table)
             self._last_kernels = command_buffer.kernel_names
 
-        def fault(e: HalError) -> HalError:  # an asynchronous failure names the kernels
-            return self.describe_fault(e) if isinstance(e, HipError) and e.status == "INTERNAL" else e
+        submit_in_stream_order(self, self.stream, issue, waits, signals, RocmSemaphore,
+                               self._fault)
 
-        submit_in_stream_order(self, self.stream, issue, waits, signals, RocmSemaphore, fault)
+    def queue_submit_timed(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
+                           signals: list) -> EventTiming:
+        self._make_current()
+        timing = self.timer.start(command_buffer.op_commands)
+
+        def issue():
+            command_buffer.issue_timed(binding_table, timing.events)
+            self._last_kernels = command_buffer.kernel_names
+
+        try:
+            submit_in_stream_order(self, self.stream, issue, waits, signals, RocmSemaphore,
+                                   self._fault)
+        except HalError:
+            self.timer.give_back(timing)  # (recording an event again is allowed)
+            raise
+        return timing
+
+    def read_timing(self, timing: EventTiming) -> list[tuple[int, int, int]]:
+        self._make_current()
+        try:
+            return self.timer.read(timing)
+        except HipError as e:
+            raise self._fault(e) from None
+
+    def _fault(self, e: HalError) -> HalError:
+        """An asynchronous failure, naming the kernels submitted last."""
+        return self.describe_fault(e) if isinstance(e, HipError) and e.status == "INTERNAL" else e
 
     def synchronize(self) -> None:
         try:
@@ -185,4 +215,5 @@ class RocmDevice(PythonDevice):
             for block in self._patterns.values():
                 self.lib.hipHostFree(block)
             self.events.destroy()
+            self.timer.destroy()
             self.lib.hipStreamDestroy(self.stream)

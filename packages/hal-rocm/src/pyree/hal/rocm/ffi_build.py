@@ -37,6 +37,7 @@ hipError_t hipEventDestroy(void *event);
 hipError_t hipEventRecord(void *event, void *stream);
 hipError_t hipEventSynchronize(void *event);
 hipError_t hipEventQuery(void *event);
+hipError_t hipEventElapsedTime(float *ms, void *start, void *stop);
 /* memory */
 hipError_t hipMalloc(void **ptr, size_t size);
 hipError_t hipFree(void *ptr);

@@ -5,6 +5,10 @@ resubmits it. The allocator's size pool hands a static-shape function the same b
 call, so after the first call a submit is one vkQueueSubmit. At most ``RECORDINGS_PER_FUNCTION``
 are kept; the oldest is freed once the GPU is done with it.
 
+A traced submission (hal.h revision 4) gets a recording of its own, used once, that writes a
+timestamp before and after each command but barriers (``timed``: their indexes) into a query pool
+(timing.py).
+
 Every recording starts with a full memory barrier (earlier submissions on the queue happen
 before) and, when one of its buffers is host-mapped, ends with one that makes its writes visible
 to the host (unmapped buffers reach the host only through the device's staging copy, which has its
@@ -26,6 +30,7 @@ BIND_POINT_COMPUTE = 1
 STAGE_TRANSFER, STAGE_HOST, STAGE_ALL_COMMANDS = 0x1000, 0x4000, 0x10000
 ACCESS_HOST_READ, ACCESS_MEMORY_READ, ACCESS_MEMORY_WRITE = 0x2000, 0x8000, 0x10000
 STAGE_COMPUTE = 0x20
+STAGE_BOTTOM_OF_PIPE = 0x2000  # a timestamp there: once every earlier command has finished
 DESCRIPTOR_STORAGE_BUFFER = 7
 STYPE_DESCRIPTOR_POOL, STYPE_DESCRIPTOR_SET_ALLOCATE, STYPE_WRITE_DESCRIPTOR_SET = 33, 34, 35
 STYPE_COMMAND_BUFFER_ALLOCATE, STYPE_COMMAND_BUFFER_BEGIN, STYPE_MEMORY_BARRIER = 40, 42, 46
@@ -53,6 +58,7 @@ class CommandBuffer:
         self.commands = commands
         self.table_size = table_size
         self.kernel_names = []
+        self.timed = tuple(i for i, c in enumerate(commands) if c.kind != "barrier")
         self._recordings: OrderedDict[tuple, Recording] = OrderedDict()
         for i, c in enumerate(commands):
             self._validate(i, c)
@@ -82,7 +88,7 @@ class CommandBuffer:
         if len(self._recordings) >= RECORDINGS_PER_FUNCTION:
             _, oldest = self._recordings.popitem(last=False)
             self.device.wait_for(oldest.last_value)
-            self._free(oldest)
+            self.free(oldest)
         recording = self._record(table)
         self._recordings[key] = recording
         return recording
@@ -96,7 +102,12 @@ class CommandBuffer:
                                            f"its {buf.size}-byte buffer")
         return buf
 
-    def _record(self, table: list) -> Recording:
+    def record_timed(self, table: list, query_pool: int) -> Recording:
+        """A recording for one traced submission: timestamps 2k and 2k + 1 into ``query_pool``
+        around the k-th command of ``timed``. Not kept: ``free`` it once it has run."""
+        return self._record(table, query_pool)
+
+    def _record(self, table: list, query_pool: int = 0) -> Recording:
         vk, dev = self.vk, self.device
         dispatches = [c for c in self.commands if c.kind == "dispatch"
                       and all(c.executable.kernels[c.export_ordinal].grid)]
@@ -109,9 +120,9 @@ class CommandBuffer:
             raise
         recording = Recording(handle, pool)
         try:
-            self._fill_in(recording, table, dispatches)
+            self._fill_in(recording, table, dispatches, query_pool)
         except HalError:
-            self._free(recording)
+            self.free(recording)
             raise
         return recording
 
@@ -129,7 +140,7 @@ class CommandBuffer:
         check(vk.vkCreateDescriptorPool(dev.device, info, ffi.NULL, pool), "vkCreateDescriptorPool")
         return pool[0]
 
-    def _fill_in(self, recording: Recording, table: list, dispatches) -> None:
+    def _fill_in(self, recording: Recording, table: list, dispatches, query_pool: int) -> None:
         vk, dev, cb = self.vk, self.device, recording.handle
         sets = {}
         if dispatches:
@@ -144,10 +155,15 @@ class CommandBuffer:
         begin = ffi.new("VkCommandBufferBeginInfo *", {"sType": STYPE_COMMAND_BUFFER_BEGIN,
                                                        "flags": USAGE_SIMULTANEOUS})
         check(vk.vkBeginCommandBuffer(cb, begin), "vkBeginCommandBuffer")
+        if query_pool:
+            vk.vkCmdResetQueryPool(cb, query_pool, 0, 2 * len(self.timed))
         full_barrier(vk, cb)
         alignment = dev.physical.limits["minStorageBufferOffsetAlignment"]
+        query = 0
         for i, c in enumerate(self.commands):
             where = f"command {i} ({c.kind})"
+            if query_pool and c.kind != "barrier":  # (recording, not replaying: no hot path)
+                vk.vkCmdWriteTimestamp(cb, STAGE_BOTTOM_OF_PIPE, query_pool, query)
             if c.kind == "barrier":
                 full_barrier(vk, cb)
             elif c.kind == "dispatch":
@@ -167,6 +183,9 @@ class CommandBuffer:
                 if t.length:
                     self._fill(cb, buf.handle, t.offset, t.length, c.fill_pattern,
                                c.fill_pattern_length)
+            if query_pool and c.kind != "barrier":
+                vk.vkCmdWriteTimestamp(cb, STAGE_BOTTOM_OF_PIPE, query_pool, query + 1)
+                query += 2
         if any(b is not None and b.mapped is not None for b in table):
             full_barrier(vk, cb, STAGE_HOST, ACCESS_HOST_READ)
         check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
@@ -222,7 +241,8 @@ class CommandBuffer:
             done += n
 
     # -- lifetime --------------------------------------------------------------------------------
-    def _free(self, recording: Recording) -> None:
+    def free(self, recording: Recording) -> None:
+        """Frees a recording that no submission still runs."""
         self.device.free_command_buffer(recording.handle)
         if recording.pool:
             self.vk.vkDestroyDescriptorPool(self.device.device, recording.pool, ffi.NULL)
@@ -230,7 +250,7 @@ class CommandBuffer:
     def destroy(self) -> None:
         """The caller has waited for every submission of this command buffer."""
         for recording in self._recordings.values():
-            self._free(recording)
+            self.free(recording)
         self._recordings.clear()
 
     @property

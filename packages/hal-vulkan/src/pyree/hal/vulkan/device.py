@@ -7,6 +7,9 @@ The device has one queue and every recording starts with a full barrier, so a su
 runs after everything submitted before it: a wait on a value that an earlier submission on this
 queue signals is dropped rather than passed to vkQueueSubmit (a wait on a value not yet signalled
 can hold the submission back until the previous one finishes, so calls could not overlap).
+
+A traced submission (hal.h revision 4) runs a recording of its own with a timestamp around each
+command (timing.py); a queue without timestamps offers no timed submit.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pyree.hal.vulkan.executable import ExecutableCache
 from pyree.hal.vulkan.semaphore import VulkanSemaphore
 from pyree.hal.vulkan.submission import SubmitInfo
 from pyree.hal.vulkan.symbols import Functions, VulkanError, check, device_functions, ffi
+from pyree.hal.vulkan.timing import Clock, Timing, create_pool, read_ticks
 from pyree.runtime.hal.python_driver import HalError, PythonDevice
 
 STYPE_DEVICE_QUEUE_CREATE_INFO, STYPE_DEVICE_CREATE_INFO = 2, 3
@@ -74,6 +78,10 @@ class VulkanDevice(PythonDevice):
         self._staging: Buffer | None = None
         self._transfer = None
         self._last_kernels: list[str] = []
+        self._clock = Clock(self) if physical.timestamp_bits else None
+        if self._clock is None:
+            self.queue_submit_timed = None  # the SDK then offers no timed submit
+        self._unread: list[Timing] = []  # timed submissions not read yet (freed at release)
 
     # -- queue -----------------------------------------------------------------------------------
     def allocate_command_buffer(self):
@@ -118,8 +126,40 @@ class VulkanDevice(PythonDevice):
             cb.destroy()
         self._retired.clear()
 
+    def queue_submit_timed(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
+                           signals: list) -> Timing:
+        with self.lock:
+            self._clock.calibrate_if_due()
+            pool = create_pool(self.vk, self.device, 2 * len(command_buffer.timed))
+            try:
+                recording = command_buffer.record_timed(binding_table, pool)
+            except HalError:
+                self.vk.vkDestroyQueryPool(self.device, pool, ffi.NULL)
+                raise
+            timing = Timing(command_buffer, recording, pool)
+            self._unread.append(timing)
+        timing.value = self.queue_submit(command_buffer, binding_table, waits, signals, recording)
+        return timing
+
+    def read_timing(self, timing: Timing) -> list[tuple[int, int, int]]:
+        self.wait_for(timing.value)  # a failure names the kernels; the timing is freed at release
+        timed = timing.command_buffer.timed
+        ticks = read_ticks(self.vk, self.device, timing.pool, 2 * len(timed))
+        with self.lock:
+            self._unread.remove(timing)
+            self._free_timing(timing)
+        host = self._clock.host_ns
+        return [(index, host(ticks[2 * k]), host(ticks[2 * k + 1]))
+                for k, index in enumerate(timed)]
+
+    def _free_timing(self, timing: Timing) -> None:
+        timing.command_buffer.free(timing.recording)
+        self.vk.vkDestroyQueryPool(self.device, timing.pool, ffi.NULL)
+
     def queue_submit(self, command_buffer: CommandBuffer, binding_table: list, waits: list,
-                     signals: list) -> None:
+                     signals: list, recording=None) -> int:
+        """Submits ``recording`` (None: the command buffer's for this table; a timed submission
+        passes its own); returns the device timeline value that marks its completion."""
         try:
             device_waits = []
             for sem, value in waits:
@@ -131,7 +171,8 @@ class VulkanDevice(PythonDevice):
                     device_waits.append((sem, value))
             device_signals = [(s, v) for s, v in signals if isinstance(s, VulkanSemaphore)]
             with self.lock:
-                recording = command_buffer.recording_for(binding_table)
+                if recording is None:
+                    recording = command_buffer.recording_for(binding_table)
                 recording.last_value = self._submit(recording.handle, device_waits, device_signals)
                 self._last_kernels = command_buffer.kernel_names
             host_signals = [(s, v) for s, v in signals if not isinstance(s, VulkanSemaphore)]
@@ -139,6 +180,7 @@ class VulkanDevice(PythonDevice):
                 self.wait_for(recording.last_value)
                 for sem, value in host_signals:
                     sem.signal(value)
+            return recording.last_value
         except HalError as e:
             for sem, _ in signals:
                 sem.fail(e)
@@ -240,6 +282,8 @@ class VulkanDevice(PythonDevice):
         vk.vkDeviceWaitIdle(self.device)   # also after a device loss: then it returns at once
         for cb in self._retired:
             cb.destroy()
+        for timing in self._unread:
+            self._free_timing(timing)
         self.executables.destroy_all()
         self.allocator.trim()
         if self._staging is not None:

@@ -45,6 +45,9 @@ class PhysicalDevice:
     features: dict = field(default_factory=dict)
     # Subgroup-scope (M, N, K, A bits, B bits, C bits) float multiply-adds the tensor units run.
     cooperative_matrix_shapes: frozenset = frozenset()
+    # valid bits of the compute queue's timestamps (0: it has none; a trace then sees only
+    # whole submissions)
+    timestamp_bits: int = 0
 
     def unusable_reason(self) -> str:
         """Why pyree cannot run on this device, or ""."""
@@ -64,7 +67,8 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     p = props.properties
     limits = {name: getattr(p.limits, name) for name in (
         "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize",
-        "minStorageBufferOffsetAlignment", "maxStorageBufferRange", "maxPushConstantsSize")}
+        "minStorageBufferOffsetAlignment", "maxStorageBufferRange", "maxPushConstantsSize",
+        "timestampPeriod")}
     limits["maxComputeWorkGroupCount"] = tuple(p.limits.maxComputeWorkGroupCount)
     limits["maxComputeWorkGroupSize"] = tuple(p.limits.maxComputeWorkGroupSize)
 
@@ -79,7 +83,8 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     shapes = cooperative_matrix_shapes(vki, handle) if features.get("cooperativeMatrix") else frozenset()
     return PhysicalDevice(handle, ffi.string(p.deviceName).decode(errors="replace"),
                           format_uuid(ids.deviceUUID), p.apiVersion,
-                          compute[0] if compute else None, limits, features, shapes)
+                          compute[0] if compute else None, limits, features, shapes,
+                          families[compute[0]].timestampValidBits if compute else 0)
 
 
 def has_extension(vki: Functions, handle, name: bytes) -> bool:

@@ -129,6 +129,16 @@ ENTRY_POINTS = [
     ("vkGetSemaphoreCounterValue", "VkResult (*)(VkDevice, VkSemaphore, uint64_t *)", "device"),
     ("vkWaitSemaphores", "VkResult (*)(VkDevice, const VkSemaphoreWaitInfo *, uint64_t)", "device"),
     ("vkSignalSemaphore", "VkResult (*)(VkDevice, const VkSemaphoreSignalInfo *)", "device"),
+    # timestamps around each command of a traced submission
+    ("vkCreateQueryPool", "VkResult (*)(VkDevice, const VkQueryPoolCreateInfo *, "
+                          "const VkAllocationCallbacks *, VkQueryPool *)", "device"),
+    ("vkDestroyQueryPool", "void (*)(VkDevice, VkQueryPool, const VkAllocationCallbacks *)",
+     "device"),
+    ("vkCmdResetQueryPool", "void (*)(VkCommandBuffer, VkQueryPool, uint32_t, uint32_t)", "device"),
+    ("vkCmdWriteTimestamp", "void (*)(VkCommandBuffer, VkPipelineStageFlagBits, VkQueryPool, "
+                            "uint32_t)", "device"),
+    ("vkGetQueryPoolResults", "VkResult (*)(VkDevice, VkQueryPool, uint32_t, uint32_t, size_t, "
+                              "void *, VkDeviceSize, VkQueryResultFlags)", "device"),
 ]
 
 

@@ -31,6 +31,7 @@ typedef uint64_t VkDescriptorSet;
 typedef uint64_t VkCommandPool;
 typedef uint64_t VkSemaphore;
 typedef uint64_t VkFence;
+typedef uint64_t VkQueryPool;
 typedef struct VkAllocationCallbacks VkAllocationCallbacks;
 typedef struct VkCommandBufferInheritanceInfo VkCommandBufferInheritanceInfo;
 typedef void (*PFN_vkVoidFunction)(void);
@@ -65,6 +66,11 @@ typedef int32_t VkShaderStageFlagBits;
 typedef int32_t VkSharingMode;
 typedef int32_t VkImageLayout;
 typedef int32_t VkPipelineBindPoint;
+typedef int32_t VkQueryType;
+typedef int32_t VkPipelineStageFlagBits;
+typedef VkFlags VkQueryPoolCreateFlags;
+typedef VkFlags VkQueryPipelineStatisticFlags;
+typedef VkFlags VkQueryResultFlags;
 typedef struct VkApplicationInfo {
     VkStructureType    sType;
     const void*        pNext;
@@ -543,6 +549,14 @@ typedef struct VkCommandBufferBeginInfo {
     VkCommandBufferUsageFlags                flags;
     const VkCommandBufferInheritanceInfo*    pInheritanceInfo;
 } VkCommandBufferBeginInfo;
+typedef struct VkQueryPoolCreateInfo {
+    VkStructureType                  sType;
+    const void*                      pNext;
+    VkQueryPoolCreateFlags           flags;
+    VkQueryType                      queryType;
+    uint32_t                         queryCount;
+    VkQueryPipelineStatisticFlags    pipelineStatistics;
+} VkQueryPoolCreateInfo;
 typedef struct VkBufferCopy {
     VkDeviceSize    srcOffset;
     VkDeviceSize    dstOffset;

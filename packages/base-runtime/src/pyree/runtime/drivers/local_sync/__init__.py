@@ -18,11 +18,11 @@ class LocalSyncDevice(HostDevice):
     def run_workgroups(self, kernel, state) -> int:
         return kernel.fn(state, 0, kernel.workgroup_count)
 
-    def queue_submit(self, command_buffer, binding_table, waits, signals) -> None:
+    def queue_submit(self, command_buffer, binding_table, waits, signals, execute=None) -> None:
         try:
             for semaphore, value in waits:
                 semaphore.wait(value)
-            self.execute(command_buffer, binding_table)
+            (execute or self.execute)(command_buffer, binding_table)
         except HalError as error:
             for semaphore, _ in signals:
                 semaphore.fail(error)
