@@ -46,7 +46,9 @@ class ScalarLowering:
 
     def __call__(self, e: K.Expr) -> str:
         if e not in self.cache:
-            self.cache[e] = self._lower(e)
+            for node in K.lowering_order(e, self.cache):
+                if node not in self.cache:  # lowered meanwhile as a Select's arm
+                    self.cache[node] = self._lower(node)
         return self.cache[e]
 
     def _lower(self, e: K.Expr) -> str:

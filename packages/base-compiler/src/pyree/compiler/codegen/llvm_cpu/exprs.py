@@ -46,6 +46,7 @@ from pyree.compiler.kernel import (
     is_float,
     is_unsigned,
     itemsize,
+    lowering_order,
     operands,
     walk,
 )
@@ -348,8 +349,21 @@ class ExprEmitter:
 
     def _emit(self, e: Expr, pt: Point, fast: bool, memo: dict, guard: ir.Value | None) -> ir.Value:
         """``guard`` (vector mode): lanes where every enclosing Select arm is the chosen one."""
-        if e in memo:
-            return memo[e]
+        if e not in memo:
+            for node in lowering_order(e, memo, self._eager):
+                if node not in memo:  # emitted meanwhile inside an unguarded Select
+                    memo[node] = self._emit_node(node, pt, fast, memo, guard)
+        return memo[e]
+
+    def _eager(self, e: Expr) -> tuple[Expr, ...]:
+        """The operands ``_emit_node`` emits before ``e`` itself, in the current block and mode."""
+        if isinstance(e, Select) and self._guarded(e):
+            return (e.cond,)
+        if isinstance(e, Unary) and e.op in math_expansion.EXPANDED and e.dtype != "f64":
+            return ()
+        return operands(e)
+
+    def _emit_node(self, e: Expr, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
         if isinstance(e, Select) and self._guarded(e):
             value = self._lazy_select(e, pt, fast, memo, guard)
         elif isinstance(e, Load):
@@ -365,7 +379,6 @@ class ExprEmitter:
             for c in operands(e):
                 args.append(self._emit(c, pt, fast, memo, guard))
             value = self._node(e, args, pt, fast)
-        memo[e] = value
         return value
 
     def _guarded(self, e: Select) -> bool:

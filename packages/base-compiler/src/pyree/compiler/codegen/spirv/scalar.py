@@ -54,7 +54,9 @@ class ScalarLowering:
 
     def __call__(self, e: K.Expr) -> int:
         if e not in self.memo:
-            self.memo[e] = self._lower(e)
+            for node in K.lowering_order(e, self.memo):
+                if node not in self.memo:  # lowered meanwhile as a Select's arm
+                    self.memo[node] = self._lower(node)
         return self.memo[e]
 
     def scoped(self, e: K.Expr) -> int:
