@@ -60,7 +60,7 @@ def _wide(value: int | float) -> float:
 def dense_floats(type: Attribute, values: list[tuple[int | float, str]],
                  shape: list[int]) -> DenseIntOrFPElementsAttr:
     """``dense<...>`` of a float tensor from its literal's elements (value, spelling) and shape
-    (``[]`` for a splat)."""
+    (``[]`` for a splat, which stays one stored element)."""
     dtype = float_dtype(type.get_element_type())
     type_shape = list(type.get_shape())
     if shape and shape != type_shape:
@@ -71,6 +71,5 @@ def dense_floats(type: Attribute, values: list[tuple[int | float, str]],
         data = np.array([_wide(v) for v, _ in values], np.float64).astype(dtype)
     for k in hexadecimal:
         data[k] = float_value(*values[k], dtype)
-    if not shape:
-        data = np.broadcast_to(data, (math.prod(type_shape),))
+    # A splat keeps its one element (parser.py: never repeated for the whole type).
     return DenseIntOrFPElementsAttr(type, BytesAttr(data.tobytes()))  # little-endian hosts only

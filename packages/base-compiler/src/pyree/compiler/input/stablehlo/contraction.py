@@ -87,14 +87,44 @@ def lower_dot_general(fn: FunctionLowering, op: Operation) -> None:
                       ranges, num_parallel, out_dtype)
 
 
-def _layout(text: str) -> list[list[str]]:
-    """``[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`` -> the three lists of dim names."""
-    return [part.split(",") for part in re.findall(r"\[([^\]]*)\]", text.replace(" ", ""))]
+# The raw form's fields, per operand: (field, the compact form's name) of its two named dims.
+_RAW_DIMS = (("input", (("batch", "b"), ("feature", "f"))),
+             ("kernel", (("input_feature", "i"), ("output_feature", "o"))),
+             ("output", (("batch", "b"), ("feature", "f"))))
+
+
+def _layout(op: Operation, where: str) -> list[list[str]]:
+    """The dim names of the lhs, rhs and result, from either spelling of ``dimension_numbers``:
+    ``[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`` (what JAX prints) or IREE's and XLA's
+    ``raw input_batch_dimension = 0, input_feature_dimension = 3, input_spatial_dimensions =
+    [1, 2], kernel_... , output_...``. Each must name every dim of its operand once."""
+    attr = hlo_attr(op, "dimension_numbers")
+    if attr.data.split(" ", 1)[0] == "raw":
+        fields = hlo_fields(attr)
+        layouts = []
+        for prefix, named in _RAW_DIMS:
+            dims = {d: str(s) for s, d in enumerate(fields.get(f"{prefix}_spatial_dimensions", []))}
+            for key, name in named:
+                value = fields.get(f"{prefix}_{key}_dimension")
+                if isinstance(value, list) and len(value) == 1:
+                    dims[value[0]] = name
+            layouts.append([dims.get(d, "?") for d in range(max(dims, default=-1) + 1)])
+    else:
+        layouts = [part.split(",") for part in re.findall(r"\[([^\]]*)\]", attr.data.replace(" ", ""))]
+    ranks = [len(tensor_type_of(v.type, where)[1]) for v in (*op.operands[:2], op.results[0])]
+    spatial = [str(s) for s in range(ranks[0] - 2)]
+    if len(layouts) != 3 or any(sorted(layout) != sorted([*names, *spatial]) or len(layout) != rank
+                                for layout, names, rank in zip(layouts, ("bf", "io", "bf"), ranks)):
+        raise CompileError(f"stablehlo.convolution: dimension_numbers <{attr.data}> do not name "
+                           f"each dim of its {ranks[0]}-d operands and result once "
+                           "(batch/feature, kernel input/output feature, and the spatial dims)",
+                           where)
+    return layouts
 
 
 def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
-    lhs_layout, rhs_layout, out_layout = _layout(hlo_attr(op, "dimension_numbers").data)
+    lhs_layout, rhs_layout, out_layout = _layout(op, where)
     lhs_shape = tensor_type_of(op.operands[0].type, where)[1]
     out_dtype, out_shape = tensor_type_of(op.results[0].type, where)
     spatial = len(lhs_layout) - 2
