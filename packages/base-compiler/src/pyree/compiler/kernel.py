@@ -454,6 +454,23 @@ def _eager(e: Expr) -> tuple[Expr, ...]:
     return (e.cond,) if isinstance(e, Select) else operands(e)
 
 
+def contains(expr: Expr, hit, memo: dict) -> bool:
+    """Whether some node of ``expr`` satisfies ``hit``. ``memo`` (node -> answer) is the
+    caller's to keep across calls: asked of every Select's arms, where each arm holds the
+    whole chain below it, walking afresh made a deep kernel's lowering quadratic."""
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if expanded:
+            memo[node] = bool(hit(node)) or any(memo[c] for c in operands(node))
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in operands(node) if c not in memo)
+    return memo[expr]
+
+
 def operands(expr: Expr) -> tuple[Expr, ...]:
     if isinstance(expr, Unary) or isinstance(expr, Cast):
         return (expr.x,)

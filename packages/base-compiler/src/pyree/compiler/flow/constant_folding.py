@@ -99,7 +99,7 @@ def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
 
 def _splat(value, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """A read-only array of ``shape`` holding ``value`` everywhere, in one element's memory: a
-    splat may be far larger than any array folding computes (10^9 elements took 4 GB)."""
+    splat may be far larger than any array folding computes (10^9 elements are 4 GB)."""
     return np.broadcast_to(np.array(value, DTYPES[dtype]), shape)
 
 

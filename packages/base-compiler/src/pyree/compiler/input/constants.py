@@ -26,8 +26,8 @@ def dense_array(attr: Attribute, dtype: str, shape: tuple[int, ...], where: str)
 def dense_contents(attr: Attribute, dtype: str, shape: tuple[int, ...],
                    where: str) -> tuple[np.ndarray | None, float | int | bool | None]:
     """A dense constant as ``(None, element)`` when every element has the same bits, else
-    ``(array, None)``. A splat literal is never expanded (``dense<1.0>`` of 10^9 elements had
-    taken 4 GB twice over and a minute before anything used it)."""
+    ``(array, None)``. A splat literal is never expanded: ``dense<1.0>`` of 10^9 elements would
+    be 4 GB of copies of one number, before anything used it."""
     flat = _stored(attr, dtype, where)
     if flat.size == 1 and math.prod(shape) > 1:
         return None, python_scalar(flat[0], dtype)

@@ -27,23 +27,12 @@ from pyree.compiler.flow.tensor_program import (
     read_by,
 )
 from pyree.compiler.input.body import Inputs
+from pyree.compiler.input.checks import check_generic
 from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import (
-    DTYPES,
-    Binding,
-    Const,
-    Expr,
-    Kernel,
-    Result,
-    Select,
-    evaluate,
-    operands,
-    reads,
-    walk,
-)
+from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
@@ -105,7 +94,7 @@ class FunctionLowering:
 
     def emit(self, op: Op) -> None:
         if isinstance(op, Generic):
-            _check_select_nesting(op)
+            check_generic(op)
         self.ops.append(op)
         if isinstance(op, Constant) and op.splat is not None:
             self._splats[op.result] = Const(op.splat, op.result.dtype)
@@ -166,31 +155,6 @@ class FunctionLowering:
         name = self.op.sym_name.data
         args = [self.env[a] for a in self.op.body.block.args]
         return Function(name, args, _live_ops(self.ops, results), results, self.where)
-
-
-# Selects nested in one another's arms that one op may hold (a concat of N parts nests N - 1).
-# Backends lower a Select whose arm may load out of range as a branch around each arm,
-# recursively, a few Python frames per level: far deeper nesting ran out of stack.
-MAX_SELECT_NESTING = 100
-
-
-def _check_select_nesting(op: Generic) -> None:
-    nesting: dict = {}
-    for r in op.outputs:
-        for root in (r.value, r.init, r.epilogue):
-            for e in () if root is None else walk(root):
-                if e in nesting:
-                    continue
-                below = [nesting[c] for c in operands(e)]
-                if isinstance(e, Select):
-                    below = [below[0], 1 + max(below[1:])]
-                nesting[e] = max(below, default=0)
-                if nesting[e] > MAX_SELECT_NESTING:
-                    raise CompileError(
-                        f"'{op.origin}' nests more than {MAX_SELECT_NESTING} selects in one "
-                        "element's value (a concatenation of more parts, or a chain of selects); "
-                        "pyree compiles at most that many in one op: split it into smaller ops",
-                        op.location)
 
 
 def fold(expr: Expr) -> Const:

@@ -299,9 +299,7 @@ class _LocatingParser(Parser):
         return type
 
     def parse_dense_int_or_fp_elements_attr(self, type):
-        # A splat (one element for the whole type) stays one element: xDSL repeats it for every
-        # element, 4 GB for dense<1.0> : tensor<1000000000xf32>. Readers expand one stored
-        # element to the type's shape (input/constants.py: a splat Constant, never an array).
+        # A large splat keeps its one element (literals.compact_splat).
         start = self.pos
         self.parse_punctuation("<", " in dense attribute")
         hex_text = elements = shape = None
@@ -322,7 +320,7 @@ class _LocatingParser(Parser):
                         literal_type, [(e.value, e.span.text) for e in elements], shape)
                 except ValueError as err:
                     self.raise_error(str(err), start, self.pos)
-            if _count(literal_type) != 1 and isinstance(element, (IntegerType, IndexType)):
+            if literals.compact_splat(literal_type) and isinstance(element, (IntegerType, IndexType)):
                 raw = self._splat_bytes(hex_text, elements, shape, element)
                 if raw is not None:
                     return DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw))
@@ -345,13 +343,6 @@ class _LocatingParser(Parser):
         if isinstance(element, IntegerType):
             value = element.get_normalized_value(value)
         return element.pack([value])
-
-
-def _count(shaped) -> int:
-    count = 1
-    for dim in shaped.get_shape():
-        count *= dim
-    return count
 
 
 @functools.cache
@@ -407,7 +398,9 @@ def _resolve_resources(module: ModuleOp, blobs: _Blobs, resources: OpAsmDialectI
                                    location_of(op))
             raw = bytes.fromhex(blob[2:])[4:]  # the first 4 bytes are the blob's alignment
         shaped = value.type
-        count = _count(shaped)
+        count = 1
+        for dim in shaped.get_shape():
+            count *= dim
         element_bytes = max(1, shaped.get_element_type().compile_time_size)
         if len(raw) != count * element_bytes:
             raise CompileError(f"{what} holds {len(raw)} bytes, but {shaped} "

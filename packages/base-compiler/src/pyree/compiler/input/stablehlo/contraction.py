@@ -135,6 +135,9 @@ def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     reverse = ints(op, "window_reversal", [0] * spatial)
     fgc = ints(op, "feature_group_count", [1])[0]
     bgc = ints(op, "batch_group_count", [1])[0]
+    rhs_shape = tensor_type_of(op.operands[1].type, where)[1]
+    _check_window(lhs_shape, rhs_shape, out_shape, (lhs_layout, rhs_layout, out_layout),
+                  strides, padding, lhs_dil, rhs_dil, reverse, fgc, bgc, where)
 
     # The lhs padded and dilated: a Generic of its own, fused later into the patch copy.
     low, high, interior = ([0] * len(lhs_shape) for _ in range(3))
@@ -145,6 +148,44 @@ def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     padded = emit_padded(fn, lhs, low, high, interior, None, where, op.name)
     _conv_generic(fn, op, padded, fn.tensor(op.operands[1], where), lhs_layout, rhs_layout,
                   out_layout, out_dtype, out_shape, strides, rhs_dil, reverse, fgc, bgc)
+
+
+def _check_window(lhs_shape, rhs_shape, out_shape, layouts, strides, padding, lhs_dil, rhs_dil,
+                  reverse, fgc, bgc, where: str) -> None:
+    """The window attributes are as many as the spatial dims and in range, the groups divide
+    what they split, and the result has StableHLO's shape for them (a smaller declared result
+    would otherwise be computed in part, silently)."""
+    lhs_layout, rhs_layout, out_layout = layouts
+    spatial = len(lhs_layout) - 2
+
+    def refuse(what: str):
+        raise CompileError(f"stablehlo.convolution: {what}", where)
+
+    for name, values, count, low in (("window_strides", strides, spatial, 1),
+                                     ("lhs_dilation", lhs_dil, spatial, 1),
+                                     ("rhs_dilation", rhs_dil, spatial, 1),
+                                     ("window_reversal", reverse, spatial, 0),
+                                     ("padding", padding, 2 * spatial, None)):
+        if len(values) != count or (low is not None and min(values, default=low) < low):
+            refuse(f"{name} {values} should be {count} values" + (f" of at least {low}"
+                                                                 if low is not None else ""))
+    lhs = dict(zip(lhs_layout, lhs_shape))
+    rhs = dict(zip(rhs_layout, rhs_shape))
+    if fgc < 1 or bgc < 1 or (fgc > 1 and bgc > 1):
+        refuse(f"feature_group_count {fgc} and batch_group_count {bgc}: both at least 1, "
+               "and not both above 1")
+    if lhs["f"] % fgc or lhs["b"] % bgc or rhs["o"] % (fgc * bgc):
+        refuse(f"the groups ({fgc} of features, {bgc} of batches) do not divide the input "
+               f"features ({lhs['f']}), batch ({lhs['b']}) and output features ({rhs['o']})")
+    expected = {"b": lhs["b"] // bgc, "f": rhs["o"]}
+    for s in range(spatial):
+        size = (lhs[str(s)] - 1) * lhs_dil[s] + 1 + padding[2 * s] + padding[2 * s + 1]
+        window = (rhs[str(s)] - 1) * rhs_dil[s] + 1
+        expected[str(s)] = max(0, (size - window) // strides[s] + 1) if lhs[str(s)] else 0
+    shape = tuple(expected[name] for name in out_layout)
+    if shape != tuple(out_shape):
+        refuse(f"the result should be {'x'.join(map(str, shape))} for these operands and "
+               f"window, not {'x'.join(map(str, out_shape))}")
 
 
 def _split(fn: FunctionLowering, value: Value, layout: list[str], name: str, groups: int,
