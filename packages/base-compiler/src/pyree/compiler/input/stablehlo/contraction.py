@@ -164,7 +164,7 @@ def _check_window(lhs_shape, rhs_shape, out_shape, layouts, strides, padding, lh
     for name, values, count, low in (("window_strides", strides, spatial, 1),
                                      ("lhs_dilation", lhs_dil, spatial, 1),
                                      ("rhs_dilation", rhs_dil, spatial, 1),
-                                     ("window_reversal", reverse, spatial, 0),
+                                     ("window_reversal", reverse, spatial, None),  # i1: -1
                                      ("padding", padding, 2 * spatial, None)):
         if len(values) != count or (low is not None and min(values, default=low) < low):
             refuse(f"{name} {values} should be {count} values" + (f" of at least {low}"
