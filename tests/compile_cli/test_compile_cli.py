@@ -161,8 +161,7 @@ def test_real_compile_writes_a_module(tmp_path, capsys):
 
 def test_real_bad_input_from_stdin_exits_1_without_traceback():
     text = "func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n  return %a : tensor<?xf32>\n}\n"
-    # without progress lines, which a slow (loaded) machine prints once 2 s have passed
-    result = _pyree_compile("-", "-o", "-", "--no-pyree-progress", stdin=text)
+    result = _pyree_compile("-", "-o", "-", stdin=text)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith("<stdin>:1:1: error: dynamic dimensions are not supported yet")
     assert "Traceback" not in result.stderr
