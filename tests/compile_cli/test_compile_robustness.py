@@ -70,10 +70,10 @@ def test_a_deep_math_chain_compiles_for_every_target(op):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
 
 
-def test_a_linalg_body_1000_ops_deep_compiles_and_computes():
+def _deep_body(n: int) -> str:
     body = [f"      %b{i} = arith.mulf {'%x' if i == 0 else f'%b{i - 1}'}, %k : f32"
-            for i in range(1000)]
-    text = f"""#m = affine_map<(d0) -> (d0)>
+            for i in range(n)]
+    return f"""#m = affine_map<(d0) -> (d0)>
 func.func @f(%a: tensor<13xf32>) -> tensor<13xf32> {{
   %e = tensor.empty() : tensor<13xf32>
   %k = arith.constant 0.999 : f32
@@ -81,17 +81,27 @@ func.func @f(%a: tensor<13xf32>) -> tensor<13xf32> {{
       ins(%a : tensor<13xf32>) outs(%e : tensor<13xf32>) {{
     ^bb0(%x: f32, %o: f32):
 {chr(10).join(body)}
-      linalg.yield %b999 : f32
+      linalg.yield %b{n - 1} : f32
   }} -> tensor<13xf32>
   return %r : tensor<13xf32>
 }}"""
+
+
+def test_a_linalg_body_120_ops_deep_compiles_and_computes():
+    text = _deep_body(120)
     compile_str(text, target_backends=["cuda", "vulkan-spirv"])
     a = np.random.default_rng().standard_normal(13).astype(np.float32)
     want = a.copy()
-    for _ in range(1000):
+    for _ in range(120):
         want = want * np.float32(0.999)
     (got,) = _run(text, a)
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_a_linalg_body_deeper_than_an_op_may_be_is_refused_at_the_op():
+    err = _error(_deep_body(1000))
+    assert err.location == "edge.mlir:5:3", str(err)
+    assert "through 1001 levels" in err.message and "at most 128 in one op" in err.message
 
 
 HUGE = "tensor<99999999999x99999999999xf32>"

@@ -401,11 +401,11 @@ def walk(expr: Expr):
                 stack.append((child, False))
 
 
-# No expression of the tensor program nests deeper than this: fusion stops short of it (a
-# longer chain of elementwise ops becomes several kernels) and the front end refuses a deeper
-# linalg body. The passes that rewrite expressions recurse on them, and a backend expands a
-# math function into up to ~60 levels of arithmetic, so the bound keeps every walk far from
-# Python's recursion limit and a kernel's code size (and its compile time) linear in the ops.
+# Fusion stops before an expression nests deeper than this (a longer chain of elementwise ops
+# becomes several kernels), and one op may hold twice as many levels (input/checks.py). Some
+# passes recurse on expressions, and a backend expands a math function into up to ~60 levels of
+# arithmetic: the bound keeps every walk far from Python's recursion limit and a kernel's code
+# size (and its compile time) linear in the ops.
 MAX_DEPTH = 64
 
 

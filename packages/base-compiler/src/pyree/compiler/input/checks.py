@@ -12,12 +12,25 @@ from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.kernel import AffineExpr, Gather, Load, LoopIndex, Select, operands
+from pyree.compiler.kernel import (
+    MAX_DEPTH,
+    AffineExpr,
+    Gather,
+    Load,
+    LoopIndex,
+    Select,
+    depth,
+    operands,
+)
 
 # Selects nested in one another's arms that one op may hold (a concat of N parts nests N - 1).
 # Backends lower a Select whose arm may load out of range as a branch around each arm,
 # recursively, a few Python frames per level: far deeper nesting ran out of stack.
 MAX_SELECT_NESTING = 100
+# Levels of one op's expression (a linalg body's chain of ops). Fusion keeps kernels within
+# MAX_DEPTH; one op may hold twice that, which every pass walks well inside Python's
+# recursion limit, whether it walks iteratively or not.
+MAX_OP_DEPTH = 2 * MAX_DEPTH
 
 
 def check_generic(op: Generic) -> None:
@@ -32,6 +45,12 @@ def check_generic(op: Generic) -> None:
         for root, ranges in ((r.value, op.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
             if root is not None:
                 _check_expr(op, root, ranges, empty)
+                if depth(root) > MAX_OP_DEPTH:
+                    raise CompileError(
+                        f"this '{op.origin}' computes each element through {depth(root)} levels "
+                        f"of operations; pyree compiles at most {MAX_OP_DEPTH} in one op: split "
+                        "it into several ops (each is fused with the next where that pays)",
+                        op.location)
 
 
 def _check_expr(op: Generic, root, ranges: tuple[int, ...], empty: bool) -> None:
