@@ -353,6 +353,31 @@ def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
         assert ("sel_a" in ir) == branches and ("select i1" in ir) != branches, ir
 
 
+def test_vector_loads_inside_a_branch_stay_in_it(ptxas, tmp_path):
+    """A concat along the innermost dim (``j < n ? x[i, j] : y[i, j - n]``): each arm loads out
+    of range where the other is chosen, so each is a branch, and its loads are 16-byte vectors
+    (a thread's 4 lanes read 4 consecutive elements). The vector that lane 0 loaded inside its
+    arm was reused by lane 1 outside it: "Instruction does not dominate all uses" (torchvision's
+    ShuffleNet v2, whose concat and channel shuffle fuse into such a kernel)."""
+    m, n = 3, 8
+    rows, cols = K.AffineExpr((1, 0)), K.AffineExpr((0, 1))
+    x = K.Load(0, (rows, cols), "f32")
+    y = K.Load(1, (rows, K.AffineExpr((0, 1), -n)), "f32")
+    first = K.Compare("lt", K.LoopIndex(1), K.Const(n, "index"))
+    kernel = K.Kernel("concat", (m, 2 * n), 2,
+                      (K.Binding("f32", (m, n), "read"), K.Binding("f32", (m, n), "read"),
+                       K.Binding("f32", (m, 2 * n), "write")),
+                      (K.Result(2, (rows, cols), K.Select(first, x, y, "f32")),))
+    from pyree.compiler.codegen.cuda import elementwise
+    from pyree.compiler.codegen.cuda.llvm_text import Module
+    module = Module("")
+    elementwise.emit(module, kernel, "k")
+    assert "load <4 x float>" in module.text() and "store <4 x float>" in module.text()
+    ptx, _ = generate_ptx([kernel], resolve_target("sm_80"))  # LLVM verifies the IR
+    assert "st.global.v4.b32" in ptx
+    _assemble_verbose(ptxas, ptx, "sm_80", tmp_path)
+
+
 def _ptx(vmfb: bytes, cuda) -> str:
     data = int.from_bytes(vmfb[-40:-32], "little")  # the trailer's data offset
     return vmfb[data + cuda.ptx.offset:data + cuda.ptx.offset + cuda.ptx.length].decode()
@@ -376,3 +401,41 @@ def test_row_chains_are_one_kernel_with_a_barrier_per_phase(ptxas, kind, phases)
             else:
                 assert (list(export.gridSize), export.blockSize[0]) == ([37, 1, 1], block)
                 assert ptx.count("bar.sync") == phases
+
+
+def _shufflenet_v2():
+    """torchvision's ShuffleNet v2 x0.5 (random weights and batchnorm statistics), its input and
+    its MLIR: channel split, concat and shuffle (reshape, transpose, reshape) in every block."""
+    torch = require_module("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
+    import definitions
+    from pyree.compiler import import_torch
+
+    torch.manual_seed(0)
+    model = definitions._init_batchnorm(
+        definitions._torchvision().models.shufflenet_v2_x0_5(weights=None).eval())
+    x = torch.randn((1, 3, 224, 224), generator=torch.Generator().manual_seed(3))
+    return model, x, import_torch(model, x, function_name="main")
+
+
+@pytest.mark.slow
+def test_shufflenet_v2_compiles_for_cuda(ptxas):
+    """Its fused concat + channel shuffle had failed LLVM's verifier (the vector loads above)."""
+    _, _, mlir = _shufflenet_v2()
+    cuda = _cuda_executable(compile_str(mlir, CompileOptions(target_backends=["cuda"])))
+    assert cuda.ptx.length > 0 and cuda.cubin.length > 0
+
+
+@pytest.mark.cuda
+def test_shufflenet_v2_on_the_gpu_matches_pytorch():
+    import numpy as np
+    import pyree.runtime as rt
+    torch = require_module("torch")
+    model, x, mlir = _shufflenet_v2()
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["cuda"])),
+                            device="cuda")
+    got = np.asarray(module["main"](x.numpy()).to_host(), np.float64)
+    with torch.no_grad():
+        ref = model.double()(x.double()).numpy()
+    assert np.all(np.isfinite(got))
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) <= 1e-4

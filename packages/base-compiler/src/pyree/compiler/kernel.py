@@ -148,18 +148,70 @@ CAST_OPS = frozenset({
 def _hash_once(cls):
     """Expressions are trees hashed at every set or dict use (``walk``, value numbering, fusion);
     the dataclass hash re-hashes the whole subtree each time, which made forming MobileNet's
-    dispatch regions quadratic. The hash is kept on the node after its first use."""
+    dispatch regions quadratic. The hash is kept on the node after its first use. Hashing and
+    equality walk the tree with a stack, not by recursion: a chain of a few hundred fused ops
+    is deeper than Python's recursion limit."""
     names = tuple(f.name for f in fields(cls) if f.compare)
 
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
         if h is None:
+            if any(isinstance(c, _TREES) and "_hash" not in c.__dict__ for c in operands(self)):
+                for node in _unhashed_below(self):  # deepest first: each hashes kept hashes
+                    hash(node)
             h = hash((cls.__name__, *(getattr(self, n) for n in names)))
             object.__setattr__(self, "_hash", h)
         return h
 
     cls.__hash__ = __hash__
+    cls.__eq__ = _same_tree
+    cls._compared = names
     return cls
+
+
+def _unhashed_below(root) -> list:
+    """The strict sub-expressions of ``root`` whose hash is not kept yet, operands first."""
+    order, stack, seen = [], [(root, False)], set()
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for child in operands(node):
+            if id(child) not in seen and isinstance(child, _TREES) and "_hash" not in child.__dict__:
+                seen.add(id(child))
+                stack.append((child, False))
+    return order[:-1]
+
+
+def _same_tree(self, other) -> bool:
+    """Structural equality of two expressions (the dataclass ``__eq__``: same class, equal
+    fields), pair by pair from a stack; unequal kept hashes answer at once."""
+    stack = [(self, other)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if a.__class__ is not b.__class__:
+            return False
+        if not isinstance(a, _TREES):
+            if a != b:
+                return False
+            continue
+        if hash(a) != hash(b):
+            return False
+        for name in a._compared:
+            x, y = getattr(a, name), getattr(b, name)
+            if isinstance(x, _TREES):
+                stack.append((x, y))
+            elif name == "index" and isinstance(a, Gather):
+                if len(x) != len(y):
+                    return False
+                stack.extend(zip(x, y))
+            elif x != y:
+                return False
+    return True
 
 
 @_hash_once
@@ -276,6 +328,7 @@ class Cast:
 
 
 Expr = Union[Load, Gather, Const, LoopIndex, Acc, Final, Unary, Binary, Compare, Select, Cast]
+_TREES = (Load, Gather, Unary, Binary, Compare, Select, Cast)  # the _hash_once classes
 
 
 @dataclass(frozen=True)
@@ -353,6 +406,76 @@ def walk(expr: Expr):
         for child in operands(node):
             if child not in seen:
                 stack.append((child, False))
+
+
+# Fusion stops before an expression nests deeper than this (a longer chain of elementwise ops
+# becomes several kernels), and one op may hold twice as many levels (input/checks.py). Some
+# passes recurse on expressions, and a backend expands a math function into up to ~60 levels of
+# arithmetic: the bound keeps every walk far from Python's recursion limit and a kernel's code
+# size (and its compile time) linear in the ops.
+MAX_DEPTH = 64
+
+
+def depth(expr: Expr) -> int:
+    """The number of nodes on the longest path from ``expr`` down to a leaf (a leaf is 1),
+    kept on each node as it is computed."""
+    known = expr.__dict__.get("_depth") if isinstance(expr, _TREES) else 1
+    if known is not None:
+        return known
+    stack = [expr]
+    while stack:
+        node = stack[-1]
+        pending = [c for c in operands(node) if isinstance(c, _TREES) and "_depth" not in c.__dict__]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        d = 1 + max((c.__dict__["_depth"] if isinstance(c, _TREES) else 1 for c in operands(node)),
+                    default=0)
+        object.__setattr__(node, "_depth", d)
+    return expr.__dict__["_depth"]
+
+
+def lowering_order(expr: Expr, done, eager=None) -> list[Expr]:
+    """The sub-expressions of ``expr`` (``expr`` last) that a memoized recursive lowering
+    reaches through ``eager(node)`` (default: every operand but a Select's arms, which a
+    backend may branch around) and has not in ``done``, in the order it lowers them: operands
+    left to right, each before its users. A backend that lowers these first recurses one level
+    per Select instead of once per node: a fused chain with its math expanded nests thousands
+    of nodes deep."""
+    eager = eager or _eager
+    order, seen = [], set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif node not in seen and node not in done:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(eager(node)))
+    return order
+
+
+def _eager(e: Expr) -> tuple[Expr, ...]:
+    return (e.cond,) if isinstance(e, Select) else operands(e)
+
+
+def contains(expr: Expr, hit, memo: dict) -> bool:
+    """Whether some node of ``expr`` satisfies ``hit``. ``memo`` (node -> answer) is the
+    caller's to keep across calls: asked of every Select's arms, where each arm holds the
+    whole chain below it, walking afresh made a deep kernel's lowering quadratic."""
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if expanded:
+            memo[node] = bool(hit(node)) or any(memo[c] for c in operands(node))
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in operands(node) if c not in memo)
+    return memo[expr]
 
 
 def operands(expr: Expr) -> tuple[Expr, ...]:

@@ -19,6 +19,7 @@ refined on Vulkan (``_Ops.div``), no min/max of subnormals, and sqrt/rsqrt by ``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as VECMATH_BINARY
@@ -519,6 +520,7 @@ _UNARY = {"sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh
 _BINARY = {"atan2": _atan2, **VECMATH_BINARY}
 
 
+@functools.lru_cache(maxsize=4096)  # every lane of a kernel expands the same nodes
 def expand(e: Unary | Binary, float64: bool = True, refine_division: bool = False) -> Expr:
     """``e``, a float op of EXPANDED, GPU_EXPANDED or EXACT, as other kernel-IR ops; those of
     EXACT compute in their own dtype (narrowing f64 would change them). ``float64``: whether

@@ -30,6 +30,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
     is_float,
+    walk,
 )
 
 MAX_ELEMENTS = 1 << 22
@@ -83,14 +84,23 @@ def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
     if isinstance(op, Constant):
         if op.parameter is None:
             known[op.result] = (op.data if op.data is not None else
-                                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]))
+                                _splat(op.splat, op.result.dtype, op.result.shape))
         return True
     if (isinstance(op, View) and op.source in known and op.byte_offset == 0
             and op.result.dtype == op.source.dtype
             and known[op.source].size == int(np.prod(op.result.shape, dtype=np.int64))):
-        known[op.result] = known[op.source].reshape(op.result.shape)
+        source = known[op.source]
+        known[op.result] = (_splat(source.flat[0], op.result.dtype, op.result.shape)
+                            if source.size and not any(source.strides) else
+                            source.reshape(op.result.shape))
         return True
     return False
+
+
+def _splat(value, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only array of ``shape`` holding ``value`` everywhere, in one element's memory: a
+    splat may be far larger than any array folding computes (10^9 elements are 4 GB)."""
+    return np.broadcast_to(np.array(value, DTYPES[dtype]), shape)
 
 
 def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | None:
@@ -147,7 +157,9 @@ def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | 
 
     with np.errstate(all="ignore"):
         try:
-            values = ev(op.outputs[0].value, {})
+            memo: dict = {}
+            for e in walk(op.outputs[0].value):  # operands first: ev recurses one level
+                values = ev(e, memo)
         except _Unsupported:
             return None
     out = np.zeros(result.shape, DTYPES[result.dtype])

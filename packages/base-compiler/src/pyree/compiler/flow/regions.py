@@ -41,6 +41,7 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     result_exprs,
     transform,
+    within_depth,
 )
 from pyree.compiler.flow.row_fusion import fuse_rows_once
 from pyree.compiler.flow.split_reduction import is_contraction
@@ -59,6 +60,7 @@ from pyree.compiler.flow.tensor_program import (
 )
 from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
+    MAX_DEPTH,
     Acc,
     AffineExpr,
     Cast,
@@ -68,8 +70,10 @@ from pyree.compiler.kernel import (
     Gather,
     Load,
     Result,
+    depth,
     fold_pattern,
     is_row_kernel,
+    operands,
     walk,
 )
 
@@ -292,6 +296,8 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if _gathers(op, j) or (_rereads_in_value_of_reduction(op, j) and not is_data_movement(body)
                            and not (is_guarded_data_movement(body) and not _contraction(op))):
         return None
+    if _path_to_load(op, j) - 1 + depth(body) > MAX_DEPTH:
+        return None  # decided before building: a long chain asks again at every step
     base = len(op.inputs)
     inputs = op.inputs + producer.inputs
 
@@ -303,7 +309,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
 
     fused = _rebuild(dataclasses.replace(op, inputs=inputs, sources=sources_of(op, producer)),
                      {j: substitute})
-    return dedupe_inputs(drop_unread(fused))
+    return dedupe_inputs(drop_unread(fused)) if within_depth(fused) else None
 
 
 def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
@@ -346,7 +352,7 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
                     loop_ranges=root.loop_ranges, num_parallel=root.num_parallel,
                     location=root.location, origin=f"{root.origin}+{consumer.origin}",
                     sources=sources_of(root, consumer))
-    return dedupe_inputs(drop_unread(fused))
+    return dedupe_inputs(drop_unread(fused)) if within_depth(fused) else None
 
 
 def _moves_matrix_dims(root: Generic, index: tuple[AffineExpr, ...]) -> bool:
@@ -388,6 +394,20 @@ def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:
     n = len(op.loop_ranges)
     return any(isinstance(e, Load) and e.binding == j and permutation_dims(e.index, n) is None
                for r in op.outputs for e in walk(r.value))
+
+
+def _path_to_load(op: Generic, j: int) -> int:
+    """The most nodes on a path from a root of ``op`` down to a load of input j (0 if none):
+    inlining an expression of depth d there makes that path ``_path_to_load - 1 + d`` long."""
+    longest: dict = {}
+    for r in op.outputs:
+        for root in (r.value, r.init, r.epilogue):
+            for e in () if root is None else walk(root):
+                if e not in longest:
+                    below = max((longest[c] for c in operands(e)), default=0)
+                    hit = isinstance(e, Load) and e.binding == j
+                    longest[e] = 1 if hit else below + 1 if below else 0
+    return max(longest.values(), default=0)
 
 
 def _gathers(op: Generic, j: int) -> bool:

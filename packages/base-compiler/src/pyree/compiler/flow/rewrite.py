@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyree.compiler.kernel import (
+    MAX_DEPTH,
     Acc,
     AffineExpr,
     Binary,
@@ -21,6 +22,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
     Unary,
+    depth,
     walk,
 )
 
@@ -32,7 +34,8 @@ LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new
 
 def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
     """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/Final/LoopIndex, and any Gather
-    once its index is rebuilt (None keeps it)."""
+    once its index is rebuilt (None keeps it). A node whose operands did not change is kept as
+    the same object, with the hash and depth it carries."""
     memo: dict[Expr, Expr] = {}
 
     def go(e: Expr) -> Expr:
@@ -42,20 +45,28 @@ def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
             out = leaf(e) if not isinstance(e, Const) else None
             out = e if out is None else out
         elif isinstance(e, (Unary, Cast)):
-            out = dataclasses.replace(e, x=go(e.x))
+            x = go(e.x)
+            out = e if x is e.x else dataclasses.replace(e, x=x)
         elif isinstance(e, (Binary, Compare)):
-            out = dataclasses.replace(e, a=go(e.a), b=go(e.b))
+            a, b = go(e.a), go(e.b)
+            out = e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)
         elif isinstance(e, Select):
-            out = dataclasses.replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
+            c, a, b = go(e.cond), go(e.a), go(e.b)
+            out = e if c is e.cond and a is e.a and b is e.b \
+                else dataclasses.replace(e, cond=c, a=a, b=b)
         elif isinstance(e, Gather):
-            out = dataclasses.replace(e, index=tuple(go(ix) for ix in e.index))
+            index = tuple(go(ix) for ix in e.index)
+            out = e if all(x is y for x, y in zip(index, e.index)) \
+                else dataclasses.replace(e, index=index)
             out = leaf(out) or out
         else:
             raise TypeError(f"not an expression: {e!r}")
         memo[e] = out
         return out
 
-    return go(expr)
+    for e in walk(expr):  # operands first, so that no call recurses more than one level
+        go(e)
+    return memo[expr]
 
 
 def compose(expr: AffineExpr, loop_map: LoopMap, num_new_loops: int) -> AffineExpr:
@@ -154,6 +165,12 @@ def result_exprs(result: Result):
             yield from walk(root)
 
 
+def within_depth(op: Generic) -> bool:
+    """Whether no expression of ``op`` nests deeper than ``MAX_DEPTH`` (kernel.py)."""
+    return all(depth(root) <= MAX_DEPTH for r in op.outputs
+               for root in (r.value, r.init, r.epilogue) if root is not None)
+
+
 def map_results(results: tuple[Result, ...], leaf: Callable[[Expr], Expr | None]) -> tuple[Result, ...]:
     """``transform`` applied to each result's value, init and epilogue."""
     def go(e: Expr | None) -> Expr | None:
@@ -179,7 +196,7 @@ def dedupe_inputs(op: Generic) -> Generic:
 
 def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generic:
     def leaf(e: Expr) -> Expr | None:
-        if isinstance(e, (Load, Gather)):
+        if isinstance(e, (Load, Gather)) and index[e.binding] != e.binding:
             return dataclasses.replace(e, binding=index[e.binding])
         return None
 

@@ -27,6 +27,7 @@ from pyree.compiler.flow.tensor_program import (
     read_by,
 )
 from pyree.compiler.input.body import Inputs
+from pyree.compiler.input.checks import check_generic
 from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
@@ -92,6 +93,8 @@ class FunctionLowering:
             self.ops, self._materialized = saved
 
     def emit(self, op: Op) -> None:
+        if isinstance(op, Generic):
+            check_generic(op)
         self.ops.append(op)
         if isinstance(op, Constant) and op.splat is not None:
             self._splats[op.result] = Const(op.splat, op.result.dtype)

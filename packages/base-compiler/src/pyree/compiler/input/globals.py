@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Constant
-from pyree.compiler.input.constants import dense_array, is_splat, python_scalar
+from pyree.compiler.input.constants import dense_contents
 from pyree.compiler.input.dialects.stream import NamedParameterAttr
 from pyree.compiler.input.dialects.util import GlobalLoadOp, GlobalOp
 from pyree.compiler.input.parser import location_of
@@ -50,10 +50,8 @@ def _read(op: GlobalOp) -> Global:
     value = op.initial_value
     if isinstance(value, NamedParameterAttr):
         return Global(name, dtype, shape, parameter=value.data)
-    data = dense_array(value, dtype, shape, where)
-    if is_splat(data):
-        return Global(name, dtype, shape, splat=python_scalar(data.reshape(-1)[0], dtype))
-    return Global(name, dtype, shape, data=data)
+    data, splat = dense_contents(value, dtype, shape, where)
+    return Global(name, dtype, shape, data=data, splat=splat)
 
 
 def lower_global_load(fn, op: GlobalLoadOp) -> None:

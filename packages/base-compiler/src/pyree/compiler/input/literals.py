@@ -71,6 +71,18 @@ def dense_floats(type: Attribute, values: list[tuple[int | float, str]],
         data = np.array([_wide(v) for v, _ in values], np.float64).astype(dtype)
     for k in hexadecimal:
         data[k] = float_value(*values[k], dtype)
-    if not shape:
+    if not shape and not compact_splat(type):
         data = np.broadcast_to(data, (math.prod(type_shape),))
     return DenseIntOrFPElementsAttr(type, BytesAttr(data.tobytes()))  # little-endian hosts only
+
+
+# Splat literals of at least this many elements keep their one element: xDSL repeats it for
+# every element (4 GB for dense<1.0> : tensor<1000000000xf32>), and constants read one stored
+# element as a splat (input/constants.py). Smaller ones are expanded as xDSL does, for the
+# attributes (strides, dimensions) that are read element by element.
+COMPACT_SPLAT = 1 << 16
+
+
+def compact_splat(type: Attribute) -> bool:
+    """Whether a splat literal of ``type`` keeps one stored element."""
+    return math.prod(type.get_shape()) >= COMPACT_SPLAT

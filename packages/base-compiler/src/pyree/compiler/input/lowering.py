@@ -10,7 +10,7 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program
 from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.body import Inputs
-from pyree.compiler.input.constants import dense_array, is_splat, python_scalar, scalar_const
+from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
@@ -89,14 +89,24 @@ def _lower_call(fn: FunctionLowering, op: func.CallOp) -> None:
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
-    if is_structured(op):
-        lower_structured(fn, op)
-    elif op.name in _RULES:
-        _RULES[op.name](fn, op)
-    elif is_scalar_op(op.name):
-        _lower_elementwise(fn, op, where)
-    else:
-        raise CompileError(f"unsupported op '{op.name}'", where)
+    """Lowers one op by its rule. A rule that fails other than by a CompileError met a form it
+    does not check for (a verified op can still hold attributes that contradict its types):
+    that is reported as an error at the op, never as a traceback."""
+    try:
+        if is_structured(op):
+            lower_structured(fn, op)
+        elif op.name in _RULES:
+            _RULES[op.name](fn, op)
+        elif is_scalar_op(op.name):
+            _lower_elementwise(fn, op, where)
+        else:
+            raise CompileError(f"unsupported op '{op.name}'", where)
+    except CompileError:
+        raise
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        raise CompileError(f"cannot lower this '{op.name}' ({type(err).__name__}: {err}): its "
+                           "operands, types or attributes do not fit together, or pyree does "
+                           "not handle this form of it", where) from None
 
 
 def _lower_constant(fn: FunctionLowering, op: Operation) -> None:
@@ -106,12 +116,8 @@ def _lower_constant(fn: FunctionLowering, op: Operation) -> None:
     if not is_tensor(result.type):
         fn.env[result] = scalar_const(op.value, dtype, where)
         return
-    data = dense_array(op.value, dtype, shape, where)
-    value = fn.result_value(result, where)
-    if is_splat(data):
-        fn.emit(Constant(value, splat=python_scalar(data.reshape(-1)[0], dtype), location=where))
-    else:
-        fn.emit(Constant(value, data=data, location=where))
+    data, splat = dense_contents(op.value, dtype, shape, where)
+    fn.emit(Constant(fn.result_value(result, where), data=data, splat=splat, location=where))
 
 
 def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
@@ -145,9 +151,9 @@ def _lower_check(fn: FunctionLowering, op: Operation) -> None:
     if len(op.operands) > 1:
         rhs = fn.tensor(op.operands[1], where)
     elif "value" in op.properties:
-        data = dense_array(op.value, lhs.dtype, lhs.shape, where)
+        data, splat = dense_contents(op.value, lhs.dtype, lhs.shape, where)
         rhs = fn.new_value(lhs.dtype, lhs.shape, "expected")
-        fn.emit(Constant(rhs, data=data, location=where))
+        fn.emit(Constant(rhs, data=data, splat=splat, location=where))
     tolerances = {}
     for key in ("atol", "rtol"):
         attr = op.properties.get(key)

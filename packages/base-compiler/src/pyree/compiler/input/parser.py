@@ -299,23 +299,50 @@ class _LocatingParser(Parser):
         return type
 
     def parse_dense_int_or_fp_elements_attr(self, type):
+        # A large splat keeps its one element (literals.compact_splat).
         start = self.pos
         self.parse_punctuation("<", " in dense attribute")
-        if self._current_token.kind not in (MLIRTokenKind.STRING_LIT, MLIRTokenKind.GREATER):
+        hex_text = elements = shape = None
+        if self._current_token.kind == MLIRTokenKind.STRING_LIT:
+            hex_text = self.parse_optional_str_literal()
+        elif self._current_token.kind != MLIRTokenKind.GREATER:
             elements, shape = self._parse_tensor_literal()
+        if hex_text is not None or elements is not None:
             self.parse_punctuation(">", " in dense attribute")
             literal_type = type
             if literal_type is None:
                 self.parse_punctuation(":", " in dense attribute")
                 literal_type = self._parse_dense_literal_type()
-            if literals.float_dtype(literal_type.get_element_type()) is not None:
+            element = literal_type.get_element_type()
+            if elements is not None and literals.float_dtype(element) is not None:
                 try:
                     return literals.dense_floats(
                         literal_type, [(e.value, e.span.text) for e in elements], shape)
                 except ValueError as err:
                     self.raise_error(str(err), start, self.pos)
+            if literals.compact_splat(literal_type) and isinstance(element, (IntegerType, IndexType)):
+                raw = self._splat_bytes(hex_text, elements, shape, element)
+                if raw is not None:
+                    return DenseIntOrFPElementsAttr(literal_type, BytesAttr(raw))
         self._resume_from(start)
         return super().parse_dense_int_or_fp_elements_attr(type)
+
+    def _splat_bytes(self, hex_text, elements, shape, element) -> bytes | None:
+        """The one element of an integer splat literal (``dense<7>``, ``dense<"0x07000000">``),
+        packed; None for anything else, which xDSL reads."""
+        if hex_text is not None:
+            try:
+                raw = bytes.fromhex(hex_text[2:])
+            except ValueError:
+                return None
+            return raw if hex_text[:2].lower() == "0x" and len(raw) == element.compile_time_size \
+                else None
+        if shape or len(elements) != 1:
+            return None
+        value = elements[0].to_type(self, element)
+        if isinstance(element, IntegerType):
+            value = element.get_normalized_value(value)
+        return element.pack([value])
 
 
 @functools.cache

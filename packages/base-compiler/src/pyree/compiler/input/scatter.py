@@ -1,7 +1,9 @@
 """Scatter (``tm_tensor.scatter``, ``iree_linalg_ext.scatter``: torch's scatter/index_put/
 index_add) as one reduction Generic that every output element runs over the updates.
 
-The op's reference semantics: for every update element ``(u, s_1..s_m)``, the target place in
+The op's reference semantics: ``indices`` is ``[batch..., index depth]`` and ``updates``
+``[batch..., slice...]`` (one batch dim in torch-mlir's output, any number in IREE's); for
+every update element ``(u, s_1..s_m)`` (``u`` the batch position), the target place in
 ``original`` is ``s`` (the update's slice dims, aligned to the original's last ``m`` dims) plus,
 for each ``i`` of the index depth, ``indices[u, i]`` added on dim ``dimension_map[i]``; there the
 region combines (update, current value). Written the other way round, each output element
@@ -27,38 +29,48 @@ from xdsl.ir import Operation
 
 def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
+    if len(op.operands) != 3 or len(op.results) != 1 or "dimension_map" not in op.properties:
+        raise CompileError(f"{op.name} takes ins(updates, indices), outs(original), a "
+                           "dimension_map and one result", where)
     updates, indices, original = (fn.tensor(v, where) for v in op.operands)
-    dimension_map = list(op.properties["dimension_map"].get_values())
-    rank, m = len(original.shape), len(updates.shape) - 1
+    dimension_map = [int(d) for d in op.properties["dimension_map"].get_values()]
+    # indices: [batch..., index depth]; updates: [batch..., slice...]
+    batch = len(indices.shape) - 1
+    rank, m = len(original.shape), len(updates.shape) - batch
     offset = rank - m
-    if len(indices.shape) != 2 or indices.shape[0] != updates.shape[0] \
-            or indices.shape[1] != len(dimension_map) or offset < 0:
+    if (batch < 1 or indices.shape[:batch] != updates.shape[:batch] or m < 0 or offset < 0
+            or indices.shape[batch] != len(dimension_map)
+            or any(not 0 <= d < rank for d in dimension_map)
+            or len(set(dimension_map)) != len(dimension_map)
+            or any(updates.shape[batch + j] > original.shape[offset + j] for j in range(m))):
         raise CompileError(f"{op.name}: indices {indices.shape}, updates {updates.shape} and "
                            f"dimension_map {dimension_map} do not fit {original.shape}", where)
-    # loops: the output's (parallel), then u, then each slice dim that an index moves
+    # loops: the output's (parallel), then the batch dims, then each slice dim an index moves
     moved = [j for j in range(m) if offset + j in dimension_map]
-    num_loops = rank + 1 + len(moved)
-    slice_loop = {j: rank + 1 + n for n, j in enumerate(moved)}
+    num_loops = rank + batch + len(moved)
+    slice_loop = {j: rank + batch + n for n, j in enumerate(moved)}
 
     def loop(k: int) -> AffineExpr:
         return AffineExpr.loop(num_loops, k)
 
+    batch_at = tuple(loop(rank + b) for b in range(batch))
     inputs = Inputs()
-    update_at = (loop(rank), *(loop(slice_loop[j]) if j in slice_loop else loop(offset + j)
-                               for j in range(m)))
+    update_at = (*batch_at, *(loop(slice_loop[j]) if j in slice_loop else loop(offset + j)
+                              for j in range(m)))
     conditions: list[Expr] = []
     for k in range(rank):
         j = k - offset
         if k >= offset and j not in slice_loop:  # the update's slice place is the output's own
-            if updates.shape[1 + j] < original.shape[k]:
-                conditions.append(Compare("lt", LoopIndex(k), Const(updates.shape[1 + j], "index")))
+            if updates.shape[batch + j] < original.shape[k]:
+                conditions.append(Compare("lt", LoopIndex(k), Const(updates.shape[batch + j],
+                                                                    "index")))
             continue
         target: Expr = LoopIndex(slice_loop[j]) if j in slice_loop else Const(0, "index")
         for i, dim in enumerate(dimension_map):
             if dim == k:
-                moved_by = convert(inputs.load(indices, (loop(rank), AffineExpr((0,) * num_loops, i))),
-                                   "index")
-                target = Binary("add", target, moved_by, "index")
+                at = (*batch_at, AffineExpr((0,) * num_loops, i))
+                target = Binary("add", target, convert(inputs.load(indices, at), "index"),
+                                "index")
         conditions.append(Compare("eq", target, LoopIndex(k)))
     block = op.regions[0].block
     combined = lower_block(fn, block, {block.args[0]: inputs.load(updates, update_at),
@@ -71,5 +83,6 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     result = Result(0, here, Select(hit, combined, Acc(0, original.dtype), original.dtype),
                     init=inputs.load(original, here))
     out = fn.result_value(op.results[0], where)
-    ranges = original.shape + (updates.shape[0],) + tuple(updates.shape[1 + j] for j in moved)
+    ranges = original.shape + indices.shape[:batch] + tuple(updates.shape[batch + j]
+                                                            for j in moved)
     fn.emit(Generic(inputs.values, [out], (result,), ranges, rank, where, op.name))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from pyree.compiler.errors import CompileError
+from pyree.compiler.kernel import itemsize
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BFloat16Type,
@@ -15,6 +18,12 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute
+
+# The most bytes one tensor may hold: far beyond any device's memory, and small enough that
+# every size, offset and loop count the compiler computes stays exact in 64-bit integers (a
+# 99999999999x99999999999 type overflowed numpy's int64 products, and allocating its zeros
+# raised MemoryError). Types are checked as they are read, before anything is allocated.
+MAX_TENSOR_BYTES = 2**48
 
 
 def dtype_of(element_type: Attribute, where: str) -> str:
@@ -45,7 +54,12 @@ def tensor_type_of(t: Attribute, where: str) -> tuple[str, tuple[int, ...]]:
         shape = tuple(t.get_shape())
         if any(dim == DYNAMIC_INDEX for dim in shape):
             raise CompileError(f"dynamic dimensions are not supported yet (in {t})", where)
-        return dtype_of(t.get_element_type(), where), shape
+        dtype = dtype_of(t.get_element_type(), where)
+        size = math.prod(shape) * itemsize(dtype)
+        if size > MAX_TENSOR_BYTES:
+            raise CompileError(f"{t} holds {size:.3g} bytes, more than the {MAX_TENSOR_BYTES:.3g} "
+                               "(2^48) a pyree tensor may hold", where)
+        return dtype, shape
     return dtype_of(t, where), ()
 
 

@@ -75,6 +75,18 @@ def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
     return A.Launch((A.ceil_div(groups, block), 1, 1), (block, 1, 1))
 
 
+def _vector_load(fn: Function, cache: dict, lin: dict, idx: list[str], width: int, key,
+                 dtype: str) -> str:
+    """The vector at ``key`` = (binding, index) for the group at ``idx``, loaded once where
+    ``cache`` (the lowering's current scope) does not hold it yet."""
+    slot = ("vector", *key)
+    if slot not in cache:
+        ptr = A.element_ptr(fn, f"%b{key[0]}", dtype, A.offset(fn, lin[key], idx))
+        cache[slot] = fn.op(f"load <{width} x {storage_type(dtype)}>, ptr addrspace(1) {ptr}, "
+                            f"align {width * K.itemsize(dtype)}")
+    return cache[slot]
+
+
 def _loads(kernel: K.Kernel):
     for r in kernel.results:
         for e in K.walk(r.value):
@@ -84,32 +96,34 @@ def _loads(kernel: K.Kernel):
 
 def _body(fn: Function, kernel: K.Kernel, idx: list[str], width: int, lin: dict,
           vectorized: set) -> None:
-    vectors: dict = {}
-
-    def vector_load(key, dtype):
-        if key not in vectors:
-            ptr = A.element_ptr(fn, f"%b{key[0]}", dtype, A.offset(fn, lin[key], idx))
-            st = storage_type(dtype)
-            align = width * K.itemsize(dtype)
-            vectors[key] = fn.op(f"load <{width} x {st}>, ptr addrspace(1) {ptr}, align {align}")
-        return vectors[key]
-
-    lanes = []
+    """The lanes' values one after another, then the stores. A vectorized load is one vector
+    load that every lane extracts its element from; it is kept in the lowering's cache (under
+    ``("vector", binding, index)``), which a Select that branches copies for each arm, so a
+    vector loaded inside an arm is used only there, and the next lane starts from the vectors
+    loaded outside every branch. A shared table of vectors had let a later lane use a load made
+    inside an earlier lane's branch, which does not dominate it (a concat's arms, ShuffleNet v2:
+    "Instruction does not dominate all uses")."""
+    lanes, carried = [], {}
     for lane in range(width):
         loop = idx[:-1] + [fn.op(f"add i64 {idx[-1]}, {lane}")] if idx else []
+        current: list[ScalarLowering] = []
 
-        def load(e: K.Load, loop=loop, lane=lane):
+        def load(e: K.Load, loop=loop, lane=lane, current=current):
             key = (e.binding, e.index)
             if key in vectorized:
                 v = fn.op(f"extractelement <{width} x {storage_type(e.dtype)}> "
-                          f"{vector_load(key, e.dtype)}, i32 {lane}")
+                          f"{_vector_load(fn, current[0].cache, lin, idx, width, key, e.dtype)}, "
+                          f"i32 {lane}")
                 return fn.op(f"icmp ne i8 {v}, 0") if e.dtype == "i1" else v
             ptr = A.element_ptr(fn, f"%b{e.binding}", e.dtype, A.offset(fn, lin[key], loop))
             return A.load(fn, ptr, e.dtype)
 
         lower = ScalarLowering(fn, load, lambda d, loop=loop: loop[d], location=kernel.location,
                                kernel=kernel)
+        current.append(lower)
+        lower.cache.update(carried)
         lanes.append([lower(r.value) for r in kernel.results])
+        carried = {k: v for k, v in lower.cache.items() if isinstance(k, tuple)}
 
     for k, r in enumerate(kernel.results):
         dtype = kernel.bindings[r.binding].dtype

@@ -43,10 +43,13 @@ class ScalarLowering:
         self.fn, self._load, self._loop_index, self._acc = fn, load, loop_index, acc
         self.location, self.kernel = location, kernel
         self.cache: dict = {}
+        self._fault_memo: dict = {}
 
     def __call__(self, e: K.Expr) -> str:
         if e not in self.cache:
-            self.cache[e] = self._lower(e)
+            for node in K.lowering_order(e, self.cache):
+                if node not in self.cache:  # lowered meanwhile as a Select's arm
+                    self.cache[node] = self._lower(node)
         return self.cache[e]
 
     def _lower(self, e: K.Expr) -> str:
@@ -85,17 +88,16 @@ class ScalarLowering:
         """Whether ``e`` loads outside its binding anywhere in the loop box (a pad's or an
         insert_slice's load on the arm its Select does not choose there). Without the kernel,
         any load might."""
-        for x in K.walk(e):
-            if not isinstance(x, K.Load):
-                continue
-            if self.kernel is None:
-                return True
-            shape = self.kernel.bindings[x.binding].shape
-            for ix, n in zip(x.index, shape):
-                lo, hi = affine_range(ix, self.kernel.loop_ranges)
-                if lo < 0 or hi >= n:
-                    return True
-        return False
+        return K.contains(e, self._faults, self._fault_memo)
+
+    def _faults(self, x: K.Expr) -> bool:
+        if not isinstance(x, K.Load):
+            return False
+        if self.kernel is None:
+            return True
+        shape = self.kernel.bindings[x.binding].shape
+        return any(not 0 <= lo <= hi < n for lo, hi, n in (
+            (*affine_range(ix, self.kernel.loop_ranges), n) for ix, n in zip(x.index, shape)))
 
     def _branch(self, e: K.Select, ty: str) -> str:
         """A Select that only evaluates its chosen arm (the kernel IR's contract: the other arm

@@ -42,12 +42,13 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Select,
     Unary,
+    contains,
     gather_offset,
     is_float,
     is_unsigned,
     itemsize,
+    lowering_order,
     operands,
-    walk,
 )
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -164,7 +165,7 @@ class ExprEmitter:
         self.width = width
         self.span = span  # longest lane step loaded as a span (span_stride)
         self.unsafe_loads = unsafe_loads(kernel)
-        self._guard_cache: dict[Select, bool] = {}
+        self._unsafe_memo: dict = {}  # node -> whether it holds an unsafe load
 
     # ---- types and constants ----
 
@@ -348,8 +349,21 @@ class ExprEmitter:
 
     def _emit(self, e: Expr, pt: Point, fast: bool, memo: dict, guard: ir.Value | None) -> ir.Value:
         """``guard`` (vector mode): lanes where every enclosing Select arm is the chosen one."""
-        if e in memo:
-            return memo[e]
+        if e not in memo:
+            for node in lowering_order(e, memo, self._eager):
+                if node not in memo:  # emitted meanwhile inside an unguarded Select
+                    memo[node] = self._emit_node(node, pt, fast, memo, guard)
+        return memo[e]
+
+    def _eager(self, e: Expr) -> tuple[Expr, ...]:
+        """The operands ``_emit_node`` emits before ``e`` itself, in the current block and mode."""
+        if isinstance(e, Select) and self._guarded(e):
+            return (e.cond,)
+        if isinstance(e, Unary) and e.op in math_expansion.EXPANDED and e.dtype != "f64":
+            return ()
+        return operands(e)
+
+    def _emit_node(self, e: Expr, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
         if isinstance(e, Select) and self._guarded(e):
             value = self._lazy_select(e, pt, fast, memo, guard)
         elif isinstance(e, Load):
@@ -365,15 +379,14 @@ class ExprEmitter:
             for c in operands(e):
                 args.append(self._emit(c, pt, fast, memo, guard))
             value = self._node(e, args, pt, fast)
-        memo[e] = value
         return value
 
     def _guarded(self, e: Select) -> bool:
         """True when an arm holds a load that may be out of range where it is not chosen."""
-        if e not in self._guard_cache:
-            self._guard_cache[e] = any(isinstance(x, Load) and x in self.unsafe_loads
-                                       for arm in (e.a, e.b) for x in walk(arm))
-        return self._guard_cache[e]
+        return any(contains(arm, self._unsafe, self._unsafe_memo) for arm in (e.a, e.b))
+
+    def _unsafe(self, e: Expr) -> bool:
+        return isinstance(e, Load) and e in self.unsafe_loads
 
     def _lazy_select(self, e: Select, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
         """Evaluates only the chosen arm: by branching (scalar) or by masking loads (vector).

@@ -67,7 +67,9 @@ def rebuild(expr: Expr, leaf, gather=None) -> Expr:
         memo[e] = out
         return out
 
-    return go(expr)
+    for e in walk(expr):  # operands first: no call recurses more than one level
+        go(e)
+    return memo[expr]
 
 
 def result_exprs(result: Result) -> list[Expr]:

@@ -50,11 +50,14 @@ class ScalarLowering:
         self.sh, self.fn, self.asm = shader, shader.fn, shader.asm
         self.point, self.accs, self.unsafe = point, accs or [], unsafe
         self.memo: dict[K.Expr, int] = {}
+        self._unsafe_memo: dict = {}
         self.native_roots: set[K.Unary] = set()  # exact_root's own GLSL Sqrt/InverseSqrt
 
     def __call__(self, e: K.Expr) -> int:
         if e not in self.memo:
-            self.memo[e] = self._lower(e)
+            for node in K.lowering_order(e, self.memo):
+                if node not in self.memo:  # lowered meanwhile as a Select's arm
+                    self.memo[node] = self._lower(node)
         return self.memo[e]
 
     def scoped(self, e: K.Expr) -> int:
@@ -128,6 +131,9 @@ class ScalarLowering:
             value = self.sh.round_bf16(value)  # bf16 computes in f32: each result is rounded
         return value
 
+    def _unsafe(self, e: K.Expr) -> bool:
+        return isinstance(e, K.Load) and e in self.unsafe
+
     def _expanded(self, op: str) -> bool:
         """Math is ours (math_expansion), not GLSL.std.450's: Vulkan leaves its precision loose,
         and on lavapipe (f32, all magnitudes) GLSL's max errors were Asin 3809 ulp, Acos 3402,
@@ -145,8 +151,7 @@ class ScalarLowering:
 
     def _select(self, e: K.Select) -> int:
         cond = self(e.cond)
-        guarded = any(isinstance(n, K.Load) and n in self.unsafe
-                      for arm in (e.a, e.b) for n in K.walk(arm))
+        guarded = any(K.contains(arm, self._unsafe, self._unsafe_memo) for arm in (e.a, e.b))
         if not guarded:
             return self.fn.op(S.OpSelect, self.t(e.dtype), cond, self(e.a), self(e.b))
         fn = self.fn

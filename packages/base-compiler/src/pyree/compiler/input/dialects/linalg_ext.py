@@ -53,7 +53,11 @@ class SortScanOp(Operation):
                 else:
                     props[word] = IntegerAttr(int(parser.parse_boolean()), 1)
                 parser.parse_punctuation(")")
-            elif word == "dimension_map":  # iree_linalg_ext: dimension_map = [0, 1]
+            elif word == "dimension_map":  # dimension_map = [0, 1]; older IREE: (dense<...>)
+                if parser.parse_optional_punctuation("("):
+                    props[word] = parser.parse_attribute()
+                    parser.parse_punctuation(")")
+                    continue
                 parser.parse_punctuation("=")
                 values = parser.parse_comma_separated_list(parser.Delimiter.SQUARE,
                                                            parser.parse_integer)

@@ -24,6 +24,7 @@ from xdsl.ir import Attribute, Block, Data, Dialect, Operation, OpTraits, Region
 from xdsl.irdl import irdl_attr_definition, traits_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.traits import IsTerminator
+from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 _NEST = {MLIRTokenKind.LESS: 1, MLIRTokenKind.L_SQUARE: 1, MLIRTokenKind.L_PAREN: 1,
@@ -120,11 +121,24 @@ class HloOp(Operation):
 
     KEYS: ClassVar[dict[str, str]] = {}  # custom-syntax keyword -> generic property name
     RESULTS: ClassVar[int | None] = 1  # None: one per operand
+    # The fewest and the most operands (None: no limit), and whether it has exactly one result;
+    # checked when the module is verified, so that a rule never meets a malformed op.
+    OPERANDS: ClassVar[tuple[int, int | None]] = (0, None)
+    ONE_RESULT: ClassVar[bool] = False
     traits: ClassVar[OpTraits] = traits_def()
 
     @classmethod
     def parse(cls, parser: Parser):
         return _parse_simple(cls, parser)
+
+    def verify_(self) -> None:
+        low, high = self.OPERANDS
+        n = len(self.operands)
+        if n < low or (high is not None and n > high):
+            want = low if low == high else f"at least {low}" if high is None else f"{low} to {high}"
+            raise VerifyException(f"takes {want} operand{'s' * (want != 1)}, not {n}")
+        if self.ONE_RESULT and len(self.results) != 1:
+            raise VerifyException(f"has one result, not {len(self.results)}")
 
 
 def _parse_simple(cls, parser: Parser):
@@ -214,6 +228,7 @@ class ReduceOp(HloOp):
     ``... : T reducer(%a: t, %b: t) (%c: u, %d: u) { body }``."""
 
     name = "stablehlo.reduce"
+    OPERANDS = (2, None)
 
     @classmethod
     def parse(cls, parser: Parser):
@@ -271,6 +286,8 @@ class ConvolutionOp(HloOp):
     reverse = [..]} {attrs} : (T, U) -> V``."""
 
     name = "stablehlo.convolution"
+    OPERANDS = (2, 2)
+    ONE_RESULT = True
     _WINDOW: ClassVar = {"stride": "window_strides", "lhs_dilate": "lhs_dilation",
                          "rhs_dilate": "rhs_dilation"}
 
@@ -343,6 +360,7 @@ class TopKOp(HloOp):
     """``chlo.top_k(%x, k = 3) : T -> (T, U)``."""
 
     name = "chlo.top_k"
+    OPERANDS = (1, 1)
 
     @classmethod
     def parse(cls, parser: Parser):
@@ -373,6 +391,7 @@ class RngBitGeneratorOp(HloOp):
     algorithm is kept as the generic form's ``rng_algorithm`` property."""
 
     name = "stablehlo.rng_bit_generator"
+    OPERANDS = (1, 1)
 
     @classmethod
     def parse(cls, parser: Parser):
@@ -400,9 +419,16 @@ def _generic_only(name: str) -> type[HloOp]:
     return type(name, (HloOp,), {"name": name, "parse": classmethod(parse)})
 
 
-def _simple(name: str, keys: dict[str, str] | None = None,
-            results: int | None = 1) -> type[HloOp]:
-    return type(name, (HloOp,), {"name": name, "KEYS": keys or {}, "RESULTS": results})
+def _simple(name: str, keys: dict[str, str] | None = None, results: int | None = 1,
+            operands: tuple[int, int | None] = (0, None)) -> type[HloOp]:
+    return type(name, (HloOp,), {"name": name, "KEYS": keys or {}, "RESULTS": results,
+                                 "OPERANDS": operands, "ONE_RESULT": results == 1})
+
+
+def _arity(name: str) -> tuple[int, int | None]:
+    """The operands of an elementwise op (``ELEMENTWISE``, ``CHLO_*``) by its name."""
+    n = 3 if name in ("select", "clamp") else 2 if name in _BINARY else 1
+    return n, n
 
 
 ELEMENTWISE = (
@@ -418,6 +444,11 @@ CHLO_ELEMENTWISE = ("erf", "erfc", "tan", "acos", "asin", "atan", "sinh", "cosh"
 CHLO_BROADCAST = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
                   "power", "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic",
                   "shift_right_logical", "compare", "select", "polygamma", "zeta", "complex")
+
+_BINARY = frozenset({
+    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2",
+    "and", "or", "xor", "shift_left", "shift_right_arithmetic", "shift_right_logical", "compare",
+    "next_after", "polygamma", "zeta", "complex"})
 
 _SHAPE_OPS = {
     "broadcast_in_dim": {"dims": "broadcast_dimensions"},
@@ -435,22 +466,25 @@ _SHAPE_OPS = {
     "dynamic_update_slice": {},
     "get_dimension_size": {"dim": "dimension"},
 }
+_SHAPE_ARITY = {"concatenate": (1, None), "pad": (2, 2), "iota": (0, 0), "dot_general": (2, 2),
+                "dot": (2, 2), "dynamic_slice": (1, None), "dynamic_update_slice": (2, None)}
 ReturnOp = _simple("stablehlo.return", results=0)
 ReturnOp.traits = traits_def(IsTerminator())
 
 STABLEHLO_OPS = [
     ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp,
     _simple("stablehlo.optimization_barrier", results=None),
-    *[_simple(f"stablehlo.{n}") for n in ELEMENTWISE],
-    *[_simple(f"stablehlo.{n}", keys) for n, keys in _SHAPE_OPS.items()],
+    *[_simple(f"stablehlo.{n}", operands=_arity(n)) for n in ELEMENTWISE],
+    *[_simple(f"stablehlo.{n}", keys, operands=_SHAPE_ARITY.get(n, (1, 1)))
+      for n, keys in _SHAPE_OPS.items()],
     *[_generic_only(f"stablehlo.{n}") for n in (
         "reduce_window", "gather", "scatter", "select_and_scatter", "sort", "if", "case", "map",
         "batch_norm_inference")],
 ]
 CHLO_OPS = [
-    *[_simple(f"chlo.{n}") for n in CHLO_ELEMENTWISE],
-    *[_simple(f"chlo.broadcast_{n}", {"broadcast_dimensions": "broadcast_dimensions"})
-      for n in CHLO_BROADCAST],
+    *[_simple(f"chlo.{n}", operands=_arity(n)) for n in CHLO_ELEMENTWISE],
+    *[_simple(f"chlo.broadcast_{n}", {"broadcast_dimensions": "broadcast_dimensions"},
+              operands=_arity(n)) for n in CHLO_BROADCAST],
     TopKOp,
 ]
 

@@ -87,14 +87,44 @@ def lower_dot_general(fn: FunctionLowering, op: Operation) -> None:
                       ranges, num_parallel, out_dtype)
 
 
-def _layout(text: str) -> list[list[str]]:
-    """``[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`` -> the three lists of dim names."""
-    return [part.split(",") for part in re.findall(r"\[([^\]]*)\]", text.replace(" ", ""))]
+# The raw form's fields, per operand: (field, the compact form's name) of its two named dims.
+_RAW_DIMS = (("input", (("batch", "b"), ("feature", "f"))),
+             ("kernel", (("input_feature", "i"), ("output_feature", "o"))),
+             ("output", (("batch", "b"), ("feature", "f"))))
+
+
+def _layout(op: Operation, where: str) -> list[list[str]]:
+    """The dim names of the lhs, rhs and result, from either spelling of ``dimension_numbers``:
+    ``[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]`` (what JAX prints) or IREE's and XLA's
+    ``raw input_batch_dimension = 0, input_feature_dimension = 3, input_spatial_dimensions =
+    [1, 2], kernel_... , output_...``. Each must name every dim of its operand once."""
+    attr = hlo_attr(op, "dimension_numbers")
+    if attr.data.split(" ", 1)[0] == "raw":
+        fields = hlo_fields(attr)
+        layouts = []
+        for prefix, named in _RAW_DIMS:
+            dims = {d: str(s) for s, d in enumerate(fields.get(f"{prefix}_spatial_dimensions", []))}
+            for key, name in named:
+                value = fields.get(f"{prefix}_{key}_dimension")
+                if isinstance(value, list) and len(value) == 1:
+                    dims[value[0]] = name
+            layouts.append([dims.get(d, "?") for d in range(max(dims, default=-1) + 1)])
+    else:
+        layouts = [part.split(",") for part in re.findall(r"\[([^\]]*)\]", attr.data.replace(" ", ""))]
+    ranks = [len(tensor_type_of(v.type, where)[1]) for v in (*op.operands[:2], op.results[0])]
+    spatial = [str(s) for s in range(ranks[0] - 2)]
+    if len(layouts) != 3 or any(sorted(layout) != sorted([*names, *spatial]) or len(layout) != rank
+                                for layout, names, rank in zip(layouts, ("bf", "io", "bf"), ranks)):
+        raise CompileError(f"stablehlo.convolution: dimension_numbers <{attr.data}> do not name "
+                           f"each dim of its {ranks[0]}-d operands and result once "
+                           "(batch/feature, kernel input/output feature, and the spatial dims)",
+                           where)
+    return layouts
 
 
 def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
-    lhs_layout, rhs_layout, out_layout = _layout(hlo_attr(op, "dimension_numbers").data)
+    lhs_layout, rhs_layout, out_layout = _layout(op, where)
     lhs_shape = tensor_type_of(op.operands[0].type, where)[1]
     out_dtype, out_shape = tensor_type_of(op.results[0].type, where)
     spatial = len(lhs_layout) - 2
@@ -105,6 +135,9 @@ def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     reverse = ints(op, "window_reversal", [0] * spatial)
     fgc = ints(op, "feature_group_count", [1])[0]
     bgc = ints(op, "batch_group_count", [1])[0]
+    rhs_shape = tensor_type_of(op.operands[1].type, where)[1]
+    _check_window(lhs_shape, rhs_shape, out_shape, (lhs_layout, rhs_layout, out_layout),
+                  strides, padding, lhs_dil, rhs_dil, reverse, fgc, bgc, where)
 
     # The lhs padded and dilated: a Generic of its own, fused later into the patch copy.
     low, high, interior = ([0] * len(lhs_shape) for _ in range(3))
@@ -115,6 +148,44 @@ def lower_convolution(fn: FunctionLowering, op: Operation) -> None:
     padded = emit_padded(fn, lhs, low, high, interior, None, where, op.name)
     _conv_generic(fn, op, padded, fn.tensor(op.operands[1], where), lhs_layout, rhs_layout,
                   out_layout, out_dtype, out_shape, strides, rhs_dil, reverse, fgc, bgc)
+
+
+def _check_window(lhs_shape, rhs_shape, out_shape, layouts, strides, padding, lhs_dil, rhs_dil,
+                  reverse, fgc, bgc, where: str) -> None:
+    """The window attributes are as many as the spatial dims and in range, the groups divide
+    what they split, and the result has StableHLO's shape for them (a smaller declared result
+    would otherwise be computed in part, silently)."""
+    lhs_layout, rhs_layout, out_layout = layouts
+    spatial = len(lhs_layout) - 2
+
+    def refuse(what: str):
+        raise CompileError(f"stablehlo.convolution: {what}", where)
+
+    for name, values, count, low in (("window_strides", strides, spatial, 1),
+                                     ("lhs_dilation", lhs_dil, spatial, 1),
+                                     ("rhs_dilation", rhs_dil, spatial, 1),
+                                     ("window_reversal", reverse, spatial, None),  # i1: -1
+                                     ("padding", padding, 2 * spatial, None)):
+        if len(values) != count or (low is not None and min(values, default=low) < low):
+            refuse(f"{name} {values} should be {count} values" + (f" of at least {low}"
+                                                                 if low is not None else ""))
+    lhs = dict(zip(lhs_layout, lhs_shape))
+    rhs = dict(zip(rhs_layout, rhs_shape))
+    if fgc < 1 or bgc < 1 or (fgc > 1 and bgc > 1):
+        refuse(f"feature_group_count {fgc} and batch_group_count {bgc}: both at least 1, "
+               "and not both above 1")
+    if lhs["f"] % fgc or lhs["b"] % bgc or rhs["o"] % (fgc * bgc):
+        refuse(f"the groups ({fgc} of features, {bgc} of batches) do not divide the input "
+               f"features ({lhs['f']}), batch ({lhs['b']}) and output features ({rhs['o']})")
+    expected = {"b": lhs["b"] // bgc, "f": rhs["o"]}
+    for s in range(spatial):
+        size = (lhs[str(s)] - 1) * lhs_dil[s] + 1 + padding[2 * s] + padding[2 * s + 1]
+        window = (rhs[str(s)] - 1) * rhs_dil[s] + 1
+        expected[str(s)] = max(0, (size - window) // strides[s] + 1) if lhs[str(s)] else 0
+    shape = tuple(expected[name] for name in out_layout)
+    if shape != tuple(out_shape):
+        refuse(f"the result should be {'x'.join(map(str, shape))} for these operands and "
+               f"window, not {'x'.join(map(str, out_shape))}")
 
 
 def _split(fn: FunctionLowering, value: Value, layout: list[str], name: str, groups: int,

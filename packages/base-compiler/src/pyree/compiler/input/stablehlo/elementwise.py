@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.tensor_program import Constant, View
 from pyree.compiler.input.body import Inputs
-from pyree.compiler.input.constants import dense_array, is_splat, python_scalar
+from pyree.compiler.input.constants import dense_array, dense_contents, python_scalar
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
@@ -347,15 +347,11 @@ def lower_constant(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     result = op.results[0]
     dtype, shape = tensor_type_of(result.type, where)
-    data = dense_array(op.properties["value"], dtype, shape, where)
+    data, splat = dense_contents(op.properties["value"], dtype, shape, where)
     if shape == ():
         fn.env[result] = Const(python_scalar(data[()], dtype), dtype)
         return
-    value = fn.result_value(result, where)
-    if is_splat(data):
-        fn.emit(Constant(value, splat=python_scalar(data.reshape(-1)[0], dtype), location=where))
-    else:
-        fn.emit(Constant(value, data=data, location=where))
+    fn.emit(Constant(fn.result_value(result, where), data=data, splat=splat, location=where))
 
 
 def lower_region(fn: FunctionLowering, block: Block, args: list[Expr], inputs: Inputs,
