@@ -19,6 +19,7 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     Select,
+    affine_range,
     depth,
     operands,
 )
@@ -87,8 +88,7 @@ def _check_index(op: Generic, index: tuple[AffineExpr, ...], shape: tuple[int, .
     if unchecked:
         return
     for dim, (ix, size) in enumerate(zip(index, shape)):
-        lo = ix.const + sum(min(0, c * (r - 1)) for c, r in zip(ix.coeffs, ranges))
-        hi = ix.const + sum(max(0, c * (r - 1)) for c, r in zip(ix.coeffs, ranges))
+        lo, hi = affine_range(ix, ranges)
         if lo < 0 or hi >= size:
             _refuse(op, f"{what} elements [{lo}, {hi}] of a dim of size {size} (dim {dim} of "
                     f"{'x'.join(map(str, shape))})")
