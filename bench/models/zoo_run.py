@@ -1,0 +1,45 @@
+"""One zoo module on one device, in a process of its own (zoo.py starts it, so that a crash or a
+hang costs one row of the table, not the sweep):
+
+    python3 bench/models/zoo_run.py DEVICE MODULE PARAMS X.npy Y.npy
+
+Loads MODULE with its weights from the archive PARAMS, calls ``main`` on X.npy, saves the result
+to Y.npy and prints one JSON line: seconds to load, seconds of the first call, and the median
+milliseconds of further calls (input resident on the device, result read back). Imports only the
+runtime and numpy: a deploy host needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+REPS = 10
+
+
+def main() -> None:
+    device, module_path, params, x_path, y_path = sys.argv[1:6]
+    import pyree.runtime as rt
+    t0 = time.perf_counter()
+    module = rt.load_module(module_path, device=device, parameters=[params])
+    load_s = time.perf_counter() - t0
+    fn = module["main"]
+    x = rt.asdevicearray(module.device, np.load(x_path))
+    t0 = time.perf_counter()
+    y = fn(x).to_host()
+    first_s = time.perf_counter() - t0
+    np.save(y_path, y)
+    times = []
+    for _ in range(REPS):
+        t0 = time.perf_counter()
+        fn(x).to_host()
+        times.append((time.perf_counter() - t0) * 1e3)
+    print(json.dumps({"load_s": load_s, "first_s": first_s, "ms": statistics.median(times)}))
+
+
+if __name__ == "__main__":
+    main()
