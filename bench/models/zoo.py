@@ -36,18 +36,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 import definitions  # noqa: E402
 import zoo_weights  # noqa: E402
+from bench_gpu import relative_error  # noqa: E402
 
 TARGETS = ("llvm-cpu", "cuda", "vulkan-spirv")
 DEVICE_TARGET = {"local-task": "llvm-cpu", "cuda": "cuda", "vulkan": "vulkan-spirv"}
 LIMIT = 1e-4
 SIZE = 224
-
-
-def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if got.shape != ref.shape or not np.all(np.isfinite(got)):
-        return float("inf")
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def reference(model: torch.nn.Module, x: torch.Tensor) -> tuple[np.ndarray, float]:
@@ -60,17 +54,17 @@ def reference(model: torch.nn.Module, x: torch.Tensor) -> tuple[np.ndarray, floa
 
 
 def run_module(device: str, module: Path, params: Path, x: np.ndarray, ref: np.ndarray,
-               limit_s: float) -> dict:
+               args) -> dict:
     """One module on one device in its own process: its timings and error, or its failure."""
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/x.npy", x)
         try:
             proc = subprocess.run([sys.executable, str(Path(__file__).with_name("zoo_run.py")),
                                    device, str(module), str(params), f"{tmp}/x.npy",
-                                   f"{tmp}/y.npy"], capture_output=True, text=True,
-                                  timeout=limit_s)
+                                   f"{tmp}/y.npy", str(args.reps)], capture_output=True,
+                                  text=True, timeout=args.limit)
         except subprocess.TimeoutExpired:
-            return {"fail": f"{device}: no result within {limit_s:.0f} s"}
+            return {"fail": f"{device}: no result within {args.limit:.0f} s"}
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines()
             return {"fail": f"{device}: exit {proc.returncode}: {lines[-1] if lines else ''}"}
@@ -100,6 +94,7 @@ def build(name: str, args, params: Path) -> dict:
             vmfb = compile_str(mlir, options, source_name=f"<torchvision {name}>")
         except Exception as e:  # noqa: BLE001 - every compile failure is a row of the table
             entry["fails"].append(f"{target}: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+            (args.build / f"{name}.{target}.vmfb").unlink(missing_ok=True)  # an older build's
             continue
         entry["compile_s"][target] = time.perf_counter() - t0
         (args.build / f"{name}.{target}.vmfb").write_bytes(vmfb)
@@ -112,7 +107,7 @@ def build(name: str, args, params: Path) -> dict:
         x = definitions.zoo_input(SIZE, seed=1)
         ref, entry["torch_err"] = reference(model, x)
         entry["local-task"] = run_module("local-task", args.build / f"{name}.llvm-cpu.vmfb",
-                                         archive, x.numpy(), ref, args.limit)
+                                         archive, x.numpy(), ref, args)
     return entry
 
 
@@ -130,7 +125,7 @@ def on_devices(name: str, info: dict, args, params: Path) -> dict:
     rows = {"torch_err": torch_err}
     for device in args.device.split(","):
         module = args.build / f"{name}.{DEVICE_TARGET[device]}.vmfb"
-        rows[device] = (run_module(device, module, archive, x.numpy(), ref, args.limit)
+        rows[device] = (run_module(device, module, archive, x.numpy(), ref, args)
                         if module.exists() else {"fail": f"{device}: no module {module.name}"})
     return rows
 
@@ -145,8 +140,8 @@ def fails(entry: dict) -> list[str]:
 
 def progress(name: str, r: dict) -> str:
     """One line per model as it finishes, so that a run cut short still says what it saw."""
-    runs = [f"{d} {v['err']:.1e} {v['ms']:.2f} ms" for d, v in r.items()
-            if isinstance(v, dict) and "ms" in v]
+    runs = [f"{d} {v['err']:.1e}" + (f" {v['ms']:.2f} ms" if "ms" in v else "")
+            for d, v in r.items() if isinstance(v, dict) and "err" in v]
     return f"{name}: {'FAIL' if fails(r) else 'pass'} {', '.join(runs)} {'; '.join(fails(r))}"
 
 
@@ -182,6 +177,8 @@ def main() -> int:
                         "instead of building them (which runs the llvm-cpu ones on local-task)")
     p.add_argument("--params", type=Path, help="folder of weight archives (default BUILD-params)")
     p.add_argument("--limit", type=float, default=180.0, help="seconds per module run")
+    p.add_argument("--reps", type=int, default=10,
+                   help="timed calls after the checked one (0: none, e.g. on lavapipe)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
     params = args.params or args.build.with_name(args.build.name + "-params")
