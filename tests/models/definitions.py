@@ -1,6 +1,7 @@
 """The PyTorch models the end-to-end model tests and benchmarks import, with random weights.
 
-torchvision's MobileNet v2 and ResNet-18 (``weights=None``: no download), a GPT-2-style block
+torchvision's MobileNet v2 and ResNet-18 (``weights=None``: no download) and every other
+classification model of the zoo sweep (``zoo_models``, bench/models/zoo.py), a GPT-2-style block
 written here (causal self-attention, layernorm, tanh-GELU MLP), an MLP and a small CNN. Every
 factory seeds torch so that a model is the same in every process that builds it.
 """
