@@ -1,6 +1,7 @@
 """The PyTorch models the end-to-end model tests and benchmarks import, with random weights.
 
-torchvision's MobileNet v2 and ResNet-18 (``weights=None``: no download), a GPT-2-style block
+torchvision's MobileNet v2 and ResNet-18 (``weights=None``: no download) and every other
+classification model of the zoo sweep (``zoo_models``, bench/models/zoo.py), a GPT-2-style block
 written here (causal self-attention, layernorm, tanh-GELU MLP), an MLP and a small CNN. Every
 factory seeds torch so that a model is the same in every process that builds it.
 """
@@ -13,6 +14,8 @@ import types
 
 import torch
 from torch import nn
+
+ZOO_LIMIT_BYTES = 50_000_000  # issue 26: the classification models whose weights are under ~50 MB
 
 
 def _torchvision():
@@ -85,14 +88,34 @@ class SmallCNN(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
 
 
-def mobilenet_v2() -> nn.Module:
+def zoo_model(name: str) -> nn.Module:
+    """torchvision's classification model ``name`` with seeded random weights and batchnorm
+    statistics, in eval mode: the same weights in every process that builds it."""
     torch.manual_seed(0)
-    return _init_batchnorm(_torchvision().models.mobilenet_v2(weights=None).eval())
+    return _init_batchnorm(_torchvision().models.get_model(name, weights=None).eval())
+
+
+def zoo_models(limit_bytes: int = ZOO_LIMIT_BYTES) -> dict[str, int]:
+    """name -> parameter count of every torchvision classification model whose fp32 weights
+    (its weights enum's ``num_params``) fit in ``limit_bytes``: the sweep follows torchvision's
+    own list, so a model torchvision adds is swept without an edit here."""
+    models = _torchvision().models
+    counts = {name: models.get_model_weights(name).DEFAULT.meta["num_params"]
+              for name in models.list_models(module=models)}
+    return {name: n for name, n in counts.items() if 4 * n <= limit_bytes}
+
+
+def zoo_input(size: int = 224, seed: int = 0) -> torch.Tensor:
+    """One random NCHW image, batch 1."""
+    return torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def mobilenet_v2() -> nn.Module:
+    return zoo_model("mobilenet_v2")
 
 
 def resnet18() -> nn.Module:
-    torch.manual_seed(0)
-    return _init_batchnorm(_torchvision().models.resnet18(weights=None).eval())
+    return zoo_model("resnet18")
 
 
 def gpt2_block(width: int = 256, heads: int = 4, seq: int = 128) -> nn.Module:

@@ -27,7 +27,7 @@ def import_torch(module, *example_args, function_name: str = "main") -> str:
 
     try:
         imported = fx.export_and_import(module, *example_args, output_type="linalg-on-tensors",
-                                        func_name=function_name)
+                                        func_name=function_name, hooks=_weights_hooks())
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
         lines = [line for line in str(err).splitlines()
@@ -35,6 +35,39 @@ def import_torch(module, *example_args, function_name: str = "main") -> str:
         raise CompileError("torch-mlir could not lower the module to linalg-on-tensors: "
                            + "\n".join(lines)) from None
     return str(imported)
+
+
+def _weights_hooks():
+    """torch-mlir hooks that hand each weight's bytes to its ``dense_resource`` blob directly.
+
+    torch-mlir's FX importer copies every weight through a Python list (``tensor.tolist()``,
+    then ``np.array``), most of a large model's import time. The hook fills the
+    importer's own per-tensor cache with the attribute it would have built from that list (same
+    blob name, type and bytes), so the default path finds it there and makes the same op; a
+    tensor without storage (a fake tensor) or one element (a splat) is left to that path."""
+    import numpy as np
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch_mlir.extras import fx_importer as fxi
+    from torch_mlir.ir import DenseResourceElementsAttr
+
+    class Hooks(fxi.FxImporterHooks):
+        def resolve_literal(self, gni, literal, info):
+            npy_dtype = fxi.TORCH_DTYPE_TO_NPY_TYPE.get(getattr(literal, "dtype", None))
+            if (not isinstance(literal, torch.Tensor) or isinstance(literal, FakeTensor)
+                    or npy_dtype is None or literal.numel() <= 1):
+                return None
+            cached = gni._cc._py_attr_tracker.track(literal)  # what _make_vtensor_literal_op reads
+            if cached.is_empty:
+                data = literal.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+                array = np.asarray(data.numpy()).view(npy_dtype).reshape(tuple(literal.shape))
+                shape = "_".join(str(d) for d in literal.shape)
+                cached.value = DenseResourceElementsAttr.get_from_buffer(
+                    array, f"torch_tensor_{shape}_{literal.dtype}",
+                    fxi.create_mlir_tensor_type(literal))
+            return None
+
+    return Hooks()
 
 
 def compile_torch(module, *example_args, function_name: str = "main",
