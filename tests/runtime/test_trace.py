@@ -138,9 +138,11 @@ def test_copies_fills_and_checks_are_traced(arith_bytes, offset_constant, rng):
     np.testing.assert_array_equal(copied, offset_constant)
     np.testing.assert_array_equal(result, a + b)
     spans = check_trace(t.chrome())
-    kinds = [s["cat"] for s in spans if s["cat"] in ("copy", "fill")]
-    assert sorted(kinds) == ["copy", "fill"]
-    assert [s["name"] for s in spans if s["cat"] == "fill"] == ["fill 16 bytes"]
+    assert [s["name"] for s in spans if s["cat"] == "copy"] == [f"copy {ROWS * COLS * 4} bytes"]
+    # fill_copy's fill, and each checked_add's clear of its result: the gcc-built kernels carry no
+    # export records, so the verifier cannot take their writes as proven (module/coverage.py)
+    assert [s["name"] for s in spans if s["cat"] == "fill"] == \
+        ["fill 16 bytes"] + [f"fill {ROWS * COLS * 4} bytes"] * 2
     assert [s["name"] for s in spans if s["name"] == "check"] == ["check", "check"]
 
 
