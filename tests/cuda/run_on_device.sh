@@ -23,12 +23,14 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --
   2>&1 | tail -3
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
+# The driver's own tests (hostile modules, threads) once; the codegen tests for both cubin targets.
 for build in cuda90 cuda90a; do
   echo "== tests/cuda on the GPU, modules of .gpubuild/$build" | tee -a "$OUT/cuda.log"
-  PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/$build timeout 300 python3 -m pytest -q -p no:cacheprovider \
+  driver_tests=""
+  [ $build = cuda90 ] && driver_tests="tests/cuda/test_cuda_hostile_modules.py tests/cuda/test_cuda_concurrency.py"
+  PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/$build timeout 270 python3 -m pytest -q -p no:cacheprovider \
     tests/cuda/test_cuda_gpu.py tests/cuda/test_cuda_control_flow.py tests/cuda/test_cuda_dlpack.py \
     tests/cuda/test_cuda_reduction_accuracy.py tests/cuda/test_cuda_trace.py \
-    tests/cuda/test_cuda_gather.py tests/cuda/test_cuda_hostile_modules.py \
-    tests/cuda/test_cuda_concurrency.py -rfs 2>&1 | tee -a "$OUT/cuda.log" | tail -12
+    tests/cuda/test_cuda_gather.py $driver_tests -rfs 2>&1 | tee -a "$OUT/cuda.log" | tail -12
 done
 timeout 60 python3 bench/cuda/memory_after_failure.py .gpubuild/cuda90/mlp.vmfb 2>&1 | tee "$OUT/memory.log"
