@@ -21,9 +21,10 @@ from dataclasses import replace
 
 from pyree import compiler
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flags import FlagError, StageLines, add_compile_flags, flag_values
+from pyree.compiler.flags import FlagError, add_compile_flags, flag_values
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 from pyree.compiler.output_file import write_output
+from pyree.compiler.progress import StageLines
 from pyree.compiler.tools.tool_parser import ToolParser
 
 # Seconds of silence before pyree-compile starts printing stage lines.
@@ -40,9 +41,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-file", "--output_file", dest="output", default="-",
                    metavar="OUTPUT", help="module file to write ('-' for stdout, the default)")
     add_compile_flags(p)
-    p.add_argument("--pyree-progress", dest="progress", action=argparse.BooleanOptionalAction,
-                   help="print a line to stderr as each stage starts (default: only once a "
-                   f"compile has run {PROGRESS_AFTER:g} s)")
     p.add_argument("--pyree-hal-list-target-backends", "--iree-hal-list-target-backends",
                    dest="list_backends", action="store_true",
                    help="list the target backends and exit")
@@ -57,11 +55,9 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
         values = flag_values(args)
     except FlagError as e:
         parser.error(e.message)
-    timing = values.pop("progress", None)
-    if timing is not None or args.progress:
-        values["progress"] = timing or StageLines(0.0)
-    elif args.progress is None:
-        values["progress"] = StageLines(PROGRESS_AFTER)
+    progress = values.pop("progress", None)  # --pyree-progress / --no-pyree-progress
+    if progress is not False:
+        values["progress"] = StageLines(0.0 if progress else PROGRESS_AFTER)
     return replace(CompileOptions(), **values)
 
 
