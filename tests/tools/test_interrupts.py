@@ -1,0 +1,77 @@
+"""Ctrl-C in the runtime's tools: exit 130 with "error: interrupted" alone, also when it lands
+while a Python driver's callback runs (cffi cannot unwind it through C: the tools printed a
+traceback and failed the call as "submit: INTERNAL: (no message)")."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from interrupting import PROMPT_S, interrupt
+from pyree.runtime.drivers.local_sync import LocalSyncDevice
+from pyree.runtime.hal import registry
+from pyree.runtime.hal.python_driver import DeviceInfo, PythonDriver, export_driver
+
+
+@pytest.mark.parametrize("device", ["local-task", "local-sync"])
+def test_benchmark_module(device, tools_module):
+    """Most of a call's time is inside the driver's callbacks."""
+    result = interrupt([sys.executable, "-m", "pyree.runtime.tools.benchmark_module",
+                        f"--device={device}", f"--module={tools_module}", "--function=twice",
+                        "--input=37x53xf32=3", "--benchmark_min_time=300"],
+                       lambda err, pids: True, settle_s=2.0)  # past start-up, into the timing
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "error: interrupted\n"
+    assert result.seconds < PROMPT_S and result.left_behind == []
+
+
+class _InterruptedOnce(LocalSyncDevice):
+    """local-sync, whose next submit is interrupted: Ctrl-C while the driver runs."""
+
+    interrupt = True
+
+    def queue_submit(self, command_buffer, binding_table, waits, signals):
+        if self.interrupt:
+            self.interrupt = False
+            raise KeyboardInterrupt
+        super().queue_submit(command_buffer, binding_table, waits, signals)
+
+
+class _Driver(PythonDriver):
+    name = "interrupted"
+
+    def enumerate_devices(self):
+        return [DeviceInfo("", self.name)]
+
+    def create_device(self, path: str):
+        return _InterruptedOnce()
+
+
+class _EntryPoint:
+    name = _Driver.name
+
+    def load(self):
+        return lambda: export_driver(_Driver())
+
+
+@pytest.fixture
+def interrupted_driver(monkeypatch):
+    monkeypatch.setattr(registry, "_entry_points", lambda prefix="": [_EntryPoint()])
+    registry.reset()
+    yield _Driver.name
+    registry.reset()
+
+
+def test_ctrl_c_in_a_driver_callback_is_raised_again_in_the_caller(tools_module,
+                                                                   interrupted_driver):
+    add = rt.load_module(tools_module, device=interrupted_driver)["add"]
+    a, b = (np.random.default_rng(i).standard_normal((37, 53)).astype(np.float32)
+            for i in range(2))
+    with pytest.raises(KeyboardInterrupt):
+        add(a, b)
+    np.testing.assert_array_equal(add(a, b).to_host(), a + b)  # and the device works on
+    del add  # (the interrupt's traceback holds it in a cycle: freed before the driver goes)
+    gc.collect()
