@@ -22,10 +22,18 @@ START = {"fork": True, "spawn": False}
 
 @pytest.fixture(params=sorted(START))
 def start(request, monkeypatch):
-    """Four workers, started as the parameter says."""
+    """Four workers, started as the parameter says; no spawned worker left afterwards."""
     monkeypatch.setattr(parallel, "cores", lambda: 4)
     monkeypatch.setattr(parallel, "fork_is_safe", lambda: START[request.param])
-    return request.param
+    yield request.param
+    parallel._stop_idle()
+    assert parallel._LIVE == set()
+
+
+def idle() -> set:
+    """The workers alive between calls: spawned ones kept for the next call."""
+    assert parallel._LIVE == set(parallel._IDLE)
+    return {worker.pid for worker in parallel._IDLE}
 
 
 def test_results_come_in_order_with_progress_per_job(start):
@@ -35,7 +43,22 @@ def test_results_come_in_order_with_progress_per_job(start):
     assert sorted(done) == list(range(len(items)))
     pids = set(parallel.map_jobs(pid_of, range(8)))
     assert os.getpid() not in pids and 1 <= len(pids) <= 4
-    assert parallel._LIVE == set()
+    assert idle() == (set() if start == "fork" else {w.pid for w in parallel._IDLE})
+
+
+def test_spawned_workers_serve_the_next_call_then_stop_when_idle(monkeypatch):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "fork_is_safe", lambda: False)
+    first = set(parallel.map_jobs(pid_of, range(6)))
+    assert first <= idle() and len(idle()) == 2
+    assert set(parallel.map_jobs(pid_of, range(6))) <= first  # the same processes, no new start
+    monkeypatch.setattr(parallel, "IDLE_S", 0.1)
+    parallel.map_jobs(pid_of, range(2))  # restarts the idle timer, now short
+    parallel._reaper.join(timeout=10)
+    assert idle() == set()
+    for pid in first:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_a_jobs_error_is_raised_here(start):
@@ -45,7 +68,7 @@ def test_a_jobs_error_is_raised_here(start):
         assert str(err.value) == "in.mlir:3:1: error: three is refused"
     with pytest.raises(CompileError, match="internal compiler error: KeyError: 'five'"):
         parallel.map_jobs(square_or_fail, [0, 5, 1])
-    assert parallel._LIVE == set()
+    assert idle() == set()  # a call that failed keeps none of its workers
 
 
 def test_an_interrupt_kills_every_worker(start):
@@ -56,8 +79,8 @@ def test_an_interrupt_kills_every_worker(start):
 
     with pytest.raises(KeyboardInterrupt):
         parallel.map_jobs(square_or_fail, [1, 2, 4, 6], interrupt)
-    assert parallel._LIVE == set()
-    for pid in pids:  # reaped, so gone
+    assert idle() == set()
+    for pid in pids:  # killed and reaped, so gone
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 

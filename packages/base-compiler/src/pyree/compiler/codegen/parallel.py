@@ -7,13 +7,15 @@ Python, where Ctrl-C acts at once). How a worker starts depends on the threads t
 
 - only pyree's own (named ``pyree-*``: pyree-compile's progress timer and interrupt watcher, which
   hold no lock a worker takes) and numpy's OpenBLAS pool (stopped by OpenBLAS itself around a
-  fork): ``os.fork``, a few milliseconds, and the worker already holds everything the jobs need
-  (no re-import, no pickling of the function);
+  fork): ``os.fork``, a few milliseconds, and the worker already holds every module the jobs
+  need; forked workers end with the call (they would pin the memory of the compile they copied);
 - any other (JAX and PyTorch run thread pools; an application may run its own): a fork would copy
   locks those threads may hold, so the workers are fresh interpreters (``subprocess``, which
   forks and executes at once and runs no at-fork hooks) that import only what the job function's
-  module needs. multiprocessing's forkserver and spawn would also run the application's
-  ``__main__`` script again in every worker, which a library must not ask of its caller.
+  module needs, kept for the next call until they have been idle ``IDLE_S`` seconds (a process
+  that compiles again and again pays their start once). multiprocessing's forkserver and spawn
+  would also run the application's ``__main__`` script again in every worker, which a library
+  must not ask of its caller.
 
 Either way a job's result depends on its input alone, so the output is the same bytes. Where
 there is one core or one job, the jobs run here, one after another.
@@ -21,6 +23,7 @@ there is one core or one job, the jobs run here, one after another.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import signal
@@ -40,6 +43,9 @@ PARTS = 4
 
 # Names of the threads pyree itself starts; a worker may be forked beside them (see above).
 THREAD_PREFIX = "pyree-"
+
+# Seconds a spawned worker is kept for the next call.
+IDLE_S = 30.0
 
 # A spawned worker's first steps: ignore Ctrl-C (the parent decides), take the parent's import
 # path, then serve jobs on the connection whose descriptor is argv[1].
@@ -99,8 +105,8 @@ _OPENBLAS_THREADS = [f"{prefix}_get_num_threads{suffix}" for prefix in ("scipy_o
 
 def map_jobs(fn: Callable, items: Sequence, done: Callable[[int], None] | None = None) -> list:
     """``[fn(item) for item in items]``, on up to ``cores()`` worker processes; ``done(i)`` is
-    called here as job ``i`` finishes. ``fn`` must be a module-level function (or a partial of
-    one) and items and results must pickle. A job's CompileError is raised here as it was
+    called here as job ``i`` finishes. ``fn`` (a module-level function, or a partial of one),
+    items and results must pickle. A job's CompileError is raised here as it was
     raised there, any other exception as a CompileError naming it (a compiler bug); on any
     error or interrupt every worker is killed first."""
     workers = min(len(items), cores()) if hasattr(os, "fork") else 1
@@ -122,15 +128,58 @@ def run_apart(fn: Callable, item):
 
 
 def _in_workers(fn: Callable, items: Sequence, done, workers: int) -> list:
-    start = _fork if fork_is_safe() else _spawn
-    pool: list[_Worker] = []
+    if fork_is_safe():
+        pool = [_fork() for _ in range(workers)]
+        try:
+            return _run(pool, fn, items, done)
+        finally:
+            for worker in pool:
+                worker.stop()
+    pool, kept = _spawned(workers), []
     try:
-        for _ in range(workers):
-            pool.append(start(fn))
-        return _run(pool, items, done)
+        results = _run(pool, fn, items, done)
+        kept = pool
+        return results
     finally:
-        for worker in pool:
+        for worker in pool if kept is not pool else ():  # perhaps mid-job: never used again
             worker.stop()
+        _keep(kept)
+
+
+# Spawned workers idle between calls, and the timer that stops them (under _IDLE_LOCK).
+_IDLE: list = []
+_IDLE_LOCK = threading.Lock()
+_reaper: threading.Timer | None = None
+
+
+def _spawned(count: int) -> list:
+    """``count`` spawned workers: idle ones first, new ones for the rest."""
+    with _IDLE_LOCK:
+        if _reaper is not None:
+            _reaper.cancel()
+        alive = [w for w in _IDLE if w.process.poll() is None]
+        pool, _IDLE[:] = alive[:count], alive[count:]
+    return pool + [_spawn() for _ in range(count - len(pool))]
+
+
+def _keep(pool: list) -> None:
+    """Keeps ``pool`` for the next call; the idle workers stop IDLE_S seconds after the last."""
+    global _reaper
+    with _IDLE_LOCK:
+        _IDLE.extend(pool)
+        if _reaper is not None:
+            _reaper.cancel()
+        _reaper = threading.Timer(IDLE_S, _stop_idle)
+        _reaper.name, _reaper.daemon = "pyree-idle-workers", True
+        _reaper.start()
+
+
+@atexit.register  # (no idle worker outlives the interpreter's own exit either)
+def _stop_idle() -> None:
+    with _IDLE_LOCK:
+        for worker in _IDLE:
+            worker.stop()
+        _IDLE.clear()
 
 
 class _Worker:
@@ -174,7 +223,7 @@ def _kill(pid: int) -> None:
         pass
 
 
-def _run(pool: list[_Worker], items: Sequence, done) -> list:
+def _run(pool: list[_Worker], fn: Callable, items: Sequence, done) -> list:
     results: dict[int, object] = {}
     queue = iter(range(len(items)))
     busy: dict[Connection, _Worker] = {}
@@ -182,7 +231,7 @@ def _run(pool: list[_Worker], items: Sequence, done) -> list:
     def give(worker: _Worker) -> None:
         i = next(queue, None)
         if i is not None:
-            worker.connection.send((i, items[i]))
+            worker.connection.send((i, fn, items[i]))
             busy[worker.connection] = worker
 
     for worker in pool:
@@ -207,11 +256,11 @@ def _run(pool: list[_Worker], items: Sequence, done) -> list:
     return [results[i] for i in range(len(items))]
 
 
-def _fork(fn: Callable) -> _Worker:
+def _fork() -> _Worker:
     parent, child = Pipe()
     with warnings.catch_warnings():
         # Python 3.12 warns when a process with threads forks (a held lock stays held in the
-        # child); fork_is_safe has found only pyree's own threads, which hold none it takes.
+        # child); fork_is_safe has found only threads that hold none the child takes.
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid:
@@ -221,31 +270,28 @@ def _fork(fn: Callable) -> _Worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for end in (parent, *(worker.connection for worker in _LIVE)):
             end.close()  # so that each worker sees its own connection close with the parent
-        serve(child, fn)
+        serve(child)
     finally:
         os._exit(0)
 
 
-def _spawn(fn: Callable) -> _Worker:
+def _spawn() -> _Worker:
     parent, child = Pipe()
     process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, str(child.fileno())],
                                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
     child.close()
     worker = _Worker(parent, process.pid, process)
     parent.send(sys.path)
-    parent.send(fn)
     return worker
 
 
-def serve(connection: Connection, fn: Callable | None = None) -> None:
-    """A worker's loop: ``fn`` (received first when not given), then jobs ``(i, item)``, each
-    answered with ``(i, True, result)`` or ``(i, False, (kind, message, location))``, until the
-    parent closes the connection or kills the worker."""
+def serve(connection: Connection) -> None:
+    """A worker's loop: jobs ``(i, fn, item)``, each answered with ``(i, True, fn(item))`` or
+    ``(i, False, (kind, message, location))``, until the parent closes the connection or kills
+    the worker."""
     try:
-        if fn is None:
-            fn = connection.recv()
         while True:
-            i, item = connection.recv()
+            i, fn, item = connection.recv()
             try:
                 reply = (i, True, fn(item))
             except CompileError as e:
