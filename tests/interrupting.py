@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -65,6 +66,21 @@ def _read(stream, timeout_s: float) -> bytes:
         data += chunk
         timeout_s = 0
     return data
+
+
+def interrupt_benchmark(module: str, device: str, function: str, *inputs: str) -> Interrupted:
+    """pyree-benchmark-module on a long run, interrupted once past its start (into the timing)."""
+    return interrupt([sys.executable, "-m", "pyree.runtime.tools.benchmark_module",
+                      f"--device={device}", f"--module={module}", f"--function={function}",
+                      *(f"--input={i}" for i in inputs), "--benchmark_min_time=300"],
+                     lambda err, pids: True, settle_s=3.0)
+
+
+def assert_benchmark_interrupted(result: Interrupted) -> None:
+    """Exit 130, "error: interrupted" alone, promptly, nothing left running."""
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == "error: interrupted\n"
+    assert result.seconds < PROMPT_S and result.left_behind == []
 
 
 def session(sid: int) -> list[int]:
