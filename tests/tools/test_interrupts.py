@@ -5,6 +5,8 @@ traceback and failed the call as "submit: INTERNAL: (no message)")."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pyree.runtime as rt
@@ -21,6 +23,30 @@ def test_benchmark_module(device, tools_module):
     this on their devices)."""
     assert_benchmark_interrupted(interrupt_benchmark(tools_module, device, "twice",
                                                      "37x53xf32=3"))
+
+
+# A tool whose Ctrl-C lands in a finalizer (a result's __del__), where Python reports it as
+# unraisable and carries on: the loop would run until the test's timeout if it were lost.
+LOST_IN_A_FINALIZER = """
+from pyree.runtime.tools.cli import tool_main
+
+class Result:
+    def __del__(self):
+        raise KeyboardInterrupt
+
+def body(argv):
+    Result()
+    while True:
+        pass
+
+tool_main(body, None)
+"""
+
+
+def test_ctrl_c_in_a_finalizer_still_ends_the_tool():
+    proc = subprocess.run([sys.executable, "-c", LOST_IN_A_FINALIZER], capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (130, "error: interrupted\n")
 
 
 class _InterruptedOnce(LocalSyncDevice):

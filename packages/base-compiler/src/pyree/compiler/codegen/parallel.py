@@ -106,9 +106,9 @@ _OPENBLAS_THREADS = [f"{prefix}_get_num_threads{suffix}" for prefix in ("scipy_o
 def map_jobs(fn: Callable, items: Sequence, done: Callable[[int], None] | None = None) -> list:
     """``[fn(item) for item in items]``, on up to ``cores()`` worker processes; ``done(i)`` is
     called here as job ``i`` finishes. ``fn`` (a module-level function, or a partial of one),
-    items and results must pickle. A job's CompileError is raised here as it was
-    raised there, any other exception as a CompileError naming it (a compiler bug); on any
-    error or interrupt every worker is killed first."""
+    items and results must pickle. A job's CompileError is raised here as it was raised there,
+    any other exception as a CompileError naming it (a compiler bug); on any error or interrupt
+    every worker is killed first."""
     workers = min(len(items), cores()) if hasattr(os, "fork") else 1
     if workers <= 1:
         results = []
@@ -157,8 +157,10 @@ def _spawned(count: int) -> list:
     with _IDLE_LOCK:
         if _reaper is not None:
             _reaper.cancel()
-        alive = [w for w in _IDLE if w.process.poll() is None]
-        pool, _IDLE[:] = alive[:count], alive[count:]
+        for worker in [w for w in _IDLE if w.process.poll() is not None]:
+            worker.stop()  # ended while idle (killed from outside): reaped, never used
+            _IDLE.remove(worker)
+        pool, _IDLE[:] = _IDLE[:count], _IDLE[count:]
     return pool + [_spawn() for _ in range(count - len(pool))]
 
 

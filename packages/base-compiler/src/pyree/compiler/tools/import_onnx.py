@@ -6,7 +6,8 @@
 IREE's tool stops at the torch-onnx dialect and leaves the rest to iree-compile; pyree's
 compiler reads linalg-on-tensors, so this tool also runs torch-mlir's lowering pipelines. The
 flags are IREE's where they apply. Exit status: 0 ok, 1 import error (one paragraph on stderr,
-never a traceback), 2 usage error, 130 interrupted (Ctrl-C). Needs ``pip install pyree-base-compiler[onnx]``.
+never a traceback), 2 usage error, 130 interrupted (Ctrl-C). Needs
+``pip install pyree-base-compiler[onnx]``.
 """
 
 from __future__ import annotations
