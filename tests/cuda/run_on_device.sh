@@ -33,4 +33,7 @@ for build in cuda90 cuda90a; do
     tests/cuda/test_cuda_reduction_accuracy.py tests/cuda/test_cuda_trace.py \
     tests/cuda/test_cuda_gather.py $driver_tests -rfs 2>&1 | tee -a "$OUT/cuda.log" | tail -12
 done
+echo "== Ctrl-C in pyree-benchmark-module on cuda" | tee -a "$OUT/cuda.log"
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/cuda/test_cuda_interrupt.py 2>&1 \
+  | tee -a "$OUT/cuda.log" | tail -4
 timeout 60 python3 bench/cuda/memory_after_failure.py .gpubuild/cuda90/mlp.vmfb 2>&1 | tee "$OUT/memory.log"

@@ -311,6 +311,56 @@ def test_a_function_that_mixes_rows_answers_each_client_exactly(served):
                                                "got 2x3xf32")
 
 
+@pytest.mark.timeout(180)
+def test_a_replica_that_cannot_start_says_why(served, module):
+    """Only a replica can find its node's driver missing; pyree.serve.run raises its error."""
+    import pyree.serve
+    from ray import serve
+
+    app = pyree.serve.deployment(module, "scale", device="nosuchdevice",
+                                 ray_actor_options={"num_cpus": 0.25})
+    try:
+        with pytest.raises(pyree.serve.ReplicaError) as err:
+            pyree.serve.run(app, name="broken", route_prefix="/broken")
+    finally:
+        serve.delete("broken")
+    message = str(err.value)
+    assert "Failed to update the deployments ['PyreeDeployment']" in message
+    assert re.search(r"The replicas could not start: function 'scale' of the module's bytes on "
+                     r"device 'nosuchdevice': no HAL driver named 'nosuchdevice' is installed; "
+                     r"installed drivers: [\w, -]*local-task[\w, -]*$", message), message
+    assert "\n" not in message and "Traceback" not in message
+
+
+def test_deployment_checks_the_module_and_the_function_first(module, tmp_path):
+    """A wrong path, a file that is no module or a wrong function name raises pyree's error from
+    deployment() itself, before Ray is asked for anything."""
+    require_module("ray.serve")
+    import pyree.runtime as rt
+    import pyree.serve
+
+    missing, garbage = tmp_path / "none.vmfb", tmp_path / "garbage.vmfb"
+    garbage.write_bytes(b"not a module" * 100)
+    with pytest.raises(rt.ModuleError, match=f"cannot read module file '{missing}': No such file"):
+        pyree.serve.deployment(missing, "scale")
+    for source in (garbage, garbage.read_bytes()):
+        with pytest.raises(rt.ModuleError, match="no pyree trailer .* not a pyree module"):
+            pyree.serve.deployment(source, "scale")
+    for source in (module, _saved(module, tmp_path)):
+        with pytest.raises(rt.InvocationError, match=r"has no function 'sclae'; it exports: rows, "
+                                                     r"scale, guarded, center$"):
+            pyree.serve.deployment(source, "sclae")
+        assert pyree.serve.deployment(source, "scale") is not None
+    # only the cluster's nodes can read the path: checked by the replicas alone
+    assert pyree.serve.deployment(missing, "scale", check_module=False) is not None
+
+
+def _saved(module: bytes, folder) -> str:
+    path = folder / "m.vmfb"
+    path.write_bytes(module)
+    return str(path)
+
+
 def test_stacking_a_function_that_mixes_rows_mixes_clients(module):
     """Why stacking is opt-in: two requests of 2 rows stacked into one call of center's 4 get
     answers computed with each other's rows."""

@@ -12,9 +12,6 @@ cannot do is refused by name.
 from __future__ import annotations
 
 import argparse
-import sys
-import threading
-import time
 from collections.abc import Sequence
 
 from pyree.compiler.errors import CompileError
@@ -147,7 +144,11 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
              "into DIR")
     flag("--iree-hal-dump-executable-benchmarks-to", dest="dump_benchmarks", metavar="DIR",
          help="refused: pyree writes no per-dispatch benchmark modules")
-    flag("--mlir-timing", dest="timing", action="store_true",
+    flag("--pyree-progress", dest="progress", action=argparse.BooleanOptionalAction,
+         help="print a line to stderr as each stage starts and as code generation gets through "
+         "each tenth of the kernels (default: in pyree-compile only once a compile has run a "
+         "few seconds, in the Python API never)")
+    flag("--mlir-timing", dest="progress", action="store_true",
          help="print each stage with its elapsed time to stderr (as --pyree-progress)")
     flag("--pyree-opt-export-parameters", "--iree-opt-export-parameters",
          "--iree-parameter-export", dest="export_parameters", metavar="[SCOPE=]FILE",
@@ -181,7 +182,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
         "cuda_target", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
         "print_ir_after_all", "compile_to", "export_parameters",
-        "minimum_parameter_export_size", "splat_parameters") if key in given}
+        "minimum_parameter_export_size", "splat_parameters", "progress") if key in given}
     backends = _backends(given.get("backends", []), given.get("devices", []))
     if backends:
         values["target_backends"] = backends
@@ -195,8 +196,6 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
             dumps.setdefault(kind, []).append(given[f"dump_{flag}"])
     if dumps:
         values["dump_executables_to"] = dumps
-    if given.get("timing"):
-        values["progress"] = StageLines(0.0)
     return values
 
 
@@ -229,37 +228,3 @@ def _backends(backend_lists: list[str], device_lists: list[str]) -> list[str]:
             raise FlagError(f"unknown target backend '{backend}'; available backends: "
                             + ", ".join(TARGET_BACKENDS))
     return list(dict.fromkeys(backends))
-
-
-class StageLines:
-    """A ``progress`` callback: stage lines with elapsed time on stderr, held back until the
-    compile has run ``delay`` seconds (a timer then prints what was held), so that short
-    compiles stay silent."""
-
-    def __init__(self, delay: float):
-        self._start = time.monotonic()
-        self._held: list[str] = []
-        self._live = delay <= 0
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(delay, self._go_live)
-        self._timer.daemon = True
-        if not self._live:
-            self._timer.start()
-
-    def __call__(self, line: str) -> None:
-        line = f"pyree-compile: [{time.monotonic() - self._start:6.1f}s] {line}"
-        with self._lock:
-            if self._live:
-                print(line, file=sys.stderr, flush=True)
-            else:
-                self._held.append(line)
-
-    def _go_live(self) -> None:
-        with self._lock:
-            self._live = True
-            for line in self._held:
-                print(line, file=sys.stderr, flush=True)
-            self._held.clear()
-
-    def close(self) -> None:
-        self._timer.cancel()

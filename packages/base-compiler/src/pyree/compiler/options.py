@@ -101,9 +101,11 @@ class CompileOptions:
     # kind of file ("sources", "intermediates", "binaries") of each dispatch's per-target code
     # (codegen/executable_files.py).
     dump_executables_to: dict[str, list[str]] = field(default_factory=dict)
-    # Called with a short line as each stage starts ("parsing m.mlir (94.0 MB)", "codegen for
-    # llvm-cpu: 40 kernels"); pyree-compile prints them for long compiles (--pyree-progress).
-    progress: Callable[[str], None] | None = None
+    # --pyree-progress: True prints a short line on stderr as each stage starts ("parsing m.mlir
+    # (94.0 MB)", "codegen for llvm-cpu: 200 kernels") and as code generation gets through each
+    # tenth of the kernels ("codegen for llvm-cpu: 80/200 kernels"); a callable is called with
+    # each line instead (progress.py). pyree-compile prints them for long compiles.
+    progress: Callable[[str], None] | bool | None = None
 
     def __post_init__(self):
         if isinstance(self.target_backends, str):

@@ -16,6 +16,19 @@ import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
+# Temporary files being written now: an interrupted tool that exits without unwinding removes
+# them first (tools/interrupt.py).
+_PARTIAL: set[str] = set()
+
+
+def remove_partial_outputs() -> None:
+    """Removes every temporary file being written (its target keeps its old content)."""
+    for temp in list(_PARTIAL):
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+
 
 def write_output(path: str | os.PathLike, write: Callable[[BinaryIO], None] | bytes | str) -> None:
     """Writes ``path`` atomically: ``write`` (bytes, text, or a function given the open binary
@@ -35,9 +48,11 @@ def write_output(path: str | os.PathLike, write: Callable[[BinaryIO], None] | by
         return
     folder, name = os.path.split(target)
     temp = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")
+    _PARTIAL.add(temp)
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError as e:
+        _PARTIAL.discard(temp)
         raise OSError(e.errno, f"cannot create a file in {folder or '.'}: {e.strerror}",
                       os.fspath(path)) from None
     try:
@@ -54,6 +69,8 @@ def write_output(path: str | os.PathLike, write: Callable[[BinaryIO], None] | by
         except OSError:
             pass
         raise
+    finally:
+        _PARTIAL.discard(temp)
 
 
 def _writer(data: bytes | str) -> Callable[[BinaryIO], None]:

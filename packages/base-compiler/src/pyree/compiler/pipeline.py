@@ -48,6 +48,7 @@ from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_targets
 from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
+from pyree.compiler.progress import reporter
 
 
 def compile_file(path: str | Path, options: CompileOptions | None = None, *,
@@ -118,6 +119,7 @@ class _Stop(Exception):
 def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
     options = resolve_targets(options)
     stop = _check_compile_to(options.compile_to)
+    options = replace(options, progress=reporter(options.progress))  # backends see a callable
     try:
         return _run_stages(text, options, source_name, stop)
     except _Stop as s:

@@ -1,8 +1,10 @@
 """pyree.serve: a function of a pyree module (.vmfb) behind Ray Serve, one loaded module per replica.
 
-    from ray import serve
     import pyree.serve
-    serve.run(pyree.serve.deployment("mlp.vmfb", "mlp", num_replicas=2), route_prefix="/mlp")
+    pyree.serve.run(pyree.serve.deployment("mlp.vmfb", "mlp", num_replicas=2), route_prefix="/mlp")
+
+(``pyree.serve.run`` is Ray's ``serve.run``, raising the replicas' own error when they cannot
+start.)
 
 docs/SERVING.md is the guide (HTTP and handle interfaces, batching, GPUs, clusters, Triton).
 """
@@ -10,8 +12,15 @@ docs/SERVING.md is the guide (HTTP and handle interfaces, batching, GPUs, cluste
 __version__ = "0.1.0"
 
 from pyree.serve.batching import BatchPlan, batch_rows
-from pyree.serve.deployment import BATCH_HEADER, REPLICA_HEADER, PyreeDeployment, deployment
+from pyree.serve.deployment import (
+    BATCH_HEADER,
+    REPLICA_HEADER,
+    PyreeDeployment,
+    ReplicaError,
+    deployment,
+    run,
+)
 from pyree.serve.wire import RequestError
 
-__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "PyreeDeployment", "RequestError",
-           "batch_rows", "deployment"]
+__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "PyreeDeployment", "ReplicaError",
+           "RequestError", "batch_rows", "deployment", "run"]

@@ -70,7 +70,7 @@ def _llvm_cpu(kernel: Kernel, options: CompileOptions):
     return [("intermediates", f"{form}.codegen.ll", str(module)),
             ("intermediates", f"{form}.optimized.ll", str(optimized)),
             ("intermediates", f"{form}.s", target.machine.emit_assembly(optimized)),
-            ("binaries", f"{form}.so", link_shared_object(target.machine.emit_object(optimized)))]
+            ("binaries", f"{form}.so", link_shared_object([target.machine.emit_object(optimized)]))]
 
 
 def _cuda(kernel: Kernel, options: CompileOptions):

@@ -5,7 +5,7 @@
 The flags are the table in ``pyree.compiler.flags`` (docs/FLAGS.md): every ``--pyree-*`` flag
 has its ``--iree-*`` spelling as an alias, so commands from IREE's deployment guides work
 unchanged. Exit status: 0 ok, 1 compile error (one paragraph on stderr, never a traceback),
-2 usage error.
+2 usage error, 130 interrupted (Ctrl-C).
 
 A compile that runs longer than ``PROGRESS_AFTER`` seconds (a large model) prints short stage
 lines to stderr, so that a long silence is not mistaken for a hang; ``--pyree-progress`` prints
@@ -21,9 +21,11 @@ from dataclasses import replace
 
 from pyree import compiler
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flags import FlagError, StageLines, add_compile_flags, flag_values
+from pyree.compiler.flags import FlagError, add_compile_flags, flag_values
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 from pyree.compiler.output_file import write_output
+from pyree.compiler.progress import StageLines
+from pyree.compiler.tools import interrupt
 from pyree.compiler.tools.tool_parser import ToolParser
 
 # Seconds of silence before pyree-compile starts printing stage lines.
@@ -40,9 +42,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-file", "--output_file", dest="output", default="-",
                    metavar="OUTPUT", help="module file to write ('-' for stdout, the default)")
     add_compile_flags(p)
-    p.add_argument("--pyree-progress", dest="progress", action=argparse.BooleanOptionalAction,
-                   help="print a line to stderr as each stage starts (default: only once a "
-                   f"compile has run {PROGRESS_AFTER:g} s)")
     p.add_argument("--pyree-hal-list-target-backends", "--iree-hal-list-target-backends",
                    dest="list_backends", action="store_true",
                    help="list the target backends and exit")
@@ -57,11 +56,9 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Compi
         values = flag_values(args)
     except FlagError as e:
         parser.error(e.message)
-    timing = values.pop("progress", None)
-    if timing is not None or args.progress:
-        values["progress"] = timing or StageLines(0.0)
-    elif args.progress is None:
-        values["progress"] = StageLines(PROGRESS_AFTER)
+    progress = values.pop("progress", None)  # --pyree-progress / --no-pyree-progress
+    if progress is not False:
+        values["progress"] = StageLines(0.0 if progress else PROGRESS_AFTER)
     return replace(CompileOptions(), **values)
 
 
@@ -83,8 +80,14 @@ def _print_listings(args: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Compiles as the command line asks. Run as a process (``argv`` None), it ends with
     ``os._exit`` once stdout and stderr are flushed: freeing a large model's IR at the
-    interpreter's exit took ~0.3 s of a 4 s MobileNet v2 compile, for nothing."""
-    code = _compile(argv)
+    interpreter's exit took ~0.3 s of a 4 s MobileNet v2 compile, for nothing. Ctrl-C ends it
+    within about a second, with one line and status 130 (interrupt.py)."""
+    if argv is None:
+        interrupt.watch("pyree-compile")
+    try:
+        code = _compile(argv)
+    except KeyboardInterrupt:
+        code = interrupt.interrupted("pyree-compile")
     if argv is not None:
         return code
     for stream in (sys.stdout, sys.stderr):

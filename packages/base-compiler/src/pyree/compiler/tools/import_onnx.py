@@ -6,16 +6,20 @@
 IREE's tool stops at the torch-onnx dialect and leaves the rest to iree-compile; pyree's
 compiler reads linalg-on-tensors, so this tool also runs torch-mlir's lowering pipelines. The
 flags are IREE's where they apply. Exit status: 0 ok, 1 import error (one paragraph on stderr,
-never a traceback), 2 usage error. Needs ``pip install pyree-base-compiler[onnx]``.
+never a traceback), 2 usage error, 130 interrupted (Ctrl-C). Needs
+``pip install pyree-base-compiler[onnx]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
+from pyree.compiler.codegen.parallel import run_apart
 from pyree.compiler.errors import CompileError
 from pyree.compiler.output_file import write_output
+from pyree.compiler.tools import interrupt
 from pyree.compiler.tools.tool_parser import ToolParser
 
 
@@ -37,12 +41,26 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Imports as the command line asks; run as a process (``argv`` None), Ctrl-C ends it
+    within about a second, with one line and status 130 (interrupt.py)."""
+    if argv is None:
+        interrupt.watch("pyree-import-onnx")
+    try:
+        return _import(argv)
+    except KeyboardInterrupt:
+        return interrupt.interrupted("pyree-import-onnx")
+
+
+def _import(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)  # exits with status 2 on usage errors
     from pyree.compiler.importers.onnx import import_onnx
 
     try:
-        text = import_onnx(args.input, opset_version=args.opset_version,
-                           data_prop=args.data_prop, data_dir=args.data_dir)
+        # in a worker process: torch-mlir holds the GIL through each pass pipeline, which would
+        # keep Ctrl-C waiting here for seconds
+        text = run_apart(functools.partial(import_onnx, opset_version=args.opset_version,
+                                           data_prop=args.data_prop, data_dir=args.data_dir),
+                         args.input)
         if args.output == "-":
             sys.stdout.write(text)
             sys.stdout.flush()

@@ -7,6 +7,7 @@ generated from them by ``ffi_build`` (parsing them at import cost every process 
 from __future__ import annotations
 
 import atexit
+import threading
 
 from pyree.runtime.errors import DriverError
 from pyree.runtime.hal._ffi_abi import ffi
@@ -45,11 +46,26 @@ def error_message(last_error, self_ptr) -> str:
     return ffi.string(message).decode("utf-8", "replace") if message != ffi.NULL else "(no message)"
 
 
+class _Interrupted(threading.local):
+    """Set in the calling thread by a Python driver's callback that caught KeyboardInterrupt
+    (Ctrl-C while the driver ran), which cffi would otherwise print and turn into INTERNAL."""
+
+    pending = False
+
+
+INTERRUPTED = _Interrupted()
+
+
 def check(status: int, last_error, self_ptr, what: str) -> None:
-    """Raises DriverError("<what>: <STATUS>: <driver message>") unless status is OK."""
+    """Raises DriverError("<what>: <STATUS>: <driver message>") unless status is OK, or the
+    KeyboardInterrupt that a Python driver's callback caught."""
     if status != OK:
+        message = error_message(last_error, self_ptr)
+        if INTERRUPTED.pending:
+            INTERRUPTED.pending = False
+            raise KeyboardInterrupt
         name = STATUS_NAMES.get(status, f"status {status}")
-        raise DriverError(f"{what}: {name}: {error_message(last_error, self_ptr)}", status, name)
+        raise DriverError(f"{what}: {name}: {message}", status, name)
 
 
 def has_field(ptr, type_name: str, field: str) -> bool:

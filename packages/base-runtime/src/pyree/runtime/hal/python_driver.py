@@ -4,7 +4,8 @@ The SDK fills the ABI structs of hal.h with cffi callbacks and does the plumbing
 repeat: handles <-> Python objects, C arguments decoded into dataclasses, recorded commands checked
 against the binding table and the executables' declared exports, exceptions turned into status
 codes with a thread-local last_error (HalError picks the status; MemoryError is
-RESOURCE_EXHAUSTED; anything else is INTERNAL with its text). Drivers then deal in objects only.
+RESOURCE_EXHAUSTED; KeyboardInterrupt is CANCELLED and raised again once the call is back in the
+runtime; anything else is INTERNAL with its text). Drivers then deal in objects only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 
-from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
+from pyree.runtime.hal.ffi import ABI_VERSION, INTERRUPTED, STATUS, ffi
 from pyree.runtime.hal.timeline import HalError, TimelineSemaphore
 from pyree.runtime.records import Record
 
@@ -88,6 +89,7 @@ class _ErrorSlot:
 
 
 _OK = STATUS["OK"]
+_CANCELLED = STATUS["CANCELLED"]
 
 
 def _status_of(owner, error: BaseException) -> int:
@@ -117,8 +119,21 @@ def _callback(ctype: str):
                 return _OK
             except Exception as e:
                 return _status_of(owner, e)
-        return ffi.callback(ctype, entry, error=STATUS["INTERNAL"])
+        return ffi.callback(ctype, entry, error=STATUS["INTERNAL"], onerror=_on_interrupt(_CANCELLED))
     return wrap
+
+
+def _on_interrupt(result):
+    """cffi's handler for what escapes a callback. Ctrl-C while the driver runs raises
+    KeyboardInterrupt there (even before the callback's first line), and it cannot unwind
+    through C: the callback returns ``result`` and ``ffi.check`` raises it again in the caller.
+    Anything else cffi prints, and the callback returns its ``error`` value."""
+    def handler(kind, error, trace):
+        if issubclass(kind, KeyboardInterrupt):
+            INTERRUPTED.pending = True
+            return result
+        raise error
+    return handler
 
 
 def _string(ptr) -> str:
@@ -284,7 +299,7 @@ class PythonDriver:
 
 # -- device callbacks ----------------------------------------------------------------------------
 
-@ffi.callback("const char *(void *)")
+@ffi.callback("const char *(void *)", onerror=_on_interrupt(ffi.NULL))
 def _last_error(self_ptr):
     return ffi.from_handle(self_ptr)._errors.get()
 

@@ -22,6 +22,7 @@ TYPE_CHECKING = False  # annotations only (collections.abc: an import for the to
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from types import SimpleNamespace
+    from typing import NoReturn
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -147,21 +148,40 @@ def run_tool(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -
 
 def tool_main(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) -> None:
     """A tool's ``main``: ``run_tool``, then exit. Run as a process (``argv`` None), it first tells
-    the drivers so (hal/tool_process.py) and ends with ``os._exit`` once stdout and stderr are
-    flushed: the interpreter's teardown (module and thread clean-up) was ~4 ms of a 57 ms
-    ``pyree-run-module`` (issue 13), for nothing a one-shot process keeps; every file a tool
-    writes is closed before ``body`` returns."""
+    the drivers so (hal/tool_process.py), makes sure Ctrl-C is never lost in a finalizer, and
+    ends with ``os._exit`` once stdout and stderr are flushed: the interpreter's teardown
+    (module and thread clean-up) was ~4 ms of a 57 ms ``pyree-run-module`` (issue 13), for
+    nothing a one-shot process keeps; every file a tool writes is closed before ``body``
+    returns."""
     if argv is None:
         os.environ.setdefault(tool_process.VARIABLE, "1")
+        sys.unraisablehook = _interrupts_end_the_tool(sys.unraisablehook)
     code = run_tool(body, argv)
     if argv is not None:
         sys.exit(code)
+    _exit(code)
+
+
+def _exit(code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
     os._exit(code)
+
+
+def _interrupts_end_the_tool(hook):
+    """``sys.unraisablehook`` for a tool process: Ctrl-C that lands in a finalizer (a result's
+    ``__del__`` as a benchmark drops it) is raised there, where Python can only report it as
+    unraisable and carry on, so the tool never stopped; raised again from here it would be lost
+    the same way. The tool ends here instead, as it would have (every other unraisable error
+    goes to ``hook``)."""
+    def end_or_report(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            _exit(_fail("interrupted", EXIT_INTERRUPTED))
+        hook(unraisable)
+    return end_or_report
 
 
 def _fail(message: str, code: int) -> int:

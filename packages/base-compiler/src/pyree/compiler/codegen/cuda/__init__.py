@@ -11,8 +11,6 @@ the cubin does not match).
 
 from __future__ import annotations
 
-import functools
-
 from pyree.compiler._fb.CudaExecutable import CudaExecutableT
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
@@ -26,11 +24,12 @@ from pyree.compiler.codegen.cuda import (
     reduction,
 )
 from pyree.compiler.codegen.cuda.llvm_text import Module
-from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, merge, ptxas_path
+from pyree.compiler.codegen.cuda.ptx import assemble, data_layout, merge, ptx_job, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
 from pyree.compiler.codegen.exports import gpu_export
 from pyree.compiler.codegen.parallel import PARTS, map_jobs
 from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.progress import kernel_progress
 
 __all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
 
@@ -57,25 +56,30 @@ def export_name(index: int, kernel: Kernel) -> str:
     return f"k{index}_{safe}"[:120]
 
 
-def generate_ptx(kernels: list[Kernel], target: CudaTarget):
+def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None):
     """(PTX text, [(export name, Launch)]) for ``kernels``, in order. LLVM compiles the kernels
-    as ``PARTS`` modules on the machine's cores, whose PTX is merged into one."""
+    as ``PARTS`` modules on the machine's cores, whose PTX is merged into one; ``advance(n)``
+    is told as each module's n kernels are done (progress.kernel_progress)."""
     module = Module(data_layout(target))
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
         launches.append((name, emit_kernel(module, k, name, target)))
-    ptx = map_jobs(functools.partial(compile_to_ptx, target=target), module.parts(PARTS))
+    parts = module.parts(PARTS)
+    done = (lambda i: advance(parts[i][1])) if advance else None
+    ptx = map_jobs(ptx_job(target), [text for text, _ in parts], done)
     return merge(ptx), launches
 
 
 def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
     target = resolve_target(options.cuda_target or DEFAULT_TARGET)
-    ptx, launches = generate_ptx(kernels, target)
+    ptx, launches = generate_ptx(kernels, target, kernel_progress(options.progress, "cuda", len(kernels)))
     cuda = CudaExecutableT()
     cuda.targetArch = target.arch
     cuda.ptx = builder.add_data(ptx.encode())
     ptxas = ptxas_path()
+    if ptxas and options.progress:
+        options.progress(f"codegen for cuda: assembling the {target.arch} cubin with ptxas")
     cubin = assemble(ptx, target, ptxas) if ptxas else None
     if cubin is not None:
         cuda.cubinArch = target.arch

@@ -244,16 +244,16 @@ class Module:
         """The module with every kernel."""
         return self._text(range(len(self._kernels)))
 
-    def parts(self, n: int) -> list[str]:
+    def parts(self, n: int) -> list[tuple[str, int]]:
         """The kernels as at most ``n`` modules of about equal size (the same split on every
-        machine, so that the output does not depend on its core count)."""
+        machine, so that the output does not depend on its core count): (text, kernel count)."""
         loads: list[list] = [[0, []] for _ in range(min(n, len(self._kernels)) or 1)]
         by_size = sorted(range(len(self._kernels)), key=lambda k: -len(self._kernels[k][3]))
         for k in by_size:  # largest first into the lightest part
             part = min(loads, key=lambda load: load[0])
             part[0] += len(self._kernels[k][3])
             part[1].append(k)
-        return [self._text(sorted(kernels)) for _, kernels in loads]
+        return [(self._text(sorted(kernels)), len(kernels)) for _, kernels in loads]
 
     def _text(self, kernels) -> str:
         groups: dict[str, int] = {}  # attribute group body -> its number in this text

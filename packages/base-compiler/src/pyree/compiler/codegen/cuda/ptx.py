@@ -3,6 +3,7 @@ build machine has it (``PYREE_PTXAS`` names another ptxas; set it to an empty st
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -28,8 +29,13 @@ def data_layout(target: CudaTarget) -> str:
 
 
 def compile_to_ptx(ir_text: str, target: CudaTarget) -> str:
-    tm = target_machine(target)
-    return tm.emit_assembly(llvm_gpu.optimized(ir_text, tm, "NVPTX"))
+    return ptx_job(target)(ir_text)
+
+
+def ptx_job(target: CudaTarget) -> functools.partial:
+    """LLVM IR text -> PTX for ``target``, as a job for ``parallel.map_jobs``."""
+    return functools.partial(llvm_gpu.assembly, triple=_TRIPLE, cpu=target.arch,
+                             features=target.llvm_features, what="NVPTX")
 
 
 def merge(ptx_texts: list[str]) -> str:

@@ -23,15 +23,26 @@ class LoweredKernel:
 
 
 def lower_kernels(kernels: list[Kernel], target: CpuTarget) -> tuple[ir.Module, list[LoweredKernel]]:
-    module = ir.Module(name="pyree_llvm_cpu")
-    module.triple = TRIPLE
+    (module,), lowered = lower_parts(kernels, target, 1)
+    return module, lowered
+
+
+def lower_parts(kernels: list[Kernel], target: CpuTarget,
+                parts: int) -> tuple[list[ir.Module], list[LoweredKernel]]:
+    """The kernels as at most ``parts`` LLVM modules, kernel k in module k % parts (the same
+    split on every machine), which LLVM then optimizes and emits on several cores
+    (``codegen/parallel.py``); each module declares the helpers its own kernels call."""
+    modules = [ir.Module(name="pyree_llvm_cpu") for _ in range(max(1, min(parts, len(kernels))))]
+    for module in modules:
+        module.triple = TRIPLE
     lowered = []
     span = span_stride(target)
     for k, kernel in enumerate(kernels):
+        module = modules[k % len(modules)]
         flat = normalize(kernel)
         strategy = (match_contraction(flat, target) if flat.reduction_ranges else None) or (
             ReductionLowering(flat, span) if flat.reduction_ranges else ElementwiseLowering(flat, span))
         symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernel.name)}"
         emit_kernel(module, symbol, flat, strategy.workgroup_count, strategy.emit)
         lowered.append(LoweredKernel(symbol, strategy.workgroup_count))
-    return module, lowered
+    return modules, lowered

@@ -28,15 +28,21 @@ def optimize(ir_text: str, target: CpuTarget) -> llvm.ModuleRef:
     return module
 
 
-def link_shared_object(obj: bytes) -> bytes:
-    """Links an object file into a shared object with whichever system linker exists."""
+def compile_object(ir_text: str, target: CpuTarget) -> bytes:
+    """One module's object code: a code-generation job (``codegen/parallel.py``)."""
+    return target.machine.emit_object(optimize(ir_text, target))
+
+
+def link_shared_object(objects: list[bytes]) -> bytes:
+    """Links object files, in order, into a shared object with whichever system linker exists."""
     linker = _find_linker()
     with tempfile.TemporaryDirectory(prefix="pyree-llvmcpu-") as tmp:
-        src, out = Path(tmp, "kernels.o"), Path(tmp, "kernels.so")
-        src.write_bytes(obj)
+        sources, out = [Path(tmp, f"kernels{i}.o") for i in range(len(objects))], Path(tmp, "kernels.so")
+        for src, obj in zip(sources, objects):
+            src.write_bytes(obj)
         # libm by its runtime name: "-lm" needs the libm.so development link (libc6-dev), which
         # a machine with only binutils lacks
-        cmd = [*linker, "-o", str(out), str(src), "-l:libm.so.6"]
+        cmd = [*linker, "-o", str(out), *map(str, sources), "-l:libm.so.6"]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise CompileError(f"llvm-cpu: linking the kernel library failed ({' '.join(cmd)}): "

@@ -39,6 +39,10 @@ class CpuTarget:
         off = sorted(known - self.features)
         return ",".join([f"-{f}" for f in off] + [f"+{f}" for f in sorted(self.features)])
 
+    def __reduce__(self):
+        """Pickled without its target machine, which a code-generation worker builds for itself."""
+        return CpuTarget, (self.cpu, self.features)
+
     @cached_property
     def machine(self) -> llvm.TargetMachine:
         _initialize_llvm()

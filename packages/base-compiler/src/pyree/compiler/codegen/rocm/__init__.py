@@ -27,6 +27,7 @@ from pyree.compiler.codegen.rocm.amdgpu import AmdgpuTarget
 from pyree.compiler.codegen.rocm.hsaco import check_intrinsics, compile_to_object, data_layout, link
 from pyree.compiler.codegen.rocm.targets import DEFAULT_TARGET, RocmTarget, resolve_target
 from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.progress import kernel_progress
 
 __all__ = ["compile_executable", "generate_ir", "generate_hsaco", "resolve_target",
            "DEFAULT_TARGET"]
@@ -48,29 +49,35 @@ def export_name(index: int, kernel: Kernel) -> str:
     return f"k{index}_{safe}"[:120]
 
 
-def generate_ir(kernels: list[Kernel], target: RocmTarget, link_bc: bool = False):
+def generate_ir(kernels: list[Kernel], target: RocmTarget, link_bc: bool = False,
+                advance=lambda n: None):
     """(LLVM IR text, [(export name, Launch)]) for ``kernels``, in order; ``link_bc``: math as
-    calls to ocml, which ``generate_hsaco`` links."""
+    calls to ocml, which ``generate_hsaco`` links; ``advance(1)`` after each kernel."""
     module = Module(data_layout(target), AmdgpuTarget(target, link_bc))
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
         launches.append((name, emit_kernel(module, k, name)))
+        advance(1)
     check_intrinsics(module.declarations, link_bc)
     return module.text(), launches
 
 
-def generate_hsaco(kernels: list[Kernel], target: RocmTarget, bc_dir: str = ""):
+def generate_hsaco(kernels: list[Kernel], target: RocmTarget, bc_dir: str = "", report=None):
     """(code object bytes, [(export name, Launch)]); ``bc_dir``: link AMD's device libraries
-    from that directory (``device_libs.locate``)."""
-    ir, launches = generate_ir(kernels, target, link_bc=bool(bc_dir))
+    from that directory (``device_libs.locate``); ``report``: CompileOptions.progress. The
+    kernels are one LLVM module (see codegen/parallel.py), so progress is the IR written."""
+    advance = kernel_progress(report, "rocm", len(kernels), "kernels as LLVM IR")
+    ir, launches = generate_ir(kernels, target, link_bc=bool(bc_dir), advance=advance)
+    if report:
+        report(f"codegen for rocm: LLVM compiles them as one {target.chip} code object")
     return link(compile_to_object(ir, target, bc_dir)), launches
 
 
 def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
     target = resolve_target(getattr(options, "rocm_target", "") or DEFAULT_TARGET)
     bc_dir = device_libs.locate(options.rocm_bc_dir) if options.rocm_link_bc else ""
-    hsaco, launches = generate_hsaco(kernels, target, bc_dir)
+    hsaco, launches = generate_hsaco(kernels, target, bc_dir, options.progress)
     rocm = RocmExecutableT()
     rocm.targetArch = target.arch
     rocm.codeObject = builder.add_data(hsaco)

@@ -27,6 +27,7 @@ from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Launch, Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
 from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.progress import kernel_progress
 
 __all__ = ["compile_executable", "generate_spirv", "resolve_target"]
 
@@ -56,19 +57,23 @@ def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget)
     return launch
 
 
-def generate_spirv(kernels: list[Kernel], target: VulkanTarget) -> tuple[bytes, list]:
-    """(SPIR-V binary, [(entry point name, Launch)]) for ``kernels``, in order."""
+def generate_spirv(kernels: list[Kernel], target: VulkanTarget,
+                   advance=lambda n: None) -> tuple[bytes, list]:
+    """(SPIR-V binary, [(entry point name, Launch)]) for ``kernels``, in order; ``advance(1)``
+    after each kernel (progress.kernel_progress)."""
     asm = Assembler()
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
         launches.append((name, emit_kernel(asm, k, name, target)))
+        advance(1)
     return asm.binary(), launches
 
 
 def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
     target = resolve_target(options.vulkan_target)
-    code, launches = generate_spirv(kernels, target)
+    code, launches = generate_spirv(kernels, target,
+                                    kernel_progress(options.progress, "vulkan-spirv", len(kernels)))
     spirv = SpirvExecutableT()
     spirv.target = target.triple
     spirv.code = builder.add_data(code)

@@ -1,0 +1,18 @@
+"""Job functions for test_parallel.py: module-level, so that a spawned worker can import them."""
+
+from pyree.compiler.errors import CompileError
+
+
+def square_or_fail(value: int) -> int:
+    """value², but 3 is refused as a compile error and 5 raises as a compiler bug would."""
+    if value == 3:
+        raise CompileError("three is refused", "in.mlir:3:1")
+    if value == 5:
+        raise KeyError("five")
+    return value * value
+
+
+def pid_of(_) -> int:
+    import os
+
+    return os.getpid()

@@ -1,0 +1,136 @@
+"""codegen/parallel.py: jobs on worker processes, forked where only pyree's own threads run and
+spawned where any other thread does (JAX's, PyTorch's): results in order, progress per job, a
+job's errors raised here, no worker left behind, and the same module bytes either way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from generated import matmul_chain
+from parallel_jobs import pid_of, square_or_fail
+from pyree.compiler.codegen import parallel
+from pyree.compiler.errors import CompileError
+from tooling import require_module
+
+START = {"fork": True, "spawn": False}
+
+
+@pytest.fixture(params=sorted(START))
+def start(request, monkeypatch):
+    """Four workers, started as the parameter says; no spawned worker left afterwards."""
+    monkeypatch.setattr(parallel, "cores", lambda: 4)
+    monkeypatch.setattr(parallel, "fork_is_safe", lambda: START[request.param])
+    yield request.param
+    parallel._stop_idle()
+    assert parallel._LIVE == set()
+
+
+def idle() -> set:
+    """The workers alive between calls: spawned ones kept for the next call."""
+    assert parallel._LIVE == set(parallel._IDLE)
+    return {worker.pid for worker in parallel._IDLE}
+
+
+def test_results_come_in_order_with_progress_per_job(start):
+    done = []
+    items = [0, 1, 2, 4, 6, 7, 8, 9, 11]
+    assert parallel.map_jobs(square_or_fail, items, done.append) == [i * i for i in items]
+    assert sorted(done) == list(range(len(items)))
+    pids = set(parallel.map_jobs(pid_of, range(8)))
+    assert os.getpid() not in pids and 1 <= len(pids) <= 4
+    assert idle() == (set() if start == "fork" else {w.pid for w in parallel._IDLE})
+
+
+def test_spawned_workers_serve_the_next_call_then_stop_when_idle(monkeypatch):
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    monkeypatch.setattr(parallel, "fork_is_safe", lambda: False)
+    first = set(parallel.map_jobs(pid_of, range(6)))
+    assert first <= idle() and len(idle()) == 2
+    assert set(parallel.map_jobs(pid_of, range(6))) <= first  # the same processes, no new start
+    monkeypatch.setattr(parallel, "IDLE_S", 0.1)
+    parallel.map_jobs(pid_of, range(2))  # restarts the idle timer, now short
+    parallel._reaper.join(timeout=10)
+    assert idle() == set()
+    for pid in first:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_jobs_error_is_raised_here(start):
+    for items in ([0, 1, 2, 4, 3, 6], [3, 1, 2]):
+        with pytest.raises(CompileError) as err:
+            parallel.map_jobs(square_or_fail, items)
+        assert str(err.value) == "in.mlir:3:1: error: three is refused"
+    with pytest.raises(CompileError, match="internal compiler error: KeyError: 'five'"):
+        parallel.map_jobs(square_or_fail, [0, 5, 1])
+    assert idle() == set()  # a call that failed keeps none of its workers
+
+
+def test_an_interrupt_kills_every_worker(start):
+    pids = parallel.map_jobs(pid_of, range(4))
+
+    def interrupt(_):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel.map_jobs(square_or_fail, [1, 2, 4, 6], interrupt)
+    assert idle() == set()
+    for pid in pids:  # killed and reaped, so gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_run_apart_runs_in_another_process(start):
+    assert parallel.run_apart(pid_of, None) != os.getpid()
+    with pytest.raises(CompileError, match="three is refused"):
+        parallel.run_apart(square_or_fail, 3)
+
+
+def test_fork_is_safe_only_beside_pyrees_own_threads():
+    stop = threading.Event()
+    for name, safe in (("pyree-test-thread", True), ("someone-elses-pool", False)):
+        thread = threading.Thread(target=stop.wait, name=name, daemon=True)
+        thread.start()
+        try:
+            assert parallel.fork_is_safe() is safe
+        finally:
+            stop.set()
+            thread.join()
+        stop.clear()
+    assert parallel.fork_is_safe()
+
+
+# With JAX's thread pools running (JAX's at-fork hook warns on any fork), a cuda compile on four
+# workers: no warning of any kind (a warning in an at-fork hook is printed, not raised), and the
+# bytes of a compile on one core.
+JAX_SCRIPT = textwrap.dedent("""
+    import pathlib
+    import sys
+    import jax.numpy as jnp
+    jnp.ones(3).block_until_ready()  # starts JAX's backend and its threads
+    from pyree.compiler import compile_str
+    from pyree.compiler.codegen import parallel
+    assert not parallel.fork_is_safe()
+    source = pathlib.Path(sys.argv[1]).read_text()
+    parallel.cores = lambda: 4
+    many = compile_str(source, target_backends=["cuda"])
+    parallel.cores = lambda: 1
+    assert compile_str(source, target_backends=["cuda"]) == many
+    print("same bytes")
+""")
+
+
+def test_beside_jax_threads_workers_are_spawned_and_the_module_is_the_same(tmp_path):
+    require_module("jax")
+    source = tmp_path / "m.mlir"
+    source.write_text(matmul_chain(6))
+    proc = subprocess.run([sys.executable, "-W", "error", "-c", JAX_SCRIPT, str(source)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYREE_PTXAS": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == "same bytes\n" and proc.stderr == ""
