@@ -367,12 +367,14 @@ def test_kernel_parameters_come_from_the_code_and_a_dispatch_must_give_them_all(
     from pyree.runtime.hal.python_driver import Export
     assert parameter_sizes(_ParamInfo([8, 8, 4]), None, "k") == (8, 8, 4)
     kernel = Kernel(None, Export("k", (1, 1, 1), (64, 1, 1), 0, (16, 16)), (8, 8, 4))
-    kernel.check_arguments(1, "command 0 (dispatch)")
-    for push in (0, 2):
+    kernel.check_arguments(2, 1, "command 0 (dispatch)")
+    # the dispatch's own bindings count, not the export's: a module whose layout and dispatch
+    # were both shortened must not pass on a kernel cached for the unshortened layout
+    for bindings, push in ((2, 0), (2, 2), (1, 1)):
         with pytest.raises(HalError, match=f"command 0 \\(dispatch\\): kernel 'k' takes 3 "
-                                           f"parameters, the dispatch gives 2 bindings and {push} "
-                                           f"push constants"):
-            kernel.check_arguments(push, "command 0 (dispatch)")
+                                           f"parameters, the dispatch gives {bindings} bindings "
+                                           f"and {push} push constants"):
+            kernel.check_arguments(bindings, push, "command 0 (dispatch)")
 
 
 def test_a_driver_without_cufuncgetparaminfo_is_named():

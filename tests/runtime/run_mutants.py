@@ -16,6 +16,7 @@ transient arena, which the call then takes: a byte it returns without writing sh
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import signal
 import sys
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pyree.runtime as rt
+
+faulthandler.enable()  # a crash's report (the watcher keeps stderr) then says where it was
 
 POISON = b"\xa5\x5a\xc3\x3c"      # a word no result of random inputs holds by chance
 ALARM_S = 2

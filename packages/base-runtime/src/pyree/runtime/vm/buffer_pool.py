@@ -122,7 +122,7 @@ class BufferPool:
 # Calls and waits come from any thread: readers counts are read-modify-writes, and two threads
 # waiting for one result must not both give its call's buffers back (the pool would then hand one
 # buffer to two calls).
-_CALLS = threading.Lock()
+_CALLS = threading.RLock()  # (reentrant: the collector may finish a call inside one)
 
 
 class CallResources:

@@ -92,7 +92,7 @@ _USED = {_LEGACY: _name(b"used_dltensor"), _VERSIONED: _name(b"used_dltensor_ver
 
 # address of a managed tensor we exported -> (struct, shape array, DeviceArray, stream to wait for)
 _EXPORTED: dict[int, tuple] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()  # (reentrant: a consumer's deleter may run in the collector)
 
 
 def _release_export(address: int) -> None:

@@ -86,7 +86,7 @@ class CommandBuffer:
         self.op_commands.append(i)
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
-            k.check_arguments(len(c.push_constants), where)
+            k.check_arguments(len(c.bindings), len(c.push_constants), where)
             values, params = _pack([0] * len(c.bindings), tuple(c.push_constants))
             self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
                                       tuple(c.push_constants), values, params))

@@ -2,7 +2,8 @@
 
 A cubin for sm_XY runs on a device of the same major version with minor >= Y (arch-specific
 ``a`` targets only on exactly that arch); otherwise the driver compiles the PTX. Loaded modules
-are cached by content, so loading the same executable twice costs one cuModuleLoadData.
+are cached by content and export table, so loading the same executable twice costs one
+cuModuleLoadData (a module whose exports differ gets kernels that hold its own).
 
 The driver trusts what it is given: a cut cubin or a launch with fewer parameters than the kernel
 reads crashes the process. So the image handed over is checked first (a whole ELF for the CUDA
@@ -50,10 +51,10 @@ class Kernel:
         self.min_lengths = export.binding_min_lengths
         self.parameters = parameters  # each parameter's size in bytes, as the code declares it
 
-    def check_arguments(self, push_constants: int, where: str) -> None:
+    def check_arguments(self, bindings: int, push_constants: int, where: str) -> None:
         """That a launch with this kernel's bindings and ``push_constants`` gives exactly the
         parameters the code reads."""
-        check_dispatch(self.name, self.parameters, len(self.min_lengths), push_constants, where)
+        check_dispatch(self.name, self.parameters, bindings, push_constants, where)
 
 
 def parameter_sizes(cu, function, name: str) -> tuple[int, ...]:
@@ -96,8 +97,9 @@ class ExecutableCache:
     def __init__(self, cu, capability: tuple[int, int], device_name: str):
         self.cu, self.capability, self.device_name = cu, capability, device_name
         self._loaded: dict[bytes, Executable] = {}
-        # modules load and unload on any thread: one count per executable, one cuModuleLoadData
-        self._lock = threading.Lock()
+        # Modules load and unload on any thread: one count per executable, one module load.
+        # Reentrant: the collector may release another executable inside a load.
+        self._lock = threading.RLock()
 
     def load(self, params: ExecutableParams) -> Executable:
         with self._lock:
@@ -108,7 +110,8 @@ class ExecutableCache:
             raise HalError("INVALID_ARGUMENT", f"the cuda driver cannot run '{params.format}' "
                                                "executables; compile with "
                                                "--pyree-hal-target-backends=cuda")
-        key = hashlib.sha256(params.code + b"\0" + params.alt_code).digest()
+        key = hashlib.sha256(params.code + b"\0" + params.alt_code + b"\0"
+                             + repr(params.exports).encode()).digest()
         cached = self._loaded.get(key)
         if cached is not None:
             cached.references += 1

@@ -33,7 +33,7 @@ class Allocator:
         self.lib, self.stream, self.device_name = lib, stream, device_name
         self._kept: dict[int, list[int]] = {}  # size -> released device addresses
         self._in_use = 0  # buffers handed out and not yet released
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (reentrant: the collector releases buffers inside one)
         self._out = ffi.new("void **")
 
     def allocate(self, size: int) -> DeviceBuffer:

@@ -58,7 +58,7 @@ class CommandBuffer:
         self.op_commands.append(i)
         if c.kind == "dispatch":
             k = c.executable.kernels[c.export_ordinal]
-            k.check_arguments(len(c.push_constants), where)
+            k.check_arguments(len(c.bindings), len(c.push_constants), where)
             n = len(c.bindings) + len(c.push_constants)
             values = ffi.new("uint64_t[]", max(n, 1))
             for j, constant in enumerate(c.push_constants):

@@ -40,11 +40,11 @@ class Kernel:
         self.min_lengths = export.binding_min_lengths
         self.parameters = parameters  # explicit argument sizes from the code (None: not ELF)
 
-    def check_arguments(self, push_constants: int, where: str) -> None:
+    def check_arguments(self, bindings: int, push_constants: int, where: str) -> None:
         """That a launch with this kernel's bindings and ``push_constants`` gives exactly the
         arguments the code reads."""
         if self.parameters is not None:
-            check_dispatch(self.name, self.parameters, len(self.min_lengths), push_constants,
+            check_dispatch(self.name, self.parameters, bindings, push_constants,
                            where)
 
 
@@ -65,8 +65,9 @@ class ExecutableCache:
     def __init__(self, lib, device_name: str):
         self.lib, self.device_name = lib, device_name
         self._loaded: dict[bytes, Executable] = {}
-        # modules load and unload on any thread: one count per executable, one module load
-        self._lock = threading.Lock()
+        # Modules load and unload on any thread: one count per executable, one module load.
+        # Reentrant: the collector may release another executable inside a load.
+        self._lock = threading.RLock()
 
     def load(self, params: ExecutableParams) -> Executable:
         with self._lock:
@@ -77,7 +78,7 @@ class ExecutableCache:
             raise HalError("INVALID_ARGUMENT", f"the rocm driver cannot run '{params.format}' "
                                                "executables; compile with "
                                                "--pyree-hal-target-backends=rocm")
-        key = hashlib.sha256(params.code).digest()
+        key = hashlib.sha256(params.code + b"\0" + repr(params.exports).encode()).digest()
         cached = self._loaded.get(key)
         if cached is not None:
             cached.references += 1
