@@ -101,7 +101,7 @@ def schemas(session):
 @nox.session
 def lint(session):
     session.install("ruff")
-    session.run("ruff", "check", "packages", "tests", "bench", "noxfile.py", "schemas")
+    session.run("ruff", "check", "packages", "tests", "bench", "dev", "noxfile.py", "schemas")
 
 
 @nox.session
