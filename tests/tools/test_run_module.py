@@ -299,7 +299,7 @@ def test_unavailable_driver(single_module, tmp_path):
 
 
 def test_an_output_file_is_replaced_whole_under_its_reader(single_module, tmp_path):
-    """--output=@y.npy writes a new file and renames it over the old one (tools/output_file.py):
+    """--output=@y.npy writes a new file and renames it over the old one (runtime/output_file.py):
     a reader of the old file keeps it, the permissions stay, and a failed run changes nothing."""
     a, b = _random(), _random()
     out = tmp_path / "y.npy"

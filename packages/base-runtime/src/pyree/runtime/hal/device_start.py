@@ -1,11 +1,14 @@
-"""A device started on a thread of its own: a GPU driver's start (cuInit and a context, ~220 ms on
-the H100 host; a Vulkan instance) waits in C without the GIL, so ``load_module`` imports the VM
-and reads and verifies the module file meanwhile (issue 13).
+"""A device started on a thread of its own: a GPU driver's start (cuInit and a context; a Vulkan
+instance) waits in C without the GIL, so ``load_module`` imports the VM and reads and verifies the
+module file meanwhile (issue 13).
 
 The caller waits first for the thread to import its driver (``wait_imported``): until then the thread
 runs Python only, and sharing the GIL with the caller's imports would delay the driver's start by
 as much as those imports take. A driver may begin its slow work as its entry point is called
-(hal-cuda starts cuInit there), so what the caller does next runs beside it."""
+(hal-cuda starts cuInit there), so what the caller does next runs beside it.
+
+The registry calls ``driver_imported`` and the caller hands in the registry's ``get_device``: this
+file sits below the registry and imports nothing of it."""
 
 from __future__ import annotations
 
@@ -13,23 +16,23 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyree.runtime.hal.device import Device
 
 
 class DeviceStart(threading.Thread):
     """``get_device(uri)`` running; ``result()`` waits for the device or raises its error."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, get_device: Callable[[str], Device]):
         super().__init__(name=f"pyree-device-start {uri}", daemon=True)
-        self.uri, self._device, self._error = uri, None, None
+        self.uri, self._get_device, self._device, self._error = uri, get_device, None, None
         self._imported = threading.Event()
         self.start()
 
     def run(self) -> None:
         try:
-            from pyree.runtime.hal.registry import get_device
-
-            self._device = get_device(self.uri)
+            self._device = self._get_device(self.uri)
         except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
             self._error = e
         finally:

@@ -237,7 +237,7 @@ def _run(argv: Sequence[str]) -> int:
     reports = {"console": console_report, "json": json_report}
     print(reports[args.benchmark_format](runs))
     if args.benchmark_out:
-        from pyree.runtime.tools.output_file import write_output
+        from pyree.runtime.output_file import write_output
 
         write_output(args.benchmark_out, reports[args.benchmark_out_format](runs) + "\n")
     return 0

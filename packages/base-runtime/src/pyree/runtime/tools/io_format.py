@@ -164,9 +164,9 @@ def parse_output_spec(text: str) -> OutputSpec:
 
 def save_npy(spec: OutputSpec, array: HostArray) -> None:
     """Writes (or appends, so several results share one file) ``array`` at ``spec.path``: as .npy,
-    or, for a ``.bin`` path, as its raw elements; atomically (output_file.py)."""
+    or, for a ``.bin`` path, as its raw elements; atomically (runtime/output_file.py)."""
+    from pyree.runtime.output_file import write_output
     from pyree.runtime.tools import npy
-    from pyree.runtime.tools.output_file import write_output
 
     if spec.path.endswith(".bin"):
         data = bytes(array.data)

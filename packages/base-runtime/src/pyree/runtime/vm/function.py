@@ -28,6 +28,7 @@ from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.program import BranchStep, record
+from pyree.runtime.vm.reflection import reflection
 from pyree.runtime.vm.tensor_type import TensorType, describe
 
 KDL_CPU = 1  # DLPack's host device type
@@ -105,8 +106,6 @@ class Function:
     @property
     def reflection(self) -> dict[str, str]:
         """IREE's function reflection (``vm_function.reflection``), from the declared types."""
-        from pyree.runtime.vm.system_api import reflection
-
         return reflection(self.name, self.argument_types, self.result_types)
 
     @property

@@ -3,10 +3,9 @@
 (hal/device_start.py), waits only until that thread has imported its driver, then imports the VM
 and the module readers and reads the file beside the driver's start. Starting the thread before
 the VM's imports without that wait was measured and not kept: the driver's Python work shared the
-GIL with the imports, and on the H200 host the cuda CLI gained nothing (447.6 vs 447.4 ms) while
-the Vulkan CLI lost 20 ms (317.3 vs 297.8; BENCHMARKS.md, 2026-11-27). A built-in CPU driver
-starts on the caller's thread: nothing in its start waits in C, so a thread would only share the
-GIL."""
+GIL with the imports, so the cuda CLI gained nothing and the Vulkan CLI lost time (BENCHMARKS.md,
+issue 13, 2026-11-27). A built-in CPU driver starts on the caller's thread: nothing in its start
+waits in C, so a thread would only share the GIL."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
         if parse_uri(device)[0] in BUILT_IN:
             device = get_device(device)
         else:
-            started = DeviceStart(device)
+            started = DeviceStart(device, get_device)
     try:
         if started is not None:
             started.wait_imported()

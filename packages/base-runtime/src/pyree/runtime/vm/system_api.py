@@ -23,6 +23,7 @@ from pyree.runtime.hal.ffi import STATUS
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.records import Record
 from pyree.runtime.vm.loaded_module import LoadedModule, open_module
+from pyree.runtime.vm.reflection import reflection
 from pyree.runtime.vm.tensor_type import TensorType
 
 __all__ = ["Config", "DEFAULT_DRIVER_NAMES", "HalDriver", "SystemContext",
@@ -137,27 +138,6 @@ class Config:
 
     def __repr__(self) -> str:
         return f"<Config device={self.device.uri!r}>"
-
-
-def reflection(name: str, argument_types: Sequence[TensorType],
-               result_types: Sequence[TensorType]) -> dict[str, str]:
-    """What IREE's ``vm_function.reflection`` holds for a function of tensors: the declaration
-    (newer IREE) and the ``iree.abi`` JSON of ndarray descriptors (older IREE, read by its
-    FunctionInvoker): ``["ndarray", "f32", rank, *dims]``."""
-    import json
-
-    def declared(prefix: str, types) -> str:
-        return ", ".join(f"%{prefix}{i}: tensor<{t}>" for i, t in enumerate(types))
-
-    def ndarray(t: TensorType) -> list:
-        return ["ndarray", t.element_name, len(t.shape), *t.shape]
-
-    return {
-        "iree.abi.declaration": f"sync func @{name}({declared('input', argument_types)}) -> "
-                                f"({declared('output', result_types)})",
-        "iree.abi": json.dumps({"a": [ndarray(t) for t in argument_types],
-                                "r": [ndarray(t) for t in result_types], "v": 1}),
-    }
 
 
 class VmFunction(Record):

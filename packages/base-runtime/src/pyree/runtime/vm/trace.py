@@ -120,7 +120,7 @@ class Trace:
         """Writes ``chrome()`` to ``path`` as JSON, whole or not at all."""
         import json
 
-        from pyree.runtime.tools.output_file import write_output
+        from pyree.runtime.output_file import write_output
 
         write_output(path, json.dumps(self.chrome(), separators=(",", ":")))
 

@@ -1,4 +1,4 @@
-"""Every file the runtime's tools write is written whole or not at all.
+"""Every file the runtime writes (a tool's result or report, a trace) is written whole or not at all.
 
 A result file (``--output=@y.npy``) or a benchmark report may be read by another process while a
 new run replaces it, and an error or Ctrl-C half way through must not leave half a file. So the
