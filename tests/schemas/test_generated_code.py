@@ -20,12 +20,12 @@ RUNTIME_FB = ROOT / "packages/base-runtime/src/pyree/runtime/_fb.py"
 
 
 def test_the_runtimes_readers_need_only_fb_runtime():
-    """The runtime's copy reads through pyree.runtime.module.fb_runtime: no flatbuffers package,
+    """The runtime's copy reads through pyree.runtime.fb_runtime: no flatbuffers package,
     so no numpy (flatbuffers imports it at its own import) and no typing; one module, which
     imports no other of its package."""
     import re
 
-    from pyree.runtime.module import fb_runtime
+    from pyree.runtime import fb_runtime
 
     assert not RUNTIME_FB.with_suffix("").exists()  # the folder of modules it replaced
     text = RUNTIME_FB.read_text()
