@@ -126,8 +126,9 @@ class CudaError(HalError):
 
 
 def check(err: int, what: str) -> None:
-    """Raises CudaError for a CUresult other than CUDA_SUCCESS, with CUDA's name and message
-    and ``what`` we did. Hot paths test ``err`` first, so the message is built only on failure."""
+    """Raises CudaError for a CUresult other than CUDA_SUCCESS: CUDA's name and message for it,
+    after ``what`` we did. (Hot paths test ``err`` first, so a formatted ``what`` is built only on
+    failure.)"""
     if err == CUDA_SUCCESS:
         return
     out = ffi.new("const char **")

@@ -54,7 +54,7 @@ class Allocator:
                                f"out of device memory on {self.device_name}: asked for {size} bytes "
                                f"({size / 2**20:.1f} MiB), {free[0] / 2**20:.1f} MiB of "
                                f"{total[0] / 2**20:.1f} MiB free")
-            check(self.lib, err, f"hipMalloc({size} bytes)")
+            check(err, f"hipMalloc({size} bytes)")
             self._in_use += 1
             return DeviceBuffer(int(ffi.cast("uintptr_t", self._out[0])), size)
 
@@ -67,7 +67,7 @@ class Allocator:
 
     def _trim(self) -> None:
         """Returns every kept block to HIP, once no queued work can touch them."""
-        check(self.lib, self.lib.hipStreamSynchronize(self.stream), "hipStreamSynchronize")
+        check(self.lib.hipStreamSynchronize(self.stream), "hipStreamSynchronize")
         self._free_kept()
 
     def _free_kept(self) -> None:
@@ -101,21 +101,21 @@ class Staging:
         self._wait("waiting for the staging area")
         if n > self.size:
             if self.host is not None:
-                check(lib, lib.hipHostFree(self.host), "hipHostFree(staging)")
+                check(lib.hipHostFree(self.host), "hipHostFree(staging)")
                 self.host, self.size = None, 0
             size = min(self.CHUNK, max(n, 64 << 10, 2 * self.size))
             out = ffi.new("void **")
-            check(lib, lib.hipHostMalloc(out, size, 0), f"hipHostMalloc({size} bytes of staging)")
+            check(lib.hipHostMalloc(out, size, 0), f"hipHostMalloc({size} bytes of staging)")
             self.host, self.size = out[0], size
         return self.host
 
     def _wait(self, what: str) -> None:
         err = self.lib.hipEventSynchronize(self.event)
         if err != SUCCESS:
-            raise error(self.lib, err, what)
+            raise error(err, what)
 
     def _record(self) -> None:
-        check(self.lib, self.lib.hipEventRecord(self.event, self.stream), "hipEventRecord")
+        check(self.lib.hipEventRecord(self.event, self.stream), "hipEventRecord")
 
     def upload(self, dst: int, src: memoryview) -> None:
         """Copies ``src`` to device address ``dst`` in stream order; returns once ``src`` may change."""
@@ -125,7 +125,7 @@ class Staging:
                 length = min(self.CHUNK, n - pos)
                 host = self._area(length)
                 ffi.memmove(host, src[pos:pos + length], length)
-                check(lib, lib.hipMemcpyHtoDAsync(void(dst + pos), host, length, self.stream),
+                check(lib.hipMemcpyHtoDAsync(void(dst + pos), host, length, self.stream),
                       f"hipMemcpyHtoDAsync({length} bytes)")
                 self._record()
 
@@ -136,7 +136,7 @@ class Staging:
             for pos in range(0, n, self.CHUNK):
                 length = min(self.CHUNK, n - pos)
                 host = self._area(length)
-                check(lib, lib.hipMemcpyDtoHAsync(host, void(src + pos), length, self.stream),
+                check(lib.hipMemcpyDtoHAsync(host, void(src + pos), length, self.stream),
                       f"hipMemcpyDtoHAsync({length} bytes)")
                 self._record()
                 self._wait("reading device memory (a kernel may have faulted)")

@@ -97,9 +97,9 @@ class CommandBuffer:
         lib, stream = self.lib, self.device.stream
         with self._lock:
             for k, op in enumerate(self.ops):
-                check(lib, lib.hipEventRecord(events[2 * k], stream), "hipEventRecord")
+                check(lib.hipEventRecord(events[2 * k], stream), "hipEventRecord")
                 self._issue(table, (op,))
-                check(lib, lib.hipEventRecord(events[2 * k + 1], stream), "hipEventRecord")
+                check(lib.hipEventRecord(events[2 * k + 1], stream), "hipEventRecord")
 
     def _issue(self, table, ops=None) -> None:
         """Queues ``ops`` (all: None) on the device's stream."""
@@ -113,11 +113,11 @@ class CommandBuffer:
                 err = lib.hipModuleLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream,
                                                 op.params, ffi.NULL)
                 if err != SUCCESS:
-                    raise error(lib, err, f"launch of kernel '{k.name}' (grid {k.grid}, block "
+                    raise error(err, f"launch of kernel '{k.name}' (grid {k.grid}, block "
                                           f"{k.block}, {k.shared} bytes shared)")
             elif op[0] == "copy":
                 _, (ss, so), (ds, do), n = op
-                check(lib, lib.hipMemcpyDtoDAsync(void(table[ds].ptr + do),
+                check(lib.hipMemcpyDtoDAsync(void(table[ds].ptr + do),
                                                   void(table[ss].ptr + so), n, stream),
                       f"copy of {n} bytes")
             else:

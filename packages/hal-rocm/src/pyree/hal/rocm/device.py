@@ -48,7 +48,7 @@ class RocmDevice(PythonDevice):
         self._local = threading.local()
         self._make_current()
         out = ffi.new("void **")
-        check(lib, lib.hipStreamCreateWithFlags(out, _NON_BLOCKING), "hipStreamCreateWithFlags")
+        check(lib.hipStreamCreateWithFlags(out, _NON_BLOCKING), "hipStreamCreateWithFlags")
         self.stream = out[0]
         self.events = EventPool(lib)
         self.allocator = Allocator(lib, self.stream, name)
@@ -62,7 +62,7 @@ class RocmDevice(PythonDevice):
         """HIP's current device is per thread, like CUDA's current context."""
         if getattr(self._local, "current", False):
             return
-        check(self.lib, self.lib.hipSetDevice(self.dev), f"hipSetDevice({self.dev})")
+        check(self.lib.hipSetDevice(self.dev), f"hipSetDevice({self.dev})")
         self._local.current = True
 
     def describe_fault(self, error: HipError) -> HalError:
@@ -110,13 +110,13 @@ class RocmDevice(PythonDevice):
         if width == 8 and pattern & 0xFFFFFFFF == pattern >> 32:
             width, pattern = 4, pattern & 0xFFFFFFFF
         if width == 1:
-            check(lib, lib.hipMemsetD8Async(void(ptr), pattern, length, stream), "hipMemsetD8Async")
+            check(lib.hipMemsetD8Async(void(ptr), pattern, length, stream), "hipMemsetD8Async")
         elif width == 2:
-            check(lib, lib.hipMemsetD16Async(void(ptr), pattern, length // 2, stream),
+            check(lib.hipMemsetD16Async(void(ptr), pattern, length // 2, stream),
                   "hipMemsetD16Async")
         elif width == 4:
             signed = pattern - (1 << 32) if pattern >> 31 else pattern  # the entry point takes int
-            check(lib, lib.hipMemsetD32Async(void(ptr), signed, length // 4, stream),
+            check(lib.hipMemsetD32Async(void(ptr), signed, length // 4, stream),
                   "hipMemsetD32Async")
         else:
             self._fill64(ptr, length, pattern)
@@ -129,18 +129,18 @@ class RocmDevice(PythonDevice):
         block = self._patterns.get(pattern)
         if block is None:
             out = ffi.new("void **")
-            check(lib, lib.hipHostMalloc(out, _PATTERN_BYTES, 0), "hipHostMalloc(fill pattern)")
+            check(lib.hipHostMalloc(out, _PATTERN_BYTES, 0), "hipHostMalloc(fill pattern)")
             block = out[0]
             words = ffi.cast("uint64_t *", block)
             for i in range(_PATTERN_BYTES // 8):
                 words[i] = pattern
             self._patterns[pattern] = block
         done = min(length, _PATTERN_BYTES)
-        check(lib, lib.hipMemcpyHtoDAsync(void(ptr), block, done, stream),
+        check(lib.hipMemcpyHtoDAsync(void(ptr), block, done, stream),
               f"hipMemcpyHtoDAsync({done} bytes of fill pattern)")
         while done < length:
             n = min(done, length - done)
-            check(lib, lib.hipMemcpyDtoDAsync(void(ptr + done), void(ptr), n, stream),
+            check(lib.hipMemcpyDtoDAsync(void(ptr + done), void(ptr), n, stream),
                   f"hipMemcpyDtoDAsync({n} bytes of fill)")
             done += n
 
@@ -201,7 +201,7 @@ class RocmDevice(PythonDevice):
 
     def synchronize(self) -> None:
         try:
-            check(self.lib, self.lib.hipStreamSynchronize(self.stream), "hipStreamSynchronize")
+            check(self.lib.hipStreamSynchronize(self.stream), "hipStreamSynchronize")
         except HipError as e:
             raise self.describe_fault(e) from None
 

@@ -20,7 +20,7 @@ class EventPool:
             return self._free.pop()
         except IndexError:
             out = ffi.new("void **")
-            check(self.lib, self.lib.hipEventCreateWithFlags(out, _DISABLE_TIMING),
+            check(self.lib.hipEventCreateWithFlags(out, _DISABLE_TIMING),
                   "hipEventCreateWithFlags")
             self._all.append(out[0])
             return out[0]

@@ -89,7 +89,7 @@ class ExecutableCache:
         out = ffi.new("void **")
         try:
             for export in params.exports:
-                check(self.lib, self.lib.hipModuleGetFunction(out, module, export.name.encode()),
+                check(self.lib.hipModuleGetFunction(out, module, export.name.encode()),
                       f"kernel '{export.name}' in the ROCm executable ({params.target})")
                 sizes = None
                 if arguments is not None:
@@ -133,7 +133,7 @@ class ExecutableCache:
         text = ffi.string(log).decode(errors="replace").strip()
         if text:
             what += f" (loader log: {text})"
-        e = error(lib, err, what)
+        e = error(err, what)
         if err in WRONG_CHIP:
             raise HipError(e.status, f"{e.message}. The module was compiled for {params.target}, "
                                      f"which this GPU cannot run: recompile with "
@@ -146,4 +146,4 @@ class ExecutableCache:
             if executable.references:
                 return
             del self._loaded[executable.key]
-        check(self.lib, self.lib.hipModuleUnload(executable.module), "hipModuleUnload")
+        check(self.lib.hipModuleUnload(executable.module), "hipModuleUnload")

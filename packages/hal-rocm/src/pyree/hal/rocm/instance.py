@@ -23,11 +23,11 @@ class RocmDriver(PythonDriver):
                 count = ffi.new("int *")
                 count_err = lib.hipGetDeviceCount(count)
                 if count_err != symbols.SUCCESS:  # hipInit may say 101 where this says 100
-                    also = (f" (hipInit: {symbols.describe(lib, init_err)})"
+                    also = (f" (hipInit: {symbols.describe(init_err)})"
                             if init_err not in (symbols.SUCCESS, count_err) else "")
                     raise HalError("UNAVAILABLE", f"no usable AMD GPU: hipGetDeviceCount: "
-                                                  f"{symbols.describe(lib, count_err)}{also}")
-                symbols.check(lib, init_err, "hipInit")
+                                                  f"{symbols.describe(count_err)}{also}")
+                symbols.check(init_err, "hipInit")
                 if count[0] == 0:
                     raise HalError("UNAVAILABLE", "the HIP runtime reports no devices")
                 self._lib = lib
@@ -44,13 +44,13 @@ class RocmDriver(PythonDriver):
         """(ordinal, hipDevice_t, name, GPU-uuid) per device."""
         lib = self._init()
         count = ffi.new("int *")
-        symbols.check(lib, lib.hipGetDeviceCount(count), "hipGetDeviceCount")
+        symbols.check(lib.hipGetDeviceCount(count), "hipGetDeviceCount")
         out = []
         dev, name, uuid = ffi.new("int *"), ffi.new("char[256]"), ffi.new("hipUUID *")
         for ordinal in range(count[0]):
-            symbols.check(lib, lib.hipDeviceGet(dev, ordinal), f"hipDeviceGet({ordinal})")
-            symbols.check(lib, lib.hipDeviceGetName(name, 256, dev[0]), "hipDeviceGetName")
-            symbols.check(lib, lib.hipDeviceGetUuid(uuid, dev[0]), "hipDeviceGetUuid")
+            symbols.check(lib.hipDeviceGet(dev, ordinal), f"hipDeviceGet({ordinal})")
+            symbols.check(lib.hipDeviceGetName(name, 256, dev[0]), "hipDeviceGetName")
+            symbols.check(lib.hipDeviceGetUuid(uuid, dev[0]), "hipDeviceGetUuid")
             out.append((ordinal, dev[0], ffi.string(name).decode(errors="replace"),
                         format_uuid(bytes(ffi.buffer(uuid.bytes)))))
         return out

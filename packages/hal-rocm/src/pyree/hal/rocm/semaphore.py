@@ -41,7 +41,7 @@ class RocmSemaphore(TimelineSemaphore):
             if err == NOT_READY:
                 return
             if err != SUCCESS:
-                self._fault(error(self.lib, err, "GPU work signalling a semaphore"))
+                self._fault(error(err, "GPU work signalling a semaphore"))
                 return
             pending.pop(0)
             self._events.release(event)
@@ -114,7 +114,7 @@ class RocmSemaphore(TimelineSemaphore):
                                                     f"(it is at {self._value})")
         if err != SUCCESS:
             with self._changed:
-                self._fault(error(lib, err, "waiting for GPU work"))
+                self._fault(error(err, "waiting for GPU work"))
 
     # -- device side ---------------------------------------------------------------------------
     def device_wait(self, stream, value: int) -> None:
@@ -126,7 +126,7 @@ class RocmSemaphore(TimelineSemaphore):
             event = self._event_reaching(value)
             if event is not None:
                 if stream != self._stream:
-                    check(self.lib, self.lib.hipStreamWaitEvent(stream, event, 0),
+                    check(self.lib.hipStreamWaitEvent(stream, event, 0),
                           "hipStreamWaitEvent")
                 return  # on the signalling stream itself, order is enough
         self.wait(value)  # a value the host (or a later submission) will signal
@@ -141,7 +141,7 @@ class RocmSemaphore(TimelineSemaphore):
             err = self.lib.hipEventRecord(event, stream)
             if err != SUCCESS:
                 self._events.release(event)
-                raise error(self.lib, err, f"hipEventRecord (signal {value})")
+                raise error(err, f"hipEventRecord (signal {value})")
             self._pending.append((value, event))
             self._promised = value
             self._changed.notify_all()

@@ -76,21 +76,23 @@ class HipError(HalError):
         self.code = code
 
 
-def describe(lib, err: int) -> str:
+def describe(err: int) -> str:
     """``hipErrorNoDevice: no ROCm-capable device is detected`` (the name alone when HIP's
-    message repeats it)."""
-    name = lib.hipGetErrorName(err)
-    text = lib.hipGetErrorString(err)
+    message repeats it), from the loaded library."""
+    name = _lib.hipGetErrorName(err)
+    text = _lib.hipGetErrorString(err)
     name = ffi.string(name).decode() if name != ffi.NULL else f"hipError_t {err}"
     text = ffi.string(text).decode() if text != ffi.NULL else ""
     return name if text in ("", name) else f"{name}: {text}"
 
 
-def error(lib, err: int, what: str) -> HipError:
-    return HipError(_STATUS_OF.get(err, "INTERNAL"), f"{what}: {describe(lib, err)}", err)
+def error(err: int, what: str) -> HipError:
+    """The HipError for a failed hipError_t, for a caller that records it rather than raising."""
+    return HipError(_STATUS_OF.get(err, "INTERNAL"), f"{what}: {describe(err)}", err)
 
 
-def check(lib, err: int, what: str) -> None:
-    """Raises the HipError for a non-zero hipError_t, naming ``what`` we did."""
+def check(err: int, what: str) -> None:
+    """Raises HipError for a hipError_t other than hipSuccess: HIP's name and message for it,
+    after ``what`` we did."""
     if err != SUCCESS:
-        raise error(lib, err, what)
+        raise error(err, what)

@@ -18,25 +18,25 @@ class HipEvents(EventApi):
 
     def create(self):
         out = ffi.new("void **")
-        check(self.lib, self.lib.hipEventCreateWithFlags(out, _TIMING), "hipEventCreateWithFlags")
+        check(self.lib.hipEventCreateWithFlags(out, _TIMING), "hipEventCreateWithFlags")
         return out[0]
 
     def destroy(self, event) -> None:
         self.lib.hipEventDestroy(event)
 
     def record(self, event, stream) -> None:
-        check(self.lib, self.lib.hipEventRecord(event, stream), "hipEventRecord")
+        check(self.lib.hipEventRecord(event, stream), "hipEventRecord")
 
     def synchronize(self, event) -> None:
-        check(self.lib, self.lib.hipEventSynchronize(event), "hipEventSynchronize")
+        check(self.lib.hipEventSynchronize(event), "hipEventSynchronize")
 
     def elapsed_ms(self, start, end) -> float:
-        check(self.lib, self.lib.hipEventElapsedTime(self._ms, start, end), "hipEventElapsedTime")
+        check(self.lib.hipEventElapsedTime(self._ms, start, end), "hipEventElapsedTime")
         return self._ms[0]
 
     def create_stream(self):
         out = ffi.new("void **")
-        check(self.lib, self.lib.hipStreamCreateWithFlags(out, _NON_BLOCKING),
+        check(self.lib.hipStreamCreateWithFlags(out, _NON_BLOCKING),
               "hipStreamCreateWithFlags")
         return out[0]
 

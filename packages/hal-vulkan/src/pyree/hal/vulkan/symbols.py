@@ -142,8 +142,9 @@ ENTRY_POINTS = [
 ]
 
 
-
 class VulkanError(HalError):
+    """A failed Vulkan call: what we did, the VkResult's name and what it means."""
+
     def __init__(self, result: int, what: str):
         name = RESULTS.get(result, f"VkResult {result}")
         hint = _HINT.get(result)
@@ -152,9 +153,11 @@ class VulkanError(HalError):
         self.result = result
 
 
-def check(result: int, what: str) -> None:
-    if result < 0:
-        raise VulkanError(result, what)
+def check(err: int, what: str) -> None:
+    """Raises VulkanError for a VkResult that is an error (negative: VK_NOT_READY, VK_TIMEOUT and
+    VK_INCOMPLETE are not): its name and what it means, after ``what`` we did."""
+    if err < 0:
+        raise VulkanError(err, what)
 
 
 class Functions:
