@@ -97,8 +97,8 @@ def test_garbage_library_is_refused(offset_constant):
 
 
 def test_local_task_splits_workgroups_over_its_threads():
-    from pyree.runtime.drivers.cpu_executable import Kernel
-    from pyree.runtime.drivers.local_task import LocalTaskDevice
+    from pyree.runtime.drivers.local.executable import Kernel
+    from pyree.runtime.drivers.local_task.device import LocalTaskDevice
 
     device = LocalTaskDevice()
     ranges = []
@@ -118,10 +118,11 @@ def test_local_task_workers_wake_after_sleeping_and_report_errors():
     import threading
     import time
 
-    from pyree.runtime.drivers import local_task
-    from pyree.runtime.drivers.cpu_executable import Kernel
+    from pyree.runtime.drivers.local.executable import Kernel
+    from pyree.runtime.drivers.local_task.device import LocalTaskDevice
+    from pyree.runtime.drivers.local_task.workers import SPIN_S
 
-    device = local_task.LocalTaskDevice()
+    device = LocalTaskDevice()
     seen = []
 
     def spy(state, begin, end):
@@ -132,13 +133,13 @@ def test_local_task_workers_wake_after_sleeping_and_report_errors():
 
     kernel = Kernel("spy", spy, 64, ())
     try:
-        for pause in (0.0, 3 * local_task.SPIN_S, 3 * local_task.SPIN_S):
+        for pause in (0.0, 3 * SPIN_S, 3 * SPIN_S):
             time.sleep(pause)
             seen.clear()
             assert device.run_workgroups(kernel, None) == 0
             assert sorted(r[:2] for r in seen)[0] == (0, 64 // topology().threads)
             assert len({name for *_, name in seen}) == min(topology().threads, 64)
-        time.sleep(3 * local_task.SPIN_S)
+        time.sleep(3 * SPIN_S)
         with pytest.raises(ValueError, match="range 0 failed"):
             device.run_workgroups(kernel, "fail")
         assert device.run_workgroups(kernel, None) == 0

@@ -19,9 +19,11 @@ from pyree.compiler import compile_str
 from pyree.compiler.codegen import llvm_cpu
 from pyree.compiler.kernel import Binary, Binding, Load, Result
 from pyree.compiler.kernel import Kernel as IrKernel
-from pyree.runtime.drivers import local_task
-from pyree.runtime.drivers.cpu_executable import CpuLibrary
-from pyree.runtime.drivers.host_device import DispatchRun, HostBuffer
+from pyree.runtime.drivers.local.allocator import HostBuffer
+from pyree.runtime.drivers.local.command_buffer import DispatchRun
+from pyree.runtime.drivers.local.executable import CpuLibrary
+from pyree.runtime.drivers.local_task.device import LocalTaskDevice
+from pyree.runtime.drivers.local_task.workers import IDLE_ROUNDS, NativeWorkers
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.hal.python_driver import Binding as HalBinding
 from pyree.runtime.hal.python_driver import Command, ExecutableParams, Export, HalError
@@ -73,13 +75,13 @@ def check(module, seed: int) -> None:
 @pytest.fixture
 def native_runs(monkeypatch) -> list[list[int]]:
     """Per native execute from now on, the workgroup counts of its dispatches."""
-    runs, original = [], local_task._NativeWorkers.execute
+    runs, original = [], NativeWorkers.execute
 
     def spy(self, loop, records, n):
         runs.append([records[i * 4 + 2] for i in range(n)])
         return original(self, loop, records, n)
 
-    monkeypatch.setattr(local_task._NativeWorkers, "execute", spy)
+    monkeypatch.setattr(NativeWorkers, "execute", spy)
     return runs
 
 
@@ -89,7 +91,7 @@ def test_split_dispatches_match_numpy_between_sleeps(program, native_runs):
     module = rt.load_module(program, device="local-task")
     for seed in range(40):
         if seed % 10 == 9:
-            time.sleep(4 * local_task.IDLE_ROUNDS * 1e-6 + 0.01)   # past the workers' idle time
+            time.sleep(4 * IDLE_ROUNDS * 1e-6 + 0.01)   # past the workers' idle time
         check(module, seed % 3)
     assert len(native_runs) == 40   # one native call per call, both dispatches in it
     assert all(len(counts) == 2 and min(counts) > 1 for counts in native_runs)
@@ -139,7 +141,7 @@ def test_chained_dispatches_in_one_native_call_match_numpy(native_runs):
         a[seed, :3] = [np.nan, np.inf, -np.inf]
         v[0, :3] = [np.nan, -np.inf, -0.0]
         if seed % 4 == 3:
-            time.sleep(4 * local_task.IDLE_ROUNDS * 1e-6 + 0.01)   # the workers asleep
+            time.sleep(4 * IDLE_ROUNDS * 1e-6 + 0.01)   # the workers asleep
         s, v2 = (x.to_host() for x in task.main(a, w, v))
         with np.errstate(invalid="ignore", over="ignore"):
             t1 = np.tanh(a.astype(np.float64) @ w)
@@ -192,7 +194,7 @@ def run_add(device, lib: CpuLibrary, seed: int, binding_count: int = 3) -> int:
 def test_kernel_error_status_reaches_the_caller():
     lib = library([add_kernel()])
     assert lib.kernels[0].loop is not None and lib.kernels[0].workgroup_count >= 8
-    device = local_task.LocalTaskDevice()
+    device = LocalTaskDevice()
     try:
         assert run_add(device, lib, 0) == 0
         assert run_add(device, lib, 1, binding_count=2) == 1   # every chunk: too few bindings
@@ -215,7 +217,7 @@ def test_failed_kernel_in_a_native_run_stops_the_run():
     commands = [(i, Command("dispatch", lib, 0, (HalBinding(i, 0, nbytes), HalBinding(0, 0, nbytes),
                                                  HalBinding(i + 1, 0, nbytes)), (), 0, 0))
                 for i in range(4)]
-    device = local_task.LocalTaskDevice()
+    device = LocalTaskDevice()
     try:
         run = DispatchRun(commands)
         states, _addresses = run.states(table)
@@ -268,7 +270,7 @@ def test_library_without_the_loop_runs_on_python_threads_then_through_another_lo
     loaded, then that library's loop (which runs any library's kernels)."""
     old = library([add_kernel()], with_loop=False)
     assert old.kernels[0].loop is None
-    device = local_task.LocalTaskDevice()
+    device = LocalTaskDevice()
     try:
         for seed in range(3):
             assert run_add(device, old, seed) == 0
@@ -325,7 +327,7 @@ def test_library_unloaded_while_workers_poll_inside_its_loop(program):
 def test_device_release_stops_native_workers():
     before = threading.active_count()
     lib = library([add_kernel()])
-    device = local_task.LocalTaskDevice()
+    device = LocalTaskDevice()
     assert run_add(device, lib, 0) == 0
     time.sleep(0.05)   # asleep
     device.release()

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.runtime.drivers.local_sync import LocalSyncDevice
+from pyree.runtime.drivers.local_sync.device import LocalSyncDevice
 from pyree.runtime.hal import registry
 from pyree.runtime.hal.ffi import ABI_VERSION, STATUS, ffi
 from pyree.runtime.hal.python_driver import (

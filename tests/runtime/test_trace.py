@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.runtime.drivers.local_sync import LocalSyncDevice
+from pyree.runtime.drivers.local_sync.device import LocalSyncDevice
 from pyree.runtime.hal import python_driver, registry
 from pyree.runtime.hal.ffi import ffi
 from pyree.runtime.vm import trace as trace_module

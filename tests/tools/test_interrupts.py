@@ -12,7 +12,7 @@ import numpy as np
 import pyree.runtime as rt
 import pytest
 from interrupting import assert_benchmark_interrupted, interrupt_benchmark
-from pyree.runtime.drivers.local_sync import LocalSyncDevice
+from pyree.runtime.drivers.local_sync.device import LocalSyncDevice
 from pyree.runtime.hal import registry
 from pyree.runtime.hal.python_driver import DeviceInfo, PythonDriver, export_driver
 

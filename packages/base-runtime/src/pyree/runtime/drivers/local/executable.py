@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import weakref
 
+from pyree.runtime.drivers.local.symbols import dlerror, libc
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.hal.images import ImageError
 from pyree.runtime.hal.images.cpu_library import check_kernel_symbols, read_library
 from pyree.runtime.hal.python_driver import ExecutableParams, HalError
 from pyree.runtime.records import Record
 
-_libdl = ffi.dlopen(None)  # the runtime FFI declares dlopen & co. (hal/ffi_build.py)
 _RTLD_NOW = 2
 
 # Executable target -> the machine names (os.uname().machine) that run it.
@@ -53,11 +53,6 @@ class Kernel(Record):
     loop: WorkerLoop | None = None          # its library's worker loop, where it has one
 
 
-def _dlerror() -> str:
-    message = _libdl.dlerror()
-    return ffi.string(message).decode(errors="replace") if message != ffi.NULL else "unknown"
-
-
 class CpuLibrary:
     """One dlopen'ed kernel library and its exports, in export order."""
 
@@ -76,12 +71,12 @@ class CpuLibrary:
         except ImageError as e:
             raise HalError("INVALID_ARGUMENT", f"the CPU kernel library is refused: {e}") from None
         self._fd, self._path = self._materialize(params.code)
-        self._handle = _libdl.dlopen(self._path.encode(), _RTLD_NOW)
+        self._handle = libc.dlopen(self._path.encode(), _RTLD_NOW)
         if self._handle == ffi.NULL:
-            error = _dlerror()
+            error = dlerror()
             self._close_file()
             raise HalError("INVALID_ARGUMENT", f"cannot load the CPU kernel library: {error}")
-        symbols = [_libdl.dlsym(self._handle, name.encode()) for name in _WORKER_LOOP]
+        symbols = [libc.dlsym(self._handle, name.encode()) for name in _WORKER_LOOP]
         loop = None if ffi.NULL in symbols else WorkerLoop(self, *symbols)
         self.kernels = [self._lookup(export, loop) for export in params.exports]
 
@@ -101,7 +96,7 @@ class CpuLibrary:
         return fd, f"/proc/self/fd/{fd}"
 
     def _lookup(self, export, loop: WorkerLoop | None) -> Kernel:
-        symbol = _libdl.dlsym(self._handle, export.name.encode())
+        symbol = libc.dlsym(self._handle, export.name.encode())
         if symbol == ffi.NULL:
             self.release()
             raise HalError("NOT_FOUND", f"the CPU kernel library has no symbol '{export.name}'")
@@ -117,7 +112,7 @@ class CpuLibrary:
 
     def release(self) -> None:
         if self._handle is not None and self._handle != ffi.NULL:
-            _libdl.dlclose(self._handle)
+            libc.dlclose(self._handle)
         self._handle = None
         if self._path is not None:
             self._close_file()
