@@ -2,8 +2,8 @@
 call, in one small module that imports only ``struct``.
 
 The package itself imports numpy at its own import whenever numpy is installed
-(``flatbuffers.compat.import_numpy``), which cost every runtime process ~120 ms of a 190 ms
-``pyree-run-module``; the runtime only reads. schemas/generate.py points the generated readers
+(``flatbuffers.compat.import_numpy``), which was most of a ``pyree-run-module`` process's
+time; the runtime only reads. schemas/generate.py points the generated readers
 here (``flatbuffers.<module>.<name>`` becomes ``flatbuffers.<name>``, and ``np`` is None, so
 scalar vectors unpack as lists). The semantics are the package's (flatbuffers/table.py,
 encode.py, number_types.py, util.py), minus the argument type checks: bounds.py has checked

@@ -1,9 +1,9 @@
 """Generates ``hal/_ffi_abi.py``, the runtime's FFI with hal.h and cpu_kernel.h already parsed.
 
 cffi's out-of-line ABI mode writes the parsed declarations as a Python module that needs neither
-a C compiler nor pycparser: importing it takes ~3 ms where ``ffi.cdef`` on the headers took
-~90 ms (pycparser's import, the parse, and every later type string parsed in Python) of every
-process's start. The headers stay the one source of truth: run this after editing them
+a C compiler nor pycparser: importing it costs a small part of what ``ffi.cdef`` on the headers
+cost every process's start (pycparser's import, the parse, and every later type string parsed
+in Python; BENCHMARKS.md, issue 13). The headers stay the one source of truth: run this after editing them
 (``python -m pyree.runtime.hal.ffi_build``); tests/runtime/test_cold_start.py fails while the
 vendored file is stale.
 """

@@ -34,8 +34,7 @@ from pyree.runtime.vm.tensor_type import TensorType, describe
 KDL_CPU = 1  # DLPack's host device type
 # Host arrays at least this large are read in place on devices whose memory is host memory
 # (the CPU drivers): below it, copying into a pooled buffer costs less than importing one
-# (a*b+a on two arguments, local-task, 2-core dev machine: 64 KiB each 58 us copied vs 66 us
-# in place; 256 KiB 90 vs 78 us; 1 MiB 455 vs 293 us).
+# (measured on a*b+a over two arguments on local-task: the two cross between 64 and 256 KiB).
 IMPORT_MIN_BYTES = 128 << 10
 MAX_RECYCLED = 4  # collected results' buffers a function keeps per size for its next calls
 
@@ -70,8 +69,8 @@ class Function:
         # only the device, and this call's host code after a wait, touch them, so the next call
         # may reuse them at once. Taken from the pool per call, they rotated through ever more
         # buffers once calls were queued faster than the device finished them: new binding
-        # tables, new CUDA graphs (H100: softmax bf16 4096x1000, 0.035 -> 0.075 ms per queued
-        # call when the host path got faster than the GPU).
+        # tables, new CUDA graphs (a softmax's queued calls took twice as long once the host
+        # path got faster than the GPU).
         self._own_keys = ([(self._transient_size, False)] if self._uses_transient else []) \
             + ([self._readback_key] if self._readback_key else [])
         self._own: list | None = None

@@ -3,8 +3,8 @@
 
 Like IREE's cuda_dynamic_symbol_table.h, the table documents what the driver needs from the host.
 ``load()`` opens libcuda through cffi (ABI mode: no compiler, no CUDA headers, no cuda-python,
-whose import cost 80-90 ms of every GPU process's start and whose calls wrap every argument and
-result, about a microsecond each) and resolves every entry point with cuGetProcAddress_v2 for
+whose import was a large part of every GPU process's start and whose calls wrap every argument
+and result) and resolves every entry point with cuGetProcAddress_v2 for
 TABLE_VERSION, so the driver picks the variant whose signature the table declares (``_v2``
 copies, CUDA 12's cuGraphExecUpdate ...); a missing one makes the driver unavailable with a
 message naming it. The few entry points newer than TABLE_VERSION (NEWER) are resolved at their

@@ -47,10 +47,10 @@ class DispatchRun:
         them). Raises the first binding that lies outside its buffer.
 
         The last table's states are kept: a static-shape function binds the same buffers call
-        after call (the runtime's "same buffer, same role"), and working them out took ~70-150
-        us of a 5 ms MobileNet v2 call (455 bindings). A table equal to the last one (the same
-        buffer objects, whose sizes and addresses never change) gets them back; kept states are
-        never written again, so two executions may share them."""
+        after call (the runtime's "same buffer, same role"), and working them out again was a
+        visible share of a small model's call (hundreds of bindings). A table equal to the last
+        one (the same buffer objects, whose sizes and addresses never change) gets them back;
+        kept states are never written again, so two executions may share them."""
         last = self._last
         if last is not None and last[0] == table:
             return last[1], last[2]

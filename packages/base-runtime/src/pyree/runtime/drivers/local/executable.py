@@ -85,7 +85,7 @@ class CpuLibrary:
         try:
             fd = os.memfd_create("pyree-cpu-executable", 0)
         except (AttributeError, OSError):
-            import tempfile  # only where memfd is missing: its import costs every process ~7 ms
+            import tempfile  # only where memfd is missing: other processes skip its import
 
             with tempfile.NamedTemporaryFile(prefix="pyree-", suffix=".so", delete=False) as f:
                 f.write(code)

@@ -4,8 +4,9 @@ this process may use (its affinity mask and cgroup CPU quota) or IREE's --task_t
 (topology.py).
 
 A compiled kernel runs through the worker loop that the llvm-cpu compiler emits into each kernel
-library (cpu_executable.WorkerLoop): every thread claims chunks of workgroups from one counter,
-none of them holding the GIL, so a hand-over costs a few us instead of a GIL wait and a wake-up.
+library (local/executable.py: WorkerLoop; workers.py): every thread claims chunks of workgroups
+from one counter, none of them holding the GIL, so a hand-over costs neither a GIL wait nor a
+wake-up.
 A command buffer's consecutive dispatches run through the loop's execute, one native call for all
 of them, so the queue thread does not come back to Python between them.
 A Python callable, or any kernel before a library with the loop has been loaded, is split into

@@ -100,8 +100,8 @@ class LocalTaskDevice(HostDevice):
         """Runs the submission on the calling thread when nothing is queued or running and its
         waits are reached, else queues it. A call whose inputs are the caller's memory waits for
         its result anyway; inline, it skips two thread hand-offs (the queue thread's wake, then
-        the caller's: ~130 us of a 5 ms MobileNet v2 call on the 2-core VM). Errors still reach
-        the signals, as from the queue."""
+        the caller's; BENCHMARKS.md, "Inline submissions"). Errors still reach the signals, as
+        from the queue."""
         item = (execute or self.execute, command_buffer, binding_table, waits, signals)
         with self._order:
             inline = self._pending == 0 and all(_reached(s, v) for s, v in waits)

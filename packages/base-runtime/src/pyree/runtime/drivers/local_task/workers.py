@@ -15,14 +15,14 @@ from pyree.runtime.hal.ffi import ffi
 # How long a waiting thread polls before it sleeps: longer than the gaps between a model's
 # dispatches, short enough that an idle device gives its cores back almost at once.
 SPIN_S = 2e-3
-# The worker loop's polling rounds (64 pauses and a sched_yield, ~2.2 us here): a native worker's
-# ~2 ms without work before it sleeps (outside an execute).
+# The worker loop's polling rounds (64 pauses and a sched_yield each) that a native worker
+# without work spends before it sleeps (outside an execute): about SPIN_S.
 IDLE_ROUNDS = 800
 # Chunks of workgroups per thread, claimed one at a time by the worker loop's threads: fewer
 # kernel calls per dispatch against a smaller share left to a thread that starts late, or to
 # the one that claims last. ResNet-18's large convolutions have 22-28 workgroups of equal cost:
-# in chunks of 2 one thread ran a chunk more (16 instead of 4: ResNet-18 22.3 -> 21.6 ms,
-# MobileNet v2 6.0 -> 5.9 ms, alternating processes on the 2-core VM; 64 was no better).
+# in chunks of 2 one thread ran a chunk more (BENCHMARKS.md, "Chunks per thread 4 → 16"; 64 was
+# no better).
 CHUNKS_PER_THREAD = 16
 # The worker loop's job (codegen/llvm_cpu/worker_loop.py in the compiler): uint64_t[10], of which
 # the driver reads and writes these directly; and execute's records, (fn, state, count, chunk)
@@ -36,13 +36,13 @@ _STOPPED = (1 << 64) - 1   # what the loop's worker function returns once told t
 class _Signal:
     """A counter one thread advances and one other thread waits on: spinning first, then asleep.
 
-    On this kind of VM a sleeping thread takes ~25 us to wake (a Lock ping-pong round trip
-    measures ~50 us), as long as a small kernel runs; a waiter that polls the counter sees it move
-    in a few us (a split 64^3 matmul: ~8 us over one workgroup, ~25 us with sleeping workers).
+    A sleeping thread takes as long to wake as a small kernel runs; a waiter that polls the
+    counter sees it move several times sooner (BENCHMARKS.md, "local-task hand-off").
     The poll calls os.sched_yield, which releases the GIL and the core, so a machine busier than
     its cores still runs the thread it waits for; each poll does take the GIL for a moment, which
     slows another thread's Python a little. (Spinning in pthread_spin_lock instead, outside the
-    GIL, hands over in ~1 us, but made calls 50x slower whenever another process took a core.)
+    GIL, hands over faster still, but made calls many times slower whenever another process took
+    a core.)
     After ``SPIN_S`` without a change it sleeps on a lock, and the advancing thread wakes it.
     """
 
@@ -101,8 +101,8 @@ class _Worker:
 
 class Workers:
     """Threads that run workgroup ranges, posted to by one thread at a time. (concurrent.futures
-    would do, but importing it costs every process ~10 ms, logging included, and its hand-off
-    sleeps: ~50 us per dispatch.)"""
+    would do, but every process would pay its import, logging included, and its hand-off
+    sleeps: a wake-up per dispatch.)"""
 
     def __init__(self, count: int):
         self._workers = [_Worker(f"pyree-local-task-{i}") for i in range(count)]
@@ -133,7 +133,7 @@ class Workers:
 
 class _NativeWorker:
     """A thread inside a worker loop (GIL released) while there is work, asleep on a lock after
-    ~2 ms without any. While inside, it holds the loop's library: a module unloaded meanwhile
+    IDLE_ROUNDS without any. While inside, it holds the loop's library: a module unloaded meanwhile
     unloads it only once the thread has left."""
 
     def __init__(self, pool: NativeWorkers, name: str):
