@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, matmul, random_array, run
-from pyree.compiler.codegen.llvm_cpu.contraction import _rows_per_block, match_contraction
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import _rows_per_block, match_contraction
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import (
     Acc,
     Binary,

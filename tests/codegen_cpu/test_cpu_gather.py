@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from llvmcpu_harness import affine, random_array, run
 from llvmlite import ir  # noqa: F401  (the backend's dependency: skip cleanly without it)
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import match_contraction
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,

@@ -164,9 +164,9 @@ def test_a_view_of_an_argument_or_a_constant_stays():
 def test_a_transposed_write_does_not_join_a_matmul():
     """``transpose(p @ v)`` as the function's result: the transpose stays a kernel of its own,
     so the product keeps m and n innermost and every backend's matmul template still takes it."""
-    from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-    from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-    from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+    from pyree.compiler.codegen.common.normalize import normalize
+    from pyree.compiler.codegen.llvm_cpu.matmul import match_contraction
+    from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
     from pyree.compiler.flow.kernels import outline
 
     heads, s, d = 3, 6, 4

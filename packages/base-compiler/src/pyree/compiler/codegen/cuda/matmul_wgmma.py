@@ -33,10 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.common.addressing import ceil_div
+from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
+from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda.async_copy import stage_chunks
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda.matmul_mma import operands, waves_cost
 
 THREADS = 256            # two warpgroups
@@ -139,7 +142,7 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> Launch:
     ops, t = plan_
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
@@ -220,7 +223,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         fn.raw(f"store float 0.0, ptr {slot}")
         slots.append(slot)
 
-    num_k = A.ceil_div(KD, BK)
+    num_k = ceil_div(KD, BK)
     for kt in range(min(AHEAD, num_k)):  # prologue
         load_stage(str(kt), str(kt))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
@@ -267,4 +270,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
         store_element(fn, kernel, c, bidx, row, col, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, 1)
-    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)
+    return Launch((ceil_div(N, t.bn), ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)

@@ -11,14 +11,14 @@ load is then one span load and a shuffle (exprs.py), the row's tail one masked v
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.exprs import (
+from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu.loops import nest
+from pyree.compiler.codegen.llvm_cpu.scalar import (
     ExprEmitter,
     Point,
     row_lanes,
     sweep_vectors,
 )
-from pyree.compiler.codegen.llvm_cpu.loops import nest
-from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.kernel import Kernel
 

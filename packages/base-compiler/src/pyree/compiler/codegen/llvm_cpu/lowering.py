@@ -6,13 +6,13 @@ import re
 from dataclasses import dataclass
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.elementwise import ElementwiseLowering
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
-from pyree.compiler.codegen.llvm_cpu.exprs import span_stride
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import match_contraction
 from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
-from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
+from pyree.compiler.codegen.llvm_cpu.scalar import span_stride
+from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.kernel import Kernel
 
 
@@ -31,7 +31,7 @@ def lower_parts(kernels: list[Kernel], target: CpuTarget,
                 parts: int) -> tuple[list[ir.Module], list[LoweredKernel]]:
     """The kernels as at most ``parts`` LLVM modules, kernel k in module k % parts (the same
     split on every machine), which LLVM then optimizes and emits on several cores
-    (``codegen/parallel.py``); each module declares the helpers its own kernels call."""
+    (``codegen/common/parallel.py``); each module declares the helpers its own kernels call."""
     modules = [ir.Module(name="pyree_llvm_cpu") for _ in range(max(1, min(parts, len(kernels))))]
     for module in modules:
         module.triple = TRIPLE

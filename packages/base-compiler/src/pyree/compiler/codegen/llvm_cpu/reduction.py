@@ -16,7 +16,7 @@ Three loop orders, picked by which loop the loads are contiguous along:
   rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
-Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``):
+Long float folds keep their rounding error near numpy's pairwise sum (``codegen/common/cascade.py``):
 in the reduction-inner order a float fold whose loads are contiguous (or broadcast) along the
 innermost reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of
 every lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are
@@ -36,17 +36,9 @@ import itertools
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen import cascade
-from pyree.compiler.codegen.cascade import block_sizes
-from pyree.compiler.codegen.llvm_cpu.exprs import (
-    I32,
-    ExprEmitter,
-    Point,
-    bits,
-    row_lanes,
-    scalar_type,
-    sweep_vectors,
-)
+from pyree.compiler.codegen.common import cascade
+from pyree.compiler.codegen.common.cascade import block_sizes
+from pyree.compiler.codegen.common.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
     entry_alloca,
@@ -55,7 +47,15 @@ from pyree.compiler.codegen.llvm_cpu.loops import (
     nest,
     umin,
 )
-from pyree.compiler.codegen.llvm_cpu.normalize import loads
+from pyree.compiler.codegen.llvm_cpu.scalar import (
+    I32,
+    ExprEmitter,
+    Point,
+    bits,
+    row_lanes,
+    scalar_type,
+    sweep_vectors,
+)
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
@@ -71,7 +71,7 @@ from pyree.compiler.kernel import (
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
-# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes about this many terms
+# Cascaded float folds (codegen/common/cascade.py): each lane or accumulator takes about this many terms
 # per level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
 FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
 LEAF = 16               # vector steps per innermost block

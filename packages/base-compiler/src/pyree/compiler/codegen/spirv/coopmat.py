@@ -17,9 +17,10 @@ import math
 from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.matmul import Contraction
+from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 
 FRAGMENT = 16            # M = N = K of one cooperative matrix multiply-add

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.addressing import linearize
-from pyree.compiler.codegen.cuda.matmul import Contraction, Tiling, match
+from pyree.compiler.codegen.common.addressing import linearize
+from pyree.compiler.codegen.common.contraction import Contraction, Tiling, match
+from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.pointwise import store_results
+from pyree.compiler.codegen.spirv.elementwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 
 G_UMIN = 38

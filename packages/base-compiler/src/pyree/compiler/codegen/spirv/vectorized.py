@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 
 WIDTH = 4
 BLOCK = 256   # invocations per workgroup where the target allows (256, 512, 1024 ran the same)

@@ -19,8 +19,7 @@ import math
 from dataclasses import dataclass
 
 from llvmlite import ir
-from pyree.compiler.codegen.cascade import block_sizes
-from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type, span_stride
+from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
     entry_alloca,
@@ -29,7 +28,8 @@ from pyree.compiler.codegen.llvm_cpu.loops import (
     nest,
     umin,
 )
-from pyree.compiler.codegen.llvm_cpu.target import CpuTarget
+from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point, bits, scalar_type, span_stride
+from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget
 from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
 from pyree.compiler.kernel import (
     Acc,
@@ -46,7 +46,7 @@ PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
 MIN_FLOPS_TO_SPLIT = 1 << 21   # ~25 us on one core: below it, one workgroup (see tiling.py)
-K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/cascade.py)
+K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/common/cascade.py)
 FAN_IN = 16
 
 
@@ -180,7 +180,7 @@ class ContractionLowering:
         cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
         masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
                  for v, vec in enumerate(vecs)]
-        # Float sums cascade along K (codegen/cascade.py): levels[0] takes K_LEAF steps at a time.
+        # Float sums cascade along K (codegen/common/cascade.py): levels[0] takes K_LEAF steps at a time.
         sizes = block_sizes(K, K_LEAF, FAN_IN) if is_float(self.dtype) else []
         levels = [[[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
                   for _ in range(len(sizes) + 1)]

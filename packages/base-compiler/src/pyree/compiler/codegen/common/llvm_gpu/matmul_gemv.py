@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
-from pyree.compiler.codegen.cuda.matmul import (
-    Contraction,
+from pyree.compiler.codegen.common.addressing import ceil_div, linearize
+from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.common.llvm_gpu.matmul import (
     epilogue_lowering,
     fmuladd,
     store_element,
@@ -44,13 +46,13 @@ def _k_contiguous(kernel: K.Kernel, y: K.Expr) -> bool:
     n, k = kernel.num_parallel - 1, kernel.num_parallel
     for e in K.walk(y):
         if isinstance(e, K.Load):
-            lin = A.linearize(kernel.bindings[e.binding], e.index, n_loops)
+            lin = linearize(kernel.bindings[e.binding], e.index, n_loops)
             if lin.coeffs[k] == 1 and lin.coeffs[n] != 1:
                 return True
     return False
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launch:
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
@@ -89,7 +91,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             fn.raw(f"store {ty_} {fmuladd(fn, ty_, xv, yv, fn.op(f'load {ty_}, ptr {slot}'))}, "
                    f"ptr {slot}")
 
-    fn.loop("0", str(A.ceil_div(KD, slices)), "1", step, unroll=UNROLL)
+    fn.loop("0", str(ceil_div(KD, slices)), "1", step, unroll=UNROLL)
 
     # Slice sums through shared memory: [slice][row][column], then one thread per (row, column).
     red = module.shared_array(f"{name}_sums", ty_, slices * M * columns)
@@ -111,4 +113,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
 
     fn.if_then(fn.op(f"icmp ult i64 {tid}, {M * columns}"), total)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS)
-    return A.Launch((A.ceil_div(N, columns), 1, nb), (THREADS, 1, 1))
+    return Launch((ceil_div(N, columns), 1, nb), (THREADS, 1, 1))

@@ -80,6 +80,19 @@ def loads(kernel: Kernel) -> set[Load]:
     return {e for r in kernel.results for x in result_exprs(r) for e in walk(x) if isinstance(e, Load)}
 
 
+def unsafe_loads(kernel: Kernel) -> set[Load]:
+    """Loads of a normalized kernel that can fall outside their binding somewhere in the loop
+    box; ``check_accesses`` allows them only inside Select arms, where they are guarded."""
+    if 0 in kernel.loop_ranges:
+        return set()
+    out = set()
+    for ld in loads(kernel):
+        lo, hi = affine_range(ld.index[0], kernel.loop_ranges)
+        if lo < 0 or hi >= kernel.bindings[ld.binding].shape[0]:
+            out.add(ld)
+    return out
+
+
 def check_accesses(kernel: Kernel) -> None:
     """Every load and store stays inside its binding with the binding's dtype and access.
 

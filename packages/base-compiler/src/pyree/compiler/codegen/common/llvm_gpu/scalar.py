@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, const, llvm_type
-from pyree.compiler.codegen.llvm_cpu.normalize import affine_range
-from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, const, llvm_type
+from pyree.compiler.codegen.common.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.common.normalize import affine_range
 from pyree.compiler.errors import CompileError
 
 _FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge",
