@@ -56,6 +56,7 @@ from pyree.compiler.kernel import (
     Select,
     fold_identity,
     fold_pattern,
+    fold_product,
     is_row_kernel,
     walk,
 )
@@ -153,8 +154,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
 
 def is_contraction(fold, num_parallel: int) -> bool:
     """``acc += a * b`` where a and b each miss a parallel loop the other reads (a matmul's m, n)."""
-    op, f = fold
-    if op != "add" or not isinstance(f, Binary) or f.op != "mul":
+    f = fold_product(fold)
+    if f is None:
         return False
     a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
     return bool(a - b) and bool(b - a)

@@ -34,11 +34,8 @@ def match(kernel: K.Kernel) -> Contraction | None:
     if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
         return None
     v = kernel.results[0].value
-    if not isinstance(v, K.Binary) or v.op != "add" or not K.is_float(v.dtype):
-        return None
-    acc = K.Acc(0, v.dtype)
-    prod = v.b if v.a == acc else v.a if v.b == acc else None
-    if not isinstance(prod, K.Binary) or prod.op != "mul" or prod.dtype != v.dtype:
+    prod = K.contraction_product(kernel.results[0])
+    if prod is None or not K.is_float(v.dtype):
         return None
     n_loops = len(kernel.loop_ranges)
     m, n = kernel.num_parallel - 2, kernel.num_parallel - 1

@@ -33,11 +33,11 @@ from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget
 from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
 from pyree.compiler.kernel import (
     Acc,
-    Binary,
     Expr,
     Kernel,
     Load,
     LoopIndex,
+    contraction_product,
     is_float,
     walk,
 )
@@ -56,10 +56,10 @@ def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering 
     m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
     result = kernel.results[0]
     v = result.value
-    if result.index[0].coeffs[n] != 1 or not isinstance(v, Binary) or v.op != "add":
+    if result.index[0].coeffs[n] != 1:
         return None
-    product = v.b if v.a == Acc(0, v.dtype) else v.a if v.b == Acc(0, v.dtype) else None
-    if not isinstance(product, Binary) or product.op != "mul" or product.dtype != v.dtype:
+    product = contraction_product(result)
+    if product is None:
         return None
     x, y = product.a, product.b
     if _depends(x, n) or _depends(y, m):
