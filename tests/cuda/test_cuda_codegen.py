@@ -317,7 +317,6 @@ def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
     widest tile that fills the GPU."""
     import dataclasses
 
-    from pyree.compiler.codegen.common import contraction
     from pyree.compiler.codegen.cuda import matmul_wgmma
     plain = zoo.linear(1024, 3072, 768, "f16")
     r = plain.results[0]
@@ -325,7 +324,7 @@ def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
     gelu = K.Binary("mul", x, K.Unary("tanh", x, "f32"), "f32")
     with_gelu = dataclasses.replace(plain, results=(dataclasses.replace(
         r, epilogue=K.Cast("fptrunc", gelu, "f16")),))
-    widths = [matmul_wgmma.plan(k, contraction.match(k), "sm_90a")[1].bn for k in (plain, with_gelu)]
+    widths = [matmul_wgmma.plan(k, resolve_target("sm_90a"))[1][1].bn for k in (plain, with_gelu)]
     assert widths == [256, 64]
 
 
@@ -350,7 +349,7 @@ def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
                                           K.Const(0.0, "f32"), "f32")),))
     for kernel, branches in ((padded, True), (safe, False)):
         module = Module("", NVPTX)
-        elementwise.emit(module, kernel, "k")
+        elementwise.emit(module, kernel, "k", elementwise.plan(kernel, None))
         ir = module.text()
         assert ("sel_a" in ir) == branches and ("select i1" in ir) != branches, ir
 
@@ -374,7 +373,7 @@ def test_vector_loads_inside_a_branch_stay_in_it(ptxas, tmp_path):
     from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
     from pyree.compiler.codegen.cuda.nvptx import NVPTX
     module = Module("", NVPTX)
-    elementwise.emit(module, kernel, "k")
+    elementwise.emit(module, kernel, "k", elementwise.plan(kernel, None))
     assert "load <4 x float>" in module.text() and "store <4 x float>" in module.text()
     ptx, _ = generate_ptx([kernel], resolve_target("sm_80"))  # LLVM verifies the IR
     assert "st.global.v4.b32" in ptx

@@ -17,7 +17,7 @@ import pytest
 from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.codegen.common import contraction
 from pyree.compiler.codegen.common.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.matmul import match_contraction
+from pyree.compiler.codegen.llvm_cpu.matmul import plan as plan_matmul
 from pyree.compiler.codegen.llvm_cpu.targets import resolve_target as cpu_target
 from pyree.compiler.codegen.spirv import matmul as spirv_matmul
 from pyree.compiler.codegen.spirv.targets import resolve_target as vulkan_target
@@ -92,7 +92,7 @@ def test_one_gemm_that_every_backend_matches(name):
     (kernel,) = gemms(function)
     assert len(generics) <= 2
     assert len(kernel.reduction_ranges) == 1
-    assert match_contraction(normalize(kernel), cpu_target("host")) is not None
+    assert plan_matmul(normalize(kernel), cpu_target("host")) is not None
     assert contraction.match(kernel) is not None
     assert spirv_matmul.plan(kernel, vulkan_target("")) is not None
     if conv.bias_relu:

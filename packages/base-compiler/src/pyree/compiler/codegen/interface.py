@@ -1,7 +1,8 @@
 """The one shape every code generator has (after Triton's ``BaseBackend.add_stages``).
 
 A backend resolves its target from the options, picks a template per kernel in a fixed priority
-order, and compiles the kernels through named stages, each producing an artefact (llvm-cpu: LLVM
+order (every template module answers ``plan(kernel, target)``, then ``emit``s with that plan),
+and compiles the kernels through named stages, each producing an artefact (llvm-cpu: LLVM
 IR, optimized IR, assembly, objects, the shared object; cuda: LLVM IR, PTX, cubin). The module
 keeps the last artefact; ``--iree-hal-dump-executable-*-to`` writes every artefact of that same
 run (``executable_files.py``), so the dumped files are exactly the code the module holds.
@@ -41,8 +42,21 @@ class Backend:
 
     name: str
     resolve_target: Callable
+    # Template modules in priority order: each has ``plan(kernel, target)`` (its decisions for a
+    # kernel it takes, else None) and ``emit(..., plan)`` (llvm-cpu: the plan's own ``emit``); the
+    # last takes every kernel (``choose``).
+    templates: tuple
     artefacts: tuple[Artefact, ...]
     compile_executable: Callable
     # Contraction templates that stage operand tiles from any expression of the loops, so that a
     # convolution's patches are gathered into the tiles instead of copied (flow/implicit_gemm.py).
     implicit_gemm: bool = False
+
+
+def choose(templates: tuple, kernel, target):
+    """(template, plan) of the first template in ``templates`` whose ``plan`` takes ``kernel``."""
+    for template in templates:
+        plan = template.plan(kernel, target)
+        if plan is not None:
+            return template, plan
+    raise AssertionError(f"no template takes kernel {kernel.name}")  # the last takes every kernel

@@ -49,6 +49,13 @@ def match(kernel: K.Kernel) -> Contraction | None:
     return None
 
 
+def contraction_of(kernel: K.Kernel) -> Contraction | None:
+    """``match`` for a kernel a matmul template may take: one pass over its reduction range."""
+    if not kernel.reduction_ranges or K.is_row_kernel(kernel.results):
+        return None
+    return match(kernel)
+
+
 @dataclass(frozen=True)
 class Tiling:
     """A workgroup's bm x bn output tile, bk-deep K steps, tm x tn outputs per thread (the

@@ -15,7 +15,6 @@ from pyree.compiler._fb.CudaExecutable import CudaExecutableT
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler.codegen.common.contraction import match as match_contraction
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
 from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
@@ -24,30 +23,22 @@ from pyree.compiler.codegen.cuda import matmul_mma, matmul_wgmma
 from pyree.compiler.codegen.cuda.nvptx import NVPTX
 from pyree.compiler.codegen.cuda.ptx import assemble, data_layout, merge, ptx_job, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
-from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
-from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
+from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
 __all__ = ["BACKEND", "compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
 
 FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files carry
 
+# The kernel templates in priority order (interface.choose).
+TEMPLATES = (matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
+
+
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     """Writes one kernel into ``module``; returns its Launch."""
-    if kernel.reduction_ranges:
-        contraction = None if is_row_kernel(kernel.results) else match_contraction(kernel)
-        if contraction is not None:
-            if matmul_gemv.fits(kernel):
-                return matmul_gemv.emit(module, kernel, name, contraction)
-            warpgroups = matmul_wgmma.plan(kernel, contraction, target.arch)
-            if warpgroups is not None:
-                return matmul_wgmma.emit(module, kernel, name, contraction, warpgroups)
-            tensor_cores = matmul_mma.plan(kernel, contraction, target.sm)
-            if tensor_cores is not None:
-                return matmul_mma.emit(module, kernel, name, contraction, tensor_cores)
-            return matmul.emit(module, kernel, name, contraction)
-        return reduction.emit(module, kernel, name)
-    return elementwise.emit(module, kernel, name)
+    template, plan = choose(TEMPLATES, kernel, target)
+    return template.emit(module, kernel, name, plan)
 
 
 
@@ -107,6 +98,7 @@ def compile_executable(kernels: list[Kernel], options, builder,
 BACKEND = Backend(
     name="cuda",
     resolve_target=target_of,
+    templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"), Artefact(f"{FORM}.ptx", "binaries"),
                Artefact(f"{FORM}.cubin", "binaries")),
     compile_executable=compile_executable,

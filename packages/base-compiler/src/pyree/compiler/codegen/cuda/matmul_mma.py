@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import Linear, ceil_div, linearize
-from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
@@ -153,7 +153,14 @@ def choose_tile(m: int, n: int, batch: int) -> Tile:
     return min(TILES, key=lambda t: waves_cost(m, n, batch, t.bm, t.bn))
 
 
-def plan(kernel: K.Kernel, c: Contraction, sm: int):
+def plan(kernel: K.Kernel, target):
+    """(contraction, (operands, tile)) when the tensor-core template takes ``kernel``, else None."""
+    c = contraction_of(kernel)
+    found = None if c is None else tile_plan(kernel, c, target.sm)
+    return None if found is None else (c, found)
+
+
+def tile_plan(kernel: K.Kernel, c: Contraction, sm: int):
     """(operands, tile) when the tensor-core template applies, else None."""
     if sm < 80:
         return None
@@ -164,8 +171,8 @@ def plan(kernel: K.Kernel, c: Contraction, sm: int):
     return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> Launch:
-    ops, t = plan_
+def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
+    c, (ops, t) = plan
     a, b = ops.a, ops.b
     bk_major = b.k_major
     mts, nts = t.bm // 2 // 16, t.bn // 4 // 8  # MMA tiles per warp along m and n

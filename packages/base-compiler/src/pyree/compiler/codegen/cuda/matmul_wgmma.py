@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import ceil_div
-from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
@@ -88,7 +88,14 @@ def has_math_epilogue(kernel: K.Kernel) -> bool:
                for r in kernel.results if r.epilogue is not None for e in K.walk(r.epilogue))
 
 
-def plan(kernel: K.Kernel, c: Contraction, arch: str):
+def plan(kernel: K.Kernel, target):
+    """(contraction, (operands, tile)) when the wgmma template takes ``kernel``, else None."""
+    c = contraction_of(kernel)
+    found = None if c is None else tile_plan(kernel, c, target.arch)
+    return None if found is None else (c, found)
+
+
+def tile_plan(kernel: K.Kernel, c: Contraction, arch: str):
     """(operands, tile) when the wgmma template applies, else None."""
     if arch != "sm_90a":
         return None
@@ -142,8 +149,8 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> Launch:
-    ops, t = plan_
+def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
+    c, (ops, t) = plan
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]

@@ -18,7 +18,7 @@ from pyree.compiler.codegen.common.exports import binding_layouts
 from pyree.compiler.codegen.common.parallel import map_jobs
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
-from pyree.compiler.codegen.llvm_cpu.lowering import lower_parts
+from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, lower_parts
 from pyree.compiler.codegen.llvm_cpu.object_file import compile_object, link_shared_object
 from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_target
 from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
@@ -86,6 +86,7 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
 BACKEND = Backend(
     name="llvm-cpu",
     resolve_target=target_of,
+    templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"),
                Artefact(f"{FORM}.optimized.ll", "intermediates"),
                Artefact(f"{FORM}.s", "intermediates"),

@@ -17,10 +17,16 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     ExprEmitter,
     Point,
     row_lanes,
+    span_stride,
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.kernel import Kernel
+
+
+def plan(kernel: Kernel, target) -> ElementwiseLowering:
+    """The last template: it takes every kernel."""
+    return ElementwiseLowering(kernel, span_stride(target))
 
 
 class ElementwiseLowering:

@@ -50,7 +50,8 @@ K_LEAF = 256                   # K steps per block of the cascaded accumulators 
 FAN_IN = 16
 
 
-def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
+def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
+    """The register-blocked lowering of a contraction ``kernel``, else None."""
     if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
         return None
     m, n = kernel.num_parallel - 2, kernel.num_parallel - 1

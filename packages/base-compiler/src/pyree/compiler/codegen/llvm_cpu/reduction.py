@@ -54,6 +54,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     bits,
     row_lanes,
     scalar_type,
+    span_stride,
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
@@ -79,6 +80,11 @@ FAN_IN = 16             # blocks per block of the next level
 SCALAR_LEAF = 32        # scalar steps per innermost block (LLVM may vectorize inside it)
 COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumulator array
 CASCADED = {"f32", "f64"}
+
+
+def plan(kernel: Kernel, target) -> ReductionLowering | None:
+    """The lowering of any kernel with a reduction range."""
+    return ReductionLowering(kernel, span_stride(target)) if kernel.reduction_ranges else None
 
 
 class ReductionLowering:

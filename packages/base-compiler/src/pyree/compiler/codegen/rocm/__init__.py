@@ -20,16 +20,15 @@ from __future__ import annotations
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.RocmExecutable import RocmExecutableT
-from pyree.compiler.codegen.common.contraction import match as match_contraction
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
 from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
-from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
 from pyree.compiler.codegen.rocm import device_libs
 from pyree.compiler.codegen.rocm.amdgpu import AmdgpuTarget
 from pyree.compiler.codegen.rocm.hsaco import check_intrinsics, compile_to_object, data_layout, link
 from pyree.compiler.codegen.rocm.targets import DEFAULT_TARGET, RocmTarget, resolve_target
-from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
 __all__ = ["BACKEND", "compile_executable", "generate_ir", "generate_hsaco", "resolve_target",
@@ -38,15 +37,14 @@ __all__ = ["BACKEND", "compile_executable", "generate_ir", "generate_hsaco", "re
 FORM = "rocm_hsaco_fb"  # IREE's name for the format, which the dumped files carry
 
 
-def emit_kernel(module: Module, kernel: Kernel, name: str):
+# The kernel templates in priority order (interface.choose).
+TEMPLATES = (matmul_gemv, matmul, reduction, elementwise)
+
+
+def emit_kernel(module: Module, kernel: Kernel, name: str, target: RocmTarget):
     """Writes one kernel into ``module``; returns its Launch."""
-    if kernel.reduction_ranges:
-        contraction = None if is_row_kernel(kernel.results) else match_contraction(kernel)
-        if contraction is not None:
-            template = matmul_gemv if matmul_gemv.fits(kernel) else matmul
-            return template.emit(module, kernel, name, contraction)
-        return reduction.emit(module, kernel, name)
-    return elementwise.emit(module, kernel, name)
+    template, plan = choose(TEMPLATES, kernel, target)
+    return template.emit(module, kernel, name, plan)
 
 
 
@@ -58,7 +56,7 @@ def generate_ir(kernels: list[Kernel], target: RocmTarget, link_bc: bool = False
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
-        launches.append((name, emit_kernel(module, k, name)))
+        launches.append((name, emit_kernel(module, k, name, target)))
         advance(1)
     check_intrinsics(module.declarations, link_bc)
     return module.text(), launches
@@ -106,6 +104,7 @@ def compile_executable(kernels: list[Kernel], options, builder,
 BACKEND = Backend(
     name="rocm",
     resolve_target=target_of,
+    templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"), Artefact(f"{FORM}.o", "intermediates"),
                Artefact(f"{FORM}.hsaco", "binaries")),
     compile_executable=compile_executable,

@@ -23,13 +23,13 @@ from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
 from pyree.compiler.codegen.common.exports import Launch, export_name, gpu_export
-from pyree.compiler.codegen.common.normalize import normalize, unsafe_loads
-from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
 from pyree.compiler.codegen.spirv import coopmat, elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
-from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
 __all__ = ["BACKEND", "compile_executable", "generate_spirv", "resolve_target"]
@@ -39,21 +39,15 @@ FORM = "vulkan_spirv_fb"  # IREE's name for the format, which the dumped files c
 
 
 
+# The kernel templates in priority order (interface.choose); each plans for the normalized kernel.
+TEMPLATES = (coopmat, matmul, reduction, vectorized, elementwise)
+
+
 def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget) -> Launch:
     flat = normalize(kernel)
     sh = Shader(asm, flat, target)
-    unsafe = frozenset(unsafe_loads(flat))
-    tiling = None if is_row_kernel(flat.results) else matmul.plan(flat, target)
-    if tiling is not None and (tile := coopmat.plan(flat, tiling[0], target)) is not None:
-        launch = coopmat.emit(sh, tiling[0], tile)
-    elif tiling is not None:
-        launch = matmul.emit(sh, unsafe, *tiling)
-    elif (folds := reduction.plan(flat)) is not None:
-        launch = reduction.emit(sh, unsafe, folds)
-    elif vectorized.plan(flat, unsafe):
-        launch = vectorized.emit(sh)
-    else:
-        launch = elementwise.emit(sh, unsafe)
+    template, plan = choose(TEMPLATES, flat, target)
+    launch = template.emit(sh, plan)
     sh.finish(name, launch.block)
     return launch
 
@@ -109,6 +103,7 @@ def _keep_spirv(code: bytes, keep: Keep) -> None:
 BACKEND = Backend(
     name="vulkan-spirv",
     resolve_target=target_of,
+    templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.spvasm", "intermediates"), Artefact(f"{FORM}.spv", "binaries")),
     compile_executable=compile_executable,
 )

@@ -20,6 +20,7 @@ from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.contraction import Contraction
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv import matmul
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 
@@ -50,7 +51,15 @@ def operands(contraction: Contraction) -> tuple[K.Load, K.Load] | None:
     return loads[0], loads[1]
 
 
-def plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Tile | None:
+def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tile] | None:
+    """(contraction, tile) when the cooperative-matrix template takes a contraction the tiled
+    matmul would, else None."""
+    tiled = matmul.plan(kernel, target)
+    tile = None if tiled is None else tile_plan(kernel, tiled[0], target)
+    return None if tile is None else (tiled[0], tile)
+
+
+def tile_plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Tile | None:
     acc = contraction.dtype
     if not (target.cooperative_matrix and target.float16 and acc in ("f16", "f32")):
         return None
@@ -77,7 +86,8 @@ def plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Ti
     return None
 
 
-def emit(sh: Shader, contraction: Contraction, tile: Tile) -> Launch:
+def emit(sh: Shader, plan: tuple[Contraction, Tile]) -> Launch:
+    contraction, tile = plan
     kernel, fn, asm, u32 = sh.kernel, sh.fn, sh.asm, sh.u32
     batch = kernel.parallel_ranges[:-2]
     M, N = kernel.parallel_ranges[-2:]

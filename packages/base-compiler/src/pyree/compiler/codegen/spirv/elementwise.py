@@ -13,6 +13,7 @@ import math
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.cascade import block_sizes, cascade, float_folds
 from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
@@ -22,7 +23,13 @@ LEAF = 16
 FAN_IN = 16
 
 
-def emit(sh: Shader, unsafe: frozenset) -> Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
+    """The parallel ranges: the last template, it takes every kernel."""
+    return kernel.parallel_ranges
+
+
+def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
+    unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     total = math.prod(par)

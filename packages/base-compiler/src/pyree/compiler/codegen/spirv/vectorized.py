@@ -17,6 +17,7 @@ import math
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
@@ -29,9 +30,13 @@ def _row_major_strides(ranges: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(math.prod(ranges[d + 1:]) for d in range(len(ranges)))
 
 
-def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
-    """Whether this template applies to the (normalized) ``kernel``."""
-    if kernel.reduction_ranges or unsafe:
+def plan(kernel: K.Kernel, target) -> bool | None:
+    """True when this template takes the (normalized) ``kernel``, else None."""
+    return True if _applies(kernel) else None
+
+
+def _applies(kernel: K.Kernel) -> bool:
+    if kernel.reduction_ranges or unsafe_loads(kernel):
         return False
     total = math.prod(kernel.parallel_ranges)
     if total == 0 or total % WIDTH:
@@ -49,7 +54,7 @@ def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
     return all(K.itemsize(b.dtype) == 4 for b in kernel.bindings)
 
 
-def emit(sh: Shader) -> Launch:
+def emit(sh: Shader, plan: bool) -> Launch:
     kernel, fn, asm, u32 = sh.kernel, sh.fn, sh.asm, sh.u32
     vectors = math.prod(kernel.parallel_ranges) // WIDTH
     block = min(BLOCK, sh.target.max_workgroup_invocations)

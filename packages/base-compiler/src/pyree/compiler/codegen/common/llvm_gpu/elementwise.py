@@ -29,7 +29,12 @@ def vector_width(kernel: K.Kernel) -> int:
     return max(width, 1)
 
 
-def emit(module: Module, kernel: K.Kernel, name: str) -> Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
+    """The parallel ranges: the last template, it takes every kernel."""
+    return kernel.parallel_ranges
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     par = kernel.parallel_ranges
     n = len(par)
     width = vector_width(kernel)

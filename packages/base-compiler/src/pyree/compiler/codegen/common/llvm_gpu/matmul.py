@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import ceil_div, linearize
-from pyree.compiler.codegen.common.contraction import Contraction, Tiling
+from pyree.compiler.codegen.common.contraction import Contraction, Tiling, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type, storage_type
@@ -41,6 +41,10 @@ def choose_tiling(m: int, n: int, batch: int = 1) -> Tiling:
         if m >= t.bm and n >= t.bn and ceil_div(m, t.bm) * ceil_div(n, t.bn) * batch >= FILL_BLOCKS:
             return t
     return TILINGS[-1]
+
+
+def plan(kernel: K.Kernel, target) -> Contraction | None:
+    return contraction_of(kernel)
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:

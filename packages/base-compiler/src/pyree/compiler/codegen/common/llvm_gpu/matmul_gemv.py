@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import ceil_div, linearize
-from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type
@@ -50,6 +50,11 @@ def _k_contiguous(kernel: K.Kernel, y: K.Expr) -> bool:
             if lin.coeffs[k] == 1 and lin.coeffs[n] != 1:
                 return True
     return False
+
+
+def plan(kernel: K.Kernel, target) -> Contraction | None:
+    c = contraction_of(kernel)
+    return c if c is not None and fits(kernel) else None
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:

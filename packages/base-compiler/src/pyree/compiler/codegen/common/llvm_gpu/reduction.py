@@ -43,7 +43,12 @@ def identity(op: str, dtype: str) -> str:
     return const(v, dtype)
 
 
-def emit(module: Module, kernel: K.Kernel, name: str) -> Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...] | None:
+    """The reduction ranges folded, for any kernel that has them."""
+    return kernel.reduction_ranges or None
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     folds = K.fold_pattern(kernel.reductions)
     if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
         return _emit_block(module, kernel, name, folds)
