@@ -76,9 +76,9 @@ CHEAP_EPILOGUE_OPS = frozenset({"neg", "abs", "not", "sign", "floor", "ceil", "r
 
 def choose_tile(m: int, n: int, batch: int, math_epilogue: bool = False) -> Tile:
     """The tile with the least work on the busiest SM. An epilogue with transcendental math
-    (GELU's tanh or erf) is unrolled once per accumulator, so it takes n64: on the H100, GPT-2's
-    1024x768 -> 3072 linear + bias + GELU(tanh) ran 0.112 ms at n256, 0.113 at n128 and 0.061
-    at n64 (bench/cuda/forced_tiles.py wgmma), where a plain 2048^3 bf16 matmul is fastest at n256."""
+    (GELU's tanh or erf) is unrolled once per accumulator, so it takes n64, which ran GPT-2's
+    linear + bias + GELU about twice as fast as n256 (bench/cuda/forced_tiles.py wgmma), where a
+    plain matmul is fastest at n256."""
     tiles = TILES[-1:] if math_epilogue else TILES
     return min(tiles, key=lambda t: waves_cost(m, n, batch, BM, t.bn))
 

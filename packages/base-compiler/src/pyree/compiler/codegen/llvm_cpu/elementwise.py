@@ -5,7 +5,7 @@ along, so LLVM's loop vectorizer turns it into full-width vector code with a sca
 broadcast, strided and transposed loads come out as splats, shuffles or gathers. Where a load
 steps 2-4 elements along that loop (a strided convolution's im2col, a strided slice), LLVM
 gathers, so those kernels are written as explicit vectors along the loop instead: a strided
-load is then one span load and a shuffle (exprs.py), the row's tail one masked vector.
+load is then one span load and a shuffle (scalar.py), the row's tail one masked vector.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def plan(kernel: Kernel, target) -> ElementwiseLowering:
 
 class ElementwiseLowering:
     def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.tiling = choose_tiling(kernel.parallel_ranges, len(loads(kernel)) + len(kernel.results))
         self.lanes = row_lanes(kernel) if _strided_rows(kernel, span) else 0

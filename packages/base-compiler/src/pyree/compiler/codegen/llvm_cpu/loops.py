@@ -84,8 +84,8 @@ def cascaded(b: ir.IRBuilder, lo: int, hi: int, sizes: list[int], body, fresh, c
     known here, so every block but the last of each level is whole and its loop has a constant
     trip count, which LLVM unrolls (a bound of min(start + size, stop) kept a matmul's K loop
     rolled: 3 FMA rows an iteration became 1). The loops over blocks stay rolled: LLVM unrolled
-    their few trips around whole unrolled blocks, which made a long row sum 3-4x slower to
-    compile for nothing."""
+    their few trips around whole unrolled blocks, which made a long row sum several times slower
+    to compile for nothing."""
     def level(j: int, start: ir.Value, count: int) -> None:
         if j == 0:
             with for_range(b, start, b.add(start, i64(count)), step=step, name="step") as i:

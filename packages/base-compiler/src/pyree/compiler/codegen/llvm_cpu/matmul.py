@@ -45,7 +45,7 @@ from pyree.compiler.kernel import (
 PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
-MIN_FLOPS_TO_SPLIT = 1 << 21   # ~25 us on one core: below it, one workgroup (see tiling.py)
+MIN_FLOPS_TO_SPLIT = 1 << 21   # below it, one workgroup: a split costs more (see tiling.py)
 K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/common/cascade.py)
 FAN_IN = 16
 
@@ -78,8 +78,8 @@ def _depends(e: Expr, dim: int) -> bool:
 
 def _streams(y: Expr, n: int, dtype: str) -> bool:
     """``y`` is a plain load contiguous along n: the K loop reads its rows in place. Packing it
-    (to stream one contiguous panel) measured 1.1-1.4x slower on convolution GEMMs, the copy
-    costing more than the strided rows; a transposed or converted ``y`` is still packed, once
+    (to stream one contiguous panel) was slower on convolution GEMMs, the copy costing more
+    than the strided rows; a transposed or converted ``y`` is still packed, once
     per panel rather than gathered or converted again for every block of rows."""
     return isinstance(y, Load) and y.dtype == dtype and y.index[0].coeffs[n] == 1
 

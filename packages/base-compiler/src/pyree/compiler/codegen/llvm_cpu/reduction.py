@@ -12,8 +12,8 @@ Three loop orders, picked by which loop the loads are contiguous along:
   accumulators in registers while the taps run unrolled, each one vector load (masked on the
   row's tail; a span load and a shuffle where strided) per operand; lanes are distinct
   outputs, so each one still accumulates in order and nothing is reassociated.
-  Measured 1.6-3.3x faster than reduction-inner on depthwise rows of 7 and 28, equal on longer
-  rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
+  Faster than reduction-inner on short depthwise rows, equal on longer rows (where LLVM
+  vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
 Long float folds keep their rounding error near numpy's pairwise sum (``codegen/common/cascade.py``):
@@ -89,7 +89,7 @@ def plan(kernel: Kernel, target) -> ReductionLowering | None:
 
 class ReductionLowering:
     def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.ptrs: list[ir.Value] = []
         for k, r in enumerate(kernel.reductions):
@@ -288,7 +288,7 @@ def _contiguous_along_parallel(kernel: Kernel) -> bool:
     """True when more loads are unit-stride along the innermost parallel loop than the
     innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
     product's vector) is one scalar per step in either order and does not vote: counting it
-    made ``x @ W`` (W read along the parallel loop) walk W down its columns, 3x slower."""
+    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower."""
     if kernel.num_parallel == 0:
         return False
     p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
@@ -300,8 +300,8 @@ def _contiguous_along_parallel(kernel: Kernel) -> bool:
 
 def _window_lanes(kernel: Kernel, span: int) -> int:
     """Vector width for the window order, or 0 where it does not apply: a load stepping further
-    than ``span`` elements per output would be a gather, measured 3x slower than the other
-    orders on stride-2 depthwise convolutions."""
+    than ``span`` elements per output would be a gather, slower than the other orders on
+    stride-2 depthwise convolutions."""
     if kernel.num_parallel == 0 or math.prod(kernel.reduction_ranges) > WINDOW_TAPS:
         return 0
     p = kernel.num_parallel - 1

@@ -70,8 +70,8 @@ _FLOAT_BINARY_INTRINSICS = {"pow": "pow", "max": "maximum", "min": "minimum", "a
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # A vector load whose lanes step this many elements or fewer reads the whole span in one masked
 # load and picks its lanes with a shuffle, where the target has masked vector loads (AVX): a
-# gather (one load per lane) measured 1.5-3.7x slower on stride-2 depthwise convolutions with
-# AVX-512, ~1.1x with AVX2. Without AVX both are scalar, the span's twice as many loads.
+# gather (one load per lane) was slower on stride-2 depthwise convolutions, most with AVX-512
+# (BENCHMARKS.md, issue 11). Without AVX both are scalar, the span's twice as many loads.
 MAX_SPAN_STRIDE = 4
 
 

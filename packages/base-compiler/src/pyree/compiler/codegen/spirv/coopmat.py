@@ -2,8 +2,8 @@
 (SPV_KHR_cooperative_matrix, VK_KHR_cooperative_matrix): 16x16x16 subgroup fragments, f16
 operands, f32 accumulators, rounded to f16 once at the store.
 
-Shader arithmetic peaks far below the matrix units on current GPUs (an H100 does about 15x more
-f16 work per clock in them). Each subgroup owns a (bm/2) x (bn/2) block of the workgroup's
+Shader arithmetic peaks far below the matrix units on current GPUs, which do an order of
+magnitude more f16 work per clock. Each subgroup owns a (bm/2) x (bn/2) block of the workgroup's
 bm x bn tile and loads its fragments straight from the storage buffers (the L1 cache shares them
 between the subgroups). Only the plain case is taken: X and Y are f16 buffers read row-major,
 M and N multiples of the tile, K of 16, a zero init and no fused epilogue; anything else uses

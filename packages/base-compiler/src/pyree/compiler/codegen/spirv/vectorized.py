@@ -3,10 +3,9 @@ constant, e.g. add, mul, activations): one 4-vector (16-byte) load per input and
 result per invocation, over a grid of as many workgroups as there are vectors to cover.
 
 Memory-bound kernels need wide accesses to approach the memory bandwidth; one scalar per
-invocation leaves a large GPU at a fraction of it. On an H100 the full grid beat a grid-stride
-loop over a fixed 528..8448 workgroups (64M f32 add, GPU timestamps: 0.265 ms against
-0.272..0.288 ms), and two or four vectors per invocation gained nothing (BENCHMARKS.md). The
-kernel body is lowered once per lane on the loaded components, so every expression the scalar
+invocation leaves a large GPU at a fraction of it. The full grid beat a grid-stride loop over a
+fixed number of workgroups, and two or four vectors per invocation gained nothing (BENCHMARKS.md).
+The kernel body is lowered once per lane on the loaded components, so every expression the scalar
 lowering knows works here too. Kernels whose size is not a multiple of 4, with broadcasts, loop
 indices, gathers or guarded loads take the one-invocation-per-point template instead.
 """

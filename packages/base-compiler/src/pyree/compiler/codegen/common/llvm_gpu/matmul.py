@@ -25,12 +25,10 @@ _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 # The smallest tile takes the products too small to fill the GPU (batch 1: GPT-2's 128-row linears,
 # MobileNet's 7x7 pointwise convs), whose K steps each pay a fixed cost (loads, a barrier) that an
-# 8-deep step's arithmetic does not cover. 16 deep (H200, with split-K's 64-deep chunks): GPT-2
-# block 0.090 ms per queued call at 8 deep, 0.070 at 16, 0.075 at 32; MobileNet v2 0.343 / 0.309 /
-# 0.326 ms; and the unrolled steps' code is half of 32's (MobileNet v2 compiles for cuda in ~3.6 s,
-# ~4.3 s at 32; BENCHMARKS.md, 2026-11-26).
+# 8-deep step's arithmetic does not cover. 16 deep ran GPT-2 and MobileNet v2 faster than 8 or 32
+# deep, with half the unrolled code of 32 (BENCHMARKS.md, 2026-11-26).
 TILINGS = (Tiling(128, 128, 8, 8, 8), Tiling(64, 64, 8, 4, 4), Tiling(32, 32, 16, 2, 2))
-FILL_BLOCKS = 132  # an H100's multiprocessors: fewer blocks than this leave some idle
+FILL_BLOCKS = 132  # a large GPU's multiprocessors: fewer blocks than this leave some idle
 
 
 def choose_tiling(m: int, n: int, batch: int = 1) -> Tiling:

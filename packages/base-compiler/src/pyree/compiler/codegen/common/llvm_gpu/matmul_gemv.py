@@ -3,8 +3,8 @@ threads.
 
 A matrix-vector product is a stream of Y with a few multiply-adds per element, so what counts is
 that the whole GPU reads Y coalesced, many loads in flight. The tiled templates give it a 32-row
-tile of which one row is real and walk K one staged step at a time: a 1x768 @ 768x3072 f32
-product took 27 us where PyTorch's gemv takes 4 (H200; BENCHMARKS.md, 2026-11-27 third session).
+tile of which one row is real and walk K one staged step at a time, several times slower than
+PyTorch's gemv (BENCHMARKS.md).
 
 Here the 256 threads of a block are ``columns x slices``: thread (c, s) accumulates column c of
 the block for every row, over k = s, s + slices, ... With Y contiguous along n the lanes of a warp

@@ -102,7 +102,7 @@ class ScalarLowering:
     def _branch(self, e: K.Select, ty: str) -> str:
         """A Select that only evaluates its chosen arm (the kernel IR's contract: the other arm
         may load out of range; an LLVM ``select`` of two loads read before the buffer start and
-        faulted on the H100 where memory below it was unmapped). Each arm lowers with a copy of
+        faulted where memory below it was unmapped). Each arm lowers with a copy of
         the cache, so values made inside it are not reused where they do not dominate."""
         fn = self.fn
         slot = fn.alloca(ty)
