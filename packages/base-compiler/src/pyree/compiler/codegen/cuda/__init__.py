@@ -4,7 +4,7 @@
 own template; f16/bf16 inputs accumulated in f32 on tensor cores, wgmma on sm_90a, mma.sync on
 sm_80+; else a tiled SIMT matmul), reduction, or elementwise; each export records its grid,
 block and dynamic shared-memory size and its bindings. The target comes from
-``CompileOptions.target`` (``--pyree-cuda-target``), resolved by ``targets.resolve_target``;
+``CompileOptions.cuda_target`` (``--pyree-cuda-target``), resolved by ``targets.resolve_target``;
 the default ``sm_80`` runs on every Ampere-or-newer GPU (PTX is JIT-compiled by the driver where
 the cubin does not match).
 """
@@ -39,7 +39,6 @@ def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     """Writes one kernel into ``module``; returns its Launch."""
     template, plan = choose(TEMPLATES, kernel, target)
     return template.emit(module, kernel, name, plan)
-
 
 
 def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None,

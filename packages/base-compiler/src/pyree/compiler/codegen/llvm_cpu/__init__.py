@@ -32,7 +32,6 @@ from pyree.compiler.progress import kernel_progress
 # most a sixteenth (splitting costs no measurable compile time: each kernel is its own code).
 PARTS = 16
 
-
 FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files carry
 
 

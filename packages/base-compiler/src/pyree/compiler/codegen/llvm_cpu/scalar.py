@@ -110,8 +110,6 @@ def _mangle(t: ir.Type) -> str:
     return {"half": "f16", "float": "f32", "double": "f64"}.get(str(t), str(t))
 
 
-
-
 def row_lanes(kernel: Kernel) -> int:
     """Lanes of the explicit vectors that run along the innermost parallel loop (window and
     strided elementwise kernels): 512 bits of the widest result (LLVM splits them where vectors

@@ -47,7 +47,6 @@ def emit_kernel(module: Module, kernel: Kernel, name: str, target: RocmTarget):
     return template.emit(module, kernel, name, plan)
 
 
-
 def generate_ir(kernels: list[Kernel], target: RocmTarget, link_bc: bool = False,
                 advance=lambda n: None):
     """(LLVM IR text, [(export name, Launch)]) for ``kernels``, in order; ``link_bc``: math as

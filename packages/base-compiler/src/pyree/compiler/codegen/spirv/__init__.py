@@ -37,8 +37,6 @@ __all__ = ["BACKEND", "compile_executable", "generate_spirv", "resolve_target"]
 FORM = "vulkan_spirv_fb"  # IREE's name for the format, which the dumped files carry
 
 
-
-
 # The kernel templates in priority order (interface.choose); each plans for the normalized kernel.
 TEMPLATES = (coopmat, matmul, reduction, vectorized, elementwise)
 
