@@ -174,7 +174,7 @@ def profile(name: str, work: Path, top: int) -> None:
 
     sys.path.insert(0, str(ROOT / "tests" / "codegen_cpu"))
     from llvmcpu_harness import Compiled
-    from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+    from pyree.compiler.codegen.common.normalize import normalize
     from pyree.compiler.flow.convolution import rewrite_convolutions
     from pyree.compiler.flow.kernels import KernelTable, outline
     from pyree.compiler.flow.regions import form_dispatch_regions

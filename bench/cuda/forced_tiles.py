@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {
     "wgmma": [(f"n{w}", "import pyree.compiler.codegen.cuda.matmul_wgmma as T; "
                         f"T.TILES = tuple(t for t in T.TILES if t.bn == {w})") for w in (256, 128, 64)],
-    "simt": [(f"t{bm}x{bn}", "import pyree.compiler.codegen.cuda.matmul as T; "
+    "simt": [(f"t{bm}x{bn}", "import pyree.compiler.codegen.common.llvm_gpu.matmul as T; "
                              f"T.TILINGS = (T.Tiling({bm}, {bn}, 8, {tm}, {tn}),)")
              for bm, bn, tm, tn in ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
                                     (64, 64, 4, 4), (32, 32, 2, 2))],

@@ -1,4 +1,4 @@
-"""Fits the polynomial coefficients of the llvm-cpu inline math functions (codegen/llvm_cpu/vecmath).
+"""Fits the polynomial coefficients of the llvm-cpu inline math functions (codegen/common/vecmath).
 
     python3 tests/codegen_cpu/fit_math_polynomials.py
 

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, matmul, random_array, run
-from pyree.compiler.codegen.llvm_cpu.contraction import _rows_per_block, match_contraction
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import _rows_per_block
+from pyree.compiler.codegen.llvm_cpu.matmul import plan as plan_matmul
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import (
     Acc,
     Binary,
@@ -20,7 +21,7 @@ from pyree.compiler.kernel import (
 
 
 def check(kernel, rng, cpu="host", rtol=1e-5, micro_kernel=True, **ref_args):
-    matched = match_contraction(normalize(kernel), resolve_target(cpu)) is not None
+    matched = plan_matmul(normalize(kernel), resolve_target(cpu)) is not None
     assert matched == micro_kernel
     inputs = {i: random_array(b.dtype, b.shape, rng) for i, b in enumerate(kernel.bindings)
               if b.access == "read"}
@@ -87,7 +88,7 @@ def test_long_k_reads_b_in_place():
     """K too long for the packed panel on the stack: even a transposed B is read (gathered)
     straight from its binding."""
     kernel = matmul(9, 35, 4500, b_transposed=True)
-    lowering = match_contraction(normalize(kernel), resolve_target("host"))
+    lowering = plan_matmul(normalize(kernel), resolve_target("host"))
     assert not lowering.pack
     check(kernel, np.random.default_rng(24), rtol=1e-4, b_transposed=True)
 
@@ -102,7 +103,7 @@ def test_only_transposed_or_converted_b_is_packed(variant, packed):
     ragged shapes (NaN and infinities included for the float ones)."""
     M, N, K = 29, 75, 41
     kernel = matmul(M, N, K, bias=True, **variant)
-    assert match_contraction(normalize(kernel), resolve_target("host")).pack == packed
+    assert plan_matmul(normalize(kernel), resolve_target("host")).pack == packed
     rng = np.random.default_rng(27)
     inputs = {i: random_array(b.dtype, b.shape, rng) for i, b in enumerate(kernel.bindings)
               if b.access == "read"}
@@ -134,7 +135,7 @@ def test_matvec_is_a_vectorized_reduction():
 def test_block_height_wastes_least_on_the_ragged_last_block():
     """Blocks past M still run, so M=64 takes blocks of 11 (66 rows), not 12 (72)."""
     assert [_rows_per_block(M, min(M, 12)) for M in (12, 16, 24, 64, 160, 1000)] == [12, 8, 12, 11, 10, 12]
-    lowering = match_contraction(normalize(matmul(160, 196, 40)), resolve_target("skylake-avx512"))
+    lowering = plan_matmul(normalize(matmul(160, 196, 40)), resolve_target("skylake-avx512"))
     assert (lowering.micro.mr, lowering.micro.nr) == (10, 32)
 
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from llvmcpu_harness import affine, random_array, run
 from llvmlite import ir  # noqa: F401  (the backend's dependency: skip cleanly without it)
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import plan as plan_matmul
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -97,7 +97,7 @@ def test_gathered_rows_through_the_matmul_micro_kernel():
                     (Result(4, (affine(1, 0, 0), affine(0, 1, 0)),
                             Binary("add", Acc(0, "f32"), Binary("mul", x, y, "f32"), "f32"),
                             Const(0.0, "f32")),))
-    assert match_contraction(normalize(kernel), resolve_target("host")) is not None
+    assert plan_matmul(normalize(kernel), resolve_target("host")) is not None
     rng = np.random.default_rng(8)
     a, b = random_array("f32", (rows, K), rng), random_array("f32", (K, N), rng)
     inputs = {0: rng.integers(0, rows, M).astype(np.int32), 1: a, 2: b,

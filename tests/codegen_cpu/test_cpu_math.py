@@ -1,4 +1,4 @@
-"""The inline f32 math functions (codegen/llvm_cpu/vecmath): ulp error over the whole f32 range,
+"""The inline f32 math functions (codegen/common/vecmath): ulp error over the whole f32 range,
 IEEE special values, pow's special cases, f16, vector-mode use in a matmul epilogue, and vector
 code in the assembly."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llvmcpu_harness import identity, matmul, run
+from pyree.compiler.codegen.common.math_expansion import GPU_EXPANDED, expand
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import optimize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
-from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import Acc, Binary, Binding, Const, Kernel, Load, Result, Unary
 
 _erf = np.frompyfunc(math.erf, 1, 1)

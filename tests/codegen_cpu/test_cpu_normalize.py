@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, identity, random_array
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
     Acc,

@@ -2,7 +2,7 @@
 
 import numpy as np
 from llvmcpu_harness import affine, random_array, run
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
 from pyree.compiler.kernel import (
     Acc,

@@ -4,7 +4,7 @@ results stored per (parallel, reduction) point, against ``kernel.evaluate`` and 
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, random_array, run
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
     Acc,

@@ -6,11 +6,11 @@ infinities, in the window order and in explicitly vectorized elementwise kernels
 import numpy as np
 import pytest
 from llvmcpu_harness import affine, random_array, run
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.elementwise import ElementwiseLowering
-from pyree.compiler.codegen.llvm_cpu.exprs import span_stride
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
 from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.llvm_cpu.scalar import span_stride
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.kernel import (
     Acc,
     Binary,

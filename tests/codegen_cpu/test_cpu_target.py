@@ -7,7 +7,7 @@ from llvmcpu_harness import Compiled, host_flags, identity, random_array
 from pyree.compiler.codegen.llvm_cpu import compile_executable
 from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
 from pyree.compiler.codegen.llvm_cpu.object_file import optimize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import Binary, Binding, Const, Kernel, Load, Result, Unary
 from pyree.compiler.module_writer import ModuleBuilder

@@ -1,4 +1,4 @@
-"""codegen/parallel.py: jobs on worker processes, forked where only pyree's own threads run and
+"""codegen/common/parallel.py: jobs on worker processes, forked where only pyree's own threads run and
 spawned where any other thread does (JAX's, PyTorch's): results in order, progress per job, a
 job's errors raised here, no worker left behind, and the same module bytes either way."""
 
@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from generated import matmul_chain
 from parallel_jobs import pid_of, square_or_fail
-from pyree.compiler.codegen import parallel
+from pyree.compiler.codegen.common import parallel
 from pyree.compiler.errors import CompileError
 from tooling import require_module
 
@@ -123,7 +123,7 @@ JAX_SCRIPT = textwrap.dedent("""
     import jax.numpy as jnp
     jnp.ones(3).block_until_ready()  # starts JAX's backend and its threads
     from pyree.compiler import compile_str
-    from pyree.compiler.codegen import parallel
+    from pyree.compiler.codegen.common import parallel
     assert not parallel.fork_is_safe()
     source = pathlib.Path(sys.argv[1]).read_text()
     parallel.cores = lambda: 4

@@ -265,7 +265,7 @@ TENSOR_CORE_CASES = {
 }
 CASES.update(TENSOR_CORE_CASES)
 
-# Matrix-vector products (m <= 4: cuda/matmul_gemv.py): lanes along n where the right operand is
+# Matrix-vector products (m <= 4: common/llvm_gpu/matmul_gemv.py): lanes along n where the right operand is
 # [K, N], along k where it is a linear layer's [N, K] weight; K split in 128-deep chunks below 1024
 # (771 = 3 x 257: 3 chunks), 256-deep from 1024; an odd K unsplit; batch; fused bias and GELU.
 CASES.update({

@@ -52,7 +52,7 @@ def test_every_template_assembles_with_ptxas(ptxas, arch, tmp_path):
 def test_ptx_is_the_same_on_one_core_and_on_many(ptxas, monkeypatch, tmp_path):
     """LLVM compiles the kernels as a fixed number of modules in forked processes, whose PTX is
     merged: every kernel once, assembled by ptxas, and the same bytes however many cores run it."""
-    from pyree.compiler.codegen import parallel
+    from pyree.compiler.codegen.common import parallel
 
     kernels = [make() for make in zoo.ALL.values()]
     target = resolve_target("sm_90a")
@@ -88,7 +88,7 @@ def _fail_on(value: int) -> int:
 
 
 def test_jobs_in_forked_processes_return_in_order_and_raise_what_a_child_raised(monkeypatch):
-    from pyree.compiler.codegen import parallel
+    from pyree.compiler.codegen.common import parallel
 
     monkeypatch.setattr(parallel, "cores", lambda: 3)
     assert parallel.map_jobs(_fail_on, [0, 1, 2, 4, 6, 7, 8]) == [0, 1, 4, 16, 36, 49, 64]
@@ -292,7 +292,7 @@ def test_f64_transcendentals_are_refused_clearly():
 def test_simt_matmul_tiles_fill_the_gpu(m, n, batch, tile):
     """The largest tile that still gives every multiprocessor a block: ResNet-18's batch-1 conv
     GEMMs (256 x 196, 512 x 49) got 4 to 32 blocks of 128x128 before."""
-    from pyree.compiler.codegen.cuda.matmul import choose_tiling
+    from pyree.compiler.codegen.common.llvm_gpu.matmul import choose_tiling
     assert choose_tiling(m, n, batch).bm == tile
 
 
@@ -317,14 +317,14 @@ def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
     widest tile that fills the GPU."""
     import dataclasses
 
-    from pyree.compiler.codegen.cuda import matmul, matmul_wgmma
+    from pyree.compiler.codegen.cuda import matmul_wgmma
     plain = zoo.linear(1024, 3072, 768, "f16")
     r = plain.results[0]
     x = r.epilogue.x  # acc + bias, before the truncation
     gelu = K.Binary("mul", x, K.Unary("tanh", x, "f32"), "f32")
     with_gelu = dataclasses.replace(plain, results=(dataclasses.replace(
         r, epilogue=K.Cast("fptrunc", gelu, "f16")),))
-    widths = [matmul_wgmma.plan(k, matmul.match(k), "sm_90a")[1].bn for k in (plain, with_gelu)]
+    widths = [matmul_wgmma.plan(k, resolve_target("sm_90a"))[1][1].bn for k in (plain, with_gelu)]
     assert widths == [256, 64]
 
 
@@ -332,8 +332,9 @@ def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
     """A pad: ``i in [1, n] ? x[i - 1] : 0``. The load of the unchosen arm would read before x
     (an H100 faulted on ResNet's strided im2col where the memory below the input was unmapped),
     so it sits behind a branch; a Select whose arms are in range stays a select."""
-    from pyree.compiler.codegen.cuda import elementwise
-    from pyree.compiler.codegen.cuda.llvm_text import Module
+    from pyree.compiler.codegen.common.llvm_gpu import elementwise
+    from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
+    from pyree.compiler.codegen.cuda.nvptx import NVPTX
     n = 37
     i = K.LoopIndex(0)
     inside = K.Binary("and", K.Compare("ge", i, K.Const(1, "index")),
@@ -347,8 +348,8 @@ def test_a_select_arm_that_loads_out_of_range_is_not_evaluated():
         padded.results[0], value=K.Select(inside, K.Load(0, (K.AffineExpr((0,), 0),), "f32"),
                                           K.Const(0.0, "f32"), "f32")),))
     for kernel, branches in ((padded, True), (safe, False)):
-        module = Module("")
-        elementwise.emit(module, kernel, "k")
+        module = Module("", NVPTX)
+        elementwise.emit(module, kernel, "k", elementwise.plan(kernel, None))
         ir = module.text()
         assert ("sel_a" in ir) == branches and ("select i1" in ir) != branches, ir
 
@@ -368,10 +369,11 @@ def test_vector_loads_inside_a_branch_stay_in_it(ptxas, tmp_path):
                       (K.Binding("f32", (m, n), "read"), K.Binding("f32", (m, n), "read"),
                        K.Binding("f32", (m, 2 * n), "write")),
                       (K.Result(2, (rows, cols), K.Select(first, x, y, "f32")),))
-    from pyree.compiler.codegen.cuda import elementwise
-    from pyree.compiler.codegen.cuda.llvm_text import Module
-    module = Module("")
-    elementwise.emit(module, kernel, "k")
+    from pyree.compiler.codegen.common.llvm_gpu import elementwise
+    from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
+    from pyree.compiler.codegen.cuda.nvptx import NVPTX
+    module = Module("", NVPTX)
+    elementwise.emit(module, kernel, "k", elementwise.plan(kernel, None))
     assert "load <4 x float>" in module.text() and "store <4 x float>" in module.text()
     ptx, _ = generate_ptx([kernel], resolve_target("sm_80"))  # LLVM verifies the IR
     assert "st.global.v4.b32" in ptx

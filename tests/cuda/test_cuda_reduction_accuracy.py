@@ -1,6 +1,6 @@
 """On an NVIDIA GPU: long f32 reductions as accurate as numpy's (the cases of
 tests/e2e/test_reduction_accuracy.py): a block's threads cascade their strided sums, the serial
-template its sums of a split fold's partials (codegen/cuda/reduction.py)."""
+template its sums of a split fold's partials (codegen/common/llvm_gpu/reduction.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
+from pyree.compiler.codegen.common.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
 from pyree.compiler.input.scalar import _log10
 from test_math_ops import (
     BINARY,

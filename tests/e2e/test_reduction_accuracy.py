@@ -4,7 +4,7 @@ common offset or mixed signs. Each output's error against float64 numpy must sta
 factor of what numpy's own f32 reduction of the same data gets (its pairwise sum; BLAS for the
 matmul), or of one ulp of the sum of magnitudes where numpy happens to be exact. A serial f32 sum
 misses by thousands of ulps here (a 1e7 sum was off by 1.7e-4 relative, numpy by 1.1e-7): the
-backends cascade their accumulators (codegen/cascade.py).
+backends cascade their accumulators (codegen/common/cascade.py).
 
 The same module runs on local-task here, on Vulkan (tests/vulkan/test_vulkan_reduction_accuracy.py,
 lavapipe in CI) and on CUDA (tests/cuda/test_cuda_gpu.py, modules from tests/cuda/build_modules.py).

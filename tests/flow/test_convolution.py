@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
-from pyree.compiler.codegen.cuda import matmul as cuda_matmul
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target as cpu_target
+from pyree.compiler.codegen.common import contraction
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.llvm_cpu.matmul import plan as plan_matmul
+from pyree.compiler.codegen.llvm_cpu.targets import resolve_target as cpu_target
 from pyree.compiler.codegen.spirv import matmul as spirv_matmul
 from pyree.compiler.codegen.spirv.targets import resolve_target as vulkan_target
 from pyree.compiler.flow.convolution import rewrite_convolutions
@@ -92,8 +92,8 @@ def test_one_gemm_that_every_backend_matches(name):
     (kernel,) = gemms(function)
     assert len(generics) <= 2
     assert len(kernel.reduction_ranges) == 1
-    assert match_contraction(normalize(kernel), cpu_target("host")) is not None
-    assert cuda_matmul.match(kernel) is not None
+    assert plan_matmul(normalize(kernel), cpu_target("host")) is not None
+    assert contraction.match(kernel) is not None
     assert spirv_matmul.plan(kernel, vulkan_target("")) is not None
     if conv.bias_relu:
         assert kernel.results[0].epilogue is not None
@@ -173,8 +173,8 @@ def test_depthwise_and_pooling_run_as_vector_windows(kind, shape, k, stride, pad
     always, strides up to ``span_stride`` where the host's vectors read a strided span in one
     masked load; longer strides keep the scalar orders."""
     import pyree.runtime as rt
-    from pyree.compiler.codegen.llvm_cpu.exprs import span_stride
     from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
+    from pyree.compiler.codegen.llvm_cpu.scalar import span_stride
 
     text, out_hw = window_mlir(kind, shape, k, stride, pad)
     function = form_dispatch_regions(rewrite_convolutions(import_mlir(text, "win.mlir").functions[0]))
@@ -235,7 +235,7 @@ func.func @mm(%a: tensor<5x3x4xf32>, %b: tensor<3x4x7xf32>) -> tensor<5x7xf32> {
     function = form_dispatch_regions(rewrite_convolutions(import_mlir(text, "mm.mlir").functions[0]))
     (kernel,) = gemms(function)
     assert kernel.loop_ranges == (5, 7, 12)
-    assert cuda_matmul.match(kernel) is not None
+    assert contraction.match(kernel) is not None
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((5, 3, 4)).astype(np.float32), rng.standard_normal((3, 4, 7)).astype(np.float32)
     (out,) = run(function, [a, b])

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
-from pyree.compiler.codegen.cuda import matmul as cuda_matmul
+from pyree.compiler.codegen.common import contraction
 from pyree.compiler.codegen.cuda import matmul_mma, matmul_wgmma
 from pyree.compiler.codegen.cuda.gathered import Gathered
+from pyree.compiler.codegen.cuda.targets import resolve_target
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.implicit_gemm import inline_patches, patch_digits
 from pyree.compiler.flow.kernels import outline
@@ -63,7 +64,7 @@ def test_patches_are_gathered_not_copied(name):
     assert not any("im2col" in o for o in origins)
     # NCHW images are transposed channels-last (and 3x3 filters; a 1x1 one already is)
     assert ("channels_last" in origins) == (CASES[name].layout != "nhwc")
-    assert cuda_matmul.match(gemm_kernel(CASES[name])) is not None
+    assert contraction.match(gemm_kernel(CASES[name])) is not None
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -86,9 +87,8 @@ def test_tensor_core_templates_gather_whole_chunks(name):
     """The pad's checks on unpadded dims fold away, so one condition and one address serve each
     8-channel chunk: both tensor-core templates take the gathered operand."""
     kernel = gemm_kernel(CASES[name])
-    c = cuda_matmul.match(kernel)
-    for plan in (matmul_wgmma.plan(kernel, c, "sm_90a"), matmul_mma.plan(kernel, c, 80)):
-        ops = plan[0]
+    for template, arch in ((matmul_wgmma, "sm_90a"), (matmul_mma, "sm_80")):
+        _, (ops, _) = template.plan(kernel, resolve_target(arch))
         assert isinstance(ops.b if CASES[name].layout != "nhwc" else ops.a, Gathered)
 
 

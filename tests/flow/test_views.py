@@ -164,9 +164,9 @@ def test_a_view_of_an_argument_or_a_constant_stays():
 def test_a_transposed_write_does_not_join_a_matmul():
     """``transpose(p @ v)`` as the function's result: the transpose stays a kernel of its own,
     so the product keeps m and n innermost and every backend's matmul template still takes it."""
-    from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-    from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-    from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+    from pyree.compiler.codegen.common.normalize import normalize
+    from pyree.compiler.codegen.llvm_cpu.matmul import plan as plan_matmul
+    from pyree.compiler.codegen.llvm_cpu.targets import resolve_target
     from pyree.compiler.flow.kernels import outline
 
     heads, s, d = 3, 6, 4
@@ -179,7 +179,7 @@ def test_a_transposed_write_does_not_join_a_matmul():
     generics = [op for op in formed.ops if isinstance(op, Generic)]
     assert len(generics) == 2
     (product_op,) = [op for op in generics if op.num_parallel < len(op.loop_ranges)]
-    assert match_contraction(normalize(outline(product_op, "k")), resolve_target("host"))
+    assert plan_matmul(normalize(outline(product_op, "k")), resolve_target("host"))
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal(p.shape, np.float32), rng.standard_normal(v.shape, np.float32)
     np.testing.assert_allclose(run(formed, [a, b])[0], (a @ b).transpose(1, 0, 2), rtol=1e-5,

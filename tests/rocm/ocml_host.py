@@ -23,7 +23,7 @@ import re
 import llvmlite.binding as llvm
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.llvm_text import llvm_type
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import llvm_type
 from pyree.compiler.codegen.rocm import device_libs, generate_ir, resolve_target
 from pyree.compiler.codegen.rocm.hsaco import target_machine
 

@@ -166,7 +166,7 @@ def test_cli_non_lowerable_op_fails_by_name():
 _SWEEP = '''
 import sys
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED
+from pyree.compiler.codegen.common.math_expansion import EXACT, GPU_EXPANDED
 from pyree.compiler.codegen.rocm import generate_hsaco, resolve_target
 from pyree.compiler.errors import CompileError
 ix = (K.AffineExpr((1,)),)

@@ -34,7 +34,7 @@ import test_math_ops as math_ops  # noqa: E402
 from hsaco_reader import check_hsaco, check_module, lld, read_hsaco, rocm_executables  # noqa: E402, F401
 from pyree.compiler import CompileError  # noqa: E402
 from pyree.compiler import kernel as K  # noqa: E402
-from pyree.compiler.codegen.math_expansion import GPU_EXPANDED  # noqa: E402
+from pyree.compiler.codegen.common.math_expansion import GPU_EXPANDED  # noqa: E402
 from pyree.compiler.codegen.rocm import (  # noqa: E402
     device_libs,
     generate_hsaco,

@@ -1,6 +1,6 @@
 """Every math op on the vulkan-spirv target, measured as tests/e2e/test_math_ops.py measures
 llvm-cpu: max ulp error against float64 and exact special values, on a device (lavapipe in CI).
-The shaders compute the math themselves (codegen/math_expansion), not with GLSL.std.450, whose
+The shaders compute the math themselves (codegen/common/math_expansion), not with GLSL.std.450, whose
 results on lavapipe were up to millions of ulp off. Subnormals count: compile for the device's
 target (PYREE_VULKAN_TARGET, e.g. hopper-h100-linux on the H100), whose shaders then keep them;
 the default target leaves a driver free to flush them, and NVIDIA's does."""

@@ -6,16 +6,15 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from pyree.compiler.codegen import NAMES as TARGET_BACKENDS
+from pyree.compiler.codegen import PORTABLE as PORTABLE_BACKEND
 from pyree.compiler.errors import CompileError
 
-# The --pyree-hal-target-backends names (IREE's spellings). Each maps to a codegen package, but
-# vmvx, which resolve_targets turns into llvm-cpu.
-TARGET_BACKENDS = ("llvm-cpu", "cuda", "rocm", "vulkan-spirv", "vmvx")
-
-# IREE's portable reference backend (VMVX: its own bytecode, interpreted by the runtime, so a
-# module runs on any host). pyree has no interpreter: vmvx is llvm-cpu's code for the baseline
-# x86-64 CPU, which local-sync and local-task run on every x86-64 host (docs/DESIGN.md).
-PORTABLE_BACKEND = "vmvx"
+# TARGET_BACKENDS: the --pyree-hal-target-backends names (IREE's spellings), from the codegen
+# registry. PORTABLE_BACKEND is IREE's portable reference backend (VMVX: its own bytecode,
+# interpreted by the runtime, so a module runs on any host). pyree has no interpreter: vmvx is
+# llvm-cpu's code for the baseline x86-64 CPU, which local-sync and local-task run on every
+# x86-64 host (docs/DESIGN.md); resolve_targets turns the name into llvm-cpu.
 
 # --pyree-llvmcpu-target-cpu's default, as in IREE: baseline x86-64 (SSE2), which every x86-64
 # CPU runs, so that a module built on one machine loads on any deploy host. "host" (the build
@@ -58,7 +57,7 @@ class CompileOptions:
     # CPU), or an LLVM CPU name ("x86-64-v3", "skylake-avx512", "znver4", ...).
     llvmcpu_target_cpu: str = DEFAULT_LLVMCPU_TARGET_CPU
     # --pyree-llvmcpu-target-cpu-features: "+avx2,+fma,-avx512f" on top of the CPU's own set, or
-    # "host" (this machine's); empty: the CPU's set as it is (codegen/llvm_cpu/target.py).
+    # "host" (this machine's); empty: the CPU's set as it is (codegen/llvm_cpu/targets.py).
     llvmcpu_target_cpu_features: str = ""
     # --pyree-llvmcpu-target-triple: pyree generates x86-64 Linux ELF only; "" or "host" is that,
     # any other x86_64-*-linux* triple is accepted, other architectures are refused.

@@ -17,8 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pyree.compiler import printing
-from pyree.compiler.codegen import backend
-from pyree.compiler.codegen.executable_files import write_executable_files
+from pyree.compiler.codegen import backend, executable_files
 from pyree.compiler.compiler_options import check_keywords
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
@@ -141,7 +140,7 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     program = export_parameters(program, options)
     report("forming dispatch regions")
     gpu = all(name != "llvm-cpu" for name in options.target_backends)
-    implicit = all(name in IMPLICIT_GEMM_TARGETS for name in options.target_backends)
+    implicit = all(backend(name).implicit_gemm for name in options.target_backends)
     program = Program([map_blocks(f, lambda f: _form_regions(f, gpu, implicit))
                        for f in program.functions], program.name)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
@@ -164,21 +163,16 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
         builder.add_kernel_info(kernel.name, list(sources[ordinal]))
     if options.dump_executables_to:
         report("writing executable files")
-        write_executable_files(table.kernels, options, program.name)
+    dump = executable_files.start(table.kernels, options, program.name)
     regions = sum(isinstance(op, Generic) for f in program.functions for op in walk_ops(f.ops))
     report(f"{regions} dispatch regions, {len(table.kernels)} distinct kernels")
 
     for name in options.target_backends:
         report(f"codegen for {name}: {len(table.kernels)} kernels")
         builder.module.executables.append(
-            backend(name).compile_executable(table.kernels, options, builder))
+            backend(name).compile_executable(table.kernels, options, builder, dump(name)))
     report("writing the module")
     return builder.finish()
-
-
-# Backends whose contraction templates stage operand tiles from any expression of the loops, so a
-# convolution's patches are gathered into the tiles instead of copied (flow/implicit_gemm.py).
-IMPLICIT_GEMM_TARGETS = frozenset({"cuda"})
 
 
 def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
@@ -213,7 +207,7 @@ def _check_compile_to(phase: str) -> str:
         raise CompileError(
             f"--compile-to={phase} is not supported: pyree has no textual IR after "
             "executable-sources (its code generation goes straight to LLVM IR, PTX or SPIR-V); "
-            "--iree-hal-dump-executable-files-to=DIR writes that code for each dispatch, and "
+            "--iree-hal-dump-executable-files-to=DIR writes that code for each target, and "
             "pyree-dump-module shows a compiled module")
     return stage
 

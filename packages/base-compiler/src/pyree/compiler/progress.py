@@ -22,7 +22,7 @@ class StageLines:
         self._held: list[str] = []
         self._live = delay <= 0
         self._lock = threading.Lock()
-        # pyree-* threads hold no lock a forked code-generation worker takes (codegen/parallel.py)
+        # pyree-* threads hold no lock a forked code-generation worker takes (codegen/common/parallel.py)
         self._timer = threading.Timer(delay, self._go_live)
         self._timer.name = "pyree-progress-timer"
         self._timer.daemon = True

@@ -1,121 +1,73 @@
-"""``--iree-hal-dump-executable-files-to``: each dispatch's code for each target, one file per
-form, named as IREE names them (``module_<fn>_dispatch_<n>_<format>.<ext>``) so that the steps
-of IREE's developer tips (``spirv-dis x.spv``, reading ``x.ptx``) apply unchanged.
+"""``--iree-hal-dump-executable-*-to``: the code of each target's executable, one file per stage
+artefact, named as IREE names them (``<module>_<format>.<ext>``) so that the steps of IREE's
+developer tips (``spirv-dis x.spv``, reading ``x.ptx``) apply unchanged.
 
-    sources        <stem>.kernel.txt                   the kernel as pyree's IR prints it
-    intermediates  <stem>_system_elf_x86_64.codegen.ll / .optimized.ll / .s     (llvm-cpu)
-                   <stem>_cuda_nvptx_fb.codegen.ll, <stem>_rocm_hsaco_fb.codegen.ll
-                   <stem>_vulkan_spirv_fb.spvasm       (when spirv-dis is on the PATH)
-    binaries       <stem>_system_elf_x86_64.so, <stem>_cuda_nvptx_fb.ptx (+ .cubin with ptxas),
-                   <stem>_rocm_hsaco_fb.hsaco, <stem>_vulkan_spirv_fb.spv
+    sources        <module>_<fn>_dispatch_<n>.kernel.txt   each kernel as pyree's IR prints it
+    intermediates  <module>_system_elf_x86_64.codegen.ll / .optimized.ll / .s / .o   (llvm-cpu)
+                   <module>_cuda_nvptx_fb.codegen.ll, <module>_rocm_hsaco_fb.codegen.ll / .o
+                   <module>_vulkan_spirv_fb.spvasm       (when spirv-dis is on the PATH)
+    binaries       <module>_system_elf_x86_64.so, <module>_cuda_nvptx_fb.ptx (+ .cubin with
+                   ptxas), <module>_rocm_hsaco_fb.hsaco, <module>_vulkan_spirv_fb.spv
 
-Each dispatch is compiled again on its own through the backend's own functions, so a file holds
-exactly one kernel (the module's executables hold all of them); this costs a second code
-generation, only when the flag is given.
+The files are the artefacts of the compile that builds the module (each backend declares them,
+``interface.Artefact``), so they hold exactly its code. A stage that LLVM runs as several modules
+in parallel (``common/parallel.py``) writes one file per module: ``..._part<i>.codegen.ll``.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 from pyree.compiler import printing
+from pyree.compiler.codegen import backend
+from pyree.compiler.codegen.interface import Keep, keep_nothing
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.options import CompileOptions
 from pyree.compiler.output_file import write_output
 
 
-def write_executable_files(kernels: list[Kernel], options: CompileOptions, module_name: str) -> None:
-    """Writes the files of every kind in ``options.dump_executables_to`` (kind -> folders)."""
-    folders = {kind: [Path(f) for f in paths] for kind, paths in
-               options.dump_executables_to.items()}
+def start(kernels: list[Kernel], options: CompileOptions, module_name: str):
+    """Writes the kernels' sources; returns ``keep_for(backend name) -> Keep``, which writes that
+    backend's artefacts as its compile produces them (``keep_nothing`` when nothing is dumped)."""
+    if not options.dump_executables_to:
+        return lambda name: keep_nothing
+    folders = {kind: [Path(f) for f in paths] for kind, paths in options.dump_executables_to.items()}
     for folder in {f for paths in folders.values() for f in paths}:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise CompileError(f"cannot create the dump folder {folder}: {e.strerror or e}") from None
+
+    def write(kind: str, name: str, data) -> None:
+        for folder in folders.get(kind, ()):
+            try:
+                write_output(folder / name, data)
+            except OSError as e:
+                raise CompileError(f"cannot write {folder / name}: {e.strerror or e}") from None
+
     for kernel in kernels:
-        stem = f"{module_name}_{_dispatch_name(kernel.name)}"
-        files = {("sources", f"{stem}.kernel.txt"): printing.format_kernels([kernel])}
-        for backend in options.target_backends:
-            for kind, suffix, data in _TARGET_FILES[backend](kernel, options):
-                files[(kind, f"{stem}_{suffix}")] = data
-        for (kind, name), data in files.items():
-            for folder in folders.get(kind, ()):
-                try:
-                    write_output(folder / name, data)
-                except OSError as e:
-                    raise CompileError(f"cannot write {folder / name}: {e.strerror or e}") from None
+        write("sources", f"{module_name}_{_dispatch_name(kernel.name)}.kernel.txt",
+              printing.format_kernels([kernel]))
+
+    def keep_for(name: str) -> Keep:
+        kinds = {artefact.suffix: artefact.kind for artefact in backend(name).artefacts}
+
+        def keep(suffix: str, data) -> None:
+            if not isinstance(data, list):
+                write(kinds[suffix], f"{module_name}_{suffix}", data)
+            elif len(data) == 1:
+                write(kinds[suffix], f"{module_name}_{suffix}", data[0])
+            else:
+                form, _, ext = suffix.partition(".")
+                for i, part in enumerate(data):
+                    write(kinds[suffix], f"{module_name}_{form}_part{i}.{ext}", part)
+        return keep
+    return keep_for
 
 
 def _dispatch_name(kernel_name: str) -> str:
     """``main_dispatch_3_matmul_4x8_f32`` -> ``main_dispatch_3``, IREE's dispatch name."""
     match = re.match(r"(.*?_dispatch_\d+)", kernel_name)
     return match.group(1) if match else kernel_name
-
-
-def _llvm_cpu(kernel: Kernel, options: CompileOptions):
-    from pyree.compiler.codegen.llvm_cpu.lowering import lower_kernels
-    from pyree.compiler.codegen.llvm_cpu.object_file import link_shared_object, optimize
-    from pyree.compiler.codegen.llvm_cpu.target import resolve_target
-
-    target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
-                            options.llvmcpu_target_triple)
-    module, _ = lower_kernels([kernel], target)
-    optimized = optimize(str(module), target)
-    form = "system_elf_x86_64"
-    return [("intermediates", f"{form}.codegen.ll", str(module)),
-            ("intermediates", f"{form}.optimized.ll", str(optimized)),
-            ("intermediates", f"{form}.s", target.machine.emit_assembly(optimized)),
-            ("binaries", f"{form}.so", link_shared_object([target.machine.emit_object(optimized)]))]
-
-
-def _cuda(kernel: Kernel, options: CompileOptions):
-    from pyree.compiler.codegen.cuda import DEFAULT_TARGET, emit_kernel, export_name
-    from pyree.compiler.codegen.cuda.llvm_text import Module
-    from pyree.compiler.codegen.cuda.ptx import assemble, compile_to_ptx, data_layout, ptxas_path
-    from pyree.compiler.codegen.cuda.targets import resolve_target
-
-    target = resolve_target(options.cuda_target or DEFAULT_TARGET)
-    module = Module(data_layout(target))
-    emit_kernel(module, kernel, export_name(0, kernel), target)
-    ptx = compile_to_ptx(module.text(), target)
-    files = [("intermediates", "cuda_nvptx_fb.codegen.ll", module.text()),
-             ("binaries", "cuda_nvptx_fb.ptx", ptx)]
-    ptxas = ptxas_path()
-    cubin = assemble(ptx, target, ptxas) if ptxas else None
-    if cubin is not None:
-        files.append(("binaries", "cuda_nvptx_fb.cubin", cubin))
-    return files
-
-
-def _rocm(kernel: Kernel, options: CompileOptions):
-    from pyree.compiler.codegen.rocm import DEFAULT_TARGET, device_libs, generate_ir
-    from pyree.compiler.codegen.rocm.hsaco import compile_to_object, link
-    from pyree.compiler.codegen.rocm.targets import resolve_target
-
-    target = resolve_target(options.rocm_target or DEFAULT_TARGET)
-    bc_dir = device_libs.locate(options.rocm_bc_dir) if options.rocm_link_bc else ""
-    ir, _ = generate_ir([kernel], target, link_bc=bool(bc_dir))
-    return [("intermediates", "rocm_hsaco_fb.codegen.ll", ir),
-            ("binaries", "rocm_hsaco_fb.hsaco", link(compile_to_object(ir, target, bc_dir)))]
-
-
-def _vulkan_spirv(kernel: Kernel, options: CompileOptions):
-    from pyree.compiler.codegen.spirv import generate_spirv
-    from pyree.compiler.codegen.spirv.targets import resolve_target
-
-    code, _ = generate_spirv([kernel], resolve_target(options.vulkan_target))
-    files = [("binaries", "vulkan_spirv_fb.spv", code)]
-    spirv_dis = shutil.which("spirv-dis")
-    if spirv_dis:
-        text = subprocess.run([spirv_dis, "-"], input=code, capture_output=True, check=False)
-        if text.returncode == 0:
-            files.append(("intermediates", "vulkan_spirv_fb.spvasm", text.stdout.decode()))
-    return files
-
-
-_TARGET_FILES = {"llvm-cpu": _llvm_cpu, "cuda": _cuda, "rocm": _rocm, "vulkan-spirv": _vulkan_spirv}

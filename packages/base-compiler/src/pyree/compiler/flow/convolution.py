@@ -38,7 +38,7 @@ from pyree.compiler.flow.rewrite import (
     transform,
 )
 from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View
-from pyree.compiler.kernel import Acc, AffineExpr, Binary, Cast, Expr, Load, Result
+from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product
 
 # The patches of a channels-last convolution, which targets with implicit GEMM (IMPLICIT_GEMM in
 # pipeline.py) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
@@ -134,12 +134,8 @@ def _contraction(op: Generic) -> tuple[Load, Load] | None:
     out = op.outputs[0]
     if permutation_dims(out.index, op.num_parallel) is None:
         return None
-    v = out.value
-    acc = Acc(0, v.dtype)
-    if not isinstance(v, Binary) or v.op != "add":
-        return None
-    product = v.b if v.a == acc else v.a if v.b == acc else None
-    if not isinstance(product, Binary) or product.op != "mul" or product.dtype != v.dtype:
+    product = contraction_product(out)
+    if product is None:
         return None
     a, b = _load_under_casts(product.a), _load_under_casts(product.b)
     return None if a is None or b is None else (a, b)

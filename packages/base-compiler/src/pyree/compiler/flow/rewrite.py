@@ -8,21 +8,18 @@ from typing import TYPE_CHECKING
 
 from pyree.compiler.kernel import (
     MAX_DEPTH,
-    Acc,
     AffineExpr,
     Binary,
     Cast,
-    Compare,
     Const,
     Expr,
-    Final,
     Gather,
     Load,
     LoopIndex,
     Result,
     Select,
-    Unary,
     depth,
+    transform,
     walk,
 )
 
@@ -30,43 +27,6 @@ if TYPE_CHECKING:
     from pyree.compiler.flow.tensor_program import Generic, Value
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
-
-
-def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
-    """Rebuilds ``expr`` bottom-up; ``leaf`` may replace any Load/Acc/Final/LoopIndex, and any Gather
-    once its index is rebuilt (None keeps it). A node whose operands did not change is kept as
-    the same object, with the hash and depth it carries."""
-    memo: dict[Expr, Expr] = {}
-
-    def go(e: Expr) -> Expr:
-        if e in memo:
-            return memo[e]
-        if isinstance(e, (Load, Acc, Final, LoopIndex, Const)):
-            out = leaf(e) if not isinstance(e, Const) else None
-            out = e if out is None else out
-        elif isinstance(e, (Unary, Cast)):
-            x = go(e.x)
-            out = e if x is e.x else dataclasses.replace(e, x=x)
-        elif isinstance(e, (Binary, Compare)):
-            a, b = go(e.a), go(e.b)
-            out = e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)
-        elif isinstance(e, Select):
-            c, a, b = go(e.cond), go(e.a), go(e.b)
-            out = e if c is e.cond and a is e.a and b is e.b \
-                else dataclasses.replace(e, cond=c, a=a, b=b)
-        elif isinstance(e, Gather):
-            index = tuple(go(ix) for ix in e.index)
-            out = e if all(x is y for x, y in zip(index, e.index)) \
-                else dataclasses.replace(e, index=index)
-            out = leaf(out) or out
-        else:
-            raise TypeError(f"not an expression: {e!r}")
-        memo[e] = out
-        return out
-
-    for e in walk(expr):  # operands first, so that no call recurses more than one level
-        go(e)
-    return memo[expr]
 
 
 def compose(expr: AffineExpr, loop_map: LoopMap, num_new_loops: int) -> AffineExpr:

@@ -56,6 +56,7 @@ from pyree.compiler.kernel import (
     Select,
     fold_identity,
     fold_pattern,
+    fold_product,
     is_row_kernel,
     walk,
 )
@@ -94,7 +95,7 @@ TENSOR_TILE_OUTPUTS = 128 * 64
 # keeps 64-deep chunks.
 GPU_TENSOR_K_CHUNK = 192
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
-# column with a few multiply-adds per element (cuda/matmul_gemv.py), so a 128-deep chunk is ~16
+# column with a few multiply-adds per element (common/llvm_gpu/matmul_gemv.py), so a 128-deep chunk is ~16
 # loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
 # matrix-vector template, a 1x768 @ 768x3072 product split 12 ways went from 0.032 to 0.043 ms.)
 GPU_MIN_SIDE = 16
@@ -153,8 +154,8 @@ def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
 
 def is_contraction(fold, num_parallel: int) -> bool:
     """``acc += a * b`` where a and b each miss a parallel loop the other reads (a matmul's m, n)."""
-    op, f = fold
-    if op != "add" or not isinstance(f, Binary) or f.op != "mul":
+    f = fold_product(fold)
+    if f is None:
         return False
     a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
     return bool(a - b) and bool(b - a)

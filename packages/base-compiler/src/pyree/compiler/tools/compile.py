@@ -70,7 +70,7 @@ def _print_listings(args: argparse.Namespace) -> bool:
             print(f"  {name}")
     if args.list_cpu_targets:
         from pyree.compiler.codegen.llvm_cpu.cpus import CPUS
-        from pyree.compiler.codegen.llvm_cpu.target import TRIPLE
+        from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE
 
         print(f"  Registered Targets:\n    x86-64     - 64-bit X86 ({TRIPLE})\n  CPUs: host, "
               f"generic, {', '.join(sorted(CPUS))}")

@@ -16,7 +16,7 @@ import argparse
 import functools
 import sys
 
-from pyree.compiler.codegen.parallel import run_apart
+from pyree.compiler.codegen.common.parallel import run_apart
 from pyree.compiler.errors import CompileError
 from pyree.compiler.output_file import write_output
 from pyree.compiler.tools import interrupt

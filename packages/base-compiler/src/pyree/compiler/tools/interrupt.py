@@ -20,7 +20,7 @@ import threading
 import time
 
 from pyree.compiler import output_file
-from pyree.compiler.codegen import parallel
+from pyree.compiler.codegen.common import parallel
 
 EXIT_INTERRUPTED = 130
 # How long the main thread has to end the process itself before the watcher does.

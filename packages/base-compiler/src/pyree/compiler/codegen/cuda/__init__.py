@@ -15,65 +15,60 @@ from pyree.compiler._fb.CudaExecutable import CudaExecutableT
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler.codegen.cuda import (
-    elementwise,
-    matmul,
-    matmul_gemv,
-    matmul_mma,
-    matmul_wgmma,
-    reduction,
-)
-from pyree.compiler.codegen.cuda.llvm_text import Module
+from pyree.compiler.codegen.common.exports import export_name, gpu_export
+from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, matmul_gemv, reduction
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
+from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
+from pyree.compiler.codegen.cuda import matmul_mma, matmul_wgmma
+from pyree.compiler.codegen.cuda.nvptx import NVPTX
 from pyree.compiler.codegen.cuda.ptx import assemble, data_layout, merge, ptx_job, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
-from pyree.compiler.codegen.exports import gpu_export
-from pyree.compiler.codegen.parallel import PARTS, map_jobs
-from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
+from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
-__all__ = ["compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
+__all__ = ["BACKEND", "compile_executable", "generate_ptx", "resolve_target", "DEFAULT_TARGET"]
+
+FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files carry
+
+# The kernel templates in priority order (interface.choose).
+TEMPLATES = (matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
+
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
     """Writes one kernel into ``module``; returns its Launch."""
-    if kernel.reduction_ranges:
-        contraction = None if is_row_kernel(kernel.results) else matmul.match(kernel)
-        if contraction is not None:
-            if matmul_gemv.fits(kernel):
-                return matmul_gemv.emit(module, kernel, name, contraction)
-            warpgroups = matmul_wgmma.plan(kernel, contraction, target.arch)
-            if warpgroups is not None:
-                return matmul_wgmma.emit(module, kernel, name, contraction, warpgroups)
-            tensor_cores = matmul_mma.plan(kernel, contraction, target.sm)
-            if tensor_cores is not None:
-                return matmul_mma.emit(module, kernel, name, contraction, tensor_cores)
-            return matmul.emit(module, kernel, name, contraction)
-        return reduction.emit(module, kernel, name)
-    return elementwise.emit(module, kernel, name)
+    template, plan = choose(TEMPLATES, kernel, target)
+    return template.emit(module, kernel, name, plan)
 
 
-def export_name(index: int, kernel: Kernel) -> str:
-    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
-    return f"k{index}_{safe}"[:120]
-
-
-def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None):
+def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None,
+                 keep: Keep = keep_nothing):
     """(PTX text, [(export name, Launch)]) for ``kernels``, in order. LLVM compiles the kernels
     as ``PARTS`` modules on the machine's cores, whose PTX is merged into one; ``advance(n)``
-    is told as each module's n kernels are done (progress.kernel_progress)."""
-    module = Module(data_layout(target))
+    is told as each module's n kernels are done (progress.kernel_progress); ``keep`` is given
+    the modules' LLVM IR and the PTX."""
+    module = Module(data_layout(target), NVPTX)
     launches = []
     for i, k in enumerate(kernels):
         name = export_name(i, k)
         launches.append((name, emit_kernel(module, k, name, target)))
     parts = module.parts(PARTS)
+    keep(f"{FORM}.codegen.ll", [text for text, _ in parts])
     done = (lambda i: advance(parts[i][1])) if advance else None
-    ptx = map_jobs(ptx_job(target), [text for text, _ in parts], done)
-    return merge(ptx), launches
+    ptx = merge(map_jobs(ptx_job(target), [text for text, _ in parts], done))
+    keep(f"{FORM}.ptx", ptx)
+    return ptx, launches
 
 
-def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
-    target = resolve_target(options.cuda_target or DEFAULT_TARGET)
-    ptx, launches = generate_ptx(kernels, target, kernel_progress(options.progress, "cuda", len(kernels)))
+def target_of(options) -> CudaTarget:
+    return resolve_target(options.cuda_target or DEFAULT_TARGET)
+
+
+def compile_executable(kernels: list[Kernel], options, builder,
+                       keep: Keep = keep_nothing) -> ExecutableT:
+    target = target_of(options)
+    ptx, launches = generate_ptx(kernels, target,
+                                 kernel_progress(options.progress, "cuda", len(kernels)), keep)
     cuda = CudaExecutableT()
     cuda.targetArch = target.arch
     cuda.ptx = builder.add_data(ptx.encode())
@@ -82,6 +77,7 @@ def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
         options.progress(f"codegen for cuda: assembling the {target.arch} cubin with ptxas")
     cubin = assemble(ptx, target, ptxas) if ptxas else None
     if cubin is not None:
+        keep(f"{FORM}.cubin", cubin)
         cuda.cubinArch = target.arch
         cuda.cubin = builder.add_data(cubin)
     else:
@@ -90,10 +86,20 @@ def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
         cuda.cubin.offset, cuda.cubin.length = 0, 0
     cuda.exports = []
     for kernel, (name, launch) in zip(kernels, launches):
-        cuda.exports.append(gpu_export(kernel, name, launch.grid, launch.block,
-                                         launch.shared_memory_bytes))
+        cuda.exports.append(gpu_export(kernel, name, launch))
     executable = ExecutableT()
     executable.name = f"cuda_{target.arch}"
     executable.format = ExecutableFormat.cuda
     executable.cuda = cuda
     return executable
+
+
+BACKEND = Backend(
+    name="cuda",
+    resolve_target=target_of,
+    templates=TEMPLATES,
+    artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"), Artefact(f"{FORM}.ptx", "binaries"),
+               Artefact(f"{FORM}.cubin", "binaries")),
+    compile_executable=compile_executable,
+    implicit_gemm=True,
+)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function
+from pyree.compiler.codegen.common.addressing import Linear
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def bindings_aligned(fn: Function, bindings) -> str:
     return aligned
 
 
-def chunk(fn: Function, binding: int, dtype: str, lin: A.Linear, loop_at, row: str, rows: int,
+def chunk(fn: Function, binding: int, dtype: str, lin: Linear, loop_at, row: str, rows: int,
           col: str, cols: int, dst: str, exact: bool) -> Chunk:
     """The chunk at (row, col .. col + 7) of a rows x cols operand whose column index is the
     contiguous one (col a multiple of 8); ``loop_at(row, col)`` gives the kernel loop indices of

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function
+from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering
 from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned
-from pyree.compiler.codegen.cuda.llvm_text import Function
-from pyree.compiler.codegen.cuda.matmul import epilogue_lowering
 
 WIDTH = 8  # elements per 16-byte chunk
 

@@ -18,16 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned, chunk, stage_chunks
-from pyree.compiler.codegen.cuda.gathered import Gathered, gathered
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import (
+from pyree.compiler.codegen.common.addressing import Linear, ceil_div, linearize
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
+from pyree.compiler.codegen.common.llvm_gpu.matmul import (
     FILL_BLOCKS,
-    Contraction,
     epilogue_lowering,
     store_element,
 )
+from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned, chunk, stage_chunks
+from pyree.compiler.codegen.cuda.gathered import Gathered, gathered
 
 THREADS = 256                                 # 8 warps as 2 (m) x 4 (n)
 TC_DTYPES = ("f16", "bf16")                   # operand types the tensor cores multiply exactly
@@ -36,7 +38,7 @@ TC_DTYPES = ("f16", "bf16")                   # operand types the tensor cores m
 @dataclass(frozen=True)
 class Operand:
     load: K.Load
-    lin: A.Linear
+    lin: Linear
     is_b: bool                                # indexed by (n, k), else (m, k)
     k_major: bool                             # contiguous along k, else along m (A) / n (B)
     vector: bool                              # 16-byte chunks are aligned if the binding is
@@ -90,14 +92,14 @@ def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
         if op_a is None:
             return None
     else:
-        la = A.linearize(kernel.bindings[a.binding], a.index, n_loops)
+        la = linearize(kernel.bindings[a.binding], a.index, n_loops)
         if la.coeffs[k] != 1:
             return None
         op_a = Operand(a, la, False, True, la.contiguous(k, 8, loops))
     if not isinstance(b, K.Load):
         op_b = gathered(kernel, b, True)
         return None if op_b is None else Operands(op_a, op_b, a.dtype)
-    lb = A.linearize(kernel.bindings[b.binding], b.index, n_loops)
+    lb = linearize(kernel.bindings[b.binding], b.index, n_loops)
     if lb.coeffs[n] == 1:
         b_inner = n
     elif lb.coeffs[k] == 1:
@@ -112,8 +114,8 @@ def waves_cost(m: int, n: int, batch: int, bm: int, bn: int) -> int:
     """The slowest multiprocessor's work: waves of blocks times a block's per-k-step cost, its
     MMAs (bm bn) plus its operand traffic (64 (bm + bn)). A smaller tile wins where the larger
     one leaves multiprocessors idle."""
-    blocks = A.ceil_div(m, bm) * A.ceil_div(n, bn) * batch
-    return A.ceil_div(blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
+    blocks = ceil_div(m, bm) * ceil_div(n, bn) * batch
+    return ceil_div(blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,14 @@ def choose_tile(m: int, n: int, batch: int) -> Tile:
     return min(TILES, key=lambda t: waves_cost(m, n, batch, t.bm, t.bn))
 
 
-def plan(kernel: K.Kernel, c: Contraction, sm: int):
+def plan(kernel: K.Kernel, target):
+    """(contraction, (operands, tile)) when the tensor-core template takes ``kernel``, else None."""
+    c = contraction_of(kernel)
+    found = None if c is None else tile_plan(kernel, c, target.sm)
+    return None if found is None else (c, found)
+
+
+def tile_plan(kernel: K.Kernel, c: Contraction, sm: int):
     """(operands, tile) when the tensor-core template applies, else None."""
     if sm < 80:
         return None
@@ -162,8 +171,8 @@ def plan(kernel: K.Kernel, c: Contraction, sm: int):
     return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
-    ops, t = plan_
+def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
+    c, (ops, t) = plan
     a, b = ops.a, ops.b
     bk_major = b.k_major
     mts, nts = t.bm // 2 // 16, t.bn // 4 // 8  # MMA tiles per warp along m and n
@@ -285,7 +294,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
             olds = new
         return olds
 
-    num_k = A.ceil_div(KD, t.bk)
+    num_k = ceil_div(KD, t.bk)
     for kt in range(min(t.stages - 1, num_k)):  # prologue: the first stages-1 tiles in flight
         load_stage(str(kt), str(kt))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
@@ -324,5 +333,5 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
                 total = fn.op(f"load float, ptr {accs[(mt * nts + nt) * 4 + i]}")
                 store_element(fn, kernel, c, bidx, row, col, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, t.min_blocks)
-    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (THREADS, 1, 1),
+    return Launch((ceil_div(N, t.bn), ceil_div(M, t.bm), nb), (THREADS, 1, 1),
                     t.shared_bytes(bk_major))

@@ -33,10 +33,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
+from pyree.compiler.codegen.common.addressing import ceil_div
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
+from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda.async_copy import stage_chunks
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module
-from pyree.compiler.codegen.cuda.matmul import Contraction, epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda.matmul_mma import operands, waves_cost
 
 THREADS = 256            # two warpgroups
@@ -73,9 +76,9 @@ CHEAP_EPILOGUE_OPS = frozenset({"neg", "abs", "not", "sign", "floor", "ceil", "r
 
 def choose_tile(m: int, n: int, batch: int, math_epilogue: bool = False) -> Tile:
     """The tile with the least work on the busiest SM. An epilogue with transcendental math
-    (GELU's tanh or erf) is unrolled once per accumulator, so it takes n64: on the H100, GPT-2's
-    1024x768 -> 3072 linear + bias + GELU(tanh) ran 0.112 ms at n256, 0.113 at n128 and 0.061
-    at n64 (bench/cuda/forced_tiles.py wgmma), where a plain 2048^3 bf16 matmul is fastest at n256."""
+    (GELU's tanh or erf) is unrolled once per accumulator, so it takes n64, which ran GPT-2's
+    linear + bias + GELU about twice as fast as n256 (bench/cuda/forced_tiles.py wgmma), where a
+    plain matmul is fastest at n256."""
     tiles = TILES[-1:] if math_epilogue else TILES
     return min(tiles, key=lambda t: waves_cost(m, n, batch, BM, t.bn))
 
@@ -85,7 +88,14 @@ def has_math_epilogue(kernel: K.Kernel) -> bool:
                for r in kernel.results if r.epilogue is not None for e in K.walk(r.epilogue))
 
 
-def plan(kernel: K.Kernel, c: Contraction, arch: str):
+def plan(kernel: K.Kernel, target):
+    """(contraction, (operands, tile)) when the wgmma template takes ``kernel``, else None."""
+    c = contraction_of(kernel)
+    found = None if c is None else tile_plan(kernel, c, target.arch)
+    return None if found is None else (c, found)
+
+
+def tile_plan(kernel: K.Kernel, c: Contraction, arch: str):
     """(operands, tile) when the wgmma template applies, else None."""
     if arch != "sm_90a":
         return None
@@ -139,8 +149,8 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> A.Launch:
-    ops, t = plan_
+def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
+    c, (ops, t) = plan
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]
@@ -220,7 +230,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         fn.raw(f"store float 0.0, ptr {slot}")
         slots.append(slot)
 
-    num_k = A.ceil_div(KD, BK)
+    num_k = ceil_div(KD, BK)
     for kt in range(min(AHEAD, num_k)):  # prologue
         load_stage(str(kt), str(kt))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
@@ -267,4 +277,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction, plan_) -> 
         col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
         store_element(fn, kernel, c, bidx, row, col, total, lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, 1)
-    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)
+    return Launch((ceil_div(N, t.bn), ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)

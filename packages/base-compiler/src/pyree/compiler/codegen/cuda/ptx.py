@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 
-from pyree.compiler.codegen import llvm_gpu
+from pyree.compiler.codegen.common.llvm_gpu import machine as llvm_gpu
 from pyree.compiler.codegen.cuda.targets import CudaTarget
 from pyree.compiler.errors import CompileError
 

@@ -14,13 +14,14 @@ from pyree.compiler._fb.CpuExecutable import CpuExecutableT
 from pyree.compiler._fb.CpuExport import CpuExportT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler.codegen.exports import binding_layouts
+from pyree.compiler.codegen.common.exports import binding_layouts
+from pyree.compiler.codegen.common.parallel import map_jobs
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
-from pyree.compiler.codegen.llvm_cpu.lowering import lower_parts
+from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, lower_parts
 from pyree.compiler.codegen.llvm_cpu.object_file import compile_object, link_shared_object
-from pyree.compiler.codegen.llvm_cpu.target import resolve_target
+from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_target
 from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
-from pyree.compiler.codegen.parallel import map_jobs
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import CompileOptions
@@ -31,21 +32,35 @@ from pyree.compiler.progress import kernel_progress
 # most a sixteenth (splitting costs no measurable compile time: each kernel is its own code).
 PARTS = 16
 
+FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files carry
+
+
+def target_of(options: CompileOptions) -> CpuTarget:
+    return resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
+                          options.llvmcpu_target_triple)
+
 
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
-                       builder: ModuleBuilder) -> ExecutableT:
-    target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
-                            options.llvmcpu_target_triple)
+                       builder: ModuleBuilder, keep: Keep = keep_nothing) -> ExecutableT:
+    target = target_of(options)
     modules, lowered = lower_parts(kernels, target, PARTS)
     emit_worker_loop(modules[0])
     layouts = [binding_layouts(kernel) for kernel in kernels]
     for k, (low, layout) in enumerate(zip(lowered, layouts)):  # beside its kernel
         emit_export_record(modules[k % len(modules)], low.symbol, low.workgroup_count, layout)
     advance = kernel_progress(options.progress, "llvm-cpu", len(kernels))
-    objects = map_jobs(functools.partial(compile_object, target=target),
-                       [str(module) for module in modules],
-                       lambda part: advance(len(range(part, len(kernels), len(modules)))))
+    texts = [str(module) for module in modules]
+    keep(f"{FORM}.codegen.ll", texts)
+    listings = keep is not keep_nothing
+    compiled = map_jobs(functools.partial(compile_object, target=target, listings=listings),
+                        texts, lambda part: advance(len(range(part, len(kernels), len(modules)))))
+    if listings:
+        keep(f"{FORM}.optimized.ll", [optimized for _, optimized, _ in compiled])
+        keep(f"{FORM}.s", [assembly for _, _, assembly in compiled])
+    objects = [obj for obj, _, _ in compiled] if listings else compiled
+    keep(f"{FORM}.o", objects)
     library = link_shared_object(objects)
+    keep(f"{FORM}.so", library)
 
     cpu = CpuExecutableT()
     cpu.format = "elf-x86_64"
@@ -65,3 +80,16 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
     exe.format = ExecutableFormat.cpu
     exe.cpu = cpu
     return exe
+
+
+BACKEND = Backend(
+    name="llvm-cpu",
+    resolve_target=target_of,
+    templates=TEMPLATES,
+    artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"),
+               Artefact(f"{FORM}.optimized.ll", "intermediates"),
+               Artefact(f"{FORM}.s", "intermediates"),
+               Artefact(f"{FORM}.o", "intermediates"),
+               Artefact(f"{FORM}.so", "binaries")),
+    compile_executable=compile_executable,
+)

@@ -5,27 +5,33 @@ along, so LLVM's loop vectorizer turns it into full-width vector code with a sca
 broadcast, strided and transposed loads come out as splats, shuffles or gathers. Where a load
 steps 2-4 elements along that loop (a strided convolution's im2col, a strided slice), LLVM
 gathers, so those kernels are written as explicit vectors along the loop instead: a strided
-load is then one span load and a shuffle (exprs.py), the row's tail one masked vector.
+load is then one span load and a shuffle (scalar.py), the row's tail one masked vector.
 """
 
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.exprs import (
+from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu.loops import nest
+from pyree.compiler.codegen.llvm_cpu.scalar import (
     ExprEmitter,
     Point,
     row_lanes,
+    span_stride,
     sweep_vectors,
 )
-from pyree.compiler.codegen.llvm_cpu.loops import nest
-from pyree.compiler.codegen.llvm_cpu.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.kernel import Kernel
 
 
+def plan(kernel: Kernel, target) -> ElementwiseLowering:
+    """The last template: it takes every kernel."""
+    return ElementwiseLowering(kernel, span_stride(target))
+
+
 class ElementwiseLowering:
     def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.tiling = choose_tiling(kernel.parallel_ranges, len(loads(kernel)) + len(kernel.results))
         self.lanes = row_lanes(kernel) if _strided_rows(kernel, span) else 0

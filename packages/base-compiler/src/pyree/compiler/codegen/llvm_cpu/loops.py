@@ -79,13 +79,13 @@ def umin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 def cascaded(b: ir.IRBuilder, lo: int, hi: int, sizes: list[int], body, fresh, combine,
              step: int = 1) -> None:
-    """``body(i)`` for i in [lo, hi) by ``step`` in the cascaded blocks of ``codegen/cascade.py``
+    """``body(i)`` for i in [lo, hi) by ``step`` in the cascaded blocks of ``codegen/common/cascade.py``
     (``sizes[j]`` steps a level-j block; ``fresh(j)``, ``combine(j)`` around each). The extent is
     known here, so every block but the last of each level is whole and its loop has a constant
     trip count, which LLVM unrolls (a bound of min(start + size, stop) kept a matmul's K loop
     rolled: 3 FMA rows an iteration became 1). The loops over blocks stay rolled: LLVM unrolled
-    their few trips around whole unrolled blocks, which made a long row sum 3-4x slower to
-    compile for nothing."""
+    their few trips around whole unrolled blocks, which made a long row sum several times slower
+    to compile for nothing."""
     def level(j: int, start: ir.Value, count: int) -> None:
         if j == 0:
             with for_range(b, start, b.add(start, i64(count)), step=step, name="step") as i:

@@ -6,14 +6,16 @@ import re
 from dataclasses import dataclass
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.contraction import match_contraction
-from pyree.compiler.codegen.llvm_cpu.elementwise import ElementwiseLowering
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.interface import choose
+from pyree.compiler.codegen.llvm_cpu import elementwise, matmul, reduction
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
-from pyree.compiler.codegen.llvm_cpu.exprs import span_stride
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.llvm_cpu.reduction import ReductionLowering
-from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
+from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.kernel import Kernel
+
+# The kernel templates in priority order (interface.choose). A plan is the template's lowering
+# object, whose ``emit`` writes the kernel's body inside its entry point (entry.py).
+TEMPLATES = (matmul, reduction, elementwise)
 
 
 @dataclass(frozen=True)
@@ -31,18 +33,16 @@ def lower_parts(kernels: list[Kernel], target: CpuTarget,
                 parts: int) -> tuple[list[ir.Module], list[LoweredKernel]]:
     """The kernels as at most ``parts`` LLVM modules, kernel k in module k % parts (the same
     split on every machine), which LLVM then optimizes and emits on several cores
-    (``codegen/parallel.py``); each module declares the helpers its own kernels call."""
+    (``codegen/common/parallel.py``); each module declares the helpers its own kernels call."""
     modules = [ir.Module(name="pyree_llvm_cpu") for _ in range(max(1, min(parts, len(kernels))))]
     for module in modules:
         module.triple = TRIPLE
     lowered = []
-    span = span_stride(target)
     for k, kernel in enumerate(kernels):
         module = modules[k % len(modules)]
         flat = normalize(kernel)
-        strategy = (match_contraction(flat, target) if flat.reduction_ranges else None) or (
-            ReductionLowering(flat, span) if flat.reduction_ranges else ElementwiseLowering(flat, span))
+        _, plan = choose(TEMPLATES, flat, target)
         symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernel.name)}"
-        emit_kernel(module, symbol, flat, strategy.workgroup_count, strategy.emit)
-        lowered.append(LoweredKernel(symbol, strategy.workgroup_count))
+        emit_kernel(module, symbol, flat, plan.workgroup_count, plan.emit)
+        lowered.append(LoweredKernel(symbol, plan.workgroup_count))
     return modules, lowered

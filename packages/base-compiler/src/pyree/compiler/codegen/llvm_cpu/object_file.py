@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import llvmlite.binding as llvm
-from pyree.compiler.codegen.llvm_cpu.target import TRIPLE, CpuTarget
+from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.errors import CompileError
 
 
@@ -28,9 +28,16 @@ def optimize(ir_text: str, target: CpuTarget) -> llvm.ModuleRef:
     return module
 
 
-def compile_object(ir_text: str, target: CpuTarget) -> bytes:
-    """One module's object code: a code-generation job (``codegen/parallel.py``)."""
-    return target.machine.emit_object(optimize(ir_text, target))
+def compile_object(ir_text: str, target: CpuTarget, listings: bool = False):
+    """One module's object code: a code-generation job (``codegen/common/parallel.py``). With
+    ``listings``: (object code, the optimized IR, its assembly), for the executable dump; the
+    assembly comes from the optimized IR parsed again, as emitting code may change the module."""
+    module = optimize(ir_text, target)
+    if not listings:
+        return target.machine.emit_object(module)
+    optimized = str(module)
+    return (target.machine.emit_object(module), optimized,
+            target.machine.emit_assembly(llvm.parse_assembly(optimized)))
 
 
 def link_shared_object(objects: list[bytes]) -> bytes:

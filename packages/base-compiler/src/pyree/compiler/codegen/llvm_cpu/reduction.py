@@ -12,11 +12,11 @@ Three loop orders, picked by which loop the loads are contiguous along:
   accumulators in registers while the taps run unrolled, each one vector load (masked on the
   row's tail; a span load and a shuffle where strided) per operand; lanes are distinct
   outputs, so each one still accumulates in order and nothing is reassociated.
-  Measured 1.6-3.3x faster than reduction-inner on depthwise rows of 7 and 28, equal on longer
-  rows (where LLVM vectorizes the row loop itself once it unrolls the taps).
+  Faster than reduction-inner on short depthwise rows, equal on longer rows (where LLVM
+  vectorizes the row loop itself once it unrolls the taps).
 The epilogue is applied to the final accumulators before the store.
 
-Long float folds keep their rounding error near numpy's pairwise sum (``codegen/cascade.py``):
+Long float folds keep their rounding error near numpy's pairwise sum (``codegen/common/cascade.py``):
 in the reduction-inner order a float fold whose loads are contiguous (or broadcast) along the
 innermost reduction loop runs as ``FOLD_BITS``-wide vectors of lanes, each lane a partial fold of
 every lanes-th element, in blocks of ``LEAF`` vector steps cascaded by ``FAN_IN``; the lanes are
@@ -36,17 +36,9 @@ import itertools
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen import cascade
-from pyree.compiler.codegen.cascade import block_sizes
-from pyree.compiler.codegen.llvm_cpu.exprs import (
-    I32,
-    ExprEmitter,
-    Point,
-    bits,
-    row_lanes,
-    scalar_type,
-    sweep_vectors,
-)
+from pyree.compiler.codegen.common import cascade
+from pyree.compiler.codegen.common.cascade import block_sizes
+from pyree.compiler.codegen.common.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
     entry_alloca,
@@ -55,7 +47,16 @@ from pyree.compiler.codegen.llvm_cpu.loops import (
     nest,
     umin,
 )
-from pyree.compiler.codegen.llvm_cpu.normalize import loads
+from pyree.compiler.codegen.llvm_cpu.scalar import (
+    I32,
+    ExprEmitter,
+    Point,
+    bits,
+    row_lanes,
+    scalar_type,
+    span_stride,
+    sweep_vectors,
+)
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
@@ -71,7 +72,7 @@ from pyree.compiler.kernel import (
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
-# Cascaded float folds (codegen/cascade.py): each lane or accumulator takes about this many terms
+# Cascaded float folds (codegen/common/cascade.py): each lane or accumulator takes about this many terms
 # per level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
 FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
 LEAF = 16               # vector steps per innermost block
@@ -81,9 +82,14 @@ COLUMN_LEAF = 32        # reduction steps per block of a parallel-inner accumula
 CASCADED = {"f32", "f64"}
 
 
+def plan(kernel: Kernel, target) -> ReductionLowering | None:
+    """The lowering of any kernel with a reduction range."""
+    return ReductionLowering(kernel, span_stride(target)) if kernel.reduction_ranges else None
+
+
 class ReductionLowering:
     def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (exprs.span_stride)."""
+        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.ptrs: list[ir.Value] = []
         for k, r in enumerate(kernel.reductions):
@@ -282,7 +288,7 @@ def _contiguous_along_parallel(kernel: Kernel) -> bool:
     """True when more loads are unit-stride along the innermost parallel loop than the
     innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
     product's vector) is one scalar per step in either order and does not vote: counting it
-    made ``x @ W`` (W read along the parallel loop) walk W down its columns, 3x slower."""
+    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower."""
     if kernel.num_parallel == 0:
         return False
     p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
@@ -294,8 +300,8 @@ def _contiguous_along_parallel(kernel: Kernel) -> bool:
 
 def _window_lanes(kernel: Kernel, span: int) -> int:
     """Vector width for the window order, or 0 where it does not apply: a load stepping further
-    than ``span`` elements per output would be a gather, measured 3x slower than the other
-    orders on stride-2 depthwise convolutions."""
+    than ``span`` elements per output would be a gather, slower than the other orders on
+    stride-2 depthwise convolutions."""
     if kernel.num_parallel == 0 or math.prod(kernel.reduction_ranges) > WINDOW_TAPS:
         return 0
     p = kernel.num_parallel - 1

@@ -16,13 +16,10 @@ from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
 
 MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
 MAX_GROUPS = 256
-# Below this much work (loads + stores, ~25 us on one core) a dispatch is one workgroup. Handing
-# workgroups to local-task's worker loop (worker_loop.py) costs ~3 us per dispatch (an empty
-# kernel: 4.4 us split, 1.1 us not), and a worker that starts late leaves its chunks to the
-# others: 2^17 made MobileNet v2 1.03-1.04x and ResNet-18 1.0-1.02x faster than 2^19 (paired,
-# 2-core VM). (With Python workers, whose hand-off waited on the GIL, 2^16 had been ~5% slower.
-# With a command buffer's dispatches in one native call, 2^16 and 2^15, contractions from 2^20
-# and 2^19 flops, were no better on MobileNet v2 either.)
+# Below this much work (loads + stores) a dispatch is one workgroup: handing workgroups to
+# local-task's worker loop (worker_loop.py) has a fixed cost per dispatch, and a worker that
+# starts late leaves its chunks to the others. The threshold was measured on whole models against
+# larger and smaller ones (BENCHMARKS.md, issue 11).
 MIN_WORK_TO_SPLIT = 1 << 17
 
 

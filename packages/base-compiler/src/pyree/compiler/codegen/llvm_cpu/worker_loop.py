@@ -2,9 +2,10 @@
 workgroups to each other without the GIL (drivers/local_task in the runtime calls it).
 
 A Python thread that polls for work takes the GIL on every poll, and one that sleeps takes
-~25-50 us to wake on this kind of VM: a split dispatch cost ~60 us where one thread took ~20.
-In this loop a worker thread waits for work outside the GIL, polling with ``pause`` and then
-``sched_yield`` (a pure spin made calls 50x slower whenever another process took a core), and
+longer to wake than a small dispatch runs, so a split dispatch cost more than one thread's
+(BENCHMARKS.md, issue 11). In this loop a worker thread waits for work outside the GIL, polling
+with ``pause`` and then ``sched_yield`` (a pure spin stalled calls whenever another process took
+a core), and
 returns to its Python caller, which sleeps on a lock, after ``IDLE_ROUNDS`` rounds without work.
 The posting thread and the workers claim chunks of workgroups from one counter, so a worker that
 another process keeps off its core leaves its share to the others instead of stalling a dispatch.
@@ -25,7 +26,7 @@ The job is ``uint64_t job[JOB_FIELDS]``, one poster at a time (functions exporte
     (fn, state, count, chunk); a dispatch of one chunk runs on this thread, a larger one is
     posted and run as above. Returns n, or the index of the first dispatch whose kernel failed
     (STATUS holds its status). One native call per command buffer instead of a return to Python
-    per dispatch (MobileNet v2: 57 dispatches, ~10 us of Python each). The caller sets BUSY
+    per dispatch. The caller sets BUSY
     while it runs, so that workers stay in the loop through a long one-chunk dispatch.
 
 NEXT holds the job's generation in its high 32 bits and the next unclaimed workgroup in its low

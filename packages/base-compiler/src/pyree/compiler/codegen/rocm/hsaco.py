@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from pyree.compiler.codegen import llvm_gpu
+from pyree.compiler.codegen.common.llvm_gpu import machine as llvm_gpu
 from pyree.compiler.codegen.rocm import device_libs
 from pyree.compiler.codegen.rocm.targets import RocmTarget
 from pyree.compiler.errors import CompileError

@@ -16,43 +16,36 @@ and which optional features (float16 arithmetic, 64-bit types) a shader may use.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
-from pyree.compiler.codegen.exports import gpu_export
-from pyree.compiler.codegen.llvm_cpu.exprs import unsafe_loads
-from pyree.compiler.codegen.llvm_cpu.normalize import normalize
-from pyree.compiler.codegen.spirv import coopmat, matmul, pointwise, reduction, vectorized
+from pyree.compiler.codegen.common.exports import Launch, export_name, gpu_export
+from pyree.compiler.codegen.common.normalize import normalize
+from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
+from pyree.compiler.codegen.spirv import coopmat, elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.assembler import Assembler
-from pyree.compiler.codegen.spirv.shader import Launch, Shader
+from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
-from pyree.compiler.kernel import Kernel, is_row_kernel
+from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
-__all__ = ["compile_executable", "generate_spirv", "resolve_target"]
+__all__ = ["BACKEND", "compile_executable", "generate_spirv", "resolve_target"]
+
+FORM = "vulkan_spirv_fb"  # IREE's name for the format, which the dumped files carry
 
 
-
-def export_name(index: int, kernel: Kernel) -> str:
-    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
-    return f"k{index}_{safe}"[:120]
+# The kernel templates in priority order (interface.choose); each plans for the normalized kernel.
+TEMPLATES = (coopmat, matmul, reduction, vectorized, elementwise)
 
 
 def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget) -> Launch:
     flat = normalize(kernel)
     sh = Shader(asm, flat, target)
-    unsafe = frozenset(unsafe_loads(flat))
-    tiling = None if is_row_kernel(flat.results) else matmul.plan(flat, target)
-    if tiling is not None and (tile := coopmat.plan(flat, tiling[0], target)) is not None:
-        launch = coopmat.emit(sh, tiling[0], tile)
-    elif tiling is not None:
-        launch = matmul.emit(sh, unsafe, *tiling)
-    elif (folds := reduction.plan(flat)) is not None:
-        launch = reduction.emit(sh, unsafe, folds)
-    elif vectorized.plan(flat, unsafe):
-        launch = vectorized.emit(sh)
-    else:
-        launch = pointwise.emit(sh, unsafe)
+    template, plan = choose(TEMPLATES, flat, target)
+    launch = template.emit(sh, plan)
     sh.finish(name, launch.block)
     return launch
 
@@ -70,19 +63,45 @@ def generate_spirv(kernels: list[Kernel], target: VulkanTarget,
     return asm.binary(), launches
 
 
-def compile_executable(kernels: list[Kernel], options, builder) -> ExecutableT:
-    target = resolve_target(options.vulkan_target)
+def target_of(options) -> VulkanTarget:
+    return resolve_target(options.vulkan_target)
+
+
+def compile_executable(kernels: list[Kernel], options, builder,
+                       keep: Keep = keep_nothing) -> ExecutableT:
+    target = target_of(options)
     code, launches = generate_spirv(kernels, target,
                                     kernel_progress(options.progress, "vulkan-spirv", len(kernels)))
+    if keep is not keep_nothing:
+        _keep_spirv(code, keep)
     spirv = SpirvExecutableT()
     spirv.target = target.triple
     spirv.code = builder.add_data(code)
     spirv.exports = []
     for kernel, (name, launch) in zip(kernels, launches):
-        spirv.exports.append(gpu_export(kernel, name, launch.grid, launch.block,
-                                         launch.shared_memory_bytes))
+        spirv.exports.append(gpu_export(kernel, name, launch))
     executable = ExecutableT()
     executable.name = f"spirv_{target.triple.split('-')[0]}"
     executable.format = ExecutableFormat.spirv
     executable.spirv = spirv
     return executable
+
+
+def _keep_spirv(code: bytes, keep: Keep) -> None:
+    """The binary, and its disassembly when spirv-dis is on the PATH (the emitter writes the
+    binary directly, so the text form is read back from it)."""
+    spirv_dis = shutil.which("spirv-dis")
+    if spirv_dis:
+        text = subprocess.run([spirv_dis, "-"], input=code, capture_output=True, check=False)
+        if text.returncode == 0:
+            keep(f"{FORM}.spvasm", text.stdout.decode())
+    keep(f"{FORM}.spv", code)
+
+
+BACKEND = Backend(
+    name="vulkan-spirv",
+    resolve_target=target_of,
+    templates=TEMPLATES,
+    artefacts=(Artefact(f"{FORM}.spvasm", "intermediates"), Artefact(f"{FORM}.spv", "binaries")),
+    compile_executable=compile_executable,
+)

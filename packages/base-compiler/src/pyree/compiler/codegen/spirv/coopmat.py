@@ -2,8 +2,8 @@
 (SPV_KHR_cooperative_matrix, VK_KHR_cooperative_matrix): 16x16x16 subgroup fragments, f16
 operands, f32 accumulators, rounded to f16 once at the store.
 
-Shader arithmetic peaks far below the matrix units on current GPUs (an H100 does about 15x more
-f16 work per clock in them). Each subgroup owns a (bm/2) x (bn/2) block of the workgroup's
+Shader arithmetic peaks far below the matrix units on current GPUs, which do an order of
+magnitude more f16 work per clock. Each subgroup owns a (bm/2) x (bn/2) block of the workgroup's
 bm x bn tile and loads its fragments straight from the storage buffers (the L1 cache shares them
 between the subgroups). Only the plain case is taken: X and Y are f16 buffers read row-major,
 M and N multiples of the tile, K of 16, a zero init and no fused epilogue; anything else uses
@@ -17,9 +17,11 @@ import math
 from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.matmul import Contraction
+from pyree.compiler.codegen.common.contraction import Contraction
+from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv import matmul
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 
 FRAGMENT = 16            # M = N = K of one cooperative matrix multiply-add
@@ -49,7 +51,15 @@ def operands(contraction: Contraction) -> tuple[K.Load, K.Load] | None:
     return loads[0], loads[1]
 
 
-def plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Tile | None:
+def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tile] | None:
+    """(contraction, tile) when the cooperative-matrix template takes a contraction the tiled
+    matmul would, else None."""
+    tiled = matmul.plan(kernel, target)
+    tile = None if tiled is None else tile_plan(kernel, tiled[0], target)
+    return None if tile is None else (tiled[0], tile)
+
+
+def tile_plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Tile | None:
     acc = contraction.dtype
     if not (target.cooperative_matrix and target.float16 and acc in ("f16", "f32")):
         return None
@@ -76,7 +86,8 @@ def plan(kernel: K.Kernel, contraction: Contraction, target: VulkanTarget) -> Ti
     return None
 
 
-def emit(sh: Shader, contraction: Contraction, tile: Tile) -> Launch:
+def emit(sh: Shader, plan: tuple[Contraction, Tile]) -> Launch:
+    contraction, tile = plan
     kernel, fn, asm, u32 = sh.kernel, sh.fn, sh.asm, sh.u32
     batch = kernel.parallel_ranges[:-2]
     M, N = kernel.parallel_ranges[-2:]

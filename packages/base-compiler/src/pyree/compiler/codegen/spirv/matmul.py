@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.addressing import linearize
-from pyree.compiler.codegen.cuda.matmul import Contraction, Tiling, match
+from pyree.compiler.codegen.common.addressing import linearize
+from pyree.compiler.codegen.common.contraction import Contraction, Tiling, contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.pointwise import store_results
+from pyree.compiler.codegen.spirv.elementwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 
 G_UMIN = 38
@@ -29,7 +31,7 @@ A_PAD = 4
 
 
 def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] | None:
-    contraction = match(kernel)
+    contraction = contraction_of(kernel)
     if contraction is None or kernel.results[0].init is None:
         return None
     m, n = kernel.parallel_ranges[-2:]
@@ -45,7 +47,9 @@ def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] |
     return contraction, tiling
 
 
-def emit(sh: Shader, unsafe: frozenset, contraction: Contraction, tiling: Tiling) -> Launch:
+def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
+    contraction, tiling = plan
+    unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     u32, bool_ = sh.u32, sh.bool
     batch = kernel.parallel_ranges[:-2]

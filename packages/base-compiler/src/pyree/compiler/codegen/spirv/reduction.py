@@ -11,25 +11,27 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cascade import block_sizes, cascade
+from pyree.compiler.codegen.common.cascade import block_sizes, cascade
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv.pointwise import (
+from pyree.compiler.codegen.spirv.elementwise import (
     keep_finals,
     result_values,
     store_rows,
     store_values,
 )
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 
 MIN_REDUCTION = 128
-# An invocation's strided points per block of its cascaded float sums (codegen/cascade.py), and
+# An invocation's strided points per block of its cascaded float sums (codegen/common/cascade.py), and
 # blocks per next level: no accumulator takes more than about LEAF terms.
 LEAF = 16
 FAN_IN = 16
 
 
-def plan(kernel: K.Kernel):
+def plan(kernel: K.Kernel, target):
     """The per-result folds when this template applies, else None."""
     folds = K.fold_pattern(kernel.reductions)
     if folds is None or math.prod(kernel.reduction_ranges) < MIN_REDUCTION:
@@ -39,7 +41,8 @@ def plan(kernel: K.Kernel):
     return folds
 
 
-def emit(sh: Shader, unsafe: frozenset, folds) -> Launch:
+def emit(sh: Shader, folds) -> Launch:
+    unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs, length = math.prod(par), math.prod(red)

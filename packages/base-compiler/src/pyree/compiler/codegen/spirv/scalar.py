@@ -12,7 +12,7 @@ is evaluated.
 from __future__ import annotations
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
+from pyree.compiler.codegen.common.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.errors import CompileError

@@ -9,7 +9,6 @@ in each dtype's compute type (see ``compute_type``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.spirv import assembler as S
@@ -18,13 +17,6 @@ from pyree.compiler.errors import CompileError
 
 MAX_GROUPS_PER_DIM = 65535   # maxComputeWorkGroupCount's guaranteed minimum
 MAX_ELEMENTS = 2**31 - 1     # addresses are 32-bit
-
-
-@dataclass(frozen=True)
-class Launch:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_memory_bytes: int = 0
 
 
 def grid_for(groups: int) -> tuple[int, int, int]:

@@ -3,10 +3,9 @@ constant, e.g. add, mul, activations): one 4-vector (16-byte) load per input and
 result per invocation, over a grid of as many workgroups as there are vectors to cover.
 
 Memory-bound kernels need wide accesses to approach the memory bandwidth; one scalar per
-invocation leaves a large GPU at a fraction of it. On an H100 the full grid beat a grid-stride
-loop over a fixed 528..8448 workgroups (64M f32 add, GPU timestamps: 0.265 ms against
-0.272..0.288 ms), and two or four vectors per invocation gained nothing (BENCHMARKS.md). The
-kernel body is lowered once per lane on the loaded components, so every expression the scalar
+invocation leaves a large GPU at a fraction of it. The full grid beat a grid-stride loop over a
+fixed number of workgroups, and two or four vectors per invocation gained nothing (BENCHMARKS.md).
+The kernel body is lowered once per lane on the loaded components, so every expression the scalar
 lowering knows works here too. Kernels whose size is not a multiple of 4, with broadcasts, loop
 indices, gathers or guarded loads take the one-invocation-per-point template instead.
 """
@@ -16,9 +15,11 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 
 WIDTH = 4
 BLOCK = 256   # invocations per workgroup where the target allows (256, 512, 1024 ran the same)
@@ -28,9 +29,13 @@ def _row_major_strides(ranges: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(math.prod(ranges[d + 1:]) for d in range(len(ranges)))
 
 
-def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
-    """Whether this template applies to the (normalized) ``kernel``."""
-    if kernel.reduction_ranges or unsafe:
+def plan(kernel: K.Kernel, target) -> bool | None:
+    """True when this template takes the (normalized) ``kernel``, else None."""
+    return True if _applies(kernel) else None
+
+
+def _applies(kernel: K.Kernel) -> bool:
+    if kernel.reduction_ranges or unsafe_loads(kernel):
         return False
     total = math.prod(kernel.parallel_ranges)
     if total == 0 or total % WIDTH:
@@ -48,7 +53,7 @@ def plan(kernel: K.Kernel, unsafe: frozenset) -> bool:
     return all(K.itemsize(b.dtype) == 4 for b in kernel.bindings)
 
 
-def emit(sh: Shader) -> Launch:
+def emit(sh: Shader, plan: bool) -> Launch:
     kernel, fn, asm, u32 = sh.kernel, sh.fn, sh.asm, sh.u32
     vectors = math.prod(kernel.parallel_ranges) // WIDTH
     block = min(BLOCK, sh.target.max_workgroup_invocations)

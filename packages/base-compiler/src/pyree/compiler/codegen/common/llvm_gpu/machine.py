@@ -32,7 +32,7 @@ def optimized(ir_text: str, tm, what: str) -> llvm.ModuleRef:
 
 def assembly(ir_text: str, triple: str, cpu: str, features: str, what: str) -> str:
     """The optimized module's assembly (PTX for NVPTX): a code-generation job
-    (``codegen/parallel.py``), kept here rather than in a backend's package so that a spawned
+    (``codegen/common/parallel.py``), kept here rather than in a backend's package so that a spawned
     worker imports llvmlite for it and not a backend's templates."""
     tm = target_machine(triple, cpu, features)
     return tm.emit_assembly(optimized(ir_text, tm, what))

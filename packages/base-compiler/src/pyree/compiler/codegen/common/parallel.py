@@ -52,7 +52,7 @@ IDLE_S = 30.0
 _BOOTSTRAP = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
               "from multiprocessing.connection import Connection; "
               "c = Connection(int(sys.argv[1])); sys.path[:] = c.recv(); "
-              "from pyree.compiler.codegen.parallel import serve; serve(c)")
+              "from pyree.compiler.codegen.common.parallel import serve; serve(c)")
 
 
 def cores() -> int:

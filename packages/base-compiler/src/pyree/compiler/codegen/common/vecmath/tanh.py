@@ -8,8 +8,8 @@ Coefficients: ``tests/codegen_cpu/fit_math_polynomials.py``.
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import exp
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder
+from pyree.compiler.codegen.common.vecmath.exponential import exp
 
 # tanh(a) = a + a^3 * TANH_P(a^2) on [0, 0.625]: relative error 4.5e-9
 TANH_P = (-0.3333328068256378, 0.13331405818462372, -0.05373651534318924, 0.02062816731631756,

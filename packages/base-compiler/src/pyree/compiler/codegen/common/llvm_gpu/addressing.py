@@ -1,41 +1,11 @@
-"""Address arithmetic shared by the kernel templates: affine indices to element offsets, loads,
-stores and index decomposition, all in i64."""
+"""Address arithmetic in LLVM IR text for the GPU kernel templates: element offsets, loads, stores
+and index decomposition, all in i64 (``common/addressing.py`` computes the affine offsets)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda.llvm_text import Function, storage_type
-
-
-@dataclass(frozen=True)
-class Linear:
-    """An access's element offset: ``sum(coeffs[l] * loop[l]) + const`` over the kernel's loops."""
-
-    coeffs: tuple[int, ...]
-    const: int
-
-    def contiguous(self, inner: int, width: int, loops: range) -> bool:
-        """True when ``width`` consecutive values of loop ``inner`` hit ``width`` consecutive,
-        ``width``-aligned elements, for every value of the other ``loops``."""
-        return (self.coeffs[inner] == 1 and self.const % width == 0
-                and all(self.coeffs[l] % width == 0 for l in loops if l != inner))
-
-
-def linearize(binding: K.Binding, index: tuple[K.AffineExpr, ...], num_loops: int) -> Linear:
-    strides, s = [], 1
-    for n in reversed(binding.shape):
-        strides.append(s)
-        s *= n
-    strides.reverse()
-    coeffs = [0] * num_loops
-    c = 0
-    for stride, ix in zip(strides, index):
-        for l, v in enumerate(ix.coeffs):
-            coeffs[l] += stride * v
-        c += stride * ix.const
-    return Linear(tuple(coeffs), c)
+from pyree.compiler.codegen.common.addressing import Linear
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, storage_type
 
 
 def offset(fn: Function, lin: Linear, loops: list) -> str:
@@ -92,16 +62,3 @@ def global_thread_id(fn: Function) -> str:
 
 def kernel_params(kernel: K.Kernel) -> list[str]:
     return [f"ptr addrspace(1) %b{i}" for i in range(len(kernel.bindings))]
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What a template decided: the export's grid, block and dynamic shared-memory size."""
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_memory_bytes: int = 0
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)

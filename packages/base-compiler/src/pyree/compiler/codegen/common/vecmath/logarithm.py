@@ -8,8 +8,8 @@ are chosen by selects at the end. Coefficients: ``tests/codegen_cpu/fit_math_pol
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder, f32_bits
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import LN2_HI, LN2_LO, LOG2E
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder, f32_bits
+from pyree.compiler.codegen.common.vecmath.exponential import LN2_HI, LN2_LO, LOG2E
 
 # log1p(f) = f - f^2/2 + f^3 * LOG1P_P(f) on [-0.294, 0.415]: relative error 6.0e-9
 LOG1P_P = (0.3333333134651184, -0.25000837445259094, 0.20001284778118134, -0.16622774302959442,

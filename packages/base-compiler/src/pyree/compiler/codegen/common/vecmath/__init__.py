@@ -14,12 +14,12 @@ algorithms as kernel IR (``codegen/math_expansion``): they use nothing of the bu
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder
-from pyree.compiler.codegen.llvm_cpu.vecmath.erf import erf
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import exp, exp2, expm1
-from pyree.compiler.codegen.llvm_cpu.vecmath.logarithm import log, log1p, log2
-from pyree.compiler.codegen.llvm_cpu.vecmath.power import power
-from pyree.compiler.codegen.llvm_cpu.vecmath.tanh import tanh
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder
+from pyree.compiler.codegen.common.vecmath.erf import erf
+from pyree.compiler.codegen.common.vecmath.exponential import exp, exp2, expm1
+from pyree.compiler.codegen.common.vecmath.logarithm import log, log1p, log2
+from pyree.compiler.codegen.common.vecmath.power import power
+from pyree.compiler.codegen.common.vecmath.tanh import tanh
 
 UNARY = {"exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2, "log1p": log1p,
          "tanh": tanh, "erf": erf}

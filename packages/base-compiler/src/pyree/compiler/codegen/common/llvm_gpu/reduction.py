@@ -6,17 +6,19 @@ stride over the reduction (coalesced along the innermost reduced dim), fold in r
 across the warp with shuffles and across warps through shared memory. Otherwise (argmax-style
 multi-result updates, short reductions) one thread computes one output serially, which is always
 correct. Float folds are reassociated, as every GPU compiler does; a thread's float sum over more
-than ``LEAF`` points cascades (codegen/cascade.py).
+than ``LEAF`` points cascades (codegen/common/cascade.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cascade import block_sizes, cascade, float_folds
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
-from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.codegen.common.addressing import Linear, ceil_div, linearize
+from pyree.compiler.codegen.common.cascade import block_sizes, cascade, float_folds
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
 PARALLEL_MIN_REDUCTION = 128
@@ -24,7 +26,7 @@ PARALLEL_MIN_REDUCTION = 128
 # elements per trip of a longer row's loop (loads in flight together).
 RESIDENT = 8
 UNROLL = 4
-# A thread's points per block of its cascaded float sums (codegen/cascade.py), and blocks per
+# A thread's points per block of its cascaded float sums (codegen/common/cascade.py), and blocks per
 # level above.
 LEAF = 16
 FAN_IN = 16
@@ -41,7 +43,12 @@ def identity(op: str, dtype: str) -> str:
     return const(v, dtype)
 
 
-def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...] | None:
+    """The reduction ranges folded, for any kernel that has them."""
+    return kernel.reduction_ranges or None
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     folds = K.fold_pattern(kernel.reductions)
     if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
         return _emit_block(module, kernel, name, folds)
@@ -52,9 +59,9 @@ def _lin(kernel: K.Kernel):
     n = len(kernel.loop_ranges)
     cache = {}
 
-    def get(binding: int, index) -> A.Linear:
+    def get(binding: int, index) -> Linear:
         if (binding, index) not in cache:
-            cache[(binding, index)] = A.linearize(kernel.bindings[binding], index, n)
+            cache[(binding, index)] = linearize(kernel.bindings[binding], index, n)
         return cache[(binding, index)]
     return get
 
@@ -100,7 +107,7 @@ def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, sta
         fn.loop(start, str(int(np.prod(red, dtype=np.int64))), step, body, unroll=unroll)
 
 
-def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> Launch:
     """One thread per output point: each phase folds serially, then the row results."""
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs = int(np.prod(par, dtype=np.int64))
@@ -138,9 +145,9 @@ def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
         _row_results(fn, kernel, p, lin, values, "0", "1")
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {outputs}"), body)
-    block = min(128, A.ceil_div(outputs, 32) * 32)
+    block = min(128, ceil_div(outputs, 32) * 32)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
-    return A.Launch((A.ceil_div(outputs, block), 1, 1), (block, 1, 1))
+    return Launch((ceil_div(outputs, block), 1, 1), (block, 1, 1))
 
 
 def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
@@ -172,7 +179,7 @@ def _block_size(total: int) -> int:
     return next((b for b in (256, 512) if total <= b * RESIDENT), 1024)
 
 
-def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
+def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> Launch:
     """One block per output point. Per phase: threads fold strided elements, then the warp
     (shuffles) and the block (shared memory); every thread reads the phase's totals where a
     later phase or a row result needs them (thread 0 alone otherwise), thread 0 stores them.
@@ -247,7 +254,7 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> A.Launch:
     else:
         _row_results(fn, kernel, p, lin, values, tid, str(block), unroll=UNROLL)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
-    return A.Launch((outputs, 1, 1), (block, 1, 1))
+    return Launch((outputs, 1, 1), (block, 1, 1))
 
 
 def _resident_points(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
@@ -313,7 +320,7 @@ def _cascaded(fn: Function, kernel: K.Kernel, phase: list[int], top: dict, start
               by: int, trips: int, step) -> None:
     """``step(i, level)`` folds point i into ``level``'s slots ({k: (type, slot)}), for i in
     [start, stop) by ``by``: into ``top``, or, for a phase of float sums or products of more
-    than ``LEAF`` trips, into cascaded blocks (codegen/cascade.py) that end in ``top``, so
+    than ``LEAF`` trips, into cascaded blocks (codegen/common/cascade.py) that end in ``top``, so
     that no accumulator takes more than about ``LEAF`` terms."""
     folds = float_folds(kernel.results, phase)
     sizes = block_sizes(trips, LEAF, FAN_IN) if folds else []

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from pyree.compiler.codegen import math_expansion  # a module: it imports vecmath, which imports us
+from pyree.compiler.codegen.common import math_expansion
+from pyree.compiler.codegen.common.normalize import unsafe_loads
+from pyree.compiler.codegen.common.vecmath import BINARY as INLINE_BINARY
+from pyree.compiler.codegen.common.vecmath import UNARY as INLINE_UNARY
+from pyree.compiler.codegen.common.vecmath import math_function
 from pyree.compiler.codegen.llvm_cpu.loops import for_range
-from pyree.compiler.codegen.llvm_cpu.normalize import affine_range, loads
-from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as INLINE_BINARY
-from pyree.compiler.codegen.llvm_cpu.vecmath import UNARY as INLINE_UNARY
-from pyree.compiler.codegen.llvm_cpu.vecmath import math_function
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
     DTYPES,
@@ -70,8 +70,8 @@ _FLOAT_BINARY_INTRINSICS = {"pow": "pow", "max": "maximum", "min": "minimum", "a
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # A vector load whose lanes step this many elements or fewer reads the whole span in one masked
 # load and picks its lanes with a shuffle, where the target has masked vector loads (AVX): a
-# gather (one load per lane) measured 1.5-3.7x slower on stride-2 depthwise convolutions with
-# AVX-512, ~1.1x with AVX2. Without AVX both are scalar, the span's twice as many loads.
+# gather (one load per lane) was slower on stride-2 depthwise convolutions, most with AVX-512
+# (BENCHMARKS.md, issue 11). Without AVX both are scalar, the span's twice as many loads.
 MAX_SPAN_STRIDE = 4
 
 
@@ -108,19 +108,6 @@ def _mangle(t: ir.Type) -> str:
     if isinstance(t, ir.PointerType):
         return "p0"
     return {"half": "f16", "float": "f32", "double": "f64"}.get(str(t), str(t))
-
-
-def unsafe_loads(kernel: Kernel) -> set[Load]:
-    """Loads of a normalized kernel that can fall outside their binding somewhere in the loop
-    box; ``check_accesses`` allows them only inside Select arms, where they are guarded."""
-    if 0 in kernel.loop_ranges:
-        return set()
-    out = set()
-    for ld in loads(kernel):
-        lo, hi = affine_range(ld.index[0], kernel.loop_ranges)
-        if lo < 0 or hi >= kernel.bindings[ld.binding].shape[0]:
-            out.add(ld)
-    return out
 
 
 def row_lanes(kernel: Kernel) -> int:

@@ -11,17 +11,25 @@ from __future__ import annotations
 import math
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cascade import block_sizes, cascade, float_folds
+from pyree.compiler.codegen.common.cascade import block_sizes, cascade, float_folds
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
-from pyree.compiler.codegen.spirv.shader import Launch, Shader, grid_for
+from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 
-# Serial float sums cascade (codegen/cascade.py) in blocks of LEAF steps, FAN_IN blocks a level.
+# Serial float sums cascade (codegen/common/cascade.py) in blocks of LEAF steps, FAN_IN blocks a level.
 LEAF = 16
 FAN_IN = 16
 
 
-def emit(sh: Shader, unsafe: frozenset) -> Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
+    """The parallel ranges: the last template, it takes every kernel."""
+    return kernel.parallel_ranges
+
+
+def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
+    unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     total = math.prod(par)
@@ -73,7 +81,7 @@ def over_reduction(sh: Shader, point: list, dim: int, body, end: int | None = No
 
 def _fold_cascaded(sh: Shader, point: list, variables: dict, unsafe: frozenset, folds: dict) -> None:
     """A phase of float folds with the innermost reduction loop in cascaded blocks
-    (codegen/cascade.py), into ``variables`` (which hold the inits)."""
+    (codegen/common/cascade.py), into ``variables`` (which hold the inits)."""
     fn, asm, kernel = sh.fn, sh.asm, sh.kernel
     inner = len(kernel.loop_ranges) - 1
     sizes = block_sizes(kernel.loop_ranges[inner], LEAF, FAN_IN)

@@ -17,9 +17,6 @@ from pyree.compiler.kernel import (
     DTYPES,
     Acc,
     AffineExpr,
-    Binary,
-    Cast,
-    Compare,
     Const,
     Expr,
     Final,
@@ -29,11 +26,11 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     Select,
-    Unary,
     affine_range,
     gather_offset,
     is_float,
     operands,
+    transform,
     walk,
 )
 
@@ -43,41 +40,25 @@ def normalize(kernel: Kernel) -> Kernel:
     return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
 
 
-def rebuild(expr: Expr, leaf, gather=None) -> Expr:
-    """``expr`` with every Load and LoopIndex replaced by ``leaf(node)``, and every Gather (its
-    index rebuilt) by ``gather(node)`` where given."""
-    memo: dict[Expr, Expr] = {}
-
-    def go(e: Expr) -> Expr:
-        if e in memo:
-            return memo[e]
-        if isinstance(e, (Load, LoopIndex)):
-            out = leaf(e)
-        elif isinstance(e, (Unary, Cast)):
-            out = replace(e, x=go(e.x))
-        elif isinstance(e, (Binary, Compare)):
-            out = replace(e, a=go(e.a), b=go(e.b))
-        elif isinstance(e, Select):
-            out = replace(e, cond=go(e.cond), a=go(e.a), b=go(e.b))
-        elif isinstance(e, Gather):
-            out = replace(e, index=tuple(go(ix) for ix in e.index))
-            out = gather(out) if gather is not None else out
-        else:
-            out = e
-        memo[e] = out
-        return out
-
-    for e in walk(expr):  # operands first: no call recurses more than one level
-        go(e)
-    return memo[expr]
-
-
 def result_exprs(result: Result) -> list[Expr]:
     return [e for e in (result.value, result.init, result.epilogue) if e is not None]
 
 
 def loads(kernel: Kernel) -> set[Load]:
     return {e for r in kernel.results for x in result_exprs(r) for e in walk(x) if isinstance(e, Load)}
+
+
+def unsafe_loads(kernel: Kernel) -> set[Load]:
+    """Loads of a normalized kernel that can fall outside their binding somewhere in the loop
+    box; ``check_accesses`` allows them only inside Select arms, where they are guarded."""
+    if 0 in kernel.loop_ranges:
+        return set()
+    out = set()
+    for ld in loads(kernel):
+        lo, hi = affine_range(ld.index[0], kernel.loop_ranges)
+        if lo < 0 or hi >= kernel.bindings[ld.binding].shape[0]:
+            out.add(ld)
+    return out
 
 
 def check_accesses(kernel: Kernel) -> None:
@@ -282,8 +263,15 @@ def _merge(kernel: Kernel, d: int) -> Kernel:
 
 
 def _map_result(r: Result, leaf, index, gather=None) -> Result:
+    """``r`` at ``index``, every Load and LoopIndex of its expressions replaced by ``leaf(node)``
+    and every Gather (its index mapped) by ``gather(node)`` where given."""
+    def node(e):
+        if isinstance(e, (Load, LoopIndex)):
+            return leaf(e)
+        return gather(e) if gather is not None and isinstance(e, Gather) else None
+
     def go(e):
-        return None if e is None else rebuild(e, leaf, gather)
+        return None if e is None else transform(e, node)
     return replace(r, index=index, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
 
 

@@ -3,8 +3,8 @@ threads.
 
 A matrix-vector product is a stream of Y with a few multiply-adds per element, so what counts is
 that the whole GPU reads Y coalesced, many loads in flight. The tiled templates give it a 32-row
-tile of which one row is real and walk K one staged step at a time: a 1x768 @ 768x3072 f32
-product took 27 us where PyTorch's gemv takes 4 (H200; BENCHMARKS.md, 2026-11-27 third session).
+tile of which one row is real and walk K one staged step at a time, several times slower than
+PyTorch's gemv (BENCHMARKS.md).
 
 Here the 256 threads of a block are ``columns x slices``: thread (c, s) accumulates column c of
 the block for every row, over k = s, s + slices, ... With Y contiguous along n the lanes of a warp
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type
-from pyree.compiler.codegen.cuda.matmul import (
-    Contraction,
+from pyree.compiler.codegen.common.addressing import ceil_div, linearize
+from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type
+from pyree.compiler.codegen.common.llvm_gpu.matmul import (
     epilogue_lowering,
     fmuladd,
     store_element,
@@ -44,13 +46,18 @@ def _k_contiguous(kernel: K.Kernel, y: K.Expr) -> bool:
     n, k = kernel.num_parallel - 1, kernel.num_parallel
     for e in K.walk(y):
         if isinstance(e, K.Load):
-            lin = A.linearize(kernel.bindings[e.binding], e.index, n_loops)
+            lin = linearize(kernel.bindings[e.binding], e.index, n_loops)
             if lin.coeffs[k] == 1 and lin.coeffs[n] != 1:
                 return True
     return False
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launch:
+def plan(kernel: K.Kernel, target) -> Contraction | None:
+    c = contraction_of(kernel)
+    return c if c is not None and fits(kernel) else None
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
@@ -89,7 +96,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             fn.raw(f"store {ty_} {fmuladd(fn, ty_, xv, yv, fn.op(f'load {ty_}, ptr {slot}'))}, "
                    f"ptr {slot}")
 
-    fn.loop("0", str(A.ceil_div(KD, slices)), "1", step, unroll=UNROLL)
+    fn.loop("0", str(ceil_div(KD, slices)), "1", step, unroll=UNROLL)
 
     # Slice sums through shared memory: [slice][row][column], then one thread per (row, column).
     red = module.shared_array(f"{name}_sums", ty_, slices * M * columns)
@@ -111,4 +118,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
 
     fn.if_then(fn.op(f"icmp ult i64 {tid}, {M * columns}"), total)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS)
-    return A.Launch((A.ceil_div(N, columns), 1, nb), (THREADS, 1, 1))
+    return Launch((ceil_div(N, columns), 1, nb), (THREADS, 1, 1))

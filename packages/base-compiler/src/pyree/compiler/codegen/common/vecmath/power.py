@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import F64, MathBuilder
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import LOG2E
+from pyree.compiler.codegen.common.vecmath.builder import F64, MathBuilder
+from pyree.compiler.codegen.common.vecmath.exponential import LOG2E
 
 ATANH_P = tuple(2 / (2 * k + 3) for k in range(7))
 EXP2_TAYLOR = tuple(math.log(2) ** k / math.factorial(k) for k in range(10))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, storage_type
-from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.codegen.common.addressing import ceil_div, linearize
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, storage_type
+from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 
 BLOCK = 256
 
@@ -27,7 +29,12 @@ def vector_width(kernel: K.Kernel) -> int:
     return max(width, 1)
 
 
-def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
+def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
+    """The parallel ranges: the last template, it takes every kernel."""
+    return kernel.parallel_ranges
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     par = kernel.parallel_ranges
     n = len(par)
     width = vector_width(kernel)
@@ -35,9 +42,9 @@ def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
     loops = range(n)
     lin = {}  # (binding, index) -> Linear
     for e in _loads(kernel):
-        lin[(e.binding, e.index)] = A.linearize(kernel.bindings[e.binding], e.index, n)
+        lin[(e.binding, e.index)] = linearize(kernel.bindings[e.binding], e.index, n)
     for r in kernel.results:
-        lin[(r.binding, r.index)] = A.linearize(kernel.bindings[r.binding], r.index, n)
+        lin[(r.binding, r.index)] = linearize(kernel.bindings[r.binding], r.index, n)
     vectorizable = {key for key, l in lin.items()
                     if width > 1 and l.contiguous(n - 1, width, loops)}
 
@@ -70,9 +77,9 @@ def emit(module: Module, kernel: K.Kernel, name: str) -> A.Launch:
             _body(fn, kernel, idx, width, lin, set())
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"), body)
-    block = min(BLOCK, A.ceil_div(groups, 32) * 32)
+    block = min(BLOCK, ceil_div(groups, 32) * 32)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
-    return A.Launch((A.ceil_div(groups, block), 1, 1), (block, 1, 1))
+    return Launch((ceil_div(groups, block), 1, 1), (block, 1, 1))
 
 
 def _vector_load(fn: Function, cache: dict, lin: dict, idx: list[str], width: int, key,

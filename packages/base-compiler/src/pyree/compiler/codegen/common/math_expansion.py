@@ -8,7 +8,7 @@ erf and atan2, which llvm-cpu lowers accurately itself. The GPU targets expand `
 too: their native transcendentals are approximations (PTX ``ex2/lg2/sin.approx``; Vulkan lets
 exp/log be off by 3 + 2|x| ulp or 2^-21 absolute, and Mesa's lavapipe measured millions of ulp,
 flushes subnormal results and gets sin of large arguments wrong), so they get the llvm-cpu
-algorithms of ``llvm_cpu/vecmath``, which are written against a builder that ``_Ops`` provides
+algorithms of ``common/vecmath``, which are written against a builder that ``_Ops`` provides
 for kernel IR. Each formula stays within a few ulp of the correctly rounded result with IEEE
 special values; the measured errors per backend are in ``tests/e2e/test_math_ops.py``. Nothing
 here relies on what Vulkan leaves loose (tests/e2e/test_math_expansion_extremes.py models
@@ -22,12 +22,12 @@ import dataclasses
 import functools
 import math
 
-from pyree.compiler.codegen.llvm_cpu.vecmath import BINARY as VECMATH_BINARY
-from pyree.compiler.codegen.llvm_cpu.vecmath import UNARY as VECMATH_UNARY
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import EXP2_P, LOG2E
-from pyree.compiler.codegen.llvm_cpu.vecmath.logarithm import split_exponent
-from pyree.compiler.codegen.llvm_cpu.vecmath.power import ATANH_P, with_sign
+from pyree.compiler.codegen.common.vecmath import BINARY as VECMATH_BINARY
+from pyree.compiler.codegen.common.vecmath import UNARY as VECMATH_UNARY
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder
+from pyree.compiler.codegen.common.vecmath.exponential import EXP2_P, LOG2E
+from pyree.compiler.codegen.common.vecmath.logarithm import split_exponent
+from pyree.compiler.codegen.common.vecmath.power import ATANH_P, with_sign
 from pyree.compiler.kernel import Binary, Cast, Compare, Const, Expr, Select, Unary
 
 EXPANDED = frozenset({"acos", "asin", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erfc"})

@@ -9,8 +9,8 @@ the result rounds to 1. Coefficients: ``tests/codegen_cpu/fit_math_polynomials.p
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder
-from pyree.compiler.codegen.llvm_cpu.vecmath.exponential import exp
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder
+from pyree.compiler.codegen.common.vecmath.exponential import exp
 
 TWO_OVER_SQRT_PI_HI = 1.128379225730896
 TWO_OVER_SQRT_PI_LO = -5.8635382771399236e-08

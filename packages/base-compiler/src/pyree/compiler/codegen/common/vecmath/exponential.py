@@ -10,7 +10,7 @@ by ``tests/codegen_cpu/fit_math_polynomials.py``.
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.vecmath.builder import MathBuilder
+from pyree.compiler.codegen.common.vecmath.builder import MathBuilder
 
 LOG2E = 1.4426950408889634
 LN2_HI = 0.693145751953125        # ln2 to 16 bits: n * LN2_HI is exact for |n| < 2^8

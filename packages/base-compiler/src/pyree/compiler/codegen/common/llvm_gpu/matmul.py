@@ -10,84 +10,25 @@ applies the fused epilogue expression and stores with bounds checks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, Module, const, llvm_type, storage_type
-from pyree.compiler.codegen.cuda.scalar import ScalarLowering
+from pyree.compiler.codegen.common.addressing import ceil_div, linearize
+from pyree.compiler.codegen.common.contraction import Contraction, Tiling, contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type, storage_type
+from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
 
-@dataclass(frozen=True)
-class Contraction:
-    x: K.Expr          # depends on batch, m, k
-    y: K.Expr          # depends on batch, k, n
-    dtype: str         # the product/accumulator dtype
-
-
-def _deps(e: K.Expr, num_loops: int) -> set[int]:
-    dims: set[int] = set()
-    for s in K.walk(e):
-        if isinstance(s, K.Load):
-            for ix in s.index:
-                dims |= {l for l, c in enumerate(ix.coeffs) if c}
-        elif isinstance(s, K.LoopIndex):
-            dims.add(s.dim)
-        elif isinstance(s, K.Acc):
-            dims.add(-1)
-    return dims
-
-
-def match(kernel: K.Kernel) -> Contraction | None:
-    if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
-        return None
-    v = kernel.results[0].value
-    if not isinstance(v, K.Binary) or v.op != "add" or not K.is_float(v.dtype):
-        return None
-    acc = K.Acc(0, v.dtype)
-    prod = v.b if v.a == acc else v.a if v.b == acc else None
-    if not isinstance(prod, K.Binary) or prod.op != "mul" or prod.dtype != v.dtype:
-        return None
-    n_loops = len(kernel.loop_ranges)
-    m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
-    da, db = _deps(prod.a, n_loops), _deps(prod.b, n_loops)
-    if -1 in da or -1 in db:
-        return None
-    if n not in da and m not in db:
-        return Contraction(prod.a, prod.b, v.dtype)
-    if m not in da and n not in db:
-        return Contraction(prod.b, prod.a, v.dtype)
-    return None
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """A workgroup's bm x bn output tile, bk-deep K steps, tm x tn outputs per thread (the
-    SPIR-V SIMT matmul tiles the same way)."""
-
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-
-    @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
-
-
 # The smallest tile takes the products too small to fill the GPU (batch 1: GPT-2's 128-row linears,
 # MobileNet's 7x7 pointwise convs), whose K steps each pay a fixed cost (loads, a barrier) that an
-# 8-deep step's arithmetic does not cover. 16 deep (H200, with split-K's 64-deep chunks): GPT-2
-# block 0.090 ms per queued call at 8 deep, 0.070 at 16, 0.075 at 32; MobileNet v2 0.343 / 0.309 /
-# 0.326 ms; and the unrolled steps' code is half of 32's (MobileNet v2 compiles for cuda in ~3.6 s,
-# ~4.3 s at 32; BENCHMARKS.md, 2026-11-26).
+# 8-deep step's arithmetic does not cover. 16 deep ran GPT-2 and MobileNet v2 faster than 8 or 32
+# deep, with half the unrolled code of 32 (BENCHMARKS.md, 2026-11-26).
 TILINGS = (Tiling(128, 128, 8, 8, 8), Tiling(64, 64, 8, 4, 4), Tiling(32, 32, 16, 2, 2))
-FILL_BLOCKS = 132  # an H100's multiprocessors: fewer blocks than this leave some idle
+FILL_BLOCKS = 132  # a large GPU's multiprocessors: fewer blocks than this leave some idle
 
 
 def choose_tiling(m: int, n: int, batch: int = 1) -> Tiling:
@@ -95,12 +36,16 @@ def choose_tiling(m: int, n: int, batch: int = 1) -> Tiling:
     convolution's GEMM at batch 1 is small in m*n and long in k (ResNet-18's last stage: 512 x 49
     x 4608): 128x128 tiles made 4 to 32 blocks of it, most of the GPU idle."""
     for t in TILINGS:
-        if m >= t.bm and n >= t.bn and A.ceil_div(m, t.bm) * A.ceil_div(n, t.bn) * batch >= FILL_BLOCKS:
+        if m >= t.bm and n >= t.bn and ceil_div(m, t.bm) * ceil_div(n, t.bn) * batch >= FILL_BLOCKS:
             return t
     return TILINGS[-1]
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launch:
+def plan(kernel: K.Kernel, target) -> Contraction | None:
+    return contraction_of(kernel)
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
@@ -177,7 +122,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             vals += [fn.op(f"extractelement <{width} x {ty_}> {vec}, i32 {i}") for i in range(width)]
         return vals
 
-    num_k = A.ceil_div(KD, t.bk)
+    num_k = ceil_div(KD, t.bk)
     stash(fetch("0"), "0")
     fn.barrier()
 
@@ -206,7 +151,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> A.Launc
             store_span(fn, kernel, c, bidx, gm, fn.op(f"add i64 {n0}, {start}"), totals, lowering)
             j += width
     module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
-    return A.Launch((A.ceil_div(N, t.bn), A.ceil_div(M, t.bm), nb), (t.threads, 1, 1))
+    return Launch((ceil_div(N, t.bn), ceil_div(M, t.bm), nb), (t.threads, 1, 1))
 
 
 def fmuladd(fn: Function, ty_: str, a: str, b: str, c: str) -> str:
@@ -223,7 +168,7 @@ def epilogue_lowering(fn: Function, kernel: K.Kernel):
 
     def lin(b, index):
         if (b, index) not in lin_cache:
-            lin_cache[(b, index)] = A.linearize(kernel.bindings[b], index, n_loops)
+            lin_cache[(b, index)] = linearize(kernel.bindings[b], index, n_loops)
         return lin_cache[(b, index)]
 
     def lowering(loop, acc=None):
@@ -244,7 +189,7 @@ def store_span(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: s
     r = kernel.results[0]
     M, N = kernel.parallel_ranges[-2:]
     width, out_dtype, n_loops = len(totals), kernel.bindings[r.binding].dtype, len(kernel.loop_ranges)
-    lin = A.linearize(kernel.bindings[r.binding], r.index, n_loops)
+    lin = linearize(kernel.bindings[r.binding], r.index, n_loops)
     columns = [fn.op(f"add i64 {gn0}, {j}") for j in range(width)]
 
     def scalar():
@@ -283,7 +228,7 @@ def store_element(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm
     def store():
         loop = bidx + [gm, gn, 0]
         value = _result_value(fn, r, c, lowering, loop, total)
-        lin = A.linearize(kernel.bindings[r.binding], r.index, n_loops)
+        lin = linearize(kernel.bindings[r.binding], r.index, n_loops)
         ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype, A.offset(fn, lin, loop))
         A.store(fn, ptr, out_dtype, value)
 

@@ -19,8 +19,7 @@ import math
 from dataclasses import dataclass
 
 from llvmlite import ir
-from pyree.compiler.codegen.cascade import block_sizes
-from pyree.compiler.codegen.llvm_cpu.exprs import ExprEmitter, Point, bits, scalar_type, span_stride
+from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
     entry_alloca,
@@ -29,15 +28,16 @@ from pyree.compiler.codegen.llvm_cpu.loops import (
     nest,
     umin,
 )
-from pyree.compiler.codegen.llvm_cpu.target import CpuTarget
+from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point, bits, scalar_type, span_stride
+from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget
 from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
 from pyree.compiler.kernel import (
     Acc,
-    Binary,
     Expr,
     Kernel,
     Load,
     LoopIndex,
+    contraction_product,
     is_float,
     walk,
 )
@@ -45,21 +45,22 @@ from pyree.compiler.kernel import (
 PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
-MIN_FLOPS_TO_SPLIT = 1 << 21   # ~25 us on one core: below it, one workgroup (see tiling.py)
-K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/cascade.py)
+MIN_FLOPS_TO_SPLIT = 1 << 21   # below it, one workgroup: a split costs more (see tiling.py)
+K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/common/cascade.py)
 FAN_IN = 16
 
 
-def match_contraction(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
+def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
+    """The register-blocked lowering of a contraction ``kernel``, else None."""
     if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
         return None
     m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
     result = kernel.results[0]
     v = result.value
-    if result.index[0].coeffs[n] != 1 or not isinstance(v, Binary) or v.op != "add":
+    if result.index[0].coeffs[n] != 1:
         return None
-    product = v.b if v.a == Acc(0, v.dtype) else v.a if v.b == Acc(0, v.dtype) else None
-    if not isinstance(product, Binary) or product.op != "mul" or product.dtype != v.dtype:
+    product = contraction_product(result)
+    if product is None:
         return None
     x, y = product.a, product.b
     if _depends(x, n) or _depends(y, m):
@@ -77,8 +78,8 @@ def _depends(e: Expr, dim: int) -> bool:
 
 def _streams(y: Expr, n: int, dtype: str) -> bool:
     """``y`` is a plain load contiguous along n: the K loop reads its rows in place. Packing it
-    (to stream one contiguous panel) measured 1.1-1.4x slower on convolution GEMMs, the copy
-    costing more than the strided rows; a transposed or converted ``y`` is still packed, once
+    (to stream one contiguous panel) was slower on convolution GEMMs, the copy costing more
+    than the strided rows; a transposed or converted ``y`` is still packed, once
     per panel rather than gathered or converted again for every block of rows."""
     return isinstance(y, Load) and y.dtype == dtype and y.index[0].coeffs[n] == 1
 
@@ -180,7 +181,7 @@ class ContractionLowering:
         cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
         masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
                  for v, vec in enumerate(vecs)]
-        # Float sums cascade along K (codegen/cascade.py): levels[0] takes K_LEAF steps at a time.
+        # Float sums cascade along K (codegen/common/cascade.py): levels[0] takes K_LEAF steps at a time.
         sizes = block_sizes(K, K_LEAF, FAN_IN) if is_float(self.dtype) else []
         levels = [[[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
                   for _ in range(len(sizes) + 1)]

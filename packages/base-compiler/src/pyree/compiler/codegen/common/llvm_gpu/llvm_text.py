@@ -1,12 +1,13 @@
 """A tiny LLVM IR text writer for GPU kernels: SSA temporaries, blocks, intrinsics, constants.
 
-Kernels are written naively (allocas for loop state, repeated address arithmetic); the O3 pipeline
-run in ``ptx.py`` promotes allocas to registers and removes the redundancy.
+Kernels are written naively (allocas for loop state, repeated address arithmetic); LLVM's O3
+pipeline (``machine.py``) promotes allocas to registers and removes the redundancy.
 
 What differs between GPU targets (thread/block id reads, barriers, the kernel calling convention
 and attributes, private allocas, cross-lane shuffles, the triple) is asked of ``Module.target``:
-``NvptxTarget`` here for ``cuda``, ``codegen/rocm``'s ``AmdgpuTarget`` for ``rocm``. The kernel
-templates (elementwise.py, reduction.py) are written once against this interface.
+``codegen/cuda/nvptx.py``'s ``NvptxTarget`` for ``cuda``, ``codegen/rocm/amdgpu.py``'s
+``AmdgpuTarget`` for ``rocm``. The kernel templates in this folder are written once against
+this interface.
 """
 
 from __future__ import annotations
@@ -46,52 +47,6 @@ def const(value, dtype: str) -> str:
     if ty == "i1":
         return "true" if value else "false"
     return str(int(value))
-
-
-class NvptxTarget:
-    """The NVPTX (cuda) side of the target interface that the kernel templates use."""
-
-    backend = "cuda"
-    triple = "nvptx64-nvidia-cuda"
-    kernel_cc = "ptx_kernel"
-    warp_size = 32
-    widen_bf16_rem = False  # NVPTX lowers bf16 frem itself
-
-    def library_math(self, op: str, dtype: str) -> tuple[str, str] | None:
-        """(function, dtype it computes in) of a device library the target links for math ``op``
-        on ``dtype``; None: ``scalar.py`` composes it (NVPTX links no libdevice)."""
-        return None
-
-    def special(self, fn: Function, reg: str) -> str:
-        """A PTX special register as i32: tid.x, ctaid.y, ntid.x, ..."""
-        return fn.call("i32", f"llvm.nvvm.read.ptx.sreg.{reg}", [])
-
-    def barrier(self, fn: Function) -> None:
-        fn.call("void", "llvm.nvvm.barrier0", [], "convergent")
-
-    def alloca(self, name: str, ty: str) -> list[str]:
-        return [f"  {name} = alloca {ty}"]
-
-    def shuffle_xor32(self, fn: Function, value: str, ty: str, lane_mask: int) -> str:
-        """``value`` (float or i32) from lane ``laneid ^ lane_mask`` of the warp."""
-        return fn.call(ty, f"llvm.nvvm.shfl.sync.bfly.{'f32' if ty == 'float' else 'i32'}",
-                       [("i32", "-1"), (ty, value), ("i32", str(lane_mask)), ("i32", "31")],
-                       "convergent")
-
-    def kernel_attributes(self, max_threads: int, min_blocks: int, block_size: int) -> str:
-        """The kernel's attribute group body, or "" for none. ``max_threads``/``min_blocks``
-        (.maxntid/.minnctapersm) let ptxas budget registers so that ``min_blocks`` blocks of
-        ``max_threads`` fit on one SM; ``block_size`` (the launch's) is not needed by NVPTX."""
-        if not max_threads:
-            return ""
-        return (f'"nvvm.maxntid"="{max_threads}"'
-                + (f' "nvvm.minctasm"="{min_blocks}"' if min_blocks else ""))
-
-    def module_trailer(self) -> list[str]:
-        return []
-
-
-NVPTX = NvptxTarget()
 
 
 class Function:
@@ -201,9 +156,9 @@ class Function:
 class Module:
     """Kernels plus the declarations and shared-memory globals they use. Each kernel keeps its
     own globals and attribute group, so that ``parts`` can write groups of kernels as separate
-    LLVM modules, which LLVM then optimizes and emits on several cores (``codegen/parallel.py``)."""
+    LLVM modules, which LLVM then optimizes and emits on several cores (``codegen/common/parallel.py``)."""
 
-    def __init__(self, data_layout: str, target=NVPTX):
+    def __init__(self, data_layout: str, target):
         self.data_layout = data_layout
         self.target = target
         self.declarations: dict[str, str] = {}

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.cuda import addressing as A
-from pyree.compiler.codegen.cuda.llvm_text import Function, const, llvm_type
-from pyree.compiler.codegen.llvm_cpu.normalize import affine_range
-from pyree.compiler.codegen.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, const, llvm_type
+from pyree.compiler.codegen.common.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.common.normalize import affine_range
 from pyree.compiler.errors import CompileError
 
 _FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge",
@@ -102,7 +102,7 @@ class ScalarLowering:
     def _branch(self, e: K.Select, ty: str) -> str:
         """A Select that only evaluates its chosen arm (the kernel IR's contract: the other arm
         may load out of range; an LLVM ``select`` of two loads read before the buffer start and
-        faulted on the H100 where memory below it was unmapped). Each arm lowers with a copy of
+        faulted where memory below it was unmapped). Each arm lowers with a copy of
         the cache, so values made inside it are not reused where they do not dominate."""
         fn = self.fn
         slot = fn.alloca(ty)

@@ -1,0 +1,47 @@
+"""Export-table entries every backend writes the same way: export names, binding layouts and GPU
+launch shapes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.compiler._fb.BindingAccess import BindingAccess
+from pyree.compiler._fb.BindingLayout import BindingLayoutT
+from pyree.compiler._fb.GpuExport import GpuExportT
+from pyree.compiler.kernel import Kernel
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a template decided: the export's grid, block and dynamic shared-memory size."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_memory_bytes: int = 0
+
+
+def export_name(index: int, kernel: Kernel) -> str:
+    """Export ``index``'s entry point name: unique by its index, readable by the kernel's name."""
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in kernel.name)
+    return f"k{index}_{safe}"[:120]
+
+
+def binding_layouts(kernel: Kernel) -> list[BindingLayoutT]:
+    """What the runtime checks each binding against before a launch: access and bytes touched."""
+    layouts = []
+    for binding in kernel.bindings:
+        layout = BindingLayoutT()
+        layout.access = getattr(BindingAccess, binding.access)
+        layout.minLength = binding.num_bytes
+        layouts.append(layout)
+    return layouts
+
+
+def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:
+    export = GpuExportT()
+    export.name = name
+    export.gridSize = list(launch.grid)
+    export.blockSize = list(launch.block)
+    export.sharedMemoryBytes = launch.shared_memory_bytes
+    export.bindings = binding_layouts(kernel)
+    return export

@@ -1,0 +1,62 @@
+"""The one shape every code generator has (after Triton's ``BaseBackend.add_stages``).
+
+A backend resolves its target from the options, picks a template per kernel in a fixed priority
+order (every template module answers ``plan(kernel, target)``, then ``emit``s with that plan),
+and compiles the kernels through named stages, each producing an artefact (llvm-cpu: LLVM
+IR, optimized IR, assembly, objects, the shared object; cuda: LLVM IR, PTX, cubin). The module
+keeps the last artefact; ``--iree-hal-dump-executable-*-to`` writes every artefact of that same
+run (``executable_files.py``), so the dumped files are exactly the code the module holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One stage's output: ``suffix`` names its file after the module's stem, IREE's spelling
+    (``system_elf_x86_64.codegen.ll``); ``kind`` is the dump flag that writes it."""
+
+    suffix: str
+    kind: str  # "intermediates" or "binaries"
+
+
+# Called by a backend with each artefact it produced: the artefact's suffix, then its text or bytes
+# (a list of them when the stage ran as several LLVM modules, one per part).
+Keep = Callable[[str, object], None]
+
+
+def keep_nothing(suffix: str, data: object) -> None:
+    """The ``Keep`` of a compile that dumps nothing."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What the compiler knows of a target: the ``--iree-hal-target-backends`` name, the target
+    it resolves from the options, its stages' artefacts in order, and properties the earlier
+    stages ask about. ``compile_executable(kernels, options, builder, keep)`` returns the
+    module's executable, whose export k runs kernels[k]; payload bytes go through
+    ``builder.add_data`` and every artefact through ``keep``."""
+
+    name: str
+    resolve_target: Callable
+    # Template modules in priority order: each has ``plan(kernel, target)`` (its decisions for a
+    # kernel it takes, else None) and ``emit(..., plan)`` (llvm-cpu: the plan's own ``emit``); the
+    # last takes every kernel (``choose``).
+    templates: tuple
+    artefacts: tuple[Artefact, ...]
+    compile_executable: Callable
+    # Contraction templates that stage operand tiles from any expression of the loops, so that a
+    # convolution's patches are gathered into the tiles instead of copied (flow/implicit_gemm.py).
+    implicit_gemm: bool = False
+
+
+def choose(templates: tuple, kernel, target):
+    """(template, plan) of the first template in ``templates`` whose ``plan`` takes ``kernel``."""
+    for template in templates:
+        plan = template.plan(kernel, target)
+        if plan is not None:
+            return template, plan
+    raise AssertionError(f"no template takes kernel {kernel.name}")  # the last takes every kernel

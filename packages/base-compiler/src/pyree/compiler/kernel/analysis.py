@@ -1,0 +1,247 @@
+"""Questions passes and backends ask of kernel-IR expressions: phases and folds, the contraction
+shape, bounds of integer expressions, lowering order, and the one bottom-up expression mapper."""
+
+from __future__ import annotations
+
+import numpy as np
+from pyree.compiler.kernel.ir import (
+    DTYPES,
+    INT_CASTS,
+    Acc,
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Final,
+    Gather,
+    Load,
+    LoopIndex,
+    Result,
+    Select,
+    cast_keeps,
+    int_bits,
+    int_range,
+    is_float,
+    is_unsigned,
+    operands,
+    walk,
+)
+
+
+def is_row_kernel(results: tuple[Result, ...]) -> bool:
+    """Whether ``results`` need more than one pass over the reduction range."""
+    return any(r.row for r in results) or any(
+        isinstance(e, Final) for r in results for root in (r.value, r.init, r.epilogue)
+        if root is not None for e in walk(root))
+
+
+def phases(results: tuple[Result, ...]) -> list[list[int]]:
+    """The reduction results (positions) grouped by phase: a result reading ``Final(j)`` folds in
+    a phase after j's. A single phase for a kernel without Finals."""
+    phase: dict[int, int] = {}
+    for k, r in enumerate(results):
+        if r.row:
+            continue
+        reads = [e.result for root in (r.value, r.init, r.epilogue) if root is not None
+                 for e in walk(root) if isinstance(e, Final)]
+        phase[k] = 1 + max((phase[j] for j in reads), default=-1)
+    return [[k for k in phase if phase[k] == n] for n in range(max(phase.values(), default=-1) + 1)]
+
+
+def lowering_order(expr: Expr, done, eager=None) -> list[Expr]:
+    """The sub-expressions of ``expr`` (``expr`` last) that a memoized recursive lowering
+    reaches through ``eager(node)`` (default: every operand but a Select's arms, which a
+    backend may branch around) and has not in ``done``, in the order it lowers them: operands
+    left to right, each before its users. A backend that lowers these first recurses one level
+    per Select instead of once per node: a fused chain with its math expanded nests thousands
+    of nodes deep."""
+    eager = eager or _eager
+    order, seen = [], set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif node not in seen and node not in done:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((c, False) for c in reversed(eager(node)))
+    return order
+
+
+def _eager(e: Expr) -> tuple[Expr, ...]:
+    return (e.cond,) if isinstance(e, Select) else operands(e)
+
+
+def contains(expr: Expr, hit, memo: dict) -> bool:
+    """Whether some node of ``expr`` satisfies ``hit``. ``memo`` (node -> answer) is the
+    caller's to keep across calls: asked of every Select's arms, where each arm holds the
+    whole chain below it, walking afresh made a deep kernel's lowering quadratic."""
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if expanded:
+            memo[node] = bool(hit(node)) or any(memo[c] for c in operands(node))
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in operands(node) if c not in memo)
+    return memo[expr]
+
+
+def reads(expr: Expr) -> list[Load | Gather]:
+    """The Loads and Gathers in ``expr``: everything that reads a binding."""
+    return [e for e in walk(expr) if isinstance(e, (Load, Gather))]
+
+
+FOLDS = ("add", "mul", "max", "min", "and", "or", "xor")
+
+
+def fold_pattern(results: tuple[Result, ...]) -> list[tuple[str, Expr]] | None:
+    """Per result (op, f) when every update is ``Acc <op> f`` with ``f`` free of accumulators: an
+    associative fold, which may be split and reassociated (parallel reductions)."""
+    out = []
+    for k, r in enumerate(results):
+        v = r.value
+        if not isinstance(v, Binary) or v.op not in FOLDS:
+            return None
+        if v.a == Acc(k, v.dtype):
+            f = v.b
+        elif v.b == Acc(k, v.dtype):
+            f = v.a
+        else:
+            return None
+        if any(isinstance(e, Acc) for e in walk(f)):
+            return None
+        out.append((v.op, f))
+    return out
+
+
+
+def fold_product(fold: tuple[str, Expr]) -> Binary | None:
+    """The product ``a * b`` when a fold (``fold_pattern``'s ``(op, f)``) is ``acc + a * b``: the
+    shape of every contraction, which the passes that prepare one (flow's convolution rewrite,
+    split-K) and every backend's matmul templates look for. None for any other fold."""
+    op, f = fold
+    return f if op == "add" and isinstance(f, Binary) and f.op == "mul" else None
+
+
+def contraction_product(result: Result) -> Binary | None:
+    """``fold_product`` of a kernel's one reduction ``result``, with the product in the
+    accumulator's dtype (no widening multiply)."""
+    folds = fold_pattern((result,))
+    product = fold_product(folds[0]) if folds else None
+    return product if product is not None and product.dtype == result.value.dtype else None
+
+def fold_identity(op: str, dtype: str) -> float | int | bool:
+    """The value ``x <op> identity == x`` for every x of ``dtype`` (-0.0 for a float sum: -0.0
+    + 0.0 is 0.0, so a sum of -0.0s that starts at 0.0 would lose its sign)."""
+    if is_float(dtype):
+        return {"add": -0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}[op]
+    if dtype == "i1":
+        return op in ("and", "mul", "min")
+    info = np.iinfo(DTYPES[dtype])
+    return {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1 if info.min < 0 else int(info.max),
+            "max": int(info.min), "min": int(info.max)}[op]
+
+
+def gather_offset(index: tuple[Expr, ...], shape: tuple[int, ...],
+                  loop_ranges: tuple[int, ...] = ()) -> Expr:
+    """The row-major element offset a Gather of a ``shape`` binding reads, with each index
+    clamped into its dim (``loop_ranges`` lets a clamp go where the index is known in range).
+    The arithmetic is i32 when the binding has fewer than 2**31 elements (no Int64 needed on
+    GPUs for i32 ids), else index; an index is clamped in its own width or wider, so a huge
+    i64 index clamps rather than wraps."""
+    dtype = "i32" if int(np.prod(shape, dtype=np.int64)) < 2**31 else "index"
+    offset: Expr | None = None
+    stride = 1
+    for ix, n in reversed(list(zip(index, shape))):
+        term = _clamped(ix, n, dtype, loop_ranges)
+        if stride != 1:
+            term = Binary("mul", term, Const(stride, dtype), dtype)
+        offset = term if offset is None else Binary("add", term, offset, dtype)
+        stride *= n
+    return offset if offset is not None else Const(0, dtype)
+
+
+def _clamped(ix: Expr, n: int, dtype: str, loop_ranges: tuple[int, ...]) -> Expr:
+    """``ix`` clamped into [0, n - 1], as ``dtype``; a side is left out where ``ix`` provably
+    stays inside it. A widened narrow index is clamped before widening (the same value), so
+    i32 ids need no 64-bit arithmetic."""
+    while isinstance(ix, Cast) and int_bits(ix.x.dtype) <= int_bits(dtype) and (
+            ix.op == "extui" if is_unsigned(ix.x.dtype) or ix.x.dtype == "i1" else ix.op == "extsi"):
+        ix = ix.x
+    if int_bits(ix.dtype) < int_bits(dtype):
+        unsigned = is_unsigned(ix.dtype) or ix.dtype == "i1"
+        ix = Cast("extui" if unsigned else "extsi", ix, dtype)
+    lo, hi = interval(ix, loop_ranges)
+    if lo < 0:
+        ix = Binary("max", ix, Const(0, ix.dtype), ix.dtype)
+    if hi > n - 1:
+        ix = Binary("min", ix, Const(max(n - 1, 0), ix.dtype), ix.dtype)
+    if ix.dtype != dtype:  # now in [0, n - 1], which dtype holds
+        ix = Cast("trunci" if int_bits(ix.dtype) > int_bits(dtype) else "extui", ix, dtype)
+    return ix
+
+
+def decided(e: Compare, loop_ranges: tuple[int, ...]) -> bool | None:
+    """The value of an integer comparison that holds (or fails) everywhere in the loop box, by
+    the bounds of its sides; None where it depends on the point."""
+    if is_float(e.a.dtype) or e.predicate not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return None
+    (alo, ahi), (blo, bhi) = interval(e.a, loop_ranges), interval(e.b, loop_ranges)
+    if e.predicate in ("gt", "ge"):
+        (alo, ahi), (blo, bhi) = (blo, bhi), (alo, ahi)
+    strict = e.predicate in ("lt", "gt")
+    if e.predicate in ("lt", "le", "gt", "ge"):
+        if ahi < blo or (not strict and ahi <= blo):
+            return True
+        if alo > bhi or (strict and alo >= bhi):
+            return False
+        return None
+    if alo == ahi == blo == bhi:
+        return e.predicate == "eq"
+    if ahi < blo or bhi < alo:
+        return e.predicate == "ne"
+    return None
+
+
+def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
+    """Bounds of the integer expression ``e``: tight through loop indices, constants, integer
+    casts, add/sub/mul/max/min and division or remainder of a non-negative value by a positive
+    constant; the dtype's whole range elsewhere and wherever a step could
+    wrap."""
+    full = int_range(e.dtype)
+    if isinstance(e, Const):
+        out = (int(e.value), int(e.value))
+    elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) and loop_ranges[e.dim] > 0:
+        out = (0, loop_ranges[e.dim] - 1)
+    elif isinstance(e, Cast) and e.op in INT_CASTS and not is_float(e.x.dtype):
+        out = interval(e.x, loop_ranges)
+        if e.op == "extsi" and e.x.dtype == "i1":  # true is -1
+            out = (-out[1], -out[0])
+        elif not cast_keeps(e.op, e.x.dtype, e.dtype, *out):
+            return full
+    elif isinstance(e, Binary) and e.op in ("add", "sub", "mul", "max", "min"):
+        a, b = interval(e.a, loop_ranges), interval(e.b, loop_ranges)
+        if e.op == "add":
+            out = (a[0] + b[0], a[1] + b[1])
+        elif e.op == "sub":
+            out = (a[0] - b[1], a[1] - b[0])
+        elif e.op == "mul":
+            corners = [x * y for x in a for y in b]
+            out = (min(corners), max(corners))
+        else:
+            pick = max if e.op == "max" else min
+            out = (pick(a[0], b[0]), pick(a[1], b[1]))
+    elif isinstance(e, Binary) and e.op in ("div", "rem") and isinstance(e.b, Const) and e.b.value > 0:
+        lo, hi = interval(e.a, loop_ranges)
+        if lo < 0:
+            return full
+        c = int(e.b.value)
+        out = (lo // c, hi // c) if e.op == "div" else (lo, hi) if hi < c else (0, c - 1)
+    else:
+        return full
+    return out if full[0] <= out[0] and out[1] <= full[1] else full

@@ -1,0 +1,476 @@
+"""The kernel IR's data: dtypes, affine indices, bindings, the frozen expression nodes, results and
+kernels, and the walks over expressions that every pass and backend uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Literal, Union
+
+import ml_dtypes
+import numpy as np
+
+DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),  # numpy has none; backends compute it in f32
+    "f64": np.dtype(np.float64),
+    "i1": np.dtype(np.bool_),  # stored as one byte, 0 or 1
+    "i8": np.dtype(np.int8),
+    "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "ui8": np.dtype(np.uint8),
+    "ui16": np.dtype(np.uint16),
+    "ui32": np.dtype(np.uint32),
+    "ui64": np.dtype(np.uint64),
+    "index": np.dtype(np.int64),  # MLIR's index type: 64-bit here
+}
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in ("f16", "f32", "f64", "bf16")
+
+
+def is_unsigned(dtype: str) -> bool:
+    return dtype.startswith("ui")
+
+
+def itemsize(dtype: str) -> int:
+    return DTYPES[dtype].itemsize
+
+
+@dataclass(frozen=True)
+class AffineExpr:
+    """``sum(coeffs[d] * loop[d]) + const`` over all loops of the kernel."""
+
+    coeffs: tuple[int, ...]
+    const: int = 0
+
+    def __call__(self, loop: tuple[int, ...]) -> int:
+        return sum(c * i for c, i in zip(self.coeffs, loop)) + self.const
+
+    @classmethod
+    def loop(cls, num_loops: int, d: int | None, coeff: int = 1, const: int = 0) -> AffineExpr:
+        """``coeff * loop d + const`` over ``num_loops`` loops (``d`` None: the constant)."""
+        return cls(tuple(coeff if k == d else 0 for k in range(num_loops)), const)
+
+    @classmethod
+    def identity(cls, rank: int) -> tuple[AffineExpr, ...]:
+        """Loop k indexes dim k."""
+        return tuple(cls.loop(rank, d) for d in range(rank))
+
+
+def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
+    """Smallest and largest value of ``ix`` over the loop box ``ranges`` (all non-empty)."""
+    lo = ix.const + sum(min(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    hi = ix.const + sum(max(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    return lo, hi
+
+
+Access = Literal["read", "write", "read_write"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A buffer the kernel reads or writes: dense, row-major, starting at the binding's offset."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    access: Access
+
+    @property
+    def num_bytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * itemsize(self.dtype)
+
+
+# ---- scalar expressions ---------------------------------------------------------------------
+
+UNARY_OPS = frozenset({
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "tanh",
+    "sin", "cos", "tan", "atan", "erf", "floor", "ceil", "round", "roundeven", "trunc",
+    "sign", "not",  # not: bitwise not for ints, logical not for i1
+    "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erfc",
+})
+BINARY_OPS = frozenset({
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "copysign",
+    "and", "or", "xor", "shl", "shr",  # shr is arithmetic for signed, logical for unsigned dtypes
+})
+# Float predicates are ordered unless prefixed "u" (unordered); ints use the operand dtype's signedness.
+COMPARE_PREDICATES = frozenset({
+    "eq", "ne", "lt", "le", "gt", "ge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno",
+})
+# Casts name their source and target by the dtypes; only the conversion kind is spelled.
+CAST_OPS = frozenset({
+    "fptosi", "fptoui", "sitofp", "uitofp", "fpext", "fptrunc", "extsi", "extui", "trunci",
+    "bitcast",
+})
+
+
+def _hash_once(cls):
+    """Expressions are trees hashed at every set or dict use (``walk``, value numbering, fusion);
+    the dataclass hash re-hashes the whole subtree each time, which made forming MobileNet's
+    dispatch regions quadratic. The hash is kept on the node after its first use. Hashing and
+    equality walk the tree with a stack, not by recursion: a chain of a few hundred fused ops
+    is deeper than Python's recursion limit."""
+    names = tuple(f.name for f in fields(cls) if f.compare)
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            if any(isinstance(c, _TREES) and "_hash" not in c.__dict__ for c in operands(self)):
+                for node in _unhashed_below(self):  # deepest first: each hashes kept hashes
+                    hash(node)
+            h = hash((cls.__name__, *(getattr(self, n) for n in names)))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    cls.__hash__ = __hash__
+    cls.__eq__ = _same_tree
+    cls._compared = names
+    return cls
+
+
+def _unhashed_below(root) -> list:
+    """The strict sub-expressions of ``root`` whose hash is not kept yet, operands first."""
+    order, stack, seen = [], [(root, False)], set()
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for child in operands(node):
+            if id(child) not in seen and isinstance(child, _TREES) and "_hash" not in child.__dict__:
+                seen.add(id(child))
+                stack.append((child, False))
+    return order[:-1]
+
+
+def _same_tree(self, other) -> bool:
+    """Structural equality of two expressions (the dataclass ``__eq__``: same class, equal
+    fields), pair by pair from a stack; unequal kept hashes answer at once."""
+    stack = [(self, other)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        if a.__class__ is not b.__class__:
+            return False
+        if not isinstance(a, _TREES):
+            if a != b:
+                return False
+            continue
+        if hash(a) != hash(b):
+            return False
+        for name in a._compared:
+            x, y = getattr(a, name), getattr(b, name)
+            if isinstance(x, _TREES):
+                stack.append((x, y))
+            elif name == "index" and isinstance(a, Gather):
+                if len(x) != len(y):
+                    return False
+                stack.extend(zip(x, y))
+            elif x != y:
+                return False
+    return True
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Load:
+    binding: int
+    index: tuple[AffineExpr, ...]  # one per binding dim; rank-0 bindings have ()
+    dtype: str
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Gather:
+    """A load at computed indices: one integer expression (any int dtype or index) per binding
+    dim. MLIR leaves an out-of-range index undefined; pyree never reads out of bounds, so each
+    index is clamped into [0, dim - 1] (``gather_offset``) and an out-of-range index reads the
+    nearest edge element."""
+
+    binding: int
+    index: tuple[Expr, ...]  # one per binding dim; rank-0 bindings have ()
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False)
+class Const:
+    """Equal when bit-equal: -0.0 is not 0.0 (which would let value numbering or kernel sharing
+    swap one for the other), and a NaN equals the same NaN."""
+
+    value: Union[float, int, bool]
+    dtype: str
+
+    def _key(self):
+        v = self.value
+        return (self.dtype, struct.pack("<d", float(v)) if is_float(self.dtype) else v)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@dataclass(frozen=True)
+class LoopIndex:
+    """linalg.index: the current value of loop ``dim`` (dtype index)."""
+
+    dim: int
+    dtype: str = "index"
+
+
+@dataclass(frozen=True)
+class Acc:
+    """Result ``result``'s accumulator: before this reduction step (value) or at the end (epilogue)."""
+
+    result: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Final:
+    """The value reduction result ``result`` stores (its epilogue of its last accumulator), read
+    by a later phase or a row result of the same kernel. A node of its own, not an ``Acc``: it
+    is constant over the reduction, so a fold reading it (``acc + exp(x - Final(0))``) is still
+    an associative fold (``fold_pattern``) that backends reduce in parallel."""
+
+    result: int
+    dtype: str
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Unary:
+    op: str
+    x: Expr
+    dtype: str
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Binary:
+    op: str
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Compare:
+    predicate: str
+    a: Expr
+    b: Expr
+    dtype: str = "i1"
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Select:
+    """``cond ? a : b``. Only the chosen side is evaluated: the other may contain Loads whose
+    index is out of range (tensor.pad, insert_slice), so backends must not load it."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: str
+
+
+@_hash_once
+@dataclass(frozen=True)
+class Cast:
+    op: str
+    x: Expr
+    dtype: str
+
+
+Expr = Union[Load, Gather, Const, LoopIndex, Acc, Final, Unary, Binary, Compare, Select, Cast]
+_TREES = (Load, Gather, Unary, Binary, Compare, Select, Cast)  # the _hash_once classes
+
+
+@dataclass(frozen=True)
+class Result:
+    binding: int
+    index: tuple[AffineExpr, ...]  # over the parallel loops only (reduction coeffs are 0)
+    value: Expr
+    init: Expr | None = None
+    epilogue: Expr | None = None
+    # A row result: stored at every loop point after the reductions; index over all loops.
+    row: bool = False
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    loop_ranges: tuple[int, ...]
+    num_parallel: int
+    bindings: tuple[Binding, ...]
+    results: tuple[Result, ...]
+    # Where the region came from, for error messages and --pyree-print-ir-after-all.
+    location: str = field(default="", compare=False)
+
+    @property
+    def reduction_ranges(self) -> tuple[int, ...]:
+        return self.loop_ranges[self.num_parallel:]
+
+    @property
+    def parallel_ranges(self) -> tuple[int, ...]:
+        return self.loop_ranges[:self.num_parallel]
+
+    @property
+    def reductions(self) -> tuple[Result, ...]:
+        """The folded results (all but the row results, which come last)."""
+        return tuple(r for r in self.results if not r.row)
+
+    @property
+    def row_results(self) -> tuple[Result, ...]:
+        return tuple(r for r in self.results if r.row)
+
+
+def walk(expr: Expr):
+    """Every sub-expression of ``expr``, operands before users, each distinct one once."""
+    seen: set = set()
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in seen:
+            continue
+        if expanded:
+            seen.add(node)
+            yield node
+            continue
+        stack.append((node, True))
+        for child in operands(node):
+            if child not in seen:
+                stack.append((child, False))
+
+
+
+def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuilds ``expr`` bottom-up, the one expression mapper of passes and backends: ``leaf`` may
+    replace any Load/Acc/Final/LoopIndex, and any Gather once its index is rebuilt (None keeps
+    it). A node whose operands did not change is kept as the same object, with the hash and
+    depth it carries."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(e: Expr) -> Expr:
+        if e in memo:
+            return memo[e]
+        if isinstance(e, (Load, Acc, Final, LoopIndex, Const)):
+            out = leaf(e) if not isinstance(e, Const) else None
+            out = e if out is None else out
+        elif isinstance(e, (Unary, Cast)):
+            x = go(e.x)
+            out = e if x is e.x else dataclasses.replace(e, x=x)
+        elif isinstance(e, (Binary, Compare)):
+            a, b = go(e.a), go(e.b)
+            out = e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)
+        elif isinstance(e, Select):
+            c, a, b = go(e.cond), go(e.a), go(e.b)
+            out = e if c is e.cond and a is e.a and b is e.b \
+                else dataclasses.replace(e, cond=c, a=a, b=b)
+        elif isinstance(e, Gather):
+            index = tuple(go(ix) for ix in e.index)
+            out = e if all(x is y for x, y in zip(index, e.index)) \
+                else dataclasses.replace(e, index=index)
+            out = leaf(out) or out
+        else:
+            raise TypeError(f"not an expression: {e!r}")
+        memo[e] = out
+        return out
+
+    for e in walk(expr):  # operands first, so that no call recurses more than one level
+        go(e)
+    return memo[expr]
+
+# Fusion stops before an expression nests deeper than this (a longer chain of elementwise ops
+# becomes several kernels), and one op may hold twice as many levels (input/checks.py). Some
+# passes recurse on expressions, and a backend expands a math function into up to ~60 levels of
+# arithmetic: the bound keeps every walk far from Python's recursion limit and a kernel's code
+# size (and its compile time) linear in the ops.
+MAX_DEPTH = 64
+
+
+def depth(expr: Expr) -> int:
+    """The number of nodes on the longest path from ``expr`` down to a leaf (a leaf is 1),
+    kept on each node as it is computed."""
+    known = expr.__dict__.get("_depth") if isinstance(expr, _TREES) else 1
+    if known is not None:
+        return known
+    stack = [expr]
+    while stack:
+        node = stack[-1]
+        pending = [c for c in operands(node) if isinstance(c, _TREES) and "_depth" not in c.__dict__]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        d = 1 + max((c.__dict__["_depth"] if isinstance(c, _TREES) else 1 for c in operands(node)),
+                    default=0)
+        object.__setattr__(node, "_depth", d)
+    return expr.__dict__["_depth"]
+
+
+def operands(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Unary) or isinstance(expr, Cast):
+        return (expr.x,)
+    if isinstance(expr, (Binary, Compare)):
+        return (expr.a, expr.b)
+    if isinstance(expr, Select):
+        return (expr.cond, expr.a, expr.b)
+    if isinstance(expr, Gather):
+        return expr.index
+    return ()
+
+
+def int_bits(dtype: str) -> int:
+    """The width of a dtype's values (i1: one bit)."""
+    return 1 if dtype == "i1" else 8 * itemsize(dtype)
+
+
+INT_CASTS = ("extsi", "extui", "trunci", "bitcast")
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The values an integer dtype holds (i1: false and true, 0 and 1)."""
+    if dtype == "i1":
+        return 0, 1
+    info = np.iinfo(DTYPES[dtype])
+    return int(info.min), int(info.max)
+
+
+def cast_keeps(op: str, src: str, dst: str, lo: int, hi: int) -> bool:
+    """Whether the integer cast ``op`` from ``src`` to ``dst`` leaves every value in [lo, hi]
+    unchanged. Casts act on bits, as MLIR's arith defines them: extsi reads the source as
+    signed (an i1 true is -1), extui as unsigned, and trunci and bitcast keep the bits that
+    ``dst`` has, which hold the value only where it lies in ``dst``'s range."""
+    w = int_bits(src)
+    if op == "extsi" and not -(1 << (w - 1)) <= lo <= hi < 1 << (w - 1):
+        return False
+    if op == "extui" and not 0 <= lo <= hi < 1 << w:
+        return False
+    dlo, dhi = int_range(dst)
+    return dlo <= lo and hi <= dhi
+
+
+def cast_int(op: str, value: int, src: str, dst: str) -> int:
+    """The value integer cast ``op`` gives for ``value`` of ``src``: the kernel IR's (and
+    MLIR's) bit semantics, which numpy's conversions do not follow for i1 or mixed signedness."""
+    w = int_bits(src)
+    raw = int(value) & ((1 << w) - 1)
+    if op == "extsi" and raw >> (w - 1):
+        raw -= 1 << w
+    return wrap(raw, dst)
+
+
+def wrap(value: int, dtype: str) -> int:
+    """The value of integer ``dtype`` whose bits are the low bits of ``value``."""
+    low = value & ((1 << int_bits(dtype)) - 1)
+    return low - (1 << int_bits(dtype)) if low > int_range(dtype)[1] else low
