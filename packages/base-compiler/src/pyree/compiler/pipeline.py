@@ -29,14 +29,6 @@ from pyree.compiler.flow.kernels import KernelTable, outline
 from pyree.compiler.flow.narrow_floats import widen_narrow_floats
 from pyree.compiler.flow.regions import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import split_reductions
-from pyree.compiler.flow.tensor_program import (
-    Function,
-    Generic,
-    Program,
-    map_blocks,
-    sources_of,
-    walk_ops,
-)
 from pyree.compiler.host.constants import add_constants
 from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
@@ -49,6 +41,14 @@ from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_ta
 from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
 from pyree.compiler.progress import reporter
+from pyree.compiler.tensor_program import (
+    Function,
+    Generic,
+    Program,
+    map_blocks,
+    sources_of,
+    walk_ops,
+)
 
 
 def compile_file(path: str | Path, options: CompileOptions | None = None, *,

@@ -7,17 +7,6 @@ MLIR-like, one line per op, with every scalar expression written out: loads as
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import (
-    Block,
-    Check,
-    Constant,
-    Function,
-    Generic,
-    If,
-    Program,
-    View,
-    While,
-)
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -33,6 +22,17 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Select,
     Unary,
+)
+from pyree.compiler.tensor_program import (
+    Block,
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Program,
+    View,
+    While,
 )
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "and": "&", "or": "|",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from pyree.compiler.flow.rewrite import transform
-from pyree.compiler.flow.tensor_program import Generic, Op, Value, View
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, LoopIndex, walk
+from pyree.compiler.tensor_program import Generic, Op, Value, View
 
 BLOCKED = -1
 

@@ -37,8 +37,8 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     transform,
 )
-from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Cast, Expr, Load, Result
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
 
 # The patches of a channels-last convolution, which targets with implicit GEMM (IMPLICIT_GEMM in
 # pipeline.py) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).

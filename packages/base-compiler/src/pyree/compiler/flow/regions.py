@@ -45,19 +45,6 @@ from pyree.compiler.flow.rewrite import (
 )
 from pyree.compiler.flow.row_fusion import fuse_rows_once
 from pyree.compiler.flow.split_reduction import is_contraction
-from pyree.compiler.flow.tensor_program import (
-    Check,
-    Constant,
-    Function,
-    Generic,
-    If,
-    Op,
-    Value,
-    While,
-    defined_by,
-    read_by,
-    sources_of,
-)
 from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
     MAX_DEPTH,
@@ -75,6 +62,19 @@ from pyree.compiler.kernel import (
     is_row_kernel,
     operands,
     walk,
+)
+from pyree.compiler.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Op,
+    Value,
+    While,
+    defined_by,
+    read_by,
+    sources_of,
 )
 
 

@@ -27,7 +27,7 @@ from pyree.compiler.kernel import (
 )
 
 if TYPE_CHECKING:
-    from pyree.compiler.flow.tensor_program import Generic, Value
+    from pyree.compiler.tensor_program import Generic, Value
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
 

@@ -24,8 +24,8 @@ from pyree.compiler.flow.rewrite import (
     map_results,
     result_exprs,
 )
-from pyree.compiler.flow.tensor_program import Generic, Op, Value, View, read_by
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize
+from pyree.compiler.tensor_program import Generic, Op, Value, View, read_by
 
 
 def fold_views_into_loads(ops: list[Op], results: list[Value]) -> list[Op]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Value
 from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import bits, element_dtype, is_scalar_op, lower_scalar_op
@@ -24,6 +23,7 @@ from pyree.compiler.kernel import (
     int_range,
     is_float,
 )
+from pyree.compiler.tensor_program import Value
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Block, SSAValue

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant, Generic, Value, View
 from pyree.compiler.input.body import Inputs, lower_block
 from pyree.compiler.input.function import Empty, FunctionLowering
 from pyree.compiler.input.parser import location_of
@@ -26,6 +25,7 @@ from pyree.compiler.kernel import (
     Select,
     itemsize,
 )
+from pyree.compiler.tensor_program import Constant, Generic, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation

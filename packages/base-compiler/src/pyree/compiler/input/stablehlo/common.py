@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
@@ -26,6 +25,7 @@ from pyree.compiler.kernel import (
     is_unsigned,
     itemsize,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,

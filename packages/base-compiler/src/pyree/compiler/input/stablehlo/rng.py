@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
@@ -55,6 +54,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
 U32, U64 = "ui32", "ui64"

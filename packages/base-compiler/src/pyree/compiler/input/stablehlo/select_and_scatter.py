@@ -10,7 +10,6 @@ all windows: quadratic, like ``scatter``).
 from __future__ import annotations
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
@@ -29,6 +28,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.tensor_program import Generic
 from xdsl.ir import Operation
 
 
