@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.checks import check_generic
 from pyree.compiler.input.constants import python_scalar
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.types import tensor_type_of

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering, fold
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op

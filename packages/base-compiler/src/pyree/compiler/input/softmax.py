@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.linalg import SoftmaxOp
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.kernel import (
     DTYPES,

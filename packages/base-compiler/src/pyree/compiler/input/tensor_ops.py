@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs, lower_block
+from pyree.compiler.input.body import lower_block
 from pyree.compiler.input.function import Empty, FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import convert, hlo_attr, ints

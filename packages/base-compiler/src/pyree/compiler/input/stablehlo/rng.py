@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import prop, width
 from pyree.compiler.input.types import tensor_type_of
