@@ -177,7 +177,7 @@ def profile(name: str, work: Path, top: int) -> None:
     from pyree.compiler.codegen.llvm_cpu.normalize import normalize
     from pyree.compiler.flow.convolution import rewrite_convolutions
     from pyree.compiler.flow.kernels import KernelTable, outline
-    from pyree.compiler.flow.regions import form_dispatch_regions
+    from pyree.compiler.flow.passes import form_dispatch_regions
     from pyree.compiler.input import import_mlir
     from pyree.compiler.kernel import DTYPES
     from pyree.compiler.tensor_program import Generic

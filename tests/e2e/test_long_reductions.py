@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import LONG_REDUCTION, split_reduction, split_reductions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.tensor_program import Generic

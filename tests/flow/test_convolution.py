@@ -23,7 +23,7 @@ from pyree.compiler.codegen.spirv import matmul as spirv_matmul
 from pyree.compiler.codegen.spirv.targets import resolve_target as vulkan_target
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import DTYPES, evaluate
 from pyree.compiler.tensor_program import Constant, Function, Generic, View

@@ -2,7 +2,7 @@
 into its source, and a Gather at constant indices that are affine in the loops becomes a Load."""
 
 import numpy as np
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import (
     Binary,
     Cast,

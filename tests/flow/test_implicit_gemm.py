@@ -22,7 +22,7 @@ from pyree.compiler.codegen.cuda.gathered import Gathered
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.implicit_gemm import inline_patches, patch_digits
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import AffineExpr, Binary, Cast, Const, LoopIndex
 from pyree.compiler.tensor_program import Generic

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
