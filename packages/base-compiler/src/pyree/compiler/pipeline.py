@@ -28,7 +28,6 @@ from pyree.compiler.host.constants import add_constants
 from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
 from pyree.compiler.host.program import emit_function
-from pyree.compiler.importers.torch import import_torch
 from pyree.compiler.input import lower_to_tensor_program, parse_mlir
 from pyree.compiler.input.demotion import demote_types
 from pyree.compiler.input.input_types import convert_input
@@ -95,7 +94,10 @@ def compile_str(source: str | bytes, options: CompileOptions | None = None,
 def compile_torch(module, *example_args, function_name: str = "main",
                   target_backends: list[str] | tuple[str, ...] = ("llvm-cpu",), **options) -> bytes:
     """``import_torch`` then ``compile_str``: the ``.vmfb`` bytes of ``module``. ``options``
-    are CompileOptions fields (``llvmcpu_target_cpu="generic"``, ``cuda_target="sm_90"``...)."""
+    are CompileOptions fields (``llvmcpu_target_cpu="generic"``, ``cuda_target="sm_90"``...).
+    The importer is loaded here, on first use, as the importers' docstring promises."""
+    from pyree.compiler.importers.torch import import_torch
+
     compile_options = CompileOptions(target_backends=list(target_backends), **options)
     text = import_torch(module, *example_args, function_name=function_name)
     return compile_str(text, compile_options, source_name=f"<torch {type(module).__name__}>")
