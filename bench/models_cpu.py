@@ -177,10 +177,10 @@ def profile(name: str, work: Path, top: int) -> None:
     from pyree.compiler.codegen.common.normalize import normalize
     from pyree.compiler.flow.convolution import rewrite_convolutions
     from pyree.compiler.flow.kernels import KernelTable, outline
-    from pyree.compiler.flow.regions import form_dispatch_regions
-    from pyree.compiler.flow.tensor_program import Generic
+    from pyree.compiler.flow.passes import form_dispatch_regions
     from pyree.compiler.input import import_mlir
     from pyree.compiler.kernel import DTYPES
+    from pyree.compiler.tensor_program import Generic
 
     mlir = export(name, work)[0]
     function = form_dispatch_regions(rewrite_convolutions(import_mlir(mlir.read_text()).functions[0]))

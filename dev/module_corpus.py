@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGETS = ("llvm-cpu", "vmvx", "cuda", "vulkan-spirv", "rocm")
 # Options that name files or streams: the build points them into a scratch folder.
 _PATH_FIELDS = ("export_parameters", "splat_parameters")
-_DROPPED = ("progress", "print_ir_after_all")
+_DROPPED = ("progress", "print_ir_after_all", "print_ir_after")
 
 
 def _record(options) -> dict:

@@ -57,6 +57,8 @@ def test_backend_flags(flags, backends, calls, tmp_path):
     ("--pyree-vulkan-target=rdna3-7900-windows", "vulkan_target", "rdna3-7900-windows"),
     ("--iree-vulkan-target=valhall-mali", "vulkan_target", "valhall-mali"),
     ("--pyree-print-ir-after-all", "print_ir_after_all", True),
+    ("--pyree-print-ir-after=fold-views,fuse-regions", "print_ir_after", ["fold-views,fuse-regions"]),
+    ("--mlir-print-ir-after=collapse-loops", "print_ir_after", ["collapse-loops"]),
     ("--iree-input-type=stablehlo", "input_type", "stablehlo"),
     ("--pyree-input-type=tosa", "input_type", "tosa"),
     ("--iree-input-demote-f64-to-f32", "demote_f64_to_f32", True),

@@ -195,9 +195,9 @@ def padded_window_mlir(op: str) -> str:
 def test_padded_windows_read_the_input_in_place(op):
     """The pad is no dispatch of its own (flow/regions.py: a guarded load inlines into a window
     that is not a contraction), and NaN, +/-inf and -0 land where numpy puts them."""
-    from pyree.compiler.flow.regions import form_dispatch_regions
-    from pyree.compiler.flow.tensor_program import Generic
+    from pyree.compiler.flow.passes import form_dispatch_regions
     from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import Generic
 
     mlir = padded_window_mlir(op)
     function = form_dispatch_regions(import_mlir(mlir, "t.mlir").functions[0])

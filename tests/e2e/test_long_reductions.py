@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import LONG_REDUCTION, split_reduction, split_reductions
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Generic
 
 FOLDS = {  # name -> (MLIR body op, element type, numpy reference along an axis)
     "addf": ("arith.addf", "f32", lambda x, axis: np.sum(x.astype(np.float64), axis=axis)),

@@ -7,8 +7,8 @@ import numpy as np
 import pyree.runtime as rt
 import pytest
 from pyree.compiler import compile_str
-from pyree.compiler.flow.tensor_program import Constant
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Constant
 
 DRIVERS = ["local-sync", "local-task"]
 

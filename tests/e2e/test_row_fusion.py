@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch  # CI installs it: a missing torch fails there, never skips
 from pyree.compiler import CompileOptions, compile_str, import_torch
-from pyree.compiler.flow.regions import form_dispatch_regions
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import split_reductions
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Generic
 
 
 class Row(torch.nn.Module):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.flow.channel_affine import fold_channel_affine
-from pyree.compiler.flow.tensor_program import Constant, Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Constant, Generic
 
 C, F, H, W = 3, 5, 7, 9
 

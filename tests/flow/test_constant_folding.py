@@ -3,10 +3,10 @@
 import numpy as np
 from pyree.compiler.flow.constant_folding import evaluate_elementwise, fold_constants
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Value, View
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import DTYPES, evaluate
+from pyree.compiler.tensor_program import Constant, Function, Generic, Value, View
 
 BATCHNORM_PARAMS = """
 func.func @f(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {

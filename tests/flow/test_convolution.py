@@ -23,10 +23,10 @@ from pyree.compiler.codegen.spirv import matmul as spirv_matmul
 from pyree.compiler.codegen.spirv.targets import resolve_target as vulkan_target
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, View
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import DTYPES, evaluate
+from pyree.compiler.tensor_program import Constant, Function, Generic, View
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_cases import CASES, Conv  # noqa: E402
@@ -276,8 +276,8 @@ def test_collapse_keeps_the_shape_of_a_gathered_binding():
     """Loops (i, j) of x[i, j, k] would merge through a view of x, but x is also gathered with
     computed indices, which are per dim of x's own shape: no merge then."""
     from pyree.compiler.flow.collapse import collapse_loops
-    from pyree.compiler.flow.tensor_program import Value
     from pyree.compiler.kernel import Acc, AffineExpr, Binary, Const, Gather, Load, Result
+    from pyree.compiler.tensor_program import Value
 
     x, out = Value("f32", (2, 3, 4), "x"), Value("f32", (2, 3), "out")
     unit = [AffineExpr(tuple(int(j == d) for j in range(3))) for d in range(3)]

@@ -2,8 +2,7 @@
 into its source, and a Gather at constant indices that are affine in the loops becomes a Load."""
 
 import numpy as np
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Value
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import (
     Binary,
     Cast,
@@ -16,6 +15,7 @@ from pyree.compiler.kernel import (
     Select,
     walk,
 )
+from pyree.compiler.tensor_program import Constant, Function, Generic, Value
 from test_regions import elementwise, ident, run
 
 

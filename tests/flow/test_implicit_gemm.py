@@ -23,10 +23,10 @@ from pyree.compiler.codegen.cuda.targets import resolve_target
 from pyree.compiler.flow.convolution import rewrite_convolutions
 from pyree.compiler.flow.implicit_gemm import inline_patches, patch_digits
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Generic
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import AffineExpr, Binary, Cast, Const, LoopIndex
+from pyree.compiler.tensor_program import Generic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_cases import Conv  # noqa: E402

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.flow.constant_folding import MAX_WIDENED_BYTES, fold_constants
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Constant, Generic
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import Cast, Load, walk
+from pyree.compiler.tensor_program import Constant, Generic
 
 ID2 = "affine_map<(d0, d1) -> (d0, d1)>"
 

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 from pyree.compiler.flow.kernels import outline
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Value, View
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -17,6 +16,7 @@ from pyree.compiler.kernel import (
     Unary,
     evaluate,
 )
+from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Value, View
 
 
 def ident(n, rank=None, offset=0):

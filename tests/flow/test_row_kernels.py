@@ -12,9 +12,9 @@ import numpy as np
 import pyree.runtime as rt
 import pytest
 from pyree.compiler import CompileOptions, compile_str
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Function, Generic, Value, View
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Const, Load, Result, Unary
+from pyree.compiler.tensor_program import Function, Generic, Value, View
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import row_kernel_cases as C  # noqa: E402

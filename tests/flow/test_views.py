@@ -5,10 +5,10 @@ import itertools
 
 import numpy as np
 import pytest
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.tensor_program import Function, Generic, Value, View
+from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.flow.views import source_index
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Const, Load, Result, Unary
+from pyree.compiler.tensor_program import Function, Generic, Value, View
 from test_regions import ident, run
 
 

@@ -7,8 +7,8 @@ the MLIR meant. A Generic becomes a Kernel whose bindings are its inputs, then i
 from __future__ import annotations
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, View
 from pyree.compiler.kernel import DTYPES, Binding, Kernel, Result, evaluate
+from pyree.compiler.tensor_program import Check, Constant, Function, Generic, View
 
 
 def kernel_of(op: Generic) -> Kernel:

@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Check, Constant
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Check, Constant
 
 
 def test_constant_forms(rng):

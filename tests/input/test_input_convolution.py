@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from program_interpreter import run
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import AffineExpr, Cast, Const, Load, walk
+from pyree.compiler.tensor_program import Generic
 
 
 def t(shape, dtype="f32"):

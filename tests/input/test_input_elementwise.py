@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Generic
 
 
 def _binary(op: str, t: str = "f32", shape: str = "37x53") -> str:

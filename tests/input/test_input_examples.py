@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Constant, Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Constant, Generic
 
 DATA = Path(__file__).parent.parent / "data"
 

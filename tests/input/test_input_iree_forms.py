@@ -2,8 +2,8 @@
 
 import numpy as np
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Check
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Check
 
 ARGMAX = """
 func.func @argmax_1d() {

@@ -8,9 +8,9 @@ import struct
 import numpy as np
 import pytest
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant
 from pyree.compiler.input import import_mlir, parse_mlir
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.tensor_program import Constant
 
 
 def model(rng, n=300):

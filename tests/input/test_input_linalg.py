@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Constant, Generic
 from pyree.compiler.input import import_mlir
 from pyree.compiler.kernel import Const, Load
+from pyree.compiler.tensor_program import Constant, Generic
 
 ID2 = "affine_map<(i, j) -> (i, j)>"
 

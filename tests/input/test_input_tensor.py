@@ -2,8 +2,8 @@
 
 import numpy as np
 from program_interpreter import run
-from pyree.compiler.flow.tensor_program import Constant, Generic, View
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Constant, Generic, View
 
 
 def _f32(rng, *shape):

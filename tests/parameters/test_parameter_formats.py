@@ -13,11 +13,11 @@ import pyree.runtime as rt
 import pytest
 from pyree.compiler._fb.Constant import ConstantT
 from pyree.compiler._fb.Parameter import ParameterT
-from pyree.compiler.flow.tensor_program import Value
 from pyree.compiler.host.program import tensor_type
 from pyree.compiler.module_writer import SCHEMA_VERSION, ModuleBuilder
 from pyree.compiler.parameters import write_irpa, write_parameters
 from pyree.compiler.parameters.irpa import Splat
+from pyree.compiler.tensor_program import Value
 from pyree.runtime import ModuleError, read_module
 from pyree.runtime.parameters import ParameterError, ParameterIndex
 from pyree.runtime.parameters.irpa import read_irpa

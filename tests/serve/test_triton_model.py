@@ -97,8 +97,8 @@ def load_recipe(pb_utils, repository, config: dict):
 
 
 def mlp_reference(x: np.ndarray) -> np.ndarray:
-    from pyree.compiler.flow.tensor_program import Constant
     from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import Constant
 
     (function,) = import_mlir(MLP.read_text(), str(MLP)).functions
     w = {op.result.name: op.data.astype(np.float64) for op in function.ops

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flow.convolution import rewrite_convolution
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.input import import_mlir
+from pyree.compiler.tensor_program import Generic
 
 CONV = """func.func @f(%x: tensor<{lhs}xf32>, %w: tensor<{rhs}xf32>) -> tensor<{out}xf32> {{
   %0 = stablehlo.convolution(%x, %w) dim_numbers = {dims}, window = {{stride = [2, 1],

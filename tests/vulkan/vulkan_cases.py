@@ -228,8 +228,8 @@ def integer_ops() -> Case:
 
 
 def mlp() -> Case:
-    from pyree.compiler.flow.tensor_program import Constant
     from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import Constant
     path = DATA / "mlp.mlir"
     text = path.read_text()
     (function,) = import_mlir(text, str(path)).functions

@@ -40,7 +40,7 @@ __all__ = ["CompileError", "CompileOptions", "CompilerOptions", "CompilerToolErr
            "import_torch", "query_available_targets", "tools"]
 
 _LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
-         "import_torch": "importers.torch", "compile_torch": "importers.torch",
+         "import_torch": "importers.torch", "compile_torch": "pipeline",
          **dict.fromkeys(("CompilerOptions", "DEFAULT_TESTING_BACKENDS", "DEFAULT_TESTING_DRIVER",
                           "OutputFormat"), "compiler_options")}
 

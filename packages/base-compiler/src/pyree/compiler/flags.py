@@ -133,7 +133,10 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
                 help=f"{name.replace('-', ' ')} before lowering; function signatures change too "
                 f"(default: {default})")
     flag("--pyree-print-ir-after-all", "--mlir-print-ir-after-all", dest="print_ir_after_all",
-         action="store_true", help="print the IR after each stage to stderr")
+         action="store_true", help="print the IR after each stage and each flow pass to stderr")
+    flag("--pyree-print-ir-after", "--mlir-print-ir-after", dest="print_ir_after",
+         action="append", metavar="LIST", help="print the IR after each run of these flow "
+         "passes (comma-separated names; repeatable) to stderr")
     flag("--pyree-compile-to", "--compile-to", dest="compile_to", metavar="PHASE",
          choices=list(COMPILE_TO_STAGES), help="stop after this IREE phase and write that "
          "stage's IR as text instead of a module: " + ", ".join(COMPILE_TO_STAGES))
@@ -181,7 +184,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
         "llvmcpu_target_cpu", "llvmcpu_target_cpu_features", "llvmcpu_target_triple",
         "cuda_target", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
-        "print_ir_after_all", "compile_to", "export_parameters",
+        "print_ir_after_all", "print_ir_after", "compile_to", "export_parameters",
         "minimum_parameter_export_size", "splat_parameters", "progress") if key in given}
     backends = _backends(given.get("backends", []), given.get("devices", []))
     if backends:

@@ -91,8 +91,11 @@ class CompileOptions:
     # --pyree-opt-splat-parameters=path.irpa: an archive of zero splats, one per parameter the
     # module reads (IREE's: to run or benchmark a model without its real weights).
     splat_parameters: str = ""
-    # --pyree-print-ir-after-all: print each stage's IR to this stream (stderr in the CLI).
+    # --pyree-print-ir-after-all: print the IR after each stage and each flow pass to stderr.
     print_ir_after_all: bool = False
+    # --pyree-print-ir-after=NAME[,NAME]: print the IR after each run of these flow passes
+    # (flow/passes.py names them; a comma list in one item is several names).
+    print_ir_after: list[str] = field(default_factory=list)
     # --compile-to: stop after this IREE phase and return that stage's IR as text instead of a
     # module ("end": the module); pipeline.COMPILE_TO maps IREE's phases to pyree's stages.
     compile_to: str = "end"

@@ -21,21 +21,8 @@ from pyree.compiler.codegen import backend, executable_files
 from pyree.compiler.compiler_options import check_keywords
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
-from pyree.compiler.flow.channel_affine import fold_channel_affine
-from pyree.compiler.flow.convolution import rewrite_convolutions
-from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.kernels import KernelTable, outline
-from pyree.compiler.flow.narrow_floats import widen_narrow_floats
-from pyree.compiler.flow.regions import form_dispatch_regions
-from pyree.compiler.flow.split_reduction import split_reductions
-from pyree.compiler.flow.tensor_program import (
-    Function,
-    Generic,
-    Program,
-    map_blocks,
-    sources_of,
-    walk_ops,
-)
+from pyree.compiler.flow.passes import PASS_NAMES, flow_passes, run_flow
 from pyree.compiler.host.constants import add_constants
 from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
@@ -48,6 +35,12 @@ from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_ta
 from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
 from pyree.compiler.progress import reporter
+from pyree.compiler.tensor_program import (
+    Function,
+    Generic,
+    sources_of,
+    walk_ops,
+)
 
 
 def compile_file(path: str | Path, options: CompileOptions | None = None, *,
@@ -97,6 +90,18 @@ def compile_str(source: str | bytes, options: CompileOptions | None = None,
     return None
 
 
+def compile_torch(module, *example_args, function_name: str = "main",
+                  target_backends: list[str] | tuple[str, ...] = ("llvm-cpu",), **options) -> bytes:
+    """``import_torch`` then ``compile_str``: the ``.vmfb`` bytes of ``module``. ``options``
+    are CompileOptions fields (``llvmcpu_target_cpu="generic"``, ``cuda_target="sm_90"``...).
+    The importer is loaded here, on first use, as the importers' docstring promises."""
+    from pyree.compiler.importers.torch import import_torch
+
+    compile_options = CompileOptions(target_backends=list(target_backends), **options)
+    text = import_torch(module, *example_args, function_name=function_name)
+    return compile_str(text, compile_options, source_name=f"<torch {type(module).__name__}>")
+
+
 def _options(options: CompileOptions | None, target_backends, input_type,
              extra_args: Sequence[str]) -> CompileOptions:
     values = parse_extra_args(extra_args) if extra_args else {}
@@ -127,6 +132,7 @@ def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
 
 def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str) -> bytes:
     report = options.progress or (lambda line: None)
+    after_pass = _printer(options)
     report(f"parsing {source_name} ({size_text(len(text))})")
     text, input_type = convert_input(text, source_name, options.input_type)
     module = parse_mlir(text, source_name)
@@ -141,8 +147,7 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     report("forming dispatch regions")
     gpu = all(name != "llvm-cpu" for name in options.target_backends)
     implicit = all(backend(name).implicit_gemm for name in options.target_backends)
-    program = Program([map_blocks(f, lambda f: _form_regions(f, gpu, implicit))
-                       for f in program.functions], program.name)
+    program = run_flow(program, flow_passes(gpu, implicit), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
 
     builder = ModuleBuilder(program.name, _producer())
@@ -175,15 +180,6 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     return builder.finish()
 
 
-def _form_regions(function: Function, gpu: bool, implicit: bool) -> Function:
-    """Per-channel affine ops folded into their products, convolutions as GEMMs, then regions,
-    split reductions, and regions again: a split-K chunk walk can make a read through a view
-    affine (flow/views.py), and the data movement behind it then fuses. Last, f16 and bf16
-    arithmetic and accumulators move to f32 (flow/narrow_floats.py)."""
-    function = rewrite_convolutions(fold_channel_affine(function), implicit)
-    function = form_dispatch_regions(split_reductions(form_dispatch_regions(function), gpu))
-    function = widen_narrow_floats(function)
-    return inline_patches(function) if implicit else function
 
 
 def size_text(nbytes: int) -> str:
@@ -220,6 +216,32 @@ def _stage(options: CompileOptions, stop: str, stage: str, text) -> None:
             print(f"// -----// IR after {stage} //----- //\n{ir}", file=sys.stderr)
         if stop == stage:
             raise _Stop(ir)
+
+
+def _printer(options: CompileOptions):
+    """What prints a function after each flow pass that --pyree-print-ir-after(-all) names."""
+    names = _print_after(options.print_ir_after)
+    if not (names or options.print_ir_after_all):
+        return None
+
+    def after(name: str, function: Function) -> None:
+        if options.print_ir_after_all or name in names:
+            print(f"// -----// IR after {name} //----- //\n{printing.format_function(function)}",
+                  file=sys.stderr)
+
+    return after
+
+
+def _print_after(names: Sequence[str] | str) -> set[str]:
+    """--pyree-print-ir-after's pass names (a list, each item may be a comma list), checked."""
+    given = {n.strip() for item in ([names] if isinstance(names, str) else names)
+             for n in item.split(",") if n.strip()}
+    unknown = sorted(given.difference(PASS_NAMES))
+    if unknown:
+        raise CompileError(f"unknown pass name{'s' if len(unknown) > 1 else ''} in "
+                           f"--pyree-print-ir-after: {', '.join(unknown)}; the flow passes, in "
+                           "order: " + ", ".join(PASS_NAMES))
+    return given
 
 
 def _producer() -> str:

@@ -7,17 +7,6 @@ MLIR-like, one line per op, with every scalar expression written out: loads as
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import (
-    Block,
-    Check,
-    Constant,
-    Function,
-    Generic,
-    If,
-    Program,
-    View,
-    While,
-)
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -34,6 +23,17 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.tensor_program import (
+    Block,
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Program,
+    View,
+    While,
+)
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "rem": "%", "and": "&", "or": "|",
           "xor": "^", "shl": "<<", "shr": ">>"}
@@ -41,7 +41,7 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 
 
 def format_program(program: Program) -> str:
-    return "\n\n".join(_format_function(f) for f in program.functions) + "\n"
+    return "\n\n".join(format_function(f) for f in program.functions) + "\n"
 
 
 def format_kernels(kernels: list[Kernel]) -> str:
@@ -58,7 +58,7 @@ def _decl(value) -> str:
     return f"%{value.name}: {_type(value)}"
 
 
-def _format_function(fn: Function) -> str:
+def format_function(fn: Function) -> str:
     args = ", ".join(_decl(a) for a in fn.arguments)
     results = ", ".join(_type(r) for r in fn.results)
     lines = [f"func @{fn.name}({args}) -> ({results}) {{{_at(fn.location)}"]

@@ -31,15 +31,6 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     result_exprs,
 )
-from pyree.compiler.flow.tensor_program import (
-    Constant,
-    Function,
-    Generic,
-    Op,
-    Value,
-    read_by,
-    sources_of,
-)
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -54,6 +45,15 @@ from pyree.compiler.kernel import (
     Result,
     is_float,
     walk,
+)
+from pyree.compiler.tensor_program import (
+    Constant,
+    Function,
+    Generic,
+    Op,
+    Value,
+    read_by,
+    sources_of,
 )
 
 FOLDABLE = {"add", "sub", "mul"}

@@ -15,10 +15,16 @@ from __future__ import annotations
 import dataclasses
 
 from pyree.compiler.flow.rewrite import transform
-from pyree.compiler.flow.tensor_program import Generic, Op, Value, View
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, LoopIndex, walk
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
 
 BLOCKED = -1
+
+
+def collapse_reductions(function: Function) -> Function:
+    """``function`` with every Generic's loops merged where ``collapse_loops`` allows."""
+    return dataclasses.replace(function, ops=[
+        new for op in function.ops for new in (collapse_loops(op) if isinstance(op, Generic) else [op])])
 
 
 def collapse_loops(op: Generic) -> list[Op]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Constant, Function, Generic, Value, View
 from pyree.compiler.kernel import (
     DTYPES,
     Binary,
@@ -32,6 +31,7 @@ from pyree.compiler.kernel import (
     is_float,
     walk,
 )
+from pyree.compiler.tensor_program import Constant, Function, Generic, Value, View
 
 MAX_ELEMENTS = 1 << 22
 MAX_WIDENED_BYTES = 1 << 16

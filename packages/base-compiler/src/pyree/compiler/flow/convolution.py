@@ -37,11 +37,11 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     transform,
 )
-from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View
 from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
 
-# The patches of a channels-last convolution, which targets with implicit GEMM (IMPLICIT_GEMM in
-# pipeline.py) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
+# The patches of a channels-last convolution, which targets with implicit GEMM (a backend's
+# ``implicit_gemm``) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
 IMPLICIT_PATCHES = "implicit_im2col"
 TENSOR_CORE_DTYPES = ("f16", "bf16")
 CHUNK = 8  # channels per 16-byte chunk of a tensor-core operand tile

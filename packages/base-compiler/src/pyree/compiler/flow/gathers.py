@@ -17,7 +17,6 @@ import math
 import numpy as np
 from pyree.compiler.flow.constant_folding import record_constant
 from pyree.compiler.flow.rewrite import drop_unread, transform
-from pyree.compiler.flow.tensor_program import Function, Generic, Value
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -32,6 +31,7 @@ from pyree.compiler.kernel import (
     evaluate,
     walk,
 )
+from pyree.compiler.tensor_program import Function, Generic, Value
 
 MAX_POINTS = 1 << 14  # the index is evaluated one point at a time (kernel.evaluate)
 

@@ -21,7 +21,6 @@ import math
 
 from pyree.compiler.flow.convolution import IMPLICIT_PATCHES
 from pyree.compiler.flow.rewrite import dedupe_inputs, drop_unread, map_results, transform
-from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, View, read_by
 from pyree.compiler.kernel import (
     AffineExpr,
     Binary,
@@ -37,6 +36,7 @@ from pyree.compiler.kernel import (
     decided,
     itemsize,
 )
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, read_by
 
 DIGIT = "ui32"   # digits: unsigned divisions by constants
 INDEX = "i32"    # gather indices: an image index may sit one row before the image (a pad)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.kernel import Binding, Kernel
+from pyree.compiler.tensor_program import Generic
 
 
 def outline(generic: Generic, name: str) -> Kernel:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Function, Generic
 from pyree.compiler.kernel import (
     DTYPES,
     Acc,
@@ -43,6 +42,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.tensor_program import Function, Generic
 
 NARROW = ("f16", "bf16")
 WIDE = "f32"

@@ -13,12 +13,9 @@ Two rewrites, applied until neither fires:
 - row fusion, once neither fires: a chain of reductions over the same rows and the elementwise op
   reading them joins one row kernel (``flow/row_fusion.py``: softmax, layernorm).
 A value that is a function result, or is read by a check, a view or two ops, stays materialized.
-First, elementwise Generics of constants are computed at compile time (``flow/constant_folding.py``),
-gathers at constant, affine indices become loads (``flow/gathers.py``) and reads through views
-(reshapes, contiguous slices) read the views' sources where the index stays affine
-(``flow/views.py``), so a view between two ops no longer keeps its value materialized.
-Last, each reduction's adjacent loops are merged where every access allows (``flow/collapse.py``),
-so a convolution's GEMM has one m, one n and one reduction loop for every backend.
+The passes before this one in ``flow/passes.py`` fold constants, constant gathers and views, so
+a view between two ops no longer keeps its value materialized; the one after it merges each
+reduction's adjacent loops (``flow/collapse.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +23,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from pyree.compiler.flow.collapse import collapse_loops
-from pyree.compiler.flow.constant_folding import fold_constants
-from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
@@ -45,20 +39,6 @@ from pyree.compiler.flow.rewrite import (
 )
 from pyree.compiler.flow.row_fusion import fuse_rows_once
 from pyree.compiler.flow.split_reduction import is_contraction
-from pyree.compiler.flow.tensor_program import (
-    Check,
-    Constant,
-    Function,
-    Generic,
-    If,
-    Op,
-    Value,
-    While,
-    defined_by,
-    read_by,
-    sources_of,
-)
-from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.kernel import (
     MAX_DEPTH,
     Acc,
@@ -76,13 +56,23 @@ from pyree.compiler.kernel import (
     operands,
     walk,
 )
+from pyree.compiler.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    If,
+    Op,
+    Value,
+    While,
+    defined_by,
+    read_by,
+    sources_of,
+)
 
 
-def form_dispatch_regions(function: Function) -> Function:
-    ops = _drop_dead_results(
-        fold_views_into_loads(list(fold_constant_gathers(fold_constants(function)).ops),
-                              function.results),
-        function.results)
+def fuse_regions(function: Function) -> Function:
+    ops = _drop_dead_results(function.ops, function.results)
     refused: dict = {}
     graph = _Graph(ops, function.results)
     while True:
@@ -97,7 +87,6 @@ def form_dispatch_regions(function: Function) -> Function:
         if len(live) == len(ops):
             break
         ops = _drop_dead_results(live, function.results)
-    ops = [new for op in ops for new in (collapse_loops(op) if isinstance(op, Generic) else [op])]
     return dataclasses.replace(function, ops=ops)
 
 

@@ -24,7 +24,7 @@ from pyree.compiler.kernel import (
 )
 
 if TYPE_CHECKING:
-    from pyree.compiler.flow.tensor_program import Generic, Value
+    from pyree.compiler.tensor_program import Generic, Value
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
 
@@ -126,7 +126,7 @@ def result_exprs(result: Result):
 
 
 def within_depth(op: Generic) -> bool:
-    """Whether no expression of ``op`` nests deeper than ``MAX_DEPTH`` (kernel.py)."""
+    """Whether no expression of ``op`` nests deeper than ``MAX_DEPTH`` (kernel/ir.py)."""
     return all(depth(root) <= MAX_DEPTH for r in op.outputs
                for root in (r.value, r.init, r.epilogue) if root is not None)
 

@@ -37,7 +37,8 @@ from pyree.compiler.flow.rewrite import (
     result_exprs,
 )
 from pyree.compiler.flow.split_reduction import is_contraction, split_reduction
-from pyree.compiler.flow.tensor_program import (
+from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern
+from pyree.compiler.tensor_program import (
     Generic,
     Op,
     Value,
@@ -46,7 +47,6 @@ from pyree.compiler.flow.tensor_program import (
     read_by,
     sources_of,
 )
-from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern
 
 
 def fuse_rows_once(ops: list[Op]) -> bool:

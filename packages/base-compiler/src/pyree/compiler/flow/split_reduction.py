@@ -42,7 +42,6 @@ import math
 
 from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
-from pyree.compiler.flow.tensor_program import Function, Generic, Op, Value, sources_of
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -60,6 +59,7 @@ from pyree.compiler.kernel import (
     is_row_kernel,
     walk,
 )
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, sources_of
 
 FEW_OUTPUTS = 256
 LONG_REDUCTION = 16384

@@ -24,23 +24,24 @@ from pyree.compiler.flow.rewrite import (
     map_results,
     result_exprs,
 )
-from pyree.compiler.flow.tensor_program import Generic, Op, Value, View, read_by
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize
+from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
 
-def fold_views_into_loads(ops: list[Op], results: list[Value]) -> list[Op]:
-    """``ops`` with every Generic reading view sources wherever its reads allow, and without
-    the views nothing reads any more (a view read keeps its source materialized)."""
+def fold_views_into_loads(function: Function) -> Function:
+    """``function`` with every Generic reading view sources wherever its reads allow, and
+    without the views nothing reads any more (a view read keeps its source materialized)."""
+    ops = function.ops
     views = {op.result: op for op in ops if isinstance(op, View) and not op.barrier}
     if not views:
-        return ops
+        return function
     producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
     ops = [_fold(op, views, producers) if isinstance(op, Generic) else op for op in ops]
     while True:  # dropping a view can leave the view it reads unread
-        read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in results}
+        read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in function.results}
         live = [op for op in ops if not isinstance(op, View) or id(op.result) in read]
         if len(live) == len(ops):
-            return ops
+            return dataclasses.replace(function, ops=ops)
         ops = live
 
 

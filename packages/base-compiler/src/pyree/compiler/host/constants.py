@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pyree.compiler._fb.Constant import ConstantT
 from pyree.compiler._fb.Parameter import ParameterT
-from pyree.compiler.flow.tensor_program import Constant, Function, Value, walk_ops
 from pyree.compiler.host.program import tensor_type
 from pyree.compiler.module_writer import ModuleBuilder
+from pyree.compiler.tensor_program import Constant, Function, Value, walk_ops
 
 
 def add_constants(functions: list[Function], builder: ModuleBuilder) -> dict[Value, int]:

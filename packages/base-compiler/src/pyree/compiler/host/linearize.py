@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from pyree.compiler.flow.tensor_program import (
+from pyree.compiler.tensor_program import (
     Check,
     Constant,
     Function,

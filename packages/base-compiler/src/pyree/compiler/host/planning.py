@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyree.compiler.flow.tensor_program import (
+from pyree.compiler.host.linearize import Branch, Copy, Label, Step
+from pyree.compiler.tensor_program import (
     Check,
     Constant,
     Function,
@@ -23,7 +24,6 @@ from pyree.compiler.flow.tensor_program import (
     defined_by,
     read_by,
 )
-from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 
 ALIGNMENT = 64
 

@@ -23,10 +23,10 @@ from pyree.compiler._fb.ElementType import ElementType
 from pyree.compiler._fb.Fill import FillT
 from pyree.compiler._fb.Function import FunctionT
 from pyree.compiler._fb.TensorType import TensorTypeT
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Value
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.host.planning import Plan
 from pyree.compiler.kernel import DTYPES
+from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Value
 
 _ELEMENT_TYPES = {"index": ElementType.i64, **{
     name: getattr(ElementType, name) for name in DTYPES if hasattr(ElementType, name)}}

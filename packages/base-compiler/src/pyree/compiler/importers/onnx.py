@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.importers import first_line, require
+from pyree.compiler.extras import require
 
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
@@ -120,3 +120,9 @@ def _check_converted(module) -> None:
         raise CompileError("the ONNX model uses ops that torch-mlir cannot convert: "
                            + ", ".join(left) + ". Check the model's opset (--opset-version "
                            "upgrades it) or replace these ops before importing.")
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of a framework's exception message (some run to pages)."""
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0]

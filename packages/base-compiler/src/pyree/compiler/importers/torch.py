@@ -1,10 +1,10 @@
-"""PyTorch nn.Module -> linalg-on-tensors MLIR text, and the one-call compile.
+"""PyTorch nn.Module -> linalg-on-tensors MLIR text.
 
 The shape follows iree-turbine's ``aot.export(module, *args).compile(...)``: trace with
 ``torch.export`` on example arguments (static shapes from them), import the frozen program with
 torch-mlir's FX importer (weights become ``dense_resource`` blobs), lower to linalg-on-tensors,
-then compile. ``compile_torch`` is that chain in one call, with CompileOptions fields as
-keywords; ``import_torch`` stops at the MLIR text (turbine's ``save_mlir``).
+then compile. ``import_torch`` stops at the MLIR text (turbine's ``save_mlir``);
+``pipeline.compile_torch`` is the whole chain in one call.
 
 Needs ``pip install pyree-base-compiler[torch]`` (torch-mlir and torch).
 """
@@ -12,8 +12,7 @@ Needs ``pip install pyree-base-compiler[torch]`` (torch-mlir and torch).
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.importers import require
-from pyree.compiler.options import CompileOptions
+from pyree.compiler.extras import require
 
 
 def import_torch(module, *example_args, function_name: str = "main") -> str:
@@ -68,14 +67,3 @@ def _weights_hooks():
             return None
 
     return Hooks()
-
-
-def compile_torch(module, *example_args, function_name: str = "main",
-                  target_backends: list[str] | tuple[str, ...] = ("llvm-cpu",), **options) -> bytes:
-    """``import_torch`` then ``compile_str``: the ``.vmfb`` bytes of ``module``. ``options``
-    are CompileOptions fields (``llvmcpu_target_cpu="generic"``, ``cuda_target="sm_90"``...)."""
-    from pyree.compiler.pipeline import compile_str
-
-    compile_options = CompileOptions(target_backends=list(target_backends), **options)
-    text = import_torch(module, *example_args, function_name=function_name)
-    return compile_str(text, compile_options, source_name=f"<torch {type(module).__name__}>")

@@ -1,5 +1,5 @@
 """The MLIR front end: MLIR text (func/arith/math/tensor/linalg, IREE's check and util ops)
--> xDSL module -> tensor program (``pyree.compiler.flow.tensor_program``).
+-> xDSL module -> tensor program (``pyree.compiler.tensor_program``).
 
 ``parse_mlir`` parses and verifies, recording each op's ``file:line:col``;
 ``lower_to_tensor_program`` normalizes the ops into Generic/Constant/View/Check;
@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import Program
 from pyree.compiler.input.lowering import lower_to_tensor_program
 from pyree.compiler.input.parser import parse_mlir
+from pyree.compiler.tensor_program import Program
 from xdsl.dialects.builtin import ModuleOp
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Value
 from pyree.compiler.input.constants import scalar_const
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import bits, element_dtype, is_scalar_op, lower_scalar_op
 from pyree.compiler.kernel import (
@@ -16,8 +16,6 @@ from pyree.compiler.kernel import (
     Cast,
     Const,
     Expr,
-    Gather,
-    Load,
     LoopIndex,
     affine_range,
     cast_keeps,
@@ -30,32 +28,6 @@ from xdsl.ir import Block, SSAValue
 
 if TYPE_CHECKING:
     from pyree.compiler.input.function import FunctionLowering
-
-
-class Inputs:
-    """The inputs of the Generic being built, each Value once: ``Load(binding=i)`` reads
-    ``values[i]``."""
-
-    def __init__(self) -> None:
-        self.values: list[Value] = []
-
-    def load(self, value: Value, index: tuple[AffineExpr, ...]) -> Load:
-        return Load(self.binding(value), index, value.dtype)
-
-    def gather(self, value: Value, index: tuple[Expr, ...], where: str) -> Gather:
-        """``value`` read at computed indices (clamped into range: see ``Gather``)."""
-        if any(is_float(ix.dtype) for ix in index):
-            raise CompileError("tensor.extract with a floating-point index", where)
-        if 0 in value.shape:
-            raise CompileError(f"tensor.extract from an empty tensor ({value.shape})", where)
-        return Gather(self.binding(value), index, value.dtype)
-
-    def binding(self, value: Value) -> int:
-        for i, known in enumerate(self.values):
-            if known is value:
-                return i
-        self.values.append(value)
-        return len(self.values) - 1
 
 
 _TERMINATORS = ("linalg.yield", "tensor.yield", "tm_tensor.yield", "iree_linalg_ext.yield")

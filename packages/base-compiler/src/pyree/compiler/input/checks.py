@@ -11,7 +11,6 @@ where chosen (a pad's or a concat's arms), and every backend guards them.
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic
 from pyree.compiler.kernel import (
     MAX_DEPTH,
     AffineExpr,
@@ -23,6 +22,7 @@ from pyree.compiler.kernel import (
     depth,
     operands,
 )
+from pyree.compiler.tensor_program import Generic
 
 # Selects nested in one another's arms that one op may hold (a concat of N parts nests N - 1).
 # Backends lower a Select whose arm may load out of range as a branch around each arm,

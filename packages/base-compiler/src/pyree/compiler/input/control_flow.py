@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Block, Generic, If, Value, While
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import Binary, Compare, Const, Expr, Result
+from pyree.compiler.tensor_program import Block, Generic, If, Value, While
 from xdsl.dialects import scf
 from xdsl.ir import Block as XBlock
 from xdsl.ir import Operation, Region, SSAValue

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import (
+from pyree.compiler.input.checks import check_generic
+from pyree.compiler.input.constants import python_scalar
+from pyree.compiler.input.inputs import Inputs
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scalar import zero
+from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
+from pyree.compiler.tensor_program import (
     Check,
     Constant,
     Function,
@@ -26,13 +33,6 @@ from pyree.compiler.flow.tensor_program import (
     defined_by,
     read_by,
 )
-from pyree.compiler.input.body import Inputs
-from pyree.compiler.input.checks import check_generic
-from pyree.compiler.input.constants import python_scalar
-from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 

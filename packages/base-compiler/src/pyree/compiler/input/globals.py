@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant
 from pyree.compiler.input.constants import dense_contents
 from pyree.compiler.input.dialects.stream import NamedParameterAttr
 from pyree.compiler.input.dialects.util import GlobalLoadOp, GlobalOp
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.tensor_program import Constant
 from xdsl.dialects.builtin import ModuleOp
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant, Generic
-from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering, fold
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result
+from pyree.compiler.tensor_program import Constant, Generic
 from xdsl.dialects.builtin import MemRefType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp

@@ -7,12 +7,11 @@ file holds the dispatch and the small rules for constants, elementwise ops and c
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Check, Constant, Function, Generic, Program
 from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
@@ -20,6 +19,7 @@ from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.stablehlo import STABLEHLO_RULES
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Result
+from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, SSAValue

@@ -19,11 +19,12 @@ a kernel that writes at computed places.
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
+from pyree.compiler.tensor_program import Generic
 from xdsl.ir import Operation
 
 

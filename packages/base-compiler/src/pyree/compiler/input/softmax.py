@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.linalg import SoftmaxOp
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.kernel import (
     DTYPES,
@@ -30,6 +29,7 @@ from pyree.compiler.kernel import (
     Unary,
     is_float,
 )
+from pyree.compiler.tensor_program import Generic
 
 
 def lower_softmax(fn: FunctionLowering, op: SoftmaxOp) -> None:

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value
-from pyree.compiler.input.body import Inputs, convert, lower_block
+from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.types import tensor_type_of
@@ -41,6 +41,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
 COUNT = "i32"  # ranks and positions: lines are far shorter than 2**31

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant, Generic, Value, View
-from pyree.compiler.input.body import Inputs, lower_block
+from pyree.compiler.input.body import lower_block
 from pyree.compiler.input.function import Empty, FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
@@ -26,6 +26,7 @@ from pyree.compiler.kernel import (
     Select,
     itemsize,
 )
+from pyree.compiler.tensor_program import Constant, Generic, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation

@@ -20,7 +20,7 @@ import json
 import re
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.importers import require
+from pyree.compiler.extras import require
 
 # include-apply-rescale: tosa.mul with a shift and tosa.rescale lower to tosa.apply_scale,
 # which only this option lowers further (to arith). Named linalg ops are generalized: TOSA's

@@ -15,11 +15,11 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Constant, Function, Program, map_blocks, walk_ops
 from pyree.compiler.kernel import itemsize
 from pyree.compiler.options import CompileOptions
 from pyree.compiler.parameters import ExportTarget, Tensor, write_file
 from pyree.compiler.parameters.irpa import Splat, write_irpa
+from pyree.compiler.tensor_program import Constant, Function, Program, map_blocks, walk_ops
 
 
 def export_parameters(program: Program, options: CompileOptions) -> Program:

@@ -7,10 +7,9 @@ from collections.abc import Callable
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.kernel import (
     AffineExpr,
@@ -26,6 +25,7 @@ from pyree.compiler.kernel import (
     is_unsigned,
     itemsize,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,

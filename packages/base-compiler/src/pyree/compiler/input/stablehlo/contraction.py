@@ -13,16 +13,16 @@ from __future__ import annotations
 import re
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value, View
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import convert, hlo_attr, ints
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Expr, Result
+from pyree.compiler.tensor_program import Generic, Value, View
 from xdsl.ir import Operation
 
 

@@ -10,11 +10,10 @@ to i1 is ``!= 0``, ``compare`` honours its compare type (TOTALORDER on the bits)
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Constant, View
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.constants import dense_array, dense_contents, python_scalar
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo import special
 from pyree.compiler.input.stablehlo.common import convert, emit_map, ints, prop, width
@@ -31,6 +30,7 @@ from pyree.compiler.kernel import (
     is_float,
     is_unsigned,
 )
+from pyree.compiler.tensor_program import Constant, View
 from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import Block, Operation, SSAValue
 

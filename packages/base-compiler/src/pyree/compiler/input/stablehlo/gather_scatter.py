@@ -12,10 +12,9 @@ Batching dims (``operand_batching_dims``, ``input_batching_dims``) pair with ind
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import Generic, Value
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, emit_map, hlo_attr, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
@@ -30,6 +29,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
 

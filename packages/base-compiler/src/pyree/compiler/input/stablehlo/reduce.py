@@ -8,14 +8,14 @@ pads with it.
 
 from __future__ import annotations
 
-from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import affine_expr, all_of, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
 from pyree.compiler.kernel import Acc, AffineExpr, Expr, Result, Select
+from pyree.compiler.tensor_program import Generic
 from xdsl.ir import Operation
 
 

@@ -37,10 +37,9 @@ from __future__ import annotations
 import math
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import prop, width
 from pyree.compiler.input.types import tensor_type_of
@@ -55,6 +54,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
 )
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
 U32, U64 = "ui32", "ui64"

@@ -10,9 +10,8 @@ all windows: quadratic, like ``scatter``).
 from __future__ import annotations
 
 import numpy as np
-from pyree.compiler.flow.tensor_program import Generic
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import affine_expr, all_of, convert, in_range, ints
@@ -29,6 +28,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.tensor_program import Generic
 from xdsl.ir import Operation
 
 

@@ -7,15 +7,15 @@ except where a start index is data (dynamic slices) or padding is interior: then
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.flow.tensor_program import Generic, Value, View
-from pyree.compiler.input.body import Inputs
 from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
+from pyree.compiler.tensor_program import Generic, Value, View
 from xdsl.ir import Operation, SSAValue
 
 

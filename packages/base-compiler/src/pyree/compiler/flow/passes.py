@@ -1,0 +1,85 @@
+"""The flow stage as one flat list of named passes, in the order they run.
+
+Each pass is a function of a Function (a nested block runs as a function of its own, innermost
+first: ``tensor_program.map_blocks``), so, as MLIR's pass manager does with a function pass, a
+function goes through the whole list before the function around it; the IR can be printed after
+any pass by name (``--pyree-print-ir-after=NAME``, ``--pyree-print-ir-after-all``). Region
+formation runs twice: a split-K chunk walk can make a read through a view affine
+(``flow/views.py``), and the data movement behind it then fuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from pyree.compiler.flow.channel_affine import fold_channel_affine
+from pyree.compiler.flow.collapse import collapse_reductions
+from pyree.compiler.flow.constant_folding import fold_constants
+from pyree.compiler.flow.convolution import rewrite_convolutions
+from pyree.compiler.flow.gathers import fold_constant_gathers
+from pyree.compiler.flow.implicit_gemm import inline_patches
+from pyree.compiler.flow.narrow_floats import widen_narrow_floats
+from pyree.compiler.flow.regions import fuse_regions
+from pyree.compiler.flow.split_reduction import split_reductions
+from pyree.compiler.flow.views import fold_views_into_loads
+from pyree.compiler.tensor_program import Function, Program, map_blocks
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str  # what --pyree-print-ir-after takes
+    run: Callable[[Function], Function]
+
+
+# Constants, constant gathers and views folded first, so that a view between two ops no longer
+# keeps its value materialized; then fusion; last, each reduction's adjacent loops merged, so a
+# convolution's GEMM has one m, one n and one reduction loop for every backend.
+FORM_REGIONS = (
+    Pass("fold-constants", fold_constants),
+    Pass("fold-constant-gathers", fold_constant_gathers),
+    Pass("fold-views", fold_views_into_loads),
+    Pass("fuse-regions", fuse_regions),
+    Pass("collapse-loops", collapse_reductions),
+)
+
+
+def flow_passes(gpu: bool, implicit_gemm: bool) -> list[Pass]:
+    """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
+    every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py)."""
+    return [
+        Pass("fold-channel-affine", fold_channel_affine),
+        Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm)),
+        *FORM_REGIONS,
+        Pass("split-reductions", partial(split_reductions, gpu=gpu)),
+        *FORM_REGIONS,
+        Pass("widen-narrow-floats", widen_narrow_floats),
+        *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
+    ]
+
+
+# Every pass name, in pipeline order, each once.
+PASS_NAMES = tuple(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_gemm=True)))
+
+
+def run_passes(function: Function, passes, after: Callable[[str, Function], None] | None = None
+               ) -> Function:
+    """``passes`` in order on ``function``; ``after(name, function)`` sees each result."""
+    for p in passes:
+        function = p.run(function)
+        if after is not None:
+            after(p.name, function)
+    return function
+
+
+def run_flow(program: Program, passes: list[Pass],
+             after: Callable[[str, Function], None] | None = None) -> Program:
+    """``passes`` on every function of ``program`` and on every block nested in one."""
+    return Program([map_blocks(f, lambda f: run_passes(f, passes, after))
+                    for f in program.functions], program.name)
+
+
+def form_dispatch_regions(function: Function) -> Function:
+    """Region formation alone, on one function (what a flow test looks at)."""
+    return run_passes(function, FORM_REGIONS)
