@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vulkan_cases as C  # noqa: E402
+import numerics_cases as C  # noqa: E402
 from pyree.compiler import CompileError, CompileOptions, compile_str  # noqa: E402
 from pyree.compiler.codegen.spirv import resolve_target  # noqa: E402
 from spirv_modules import spirv_binaries, validate  # noqa: E402

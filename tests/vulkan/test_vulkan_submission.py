@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numerics_cases as C  # noqa: E402
 import pyree.runtime as rt  # noqa: E402
-import vulkan_cases as C  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 
 pytestmark = pytest.mark.vulkan
