@@ -270,6 +270,18 @@ CASES: dict[str, Callable[[], Case]] = {
 }
 
 
+# The module files of these programs, where a device host runs modules built elsewhere
+# (tests/cuda/build_modules.py); the prefix keeps them apart from tests/cuda/cases.py's names.
+FILE_PREFIX = "numerics_"
+
+
+def results(out) -> object:
+    """A call's results on the host: one array, or a tuple of them."""
+    if isinstance(out, tuple):
+        return tuple(np.asarray(o.to_host()) for o in out)
+    return np.asarray(out.to_host())
+
+
 def check(case: Case, actual, inputs) -> None:
     expected = case.reference(*inputs)
     actual = actual if isinstance(actual, tuple) else (actual,)

@@ -1,7 +1,8 @@
-"""Compiles every CUDA test case (the math ops, the control-flow cases, the MLP of tests/data and
-the traced chain of trace_cases.py) on this CPU-only machine into a
-folder the GPU host reads: ``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``. Build twice
-for a Hopper host, ``sm_90`` (mma.sync) and ``sm_90a`` (wgmma), and run the GPU tests on each.
+"""Compiles every CUDA test case (cases.py, the numerics table every device runs of
+tests/numerics_cases.py, the math ops, the control-flow cases, the MLP of tests/data and the
+traced chain of trace_cases.py) on this CPU-only machine into a folder the GPU host reads:
+``python3 tests/cuda/build_modules.py OUT_DIR [sm_XX]``. Build twice for a Hopper host,
+``sm_90`` (mma.sync) and ``sm_90a`` (wgmma), and run the GPU tests on each.
 
 The MLP's expected output comes from the local-task CPU driver here, for fixed inputs.
 """
@@ -27,6 +28,9 @@ def main(out: Path, target: str) -> None:
     cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
     for name, (mlir, *_rest) in CASES.items():
         (out / f"{name}.vmfb").write_bytes(compile_str(mlir, cuda))
+    import numerics_cases
+    for name, make in numerics_cases.CASES.items():
+        (out / f"{numerics_cases.FILE_PREFIX}{name}.vmfb").write_bytes(compile_str(make().mlir, cuda))
     from test_math_ops import compiled
     for name, (dtype, unary, binary) in MATH_CASES.items():
         (out / f"{name}.vmfb").write_bytes(compiled("cuda", unary, binary, dtype, cuda_target=target))

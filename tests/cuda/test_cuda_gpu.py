@@ -1,4 +1,5 @@
-"""On an NVIDIA GPU: every case of cases.py, and the MLP, against numpy in all three command-buffer
+"""On an NVIDIA GPU: every case of cases.py (the CUDA templates' shapes) and of the numerics table
+every device runs (tests/numerics_cases.py), and the MLP, against numpy in all three command-buffer
 modes, from modules compiled on a CPU-only machine (PYREE_CUDA_MODULE_DIR, made by
 build_modules.py) or compiled here when that is unset."""
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numerics_cases  # noqa: E402
 from cases import CASES, MATH_CASES, random_args, relative_error  # noqa: E402
 from test_math_ops import EXACT_OPS, GPU_ULP, compiled, measure, over_bounds  # noqa: E402
 
@@ -27,7 +29,10 @@ def module_bytes(name: str) -> bytes:
         dtype, unary, binary = MATH_CASES[name]
         return compiled("cuda", unary, binary, dtype, cuda_target="sm_90")
     from pyree.compiler import CompileOptions, compile_str
-    mlir = CASES[name][0] if name in CASES else (Path(__file__).parent.parent / "data" / "mlp.mlir").read_text()
+    if name.startswith(numerics_cases.FILE_PREFIX):
+        mlir = numerics_cases.CASES[name.removeprefix(numerics_cases.FILE_PREFIX)]().mlir
+    else:
+        mlir = CASES[name][0] if name in CASES else (Path(__file__).parent.parent / "data" / "mlp.mlir").read_text()
     return compile_str(mlir, CompileOptions(target_backends=["cuda"], cuda_target="sm_90"))
 
 
@@ -45,6 +50,20 @@ def test_case_matches_numpy(name, mode):
         want = CASES[name][2](*[a.astype(np.float64) for a in args])
         assert got.shape == want.shape
         assert relative_error(got, want) <= max(rtol, 2e-7), name
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(numerics_cases.CASES))
+def test_shared_case_matches_numpy(name, mode):
+    """The numerics programs every device runs, checked as on the CPU drivers and Vulkan."""
+    import pyree.runtime as rt
+    case = numerics_cases.CASES[name]()
+    module = rt.load_module(module_bytes(numerics_cases.FILE_PREFIX + name),
+                            device=f"cuda://0?command_buffer={mode}")
+    rng = np.random.default_rng()
+    for _ in range(2):  # a replay of the recorded command buffer, on fresh data
+        inputs = case.inputs(rng)
+        numerics_cases.check(case, numerics_cases.results(module[case.function](*inputs)), inputs)
 
 
 @pytest.mark.parametrize("name", ["gemv_f32_1x3077x771", "gemv_f32_3x517x1283"])

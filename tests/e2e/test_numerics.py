@@ -6,7 +6,7 @@ tensors, device arrays)."""
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from numerics_cases import CASES, check, rand, t
+from numerics_cases import CASES, check, rand, results, t
 from pyree.compiler import compile_str
 
 DRIVERS = ["local-sync", "local-task"]
@@ -14,10 +14,7 @@ DRIVERS = ["local-sync", "local-task"]
 
 def run(mlir: str, function: str, *args, device: str):
     module = rt.load_module(compile_str(mlir), device=device)
-    out = module[function](*args)
-    if isinstance(out, tuple):
-        return tuple(np.asarray(o.to_host()) for o in out)
-    return np.asarray(out.to_host())
+    return results(module[function](*args))
 
 
 def assert_close(actual, expected, tol=1e-5):

@@ -26,18 +26,12 @@ def vulkan_vmfb(mlir: str, triple: str = "") -> bytes:
     return compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"], vulkan_target=triple))
 
 
-def results(out) -> object:
-    if isinstance(out, tuple):
-        return tuple(np.asarray(o.to_host()) for o in out)
-    return np.asarray(out.to_host())
-
-
 @pytest.mark.parametrize("name", sorted(C.CASES))
 def test_numerics_match_numpy(vulkan_device, name):
     case = C.CASES[name]()
     module = rt.load_module(vulkan_vmfb(case.mlir), device=vulkan_device)
     inputs = case.inputs(np.random.default_rng())
-    C.check(case, results(module[case.function](*inputs)), inputs)
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
 
 
 def test_recorded_command_buffers_are_resubmitted_with_each_calls_data(vulkan_device):
@@ -46,7 +40,7 @@ def test_recorded_command_buffers_are_resubmitted_with_each_calls_data(vulkan_de
     rng = np.random.default_rng()
     for _ in range(5):  # same shapes, so the same pooled buffers and recording each call
         inputs = case.inputs(rng)
-        C.check(case, results(module[case.function](*inputs)), inputs)
+        C.check(case, C.results(module[case.function](*inputs)), inputs)
 
 
 def test_results_chain_on_the_device_without_host_copies(vulkan_device):
@@ -76,7 +70,7 @@ def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
     for _ in range(3):
         inputs = case.inputs(rng)
         out = module[case.function](*inputs)
-        C.check(case, results(out), inputs)
+        C.check(case, C.results(out), inputs)
     small = np.prod(shape) * 4 <= 16 << 10
     assert (out.buffer.host is not None) == small
 
@@ -90,7 +84,7 @@ def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
 def test_modules_for_other_triples_run_where_the_device_allows(vulkan_device, triple, case):
     module = rt.load_module(vulkan_vmfb(case.mlir, triple), device=vulkan_device)
     inputs = case.inputs(np.random.default_rng())
-    C.check(case, results(module[case.function](*inputs)), inputs)
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
 
 
 def test_devices_are_listed_by_uuid_and_selectable(vulkan_device):
@@ -105,7 +99,7 @@ def test_devices_are_listed_by_uuid_and_selectable(vulkan_device):
     for device in (f"vulkan://{uuid}", "vulkan://0"):
         module = rt.load_module(vmfb, device=device)
         inputs = case.inputs(np.random.default_rng())
-        C.check(case, results(module[case.function](*inputs)), inputs)
+        C.check(case, C.results(module[case.function](*inputs)), inputs)
 
 
 def test_an_unknown_device_names_the_devices_there_are(vulkan_device):
@@ -200,4 +194,4 @@ def test_cooperative_matrix_matmul_runs_or_is_refused_by_name(vulkan_device):
         assert "cooperativeMatrix" in str(e) and "hopper-h100-linux" in str(e)
         return
     inputs = case.inputs(np.random.default_rng())
-    C.check(case, results(module[case.function](*inputs)), inputs)
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
