@@ -3,7 +3,8 @@ and relabels them as rocm modules (relabel.py) into a folder the GPU host reads:
 
     python3 tests/rocm/hip_on_cuda/build_modules.py .gpubuild/rocm_on_cuda [sm_90]
 
-writes NAME.vmfb per rocm_on_cuda_cases.CASES entry, fills.vmfb, control_flow.vmfb, damaged.vmfb
+writes NAME.vmfb per rocm_on_cuda_cases.CASES entry, numerics_NAME.vmfb per entry of
+tests/numerics_cases.py that the rocm run takes, fills.vmfb, control_flow.vmfb, damaged.vmfb
 (add with a PTX ptxas refuses), and mlp.vmfb (constants) with mlp_expected.npz, its output on
 the local-task CPU driver here for a fixed input.
 """
@@ -27,6 +28,9 @@ def main(out: Path, target: str = "sm_90") -> None:
     cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
     sources = {name: mlir for name, (mlir, *_rest) in cases.CASES.items()}
     sources |= {"fills": cases.fills_mlir(), "control_flow": CONTROL_FLOW}
+    import numerics_cases
+    sources |= {numerics_cases.FILE_PREFIX + name: make().mlir for name, make in numerics_cases.CASES.items()
+                if name not in cases.NUMERICS_LEFT_OUT}
     for name, mlir in sources.items():
         (out / f"{name}.vmfb").write_bytes(relabel(compile_str(mlir, cuda)))
     add = compile_str(cases.CASES["add_37x53"][0], cuda)

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pyree.runtime as rt
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
+import numerics_cases  # noqa: E402
 import rocm_on_cuda_cases as cases  # noqa: E402
 from control_flow_cases import CASES as CONTROL_FLOW_CASES  # noqa: E402
 from control_flow_cases import check_case  # noqa: E402
@@ -38,6 +39,17 @@ def add_still_runs(folder: Path, device: str) -> None:
 def case(folder: Path, device: str, name: str) -> None:
     """A rocm_on_cuda_cases.CASES entry, called three times (fresh NaN/inf/-0 inputs each time)."""
     calls(load(folder, name, device), name)
+
+
+def numerics(folder: Path, device: str, name: str) -> None:
+    """An entry of the numerics table every device runs (tests/numerics_cases.py), called twice on
+    fresh inputs and checked as on the other devices."""
+    case = numerics_cases.CASES[name]()
+    module = load(folder, numerics_cases.FILE_PREFIX + name, device)
+    rng = np.random.default_rng()
+    for _ in range(2):
+        inputs = case.inputs(rng)
+        numerics_cases.check(case, numerics_cases.results(module[case.function](*inputs)), inputs)
 
 
 def other_thread(folder: Path, device: str, name: str) -> None:
@@ -182,7 +194,7 @@ def run(env: dict, check: str, folder: Path, device: str, *rest: str) -> str:
     return done.stdout
 
 
-CHECKS = {f.__name__: f for f in (case, other_thread, fills, control_flow, mlp, wrong_shape,
+CHECKS = {f.__name__: f for f in (case, numerics, other_thread, fills, control_flow, mlp, wrong_shape,
                                   damaged_code, out_of_memory, memory_returns)}
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import device_checks  # noqa: E402
+import numerics_cases  # noqa: E402
 import rocm_on_cuda_cases as cases  # noqa: E402
 from trace_checks import check_trace, dispatches  # noqa: E402
 
@@ -94,6 +95,11 @@ def test_a_traced_run_times_its_dispatch_with_hip_events(cli, module_dir, tmp_pa
 @pytest.mark.parametrize("name", sorted(cases.CASES))
 def test_case_matches_numpy(name, hip_env, module_dir):
     device_checks.run(hip_env, "case", module_dir, "rocm", name)
+
+
+@pytest.mark.parametrize("name", sorted(set(numerics_cases.CASES) - cases.NUMERICS_LEFT_OUT))
+def test_shared_case_matches_numpy(name, hip_env, module_dir):
+    device_checks.run(hip_env, "numerics", module_dir, "rocm", name)
 
 
 def test_case_on_the_gpu_named_by_uuid(hip_env, module_dir, uuid_uri):
