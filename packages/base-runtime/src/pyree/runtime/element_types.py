@@ -2,7 +2,7 @@
 as Python values, without numpy.
 
 The tools parse, print and compare values through this table alone, so a ``pyree-run-module``
-with text inputs never imports numpy (~120 ms and ~17 MB of every process). numpy dtypes are
+with text inputs never imports numpy (a large part of a tool's start and memory). numpy dtypes are
 made on demand for the Python API: i1 is one byte (numpy bool); bf16 is
 ``ml_dtypes.bfloat16`` when that package is installed and is refused otherwise, naming the
 package to install. bf16 values are the top half of an f32: written as numpy (ml_dtypes) writes
@@ -16,7 +16,7 @@ import struct
 
 from pyree.runtime.errors import InvocationError
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:
     import numpy as np
 

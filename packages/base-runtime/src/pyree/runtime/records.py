@@ -1,12 +1,12 @@
 """Record: the frozen value classes of the runtime (TensorType, DeviceInfo, a recorded Command...),
 declared as annotated fields, as ``@dataclass(frozen=True)`` declares them.
 
-dataclasses costs a process that only runs a module ~15 ms: its import (inspect, ast, dis,
-tokenize: ~8 ms, ~2.5 MB) and the code it generates and compiles for each of the runtime's ~20
-classes (~0.4 ms each). A Record subclass gets the same behaviour from one shared implementation:
-``__init__`` taking the fields in order (positionally or by name; a class attribute is the
-default), read-only attributes, ``==`` and ``hash`` over the fields (only between records of the
-same class) and ``Name(field=value, ...)`` as repr. A subclass keeps a ``__dict__``, so
+dataclasses costs a process that only runs a module its import (inspect, ast, dis, tokenize)
+and the code it generates and compiles for each of the runtime's record classes. A Record
+subclass gets the same behaviour from one shared implementation: ``__init__`` taking the fields
+in order (positionally or by name; a class attribute is the default), read-only attributes,
+``==`` and ``hash`` over the fields (only between records of the same class) and
+``Name(field=value, ...)`` as repr. A subclass keeps a ``__dict__``, so
 ``functools.cached_property`` works on it.
 """
 

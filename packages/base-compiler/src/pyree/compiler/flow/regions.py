@@ -272,8 +272,8 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     """Recomputes ``producer`` (elementwise, one result) where ``op`` loads input ``j``. A padded
     read (a bounds check and a load) also inlines into a reduction that is not a contraction, a
     depthwise convolution's or a pooling's window: its compares cost less than the pad's own
-    dispatch and pass over memory (MobileNet v2 had 17 pad kernels, ~60 us of its ~280 us of
-    kernels on an H200). A contraction keeps plain operand loads, which its tensor-core
+    dispatch and pass over memory (MobileNet v2's pad kernels were a large part of its kernel
+    time; BENCHMARKS.md). A contraction keeps plain operand loads, which its tensor-core
     templates need."""
     if producer.num_parallel != len(producer.loop_ranges) or len(producer.results) != 1:
         return None

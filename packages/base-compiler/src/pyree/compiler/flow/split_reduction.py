@@ -3,8 +3,8 @@
 Every backend's reduction template gives one output to one workgroup (or one thread), and its
 contraction templates one tile of outputs to one workgroup. A sum of 10M elements to one scalar, a
 max over a 50257-wide vocabulary for 32 rows, or a 32x1000 matmul with K = 2048 (31 tiles) then
-runs on a few of an H100's 132 multiprocessors (the 10M sum took 3.2 ms, PyTorch 0.034 ms), or on
-one core of a CPU. An associative fold (``acc = acc <op> f``, ``kernel.fold_pattern``) becomes:
+runs on a few of a GPU's multiprocessors (far slower than PyTorch), or on one core of a CPU. An
+associative fold (``acc = acc <op> f``, ``kernel.fold_pattern``) becomes:
 
 - a partial Generic: the first reduction loop (extent N) split into S chunks of C elements as
   a new outermost parallel loop ``s`` and a reduction loop ``c``, folding ``f`` at ``s * C + c``
@@ -66,38 +66,34 @@ LONG_REDUCTION = 16384
 TARGET_PARTIALS = 512
 MIN_CHUNK = 1024
 # The unit is the SIMT template's largest tile (128 x 128), not its smallest: a product with fewer
-# than FEW_TILES of those (f32 1000x700, K = 1500: 48) ran on small tiles at ~40% of the FMA rate
-# with a third of the SMs doing two; split five ways it runs 240 large tiles (H100: 0.164 ->
-# 0.093 ms; BENCHMARKS.md, 2026-11-25 second session).
+# than FEW_TILES of those (f32 1000x700, K = 1500: 48) ran on small tiles well below the FMA rate,
+# with some SMs doing two; split five ways it runs 240 large tiles (BENCHMARKS.md).
 TILE_OUTPUTS = 128 * 128
-FEW_TILES = 132      # an H100's multiprocessors: fewer tiles leave some idle
+FEW_TILES = 132      # a Hopper-class GPU's multiprocessor count: fewer tiles leave some idle
 LONG_K = 1024
 MIN_K_CHUNK = 256
-# GPT-2's 128x256 @ 256x256 linear took 12.9 us on 32 SIMT blocks of 8 K steps each (H200;
-# BENCHMARKS.md, 2026-11-26): split in 64-deep chunks, each block makes a quarter of the steps
-# (4 at the SIMT tile's 16-deep steps). Only below LONG_K:
-# f32 1000x1500 @ 1500x700, split 6 ways in 250-deep chunks instead of 5 in 300, went from 0.092 to
-# 0.120 ms.
+# GPT-2's 128x256 @ 256x256 linear ran on only 32 SIMT blocks of 8 K steps each (BENCHMARKS.md):
+# split in 64-deep chunks, each block makes a quarter of the steps (4 at the SIMT tile's 16-deep
+# steps). Only below LONG_K: f32 1000x1500 @ 1500x700, split 6 ways in 250-deep chunks instead of
+# 5 in 300, was slower.
 GPU_LONG_K = 256
 GPU_MIN_K_CHUNK = 64
 # ... while at least half the multiprocessors have a tile: the partials' pass then costs more than
 # the idle ones would add (a 3x3 f16 conv, batch 8, 64 channels at 56x56: 98 tiles, K = 576; its
-# GEMM and fold took 25.2 + 8.6 us split 3 ways, 16.2 us whole; H200, BENCHMARKS.md 2026-11-27
-# third session). Tensor-core products (f16 or bf16 operands) count their templates' 128 x 64
-# tiles, at any K: GPT-2's context product, 12 x 1024x1024 @ 1024x64, took 17.0 + 4.7 us split 4
-# ways, 9.8 us whole (96 tiles).
+# GEMM and fold split 3 ways took twice as long as the whole GEMM; BENCHMARKS.md). Tensor-core
+# products (f16 or bf16 operands) count their templates' 128 x 64 tiles, at any K: GPT-2's context
+# product, 12 x 1024x1024 @ 1024x64 (96 tiles), was also faster whole than split 4 ways.
 GPU_MOST_TILES = FEW_TILES // 2
 TENSOR_TILE_OUTPUTS = 128 * 64
 # A tensor-core product's chunk is at least three of its templates' 64-deep steps where K has room
 # for two such chunks: ResNet-18's f16 3x3 convolutions at batch 1 (64 channels, 56x56: 25 tiles,
-# K = 576) took 8.3 + 2.1 us split 9 ways (one step each), 5.8 us whole; per call 0.024 ms split 9
-# ways, 0.018-0.020 split 3 ways (H200, BENCHMARKS.md 2026-11-27 fourth session). GPT-2's K = 256
-# keeps 64-deep chunks.
+# K = 576) were slower split 9 ways (one step each) than whole, and slower per call than split 3
+# ways (BENCHMARKS.md). GPT-2's K = 256 keeps 64-deep chunks.
 GPU_TENSOR_K_CHUNK = 192
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
 # column with a few multiply-adds per element (common/llvm_gpu/matmul_gemv.py), so a 128-deep chunk is ~16
 # loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
-# matrix-vector template, a 1x768 @ 768x3072 product split 12 ways went from 0.032 to 0.043 ms.)
+# matrix-vector template, a 1x768 @ 768x3072 product split 12 ways was slower than whole.)
 GPU_MIN_SIDE = 16
 GPU_VECTOR_K_CHUNK = 128
 

@@ -287,8 +287,8 @@ class _LocatingParser(Parser):
         return super().parse_optional_builtin_int_or_float_attr()
 
     def _parse_dense_literal_type(self):
-        # xDSL's own builds its type constraint afresh for every dense literal (~1 ms each,
-        # 0.2 s of parsing MobileNet v2); the constraint is built once here.
+        # xDSL's own builds its type constraint afresh for every dense literal, a large part of
+        # parsing a model with many constants; the constraint is built once here.
         start = self.pos
         type = self.expect(self.parse_optional_type, "Dense attribute must be typed!")
         if not _dense_literal_types().verifies(type):

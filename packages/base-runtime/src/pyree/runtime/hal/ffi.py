@@ -1,7 +1,8 @@
 """The one cffi FFI of the runtime: hal.h + cpu_kernel.h, and status codes turned into errors.
 
 The headers in ``pyree/runtime/abi`` are the one source of truth; ``_ffi_abi`` is their parse,
-generated from them by ``ffi_build`` (parsing them at import cost every process ~90 ms).
+generated from them by ``ffi_build`` (parsing them at import was a large part of every process's
+start).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from pyree.runtime.errors import DriverError
 from pyree.runtime.hal._ffi_abi import ffi
 
 # The headers' #define constants, as cffi parsed them into _ffi_abi (an ABI-mode library of the
-# process itself: nothing is looked up but what is asked for). Reading hal.h again with regular
-# expressions cost every process ~0.4 ms.
+# process itself: nothing is looked up but what is asked for), so no process reads hal.h again
+# with regular expressions.
 _CONSTANTS = ffi.dlopen(None)
 ABI_VERSION = _CONSTANTS.PYREE_HAL_ABI_VERSION
 # The first field each revision appended, per struct: an older driver's struct ends before it.

@@ -24,7 +24,7 @@ ENTRY_POINT_GROUP = "pyree.runtime.drivers"
 _METADATA = (".dist-info", ".egg-info")  # a distribution's metadata folder, as importlib.metadata
 # The runtime's own drivers: its pyproject.toml's entry points of the group (a test keeps the two
 # equal). Asked for by name, one is loaded, through the same entry point and ABI check, without
-# scanning sys.path for everyone else's (~2 ms of each tool's start, issue 13). These names are
+# scanning sys.path for everyone else's, which every tool's start would pay. These names are
 # the runtime's: another distribution's entry point of the same name is ignored.
 BUILT_IN = {"local-sync": "pyree.runtime.drivers.local_sync:driver",
             "local-task": "pyree.runtime.drivers.local_task:driver"}
@@ -45,7 +45,7 @@ class _EntryPoint:
 
     def load(self):
         module, _, attr = self.value.partition(":")
-        __import__(module.strip())  # (importlib.import_module: ~0.5 ms more, importing warnings)
+        __import__(module.strip())  # (importlib.import_module would import warnings too)
         obj = sys.modules[module.strip()]
         for part in filter(None, attr.split("[")[0].strip().split(".")):
             obj = getattr(obj, part)
@@ -56,8 +56,8 @@ def _entry_points(prefix: str = "") -> list[_EntryPoint]:
     """The group's entry points of every distribution on sys.path whose normalized name starts
     with ``prefix`` (a normalized name's first letters, without a separator), as
     importlib.metadata finds them (the first distribution of a name wins), read directly:
-    importing importlib.metadata costs every process ~30 ms (email, zipfile, csv) for the same few
-    lines of text. A GPU host's site-packages lists hundreds of distributions: they are picked by
+    importing importlib.metadata (email, zipfile, csv) costs every process far more than the same
+    few lines of text. A GPU host's site-packages lists hundreds of distributions: they are picked by
     their suffix and first letters before any name is normalized or sorted."""
     points, seen = [], set()
     for folder in sys.path:
@@ -134,7 +134,7 @@ def _installed() -> dict:
 def _entry_point(name: str) -> _EntryPoint | None:
     """The entry point of driver ``name`` (None: not installed). Called holding ``_lock``.
     pyree's own packages (pyree-hal-*) win a name, so they are read before every other
-    distribution's metadata (a GPU host with torch and jax has hundreds: ~9 ms of
+    distribution's metadata (a GPU host with torch and jax has hundreds, each read at
     ``--device=cuda``'s start)."""
     global _own
     if _points is None:

@@ -16,7 +16,7 @@ from pyree.runtime.module.bounds import check_bounds
 from pyree.runtime.module.verifier import verify
 from pyree.runtime.records import Record
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:
     from pyree.runtime._fb import ModuleT
 
@@ -62,9 +62,9 @@ def read_trailer(data: bytes) -> tuple[int, bytes]:
     return data_offset, digest
 
 
-# Below this, Python's own SHA-256 digests the file: hashlib's (OpenSSL: 1.3 GB/s against
-# 0.22 GB/s here) maps libcrypto, which costs a process ~3 ms and ~4 MB of resident memory; at
-# 1 MiB the two cost the same.
+# Below this, Python's own SHA-256 digests the file: hashlib's (OpenSSL) is several times faster
+# but maps libcrypto, which costs a process time and resident memory; at 1 MiB the two cost the
+# same (measured).
 OPENSSL_DIGEST_MIN_BYTES = 1 << 20
 
 

@@ -150,7 +150,7 @@ def tool_main(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) 
     """A tool's ``main``: ``run_tool``, then exit. Run as a process (``argv`` None), it first tells
     the drivers so (hal/tool_process.py), makes sure Ctrl-C is never lost in a finalizer, and
     ends with ``os._exit`` once stdout and stderr are flushed: the interpreter's teardown
-    (module and thread clean-up) was ~4 ms of a 57 ms ``pyree-run-module`` (issue 13), for
+    (module and thread clean-up) is a noticeable part of a short ``pyree-run-module``, for
     nothing a one-shot process keeps; every file a tool writes is closed before ``body``
     returns."""
     if argv is None:

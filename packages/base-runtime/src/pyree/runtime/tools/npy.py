@@ -1,8 +1,8 @@
 """numpy's ``.npy`` files for the tools, without numpy: little-endian, C-order arrays of the
-element types numpy has a plain dtype for. Importing numpy to read a 37x53 input was ~70 ms of
-a ~45 ms ``pyree-run-module`` (issue 13); IREE's tools read and write .npy natively. Anything
+element types numpy has a plain dtype for. Importing numpy to read a small input would cost
+more than the rest of a ``pyree-run-module``; IREE's tools read and write .npy natively. Anything
 else (bf16, Fortran order, big-endian, an .npz archive) returns None: the caller then goes
-through numpy, as before, for the same result or error.
+through numpy, for the same result or error.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ succeeded). A call whose results are dropped unwaited (calls queued back to back
 dropped as the next is made) hands its buffers back *pending* its semaphore value: the next call
 takes them once that value is reached (a query, no wait). Releasing them to the driver instead
 made every queued call allocate new buffers, so the driver saw a new binding table per call (a
-new CUDA graph: 0.10 ms a call for a 0.03 ms kernel on the H100). Pending buffers past
+new CUDA graph per call, costing several times a small kernel's time). Pending buffers past
 MAX_PENDING go to the driver, which keeps them alive for in-flight work. A result goes back when
 its DeviceArray is collected, if no unfinished call still reads it: here once waited for, else
 to the function that made it (Function._recycle: its next call's work is ordered after it).

@@ -18,7 +18,7 @@ from pyree.runtime.hal.ffi import PROCESS
 from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.tensor_type import TensorType
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:
     import numpy as np
 

@@ -20,7 +20,7 @@ BACKEND_FLAGS = {"cpu": "llvm-cpu", "cuda": "cuda", "rocm": "rocm", "spirv": "vu
 @functools.cache
 def host_cpu_flags() -> frozenset[str]:
     try:
-        with open("/proc/cpuinfo") as f:  # (pathlib's import costs every process ~3 ms)
+        with open("/proc/cpuinfo") as f:  # (pathlib's import is not free)
             text = f.read()
     except OSError:
         return frozenset()

@@ -13,7 +13,7 @@ import math
 from pyree.runtime.element_types import element_type_of, numpy_dtype, pack, unpack
 from pyree.runtime.vm.tensor_type import TensorType
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:
     import numpy as np
 

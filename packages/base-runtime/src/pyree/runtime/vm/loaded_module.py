@@ -16,7 +16,7 @@ from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:  # imported when a module has parameters: a process without pays nothing
     from pyree.runtime.parameters import ParameterIndex
 

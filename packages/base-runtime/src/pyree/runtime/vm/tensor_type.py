@@ -9,7 +9,7 @@ from functools import cached_property
 from pyree.runtime.element_types import ITEMSIZES, NAMES, dtype_spelling, numpy_dtype, spell
 from pyree.runtime.records import Record
 
-TYPE_CHECKING = False  # (typing's import costs every process ~2 ms)
+TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:
     import numpy as np
 

@@ -4,7 +4,7 @@ Allocations and frees are ordered on the device's stream (cuMemAllocFromPoolAsyn
 cuMemFreeAsync); the pool keeps freed memory (release threshold = max), so a static-shape function
 that allocates its results on every call gets them back from the pool without driver round trips.
 What the pool keeps goes back to the GPU (cuMemPoolTrimTo) when an allocation fails — a request
-larger than the GPU left the pool holding all of it, 6 MiB of 81 GB free on the H100 — and when
+larger than the GPU left the pool holding all of it, next to nothing free on the GPU — and when
 the last buffer is released (every module unloaded), so other processes find the GPU as it was.
 Host <-> device copies go through pinned memory: small ones (per-call arguments and results)
 through a ring of pinned slots, a few C calls each; large ones through two pinned chunks, so they

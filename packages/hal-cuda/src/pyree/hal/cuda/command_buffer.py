@@ -49,7 +49,7 @@ def _pack(addresses: list, push_constants: tuple):
 class _Dispatch:
     """A recorded launch. ``values``/``params``: its packed arguments (see _pack), whose binding
     addresses stream and graph modes patch in place before each launch. (A plain class: the
-    dataclasses import cost a process ~10 ms of its start.)"""
+    dataclasses import is not free at a process's start.)"""
 
     __slots__ = ("kernel", "bindings", "push_constants", "values", "params")
 

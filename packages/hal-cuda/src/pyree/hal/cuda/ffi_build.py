@@ -1,6 +1,6 @@
 """Generates ``_ffi.py``, this driver's FFI with the CUDA table already parsed (cffi's out-of-line
 ABI mode, as pyree.runtime.hal.ffi_build does for the runtime): importing the driver then needs
-no pycparser, whose import and parse cost every process ~100 ms of its start on the H100 host.
+no pycparser, whose import and parse were a large part of every process's start.
 
 DECLARATIONS is THE table of CUDA driver entry points the HAL uses, in cuda.h's own names and
 types (handles ``void *``, enums ``int``, the structs laid out as cuda.h 12.0 declares them). Two
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-# (no pathlib: the driver imports this table as it starts CUDA; pathlib took ~5 ms on the 2-core VM)
+# (no pathlib: the driver imports this table as it starts CUDA, and pathlib's import is not free)
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ffi.py")
 DECLARATIONS = """
 typedef int CUresult;

@@ -20,7 +20,7 @@ from pyree.hal.cuda.symbols import CUDA_ERROR_NOT_READY, CUDA_SUCCESS, CudaError
 from pyree.runtime.hal.python_driver import HalError, TimelineSemaphore
 
 _INFINITE = (1 << 64) - 1
-_SPINS = 4000  # polls of the word (about 0.1 us each) before an untimed wait blocks
+_SPINS = 4000  # polls of the word (each one read of mapped host memory) before an untimed wait blocks
 
 
 class SemaphoreSlots:

@@ -1,10 +1,10 @@
 """CUDA's start, begun the moment the ``cuda`` driver is asked for: its entry point opens libcuda
-and runs cuInit (~100 ms on the H200 host, waiting in the kernel driver without the GIL) on a
+and runs cuInit (the longest step of the start, waiting in the kernel driver without the GIL) on a
 thread of its own before it imports the rest of the driver, and the driver's first use joins it.
 
 Any use of the driver needs cuInit, and the driver is imported only when it is asked for
 (listing drivers included), so nothing here is work a call may not need. Starting it before the
-driver's own imports and the runtime's ABI plumbing puts ~5 ms of Python beside it instead of in
+driver's own imports and the runtime's ABI plumbing puts that Python beside it instead of in
 front of it (BENCHMARKS.md, issue 13).
 """
 
@@ -73,8 +73,8 @@ def finish() -> symbols.Libcuda:
 def one_queue() -> None:
     """In a tool process (hal/tool_process.py), asks CUDA for one hardware work queue per device
     unless the user chose a number: every device of this HAL runs its work on one stream, and each
-    queue of CUDA's default 8 costs a context's creation and its teardown at exit, 61 and 35 ms of
-    a process's start and end on the H200 host (BENCHMARKS.md, issue 13). Only there: in a library
+    queue of CUDA's default 8 adds to a context's creation and to its teardown at exit, a large
+    part of a tool's start and end (BENCHMARKS.md, issue 13). Only there: in a library
     process, other CUDA users (torch's streams) may need the queues run side by side, and the
     variable is read once per process, by whichever cuInit runs first."""
     if os.environ.get(tool_process.VARIABLE) and CONNECTIONS_VARIABLE not in os.environ:

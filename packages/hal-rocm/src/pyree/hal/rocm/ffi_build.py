@@ -1,6 +1,6 @@
 """Generates ``_ffi.py``, this driver's FFI with the HIP table already parsed (cffi's out-of-line
 ABI mode, as pyree.runtime.hal.ffi_build does for the runtime): importing the driver then needs
-no pycparser, whose import and parse cost every process ~100 ms of its start. DECLARATIONS is
+no pycparser, whose import and parse were a large part of every process's start. DECLARATIONS is
 THE table of HIP entry points the HAL uses (ROCm 5.2 .. 7 ABI): error-name lookups first, then
 one line per entry point. Run ``python -m pyree.hal.rocm.ffi_build`` after editing it; a test
 fails while the vendored file is stale.

@@ -1,6 +1,6 @@
 """Generates ``_ffi.py``, this driver's FFI with the Vulkan types already parsed (cffi's out-of-line
 ABI mode, as pyree.runtime.hal.ffi_build does for the runtime): importing the driver then needs
-no pycparser, whose import and parse cost every process ~100 ms of its start on the H100 host.
+no pycparser, whose import and parse were a large part of every process's start.
 Run ``python -m pyree.hal.vulkan.ffi_build`` after editing the declarations; a test fails while the
 vendored file is stale.
 """
