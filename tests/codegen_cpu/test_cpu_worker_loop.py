@@ -136,6 +136,8 @@ def test_execute_runs_dispatches_in_order_and_stops_at_the_first_failure():
     time.sleep(0.05)   # longer than 200 idle rounds
     assert len(loop.returns) == returned
     loop.job[wl.BUSY] = 0
-    time.sleep(0.05)
+    deadline = time.monotonic() + 10   # 200 idle rounds, however long a loaded machine takes
+    while len(loop.returns) == returned and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(loop.returns) > returned
     loop.stop(worker)

@@ -94,7 +94,7 @@ def test_run_apart_runs_in_another_process(start):
 # that imported JAX or torch), which fork_is_safe rightly counts.
 FORK_SAFETY_SCRIPT = textwrap.dedent("""
     import threading
-    from pyree.compiler.codegen import parallel
+    from pyree.compiler.codegen.common import parallel
     stop = threading.Event()
     assert parallel.fork_is_safe()
     for name, safe in (("pyree-test-thread", True), ("someone-elses-pool", False)):
