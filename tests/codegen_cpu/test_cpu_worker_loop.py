@@ -45,7 +45,7 @@ class Loop:
             while seen != wl.STOPPED:
                 self.returns.append(seen := self.worker(ctypes.addressof(self.job), seen))
 
-        thread = threading.Thread(target=work)
+        thread = threading.Thread(target=work, daemon=True)  # a failed test must not hang the exit
         thread.start()
         return thread
 
