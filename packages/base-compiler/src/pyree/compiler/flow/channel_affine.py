@@ -29,7 +29,6 @@ from pyree.compiler.flow.rewrite import (
     plain_positions,
     position_loops,
     remap_loops,
-    result_exprs,
 )
 from pyree.compiler.kernel import (
     DTYPES,
@@ -44,6 +43,7 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     is_float,
+    result_nodes,
     walk,
 )
 from pyree.compiler.tensor_program import (
@@ -224,7 +224,7 @@ def _added_term(value: Expr) -> Expr | None:
 def _reads(op: Generic, binding: int) -> int:
     """How many loads of ``op`` read input ``binding`` (a weight read twice must not scale)."""
     return sum(isinstance(e, Load) and e.binding == binding
-               for r in op.outputs for e in result_exprs(r))
+               for r in op.outputs for e in result_nodes(r))
 
 
 def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):

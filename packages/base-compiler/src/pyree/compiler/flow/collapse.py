@@ -14,8 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.flow.rewrite import transform
-from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, LoopIndex, walk
+from pyree.compiler.kernel import (
+    AffineExpr,
+    Gather,
+    Load,
+    LoopIndex,
+    merge_loop,
+    merge_loop_ranges,
+    result_nodes,
+)
 from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
 
 BLOCKED = -1
@@ -52,8 +59,7 @@ def _merge(op: Generic, d: int) -> Generic | None:
     np_, ranges = op.num_parallel, op.loop_ranges
     if (d < np_) != (d + 1 < np_):
         return None
-    exprs = [e for r in op.outputs for root in (r.value, r.init, r.epilogue) if root is not None
-             for e in walk(root)]
+    exprs = [e for r in op.outputs for e in result_nodes(r)]
     if any(isinstance(e, LoopIndex) and e.dim in (d, d + 1) for e in exprs):
         return None
     loads: dict[int, set[Load]] = {j: set() for j in range(len(op.inputs))}
@@ -74,32 +80,13 @@ def _merge(op: Generic, d: int) -> Generic | None:
             return None
         out_dims.append((r.binding, where))
 
-    def shrink(ix: AffineExpr) -> AffineExpr:
-        return AffineExpr(ix.coeffs[:d] + ix.coeffs[d + 1:], ix.const)
-
-    def reindex(index, at):
-        return tuple(shrink(ix) for k, ix in enumerate(index) if k != at)
-
-    def leaf(e: Expr) -> Expr | None:
-        if isinstance(e, Load):
-            return Load(e.binding, reindex(e.index, in_dims[e.binding]), e.dtype)
-        if isinstance(e, LoopIndex) and e.dim > d:
-            return LoopIndex(e.dim - 1, e.dtype)
-        return None
-
-    def go(e):
-        return None if e is None else transform(e, leaf)
-
     result_dim = dict(out_dims)
-    outputs = tuple(dataclasses.replace(r, index=reindex(r.index, result_dim[r.binding]),
-                                        value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
-                    for r in op.outputs)
+    outputs = tuple(merge_loop(r, d, in_dims.__getitem__, result_dim[r.binding]) for r in op.outputs)
     inputs = [_collapsed(v, at, "v") for v, at in zip(op.inputs, in_dims)]
     results = [_collapsed(v, result_dim.get(k), "c") for k, v in enumerate(op.results)]
-    return dataclasses.replace(
-        op, inputs=inputs, results=results, outputs=outputs,
-        loop_ranges=ranges[:d] + (ranges[d] * ranges[d + 1],) + ranges[d + 2:],
-        num_parallel=np_ - (d < np_))
+    loop_ranges, num_parallel = merge_loop_ranges(ranges, np_, d)
+    return dataclasses.replace(op, inputs=inputs, results=results, outputs=outputs,
+                               loop_ranges=loop_ranges, num_parallel=num_parallel)
 
 
 def _position(index: tuple[AffineExpr, ...], shape: tuple[int, ...], d: int, ranges) -> int | None:

@@ -33,7 +33,6 @@ from pyree.compiler.flow.rewrite import (
     permutation_dims,
     position_loops,
     remap_loops,
-    result_exprs,
     transform,
     within_depth,
 )
@@ -54,6 +53,7 @@ from pyree.compiler.kernel import (
     fold_pattern,
     is_row_kernel,
     operands,
+    result_nodes,
     walk,
 )
 from pyree.compiler.tensor_program import (
@@ -214,7 +214,7 @@ def _reads_once(op: Generic, j: int) -> bool:
     """Whether every read of input j in ``op`` is a load at a permutation of all op's loops."""
     n = len(op.loop_ranges)
     return all(isinstance(e, Load) and permutation_dims(e.index, n) is not None
-               for r in op.outputs for e in result_exprs(r)
+               for r in op.outputs for e in result_nodes(r)
                if isinstance(e, (Load, Gather)) and e.binding == j)
 
 
@@ -237,7 +237,7 @@ def _without_unread_results(op: Generic, users: Counter) -> Generic:
         return op  # dead as a whole: _is_dead drops it
     frontier = list(needed)
     while frontier:
-        for e in result_exprs(op.outputs[frontier.pop()]):
+        for e in result_nodes(op.outputs[frontier.pop()]):
             if isinstance(e, (Acc, Final)) and e.result not in needed:
                 needed.add(e.result)
                 frontier.append(e.result)
@@ -309,7 +309,7 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
             or consumer.inputs[j] is not root.results[0] or _gathers(consumer, j)):
         return None
     root_dims = permutation_dims(root.outputs[0].index, root.num_parallel)
-    reads = {e.index for r in consumer.outputs for e in result_exprs(r)
+    reads = {e.index for r in consumer.outputs for e in result_nodes(r)
              if isinstance(e, Load) and e.binding == j}
     if root_dims is None or len(reads) != 1:
         return None
@@ -390,19 +390,18 @@ def _path_to_load(op: Generic, j: int) -> int:
     inlining an expression of depth d there makes that path ``_path_to_load - 1 + d`` long."""
     longest: dict = {}
     for r in op.outputs:
-        for root in (r.value, r.init, r.epilogue):
-            for e in () if root is None else walk(root):
-                if e not in longest:
-                    below = max((longest[c] for c in operands(e)), default=0)
-                    hit = isinstance(e, Load) and e.binding == j
-                    longest[e] = 1 if hit else below + 1 if below else 0
+        for e in result_nodes(r):
+            if e not in longest:
+                below = max((longest[c] for c in operands(e)), default=0)
+                hit = isinstance(e, Load) and e.binding == j
+                longest[e] = 1 if hit else below + 1 if below else 0
     return max(longest.values(), default=0)
 
 
 def _gathers(op: Generic, j: int) -> bool:
     """Whether ``op`` gathers from input j: its elements are read at computed indices, so only
     a materialized value will do (fused loads may sit in a Gather's index, never its source)."""
-    return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in result_exprs(r))
+    return any(isinstance(e, Gather) and e.binding == j for r in op.outputs for e in result_nodes(r))
 
 
 def _rebuild(op: Generic, replace: dict) -> Generic:

@@ -19,6 +19,9 @@ from pyree.compiler.kernel import (
     Result,
     Select,
     depth,
+    map_result,
+    result_nodes,
+    result_roots,
     transform,
     walk,
 )
@@ -118,29 +121,18 @@ def is_guarded_data_movement(expr: Expr) -> bool:
     return isinstance(expr, (Load, Const))
 
 
-def result_exprs(result: Result):
-    """Every sub-expression of the result's value, init and epilogue."""
-    for root in (result.value, result.init, result.epilogue):
-        if root is not None:
-            yield from walk(root)
-
-
 def within_depth(op: Generic) -> bool:
     """Whether no expression of ``op`` nests deeper than ``MAX_DEPTH`` (kernel/ir.py)."""
-    return all(depth(root) <= MAX_DEPTH for r in op.outputs
-               for root in (r.value, r.init, r.epilogue) if root is not None)
+    return all(depth(root) <= MAX_DEPTH for r in op.outputs for root in result_roots(r))
 
 
 def map_results(results: tuple[Result, ...], leaf: Callable[[Expr], Expr | None]) -> tuple[Result, ...]:
-    """``transform`` applied to each result's value, init and epilogue."""
-    def go(e: Expr | None) -> Expr | None:
-        return None if e is None else transform(e, leaf)
-    return tuple(dataclasses.replace(r, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
-                 for r in results)
+    """``map_result`` of each result."""
+    return tuple(map_result(r, leaf) for r in results)
 
 
 def drop_unread(op: Generic) -> Generic:
-    read = sorted({e.binding for r in op.outputs for e in result_exprs(r)
+    read = sorted({e.binding for r in op.outputs for e in result_nodes(r)
                    if isinstance(e, (Load, Gather))})
     return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
 

@@ -34,10 +34,9 @@ from pyree.compiler.flow.rewrite import (
     drop_unread,
     map_results,
     remap_loops,
-    result_exprs,
 )
 from pyree.compiler.flow.split_reduction import is_contraction, split_reduction
-from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern
+from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern, result_nodes
 from pyree.compiler.tensor_program import (
     Generic,
     Op,
@@ -105,7 +104,7 @@ def _loop_order(b: Generic, a: Generic, producers: dict) -> tuple[int, ...] | No
     for j, value in enumerate(b.inputs):
         base, to_base = _base(value, producers)
         stored = next((r for r in a.outputs if a.results[r.binding] is base), None)
-        for e in (e for r in b.outputs for e in result_exprs(r) if stored is not None
+        for e in (e for r in b.outputs for e in result_nodes(r) if stored is not None
                   and isinstance(e, (Load, Gather)) and e.binding == j):
             if not isinstance(e, Load):
                 return None
@@ -159,7 +158,7 @@ def _row_inputs(b: Generic, a: Generic, producers: dict) -> dict[int, Expr]:
                          (None, None))
         if stored is not None and all(
                 isinstance(e, Load) and _same_element(to_base(e.index), stored.index, base.shape)
-                for r in b.outputs for e in result_exprs(r)
+                for r in b.outputs for e in result_nodes(r)
                 if isinstance(e, (Load, Gather)) and e.binding == j):
             out[j] = stored.value if stored.row else Final(k, base.dtype)
     return out

@@ -22,9 +22,8 @@ from pyree.compiler.flow.rewrite import (
     drop_unread,
     is_data_movement,
     map_results,
-    result_exprs,
 )
-from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize
+from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
 from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
 
@@ -82,7 +81,7 @@ def _read_source(op: Generic, j: int, view: View) -> Generic | None:
     source = view.source
     if source.dtype != view.result.dtype or view.byte_offset % itemsize(source.dtype):
         return None
-    reads = {e for r in op.outputs for e in result_exprs(r) if isinstance(e, (Load, Gather))
+    reads = {e for r in op.outputs for e in result_nodes(r) if isinstance(e, (Load, Gather))
              and e.binding == j}
     if any(isinstance(e, Gather) for e in reads):
         return None

@@ -25,6 +25,7 @@ from pyree.compiler.kernel.ir import (
     is_float,
     is_unsigned,
     operands,
+    result_nodes,
     walk,
 )
 
@@ -32,8 +33,7 @@ from pyree.compiler.kernel.ir import (
 def is_row_kernel(results: tuple[Result, ...]) -> bool:
     """Whether ``results`` need more than one pass over the reduction range."""
     return any(r.row for r in results) or any(
-        isinstance(e, Final) for r in results for root in (r.value, r.init, r.epilogue)
-        if root is not None for e in walk(root))
+        isinstance(e, Final) for r in results for e in result_nodes(r))
 
 
 def phases(results: tuple[Result, ...]) -> list[list[int]]:
@@ -43,8 +43,7 @@ def phases(results: tuple[Result, ...]) -> list[list[int]]:
     for k, r in enumerate(results):
         if r.row:
             continue
-        reads = [e.result for root in (r.value, r.init, r.epilogue) if root is not None
-                 for e in walk(root) if isinstance(e, Final)]
+        reads = [e.result for e in result_nodes(r) if isinstance(e, Final)]
         phase[k] = 1 + max((phase[j] for j in reads), default=-1)
     return [[k for k in phase if phase[k] == n] for n in range(max(phase.values(), default=-1) + 1)]
 

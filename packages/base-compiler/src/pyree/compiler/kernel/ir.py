@@ -390,6 +390,54 @@ def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
         go(e)
     return memo[expr]
 
+def result_roots(result: Result) -> list[Expr]:
+    """The expressions ``result`` holds: its value, and its init and epilogue where present."""
+    return [e for e in (result.value, result.init, result.epilogue) if e is not None]
+
+
+def result_nodes(result: Result):
+    """Every sub-expression of ``result``'s roots (``walk`` of each root in turn)."""
+    for root in result_roots(result):
+        yield from walk(root)
+
+
+def map_result(result: Result, leaf: Callable[[Expr], Expr | None], **changes) -> Result:
+    """``result`` with ``transform(root, leaf)`` for each of its roots, and ``changes`` to its
+    other fields."""
+    def go(e: Expr | None) -> Expr | None:
+        return None if e is None else transform(e, leaf)
+    return dataclasses.replace(result, value=go(result.value), init=go(result.init),
+                               epilogue=go(result.epilogue), **changes)
+
+
+def merge_loop_ranges(loop_ranges: tuple[int, ...], num_parallel: int,
+                      d: int) -> tuple[tuple[int, ...], int]:
+    """The loop ranges and parallel count once loop d is merged into loop d+1 (``merge_loop``)."""
+    merged = loop_ranges[:d] + (loop_ranges[d] * loop_ranges[d + 1],) + loop_ranges[d + 2:]
+    return merged, num_parallel - (d < num_parallel)
+
+
+def merge_loop(result: Result, d: int, load_dim: Callable[[int], int | None] = lambda b: None,
+               result_dim: int | None = None) -> Result:
+    """``result`` with loop d merged into loop d+1 (the merged loop, numbered d, runs d+1
+    fastest): each affine index drops loop d's coefficient and later LoopIndex dims shift down.
+    Right only where every access is linear across the pair and no LoopIndex reads d or d+1,
+    which the caller checks (flow's loop collapsing, codegen's normalize). Where the caller also
+    merges dims i, i+1 of a binding indexed by exactly d, d+1, ``load_dim(binding)`` (its loads)
+    or ``result_dim`` (the store) is i, and index position i goes."""
+    def merged(index: tuple[AffineExpr, ...], at: int | None) -> tuple[AffineExpr, ...]:
+        return tuple(AffineExpr(ix.coeffs[:d] + ix.coeffs[d + 1:], ix.const)
+                     for k, ix in enumerate(index) if k != at)
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return dataclasses.replace(e, index=merged(e.index, load_dim(e.binding)))
+        if isinstance(e, LoopIndex) and e.dim > d:
+            return dataclasses.replace(e, dim=e.dim - 1)
+        return None
+
+    return map_result(result, leaf, index=merged(result.index, result_dim))
+
 # Fusion stops before an expression nests deeper than this (a longer chain of elementwise ops
 # becomes several kernels), and one op may hold twice as many levels (input/checks.py). Some
 # passes recurse on expressions, and a backend expands a math function into up to ~60 levels of

@@ -29,9 +29,11 @@ from pyree.compiler.kernel import (
     affine_range,
     gather_offset,
     is_float,
+    map_result,
+    merge_loop,
+    merge_loop_ranges,
     operands,
-    transform,
-    walk,
+    result_nodes,
 )
 
 
@@ -40,12 +42,8 @@ def normalize(kernel: Kernel) -> Kernel:
     return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
 
 
-def result_exprs(result: Result) -> list[Expr]:
-    return [e for e in (result.value, result.init, result.epilogue) if e is not None]
-
-
 def loads(kernel: Kernel) -> set[Load]:
-    return {e for r in kernel.results for x in result_exprs(r) for e in walk(x) if isinstance(e, Load)}
+    return {e for r in kernel.results for e in result_nodes(r) if isinstance(e, Load)}
 
 
 def unsafe_loads(kernel: Kernel) -> set[Load]:
@@ -75,7 +73,7 @@ def check_accesses(kernel: Kernel) -> None:
         raise CompileError(f"num_parallel {kernel.num_parallel} out of range{where}")
     at_init = kernel.parallel_ranges + (1,) * len(kernel.reduction_ranges)
     dtypes = {b.dtype for b in kernel.bindings} | {
-        e.dtype for r in kernel.results for x in result_exprs(r) for e in walk(x)}
+        e.dtype for r in kernel.results for e in result_nodes(r)}
     if dtypes - set(DTYPES):
         raise CompileError(f"llvm-cpu does not support dtype {', '.join(sorted(dtypes - set(DTYPES)))}"
                            f"{where}")
@@ -233,7 +231,7 @@ def order_parallel_loops(kernel: Kernel) -> Kernel:
 
 def coalesce(kernel: Kernel) -> Kernel:
     """Merges loop d into loop d+1 while every access is linear across the pair."""
-    indexed = {e.dim for r in kernel.results for x in result_exprs(r) for e in walk(x)
+    indexed = {e.dim for r in kernel.results for e in result_nodes(r)
                if isinstance(e, LoopIndex)}
     accesses = [ld.index[0] for ld in loads(kernel)] + [r.index[0] for r in kernel.results]
     ranges = kernel.loop_ranges
@@ -246,20 +244,9 @@ def coalesce(kernel: Kernel) -> Kernel:
 
 
 def _merge(kernel: Kernel, d: int) -> Kernel:
-    def merged(ix: AffineExpr) -> AffineExpr:
-        return AffineExpr(ix.coeffs[:d] + ix.coeffs[d + 1:], ix.const)
-
-    def leaf(e):
-        if isinstance(e, LoopIndex):
-            return replace(e, dim=e.dim - (e.dim > d))
-        return replace(e, index=tuple(merged(ix) for ix in e.index))
-
-    r = kernel.loop_ranges
-    return replace(
-        kernel, loop_ranges=r[:d] + (r[d] * r[d + 1],) + r[d + 2:],
-        num_parallel=kernel.num_parallel - (d < kernel.num_parallel),
-        results=tuple(_map_result(x, leaf, index=tuple(merged(ix) for ix in x.index))
-                      for x in kernel.results))
+    ranges, num_parallel = merge_loop_ranges(kernel.loop_ranges, kernel.num_parallel, d)
+    return replace(kernel, loop_ranges=ranges, num_parallel=num_parallel,
+                   results=tuple(merge_loop(r, d) for r in kernel.results))
 
 
 def _map_result(r: Result, leaf, index, gather=None) -> Result:
@@ -270,8 +257,6 @@ def _map_result(r: Result, leaf, index, gather=None) -> Result:
             return leaf(e)
         return gather(e) if gather is not None and isinstance(e, Gather) else None
 
-    def go(e):
-        return None if e is None else transform(e, node)
-    return replace(r, index=index, value=go(r.value), init=go(r.init), epilogue=go(r.epilogue))
+    return map_result(r, node, index=index)
 
 
