@@ -6,7 +6,7 @@ under its readers, and an error or Ctrl-C half way leaves half a file. So the by
 file beside it (same folder, hence same file system), are flushed to disk, and the new file is
 renamed over the old name: a reader sees the old file or the new one, never a mixture, and the
 old file's readers keep their inode. (The runtime has its own copy of this: the two packages
-share no code; see runtime/tools/output_file.py.)
+share no code; see the runtime's output_file.py.)
 """
 
 from __future__ import annotations

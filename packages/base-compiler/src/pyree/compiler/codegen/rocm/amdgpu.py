@@ -1,5 +1,6 @@
-"""The AMDGPU side of ``cuda/llvm_text``'s target interface, so that the cuda kernel templates
-(elementwise.py, reduction.py) emit AMDGPU LLVM IR: ``amdgpu_kernel`` kernels, ids from
+"""The AMDGPU side of ``common/llvm_gpu/llvm_text``'s target interface, so that the LLVM GPU kernel
+templates (``common/llvm_gpu``: elementwise.py, reduction.py) emit AMDGPU LLVM IR:
+``amdgpu_kernel`` kernels, ids from
 ``llvm.amdgcn.workitem.id.*``/``workgroup.id.*``, the block size from the HSA dispatch packet,
 ``s.barrier`` between workgroup-scope fences, private allocas in address space 5 (cast to flat for
 the templates, which InferAddressSpaces/SROA undo), cross-lane shuffles through ``ds.bpermute``,

@@ -3,7 +3,7 @@
 Every kernel dtype maps to a compute type (``Shader.compute_type``); integers have no signedness
 in their type, so each op picks the signed or unsigned instruction from the kernel dtype. Where
 GLSL.std.450 is undefined or loose (NaN in min/max, pow of negatives) the lowering spells out the
-numpy semantics; transcendental functions, round and sign come from ``codegen/math_expansion``,
+numpy semantics; transcendental functions, round and sign come from ``codegen/common/math_expansion``,
 and so do sqrt and rsqrt (``exact_root``: GLSL's are ~3 ulp and may flush subnormal inputs).
 A Select whose arm holds a load that may be out of range becomes a branch, so only the chosen arm
 is evaluated.

@@ -2,7 +2,7 @@
 
 The NVPTX backend aborts the process on math intrinsics it cannot select (llvm.exp, llvm.sin, ...),
 and PTX's own (ex2/lg2/sin.approx) are approximations, so transcendental functions come from
-``codegen/math_expansion`` as plain arithmetic in f32; f16 and bf16 math is done in f32 (NVPTX
+``codegen/common/math_expansion`` as plain arithmetic in f32; f16 and bf16 math is done in f32 (NVPTX
 converts bf16 with cvt.rn.bf16.f32 on sm_80+). f64 transcendental functions are refused with a
 CompileError (they would need libdevice). A target that links a device library instead calls its
 functions (``target.library_math``: rocm's ocml under ``--iree-rocm-link-bc``).
