@@ -1,5 +1,6 @@
-"""dev/module_corpus.py, the refactor check: a corpus entry builds to the same digests twice, on
-every target with --all-targets, and compare reports a changed result."""
+"""dev/module_corpus.py, the refactor check: collect records the compiles a test run makes, a
+corpus entry builds to the same digests twice, on every target with --all-targets, and compare
+reports a changed result."""
 
 import json
 import subprocess
@@ -43,3 +44,22 @@ def test_a_corpus_builds_to_the_same_digests_and_compare_sees_a_change(tmp_path)
     (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
     changed = _run("compare", tmp_path / "a", tmp_path / "b")
     assert changed.returncode == 1 and "add@cuda" in changed.stdout and "1 differ" in changed.stdout
+
+
+def test_collect_records_each_distinct_compile_a_test_run_makes(tmp_path):
+    (tmp_path / "test_compiles.py").write_text(
+        "from pyree.compiler import compile_str\n"
+        f"ADD = {ADD!r}\n"
+        "def test_twice():\n"
+        "    assert compile_str(ADD, target_backends=['llvm-cpu'])\n"
+        "    assert compile_str(ADD, target_backends=['llvm-cpu'])\n"
+        "def test_vulkan():\n"
+        "    assert compile_str(ADD, target_backends=['vulkan-spirv'])\n")
+    done = subprocess.run([sys.executable, str(SCRIPT), "collect", str(tmp_path / "corpus"),
+                           str(tmp_path / "test_compiles.py")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "corpus").glob("*.json")]
+    assert sorted(e["options"]["target_backends"] for e in entries) == [["llvm-cpu"],
+                                                                        ["vulkan-spirv"]]
+    assert all(e["text"] == ADD for e in entries)
