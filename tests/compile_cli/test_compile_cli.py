@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyree import compiler
+from pyree.compiler import pipeline
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS
 from pyree.compiler.tools.compile import main
@@ -26,8 +26,8 @@ def calls(monkeypatch):
         seen.append((source_name, options, text))
         return b"MODULE"
 
-    monkeypatch.setattr(compiler, "compile_file", compile_file, raising=False)
-    monkeypatch.setattr(compiler, "compile_str", compile_str, raising=False)
+    monkeypatch.setattr(pipeline, "compile_file", compile_file)
+    monkeypatch.setattr(pipeline, "compile_str", compile_str)
     return seen
 
 
@@ -115,7 +115,7 @@ def test_compile_error_is_one_message_exit_1(monkeypatch, capsys):
     def fail(path, options):
         raise CompileError("unsupported op 'scf.for'", "model.mlir:5:3")
 
-    monkeypatch.setattr(compiler, "compile_file", fail, raising=False)
+    monkeypatch.setattr(pipeline, "compile_file", fail)
     assert main([str(ADD), "-o", "unused.vmfb"]) == 1
     err = capsys.readouterr().err
     assert err == "model.mlir:5:3: error: unsupported op 'scf.for'\n"
@@ -125,7 +125,7 @@ def test_internal_error_is_reported_without_traceback(monkeypatch, capsys):
     def crash(path, options):
         raise KeyError("boom")
 
-    monkeypatch.setattr(compiler, "compile_file", crash, raising=False)
+    monkeypatch.setattr(pipeline, "compile_file", crash)
     assert main([str(ADD)]) == 1
     err = capsys.readouterr().err
     assert "internal compiler error: KeyError" in err and "Traceback" not in err

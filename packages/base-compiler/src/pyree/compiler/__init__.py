@@ -20,38 +20,27 @@ use, so that importing a single stage such as ``pyree.compiler.kernel`` stays li
 compiler never loads torch or onnx.
 """
 
-__version__ = "0.1.0"
-
+from pyree.compiler import tools
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions, InputType
-
-# IREE's names for the same things (iree.compiler re-exports iree.compiler.tools).
-CompilerToolError = CompileError
-
-
-def query_available_targets() -> list[str]:
-    """The target backends this compiler builds for (IREE's ``query_available_targets``)."""
-    return list(TARGET_BACKENDS)
-
+from pyree.compiler.tools import CompilerToolError, query_available_targets
+from pyree.compiler.version import __version__
 
 __all__ = ["CompileError", "CompileOptions", "CompilerOptions", "CompilerToolError",
            "DEFAULT_TESTING_BACKENDS", "DEFAULT_TESTING_DRIVER", "InputType", "OutputFormat",
            "TARGET_BACKENDS", "compile_file", "compile_str", "compile_torch", "import_onnx",
-           "import_torch", "query_available_targets", "tools"]
+           "import_torch", "query_available_targets", "tools", "__version__"]
 
-_LAZY = {"compile_file": "pipeline", "compile_str": "pipeline", "import_onnx": "importers.onnx",
-         "import_torch": "importers.torch", "compile_torch": "pipeline",
-         **dict.fromkeys(("CompilerOptions", "DEFAULT_TESTING_BACKENDS", "DEFAULT_TESTING_DRIVER",
-                          "OutputFormat"), "compiler_options")}
+_LAZY = {"import_onnx": "importers.onnx", "import_torch": "importers.torch",
+         "compile_torch": "pipeline"}
 
 
 def __getattr__(name: str):
-    """The lazy names, and the ``tools`` subpackage: IREE's quickstart calls
-    ``ireec.tools.compile_str`` after ``import iree.compiler as ireec`` alone."""
-    import importlib
-
+    """The names loaded on first use: the importers here, IREE's tools names from ``tools``."""
     if name in _LAZY:
+        import importlib
+
         return getattr(importlib.import_module(f"pyree.compiler.{_LAZY[name]}"), name)
-    if name == "tools":
-        return importlib.import_module("pyree.compiler.tools")
+    if name in tools.__all__:
+        return getattr(tools, name)
     raise AttributeError(f"module 'pyree.compiler' has no attribute {name!r}")

@@ -6,8 +6,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from pyree.compiler.codegen import NAMES as TARGET_BACKENDS
-from pyree.compiler.codegen import PORTABLE as PORTABLE_BACKEND
+from pyree.compiler.backends import NAMES as TARGET_BACKENDS
+from pyree.compiler.backends import PORTABLE as PORTABLE_BACKEND
 from pyree.compiler.errors import CompileError
 
 # TARGET_BACKENDS: the --pyree-hal-target-backends names (IREE's spellings), from the codegen

@@ -19,7 +19,6 @@ import os
 import sys
 from dataclasses import replace
 
-from pyree import compiler
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import FlagError, add_compile_flags, flag_values
 from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
@@ -107,18 +106,18 @@ def _compile(argv: list[str] | None) -> int:
         parser.error("the following arguments are required: INPUT")
     options = _options(args, parser)
     try:
+        from pyree.compiler.pipeline import compile_file, compile_str, size_text
+
         if args.input == "-":
-            module = compiler.compile_str(sys.stdin.read(), options, source_name="<stdin>")
+            module = compile_str(sys.stdin.read(), options, source_name="<stdin>")
         else:
-            module = compiler.compile_file(args.input, options)
+            module = compile_file(args.input, options)
         if args.output == "-":
             sys.stdout.buffer.write(module)
             sys.stdout.buffer.flush()
         else:
             write_output(args.output, module)
         if options.progress:
-            from pyree.compiler.pipeline import size_text
-
             where = "stdout" if args.output == "-" else args.output
             options.progress(f"wrote {where} ({size_text(len(module))})")
     except CompileError as err:

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from pyree.compiler import output_file
 from pyree.compiler.codegen.common import parallel
+from pyree.compiler.output_file import remove_partial_outputs
 
 EXIT_INTERRUPTED = 130
 # How long the main thread has to end the process itself before the watcher does.
@@ -58,7 +58,7 @@ def _watch(read: int, tool: str) -> None:
     if not _REPORTED.acquire(blocking=False):
         return  # the main thread has it in hand
     parallel.kill_workers()
-    output_file.remove_partial_outputs()
+    remove_partial_outputs()
     _say(tool)
     os._exit(EXIT_INTERRUPTED)
 

@@ -9,7 +9,7 @@ class ToolParser(argparse.ArgumentParser):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        from pyree.compiler import __version__
+        from pyree.compiler.version import __version__
 
         self.add_argument("--version", action="version",
                           version=f"{self.prog} {__version__} (pyree-base-compiler)")
