@@ -44,6 +44,16 @@ class BindingLayout(object):
             return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # BindingLayout
+    def MinLengthExpr(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class BindingLayoutT(object):
 
@@ -51,6 +61,7 @@ class BindingLayoutT(object):
     def __init__(self):
         self.access = 0  # type: int
         self.minLength = 0  # type: int
+        self.minLengthExpr = None  # type: Optional[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -70,6 +81,8 @@ class BindingLayoutT(object):
             return
         self.access = bindingLayout.Access()
         self.minLength = bindingLayout.MinLength()
+        if bindingLayout.MinLengthExpr() is not None:
+            self.minLengthExpr = SizeExprT.InitFromObj(bindingLayout.MinLengthExpr())
 
 
 class Branch(object):
@@ -216,6 +229,26 @@ class BufferRef(object):
             return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # BufferRef
+    def OffsetExpr(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # BufferRef
+    def LengthExpr(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class BufferRefT(object):
 
@@ -225,6 +258,8 @@ class BufferRefT(object):
         self.index = 0  # type: int
         self.offset = 0  # type: int
         self.length = 0  # type: int
+        self.offsetExpr = None  # type: Optional[SizeExprT]
+        self.lengthExpr = None  # type: Optional[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -246,6 +281,10 @@ class BufferRefT(object):
         self.index = bufferRef.Index()
         self.offset = bufferRef.Offset()
         self.length = bufferRef.Length()
+        if bufferRef.OffsetExpr() is not None:
+            self.offsetExpr = SizeExprT.InitFromObj(bufferRef.OffsetExpr())
+        if bufferRef.LengthExpr() is not None:
+            self.lengthExpr = SizeExprT.InitFromObj(bufferRef.LengthExpr())
 
 
 class Check(object):
@@ -1144,6 +1183,54 @@ class Dispatch(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
+    # Dispatch
+    def PushConstantExprs(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Dispatch
+    def PushConstantExprsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Dispatch
+    def PushConstantExprsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # Dispatch
+    def WorkgroupCount(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Dispatch
+    def WorkgroupCountLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Dispatch
+    def WorkgroupCountIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
 
 class DispatchT(object):
 
@@ -1152,6 +1239,8 @@ class DispatchT(object):
         self.kernel = 0  # type: int
         self.bindings = None  # type: List[BufferRefT]
         self.pushConstants = None  # type: List[int]
+        self.pushConstantExprs = None  # type: List[SizeExprT]
+        self.workgroupCount = None  # type: List[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1185,6 +1274,22 @@ class DispatchT(object):
                     self.pushConstants.append(dispatch.PushConstants(i))
             else:
                 self.pushConstants = dispatch.PushConstantsAsNumpy()
+        if not dispatch.PushConstantExprsIsNone():
+            self.pushConstantExprs = []
+            for i in range(dispatch.PushConstantExprsLength()):
+                if dispatch.PushConstantExprs(i) is None:
+                    self.pushConstantExprs.append(None)
+                else:
+                    sizeExpr_ = SizeExprT.InitFromObj(dispatch.PushConstantExprs(i))
+                    self.pushConstantExprs.append(sizeExpr_)
+        if not dispatch.WorkgroupCountIsNone():
+            self.workgroupCount = []
+            for i in range(dispatch.WorkgroupCountLength()):
+                if dispatch.WorkgroupCount(i) is None:
+                    self.workgroupCount.append(None)
+                else:
+                    sizeExpr_ = SizeExprT.InitFromObj(dispatch.WorkgroupCount(i))
+                    self.workgroupCount.append(sizeExpr_)
 
 
 class ElementType(object):
@@ -1548,6 +1653,64 @@ class Function(object):
             return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # Function
+    def Symbols(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = Symbol()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def SymbolsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def SymbolsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
+    # Function
+    def ResultSizeExprs(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def ResultSizeExprsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def ResultSizeExprsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(22))
+        return o == 0
+
+    # Function
+    def TransientSizeExpr(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class FunctionT(object):
 
@@ -1561,6 +1724,9 @@ class FunctionT(object):
         self.commands = None  # type: List[CommandT]
         self.location = None  # type: str
         self.readbackSize = 0  # type: int
+        self.symbols = None  # type: List[SymbolT]
+        self.resultSizeExprs = None  # type: List[SizeExprT]
+        self.transientSizeExpr = None  # type: Optional[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1613,6 +1779,24 @@ class FunctionT(object):
                     self.commands.append(command_)
         self.location = function.Location()
         self.readbackSize = function.ReadbackSize()
+        if not function.SymbolsIsNone():
+            self.symbols = []
+            for i in range(function.SymbolsLength()):
+                if function.Symbols(i) is None:
+                    self.symbols.append(None)
+                else:
+                    symbol_ = SymbolT.InitFromObj(function.Symbols(i))
+                    self.symbols.append(symbol_)
+        if not function.ResultSizeExprsIsNone():
+            self.resultSizeExprs = []
+            for i in range(function.ResultSizeExprsLength()):
+                if function.ResultSizeExprs(i) is None:
+                    self.resultSizeExprs.append(None)
+                else:
+                    sizeExpr_ = SizeExprT.InitFromObj(function.ResultSizeExprs(i))
+                    self.resultSizeExprs.append(sizeExpr_)
+        if function.TransientSizeExpr() is not None:
+            self.transientSizeExpr = SizeExprT.InitFromObj(function.TransientSizeExpr())
 
 
 class GpuExport(object):
@@ -2233,6 +2417,83 @@ class RocmExecutableT(object):
                     self.exports.append(gpuExport_)
 
 
+class SizeExpr(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
+        x = SizeExpr()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSizeExpr(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    # SizeExpr
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.Table(buf, pos)
+
+    # SizeExpr
+    def Code(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.Int64Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 8))
+        return 0
+
+    # SizeExpr
+    def CodeAsNumpy(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.Int64Flags, o)
+        return 0
+
+    # SizeExpr
+    def CodeLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # SizeExpr
+    def CodeIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        return o == 0
+
+
+class SizeExprT(object):
+
+    # SizeExprT
+    def __init__(self):
+        self.code = None  # type: List[int]
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sizeExpr = SizeExpr()
+        sizeExpr.Init(buf, pos)
+        return cls.InitFromObj(sizeExpr)
+
+    @classmethod
+    def InitFromObj(cls, sizeExpr):
+        x = SizeExprT()
+        x._UnPack(sizeExpr)
+        return x
+
+    # SizeExprT
+    def _UnPack(self, sizeExpr):
+        if sizeExpr is None:
+            return
+        if not sizeExpr.CodeIsNone():
+            if np is None:
+                self.code = []
+                for i in range(sizeExpr.CodeLength()):
+                    self.code.append(sizeExpr.Code(i))
+            else:
+                self.code = sizeExpr.CodeAsNumpy()
+
+
 class SpirvExecutable(object):
     __slots__ = ['_tab']
 
@@ -2330,6 +2591,88 @@ class SpirvExecutableT(object):
                     self.exports.append(gpuExport_)
 
 
+class Symbol(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
+        x = Symbol()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSymbol(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SymbolBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+
+    # Symbol
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.Table(buf, pos)
+
+    # Symbol
+    def Name(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # Symbol
+    def Min(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.Get(flatbuffers.Int64Flags, o + self._tab.Pos)
+        return 0
+
+    # Symbol
+    def Max(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.Int64Flags, o + self._tab.Pos)
+        return -1
+
+    # Symbol
+    def Divisor(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.Int64Flags, o + self._tab.Pos)
+        return 1
+
+
+class SymbolT(object):
+
+    # SymbolT
+    def __init__(self):
+        self.name = None  # type: str
+        self.min = 0  # type: int
+        self.max = -1  # type: int
+        self.divisor = 1  # type: int
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        symbol = Symbol()
+        symbol.Init(buf, pos)
+        return cls.InitFromObj(symbol)
+
+    @classmethod
+    def InitFromObj(cls, symbol):
+        x = SymbolT()
+        x._UnPack(symbol)
+        return x
+
+    # SymbolT
+    def _UnPack(self, symbol):
+        if symbol is None:
+            return
+        self.name = symbol.Name()
+        self.min = symbol.Min()
+        self.max = symbol.Max()
+        self.divisor = symbol.Divisor()
+
+
 class TensorType(object):
     __slots__ = ['_tab']
 
@@ -2386,6 +2729,30 @@ class TensorType(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
+    # TensorType
+    def DynamicDims(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # TensorType
+    def DynamicDimsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # TensorType
+    def DynamicDimsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
 
 class TensorTypeT(object):
 
@@ -2393,6 +2760,7 @@ class TensorTypeT(object):
     def __init__(self):
         self.elementType = 0  # type: int
         self.dims = None  # type: List[int]
+        self.dynamicDims = None  # type: List[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -2418,6 +2786,14 @@ class TensorTypeT(object):
                     self.dims.append(tensorType.Dims(i))
             else:
                 self.dims = tensorType.DimsAsNumpy()
+        if not tensorType.DynamicDimsIsNone():
+            self.dynamicDims = []
+            for i in range(tensorType.DynamicDimsLength()):
+                if tensorType.DynamicDims(i) is None:
+                    self.dynamicDims.append(None)
+                else:
+                    sizeExpr_ = SizeExprT.InitFromObj(tensorType.DynamicDims(i))
+                    self.dynamicDims.append(sizeExpr_)
 
 
 

@@ -39,7 +39,18 @@ class BindingLayout(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
-def BindingLayoutStart(builder): builder.StartObject(2)
+    # BindingLayout
+    def MinLengthExpr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def BindingLayoutStart(builder): builder.StartObject(3)
 def Start(builder):
     return BindingLayoutStart(builder)
 def BindingLayoutAddAccess(builder, access): builder.PrependUint8Slot(0, access, 0)
@@ -48,9 +59,17 @@ def AddAccess(builder, access):
 def BindingLayoutAddMinLength(builder, minLength): builder.PrependUint64Slot(1, minLength, 0)
 def AddMinLength(builder, minLength):
     return BindingLayoutAddMinLength(builder, minLength)
+def BindingLayoutAddMinLengthExpr(builder, minLengthExpr): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(minLengthExpr), 0)
+def AddMinLengthExpr(builder, minLengthExpr):
+    return BindingLayoutAddMinLengthExpr(builder, minLengthExpr)
 def BindingLayoutEnd(builder): return builder.EndObject()
 def End(builder):
     return BindingLayoutEnd(builder)
+import pyree.compiler._fb.SizeExpr
+try:
+    from typing import Optional
+except:
+    pass
 
 class BindingLayoutT(object):
 
@@ -58,6 +77,7 @@ class BindingLayoutT(object):
     def __init__(self):
         self.access = 0  # type: int
         self.minLength = 0  # type: int
+        self.minLengthExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -77,11 +97,17 @@ class BindingLayoutT(object):
             return
         self.access = bindingLayout.Access()
         self.minLength = bindingLayout.MinLength()
+        if bindingLayout.MinLengthExpr() is not None:
+            self.minLengthExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(bindingLayout.MinLengthExpr())
 
     # BindingLayoutT
     def Pack(self, builder):
+        if self.minLengthExpr is not None:
+            minLengthExpr = self.minLengthExpr.Pack(builder)
         BindingLayoutStart(builder)
         BindingLayoutAddAccess(builder, self.access)
         BindingLayoutAddMinLength(builder, self.minLength)
+        if self.minLengthExpr is not None:
+            BindingLayoutAddMinLengthExpr(builder, minLengthExpr)
         bindingLayout = BindingLayoutEnd(builder)
         return bindingLayout

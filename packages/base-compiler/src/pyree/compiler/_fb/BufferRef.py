@@ -57,7 +57,29 @@ class BufferRef(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
-def BufferRefStart(builder): builder.StartObject(4)
+    # BufferRef
+    def OffsetExpr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # BufferRef
+    def LengthExpr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def BufferRefStart(builder): builder.StartObject(6)
 def Start(builder):
     return BufferRefStart(builder)
 def BufferRefAddKind(builder, kind): builder.PrependUint8Slot(0, kind, 0)
@@ -72,9 +94,20 @@ def AddOffset(builder, offset):
 def BufferRefAddLength(builder, length): builder.PrependUint64Slot(3, length, 0)
 def AddLength(builder, length):
     return BufferRefAddLength(builder, length)
+def BufferRefAddOffsetExpr(builder, offsetExpr): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(offsetExpr), 0)
+def AddOffsetExpr(builder, offsetExpr):
+    return BufferRefAddOffsetExpr(builder, offsetExpr)
+def BufferRefAddLengthExpr(builder, lengthExpr): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(lengthExpr), 0)
+def AddLengthExpr(builder, lengthExpr):
+    return BufferRefAddLengthExpr(builder, lengthExpr)
 def BufferRefEnd(builder): return builder.EndObject()
 def End(builder):
     return BufferRefEnd(builder)
+import pyree.compiler._fb.SizeExpr
+try:
+    from typing import Optional
+except:
+    pass
 
 class BufferRefT(object):
 
@@ -84,6 +117,8 @@ class BufferRefT(object):
         self.index = 0  # type: int
         self.offset = 0  # type: int
         self.length = 0  # type: int
+        self.offsetExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
+        self.lengthExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -105,13 +140,25 @@ class BufferRefT(object):
         self.index = bufferRef.Index()
         self.offset = bufferRef.Offset()
         self.length = bufferRef.Length()
+        if bufferRef.OffsetExpr() is not None:
+            self.offsetExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(bufferRef.OffsetExpr())
+        if bufferRef.LengthExpr() is not None:
+            self.lengthExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(bufferRef.LengthExpr())
 
     # BufferRefT
     def Pack(self, builder):
+        if self.offsetExpr is not None:
+            offsetExpr = self.offsetExpr.Pack(builder)
+        if self.lengthExpr is not None:
+            lengthExpr = self.lengthExpr.Pack(builder)
         BufferRefStart(builder)
         BufferRefAddKind(builder, self.kind)
         BufferRefAddIndex(builder, self.index)
         BufferRefAddOffset(builder, self.offset)
         BufferRefAddLength(builder, self.length)
+        if self.offsetExpr is not None:
+            BufferRefAddOffsetExpr(builder, offsetExpr)
+        if self.lengthExpr is not None:
+            BufferRefAddLengthExpr(builder, lengthExpr)
         bufferRef = BufferRefEnd(builder)
         return bufferRef

@@ -88,7 +88,57 @@ class Dispatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
         return o == 0
 
-def DispatchStart(builder): builder.StartObject(3)
+    # Dispatch
+    def PushConstantExprs(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Dispatch
+    def PushConstantExprsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Dispatch
+    def PushConstantExprsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        return o == 0
+
+    # Dispatch
+    def WorkgroupCount(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Dispatch
+    def WorkgroupCountLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Dispatch
+    def WorkgroupCountIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        return o == 0
+
+def DispatchStart(builder): builder.StartObject(5)
 def Start(builder):
     return DispatchStart(builder)
 def DispatchAddKernel(builder, kernel): builder.PrependUint32Slot(0, kernel, 0)
@@ -106,10 +156,23 @@ def AddPushConstants(builder, pushConstants):
 def DispatchStartPushConstantsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartPushConstantsVector(builder, numElems):
     return DispatchStartPushConstantsVector(builder, numElems)
+def DispatchAddPushConstantExprs(builder, pushConstantExprs): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(pushConstantExprs), 0)
+def AddPushConstantExprs(builder, pushConstantExprs):
+    return DispatchAddPushConstantExprs(builder, pushConstantExprs)
+def DispatchStartPushConstantExprsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartPushConstantExprsVector(builder, numElems):
+    return DispatchStartPushConstantExprsVector(builder, numElems)
+def DispatchAddWorkgroupCount(builder, workgroupCount): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(workgroupCount), 0)
+def AddWorkgroupCount(builder, workgroupCount):
+    return DispatchAddWorkgroupCount(builder, workgroupCount)
+def DispatchStartWorkgroupCountVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartWorkgroupCountVector(builder, numElems):
+    return DispatchStartWorkgroupCountVector(builder, numElems)
 def DispatchEnd(builder): return builder.EndObject()
 def End(builder):
     return DispatchEnd(builder)
 import pyree.compiler._fb.BufferRef
+import pyree.compiler._fb.SizeExpr
 try:
     from typing import List
 except:
@@ -122,6 +185,8 @@ class DispatchT(object):
         self.kernel = 0  # type: int
         self.bindings = None  # type: List[pyree.compiler._fb.BufferRef.BufferRefT]
         self.pushConstants = None  # type: List[int]
+        self.pushConstantExprs = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
+        self.workgroupCount = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -155,6 +220,22 @@ class DispatchT(object):
                     self.pushConstants.append(dispatch.PushConstants(i))
             else:
                 self.pushConstants = dispatch.PushConstantsAsNumpy()
+        if not dispatch.PushConstantExprsIsNone():
+            self.pushConstantExprs = []
+            for i in range(dispatch.PushConstantExprsLength()):
+                if dispatch.PushConstantExprs(i) is None:
+                    self.pushConstantExprs.append(None)
+                else:
+                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(dispatch.PushConstantExprs(i))
+                    self.pushConstantExprs.append(sizeExpr_)
+        if not dispatch.WorkgroupCountIsNone():
+            self.workgroupCount = []
+            for i in range(dispatch.WorkgroupCountLength()):
+                if dispatch.WorkgroupCount(i) is None:
+                    self.workgroupCount.append(None)
+                else:
+                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(dispatch.WorkgroupCount(i))
+                    self.workgroupCount.append(sizeExpr_)
 
     # DispatchT
     def Pack(self, builder):
@@ -174,11 +255,31 @@ class DispatchT(object):
                 for i in reversed(range(len(self.pushConstants))):
                     builder.PrependUint32(self.pushConstants[i])
                 pushConstants = builder.EndVector()
+        if self.pushConstantExprs is not None:
+            pushConstantExprslist = []
+            for i in range(len(self.pushConstantExprs)):
+                pushConstantExprslist.append(self.pushConstantExprs[i].Pack(builder))
+            DispatchStartPushConstantExprsVector(builder, len(self.pushConstantExprs))
+            for i in reversed(range(len(self.pushConstantExprs))):
+                builder.PrependUOffsetTRelative(pushConstantExprslist[i])
+            pushConstantExprs = builder.EndVector()
+        if self.workgroupCount is not None:
+            workgroupCountlist = []
+            for i in range(len(self.workgroupCount)):
+                workgroupCountlist.append(self.workgroupCount[i].Pack(builder))
+            DispatchStartWorkgroupCountVector(builder, len(self.workgroupCount))
+            for i in reversed(range(len(self.workgroupCount))):
+                builder.PrependUOffsetTRelative(workgroupCountlist[i])
+            workgroupCount = builder.EndVector()
         DispatchStart(builder)
         DispatchAddKernel(builder, self.kernel)
         if self.bindings is not None:
             DispatchAddBindings(builder, bindings)
         if self.pushConstants is not None:
             DispatchAddPushConstants(builder, pushConstants)
+        if self.pushConstantExprs is not None:
+            DispatchAddPushConstantExprs(builder, pushConstantExprs)
+        if self.workgroupCount is not None:
+            DispatchAddWorkgroupCount(builder, workgroupCount)
         dispatch = DispatchEnd(builder)
         return dispatch

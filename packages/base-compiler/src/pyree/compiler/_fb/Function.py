@@ -159,7 +159,68 @@ class Function(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
-def FunctionStart(builder): builder.StartObject(8)
+    # Function
+    def Symbols(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.Symbol import Symbol
+            obj = Symbol()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def SymbolsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def SymbolsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        return o == 0
+
+    # Function
+    def ResultSizeExprs(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def ResultSizeExprsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def ResultSizeExprsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        return o == 0
+
+    # Function
+    def TransientSizeExpr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def FunctionStart(builder): builder.StartObject(11)
 def Start(builder):
     return FunctionStart(builder)
 def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -198,13 +259,30 @@ def AddLocation(builder, location):
 def FunctionAddReadbackSize(builder, readbackSize): builder.PrependUint64Slot(7, readbackSize, 0)
 def AddReadbackSize(builder, readbackSize):
     return FunctionAddReadbackSize(builder, readbackSize)
+def FunctionAddSymbols(builder, symbols): builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(symbols), 0)
+def AddSymbols(builder, symbols):
+    return FunctionAddSymbols(builder, symbols)
+def FunctionStartSymbolsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartSymbolsVector(builder, numElems):
+    return FunctionStartSymbolsVector(builder, numElems)
+def FunctionAddResultSizeExprs(builder, resultSizeExprs): builder.PrependUOffsetTRelativeSlot(9, flatbuffers.number_types.UOffsetTFlags.py_type(resultSizeExprs), 0)
+def AddResultSizeExprs(builder, resultSizeExprs):
+    return FunctionAddResultSizeExprs(builder, resultSizeExprs)
+def FunctionStartResultSizeExprsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartResultSizeExprsVector(builder, numElems):
+    return FunctionStartResultSizeExprsVector(builder, numElems)
+def FunctionAddTransientSizeExpr(builder, transientSizeExpr): builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(transientSizeExpr), 0)
+def AddTransientSizeExpr(builder, transientSizeExpr):
+    return FunctionAddTransientSizeExpr(builder, transientSizeExpr)
 def FunctionEnd(builder): return builder.EndObject()
 def End(builder):
     return FunctionEnd(builder)
 import pyree.compiler._fb.Command
+import pyree.compiler._fb.SizeExpr
+import pyree.compiler._fb.Symbol
 import pyree.compiler._fb.TensorType
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -220,6 +298,9 @@ class FunctionT(object):
         self.commands = None  # type: List[pyree.compiler._fb.Command.CommandT]
         self.location = None  # type: str
         self.readbackSize = 0  # type: int
+        self.symbols = None  # type: List[pyree.compiler._fb.Symbol.SymbolT]
+        self.resultSizeExprs = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
+        self.transientSizeExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -272,6 +353,24 @@ class FunctionT(object):
                     self.commands.append(command_)
         self.location = function.Location()
         self.readbackSize = function.ReadbackSize()
+        if not function.SymbolsIsNone():
+            self.symbols = []
+            for i in range(function.SymbolsLength()):
+                if function.Symbols(i) is None:
+                    self.symbols.append(None)
+                else:
+                    symbol_ = pyree.compiler._fb.Symbol.SymbolT.InitFromObj(function.Symbols(i))
+                    self.symbols.append(symbol_)
+        if not function.ResultSizeExprsIsNone():
+            self.resultSizeExprs = []
+            for i in range(function.ResultSizeExprsLength()):
+                if function.ResultSizeExprs(i) is None:
+                    self.resultSizeExprs.append(None)
+                else:
+                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(function.ResultSizeExprs(i))
+                    self.resultSizeExprs.append(sizeExpr_)
+        if function.TransientSizeExpr() is not None:
+            self.transientSizeExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(function.TransientSizeExpr())
 
     # FunctionT
     def Pack(self, builder):
@@ -311,6 +410,24 @@ class FunctionT(object):
             commands = builder.EndVector()
         if self.location is not None:
             location = builder.CreateString(self.location)
+        if self.symbols is not None:
+            symbolslist = []
+            for i in range(len(self.symbols)):
+                symbolslist.append(self.symbols[i].Pack(builder))
+            FunctionStartSymbolsVector(builder, len(self.symbols))
+            for i in reversed(range(len(self.symbols))):
+                builder.PrependUOffsetTRelative(symbolslist[i])
+            symbols = builder.EndVector()
+        if self.resultSizeExprs is not None:
+            resultSizeExprslist = []
+            for i in range(len(self.resultSizeExprs)):
+                resultSizeExprslist.append(self.resultSizeExprs[i].Pack(builder))
+            FunctionStartResultSizeExprsVector(builder, len(self.resultSizeExprs))
+            for i in reversed(range(len(self.resultSizeExprs))):
+                builder.PrependUOffsetTRelative(resultSizeExprslist[i])
+            resultSizeExprs = builder.EndVector()
+        if self.transientSizeExpr is not None:
+            transientSizeExpr = self.transientSizeExpr.Pack(builder)
         FunctionStart(builder)
         if self.name is not None:
             FunctionAddName(builder, name)
@@ -326,5 +443,11 @@ class FunctionT(object):
         if self.location is not None:
             FunctionAddLocation(builder, location)
         FunctionAddReadbackSize(builder, self.readbackSize)
+        if self.symbols is not None:
+            FunctionAddSymbols(builder, symbols)
+        if self.resultSizeExprs is not None:
+            FunctionAddResultSizeExprs(builder, resultSizeExprs)
+        if self.transientSizeExpr is not None:
+            FunctionAddTransientSizeExpr(builder, transientSizeExpr)
         function = FunctionEnd(builder)
         return function

@@ -63,7 +63,32 @@ class TensorType(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(6))
         return o == 0
 
-def TensorTypeStart(builder): builder.StartObject(2)
+    # TensorType
+    def DynamicDims(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # TensorType
+    def DynamicDimsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # TensorType
+    def DynamicDimsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        return o == 0
+
+def TensorTypeStart(builder): builder.StartObject(3)
 def Start(builder):
     return TensorTypeStart(builder)
 def TensorTypeAddElementType(builder, elementType): builder.PrependUint8Slot(0, elementType, 0)
@@ -75,9 +100,16 @@ def AddDims(builder, dims):
 def TensorTypeStartDimsVector(builder, numElems): return builder.StartVector(8, numElems, 8)
 def StartDimsVector(builder, numElems):
     return TensorTypeStartDimsVector(builder, numElems)
+def TensorTypeAddDynamicDims(builder, dynamicDims): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(dynamicDims), 0)
+def AddDynamicDims(builder, dynamicDims):
+    return TensorTypeAddDynamicDims(builder, dynamicDims)
+def TensorTypeStartDynamicDimsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartDynamicDimsVector(builder, numElems):
+    return TensorTypeStartDynamicDimsVector(builder, numElems)
 def TensorTypeEnd(builder): return builder.EndObject()
 def End(builder):
     return TensorTypeEnd(builder)
+import pyree.compiler._fb.SizeExpr
 try:
     from typing import List
 except:
@@ -89,6 +121,7 @@ class TensorTypeT(object):
     def __init__(self):
         self.elementType = 0  # type: int
         self.dims = None  # type: List[int]
+        self.dynamicDims = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -114,6 +147,14 @@ class TensorTypeT(object):
                     self.dims.append(tensorType.Dims(i))
             else:
                 self.dims = tensorType.DimsAsNumpy()
+        if not tensorType.DynamicDimsIsNone():
+            self.dynamicDims = []
+            for i in range(tensorType.DynamicDimsLength()):
+                if tensorType.DynamicDims(i) is None:
+                    self.dynamicDims.append(None)
+                else:
+                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(tensorType.DynamicDims(i))
+                    self.dynamicDims.append(sizeExpr_)
 
     # TensorTypeT
     def Pack(self, builder):
@@ -125,9 +166,19 @@ class TensorTypeT(object):
                 for i in reversed(range(len(self.dims))):
                     builder.PrependInt64(self.dims[i])
                 dims = builder.EndVector()
+        if self.dynamicDims is not None:
+            dynamicDimslist = []
+            for i in range(len(self.dynamicDims)):
+                dynamicDimslist.append(self.dynamicDims[i].Pack(builder))
+            TensorTypeStartDynamicDimsVector(builder, len(self.dynamicDims))
+            for i in reversed(range(len(self.dynamicDims))):
+                builder.PrependUOffsetTRelative(dynamicDimslist[i])
+            dynamicDims = builder.EndVector()
         TensorTypeStart(builder)
         TensorTypeAddElementType(builder, self.elementType)
         if self.dims is not None:
             TensorTypeAddDims(builder, dims)
+        if self.dynamicDims is not None:
+            TensorTypeAddDynamicDims(builder, dynamicDims)
         tensorType = TensorTypeEnd(builder)
         return tensorType
