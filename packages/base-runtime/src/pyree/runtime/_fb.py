@@ -902,6 +902,16 @@ class CpuExport(object):
             return self._tab.Get(flatbuffers.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # CpuExport
+    def WorkgroupCountExpr(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class CpuExportT(object):
 
@@ -910,6 +920,7 @@ class CpuExportT(object):
         self.symbol = None  # type: str
         self.bindings = None  # type: List[BindingLayoutT]
         self.workgroupCount = 0  # type: int
+        self.workgroupCountExpr = None  # type: Optional[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -937,6 +948,8 @@ class CpuExportT(object):
                     bindingLayout_ = BindingLayoutT.InitFromObj(cpuExport.Bindings(i))
                     self.bindings.append(bindingLayout_)
         self.workgroupCount = cpuExport.WorkgroupCount()
+        if cpuExport.WorkgroupCountExpr() is not None:
+            self.workgroupCountExpr = SizeExprT.InitFromObj(cpuExport.WorkgroupCountExpr())
 
 
 class CudaExecutable(object):
@@ -1207,30 +1220,6 @@ class Dispatch(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
         return o == 0
 
-    # Dispatch
-    def WorkgroupCount(self, j):
-        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            x = self._tab.Vector(o)
-            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
-            x = self._tab.Indirect(x)
-            obj = SizeExpr()
-            obj.Init(self._tab.Bytes, x)
-            return obj
-        return None
-
-    # Dispatch
-    def WorkgroupCountLength(self):
-        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            return self._tab.VectorLen(o)
-        return 0
-
-    # Dispatch
-    def WorkgroupCountIsNone(self):
-        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
-        return o == 0
-
 
 class DispatchT(object):
 
@@ -1240,7 +1229,6 @@ class DispatchT(object):
         self.bindings = None  # type: List[BufferRefT]
         self.pushConstants = None  # type: List[int]
         self.pushConstantExprs = None  # type: List[SizeExprT]
-        self.workgroupCount = None  # type: List[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1282,14 +1270,6 @@ class DispatchT(object):
                 else:
                     sizeExpr_ = SizeExprT.InitFromObj(dispatch.PushConstantExprs(i))
                     self.pushConstantExprs.append(sizeExpr_)
-        if not dispatch.WorkgroupCountIsNone():
-            self.workgroupCount = []
-            for i in range(dispatch.WorkgroupCountLength()):
-                if dispatch.WorkgroupCount(i) is None:
-                    self.workgroupCount.append(None)
-                else:
-                    sizeExpr_ = SizeExprT.InitFromObj(dispatch.WorkgroupCount(i))
-                    self.workgroupCount.append(sizeExpr_)
 
 
 class ElementType(object):
@@ -1909,6 +1889,30 @@ class GpuExport(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
+    # GpuExport
+    def GridSizeExpr(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # GpuExport
+    def GridSizeExprLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GpuExport
+    def GridSizeExprIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        return o == 0
+
 
 class GpuExportT(object):
 
@@ -1919,6 +1923,7 @@ class GpuExportT(object):
         self.blockSize = None  # type: List[int]
         self.sharedMemoryBytes = 0  # type: int
         self.bindings = None  # type: List[BindingLayoutT]
+        self.gridSizeExpr = None  # type: List[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1960,6 +1965,14 @@ class GpuExportT(object):
                 else:
                     bindingLayout_ = BindingLayoutT.InitFromObj(gpuExport.Bindings(i))
                     self.bindings.append(bindingLayout_)
+        if not gpuExport.GridSizeExprIsNone():
+            self.gridSizeExpr = []
+            for i in range(gpuExport.GridSizeExprLength()):
+                if gpuExport.GridSizeExpr(i) is None:
+                    self.gridSizeExpr.append(None)
+                else:
+                    sizeExpr_ = SizeExprT.InitFromObj(gpuExport.GridSizeExpr(i))
+                    self.gridSizeExpr.append(sizeExpr_)
 
 
 class KernelInfo(object):

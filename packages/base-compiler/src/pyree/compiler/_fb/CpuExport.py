@@ -64,7 +64,18 @@ class CpuExport(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
-def CpuExportStart(builder): builder.StartObject(3)
+    # CpuExport
+    def WorkgroupCountExpr(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def CpuExportStart(builder): builder.StartObject(4)
 def Start(builder):
     return CpuExportStart(builder)
 def CpuExportAddSymbol(builder, symbol): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(symbol), 0)
@@ -79,12 +90,16 @@ def StartBindingsVector(builder, numElems):
 def CpuExportAddWorkgroupCount(builder, workgroupCount): builder.PrependUint64Slot(2, workgroupCount, 0)
 def AddWorkgroupCount(builder, workgroupCount):
     return CpuExportAddWorkgroupCount(builder, workgroupCount)
+def CpuExportAddWorkgroupCountExpr(builder, workgroupCountExpr): builder.PrependUOffsetTRelativeSlot(3, flatbuffers.number_types.UOffsetTFlags.py_type(workgroupCountExpr), 0)
+def AddWorkgroupCountExpr(builder, workgroupCountExpr):
+    return CpuExportAddWorkgroupCountExpr(builder, workgroupCountExpr)
 def CpuExportEnd(builder): return builder.EndObject()
 def End(builder):
     return CpuExportEnd(builder)
 import pyree.compiler._fb.BindingLayout
+import pyree.compiler._fb.SizeExpr
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -95,6 +110,7 @@ class CpuExportT(object):
         self.symbol = None  # type: str
         self.bindings = None  # type: List[pyree.compiler._fb.BindingLayout.BindingLayoutT]
         self.workgroupCount = 0  # type: int
+        self.workgroupCountExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -122,6 +138,8 @@ class CpuExportT(object):
                     bindingLayout_ = pyree.compiler._fb.BindingLayout.BindingLayoutT.InitFromObj(cpuExport.Bindings(i))
                     self.bindings.append(bindingLayout_)
         self.workgroupCount = cpuExport.WorkgroupCount()
+        if cpuExport.WorkgroupCountExpr() is not None:
+            self.workgroupCountExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(cpuExport.WorkgroupCountExpr())
 
     # CpuExportT
     def Pack(self, builder):
@@ -135,11 +153,15 @@ class CpuExportT(object):
             for i in reversed(range(len(self.bindings))):
                 builder.PrependUOffsetTRelative(bindingslist[i])
             bindings = builder.EndVector()
+        if self.workgroupCountExpr is not None:
+            workgroupCountExpr = self.workgroupCountExpr.Pack(builder)
         CpuExportStart(builder)
         if self.symbol is not None:
             CpuExportAddSymbol(builder, symbol)
         if self.bindings is not None:
             CpuExportAddBindings(builder, bindings)
         CpuExportAddWorkgroupCount(builder, self.workgroupCount)
+        if self.workgroupCountExpr is not None:
+            CpuExportAddWorkgroupCountExpr(builder, workgroupCountExpr)
         cpuExport = CpuExportEnd(builder)
         return cpuExport

@@ -113,32 +113,7 @@ class Dispatch(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
         return o == 0
 
-    # Dispatch
-    def WorkgroupCount(self, j):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            x = self._tab.Vector(o)
-            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
-            x = self._tab.Indirect(x)
-            from pyree.compiler._fb.SizeExpr import SizeExpr
-            obj = SizeExpr()
-            obj.Init(self._tab.Bytes, x)
-            return obj
-        return None
-
-    # Dispatch
-    def WorkgroupCountLength(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
-        if o != 0:
-            return self._tab.VectorLen(o)
-        return 0
-
-    # Dispatch
-    def WorkgroupCountIsNone(self):
-        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
-        return o == 0
-
-def DispatchStart(builder): builder.StartObject(5)
+def DispatchStart(builder): builder.StartObject(4)
 def Start(builder):
     return DispatchStart(builder)
 def DispatchAddKernel(builder, kernel): builder.PrependUint32Slot(0, kernel, 0)
@@ -162,12 +137,6 @@ def AddPushConstantExprs(builder, pushConstantExprs):
 def DispatchStartPushConstantExprsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartPushConstantExprsVector(builder, numElems):
     return DispatchStartPushConstantExprsVector(builder, numElems)
-def DispatchAddWorkgroupCount(builder, workgroupCount): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(workgroupCount), 0)
-def AddWorkgroupCount(builder, workgroupCount):
-    return DispatchAddWorkgroupCount(builder, workgroupCount)
-def DispatchStartWorkgroupCountVector(builder, numElems): return builder.StartVector(4, numElems, 4)
-def StartWorkgroupCountVector(builder, numElems):
-    return DispatchStartWorkgroupCountVector(builder, numElems)
 def DispatchEnd(builder): return builder.EndObject()
 def End(builder):
     return DispatchEnd(builder)
@@ -186,7 +155,6 @@ class DispatchT(object):
         self.bindings = None  # type: List[pyree.compiler._fb.BufferRef.BufferRefT]
         self.pushConstants = None  # type: List[int]
         self.pushConstantExprs = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
-        self.workgroupCount = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -228,14 +196,6 @@ class DispatchT(object):
                 else:
                     sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(dispatch.PushConstantExprs(i))
                     self.pushConstantExprs.append(sizeExpr_)
-        if not dispatch.WorkgroupCountIsNone():
-            self.workgroupCount = []
-            for i in range(dispatch.WorkgroupCountLength()):
-                if dispatch.WorkgroupCount(i) is None:
-                    self.workgroupCount.append(None)
-                else:
-                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(dispatch.WorkgroupCount(i))
-                    self.workgroupCount.append(sizeExpr_)
 
     # DispatchT
     def Pack(self, builder):
@@ -263,14 +223,6 @@ class DispatchT(object):
             for i in reversed(range(len(self.pushConstantExprs))):
                 builder.PrependUOffsetTRelative(pushConstantExprslist[i])
             pushConstantExprs = builder.EndVector()
-        if self.workgroupCount is not None:
-            workgroupCountlist = []
-            for i in range(len(self.workgroupCount)):
-                workgroupCountlist.append(self.workgroupCount[i].Pack(builder))
-            DispatchStartWorkgroupCountVector(builder, len(self.workgroupCount))
-            for i in reversed(range(len(self.workgroupCount))):
-                builder.PrependUOffsetTRelative(workgroupCountlist[i])
-            workgroupCount = builder.EndVector()
         DispatchStart(builder)
         DispatchAddKernel(builder, self.kernel)
         if self.bindings is not None:
@@ -279,7 +231,5 @@ class DispatchT(object):
             DispatchAddPushConstants(builder, pushConstants)
         if self.pushConstantExprs is not None:
             DispatchAddPushConstantExprs(builder, pushConstantExprs)
-        if self.workgroupCount is not None:
-            DispatchAddWorkgroupCount(builder, workgroupCount)
         dispatch = DispatchEnd(builder)
         return dispatch

@@ -118,7 +118,32 @@ class GpuExport(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
-def GpuExportStart(builder): builder.StartObject(5)
+    # GpuExport
+    def GridSizeExpr(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # GpuExport
+    def GridSizeExprLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # GpuExport
+    def GridSizeExprIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        return o == 0
+
+def GpuExportStart(builder): builder.StartObject(6)
 def Start(builder):
     return GpuExportStart(builder)
 def GpuExportAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -145,10 +170,17 @@ def AddBindings(builder, bindings):
 def GpuExportStartBindingsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartBindingsVector(builder, numElems):
     return GpuExportStartBindingsVector(builder, numElems)
+def GpuExportAddGridSizeExpr(builder, gridSizeExpr): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(gridSizeExpr), 0)
+def AddGridSizeExpr(builder, gridSizeExpr):
+    return GpuExportAddGridSizeExpr(builder, gridSizeExpr)
+def GpuExportStartGridSizeExprVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartGridSizeExprVector(builder, numElems):
+    return GpuExportStartGridSizeExprVector(builder, numElems)
 def GpuExportEnd(builder): return builder.EndObject()
 def End(builder):
     return GpuExportEnd(builder)
 import pyree.compiler._fb.BindingLayout
+import pyree.compiler._fb.SizeExpr
 try:
     from typing import List
 except:
@@ -163,6 +195,7 @@ class GpuExportT(object):
         self.blockSize = None  # type: List[int]
         self.sharedMemoryBytes = 0  # type: int
         self.bindings = None  # type: List[pyree.compiler._fb.BindingLayout.BindingLayoutT]
+        self.gridSizeExpr = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -204,6 +237,14 @@ class GpuExportT(object):
                 else:
                     bindingLayout_ = pyree.compiler._fb.BindingLayout.BindingLayoutT.InitFromObj(gpuExport.Bindings(i))
                     self.bindings.append(bindingLayout_)
+        if not gpuExport.GridSizeExprIsNone():
+            self.gridSizeExpr = []
+            for i in range(gpuExport.GridSizeExprLength()):
+                if gpuExport.GridSizeExpr(i) is None:
+                    self.gridSizeExpr.append(None)
+                else:
+                    sizeExpr_ = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(gpuExport.GridSizeExpr(i))
+                    self.gridSizeExpr.append(sizeExpr_)
 
     # GpuExportT
     def Pack(self, builder):
@@ -233,6 +274,14 @@ class GpuExportT(object):
             for i in reversed(range(len(self.bindings))):
                 builder.PrependUOffsetTRelative(bindingslist[i])
             bindings = builder.EndVector()
+        if self.gridSizeExpr is not None:
+            gridSizeExprlist = []
+            for i in range(len(self.gridSizeExpr)):
+                gridSizeExprlist.append(self.gridSizeExpr[i].Pack(builder))
+            GpuExportStartGridSizeExprVector(builder, len(self.gridSizeExpr))
+            for i in reversed(range(len(self.gridSizeExpr))):
+                builder.PrependUOffsetTRelative(gridSizeExprlist[i])
+            gridSizeExpr = builder.EndVector()
         GpuExportStart(builder)
         if self.name is not None:
             GpuExportAddName(builder, name)
@@ -243,5 +292,7 @@ class GpuExportT(object):
         GpuExportAddSharedMemoryBytes(builder, self.sharedMemoryBytes)
         if self.bindings is not None:
             GpuExportAddBindings(builder, bindings)
+        if self.gridSizeExpr is not None:
+            GpuExportAddGridSizeExpr(builder, gridSizeExpr)
         gpuExport = GpuExportEnd(builder)
         return gpuExport
