@@ -1,0 +1,265 @@
+"""Run-time sizes: integer expressions over a function's dynamic dimensions.
+
+A ``?`` dimension of a function argument becomes a symbol; every size that depends on it (a
+dim, an element count, a byte length, an offset, a loop range, a linearized stride) is a
+``Size``: a polynomial with integer coefficients over atoms, where an atom is a symbol or an
+opaque ``floordiv``/``ceildiv``/``mod``/``min``/``max`` node. Polynomials are kept canonical
+(sorted monomials, no zero terms), so two sizes are equal exactly when their polynomials are:
+what fusion asks ("same shape?") and what kernel deduplication hashes.
+
+A ``Size`` adds, subtracts and multiplies with ints and other sizes, so the compiler's
+shape arithmetic (products of dims, strides, offsets) carries over unchanged; but it refuses to
+become an int, a bool or an ordering (``TypeError``), so code that has not been taught about
+run-time sizes fails loudly instead of deciding on a size it does not know. A result that is
+an int (no atoms) is returned as a plain int. ``code`` writes the schema's SizeExpr program.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+# SizeExpr opcodes (schemas/common.fbs).
+CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX = range(10)
+_OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX}
+
+
+class Atom:
+    """A symbol (``op`` None, ``args`` (name,)) or an opaque node over two sizes."""
+
+    __slots__ = ("op", "args", "_key")
+
+    def __init__(self, op: str | None, args: tuple):
+        self.op, self.args = op, args
+        self._key = (op or "", tuple(_key_of(a) for a in args))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Atom) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __lt__(self, other: Atom) -> bool:
+        return self._key < other._key
+
+    def __repr__(self) -> str:
+        return self.args[0] if self.op is None else f"{self.op}({self.args[0]}, {self.args[1]})"
+
+
+def _key_of(value) -> tuple:
+    if isinstance(value, Size):
+        return ("size", value._terms)
+    if isinstance(value, Atom):
+        return ("atom", value._key)
+    return ("int", value)
+
+
+class Size:
+    """A polynomial over atoms: ``terms`` maps a monomial (sorted tuple of atoms) to its
+    non-zero integer coefficient; the empty monomial is the constant."""
+
+    __slots__ = ("_terms", "_hash")
+
+    def __init__(self, terms: dict):
+        self._terms = tuple(sorted(((m, c) for m, c in terms.items() if c), key=_monomial_key))
+        self._hash = hash(self._terms)
+
+    # ---- construction ----
+
+    @staticmethod
+    def symbol(name: str) -> Size:
+        return Size({(Atom(None, (name,)),): 1})
+
+    @staticmethod
+    def _of(value) -> Size:
+        return value if isinstance(value, Size) else Size({(): int(value)})
+
+    @staticmethod
+    def _simplify(terms: dict):
+        size = Size(terms)
+        if not size._terms:
+            return 0
+        if len(size._terms) == 1 and size._terms[0][0] == ():
+            return size._terms[0][1]
+        return size
+
+    # ---- arithmetic ----
+
+    def __add__(self, other):
+        if not isinstance(other, (int, Size)):
+            return NotImplemented
+        terms = dict(self._terms)
+        for m, c in Size._of(other)._terms:
+            terms[m] = terms.get(m, 0) + c
+        return Size._simplify(terms)
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Size._simplify({m: -c for m, c in self._terms})
+
+    def __sub__(self, other):
+        if not isinstance(other, (int, Size)):
+            return NotImplemented
+        return self + (-other)
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def __mul__(self, other):
+        if not isinstance(other, (int, Size)):
+            return NotImplemented
+        terms: dict = {}
+        for (m1, c1), (m2, c2) in product(self._terms, Size._of(other)._terms):
+            m = tuple(sorted(m1 + m2))
+            terms[m] = terms.get(m, 0) + c1 * c2
+        return Size._simplify(terms)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        return opaque("floordiv", self, other)
+
+    def __rfloordiv__(self, other):
+        return opaque("floordiv", other, self)
+
+    def __mod__(self, other):
+        return opaque("mod", self, other)
+
+    def __rmod__(self, other):
+        return opaque("mod", other, self)
+
+    # ---- identity ----
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Size) and self._terms == other._terms
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    # ---- what a run-time size cannot be ----
+
+    def _refuse(self, *args):
+        raise TypeError(f"the run-time size {self} has no value at compile time")
+
+    __index__ = __int__ = __bool__ = __float__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    # ---- reading ----
+
+    def atoms(self) -> set[Atom]:
+        """Every atom, opaque nodes' operands included."""
+        found: set[Atom] = set()
+        for m, _ in self._terms:
+            for atom in m:
+                found.add(atom)
+                for arg in atom.args if atom.op else ():
+                    if isinstance(arg, Size):
+                        found |= arg.atoms()
+        return found
+
+    def symbols(self) -> set[str]:
+        return {a.args[0] for a in self.atoms() if a.op is None}
+
+    def __repr__(self) -> str:
+        parts = []
+        for m, c in self._terms:
+            factors = [repr(a) for a in m]
+            if c != 1 or not factors:
+                factors.insert(0, str(c))
+            parts.append("*".join(factors))
+        return " + ".join(parts).replace("+ -", "- ")
+
+
+def _monomial_key(item) -> tuple:
+    return (len(item[0]), tuple(a._key for a in item[0]))
+
+
+def opaque(op: str, a, b):
+    """``a op b`` for op in floordiv, ceildiv, mod, min, max: folded where both are ints or
+    the answer is exact (division of a multiple), else an opaque atom."""
+    if not isinstance(a, Size) and not isinstance(b, Size):
+        return _INT_OPS[op](int(a), int(b))
+    if op in ("floordiv", "ceildiv") and isinstance(b, int) and b > 0 and isinstance(a, Size) \
+            and all(c % b == 0 for _, c in a._terms):
+        return Size._simplify({m: c // b for m, c in a._terms})
+    if op in ("floordiv", "ceildiv") and b == 1:
+        return a
+    if op in ("min", "max") and a == b:
+        return a
+    return Size({(Atom(op, (a, b)),): 1})
+
+
+_INT_OPS = {"floordiv": lambda a, b: a // b, "ceildiv": lambda a, b: -(-a // b),
+            "mod": lambda a, b: a % b, "min": min, "max": max}
+
+
+def is_static(value) -> bool:
+    return not isinstance(value, Size)
+
+
+def static_shape(shape) -> bool:
+    return all(not isinstance(d, Size) for d in shape)
+
+
+def num_elements(shape):
+    """The product of a shape's dims: an int, or a Size."""
+    n = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+def substitute(value, mapping: dict):
+    """``value`` with each symbol named in ``mapping`` replaced by its value (int or Size)."""
+    if not isinstance(value, Size):
+        return value
+    total = 0
+    for m, c in value._terms:
+        term = c
+        for atom in m:
+            term = term * _substitute_atom(atom, mapping)
+        total = total + term
+    return total
+
+
+def _substitute_atom(atom: Atom, mapping: dict):
+    if atom.op is None:
+        return mapping.get(atom.args[0], Size({(atom,): 1}))
+    return opaque(atom.op, substitute(atom.args[0], mapping), substitute(atom.args[1], mapping))
+
+
+def evaluate(value, values: dict[str, int]) -> int:
+    """The int ``value`` is when its symbols take ``values`` (the reference for the runtime)."""
+    result = substitute(value, values)
+    assert not isinstance(result, Size), f"{value}: unbound symbols {result.symbols()}"
+    return result
+
+
+def code(value, symbol_index: dict[str, int]) -> list[int]:
+    """The SizeExpr program (schemas/common.fbs) of ``value``; ``symbol_index`` numbers the
+    symbols as the function declares them."""
+    if not isinstance(value, Size):
+        return [CONST, int(value)]
+    out: list[int] = []
+    for k, (m, c) in enumerate(value._terms):
+        out += [CONST, c] if c != 1 or not m else []
+        for j, atom in enumerate(m):
+            out += _atom_code(atom, symbol_index)
+            if j or c != 1:
+                out.append(MUL)
+        if k:
+            out.append(ADD)
+    return out
+
+
+def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
+    if atom.op is None:
+        return [SYM, symbol_index[atom.args[0]]]
+    return code(atom.args[0], symbol_index) + code(atom.args[1], symbol_index) + [_OPCODES[atom.op]]
+
+
+def align_up(value, alignment: int):
+    """``value`` rounded up to a multiple of ``alignment``."""
+    return alignment * opaque("ceildiv", value, alignment) if isinstance(value, Size) \
+        else -(-value // alignment) * alignment
+
