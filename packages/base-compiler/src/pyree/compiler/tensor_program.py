@@ -20,6 +20,7 @@ from typing import Union
 
 import numpy as np
 from pyree.compiler.kernel import Result, itemsize
+from pyree.compiler.sizes import Size, num_elements
 
 
 @dataclass(eq=False)
@@ -31,8 +32,9 @@ class Value:
     name: str = ""
 
     @property
-    def num_bytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * itemsize(self.dtype)
+    def num_bytes(self):
+        """An int, or a ``Size`` when a dim is known only at run time."""
+        return num_elements(self.shape) * itemsize(self.dtype)
 
     def __repr__(self) -> str:
         return f"%{self.name or id(self)}: {'x'.join(map(str, self.shape + (self.dtype,)))}"
@@ -58,6 +60,19 @@ class Generic:
     # Every source op fused into this one, as "op @ file:line" (``sources_of``); empty: this op
     # alone. The module records them per kernel, and a trace names each dispatch by them.
     sources: tuple[str, ...] = ()
+
+
+def parameters_of(generic: Generic) -> list[Size]:
+    """The run-time sizes a region's kernel takes as push constants: each distinct ``Size``
+    among its loop ranges and operands' dims, in order of first appearance. Push constant k is
+    symbol ``pk`` in the kernel (``flow/kernels.outline``), so that one kernel serves every
+    function and call site whatever its symbols are named; a dispatch passes these sizes."""
+    params: dict[Size, None] = {}
+    for d in (*generic.loop_ranges, *(d for v in (*generic.inputs, *generic.results)
+                                      for d in v.shape)):
+        if isinstance(d, Size):
+            params[d] = None
+    return list(params)
 
 
 def sources_of(*ops: Generic) -> tuple[str, ...]:
@@ -199,6 +214,17 @@ def free_values(block: Block) -> list[Value]:
     return list(free)
 
 
+@dataclass(frozen=True)
+class Symbol:
+    """A run-time size of a function (a ``?`` dim of an argument): the name its ``Size``
+    expressions use, and what the caller may pass (``max`` None: no bound)."""
+
+    name: str
+    min: int = 0
+    max: int | None = None
+    divisor: int = 1
+
+
 @dataclass(eq=False)
 class Function:
     name: str
@@ -206,6 +232,7 @@ class Function:
     ops: list[Op]
     results: list[Value]
     location: str = ""
+    symbols: list[Symbol] = field(default_factory=list)
 
 
 def map_blocks(function: Function, rewrite: Callable[[Function], Function]) -> Function:

@@ -5,17 +5,22 @@ from __future__ import annotations
 import dataclasses
 
 from pyree.compiler.kernel import Binding, Kernel
-from pyree.compiler.tensor_program import Generic
+from pyree.compiler.sizes import Size
+from pyree.compiler.tensor_program import Generic, parameters_of
 
 
 def outline(generic: Generic, name: str) -> Kernel:
-    """Bindings are the inputs (read) then the results (written), in that order."""
+    """Bindings are the inputs (read) then the results (written), in that order; run-time
+    sizes become the parameters ``tensor_program.parameters_of`` lists."""
     n = len(generic.inputs)
-    bindings = tuple([Binding(v.dtype, v.shape, "read") for v in generic.inputs]
-                     + [Binding(v.dtype, v.shape, "write") for v in generic.results])
+    params = {size: Size.symbol(f"p{k}") for k, size in enumerate(parameters_of(generic))}
+    local = lambda shape: tuple(params.get(d, d) if isinstance(d, Size) else d for d in shape)
+    bindings = tuple([Binding(v.dtype, local(v.shape), "read") for v in generic.inputs]
+                     + [Binding(v.dtype, local(v.shape), "write") for v in generic.results])
     results = tuple(dataclasses.replace(r, binding=n + r.binding) for r in generic.outputs)
-    return Kernel(name=name, loop_ranges=tuple(generic.loop_ranges), num_parallel=generic.num_parallel,
-                  bindings=bindings, results=results, location=generic.location)
+    return Kernel(name=name, loop_ranges=local(generic.loop_ranges),
+                  num_parallel=generic.num_parallel, bindings=bindings, results=results,
+                  location=generic.location)
 
 
 class KernelTable:

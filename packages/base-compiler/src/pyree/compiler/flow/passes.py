@@ -31,6 +31,9 @@ from pyree.compiler.tensor_program import Function, Program, map_blocks
 class Pass:
     name: str  # what --pyree-print-ir-after takes
     run: Callable[[Function], Function]
+    # Whether the pass handles ops whose shapes hold run-time sizes (``sizes.Size``); a
+    # function with run-time sizes runs only such passes.
+    run_time_sizes: bool = False
 
 
 # Constants, constant gathers and views folded first, so that a view between two ops no longer
@@ -66,7 +69,10 @@ PASS_NAMES = tuple(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_
 def run_passes(function: Function, passes, after: Callable[[str, Function], None] | None = None
                ) -> Function:
     """``passes`` in order on ``function``; ``after(name, function)`` sees each result."""
+    dynamic = bool(function.symbols)
     for p in passes:
+        if dynamic and not p.run_time_sizes:
+            continue
         function = p.run(function)
         if after is not None:
             after(p.name, function)

@@ -5,8 +5,10 @@ straight into that result's allocation. Every other computed value gets a range 
 arena, reused once the value is dead (first fit, 64-byte aligned, live from the step first
 touching it to the last step reading it or any view of it, in the linearized program order; a
 value live into a loop and used in it stays live to the loop's end). Views share their source's
-bytes. Shapes are static, so all of this is decided here and the runtime only allocates the
-arena and the results.
+bytes. All of this is decided here and the runtime only allocates the arena and the results.
+A value sized at run time (a ``Size``) gets a range of its own after the reused ones, at an
+offset that is a size expression, so the runtime computes the arena's size per call; such
+ranges are not reused (that would need the runtime to compare sizes it only knows per call).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
+from pyree.compiler.sizes import Size, align_up
 from pyree.compiler.tensor_program import (
     Check,
     Constant,
@@ -32,14 +35,14 @@ ALIGNMENT = 64
 class Storage:
     kind: str  # "argument" | "result" | "transient" | "constant"
     index: int
-    offset: int
+    offset: int | Size
 
 
 @dataclass
 class Plan:
     storage: dict[Value, Storage] = field(default_factory=dict)
-    transient_size: int = 0
-    result_sizes: list[int] = field(default_factory=list)
+    transient_size: int | Size = 0
+    result_sizes: list = field(default_factory=list)  # ints, or Sizes
     # Results whose value lives elsewhere (an argument, a constant, a view, a value returned
     # twice): (result index, value) pairs that need a copy into the result allocation at the end.
     result_copies: list[tuple[int, Value]] = field(default_factory=list)
@@ -59,6 +62,7 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             plan.result_copies.append((r, value))
     last = _last_uses(function, steps)
     live: list[tuple[int, int, Value]] = []  # (offset, size, value) of live arena ranges
+    run_time: list[Value] = []  # transients sized at run time, placed after the static ones
     for position, step in enumerate(steps):
         live = [block for block in live if last[block[2]] >= position]
         for value in _defined(step):
@@ -69,11 +73,19 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             elif isinstance(step, View):
                 source = plan.storage[step.source]
                 plan.storage[value] = Storage(source.kind, source.index, source.offset + step.byte_offset)
+            elif isinstance(value.num_bytes, Size):
+                run_time.append(value)
             else:
                 offset = _first_fit(live, value.num_bytes)
                 live.append((offset, value.num_bytes, value))
                 plan.storage[value] = Storage("transient", 0, offset)
                 plan.transient_size = max(plan.transient_size, offset + value.num_bytes)
+    offset = _align(plan.transient_size)
+    for value in run_time:
+        plan.storage[value] = Storage("transient", 0, offset)
+        offset = align_up(offset + value.num_bytes, ALIGNMENT)
+    if run_time:
+        plan.transient_size = offset
     return plan
 
 

@@ -10,6 +10,7 @@ barrier bookkeeping starts afresh there.
 from __future__ import annotations
 
 import numpy as np
+from pyree.compiler import sizes
 from pyree.compiler._fb.Branch import BranchT
 from pyree.compiler._fb.BufferKind import BufferKind
 from pyree.compiler._fb.BufferRef import BufferRefT
@@ -22,59 +23,95 @@ from pyree.compiler._fb.Dispatch import DispatchT
 from pyree.compiler._fb.ElementType import ElementType
 from pyree.compiler._fb.Fill import FillT
 from pyree.compiler._fb.Function import FunctionT
+from pyree.compiler._fb.SizeExpr import SizeExprT
+from pyree.compiler._fb.Symbol import SymbolT
 from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.host.planning import Plan
 from pyree.compiler.kernel import DTYPES
-from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Value
+from pyree.compiler.sizes import Size
+from pyree.compiler.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    Symbol,
+    Value,
+    parameters_of,
+)
 
 _ELEMENT_TYPES = {"index": ElementType.i64, **{
     name: getattr(ElementType, name) for name in DTYPES if hasattr(ElementType, name)}}
 
 
-def tensor_type(value: Value) -> TensorTypeT:
+def tensor_type(value: Value, symbols: dict[str, int]) -> TensorTypeT:
+    """A run-time dim is -1 in ``dims``, its expression in ``dynamic_dims``."""
     t = TensorTypeT()
     t.elementType = _ELEMENT_TYPES[value.dtype]
-    t.dims = list(value.shape)
+    t.dims = [-1 if isinstance(d, Size) else d for d in value.shape]
+    if any(isinstance(d, Size) for d in value.shape):
+        t.dynamicDims = [size_expr(d, symbols) for d in value.shape if isinstance(d, Size)]
     return t
+
+
+def size_expr(value, symbols: dict[str, int]) -> SizeExprT:
+    e = SizeExprT()
+    e.code = sizes.code(value, symbols)
+    return e
+
+
+def _symbol(symbol: Symbol) -> SymbolT:
+    out = SymbolT()
+    out.name, out.min, out.divisor = symbol.name, symbol.min, symbol.divisor
+    out.max = -1 if symbol.max is None else symbol.max
+    return out
+
+
+def _holds_bytes(value: Value) -> bool:
+    """Whether ``value`` may hold bytes: a run-time size may be zero only at run time."""
+    return isinstance(value.num_bytes, Size) or value.num_bytes > 0
 
 
 def emit_function(function: Function, steps: list[Step], plan: Plan,
                   kernel_ordinals: dict[Generic, int]) -> FunctionT:
+    symbols = {symbol.name: k for k, symbol in enumerate(function.symbols)}
     out = FunctionT()
     out.name = function.name
     out.location = function.location
-    out.arguments = [tensor_type(v) for v in function.arguments]
-    out.results = [tensor_type(v) for v in function.results]
-    out.resultSizes = list(plan.result_sizes)
-    out.transientSize = plan.transient_size
-    emitter = _Emitter(plan)
+    out.arguments = [tensor_type(v, symbols) for v in function.arguments]
+    out.results = [tensor_type(v, symbols) for v in function.results]
+    out.resultSizes = [0 if isinstance(n, Size) else n for n in plan.result_sizes]
+    out.transientSize = 0 if isinstance(plan.transient_size, Size) else plan.transient_size
+    if symbols:
+        out.symbols = [_symbol(symbol) for symbol in function.symbols]
+        out.resultSizeExprs = [size_expr(n, symbols) for n in plan.result_sizes]
+        out.transientSizeExpr = size_expr(plan.transient_size, symbols)
+    emitter = _Emitter(plan, symbols)
     for step in steps:
-        if isinstance(step, Generic) and any(v.num_bytes for v in step.results):
-            emitter.dispatch(kernel_ordinals[step], step.inputs, step.results)
+        if isinstance(step, Generic) and any(_holds_bytes(v) for v in step.results):
+            emitter.dispatch(kernel_ordinals[step], step.inputs, step.results,
+                             parameters_of(step))
         elif isinstance(step, Constant) and step.splat is not None:
             emitter.fill(step.result, step.splat)
         elif isinstance(step, Check):
             emitter.check(step)
-        elif isinstance(step, Copy) and step.source.num_bytes:
+        elif isinstance(step, Copy) and _holds_bytes(step.source):
             emitter.copy(step.source, emitter.ref(step.target))
         elif isinstance(step, Label):
             emitter.label(step)
         elif isinstance(step, Branch):
             emitter.branch(step)
     for index, value in plan.result_copies:
-        target = BufferRefT()
-        target.kind, target.index, target.offset, target.length = (
-            BufferKind.result, index, 0, value.num_bytes)
-        emitter.copy(value, target)
+        emitter.copy(value, emitter.buffer_ref(BufferKind.result, index, 0, value.num_bytes))
     out.commands = emitter.finish()
     out.readbackSize = emitter.readback_size
     return out
 
 
 class _Emitter:
-    def __init__(self, plan: Plan):
+    def __init__(self, plan: Plan, symbols: dict[str, int]):
         self.plan = plan
+        self.symbols = symbols
         self.commands: list[CommandT] = []
         self._pending: list[tuple[tuple[int, int, int, int], bool]] = []  # ranges since last barrier
         self._labels: dict[Label, int] = {}  # label -> the index of the command it precedes
@@ -111,16 +148,29 @@ class _Emitter:
 
     def ref(self, value: Value) -> BufferRefT:
         s = self.plan.storage[value]
+        return self.buffer_ref(getattr(BufferKind, s.kind), s.index, s.offset, value.num_bytes)
+
+    def buffer_ref(self, kind: int, index: int, offset, length) -> BufferRefT:
+        """A range whose offset or length may be a run-time size (then 0 in the static field,
+        its expression beside it)."""
         r = BufferRefT()
-        r.kind = getattr(BufferKind, s.kind)
-        r.index, r.offset, r.length = s.index, s.offset, value.num_bytes
+        r.kind, r.index = kind, index
+        r.offset = 0 if isinstance(offset, Size) else offset
+        r.length = 0 if isinstance(length, Size) else length
+        if isinstance(offset, Size):
+            r.offsetExpr = size_expr(offset, self.symbols)
+        if isinstance(length, Size):
+            r.lengthExpr = size_expr(length, self.symbols)
         return r
 
-    def dispatch(self, kernel: int, inputs: list[Value], results: list[Value]) -> None:
+    def dispatch(self, kernel: int, inputs: list[Value], results: list[Value],
+                 parameters: list[Size]) -> None:
         d = DispatchT()
         d.kernel = kernel
         d.bindings = [self.ref(v) for v in inputs + results]
         d.pushConstants = []
+        if parameters:
+            d.pushConstantExprs = [size_expr(p, self.symbols) for p in parameters]
         self._add(CommandKind.dispatch, "dispatch", d, reads=d.bindings[:len(inputs)],
                   writes=d.bindings[len(inputs):])
 
@@ -140,9 +190,9 @@ class _Emitter:
     def check(self, op: Check) -> None:
         c = CheckT()
         c.kind = getattr(CheckKind, op.kind)
-        c.lhs, c.lhsType = self.ref(op.lhs), tensor_type(op.lhs)
+        c.lhs, c.lhsType = self.ref(op.lhs), tensor_type(op.lhs, self.symbols)
         if op.rhs is not None:
-            c.rhs, c.rhsType = self.ref(op.rhs), tensor_type(op.rhs)
+            c.rhs, c.rhsType = self.ref(op.rhs), tensor_type(op.rhs, self.symbols)
         c.atol, c.rtol, c.location = op.atol, op.rtol, op.location
         cmd = CommandT()
         cmd.kind, cmd.check = CommandKind.check, c
@@ -163,9 +213,16 @@ class _Emitter:
         self.commands.append(cmd)
 
 
-def _span(ref: BufferRefT) -> tuple[int, int, int, int]:
+def _span(ref: BufferRefT) -> tuple:
+    """(kind, index, start, end); None for start and end when a bound is a run-time size."""
+    if ref.offsetExpr is not None or ref.lengthExpr is not None:
+        return ref.kind, ref.index, None, None
     return ref.kind, ref.index, ref.offset, ref.offset + ref.length
 
 
 def _overlaps(a, b) -> bool:
-    return a[0] == b[0] and a[1] == b[1] and a[2] < b[3] and b[2] < a[3]
+    """Ranges sized at run time overlap whatever else their buffer holds (a barrier too many
+    costs little; one too few is a race)."""
+    if a[0] != b[0] or a[1] != b[1]:
+        return False
+    return a[2] is None or b[2] is None or (a[2] < b[3] and b[2] < a[3])

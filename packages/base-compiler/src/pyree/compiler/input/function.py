@@ -18,9 +18,10 @@ from pyree.compiler.input.checks import check_generic
 from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.input.scalar import is_scalar_op, zero
+from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
+from pyree.compiler.sizes import Size, substitute
 from pyree.compiler.tensor_program import (
     Check,
     Constant,
@@ -28,10 +29,12 @@ from pyree.compiler.tensor_program import (
     Generic,
     If,
     Op,
+    Symbol,
     Value,
     While,
     defined_by,
     read_by,
+    walk_ops,
 )
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
@@ -42,10 +45,18 @@ class Empty:
     """``tensor.empty``: only its shape matters; reading it reads zeros."""
 
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple  # ints, or ``Size``s for run-time dims
 
 
-Entry = Value | Const | Empty
+@dataclass(eq=False)
+class Dim:
+    """An ``index`` scalar that is a run-time size (``tensor.dim`` of a ``?`` dim, and index
+    arithmetic on it): kept as its ``Size``, for the shapes it gives (``tensor.empty``)."""
+
+    size: Size
+
+
+Entry = Value | Const | Empty | Dim
 
 
 class FunctionLowering:
@@ -62,6 +73,7 @@ class FunctionLowering:
         # once an inlined callee's environment is rebound; its Constant's value)
         self._materialized: dict[int, tuple[Entry, Value]] = {}
         self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
+        self.symbols: list[Symbol] = []  # the function's run-time sizes, in order
 
     # ---- values ----------------------------------------------------------------------------
 
@@ -74,12 +86,76 @@ class FunctionLowering:
         self._names.add(name)
         return Value(dtype, tuple(shape), name)
 
+    def new_symbol(self) -> Size:
+        """A fresh run-time size of this function (a ``?`` dim of an argument)."""
+        symbol = Symbol(f"s{len(self.symbols)}")
+        self.symbols.append(symbol)
+        return Size.symbol(symbol.name)
+
+    def unify(self, a, b, where: str):
+        """Two dims the op needs equal: where one is a symbol of this function's arguments
+        not yet tied to anything, it becomes the other everywhere (the runtime then checks
+        the argument against it, as IREE's shape checks do); what cannot be tied must already
+        be equal. Returns the dim both are."""
+        if a == b:
+            return a
+        order = [sym.name for sym in self.symbols]
+        position = lambda size: order.index(_bare_symbol(size)) if _bare_symbol(size) in order \
+            else -1
+        # The later symbol goes: the first argument's name for a size stays.
+        old, new = (a, b) if position(a) > position(b) else (b, a)
+        if position(old) >= 0:
+            self._replace_symbol(_bare_symbol(old), new)
+            return new
+        raise CompileError(f"this op needs dims {a} and {b} to be equal; pyree cannot tell "
+                           "that they are", where)
+
+    def _replace_symbol(self, name: str, new) -> None:
+        self.symbols = [sym for sym in self.symbols if sym.name != name]
+        mapping = {name: new}
+        seen: set[int] = set()
+        values = [e for e in self.env.values() if isinstance(e, (Value, Empty, Dim))]
+        for op in walk_ops(self.ops):
+            values += defined_by(op) + read_by(op)
+            if isinstance(op, Generic):
+                op.loop_ranges = tuple(substitute(d, mapping) for d in op.loop_ranges)
+        for entry in values:
+            if id(entry) in seen:
+                continue
+            seen.add(id(entry))
+            if isinstance(entry, Dim):
+                entry.size = substitute(entry.size, mapping)
+            else:
+                entry.shape = tuple(substitute(d, mapping) for d in entry.shape)
+
     def result_value(self, ssa: SSAValue, where: str) -> Value:
-        """A fresh Value of ``ssa``'s type, named after it, bound to it."""
-        dtype, shape = tensor_type_of(ssa.type, where)
+        """A fresh Value of ``ssa``'s type, named after it, bound to it. A ``?`` dim of the
+        type takes its size from the op: a destination-style op's result is its ``outs``
+        operand's shape; an elementwise op's, its operands'. Any other op with a ``?`` result
+        is refused by name."""
+        dtype, shape = tensor_type_of(ssa.type, where, dynamic=True)
+        if None in shape:
+            shape = self._run_time_shape(ssa, shape, where)
         value = self.new_value(dtype, shape, ssa.name_hint)
         self.env[ssa] = value
         return value
+
+    def _run_time_shape(self, ssa: SSAValue, shape: tuple, where: str) -> tuple:
+        op = ssa.owner
+        outputs = getattr(op, "outputs", None)
+        if outputs is not None and len(outputs) > ssa.index:
+            like = [outputs[ssa.index]]
+        elif is_scalar_op(op.name):
+            like = [v for v in op.operands if is_tensor(v.type)]
+        else:
+            raise CompileError(f"dynamic dimensions are not supported yet in the result of "
+                               f"'{op.name}' ({ssa.type})", where)
+        for operand in like:
+            entry = self.entry(operand, where)
+            if isinstance(entry, (Value, Empty)) and len(entry.shape) == len(shape):
+                return tuple(d if d is not None else o for d, o in zip(shape, entry.shape))
+        raise CompileError(f"cannot tell the run-time shape of the result of '{op.name}' "
+                           f"({ssa.type})", where)
 
     @contextmanager
     def block(self):
@@ -128,6 +204,9 @@ class FunctionLowering:
             return entry
         if isinstance(entry, Value) and entry.shape == ():
             return inputs.load(entry, ())
+        if isinstance(entry, Dim):
+            raise CompileError(f"the run-time size {entry.size} is used as a value; pyree uses "
+                               "run-time sizes only as shapes so far", where)
         raise CompileError("a tensor used where a scalar is expected", where)
 
     def splat_of(self, ssa: SSAValue) -> Const | None:
@@ -154,7 +233,17 @@ class FunctionLowering:
     def finish(self, results: list[Value]) -> Function:
         name = self.op.sym_name.data
         args = [self.env[a] for a in self.op.body.block.args]
-        return Function(name, args, _live_ops(self.ops, results), results, self.where)
+        return Function(name, args, _live_ops(self.ops, results), results, self.where,
+                        self.symbols)
+
+
+def _bare_symbol(value) -> str | None:
+    """The name of a size that is one symbol alone, else None."""
+    if isinstance(value, Size) and len(value.symbols()) == 1:
+        name = next(iter(value.symbols()))
+        if value == Size.symbol(name):
+            return name
+    return None
 
 
 def fold(expr: Expr) -> Const:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
-from pyree.compiler.input.function import FunctionLowering, fold
+from pyree.compiler.input.function import Empty, FunctionLowering, fold
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result
-from pyree.compiler.tensor_program import Constant, Generic
+from pyree.compiler.sizes import Size
+from pyree.compiler.tensor_program import Constant, Generic, Value
 from xdsl.dialects.builtin import MemRefType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
@@ -53,7 +54,7 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
     if isinstance(op, FillOp) and isinstance(fn.env.get(op.inputs[0]), Const):
         # A fill with a constant is a splat: the runtime fills it, and reductions fold it
         # into their init.
-        dtype = tensor_type_of(op.res[0].type, where)[0]
+        dtype = tensor_type_of(op.res[0].type, where, dynamic=True)[0]
         result = fn.result_value(op.res[0], where)
         splat = fold(convert(fn.env[op.inputs[0]], dtype)).value
         fn.emit(Constant(result, splat=splat, location=where))
@@ -67,7 +68,7 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
 
     operands = s.inputs + s.outputs
     indices = [_index(m, loop_of, where) for m in s.maps]
-    loop_ranges = _loop_ranges(operands, s.maps, num_loops, where)
+    loop_ranges = _loop_ranges(fn, operands, s.maps, num_loops, where)
     ranges = tuple(loop_ranges[d] for d in order)
 
     inputs = Inputs()
@@ -81,7 +82,7 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
             args[arg] = fn.scalar(operand, inputs, where)
     out_args = s.body.args[len(s.inputs):]
     out_indices = indices[len(s.inputs):]
-    dtypes = [tensor_type_of(o.type, where)[0] for o in s.outputs]
+    dtypes = [tensor_type_of(o.type, where, dynamic=True)[0] for o in s.outputs]
     reduces = num_parallel < num_loops
     for k, (operand, index, arg) in enumerate(zip(s.outputs, out_indices, out_args)):
         if reduces:
@@ -147,16 +148,31 @@ def _index(m: AffineMap, loop_of: list[int], where: str) -> tuple[AffineExpr, ..
     return tuple(out)
 
 
-def _loop_ranges(operands: list[SSAValue], maps: list[AffineMap], num_loops: int,
-                 where: str) -> list[int]:
-    ranges: list[int | None] = [None] * num_loops
+def _loop_ranges(fn: FunctionLowering, operands: list[SSAValue], maps: list[AffineMap],
+                 num_loops: int, where: str) -> list:
+    """Each loop's range: the dim of the first operand it indexes directly; a static dim wins
+    over a run-time size (a ``?`` the types leave open may be known elsewhere)."""
+    ranges: list = [None] * num_loops
     for operand, m in zip(operands, maps):
         if not is_tensor(operand.type):
             continue
-        shape = tensor_type_of(operand.type, where)[1]
+        shape = _shape(fn, operand, where)
         for dim, expr in zip(shape, m.results):
-            if isinstance(expr, AffineDimExpr) and ranges[expr.position] is None:
+            if not isinstance(expr, AffineDimExpr):
+                continue
+            known = ranges[expr.position]
+            if known is None:
                 ranges[expr.position] = dim
+            elif isinstance(known, Size) or isinstance(dim, Size):
+                ranges[expr.position] = fn.unify(known, dim, where)
     if None in ranges:
         raise CompileError(f"loop d{ranges.index(None)} does not index any operand", where)
     return ranges
+
+
+def _shape(fn: FunctionLowering, operand: SSAValue, where: str) -> tuple:
+    """An operand's shape as lowered (run-time sizes included), else its type's."""
+    entry = fn.entry(operand, where)
+    if isinstance(entry, (Value, Empty)):
+        return entry.shape
+    return tensor_type_of(operand.type, where)[1]

@@ -9,11 +9,12 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
-from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.function import Dim, FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.run_time_sizes import lower_dim, size_arithmetic
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
 from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.stablehlo import STABLEHLO_RULES
@@ -45,7 +46,8 @@ def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals:
     fn = FunctionLowering(op, functions, globals)
     block = _body(op)
     for i, arg in enumerate(block.args):
-        dtype, shape = tensor_type_of(arg.type, fn.where)
+        dtype, shape = tensor_type_of(arg.type, fn.where, dynamic=True)
+        shape = tuple(fn.new_symbol() if d is None else d for d in shape)
         fn.env[arg] = fn.new_value(dtype, shape, arg.name_hint or f"arg{i}")
     return fn.finish([fn.tensor(v, where) for v, where in _lower_body(fn, op)])
 
@@ -134,6 +136,10 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
         fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), result.shape, rank,
                         where, op.name))
         return
+    if any(isinstance(fn.env.get(v), Dim) for v in op.operands):
+        fn.env[op.results[0]] = size_arithmetic(op, [fn.entry(v, where) for v in op.operands],
+                                                where)
+        return
     args = [fn.scalar(v, inputs, where) for v in op.operands]
     fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
 
@@ -166,6 +172,7 @@ _RULES = {
     "arith.constant": _lower_constant,
     "util.unfoldable_constant": _lower_constant,
     "tensor.empty": tensor_ops.lower_empty,
+    "tensor.dim": lower_dim,
     "tensor.cast": tensor_ops.lower_cast,
     "tensor.collapse_shape": tensor_ops.lower_reshape,
     "tensor.expand_shape": tensor_ops.lower_reshape,

@@ -13,6 +13,7 @@ from pyree.compiler.input.body import lower_block
 from pyree.compiler.input.function import Empty, FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.run_time_sizes import size_of
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     DTYPES,
@@ -33,7 +34,12 @@ from xdsl.ir import Operation
 
 
 def lower_empty(fn: FunctionLowering, op: tensor.EmptyOp) -> None:
-    fn.env[op.tensor] = Empty(*tensor_type_of(op.tensor.type, location_of(op)))
+    """Its ``?`` dims are its operands, in order: run-time sizes, or constants."""
+    where = location_of(op)
+    dtype, shape = tensor_type_of(op.tensor.type, where, dynamic=True)
+    sizes = iter(op.dynamic_sizes)
+    fn.env[op.tensor] = Empty(dtype, tuple(size_of(fn, next(sizes), where) if d is None else d
+                                           for d in shape))
 
 
 def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:

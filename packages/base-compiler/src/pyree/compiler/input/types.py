@@ -48,14 +48,16 @@ def dtype_of(element_type: Attribute, where: str) -> str:
     raise CompileError(f"unsupported element type {element_type}", where)
 
 
-def tensor_type_of(t: Attribute, where: str) -> tuple[str, tuple[int, ...]]:
-    """(dtype, static shape) of a ranked tensor type, or of a scalar as a rank-0 tensor."""
+def tensor_type_of(t: Attribute, where: str, dynamic: bool = False) -> tuple[str, tuple]:
+    """(dtype, shape) of a ranked tensor type, or of a scalar as a rank-0 tensor. A ``?`` dim is
+    refused, unless ``dynamic``: then it is None, for the caller to say what size it is (the
+    rules that know where a run-time size comes from ask for it; every other rule refuses)."""
     if isinstance(t, TensorType):
-        shape = tuple(t.get_shape())
-        if any(dim == DYNAMIC_INDEX for dim in shape):
+        shape = tuple(None if dim == DYNAMIC_INDEX else dim for dim in t.get_shape())
+        if None in shape and not dynamic:
             raise CompileError(f"dynamic dimensions are not supported yet (in {t})", where)
         dtype = dtype_of(t.get_element_type(), where)
-        size = math.prod(shape) * itemsize(dtype)
+        size = math.prod(d for d in shape if d is not None) * itemsize(dtype)
         if size > MAX_TENSOR_BYTES:
             raise CompileError(f"{t} holds {size:.3g} bytes, more than the {MAX_TENSOR_BYTES:.3g} "
                                "(2^48) a pyree tensor may hold", where)

@@ -65,8 +65,8 @@ class AffineExpr:
 
 def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
     """Smallest and largest value of ``ix`` over the loop box ``ranges`` (all non-empty)."""
-    lo = ix.const + sum(min(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
-    hi = ix.const + sum(max(0, c * (n - 1)) for c, n in zip(ix.coeffs, ranges))
+    lo = ix.const + sum(c * (n - 1) for c, n in zip(ix.coeffs, ranges) if c < 0)
+    hi = ix.const + sum(c * (n - 1) for c, n in zip(ix.coeffs, ranges) if c > 0)
     return lo, hi
 
 
