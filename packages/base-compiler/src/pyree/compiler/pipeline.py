@@ -38,6 +38,7 @@ from pyree.compiler.progress import reporter
 from pyree.compiler.tensor_program import (
     Function,
     Generic,
+    Program,
     sources_of,
     walk_ops,
 )
@@ -91,14 +92,16 @@ def compile_str(source: str | bytes, options: CompileOptions | None = None,
 
 
 def compile_torch(module, *example_args, function_name: str = "main",
-                  target_backends: list[str] | tuple[str, ...] = ("llvm-cpu",), **options) -> bytes:
+                  target_backends: list[str] | tuple[str, ...] = ("llvm-cpu",),
+                  dynamic_shapes=None, **options) -> bytes:
     """``import_torch`` then ``compile_str``: the ``.vmfb`` bytes of ``module``. ``options``
     are CompileOptions fields (``llvmcpu_target_cpu="generic"``, ``cuda_target="sm_90"``...).
     The importer is loaded here, on first use, as the importers' docstring promises."""
     from pyree.compiler.importers.torch import import_torch
 
     compile_options = CompileOptions(target_backends=list(target_backends), **options)
-    text = import_torch(module, *example_args, function_name=function_name)
+    text = import_torch(module, *example_args, function_name=function_name,
+                        dynamic_shapes=dynamic_shapes)
     return compile_str(text, compile_options, source_name=f"<torch {type(module).__name__}>")
 
 
@@ -149,6 +152,7 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     implicit = all(backend(name).implicit_gemm for name in options.target_backends)
     program = run_flow(program, flow_passes(gpu, implicit), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
+    _check_run_time_sizes(program, options.target_backends)
 
     builder = ModuleBuilder(program.name, _producer())
     table = KernelTable()
@@ -180,6 +184,17 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     return builder.finish()
 
 
+
+
+def _check_run_time_sizes(program: Program, targets: list[str]) -> None:
+    """A function with dynamic dims needs targets that compile kernels sized at run time."""
+    dynamic = [f for f in program.functions if f.symbols]
+    lacking = [name for name in targets if not backend(name).run_time_sizes]
+    if dynamic and lacking:
+        raise CompileError(
+            f"function @{dynamic[0].name} has dynamic dimensions, and the {lacking[0]} target "
+            "cannot compile kernels sized at run time yet (llvm-cpu can); give the function "
+            "static shapes for this target", dynamic[0].location)
 
 
 def size_text(nbytes: int) -> str:

@@ -75,6 +75,13 @@ def parameters_of(generic: Generic) -> list[Size]:
     return list(params)
 
 
+def has_run_time_sizes(op: Op) -> bool:
+    """Whether a shape or loop range of ``op`` is known only at run time."""
+    dims = [*getattr(op, "loop_ranges", ()),
+            *(d for v in (*defined_by(op), *read_by(op)) for d in v.shape)]
+    return any(isinstance(d, Size) for d in dims)
+
+
 def sources_of(*ops: Generic) -> tuple[str, ...]:
     """The source ops fused into ``ops``, in order, each once: what fusing them makes."""
     out: list[str] = []

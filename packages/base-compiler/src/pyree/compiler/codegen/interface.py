@@ -51,6 +51,9 @@ class Backend:
     # Contraction templates that stage operand tiles from any expression of the loops, so that a
     # convolution's patches are gathered into the tiles instead of copied (flow/implicit_gemm.py).
     implicit_gemm: bool = False
+    # Kernels whose sizes are known only at run time (``sizes.Size`` parameters read from push
+    # constants); a target without them refuses a function with dynamic dims by name.
+    run_time_sizes: bool = False
 
 
 def choose(templates: tuple, kernel, target):

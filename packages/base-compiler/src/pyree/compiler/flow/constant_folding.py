@@ -31,7 +31,14 @@ from pyree.compiler.kernel import (
     is_float,
     walk,
 )
-from pyree.compiler.tensor_program import Constant, Function, Generic, Value, View
+from pyree.compiler.tensor_program import (
+    Constant,
+    Function,
+    Generic,
+    Value,
+    View,
+    has_run_time_sizes,
+)
 
 MAX_ELEMENTS = 1 << 22
 MAX_WIDENED_BYTES = 1 << 16
@@ -55,7 +62,9 @@ def fold_constants(function: Function) -> Function:
     known: dict[Value, np.ndarray] = {}
     ops = []
     for op in function.ops:
-        if record_constant(op, known):
+        if has_run_time_sizes(op):  # never all-constant: constants have static shapes
+            pass
+        elif record_constant(op, known):
             pass
         elif (isinstance(op, Generic) and all(v in known for v in op.inputs)
               and not _widens(op, [known[v] for v in op.inputs])):

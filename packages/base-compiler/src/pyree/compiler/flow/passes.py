@@ -40,7 +40,7 @@ class Pass:
 # keeps its value materialized; then fusion; last, each reduction's adjacent loops merged, so a
 # convolution's GEMM has one m, one n and one reduction loop for every backend.
 FORM_REGIONS = (
-    Pass("fold-constants", fold_constants),
+    Pass("fold-constants", fold_constants, run_time_sizes=True),
     Pass("fold-constant-gathers", fold_constant_gathers),
     Pass("fold-views", fold_views_into_loads),
     Pass("fuse-regions", fuse_regions),

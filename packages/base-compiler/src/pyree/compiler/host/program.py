@@ -44,8 +44,9 @@ _ELEMENT_TYPES = {"index": ElementType.i64, **{
     name: getattr(ElementType, name) for name in DTYPES if hasattr(ElementType, name)}}
 
 
-def tensor_type(value: Value, symbols: dict[str, int]) -> TensorTypeT:
-    """A run-time dim is -1 in ``dims``, its expression in ``dynamic_dims``."""
+def tensor_type(value: Value, symbols: dict[str, int] | None = None) -> TensorTypeT:
+    """A run-time dim is -1 in ``dims``, its expression in ``dynamic_dims`` (over the
+    function's ``symbols``; a constant's type has none)."""
     t = TensorTypeT()
     t.elementType = _ELEMENT_TYPES[value.dtype]
     t.dims = [-1 if isinstance(d, Size) else d for d in value.shape]

@@ -15,10 +15,13 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
 
 
-def import_torch(module, *example_args, function_name: str = "main") -> str:
+def import_torch(module, *example_args, function_name: str = "main",
+                 dynamic_shapes=None) -> str:
     """MLIR text of ``module`` (an ``nn.Module`` or a ``torch.export.ExportedProgram``) called
-    on ``example_args``, as one function ``function_name``. Tracing errors are torch.export's
-    own exceptions (they point into the model's code); a lowering failure is a CompileError."""
+    on ``example_args``, as one function ``function_name``. ``dynamic_shapes`` is
+    torch.export's (``{"x": {0: torch.export.Dim("batch", max=64)}}``): those dims become
+    ``?`` and one module serves every size. Tracing errors are torch.export's own exceptions
+    (they point into the model's code); a lowering failure is a CompileError."""
     require("torch", "torch", "importing PyTorch modules")
     require("torch_mlir", "torch", "importing PyTorch modules")
     from torch_mlir import fx
@@ -26,7 +29,8 @@ def import_torch(module, *example_args, function_name: str = "main") -> str:
 
     try:
         imported = fx.export_and_import(module, *example_args, output_type="linalg-on-tensors",
-                                        func_name=function_name, hooks=_weights_hooks())
+                                        func_name=function_name, hooks=_weights_hooks(),
+                                        dynamic_shapes=dynamic_shapes)
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
         lines = [line for line in str(err).splitlines()

@@ -136,6 +136,10 @@ class FunctionLowering:
         dtype, shape = tensor_type_of(ssa.type, where, dynamic=True)
         if None in shape:
             shape = self._run_time_shape(ssa, shape, where)
+        return self.bind_value(ssa, dtype, shape)
+
+    def bind_value(self, ssa: SSAValue, dtype: str, shape: tuple) -> Value:
+        """A fresh Value of this dtype and shape, named after ``ssa``, bound to it."""
         value = self.new_value(dtype, shape, ssa.name_hint)
         self.env[ssa] = value
         return value

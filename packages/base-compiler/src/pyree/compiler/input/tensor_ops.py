@@ -15,6 +15,7 @@ from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
 from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.sizes import num_elements
 from pyree.compiler.kernel import (
     DTYPES,
     AffineExpr,
@@ -50,10 +51,28 @@ def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
 
 
 def lower_reshape(fn: FunctionLowering, op: Operation) -> None:
-    """collapse_shape, expand_shape, reshape: the same bytes under the result's shape."""
+    """collapse_shape, expand_shape, reshape: the same bytes under the result's shape. A
+    ``?`` of the result is an expand's ``output_shape`` operand, or a collapse's product of
+    the source dims it groups."""
     where = location_of(op)
     source = fn.tensor(op.operands[0], where)
-    fn.emit(View(fn.result_value(op.results[0], where), source, 0, where))
+    dtype, shape = tensor_type_of(op.results[0].type, where, dynamic=True)
+    if None in shape:
+        shape = _reshaped(fn, op, source, shape, where)
+    fn.emit(View(fn.bind_value(op.results[0], dtype, shape), source, 0, where))
+
+
+def _reshaped(fn: FunctionLowering, op: Operation, source: Value, shape: tuple,
+              where: str) -> tuple:
+    if isinstance(op, tensor.ExpandShapeOp):
+        given = iter(op.dynamic_output_shape)
+        return tuple(size_of(fn, next(given), where) if d is None else d for d in shape)
+    if isinstance(op, tensor.CollapseShapeOp):
+        groups = [[i.value.data for i in group] for group in op.reassociation]
+        return tuple(num_elements(source.shape[i] for i in group) if d is None else d
+                     for d, group in zip(shape, groups))
+    raise CompileError(f"dynamic dimensions are not supported yet in the result of "
+                       f"'{op.name}' ({op.results[0].type})", where)
 
 
 def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None:

@@ -1,0 +1,167 @@
+"""Dynamic shapes end to end on llvm-cpu: one module serves every size, checked against numpy
+and PyTorch at sizes 0, 1, primes and large, with NaN, +-inf and -0 in the inputs; arguments
+that disagree on a shared dim are an InvocationError; other targets refuse by name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import pyree.runtime as rt
+import torch  # CI installs it: a missing torch fails there, never skips
+from pyree.compiler import CompileError, CompileOptions, compile_str, import_torch
+
+CPU = CompileOptions(target_backends=["llvm-cpu"])
+SIZES = [(0, 3), (1, 1), (7, 13), (131, 257), (5, 0)]
+
+EXP_ADD_ROWSUM = """
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @f(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %a, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %s = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %z = arith.addf %x, %y : f32
+    %w = math.exp %z : f32
+    linalg.yield %w : f32
+  } -> tensor<?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %r0 = tensor.empty(%m) : tensor<?xf32>
+  %r1 = linalg.fill ins(%zero : f32) outs(%r0 : tensor<?xf32>) -> tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [#map, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%s : tensor<?x?xf32>) outs(%r1 : tensor<?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %z = arith.addf %x, %o : f32
+    linalg.yield %z : f32
+  } -> tensor<?xf32>
+  return %s, %r : tensor<?x?xf32>, tensor<?xf32>
+}
+"""
+
+MATMUL = """
+func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %b, %c1 : tensor<?x?xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x?xf32>, tensor<?x?xf32>) outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+"""
+
+RESHAPE = """
+func.func @r(%a: tensor<?x4xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %a, %c0 : tensor<?x4xf32>
+  %e = tensor.expand_shape %a [[0, 1], [2]] output_shape [%d, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+  %c = tensor.collapse_shape %e [[0, 1, 2]] : tensor<?x1x4xf32> into tensor<?xf32>
+  return %c : tensor<?xf32>
+}
+"""
+
+
+def _special(rng, shape) -> np.ndarray:
+    """Random f32 with NaN, +-inf and -0 sprinkled in (where the array has room)."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    for k, v in enumerate((np.nan, np.inf, -np.inf, -0.0)):
+        if flat.size > 4 * k + 3:
+            flat[4 * k + 3] = v
+    return x
+
+
+@pytest.fixture(scope="module")
+def exp_add_rowsum():
+    return rt.load_module(compile_str(EXP_ADD_ROWSUM, CPU), device="local-task")
+
+
+@pytest.mark.parametrize("m, n", SIZES)
+def test_one_module_serves_every_size(exp_add_rowsum, m, n):
+    rng = np.random.default_rng(m * 1000 + n)
+    a, b = _special(rng, (m, n)), rng.standard_normal((m, n)).astype(np.float32)
+    s, r = exp_add_rowsum["f"](a, b)
+    want = np.exp(a + b)
+    assert s.shape == (m, n) and r.shape == (m,)
+    np.testing.assert_allclose(s.to_host(), want, rtol=2e-6, atol=0)
+    np.testing.assert_allclose(r.to_host(), want.sum(1, dtype=np.float64), rtol=2e-5, atol=1e-5)
+
+
+def test_sizes_in_any_order_and_again(exp_add_rowsum):
+    """Sizes recorded for earlier calls are reused, not mixed up."""
+    rng = np.random.default_rng(7)
+    for m, n in [(7, 13), (2, 2), (7, 13), (64, 3), (2, 2)]:
+        a, b = rng.standard_normal((m, n), np.float32), rng.standard_normal((m, n), np.float32)
+        s, r = exp_add_rowsum["f"](a, b)
+        np.testing.assert_allclose(s.to_host(), np.exp(a + b), rtol=2e-6)
+
+
+def test_arguments_that_disagree_on_a_shared_dim(exp_add_rowsum):
+    a = np.ones((5, 3), np.float32)
+    with pytest.raises(rt.InvocationError, match="argument 1"):
+        exp_add_rowsum["f"](a, np.ones((6, 3), np.float32))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 5), (64, 3, 129), (0, 4, 3), (3, 0, 2)])
+def test_matmul_with_every_dim_dynamic(m, k, n):
+    module = rt.load_module(compile_str(MATMUL, CPU), device="local-task")
+    rng = np.random.default_rng(m + k + n)
+    a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+    got = module["mm"](a, b).to_host()
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_expand_and_collapse_of_a_dynamic_dim():
+    module = rt.load_module(compile_str(RESHAPE, CPU), device="local-task")
+    for m in (0, 1, 9):
+        a = np.arange(m * 4, dtype=np.float32).reshape(m, 4)
+        assert np.array_equal(module["r"](a).to_host(), a.reshape(-1))
+
+
+class _Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x).relu(), -1)
+
+
+def test_torch_export_with_a_dynamic_batch():
+    torch.manual_seed(0)
+    model = _Head().eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    mlir = import_torch(model, torch.randn(4, 16), dynamic_shapes={"x": {0: batch}})
+    module = rt.load_module(compile_str(mlir, CPU), device="local-task")
+    for n in (1, 5, 17, 64):
+        x = torch.randn(n, 16)
+        with torch.no_grad():
+            want = model(x)
+        np.testing.assert_allclose(module["main"](x.numpy()).to_host(), want.numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_run_module_cli_takes_any_size(tmp_path):
+    path = tmp_path / "r.vmfb"
+    path.write_bytes(compile_str(RESHAPE, CPU))
+    for m in (2, 3):
+        out = subprocess.run([sys.executable, "-m", "pyree.runtime.tools.run_module",
+                              f"--module={path}", "--function=r", f"--input={m}x4xf32=1"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert f"{4 * m}xf32=" + " ".join(["1"] * (4 * m)) in out.stdout
+
+
+@pytest.mark.parametrize("target", ["cuda", "vulkan-spirv", "rocm"])
+def test_targets_without_run_time_sizes_refuse_by_name(target):
+    with pytest.raises(CompileError, match=f"the {target} target cannot compile kernels sized"):
+        compile_str(EXP_ADD_ROWSUM, CompileOptions(target_backends=[target]))
