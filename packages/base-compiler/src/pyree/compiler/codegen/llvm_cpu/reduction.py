@@ -164,8 +164,8 @@ class ReductionLowering:
 
         nest(b, self._red_bounds()[:-1], lambda rix: cascaded(
             b, 0, self.kernel.reduction_ranges[-1], sizes, lambda i: step(rix + [i]),
-            lambda j: _fresh(b, em, folds, levels[j]),
-            lambda j: _combine(b, em, folds, levels[j + 1], levels[j])))
+            lambda j: fresh_folds(b, em, folds, levels[j]),
+            lambda j: combine_folds(b, em, folds, levels[j + 1], levels[j])))
         return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
 
     def _vector_lanes(self, folds: dict) -> int:
@@ -193,7 +193,7 @@ class ReductionLowering:
         sizes = block_sizes(full // lanes, LEAF, FAN_IN)
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
-        _fresh(b, vec, folds, levels[-1])
+        fresh_folds(b, vec, folds, levels[-1])
         rest = {k: entry_alloca(b, scalar_type(f.dtype)) for k, (_, f) in folds.items()}
         for k in folds:
             b.store(em.emit(results[k].init, Point(ix + self._zeros(), finals=finals)), rest[k])
@@ -207,14 +207,14 @@ class ReductionLowering:
 
         def row(rix):
             cascaded(b, 0, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
-                     lambda j: _fresh(b, vec, folds, levels[j]),
-                     lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
+                     lambda j: fresh_folds(b, vec, folds, levels[j]),
+                     lambda j: combine_folds(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
             with for_range(b, i64(full), i64(inner), name="rest") as i:
                 step(em, rix + [i], rest)
 
         nest(b, self._red_bounds()[:-1], row)
         return {k: em.binary(op, b.load(rest[k], typ=scalar_type(f.dtype)),
-                             _tree(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
+                             tree_fold(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
                              f.dtype, fast=True)
                 for k, (op, f) in folds.items()}
 
@@ -254,9 +254,9 @@ class ReductionLowering:
             rest = self._red_bounds()[1:]
             cascaded(b, 0, self.kernel.reduction_ranges[0], sizes,
                      lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
-                     lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
+                     lambda j: sweep(self._zeros(), lambda at, slots: fresh_folds(
                          b, em, folds, dict(enumerate(slots(j))))),
-                     lambda j: sweep(self._zeros(), lambda at, slots: _combine(
+                     lambda j: sweep(self._zeros(), lambda at, slots: combine_folds(
                          b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
             sweep(self._zeros(), finish)
 
@@ -318,12 +318,12 @@ def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, obje
     return folds if folds and all(f.dtype in CASCADED for _, f in folds.values()) else None
 
 
-def _fresh(b, em: ExprEmitter, folds, slots) -> None:
+def fresh_folds(b, em: ExprEmitter, folds, slots) -> None:
     for k, (op, f) in folds.items():
         b.store(em.const(fold_identity(op, f.dtype), f.dtype), slots[k])
 
 
-def _combine(b, em: ExprEmitter, folds, into, slots) -> None:
+def combine_folds(b, em: ExprEmitter, folds, into, slots) -> None:
     """``into[k] = into[k] <op> slots[k]`` for each fold."""
     for k, (op, f) in folds.items():
         t = em.ty(f.dtype)
@@ -331,7 +331,7 @@ def _combine(b, em: ExprEmitter, folds, into, slots) -> None:
                 into[k])
 
 
-def _tree(b, vec: ExprEmitter, op: str, v: ir.Value, dtype: str) -> ir.Value:
+def tree_fold(b, vec: ExprEmitter, op: str, v: ir.Value, dtype: str) -> ir.Value:
     """The lanes of ``v`` folded pairwise into one scalar."""
     lanes = vec.width
     while lanes > 1:
