@@ -65,7 +65,8 @@ def unsafe_loads(kernel: Kernel) -> set[Load]:
     if 0 in kernel.loop_ranges:
         return set()
     if has_run_time_sizes(kernel):
-        checked = {ld for ld, _ in _unguarded_accesses(kernel) if isinstance(ld, Load)}
+        checked = {ld for ld, ranges in _unguarded_accesses(kernel)
+                   if isinstance(ld, Load) and ranges == kernel.loop_ranges}
         return {ld for ld in loads(kernel) if ld not in checked
                 and within(ld.index[0], kernel.loop_ranges, kernel.bindings[ld.binding].shape[0])
                 is not True}
