@@ -46,13 +46,14 @@ def caller(compiled: Compiled, buffers, push_constants):
     return lambda: fn(ctypes.byref(state), 0, count)
 
 
-def best_pair(a, b, seconds=1.0):
-    """Best time per call of ``a`` and ``b``, alternating batches for about ``seconds``."""
+def best_pair(a, b, seconds=3.0):
+    """Best time per call of ``a`` and ``b``, alternating short batches for about ``seconds``:
+    short, so that some run without being preempted on a shared machine."""
     a(), b()
     t = time.perf_counter()
     a()
     per = max(time.perf_counter() - t, 1e-7)
-    batch = max(1, int(0.01 / per))
+    batch = max(1, int(5e-4 / per))
     best = [float("inf")] * 2
     stop = time.perf_counter() + seconds
     while time.perf_counter() < stop:

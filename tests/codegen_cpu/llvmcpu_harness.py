@@ -124,6 +124,7 @@ def size_expr_value(code: list[int], symbols: list[int]) -> int:
             at += 2
             continue
         y, x = stack.pop(), stack.pop()
+        assert op not in (5, 6, 7) or (x >= 0 and y > 0), "an invocation error"
         stack.append({2: x + y, 3: x - y, 4: x * y, 5: x // max(y, 1), 6: -(-x // max(y, 1)),
                       7: x % max(y, 1), 8: min(x, y), 9: max(x, y)}[op])
         at += 1

@@ -17,6 +17,7 @@ from pyree.compiler.kernel import (
     Binary,
     Binding,
     Cast,
+    Compare,
     Const,
     Final,
     Gather,
@@ -24,6 +25,7 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     Result,
+    Select,
     Unary,
     bind_sizes,
     evaluate,
@@ -150,6 +152,38 @@ def test_f16_rows_summed_in_f32():
         x = random_array("f16", (m, n), rng)
         got = dispatch(compiled, kernel, (m, n), {0: x}, rtol=1e-5, atol=1e-5)[1]
         np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+def test_column_sums_and_integer_sums():
+    """Folds over the outer dim (loads strided by a run-time size along the fold) and i32 folds
+    (wrapping, not cascaded)."""
+    for dtype in ("f32", "i32"):
+        x = Load(0, (affine(0, 1), affine(1, 0)), dtype)
+        kernel = Kernel("col_sum", (P1, P0), 1,
+                        (Binding(dtype, (P0, P1), "read"), Binding(dtype, (P1,), "write")),
+                        (Result(1, (affine(1, 0),), Binary("add", Acc(0, dtype), x, dtype),
+                                init=Const(0, dtype)),))
+        compiled = Compiled([kernel])
+        rng = np.random.default_rng(13)
+        for m, n in [(0, 7), (7, 0), (1, 1), (131, 7), (1000, 131)]:
+            xv = random_array(dtype, (m, n), rng)
+            got = dispatch(compiled, kernel, (m, n), {0: xv}, rtol=1e-5, atol=1e-5)[1]
+            np.testing.assert_allclose(got, xv.sum(axis=0, dtype=np.float64 if dtype == "f32" else None),
+                                       rtol=1e-5, atol=1e-4)
+
+
+def test_a_causal_mask_from_loop_indices():
+    """out[i, j] = j <= i ? x[i, j] : -inf, a Select on LoopIndex at run-time extents."""
+    x = Load(0, identity(2), "f32")
+    keep = Compare("le", LoopIndex(1), LoopIndex(0))
+    kernel = Kernel("causal", (P0, P1), 2, (Binding("f32", (P0, P1), "read"), Binding("f32", (P0, P1), "write")),
+                    (Result(1, identity(2), Select(keep, x, Const(-np.inf, "f32"), "f32")),))
+    compiled = Compiled([kernel])
+    rng = np.random.default_rng(14)
+    for m, n in [(0, 3), (1, 1), (7, 131), (131, 7), (1000, 1000)]:
+        xv = random_array("f32", (m, n), rng)
+        got = dispatch(compiled, kernel, (m, n), {0: xv})[1]
+        np.testing.assert_array_equal(got, np.where(np.tril(np.ones((m, n), bool)), xv, -np.inf))
 
 
 @pytest.mark.parametrize("dtype", ["f32", "i32"])

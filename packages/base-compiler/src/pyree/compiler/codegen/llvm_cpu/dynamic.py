@@ -111,10 +111,7 @@ class _Point:
         results, b, em = self.kernel.results, self.b, self.em
         finals: dict[int, ir.Value] = {}
         for phase in phases(results):
-            folds = float_folds(results, phase)
-            lanes = self._lanes(folds)
-            accs = self._fold_vectors(folds, lanes, finals) if lanes \
-                else self._fold_scalars(phase, folds, finals)
+            accs = self._fold(phase, finals)
             pt = Point(self.ix + self.zeros, accs=accs, finals=finals)
             done = {k: em.emit(results[k].epilogue, pt) if results[k].epilogue is not None
                     else accs[k] for k in phase}
@@ -124,6 +121,28 @@ class _Point:
         rows = self.kernel.row_results
         if rows:
             nest(b, self.bounds, lambda rix: store(em, Point(self.ix + rix, finals=finals), rows))
+
+    def _fold(self, phase: list[int], finals) -> dict:
+        """The phase's final accumulators. A float fold of a run-time extent branches on it: up
+        to ``SCALAR_LEAF`` steps, one plain loop (a cascade's levels and a vector fold's tree
+        cost more than such a row); beyond, the cascaded fold, in vectors where loads allow."""
+        results, b = self.kernel.results, self.b
+        folds = float_folds(results, phase)
+        lanes = self._lanes(folds)
+        extent = self.kernel.reduction_ranges[-1]
+        if folds is None or is_static(extent):
+            return self._fold_vectors(folds, lanes, finals) if lanes \
+                else self._fold_scalars(phase, folds, finals)
+        slots = {k: entry_alloca(b, scalar_type(results[k].value.dtype)) for k in phase}
+        short = b.icmp_signed("<=", self.bounds[-1][1], i64(SCALAR_LEAF))
+        with b.if_else(short) as (plain, cascaded):
+            for branch, fold in ((plain, lambda: self._fold_scalars(phase, None, finals)),
+                                 (cascaded, lambda: self._fold_vectors(folds, lanes, finals) if lanes
+                                  else self._fold_scalars(phase, folds, finals))):
+                with branch:
+                    for k, v in fold().items():
+                        b.store(v, slots[k])
+        return {k: b.load(slot, typ=scalar_type(results[k].value.dtype)) for k, slot in slots.items()}
 
     def _lanes(self, folds) -> int:
         """Lanes of a vector fold of ``folds``, or 0 where a load is not contiguous or broadcast
