@@ -12,13 +12,15 @@ alternative: it is right at one size only, too many tiny workgroups or too few b
 Each workgroup runs a scalar loop nest to run-time bounds (each size evaluated once, in the
 body's entry block: ``size_values.py``), and LLVM vectorizes the innermost loop with a scalar
 tail: normalization leaves elementwise ops of any rank as one loop wherever strides line up,
-and keeps the loop the result is contiguous along innermost. Reductions run reduction-inner as
-``reduction.py``'s does, phases and row results included (softmax, layernorm): float folds
-whose loads are contiguous or broadcast along the innermost reduction loop fold in vectors of
-``FOLD_BITS`` with a scalar tail, and float folds are cascaded (``codegen/common/cascade.py``)
-in blocks whose bounds are run-time, levels enough for any uint32 extent. Not here yet: the
-static templates' contraction micro-kernel, parallel-inner and window orders, which need
-extents that compile-time decisions are made on; their kernels run reduction-inner here.
+and keeps the loop the result is contiguous along innermost. Reductions take ``reduction.py``'s
+orders with run-time extents: parallel-inner where more loads are contiguous along the innermost
+parallel loop (column sums, and contractions such as a matmul, whose right operand is), else
+reduction-inner, phases and row results included (softmax, layernorm), float folds whose loads
+are contiguous or broadcast along the innermost reduction loop folding in vectors of
+``FOLD_BITS`` with a scalar tail. Float folds are cascaded (``codegen/common/cascade.py``) in
+blocks whose bounds are run-time, with levels enough for any uint32 extent; a run-time row of at
+most ``SCALAR_LEAF`` terms branches to one plain loop. Not here yet: the static contraction
+micro-kernel and window order, whose decisions need the extents at compile time.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.common.normalize import loads
 from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest, umin
 from pyree.compiler.codegen.llvm_cpu.reduction import (
+    BLOCK,
+    COLUMN_LEAF,
     FAN_IN,
     FOLD_BITS,
     LEAF,
     SCALAR_LEAF,
     combine_folds,
+    contiguous_along_parallel,
     float_folds,
     fresh_folds,
     tree_fold,
@@ -41,7 +46,16 @@ from pyree.compiler.codegen.llvm_cpu.reduction import (
 from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point, bits, scalar_type, span_stride
 from pyree.compiler.codegen.llvm_cpu.tiling import MAX_GROUPS, MIN_WORK_PER_GROUP
 from pyree.compiler.errors import CompileError
-from pyree.compiler.kernel import Gather, Kernel, Load, Result, has_run_time_sizes, phases, walk
+from pyree.compiler.kernel import (
+    Gather,
+    Kernel,
+    Load,
+    Result,
+    has_run_time_sizes,
+    is_row_kernel,
+    phases,
+    walk,
+)
 from pyree.compiler.sizes import align_up, is_static, num_elements, opaque
 
 ALIGN = 64                 # elements: a tile of the innermost loop is a whole number of vectors
@@ -74,6 +88,7 @@ class DynamicLowering:
                 raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
         self.kernel, self.span = kernel, span
         self.tile, self.workgroup_count = tiles(kernel)
+        self.parallel_inner = not is_row_kernel(kernel.results) and contiguous_along_parallel(kernel)
 
     def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value, sizes) -> None:
         """One workgroup; ``sizes``: the body's ``size_values.SizeValues``."""
@@ -83,10 +98,75 @@ class DynamicLowering:
         if bounds:
             lo = b.mul(wg, sizes(self.tile))
             bounds[0] = (lo, umin(b, b.add(lo, sizes(self.tile)), bounds[0][1]))
-        if kernel.reduction_ranges:
+        if kernel.reduction_ranges and self.parallel_inner:
+            nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, sizes, ix, bounds[-1]))
+        elif kernel.reduction_ranges:
             nest(b, bounds, lambda ix: _Point(self, b, ptrs, sizes, em, ix).emit())
         else:
             nest(b, bounds, lambda ix: store(em, Point(ix), kernel.results))
+
+
+    def _column_blocks(self, b: ir.IRBuilder, em: ExprEmitter, sizes, ix: list[ir.Value], inner) -> None:
+        """``reduction.py``'s parallel-inner order: per block of ``BLOCK`` outputs along the
+        innermost parallel loop, accumulator arrays swept once per reduction point (vectorized
+        along that loop), float folds cascaded along the outermost reduction loop."""
+        results = self.kernel.results
+        types = [scalar_type(r.value.dtype) for r in results]
+        folds = float_folds(results, range(len(results)))
+        levels_at = fold_levels(self.kernel.reduction_ranges[0], COLUMN_LEAF) if folds else []
+        levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(levels_at) + 1)]
+        top, zeros = len(levels_at), [i64(0)] * len(self.kernel.reduction_ranges)
+        red = [(i64(0), sizes(n)) for n in self.kernel.reduction_ranges]
+        with for_range(b, *inner, step=BLOCK, name="block") as start:
+            stop = umin(b, b.add(start, i64(BLOCK)), inner[1])
+
+            def sweep(rest: list[ir.Value], update) -> None:
+                """``update(point, slots)``, ``slots(level)`` being the column's accumulators."""
+                with for_range(b, start, stop, name="c") as c:
+                    at = b.sub(c, start)
+                    update(ix + [c] + rest, lambda level: [
+                        b.gep(a, [at], source_etype=t) for a, t in zip(levels[level], types)])
+
+            def init(at, slots):
+                for v, slot in zip([em.emit(r.init, Point(at)) for r in results], slots(top)):
+                    b.store(v, slot)
+
+            def step(at, slots):
+                pt = Point(at, accs=[b.load(slot, typ=t) for slot, t in zip(slots(0), types)])
+                for v, slot in zip([em.emit(r.value, pt, fast=True) for r in results], slots(0)):
+                    b.store(v, slot)
+
+            def finish(at, slots):
+                pt = Point(at, accs=[b.load(slot, typ=t) for slot, t in zip(slots(top), types)])
+                values = [em.emit(r.epilogue, pt) if r.epilogue is not None else pt.accs[k]
+                          for k, r in enumerate(results)]
+                for r, v in zip(results, values):
+                    em.store(r.binding, r.index[0], v, pt)
+
+            sweep(zeros, init)
+            run_time_cascade(
+                b, i64(0), red[0][1], levels_at,
+                lambda r: nest(b, red[1:], lambda rix: sweep([r] + rix, step)),
+                lambda j: sweep(zeros, lambda at, slots: fresh_folds(b, em, folds, dict(enumerate(slots(j))))),
+                lambda j: sweep(zeros, lambda at, slots: combine_folds(
+                    b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+            sweep(zeros, finish)
+
+
+def run_time_cascade(b: ir.IRBuilder, lo, hi, levels: list[int], body, fresh, combine,
+                     step: int = 1) -> None:
+    """``cascade.cascade`` with run-time bounds; the block loops are not unrolled."""
+    def loop(start, stop, by, fn):
+        with for_range(b, start, stop, step=by, name="fold", unroll=by == step) as i:
+            fn(i)
+    cascade.cascade(loop, lambda s, size, stop: umin(b, b.add(s, i64(size)), stop),
+                    lo, hi, levels, body, fresh, combine, step)
+
+
+def fold_levels(extent, leaf: int, per_step: int = 1) -> list[int]:
+    """The cascade's block sizes for a fold over ``extent`` in steps of ``per_step``: for a
+    run-time extent, enough levels for any uint32 one."""
+    return block_sizes(extent // per_step if is_static(extent) else CASCADE_EXTENT, leaf, FAN_IN)
 
 
 def store(em: ExprEmitter, pt: Point, results: tuple[Result, ...]) -> None:
@@ -158,26 +238,12 @@ class _Point:
             return 0
         return lanes
 
-    def _cascade(self, lo, hi, levels: list[int], body, fresh, combine, step: int = 1) -> None:
-        """``cascade.cascade`` with run-time bounds; the block loops are not unrolled."""
-        b = self.b
-
-        def loop(start, stop, by, fn):
-            with for_range(b, start, stop, step=by, name="fold", unroll=by == step) as i:
-                fn(i)
-        cascade.cascade(loop, lambda s, size, stop: umin(b, b.add(s, i64(size)), stop),
-                        lo, hi, levels, body, fresh, combine, step)
-
-    def _levels(self, leaf: int, per_step: int = 1) -> list[int]:
-        extent = self.kernel.reduction_ranges[-1]
-        return block_sizes(extent // per_step if is_static(extent) else CASCADE_EXTENT, leaf, FAN_IN)
-
     def _fold_scalars(self, phase: list[int], folds, finals) -> dict:
         """The phase's accumulators, folded one reduction point after another; float folds
         cascaded along the innermost reduction loop."""
         results, b, em = self.kernel.results, self.b, self.em
         types = {k: scalar_type(results[k].value.dtype) for k in phase}
-        sizes = self._levels(SCALAR_LEAF) if folds else []
+        sizes = fold_levels(self.kernel.reduction_ranges[-1], SCALAR_LEAF) if folds else []
         levels = [{k: entry_alloca(b, types[k]) for k in phase} for _ in range(len(sizes) + 1)]
         at_init = Point(self.ix + self.zeros, finals=finals)
         inits = {k: em.emit(results[k].init, at_init) for k in phase}
@@ -191,8 +257,8 @@ class _Point:
             for k in phase:
                 b.store(values[k], levels[0][k])
 
-        nest(b, self.bounds[:-1], lambda rix: self._cascade(
-            i64(0), self.bounds[-1][1], sizes, lambda i: step(rix + [i]),
+        nest(b, self.bounds[:-1], lambda rix: run_time_cascade(
+            b, i64(0), self.bounds[-1][1], sizes, lambda i: step(rix + [i]),
             lambda j: fresh_folds(b, em, folds, levels[j]),
             lambda j: combine_folds(b, em, folds, levels[j + 1], levels[j])))
         return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
@@ -205,7 +271,7 @@ class _Point:
         vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span, sizes=self.sizes)
         extent = self.bounds[-1][1]
         full = b.sub(extent, b.urem(extent, i64(lanes)))
-        sizes = self._levels(LEAF, lanes)
+        sizes = fold_levels(self.kernel.reduction_ranges[-1], LEAF, lanes)
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
         fresh_folds(b, vec, folds, levels[-1])
@@ -221,7 +287,7 @@ class _Point:
                 b.store(values[k], level[k])
 
         def row(rix):
-            self._cascade(i64(0), full, sizes, lambda i: step(vec, rix + [i], levels[0]),
+            run_time_cascade(b, i64(0), full, sizes, lambda i: step(vec, rix + [i], levels[0]),
                           lambda j: fresh_folds(b, vec, folds, levels[j]),
                           lambda j: combine_folds(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
             with for_range(b, full, extent, name="rest") as i:
