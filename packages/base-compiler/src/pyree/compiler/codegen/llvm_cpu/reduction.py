@@ -69,6 +69,7 @@ from pyree.compiler.kernel import (
     phases,
     walk,
 )
+from pyree.compiler.sizes import is_static
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
@@ -87,14 +88,24 @@ def plan(kernel: Kernel, target) -> ReductionLowering | None:
     return ReductionLowering(kernel, span_stride(target)) if kernel.reduction_ranges else None
 
 
+def check_inits(kernel: Kernel) -> None:
+    for k, r in enumerate(kernel.reductions):
+        if r.init is None:
+            raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
+
+
 class ReductionLowering:
+    """The orders above over compile-time extents. ``dynamic.py`` runs them over run-time ones
+    by overriding the extent methods (``_extent``, ``_levels``, ``_cascade``, ``_whole``,
+    ``_red_bounds``) and giving its emitters the run-time sizes (``self.sizes``)."""
+
+    sizes = None  # no run-time sizes (scalar.ExprEmitter)
+
     def __init__(self, kernel: Kernel, span: int = 1):
         """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.ptrs: list[ir.Value] = []
-        for k, r in enumerate(kernel.reductions):
-            if r.init is None:
-                raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
+        check_inits(kernel)
         rows = is_row_kernel(kernel.results)
         self.lanes = 0 if rows else _window_lanes(kernel, span)
         self.parallel_inner = not rows and contiguous_along_parallel(kernel)
@@ -118,8 +129,26 @@ class ReductionLowering:
         else:
             nest(b, bounds, lambda ix: self._point(b, em, ix))
 
+    # ---- extents: compile-time ints here ----
+
     def _red_bounds(self):
         return [(i64(0), i64(n)) for n in self.kernel.reduction_ranges]
+
+    def _extent(self, d: int):
+        """Reduction loop d's extent."""
+        return self.kernel.reduction_ranges[d]
+
+    def _levels(self, d: int, leaf: int, per_step: int = 1) -> list[int]:
+        """Cascade block sizes for a fold over reduction loop d in steps of ``per_step``."""
+        return block_sizes(self.kernel.reduction_ranges[d] // per_step, leaf, FAN_IN)
+
+    def _cascade(self, b, stop, sizes: list[int], body, fresh, combine, step: int = 1) -> None:
+        """``body(i)`` for i in [0, stop) by ``step``, cascaded (``loops.cascaded``)."""
+        cascaded(b, 0, stop, sizes, body, fresh, combine, step=step)
+
+    def _whole(self, b, extent, lanes: int):
+        """The part of ``extent`` that whole vectors of ``lanes`` cover."""
+        return extent - extent % lanes
 
     def _zeros(self):
         return [i64(0)] * len(self.kernel.reduction_ranges)
@@ -128,11 +157,7 @@ class ReductionLowering:
         results = self.kernel.results
         finals: dict[int, ir.Value] = {}
         for phase in phases(results):
-            folds = float_folds(results, phase)
-            if folds is not None and self._vector_lanes(folds):
-                accs = self._fold_vectors(b, em, ix, folds, finals)
-            else:
-                accs = self._fold_scalars(b, em, ix, phase, folds, finals)
+            accs = self._fold(b, em, ix, phase, finals)
             finals.update(self._finish(b, em, Point(ix + self._zeros(), accs=accs, finals=finals),
                                        phase))
         rows = [r for r in results if r.row]
@@ -143,12 +168,19 @@ class ReductionLowering:
                     em.store(r.binding, r.index[0], v, pt)
             nest(b, self._red_bounds(), row)
 
+    def _fold(self, b, em: ExprEmitter, ix, phase: list[int], finals) -> dict:
+        """The phase's final accumulators."""
+        folds = float_folds(self.kernel.results, phase)
+        if folds is not None and self._vector_lanes(folds):
+            return self._fold_vectors(b, em, ix, folds, finals)
+        return self._fold_scalars(b, em, ix, phase, folds, finals)
+
     def _fold_scalars(self, b, em: ExprEmitter, ix, phase: list[int], folds, finals) -> dict:
         """The phase's accumulators, folded one reduction point after another; float folds in
         cascaded blocks along the innermost reduction loop."""
         results = self.kernel.results
         types = {k: scalar_type(results[k].value.dtype) for k in phase}
-        sizes = block_sizes(self.kernel.reduction_ranges[-1], SCALAR_LEAF, FAN_IN) if folds else []
+        sizes = self._levels(-1, SCALAR_LEAF) if folds else []
         levels = [{k: entry_alloca(b, types[k]) for k in phase} for _ in range(len(sizes) + 1)]
         at_init = Point(ix + self._zeros(), finals=finals)
         inits = {k: em.emit(results[k].init, at_init) for k in phase}
@@ -162,8 +194,8 @@ class ReductionLowering:
             for k in phase:
                 b.store(values[k], levels[0][k])
 
-        nest(b, self._red_bounds()[:-1], lambda rix: cascaded(
-            b, 0, self.kernel.reduction_ranges[-1], sizes, lambda i: step(rix + [i]),
+        nest(b, self._red_bounds()[:-1], lambda rix: self._cascade(
+            b, self._extent(-1), sizes, lambda i: step(rix + [i]),
             lambda j: fresh_folds(b, em, folds, levels[j]),
             lambda j: combine_folds(b, em, folds, levels[j + 1], levels[j])))
         return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
@@ -173,11 +205,11 @@ class ReductionLowering:
         are not contiguous or broadcast along the innermost reduction loop, or that loop is
         shorter than one vector."""
         lanes = FOLD_BITS // max(bits(f.dtype) for _, f in folds.values())
-        inner = len(self.kernel.loop_ranges) - 1
+        inner, extent = len(self.kernel.loop_ranges) - 1, self.kernel.reduction_ranges[-1]
         reads = [e for _, f in folds.values() for e in walk(f) if isinstance(e, (Load, Gather))]
-        if self.kernel.reduction_ranges[-1] < lanes or any(
-                isinstance(e, Gather) or not 0 <= e.index[0].coeffs[inner] <= max(1, self.span)
-                for e in reads):
+        if (is_static(extent) and extent < lanes) or any(
+                isinstance(e, Gather) or not is_static(e.index[0].coeffs[inner])
+                or not 0 <= e.index[0].coeffs[inner] <= max(1, self.span) for e in reads):
             return 0
         return lanes
 
@@ -187,10 +219,10 @@ class ReductionLowering:
         elements past the last full vector."""
         results = self.kernel.results
         lanes = self._vector_lanes(folds)
-        vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span)
-        inner = self.kernel.reduction_ranges[-1]
-        full = inner - inner % lanes
-        sizes = block_sizes(full // lanes, LEAF, FAN_IN)
+        vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span, sizes=self.sizes)
+        inner = self._extent(-1)
+        full = self._whole(b, inner, lanes)
+        sizes = self._levels(-1, LEAF, lanes)
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
         fresh_folds(b, vec, folds, levels[-1])
@@ -206,10 +238,10 @@ class ReductionLowering:
                 b.store(values[k], level[k])
 
         def row(rix):
-            cascaded(b, 0, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
-                     lambda j: fresh_folds(b, vec, folds, levels[j]),
-                     lambda j: combine_folds(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
-            with for_range(b, i64(full), i64(inner), name="rest") as i:
+            self._cascade(b, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
+                          lambda j: fresh_folds(b, vec, folds, levels[j]),
+                          lambda j: combine_folds(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
+            with for_range(b, as_value(full), as_value(inner), name="rest") as i:
                 step(em, rix + [i], rest)
 
         nest(b, self._red_bounds()[:-1], row)
@@ -224,7 +256,7 @@ class ReductionLowering:
         lo, hi = inner
         types = [scalar_type(r.value.dtype) for r in results]
         folds = float_folds(results, range(len(results)))
-        sizes = block_sizes(self.kernel.reduction_ranges[0], COLUMN_LEAF, FAN_IN) if folds else []
+        sizes = self._levels(0, COLUMN_LEAF) if folds else []
         levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
         top = len(sizes)
         with for_range(b, lo, hi, step=BLOCK, name="block") as start:
@@ -252,12 +284,12 @@ class ReductionLowering:
 
             sweep(self._zeros(), init)
             rest = self._red_bounds()[1:]
-            cascaded(b, 0, self.kernel.reduction_ranges[0], sizes,
-                     lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
-                     lambda j: sweep(self._zeros(), lambda at, slots: fresh_folds(
-                         b, em, folds, dict(enumerate(slots(j))))),
-                     lambda j: sweep(self._zeros(), lambda at, slots: combine_folds(
-                         b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+            self._cascade(b, self._extent(0), sizes,
+                          lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
+                          lambda j: sweep(self._zeros(), lambda at, slots: fresh_folds(
+                              b, em, folds, dict(enumerate(slots(j))))),
+                          lambda j: sweep(self._zeros(), lambda at, slots: combine_folds(
+                              b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
             sweep(self._zeros(), finish)
 
     def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
@@ -311,6 +343,11 @@ def _window_lanes(kernel: Kernel, span: int) -> int:
             or any(abs(ld.index[0].coeffs[p]) > max(1, span) for ld in value_loads)):
         return 0
     return row_lanes(kernel)
+
+
+def as_value(extent) -> ir.Value:
+    """An extent as an i64 value (a compile-time int as a constant)."""
+    return i64(extent) if isinstance(extent, int) else extent
 
 
 def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
