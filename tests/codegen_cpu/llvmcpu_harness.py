@@ -83,8 +83,15 @@ class Compiled:
         return KERNEL_FN((self.export(k).symbol.decode() if isinstance(self.export(k).symbol, bytes)
                           else self.export(k).symbol, self.lib))
 
+    def workgroup_count(self, k: int, push_constants: list[int] = ()) -> int:
+        """Export k's workgroup count: static, or its SizeExpr over the push constants."""
+        expr = self.export(k).workgroupCountExpr
+        return self.export(k).workgroupCount if expr is None else size_expr_value(
+            list(expr.code), push_constants)
+
     def call(self, k: int, buffers: list[np.ndarray], begin: int = 0, end: int | None = None,
-             lengths: list[int] | None = None, threads: int = 1) -> int:
+             lengths: list[int] | None = None, threads: int = 1,
+             push_constants: list[int] = ()) -> int:
         """Runs workgroups [begin, end) of export k; with threads > 1, in interleaved chunks.
         Code for extensions this CPU lacks compiled above but cannot run here: that case skips
         (it is hardware, as a GPU test's device is, not a tool CI must install)."""
@@ -95,8 +102,9 @@ class Compiled:
         n = len(buffers)
         ptrs = (ctypes.c_void_p * max(1, n))(*[b.ctypes.data for b in buffers])
         lens = (ctypes.c_uint64 * max(1, n))(*(lengths or [b.nbytes for b in buffers]))
-        state = DispatchState(ptrs, lens, n, 0, None)
-        end = self.export(k).workgroupCount if end is None else end
+        consts = (ctypes.c_uint32 * max(1, len(push_constants)))(*push_constants)
+        state = DispatchState(ptrs, lens, n, len(push_constants), consts)
+        end = self.workgroup_count(k, push_constants) if end is None else end
         if threads == 1:
             return fn(ctypes.byref(state), begin, end)
         chunk = max(1, -(-(end - begin) // threads))
@@ -104,6 +112,24 @@ class Compiled:
             codes = pool.map(lambda s: fn(ctypes.byref(state), s, min(end, s + chunk)),
                              range(begin, end, chunk))
         return max(codes, default=0)
+
+
+def size_expr_value(code: list[int], symbols: list[int]) -> int:
+    """A SizeExpr program's value (schemas/common.fbs), as the runtime computes it."""
+    stack, at = [], 0
+    while at < len(code):
+        op = code[at]
+        if op in (0, 1):
+            stack.append(code[at + 1] if op == 0 else symbols[code[at + 1]])
+            at += 2
+            continue
+        y, x = stack.pop(), stack.pop()
+        assert op not in (5, 6, 7) or (x >= 0 and y > 0), "an invocation error"
+        stack.append({2: x + y, 3: x - y, 4: x * y, 5: x // max(y, 1), 6: -(-x // max(y, 1)),
+                      7: x % max(y, 1), 8: min(x, y), 9: max(x, y)}[op])
+        at += 1
+    assert len(stack) == 1
+    return stack[0]
 
 
 def random_array(dtype: str, shape, rng: np.random.Generator, low=-2.0, high=2.0) -> np.ndarray:

@@ -271,3 +271,13 @@ def align_up(value, alignment: int):
     return alignment * opaque("ceildiv", value, alignment) if isinstance(value, Size) \
         else -(-value // alignment) * alignment
 
+
+
+def nonnegative(value) -> bool:
+    """Whether ``value`` is >= 0 for every non-negative value of its symbols (dims are): true
+    when every coefficient is positive and every opaque atom's operands are non-negative, a
+    sufficient test, so False means "not proven", not "negative"."""
+    if not isinstance(value, Size):
+        return value >= 0
+    return all(c > 0 and all(a.op is None or all(nonnegative(x) for x in a.args) for a in m)
+               for m, c in value._terms)

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from pyree.compiler.kernel.analysis import (
     FOLDS,
+    affine_bounds,
+    bind_sizes,
     contains,
     contraction_product,
     decided,
@@ -49,11 +51,16 @@ from pyree.compiler.kernel.analysis import (
     fold_pattern,
     fold_product,
     gather_offset,
+    has_run_time_sizes,
     interval,
     is_row_kernel,
     lowering_order,
     phases,
+    push_constant,
+    push_constant_count,
     reads,
+    size_code,
+    within,
 )
 from pyree.compiler.kernel.evaluate import (
     evaluate,
@@ -105,6 +112,8 @@ from pyree.compiler.kernel.ir import (
 
 __all__ = [
     "FOLDS",
+    "affine_bounds",
+    "bind_sizes",
     "contains",
     "decided",
     "fold_identity",
@@ -112,11 +121,16 @@ __all__ = [
     "fold_pattern",
     "fold_product",
     "gather_offset",
+    "has_run_time_sizes",
     "interval",
     "is_row_kernel",
     "lowering_order",
     "phases",
+    "push_constant",
+    "push_constant_count",
     "reads",
+    "size_code",
+    "within",
     "evaluate",
     "BINARY_OPS",
     "CAST_OPS",

@@ -1,13 +1,19 @@
 """Questions passes and backends ask of kernel-IR expressions: phases and folds, the contraction
-shape, bounds of integer expressions, lowering order, and the one bottom-up expression mapper."""
+shape, bounds of integer expressions, lowering order, and the one bottom-up expression mapper;
+and of a kernel's run-time sizes: where they are, their push constants, bounds of an access."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
+from pyree.compiler import sizes
 from pyree.compiler.kernel.ir import (
     DTYPES,
     INT_CASTS,
     Acc,
+    AffineExpr,
     Binary,
     Cast,
     Compare,
@@ -15,6 +21,7 @@ from pyree.compiler.kernel.ir import (
     Expr,
     Final,
     Gather,
+    Kernel,
     Load,
     LoopIndex,
     Result,
@@ -24,6 +31,7 @@ from pyree.compiler.kernel.ir import (
     int_range,
     is_float,
     is_unsigned,
+    map_result,
     operands,
     result_nodes,
     walk,
@@ -215,7 +223,8 @@ def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     full = int_range(e.dtype)
     if isinstance(e, Const):
         out = (int(e.value), int(e.value))
-    elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) and loop_ranges[e.dim] > 0:
+    elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) \
+            and sizes.is_static(loop_ranges[e.dim]) and loop_ranges[e.dim] > 0:
         out = (0, loop_ranges[e.dim] - 1)
     elif isinstance(e, Cast) and e.op in INT_CASTS and not is_float(e.x.dtype):
         out = interval(e.x, loop_ranges)
@@ -244,3 +253,103 @@ def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     else:
         return full
     return out if full[0] <= out[0] and out[1] <= full[1] else full
+
+
+# ---- run-time sizes ---------------------------------------------------------------------------
+# A kernel's run-time sizes are ``sizes.Size`` polynomials over the symbols p0, p1, ...: symbol pk
+# is the dispatch's push constant k. They appear in loop ranges, binding shapes and (once
+# normalization linearizes indices) the coefficients and constants of affine indices.
+
+_PUSH_CONSTANT = re.compile(r"p(\d+)")
+
+
+def _affines(kernel: Kernel):
+    for r in kernel.results:
+        yield from r.index
+        for e in result_nodes(r):
+            if isinstance(e, Load):
+                yield from e.index
+
+
+def has_run_time_sizes(kernel: Kernel) -> bool:
+    """Whether some loop range, binding dim or affine index of ``kernel`` is a run-time size."""
+    if not (sizes.static_shape(kernel.loop_ranges)
+            and all(sizes.static_shape(b.shape) for b in kernel.bindings)):
+        return True
+    return any(not sizes.static_shape(ix.coeffs + (ix.const,)) for ix in _affines(kernel))
+
+
+def push_constant(symbol: str) -> int:
+    """The push constant a kernel's size symbol names (pk: k)."""
+    match = _PUSH_CONSTANT.fullmatch(symbol)
+    if match is None:
+        raise ValueError(f"kernel size symbol '{symbol}' is not a push constant (p0, p1, ...)")
+    return int(match.group(1))
+
+
+def push_constant_count(kernel: Kernel) -> int:
+    """How many push constants ``kernel`` reads: one past the highest it names."""
+    found = set()
+    for value in (*kernel.loop_ranges, *(d for b in kernel.bindings for d in b.shape),
+                  *(v for ix in _affines(kernel) for v in (*ix.coeffs, ix.const))):
+        if not sizes.is_static(value):
+            found |= value.symbols()
+    return 1 + max((push_constant(s) for s in found), default=-1)
+
+
+def size_code(value) -> list[int]:
+    """The SizeExpr program (schemas/common.fbs) of a kernel size, symbol k its push constant k."""
+    symbols = value.symbols() if not sizes.is_static(value) else ()
+    return sizes.code(value, {s: push_constant(s) for s in symbols})
+
+
+def bind_sizes(kernel: Kernel, values: dict[str, int]) -> Kernel:
+    """``kernel`` with each size symbol named in ``values`` replaced by its value: with all of
+    them, the static kernel of one dispatch (what ``evaluate`` runs, and what tests compare a
+    dynamic kernel's code with)."""
+    def bind(ix: AffineExpr) -> AffineExpr:
+        return AffineExpr(tuple(sizes.substitute(c, values) for c in ix.coeffs),
+                          sizes.substitute(ix.const, values))
+
+    def leaf(e):
+        return dataclasses.replace(e, index=tuple(bind(ix) for ix in e.index)) \
+            if isinstance(e, Load) else None
+
+    return dataclasses.replace(
+        kernel, loop_ranges=tuple(sizes.substitute(n, values) for n in kernel.loop_ranges),
+        bindings=tuple(dataclasses.replace(b, shape=tuple(sizes.substitute(d, values) for d in b.shape))
+                       for b in kernel.bindings),
+        results=tuple(map_result(r, leaf, index=tuple(bind(ix) for ix in r.index))
+                      for r in kernel.results))
+
+
+def affine_bounds(ix: AffineExpr, ranges) -> tuple | None:
+    """(lo, hi) of ``ix`` over the non-empty loop box ``ranges``, as sizes when some range or
+    coefficient is one; None where a coefficient's sign is not known (``sizes.nonnegative``).
+    ``ir.affine_range`` where all are ints."""
+    lo = hi = ix.const
+    for c, n in zip(ix.coeffs, ranges):
+        if sizes.is_static(c) and c == 0:
+            continue
+        span = c * (n - 1)
+        if sizes.nonnegative(c):
+            hi = hi + span
+        elif sizes.nonnegative(-c):
+            lo = lo + span
+        else:
+            return None
+    return lo, hi
+
+
+def within(ix: AffineExpr, ranges, size) -> bool | None:
+    """Whether ``ix`` stays in [0, size) over every non-empty loop box ``ranges`` (True), leaves it
+    somewhere in every one (False), or neither is proven for every run-time size (None)."""
+    bounds = affine_bounds(ix, ranges)
+    if bounds is None:
+        return None
+    lo, hi = bounds
+    if sizes.nonnegative(lo) and sizes.nonnegative(size - 1 - hi):
+        return True
+    if sizes.nonnegative(-1 - lo) or sizes.nonnegative(hi - size):
+        return False
+    return None

@@ -7,7 +7,9 @@ import math
 
 import numpy as np
 from pyree.compiler.kernel.analysis import (
+    bind_sizes,
     gather_offset,
+    has_run_time_sizes,
     phases,
 )
 from pyree.compiler.kernel.ir import (
@@ -33,9 +35,14 @@ from pyree.compiler.kernel.ir import (
 )
 
 
-def evaluate(kernel: Kernel, buffers: list[np.ndarray]) -> None:
-    """Reference semantics in numpy, one scalar at a time: slow, exact, for tests of backends."""
+def evaluate(kernel: Kernel, buffers: list[np.ndarray], params: dict[str, int] | None = None) -> None:
+    """Reference semantics in numpy, one scalar at a time: slow, exact, for tests of backends.
+    ``params`` gives a kernel with run-time sizes the value of each symbol (``{"p0": 7}``)."""
     import itertools
+
+    if params is not None:
+        kernel = bind_sizes(kernel, params)
+    assert not has_run_time_sizes(kernel), f"kernel '{kernel.name}': its sizes need params"
 
     par = kernel.parallel_ranges
     red = kernel.reduction_ranges

@@ -11,6 +11,7 @@ from typing import Literal, Union
 
 import ml_dtypes
 import numpy as np
+from pyree.compiler.sizes import is_static, num_elements
 
 DTYPES: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32),
@@ -75,15 +76,17 @@ Access = Literal["read", "write", "read_write"]
 
 @dataclass(frozen=True)
 class Binding:
-    """A buffer the kernel reads or writes: dense, row-major, starting at the binding's offset."""
+    """A buffer the kernel reads or writes: dense, row-major, starting at the binding's offset.
+    A dim may be a run-time ``Size`` (``pyree.compiler.sizes``), and so may ``num_bytes``."""
 
     dtype: str
     shape: tuple[int, ...]
     access: Access
 
     @property
-    def num_bytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * itemsize(self.dtype)
+    def num_bytes(self):
+        n = num_elements(self.shape)
+        return (int(n) if is_static(n) else n) * itemsize(self.dtype)
 
 
 # ---- scalar expressions ---------------------------------------------------------------------

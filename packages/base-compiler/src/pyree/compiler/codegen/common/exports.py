@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pyree.compiler._fb.BindingAccess import BindingAccess
 from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.GpuExport import GpuExportT
-from pyree.compiler.kernel import Kernel
+from pyree.compiler._fb.SizeExpr import SizeExprT
+from pyree.compiler.kernel import Kernel, size_code
+from pyree.compiler.sizes import is_static
 
 
 @dataclass(frozen=True)
@@ -27,14 +29,27 @@ def export_name(index: int, kernel: Kernel) -> str:
 
 
 def binding_layouts(kernel: Kernel) -> list[BindingLayoutT]:
-    """What the runtime checks each binding against before a launch: access and bytes touched."""
+    """What the runtime checks each binding against before a launch: access and bytes touched;
+    where that is a run-time size, ``min_length_expr`` over the push constants, with 0 the
+    static floor."""
     layouts = []
     for binding in kernel.bindings:
         layout = BindingLayoutT()
         layout.access = getattr(BindingAccess, binding.access)
-        layout.minLength = binding.num_bytes
+        if is_static(binding.num_bytes):
+            layout.minLength = binding.num_bytes
+        else:
+            layout.minLength = 0
+            layout.minLengthExpr = size_expr(binding.num_bytes)
         layouts.append(layout)
     return layouts
+
+
+def size_expr(value) -> SizeExprT:
+    """A kernel's run-time size as the schema's SizeExpr, its symbol k push constant k."""
+    expr = SizeExprT()
+    expr.code = size_code(value)
+    return expr
 
 
 def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:

@@ -5,6 +5,13 @@ elements (so a load's stride along any loop is just a coefficient), parallel loo
 the first result is stored contiguously along the innermost one, and adjacent loops are merged
 wherever every access allows it (a 37x53 elementwise op becomes one loop of 1961). The result
 still satisfies ``kernel.evaluate`` semantics, which is how the tests check these rewrites.
+
+Run-time sizes (``pyree.compiler.sizes``) go through unchanged: linearized coefficients become
+size polynomials, and loops merge where the strides line up as polynomials (a ``[p0, p1]``
+elementwise op becomes one loop of ``p0*p1``), which is an identity, not a guess. What would
+compare sizes is skipped: loops whose strides are run-time sizes keep their order. Accesses that
+cannot be proven in range for every size are left to the entry point's run-time checks
+(``run_time_checks``).
 """
 
 from __future__ import annotations
@@ -26,15 +33,19 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     Select,
+    affine_bounds,
     affine_range,
     gather_offset,
+    has_run_time_sizes,
     is_float,
     map_result,
     merge_loop,
     merge_loop_ranges,
     operands,
     result_nodes,
+    within,
 )
+from pyree.compiler.sizes import static_shape
 
 
 def normalize(kernel: Kernel) -> Kernel:
@@ -48,15 +59,48 @@ def loads(kernel: Kernel) -> set[Load]:
 
 def unsafe_loads(kernel: Kernel) -> set[Load]:
     """Loads of a normalized kernel that can fall outside their binding somewhere in the loop
-    box; ``check_accesses`` allows them only inside Select arms, where they are guarded."""
+    box; ``check_accesses`` allows them only inside Select arms, where they are guarded. With
+    run-time sizes: those not proven in range that only Select arms reach (the entry point
+    checks the others, ``run_time_checks``)."""
     if 0 in kernel.loop_ranges:
         return set()
+    if has_run_time_sizes(kernel):
+        checked = {ld for ld, ranges in _unguarded_accesses(kernel)
+                   if isinstance(ld, Load) and ranges == kernel.loop_ranges}
+        return {ld for ld in loads(kernel) if ld not in checked
+                and within(ld.index[0], kernel.loop_ranges, kernel.bindings[ld.binding].shape[0])
+                is not True}
     out = set()
     for ld in loads(kernel):
         lo, hi = affine_range(ld.index[0], kernel.loop_ranges)
         if lo < 0 or hi >= kernel.bindings[ld.binding].shape[0]:
             out.add(ld)
     return out
+
+
+def run_time_checks(kernel: Kernel) -> list[tuple[int, AffineExpr, tuple]]:
+    """(binding, index, loop box) of each access of a normalized kernel with run-time sizes that
+    runs outside Select arms and is not proven to stay inside its binding for every size: the
+    entry point checks these against the sizes of each dispatch before it runs any."""
+    out = []
+    for node, ranges in _unguarded_accesses(kernel):
+        binding, index = node.binding, node.index[0]
+        if within(index, ranges, kernel.bindings[binding].shape[0]) is not True \
+                and (binding, index, ranges) not in out:
+            out.append((binding, index, ranges))
+    return out
+
+
+def _unguarded_accesses(kernel: Kernel):
+    """(Load or Result, the loop box it runs over) for each store and each load outside Select
+    arms: the accesses that run wherever their expression does."""
+    at_init = kernel.parallel_ranges + (1,) * len(kernel.reduction_ranges)
+    for r in kernel.results:
+        for expr, ranges in ((r.value, kernel.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
+            for e, guarded in _nodes_with_guard(expr) if expr is not None else ():
+                if isinstance(e, Load) and not guarded:
+                    yield e, ranges
+        yield r, kernel.loop_ranges if r.row else at_init
 
 
 def check_accesses(kernel: Kernel) -> None:
@@ -87,8 +131,13 @@ def check_accesses(kernel: Kernel) -> None:
         if guarded or 0 in ranges:
             return b
         for dim, (ix, size) in enumerate(zip(index, b.shape)):
-            lo, hi = affine_range(ix, ranges)
-            if lo < 0 or hi >= size:
+            if static_shape((*ix.coeffs, ix.const, size, *ranges)):
+                lo, hi = affine_range(ix, ranges)
+                out = lo < 0 or hi >= size
+            else:  # out for every run-time size; where not proven in, checked at run time
+                out = within(ix, ranges, size) is False
+                lo, hi = affine_bounds(ix, ranges) if out else (None, None)
+            if out:
                 raise CompileError(f"{what} of binding {binding} reaches index [{lo}, {hi}] "
                                    f"of dim {dim} (size {size}){where}")
         return b
@@ -168,6 +217,10 @@ def flatten(kernel: Kernel) -> Kernel:
 
     def gather(e: Gather) -> Gather:
         shape = kernel.bindings[e.binding].shape
+        if not static_shape(shape):
+            raise CompileError(f"a gather from binding {e.binding}, whose shape {shape} has "
+                               f"run-time dims, is not supported yet in kernel '{kernel.name}'"
+                               + (f" ({kernel.location})" if kernel.location else ""))
         return replace(e, index=(gather_offset(e.index, shape, kernel.loop_ranges),))
 
     return replace(
@@ -209,6 +262,8 @@ def order_parallel_loops(kernel: Kernel) -> Kernel:
     if not kernel.results or np_ < 2:
         return kernel
     stride = kernel.results[0].index[0].coeffs
+    if not static_shape(stride[:np_]):
+        return kernel
     key = [math.inf if stride[d] == 0 else abs(stride[d]) for d in range(np_)]
     order = sorted(range(np_), key=lambda d: -key[d])
     perm = order + list(range(np_, len(kernel.loop_ranges)))

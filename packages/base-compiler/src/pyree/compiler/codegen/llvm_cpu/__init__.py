@@ -14,7 +14,7 @@ from pyree.compiler._fb.CpuExecutable import CpuExecutableT
 from pyree.compiler._fb.CpuExport import CpuExportT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
-from pyree.compiler.codegen.common.exports import binding_layouts
+from pyree.compiler.codegen.common.exports import binding_layouts, size_expr
 from pyree.compiler.codegen.common.parallel import map_jobs
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
@@ -26,6 +26,7 @@ from pyree.compiler.kernel import Kernel
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import CompileOptions
 from pyree.compiler.progress import kernel_progress
+from pyree.compiler.sizes import is_static
 
 # LLVM modules the kernels are compiled as: a fixed number, so that the library is the same on
 # every build machine; sixteen keep up to sixteen cores busy and report progress in steps of at
@@ -71,7 +72,11 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
     for low, layout in zip(lowered, layouts):
         export = CpuExportT()
         export.symbol = low.symbol
-        export.workgroupCount = low.workgroup_count
+        if is_static(low.workgroup_count):
+            export.workgroupCount = low.workgroup_count
+        else:  # counted per dispatch from the push constants (no static bound)
+            export.workgroupCount = 0
+            export.workgroupCountExpr = size_expr(low.workgroup_count)
         export.bindings = layout
         cpu.exports.append(export)
 

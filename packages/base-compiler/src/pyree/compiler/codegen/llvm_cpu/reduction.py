@@ -69,6 +69,7 @@ from pyree.compiler.kernel import (
     phases,
     walk,
 )
+from pyree.compiler.sizes import is_static
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
@@ -87,17 +88,27 @@ def plan(kernel: Kernel, target) -> ReductionLowering | None:
     return ReductionLowering(kernel, span_stride(target)) if kernel.reduction_ranges else None
 
 
+def check_inits(kernel: Kernel) -> None:
+    for k, r in enumerate(kernel.reductions):
+        if r.init is None:
+            raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
+
+
 class ReductionLowering:
+    """The orders above over compile-time extents. ``dynamic.py`` runs them over run-time ones
+    by overriding the extent methods (``_extent``, ``_levels``, ``_cascade``, ``_whole``,
+    ``_red_bounds``) and giving its emitters the run-time sizes (``self.sizes``)."""
+
+    sizes = None  # no run-time sizes (scalar.ExprEmitter)
+
     def __init__(self, kernel: Kernel, span: int = 1):
         """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
         self.kernel, self.span = kernel, span
         self.ptrs: list[ir.Value] = []
-        for k, r in enumerate(kernel.reductions):
-            if r.init is None:
-                raise CompileError(f"result {k} of reduction kernel '{kernel.name}' has no init")
+        check_inits(kernel)
         rows = is_row_kernel(kernel.results)
         self.lanes = 0 if rows else _window_lanes(kernel, span)
-        self.parallel_inner = not rows and _contiguous_along_parallel(kernel)
+        self.parallel_inner = not rows and contiguous_along_parallel(kernel)
         work = math.prod(kernel.reduction_ranges) * (len(loads(kernel)) + 1)
         self.tiling = choose_tiling(kernel.parallel_ranges, work)
 
@@ -118,8 +129,26 @@ class ReductionLowering:
         else:
             nest(b, bounds, lambda ix: self._point(b, em, ix))
 
+    # ---- extents: compile-time ints here ----
+
     def _red_bounds(self):
         return [(i64(0), i64(n)) for n in self.kernel.reduction_ranges]
+
+    def _extent(self, d: int):
+        """Reduction loop d's extent."""
+        return self.kernel.reduction_ranges[d]
+
+    def _levels(self, d: int, leaf: int, per_step: int = 1) -> list[int]:
+        """Cascade block sizes for a fold over reduction loop d in steps of ``per_step``."""
+        return block_sizes(self.kernel.reduction_ranges[d] // per_step, leaf, FAN_IN)
+
+    def _cascade(self, b, stop, sizes: list[int], body, fresh, combine, step: int = 1) -> None:
+        """``body(i)`` for i in [0, stop) by ``step``, cascaded (``loops.cascaded``)."""
+        cascaded(b, 0, stop, sizes, body, fresh, combine, step=step)
+
+    def _whole(self, b, extent, lanes: int):
+        """The part of ``extent`` that whole vectors of ``lanes`` cover."""
+        return extent - extent % lanes
 
     def _zeros(self):
         return [i64(0)] * len(self.kernel.reduction_ranges)
@@ -128,11 +157,7 @@ class ReductionLowering:
         results = self.kernel.results
         finals: dict[int, ir.Value] = {}
         for phase in phases(results):
-            folds = float_folds(results, phase)
-            if folds is not None and self._vector_lanes(folds):
-                accs = self._fold_vectors(b, em, ix, folds, finals)
-            else:
-                accs = self._fold_scalars(b, em, ix, phase, folds, finals)
+            accs = self._fold(b, em, ix, phase, finals)
             finals.update(self._finish(b, em, Point(ix + self._zeros(), accs=accs, finals=finals),
                                        phase))
         rows = [r for r in results if r.row]
@@ -143,12 +168,19 @@ class ReductionLowering:
                     em.store(r.binding, r.index[0], v, pt)
             nest(b, self._red_bounds(), row)
 
+    def _fold(self, b, em: ExprEmitter, ix, phase: list[int], finals) -> dict:
+        """The phase's final accumulators."""
+        folds = float_folds(self.kernel.results, phase)
+        if folds is not None and self._vector_lanes(folds):
+            return self._fold_vectors(b, em, ix, folds, finals)
+        return self._fold_scalars(b, em, ix, phase, folds, finals)
+
     def _fold_scalars(self, b, em: ExprEmitter, ix, phase: list[int], folds, finals) -> dict:
         """The phase's accumulators, folded one reduction point after another; float folds in
         cascaded blocks along the innermost reduction loop."""
         results = self.kernel.results
         types = {k: scalar_type(results[k].value.dtype) for k in phase}
-        sizes = block_sizes(self.kernel.reduction_ranges[-1], SCALAR_LEAF, FAN_IN) if folds else []
+        sizes = self._levels(-1, SCALAR_LEAF) if folds else []
         levels = [{k: entry_alloca(b, types[k]) for k in phase} for _ in range(len(sizes) + 1)]
         at_init = Point(ix + self._zeros(), finals=finals)
         inits = {k: em.emit(results[k].init, at_init) for k in phase}
@@ -162,10 +194,10 @@ class ReductionLowering:
             for k in phase:
                 b.store(values[k], levels[0][k])
 
-        nest(b, self._red_bounds()[:-1], lambda rix: cascaded(
-            b, 0, self.kernel.reduction_ranges[-1], sizes, lambda i: step(rix + [i]),
-            lambda j: _fresh(b, em, folds, levels[j]),
-            lambda j: _combine(b, em, folds, levels[j + 1], levels[j])))
+        nest(b, self._red_bounds()[:-1], lambda rix: self._cascade(
+            b, self._extent(-1), sizes, lambda i: step(rix + [i]),
+            lambda j: fresh_folds(b, em, folds, levels[j]),
+            lambda j: combine_folds(b, em, folds, levels[j + 1], levels[j])))
         return {k: b.load(levels[-1][k], typ=types[k]) for k in phase}
 
     def _vector_lanes(self, folds: dict) -> int:
@@ -173,11 +205,11 @@ class ReductionLowering:
         are not contiguous or broadcast along the innermost reduction loop, or that loop is
         shorter than one vector."""
         lanes = FOLD_BITS // max(bits(f.dtype) for _, f in folds.values())
-        inner = len(self.kernel.loop_ranges) - 1
+        inner, extent = len(self.kernel.loop_ranges) - 1, self.kernel.reduction_ranges[-1]
         reads = [e for _, f in folds.values() for e in walk(f) if isinstance(e, (Load, Gather))]
-        if self.kernel.reduction_ranges[-1] < lanes or any(
-                isinstance(e, Gather) or not 0 <= e.index[0].coeffs[inner] <= max(1, self.span)
-                for e in reads):
+        if (is_static(extent) and extent < lanes) or any(
+                isinstance(e, Gather) or not is_static(e.index[0].coeffs[inner])
+                or not 0 <= e.index[0].coeffs[inner] <= max(1, self.span) for e in reads):
             return 0
         return lanes
 
@@ -187,13 +219,13 @@ class ReductionLowering:
         elements past the last full vector."""
         results = self.kernel.results
         lanes = self._vector_lanes(folds)
-        vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span)
-        inner = self.kernel.reduction_ranges[-1]
-        full = inner - inner % lanes
-        sizes = block_sizes(full // lanes, LEAF, FAN_IN)
+        vec = ExprEmitter(b, self.ptrs, self.kernel, width=lanes, span=self.span, sizes=self.sizes)
+        inner = self._extent(-1)
+        full = self._whole(b, inner, lanes)
+        sizes = self._levels(-1, LEAF, lanes)
         levels = [{k: entry_alloca(b, vec.ty(f.dtype)) for k, (_, f) in folds.items()}
                   for _ in range(len(sizes) + 1)]
-        _fresh(b, vec, folds, levels[-1])
+        fresh_folds(b, vec, folds, levels[-1])
         rest = {k: entry_alloca(b, scalar_type(f.dtype)) for k, (_, f) in folds.items()}
         for k in folds:
             b.store(em.emit(results[k].init, Point(ix + self._zeros(), finals=finals)), rest[k])
@@ -206,15 +238,15 @@ class ReductionLowering:
                 b.store(values[k], level[k])
 
         def row(rix):
-            cascaded(b, 0, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
-                     lambda j: _fresh(b, vec, folds, levels[j]),
-                     lambda j: _combine(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
-            with for_range(b, i64(full), i64(inner), name="rest") as i:
+            self._cascade(b, full, sizes, lambda i: step(vec, rix + [i], levels[0]),
+                          lambda j: fresh_folds(b, vec, folds, levels[j]),
+                          lambda j: combine_folds(b, vec, folds, levels[j + 1], levels[j]), step=lanes)
+            with for_range(b, as_value(full), as_value(inner), name="rest") as i:
                 step(em, rix + [i], rest)
 
         nest(b, self._red_bounds()[:-1], row)
         return {k: em.binary(op, b.load(rest[k], typ=scalar_type(f.dtype)),
-                             _tree(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
+                             tree_fold(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
                              f.dtype, fast=True)
                 for k, (op, f) in folds.items()}
 
@@ -224,7 +256,7 @@ class ReductionLowering:
         lo, hi = inner
         types = [scalar_type(r.value.dtype) for r in results]
         folds = float_folds(results, range(len(results)))
-        sizes = block_sizes(self.kernel.reduction_ranges[0], COLUMN_LEAF, FAN_IN) if folds else []
+        sizes = self._levels(0, COLUMN_LEAF) if folds else []
         levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
         top = len(sizes)
         with for_range(b, lo, hi, step=BLOCK, name="block") as start:
@@ -252,12 +284,12 @@ class ReductionLowering:
 
             sweep(self._zeros(), init)
             rest = self._red_bounds()[1:]
-            cascaded(b, 0, self.kernel.reduction_ranges[0], sizes,
-                     lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
-                     lambda j: sweep(self._zeros(), lambda at, slots: _fresh(
-                         b, em, folds, dict(enumerate(slots(j))))),
-                     lambda j: sweep(self._zeros(), lambda at, slots: _combine(
-                         b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+            self._cascade(b, self._extent(0), sizes,
+                          lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
+                          lambda j: sweep(self._zeros(), lambda at, slots: fresh_folds(
+                              b, em, folds, dict(enumerate(slots(j))))),
+                          lambda j: sweep(self._zeros(), lambda at, slots: combine_folds(
+                              b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
             sweep(self._zeros(), finish)
 
     def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
@@ -284,16 +316,17 @@ class ReductionLowering:
         return out
 
 
-def _contiguous_along_parallel(kernel: Kernel) -> bool:
+def contiguous_along_parallel(kernel: Kernel) -> bool:
     """True when more loads are unit-stride along the innermost parallel loop than the
     innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
     product's vector) is one scalar per step in either order and does not vote: counting it
-    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower."""
+    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower.
+    A stride may be a run-time size (dynamic.py), which moves along its loop."""
     if kernel.num_parallel == 0:
         return False
     p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
     value_loads = {e for res in kernel.results for e in walk(res.value) if isinstance(e, Load)}
-    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1 and ld.index[0].coeffs[p])
+    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1 and ld.index[0].coeffs[p] != 0)
     along_p = sum(1 for ld in value_loads if ld.index[0].coeffs[p] == 1 and ld.index[0].coeffs[r] != 1)
     return along_p > along_r
 
@@ -312,18 +345,23 @@ def _window_lanes(kernel: Kernel, span: int) -> int:
     return row_lanes(kernel)
 
 
+def as_value(extent) -> ir.Value:
+    """An extent as an i64 value (a compile-time int as a constant)."""
+    return i64(extent) if isinstance(extent, int) else extent
+
+
 def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
     """``cascade.float_folds`` whose accumulators are f32 or f64 (bf16 rounds every step)."""
     folds = cascade.float_folds(results, which)
     return folds if folds and all(f.dtype in CASCADED for _, f in folds.values()) else None
 
 
-def _fresh(b, em: ExprEmitter, folds, slots) -> None:
+def fresh_folds(b, em: ExprEmitter, folds, slots) -> None:
     for k, (op, f) in folds.items():
         b.store(em.const(fold_identity(op, f.dtype), f.dtype), slots[k])
 
 
-def _combine(b, em: ExprEmitter, folds, into, slots) -> None:
+def combine_folds(b, em: ExprEmitter, folds, into, slots) -> None:
     """``into[k] = into[k] <op> slots[k]`` for each fold."""
     for k, (op, f) in folds.items():
         t = em.ty(f.dtype)
@@ -331,7 +369,7 @@ def _combine(b, em: ExprEmitter, folds, into, slots) -> None:
                 into[k])
 
 
-def _tree(b, vec: ExprEmitter, op: str, v: ir.Value, dtype: str) -> ir.Value:
+def tree_fold(b, vec: ExprEmitter, op: str, v: ir.Value, dtype: str) -> ir.Value:
     """The lanes of ``v`` folded pairwise into one scalar."""
     lanes = vec.width
     while lanes > 1:

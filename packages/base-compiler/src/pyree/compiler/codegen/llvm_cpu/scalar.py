@@ -50,6 +50,7 @@ from pyree.compiler.kernel import (
     lowering_order,
     operands,
 )
+from pyree.compiler.sizes import is_static
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 FLOAT_TYPES = {"f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType(),
@@ -145,12 +146,15 @@ class ExprEmitter:
     """Emits expressions of one (normalized) kernel into ``builder`` at a width of 1 or more."""
 
     def __init__(self, builder: ir.IRBuilder, bindings: list[ir.Value], kernel: Kernel,
-                 width: int = 1, span: int = 1):
+                 width: int = 1, span: int = 1, sizes=None):
+        """``sizes``: the i64 value of an index coefficient or constant, where some are run-time
+        sizes (``size_values.SizeValues``)."""
         self.b = builder
         self.bindings = bindings
         self.kernel = kernel
         self.width = width
         self.span = span  # longest lane step loaded as a span (span_stride)
+        self.sizes = sizes or (lambda c: ir.Constant(I64, c))
         self.unsafe_loads = unsafe_loads(kernel)
         self._unsafe_memo: dict = {}  # node -> whether it holds an unsafe load
 
@@ -195,10 +199,10 @@ class ExprEmitter:
 
     def offset(self, affine, pt: Point) -> ir.Value:
         """Element offset of ``affine`` at ``pt`` (lane 0 in vector mode), as i64."""
-        off = ir.Constant(I64, affine.const)
+        off = self.sizes(affine.const)
         for c, ix in zip(affine.coeffs, pt.indices):
-            if c:
-                off = self.b.add(off, self.b.mul(ix, ir.Constant(I64, c)) if c != 1 else ix)
+            if not is_static(c) or c:
+                off = self.b.add(off, self.b.mul(ix, self.sizes(c)) if c != 1 else ix)
         return off
 
     def address(self, binding: int, affine, pt: Point) -> tuple[ir.Value, ir.Type, int]:

@@ -1,0 +1,148 @@
+"""Kernels with run-time sizes: the one template for every kernel whose loop ranges, binding dims
+or indices are sizes known per dispatch only (``pyree.compiler.sizes``; symbol pk is push
+constant k). Nothing is compiled per size.
+
+Workgroups cut the outermost parallel loop into tiles whose size is itself a run-time size:
+``max(ceildiv(extent, MAX_GROUPS), ceildiv(MIN_WORK_PER_GROUP, work per point of that loop))``
+(rounded up to 64 where that loop is the only one, so vectorized tiles stay whole), the rule
+the static tiling follows, evaluated per dispatch; the count is ``ceildiv(extent, tile)`` and
+the last tile is cut at the extent, so a zero extent runs no workgroup. A static tile was the
+alternative: it is right at one size only, too many tiny workgroups or too few big ones at others.
+
+Each workgroup runs a scalar loop nest to run-time bounds (each size evaluated once, in the
+body's entry block: ``size_values.py``), and LLVM vectorizes the innermost loop with a scalar
+tail: normalization leaves elementwise ops of any rank as one loop wherever strides line up,
+and keeps the loop the result is contiguous along innermost. Reductions take ``reduction.py``'s
+orders with run-time extents: parallel-inner where more loads are contiguous along the innermost
+parallel loop (column sums, and contractions such as a matmul, whose right operand is), else
+reduction-inner, phases and row results included (softmax, layernorm), float folds whose loads
+are contiguous or broadcast along the innermost reduction loop folding in vectors of
+``FOLD_BITS`` with a scalar tail. Float folds are cascaded (``codegen/common/cascade.py``) in
+blocks whose bounds are run-time, with levels enough for any uint32 extent; a run-time row of at
+most ``SCALAR_LEAF`` terms branches to one plain loop. Not here yet: the static contraction
+micro-kernel and window order, whose decisions need the extents at compile time.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from pyree.compiler.codegen.common import cascade
+from pyree.compiler.codegen.common.cascade import block_sizes
+from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest, umin
+from pyree.compiler.codegen.llvm_cpu.reduction import (
+    FAN_IN,
+    SCALAR_LEAF,
+    ReductionLowering,
+    check_inits,
+    contiguous_along_parallel,
+    float_folds,
+)
+from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point, scalar_type, span_stride
+from pyree.compiler.codegen.llvm_cpu.tiling import MAX_GROUPS, MIN_WORK_PER_GROUP
+from pyree.compiler.kernel import Kernel, Result, has_run_time_sizes, is_row_kernel
+from pyree.compiler.sizes import align_up, is_static, num_elements, opaque
+
+ALIGN = 64                 # elements: a tile of the innermost loop is a whole number of vectors
+CASCADE_EXTENT = 1 << 32   # a run-time fold's cascade has levels for this many steps
+
+
+def plan(kernel: Kernel, target) -> DynamicLowering | None:
+    """The lowering of a kernel with run-time sizes; None for a static one."""
+    return DynamicLowering(kernel, span_stride(target)) if has_run_time_sizes(kernel) else None
+
+
+def tiles(kernel: Kernel) -> tuple:
+    """(tile, workgroup count): sizes or ints; the tile of the outermost parallel loop."""
+    if kernel.num_parallel == 0:
+        return 1, 1
+    extent = kernel.parallel_ranges[0]
+    per_point = num_elements(kernel.loop_ranges[1:]) * max(1, len(loads(kernel)) + len(kernel.results))
+    tile = opaque("max", opaque("ceildiv", extent, MAX_GROUPS),
+                  opaque("ceildiv", MIN_WORK_PER_GROUP, opaque("max", per_point, 1)))
+    if len(kernel.loop_ranges) == 1:
+        tile = align_up(tile, ALIGN)
+    return tile, opaque("ceildiv", extent, tile)
+
+
+class DynamicLowering(ReductionLowering):
+    """``ReductionLowering``'s parallel-inner and reduction-inner orders with run-time extents,
+    and elementwise kernels as one loop nest."""
+
+    def __init__(self, kernel: Kernel, span: int = 1):
+        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
+        if kernel.reduction_ranges:
+            check_inits(kernel)
+        self.kernel, self.span, self.ptrs, self.lanes = kernel, span, [], 0
+        self.parallel_inner = bool(kernel.reduction_ranges) and not is_row_kernel(kernel.results) \
+            and contiguous_along_parallel(kernel)
+        self.tile, self.count = tiles(kernel)
+
+    @property
+    def workgroup_count(self):
+        return self.count
+
+    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value, sizes) -> None:
+        """One workgroup; ``sizes``: the body's ``size_values.SizeValues``."""
+        self.ptrs, self.sizes = ptrs, sizes
+        kernel = self.kernel
+        em = ExprEmitter(b, ptrs, kernel, sizes=sizes)
+        bounds = [(i64(0), sizes(n)) for n in kernel.parallel_ranges]
+        if bounds:
+            lo = b.mul(wg, sizes(self.tile))
+            bounds[0] = (lo, umin(b, b.add(lo, sizes(self.tile)), bounds[0][1]))
+        if not kernel.reduction_ranges:
+            nest(b, bounds, lambda ix: store(em, Point(ix), kernel.results))
+        elif self.parallel_inner:
+            nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, ix, bounds[-1]))
+        else:
+            nest(b, bounds, lambda ix: self._point(b, em, ix))
+
+    def _fold(self, b, em: ExprEmitter, ix, phase: list[int], finals) -> dict:
+        """A float fold of a run-time extent branches on it: up to ``SCALAR_LEAF`` steps, one
+        plain loop (a cascade's levels and a vector fold's tree cost more than such a row);
+        beyond, the cascaded fold, in vectors where loads allow."""
+        results = self.kernel.results
+        if float_folds(results, phase) is None or is_static(self.kernel.reduction_ranges[-1]):
+            return super()._fold(b, em, ix, phase, finals)
+        types = {k: scalar_type(results[k].value.dtype) for k in phase}
+        slots = {k: entry_alloca(b, types[k]) for k in phase}
+        with b.if_else(b.icmp_signed("<=", self._extent(-1), i64(SCALAR_LEAF))) as (plain, cascaded):
+            for branch, fold in ((plain, lambda: self._fold_scalars(b, em, ix, phase, None, finals)),
+                                 (cascaded, lambda: super(DynamicLowering, self)._fold(
+                                     b, em, ix, phase, finals))):
+                with branch:
+                    for k, v in fold().items():
+                        b.store(v, slots[k])
+        return {k: b.load(slot, typ=types[k]) for k, slot in slots.items()}
+
+    # ---- run-time extents (ReductionLowering's compile-time ones) ----
+
+    def _red_bounds(self):
+        return [(i64(0), self.sizes(n)) for n in self.kernel.reduction_ranges]
+
+    def _extent(self, d: int):
+        return self.sizes(self.kernel.reduction_ranges[d])
+
+    def _levels(self, d: int, leaf: int, per_step: int = 1) -> list[int]:
+        """Levels for the extent where it is static, else for any uint32 extent."""
+        extent = self.kernel.reduction_ranges[d]
+        return block_sizes(extent // per_step if is_static(extent) else CASCADE_EXTENT, leaf, FAN_IN)
+
+    def _cascade(self, b, stop, sizes: list[int], body, fresh, combine, step: int = 1) -> None:
+        """``cascade.cascade`` with run-time block bounds; the block loops are not unrolled."""
+        def loop(start, end, by, fn):
+            with for_range(b, start, end, step=by, name="fold", unroll=by == step) as i:
+                fn(i)
+        cascade.cascade(loop, lambda s, size, end: umin(b, b.add(s, i64(size)), end),
+                        i64(0), stop, sizes, body, fresh, combine, step)
+
+    def _whole(self, b, extent, lanes: int):
+        return b.sub(extent, b.urem(extent, i64(lanes)))
+
+
+def store(em: ExprEmitter, pt: Point, results: tuple[Result, ...]) -> None:
+    """Stores each of ``results`` at ``pt``, all values computed first."""
+    values = [em.emit(r.value, pt) for r in results]
+    for r, v in zip(results, values):
+        em.store(r.binding, r.index[0], v, pt)
