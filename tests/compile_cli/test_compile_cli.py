@@ -162,8 +162,9 @@ def test_real_compile_writes_a_module(tmp_path, capsys):
 
 
 def test_real_bad_input_from_stdin_exits_1_without_traceback():
-    text = "func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n  return %a : tensor<?xf32>\n}\n"
+    text = ("func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
+            "  %r = stablehlo.abs %a : tensor<?xf32>\n  return %r : tensor<?xf32>\n}\n")
     result = _pyree_compile("-", "-o", "-", "--no-pyree-progress", stdin=text)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith("<stdin>:1:1: error: dynamic dimensions are not supported yet")
+    assert result.stderr.startswith("<stdin>:2:8: error: dynamic dimensions are not supported yet")
     assert "Traceback" not in result.stderr

@@ -25,7 +25,7 @@ CASES = {
     "dynamic_shape": ("""func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %0 = stablehlo.abs %x : tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
-}""", ":1:", "dynamic dimensions"),
+}""", ":2:8", "dynamic dimensions"),
     "undeclared_op_in_region": ("""func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
   %z = stablehlo.constant dense<0.0> : tensor<f32>
   %0 = stablehlo.reduce(%x init: %z) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>

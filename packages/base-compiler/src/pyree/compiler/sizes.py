@@ -193,14 +193,6 @@ _INT_OPS = {"floordiv": lambda a, b: a // b, "ceildiv": lambda a, b: -(-a // b),
             "mod": lambda a, b: a % b, "min": min, "max": max}
 
 
-def provably_nonnegative(value) -> bool:
-    """Whether ``value`` is >= 0 for every value of its symbols (which are sizes, >= 0): an int
-    that is, or a polynomial whose coefficients all are (opaque nodes of sizes are sizes)."""
-    if not isinstance(value, Size):
-        return value >= 0
-    return all(c >= 0 for _, c in value._terms)
-
-
 def is_static(value) -> bool:
     return not isinstance(value, Size)
 
