@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-from cases import CASES, MATH_CASES  # noqa: E402
+from codegen.cuda.cases import CASES, MATH_CASES  # noqa: E402
 from control_flow_cases import MLIR as CONTROL_FLOW  # noqa: E402
 from e2e.test_reduction_accuracy import MLIR as REDUCTION_ACCURACY  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
@@ -49,7 +49,7 @@ def main(out: Path, target: str) -> None:
     x = np.random.default_rng(7).standard_normal((37, 53)).astype(np.float32)
     np.savez(out / "mlp_expected.npz", x=x, y=np.asarray(cpu[cpu.function_names[0]](x)))
     # the benchmark shapes
-    from cases import add, matmul
+    from codegen.cuda.cases import add, matmul
     (out / "bench_add_4.vmfb").write_bytes(compile_str(add(1, 4), cuda))
     (out / "bench_add_64m.vmfb").write_bytes(compile_str(add(8192, 8192), cuda))
     for dtype in ("f32", "f16"):

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numerics_cases  # noqa: E402
-from cases import CASES, MATH_CASES, random_args, relative_error  # noqa: E402
+from codegen.cuda.cases import CASES, MATH_CASES, random_args, relative_error  # noqa: E402
 from test_math_ops import EXACT_OPS, GPU_ULP, compiled, measure, over_bounds  # noqa: E402
 
 pytestmark = pytest.mark.cuda

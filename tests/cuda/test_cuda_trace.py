@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import relative_error  # noqa: E402
+from codegen.cuda.cases import relative_error  # noqa: E402
 from trace_cases import CHAIN, chain_arguments, chain_reference  # noqa: E402
 from trace_checks import check_summary, check_trace, dispatches, dispatches_per_call  # noqa: E402
 

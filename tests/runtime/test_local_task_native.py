@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from codegen_cpu.llvmcpu_harness import Compiled, identity, matmul, random_array
+from codegen.llvm_cpu.llvmcpu_harness import Compiled, identity, matmul, random_array
 from pyree.compiler import compile_str
 from pyree.compiler.codegen import llvm_cpu
 from pyree.compiler.kernel import Binary, Binding, Load, Result

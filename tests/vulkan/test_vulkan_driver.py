@@ -8,22 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numerics_cases as C
 import numpy as np
+import pyree.runtime as rt
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import numerics_cases as C  # noqa: E402
-import pyree.runtime as rt  # noqa: E402
-from pyree.compiler import CompileOptions, compile_str  # noqa: E402
-from pyree.runtime.errors import DriverError  # noqa: E402
-from spirv_modules import spirv_binaries  # noqa: E402
+from codegen.spirv.spirv_modules import spirv_binaries, vulkan_vmfb
+from pyree.runtime.errors import DriverError
 
 pytestmark = pytest.mark.vulkan
 OPS = sorted((Path(__file__).resolve().parents[1] / "e2e" / "ops").glob("*.mlir"))
-
-
-def vulkan_vmfb(mlir: str, triple: str = "") -> bytes:
-    return compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"], vulkan_target=triple))
 
 
 @pytest.mark.parametrize("name", sorted(C.CASES))

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parents[1]), str(HERE.parents[1] / "cuda")]
-from cases import CASES as CUDA_CASES  # noqa: E402
-from cases import add, matmul  # noqa: E402
+sys.path.insert(0, str(HERE.parents[1]))
+from codegen.cuda.cases import CASES as CUDA_CASES  # noqa: E402
+from codegen.cuda.cases import add, matmul  # noqa: E402
 
 # The entries of tests/numerics_cases.py (the numerics table every device runs) that the rocm
 # run leaves out: the MLP's reference reads its weights through the compiler, which the GPU host

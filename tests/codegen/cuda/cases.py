@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
 from test_math_ops import BINARY, UNARY, np_dtype  # noqa: E402
 
 
@@ -293,7 +293,7 @@ CASES.update({
 # channels-last image and filter, patches gathered into the tensor-core tiles 16 bytes at a time)
 # with pads, strides, dilations, groups, batch and tails on every side; 3 channels (the stem) and
 # f32 keep the im2col copy.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "flow"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "flow"))
 from conv_cases import Conv  # noqa: E402
 
 _NP_NAME = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -334,7 +334,7 @@ CASES.update(CONV_CASES)
 # Row kernels (issue 11): softmax, log_softmax, layernorm and rmsnorm as one dispatch each, on the
 # block template (rows of 128 or more), one thread per row (shorter rows), rows of 1 and 7, and a
 # vocabulary-long row that stays split reductions. Special values are checked on CPU and Vulkan
-# (tests/flow/test_row_fusion.py, tests/vulkan/test_vulkan_row_kernels.py).
+# (tests/flow/test_row_fusion.py, tests/drivers/vulkan/test_vulkan_row_kernels.py).
 import row_kernel_cases as _rows  # noqa: E402
 
 _ROW_NP = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -375,3 +375,21 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     if not np.all(np.isfinite(got)):
         return float("inf")
     return float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+
+
+def shufflenet_v2():
+    """torchvision's ShuffleNet v2 x0.5 (random weights and batchnorm statistics), its input and
+    its MLIR: channel split, concat and shuffle (reshape, transpose, reshape) in every block.
+    test_cuda_models.py compiles it; on a GPU, tests/drivers/cuda/test_cuda_pytorch_models.py
+    runs it against PyTorch."""
+    from tooling import require_module
+    torch = require_module("torch")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
+    import definitions
+    from pyree.compiler import import_torch
+
+    torch.manual_seed(0)
+    model = definitions._init_batchnorm(
+        definitions._torchvision().models.shufflenet_v2_x0_5(weights=None).eval())
+    x = torch.randn((1, 3, 224, 224), generator=torch.Generator().manual_seed(3))
+    return model, x, import_torch(model, x, function_name="main")

@@ -1,6 +1,6 @@
 """CPU-only: every model of tests/models (PyTorch, imported with pyree's torch importer) compiles for
 the rocm target on a CDNA chip (gfx942, wave64) and an RDNA chip (gfx1100, wave32), and each code
-object is checked structurally (test_rocm_codegen's ELF and metadata reader). Nothing runs: there is
+object is checked structurally (hsaco_reader's ELF and metadata reader). Nothing runs: there is
 no AMD GPU here; the same dispatch regions run, and are checked against PyTorch, on the other targets.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch  # noqa: F401 - CI installs it: a missing torch fails there, never skips
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models"))
 import definitions  # noqa: E402
 from hsaco_reader import check_module, lld  # noqa: E402, F401
 from pyree.compiler import CompileOptions, compile_str, import_torch  # noqa: E402

@@ -1,6 +1,6 @@
 """Times llvm-cpu kernels called straight through ctypes on a 2-thread pool against numpy.
 
-    python3 tests/codegen_cpu/bench_kernels.py
+    python3 tests/codegen/llvm_cpu/bench_kernels.py
 
 Prints best-of-N times and the ratio to numpy (OpenBLAS for the matmul) for: 1024^3 f32 matmul,
 a fused chain of 4 elementwise ops over 16M f32, and each inline math function (plus a sigmoid)

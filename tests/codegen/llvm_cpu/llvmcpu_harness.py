@@ -63,7 +63,7 @@ def host_flags() -> frozenset[str]:
 class Compiled:
     def __init__(self, kernels: list[Kernel], cpu: str = "host"):
         self.kernels = kernels
-        builder = ModuleBuilder("test", "tests/codegen_cpu")
+        builder = ModuleBuilder("test", "tests/codegen/llvm_cpu")
         self.executable = compile_executable(kernels, CompileOptions(llvmcpu_target_cpu=cpu), builder)
         self.so = so = library_bytes(builder.finish(), self.executable.cpu.library)
         fd, path = tempfile.mkstemp(suffix=".so")

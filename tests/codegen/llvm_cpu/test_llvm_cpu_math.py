@@ -176,7 +176,7 @@ def test_gpu_math_expansions_on_cpu(float64):
     """The math the GPU targets compute (codegen/common/math_expansion, pow with and without f64
     inside), run here by llvm-cpu: within the GPU bounds of tests/e2e/test_math_ops.py, with
     exact special values. This checks the CUDA formulas without a GPU."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
     from test_math_ops import (
             GPU_ULP,
         binary_inputs,

@@ -3,7 +3,7 @@ rocm target's kernels.
 
 Checked here: the flags reach CompileOptions; with link-bc on, math is calls to ``__ocml_*`` in the
 IR before linking and none after (everything resolved, internal, inlined); the code objects pass
-``test_rocm_codegen``'s structural checks and name no symbol but their kernels'; every math op the
+``hsaco_reader``'s structural checks and name no symbol but their kernels'; every math op the
 kernel IR has links for f16/f32/bf16/f64; a missing directory, ``ocml.bc`` or chip library is one
 clear error. With it off no ocml is referenced. The numbers: there is no AMD GPU here, so the
 kernels pyree emits run on this CPU instead, ocml linked as for the GPU and its AMDGPU intrinsics
@@ -21,10 +21,7 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cuda"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e"))
 from tooling import missing, require_module  # noqa: E402
 
 require_module("xdsl")  # the compiler

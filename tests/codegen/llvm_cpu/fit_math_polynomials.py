@@ -1,6 +1,6 @@
 """Fits the polynomial coefficients of the llvm-cpu inline math functions (codegen/common/vecmath).
 
-    python3 tests/codegen_cpu/fit_math_polynomials.py
+    python3 tests/codegen/llvm_cpu/fit_math_polynomials.py
 
 For each function: a weighted minimax fit (Lawson's iteration over weighted least squares, on
 Chebyshev points, in float64) whose coefficients are rounded to f32 one at a time, lowest power
