@@ -334,7 +334,7 @@ CASES.update(CONV_CASES)
 # Row kernels (issue 11): softmax, log_softmax, layernorm and rmsnorm as one dispatch each, on the
 # block template (rows of 128 or more), one thread per row (shorter rows), rows of 1 and 7, and a
 # vocabulary-long row that stays split reductions. Special values are checked on CPU and Vulkan
-# (tests/flow/test_row_fusion.py, tests/drivers/vulkan/test_vulkan_row_kernels.py).
+# (tests/flow/test_row_kernels.py, tests/drivers/vulkan/test_vulkan_row_kernels.py).
 import row_kernel_cases as _rows  # noqa: E402
 
 _ROW_NP = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
