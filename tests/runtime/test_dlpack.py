@@ -1,6 +1,6 @@
 """DLPack both ways on the CPU drivers (issue 12): results handed to torch and numpy in place,
 torch/numpy tensors used as arguments in place, with the right lifetimes; and the copy where a
-driver shares no memory. The CUDA side is tests/cuda/test_cuda_dlpack.py."""
+driver shares no memory. The CUDA side is tests/drivers/cuda/test_cuda_dlpack.py."""
 
 from __future__ import annotations
 
