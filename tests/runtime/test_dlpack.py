@@ -16,7 +16,7 @@ from pyree.runtime.hal import device as hal_device
 from pyree.runtime.hal.ffi import check_struct, ffi
 from pyree.runtime.hal.registry import get_driver
 from pyree.runtime.vm import dlpack
-from pyree.runtime.vm.function import IMPORT_MIN_BYTES
+from pyree.runtime.vm.call_plan import IMPORT_MIN_BYTES
 from tooling import require_module
 
 torch = require_module("torch")

@@ -9,8 +9,9 @@ command buffer -- one for a function without checks or control flow.
 
 from __future__ import annotations
 
+from pyree.runtime.errors import DriverError
 from pyree.runtime.hal.device import CommandBuffer, Device, Executable
-from pyree.runtime.hal.ffi import ffi
+from pyree.runtime.hal.ffi import STATUS, ffi
 from pyree.runtime.module.verifier import BUFFER_KINDS, CHECK_KINDS, COMMAND_KINDS
 from pyree.runtime.records import Record
 from pyree.runtime.vm.checks import CheckStep, Operand
@@ -30,11 +31,10 @@ class BranchStep(Record):
 
 class Program(Record):
     sources: list[tuple[str, int]]                       # slot -> (buffer kind, index)
-    steps: list[CommandBuffer | CheckStep | BranchStep]  # in order
-    # per step, what its HAL commands are: (kind, kernel ordinal, bytes) each, in order (a
-    # dispatch's bytes: its bindings'; a copy's or fill's: its range); () for a host step. A
-    # trace names the commands a driver timed by their index in their command buffer.
-    contents: list[tuple[tuple[str, int, int], ...]]
+    # in order; each command buffer's ``contents`` says what its HAL commands are: (kind,
+    # kernel ordinal, bytes) each, in order (a dispatch's bytes: its bindings'; a copy's or
+    # fill's: its range). A trace names the commands a driver timed by their index there.
+    steps: list[CommandBuffer | CheckStep | BranchStep]
 
     @property
     def submits_only(self) -> bool:
@@ -57,36 +57,48 @@ class _Recorder:
         return [(self.slot(r), r.offset, r.length) for r in refs]
 
     def hal_command(self, command) -> tuple:
+        """(kind, kernel, bindings, push constants, fill pattern, its length, workgroups): a
+        dispatch's workgroups are its run-time (x, y, z), or None for its export's grid."""
         kind = COMMAND_KINDS[command.kind]
         if kind == "dispatch":
             d = command.dispatch
-            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0
+            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0, d.workgroups
         if kind == "copy":
-            return kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0
+            return (kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0,
+                    None)
         if kind == "fill":
             f = command.fill
-            return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength
-        return kind, 0, [], [], 0, 0
+            return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength, None
+        return kind, 0, [], [], 0, 0, None
 
     def clear_command(self, clear) -> tuple:
         """A zero fill of a Clear, in 4-byte words where it is aligned to them."""
         width = 4 if clear.offset % 4 == 0 and clear.length % 4 == 0 else 1
-        return "fill", 0, self.bindings([clear]), [], 0, width
+        return "fill", 0, self.bindings([clear]), [], 0, width, None
 
     def record(self, batch: list[tuple]) -> CommandBuffer:
         keep = []
-        commands = ffi.new("pyree_hal_command_t[]", len(batch))
-        for c, (kind, kernel, bindings, push, pattern, pattern_length) in zip(commands, batch):
+        array, commands = self.device.command_array(len(batch))
+        for c, (kind, kernel, bindings, push, pattern, pattern_length, workgroups) in zip(commands,
+                                                                                       batch):
             c.kind, c.export_ordinal = _HAL_KINDS[kind], kernel
             c.executable = self.executable.handle if kind == "dispatch" else 0
-            array = ffi.new("pyree_hal_binding_t[]", [{"slot": s, "offset": o, "length": n}
+            bound = ffi.new("pyree_hal_binding_t[]", [{"slot": s, "offset": o, "length": n}
                                                       for s, o, n in bindings])
             push_array = ffi.new("uint32_t[]", push)
-            keep += [array, push_array]
-            c.binding_count, c.bindings = len(bindings), array
+            keep += [bound, push_array]
+            c.binding_count, c.bindings = len(bindings), bound
             c.push_constant_count, c.push_constants = len(push), push_array
             c.fill_pattern, c.fill_pattern_length = pattern, pattern_length
-        return self.device.create_command_buffer(commands, len(batch), len(self.slots))
+            if workgroups is not None:
+                if not self.device.workgroup_counts:
+                    raise DriverError(f"device '{self.device.uri}': its driver predates HAL ABI "
+                                      f"revision 5, so it cannot run a dispatch whose workgroup "
+                                      f"count is computed per call (a function with run-time "
+                                      f"sizes); update the driver",
+                                      STATUS["UNIMPLEMENTED"], "UNIMPLEMENTED")
+                c.workgroup_count = workgroups
+        return self.device.create_command_buffer(array, len(batch), len(self.slots))
 
 
 def _operand(ref, t) -> Operand:
@@ -124,11 +136,12 @@ def record(function, device: Device, executable: Executable | None) -> Program:
     steps = [recorder.record(p) if isinstance(p, list)
              else BranchStep(p.condition, p.if_zero, step_at[p.target]) if isinstance(p, BranchStep)
              else p for p in plan]
-    contents = [tuple((kind, kernel, sum(n for _, _, n in bindings) if kind == "dispatch"
-                       else bindings[0][2] if bindings else 0)
-                      for kind, kernel, bindings, *_ in p) if isinstance(p, list) else ()
-                for p in plan]
-    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps, contents)
+    for step, p in zip(steps, plan):
+        if isinstance(step, CommandBuffer):
+            step.contents = tuple((kind, kernel, sum(n for _, _, n in bindings)
+                                   if kind == "dispatch" else bindings[0][2] if bindings else 0)
+                                  for kind, kernel, bindings, *_ in p)
+    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)
 
 
 def _scalar_operand(ref, element_type: int) -> Operand:
