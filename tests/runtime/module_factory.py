@@ -339,7 +339,11 @@ def sized_builder(library: bytes) -> ModuleBuilder:
     outer_fill(a: ?xi32, b: ?xi32) = an (m * n)-element fill of 7;  rows(x: ?x?xf32) = x with
     batch in [1, 64] and seq in [0, 512] a multiple of 8;  diff(a: ?xf32, b: ?xf32) = a's first
     n - m elements;  ratio(a: ?xf32, b: ?xf32) = a's first n floordiv m elements;
-    same(a: ?xf32, b: ?xf32): expect_eq(a, b)."""
+    same(a: ?xf32, b: ?xf32): expect_eq(a, b);  huge(x: ?xf32): a result of n * 2^50 elements
+    (past 2^53 bytes from n = 2 on);  overreach(x: ?xf32) = scale with n * 2^31 for its push
+    constant n (the kernel then needs more bytes than its bindings have from n = 1 on, and the
+    push constant is past 32 bits from n = 2 on);  scale4(x: 4xf32), the static twin of
+    scale at n = 4."""
     b = ModuleBuilder("sized", "module_factory")
     b.module.executables = [cpu_executable(b, library, exports=SIZED_EXPORTS)]
     n, m = sym(0), sym(1)
@@ -361,7 +365,7 @@ def sized_builder(library: bytes) -> ModuleBuilder:
             command(BARRIER),
             sized_dispatch(SCALE_N, ref(TRANSIENT, 0, bytes_n), ref(RESULT, 0, bytes_n),
                            push=[n, [0, scale_bits]], workgroups=groups)], transient=bytes_n),
-        sized_function("concat", [symbol("batch", 1, 64)], [sized(F32, n, 3)] * 2,
+        sized_function("concat", [symbol("batch", 1, 64)], [sized(F32, n, 3), sized(F32, n, 3)],
                        [sized(F32, times(n, 2), 3)], [times(n, 24)], [
                            copy_of(times(n, 12)),
                            copy(ref(ARG, 1, times(n, 12)),
@@ -381,5 +385,12 @@ def sized_builder(library: bytes) -> ModuleBuilder:
         sized_function("same", [symbol("n")], [row, row], [], [], [
             check(EXPECT_EQ, ref(ARG, 0, bytes_n), row, ref(ARG, 1, bytes_n), row,
                   location="sized.mlir:9:3")]),
+        sized_function("huge", [symbol("n")], [row], [sized(F32, times(n, 1 << 50))],
+                       [times(n, 1 << 52)], [fill(ref(RESULT, 0, times(n, 1 << 52)), 0, 4)]),
+        sized_function("overreach", [symbol("n")], [row], [row], [bytes_n], [
+            sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
+                           push=[times(n, 1 << 31), [0, scale_bits]], workgroups=groups)]),
+        function("scale4", [tensor(F32, 4)], [tensor(F32, 4)], [
+            dispatch(SCALE_N, ref(ARG, 0, 16), ref(RESULT, 0, 16), push=[4, scale_bits])]),
     ]
     return b
