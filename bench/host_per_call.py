@@ -110,7 +110,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--baseline-src", help="another runtime's src folder to alternate with")
-    p.add_argument("--repeats", type=int, default=5, help="alternations with --baseline-src")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="alternations with --baseline-src or of --sized's two functions")
     p.add_argument("--profile", action="store_true", help="cProfile one queued round")
     p.add_argument("--dim", type=int, default=4, help="the size of a dynamic dim")
     p.add_argument("--sized", action="store_true",
@@ -124,10 +125,16 @@ def main() -> None:
     if args.sized:
         module = sized_module()
         for device in args.devices.split(","):
-            for name, label in (("scale4", "static 4xf32"), ("scale", "dynamic ?xf32, n = 4")):
-                r = measure(module, name, device, args.calls, args.rounds, args.profile, 4)
-                print(f"{device:12s} {label:22s} queued {r['queued_us']:7.2f} us/call   "
-                      f"call+wait {r['waited_us']:7.2f} us/call")
+            runs: dict[str, list[dict]] = {"static 4xf32": [], "dynamic ?xf32, n = 4": []}
+            for _ in range(args.repeats):  # alternating: the machine's load hits both
+                for name, label in (("scale4", "static 4xf32"), ("scale", "dynamic ?xf32, n = 4")):
+                    runs[label].append(measure(module, name, device, args.calls, args.rounds,
+                                               args.profile, 4))
+            for label, rs in runs.items():
+                q = statistics.median(r["queued_us"] for r in rs)
+                w = statistics.median(r["waited_us"] for r in rs)
+                print(f"{device:12s} {label:22s} queued {q:7.2f} us/call   call+wait {w:7.2f} "
+                      f"us/call   (medians of {len(rs)} runs)")
         return
     module = args.module
     if module is None:

@@ -231,9 +231,9 @@ def cpu_executable(builder: ModuleBuilder, library: bytes, features=(),
     cpu.format, cpu.targetCpu, cpu.cpuFeatures = "elf-x86_64", "generic", list(features)
     cpu.library = builder.add_data(library)
     cpu.exports = []
-    for name, binding_count in exports:
+    for name, binding_count, *workgroups in exports:
         export = CpuExportT()
-        export.symbol, export.workgroupCount = name, WORKGROUPS
+        export.symbol, export.workgroupCount = name, workgroups[0] if workgroups else WORKGROUPS
         export.bindings = [BindingLayoutT() for _ in range(binding_count)]
         for b in export.bindings:
             b.minLength = N * 4 if name not in ("always_fails", "scale_n_f32") else 0
@@ -326,8 +326,8 @@ def restamp(data: bytes | bytearray) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-SIZED_EXPORTS = [("scale_n_f32", 2)]
-SCALE_N = 0
+SIZED_EXPORTS = [("scale_n_f32", 2), ("scale_n_f32", 2, 1)]  # the second: one workgroup
+SCALE_N, SCALE_N_ONE = 0, 1
 BOUNDS = {"batch": (1, 64), "seq": (0, 512, 8)}  # rows(): batch in [1, 64], seq in [0, 512] by 8
 
 
@@ -343,7 +343,7 @@ def sized_builder(library: bytes) -> ModuleBuilder:
     (past 2^53 bytes from n = 2 on);  overreach(x: ?xf32) = scale with n * 2^31 for its push
     constant n (the kernel then needs more bytes than its bindings have from n = 1 on, and the
     push constant is past 32 bits from n = 2 on);  scale4(x: 4xf32), the static twin of
-    scale at n = 4."""
+    scale at n = 4 (one workgroup, as scale's ceildiv(4, 64))."""
     b = ModuleBuilder("sized", "module_factory")
     b.module.executables = [cpu_executable(b, library, exports=SIZED_EXPORTS)]
     n, m = sym(0), sym(1)
@@ -391,6 +391,6 @@ def sized_builder(library: bytes) -> ModuleBuilder:
             sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
                            push=[times(n, 1 << 31), [0, scale_bits]], workgroups=groups)]),
         function("scale4", [tensor(F32, 4)], [tensor(F32, 4)], [
-            dispatch(SCALE_N, ref(ARG, 0, 16), ref(RESULT, 0, 16), push=[4, scale_bits])]),
+            dispatch(SCALE_N_ONE, ref(ARG, 0, 16), ref(RESULT, 0, 16), push=[4, scale_bits])]),
     ]
     return b
