@@ -166,12 +166,11 @@ def sized_function(name: str, symbols, arguments, results, result_sizes, command
     return f
 
 
-def sized_dispatch(kernel: int, *bindings: BufferRefT, push=(), workgroups=None) -> CommandT:
-    """A dispatch whose push constants and workgroup count (x, y, z) are programs."""
+def sized_dispatch(kernel: int, *bindings: BufferRefT, push=()) -> CommandT:
+    """A dispatch whose push constants are programs."""
     c = dispatch(kernel, *bindings)
     c.dispatch.pushConstants = None
     c.dispatch.pushConstantExprs = [expr(code) for code in push]
-    c.dispatch.workgroupCount = [expr(code) for code in workgroups] if workgroups else None
     return c
 
 
@@ -237,8 +236,11 @@ def cpu_executable(builder: ModuleBuilder, library: bytes, features=(),
         export.bindings = [BindingLayoutT() for _ in range(binding_count)]
         for b in export.bindings:
             b.minLength = N * 4 if name not in ("always_fails", "scale_n_f32") else 0
-            if name == "scale_n_f32":  # n * 4 bytes: push constant 0 is n
+        if name == "scale_n_f32":  # of run-time size: push constant 0 is n
+            for b in export.bindings:
                 b.minLengthExpr = expr(times(sym(0), 4))
+            if not workgroups:  # ceildiv(n, 64) workgroups, no bound
+                export.workgroupCount, export.workgroupCountExpr = 0, expr(N_GROUPS)
         cpu.exports.append(export)
     e = ExecutableT()
     e.name, e.format, e.cpu = "kernels", 0, cpu
@@ -328,14 +330,16 @@ def restamp(data: bytes | bytearray) -> bytes:
 
 SIZED_EXPORTS = [("scale_n_f32", 2), ("scale_n_f32", 2, 1)]  # the second: one workgroup
 SCALE_N, SCALE_N_ONE = 0, 1
+N_GROUPS = [*sym(0), 0, WORKGROUP, 6]  # ceildiv(push constant 0, 64)
 BOUNDS = {"batch": (1, 64), "seq": (0, 512, 8)}  # rows(): batch in [1, 64], seq in [0, 512] by 8
 
 
 def sized_builder(library: bytes) -> ModuleBuilder:
     """Functions with run-time sizes (schema 1.5), each checked against numpy by the tests:
-    copy(x: ?xf32) = x;  scale(x: ?xf32) = x * 2.5 by the scale_n kernel, ceildiv(n, 64)
-    workgroups (none for n = 0);  staged(x: ?xf32) = scale(x) through the transient arena;
-    concat(a: ?x3xf32, b: ?x3xf32) = [a; b], a (2 * batch)x3 result, batch in [1, 64];
+    copy(x: ?xf32) = x;  scale(x: ?xf32) = x * 2.5 by the scale_n kernel, whose export runs
+    ceildiv(n, 64) workgroups (none for n = 0);  staged(x: ?xf32) = scale(x) through the
+    transient arena;  concat(a: ?x3xf32, b: ?x3xf32) = [a; b], a (2 * batch)x3 result, batch in
+    [1, 64];
     outer_fill(a: ?xi32, b: ?xi32) = an (m * n)-element fill of 7;  rows(x: ?x?xf32) = x with
     batch in [1, 64] and seq in [0, 512] a multiple of 8;  diff(a: ?xf32, b: ?xf32) = a's first
     n - m elements;  ratio(a: ?xf32, b: ?xf32) = a's first n floordiv m elements;
@@ -349,7 +353,6 @@ def sized_builder(library: bytes) -> ModuleBuilder:
     n, m = sym(0), sym(1)
     bytes_n = times(n, 4)
     scale_bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
-    groups = [[*n, 0, WORKGROUP, 6], [0, 1], [0, 1]]   # ceildiv(n, 64), 1, 1
     row = sized(F32, n)
 
     def copy_of(length, offset=0):
@@ -359,12 +362,12 @@ def sized_builder(library: bytes) -> ModuleBuilder:
         sized_function("copy", [symbol("n")], [row], [row], [bytes_n], [copy_of(bytes_n)]),
         sized_function("scale", [symbol("n", 0, 1 << 20)], [row], [row], [bytes_n], [
             sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
-                           push=[n, [0, scale_bits]], workgroups=groups)]),
+                           push=[n, [0, scale_bits]])]),
         sized_function("staged", [symbol("n")], [row], [row], [bytes_n], [
             copy(ref(ARG, 0, bytes_n), ref(TRANSIENT, 0, bytes_n)),
             command(BARRIER),
             sized_dispatch(SCALE_N, ref(TRANSIENT, 0, bytes_n), ref(RESULT, 0, bytes_n),
-                           push=[n, [0, scale_bits]], workgroups=groups)], transient=bytes_n),
+                           push=[n, [0, scale_bits]])], transient=bytes_n),
         sized_function("concat", [symbol("batch", 1, 64)], [sized(F32, n, 3), sized(F32, n, 3)],
                        [sized(F32, times(n, 2), 3)], [times(n, 24)], [
                            copy_of(times(n, 12)),
@@ -389,7 +392,7 @@ def sized_builder(library: bytes) -> ModuleBuilder:
                        [times(n, 1 << 52)], [fill(ref(RESULT, 0, times(n, 1 << 52)), 0, 4)]),
         sized_function("overreach", [symbol("n")], [row], [row], [bytes_n], [
             sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
-                           push=[times(n, 1 << 31), [0, scale_bits]], workgroups=groups)]),
+                           push=[times(n, 1 << 31), [0, scale_bits]])]),
         function("scale4", [tensor(F32, 4)], [tensor(F32, 4)], [
             dispatch(SCALE_N_ONE, ref(ARG, 0, 16), ref(RESULT, 0, 16), push=[4, scale_bits])]),
     ]

@@ -48,8 +48,8 @@ MUTATIONS = {
         r"function 'scale': command 0 \(dispatch\) push constant 0: its SizeExpr leaves 2 "
         r"values on the stack, not one"),
     "operator without operands": (
-        lambda m: _code(_fn(m, "scale").commands[0].dispatch.workgroupCount[1], [1, 0, 2]),
-        r"function 'scale': command 0 \(dispatch\) workgroup count y: its SizeExpr applies "
+        lambda m: _code(_fn(m, "scale").commands[0].dispatch.pushConstantExprs[1], [1, 0, 2]),
+        r"function 'scale': command 0 \(dispatch\) push constant 1: its SizeExpr applies "
         r"opcode 2 at entry 2 to fewer than two values"),
     "empty program": (
         lambda m: _code(_fn(m, "staged").transientSizeExpr, []),
@@ -74,9 +74,10 @@ MUTATIONS = {
     "divisor zero": (
         lambda m: setattr(_fn(m, "rows").symbols[1], "divisor", 0),
         r"function 'rows' symbol 1 \('seq'\): bounds min=0 max=512 divisor=0 are not sizes"),
-    "two workgroup counts": (
-        lambda m: _fn(m, "scale").commands[0].dispatch.workgroupCount.pop(),
-        r"function 'scale': command 0 \(dispatch\): its workgroup count has 2 entries, not 3"),
+    "a kernel's workgroup count": (
+        lambda m: _code(m.executables[0].cpu.exports[0].workgroupCountExpr, [1, 0, 0, 64, 10]),
+        r"executable 0 \('kernels'\) export 0: its workgroup count x SizeExpr has the unknown "
+        r"opcode 10 at entry 4"),
     "a kernel's minimum length": (
         lambda m: _code(m.executables[0].cpu.exports[0].bindings[1].minLengthExpr, [1, 0, 7]),
         r"executable 0 \('kernels'\) export 0 binding 1: its minimum length SizeExpr applies "
@@ -127,6 +128,27 @@ def test_constant_sizes_without_symbols_are_evaluated_at_load(kernel_library, rn
         rt.load_module(builder.finish(), device="local-sync")
 
 
+def test_a_grid_past_its_exports_bound_or_its_push_constants(kernel_library, rng):
+    """scale_n's workgroup count, ceildiv(n, 64), held to a bound of 2; then reading push
+    constant 2 of a dispatch that has 2."""
+    builder = sized_builder(kernel_library)
+    export = builder.module.executables[0].cpu.exports[0]
+    export.workgroupCount = 2
+    module = rt.load_module(builder.finish(), device="local-sync")
+    x = rng.standard_normal(128).astype(np.float32)
+    np.testing.assert_array_equal(module.scale(x).to_host(), x * np.float32(2.5))
+    with pytest.raises(rt.ModuleError, match=r"function 'scale' at n=129 command 0 \(dispatch\): "
+                                             r"executable 0's grid: is \(3, 1, 1\), past the 2 "
+                                             r"workgroups its export allows"):
+        module.scale(np.zeros(129, np.float32))
+    export.workgroupCount, export.workgroupCountExpr.code = 0, [1, 2]
+    module = rt.load_module(builder.finish(), device="local-sync")
+    with pytest.raises(rt.ModuleError, match=r"function 'scale' at n=3 command 0 \(dispatch\): "
+                                             r"executable 0's grid: reads a push constant past "
+                                             r"the dispatch's 2"):
+        module.scale(np.zeros(3, np.float32))
+
+
 @pytest.fixture(scope="module")
 def sized_path(tmp_path_factory, sized_bytes) -> str:
     path = tmp_path_factory.mktemp("sized") / "sized.vmfb"
@@ -173,5 +195,5 @@ def test_dump_module_shows_symbols_and_formulas(sized_path):
         "    symbol seq in [0, 512], a multiple of 8 (from argument 0 dim 1)",
         "    result 0: [batch, seq] f32, batch * seq * 4 B"]
     assert "    transient: n * 4 B" in lines
-    assert any(line.endswith("bindings [read >= push0 * 4 B, read >= push0 * 4 B]")
-               for line in lines)
+    assert "    export 0 scale_n_f32: workgroups ceildiv(push0, 64); bindings [read >= push0 * 4 " \
+           "B, read >= push0 * 4 B]" in lines

@@ -86,11 +86,12 @@ typedef struct {
   const uint32_t *push_constants;
   uint64_t fill_pattern;              /* fill: little-endian bits, repeated */
   uint32_t fill_pattern_length;       /* fill: 1, 2, 4 or 8 */
-  /* Revision 5: a dispatch's workgroup count (x, y, z) in this recording, where the module
-   * computes it per call (a function with run-time sizes is recorded once per size); {0, 0, 0}:
-   * its export's grid_size. A CPU dispatch runs linear workgroups [0, x) (y = z = 1). Only a
-   * device whose command_size (below) is this struct's size reads it; an older one is handed
-   * its own layout, without this field, and never a dispatch that needs it. */
+  /* Revision 5: a dispatch's workgroup count (x, y, z) in this recording, where its kernel has
+   * run-time sizes (the module's export computes it from the dispatch's push constants, and a
+   * function with run-time sizes is recorded once per size); {0, 0, 0}: its export's grid_size.
+   * A CPU dispatch runs linear workgroups [0, x) (y = z = 1). Only a device whose command_size
+   * (below) is this struct's size reads it; an older one is handed its own layout, without this
+   * field, and never a dispatch that needs it. */
   uint32_t workgroup_count[3];
 } pyree_hal_command_t;
 

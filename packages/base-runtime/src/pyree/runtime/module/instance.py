@@ -2,11 +2,12 @@
 
 A dynamic function (schema 1.5: one with symbols) is one host program for every size in its
 bounds. For one set of symbol values, every SizeExpr it holds (its types' dynamic dims, its
-result and transient sizes, its buffer ranges, push constants and workgroup counts) has one
-value; ``instantiate`` writes them into a copy of the function, which is then a static function
-like any other: the verifier checks its ranges and finds its clears, the VM records its command
+result and transient sizes, its buffer ranges and push constants) has one value;
+``instantiate`` writes them into a copy of the function, which is then a static function like
+any other: the verifier checks its ranges and finds its clears, the VM records its command
 buffers. The same walk checks every program's form at load, with ``size`` checking instead of
-evaluating, so no expression is missed by one and seen by the other.
+evaluating, so no expression is missed by one and seen by the other. A kernel with run-time
+sizes has its grid in its export, per target, over the dispatch's push constants: ``grid``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from __future__ import annotations
 import copy
 
 from pyree.runtime.errors import ModuleError
+from pyree.runtime.module.size_exprs import evaluate
 
-_BARRIER = 3
 U32 = (1 << 32) - 1  # push constants and workgroup counts are 32-bit in the HAL
 # Command kind -> its BufferRef fields (a dispatch's bindings are a list of its own).
 _REFS = {1: ("copy", ("source", "target")), 2: ("fill", ("target",)),
@@ -26,12 +27,9 @@ _KIND_NAMES = {0: "dispatch", 1: "copy", 2: "fill", 3: "barrier", 4: "check", 5:
 def instantiate(function, size, where: str):
     """A static copy of ``function`` (a FunctionT with symbols): each SizeExpr ``e`` replaced
     by ``size(label, e.code, limit)`` (``limit``: the largest value its field holds), each
-    dynamic dim by its value; a dispatch's workgroup count goes to ``dispatch.workgroups``, and
-    a dispatch with no workgroups becomes a barrier (it runs nothing; command indices, which
-    branches name, stay). Objects
-    without an expression are shared, not copied. Raises ModuleError for a dynamic dim without
-    its expression or a workgroup count that is not (x, y, z); a missing table is left for the
-    verifier to name."""
+    dynamic dim by its value. Objects without an expression are shared, not copied. Raises
+    ModuleError for a dynamic dim without its expression; a missing table is left for the
+    verifier to name. (A dispatch's grid is its export's, over its push constants: ``grid``.)"""
     def fail(label: str, what: str) -> ModuleError:
         return ModuleError(f"module file is invalid: {where}: {label}: {what}")
 
@@ -82,7 +80,7 @@ def instantiate(function, size, where: str):
     for c, command in enumerate(function.commands or []):
         label = f"command {c} ({_KIND_NAMES.get(command.kind, command.kind)})"
         if command.kind == 0 and command.dispatch is not None:
-            command = _dispatch(command, label, size, code, buffer_ref, fail)
+            command = _dispatch(command, label, size, code, buffer_ref)
         elif command.kind in _REFS and getattr(command, _REFS[command.kind][0]) is not None:
             member_name, fields = _REFS[command.kind]
             member = copy.copy(getattr(command, member_name))
@@ -97,7 +95,7 @@ def instantiate(function, size, where: str):
     return out
 
 
-def _dispatch(command, label: str, size, code, buffer_ref, fail):
+def _dispatch(command, label: str, size, code, buffer_ref):
     d = command.dispatch
     static = copy.copy(d)
     static.bindings = [buffer_ref(r, f"{label} binding {b}") for b, r in enumerate(d.bindings or [])]
@@ -106,18 +104,20 @@ def _dispatch(command, label: str, size, code, buffer_ref, fail):
                                      code(e, f"{label} push constant {k}"), U32)
                                 for k, e in enumerate(d.pushConstantExprs)]
     static.pushConstantExprs = None
-    static.workgroups = None
-    if d.workgroupCount is not None:
-        if len(d.workgroupCount) != 3:
-            raise fail(label, f"its workgroup count has {len(d.workgroupCount)} entries, not 3 "
-                              f"(x, y, z)")
-        static.workgroups = [size(f"{label} workgroup count {axis}",
-                                  code(e, f"{label} workgroup count {axis}"), U32)
-                             for axis, e in zip("xyz", d.workgroupCount)]
-    static.workgroupCount = None
     out = copy.copy(command)
-    if static.workgroups is not None and 0 in static.workgroups:
-        out.kind, out.dispatch = _BARRIER, None
-    else:
-        out.dispatch = static
+    out.dispatch = static
     return out
+
+
+def grid(export, push_constants: list[int]) -> tuple[int, int, int] | None:
+    """The workgroups a dispatch of ``export`` runs where its kernel has run-time sizes (schema
+    1.5: a CpuExport's ``workgroup_count_expr`` as (count, 1, 1), a GpuExport's
+    ``grid_size_expr``): its programs over the dispatch's push constants (symbol k is push
+    constant k). None where the grid is the export's static one. Raises SizeError, or IndexError
+    for a program that reads a push constant the dispatch lacks (the verifier names both)."""
+    programs = getattr(export, "workgroupCountExpr", None)
+    programs = [programs] if programs is not None else getattr(export, "gridSizeExpr", None)
+    if programs is None:
+        return None
+    values = [evaluate([int(v) for v in p.code], push_constants) for p in programs]
+    return (values[0], 1, 1) if len(values) == 1 else tuple(values)

@@ -29,7 +29,7 @@ from pyree.runtime.element_types import FLOAT_TYPES, ITEMSIZES, NAMES, spell
 from pyree.runtime.errors import ModuleError
 from pyree.runtime.module import size_exprs
 from pyree.runtime.module.coverage import clears
-from pyree.runtime.module.instance import instantiate
+from pyree.runtime.module.instance import U32, grid, instantiate
 from pyree.runtime.records import Record
 
 ALIGNMENT = 64
@@ -105,6 +105,7 @@ class _Verifier:
         self.trusted = [next(iter(a)) if len(a) == 1 else None for a in attested]
         self.kernels(tree)
         self.constant_sizes = constant_sizes
+        self.tables = [getattr(e, FORMATS[e.format]).exports for e in tree.executables]
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -211,7 +212,8 @@ class _Verifier:
                             f"declares {export.workgroupCount} workgroups and bindings (access, "
                             f"bytes) {list(declared)}, but its kernel was compiled for "
                             f"{record.workgroup_count} and {list(record.bindings)}")
-            dynamic = any(program is not None for _, program in lengths[k])
+            dynamic = export.workgroupCountExpr is not None or \
+                any(program is not None for _, program in lengths[k])
             layouts.append(None if dynamic else declared)
         return list(zip(lengths, layouts))
 
@@ -247,6 +249,15 @@ class _Verifier:
                 raise _fail(where, f"grid and block sizes must have 3 entries, got "
                                    f"{len(export.gridSize)} and {len(export.blockSize)}")
         export.bindings = export.bindings or []
+        grid = [export.workgroupCountExpr] if fmt == "cpu" and export.workgroupCountExpr \
+            else export.gridSizeExpr if fmt != "cpu" else None
+        if grid is not None:  # a kernel with run-time sizes: its grid per dispatch
+            if len(grid) != (1 if fmt == "cpu" else 3):
+                raise _fail(where, f"its grid has {len(grid)} SizeExprs, not 3 (x, y, z)")
+            for axis, program in zip("xyz", grid):
+                problem = size_exprs.problem(_ints(program.code if program else None), 1 << 32)
+                if problem:
+                    raise _fail(where, f"its workgroup count {axis} SizeExpr {problem}")
         needs = []
         for b, layout in enumerate(export.bindings):
             if layout.access not in BINDING_ACCESS:
@@ -392,12 +403,10 @@ class _Verifier:
         getattr(self, kind)(member, buffers, f"{where} ({kind})")
 
     def dispatch(self, dispatch, buffers: _Buffers, where: str) -> None:
-        if dispatch.pushConstantExprs is not None or dispatch.workgroupCount is not None:
+        if dispatch.pushConstantExprs is not None:
             raise _Sized
         dispatch.bindings = dispatch.bindings or []
         dispatch.pushConstants = _ints(dispatch.pushConstants)
-        # an instance's evaluated (x, y, z) (instance.py); None: the export's own grid
-        dispatch.workgroups = getattr(dispatch, "workgroups", None)
         if not self.exports:
             raise _fail(where, "the module has no executables to dispatch")
         for e, exports in enumerate(self.exports):
@@ -415,12 +424,31 @@ class _Verifier:
                                                         f"{min_length} bytes the kernel touches")
         for b, ref in enumerate(dispatch.bindings):
             self.buffer_ref(ref, buffers, f"{where} binding {b}")
-        if dispatch.workgroups is not None:
-            touched = sum(ref.length for ref in dispatch.bindings)
-            if math.prod(dispatch.workgroups) > max(1, touched):
-                raise _fail(where, f"workgroup count {tuple(dispatch.workgroups)} launches more "
-                                   f"workgroups than its bindings have bytes ({touched}): every "
-                                   f"workgroup of a kernel touches bytes of its own")
+        for e, exports in enumerate(self.tables):
+            self.check_grid(exports[dispatch.kernel], dispatch, f"{where}: executable {e}'s grid")
+
+    def check_grid(self, export, dispatch, where: str) -> None:
+        """A kernel with run-time sizes: its grid over this dispatch's push constants (every
+        value a workgroup count: 32 bits, within a CPU export's bound where it has one), and no
+        more workgroups than the dispatch's bindings have bytes, as for a static grid."""
+        try:
+            counts = grid(export, dispatch.pushConstants)
+        except IndexError:
+            raise _fail(where, f"reads a push constant past the dispatch's "
+                               f"{len(dispatch.pushConstants)}") from None
+        except size_exprs.SizeError as e:
+            raise _fail(where, f"is {e}") from None
+        if counts is None:
+            return
+        bound = getattr(export, "workgroupCount", 0)
+        if max(counts) > U32 or bound and counts[0] > bound:
+            raise _fail(where, f"is {counts}, past the {bound or U32} workgroups its export "
+                               f"allows")
+        touched = sum(ref.length for ref in dispatch.bindings)
+        if math.prod(counts) > max(1, touched):
+            raise _fail(where, f"{counts} launches more workgroups than the dispatch's bindings "
+                               f"have bytes ({touched}): every workgroup of a kernel touches "
+                               f"bytes of its own")
 
     def min_length(self, need: tuple, push_constants: list[int], where: str) -> int:
         """The bytes a binding must have: its export's minimum length, or, for a kernel with

@@ -83,17 +83,37 @@ def _tensor_type(t) -> str:
     return "x".join(dims + [_ELEMENT.get(t.elementType, f"type{t.elementType}")])
 
 
+def _pushed(expr) -> str:
+    """A kernel's run-time size as a formula over the dispatch's push constants (``push0``...)."""
+    code = list(expr.code)
+    return spell(code, [f"push{k}" for k in range(max(symbols(code), default=0) + 1)])
+
+
 def _bindings(bindings) -> str:
     """Each binding's access and the bytes it needs: a formula over the dispatch's push
-    constants (``push0``...) where the kernel has run-time sizes, at least its static floor."""
+    constants where the kernel has run-time sizes, at least its static floor."""
     def need(b) -> str:
         if b.minLengthExpr is None:
             return f"{b.minLength} B"
-        code = list(b.minLengthExpr.code)
-        formula = spell(code, [f"push{k}" for k in range(max(symbols(code), default=0) + 1)])
+        formula = _pushed(b.minLengthExpr)
         return f"{formula} B (at least {b.minLength})" if b.minLength else f"{formula} B"
 
     return ", ".join(f"{_ACCESS.get(b.access, b.access)} >= {need(b)}" for b in bindings or [])
+
+
+def _workgroups(x) -> str:
+    """A CPU export's workgroup count: a formula where the kernel has run-time sizes."""
+    if x.workgroupCountExpr is None:
+        return str(x.workgroupCount)
+    bound = f" (at most {x.workgroupCount})" if x.workgroupCount else ""
+    return f"{_pushed(x.workgroupCountExpr)}{bound}"
+
+
+def _grid(x) -> str:
+    """A GPU export's grid: formulas where the kernel has run-time sizes."""
+    if x.gridSizeExpr is None:
+        return _dims(x.gridSize)
+    return "(" + ", ".join(_pushed(e) for e in x.gridSizeExpr) + ")"
 
 
 def _sized_type(t, names) -> str:
@@ -162,7 +182,7 @@ def format_executable(index: int, e) -> list[str]:
             f"    library: {_size(_length(cpu.library))}",
         ]
         lines += [
-            f"    export {i} {_text(x.symbol)}: workgroups {x.workgroupCount}; "
+            f"    export {i} {_text(x.symbol)}: workgroups {_workgroups(x)}; "
             f"bindings [{_bindings(x.bindings)}]"
             for i, x in enumerate(cpu.exports or [])
         ]
@@ -187,7 +207,7 @@ def format_executable(index: int, e) -> list[str]:
         return lines
     for i, x in enumerate(gpu.exports or []):
         lines.append(
-            f"    export {i} {_text(x.name)}: grid {_dims(x.gridSize)}, "
+            f"    export {i} {_text(x.name)}: grid {_grid(x)}, "
             f"block {_dims(x.blockSize)}, shared {x.sharedMemoryBytes} B; "
             f"bindings [{_bindings(x.bindings)}]"
         )

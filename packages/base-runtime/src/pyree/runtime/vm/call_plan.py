@@ -32,7 +32,7 @@ class CallPlan:
         pool = loaded.pool
         varies = values is not None
         self.values = values  # the symbol values it is for; None: a static function's
-        self.program = program = record(tree, loaded.device, loaded.executable)
+        self.program = program = record(tree, loaded.device, loaded.executable, loaded.exports)
         # per-argument (type, shape, upload's pool key, whether a numpy array of it is read in
         # place), looked up once, not on every call
         host_memory = loaded.device.dlpack is not None and loaded.device.dlpack[0] == KDL_CPU

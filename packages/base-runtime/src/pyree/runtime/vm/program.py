@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyree.runtime.errors import DriverError
 from pyree.runtime.hal.device import CommandBuffer, Device, Executable
 from pyree.runtime.hal.ffi import STATUS, ffi
+from pyree.runtime.module.instance import grid
 from pyree.runtime.module.verifier import BUFFER_KINDS, CHECK_KINDS, COMMAND_KINDS
 from pyree.runtime.records import Record
 from pyree.runtime.vm.checks import CheckStep, Operand
@@ -43,9 +44,10 @@ class Program(Record):
 
 
 class _Recorder:
-    def __init__(self, device: Device, executable: Executable | None):
+    def __init__(self, device: Device, executable: Executable | None, exports: list):
         self.device = device
         self.executable = executable
+        self.exports = exports  # the module's export tables of ``executable``
         self.slots: dict[tuple[str, int], int] = {}
 
     def slot(self, ref) -> int:
@@ -56,13 +58,18 @@ class _Recorder:
     def bindings(self, refs) -> list[tuple[int, int, int]]:
         return [(self.slot(r), r.offset, r.length) for r in refs]
 
-    def hal_command(self, command) -> tuple:
+    def hal_command(self, command) -> tuple | None:
         """(kind, kernel, bindings, push constants, fill pattern, its length, workgroups): a
-        dispatch's workgroups are its run-time (x, y, z), or None for its export's grid."""
+        dispatch's workgroups are what its kernel's run-time grid comes to over its push
+        constants, or None for its export's static grid; None for a dispatch whose grid has a 0
+        (it runs nothing, and no driver sees it)."""
         kind = COMMAND_KINDS[command.kind]
         if kind == "dispatch":
             d = command.dispatch
-            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0, d.workgroups
+            workgroups = grid(self.exports[d.kernel], d.pushConstants)  # (verified)
+            if workgroups is not None and 0 in workgroups:
+                return None
+            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0, workgroups
         if kind == "copy":
             return (kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0,
                     None)
@@ -105,9 +112,10 @@ def _operand(ref, t) -> Operand:
     return Operand(BUFFER_KINDS[ref.kind], ref.index, ref.offset, ref.length, TensorType.from_fb(t))
 
 
-def record(function, device: Device, executable: Executable | None) -> Program:
-    """Records ``function`` (a verified FunctionT) for ``device``."""
-    recorder = _Recorder(device, executable)
+def record(function, device: Device, executable: Executable | None, exports: list) -> Program:
+    """Records ``function`` (a verified FunctionT) for ``device``, which runs ``executable``,
+    the module's executable whose export tables are ``exports``."""
+    recorder = _Recorder(device, executable, exports)
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
     # the verifier's clears (module/coverage.py) open the first command buffer; a branch never
@@ -131,7 +139,9 @@ def record(function, device: Device, executable: Executable | None) -> Program:
         else:
             if i in landings or not plan or not isinstance(plan[-1], list):
                 plan.append([])
-            plan[-1].append(recorder.hal_command(command))
+            hal_command = recorder.hal_command(command)
+            if hal_command is not None:
+                plan[-1].append(hal_command)
     step_at.append(len(plan))
     steps = [recorder.record(p) if isinstance(p, list)
              else BranchStep(p.condition, p.if_zero, step_at[p.target]) if isinstance(p, BranchStep)

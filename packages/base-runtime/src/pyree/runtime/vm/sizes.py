@@ -7,8 +7,8 @@ max, divisor) and every dim of every argument to its declared size (a static dim
 (a dynamic one), so two arguments that share a symbol must agree. ``instance`` then evaluates
 every SizeExpr into the static function of those sizes (module/instance.py), which the verifier
 checks as it checks a static function at load. A size that has no exact value (negative, past
-2^53, a division by zero; a push constant or workgroup count past 32 bits) is an
-InvocationError naming the function, the sizes and the expression, never a wrong size.
+2^53, a division by zero; a push constant past 32 bits) is an InvocationError naming the
+function, the sizes and the expression, never a wrong size.
 """
 
 from __future__ import annotations
