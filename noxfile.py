@@ -23,7 +23,7 @@ DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulka
 # The pytest markers of tests that need a device; the local session runs everything else. (rocm's
 # GPU tests run its driver on an NVIDIA GPU through a HIP-on-CUDA shim: they carry ``cuda``.)
 DEVICE_MARKERS = ("cuda", "vulkan")
-# cuda-bindings: the cuda driver no longer uses it, but tests/cuda checks the driver's C table of
+# cuda-bindings: the cuda driver no longer uses it, but tests/drivers/cuda checks the driver's C table of
 # entry points, constants and structs against cuda-python's own declarations.
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one

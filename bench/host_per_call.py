@@ -3,7 +3,7 @@ with calls queued back to back (each result dropped as the next is made, one wai
 bench/gpu_timing.py's pyree_ms times them) and per call+wait, on device-resident inputs.
 
     python bench/host_per_call.py [--devices local-sync,local-task] [--module M.vmfb --function F]
-                                  [--baseline-src DIR] [--profile]
+                                  [--baseline-src DIR] [--profile] [--sized]
 
 Without --module a 1x4 f32 add is compiled for llvm-cpu (the compiler must be installed); with
 it, inputs are random arrays of the function's argument types, so a module compiled for cuda
@@ -11,6 +11,11 @@ times the CUDA driver's path the same way (``--devices cuda``). Each number is t
 --rounds rounds of --calls calls, queued and waited rounds alternating. --baseline-src DIR (a
 copy of packages/base-runtime/src, e.g. from ``git archive``) runs the same measurement with that
 runtime in a subprocess, alternating with this tree's round by round, and prints both.
+
+--sized times a function with run-time sizes against its static twin (issue 29: within 10 µs):
+tests/runtime/module_factory.py's ``scale`` (x: ?xf32) at n = 4, a size it has recorded, and
+``scale4`` (x: 4xf32), the same kernel with static sizes (gcc and pyree.compiler's module
+writer build the module). A dynamic dim of a --module function's argument takes --dim.
 """
 
 from __future__ import annotations
@@ -32,8 +37,9 @@ ADD = """func.func @add(%a: tensor<1x4xf32>, %b: tensor<1x4xf32>) -> tensor<1x4x
 
 
 def measure(module_path: str, function: str, device: str, calls: int, rounds: int,
-            profile: bool) -> dict[str, float]:
-    """Median µs per call, queued and waited, of ``function`` on device-resident inputs."""
+            profile: bool, dim: int = 4) -> dict[str, float]:
+    """Median µs per call, queued and waited, of ``function`` on device-resident inputs (each
+    dynamic dim ``dim``)."""
     import numpy as np
     import pyree.runtime as rt
 
@@ -41,8 +47,8 @@ def measure(module_path: str, function: str, device: str, calls: int, rounds: in
         module = rt.load_module(f.read(), device=device)
     fn = module[function]
     rng = np.random.default_rng(0)
-    inputs = [rt.asdevicearray(module.device, rng.standard_normal(t.shape).astype(t.dtype))
-              for t in fn.argument_types]
+    inputs = [rt.asdevicearray(module.device, rng.standard_normal(
+        tuple(dim if d < 0 else d for d in t.shape)).astype(t.dtype)) for t in fn.argument_types]
     for _ in range(max(200, calls // 4)):  # warm: the pool's buffers, the driver's tables
         fn(*inputs).wait()
     queued, waited = [], []
@@ -83,6 +89,19 @@ def _child(src: str | None, module: str, function: str, device: str, calls: int,
     return json.loads(out.splitlines()[-1])
 
 
+def sized_module() -> str:
+    """tests/runtime/module_factory.py's module of functions with run-time sizes, as a file."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from runtime.module_factory import compile_kernels, sized_builder
+
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "sized.vmfb"
+    path.write_bytes(sized_builder(compile_kernels(folder)).finish())
+    return str(path)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--devices", default="local-sync,local-task")
@@ -91,13 +110,31 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--baseline-src", help="another runtime's src folder to alternate with")
-    p.add_argument("--repeats", type=int, default=5, help="alternations with --baseline-src")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="alternations with --baseline-src or of --sized's two functions")
     p.add_argument("--profile", action="store_true", help="cProfile one queued round")
+    p.add_argument("--dim", type=int, default=4, help="the size of a dynamic dim")
+    p.add_argument("--sized", action="store_true",
+                   help="a function with run-time sizes against its static twin")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(json.dumps(measure(args.module, args.function, args.devices, args.calls,
-                                 args.rounds, False)))
+                                 args.rounds, False, args.dim)))
+        return
+    if args.sized:
+        module = sized_module()
+        for device in args.devices.split(","):
+            runs: dict[str, list[dict]] = {"static 4xf32": [], "dynamic ?xf32, n = 4": []}
+            for _ in range(args.repeats):  # alternating: the machine's load hits both
+                for name, label in (("scale4", "static 4xf32"), ("scale", "dynamic ?xf32, n = 4")):
+                    runs[label].append(measure(module, name, device, args.calls, args.rounds,
+                                               args.profile, 4))
+            for label, rs in runs.items():
+                q = statistics.median(r["queued_us"] for r in rs)
+                w = statistics.median(r["waited_us"] for r in rs)
+                print(f"{device:12s} {label:22s} queued {q:7.2f} us/call   call+wait {w:7.2f} "
+                      f"us/call   (medians of {len(rs)} runs)")
         return
     module = args.module
     if module is None:

@@ -169,10 +169,10 @@ def bench(name: str, args, work: Path) -> dict:
 
 def profile(name: str, work: Path, top: int) -> None:
     """Each distinct kernel of the fused program alone, one thread, best of 5, on random data
-    (tests/codegen_cpu's ctypes harness): where the time goes, without the runtime."""
+    (tests/codegen/llvm_cpu's ctypes harness): where the time goes, without the runtime."""
     import collections
 
-    sys.path.insert(0, str(ROOT / "tests" / "codegen_cpu"))
+    sys.path.insert(0, str(ROOT / "tests" / "codegen" / "llvm_cpu"))
     from llvmcpu_harness import Compiled
     from pyree.compiler.codegen.common.normalize import normalize
     from pyree.compiler.flow.convolution import rewrite_convolutions

@@ -1,9 +1,9 @@
 """The programs every driver's concurrency test hammers (tests/stress.py): one table, run on
-local-sync and local-task (tests/runtime/test_concurrency.py), lavapipe (tests/vulkan) and the GPU
-(tests/cuda). Each exercises a different part of a call: a static command list (one CUDA graph)
-with small mapped results; a larger argument than the GPU drivers stage in one small slot, with a
-transient arena between kernels; and host control flow (the host reads device values and
-branches between command buffers, holding the function's lock while it waits).
+local-sync and local-task (tests/runtime/test_concurrency.py), lavapipe (tests/drivers/vulkan)
+and the GPU (tests/drivers/cuda). Each exercises a different part of a call: a static command
+list (one CUDA graph) with small mapped results; a larger argument than the GPU drivers stage in
+one small slot, with a transient arena between kernels; and host control flow (the host reads
+device values and branches between command buffers, holding the function's lock while it waits).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Host-program control flow (scf.for / scf.while / scf.if) shared by the CPU tests
-(tests/host/test_control_flow.py), the Vulkan ones (tests/vulkan/test_vulkan_control_flow.py)
-and the CUDA GPU run (tests/cuda): one MLIR module, and per function its inputs and a numpy
+(tests/host/test_control_flow.py), the Vulkan ones (tests/drivers/vulkan/test_vulkan_control_flow.py)
+and the CUDA GPU run (tests/drivers/cuda): one MLIR module, and per function its inputs and a numpy
 reference. Trip counts and branch choices come from device results and from arguments, and
 loop-carried values are swapped (a parallel copy) and nested."""
 

@@ -234,3 +234,10 @@ def math_expected(a, b, x) -> list[np.ndarray]:
 
 def relative_error(actual, expected) -> float:
     return float(np.abs(np.asarray(actual, np.float64) - expected).max() / np.abs(expected).max())
+
+
+# The programs above by name, as the Vulkan tests compile them (tests/codegen/spirv validates
+# their shaders, tests/drivers/vulkan runs them).
+PROGRAMS = {"special": SPECIAL, "bf16_ops": BF16_OPS, "math_f16": math_program("f16"),
+            "math_bf16": math_program("bf16"), "reduce_f16": reduce_program("f16"),
+            "reduce_bf16": reduce_program("bf16")}

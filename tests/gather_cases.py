@@ -1,5 +1,5 @@
 """Gathers (``tensor.extract`` at data-dependent indices inside a linalg.generic) shared by the
-CPU/CUDA tests (tests/e2e/test_gather.py) and the Vulkan ones (tests/vulkan/test_vulkan_gather.py):
+CPU/CUDA tests (tests/e2e/test_gather.py) and the Vulkan ones (tests/drivers/vulkan/test_vulkan_gather.py):
 each case is an MLIR program, its inputs and a numpy reference. pyree clamps every gathered index
 into its dim (MLIR leaves an out-of-range one undefined), so the references clip."""
 

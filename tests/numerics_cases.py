@@ -1,9 +1,10 @@
 """The numerics programs every device runs: MLIR text, fresh random inputs at odd shapes, a float64
 numpy reference. One table for all of them: the CPU drivers (tests/e2e/test_numerics.py), Vulkan
-(tests/vulkan/test_vulkan_driver.py, lavapipe in CI) and CUDA (tests/cuda/test_cuda_gpu.py); a
-device that cannot run an entry says so in its own file. The shapes include those that pick each
-GPU template (long fold reductions, 64- and 128-wide matmul tiles, guarded pad loads). Shapes that
-exist only for one backend's templates stay with that backend (tests/cuda/cases.py)."""
+(tests/drivers/vulkan/test_vulkan_driver.py, lavapipe in CI) and CUDA
+(tests/drivers/cuda/test_cuda_gpu.py); a device that cannot run an entry says so in its own file.
+The shapes include those that pick each GPU template (long fold reductions, 64- and 128-wide
+matmul tiles, guarded pad loads). Shapes that exist only for one backend's templates stay with
+that backend (tests/codegen/cuda/cases.py)."""
 
 from __future__ import annotations
 
@@ -271,7 +272,8 @@ CASES: dict[str, Callable[[], Case]] = {
 
 
 # The module files of these programs, where a device host runs modules built elsewhere
-# (tests/cuda/build_modules.py); the prefix keeps them apart from tests/cuda/cases.py's names.
+# (tests/drivers/cuda/build_modules.py); the prefix keeps them apart from the names of
+# tests/codegen/cuda/cases.py.
 FILE_PREFIX = "numerics_"
 
 

@@ -1,6 +1,8 @@
 """pyree's CUDA driver against PyTorch, in one process on one GPU.
 
-    python3 bench/cuda/bench_cuda.py MODULE_DIR [MODES...]   (modules of tests/cuda/build_modules.py)
+    python3 bench/cuda/bench_cuda.py MODULE_DIR [MODES...]
+
+MODULE_DIR holds the modules that tests/drivers/cuda/build_modules.py writes.
 
 PYREE_CUDA_F16_MODULE_DIR names another folder for the f16 matmul (the sm_90a build: wgmma).
 

@@ -18,7 +18,7 @@ export PYTHONUNBUFFERED=1
 for build in .cudabuild .cudabuild90a; do
   echo "== GPU tests, modules of $build"
   PYTHONPATH=/tmp/site PYREE_CUDA_MODULE_DIR=$PWD/$build python3 -m pytest -q -p no:cacheprovider \
-    tests/cuda/test_cuda_gpu.py 2>&1 | tee -a "$OUT/pytest.log" | tail -8
+    tests/drivers/cuda/test_cuda_gpu.py 2>&1 | tee -a "$OUT/pytest.log" | tail -8
 done
 for ((i = 0; i < ${ROUNDS:-4}; i++)); do
   [ -n "$BASELINE" ] && PYTHONPATH=/tmp/base python3 bench/cuda/invoke_latency.py .cudabuild cuda \

@@ -4,7 +4,7 @@
 #   bash bench/cuda/per_call_ab.sh BUILD BASE_SITE NEW_SITE
 # BASE_SITE / NEW_SITE: folders each tree's base-runtime and hal-cuda were pip-installed into
 # (--target); /tmp/site holds the wheels both need (cffi, pycparser). Run after
-# tests/cuda/run_on_device.sh's installs, e.g. BUILD=.gpubuild/cuda90.
+# tests/drivers/cuda/run_on_device.sh's installs, e.g. BUILD=.gpubuild/cuda90.
 set -o pipefail
 BUILD=$1; BASE=$2; NEW=$3
 for mode in graph stream; do

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs the CUDA GPU tests and benchmarks on a GPU host (the H100 of the device tool).
-# Needs, from the CPU build machine: .cudabuild/ (python3 tests/cuda/build_modules.py .cudabuild
-# sm_90, then python3 bench/cuda/tile_sweep.py build .cudabuild), .cudabuild90a/ (the same
+# Needs, from the CPU build machine: .cudabuild/ (python3 tests/drivers/cuda/build_modules.py
+# .cudabuild sm_90, then python3 bench/cuda/tile_sweep.py build .cudabuild), .cudabuild90a/ (the same
 # build_modules.py for sm_90a: wgmma) and, when cffi is missing there, .whl/ with cffi and
 # pycparser wheels for the host's Python. With BASELINE=DIR (a copy of packages/base-runtime and
 # packages/hal-cuda as committed) it also times the 4-element invoke on that install.
@@ -22,7 +22,8 @@ python3 -m pyree.runtime.tools.run_module --device=cuda --module=.cudabuild/benc
   --input="1x4xf32=1 2 3 4" --input="1x4xf32=10 20 30 40" 2>&1 | tee -a "$OUT/host.txt"
 for build in .cudabuild .cudabuild90a; do
   echo "== GPU tests, modules of $build"
-  PYREE_CUDA_MODULE_DIR=$PWD/$build python3 -m pytest -q -p no:cacheprovider tests/cuda/test_cuda_gpu.py 2>&1 | tee -a "$OUT/pytest.log" | tail -15
+  PYREE_CUDA_MODULE_DIR=$PWD/$build python3 -m pytest -q -p no:cacheprovider \
+    tests/drivers/cuda/test_cuda_gpu.py 2>&1 | tee -a "$OUT/pytest.log" | tail -15
 done
 mkdir -p /tmp/sass && python3 bench/cuda/dump_sass.py /tmp/sass .cudabuild/bench_matmul_f16.vmfb .cudabuild90a/bench_matmul_f16.vmfb 2>&1 | tee "$OUT/sass.txt"
 if [ -n "$BASELINE" ]; then

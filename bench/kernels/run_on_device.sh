@@ -3,7 +3,7 @@
 # CPU build machine:
 #   python3 bench/kernels/build_modules.py .gpubuild/kernels --target sm_90a
 # then, with carry [".gpubuild/kernels", ".whl"] (.whl: cffi and pycparser for the host's Python,
-# tests/vulkan/prepare_device_run.sh; add an ml_dtypes wheel there if the host lacks it):
+# tests/drivers/vulkan/prepare_device_run.sh; add an ml_dtypes wheel there if the host lacks it):
 #   bash bench/kernels/run_on_device.sh [run_suite.py options, e.g. --cases gpt2,bert]
 # Only the runtime and the cuda driver are installed; PyTorch with CUDA and numpy are the host's.
 # The table, log and JSON go to $OUT.

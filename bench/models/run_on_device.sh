@@ -2,7 +2,7 @@
 # Whole-model correctness and timing on a GPU host (the H100 of the device tool):
 #   bash bench/models/run_on_device.sh BUILD_DIR [DRIVERS]      (DRIVERS default cuda,vulkan)
 # Carry BUILD_DIR (bench/models/build_modules.py), .gl (Vulkan loader debs, as
-# tests/vulkan/prepare_device_run.sh fetches them), .whl (cffi, pycparser) and, for IREE's
+# tests/drivers/vulkan/prepare_device_run.sh fetches them), .whl (cffi, pycparser) and, for IREE's
 # modules, .irwhl (the iree-base-runtime wheel). Only the runtime and the drivers are installed: the
 # modules were compiled on the CPU-only build machine. Logs and JSON go to $OUT.
 set -o pipefail

@@ -170,7 +170,7 @@ def test_f16_rounds_once(nvidia):
 
 
 def test_reported_nvidia_cases():
-    """The H100's failures (tests/vulkan/math_report.py), now right under the model."""
+    """The H100's failures (tests/drivers/vulkan/math_report.py), now right under the model."""
     cases = {"sqrt": (-1.4e-45, np.nan), "rsqrt": (-1.4e-45, np.nan),
              "asin": (1.1754942e-38, 1.1754942e-38), "atanh": (-1.23e38, np.nan),
              "cbrt": (3.4e38, np.cbrt(3.4e38))}

@@ -1,8 +1,8 @@
 """Every math op on llvm-cpu (local-task): the max ulp error against a float64 numpy reference
 rounded to the dtype, over odd-sized inputs spanning every magnitude of both signs, subnormals,
 domain edges and special values; special values (NaN, ±inf, ±0 in or out) must come out exact.
-The vulkan tests (tests/vulkan/test_vulkan_math.py) and the CUDA GPU case (tests/cuda/cases.py)
-reuse the cases and the measure from here.
+The vulkan tests (tests/drivers/vulkan/test_vulkan_math.py) and the CUDA GPU case
+(tests/codegen/cuda/cases.py) reuse the cases and the measure from here.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def device(request):
 
 
 # Entries of the shared table the CPU drivers leave out: shapes that exist to pick a GPU template
-# (the CPU code generator's own shapes are tested in tests/codegen_cpu), and the forms these
+# (the CPU code generator's own shapes are tested in tests/codegen/llvm_cpu), and the forms these
 # programs already cover on the CPU; running them here would only add CI time.
 GPU_TEMPLATE_CASES = {
     "add_37x53", "add_f16_1000", "add_52x37",  # the SPIR-V elementwise / 4-vector grid-stride templates

@@ -6,8 +6,9 @@ matmul), or of one ulp of the sum of magnitudes where numpy happens to be exact.
 misses by thousands of ulps here (a 1e7 sum was off by 1.7e-4 relative, numpy by 1.1e-7): the
 backends cascade their accumulators (codegen/common/cascade.py).
 
-The same module runs on local-task here, on Vulkan (tests/vulkan/test_vulkan_reduction_accuracy.py,
-lavapipe in CI) and on CUDA (tests/cuda/test_cuda_gpu.py, modules from tests/cuda/build_modules.py).
+The same module runs on local-task here, on Vulkan
+(tests/drivers/vulkan/test_vulkan_reduction_accuracy.py, lavapipe in CI) and on CUDA
+(tests/drivers/cuda/test_cuda_gpu.py, modules from tests/drivers/cuda/build_modules.py).
 """
 
 from __future__ import annotations

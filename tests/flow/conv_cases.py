@@ -1,6 +1,6 @@
 """Convolutions written as linalg.generic with window maps (the form the front end gives the named
 conv ops), optionally behind a tensor.pad, a bias init and a relu, with a float64 numpy reference:
-the flow tests (test_convolution.py, test_implicit_gemm.py) and the GPU cases (tests/cuda) share
+the flow tests (test_convolution.py, test_implicit_gemm.py) and the GPU cases (tests/codegen/cuda) share
 them. No compiler import here: the GPU host runs its cases from prebuilt modules."""
 
 from __future__ import annotations

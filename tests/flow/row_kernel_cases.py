@@ -8,6 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+KINDS = ("softmax", "log_softmax", "layernorm", "rmsnorm")
 NP_DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
 EPS = 1e-5
 

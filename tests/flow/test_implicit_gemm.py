@@ -4,7 +4,7 @@ Each 16-bit convolution below, formed into regions for cuda, must have no patche
 float64 numpy convolution under the kernel IR's reference semantics (``kernel.evaluate``), special
 values included, and be taken by the tensor-core templates with the image gathered 16 bytes at a
 time. The patch digits are checked against numpy's unravel_index. The GPU runs the same kind of
-cases in tests/cuda (cases.py CONV_CASES).
+cases in tests/codegen/cuda (cases.py CONV_CASES).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""tests/vulkan's device fixture and tests/cuda's GPU marker rule, for the programs' device runs."""
+"""tests/drivers/vulkan's device fixture and tests/drivers/cuda's GPU marker rule, for the
+programs' device runs."""
 
 from __future__ import annotations
 
@@ -14,5 +15,5 @@ def _load(relative: str):
     return module
 
 
-vulkan_device = _load("vulkan/conftest.py").vulkan_device
-pytest_runtest_setup = _load("cuda/conftest.py").pytest_runtest_setup
+vulkan_device = _load("drivers/vulkan/conftest.py").vulkan_device
+pytest_runtest_setup = _load("drivers/cuda/conftest.py").pytest_runtest_setup

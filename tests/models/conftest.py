@@ -1,4 +1,4 @@
-"""The Vulkan device fixture of tests/vulkan, for the model tests' Vulkan runs."""
+"""The Vulkan device fixture of tests/drivers/vulkan, for the model tests' Vulkan runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "vulkan_conftest", Path(__file__).resolve().parents[1] / "vulkan" / "conftest.py")
+    "vulkan_conftest", Path(__file__).resolve().parents[1] / "drivers" / "vulkan" / "conftest.py")
 _vulkan = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_vulkan)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tooling import require_tool
 
-from .module_factory import COLS, ROWS, arith_builder, compile_kernels
+from .module_factory import COLS, ROWS, arith_builder, compile_kernels, sized_builder
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +28,9 @@ def arith_bytes(kernel_library, offset_constant) -> bytes:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng()
+
+
+@pytest.fixture(scope="session")
+def sized_bytes(kernel_library) -> bytes:
+    """The module of functions with run-time sizes (module_factory.sized_builder)."""
+    return sized_builder(kernel_library).finish()

@@ -1,6 +1,6 @@
 """Runs hostile mutants of real modules on a device in child processes and judges each one: the
-harness of the module fuzz tests (tests/runtime for the CPU drivers, tests/cuda and
-tests/vulkan for the GPUs).
+harness of the module fuzz tests (tests/runtime for the CPU drivers, tests/drivers/cuda and
+tests/drivers/vulkan for the GPUs).
 
 A child (run_mutants.py) loads and runs mutants in order; this side watches it. A mutant passes
 when it is refused with a PyreeError or each function returns a result or a PyreeError, and no

@@ -26,6 +26,8 @@ from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.Fill import FillT
 from pyree.compiler._fb.Function import FunctionT
 from pyree.compiler._fb.GpuExport import GpuExportT
+from pyree.compiler._fb.SizeExpr import SizeExprT
+from pyree.compiler._fb.Symbol import SymbolT
 from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.module_writer import ModuleBuilder
 
@@ -76,6 +78,20 @@ int32_t scale_f32(const pyree_cpu_dispatch_state_t *s, uint64_t begin, uint64_t 
 int32_t always_fails(const pyree_cpu_dispatch_state_t *s, uint64_t begin, uint64_t end) {
   return 7;
 }
+
+/* out[i] = x[i] * factor for i < n, with n (push constant 0) and the factor's bits (push
+   constant 1) given per dispatch: a kernel of run-time size, WG elements per workgroup. */
+int32_t scale_n_f32(const pyree_cpu_dispatch_state_t *s, uint64_t begin, uint64_t end) {
+  if (s->binding_count != 2 || s->push_constant_count != 2) return 1;
+  uint64_t n = s->push_constants[0];
+  if (s->binding_lengths[0] < n * 4 || s->binding_lengths[1] < n * 4) return 1;
+  float factor;
+  memcpy(&factor, &s->push_constants[1], 4);
+  const float *x = s->bindings[0];
+  float *out = s->bindings[1];
+  for (uint64_t i = begin * WG; i < end * WG && i < n; ++i) out[i] = x[i] * factor;
+  return 0;
+}
 """
 EXPORTS = [("add_f32", 3), ("scale_f32", 2), ("always_fails", 1)]
 ADD, SCALE_KERNEL, FAIL_KERNEL = 0, 1, 2
@@ -101,10 +117,61 @@ def tensor(element_type: int, *dims: int) -> TensorTypeT:
     return t
 
 
-def ref(kind: int, index: int, length: int, offset: int = 0) -> BufferRefT:
+def ref(kind: int, index: int, length, offset=0) -> BufferRefT:
+    """A buffer range; ``length`` and ``offset`` are bytes, or SizeExpr programs (lists)."""
     r = BufferRefT()
-    r.kind, r.index, r.offset, r.length = kind, index, offset, length
+    r.kind, r.index = kind, index
+    r.length, r.lengthExpr = (0, expr(length)) if isinstance(length, list) else (length, None)
+    r.offset, r.offsetExpr = (0, expr(offset)) if isinstance(offset, list) else (offset, None)
     return r
+
+
+# -- run-time sizes (schema 1.5) ---------------------------------------------------------------
+
+def expr(code: list[int]) -> SizeExprT:
+    e = SizeExprT()
+    e.code = list(code)
+    return e
+
+
+def sym(k: int) -> list[int]:
+    """The program of symbol k, bare (a dim that binds it)."""
+    return [1, k]
+
+
+def times(code: list[int], c: int) -> list[int]:
+    return [*code, 0, c, 4]
+
+
+def symbol(name: str, low: int = 0, high: int = -1, divisor: int = 1) -> SymbolT:
+    s = SymbolT()
+    s.name, s.min, s.max, s.divisor = name, low, high, divisor
+    return s
+
+
+def sized(element_type: int, *dims) -> TensorTypeT:
+    """A tensor type whose dims are sizes (ints) or SizeExpr programs (lists: dynamic dims)."""
+    t = tensor(element_type, *(-1 if isinstance(d, list) else d for d in dims))
+    t.dynamicDims = [expr(d) for d in dims if isinstance(d, list)] or None
+    return t
+
+
+def sized_function(name: str, symbols, arguments, results, result_sizes, commands,
+                   transient=None) -> FunctionT:
+    """A function with run-time sizes: ``result_sizes`` and ``transient`` are programs."""
+    f = function(name, arguments, results, commands, result_sizes=[0] * len(results))
+    f.symbols = list(symbols)
+    f.resultSizeExprs = [expr(code) for code in result_sizes]
+    f.transientSizeExpr = expr(transient) if transient is not None else None
+    return f
+
+
+def sized_dispatch(kernel: int, *bindings: BufferRefT, push=()) -> CommandT:
+    """A dispatch whose push constants are programs."""
+    c = dispatch(kernel, *bindings)
+    c.dispatch.pushConstants = None
+    c.dispatch.pushConstantExprs = [expr(code) for code in push]
+    return c
 
 
 def command(kind: int, **members) -> CommandT:
@@ -157,17 +224,23 @@ def constant(builder: ModuleBuilder, values: np.ndarray, element_type: int) -> C
     return c
 
 
-def cpu_executable(builder: ModuleBuilder, library: bytes, features=()) -> ExecutableT:
+def cpu_executable(builder: ModuleBuilder, library: bytes, features=(),
+                   exports=EXPORTS) -> ExecutableT:
     cpu = CpuExecutableT()
     cpu.format, cpu.targetCpu, cpu.cpuFeatures = "elf-x86_64", "generic", list(features)
     cpu.library = builder.add_data(library)
     cpu.exports = []
-    for symbol, binding_count in EXPORTS:
+    for name, binding_count, *workgroups in exports:
         export = CpuExportT()
-        export.symbol, export.workgroupCount = symbol, WORKGROUPS
+        export.symbol, export.workgroupCount = name, workgroups[0] if workgroups else WORKGROUPS
         export.bindings = [BindingLayoutT() for _ in range(binding_count)]
         for b in export.bindings:
-            b.minLength = N * 4 if symbol != "always_fails" else 0
+            b.minLength = N * 4 if name not in ("always_fails", "scale_n_f32") else 0
+        if name == "scale_n_f32":  # of run-time size: push constant 0 is n
+            for b in export.bindings:
+                b.minLengthExpr = expr(times(sym(0), 4))
+            if not workgroups:  # ceildiv(n, 64) workgroups, no bound
+                export.workgroupCount, export.workgroupCountExpr = 0, expr(N_GROUPS)
         cpu.exports.append(export)
     e = ExecutableT()
     e.name, e.format, e.cpu = "kernels", 0, cpu
@@ -253,3 +326,74 @@ def restamp(data: bytes | bytearray) -> bytes:
     """Recomputes the trailer digest after a deliberate change to the bytes before it."""
     body = bytes(data[:-32])
     return body + hashlib.sha256(body).digest()
+
+
+SIZED_EXPORTS = [("scale_n_f32", 2), ("scale_n_f32", 2, 1)]  # the second: one workgroup
+SCALE_N, SCALE_N_ONE = 0, 1
+N_GROUPS = [*sym(0), 0, WORKGROUP, 6]  # ceildiv(push constant 0, 64)
+BOUNDS = {"batch": (1, 64), "seq": (0, 512, 8)}  # rows(): batch in [1, 64], seq in [0, 512] by 8
+
+
+def sized_builder(library: bytes) -> ModuleBuilder:
+    """Functions with run-time sizes (schema 1.5), each checked against numpy by the tests:
+    copy(x: ?xf32) = x;  scale(x: ?xf32) = x * 2.5 by the scale_n kernel, whose export runs
+    ceildiv(n, 64) workgroups (none for n = 0);  staged(x: ?xf32) = scale(x) through the
+    transient arena;  concat(a: ?x3xf32, b: ?x3xf32) = [a; b], a (2 * batch)x3 result, batch in
+    [1, 64];
+    outer_fill(a: ?xi32, b: ?xi32) = an (m * n)-element fill of 7;  rows(x: ?x?xf32) = x with
+    batch in [1, 64] and seq in [0, 512] a multiple of 8;  diff(a: ?xf32, b: ?xf32) = a's first
+    n - m elements;  ratio(a: ?xf32, b: ?xf32) = a's first n floordiv m elements;
+    same(a: ?xf32, b: ?xf32): expect_eq(a, b);  huge(x: ?xf32): a result of n * 2^50 elements
+    (past 2^53 bytes from n = 2 on);  overreach(x: ?xf32) = scale with n * 2^31 for its push
+    constant n (the kernel then needs more bytes than its bindings have from n = 1 on, and the
+    push constant is past 32 bits from n = 2 on);  scale4(x: 4xf32), the static twin of
+    scale at n = 4 (one workgroup, as scale's ceildiv(4, 64))."""
+    b = ModuleBuilder("sized", "module_factory")
+    b.module.executables = [cpu_executable(b, library, exports=SIZED_EXPORTS)]
+    n, m = sym(0), sym(1)
+    bytes_n = times(n, 4)
+    scale_bits = struct.unpack("<I", struct.pack("<f", SCALE))[0]
+    row = sized(F32, n)
+
+    def copy_of(length, offset=0):
+        return copy(ref(ARG, 0, length), ref(RESULT, 0, length, offset))
+
+    b.module.functions = [
+        sized_function("copy", [symbol("n")], [row], [row], [bytes_n], [copy_of(bytes_n)]),
+        sized_function("scale", [symbol("n", 0, 1 << 20)], [row], [row], [bytes_n], [
+            sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
+                           push=[n, [0, scale_bits]])]),
+        sized_function("staged", [symbol("n")], [row], [row], [bytes_n], [
+            copy(ref(ARG, 0, bytes_n), ref(TRANSIENT, 0, bytes_n)),
+            command(BARRIER),
+            sized_dispatch(SCALE_N, ref(TRANSIENT, 0, bytes_n), ref(RESULT, 0, bytes_n),
+                           push=[n, [0, scale_bits]])], transient=bytes_n),
+        sized_function("concat", [symbol("batch", 1, 64)], [sized(F32, n, 3), sized(F32, n, 3)],
+                       [sized(F32, times(n, 2), 3)], [times(n, 24)], [
+                           copy_of(times(n, 12)),
+                           copy(ref(ARG, 1, times(n, 12)),
+                                ref(RESULT, 0, times(n, 12), times(n, 12)))]),
+        sized_function("outer_fill", [symbol("m"), symbol("n")], [sized(I32, n), sized(I32, m)],
+                       [sized(I32, [*n, *m, 4])], [times([*n, *m, 4], 4)], [
+                           fill(ref(RESULT, 0, times([*n, *m, 4], 4)), 7, 4)]),
+        sized_function("rows", [symbol("batch", *BOUNDS["batch"]), symbol("seq", *BOUNDS["seq"])],
+                       [sized(F32, n, m)], [sized(F32, n, m)], [times([*n, *m, 4], 4)],
+                       [copy_of(times([*n, *m, 4], 4))]),
+        sized_function("diff", [symbol("n"), symbol("m")], [row, sized(F32, m)],
+                       [sized(F32, [*n, *m, 3])], [times([*n, *m, 3], 4)],
+                       [copy_of(times([*n, *m, 3], 4))]),
+        sized_function("ratio", [symbol("n"), symbol("m")], [row, sized(F32, m)],
+                       [sized(F32, [*n, *m, 5])], [times([*n, *m, 5], 4)],
+                       [copy_of(times([*n, *m, 5], 4))]),
+        sized_function("same", [symbol("n")], [row, row], [], [], [
+            check(EXPECT_EQ, ref(ARG, 0, bytes_n), row, ref(ARG, 1, bytes_n), row,
+                  location="sized.mlir:9:3")]),
+        sized_function("huge", [symbol("n")], [row], [sized(F32, times(n, 1 << 50))],
+                       [times(n, 1 << 52)], [fill(ref(RESULT, 0, times(n, 1 << 52)), 0, 4)]),
+        sized_function("overreach", [symbol("n")], [row], [row], [bytes_n], [
+            sized_dispatch(SCALE_N, ref(ARG, 0, bytes_n), ref(RESULT, 0, bytes_n),
+                           push=[times(n, 1 << 31), [0, scale_bits]])]),
+        function("scale4", [tensor(F32, 4)], [tensor(F32, 4)], [
+            dispatch(SCALE_N_ONE, ref(ARG, 0, 16), ref(RESULT, 0, 16), push=[4, scale_bits])]),
+    ]
+    return b

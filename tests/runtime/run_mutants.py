@@ -67,7 +67,8 @@ def _arguments(function, rng: np.random.Generator) -> list | None:
 def _poison(module, function) -> None:
     """Seeds the pool with poisoned buffers of the function's result and transient keys."""
     pool = module.pool
-    keys = [*function._result_keys, *function._own_keys]
+    plan = function._plan  # (the mutants are of static modules)
+    keys = [*plan.result_keys, *(key for key in plan.own_keys if key is not None)]
     buffers = [pool._allocate(*key) for key in keys if key[0]]
     for buffer in buffers:   # the first MAX_POISON_BYTES: a mutant may ask for gigabytes
         size = min(buffer.size, MAX_POISON_BYTES)

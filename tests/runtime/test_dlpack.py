@@ -1,6 +1,6 @@
 """DLPack both ways on the CPU drivers (issue 12): results handed to torch and numpy in place,
 torch/numpy tensors used as arguments in place, with the right lifetimes; and the copy where a
-driver shares no memory. The CUDA side is tests/cuda/test_cuda_dlpack.py."""
+driver shares no memory. The CUDA side is tests/drivers/cuda/test_cuda_dlpack.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pyree.runtime.hal import device as hal_device
 from pyree.runtime.hal.ffi import check_struct, ffi
 from pyree.runtime.hal.registry import get_driver
 from pyree.runtime.vm import dlpack
-from pyree.runtime.vm.function import IMPORT_MIN_BYTES
+from pyree.runtime.vm.call_plan import IMPORT_MIN_BYTES
 from tooling import require_module
 
 torch = require_module("torch")

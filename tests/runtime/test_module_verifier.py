@@ -133,9 +133,9 @@ MUTATIONS = {
     "unknown element type": (
         lambda m: _fn(m, "add").arguments.__setitem__(0, tensor(77, 4)),
         r"function 'add' argument 0: unknown element type 77"),
-    "dynamic dimension": (
+    "dynamic dimension without its SizeExpr": (
         lambda m: _fn(m, "add").arguments.__setitem__(1, tensor(F32, 37, -1)),
-        r"function 'add' argument 1: dynamic shapes are not supported yet"),
+        r"function 'add': argument 1: has 1 dynamic dims but 0 SizeExprs for them"),
     "negative dimension": (
         lambda m: _fn(m, "add").results.__setitem__(0, tensor(F32, -5)),
         r"function 'add' result 0: invalid dimension -5"),

@@ -19,8 +19,8 @@ from pyree.runtime.hal.python_driver import DeviceInfo, PythonDriver, export_dri
 
 @pytest.mark.parametrize("device", ["local-task", "local-sync"])
 def test_benchmark_module(device, tools_module):
-    """Most of a call's time is inside the driver's callbacks (tests/vulkan and tests/cuda run
-    this on their devices)."""
+    """Most of a call's time is inside the driver's callbacks (tests/drivers/vulkan and
+    tests/drivers/cuda run this on their devices)."""
     assert_benchmark_interrupted(interrupt_benchmark(tools_module, device, "twice",
                                                      "37x53xf32=3"))
 

@@ -15,7 +15,7 @@
  */
 
 #define PYREE_HAL_ABI_VERSION 1
-#define PYREE_HAL_ABI_REVISION 4
+#define PYREE_HAL_ABI_REVISION 5
 
 #define PYREE_STATUS_OK 0
 #define PYREE_STATUS_CANCELLED 1
@@ -86,6 +86,13 @@ typedef struct {
   const uint32_t *push_constants;
   uint64_t fill_pattern;              /* fill: little-endian bits, repeated */
   uint32_t fill_pattern_length;       /* fill: 1, 2, 4 or 8 */
+  /* Revision 5: a dispatch's workgroup count (x, y, z) in this recording, where its kernel has
+   * run-time sizes (the module's export computes it from the dispatch's push constants, and a
+   * function with run-time sizes is recorded once per size); {0, 0, 0}: its export's grid_size.
+   * A CPU dispatch runs linear workgroups [0, x) (y = z = 1). Only a device whose command_size
+   * (below) is this struct's size reads it; an older one is handed its own layout, without this
+   * field, and never a dispatch that needs it. */
+  uint32_t workgroup_count[3];
 } pyree_hal_command_t;
 
 typedef struct {
@@ -201,6 +208,11 @@ typedef struct pyree_hal_device_v1 {
    * a failed submission returns its error. Each timing is read exactly once. */
   pyree_status_t (*read_timing)(void *self, pyree_handle_t timing, uint32_t capacity,
                                 pyree_hal_command_time_t *out_times, uint32_t *out_count);
+
+  /* Revision 5: sizeof(pyree_hal_command_t) as the driver was built, the stride of the command
+   * arrays create_command_buffer reads; the runtime refuses any other. Absent from a smaller
+   * struct_size: revision 4's commands, which end before workgroup_count. */
+  uint32_t command_size;
 } pyree_hal_device_v1_t;
 
 typedef struct pyree_hal_driver_v1 {

@@ -10,11 +10,16 @@ from __future__ import annotations
 import math
 import threading
 
+from pyree.runtime.errors import DriverError
 from pyree.runtime.hal.ffi import (
+    COMMAND_SIZE,
+    COMMAND_SIZE_4,
     INFINITE_TIMEOUT_NS,
     PROCESS,
+    STATUS,
     check,
     check_struct,
+    command_size,
     ffi,
     has_field,
 )
@@ -32,6 +37,8 @@ _U64_OUT = ffi.typeof("uint64_t *")
 _U64S = ffi.typeof("uint64_t[]")
 _I32_OUT = ffi.typeof("int32_t *")
 _COMMAND_TIMES = ffi.typeof("pyree_hal_command_time_t[]")
+_COMMANDS = ffi.typeof("pyree_hal_command_t[]")
+_COMMAND = ffi.typeof("pyree_hal_command_t *")
 
 
 class DeviceInfo(Record):
@@ -85,6 +92,14 @@ class Device:
         self._waits_streams = has_field(struct, "pyree_hal_device_v1_t", "stream_wait")
         # whether it times each command of a submission (revision 4)
         self.times_commands = has_field(struct, "pyree_hal_device_v1_t", "queue_submit_timed")
+        # the command layout it reads: with per-dispatch workgroup counts from revision 5 on
+        self.command_size = command_size(struct)
+        if self.command_size not in (COMMAND_SIZE, COMMAND_SIZE_4):
+            raise DriverError(f"device '{uri}' reads commands of {self.command_size} bytes; this "
+                              f"runtime writes {COMMAND_SIZE} (HAL ABI revision 5): install a "
+                              f"matching driver", STATUS["FAILED_PRECONDITION"],
+                              "FAILED_PRECONDITION")
+        self.workgroup_counts = self.command_size == COMMAND_SIZE
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
         self._query = struct.semaphore_query
@@ -163,9 +178,22 @@ class Device:
         self._check(self._vt.load_executable(self._vt.self, params, out), "load executable")
         return Executable(self, out[0])
 
+    def command_array(self, count: int) -> tuple[object, list]:
+        """A zeroed array of ``count`` commands in the layout this device reads, for
+        ``create_command_buffer``: (the array, each command's struct). A device older than
+        revision 5 reads shorter commands: each is a struct view at its own offset whose
+        ``workgroup_count`` must not be written (``workgroup_counts`` is False)."""
+        if self.workgroup_counts:
+            array = ffi.new(_COMMANDS, max(count, 1))
+            return array, [array[i] for i in range(count)]
+        array = ffi.new("char[]", count * COMMAND_SIZE_4 + COMMAND_SIZE)
+        return array, [ffi.cast(_COMMAND, array + i * COMMAND_SIZE_4)[0] for i in range(count)]
+
     def create_command_buffer(self, commands, count: int, binding_table_size: int) -> CommandBuffer:
+        """``commands``: the array of ``command_array``, filled in."""
         out = ffi.new(_HANDLE_OUT)
-        self._check(self._vt.create_command_buffer(self._vt.self, count, commands,
+        self._check(self._vt.create_command_buffer(self._vt.self, count,
+                                                   ffi.cast(_COMMAND, commands),
                                                    binding_table_size, out),
                     "record command buffer")
         return CommandBuffer(self, out[0], binding_table_size)
@@ -348,6 +376,7 @@ class CommandBuffer(_Resource):
         super().__init__(device, handle)
         self.binding_table_size = binding_table_size
         self.submit_arrays = _SubmitArrays(binding_table_size, 4)
+        self.contents: tuple = ()  # what its commands are, for traces (set by vm/program.py)
 
 
 class Semaphore(_Resource):

@@ -20,7 +20,11 @@ _CONSTANTS = ffi.dlopen(None)
 ABI_VERSION = _CONSTANTS.PYREE_HAL_ABI_VERSION
 # The first field each revision appended, per struct: an older driver's struct ends before it.
 REVISION_FIELDS = {"pyree_hal_device_v1_t": ("allocate_mapped", "import_host", "dlpack_device",
-                                            "queue_submit_timed")}
+                                            "queue_submit_timed", "command_size")}
+COMMAND_SIZE = ffi.sizeof("pyree_hal_command_t")
+# A revision 4 command ends before workgroup_count: its size, padded as the C compiler pads it.
+_ALIGN = ffi.alignof("pyree_hal_command_t")
+COMMAND_SIZE_4 = -(-ffi.offsetof("pyree_hal_command_t", "workgroup_count") // _ALIGN) * _ALIGN
 STATUS = {name.removeprefix("PYREE_STATUS_"): getattr(_CONSTANTS, name)
           for name in dir(_CONSTANTS) if name.startswith("PYREE_STATUS_")}
 STATUS_NAMES = {code: name for name, code in STATUS.items()}
@@ -73,6 +77,13 @@ def has_field(ptr, type_name: str, field: str) -> bool:
     """Whether a checked struct reaches ``field`` (a later revision's) and the driver set it."""
     end = ffi.offsetof(type_name, field) + ffi.sizeof(getattr(ptr, field))
     return ptr.struct_size >= end and getattr(ptr, field) != ffi.NULL
+
+
+def command_size(device) -> int:
+    """The stride of the command arrays a device (a checked ``pyree_hal_device_v1_t *``)
+    reads: its ``command_size`` from revision 5 on, revision 4's before."""
+    end = ffi.offsetof("pyree_hal_device_v1_t", "command_size") + 4
+    return device.command_size if device.struct_size >= end else COMMAND_SIZE_4
 
 
 def check_struct(ptr, type_name: str, what: str) -> None:

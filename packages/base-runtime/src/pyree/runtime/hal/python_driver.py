@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 
-from pyree.runtime.hal.ffi import ABI_VERSION, INTERRUPTED, STATUS, ffi
+from pyree.runtime.hal.ffi import ABI_VERSION, COMMAND_SIZE, INTERRUPTED, STATUS, command_size, ffi
 from pyree.runtime.hal.timeline import HalError, TimelineSemaphore
 from pyree.runtime.records import Record
 
@@ -68,6 +68,14 @@ class Command(Record):
     push_constants: tuple[int, ...]
     fill_pattern: int
     fill_pattern_length: int
+    # dispatch: its own workgroup count where the runtime computed one (hal.h revision 5), as
+    # the ABI has it: (0, 0, 0) for its export's grid (and for the other kinds)
+    workgroup_count: tuple[int, int, int] = (0, 0, 0)
+
+    def workgroups(self, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+        """The (x, y, z) workgroups a dispatch of an export of ``grid`` runs: its own count,
+        else that grid. One 0 among them runs none."""
+        return self.workgroup_count if any(self.workgroup_count) else tuple(grid)
 
 
 class DeviceInfo(Record):
@@ -396,7 +404,7 @@ def _release_executable(device, handle):
 _BINDINGS_OF = {"copy": 2, "fill": 1, "barrier": 0}  # dispatch: as many as its export declares
 
 
-def _decode_command(device, c, table_size: int, where: str) -> Command:
+def _decode_command(device, c, table_size: int, where: str, own_workgroups: bool) -> Command:
     kind = COMMAND_KINDS.get(c.kind)
     if kind is None:
         raise HalError("INVALID_ARGUMENT", f"{where}: unknown command kind {c.kind}")
@@ -434,13 +442,19 @@ def _decode_command(device, c, table_size: int, where: str) -> Command:
         raise HalError("INVALID_ARGUMENT", f"{where}: fill of {bindings[0].length} bytes with a "
                                            f"{width}-byte pattern")
     push = tuple(c.push_constants[i] for i in range(c.push_constant_count))
-    return Command(kind, executable, c.export_ordinal, bindings, push, c.fill_pattern, width)
+    workgroups = tuple(c.workgroup_count) if own_workgroups and kind == "dispatch" else (0, 0, 0)
+    return Command(kind, executable, c.export_ordinal, bindings, push, c.fill_pattern, width,
+                   workgroups)
 
 
 @_callback("pyree_status_t(void *, uint32_t, const pyree_hal_command_t *, uint32_t, "
            "pyree_handle_t *)")
 def _create_command_buffer(device, count, commands, table_size, out):
-    decoded = [_decode_command(device, commands[i], table_size, f"command {i}")
+    # in the layout this device's struct declares (an older revision's: shorter commands)
+    stride = command_size(device._struct)
+    base = ffi.cast("char *", commands)
+    decoded = [_decode_command(device, ffi.cast("pyree_hal_command_t *", base + i * stride)[0],
+                               table_size, f"command {i}", stride == COMMAND_SIZE)
                for i in range(count)]
     out[0] = device._register("command buffer", device.create_command_buffer(decoded, table_size))
 
@@ -554,6 +568,7 @@ def _device_struct(device: PythonDevice):
     vt = device._struct = ffi.new("pyree_hal_device_v1_t *")
     vt.abi_version, vt.struct_size = ABI_VERSION, ffi.sizeof("pyree_hal_device_v1_t")
     vt.self, vt.executable_format = device._handle, device._format
+    vt.command_size = COMMAND_SIZE
     for field, callback in _DEVICE_CALLBACKS.items():
         setattr(vt, field, callback)
     if getattr(device, "allocate_mapped", None) is not None:

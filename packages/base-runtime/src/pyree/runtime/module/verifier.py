@@ -13,6 +13,12 @@ shared object whose exports are kernels it defines, and whose export records (wh
 wrote them) equal the module's export table (hal/images/cpu_library.py); a GPU export may not
 launch more blocks than its bindings have bytes. Each function gets ``clears``, the zero-fills a
 call runs first so that it never reads or returns memory it did not write (coverage.py).
+
+A function with run-time sizes (schema 1.5: symbols) is checked here for what holds at every
+size: its symbols, every SizeExpr's form (size_exprs.py), its types' dynamic dims, and that each
+symbol is bound by an argument's dim. What depends on the sizes (every range, every binding's
+length) is checked per size, when the VM first records that size, by the very checks a static
+function gets here (``function.verify_size``, on the instance.py copy for those sizes).
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import math
 
 from pyree.runtime.element_types import FLOAT_TYPES, ITEMSIZES, NAMES, spell
 from pyree.runtime.errors import ModuleError
+from pyree.runtime.module import size_exprs
 from pyree.runtime.module.coverage import clears
+from pyree.runtime.module.instance import U32, grid, instantiate
 from pyree.runtime.records import Record
 
 ALIGNMENT = 64
@@ -47,6 +55,11 @@ class _Buffers(Record):
 
 def _fail(where: str, what: str) -> ModuleError:
     return ModuleError(f"module file is invalid: {where}: {what}")
+
+
+class _Sized(Exception):
+    """A SizeExpr (or a dynamic dim) met while a function without symbols is checked as static:
+    its expressions are constants, evaluated once at load (``_Verifier.function``)."""
 
 
 def _text(value, where: str) -> str:
@@ -84,12 +97,15 @@ class _Verifier:
         tree.executables = tree.executables or []
         constant_sizes = [self.constant(c, f"constant {i}") for i, c in enumerate(tree.constants)]
         executables = [self.executable(e, i) for i, e in enumerate(tree.executables)]
-        self.exports = [[lengths for lengths, _ in exports] for exports in executables]
+        # per executable, per export, per binding: (min length, min length program or None)
+        self.exports = [[needs for needs, _ in exports] for exports in executables]
         # per kernel: its binding layouts where every executable's code attests the same ones
         kernels = min((len(exports) for exports in executables), default=0)
         attested = [{exports[k][1] for exports in executables} for k in range(kernels)]
         self.trusted = [next(iter(a)) if len(a) == 1 else None for a in attested]
         self.kernels(tree)
+        self.constant_sizes = constant_sizes
+        self.tables = [getattr(e, FORMATS[e.format]).exports for e in tree.executables]
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -97,7 +113,7 @@ class _Verifier:
             if not function.name or function.name in names:
                 raise _fail(f"function {i}", f"name {function.name!r} is empty or repeated")
             names.add(function.name)
-            self.function(function, constant_sizes, where)
+            tree.functions[i] = self.function(function, where)
 
     # -- types and data ------------------------------------------------------------------------
 
@@ -108,11 +124,18 @@ class _Verifier:
             raise _fail(where, f"unknown element type {t.elementType}")
         t.dims = _ints(t.dims)
         for d in t.dims:
-            if d == -1:
-                raise _fail(where, "dynamic shapes are not supported yet")
-            if d < 0:
+            if d < -1:
                 raise _fail(where, f"invalid dimension {d}")
+        if -1 in t.dims or t.dynamicDims:
+            raise _Sized
         return tensor_bytes(t)
+
+    def sized_type(self, t, where: str) -> None:
+        """A type of a function with symbols: its element type and dims (-1 where dynamic)."""
+        try:
+            self.tensor_type(t, where)
+        except _Sized:
+            pass
 
     def data_ref(self, ref, where: str) -> None:
         if ref is None:
@@ -124,7 +147,10 @@ class _Verifier:
                                f"{self.data_size}-byte data segment")
 
     def constant(self, constant, where: str) -> int:
-        size = self.tensor_type(constant.type, f"{where} type")
+        try:
+            size = self.tensor_type(constant.type, f"{where} type")
+        except _Sized:
+            raise _fail(where, "a constant's type has a dynamic dimension") from None
         if constant.parameter is not None:
             parameter = constant.parameter
             parameter.scope = _text(parameter.scope, f"{where} parameter scope")
@@ -142,9 +168,11 @@ class _Verifier:
 
     # -- executables ---------------------------------------------------------------------------
 
-    def executable(self, executable, index: int) -> list[tuple[list[int], tuple | None]]:
-        """Checks one executable; returns per export its bindings' minimum lengths and, where
-        its code attests them, its binding layouts as (access, min length) pairs."""
+    def executable(self, executable, index: int) -> list[tuple[list[tuple], tuple | None]]:
+        """Checks one executable; returns per export its bindings' (minimum length, minimum
+        length program or None) and, where its code attests them, its binding layouts as
+        (access, min length) pairs (never for an export whose lengths are programs: the code
+        attests its static floors only)."""
         executable.name = _text(executable.name, f"executable {index} name")
         where = f"executable {index} ('{executable.name}')"
         if executable.format not in FORMATS:
@@ -184,7 +212,9 @@ class _Verifier:
                             f"declares {export.workgroupCount} workgroups and bindings (access, "
                             f"bytes) {list(declared)}, but its kernel was compiled for "
                             f"{record.workgroup_count} and {list(record.bindings)}")
-            layouts.append(declared)
+            dynamic = export.workgroupCountExpr is not None or \
+                any(program is not None for _, program in lengths[k])
+            layouts.append(None if dynamic else declared)
         return list(zip(lengths, layouts))
 
     def cpu_records(self, member, where: str):
@@ -205,7 +235,7 @@ class _Verifier:
         except ImageError as e:
             raise _fail(f"{where} library", str(e)) from None
 
-    def export(self, export, fmt: str, where: str) -> list[int]:
+    def export(self, export, fmt: str, where: str) -> list[tuple[int, list[int] | None]]:
         if fmt == "cpu":
             export.symbol = _text(export.symbol, where)
             if not export.symbol:
@@ -219,15 +249,32 @@ class _Verifier:
                 raise _fail(where, f"grid and block sizes must have 3 entries, got "
                                    f"{len(export.gridSize)} and {len(export.blockSize)}")
         export.bindings = export.bindings or []
+        grid = [export.workgroupCountExpr] if fmt == "cpu" and export.workgroupCountExpr \
+            else export.gridSizeExpr if fmt != "cpu" else None
+        if grid is not None:  # a kernel with run-time sizes: its grid per dispatch
+            if len(grid) != (1 if fmt == "cpu" else 3):
+                raise _fail(where, f"its grid has {len(grid)} SizeExprs, not 3 (x, y, z)")
+            for axis, program in zip("xyz", grid):
+                problem = size_exprs.problem(_ints(program.code if program else None), 1 << 32)
+                if problem:
+                    raise _fail(where, f"its workgroup count {axis} SizeExpr {problem}")
+        needs = []
         for b, layout in enumerate(export.bindings):
             if layout.access not in BINDING_ACCESS:
                 raise _fail(f"{where} binding {b}", f"unknown access {layout.access}")
+            program = None
+            if layout.minLengthExpr is not None:  # over the dispatch's push constants
+                program = _ints(layout.minLengthExpr.code)
+                problem = size_exprs.problem(program, 1 << 32)
+                if problem:
+                    raise _fail(f"{where} binding {b}", f"its minimum length SizeExpr {problem}")
+            needs.append((layout.minLength, program))
         lengths = [layout.minLength for layout in export.bindings]
         if fmt != "cpu" and math.prod(export.gridSize) > max(1, sum(lengths)):
             raise _fail(where, f"grid {tuple(export.gridSize)} launches more blocks than its "
                                f"bindings have bytes ({sum(lengths)}): every block of a kernel "
                                f"touches bytes of its own")
-        return lengths
+        return needs
 
     def kernels(self, tree) -> None:
         """Each kernel's name and source ops (schema 1.4): one per kernel where present."""
@@ -243,8 +290,38 @@ class _Verifier:
 
     # -- functions -----------------------------------------------------------------------------
 
-    def function(self, function, constant_sizes: list[int], where: str) -> None:
+    def function(self, function, where: str):
+        """Checks a function; returns it, or the static function that its expressions come to
+        where it has SizeExprs but no symbols (constants, evaluated here once)."""
         function.location = _text(function.location, where)
+        if function.symbols:
+            self.dynamic(function, where)
+            return function
+        try:
+            self.static(function, where)
+            return function
+        except _Sized:
+            pass
+
+        def constant(label: str, code: list[int], limit: int = size_exprs.LIMIT) -> int:
+            self.program(code, 0, where, label)
+            try:
+                value = size_exprs.evaluate(code, ())
+            except size_exprs.SizeError as e:
+                raise _fail(where, f"{label} `{size_exprs.spell(code)}` is {e}") from None
+            if value > limit:
+                raise _fail(where, f"{label} is {value}, past its limit {limit}")
+            return value
+
+        static = instantiate(function, constant, where)
+        self.static(static, where)
+        return static
+
+    def static(self, function, where: str) -> None:
+        """Checks a function of static sizes (at load, or a dynamic one's copy at one size) and
+        sets its ``clears``; raises _Sized at a SizeExpr."""
+        if function.resultSizeExprs is not None or function.transientSizeExpr is not None:
+            raise _Sized
         function.arguments = function.arguments or []
         function.results = function.results or []
         function.resultSizes = _ints(function.resultSizes)
@@ -263,8 +340,8 @@ class _Verifier:
             raise _fail(where, f"transient size {function.transientSize} is implausibly large")
         if function.readbackSize > MAX_ALLOCATION:
             raise _fail(where, f"readback size {function.readbackSize} is implausibly large")
-        buffers = _Buffers(arguments, function.resultSizes, function.transientSize, constant_sizes,
-                           function.readbackSize, len(function.commands))
+        buffers = _Buffers(arguments, function.resultSizes, function.transientSize,
+                           self.constant_sizes, function.readbackSize, len(function.commands))
         for c, command in enumerate(function.commands):
             self.command(command, buffers, f"{where} command {c}")
         # Allocations in whole 4-byte words, so that the clears are too (a Vulkan fill takes only
@@ -273,6 +350,46 @@ class _Verifier:
         function.transientSize += -function.transientSize % 4
         function.readbackSize += -function.readbackSize % 4
         function.clears = clears(function, self.trusted, tensor_bytes)
+
+    def program(self, code: list[int], symbols: int, where: str, label: str) -> None:
+        problem = size_exprs.problem(code, symbols)
+        if problem:
+            raise _fail(where, f"{label}: its SizeExpr {problem}")
+
+    def dynamic(self, function, where: str) -> None:
+        """What holds at every size of a function with symbols: the symbols, the form of every
+        SizeExpr (checked by the walk that evaluates them per size), each symbol bound by a bare
+        dynamic dim of an argument. Sets ``verify_size``: the checks of ``static`` for the
+        function's copy at one size."""
+        for k, symbol in enumerate(function.symbols):
+            symbol.name = _text(symbol.name, f"{where} symbol {k}") or f"s{k}"
+            low, high, divisor = symbol.min, symbol.max, symbol.divisor
+            if not (0 <= low <= size_exprs.LIMIT and (high == -1 or low <= high <= size_exprs.LIMIT)
+                    and 1 <= divisor <= size_exprs.LIMIT):
+                raise _fail(f"{where} symbol {k} ('{symbol.name}')",
+                            f"bounds min={low} max={high} divisor={divisor} are not sizes "
+                            f"(0 <= min <= max or max = -1, divisor >= 1)")
+        for i, t in enumerate(function.arguments or []):
+            self.sized_type(t, f"{where} argument {i}")
+        for i, t in enumerate(function.results or []):
+            self.sized_type(t, f"{where} result {i}")
+        count = len(function.symbols)
+
+        def check(label: str, code: list[int], limit: int = 0) -> int:
+            self.program(code, count, where, label)
+            return 1
+
+        instantiate(function, check, where)
+        bound = set()
+        for t in function.arguments or []:
+            for expr in t.dynamicDims or []:
+                k = size_exprs.bare_symbol(_ints(expr.code))
+                bound.add(k)
+        unbound = [s.name for k, s in enumerate(function.symbols) if k not in bound]
+        if unbound:
+            raise _fail(where, f"symbol {', '.join(unbound)} is not a dim of any argument "
+                               f"(a bare dynamic dim binds each symbol from a call's shapes)")
+        function.verify_size = self.static
 
     def command(self, command, buffers: _Buffers, where: str) -> None:
         if command.kind not in COMMAND_KINDS:
@@ -286,6 +403,8 @@ class _Verifier:
         getattr(self, kind)(member, buffers, f"{where} ({kind})")
 
     def dispatch(self, dispatch, buffers: _Buffers, where: str) -> None:
+        if dispatch.pushConstantExprs is not None:
+            raise _Sized
         dispatch.bindings = dispatch.bindings or []
         dispatch.pushConstants = _ints(dispatch.pushConstants)
         if not self.exports:
@@ -294,16 +413,59 @@ class _Verifier:
             if dispatch.kernel >= len(exports):
                 raise _fail(where, f"kernel {dispatch.kernel} is out of range: executable {e} "
                                    f"has {len(exports)} exports")
-            need = exports[dispatch.kernel]
-            if len(need) != len(dispatch.bindings):
+            needs = exports[dispatch.kernel]
+            if len(needs) != len(dispatch.bindings):
                 raise _fail(where, f"has {len(dispatch.bindings)} bindings but executable {e} "
-                                   f"export {dispatch.kernel} declares {len(need)}")
-            for b, (ref, min_length) in enumerate(zip(dispatch.bindings, need)):
+                                   f"export {dispatch.kernel} declares {len(needs)}")
+            for b, (ref, need) in enumerate(zip(dispatch.bindings, needs)):
+                min_length = self.min_length(need, dispatch.pushConstants, f"{where} binding {b}")
                 if ref.length < min_length:
                     raise _fail(f"{where} binding {b}", f"length {ref.length} is shorter than the "
                                                         f"{min_length} bytes the kernel touches")
         for b, ref in enumerate(dispatch.bindings):
             self.buffer_ref(ref, buffers, f"{where} binding {b}")
+        for e, exports in enumerate(self.tables):
+            self.check_grid(exports[dispatch.kernel], dispatch, f"{where}: executable {e}'s grid")
+
+    def check_grid(self, export, dispatch, where: str) -> None:
+        """A kernel with run-time sizes: its grid over this dispatch's push constants (every
+        value a workgroup count: 32 bits, within a CPU export's bound where it has one), and no
+        more workgroups than the dispatch's bindings have bytes, as for a static grid."""
+        try:
+            counts = grid(export, dispatch.pushConstants)
+        except IndexError:
+            raise _fail(where, f"reads a push constant past the dispatch's "
+                               f"{len(dispatch.pushConstants)}") from None
+        except size_exprs.SizeError as e:
+            raise _fail(where, f"is {e}") from None
+        if counts is None:
+            return
+        bound = getattr(export, "workgroupCount", 0)
+        if max(counts) > U32 or bound and counts[0] > bound:
+            raise _fail(where, f"is {counts}, past the {bound or U32} workgroups its export "
+                               f"allows")
+        touched = sum(ref.length for ref in dispatch.bindings)
+        if math.prod(counts) > max(1, touched):
+            raise _fail(where, f"{counts} launches more workgroups than the dispatch's bindings "
+                               f"have bytes ({touched}): every workgroup of a kernel touches "
+                               f"bytes of its own")
+
+    def min_length(self, need: tuple, push_constants: list[int], where: str) -> int:
+        """The bytes a binding must have: its export's minimum length, or, for a kernel with
+        run-time sizes, what its program computes over the dispatch's push constants (symbol k
+        is push constant k), the static minimum its floor."""
+        floor, program = need
+        if program is None:
+            return floor
+        highest = max(size_exprs.symbols(program), default=-1)
+        if highest >= len(push_constants):
+            raise _fail(where, f"its kernel's minimum length reads push constant {highest}, but "
+                               f"the dispatch has {len(push_constants)}")
+        try:
+            return max(floor, size_exprs.evaluate(program, push_constants))
+        except size_exprs.SizeError as e:
+            raise _fail(where, f"its kernel's minimum length `{size_exprs.spell(program)}` is "
+                               f"{e}") from None
 
     def copy(self, copy, buffers: _Buffers, where: str) -> None:
         self.buffer_ref(copy.source, buffers, f"{where} source")
@@ -367,6 +529,8 @@ class _Verifier:
     def buffer_ref(self, ref, buffers: _Buffers, where: str) -> None:
         if ref is None:
             raise _fail(where, "buffer reference is missing")
+        if ref.offsetExpr is not None or ref.lengthExpr is not None:
+            raise _Sized
         if ref.kind not in BUFFER_KINDS:
             raise _fail(where, f"unknown buffer kind {ref.kind}")
         kind = BUFFER_KINDS[ref.kind]

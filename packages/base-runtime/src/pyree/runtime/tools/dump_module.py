@@ -7,6 +7,10 @@ GPU can be inspected anywhere.
     pyree-dump-module add.vmfb
     pyree-dump-module --output=flatbuffer-json add.vmfb      # every field, as flatc prints it
 
+A function with run-time sizes shows ``?`` for its dynamic dims, then each symbol with its
+bounds and the argument dim it comes from, and each size that depends on them as a formula
+(``result 0: [batch * 2, 3] f32, batch * 24 B``).
+
 ``--output`` takes iree-dump-module's modes: ``metadata`` (the report above; ``all``, IREE's
 default, is the same: it adds VM bytecode disassembly, which a pyree module has none of),
 ``flatbuffer-json`` (the module's FlatBuffer table as ``flatc --json --defaults-json`` prints it
@@ -34,6 +38,7 @@ from pyree.runtime._fb import (
     ExecutableFormat,
 )
 from pyree.runtime.module.reader import read_trailer
+from pyree.runtime.module.size_exprs import bare_symbol, spell, symbols
 from pyree.runtime.tools.cli import FlagParser, UsageError, tool_main
 
 
@@ -78,10 +83,64 @@ def _tensor_type(t) -> str:
     return "x".join(dims + [_ELEMENT.get(t.elementType, f"type{t.elementType}")])
 
 
+def _pushed(expr) -> str:
+    """A kernel's run-time size as a formula over the dispatch's push constants (``push0``...)."""
+    code = list(expr.code)
+    return spell(code, [f"push{k}" for k in range(max(symbols(code), default=0) + 1)])
+
+
 def _bindings(bindings) -> str:
-    return ", ".join(
-        f"{_ACCESS.get(b.access, b.access)} >= {b.minLength} B" for b in bindings or []
-    )
+    """Each binding's access and the bytes it needs: a formula over the dispatch's push
+    constants where the kernel has run-time sizes, at least its static floor."""
+    def need(b) -> str:
+        if b.minLengthExpr is None:
+            return f"{b.minLength} B"
+        formula = _pushed(b.minLengthExpr)
+        return f"{formula} B (at least {b.minLength})" if b.minLength else f"{formula} B"
+
+    return ", ".join(f"{_ACCESS.get(b.access, b.access)} >= {need(b)}" for b in bindings or [])
+
+
+def _workgroups(x) -> str:
+    """A CPU export's workgroup count: a formula where the kernel has run-time sizes."""
+    if x.workgroupCountExpr is None:
+        return str(x.workgroupCount)
+    bound = f" (at most {x.workgroupCount})" if x.workgroupCount else ""
+    return f"{_pushed(x.workgroupCountExpr)}{bound}"
+
+
+def _grid(x) -> str:
+    """A GPU export's grid: formulas where the kernel has run-time sizes."""
+    if x.gridSizeExpr is None:
+        return _dims(x.gridSize)
+    return "(" + ", ".join(_pushed(e) for e in x.gridSizeExpr) + ")"
+
+
+def _sized_type(t, names) -> str:
+    """A type's shape with each dynamic dim's formula, then its element type:
+    ``[batch * 2, 3] f32``."""
+    exprs = iter(t.dynamicDims or [])
+    dims = [str(d) if d >= 0 else spell(list(next(exprs).code), names) for d in t.dims or []]
+    return f"[{', '.join(dims)}] {_ELEMENT.get(t.elementType, f'type{t.elementType}')}"
+
+
+def _symbols(f) -> list[str]:
+    """A function's run-time sizes: its symbols (bounds, where each comes from) and what
+    depends on them."""
+    names = [_text(s.name) for s in f.symbols]
+    lines = []
+    for k, s in enumerate(f.symbols):
+        bound = f"in [{s.min}, {s.max}]" if s.max != -1 else f">= {s.min}"
+        multiple = f", a multiple of {s.divisor}" if s.divisor != 1 else ""
+        source = next((f"argument {a} dim {d}" for a, t in enumerate(f.arguments)
+                       for d, e in zip([d for d, n in enumerate(t.dims) if n == -1],
+                                       t.dynamicDims or []) if bare_symbol(list(e.code)) == k), "")
+        lines.append(f"    symbol {names[k]} {bound}{multiple} (from {source})")
+    for i, t in enumerate(f.results):
+        size = f"{spell(list(f.resultSizeExprs[i].code), names)} B" if f.resultSizeExprs \
+            else _size(f.resultSizes[i])
+        lines.append(f"    result {i}: {_sized_type(t, names)}, {size}")
+    return lines
 
 
 def _parameter_name(p) -> str:
@@ -98,10 +157,14 @@ def format_function(f) -> list[str]:
         ", ".join(f"{n} {_COMMAND.get(kind, f'kind{kind}')}" for kind, n in sorted(counts.items()))
         or "none"
     )
+    transient = _size(f.transientSize)
+    if f.symbols and f.transientSizeExpr is not None:
+        transient = f"{spell(list(f.transientSizeExpr.code), [_text(s.name) for s in f.symbols])} B"
     lines = [
         f"  @{_text(f.name)}({arguments}) -> ({results})",
+        *(_symbols(f) if f.symbols else []),
         f"    commands: {commands}",
-        f"    transient: {_size(f.transientSize)}",
+        f"    transient: {transient}",
     ]
     if f.location:
         lines.append(f"    location: {_text(f.location)}")
@@ -119,7 +182,7 @@ def format_executable(index: int, e) -> list[str]:
             f"    library: {_size(_length(cpu.library))}",
         ]
         lines += [
-            f"    export {i} {_text(x.symbol)}: workgroups {x.workgroupCount}; "
+            f"    export {i} {_text(x.symbol)}: workgroups {_workgroups(x)}; "
             f"bindings [{_bindings(x.bindings)}]"
             for i, x in enumerate(cpu.exports or [])
         ]
@@ -144,7 +207,7 @@ def format_executable(index: int, e) -> list[str]:
         return lines
     for i, x in enumerate(gpu.exports or []):
         lines.append(
-            f"    export {i} {_text(x.name)}: grid {_dims(x.gridSize)}, "
+            f"    export {i} {_text(x.name)}: grid {_grid(x)}, "
             f"block {_dims(x.blockSize)}, shared {x.sharedMemoryBytes} B; "
             f"bindings [{_bindings(x.bindings)}]"
         )

@@ -25,6 +25,18 @@ MAX_PER_SIZE = 8
 MAX_POOLED_BYTES = 1 << 30
 MAPPED_MAX_BYTES = 16 << 10
 MAX_PENDING = 32
+CLASS_MIN = 64  # bytes: the smallest size class, and the step of classes up to 4 of it
+
+
+def size_class(size: int) -> int:
+    """The allocation a buffer of ``size`` bytes gets where sizes vary from call to call (a
+    function with run-time sizes): the next of four classes per power of two (at most a quarter
+    more than asked), so that calls of nearby sizes share pooled buffers, and a stream of mixed
+    sizes keeps a bounded set of them rather than one per size it ever saw."""
+    if size <= 4 * CLASS_MIN:
+        return -(-size // CLASS_MIN) * CLASS_MIN
+    step = 1 << (size.bit_length() - 3)
+    return -(-size // step) * step
 
 
 class BufferPool:
@@ -41,6 +53,17 @@ class BufferPool:
     def mapped(self, size: int) -> bool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
         return self.device.maps_memory and 0 < size <= MAPPED_MAX_BYTES
+
+    def key(self, size: int, varies: bool = False) -> tuple[int, bool]:
+        """The pool key of a per-call buffer of ``size`` bytes: (bytes it gets, mapped); its
+        size class where sizes vary between calls."""
+        size = size_class(size) if varies else size
+        return size, self.mapped(size)
+
+    @property
+    def pooled_bytes(self) -> int:
+        """Bytes of the free buffers the pool holds now."""
+        return self._bytes
 
     def take_all(self, keys: list[tuple[int, bool]]) -> list[Buffer]:
         """One buffer per (size, mapped) key (a call's buffers), under one lock acquisition."""

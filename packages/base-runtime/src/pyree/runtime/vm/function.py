@@ -6,7 +6,11 @@ the device's memory, is read in place instead, and the call then finishes before
 the caller may change it next), takes results from the module's buffer pool (from the
 function's own earlier, collected results first: see _recycle), uses the function's own
 transient arena, and submits the recorded command buffers with that call's binding table,
-each step waiting on the last one on the function's own timeline semaphore. Results come back
+each step waiting on the last one on the function's own timeline semaphore. What a call at one
+size needs (the recorded command buffers, its buffers' keys) is a CallPlan: a static function
+has one; a function with run-time sizes (schema 1.5) binds its symbols from the arguments'
+shapes and keeps the plans of its last MAX_SIZES sizes (vm/sizes.py checks and evaluates them),
+so a call of a size seen recently costs what a static call costs. Results come back
 as DeviceArrays that become ready when the timeline reaches the call's last value; checks and
 branches (the host program's control flow: loops and conditionals on values computed on the
 device, as IREE's VM runs them) run on the host between command buffers, after a wait. In
@@ -19,24 +23,24 @@ from __future__ import annotations
 
 import sys
 import threading
-from operator import itemgetter
+from collections import OrderedDict
 
 from pyree.runtime.errors import CheckError, DriverError, InvocationError, PyreeError
 from pyree.runtime.hal.device import CommandBuffer
 from pyree.runtime.vm.buffer_pool import CallResources
+from pyree.runtime.vm.call_plan import CallPlan
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.host_array import HostArray
-from pyree.runtime.vm.program import BranchStep, record
+from pyree.runtime.vm.program import BranchStep
 from pyree.runtime.vm.reflection import reflection
 from pyree.runtime.vm.tensor_type import TensorType, describe
 
-KDL_CPU = 1  # DLPack's host device type
-# Host arrays at least this large are read in place on devices whose memory is host memory
-# (the CPU drivers): below it, copying into a pooled buffer costs less than importing one
-# (measured on a*b+a over two arguments on local-task: the two cross between 64 and 256 KiB).
-IMPORT_MIN_BYTES = 128 << 10
 MAX_RECYCLED = 4  # collected results' buffers a function keeps per size for its next calls
+# Sizes whose recordings a function with run-time sizes keeps (least recently called out
+# first): enough for a server's few batch sizes or a bucketed sequence length, few enough that
+# the recordings (and, on CUDA, their graphs) stay small.
+MAX_SIZES = 8
 
 
 class Function:
@@ -50,52 +54,54 @@ class Function:
         self.argument_types = [TensorType.from_fb(t) for t in tree.arguments]
         self.result_types = [TensorType.from_fb(t) for t in tree.results]
         self._loaded = loaded
-        pool = loaded.pool
-        self._result_keys = [(size, pool.mapped(size)) for size in tree.resultSizes]
-        self._transient_size = tree.transientSize
-        self._program = record(tree, loaded.device, loaded.executable)
-        # per-argument (type, shape, upload's pool key, whether a numpy array of it is read in
-        # place), looked up once, not on every call
-        host_memory = loaded.device.dlpack is not None and loaded.device.dlpack[0] == KDL_CPU
-        self._specs = [(t, t.shape, (t.nbytes, pool.mapped(t.nbytes)),
-                        host_memory and t.nbytes >= IMPORT_MIN_BYTES)
-                       for t in self.argument_types]
-        self._uses_transient = ("transient", 0) in self._program.sources
-        # Branch conditions are copied here for the host to read: mapped where the device can.
-        self._readback_key = (tree.readbackSize, pool.mapped(tree.readbackSize)) \
-            if tree.readbackSize else None
+        # results dropped unwaited, by pool key, for the next calls (see _recycle)
+        self._recycled: dict[tuple[int, bool], list] = {}
+        if tree.symbols:
+            from pyree.runtime.vm.sizes import Sizes
+
+            self._sizes = Sizes(tree)
+            self._plan = None
+            self._plans: OrderedDict[tuple, CallPlan] = OrderedDict()  # by symbol values
+            self._plans_lock = threading.Lock()
+            self._binders = self._sizes.binders
+        else:
+            self._sizes = None
+            self._plan = self._add_plan(CallPlan(tree, loaded))
+        # binding-table items: [*arguments, *results, transient, readback, *constants]
+        results = len(tree.results)
+        first = {"argument": 0, "result": len(tree.arguments),
+                 "transient": len(tree.arguments) + results}
+        first["readback"] = first["transient"] + 1
+        first["constant"] = first["transient"] + 2
+        self._item_base = first
         # The transient arena and the readback buffer are the function's own, taken on its first
         # call: each call's work waits for the previous call's (the function's timeline), and
         # only the device, and this call's host code after a wait, touch them, so the next call
         # may reuse them at once. Taken from the pool per call, they rotated through ever more
         # buffers once calls were queued faster than the device finished them: new binding
         # tables, new CUDA graphs (a softmax's queued calls took twice as long once the host
-        # path got faster than the GPU).
-        self._own_keys = ([(self._transient_size, False)] if self._uses_transient else []) \
-            + ([self._readback_key] if self._readback_key else [])
-        self._own: list | None = None
-        self._pool_keys = self._result_keys
-        # binding-table slot -> index into [*arguments, *results, transient, readback, *constants]
-        first = {"argument": 0, "result": len(self._specs),
-                 "transient": len(self._specs) + len(self._result_keys)}
-        first["readback"] = first["transient"] + 1
-        first["constant"] = first["transient"] + 2
-        self._item_base = first
-        slot_items = [first[kind] + index for kind, index in self._program.sources]
-        # items -> binding table, in C (itemgetter of one index returns the item itself)
-        self._table_of = itemgetter(*slot_items) if len(slot_items) > 1 else \
-            (lambda items, i=slot_items[0]: (items[i],)) if slot_items else (lambda items: ())
-        # per argument, a TensorType object known to equal its declared type: comparing a
-        # DeviceArray's type by identity spares a Record comparison on every call
-        self._same_types = list(self.argument_types)
-        # results dropped unwaited, by pool key, for the next calls (see _recycle)
-        self._recycled: dict[tuple[int, bool], list] = {key: [] for key in self._result_keys}
-        self._recycled_lists = list(self._recycled.values())
-        self._submits_only = self._program.submits_only
+        # path got faster than the GPU). With run-time sizes they are as large as the largest
+        # size seen needs (replaced, under the lock, by a larger one when a call needs it).
+        self._own: list | None = None  # [transient arena or None, readback area or None]
         self._timeline = loaded.device.create_semaphore(0)
         self._value = 0
         # Reentrant: a wait inside _run_steps that fails replaces the timeline under it.
         self._lock = threading.RLock()
+
+    def _add_plan(self, plan: CallPlan) -> CallPlan:
+        """Registers a new plan's result keys for recycling (see _recycle)."""
+        plan.recycled = [self._recycled.setdefault(key, []) for key in plan.result_keys]
+        return plan
+
+    @property
+    def _program(self):
+        """A static function's recorded host program (tests look at it)."""
+        return self._plan.program
+
+    @property
+    def _submits_only(self) -> bool:
+        """Whether a static function's calls need no host step between submits."""
+        return self._plan.submits_only
 
     def __repr__(self) -> str:
         args = ", ".join(map(str, self.argument_types))
@@ -130,8 +136,8 @@ class Function:
 
     # -- one call ------------------------------------------------------------------------------
 
-    def _argument(self, index: int, arg, spec, waits: list, inputs: list, uploads: list,
-                  imported: list):
+    def _argument(self, index: int, arg, spec, same_types: list, waits: list, inputs: list,
+                  uploads: list, imported: list):
         """The device buffer this call reads for ``arg`` as it is (another library's memory read
         in place goes to ``imported`` too), or the host array to upload (its index then goes to
         ``uploads``)."""
@@ -146,7 +152,7 @@ class Function:
             if arg.type is not t and arg.type != t:
                 raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                       f"got {arg.type}")
-            self._same_types[index] = arg.type
+            same_types[index] = arg.type
             if arg.buffer.device is self._loaded.device:
                 if not arg._done:
                     waits.append(arg.ready)
@@ -186,11 +192,14 @@ class Function:
     def _run(self, args: tuple, failures: list | None, hooks: tuple | None = None
              ) -> list[DeviceArray]:
         """One call. ``hooks``: a traced call's (submit, wait, read, check), see _run_steps."""
-        specs = self._specs
-        if len(args) != len(specs):
+        if len(args) != len(self.argument_types):
             expected = ", ".join(map(str, self.argument_types)) or "none"
             raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
                                   f"arguments ({expected}), got {len(args)}")
+        plan = self._plan
+        if plan is None:
+            args, plan = self._plan_for(args)
+        specs = plan.specs
         loaded = self._loaded
         pool = loaded.pool
         device = loaded.device
@@ -199,33 +208,42 @@ class Function:
         uploads: list = []
         imported: list = []
         items = []
-        same_types = self._same_types
+        same_types = plan.same_types
         numpy = sys.modules.get("numpy")  # not imported: no argument is a numpy array
         ndarray = numpy.ndarray if numpy is not None else None
-        for i, arg in enumerate(args):  # the common cases inline, the rest in _argument
-            kind = type(arg)
-            if kind is DeviceArray and arg.type is same_types[i] and arg.buffer.device is device:
-                if not arg._done:
-                    waits.append(arg.ready)
-                inputs.append(arg)
-                items.append(arg.buffer)
-                continue
-            spec = specs[i]
-            if kind is ndarray and arg.shape == spec[1] and arg.dtype == spec[0].dtype \
-                    and not spec[3]:
-                uploads.append(i)
-                items.append(arg)
-            else:
-                items.append(self._argument(i, arg, spec, waits, inputs, uploads, imported))
+        try:
+            for i, arg in enumerate(args):  # the common cases inline, the rest in _argument
+                kind = type(arg)
+                if kind is DeviceArray and arg.type is same_types[i] and arg.buffer.device is device:
+                    if not arg._done:
+                        waits.append(arg.ready)
+                    inputs.append(arg)
+                    items.append(arg.buffer)
+                    continue
+                spec = specs[i]
+                if kind is ndarray and arg.shape == spec[1] and arg.dtype == spec[0].dtype \
+                        and not spec[3]:
+                    uploads.append(i)
+                    items.append(arg)
+                else:
+                    items.append(self._argument(i, arg, spec, same_types, waits, inputs, uploads,
+                                                imported))
+        except InvocationError:
+            if plan.values is not None:  # name the dim that disagrees, where one does
+                for i, arg in enumerate(args):
+                    shape = getattr(arg, "shape", None)
+                    if shape is not None:
+                        self._sizes.explain(i, tuple(shape), plan.values)
+            raise
         # Every buffer the call takes from the pool, in one go: results and uploads.
         # CallResources gives the call's own buffers back in reverse, and results come back
         # after them, so the next call gets the same buffer in each role: the driver then sees
         # the binding table it recorded for (buffers rotating between roles would look new).
-        keys = self._pool_keys
+        keys = plan.result_keys
         if uploads:
             keys = keys + [specs[i][2] for i in uploads]
-        taken = self._take(keys) if any(self._recycled_lists) else pool.take_all(keys)
-        count = len(self._result_keys)
+        taken = self._take(plan, keys) if any(plan.recycled) else pool.take_all(keys)
+        count = len(plan.result_keys)
         results = taken[:count]
         scratch = taken[count:]  # the uploads
         if uploads:
@@ -233,32 +251,33 @@ class Function:
                 _upload(buffer, items[i], specs[i][0])
                 items[i] = buffer
         items += results
-        own = self._own
-        if own is None and self._own_keys:
-            own = self._own = pool.take_all(self._own_keys)
-        items.append(own[0] if self._uses_transient else None)
-        items.append(own[-1] if self._readback_key else None)
-        items += loaded.constants
-        table = self._table_of(items)
         with self._lock:
+            # the own buffers and the table under the lock: a larger size replaces them (its
+            # old ones then go back once the calls submitted so far are done)
+            own = self._own
+            if own is None or plan.values is not None and not plan.fits(own):
+                own = self._own_for(plan)
+            items += own
+            items += loaded.constants
+            table = plan.table_of(items)
             semaphore, value = self._timeline, self._value
             try:
-                if self._submits_only and hooks is None:  # the common case
-                    for step in self._program.steps:
+                if plan.submits_only and hooks is None:  # the common case
+                    for step in plan.program.steps:
                         waits.append((semaphore, value))
                         device.queue_submit(step, table, waits, [(semaphore, value + 1)])
                         value, waits = value + 1, []
                         self._value = value
                 else:
-                    value = self._run_steps(semaphore, value, table, waits, items, failures,
-                                            hooks)
+                    value = self._run_steps(plan.program.steps, semaphore, value, table, waits,
+                                            items, failures, hooks)
             except DriverError:  # a failed submission failed the timeline's later values
                 self._timeline_failed(semaphore)
                 raise
         ready = (semaphore, value)
         call = CallResources(pool, scratch, inputs, self, ready)
         arrays = [DeviceArray(buffer, t, ready, call)
-                  for buffer, t in zip(results, self.result_types)]
+                  for buffer, t in zip(results, plan.result_types)]
         # Nothing to read later: surface failures now. Memory read in place is the caller's,
         # who may write it once the call returns (as after a copy): finish reading it first.
         if not arrays or imported:
@@ -268,14 +287,91 @@ class Function:
             call.finished()
         return arrays
 
-    def _take(self, keys: list) -> list:
+    def _own_for(self, plan: CallPlan) -> list:
+        """The function's own transient arena and readback area, taken for ``plan`` where it
+        has none or they are too small (holding ``_lock``). Replaced ones go back to the pool
+        once the work submitted so far is done: only it can still use them."""
+        own = list(self._own or (None, None))
+        missing = [(i, key) for i, (key, buffer) in enumerate(zip(plan.own_keys, own))
+                   if key is not None and (buffer is None or buffer.size < key[0])]
+        replaced = [own[i] for i, _ in missing if own[i] is not None]
+        for (i, _), buffer in zip(missing, self._loaded.pool.take_all([k for _, k in missing])):
+            own[i] = buffer
+        if replaced:
+            self._loaded.pool.give_when_reached(replaced, self._timeline, self._value)
+        self._own = own
+        return own
+
+    def _plan_for(self, args: tuple) -> tuple[tuple, CallPlan]:
+        """(the arguments, Python values among them made arrays; the plan for their sizes),
+        recorded on a size's first call; InvocationError when the sizes are out of bounds or
+        disagree."""
+        try:
+            values = tuple([args[a].shape[d] for a, d in self._binders])
+        except (AttributeError, IndexError, TypeError):
+            args = tuple(self._as_array(i, arg) for i, arg in enumerate(args))
+            for i, arg in enumerate(args):  # raises for a rank the binding cannot read
+                self._sizes.explain_shape(i, tuple(arg.shape))
+            values = tuple([int(args[a].shape[d]) for a, d in self._binders])
+        with self._plans_lock:
+            plan = self._plans.get(values)
+            if plan is not None:
+                self._plans.move_to_end(values)
+                return args, plan
+        args = tuple(self._as_array(i, arg) for i, arg in enumerate(args))
+        self._sizes.check(values, [tuple(arg.shape) for arg in args])
+        with self._plans_lock:  # one recording per size, also when threads race to it
+            plan = self._plans.get(values)
+            if plan is None:
+                plan = self._add_plan(CallPlan(self._sizes.instance(values), self._loaded,
+                                               values))
+                self._plans[values] = plan
+                if len(self._plans) > MAX_SIZES:
+                    self._evict(self._plans.popitem(last=False)[1])
+        return args, plan
+
+    def _as_array(self, index: int, arg):
+        """An argument without a shape (a Python value) as a numpy array of its element type."""
+        if hasattr(arg, "shape"):
+            return arg
+        from pyree.runtime.vm.conversion import convert
+
+        try:
+            return convert(arg, self.argument_types[index])
+        except ValueError as e:
+            raise InvocationError(f"function '{self.name}' argument {index}: {e}") from None
+
+    def _evict(self, plan: CallPlan) -> None:
+        """A plan out of the cache (holding ``_plans_lock``): its results' recycled buffers go
+        back to the pool where no kept plan shares their key. Its command buffers are
+        released once the last call that holds it is done with them."""
+        kept = {key for other in self._plans.values() for key in other.result_keys}
+        for key in plan.result_keys:
+            if key not in kept and key in self._recycled:
+                free, buffers = self._recycled.pop(key), []
+                while True:  # (a call of the evicted plan may still pop from it)
+                    try:
+                        buffers.append(free.pop())
+                    except IndexError:
+                        break
+                if buffers:
+                    self._loaded.pool.give_when_reached(buffers, self._timeline, self._value)
+
+    @property
+    def recorded_sizes(self) -> list[dict[str, int]]:
+        """The sizes whose recordings a function with run-time sizes keeps, least recently
+        called first (its symbols' values); empty for a static function."""
+        if self._sizes is None:
+            return []
+        with self._plans_lock:
+            return [dict(zip(self._sizes.names, values)) for values in self._plans]
+
+    def _take(self, plan: CallPlan, keys: list) -> list:
         """The call's buffers for ``keys``: its results' from ``_recycled`` where there are
         some, the rest from the pool."""
-        recycled = self._recycled
-        count = len(self._result_keys)
+        count = len(plan.result_keys)
         taken = []
-        for key in keys[:count]:
-            free = recycled[key]
+        for free in plan.recycled:
             try:
                 taken.append(free.pop() if free else None)
             except IndexError:  # another thread took the last one
@@ -295,22 +391,21 @@ class Function:
         driver whether its work is done: that call's work waits for this timeline to pass
         ``ready`` anyway (or the timeline failed, and its work stopped); another function's
         call would need the driver's word, which the pool asks for."""
-        free = self._recycled[buffer.pool_key]
-        if len(free) < MAX_RECYCLED:
+        free = self._recycled.get(buffer.pool_key)
+        if free is not None and len(free) < MAX_RECYCLED:
             free.append(buffer)
         elif done:
             self._loaded.pool.give(buffer)
         else:
             self._loaded.pool.give_when_reached([buffer], *ready)
 
-    def _run_steps(self, semaphore, value: int, table: list, waits: list, items: list,
-                   failures: list | None, hooks: tuple | None = None) -> int:
-        """Runs the steps from the first, following branches (holding ``_lock``); returns the
+    def _run_steps(self, steps: list, semaphore, value: int, table: list, waits: list,
+                   items: list, failures: list | None, hooks: tuple | None = None) -> int:
+        """Runs ``steps`` from the first, following branches (holding ``_lock``); returns the
         timeline's last value. ``hooks``, a traced call's (submit, wait, read, check) used in
         place of the device's ``queue_submit``, ``_wait``, ``_read`` and ``_check``, time each."""
         submit, wait, read, check = hooks or (self._loaded.device.queue_submit, self._wait,
                                               self._read, self._check)
-        steps = self._program.steps
         pc = 0
         while pc < len(steps):
             step = steps[pc]

@@ -12,6 +12,7 @@ from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.module import Module, read_module
+from pyree.runtime.module.verifier import FORMATS
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
@@ -66,6 +67,8 @@ class LoadedModule:
         self.pool = BufferPool(device)
         chosen = executables.select(module, device)
         self.executable = executables.load(module, chosen, device) if chosen is not None else None
+        # its export tables: a kernel with run-time sizes has its grid there (module/instance.py)
+        self.exports = getattr(chosen, FORMATS[chosen.format]).exports if chosen is not None else []
         anchors: dict = {}
         self.constants = []
         for i, c in enumerate(module.tree.constants):

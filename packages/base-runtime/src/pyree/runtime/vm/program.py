@@ -9,8 +9,10 @@ command buffer -- one for a function without checks or control flow.
 
 from __future__ import annotations
 
+from pyree.runtime.errors import DriverError
 from pyree.runtime.hal.device import CommandBuffer, Device, Executable
-from pyree.runtime.hal.ffi import ffi
+from pyree.runtime.hal.ffi import STATUS, ffi
+from pyree.runtime.module.instance import grid
 from pyree.runtime.module.verifier import BUFFER_KINDS, CHECK_KINDS, COMMAND_KINDS
 from pyree.runtime.records import Record
 from pyree.runtime.vm.checks import CheckStep, Operand
@@ -30,11 +32,10 @@ class BranchStep(Record):
 
 class Program(Record):
     sources: list[tuple[str, int]]                       # slot -> (buffer kind, index)
-    steps: list[CommandBuffer | CheckStep | BranchStep]  # in order
-    # per step, what its HAL commands are: (kind, kernel ordinal, bytes) each, in order (a
-    # dispatch's bytes: its bindings'; a copy's or fill's: its range); () for a host step. A
-    # trace names the commands a driver timed by their index in their command buffer.
-    contents: list[tuple[tuple[str, int, int], ...]]
+    # in order; each command buffer's ``contents`` says what its HAL commands are: (kind,
+    # kernel ordinal, bytes) each, in order (a dispatch's bytes: its bindings'; a copy's or
+    # fill's: its range). A trace names the commands a driver timed by their index there.
+    steps: list[CommandBuffer | CheckStep | BranchStep]
 
     @property
     def submits_only(self) -> bool:
@@ -43,9 +44,10 @@ class Program(Record):
 
 
 class _Recorder:
-    def __init__(self, device: Device, executable: Executable | None):
+    def __init__(self, device: Device, executable: Executable | None, exports: list):
         self.device = device
         self.executable = executable
+        self.exports = exports  # the module's export tables of ``executable``
         self.slots: dict[tuple[str, int], int] = {}
 
     def slot(self, ref) -> int:
@@ -56,46 +58,64 @@ class _Recorder:
     def bindings(self, refs) -> list[tuple[int, int, int]]:
         return [(self.slot(r), r.offset, r.length) for r in refs]
 
-    def hal_command(self, command) -> tuple:
+    def hal_command(self, command) -> tuple | None:
+        """(kind, kernel, bindings, push constants, fill pattern, its length, workgroups): a
+        dispatch's workgroups are what its kernel's run-time grid comes to over its push
+        constants, or None for its export's static grid; None for a dispatch whose grid has a 0
+        (it runs nothing, and no driver sees it)."""
         kind = COMMAND_KINDS[command.kind]
         if kind == "dispatch":
             d = command.dispatch
-            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0
+            workgroups = grid(self.exports[d.kernel], d.pushConstants)  # (verified)
+            if workgroups is not None and 0 in workgroups:
+                return None
+            return kind, d.kernel, self.bindings(d.bindings), d.pushConstants, 0, 0, workgroups
         if kind == "copy":
-            return kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0
+            return (kind, 0, self.bindings([command.copy.source, command.copy.target]), [], 0, 0,
+                    None)
         if kind == "fill":
             f = command.fill
-            return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength
-        return kind, 0, [], [], 0, 0
+            return kind, 0, self.bindings([f.target]), [], f.pattern, f.patternLength, None
+        return kind, 0, [], [], 0, 0, None
 
     def clear_command(self, clear) -> tuple:
         """A zero fill of a Clear, in 4-byte words where it is aligned to them."""
         width = 4 if clear.offset % 4 == 0 and clear.length % 4 == 0 else 1
-        return "fill", 0, self.bindings([clear]), [], 0, width
+        return "fill", 0, self.bindings([clear]), [], 0, width, None
 
     def record(self, batch: list[tuple]) -> CommandBuffer:
         keep = []
-        commands = ffi.new("pyree_hal_command_t[]", len(batch))
-        for c, (kind, kernel, bindings, push, pattern, pattern_length) in zip(commands, batch):
+        array, commands = self.device.command_array(len(batch))
+        for c, (kind, kernel, bindings, push, pattern, pattern_length, workgroups) in zip(commands,
+                                                                                       batch):
             c.kind, c.export_ordinal = _HAL_KINDS[kind], kernel
             c.executable = self.executable.handle if kind == "dispatch" else 0
-            array = ffi.new("pyree_hal_binding_t[]", [{"slot": s, "offset": o, "length": n}
+            bound = ffi.new("pyree_hal_binding_t[]", [{"slot": s, "offset": o, "length": n}
                                                       for s, o, n in bindings])
             push_array = ffi.new("uint32_t[]", push)
-            keep += [array, push_array]
-            c.binding_count, c.bindings = len(bindings), array
+            keep += [bound, push_array]
+            c.binding_count, c.bindings = len(bindings), bound
             c.push_constant_count, c.push_constants = len(push), push_array
             c.fill_pattern, c.fill_pattern_length = pattern, pattern_length
-        return self.device.create_command_buffer(commands, len(batch), len(self.slots))
+            if workgroups is not None:
+                if not self.device.workgroup_counts:
+                    raise DriverError(f"device '{self.device.uri}': its driver predates HAL ABI "
+                                      f"revision 5, so it cannot run a dispatch whose workgroup "
+                                      f"count is computed per call (a function with run-time "
+                                      f"sizes); update the driver",
+                                      STATUS["UNIMPLEMENTED"], "UNIMPLEMENTED")
+                c.workgroup_count = workgroups
+        return self.device.create_command_buffer(array, len(batch), len(self.slots))
 
 
 def _operand(ref, t) -> Operand:
     return Operand(BUFFER_KINDS[ref.kind], ref.index, ref.offset, ref.length, TensorType.from_fb(t))
 
 
-def record(function, device: Device, executable: Executable | None) -> Program:
-    """Records ``function`` (a verified FunctionT) for ``device``."""
-    recorder = _Recorder(device, executable)
+def record(function, device: Device, executable: Executable | None, exports: list) -> Program:
+    """Records ``function`` (a verified FunctionT) for ``device``, which runs ``executable``,
+    the module's executable whose export tables are ``exports``."""
+    recorder = _Recorder(device, executable, exports)
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
     # the verifier's clears (module/coverage.py) open the first command buffer; a branch never
@@ -119,16 +139,19 @@ def record(function, device: Device, executable: Executable | None) -> Program:
         else:
             if i in landings or not plan or not isinstance(plan[-1], list):
                 plan.append([])
-            plan[-1].append(recorder.hal_command(command))
+            hal_command = recorder.hal_command(command)
+            if hal_command is not None:
+                plan[-1].append(hal_command)
     step_at.append(len(plan))
     steps = [recorder.record(p) if isinstance(p, list)
              else BranchStep(p.condition, p.if_zero, step_at[p.target]) if isinstance(p, BranchStep)
              else p for p in plan]
-    contents = [tuple((kind, kernel, sum(n for _, _, n in bindings) if kind == "dispatch"
-                       else bindings[0][2] if bindings else 0)
-                      for kind, kernel, bindings, *_ in p) if isinstance(p, list) else ()
-                for p in plan]
-    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps, contents)
+    for step, p in zip(steps, plan):
+        if isinstance(step, CommandBuffer):
+            step.contents = tuple((kind, kernel, sum(n for _, _, n in bindings)
+                                   if kind == "dispatch" else bindings[0][2] if bindings else 0)
+                                  for kind, kernel, bindings, *_ in p)
+    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)
 
 
 def _scalar_operand(ref, element_type: int) -> Operand:

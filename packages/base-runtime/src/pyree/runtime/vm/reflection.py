@@ -12,14 +12,15 @@ def reflection(name: str, argument_types: Sequence[TensorType],
                result_types: Sequence[TensorType]) -> dict[str, str]:
     """What IREE's ``vm_function.reflection`` holds for a function of tensors: the declaration
     (newer IREE) and the ``iree.abi`` JSON of ndarray descriptors (older IREE, read by its
-    FunctionInvoker): ``["ndarray", "f32", rank, *dims]``."""
+    FunctionInvoker): ``["ndarray", "f32", rank, *dims]``. A dynamic dim is ``?`` in the one
+    and null in the other, as IREE writes them."""
     import json
 
     def declared(prefix: str, types) -> str:
         return ", ".join(f"%{prefix}{i}: tensor<{t}>" for i, t in enumerate(types))
 
     def ndarray(t: TensorType) -> list:
-        return ["ndarray", t.element_name, len(t.shape), *t.shape]
+        return ["ndarray", t.element_name, len(t.shape), *(None if d < 0 else d for d in t.shape)]
 
     return {
         "iree.abi.declaration": f"sync func @{name}({declared('input', argument_types)}) -> "

@@ -1,4 +1,5 @@
-"""TensorType: a function argument's or result's element type and static shape."""
+"""TensorType: a function argument's or result's element type and shape (-1 for a dynamic dim
+of a declared type; a call's arguments and results have their run-time shapes)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ class TensorType(Record):
         return cls.of(t.elementType, tuple(t.dims))
 
     @classmethod
-    @functools.cache
+    @functools.lru_cache(maxsize=4096)
     def of(cls, element_type: int, shape: tuple[int, ...]) -> TensorType:
-        """One object per type, so a call's argument check is mostly an identity test."""
+        """One object per type, so a call's argument check is mostly an identity test (of the
+        types in use: run-time sizes make new shapes without end, which must not pile up)."""
         return cls(element_type, shape)
 
     @cached_property  # read on every call with numpy arguments: built (numpy imported) once

@@ -62,7 +62,7 @@ class Trace:
         self.origin_ns = clock()          # time 0 of the trace
         self._lock = threading.Lock()
         self._pending: deque = deque()    # (device, timing, function, step) not read yet
-        self._programs: dict[int, tuple] = {}  # id(function) -> (function, steps, labels)
+        self._labels: dict[int, tuple] = {}  # id(function) -> (function, its kernels' labels)
 
     # -- the session ---------------------------------------------------------------------------
 
@@ -142,17 +142,12 @@ class Trace:
         with self._lock:
             self.events += events
 
-    def _program(self, function: Function) -> tuple[dict, list]:
-        """(id(command buffer) -> what its commands are, each kernel's (name, sources)) of
-        ``function``, worked out once per trace."""
-        known = self._programs.get(id(function))
+    def _kernel_labels(self, function: Function) -> list:
+        """Each kernel's (name, sources) of ``function``'s module, worked out once per trace."""
+        known = self._labels.get(id(function))
         if known is None:
-            program = function._program
-            steps = {id(step): contents for step, contents in zip(program.steps,
-                                                                   program.contents)}
-            known = self._programs[id(function)] = (function, steps,
-                                                     kernel_labels(function._loaded))
-        return known[1], known[2]
+            known = self._labels[id(function)] = (function, kernel_labels(function._loaded))
+        return known[1]
 
     def _timed(self, device, timing: int, function: Function, step) -> None:
         with self._lock:
@@ -170,8 +165,7 @@ class Trace:
                     return
                 device, timing, function, step = self._pending.popleft()
             count = None if count is None else count - 1
-            steps, labels = self._program(function)
-            contents = steps[id(step)]
+            labels, contents = self._kernel_labels(function), step.contents
             try:
                 times = device.read_timing(timing, len(contents))
             except PyreeError:  # a failed submission: its call reports the error
@@ -213,7 +207,7 @@ class _TracedCall:
             self._host("submit", begin, clock())
         submitted = clock()
         self.wait(*signals[-1])  # the only way to see when its work ended
-        contents = self.trace._program(self.function)[0][id(step)]
+        contents = step.contents
         kernels = [kernel for kind, kernel, _ in contents if kind == "dispatch"]
         self.events.append(Event((device.uri, QUEUE), f"submission ({len(contents)} commands)",
                                  submitted, clock(), "submission",

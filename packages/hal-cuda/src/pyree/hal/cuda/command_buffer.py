@@ -7,7 +7,10 @@
 - ``graph``: the stream-mode launches are captured once into a CUDA graph and instantiated; a
   submit is one cuGraphLaunch. Executable graphs are kept per binding table (the runtime's buffer
   pool hands a static-shape function the same buffers call after call); a new table is
-  re-captured and applied with cuGraphExecUpdate once the cache is full.
+  re-captured and applied with cuGraphExecUpdate once the cache is full. A function with
+  run-time sizes is recorded once per size (hal.h revision 5: each dispatch's grid, push
+  constants and ranges are that size's), so its graphs belong to one size's command buffer and
+  never replay for another; they are destroyed with it.
 
 Bindings are checked against each kernel's declared minimum lengths when recorded and against the
 actual buffers the first time a binding table is submitted; the last few tables are remembered
@@ -51,10 +54,12 @@ class _Dispatch:
     addresses stream and graph modes patch in place before each launch. (A plain class: the
     dataclasses import is not free at a process's start.)"""
 
-    __slots__ = ("kernel", "bindings", "push_constants", "values", "params")
+    __slots__ = ("kernel", "grid", "bindings", "push_constants", "values", "params")
 
-    def __init__(self, kernel, bindings: tuple, push_constants: tuple, values, params):
+    def __init__(self, kernel, grid: tuple, bindings: tuple, push_constants: tuple, values,
+                 params):
         self.kernel = kernel                  # executable.Kernel
+        self.grid = grid                      # its blocks: the export's, or the command's own
         self.bindings = bindings              # (slot, offset, length) per kernel parameter
         self.push_constants = push_constants
         self.values, self.params = values, params
@@ -81,14 +86,15 @@ class CommandBuffer:
         where = f"command {i} ({c.kind})"
         for b in c.bindings:
             self._checks.append((b.slot, b.offset, b.length, where))
-        if c.kind == "barrier":
+        k = c.executable.kernels[c.export_ordinal] if c.kind == "dispatch" else None
+        if c.kind == "barrier" or k is not None and 0 in c.workgroups(k.grid):
             return  # one in-order stream: every command already follows the previous ones
         self.op_commands.append(i)
         if c.kind == "dispatch":
-            k = c.executable.kernels[c.export_ordinal]
             k.check_arguments(len(c.bindings), len(c.push_constants), where)
             values, params = _pack([0] * len(c.bindings), tuple(c.push_constants))
-            self.ops.append(_Dispatch(k, tuple((b.slot, b.offset, b.length) for b in c.bindings),
+            self.ops.append(_Dispatch(k, c.workgroups(k.grid),
+                                      tuple((b.slot, b.offset, b.length) for b in c.bindings),
                                       tuple(c.push_constants), values, params))
             self.kernel_names.append(k.name)
         elif c.kind == "copy":
@@ -156,10 +162,10 @@ class CommandBuffer:
                     values[0:len(addresses)] = addresses  # cffi slices name both ends
                 else:  # ``values`` holds what ``params`` points to until the launch copies it
                     values, params = _pack(addresses, op.push_constants)
-                err = cu.cuLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream, params,
+                err = cu.cuLaunchKernel(k.function, *op.grid, *k.block, k.shared, stream, params,
                                         ffi.NULL)
                 if err:
-                    check(err, f"launch of kernel '{k.name}' (grid {k.grid}, block {k.block}, "
+                    check(err, f"launch of kernel '{k.name}' (grid {op.grid}, block {k.block}, "
                                f"{k.shared} bytes shared)")
             elif op[0] == "copy":
                 _, (ss, so), (ds, do), n = op

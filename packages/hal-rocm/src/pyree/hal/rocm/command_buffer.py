@@ -29,6 +29,7 @@ _KNOWN_TABLES = 16  # binding tables checked recently
 @dataclass
 class _Dispatch:
     kernel: object      # executable.Kernel
+    grid: tuple         # its blocks: the export's, or the command's own (hal.h revision 5)
     bindings: tuple     # (slot, offset) per pointer parameter
     values: object      # uint64_t[]: one slot per parameter
     params: object      # void *[]: the kernelParams hipModuleLaunchKernel reads
@@ -53,19 +54,20 @@ class CommandBuffer:
         where = f"command {i} ({c.kind})"
         for b in c.bindings:
             self._checks.append((b.slot, b.offset, b.length, where))
-        if c.kind == "barrier":
+        k = c.executable.kernels[c.export_ordinal] if c.kind == "dispatch" else None
+        if c.kind == "barrier" or k is not None and 0 in c.workgroups(k.grid):
             return  # one in-order stream: every command already follows the previous ones
         self.op_commands.append(i)
         if c.kind == "dispatch":
-            k = c.executable.kernels[c.export_ordinal]
             k.check_arguments(len(c.bindings), len(c.push_constants), where)
             n = len(c.bindings) + len(c.push_constants)
             values = ffi.new("uint64_t[]", max(n, 1))
             for j, constant in enumerate(c.push_constants):
                 values[len(c.bindings) + j] = constant & 0xFFFFFFFF
             params = ffi.new("void *[]", [values + j for j in range(max(n, 1))])
-            self.ops.append(_Dispatch(k, tuple((b.slot, b.offset) for b in c.bindings),
-                                      values, params))
+            self.ops.append(_Dispatch(k, c.workgroups(k.grid),
+                                      tuple((b.slot, b.offset) for b in c.bindings), values,
+                                      params))
             self.kernel_names.append(k.name)
         elif c.kind == "copy":
             src, dst = c.bindings
@@ -110,10 +112,10 @@ class CommandBuffer:
                 k, values = op.kernel, op.values
                 for j, (slot, offset) in enumerate(op.bindings):
                     values[j] = table[slot].ptr + offset
-                err = lib.hipModuleLaunchKernel(k.function, *k.grid, *k.block, k.shared, stream,
+                err = lib.hipModuleLaunchKernel(k.function, *op.grid, *k.block, k.shared, stream,
                                                 op.params, ffi.NULL)
                 if err != SUCCESS:
-                    raise error(err, f"launch of kernel '{k.name}' (grid {k.grid}, block "
+                    raise error(err, f"launch of kernel '{k.name}' (grid {op.grid}, block "
                                           f"{k.block}, {k.shared} bytes shared)")
             elif op[0] == "copy":
                 _, (ss, so), (ds, do), n = op

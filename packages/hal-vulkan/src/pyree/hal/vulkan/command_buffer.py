@@ -3,7 +3,9 @@ call brings its own buffers. A ``CommandBuffer`` keeps one recorded VkCommandBuf
 descriptor sets written) per distinct set of buffers, keyed by the buffers' serials, and
 resubmits it. The allocator's size pool hands a static-shape function the same buffers call after
 call, so after the first call a submit is one vkQueueSubmit. At most ``RECORDINGS_PER_FUNCTION``
-are kept; the oldest is freed once the GPU is done with it.
+are kept; the oldest is freed once the GPU is done with it. Each dispatch runs its command's
+workgroup count (hal.h revision 5: a function with run-time sizes is recorded once per size,
+with that size's counts and push constants), and none where it has a 0.
 
 A traced submission (hal.h revision 4) gets a recording of its own, used once, that writes a
 timestamp before and after each command but barriers (``timed``: their indexes) into a query pool
@@ -70,6 +72,11 @@ class CommandBuffer:
             if len(c.push_constants) * 4 > 128:
                 raise HalError("INVALID_ARGUMENT", f"{where}: {len(c.push_constants)} push "
                                                    "constants exceed 128 bytes")
+            limit = self.device.physical.limits["maxComputeWorkGroupCount"]
+            if any(n > m for n, m in zip(c.workgroup_count, limit)):  # (the export's: at load)
+                raise HalError("OUT_OF_RANGE", f"{where}: workgroup count "
+                                               f"{c.workgroup_count} exceeds the device's "
+                                               f"{tuple(limit)}")
             self.kernel_names.append(c.executable.kernels[c.export_ordinal].name)
         elif c.kind == "fill":
             (t,) = c.bindings
@@ -110,7 +117,7 @@ class CommandBuffer:
     def _record(self, table: list, query_pool: int = 0) -> Recording:
         vk, dev = self.vk, self.device
         dispatches = [c for c in self.commands if c.kind == "dispatch"
-                      and all(c.executable.kernels[c.export_ordinal].grid)]
+                      and all(c.workgroups(c.executable.kernels[c.export_ordinal].grid))]
         pool = self._descriptor_pool(dispatches)
         try:
             handle = dev.allocate_command_buffer()
@@ -214,7 +221,7 @@ class CommandBuffer:
         if c.push_constants:
             values = ffi.new("uint32_t[]", list(c.push_constants))
             vk.vkCmdPushConstants(cb, k.pipeline_layout, STAGE_COMPUTE, 0, 4 * len(values), values)
-        vk.vkCmdDispatch(cb, *k.grid)
+        vk.vkCmdDispatch(cb, *c.workgroups(k.grid))
 
     def _fill(self, cb, buffer: int, offset: int, length: int, pattern: int, width: int) -> None:
         vk = self.vk

@@ -36,7 +36,7 @@ GPU_EXPANDED = EXPANDED | frozenset({"atan", "atan2", "sin", "cos", "tan", *VECM
 EXACT = frozenset({"round", "sign"})  # for a target whose native ones get -0, NaN or 1/2 wrong
 
 # erfc(x) = e^{-x^2} Q(t - c) / (x + 1), t = 1/(x + 1): a weighted minimax fit (as in
-# tests/codegen_cpu/fit_math_polynomials.py) for relative error on two pieces: x in [0.5, 2] with
+# tests/codegen/llvm_cpu/fit_math_polynomials.py) for relative error on two pieces: x in [0.5, 2] with
 # c = 0.5 (error 2.1e-9) and x in [2, 10.5] with c = 0.21 (6.6e-10). Above 10.5 erfc is 0 in f32.
 ERFC_NEAR = (0.8551671504974365, 0.47536182403564453, -0.382223904132843, -0.11127432435750961,
              0.4060131311416626, -0.30531078577041626, -0.06054338812828064, 0.47414886951446533,

@@ -97,4 +97,5 @@ BACKEND = Backend(
                Artefact(f"{FORM}.o", "intermediates"),
                Artefact(f"{FORM}.so", "binaries")),
     compile_executable=compile_executable,
+    run_time_sizes=True,
 )

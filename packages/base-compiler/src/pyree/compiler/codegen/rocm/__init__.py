@@ -11,7 +11,7 @@ from basic arithmetic (``math_expansion``) unless ``--iree-rocm-link-bc=true`` l
 libraries (``device_libs``).
 
 No AMD GPU has run these code objects: the tests check them structurally (ELF header, kernel
-symbols and descriptors, metadata note), and ``tests/rocm/hip_on_cuda`` runs the HIP driver
+symbols and descriptors, metadata note), and ``tests/drivers/rocm/hip_on_cuda`` runs the HIP driver
 (``packages/hal-rocm``) against them through a HIP-on-CUDA shim.
 """
 

@@ -36,7 +36,7 @@ def ocml_function(op: str, dtype: str) -> tuple[str, str]:
     ``math_expansion.GPU_EXPANDED`` has ocml's name. f16 and bf16 compute in f32 and round once,
     as without link-bc: ocml's own f16 functions are no more accurate, and ROCm 5.2's
     ``__ocml_sin_f16`` returns NaN for every finite input (its finiteness test selects the NaN;
-    run on the host as tests/rocm/ocml_host.py runs ocml; also JuliaGPU/AMDGPU.jl#177)."""
+    run on the host as tests/codegen/rocm/ocml_host.py runs ocml; also JuliaGPU/AMDGPU.jl#177)."""
     compute = "f64" if dtype == "f64" else "f32"
     return f"__ocml_{op}_{compute}", compute
 

@@ -29,7 +29,7 @@ _SAFE_INTRINSICS = ("llvm.amdgcn.", "llvm.fabs.", "llvm.floor.", "llvm.ceil.", "
                     "llvm.maximum.", "llvm.minimum.", "llvm.abs.", "llvm.smin.", "llvm.smax.",
                     "llvm.umin.", "llvm.umax.", "llvm.fma.", "llvm.fmuladd.")
 # What AMD's ocml (ROCm 5.2) leaves after O3 and LLVM selects: every op of
-# math_expansion.GPU_EXPANDED in f32 and f64 (tests/rocm/test_rocm_device_libs.py); exp2 and log2
+# math_expansion.GPU_EXPANDED in f32 and f64 (tests/codegen/rocm/test_rocm_device_libs.py); exp2 and log2
 # have no f64 instruction.
 _DEVICE_LIB_INTRINSICS = ("llvm.ctlz.", "llvm.fshl.", "llvm.fshr.", "llvm.is.fpclass.",
                           "llvm.ldexp.", "llvm.maxnum.", "llvm.minnum.", "llvm.rint.",

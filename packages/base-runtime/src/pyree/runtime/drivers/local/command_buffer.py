@@ -25,6 +25,9 @@ class DispatchRun:
         self.commands = commands                       # (index in the command buffer, command)
         self.kernels: tuple[Kernel, ...] = tuple(c.executable.kernels[c.export_ordinal]
                                                  for _, c in commands)
+        # each dispatch's linear workgroups (its export's, or its own: hal.h revision 5)
+        self.counts: tuple[int, ...] = tuple(
+            c.workgroups((k.workgroup_count, 1, 1))[0] for k, (_, c) in zip(self.kernels, commands))
         bindings = [b for _, c in commands for b in c.bindings]
         self.slots = tuple(b.slot for b in bindings)
         self.offsets = tuple(b.offset for b in bindings)
@@ -80,6 +83,16 @@ class DispatchRun:
 class HostCommandBuffer(Record):
     commands: tuple[Command, ...]
     binding_table_size: int
+
+    @staticmethod
+    def check(commands: list[Command]) -> None:
+        """CPU workgroups are linear: a dispatch's count is (x, 1, 1), or has a 0 (none)."""
+        for i, c in enumerate(commands):
+            x, y, z = c.workgroup_count
+            if x * y * z and (y, z) != (1, 1):
+                raise HalError("INVALID_ARGUMENT", f"command {i} (dispatch): workgroup count "
+                                                   f"{(x, y, z)} is not linear: a CPU dispatch "
+                                                   f"runs x workgroups, with y = z = 1")
 
     @functools.cached_property
     def steps(self) -> tuple:

@@ -60,20 +60,22 @@ class HostDevice(PythonDevice):
         return CpuLibrary(params)
 
     def create_command_buffer(self, commands: list[Command], binding_table_size: int):
-        return HostCommandBuffer(tuple(commands), binding_table_size)  # the SDK checked them
+        HostCommandBuffer.check(commands)  # (the SDK checked the rest)
+        return HostCommandBuffer(tuple(commands), binding_table_size)
 
     # -- execution -----------------------------------------------------------------------------
 
-    def run_workgroups(self, kernel: Kernel, state) -> int:
-        """Runs workgroups [0, kernel.workgroup_count); returns the first nonzero kernel status."""
+    def run_workgroups(self, kernel: Kernel, state, count: int | None = None) -> int:
+        """Runs workgroups [0, count) (None: the kernel's export's count); returns the first
+        nonzero kernel status."""
         raise NotImplementedError
 
     def run_dispatches(self, run: DispatchRun, states) -> None:
         """Runs ``run``'s dispatches in order, each over ``states[i]``, one finished before the
         next starts; raises the first kernel's error status. Devices with a faster way to run
         several (local-task's native loop) override this."""
-        for kernel, state in zip(run.kernels, states):
-            status = self.run_workgroups(kernel, ffi.addressof(state)) if kernel.workgroup_count else 0
+        for kernel, count, state in zip(run.kernels, run.counts, states):
+            status = self.run_workgroups(kernel, ffi.addressof(state), count) if count else 0
             if status:
                 raise kernel_error(kernel, status)
 

@@ -8,8 +8,8 @@ from pyree.runtime.hal.python_driver import HalError
 
 
 class LocalSyncDevice(HostDevice):
-    def run_workgroups(self, kernel, state) -> int:
-        return kernel.fn(state, 0, kernel.workgroup_count)
+    def run_workgroups(self, kernel, state, count: int | None = None) -> int:
+        return kernel.fn(state, 0, kernel.workgroup_count if count is None else count)
 
     def queue_submit(self, command_buffer, binding_table, waits, signals, execute=None) -> None:
         try:

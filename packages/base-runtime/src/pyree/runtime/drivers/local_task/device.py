@@ -36,12 +36,12 @@ class LocalTaskDevice(HostDevice):
                                         daemon=True)
         self._thread.start()
 
-    def run_workgroups(self, kernel, state) -> int:
-        count = kernel.workgroup_count
+    def run_workgroups(self, kernel, state, count: int | None = None) -> int:
+        count = kernel.workgroup_count if count is None else count
         chunks = min(self._workers, count)
         if chunks == 1:
             return kernel.fn(state, 0, count)
-        native = self._native_workers([kernel])
+        native = self._native_workers([kernel], [count])
         if native is not None:
             records = ffi.new("uint64_t[]", [_pointer(kernel.fn), _pointer(state), count,
                                              native.chunk(count)])
@@ -71,24 +71,24 @@ class LocalTaskDevice(HostDevice):
         with workgroups, or False if it cannot run natively. The loop is one of the run's own
         kernels' (their command buffer keeps its library loaded), else None: whichever the
         workers last ran."""
-        native = self._native_workers(run.kernels)
+        native = self._native_workers(run.kernels, run.counts)
         if native is None:
             return False
-        indices = [i for i, kernel in enumerate(run.kernels) if kernel.workgroup_count]
+        indices = [i for i, count in enumerate(run.counts) if count]
         template = []
         for i in indices:
-            kernel = run.kernels[i]
-            template += [_pointer(kernel.fn), 0, kernel.workgroup_count,
-                         native.chunk(kernel.workgroup_count)]
+            count = run.counts[i]
+            template += [_pointer(run.kernels[i].fn), 0, count, native.chunk(count)]
         loop = next((kernel.loop for kernel in run.kernels if kernel.loop is not None), None)
         return loop, tuple(template), tuple(i * STATE_SIZE for i in indices), tuple(indices)
 
-    def _native_workers(self, kernels) -> NativeWorkers | None:
-        """The native workers, started on first need, if all ``kernels`` can run through a
-        worker loop: compiled ones, with a loop among them or already running, on 2+ cores."""
+    def _native_workers(self, kernels, counts) -> NativeWorkers | None:
+        """The native workers, started on first need, if all ``kernels`` (with these workgroup
+        ``counts``) can run through a worker loop: compiled ones, with a loop among them or
+        already running, on 2+ cores."""
         # the loop claims workgroups in 32 bits of a counter, which a claim must not overflow
-        if self._workers < 2 or not all(isinstance(kernel.fn, ffi.CData)
-                                        and kernel.workgroup_count < 1 << 31 for kernel in kernels):
+        if self._workers < 2 or not all(isinstance(kernel.fn, ffi.CData) for kernel in kernels) \
+                or not all(count < 1 << 31 for count in counts):
             return None
         if self._native is None:
             loop = next((kernel.loop for kernel in kernels if kernel.loop is not None), None)

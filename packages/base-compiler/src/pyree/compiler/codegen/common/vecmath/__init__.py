@@ -5,7 +5,7 @@ loops ran one element at a time. Each function here is range reduction plus a mi
 polynomial (the Cephes/SLEEF approach) written with selects instead of branches; it becomes an
 internal ``alwaysinline`` function per type, which LLVM inlines before vectorizing. Results are
 within a few ulp of the correctly rounded value over the whole f32 range, with IEEE behaviour
-at 0, -0, inf, NaN, overflow and subnormals (``tests/codegen_cpu/test_cpu_math.py``).
+at 0, -0, inf, NaN, overflow and subnormals (``tests/codegen/llvm_cpu/test_llvm_cpu_math.py``).
 pow is computed in f64 inside. f16 goes through f32; f64 keeps libm. The GPU targets run the same
 algorithms as kernel IR (``codegen/common/math_expansion``): they use nothing of the builder but
 ``MathBuilder``'s methods and the integer and conversion instructions of its ``b``.

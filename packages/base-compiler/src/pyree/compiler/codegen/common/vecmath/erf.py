@@ -3,7 +3,7 @@
 Below 1: an odd polynomial whose leading coefficient 2/sqrt(pi) is split in two f32 parts
 (rounding it alone would cost an ulp). From 1: 1 - e^{-x^2} * R(x), where R = erfc * e^{x^2}
 is smooth and fitted for absolute error in erfc, which is all that 1 - erfc needs; above 4
-the result rounds to 1. Coefficients: ``tests/codegen_cpu/fit_math_polynomials.py``.
+the result rounds to 1. Coefficients: ``tests/codegen/llvm_cpu/fit_math_polynomials.py``.
 """
 
 from __future__ import annotations

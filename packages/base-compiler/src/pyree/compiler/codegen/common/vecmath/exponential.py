@@ -4,7 +4,7 @@ x = n*ln2 + r with n = round(x / ln2); ln2 is split in a short head (n * head is
 tail, so r carries no cancellation error. The result is scaled by 2**n through the exponent
 bits in two halves (``MathBuilder.scale``), which gives overflow to inf and subnormal results
 with one rounding. Coefficients are minimax fits (relative error) with f32 coefficients, made
-by ``tests/codegen_cpu/fit_math_polynomials.py``.
+by ``tests/codegen/llvm_cpu/fit_math_polynomials.py``.
 """
 
 from __future__ import annotations

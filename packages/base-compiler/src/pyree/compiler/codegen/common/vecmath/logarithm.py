@@ -2,7 +2,7 @@
 
 m - 1 is exact, and log1p(f) = f - f^2/2 + f^3 * P(f) keeps the leading terms separate so
 that results near x = 1 have full relative accuracy. Special inputs (0, negatives, inf, NaN)
-are chosen by selects at the end. Coefficients: ``tests/codegen_cpu/fit_math_polynomials.py``.
+are chosen by selects at the end. Coefficients: ``tests/codegen/llvm_cpu/fit_math_polynomials.py``.
 """
 
 from __future__ import annotations

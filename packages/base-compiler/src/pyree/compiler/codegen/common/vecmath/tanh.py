@@ -2,7 +2,7 @@
 
 Below 0.625: |x| + |x|^3 * P(x^2). Above: 1 - 2 / (e^{2|x|} + 1), which has no cancellation
 there (the result is above 0.55) and saturates to 1 by itself once e^{2|x|} is large or inf.
-Coefficients: ``tests/codegen_cpu/fit_math_polynomials.py``.
+Coefficients: ``tests/codegen/llvm_cpu/fit_math_polynomials.py``.
 """
 
 from __future__ import annotations

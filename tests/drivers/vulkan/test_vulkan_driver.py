@@ -1,0 +1,190 @@
+"""The vulkan driver end to end: compile for vulkan-spirv, run on the ``vulkan`` device (Mesa's
+lavapipe in CI, NVIDIA's driver on a GPU host), compare with numpy on fresh random inputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numerics_cases as C
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from codegen.spirv.spirv_modules import spirv_binaries, vulkan_vmfb
+from pyree.runtime.errors import DriverError
+
+pytestmark = pytest.mark.vulkan
+OPS = sorted((Path(__file__).resolve().parents[2] / "e2e" / "ops").glob("*.mlir"))
+
+
+@pytest.mark.parametrize("name", sorted(C.CASES))
+def test_numerics_match_numpy(vulkan_device, name):
+    case = C.CASES[name]()
+    module = rt.load_module(vulkan_vmfb(case.mlir), device=vulkan_device)
+    inputs = case.inputs(np.random.default_rng())
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
+
+
+def test_recorded_command_buffers_are_resubmitted_with_each_calls_data(vulkan_device):
+    case = C.fused_chain((37, 53))
+    module = rt.load_module(vulkan_vmfb(case.mlir), device=vulkan_device)
+    rng = np.random.default_rng()
+    for _ in range(5):  # same shapes, so the same pooled buffers and recording each call
+        inputs = case.inputs(rng)
+        C.check(case, C.results(module[case.function](*inputs)), inputs)
+
+
+def test_results_chain_on_the_device_without_host_copies(vulkan_device):
+    ty = C.t((37, 53))
+    mlir = f"""
+    func.func @f(%a: {ty}, %b: {ty}) -> {ty} {{
+      %r = arith.mulf %a, %b : {ty}
+      return %r : {ty}
+    }}"""
+    module = rt.load_module(vulkan_vmfb(mlir), device=vulkan_device)
+    rng = np.random.default_rng()
+    a, b = C.rand(rng, (37, 53)), C.rand(rng, (37, 53))
+    da = rt.asdevicearray(module.device, a)
+    once = module["f"](da, rt.asdevicearray(module.device, b))
+    twice = module["f"](once, da)
+    np.testing.assert_allclose(twice.to_host(), a * b * a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(37, 53), (129, 65)])  # 7.8 KB mapped; 33.5 KB device-local
+def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
+    """Arguments and results of at most 16 KiB live in host-visible mapped buffers (ABI revision
+    1), larger ones in device-local memory; both give numpy's answer call after call."""
+    case = C.add(shape)
+    module = rt.load_module(vulkan_vmfb(case.mlir), device=vulkan_device)
+    assert module.device.maps_memory
+    rng = np.random.default_rng()
+    for _ in range(3):
+        inputs = case.inputs(rng)
+        out = module[case.function](*inputs)
+        C.check(case, C.results(out), inputs)
+    small = np.prod(shape) * 4 <= 16 << 10
+    assert (out.buffer.host is not None) == small
+
+
+@pytest.mark.parametrize("triple, case", [
+    ("cpu-swiftshader-unknown", C.matmul(70, 33, 41)),
+    ("ampere-rtx3080-windows", C.matmul(517, 45, 530)),        # 128x128 tiles, 256 invocations
+    ("ampere-rtx3080-windows", C.matmul(67, 129, 45, "f16", np.float16)),  # float16 arithmetic
+    ("ampere-rtx3080-windows", C.reductions((5, 1001), 1)),
+], ids=["swiftshader-matmul", "ampere-matmul-128-tiles", "ampere-matmul-f16", "ampere-reduce"])
+def test_modules_for_other_triples_run_where_the_device_allows(vulkan_device, triple, case):
+    module = rt.load_module(vulkan_vmfb(case.mlir, triple), device=vulkan_device)
+    inputs = case.inputs(np.random.default_rng())
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
+
+
+def test_devices_are_listed_by_uuid_and_selectable(vulkan_device):
+    out = subprocess.run([sys.executable, "-m", "pyree.runtime.tools.run_module", "--list_devices"],
+                         capture_output=True, text=True, check=True).stdout
+    lines = [line for line in out.splitlines() if line.startswith("vulkan://")]
+    assert lines, out
+    uuid = lines[0].split()[0][len("vulkan://"):]
+    assert len(uuid) == 36 and uuid.count("-") == 4, out
+    case = C.add((7,))
+    vmfb = vulkan_vmfb(case.mlir)
+    for device in (f"vulkan://{uuid}", "vulkan://0"):
+        module = rt.load_module(vmfb, device=device)
+        inputs = case.inputs(np.random.default_rng())
+        C.check(case, C.results(module[case.function](*inputs)), inputs)
+
+
+def test_an_unknown_device_names_the_devices_there_are(vulkan_device):
+    with pytest.raises(Exception, match=r"no Vulkan device 'vulkan://GPU-nope'; devices: vulkan://"):
+        rt.load_module(vulkan_vmfb(C.add((7,)).mlir), device="vulkan://GPU-nope")
+
+
+@pytest.mark.parametrize("source", OPS, ids=[p.stem for p in OPS])
+def test_op_check_files_pass(vulkan_device, source, tmp_path):
+    vmfb = tmp_path / "m.vmfb"
+    for command in (["pyree.compiler.tools.compile", str(source), "-o", str(vmfb),
+                     "--pyree-hal-target-backends=vulkan-spirv"],
+                    ["pyree.runtime.tools.check_module", "--device=vulkan", f"--module={vmfb}"]):
+        proc = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[  FAILED  ]" not in proc.stdout and "PASSED" in proc.stdout
+
+
+def test_no_vulkan_driver_shows_vulkan_unavailable_with_the_reason(vulkan_package, tmp_path):
+    empty = tmp_path / "icd.d"
+    empty.mkdir()
+    env = dict(os.environ, VK_DRIVER_FILES=str(empty / "none.json"),
+               VK_ICD_FILENAMES=str(empty / "none.json"))
+    code = ("import pyree.runtime as rt\n"
+            "[d] = [d for d in rt.list_drivers() if d.name == 'vulkan']\n"
+            "print(d.available, d.reason)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("False") and "VK_ERROR_INCOMPATIBLE_DRIVER" in proc.stdout, proc.stdout
+
+
+def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_package):
+    from pyree.hal.vulkan.executable import ExecutableCache
+    from pyree.hal.vulkan.physical_device import PhysicalDevice
+    from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
+    case = C.matmul(67, 129, 45, "f16", np.float16)
+    ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "ampere-rtx3080-windows"))
+    limits = {"maxComputeWorkGroupInvocations": 1024, "maxComputeSharedMemorySize": 49152,
+              "maxComputeWorkGroupCount": (65535,) * 3, "maxComputeWorkGroupSize": (1024, 1024, 64)}
+    gpu = PhysicalDevice(None, "Old GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits,
+                         {"storageBuffer16BitAccess": True, "shaderFloat16": False})
+    exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
+                           e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
+                    for e in executable.exports)
+    params = ExecutableParams("spirv", "ampere-rtx3080-windows", code, "", b"", exports)
+    with pytest.raises(HalError, match="needs shaderFloat16, which Old GPU lacks; compile it with "
+                                       "a --pyree-vulkan-target that matches this GPU"):
+        ExecutableCache(None, None, gpu).load(params)
+    small = PhysicalDevice(None, "Small GPU", "0" * 36, 1 << 22 | 2 << 12, 0,
+                           dict(limits, maxComputeWorkGroupInvocations=64),
+                           {"storageBuffer16BitAccess": True, "shaderFloat16": True})
+    with pytest.raises(HalError, match=r"cannot run on Small GPU: workgroup size \(256, 1, 1\) "
+                                       "exceeds the device's 64 invocations"):
+        ExecutableCache(None, None, small).load(params)
+
+
+@pytest.mark.parametrize("result, text", [
+    (-2, "allocating failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (the GPU is out of memory)"),
+    (-4, "allocating failed: VK_ERROR_DEVICE_LOST (the device was lost"),
+])
+def test_vulkan_errors_become_clear_messages(vulkan_package, result, text):
+    from pyree.hal.vulkan.symbols import VulkanError, check
+    with pytest.raises(VulkanError) as e:
+        check(result, "allocating")
+    assert e.value.message.startswith(text)
+
+
+def test_out_of_device_memory_is_a_clear_error(vulkan_device):
+    from pyree.hal.vulkan.instance import VulkanDriver
+    from pyree.runtime.hal.python_driver import HalError
+    device = VulkanDriver().create_device("")
+    try:
+        size = 1 << 39  # more than any GPU has, less than NVIDIA's maxBufferSize
+        with pytest.raises(HalError, match=rf"(creating a {size}-byte buffer|allocating {size} bytes) "
+                                           r"on .* failed: VK_ERROR_OUT_OF_DEVICE_MEMORY \(the GPU "
+                                           r"is out of memory\)"):
+            device.allocate(size)
+        assert device.allocate(1000).size == 1000  # the device still works
+    finally:
+        device.release()
+
+
+
+
+def test_cooperative_matrix_matmul_runs_or_is_refused_by_name(vulkan_device):
+    """On a GPU with VK_KHR_cooperative_matrix the tensor-core matmul matches numpy; elsewhere
+    (lavapipe) loading it fails with the missing feature named."""
+    case = C.CASES["matmul_f16_128x48x192"]()
+    try:
+        module = rt.load_module(vulkan_vmfb(case.mlir, "hopper-h100-linux"), device=vulkan_device)
+    except DriverError as e:
+        assert "cooperativeMatrix" in str(e) and "hopper-h100-linux" in str(e)
+        return
+    inputs = case.inputs(np.random.default_rng())
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
