@@ -18,6 +18,9 @@ from pyree.compiler._fb.Module import ModuleT
 
 SCHEMA_VERSION = (1, 4)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters;
 #                          1.4: each kernel's source ops (KernelInfo)
+# 1.5: run-time sizes (SizeExpr, Symbol). Only a module that uses them says 1.5, so every other
+# module stays byte for byte what a 1.4 reader reads.
+RUN_TIME_SIZES_VERSION = (1, 5)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -51,6 +54,8 @@ class ModuleBuilder:
         return ref
 
     def finish(self) -> bytes:
+        if any(f.symbols for f in self.module.functions):
+            self.module.schemaVersionMajor, self.module.schemaVersionMinor = RUN_TIME_SIZES_VERSION
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)
         out = bytearray(builder.Output())

@@ -62,7 +62,7 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             plan.result_copies.append((r, value))
     last = _last_uses(function, steps)
     live: list[tuple[int, int, Value]] = []  # (offset, size, value) of live arena ranges
-    run_time: list[Value] = []  # transients sized at run time, placed after the static ones
+    run_time: list = []  # transients sized at run time (and views of them), placed last
     for position, step in enumerate(steps):
         live = [block for block in live if last[block[2]] >= position]
         for value in _defined(step):
@@ -70,20 +70,25 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
                 continue
             if value in constant_index:
                 plan.storage[value] = Storage("constant", constant_index[value], 0)
-            elif isinstance(step, View):
+            elif isinstance(step, View) and step.source in plan.storage:
                 source = plan.storage[step.source]
                 plan.storage[value] = Storage(source.kind, source.index, source.offset + step.byte_offset)
-            elif isinstance(value.num_bytes, Size):
-                run_time.append(value)
+            elif isinstance(step, View) or isinstance(value.num_bytes, Size):
+                run_time.append(step if isinstance(step, View) else value)
             else:
                 offset = _first_fit(live, value.num_bytes)
                 live.append((offset, value.num_bytes, value))
                 plan.storage[value] = Storage("transient", 0, offset)
                 plan.transient_size = max(plan.transient_size, offset + value.num_bytes)
     offset = _align(plan.transient_size)
-    for value in run_time:
-        plan.storage[value] = Storage("transient", 0, offset)
-        offset = align_up(offset + value.num_bytes, ALIGNMENT)
+    for item in run_time:  # values sized at run time, and views of them, in program order
+        if isinstance(item, View):
+            source = plan.storage[item.source]
+            plan.storage[item.result] = Storage(source.kind, source.index,
+                                                source.offset + item.byte_offset)
+            continue
+        plan.storage[item] = Storage("transient", 0, offset)
+        offset = align_up(offset + item.num_bytes, ALIGNMENT)
     if run_time:
         plan.transient_size = offset
     return plan
