@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 import pyree.runtime as rt
+import pytest
 import torch  # CI installs it: a missing torch fails there, never skips
 from pyree.compiler import CompileError, CompileOptions, compile_str, import_torch
 
@@ -165,3 +165,46 @@ def test_run_module_cli_takes_any_size(tmp_path):
 def test_targets_without_run_time_sizes_refuse_by_name(target):
     with pytest.raises(CompileError, match=f"the {target} target cannot compile kernels sized"):
         compile_str(EXP_ADD_ROWSUM, CompileOptions(target_backends=[target]))
+
+
+class _SmallCnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(y.mean((2, 3)))
+
+
+def _check_torch(model, example, dynamic_shapes, inputs, rtol=1e-4, atol=1e-5):
+    mlir = import_torch(model, example, dynamic_shapes=dynamic_shapes)
+    module = rt.load_module(compile_str(mlir, CPU), device="local-task")
+    for x in inputs:
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = module["main"](x.numpy()).to_host()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def test_cnn_with_a_dynamic_batch():
+    torch.manual_seed(1)
+    model = _SmallCnn().eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    _check_torch(model, torch.randn(2, 3, 17, 13), {"x": {0: batch}},
+                 [torch.randn(n, 3, 17, 13) for n in (1, 3, 8)])
+
+
+def test_what_a_dynamic_sequence_still_needs_is_refused_by_name():
+    """torch-mlir lowers a transformer with a dynamic sequence to shape guards (``arith.cmpi``,
+    ``arith.select``, ``cf.assert`` on sizes) and to kernel bodies that compare a size with 1;
+    pyree does not take those yet, and says which op at which line instead of guessing."""
+    model = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=48, dropout=0.0,
+                                             batch_first=True).eval()
+    seq = torch.export.Dim("seq", min=2, max=64)
+    mlir = import_torch(model, torch.randn(1, 8, 32), dynamic_shapes={"src": {1: seq}})
+    with pytest.raises(CompileError, match=r"<string>:\d+:\d+: error: 'arith.cmpi' on a run-time"):
+        compile_str(mlir, CPU)

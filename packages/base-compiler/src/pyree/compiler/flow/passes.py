@@ -43,8 +43,8 @@ FORM_REGIONS = (
     Pass("fold-constants", fold_constants, run_time_sizes=True),
     Pass("fold-constant-gathers", fold_constant_gathers),
     Pass("fold-views", fold_views_into_loads),
-    Pass("fuse-regions", fuse_regions),
-    Pass("collapse-loops", collapse_reductions),
+    Pass("fuse-regions", fuse_regions, run_time_sizes=True),
+    Pass("collapse-loops", collapse_reductions, run_time_sizes=True),
 )
 
 
@@ -55,7 +55,7 @@ def flow_passes(gpu: bool, implicit_gemm: bool) -> list[Pass]:
         Pass("fold-channel-affine", fold_channel_affine),
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm)),
         *FORM_REGIONS,
-        Pass("split-reductions", partial(split_reductions, gpu=gpu)),
+        Pass("split-reductions", partial(split_reductions, gpu=gpu), run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),

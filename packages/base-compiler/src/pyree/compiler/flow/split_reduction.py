@@ -59,7 +59,14 @@ from pyree.compiler.kernel import (
     is_row_kernel,
     walk,
 )
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, sources_of
+from pyree.compiler.tensor_program import (
+    Function,
+    Generic,
+    Op,
+    Value,
+    has_run_time_sizes,
+    sources_of,
+)
 
 FEW_OUTPUTS = 256
 LONG_REDUCTION = 16384
@@ -107,8 +114,8 @@ def split_reductions(function: Function, gpu: bool = False) -> Function:
 def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
-            or is_row_kernel(op.outputs):
-        return [op]
+            or is_row_kernel(op.outputs) or has_run_time_sizes(op):
+        return [op]  # a run-time extent: whether splitting pays is known only per call
     folds = fold_pattern(op.outputs)
     if folds is None or any(f.dtype == "i1" for _, f in folds):
         return [op]

@@ -147,6 +147,8 @@ class FunctionLowering:
     def _run_time_shape(self, ssa: SSAValue, shape: tuple, where: str) -> tuple:
         op = ssa.owner
         outputs = getattr(op, "outputs", None)
+        if outputs is None and getattr(op, "init", None) is not None:  # broadcast, reduce
+            outputs = [op.init]
         if outputs is not None and len(outputs) > ssa.index:
             like = [outputs[ssa.index]]
         elif is_scalar_op(op.name):

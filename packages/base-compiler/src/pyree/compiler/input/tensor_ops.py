@@ -15,7 +15,6 @@ from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.sizes import num_elements
 from pyree.compiler.kernel import (
     DTYPES,
     AffineExpr,
@@ -28,6 +27,7 @@ from pyree.compiler.kernel import (
     Select,
     itemsize,
 )
+from pyree.compiler.sizes import Size, num_elements
 from pyree.compiler.tensor_program import Constant, Generic, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
@@ -77,13 +77,14 @@ def _reshaped(fn: FunctionLowering, op: Operation, source: Value, shape: tuple,
 
 def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None:
     where = location_of(op)
-    offsets, sizes, strides = _static_slice(op, where)
+    offsets, sizes, strides = _slice(fn, op, where)
     source = fn.tensor(op.source, where)
-    result = fn.result_value(op.result, where)
+    dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
+    result = fn.bind_value(op.result, dtype, _sliced_shape(sizes, shape, where))
     kept = _kept_dims(sizes, result.shape, where)
     if _is_contiguous(source.shape, offsets, sizes, strides):
-        row = np.cumprod((1,) + source.shape[:0:-1])[::-1]
-        start = int(sum(o * r for o, r in zip(offsets, row)))
+        rows = [num_elements(source.shape[d + 1:]) for d in range(len(offsets))]
+        start = sum(o * r for o, r in zip(offsets, rows))
         fn.emit(View(result, source, start * itemsize(source.dtype), where))
         return
     rank = len(result.shape)
@@ -122,13 +123,17 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     rank = len(source.shape)
     inputs = Inputs()
     block = op.region.block
+    if any(isinstance(n, Size) and (lo or hi) for n, lo, hi in zip(source.shape, low, high)):
+        raise CompileError("tensor.pad of a run-time sized dim is not supported yet", where)
     padded = tuple(n + lo + hi for n, lo, hi in zip(source.shape, low, high))
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
                             inputs, list(range(rank)), where, padded)[0]
     index = tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank))
-    value = Select(_inside(low, source.shape), inputs.load(source, index), pad_value,
-                   source.dtype)
-    result = fn.result_value(op.result, where)
+    # A run-time sized dim is not padded (above): every index along it is inside.
+    inside = _inside_dims([(d, lo, n) for d, (lo, n) in enumerate(zip(low, source.shape))
+                           if not isinstance(n, Size)])
+    value = Select(inside, inputs.load(source, index), pad_value, source.dtype)
+    result = fn.bind_value(op.result, source.dtype, padded)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
@@ -246,6 +251,34 @@ def _static_slice(op, where: str) -> tuple[list[int], list[int], list[int]]:
     return values[0], values[1], values[2]
 
 
+def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
+    """A slice's offsets, sizes and strides: a size may be a run-time size (a ``?`` of the
+    static sizes, given by an operand); offsets and strides must be constants."""
+    if op.offsets or op.strides:
+        raise CompileError(f"'{op.name}' with dynamic offsets or strides is not supported yet",
+                           where)
+    given = iter(op.sizes)
+    sizes = [size_of(fn, next(given), where) if n == DYNAMIC_INDEX else n
+             for n in op.static_sizes.get_values()]
+    offsets, strides = list(op.static_offsets.get_values()), list(op.static_strides.get_values())
+    return offsets, sizes, strides
+
+
+def _sliced_shape(sizes: list, shape: tuple, where: str) -> tuple:
+    """The (possibly rank-reduced) result shape of a slice of ``sizes``, its type's ``shape``
+    with ``?`` as None: each size fills the next dim, or is a dropped unit dim."""
+    out, r = [], 0
+    for size in sizes:
+        if r < len(shape) and (shape[r] is None or shape[r] == size):
+            out.append(size)
+            r += 1
+        elif size != 1:
+            raise CompileError(f"slice sizes {sizes} do not match the result type", where)
+    if r != len(shape):
+        raise CompileError(f"slice sizes {sizes} do not match the result type", where)
+    return tuple(out)
+
+
 def _kept_dims(sizes: list[int], reduced_shape: tuple[int, ...], where: str) -> list[int | None]:
     """For each sliced dim, its dim in the (possibly rank-reduced) shape, or None if dropped."""
     kept: list[int | None] = []
@@ -273,8 +306,13 @@ def _is_contiguous(shape, offsets, sizes, strides) -> bool:
 
 def _inside(offsets, sizes) -> Expr:
     """i1: is every loop index d within [offsets[d], offsets[d] + sizes[d])?"""
+    return _inside_dims([(d, o, n) for d, (o, n) in enumerate(zip(offsets, sizes))])
+
+
+def _inside_dims(dims: list[tuple[int, int, int]]) -> Expr:
+    """i1: is loop index d within [o, o + n) for each (d, o, n)?"""
     conds = []
-    for d, (o, n) in enumerate(zip(offsets, sizes)):
+    for d, o, n in dims:
         conds.append(Compare("ge", LoopIndex(d), Const(int(o), "index")))
         conds.append(Compare("lt", LoopIndex(d), Const(int(o + n), "index")))
     return _all(conds)
