@@ -208,3 +208,27 @@ def test_what_a_dynamic_sequence_still_needs_is_refused_by_name():
     mlir = import_torch(model, torch.randn(1, 8, 32), dynamic_shapes={"src": {1: seq}})
     with pytest.raises(CompileError, match=r"<string>:\d+:\d+: error: 'arith.cmpi' on a run-time"):
         compile_str(mlir, CPU)
+
+
+def test_onnx_symbolic_batch():
+    """An ONNX graph whose batch is a ``dim_param`` imports as ``?`` and serves every batch."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from pyree.compiler import import_onnx
+
+    w = np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"]),
+         helper.make_node("Softmax", ["z"], ["out"], axis=-1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 8])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    module = rt.load_module(compile_str(import_onnx(model), CPU), device="local-task")
+    for n in (1, 5, 33):
+        x = _special(np.random.default_rng(n), (n, 16))
+        y = np.maximum(x.astype(np.float64) @ w, 0)
+        e = np.exp(y - y.max(-1, keepdims=True))
+        got = module["g"](x).to_host()
+        np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
