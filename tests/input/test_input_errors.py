@@ -43,8 +43,9 @@ def test_known_but_unsupported_op_is_named():
   %r = memref.alloc() : memref<4xf32>
   return %x : tensor<4xf32>
 }""")
-    assert err.location == "model.mlir:5:3" and err.message == "unsupported op 'memref.alloc'"
-    assert str(err) == "model.mlir:5:3: error: unsupported op 'memref.alloc'"
+    assert err.location == "model.mlir:5:3"
+    assert err.message.startswith("unsupported op 'memref.alloc'")
+    assert str(err).startswith("model.mlir:5:3: error: unsupported op 'memref.alloc'")
 
 
 def test_unsupported_op_in_a_linalg_body():
