@@ -107,16 +107,19 @@ class FunctionLowering:
 
     def tensor(self, ssa: SSAValue, where: str) -> Value:
         """``ssa`` as a Value, emitting a Constant for a scalar constant or an empty tensor."""
-        entry = self.entry(ssa, where)
+        return self.value_of(self.entry(ssa, where), where, ssa.name_hint)
+
+    def value_of(self, entry: Entry, where: str, hint: str | None = None) -> Value:
+        """An entry as a Value (what ``tensor`` does once the SSA value is looked up)."""
         if isinstance(entry, Value):
             return entry
         if id(entry) not in self._materialized:
             if isinstance(entry, Const):
-                value = self.new_value(entry.dtype, (), ssa.name_hint)
+                value = self.new_value(entry.dtype, (), hint)
                 data = np.array(entry.value, DTYPES[entry.dtype])
                 self.emit(Constant(value, data=data, location=where))
             else:
-                value = self.new_value(entry.dtype, entry.shape, ssa.name_hint)
+                value = self.new_value(entry.dtype, entry.shape, hint)
                 self.emit(Constant(value, splat=zero(entry.dtype).value, location=where))
             self._materialized[id(entry)] = (entry, value)
         return self._materialized[id(entry)][1]
@@ -151,9 +154,8 @@ class FunctionLowering:
 
     # ---- the function ----------------------------------------------------------------------
 
-    def finish(self, results: list[Value]) -> Function:
+    def finish(self, args: list[Value], results: list[Value]) -> Function:
         name = self.op.sym_name.data
-        args = [self.env[a] for a in self.op.body.block.args]
         return Function(name, args, _live_ops(self.ops, results), results, self.where)
 
 

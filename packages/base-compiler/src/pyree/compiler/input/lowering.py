@@ -7,9 +7,9 @@ file holds the dispatch and the small rules for constants, elementwise ops and c
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
+from pyree.compiler.input import cfg, control_flow, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
-from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.function import Entry, FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
@@ -22,7 +22,7 @@ from pyree.compiler.kernel import AffineExpr, Result
 from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, Region
 
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
@@ -43,29 +43,32 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
 
 def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict) -> Function:
     fn = FunctionLowering(op, functions, globals)
-    block = _body(op)
-    for i, arg in enumerate(block.args):
+    arguments = []
+    for i, arg in enumerate(_region(op).blocks[0].args):
         dtype, shape = tensor_type_of(arg.type, fn.where)
-        fn.env[arg] = fn.new_value(dtype, shape, arg.name_hint or f"arg{i}")
-    return fn.finish([fn.tensor(v, where) for v, where in _lower_body(fn, op)])
+        arguments.append(fn.new_value(dtype, shape, arg.name_hint or f"arg{i}"))
+    return fn.finish(arguments, [fn.value_of(e, fn.where) for e in _lower_body(fn, op, arguments)])
 
 
-def _body(op: func.FuncOp) -> Block:
+def _region(op: func.FuncOp) -> Region:
     if not op.body.blocks:
         raise CompileError(f"function @{op.sym_name.data} has no body (external functions "
                            "are not supported)", location_of(op))
-    if len(op.body.blocks) > 1:
-        raise CompileError("functions with more than one block are not supported",
-                           location_of(op))
-    return op.body.block
+    return op.body
 
 
-def _lower_body(fn: FunctionLowering, op: func.FuncOp) -> list[tuple[SSAValue, str]]:
-    """Lowers the ops of ``op``'s body into ``fn``; what its return returns, and where."""
-    for inner in _body(op).ops:
+def _lower_body(fn: FunctionLowering, op: func.FuncOp, arguments: list[Entry]) -> list[Entry]:
+    """Lowers ``op``'s body, entered with ``arguments``, into ``fn``; what it returns."""
+    region = _region(op)
+    if len(region.blocks) > 1:
+        return cfg.lower_cfg(fn, region, arguments, _lower_op, location_of(op))
+    block = region.block
+    for arg, value in zip(block.args, arguments, strict=True):
+        fn.env[arg] = value
+    for inner in block.ops:
         where = location_of(inner)
         if isinstance(inner, func.ReturnOp):
-            return [(v, where) for v in inner.operands]
+            return [fn.entry(v, where) for v in inner.operands]
         _lower_op(fn, inner, where)
     raise CompileError("function has no return", location_of(op))
 
@@ -79,13 +82,11 @@ def _lower_call(fn: FunctionLowering, op: func.CallOp) -> None:
     if name in fn.inlining:
         chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
         raise CompileError(f"recursive call of @{name} cannot be inlined ({chain})", where)
-    for arg, operand in zip(_body(callee).args, op.arguments):
-        fn.env[arg] = fn.entry(operand, where)
     fn.inlining.append(name)
-    returned = _lower_body(fn, callee)
+    returned = _lower_body(fn, callee, [fn.entry(v, where) for v in op.arguments])
     fn.inlining.pop()
-    for result, (value, at) in zip(op.res, returned):
-        fn.env[result] = fn.entry(value, at)
+    for result, entry in zip(op.res, returned):
+        fn.env[result] = entry
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:

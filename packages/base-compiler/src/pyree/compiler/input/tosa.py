@@ -27,10 +27,12 @@ from pyree.compiler.extras import require
 # depthwise convolution becomes linalg.depthwise_conv_2d_nhwc_hwcm, which pyree does not
 # declare, and pyree finds convolutions by their indexing maps, so a linalg.generic loses nothing.
 _QUANT_STORAGE = re.compile(r"[ui](\d+)")
+# tosa-to-scf runs first, as IREE's TOSA input pipeline runs it: once tosa-to-linalg has
+# rewritten the ops inside a cond_if / while_loop region, its tosa.yield no longer converts.
 PIPELINE = ("builtin.module(func.func(tosa-optional-decompositions),canonicalize,"
-            "func.func(tosa-infer-shapes,tosa-make-broadcastable,tosa-to-linalg-named,"
-            "tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},tosa-to-tensor,"
-            "tosa-to-scf,linalg-generalize-named-ops),canonicalize)")
+            "func.func(tosa-infer-shapes,tosa-to-scf,tosa-make-broadcastable,"
+            "tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},"
+            "tosa-to-tensor,linalg-generalize-named-ops),canonicalize)")
 
 _TYPE = r"[\w!.]+(?:<[^>\n]*>)?"
 _END = r"[ \t]*(?://.*)?$"  # the end of the op's line, a comment included
@@ -73,10 +75,12 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
         with context:
             try:
                 module = Module.parse(strip_quant_types(_generic_test_ops(text)))
+                owners = _yield_owners(module, source_name, WalkResult)
                 PassManager.parse(PIPELINE).run(module.operation)
             except MLIRError as err:
                 found = diagnostics or [(_where(str(d.location), source_name), d.message)
                                         for d in err.error_diagnostics]
+                found = [_name_owner(where, message, owners) for where, message in found]
                 raise _error(found, f"cannot convert TOSA to linalg: {err}") from None
             left: list = []
 
@@ -93,6 +97,30 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
             return _static_pads(_inline_locations(asm, source_name))
     finally:
         handler.detach()
+
+
+def _yield_owners(module, source_name: str, walk_result) -> dict[str, tuple[str, str]]:
+    """Where each tosa.yield is -> (the op whose region it ends, where that op is)."""
+    owners = {}
+
+    def visit(op):
+        if op.name == "tosa.yield":
+            parent = op.parent
+            owners[_where(str(op.location), source_name)] = (
+                parent.name, _where(str(parent.location), source_name))
+        return walk_result.ADVANCE
+
+    module.operation.walk(visit)
+    return owners
+
+
+def _name_owner(where: str, message: str, owners: dict) -> tuple[str, str]:
+    """A diagnostic about a region's tosa.yield as one about the op the user wrote."""
+    if "'tosa.yield'" not in message or where not in owners:
+        return where, message
+    name, at = owners[where]
+    return at, (f"cannot lower this '{name}': its region (ending in the tosa.yield at {where}) "
+                "did not convert to scf")
 
 
 def strip_quant_types(text: str) -> str:
