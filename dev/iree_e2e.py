@@ -50,9 +50,8 @@ def file_flags(path: Path) -> list[str]:
 
 def run_one(path: str, flags: list[str]) -> dict:
     """In the child: compile ``path`` and run its tests; the outcome as a dict."""
-    from pyree.compiler import CompileError, compile_str
-
     import pyree.runtime as rt
+    from pyree.compiler import CompileError, compile_str
 
     text = Path(path).read_text()
     try:
