@@ -124,3 +124,28 @@ func.func @f(%x: tensor<i32>, %c: i1) -> tensor<i32> {
     with pytest.raises(CompileError, match="out of a loop other than at its header") as err:
         compile_str(text, target_backends=["llvm-cpu"], source_name="brk.mlir")
     assert "brk.mlir:" in str(err.value)
+
+
+ASSERT = """
+func.func @safe_div(%x: tensor<4xf32>, %d: tensor<f32>) -> tensor<4xf32> {
+  %v = tensor.extract %d[] : tensor<f32>
+  %zero = arith.constant 0.0 : f32
+  %ok = arith.cmpf one, %v, %zero : f32
+  cf.assert %ok, "divisor must not be zero"
+  %e = tensor.empty() : tensor<4xf32>
+  %b = linalg.fill ins(%v : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %r = arith.divf %x, %b : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
+def test_cf_assert_raises_its_message_at_run_time(rng):
+    module = rt.load_module(compile_str(ASSERT, target_backends=["llvm-cpu"],
+                                        source_name="assert.mlir"), device="local-task")
+    x = rng.standard_normal(4).astype(np.float32)
+    d = np.float32(rng.uniform(1, 2))
+    np.testing.assert_allclose(np.asarray(module.safe_div(x, np.array(d))), x / d, rtol=1e-6)
+    with pytest.raises(rt.CheckError, match="divisor must not be zero") as err:
+        module.safe_div(x, np.array(0.0, np.float32))
+    assert "assert.mlir:6:3" in str(err.value)

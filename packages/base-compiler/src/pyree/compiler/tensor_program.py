@@ -102,7 +102,8 @@ class View:
 @dataclass(eq=False)
 class Check:
     """IREE's check dialect. kind: expect_true, expect_false, expect_all_true, expect_eq,
-    expect_almost_eq (the *_const forms arrive with ``rhs`` a Constant's value)."""
+    expect_almost_eq (the *_const forms arrive with ``rhs`` a Constant's value). ``cf.assert`` is
+    an expect_true whose ``message`` is the failure's text."""
 
     kind: str
     lhs: Value
@@ -110,6 +111,7 @@ class Check:
     atol: float = 1e-4
     rtol: float = 0.0
     location: str = ""
+    message: str = ""
 
 
 @dataclass(eq=False)

@@ -377,6 +377,13 @@ class Check(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Check
+    def Message(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 
 class CheckT(object):
 
@@ -390,6 +397,7 @@ class CheckT(object):
         self.atol = 0.0001  # type: float
         self.rtol = 0.0  # type: float
         self.location = None  # type: str
+        self.message = None  # type: str
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -419,6 +427,7 @@ class CheckT(object):
         self.atol = check.Atol()
         self.rtol = check.Rtol()
         self.location = check.Location()
+        self.message = check.Message()
 
 
 class CheckKind(object):

@@ -139,6 +139,14 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
     fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
 
 
+def _lower_assert(fn: FunctionLowering, op: Operation) -> None:
+    """cf.assert: a host-side check of its i1 condition that fails with the assert's message
+    (as a check: the call raises CheckError, pyree-check-module lists it)."""
+    where = location_of(op)
+    message = op.msg.data or "assertion failed"
+    fn.emit(Check("expect_true", fn.tensor(op.arg, where), location=where, message=message))
+
+
 def _lower_barrier(fn: FunctionLowering, op: Operation) -> None:
     for operand, result in zip(op.operands, op.results):
         fn.env[result] = fn.entry(operand, location_of(op))
@@ -191,6 +199,7 @@ _RULES = {
                           ("scatter", scatter.lower_scatter))},
     "iree_linalg_ext.topk": sort_scan.lower_topk,
     "util.optimization_barrier": _lower_barrier,
+    "cf.assert": _lower_assert,
     "util.global.load": lower_global_load,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
