@@ -7,7 +7,7 @@ file holds the dispatch and the small rules for constants, elementwise ops and c
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input import cfg, control_flow, scatter, sort_scan, tensor_ops
+from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.function import Entry, FunctionLowering
 from pyree.compiler.input.globals import lower_global_load, read_globals
@@ -193,11 +193,13 @@ _RULES = {
     "scf.while": lambda fn, op: control_flow.lower_while(fn, op, _lower_op),
     "scf.index_switch": lambda fn, op: control_flow.lower_index_switch(fn, op, _lower_op),
     "scf.execute_region": lambda fn, op: control_flow.lower_execute_region(fn, op, _lower_op),
+    "flow.dispatch.region": lambda fn, op: control_flow.lower_execute_region(fn, op, _lower_op),
     "linalg.softmax": lower_softmax,
     **{f"{dialect}.{kind}": rule for dialect in ("tm_tensor", "iree_linalg_ext")
        for kind, rule in (("sort", sort_scan.lower_sort), ("scan", sort_scan.lower_scan),
                           ("scatter", scatter.lower_scatter))},
     "iree_linalg_ext.topk": sort_scan.lower_topk,
+    **linalg_ext_ops.RULES,
     "util.optimization_barrier": _lower_barrier,
     "cf.assert": _lower_assert,
     "util.global.load": lower_global_load,
