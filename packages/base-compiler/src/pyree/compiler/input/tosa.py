@@ -41,6 +41,7 @@ _BARRIER = re.compile(rf"util\.optimization_barrier\s+(%[\w$.-]+)\s*:\s*({_TYPE}
 _CHECK = re.compile(rf"check\.(expect_\w+)\(\s*(%[\w$.-]+)\s*(?:,\s*(.+?))?"
                     rf"((?:\s*,\s*[ar]tol\s+[-+.\w]+)*)\s*\)\s*:\s*({_TYPE}){_END}", re.M)
 _TOLERANCE = re.compile(r"([ar]tol)\s+([-+.\w]+)")
+_BARE_TOLERANCE = re.compile(r",\s*([-+]?\d[\d.]*(?:e[-+]?\d+)?)\s*$")
 _ALIAS_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\n", re.M)
 _ALIAS_USE = re.compile(r"#loc\d*\b")
 # A block or function argument's location (``%in: f32 loc(...)``); not every op's custom
@@ -73,6 +74,7 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
     handler = context.attach_diagnostic_handler(collect)
     try:
         with context:
+            owners: dict = {}
             try:
                 module = Module.parse(strip_quant_types(_generic_test_ops(text)))
                 owners = _yield_owners(module, source_name, WalkResult)
@@ -155,6 +157,10 @@ def _generic_test_ops(text: str) -> str:
     def check(m: re.Match) -> str:
         name, lhs, second, tolerances, type_ = m.groups()
         props = [f"{k} = {v} : f32" for k, v in _TOLERANCE.findall(tolerances or "")]
+        bare = _BARE_TOLERANCE.search(second or "")  # IREE's older spelling: ", 1.0e-4"
+        if bare:
+            second = second[:bare.start()]
+            props.append(f"atol = {bare.group(1)} : f32")
         operands, types = [lhs], [type_]
         if second and second.startswith("%"):
             operands.append(second)
