@@ -29,6 +29,11 @@ class DispatchRegionOp(Operation):
         region = parser.parse_region()
         return cls.create(result_types=types, regions=[region])
 
+    @property
+    def region(self):
+        """Its one region (as scf.execute_region's, whose rule lowers it)."""
+        return self.regions[0]
+
     def print(self, printer) -> None:
         printer.print_op_with_default_format(self)
 

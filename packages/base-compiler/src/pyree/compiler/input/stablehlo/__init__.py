@@ -29,6 +29,8 @@ STABLEHLO_RULES = {
     **{f"chlo.broadcast_{name}": lower_elementwise for name in CHLO_BROADCAST},
     "stablehlo.bitcast_convert": lower_bitcast_convert,
     "stablehlo.broadcast_in_dim": shape_ops.lower_broadcast_in_dim,
+    "stablehlo.broadcast": shape_ops.lower_broadcast,
+    "stablehlo.torch_index_select": shape_ops.lower_torch_index_select,
     "stablehlo.reshape": shape_ops.lower_reshape,
     "stablehlo.transpose": shape_ops.lower_transpose,
     "stablehlo.slice": shape_ops.lower_slice,

@@ -199,3 +199,31 @@ def lower_dynamic_update_slice(fn: FunctionLowering, op: Operation) -> None:
                       inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
 
     emit_map(fn, op, build)
+
+
+def lower_broadcast(fn: FunctionLowering, op: Operation) -> None:
+    """stablehlo.broadcast: ``broadcast_sizes`` new leading dims, the operand in the rest."""
+    where = location_of(op)
+    shape = tensor_type_of(op.results[0].type, where)[1]
+    rank = len(tensor_type_of(op.operands[0].type, where)[1])
+    bdims = list(range(len(shape) - rank, len(shape)))
+    emit_map(fn, op, lambda inputs: broadcast_load(fn, inputs, op.operands[0], shape, bdims,
+                                                   where))
+
+
+def lower_torch_index_select(fn: FunctionLowering, op: Operation) -> None:
+    """``out[pre, i..., post] = input[pre, index[i...], post]`` (``dim``; ``batch_dims`` leading
+    dims shared by input and index)."""
+    where = location_of(op)
+    source, index = (fn.tensor(v, where) for v in op.operands)
+    dim, batch = ints(op, "dim")[0], ints(op, "batch_dims", [0])[0]
+    rank, index_rank = len(source.shape), len(index.shape)
+    loops = AffineExpr.identity(rank - 1 + index_rank - batch)
+
+    def build(inputs: Inputs) -> Expr:
+        position = inputs.load(index, loops[:batch] + loops[dim:dim + index_rank - batch])
+        at = [LoopIndex(k) for k in range(dim)] + [as_index(position)] + [
+            LoopIndex(k + index_rank - batch) for k in range(dim, rank - 1)]
+        return inputs.gather(source, tuple(at), where)
+
+    emit_map(fn, op, build)
