@@ -113,6 +113,8 @@ class FunctionLowering:
         """An entry as a Value (what ``tensor`` does once the SSA value is looked up)."""
         if isinstance(entry, Value):
             return entry
+        if not isinstance(entry, (Const, Empty)):  # a value only some rules read (a complex)
+            raise CompileError(f"{entry} cannot be used here", where)
         if id(entry) not in self._materialized:
             if isinstance(entry, Const):
                 value = self.new_value(entry.dtype, (), hint)

@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     IntegerAttr,
+    StringAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, Data, Dialect, Operation, OpTraits, Region
@@ -191,7 +192,8 @@ def _set(cls, parser: Parser, props: dict, word: str, value) -> None:
         props["dot_dimension_numbers"] = _enum("dot", text)
     elif word in cls.KEYS:
         key = cls.KEYS[word]
-        props[key] = IntegerAttr(value, i64) if isinstance(value, int) else _ints(value)
+        props[key] = (IntegerAttr(value, i64) if isinstance(value, int) else
+                      StringAttr(value) if isinstance(value, str) else _ints(value))
     elif word != "precision":  # precision has no effect here; anything else might
         parser.raise_error(f"unsupported '{word}' on '{cls.name}'")
 
@@ -474,6 +476,10 @@ ReturnOp.traits = traits_def(IsTerminator())
 STABLEHLO_OPS = [
     ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp,
     _simple("stablehlo.optimization_barrier", results=None),
+    _simple("stablehlo.complex", operands=(2, 2)),
+    _simple("stablehlo.real", operands=(1, 1)),
+    _simple("stablehlo.imag", operands=(1, 1)),
+    _simple("stablehlo.fft", {"type": "fft_type", "length": "fft_length"}, operands=(1, 1)),
     *[_simple(f"stablehlo.{n}", operands=_arity(n)) for n in ELEMENTWISE],
     *[_simple(f"stablehlo.{n}", keys, operands=_SHAPE_ARITY.get(n, (1, 1)))
       for n, keys in _SHAPE_OPS.items()],

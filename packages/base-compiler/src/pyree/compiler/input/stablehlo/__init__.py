@@ -6,6 +6,7 @@ that are declared but have no rule, and ops not declared at all, are refused by 
 
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
 from pyree.compiler.input.stablehlo import (
+    complex,
     contraction,
     gather_scatter,
     reduce,
@@ -55,4 +56,10 @@ STABLEHLO_RULES = {
     "stablehlo.map": lower_map,
     "stablehlo.batch_norm_inference": lower_batch_norm_inference,
     "stablehlo.rng_bit_generator": rng.lower_rng_bit_generator,
+    "stablehlo.complex": complex.lower_complex,
+    "stablehlo.real": complex.lower_part,
+    "stablehlo.imag": complex.lower_part,
+    "stablehlo.fft": complex.lower_fft,
 }
+for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
+    STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
