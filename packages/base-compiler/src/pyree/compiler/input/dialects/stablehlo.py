@@ -480,6 +480,7 @@ STABLEHLO_OPS = [
     _simple("stablehlo.real", operands=(1, 1)),
     _simple("stablehlo.imag", operands=(1, 1)),
     _simple("stablehlo.fft", {"type": "fft_type", "length": "fft_length"}, operands=(1, 1)),
+    _simple("stablehlo.rng", {"distribution": "rng_distribution"}, operands=(3, 3)),
     *[_simple(f"stablehlo.{n}", operands=_arity(n)) for n in ELEMENTWISE],
     *[_simple(f"stablehlo.{n}", keys, operands=_SHAPE_ARITY.get(n, (1, 1)))
       for n, keys in _SHAPE_OPS.items()],

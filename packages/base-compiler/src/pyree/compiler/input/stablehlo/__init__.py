@@ -11,6 +11,7 @@ from pyree.compiler.input.stablehlo import (
     gather_scatter,
     reduce,
     rng,
+    rng_uniform,
     select_and_scatter,
     shape_ops,
     sort,
@@ -60,6 +61,7 @@ STABLEHLO_RULES = {
     "stablehlo.real": complex.lower_part,
     "stablehlo.imag": complex.lower_part,
     "stablehlo.fft": complex.lower_fft,
+    "stablehlo.rng": rng_uniform.lower_rng,
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
