@@ -89,6 +89,18 @@ func.func @broadcast(%x: tensor<2x3xi32>) -> tensor<4x2x3xi32> {
   return %r : tensor<4x2x3xi32>
 }
 
+func.func @tensor_gather(%x: tensor<4x5x3xf32>, %i: tensor<6x2xi32>) -> (tensor<6x3xf32>, tensor<6x1x1x3xf32>) {
+  %r = tensor.gather %x[%i] gather_dims([0, 1]) : (tensor<4x5x3xf32>, tensor<6x2xi32>) -> tensor<6x3xf32>
+  %k = tensor.gather %x[%i] gather_dims([0, 1]) unique : (tensor<4x5x3xf32>, tensor<6x2xi32>) -> tensor<6x1x1x3xf32>
+  return %r, %k : tensor<6x3xf32>, tensor<6x1x1x3xf32>
+}
+
+func.func @init_tensor(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %e = linalg.init_tensor [2, 3] : tensor<2x3xf32>
+  %r = linalg.add ins(%x, %x : tensor<2x3xf32>, tensor<2x3xf32>) outs(%e : tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %r : tensor<2x3xf32>
+}
+
 func.func @index_select(%x: tensor<3x5x2xf32>, %i: tensor<4xi32>) -> tensor<3x4x2xf32> {
   %r = "stablehlo.torch_index_select"(%x, %i) {dim = 1 : i64, batch_dims = 0 : i64} : (tensor<3x5x2xf32>, tensor<4xi32>) -> tensor<3x4x2xf32>
   return %r : tensor<3x4x2xf32>
@@ -144,3 +156,13 @@ def test_stablehlo_broadcast_and_torch_index_select(module, rng):
     s = rng.standard_normal((3, 5, 2)).astype(np.float32)
     i = np.array([4, 0, 0, 2], np.int32)
     np.testing.assert_array_equal(np.asarray(module.index_select(s, i)), s[:, i, :])
+
+
+def test_tensor_gather_dropping_or_keeping_the_gathered_dims_and_init_tensor(module, rng):
+    x = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    i = np.stack([rng.integers(0, 4, 6), rng.integers(0, 5, 6)], 1).astype(np.int32)
+    dropped, kept = (np.asarray(r) for r in module.tensor_gather(x, i))
+    np.testing.assert_array_equal(dropped, x[i[:, 0], i[:, 1]])
+    np.testing.assert_array_equal(kept, x[i[:, 0], i[:, 1]][:, None, None, :])
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(module.init_tensor(y)), y + y)

@@ -175,6 +175,8 @@ _RULES = {
     "arith.constant": _lower_constant,
     "util.unfoldable_constant": _lower_constant,
     "tensor.empty": tensor_ops.lower_empty,
+    "linalg.init_tensor": tensor_ops.lower_empty,
+    "tensor.gather": tensor_ops.lower_gather,
     "tensor.cast": tensor_ops.lower_cast,
     "tensor.collapse_shape": tensor_ops.lower_reshape,
     "tensor.expand_shape": tensor_ops.lower_reshape,
