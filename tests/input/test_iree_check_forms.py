@@ -53,3 +53,18 @@ def test_a_bare_tolerance_is_the_absolute_tolerance():
 def test_a_bare_tolerance_in_tosa_input():
     module = rt.load_module(compile_str(TOSA, input_type="tosa"), device="local-task")
     assert module.near.run_checks() == []
+
+
+def test_a_function_marked_inline_never_is_called_as_any_other(rng):
+    module = rt.load_module(compile_str("""
+func.func private @twice(%x: tensor<3xf32>) -> tensor<3xf32> attributes {inline_policy = #util.inline.never} {
+  %y = arith.addf %x, %x : tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+func.func @f(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %a = func.call @twice(%x) : (tensor<3xf32>) -> tensor<3xf32>
+  %b = func.call @twice(%a) : (tensor<3xf32>) -> tensor<3xf32>
+  return %b : tensor<3xf32>
+}"""), device="local-task")
+    x = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(module.f(x)), 4 * x)
