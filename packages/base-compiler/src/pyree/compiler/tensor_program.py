@@ -84,6 +84,8 @@ class Constant:
     location: str = ""
     parameter: tuple[str, str] | None = None  # (scope, key)
     name: str = ""  # the util.global it was loaded from: its key when exported as a parameter
+    # a mutable global's state: the module constant that GlobalStore writes, never folded
+    mutable: bool = False
 
 
 @dataclass(eq=False)
@@ -112,6 +114,16 @@ class Check:
     rtol: float = 0.0
     location: str = ""
     message: str = ""
+
+
+@dataclass(eq=False)
+class GlobalStore:
+    """util.global.store / ml_program.global_store: ``source`` written into ``target``, the
+    value of a mutable global's Constant (input/globals.py), where the next call reads it."""
+
+    source: Value
+    target: Value
+    location: str = ""
 
 
 @dataclass(eq=False)
@@ -147,7 +159,7 @@ class While:
     location: str = ""
 
 
-Op = Union[Generic, Constant, View, Check, If, While]
+Op = Union[Generic, Constant, View, Check, If, While, GlobalStore]
 
 
 def blocks_of(op: Op) -> tuple[Block, ...]:
@@ -174,6 +186,8 @@ def read_by(op: Op) -> list[Value]:
         return [op.source]
     if isinstance(op, Check):
         return [v for v in (op.lhs, op.rhs) if v is not None]
+    if isinstance(op, GlobalStore):
+        return [op.source, op.target]
     if isinstance(op, If):
         return [op.condition, *free_values(op.then), *free_values(op.otherwise)]
     if isinstance(op, While):

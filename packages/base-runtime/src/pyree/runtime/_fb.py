@@ -619,6 +619,13 @@ class Constant(object):
             return obj
         return None
 
+    # Constant
+    def Mutable(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.BoolFlags, o + self._tab.Pos))
+        return False
+
 
 class ConstantT(object):
 
@@ -627,6 +634,7 @@ class ConstantT(object):
         self.type = None  # type: Optional[TensorTypeT]
         self.data = None  # type: Optional[DataRefT]
         self.parameter = None  # type: Optional[ParameterT]
+        self.mutable = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -650,6 +658,7 @@ class ConstantT(object):
             self.data = DataRefT.InitFromObj(constant.Data())
         if constant.Parameter() is not None:
             self.parameter = ParameterT.InitFromObj(constant.Parameter())
+        self.mutable = constant.Mutable()
 
 
 class Copy(object):

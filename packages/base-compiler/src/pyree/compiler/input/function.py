@@ -26,6 +26,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    GlobalStore,
     If,
     Op,
     Value,
@@ -62,6 +63,8 @@ class FunctionLowering:
         # once an inlined callee's environment is rebound; its Constant's value)
         self._materialized: dict[int, tuple[Entry, Value]] = {}
         self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
+        self.stored_globals: dict = {}  # name -> what util.global.store last wrote (globals.py)
+        self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
 
     # ---- values ----------------------------------------------------------------------------
 
@@ -175,7 +178,7 @@ def _live_ops(ops: list[Op], results: list[Value]) -> list[Op]:
     live: set[Value] = set(results)
     kept: list[Op] = []
     for op in reversed(ops):
-        if isinstance(op, (Check, If, While)) or any(v in live for v in defined_by(op)):
+        if isinstance(op, (Check, If, While, GlobalStore)) or any(v in live for v in defined_by(op)):
             live.update(read_by(op))
             kept.append(op)
     kept.reverse()

@@ -10,7 +10,13 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.function import Entry, FunctionLowering
-from pyree.compiler.input.globals import lower_global_load, read_globals
+from pyree.compiler.input.globals import (
+    GLOBAL_OPS,
+    lower_global_load,
+    lower_global_store,
+    read_globals,
+    write_back,
+)
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
@@ -36,7 +42,7 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
         if isinstance(op, func.FuncOp):
             if op.sym_visibility is None or op.sym_visibility.data == "public":
                 program.functions.append(_lower_function(op, functions, globals))
-        elif op.name != "util.global":
+        elif op.name not in GLOBAL_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
@@ -47,7 +53,9 @@ def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals:
     for i, arg in enumerate(_region(op).blocks[0].args):
         dtype, shape = tensor_type_of(arg.type, fn.where)
         arguments.append(fn.new_value(dtype, shape, arg.name_hint or f"arg{i}"))
-    return fn.finish(arguments, [fn.value_of(e, fn.where) for e in _lower_body(fn, op, arguments)])
+    results = [fn.value_of(e, fn.where) for e in _lower_body(fn, op, arguments)]
+    write_back(fn)
+    return fn.finish(arguments, results)
 
 
 def _region(op: func.FuncOp) -> Region:
@@ -205,6 +213,10 @@ _RULES = {
     "util.optimization_barrier": _lower_barrier,
     "cf.assert": _lower_assert,
     "util.global.load": lower_global_load,
+    "util.global.store": lower_global_store,
+    "ml_program.global_load": lower_global_load,
+    "ml_program.global_load_const": lower_global_load,
+    "ml_program.global_store": lower_global_store,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},

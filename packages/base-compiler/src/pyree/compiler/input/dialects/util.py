@@ -156,6 +156,27 @@ class GlobalLoadOp(IRDLOperation):
         printer.print_attribute(self.result.type)
 
 
+@irdl_op_definition
+class GlobalStoreOp(IRDLOperation):
+    """``util.global.store %value, @name : type`` (a mutable global's new state)."""
+
+    name = "util.global.store"
+
+    global_name = prop_def(SymbolRefAttr)
+    value = var_operand_def()
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalStoreOp:
+        operand = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        name = parser.parse_symbol_name()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        value = parser.resolve_operand(operand, parser.parse_type())
+        return cls.create(properties={"global_name": SymbolRefAttr(name)}, operands=[value],
+                          attributes=attributes)
+
+
 @irdl_attr_definition
 class InlineNeverAttr(ParametrizedAttribute):
     """``#util.inline.never`` on a function: IREE keeps its calls as calls. pyree inlines every
@@ -164,5 +185,5 @@ class InlineNeverAttr(ParametrizedAttribute):
     name = "util.inline.never"
 
 
-Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp],
-               [InlineNeverAttr])
+Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp,
+                        GlobalStoreOp], [InlineNeverAttr])
