@@ -1,6 +1,7 @@
-"""IREE's iree_linalg_ext ops as IREE's e2e tests write them (topk_v2, arg_compare, gather,
-softmax, reverse, sort ins/outs), flow.dispatch.region, and StableHLO's broadcast and
-torch_index_select: compiled and run on local-task at odd shapes, against numpy."""
+"""Ops as IREE's e2e tests write them -- iree_linalg_ext topk_v2, arg_compare, gather, softmax,
+reverse and sort ins/outs; flow.dispatch.region; StableHLO broadcast and torch_index_select;
+tensor.gather, linalg.init_tensor and linalg.batch_matvec -- compiled and run on local-task at
+odd shapes, against numpy."""
 
 import numpy as np
 import pyree.runtime as rt
@@ -101,6 +102,11 @@ func.func @init_tensor(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   return %r : tensor<2x3xf32>
 }
 
+func.func @batch_matvec(%a: tensor<3x5x7xi8>, %x: tensor<3x7xi8>, %acc: tensor<3x5xi32>) -> tensor<3x5xi32> {
+  %r = linalg.batch_matvec ins(%a, %x : tensor<3x5x7xi8>, tensor<3x7xi8>) outs(%acc : tensor<3x5xi32>) -> tensor<3x5xi32>
+  return %r : tensor<3x5xi32>
+}
+
 func.func @index_select(%x: tensor<3x5x2xf32>, %i: tensor<4xi32>) -> tensor<3x4x2xf32> {
   %r = "stablehlo.torch_index_select"(%x, %i) {dim = 1 : i64, batch_dims = 0 : i64} : (tensor<3x5x2xf32>, tensor<4xi32>) -> tensor<3x4x2xf32>
   return %r : tensor<3x4x2xf32>
@@ -166,3 +172,11 @@ def test_tensor_gather_dropping_or_keeping_the_gathered_dims_and_init_tensor(mod
     np.testing.assert_array_equal(kept, x[i[:, 0], i[:, 1]][:, None, None, :])
     y = rng.standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_array_equal(np.asarray(module.init_tensor(y)), y + y)
+
+
+def test_batch_matvec_widens_and_accumulates(module, rng):
+    a = rng.integers(-128, 128, (3, 5, 7)).astype(np.int8)
+    x = rng.integers(-128, 128, (3, 7)).astype(np.int8)
+    acc = rng.integers(-1000, 1000, (3, 5)).astype(np.int32)
+    want = acc + np.einsum("bik,bk->bi", a.astype(np.int32), x.astype(np.int32))
+    np.testing.assert_array_equal(np.asarray(module.batch_matvec(a, x, acc)), want)
