@@ -76,7 +76,7 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
         with context:
             owners: dict = {}
             try:
-                module = Module.parse(strip_quant_types(_generic_test_ops(text)))
+                module = Module.parse(strip_quant_types(_generic_test_ops(other_spellings(text))))
                 owners = _yield_owners(module, source_name, WalkResult)
                 PassManager.parse(PIPELINE).run(module.operation)
             except MLIRError as err:
@@ -123,6 +123,30 @@ def _name_owner(where: str, message: str, owners: dict) -> tuple[str, str]:
     name, at = owners[where]
     return at, (f"cannot lower this '{name}': its region (ending in the tosa.yield at {where}) "
                 "did not convert to scf")
+
+
+# TOSA's spellings from MLIR versions before and after the one torch-mlir bundles, as the
+# attribute dictionaries it reads (same line; columns after a rewrite move).
+_SPELLINGS = (
+    (re.compile(r"\bvalues\(([^()\n]*)\)"), r"{values = \1}"),              # const_shape
+    (re.compile(r"\bmin_val\(([^()\n]*)\)\s*max_val\(([^()\n]*)\)"),
+     r"{min_val = \1, max_val = \2}"),                                         # clamp
+    (re.compile(r"\baxis\((\d+)\)"), r"{axis = \1 : i32}"),                    # reduce_*
+    (re.compile(r"\bperms\(\[([^\]\n]*)\]\)"), r"{perms = array<i32: \1>}"),   # transpose
+    (re.compile(r'("tosa\.const"\(\)\s*<?\{\s*)value(\s*=)'), r"\1values\2"),  # older const
+    (re.compile(r"\b(kernel|stride|pad) = \[([^\]\n]*)\]"), r"\1 = array<i64: \2>"),
+)
+
+
+def other_spellings(text: str) -> str:
+    """``text`` with the TOSA spellings of other MLIR versions in the bundled version's form."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if "tosa." in line:
+            for pattern, replacement in _SPELLINGS:
+                line = pattern.sub(replacement, line)
+            lines[i] = line
+    return "\n".join(lines)
 
 
 def strip_quant_types(text: str) -> str:
