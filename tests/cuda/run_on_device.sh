@@ -27,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
 for build in cuda90 cuda90a; do
   echo "== tests/cuda on the GPU, modules of .gpubuild/$build" | tee -a "$OUT/cuda.log"
   driver_tests=""
-  [ $build = cuda90 ] && driver_tests="tests/cuda/test_cuda_hostile_modules.py tests/cuda/test_cuda_concurrency.py"
+  [ $build = cuda90 ] && driver_tests="tests/cuda/test_cuda_hostile_modules.py tests/cuda/test_cuda_concurrency.py tests/cuda/test_cuda_module_state.py"
   PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/$build timeout 270 python3 -m pytest -q -p no:cacheprovider \
     tests/cuda/test_cuda_gpu.py tests/cuda/test_cuda_control_flow.py tests/cuda/test_cuda_dlpack.py \
     tests/cuda/test_cuda_reduction_accuracy.py tests/cuda/test_cuda_trace.py \
