@@ -138,6 +138,54 @@ _SPELLINGS = (
 )
 
 
+# The older tosa.mul: two operands and a ``shift`` attribute (custom or generic form).
+_MUL_SHIFT = re.compile(
+    r'(?P<lead>\s*)(?P<res>%[\w.$-]+)\s*=\s*(?:tosa\.mul\s+(?P<a>%[\w.$#-]+),\s*(?P<b>%[\w.$#-]+)'
+    r'|"tosa\.mul"\((?P<ga>%[\w.$#-]+),\s*(?P<gb>%[\w.$#-]+)\))\s*'
+    r'(?:<\{|\{)\s*shift\s*=\s*(?P<shift>-?\d+)\s*:\s*i8\s*(?:\}>|\})\s*:\s*'
+    r'\((?P<ta>[^,()]+),\s*(?P<tb>[^,()]+)\)\s*->\s*\(?(?P<tr>[^,()]+?)\)?\s*$')
+
+
+def _mul_shift(line: str, n: int) -> str:
+    """``%r = tosa.mul %a, %b {shift = s : i8} : (A, B) -> R`` as TOSA 1.0 writes it: the shift
+    is a ``tensor<1xi8>`` constant operand, defined on the same line (no line moves)."""
+    m = _MUL_SHIFT.fullmatch(line)
+    if m is None:
+        return line
+    a, b = m["a"] or m["ga"], m["b"] or m["gb"]
+    shift = f"%__pyree_mul_shift_{n}"
+    return (f'{m["lead"]}{shift} = "tosa.const"() <{{values = dense<{m["shift"]}> : tensor<1xi8>}}> '
+            f': () -> tensor<1xi8> {m["res"]} = tosa.mul {a}, {b}, {shift} : '
+            f'({m["ta"].strip()}, {m["tb"].strip()}, tensor<1xi8>) -> {m["tr"].strip()}')
+
+
+# tosa.fully_connected (dropped by TOSA 1.0) on floats: x @ w^T + b.
+_FULLY_CONNECTED = re.compile(
+    r'(?P<lead>\s*)(?P<res>%[\w.$-]+)\s*=\s*(?:tosa\.fully_connected\s+(?P<x>%[\w.$#-]+),\s*'
+    r'(?P<w>%[\w.$#-]+),\s*(?P<b>%[\w.$#-]+)|"tosa\.fully_connected"\((?P<gx>%[\w.$#-]+),\s*'
+    r'(?P<gw>%[\w.$#-]+),\s*(?P<gb>%[\w.$#-]+)\))\s*:\s*\((?P<tx>tensor<\d+x\d+x(?P<e>[bf]\w+)>),\s*'
+    r'(?P<tw>tensor<\d+x\d+x(?P=e)>),\s*(?P<tb>tensor<\d+x(?P=e)>)\)\s*->\s*\(?'
+    r'(?P<tr>tensor<\d+x\d+x(?P=e)>)\)?\s*$')
+
+
+def _fully_connected(line: str, n: int) -> str:
+    """A float ``tosa.fully_connected`` (TOSA before 1.0) as the linalg ops it means, on the same
+    line: the bias broadcast over the rows, then the rows of x dotted with the rows of w."""
+    m = _FULLY_CONNECTED.fullmatch(line)
+    if m is None:
+        return line
+    x, w, b = m["x"] or m["gx"], m["w"] or m["gw"], m["b"] or m["gb"]
+    e, tr, p = m["e"], m["tr"], f"%__pyree_fc{n}"
+    return (f"{m['lead']}{p}_e = tensor.empty() : {tr} "
+            f"{p}_b = linalg.broadcast ins({b} : {m['tb']}) outs({p}_e : {tr}) dimensions = [0] "
+            f"{m['res']} = linalg.generic {{indexing_maps = [affine_map<(n, o, i) -> (n, i)>, "
+            f"affine_map<(n, o, i) -> (o, i)>, affine_map<(n, o, i) -> (n, o)>], iterator_types = "
+            f'["parallel", "parallel", "reduction"]}} ins({x}, {w} : {m["tx"]}, {m["tw"]}) '
+            f"outs({p}_b : {tr}) {{ ^bb0({p}_x: {e}, {p}_w: {e}, {p}_a: {e}): "
+            f"{p}_m = arith.mulf {p}_x, {p}_w : {e} {p}_s = arith.addf {p}_a, {p}_m : {e} "
+            f"linalg.yield {p}_s : {e} }} -> {tr}")
+
+
 def other_spellings(text: str) -> str:
     """``text`` with the TOSA spellings of other MLIR versions in the bundled version's form."""
     lines = text.split("\n")
@@ -145,6 +193,10 @@ def other_spellings(text: str) -> str:
         if "tosa." in line:
             for pattern, replacement in _SPELLINGS:
                 line = pattern.sub(replacement, line)
+            if "shift" in line:
+                line = _mul_shift(line, i)
+            if "fully_connected" in line:
+                line = _fully_connected(line, i)
             lines[i] = line
     return "\n".join(lines)
 
