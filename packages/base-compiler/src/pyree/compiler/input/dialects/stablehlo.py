@@ -411,6 +411,27 @@ class RngBitGeneratorOp(HloOp):
                           properties=props, attributes=attrs)
 
 
+class CustomCallOp(HloOp):
+    """``stablehlo.custom_call @target(%a, ...) {attrs} : (T...) -> (R...)``; the target is kept
+    as the generic form's ``call_target_name``. The lowering accepts JAX's ``shape_assertion``
+    only and refuses every other target by name."""
+
+    name = "stablehlo.custom_call"
+    RESULTS = None
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        target = parser.parse_symbol_name()
+        operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN,
+                                                     parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        resolved = parser.resolve_operands(operands, list(ft.inputs), parser.pos)
+        return cls.create(operands=resolved, result_types=list(ft.outputs),
+                          properties={"call_target_name": target}, attributes=attrs)
+
+
 def _generic_only(name: str) -> type[HloOp]:
     """Ops that JAX prints in the generic form. (Ops not declared at all are refused by name
     while parsing, in either form.)"""
@@ -474,7 +495,7 @@ ReturnOp = _simple("stablehlo.return", results=0)
 ReturnOp.traits = traits_def(IsTerminator())
 
 STABLEHLO_OPS = [
-    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp,
+    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp, CustomCallOp,
     _simple("stablehlo.optimization_barrier", results=None),
     _simple("stablehlo.complex", operands=(2, 2)),
     _simple("stablehlo.real", operands=(1, 1)),

@@ -43,6 +43,7 @@ STABLEHLO_RULES = {
     "stablehlo.dynamic_slice": shape_ops.lower_dynamic_slice,
     "stablehlo.dynamic_update_slice": shape_ops.lower_dynamic_update_slice,
     "stablehlo.optimization_barrier": shape_ops.lower_identity,
+    "stablehlo.custom_call": shape_ops.lower_custom_call,
     "stablehlo.get_dimension_size": shape_ops.lower_get_dimension_size,
     "stablehlo.dot_general": contraction.lower_dot_general,
     "stablehlo.dot": contraction.lower_dot_general,

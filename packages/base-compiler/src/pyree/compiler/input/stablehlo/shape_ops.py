@@ -45,6 +45,18 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
         fn.env[result] = fn.entry(operand, location_of(op))
 
 
+def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
+    """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
+    as IREE drops it; any other target is refused by name (it names code pyree does not have)."""
+    where = location_of(op)
+    target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
+    name = getattr(target, "data", None)
+    if name == "shape_assertion" and not op.results:
+        return
+    raise CompileError(f"stablehlo.custom_call @{name} is not supported (pyree implements no "
+                       "custom-call targets; only JAX's @shape_assertion is accepted)", where)
+
+
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     perm = ints(op, "permutation")
