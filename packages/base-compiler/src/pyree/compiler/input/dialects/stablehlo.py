@@ -498,6 +498,7 @@ STABLEHLO_OPS = [
     ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp, CustomCallOp,
     _simple("stablehlo.optimization_barrier", results=None),
     _simple("stablehlo.complex", operands=(2, 2)),
+    _simple("stablehlo.cholesky", {"lower": "lower"}, operands=(1, 1)),
     _simple("stablehlo.real", operands=(1, 1)),
     _simple("stablehlo.imag", operands=(1, 1)),
     _simple("stablehlo.fft", {"type": "fft_type", "length": "fft_length"}, operands=(1, 1)),

@@ -6,6 +6,7 @@ that are declared but have no rule, and ops not declared at all, are refused by 
 
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
 from pyree.compiler.input.stablehlo import (
+    cholesky,
     complex,
     contraction,
     gather_scatter,
@@ -63,6 +64,7 @@ STABLEHLO_RULES = {
     "stablehlo.imag": complex.lower_part,
     "stablehlo.fft": complex.lower_fft,
     "stablehlo.rng": rng_uniform.lower_rng,
+    "stablehlo.cholesky": cholesky.lower_cholesky,
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
