@@ -13,6 +13,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
+from pyree.compiler.input.stablehlo.householder import lower_householder_product
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
 from pyree.compiler.tensor_program import Generic, Value, View
@@ -47,14 +48,17 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
 
 def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
     """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
-    as IREE drops it; any other target is refused by name (it names code pyree does not have)."""
+    as IREE drops it; ``@ProductOfElementaryHouseholderReflectors`` (JAX's QR) is computed
+    (householder.py); any other target is refused by name."""
     where = location_of(op)
     target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
     name = getattr(target, "data", None)
     if name == "shape_assertion" and not op.results:
         return
-    raise CompileError(f"stablehlo.custom_call @{name} is not supported (pyree implements no "
-                       "custom-call targets; only JAX's @shape_assertion is accepted)", where)
+    if name == "ProductOfElementaryHouseholderReflectors":
+        return lower_householder_product(fn, op)
+    raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
+                       "@shape_assertion and @ProductOfElementaryHouseholderReflectors)", where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
