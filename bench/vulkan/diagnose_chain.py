@@ -44,6 +44,7 @@ run("one function", FUNCS[:1])
 run("two modules alternating", FUNCS)
 run("two modules alternating, to_host after each", FUNCS, sync=True)
 from pyree.hal.vulkan import command_buffer, semaphore  # noqa: E402
+
 command_buffer.RECORDINGS_PER_FUNCTION = 1
 run("two modules, one recording per function", FUNCS)
 command_buffer.RECORDINGS_PER_FUNCTION = 4

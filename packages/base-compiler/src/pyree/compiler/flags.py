@@ -105,6 +105,10 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
     flag("--pyree-llvmcpu-target-cpu-features", "--iree-llvmcpu-target-cpu-features",
          dest="llvmcpu_target_cpu_features", metavar="LIST",
          help="+feature/-feature list on top of the CPU's own (e.g. +avx2,+fma), or host")
+    boolean("--pyree-llvmcpu-reassociate-fp-reductions",
+            "--iree-llvmcpu-reassociate-fp-reductions", dest="llvmcpu_reassociate_fp_reductions",
+            help="false: float reductions on llvm-cpu fold strictly left to right, one element "
+            "after another (default true: split, vectorized and cascaded)")
     flag("--pyree-llvmcpu-target-triple", "--iree-llvmcpu-target-triple",
          dest="llvmcpu_target_triple", metavar="TRIPLE",
          help="x86_64-*-linux-* or host (pyree generates x86-64 Linux code only)")
@@ -182,6 +186,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
     given = vars(args)
     values = {key: given[key] for key in (
         "llvmcpu_target_cpu", "llvmcpu_target_cpu_features", "llvmcpu_target_triple",
+        "llvmcpu_reassociate_fp_reductions",
         "cuda_target", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
         "print_ir_after_all", "print_ir_after", "compile_to", "export_parameters",

@@ -62,6 +62,9 @@ class CompileOptions:
     # --pyree-llvmcpu-target-triple: pyree generates x86-64 Linux ELF only; "" or "host" is that,
     # any other x86_64-*-linux* triple is accepted, other architectures are refused.
     llvmcpu_target_triple: str = ""
+    # --pyree-llvmcpu-reassociate-fp-reductions: false folds every float reduction of the llvm-cpu
+    # kernels strictly in order (no split, no vector lanes, no cascade), as IREE's flag does.
+    llvmcpu_reassociate_fp_reductions: bool = True
     # --pyree-cuda-target: sm_<N>, a code name or a product name; the cuda backend resolves it.
     cuda_target: str = "sm_80"
     # --pyree-rocm-target-chip: a gfx name or an AMD product name, optionally with :sramecc+/- and

@@ -150,7 +150,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     report("forming dispatch regions")
     gpu = all(name != "llvm-cpu" for name in options.target_backends)
     implicit = all(backend(name).implicit_gemm for name in options.target_backends)
-    program = run_flow(program, flow_passes(gpu, implicit), after_pass)
+    strict = "llvm-cpu" in options.target_backends and not options.llvmcpu_reassociate_fp_reductions
+    program = run_flow(program, flow_passes(gpu, implicit, strict), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
     _check_run_time_sizes(program, options.target_backends)
 

@@ -106,6 +106,8 @@ class Constant:
     location: str = ""
     parameter: tuple[str, str] | None = None  # (scope, key)
     name: str = ""  # the util.global it was loaded from: its key when exported as a parameter
+    # a mutable global's state: the module constant that GlobalStore writes, never folded
+    mutable: bool = False
 
 
 @dataclass(eq=False)
@@ -124,13 +126,25 @@ class View:
 @dataclass(eq=False)
 class Check:
     """IREE's check dialect. kind: expect_true, expect_false, expect_all_true, expect_eq,
-    expect_almost_eq (the *_const forms arrive with ``rhs`` a Constant's value)."""
+    expect_almost_eq (the *_const forms arrive with ``rhs`` a Constant's value). ``cf.assert`` is
+    an expect_true whose ``message`` is the failure's text."""
 
     kind: str
     lhs: Value
     rhs: Value | None = None
     atol: float = 1e-4
     rtol: float = 0.0
+    location: str = ""
+    message: str = ""
+
+
+@dataclass(eq=False)
+class GlobalStore:
+    """util.global.store / ml_program.global_store: ``source`` written into ``target``, the
+    value of a mutable global's Constant (input/globals.py), where the next call reads it."""
+
+    source: Value
+    target: Value
     location: str = ""
 
 
@@ -167,7 +181,7 @@ class While:
     location: str = ""
 
 
-Op = Union[Generic, Constant, View, Check, If, While]
+Op = Union[Generic, Constant, View, Check, If, While, GlobalStore]
 
 
 def blocks_of(op: Op) -> tuple[Block, ...]:
@@ -194,6 +208,8 @@ def read_by(op: Op) -> list[Value]:
         return [op.source]
     if isinstance(op, Check):
         return [v for v in (op.lhs, op.rhs) if v is not None]
+    if isinstance(op, GlobalStore):
+        return [op.source, op.target]
     if isinstance(op, If):
         return [op.condition, *free_values(op.then), *free_values(op.otherwise)]
     if isinstance(op, While):

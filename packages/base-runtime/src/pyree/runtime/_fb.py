@@ -377,6 +377,13 @@ class Check(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Check
+    def Message(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 
 class CheckT(object):
 
@@ -390,6 +397,7 @@ class CheckT(object):
         self.atol = 0.0001  # type: float
         self.rtol = 0.0  # type: float
         self.location = None  # type: str
+        self.message = None  # type: str
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -419,6 +427,7 @@ class CheckT(object):
         self.atol = check.Atol()
         self.rtol = check.Rtol()
         self.location = check.Location()
+        self.message = check.Message()
 
 
 class CheckKind(object):
@@ -610,6 +619,13 @@ class Constant(object):
             return obj
         return None
 
+    # Constant
+    def Mutable(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.BoolFlags, o + self._tab.Pos))
+        return False
+
 
 class ConstantT(object):
 
@@ -618,6 +634,7 @@ class ConstantT(object):
         self.type = None  # type: Optional[TensorTypeT]
         self.data = None  # type: Optional[DataRefT]
         self.parameter = None  # type: Optional[ParameterT]
+        self.mutable = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -641,6 +658,7 @@ class ConstantT(object):
             self.data = DataRefT.InitFromObj(constant.Data())
         if constant.Parameter() is not None:
             self.parameter = ParameterT.InitFromObj(constant.Parameter())
+        self.mutable = constant.Mutable()
 
 
 class Copy(object):

@@ -101,7 +101,14 @@ class Check(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
-def CheckStart(builder): builder.StartObject(8)
+    # Check
+    def Message(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+def CheckStart(builder): builder.StartObject(9)
 def Start(builder):
     return CheckStart(builder)
 def CheckAddKind(builder, kind): builder.PrependUint8Slot(0, kind, 0)
@@ -128,6 +135,9 @@ def AddRtol(builder, rtol):
 def CheckAddLocation(builder, location): builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(location), 0)
 def AddLocation(builder, location):
     return CheckAddLocation(builder, location)
+def CheckAddMessage(builder, message): builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(message), 0)
+def AddMessage(builder, message):
+    return CheckAddMessage(builder, message)
 def CheckEnd(builder): return builder.EndObject()
 def End(builder):
     return CheckEnd(builder)
@@ -150,6 +160,7 @@ class CheckT(object):
         self.atol = 0.0001  # type: float
         self.rtol = 0.0  # type: float
         self.location = None  # type: str
+        self.message = None  # type: str
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -179,6 +190,7 @@ class CheckT(object):
         self.atol = check.Atol()
         self.rtol = check.Rtol()
         self.location = check.Location()
+        self.message = check.Message()
 
     # CheckT
     def Pack(self, builder):
@@ -192,6 +204,8 @@ class CheckT(object):
             rhsType = self.rhsType.Pack(builder)
         if self.location is not None:
             location = builder.CreateString(self.location)
+        if self.message is not None:
+            message = builder.CreateString(self.message)
         CheckStart(builder)
         CheckAddKind(builder, self.kind)
         if self.lhs is not None:
@@ -206,5 +220,7 @@ class CheckT(object):
         CheckAddRtol(builder, self.rtol)
         if self.location is not None:
             CheckAddLocation(builder, location)
+        if self.message is not None:
+            CheckAddMessage(builder, message)
         check = CheckEnd(builder)
         return check

@@ -62,7 +62,14 @@ class Constant(object):
             return obj
         return None
 
-def ConstantStart(builder): builder.StartObject(3)
+    # Constant
+    def Mutable(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ConstantStart(builder): builder.StartObject(4)
 def Start(builder):
     return ConstantStart(builder)
 def ConstantAddType(builder, type): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(type), 0)
@@ -74,6 +81,9 @@ def AddData(builder, data):
 def ConstantAddParameter(builder, parameter): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(parameter), 0)
 def AddParameter(builder, parameter):
     return ConstantAddParameter(builder, parameter)
+def ConstantAddMutable(builder, mutable): builder.PrependBoolSlot(3, mutable, 0)
+def AddMutable(builder, mutable):
+    return ConstantAddMutable(builder, mutable)
 def ConstantEnd(builder): return builder.EndObject()
 def End(builder):
     return ConstantEnd(builder)
@@ -92,6 +102,7 @@ class ConstantT(object):
         self.type = None  # type: Optional[pyree.compiler._fb.TensorType.TensorTypeT]
         self.data = None  # type: Optional[pyree.compiler._fb.DataRef.DataRefT]
         self.parameter = None  # type: Optional[pyree.compiler._fb.Parameter.ParameterT]
+        self.mutable = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -115,6 +126,7 @@ class ConstantT(object):
             self.data = pyree.compiler._fb.DataRef.DataRefT.InitFromObj(constant.Data())
         if constant.Parameter() is not None:
             self.parameter = pyree.compiler._fb.Parameter.ParameterT.InitFromObj(constant.Parameter())
+        self.mutable = constant.Mutable()
 
     # ConstantT
     def Pack(self, builder):
@@ -130,5 +142,6 @@ class ConstantT(object):
             ConstantAddData(builder, data)
         if self.parameter is not None:
             ConstantAddParameter(builder, parameter)
+        ConstantAddMutable(builder, self.mutable)
         constant = ConstantEnd(builder)
         return constant

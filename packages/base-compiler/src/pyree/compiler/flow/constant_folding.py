@@ -89,9 +89,10 @@ def _widens(op: Generic, inputs: list[np.ndarray]) -> bool:
 
 def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
     """Adds the value of a Constant, or of a whole same-dtype View of a known value, to ``known``;
-    False for any other op. A parameter's value is known only at run time: never recorded."""
+    False for any other op. A parameter's value is known only at run time, a mutable global's
+    changes from call to call: never recorded."""
     if isinstance(op, Constant):
-        if op.parameter is None:
+        if op.parameter is None and not op.mutable:
             known[op.result] = (op.data if op.data is not None else
                                 _splat(op.splat, op.result.dtype, op.result.shape))
         return True

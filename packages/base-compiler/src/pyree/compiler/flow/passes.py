@@ -48,14 +48,16 @@ FORM_REGIONS = (
 )
 
 
-def flow_passes(gpu: bool, implicit_gemm: bool) -> list[Pass]:
+def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
-    every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py)."""
+    every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
+    ``strict_floats``: float folds stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
     return [
         Pass("fold-channel-affine", fold_channel_affine),
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm)),
         *FORM_REGIONS,
-        Pass("split-reductions", partial(split_reductions, gpu=gpu), run_time_sizes=True),
+        Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats),
+             run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),

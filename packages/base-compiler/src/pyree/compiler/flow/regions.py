@@ -61,6 +61,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    GlobalStore,
     If,
     Op,
     Value,
@@ -258,7 +259,7 @@ def _without_unread_results(op: Generic, users: Counter) -> Generic:
 
 def _is_dead(op: Op, users: Counter) -> bool:
     """Ops without side effects whose results nothing reads (control flow may hold checks)."""
-    if isinstance(op, (Check, If, While)):
+    if isinstance(op, (Check, If, While, GlobalStore)):
         return False
     return all(users[v] == 0 for v in defined_by(op))
 

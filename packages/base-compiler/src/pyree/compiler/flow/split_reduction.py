@@ -56,6 +56,7 @@ from pyree.compiler.kernel import (
     fold_identity,
     fold_pattern,
     fold_product,
+    is_float,
     is_row_kernel,
     walk,
 )
@@ -105,19 +106,21 @@ GPU_MIN_SIDE = 16
 GPU_VECTOR_K_CHUNK = 128
 
 
-def split_reductions(function: Function, gpu: bool = False) -> Function:
-    """``gpu``: every target of the module is a GPU (the K limits of contractions)."""
-    ops = [new for op in function.ops for new in split_reduction(op, gpu)]
+def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False) -> Function:
+    """``gpu``: every target of the module is a GPU (the K limits of contractions);
+    ``strict_floats``: float folds are not split (they must fold in order)."""
+    ops = [new for op in function.ops for new in split_reduction(op, gpu, strict_floats)]
     return dataclasses.replace(function, ops=ops)
 
 
-def split_reduction(op: Op, gpu: bool = False) -> list[Op]:
+def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
             or is_row_kernel(op.outputs) or has_run_time_sizes(op):
         return [op]  # a run-time extent: whether splitting pays is known only per call
     folds = fold_pattern(op.outputs)
-    if folds is None or any(f.dtype == "i1" for _, f in folds):
+    if folds is None or any(f.dtype == "i1" for _, f in folds) or (
+            strict_floats and any(is_float(f.dtype) for _, f in folds)):
         return [op]
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]

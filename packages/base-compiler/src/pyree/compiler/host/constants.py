@@ -28,6 +28,7 @@ def add_constants(functions: list[Function], builder: ModuleBuilder) -> dict[Val
                     constant.parameter.scope, constant.parameter.key = op.parameter
                 else:
                     constant.data = builder.add_data(op.data)
+                constant.mutable = op.mutable
                 entries[source] = len(builder.module.constants)
                 builder.module.constants.append(constant)
             index[op.result] = entries[source]

@@ -23,6 +23,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    GlobalStore,
     If,
     Op,
     Value,
@@ -67,6 +68,8 @@ def _add(ops: list[Op], steps: list[Step]) -> None:
             _add_if(op, steps)
         elif isinstance(op, While):
             _add_while(op, steps)
+        elif isinstance(op, GlobalStore):  # into the global's module constant
+            steps.append(Copy(op.source, op.target))
         else:
             steps.append(op)
 

@@ -195,6 +195,7 @@ class _Emitter:
         if op.rhs is not None:
             c.rhs, c.rhsType = self.ref(op.rhs), tensor_type(op.rhs, self.symbols)
         c.atol, c.rtol, c.location = op.atol, op.rtol, op.location
+        c.message = op.message or None
         cmd = CommandT()
         cmd.kind, cmd.check = CommandKind.check, c
         self.commands.append(cmd)

@@ -27,7 +27,7 @@ from xdsl.ir import Block as XBlock
 from xdsl.ir import Operation, Region, SSAValue
 
 LowerOp = Callable[[FunctionLowering, Operation, str], None]
-TERMINATORS = ("scf.yield", "scf.condition", "stablehlo.return")
+TERMINATORS = ("scf.yield", "scf.condition", "stablehlo.return", "flow.return")
 
 
 def lower_block(fn: FunctionLowering, block: XBlock, arguments: list[Value], lower_op: LowerOp,

@@ -27,6 +27,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    GlobalStore,
     If,
     Op,
     Symbol,
@@ -74,6 +75,8 @@ class FunctionLowering:
         self._materialized: dict[int, tuple[Entry, Value]] = {}
         self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
         self.symbols: list[Symbol] = []  # the function's run-time sizes, in order
+        self.stored_globals: dict = {}  # name -> what util.global.store last wrote (globals.py)
+        self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
 
     # ---- values ----------------------------------------------------------------------------
 
@@ -189,16 +192,21 @@ class FunctionLowering:
 
     def tensor(self, ssa: SSAValue, where: str) -> Value:
         """``ssa`` as a Value, emitting a Constant for a scalar constant or an empty tensor."""
-        entry = self.entry(ssa, where)
+        return self.value_of(self.entry(ssa, where), where, ssa.name_hint)
+
+    def value_of(self, entry: Entry, where: str, hint: str | None = None) -> Value:
+        """An entry as a Value (what ``tensor`` does once the SSA value is looked up)."""
         if isinstance(entry, Value):
             return entry
+        if not isinstance(entry, (Const, Empty)):  # a value only some rules read (a complex)
+            raise CompileError(f"{entry} cannot be used here", where)
         if id(entry) not in self._materialized:
             if isinstance(entry, Const):
-                value = self.new_value(entry.dtype, (), ssa.name_hint)
+                value = self.new_value(entry.dtype, (), hint)
                 data = np.array(entry.value, DTYPES[entry.dtype])
                 self.emit(Constant(value, data=data, location=where))
             else:
-                value = self.new_value(entry.dtype, entry.shape, ssa.name_hint)
+                value = self.new_value(entry.dtype, entry.shape, hint)
                 self.emit(Constant(value, splat=zero(entry.dtype).value, location=where))
             self._materialized[id(entry)] = (entry, value)
         return self._materialized[id(entry)][1]
@@ -236,9 +244,8 @@ class FunctionLowering:
 
     # ---- the function ----------------------------------------------------------------------
 
-    def finish(self, results: list[Value]) -> Function:
+    def finish(self, args: list[Value], results: list[Value]) -> Function:
         name = self.op.sym_name.data
-        args = [self.env[a] for a in self.op.body.block.args]
         return Function(name, args, _live_ops(self.ops, results), results, self.where,
                         self.symbols)
 
@@ -266,7 +273,7 @@ def _live_ops(ops: list[Op], results: list[Value]) -> list[Op]:
     live: set[Value] = set(results)
     kept: list[Op] = []
     for op in reversed(ops):
-        if isinstance(op, (Check, If, While)) or any(v in live for v in defined_by(op)):
+        if isinstance(op, (Check, If, While, GlobalStore)) or any(v in live for v in defined_by(op)):
             live.update(read_by(op))
             kept.append(op)
     kept.reverse()

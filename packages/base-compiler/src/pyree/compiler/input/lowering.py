@@ -7,10 +7,16 @@ file holds the dispatch and the small rules for constants, elementwise ops and c
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input import control_flow, scatter, sort_scan, tensor_ops
+from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
-from pyree.compiler.input.function import Dim, FunctionLowering
-from pyree.compiler.input.globals import lower_global_load, read_globals
+from pyree.compiler.input.function import Dim, Entry, FunctionLowering
+from pyree.compiler.input.globals import (
+    GLOBAL_OPS,
+    lower_global_load,
+    lower_global_store,
+    read_globals,
+    write_back,
+)
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
@@ -23,7 +29,7 @@ from pyree.compiler.kernel import AffineExpr, Result
 from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, Region
 
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
@@ -37,37 +43,42 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module") -> Program:
         if isinstance(op, func.FuncOp):
             if op.sym_visibility is None or op.sym_visibility.data == "public":
                 program.functions.append(_lower_function(op, functions, globals))
-        elif op.name != "util.global":
+        elif op.name not in GLOBAL_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
 
 def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict) -> Function:
     fn = FunctionLowering(op, functions, globals)
-    block = _body(op)
-    for i, arg in enumerate(block.args):
+    arguments = []
+    for i, arg in enumerate(_region(op).blocks[0].args):
         dtype, shape = tensor_type_of(arg.type, fn.where, dynamic=True)
         shape = tuple(fn.new_symbol() if d is None else d for d in shape)
-        fn.env[arg] = fn.new_value(dtype, shape, arg.name_hint or f"arg{i}")
-    return fn.finish([fn.tensor(v, where) for v, where in _lower_body(fn, op)])
+        arguments.append(fn.new_value(dtype, shape, arg.name_hint or f"arg{i}"))
+    results = [fn.value_of(e, fn.where) for e in _lower_body(fn, op, arguments)]
+    write_back(fn)
+    return fn.finish(arguments, results)
 
 
-def _body(op: func.FuncOp) -> Block:
+def _region(op: func.FuncOp) -> Region:
     if not op.body.blocks:
         raise CompileError(f"function @{op.sym_name.data} has no body (external functions "
                            "are not supported)", location_of(op))
-    if len(op.body.blocks) > 1:
-        raise CompileError("functions with more than one block are not supported",
-                           location_of(op))
-    return op.body.block
+    return op.body
 
 
-def _lower_body(fn: FunctionLowering, op: func.FuncOp) -> list[tuple[SSAValue, str]]:
-    """Lowers the ops of ``op``'s body into ``fn``; what its return returns, and where."""
-    for inner in _body(op).ops:
+def _lower_body(fn: FunctionLowering, op: func.FuncOp, arguments: list[Entry]) -> list[Entry]:
+    """Lowers ``op``'s body, entered with ``arguments``, into ``fn``; what it returns."""
+    region = _region(op)
+    if len(region.blocks) > 1:
+        return cfg.lower_cfg(fn, region, arguments, _lower_op, location_of(op))
+    block = region.block
+    for arg, value in zip(block.args, arguments, strict=True):
+        fn.env[arg] = value
+    for inner in block.ops:
         where = location_of(inner)
         if isinstance(inner, func.ReturnOp):
-            return [(v, where) for v in inner.operands]
+            return [fn.entry(v, where) for v in inner.operands]
         _lower_op(fn, inner, where)
     raise CompileError("function has no return", location_of(op))
 
@@ -81,13 +92,11 @@ def _lower_call(fn: FunctionLowering, op: func.CallOp) -> None:
     if name in fn.inlining:
         chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
         raise CompileError(f"recursive call of @{name} cannot be inlined ({chain})", where)
-    for arg, operand in zip(_body(callee).args, op.arguments):
-        fn.env[arg] = fn.entry(operand, where)
     fn.inlining.append(name)
-    returned = _lower_body(fn, callee)
+    returned = _lower_body(fn, callee, [fn.entry(v, where) for v in op.arguments])
     fn.inlining.pop()
-    for result, (value, at) in zip(op.res, returned):
-        fn.env[result] = fn.entry(value, at)
+    for result, entry in zip(op.res, returned):
+        fn.env[result] = entry
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
@@ -144,6 +153,14 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
     fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
 
 
+def _lower_assert(fn: FunctionLowering, op: Operation) -> None:
+    """cf.assert: a host-side check of its i1 condition that fails with the assert's message
+    (as a check: the call raises CheckError, pyree-check-module lists it)."""
+    where = location_of(op)
+    message = op.msg.data or "assertion failed"
+    fn.emit(Check("expect_true", fn.tensor(op.arg, where), location=where, message=message))
+
+
 def _lower_barrier(fn: FunctionLowering, op: Operation) -> None:
     for operand, result in zip(op.operands, op.results):
         fn.env[result] = fn.entry(operand, location_of(op))
@@ -173,6 +190,8 @@ _RULES = {
     "util.unfoldable_constant": _lower_constant,
     "tensor.empty": tensor_ops.lower_empty,
     "tensor.dim": lower_dim,
+    "linalg.init_tensor": tensor_ops.lower_empty,
+    "tensor.gather": tensor_ops.lower_gather,
     "tensor.cast": tensor_ops.lower_cast,
     "tensor.collapse_shape": tensor_ops.lower_reshape,
     "tensor.expand_shape": tensor_ops.lower_reshape,
@@ -191,13 +210,20 @@ _RULES = {
     "scf.while": lambda fn, op: control_flow.lower_while(fn, op, _lower_op),
     "scf.index_switch": lambda fn, op: control_flow.lower_index_switch(fn, op, _lower_op),
     "scf.execute_region": lambda fn, op: control_flow.lower_execute_region(fn, op, _lower_op),
+    "flow.dispatch.region": lambda fn, op: control_flow.lower_execute_region(fn, op, _lower_op),
     "linalg.softmax": lower_softmax,
     **{f"{dialect}.{kind}": rule for dialect in ("tm_tensor", "iree_linalg_ext")
        for kind, rule in (("sort", sort_scan.lower_sort), ("scan", sort_scan.lower_scan),
                           ("scatter", scatter.lower_scatter))},
     "iree_linalg_ext.topk": sort_scan.lower_topk,
+    **linalg_ext_ops.RULES,
     "util.optimization_barrier": _lower_barrier,
+    "cf.assert": _lower_assert,
     "util.global.load": lower_global_load,
+    "util.global.store": lower_global_store,
+    "ml_program.global_load": lower_global_load,
+    "ml_program.global_load_const": lower_global_load,
+    "ml_program.global_store": lower_global_store,
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},

@@ -29,6 +29,7 @@ from pyree.compiler.input.dialects import (
     Check,
     Flow,
     LinalgExt,
+    MLProgram,
     StableHLO,
     Stream,
     TMTensor,
@@ -127,7 +128,8 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
                              list(builtin.Builtin.attributes), [resources]))
     replaced = {op.name: op for op in REPLACED_OPS}
     for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, scf.Scf,
-                    cf.Cf, Check, Util, Stream, Flow, StableHLO, CHLO, TMTensor, LinalgExt):
+                    cf.Cf, Check, Util, Stream, Flow, StableHLO, CHLO, TMTensor, LinalgExt,
+                    MLProgram):
         ops = [replaced.pop(op.name, op) for op in dialect.operations]
         ops += [op for name, op in list(replaced.items()) if name.startswith(dialect.name + ".")]
         for op in ops:

@@ -183,12 +183,21 @@ def _pow(op: Operation, args: list[Expr], dtype: str) -> Expr:
     return Binary("pow", x, n, dtype)
 
 
+def _ctlz(op, args, dtype):
+    """math.ctlz: StableHLO's count_leading_zeros rule (imported here: that module builds on
+    this one)."""
+    from pyree.compiler.input.stablehlo.elementwise import count_leading_zeros
+    return count_leading_zeros(op, args, dtype, "")
+
+
 _SPECIAL = {
     "arith.cmpf": _cmpf, "arith.cmpi": _cmpi, "arith.select": _select,
     "arith.maxnumf": _nan_skipping("max"), "arith.minnumf": _nan_skipping("min"),
     "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
     "math.fma": _fma, "math.log10": _log10, "math.fpowi": _pow, "math.powf": _pow,
+    "math.ctlz": _ctlz,
 }
+
 
 
 def zero(dtype: str) -> Const:

@@ -30,14 +30,22 @@ from pyree.compiler.kernel import (
     is_float,
 )
 from pyree.compiler.tensor_program import Generic
+from xdsl.ir import SSAValue
 
 
 def lower_softmax(fn: FunctionLowering, op: SoftmaxOp) -> None:
     where = location_of(op)
     if op.result is None:
         raise CompileError("linalg.softmax needs a result (-> type)", where)
-    x = fn.tensor(op.input, where)
-    rank, dim, dtype = len(x.shape), op.dimension.value.data, x.dtype
+    emit_softmax(fn, op.input, op.dimension.value.data, op.result, op.name, where)
+
+
+def emit_softmax(fn: FunctionLowering, input: SSAValue, dim: int, output: SSAValue,
+                 origin: str, where: str) -> None:
+    """Binds ``output`` to the softmax of ``input`` along ``dim`` (linalg's and
+    iree_linalg_ext's)."""
+    x = fn.tensor(input, where)
+    rank, dtype = len(x.shape), x.dtype
     if not 0 <= dim < rank:
         raise CompileError(f"softmax dimension {dim} is outside a rank-{rank} input", where)
     if not is_float(dtype):
@@ -55,7 +63,7 @@ def lower_softmax(fn: FunctionLowering, op: SoftmaxOp) -> None:
         result = fn.new_value(dtype, reduced_shape, name)
         fn.emit(Generic(inputs.values, [result], (Result(0, reduced_index, value,
                                                          Const(init, dtype)),),
-                        ranges, rank - 1, where, op.name))
+                        ranges, rank - 1, where, origin))
         return result
 
     lowest = -float(np.finfo(DTYPES[dtype]).max)
@@ -72,9 +80,9 @@ def lower_softmax(fn: FunctionLowering, op: SoftmaxOp) -> None:
     inputs = Inputs()
     value = Binary("div", numerator(inputs, identity, over_kept),
                    inputs.load(row_sum, over_kept), dtype)
-    result = fn.result_value(op.result, where)
+    result = fn.result_value(output, where)
     fn.emit(Generic(inputs.values, [result], (Result(0, identity, value),), x.shape, rank,
-                    where, op.name))
+                    where, origin))
 
 
 def _maxnumf(a: Expr, b: Expr) -> Expr:

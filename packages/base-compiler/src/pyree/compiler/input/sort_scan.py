@@ -52,9 +52,10 @@ Comparator = Callable[[list[Expr], list[Expr], Inputs], Expr]
 def lower_sort(fn: FunctionLowering, op: Operation) -> None:
     """``sort dimension(d) outs(x_0, ...)``: the sorted operands."""
     where = location_of(op)
-    operands = [fn.tensor(v, where) for v in op.operands]
+    num_ins = op.properties["num_ins"].value.data  # ins(x) outs(empty): x sorted into empty
+    operands = [fn.tensor(v, where) for v in op.operands[:num_ins or None]]
     d = op.properties["dimension"].value.data
-    comparator = _region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
+    comparator = region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
     sorted_values = sort_values(fn, operands, d, None, comparator, op.name, where)
     for result, value in zip(op.results, sorted_values, strict=True):
         fn.env[result] = value
@@ -71,7 +72,7 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
     if num_ins == 1:
         ins.append(iota(fn, ins[0].shape, d, tensor_type_of(op.results[1].type, where)[0], where))
     k = tensor_type_of(op.results[0].type, where)[1][d]
-    comparator = _region_comparator(fn, op, 1, len(ins[0].shape) + 1, where)
+    comparator = region_comparator(fn, op, 1, len(ins[0].shape) + 1, where)
     top = sort_values(fn, ins, d, k, comparator, op.name, where)
     for result, value in zip(op.results, top, strict=True):
         fn.env[result] = value
@@ -166,7 +167,7 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     return values
 
 
-def _region_comparator(fn: FunctionLowering, op: Operation, compared: int,
+def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
                        num_loops: int, where: str) -> Comparator:
     """The op's comparator region (arguments: lhs, rhs of each of the first ``compared``
     operands) as a Comparator."""

@@ -34,13 +34,14 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation
 
 
-def lower_empty(fn: FunctionLowering, op: tensor.EmptyOp) -> None:
-    """Its ``?`` dims are its operands, in order: run-time sizes, or constants."""
+def lower_empty(fn: FunctionLowering, op: Operation) -> None:
+    """tensor.empty (and linalg.init_tensor, its older name): its ``?`` dims are its operands,
+    in order: run-time sizes, or constants."""
     where = location_of(op)
-    dtype, shape = tensor_type_of(op.tensor.type, where, dynamic=True)
-    sizes = iter(op.dynamic_sizes)
-    fn.env[op.tensor] = Empty(dtype, tuple(size_of(fn, next(sizes), where) if d is None else d
-                                           for d in shape))
+    dtype, shape = tensor_type_of(op.results[0].type, where, dynamic=True)
+    sizes = iter(op.operands)
+    fn.env[op.results[0]] = Empty(dtype, tuple(size_of(fn, next(sizes), where) if d is None
+                                               else d for d in shape))
 
 
 def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
@@ -323,3 +324,31 @@ def _all(conds: list[Expr]) -> Expr:
     for c in conds[1:]:
         out = Binary("and", out, c, "i1")
     return out
+
+
+def lower_gather(fn: FunctionLowering, op: Operation) -> None:
+    """tensor.gather: ``out[b..., s...] = source[c...]``, ``c`` the index vector at batch
+    position ``b`` for the ``gather_dims`` (in order) and the slice loops ``s`` for the others;
+    a gathered dim is dropped from the result, or kept as size 1."""
+    where = location_of(op)
+    source, indices = (fn.tensor(v, where) for v in op.operands)
+    dims = list(op.properties["gather_dims"].get_values())
+    out = fn.result_value(op.results[0], where)
+    batch = len(indices.shape) - 1
+    kept_gathered = len(out.shape) == batch + len(source.shape)
+    rank = len(out.shape)
+    loops = AffineExpr.identity(rank)
+    inputs = Inputs()
+    slice_loop = iter(range(batch, rank))
+    index = []
+    for d in range(len(source.shape)):
+        if d in dims:
+            k = dims.index(d)
+            index.append(inputs.load(indices, loops[:batch] + (AffineExpr((0,) * rank, k),)))
+            if kept_gathered:
+                next(slice_loop)
+        else:
+            index.append(LoopIndex(next(slice_loop)))
+    value = inputs.gather(source, tuple(index), where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), out.shape, rank, where,
+                    op.name))

@@ -27,10 +27,12 @@ from pyree.compiler.extras import require
 # depthwise convolution becomes linalg.depthwise_conv_2d_nhwc_hwcm, which pyree does not
 # declare, and pyree finds convolutions by their indexing maps, so a linalg.generic loses nothing.
 _QUANT_STORAGE = re.compile(r"[ui](\d+)")
+# tosa-to-scf runs first, as IREE's TOSA input pipeline runs it: once tosa-to-linalg has
+# rewritten the ops inside a cond_if / while_loop region, its tosa.yield no longer converts.
 PIPELINE = ("builtin.module(func.func(tosa-optional-decompositions),canonicalize,"
-            "func.func(tosa-infer-shapes,tosa-make-broadcastable,tosa-to-linalg-named,"
-            "tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},tosa-to-tensor,"
-            "tosa-to-scf,linalg-generalize-named-ops),canonicalize)")
+            "func.func(tosa-infer-shapes,tosa-to-scf,tosa-make-broadcastable,"
+            "tosa-to-linalg-named,tosa-to-linalg,tosa-to-arith{include-apply-rescale=true},"
+            "tosa-to-tensor,linalg-generalize-named-ops),canonicalize)")
 
 _TYPE = r"[\w!.]+(?:<[^>\n]*>)?"
 _END = r"[ \t]*(?://.*)?$"  # the end of the op's line, a comment included
@@ -39,6 +41,7 @@ _BARRIER = re.compile(rf"util\.optimization_barrier\s+(%[\w$.-]+)\s*:\s*({_TYPE}
 _CHECK = re.compile(rf"check\.(expect_\w+)\(\s*(%[\w$.-]+)\s*(?:,\s*(.+?))?"
                     rf"((?:\s*,\s*[ar]tol\s+[-+.\w]+)*)\s*\)\s*:\s*({_TYPE}){_END}", re.M)
 _TOLERANCE = re.compile(r"([ar]tol)\s+([-+.\w]+)")
+_BARE_TOLERANCE = re.compile(r",\s*([-+]?\d[\d.]*(?:e[-+]?\d+)?)\s*$")
 _ALIAS_DEF = re.compile(r"^(#loc\d*) = loc\((.*)\)\n", re.M)
 _ALIAS_USE = re.compile(r"#loc\d*\b")
 # A block or function argument's location (``%in: f32 loc(...)``); not every op's custom
@@ -71,12 +74,15 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
     handler = context.attach_diagnostic_handler(collect)
     try:
         with context:
+            owners: dict = {}
             try:
-                module = Module.parse(strip_quant_types(_generic_test_ops(text)))
+                module = Module.parse(strip_quant_types(_generic_test_ops(other_spellings(text))))
+                owners = _yield_owners(module, source_name, WalkResult)
                 PassManager.parse(PIPELINE).run(module.operation)
             except MLIRError as err:
                 found = diagnostics or [(_where(str(d.location), source_name), d.message)
                                         for d in err.error_diagnostics]
+                found = [_name_owner(where, message, owners) for where, message in found]
                 raise _error(found, f"cannot convert TOSA to linalg: {err}") from None
             left: list = []
 
@@ -93,6 +99,106 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
             return _static_pads(_inline_locations(asm, source_name))
     finally:
         handler.detach()
+
+
+def _yield_owners(module, source_name: str, walk_result) -> dict[str, tuple[str, str]]:
+    """Where each tosa.yield is -> (the op whose region it ends, where that op is)."""
+    owners = {}
+
+    def visit(op):
+        if op.name == "tosa.yield":
+            parent = op.parent
+            owners[_where(str(op.location), source_name)] = (
+                parent.name, _where(str(parent.location), source_name))
+        return walk_result.ADVANCE
+
+    module.operation.walk(visit)
+    return owners
+
+
+def _name_owner(where: str, message: str, owners: dict) -> tuple[str, str]:
+    """A diagnostic about a region's tosa.yield as one about the op the user wrote."""
+    if "'tosa.yield'" not in message or where not in owners:
+        return where, message
+    name, at = owners[where]
+    return at, (f"cannot lower this '{name}': its region (ending in the tosa.yield at {where}) "
+                "did not convert to scf")
+
+
+# TOSA's spellings from MLIR versions before and after the one torch-mlir bundles, as the
+# attribute dictionaries it reads (same line; columns after a rewrite move).
+_SPELLINGS = (
+    (re.compile(r"\bvalues\(([^()\n]*)\)"), r"{values = \1}"),              # const_shape
+    (re.compile(r"\bmin_val\(([^()\n]*)\)\s*max_val\(([^()\n]*)\)"),
+     r"{min_val = \1, max_val = \2}"),                                         # clamp
+    (re.compile(r"\baxis\((\d+)\)"), r"{axis = \1 : i32}"),                    # reduce_*
+    (re.compile(r"\bperms\(\[([^\]\n]*)\]\)"), r"{perms = array<i32: \1>}"),   # transpose
+    (re.compile(r'("tosa\.const"\(\)\s*<?\{\s*)value(\s*=)'), r"\1values\2"),  # older const
+    (re.compile(r"\b(kernel|stride|pad) = \[([^\]\n]*)\]"), r"\1 = array<i64: \2>"),
+)
+
+
+# The older tosa.mul: two operands and a ``shift`` attribute (custom or generic form).
+_MUL_SHIFT = re.compile(
+    r'(?P<lead>\s*)(?P<res>%[\w.$-]+)\s*=\s*(?:tosa\.mul\s+(?P<a>%[\w.$#-]+),\s*(?P<b>%[\w.$#-]+)'
+    r'|"tosa\.mul"\((?P<ga>%[\w.$#-]+),\s*(?P<gb>%[\w.$#-]+)\))\s*'
+    r'(?:<\{|\{)\s*shift\s*=\s*(?P<shift>-?\d+)\s*:\s*i8\s*(?:\}>|\})\s*:\s*'
+    r'\((?P<ta>[^,()]+),\s*(?P<tb>[^,()]+)\)\s*->\s*\(?(?P<tr>[^,()]+?)\)?\s*$')
+
+
+def _mul_shift(line: str, n: int) -> str:
+    """``%r = tosa.mul %a, %b {shift = s : i8} : (A, B) -> R`` as TOSA 1.0 writes it: the shift
+    is a ``tensor<1xi8>`` constant operand, defined on the same line (no line moves)."""
+    m = _MUL_SHIFT.fullmatch(line)
+    if m is None:
+        return line
+    a, b = m["a"] or m["ga"], m["b"] or m["gb"]
+    shift = f"%__pyree_mul_shift_{n}"
+    return (f'{m["lead"]}{shift} = "tosa.const"() <{{values = dense<{m["shift"]}> : tensor<1xi8>}}> '
+            f': () -> tensor<1xi8> {m["res"]} = tosa.mul {a}, {b}, {shift} : '
+            f'({m["ta"].strip()}, {m["tb"].strip()}, tensor<1xi8>) -> {m["tr"].strip()}')
+
+
+# tosa.fully_connected (dropped by TOSA 1.0) on floats: x @ w^T + b.
+_FULLY_CONNECTED = re.compile(
+    r'(?P<lead>\s*)(?P<res>%[\w.$-]+)\s*=\s*(?:tosa\.fully_connected\s+(?P<x>%[\w.$#-]+),\s*'
+    r'(?P<w>%[\w.$#-]+),\s*(?P<b>%[\w.$#-]+)|"tosa\.fully_connected"\((?P<gx>%[\w.$#-]+),\s*'
+    r'(?P<gw>%[\w.$#-]+),\s*(?P<gb>%[\w.$#-]+)\))\s*:\s*\((?P<tx>tensor<\d+x\d+x(?P<e>[bf]\w+)>),\s*'
+    r'(?P<tw>tensor<\d+x\d+x(?P=e)>),\s*(?P<tb>tensor<\d+x(?P=e)>)\)\s*->\s*\(?'
+    r'(?P<tr>tensor<\d+x\d+x(?P=e)>)\)?\s*$')
+
+
+def _fully_connected(line: str, n: int) -> str:
+    """A float ``tosa.fully_connected`` (TOSA before 1.0) as the linalg ops it means, on the same
+    line: the bias broadcast over the rows, then the rows of x dotted with the rows of w."""
+    m = _FULLY_CONNECTED.fullmatch(line)
+    if m is None:
+        return line
+    x, w, b = m["x"] or m["gx"], m["w"] or m["gw"], m["b"] or m["gb"]
+    e, tr, p = m["e"], m["tr"], f"%__pyree_fc{n}"
+    return (f"{m['lead']}{p}_e = tensor.empty() : {tr} "
+            f"{p}_b = linalg.broadcast ins({b} : {m['tb']}) outs({p}_e : {tr}) dimensions = [0] "
+            f"{m['res']} = linalg.generic {{indexing_maps = [affine_map<(n, o, i) -> (n, i)>, "
+            f"affine_map<(n, o, i) -> (o, i)>, affine_map<(n, o, i) -> (n, o)>], iterator_types = "
+            f'["parallel", "parallel", "reduction"]}} ins({x}, {w} : {m["tx"]}, {m["tw"]}) '
+            f"outs({p}_b : {tr}) {{ ^bb0({p}_x: {e}, {p}_w: {e}, {p}_a: {e}): "
+            f"{p}_m = arith.mulf {p}_x, {p}_w : {e} {p}_s = arith.addf {p}_a, {p}_m : {e} "
+            f"linalg.yield {p}_s : {e} }} -> {tr}")
+
+
+def other_spellings(text: str) -> str:
+    """``text`` with the TOSA spellings of other MLIR versions in the bundled version's form."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if "tosa." in line:
+            for pattern, replacement in _SPELLINGS:
+                line = pattern.sub(replacement, line)
+            if "shift" in line:
+                line = _mul_shift(line, i)
+            if "fully_connected" in line:
+                line = _fully_connected(line, i)
+            lines[i] = line
+    return "\n".join(lines)
 
 
 def strip_quant_types(text: str) -> str:
@@ -127,6 +233,10 @@ def _generic_test_ops(text: str) -> str:
     def check(m: re.Match) -> str:
         name, lhs, second, tolerances, type_ = m.groups()
         props = [f"{k} = {v} : f32" for k, v in _TOLERANCE.findall(tolerances or "")]
+        bare = _BARE_TOLERANCE.search(second or "")  # IREE's older spelling: ", 1.0e-4"
+        if bare:
+            second = second[:bare.start()]
+            props.append(f"atol = {bare.group(1)} : f32")
         operands, types = [lhs], [type_]
         if second and second.startswith("%"):
             operands.append(second)

@@ -34,10 +34,18 @@ class CheckStep(Record):
     rhs: Operand | None
     atol: float
     rtol: float
+    message: str = ""  # cf.assert's: the failure's text
+
+
+def _assertion(step: CheckStep, lhs: HostArray) -> CheckFailure | None:
+    """cf.assert: fails with its own message when its condition is false."""
+    return None if lhs.values(1)[0] else CheckFailure(step.location, "assert", step.message)
 
 
 def evaluate(step: CheckStep, lhs: HostArray, rhs: HostArray | None) -> CheckFailure | None:
     """Returns the failure of one check given its operands' values, or None when it holds."""
+    if step.message:
+        return _assertion(step, lhs)
     shown = format_array(lhs)
     if step.kind in ("expect_true", "expect_false"):
         value = lhs.values(1)[0]

@@ -78,7 +78,8 @@ class LoadedModule:
             data = module.bytes_of(c.data) if p is None else parameters.resolve(
                 p.scope, p.key, c.type.elementType, c.type.dims,
                 f"module '{module.name}' constant {i}", in_place=device.imports_host)
-            mapping = _mapping(data, anchors) if device.imports_host else None
+            # a mutable global's state is this loaded module's own: never the file's bytes
+            mapping = _mapping(data, anchors) if device.imports_host and not c.mutable else None
             self.constants.append(self._constant(data, mapping))
         self._in_place = any(hasattr(c, "_source") for c in self.constants)
         self._functions = {f.name: Function(self, f) for f in module.tree.functions}

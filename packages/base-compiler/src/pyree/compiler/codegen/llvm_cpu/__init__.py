@@ -8,6 +8,7 @@ as ``PARTS`` modules on the machine's cores, whose objects are linked into the o
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from pyree.compiler._fb.CpuExecutable import CpuExecutableT
@@ -37,8 +38,9 @@ FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files
 
 
 def target_of(options: CompileOptions) -> CpuTarget:
-    return resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
-                          options.llvmcpu_target_triple)
+    target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
+                            options.llvmcpu_target_triple)
+    return dataclasses.replace(target, reassociate=options.llvmcpu_reassociate_fp_reductions)
 
 
 def compile_executable(kernels: list[Kernel], options: CompileOptions,

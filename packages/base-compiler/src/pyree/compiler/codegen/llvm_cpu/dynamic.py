@@ -49,7 +49,8 @@ CASCADE_EXTENT = 1 << 32   # a run-time fold's cascade has levels for this many 
 
 def plan(kernel: Kernel, target) -> DynamicLowering | None:
     """The lowering of a kernel with run-time sizes; None for a static one."""
-    return DynamicLowering(kernel, span_stride(target)) if has_run_time_sizes(kernel) else None
+    return (DynamicLowering(kernel, span_stride(target), strict=not target.reassociate)
+            if has_run_time_sizes(kernel) else None)
 
 
 def tiles(kernel: Kernel) -> tuple:
@@ -69,11 +70,13 @@ class DynamicLowering(ReductionLowering):
     """``ReductionLowering``'s parallel-inner and reduction-inner orders with run-time extents,
     and elementwise kernels as one loop nest."""
 
-    def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
+    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False):
+        """``span``: the longest lane step loaded as a span (scalar.span_stride); ``strict``:
+        float folds in loop order (``ReductionLowering``)."""
         if kernel.reduction_ranges:
             check_inits(kernel)
         self.kernel, self.span, self.ptrs, self.lanes = kernel, span, [], 0
+        self.strict, self.fast = strict, not strict
         self.parallel_inner = bool(kernel.reduction_ranges) and not is_row_kernel(kernel.results) \
             and contiguous_along_parallel(kernel)
         self.tile, self.count = tiles(kernel)
@@ -103,7 +106,7 @@ class DynamicLowering(ReductionLowering):
         plain loop (a cascade's levels and a vector fold's tree cost more than such a row);
         beyond, the cascaded fold, in vectors where loads allow."""
         results = self.kernel.results
-        if float_folds(results, phase) is None or is_static(self.kernel.reduction_ranges[-1]):
+        if self.strict or float_folds(results, phase) is None or is_static(self.kernel.reduction_ranges[-1]):
             return super()._fold(b, em, ix, phase, finals)
         types = {k: scalar_type(results[k].value.dtype) for k in phase}
         slots = {k: entry_alloca(b, types[k]) for k in phase}

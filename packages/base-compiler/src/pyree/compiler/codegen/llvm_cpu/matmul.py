@@ -67,8 +67,8 @@ def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
         x, y = y, x
     if _depends(x, n) or _depends(y, m) or not _pure(x) or not _pure(y):
         return None
-    if v.dtype == "i1" or v.dtype == "index":
-        return None
+    if v.dtype == "i1" or v.dtype == "index" or (is_float(v.dtype) and not target.reassociate):
+        return None  # strict float order: the reduction template folds k after k
     return ContractionLowering(kernel, target, x, y)
 
 

@@ -85,7 +85,8 @@ CASCADED = {"f32", "f64"}
 
 def plan(kernel: Kernel, target) -> ReductionLowering | None:
     """The lowering of any kernel with a reduction range."""
-    return ReductionLowering(kernel, span_stride(target)) if kernel.reduction_ranges else None
+    return (ReductionLowering(kernel, span_stride(target), strict=not target.reassociate)
+            if kernel.reduction_ranges else None)
 
 
 def check_inits(kernel: Kernel) -> None:
@@ -101,9 +102,12 @@ class ReductionLowering:
 
     sizes = None  # no run-time sizes (scalar.ExprEmitter)
 
-    def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
-        self.kernel, self.span = kernel, span
+    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False):
+        """``span``: the longest lane step loaded as a span (scalar.span_stride). ``strict``
+        (--iree-llvmcpu-reassociate-fp-reductions=false): every fold runs one reduction point
+        after another in loop order -- no vector lanes, no cascade, no reassociation flags."""
+        self.kernel, self.span, self.strict = kernel, span, strict
+        self.fast = not strict
         self.ptrs: list[ir.Value] = []
         check_inits(kernel)
         rows = is_row_kernel(kernel.results)
@@ -170,7 +174,7 @@ class ReductionLowering:
 
     def _fold(self, b, em: ExprEmitter, ix, phase: list[int], finals) -> dict:
         """The phase's final accumulators."""
-        folds = float_folds(self.kernel.results, phase)
+        folds = None if self.strict else float_folds(self.kernel.results, phase)
         if folds is not None and self._vector_lanes(folds):
             return self._fold_vectors(b, em, ix, folds, finals)
         return self._fold_scalars(b, em, ix, phase, folds, finals)
@@ -190,7 +194,7 @@ class ReductionLowering:
         def step(rix):
             pt = Point(ix + rix, accs={k: b.load(levels[0][k], typ=types[k]) for k in phase},
                        finals=finals)
-            values = {k: em.emit(results[k].value, pt, fast=True) for k in phase}
+            values = {k: em.emit(results[k].value, pt, fast=self.fast) for k in phase}
             for k in phase:
                 b.store(values[k], levels[0][k])
 
@@ -233,7 +237,7 @@ class ReductionLowering:
         def step(emitter: ExprEmitter, rix, level):
             pt = Point(ix + rix, lane_dim=len(self.kernel.loop_ranges) - 1, finals=finals,
                        accs={k: b.load(level[k], typ=emitter.ty(f.dtype)) for k, (_, f) in folds.items()})
-            values = {k: emitter.emit(results[k].value, pt, fast=True) for k in folds}
+            values = {k: emitter.emit(results[k].value, pt, fast=self.fast) for k in folds}
             for k in folds:
                 b.store(values[k], level[k])
 
@@ -247,7 +251,7 @@ class ReductionLowering:
         nest(b, self._red_bounds()[:-1], row)
         return {k: em.binary(op, b.load(rest[k], typ=scalar_type(f.dtype)),
                              tree_fold(b, vec, op, b.load(levels[-1][k], typ=vec.ty(f.dtype)), f.dtype),
-                             f.dtype, fast=True)
+                             f.dtype, fast=self.fast)
                 for k, (op, f) in folds.items()}
 
     def _column_blocks(self, b, em: ExprEmitter, ix: list[ir.Value], inner) -> None:
@@ -255,7 +259,7 @@ class ReductionLowering:
         results = self.kernel.results
         lo, hi = inner
         types = [scalar_type(r.value.dtype) for r in results]
-        folds = float_folds(results, range(len(results)))
+        folds = None if self.strict else float_folds(results, range(len(results)))
         sizes = self._levels(0, COLUMN_LEAF) if folds else []
         levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
         top = len(sizes)
@@ -275,7 +279,7 @@ class ReductionLowering:
 
             def step(at, slots):
                 pt = Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots(0), types)])
-                for v, s in zip([em.emit(r.value, pt, fast=True) for r in results], slots(0)):
+                for v, s in zip([em.emit(r.value, pt, fast=self.fast) for r in results], slots(0)):
                     b.store(v, s)
 
             def finish(at, slots):
@@ -302,7 +306,7 @@ class ReductionLowering:
         zeros = (0,) * len(self.kernel.reduction_ranges)
         accs = [vec.emit(r.init, at(zeros)) for r in results]
         for taps in itertools.product(*[range(n) for n in self.kernel.reduction_ranges]):
-            accs = [vec.emit(r.value, at(taps, accs), fast=True) for r in results]
+            accs = [vec.emit(r.value, at(taps, accs), fast=self.fast) for r in results]
         self._finish(vec.b, vec, at(zeros, accs))
 
     def _finish(self, b, em: ExprEmitter, pt: Point, which=None) -> dict[int, ir.Value]:

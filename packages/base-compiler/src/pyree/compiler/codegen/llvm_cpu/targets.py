@@ -16,6 +16,8 @@ TRIPLE = "x86_64-unknown-linux-gnu"
 class CpuTarget:
     cpu: str                      # LLVM -mcpu name (scheduling model)
     features: frozenset[str]      # LLVM feature names the code may use; all others are off
+    # False (--iree-llvmcpu-reassociate-fp-reductions=false): float folds run strictly in order
+    reassociate: bool = True
 
     @property
     def cpuinfo_flags(self) -> list[str]:

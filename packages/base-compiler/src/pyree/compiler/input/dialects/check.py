@@ -90,6 +90,10 @@ class _AlmostEqBase(IRDLOperation):
         second = parser.parse_attribute() if cls.CONST else parser.parse_unresolved_operand()
         props: dict[str, Attribute] = {}
         while parser.parse_optional_punctuation(","):
+            bare = parser.parse_optional_number()  # IREE's older spelling: a bare tolerance
+            if bare is not None:
+                props["atol"] = FloatAttr(float(bare), Float32Type())
+                continue
             key = parser.parse_identifier()
             if key not in ("atol", "rtol"):
                 parser.raise_error(f"expected 'atol' or 'rtol', got '{key}'")

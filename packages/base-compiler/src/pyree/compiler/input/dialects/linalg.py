@@ -255,6 +255,15 @@ class MatvecOp(_Contraction):
 
 
 @irdl_op_definition
+class BatchMatvecOp(_Contraction):
+    name = "linalg.batch_matvec"
+    ITERATORS: ClassVar[str] = "ppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda b, i, k: (b, i, k)),
+            AffineMap.from_callable(lambda b, i, k: (b, k)),
+            AffineMap.from_callable(lambda b, i, k: (b, i)))
+
+
+@irdl_op_definition
 class VecmatOp(_Contraction):
     name = "linalg.vecmat"
     ITERATORS: ClassVar[str] = "pr"
@@ -539,7 +548,8 @@ class SoftmaxOp(IRDLOperation):
 # Loaded next to xDSL's linalg ops; MatmulOp and the convolution and pooling ops replace xDSL's.
 LINALG_OPS = (
     AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
-    DivOp, DivUnsignedOp, PowfOp, MatmulOp, BatchMatmulOp, MatvecOp, VecmatOp, DotOp,
+    DivOp, DivUnsignedOp, PowfOp, MatmulOp, BatchMatmulOp, MatvecOp, BatchMatvecOp, VecmatOp,
+    DotOp,
     MatmulTransposeAOp, MatmulTransposeBOp, BatchMatmulTransposeAOp, BatchMatmulTransposeBOp,
     BatchReduceMatmulOp, Conv1DNcwFcwOp, Conv1DNwcWcfOp, Conv2DNchwFchwOp, Conv2DNhwcHwcfOp,
     Conv2DNhwcFhwcOp, Conv2DNgchwFgchwOp, Conv2DNgchwGfchwOp, Conv2DNhwgcGfhwcOp,

@@ -11,6 +11,11 @@ torch-mlir's linalg-on-tensors output carries ``aten.sort``/``topk`` as ``tm_ten
     iree_linalg_ext.topk dimension(1) ins(%v, %i : T, U) outs(%ov, %oi : T2, U2) { ... } -> T2, U2
     tm_tensor.scatter {dimension_map = array<i64: 0>} unique_indices(false)
         ins(%updates, %indices : T, U) outs(%original : V) { ... } -> V
+
+IREE's other ops of that form share the class: ``topk_v2 dimension(d) [is_sorted]``,
+``arg_compare dimension(d) ... [index_base(%b : index)]``, ``gather dimension_map = [...]``,
+``softmax dimension(d)`` and ``reverse dimensions(dense<...>)`` (the last two without a region;
+reverse writes its result type after ``:``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, i64
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Dialect, Operation, Region
 from xdsl.irdl import traits_def
 from xdsl.parser import Parser
 from xdsl.traits import IsTerminator
@@ -46,6 +51,18 @@ class SortScanOp(Operation):
                 operands += parser.resolve_operands(names, types, parser.pos)
                 if word == "ins":
                     props["num_ins"] = IntegerAttr(len(names), i64)
+            elif word == "is_sorted":
+                props[word] = IntegerAttr(1, 1)
+            elif word in ("index_base", "dimensions"):  # (%b : index), (dense<...> : T)
+                parser.parse_punctuation("(")
+                if word == "dimensions":
+                    props[word] = parser.parse_attribute()
+                else:
+                    name = parser.parse_unresolved_operand()
+                    parser.parse_punctuation(":")
+                    operands.append(parser.resolve_operand(name, parser.parse_type()))
+                    props["has_index_base"] = IntegerAttr(1, 1)
+                parser.parse_punctuation(")")
             elif word in ("dimension", "inclusive", "unique_indices"):
                 parser.parse_punctuation("(")
                 if word == "dimension":
@@ -65,9 +82,9 @@ class SortScanOp(Operation):
             else:
                 parser.raise_error(f"unexpected '{word}' in {cls.name}")
         attributes = parser.parse_optional_attr_dict_with_keyword()
-        region = parser.parse_region()
+        region = parser.parse_optional_region() or Region()
         results = []
-        if parser.parse_optional_punctuation("->"):
+        if parser.parse_optional_punctuation("->") or parser.parse_optional_punctuation(":"):
             results = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
         props.update(leading)
         return cls.create(operands=operands, result_types=results, properties=props,
@@ -99,4 +116,5 @@ def _dialect(name: str, kinds: tuple[str, ...]) -> Dialect:
 
 
 TMTensor = _dialect("tm_tensor", ("sort", "scan", "scatter"))
-LinalgExt = _dialect("iree_linalg_ext", ("sort", "scan", "topk", "scatter"))
+LinalgExt = _dialect("iree_linalg_ext", ("sort", "scan", "topk", "scatter", "topk_v2",
+                                         "arg_compare", "gather", "softmax", "reverse"))

@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     IntegerAttr,
+    StringAttr,
     i64,
 )
 from xdsl.ir import Attribute, Block, Data, Dialect, Operation, OpTraits, Region
@@ -191,7 +192,8 @@ def _set(cls, parser: Parser, props: dict, word: str, value) -> None:
         props["dot_dimension_numbers"] = _enum("dot", text)
     elif word in cls.KEYS:
         key = cls.KEYS[word]
-        props[key] = IntegerAttr(value, i64) if isinstance(value, int) else _ints(value)
+        props[key] = (IntegerAttr(value, i64) if isinstance(value, int) else
+                      StringAttr(value) if isinstance(value, str) else _ints(value))
     elif word != "precision":  # precision has no effect here; anything else might
         parser.raise_error(f"unsupported '{word}' on '{cls.name}'")
 
@@ -409,6 +411,27 @@ class RngBitGeneratorOp(HloOp):
                           properties=props, attributes=attrs)
 
 
+class CustomCallOp(HloOp):
+    """``stablehlo.custom_call @target(%a, ...) {attrs} : (T...) -> (R...)``; the target is kept
+    as the generic form's ``call_target_name``. The lowering accepts JAX's ``shape_assertion``
+    only and refuses every other target by name."""
+
+    name = "stablehlo.custom_call"
+    RESULTS = None
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        target = parser.parse_symbol_name()
+        operands = parser.parse_comma_separated_list(parser.Delimiter.PAREN,
+                                                     parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        resolved = parser.resolve_operands(operands, list(ft.inputs), parser.pos)
+        return cls.create(operands=resolved, result_types=list(ft.outputs),
+                          properties={"call_target_name": target}, attributes=attrs)
+
+
 def _generic_only(name: str) -> type[HloOp]:
     """Ops that JAX prints in the generic form. (Ops not declared at all are refused by name
     while parsing, in either form.)"""
@@ -472,14 +495,20 @@ ReturnOp = _simple("stablehlo.return", results=0)
 ReturnOp.traits = traits_def(IsTerminator())
 
 STABLEHLO_OPS = [
-    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp,
+    ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp, CustomCallOp,
     _simple("stablehlo.optimization_barrier", results=None),
+    _simple("stablehlo.complex", operands=(2, 2)),
+    _simple("stablehlo.cholesky", {"lower": "lower"}, operands=(1, 1)),
+    _simple("stablehlo.real", operands=(1, 1)),
+    _simple("stablehlo.imag", operands=(1, 1)),
+    _simple("stablehlo.fft", {"type": "fft_type", "length": "fft_length"}, operands=(1, 1)),
+    _simple("stablehlo.rng", {"distribution": "rng_distribution"}, operands=(3, 3)),
     *[_simple(f"stablehlo.{n}", operands=_arity(n)) for n in ELEMENTWISE],
     *[_simple(f"stablehlo.{n}", keys, operands=_SHAPE_ARITY.get(n, (1, 1)))
       for n, keys in _SHAPE_OPS.items()],
     *[_generic_only(f"stablehlo.{n}") for n in (
         "reduce_window", "gather", "scatter", "select_and_scatter", "sort", "if", "case", "map",
-        "batch_norm_inference")],
+        "batch_norm_inference", "broadcast", "torch_index_select")],
 ]
 CHLO_OPS = [
     *[_simple(f"chlo.{n}", operands=_arity(n)) for n in CHLO_ELEMENTWISE],

@@ -4,7 +4,8 @@
 type is the value's type); ``util.optimization_barrier`` is the identity. pyree folds no
 constants into the ops under test either way. ``util.global`` declares a module-level constant
 (a dense value, or ``#stream.parameter.named``: a parameter loaded at run time) and
-``util.global.load`` reads it inside a function.
+``util.global.load`` reads it inside a function. ``#util.inline.never`` is accepted on a function
+(its calls are inlined all the same).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Dialect
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
+    irdl_attr_definition,
     irdl_op_definition,
     opt_prop_def,
     prop_def,
@@ -154,4 +156,34 @@ class GlobalLoadOp(IRDLOperation):
         printer.print_attribute(self.result.type)
 
 
-Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp], [])
+@irdl_op_definition
+class GlobalStoreOp(IRDLOperation):
+    """``util.global.store %value, @name : type`` (a mutable global's new state)."""
+
+    name = "util.global.store"
+
+    global_name = prop_def(SymbolRefAttr)
+    value = var_operand_def()
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalStoreOp:
+        operand = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        name = parser.parse_symbol_name()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        value = parser.resolve_operand(operand, parser.parse_type())
+        return cls.create(properties={"global_name": SymbolRefAttr(name)}, operands=[value],
+                          attributes=attributes)
+
+
+@irdl_attr_definition
+class InlineNeverAttr(ParametrizedAttribute):
+    """``#util.inline.never`` on a function: IREE keeps its calls as calls. pyree inlines every
+    call (the host program has no calls), which computes the same values."""
+
+    name = "util.inline.never"
+
+
+Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp,
+                        GlobalStoreOp], [InlineNeverAttr])

@@ -6,10 +6,13 @@ that are declared but have no rule, and ops not declared at all, are refused by 
 
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
 from pyree.compiler.input.stablehlo import (
+    cholesky,
+    complex,
     contraction,
     gather_scatter,
     reduce,
     rng,
+    rng_uniform,
     select_and_scatter,
     shape_ops,
     sort,
@@ -29,6 +32,8 @@ STABLEHLO_RULES = {
     **{f"chlo.broadcast_{name}": lower_elementwise for name in CHLO_BROADCAST},
     "stablehlo.bitcast_convert": lower_bitcast_convert,
     "stablehlo.broadcast_in_dim": shape_ops.lower_broadcast_in_dim,
+    "stablehlo.broadcast": shape_ops.lower_broadcast,
+    "stablehlo.torch_index_select": shape_ops.lower_torch_index_select,
     "stablehlo.reshape": shape_ops.lower_reshape,
     "stablehlo.transpose": shape_ops.lower_transpose,
     "stablehlo.slice": shape_ops.lower_slice,
@@ -39,6 +44,7 @@ STABLEHLO_RULES = {
     "stablehlo.dynamic_slice": shape_ops.lower_dynamic_slice,
     "stablehlo.dynamic_update_slice": shape_ops.lower_dynamic_update_slice,
     "stablehlo.optimization_barrier": shape_ops.lower_identity,
+    "stablehlo.custom_call": shape_ops.lower_custom_call,
     "stablehlo.get_dimension_size": shape_ops.lower_get_dimension_size,
     "stablehlo.dot_general": contraction.lower_dot_general,
     "stablehlo.dot": contraction.lower_dot_general,
@@ -53,4 +59,12 @@ STABLEHLO_RULES = {
     "stablehlo.map": lower_map,
     "stablehlo.batch_norm_inference": lower_batch_norm_inference,
     "stablehlo.rng_bit_generator": rng.lower_rng_bit_generator,
+    "stablehlo.complex": complex.lower_complex,
+    "stablehlo.real": complex.lower_part,
+    "stablehlo.imag": complex.lower_part,
+    "stablehlo.fft": complex.lower_fft,
+    "stablehlo.rng": rng_uniform.lower_rng,
+    "stablehlo.cholesky": cholesky.lower_cholesky,
 }
+for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
+    STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])

@@ -170,8 +170,8 @@ def _popcnt(op, args, dtype, where):
     return _as(x, dtype)
 
 
-def _clz(op, args, dtype, where):
-    """Binary search for the highest set bit."""
+def count_leading_zeros(op, args, dtype, where):
+    """Binary search for the highest set bit (also math.ctlz's rule: input/scalar.py)."""
     nbits, u = width(dtype), _unsigned(dtype)
     x, n = _as(args[0], u), Const(0, u)
     s = nbits // 2
@@ -259,7 +259,7 @@ def _inf(x: Expr) -> Const:
 _SPECIAL = {
     "shift_left": _shift("left"), "shift_right_logical": _shift("logical"),
     "shift_right_arithmetic": _shift("arithmetic"),
-    "compare": _compare, "popcnt": _popcnt, "count_leading_zeros": _clz, "power": _power,
+    "compare": _compare, "popcnt": _popcnt, "count_leading_zeros": count_leading_zeros, "power": _power,
     "bitcast_convert": _bitcast_convert, "erf_inv": _erf_inv,
     "next_after": _next_after,
     "square": lambda op, a, dt, w: Binary("mul", a[0], a[0], dt),

@@ -13,6 +13,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
+from pyree.compiler.input.stablehlo.householder import lower_householder_product
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
 from pyree.compiler.tensor_program import Generic, Value, View
@@ -43,6 +44,21 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
     """optimization_barrier: the results are the operands."""
     for operand, result in zip(op.operands, op.results):
         fn.env[result] = fn.entry(operand, location_of(op))
+
+
+def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
+    """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
+    as IREE drops it; ``@ProductOfElementaryHouseholderReflectors`` (JAX's QR) is computed
+    (householder.py); any other target is refused by name."""
+    where = location_of(op)
+    target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
+    name = getattr(target, "data", None)
+    if name == "shape_assertion" and not op.results:
+        return
+    if name == "ProductOfElementaryHouseholderReflectors":
+        return lower_householder_product(fn, op)
+    raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
+                       "@shape_assertion and @ProductOfElementaryHouseholderReflectors)", where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
@@ -197,5 +213,33 @@ def lower_dynamic_update_slice(fn: FunctionLowering, op: Operation) -> None:
                                                              "index")))
         return Select(all_of(inside), _shifted(inputs, update, starts, -1, where),
                       inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
+
+    emit_map(fn, op, build)
+
+
+def lower_broadcast(fn: FunctionLowering, op: Operation) -> None:
+    """stablehlo.broadcast: ``broadcast_sizes`` new leading dims, the operand in the rest."""
+    where = location_of(op)
+    shape = tensor_type_of(op.results[0].type, where)[1]
+    rank = len(tensor_type_of(op.operands[0].type, where)[1])
+    bdims = list(range(len(shape) - rank, len(shape)))
+    emit_map(fn, op, lambda inputs: broadcast_load(fn, inputs, op.operands[0], shape, bdims,
+                                                   where))
+
+
+def lower_torch_index_select(fn: FunctionLowering, op: Operation) -> None:
+    """``out[pre, i..., post] = input[pre, index[i...], post]`` (``dim``; ``batch_dims`` leading
+    dims shared by input and index)."""
+    where = location_of(op)
+    source, index = (fn.tensor(v, where) for v in op.operands)
+    dim, batch = ints(op, "dim")[0], ints(op, "batch_dims", [0])[0]
+    rank, index_rank = len(source.shape), len(index.shape)
+    loops = AffineExpr.identity(rank - 1 + index_rank - batch)
+
+    def build(inputs: Inputs) -> Expr:
+        position = inputs.load(index, loops[:batch] + loops[dim:dim + index_rank - batch])
+        at = [LoopIndex(k) for k in range(dim)] + [as_index(position)] + [
+            LoopIndex(k + index_rank - batch) for k in range(dim, rank - 1)]
+        return inputs.gather(source, tuple(at), where)
 
     emit_map(fn, op, build)
