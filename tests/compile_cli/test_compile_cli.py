@@ -166,5 +166,5 @@ def test_real_bad_input_from_stdin_exits_1_without_traceback():
             "  %r = stablehlo.abs %a : tensor<?xf32>\n  return %r : tensor<?xf32>\n}\n")
     result = _pyree_compile("-", "-o", "-", "--no-pyree-progress", stdin=text)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith("<stdin>:2:8: error: dynamic dimensions are not supported yet")
+    assert result.stderr.startswith("<stdin>:2:3: error: dynamic dimensions are not supported yet")
     assert "Traceback" not in result.stderr

@@ -66,7 +66,7 @@ def test_dynamic_shape_where_pyree_cannot_tell_it_yet():
   %r = stablehlo.abs %a : tensor<?x4xf32>
   return %r : tensor<?x4xf32>
 }""")
-    assert err.location == "model.mlir:2:8"
+    assert err.location == "model.mlir:2:3"
     assert "dynamic dimensions are not supported yet" in err.message
 
 
