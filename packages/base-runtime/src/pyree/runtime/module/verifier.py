@@ -484,7 +484,8 @@ class _Verifier:
 
     def check(self, check, buffers: _Buffers, where: str) -> None:
         check.location = _text(check.location, where)
-        check.message = _text(check.message, where)
+        if check.message is not None:  # absent stays absent, as flatc prints the table
+            check.message = _text(check.message, where)
         if check.kind not in CHECK_KINDS:
             raise _fail(where, f"unknown check kind {check.kind}")
         kind = CHECK_KINDS[check.kind]

@@ -132,7 +132,7 @@ def record(function, device: Device, executable: Executable | None, exports: lis
             check = CHECK_KINDS[c.kind]
             rhs = _operand(c.rhs, c.rhsType) if check in ("expect_eq", "expect_almost_eq") else None
             plan.append(CheckStep(check, c.location, _operand(c.lhs, c.lhsType), rhs, c.atol, c.rtol,
-                                  c.message))
+                                  c.message or ""))
         elif kind == "branch":
             b = command.branch
             condition = None if b.condition is None else _scalar_operand(b.condition, b.conditionType)
