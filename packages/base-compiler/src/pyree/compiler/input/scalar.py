@@ -11,7 +11,18 @@ import math as pymath
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.types import dtype_of
-from pyree.compiler.kernel import Binary, Cast, Compare, Const, Expr, Select, Unary, is_float
+from pyree.compiler.kernel import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Select,
+    Unary,
+    is_float,
+    is_unsigned,
+    itemsize,
+)
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
@@ -183,11 +194,25 @@ def _pow(op: Operation, args: list[Expr], dtype: str) -> Expr:
     return Binary("pow", x, n, dtype)
 
 
+def leading_zeros(x: Expr, dtype: str) -> Expr:
+    """The leading zero bits of integer ``x`` (math.ctlz; stablehlo.count_leading_zeros):
+    a binary search for the highest set bit, on the bits as unsigned."""
+    nbits = itemsize(dtype) * 8
+    u = dtype if is_unsigned(dtype) else "u" + dtype
+    as_ = lambda e, t: e if e.dtype == t else Cast("bitcast", e, t)
+    x, n = as_(x, u), Const(0, u)
+    s = nbits // 2
+    while s:
+        zero = Compare("eq", Binary("shr", x, Const(nbits - s, u), u), Const(0, u))
+        n = Select(zero, Binary("add", n, Const(s, u), u), n, u)
+        x = Select(zero, Binary("shl", x, Const(s, u), u), x, u)
+        s //= 2
+    n = Select(Compare("eq", x, Const(0, u)), Binary("add", n, Const(1, u), u), n, u)
+    return as_(n, dtype)
+
+
 def _ctlz(op, args, dtype):
-    """math.ctlz: StableHLO's count_leading_zeros rule (imported here: that module builds on
-    this one)."""
-    from pyree.compiler.input.stablehlo.elementwise import count_leading_zeros
-    return count_leading_zeros(op, args, dtype, "")
+    return leading_zeros(args[0], dtype)
 
 
 _SPECIAL = {

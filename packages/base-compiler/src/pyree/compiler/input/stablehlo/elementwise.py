@@ -15,6 +15,7 @@ from pyree.compiler.input.dialects.stablehlo import HloAttr
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scalar import leading_zeros
 from pyree.compiler.input.stablehlo import special
 from pyree.compiler.input.stablehlo.common import convert, emit_map, ints, prop, width
 from pyree.compiler.input.types import tensor_type_of
@@ -171,17 +172,7 @@ def _popcnt(op, args, dtype, where):
 
 
 def count_leading_zeros(op, args, dtype, where):
-    """Binary search for the highest set bit (also math.ctlz's rule: input/scalar.py)."""
-    nbits, u = width(dtype), _unsigned(dtype)
-    x, n = _as(args[0], u), Const(0, u)
-    s = nbits // 2
-    while s:
-        zero = Compare("eq", Binary("shr", x, Const(nbits - s, u), u), Const(0, u))
-        n = Select(zero, Binary("add", n, Const(s, u), u), n, u)
-        x = Select(zero, Binary("shl", x, Const(s, u), u), x, u)
-        s //= 2
-    n = Select(Compare("eq", x, Const(0, u)), Binary("add", n, Const(1, u), u), n, u)
-    return _as(n, dtype)
+    return leading_zeros(args[0], dtype)
 
 
 def _float_only(build):
