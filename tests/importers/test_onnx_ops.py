@@ -1,0 +1,138 @@
+"""ONNX ops that torch-mlir alone refuses, converts wrongly for pyree, or crashes on, imported
+through pyree's own rewrites (importers/onnx_rewrites.py) and checked against onnxruntime:
+ops replaced by their ONNX function bodies (Attention, RotaryEmbedding, the loss functions),
+shape arithmetic computed at import (a Split whose sizes are computed), and unsigned model
+inputs, which the runtime takes for the signless arguments they become."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tooling
+from pyree.compiler import CompileOptions, compile_str, import_onnx
+
+onnx = tooling.require_module("onnx")
+tooling.require_module("torch_mlir")
+onnxruntime = tooling.require_module("onnxruntime")
+TensorProto, helper = onnx.TensorProto, onnx.helper
+
+
+def model(nodes, inputs, outputs, opset: int = 23):
+    """A one-graph model; ``inputs`` and ``outputs`` are (name, element type, shape)."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(*i) for i in inputs],
+                              [helper.make_tensor_value_info(*o) for o in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def pyree_and_onnxruntime(proto, *args):
+    """The model's results from pyree (llvm-cpu, local-task) and from onnxruntime."""
+    import pyree.runtime as rt
+
+    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["g"](*args)
+    got = [r.to_host() for r in (got if isinstance(got, tuple) else (got,))]
+    session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    want = session.run(None, {i.name: a for i, a in zip(proto.graph.input, args)})
+    return got, want
+
+
+def test_attention_by_its_function_body():
+    """Attention (opset 23), which torch-mlir does not convert: grouped-query heads, a boolean
+    mask, causal, softcap; a row fully masked by the mask."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 4, 5, 8), np.float32)
+    k = rng.standard_normal((2, 2, 7, 8), np.float32)
+    v = rng.standard_normal((2, 2, 7, 6), np.float32)
+    mask = rng.random((5, 7)) > 0.3
+    mask[:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], softcap=3.0, scale=0.4)
+    proto = model([node], [("q", TensorProto.FLOAT, q.shape), ("k", TensorProto.FLOAT, k.shape),
+                           ("v", TensorProto.FLOAT, v.shape), ("mask", TensorProto.BOOL, mask.shape)],
+                  [("y", TensorProto.FLOAT, (2, 4, 5, 6))])
+    (got,), (want,) = pyree_and_onnxruntime(proto, q, k, v, mask)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_by_its_function_body(interleaved):
+    """RotaryEmbedding (opset 23): torch-mlir converts it to an op it cannot lower, and its
+    function body computes the Split sizes from shapes (crashing torch-mlir, unless computed at
+    import). Half the head is rotated (rotary_embedding_dim), the rest passes through."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 4, 10), np.float32)  # batch, heads, sequence, head size
+    cos = rng.standard_normal((9, 3), np.float32)
+    sin = rng.standard_normal((9, 3), np.float32)
+    positions = rng.integers(0, 9, (2, 4), dtype=np.int64)
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "positions"], ["y"],
+                            interleaved=interleaved, rotary_embedding_dim=6)
+    proto = model([node], [("x", TensorProto.FLOAT, x.shape), ("cos", TensorProto.FLOAT, cos.shape),
+                           ("sin", TensorProto.FLOAT, sin.shape),
+                           ("positions", TensorProto.INT64, positions.shape)],
+                  [("y", TensorProto.FLOAT, x.shape)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, cos, sin, positions)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_loss_functions_by_their_function_bodies():
+    """SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with class weights and an ignored
+    class, over a spatial dimension: forms torch-mlir's aten.nll_loss_forward cannot lower."""
+    rng = np.random.default_rng(5)
+    scores = rng.standard_normal((3, 5, 4), np.float32)
+    labels = rng.integers(0, 5, (3, 4), dtype=np.int64)
+    labels[1, 2] = 2  # the ignored class, at least once
+    weights = rng.random(5, np.float32) + 0.5
+    nodes = [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["sce", "log_prob"],
+                              reduction="mean", ignore_index=2),
+             helper.make_node("NegativeLogLikelihoodLoss", ["log_prob", "t", "w"], ["nll"],
+                              reduction="none", ignore_index=2)]
+    proto = model(nodes, [("x", TensorProto.FLOAT, scores.shape), ("t", TensorProto.INT64, labels.shape),
+                          ("w", TensorProto.FLOAT, weights.shape)],
+                  [("sce", TensorProto.FLOAT, ()), ("log_prob", TensorProto.FLOAT, scores.shape),
+                   ("nll", TensorProto.FLOAT, labels.shape)])
+    got, want = pyree_and_onnxruntime(proto, scores, labels, weights)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert got[2][1, 2] == 0
+
+
+def test_split_sizes_computed_from_shapes():
+    """Shape -> Sub -> Concat -> Split, sizes [6, 0] and [3, 3]: constants once computed at
+    import (torch-mlir gave the Split results of unknown rank and crashed)."""
+    x = np.random.default_rng(6).standard_normal((2, 6), np.float32)
+    nodes = [helper.make_node("Shape", ["x"], ["n"], start=1, end=2),
+             helper.make_node("Sub", ["n", "n"], ["zero"]),
+             helper.make_node("Concat", ["n", "zero"], ["sizes"], axis=0),
+             helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+             helper.make_node("Div", ["n", "two"], ["half"]),
+             helper.make_node("Concat", ["half", "half"], ["halves"], axis=0),
+             helper.make_node("Split", ["a", "halves"], ["c", "d"], axis=1),
+             helper.make_node("Concat", ["d", "b", "c"], ["y"], axis=1)]
+    two = helper.make_tensor("two", TensorProto.INT64, [1], [2])
+    proto = model(nodes, [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.FLOAT, x.shape)],
+                  opset=18)
+    proto.graph.initializer.append(two)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_array_equal(want, np.concatenate([x[:, 3:], x[:, :3]], axis=1))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unsigned_inputs_and_results():
+    """uint64 and uint8 inputs, values past the signed range, into signless i64 / i8 arguments
+    (read as the same bits, as IREE's runtime does); Div and Max need the unsigned reading."""
+    rng = np.random.default_rng(8)
+    a = rng.integers(2**63, 2**64 - 1, (3, 4), dtype=np.uint64, endpoint=True)
+    b = rng.integers(1, 2**33, (3, 4), dtype=np.uint64)
+    c = rng.integers(0, 256, (3, 4), dtype=np.uint8)
+    d = rng.integers(1, 256, (3, 4), dtype=np.uint8)
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Div", ["c", "d"], ["r"]),
+             helper.make_node("Max", ["c", "d"], ["m"])]
+    proto = model(nodes, [("a", TensorProto.UINT64, a.shape), ("b", TensorProto.UINT64, b.shape),
+                          ("c", TensorProto.UINT8, c.shape), ("d", TensorProto.UINT8, d.shape)],
+                  [("q", TensorProto.UINT64, a.shape), ("r", TensorProto.UINT8, c.shape),
+                   ("m", TensorProto.UINT8, c.shape)], opset=18)
+    got, want = pyree_and_onnxruntime(proto, a, b, c, d)
+    np.testing.assert_array_equal(want[0], a // b)
+    for g, w in zip(got, want):
+        assert g.itemsize == w.itemsize  # signless results: read as the graph's types
+        np.testing.assert_array_equal(g.view(w.dtype), w)
