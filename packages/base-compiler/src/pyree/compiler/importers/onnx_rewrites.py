@@ -154,8 +154,22 @@ def _fold_once(proto):
              if t.name not in overridable}
     known = {name: value for name, value in known.items() if _foldable(np, value)}
     shapes = {v.name: _static_shape(v.type) for v in (*graph.input, *graph.value_info)}
-    nodes, folded = [], False
+    nodes, folded, renamed = [], False, {}
+    used = {name for node in graph.node for name in node.input}
+    for value in graph.input:  # an integer input with no elements has one value: empty
+        shape, elem = shapes[value.name], _elem_type(value.type)
+        if shape is None or 0 not in shape or value.name not in used or not elem:
+            continue
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+        if dtype.kind in "biu":
+            folded, name = True, f"{value.name}_empty"
+            renamed[value.name] = name
+            known[name] = np.zeros(shape, dtype)
+            nodes.append(onnx.helper.make_node("Constant", [], [name],
+                                               value=numpy_helper.from_array(known[name], name)))
     for node in graph.node:
+        if renamed:
+            node = _renamed(onnx, node, renamed)
         values = _fold(np, onnx, proto, node, known, shapes)
         if values is None:
             nodes.append(node)
@@ -173,6 +187,16 @@ def _fold_once(proto):
     model.graph.node.extend(nodes)
     del model.graph.value_info[:]
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+def _renamed(onnx, node, renamed: dict[str, str]):
+    """A copy of ``node`` reading ``renamed[x]`` for each input ``x`` it names."""
+    if not any(name in renamed for name in node.input):
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.input[:] = [renamed.get(name, name) for name in node.input]
+    return copy
 
 
 def _fold(np, onnx, proto, node, known, shapes):
