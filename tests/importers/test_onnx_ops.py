@@ -149,3 +149,32 @@ def test_gelu_tanh_by_its_function_body():
     xd = x.astype(np.float64)
     want = 0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))
     np.testing.assert_allclose(got, want, rtol=5e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("elem, dtype", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8)])
+def test_qlinear_matmul_with_zero_points_as_inputs(elem, dtype):
+    """QLinearMatMul whose zero points are graph inputs (torch-mlir dropped them), results
+    past 127 (a Cast to uint8 went through fptosi to i8), as onnxruntime computes it."""
+    rng = np.random.default_rng(9)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (2, 3, 5), dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, (2, 5, 4), dtype=dtype, endpoint=True)
+    zeros = [np.array([z], dtype) for z in rng.integers(info.min, info.max, 3, endpoint=True)]
+    scales = [np.array([s], np.float32) for s in (0.021, 0.013, 0.11)]
+    names = ["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero"]
+    values = [a, scales[0], zeros[0], b, scales[1], zeros[1], scales[2], zeros[2]]
+    proto = model([helper.make_node("QLinearMatMul", names, ["y"])],
+                  [(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                   for name, v in zip(names, values)], [("y", elem, (2, 3, 4))], opset=21)
+    (got,), (want,) = pyree_and_onnxruntime(proto, *values)
+    assert len(np.unique(want)) > 8  # not all clamped
+    np.testing.assert_array_equal(got.view(dtype), want)
+
+
+def test_cast_of_floats_to_uint8():
+    x = np.array([0, 1.5, 127, 128, 200.7, 255, 254.2, 3], np.float32)
+    proto = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],
+                  [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.UINT8, x.shape)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_array_equal(got.view(np.uint8), want)
+    assert want.tolist() == [0, 1, 127, 128, 200, 255, 254, 3]

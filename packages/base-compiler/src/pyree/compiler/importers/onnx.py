@@ -1,7 +1,7 @@
 """ONNX model -> linalg-on-tensors MLIR text (what IREE's ``iree-import-onnx`` plus its
 torch input conversion do), through torch-mlir:
 
-    onnx_rewrites                                   -> refuse types pyree lacks, by name
+    onnx_rewrites (types, nodes, functions, fold)   -> ONNX that torch-mlir converts right
     onnx_importer (ModelInfo, NodeImporter)         -> torch dialect with torch.operator "onnx.*"
     torch-onnx-to-torch-backend-pipeline            -> torch backend contract
     torch-backend-to-linalg-on-tensors-backend-pipeline -> func/arith/tensor/linalg
@@ -20,7 +20,8 @@ from pathlib import Path
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
-from pyree.compiler.importers import onnx_apart, onnx_rewrites
+from pyree.compiler.importers import onnx_apart
+from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, types
 
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
@@ -43,24 +44,24 @@ def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = Tr
 
 
 def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
-                nodes: int | None = None) -> str:
+                first: int | None = None) -> str:
     """``import_onnx`` in this process (the worker's side); ``journal`` records each step.
-    ``nodes`` keeps only the graph's first nodes (onnx_apart's search for a crashing node)."""
+    ``first`` keeps only the graph's first nodes (onnx_apart's search for a crashing node)."""
     import onnx
 
     journal = journal or onnx_apart.Journal(None)
     journal.step("reading the model")
     proto = _load(onnx, model, opset_version, data_prop, data_dir)
     journal.loaded(proto)
-    if nodes is not None:
-        proto = onnx_apart.first_nodes(proto, nodes)
-    onnx_rewrites.refuse_missing_types(proto)
-    proto = onnx_rewrites.unsigned_division(proto)
-    expand = _expandable(proto, onnx_rewrites.EXPANDED)
+    if first is not None:
+        proto = onnx_apart.first_nodes(proto, first)
+    types.refuse_missing_types(proto)
+    proto = nodes.rewrite_nodes(proto)
+    expand = _expandable(proto, functions.EXPANDED)
     while True:
         journal.step("rewriting the graph for torch-mlir")
-        model = onnx_rewrites.expand_functions(proto, expand) if expand else proto
-        model = onnx_rewrites.fold_shape_arithmetic(model)
+        model = functions.expand_functions(proto, expand) if expand else proto
+        model = fold.fold_shape_arithmetic(model)
         journal.step("importing the graph into torch-mlir")
         module = _to_torch(model)
         journal.step("torch-mlir's torch-onnx-to-torch-backend-pipeline")
@@ -122,8 +123,9 @@ def _to_torch(proto):
 
 
 def _expandable(proto, ops) -> set[str]:
-    """The ``ops`` that have an ONNX function body at the model's opset."""
-    return {op for op in ops if onnx_rewrites.has_function(proto, op)}
+    """The ``ops`` of the graph that have an ONNX function body at the model's opset."""
+    present = {node.op_type for node in proto.graph.node if node.domain in ("", "ai.onnx")}
+    return {op for op in ops if op in present and functions.has_function(proto, op)}
 
 
 def _run_pipeline(module, pipeline: str) -> None:

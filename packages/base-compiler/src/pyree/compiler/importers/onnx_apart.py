@@ -113,7 +113,7 @@ def _crashing_node(job, model, count: int) -> int | None:
 def _crashes(job, model, nodes: int) -> bool:
     with tempfile.TemporaryDirectory(prefix="pyree-import-onnx-") as folder:
         try:
-            run_apart(functools.partial(_journaled, functools.partial(job, nodes=nodes),
+            run_apart(functools.partial(_journaled, functools.partial(job, first=nodes),
                                         folder=folder), model)
         except WorkerDied:
             return True

@@ -1,0 +1,170 @@
+"""Nodes torch-mlir converts to a wrong answer, rewritten into ONNX ops it converts correctly.
+
+- Div and Mod of unsigned integers: torch-mlir lowers them to signed division
+  (``arith.divsi``), wrong for every value with its top bit set (200 / 3 of uint8 gave 0).
+  torch-mlir has no Cast to a wider unsigned type and back, so the quotient is built in the
+  operands' own type: a divisor with its top bit set divides at most once (``a >= b``); any
+  other divides ``a >> 1`` exactly as signed division does, and doubling that quotient leaves
+  a remainder that ``b`` divides at most once more.
+- Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
+  every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
+- QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
+  ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
+  the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
+  ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.importers.onnx_rewrites.types import elem_type
+
+
+def rewrite_nodes(proto):
+    """``proto`` with the nodes above rewritten (shapes inferred again), or ``proto`` itself
+    where there are none."""
+    import onnx
+
+    graph = proto.graph
+    types = {v.name: elem_type(v.type) for v in (*graph.input, *graph.value_info, *graph.output)}
+    types.update((t.name, t.data_type) for t in graph.initializer)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    nodes, rewritten = [], False
+    for index, node in enumerate(graph.node):
+        rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        prefix = f"{node.name or node.op_type}_{index}_"
+        new = rule(_Nodes(node, prefix, opset), types) if rule else None
+        if new is None:
+            nodes.append(node)
+            continue
+        rewritten = True
+        nodes += new
+    if not rewritten:
+        return proto
+    model = type(proto)()
+    model.CopyFrom(proto)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+class _Nodes:
+    """The nodes replacing one: values they add are named after it, the node's own inputs and
+    outputs keep their names."""
+
+    def __init__(self, node, prefix: str, opset: int):
+        self.node, self.prefix, self.opset, self.nodes = node, prefix, opset, []
+        self.own = {*node.input, *node.output} - {""}
+
+    def name(self, value: str) -> str:
+        return value if value in self.own else self.prefix + value
+
+    def op(self, op_type: str, inputs: list[str], output: str, **attributes) -> str:
+        import onnx
+
+        self.nodes.append(onnx.helper.make_node(op_type, [self.name(x) for x in inputs],
+                                                [self.name(output)], **attributes))
+        return output
+
+    def constant(self, output: str, value, dtype) -> str:
+        """A scalar constant, as raw bytes (torch-mlir reads no inline uint16 data)."""
+        import numpy as np
+        import onnx
+
+        self.nodes.append(onnx.helper.make_node("Constant", [], [self.name(output)],
+                          value=onnx.numpy_helper.from_array(np.array(value, dtype),
+                                                             self.name(output))))
+        return output
+
+
+_UNSIGNED = {2, 4, 12, 13}  # TensorProto.UINT8, UINT16, UINT32, UINT64
+
+
+def _unsigned_division(n: _Nodes, types: dict):
+    node = n.node
+    elem = types.get(node.input[0])
+    if elem not in _UNSIGNED:
+        return None
+    import onnx
+
+    if n.opset < 11:
+        raise CompileError(f"{node.op_type} of unsigned integers at opset {n.opset}: torch-mlir "
+                           "divides them as signed, and pyree's rewrite needs BitShift (opset "
+                           "11); upgrade the model with --opset-version")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    (a, b), (y,) = node.input[:2], node.output
+    n.constant("0", 0, dtype)
+    n.constant("1", 1, dtype)
+    n.constant("top", 1 << (8 * dtype.itemsize - 1), dtype)
+    # (Not Less, rather than GreaterOrEqual: torch-mlir converts the latter from opset 16 only)
+    n.op("Less", [b, "top"], "small")
+    n.op("Less", [a, b], "none")
+    n.op("Where", ["none", "0", "1"], "q_big")
+    n.op("BitShift", [a, "1"], "half", direction="RIGHT")
+    n.op("Div", ["half", b], "q_half")
+    n.op("BitShift", ["q_half", "1"], "q_even", direction="LEFT")
+    n.op("Mul", ["q_even", b], "taken")
+    n.op("Sub", [a, "taken"], "left")
+    n.op("Less", ["left", b], "done")
+    n.op("Where", ["done", "0", "1"], "carry")
+    n.op("Add", ["q_even", "carry"], "q_small")
+    n.op("Where", ["small", "q_small", "q_big"], y if node.op_type == "Div" else "q")
+    if node.op_type == "Mod":
+        n.op("Mul", ["q", b], "qb")
+        n.op("Sub", [a, "qb"], y)
+    return n.nodes
+
+
+def _qlinear_matmul(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = [*n.node.input, "", ""][:8]
+    out = types.get(y_zero or a)
+    if out is None:
+        return None
+    info = np.iinfo(onnx.helper.tensor_dtype_to_np_dtype(out))
+    for x, zero in ((a, a_zero), (b, b_zero)):
+        n.op("Cast", [x], x + "_i32", to=T.INT32)
+        if zero:
+            n.op("Cast", [zero], zero + "_i32", to=T.INT32)
+            n.op("Sub", [x + "_i32", zero + "_i32"], x + "_centred")
+        else:
+            n.op("Identity", [x + "_i32"], x + "_centred")
+    n.op("MatMul", [a + "_centred", b + "_centred"], "product")
+    n.op("Mul", [a_scale, b_scale], "scales")
+    n.op("Div", ["scales", y_scale], "multiplier")
+    n.op("Cast", ["multiplier"], "multiplier_f64", to=T.DOUBLE)
+    n.op("Cast", ["product"], "product_f64", to=T.DOUBLE)
+    n.op("Mul", ["product_f64", "multiplier_f64"], "scaled")
+    if y_zero:
+        n.op("Cast", [y_zero], "zero_f64", to=T.DOUBLE)
+        n.op("Add", ["scaled", "zero_f64"], "shifted")
+    else:
+        n.op("Identity", ["scaled"], "shifted")
+    n.op("Round", ["shifted"], "rounded")
+    n.constant("low", info.min, np.float64)
+    n.constant("high", info.max, np.float64)
+    n.op("Clip", ["rounded", "low", "high"], "clamped")
+    n.op("Cast", ["clamped"], "clamped_i32", to=T.INT32)  # (see _cast_to_uint8)
+    n.op("Cast", ["clamped_i32"], n.node.output[0], to=out)
+    return n.nodes
+
+
+def _cast_to_uint8(n: _Nodes, types: dict):
+    import onnx
+
+    T = onnx.TensorProto
+    to = next((a.i for a in n.node.attribute if a.name == "to"), None)
+    if to != T.UINT8 or types.get(n.node.input[0]) not in _FLOATS:
+        return None
+    n.op("Cast", [n.node.input[0]], "i32", to=T.INT32)
+    n.op("Cast", ["i32"], n.node.output[0], to=T.UINT8)
+    return n.nodes
+
+
+_FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+_RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
+          "QLinearMatMul": _qlinear_matmul}
