@@ -8,6 +8,8 @@
   a remainder that ``b`` divides at most once more.
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
+- LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
+  weights ``P``; a node that gives either is refused by name rather than run without them.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -164,7 +166,19 @@ def _cast_to_uint8(n: _Nodes, types: dict):
     return n.nodes
 
 
+def _recurrent(n: _Nodes, types: dict):
+    inputs = [*n.node.input, *[""] * 8]
+    ignored = [f"{what} (input {i})" for i, what in ((4, "sequence_lens"), (7, "peephole weights P"))
+               if inputs[i] and (i != 7 or n.node.op_type == "LSTM")]
+    if ignored:
+        name = f" '{n.node.name}'" if n.node.name else ""
+        raise CompileError(f"{n.node.op_type}{name} gives {' and '.join(ignored)}, which "
+                           "torch-mlir's conversion ignores (its results would be wrong)")
+    return None
+
+
 _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
-          "QLinearMatMul": _qlinear_matmul}
+          "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
+          "RNN": _recurrent}
