@@ -74,8 +74,13 @@ class Case:
 
 
 def _array(value):
+    """A regenerated case's value as an array (ONNX's expectations hold protos and numpy
+    scalars; the runner's ``_normalize_tensor`` leaves scalars as they are, of shape ())."""
+    import numpy as np
     import onnx
-    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    return np.asarray(value) if isinstance(value, np.generic) else value
 
 
 def _read(path: str, type_proto, onnx, numpy_helper):

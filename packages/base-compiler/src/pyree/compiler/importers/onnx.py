@@ -56,18 +56,17 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
     if first is not None:
         proto = onnx_apart.first_nodes(proto, first)
     types.refuse_missing_types(proto)
-    proto = nodes.rewrite_nodes(proto)
-    expand = _expandable(proto, functions.EXPANDED)
+    expand: set[str] = set()
     while True:
         journal.step("rewriting the graph for torch-mlir")
-        model = functions.expand_functions(proto, expand) if expand else proto
-        model = fold.fold_shape_arithmetic(model)
+        model = functions.expand_functions(proto, expand)
+        model = fold.fold_shape_arithmetic(nodes.rewrite_nodes(model))
         journal.step("importing the graph into torch-mlir")
         module = _to_torch(model)
         journal.step("torch-mlir's torch-onnx-to-torch-backend-pipeline")
         _run_pipeline(module, "torch-onnx-to-torch-backend-pipeline")
         left = _unconverted(module)
-        more = _expandable(proto, left) - expand
+        more = {op for op in left if functions.has_function(proto, op)} - expand
         if not more:
             break
         expand |= more  # again, with these ops replaced by their ONNX function bodies
@@ -120,12 +119,6 @@ def _to_torch(proto):
     except onnx_importer.OnnxImportError as err:
         raise CompileError(f"cannot import the ONNX model: {err}") from None
     return module
-
-
-def _expandable(proto, ops) -> set[str]:
-    """The ``ops`` of the graph that have an ONNX function body at the model's opset."""
-    present = {node.op_type for node in proto.graph.node if node.domain in ("", "ai.onnx")}
-    return {op for op in ops if op in present and functions.has_function(proto, op)}
 
 
 def _run_pipeline(module, pipeline: str) -> None:

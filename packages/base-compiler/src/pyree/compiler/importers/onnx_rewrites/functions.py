@@ -24,19 +24,29 @@ EXPANDED = {
 }
 
 
-def expand_functions(proto, op_types):
-    """``proto`` with every default-domain node of ``op_types`` replaced by its ONNX function
-    body (context-dependent ones too, specialised to the node's types), shapes inferred again."""
+def expand_functions(proto, op_types=frozenset(), depth: int = 4):
+    """``proto`` with every default-domain node of ``op_types`` and EXPANDED that has a function
+    body at the model's opset replaced by it (context-dependent ones too, specialised to the
+    node's types), shapes inferred again; again where a body holds such a node
+    (SoftmaxCrossEntropyLoss's holds a NegativeLogLikelihoodLoss), ``depth`` times at most."""
     import onnx
     import onnx.inliner
 
-    ids = [("", op) for op in sorted(op_types)]
-    try:
-        model = onnx.inliner.inline_selected_functions(proto, ids, inline_schema_functions=True)
-    except RuntimeError as err:  # ONNX's inliner asserts (an omitted optional input, e.g.)
-        raise CompileError(f"cannot replace {', '.join(sorted(op_types))} by its ONNX function "
-                           f"body, which torch-mlir would need: {str(err).strip()}") from None
-    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    wanted = set(op_types) | EXPANDED
+    for _ in range(depth):
+        present = sorted(op for op in {n.op_type for n in proto.graph.node
+                                       if n.domain in ("", "ai.onnx")}
+                         if op in wanted and has_function(proto, op))
+        if not present:
+            break
+        try:
+            proto = onnx.inliner.inline_selected_functions(proto, [("", op) for op in present],
+                                                           inline_schema_functions=True)
+        except RuntimeError as err:  # ONNX's inliner asserts (an omitted optional input, e.g.)
+            raise CompileError(f"cannot replace {', '.join(present)} by its ONNX function body, "
+                               f"which torch-mlir would need: {str(err).strip()}") from None
+        proto = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    return proto
 
 
 def has_function(proto, op_type: str) -> bool:
