@@ -178,3 +178,26 @@ def test_cast_of_floats_to_uint8():
     (got,), (want,) = pyree_and_onnxruntime(proto, x)
     np.testing.assert_array_equal(got.view(np.uint8), want)
     assert want.tolist() == [0, 1, 127, 128, 200, 255, 254, 3]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_ties_and_outside(mode, align_corners):
+    """GridSample with zeros padding: nearest ties round half to even (torch-mlir took the upper
+    pixel), and coordinates past the edges read zero (torch-mlir read a clamped pixel)."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 3, 5, 4), np.float32)
+    sizes = np.array([4, 5], np.float32)  # the grid's last axis: width, then height
+    pixels = rng.integers(-3, 9, (2, 6, 7, 2)).astype(np.float32) / 2  # ties, and outside
+    if align_corners:
+        grid = pixels / (sizes - 1) * 2 - 1
+    else:
+        grid = (pixels * 2 + 1) / sizes - 1
+    grid = grid.astype(np.float32)
+    proto = model([helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
+                                    align_corners=align_corners)],
+                  [("x", TensorProto.FLOAT, x.shape), ("grid", TensorProto.FLOAT, grid.shape)],
+                  [("y", TensorProto.FLOAT, (2, 3, 6, 7))], opset=20)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, grid)
+    assert (want == 0).mean() > 0.1  # some samples fall outside
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -8,7 +8,7 @@ dynamic shapes and run-time assertions that a static model never needs."""
 
 from __future__ import annotations
 
-from pyree.compiler.importers.onnx_rewrites.types import elem_type
+from pyree.compiler.importers.onnx_rewrites.types import elem_type, static_shape
 
 # Ops computed here when every input is a known integer or boolean tensor (deterministic, and
 # cheap at the sizes of shapes); the largest result kept as a constant, in elements.
@@ -44,7 +44,7 @@ def _fold_once(proto):
     known = {t.name: numpy_helper.to_array(t) for t in graph.initializer
              if t.name not in overridable}
     known = {name: value for name, value in known.items() if _foldable(np, value)}
-    shapes = {v.name: _static_shape(v.type) for v in (*graph.input, *graph.value_info)}
+    shapes = {v.name: static_shape(v.type) for v in (*graph.input, *graph.value_info)}
     nodes, folded, renamed = [], False, {}
     used = {name for node in graph.node for name in node.input}
     for value in graph.input:  # an integer input with no elements has one value: empty
@@ -142,14 +142,3 @@ def _evaluate(onnx, proto, node, known) -> list:
 
 def _foldable(np, value) -> bool:
     return value.dtype.kind in "biu" and value.size <= MAX_FOLDED
-
-
-def _static_shape(type_proto):
-    """The dims of a tensor type when all are known, else None."""
-    if type_proto.WhichOneof("value") != "tensor_type" or \
-            not type_proto.tensor_type.HasField("shape"):
-        return None
-    dims = type_proto.tensor_type.shape.dim
-    if not all(d.HasField("dim_value") for d in dims):
-        return None
-    return tuple(d.dim_value for d in dims)

@@ -10,6 +10,11 @@
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
 - LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
   weights ``P``; a node that gives either is refused by name rather than run without them.
+- GridSample (2-D, zeros padding): in nearest mode torch-mlir picks the upper pixel at a tie,
+  ONNX (and PyTorch) the even one (``rint``): the grid is rounded first, as ONNX's reference
+  does, and moved to the centre of the chosen pixel, where torch-mlir picks the same one. In
+  both modes it reads a clamped pixel, not zero, for a coordinate past the high edge (or a
+  bilinear one below -1): those outputs are set to zero after it.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -19,7 +24,7 @@
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.importers.onnx_rewrites.types import elem_type
+from pyree.compiler.importers.onnx_rewrites.types import elem_type, static_shape
 
 
 def rewrite_nodes(proto):
@@ -28,14 +33,17 @@ def rewrite_nodes(proto):
     import onnx
 
     graph = proto.graph
-    types = {v.name: elem_type(v.type) for v in (*graph.input, *graph.value_info, *graph.output)}
+    values = (*graph.input, *graph.value_info, *graph.output)
+    types = {v.name: elem_type(v.type) for v in values}
     types.update((t.name, t.data_type) for t in graph.initializer)
+    shapes = {v.name: static_shape(v.type) for v in values}
+    shapes.update((t.name, tuple(t.dims)) for t in graph.initializer)
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     nodes, rewritten = [], False
     for index, node in enumerate(graph.node):
         rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         prefix = f"{node.name or node.op_type}_{index}_"
-        new = rule(_Nodes(node, prefix, opset), types) if rule else None
+        new = rule(_Nodes(node, prefix, opset, shapes), types) if rule else None
         if new is None:
             nodes.append(node)
             continue
@@ -54,8 +62,8 @@ class _Nodes:
     """The nodes replacing one: values they add are named after it, the node's own inputs and
     outputs keep their names."""
 
-    def __init__(self, node, prefix: str, opset: int):
-        self.node, self.prefix, self.opset, self.nodes = node, prefix, opset, []
+    def __init__(self, node, prefix: str, opset: int, shapes: dict):
+        self.node, self.prefix, self.opset, self.shapes, self.nodes = node, prefix, opset, shapes, []
         self.own = {*node.input, *node.output} - {""}
 
     def name(self, value: str) -> str:
@@ -177,8 +185,70 @@ def _recurrent(n: _Nodes, types: dict):
     return None
 
 
+def _grid_sample(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in n.node.attribute}
+    x, grid = n.node.input[:2]
+    shape, elem = n.shapes.get(x), types.get(grid)
+    mode = attributes.get("mode", b"bilinear")
+    if (attributes.get("padding_mode", b"zeros") != b"zeros" or shape is None or len(shape) != 4
+            or elem not in _FLOATS or mode not in (b"nearest", b"linear", b"bilinear")):
+        return None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    n.constant("sizes", np.array(shape[:1:-1], dtype), dtype)  # the grid's axis runs over X's
+    n.constant("one", 1, dtype)                                # dims reversed
+    n.constant("two", 2, dtype)
+    n.constant("zero", 0, dtype)
+    corners = attributes.get("align_corners", 0)
+    # the pixel coordinates, as ONNX's reference computes them
+    n.op("Add", [grid, "one"], "g1")
+    if corners:  # (g + 1) / 2 * (size - 1)
+        n.op("Sub", ["sizes", "one"], "span")
+        n.op("Mul", ["g1", "span"], "g1span")
+        n.op("Div", ["g1span", "two"], "pixel")
+    else:  # ((g + 1) * size - 1) / 2
+        n.op("Mul", ["g1", "sizes"], "g1size")
+        n.op("Sub", ["g1size", "one"], "twice_pixel")
+        n.op("Div", ["twice_pixel", "two"], "pixel")
+    sampled = grid
+    if mode == b"nearest":  # rounded half to even, and the grid moved to that pixel's centre
+        n.op("Round", ["pixel"], "nearest")
+        n.op("Mul", ["nearest", "two"], "twice")
+        if corners:
+            n.op("Div", ["twice", "span"], "g1_new")  # (a size of 1 gives 0/0: kept below)
+            n.op("Sub", ["g1_new", "one"], "moved")
+            n.op("Greater", ["span", "zero"], "wide")  # a 1-wide dim reads pixel 0 either way
+            sampled = n.op("Where", ["wide", "moved", grid], "rounded_grid")
+        else:
+            n.op("Add", ["twice", "one"], "odd")
+            n.op("Div", ["odd", "sizes"], "g1_new")
+            sampled = n.op("Sub", ["g1_new", "one"], "rounded_grid")
+        n.op("Less", ["nearest", "zero"], "below")  # outside: no pixel at all
+        n.op("Sub", ["sizes", "one"], "last")
+        n.op("Greater", ["nearest", "last"], "above")
+    else:  # outside where neither neighbour is inside
+        n.op("Neg", ["one"], "minus_one")
+        n.op("Greater", ["pixel", "minus_one"], "past_low")
+        n.op("Not", ["past_low"], "below")
+        n.op("Less", ["pixel", "sizes"], "short_of_high")
+        n.op("Not", ["short_of_high"], "above")
+    n.op("Or", ["below", "above"], "out")
+    n.constant("x_axis", np.array([0], np.int64), np.int64)
+    n.constant("y_axis", np.array([1], np.int64), np.int64)
+    n.op("Gather", ["out", "x_axis"], "out_x", axis=3)
+    n.op("Gather", ["out", "y_axis"], "out_y", axis=3)
+    n.op("Or", ["out_x", "out_y"], "outside")  # N, H, W, 1
+    n.op("Transpose", ["outside"], "outside_nchw", perm=[0, 3, 1, 2])
+    n.nodes.append(onnx.helper.make_node("GridSample", [x, n.name(sampled)], [n.name("raw")],
+                                         **attributes))
+    n.op("Where", ["outside_nchw", "zero", "raw"], n.node.output[0])
+    return n.nodes
+
+
 _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
-          "RNN": _recurrent}
+          "RNN": _recurrent, "GridSample": _grid_sample}

@@ -58,3 +58,14 @@ def elem_type(type_proto) -> int:
     if kind in ("sequence_type", "optional_type"):
         return elem_type(getattr(type_proto, kind).elem_type)
     return 0
+
+
+def static_shape(type_proto):
+    """The dims of a tensor type when all are known, else None."""
+    if type_proto.WhichOneof("value") != "tensor_type" or \
+            not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims = type_proto.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        return None
+    return tuple(d.dim_value for d in dims)
