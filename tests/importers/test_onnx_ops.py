@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tooling
-from pyree.compiler import CompileOptions, compile_str, import_onnx
+from pyree.compiler import CompileError, CompileOptions, compile_str, import_onnx
 
 onnx = tooling.require_module("onnx")
 tooling.require_module("torch_mlir")
@@ -201,3 +201,12 @@ def test_grid_sample_ties_and_outside(mode, align_corners):
     (got,), (want,) = pyree_and_onnxruntime(proto, x, grid)
     assert (want == 0).mean() > 0.1  # some samples fall outside
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_det_is_refused_by_name():
+    """torch-mlir's Det does not pivot (NaN for [[0, 1], [2, 3]]): an error, not that answer."""
+    proto = model([helper.make_node("Det", ["x"], ["y"], name="determinant")],
+                  [("x", TensorProto.FLOAT, (2, 2))], [("y", TensorProto.FLOAT, ())], opset=22)
+    with pytest.raises(CompileError, match="Det 'determinant': torch-mlir's determinant "
+                                           "eliminates without pivoting"):
+        import_onnx(proto)

@@ -8,6 +8,8 @@
   a remainder that ``b`` divides at most once more.
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
+- Det: torch-mlir's lowering eliminates without pivoting (a zero pivot gave NaN for
+  [[0, 1], [2, 3]], a small one loses precision); refused by name.
 - LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
   weights ``P``; a node that gives either is refused by name rather than run without them.
 - GridSample (2-D, zeros padding): in nearest mode torch-mlir picks the upper pixel at a tie,
@@ -247,8 +249,15 @@ def _grid_sample(n: _Nodes, types: dict):
     return n.nodes
 
 
+def _det(n: _Nodes, types: dict):
+    name = f" '{n.node.name}'" if n.node.name else ""
+    raise CompileError(f"Det{name}: torch-mlir's determinant eliminates without pivoting, wrong "
+                       "for matrices with a zero pivot (NaN for [[0, 1], [2, 3]]); pyree refuses "
+                       "it rather than give such answers")
+
+
 _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
-          "RNN": _recurrent, "GridSample": _grid_sample}
+          "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det}
