@@ -210,3 +210,16 @@ def test_det_is_refused_by_name():
     with pytest.raises(CompileError, match="Det 'determinant': torch-mlir's determinant "
                                            "eliminates without pivoting"):
         import_onnx(proto)
+
+
+@pytest.mark.parametrize("p, opset", [(2, 22), (1, 17)])
+def test_lp_normalization_of_zero_slices(p, opset):
+    """An all-zero slice normalizes to zeros, as in onnxruntime (torch-mlir divided 0 by 0)."""
+    x = np.random.default_rng(11).standard_normal((3, 4, 5), np.float32)
+    x[1, :, 2] = 0
+    proto = model([helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p)],
+                  [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.FLOAT, x.shape)],
+                  opset=opset)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    assert np.all(want[1, :, 2] == 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

@@ -8,6 +8,9 @@
   a remainder that ``b`` divides at most once more.
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
+- LpNormalization: torch-mlir divides by the norm unguarded, NaN for an all-zero slice where
+  ONNX's reference (and onnxruntime) give zeros; rebuilt as the norm (ReduceL1 or ReduceL2)
+  and a division by it, with a zero norm divided as one.
 - Det: torch-mlir's lowering eliminates without pivoting (a zero pivot gave NaN for
   [[0, 1], [2, 3]], a small one loses precision); refused by name.
 - LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
@@ -249,6 +252,30 @@ def _grid_sample(n: _Nodes, types: dict):
     return n.nodes
 
 
+def _lp_normalization(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    attributes = {a.name: a.i for a in n.node.attribute}
+    elem = types.get(n.node.input[0])
+    if elem not in _FLOATS or attributes.get("p", 2) not in (1, 2):
+        return None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    (x,), (y,), axis = n.node.input, n.node.output, attributes.get("axis", -1)
+    reduce = "ReduceL2" if attributes.get("p", 2) == 2 else "ReduceL1"
+    if n.opset >= 18:  # axes became an input
+        n.constant("axes", np.array([axis], np.int64), np.int64)
+        n.op(reduce, [x, "axes"], "norm", keepdims=1)
+    else:
+        n.op(reduce, [x], "norm", axes=[axis], keepdims=1)
+    n.constant("zero", 0, dtype)
+    n.constant("one", 1, dtype)
+    n.op("Equal", ["norm", "zero"], "empty")
+    n.op("Where", ["empty", "one", "norm"], "divisor")
+    n.op("Div", [x, "divisor"], y)
+    return n.nodes
+
+
 def _det(n: _Nodes, types: dict):
     name = f" '{n.node.name}'" if n.node.name else ""
     raise CompileError(f"Det{name}: torch-mlir's determinant eliminates without pivoting, wrong "
@@ -260,4 +287,5 @@ _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
-          "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det}
+          "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
+          "LpNormalization": _lp_normalization}
