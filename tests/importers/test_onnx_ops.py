@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tooling
-from pyree.compiler import CompileError, CompileOptions, compile_str, import_onnx
+from pyree.compiler import CompileOptions, compile_str, import_onnx
 
 onnx = tooling.require_module("onnx")
 tooling.require_module("torch_mlir")
@@ -203,13 +203,18 @@ def test_grid_sample_ties_and_outside(mode, align_corners):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_det_is_refused_by_name():
-    """torch-mlir's Det does not pivot (NaN for [[0, 1], [2, 3]]): an error, not that answer."""
-    proto = model([helper.make_node("Det", ["x"], ["y"], name="determinant")],
-                  [("x", TensorProto.FLOAT, (2, 2))], [("y", TensorProto.FLOAT, ())], opset=22)
-    with pytest.raises(CompileError, match="Det 'determinant': torch-mlir's determinant "
-                                           "eliminates without pivoting"):
-        import_onnx(proto)
+def test_det_with_pivoting():
+    """Det with partial pivoting: torch-mlir's own did not pivot (NaN where the first pivot is
+    zero); a singular matrix gives 0."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 4, 4), np.float32)
+    x[0, 0] = [[0, 1, 2, 3], [2, 3, 1, 0], [1, 0, 0, 2], [3, 1, 2, 2]]  # a zero first pivot
+    x[0, 1, 3] = x[0, 1, 0] + x[0, 1, 1]  # singular
+    proto = model([helper.make_node("Det", ["x"], ["y"])], [("x", TensorProto.FLOAT, x.shape)],
+                  [("y", TensorProto.FLOAT, (2, 3))], opset=22)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("p, opset", [(2, 22), (1, 17)])

@@ -12,7 +12,11 @@
   ONNX's reference (and onnxruntime) give zeros; rebuilt as the norm (ReduceL1 or ReduceL2)
   and a division by it, with a zero norm divided as one.
 - Det: torch-mlir's lowering eliminates without pivoting (a zero pivot gave NaN for
-  [[0, 1], [2, 3]], a small one loses precision); refused by name.
+  [[0, 1], [2, 3]], a small one loses precision). Rewritten as LAPACK's getrf computes it,
+  unrolled over the static size: Gaussian elimination with partial pivoting (the first row of
+  largest magnitude), the determinant the pivots' product, negated per row swap; a zero pivot
+  leaves a zero column below it, so it divides as one. A size known only at run time is
+  refused.
 - LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
   weights ``P``; a node that gives either is refused by name rather than run without them.
 - GridSample (2-D, zeros padding): in nearest mode torch-mlir picks the upper pixel at a tie,
@@ -277,10 +281,61 @@ def _lp_normalization(n: _Nodes, types: dict):
 
 
 def _det(n: _Nodes, types: dict):
-    name = f" '{n.node.name}'" if n.node.name else ""
-    raise CompileError(f"Det{name}: torch-mlir's determinant eliminates without pivoting, wrong "
-                       "for matrices with a zero pivot (NaN for [[0, 1], [2, 3]]); pyree refuses "
-                       "it rather than give such answers")
+    import numpy as np
+    import onnx
+
+    shape, elem = n.shapes.get(n.node.input[0]), types.get(n.node.input[0])
+    if shape is None or elem not in _FLOATS:
+        name = f" '{n.node.name}'" if n.node.name else ""
+        raise CompileError(f"Det{name}: pyree computes determinants of static size only "
+                           "(torch-mlir's own eliminates without pivoting)")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    size, batch = shape[-1], int(np.prod(shape[:-2], dtype=np.int64))
+    i64 = np.int64
+    rows = np.arange(size, dtype=i64).reshape(1, size, 1)
+    n.constant("square", np.array([batch, size, size], i64), i64)
+    n.constant("rows", rows, i64)
+    n.constant("one", np.ones((1, 1, 1), dtype), dtype)
+    n.constant("zero", 0, dtype)
+    n.constant("axes_12", np.array([1, 2], i64), i64)
+    n.constant("axis_1", np.array([1], i64), i64)
+    n.constant("axis_2", np.array([2], i64), i64)
+    a = n.op("Reshape", [n.node.input[0], "square"], "a0")
+    det, sign = "one", "one"
+    for k in range(size):
+        for name, value in ((f"k{k}", [k]), (f"kk{k}", [k, k]), (f"k1_{k}", [k + 1]),
+                            (f"kk1_{k}", [k + 1, k + 1]), (f"end{k}", [size, k + 1])):
+            n.constant(name, np.array(value, i64), i64)
+        n.op("Slice", [a, f"kk{k}", f"end{k}", "axes_12"], f"col{k}")  # rows k.., column k
+        n.op("Abs", [f"col{k}"], f"mag{k}")
+        n.op("ArgMax", [f"mag{k}"], f"at{k}", axis=1, keepdims=1)
+        n.op("Add", [f"at{k}", f"k{k}"], f"p{k}")  # B, 1, 1
+        n.constant(f"is_k{k}", rows == k, np.bool_)
+        n.op("Equal", ["rows", f"p{k}"], f"is_p{k}")
+        n.op("Where", [f"is_p{k}", f"k{k}", "rows"], f"moved{k}")
+        n.op("Where", [f"is_k{k}", f"p{k}", f"moved{k}"], f"order{k}")  # rows k and p swapped
+        n.op("Expand", [f"order{k}", "square"], f"index{k}")
+        a = n.op("GatherElements", [a, f"index{k}"], f"a{k}_swapped", axis=1)
+        n.op("Equal", [f"p{k}", f"k{k}"], f"kept{k}")
+        n.op("Neg", [sign], f"flipped{k}")
+        sign = n.op("Where", [f"kept{k}", sign, f"flipped{k}"], f"sign{k}")
+        n.op("Slice", [a, f"kk{k}", f"kk1_{k}", "axes_12"], f"pivot{k}")
+        det = n.op("Mul", [det, f"pivot{k}"], f"det{k}")
+        if k == size - 1:
+            break
+        n.op("Equal", [f"pivot{k}", "zero"], f"singular{k}")
+        n.op("Where", [f"singular{k}", "one", f"pivot{k}"], f"divisor{k}")
+        n.op("Slice", [a, f"k{k}", f"k1_{k}", "axis_1"], f"row{k}")  # B, 1, N
+        n.op("Slice", [a, f"k{k}", f"k1_{k}", "axis_2"], f"column{k}")  # B, N, 1
+        n.constant(f"below{k}", (rows > k).astype(dtype), dtype)
+        n.op("Div", [f"column{k}", f"divisor{k}"], f"ratio{k}")
+        n.op("Mul", [f"ratio{k}", f"below{k}"], f"factor{k}")
+        n.op("Mul", [f"factor{k}", f"row{k}"], f"taken{k}")
+        a = n.op("Sub", [a, f"taken{k}"], f"a{k + 1}")
+    n.op("Mul", [det, sign], "signed")
+    n.constant("result_shape", np.array(shape[:-2], i64), i64)
+    n.op("Reshape", ["signed", "result_shape"], n.node.output[0])
+    return n.nodes
 
 
 _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
