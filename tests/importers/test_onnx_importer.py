@@ -164,3 +164,55 @@ def test_missing_extra_names_the_pip_command(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(CompileError, match=r"pip install pyree-base-compiler\[onnx\]"):
         import_onnx(tmp_path / "m.onnx")
+
+
+def _split_by_input_sizes() -> onnx.ModelProto:
+    """A Split whose sizes are a graph input: torch-mlir gives its results unknown ranks and
+    segfaults converting it."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="first"),
+             helper.make_node("Split", ["r", "sizes"], ["a", "b"], axis=1, name="split_me"),
+             helper.make_node("Concat", ["b", "a"], ["y"], axis=1, name="last")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+                     helper.make_tensor_value_info("sizes", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+CRASH = "the ONNX importer crashed on node 2 of 3 (Split 'split_me') in torch-mlir's " \
+        "torch-onnx-to-torch-backend-pipeline (signal 11, SIGSEGV)"
+
+
+def test_a_crash_inside_torch_mlir_is_an_error_naming_the_node(tmp_path):
+    """torch-mlir runs in a worker process: its segfault ends the worker, and the caller (this
+    test process, or pyree-import-onnx) says which node it died on and lives on."""
+    with pytest.raises(CompileError) as error:
+        import_onnx(_split_by_input_sizes())
+    assert error.value.message.startswith(CRASH), error.value.message
+    path = tmp_path / "split.onnx"
+    onnx.save(_split_by_input_sizes(), path)
+    _assert_one_paragraph(tool("pyree.compiler.tools.import_onnx", str(path)), CRASH)
+    assert "func.func @main_graph(" in import_onnx(export("mlp", tmp_path)[0])  # still working
+
+
+def test_element_types_pyree_lacks_are_refused_by_name(tmp_path):
+    """A Cast to UINT4 aborted the whole process inside torch-mlir (LLVM ERROR); 4-bit,
+    2-bit and 8-bit float types are refused by name before torch-mlir sees them."""
+    cast = _model("Cast")
+    cast.graph.node[0].name = "to_nibbles"
+    cast.graph.node[0].attribute.append(helper.make_attribute("to", TensorProto.UINT4))
+    cast.graph.output[0].type.tensor_type.elem_type = TensorProto.UINT4
+    with pytest.raises(CompileError, match=r"the ONNX model uses UINT4 \(node 1 \(Cast "
+                                           r"'to_nibbles'\), value 'y'\), an element type pyree "
+                                           r"has no counterpart for; pyree's are FLOAT, UINT8"):
+        import_onnx(cast)
+    like = helper.make_model(helper.make_graph(
+        [helper.make_node("CastLike", ["x", "like"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [5]),
+         helper.make_tensor_value_info("like", TensorProto.FLOAT8E4M3FN, [0])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [5])]),
+        opset_imports=[helper.make_opsetid("", 21)])
+    path = tmp_path / "castlike.onnx"
+    onnx.save(like, path)
+    _assert_one_paragraph(tool("pyree.compiler.tools.import_onnx", str(path)),
+                          "the ONNX model uses FLOAT8E4M3FN (graph input 'like')")

@@ -86,3 +86,48 @@ def test_the_same_through_the_cli(vmfb, flag, message):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert message in proc.stderr, proc.stderr
+
+
+# Integer arrays of an argument's width but the other signedness are read as its type, bits
+# kept, as IREE's runtime does (iree_hal_element_types_are_compatible): MLIR's integers are
+# signless, so an ONNX model's uint64 input is an i64 argument that its ops read as unsigned.
+UNSIGNED = """
+func.func @udiv(%x: tensor<5xi64>, %y: tensor<5xi64>) -> tensor<5xi64> {
+  %e = tensor.empty() : tensor<5xi64>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>,
+                                        affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%x, %y : tensor<5xi64>, tensor<5xi64>) outs(%e : tensor<5xi64>) {
+  ^bb0(%a: i64, %b: i64, %o: i64):
+    %q = arith.divui %a, %b : i64
+    linalg.yield %q : i64
+  } -> tensor<5xi64>
+  return %r : tensor<5xi64>
+}
+func.func @bytes(%x: tensor<4xui8>) -> tensor<4xui8> {
+  return %x : tensor<4xui8>
+}
+"""
+
+
+def test_integer_arrays_of_the_other_signedness_keep_their_bits():
+    module = rt.load_module(compile_str(UNSIGNED), device="local-sync")
+    rng = np.random.default_rng(7)
+    x = rng.integers(2**63, 2**64 - 1, 5, dtype=np.uint64, endpoint=True)  # past int64's range
+    y = rng.integers(1, 2**40, 5, dtype=np.uint64)
+    y[0] = 3
+    got = module.udiv(x, y).to_host()
+    assert got.dtype == np.int64  # the function's type; its bits are the unsigned quotient
+    np.testing.assert_array_equal(got.view(np.uint64), x // y)
+    got = module.bytes(np.array([-1, -128, 0, 127], np.int8)).to_host()
+    assert got.dtype == np.uint8 and got.tolist() == [255, 128, 0, 127]
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.zeros(5, np.uint32), "expected 5xi64, got 5xui32"),     # another width
+    (np.zeros(5, np.float64), "expected 5xi64, got 5xf64"),     # not an integer
+    (np.zeros(5, np.bool_), "expected 5xi64, got 5xi1"),
+])
+def test_other_integer_widths_and_kinds_are_still_refused(value, message):
+    module = rt.load_module(compile_str(UNSIGNED), device="local-sync")
+    with pytest.raises(rt.InvocationError, match=message):
+        module.udiv(value, np.ones(5, np.int64))

@@ -1,21 +1,27 @@
 """ONNX model -> linalg-on-tensors MLIR text (what IREE's ``iree-import-onnx`` plus its
 torch input conversion do), through torch-mlir:
 
+    onnx_rewrites (types, nodes, functions, fold)   -> ONNX that torch-mlir converts right
     onnx_importer (ModelInfo, NodeImporter)         -> torch dialect with torch.operator "onnx.*"
     torch-onnx-to-torch-backend-pipeline            -> torch backend contract
     torch-backend-to-linalg-on-tensors-backend-pipeline -> func/arith/tensor/linalg
 
-Needs ``pip install pyree-base-compiler[onnx]`` (torch-mlir and onnx; not torch).
+torch-mlir runs in a worker process (``onnx_apart``): it aborts or segfaults on some models, and
+the caller's process must survive that. Needs ``pip install pyree-base-compiler[onnx]``
+(torch-mlir and onnx; not torch).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import tempfile
 from pathlib import Path
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
+from pyree.compiler.importers import onnx_apart
+from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, types
 
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
@@ -28,22 +34,47 @@ def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = Tr
     """
     onnx = require("onnx", "onnx", "importing ONNX")
     require("torch_mlir", "onnx", "importing ONNX")
+    if not isinstance(model, onnx.ModelProto):
+        model = Path(model)
+        if not model.is_file():
+            raise CompileError(f"cannot read ONNX file '{model}': no such file")
+    job = functools.partial(import_here, opset_version=opset_version, data_prop=data_prop,
+                            data_dir=data_dir)
+    return onnx_apart.run(job, model)
+
+
+def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
+                first: int | None = None) -> str:
+    """``import_onnx`` in this process (the worker's side); ``journal`` records each step.
+    ``first`` keeps only the graph's first nodes (onnx_apart's search for a crashing node)."""
+    import onnx
+
+    journal = journal or onnx_apart.Journal(None)
+    journal.step("reading the model")
     proto = _load(onnx, model, opset_version, data_prop, data_dir)
-
-    from torch_mlir.dialects import torch as torch_d
-    from torch_mlir.extras import onnx_importer
-    from torch_mlir.ir import Context
-
-    context = Context()
-    torch_d.register_dialect(context)
-    try:
-        info = onnx_importer.ModelInfo(proto)
-        module = info.create_module(context=context)
-        onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
-    except onnx_importer.OnnxImportError as err:
-        raise CompileError(f"cannot import the ONNX model: {err}") from None
-    _run_pipeline(module, "torch-onnx-to-torch-backend-pipeline")
-    _check_converted(module)
+    journal.loaded(proto)
+    if first is not None:
+        proto = onnx_apart.first_nodes(proto, first)
+    types.refuse_missing_types(proto)
+    expand: set[str] = set()
+    while True:
+        journal.step("rewriting the graph for torch-mlir")
+        model = functions.expand_functions(proto, expand)
+        model = fold.fold_shape_arithmetic(nodes.rewrite_nodes(model))
+        journal.step("importing the graph into torch-mlir")
+        module = _to_torch(model)
+        journal.step("torch-mlir's torch-onnx-to-torch-backend-pipeline")
+        _run_pipeline(module, "torch-onnx-to-torch-backend-pipeline")
+        left = _unconverted(module)
+        more = {op for op in left if functions.has_function(proto, op)} - expand
+        if not more:
+            break
+        expand |= more  # again, with these ops replaced by their ONNX function bodies
+    if left:
+        raise CompileError("the ONNX model uses ops that torch-mlir cannot convert: "
+                           + ", ".join(left) + ". Check the model's opset (--opset-version "
+                           "upgrades it) or replace these ops before importing.")
+    journal.step("torch-mlir's torch-backend-to-linalg-on-tensors-backend-pipeline")
     _run_pipeline(module, "torch-backend-to-linalg-on-tensors-backend-pipeline")
     return module.operation.get_asm()
 
@@ -59,20 +90,35 @@ def _load(onnx, model, opset_version, data_prop, data_dir):
             return onnx.shape_inference.infer_shapes(model, data_prop=data_prop)
         except Exception as err:  # noqa: BLE001 - onnx raises several unrelated types
             raise CompileError(f"invalid ONNX model: {first_line(err)}") from None
-    path = Path(model)
-    if not path.is_file():
-        raise CompileError(f"cannot read ONNX file '{path}': no such file")
     from torch_mlir.tools.import_onnx.__main__ import load_onnx_model
 
     with tempfile.TemporaryDirectory(prefix="pyree-import-onnx-") as temp_dir:
-        args = argparse.Namespace(input_file=str(path), temp_dir=temp_dir, data_dir=data_dir,
+        args = argparse.Namespace(input_file=str(model), temp_dir=temp_dir, data_dir=data_dir,
                                   opset_version=opset_version, clear_domain=False,
                                   data_prop=data_prop, keep_temps=False)
         try:
             return load_onnx_model(args)
         except Exception as err:  # noqa: BLE001 - protobuf, onnx checker and shape inference
-            raise CompileError(f"'{path}' is not a valid ONNX model: {first_line(err)}") from None
+            raise CompileError(f"'{model}' is not a valid ONNX model: {first_line(err)}") \
+                from None
 
+
+def _to_torch(proto):
+    """The model in torch-mlir's torch dialect, one ``torch.operator`` per node (but for
+    MeanVarianceNormalization, which torch-mlir's importer expands itself)."""
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras import onnx_importer
+    from torch_mlir.ir import Context
+
+    context = Context()
+    torch_d.register_dialect(context)
+    try:
+        info = onnx_importer.ModelInfo(proto)
+        module = info.create_module(context=context)
+        onnx_importer.NodeImporter.define_function(info.main_graph, module.operation).import_all()
+    except onnx_importer.OnnxImportError as err:
+        raise CompileError(f"cannot import the ONNX model: {err}") from None
+    return module
 
 
 def _run_pipeline(module, pipeline: str) -> None:
@@ -103,9 +149,9 @@ def _run_pipeline(module, pipeline: str) -> None:
             handler.detach()
 
 
-def _check_converted(module) -> None:
-    """Names the ONNX ops that torch-mlir could not convert (they stay ``torch.operator``),
-    rather than letting the next pipeline fail on the first one with an MLIR dump."""
+def _unconverted(module) -> dict[str, None]:
+    """The ONNX ops that torch-mlir could not convert (they stay ``torch.operator``), in order,
+    named rather than left for the next pipeline to fail on with an MLIR dump."""
     from torch_mlir.ir import StringAttr, WalkResult
 
     left: dict[str, None] = {}
@@ -116,10 +162,7 @@ def _check_converted(module) -> None:
         return WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    if left:
-        raise CompileError("the ONNX model uses ops that torch-mlir cannot convert: "
-                           + ", ".join(left) + ". Check the model's opset (--opset-version "
-                           "upgrades it) or replace these ops before importing.")
+    return left
 
 
 def first_line(err: BaseException) -> str:

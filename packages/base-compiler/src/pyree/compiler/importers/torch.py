@@ -30,7 +30,8 @@ def import_torch(module, *example_args, function_name: str = "main",
     try:
         imported = fx.export_and_import(module, *example_args, output_type="linalg-on-tensors",
                                         func_name=function_name, hooks=_weights_hooks(),
-                                        dynamic_shapes=dynamic_shapes)
+                                        dynamic_shapes=dynamic_shapes,
+                                        decomposition_table=_decompositions())
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
         lines = [line for line in str(err).splitlines()
@@ -38,6 +39,17 @@ def import_torch(module, *example_args, function_name: str = "main",
         raise CompileError("torch-mlir could not lower the module to linalg-on-tensors: "
                            + "\n".join(lines)) from None
     return str(imported)
+
+
+def _decompositions() -> dict:
+    """torch-mlir's decomposition table, plus PyTorch's own decomposition of ``aten.gelu``:
+    torch-mlir's lowering of its tanh form takes sqrt(2/pi) as 0.797724 (pi as 22/7), a
+    relative error up to 1e-3 in the negative tail that PyTorch's constants do not have."""
+    import torch
+    from torch._decomp import get_decompositions
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu])}
 
 
 def _weights_hooks():

@@ -13,10 +13,8 @@ never a traceback), 2 usage error, 130 interrupted (Ctrl-C). Needs
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
-from pyree.compiler.codegen.common.parallel import run_apart
 from pyree.compiler.errors import CompileError
 from pyree.compiler.output_file import write_output
 from pyree.compiler.tools import interrupt
@@ -56,11 +54,11 @@ def _import(argv: list[str] | None) -> int:
     from pyree.compiler.importers.onnx import import_onnx
 
     try:
-        # in a worker process: torch-mlir holds the GIL through each pass pipeline, which would
-        # keep Ctrl-C waiting here for seconds
-        text = run_apart(functools.partial(import_onnx, opset_version=args.opset_version,
-                                           data_prop=args.data_prop, data_dir=args.data_dir),
-                         args.input)
+        # torch-mlir runs in a worker process (importers/onnx_apart.py): it holds the GIL
+        # through each pass pipeline, which would keep Ctrl-C waiting here for seconds, and
+        # some models crash it
+        text = import_onnx(args.input, opset_version=args.opset_version,
+                           data_prop=args.data_prop, data_dir=args.data_dir)
         if args.output == "-":
             sys.stdout.write(text)
             sys.stdout.flush()

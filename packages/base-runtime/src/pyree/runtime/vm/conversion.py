@@ -1,10 +1,12 @@
 """Python values (numbers, nested lists, numpy scalars) as arrays of an argument's element type.
 
 A numpy array of the wrong dtype is refused by Function, never cast: a cast that loses values is
-a wrong answer. Python values have no declared dtype, so they are converted, but only where no
-value can change: numpy's ``same_kind`` casting (integers to floats, never floats to integers),
-and every integer within the element type's range (not wrapped modulo 2**bits). pyree.serve's
-JSON lists follow the same rule through this function.
+a wrong answer. One exception, IREE's (``iree_hal_element_types_are_compatible``): integers of one
+width stand for each other, their bits kept (``same_width``), since MLIR's integers are signless
+and a model's signedness lives in its ops. Python values have no declared dtype, so they are
+converted, but only where no value can change: numpy's ``same_kind`` casting (integers to
+floats, never floats to integers), and every integer within the element type's range (not
+wrapped modulo 2**bits). pyree.serve's JSON lists follow the same rule through this function.
 """
 
 from __future__ import annotations
@@ -38,6 +40,16 @@ def convert(value, t: TensorType) -> np.ndarray:
     if target.kind in "iu" and not np.array_equal(converted, array):
         raise ValueError(_out_of_range(t))
     return converted
+
+
+def same_width(array: np.ndarray, t: TensorType) -> np.ndarray:
+    """``array`` read as ``t``'s integer type where both are integers of one width (a uint64
+    array for an i64 argument, an int8 one for ui8: the same bits, as IREE passes them);
+    otherwise ``array`` itself, for the caller to refuse. Booleans are not integers here."""
+    target = t.dtype
+    if array.dtype.kind in "iu" and target.kind in "iu" and array.dtype.itemsize == target.itemsize:
+        return array.view(target)
+    return array
 
 
 def _out_of_range(t: TensorType) -> str:

@@ -179,6 +179,10 @@ class Function:
                 array = convert(arg, t)
             except ValueError as e:
                 raise InvocationError(f"function '{self.name}' argument {index}: {e}") from None
+        if array.dtype != dtype:  # an integer array of the argument's width is read as it
+            from pyree.runtime.vm.conversion import same_width
+
+            array = same_width(array, t)
         if array.shape != shape or array.dtype != dtype:
             raise InvocationError(f"function '{self.name}' argument {index}: expected {t}, "
                                   f"got {describe(array)}")

@@ -55,6 +55,16 @@ _BOOTSTRAP = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN);
               "from pyree.compiler.codegen.common.parallel import serve; serve(c)")
 
 
+class WorkerDied(CompileError):
+    """A worker ended without a result: killed by a signal (``status`` -N), or exited. Callers
+    that run native code apart (``run_apart``) catch it to say what crashed."""
+
+    def __init__(self, status: int):
+        super().__init__("internal compiler error: a code-generation process ended without a "
+                         f"result (exit status {status})")
+        self.status = status
+
+
 def cores() -> int:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
@@ -244,8 +254,7 @@ def _run(pool: list[_Worker], fn: Callable, items: Sequence, done) -> list:
             try:
                 i, ok, value = connection.recv()
             except (EOFError, OSError):
-                raise CompileError("internal compiler error: a code-generation process ended "
-                                   f"without a result (exit status {worker.wait()})") from None
+                raise WorkerDied(worker.wait()) from None
             if not ok:
                 kind, message, location = value
                 raise CompileError(message, location) if kind is None else CompileError(

@@ -1,0 +1,13 @@
+"""What pyree does to an ONNX model before torch-mlir converts it, as IREE layers its own
+conversions over torch-mlir's. Each rewrite exists because torch-mlir alone refuses, crashes
+on, or converts to a wrong answer models that ONNX's own node tests contain; each module's
+docstring says which and why. In the order ``import_here`` runs them:
+
+- ``types``: element types pyree has no counterpart for are refused by name (torch-mlir
+  aborted the process on a Cast to UINT4);
+- ``nodes``: nodes torch-mlir converts wrongly are rewritten into ops it converts right
+  (unsigned Div and Mod, QLinearMatMul with zero points that are inputs);
+- ``functions``: ops torch-mlir cannot convert (or converts into a dead end, or wrongly) are
+  replaced by their ONNX function bodies (Attention, RotaryEmbedding, Gelu, the losses...);
+- ``fold``: shape arithmetic is computed, so torch-mlir sees the static shapes the model has.
+"""

@@ -1,0 +1,346 @@
+"""Nodes torch-mlir converts to a wrong answer, rewritten into ONNX ops it converts correctly.
+
+- Div and Mod of unsigned integers: torch-mlir lowers them to signed division
+  (``arith.divsi``), wrong for every value with its top bit set (200 / 3 of uint8 gave 0).
+  torch-mlir has no Cast to a wider unsigned type and back, so the quotient is built in the
+  operands' own type: a divisor with its top bit set divides at most once (``a >= b``); any
+  other divides ``a >> 1`` exactly as signed division does, and doubling that quotient leaves
+  a remainder that ``b`` divides at most once more.
+- Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
+  every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
+- LpNormalization: torch-mlir divides by the norm unguarded, NaN for an all-zero slice where
+  ONNX's reference (and onnxruntime) give zeros; rebuilt as the norm (ReduceL1 or ReduceL2)
+  and a division by it, with a zero norm divided as one.
+- Det: torch-mlir's lowering eliminates without pivoting (a zero pivot gave NaN for
+  [[0, 1], [2, 3]], a small one loses precision). Rewritten as LAPACK's getrf computes it,
+  unrolled over the static size: Gaussian elimination with partial pivoting (the first row of
+  largest magnitude), the determinant the pivots' product, negated per row swap; a zero pivot
+  leaves a zero column below it, so it divides as one. A size known only at run time is
+  refused.
+- LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
+  weights ``P``; a node that gives either is refused by name rather than run without them.
+- GridSample (2-D, zeros padding): in nearest mode torch-mlir picks the upper pixel at a tie,
+  ONNX (and PyTorch) the even one (``rint``): the grid is rounded first, as ONNX's reference
+  does, and moved to the centre of the chosen pixel, where torch-mlir picks the same one. In
+  both modes it reads a clamped pixel, not zero, for a coordinate past the high edge (or a
+  bilinear one below -1): those outputs are set to zero after it.
+- QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
+  ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
+  the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
+  ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.importers.onnx_rewrites.types import elem_type, static_shape
+
+
+def rewrite_nodes(proto):
+    """``proto`` with the nodes above rewritten (shapes inferred again), or ``proto`` itself
+    where there are none."""
+    import onnx
+
+    graph = proto.graph
+    values = (*graph.input, *graph.value_info, *graph.output)
+    types = {v.name: elem_type(v.type) for v in values}
+    types.update((t.name, t.data_type) for t in graph.initializer)
+    shapes = {v.name: static_shape(v.type) for v in values}
+    shapes.update((t.name, tuple(t.dims)) for t in graph.initializer)
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    nodes, rewritten = [], False
+    for index, node in enumerate(graph.node):
+        rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        prefix = f"{node.name or node.op_type}_{index}_"
+        new = rule(_Nodes(node, prefix, opset, shapes), types) if rule else None
+        if new is None:
+            nodes.append(node)
+            continue
+        rewritten = True
+        nodes += new
+    if not rewritten:
+        return proto
+    model = type(proto)()
+    model.CopyFrom(proto)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return onnx.shape_inference.infer_shapes(model, data_prop=True)
+
+
+class _Nodes:
+    """The nodes replacing one: values they add are named after it, the node's own inputs and
+    outputs keep their names."""
+
+    def __init__(self, node, prefix: str, opset: int, shapes: dict):
+        self.node, self.prefix, self.opset, self.shapes, self.nodes = node, prefix, opset, shapes, []
+        self.own = {*node.input, *node.output} - {""}
+
+    def name(self, value: str) -> str:
+        return value if value in self.own else self.prefix + value
+
+    def op(self, op_type: str, inputs: list[str], output: str, **attributes) -> str:
+        import onnx
+
+        self.nodes.append(onnx.helper.make_node(op_type, [self.name(x) for x in inputs],
+                                                [self.name(output)], **attributes))
+        return output
+
+    def constant(self, output: str, value, dtype) -> str:
+        """A scalar constant, as raw bytes (torch-mlir reads no inline uint16 data)."""
+        import numpy as np
+        import onnx
+
+        self.nodes.append(onnx.helper.make_node("Constant", [], [self.name(output)],
+                          value=onnx.numpy_helper.from_array(np.array(value, dtype),
+                                                             self.name(output))))
+        return output
+
+
+_UNSIGNED = {2, 4, 12, 13}  # TensorProto.UINT8, UINT16, UINT32, UINT64
+
+
+def _unsigned_division(n: _Nodes, types: dict):
+    node = n.node
+    elem = types.get(node.input[0])
+    if elem not in _UNSIGNED:
+        return None
+    import onnx
+
+    if n.opset < 11:
+        raise CompileError(f"{node.op_type} of unsigned integers at opset {n.opset}: torch-mlir "
+                           "divides them as signed, and pyree's rewrite needs BitShift (opset "
+                           "11); upgrade the model with --opset-version")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    (a, b), (y,) = node.input[:2], node.output
+    n.constant("0", 0, dtype)
+    n.constant("1", 1, dtype)
+    n.constant("top", 1 << (8 * dtype.itemsize - 1), dtype)
+    # (Not Less, rather than GreaterOrEqual: torch-mlir converts the latter from opset 16 only)
+    n.op("Less", [b, "top"], "small")
+    n.op("Less", [a, b], "none")
+    n.op("Where", ["none", "0", "1"], "q_big")
+    n.op("BitShift", [a, "1"], "half", direction="RIGHT")
+    n.op("Div", ["half", b], "q_half")
+    n.op("BitShift", ["q_half", "1"], "q_even", direction="LEFT")
+    n.op("Mul", ["q_even", b], "taken")
+    n.op("Sub", [a, "taken"], "left")
+    n.op("Less", ["left", b], "done")
+    n.op("Where", ["done", "0", "1"], "carry")
+    n.op("Add", ["q_even", "carry"], "q_small")
+    n.op("Where", ["small", "q_small", "q_big"], y if node.op_type == "Div" else "q")
+    if node.op_type == "Mod":
+        n.op("Mul", ["q", b], "qb")
+        n.op("Sub", [a, "qb"], y)
+    return n.nodes
+
+
+def _qlinear_matmul(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = [*n.node.input, "", ""][:8]
+    out = types.get(y_zero or a)
+    if out is None:
+        return None
+    info = np.iinfo(onnx.helper.tensor_dtype_to_np_dtype(out))
+    for x, zero in ((a, a_zero), (b, b_zero)):
+        n.op("Cast", [x], x + "_i32", to=T.INT32)
+        if zero:
+            n.op("Cast", [zero], zero + "_i32", to=T.INT32)
+            n.op("Sub", [x + "_i32", zero + "_i32"], x + "_centred")
+        else:
+            n.op("Identity", [x + "_i32"], x + "_centred")
+    n.op("MatMul", [a + "_centred", b + "_centred"], "product")
+    n.op("Mul", [a_scale, b_scale], "scales")
+    n.op("Div", ["scales", y_scale], "multiplier")
+    n.op("Cast", ["multiplier"], "multiplier_f64", to=T.DOUBLE)
+    n.op("Cast", ["product"], "product_f64", to=T.DOUBLE)
+    n.op("Mul", ["product_f64", "multiplier_f64"], "scaled")
+    if y_zero:
+        n.op("Cast", [y_zero], "zero_f64", to=T.DOUBLE)
+        n.op("Add", ["scaled", "zero_f64"], "shifted")
+    else:
+        n.op("Identity", ["scaled"], "shifted")
+    n.op("Round", ["shifted"], "rounded")
+    n.constant("low", info.min, np.float64)
+    n.constant("high", info.max, np.float64)
+    n.op("Clip", ["rounded", "low", "high"], "clamped")
+    n.op("Cast", ["clamped"], "clamped_i32", to=T.INT32)  # (see _cast_to_uint8)
+    n.op("Cast", ["clamped_i32"], n.node.output[0], to=out)
+    return n.nodes
+
+
+def _cast_to_uint8(n: _Nodes, types: dict):
+    import onnx
+
+    T = onnx.TensorProto
+    to = next((a.i for a in n.node.attribute if a.name == "to"), None)
+    if to != T.UINT8 or types.get(n.node.input[0]) not in _FLOATS:
+        return None
+    n.op("Cast", [n.node.input[0]], "i32", to=T.INT32)
+    n.op("Cast", ["i32"], n.node.output[0], to=T.UINT8)
+    return n.nodes
+
+
+def _recurrent(n: _Nodes, types: dict):
+    inputs = [*n.node.input, *[""] * 8]
+    ignored = [f"{what} (input {i})" for i, what in ((4, "sequence_lens"), (7, "peephole weights P"))
+               if inputs[i] and (i != 7 or n.node.op_type == "LSTM")]
+    if ignored:
+        name = f" '{n.node.name}'" if n.node.name else ""
+        raise CompileError(f"{n.node.op_type}{name} gives {' and '.join(ignored)}, which "
+                           "torch-mlir's conversion ignores (its results would be wrong)")
+    return None
+
+
+def _grid_sample(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in n.node.attribute}
+    x, grid = n.node.input[:2]
+    shape, elem = n.shapes.get(x), types.get(grid)
+    mode = attributes.get("mode", b"bilinear")
+    if (attributes.get("padding_mode", b"zeros") != b"zeros" or shape is None or len(shape) != 4
+            or elem not in _FLOATS or mode not in (b"nearest", b"linear", b"bilinear")):
+        return None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    n.constant("sizes", np.array(shape[:1:-1], dtype), dtype)  # the grid's axis runs over X's
+    n.constant("one", 1, dtype)                                # dims reversed
+    n.constant("two", 2, dtype)
+    n.constant("zero", 0, dtype)
+    corners = attributes.get("align_corners", 0)
+    # the pixel coordinates, as ONNX's reference computes them
+    n.op("Add", [grid, "one"], "g1")
+    if corners:  # (g + 1) / 2 * (size - 1)
+        n.op("Sub", ["sizes", "one"], "span")
+        n.op("Mul", ["g1", "span"], "g1span")
+        n.op("Div", ["g1span", "two"], "pixel")
+    else:  # ((g + 1) * size - 1) / 2
+        n.op("Mul", ["g1", "sizes"], "g1size")
+        n.op("Sub", ["g1size", "one"], "twice_pixel")
+        n.op("Div", ["twice_pixel", "two"], "pixel")
+    sampled = grid
+    if mode == b"nearest":  # rounded half to even, and the grid moved to that pixel's centre
+        n.op("Round", ["pixel"], "nearest")
+        n.op("Mul", ["nearest", "two"], "twice")
+        if corners:
+            n.op("Div", ["twice", "span"], "g1_new")  # (a size of 1 gives 0/0: kept below)
+            n.op("Sub", ["g1_new", "one"], "moved")
+            n.op("Greater", ["span", "zero"], "wide")  # a 1-wide dim reads pixel 0 either way
+            sampled = n.op("Where", ["wide", "moved", grid], "rounded_grid")
+        else:
+            n.op("Add", ["twice", "one"], "odd")
+            n.op("Div", ["odd", "sizes"], "g1_new")
+            sampled = n.op("Sub", ["g1_new", "one"], "rounded_grid")
+        n.op("Less", ["nearest", "zero"], "below")  # outside: no pixel at all
+        n.op("Sub", ["sizes", "one"], "last")
+        n.op("Greater", ["nearest", "last"], "above")
+    else:  # outside where neither neighbour is inside
+        n.op("Neg", ["one"], "minus_one")
+        n.op("Greater", ["pixel", "minus_one"], "past_low")
+        n.op("Not", ["past_low"], "below")
+        n.op("Less", ["pixel", "sizes"], "short_of_high")
+        n.op("Not", ["short_of_high"], "above")
+    n.op("Or", ["below", "above"], "out")
+    n.constant("x_axis", np.array([0], np.int64), np.int64)
+    n.constant("y_axis", np.array([1], np.int64), np.int64)
+    n.op("Gather", ["out", "x_axis"], "out_x", axis=3)
+    n.op("Gather", ["out", "y_axis"], "out_y", axis=3)
+    n.op("Or", ["out_x", "out_y"], "outside")  # N, H, W, 1
+    n.op("Transpose", ["outside"], "outside_nchw", perm=[0, 3, 1, 2])
+    n.nodes.append(onnx.helper.make_node("GridSample", [x, n.name(sampled)], [n.name("raw")],
+                                         **attributes))
+    n.op("Where", ["outside_nchw", "zero", "raw"], n.node.output[0])
+    return n.nodes
+
+
+def _lp_normalization(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    attributes = {a.name: a.i for a in n.node.attribute}
+    elem = types.get(n.node.input[0])
+    if elem not in _FLOATS or attributes.get("p", 2) not in (1, 2):
+        return None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    (x,), (y,), axis = n.node.input, n.node.output, attributes.get("axis", -1)
+    reduce = "ReduceL2" if attributes.get("p", 2) == 2 else "ReduceL1"
+    if n.opset >= 18:  # axes became an input
+        n.constant("axes", np.array([axis], np.int64), np.int64)
+        n.op(reduce, [x, "axes"], "norm", keepdims=1)
+    else:
+        n.op(reduce, [x], "norm", axes=[axis], keepdims=1)
+    n.constant("zero", 0, dtype)
+    n.constant("one", 1, dtype)
+    n.op("Equal", ["norm", "zero"], "empty")
+    n.op("Where", ["empty", "one", "norm"], "divisor")
+    n.op("Div", [x, "divisor"], y)
+    return n.nodes
+
+
+def _det(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    shape, elem = n.shapes.get(n.node.input[0]), types.get(n.node.input[0])
+    if shape is None or elem not in _FLOATS:
+        name = f" '{n.node.name}'" if n.node.name else ""
+        raise CompileError(f"Det{name}: pyree computes determinants of static size only "
+                           "(torch-mlir's own eliminates without pivoting)")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    size, batch = shape[-1], int(np.prod(shape[:-2], dtype=np.int64))
+    i64 = np.int64
+    rows = np.arange(size, dtype=i64).reshape(1, size, 1)
+    n.constant("square", np.array([batch, size, size], i64), i64)
+    n.constant("rows", rows, i64)
+    n.constant("one", np.ones((1, 1, 1), dtype), dtype)
+    n.constant("zero", 0, dtype)
+    n.constant("axes_12", np.array([1, 2], i64), i64)
+    n.constant("axis_1", np.array([1], i64), i64)
+    n.constant("axis_2", np.array([2], i64), i64)
+    a = n.op("Reshape", [n.node.input[0], "square"], "a0")
+    det, sign = "one", "one"
+    for k in range(size):
+        for name, value in ((f"k{k}", [k]), (f"kk{k}", [k, k]), (f"k1_{k}", [k + 1]),
+                            (f"kk1_{k}", [k + 1, k + 1]), (f"end{k}", [size, k + 1])):
+            n.constant(name, np.array(value, i64), i64)
+        n.op("Slice", [a, f"kk{k}", f"end{k}", "axes_12"], f"col{k}")  # rows k.., column k
+        n.op("Abs", [f"col{k}"], f"mag{k}")
+        n.op("ArgMax", [f"mag{k}"], f"at{k}", axis=1, keepdims=1)
+        n.op("Add", [f"at{k}", f"k{k}"], f"p{k}")  # B, 1, 1
+        n.constant(f"is_k{k}", rows == k, np.bool_)
+        n.op("Equal", ["rows", f"p{k}"], f"is_p{k}")
+        n.op("Where", [f"is_p{k}", f"k{k}", "rows"], f"moved{k}")
+        n.op("Where", [f"is_k{k}", f"p{k}", f"moved{k}"], f"order{k}")  # rows k and p swapped
+        n.op("Expand", [f"order{k}", "square"], f"index{k}")
+        a = n.op("GatherElements", [a, f"index{k}"], f"a{k}_swapped", axis=1)
+        n.op("Equal", [f"p{k}", f"k{k}"], f"kept{k}")
+        n.op("Neg", [sign], f"flipped{k}")
+        sign = n.op("Where", [f"kept{k}", sign, f"flipped{k}"], f"sign{k}")
+        n.op("Slice", [a, f"kk{k}", f"kk1_{k}", "axes_12"], f"pivot{k}")
+        det = n.op("Mul", [det, f"pivot{k}"], f"det{k}")
+        if k == size - 1:
+            break
+        n.op("Equal", [f"pivot{k}", "zero"], f"singular{k}")
+        n.op("Where", [f"singular{k}", "one", f"pivot{k}"], f"divisor{k}")
+        n.op("Slice", [a, f"k{k}", f"k1_{k}", "axis_1"], f"row{k}")  # B, 1, N
+        n.op("Slice", [a, f"k{k}", f"k1_{k}", "axis_2"], f"column{k}")  # B, N, 1
+        n.constant(f"below{k}", (rows > k).astype(dtype), dtype)
+        n.op("Div", [f"column{k}", f"divisor{k}"], f"ratio{k}")
+        n.op("Mul", [f"ratio{k}", f"below{k}"], f"factor{k}")
+        n.op("Mul", [f"factor{k}", f"row{k}"], f"taken{k}")
+        a = n.op("Sub", [a, f"taken{k}"], f"a{k + 1}")
+    n.op("Mul", [det, sign], "signed")
+    n.constant("result_shape", np.array(shape[:-2], i64), i64)
+    n.op("Reshape", ["signed", "result_shape"], n.node.output[0])
+    return n.nodes
+
+
+_FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+_RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
+          "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
+          "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
+          "LpNormalization": _lp_normalization}

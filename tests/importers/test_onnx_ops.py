@@ -1,0 +1,230 @@
+"""ONNX ops that torch-mlir alone refuses, converts wrongly for pyree, or crashes on, imported
+through pyree's own rewrites (importers/onnx_rewrites.py) and checked against onnxruntime:
+ops replaced by their ONNX function bodies (Attention, RotaryEmbedding, the loss functions),
+shape arithmetic computed at import (a Split whose sizes are computed), and unsigned model
+inputs, which the runtime takes for the signless arguments they become."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tooling
+from pyree.compiler import CompileOptions, compile_str, import_onnx
+
+onnx = tooling.require_module("onnx")
+tooling.require_module("torch_mlir")
+onnxruntime = tooling.require_module("onnxruntime")
+TensorProto, helper = onnx.TensorProto, onnx.helper
+
+
+def model(nodes, inputs, outputs, opset: int = 23):
+    """A one-graph model; ``inputs`` and ``outputs`` are (name, element type, shape)."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(*i) for i in inputs],
+                              [helper.make_tensor_value_info(*o) for o in outputs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def pyree_and_onnxruntime(proto, *args):
+    """The model's results from pyree (llvm-cpu, local-task) and from onnxruntime."""
+    import pyree.runtime as rt
+
+    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["g"](*args)
+    got = [r.to_host() for r in (got if isinstance(got, tuple) else (got,))]
+    session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    want = session.run(None, {i.name: a for i, a in zip(proto.graph.input, args)})
+    return got, want
+
+
+def test_attention_by_its_function_body():
+    """Attention (opset 23), which torch-mlir does not convert: grouped-query heads, a boolean
+    mask, causal, softcap; a row fully masked by the mask."""
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((2, 4, 5, 8), np.float32)
+    k = rng.standard_normal((2, 2, 7, 8), np.float32)
+    v = rng.standard_normal((2, 2, 7, 6), np.float32)
+    mask = rng.random((5, 7)) > 0.3
+    mask[:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], softcap=3.0, scale=0.4)
+    proto = model([node], [("q", TensorProto.FLOAT, q.shape), ("k", TensorProto.FLOAT, k.shape),
+                           ("v", TensorProto.FLOAT, v.shape), ("mask", TensorProto.BOOL, mask.shape)],
+                  [("y", TensorProto.FLOAT, (2, 4, 5, 6))])
+    (got,), (want,) = pyree_and_onnxruntime(proto, q, k, v, mask)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_by_its_function_body(interleaved):
+    """RotaryEmbedding (opset 23): torch-mlir converts it to an op it cannot lower, and its
+    function body computes the Split sizes from shapes (crashing torch-mlir, unless computed at
+    import). Half the head is rotated (rotary_embedding_dim), the rest passes through."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 4, 10), np.float32)  # batch, heads, sequence, head size
+    cos = rng.standard_normal((9, 3), np.float32)
+    sin = rng.standard_normal((9, 3), np.float32)
+    positions = rng.integers(0, 9, (2, 4), dtype=np.int64)
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "positions"], ["y"],
+                            interleaved=interleaved, rotary_embedding_dim=6)
+    proto = model([node], [("x", TensorProto.FLOAT, x.shape), ("cos", TensorProto.FLOAT, cos.shape),
+                           ("sin", TensorProto.FLOAT, sin.shape),
+                           ("positions", TensorProto.INT64, positions.shape)],
+                  [("y", TensorProto.FLOAT, x.shape)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, cos, sin, positions)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_loss_functions_by_their_function_bodies():
+    """SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with class weights and an ignored
+    class, over a spatial dimension: forms torch-mlir's aten.nll_loss_forward cannot lower."""
+    rng = np.random.default_rng(5)
+    scores = rng.standard_normal((3, 5, 4), np.float32)
+    labels = rng.integers(0, 5, (3, 4), dtype=np.int64)
+    labels[1, 2] = 2  # the ignored class, at least once
+    weights = rng.random(5, np.float32) + 0.5
+    nodes = [helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t", "w"], ["sce", "log_prob"],
+                              reduction="mean", ignore_index=2),
+             helper.make_node("NegativeLogLikelihoodLoss", ["log_prob", "t", "w"], ["nll"],
+                              reduction="none", ignore_index=2)]
+    proto = model(nodes, [("x", TensorProto.FLOAT, scores.shape), ("t", TensorProto.INT64, labels.shape),
+                          ("w", TensorProto.FLOAT, weights.shape)],
+                  [("sce", TensorProto.FLOAT, ()), ("log_prob", TensorProto.FLOAT, scores.shape),
+                   ("nll", TensorProto.FLOAT, labels.shape)])
+    got, want = pyree_and_onnxruntime(proto, scores, labels, weights)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert got[2][1, 2] == 0
+
+
+def test_split_sizes_computed_from_shapes():
+    """Shape -> Sub -> Concat -> Split, sizes [6, 0] and [3, 3]: constants once computed at
+    import (torch-mlir gave the Split results of unknown rank and crashed)."""
+    x = np.random.default_rng(6).standard_normal((2, 6), np.float32)
+    nodes = [helper.make_node("Shape", ["x"], ["n"], start=1, end=2),
+             helper.make_node("Sub", ["n", "n"], ["zero"]),
+             helper.make_node("Concat", ["n", "zero"], ["sizes"], axis=0),
+             helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+             helper.make_node("Div", ["n", "two"], ["half"]),
+             helper.make_node("Concat", ["half", "half"], ["halves"], axis=0),
+             helper.make_node("Split", ["a", "halves"], ["c", "d"], axis=1),
+             helper.make_node("Concat", ["d", "b", "c"], ["y"], axis=1)]
+    two = helper.make_tensor("two", TensorProto.INT64, [1], [2])
+    proto = model(nodes, [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.FLOAT, x.shape)],
+                  opset=18)
+    proto.graph.initializer.append(two)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_array_equal(want, np.concatenate([x[:, 3:], x[:, :3]], axis=1))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_unsigned_inputs_and_results():
+    """uint64 and uint8 inputs, values past the signed range, into signless i64 / i8 arguments
+    (read as the same bits, as IREE's runtime does); Div and Max need the unsigned reading."""
+    rng = np.random.default_rng(8)
+    a = rng.integers(2**63, 2**64 - 1, (3, 4), dtype=np.uint64, endpoint=True)
+    b = rng.integers(1, 2**33, (3, 4), dtype=np.uint64)
+    c = rng.integers(0, 256, (3, 4), dtype=np.uint8)
+    d = rng.integers(1, 256, (3, 4), dtype=np.uint8)
+    nodes = [helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Div", ["c", "d"], ["r"]),
+             helper.make_node("Max", ["c", "d"], ["m"])]
+    proto = model(nodes, [("a", TensorProto.UINT64, a.shape), ("b", TensorProto.UINT64, b.shape),
+                          ("c", TensorProto.UINT8, c.shape), ("d", TensorProto.UINT8, d.shape)],
+                  [("q", TensorProto.UINT64, a.shape), ("r", TensorProto.UINT8, c.shape),
+                   ("m", TensorProto.UINT8, c.shape)], opset=18)
+    got, want = pyree_and_onnxruntime(proto, a, b, c, d)
+    np.testing.assert_array_equal(want[0], a // b)
+    for g, w in zip(got, want):
+        assert g.itemsize == w.itemsize  # signless results: read as the graph's types
+        np.testing.assert_array_equal(g.view(w.dtype), w)
+
+
+def test_gelu_tanh_by_its_function_body():
+    """Gelu (opset 20) by ONNX's function body: torch-mlir's own lowering of the tanh form
+    took sqrt(2/pi) as 0.797724, a relative error of 1e-3 at x = -2.55."""
+    x = np.linspace(-3, 3, 601, dtype=np.float32)
+    proto = model([helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")],
+                  [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.FLOAT, x.shape)],
+                  opset=20)
+    (got,), _ = pyree_and_onnxruntime(proto, x)
+    xd = x.astype(np.float64)
+    want = 0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))
+    np.testing.assert_allclose(got, want, rtol=5e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("elem, dtype", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8)])
+def test_qlinear_matmul_with_zero_points_as_inputs(elem, dtype):
+    """QLinearMatMul whose zero points are graph inputs (torch-mlir dropped them), results
+    past 127 (a Cast to uint8 went through fptosi to i8), as onnxruntime computes it."""
+    rng = np.random.default_rng(9)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, (2, 3, 5), dtype=dtype, endpoint=True)
+    b = rng.integers(info.min, info.max, (2, 5, 4), dtype=dtype, endpoint=True)
+    zeros = [np.array([z], dtype) for z in rng.integers(info.min, info.max, 3, endpoint=True)]
+    scales = [np.array([s], np.float32) for s in (0.021, 0.013, 0.11)]
+    names = ["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale", "y_zero"]
+    values = [a, scales[0], zeros[0], b, scales[1], zeros[1], scales[2], zeros[2]]
+    proto = model([helper.make_node("QLinearMatMul", names, ["y"])],
+                  [(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                   for name, v in zip(names, values)], [("y", elem, (2, 3, 4))], opset=21)
+    (got,), (want,) = pyree_and_onnxruntime(proto, *values)
+    assert len(np.unique(want)) > 8  # not all clamped
+    np.testing.assert_array_equal(got.view(dtype), want)
+
+
+def test_cast_of_floats_to_uint8():
+    x = np.array([0, 1.5, 127, 128, 200.7, 255, 254.2, 3], np.float32)
+    proto = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],
+                  [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.UINT8, x.shape)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_array_equal(got.view(np.uint8), want)
+    assert want.tolist() == [0, 1, 127, 128, 200, 255, 254, 3]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_ties_and_outside(mode, align_corners):
+    """GridSample with zeros padding: nearest ties round half to even (torch-mlir took the upper
+    pixel), and coordinates past the edges read zero (torch-mlir read a clamped pixel)."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2, 3, 5, 4), np.float32)
+    sizes = np.array([4, 5], np.float32)  # the grid's last axis: width, then height
+    pixels = rng.integers(-3, 9, (2, 6, 7, 2)).astype(np.float32) / 2  # ties, and outside
+    if align_corners:
+        grid = pixels / (sizes - 1) * 2 - 1
+    else:
+        grid = (pixels * 2 + 1) / sizes - 1
+    grid = grid.astype(np.float32)
+    proto = model([helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
+                                    align_corners=align_corners)],
+                  [("x", TensorProto.FLOAT, x.shape), ("grid", TensorProto.FLOAT, grid.shape)],
+                  [("y", TensorProto.FLOAT, (2, 3, 6, 7))], opset=20)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, grid)
+    assert (want == 0).mean() > 0.1  # some samples fall outside
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_det_with_pivoting():
+    """Det with partial pivoting: torch-mlir's own did not pivot (NaN where the first pivot is
+    zero); a singular matrix gives 0."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 4, 4), np.float32)
+    x[0, 0] = [[0, 1, 2, 3], [2, 3, 1, 0], [1, 0, 0, 2], [3, 1, 2, 2]]  # a zero first pivot
+    x[0, 1, 3] = x[0, 1, 0] + x[0, 1, 1]  # singular
+    proto = model([helper.make_node("Det", ["x"], ["y"])], [("x", TensorProto.FLOAT, x.shape)],
+                  [("y", TensorProto.FLOAT, (2, 3))], opset=22)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p, opset", [(2, 22), (1, 17)])
+def test_lp_normalization_of_zero_slices(p, opset):
+    """An all-zero slice normalizes to zeros, as in onnxruntime (torch-mlir divided 0 by 0)."""
+    x = np.random.default_rng(11).standard_normal((3, 4, 5), np.float32)
+    x[1, :, 2] = 0
+    proto = model([helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p)],
+                  [("x", TensorProto.FLOAT, x.shape)], [("y", TensorProto.FLOAT, x.shape)],
+                  opset=opset)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    assert np.all(want[1, :, 2] == 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
