@@ -232,3 +232,40 @@ def test_onnx_symbolic_batch():
         e = np.exp(y - y.max(-1, keepdims=True))
         got = module["g"](x).to_host()
         np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+SHORTER = """
+func.func @drop_last(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %a, %c0 : tensor<?xf32>
+  %m = arith.subi %n, %c1 : index
+  %s = tensor.extract_slice %a[1] [%m] [1] : tensor<?xf32> to tensor<?xf32>
+  %e = tensor.empty(%m) : tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%s : tensor<?xf32>) outs(%e : tensor<?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+"""
+
+
+def test_a_size_computed_by_subtraction():
+    """A size with a negative term (n - 1) is written so that the runtime's programs hold only
+    sizes; a size that would be negative is an InvocationError, not a wrong buffer."""
+    module = rt.load_module(compile_str(SHORTER, CPU), device="local-task")
+    for n in (1, 2, 9, 130):
+        a = _special(np.random.default_rng(n), (n,))
+        np.testing.assert_array_equal(module["drop_last"](a).to_host(), a[1:] * a[1:])
+    with pytest.raises(rt.InvocationError, match="negative"):
+        module["drop_last"](np.zeros(0, np.float32))
+
+
+def test_a_size_divided_by_a_constant_below_one_is_refused():
+    text = SHORTER.replace("%m = arith.subi %n, %c1 : index",
+                           "%cm2 = arith.constant -2 : index\n  %m = arith.divsi %n, %cm2 : index")
+    with pytest.raises(CompileError, match=r"<string>:\d+:\d+: error: 'arith.divsi' of a run-time"):
+        compile_str(text, CPU)

@@ -15,6 +15,7 @@ import numpy as np
 from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.KernelInfo import KernelInfoT
 from pyree.compiler._fb.Module import ModuleT
+from pyree.compiler._fb.SizeExpr import SizeExprT
 
 SCHEMA_VERSION = (1, 4)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters;
 #                          1.4: each kernel's source ops (KernelInfo)
@@ -24,6 +25,14 @@ RUN_TIME_SIZES_VERSION = (1, 5)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
+
+
+def size_expr_table(code: list[int]) -> SizeExprT:
+    """The schema's SizeExpr table of a stack program (``sizes.code``), whatever its symbols
+    number: a function's symbols (host program) or a kernel's push constants (exports)."""
+    table = SizeExprT()
+    table.code = code
+    return table
 
 
 class ModuleBuilder:

@@ -228,27 +228,31 @@ def _substitute_atom(atom: Atom, mapping: dict):
     return opaque(atom.op, substitute(atom.args[0], mapping), substitute(atom.args[1], mapping))
 
 
-def evaluate(value, values: dict[str, int]) -> int:
-    """The int ``value`` is when its symbols take ``values`` (the reference for the runtime)."""
-    result = substitute(value, values)
-    assert not isinstance(result, Size), f"{value}: unbound symbols {result.symbols()}"
-    return result
-
-
 def code(value, symbol_index: dict[str, int]) -> list[int]:
     """The SizeExpr program (schemas/common.fbs) of ``value``; ``symbol_index`` numbers the
-    symbols as the function declares them."""
+    symbols as the function declares them. Every value a SizeExpr holds is a size, constants
+    included (the runtime refuses a negative one), so the positive terms are summed first and
+    the negative ones subtracted after: each step's value is at least the final one."""
     if not isinstance(value, Size):
         return [CONST, int(value)]
+    positive = [(m, c) for m, c in value._terms if c > 0]
+    negative = [(m, -c) for m, c in value._terms if c < 0]
     out: list[int] = []
-    for k, (m, c) in enumerate(value._terms):
-        out += [CONST, c] if c != 1 or not m else []
-        for j, atom in enumerate(m):
-            out += _atom_code(atom, symbol_index)
-            if j or c != 1:
-                out.append(MUL)
-        if k:
-            out.append(ADD)
+    for k, (m, c) in enumerate(positive):
+        out += _term_code(m, c, symbol_index) + ([ADD] if k else [])
+    out = out or [CONST, 0]
+    for m, c in negative:
+        out += _term_code(m, c, symbol_index) + [SUB]
+    return out
+
+
+def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int]) -> list[int]:
+    """``c`` (> 0) times the product of ``monomial``'s atoms."""
+    out = [CONST, c] if c != 1 or not monomial else []
+    for j, atom in enumerate(monomial):
+        out += _atom_code(atom, symbol_index)
+        if j or c != 1:
+            out.append(MUL)
     return out
 
 

@@ -29,6 +29,7 @@ from pyree.compiler._fb.TensorType import TensorTypeT
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.host.planning import Plan
 from pyree.compiler.kernel import DTYPES
+from pyree.compiler.module_writer import size_expr_table
 from pyree.compiler.sizes import Size
 from pyree.compiler.tensor_program import (
     Check,
@@ -56,9 +57,7 @@ def tensor_type(value: Value, symbols: dict[str, int] | None = None) -> TensorTy
 
 
 def size_expr(value, symbols: dict[str, int]) -> SizeExprT:
-    e = SizeExprT()
-    e.code = sizes.code(value, symbols)
-    return e
+    return size_expr_table(sizes.code(value, symbols))
 
 
 def _symbol(symbol: Symbol) -> SymbolT:

@@ -75,6 +75,11 @@ def size_arithmetic(op: Operation, operands: list, where: str):
             values.append(int(entry.value))
         else:
             raise CompileError(f"'{op.name}' mixes a run-time size with a computed value", where)
+    if op.name[len("arith."):].startswith(("div", "floordiv", "ceildiv", "rem")) \
+            and isinstance(values[1], int) and values[1] <= 0:
+        # Sizes are non-negative, where MLIR's signed and floored divisions agree; a divisor
+        # below 1 would make them differ (or trap), so it is refused rather than guessed.
+        raise CompileError(f"'{op.name}' of a run-time size by {values[1]}", where)
     value = rule(*values)
     if isinstance(value, Size):
         return Dim(value)

@@ -10,6 +10,7 @@ from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.GpuExport import GpuExportT
 from pyree.compiler._fb.SizeExpr import SizeExprT
 from pyree.compiler.kernel import Kernel, size_code
+from pyree.compiler.module_writer import size_expr_table
 from pyree.compiler.sizes import is_static
 
 
@@ -47,9 +48,7 @@ def binding_layouts(kernel: Kernel) -> list[BindingLayoutT]:
 
 def size_expr(value) -> SizeExprT:
     """A kernel's run-time size as the schema's SizeExpr, its symbol k push constant k."""
-    expr = SizeExprT()
-    expr.code = size_code(value)
-    return expr
+    return size_expr_table(size_code(value))
 
 
 def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:

@@ -10,8 +10,9 @@ The global declares the same properties as ``util.global`` (input/globals.py rea
 
 from __future__ import annotations
 
+from pyree.compiler.input.dialects.util import parse_global_head
 from xdsl.dialects.builtin import StringAttr, SymbolRefAttr, UnitAttr
-from xdsl.ir import Attribute, Dialect
+from xdsl.ir import Dialect
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -36,13 +37,7 @@ class GlobalOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> GlobalOp:
-        properties: dict[str, Attribute] = {}
-        visibility = parser.parse_optional_keyword_in(("private", "public", "nested"))
-        if visibility is not None:
-            properties["sym_visibility"] = StringAttr(visibility)
-        if parser.parse_optional_keyword("mutable") is not None:
-            properties["is_mutable"] = UnitAttr()
-        properties["sym_name"] = parser.parse_symbol_name()
+        properties = parse_global_head(parser)
         if parser.parse_optional_punctuation("(") is not None:
             properties["initial_value"] = parser.parse_attribute()
             parser.parse_punctuation(")")

@@ -82,6 +82,19 @@ class OptimizationBarrierOp(IRDLOperation):
         printer.print_list([v.type for v in self.operands], printer.print_attribute)
 
 
+def parse_global_head(parser: Parser) -> dict[str, Attribute]:
+    """``[private|public|nested] [mutable] @name``, the start of util.global and
+    ml_program.global alike, as the properties both ops declare."""
+    properties: dict[str, Attribute] = {}
+    visibility = parser.parse_optional_keyword_in(("private", "public", "nested"))
+    if visibility is not None:
+        properties["sym_visibility"] = StringAttr(visibility)
+    if parser.parse_optional_keyword("mutable") is not None:
+        properties["is_mutable"] = UnitAttr()
+    properties["sym_name"] = parser.parse_symbol_name()
+    return properties
+
+
 @irdl_op_definition
 class GlobalOp(IRDLOperation):
     """``util.global private [mutable] @name [= initial value] : type``; a typed initial value
@@ -97,13 +110,7 @@ class GlobalOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> GlobalOp:
-        properties: dict[str, Attribute] = {}
-        visibility = parser.parse_optional_keyword_in(("private", "public", "nested"))
-        if visibility is not None:
-            properties["sym_visibility"] = StringAttr(visibility)
-        if parser.parse_optional_keyword("mutable") is not None:
-            properties["is_mutable"] = UnitAttr()
-        properties["sym_name"] = parser.parse_symbol_name()
+        properties = parse_global_head(parser)
         attributes = parser.parse_optional_attr_dict()
         value_type = None
         if parser.parse_optional_punctuation("=") is not None:
