@@ -228,3 +228,28 @@ def test_lp_normalization_of_zero_slices(p, opset):
     (got,), (want,) = pyree_and_onnxruntime(proto, x)
     assert np.all(want[1, :, 2] == 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_reductions_with_axes_as_constant_inputs():
+    """Reduce* of opset 18, axes an initializer, a Constant, and computed from a shape (folded
+    at import); negative axes, keepdims both ways."""
+    x = np.random.default_rng(13).standard_normal((3, 4, 5), np.float32)
+    nodes = [helper.make_node("ReduceL2", ["x", "axes_init"], ["l2"], keepdims=0),
+             helper.make_node("Constant", [], ["axes_const"],
+                              value=helper.make_tensor("c", TensorProto.INT64, [2], [0, -1])),
+             helper.make_node("ReduceMax", ["x", "axes_const"], ["max"], keepdims=1),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Size", ["shape"], ["rank"]),
+             helper.make_node("Sub", ["rank", "one"], ["last"]),
+             helper.make_node("Unsqueeze", ["last", "zero"], ["axes_computed"]),
+             helper.make_node("ReduceLogSumExp", ["x", "axes_computed"], ["lse"], keepdims=0)]
+    proto = model(nodes, [("x", TensorProto.FLOAT, x.shape)],
+                  [("l2", TensorProto.FLOAT, (3, 5)), ("max", TensorProto.FLOAT, (1, 4, 1)),
+                   ("lse", TensorProto.FLOAT, (3, 4))], opset=18)
+    proto.graph.initializer.extend([
+        helper.make_tensor("axes_init", TensorProto.INT64, [1], [-2]),
+        helper.make_tensor("one", TensorProto.INT64, [], [1]),
+        helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    got, want = pyree_and_onnxruntime(proto, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
