@@ -253,3 +253,19 @@ def test_reductions_with_axes_as_constant_inputs():
     got, want = pyree_and_onnxruntime(proto, x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("elem, dtype", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8)])
+def test_dequantize_per_axis(elem, dtype):
+    """DequantizeLinear along axis 1, zero points past 127 (torch-mlir read uint8 196 as -60)."""
+    rng = np.random.default_rng(14)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (2, 4, 3), dtype=dtype, endpoint=True)
+    zero = np.array([info.max - 3, info.min + 5, 0, info.max], dtype)
+    scale = np.array([0.5, 2.0, 0.01, 3.0], np.float32)
+    proto = model([helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"], axis=1)],
+                  [("x", elem, x.shape), ("scale", TensorProto.FLOAT, scale.shape),
+                   ("zero", elem, zero.shape)], [("y", TensorProto.FLOAT, x.shape)], opset=21)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, scale, zero)
+    np.testing.assert_allclose(want, (x.astype(np.float64) - zero[:, None]) * scale[:, None])
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -24,6 +24,9 @@
   does, and moved to the centre of the chosen pixel, where torch-mlir picks the same one. In
   both modes it reads a clamped pixel, not zero, for a coordinate past the high edge (or a
   bilinear one below -1): those outputs are set to zero after it.
+- DequantizeLinear (not blocked): torch-mlir reads a per-axis unsigned zero point as signed
+  (196 as -60); rebuilt as ONNX's reference computes it, ``(x - zero_point) * scale`` in f32,
+  the per-axis operands reshaped to broadcast along ``axis``.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -280,6 +283,41 @@ def _lp_normalization(n: _Nodes, types: dict):
     return n.nodes
 
 
+def _dequantize(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    attributes = {a.name: a.i for a in n.node.attribute}
+    x, scale, zero = [*n.node.input, ""][:3]
+    shape, out = n.shapes.get(x), types.get(scale)
+    if (attributes.get("block_size", 0) or shape is None or out not in _FLOATS
+            or types.get(x) not in _QUANTIZED):
+        return None
+    per_axis = n.shapes.get(scale) not in ((), (1,))
+    along = [1] * len(shape)
+    if per_axis:
+        along[attributes.get("axis", 1) % len(shape)] = -1
+        n.constant("along", np.array(along, np.int64), np.int64)
+
+    def operand(value: str, name: str) -> str:
+        n.op("Cast", [value], name + "_f32", to=T.FLOAT)
+        return n.op("Reshape", [name + "_f32", "along"], name) if per_axis else name + "_f32"
+
+    centred = n.op("Cast", [x], "x_f32", to=T.FLOAT)
+    if zero:
+        centred = n.op("Sub", [centred, operand(zero, "zero")], "centred")
+    if out == T.FLOAT:
+        n.op("Mul", [centred, operand(scale, "scale")], n.node.output[0])
+    else:
+        n.op("Mul", [centred, operand(scale, "scale")], "scaled")
+        n.op("Cast", ["scaled"], n.node.output[0], to=out)
+    return n.nodes
+
+
+_QUANTIZED = {2, 3, 4, 5, 6}  # TensorProto.UINT8, INT8, UINT16, INT16, INT32
+
+
 def _det(n: _Nodes, types: dict):
     import numpy as np
     import onnx
@@ -343,4 +381,4 @@ _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
-          "LpNormalization": _lp_normalization}
+          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize}
