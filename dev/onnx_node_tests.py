@@ -1,7 +1,8 @@
-"""ONNX's backend node tests through pyree: import, compile for llvm-cpu, run on local-task, compare.
+"""ONNX's backend node tests through pyree: import, compile (llvm-cpu), run (local-task), compare.
 
     python dev/onnx_node_tests.py --data DIR [--sample N] [--jobs J] [--json OUT] [-k REGEX] [NAME...]
     python dev/onnx_node_tests.py --generated MODULE[,MODULE...] [--json OUT] [-k REGEX] [NAME...]
+    python dev/onnx_node_tests.py --data DIR --backend cuda --device cuda   # (vulkan-spirv, vulkan)
 
 ``--data``: the ``data/node`` folder of an onnx wheel that still ships it (onnx 1.22: ``pip
 download onnx==1.22.0 --no-deps`` and unzip ``onnx/backend/test/data/node``; keep it outside the
@@ -9,13 +10,14 @@ repository, ONNX's data is not ours to commit). ``--generated``: the cases regen
 from ``onnx.backend.test.case.node.<MODULE>`` (what the installed onnx computes with numpy;
 onnx 1.23 ships no data folder), as CI runs a subset.
 
-Each test's ``model.onnx`` goes through ``import_onnx``, ``compile_str`` (llvm-cpu) and
-``load_module`` (local-task); every ``test_data_set_*`` is run and compared as
-``onnx.backend.test.runner`` compares (same count and shape, same dtype, ``assert_allclose`` with
-the case's rtol/atol, 1e-3/1e-7 by default, NaN equal to NaN). One exception to "same dtype": a
-result of a signless integer type (pyree's functions have no signedness) is read as the integer
-type of the same width that the ONNX graph declares, as a backend returning the graph's types
-would (and as IREE's runtime lets signless and signed buffers of one width stand for each other).
+Each test's ``model.onnx`` goes through ``import_onnx``, ``compile_str`` (``--backend``, default
+llvm-cpu) and ``load_module`` (``--device``, default local-task); every ``test_data_set_*`` is
+run and compared as ``onnx.backend.test.runner`` compares (same count and shape, same dtype,
+``assert_allclose`` with the case's rtol/atol, 1e-3/1e-7 by default, NaN equal to NaN). One
+exception to "same dtype": a result of a signless integer type (pyree's functions have no
+signedness) is read as the integer type of the same width that the ONNX graph declares, as a
+backend returning the graph's types would (and as IREE's runtime lets signless and signed
+buffers of one width stand for each other).
 
 Every test ends in one class, printed worst first: wrong (numbers, shape or dtype differ),
 import-refused, compile-refused, run-error (loading or calling), crash (the child process died),
@@ -99,8 +101,9 @@ def _read(path: str, type_proto, onnx, numpy_helper):
     return numpy_helper.to_array(proto)
 
 
-def run_case(case: Case) -> tuple[str, str]:
-    """(class, reason) for one test, in this process."""
+def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") -> tuple[str, str]:
+    """(class, reason) for one test, in this process, compiled for ``backend`` and run on
+    ``device``."""
     import numpy as np
     import pyree.runtime as rt
     from pyree.compiler import CompileOptions, compile_str, import_onnx
@@ -111,13 +114,13 @@ def run_case(case: Case) -> tuple[str, str]:
     except Exception as err:  # noqa: BLE001 - every refusal is counted, with its reason
         return "import-refused", _reason(err)
     try:
-        vmfb = compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+        vmfb = compile_str(text, CompileOptions(target_backends=[backend]))
     except Exception as err:  # noqa: BLE001
         return "compile-refused", _reason(err)
     declared = [_declared_dtype(o.type) for o in model.graph.output]
     for inputs, expected in sets:
         try:
-            function = rt.load_module(vmfb, device="local-task")[model.graph.name]
+            function = rt.load_module(vmfb, device=device)[model.graph.name]
             for value in inputs:
                 if not isinstance(value, np.ndarray) or value.dtype == object:
                     raise TypeError(f"an input of type {type(value).__name__} "
@@ -183,17 +186,19 @@ def _reason(err: BaseException) -> str:
     return first if name in ("CompileError", "InvocationError") else f"{name}: {first}"
 
 
-def _child(case: Case, connection) -> None:
+def _child(case: Case, connection, backend: str, device: str) -> None:
     try:
-        result = run_case(case)
+        result = run_case(case, backend, device)
     except BaseException as err:  # noqa: BLE001 - the runner's own failure, still one result
         result = ("run-error", f"runner: {_reason(err)}")
     connection.send(result)
     connection.close()
 
 
-def sweep(cases: list[Case], jobs: int, timeout: float, report=None) -> dict[str, dict]:
-    """Runs every case in a forked child, ``jobs`` at a time; {name: {class, reason, seconds}}."""
+def sweep(cases: list[Case], jobs: int, timeout: float, report=None, backend: str = "llvm-cpu",
+          device: str = "local-task") -> dict[str, dict]:
+    """Runs every case in a forked child, ``jobs`` at a time; {name: {class, reason, seconds}}.
+    The children initialise the device (a GPU driver is never started in this process)."""
     context = multiprocessing.get_context("fork")
     results: dict[str, dict] = {}
     pending = list(reversed(cases))
@@ -211,7 +216,8 @@ def sweep(cases: list[Case], jobs: int, timeout: float, report=None) -> dict[str
         while pending and len(running) < jobs:
             case = pending.pop()
             parent, child = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(case, child), daemon=True)
+            process = context.Process(target=_child, args=(case, child, backend, device),
+                                      daemon=True)
             process.start()
             child.close()
             running[parent] = (case, process, time.monotonic())
@@ -284,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("names", nargs="*", help="run only these tests")
     p.add_argument("-k", dest="pattern", help="run only the tests whose name matches REGEX")
     p.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th test")
+    p.add_argument("--backend", default="llvm-cpu", help="target backend (default llvm-cpu)")
+    p.add_argument("--device", default="local-task", help="device URI (default local-task)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--timeout", type=float, default=300.0, metavar="S")
     p.add_argument("--json", type=Path, metavar="OUT",
@@ -332,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
 
     start = time.monotonic()
-    sweep(cases, max(args.jobs, 1), args.timeout, report)
+    sweep(cases, max(args.jobs, 1), args.timeout, report, args.backend, args.device)
     print(table(done, args.top))
-    print(f"({time.monotonic() - start:.0f} s, {args.jobs} jobs)")
+    print(f"({time.monotonic() - start:.0f} s, {args.jobs} jobs, {args.backend} on {args.device})")
     if args.json is not None:
         args.json.write_text(json.dumps(dict(sorted(done.items())), indent=1) + "\n")
     return 0

@@ -228,3 +228,44 @@ def test_lp_normalization_of_zero_slices(p, opset):
     (got,), (want,) = pyree_and_onnxruntime(proto, x)
     assert np.all(want[1, :, 2] == 0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_reductions_with_axes_as_constant_inputs():
+    """Reduce* of opset 18, axes an initializer, a Constant, and computed from a shape (folded
+    at import); negative axes, keepdims both ways."""
+    x = np.random.default_rng(13).standard_normal((3, 4, 5), np.float32)
+    nodes = [helper.make_node("ReduceL2", ["x", "axes_init"], ["l2"], keepdims=0),
+             helper.make_node("Constant", [], ["axes_const"],
+                              value=helper.make_tensor("c", TensorProto.INT64, [2], [0, -1])),
+             helper.make_node("ReduceMax", ["x", "axes_const"], ["max"], keepdims=1),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Size", ["shape"], ["rank"]),
+             helper.make_node("Sub", ["rank", "one"], ["last"]),
+             helper.make_node("Unsqueeze", ["last", "zero"], ["axes_computed"]),
+             helper.make_node("ReduceLogSumExp", ["x", "axes_computed"], ["lse"], keepdims=0)]
+    proto = model(nodes, [("x", TensorProto.FLOAT, x.shape)],
+                  [("l2", TensorProto.FLOAT, (3, 5)), ("max", TensorProto.FLOAT, (1, 4, 1)),
+                   ("lse", TensorProto.FLOAT, (3, 4))], opset=18)
+    proto.graph.initializer.extend([
+        helper.make_tensor("axes_init", TensorProto.INT64, [1], [-2]),
+        helper.make_tensor("one", TensorProto.INT64, [], [1]),
+        helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    got, want = pyree_and_onnxruntime(proto, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("elem, dtype", [(TensorProto.UINT8, np.uint8), (TensorProto.INT8, np.int8)])
+def test_dequantize_per_axis(elem, dtype):
+    """DequantizeLinear along axis 1, zero points past 127 (torch-mlir read uint8 196 as -60)."""
+    rng = np.random.default_rng(14)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (2, 4, 3), dtype=dtype, endpoint=True)
+    zero = np.array([info.max - 3, info.min + 5, 0, info.max], dtype)
+    scale = np.array([0.5, 2.0, 0.01, 3.0], np.float32)
+    proto = model([helper.make_node("DequantizeLinear", ["x", "scale", "zero"], ["y"], axis=1)],
+                  [("x", elem, x.shape), ("scale", TensorProto.FLOAT, scale.shape),
+                   ("zero", elem, zero.shape)], [("y", TensorProto.FLOAT, x.shape)], opset=21)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, scale, zero)
+    np.testing.assert_allclose(want, (x.astype(np.float64) - zero[:, None]) * scale[:, None])
+    np.testing.assert_allclose(got, want, rtol=1e-6)

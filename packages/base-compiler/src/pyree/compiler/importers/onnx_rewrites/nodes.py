@@ -24,6 +24,9 @@
   does, and moved to the centre of the chosen pixel, where torch-mlir picks the same one. In
   both modes it reads a clamped pixel, not zero, for a coordinate past the high edge (or a
   bilinear one below -1): those outputs are set to zero after it.
+- DequantizeLinear (not blocked): torch-mlir reads a per-axis unsigned zero point as signed
+  (196 as -60); rebuilt as ONNX's reference computes it, ``(x - zero_point) * scale`` in f32,
+  the per-axis operands reshaped to broadcast along ``axis``.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -67,16 +70,22 @@ def rewrite_nodes(proto):
     return onnx.shape_inference.infer_shapes(model, data_prop=True)
 
 
+class _Own(str):
+    """A name of the replaced node's own inputs or outputs, kept as it is."""
+
+
 class _Nodes:
-    """The nodes replacing one: values they add are named after it, the node's own inputs and
-    outputs keep their names."""
+    """The nodes replacing one. Its own inputs and outputs (``inputs``, ``outputs``: _Own names)
+    keep their names; every other value is named after the node (``prefix`` + a word), so no
+    word a rule picks can take the name of a value of the graph."""
 
     def __init__(self, node, prefix: str, opset: int, shapes: dict):
         self.node, self.prefix, self.opset, self.shapes, self.nodes = node, prefix, opset, shapes, []
-        self.own = {*node.input, *node.output} - {""}
+        self.inputs = [_Own(name) for name in node.input]
+        self.outputs = [_Own(name) for name in node.output]
 
     def name(self, value: str) -> str:
-        return value if value in self.own else self.prefix + value
+        return value if isinstance(value, _Own) or not value else self.prefix + value
 
     def op(self, op_type: str, inputs: list[str], output: str, **attributes) -> str:
         import onnx
@@ -111,7 +120,7 @@ def _unsigned_division(n: _Nodes, types: dict):
                            "divides them as signed, and pyree's rewrite needs BitShift (opset "
                            "11); upgrade the model with --opset-version")
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
-    (a, b), (y,) = node.input[:2], node.output
+    (a, b), (y,) = n.inputs[:2], n.outputs
     n.constant("0", 0, dtype)
     n.constant("1", 1, dtype)
     n.constant("top", 1 << (8 * dtype.itemsize - 1), dtype)
@@ -139,7 +148,7 @@ def _qlinear_matmul(n: _Nodes, types: dict):
     import onnx
 
     T = onnx.TensorProto
-    a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = [*n.node.input, "", ""][:8]
+    a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = [*n.inputs, "", ""][:8]
     out = types.get(y_zero or a)
     if out is None:
         return None
@@ -167,7 +176,7 @@ def _qlinear_matmul(n: _Nodes, types: dict):
     n.constant("high", info.max, np.float64)
     n.op("Clip", ["rounded", "low", "high"], "clamped")
     n.op("Cast", ["clamped"], "clamped_i32", to=T.INT32)  # (see _cast_to_uint8)
-    n.op("Cast", ["clamped_i32"], n.node.output[0], to=out)
+    n.op("Cast", ["clamped_i32"], n.outputs[0], to=out)
     return n.nodes
 
 
@@ -178,8 +187,8 @@ def _cast_to_uint8(n: _Nodes, types: dict):
     to = next((a.i for a in n.node.attribute if a.name == "to"), None)
     if to != T.UINT8 or types.get(n.node.input[0]) not in _FLOATS:
         return None
-    n.op("Cast", [n.node.input[0]], "i32", to=T.INT32)
-    n.op("Cast", ["i32"], n.node.output[0], to=T.UINT8)
+    n.op("Cast", [n.inputs[0]], "i32", to=T.INT32)
+    n.op("Cast", ["i32"], n.outputs[0], to=T.UINT8)
     return n.nodes
 
 
@@ -199,7 +208,7 @@ def _grid_sample(n: _Nodes, types: dict):
     import onnx
 
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in n.node.attribute}
-    x, grid = n.node.input[:2]
+    x, grid = n.inputs[:2]
     shape, elem = n.shapes.get(x), types.get(grid)
     mode = attributes.get("mode", b"bilinear")
     if (attributes.get("padding_mode", b"zeros") != b"zeros" or shape is None or len(shape) != 4
@@ -252,7 +261,7 @@ def _grid_sample(n: _Nodes, types: dict):
     n.op("Transpose", ["outside"], "outside_nchw", perm=[0, 3, 1, 2])
     n.nodes.append(onnx.helper.make_node("GridSample", [x, n.name(sampled)], [n.name("raw")],
                                          **attributes))
-    n.op("Where", ["outside_nchw", "zero", "raw"], n.node.output[0])
+    n.op("Where", ["outside_nchw", "zero", "raw"], n.outputs[0])
     return n.nodes
 
 
@@ -265,7 +274,7 @@ def _lp_normalization(n: _Nodes, types: dict):
     if elem not in _FLOATS or attributes.get("p", 2) not in (1, 2):
         return None
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
-    (x,), (y,), axis = n.node.input, n.node.output, attributes.get("axis", -1)
+    (x,), (y,), axis = n.inputs, n.outputs, attributes.get("axis", -1)
     reduce = "ReduceL2" if attributes.get("p", 2) == 2 else "ReduceL1"
     if n.opset >= 18:  # axes became an input
         n.constant("axes", np.array([axis], np.int64), np.int64)
@@ -278,6 +287,41 @@ def _lp_normalization(n: _Nodes, types: dict):
     n.op("Where", ["empty", "one", "norm"], "divisor")
     n.op("Div", [x, "divisor"], y)
     return n.nodes
+
+
+def _dequantize(n: _Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    attributes = {a.name: a.i for a in n.node.attribute}
+    x, scale, zero = [*n.inputs, ""][:3]
+    shape, out = n.shapes.get(x), types.get(scale)
+    if (attributes.get("block_size", 0) or shape is None or out not in _FLOATS
+            or types.get(x) not in _QUANTIZED):
+        return None
+    per_axis = n.shapes.get(scale) not in ((), (1,))
+    along = [1] * len(shape)
+    if per_axis:
+        along[attributes.get("axis", 1) % len(shape)] = -1
+        n.constant("along", np.array(along, np.int64), np.int64)
+
+    def operand(value: str, name: str) -> str:
+        n.op("Cast", [value], name + "_f32", to=T.FLOAT)
+        return n.op("Reshape", [name + "_f32", "along"], name) if per_axis else name + "_f32"
+
+    centred = n.op("Cast", [x], "x_f32", to=T.FLOAT)
+    if zero:
+        centred = n.op("Sub", [centred, operand(zero, "zero")], "centred")
+    if out == T.FLOAT:
+        n.op("Mul", [centred, operand(scale, "scale")], n.outputs[0])
+    else:
+        n.op("Mul", [centred, operand(scale, "scale")], "scaled")
+        n.op("Cast", ["scaled"], n.outputs[0], to=out)
+    return n.nodes
+
+
+_QUANTIZED = {2, 3, 4, 5, 6}  # TensorProto.UINT8, INT8, UINT16, INT16, INT32
 
 
 def _det(n: _Nodes, types: dict):
@@ -300,7 +344,7 @@ def _det(n: _Nodes, types: dict):
     n.constant("axes_12", np.array([1, 2], i64), i64)
     n.constant("axis_1", np.array([1], i64), i64)
     n.constant("axis_2", np.array([2], i64), i64)
-    a = n.op("Reshape", [n.node.input[0], "square"], "a0")
+    a = n.op("Reshape", [n.inputs[0], "square"], "a0")
     det, sign = "one", "one"
     for k in range(size):
         for name, value in ((f"k{k}", [k]), (f"kk{k}", [k, k]), (f"k1_{k}", [k + 1]),
@@ -334,7 +378,7 @@ def _det(n: _Nodes, types: dict):
         a = n.op("Sub", [a, f"taken{k}"], f"a{k + 1}")
     n.op("Mul", [det, sign], "signed")
     n.constant("result_shape", np.array(shape[:-2], i64), i64)
-    n.op("Reshape", ["signed", "result_shape"], n.node.output[0])
+    n.op("Reshape", ["signed", "result_shape"], n.outputs[0])
     return n.nodes
 
 
@@ -343,4 +387,4 @@ _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
-          "LpNormalization": _lp_normalization}
+          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize}
