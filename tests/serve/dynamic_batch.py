@@ -91,9 +91,10 @@ def compile_module() -> bytes:
 
 
 def rows_inputs(rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """k fresh rows of each of ``rows``' arguments, with NaN, +-inf and -0 where there is room."""
+    """k fresh rows of each argument of ``rows`` (both modules' ``rows`` take kx7xf32 and
+    kx7xi32), with NaN, +-inf and -0 where the values pass through."""
     x = rng.standard_normal((k, 7)).astype(np.float32)
-    x.flat[rng.choice(x.size, min(4, x.size), replace=False)] = [np.nan, np.inf, -np.inf, -0.0][:x.size]
+    x.flat[rng.choice(x.size, 4, replace=False)] = [np.nan, np.inf, -np.inf, -0.0]
     y = rng.integers(1, 6, (k, 7)).astype(np.int32)  # positive: -0 * y stays -0
     return x, y
 

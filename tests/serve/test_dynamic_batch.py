@@ -66,7 +66,8 @@ def test_exact_calls_stay_the_default(loaded):
     plan, counted = _plan(loaded["rows"], stack_rows=False)
     assert plan.rows is None and plan.describe()["batch_rows"] is None
     rng = np.random.default_rng(1)
-    requests = [list(rows_inputs(rng, k)) for k in (3, 0, 5)]
+    requests = [list(rows_inputs(rng, k)) for k in (3, 5)]
+    requests.insert(1, [np.zeros((0, 7), np.float32), np.zeros((0, 7), np.int32)])
     for request in requests:
         plan.check(request)
     for (x, y), (product, sums) in zip(requests, plan.run(requests)):

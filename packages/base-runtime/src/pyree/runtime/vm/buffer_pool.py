@@ -49,6 +49,9 @@ class BufferPool:
         # (buffers, semaphore, value): back once the semaphore reaches the value
         self._pending: deque[tuple[list[Buffer], object, int]] = deque()
         self._reached: dict = {}  # semaphore -> a value it was seen to have reached
+        # keys of size classes (sizes that vary between calls): where one has no free buffer,
+        # a free one of a larger class serves (see _larger)
+        self._classes: set[tuple[int, bool]] = set()
 
     def mapped(self, size: int) -> bool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
@@ -57,8 +60,11 @@ class BufferPool:
     def key(self, size: int, varies: bool = False) -> tuple[int, bool]:
         """The pool key of a per-call buffer of ``size`` bytes: (bytes it gets, mapped); its
         size class where sizes vary between calls."""
-        size = size_class(size) if varies else size
-        return size, self.mapped(size)
+        if not varies:
+            return size, self.mapped(size)
+        key = size_class(size), self.mapped(size_class(size))
+        self._classes.add(key)
+        return key
 
     @property
     def pooled_bytes(self) -> int:
@@ -75,6 +81,8 @@ class BufferPool:
             free_lists = self._free
             for key in keys:
                 free = free_lists.get(key)
+                if not free and key in self._classes:
+                    free = self._larger(key)
                 if free:
                     buffer = free.pop()
                     self._bytes -= buffer.size
@@ -83,6 +91,15 @@ class BufferPool:
                     taken.append(key)
                     missing = True
         return [self._allocate(*b) if type(b) is tuple else b for b in taken] if missing else taken
+
+    def _larger(self, key: tuple[int, bool]) -> list[Buffer] | None:
+        """The free list of the smallest larger size class (of the same mapping) that has a
+        free buffer, or None (holding the lock). Taking it rather than allocating keeps a run
+        of mixed sizes within the memory its largest sizes needed: the buffers a large call
+        left serve the smaller calls after it."""
+        size, mapped = key
+        fits = [k for k in self._classes if k[1] == mapped and k[0] > size and self._free.get(k)]
+        return self._free[min(fits)] if fits else None
 
     def _allocate(self, size: int, mapped: bool) -> Buffer:
         device = self.device
