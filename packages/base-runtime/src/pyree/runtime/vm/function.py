@@ -400,9 +400,11 @@ class Function:
         each result as the next is made) is the next call's to write without asking the
         driver whether its work is done: that call's work waits for this timeline to pass
         ``ready`` anyway (or the timeline failed, and its work stopped); another function's
-        call would need the driver's word, which the pool asks for."""
+        call would need the driver's word, which the pool asks for. With run-time sizes only
+        those are kept: a buffer seen done goes back to the pool, where calls of every size
+        can use it (buffer_pool._larger), rather than wait here for its own size class."""
         free = self._recycled.get(buffer.pool_key)
-        if free is not None and len(free) < MAX_RECYCLED:
+        if free is not None and len(free) < MAX_RECYCLED and not (done and self._sizes):
             free.append(buffer)
         elif done:
             self._loaded.pool.give(buffer)
