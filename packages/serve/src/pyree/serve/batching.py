@@ -49,9 +49,9 @@ class CallRows:
         as few as the bounds allow, each padded only up to the least size it may have (none
         for a dynamic batch without bounds: one call of exactly ``total`` rows)."""
         step = total if self.most is None else self.most // self.multiple * self.multiple
-        return [(start, min(start + step, total),
-                 _round_up(max(min(start + step, total) - start, self.least), self.multiple))
-                for start in range(0, total, step)]
+        spans = [(start, min(start + step, total)) for start in range(0, total, step)]
+        return [(start, stop, _round_up(max(stop - start, self.least), self.multiple))
+                for start, stop in spans]
 
 
 def call_rows(function: Function) -> CallRows:
