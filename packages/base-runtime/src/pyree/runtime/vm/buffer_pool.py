@@ -43,8 +43,8 @@ def size_class(size: int) -> int:
 class BufferPool:
     def __init__(self, device: Device):
         self.device = device
-        # (size, mapped) -> free buffers
-        self._free: dict[tuple[int, bool], list[Buffer]] = defaultdict(list)
+        # pool key (below) -> free buffers
+        self._free: dict[tuple, list[Buffer]] = defaultdict(list)
         self._bytes = 0
         self._lock = threading.RLock()  # a collected DeviceArray may give back while held
         # (buffers, semaphore, value): back once the semaphore reaches the value
@@ -69,7 +69,8 @@ class BufferPool:
             return size, self.mapped(size)
         size = size_class(size)
         key = size, self.mapped(size), CLASS
-        self._classes.add(key)
+        with self._lock:  # (take_all walks the set: another thread may be recording a size)
+            self._classes.add(key)
         return key
 
     @property
