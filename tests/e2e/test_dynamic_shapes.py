@@ -19,7 +19,7 @@ from pyree.compiler import CompileError, CompileOptions, compile_str, import_tor
 CPU = CompileOptions(target_backends=["llvm-cpu"])
 # (target backend, device) of each run: a GPU's row carries its device marker, so CI's ``-m vulkan``
 # run (Mesa's lavapipe) takes it and the default run keeps llvm-cpu. PYREE_VULKAN_TARGET picks the
-# device's --pyree-vulkan-target (hopper-h100-linux on an H100/H200), the safe baseline otherwise.
+# device's --pyree-vulkan-target (hopper-h100-linux on an H100/H200), lavapipe's otherwise.
 BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
     pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
@@ -93,7 +93,7 @@ def load(mlir: str, backend: tuple[str, str]):
     """``mlir`` compiled for ``backend``'s target and loaded on its device."""
     target, device = backend
     options = CompileOptions(target_backends=[target],
-                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET", ""))
+                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
     return rt.load_module(compile_str(mlir, options), device=device)
 
 
@@ -225,6 +225,38 @@ def test_cnn_with_a_dynamic_batch(backend):
     batch = torch.export.Dim("batch", min=1, max=64)
     _check_torch(backend, model, torch.randn(2, 3, 17, 13), {"x": {0: batch}},
                  [torch.randn(n, 3, 17, 13) for n in (1, 3, 8)])
+
+
+class _Rows(torch.nn.Module):
+    """Row kernels over a run-time row (softmax's phases), a column sum, a transpose and a
+    gather of run-time ids from a static table."""
+
+    def forward(self, x, ids, table):
+        return torch.softmax(x, -1), x.t().contiguous() * 2, x.sum(0), table[ids]
+
+
+def test_rows_columns_transpose_and_gather_at_run_time_sizes(backend):
+    rows, cols, n = (torch.export.Dim(name, min=1, max=4096) for name in ("rows", "cols", "n"))
+    mlir = import_torch(_Rows(), torch.randn(4, 8), torch.tensor([1, 2, 0]), torch.randn(5, 3),
+                        dynamic_shapes={"x": {0: rows, 1: cols}, "ids": {0: n}, "table": None})
+    module = load(mlir, backend)
+    rng = np.random.default_rng(3)
+    for r, c, k in [(1, 1, 1), (7, 13, 5), (3, 1031, 257), (257, 3, 0)]:
+        x, table = _special(rng, (r, c)), rng.standard_normal((5, 3)).astype(np.float32)
+        ids = rng.integers(0, 5, k)
+        got = module["main"](x, ids, table)
+        want = _Rows()(torch.from_numpy(x), torch.from_numpy(ids), torch.from_numpy(table))
+        for g, w in zip(got, want):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layernorm_with_a_dynamic_batch(backend):
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 24), torch.nn.LayerNorm(24)).eval()
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    _check_torch(backend, model, torch.randn(3, 24), {"input": {0: batch}},
+                 [torch.randn(n, 24) for n in (1, 13, 1031)])
 
 
 def test_what_a_dynamic_sequence_still_needs_is_refused_by_name():
