@@ -7,6 +7,11 @@ opaque ``floordiv``/``ceildiv``/``mod``/``min``/``max`` node. Polynomials are ke
 (sorted monomials, no zero terms), so two sizes are equal exactly when their polynomials are:
 what fusion asks ("same shape?") and what kernel deduplication hashes.
 
+A comparison of sizes that the polynomials decide (``n == n``, ``n + 1 > n``; with the symbols'
+lower bounds, ``seq >= 1``) is a plain bool (``compare``); one they do not is an atom whose
+value is 0 or 1, and ``select`` of sizes on such a condition is an atom too: the host program
+computes both per call, as it computes every other size (schema 1.6 opcodes).
+
 A ``Size`` adds, subtracts and multiplies with ints and other sizes, so the compiler's
 shape arithmetic (products of dims, strides, offsets) carries over unchanged; but it refuses to
 become an int, a bool or an ordering (``TypeError``), so code that has not been taught about
@@ -18,13 +23,15 @@ from __future__ import annotations
 
 from itertools import product
 
-# SizeExpr opcodes (schemas/common.fbs).
-CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX = range(10)
-_OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX}
+# SizeExpr opcodes (schemas/common.fbs); EQ and on: schema 1.6.
+CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, EQ, LT, LE, SELECT = range(14)
+_OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX,
+            "eq": EQ, "lt": LT, "le": LE, "select": SELECT}
 
 
 class Atom:
-    """A symbol (``op`` None, ``args`` (name,)) or an opaque node over two sizes."""
+    """A symbol (``op`` None, ``args`` (name,)) or an opaque node over sizes: two for
+    floordiv/ceildiv/mod/min/max and the comparisons eq/lt/le (0 or 1), three for select."""
 
     __slots__ = ("op", "args", "_key")
 
@@ -42,7 +49,7 @@ class Atom:
         return self._key < other._key
 
     def __repr__(self) -> str:
-        return self.args[0] if self.op is None else f"{self.op}({self.args[0]}, {self.args[1]})"
+        return self.args[0] if self.op is None else f"{self.op}({', '.join(map(str, self.args))})"
 
 
 def _key_of(value) -> tuple:
@@ -225,7 +232,13 @@ def substitute(value, mapping: dict):
 def _substitute_atom(atom: Atom, mapping: dict):
     if atom.op is None:
         return mapping.get(atom.args[0], Size({(atom,): 1}))
-    return opaque(atom.op, substitute(atom.args[0], mapping), substitute(atom.args[1], mapping))
+    args = [substitute(a, mapping) for a in atom.args]
+    if atom.op == "select":
+        return select(*args)
+    if atom.op in _COMPARISONS:
+        held = compare(atom.op, *args)
+        return held if isinstance(held, Size) else int(held)
+    return opaque(atom.op, *args)
 
 
 def code(value, symbol_index: dict[str, int]) -> list[int]:
@@ -259,7 +272,13 @@ def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int]) -> list[in
 def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
     if atom.op is None:
         return [SYM, symbol_index[atom.args[0]]]
-    return code(atom.args[0], symbol_index) + code(atom.args[1], symbol_index) + [_OPCODES[atom.op]]
+    return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+def uses_comparisons(value) -> bool:
+    """Whether ``value``'s program needs schema 1.6's opcodes (a comparison or a select)."""
+    return isinstance(value, Size) and any(a.op in _COMPARISONS or a.op == "select"
+                                           for a in value.atoms())
 
 
 def align_up(value, alignment: int):
@@ -277,3 +296,62 @@ def nonnegative(value) -> bool:
         return value >= 0
     return all(c > 0 and all(a.op is None or all(nonnegative(x) for x in a.args) for a in m)
                for m, c in value._terms)
+
+
+# ---- comparisons of sizes --------------------------------------------------------------------
+
+_COMPARISONS = ("eq", "lt", "le")
+
+
+def compare(predicate: str, a, b, minimum: dict[str, int] | None = None):
+    """``a predicate b`` (eq, ne, lt, le, gt, ge) on sizes: a bool where it holds or fails for
+    every value of the symbols at or above ``minimum`` (each symbol's lower bound, 0 when not
+    named), else a Size that is 1 where it holds and 0 where it does not."""
+    if predicate in ("gt", "ge"):
+        predicate, a, b = ("lt" if predicate == "gt" else "le"), b, a
+    if predicate == "ne":
+        held = compare("eq", a, b, minimum)
+        return (not held) if isinstance(held, bool) else 1 - held
+    shifted = {name: Size.symbol(name) + low for name, low in (minimum or {}).items() if low}
+    proven = lambda value: nonnegative(substitute(value, shifted))
+    if predicate == "eq":
+        if a == b or (proven(a - b) and proven(b - a)):
+            return True
+        if proven(a - b - 1) or proven(b - a - 1):
+            return False
+    elif predicate in ("lt", "le"):
+        gap = b - a - (1 if predicate == "lt" else 0)  # holds where gap >= 0
+        if proven(gap):
+            return True
+        if proven(-gap - 1):
+            return False
+    else:
+        raise ValueError(f"unknown size comparison '{predicate}'")
+    return _compared(predicate, a, b)
+
+
+def _compared(predicate: str, a, b):
+    """The 0/1 atom of an undecided comparison, folded where both sides are ints."""
+    if not isinstance(a, Size) and not isinstance(b, Size):
+        return int({"eq": a == b, "lt": a < b, "le": a <= b}[predicate])
+    return Size({(Atom(predicate, (a, b)),): 1})
+
+
+def select(condition, a, b):
+    """``condition ? a : b`` on sizes, ``condition`` a 0/1 size (``compare``) or a bool."""
+    if not isinstance(condition, Size):
+        return a if condition else b
+    if a == b:
+        return a
+    return Size({(Atom("select", (condition, a, b)),): 1})
+
+
+def exact_quotient(a, b):
+    """The int k with ``a == k * b`` as polynomials, or None (``8*n`` by ``n``: 8)."""
+    if not isinstance(b, Size) or not b._terms:
+        return None
+    monomial, c = b._terms[-1]
+    k = dict(Size._of(a)._terms).get(monomial, 0)
+    if k % c or (a - (k // c) * b) != 0:
+        return None
+    return k // c
