@@ -275,10 +275,17 @@ def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
     return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
 
 
-def uses_comparisons(value) -> bool:
-    """Whether ``value``'s program needs schema 1.6's opcodes (a comparison or a select)."""
-    return isinstance(value, Size) and any(a.op in _COMPARISONS or a.op == "select"
-                                           for a in value.atoms())
+def uses_comparisons(program: list[int]) -> bool:
+    """Whether a SizeExpr program needs schema 1.6's opcodes (a comparison or a select)."""
+    at = 0
+    while at < len(program):
+        if program[at] in (CONST, SYM):
+            at += 2
+            continue
+        if program[at] >= EQ:
+            return True
+        at += 1
+    return False
 
 
 def align_up(value, alignment: int):

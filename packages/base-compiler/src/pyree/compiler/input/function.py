@@ -144,7 +144,7 @@ class FunctionLowering:
             else -1
         # The later symbol goes: the first argument's name for a size stays.
         old, new = (a, b) if position(a) > position(b) else (b, a)
-        if position(old) >= 0:
+        if position(old) >= 0 and self.unifiable(old, new):
             self._replace_symbol(_bare_symbol(old), new)
             return new
         raise CompileError(f"this op needs dims {a} and {b} to be equal; pyree cannot tell "
