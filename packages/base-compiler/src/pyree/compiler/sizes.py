@@ -310,17 +310,16 @@ def nonnegative(value) -> bool:
 _COMPARISONS = ("eq", "lt", "le")
 
 
-def compare(predicate: str, a, b, minimum: dict[str, int] | None = None):
+def compare(predicate: str, a, b, bounds: dict | None = None):
     """``a predicate b`` (eq, ne, lt, le, gt, ge) on sizes: a bool where it holds or fails for
-    every value of the symbols at or above ``minimum`` (each symbol's lower bound, 0 when not
-    named), else a Size that is 1 where it holds and 0 where it does not."""
+    every value of the symbols within ``bounds`` (name -> (min, max or None); a symbol not
+    named is >= 0), else a Size that is 1 where it holds and 0 where it does not."""
     if predicate in ("gt", "ge"):
         predicate, a, b = ("lt" if predicate == "gt" else "le"), b, a
     if predicate == "ne":
-        held = compare("eq", a, b, minimum)
+        held = compare("eq", a, b, bounds)
         return (not held) if isinstance(held, bool) else 1 - held
-    shifted = {name: Size.symbol(name) + low for name, low in (minimum or {}).items() if low}
-    proven = lambda value: nonnegative(substitute(value, shifted))
+    proven = lambda value: proven_nonnegative(value, bounds or {})
     if predicate == "eq":
         if a == b or (proven(a - b) and proven(b - a)):
             return True
@@ -335,6 +334,38 @@ def compare(predicate: str, a, b, minimum: dict[str, int] | None = None):
     else:
         raise ValueError(f"unknown size comparison '{predicate}'")
     return _compared(predicate, a, b)
+
+
+def proven_nonnegative(value, bounds: dict) -> bool:
+    """Whether ``value`` >= 0 for every value of its symbols within ``bounds`` (name -> (min,
+    max or None)): by ``nonnegative`` with each symbol shifted by its minimum, or by the
+    polynomial's range over the bounds box (``_range``)."""
+    shifted = {name: Size.symbol(name) + low for name, (low, _) in bounds.items() if low}
+    if nonnegative(substitute(value, shifted)):
+        return True
+    lo, _ = _range(value, bounds)
+    return lo is not None and lo >= 0
+
+
+def _range(value, bounds: dict) -> tuple:
+    """(lo, hi) of a polynomial over symbols alone within ``bounds`` (None where unbounded or
+    where an atom is not a symbol): each monomial is monotone in each symbol, which is >= 0."""
+    if not isinstance(value, Size):
+        return value, value
+    lo = hi = 0
+    for monomial, c in value._terms:
+        mlo = mhi = 1
+        for atom in monomial:
+            if atom.op is not None:
+                return None, None
+            low, high = bounds.get(atom.args[0], (0, None))
+            mlo = mlo * low
+            mhi = None if mhi is None or high is None else mhi * high
+        low_term, high_term = (c * mlo, None if mhi is None else c * mhi) if c > 0 else \
+            (None if mhi is None else c * mhi, c * mlo)
+        lo = None if lo is None or low_term is None else lo + low_term
+        hi = None if hi is None or high_term is None else hi + high_term
+    return lo, hi
 
 
 def _compared(predicate: str, a, b):
@@ -362,3 +393,12 @@ def exact_quotient(a, b):
     if k % c or (a - (k // c) * b) != 0:
         return None
     return k // c
+
+
+def equated(condition) -> tuple | None:
+    """(a, b) where ``condition`` is the comparison ``a == b`` alone, else None."""
+    terms = condition._terms if isinstance(condition, Size) else ()
+    if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1 \
+            and terms[0][0][0].op == "eq":
+        return terms[0][0][0].args
+    return None

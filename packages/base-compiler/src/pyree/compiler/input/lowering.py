@@ -32,7 +32,7 @@ from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.stablehlo import STABLEHLO_RULES
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Const, Result
-from pyree.compiler.sizes import Size
+from pyree.compiler.sizes import equated
 from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program, SizeCheck
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -176,21 +176,13 @@ def _lower_assert(fn: FunctionLowering, op: Operation) -> None:
             raise CompileError("cf.assert on run-time sizes inside a control-flow block is not "
                                "supported: pyree checks sizes once per call, before anything "
                                "runs", where)
-        equal = _equated(entry.size)
+        equal = equated(entry.size)
         if equal is not None and fn.unifiable(*equal):
             fn.unify(*equal, where)  # the argument checks then say which dims differ
         else:
             fn.size_checks.append(SizeCheck(entry.size, message, where))
         return
     fn.emit(Check("expect_true", fn.tensor(op.arg, where), location=where, message=message))
-
-
-def _equated(condition: Size) -> tuple | None:
-    """(a, b) where ``condition`` is ``a == b`` (one atom), else None."""
-    atom = next(iter(condition.atoms())) if len(condition._terms) == 1 else None
-    if atom is not None and atom.op == "eq" and condition == Size({(atom,): 1}):
-        return atom.args
-    return None
 
 
 def _lower_barrier(fn: FunctionLowering, op: Operation) -> None:

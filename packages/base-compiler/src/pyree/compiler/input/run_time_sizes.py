@@ -135,14 +135,18 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
     unsigned forms agree, and a cast between index and an integer type keeps the value (a
     size that does not fit the integer type is refused by the runtime's bound on sizes). A
     comparison the sizes decide, given the symbols' lower bounds, is a constant (torch-mlir's
-    shape guards: ``n >= 0``, ``n == n``); one they do not is a 0/1 size the host computes."""
+    shape guards: ``n >= 0``, ``n == n``; with the bounds, ``min(seq, 512)`` is ``seq``); one
+    they do not is a 0/1 size the host computes."""
     values = [e.size if isinstance(e, Dim) else int(e.value) for e in operands]
-    minimum = {sym.name: sym.min for sym in fn.symbols}
+    bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
     name = op.name[len("arith."):]
     if op.name == "arith.cmpi":
-        value = compare(_CMPI[op.predicate.value.data], *values, minimum)
+        value = compare(_CMPI[op.predicate.value.data], *values, bounds)
     elif op.name == "arith.select":
         value = select(*values)
+    elif name.startswith(("min", "max")) and isinstance(compare("le", *values, bounds), bool):
+        first = compare("le", *values, bounds) == name.startswith("min")  # torch's clamp to a bound
+        value = values[0] if first else values[1]
     else:
         if name.startswith(("div", "floordiv", "ceildiv", "rem")) and isinstance(values[1], int) \
                 and values[1] <= 0:
@@ -151,7 +155,7 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
             raise CompileError(f"'{op.name}' of a run-time size by {values[1]}", where)
         quotient = exact_quotient(*values) if name.startswith(("div", "floordiv", "ceildiv")) \
             else None
-        if quotient is not None and compare("ge", values[1], 1, minimum) is True:
+        if quotient is not None and compare("ge", values[1], 1, bounds) is True:
             value = quotient  # 8*n / n: exact wherever the divisor is not zero
         else:
             value = _OPS[op.name](*values)
