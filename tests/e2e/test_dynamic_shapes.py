@@ -249,6 +249,24 @@ def test_the_encoder_holds_each_call_to_the_sequence_bounds(encoder):
         module["main"](x[:, :5], np.zeros((2, 7), bool))
 
 
+class _Pick(torch.nn.Module):
+    def forward(self, x, ids):
+        return x.index_select(1, ids) * 2
+
+
+def test_what_a_dynamic_sequence_still_needs_is_refused_by_name():
+    """Reading a tensor with a run-time dim at computed indices (index_select along the
+    sequence) is not compiled yet on llvm-cpu; it is refused naming the kernel and the op's
+    line instead of guessed."""
+    seq = torch.export.Dim("seq", min=1, max=512)
+    mlir = import_torch(_Pick(), torch.randn(2, 8, 4), torch.tensor([0, 3]),
+                        dynamic_shapes={"x": {1: seq}, "ids": None})
+    with pytest.raises(CompileError, match=r"a gather from binding 1, whose shape \(2, p0, 4\) "
+                       r"has run-time dims, is not supported yet in kernel '\w+' "
+                       r"\(<string>:\d+:\d+\)"):
+        compile_str(mlir, CPU)
+
+
 def test_onnx_symbolic_batch():
     """An ONNX graph whose batch is a ``dim_param`` imports as ``?`` and serves every batch."""
     import onnx

@@ -57,7 +57,8 @@ def problem(code: list[int], symbols: int) -> str | None:
         elif op in OPERATORS or op == SELECT:
             needs = 3 if op == SELECT else 2
             if depth < needs:
-                return f"applies opcode {op} at entry {i} to fewer than {needs} values"
+                return (f"applies opcode {op} at entry {i} to fewer than "
+                        f"{'three' if needs == 3 else 'two'} values")
             depth, i = depth - needs + 1, i + 1
         else:
             return f"has the unknown opcode {op} at entry {i}"
