@@ -283,8 +283,8 @@ class FunctionLowering:
 
     def define_scalar(self, ssa: SSAValue, expr: Expr, inputs: Inputs, where: str,
                       origin: str) -> None:
-        """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing,
-        else computed by a rank-0 Generic."""
+        """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing and
+        reads no run-time size, else computed by a rank-0 Generic."""
         if not reads(expr) and not any(isinstance(e, SizeValue) for e in walk(expr)):
             self.env[ssa] = fold(expr)
             return

@@ -1,6 +1,8 @@
 """Index scalars that are run-time sizes: ``tensor.dim`` of a ``?`` dim, and the index
-arithmetic on it that shapes are made of (``tensor.empty(%n)``). They stay ``Size``
-expressions (``Dim`` entries) and never become kernel values."""
+arithmetic, comparisons and selects on it that shapes and shape guards are made of
+(``tensor.empty(%n)``, torch-mlir's ``cf.assert``s). They stay ``Size`` expressions (``Dim``
+entries), computed by the host; an op that reads one otherwise reads it as a kernel value
+(``kernel.SizeValue``, a push constant). ``util.assume.int`` bounds a size's symbol."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pyree.compiler.input.function import Dim, Empty, FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import dtype_of
 from pyree.compiler.kernel import Const
-from pyree.compiler.sizes import Size, compare, exact_quotient, opaque, select
+from pyree.compiler.sizes import Size, compare, exact_quotient, nonnegative, opaque, select
 from pyree.compiler.tensor_program import Value
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
@@ -134,7 +136,7 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
     """The entry of an index op on run-time sizes: sizes are non-negative, so the signed and
     unsigned forms agree, and a cast between index and an integer type keeps the value (a
     size that does not fit the integer type is refused by the runtime's bound on sizes). A
-    comparison the sizes decide, given the symbols' lower bounds, is a constant (torch-mlir's
+    comparison the sizes decide, given the symbols' bounds, is a constant (torch-mlir's
     shape guards: ``n >= 0``, ``n == n``; with the bounds, ``min(seq, 512)`` is ``seq``); one
     they do not is a 0/1 size the host computes."""
     values = [e.size if isinstance(e, Dim) else int(e.value) for e in operands]
@@ -143,6 +145,9 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
     if op.name == "arith.cmpi":
         value = compare(_CMPI[op.predicate.value.data], *values, bounds)
     elif op.name == "arith.select":
+        if isinstance(values[0], Size) and not all(nonnegative(v) for v in values[1:]):
+            raise CompileError(f"'{op.name}' between a run-time size and {values[1:]}, which "
+                               "may be negative: pyree computes only sizes on the host", where)
         value = select(*values)
     elif name.startswith(("min", "max")) and isinstance(compare("le", *values, bounds), bool):
         first = compare("le", *values, bounds) == name.startswith("min")  # torch's clamp to a bound
