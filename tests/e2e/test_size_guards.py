@@ -170,6 +170,20 @@ def test_a_guard_that_fails_is_an_invocation_error_quoting_the_assert():
     np.testing.assert_array_equal(module["head"](b, b).to_host(), b)  # the module still works
 
 
+def test_run_module_reports_a_failing_guard_without_a_traceback(tmp_path):
+    path = tmp_path / "head.vmfb"
+    path.write_bytes(compile_str(HEAD, CPU))
+    run = lambda n: subprocess.run(
+        [sys.executable, "-m", "pyree.runtime.tools.run_module", f"--module={path}",
+         "--function=head", f"--input={n}xf32=3", "--input=5xf32=2"],
+        capture_output=True, text=True, timeout=120)
+    out = run(6)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "the head may not be longer than the sequence (the shape guard" in out.stderr
+    out = run(2)
+    assert out.returncode == 0 and "2xf32=4 4" in out.stdout
+
+
 def test_guards_are_written_as_schema_1_6_and_dumped(tmp_path):
     out = _dump(tmp_path, HEAD)
     assert "schema version: 1.6" in out
