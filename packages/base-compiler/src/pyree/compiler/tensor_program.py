@@ -82,10 +82,12 @@ def size_values(generic: Generic) -> list[Size]:
 
 
 def has_run_time_sizes(op: Op) -> bool:
-    """Whether a shape or loop range of ``op`` is known only at run time."""
+    """Whether a shape or loop range of ``op`` is known only at run time, or its body reads a
+    run-time size."""
     dims = [*getattr(op, "loop_ranges", ()),
             *(d for v in (*defined_by(op), *read_by(op)) for d in v.shape)]
-    return any(isinstance(d, Size) for d in dims)
+    return any(isinstance(d, Size) for d in dims) or (isinstance(op, Generic)
+                                                      and bool(size_values(op)))
 
 
 def sources_of(*ops: Generic) -> tuple[str, ...]:
