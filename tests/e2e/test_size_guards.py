@@ -215,6 +215,17 @@ def test_a_kernel_reads_a_run_time_size_as_a_value(m, n):
     np.testing.assert_allclose(mean.to_host(), want_mean, rtol=1e-6, atol=1e-7)
 
 
+def test_print_ir_shows_the_sizes_a_body_reads(tmp_path):
+    source = tmp_path / "f.mlir"
+    source.write_text(SIZE_VALUES)
+    out = subprocess.run([sys.executable, "-m", "pyree.compiler.tools.compile", str(source),
+                          "--pyree-hal-target-backends=llvm-cpu", "--pyree-print-ir-after-all",
+                          "-o", str(tmp_path / "f.vmfb")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "size(s1):index" in out.stderr + out.stdout
+
+
 def test_bounds_and_divisor_are_held_per_call_naming_the_argument(tmp_path):
     module = _load(BOUNDED)
     for n in (2, 38, 64):
