@@ -30,12 +30,12 @@ def import_torch(module, *example_args, function_name: str = "main",
     from torch_mlir import fx
     from torch_mlir.compiler_utils import TorchMlirCompilerError
 
+    # Exported here (as torch-mlir would) to read the export's ranges (``_dim_bounds``).
     program = module if isinstance(module, torch.export.ExportedProgram) else \
         torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes, strict=False)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
                                         func_name=function_name, hooks=_weights_hooks(),
-                                        dynamic_shapes=dynamic_shapes,
                                         decomposition_table=_decompositions())
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
