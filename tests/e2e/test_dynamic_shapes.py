@@ -244,6 +244,9 @@ def test_the_encoder_holds_each_call_to_the_sequence_bounds(encoder):
     with pytest.raises(rt.InvocationError, match=r"`s0` \(argument 0 dim 1\) is 513, past its "
                        r"bound 512"):
         module["main"](x, np.zeros((2, 513), bool))
+    with pytest.raises(rt.InvocationError, match=r"`s0` \(argument 0 dim 1\) is 0, below its "
+                       r"bound 1"):
+        module["main"](x[:, :0], np.zeros((2, 0), bool))
     with pytest.raises(rt.InvocationError, match=r"argument 1 dim 1 is 7 but argument 0 dim 1 "
                        r"\(symbol `s0`\) is 5"):
         module["main"](x[:, :5], np.zeros((2, 7), bool))
