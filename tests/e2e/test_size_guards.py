@@ -215,6 +215,36 @@ def test_a_kernel_reads_a_run_time_size_as_a_value(m, n):
     np.testing.assert_allclose(mean.to_host(), want_mean, rtol=1e-6, atol=1e-7)
 
 
+# A comparison of sizes the host computes (n < m, two arguments' sizes) read by a kernel body.
+HOST_CONDITION = """
+func.func @f(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %a, %c0 : tensor<?xf32>
+  %m = tensor.dim %b, %c0 : tensor<?xf32>
+  %shorter = arith.cmpi ult, %n, %m : index
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%a : tensor<?xf32>) outs(%e : tensor<?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %s = arith.select %shorter, %one, %zero : f32
+    %y = arith.addf %x, %s : f32
+    linalg.yield %y : f32
+  } -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+"""
+
+
+def test_a_kernel_reads_a_comparison_the_host_computes():
+    module = _load(HOST_CONDITION)
+    for n, m in [(0, 2), (1, 0), (3, 5), (5, 3), (4, 4), (131, 1021)]:
+        a = np.random.default_rng(n + m).standard_normal(n).astype(np.float32)
+        got = module["f"](a, np.ones(m, np.float32)).to_host()
+        np.testing.assert_array_equal(got, a + np.float32(n < m))
+
+
 def test_print_ir_shows_the_sizes_a_body_reads(tmp_path):
     source = tmp_path / "f.mlir"
     source.write_text(SIZE_VALUES)
