@@ -8,7 +8,7 @@ opaque ``floordiv``/``ceildiv``/``mod``/``min``/``max`` node. Polynomials are ke
 what fusion asks ("same shape?") and what kernel deduplication hashes.
 
 A comparison of sizes that the polynomials decide (``n == n``, ``n + 1 > n``; with the symbols'
-lower bounds, ``seq >= 1``) is a plain bool (``compare``); one they do not is an atom whose
+bounds, ``seq >= 1`` or ``seq <= 512``) is a plain bool (``compare``); one they do not is an atom whose
 value is 0 or 1, and ``select`` of sizes on such a condition is an atom too: the host program
 computes both per call, as it computes every other size (schema 1.6 opcodes).
 
