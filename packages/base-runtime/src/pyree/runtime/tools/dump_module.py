@@ -136,6 +136,9 @@ def _symbols(f) -> list[str]:
                        for d, e in zip([d for d, n in enumerate(t.dims) if n == -1],
                                        t.dynamicDims or []) if bare_symbol(list(e.code)) == k), "")
         lines.append(f"    symbol {names[k]} {bound}{multiple} (from {source})")
+    for c in f.sizeChecks or []:
+        lines.append(f"    guard {spell(list(c.condition.code), names)}: \"{_text(c.message)}\" "
+                     f"({_text(c.location)})")
     for i, t in enumerate(f.results):
         size = f"{spell(list(f.resultSizeExprs[i].code), names)} B" if f.resultSizeExprs \
             else _size(f.resultSizes[i])
