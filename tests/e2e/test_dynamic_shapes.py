@@ -236,7 +236,8 @@ class _Rows(torch.nn.Module):
 
 
 def test_rows_columns_transpose_and_gather_at_run_time_sizes(backend):
-    rows, cols, n = (torch.export.Dim(name, min=1, max=4096) for name in ("rows", "cols", "n"))
+    rows, cols = (torch.export.Dim(name, min=1, max=4096) for name in ("rows", "cols"))
+    n = torch.export.Dim("n", min=0, max=4096)  # no ids at all is a call too
     mlir = import_torch(_Rows(), torch.randn(4, 8), torch.tensor([1, 2, 0]), torch.randn(5, 3),
                         dynamic_shapes={"x": {0: rows, 1: cols}, "ids": {0: n}, "table": None})
     module = load(mlir, backend)
