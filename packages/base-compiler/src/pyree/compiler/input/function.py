@@ -112,7 +112,11 @@ class FunctionLowering:
             return new
         hidden = {sym.name: sym.hidden for sym in self.symbols if sym.hidden is not None}
         if hidden and substitute(a, hidden) == substitute(b, hidden):
-            return a  # equal by the values only the host program knows (input/flow_tensor.py)
+            # Equal by the values only the host program knows (input/flow_tensor.py): one
+            # hidden size stands for both where both are; else each keeps its own.
+            if _bare_symbol(a) in hidden and _bare_symbol(b) in hidden:
+                self._replace_symbol(_bare_symbol(b), a)
+            return a
         raise CompileError(f"this op needs dims {a} and {b} to be equal; pyree cannot tell "
                            "that they are", where)
 

@@ -97,6 +97,8 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     rank = len(operand.shape)
     scatter_dims = [u for u in range(len(updates.shape)) if u not in window_dims]
     scatter_loops = [rank + k for k in range(len(scatter_dims))]
+    for j, loop in _index_loops(indices, ivd, scatter_loops).items():  # the same positions
+        fn.unify(indices.shape[j], updates.shape[scatter_dims[loop - rank]], where)
     ranges = operand.shape + tuple(updates.shape[u] for u in scatter_dims)
     if not scatter_dims:
         ranges += (1,)
