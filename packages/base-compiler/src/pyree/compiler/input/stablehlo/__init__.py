@@ -4,6 +4,7 @@ stablehlo.while/if/case are lowered with scf's control flow (``input/control_flo
 that are declared but have no rule, and ops not declared at all, are refused by name.
 """
 
+from pyree.compiler.errors import CompileError
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
 from pyree.compiler.input.stablehlo import (
     cholesky,
@@ -68,3 +69,21 @@ STABLEHLO_RULES = {
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
+
+
+def _naming_the_op(rule):
+    """A StableHLO rule that meets a ``?`` dim it was not taught names the op (what a user of
+    JAX's symbolic shapes needs to know), not only the type."""
+    def lower(fn, op):
+        try:
+            return rule(fn, op)
+        except CompileError as e:
+            if not e.message.startswith("dynamic dimensions are not supported yet (in"):
+                raise
+            raise CompileError(f"'{op.name}' with dynamic dimensions is not supported yet "
+                               f"{e.message.split('yet ', 1)[1]}; pyree lowers StableHLO with "
+                               "static shapes only", e.location) from None
+    return lower
+
+
+STABLEHLO_RULES = {name: _naming_the_op(rule) for name, rule in STABLEHLO_RULES.items()}
