@@ -1,7 +1,6 @@
 """Dynamic forms pyree still refuses, each by name at the user's file:line:col (never a wrong
-answer): StableHLO ops whose results have ``?`` dims and its dynamic ops (JAX's symbolic
-shapes), TOSA's broadcasts over ``?`` dims, a scatter from run-time-sized updates, and a TOSA
-region whose branches disagree (named as the ``tosa.cond_if`` the user wrote)."""
+answer): StableHLO ops that change a ``?`` dim (concatenate, pad) and ``dynamic_pad``, TOSA's
+broadcasts over ``?`` dims, a scatter from run-time-sized updates, and a TOSA region whose branches disagree (named as the ``tosa.cond_if`` the user wrote)."""
 
 from __future__ import annotations
 
@@ -16,22 +15,31 @@ def refused(text: str, pattern: str, **options) -> None:
         compile_str(text, CompileOptions(target_backends=["llvm-cpu"], **options))
 
 
-def test_stablehlo_results_with_dynamic_dims_are_refused_by_name():
+def test_a_stablehlo_concatenate_of_dynamic_dims_is_refused_by_name():
     refused("""
 func.func @main(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
-  %y = stablehlo.add %x, %x : tensor<?x4xf32>
+  %y = stablehlo.concatenate %x, %x, dim = 0 : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
   return %y : tensor<?x4xf32>
 }
-""", r"<string>:3:\d+: error: 'stablehlo.add' with dynamic dimensions is not supported")
+""", r"<string>:3:\d+: error: 'stablehlo.concatenate' with dynamic dimensions is not supported")
 
 
-def test_stablehlo_dynamic_ops_are_refused_by_name():
+def test_stablehlo_dynamic_pad_is_refused_by_name():
     refused("""
-func.func @main(%x: tensor<f32>, %s: tensor<2xi32>) -> tensor<?x3xf32> {
-  %y = stablehlo.dynamic_broadcast_in_dim %x, %s, dims = [] : (tensor<f32>, tensor<2xi32>) -> tensor<?x3xf32>
-  return %y : tensor<?x3xf32>
+func.func @main(%x: tensor<?xf32>, %p: tensor<f32>, %l: tensor<1xi32>, %h: tensor<1xi32>, %i: tensor<1xi32>) -> tensor<?xf32> {
+  %y = stablehlo.dynamic_pad %x, %p, %l, %h, %i : (tensor<?xf32>, tensor<f32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
 }
-""", r"<string>:3:\d+: .*stablehlo.dynamic_broadcast_in_dim")
+""", r"<string>:3:\d+: error: stablehlo.dynamic_pad is not supported yet")
+
+
+def test_a_stablehlo_op_that_changes_a_dynamic_shape_is_refused_by_name():
+    refused("""
+func.func @main(%x: tensor<?x4xf32>, %p: tensor<f32>) -> tensor<?x4xf32> {
+  %y = stablehlo.pad %x, %p, low = [1, 0], high = [1, 0], interior = [0, 0] : (tensor<?x4xf32>, tensor<f32>) -> tensor<?x4xf32>
+  return %y : tensor<?x4xf32>
+}
+""", r"<string>:3:\d+: error: 'stablehlo.pad' with dynamic dimensions is not supported yet")
 
 
 def test_scatter_of_run_time_sized_updates_is_refused_by_name():

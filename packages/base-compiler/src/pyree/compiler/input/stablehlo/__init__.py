@@ -6,10 +6,12 @@ that are declared but have no rule, and ops not declared at all, are refused by 
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
+from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo import (
     cholesky,
     complex,
     contraction,
+    dynamic,
     gather_scatter,
     reduce,
     rng,
@@ -71,10 +73,25 @@ for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own r
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
 
 
+STABLEHLO_RULES.update(dynamic.RULES)
+# Ops that compute on run-time sizes when an operand is one (dynamic.py); else on tensors.
+_TAKE_SIZES = {*dynamic.RULES, "stablehlo.custom_call"}  # shape operands; shape assertions
+_ON_SIZES = {*dynamic.SIZE_OPS, "stablehlo.compare", "stablehlo.and", "stablehlo.or",
+             "stablehlo.reshape", "stablehlo.concatenate"}
+
+
 def _naming_the_op(rule):
     """A StableHLO rule that meets a ``?`` dim it was not taught names the op (what a user of
-    JAX's symbolic shapes needs to know), not only the type."""
+    JAX's symbolic shapes needs to know), not only the type. An op on run-time sizes computes
+    sizes (``dynamic.lower_size_op``)."""
     def lower(fn, op):
+        if op.name in _ON_SIZES and dynamic.is_size_op(fn, op):
+            return dynamic.lower_size_op(fn, op)
+        if op.name not in _TAKE_SIZES and dynamic.is_size_op(fn, op):
+            raise CompileError(f"'{op.name}' reads a run-time size as data (JAX does for a "
+                               "mean over a symbolic dim, or a size compared or converted to "
+                               "a float); pyree uses run-time sizes only as shapes so far",
+                               location_of(op))
         try:
             return rule(fn, op)
         except CompileError as e:
