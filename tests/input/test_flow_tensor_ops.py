@@ -163,3 +163,35 @@ func.func @bad() -> tensor<?x4xf32> {
 """
     with pytest.raises(CompileError, match=r":3:\d+: .*only '\?' may differ"):
         compile_str(text, CPU)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_assume_int_passes_its_operands_through(n):
+    text = """
+func.func @a(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?xf32>
+  %m, %k = util.assume.int %n<umin = 0, umax = 4096>, %c0[<umin = 0>, <udiv = 8>] : index, index
+  %e = tensor.empty(%m) : tensor<?xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%x : tensor<?xf32>) outs(%e : tensor<?xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %w = arith.mulf %v, %v : f32
+    linalg.yield %w : f32
+  } -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+"""
+    x = RNG.standard_normal(n).astype(np.float32)
+    np.testing.assert_array_equal(run(text, "a", x)[0], x * x)
+
+
+def test_assume_int_with_an_unknown_key_is_refused():
+    text = """
+func.func @a(%n: index) -> index {
+  %m = util.assume.int %n<umin = 0, ubound = 9> : index
+  return %m : index
+}
+"""
+    with pytest.raises(CompileError, match=r":3:\d+: .*util.assume.int knows umin, umax, udiv"):
+        compile_str(text, CPU)

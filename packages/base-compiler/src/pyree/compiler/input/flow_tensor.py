@@ -5,7 +5,8 @@ tests use it to reach the code paths of run-time sizes without an argument. Each
 becomes a hidden symbol (``Symbol.hidden``): the kernels take it as a run-time size, as they
 would an argument's, and the host program passes its value, so the function still has no
 sizes for the caller to give. ``flow.tensor.tie_shape`` states a value's ``?`` dims (they must
-be the dims it has), and ``flow.tensor.bitcast`` reinterprets its bytes.
+be the dims it has), and ``flow.tensor.bitcast`` reinterprets its bytes. IREE's
+``util.assume.int`` passes its operands through.
 """
 
 from __future__ import annotations
@@ -85,7 +86,15 @@ def lower_bitcast(fn: FunctionLowering, op: Operation) -> None:
     fn.emit(View(result, source, 0, where))
 
 
+def lower_assume_int(fn: FunctionLowering, op: Operation) -> None:
+    """``util.assume.int``: its results are its operands (the assumptions stay on the op,
+    ``properties["assumptions"]``, for a rule that bounds a run-time size by them)."""
+    for operand, result in zip(op.operands, op.results, strict=True):
+        fn.env[result] = fn.entry(operand, location_of(op))
+
+
 RULES = {
+    "util.assume.int": lower_assume_int,
     "flow.tensor.dynamic_constant": lower_dynamic_constant,
     "flow.tensor.tie_shape": lower_tie_shape,
     "flow.tensor.bitcast": lower_bitcast,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyree.compiler.input.dialects.assume import AssumeIntOp
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
@@ -193,4 +194,4 @@ class InlineNeverAttr(ParametrizedAttribute):
 
 
 Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp,
-                        GlobalStoreOp], [InlineNeverAttr])
+                        GlobalStoreOp, AssumeIntOp], [InlineNeverAttr])
