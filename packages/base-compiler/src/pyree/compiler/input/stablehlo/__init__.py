@@ -55,6 +55,7 @@ STABLEHLO_RULES = {
     "stablehlo.reduce": reduce.lower_reduce,
     "stablehlo.reduce_window": reduce.lower_reduce_window,
     "stablehlo.gather": gather_scatter.lower_gather,
+    "stablehlo.dynamic_gather": gather_scatter.lower_dynamic_gather,
     "stablehlo.scatter": gather_scatter.lower_scatter,
     "stablehlo.sort": sort.lower_sort,
     "stablehlo.select_and_scatter": select_and_scatter.lower_select_and_scatter,

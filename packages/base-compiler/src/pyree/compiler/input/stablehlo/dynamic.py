@@ -232,7 +232,8 @@ def refused(name: str):
     def lower(fn: FunctionLowering, op: Operation) -> None:
         raise CompileError(f"stablehlo.{name} is not supported yet (pyree takes "
                            "get_dimension_size, dynamic_broadcast_in_dim, dynamic_iota, "
-                           "dynamic_reshape and real_dynamic_slice)", location_of(op))
+                           "dynamic_reshape, real_dynamic_slice and dynamic_gather)",
+                           location_of(op))
     return lower
 
 
