@@ -20,6 +20,7 @@ from pyree.compiler.input.globals import (
 )
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
+from pyree.compiler.input.pack import RULES as PACK_RULES
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import lower_dim, size_arithmetic
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
@@ -230,6 +231,7 @@ _RULES = {
         "expect_almost_eq", "expect_almost_eq_const")},
     **STABLEHLO_RULES,
     **FLOW_TENSOR_RULES,
+    **PACK_RULES,
     "stablehlo.if": lambda fn, op: control_flow.lower_stablehlo_if(fn, op, _lower_op),
     "stablehlo.case": lambda fn, op: control_flow.lower_stablehlo_case(fn, op, _lower_op),
     "stablehlo.while": lambda fn, op: control_flow.lower_stablehlo_while(fn, op, _lower_op),
