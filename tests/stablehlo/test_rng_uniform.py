@@ -55,9 +55,9 @@ def test_rng_normal_gives_iree_s_numbers():
 @pytest.mark.parametrize("n", [0, 1, 7, 40001])
 def test_rng_normal_scales_and_shifts_at_any_size(n):
     mu, sigma = np.float32(-2.5), np.float32(3.0)
-    got = np.asarray(normal_module(f"{n}x1").u(np.array(mu), np.array(sigma)))
-    unit = np.asarray(normal_module(f"{n}x1").u(np.array(0.0, np.float32),
-                                                np.array(1.0, np.float32)))
+    module = normal_module(f"{n}x1")
+    got = np.asarray(module.u(np.array(mu), np.array(sigma)))
+    unit = np.asarray(module.u(np.array(0.0, np.float32), np.array(1.0, np.float32)))
     assert got.shape == (n, 1)
     np.testing.assert_allclose(got, sigma * unit + mu, rtol=1e-5, atol=1e-5)
     if n > 10000:  # a standard normal sample's moments
