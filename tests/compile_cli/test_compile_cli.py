@@ -162,9 +162,11 @@ def test_real_compile_writes_a_module(tmp_path, capsys):
 
 
 def test_real_bad_input_from_stdin_exits_1_without_traceback():
-    text = ("func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
-            "  %r = stablehlo.abs %a : tensor<?xf32>\n  return %r : tensor<?xf32>\n}\n")
+    text = ("func.func @f(%a: tensor<?xf32>, %p: tensor<f32>) -> tensor<?xf32> {\n"
+            "  %r = stablehlo.pad %a, %p, low = [1], high = [0], interior = [0] : "
+            "(tensor<?xf32>, tensor<f32>) -> tensor<?xf32>\n  return %r : tensor<?xf32>\n}\n")
     result = _pyree_compile("-", "-o", "-", "--no-pyree-progress", stdin=text)
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith("<stdin>:2:3: error: dynamic dimensions are not supported yet")
+    assert result.stderr.startswith(
+        "<stdin>:2:3: error: 'stablehlo.pad' with dynamic dimensions is not supported yet")
     assert "Traceback" not in result.stderr

@@ -62,12 +62,12 @@ def test_unsupported_op_in_a_linalg_body():
 
 
 def test_dynamic_shape_where_pyree_cannot_tell_it_yet():
-    err = _error("""func.func @f(%a: tensor<?x4xf32>) -> tensor<?x4xf32> {
-  %r = stablehlo.abs %a : tensor<?x4xf32>
+    err = _error("""func.func @f(%a: tensor<?x4xf32>, %p: tensor<f32>) -> tensor<?x4xf32> {
+  %r = stablehlo.pad %a, %p, low = [1, 0], high = [0, 0], interior = [0, 0] : (tensor<?x4xf32>, tensor<f32>) -> tensor<?x4xf32>
   return %r : tensor<?x4xf32>
 }""")
     assert err.location == "model.mlir:2:3"
-    assert "dynamic dimensions are not supported yet" in err.message
+    assert "'stablehlo.pad' with dynamic dimensions is not supported yet" in err.message
 
 
 @pytest.mark.parametrize("element", ["f8E4M3FN", "complex<f32>", "i4"])

@@ -22,10 +22,10 @@ CASES = {
   %0 = stablehlo.power %x, %x : tensor<4xi32>
   return %0 : tensor<4xi32>
 }""", ":2:3", "'stablehlo.power' on integers"),
-    "dynamic_shape": ("""func.func @f(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
-  %0 = stablehlo.abs %x : tensor<?x4xf32>
+    "dynamic_shape": ("""func.func @f(%x: tensor<?x4xf32>, %p: tensor<f32>) -> tensor<?x4xf32> {
+  %0 = stablehlo.pad %x, %p, low = [1, 0], high = [0, 0], interior = [0, 0] : (tensor<?x4xf32>, tensor<f32>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
-}""", ":2:3", "dynamic dimensions"),
+}""", ":2:3", "'stablehlo.pad' with dynamic dimensions"),
     "undeclared_op_in_region": ("""func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
   %z = stablehlo.constant dense<0.0> : tensor<f32>
   %0 = stablehlo.reduce(%x init: %z) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>

@@ -248,12 +248,16 @@ def free_values(block: Block) -> list[Value]:
 @dataclass(frozen=True)
 class Symbol:
     """A run-time size of a function (a ``?`` dim of an argument): the name its ``Size``
-    expressions use, and what the caller may pass (``max`` None: no bound)."""
+    expressions use, and what the caller may pass (``max`` None: no bound). A ``hidden`` size
+    is known to the host program but kept from the kernels (IREE's
+    ``flow.tensor.dynamic_constant``): its kernels take it as a run-time size, and the host
+    program passes this value; the caller never gives it."""
 
     name: str
     min: int = 0
     max: int | None = None
     divisor: int = 1
+    hidden: int | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ barrier bookkeeping starts afresh there.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from pyree.compiler import sizes
 from pyree.compiler._fb.Branch import BranchT
@@ -47,19 +49,37 @@ _ELEMENT_TYPES = {"index": ElementType.i64, **{
     name: getattr(ElementType, name) for name in DTYPES if hasattr(ElementType, name)}}
 
 
-def tensor_type(value: Value, symbols: dict[str, int] | None = None) -> TensorTypeT:
+class Symbols(NamedTuple):
+    """What the host program knows of a function's symbols: the caller's, numbered as the
+    function declares them, and the hidden ones' values (``Symbol.hidden``), which the host
+    program writes as the numbers they are."""
+
+    index: dict[str, int]
+    hidden: dict[str, int]
+
+
+NO_SYMBOLS = Symbols({}, {})
+
+
+def tensor_type(value: Value, symbols: Symbols = NO_SYMBOLS) -> TensorTypeT:
     """A run-time dim is -1 in ``dims``, its expression in ``dynamic_dims`` (over the
     function's ``symbols``; a constant's type has none)."""
+    shape = [known(d, symbols) for d in value.shape]
     t = TensorTypeT()
     t.elementType = _ELEMENT_TYPES[value.dtype]
-    t.dims = [-1 if isinstance(d, Size) else d for d in value.shape]
-    if any(isinstance(d, Size) for d in value.shape):
-        t.dynamicDims = [size_expr(d, symbols) for d in value.shape if isinstance(d, Size)]
+    t.dims = [-1 if isinstance(d, Size) else d for d in shape]
+    if any(isinstance(d, Size) for d in shape):
+        t.dynamicDims = [size_expr(d, symbols) for d in shape if isinstance(d, Size)]
     return t
 
 
-def size_expr(value, symbols: dict[str, int]) -> SizeExprT:
-    return size_expr_table(sizes.code(value, symbols))
+def known(value, symbols: Symbols):
+    """``value`` with the hidden symbols' values put in: an int where no other is left."""
+    return sizes.substitute(value, symbols.hidden) if symbols.hidden else value
+
+
+def size_expr(value, symbols: Symbols) -> SizeExprT:
+    return size_expr_table(sizes.code(known(value, symbols), symbols.index))
 
 
 def _symbol(symbol: Symbol) -> SymbolT:
@@ -69,7 +89,7 @@ def _symbol(symbol: Symbol) -> SymbolT:
     return out
 
 
-def _size_check(check: SizeCheck, symbols: dict[str, int]) -> SizeCheckT:
+def _size_check(check: SizeCheck, symbols: Symbols) -> SizeCheckT:
     out = SizeCheckT()
     out.condition = size_expr(check.condition, symbols)
     out.message, out.location = check.message, check.location
@@ -83,19 +103,24 @@ def _holds_bytes(value: Value) -> bool:
 
 def emit_function(function: Function, steps: list[Step], plan: Plan,
                   kernel_ordinals: dict[Generic, int]) -> FunctionT:
-    symbols = {symbol.name: k for k, symbol in enumerate(function.symbols)}
+    callers = [symbol for symbol in function.symbols if symbol.hidden is None]
+    symbols = Symbols({symbol.name: k for k, symbol in enumerate(callers)},
+                      {s.name: s.hidden for s in function.symbols if s.hidden is not None})
+    result_sizes = [known(n, symbols) for n in plan.result_sizes]
+    transient_size = known(plan.transient_size, symbols)
     out = FunctionT()
     out.name = function.name
     out.location = function.location
     out.arguments = [tensor_type(v, symbols) for v in function.arguments]
     out.results = [tensor_type(v, symbols) for v in function.results]
-    out.resultSizes = [0 if isinstance(n, Size) else n for n in plan.result_sizes]
-    out.transientSize = 0 if isinstance(plan.transient_size, Size) else plan.transient_size
-    if symbols:
-        out.symbols = [_symbol(symbol) for symbol in function.symbols]
-        out.resultSizeExprs = [size_expr(n, symbols) for n in plan.result_sizes]
-        out.transientSizeExpr = size_expr(plan.transient_size, symbols)
-        out.sizeChecks = [_size_check(check, symbols) for check in function.size_checks] or None
+    out.resultSizes = [0 if isinstance(n, Size) else n for n in result_sizes]
+    out.transientSize = 0 if isinstance(transient_size, Size) else transient_size
+    if callers:
+        out.symbols = [_symbol(symbol) for symbol in callers]
+        out.resultSizeExprs = [size_expr(n, symbols) for n in result_sizes]
+        out.transientSizeExpr = size_expr(transient_size, symbols)
+    # (also where every size is hidden: a check over them alone is then a constant condition)
+    out.sizeChecks = [_size_check(check, symbols) for check in function.size_checks] or None
     emitter = _Emitter(plan, symbols)
     for step in steps:
         if isinstance(step, Generic) and any(_holds_bytes(v) for v in step.results):
@@ -119,7 +144,7 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
 
 
 class _Emitter:
-    def __init__(self, plan: Plan, symbols: dict[str, int]):
+    def __init__(self, plan: Plan, symbols: Symbols):
         self.plan = plan
         self.symbols = symbols
         self.commands: list[CommandT] = []
@@ -163,6 +188,7 @@ class _Emitter:
     def buffer_ref(self, kind: int, index: int, offset, length) -> BufferRefT:
         """A range whose offset or length may be a run-time size (then 0 in the static field,
         its expression beside it)."""
+        offset, length = known(offset, self.symbols), known(length, self.symbols)
         r = BufferRefT()
         r.kind, r.index = kind, index
         r.offset = 0 if isinstance(offset, Size) else offset
@@ -178,9 +204,12 @@ class _Emitter:
         d = DispatchT()
         d.kernel = kernel
         d.bindings = [self.ref(v) for v in inputs + results]
+        parameters = [known(p, self.symbols) for p in parameters]
         d.pushConstants = []
-        if parameters:
+        if any(isinstance(p, Size) for p in parameters):
             d.pushConstantExprs = [size_expr(p, self.symbols) for p in parameters]
+        elif parameters:  # every size the kernel takes is one the host program knows
+            d.pushConstants = parameters
         self._add(CommandKind.dispatch, "dispatch", d, reads=d.bindings[:len(inputs)],
                   writes=d.bindings[len(inputs):])
 

@@ -139,7 +139,7 @@ class FunctionLowering:
         be equal. Returns the dim both are."""
         if a == b:
             return a
-        order = [sym.name for sym in self.symbols]
+        order = [sym.name for sym in self.symbols if sym.hidden is None]
         position = lambda size: order.index(_bare_symbol(size)) if _bare_symbol(size) in order \
             else -1
         # The later symbol goes: the first argument's name for a size stays.
@@ -147,6 +147,13 @@ class FunctionLowering:
         if position(old) >= 0 and self.unifiable(old, new):
             self._replace_symbol(_bare_symbol(old), new)
             return new
+        hidden = {sym.name: sym.hidden for sym in self.symbols if sym.hidden is not None}
+        if hidden and substitute(a, hidden) == substitute(b, hidden):
+            # Equal by the values only the host program knows (input/flow_tensor.py): one
+            # hidden size stands for both where both are; else each keeps its own.
+            if _bare_symbol(a) in hidden and _bare_symbol(b) in hidden:
+                self._replace_symbol(_bare_symbol(b), a)
+            return a
         raise CompileError(f"this op needs dims {a} and {b} to be equal; pyree cannot tell "
                            "that they are", where)
 

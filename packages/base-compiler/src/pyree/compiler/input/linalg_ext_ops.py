@@ -33,11 +33,11 @@ def lower_topk_v2(fn: FunctionLowering, op: Operation) -> None:
     num_ins = op.properties["num_ins"].value.data
     ins = [fn.tensor(v, where) for v in op.operands[:num_ins]]
     d = op.properties["dimension"].value.data
-    index_type = (tensor_type_of(op.results[1].type, where)[0] if len(op.results) > 1
+    index_type = (tensor_type_of(op.results[1].type, where, dynamic=True)[0] if len(op.results) > 1
                   else "i32")
     if num_ins == 1:
         ins.append(iota(fn, ins[0].shape, d, index_type, where))
-    k = tensor_type_of(op.results[0].type, where)[1][d]
+    k = fn.entry(op.operands[num_ins], where).shape[d]  # the outs' length: a run-time size too
     comparator = region_comparator(fn, op, 1, len(ins[0].shape) + 1, where)
     top = sort_values(fn, ins, d, k, comparator, op.name, where)
     for result, value in zip(op.results, top):

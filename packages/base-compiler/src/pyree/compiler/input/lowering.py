@@ -9,6 +9,7 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
+from pyree.compiler.input.flow_tensor import RULES as FLOW_TENSOR_RULES
 from pyree.compiler.input.function import Dim, Entry, FunctionLowering
 from pyree.compiler.input.globals import (
     GLOBAL_OPS,
@@ -19,6 +20,7 @@ from pyree.compiler.input.globals import (
 )
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
+from pyree.compiler.input.pack import RULES as PACK_RULES
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import (
     is_size_arithmetic,
@@ -254,6 +256,8 @@ _RULES = {
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},
     **STABLEHLO_RULES,
+    **FLOW_TENSOR_RULES,
+    **PACK_RULES,
     "stablehlo.if": lambda fn, op: control_flow.lower_stablehlo_if(fn, op, _lower_op),
     "stablehlo.case": lambda fn, op: control_flow.lower_stablehlo_case(fn, op, _lower_op),
     "stablehlo.while": lambda fn, op: control_flow.lower_stablehlo_while(fn, op, _lower_op),

@@ -83,6 +83,7 @@ def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
     """Parses and verifies ``text``; raises CompileError (with file:line:col) on bad input."""
     if not text or text.isspace():
         raise CompileError("the input is empty: expected MLIR with at least one func.func", source_name)
+    text = hoist_trailing_aliases(text)
     ctx, resources = _context()
     blobs = _Blobs(text)
     parser = _LocatingParser(ctx, blobs, source_name)
@@ -98,6 +99,32 @@ def parse_mlir(text: str, source_name: str = "<string>") -> ModuleOp:
     _verify(module)
     _resolve_resources(module, blobs, resources)
     return module
+
+
+_LOC_RANGE = re.compile(r'(loc\("[^"\n]*":\d+:\d+)\s+to\s+(?:\d+)?:\d+\)')
+_ALIAS_LINE = re.compile(r"#[\w$.-]+\s*=\s*loc\(.*\)\s*")
+
+
+def hoist_trailing_aliases(text: str) -> str:
+    """Location aliases that MLIR prints after the module (``#loc5 = loc(...)``, what
+    ``jax.export``'s ``mlir_module()`` writes) moved onto the first line, where xDSL, which
+    reads an alias only after its definition, meets them before their uses; a range is read
+    as its start. Their lines stay,
+    empty, and they join the first line at its end when it is itself an alias, so no other
+    op's line or column moves."""
+    lines = text.split("\n")
+    end = len(lines)
+    while end > 0 and (not lines[end - 1].strip() or _ALIAS_LINE.fullmatch(lines[end - 1])):
+        end -= 1
+    moved = [line.strip() for line in lines[end:] if line.strip()]
+    if not moved or end == 0:
+        return text
+    lines[end:] = [""] * (len(lines) - end)
+    # A range (``"f.py":8:6 to :78``, newer MLIR) as its start, which is what xDSL reads.
+    joined = _LOC_RANGE.sub(r"\1)", " ".join(moved))
+    lines[0] = (f"{lines[0]} {joined}" if _ALIAS_LINE.fullmatch(lines[0])
+                else f"{joined} {lines[0]}")
+    return "\n".join(lines)
 
 
 def location_of(op: Operation) -> str:

@@ -80,7 +80,7 @@ def emit_softmax(fn: FunctionLowering, input: SSAValue, dim: int, output: SSAVal
     inputs = Inputs()
     value = Binary("div", numerator(inputs, identity, over_kept),
                    inputs.load(row_sum, over_kept), dtype)
-    result = fn.result_value(output, where)
+    result = fn.bind_value(output, dtype, x.shape)  # the types match: the input's dims
     fn.emit(Generic(inputs.values, [result], (Result(0, identity, value),), x.shape, rank,
                     where, origin))
 

@@ -45,10 +45,25 @@ def lower_empty(fn: FunctionLowering, op: Operation) -> None:
 
 
 def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
+    """The same value: a ``?`` of the result takes the source's dim, and a static dim of the
+    result where the source has a run-time size holds that size to it (``FunctionLowering.
+    unify``; a size only the host program knows stays so in the source, and the result is a
+    view of it with the static shape)."""
     where = location_of(op)
-    if tensor_type_of(op.source.type, where) != tensor_type_of(op.dest.type, where):
+    sdtype, _ = tensor_type_of(op.source.type, where, dynamic=True)
+    dtype, shape = tensor_type_of(op.dest.type, where, dynamic=True)
+    if sdtype != dtype or len(shape) != len(fn.entry(op.source, where).shape):
         raise CompileError(f"tensor.cast from {op.source.type} to {op.dest.type}", where)
-    fn.env[op.dest] = fn.entry(op.source, where)
+    for s, d in zip(fn.entry(op.source, where).shape, shape):
+        if d is not None:
+            fn.unify(s, d, where)
+    entry = fn.entry(op.source, where)
+    static = tuple(s if d is None else d for s, d in zip(entry.shape, shape))
+    if static == entry.shape:
+        fn.env[op.dest] = entry
+    else:
+        source = fn.tensor(op.source, where)
+        fn.emit(View(fn.bind_value(op.dest, dtype, static), source, 0, where))
 
 
 def lower_reshape(fn: FunctionLowering, op: Operation) -> None:

@@ -6,13 +6,14 @@ from pyree.compiler.input.dialects.linalg import LINALG_OPS
 from pyree.compiler.input.dialects.linalg_ext import LinalgExt, TMTensor
 from pyree.compiler.input.dialects.math import MATH_OPS
 from pyree.compiler.input.dialects.ml_program import MLProgram
+from pyree.compiler.input.dialects.pack import PACK_OPS
 from pyree.compiler.input.dialects.stablehlo import CHLO, StableHLO
 from pyree.compiler.input.dialects.stream import Flow, Stream
 from pyree.compiler.input.dialects.tensor_extra import TENSOR_EXTRA_OPS
 from pyree.compiler.input.dialects.util import Util
 
 # Ops that replace xDSL's own declaration of the same name, or that it lacks.
-REPLACED_OPS = (*ARITH_OPS, *LINALG_OPS, *MATH_OPS, *TENSOR_EXTRA_OPS)
+REPLACED_OPS = (*ARITH_OPS, *LINALG_OPS, *MATH_OPS, *TENSOR_EXTRA_OPS, *PACK_OPS)
 
 __all__ = ["CHLO", "LINALG_OPS", "MLProgram", "REPLACED_OPS", "Check", "Flow", "LinalgExt", "StableHLO",
            "Stream", "TMTensor", "Util"]

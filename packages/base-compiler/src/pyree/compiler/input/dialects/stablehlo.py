@@ -488,9 +488,16 @@ _SHAPE_OPS = {
     "dynamic_slice": {"sizes": "slice_sizes"},
     "dynamic_update_slice": {},
     "get_dimension_size": {"dim": "dimension"},
+    "dynamic_broadcast_in_dim": {"dims": "broadcast_dimensions"},
+    "dynamic_iota": {"dim": "iota_dimension"},
+    "dynamic_reshape": {},
+    "real_dynamic_slice": {},
+    "dynamic_pad": {},
 }
 _SHAPE_ARITY = {"concatenate": (1, None), "pad": (2, 2), "iota": (0, 0), "dot_general": (2, 2),
-                "dot": (2, 2), "dynamic_slice": (1, None), "dynamic_update_slice": (2, None)}
+                "dot": (2, 2), "dynamic_slice": (1, None), "dynamic_update_slice": (2, None),
+                "dynamic_broadcast_in_dim": (2, 2), "dynamic_iota": (1, 1),
+                "dynamic_reshape": (2, 2), "real_dynamic_slice": (4, 4), "dynamic_pad": (5, 5)}
 ReturnOp = _simple("stablehlo.return", results=0)
 ReturnOp.traits = traits_def(IsTerminator())
 
@@ -508,7 +515,7 @@ STABLEHLO_OPS = [
       for n, keys in _SHAPE_OPS.items()],
     *[_generic_only(f"stablehlo.{n}") for n in (
         "reduce_window", "gather", "scatter", "select_and_scatter", "sort", "if", "case", "map",
-        "batch_norm_inference", "broadcast", "torch_index_select")],
+        "batch_norm_inference", "broadcast", "torch_index_select", "dynamic_conv", "dynamic_gather")],
 ]
 CHLO_OPS = [
     *[_simple(f"chlo.{n}", operands=_arity(n)) for n in CHLO_ELEMENTWISE],

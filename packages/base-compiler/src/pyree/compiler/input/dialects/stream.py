@@ -10,6 +10,7 @@ spelling (IREE's parameter passes and tests of 2024 wrote it).
 from __future__ import annotations
 
 from pyree.compiler.input.dialects.flow_region import DispatchRegionOp, ReturnOp
+from pyree.compiler.input.dialects.flow_tensor import FLOW_TENSOR_OPS
 from xdsl.ir import Data, Dialect
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
@@ -42,4 +43,4 @@ StreamNamedParameterAttr = irdl_attr_definition(
 FlowNamedParameterAttr = irdl_attr_definition(
     type("FlowNamedParameterAttr", (NamedParameterAttr,), {"name": "flow.parameter.named"}))
 Stream = Dialect("stream", [], [StreamNamedParameterAttr])
-Flow = Dialect("flow", [DispatchRegionOp, ReturnOp], [FlowNamedParameterAttr])
+Flow = Dialect("flow", [DispatchRegionOp, ReturnOp, *FLOW_TENSOR_OPS], [FlowNamedParameterAttr])

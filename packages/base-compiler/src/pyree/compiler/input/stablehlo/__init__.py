@@ -4,11 +4,14 @@ stablehlo.while/if/case are lowered with scf's control flow (``input/control_flo
 that are declared but have no rule, and ops not declared at all, are refused by name.
 """
 
+from pyree.compiler.errors import CompileError
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
+from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo import (
     cholesky,
     complex,
     contraction,
+    dynamic,
     gather_scatter,
     reduce,
     rng,
@@ -52,6 +55,7 @@ STABLEHLO_RULES = {
     "stablehlo.reduce": reduce.lower_reduce,
     "stablehlo.reduce_window": reduce.lower_reduce_window,
     "stablehlo.gather": gather_scatter.lower_gather,
+    "stablehlo.dynamic_gather": gather_scatter.lower_dynamic_gather,
     "stablehlo.scatter": gather_scatter.lower_scatter,
     "stablehlo.sort": sort.lower_sort,
     "stablehlo.select_and_scatter": select_and_scatter.lower_select_and_scatter,
@@ -68,3 +72,36 @@ STABLEHLO_RULES = {
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
+
+
+STABLEHLO_RULES.update(dynamic.RULES)
+# Ops that compute on run-time sizes when an operand is one (dynamic.py); else on tensors.
+_TAKE_SIZES = {*dynamic.RULES, "stablehlo.custom_call"}  # shape operands; shape assertions
+_ON_SIZES = {*dynamic.SIZE_OPS, "stablehlo.compare", "stablehlo.and", "stablehlo.or",
+             "stablehlo.reshape", "stablehlo.concatenate"}
+
+
+def _naming_the_op(rule):
+    """A StableHLO rule that meets a ``?`` dim it was not taught names the op (what a user of
+    JAX's symbolic shapes needs to know), not only the type. An op on run-time sizes computes
+    sizes (``dynamic.lower_size_op``)."""
+    def lower(fn, op):
+        if op.name in _ON_SIZES and dynamic.is_size_op(fn, op):
+            return dynamic.lower_size_op(fn, op)
+        if op.name not in _TAKE_SIZES and dynamic.is_size_op(fn, op):
+            raise CompileError(f"'{op.name}' reads a run-time size as data (JAX does for a "
+                               "mean over a symbolic dim, or a size compared or converted to "
+                               "a float); pyree uses run-time sizes only as shapes so far",
+                               location_of(op))
+        try:
+            return rule(fn, op)
+        except CompileError as e:
+            if not e.message.startswith("dynamic dimensions are not supported yet (in"):
+                raise
+            raise CompileError(f"'{op.name}' with dynamic dimensions is not supported yet "
+                               f"{e.message.split('yet ', 1)[1]}; pyree lowers StableHLO with "
+                               "static shapes only", e.location) from None
+    return lower
+
+
+STABLEHLO_RULES = {name: _naming_the_op(rule) for name, rule in STABLEHLO_RULES.items()}

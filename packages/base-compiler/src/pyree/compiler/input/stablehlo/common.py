@@ -82,9 +82,12 @@ def _ints(attr: Attribute) -> list[int] | None:
 def emit_map(fn: FunctionLowering, op: Operation, build: Callable[[Inputs], Expr],
              result: SSAValue | None = None) -> Value:
     """One parallel Generic writing ``build(inputs)`` to every element of ``op``'s result."""
+    from pyree.compiler.input.stablehlo.dynamic import result_shape
     where = location_of(op)
     inputs = Inputs()
-    out = fn.result_value(result or op.results[0], where)
+    ssa = result or op.results[0]
+    dtype, shape = result_shape(fn, op, ssa, where)
+    out = fn.bind_value(ssa, dtype, shape)
     value = build(inputs)
     rank = len(out.shape)
     fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), value),), out.shape, rank,

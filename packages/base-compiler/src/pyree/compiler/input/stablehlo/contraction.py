@@ -43,7 +43,10 @@ def _emit_contraction(fn: FunctionLowering, op: Operation, lhs: Value, rhs: Valu
                         zero(out_dtype))
     else:
         output = Result(0, index, product)
-    result = fn.result_value(op.results[0], where)
+    if None in tensor_type_of(op.results[0].type, where, dynamic=True)[1]:  # a dot's ? dims
+        result = fn.bind_value(op.results[0], out_dtype, tuple(ranges[:num_parallel]))
+    else:
+        result = fn.result_value(op.results[0], where)
     out = result if out_shape is None else fn.new_value(out_dtype, out_shape, "grouped")
     fn.emit(Generic(inputs.values, [out], (output,), ranges, num_parallel, where, op.name))
     if out is not result:
@@ -52,8 +55,8 @@ def _emit_contraction(fn: FunctionLowering, op: Operation, lhs: Value, rhs: Valu
 
 def lower_dot_general(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
-    lhs_shape = tensor_type_of(op.operands[0].type, where)[1]
-    rhs_shape = tensor_type_of(op.operands[1].type, where)[1]
+    lhs, rhs = (fn.tensor(v, where) for v in op.operands[:2])
+    lhs_shape, rhs_shape = lhs.shape, rhs.shape  # run-time sizes where the types say ?
     if op.name == "stablehlo.dot":
         fields = {"lhs_contracting_dimensions": [len(lhs_shape) - 1],
                   "rhs_contracting_dimensions": [0]}
@@ -78,10 +81,12 @@ def lower_dot_general(fn: FunctionLowering, op: Operation) -> None:
                 loops.append(free_start + free.index(d))
         return tuple(AffineExpr.loop(n, loop) for loop in loops)
 
+    for a, b in zip(lb + lc, rb + rc):  # batch and contracting dims pair up
+        fn.unify(lhs.shape[a], rhs.shape[b], where)
+    lhs_shape, rhs_shape = lhs.shape, rhs.shape
     ranges = tuple([lhs_shape[d] for d in lb] + [lhs_shape[d] for d in lf]
                    + [rhs_shape[d] for d in rf] + [lhs_shape[d] for d in lc])
-    out_dtype = tensor_type_of(op.results[0].type, where)[0]
-    lhs, rhs = (fn.tensor(v, where) for v in op.operands[:2])
+    out_dtype = tensor_type_of(op.results[0].type, where, dynamic=True)[0]
     _emit_contraction(fn, op, lhs, rhs, index(range(len(lhs_shape)), lb, lf, lc, len(lb)),
                       index(range(len(rhs_shape)), rb, rf, rc, len(lb) + len(lf)),
                       ranges, num_parallel, out_dtype)

@@ -18,6 +18,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import leading_zeros
 from pyree.compiler.input.stablehlo import special
 from pyree.compiler.input.stablehlo.common import convert, emit_map, ints, prop, width
+from pyree.compiler.input.stablehlo.dynamic import result_shape
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     AffineExpr,
@@ -294,7 +295,7 @@ def lower_bitcast_convert(fn: FunctionLowering, op: Operation) -> None:
 
 def lower_elementwise(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
-    dtype, shape = tensor_type_of(op.results[0].type, where)
+    dtype, shape = result_shape(fn, op, op.results[0], where)
     bdims = ints(op, "broadcast_dimensions", []) if op.name.startswith("chlo.") else []
 
     def build(inputs: Inputs) -> Expr:

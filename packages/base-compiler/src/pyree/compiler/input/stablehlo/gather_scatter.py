@@ -12,11 +12,13 @@ Batching dims (``operand_batching_dims``, ``input_batching_dims``) pair with ind
 
 from __future__ import annotations
 
+from pyree.compiler.errors import CompileError
 from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, emit_map, hlo_attr, in_range, ints
+from pyree.compiler.input.stablehlo.dynamic import shape_operand
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.kernel import (
     Acc,
@@ -48,11 +50,22 @@ def _start(inputs: Inputs, indices: Value, ivd: int, batch_loops: list[int], k: 
     return as_index(inputs.load(indices, index))
 
 
-def lower_gather(fn: FunctionLowering, op: Operation) -> None:
+def lower_dynamic_gather(fn: FunctionLowering, op: Operation) -> None:
+    """A gather whose slice sizes are an operand: constant ones (a shape tensor of sizes would
+    make the result's shape depend on them, which pyree does not take yet)."""
+    where = location_of(op)
+    sizes = shape_operand(fn, op.operands[2], where)
+    if not all(isinstance(s, int) for s in sizes):
+        raise CompileError("stablehlo.dynamic_gather with run-time slice sizes is not supported "
+                           "yet (constant ones are)", where)
+    lower_gather(fn, op, list(sizes))
+
+
+def lower_gather(fn: FunctionLowering, op: Operation, sizes: list[int] | None = None) -> None:
     where = location_of(op)
     fields = hlo_fields(hlo_attr(op, "dimension_numbers"))
-    operand, indices = (fn.tensor(v, where) for v in op.operands)
-    sizes = ints(op, "slice_sizes")
+    operand, indices = (fn.tensor(v, where) for v in op.operands[:2])
+    sizes = ints(op, "slice_sizes") if sizes is None else sizes
     offset_dims = fields.get("offset_dims", [])
     collapsed = fields.get("collapsed_slice_dims", [])
     start_map = fields.get("start_index_map", [])
@@ -97,6 +110,8 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     rank = len(operand.shape)
     scatter_dims = [u for u in range(len(updates.shape)) if u not in window_dims]
     scatter_loops = [rank + k for k in range(len(scatter_dims))]
+    for j, loop in _index_loops(indices, ivd, scatter_loops).items():  # the same positions
+        fn.unify(indices.shape[j], updates.shape[scatter_dims[loop - rank]], where)
     ranges = operand.shape + tuple(updates.shape[u] for u in scatter_dims)
     if not scatter_dims:
         ranges += (1,)

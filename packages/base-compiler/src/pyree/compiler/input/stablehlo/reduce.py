@@ -14,6 +14,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import affine_expr, all_of, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
+from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Expr, Result, Select
 from pyree.compiler.tensor_program import Generic
 from xdsl.ir import Operation
@@ -24,7 +25,9 @@ def _emit_reduction(fn: FunctionLowering, op: Operation, inputs: Inputs, element
     where = location_of(op)
     n = len(ranges)
     index = tuple(AffineExpr.loop(n, d) for d in range(num_parallel))
-    results = [fn.result_value(r, where) for r in op.results]
+    results = [fn.bind_value(r, tensor_type_of(r.type, where, dynamic=True)[0], ranges[:num_parallel])
+               if None in tensor_type_of(r.type, where, dynamic=True)[1]  # the kept loops' sizes
+               else fn.result_value(r, where) for r in op.results]
     reduces = num_parallel < n
     accs = [Acc(k, r.dtype) for k, r in enumerate(results)] if reduces else inits
     values = lower_region(fn, op.regions[0].block, [*accs, *elements], inputs, where)
