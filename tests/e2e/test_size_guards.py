@@ -268,6 +268,20 @@ def test_bounds_and_divisor_are_held_per_call_naming_the_argument(tmp_path):
     assert "symbol s0 in [2, 64], a multiple of 2" in _dump(tmp_path, BOUNDED)
 
 
+def test_assumptions_listed_per_call_site_bound_by_what_holds_for_any():
+    """IREE's list form (one assumption per call site it saw): the lowest umin, the highest
+    umax, the divisors' gcd."""
+    module = _load(BOUNDED.replace("%d<umin = 2, umax = 64, udiv = 2>",
+                                   "%d[<umin = 4, umax = 64, udiv = 4>, <umin = 3, umax = 90, udiv = 6>]"))
+    for n in (4, 6, 90):
+        a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        np.testing.assert_allclose(module["bounded"](a).to_host(), np.exp(a), rtol=2e-6)
+    for n, why in [(2, "below its bound 3"), (92, "past its bound 90"),
+                   (7, "not a multiple of 2")]:
+        with pytest.raises(rt.InvocationError, match=rf"`s0` \(argument 0 dim 0\) is {n}, {why}"):
+            module["bounded"](np.ones(n, np.float32))
+
+
 def test_an_assumption_that_no_size_meets_is_refused():
     text = BOUNDED.replace("umin = 2, umax = 64", "umin = 65, umax = 64")
     with pytest.raises(CompileError, match=r"<string>:5:3: error: util.assume.int bounds "
