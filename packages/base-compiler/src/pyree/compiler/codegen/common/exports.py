@@ -16,9 +16,10 @@ from pyree.compiler.sizes import is_static
 
 @dataclass(frozen=True)
 class Launch:
-    """What a template decided: the export's grid, block and dynamic shared-memory size."""
+    """What a template decided: the export's grid, block and dynamic shared-memory size. A
+    kernel with run-time sizes may have sizes in its grid (``pyree.compiler.sizes``)."""
 
-    grid: tuple[int, int, int]
+    grid: tuple
     block: tuple[int, int, int]
     shared_memory_bytes: int = 0
 
@@ -52,9 +53,14 @@ def size_expr(value) -> SizeExprT:
 
 
 def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:
+    """The export of ``kernel`` as ``launch`` runs it. A grid with run-time sizes is written as
+    ``grid_size_expr``, which the runtime evaluates per dispatch; ``grid_size`` then holds 0
+    for each of its run-time axes (the static floor, as ``min_length`` is for a binding)."""
     export = GpuExportT()
     export.name = name
-    export.gridSize = list(launch.grid)
+    export.gridSize = [g if is_static(g) else 0 for g in launch.grid]
+    if not all(is_static(g) for g in launch.grid):
+        export.gridSizeExpr = [size_expr(g) for g in launch.grid]
     export.blockSize = list(launch.block)
     export.sharedMemoryBytes = launch.shared_memory_bytes
     export.bindings = binding_layouts(kernel)

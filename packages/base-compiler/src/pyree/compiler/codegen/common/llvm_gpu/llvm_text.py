@@ -64,6 +64,14 @@ class Function:
         self.lines.append(f"  {name} = {text}")
         return name
 
+    def entry_op(self, text: str) -> str:
+        """``op`` in the entry block, before the body's first line: a value that dominates every
+        use (a kernel's run-time sizes)."""
+        self._n += 1
+        name = f"%t{self._n}"
+        self.entry_allocas.append(f"  {name} = {text}")
+        return name
+
     def raw(self, text: str) -> None:
         self.lines.append(f"  {text}")
 

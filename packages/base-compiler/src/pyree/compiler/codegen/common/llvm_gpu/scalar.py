@@ -96,6 +96,9 @@ class ScalarLowering:
         if self.kernel is None:
             return True
         shape = self.kernel.bindings[x.binding].shape
+        if K.has_run_time_sizes(self.kernel):
+            return any(K.within(ix, self.kernel.loop_ranges, n) is not True
+                       for ix, n in zip(x.index, shape))
         return any(not 0 <= lo <= hi < n for lo, hi, n in (
             (*affine_range(ix, self.kernel.loop_ranges), n) for ix, n in zip(x.index, shape)))
 

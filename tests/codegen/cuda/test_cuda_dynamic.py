@@ -1,0 +1,99 @@
+"""CPU-only: kernels with run-time sizes on cuda (codegen/common/llvm_gpu/dynamic.py): the programs
+of tests/e2e/test_dynamic_shapes.py compile, their PTX assembles with ptxas, their exports carry
+the grid as SizeExprs over the push constants (0 blocks where the sizes are 0), their kernels take
+the push constants after the bindings and trap on sizes that would be negative. Running them is
+tests/drivers/cuda/test_cuda_dynamic.py's, on a GPU."""
+
+from __future__ import annotations
+
+import re
+
+import kernel_zoo as zoo
+import pytest
+from e2e.test_dynamic_shapes import EXP_ADD_ROWSUM, MATMUL, SHORTER, _Head
+from ptx_modules import assemble_verbose, cuda_executable
+from tooling import require_module
+
+require_module("xdsl")  # the compiler
+
+from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
+from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, Result  # noqa: E402
+from pyree.compiler.sizes import Size, is_static  # noqa: E402
+from pyree.runtime.module.size_exprs import evaluate  # noqa: E402
+
+CASES = {"exp_add_rowsum": EXP_ADD_ROWSUM, "matmul": MATMUL, "shorter": SHORTER}  # RESHAPE: no kernel
+
+
+def torch_mlir(name: str) -> str:
+    """The e2e file's torch programs with a dynamic batch: softmax(relu(linear)), layernorm."""
+    import torch
+    from pyree.compiler import import_torch
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    if name == "softmax_head":
+        return import_torch(_Head().eval(), torch.randn(4, 16), dynamic_shapes={"x": {0: batch}})
+    return import_torch(torch.nn.LayerNorm(37).eval(), torch.randn(3, 37),
+                        dynamic_shapes={"input": {0: batch}})
+
+
+TORCH = ("softmax_head", "layernorm")
+
+
+def compiled(mlir: str, tmp_path, arch: str = "sm_80"):
+    """(the module's CudaExecutableT, its PTX as dumped) for ``mlir``."""
+    out = str(tmp_path / "dump")
+    options = CompileOptions(target_backends=["cuda"], cuda_target=arch,
+                             dump_executables_to={"binaries": [out]})
+    exe = cuda_executable(compile_str(mlir, options))
+    (ptx,) = (tmp_path / "dump").glob("*.ptx")
+    return exe, ptx.read_text()
+
+
+@pytest.mark.parametrize("name", [*sorted(CASES), *TORCH])
+def test_dynamic_kernels_assemble_and_export_their_grid(ptxas, name, tmp_path):
+    exe, ptx = compiled(CASES[name] if name in CASES else torch_mlir(name), tmp_path)
+    assemble_verbose(ptxas, ptx, "sm_80", tmp_path)
+    assert exe.cubin.length > 0  # the compiler's own ptxas run took it too
+    assert exe.exports
+    for export in exe.exports:
+        params = re.search(rf"\.entry {export.name.decode()}\((.*?)\)", ptx, re.S).group(1)
+        pushed = params.count(".u64") - len(export.bindings)
+        assert export.gridSizeExpr is not None and len(export.gridSizeExpr) == 3
+        programs = [list(e.code) for e in export.gridSizeExpr]
+        assert programs[1:] == [[0, 1], [0, 1]]  # CONST 1: y and z
+        assert list(export.gridSize) == [0, 1, 1]
+        assert evaluate(programs[0], [0] * pushed) == 0  # no elements: no blocks
+        assert evaluate(programs[0], [1] * pushed) >= 1
+        assert pushed >= 1
+
+
+def test_elementwise_grid_is_one_thread_per_element_up_to_its_cap(tmp_path):
+    exe, _ = compiled(EXP_ADD_ROWSUM, tmp_path)
+    (exp,) = [e for e in exe.exports if int(e.blockSize[0]) == 256 and not len(e.bindings) == 2]
+    grid = list(exp.gridSizeExpr[0].code)
+    assert [evaluate(grid, [m, n]) for m, n in [(1, 1), (7, 13), (1000, 1000), (10**5, 10**5)]] \
+        == [1, 1, 3907, 65535]
+
+
+def test_an_access_proven_only_at_run_time_is_checked_by_the_kernel():
+    """out[p1] = x[p2 + i] of x[p0]: no compile-time proof keeps the load in range, so each
+    thread checks the dispatch's sizes first and traps where the slice would leave x."""
+    p0, p1, p2 = (Size.symbol(f"p{k}") for k in range(3))
+    kernel = Kernel("slice", (p1,), 1, (Binding("f32", (p0,), "read"), Binding("f32", (p1,), "write")),
+                    (Result(1, (AffineExpr((1,), 0),), Load(0, (AffineExpr((1,), p2),), "f32")),))
+    ptx, launches = generate_ptx([kernel], resolve_target("sm_80"))
+    assert "trap;" in ptx
+    (_, launch), = launches
+    assert not is_static(launch.grid[0])
+    ptx, _ = generate_ptx([zoo.add((37, 53))], resolve_target("sm_80"))
+    assert "trap;" not in ptx
+
+
+def test_static_kernels_take_no_push_constants(tmp_path):
+    static = EXP_ADD_ROWSUM.replace("?x?", "7x13").replace("(%m, %n)", "()") \
+        .replace("(%m)", "()").replace("?xf32", "7xf32")
+    exe, ptx = compiled(static, tmp_path)
+    for export in exe.exports:
+        assert export.gridSizeExpr is None and min(export.gridSize) >= 1
+        params = re.search(rf"\.entry {export.name.decode()}\((.*?)\)", ptx, re.S).group(1)
+        assert params.count(".u64") == len(export.bindings)
