@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import kernel_zoo as zoo
+import numpy as np
 import pytest
 from e2e.test_dynamic_shapes import EXP_ADD_ROWSUM, MATMUL, SHORTER, _Head
 from ptx_modules import assemble_verbose, cuda_executable
@@ -16,9 +17,20 @@ from tooling import require_module
 
 require_module("xdsl")  # the compiler
 
+from nvptx_on_cpu import Emulated  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
-from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, Result  # noqa: E402
+from pyree.compiler.kernel import (  # noqa: E402
+    Acc,
+    AffineExpr,
+    Binary,
+    Binding,
+    Const,
+    Kernel,
+    Load,
+    Result,
+    bind_sizes,
+)
 from pyree.compiler.sizes import Size, is_static  # noqa: E402
 from pyree.runtime.module.size_exprs import evaluate  # noqa: E402
 
@@ -97,3 +109,81 @@ def test_static_kernels_take_no_push_constants(tmp_path):
         assert export.gridSizeExpr is None and min(export.gridSize) >= 1
         params = re.search(rf"\.entry {export.name.decode()}\((.*?)\)", ptx, re.S).group(1)
         assert params.count(".u64") == len(export.bindings)
+
+
+# ---- the kernels' arithmetic, run on this CPU (nvptx_on_cpu.py) --------------------------------
+P0, P1, P2 = (Size.symbol(f"p{k}") for k in range(3))
+
+
+def ix(n: int, *dims: int, const=0) -> AffineExpr:
+    """The index ``sum(loop[d] * coefficient)`` over ``n`` loops; ``dims`` pairs (loop, coeff)."""
+    coeffs = [0] * n
+    for loop, c in zip(dims[::2], dims[1::2]):
+        coeffs[loop] = c
+    return AffineExpr(tuple(coeffs), const)
+
+
+def run_emulated(kernel: Kernel, sizes: tuple, inputs: dict, seed: int) -> list[np.ndarray]:
+    """The kernel's buffers after one launch at push constants ``sizes`` (outputs start as
+    garbage), with the push constants' slots carrying garbage high halves."""
+    bound = bind_sizes(kernel, {f"p{k}": n for k, n in enumerate(sizes)})
+    rng = np.random.default_rng(seed)
+    buffers = [inputs[i] if i in inputs else rng.standard_normal(b.shape).astype(np.float32)
+               for i, b in enumerate(bound.bindings)]
+    assert Emulated(kernel)(buffers, list(sizes), high_halves=0xDEAD)
+    return buffers
+
+
+def test_broadcast_add_and_transpose_at_every_size():
+    """out[p0, p1] = x[p0, p1] + y[p1], and t[p1, p0] = x[p0, p1]: the grid-stride elementwise
+    kernel, one launch per size, none compiled for it."""
+    add = Kernel("bcast", (P0, P1), 2, (Binding("f32", (P0, P1), "read"), Binding("f32", (P1,), "read"),
+                                        Binding("f32", (P0, P1), "write")),
+                 (Result(2, (ix(2, 0, 1), ix(2, 1, 1)),
+                         Binary("add", Load(0, (ix(2, 0, 1), ix(2, 1, 1)), "f32"),
+                                Load(1, (ix(2, 1, 1),), "f32"), "f32")),))
+    transpose = Kernel("t", (P1, P0), 2, (Binding("f32", (P0, P1), "read"),
+                                          Binding("f32", (P1, P0), "write")),
+                       (Result(1, (ix(2, 0, 1), ix(2, 1, 1)), Load(0, (ix(2, 1, 1), ix(2, 0, 1)), "f32")),))
+    rng = np.random.default_rng(1)
+    for m, n in [(0, 5), (5, 0), (1, 1), (7, 13), (131, 257)]:
+        x, y = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        np.testing.assert_array_equal(run_emulated(add, (m, n), {0: x, 1: y}, m)[2], x + y)
+        np.testing.assert_array_equal(run_emulated(transpose, (m, n), {0: x}, n)[1], x.T)
+
+
+def test_matmul_and_column_sums_fold_to_run_time_extents():
+    """C[p0, p1] = sum_k A[p0, k] B[k, p1] (k < p2) and s[p1] = sum_i x[i, p1]: one thread per
+    output, its fold cascaded to an extent known per launch."""
+    a, b = Load(0, (ix(3, 0, 1), ix(3, 2, 1)), "f32"), Load(1, (ix(3, 2, 1), ix(3, 1, 1)), "f32")
+    mm = Kernel("mm", (P0, P1, P2), 2, (Binding("f32", (P0, P2), "read"), Binding("f32", (P2, P1), "read"),
+                                        Binding("f32", (P0, P1), "write")),
+                (Result(2, (ix(3, 0, 1), ix(3, 1, 1)),
+                        Binary("add", Acc(0, "f32"), Binary("mul", a, b, "f32"), "f32"),
+                        init=Const(0.0, "f32")),))
+    cols = Kernel("cols", (P1, P0), 1, (Binding("f32", (P0, P1), "read"), Binding("f32", (P1,), "write")),
+                  (Result(1, (ix(2, 0, 1),), Binary("add", Acc(0, "f32"), Load(0, (ix(2, 1, 1), ix(2, 0, 1)),
+                                                                                "f32"), "f32"),
+                          init=Const(0.0, "f32")),))
+    rng = np.random.default_rng(2)
+    for m, n, k in [(1, 1, 1), (7, 5, 13), (33, 65, 300), (0, 3, 4), (3, 2, 0)]:
+        x, y = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        got = run_emulated(mm, (m, n, k), {0: x, 1: y}, m)[2]
+        np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5)
+        got = run_emulated(cols, (m, k), {0: x}, k)[1]
+        np.testing.assert_allclose(got, x.sum(0, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_a_slice_past_its_binding_traps_before_any_access():
+    p0, p1, p2 = P0, P1, P2
+    kernel = Kernel("slice", (p1,), 1, (Binding("f32", (p0,), "read"), Binding("f32", (p1,), "write")),
+                    (Result(1, (AffineExpr((1,), 0),), Load(0, (AffineExpr((1,), p2),), "f32")),))
+    emulated = Emulated(kernel)
+    x = np.arange(100, dtype=np.float32)
+    out = np.zeros(31, np.float32)
+    assert emulated([x, out], [100, 31, 69])
+    np.testing.assert_array_equal(out, x[69:])
+    for p1_, p2_ in [(31, 70), (1, 100)]:
+        out = np.full(p1_, 7.0, np.float32)
+        assert not emulated([x, out], [100, p1_, p2_])
+        np.testing.assert_array_equal(out, 7.0)
