@@ -6,6 +6,7 @@ tests/drivers/cuda/test_cuda_dynamic.py's, on a GPU."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import kernel_zoo as zoo
@@ -26,9 +27,11 @@ from pyree.compiler.kernel import (  # noqa: E402
     Binary,
     Binding,
     Const,
+    Final,
     Kernel,
     Load,
     Result,
+    Unary,
     bind_sizes,
 )
 from pyree.compiler.sizes import Size, is_static  # noqa: E402
@@ -123,6 +126,11 @@ def ix(n: int, *dims: int, const=0) -> AffineExpr:
     return AffineExpr(tuple(coeffs), const)
 
 
+@functools.cache
+def emulated(kernel: Kernel) -> Emulated:
+    return Emulated(kernel)
+
+
 def run_emulated(kernel: Kernel, sizes: tuple, inputs: dict, seed: int) -> list[np.ndarray]:
     """The kernel's buffers after one launch at push constants ``sizes`` (outputs start as
     garbage), with the push constants' slots carrying garbage high halves."""
@@ -130,7 +138,7 @@ def run_emulated(kernel: Kernel, sizes: tuple, inputs: dict, seed: int) -> list[
     rng = np.random.default_rng(seed)
     buffers = [inputs[i] if i in inputs else rng.standard_normal(b.shape).astype(np.float32)
                for i, b in enumerate(bound.bindings)]
-    assert Emulated(kernel)(buffers, list(sizes), high_halves=0xDEAD)
+    assert emulated(kernel)(buffers, list(sizes), high_halves=0xDEAD)
     return buffers
 
 
@@ -187,3 +195,47 @@ def test_a_slice_past_its_binding_traps_before_any_access():
         out = np.full(p1_, 7.0, np.float32)
         assert not emulated([x, out], [100, p1_, p2_])
         np.testing.assert_array_equal(out, 7.0)
+
+
+def test_row_kernels_fold_across_the_block():
+    """Row sums and softmax (max, then the sum of exp(x - max), then each element divided):
+    one block per row, its threads striding over a row whose length is a push constant, then
+    warp shuffles and shared memory (the barrier and shuffles emulated)."""
+    x = Load(0, (ix(2, 0, 1), ix(2, 1, 1)), "f32")
+    row = (ix(2, 0, 1),)
+    sums = Kernel("rows", (P0, P1), 1, (Binding("f32", (P0, P1), "read"), Binding("f32", (P0,), "write")),
+                  (Result(1, row, Binary("add", Acc(0, "f32"), x, "f32"), init=Const(0.0, "f32")),))
+    shifted = Unary("exp", Binary("sub", x, Final(0, "f32"), "f32"), "f32")
+    softmax = Kernel("softmax", (P0, P1), 1,
+                     (Binding("f32", (P0, P1), "read"), Binding("f32", (P0,), "write"),
+                      Binding("f32", (P0,), "write"), Binding("f32", (P0, P1), "write")),
+                     (Result(1, row, Binary("max", Acc(0, "f32"), x, "f32"), init=Const(-np.inf, "f32")),
+                      Result(2, row, Binary("add", Acc(1, "f32"), shifted, "f32"), init=Const(0.0, "f32")),
+                      Result(3, (ix(2, 0, 1), ix(2, 1, 1)), Binary("div", shifted, Final(1, "f32"), "f32"),
+                             row=True)))
+    rng = np.random.default_rng(3)
+    for m, n in [(0, 5), (2, 0), (1, 1), (3, 7), (2, 1000)]:
+        xv = rng.standard_normal((m, n)).astype(np.float32)
+        got = run_emulated(sums, (m, n), {0: xv}, n)[1]
+        np.testing.assert_allclose(got, xv.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+        got = run_emulated(softmax, (m, n), {0: xv}, n)[3]
+        e = np.exp(xv.astype(np.float64) - xv.max(1, keepdims=True, initial=-np.inf))
+        np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_more_elements_than_the_grid_has_threads_are_strided_over(monkeypatch):
+    """Past ``MAX_GRID`` blocks of 256 threads the grid stays capped and each thread takes
+    every (grid * 256)-th element (the cap lowered to 3 blocks here, so that a small array
+    shows it)."""
+    from pyree.compiler.codegen.common.llvm_gpu import elementwise
+    monkeypatch.setattr(elementwise, "MAX_GRID", 3)
+    double = Kernel("double", (P0,), 1, (Binding("f32", (P0,), "read"), Binding("f32", (P0,), "write")),
+                    (Result(1, (ix(1, 0, 1),), Binary("add", Load(0, (ix(1, 0, 1),), "f32"),
+                                                      Load(0, (ix(1, 0, 1),), "f32"), "f32")),))
+    emulated = Emulated(double)
+    x = np.random.default_rng(4).standard_normal(5001).astype(np.float32)
+    for n in (1, 3 * 256, 3 * 256 + 1, 5001):
+        assert emulated.grid([n]) == min(3, -(-n // 256))
+        out = np.full(n, np.nan, np.float32)
+        assert emulated([x[:n], out], [n])
+        np.testing.assert_array_equal(out, x[:n] + x[:n])
