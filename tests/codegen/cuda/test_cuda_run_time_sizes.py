@@ -28,8 +28,10 @@ from pyree.compiler.kernel import (  # noqa: E402
     Binding,
     Const,
     Final,
+    Gather,
     Kernel,
     Load,
+    LoopIndex,
     Result,
     Unary,
     bind_sizes,
@@ -158,6 +160,20 @@ def test_broadcast_add_and_transpose_at_every_size():
         x, y = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
         np.testing.assert_array_equal(run_emulated(add, (m, n), {0: x, 1: y}, m)[2], x + y)
         np.testing.assert_array_equal(run_emulated(transpose, (m, n), {0: x}, n)[1], x.T)
+
+
+def test_gather_from_a_static_table_at_run_time_ids():
+    """out[p0, 16] = table[clamp(ids[p0]), :], ids past either end reading the edge rows."""
+    ids = Load(0, (ix(2, 0, 1),), "i32")
+    embed = Kernel("embed", (P0, 16), 2, (Binding("i32", (P0,), "read"), Binding("f32", (10, 16), "read"),
+                                          Binding("f32", (P0, 16), "write")),
+                   (Result(2, (ix(2, 0, 1), ix(2, 1, 1)), Gather(1, (ids, LoopIndex(1)), "f32")),))
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((10, 16)).astype(np.float32)
+    for n in (0, 1, 7, 131):
+        idv = rng.integers(-3, 13, n).astype(np.int32)
+        got = run_emulated(embed, (n,), {0: idv, 1: table}, n)[2]
+        np.testing.assert_array_equal(got, table[np.clip(idv, 0, 9)])
 
 
 def test_matmul_and_column_sums_fold_to_run_time_extents():

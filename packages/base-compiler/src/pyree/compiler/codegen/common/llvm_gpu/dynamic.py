@@ -45,7 +45,8 @@ def plan(kernel: K.Kernel, target) -> K.Kernel | None:
 def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     flat = plan
     fn = Function(module)
-    sizes = SizeValues(fn, K.push_constant_count(flat))
+    # the dispatch's count: normalizing may drop a loop and its size, still a kernel parameter
+    sizes = SizeValues(fn, K.push_constant_count(kernel))
     _check_sizes(fn, flat, sizes)
     if not flat.reduction_ranges:
         return elementwise.emit_strided(module, flat, name, fn, sizes)
