@@ -24,7 +24,8 @@ from pyree.compiler.codegen.cuda.ptx import data_layout
 from pyree.compiler.kernel import Kernel, size_code
 from pyree.runtime.module.size_exprs import evaluate
 
-REGISTERS = ("tid.x", "ctaid.x", "ntid.x", "nctaid.x")
+REGISTERS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z", "ntid.x", "nctaid.x")
+IDS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z")  # Python's, for blocks of threads that talk
 
 
 SHUFFLE = re.compile(r"@llvm\.nvvm\.shfl\.sync\.bfly\.(f32|i32)\(i32 -1, (float|i32) (%\w+), "
@@ -50,7 +51,7 @@ def host_ir(text: str, name: str, threads_talk: bool) -> str:
              "declare float @emu.shfl.f32(float, i32)", "declare i32 @emu.shfl.i32(i32, i32)"]
     for reg in REGISTERS:
         lines.append(f"@v.{reg} = global i32 0")
-        if threads_talk and reg in ("tid.x", "ctaid.x"):
+        if threads_talk and reg in IDS:
             lines.append(f"declare i32 @sreg.{reg}()")
         else:
             lines.append(f"define i32 @sreg.{reg}() {{\n  %v = load i32, ptr @v.{reg}\n  ret i32 %v\n}}")
@@ -98,7 +99,8 @@ class _Block:
             "emu.barrier": ctypes.CFUNCTYPE(None)(self._barrier),
             "emu.shfl.f32": ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float, ctypes.c_int32)(self._shuffle),
             "emu.shfl.i32": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(self._shuffle),
-            "sreg.tid.x": ids(lambda: self.local.tid), "sreg.ctaid.x": ids(lambda: self.local.ctaid)}
+            "sreg.tid.x": ids(lambda: self.local.tid),
+            **{f"sreg.ctaid.{a}": ids(lambda i=i: self.local.ctaid[i]) for i, a in enumerate("xyz")}}
 
     def _barrier(self) -> None:
         self.barrier.wait()
@@ -113,8 +115,9 @@ class _Block:
         self.warps[warp].wait()
         return got
 
-    def run(self, kernel, grid: int, block: int, args: list) -> None:
-        for g in range(grid):
+    def run(self, kernel, grid: tuple, block: int, args: list) -> None:
+        for g in np.ndindex(*reversed(grid)):
+            g = tuple(reversed(g))
             self.barrier = threading.Barrier(block)
             self.warps = [threading.Barrier(min(32, block - w)) for w in range(0, block, 32)]
             self.slots = [[0] * 32 for _ in self.warps]
@@ -156,11 +159,9 @@ class Emulated:
         self.sizes = [ctypes.c_int32.from_address(self.engine.get_global_value_address(f"v.{r}"))
                       for r in ("ntid.x", "nctaid.x")]
 
-    def grid(self, push_constants: list[int]) -> int:
+    def grid(self, push_constants: list[int]) -> tuple[int, int, int]:
         """The blocks a launch takes, as the runtime evaluates the export's grid."""
-        (x, y, z) = (evaluate(size_code(g), push_constants) for g in self.launch.grid)
-        assert (y, z) == (1, 1)
-        return x
+        return tuple(evaluate(size_code(g), push_constants) for g in self.launch.grid)
 
     def __call__(self, buffers: list[np.ndarray], push_constants: list[int],
                  high_halves: int = 0) -> bool:
@@ -170,9 +171,12 @@ class Emulated:
         grid = self.grid(push_constants)
         slots = [(high_halves << 32) | p for p in push_constants]
         args = [*[b.ctypes.data for b in buffers], *slots]
-        if grid and self.threads_talk:
-            self.sizes[0].value, self.sizes[1].value = self.launch.block[0], grid
+        if 0 in grid:
+            pass  # the runtime launches nothing
+        elif self.threads_talk:
+            self.sizes[0].value, self.sizes[1].value = self.launch.block[0], grid[0]
             self.block.run(self.kernel_fn, grid, self.launch.block[0], args)
-        elif grid:
-            self.fn(grid, self.launch.block[0], *args)
+        else:
+            assert grid[1:] == (1, 1)
+            self.fn(grid[0], self.launch.block[0], *args)
         return not self.trapped.value

@@ -44,9 +44,10 @@ def store(fn: Function, ptr: str, dtype: str, value: str) -> None:
     fn.raw(f"store {storage_type(dtype)} {value}, ptr addrspace(1) {ptr}, align {K.itemsize(dtype)}")
 
 
-def clamp(fn: Function, v: str, extent: int) -> str:
-    """The i64 index ``v`` clamped to at most ``extent - 1``: a tile's tail reads stay inside."""
-    return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(extent - 1))])
+def clamp(fn: Function, v: str, extent, sizes=STATIC) -> str:
+    """The i64 index ``v`` clamped to at most ``extent - 1``: a tile's tail reads stay inside
+    (``sizes``: a run-time extent's values; one of 0 leaves ``v`` as it is)."""
+    return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(sizes(extent - 1)))])
 
 
 def decompose(fn: Function, linear: str, ranges: tuple[int, ...]) -> list[str]:

@@ -10,10 +10,12 @@ the static templates run with those values where they had ints:
 
 - elementwise (no reduction): ``elementwise.emit_strided``, one thread per element in a
   grid-stride loop;
+- contractions (a matmul with M, N, K at run time; batch loops too): ``matmul.emit_tiled``,
+  the SIMT template's 64x64 tiles staged in shared memory, tails clamped and masked;
 - reductions along the rows' contiguous memory, and every row kernel (softmax, layernorm):
   ``reduction.emit_block``, one block per output point striding over its row;
-- the rest (column sums, contractions such as a matmul, whose right operand is contiguous along
-  the parallel loop; argmax-style folds): ``reduction.emit_serial``, one thread per output point.
+- the rest (column sums, argmax-style folds): ``reduction.emit_serial``, one thread per output
+  point.
 
 The grid is a size (``Launch.grid``), evaluated per dispatch by the runtime from the export's
 ``grid_size_expr``; a zero extent gives a zero grid, which launches nothing. Before any access,
@@ -28,13 +30,18 @@ answer. The bindings' lengths are the runtime's to check, against ``min_length_e
 from __future__ import annotations
 
 from pyree.compiler import kernel as K
+from pyree.compiler.codegen.common.contraction import contraction_of
 from pyree.compiler.codegen.common.exports import Launch
-from pyree.compiler.codegen.common.llvm_gpu import elementwise, reduction
+from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
 from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
 from pyree.compiler.codegen.llvm_cpu.reduction import contiguous_along_parallel
 from pyree.compiler.sizes import is_static, opaque
+
+# The tiled matmul's tile for run-time M and N: the middle of the static templates' three, which
+# choose by the extents (matmul.choose_tiling).
+TILING = matmul.TILINGS[1]
 
 
 def plan(kernel: K.Kernel, target) -> K.Kernel | None:
@@ -50,10 +57,22 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     _check_sizes(fn, flat, sizes)
     if not flat.reduction_ranges:
         return elementwise.emit_strided(module, flat, name, fn, sizes)
+    contraction = contraction_of(kernel) if _loop_indices(kernel) else None
+    if contraction is not None:
+        return matmul.emit_tiled(module, kernel, name, contraction, TILING, fn, sizes)
     folds = K.fold_pattern(flat.reductions)
     if folds is not None and (K.is_row_kernel(flat.results) or not contiguous_along_parallel(flat)):
         return reduction.emit_block(module, flat, name, folds, fn, sizes)
     return reduction.emit_serial(module, flat, name, fn, sizes)
+
+
+def _loop_indices(kernel: K.Kernel) -> bool:
+    """Whether every index of ``kernel`` (not normalized) is an int combination of its loops, as
+    ``contraction.match`` reads them (its bindings' strides may be run-time sizes)."""
+    indices = [ix for r in kernel.results
+               for ix in (*r.index, *(i for e in K.result_nodes(r) if isinstance(e, K.Load)
+                                      for i in e.index))]
+    return all(is_static(v) for ix in indices for v in (*ix.coeffs, ix.const))
 
 
 def _check_sizes(fn: Function, kernel: K.Kernel, sizes: SizeValues) -> None:
