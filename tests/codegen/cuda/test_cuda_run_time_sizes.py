@@ -12,7 +12,7 @@ import re
 import kernel_zoo as zoo
 import numpy as np
 import pytest
-from e2e.test_dynamic_shapes import EXP_ADD_ROWSUM, MATMUL, SHORTER, _Head
+from e2e.test_dynamic_shapes import EXP_ADD_ROWSUM, MATMUL, SHORTER, _Head, _SmallCnn
 from ptx_modules import assemble_verbose, cuda_executable
 from tooling import require_module
 
@@ -22,6 +22,7 @@ from nvptx_on_cpu import Emulated  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
 from pyree.compiler.kernel import (  # noqa: E402
+    DTYPES,
     Acc,
     AffineExpr,
     Binary,
@@ -35,7 +36,11 @@ from pyree.compiler.kernel import (  # noqa: E402
     Result,
     Unary,
     bind_sizes,
+    has_run_time_sizes,
+    is_float,
+    push_constant_count,
 )
+from pyree.compiler.kernel import evaluate as evaluate_kernel  # noqa: E402
 from pyree.compiler.sizes import Size, is_static  # noqa: E402
 from pyree.runtime.module.size_exprs import evaluate  # noqa: E402
 
@@ -43,17 +48,21 @@ CASES = {"exp_add_rowsum": EXP_ADD_ROWSUM, "matmul": MATMUL, "shorter": SHORTER}
 
 
 def torch_mlir(name: str) -> str:
-    """The e2e file's torch programs with a dynamic batch: softmax(relu(linear)), layernorm."""
+    """The e2e file's torch programs with a dynamic batch: softmax(relu(linear)), a CNN,
+    layernorm."""
     import torch
     from pyree.compiler import import_torch
     batch = torch.export.Dim("batch", min=1, max=4096)
     if name == "softmax_head":
         return import_torch(_Head().eval(), torch.randn(4, 16), dynamic_shapes={"x": {0: batch}})
+    if name == "cnn":
+        return import_torch(_SmallCnn().eval(), torch.randn(2, 3, 17, 13),
+                            dynamic_shapes={"x": {0: batch}})
     return import_torch(torch.nn.LayerNorm(37).eval(), torch.randn(3, 37),
                         dynamic_shapes={"input": {0: batch}})
 
 
-TORCH = ("softmax_head", "layernorm")
+TORCH = ("softmax_head", "cnn", "layernorm")
 
 
 def compiled(mlir: str, tmp_path, arch: str = "sm_80"):
@@ -264,3 +273,32 @@ def test_more_elements_than_the_grid_has_threads_are_strided_over(monkeypatch):
         out = np.full(n, np.nan, np.float32)
         assert emulated([x[:n], out], [n])
         np.testing.assert_array_equal(out, x[:n] + x[:n])
+
+
+# the CNN too, but it takes minutes here: kernel.evaluate and the emulated blocks of its convolution
+@pytest.mark.parametrize("name", [*sorted(CASES), "softmax_head", "layernorm"])
+def test_the_programs_kernels_agree_with_the_kernel_evaluator(name, monkeypatch):
+    """Every kernel with run-time sizes that the e2e programs compile to (the torch models'
+    linears, convolution, batch norm, softmax and layernorm among them), run on the CPU at small
+    odd push constants against ``kernel.evaluate`` on the same fresh inputs."""
+    import pyree.compiler.codegen.cuda as cuda
+    seen: list[Kernel] = []
+    generate = cuda.generate_ptx
+    monkeypatch.setattr(cuda, "generate_ptx", lambda kernels, *a, **k: (seen.extend(kernels),
+                                                                         generate(kernels, *a, **k))[1])
+    compile_str(CASES[name] if name in CASES else torch_mlir(name),
+                CompileOptions(target_backends=["cuda"]))
+    dynamic = [k for k in seen if has_run_time_sizes(k)]
+    assert dynamic
+    for kernel in dynamic:
+        sizes = [(3, 5, 2, 7)[k % 4] for k in range(push_constant_count(kernel))]
+        params = {f"p{k}": v for k, v in enumerate(sizes)}
+        bound = bind_sizes(kernel, params)
+        rng = np.random.default_rng(len(kernel.name))
+        buffers = [rng.integers(0, 3, b.shape).astype(DTYPES[b.dtype]) if not is_float(b.dtype)
+                   else rng.standard_normal(b.shape).astype(DTYPES[b.dtype]) for b in bound.bindings]
+        want = [b.copy() for b in buffers]
+        evaluate_kernel(kernel, want, params)
+        assert emulated(kernel)(buffers, sizes), kernel.name
+        for got, expected in zip(buffers, want):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, err_msg=kernel.name)
