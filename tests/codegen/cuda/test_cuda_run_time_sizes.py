@@ -47,6 +47,7 @@ from pyree.runtime.module.size_exprs import evaluate  # noqa: E402
 CASES = {"exp_add_rowsum": EXP_ADD_ROWSUM, "matmul": MATMUL, "shorter": SHORTER}  # RESHAPE: no kernel
 
 
+@functools.cache
 def torch_mlir(name: str) -> str:
     """The e2e file's torch programs with a dynamic batch: softmax(relu(linear)), a CNN,
     layernorm."""
