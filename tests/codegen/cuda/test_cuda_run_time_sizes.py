@@ -27,6 +27,7 @@ from pyree.compiler.kernel import (  # noqa: E402
     AffineExpr,
     Binary,
     Binding,
+    Cast,
     Const,
     Final,
     Gather,
@@ -34,6 +35,7 @@ from pyree.compiler.kernel import (  # noqa: E402
     Load,
     LoopIndex,
     Result,
+    SizeValue,
     Unary,
     bind_sizes,
     has_run_time_sizes,
@@ -78,15 +80,13 @@ def compiled(mlir: str, tmp_path, arch: str = "sm_80"):
 
 def check_grid(export, pushed: int) -> None:
     """3 SizeExprs whose blocks are 0 where every size is 0 (nothing to do: no launch) and at
-    least 1 each where every size is 1; ``grid_size`` 0 on the run-time axes, the constant on
-    the others."""
+    least 1 each where every size is 1; ``grid_size`` then [0, 0, 0]."""
     assert pushed >= 1
     programs = [[int(v) for v in e.code] for e in export.gridSizeExpr]
     assert len(programs) == 3
     assert np.prod([evaluate(p, [0] * pushed) for p in programs]) == 0
     assert min(evaluate(p, [1] * pushed) for p in programs) >= 1
-    for program, static in zip(programs, export.gridSize):
-        assert static == (program[1] if program[0] == 0 and len(program) == 2 else 0)
+    assert list(export.gridSize) == [0, 0, 0]
 
 
 @pytest.mark.parametrize("name", [*sorted(CASES), *TORCH])
@@ -192,6 +192,17 @@ def test_gather_from_a_static_table_at_run_time_ids():
         idv = rng.integers(-3, 13, n).astype(np.int32)
         got = run_emulated(embed, (n,), {0: idv, 1: table}, n)[2]
         np.testing.assert_array_equal(got, table[np.clip(idv, 0, 9)])
+
+
+def test_a_body_that_reads_a_size():
+    """out[i] = x[i] + p1, p1 a push constant read as a value (SizeValue: a body comparing a
+    dim with 1 reads one)."""
+    kernel = Kernel("plus_size", (P0,), 1, (Binding("f32", (P0,), "read"), Binding("f32", (P0,), "write")),
+                    (Result(1, (ix(1, 0, 1),), Binary("add", Load(0, (ix(1, 0, 1),), "f32"),
+                                                      Cast("uitofp", SizeValue(P1, "i32"), "f32"), "f32")),))
+    x = np.random.default_rng(6).standard_normal(37).astype(np.float32)
+    for p1 in (0, 1, 7):
+        np.testing.assert_array_equal(run_emulated(kernel, (37, p1), {0: x}, p1)[1], x + np.float32(p1))
 
 
 def test_matmul_and_column_sums_fold_to_run_time_extents():

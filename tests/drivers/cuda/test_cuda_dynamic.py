@@ -2,7 +2,7 @@
 row sums, matmul, reshape, a size computed by subtraction), each module compiled for cuda once
 and called at sizes 0, 1, primes and large with NaN/inf/-0 inputs, in the three command-buffer
 modes; graph mode records its launches once per size and must stay right when the sizes change
-between calls. The cases are the e2e file's own, collected here with this file's ``load``. Then
+between calls. The cases are the e2e file's own, collected here with this file's ``backend``, whose loader they call. Then
 that file's torch models (softmax over a linear layer, a CNN, layernorm) with a dynamic batch,
 against PyTorch at batches 1, a prime and large.
 
@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dynamic_modules  # noqa: E402
-from e2e.test_dynamic_shapes import (  # noqa: E402, F401 - collected here with this file's load
+from e2e.test_dynamic_shapes import (  # noqa: E402, F401 - collected here with this file's backend
     exp_add_rowsum,
     test_a_size_computed_by_subtraction,
     test_arguments_that_disagree_on_a_shared_dim,
@@ -65,9 +65,10 @@ def mode(request) -> str:
 
 
 @pytest.fixture(scope="module")
-def load(mode):
-    """MLIR text -> its cuda module, loaded in this command-buffer mode."""
-    return lambda mlir: rt.load_module(cuda_module(mlir), device=f"cuda://0?command_buffer={mode}")
+def backend(mode):
+    """(target, device, loader): MLIR text -> its cuda module, loaded in this mode."""
+    device = f"cuda://0?command_buffer={mode}"
+    return "cuda", device, lambda mlir: rt.load_module(cuda_module(mlir), device=device)
 
 
 def check_torch_case(name: str, device: str, module_of=lambda data: data) -> None:

@@ -2,7 +2,7 @@
 tests/e2e/test_dynamic_shapes.py and its torch models run by pyree's rocm driver, each module
 compiled for cuda and relabelled as rocm (relabel.py), so that the rocm driver evaluates each
 dispatch's grid and passes its push constants as kernel parameters, at sizes 0, 1, primes and
-large. The cases are the e2e file's own, collected here with this file's ``load``; the modules
+large. The cases are the e2e file's own, collected here with this file's ``backend``, whose loader they call; the modules
 are tests/drivers/cuda/test_cuda_dynamic.py's (PYREE_CUDA_DYNAMIC_MODULE_DIR, or compiled here)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "cuda")]
 import dynamic_modules  # noqa: E402
-from e2e.test_dynamic_shapes import (  # noqa: E402, F401 - collected here with this file's load
+from e2e.test_dynamic_shapes import (  # noqa: E402, F401 - collected here with this file's backend
     exp_add_rowsum,
     test_a_size_computed_by_subtraction,
     test_arguments_that_disagree_on_a_shared_dim,
@@ -44,13 +44,14 @@ def shim(hip_env) -> str:
 
 
 @pytest.fixture(scope="module")
-def load(shim):
-    """MLIR text -> its cuda module relabelled for rocm, loaded on the shim."""
+def backend(shim):
+    """(target, device, loader): MLIR text -> its cuda module relabelled for rocm, loaded on
+    the shim."""
     def load(mlir: str):
         data = module_bytes("rocm", dynamic_modules.file_name(mlir),
                             lambda: relabelled(cuda_module(mlir)))
         return rt.load_module(data, device=shim)
-    return load
+    return "rocm", shim, load
 
 
 @pytest.mark.parametrize("name", sorted(dynamic_modules.TORCH_MODELS))

@@ -16,10 +16,9 @@ from pyree.compiler.sizes import is_static
 
 @dataclass(frozen=True)
 class Launch:
-    """What a template decided: the export's grid, block and dynamic shared-memory size. A
-    kernel with run-time sizes may have sizes in its grid (``pyree.compiler.sizes``)."""
+    """What a template decided: the export's grid, block and dynamic shared-memory size."""
 
-    grid: tuple
+    grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_memory_bytes: int = 0
 
@@ -53,13 +52,12 @@ def size_expr(value) -> SizeExprT:
 
 
 def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:
-    """The export of ``kernel`` as ``launch`` runs it. A grid with run-time sizes is written as
-    ``grid_size_expr``, which the runtime evaluates per dispatch; ``grid_size`` then holds 0
-    for each of its run-time axes (the static floor, as ``min_length`` is for a binding)."""
+    """A grid of run-time sizes goes to ``grid_size_expr``, its static ``grid_size`` then 0."""
     export = GpuExportT()
     export.name = name
-    export.gridSize = [g if is_static(g) else 0 for g in launch.grid]
+    export.gridSize = list(launch.grid)
     if not all(is_static(g) for g in launch.grid):
+        export.gridSize = [0, 0, 0]
         export.gridSizeExpr = [size_expr(g) for g in launch.grid]
     export.blockSize = list(launch.block)
     export.sharedMemoryBytes = launch.shared_memory_bytes

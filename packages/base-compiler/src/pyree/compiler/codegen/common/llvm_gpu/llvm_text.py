@@ -56,6 +56,7 @@ class Function:
         self.module = module
         self.lines: list[str] = []
         self.entry_allocas: list[str] = []
+        self.sizes = None  # a kernel with run-time sizes: its size_values.SizeValues
         self._n = 0
 
     def op(self, text: str) -> str:

@@ -24,6 +24,7 @@ class SizeValues:
 
     def __init__(self, fn: Function, push_constants: int):
         self.fn = fn
+        fn.sizes = self
         self.params = tuple(f"i64 %pc{k}" for k in range(push_constants))
         # the low half of each slot: a push constant is a u32 whatever its slot's high half holds
         self.constants = [fn.entry_op(f"and i64 %pc{k}, 4294967295") for k in range(push_constants)]
