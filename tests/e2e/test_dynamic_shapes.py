@@ -24,7 +24,7 @@ BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
     pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
 ]
-SIZES = [(0, 3), (1, 1), (7, 13), (131, 257), (5, 0)]
+SIZES = [(0, 3), (1, 1), (7, 13), (131, 257), (5, 0), (1031, 2053)]
 
 EXP_ADD_ROWSUM = """
 #map = affine_map<(d0, d1) -> (d0, d1)>
@@ -89,8 +89,12 @@ def backend(request) -> tuple[str, str]:
     return target, device
 
 
-def load(mlir: str, backend: tuple[str, str]):
-    """``mlir`` compiled for ``backend``'s target and loaded on its device."""
+def load(mlir: str, backend: tuple):
+    """``mlir`` compiled for ``backend``'s target and loaded on its device. A GPU driver's tests
+    that collect these cases give a third element, their own loader (modules built on the CPU
+    machine: tests/drivers/cuda/test_cuda_dynamic.py)."""
+    if len(backend) > 2:
+        return backend[2](mlir)
     target, device = backend
     options = CompileOptions(target_backends=[target],
                              vulkan_target=os.environ.get("PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
@@ -144,7 +148,8 @@ def test_matmul_with_every_dim_dynamic(backend, m, k, n):
     rng = np.random.default_rng(m + k + n)
     a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
     got = module["mm"](a, b).to_host()
-    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    # an f32 sum of k products is off by about sqrt(k) roundings of its partial sums
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5)
 
 
 def test_expand_and_collapse_of_a_dynamic_dim(backend):
@@ -190,10 +195,17 @@ def test_run_module_cli_takes_any_size(backend, tmp_path):
         assert f"{4 * m}xf32=" + " ".join(["1"] * (4 * m)) in out.stdout
 
 
-@pytest.mark.parametrize("target", ["cuda", "rocm"])
-def test_targets_without_run_time_sizes_refuse_by_name(target):
-    with pytest.raises(CompileError, match=f"the {target} target cannot compile kernels sized"):
-        compile_str(EXP_ADD_ROWSUM, CompileOptions(target_backends=[target]))
+def test_targets_without_run_time_sizes_refuse_by_name(monkeypatch):
+    """Every target compiles kernels sized at run time now (llvm-cpu, vulkan-spirv, cuda, rocm);
+    one that did not would be refused by name before code generation, as cuda here."""
+    import dataclasses
+
+    from pyree.compiler import pipeline
+    real = pipeline.backend
+    monkeypatch.setattr(pipeline, "backend", lambda name: dataclasses.replace(
+        real(name), run_time_sizes=name != "cuda"))
+    with pytest.raises(CompileError, match="the cuda target cannot compile kernels sized"):
+        compile_str(EXP_ADD_ROWSUM, CompileOptions(target_backends=["cuda"]))
 
 
 class _SmallCnn(torch.nn.Module):

@@ -16,7 +16,7 @@ from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
-from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, matmul_gemv, reduction
+from pyree.compiler.codegen.common.llvm_gpu import dynamic, elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
 from pyree.compiler.codegen.cuda import matmul_mma, matmul_wgmma
@@ -31,8 +31,9 @@ __all__ = ["BACKEND", "compile_executable", "generate_ptx", "resolve_target", "D
 
 FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files carry
 
-# The kernel templates in priority order (interface.choose).
-TEMPLATES = (matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
+# The kernel templates in priority order (interface.choose). ``dynamic`` takes exactly the kernels
+# with run-time sizes, so no other template ever sees one.
+TEMPLATES = (dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
@@ -102,4 +103,5 @@ BACKEND = Backend(
                Artefact(f"{FORM}.cubin", "binaries")),
     compile_executable=compile_executable,
     implicit_gemm=True,
+    run_time_sizes=True,
 )

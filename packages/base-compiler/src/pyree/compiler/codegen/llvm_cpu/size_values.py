@@ -1,6 +1,6 @@
 """Run-time sizes in llvm-cpu code: a kernel size as i64 arithmetic over the push constants.
 
-A size (``pyree.compiler.sizes``) is emitted from its SizeExpr program (``kernel.size_code``),
+A size (``pyree.compiler.sizes``) is emitted from its SizeExpr program (``common/size_program.py``),
 the program the runtime evaluates for the same size, so kernel and runtime compute it alike.
 The arithmetic wraps (no ``nsw``): an index computed modulo 2**64 is still exact wherever its
 true value is in range, which is what the entry point's checks establish. The entry point
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 from pyree.compiler import sizes
+from pyree.compiler.codegen.common import size_program
 from pyree.compiler.codegen.llvm_cpu.loops import I64, i64
-from pyree.compiler.kernel import size_code
 
 I1 = ir.IntType(1)
 _ARITH = {sizes.ADD: ("add", "sadd"), sizes.SUB: ("sub", "ssub"), sizes.MUL: ("mul", "smul")}
@@ -27,17 +27,8 @@ def emit_size(b: ir.IRBuilder, value, params: list[ir.Value],
     invocation errors); without, such a step gives some value and never traps."""
     if sizes.is_static(value):
         return i64(value)
-    code, stack, at = size_code(value), [], 0
-    while at < len(code):
-        op = code[at]
-        if op in (sizes.CONST, sizes.SYM):
-            stack.append(i64(code[at + 1]) if op == sizes.CONST else params[code[at + 1]])
-            at += 2
-            continue
-        y, x = stack.pop(), stack.pop()
-        stack.append(_step(b, op, x, y, overflow))
-        at += 1
-    return stack[0]
+    return size_program.run(value, i64, params.__getitem__,
+                            lambda op, x, y: _step(b, op, x, y, overflow))
 
 
 def _step(b: ir.IRBuilder, op: int, x: ir.Value, y: ir.Value, overflow) -> ir.Value:

@@ -21,7 +21,7 @@ from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.RocmExecutable import RocmExecutableT
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
-from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, matmul_gemv, reduction
+from pyree.compiler.codegen.common.llvm_gpu import dynamic, elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
 from pyree.compiler.codegen.rocm import device_libs
@@ -37,8 +37,9 @@ __all__ = ["BACKEND", "compile_executable", "generate_ir", "generate_hsaco", "re
 FORM = "rocm_hsaco_fb"  # IREE's name for the format, which the dumped files carry
 
 
-# The kernel templates in priority order (interface.choose).
-TEMPLATES = (matmul_gemv, matmul, reduction, elementwise)
+# The kernel templates in priority order (interface.choose). ``dynamic`` takes exactly the kernels
+# with run-time sizes, so no other template ever sees one.
+TEMPLATES = (dynamic, matmul_gemv, matmul, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: RocmTarget):
@@ -107,4 +108,5 @@ BACKEND = Backend(
     artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"), Artefact(f"{FORM}.o", "intermediates"),
                Artefact(f"{FORM}.hsaco", "binaries")),
     compile_executable=compile_executable,
+    run_time_sizes=True,
 )

@@ -27,7 +27,7 @@ TRIPLE = "amdgcn-amd-amdhsa"
 _SAFE_INTRINSICS = ("llvm.amdgcn.", "llvm.fabs.", "llvm.floor.", "llvm.ceil.", "llvm.round.",
                     "llvm.roundeven.", "llvm.trunc.", "llvm.sqrt.", "llvm.copysign.",
                     "llvm.maximum.", "llvm.minimum.", "llvm.abs.", "llvm.smin.", "llvm.smax.",
-                    "llvm.umin.", "llvm.umax.", "llvm.fma.", "llvm.fmuladd.")
+                    "llvm.umin.", "llvm.umax.", "llvm.fma.", "llvm.fmuladd.", "llvm.trap")
 # What AMD's ocml (ROCm 5.2) leaves after O3 and LLVM selects: every op of
 # math_expansion.GPU_EXPANDED in f32 and f64 (tests/codegen/rocm/test_rocm_device_libs.py); exp2 and log2
 # have no f64 instruction.

@@ -6,17 +6,26 @@ from __future__ import annotations
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import Linear
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, storage_type
+from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
 
 
 def offset(fn: Function, lin: Linear, loops: list) -> str:
-    """i64 element offset; ``loops`` holds i64 SSA names or Python ints."""
+    """i64 element offset; ``loops``, and ``lin``'s coefficients and constant, hold i64 SSA names
+    or Python ints (``emitted``)."""
     total = str(lin.const)
     for c, v in zip(lin.coeffs, loops):
         if c == 0:
             continue
-        term = str(c * v) if isinstance(v, int) else fn.op(f"mul i64 {v}, {c}")
+        term = str(c * v) if isinstance(v, int) and isinstance(c, int) \
+            else fn.op(f"mul i64 {v}, {c}")
         total = fn.op(f"add i64 {total}, {term}")
     return total
+
+
+def emitted(lin: Linear, sizes) -> Linear:
+    """``lin`` with each run-time size among its coefficients and constant as its i64 value
+    (``size_values.SizeValues``), for ``offset``."""
+    return Linear(tuple(sizes(c) for c in lin.coeffs), sizes(lin.const))
 
 
 def element_ptr(fn: Function, base: str, dtype: str, off: str) -> str:
@@ -35,9 +44,10 @@ def store(fn: Function, ptr: str, dtype: str, value: str) -> None:
     fn.raw(f"store {storage_type(dtype)} {value}, ptr addrspace(1) {ptr}, align {K.itemsize(dtype)}")
 
 
-def clamp(fn: Function, v: str, extent: int) -> str:
-    """The i64 index ``v`` clamped to at most ``extent - 1``: a tile's tail reads stay inside."""
-    return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(extent - 1))])
+def clamp(fn: Function, v: str, extent, sizes=STATIC) -> str:
+    """The i64 index ``v`` clamped to at most ``extent - 1``: a tile's tail reads stay inside
+    (``sizes``: a run-time extent's values; one of 0 leaves ``v`` as it is)."""
+    return fn.call("i64", "llvm.umin.i64", [("i64", v), ("i64", str(sizes(extent - 1)))])
 
 
 def decompose(fn: Function, linear: str, ranges: tuple[int, ...]) -> list[str]:
@@ -60,5 +70,6 @@ def global_thread_id(fn: Function) -> str:
     return fn.op(f"add i64 {fn.op(f'mul i64 {cta}, {ntid}')}, {tid}")
 
 
-def kernel_params(kernel: K.Kernel) -> list[str]:
-    return [f"ptr addrspace(1) %b{i}" for i in range(len(kernel.bindings))]
+def kernel_params(kernel: K.Kernel, sizes=STATIC) -> list[str]:
+    """The bindings, then the push constants of a kernel with run-time sizes (``sizes``)."""
+    return [f"ptr addrspace(1) %b{i}" for i in range(len(kernel.bindings))] + list(sizes.params)

@@ -15,8 +15,10 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, storage_type
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
+from pyree.compiler.sizes import num_elements, opaque
 
 BLOCK = 256
+MAX_GRID = 65535  # blocks of a grid-stride kernel (emit_strided)
 
 
 def vector_width(kernel: K.Kernel) -> int:
@@ -80,6 +82,26 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
     block = min(BLOCK, ceil_div(groups, 32) * 32)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return Launch((ceil_div(groups, block), 1, 1), (block, 1, 1))
+
+
+def emit_strided(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes) -> Launch:
+    """A kernel with run-time sizes (``sizes``: its ``size_values.SizeValues``; ``fn``: its body
+    so far): one thread per element, scalar, in a grid-stride loop over a grid of at most
+    ``MAX_GRID`` blocks, so that any extent fits the grid and an empty one launches nothing."""
+    par = kernel.parallel_ranges
+    n = len(par)
+    total = num_elements(par)
+    lin = {}
+    for b, index in [*((e.binding, e.index) for e in _loads(kernel)),
+                     *((r.binding, r.index) for r in kernel.results)]:
+        lin.setdefault((b, index), A.emitted(linearize(kernel.bindings[b], index, n), sizes))
+    grid = opaque("min", opaque("ceildiv", total, BLOCK), MAX_GRID)
+    stride = fn.op(f"mul i64 {sizes(grid)}, {BLOCK}")
+    ranges = [sizes(r) for r in par]
+    fn.loop(A.global_thread_id(fn), str(sizes(total)), stride,
+            lambda i: _body(fn, kernel, A.decompose(fn, i, ranges) if n else [], 1, lin, set()))
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=BLOCK)
+    return Launch((grid, 1, 1), (BLOCK, 1, 1))
 
 
 def _vector_load(fn: Function, cache: dict, lin: dict, idx: list[str], width: int, key,

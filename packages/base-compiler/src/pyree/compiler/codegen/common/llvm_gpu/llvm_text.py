@@ -56,12 +56,21 @@ class Function:
         self.module = module
         self.lines: list[str] = []
         self.entry_allocas: list[str] = []
+        self.sizes = None  # a kernel with run-time sizes: its size_values.SizeValues
         self._n = 0
 
     def op(self, text: str) -> str:
         self._n += 1
         name = f"%t{self._n}"
         self.lines.append(f"  {name} = {text}")
+        return name
+
+    def entry_op(self, text: str) -> str:
+        """``op`` in the entry block, before the body's first line: a value that dominates every
+        use (a kernel's run-time sizes)."""
+        self._n += 1
+        name = f"%t{self._n}"
+        self.entry_allocas.append(f"  {name} = {text}")
         return name
 
     def raw(self, text: str) -> None:

@@ -18,7 +18,9 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type, storage_type
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
+from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
 from pyree.compiler.errors import CompileError
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
@@ -47,16 +49,26 @@ def plan(kernel: K.Kernel, target) -> Contraction | None:
 
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     par = kernel.parallel_ranges
-    batch = par[:-2]
-    M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = int(np.prod(par[:-2], dtype=np.int64))
     if nb > 65535:
         raise CompileError(f"batch of {nb} matrix products exceeds the CUDA grid", kernel.location)
-    t = choose_tiling(M, N, nb)
+    return emit_tiled(module, kernel, name, c, choose_tiling(par[-2], par[-1], nb),
+                      Function(module), STATIC)
+
+
+def emit_tiled(module: Module, kernel: K.Kernel, name: str, c: Contraction, t: Tiling,
+               fn: Function, sizes) -> Launch:
+    """The tiled kernel with tiling ``t``. ``fn``: the kernel's body so far; ``sizes``: its
+    ``size_values.SizeValues`` where its extents are run-time sizes (``STATIC`` without); a
+    run-time K may be 0, which leaves the first tile unloaded."""
+    par = kernel.parallel_ranges
+    batch = par[:-2]
+    M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
+    nb = num_elements(batch)
+    m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
     ty_ = llvm_type(c.dtype)
     isz = K.itemsize(c.dtype)
-    fn = Function(module)
-    lowering = epilogue_lowering(fn, kernel)
+    lowering = epilogue_lowering(fn, kernel, sizes)
 
     a_sh = module.shared_array(f"{name}_a", ty_, 2 * t.bk * t.bm, 32)
     b_sh = module.shared_array(f"{name}_b", ty_, 2 * t.bk * t.bn, 32)
@@ -65,7 +77,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {t.bm}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
-    bidx = A.decompose(fn, bz, batch) if batch else []
+    bidx = A.decompose(fn, bz, [sizes(b) for b in batch]) if batch else []
     tx = fn.op(f"urem i64 {tid}, {t.bn // t.tn}")
     ty = fn.op(f"udiv i64 {tid}, {t.bn // t.tn}")
     zero = const(0.0, c.dtype)
@@ -78,16 +90,16 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
             e = fn.op(f"add i64 {tid}, {t.threads * j}")
             i, kk = fn.op(f"udiv i64 {e}, {t.bk}"), fn.op(f"urem i64 {e}, {t.bk}")
             gm, gk = fn.op(f"add i64 {m0}, {i}"), fn.op(f"add i64 {k0}, {kk}")
-            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {M}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
-            v = lowering(bidx + [A.clamp(fn, gm, M), 0, A.clamp(fn, gk, KD)])(c.x)
+            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {m_}')}, {fn.op(f'icmp ult i64 {gk}, {k_}')}")
+            v = lowering(bidx + [A.clamp(fn, gm, M, sizes), 0, A.clamp(fn, gk, KD, sizes)])(c.x)
             xs.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bm}')}, {i}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
         for j in range(t.bn * t.bk // t.threads):
             e = fn.op(f"add i64 {tid}, {t.threads * j}")
             kk, jn = fn.op(f"udiv i64 {e}, {t.bn}"), fn.op(f"urem i64 {e}, {t.bn}")
             gn, gk = fn.op(f"add i64 {n0}, {jn}"), fn.op(f"add i64 {k0}, {kk}")
-            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gn}, {N}')}, {fn.op(f'icmp ult i64 {gk}, {KD}')}")
-            v = lowering(bidx + [0, A.clamp(fn, gn, N), A.clamp(fn, gk, KD)])(c.y)
+            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gn}, {n_}')}, {fn.op(f'icmp ult i64 {gk}, {k_}')}")
+            v = lowering(bidx + [0, A.clamp(fn, gn, N, sizes), A.clamp(fn, gk, KD, sizes)])(c.y)
             ys.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bn}')}, {jn}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
         return xs, ys
@@ -122,8 +134,11 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
             vals += [fn.op(f"extractelement <{width} x {ty_}> {vec}, i32 {i}") for i in range(width)]
         return vals
 
-    num_k = ceil_div(KD, t.bk)
-    stash(fetch("0"), "0")
+    num_k = sizes(opaque("ceildiv", KD, t.bk))
+    if is_static(KD):
+        stash(fetch("0"), "0")
+    else:
+        fn.if_then(fn.op(f"icmp ne i64 {k_}, 0"), lambda: stash(fetch("0"), "0"))
     fn.barrier()
 
     def step(kt):
@@ -148,10 +163,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
         j = 0
         for start, width in cols:
             totals = [fn.op(f"load {ty_}, ptr {accs[i * t.tn + j + k]}") for k in range(width)]
-            store_span(fn, kernel, c, bidx, gm, fn.op(f"add i64 {n0}, {start}"), totals, lowering)
+            store_span(fn, kernel, c, bidx, gm, fn.op(f"add i64 {n0}, {start}"), totals, lowering,
+                       sizes)
             j += width
-    module.add_kernel(name, A.kernel_params(kernel), fn, t.threads, 2 if t.tm * t.tn >= 64 else 0)
-    return Launch((ceil_div(N, t.bn), ceil_div(M, t.bm), nb), (t.threads, 1, 1))
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, t.threads,
+                      2 if t.tm * t.tn >= 64 else 0)
+    return Launch((opaque("ceildiv", N, t.bn), opaque("ceildiv", M, t.bm), nb), (t.threads, 1, 1))
 
 
 def fmuladd(fn: Function, ty_: str, a: str, b: str, c: str) -> str:
@@ -159,7 +176,7 @@ def fmuladd(fn: Function, ty_: str, a: str, b: str, c: str) -> str:
     return fn.call(ty_, f"llvm.fmuladd.{_SUFFIX[ty_]}", [(ty_, a), (ty_, b), (ty_, c)])
 
 
-def epilogue_lowering(fn: Function, kernel: K.Kernel):
+def epilogue_lowering(fn: Function, kernel: K.Kernel, sizes=STATIC):
     """``lowering(loop, acc=None)``: a ScalarLowering of the kernel's init and epilogue
     expressions at the loop indices ``loop``, loading their operands straight from the bindings.
     Every matmul template stores its tile through it (``store_element``)."""
@@ -168,7 +185,7 @@ def epilogue_lowering(fn: Function, kernel: K.Kernel):
 
     def lin(b, index):
         if (b, index) not in lin_cache:
-            lin_cache[(b, index)] = linearize(kernel.bindings[b], index, n_loops)
+            lin_cache[(b, index)] = A.emitted(linearize(kernel.bindings[b], index, n_loops), sizes)
         return lin_cache[(b, index)]
 
     def lowering(loop, acc=None):
@@ -180,21 +197,21 @@ def epilogue_lowering(fn: Function, kernel: K.Kernel):
 
 
 def store_span(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn0: str,
-               totals: list[str], lowering) -> None:
+               totals: list[str], lowering, sizes=STATIC) -> None:
     """C[gm, gn0 + j] = epilogue(init + totals[j]) for a thread's run of consecutive columns: one
     vector store where the output row is contiguous and aligned along n (known at compile time)
     and the whole run lies inside the output (checked at run time), else store_element per
     column. A SIMT tile's epilogue is most of the work of a short-K product (4096x16 @ 16x4096:
     64 MB written), and scalar stores spend four times the store instructions on it."""
     r = kernel.results[0]
-    M, N = kernel.parallel_ranges[-2:]
+    M, N = (sizes(d) for d in kernel.parallel_ranges[-2:])
     width, out_dtype, n_loops = len(totals), kernel.bindings[r.binding].dtype, len(kernel.loop_ranges)
     lin = linearize(kernel.bindings[r.binding], r.index, n_loops)
     columns = [fn.op(f"add i64 {gn0}, {j}") for j in range(width)]
 
     def scalar():
         for gn, total in zip(columns, totals):
-            store_element(fn, kernel, c, bidx, gm, gn, total, lowering)
+            store_element(fn, kernel, c, bidx, gm, gn, total, lowering, sizes)
 
     if width == 1 or out_dtype == "i1" or not lin.contiguous(kernel.num_parallel - 1, width,
                                                              range(n_loops)):
@@ -207,7 +224,7 @@ def store_span(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: s
             value = _result_value(fn, r, c, lowering, bidx + [gm, gn, 0], total)
             vec = fn.op(f"insertelement <{width} x {st}> {vec}, {st} {value}, i32 {j}")
         ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype,
-                            A.offset(fn, lin, bidx + [gm, gn0, 0]))
+                            A.offset(fn, A.emitted(lin, sizes), bidx + [gm, gn0, 0]))
         fn.raw(f"store <{width} x {st}> {vec}, ptr addrspace(1) {ptr}, "
                f"align {width * K.itemsize(out_dtype)}")
 
@@ -218,17 +235,17 @@ def store_span(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: s
 
 
 def store_element(fn: Function, kernel: K.Kernel, c: Contraction, bidx: list, gm: str, gn: str,
-                  total: str, lowering) -> None:
+                  total: str, lowering, sizes=STATIC) -> None:
     """C[gm, gn] = epilogue(init + total), when (gm, gn) is inside the output."""
     r = kernel.results[0]
-    M, N = kernel.parallel_ranges[-2:]
+    M, N = (sizes(d) for d in kernel.parallel_ranges[-2:])
     out_dtype = kernel.bindings[r.binding].dtype
     n_loops = len(kernel.loop_ranges)
 
     def store():
         loop = bidx + [gm, gn, 0]
         value = _result_value(fn, r, c, lowering, loop, total)
-        lin = linearize(kernel.bindings[r.binding], r.index, n_loops)
+        lin = A.emitted(linearize(kernel.bindings[r.binding], r.index, n_loops), sizes)
         ptr = A.element_ptr(fn, f"%b{r.binding}", out_dtype, A.offset(fn, lin, loop))
         A.store(fn, ptr, out_dtype, value)
 

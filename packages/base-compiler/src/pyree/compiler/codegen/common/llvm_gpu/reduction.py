@@ -19,7 +19,9 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const, llvm_type
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
+from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
 from pyree.compiler.errors import CompileError
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 PARALLEL_MIN_REDUCTION = 128
 # Reduced elements a block template thread keeps in registers (a resident row), and the strided
@@ -30,6 +32,9 @@ UNROLL = 4
 # level above.
 LEAF = 16
 FAN_IN = 16
+# With run-time sizes: a block template's threads per block, and the extent a cascade is sized for.
+RUN_TIME_BLOCK = 256
+RUN_TIME_EXTENT = 1 << 32
 
 
 def identity(op: str, dtype: str) -> str:
@@ -51,17 +56,17 @@ def plan(kernel: K.Kernel, target) -> tuple[int, ...] | None:
 def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     folds = K.fold_pattern(kernel.reductions)
     if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
-        return _emit_block(module, kernel, name, folds)
-    return _emit_serial(module, kernel, name)
+        return emit_block(module, kernel, name, folds, Function(module), STATIC)
+    return emit_serial(module, kernel, name, Function(module), STATIC)
 
 
-def _lin(kernel: K.Kernel):
+def _lin(kernel: K.Kernel, sizes):
     n = len(kernel.loop_ranges)
     cache = {}
 
     def get(binding: int, index) -> Linear:
         if (binding, index) not in cache:
-            cache[(binding, index)] = linearize(kernel.bindings[binding], index, n)
+            cache[(binding, index)] = A.emitted(linearize(kernel.bindings[binding], index, n), sizes)
         return cache[(binding, index)]
     return get
 
@@ -93,10 +98,10 @@ def _store(fn: Function, kernel: K.Kernel, loop: list, lin, stored: dict) -> Non
 
 
 def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, start: str, step: str,
-                 unroll: int = 1):
+                 sizes, unroll: int = 1):
     """Stores the row results at reduction points start, start + step, ..."""
     rows = {k: r for k, r in enumerate(kernel.results) if r.row}
-    red = kernel.reduction_ranges
+    red = [sizes(n) for n in kernel.reduction_ranges]
 
     def body(i):
         loop = p + A.decompose(fn, i, red)
@@ -104,15 +109,22 @@ def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, sta
         _store(fn, kernel, loop, lin, {k: lower(r.value) for k, r in rows.items()})
 
     if rows:
-        fn.loop(start, str(int(np.prod(red, dtype=np.int64))), step, body, unroll=unroll)
+        fn.loop(start, str(sizes(num_elements(kernel.reduction_ranges))), step, body, unroll=unroll)
 
 
-def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> Launch:
-    """One thread per output point: each phase folds serially, then the row results."""
-    par, red = kernel.parallel_ranges, kernel.reduction_ranges
-    outputs = int(np.prod(par, dtype=np.int64))
-    lin = _lin(kernel)
-    fn = Function(module)
+def _trips(total, by: int) -> int:
+    """A thread's steps over ``total`` points strided by ``by``, what its cascade is sized for;
+    for a run-time total, the steps of a uint32 extent (a longer one is still folded whole, its
+    top level taking more terms)."""
+    return -(-total // by) if is_static(total) else -(-RUN_TIME_EXTENT // by)
+
+
+def emit_serial(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes) -> Launch:
+    """One thread per output point: each phase folds serially, then the row results. ``fn``: the
+    kernel's body so far; ``sizes``: its ``size_values.SizeValues`` (``STATIC`` without)."""
+    par, red = [sizes(n) for n in kernel.parallel_ranges], [sizes(n) for n in kernel.reduction_ranges]
+    outputs = num_elements(kernel.parallel_ranges)
+    lin = _lin(kernel, sizes)
     g = A.global_thread_id(fn)
     results = kernel.results
 
@@ -136,18 +148,18 @@ def _emit_serial(module: Module, kernel: K.Kernel, name: str) -> Launch:
                 for k, (ty, slot) in level.items():
                     fn.raw(f"store {ty} {news[k]}, ptr {slot}")
 
-            length = int(np.prod(red, dtype=np.int64))
-            _cascaded(fn, kernel, phase, slots, "0", str(length), 1, length, step)
+            length = num_elements(kernel.reduction_ranges)
+            _cascaded(fn, kernel, phase, slots, "0", str(sizes(length)), 1, _trips(length, 1), step)
             accs = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
             finals = _finals(fn, kernel, p, lin, {**values, **accs}, phase)
             _store(fn, kernel, p + zeros, lin, finals)
             values.update(finals)
-        _row_results(fn, kernel, p, lin, values, "0", "1")
+        _row_results(fn, kernel, p, lin, values, "0", "1", sizes)
 
-    fn.if_then(fn.op(f"icmp ult i64 {g}, {outputs}"), body)
-    block = min(128, ceil_div(outputs, 32) * 32)
-    module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
-    return Launch((ceil_div(outputs, block), 1, 1), (block, 1, 1))
+    fn.if_then(fn.op(f"icmp ult i64 {g}, {sizes(outputs)}"), body)
+    block = min(128, ceil_div(outputs, 32) * 32) if is_static(outputs) else 128
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=block)
+    return Launch((opaque("ceildiv", outputs, block), 1, 1), (block, 1, 1))
 
 
 def shuffle_xor(fn: Function, value: str, ty: str, lane_mask: int) -> str:
@@ -179,7 +191,7 @@ def _block_size(total: int) -> int:
     return next((b for b in (256, 512) if total <= b * RESIDENT), 1024)
 
 
-def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> Launch:
+def emit_block(module: Module, kernel: K.Kernel, name: str, folds, fn: Function, sizes) -> Launch:
     """One block per output point. Per phase: threads fold strided elements, then the warp
     (shuffles) and the block (shared memory); every thread reads the phase's totals where a
     later phase or a row result needs them (thread 0 alone otherwise), thread 0 stores them.
@@ -188,17 +200,17 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> Launch:
     A row of at most ``RESIDENT`` elements per thread is *resident*: each thread loads its
     elements once, all loads issued together, and every phase and row result reuses them (a
     softmax reads its row once instead of three times). A longer row is streamed, ``UNROLL``
-    strided elements per trip so that their loads are in flight together."""
-    par, red = kernel.parallel_ranges, kernel.reduction_ranges
-    outputs = int(np.prod(par, dtype=np.int64))
-    if outputs >= 2**31:
+    strided elements per trip so that their loads are in flight together. With run-time sizes
+    (``sizes``, as ``emit_serial``) every row is streamed by ``RUN_TIME_BLOCK`` threads."""
+    par, red = [sizes(n) for n in kernel.parallel_ranges], kernel.reduction_ranges
+    outputs = num_elements(kernel.parallel_ranges)
+    if is_static(outputs) and outputs >= 2**31:
         raise CompileError(f"reduction with {outputs} outputs exceeds the GPU grid", kernel.location)
-    total = int(np.prod(red, dtype=np.int64))
-    block = _block_size(total)
+    total = num_elements(red)
+    block = _block_size(total) if is_static(total) else RUN_TIME_BLOCK
     wave = module.target.warp_size  # 32, or 64 on AMD's gfx9 (CDNA)
     warps = block // wave
-    lin = _lin(kernel)
-    fn = Function(module)
+    lin = _lin(kernel, sizes)
     combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
     results, phases = kernel.results, K.phases(kernel.results)
 
@@ -210,13 +222,14 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> Launch:
     first_thread = fn.op(f"icmp eq i32 {tid32}, 0")
     zeros = p + [0] * len(red)
     values: dict = {}  # the finals of the phases done
-    resident = _resident_points(fn, kernel, p, lin, values, tid, total, block)
+    resident = _resident_points(fn, kernel, p, lin, values, tid, total, block) \
+        if is_static(total) else None
     for n, phase in enumerate(phases):
         if resident is not None:
             partial = _fold_resident(fn, resident, phase, folds, combine)
         else:
             partial = _fold_streamed(fn, kernel, p, lin, values, tid, total, block, phase, folds,
-                                     combine)
+                                     combine, sizes)
         shared = {}
         for k in phase:
             (op, f), v = folds[k], partial[k]
@@ -252,8 +265,8 @@ def _emit_block(module: Module, kernel: K.Kernel, name: str, folds) -> Launch:
     if resident is not None:
         _row_results_resident(fn, kernel, lin, resident)
     else:
-        _row_results(fn, kernel, p, lin, values, tid, str(block), unroll=UNROLL)
-    module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
+        _row_results(fn, kernel, p, lin, values, tid, str(block), sizes, unroll=UNROLL)
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=block)
     return Launch((outputs, 1, 1), (block, 1, 1))
 
 
@@ -296,7 +309,7 @@ def _fold_resident(fn: Function, points, phase: list[int], folds, combine) -> di
 
 
 def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, tid: str,
-                   total: int, block: int, phase: list[int], folds, combine) -> dict:
+                   total, block: int, phase: list[int], folds, combine, sizes) -> dict:
     """Each result of ``phase`` folded over this thread's strided points of the row."""
     top = {}
     for k in phase:
@@ -305,14 +318,16 @@ def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, t
         top[k] = (ty, fn.alloca(ty))
         fn.raw(f"store {ty} {identity(op, f.dtype)}, ptr {top[k][1]}")
 
+    red = [sizes(n) for n in kernel.reduction_ranges]
+
     def step(i, level):
-        lower = _lowering(fn, kernel, p + A.decompose(fn, i, kernel.reduction_ranges), lin, values)
+        lower = _lowering(fn, kernel, p + A.decompose(fn, i, red), lin, values)
         for k in phase:
             (op, f), (ty, slot) = folds[k], level[k]
             old = fn.op(f"load {ty}, ptr {slot}")
             fn.raw(f"store {ty} {combine(op, old, lower(f), f.dtype)}, ptr {slot}")
 
-    _cascaded(fn, kernel, phase, top, tid, str(total), block, -(-total // block), step)
+    _cascaded(fn, kernel, phase, top, tid, str(sizes(total)), block, _trips(total, block), step)
     return {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in top.items()}
 
 

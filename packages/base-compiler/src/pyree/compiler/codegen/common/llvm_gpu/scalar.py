@@ -61,6 +61,10 @@ class ScalarLowering:
             return const(e.value, e.dtype)
         if isinstance(e, K.LoopIndex):
             return self._loop_index(e.dim)
+        if isinstance(e, K.SizeValue) and self.fn.sizes is not None:  # a push constant's size
+            v = self.fn.sizes(e.size)
+            ty = llvm_type(e.dtype)
+            return v if ty == "i64" else self._f(f"trunc i64 {v} to {ty}")
         if isinstance(e, (K.Acc, K.Final)):  # a phase's accumulators, its earlier phases' finals
             return self._acc(e.result)
         if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED:
@@ -96,6 +100,9 @@ class ScalarLowering:
         if self.kernel is None:
             return True
         shape = self.kernel.bindings[x.binding].shape
+        if K.has_run_time_sizes(self.kernel):
+            return any(K.within(ix, self.kernel.loop_ranges, n) is not True
+                       for ix, n in zip(x.index, shape))
         return any(not 0 <= lo <= hi < n for lo, hi, n in (
             (*affine_range(ix, self.kernel.loop_ranges), n) for ix, n in zip(x.index, shape)))
 

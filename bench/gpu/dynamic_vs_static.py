@@ -1,0 +1,228 @@
+"""Kernels with run-time sizes against the same program compiled for one size, and PyTorch, on
+an NVIDIA GPU: matmul, softmax, layernorm and an elementwise op at five sizes each, odd ones
+among them.
+
+    python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90]   # CPU machine
+    python3 bench/gpu/dynamic_vs_static.py run OUT_DIR [--mode graph]       # GPU host
+
+``build`` writes each op once with run-time dims and once per size with static ones (softmax and
+layernorm imported from PyTorch with a dynamic batch, their row static), and compiles them for
+cuda.
+``run`` loads them on the GPU, checks every output against PyTorch in float64 (a wrong result is
+marked WRONG and gets no speed), and times each with fresh device-resident inputs (a pool of
+``POOL`` input sets, rotated): GPU kernel time per call through CUPTI (torch.profiler, which sees
+pyree's launches and PyTorch's alike: bench/models/profile_kernels.py), median of ``CALLS``
+calls, for the dynamic module, the static one and PyTorch eager; PyTorch with CUDA events too
+(bench/gpu_timing.py). Prints a table; ``--json`` writes the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+POOL = 4
+CALLS = 50
+SIZES = {
+    "elementwise": [(1, 1), (7, 13), (257, 1031), (1031, 4099), (4096, 4096)],
+    "matmul": [(1, 1, 1), (7, 13, 5), (127, 255, 129), (509, 1021, 257), (1024, 1024, 1024)],
+    "softmax": [(1, 1001), (7, 1001), (131, 1001), (1031, 1001), (8191, 1001)],
+    "layernorm": [(1, 1023), (7, 1023), (131, 1023), (1031, 1023), (8191, 1023)],
+}
+# The row of softmax and layernorm is static in their dynamic module too: torch.export guards a
+# run-time row with comparisons of sizes (arith.cmpi), which pyree does not take yet.
+
+ELEMENTWISE = """
+func.func @f(%a: tensor<{t}>, %b: tensor<{t}>) -> tensor<{t}> {{{dims}
+  %e = tensor.empty({m_n}) : tensor<{t}>
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>,
+      affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>],
+      iterator_types = ["parallel", "parallel"]}}
+      ins(%a, %b : tensor<{t}>, tensor<{t}>) outs(%e : tensor<{t}>) {{
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %z = arith.mulf %x, %y : f32
+    %w = arith.addf %z, %x : f32
+    linalg.yield %w : f32
+  }} -> tensor<{t}>
+  return %r : tensor<{t}>
+}}
+"""
+MATMUL = """
+func.func @mm(%a: tensor<{ta}>, %b: tensor<{tb}>) -> tensor<{tc}> {{{dims}
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty({m_n}) : tensor<{tc}>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<{tc}>) -> tensor<{tc}>
+  %r = linalg.matmul ins(%a, %b : tensor<{ta}>, tensor<{tb}>) outs(%f : tensor<{tc}>) -> tensor<{tc}>
+  return %r : tensor<{tc}>
+}}
+"""
+DIMS = """
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<{ta}>
+  %n = tensor.dim %b, %c1 : tensor<{tb}>"""
+
+
+def shapes(op: str, size: tuple) -> list[tuple]:
+    """The argument shapes of ``op`` at ``size``."""
+    if op == "matmul":
+        m, k, n = size
+        return [(m, k), (k, n)]
+    return [size, size] if op == "elementwise" else [size]
+
+
+def mlir(op: str, size: tuple | None) -> str:
+    """``op`` at ``size`` (static), or with every dim run-time (``size`` None)."""
+    def ty(shape):
+        return "x".join("?" if size is None else str(d) for d in shape) + "xf32"
+    ta, tb = (ty(s) for s in shapes(op, size or (1,) * len(SIZES[op][0])))
+    dims = DIMS.format(ta=ta, tb=tb) if size is None else ""
+    m_n = "%m, %n" if size is None else ""
+    if op == "elementwise":
+        return ELEMENTWISE.format(t=ta, dims=dims, m_n=m_n)
+    tc = ty((size[0], size[2]) if size else (1, 1))
+    return MATMUL.format(ta=ta, tb=tb, tc=tc, dims=dims, m_n=m_n)
+
+
+def program(op: str):
+    """``op`` as a torch module: the reference of every op, and what softmax and layernorm are
+    imported from."""
+    import torch
+    functions = {"elementwise": lambda a, b: a * b + a, "matmul": lambda a, b: a @ b,
+                 "softmax": lambda a: torch.softmax(a, -1),
+                 "layernorm": lambda a: torch.nn.functional.layer_norm(a, (a.shape[-1],))}
+
+    class Unary(torch.nn.Module):
+        def forward(self, a):
+            return functions[op](a)
+
+    class Binary(torch.nn.Module):
+        def forward(self, a, b):
+            return functions[op](a, b)
+
+    return (Binary if len(shapes(op, SIZES[op][0])) == 2 else Unary)().eval()
+
+
+def source(op: str, size: tuple | None) -> str:
+    """MLIR of ``op``: written here (elementwise, matmul), or imported from PyTorch with a
+    dynamic batch (softmax, layernorm)."""
+    if op in ("elementwise", "matmul"):
+        return mlir(op, size)
+    import torch
+    from pyree.compiler import import_torch
+    example = torch.randn(*(size or SIZES[op][2]))
+    dims = None if size else {"a": {0: torch.export.Dim("batch", max=1 << 16)}}
+    return import_torch(program(op), example, dynamic_shapes=dims)
+
+
+def build(out: Path, target: str) -> None:
+    from pyree.compiler import CompileOptions, compile_str
+    out.mkdir(parents=True, exist_ok=True)
+    cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
+    for op, sizes in SIZES.items():
+        (out / f"{op}_dynamic.vmfb").write_bytes(compile_str(source(op, None), cuda))
+        for size in sizes:
+            name = f"{op}_{'x'.join(map(str, size))}.vmfb"
+            (out / name).write_bytes(compile_str(source(op, size), cuda))
+        print(f"built {op}", flush=True)
+
+
+def run(folder: Path, mode: str, json_out: str) -> None:
+    import pyree.runtime as rt
+    import torch
+    sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench" / "models")]
+    from gpu_timing import torch_ms
+    from profile_kernels import kernel_times
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = rt.get_device(f"cuda://0?command_buffer={mode}")
+    rng = np.random.default_rng(0)
+    rows = []
+    for op, sizes in SIZES.items():
+        model = program(op)
+        dynamic = rt.load_module((folder / f"{op}_dynamic.vmfb").read_bytes(), device=device)
+        for size in sizes:
+            static = rt.load_module((folder / f"{op}_{'x'.join(map(str, size))}.vmfb").read_bytes(),
+                                    device=device)
+            pool = [[rng.standard_normal(s, dtype=np.float32) for s in shapes(op, size)]
+                    for _ in range(POOL)]
+            on_torch = [[torch.from_numpy(a).cuda() for a in args] for args in pool]
+            row = {"op": op, "size": "x".join(map(str, size))}
+            for label, module in (("dynamic", dynamic), ("static", static)):
+                fn = module[module.function_names[0]]
+                args = [[rt.asdevicearray(device, a) for a in inputs] for inputs in pool]
+                wrong = max(_error(fn(*a).to_host(), model, t) for a, t in zip(args, on_torch))
+                row[f"{label}_err"] = wrong
+                row[f"{label}_us"] = None if wrong > 1e-4 else sum(
+                    kernel_times(_rotating(fn, args, wait=True), CALLS).values())
+            with torch.no_grad():
+                call = _rotating(model, on_torch)
+                row["torch_us"] = sum(kernel_times(call, CALLS).values())
+                row["torch_events_us"] = torch_ms(call, reps=CALLS) * 1e3
+            rows.append(row)
+            print(_line(row), flush=True)
+    print(_table(rows))
+    if json_out:
+        Path(json_out).write_text(json.dumps(rows, indent=1))
+
+
+def _rotating(fn, pool: list, wait: bool = False):
+    """A call of ``fn`` on the next input set of ``pool`` each time: fresh inputs per run, and
+    (``wait``: a pyree call) done when it returns."""
+    turn = [0]
+
+    def call():
+        turn[0] += 1
+        result = fn(*pool[turn[0] % len(pool)])
+        return result.wait() if wait else result
+    return call
+
+
+def _error(got: np.ndarray, model, args) -> float:
+    """Relative L2 error of ``got`` against ``model`` in float64 on the GPU."""
+    import torch
+    with torch.no_grad():
+        want = model(*[a.double() for a in args]).cpu().numpy()
+    if got.shape != want.shape:
+        return float("inf")
+    scale = np.linalg.norm(want) or 1.0
+    return float(np.linalg.norm(got - want) / scale)
+
+
+def _us(v) -> str:
+    return "WRONG" if v is None else f"{v:9.1f}"
+
+
+def _line(r: dict) -> str:
+    ratio = "" if r["dynamic_us"] is None or r["static_us"] is None \
+        else f"{r['dynamic_us'] / r['static_us']:6.2f}"
+    return (f"| {r['op']:11} | {r['size']:14} | {_us(r['dynamic_us'])} | {_us(r['static_us'])} | "
+            f"{r['torch_us']:9.1f} | {r['torch_events_us']:9.1f} | {ratio:>6} |")
+
+
+def _table(rows: list[dict]) -> str:
+    head = ("| op          | size           | dynamic us | static us | torch us | torch ev us "
+            "| dyn/st |\n|---|---|---|---|---|---|---|")
+    return "\n".join([head, *(_line(r) for r in rows)])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("command", choices=("build", "run"))
+    p.add_argument("folder", type=Path)
+    p.add_argument("--target", default="sm_90")
+    p.add_argument("--mode", default="graph", choices=("direct", "stream", "graph"))
+    p.add_argument("--json", default="")
+    args = p.parse_args()
+    if args.command == "build":
+        build(args.folder, args.target)
+    else:
+        run(args.folder, args.mode, args.json)
+
+
+if __name__ == "__main__":
+    main()

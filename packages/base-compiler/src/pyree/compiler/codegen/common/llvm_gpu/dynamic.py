@@ -1,0 +1,104 @@
+"""Kernels with run-time sizes on the LLVM GPU targets (cuda, rocm): the first template of both,
+taking exactly the kernels whose loop ranges, binding dims or indices are sizes known per
+dispatch only (``pyree.compiler.sizes``; symbol pk is push constant k), so that no other template
+ever sees a size and static kernels come out as before. Nothing is compiled per size.
+
+The kernel is normalized first (``common/normalize.py``: flat bindings, loops merged wherever
+the strides line up as polynomials, so an elementwise op of any rank is one loop). The sizes it
+uses are computed once, in its entry block, from the push constants (``size_values.py``), and
+the static templates run with those values where they had ints:
+
+- elementwise (no reduction): ``elementwise.emit_strided``, one thread per element in a
+  grid-stride loop;
+- contractions (a matmul with M, N, K at run time; batch loops too): ``matmul.emit_tiled``,
+  the SIMT template's 64x64 tiles staged in shared memory, tails clamped and masked;
+- reductions along the rows' contiguous memory, and every row kernel (softmax, layernorm):
+  ``reduction.emit_block``, one block per output point striding over its row;
+- the rest (column sums, argmax-style folds): ``reduction.emit_serial``, one thread per output
+  point.
+
+The grid is a size (``Launch.grid``), evaluated per dispatch by the runtime from the export's
+``grid_size_expr``; a zero extent gives a zero grid, which launches nothing. Before any access,
+every thread checks what these sizes imply, as llvm-cpu's entry point does (``llvm_cpu/entry.py``):
+each run-time loop range and binding dim is non-negative, and each access that is not proven in
+range for every size (``normalize.run_time_checks``) stays inside its binding, or its loop box
+is empty. Where that fails the kernel traps (the launch reports an error) rather than touch
+memory outside a binding: a host program that passes wrong sizes gets an error, never a wrong
+answer. The bindings' lengths are the runtime's to check, against ``min_length_expr``.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler import kernel as K
+from pyree.compiler.codegen.common.contraction import contraction_of
+from pyree.compiler.codegen.common.exports import Launch
+from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, reduction
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
+from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
+from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
+from pyree.compiler.codegen.llvm_cpu.reduction import contiguous_along_parallel
+from pyree.compiler.sizes import is_static, opaque
+
+# The tiled matmul's tile for run-time M and N: the middle of the static templates' three, which
+# choose by the extents (matmul.choose_tiling).
+TILING = matmul.TILINGS[1]
+
+
+def plan(kernel: K.Kernel, target) -> K.Kernel | None:
+    """The normalized kernel, for a kernel with run-time sizes; None for a static one."""
+    return normalize(kernel) if K.has_run_time_sizes(kernel) else None
+
+
+def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
+    flat = plan
+    fn = Function(module)
+    # the dispatch's count: normalizing may drop a loop and its size, still a kernel parameter
+    sizes = SizeValues(fn, K.push_constant_count(kernel))
+    _check_sizes(fn, flat, sizes)
+    if not flat.reduction_ranges:
+        return elementwise.emit_strided(module, flat, name, fn, sizes)
+    contraction = contraction_of(kernel) if _loop_indices(kernel) else None
+    if contraction is not None:
+        return matmul.emit_tiled(module, kernel, name, contraction, TILING, fn, sizes)
+    folds = K.fold_pattern(flat.reductions)
+    if folds is not None and (K.is_row_kernel(flat.results) or not contiguous_along_parallel(flat)):
+        return reduction.emit_block(module, flat, name, folds, fn, sizes)
+    return reduction.emit_serial(module, flat, name, fn, sizes)
+
+
+def _loop_indices(kernel: K.Kernel) -> bool:
+    """Whether every index of ``kernel`` (not normalized) is an int combination of its loops, as
+    ``contraction.match`` reads them (its bindings' strides may be run-time sizes)."""
+    indices = [ix for r in kernel.results
+               for ix in (*r.index, *(i for e in K.result_nodes(r) if isinstance(e, K.Load)
+                                      for i in e.index))]
+    return all(is_static(v) for ix in indices for v in (*ix.coeffs, ix.const))
+
+
+def _check_sizes(fn: Function, kernel: K.Kernel, sizes: SizeValues) -> None:
+    """Traps unless the dispatch's sizes keep every access of ``kernel`` inside its binding."""
+    ok = "true"
+
+    def both(cond: str) -> None:
+        nonlocal ok
+        ok = fn.op(f"and i1 {ok}, {cond}")
+
+    dims = {d for d in (*kernel.loop_ranges, *(d for b in kernel.bindings for d in b.shape))
+            if not is_static(d)}
+    for d in sorted(dims, key=repr):
+        both(fn.op(f"icmp sge i64 {sizes(d)}, 0"))
+    for binding, ix, ranges in run_time_checks(kernel):
+        spans = [c * (n - 1) for c, n in zip(ix.coeffs, ranges)]
+        lo = ix.const + sum(opaque("min", 0, span) for span in spans)
+        hi = ix.const + sum(opaque("max", 0, span) for span in spans)
+        above = fn.op(f"icmp sge i64 {sizes(lo)}, 0")
+        below = fn.op(f"icmp slt i64 {sizes(hi)}, {sizes(kernel.bindings[binding].shape[0])}")
+        inside = fn.op(f"and i1 {above}, {below}")
+        empty = "false"
+        for n in ranges:
+            if not is_static(n):
+                empty = fn.op(f"or i1 {empty}, {fn.op(f'icmp eq i64 {sizes(n)}, 0')}")
+        both(fn.op(f"or i1 {empty}, {inside}"))
+    if ok != "true":
+        fn.if_then(fn.op(f"xor i1 {ok}, true"), lambda: fn.call("void", "llvm.trap", [],
+                                                                   "cold noreturn nounwind"))
