@@ -21,7 +21,7 @@ from pathlib import Path
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
 from pyree.compiler.importers import onnx_apart
-from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, types
+from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, run_time_inputs, types
 
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
@@ -60,7 +60,8 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
     while True:
         journal.step("rewriting the graph for torch-mlir")
         model = functions.expand_functions(proto, expand)
-        model = fold.fold_shape_arithmetic(nodes.rewrite_nodes(model))
+        model, checks = run_time_inputs.specialise_run_time_inputs(nodes.rewrite_nodes(model))
+        model = fold.fold_shape_arithmetic(model)
         journal.step("importing the graph into torch-mlir")
         module = _to_torch(model)
         journal.step("torch-mlir's torch-onnx-to-torch-backend-pipeline")
@@ -76,7 +77,7 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
                            "upgrades it) or replace these ops before importing.")
     journal.step("torch-mlir's torch-backend-to-linalg-on-tensors-backend-pipeline")
     _run_pipeline(module, "torch-backend-to-linalg-on-tensors-backend-pipeline")
-    return module.operation.get_asm()
+    return run_time_inputs.add_checks(module.operation.get_asm(), checks)
 
 
 def _load(onnx, model, opset_version, data_prop, data_dir):

@@ -55,7 +55,7 @@ def rewrite_nodes(proto):
     for index, node in enumerate(graph.node):
         rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         prefix = f"{node.name or node.op_type}_{index}_"
-        new = rule(_Nodes(node, prefix, opset, shapes), types) if rule else None
+        new = rule(Nodes(node, prefix, opset, shapes), types) if rule else None
         if new is None:
             nodes.append(node)
             continue
@@ -74,7 +74,7 @@ class _Own(str):
     """A name of the replaced node's own inputs or outputs, kept as it is."""
 
 
-class _Nodes:
+class Nodes:
     """The nodes replacing one. Its own inputs and outputs (``inputs``, ``outputs``: _Own names)
     keep their names; every other value is named after the node (``prefix`` + a word), so no
     word a rule picks can take the name of a value of the graph."""
@@ -108,7 +108,7 @@ class _Nodes:
 _UNSIGNED = {2, 4, 12, 13}  # TensorProto.UINT8, UINT16, UINT32, UINT64
 
 
-def _unsigned_division(n: _Nodes, types: dict):
+def _unsigned_division(n: Nodes, types: dict):
     node = n.node
     elem = types.get(node.input[0])
     if elem not in _UNSIGNED:
@@ -143,7 +143,7 @@ def _unsigned_division(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _qlinear_matmul(n: _Nodes, types: dict):
+def _qlinear_matmul(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -180,7 +180,7 @@ def _qlinear_matmul(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _cast_to_uint8(n: _Nodes, types: dict):
+def _cast_to_uint8(n: Nodes, types: dict):
     import onnx
 
     T = onnx.TensorProto
@@ -192,7 +192,7 @@ def _cast_to_uint8(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _recurrent(n: _Nodes, types: dict):
+def _recurrent(n: Nodes, types: dict):
     inputs = [*n.node.input, *[""] * 8]
     ignored = [f"{what} (input {i})" for i, what in ((4, "sequence_lens"), (7, "peephole weights P"))
                if inputs[i] and (i != 7 or n.node.op_type == "LSTM")]
@@ -203,7 +203,7 @@ def _recurrent(n: _Nodes, types: dict):
     return None
 
 
-def _grid_sample(n: _Nodes, types: dict):
+def _grid_sample(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -265,7 +265,7 @@ def _grid_sample(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _lp_normalization(n: _Nodes, types: dict):
+def _lp_normalization(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -289,7 +289,7 @@ def _lp_normalization(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _dequantize(n: _Nodes, types: dict):
+def _dequantize(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -324,7 +324,7 @@ def _dequantize(n: _Nodes, types: dict):
 _QUANTIZED = {2, 3, 4, 5, 6}  # TensorProto.UINT8, INT8, UINT16, INT16, INT32
 
 
-def _det(n: _Nodes, types: dict):
+def _det(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
