@@ -1,4 +1,5 @@
-"""import_onnx on Reduce*/CumSum axes and align_corners Resize scales given as graph inputs
+"""import_onnx on Reduce*/CumSum axes, Split sizes, CenterCropPad shapes and align_corners Resize
+scales given as graph inputs
 (importers/onnx_rewrites/run_time_inputs.py): each set of values the declared shapes allow is
 computed right (numpy, ONNX's reference), any other is refused by the call (CheckError), and a
 model whose shapes do not narrow them down is refused by name at import."""
@@ -108,3 +109,30 @@ def test_align_corners_resize_with_run_time_scales():
     with pytest.raises(CheckError, match=r"Resize node 0: align_corners with scales that do "
                                          r"not give the output shape \[1, 1, 6, 2\]"):
         f(x, np.array([1, 1, 2.1, 0.6], np.float32))
+
+
+def test_split_sizes_and_center_crop_shape_given_at_run_time():
+    """Their values are the declared output lengths: those computed, any other refused."""
+    node = helper.make_node("Split", ["x", "split"], ["a", "b"], axis=1)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7]),
+                      helper.make_tensor_value_info("split", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, 4])])
+    f = _compiled(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    x = rng.standard_normal((2, 7)).astype(np.float32)
+    a, b = f(x, np.array([3, 4]))
+    np.testing.assert_array_equal(a.to_host(), x[:, :3])
+    np.testing.assert_array_equal(b.to_host(), x[:, 3:])
+    with pytest.raises(CheckError, match=r"Split node 0: input 'split' given at run time is "
+                                         r"not \[3, 4\]"):
+        f(x, np.array([4, 3]))
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[-3, -2])
+    model = _model(node, [("x", TensorProto.FLOAT, [9, 4, 3]), ("shape", TensorProto.INT64, [2])],
+                   ("y", TensorProto.FLOAT, [6, 7, 3]))
+    f = _compiled(model)
+    x = rng.standard_normal((9, 4, 3)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x, "shape": np.array([6, 7])})[0]
+    np.testing.assert_array_equal(f(x, np.array([6, 7])).to_host(), want)
+    with pytest.raises(CheckError, match=r"input 'shape' given at run time is not \[6, 7\]"):
+        f(x, np.array([6, 6]))

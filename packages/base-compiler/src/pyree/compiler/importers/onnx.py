@@ -1,7 +1,8 @@
 """ONNX model -> linalg-on-tensors MLIR text (what IREE's ``iree-import-onnx`` plus its
 torch input conversion do), through torch-mlir:
 
-    onnx_rewrites (types, nodes, functions, fold)   -> ONNX that torch-mlir converts right
+    onnx_rewrites (types, run_time_inputs, functions,
+                   nodes, fold)                     -> ONNX that torch-mlir converts right
     onnx_importer (ModelInfo, NodeImporter)         -> torch dialect with torch.operator "onnx.*"
     torch-onnx-to-torch-backend-pipeline            -> torch backend contract
     torch-backend-to-linalg-on-tensors-backend-pipeline -> func/arith/tensor/linalg
@@ -59,9 +60,9 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
     expand: set[str] = set()
     while True:
         journal.step("rewriting the graph for torch-mlir")
-        model = functions.expand_functions(proto, expand)
-        model, checks = run_time_inputs.specialise_run_time_inputs(nodes.rewrite_nodes(model))
-        model = fold.fold_shape_arithmetic(model)
+        model, checks = run_time_inputs.specialise_run_time_inputs(proto)
+        model = functions.expand_functions(model, expand)
+        model = fold.fold_shape_arithmetic(nodes.rewrite_nodes(model))
         journal.step("importing the graph into torch-mlir")
         module = _to_torch(model)
         journal.step("torch-mlir's torch-onnx-to-torch-backend-pipeline")

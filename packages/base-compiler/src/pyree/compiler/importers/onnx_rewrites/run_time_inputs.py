@@ -54,6 +54,15 @@ class ScalesCheck:
         self.dims, self.result = dims, result
 
 
+class ValuesCheck:
+    """Argument ``argument`` (input ``name``, a 1-D tensor of ``mlir_type``) holds
+    ``values``."""
+
+    def __init__(self, where: str, name: str, argument: int, mlir_type: str, values: list[int]):
+        self.where, self.name, self.argument = where, name, argument
+        self.mlir_type, self.values = mlir_type, values
+
+
 def specialise_run_time_inputs(proto):
     """(``proto`` with each such node specialised, the checks to add on entry); ``proto``
     itself where no node changes."""
@@ -75,6 +84,23 @@ def specialise_run_time_inputs(proto):
     for index, node in enumerate(graph.node):
         if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
             checks += _resize_scales(node, index, position, shapes, types, graph.initializer)
+        pinned = _pinned(node, shapes, opset) if node.domain in ("", "ai.onnx") and \
+            len(node.input) > 1 and node.input[1] in position else None
+        if pinned is not None:
+            name = node.input[1]
+            if types.get(name) not in _INTEGERS:
+                raise CompileError(f"{_where(node, index)}: input '{name}' is given at run time "
+                                   "and is not int32 or int64")
+            n = Nodes(node, f"{node.name or node.op_type}_{index}_pinned_", opset, shapes)
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(types[name])
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.input[1] = n.name(n.constant("value", pinned, dtype))
+            nodes += [*n.nodes, copy]
+            changed = True
+            checks.append(ValuesCheck(_where(node, index), name, position[name],
+                                      _tensor_type((len(pinned),), types[name]), pinned))
+            continue
         if (node.domain not in ("", "ai.onnx") or len(node.input) < 2
                 or node.input[1] not in position
                 or node.op_type not in REDUCTIONS | {"CumSum"}):
@@ -112,6 +138,23 @@ def specialise_run_time_inputs(proto):
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     return onnx.shape_inference.infer_shapes(model, data_prop=True), checks
+
+
+def _pinned(node, shapes: dict, opset: int) -> list[int] | None:
+    """The value that ``node``'s declared result shapes give its second input: the output
+    lengths of CenterCropPad (along ``axes``) and of Split (along ``axis``); else None."""
+    attributes = {a.name: a for a in node.attribute}
+    results = [shapes.get(name) for name in node.output]
+    if any(shape is None for shape in results):
+        return None
+    if node.op_type == "CenterCropPad":
+        rank = len(results[0])
+        axes = attributes["axes"].ints if "axes" in attributes else range(rank)
+        return [results[0][axis % rank] for axis in axes]
+    if node.op_type == "Split" and opset >= 13:
+        axis = attributes["axis"].i if "axis" in attributes else 0
+        return [shape[axis % len(shape)] for shape in results]
+    return None
 
 
 def _resize_scales(node, index: int, position: dict, shapes: dict, types: dict,
@@ -227,8 +270,8 @@ def add_checks(text: str, checks: list[AxesCheck]) -> str:
     lines = text.split("\n")
     head = next(i for i, line in enumerate(lines)
                 if line.lstrip().startswith("func.func @") and line.rstrip().endswith("{"))
-    body = [line for k, check in enumerate(checks)
-            for line in (_axes_lines if isinstance(check, AxesCheck) else _scales_lines)(k, check)]
+    emit = {AxesCheck: _axes_lines, ScalesCheck: _scales_lines, ValuesCheck: _values_lines}
+    body = [line for k, check in enumerate(checks) for line in emit[type(check)](k, check)]
     return "\n".join(lines[:head + 1] + body + lines[head + 1:])
 
 
@@ -289,6 +332,25 @@ def _scales_lines(k: int, check: ScalesCheck) -> list[str]:
     lines.append(f'cf.assert {ok}, "{check.where}: align_corners with scales that do not give '
                  f"the output shape {list(check.result)} exactly (torch-mlir rounds the length "
                  'ONNX divides by); give sizes instead of scales"')
+    return ["    " + line for line in lines]
+
+
+def _values_lines(k: int, check: ValuesCheck) -> list[str]:
+    """MLIR ops asserting that argument ``check.argument`` holds ``check.values``."""
+    p, t = f"%pyree_values{k}_", check.mlir_type
+    scalar = t.removesuffix(">").split("x")[-1]
+    lines, ok = [], None
+    for i, value in enumerate(check.values):
+        lines += [f"{p}c{i} = arith.constant {i} : index",
+                  f"{p}a{i} = tensor.extract %arg{check.argument}[{p}c{i}] : {t}",
+                  f"{p}v{i} = arith.constant {value} : {scalar}",
+                  f"{p}eq{i} = arith.cmpi eq, {p}a{i}, {p}v{i} : {scalar}"]
+        ok = f"{p}eq{i}" if ok is None else _and(lines, f"{p}ok{i}", ok, f"{p}eq{i}")
+    if ok is None:  # no values: nothing to check
+        return []
+    lines.append(f'cf.assert {ok}, "{check.where}: input \'{check.name}\' given at run time '
+                 f"is not {list(check.values)}, the value this module was compiled for (from "
+                 'the model\'s declared shapes); compile the model with it as a constant"')
     return ["    " + line for line in lines]
 
 
