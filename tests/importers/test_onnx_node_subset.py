@@ -45,7 +45,7 @@ PASS = {
     "reducelogsumexp": ["test_reduce_log_sum_exp_negative_axes_keepdims_random_expanded"],
     "cumsum": ["test_cumsum_2d_negative_axis"],
     "resize": ["test_resize_upsample_scales_cubic_align_corners"],
-    "centercroppad": ["test_center_crop_pad_crop_negative_axes_hwc"],
+    "center_crop_pad": ["test_center_crop_pad_crop_negative_axes_hwc"],
     # torch-mlir's wrong answers, rewritten: GELU's constant, QLinearMatMul's zero points,
     # GridSample's ties and edges, LpNormalization of zeros, Det's pivots
     "gelu": ["test_gelu_tanh_2"],
