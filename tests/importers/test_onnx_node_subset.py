@@ -94,3 +94,29 @@ def test_node_subset(tmp_path):
     for name, (klass, reason) in REFUSED.items():
         assert results[name]["class"] == klass, results[name]
         assert reason in results[name]["reason"], results[name]
+
+
+BLOCKED = ("onnx", "torch_mlir", "torch", "xdsl", "cffi", "pyree.compiler")
+
+
+def test_compile_here_run_where_no_compiler_is(tmp_path):
+    """--compile-only writes the modules, inputs and ONNX's expectations; --run compares them
+    importing none of onnx, torch-mlir, xdsl, cffi or the compiler (a GPU host has none)."""
+    names = ["test_abs", "test_cumsum_2d_negative_axis", "test_lstm_with_peepholes"]
+    out = tmp_path / "compiled"
+    proc = subprocess.run([sys.executable, str(RUNNER), "--generated", "abs,cumsum,lstm",
+                           "--jobs", "2", "--compile-only", str(out), *names],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "compiled 2" in proc.stdout and "import-refused 1" in proc.stdout, proc.stdout
+    block = (f"import runpy, sys\nfor m in {BLOCKED!r}: sys.modules[m] = None\n"
+             f"sys.argv = ['onnx_node_tests.py', '--run', {str(out)!r}, '--jobs', '2', "
+             f"'--json', {str(tmp_path / 'results.json')!r}]\n"
+             f"runpy.run_path({str(RUNNER)!r}, run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert {n: r["class"] for n, r in results.items()} == {
+        "test_abs": "pass", "test_cumsum_2d_negative_axis": "pass",
+        "test_lstm_with_peepholes": "import-refused"}
