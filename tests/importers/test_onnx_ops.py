@@ -274,3 +274,30 @@ def test_dequantize_per_axis(elem, dtype):
     (got,), (want,) = pyree_and_onnxruntime(proto, x, scale, zero)
     np.testing.assert_allclose(want, (x.astype(np.float64) - zero[:, None]) * scale[:, None])
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("time_axis, shape", [(0, (5, 3, 2)), (1, (3, 5))])
+def test_reverse_sequence_with_lengths_as_inputs(time_axis, shape):
+    """torch-mlir sliced by the run-time lengths (a dynamic slice); rebuilt as a gather. Lengths
+    of 0, 1, some and all steps; one past the end reverses them all, as ONNX's reference does."""
+    import pyree.runtime as rt
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(shape).astype(np.float32)
+    steps = shape[time_axis]
+    lengths = np.array([0, steps, 2] if time_axis == 0 else [1, 3, steps], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis,
+                            batch_axis=1 - time_axis)
+    proto = model([node], [("x", TensorProto.FLOAT, shape), ("lens", TensorProto.INT64, (3,))],
+                  [("y", TensorProto.FLOAT, shape)], opset=10)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, lengths)
+    reference = np.moveaxis(x, time_axis, 0).copy()
+    for b, n in enumerate(lengths):
+        reference[:n, b] = reference[:n, b][::-1]
+    np.testing.assert_array_equal(got, np.moveaxis(reference, 0, time_axis))
+    np.testing.assert_array_equal(got, want)
+    function = rt.load_module(compile_str(import_onnx(proto)), device="local-task")["g"]
+    past = lengths + np.array([0, 2, 0])
+    (want,) = ReferenceEvaluator(proto).run(None, {"x": x, "lens": past})
+    np.testing.assert_array_equal(function(x, past).to_host(), want)

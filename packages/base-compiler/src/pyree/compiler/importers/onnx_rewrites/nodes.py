@@ -27,6 +27,10 @@
 - DequantizeLinear (not blocked): torch-mlir reads a per-axis unsigned zero point as signed
   (196 as -60); rebuilt as ONNX's reference computes it, ``(x - zero_point) * scale`` in f32,
   the per-axis operands reshaped to broadcast along ``axis``.
+- ReverseSequence: torch-mlir slices by the run-time ``sequence_lens`` (a dynamic
+  ``tensor.extract_slice``); rebuilt as a Gather from the flattened input (GatherElements
+  needs opset 11; the node tests' model is at 10) of each element's offset with its time
+  coordinate ``t`` replaced by ``len - 1 - t`` where ``t < len``, over the static shape.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -289,6 +293,38 @@ def _lp_normalization(n: Nodes, types: dict):
     return n.nodes
 
 
+def _reverse_sequence(n: Nodes, types: dict):
+    import numpy as np
+
+    attributes = {a.name: a.i for a in n.node.attribute}
+    (x, lengths), (y,) = n.inputs, n.outputs
+    shape, time = n.shapes.get(x), attributes.get("time_axis", 0)
+    if shape is None or types.get(lengths) != 7:  # TensorProto.INT64
+        return None
+    layout = (shape[time], 1) if time == 0 else (1, shape[time])  # (time, batch) or (batch, time)
+    steps = n.constant("steps", np.arange(shape[time]).reshape(layout), np.int64)
+    width = n.constant("width", [1, -1] if time == 0 else [-1, 1], np.int64)
+    given = n.op("Reshape", [lengths, width], "given")
+    most = n.constant("most", shape[time], np.int64)  # a length past the end reverses it all
+    per_batch = n.op("Where", [n.op("Greater", [given, most], "past"), most, given], "lengths")
+    last = n.op("Sub", [per_batch, n.constant("one", 1, np.int64)], "last")
+    reversed_ = n.op("Sub", [last, steps], "reversed")
+    source = n.op("Where", [n.op("Greater", [per_batch, steps], "inside"), reversed_, steps],
+                  "source")
+    ones = [1] * (len(shape) - 2)  # source is (time, batch) or (batch, time): the first 2 dims
+    source = n.op("Reshape", [source, n.constant("rank", [*shape[:2], *ones], np.int64)],
+                  "source_everywhere")
+    # the flat offset of every element with its time coordinate replaced by ``source``
+    stride = int(np.prod(shape[time + 1:]))
+    offsets = np.arange(int(np.prod(shape))).reshape(shape)
+    offsets -= np.indices(shape)[time] * stride
+    moved = n.op("Mul", [source, n.constant("stride", stride, np.int64)], "moved")
+    index = n.op("Add", [n.constant("offsets", offsets, np.int64), moved], "index")
+    flat = n.op("Reshape", [x, n.constant("flat_shape", [-1], np.int64)], "flat")
+    n.op("Gather", [flat, index], y, axis=0)
+    return n.nodes
+
+
 def _dequantize(n: Nodes, types: dict):
     import numpy as np
     import onnx
@@ -387,4 +423,5 @@ _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
-          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize}
+          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
+          "ReverseSequence": _reverse_sequence}
