@@ -58,7 +58,7 @@ PASS = {
     # plain ops
     "abs": ["test_abs"],
     "conv": ["test_conv_with_strides_padding"],
-    "matmul": ["test_matmul_4d"],
+    "matmul": ["test_matmul_4d", "test_matmul_1d_3d"],
     "softmax": ["test_softmax_axis_1"],
     "gather": ["test_gather_1"],
     "layernormalization": ["test_layer_normalization_3d_axis1_epsilon"],

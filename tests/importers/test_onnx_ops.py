@@ -301,3 +301,18 @@ def test_reverse_sequence_with_lengths_as_inputs(time_axis, shape):
     past = lengths + np.array([0, 2, 0])
     (want,) = ReferenceEvaluator(proto).run(None, {"x": x, "lens": past})
     np.testing.assert_array_equal(function(x, past).to_host(), want)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((5,), (2, 5, 3)), ((2, 1, 3, 5), (5,))])
+def test_matmul_of_a_vector_and_a_stack(shape_a, shape_b):
+    """torch-mlir could not lower these aten.matmul forms; numpy.matmul's row/column rule."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    proto = model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                  [("a", TensorProto.FLOAT, shape_a), ("b", TensorProto.FLOAT, shape_b)],
+                  [("y", TensorProto.FLOAT, want.shape)], opset=13)
+    (got,), (runtime,) = pyree_and_onnxruntime(proto, a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, runtime, rtol=1e-5, atol=1e-6)

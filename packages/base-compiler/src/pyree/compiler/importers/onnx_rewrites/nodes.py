@@ -31,6 +31,9 @@
   ``tensor.extract_slice``); rebuilt as a Gather from the flattened input (GatherElements
   needs opset 11; the node tests' model is at 10) of each element's offset with its time
   coordinate ``t`` replaced by ``len - 1 - t`` where ``t < len``, over the static shape.
+- MatMul of a vector and a stack of 3 or more dims: torch-mlir cannot lower that
+  ``aten.matmul``; the vector becomes a row (or column) matrix, dropped again after, as
+  numpy.matmul defines it.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -325,6 +328,25 @@ def _reverse_sequence(n: Nodes, types: dict):
     return n.nodes
 
 
+def _matmul_of_a_vector(n: Nodes, types: dict):
+    import numpy as np
+
+    (a, b), (y,) = n.inputs, n.outputs
+    shape_a, shape_b = n.shapes.get(a), n.shapes.get(b)
+    if shape_a is None or shape_b is None or sorted((len(shape_a), len(shape_b)))[:1] != [1] \
+            or max(len(shape_a), len(shape_b)) < 3:
+        return None
+    if len(shape_a) == 1:  # numpy.matmul: a row, dropped again
+        a = n.op("Reshape", [a, n.constant("row", [1, shape_a[0]], np.int64)], "a_row")
+        result = (*shape_b[:-2], shape_b[-1])
+    else:  # a column, dropped again
+        b = n.op("Reshape", [b, n.constant("column", [shape_b[0], 1], np.int64)], "b_column")
+        result = shape_a[:-1]
+    product = n.op("MatMul", [a, b], "product")
+    n.op("Reshape", [product, n.constant("result", list(result), np.int64)], y)
+    return n.nodes
+
+
 def _dequantize(n: Nodes, types: dict):
     import numpy as np
     import onnx
@@ -424,4 +446,4 @@ _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_di
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
-          "ReverseSequence": _reverse_sequence}
+          "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector}
