@@ -3,6 +3,8 @@
     python dev/onnx_node_tests.py --data DIR [--sample N] [--jobs J] [--json OUT] [-k REGEX] [NAME...]
     python dev/onnx_node_tests.py --generated MODULE[,MODULE...] [--json OUT] [-k REGEX] [NAME...]
     python dev/onnx_node_tests.py --data DIR --backend cuda --device cuda   # (vulkan-spirv, vulkan)
+    python dev/onnx_node_tests.py --data DIR --backend cuda --compile-only OUT  # then, on a GPU
+    python dev/onnx_node_tests.py --run OUT --device cuda                      # host: no onnx
 
 ``--data``: the ``data/node`` folder of an onnx wheel that still ships it (onnx 1.22: ``pip
 download onnx==1.22.0 --no-deps`` and unzip ``onnx/backend/test/data/node``; keep it outside the
@@ -21,13 +23,20 @@ buffers of one width stand for each other).
 
 Every test ends in one class, printed worst first: wrong (numbers, shape or dtype differ),
 import-refused, compile-refused, run-error (loading or calling), crash (the child process died),
-timeout, pass. Each test runs in a child process forked from this one (the frameworks are
-imported once, here), under ``--timeout`` seconds, ``--jobs`` at a time.
+timeout, random (a random op's draws differ from ONNX's, as any generator's would, but their
+shapes, dtypes and range are right), pass. Each test runs in a child process forked from this
+one (the frameworks are imported once, here), under ``--timeout`` seconds, ``--jobs`` at a time.
+
+A GPU host without torch-mlir, onnx or the compiler's dependencies runs the sweep in two steps:
+``--compile-only OUT`` here writes each test's module (for ``--backend``), inputs and ONNX's
+expected results (numpy's ``.npz``) and its facts (or the refusal) under ``OUT/<test>/``;
+``--run OUT`` there needs only numpy and pyree.runtime, and compares as above.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import multiprocessing
@@ -39,11 +48,19 @@ from collections import Counter
 from multiprocessing.connection import wait
 from pathlib import Path
 
-CLASSES = ("wrong", "import-refused", "compile-refused", "run-error", "crash", "timeout", "pass")
+CLASSES = ("wrong", "import-refused", "compile-refused", "run-error", "crash", "timeout", "random",
+           "pass")
+# Ops whose results are draws: no value can match ONNX's (numpy's) generator, so a test that
+# uses one is "random" when the values differ but the results' count, shapes, dtypes (and
+# Bernoulli's 0-or-1 values) are right.
+RANDOM = frozenset({"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
+                    "RandomUniform", "RandomUniformLike"})
+COMPILED = "compiled"  # --compile-only: written out for --run
 
 
 class Case:
-    """One node test: its name, and how to get (model, data sets, rtol, atol) in the child."""
+    """One node test: its name, and how to get (model, data sets, rtol, atol) in the child
+    (or, for ``--run``, the folder ``--compile-only`` wrote it to)."""
 
     def __init__(self, name: str, folder: Path | None = None, test_case=None):
         self.name, self.folder, self.test_case = name, folder, test_case
@@ -104,8 +121,16 @@ def _read(path: str, type_proto, onnx, numpy_helper):
 def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") -> tuple[str, str]:
     """(class, reason) for one test, in this process, compiled for ``backend`` and run on
     ``device``."""
-    import numpy as np
-    import pyree.runtime as rt
+    prepared = prepare(case, backend)
+    if isinstance(prepared[0], str):
+        return prepared
+    return execute(*prepared, device)
+
+
+def prepare(case: Case, backend: str):
+    """(vmfb, data sets, facts) for ``case`` compiled for ``backend``, or (class, reason) where
+    it is refused. ``facts``: what ``execute`` needs besides: the function's name, the graph's
+    declared result dtypes, rtol and atol."""
     from pyree.compiler import CompileOptions, compile_str, import_onnx
 
     model, sets, rtol, atol = case.load()
@@ -118,9 +143,22 @@ def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") 
     except Exception as err:  # noqa: BLE001
         return "compile-refused", _reason(err)
     declared = [_declared_dtype(o.type) for o in model.graph.output]
+    facts = {"function": model.graph.name, "rtol": rtol, "atol": atol,
+             "declared": [None if d is None else d.name for d in declared],
+             "random": sorted({n.op_type for n in model.graph.node} & RANDOM)}
+    return vmfb, sets, facts
+
+
+def execute(vmfb: bytes, sets: list, facts: dict, device: str) -> tuple[str, str]:
+    """(class, reason) for a compiled test run on ``device`` (needs only numpy and
+    pyree.runtime: the GPU hosts have no torch-mlir)."""
+    import numpy as np
+    import pyree.runtime as rt
+
+    declared = [None if d is None else _dtype(d) for d in facts["declared"]]
     for inputs, expected in sets:
         try:
-            function = rt.load_module(vmfb, device=device)[model.graph.name]
+            function = rt.load_module(vmfb, device=device)[facts["function"]]
             for value in inputs:
                 if not isinstance(value, np.ndarray) or value.dtype == object:
                     raise TypeError(f"an input of type {type(value).__name__} "
@@ -131,10 +169,72 @@ def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") 
             got = [r.to_host() for r in results]
         except Exception as err:  # noqa: BLE001
             return "run-error", _reason(err)
-        problem = compare(got, expected, declared, rtol, atol)
+        problem = compare(got, expected, declared, facts["rtol"], facts["atol"])
+        if problem and facts.get("random"):
+            if compare(got, expected, declared, facts["rtol"], facts["atol"], values=False) \
+                    or ("Bernoulli" in facts["random"]
+                        and not all(np.isin(g, (0, 1)).all() for g in got)):
+                return "wrong", problem
+            return "random", f"draws of {', '.join(facts['random'])}: {problem}"
         if problem:
             return "wrong", problem
     return "pass", ""
+
+
+def compile_only(case: Case, backend: str, out: Path) -> tuple[str, str]:
+    """``prepare``, written to ``out/<name>/``: ``facts.json`` (with the class and reason where
+    it is refused), ``module.vmfb`` and ``data.npz`` (set K's inputs ``iK_N``, expectations
+    ``eK_N``); ("compiled", "") or the refusal."""
+    import numpy as np
+
+    folder = out / case.name
+    folder.mkdir(parents=True, exist_ok=True)
+    prepared = prepare(case, backend)
+    if isinstance(prepared[0], str):
+        klass, reason = prepared
+        (folder / "facts.json").write_text(json.dumps({"class": klass, "reason": reason}))
+        return prepared
+    vmfb, sets, facts = prepared
+    arrays, dtypes = {}, {}
+    for k, (inputs, expected) in enumerate(sets):
+        for kind, values in (("i", inputs), ("e", expected)):
+            for n, value in enumerate(values):
+                if not isinstance(value, np.ndarray) or value.dtype == object:
+                    reason = (f"a value of type {type(value).__name__} "
+                              f"{getattr(value, 'dtype', '')}: only tensors are carried")
+                    (folder / "facts.json").write_text(
+                        json.dumps({"class": "run-error", "reason": reason}))
+                    return "run-error", reason
+                arrays[f"{kind}{k}_{n}"], dtypes[f"{kind}{k}_{n}"] = value, value.dtype.name
+    facts["sets"] = [[len(inputs), len(expected)] for inputs, expected in sets]
+    facts["dtypes"] = dtypes
+    (folder / "module.vmfb").write_bytes(vmfb)
+    np.savez(folder / "data.npz", **arrays)
+    (folder / "facts.json").write_text(json.dumps(facts))
+    return "compiled", ""
+
+
+def run_compiled(case: Case, device: str) -> tuple[str, str]:
+    """A test that ``compile_only`` wrote to ``case.folder``, run on ``device``."""
+    import numpy as np
+
+    facts = json.loads((case.folder / "facts.json").read_text())
+    if "class" in facts:
+        return facts["class"], facts["reason"]
+    with np.load(case.folder / "data.npz") as data:
+        def array(key):  # bfloat16 is saved as raw 2-byte records
+            return data[key].view(_dtype(facts["dtypes"][key]))
+        sets = [([array(f"i{k}_{n}") for n in range(ins)], [array(f"e{k}_{n}") for n in range(outs)])
+                for k, (ins, outs) in enumerate(facts["sets"])]
+    return execute((case.folder / "module.vmfb").read_bytes(), sets, facts, device)
+
+
+def _dtype(name: str):
+    import numpy as np
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def _declared_dtype(type_proto):
@@ -144,8 +244,10 @@ def _declared_dtype(type_proto):
     return onnx.helper.tensor_dtype_to_np_dtype(type_proto.tensor_type.elem_type)
 
 
-def compare(got: list, expected: list, declared: list, rtol: float, atol: float) -> str:
-    """What ``onnx.backend.test.runner.assert_similar_outputs`` would fail on, or ''."""
+def compare(got: list, expected: list, declared: list, rtol: float, atol: float,
+            values: bool = True) -> str:
+    """What ``onnx.backend.test.runner.assert_similar_outputs`` would fail on, or ''; only
+    counts, shapes and dtypes where not ``values``."""
     import numpy as np
 
     if len(got) != len(expected):
@@ -160,6 +262,8 @@ def compare(got: list, expected: list, declared: list, rtol: float, atol: float)
             out = out.view(ref.dtype)  # signless: the graph's declared type, same bits
         if out.dtype != ref.dtype:
             return f"result {i}: dtype {out.dtype}, expected {ref.dtype}"
+        if not values:
+            continue
         if ref.dtype == object:
             if not np.array_equal(out, ref):
                 return f"result {i}: strings differ"
@@ -186,19 +290,19 @@ def _reason(err: BaseException) -> str:
     return first if name in ("CompileError", "InvocationError") else f"{name}: {first}"
 
 
-def _child(case: Case, connection, backend: str, device: str) -> None:
+def _child(case: Case, connection, job) -> None:
     try:
-        result = run_case(case, backend, device)
+        result = job(case)
     except BaseException as err:  # noqa: BLE001 - the runner's own failure, still one result
         result = ("run-error", f"runner: {_reason(err)}")
     connection.send(result)
     connection.close()
 
 
-def sweep(cases: list[Case], jobs: int, timeout: float, report=None, backend: str = "llvm-cpu",
-          device: str = "local-task") -> dict[str, dict]:
-    """Runs every case in a forked child, ``jobs`` at a time; {name: {class, reason, seconds}}.
-    The children initialise the device (a GPU driver is never started in this process)."""
+def sweep(cases: list[Case], jobs: int, timeout: float, report=None, job=run_case) -> dict[str, dict]:
+    """Runs ``job(case)`` for every case in a forked child, ``jobs`` at a time; {name: {class,
+    reason, seconds}}. The children initialise the device (a GPU driver is never started in
+    this process)."""
     context = multiprocessing.get_context("fork")
     results: dict[str, dict] = {}
     pending = list(reversed(cases))
@@ -216,8 +320,7 @@ def sweep(cases: list[Case], jobs: int, timeout: float, report=None, backend: st
         while pending and len(running) < jobs:
             case = pending.pop()
             parent, child = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(case, child, backend, device),
-                                      daemon=True)
+            process = context.Process(target=_child, args=(case, child, job), daemon=True)
             process.start()
             child.close()
             running[parent] = (case, process, time.monotonic())
@@ -250,7 +353,8 @@ def reason_key(reason: str) -> str:
 
 def table(results: dict[str, dict], top: int) -> str:
     counts = Counter(r["class"] for r in results.values())
-    lines = [f"{len(results)} tests: " + ", ".join(f"{k} {counts[k]}" for k in CLASSES)]
+    shown = CLASSES + ((COMPILED,) if counts[COMPILED] else ())
+    lines = [f"{len(results)} tests: " + ", ".join(f"{k} {counts[k]}" for k in shown)]
     wrong = sorted(n for n, r in results.items() if r["class"] == "wrong")
     for name in wrong:
         lines.append(f"  WRONG {name}: {results[name]['reason']}")
@@ -287,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--data", type=Path, help="onnx's backend/test/data/node folder")
     source.add_argument("--generated", metavar="MODULES",
                         help="comma-separated modules of onnx.backend.test.case.node")
+    source.add_argument("--run", type=Path, metavar="DIR",
+                        help="run the tests --compile-only wrote to DIR (needs no onnx, "
+                             "torch-mlir or compiler: for a GPU host)")
+    p.add_argument("--compile-only", type=Path, metavar="DIR",
+                   help="import and compile (--backend) each test, and write it, its data and "
+                        "expectations to DIR for --run")
     p.add_argument("names", nargs="*", help="run only these tests")
     p.add_argument("-k", dest="pattern", help="run only the tests whose name matches REGEX")
     p.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th test")
@@ -302,18 +412,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-v", "--verbose", action="store_true", help="a line per finished test")
     args = p.parse_args(argv)
 
+    if args.run is not None and args.compile_only is not None:
+        p.error("--compile-only writes what --run reads: give one")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     # imported once here; each forked child starts with them loaded
     import numpy  # noqa: F401
-    import onnx  # noqa: F401
-    import pyree.compiler.importers.onnx  # noqa: F401
     import pyree.runtime.vm  # noqa: F401
-    import torch_mlir.extras.onnx_importer  # noqa: F401
+    if args.run is None:
+        import onnx  # noqa: F401
+        import pyree.compiler.importers.onnx  # noqa: F401
+        import torch_mlir.extras.onnx_importer  # noqa: F401
 
     if args.data is not None:
         cases = folder_cases(args.data)
+    elif args.run is not None:
+        cases = [Case(d.name, folder=d) for d in sorted(args.run.iterdir())
+                 if (d / "facts.json").exists()]
     else:
         cases = generated_cases(args.generated.split(","))
+    job = functools.partial(run_case, backend=args.backend, device=args.device)
+    if args.compile_only is not None:
+        job = functools.partial(compile_only, backend=args.backend, out=args.compile_only)
+    elif args.run is not None:
+        job = functools.partial(run_compiled, device=args.device)
     if args.names:
         wanted = set(args.names)
         cases = [c for c in cases if c.name in wanted]
@@ -340,9 +461,14 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
 
     start = time.monotonic()
-    sweep(cases, max(args.jobs, 1), args.timeout, report, args.backend, args.device)
+    sweep(cases, max(args.jobs, 1), args.timeout, report, job)
     print(table(done, args.top))
-    print(f"({time.monotonic() - start:.0f} s, {args.jobs} jobs, {args.backend} on {args.device})")
+    where = f"{args.backend} on {args.device}"
+    if args.compile_only is not None:
+        where = f"{args.backend}, written to {args.compile_only}"
+    elif args.run is not None:
+        where = f"{args.run} on {args.device}"
+    print(f"({time.monotonic() - start:.0f} s, {args.jobs} jobs, {where})")
     if args.json is not None:
         args.json.write_text(json.dumps(dict(sorted(done.items())), indent=1) + "\n")
     return 0

@@ -268,6 +268,38 @@ def test_pooling(op, kernel, strides, dilations):
     assert_close(run(mlir, x), expected)
 
 
+@pytest.mark.parametrize("op, x_shape, axes, kernel, strides, dilations", [
+    ("pooling_ncw_sum", (2, 3, 17), [2], (3,), (2,), (2,)),
+    ("pooling_ncw_sum", (2, 3, 17), [2], (4,), None, None),
+    ("pooling_ndhwc_sum", (2, 7, 9, 8, 3), [1, 2, 3], (2, 3, 2), (2, 1, 3), (1, 2, 1)),
+])
+def test_sum_pooling_in_1d_and_3d(op, x_shape, axes, kernel, strides, dilations):
+    """The 1-D and 3-D sum pools torch-mlir emits for ONNX's AveragePool (NCW, and NCDHW
+    transposed to NDHWC)."""
+    rng = np.random.default_rng()
+    ones = (1,) * len(kernel)
+    out_shape = list(x_shape)
+    for axis, k, s, d in zip(axes, kernel, strides or ones, dilations or ones):
+        out_shape[axis] = out_size(x_shape[axis], k, s, d)
+    xs, os_ = tuple(x_shape), tuple(out_shape)
+    mlir = f"""
+    func.func @f(%x: {t(xs)}) -> {t(os_)} {{
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : {t(os_)}
+      %acc = linalg.fill ins(%zero : f32) outs(%e : {t(os_)}) -> {t(os_)}
+      %window = tensor.empty() : {t(kernel)}
+      %r = linalg.{op} {attrs(strides, dilations)}ins(%x, %window : {t(xs)}, {t(kernel)})
+           outs(%acc : {t(os_)}) -> {t(os_)}
+      return %r : {t(os_)}
+    }}"""
+    x = rng.standard_normal(xs).astype(np.float32)
+    expected = np.zeros(os_)
+    for _, patch in patches(x.astype(np.float64), axes, kernel, strides or ones,
+                            dilations or ones, [os_[a] for a in axes]):
+        expected = expected + patch
+    assert_close(run(mlir, x), expected)
+
+
 @pytest.mark.parametrize("op", ["pooling_nchw_max", "pooling_nhwc_max", "pooling_nhwc_min"])
 def test_max_and_min_pooling_propagate_nan_and_keep_infinities(op):
     """arith.maximumf/minimumf: a NaN in the window gives NaN; -inf and +inf are values."""

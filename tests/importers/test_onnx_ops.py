@@ -203,15 +203,20 @@ def test_grid_sample_ties_and_outside(mode, align_corners):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_det_with_pivoting():
+@pytest.mark.parametrize("shape", [(2, 3, 4, 4), (2, 2)])
+def test_det_with_pivoting(shape):
     """Det with partial pivoting: torch-mlir's own did not pivot (NaN where the first pivot is
-    zero); a singular matrix gives 0."""
+    zero); a singular matrix gives 0. A single 2x2 matrix's pivot search once stopped the
+    compile (its row index was read while gathers were folded)."""
     rng = np.random.default_rng(12)
-    x = rng.standard_normal((2, 3, 4, 4), np.float32)
-    x[0, 0] = [[0, 1, 2, 3], [2, 3, 1, 0], [1, 0, 0, 2], [3, 1, 2, 2]]  # a zero first pivot
-    x[0, 1, 3] = x[0, 1, 0] + x[0, 1, 1]  # singular
+    x = rng.standard_normal(shape, np.float32)
+    if len(shape) == 2:
+        x[0, 0] = 0  # a zero first pivot
+    else:
+        x[0, 0] = [[0, 1, 2, 3], [2, 3, 1, 0], [1, 0, 0, 2], [3, 1, 2, 2]]  # a zero first pivot
+        x[0, 1, 3] = x[0, 1, 0] + x[0, 1, 1]  # singular
     proto = model([helper.make_node("Det", ["x"], ["y"])], [("x", TensorProto.FLOAT, x.shape)],
-                  [("y", TensorProto.FLOAT, (2, 3))], opset=22)
+                  [("y", TensorProto.FLOAT, shape[:-2])], opset=22)
     (got,), (want,) = pyree_and_onnxruntime(proto, x)
     np.testing.assert_allclose(got, np.linalg.det(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -269,3 +274,45 @@ def test_dequantize_per_axis(elem, dtype):
     (got,), (want,) = pyree_and_onnxruntime(proto, x, scale, zero)
     np.testing.assert_allclose(want, (x.astype(np.float64) - zero[:, None]) * scale[:, None])
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("time_axis, shape", [(0, (5, 3, 2)), (1, (3, 5))])
+def test_reverse_sequence_with_lengths_as_inputs(time_axis, shape):
+    """torch-mlir sliced by the run-time lengths (a dynamic slice); rebuilt as a gather. Lengths
+    of 0, 1, some and all steps; one past the end reverses them all, as ONNX's reference does."""
+    import pyree.runtime as rt
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(shape).astype(np.float32)
+    steps = shape[time_axis]
+    lengths = np.array([0, steps, 2] if time_axis == 0 else [1, 3, steps], np.int64)
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], time_axis=time_axis,
+                            batch_axis=1 - time_axis)
+    proto = model([node], [("x", TensorProto.FLOAT, shape), ("lens", TensorProto.INT64, (3,))],
+                  [("y", TensorProto.FLOAT, shape)], opset=10)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x, lengths)
+    reference = np.moveaxis(x, time_axis, 0).copy()
+    for b, n in enumerate(lengths):
+        reference[:n, b] = reference[:n, b][::-1]
+    np.testing.assert_array_equal(got, np.moveaxis(reference, 0, time_axis))
+    np.testing.assert_array_equal(got, want)
+    function = rt.load_module(compile_str(import_onnx(proto)), device="local-task")["g"]
+    past = lengths + np.array([0, 2, 0])
+    (want,) = ReferenceEvaluator(proto).run(None, {"x": x, "lens": past})
+    np.testing.assert_array_equal(function(x, past).to_host(), want)
+
+
+@pytest.mark.parametrize("shape_a, shape_b", [((5,), (2, 5, 3)), ((2, 1, 3, 5), (5,))])
+def test_matmul_of_a_vector_and_a_stack(shape_a, shape_b):
+    """torch-mlir could not lower these aten.matmul forms; numpy.matmul's row/column rule."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    proto = model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                  [("a", TensorProto.FLOAT, shape_a), ("b", TensorProto.FLOAT, shape_b)],
+                  [("y", TensorProto.FLOAT, want.shape)], opset=13)
+    (got,), (runtime,) = pyree_and_onnxruntime(proto, a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, runtime, rtol=1e-5, atol=1e-6)

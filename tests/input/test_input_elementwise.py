@@ -55,6 +55,7 @@ def test_float_binary(op, ref, rng):
 @pytest.mark.parametrize("op, ref", [
     ("arith.addi", np.add), ("arith.subi", np.subtract), ("arith.muli", np.multiply),
     ("arith.divsi", lambda a, b: np.trunc(a / b)), ("arith.remsi", np.fmod),
+    ("arith.floordivsi", np.floor_divide), ("arith.ceildivsi", lambda a, b: -(-a // b)),
     ("arith.maxsi", np.maximum), ("arith.minsi", np.minimum), ("arith.andi", np.bitwise_and),
     ("arith.ori", np.bitwise_or), ("arith.xori", np.bitwise_xor),
 ])
@@ -62,6 +63,15 @@ def test_int_binary(op, ref, rng):
     a, b = _ints(rng, (7, 13)), _ints(rng, (7, 13))
     b[b == 0] = 7
     (out,) = run(import_mlir(_binary(op, "i32", "7x13")).functions[0], a, b)
+    np.testing.assert_array_equal(out, ref(a.astype(np.int64), b.astype(np.int64)))
+
+
+@pytest.mark.parametrize("op, ref", [
+    ("arith.floordivsi", np.floor_divide), ("arith.ceildivsi", lambda a, b: -(-a // b))])
+def test_rounded_division_at_every_sign(op, ref):
+    """Exact and inexact quotients of either sign (random operands are seldom exact)."""
+    a, b = np.meshgrid(np.arange(-7, 8, dtype=np.int32), np.array([-3, -2, -1, 1, 2, 3], np.int32))
+    (out,) = run(import_mlir(_binary(op, "i32", "6x15")).functions[0], a, b)
     np.testing.assert_array_equal(out, ref(a.astype(np.int64), b.astype(np.int64)))
 
 

@@ -148,6 +148,32 @@ def test_a_long_output_reaches_the_pipe_whole(tmp_path):
     assert value.count("1.75") == 301 * 257 and value.endswith("1.75]")
 
 
+def test_an_unsigned_spelling_for_a_signless_integer_argument(tmp_path):
+    """MLIR's integers are signless: 3xui64 (text or a uint64 .npy) stands for an i64 argument,
+    its bits kept, as the Python API and IREE's tools take it; another width or a float does
+    not."""
+    from pyree.compiler import CompileOptions, compile_str
+    t = "tensor<3xi64>"
+    mlir = (f"func.func @add(%a: {t}, %b: {t}) -> {t} {{\n"
+            f"  %0 = arith.addi %a, %b : {t}\n  return %0 : {t}\n}}\n")
+    module = tmp_path / "add.vmfb"
+    module.write_bytes(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])))
+    a = np.array([7, 2**63 + 5, 2**64 - 1], np.uint64)
+    np.save(tmp_path / "a.npy", a)
+    b = rng.integers(-1000, 1000, 3)
+    want = f"3xi64={' '.join(str(v) for v in a.view(np.int64) + b)}"
+    for given in (f"3xui64={','.join(str(v) for v in a)}", f"@{tmp_path / 'a.npy'}"):
+        proc = run_tool("run_module", f"--module={module}", f"--input={given}",
+                        f"--input=3xi64={','.join(str(v) for v in b)}")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[2] == want
+    for other in ("3xui32=1,2,3", "3xf64=1,2,3"):
+        assert_clean_error(run_tool("run_module", f"--module={module}", f"--input={other}",
+                                    "--input=3xi64=1,2,3"),
+                           2, f"--input 1 '{other}': @add expects 3xi64 here, got "
+                           f"{other.split('=')[0]}")
+
+
 def test_list_drivers_and_devices():
     drivers = run_tool("run_module", "--list_drivers")
     assert drivers.returncode == 0, drivers.stderr

@@ -23,6 +23,7 @@ from pyree.compiler.kernel import (
     AffineExpr,
     Binding,
     Expr,
+    Final,
     Gather,
     Kernel,
     Load,
@@ -74,9 +75,10 @@ def _fold(op: Generic, known: dict[Value, np.ndarray]) -> Generic:
 
 
 def _constant(op: Generic, e: Expr, known: dict[Value, np.ndarray]) -> bool:
-    """Whether ``e`` is computable at compile time: no accumulators or gathers, and every load
-    reads a constant inside its bounds (numpy would wrap a negative index silently)."""
-    if isinstance(e, (Acc, Gather)):
+    """Whether ``e`` is computable at compile time: no accumulators, other results' final values
+    (an epilogue's) or gathers, and every load reads a constant inside its bounds (numpy would
+    wrap a negative index silently)."""
+    if isinstance(e, (Acc, Final, Gather)):
         return False
     if not isinstance(e, Load):
         return True

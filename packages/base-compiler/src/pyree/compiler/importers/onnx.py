@@ -1,7 +1,8 @@
 """ONNX model -> linalg-on-tensors MLIR text (what IREE's ``iree-import-onnx`` plus its
 torch input conversion do), through torch-mlir:
 
-    onnx_rewrites (types, nodes, functions, fold)   -> ONNX that torch-mlir converts right
+    onnx_rewrites (types, run_time_inputs, functions,
+                   nodes, fold)                     -> ONNX that torch-mlir converts right
     onnx_importer (ModelInfo, NodeImporter)         -> torch dialect with torch.operator "onnx.*"
     torch-onnx-to-torch-backend-pipeline            -> torch backend contract
     torch-backend-to-linalg-on-tensors-backend-pipeline -> func/arith/tensor/linalg
@@ -21,7 +22,7 @@ from pathlib import Path
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
 from pyree.compiler.importers import onnx_apart
-from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, types
+from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, run_time_inputs, types
 
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
@@ -59,7 +60,8 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
     expand: set[str] = set()
     while True:
         journal.step("rewriting the graph for torch-mlir")
-        model = functions.expand_functions(proto, expand)
+        model, checks = run_time_inputs.specialise_run_time_inputs(proto)
+        model = functions.expand_functions(model, expand)
         model = fold.fold_shape_arithmetic(nodes.rewrite_nodes(model))
         journal.step("importing the graph into torch-mlir")
         module = _to_torch(model)
@@ -76,7 +78,7 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
                            "upgrades it) or replace these ops before importing.")
     journal.step("torch-mlir's torch-backend-to-linalg-on-tensors-backend-pipeline")
     _run_pipeline(module, "torch-backend-to-linalg-on-tensors-backend-pipeline")
-    return module.operation.get_asm()
+    return run_time_inputs.add_checks(module.operation.get_asm(), checks)
 
 
 def _load(onnx, model, opset_version, data_prop, data_dir):

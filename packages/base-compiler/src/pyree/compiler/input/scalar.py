@@ -211,6 +211,21 @@ def leading_zeros(x: Expr, dtype: str) -> Expr:
     return as_(n, dtype)
 
 
+def _rounded_division(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """floordivsi and ceildivsi: the truncating quotient, one less (floor) or one more (ceil)
+    where the division is inexact and the exact quotient is negative (floor) or positive
+    (ceil); an inexact remainder has the dividend's sign."""
+    a, b = args
+    quotient, remainder, zero_ = (Binary("div", a, b, dtype), Binary("rem", a, b, dtype),
+                                  Const(0, dtype))
+    negative = Compare("ne", Compare("lt", remainder, zero_), Compare("lt", b, zero_))
+    floor = op.name == "arith.floordivsi"
+    adjust = Select(Compare("eq", remainder, zero_), Const(False, "i1"),
+                    negative if floor else Compare("eq", negative, Const(False, "i1")), "i1")
+    step = Binary("sub" if floor else "add", quotient, Const(1, dtype), dtype)
+    return Select(adjust, step, quotient, dtype)
+
+
 def _ctlz(op, args, dtype):
     return leading_zeros(args[0], dtype)
 
@@ -220,7 +235,8 @@ _SPECIAL = {
     "arith.maxnumf": _nan_skipping("max"), "arith.minnumf": _nan_skipping("min"),
     "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
     "math.fma": _fma, "math.log10": _log10, "math.fpowi": _pow, "math.powf": _pow,
-    "math.ctlz": _ctlz,
+    "math.ctlz": _ctlz, "arith.floordivsi": _rounded_division,
+    "arith.ceildivsi": _rounded_division,
 }
 
 

@@ -7,9 +7,13 @@ is reported against the --input that caused it rather than deep inside the runti
 from __future__ import annotations
 
 import pyree.runtime as rt
+from pyree.runtime.element_types import FLOAT_TYPES, I1, ITEMSIZES
 from pyree.runtime.tools.cli import FlagParser, UsageError
 from pyree.runtime.tools.io_format import InputError, parse_value
 from pyree.runtime.vm.host_array import HostArray
+from pyree.runtime.vm.tensor_type import TensorType
+
+INTEGER_TYPES = frozenset(ITEMSIZES) - FLOAT_TYPES - {I1}
 
 
 def add_invocation_flags(parser: FlagParser) -> None:
@@ -88,11 +92,23 @@ def parse_arguments(function: rt.Function, inputs: list[str]) -> list[HostArray]
             array = parse_value(text)
         except InputError as e:
             raise InputError(f"{where}: {e}") from None
+        array = _same_width(array, want.element_type)
         if array.element_type != want.element_type or not _shape_matches(array.shape,
                                                                           tuple(want.shape)):
             raise InputError(f"{where}: @{function.name} expects {want} here, got {array.type}")
         arguments.append(array)
     return arguments
+
+
+def _same_width(array: HostArray, element_type: int) -> HostArray:
+    """``array`` as ``element_type`` where both are integer types of one width (3xui64 for an
+    i64 argument: the same bits), as the Python API and IREE's tools take them; MLIR's integers
+    are signless. Otherwise ``array`` itself, for the caller to refuse."""
+    have = array.element_type
+    if have != element_type and {have, element_type} <= INTEGER_TYPES \
+            and ITEMSIZES[have] == ITEMSIZES[element_type]:
+        return HostArray(array.data, TensorType.of(element_type, array.shape))
+    return array
 
 
 def _shape_matches(actual: tuple[int, ...], declared: tuple[int, ...]) -> bool:

@@ -5,9 +5,12 @@ docstring says which and why. In the order ``import_here`` runs them:
 
 - ``types``: element types pyree has no counterpart for are refused by name (torch-mlir
   aborted the process on a Cast to UINT4);
-- ``nodes``: nodes torch-mlir converts wrongly are rewritten into ops it converts right
-  (unsigned Div and Mod, QLinearMatMul with zero points that are inputs);
+- ``run_time_inputs``: inputs given at run time that torch-mlir needs known (Reduce axes,
+  Split sizes, CenterCropPad's shape) are specialised to what the declared shapes allow, with
+  a check on entry that refuses other values;
 - ``functions``: ops torch-mlir cannot convert (or converts into a dead end, or wrongly) are
   replaced by their ONNX function bodies (Attention, RotaryEmbedding, Gelu, the losses...);
+- ``nodes``: nodes torch-mlir converts wrongly are rewritten into ops it converts right
+  (unsigned Div and Mod, QLinearMatMul with zero points that are inputs);
 - ``fold``: shape arithmetic is computed, so torch-mlir sees the static shapes the model has.
 """

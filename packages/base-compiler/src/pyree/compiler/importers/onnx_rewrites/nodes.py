@@ -27,6 +27,13 @@
 - DequantizeLinear (not blocked): torch-mlir reads a per-axis unsigned zero point as signed
   (196 as -60); rebuilt as ONNX's reference computes it, ``(x - zero_point) * scale`` in f32,
   the per-axis operands reshaped to broadcast along ``axis``.
+- ReverseSequence: torch-mlir slices by the run-time ``sequence_lens`` (a dynamic
+  ``tensor.extract_slice``); rebuilt as a Gather from the flattened input (GatherElements
+  needs opset 11; the node tests' model is at 10) of each element's offset with its time
+  coordinate ``t`` replaced by ``len - 1 - t`` where ``t < len``, over the static shape.
+- MatMul of a vector and a stack of 3 or more dims: torch-mlir cannot lower that
+  ``aten.matmul``; the vector becomes a row (or column) matrix, dropped again after, as
+  numpy.matmul defines it.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -55,7 +62,7 @@ def rewrite_nodes(proto):
     for index, node in enumerate(graph.node):
         rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         prefix = f"{node.name or node.op_type}_{index}_"
-        new = rule(_Nodes(node, prefix, opset, shapes), types) if rule else None
+        new = rule(Nodes(node, prefix, opset, shapes), types) if rule else None
         if new is None:
             nodes.append(node)
             continue
@@ -74,7 +81,7 @@ class _Own(str):
     """A name of the replaced node's own inputs or outputs, kept as it is."""
 
 
-class _Nodes:
+class Nodes:
     """The nodes replacing one. Its own inputs and outputs (``inputs``, ``outputs``: _Own names)
     keep their names; every other value is named after the node (``prefix`` + a word), so no
     word a rule picks can take the name of a value of the graph."""
@@ -108,7 +115,7 @@ class _Nodes:
 _UNSIGNED = {2, 4, 12, 13}  # TensorProto.UINT8, UINT16, UINT32, UINT64
 
 
-def _unsigned_division(n: _Nodes, types: dict):
+def _unsigned_division(n: Nodes, types: dict):
     node = n.node
     elem = types.get(node.input[0])
     if elem not in _UNSIGNED:
@@ -143,7 +150,7 @@ def _unsigned_division(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _qlinear_matmul(n: _Nodes, types: dict):
+def _qlinear_matmul(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -180,7 +187,7 @@ def _qlinear_matmul(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _cast_to_uint8(n: _Nodes, types: dict):
+def _cast_to_uint8(n: Nodes, types: dict):
     import onnx
 
     T = onnx.TensorProto
@@ -192,7 +199,7 @@ def _cast_to_uint8(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _recurrent(n: _Nodes, types: dict):
+def _recurrent(n: Nodes, types: dict):
     inputs = [*n.node.input, *[""] * 8]
     ignored = [f"{what} (input {i})" for i, what in ((4, "sequence_lens"), (7, "peephole weights P"))
                if inputs[i] and (i != 7 or n.node.op_type == "LSTM")]
@@ -203,7 +210,7 @@ def _recurrent(n: _Nodes, types: dict):
     return None
 
 
-def _grid_sample(n: _Nodes, types: dict):
+def _grid_sample(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -265,7 +272,7 @@ def _grid_sample(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _lp_normalization(n: _Nodes, types: dict):
+def _lp_normalization(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -289,7 +296,58 @@ def _lp_normalization(n: _Nodes, types: dict):
     return n.nodes
 
 
-def _dequantize(n: _Nodes, types: dict):
+def _reverse_sequence(n: Nodes, types: dict):
+    import numpy as np
+
+    attributes = {a.name: a.i for a in n.node.attribute}
+    (x, lengths), (y,) = n.inputs, n.outputs
+    shape, time = n.shapes.get(x), attributes.get("time_axis", 0)
+    if shape is None or types.get(lengths) != 7:  # TensorProto.INT64
+        return None
+    layout = (shape[time], 1) if time == 0 else (1, shape[time])  # (time, batch) or (batch, time)
+    steps = n.constant("steps", np.arange(shape[time]).reshape(layout), np.int64)
+    width = n.constant("width", [1, -1] if time == 0 else [-1, 1], np.int64)
+    given = n.op("Reshape", [lengths, width], "given")
+    most = n.constant("most", shape[time], np.int64)  # a length past the end reverses it all
+    per_batch = n.op("Where", [n.op("Greater", [given, most], "past"), most, given], "lengths")
+    last = n.op("Sub", [per_batch, n.constant("one", 1, np.int64)], "last")
+    reversed_ = n.op("Sub", [last, steps], "reversed")
+    source = n.op("Where", [n.op("Greater", [per_batch, steps], "inside"), reversed_, steps],
+                  "source")
+    ones = [1] * (len(shape) - 2)  # source is (time, batch) or (batch, time): the first 2 dims
+    source = n.op("Reshape", [source, n.constant("rank", [*shape[:2], *ones], np.int64)],
+                  "source_everywhere")
+    # the flat offset of every element with its time coordinate replaced by ``source``
+    stride = int(np.prod(shape[time + 1:]))
+    offsets = np.arange(int(np.prod(shape))).reshape(shape)
+    offsets -= np.indices(shape)[time] * stride
+    moved = n.op("Mul", [source, n.constant("stride", stride, np.int64)], "moved")
+    index = n.op("Add", [n.constant("offsets", offsets, np.int64), moved], "index")
+    flat = n.op("Reshape", [x, n.constant("flat_shape", [-1], np.int64)], "flat")
+    n.op("Gather", [flat, index], y, axis=0)
+    return n.nodes
+
+
+def _matmul_of_a_vector(n: Nodes, types: dict):
+    import numpy as np
+
+    (a, b), (y,) = n.inputs, n.outputs
+    shape_a, shape_b = n.shapes.get(a), n.shapes.get(b)
+    if shape_a is None or shape_b is None or sorted((len(shape_a), len(shape_b)))[:1] != [1] \
+            or max(len(shape_a), len(shape_b)) < 3:
+        return None
+    if len(shape_a) == 1:  # numpy.matmul: a row, dropped again
+        a = n.op("Reshape", [a, n.constant("row", [1, shape_a[0]], np.int64)], "a_row")
+        result = (*shape_b[:-2], shape_b[-1])
+    else:  # a column, dropped again
+        b = n.op("Reshape", [b, n.constant("column", [shape_b[0], 1], np.int64)], "b_column")
+        result = shape_a[:-1]
+    product = n.op("MatMul", [a, b], "product")
+    n.op("Reshape", [product, n.constant("result", list(result), np.int64)], y)
+    return n.nodes
+
+
+def _dequantize(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -324,7 +382,7 @@ def _dequantize(n: _Nodes, types: dict):
 _QUANTIZED = {2, 3, 4, 5, 6}  # TensorProto.UINT8, INT8, UINT16, INT16, INT32
 
 
-def _det(n: _Nodes, types: dict):
+def _det(n: Nodes, types: dict):
     import numpy as np
     import onnx
 
@@ -387,4 +445,5 @@ _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
-          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize}
+          "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
+          "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector}

@@ -329,7 +329,7 @@ class BatchReduceMatmulOp(_Contraction):
 # ---- convolutions and pooling -------------------------------------------------------------------
 
 class _Windowed(NamedOperation):
-    """An op that slides a window over ``SPATIAL`` dims (``"HW"`` or ``"W"``). ``INDEXING``
+    """An op that slides a window over ``SPATIAL`` dims (``"DHW"``, ``"HW"`` or ``"W"``). ``INDEXING``
     takes ``S`` (``S.SH``, ``S.DW``, ...: the strides and dilations, 1 when absent) and one
     dim per loop, and returns each operand's index as MLIR's OpDSL definition writes it."""
 
@@ -524,6 +524,27 @@ class PoolingNhwcSumOp(_Pooling):
     COMBINE: ClassVar = _SUM
 
 
+@irdl_op_definition
+class PoolingNcwSumOp(_Pooling):
+    name = "linalg.pooling_ncw_sum"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "pppr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, c, ow, kw: (
+        (n, c, ow * S.SW + kw * S.DW), (kw,), (n, c, ow)))
+    COMBINE: ClassVar = _SUM
+
+
+@irdl_op_definition
+class PoolingNdhwcSumOp(_Pooling):
+    name = "linalg.pooling_ndhwc_sum"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "pppprrrp"
+    INDEXING: ClassVar = staticmethod(lambda S, n, od, oh, ow, kd, kh, kw, c: (
+        (n, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c),
+        (kd, kh, kw), (n, od, oh, ow, c)))
+    COMBINE: ClassVar = _SUM
+
+
 # ---- softmax ------------------------------------------------------------------------------------
 
 @irdl_op_definition
@@ -554,5 +575,6 @@ LINALG_OPS = (
     BatchReduceMatmulOp, Conv1DNcwFcwOp, Conv1DNwcWcfOp, Conv2DNchwFchwOp, Conv2DNhwcHwcfOp,
     Conv2DNhwcFhwcOp, Conv2DNgchwFgchwOp, Conv2DNgchwGfchwOp, Conv2DNhwgcGfhwcOp,
     DepthwiseConv2DNchwChwOp, DepthwiseConv2DNhwcHwcOp, PoolingNchwMaxOp, PoolingNchwSumOp,
-    PoolingNhwcMaxOp, PoolingNhwcMinOp, PoolingNhwcSumOp, SoftmaxOp,
+    PoolingNhwcMaxOp, PoolingNhwcMinOp, PoolingNhwcSumOp, PoolingNcwSumOp, PoolingNdhwcSumOp,
+    SoftmaxOp,
 )
