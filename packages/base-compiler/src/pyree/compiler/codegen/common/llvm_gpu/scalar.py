@@ -178,7 +178,7 @@ class ScalarLowering:
         if op == "not":
             return f(f"xor {ty} {x}, {'true' if ty == 'i1' else -1}")
         if op == "sign":
-            if K.is_unsigned(dtype):
+            if K.is_unsigned(dtype) or dtype == "i1":
                 return f(f"zext i1 {f(f'icmp ne {ty} {x}, 0')} to {ty}")
             lo = self.fn.call(ty, f"llvm.smin.{ty}", [(ty, x), (ty, "1")])
             return self.fn.call(ty, f"llvm.smax.{ty}", [(ty, lo), (ty, "-1")])
@@ -203,7 +203,7 @@ class ScalarLowering:
             if op == "copysign":
                 return self._intr("copysign", ty, a, b)
             raise self._unsupported(op, dtype)
-        signed = not K.is_unsigned(dtype)
+        signed = not K.is_unsigned(dtype) and dtype != "i1"  # an i1 is 0 or 1, never -1
         simple = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or",
                   "xor": "xor", "shl": "shl", "div": "sdiv" if signed else "udiv",
                   "rem": "srem" if signed else "urem", "shr": "ashr" if signed else "lshr"}
