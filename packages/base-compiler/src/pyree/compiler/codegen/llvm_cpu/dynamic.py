@@ -19,8 +19,8 @@ reduction-inner, phases and row results included (softmax, layernorm), float fol
 are contiguous or broadcast along the innermost reduction loop folding in vectors of
 ``FOLD_BITS`` with a scalar tail. Float folds are cascaded (``codegen/common/cascade.py``) in
 blocks whose bounds are run-time, with levels enough for any uint32 extent; a run-time row of at
-most ``SCALAR_LEAF`` terms branches to one plain loop. Not here yet: the static contraction
-micro-kernel and window order, whose decisions need the extents at compile time.
+most ``SCALAR_LEAF`` terms branches to one plain loop. Contractions go to ``matmul.py``'s
+micro-kernel, which takes run-time extents; not here yet: the window order.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from llvmlite import ir
 from pyree.compiler.codegen.common import cascade
 from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu import matmul
 from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest, umin
+from pyree.compiler.codegen.llvm_cpu.matmul import ContractionLowering
 from pyree.compiler.codegen.llvm_cpu.reduction import (
     FAN_IN,
     SCALAR_LEAF,
@@ -47,10 +49,13 @@ ALIGN = 64                 # elements: a tile of the innermost loop is a whole n
 CASCADE_EXTENT = 1 << 32   # a run-time fold's cascade has levels for this many steps
 
 
-def plan(kernel: Kernel, target) -> DynamicLowering | None:
-    """The lowering of a kernel with run-time sizes; None for a static one."""
-    return (DynamicLowering(kernel, span_stride(target), strict=not target.reassociate)
-            if has_run_time_sizes(kernel) else None)
+def plan(kernel: Kernel, target) -> DynamicLowering | ContractionLowering | None:
+    """The lowering of a kernel with run-time sizes: a contraction's micro-kernel with run-time
+    extents (``matmul.py``), else this template's loops; None for a static kernel."""
+    if not has_run_time_sizes(kernel):
+        return None
+    return matmul.plan(kernel, target) or DynamicLowering(kernel, span_stride(target),
+                                                          strict=not target.reassociate)
 
 
 def tiles(kernel: Kernel) -> tuple:
