@@ -26,11 +26,10 @@ micro-kernel, which takes run-time extents; not here yet: the window order.
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.common import cascade
 from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.common.normalize import loads
 from pyree.compiler.codegen.llvm_cpu import matmul
-from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest, umin
+from pyree.compiler.codegen.llvm_cpu.loops import cascaded_run_time, entry_alloca, i64, nest, umin
 from pyree.compiler.codegen.llvm_cpu.matmul import ContractionLowering
 from pyree.compiler.codegen.llvm_cpu.reduction import (
     FAN_IN,
@@ -214,12 +213,8 @@ class DynamicLowering(ReductionLowering):
         return block_sizes(extent // per_step if is_static(extent) else CASCADE_EXTENT, leaf, FAN_IN)
 
     def _cascade(self, b, stop, sizes: list[int], body, fresh, combine, step: int = 1) -> None:
-        """``cascade.cascade`` with run-time block bounds; the block loops are not unrolled."""
-        def loop(start, end, by, fn):
-            with for_range(b, start, end, step=by, name="fold", unroll=by == step) as i:
-                fn(i)
-        cascade.cascade(loop, lambda s, size, end: umin(b, b.add(s, i64(size)), end),
-                        i64(0), stop, sizes, body, fresh, combine, step)
+        """``loops.cascaded_run_time``, its leaves one loop each (a row's body can be large)."""
+        cascaded_run_time(b, stop, sizes, body, fresh, combine, step, whole_leaves=False)
 
     def _whole(self, b, extent, lanes: int):
         return b.sub(extent, b.urem(extent, i64(lanes)))
