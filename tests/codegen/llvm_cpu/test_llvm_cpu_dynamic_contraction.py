@@ -56,6 +56,26 @@ def test_sse_vector_width():
         np.testing.assert_allclose(got, reference(a, b, "f32"), rtol=2e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("in_dtype, acc", [("i8", "i32"), ("f64", "f64")])
+def test_other_dtypes_with_an_init_and_epilogue(in_dtype, acc):
+    """C = relu(C0 + bias + A @ B) with every dim at run time: init and epilogue per output,
+    the ragged panel's masked vectors, i8 widened to i32, f64's 4-lane vectors."""
+    kernel = matmul(P0, P1, P2, in_dtype=in_dtype, acc=acc, bias=True, relu=True, init_from=True)
+    assert isinstance(lowering(kernel), ContractionLowering)
+    compiled = Compiled([kernel])
+    rng = np.random.default_rng(12)
+    for m, n, k in [(0, 3, 2), (1, 1, 1), (3, 67, 301), (14, 9, 40)]:
+        a, b = random_array(in_dtype, (m, k), rng), random_array(in_dtype, (k, n), rng)
+        bias, c0 = random_array(acc, (n,), rng), random_array(acc, (m, n), rng)
+        got = dispatch(compiled, kernel, (m, n, k), {0: a, 1: b, 2: bias, 3: c0},
+                       rtol=1e-12, atol=1e-12)[4]
+        want = np.maximum(c0.astype(np.float64) + bias + a.astype(np.float64) @ b.astype(np.float64), 0)
+        if acc == "i32":
+            np.testing.assert_array_equal(got, want.astype(np.int32))
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_run_time_batch_with_bias_and_relu():
     """A transformer's shape: batch at run time, M, N, K static, an epilogue."""
     kernel = matmul(24, 40, 33, batch=P0, bias=True, relu=True)
