@@ -69,7 +69,7 @@ def _poison(module, function) -> None:
     pool = module.pool
     plan = function._plan  # (the mutants are of static modules)
     keys = [*plan.result_keys, *(key for key in plan.own_keys if key is not None)]
-    buffers = [pool._allocate(*key) for key in keys if key[0]]
+    buffers = [pool._allocate(key) for key in keys if key[0]]
     for buffer in buffers:   # the first MAX_POISON_BYTES: a mutant may ask for gigabytes
         size = min(buffer.size, MAX_POISON_BYTES)
         buffer.write(0, (POISON * (size // 4 + 1))[:size])

@@ -33,8 +33,20 @@ def _code(obj, code):
 
 MUTATIONS = {
     "unknown opcode": (
-        lambda m: _code(_fn(m, "copy").resultSizeExprs[0], [1, 0, 0, 4, 12]),
-        r"function 'copy': result 0 size: its SizeExpr has the unknown opcode 12 at entry 4"),
+        lambda m: _code(_fn(m, "copy").resultSizeExprs[0], [1, 0, 0, 4, 14]),
+        r"function 'copy': result 0 size: its SizeExpr has the unknown opcode 14 at entry 4"),
+    "select of two values": (
+        lambda m: _code(_fn(m, "copy").resultSizeExprs[0], [1, 0, 0, 4, 13]),
+        r"function 'copy': result 0 size: its SizeExpr applies opcode 13 at entry 4 to fewer "
+        r"than three values"),
+    "a damaged shape guard": (
+        lambda m: setattr(_fn(m, "copy"), "sizeChecks", [_guard([1, 0, 11])]),
+        r"function 'copy': size check 0: its SizeExpr applies opcode 11 at entry 2 to fewer "
+        r"than two values"),
+    "a shape guard without symbols": (
+        lambda m: setattr(_fn(m, "copy"), "sizeChecks", [_guard([0, 1])]) or
+        setattr(_fn(m, "copy"), "symbols", None),
+        r"function 'copy': has size checks but no symbols"),
     "symbol out of range": (
         lambda m: _code(_fn(m, "concat").results[0].dynamicDims[0], [1, 3]),
         r"function 'concat': result 0 dim 0: its SizeExpr names symbol 3 at entry 0, but there "
@@ -75,9 +87,9 @@ MUTATIONS = {
         lambda m: setattr(_fn(m, "rows").symbols[1], "divisor", 0),
         r"function 'rows' symbol 1 \('seq'\): bounds min=0 max=512 divisor=0 are not sizes"),
     "a kernel's workgroup count": (
-        lambda m: _code(m.executables[0].cpu.exports[0].workgroupCountExpr, [1, 0, 0, 64, 10]),
+        lambda m: _code(m.executables[0].cpu.exports[0].workgroupCountExpr, [1, 0, 0, 64, 14]),
         r"executable 0 \('kernels'\) export 0: its workgroup count x SizeExpr has the unknown "
-        r"opcode 10 at entry 4"),
+        r"opcode 14 at entry 4"),
     "a kernel's minimum length": (
         lambda m: _code(m.executables[0].cpu.exports[0].bindings[1].minLengthExpr, [1, 0, 7]),
         r"executable 0 \('kernels'\) export 0 binding 1: its minimum length SizeExpr applies "
@@ -86,6 +98,30 @@ MUTATIONS = {
         lambda m: m.constants.append(_dynamic_constant(m)),
         r"constant 0: a constant's type has a dynamic dimension"),
 }
+
+
+def _guard(code: list[int], message: str = "at most 8 rows", location: str = "m.mlir:3:5"):
+    from pyree.compiler._fb.SizeCheck import SizeCheckT
+
+    check = SizeCheckT()
+    check.condition, check.message, check.location = expr(code), message, location
+    return check
+
+
+def test_a_shape_guard_refuses_a_call_naming_its_message(kernel_library, rng):
+    """Schema 1.6: a size check (here n <= 8, spelled with a select: n < 9 ? 1 : 0) is
+    evaluated when a call's sizes are bound; a failing one is an InvocationError quoting it,
+    every call at that size, and other sizes still run."""
+    builder = sized_builder(kernel_library)
+    _fn(builder.module, "copy").sizeChecks = [_guard([1, 0, 0, 9, 11, 0, 1, 0, 0, 13])]
+    module = rt.load_module(builder.finish(), device="local-sync")
+    for n in (0, 1, 8):
+        x = rng.standard_normal(n).astype(np.float32)
+        np.testing.assert_array_equal(module.copy(x).to_host(), x)
+    for _ in range(2):
+        with pytest.raises(rt.InvocationError, match=r"function 'copy' at n=9: at most 8 rows "
+                           r"\(the shape guard `\(1 if \(n < 9\) else 0\)` at m.mlir:3:5 fails\)"):
+            module.copy(np.ones(9, np.float32))
 
 
 def _set_offset(r):

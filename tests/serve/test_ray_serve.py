@@ -1,7 +1,8 @@
 """pyree.serve on a real Ray Serve instance: one small Ray (2 CPUs, no dashboard) on this machine,
-three applications on 127.0.0.1 -- a function served with stacked rows by 2 replicas (module
+four applications on 127.0.0.1 -- a function served with stacked rows by 2 replicas (module
 passed as bytes), an unstackable one and one that mixes rows, served exactly as by default (module
-read from a path) -- driven over HTTP and through DeploymentHandles. Every loop is bounded and every wait has a timeout; Ray is always shut down."""
+read from a path), and a function with a dynamic batch served stacked (dynamic_batch.py) --
+driven over HTTP and through DeploymentHandles. Every loop is bounded and every wait has a timeout; Ray is always shut down."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from dynamic_batch import check_rows, compile_module, rows_inputs
 from tooling import require_module
 
 # rows: every argument and result has leading dim 5, so with stack_rows requests of k rows are
@@ -110,6 +112,9 @@ def served(module, tmp_path_factory):
         serve.run(pyree.serve.deployment(path, "center", max_batch_size=8,
                                          batch_wait_timeout_s=0.05, **replica),
                   name="center", route_prefix="/center")
+        serve.run(pyree.serve.deployment(compile_module(), "rows", stack_rows=True,
+                                         max_batch_size=8, batch_wait_timeout_s=0.05, **replica),
+                  name="dynamic", route_prefix="/dynamic")
         yield port, rows, scale
     finally:
         serve.shutdown()
@@ -126,22 +131,6 @@ def request(port: int, path: str, body: bytes | dict | None, method: str = "POST
         return response.status, dict(response.getheaders()), json.loads(response.read())
     finally:
         connection.close()
-
-
-def rows_inputs(rng, k: int):
-    """k rows of each argument, with NaN, ±inf and -0 where the values pass through."""
-    x = rng.standard_normal((k, 7)).astype(np.float32)
-    x.flat[rng.choice(x.size, 4, replace=False)] = [np.nan, np.inf, -np.inf, -0.0]
-    y = rng.integers(1, 6, (k, 7)).astype(np.int32)  # positive: -0 * y stays -0
-    return x, y
-
-
-def check_rows(x, y, product, sums):
-    np.testing.assert_array_equal(product, x * y.astype(np.float32))
-    assert np.array_equal(np.signbit(product), np.signbit(x * y.astype(np.float32)))
-    with np.errstate(invalid="ignore"):  # inf + -inf in a row: NaN, as pyree computes it
-        expected = x.sum(axis=1, dtype=np.float64).astype(np.float32)
-    np.testing.assert_allclose(sums, expected, rtol=2e-6, atol=4e-6)  # float32 sums of 7 values
 
 
 def encode(array: np.ndarray, form: str):
@@ -184,6 +173,32 @@ def test_http_requests_are_batched_across_two_replicas(served):
             if len(replicas) == 2 and max(sizes) > 1:
                 break
     assert len(replicas) == 2, f"one replica served every request: {replicas}"
+    assert max(sizes) > 1, f"no batch held more than one request: {sizes}"
+
+
+@pytest.mark.timeout(120)
+def test_a_dynamic_batch_is_served_in_shared_calls(served):
+    """rows(?x7xf32, ?x7xi32): concurrent requests of 1-40 rows share batches (each batch one
+    call of exactly its rows: test_dynamic_batch.py counts them), every answer its own."""
+    port = served[0]
+    status, _, body = request(port, "/dynamic", None, method="GET")
+    assert status == 200 and body == {"function": "rows", "arguments": ["?x7xf32", "?x7xi32"],
+                                      "results": ["?x7xf32", "?xf32"], "batch_rows": "?"}
+    rng = np.random.default_rng(6)
+
+    def one(x, y):
+        status, headers, body = request(port, "/dynamic", {"inputs": [x.tolist(), y.tolist()]})
+        assert status == 200, body
+        check_rows(x, y, *(np.array(o, np.float32) for o in body["outputs"]))
+        return int(headers["x-pyree-batch-size"])
+
+    sizes = []
+    with ThreadPoolExecutor(12) as pool:
+        for _ in range(ROUNDS):
+            sizes += pool.map(one, *zip(*(rows_inputs(rng, int(k))
+                                          for k in rng.integers(1, 41, 12))))
+            if max(sizes) > 1:
+                break
     assert max(sizes) > 1, f"no batch held more than one request: {sizes}"
 
 
@@ -380,12 +395,12 @@ def test_stacking_a_function_that_mixes_rows_mixes_clients(module):
 def test_stacking_is_asked_for_and_needs_a_batch_dimension(module):
     require_module("ray.serve")
     import pyree.runtime as rt
-    from pyree.serve import BatchPlan
+    from pyree.serve import BatchPlan, CallRows
 
     loaded = rt.load_module(module)
     assert BatchPlan.of(loaded["rows"]).rows is None
     assert BatchPlan.of(loaded["center"]).rows is None
-    assert BatchPlan.of(loaded["rows"], stack_rows=True).rows == 5
+    assert BatchPlan.of(loaded["rows"], stack_rows=True).rows == CallRows(5, 5)
     with pytest.raises(ValueError, match=r"function 'scale' \(3x4xf32, f32\) -> \(3x4xf32\) cannot "
                                          r"be served with stack_rows=True: stacking needs every "
                                          r"argument and result to have the same leading \(batch\) "

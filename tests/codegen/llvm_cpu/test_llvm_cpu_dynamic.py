@@ -26,6 +26,7 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     Select,
+    SizeValue,
     Unary,
     bind_sizes,
     evaluate,
@@ -184,6 +185,25 @@ def test_a_causal_mask_from_loop_indices():
         xv = random_array("f32", (m, n), rng)
         got = dispatch(compiled, kernel, (m, n), {0: xv})[1]
         np.testing.assert_array_equal(got, np.where(np.tril(np.ones((m, n), bool)), xv, -np.inf))
+
+
+def test_a_size_read_as_a_value():
+    """out[i, j] = x[i, j] * p1 + (p1 == 1 ? 100 : 0), the size a push constant read as an
+    integer (torch-mlir's broadcast checks) in every lane, against ``kernel.evaluate``."""
+    x = Load(0, identity(2), "f32")
+    n = SizeValue(P1, "index")
+    scaled = Binary("mul", x, Cast("sitofp", Cast("trunci", n, "i32"), "f32"), "f32")
+    single = Select(Compare("eq", n, Const(1, "index")), Const(100.0, "f32"), Const(0.0, "f32"), "f32")
+    kernel = Kernel("size_value", (P0, P1), 2,
+                    (Binding("f32", (P0, P1), "read"), Binding("f32", (P0, P1), "write")),
+                    (Result(1, identity(2), Binary("add", scaled, single, "f32")),))
+    assert has_run_time_sizes(kernel)
+    compiled = Compiled([kernel])
+    rng = np.random.default_rng(15)
+    for m, n_ in [(0, 3), (3, 0), (1, 1), (5, 1), (7, 131), (131, 7), (1000, 67)]:
+        xv = random_array("f32", (m, n_), rng)
+        got = dispatch(compiled, kernel, (m, n_), {0: xv})[1]
+        np.testing.assert_array_equal(got, xv * np.float32(n_) + np.float32(100 if n_ == 1 else 0))
 
 
 @pytest.mark.parametrize("dtype", ["f32", "i32"])

@@ -16,12 +16,16 @@ from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.KernelInfo import KernelInfoT
 from pyree.compiler._fb.Module import ModuleT
 from pyree.compiler._fb.SizeExpr import SizeExprT
+from pyree.compiler.sizes import uses_comparisons
 
 SCHEMA_VERSION = (1, 4)  # 1.1: branch commands; 1.2: the readback area; 1.3: parameters;
 #                          1.4: each kernel's source ops (KernelInfo)
 # 1.5: run-time sizes (SizeExpr, Symbol). Only a module that uses them says 1.5, so every other
 # module stays byte for byte what a 1.4 reader reads.
 RUN_TIME_SIZES_VERSION = (1, 5)
+# 1.6: shape guards (Function.size_checks) and SizeExpr's comparisons and select; only a module
+# that uses them says 1.6.
+SIZE_GUARDS_VERSION = (1, 6)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -64,7 +68,10 @@ class ModuleBuilder:
 
     def finish(self) -> bytes:
         if any(f.symbols for f in self.module.functions):
-            self.module.schemaVersionMajor, self.module.schemaVersionMinor = RUN_TIME_SIZES_VERSION
+            guards = any(f.sizeChecks or any(uses_comparisons(e.code) for e in _size_exprs(f))
+                         for f in self.module.functions)
+            self.module.schemaVersionMajor, self.module.schemaVersionMinor = \
+                SIZE_GUARDS_VERSION if guards else RUN_TIME_SIZES_VERSION
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)
         out = bytearray(builder.Output())
@@ -74,3 +81,16 @@ class ModuleBuilder:
         out.extend(TRAILER_MAGIC + struct.pack("<Q", data_offset))
         out.extend(hashlib.sha256(out).digest())
         return bytes(out)
+
+
+def _size_exprs(table):
+    """Every SizeExpr table under ``table`` (an object-API table, or a list of them)."""
+    if isinstance(table, SizeExprT):
+        yield table
+    elif isinstance(table, list):
+        for item in table:
+            yield from _size_exprs(item)
+    elif hasattr(table, "__dict__"):
+        for value in vars(table).values():
+            if isinstance(value, list) or hasattr(value, "__dict__"):
+                yield from _size_exprs(value)

@@ -21,6 +21,7 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     Select,
+    SizeValue,
     Unary,
 )
 from pyree.compiler.tensor_program import (
@@ -182,6 +183,8 @@ def expr(e: Expr, names: list[str]) -> str:
         return f"{e.value}:{e.dtype}"
     if isinstance(e, LoopIndex):
         return f"d{e.dim}"
+    if isinstance(e, SizeValue):
+        return f"size({e.size}):{e.dtype}"
     if isinstance(e, Acc):
         return f"acc{e.result}"
     if isinstance(e, Final):

@@ -7,6 +7,11 @@ opaque ``floordiv``/``ceildiv``/``mod``/``min``/``max`` node. Polynomials are ke
 (sorted monomials, no zero terms), so two sizes are equal exactly when their polynomials are:
 what fusion asks ("same shape?") and what kernel deduplication hashes.
 
+A comparison of sizes that the polynomials decide (``n == n``, ``n + 1 > n``; with the symbols'
+bounds, ``seq >= 1`` or ``seq <= 512``) is a plain bool (``compare``); one they do not is an atom whose
+value is 0 or 1, and ``select`` of sizes on such a condition is an atom too: the host program
+computes both per call, as it computes every other size (schema 1.6 opcodes).
+
 A ``Size`` adds, subtracts and multiplies with ints and other sizes, so the compiler's
 shape arithmetic (products of dims, strides, offsets) carries over unchanged; but it refuses to
 become an int, a bool or an ordering (``TypeError``), so code that has not been taught about
@@ -18,13 +23,15 @@ from __future__ import annotations
 
 from itertools import product
 
-# SizeExpr opcodes (schemas/common.fbs).
-CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX = range(10)
-_OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX}
+# SizeExpr opcodes (schemas/common.fbs); EQ and on: schema 1.6.
+CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, EQ, LT, LE, SELECT = range(14)
+_OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX,
+            "eq": EQ, "lt": LT, "le": LE, "select": SELECT}
 
 
 class Atom:
-    """A symbol (``op`` None, ``args`` (name,)) or an opaque node over two sizes."""
+    """A symbol (``op`` None, ``args`` (name,)) or an opaque node over sizes: two for
+    floordiv/ceildiv/mod/min/max and the comparisons eq/lt/le (0 or 1), three for select."""
 
     __slots__ = ("op", "args", "_key")
 
@@ -42,7 +49,7 @@ class Atom:
         return self._key < other._key
 
     def __repr__(self) -> str:
-        return self.args[0] if self.op is None else f"{self.op}({self.args[0]}, {self.args[1]})"
+        return self.args[0] if self.op is None else f"{self.op}({', '.join(map(str, self.args))})"
 
 
 def _key_of(value) -> tuple:
@@ -225,7 +232,13 @@ def substitute(value, mapping: dict):
 def _substitute_atom(atom: Atom, mapping: dict):
     if atom.op is None:
         return mapping.get(atom.args[0], Size({(atom,): 1}))
-    return opaque(atom.op, substitute(atom.args[0], mapping), substitute(atom.args[1], mapping))
+    args = [substitute(a, mapping) for a in atom.args]
+    if atom.op == "select":
+        return select(*args)
+    if atom.op in _COMPARISONS:
+        held = compare(atom.op, *args)
+        return held if isinstance(held, Size) else int(held)
+    return opaque(atom.op, *args)
 
 
 def code(value, symbol_index: dict[str, int]) -> list[int]:
@@ -259,7 +272,20 @@ def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int]) -> list[in
 def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
     if atom.op is None:
         return [SYM, symbol_index[atom.args[0]]]
-    return code(atom.args[0], symbol_index) + code(atom.args[1], symbol_index) + [_OPCODES[atom.op]]
+    return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+def uses_comparisons(program: list[int]) -> bool:
+    """Whether a SizeExpr program needs schema 1.6's opcodes (a comparison or a select)."""
+    at = 0
+    while at < len(program):
+        if program[at] in (CONST, SYM):
+            at += 2
+            continue
+        if program[at] >= EQ:
+            return True
+        at += 1
+    return False
 
 
 def align_up(value, alignment: int):
@@ -277,3 +303,102 @@ def nonnegative(value) -> bool:
         return value >= 0
     return all(c > 0 and all(a.op is None or all(nonnegative(x) for x in a.args) for a in m)
                for m, c in value._terms)
+
+
+# ---- comparisons of sizes --------------------------------------------------------------------
+
+_COMPARISONS = ("eq", "lt", "le")
+
+
+def compare(predicate: str, a, b, bounds: dict | None = None):
+    """``a predicate b`` (eq, ne, lt, le, gt, ge) on sizes: a bool where it holds or fails for
+    every value of the symbols within ``bounds`` (name -> (min, max or None); a symbol not
+    named is >= 0), else a Size that is 1 where it holds and 0 where it does not."""
+    if predicate in ("gt", "ge"):
+        predicate, a, b = ("lt" if predicate == "gt" else "le"), b, a
+    if predicate == "ne":
+        held = compare("eq", a, b, bounds)
+        return (not held) if isinstance(held, bool) else 1 - held
+    proven = lambda value: proven_nonnegative(value, bounds or {})
+    if predicate == "eq":
+        if a == b or (proven(a - b) and proven(b - a)):
+            return True
+        if proven(a - b - 1) or proven(b - a - 1):
+            return False
+    elif predicate in ("lt", "le"):
+        gap = b - a - (1 if predicate == "lt" else 0)  # holds where gap >= 0
+        if proven(gap):
+            return True
+        if proven(-gap - 1):
+            return False
+    else:
+        raise ValueError(f"unknown size comparison '{predicate}'")
+    return _compared(predicate, a, b)
+
+
+def proven_nonnegative(value, bounds: dict) -> bool:
+    """Whether ``value`` >= 0 for every value of its symbols within ``bounds`` (name -> (min,
+    max or None)): by ``nonnegative`` with each symbol shifted by its minimum, or by the
+    polynomial's range over the bounds box (``_range``)."""
+    shifted = {name: Size.symbol(name) + low for name, (low, _) in bounds.items() if low}
+    if nonnegative(substitute(value, shifted)):
+        return True
+    lo, _ = _range(value, bounds)
+    return lo is not None and lo >= 0
+
+
+def _range(value, bounds: dict) -> tuple:
+    """(lo, hi) of a polynomial over symbols alone within ``bounds`` (None where unbounded or
+    where an atom is not a symbol): each monomial is monotone in each symbol, which is >= 0."""
+    if not isinstance(value, Size):
+        return value, value
+    lo = hi = 0
+    for monomial, c in value._terms:
+        mlo = mhi = 1
+        for atom in monomial:
+            if atom.op is not None:
+                return None, None
+            low, high = bounds.get(atom.args[0], (0, None))
+            mlo = mlo * low
+            mhi = None if mhi is None or high is None else mhi * high
+        low_term, high_term = (c * mlo, None if mhi is None else c * mhi) if c > 0 else \
+            (None if mhi is None else c * mhi, c * mlo)
+        lo = None if lo is None or low_term is None else lo + low_term
+        hi = None if hi is None or high_term is None else hi + high_term
+    return lo, hi
+
+
+def _compared(predicate: str, a, b):
+    """The 0/1 atom of an undecided comparison, folded where both sides are ints."""
+    if not isinstance(a, Size) and not isinstance(b, Size):
+        return int({"eq": a == b, "lt": a < b, "le": a <= b}[predicate])
+    return Size({(Atom(predicate, (a, b)),): 1})
+
+
+def select(condition, a, b):
+    """``condition ? a : b`` on sizes, ``condition`` a 0/1 size (``compare``) or a bool."""
+    if not isinstance(condition, Size):
+        return a if condition else b
+    if a == b:
+        return a
+    return Size({(Atom("select", (condition, a, b)),): 1})
+
+
+def exact_quotient(a, b):
+    """The int k with ``a == k * b`` as polynomials, or None (``8*n`` by ``n``: 8)."""
+    if not isinstance(b, Size) or not b._terms:
+        return None
+    monomial, c = b._terms[-1]
+    k = dict(Size._of(a)._terms).get(monomial, 0)
+    if k % c or (a - (k // c) * b) != 0:
+        return None
+    return k // c
+
+
+def equated(condition) -> tuple | None:
+    """(a, b) where ``condition`` is the comparison ``a == b`` alone, else None."""
+    terms = condition._terms if isinstance(condition, Size) else ()
+    if len(terms) == 1 and terms[0][1] == 1 and len(terms[0][0]) == 1 \
+            and terms[0][0][0].op == "eq":
+        return terms[0][0][0].args
+    return None

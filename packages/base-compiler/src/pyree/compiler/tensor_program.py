@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
-from pyree.compiler.kernel import Result, itemsize
+from pyree.compiler.kernel import Result, SizeValue, itemsize, result_nodes
 from pyree.compiler.sizes import Size, num_elements
 
 
@@ -64,22 +64,30 @@ class Generic:
 
 def parameters_of(generic: Generic) -> list[Size]:
     """The run-time sizes a region's kernel takes as push constants: each distinct ``Size``
-    among its loop ranges and operands' dims, in order of first appearance. Push constant k is
-    symbol ``pk`` in the kernel (``flow/kernels.outline``), so that one kernel serves every
-    function and call site whatever its symbols are named; a dispatch passes these sizes."""
+    among its loop ranges, operands' dims and the sizes its body reads, in order of first
+    appearance. Push constant k is symbol ``pk`` in the kernel (``flow/kernels.outline``), so
+    that one kernel serves every function and call site whatever its symbols are named; a
+    dispatch passes these sizes."""
     params: dict[Size, None] = {}
     for d in (*generic.loop_ranges, *(d for v in (*generic.inputs, *generic.results)
-                                      for d in v.shape)):
+                                      for d in v.shape), *size_values(generic)):
         if isinstance(d, Size):
             params[d] = None
     return list(params)
 
 
+def size_values(generic: Generic) -> list[Size]:
+    """The run-time sizes ``generic``'s expressions read as values (``kernel.SizeValue``)."""
+    return [e.size for r in generic.outputs for e in result_nodes(r) if isinstance(e, SizeValue)]
+
+
 def has_run_time_sizes(op: Op) -> bool:
-    """Whether a shape or loop range of ``op`` is known only at run time."""
+    """Whether a shape or loop range of ``op`` is known only at run time, or its body reads a
+    run-time size."""
     dims = [*getattr(op, "loop_ranges", ()),
             *(d for v in (*defined_by(op), *read_by(op)) for d in v.shape)]
-    return any(isinstance(d, Size) for d in dims)
+    return any(isinstance(d, Size) for d in dims) or (isinstance(op, Generic)
+                                                      and bool(size_values(op)))
 
 
 def sources_of(*ops: Generic) -> tuple[str, ...]:
@@ -248,6 +256,17 @@ class Symbol:
     divisor: int = 1
 
 
+@dataclass(frozen=True)
+class SizeCheck:
+    """``cf.assert`` on run-time sizes (torch-mlir's shape guards that the sizes do not decide
+    at compile time): ``condition``, a 0/1 ``Size``, must be 1 at a call's sizes, or the call
+    fails with ``message`` before anything runs."""
+
+    condition: Size
+    message: str
+    location: str = ""
+
+
 @dataclass(eq=False)
 class Function:
     name: str
@@ -256,6 +275,7 @@ class Function:
     results: list[Value]
     location: str = ""
     symbols: list[Symbol] = field(default_factory=list)
+    size_checks: list[SizeCheck] = field(default_factory=list)
 
 
 def map_blocks(function: Function, rewrite: Callable[[Function], Function]) -> Function:

@@ -30,7 +30,7 @@ _LAZY = {
     **dict.fromkeys(("Module", "read_module"), "module"),
     **dict.fromkeys(("CheckFailure", "DeviceArray", "Function", "LoadedModule", "TensorType",
                      "asdevicearray", "format_array", "load_module"), "vm"),
-    "Trace": "vm.trace", "trace": "vm.trace",
+    "Trace": "vm.trace", "trace": "vm.trace", "SizeSymbol": "vm.reflection",
     **dict.fromkeys(("Config", "DEFAULT_DRIVER_NAMES", "HalDriver", "SystemContext",
                      "TARGET_BACKEND_TO_DRIVER", "VmFunction", "VmInstance", "VmModule",
                      "get_driver", "get_first_device", "load_vm_flatbuffer",

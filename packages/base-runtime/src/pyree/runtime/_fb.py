@@ -1709,6 +1709,30 @@ class Function(object):
             return obj
         return None
 
+    # Function
+    def SizeChecks(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = SizeCheck()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def SizeChecksLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def SizeChecksIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
 
 class FunctionT(object):
 
@@ -1725,6 +1749,7 @@ class FunctionT(object):
         self.symbols = None  # type: List[SymbolT]
         self.resultSizeExprs = None  # type: List[SizeExprT]
         self.transientSizeExpr = None  # type: Optional[SizeExprT]
+        self.sizeChecks = None  # type: List[SizeCheckT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1795,6 +1820,14 @@ class FunctionT(object):
                     self.resultSizeExprs.append(sizeExpr_)
         if function.TransientSizeExpr() is not None:
             self.transientSizeExpr = SizeExprT.InitFromObj(function.TransientSizeExpr())
+        if not function.SizeChecksIsNone():
+            self.sizeChecks = []
+            for i in range(function.SizeChecksLength()):
+                if function.SizeChecks(i) is None:
+                    self.sizeChecks.append(None)
+                else:
+                    sizeCheck_ = SizeCheckT.InitFromObj(function.SizeChecks(i))
+                    self.sizeChecks.append(sizeCheck_)
 
 
 class GpuExport(object):
@@ -2446,6 +2479,83 @@ class RocmExecutableT(object):
                 else:
                     gpuExport_ = GpuExportT.InitFromObj(rocmExecutable.Exports(i))
                     self.exports.append(gpuExport_)
+
+
+class SizeCheck(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.Get(flatbuffers.uoffset, buf, offset)
+        x = SizeCheck()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSizeCheck(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SizeCheckBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.BufferHasIdentifier(buf, offset, b"\x50\x59\x52\x45", size_prefixed=size_prefixed)
+
+    # SizeCheck
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.Table(buf, pos)
+
+    # SizeCheck
+    def Condition(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # SizeCheck
+    def Message(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(6))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # SizeCheck
+    def Location(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+
+class SizeCheckT(object):
+
+    # SizeCheckT
+    def __init__(self):
+        self.condition = None  # type: Optional[SizeExprT]
+        self.message = None  # type: str
+        self.location = None  # type: str
+
+    @classmethod
+    def InitFromBuf(cls, buf, pos):
+        sizeCheck = SizeCheck()
+        sizeCheck.Init(buf, pos)
+        return cls.InitFromObj(sizeCheck)
+
+    @classmethod
+    def InitFromObj(cls, sizeCheck):
+        x = SizeCheckT()
+        x._UnPack(sizeCheck)
+        return x
+
+    # SizeCheckT
+    def _UnPack(self, sizeCheck):
+        if sizeCheck is None:
+            return
+        if sizeCheck.Condition() is not None:
+            self.condition = SizeExprT.InitFromObj(sizeCheck.Condition())
+        self.message = sizeCheck.Message()
+        self.location = sizeCheck.Location()
 
 
 class SizeExpr(object):

@@ -11,7 +11,7 @@ docs/SERVING.md is the guide (HTTP and handle interfaces, batching, GPUs, cluste
 
 __version__ = "0.1.0"
 
-from pyree.serve.batching import BatchPlan, batch_rows
+from pyree.serve.batching import BatchPlan, CallRows, call_rows
 from pyree.serve.deployment import (
     BATCH_HEADER,
     REPLICA_HEADER,
@@ -22,5 +22,5 @@ from pyree.serve.deployment import (
 )
 from pyree.serve.wire import RequestError
 
-__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "PyreeDeployment", "ReplicaError",
-           "RequestError", "batch_rows", "deployment", "run"]
+__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "CallRows", "PyreeDeployment",
+           "ReplicaError", "RequestError", "call_rows", "deployment", "run"]

@@ -1,18 +1,20 @@
 """How the requests of one batch share calls of a compiled function (no Ray here).
 
-pyree functions have static shapes, so a batch cannot grow a call: it fills calls of the size the
-function was compiled for. Two plans:
+Two plans:
 
-* **Exact** (the default): a request gives every argument with the function's exact shape, and
-  is one call. Its answer is what calling the function on its arguments gives, whatever else
-  the batch holds.
+* **Exact** (the default): a request gives every argument with the function's shape (any size
+  for a run-time ``?`` dim), and is one call. Its answer is what calling the function on its
+  arguments gives, whatever else the batch holds.
 * **Stacked** (``stack_rows=True``), for a function whose every argument and result has rank
-  >= 1 and the same leading dimension N (its batch size). A request then gives each argument as
-  ``k`` rows of the argument's row shape (``shape[1:]``), any ``k >= 1``, the same ``k`` for
-  every argument. The rows of a batch's requests are concatenated and run in calls of N rows;
-  the last call is padded by repeating its last row (real values, so a padded row cannot trip a
-  check or an overflow that zeros would), and each request gets its own rows of every result
-  back. N = 1 runs a batch row by row. When a shared call fails (a check op, say), each of its
+  >= 1 and the same leading (batch) dimension: a static N, or one run-time size (a dynamic
+  batch, ``?x53xf32 -> ?x11xf32`` with one symbol for every ``?``). A request then gives each
+  argument as ``k`` rows of the argument's row shape (``shape[1:]``, static), any ``k >= 1``,
+  the same ``k`` for every argument, and gets its own rows of every result back. The rows of a
+  batch's requests are concatenated; with a static N they run in calls of N rows, the last one
+  padded by repeating its last row (real values, so a padded row cannot trip a check or an
+  overflow that zeros would); with a dynamic batch they are one call of exactly the batch's
+  rows, split only where the size's declared maximum says so (and padded only up to its
+  declared minimum or divisor). When a shared call fails (a check op, say), each of its
   requests is run again alone, so that a bad request fails by itself. Stacking is exact only
   when every result row depends on the same argument rows alone, which neither the types nor
   the module can show: a function that mixes rows (x minus its column mean, a softmax or
@@ -32,41 +34,96 @@ from pyree.runtime import Function, InvocationError, PyreeError, TensorType
 from pyree.runtime.vm.tensor_type import describe
 
 
-def batch_rows(function: Function) -> int | None:
-    """N when ``function`` can be stacked (every argument and result of rank >= 1 with the
-    same leading dimension N), else None."""
+@dataclass(frozen=True)
+class CallRows:
+    """The rows one stacked call may have: from ``least`` to ``most`` (None: any number), a
+    multiple of ``multiple``. A static batch N allows exactly N; a dynamic batch allows what its
+    run-time size ``symbol`` is declared to take."""
+    least: int
+    most: int | None
+    multiple: int = 1
+    symbol: str | None = None
+
+    def calls(self, total: int) -> list[tuple[int, int, int]]:
+        """(first row, past the last row, rows passed) of each call that ``total`` rows need:
+        as few as the bounds allow, each padded only up to the least size it may have (none
+        for a dynamic batch without bounds: one call of exactly ``total`` rows)."""
+        step = total if self.most is None else self.most // self.multiple * self.multiple
+        spans = [(start, min(start + step, total)) for start in range(0, total, step)]
+        return [(start, stop, _round_up(max(stop - start, self.least), self.multiple))
+                for start, stop in spans]
+
+
+def call_rows(function: Function) -> CallRows:
+    """How ``function``'s calls take stacked rows: every argument and result of rank >= 1 with
+    the same leading dimension, a static N or one run-time size (a dynamic batch), and static
+    dims past it. Raises ValueError naming the function, its types and what stops it."""
     types = function.argument_types + function.result_types
+    dims = function.argument_dims + function.result_dims
     if not function.argument_types or not function.result_types or any(not t.shape for t in types):
-        return None
-    leading = {t.shape[0] for t in types}
-    return leading.pop() if len(leading) == 1 else None
+        _refuse(function, "stacking needs every argument and result to have the same leading "
+                          "(batch) dimension")
+    leading = list(dict.fromkeys(d[0] for d in dims))
+    if any(isinstance(d, int) for d in leading) and any(isinstance(d, str) for d in leading):
+        _refuse(function, f"its leading dims mix static and run-time sizes "
+                          f"({', '.join(map(str, leading))}); stacking needs every argument and "
+                          f"result to lead with the same batch dimension, one static size or one "
+                          f"run-time size")
+    if len(leading) > 1:
+        what = "static" if isinstance(leading[0], int) else "run-time"
+        _refuse(function, f"its leading dims are different {what} sizes "
+                          f"({', '.join(map(str, leading))}); stacking needs every argument and "
+                          f"result to have the same leading (batch) dimension")
+    rows = [t for t in types if -1 in t.shape[1:]]
+    if rows:
+        _refuse(function, f"a row of {rows[0]} has a run-time size past its leading dim; "
+                          f"stacking needs static dims after the batch dimension")
+    if isinstance(leading[0], int):
+        return CallRows(leading[0], leading[0])
+    symbol = next((s for s in function.symbols if s.name == leading[0]), None)
+    if symbol is None:
+        _refuse(function, f"its leading dim `{leading[0]}` is a formula, not one run-time size; "
+                          f"stacking needs a batch dimension that is an argument's own size")
+    least = _round_up(max(symbol.min, 1), symbol.divisor)
+    if symbol.max is not None and least > symbol.max:
+        _refuse(function, f"its batch size `{symbol.name}` has no size of at least 1 in "
+                          f"[{symbol.min}, {symbol.max}] that is a multiple of {symbol.divisor}")
+    return CallRows(symbol.min, symbol.max, symbol.divisor, symbol.name)
+
+
+def _refuse(function: Function, why: str):
+    signature = ", ".join(map(str, function.argument_types))
+    results = ", ".join(map(str, function.result_types))
+    raise ValueError(f"function '{function.name}' ({signature}) -> ({results}) cannot be served "
+                     f"with stack_rows=True: {why}")
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 @dataclass(frozen=True)
 class BatchPlan:
     function: Function
-    rows: int | None    # N when requests are stacked, None when each request is one call
+    rows: CallRows | None    # how stacked calls take rows; None when each request is one call
 
     @classmethod
     def of(cls, function: Function, stack_rows: bool = False) -> BatchPlan:
         """The exact plan, or with ``stack_rows`` the stacked one (a function whose types do
-        not allow stacking is refused)."""
-        if not stack_rows:
-            return cls(function, None)
-        rows = batch_rows(function)
-        if rows is None:
-            signature = ", ".join(map(str, function.argument_types))
-            results = ", ".join(map(str, function.result_types))
-            raise ValueError(f"function '{function.name}' ({signature}) -> ({results}) cannot be "
-                             f"served with stack_rows=True: stacking needs every argument and "
-                             f"result to have the same leading (batch) dimension")
-        return cls(function, rows)
+        not allow stacking is refused: call_rows)."""
+        return cls(function, call_rows(function) if stack_rows else None)
 
     def describe(self) -> dict:
-        """What a client needs to build a request (the HTTP interface's GET)."""
-        f = self.function
-        return {"function": f.name, "arguments": [str(t) for t in f.argument_types],
-                "results": [str(t) for t in f.result_types], "batch_rows": self.rows}
+        """What a client needs to build a request (the HTTP interface's GET). ``batch_rows``:
+        None for exact calls, the rows of every stacked call, or ``?`` where a batch's rows
+        are one call (at most ``max_call_rows`` rows, where the function declares a bound)."""
+        f, rows = self.function, self.rows
+        described = {"function": f.name, "arguments": [str(t) for t in f.argument_types],
+                     "results": [str(t) for t in f.result_types],
+                     "batch_rows": None if rows is None else "?" if rows.symbol else rows.least}
+        if rows is not None and rows.symbol and rows.most is not None:
+            described["max_call_rows"] = rows.most
+        return described
 
     def check(self, arrays: list[np.ndarray]) -> None:
         """Raises InvocationError when one request's arrays do not fit the plan."""
@@ -76,8 +133,9 @@ class BatchPlan:
             raise InvocationError(f"function '{f.name}' takes {len(f.argument_types)} arguments "
                                   f"({expected}{self._rows_note('; ')}), got {len(arrays)}")
         for index, (array, t) in enumerate(zip(arrays, f.argument_types)):
-            if self.rows is None:
-                fits = array.shape == t.shape
+            if self.rows is None:  # a run-time dim takes any size; the call checks the rest
+                fits = array.ndim == len(t.shape) and all(
+                    d in (-1, n) for d, n in zip(t.shape, array.shape))
             else:
                 fits = array.ndim == len(t.shape) and array.shape[1:] == t.shape[1:] and len(array)
             if not fits or array.dtype != t.dtype:
@@ -94,11 +152,14 @@ class BatchPlan:
 
     def _rows_note(self, opening: str, t: TensorType | None = None) -> str:
         """How stacked arguments are spelled, after ``opening`` (and closed if it opened)."""
-        if self.rows is None:
+        rows = self.rows
+        if rows is None:
             return ""
         whole = f"of the function's {t}" if t is not None else "each"
-        return (f"{opening}k >= 1 rows {whole}, which the server stacks into calls of "
-                f"{self.rows} rows{')' if '(' in opening else ''}")
+        calls = f"calls of {rows.least} rows" if rows.symbol is None else \
+            "one call per batch" if rows.most is None else f"calls of at most {rows.most} rows"
+        return (f"{opening}k >= 1 rows {whole}, which the server stacks into "
+                f"{calls}{')' if '(' in opening else ''}")
 
     def run(self, requests: list[list[np.ndarray]]) -> list[list[np.ndarray] | PyreeError]:
         """Every request's results, or the error of the call that computed them."""
@@ -106,17 +167,20 @@ class BatchPlan:
             return [_host(call) for call in [self._submit(arrays) for arrays in requests]]
         counts = [len(arrays[0]) for arrays in requests]
         stacked = [np.concatenate(column) for column in zip(*requests)]
-        total, n = sum(counts), self.rows
-        calls = [self._submit([_pad(a[start:start + n], n) for a in stacked])
-                 for start in range(0, total, n)]
+        spans = self.rows.calls(sum(counts))
+        calls = [self._submit([_pad(a[start:stop], size) for a in stacked])
+                 for start, stop, size in spans]
         calls = [_host(call) for call in calls]
-        placeholder = [np.empty((n, *t.shape[1:]), t.dtype) for t in self.function.result_types]
-        results = [np.concatenate(column)
-                   for column in zip(*(placeholder if isinstance(c, PyreeError) else c for c in calls))]
+        # each call's own rows (its padding dropped); a failed call's rows are never read
+        results = [np.concatenate(column) for column in zip(*(
+            [np.empty((stop - start, *t.shape[1:]), t.dtype) for t in self.function.result_types]
+            if isinstance(call, PyreeError) else [r[:stop - start] for r in call]
+            for (start, stop, _), call in zip(spans, calls)))]
         out: list[list[np.ndarray] | PyreeError] = []
         start = 0
         for k, request in zip(counts, requests):
-            failed = [c for c in calls[start // n:(start + k - 1) // n + 1] if isinstance(c, PyreeError)]
+            failed = [call for (first, stop, _), call in zip(spans, calls)
+                      if first < start + k and stop > start and isinstance(call, PyreeError)]
             if not failed:
                 out.append([r[start:start + k] for r in results])
             elif len(requests) == 1:

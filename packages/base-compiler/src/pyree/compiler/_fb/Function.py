@@ -220,7 +220,32 @@ class Function(object):
             return obj
         return None
 
-def FunctionStart(builder): builder.StartObject(11)
+    # Function
+    def SizeChecks(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.SizeCheck import SizeCheck
+            obj = SizeCheck()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Function
+    def SizeChecksLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def SizeChecksIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
+def FunctionStart(builder): builder.StartObject(12)
 def Start(builder):
     return FunctionStart(builder)
 def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -274,10 +299,17 @@ def StartResultSizeExprsVector(builder, numElems):
 def FunctionAddTransientSizeExpr(builder, transientSizeExpr): builder.PrependUOffsetTRelativeSlot(10, flatbuffers.number_types.UOffsetTFlags.py_type(transientSizeExpr), 0)
 def AddTransientSizeExpr(builder, transientSizeExpr):
     return FunctionAddTransientSizeExpr(builder, transientSizeExpr)
+def FunctionAddSizeChecks(builder, sizeChecks): builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(sizeChecks), 0)
+def AddSizeChecks(builder, sizeChecks):
+    return FunctionAddSizeChecks(builder, sizeChecks)
+def FunctionStartSizeChecksVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartSizeChecksVector(builder, numElems):
+    return FunctionStartSizeChecksVector(builder, numElems)
 def FunctionEnd(builder): return builder.EndObject()
 def End(builder):
     return FunctionEnd(builder)
 import pyree.compiler._fb.Command
+import pyree.compiler._fb.SizeCheck
 import pyree.compiler._fb.SizeExpr
 import pyree.compiler._fb.Symbol
 import pyree.compiler._fb.TensorType
@@ -301,6 +333,7 @@ class FunctionT(object):
         self.symbols = None  # type: List[pyree.compiler._fb.Symbol.SymbolT]
         self.resultSizeExprs = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
         self.transientSizeExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
+        self.sizeChecks = None  # type: List[pyree.compiler._fb.SizeCheck.SizeCheckT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -371,6 +404,14 @@ class FunctionT(object):
                     self.resultSizeExprs.append(sizeExpr_)
         if function.TransientSizeExpr() is not None:
             self.transientSizeExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(function.TransientSizeExpr())
+        if not function.SizeChecksIsNone():
+            self.sizeChecks = []
+            for i in range(function.SizeChecksLength()):
+                if function.SizeChecks(i) is None:
+                    self.sizeChecks.append(None)
+                else:
+                    sizeCheck_ = pyree.compiler._fb.SizeCheck.SizeCheckT.InitFromObj(function.SizeChecks(i))
+                    self.sizeChecks.append(sizeCheck_)
 
     # FunctionT
     def Pack(self, builder):
@@ -428,6 +469,14 @@ class FunctionT(object):
             resultSizeExprs = builder.EndVector()
         if self.transientSizeExpr is not None:
             transientSizeExpr = self.transientSizeExpr.Pack(builder)
+        if self.sizeChecks is not None:
+            sizeCheckslist = []
+            for i in range(len(self.sizeChecks)):
+                sizeCheckslist.append(self.sizeChecks[i].Pack(builder))
+            FunctionStartSizeChecksVector(builder, len(self.sizeChecks))
+            for i in reversed(range(len(self.sizeChecks))):
+                builder.PrependUOffsetTRelative(sizeCheckslist[i])
+            sizeChecks = builder.EndVector()
         FunctionStart(builder)
         if self.name is not None:
             FunctionAddName(builder, name)
@@ -449,5 +498,7 @@ class FunctionT(object):
             FunctionAddResultSizeExprs(builder, resultSizeExprs)
         if self.transientSizeExpr is not None:
             FunctionAddTransientSizeExpr(builder, transientSizeExpr)
+        if self.sizeChecks is not None:
+            FunctionAddSizeChecks(builder, sizeChecks)
         function = FunctionEnd(builder)
         return function

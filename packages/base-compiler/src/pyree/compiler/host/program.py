@@ -23,6 +23,7 @@ from pyree.compiler._fb.Dispatch import DispatchT
 from pyree.compiler._fb.ElementType import ElementType
 from pyree.compiler._fb.Fill import FillT
 from pyree.compiler._fb.Function import FunctionT
+from pyree.compiler._fb.SizeCheck import SizeCheckT
 from pyree.compiler._fb.SizeExpr import SizeExprT
 from pyree.compiler._fb.Symbol import SymbolT
 from pyree.compiler._fb.TensorType import TensorTypeT
@@ -36,6 +37,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    SizeCheck,
     Symbol,
     Value,
     parameters_of,
@@ -67,6 +69,13 @@ def _symbol(symbol: Symbol) -> SymbolT:
     return out
 
 
+def _size_check(check: SizeCheck, symbols: dict[str, int]) -> SizeCheckT:
+    out = SizeCheckT()
+    out.condition = size_expr(check.condition, symbols)
+    out.message, out.location = check.message, check.location
+    return out
+
+
 def _holds_bytes(value: Value) -> bool:
     """Whether ``value`` may hold bytes: a run-time size may be zero only at run time."""
     return isinstance(value.num_bytes, Size) or value.num_bytes > 0
@@ -86,6 +95,7 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
         out.symbols = [_symbol(symbol) for symbol in function.symbols]
         out.resultSizeExprs = [size_expr(n, symbols) for n in plan.result_sizes]
         out.transientSizeExpr = size_expr(plan.transient_size, symbols)
+        out.sizeChecks = [_size_check(check, symbols) for check in function.size_checks] or None
     emitter = _Emitter(plan, symbols)
     for step in steps:
         if isinstance(step, Generic) and any(_holds_bytes(v) for v in step.results):

@@ -14,9 +14,12 @@ from pyree.compiler.kernel import (
     AffineExpr,
     Binary,
     Cast,
+    Compare,
     Const,
     Expr,
     LoopIndex,
+    Select,
+    SizeValue,
     affine_range,
     cast_keeps,
     int_range,
@@ -104,6 +107,8 @@ def _affine(expr: Expr, ranges: tuple[int, ...]) -> AffineExpr | None:
                                            *affine_range(inner, ranges)):
             return None
         return inner
+    if isinstance(expr, Select) and _broadcast_pick(expr, ranges):
+        return _affine(expr.b, ranges)
     if not isinstance(expr, Binary) or expr.op not in ("add", "sub", "mul"):
         return None
     a, b = _affine(expr.a, ranges), _affine(expr.b, ranges)
@@ -121,6 +126,17 @@ def _affine(expr: Expr, ranges: tuple[int, ...]) -> AffineExpr | None:
     lo, hi = affine_range(out, ranges)
     dlo, dhi = int_range(expr.dtype)
     return out if dlo <= lo and hi <= dhi else None
+
+
+def _broadcast_pick(e: Select, ranges: tuple) -> bool:
+    """Whether ``e`` is torch-mlir's broadcast of a run-time dim, ``n == 1 ? 0 : i`` with loop
+    ``i`` running over ``n``: that is ``i`` (where n is 1, i is 0), so the load stays affine."""
+    cond, index = e.cond, e.b
+    if not (isinstance(cond, Compare) and cond.predicate == "eq" and isinstance(index, LoopIndex)
+            and e.a == Const(0, e.a.dtype) and index.dim < len(ranges)):
+        return False
+    sides = [cond.a, cond.b]
+    return Const(1, cond.a.dtype) in sides and SizeValue(ranges[index.dim], cond.a.dtype) in sides
 
 
 def convert(x: Expr, dtype: str) -> Expr:

@@ -9,6 +9,8 @@ Constant only where one is really needed. Unused ops are dropped at the end.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -19,8 +21,21 @@ from pyree.compiler.input.constants import python_scalar
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import is_scalar_op, zero
-from pyree.compiler.input.types import is_tensor, tensor_type_of
-from pyree.compiler.kernel import DTYPES, Binding, Const, Expr, Kernel, Result, evaluate, reads
+from pyree.compiler.input.types import dtype_of, is_tensor, tensor_type_of
+from pyree.compiler.kernel import (
+    DTYPES,
+    Binding,
+    Const,
+    Expr,
+    Kernel,
+    Result,
+    SizeValue,
+    evaluate,
+    map_result,
+    reads,
+    size_value,
+    walk,
+)
 from pyree.compiler.sizes import Size, substitute
 from pyree.compiler.tensor_program import (
     Check,
@@ -30,11 +45,14 @@ from pyree.compiler.tensor_program import (
     GlobalStore,
     If,
     Op,
+    SizeCheck,
     Symbol,
     Value,
+    View,
     While,
     defined_by,
     read_by,
+    size_values,
     walk_ops,
 )
 from xdsl.dialects import func
@@ -75,6 +93,7 @@ class FunctionLowering:
         self._materialized: dict[int, tuple[Entry, Value]] = {}
         self._splats: dict[Value, Const] = {}  # results of splat Constants -> their element
         self.symbols: list[Symbol] = []  # the function's run-time sizes, in order
+        self.size_checks: list[SizeCheck] = []  # cf.assert on sizes the sizes do not decide
         self.stored_globals: dict = {}  # name -> what util.global.store last wrote (globals.py)
         self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
 
@@ -95,6 +114,24 @@ class FunctionLowering:
         self.symbols.append(symbol)
         return Size.symbol(symbol.name)
 
+    def bound(self, size, low: int, high: int | None, divisor: int) -> None:
+        """Narrows the bounds of the symbol ``size`` is (a size that is not one symbol alone
+        is left as it is): what the caller may pass, checked per call by the runtime."""
+        name = _bare_symbol(size)
+        for k, sym in enumerate(self.symbols):
+            if sym.name == name:
+                self.symbols[k] = _narrowed(sym, low, high, divisor)
+
+    def unifiable(self, a, b) -> bool:
+        """Whether ``unify`` can make ``a`` and ``b`` one size: one is a symbol of this
+        function that the other does not contain."""
+        names = {sym.name for sym in self.symbols}
+
+        def replaceable(x, y) -> bool:
+            name = _bare_symbol(x)
+            return name in names and not (isinstance(y, Size) and name in y.symbols())
+        return a == b or replaceable(a, b) or replaceable(b, a)
+
     def unify(self, a, b, where: str):
         """Two dims the op needs equal: where one is a symbol of this function's arguments
         not yet tied to anything, it becomes the other everywhere (the runtime then checks
@@ -107,21 +144,34 @@ class FunctionLowering:
             else -1
         # The later symbol goes: the first argument's name for a size stays.
         old, new = (a, b) if position(a) > position(b) else (b, a)
-        if position(old) >= 0:
+        if position(old) >= 0 and self.unifiable(old, new):
             self._replace_symbol(_bare_symbol(old), new)
             return new
         raise CompileError(f"this op needs dims {a} and {b} to be equal; pyree cannot tell "
                            "that they are", where)
 
     def _replace_symbol(self, name: str, new) -> None:
+        old = next(sym for sym in self.symbols if sym.name == name)
         self.symbols = [sym for sym in self.symbols if sym.name != name]
+        self.bound(new, old.min, old.max, old.divisor)  # the same size: both bounds hold
         mapping = {name: new}
         seen: set[int] = set()
         values = [e for e in self.env.values() if isinstance(e, (Value, Empty, Dim))]
         for op in walk_ops(self.ops):
             values += defined_by(op) + read_by(op)
+            if isinstance(op, View):
+                op.byte_offset = substitute(op.byte_offset, mapping)
             if isinstance(op, Generic):
                 op.loop_ranges = tuple(substitute(d, mapping) for d in op.loop_ranges)
+                if size_values(op):
+                    op.outputs = tuple(map_result(r, lambda e: size_value(
+                        substitute(e.size, mapping), e.dtype) if isinstance(e, SizeValue)
+                        else None) for r in op.outputs)
+        self.size_checks = [dataclasses.replace(c, condition=substitute(c.condition, mapping))
+                            for c in self.size_checks]
+        for ssa, entry in list(self.env.items()):  # a size that is a constant now
+            if isinstance(entry, Dim) and not isinstance(substitute(entry.size, mapping), Size):
+                self.env[ssa] = Const(substitute(entry.size, mapping), dtype_of(ssa.type, ""))
         for entry in values:
             if id(entry) in seen:
                 continue
@@ -218,9 +268,8 @@ class FunctionLowering:
             return entry
         if isinstance(entry, Value) and entry.shape == ():
             return inputs.load(entry, ())
-        if isinstance(entry, Dim):
-            raise CompileError(f"the run-time size {entry.size} is used as a value; pyree uses "
-                               "run-time sizes only as shapes so far", where)
+        if isinstance(entry, Dim):  # the kernel reads it from a push constant
+            return SizeValue(entry.size, dtype_of(ssa.type, where))
         raise CompileError("a tensor used where a scalar is expected", where)
 
     def splat_of(self, ssa: SSAValue) -> Const | None:
@@ -234,9 +283,9 @@ class FunctionLowering:
 
     def define_scalar(self, ssa: SSAValue, expr: Expr, inputs: Inputs, where: str,
                       origin: str) -> None:
-        """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing,
-        else computed by a rank-0 Generic."""
-        if not reads(expr):
+        """Binds a scalar ``ssa`` to ``expr``: folded to a Const when it loads nothing and
+        reads no run-time size, else computed by a rank-0 Generic."""
+        if not reads(expr) and not any(isinstance(e, SizeValue) for e in walk(expr)):
             self.env[ssa] = fold(expr)
             return
         result = self.result_value(ssa, where)
@@ -246,8 +295,15 @@ class FunctionLowering:
 
     def finish(self, args: list[Value], results: list[Value]) -> Function:
         name = self.op.sym_name.data
+        checks = [c for c in self.size_checks if c.condition != 1]  # unified since: decided
         return Function(name, args, _live_ops(self.ops, results), results, self.where,
-                        self.symbols)
+                        self.symbols, checks)
+
+
+def _narrowed(sym: Symbol, low: int, high: int | None, divisor: int) -> Symbol:
+    highs = [h for h in (sym.max, high) if h is not None]
+    return dataclasses.replace(sym, min=max(sym.min, low), max=min(highs) if highs else None,
+                               divisor=math.lcm(sym.divisor, divisor))
 
 
 def _bare_symbol(value) -> str | None:

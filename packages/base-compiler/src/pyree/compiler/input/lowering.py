@@ -20,13 +20,20 @@ from pyree.compiler.input.globals import (
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.linalg_ops import is_structured, lower_structured
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.run_time_sizes import lower_dim, size_arithmetic
+from pyree.compiler.input.run_time_sizes import (
+    is_size_arithmetic,
+    lower_affine_apply,
+    lower_assume_int,
+    lower_dim,
+    size_arithmetic,
+)
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
 from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.stablehlo import STABLEHLO_RULES
 from pyree.compiler.input.types import is_tensor, tensor_type_of
-from pyree.compiler.kernel import AffineExpr, Result
-from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program
+from pyree.compiler.kernel import AffineExpr, Const, Result
+from pyree.compiler.sizes import equated
+from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program, SizeCheck
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, Region
@@ -145,9 +152,9 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
         fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), result.shape, rank,
                         where, op.name))
         return
-    if any(isinstance(fn.env.get(v), Dim) for v in op.operands):
-        fn.env[op.results[0]] = size_arithmetic(op, [fn.entry(v, where) for v in op.operands],
-                                                where)
+    entries = [fn.entry(v, where) for v in op.operands]
+    if is_size_arithmetic(op, entries):
+        fn.env[op.results[0]] = size_arithmetic(fn, op, entries, where)
         return
     args = [fn.scalar(v, inputs, where) for v in op.operands]
     fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
@@ -155,9 +162,26 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
 
 def _lower_assert(fn: FunctionLowering, op: Operation) -> None:
     """cf.assert: a host-side check of its i1 condition that fails with the assert's message
-    (as a check: the call raises CheckError, pyree-check-module lists it)."""
+    (as a check: the call raises CheckError, pyree-check-module lists it). On run-time sizes
+    (torch-mlir's shape guards) it is decided at compile time where the sizes decide it (a
+    guard that holds is dropped), else the runtime checks it when a call's sizes are bound and
+    refuses the call (InvocationError with the message) before anything runs."""
     where = location_of(op)
     message = op.msg.data or "assertion failed"
+    entry = fn.entry(op.arg, where)
+    if isinstance(entry, Const) and entry.dtype == "i1" and bool(entry.value):
+        return
+    if isinstance(entry, Dim):
+        if fn.ops is not fn.top_ops:
+            raise CompileError("cf.assert on run-time sizes inside a control-flow block is not "
+                               "supported: pyree checks sizes once per call, before anything "
+                               "runs", where)
+        equal = equated(entry.size)
+        if equal is not None and fn.unifiable(*equal):
+            fn.unify(*equal, where)  # the argument checks then say which dims differ
+        else:
+            fn.size_checks.append(SizeCheck(entry.size, message, where))
+        return
     fn.emit(Check("expect_true", fn.tensor(op.arg, where), location=where, message=message))
 
 
@@ -190,6 +214,7 @@ _RULES = {
     "util.unfoldable_constant": _lower_constant,
     "tensor.empty": tensor_ops.lower_empty,
     "tensor.dim": lower_dim,
+    "affine.apply": lower_affine_apply,
     "linalg.init_tensor": tensor_ops.lower_empty,
     "tensor.gather": tensor_ops.lower_gather,
     "tensor.cast": tensor_ops.lower_cast,
@@ -218,6 +243,7 @@ _RULES = {
     "iree_linalg_ext.topk": sort_scan.lower_topk,
     **linalg_ext_ops.RULES,
     "util.optimization_barrier": _lower_barrier,
+    "util.assume.int": lower_assume_int,
     "cf.assert": _lower_assert,
     "util.global.load": lower_global_load,
     "util.global.store": lower_global_store,

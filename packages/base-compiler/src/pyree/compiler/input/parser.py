@@ -37,7 +37,7 @@ from pyree.compiler.input.dialects import (
 )
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-from xdsl.dialects import arith, builtin, cf, func, linalg, math, scf, tensor
+from xdsl.dialects import affine, arith, builtin, cf, func, linalg, math, scf, tensor
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AnyFloat,
@@ -135,6 +135,8 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
         for op in ops:
             replaced.pop(op.name, None)
         ctx.load_dialect(Dialect(dialect.name, ops, list(dialect.attributes)))
+    # Of affine, only the index arithmetic torch-mlir writes on run-time sizes.
+    ctx.load_dialect(Dialect("affine", [affine.ApplyOp], []))
     return ctx, resources
 
 

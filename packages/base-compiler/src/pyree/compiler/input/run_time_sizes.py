@@ -1,6 +1,8 @@
 """Index scalars that are run-time sizes: ``tensor.dim`` of a ``?`` dim, and the index
-arithmetic on it that shapes are made of (``tensor.empty(%n)``). They stay ``Size``
-expressions (``Dim`` entries) and never become kernel values."""
+arithmetic, comparisons and selects on it that shapes and shape guards are made of
+(``tensor.empty(%n)``, torch-mlir's ``cf.assert``s). They stay ``Size`` expressions (``Dim``
+entries), computed by the host; an op that reads one otherwise reads it as a kernel value
+(``kernel.SizeValue``, a push constant). ``util.assume.int`` bounds a size's symbol."""
 
 from __future__ import annotations
 
@@ -9,9 +11,16 @@ from pyree.compiler.input.function import Dim, Empty, FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import dtype_of
 from pyree.compiler.kernel import Const
-from pyree.compiler.sizes import Size, opaque
+from pyree.compiler.sizes import Size, compare, exact_quotient, nonnegative, opaque, select
 from pyree.compiler.tensor_program import Value
 from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineSymExpr,
+)
 
 
 def lower_dim(fn: FunctionLowering, op: Operation) -> None:
@@ -26,6 +35,57 @@ def lower_dim(fn: FunctionLowering, op: Operation) -> None:
                            f"{len(source.shape)} tensor", where)
     dim = source.shape[int(index.value)]
     fn.env[op.results[0]] = Dim(dim) if isinstance(dim, Size) else Const(dim, "index")
+
+
+def lower_affine_apply(fn: FunctionLowering, op: Operation) -> None:
+    """``affine.apply``: its map's one result over sizes and index constants (torch-mlir's
+    ``s0 * 2``), a size the host computes, or a constant."""
+    where = location_of(op)
+    affine_map = op.map.data
+    if len(affine_map.results) != 1:
+        raise CompileError(f"affine.apply needs a map with one result, not "
+                           f"{len(affine_map.results)}", where)
+    values = [size_of(fn, v, where) for v in op.operands]
+    dims, symbols = values[:affine_map.num_dims], values[affine_map.num_dims:]
+
+    def value(e: AffineExpr):
+        if isinstance(e, AffineConstantExpr):
+            return e.value
+        if isinstance(e, AffineDimExpr):
+            return dims[e.position]
+        if isinstance(e, AffineSymExpr):
+            return symbols[e.position]
+        a, b = value(e.lhs), value(e.rhs)
+        if e.kind == AffineBinaryOpKind.Add:
+            return a + b
+        if e.kind == AffineBinaryOpKind.Mul:
+            return a * b
+        if isinstance(b, Size) or b <= 0:  # MLIR's affine maps divide by positive constants
+            raise CompileError(f"affine.apply divides by {b}, not a positive constant", where)
+        return opaque(_AFFINE_DIVISIONS[e.kind], a, b)
+
+    result = value(affine_map.results[0])
+    fn.env[op.results[0]] = Dim(result) if isinstance(result, Size) else Const(result, "index")
+
+
+_AFFINE_DIVISIONS = {AffineBinaryOpKind.FloorDiv: "floordiv", AffineBinaryOpKind.CeilDiv: "ceildiv",
+                     AffineBinaryOpKind.Mod: "mod"}
+
+
+def lower_assume_int(fn: FunctionLowering, op: Operation) -> None:
+    """``util.assume.int``: each result is its operand; an assumption on a size that is one of
+    the function's symbols bounds that symbol (the module records it and the runtime holds each
+    call to it, naming the argument and dim). On anything else it is a hint pyree drops."""
+    where = location_of(op)
+    for operand, result, bounds in zip(op.operands, op.results, op.bounds(), strict=True):
+        entry = fn.entry(operand, where)
+        fn.env[result] = entry
+        low, high, divisor = bounds.get("umin", 0), bounds.get("umax"), bounds.get("udiv", 1)
+        if low < 0 or (high is not None and high < low) or divisor < 1:
+            raise CompileError(f"util.assume.int bounds umin={low} umax={high} udiv={divisor} "
+                               "hold for no size", where)
+        if isinstance(entry, Dim):
+            fn.bound(entry.size, low, high, divisor)
 
 
 def size_of(fn: FunctionLowering, ssa: SSAValue, where: str):
@@ -56,31 +116,54 @@ _OPS = {
     "arith.maxsi": lambda a, b: opaque("max", a, b),
     "arith.index_cast": lambda a: a,
     "arith.index_castui": lambda a: a,
+    "arith.extui": lambda a: a,  # of a comparison's 0/1
 }
+# arith.cmpi's predicates, in order; sizes are non-negative, so signed and unsigned agree.
+_CMPI = ["eq", "ne", "lt", "le", "gt", "ge", "lt", "le", "gt", "ge"]
 
 
-def size_arithmetic(op: Operation, operands: list, where: str):
+def is_size_arithmetic(op: Operation, operands: list) -> bool:
+    """Whether ``op`` computes a size from sizes (its operands run-time sizes or integer
+    constants, one at least a size): then the host computes it (``size_arithmetic``); any
+    other op that reads a size reads it as a kernel value (``kernel.SizeValue``)."""
+    return (op.name in _OPS or op.name in ("arith.cmpi", "arith.select")) \
+        and any(isinstance(e, Dim) for e in operands) \
+        and all(isinstance(e, Dim) or (isinstance(e, Const) and isinstance(e.value, (int, bool)))
+                for e in operands)
+
+
+def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: str):
     """The entry of an index op on run-time sizes: sizes are non-negative, so the signed and
     unsigned forms agree, and a cast between index and an integer type keeps the value (a
-    size that does not fit the integer type is refused by the runtime's bound on sizes)."""
-    rule = _OPS.get(op.name)
-    if rule is None:
-        raise CompileError(f"'{op.name}' on a run-time size is not supported; pyree computes "
-                           "shapes with " + ", ".join(sorted(_OPS)), where)
-    values = []
-    for entry in operands:
-        if isinstance(entry, Dim):
-            values.append(entry.size)
-        elif isinstance(entry, Const) and isinstance(entry.value, int):
-            values.append(int(entry.value))
+    size that does not fit the integer type is refused by the runtime's bound on sizes). A
+    comparison the sizes decide, given the symbols' bounds, is a constant (torch-mlir's
+    shape guards: ``n >= 0``, ``n == n``; with the bounds, ``min(seq, 512)`` is ``seq``); one
+    they do not is a 0/1 size the host computes."""
+    values = [e.size if isinstance(e, Dim) else int(e.value) for e in operands]
+    bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
+    name = op.name[len("arith."):]
+    if op.name == "arith.cmpi":
+        value = compare(_CMPI[op.predicate.value.data], *values, bounds)
+    elif op.name == "arith.select":
+        if isinstance(values[0], Size) and not all(nonnegative(v) for v in values[1:]):
+            raise CompileError(f"'{op.name}' between a run-time size and {values[1:]}, which "
+                               "may be negative: pyree computes only sizes on the host", where)
+        value = select(*values)
+    elif name.startswith(("min", "max")) and isinstance(compare("le", *values, bounds), bool):
+        first = compare("le", *values, bounds) == name.startswith("min")  # torch's clamp to a bound
+        value = values[0] if first else values[1]
+    else:
+        if name.startswith(("div", "floordiv", "ceildiv", "rem")) and isinstance(values[1], int) \
+                and values[1] <= 0:
+            # Sizes are non-negative, where MLIR's signed and floored divisions agree; a divisor
+            # below 1 would make them differ (or trap), so it is refused rather than guessed.
+            raise CompileError(f"'{op.name}' of a run-time size by {values[1]}", where)
+        quotient = exact_quotient(*values) if name.startswith(("div", "floordiv", "ceildiv")) \
+            else None
+        if quotient is not None and compare("ge", values[1], 1, bounds) is True:
+            value = quotient  # 8*n / n: exact wherever the divisor is not zero
         else:
-            raise CompileError(f"'{op.name}' mixes a run-time size with a computed value", where)
-    if op.name[len("arith."):].startswith(("div", "floordiv", "ceildiv", "rem")) \
-            and isinstance(values[1], int) and values[1] <= 0:
-        # Sizes are non-negative, where MLIR's signed and floored divisions agree; a divisor
-        # below 1 would make them differ (or trap), so it is refused rather than guessed.
-        raise CompileError(f"'{op.name}' of a run-time size by {values[1]}", where)
-    value = rule(*values)
+            value = _OPS[op.name](*values)
     if isinstance(value, Size):
         return Dim(value)
     return Const(value, dtype_of(op.results[0].type, where))

@@ -72,6 +72,15 @@ def _reshaped(fn: FunctionLowering, op: Operation, source: Value, shape: tuple,
         groups = [[i.value.data for i in group] for group in op.reassociation]
         return tuple(num_elements(source.shape[i] for i in group) if d is None else d
                      for d, group in zip(shape, groups))
+    shape_source = op.operands[1].owner if isinstance(op, tensor.ReshapeOp) else None
+    if isinstance(shape_source, tensor.FromElementsOp):  # torch-mlir's view: sizes as elements
+        given = tuple(size_of(fn, v, where) for v in shape_source.operands)
+        if len(given) != len(shape) or any(d is not None and d != g for d, g in zip(shape, given)) \
+                or num_elements(given) != num_elements(source.shape):
+            raise CompileError(f"tensor.reshape to {list(given)} does not fit its result type "
+                               f"{op.results[0].type} and its source's shape "
+                               f"{list(source.shape)}, or pyree cannot tell that it does", where)
+        return given
     raise CompileError(f"dynamic dimensions are not supported yet in the result of "
                        f"'{op.name}' ({op.results[0].type})", where)
 

@@ -26,6 +26,7 @@ from pyree.compiler.kernel.ir import (
     LoopIndex,
     Result,
     Select,
+    SizeValue,
     cast_keeps,
     int_bits,
     int_range,
@@ -34,6 +35,7 @@ from pyree.compiler.kernel.ir import (
     map_result,
     operands,
     result_nodes,
+    size_value,
     walk,
 )
 
@@ -226,6 +228,8 @@ def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     elif isinstance(e, LoopIndex) and e.dim < len(loop_ranges) \
             and sizes.is_static(loop_ranges[e.dim]) and loop_ranges[e.dim] > 0:
         out = (0, loop_ranges[e.dim] - 1)
+    elif isinstance(e, SizeValue):  # a push constant: uint32
+        out = (0, 2**32 - 1)
     elif isinstance(e, Cast) and e.op in INT_CASTS and not is_float(e.x.dtype):
         out = interval(e.x, loop_ranges)
         if e.op == "extsi" and e.x.dtype == "i1":  # true is -1
@@ -271,12 +275,21 @@ def _affines(kernel: Kernel):
                 yield from e.index
 
 
+def _size_values(kernel: Kernel):
+    """The sizes the kernel's expressions read as values (``SizeValue``)."""
+    for r in kernel.results:
+        for e in result_nodes(r):
+            if isinstance(e, SizeValue):
+                yield e.size
+
+
 def has_run_time_sizes(kernel: Kernel) -> bool:
     """Whether some loop range, binding dim or affine index of ``kernel`` is a run-time size."""
     if not (sizes.static_shape(kernel.loop_ranges)
             and all(sizes.static_shape(b.shape) for b in kernel.bindings)):
         return True
-    return any(not sizes.static_shape(ix.coeffs + (ix.const,)) for ix in _affines(kernel))
+    return any(not sizes.static_shape(ix.coeffs + (ix.const,)) for ix in _affines(kernel)) \
+        or any(True for _ in _size_values(kernel))
 
 
 def push_constant(symbol: str) -> int:
@@ -291,7 +304,8 @@ def push_constant_count(kernel: Kernel) -> int:
     """How many push constants ``kernel`` reads: one past the highest it names."""
     found = set()
     for value in (*kernel.loop_ranges, *(d for b in kernel.bindings for d in b.shape),
-                  *(v for ix in _affines(kernel) for v in (*ix.coeffs, ix.const))):
+                  *(v for ix in _affines(kernel) for v in (*ix.coeffs, ix.const)),
+                  *_size_values(kernel)):
         if not sizes.is_static(value):
             found |= value.symbols()
     return 1 + max((push_constant(s) for s in found), default=-1)
@@ -312,6 +326,8 @@ def bind_sizes(kernel: Kernel, values: dict[str, int]) -> Kernel:
                           sizes.substitute(ix.const, values))
 
     def leaf(e):
+        if isinstance(e, SizeValue):
+            return size_value(sizes.substitute(e.size, values), e.dtype)
         return dataclasses.replace(e, index=tuple(bind(ix) for ix in e.index)) \
             if isinstance(e, Load) else None
 

@@ -230,6 +230,22 @@ class LoopIndex:
 
 
 @dataclass(frozen=True)
+class SizeValue:
+    """A run-time size read as an integer (a linalg body comparing ``tensor.dim`` with 1 to
+    pick a broadcast). In a Generic, ``size`` is a ``sizes.Size`` over the function's symbols;
+    outlining makes it the kernel's push constant k (symbol ``pk``), which every dispatch
+    passes, so the value is the same at every point of the loop nest."""
+
+    size: object  # sizes.Size
+    dtype: str = "index"
+
+
+def size_value(size, dtype: str = "index") -> Expr:
+    """A SizeValue of ``size``, or the constant it is."""
+    return SizeValue(size, dtype) if not is_static(size) else Const(size, dtype)
+
+
+@dataclass(frozen=True)
 class Acc:
     """Result ``result``'s accumulator: before this reduction step (value) or at the end (epilogue)."""
 
@@ -294,7 +310,8 @@ class Cast:
     dtype: str
 
 
-Expr = Union[Load, Gather, Const, LoopIndex, Acc, Final, Unary, Binary, Compare, Select, Cast]
+Expr = Union[Load, Gather, Const, LoopIndex, SizeValue, Acc, Final, Unary, Binary, Compare, Select,
+             Cast]
 _TREES = (Load, Gather, Unary, Binary, Compare, Select, Cast)  # the _hash_once classes
 
 
@@ -358,15 +375,15 @@ def walk(expr: Expr):
 
 def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
     """Rebuilds ``expr`` bottom-up, the one expression mapper of passes and backends: ``leaf`` may
-    replace any Load/Acc/Final/LoopIndex, and any Gather once its index is rebuilt (None keeps
-    it). A node whose operands did not change is kept as the same object, with the hash and
+    replace any Load/Acc/Final/LoopIndex/SizeValue, and any Gather once its index is rebuilt
+    (None keeps it). A node whose operands did not change is kept as the same object, with the hash and
     depth it carries."""
     memo: dict[Expr, Expr] = {}
 
     def go(e: Expr) -> Expr:
         if e in memo:
             return memo[e]
-        if isinstance(e, (Load, Acc, Final, LoopIndex, Const)):
+        if isinstance(e, (Load, Acc, Final, LoopIndex, Const, SizeValue)):
             out = leaf(e) if not isinstance(e, Const) else None
             out = e if out is None else out
         elif isinstance(e, (Unary, Cast)):

@@ -2,7 +2,9 @@
 
 A dynamic function (schema 1.5: one with symbols) is one host program for every size in its
 bounds. For one set of symbol values, every SizeExpr it holds (its types' dynamic dims, its
-result and transient sizes, its buffer ranges and push constants) has one value;
+result and transient sizes, its buffer ranges and push constants, its shape guards: schema
+1.6's size checks, each non-zero or the call is an InvocationError quoting its message) has
+one value;
 ``instantiate`` writes them into a copy of the function, which is then a static function like
 any other: the verifier checks its ranges and finds its clears, the VM records its command
 buffers. The same walk checks every program's form at load, with ``size`` checking instead of
@@ -14,8 +16,8 @@ from __future__ import annotations
 
 import copy
 
-from pyree.runtime.errors import ModuleError
-from pyree.runtime.module.size_exprs import evaluate
+from pyree.runtime.errors import InvocationError, ModuleError
+from pyree.runtime.module.size_exprs import evaluate, spell
 
 U32 = (1 << 32) - 1  # push constants and workgroup counts are 32-bit in the HAL
 # Command kind -> its BufferRef fields (a dispatch's bindings are a list of its own).
@@ -66,7 +68,16 @@ def instantiate(function, size, where: str):
         static.offsetExpr = static.lengthExpr = None
         return static
 
+    for k, check in enumerate(function.sizeChecks or []):
+        label = f"size check {k}"
+        if check is None:
+            raise fail(label, "is missing")
+        if not size(label, code(check.condition, label)):
+            raise InvocationError(f"{where}: {_text(check.message)} (the shape guard "
+                                  f"`{spell(code(check.condition, label), _names(function))}` "
+                                  f"at {_text(check.location) or 'an unknown location'} fails)")
     out = copy.copy(function)
+    out.sizeChecks = None
     out.arguments = [tensor_type(t, f"argument {i}") for i, t in enumerate(function.arguments or [])]
     out.results = [tensor_type(t, f"result {i}") for i, t in enumerate(function.results or [])]
     if function.resultSizeExprs is not None:
@@ -93,6 +104,14 @@ def instantiate(function, size, where: str):
             setattr(command, member_name, member)
         out.commands.append(command)
     return out
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+
+
+def _names(function) -> list[str]:
+    return [_text(s.name) for s in function.symbols or []]
 
 
 def _dispatch(command, label: str, size, code, buffer_ref):

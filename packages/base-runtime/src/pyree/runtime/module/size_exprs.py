@@ -20,7 +20,12 @@ OPERATORS = {
     7: ("mod", lambda a, b: a % b),
     8: ("min", min),
     9: ("max", max),
+    10: ("==", lambda a, b: int(a == b)),  # schema 1.6: comparisons, 1 or 0
+    11: ("<", lambda a, b: int(a < b)),
+    12: ("<=", lambda a, b: int(a <= b)),
 }
+SELECT = 13  # schema 1.6: pops b, a, c; pushes c ? a : b
+COMPARISONS = frozenset({10, 11, 12})
 DIVIDING = frozenset({5, 6, 7})
 MAX_CODE = 1024          # entries of one program: a damaged file, not a size, past it
 LIMIT = 1 << 53          # values past it would lose exactness in a float somewhere downstream
@@ -49,10 +54,12 @@ def problem(code: list[int], symbols: int) -> str | None:
             if op == SYMBOL and not 0 <= operand < symbols:
                 return f"names symbol {operand} at entry {i}, but there are {symbols}"
             depth, i = depth + 1, i + 2
-        elif op in OPERATORS:
-            if depth < 2:
-                return f"applies opcode {op} at entry {i} to fewer than two values"
-            depth, i = depth - 1, i + 1
+        elif op in OPERATORS or op == SELECT:
+            needs = 3 if op == SELECT else 2
+            if depth < needs:
+                return (f"applies opcode {op} at entry {i} to fewer than "
+                        f"{'three' if needs == 3 else 'two'} values")
+            depth, i = depth - needs + 1, i + 1
         else:
             return f"has the unknown opcode {op} at entry {i}"
     return None if depth == 1 else f"leaves {depth} values on the stack, not one"
@@ -71,6 +78,10 @@ def evaluate(code: list[int], values) -> int:
         if op == SYMBOL:
             value = values[code[i + 1]]
             i += 2
+        elif op == SELECT:
+            b, a, c = stack.pop(), stack.pop(), stack.pop()
+            value = a if c else b
+            i += 1
         else:
             b, a = stack.pop(), stack.pop()
             if op in DIVIDING and b == 0:
@@ -103,8 +114,8 @@ def bare_symbol(code: list[int]) -> int | None:
 
 
 def spell(code: list[int], names=None) -> str:
-    """The program as a formula: ``batch * 4``, ``max(seq, 1)``; symbol k is ``names[k]`` (else
-    ``s<k>``)."""
+    """The program as a formula: ``batch * 4``, ``max(seq, 1)``, ``(n == 1)``, ``(m if (n == 1)
+    else n)``; symbol k is ``names[k]`` (else ``s<k>``)."""
     stack: list[tuple[str, int | None]] = []  # (text, its operator's opcode; None: no brackets)
     i = 0
     while i < len(code):
@@ -115,9 +126,16 @@ def spell(code: list[int], names=None) -> str:
                           names[operand] if names is not None else f"s{operand}", None))
             i += 2
             continue
+        if op == SELECT:
+            b, a, c = stack.pop(), stack.pop(), stack.pop()
+            stack.append((f"({a[0]} if {c[0]} else {b[0]})", None))
+            i += 1
+            continue
         b, a = stack.pop(), stack.pop()
         symbol = OPERATORS[op][0]
-        if op in (5, 6, 8, 9):
+        if op in COMPARISONS:
+            stack.append((f"({a[0]} {symbol} {b[0]})", None))
+        elif op in (5, 6, 8, 9):
             stack.append((f"{symbol}({a[0]}, {b[0]})", None))
         else:
             a_text, b_text = (f"({text})" if _brackets(inner, op, right) else text

@@ -294,6 +294,13 @@ class _Verifier:
         """Checks a function; returns it, or the static function that its expressions come to
         where it has SizeExprs but no symbols (constants, evaluated here once)."""
         function.location = _text(function.location, where)
+        for k, check in enumerate(function.sizeChecks or []):
+            if check is not None:  # a missing one: instantiate names it
+                check.message = _text(check.message, f"{where} size check {k}")
+                check.location = _text(check.location, f"{where} size check {k}")
+        if function.sizeChecks and not function.symbols:
+            raise _fail(where, "has size checks but no symbols: a shape guard needs run-time "
+                               "sizes")
         if function.symbols:
             self.dynamic(function, where)
             return function

@@ -40,6 +40,7 @@ from pyree.runtime._fb import (
 from pyree.runtime.module.reader import read_trailer
 from pyree.runtime.module.size_exprs import bare_symbol, spell, symbols
 from pyree.runtime.tools.cli import FlagParser, UsageError, tool_main
+from pyree.runtime.vm.reflection import declared_dims
 
 
 def _enum_names(enum: type) -> dict[int, str]:
@@ -119,9 +120,8 @@ def _grid(x) -> str:
 def _sized_type(t, names) -> str:
     """A type's shape with each dynamic dim's formula, then its element type:
     ``[batch * 2, 3] f32``."""
-    exprs = iter(t.dynamicDims or [])
-    dims = [str(d) if d >= 0 else spell(list(next(exprs).code), names) for d in t.dims or []]
-    return f"[{', '.join(dims)}] {_ELEMENT.get(t.elementType, f'type{t.elementType}')}"
+    dims = ", ".join(map(str, declared_dims(t, names)))
+    return f"[{dims}] {_ELEMENT.get(t.elementType, f'type{t.elementType}')}"
 
 
 def _symbols(f) -> list[str]:
@@ -136,6 +136,9 @@ def _symbols(f) -> list[str]:
                        for d, e in zip([d for d, n in enumerate(t.dims) if n == -1],
                                        t.dynamicDims or []) if bare_symbol(list(e.code)) == k), "")
         lines.append(f"    symbol {names[k]} {bound}{multiple} (from {source})")
+    for c in f.sizeChecks or []:
+        lines.append(f"    guard {spell(list(c.condition.code), names)}: \"{_text(c.message)}\" "
+                     f"({_text(c.location)})")
     for i, t in enumerate(f.results):
         size = f"{spell(list(f.resultSizeExprs[i].code), names)} B" if f.resultSizeExprs \
             else _size(f.resultSizes[i])

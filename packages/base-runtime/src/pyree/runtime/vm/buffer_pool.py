@@ -26,6 +26,7 @@ MAX_POOLED_BYTES = 1 << 30
 MAPPED_MAX_BYTES = 16 << 10
 MAX_PENDING = 32
 CLASS_MIN = 64  # bytes: the smallest size class, and the step of classes up to 4 of it
+CLASS = "class"  # the third item of a size class's pool key
 
 
 def size_class(size: int) -> int:
@@ -42,52 +43,100 @@ def size_class(size: int) -> int:
 class BufferPool:
     def __init__(self, device: Device):
         self.device = device
-        # (size, mapped) -> free buffers
-        self._free: dict[tuple[int, bool], list[Buffer]] = defaultdict(list)
+        # pool key (below) -> free buffers
+        self._free: dict[tuple, list[Buffer]] = defaultdict(list)
         self._bytes = 0
         self._lock = threading.RLock()  # a collected DeviceArray may give back while held
         # (buffers, semaphore, value): back once the semaphore reaches the value
         self._pending: deque[tuple[list[Buffer], object, int]] = deque()
         self._reached: dict = {}  # semaphore -> a value it was seen to have reached
+        # Keys of size classes (sizes that vary between calls; ``(size, mapped, CLASS)``, apart
+        # from exact sizes): where one has no free buffer, a free one of a larger class serves
+        # (_larger). Of their buffers: the bytes allocated and not released, the bytes free
+        # here, and the most bytes ever in use at once, which the allocated ones are kept
+        # within (_grow).
+        self._classes: set[tuple] = set()
+        self._class_bytes = self._class_free = self._class_peak = 0
 
     def mapped(self, size: int) -> bool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
         return self.device.maps_memory and 0 < size <= MAPPED_MAX_BYTES
 
-    def key(self, size: int, varies: bool = False) -> tuple[int, bool]:
+    def key(self, size: int, varies: bool = False) -> tuple:
         """The pool key of a per-call buffer of ``size`` bytes: (bytes it gets, mapped); its
-        size class where sizes vary between calls."""
-        size = size_class(size) if varies else size
-        return size, self.mapped(size)
+        size class where sizes vary between calls: (bytes, mapped, CLASS)."""
+        if not varies:
+            return size, self.mapped(size)
+        size = size_class(size)
+        key = size, self.mapped(size), CLASS
+        with self._lock:  # (take_all walks the set: another thread may be recording a size)
+            self._classes.add(key)
+        return key
 
     @property
     def pooled_bytes(self) -> int:
         """Bytes of the free buffers the pool holds now."""
         return self._bytes
 
-    def take_all(self, keys: list[tuple[int, bool]]) -> list[Buffer]:
-        """One buffer per (size, mapped) key (a call's buffers), under one lock acquisition."""
+    def take_all(self, keys: list[tuple]) -> list[Buffer]:
+        """One buffer per key (a call's buffers), under one lock acquisition."""
         taken: list = []
         missing = False
+        surplus: list = []
         with self._lock:
             if self._pending:
                 self._promote()
-            free_lists = self._free
+            free_lists, classes = self._free, self._classes
             for key in keys:
                 free = free_lists.get(key)
+                if not free and classes and key in classes:
+                    free = self._larger(key)
                 if free:
                     buffer = free.pop()
                     self._bytes -= buffer.size
+                    if classes and buffer.pool_key in classes:
+                        self._class_free -= buffer.size
                     taken.append(buffer)
                 else:
                     taken.append(key)
                     missing = True
-        return [self._allocate(*b) if type(b) is tuple else b for b in taken] if missing else taken
+            if missing and classes:
+                surplus = self._grow(sum(b[0] for b in taken if type(b) is tuple and b in classes))
+        for buffer in surplus:
+            buffer.release()
+        return [self._allocate(b) if type(b) is tuple else b for b in taken] if missing else taken
 
-    def _allocate(self, size: int, mapped: bool) -> Buffer:
-        device = self.device
-        buffer = device.allocate_mapped(size) if mapped else device.allocate(size)
-        buffer.pool_key = (size, mapped)
+    def _larger(self, key: tuple) -> list[Buffer] | None:
+        """The free list of the smallest size class at least as large as ``key``'s that has a
+        free buffer, or None (holding the lock). Taking it rather than allocating keeps a run
+        of mixed sizes within the memory its largest sizes needed: the buffers a large call
+        left serve the smaller calls after it (mapped or not: both are read and written by
+        what they are)."""
+        fits = [k for k in self._classes if k[0] >= key[0] and k != key and self._free.get(k)]
+        return self._free[min(fits)] if fits else None
+
+    def _grow(self, size: int) -> list[Buffer]:
+        """Counts ``size`` bytes of size-class buffers about to be allocated; returns the free
+        ones, smallest first, to release so that no more bytes of them stay allocated than
+        were ever in use at once (holding the lock). Without it the free lists of every class
+        a run of mixed sizes met stayed full, several times the memory its largest size used."""
+        self._class_bytes += size
+        self._class_peak = max(self._class_peak, self._class_bytes - self._class_free)
+        surplus = []
+        for key in sorted(k for k in self._classes if self._free.get(k)):
+            free = self._free[key]
+            while free and self._class_bytes > self._class_peak:
+                buffer = free.pop()
+                self._bytes -= buffer.size
+                self._class_free -= buffer.size
+                self._class_bytes -= buffer.size
+                surplus.append(buffer)
+        return surplus
+
+    def _allocate(self, key: tuple) -> Buffer:
+        device, size = self.device, key[0]
+        buffer = device.allocate_mapped(size) if key[1] else device.allocate(size)
+        buffer.pool_key = key
         return buffer
 
     def give(self, buffer: Buffer) -> None:
@@ -107,21 +156,31 @@ class BufferPool:
             self._pending.append((buffers, semaphore, value))
             if len(self._pending) > MAX_PENDING:
                 surplus = self._pending.popleft()[0]
+                self._released(surplus)
         for buffer in surplus:
             buffer.release()
 
     def _keep(self, buffers) -> list[Buffer]:
         """Adds ``buffers`` to the free lists (holding the lock); returns those that do not fit."""
         surplus = []
-        free_lists = self._free
+        free_lists, classes = self._free, self._classes
         for buffer in buffers:
             free = free_lists[buffer.pool_key]
             if len(free) < MAX_PER_SIZE and self._bytes + buffer.size <= MAX_POOLED_BYTES:
                 free.append(buffer)
                 self._bytes += buffer.size
+                if classes and buffer.pool_key in classes:
+                    self._class_free += buffer.size
             else:
                 surplus.append(buffer)
+        if surplus and classes:
+            self._released(surplus)
         return surplus
+
+    def _released(self, buffers) -> None:
+        """Counts the size-class ones among ``buffers``, which are about to be released, as
+        no longer allocated (holding the lock)."""
+        self._class_bytes -= sum(b.size for b in buffers if b.pool_key in self._classes)
 
     def _promote(self) -> None:
         """Moves pending buffers whose work is done to the free lists, oldest first (holding the

@@ -33,7 +33,7 @@ from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
 from pyree.runtime.vm.device_array import DeviceArray
 from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.program import BranchStep
-from pyree.runtime.vm.reflection import reflection
+from pyree.runtime.vm.reflection import SizeSymbol, declared_dims, reflection
 from pyree.runtime.vm.tensor_type import TensorType, describe
 
 MAX_RECYCLED = 4  # collected results' buffers a function keeps per size for its next calls
@@ -53,6 +53,12 @@ class Function:
         self.location: str = tree.location
         self.argument_types = [TensorType.from_fb(t) for t in tree.arguments]
         self.result_types = [TensorType.from_fb(t) for t in tree.results]
+        # What ``?`` leaves out: the run-time sizes (none for a static function) and each dim's
+        # size or formula over them, so a caller can tell two ``?`` dims that are one size.
+        self.symbols = [SizeSymbol.from_fb(s) for s in tree.symbols or []]
+        names = [s.name for s in self.symbols]
+        self.argument_dims = [declared_dims(t, names) for t in tree.arguments]
+        self.result_dims = [declared_dims(t, names) for t in tree.results]
         self._loaded = loaded
         # results dropped unwaited, by pool key, for the next calls (see _recycle)
         self._recycled: dict[tuple[int, bool], list] = {}
@@ -394,9 +400,11 @@ class Function:
         each result as the next is made) is the next call's to write without asking the
         driver whether its work is done: that call's work waits for this timeline to pass
         ``ready`` anyway (or the timeline failed, and its work stopped); another function's
-        call would need the driver's word, which the pool asks for."""
+        call would need the driver's word, which the pool asks for. With run-time sizes only
+        those are kept: a buffer seen done goes back to the pool, where calls of every size
+        can use it (buffer_pool._larger), rather than wait here for its own size class."""
         free = self._recycled.get(buffer.pool_key)
-        if free is not None and len(free) < MAX_RECYCLED:
+        if free is not None and len(free) < MAX_RECYCLED and not (done and self._sizes):
             free.append(buffer)
         elif done:
             self._loaded.pool.give(buffer)

@@ -22,7 +22,7 @@ def _deps(e: K.Expr, num_loops: int) -> set[int]:
     for s in K.walk(e):
         if isinstance(s, K.Load):
             for ix in s.index:
-                dims |= {l for l, c in enumerate(ix.coeffs) if c}
+                dims |= {l for l, c in enumerate(ix.coeffs) if c != 0}  # c may be a Size
         elif isinstance(s, K.LoopIndex):
             dims.add(s.dim)
         elif isinstance(s, K.Acc):

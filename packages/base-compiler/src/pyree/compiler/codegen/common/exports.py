@@ -52,9 +52,13 @@ def size_expr(value) -> SizeExprT:
 
 
 def gpu_export(kernel: Kernel, name: str, launch: Launch) -> GpuExportT:
+    """A grid of run-time sizes goes to ``grid_size_expr``, its static ``grid_size`` then 0."""
     export = GpuExportT()
     export.name = name
     export.gridSize = list(launch.grid)
+    if not all(is_static(g) for g in launch.grid):
+        export.gridSize = [0, 0, 0]
+        export.gridSizeExpr = [size_expr(g) for g in launch.grid]
     export.blockSize = list(launch.block)
     export.sharedMemoryBytes = launch.shared_memory_bytes
     export.bindings = binding_layouts(kernel)

@@ -41,6 +41,7 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     Select,
+    SizeValue,
     Unary,
     contains,
     gather_offset,
@@ -412,6 +413,8 @@ class ExprEmitter:
             if self.width > 1 and e.dim == pt.lane_dim:
                 ix = self.b.add(ix, self.iota())
             return self.int_resize(ix, "index", e.dtype, signed=True)
+        if isinstance(e, SizeValue):  # a push constant's size: the same in every lane
+            return self.int_resize(self.splat(self.sizes(e.size)), "index", e.dtype, signed=False)
         if isinstance(e, Acc):
             return pt.accs[e.result]
         if isinstance(e, Final):  # a scalar: the same in every lane

@@ -9,7 +9,8 @@ control flow, capabilities and memory layout under our control and is a few hund
 ``compile_executable`` picks a template per kernel: cooperative-matrix (tensor core) matmul for
 plain f16 contractions on targets that have it, tiled shared-memory matmul for other
 contractions, a workgroup tree for long fold reductions, 4-vector grid-stride loops for
-contiguous elementwise kernels, one invocation per output point otherwise. The
+contiguous elementwise kernels, one invocation per output point otherwise; a kernel with
+run-time sizes takes one of these with its extents read from push constants (``dynamic.py``). The
 ``--pyree-vulkan-target`` triple (``targets.resolve_target``) sets workgroup sizes, shared memory
 and which optional features (float16 arithmetic, 64-bit types) a shader may use.
 """
@@ -25,7 +26,7 @@ from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
 from pyree.compiler.codegen.common.exports import Launch, export_name, gpu_export
 from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
-from pyree.compiler.codegen.spirv import coopmat, elementwise, matmul, reduction, vectorized
+from pyree.compiler.codegen.spirv import coopmat, dynamic, elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
@@ -38,7 +39,7 @@ FORM = "vulkan_spirv_fb"  # IREE's name for the format, which the dumped files c
 
 
 # The kernel templates in priority order (interface.choose); each plans for the normalized kernel.
-TEMPLATES = (coopmat, matmul, reduction, vectorized, elementwise)
+TEMPLATES = (dynamic, coopmat, matmul, reduction, vectorized, elementwise)
 
 
 def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget) -> Launch:
@@ -104,4 +105,5 @@ BACKEND = Backend(
     templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.spvasm", "intermediates"), Artefact(f"{FORM}.spv", "binaries")),
     compile_executable=compile_executable,
+    run_time_sizes=True,
 )

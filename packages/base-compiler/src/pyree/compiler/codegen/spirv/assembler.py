@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -41,7 +42,7 @@ OpBitcast, OpIsNan, OpShiftRightLogical, OpShiftLeftLogical, OpBitwiseOr, OpBitw
     124, 156, 194, 196, 197, 199)
 
 # Storage classes, decorations, built-ins.
-INPUT, WORKGROUP, FUNCTION, STORAGE_BUFFER = 1, 4, 7, 12
+INPUT, WORKGROUP, PUSH_CONSTANT, FUNCTION, STORAGE_BUFFER = 1, 4, 9, 7, 12
 DEC_BLOCK, DEC_ARRAY_STRIDE, DEC_BUILTIN, DEC_NON_WRITABLE = 2, 6, 11, 24
 DEC_OFFSET, DEC_BINDING, DEC_DESCRIPTOR_SET = 35, 33, 34
 BUILTIN_WORKGROUP_ID, BUILTIN_LOCAL_INVOCATION_ID = 26, 27
@@ -249,6 +250,21 @@ class Assembler:
             self._interned[key] = vid
         return self._interned[key]
 
+    def push_constants(self, count: int) -> int:
+        """The PushConstant variable of a ``struct { uint32 p0, ..., p<count-1>; }`` Block at
+        offset 0, as the Vulkan driver pushes a dispatch's constants; one per count, so each
+        entry point uses exactly one."""
+        key = ("push", count)
+        if key not in self._interned:
+            u32 = self.t_int(32)
+            block = self.new_id()
+            self.globals += _instruction(OpTypeStruct, [block] + [u32] * count)
+            self.decorate(block, DEC_BLOCK)
+            for k in range(count):
+                self.annotations += _instruction(OpMemberDecorate, [block, k, DEC_OFFSET, 4 * k])
+            self._interned[key] = self.variable(PUSH_CONSTANT, block)
+        return self._interned[key]
+
     def entry_point(self, fn: Function, name: str, local_size: tuple[int, int, int],
                     interface: list[int], denorm_preserve: bool = False) -> None:
         """Also asks for IEEE NaN, ±inf and -0.0 in float arithmetic of every width the shader
@@ -298,6 +314,7 @@ class Function:
         self.asm = asm
         self.id = asm.new_id()
         self._variables: list[int] = []
+        self._prologue: list[int] = []
         self._body: list[int] = []
 
     def op(self, opcode: int, result_type: int, *operands) -> int:
@@ -316,6 +333,16 @@ class Function:
         self._variables += _instruction(OpVariable, [self.asm.t_pointer(FUNCTION, pointee), vid,
                                                      FUNCTION])
         return vid
+
+    @contextmanager
+    def prologue(self):
+        """Emits into the entry block ahead of everything else, so the values dominate every
+        block (run-time sizes, ``spirv/sizes.py``)."""
+        body, self._body = self._body, self._prologue
+        try:
+            yield
+        finally:
+            self._prologue, self._body = self._body, body
 
     def label(self, lid: int) -> None:
         self._body += _instruction(OpLabel, [lid])
@@ -360,10 +387,20 @@ class Function:
         scope = self.asm.u32(SCOPE_WORKGROUP)
         self.do(OpControlBarrier, scope, scope, self.asm.u32(SEMANTICS_WORKGROUP_ACQUIRE_RELEASE))
 
-    def finish(self) -> None:
+    def finish(self, guard: int | None = None) -> None:
+        """Closes the function; with ``guard`` (a bool computed in the prologue) the body runs
+        only where it holds."""
         asm = self.asm
         void = asm.t_void()
         entry = asm.new_id()
         asm.functions += _instruction(OpFunction, [void, self.id, 0, asm.t_function(void)])
-        asm.functions += _instruction(OpLabel, [entry]) + self._variables + self._body
+        asm.functions += _instruction(OpLabel, [entry]) + self._variables + self._prologue
+        if guard is None:
+            asm.functions += self._body
+        else:
+            run, merge = asm.new_id(), asm.new_id()
+            asm.functions += (_instruction(OpSelectionMerge, [merge, 0])
+                              + _instruction(OpBranchConditional, [guard, run, merge])
+                              + _instruction(OpLabel, [run]) + self._body
+                              + _instruction(OpBranch, [merge]) + _instruction(OpLabel, [merge]))
         asm.functions += _instruction(OpReturn, []) + _instruction(OpFunctionEnd, [])

@@ -8,8 +8,6 @@ Always correct for any kernel, so it is also the fallback of the faster template
 
 from __future__ import annotations
 
-import math
-
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.cascade import block_sizes, cascade, float_folds
 from pyree.compiler.codegen.common.exports import Launch
@@ -17,10 +15,12 @@ from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 # Serial float sums cascade (codegen/common/cascade.py) in blocks of LEAF steps, FAN_IN blocks a level.
 LEAF = 16
 FAN_IN = 16
+RUN_TIME_EXTENT = 1 << 31  # a run-time fold's cascade has levels for this many steps
 
 
 def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
@@ -32,12 +32,12 @@ def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
-    total = math.prod(par)
+    total = num_elements(par)
     block = min(256, sh.target.max_workgroup_invocations)
-    grid = grid_for(-(-total // block))
+    grid = grid_for(opaque("ceildiv", total, block))
     group = sh.group_id(grid)
     linear = fn.op(S.OpIAdd, sh.u32, fn.op(S.OpIMul, sh.u32, group, asm.u32(block)), sh.local_id())
-    in_range = fn.op(S.OpULessThan, sh.bool, linear, asm.u32(total))
+    in_range = fn.op(S.OpULessThan, sh.bool, linear, sh.size(total))
 
     def body():
         point = sh.delinearize(linear, par) + [asm.u32(0)] * len(red)
@@ -55,7 +55,7 @@ def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
                 variables[k] = fn.variable(sh.compute_type(kernel.results[k].value.dtype))
                 fn.do(S.OpStore, variables[k], inits[k])
             folds = float_folds(kernel.results, phase)
-            if folds is not None and red[-1] > LEAF:
+            if folds is not None and (not is_static(red[-1]) or red[-1] > LEAF):
                 _fold_cascaded(sh, point, variables, unsafe, folds)
             else:
                 over_reduction(sh, point, kernel.num_parallel,
@@ -76,7 +76,7 @@ def over_reduction(sh: Shader, point: list, dim: int, body, end: int | None = No
     def step(i):
         over_reduction(sh, point[:dim] + [i] + point[dim + 1:], dim + 1, body, end)
 
-    sh.fn.for_range(sh.asm.u32(0), sh.asm.u32(sh.kernel.loop_ranges[dim]), sh.asm.u32(1), step)
+    sh.fn.for_range(sh.asm.u32(0), sh.size(sh.kernel.loop_ranges[dim]), sh.asm.u32(1), step)
 
 
 def _fold_cascaded(sh: Shader, point: list, variables: dict, unsafe: frozenset, folds: dict) -> None:
@@ -84,7 +84,8 @@ def _fold_cascaded(sh: Shader, point: list, variables: dict, unsafe: frozenset, 
     (codegen/common/cascade.py), into ``variables`` (which hold the inits)."""
     fn, asm, kernel = sh.fn, sh.asm, sh.kernel
     inner = len(kernel.loop_ranges) - 1
-    sizes = block_sizes(kernel.loop_ranges[inner], LEAF, FAN_IN)
+    extent = kernel.loop_ranges[inner]
+    sizes = block_sizes(extent if is_static(extent) else RUN_TIME_EXTENT, LEAF, FAN_IN)
     types = {k: sh.compute_type(f.dtype) for k, (_, f) in folds.items()}
     levels = [{k: fn.variable(t) for k, t in types.items()} for _ in sizes] + [variables]
     combine = ScalarLowering(sh, [])
@@ -105,7 +106,7 @@ def _fold_cascaded(sh: Shader, point: list, variables: dict, unsafe: frozenset, 
 
     def row(at):
         cascade(lambda start, stop, by, body: fn.for_range(start, stop, asm.u32(by), body), bound,
-                asm.u32(0), asm.u32(kernel.loop_ranges[inner]), sizes,
+                asm.u32(0), sh.size(extent), sizes,
                 lambda i: _fold(sh, at[:inner] + [i] + at[inner + 1:], {**variables, **levels[0]},
                                 unsafe, list(folds)),
                 fresh, combine_into)
@@ -168,5 +169,5 @@ def store_rows(sh: Shader, point: list, variables: dict, unsafe: frozenset, dim:
         over_reduction(sh, point, dim, store)
     else:
         red = sh.kernel.reduction_ranges
-        sh.fn.for_range(start, sh.asm.u32(math.prod(red)), step,
+        sh.fn.for_range(start, sh.size(num_elements(red)), step,
                         lambda i: store(point[:dim] + sh.delinearize(i, red)))

@@ -10,8 +10,6 @@ loop. The epilogue adds ``init``, applies the fused epilogue and stores with bou
 
 from __future__ import annotations
 
-import math
-
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import linearize
 from pyree.compiler.codegen.common.contraction import Contraction, Tiling, contraction_of
@@ -22,6 +20,7 @@ from pyree.compiler.codegen.spirv.elementwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 G_UMIN = 38
 # X's tile is stored k-major with rows padded so that invocations storing one row's k values hit
@@ -37,7 +36,7 @@ def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] |
     m, n = kernel.parallel_ranges[-2:]
     if target.max_workgroup_invocations < 256:
         tiling = Tiling(64, 64, 16, 8, 4)
-    elif m >= 512 and n >= 512:
+    elif is_static(m) and is_static(n) and m >= 512 and n >= 512:
         tiling = Tiling(128, 128, 8, 8, 8)
     else:
         tiling = Tiling(64, 64, 16, 4, 4)
@@ -57,8 +56,8 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
     (Kdim,) = kernel.reduction_ranges
     bm, bn, bk, tm, tn = tiling.bm, tiling.bn, tiling.bk, tiling.tm, tiling.tn
     T, tx_count, ty_count = tiling.threads, bn // tn, bm // tm
-    tiles_m, tiles_n = -(-M // bm), -(-N // bn)
-    groups = math.prod(batch) * tiles_m * tiles_n
+    tiles_m, tiles_n = opaque("ceildiv", M, bm), opaque("ceildiv", N, bn)
+    groups = num_elements(batch) * tiles_m * tiles_n
     grid = grid_for(groups)
     dtype = contraction.dtype
     t = sh.compute_type(dtype)
@@ -93,10 +92,10 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
         return (i // 4) * count * 4 + i % 4
 
     def body():
-        n_tile = op(S.OpUMod, group, c(tiles_n))
-        rest = op(S.OpUDiv, group, c(tiles_n))
-        m_tile = op(S.OpUMod, rest, c(tiles_m))
-        batch_point = sh.delinearize(op(S.OpUDiv, rest, c(tiles_m)), batch) if batch else []
+        n_tile = op(S.OpUMod, group, sh.size(tiles_n))
+        rest = op(S.OpUDiv, group, sh.size(tiles_n))
+        m_tile = op(S.OpUMod, rest, sh.size(tiles_m))
+        batch_point = sh.delinearize(op(S.OpUDiv, rest, sh.size(tiles_m)), batch) if batch else []
         m0, n0 = op(S.OpIMul, m_tile, c(bm)), op(S.OpIMul, n_tile, c(bn))
         tx, ty = op(S.OpUMod, lid, c(tx_count)), op(S.OpUDiv, lid, c(tx_count))
         accs = [[fn.variable(t) for _ in range(tn)] for _ in range(tm)]
@@ -116,12 +115,12 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
                     kk, w = op(S.OpUDiv, e, c(width)), op(S.OpUMod, e, c(width))
                 base, limit = (m0, M) if rows_first else (n0, N)
                 g, k = op(S.OpIAdd, base, w), op(S.OpIAdd, k0, kk)
-                gc = fn.ext(u32, G_UMIN, g, c(limit - 1))
-                kc = fn.ext(u32, G_UMIN, k, c(Kdim - 1))
+                gc = fn.ext(u32, G_UMIN, g, sh.size(last(limit)))
+                kc = fn.ext(u32, G_UMIN, k, sh.size(last(Kdim)))
                 mn = [gc, c(0)] if rows_first else [c(0), gc]
                 value = ScalarLowering(sh, batch_point + mn + [kc], unsafe=unsafe)(expr)
-                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, g, c(limit)),
-                               fn.op(S.OpULessThan, bool_, k, c(Kdim)))  # OpLogicalAnd
+                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, g, sh.size(limit)),
+                               fn.op(S.OpULessThan, bool_, k, sh.size(Kdim)))  # OpLogicalAnd
                 value = fn.op(S.OpSelect, t, inside, value, zero)
                 fn.do(S.OpStore, shared(tile, op(S.OpIAdd, op(S.OpIMul, kk, c(stride)), w)), value)
 
@@ -141,14 +140,14 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
                         fn.do(S.OpStore, accs[i][j], total)
             fn.barrier()
 
-        fn.for_range(c(0), c(Kdim), c(bk), k_step)
+        fn.for_range(c(0), sh.size(Kdim), c(bk), k_step)
         final = fn.variable(t)
         for i in range(tm):
             for j in range(tn):
                 m = op(S.OpIAdd, m0, op(S.OpIAdd, op(S.OpIMul, ty, c(4)), c(offset(i, ty_count))))
                 n = op(S.OpIAdd, n0, op(S.OpIAdd, op(S.OpIMul, tx, c(4)), c(offset(j, tx_count))))
-                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, m, c(M)),
-                               fn.op(S.OpULessThan, bool_, n, c(N)))
+                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, m, sh.size(M)),
+                               fn.op(S.OpULessThan, bool_, n, sh.size(N)))
 
                 def store(i=i, j=j, m=m, n=n):
                     point = batch_point + [m, n, c(0)]
@@ -157,9 +156,15 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
                     store_results(sh, point, [final], unsafe)
                 fn.if_then(inside, store)
 
-    fn.if_then(fn.op(S.OpULessThan, bool_, group, c(groups)), body)
+    fn.if_then(fn.op(S.OpULessThan, bool_, group, sh.size(groups)), body)
     itemsize = sh.compute_bits(dtype) // 8
     return Launch(grid, (T, 1, 1), (a_stride + bn) * bk * itemsize)
+
+
+def last(extent):
+    """The last index of a loop of ``extent``, a clamp's bound: 0 for an empty run-time one
+    (whose loop runs no step)."""
+    return extent - 1 if is_static(extent) else opaque("max", extent, 1) - 1
 
 
 def _walk_k(kernel: K.Kernel, expr: K.Expr, k_loop: int, row_loop: int, default: bool) -> bool:

@@ -16,6 +16,7 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.elementwise import (
+    RUN_TIME_EXTENT,
     keep_finals,
     result_values,
     store_rows,
@@ -23,6 +24,7 @@ from pyree.compiler.codegen.spirv.elementwise import (
 )
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 MIN_REDUCTION = 128
 # An invocation's strided points per block of its cascaded float sums (codegen/common/cascade.py), and
@@ -32,9 +34,11 @@ FAN_IN = 16
 
 
 def plan(kernel: K.Kernel, target):
-    """The per-result folds when this template applies, else None."""
+    """The per-result folds when this template applies, else None: a run-time reduction extent
+    is taken as long."""
     folds = K.fold_pattern(kernel.reductions)
-    if folds is None or math.prod(kernel.reduction_ranges) < MIN_REDUCTION:
+    length = num_elements(kernel.reduction_ranges)
+    if folds is None or (is_static(length) and length < MIN_REDUCTION):
         return None
     if any(r.value.dtype == "i1" or r.init is None for r in kernel.reductions):
         return None
@@ -45,7 +49,7 @@ def emit(sh: Shader, folds) -> Launch:
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
-    outputs, length = math.prod(par), math.prod(red)
+    outputs, length = num_elements(par), num_elements(red)
     block = 1 << int(math.log2(min(256, sh.target.max_workgroup_invocations)))
     grid = grid_for(outputs)
     dtypes = [r.value.dtype for r in kernel.reductions]
@@ -68,7 +72,8 @@ def emit(sh: Shader, folds) -> Launch:
         first = fn.op(170, sh.bool, lid, asm.u32(0))  # OpIEqual
         variables: dict = {}  # the accumulators of the phase being folded, the finals before it
         for n, phase in enumerate(phases):
-            sizes = block_sizes(-(-length // block), LEAF, FAN_IN) if any(
+            steps = opaque("ceildiv", length, block) if is_static(length) else RUN_TIME_EXTENT // block
+            sizes = block_sizes(steps, LEAF, FAN_IN) if any(
                 folds[k][0] in ("add", "mul") and K.is_float(dtypes[k]) for k in phase) else []
             levels = [{k: fn.variable(types[k]) for k in phase} for _ in sizes] + [{}]
             for k in phase:
@@ -94,7 +99,7 @@ def emit(sh: Shader, folds) -> Launch:
 
             fresh(len(sizes))
             cascade(lambda start, stop, by, body: fn.for_range(start, stop, asm.u32(by), body),
-                    bound, lid, asm.u32(length), sizes, step, fresh, combine_into, step=block)
+                    bound, lid, sh.size(length), sizes, step, fresh, combine_into, step=block)
             for k in phase:
                 fn.do(S.OpStore, slot(k, lid), fn.op(S.OpLoad, types[k], variables[k]))
             fn.barrier()
@@ -126,5 +131,5 @@ def emit(sh: Shader, folds) -> Launch:
                 keep_finals(sh, variables, values)
         store_rows(sh, point, variables, unsafe, kernel.num_parallel, lid, asm.u32(block))
 
-    fn.if_then(fn.op(S.OpULessThan, sh.bool, group, asm.u32(outputs)), body)
+    fn.if_then(fn.op(S.OpULessThan, sh.bool, group, sh.size(outputs)), body)
     return Launch(grid, (block, 1, 1), sum(block * K.itemsize(d) for d in dtypes))

@@ -12,16 +12,22 @@ import math
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv.sizes import MAX_ELEMENTS, SizeValues
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
 from pyree.compiler.errors import CompileError
+from pyree.compiler.kernel import has_run_time_sizes
+from pyree.compiler.sizes import is_static, opaque
 
 MAX_GROUPS_PER_DIM = 65535   # maxComputeWorkGroupCount's guaranteed minimum
-MAX_ELEMENTS = 2**31 - 1     # addresses are 32-bit
 
 
-def grid_for(groups: int) -> tuple[int, int, int]:
+def grid_for(groups) -> tuple:
     """``groups`` workgroups as an x*y grid within the per-dimension limit, with as few
-    workgroups past ``groups`` as the rows allow (65536 -> 32768x2, not 65535x2)."""
+    workgroups past ``groups`` as the rows allow (65536 -> 32768x2, not 65535x2). A run-time
+    count gives run-time sizes, x 0 where it is 0 (the driver launches nothing)."""
+    if not is_static(groups):
+        gy = opaque("max", 1, opaque("ceildiv", groups, MAX_GROUPS_PER_DIM))
+        return (opaque("ceildiv", groups, gy), gy, 1)
     if groups == 0:
         return (0, 1, 1)
     gy = -(-groups // MAX_GROUPS_PER_DIM)
@@ -39,11 +45,16 @@ class Shader:
         self.interface: list[int] = []
         self.buffers = []
         for i, b in enumerate(kernel.bindings):
-            if b.shape[0] > MAX_ELEMENTS:
+            if is_static(b.shape[0]) and b.shape[0] > MAX_ELEMENTS:  # else: SizeValues.guard
                 raise CompileError(f"binding {i} of {self.where} has {b.shape[0]} elements; the "
                                    f"vulkan-spirv target addresses at most {MAX_ELEMENTS}")
             self.buffers.append((self.storage_type(b.dtype), b.dtype))
         self._views: dict[tuple[int, int], int] = {}
+        self.sizes = SizeValues(self) if has_run_time_sizes(kernel) else None
+
+    def size(self, value) -> int:
+        """A size the code uses (an int, or a run-time size: ``sizes.py``) as a u32 id."""
+        return self.asm.u32(value) if self.sizes is None or is_static(value) else self.sizes(value)
 
     def view(self, binding: int, width: int = 1) -> int:
         """The buffer variable of ``binding`` as a runtime array of ``width``-vectors (1: scalars),
@@ -171,25 +182,25 @@ class Shader:
 
     def address(self, ix: K.AffineExpr, point: list[int | None]) -> int:
         """``ix`` at the loop indices ``point`` (u32 ids), wrapping mod 2**32 like the hardware."""
-        fn, asm = self.fn, self.asm
+        fn = self.fn
         acc = None
         for d, c in enumerate(ix.coeffs):
             if c == 0:
                 continue
-            term = point[d] if c == 1 else fn.op(S.OpIMul, self.u32, point[d], asm.u32(c))
+            term = point[d] if c == 1 else fn.op(S.OpIMul, self.u32, point[d], self.size(c))
             acc = term if acc is None else fn.op(S.OpIAdd, self.u32, acc, term)
         if acc is None:
-            return asm.u32(ix.const)
-        return acc if ix.const == 0 else fn.op(S.OpIAdd, self.u32, acc, asm.u32(ix.const))
+            return self.size(ix.const)
+        return acc if ix.const == 0 else fn.op(S.OpIAdd, self.u32, acc, self.size(ix.const))
 
     def delinearize(self, linear: int, ranges: tuple[int, ...]) -> list[int]:
         """Row-major loop indices of ``linear`` over ``ranges``."""
-        fn, asm = self.fn, self.asm
+        fn = self.fn
         out = []
         stride = 1
         for n in reversed(ranges):
-            q = linear if stride == 1 else fn.op(S.OpUDiv, self.u32, linear, asm.u32(stride))
-            out.append(q if n * stride == math.prod(ranges) else fn.op(S.OpUMod, self.u32, q, asm.u32(n)))
+            q = linear if stride == 1 else fn.op(S.OpUDiv, self.u32, linear, self.size(stride))
+            out.append(q if n * stride == math.prod(ranges) else fn.op(S.OpUMod, self.u32, q, self.size(n)))
             stride *= n
         return out[::-1]
 
@@ -207,13 +218,13 @@ class Shader:
         if grid[1] == 1:
             return x
         y = self.builtin(S.BUILTIN_WORKGROUP_ID, 1)
-        return self.fn.op(S.OpIAdd, self.u32, self.fn.op(S.OpIMul, self.u32, y, self.asm.u32(grid[0])), x)
+        return self.fn.op(S.OpIAdd, self.u32, self.fn.op(S.OpIMul, self.u32, y, self.size(grid[0])), x)
 
     def local_id(self) -> int:
         return self.builtin(S.BUILTIN_LOCAL_INVOCATION_ID, 0)
 
     def finish(self, name: str, block: tuple[int, int, int]) -> None:
-        self.fn.finish()
+        self.fn.finish(None if self.sizes is None else self.sizes.guard())
         self.asm.entry_point(self.fn, name, block, self.interface, self.target.denorm_preserve)
 
 

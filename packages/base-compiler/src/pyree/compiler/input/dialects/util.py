@@ -5,7 +5,8 @@ type is the value's type); ``util.optimization_barrier`` is the identity. pyree 
 constants into the ops under test either way. ``util.global`` declares a module-level constant
 (a dense value, or ``#stream.parameter.named``: a parameter loaded at run time) and
 ``util.global.load`` reads it inside a function. ``#util.inline.never`` is accepted on a function
-(its calls are inlined all the same).
+(its calls are inlined all the same). ``util.assume.int`` states bounds and a divisor of index
+values (torch.export's ``Dim(min, max)`` arrives that way): the results are the operands.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     StringAttr,
@@ -80,6 +83,55 @@ class OptimizationBarrierOp(IRDLOperation):
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_list([v.type for v in self.operands], printer.print_attribute)
+
+
+@irdl_op_definition
+class AssumeIntOp(IRDLOperation):
+    """``%r:2 = util.assume.int %a<umin = 1, umax = 512>, %b<udiv = 8> : index, index``: each
+    result is its operand, which is assumed within [umin, umax] and a multiple of udiv.
+    ``assumptions`` holds one dictionary per operand. IREE's list form (one assumption per
+    call site, ``%a[<...>, <...>]``) is refused: pyree has one host program per function."""
+
+    name = "util.assume.int"
+
+    values = var_operand_def(AnyAttr())
+    assumptions = prop_def(ArrayAttr)
+    results_ = var_result_def(AnyAttr())
+
+    KEYS: ClassVar = ("umin", "umax", "udiv")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AssumeIntOp:
+        def one():
+            operand = parser.parse_unresolved_operand()
+            if parser.parse_optional_punctuation("[") is not None:
+                parser.raise_error("util.assume.int with a list of assumptions per operand is "
+                                   "not supported: pyree takes one assumption per value")
+            parser.parse_punctuation("<")
+            entries = {}
+            while True:
+                key = parser.parse_identifier()
+                if key not in cls.KEYS:
+                    parser.raise_error(f"util.assume.int has no '{key}'; it takes "
+                                       f"{', '.join(cls.KEYS)}")
+                parser.parse_punctuation("=")
+                entries[key] = IntegerAttr(parser.parse_integer(), 64)
+                if parser.parse_optional_punctuation(",") is None:
+                    break
+            parser.parse_punctuation(">")
+            return operand, DictionaryAttr(entries)
+
+        pairs = parser.parse_comma_separated_list(Parser.Delimiter.NONE, one)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(Parser.Delimiter.NONE, parser.parse_type)
+        operands = parser.resolve_operands([p[0] for p in pairs], types, parser.pos)
+        return cls.create(operands=operands, result_types=types, attributes=attrs,
+                          properties={"assumptions": ArrayAttr([p[1] for p in pairs])})
+
+    def bounds(self) -> list[dict[str, int]]:
+        """Per operand, its assumptions by key."""
+        return [{k: v.value.data for k, v in d.data.items()} for d in self.assumptions.data]
 
 
 def parse_global_head(parser: Parser) -> dict[str, Attribute]:
@@ -192,5 +244,5 @@ class InlineNeverAttr(ParametrizedAttribute):
     name = "util.inline.never"
 
 
-Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, GlobalOp, GlobalLoadOp,
-                        GlobalStoreOp], [InlineNeverAttr])
+Util = Dialect("util", [UnfoldableConstantOp, OptimizationBarrierOp, AssumeIntOp, GlobalOp,
+                        GlobalLoadOp, GlobalStoreOp], [InlineNeverAttr])

@@ -1,0 +1,64 @@
+"""vulkan-spirv kernels with run-time sizes on a Vulkan device, where the host program's sizes
+cannot reach: push constants that would make an access out of bounds make the dispatch do
+nothing (``codegen/spirv/sizes.py``), and a run-time grid past one dimension's workgroup limit
+wraps into a second one. tests/e2e/test_dynamic_shapes.py runs whole programs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import CompileOptions, compile_str
+from pyree.compiler.codegen.spirv import compile_executable, shader
+from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, Result
+from pyree.compiler.module_writer import ModuleBuilder
+from pyree.compiler.sizes import Size
+from runtime.module_factory import ARG, BARRIER, F32, RESULT, command, dispatch, fill, function, ref, tensor
+
+pytestmark = pytest.mark.vulkan
+
+X, OUT = 100, 31
+SEVEN = 0x40E00000  # 7.0f
+
+
+def slice_module(pushes: list[tuple[int, int, int]]) -> bytes:
+    """One function per push-constant triple (p0, p1, p2): out = 7.0, then out[i] = x[p2 + i] of
+    x[p0] for i < p1 by a kernel whose access only its run-time guard keeps in range."""
+    p0, p1, p2 = (Size.symbol(f"p{k}") for k in range(3))
+    kernel = Kernel("slice", (p1,), 1, (Binding("f32", (p0,), "read"), Binding("f32", (p1,), "write")),
+                    (Result(1, (AffineExpr((1,), 0),), Load(0, (AffineExpr((1,), p2),), "f32")),))
+    builder = ModuleBuilder("guard", "test_vulkan_run_time_sizes")
+    builder.module.executables = [compile_executable(
+        [kernel], CompileOptions(target_backends=["vulkan-spirv"]), builder)]
+    builder.module.functions = [
+        function(f"f{i}", [tensor(F32, X)], [tensor(F32, OUT)], [
+            fill(ref(RESULT, 0, 4 * OUT), SEVEN, 4), command(BARRIER),
+            dispatch(0, ref(ARG, 0, 4 * X), ref(RESULT, 0, 4 * OUT), push=list(push))])
+        for i, push in enumerate(pushes)]
+    return builder.finish()
+
+
+def test_sizes_that_would_read_past_a_binding_write_nothing(vulkan_device):
+    pushes = [(X, OUT, 69), (X, OUT, 0), (X, OUT, 70), (X, OUT, 2**31 - 5), (X, 0, 5000)]
+    module = rt.load_module(slice_module(pushes), device=vulkan_device)
+    x = np.random.default_rng(0).standard_normal(X).astype(np.float32)
+    got = [module[f"f{i}"](x).to_host() for i in range(len(pushes))]
+    np.testing.assert_array_equal(got[0], x[69:])
+    np.testing.assert_array_equal(got[1], x[:OUT])
+    for out in got[2:]:  # past the end, an offset whose sum wraps 32 bits, nothing to read
+        np.testing.assert_array_equal(out, np.float32(7.0))
+
+
+def test_a_run_time_grid_past_one_dimension_wraps_into_a_second(vulkan_device, monkeypatch):
+    monkeypatch.setattr(shader, "MAX_GROUPS_PER_DIM", 3)  # 256-invocation workgroups, 3 a row
+    mlir = """
+    func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+      %0 = arith.mulf %a, %a : tensor<?xf32>
+      return %0 : tensor<?xf32>
+    }"""
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"])),
+                            device=vulkan_device)
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 3 * 256, 3 * 256 + 1, 10 * 256 + 37):
+        a = rng.standard_normal(n).astype(np.float32)
+        np.testing.assert_array_equal(module["f"](a).to_host(), a * a)
