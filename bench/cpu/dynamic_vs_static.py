@@ -3,18 +3,16 @@ run-time sizes, called at several sizes, against a module compiled for each of t
 
     python bench/cpu/dynamic_vs_static.py [--only matmul,softmax] [--seconds 3] [--device local-task]
 
-Workloads are MLIR (matmul, layernorm, elementwise) or ONNX graphs imported with
-``import_onnx`` (softmax, conv): the dynamic one with ``?`` or named dims, the static one with
-those dims filled in. matmul: all of M, N, K at run time; softmax and layernorm: rows and
-columns; conv: 3x3, 16 -> 32 channels on 32x32, batch at run time; elementwise: an add of one
-run-time length; transformer (opt-in): a GPT-2 block, batch at run time, sequence static.
-(ONNX's MatMul, Add and LayerNormalization with several run-time dims import with shape checks,
-``arith.cmpi`` on sizes, which pyree does not compile yet; so does the GPT-2 block, through
-either importer.) Each size's two modules run on the same device-resident inputs, their results
-compared, then timed call+wait, alternating short batches of calls for ``--seconds``; the table
-gives the minimum per call of each (the machine is shared: the minimum is the run least
-disturbed) and their ratio. At the smallest sizes the difference is the dynamic module's extra
-host time per call.
+Workloads are MLIR (matmul, layernorm, elementwise), ONNX graphs imported with ``import_onnx``
+(softmax, conv) or a torch module imported with ``import_torch`` (transformer): the dynamic one
+with ``?`` or named dims, the static one with those dims filled in. matmul: all of M, N, K at
+run time; softmax and layernorm: rows and columns; conv: 3x3, 16 -> 32 channels on 32x32,
+batch at run time; transformer: tests/models' GPT-2 block, batch at run time, sequence static;
+elementwise: an add of one run-time length. Each size's two modules run on the same
+device-resident inputs, their results compared, then timed call+wait, alternating short batches
+of calls for ``--seconds``; the table gives the minimum per call of each (the machine is
+shared: the minimum is the run least disturbed) and their ratio. At the smallest sizes the
+difference is the dynamic module's extra host time per call.
 """
 
 from __future__ import annotations
@@ -151,9 +149,7 @@ def conv(sizes):
 
 def transformer(sizes):
     """tests/models' GPT-2 block (width 128, 4 heads, sequence 64) through pyree's torch
-    importer, the batch a ``torch.export.Dim`` in the dynamic one. Opt-in (``--only
-    transformer``): torch-mlir writes its shape arithmetic with ``affine.apply`` and
-    ``arith.cmpi`` on sizes, which pyree's input lowering does not take yet."""
+    importer, the batch a ``torch.export.Dim`` in the dynamic one."""
     import torch
     from pyree.compiler import import_torch
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "models"))
@@ -211,7 +207,7 @@ def caller(module, args):
 def main() -> None:
     import pyree.runtime as rt
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default=",".join(w for w in WORKLOADS if w != "transformer"))
+    parser.add_argument("--only", default=",".join(WORKLOADS))
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--device", default="local-task")
     args = parser.parse_args()

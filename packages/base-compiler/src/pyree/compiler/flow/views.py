@@ -112,8 +112,9 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
     """The source index (affine in the loops) of the element a view of ``view_shape``, starting
     ``offset`` elements into the source, holds at ``index``; None when a digit could carry.
     With run-time sizes in the shapes or loop ranges, a term falls into a dim only where its
-    stride provably divides it, and a digit is kept only where it provably stays in its dim
-    for every size (``sizes.nonnegative``), else None: the view stays."""
+    stride provably divides it, a digit is kept only where it provably stays in its dim for
+    every size (``sizes.nonnegative``), and the index must come out static (its coefficients
+    and constants are no kernel parameters), else None: the view stays."""
     n = len(loop_ranges)
     coeffs, const = [0] * n, offset
     for stride, ix in zip(_strides(view_shape), index):
@@ -146,6 +147,8 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
         if not nonnegative(low) or not nonnegative(extent - 1 - high):
             return None
         out.append(AffineExpr(tuple(digits[dim]), digit_const))
+    if not all(is_static(c) for ix in out for c in (*ix.coeffs, ix.const)):
+        return None  # a size in an index is no loop range or operand dim: outlining could not pass it
     return tuple(out)
 
 
