@@ -167,7 +167,7 @@ def identity(rank: int, loops: int | None = None) -> tuple[AffineExpr, ...]:
 def matmul(M, N, K, batch=0, in_dtype="f32", acc="f32", b_transposed=False, bias=False, relu=False,
            init_from=False):
     """C[b?, m, n] = epilogue(init + sum_k cast(A[b?, m, k]) * cast(B[b?, k, n] or B[b?, n, k]))."""
-    nb = 1 if batch else 0
+    nb = 0 if isinstance(batch, int) and batch == 0 else 1  # batch may be a run-time size
     loops = (batch,) * nb + (M, N, K)
     n = len(loops)
 
@@ -181,7 +181,7 @@ def matmul(M, N, K, batch=0, in_dtype="f32", acc="f32", b_transposed=False, bias
     a = Load(0, ix(*pre, m, k), in_dtype)
     b = Load(1, ix(*pre, nn, k) if b_transposed else ix(*pre, k, nn), in_dtype)
     if in_dtype != acc:
-        op = "fpext" if in_dtype.startswith("f") else "extsi"
+        op = "fpext" if in_dtype.startswith(("f", "bf")) else "extsi"
         a, b = Cast(op, a, acc), Cast(op, b, acc)
     bindings = [Binding(in_dtype, a_shape, "read"), Binding(in_dtype, b_shape, "read")]
     epilogue = Acc(0, acc)

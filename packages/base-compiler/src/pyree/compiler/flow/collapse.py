@@ -92,7 +92,7 @@ def _merge(op: Generic, d: int) -> Generic | None:
 def _position(index: tuple[AffineExpr, ...], shape: tuple[int, ...], d: int, ranges) -> int | None:
     """None: the access ignores loops d, d+1; i: dims i, i+1 are exactly d, d+1 over their whole
     extents and nothing else uses them; BLOCKED: neither, so the loops cannot merge."""
-    users = [i for i, ix in enumerate(index) if ix.coeffs[d] or ix.coeffs[d + 1]]
+    users = [i for i, ix in enumerate(index) if ix.coeffs[d] != 0 or ix.coeffs[d + 1] != 0]
     if not users:
         return None
     if len(users) != 2 or users[1] != users[0] + 1:

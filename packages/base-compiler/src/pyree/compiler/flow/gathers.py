@@ -32,6 +32,7 @@ from pyree.compiler.kernel import (
     evaluate,
     walk,
 )
+from pyree.compiler.sizes import static_shape
 from pyree.compiler.tensor_program import Function, Generic, Value
 
 MAX_POINTS = 1 << 14  # the index is evaluated one point at a time (kernel.evaluate)
@@ -51,7 +52,9 @@ def fold_constant_gathers(function: Function) -> Function:
 
 
 def _fold(op: Generic, known: dict[Value, np.ndarray]) -> Generic:
-    if not 0 < math.prod(op.loop_ranges) <= MAX_POINTS:
+    """A Generic whose loop box holds run-time sizes is left as it is: its index cannot be
+    evaluated over a box of unknown extent."""
+    if not static_shape(op.loop_ranges) or not 0 < math.prod(op.loop_ranges) <= MAX_POINTS:
         return op
     changed = False
 
@@ -94,6 +97,8 @@ def _constant(op: Generic, e: Expr, known: dict[Value, np.ndarray]) -> bool:
 def _affine_index(op: Generic, g: Gather, known: dict[Value, np.ndarray]) -> tuple[AffineExpr, ...] | None:
     """``g``'s clamped index as one affine map per dim over the loops, or None."""
     ranges = op.loop_ranges
+    if not static_shape(op.inputs[g.binding].shape):
+        return None  # the index is clamped into dims known per call only
     n = len(ranges)
     identity = tuple(AffineExpr(tuple(int(k == d) for k in range(n))) for d in range(n))
     base = len(op.inputs)

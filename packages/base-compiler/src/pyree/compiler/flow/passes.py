@@ -32,7 +32,9 @@ class Pass:
     name: str  # what --pyree-print-ir-after takes
     run: Callable[[Function], Function]
     # Whether the pass handles ops whose shapes hold run-time sizes (``sizes.Size``); a
-    # function with run-time sizes runs only such passes.
+    # function with run-time sizes runs only such passes. Each decides only on what is provably
+    # static (a filter's dims, a stride that divides, a static loop box) and leaves the rest;
+    # inline-patches does not: only GPU targets run it, and they refuse run-time sizes.
     run_time_sizes: bool = False
 
 
@@ -41,8 +43,8 @@ class Pass:
 # convolution's GEMM has one m, one n and one reduction loop for every backend.
 FORM_REGIONS = (
     Pass("fold-constants", fold_constants, run_time_sizes=True),
-    Pass("fold-constant-gathers", fold_constant_gathers),
-    Pass("fold-views", fold_views_into_loads),
+    Pass("fold-constant-gathers", fold_constant_gathers, run_time_sizes=True),
+    Pass("fold-views", fold_views_into_loads, run_time_sizes=True),
     Pass("fuse-regions", fuse_regions, run_time_sizes=True),
     Pass("collapse-loops", collapse_reductions, run_time_sizes=True),
 )
@@ -53,13 +55,14 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False) -> 
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``strict_floats``: float folds stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
     return [
-        Pass("fold-channel-affine", fold_channel_affine),
-        Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm)),
+        Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
+        Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm),
+             run_time_sizes=True),
         *FORM_REGIONS,
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats),
              run_time_sizes=True),
         *FORM_REGIONS,
-        Pass("widen-narrow-floats", widen_narrow_floats),
+        Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
     ]
 

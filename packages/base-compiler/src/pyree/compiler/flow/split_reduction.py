@@ -183,7 +183,7 @@ def _parallel_loops(e, num_parallel: int) -> set[int]:
     loops = set()
     for node in walk(e):
         if isinstance(node, Load):
-            loops |= {d for ix in node.index for d, c in enumerate(ix.coeffs) if c and d < num_parallel}
+            loops |= {d for ix in node.index for d, c in enumerate(ix.coeffs) if c != 0 and d < num_parallel}
         elif isinstance(node, LoopIndex) and node.dim < num_parallel:
             loops.add(node.dim)
     return loops

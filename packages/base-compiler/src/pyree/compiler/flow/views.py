@@ -24,6 +24,7 @@ from pyree.compiler.flow.rewrite import (
     map_results,
 )
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
+from pyree.compiler.sizes import is_static, nonnegative, opaque
 from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
 
@@ -79,7 +80,8 @@ def _elementwise(op: Generic) -> bool:
 
 def _read_source(op: Generic, j: int, view: View) -> Generic | None:
     source = view.source
-    if source.dtype != view.result.dtype or view.byte_offset % itemsize(source.dtype):
+    if source.dtype != view.result.dtype or not is_static(view.byte_offset) \
+            or view.byte_offset % itemsize(source.dtype):
         return None
     reads = {e for r in op.outputs for e in result_nodes(r) if isinstance(e, (Load, Gather))
              and e.binding == j}
@@ -108,7 +110,11 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
                  source_shape: tuple[int, ...], offset: int,
                  loop_ranges: tuple[int, ...]) -> tuple[AffineExpr, ...] | None:
     """The source index (affine in the loops) of the element a view of ``view_shape``, starting
-    ``offset`` elements into the source, holds at ``index``; None when a digit could carry."""
+    ``offset`` elements into the source, holds at ``index``; None when a digit could carry.
+    With run-time sizes in the shapes or loop ranges, a term falls into a dim only where its
+    stride provably divides it, a digit is kept only where it provably stays in its dim for
+    every size (``sizes.nonnegative``), and the index must come out static (its coefficients
+    and constants are no kernel parameters), else None: the view stays."""
     n = len(loop_ranges)
     coeffs, const = [0] * n, offset
     for stride, ix in zip(_strides(view_shape), index):
@@ -124,19 +130,52 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
             if dim is not None:
                 digits[dim][loop] = 1
             continue
-        dim = next((i for i, s in enumerate(strides) if c % s == 0), None)
+        dim = next((i for i, s in enumerate(strides) if _quotient(c, s) is not None), None)
         if dim is None:
             return None
-        digits[dim][loop] = c // strides[dim]
+        digits[dim][loop] = _quotient(c, strides[dim])
     out = []
     for dim, (stride, extent) in enumerate(zip(strides, source_shape)):
-        digit_const = const // stride if dim == 0 else const // stride % extent
-        low = digit_const + sum(min(0, k * (r - 1)) for k, r in zip(digits[dim], loop_ranges))
-        high = digit_const + sum(max(0, k * (r - 1)) for k, r in zip(digits[dim], loop_ranges))
-        if low < 0 or high >= extent:
+        if not is_static(stride) and const:
+            return None
+        digit_const = 0 if not const else const // stride if dim == 0 else const // stride % extent
+        spans = [_span(k, r) for k, r in zip(digits[dim], loop_ranges)]
+        if None in spans:
+            return None
+        low = digit_const + sum(lo for lo, _ in spans)
+        high = digit_const + sum(hi for _, hi in spans)
+        if not nonnegative(low) or not nonnegative(extent - 1 - high):
             return None
         out.append(AffineExpr(tuple(digits[dim]), digit_const))
+    if not all(is_static(c) for ix in out for c in (*ix.coeffs, ix.const)):
+        return None  # a size in an index is no loop range or operand dim: outlining could not pass it
     return tuple(out)
+
+
+def _quotient(c, s):
+    """``c / s`` where ``s`` provably divides ``c`` (ints, a size by an int dividing every
+    coefficient, or equal sizes), else None."""
+    if is_static(c) and is_static(s):
+        return c // s if c % s == 0 else None
+    if c == s:
+        return 1
+    if is_static(s):
+        q = opaque("floordiv", c, s)
+        return q if q * s == c else None
+    return None
+
+
+def _span(k, r):
+    """(least, greatest) of ``k * i`` over i in [0, r); for a run-time ``r``, of a loop that
+    runs (r >= 1: an empty loop reads nothing); None where the sign of a run-time ``k`` is not
+    known."""
+    if is_static(k) and is_static(r):
+        return min(0, k * (r - 1)), max(0, k * (r - 1))
+    if is_static(k) and k < 0:
+        return k * (r - 1), 0
+    if is_static(k) or nonnegative(k):
+        return 0, k * (r - 1)
+    return None
 
 
 def _strides(shape: tuple[int, ...]) -> list[int]:

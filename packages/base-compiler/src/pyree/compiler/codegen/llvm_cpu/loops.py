@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from llvmlite import ir
+from pyree.compiler.codegen.common.cascade import cascade
 
 I64 = ir.IntType(64)
 
@@ -105,3 +106,47 @@ def cascaded(b: ir.IRBuilder, lo: int, hi: int, sizes: list[int], body, fresh, c
         if count > whole:
             block(b.add(start, i64(whole)), count - whole)
     level(len(sizes), i64(lo), hi - lo)
+
+
+def cascaded_run_time(b: ir.IRBuilder, stop: ir.Value, sizes: list[int], body, fresh,
+                      combine, step: int = 1, whole_leaves: bool = True) -> None:
+    """``cascaded`` over [0, stop) by ``step`` where ``stop`` is known per dispatch only,
+    ``sizes`` the levels for any extent it may take. The loops over blocks have run-time bounds
+    and stay rolled. With ``whole_leaves``, a whole leaf block (``sizes[0]`` steps: all but the
+    last) branches to a loop of constant trip count, which LLVM unrolls as it does the static
+    one's (a contraction's K loop); the last runs to ``stop``. A fold of at most one leaf skips
+    the block loops, whose bounds and trips cost as much as a short row: its levels start at the
+    identity and are combined upwards once (a sum's chain of -0.0 adds LLVM folds away)."""
+    if not sizes:
+        with for_range(b, i64(0), stop, step=step, name="step") as i:
+            body(i)
+        return
+    leaf = sizes[0] * step
+
+    def loop(start, end, by, fn):
+        if by != step:
+            with for_range(b, start, end, step=by, name="block", unroll=False) as s:
+                fn(s)
+        elif not whole_leaves:
+            with for_range(b, start, end, step=step, name="step") as i:
+                fn(i)
+        else:
+            with b.if_else(b.icmp_unsigned("==", b.sub(end, start), i64(leaf))) as (whole, tail):
+                with whole:
+                    with for_range(b, start, b.add(start, i64(leaf)), step=step, name="step") as i:
+                        fn(i)
+                with tail:
+                    with for_range(b, start, end, step=step, name="step") as i:
+                        fn(i)
+
+    with b.if_else(b.icmp_unsigned("<=", stop, i64(leaf))) as (short, long):
+        with short:
+            for j in range(len(sizes)):
+                fresh(j)
+            with for_range(b, i64(0), stop, step=step, name="step") as i:
+                body(i)
+            for j in range(len(sizes)):
+                combine(j)
+        with long:
+            cascade(loop, lambda s, size, end: umin(b, b.add(s, i64(size)), end), i64(0), stop,
+                    sizes, body, fresh, combine, step)

@@ -22,6 +22,7 @@ from llvmlite import ir
 from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
+    cascaded_run_time,
     entry_alloca,
     for_range,
     i64,
@@ -38,14 +39,19 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     contraction_product,
+    has_run_time_sizes,
     is_float,
     walk,
 )
+from pyree.compiler.sizes import is_static, opaque
 
 PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
 MIN_FLOPS_TO_SPLIT = 1 << 21   # below it, one workgroup: a split costs more (see tiling.py)
+CASCADE_EXTENT = 1 << 32       # a run-time K's cascade has levels for any uint32 extent
+SINGLE_ROW_VECTORS = 8         # a single row's accumulators (``_single_rows``)
+SINGLE_ROW_COST = 3             # a one-row block, in rows of a full one: its row and the panel's loads
 K_LEAF = 256                   # K steps per block of the cascaded accumulators (codegen/common/cascade.py)
 FAN_IN = 16
 
@@ -69,7 +75,15 @@ def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
         return None
     if v.dtype == "i1" or v.dtype == "index" or (is_float(v.dtype) and not target.reassociate):
         return None  # strict float order: the reduction template folds k after k
+    if not _static_lanes(y, n):
+        return None  # a run-time column stride: the dynamic template's loops (dynamic.py)
     return ContractionLowering(kernel, target, x, y)
+
+
+def _static_lanes(y: Expr, n: int) -> bool:
+    """Every load of ``y`` steps a compile-time stride along n, which vector loads need (a
+    transposed ``y`` with a run-time K steps K)."""
+    return all(is_static(s.index[0].coeffs[n]) for s in walk(y) if isinstance(s, Load))
 
 
 def _depends(e: Expr, dim: int) -> bool:
@@ -101,28 +115,42 @@ class MicroTile:
 
 
 class ContractionLowering:
+    """Static extents choose the micro-tile, the packing and the tiling at compile time. Run-time
+    ones (any of batch, M, N, K: ``dynamic.py`` hands such kernels here) keep the same static
+    micro-tile, sized for the common case (the most rows, two vectors of columns), and guard the
+    edges per call: rows past M repeat the last one, as they do statically; the ragged panel
+    branches on how many vectors hold columns; K runs ``loops.cascaded_run_time``. Workgroup
+    tiles are run-time sizes following ``_tile``'s rule (``_run_time_tile``). A ``y`` that is
+    not read in place is packed only where K is static."""
+
     def __init__(self, kernel: Kernel, target: CpuTarget, x: Expr, y: Expr):
         self.kernel, self.x, self.y = kernel, x, y
         self.span = span_stride(target)
         self.dtype = kernel.results[0].value.dtype
         *batch, M, N = kernel.parallel_ranges
         K = kernel.reduction_ranges[0]
+        self.static = not has_run_time_sizes(kernel)
         vw = max(1, target.vector_bits // max(32, bits(self.dtype)))
         accumulators = 24 if target.vector_registers == 32 else 12
-        nv = max(1, min(2, -(-N // vw)))
-        mr = _rows_per_block(M, max(1, min(M, accumulators // nv, 12)))
+        nv = max(1, min(2, -(-N // vw))) if is_static(N) else 2
+        most = min(accumulators // nv, 12)
+        mr = _rows_per_block(M, max(1, min(M, most))) if is_static(M) else most
         self.micro = MicroTile(mr, nv, vw)
         nr = self.micro.nr
-        self.pack = (not _streams(y, kernel.num_parallel - 1, self.dtype)
+        self.pack = (not _streams(y, kernel.num_parallel - 1, self.dtype) and is_static(K)
                      and K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES)
-        self.tiling = _tile(tuple(batch), M, N, K, mr, nr)
+        self.tiling = (_tile(tuple(batch), M, N, K, mr, nr) if self.static
+                       else _run_time_tile(tuple(batch), M, N, K, mr, nr))
+        self.sizes = i64
 
     @property
     def workgroup_count(self) -> int:
         return self.tiling.count
 
-    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
-        bounds = self.tiling.emit_bounds(b, wg)
+    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value, sizes=None) -> None:
+        """``sizes``: the body's ``size_values.SizeValues``, for a kernel with run-time sizes."""
+        self.sizes = sizes or i64
+        bounds = self.tiling.emit_bounds(b, wg, self.sizes)
         nest(b, bounds[:-2], lambda batch: self._tile(b, ptrs, batch, *bounds[-2:]))
 
     def _tile(self, b, ptrs, batch, rows, cols) -> None:
@@ -131,28 +159,93 @@ class ContractionLowering:
         (m_lo, m_hi), (n_lo, n_hi) = rows, cols
         t = scalar_type(self.dtype)
         panel = entry_alloca(b, t, K * mt.nr, align=64) if self.pack else None
+        split = None if self.static else self._split(b, m_lo, m_hi)
         with for_range(b, n_lo, n_hi, step=mt.nr, name="nb") as nb:
             ncols = b.sub(n_hi, nb)
             full = b.icmp_signed(">=", ncols, i64(mt.nr))
             if panel is not None:
                 self._pack(b, ptrs, batch, m_lo, nb, umin(b, ncols, i64(mt.nr)), panel, K)
-            # The ragged panel is N's last (tiles are whole panels), so its width is known here:
-            # it runs only the vectors that hold columns.
-            ragged = -(-(N % mt.nr) // mt.vw)
-            variants = [v for v, possible in ((True, N >= mt.nr), (False, ragged > 0)) if possible]
-            with for_range(b, m_lo, m_hi, step=mt.mr, name="mb") as mb:
-                if len(variants) == 1:
-                    self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, variants[0], ragged)
+            with for_range(b, m_lo, split or m_hi, step=mt.mr, name="mb") as mb:
+                block = lambda full_panel, vectors: self._block(
+                    b, ptrs, batch, mb, m_hi, nb, ncols, panel, full_panel, vectors, mt.mr)
+                if is_static(N):
+                    self._static_panel(b, N, full, block)
                 else:
-                    with b.if_else(full) as (then, otherwise):
-                        with then:
-                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, True, ragged)
-                        with otherwise:
-                            self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, False, ragged)
+                    self._run_time_panel(b, ncols, full, block)
+        if split is not None:
+            self._single_rows(b, ptrs, batch, split, m_hi, n_lo, n_hi)
+
+    def _split(self, b, m_lo, m_hi) -> ir.Value:
+        """Where a run-time M's blocks of MR rows end and one-row blocks (``_single_rows``)
+        take over: a remainder of r rows runs as one more block whose extra rows repeat the
+        last (costing MR rows) or as r single rows (~``SINGLE_ROW_COST`` rows each), whichever
+        costs less at this call's r. So a matmul of one row costs one row, not MR."""
+        mr = self.micro.mr
+        rest = b.urem(b.sub(m_hi, m_lo), i64(mr))
+        singles = b.icmp_unsigned("<=", b.mul(rest, i64(SINGLE_ROW_COST)), i64(mr + 2))
+        return b.select(singles, b.sub(m_hi, rest), m_hi)
+
+    def _single_rows(self, b, ptrs, batch, lo, m_hi, n_lo, n_hi) -> None:
+        """Rows [lo, m_hi) one at a time, each in strips of ``SINGLE_ROW_VECTORS`` vectors of
+        columns: a row has no other rows to reuse its loads of ``y``, so it takes its
+        accumulators across columns instead, enough of them to hide the FMA latency (what LLVM
+        makes of a static one-row matmul by unrolling and jamming its panels). ``y`` is read in
+        place, not packed."""
+        mt = self.micro
+        width = SINGLE_ROW_VECTORS * mt.vw
+        with for_range(b, lo, m_hi, name="row") as m:
+            with for_range(b, n_lo, n_hi, step=width, name="strip") as nb:
+                ncols = b.sub(n_hi, nb)
+                block = lambda full, vectors: self._block(
+                    b, ptrs, batch, m, m_hi, nb, ncols, None, full, vectors, 1)
+                with b.if_else(b.icmp_signed(">=", ncols, i64(width))) as (whole, ragged):
+                    with whole:
+                        block(True, SINGLE_ROW_VECTORS)
+                    with ragged:
+                        with b.if_else(b.icmp_signed("<=", ncols, i64(mt.nr))) as (narrow, wide):
+                            with narrow:
+                                block(False, mt.nv)
+                            with wide:
+                                block(False, SINGLE_ROW_VECTORS)
+
+    def _static_panel(self, b, N: int, full, block) -> None:
+        """The ragged panel is N's last (tiles are whole panels), so its width is known here:
+        it runs only the vectors that hold columns."""
+        mt = self.micro
+        ragged = -(-(N % mt.nr) // mt.vw)
+        variants = [v for v, possible in ((True, N >= mt.nr), (False, ragged > 0)) if possible]
+        if len(variants) == 1:
+            block(variants[0], mt.nv if variants[0] else ragged)
+            return
+        with b.if_else(full) as (then, otherwise):
+            with then:
+                block(True, mt.nv)
+            with otherwise:
+                block(False, ragged)
+
+    def _run_time_panel(self, b, ncols, full, block) -> None:
+        """A whole panel, or a ragged one of as many masked vectors as hold columns (chosen per
+        panel: N is known per dispatch only)."""
+        mt = self.micro
+
+        def ragged(v: int) -> None:
+            if v == mt.nv:
+                block(False, v)
+                return
+            with b.if_else(b.icmp_signed("<=", ncols, i64(v * mt.vw))) as (fits, wider):
+                with fits:
+                    block(False, v)
+                with wider:
+                    ragged(v + 1)
+        with b.if_else(full) as (then, otherwise):
+            with then:
+                block(True, mt.nv)
+            with otherwise:
+                ragged(1)
 
     def _pack(self, b, ptrs, batch, m_lo, nb, width, panel, K) -> None:
         """panel[k][j] = y(k, nb + j) for j < width, else 0."""
-        em = ExprEmitter(b, ptrs, self.kernel)
+        em = ExprEmitter(b, ptrs, self.kernel, sizes=self.sizes)
         nr = self.micro.nr
         t = scalar_type(self.dtype)
         with for_range(b, i64(0), i64(K), name="pk") as k:
@@ -163,27 +256,32 @@ class ContractionLowering:
             with for_range(b, width, i64(nr), name="pz") as j:
                 b.store(em.const(0, self.dtype), b.gep(panel, [b.add(row, j)], source_etype=t))
 
-    def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, ragged: int) -> None:
-        """One MR x NR block of outputs at (mb, nb). In the ragged panel, ``ragged`` vectors wide,
-        the last at half width when its columns fit: LLVM splits a 512-bit operation into two
-        256-bit ones on CPUs without 512-bit units, and N = 49 then costs 3.5 vectors, not 4."""
+    def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, vectors: int,
+               height: int) -> None:
+        """One block of ``height`` rows x ``vectors`` vectors of outputs at (mb, nb), masked
+        unless ``full``. In the ragged panel, the last vector at half width when its columns
+        fit: LLVM splits a 512-bit operation into two 256-bit ones on CPUs without 512-bit
+        units, and N = 49 then costs 3.5 vectors, not 4."""
         mt, K = self.micro, self.kernel.reduction_ranges[0]
-        widths = [mt.vw] * (mt.nv if full else ragged)
-        if not full and mt.vw >= 8 and 0 < self.kernel.parallel_ranges[-1] % mt.vw <= mt.vw // 2:
+        widths = [mt.vw] * vectors
+        N = self.kernel.parallel_ranges[-1]
+        if not full and mt.vw >= 8 and is_static(N) and 0 < N % mt.vw <= mt.vw // 2:
             widths[-1] = mt.vw // 2
         m_dim = self.kernel.num_parallel - 2
-        scalar = ExprEmitter(b, ptrs, self.kernel)
-        vecs = [ExprEmitter(b, ptrs, self.kernel, width=w, span=self.span) for w in widths]
+        scalar = ExprEmitter(b, ptrs, self.kernel, sizes=self.sizes)
+        vecs = [ExprEmitter(b, ptrs, self.kernel, width=w, span=self.span, sizes=self.sizes)
+                for w in widths]
         t = scalar_type(self.dtype)
         vts = [ir.VectorType(t, w) for w in widths]
         last = b.sub(m_hi, i64(1))
-        rows = [umin(b, b.add(mb, i64(i)), last) for i in range(mt.mr)]
+        rows = [umin(b, b.add(mb, i64(i)), last) for i in range(height)]
         cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
         masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
                  for v, vec in enumerate(vecs)]
         # Float sums cascade along K (codegen/common/cascade.py): levels[0] takes K_LEAF steps at a time.
-        sizes = block_sizes(K, K_LEAF, FAN_IN) if is_float(self.dtype) else []
-        levels = [[[entry_alloca(b, vt) for vt in vts] for _ in range(mt.mr)]
+        extent = K if is_static(K) else CASCADE_EXTENT
+        sizes = block_sizes(extent, K_LEAF, FAN_IN) if is_float(self.dtype) else []
+        levels = [[[entry_alloca(b, vt) for vt in vts] for _ in range(height)]
                   for _ in range(len(sizes) + 1)]
         slots = levels[-1]
         for row in slots:
@@ -215,10 +313,13 @@ class ContractionLowering:
                     acc = b.load(levels[0][i][v], typ=vt)
                     b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), levels[0][i][v])
 
-        cascaded(b, 0, K, sizes, step, fresh, combine)
+        if is_static(K):
+            cascaded(b, 0, K, sizes, step, fresh, combine)
+        else:
+            cascaded_run_time(b, self.sizes(K), sizes, step, fresh, combine)
 
         result = self.kernel.results[0]
-        for i in range(mt.mr):
+        for i in range(height):
             valid = b.icmp_signed("<", b.add(mb, i64(i)), m_hi)
             with b.if_then(valid, likely=True):
                 for v, (vec, vt, c) in enumerate(zip(vecs, vts, cols)):
@@ -263,3 +364,22 @@ def _tile(batch: tuple[int, ...], M: int, N: int, K: int, mr: int, nr: int) -> T
         else:
             tn = -(-tn // 2)
     return Tiling(ranges, (1,) * len(batch) + (max(1, min(M, tm * mr)), max(1, min(N, tn * nr))))
+
+
+def _run_time_tile(batch: tuple, M, N, K, mr: int, nr: int) -> Tiling:
+    """``_tile``'s rule as sizes evaluated per dispatch: one workgroup below
+    ``MIN_FLOPS_TO_SPLIT``; else tiles of up to 4 column panels, fewer when even one row block
+    per tile would leave too few workgroups, and up to 16 row blocks, fewer until there are
+    about ``enough`` workgroups (``_tile`` halves them in turn; this divides, in one step)."""
+    ranges = batch + (M, N)
+    points = math.prod(batch) * M * N * K
+    split = opaque("min", 1, opaque("floordiv", 2 * points, MIN_FLOPS_TO_SPLIT))  # 0 or 1
+    enough = opaque("max", 1, opaque("min", MIN_GROUPS, opaque("floordiv", points, MIN_FLOPS_PER_GROUP)))
+    row_blocks, col_panels = opaque("ceildiv", M, mr), opaque("ceildiv", N, nr)
+    most = math.prod(batch) * row_blocks * col_panels
+    tn = opaque("max", 1, opaque("min", opaque("min", 4, col_panels), opaque("floordiv", most, enough)))
+    tiles = math.prod(batch) * opaque("ceildiv", col_panels, tn)
+    tm = opaque("max", 1, opaque("min", opaque("min", 16, row_blocks),
+                                 opaque("floordiv", tiles * row_blocks, enough)))
+    tm, tn = split * tm + (1 - split) * row_blocks, split * tn + (1 - split) * col_panels
+    return Tiling(ranges, (1,) * len(batch) + (opaque("max", 1, tm * mr), opaque("max", 1, tn * nr)))

@@ -166,11 +166,15 @@ class ReductionLowering:
                                        phase))
         rows = [r for r in results if r.row]
         if rows:
-            def row(rix):
-                pt = Point(ix + rix, finals=finals)
-                for r, v in zip(rows, [em.emit(r.value, pt) for r in rows]):
-                    em.store(r.binding, r.index[0], v, pt)
-            nest(b, self._red_bounds(), row)
+            self._rows(b, em, ix, rows, finals)
+
+    def _rows(self, b, em: ExprEmitter, ix: list[ir.Value], rows: list[Result], finals) -> None:
+        """A row kernel's per-element results, once its folds are final."""
+        def row(rix):
+            pt = Point(ix + rix, finals=finals)
+            for r, v in zip(rows, [em.emit(r.value, pt) for r in rows]):
+                em.store(r.binding, r.index[0], v, pt)
+        nest(b, self._red_bounds(), row)
 
     def _fold(self, b, em: ExprEmitter, ix, phase: list[int], finals) -> dict:
         """The phase's final accumulators."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 from pyree.compiler.codegen.llvm_cpu.loops import i64, umin
+from pyree.compiler.sizes import is_static, opaque
 
 MIN_WORK_PER_GROUP = 1 << 15   # loads + stores
 MAX_GROUPS = 256
@@ -25,34 +26,37 @@ MIN_WORK_TO_SPLIT = 1 << 17
 
 @dataclass(frozen=True)
 class Tiling:
+    """Ranges and tiles are ints, or run-time sizes (``pyree.compiler.sizes``) in a kernel that
+    has them: then the grid and count are sizes too."""
     ranges: tuple[int, ...]
     tile: tuple[int, ...]
 
     @property
     def grid(self) -> tuple[int, ...]:
-        return tuple(-(-r // t) for r, t in zip(self.ranges, self.tile))
+        return tuple(opaque("ceildiv", r, t) for r, t in zip(self.ranges, self.tile))
 
     @property
     def count(self) -> int:
         return math.prod(self.grid)
 
-    def emit_bounds(self, b: ir.IRBuilder, wg: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
-        """[lo, hi) per loop of workgroup ``wg`` (row-major over the grid)."""
+    def emit_bounds(self, b: ir.IRBuilder, wg: ir.Value, sizes=i64) -> list[tuple[ir.Value, ir.Value]]:
+        """[lo, hi) per loop of workgroup ``wg`` (row-major over the grid); ``sizes``: the i64
+        value of a range or tile (``size_values.SizeValues`` where some are run-time)."""
         coords: list[ir.Value] = []
         rest = wg
         for g in reversed(self.grid):
-            if g == 1:
+            if is_static(g) and g == 1:
                 coords.append(i64(0))
             else:
-                coords.append(b.urem(rest, i64(g)))
-                rest = b.udiv(rest, i64(g))
+                coords.append(b.urem(rest, sizes(g)))
+                rest = b.udiv(rest, sizes(g))
         bounds = []
         for c, t, r in zip(reversed(coords), self.tile, self.ranges):
             if t == r:
-                bounds.append((i64(0), i64(r)))
+                bounds.append((i64(0), sizes(r)))
             else:
-                lo = b.mul(c, i64(t))
-                bounds.append((lo, umin(b, b.add(lo, i64(t)), i64(r))))
+                lo = b.mul(c, sizes(t))
+                bounds.append((lo, umin(b, b.add(lo, sizes(t)), sizes(r))))
         return bounds
 
 
