@@ -38,6 +38,23 @@ def test_every_template_assembles_with_ptxas(ptxas, arch, tmp_path):
         assert all(g >= 1 for g in launch.grid) and 32 <= launch.block[0] <= 1024
 
 
+def test_every_kernel_fits_its_block_in_the_register_file(ptxas, tmp_path):
+    """Each entry states its block size (.maxntid), so ptxas keeps registers x threads within
+    an SM's 65536 registers (spilling if it must): without it a 1024-thread block whose kernel
+    took 71 registers (ONNX's 5-D NegativeLogLikelihoodLoss) failed to launch, out of resources."""
+    import re
+
+    ptx, launches = generate_ptx([make() for make in zoo.ALL.values()], resolve_target("sm_90"))
+    report = assemble_verbose(ptxas, ptx, "sm_90", tmp_path)
+    used = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", report,
+                           re.S))
+    for name, launch in launches:
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        entry = ptx.split(f".entry {name}(")[1].split("{")[0]
+        assert re.search(rf"\.maxntid {threads}, 1, 1|\.maxntid {threads}\b", entry), name
+        assert int(used[name]) * threads <= 65536, (name, used[name], threads)
+
+
 def test_ptx_is_the_same_on_one_core_and_on_many(ptxas, monkeypatch, tmp_path):
     """LLVM compiles the kernels as a fixed number of modules in forked processes, whose PTX is
     merged: every kernel once, assembled by ptxas, and the same bytes however many cores run it."""

@@ -39,7 +39,10 @@ class NvptxTarget:
     def kernel_attributes(self, max_threads: int, min_blocks: int, block_size: int) -> str:
         """The kernel's attribute group body, or "" for none. ``max_threads``/``min_blocks``
         (.maxntid/.minnctapersm) let ptxas budget registers so that ``min_blocks`` blocks of
-        ``max_threads`` fit on one SM; ``block_size`` (the launch's) is not needed by NVPTX."""
+        ``max_threads`` fit on one SM. Without ``max_threads`` the launch's ``block_size`` is the
+        bound: ptxas otherwise takes up to 255 registers a thread, and a block of 1024 threads
+        needing more than 64 each fails to launch (out of resources) instead of spilling."""
+        max_threads = max_threads or block_size
         if not max_threads:
             return ""
         return (f'"nvvm.maxntid"="{max_threads}"'
