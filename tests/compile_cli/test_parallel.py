@@ -21,7 +21,9 @@ START = {"fork": True, "spawn": False}
 
 @pytest.fixture(params=sorted(START))
 def start(request, monkeypatch):
-    """Four workers, started as the parameter says; no spawned worker left afterwards."""
+    """Four workers, started as the parameter says; no spawned worker before (an earlier test in
+    this process may have left some idle) or afterwards."""
+    parallel._stop_idle()
     monkeypatch.setattr(parallel, "cores", lambda: 4)
     monkeypatch.setattr(parallel, "fork_is_safe", lambda: START[request.param])
     yield request.param

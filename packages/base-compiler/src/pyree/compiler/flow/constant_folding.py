@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from pyree.compiler import sizes
 from pyree.compiler.kernel import (
     DTYPES,
     Binary,
@@ -92,12 +93,14 @@ def record_constant(op, known: dict[Value, np.ndarray]) -> bool:
     False for any other op. A parameter's value is known only at run time, a mutable global's
     changes from call to call: never recorded."""
     if isinstance(op, Constant):
-        if op.parameter is None and not op.mutable:
+        if (op.parameter is None and not op.mutable  # (a splat may have run-time dims)
+                and all(sizes.is_static(d) for d in op.result.shape)):
             known[op.result] = (op.data if op.data is not None else
                                 _splat(op.splat, op.result.dtype, op.result.shape))
         return True
     if (isinstance(op, View) and op.source in known and op.byte_offset == 0
             and op.result.dtype == op.source.dtype
+            and all(sizes.is_static(d) for d in op.result.shape)  # (a hidden size: a ? view)
             and known[op.source].size == int(np.prod(op.result.shape, dtype=np.int64))):
         source = known[op.source]
         known[op.result] = (_splat(source.flat[0], op.result.dtype, op.result.shape)

@@ -57,6 +57,7 @@ _FIRST_LOC = re.compile(r'"([^"]*)":(\d+):(\d+)')
 
 def tosa_to_linalg(text: str, source_name: str) -> str:
     """Linalg-on-tensors text of the TOSA program ``text``, its locations naming ``source_name``."""
+    _refuse_run_time_dims(text, source_name)
     require("torch_mlir", "tosa", "--iree-input-type=tosa (converting TOSA to linalg)")
     from torch_mlir.ir import Context, DiagnosticSeverity, MLIRError, Module, WalkResult
     from torch_mlir.passmanager import PassManager
@@ -99,6 +100,22 @@ def tosa_to_linalg(text: str, source_name: str) -> str:
             return _static_pads(_inline_locations(asm, source_name))
     finally:
         handler.detach()
+
+
+def _refuse_run_time_dims(text: str, source_name: str) -> None:
+    """TOSA ops on ``?`` dims lower to broadcasts that branch on sizes (``scf.if`` on
+    ``dim == 1``, a branch reading element 0 of a run-time dim), which pyree does not compile
+    yet: refused at the first such op, by name, before any conversion."""
+    for number, line in enumerate(text.splitlines(), 1):
+        op = _TOSA_OP.search(line)
+        if op and _RUN_TIME_DIM.search(line):
+            raise CompileError(f"'{op.group(1)}' on tensors with run-time ('?') dims is not "
+                               "supported yet (TOSA's broadcasts branch on their sizes)",
+                               f"{source_name}:{number}:{op.start(1) + 1}")
+
+
+_TOSA_OP = re.compile(r"\b(tosa\.\w+)")
+_RUN_TIME_DIM = re.compile(r"tensor<[^>]*\?")
 
 
 def _yield_owners(module, source_name: str, walk_result) -> dict[str, tuple[str, str]]:

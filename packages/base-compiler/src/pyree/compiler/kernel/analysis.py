@@ -369,3 +369,18 @@ def within(ix: AffineExpr, ranges, size) -> bool | None:
     if sizes.nonnegative(-1 - lo) or sizes.nonnegative(hi - size):
         return False
     return None
+
+
+def contiguous_along_parallel(kernel: Kernel) -> bool:
+    """True when more loads are unit-stride along the innermost parallel loop than the
+    innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
+    product's vector) is one scalar per step in either order and does not vote: counting it
+    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower.
+    A stride may be a run-time size (dynamic.py), which moves along its loop."""
+    if kernel.num_parallel == 0:
+        return False
+    p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
+    value_loads = {e for res in kernel.results for e in walk(res.value) if isinstance(e, Load)}
+    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1 and ld.index[0].coeffs[p] != 0)
+    along_p = sum(1 for ld in value_loads if ld.index[0].coeffs[p] == 1 and ld.index[0].coeffs[r] != 1)
+    return along_p > along_r

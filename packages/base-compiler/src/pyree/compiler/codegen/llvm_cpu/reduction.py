@@ -64,6 +64,7 @@ from pyree.compiler.kernel import (
     Kernel,
     Load,
     Result,
+    contiguous_along_parallel,
     fold_identity,
     is_row_kernel,
     phases,
@@ -322,21 +323,6 @@ class ReductionLowering:
         for k, v in out.items():
             em.store(results[k].binding, results[k].index[0], v, pt)
         return out
-
-
-def contiguous_along_parallel(kernel: Kernel) -> bool:
-    """True when more loads are unit-stride along the innermost parallel loop than the
-    innermost reduction loop. A load that does not move along the parallel loop (a vector-matrix
-    product's vector) is one scalar per step in either order and does not vote: counting it
-    made ``x @ W`` (W read along the parallel loop) walk W down its columns, several times slower.
-    A stride may be a run-time size (dynamic.py), which moves along its loop."""
-    if kernel.num_parallel == 0:
-        return False
-    p, r = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
-    value_loads = {e for res in kernel.results for e in walk(res.value) if isinstance(e, Load)}
-    along_r = sum(1 for ld in value_loads if ld.index[0].coeffs[r] == 1 and ld.index[0].coeffs[p] != 0)
-    along_p = sum(1 for ld in value_loads if ld.index[0].coeffs[p] == 1 and ld.index[0].coeffs[r] != 1)
-    return along_p > along_r
 
 
 def _window_lanes(kernel: Kernel, span: int) -> int:

@@ -36,7 +36,6 @@ from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, reductio
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
 from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
-from pyree.compiler.codegen.llvm_cpu.reduction import contiguous_along_parallel
 from pyree.compiler.sizes import is_static, opaque
 
 # The tiled matmul's tile for run-time M and N: the middle of the static templates' three, which
@@ -61,7 +60,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     if contraction is not None:
         return matmul.emit_tiled(module, kernel, name, contraction, TILING, fn, sizes)
     folds = K.fold_pattern(flat.reductions)
-    if folds is not None and (K.is_row_kernel(flat.results) or not contiguous_along_parallel(flat)):
+    if folds is not None and (K.is_row_kernel(flat.results) or not K.contiguous_along_parallel(flat)):
         return reduction.emit_block(module, flat, name, folds, fn, sizes)
     return reduction.emit_serial(module, flat, name, fn, sizes)
 
