@@ -25,7 +25,9 @@ DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulka
 DEVICE_MARKERS = ("cuda", "vulkan")
 # cuda-bindings: the cuda driver no longer uses it, but tests/drivers/cuda checks the driver's C table of
 # entry points, constants and structs against cuda-python's own declarations.
-TEST_DEPS = ["pytest>=8", "pytest-timeout", "hypothesis>=6", "cuda-bindings>=12.4"]
+# pytest-xdist: the tests run in two processes (a CI machine has two cores); a test file stays in
+# one process (--dist loadfile), so its module-scoped compiles are made once.
+TEST_DEPS = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
 # can find PyTorch's CPU build of it (PyTorch's CPU index, or a wheel folder in pip's find-links)
@@ -67,7 +69,8 @@ def tests(session, driver):
     session.install(*test_requirements(driver))
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
-    session.run("pytest", "-m", marker, *session.posargs)
+    workers = ["-n", "2", "--dist", "loadfile"] if driver != "cuda" else []
+    session.run("pytest", "-m", marker, *workers, *session.posargs)
 
 
 @nox.session
