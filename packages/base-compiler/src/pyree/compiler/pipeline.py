@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from pyree.compiler import printing
+from pyree.compiler.backends import PACKAGES
 from pyree.compiler.codegen import backend, executable_files
 from pyree.compiler.compiler_options import check_keywords
 from pyree.compiler.errors import CompileError
@@ -194,8 +195,9 @@ def _check_run_time_sizes(program: Program, targets: list[str]) -> None:
     if dynamic and lacking:
         raise CompileError(
             f"function @{dynamic[0].name} has dynamic dimensions, and the {lacking[0]} target "
-            "cannot compile kernels sized at run time yet (llvm-cpu can); give the function "
-            "static shapes for this target", dynamic[0].location)
+            "cannot compile kernels sized at run time (targets that can: "
+            f"{', '.join(n for n in PACKAGES if backend(n).run_time_sizes)}); give the "
+            "function static shapes for this target", dynamic[0].location)
 
 
 def size_text(nbytes: int) -> str:
