@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import (
@@ -45,7 +46,7 @@ from pyree.compiler.kernel import (
     result_nodes,
     within,
 )
-from pyree.compiler.sizes import static_shape
+from pyree.compiler.sizes import opaque, static_shape
 
 
 def normalize(kernel: Kernel) -> Kernel:
@@ -78,16 +79,31 @@ def unsafe_loads(kernel: Kernel) -> set[Load]:
     return out
 
 
-def run_time_checks(kernel: Kernel) -> list[tuple[int, AffineExpr, tuple]]:
-    """(binding, index, loop box) of each access of a normalized kernel with run-time sizes that
-    runs outside Select arms and is not proven to stay inside its binding for every size: the
-    entry point checks these against the sizes of each dispatch before it runs any."""
-    out = []
+class AccessCheck(NamedTuple):
+    """An access the kernel checks per dispatch: its index runs over [lo, hi] (sizes) in a
+    binding of ``length`` elements, unless its loop box (``ranges``) is empty."""
+
+    binding: int
+    lo: object
+    hi: object
+    length: object
+    ranges: tuple
+
+
+def run_time_checks(kernel: Kernel) -> list[AccessCheck]:
+    """Each access of a normalized kernel with run-time sizes that runs outside Select arms and
+    is not proven to stay inside its binding for every size: the entry point checks these
+    against the sizes of each dispatch before it runs any."""
+    seen, out = set(), []
     for node, ranges in _unguarded_accesses(kernel):
         binding, index = node.binding, node.index[0]
-        if within(index, ranges, kernel.bindings[binding].shape[0]) is not True \
-                and (binding, index, ranges) not in out:
-            out.append((binding, index, ranges))
+        length = kernel.bindings[binding].shape[0]
+        if within(index, ranges, length) is not True and (binding, index, ranges) not in seen:
+            seen.add((binding, index, ranges))
+            spans = [c * (n - 1) for c, n in zip(index.coeffs, ranges)]
+            out.append(AccessCheck(binding, index.const + sum(opaque("min", 0, s) for s in spans),
+                                   index.const + sum(opaque("max", 0, s) for s in spans),
+                                   length, ranges))
     return out
 
 

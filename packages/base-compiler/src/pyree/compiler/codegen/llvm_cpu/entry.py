@@ -23,7 +23,7 @@ from pyree.compiler.codegen.common.normalize import run_time_checks
 from pyree.compiler.codegen.llvm_cpu.loops import I64, for_range, i64, umin
 from pyree.compiler.codegen.llvm_cpu.size_values import SizeValues, emit_size
 from pyree.compiler.kernel import Kernel, has_run_time_sizes, push_constant_count
-from pyree.compiler.sizes import is_static, opaque
+from pyree.compiler.sizes import is_static
 
 I1 = ir.IntType(1)
 I32 = ir.IntType(32)
@@ -100,14 +100,11 @@ def _sizes_hold(b: ir.IRBuilder, kernel: Kernel, params: list[ir.Value], overflo
             if not is_static(d)}
     for d in sorted(dims, key=repr):
         ok = b.and_(ok, b.icmp_signed(">=", size(d), i64(0)))
-    for binding, ix, ranges in run_time_checks(kernel):
-        spans = [c * (n - 1) for c, n in zip(ix.coeffs, ranges)]
-        lo = ix.const + sum(opaque("min", 0, span) for span in spans)
-        hi = ix.const + sum(opaque("max", 0, span) for span in spans)
-        inside = b.and_(b.icmp_signed(">=", size(lo), i64(0)),
-                        b.icmp_signed("<", size(hi), size(kernel.bindings[binding].shape[0])))
+    for check in run_time_checks(kernel):
+        inside = b.and_(b.icmp_signed(">=", size(check.lo), i64(0)),
+                        b.icmp_signed("<", size(check.hi), size(check.length)))
         empty = ir.Constant(I1, 0)
-        for n in ranges:
+        for n in check.ranges:
             if not is_static(n):
                 empty = b.or_(empty, b.icmp_signed("==", size(n), i64(0)))
         ok = b.and_(ok, b.or_(empty, inside))

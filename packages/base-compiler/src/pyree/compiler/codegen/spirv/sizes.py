@@ -20,11 +20,12 @@ arguments' shapes, and the runtime checks every binding against its ``min_length
 from __future__ import annotations
 
 from pyree.compiler import sizes
+from pyree.compiler.codegen.common import size_program
 from pyree.compiler.codegen.common.normalize import run_time_checks
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.errors import CompileError
-from pyree.compiler.kernel import push_constant_count, size_code
-from pyree.compiler.sizes import is_static, opaque
+from pyree.compiler.kernel import push_constant_count
+from pyree.compiler.sizes import is_static
 
 MAX_ELEMENTS = 2**31 - 1     # addresses are 32-bit
 MAX_PUSH_CONSTANTS = 32      # 128 bytes: the driver's push-constant range, Vulkan's minimum
@@ -73,7 +74,8 @@ class SizeValues:
             return self.asm.const_int(64, value)
         if value not in self.wide_memo:
             with self.fn.prologue():
-                self.wide_memo[value] = self._evaluate(size_code(value))
+                self.wide_memo[value] = size_program.run(
+                    value, lambda c: self.asm.const_int(64, c), self._param, self._step)
         return self.wide_memo[value]
 
     def guard(self) -> int:
@@ -85,15 +87,12 @@ class SizeValues:
             v = self.wide(d)
             with self.fn.prologue():
                 self.bad.append(self._outside(v, 0, MAX_ELEMENTS))
-        for binding, ix, ranges in run_time_checks(kernel):
-            spans = [c * (n - 1) for c, n in zip(ix.coeffs, ranges)]
-            lo = ix.const + sum(opaque("min", 0, span) for span in spans)
-            hi = ix.const + sum(opaque("max", 0, span) for span in spans)
-            lo, hi, size = self.wide(lo), self.wide(hi), self.wide(kernel.bindings[binding].shape[0])
+        for check in run_time_checks(kernel):
+            lo, hi, size = self.wide(check.lo), self.wide(check.hi), self.wide(check.length)
             with self.fn.prologue():
                 outside = self._or(self._lt(lo, self.asm.const_int(64, 0)),
                                    self._not(self._lt(hi, size)))
-                for n in ranges:
+                for n in check.ranges:
                     if not is_static(n):  # an empty loop box touches nothing
                         empty = self.fn.op(OpIEqual, self.sh.bool, self.wide(n), self.asm.const_int(64, 0))
                         outside = self.fn.op(OpLogicalAnd, self.sh.bool, outside, self._not(empty))
@@ -113,20 +112,6 @@ class SizeValues:
                              self.asm.u32(k))
             self.params[k] = self.fn.op(S.OpUConvert, self.i64, self.fn.op(S.OpLoad, u32, ptr))
         return self.params[k]
-
-    def _evaluate(self, code: list[int]) -> int:
-        stack, at = [], 0
-        while at < len(code):
-            op = code[at]
-            if op in (sizes.CONST, sizes.SYM):
-                stack.append(self.asm.const_int(64, code[at + 1]) if op == sizes.CONST
-                             else self._param(code[at + 1]))
-                at += 2
-                continue
-            y, x = stack.pop(), stack.pop()
-            stack.append(self._step(op, x, y))
-            at += 1
-        return stack[0]
 
     def _step(self, op: int, x: int, y: int) -> int:
         fn, i64 = self.fn, self.i64

@@ -36,7 +36,7 @@ from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, reductio
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
 from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
-from pyree.compiler.sizes import is_static, opaque
+from pyree.compiler.sizes import is_static
 
 # The tiled matmul's tile for run-time M and N: the middle of the static templates' three, which
 # choose by the extents (matmul.choose_tiling).
@@ -86,15 +86,12 @@ def _check_sizes(fn: Function, kernel: K.Kernel, sizes: SizeValues) -> None:
             if not is_static(d)}
     for d in sorted(dims, key=repr):
         both(fn.op(f"icmp sge i64 {sizes(d)}, 0"))
-    for binding, ix, ranges in run_time_checks(kernel):
-        spans = [c * (n - 1) for c, n in zip(ix.coeffs, ranges)]
-        lo = ix.const + sum(opaque("min", 0, span) for span in spans)
-        hi = ix.const + sum(opaque("max", 0, span) for span in spans)
-        above = fn.op(f"icmp sge i64 {sizes(lo)}, 0")
-        below = fn.op(f"icmp slt i64 {sizes(hi)}, {sizes(kernel.bindings[binding].shape[0])}")
+    for check in run_time_checks(kernel):
+        above = fn.op(f"icmp sge i64 {sizes(check.lo)}, 0")
+        below = fn.op(f"icmp slt i64 {sizes(check.hi)}, {sizes(check.length)}")
         inside = fn.op(f"and i1 {above}, {below}")
         empty = "false"
-        for n in ranges:
+        for n in check.ranges:
             if not is_static(n):
                 empty = fn.op(f"or i1 {empty}, {fn.op(f'icmp eq i64 {sizes(n)}, 0')}")
         both(fn.op(f"or i1 {empty}, {inside}"))
