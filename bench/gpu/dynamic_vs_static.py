@@ -1,13 +1,13 @@
 """Kernels with run-time sizes against the same program compiled for one size, and PyTorch, on
-an NVIDIA GPU: matmul, softmax, layernorm and an elementwise op at five sizes each, odd ones
-among them.
+an NVIDIA GPU: matmul, softmax, layernorm, an elementwise op, a convolution (dynamic batch) and a
+transformer encoder block (dynamic sequence) at five sizes each, odd ones among them.
 
     python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90]   # CPU machine
     python3 bench/gpu/dynamic_vs_static.py run OUT_DIR [--mode graph]       # GPU host
 
-``build`` writes each op once with run-time dims and once per size with static ones (softmax and
-layernorm imported from PyTorch with a dynamic batch, their row static), and compiles them for
-cuda.
+``build`` writes each op once with run-time dims and once per size with static ones (softmax,
+layernorm, conv and block imported from PyTorch with one dynamic dim, ``DYNAMIC_DIM``), and
+compiles them for cuda.
 ``run`` loads them on the GPU, checks every output against PyTorch in float64 (a wrong result is
 marked WRONG and gets no speed), and times each with fresh device-resident inputs (a pool of
 ``POOL`` input sets, rotated): GPU kernel time per call through CUPTI (torch.profiler, which sees
@@ -33,7 +33,10 @@ SIZES = {
     "matmul": [(1, 1, 1), (7, 13, 5), (127, 255, 129), (509, 1021, 257), (1024, 1024, 1024)],
     "softmax": [(1, 1001), (7, 1001), (131, 1001), (1031, 1001), (8191, 1001)],
     "layernorm": [(1, 1023), (7, 1023), (131, 1023), (1031, 1023), (8191, 1023)],
+    "conv": [(1, 32, 28, 28), (3, 32, 28, 28), (8, 32, 28, 28), (17, 32, 28, 28), (64, 32, 28, 28)],
+    "block": [(1, 1, 256), (1, 7, 256), (1, 64, 256), (1, 129, 256), (1, 512, 256)],
 }
+DYNAMIC_DIM = {"conv": 0, "softmax": 0, "layernorm": 0, "block": 1}
 # The row of softmax and layernorm is static in their dynamic module too: torch.export guards a
 # run-time row with comparisons of sizes (arith.cmpi), which pyree does not take yet.
 
@@ -93,6 +96,11 @@ def program(op: str):
     """``op`` as a torch module: the reference of every op, and what softmax and layernorm are
     imported from."""
     import torch
+    torch.manual_seed(0)  # the same weights where it is built and where it runs
+    if op == "conv":
+        return torch.nn.Sequential(torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU()).eval()
+    if op == "block":
+        return torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).eval()
     functions = {"elementwise": lambda a, b: a * b + a, "matmul": lambda a, b: a @ b,
                  "softmax": lambda a: torch.softmax(a, -1),
                  "layernorm": lambda a: torch.nn.functional.layer_norm(a, (a.shape[-1],))}
@@ -109,15 +117,17 @@ def program(op: str):
 
 
 def source(op: str, size: tuple | None) -> str:
-    """MLIR of ``op``: written here (elementwise, matmul), or imported from PyTorch with a
-    dynamic batch (softmax, layernorm)."""
+    """MLIR of ``op``: written here (elementwise, matmul), or imported from PyTorch with one
+    dynamic dim (``DYNAMIC_DIM``)."""
     if op in ("elementwise", "matmul"):
         return mlir(op, size)
     import torch
     from pyree.compiler import import_torch
     example = torch.randn(*(size or SIZES[op][2]))
-    dims = None if size else {"a": {0: torch.export.Dim("batch", max=1 << 16)}}
-    return import_torch(program(op), example, dynamic_shapes=dims)
+    model = program(op)
+    name = "src" if op == "block" else "input" if op == "conv" else "a"
+    dims = None if size else {name: {DYNAMIC_DIM[op]: torch.export.Dim("n", min=1, max=4096)}}
+    return import_torch(model, example, dynamic_shapes=dims)
 
 
 def build(out: Path, target: str) -> None:

@@ -328,21 +328,31 @@ def test_the_encoder_holds_each_call_to_the_sequence_bounds(encoder):
 
 
 class _Pick(torch.nn.Module):
+    """What a decoder does with a dynamic sequence: rows picked at computed ids (index_select
+    along the sequence: a gather from a binding with a run-time dim) and the last position
+    (``x[:, -1]``: a slice whose offset is ``seq - 1``)."""
+
     def forward(self, x, ids):
-        return x.index_select(1, ids) * 2
+        return x.index_select(1, ids) * 2, x[:, -1] + 1
 
 
-def test_what_a_dynamic_sequence_still_needs_is_refused_by_name():
-    """Reading a tensor with a run-time dim at computed indices (index_select along the
-    sequence) is not compiled yet on llvm-cpu; it is refused naming the kernel and the op's
-    line instead of guessed."""
+@pytest.fixture(scope="module")
+def pick(backend):
     seq = torch.export.Dim("seq", min=1, max=512)
-    mlir = import_torch(_Pick(), torch.randn(2, 8, 4), torch.tensor([0, 3]),
+    mlir = import_torch(_Pick(), torch.randn(2, 8, 4), torch.tensor([0, 3, 5, 7]),
                         dynamic_shapes={"x": {1: seq}, "ids": None})
-    with pytest.raises(CompileError, match=r"a gather from binding 1, whose shape \(2, p0, 4\) "
-                       r"has run-time dims, is not supported yet in kernel '\w+' "
-                       r"\(<string>:\d+:\d+\)"):
-        compile_str(mlir, CPU)
+    return load(mlir, backend)
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 37])
+def test_index_select_and_last_position_of_a_dynamic_sequence(pick, n):
+    x = _special(np.random.default_rng(n), (2, n, 4))
+    ids = np.array([n - 1, 0, n // 2, n - 1])
+    with torch.no_grad():
+        want = _Pick()(torch.from_numpy(x), torch.from_numpy(ids))
+    got = pick["main"](x, ids)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.to_host(), w.numpy())
 
 
 def test_onnx_symbolic_batch(backend):

@@ -1,6 +1,6 @@
 """Dynamic forms pyree still refuses, each by name at the user's file:line:col (never a wrong
 answer): StableHLO ops that change a ``?`` dim (concatenate, pad) and ``dynamic_pad``, TOSA's
-broadcasts over ``?`` dims, a scatter from run-time-sized updates, and a TOSA region whose branches disagree (named as the ``tosa.cond_if`` the user wrote)."""
+broadcasts over ``?`` dims, and a TOSA region whose branches disagree (named as the ``tosa.cond_if`` the user wrote)."""
 
 from __future__ import annotations
 
@@ -40,25 +40,6 @@ func.func @main(%x: tensor<?x4xf32>, %p: tensor<f32>) -> tensor<?x4xf32> {
   return %y : tensor<?x4xf32>
 }
 """, r"<string>:3:\d+: error: 'stablehlo.pad' with dynamic dimensions is not supported yet")
-
-
-def test_scatter_of_run_time_sized_updates_is_refused_by_name():
-    refused("""
-func.func @s() -> tensor<6x3xi32> {
-  %base = util.unfoldable_constant dense<1> : tensor<6x3xi32>
-  %i = flow.tensor.dynamic_constant dense<[[2], [4]]> : tensor<2x1xi32> -> tensor<?x1xi32>
-  %u = flow.tensor.dynamic_constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi32> -> tensor<?x3xi32>
-  %0 = "stablehlo.scatter"(%base, %i, %u) ({
-  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
-    %1 = stablehlo.add %a, %b : tensor<i32>
-    "stablehlo.return"(%1) : (tensor<i32>) -> ()
-  }) {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<
-      update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
-      index_vector_dim = 1>, unique_indices = false}
-    : (tensor<6x3xi32>, tensor<?x1xi32>, tensor<?x3xi32>) -> tensor<6x3xi32>
-  return %0 : tensor<6x3xi32>
-}
-""", r"gather from binding \d+, whose shape .* has run-time dims, is not supported yet.*:6:\d+")
 
 
 def test_tosa_broadcast_over_dynamic_dims_is_refused_by_name():

@@ -195,3 +195,29 @@ func.func @a(%n: index) -> index {
 """
     with pytest.raises(CompileError, match=r":3:\d+: .*util.assume.int knows umin, umax, udiv"):
         compile_str(text, CPU)
+
+
+SCATTER_OF_RUN_TIME_SIZED_UPDATES = """
+func.func @s() -> tensor<6x3xi32> {
+  %base = util.unfoldable_constant dense<1> : tensor<6x3xi32>
+  %i = flow.tensor.dynamic_constant dense<[[2], [4]]> : tensor<2x1xi32> -> tensor<?x1xi32>
+  %u = flow.tensor.dynamic_constant dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi32> -> tensor<?x3xi32>
+  %0 = "stablehlo.scatter"(%base, %i, %u) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %1 = stablehlo.add %a, %b : tensor<i32>
+    "stablehlo.return"(%1) : (tensor<i32>) -> ()
+  }) {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>, unique_indices = false}
+    : (tensor<6x3xi32>, tensor<?x1xi32>, tensor<?x3xi32>) -> tensor<6x3xi32>
+  return %0 : tensor<6x3xi32>
+}
+"""
+
+
+def test_a_scatter_of_run_time_sized_updates_against_numpy():
+    """The updates' rows are a run-time size: the scatter gathers from a binding with a
+    run-time dim (its index arithmetic reads the dim as a push constant)."""
+    want = np.ones((6, 3), np.int32)
+    want[[2, 4]] += np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+    np.testing.assert_array_equal(run(SCATTER_OF_RUN_TIME_SIZED_UPDATES, "s")[0], want)

@@ -74,3 +74,15 @@ def test_a_select_is_one_atom_that_substitution_decides():
     assert size_exprs.spell(program, ["n", "m"]) == "(n if (n < m) else m)"
     for n, m in [(0, 0), (3, 5), (5, 3), (7, 7)]:
         assert size_exprs.evaluate(program, (n, m)) == min(n, m)
+
+
+def test_a_size_program_past_the_runtimes_limit_is_a_compile_error():
+    """A SizeExpr the runtime would refuse at load (more than ``MAX_CODE`` entries) is refused
+    when the module is written, naming the size; the runtime's limit is the compiler's."""
+    from pyree.compiler import CompileError
+    assert sizes.MAX_CODE == size_exprs.MAX_CODE
+    long = sum((sizes.opaque("ceildiv", N * k, 7) for k in range(1, 200)), 0)
+    with pytest.raises(CompileError, match=r"program of \d+ entries, more than the 1024"):
+        sizes.code(long, {"n": 0})
+    assert len(sizes.code(sum((sizes.opaque("ceildiv", N * k, 7) for k in range(1, 20)), 0),
+                          {"n": 0})) < sizes.MAX_CODE

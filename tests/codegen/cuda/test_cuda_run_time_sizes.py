@@ -135,7 +135,7 @@ def test_static_kernels_take_no_push_constants(tmp_path):
 
 
 # ---- the kernels' arithmetic, run on this CPU (nvptx_on_cpu.py) --------------------------------
-P0, P1, P2 = (Size.symbol(f"p{k}") for k in range(3))
+P0, P1, P2, P3 = (Size.symbol(f"p{k}") for k in range(4))
 
 
 def ix(n: int, *dims: int, const=0) -> AffineExpr:
@@ -194,6 +194,21 @@ def test_gather_from_a_static_table_at_run_time_ids():
         np.testing.assert_array_equal(got, table[np.clip(idv, 0, 9)])
 
 
+def test_gather_from_a_run_time_shaped_table():
+    """out[p0, 3] = table[clamp(ids[p0]), :] of a table[p1, 3]: the clamp and the row stride
+    are the dispatch's sizes (index_select along a dynamic sequence)."""
+    ids = Load(0, (ix(2, 0, 1),), "i32")
+    kernel = Kernel("g", (P0, 3), 2, (Binding("i32", (P0,), "read"), Binding("f32", (P1, 3), "read"),
+                                      Binding("f32", (P0, 3), "write")),
+                    (Result(2, (ix(2, 0, 1), ix(2, 1, 1)), Gather(1, (ids, LoopIndex(1)), "f32")),))
+    rng = np.random.default_rng(11)
+    for n, rows in [(0, 5), (1, 1), (7, 13), (131, 2)]:
+        table = rng.standard_normal((rows, 3)).astype(np.float32)
+        idv = rng.integers(-3, rows + 3, n).astype(np.int32)
+        got = run_emulated(kernel, (n, rows), {0: idv, 1: table}, n)[2]
+        np.testing.assert_array_equal(got, table[np.clip(idv, 0, rows - 1)])
+
+
 def test_a_body_that_reads_a_size():
     """out[i] = x[i] + p1, p1 a push constant read as a value (SizeValue: a body comparing a
     dim with 1 reads one)."""
@@ -226,6 +241,33 @@ def test_matmul_and_column_sums_fold_to_run_time_extents():
         np.testing.assert_allclose(got, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5 * k ** 0.5)
         got = run_emulated(cols, (m, k), {0: x}, k)[1]
         np.testing.assert_allclose(got, x.sum(0, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_takes_the_static_templates_tiling_per_dispatch(monkeypatch):
+    """One kernel holds every SIMT tiling and takes the one ``choose_tiling`` takes for the
+    dispatch's M, N and batch, the grid to match: with ``FILL_BLOCKS`` lowered to 1 a 130x129
+    product runs 128x128 tiles, 70x65 runs 64x64 and 33x65 runs 32x32 (a batch of 3 products,
+    each checked)."""
+    from pyree.compiler.codegen.common.llvm_gpu import matmul
+    monkeypatch.setattr(matmul, "FILL_BLOCKS", 1)
+    a = Load(0, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 3, 1)), "f32")
+    b = Load(1, (ix(4, 0, 1), ix(4, 3, 1), ix(4, 2, 1)), "f32")
+    mm = Kernel("bmm", (P3, P0, P1, P2), 3,
+                (Binding("f32", (P3, P0, P2), "read"), Binding("f32", (P3, P2, P1), "read"),
+                 Binding("f32", (P3, P0, P1), "write")),
+                (Result(2, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 2, 1)),
+                        Binary("add", Acc(0, "f32"), Binary("mul", a, b, "f32"), "f32"),
+                        init=Const(0.0, "f32")),))
+    emulated = Emulated(mm)
+    rng = np.random.default_rng(8)
+    for (m, n, k), tile in [((130, 129, 5), 128), ((70, 65, 9), 64), ((33, 65, 17), 32),
+                            ((128, 127, 3), 64)]:
+        assert emulated.grid([m, n, k, 3]) == (-(-n // tile), -(-m // tile), 3)
+        x = rng.standard_normal((3, m, k)).astype(np.float32)
+        y = rng.standard_normal((3, k, n)).astype(np.float32)
+        out = np.full((3, m, n), np.nan, np.float32)
+        assert emulated([x, y, out], [m, n, k, 3])
+        np.testing.assert_allclose(out, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5 * k ** 0.5)
 
 
 def test_a_slice_past_its_binding_traps_before_any_access():

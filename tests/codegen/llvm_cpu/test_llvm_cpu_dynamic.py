@@ -281,12 +281,20 @@ def test_gather_from_a_static_table_at_run_time_ids():
         np.testing.assert_array_equal(got, table[np.clip(idv, 0, 9)])
 
 
-def test_a_gather_from_a_run_time_shaped_binding_is_refused_by_name():
-    kernel = Kernel("g", (P0,), 1, (Binding("i32", (P0,), "read"), Binding("f32", (P1,), "read"),
-                                    Binding("f32", (P0,), "write")),
-                    (Result(2, (affine(1),), Gather(1, (Load(0, (affine(1),), "i32"),), "f32")),))
-    with pytest.raises(CompileError, match="gather from binding 1.*run-time dims.*kernel 'g'"):
-        Compiled([kernel])
+def test_gather_from_a_run_time_shaped_table():
+    """out[p0, 3] = table[clamp(ids[p0]), :] of a table[p1, 3]: the clamp and the row stride
+    are the dispatch's sizes (index_select along a dynamic sequence)."""
+    ids = Load(0, (affine(1, 0),), "i32")
+    kernel = Kernel("g", (P0, 3), 2, (Binding("i32", (P0,), "read"), Binding("f32", (P1, 3), "read"),
+                                      Binding("f32", (P0, 3), "write")),
+                    (Result(2, identity(2), Gather(1, (ids, LoopIndex(1)), "f32")),))
+    compiled = Compiled([kernel])
+    rng = np.random.default_rng(11)
+    for n, rows in [(0, 5), (1, 1), (7, 13), (131, 2)]:
+        table = random_array("f32", (rows, 3), rng)
+        idv = rng.integers(-3, rows + 3, n).astype(np.int32)
+        got = dispatch(compiled, kernel, (n, rows), {0: idv, 1: table})[2]
+        np.testing.assert_array_equal(got, table[np.clip(idv, 0, rows - 1)])
 
 
 def slice_kernel() -> Kernel:

@@ -25,6 +25,7 @@ from itertools import product
 
 # SizeExpr opcodes (schemas/common.fbs); EQ and on: schema 1.6.
 CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, EQ, LT, LE, SELECT = range(14)
+MAX_CODE = 1024  # the runtime's limit on one SizeExpr (module/size_exprs.py)
 _OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX,
             "eq": EQ, "lt": LT, "le": LE, "select": SELECT}
 
@@ -256,6 +257,10 @@ def code(value, symbol_index: dict[str, int]) -> list[int]:
     out = out or [CONST, 0]
     for m, c in negative:
         out += _term_code(m, c, symbol_index) + [SUB]
+    if len(out) > MAX_CODE:
+        from pyree.compiler.errors import CompileError
+        raise CompileError(f"a run-time size needs a program of {len(out)} entries, more than "
+                           f"the {MAX_CODE} a module's SizeExpr may hold: {value}")
     return out
 
 

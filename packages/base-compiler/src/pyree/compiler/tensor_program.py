@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
-from pyree.compiler.kernel import Result, SizeValue, itemsize, result_nodes
+from pyree.compiler.kernel import Load, Result, SizeValue, itemsize, result_nodes
 from pyree.compiler.sizes import Size, num_elements
 
 
@@ -70,10 +70,20 @@ def parameters_of(generic: Generic) -> list[Size]:
     dispatch passes these sizes."""
     params: dict[Size, None] = {}
     for d in (*generic.loop_ranges, *(d for v in (*generic.inputs, *generic.results)
-                                      for d in v.shape), *size_values(generic)):
+                                      for d in v.shape), *size_values(generic),
+              *index_sizes(generic)):
         if isinstance(d, Size):
             params[d] = None
     return list(params)
+
+
+def index_sizes(generic: Generic) -> list[Size]:
+    """The run-time sizes among the coefficients and offsets of ``generic``'s affine indices
+    (a slice of a dynamic sequence that starts at ``n - 1``)."""
+    indices = [ix for r in generic.outputs
+               for ix in (*r.index, *(i for e in result_nodes(r) if isinstance(e, Load)
+                                      for i in e.index))]
+    return [v for ix in indices for v in (*ix.coeffs, ix.const) if isinstance(v, Size)]
 
 
 def size_values(generic: Generic) -> list[Size]:

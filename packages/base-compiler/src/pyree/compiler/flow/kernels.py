@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.kernel import Binding, Kernel, SizeValue, map_result
+from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, SizeValue, map_result
 from pyree.compiler.sizes import Size
-from pyree.compiler.tensor_program import Generic, parameters_of, size_values
+from pyree.compiler.tensor_program import Generic, index_sizes, parameters_of, size_values
 
 
 def outline(generic: Generic, name: str) -> Kernel:
@@ -18,9 +18,17 @@ def outline(generic: Generic, name: str) -> Kernel:
     bindings = tuple([Binding(v.dtype, local(v.shape), "read") for v in generic.inputs]
                      + [Binding(v.dtype, local(v.shape), "write") for v in generic.results])
     results = tuple(dataclasses.replace(r, binding=n + r.binding) for r in generic.outputs)
-    if size_values(generic):  # the sizes the body reads become its push constants too
-        value = lambda e: SizeValue(params[e.size], e.dtype) if isinstance(e, SizeValue) else None
-        results = tuple(map_result(r, value) for r in results)
+    if size_values(generic) or index_sizes(generic):
+        # the sizes the body reads and its indices' run-time offsets become push constants too
+        def index(ix: tuple[AffineExpr, ...]) -> tuple[AffineExpr, ...]:
+            return tuple(AffineExpr(local(i.coeffs), params.get(i.const, i.const)
+                                    if isinstance(i.const, Size) else i.const) for i in ix)
+
+        def value(e):
+            if isinstance(e, SizeValue):
+                return SizeValue(params[e.size], e.dtype)
+            return dataclasses.replace(e, index=index(e.index)) if isinstance(e, Load) else None
+        results = tuple(map_result(r, value, index=index(r.index)) for r in results)
     return Kernel(name=name, loop_ranges=local(generic.loop_ranges),
                   num_parallel=generic.num_parallel, bindings=bindings, results=results,
                   location=generic.location)

@@ -26,8 +26,9 @@ from pyree.compiler.kernel import (
     Result,
     Select,
     itemsize,
+    size_value,
 )
-from pyree.compiler.sizes import Size, num_elements
+from pyree.compiler.sizes import Size, num_elements, static_shape
 from pyree.compiler.tensor_program import Constant, Generic, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
@@ -107,7 +108,7 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
     dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
     result = fn.bind_value(op.result, dtype, _sliced_shape(sizes, shape, where))
     kept = _kept_dims(sizes, result.shape, where)
-    if _is_contiguous(source.shape, offsets, sizes, strides):
+    if static_shape(offsets) and _is_contiguous(source.shape, offsets, sizes, strides):
         rows = [num_elements(source.shape[d + 1:]) for d in range(len(offsets))]
         start = sum(o * r for o, r in zip(offsets, rows))
         fn.emit(View(result, source, start * itemsize(source.dtype), where))
@@ -168,15 +169,19 @@ def lower_concat(fn: FunctionLowering, op: tensor.ConcatOp) -> None:
     where = location_of(op)
     dim = op.dim.value.data
     parts = [fn.tensor(v, where) for v in op.inputs]
-    result = fn.result_value(op.result, where)
-    rank = len(result.shape)
-    inputs = Inputs()
     starts = [0]
     for part in parts:
         starts.append(starts[-1] + part.shape[dim])
+    dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
+    # a ``?`` of the result: the parts' sum along ``dim``, the first part's size elsewhere
+    result = fn.bind_value(op.result, dtype, tuple(
+        s if s is not None else starts[-1] if d == dim else parts[0].shape[d]
+        for d, s in enumerate(shape)))
+    rank = len(result.shape)
+    inputs = Inputs()
     value: Expr = _load_shifted(inputs, parts[-1], rank, dim, starts[-2])
     for k in range(len(parts) - 2, -1, -1):
-        inside = Compare("lt", LoopIndex(dim), Const(starts[k + 1], "index"))
+        inside = Compare("lt", LoopIndex(dim), size_value(starts[k + 1], "index"))
         value = Select(inside, _load_shifted(inputs, parts[k], rank, dim, starts[k]), value,
                        result.dtype)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
@@ -277,16 +282,18 @@ def _static_slice(op, where: str) -> tuple[list[int], list[int], list[int]]:
 
 
 def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
-    """A slice's offsets, sizes and strides: a size may be a run-time size (a ``?`` of the
-    static sizes, given by an operand); offsets and strides must be constants."""
-    if op.offsets or op.strides:
-        raise CompileError(f"'{op.name}' with dynamic offsets or strides is not supported yet",
-                           where)
-    given = iter(op.sizes)
-    sizes = [size_of(fn, next(given), where) if n == DYNAMIC_INDEX else n
+    """A slice's offsets, sizes and strides: an offset or a size may be a run-time size (a ``?``
+    of the static ones, given by an operand computed from dims: ``x[:, -1]`` of a dynamic
+    sequence starts at ``n - 1``); strides must be constants. An offset past the source is
+    the kernels' run-time checks' to refuse."""
+    if op.strides:
+        raise CompileError(f"'{op.name}' with dynamic strides is not supported yet", where)
+    given_sizes, given_offsets = iter(op.sizes), iter(op.offsets)
+    sizes = [size_of(fn, next(given_sizes), where) if n == DYNAMIC_INDEX else n
              for n in op.static_sizes.get_values()]
-    offsets, strides = list(op.static_offsets.get_values()), list(op.static_strides.get_values())
-    return offsets, sizes, strides
+    offsets = [size_of(fn, next(given_offsets), where) if n == DYNAMIC_INDEX else n
+               for n in op.static_offsets.get_values()]
+    return offsets, sizes, list(op.static_strides.get_values())
 
 
 def _sliced_shape(sizes: list, shape: tuple, where: str) -> tuple:

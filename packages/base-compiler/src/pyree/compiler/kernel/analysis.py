@@ -156,26 +156,27 @@ def fold_identity(op: str, dtype: str) -> float | int | bool:
             "max": int(info.min), "min": int(info.max)}[op]
 
 
-def gather_offset(index: tuple[Expr, ...], shape: tuple[int, ...],
-                  loop_ranges: tuple[int, ...] = ()) -> Expr:
+def gather_offset(index: tuple[Expr, ...], shape: tuple, loop_ranges: tuple[int, ...] = ()) -> Expr:
     """The row-major element offset a Gather of a ``shape`` binding reads, with each index
     clamped into its dim (``loop_ranges`` lets a clamp go where the index is known in range).
     The arithmetic is i32 when the binding has fewer than 2**31 elements (no Int64 needed on
     GPUs for i32 ids), else index; an index is clamped in its own width or wider, so a huge
-    i64 index clamps rather than wraps."""
-    dtype = "i32" if int(np.prod(shape, dtype=np.int64)) < 2**31 else "index"
+    i64 index clamps rather than wraps. A run-time dim (a ``sizes.Size``) enters as the
+    dispatch's value of it (``SizeValue``), in index arithmetic."""
+    static = sizes.static_shape(shape)
+    dtype = "i32" if static and int(np.prod(shape, dtype=np.int64)) < 2**31 else "index"
     offset: Expr | None = None
     stride = 1
     for ix, n in reversed(list(zip(index, shape))):
         term = _clamped(ix, n, dtype, loop_ranges)
         if stride != 1:
-            term = Binary("mul", term, Const(stride, dtype), dtype)
+            term = Binary("mul", term, size_value(stride, dtype), dtype)
         offset = term if offset is None else Binary("add", term, offset, dtype)
-        stride *= n
+        stride = stride * n
     return offset if offset is not None else Const(0, dtype)
 
 
-def _clamped(ix: Expr, n: int, dtype: str, loop_ranges: tuple[int, ...]) -> Expr:
+def _clamped(ix: Expr, n, dtype: str, loop_ranges: tuple[int, ...]) -> Expr:
     """``ix`` clamped into [0, n - 1], as ``dtype``; a side is left out where ``ix`` provably
     stays inside it. A widened narrow index is clamped before widening (the same value), so
     i32 ids need no 64-bit arithmetic."""
@@ -188,7 +189,9 @@ def _clamped(ix: Expr, n: int, dtype: str, loop_ranges: tuple[int, ...]) -> Expr
     lo, hi = interval(ix, loop_ranges)
     if lo < 0:
         ix = Binary("max", ix, Const(0, ix.dtype), ix.dtype)
-    if hi > n - 1:
+    if not sizes.is_static(n):  # n - min(n, 1): the last index, 0 for an empty dim
+        ix = Binary("min", ix, size_value(n - sizes.opaque("min", n, 1), ix.dtype), ix.dtype)
+    elif hi > n - 1:
         ix = Binary("min", ix, Const(max(n - 1, 0), ix.dtype), ix.dtype)
     if ix.dtype != dtype:  # now in [0, n - 1], which dtype holds
         ix = Cast("trunci" if int_bits(ix.dtype) > int_bits(dtype) else "extui", ix, dtype)

@@ -233,10 +233,6 @@ def flatten(kernel: Kernel) -> Kernel:
 
     def gather(e: Gather) -> Gather:
         shape = kernel.bindings[e.binding].shape
-        if not static_shape(shape):
-            raise CompileError(f"a gather from binding {e.binding}, whose shape {shape} has "
-                               f"run-time dims, is not supported yet in kernel '{kernel.name}'"
-                               + (f" ({kernel.location})" if kernel.location else ""))
         return replace(e, index=(gather_offset(e.index, shape, kernel.loop_ranges),))
 
     return replace(

@@ -101,7 +101,14 @@ class ScalarLowering:
         if isinstance(e, K.Gather):  # clamped again: the shader never trusts its index
             kernel = self.sh.kernel
             at = K.gather_offset(e.index, kernel.bindings[e.binding].shape, kernel.loop_ranges)
+            if at.dtype != "i32":  # a run-time dim's index arithmetic; bindings stay below 2**31
+                at = K.Cast("trunci", at, "i32")
             return self.sh.load(e.binding, self(at))  # i32: bindings are below 2**31 elements
+        if isinstance(e, K.SizeValue) and self.sh.sizes is not None:  # a push constant's size
+            bits = self.sh.compute_bits(e.dtype)
+            if bits not in (32, 64):
+                raise self._unsupported(f"a run-time size read as {e.dtype}")
+            return self.sh.sizes.wide(e.size) if bits == 64 else self.sh.sizes(e.size)
         if isinstance(e, K.Const):
             return self.const(e.value, e.dtype)
         if isinstance(e, K.LoopIndex):

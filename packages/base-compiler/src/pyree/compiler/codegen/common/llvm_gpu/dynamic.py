@@ -10,8 +10,9 @@ the static templates run with those values where they had ints:
 
 - elementwise (no reduction): ``elementwise.emit_strided``, one thread per element in a
   grid-stride loop;
-- contractions (a matmul with M, N, K at run time; batch loops too): ``matmul.emit_tiled``,
-  the SIMT template's 64x64 tiles staged in shared memory, tails clamped and masked;
+- contractions (a matmul with M, N, K at run time; batch loops too): ``matmul.emit_chosen``,
+  the SIMT template's tiles staged in shared memory, tails clamped and masked, with each of its
+  tilings in one kernel and the one the static template would take chosen per dispatch;
 - reductions along the rows' contiguous memory, and every row kernel (softmax, layernorm):
   ``reduction.emit_block``, one block per output point striding over its row;
 - the rest (column sums, argmax-style folds): ``reduction.emit_serial``, one thread per output
@@ -38,10 +39,6 @@ from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
 from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
 from pyree.compiler.sizes import is_static
 
-# The tiled matmul's tile for run-time M and N: the middle of the static templates' three, which
-# choose by the extents (matmul.choose_tiling).
-TILING = matmul.TILINGS[1]
-
 
 def plan(kernel: K.Kernel, target) -> K.Kernel | None:
     """The normalized kernel, for a kernel with run-time sizes; None for a static one."""
@@ -58,7 +55,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
         return elementwise.emit_strided(module, flat, name, fn, sizes)
     contraction = contraction_of(kernel) if _loop_indices(kernel) else None
     if contraction is not None:
-        return matmul.emit_tiled(module, kernel, name, contraction, TILING, fn, sizes)
+        return matmul.emit_chosen(module, kernel, name, contraction, fn, sizes)
     folds = K.fold_pattern(flat.reductions)
     if folds is not None and (K.is_row_kernel(flat.results) or not K.contiguous_along_parallel(flat)):
         return reduction.emit_block(module, flat, name, folds, fn, sizes)

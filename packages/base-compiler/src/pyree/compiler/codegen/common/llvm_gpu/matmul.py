@@ -20,7 +20,7 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, c
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
 from pyree.compiler.errors import CompileError
-from pyree.compiler.sizes import is_static, num_elements, opaque
+from pyree.compiler.sizes import is_static, num_elements, opaque, select
 
 _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 
@@ -28,7 +28,8 @@ _SUFFIX = {"float": "f32", "double": "f64", "half": "f16", "bfloat": "bf16"}
 # The smallest tile takes the products too small to fill the GPU (batch 1: GPT-2's 128-row linears,
 # MobileNet's 7x7 pointwise convs), whose K steps each pay a fixed cost (loads, a barrier) that an
 # 8-deep step's arithmetic does not cover. 16 deep ran GPT-2 and MobileNet v2 faster than 8 or 32
-# deep, with half the unrolled code of 32 (BENCHMARKS.md, 2026-11-26).
+# deep, with half the unrolled code of 32 (BENCHMARKS.md, 2026-11-26). Each has 256 threads, which
+# ``emit_chosen`` relies on.
 TILINGS = (Tiling(128, 128, 8, 8, 8), Tiling(64, 64, 8, 4, 4), Tiling(32, 32, 16, 2, 2))
 FILL_BLOCKS = 132  # a large GPU's multiprocessors: fewer blocks than this leave some idle
 
@@ -61,17 +62,78 @@ def emit_tiled(module: Module, kernel: K.Kernel, name: str, c: Contraction, t: T
     """The tiled kernel with tiling ``t``. ``fn``: the kernel's body so far; ``sizes``: its
     ``size_values.SizeValues`` where its extents are run-time sizes (``STATIC`` without); a
     run-time K may be 0, which leaves the first tile unloaded."""
+    shared = _shared_arrays(module, name, c.dtype, (t,))
+    _tile(fn, kernel, c, t, sizes, shared)
+    par = kernel.parallel_ranges
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, t.threads, _min_blocks((t,)))
+    return Launch((opaque("ceildiv", par[-1], t.bn), opaque("ceildiv", par[-2], t.bm),
+                   num_elements(par[:-2])), (t.threads, 1, 1))
+
+
+def emit_chosen(module: Module, kernel: K.Kernel, name: str, c: Contraction, fn: Function,
+                sizes) -> Launch:
+    """The tiled kernel for run-time extents: every tiling of ``TILINGS`` in one kernel, the one
+    ``choose_tiling`` would take for the dispatch's M, N and batch chosen per call (a branch
+    every thread of the dispatch takes alike), and a grid to match. With one tile for every
+    size, a 127x255 product ran 8 blocks of 64x64 where the static kernel runs 32 of 32x32
+    (1.9x its time on the H200, BENCHMARKS.md)."""
+    par = kernel.parallel_ranges
+    M, N, nb = par[-2], par[-1], num_elements(par[:-2])
+    fits = [tiling_fits(M, N, nb, t) for t in TILINGS[:-1]]
+    shared = _shared_arrays(module, name, c.dtype, TILINGS)
+    none_before = "true"
+    for t, fit in zip(TILINGS, [*fits, 1]):
+        taken = fn.op(f"icmp ne i64 {sizes(fit)}, 0")
+        fn.if_then(fn.op(f"and i1 {none_before}, {taken}"),
+                   lambda t=t: _tile(fn, kernel, c, t, sizes, shared))
+        none_before = fn.op(f"and i1 {none_before}, {fn.op(f'xor i1 {taken}, true')}")
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, TILINGS[0].threads,
+                      _min_blocks(TILINGS))
+
+    def tiles(extent, side):
+        """ceildiv(extent, the chosen tiling's side)"""
+        count = opaque("ceildiv", extent, side(TILINGS[-1]))
+        for t, fit in reversed(list(zip(TILINGS, fits))):
+            count = select(fit, opaque("ceildiv", extent, side(t)), count)
+        return count
+    return Launch((tiles(N, lambda t: t.bn), tiles(M, lambda t: t.bm), nb),
+                  (TILINGS[0].threads, 1, 1))
+
+
+def tiling_fits(m, n, batch, t: Tiling):
+    """A size that is 1 where ``choose_tiling(m, n, batch)`` would take ``t`` if it got that
+    far, else 0 (``x >= c`` is ``min(1, x // c)``), for sizes known per dispatch only."""
+    def at_least(x, c):
+        return opaque("min", 1, opaque("floordiv", x, c))
+    blocks = opaque("ceildiv", m, t.bm) * opaque("ceildiv", n, t.bn) * batch
+    return at_least(m, t.bm) * at_least(n, t.bn) * at_least(blocks, FILL_BLOCKS)
+
+
+def _shared_arrays(module: Module, name: str, dtype: str, tilings) -> tuple[str, str]:
+    """The double-buffered X and Y tiles in shared memory, sized for the largest of ``tilings``
+    (the branches of ``emit_chosen`` share them)."""
+    ty_ = llvm_type(dtype)
+    return (module.shared_array(f"{name}_a", ty_, max(2 * t.bk * t.bm for t in tilings), 32),
+            module.shared_array(f"{name}_b", ty_, max(2 * t.bk * t.bn for t in tilings), 32))
+
+
+def _min_blocks(tilings) -> int:
+    """Two blocks a multiprocessor where a thread's register tile is large: ptxas then keeps it
+    within 128 registers instead of spilling less often and running one block."""
+    return 2 if max(t.tm * t.tn for t in tilings) >= 64 else 0
+
+
+def _tile(fn: Function, kernel: K.Kernel, c: Contraction, t: Tiling, sizes,
+          shared: tuple[str, str]) -> None:
+    """The body of the tiled kernel with tiling ``t``, its tiles in ``shared``."""
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
-    nb = num_elements(batch)
     m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
     ty_ = llvm_type(c.dtype)
     isz = K.itemsize(c.dtype)
     lowering = epilogue_lowering(fn, kernel, sizes)
-
-    a_sh = module.shared_array(f"{name}_a", ty_, 2 * t.bk * t.bm, 32)
-    b_sh = module.shared_array(f"{name}_b", ty_, 2 * t.bk * t.bn, 32)
+    a_sh, b_sh = shared
     tid = fn.op(f"zext i32 {fn.special('tid.x')} to i64")
     bx, by = fn.special("ctaid.x"), fn.special("ctaid.y")
     n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
@@ -166,9 +228,6 @@ def emit_tiled(module: Module, kernel: K.Kernel, name: str, c: Contraction, t: T
             store_span(fn, kernel, c, bidx, gm, fn.op(f"add i64 {n0}, {start}"), totals, lowering,
                        sizes)
             j += width
-    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, t.threads,
-                      2 if t.tm * t.tn >= 64 else 0)
-    return Launch((opaque("ceildiv", N, t.bn), opaque("ceildiv", M, t.bm), nb), (t.threads, 1, 1))
 
 
 def fmuladd(fn: Function, ty_: str, a: str, b: str, c: str) -> str:
