@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from pyree.compiler.flow.arg_folds import split_arg_folds
 from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.collapse import collapse_reductions
 from pyree.compiler.flow.constant_folding import fold_constants
@@ -55,6 +56,7 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False) -> 
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``strict_floats``: float folds stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
     return [
+        Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm),
              run_time_sizes=True),

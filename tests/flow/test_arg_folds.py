@@ -1,0 +1,112 @@
+"""Arg-max/min folds split into plain parallel folds (flow/arg_folds.py): the answer is the
+sequential loop's, as torch-mlir's linalg states it (``m = maximumf(m, x); i = x > m_old ? j :
+i``), at odd shapes with ties, NaN, +-inf and -0, on every target that runs in CI; and PyTorch's
+where there is no NaN (PyTorch returns a NaN's index, torch-mlir's loop the maximum's before it)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+import torch  # CI installs it: a missing torch fails there, never skips
+from pyree.compiler import CompileOptions, compile_str, import_torch
+
+BACKENDS = [
+    pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
+    pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
+]
+SHAPES = [(1, 50257), (3, 1000), (7, 1), (5, 13), (2, 4099)]
+
+
+class ArgFolds(torch.nn.Module):
+    def forward(self, x):
+        return x.argmax(-1, keepdim=True), x.argmin(-1), x.argmax(0), x.max(-1)[0]
+
+
+def sequential(x: np.ndarray, axis: int, larger: bool) -> np.ndarray:
+    """The linalg loop torch-mlir writes, run element by element: the index moves where an
+    element beats the value before it, and the value folds with maximumf (minimumf), which
+    stays NaN from the first NaN on."""
+    x = np.moveaxis(x, axis, -1)
+    out = np.zeros(x.shape[:-1], np.int64)
+    for row in np.ndindex(*x.shape[:-1]):
+        m = -np.inf if larger else np.inf
+        for j, v in enumerate(x[row]):
+            if (v > m) if larger else (v < m):
+                out[row] = j
+            m = np.nan if np.isnan(v) or np.isnan(m) else (max(m, v) if larger else min(m, v))
+    return out
+
+
+def special(rng, shape, dtype) -> np.ndarray:
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    if flat.size > 40:
+        flat[[3, 17]] = flat.max() + 1          # a tie for the maximum: the first one wins
+        flat[[5, 29]] = flat.min() - 1          # and for the minimum
+        flat[11], flat[23], flat[31] = np.inf, -np.inf, -0.0
+    return x
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def compiled(request):
+    target, device = request.param
+    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    modules = {}
+    for shape in SHAPES:
+        mlir = import_torch(ArgFolds(), torch.zeros(shape))
+        modules[shape] = rt.load_module(compile_str(mlir, options), device=device)
+    return modules
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_argmax_and_argmin_equal_pytorchs_without_nan(compiled, shape):
+    x = special(np.random.default_rng(sum(shape)), shape, np.float32)
+    got = compiled[shape]["main"](x)
+    with torch.no_grad():
+        want = ArgFolds()(torch.from_numpy(x))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.to_host(), w.numpy())
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (2, 4099), (1, 50257)], ids=lambda s: "x".join(map(str, s)))
+def test_nan_and_infinite_rows_follow_the_sequential_loop(compiled, shape):
+    x = special(np.random.default_rng(7), shape, np.float32)
+    x[0, shape[1] // 2] = np.nan                 # a NaN after the maximum of row 0
+    if shape[0] > 1:
+        x[1, :] = -np.inf                        # nothing ever beats the start: index 0
+    if shape[0] > 2:
+        x[2, 0] = np.nan                         # a NaN first
+    got = compiled[shape]["main"](x)
+    np.testing.assert_array_equal(got[0].to_host()[:, 0], sequential(x, 1, True))
+    np.testing.assert_array_equal(got[1].to_host(), sequential(x, 1, False))
+    np.testing.assert_array_equal(got[2].to_host(), sequential(x, 0, True))
+    want_max = np.where(np.isnan(x).any(1), np.nan, np.max(np.where(np.isnan(x), -np.inf, x), 1))
+    np.testing.assert_array_equal(got[3].to_host(), want_max.astype(np.float32))
+
+
+def test_integer_rows():
+    class IntArgmax(torch.nn.Module):
+        def forward(self, x):
+            return x.argmax(-1), x.argmin(-1)
+    x = np.random.default_rng(3).integers(-5, 5, (4, 301)).astype(np.int32)
+    x[0, :] = np.iinfo(np.int32).min               # the fold's identity everywhere: index 0
+    module = rt.load_module(compile_str(import_torch(IntArgmax(), torch.from_numpy(x)),
+                                        CompileOptions(target_backends=["llvm-cpu"])), device="local-task")
+    got = module["main"](x)
+    with torch.no_grad():
+        want = IntArgmax()(torch.from_numpy(x))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.to_host(), w.numpy())
+
+
+def test_the_vocabulary_argmax_runs_as_parallel_folds():
+    """GPT-2's 50257-word row: no kernel folds it one element at a time any more (the split
+    folds' partial kernels spread it over the GPU)."""
+    mlir = import_torch(ArgFolds(), torch.zeros(1, 50257))
+    kernels = compile_str(mlir, CompileOptions(target_backends=["cuda"], compile_to="executable-sources")).decode()
+    assert "first_nan" in kernels and "partial_folds" in kernels
+    assert "| 50257)" not in kernels  # no kernel walks the whole row
