@@ -39,6 +39,7 @@ _LAZY = {
     **dict.fromkeys(("BenchmarkResult", "BenchmarkToolError", "benchmark_exe",
                      "benchmark_module"), "vm.benchmark"),
     "ParameterError": "parameters", "ParameterIndex": "parameters",
+    "Generator": "generate",
 }
 __all__ = ["CheckError", "DriverError", "InvocationError", "ModuleError", "PyreeError", "flags",
            *_LAZY]

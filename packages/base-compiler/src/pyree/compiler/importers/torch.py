@@ -18,12 +18,16 @@ from pyree.compiler.extras import require
 
 
 def import_torch(module, *example_args, function_name: str = "main",
-                 dynamic_shapes=None) -> str:
+                 dynamic_shapes=None, parameter_scope: str | None = None) -> str:
     """MLIR text of ``module`` (an ``nn.Module`` or a ``torch.export.ExportedProgram``) called
     on ``example_args``, as one function ``function_name``. ``dynamic_shapes`` is
     torch.export's (``{"x": {0: torch.export.Dim("batch", max=64)}}``): those dims become
-    ``?`` and one module serves every size. Tracing errors are torch.export's own exceptions
-    (they point into the model's code); a lowering failure is a CompileError."""
+    ``?`` and one module serves every size. With ``parameter_scope`` every tensor of the
+    module's ``state_dict`` is a parameter ``scope::name`` (``#stream.parameter.named``, as
+    iree-turbine externalizes them) instead of a constant in the module: any safetensors or
+    IRPA file with those names fills it at load (docs/PARAMETERS.md). Tracing errors are
+    torch.export's own exceptions (they point into the model's code); a lowering failure is a
+    CompileError."""
     require("torch", "torch", "importing PyTorch modules")
     require("torch_mlir", "torch", "importing PyTorch modules")
     import torch
@@ -33,9 +37,10 @@ def import_torch(module, *example_args, function_name: str = "main",
     # Exported here (as torch-mlir would) to read the export's ranges (``_dim_bounds``).
     program = module if isinstance(module, torch.export.ExportedProgram) else \
         torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes, strict=False)
+    named = {} if parameter_scope is None else _state_dict_keys(module)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
-                                        func_name=function_name, hooks=_weights_hooks(),
+                                        func_name=function_name, hooks=_weights_hooks(named),
                                         decomposition_table=_decompositions())
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
@@ -43,7 +48,50 @@ def import_torch(module, *example_args, function_name: str = "main",
                  if line.strip() and not line.startswith(("$ torch-mlir-opt", "Add '", "For Torch"))]
         raise CompileError("torch-mlir could not lower the module to linalg-on-tensors: "
                            + "\n".join(lines)) from None
-    return _with_bounds(str(imported), _dim_bounds(program), function_name)
+    text = _with_bounds(str(imported), _dim_bounds(program), function_name)
+    return text if parameter_scope is None else externalize(text, parameter_scope, named)
+
+
+def _state_dict_keys(module) -> dict:
+    """(data pointer, shape, strides, dtype) of each state_dict tensor -> its first name."""
+    import torch
+    tensors = module.state_dict() if isinstance(module, torch.nn.Module) else module.state_dict
+    keys: dict = {}
+    for key, t in tensors.items():
+        keys.setdefault(_identity(t), key)
+    return keys
+
+
+def _identity(t) -> tuple:
+    return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+
+
+# what a state_dict tensor's blob is named (resource keys are identifiers: the names go by index)
+_PARAMETER_BLOB = "pyree_parameter_"
+
+
+def externalize(text: str, scope: str, named: dict) -> str:
+    """``text`` with each constant whose blob is a state_dict tensor (``_PARAMETER_BLOB`` k)
+    read from a ``util.global`` parameter ``scope::name`` instead, and those blobs dropped."""
+    names = list(dict.fromkeys(named.values()))
+    types: dict[int, str] = {}
+
+    def load(match) -> str:
+        k = int(match.group(2))
+        types[k] = match.group(3)
+        return f"{match.group(1)}util.global.load @{_PARAMETER_BLOB}{k} : {match.group(3)}"
+
+    text = re.sub(rf"(%\S+ = )arith\.constant dense_resource<{_PARAMETER_BLOB}(\d+)(?:_\d+)?> "
+                  r": (tensor<[^>]*>)", load, text)
+    if re.search(rf"dense_resource<{_PARAMETER_BLOB}", text.split("\n{-#")[0]):
+        raise CompileError("a parameter of the module is used where pyree cannot read it from "
+                           "a parameter file (not as a whole constant tensor)")
+    text = drop_blobs(text, lambda name: name.startswith(_PARAMETER_BLOB))
+    globals_ = "".join(f'  util.global private @{_PARAMETER_BLOB}{k} = '
+                       f'#stream.parameter.named<"{scope}"::"{names[k]}"> : {t}\n'
+                       for k, t in sorted(types.items()))
+    head = re.search(r"^module( attributes \{.*\})? \{\n", text, re.M)
+    return text[:head.end()] + globals_ + text[head.end():]
 
 
 def _dim_bounds(program) -> dict[tuple[int, int], tuple[str, int, int | None]]:
@@ -104,14 +152,29 @@ def _decompositions() -> dict:
     return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu])}
 
 
-def _weights_hooks():
+def drop_blobs(text: str, dropped) -> str:
+    """``text`` without the ``dialect_resources`` blobs whose name ``dropped(name)`` is true."""
+    body, sep, resources = text.partition("\n{-#")
+    entries = re.findall(r"^\s*([\w.$-]+): (\"0x[0-9A-Fa-f]*\")", resources, re.M)
+    kept = [f"      {name}: {blob}" for name, blob in entries if not dropped(name)]
+    if not sep:
+        return text
+    if not kept:
+        return body + "\n"
+    return (body + "\n{-#\n  dialect_resources: {\n    builtin: {\n" + ",\n".join(kept)
+            + "\n    }\n  }\n#-}\n")
+
+
+def _weights_hooks(named: dict):
     """torch-mlir hooks that hand each weight's bytes to its ``dense_resource`` blob directly.
 
     torch-mlir's FX importer copies every weight through a Python list (``tensor.tolist()``,
     then ``np.array``), most of a large model's import time. The hook fills the
     importer's own per-tensor cache with the attribute it would have built from that list (same
     blob name, type and bytes), so the default path finds it there and makes the same op; a
-    tensor without storage (a fake tensor) or one element (a splat) is left to that path."""
+    tensor without storage (a fake tensor) or one element (a splat) is left to that path.
+    A tensor ``named`` lists (``_state_dict_keys``) gets the blob name ``externalize`` reads."""
+    index = {key: k for k, key in enumerate(dict.fromkeys(named.values()))}
     import numpy as np
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
@@ -129,9 +192,11 @@ def _weights_hooks():
                 data = literal.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
                 array = np.asarray(data.numpy()).view(npy_dtype).reshape(tuple(literal.shape))
                 shape = "_".join(str(d) for d in literal.shape)
+                key = named.get(_identity(literal))
+                blob = f"torch_tensor_{shape}_{literal.dtype}" if key is None else \
+                    f"{_PARAMETER_BLOB}{index[key]}"
                 cached.value = DenseResourceElementsAttr.get_from_buffer(
-                    array, f"torch_tensor_{shape}_{literal.dtype}",
-                    fxi.create_mlir_tensor_type(literal))
+                    array, blob, fxi.create_mlir_tensor_type(literal))
             return None
 
     return Hooks()

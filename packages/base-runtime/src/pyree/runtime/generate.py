@@ -1,0 +1,79 @@
+"""Token generation with a decoder module (``pyree.compiler.llm``: ``prefill`` and ``decode``).
+
+    gen = rt.Generator(rt.load_module("gpt2.vmfb", device="cuda",
+                                      parameters=["model=gpt2.safetensors"]))
+    for token in gen.generate([464, 3290], max_new_tokens=64):           # greedy
+        ...
+    gen.generate(prompt, 64, temperature=0.8, top_k=40, seed=1)           # sampled
+
+Greedy decoding never reads the logits: each step's argmax (computed on the device, shaped as
+the next step's token) goes straight into the next step as a device array, with the caches;
+the host reads a token only to hand it out, after the step that consumes it is submitted, so
+the device does not wait for the host between steps. Sampling reads each step's logits (one row
+of the vocabulary) and draws on the host with numpy's generator seeded by ``seed``: the same
+seed gives the same tokens on every device.
+
+Each call of ``generate`` holds its own caches, so several threads may generate with one
+Generator at once (``pyree.serve`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from pyree.runtime.errors import InvocationError
+
+
+class Generator:
+    """Generation over one loaded decoder module."""
+
+    def __init__(self, module):
+        names = set(module.function_names)
+        if not {"prefill", "decode"} <= names:
+            raise InvocationError("a decoder module has functions 'prefill' and 'decode' "
+                                  f"(pyree.compiler.llm); this one has {sorted(names)}")
+        self.prefill, self.decode = module["prefill"], module["decode"]
+        # decode(token, position, k_cache[layers, b, heads, context, head_dim], v_cache)
+        self.context = int(self.decode.argument_types[2].shape[3])
+
+    def generate(self, prompt: Sequence[int], max_new_tokens: int, *, temperature: float = 0.0,
+                 top_k: int = 0, seed: int = 0, stop: int | None = None) -> Iterator[int]:
+        """The next ``max_new_tokens`` tokens after ``prompt`` (fewer after ``stop``, or where
+        the context is full): greedy with ``temperature`` 0, else sampled at that temperature
+        from the ``top_k`` most likely (from all with 0)."""
+        import numpy as np
+
+        tokens = np.asarray(prompt, dtype=np.int64).reshape(1, -1)
+        if not 1 <= tokens.shape[1] <= self.context:
+            raise InvocationError(f"a prompt of {tokens.shape[1]} tokens: the module's context "
+                                  f"holds 1 to {self.context}")
+        rng = np.random.default_rng(seed)
+        logits, best, k, v = self.prefill(tokens)
+        position = tokens.shape[1]
+        for step in range(max_new_tokens):
+            if temperature > 0:
+                chosen = np.array([[_sample(np.asarray(logits.to_host(), np.float64)[0],
+                                            temperature, top_k, rng)]], np.int64)
+            else:
+                chosen = best  # on the device
+            if step + 1 < max_new_tokens and position < self.context:
+                logits, best, k, v = self.decode(chosen, np.array(position, np.int64), k, v)
+            else:
+                position = self.context  # nothing follows this token
+            token = int(np.asarray(chosen).reshape(-1)[0])
+            yield token
+            position += 1
+            if token == stop or position > self.context:
+                return
+
+
+def _sample(logits, temperature: float, top_k: int, rng) -> int:
+    """A token drawn from softmax(logits / temperature) over the ``top_k`` largest (all: 0)."""
+    import numpy as np
+
+    scaled = logits / temperature
+    if 0 < top_k < scaled.size:
+        cut = np.partition(scaled, -top_k)[-top_k]
+        scaled = np.where(scaled >= cut, scaled, -np.inf)
+    p = np.exp(scaled - scaled.max())
+    return int(rng.choice(p.size, p=p / p.sum()))

@@ -1,0 +1,181 @@
+"""Decoder-only language models end to end (issue 30): a GPT-2 and a LLaMA (RMSNorm, rotary,
+SwiGLU, grouped-query attention) from ``pyree.compiler.llm.models`` with random seeded weights,
+exported as one module with ``prefill`` and ``decode``, their weights in a safetensors file
+keyed by the state_dict names, generating through ``pyree.runtime.Generator`` on local-task
+(and lavapipe under the ``vulkan`` marker) against PyTorch's own greedy loop over the same
+model."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+import torch  # CI installs it: a missing torch fails there, never skips
+from pyree.compiler import CompileOptions, compile_str
+from pyree.compiler.llm.decoder import export_decoder, write_parameters
+from pyree.compiler.llm.models import GPT2, DecoderConfig, Llama, randomize
+
+TINY = DecoderConfig(vocab=97, width=32, layers=2, heads=4, context=80)
+TINY_GQA = DecoderConfig(vocab=97, width=32, layers=2, heads=4, kv_heads=2, hidden=48, context=80)
+NEW_TOKENS = 64
+PROMPTS = [[5], [11, 3, 60, 7, 2], list(range(1, 17))]
+BACKENDS = [
+    pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
+    pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
+]
+
+
+def random_decoder(cls, config: DecoderConfig, seed: int, dtype=torch.float32):
+    return randomize(cls(config), seed).to(dtype).eval()
+
+
+def torch_greedy(model, prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
+    """PyTorch's greedy loop over the decoder convention: tokens and each step's logits."""
+    c = model.config
+    dtype = next(model.parameters()).dtype
+    k = torch.zeros(c.cache_shape(), dtype=dtype)
+    v = torch.zeros_like(k)
+    tokens, logits_seen = [], []
+    with torch.no_grad():
+        logits, k, v = model(torch.tensor([prompt]), torch.tensor(0), k, v)
+        for i in range(steps):
+            logits_seen.append(logits[0].float().numpy())
+            tokens.append(int(logits.argmax(-1)))
+            logits, k, v = model(torch.tensor([[tokens[-1]]]), torch.tensor(len(prompt) + i), k, v)
+    return tokens, logits_seen
+
+
+def compile_decoder(model, backend, tmp_path_factory, name: str):
+    target, device = backend
+    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    vmfb = compile_str(export_decoder(model), options)
+    weights = tmp_path_factory.mktemp(name) / "weights.safetensors"
+    write_parameters(model, weights)
+    module = rt.load_module(vmfb, device=device, parameters=[f"model={weights}"])
+    return vmfb, weights, module
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture(scope="module", params=[(GPT2, TINY), (Llama, TINY_GQA)], ids=["gpt2", "llama"])
+def decoder(request, backend, tmp_path_factory):
+    cls, config = request.param
+    model = random_decoder(cls, config, seed=30)
+    return (model, *compile_decoder(model, backend, tmp_path_factory, cls.__name__))
+
+
+@pytest.mark.parametrize("prompt", PROMPTS, ids=lambda p: f"prompt{len(p)}")
+def test_greedy_tokens_equal_pytorchs(decoder, prompt):
+    model, _, _, module = decoder
+    want, _ = torch_greedy(model, prompt, NEW_TOKENS)
+    got = list(rt.Generator(module).generate(prompt, NEW_TOKENS))
+    assert got == want
+    assert len(set(want)) > 8  # the sequence wanders: a repeated token would prove little
+
+
+def test_prefill_and_decode_results_equal_pytorchs(decoder):
+    """Every result of both functions, caches included, against the model's own forward."""
+    model, _, _, module = decoder
+    c = model.config
+    prompt = np.array([[4, 8, 15, 16, 23, 42, 7]])
+    k0 = torch.zeros(c.cache_shape())
+    with torch.no_grad():
+        logits, k, v = model(torch.from_numpy(prompt), torch.tensor(0), k0, k0)
+        step, k2, v2 = model(torch.tensor([[9]]), torch.tensor(7), k, v)
+    got = module["prefill"](prompt)
+    for g, w in zip(got, (logits, logits.argmax(-1, keepdim=True), k, v)):
+        np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-4, atol=1e-4)
+    got = module["decode"](np.array([[9]]), np.array(7), got[2], got[3])
+    for g, w in zip(got, (step, step.argmax(-1, keepdim=True), k2, v2)):
+        np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):
+    model, vmfb, weights, _ = decoder
+    raw = weights.read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert set(header) == set(model.state_dict())
+    weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    assert weight_bytes > 50_000
+    for key in ("wte.weight", "h.1.mlp.c_fc.weight", "model.layers.1.self_attn.k_proj.weight"):
+        if key in header:
+            assert key.encode() in vmfb  # the module names the parameter it reads
+    assert b"dense_resource" not in vmfb and len(vmfb) < 600_000
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy(decoder):
+    model, _, _, module = decoder
+    gen = rt.Generator(module)
+    prompt = PROMPTS[1]
+    one = list(gen.generate(prompt, 24, temperature=0.9, top_k=20, seed=7))
+    assert one == list(gen.generate(prompt, 24, temperature=0.9, top_k=20, seed=7))
+    assert one != list(gen.generate(prompt, 24, temperature=0.9, top_k=20, seed=8))
+    assert all(0 <= t < model.config.vocab for t in one)
+    assert list(gen.generate(prompt, 24, temperature=0.7, top_k=1, seed=3)) == \
+        list(gen.generate(prompt, 24))
+
+
+def test_generation_stops_at_the_stop_token_and_the_context(decoder):
+    model, _, _, module = decoder
+    gen = rt.Generator(module)
+    full = list(gen.generate(PROMPTS[1], 20))
+    assert list(gen.generate(PROMPTS[1], 20, stop=full[5])) == full[:full.index(full[5]) + 1]
+    context = model.config.context
+    assert len(list(gen.generate([1] * (context - 3), 20))) == 4  # positions context-3 .. context
+    with pytest.raises(rt.InvocationError, match=f"context holds 1 to {context}"):
+        list(gen.generate([1] * (context + 1), 5))
+
+
+def test_threads_generate_at_once_each_with_its_own_cache(decoder):
+    _, _, _, module = decoder
+    gen = rt.Generator(module)
+    alone = {i: list(gen.generate(p, 32)) for i, p in enumerate(PROMPTS)}
+    got: dict = {}
+
+    def run(i):
+        got[i] = list(gen.generate(PROMPTS[i], 32))
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == alone
+
+
+def test_a_module_without_prefill_and_decode_is_refused():
+    mlir = "func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> { return %x : tensor<2xf32> }"
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    with pytest.raises(rt.InvocationError, match="functions 'prefill' and 'decode'"):
+        rt.Generator(module)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_half_precision_logits_stay_near_pytorchs(dtype, tmp_path_factory):
+    """f16 and bf16 weights and caches: each step's logits, fed PyTorch's own tokens, stay
+    within a tolerance of PyTorch's in the same precision; the greedy sequences are compared
+    and how many tokens agree is reported."""
+    model = random_decoder(GPT2, TINY, seed=31, dtype=dtype)
+    _, _, module = compile_decoder(model, ("llvm-cpu", "local-task"), tmp_path_factory, "half")
+    prompt = PROMPTS[1]
+    want, want_logits = torch_greedy(model, prompt, 16)
+    logits, _, k, v = module["prefill"](np.array([prompt]))
+    scale = max(np.abs(w).max() for w in want_logits)
+    tolerance = 0.05 if dtype == torch.float16 else 0.2
+    for i, token in enumerate(want):
+        got = np.asarray(logits.to_host(), np.float32)[0]
+        assert np.abs(got - want_logits[i]).max() <= tolerance * scale, f"step {i}"
+        logits, _, k, v = module["decode"](np.array([[token]]), np.array(len(prompt) + i), k, v)
+    got_tokens = list(rt.Generator(module).generate(prompt, 16))
+    agree = next((i for i, (a, b) in enumerate(zip(got_tokens, want)) if a != b), len(want))
+    print(f"{dtype}: greedy tokens agree with PyTorch's for the first {agree} of {len(want)}")
+    assert agree >= 4
