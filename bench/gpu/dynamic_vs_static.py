@@ -126,7 +126,7 @@ def source(op: str, size: tuple | None) -> str:
     example = torch.randn(*(size or SIZES[op][2]))
     model = program(op)
     name = "src" if op == "block" else "input" if op == "conv" else "a"
-    dims = None if size else {name: {DYNAMIC_DIM[op]: torch.export.Dim("n", min=1, max=4096)}}
+    dims = None if size else {name: {DYNAMIC_DIM[op]: torch.export.Dim("n", min=1, max=1 << 14)}}
     return import_torch(model, example, dynamic_shapes=dims)
 
 
