@@ -20,7 +20,9 @@ from pyree.serve.deployment import (
     deployment,
     run,
 )
+from pyree.serve.generation import GenerationDeployment, generation
 from pyree.serve.wire import RequestError
 
-__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "CallRows", "PyreeDeployment",
-           "ReplicaError", "RequestError", "call_rows", "deployment", "run"]
+__all__ = ["BATCH_HEADER", "REPLICA_HEADER", "BatchPlan", "CallRows", "GenerationDeployment",
+           "PyreeDeployment", "ReplicaError", "RequestError", "call_rows", "deployment",
+           "generation", "run"]
