@@ -194,9 +194,12 @@ def _rotating(fn, pool: list, wait: bool = False):
 
 def _error(got: np.ndarray, model, args) -> float:
     """Relative L2 error of ``got`` against ``model`` in float64 on the GPU."""
+    import copy
+
     import torch
-    with torch.no_grad():
-        want = model(*[a.double() for a in args]).cpu().numpy()
+    with torch.no_grad():  # the model's weights in float64 too
+        reference = copy.deepcopy(model).double().to(args[0].device)
+        want = reference(*[a.double() for a in args]).cpu().numpy()
     if got.shape != want.shape:
         return float("inf")
     scale = np.linalg.norm(want) or 1.0

@@ -119,6 +119,7 @@ def run(folder: Path, json_out: str, match: str = "") -> None:
         if "small" in name and label == "cuda":
             row.update(_speed(module, on_gpu))
             row["pyree_decode_kernels"] = _guarded(_decode_kernels, module, on_gpu.config)
+            row["default_init"] = _guarded(_default_init, path, name, weights)
         rows[path.stem] = row
         print(path.stem, json.dumps(row), flush=True)
         del module, gen, on_gpu
@@ -127,6 +128,29 @@ def run(folder: Path, json_out: str, match: str = "") -> None:
     print(json.dumps(rows, indent=1))
     if json_out:
         Path(json_out).write_text(json.dumps(rows, indent=1))
+
+
+def _default_init(path: Path, name: str, weights: Path) -> dict:
+    """The correctness check again with PyTorch's own initialization of the model (GPT-2's
+    0.02-scaled weights, seeded) instead of ``randomize``'s wide one: the same module, other
+    weights."""
+    import pyree.runtime as rt
+    import torch
+    from pyree.compiler.llm.decoder import write_parameters
+    cls, config, dtype = _models()[name]
+    torch.manual_seed(SEED)
+    dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    model = cls(config).to(dt).eval()
+    write_parameters(model, weights / f"{name}_default.safetensors")
+    module = rt.load_module(path.read_bytes(), device="cuda",
+                            parameters=[f"model={weights / f'{name}_default.safetensors'}"])
+    gen, on_gpu = rt.Generator(module), model.to("cuda")
+    agree = []
+    for prompt in PROMPTS:
+        got, want = list(gen.generate(prompt, STEPS)), torch_greedy(on_gpu, prompt, STEPS, "cuda")
+        agree.append(next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), STEPS))
+    return {"greedy_tokens_agreeing": agree,
+            "logits_error": _logits_error(module, on_gpu, PROMPTS[1], STEPS)}
 
 
 def _guarded(measure, *args):
@@ -154,12 +178,12 @@ def _logits_error(module, model, prompt, steps) -> float:
             want.append(int(logits.argmax(-1)))
             logits, k, v = model(torch.tensor([[want[-1]]], device="cuda"),
                                  torch.tensor(len(prompt) + i, device="cuda"), k, v)
-    logits, _, k, v = module["prefill"](np.array([prompt]))
+    logits, _, _, k, v = module["prefill"](np.array([prompt]))
     worst, scale = 0.0, max(float(np.abs(w).max()) for w in want_logits)
     for i, token in enumerate(want):
         got = np.asarray(logits.to_host(), np.float32)[0]
         worst = max(worst, float(np.abs(got - want_logits[i]).max()))
-        logits, _, k, v = module["decode"](np.array([[token]]), np.array(len(prompt) + i), k, v)
+        logits, _, _, k, v = module["decode"](np.array([[token]]), np.array(len(prompt) + i), k, v)
     return worst / scale
 
 
@@ -169,12 +193,12 @@ def _decode_kernels(module, config) -> dict:
     sys.path[:0] = [str(ROOT / "bench" / "models")]
     from profile_kernels import kernel_times
     rng = np.random.default_rng(1)
-    _, best, k, v = module["prefill"](rng.integers(0, config.vocab, (1, POSITION)))
-    state = {"best": best, "k": k, "v": v}
+    state = dict(zip(("logits", "best", "at", "k", "v"),
+                     module["prefill"](rng.integers(0, config.vocab, (1, POSITION)))))
 
     def step():
-        _, state["best"], state["k"], state["v"] = module["decode"](
-            state["best"], np.array(POSITION), state["k"], state["v"])
+        state.update(zip(("logits", "best", "at", "k", "v"), module["decode"](
+            state["best"], state["at"], state["k"], state["v"])))
         state["best"].to_host()
     times = {name: float(np.mean(t)) for name, t in kernel_times(step, 10).items()}
     top = dict(sorted(times.items(), key=lambda kv: -kv[1])[:20])
@@ -207,14 +231,14 @@ def _speed(module, model) -> dict:
     out: dict = {}
     # pyree: prefill a prompt of POSITION tokens, then time STEPS greedy decode steps
     prompt = rng.integers(0, c.vocab, (1, POSITION))
-    _, best, k, v = module["prefill"](prompt)
+    _, best, at, k, v = module["prefill"](prompt)
     decode = module["decode"]
-    for i in range(3):  # warm up
-        _, best, k, v = decode(best, np.array(POSITION + i), k, v)
+    for _ in range(3):  # warm up
+        _, best, at, k, v = decode(best, at, k, v)
     best.to_host()
     start = time.perf_counter()
-    for i in range(STEPS):
-        _, best, k, v = decode(best, np.array(POSITION + 3 + i), k, v)
+    for _ in range(STEPS):  # every argument a result of the step before: all on the device
+        _, best, at, k, v = decode(best, at, k, v)
     best.to_host()
     out["pyree_decode_ms"] = (time.perf_counter() - start) / STEPS * 1e3
     # PyTorch eager, same loop

@@ -92,10 +92,10 @@ def test_prefill_and_decode_results_equal_pytorchs(decoder):
         logits, k, v = model(torch.from_numpy(prompt), torch.tensor(0), k0, k0)
         step, k2, v2 = model(torch.tensor([[9]]), torch.tensor(7), k, v)
     got = module["prefill"](prompt)
-    for g, w in zip(got, (logits, logits.argmax(-1, keepdim=True), k, v)):
+    for g, w in zip(got, (logits, logits.argmax(-1, keepdim=True), torch.tensor(7), k, v)):
         np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-4, atol=1e-4)
-    got = module["decode"](np.array([[9]]), np.array(7), got[2], got[3])
-    for g, w in zip(got, (step, step.argmax(-1, keepdim=True), k2, v2)):
+    got = module["decode"](np.array([[9]]), got[2], got[3], got[4])
+    for g, w in zip(got, (step, step.argmax(-1, keepdim=True), torch.tensor(8), k2, v2)):
         np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-4, atol=1e-4)
 
 
@@ -168,13 +168,13 @@ def test_half_precision_logits_stay_near_pytorchs(dtype, tmp_path_factory):
     _, _, module = compile_decoder(model, ("llvm-cpu", "local-task"), tmp_path_factory, "half")
     prompt = PROMPTS[1]
     want, want_logits = torch_greedy(model, prompt, 16)
-    logits, _, k, v = module["prefill"](np.array([prompt]))
+    logits, _, _, k, v = module["prefill"](np.array([prompt]))
     scale = max(np.abs(w).max() for w in want_logits)
     tolerance = 0.05 if dtype == torch.float16 else 0.2
     for i, token in enumerate(want):
         got = np.asarray(logits.to_host(), np.float32)[0]
         assert np.abs(got - want_logits[i]).max() <= tolerance * scale, f"step {i}"
-        logits, _, k, v = module["decode"](np.array([[token]]), np.array(len(prompt) + i), k, v)
+        logits, _, _, k, v = module["decode"](np.array([[token]]), np.array(len(prompt) + i), k, v)
     got_tokens = list(rt.Generator(module).generate(prompt, 16))
     agree = next((i for i, (a, b) in enumerate(zip(got_tokens, want)) if a != b), len(want))
     print(f"{dtype}: greedy tokens agree with PyTorch's for the first {agree} of {len(want)}")

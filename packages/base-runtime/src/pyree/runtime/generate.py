@@ -7,9 +7,11 @@
     gen.generate(prompt, 64, temperature=0.8, top_k=40, seed=1)           # sampled
 
 Greedy decoding never reads the logits: each step's argmax (computed on the device, shaped as
-the next step's token) goes straight into the next step as a device array, with the caches;
-the host reads a token only to hand it out, after the step that consumes it is submitted, so
-the device does not wait for the host between steps. Sampling reads each step's logits (one row
+the next step's token) goes straight into the next step as a device array, with the next
+position and the caches, so every argument of a step is a result of the last (and the runtime
+replays the graphs it captured for the few buffers those rotate through); the host reads a
+token only to hand it out, after the step that consumes it is submitted, so the device does not
+wait for the host between steps. Sampling reads each step's logits (one row
 of the vocabulary) and draws on the host with numpy's generator seeded by ``seed``: the same
 seed gives the same tokens on every device.
 
@@ -48,7 +50,7 @@ class Generator:
             raise InvocationError(f"a prompt of {tokens.shape[1]} tokens: the module's context "
                                   f"holds 1 to {self.context}")
         rng = np.random.default_rng(seed)
-        logits, best, k, v = self.prefill(tokens)
+        logits, best, at, k, v = self.prefill(tokens)
         position = tokens.shape[1]
         for step in range(max_new_tokens):
             if temperature > 0:
@@ -57,7 +59,7 @@ class Generator:
             else:
                 chosen = best  # on the device
             if step + 1 < max_new_tokens and position < self.context:
-                logits, best, k, v = self.decode(chosen, np.array(position, np.int64), k, v)
+                logits, best, at, k, v = self.decode(chosen, at, k, v)
             else:
                 position = self.context  # nothing follows this token
             token = int(np.asarray(chosen).reshape(-1)[0])

@@ -4,16 +4,22 @@ The model follows the decoder convention (``models.py``): ``forward(tokens, star
 v_cache) -> (logits, k_cache, v_cache)``. ``export_decoder`` traces it twice through
 torch.export and torch-mlir, and joins the two functions into one MLIR module:
 
-- ``prefill(tokens[b, n]) -> (logits[b, vocab], next[b, 1], k_cache, v_cache)``: a prompt of any
-  length ``n`` from 1 to the context (a run-time size), from empty caches;
-- ``decode(token[b, 1], position, k_cache, v_cache) -> (logits, next, k_cache, v_cache)``: one
-  step, the token at ``position`` (a 0-d i64); static shapes throughout.
+- ``prefill(tokens[b, n]) -> (logits[b, vocab], next[b, 1], position, k_cache, v_cache)``: a
+  prompt of any length ``n`` from 1 to the context (a run-time size), from empty caches;
+- ``decode(token[b, 1], position, k_cache, v_cache) -> (logits, next, position, k_cache,
+  v_cache)``: one step, the token at ``position`` (a 0-d i64); static shapes throughout.
 
-``next`` is the logits' argmax, computed on the device and shaped as ``decode``'s token: a
-greedy loop feeds it straight back without reading the logits. Every ``state_dict`` tensor is a
-parameter ``scope::name`` (``import_torch(parameter_scope=)``), so the module holds code only
-and any safetensors file with the model's names fills it; ``write_parameters`` writes one from
-the model.
+``next`` is the logits' argmax, computed on the device and shaped as ``decode``'s token, and
+``position`` the next step's (``n``, then ``position + 1``): a greedy loop feeds every argument
+of the next step from the results of the last, device arrays all. That keeps the step's binding
+table to the few buffers its results rotate through, so the runtime replays the CUDA graphs it
+captured for them; a host array would be uploaded into a new buffer each step, and each new
+table is a new capture (2 ms of host time a step on the H200, more than the step's
+kernels).
+
+Every ``state_dict`` tensor is a parameter ``scope::name`` (``import_torch(parameter_scope=)``),
+so the module holds code only and any safetensors file with the model's names fills it;
+``write_parameters`` writes one from the model.
 
 **The KV cache is arguments and results, not module state.** A mutable global would keep it
 on the device too, but a module's globals are one state shared by every caller (docs/DESIGN.md):
@@ -59,12 +65,13 @@ def export_decoder(model, *, batch: int = 1, scope: str = "model") -> str:
         def forward(self, tokens):
             empty = torch.zeros(cache, dtype=dtype)
             logits, k, v = self.model(tokens, torch.tensor(0), empty, empty)
-            return logits, logits.argmax(-1, keepdim=True), k, v
+            after = torch.zeros((), dtype=torch.long) + tokens.shape[1]
+            return logits, logits.argmax(-1, keepdim=True), after, k, v
 
     class Decode(Step):
         def forward(self, token, position, k_cache, v_cache):
             logits, k, v = self.model(token, position, k_cache, v_cache)
-            return logits, logits.argmax(-1, keepdim=True), k, v
+            return logits, logits.argmax(-1, keepdim=True), position + 1, k, v
 
     n = min(8, config.context)
     prompt = torch.zeros(batch, n, dtype=torch.long)
