@@ -153,7 +153,7 @@ def run(folder: Path, mode: str, json_out: str) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for op, sizes in SIZES.items():
-        model = program(op)
+        model = program(op).to("cuda")
         dynamic = rt.load_module((folder / f"{op}_dynamic.vmfb").read_bytes(), device=device)
         for size in sizes:
             static = rt.load_module((folder / f"{op}_{'x'.join(map(str, size))}.vmfb").read_bytes(),

@@ -179,3 +179,23 @@ def test_half_precision_logits_stay_near_pytorchs(dtype, tmp_path_factory):
     agree = next((i for i, (a, b) in enumerate(zip(got_tokens, want)) if a != b), len(want))
     print(f"{dtype}: greedy tokens agree with PyTorch's for the first {agree} of {len(want)}")
     assert agree >= 4
+
+
+@pytest.mark.parametrize("cls, config", [(GPT2, TINY), (Llama, TINY_GQA)], ids=["gpt2", "llama"])
+def test_the_reference_decoders_steps_equal_a_fresh_prefill(cls, config):
+    """The models themselves (what pyree is checked against): logits after prefilling k tokens
+    and decoding the rest one by one through the cache equal those of prefilling the whole
+    sequence from an empty cache, and the caches agree; so the cache write and the attention
+    over old and new rows are a causal decoder's."""
+    model = random_decoder(cls, config, seed=5)
+    tokens = torch.tensor([[3, 14, 15, 92, 65, 35, 89, 79, 32, 38]])
+    empty = torch.zeros(config.cache_shape())
+    with torch.no_grad():
+        whole, k_all, v_all = model(tokens, torch.tensor(0), empty, empty)
+        logits, k, v = model(tokens[:, :4], torch.tensor(0), empty, empty)
+        for i in range(4, tokens.shape[1]):
+            logits, k, v = model(tokens[:, i:i + 1], torch.tensor(i), k, v)
+    torch.testing.assert_close(logits, whole, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(k, k_all, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(v, v_all, rtol=1e-4, atol=1e-4)
+    assert torch.count_nonzero(k[:, :, :, tokens.shape[1]:]) == 0  # rows past the sequence

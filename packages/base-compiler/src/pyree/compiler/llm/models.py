@@ -8,10 +8,12 @@ keys.
 The convention: ``forward(tokens[b, n], start, k_cache, v_cache) -> (logits[b, vocab],
 k_cache, v_cache)``. Tokens sit at positions ``start .. start + n - 1``; the caches are
 ``[layers, b, kv_heads, context, head_dim]`` and come back with those rows written; the logits
-are the last position's. The cache is written with a select over the whole cache (rows
-``start .. start + n - 1`` from the new keys, the rest kept) rather than ``index_copy_``: the
-forward stays a function of its arguments, which is what torch.export and pyree compile, and
-attention masks every row past the query's position, so rows not yet written are never read.
+are the last position's. Each layer attends over the cache as it came in (rows before
+``start``) and its own new rows, and the caches are written once, at the end, for every layer
+at once, with a select over the whole cache (rows ``start .. start + n - 1`` from the new keys,
+the rest kept) rather than ``index_copy_``: the forward stays a function of its arguments,
+which is what torch.export and pyree compile. (Written per layer and then stacked, the caches
+were copied twice a step: 0.12 ms of GPT-2 small's 0.76 ms of decode kernels on the H200.)
 """
 
 from __future__ import annotations
@@ -71,26 +73,33 @@ def randomize(model: nn.Module, seed: int) -> nn.Module:
 
 
 def write_cache(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-    """``cache`` ``[b, h, S, d]`` with rows ``start .. start + n - 1`` replaced by ``new``
-    ``[b, h, n, d]``."""
-    n, rows = new.shape[2], torch.arange(cache.shape[2], device=cache.device)
+    """``cache`` ``[..., S, d]`` with rows ``start .. start + n - 1`` replaced by ``new``
+    ``[..., n, d]``."""
+    n, rows = new.shape[-2], torch.arange(cache.shape[-2], device=cache.device)
     offset = rows - start
     inside = (offset >= 0) & (offset < n)
-    picked = new.index_select(2, offset.clamp(0, n - 1))
-    return torch.where(inside[None, None, :, None], picked, cache)
+    picked = new.index_select(new.dim() - 2, offset.clamp(0, n - 1))
+    return torch.where(inside[:, None], picked, cache)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-    """Causal attention of queries at positions ``start ..`` over a whole cache (rows past a
-    query's position masked); ``k``/``v`` may have fewer heads than ``q`` (grouped)."""
-    if k.shape[1] != q.shape[1]:
-        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
-    n, rows = q.shape[2], torch.arange(k.shape[2], device=k.device)
-    visible = rows[None, :] <= (start + torch.arange(n, device=k.device))[:, None]
-    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
-    scores = scores.masked_fill(~visible, float("-inf"))
-    return scores.softmax(-1) @ v
+def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: torch.Tensor,
+           v_new: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """Causal attention of the queries at positions ``start ..`` over the cache's rows before
+    ``start`` and the new rows up to each query's own; keys and values may have fewer heads
+    than the queries (grouped)."""
+    if k_old.shape[1] != q.shape[1]:
+        groups = q.shape[1] // k_old.shape[1]
+        k_old, v_old, k_new, v_new = (t.repeat_interleave(groups, dim=1)
+                                      for t in (k_old, v_old, k_new, v_new))
+    n, context = q.shape[2], k_old.shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    before = torch.arange(context, device=q.device) < start
+    old = (q @ k_old.transpose(-1, -2) * scale).masked_fill(~before, float("-inf"))
+    steps = torch.arange(n, device=q.device)
+    own = (q @ k_new.transpose(-1, -2) * scale).masked_fill(steps[None, :] > steps[:, None],
+                                                            float("-inf"))
+    p = torch.cat((old, own), dim=-1).softmax(-1)
+    return p[..., :context] @ v_old + p[..., context:] @ v_new
 
 
 class Conv1D(nn.Module):
@@ -117,9 +126,8 @@ class GPT2Attention(nn.Module):
         c = self.c
         q, k, v = (t.view(b, n, c.heads, c.head_dim).transpose(1, 2)
                    for t in self.c_attn(x).split(c.width, dim=-1))
-        k_cache, v_cache = write_cache(k_cache, k, start), write_cache(v_cache, v, start)
-        y = attend(q, k_cache, v_cache, start).transpose(1, 2).reshape(b, n, c.width)
-        return self.c_proj(y), k_cache, v_cache
+        y = attend(q, k_cache, v_cache, k, v, start).transpose(1, 2).reshape(b, n, c.width)
+        return self.c_proj(y), k, v
 
 
 class GPT2MLP(nn.Module):
@@ -141,9 +149,10 @@ class GPT2Block(nn.Module):
         self.mlp = GPT2MLP(c)
 
     def forward(self, x, start, k_cache, v_cache):
-        a, k_cache, v_cache = self.attn(self.ln_1(x), start, k_cache, v_cache)
+        """``x`` after the block, and the layer's new keys and values ``[b, heads, n, d]``."""
+        a, k, v = self.attn(self.ln_1(x), start, k_cache, v_cache)
         x = x + a
-        return x + self.mlp(self.ln_2(x)), k_cache, v_cache
+        return x + self.mlp(self.ln_2(x)), k, v
 
 
 class GPT2(nn.Module):
@@ -165,7 +174,8 @@ class GPT2(nn.Module):
             ks.append(k)
             vs.append(v)
         logits = self.ln_f(x[:, -1]) @ self.wte.weight.t()
-        return logits, torch.stack(ks), torch.stack(vs)
+        return (logits, write_cache(k_cache, torch.stack(ks), start),
+                write_cache(v_cache, torch.stack(vs), start))
 
 
 class RMSNorm(nn.Module):
@@ -203,9 +213,8 @@ class LlamaAttention(nn.Module):
         k = self.k_proj(x).view(b, n, c.cache_heads, c.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, n, c.cache_heads, c.head_dim).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        k_cache, v_cache = write_cache(k_cache, k, start), write_cache(v_cache, v, start)
-        y = attend(q, k_cache, v_cache, start).transpose(1, 2).reshape(b, n, c.width)
-        return self.o_proj(y), k_cache, v_cache
+        y = attend(q, k_cache, v_cache, k, v, start).transpose(1, 2).reshape(b, n, c.width)
+        return self.o_proj(y), k, v
 
 
 class LlamaMLP(nn.Module):
@@ -229,10 +238,10 @@ class LlamaLayer(nn.Module):
         self.mlp = LlamaMLP(c)
 
     def forward(self, x, cos, sin, start, k_cache, v_cache):
-        a, k_cache, v_cache = self.self_attn(self.input_layernorm(x), cos, sin, start, k_cache,
-                                             v_cache)
+        """``x`` after the layer, and its new keys and values ``[b, kv_heads, n, d]``."""
+        a, k, v = self.self_attn(self.input_layernorm(x), cos, sin, start, k_cache, v_cache)
         x = x + a
-        return x + self.mlp(self.post_attention_layernorm(x)), k_cache, v_cache
+        return x + self.mlp(self.post_attention_layernorm(x)), k, v
 
 
 class _LlamaModel(nn.Module):
@@ -267,4 +276,5 @@ class Llama(nn.Module):
             ks.append(k)
             vs.append(v)
         logits = self.lm_head(self.model.norm(x[:, -1]))
-        return logits, torch.stack(ks), torch.stack(vs)
+        return (logits, write_cache(k_cache, torch.stack(ks), start),
+                write_cache(v_cache, torch.stack(vs), start))
