@@ -110,3 +110,23 @@ def test_the_vocabulary_argmax_runs_as_parallel_folds():
     kernels = compile_str(mlir, CompileOptions(target_backends=["cuda"], compile_to="executable-sources")).decode()
     assert "first_nan" in kernels and "partial_folds" in kernels
     assert "| 50257)" not in kernels  # no kernel walks the whole row
+
+
+def test_a_fold_whose_index_nothing_reads_stays_one_fold():
+    """torch's softmax and ``max(dim)[0]`` take the values of ``max.dim`` alone: the index is
+    dropped, the value stays one plain fold, and the softmax one row kernel."""
+    class Values(torch.nn.Module):
+        def forward(self, x):
+            return x.max(-1)[0] * 2, torch.softmax(x, -1)
+    mlir = import_torch(Values(), torch.zeros(3, 1000))
+    kernels = compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"],
+                                               compile_to="executable-sources")).decode()
+    assert "first_nan" not in kernels and "row b" in kernels
+    x = special(np.random.default_rng(2), (3, 1000), np.float32)
+    x[1, 7] = np.nan
+    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    with torch.no_grad():
+        want = Values()(torch.from_numpy(x))
+    for got, w in zip(module["main"](x), want):
+        np.testing.assert_allclose(got.to_host(), w.numpy(), rtol=1e-6, atol=1e-7)

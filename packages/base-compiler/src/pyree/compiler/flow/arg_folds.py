@@ -42,23 +42,30 @@ from pyree.compiler.kernel import (
     transform,
     walk,
 )
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, sources_of
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, read_by, sources_of
 
 _STRICT = {"max": "gt", "min": "lt"}
 _FLIPPED = {"gt": "lt", "lt": "gt"}
 
 
 def split_arg_folds(function: Function) -> Function:
-    ops = [new for op in function.ops for new in split_arg_fold(op)]
+    used = {id(v) for op in function.ops for v in read_by(op)} | {id(v) for v in function.results}
+    ops = [new for op in function.ops for new in split_arg_fold(op, used)]
     return dataclasses.replace(function, ops=ops)
 
 
-def split_arg_fold(op: Op) -> list[Op]:
-    """``[op]``, or the four ops above for an arg-max/min fold."""
+def split_arg_fold(op: Op, used: set[int] | None = None) -> list[Op]:
+    """``[op]``, or the four ops above for an arg-max/min fold; where nothing reads the index
+    (``used``: the ids of the values something reads; torch's softmax takes ``max.dim``'s
+    values alone), just the value's own fold."""
     found = _match(op)
     if found is None:
         return [op]
     value_k, index_k, fold, f, position = found
+    if used is not None and id(op.results[op.outputs[index_k].binding]) not in used:
+        r = op.outputs[value_k]
+        return [dataclasses.replace(op, results=[op.results[r.binding]],
+                                    outputs=(dataclasses.replace(r, binding=0),))]
     n, p = len(op.loop_ranges), op.num_parallel
     r = p  # the one reduction loop
     extent = size_value(op.loop_ranges[r], "index")
