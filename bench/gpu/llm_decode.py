@@ -35,6 +35,7 @@ SEED = 30
 PROMPTS = [[5], [11, 3, 60, 7, 2], list(range(1, 17))]
 POSITION = 512
 STEPS = 64
+KERNELS = True  # profile the decode step's kernels (CUPTI): --no-kernels skips it
 
 
 def _models():
@@ -118,7 +119,8 @@ def run(folder: Path, json_out: str, match: str = "") -> None:
         row["logits_error"] = _guarded(_logits_error, module, on_gpu, PROMPTS[1], STEPS)
         if "small" in name and label == "cuda":
             row.update(_speed(module, on_gpu))
-            row["pyree_decode_kernels"] = _guarded(_decode_kernels, module, on_gpu.config)
+            if KERNELS:
+                row["pyree_decode_kernels"] = _guarded(_decode_kernels, module, on_gpu.config)
             row["default_init"] = _guarded(_default_init, path, name, weights)
         rows[path.stem] = row
         print(path.stem, json.dumps(row), flush=True)
@@ -391,7 +393,10 @@ def main() -> None:
     p.add_argument("--target", default="sm_90")
     p.add_argument("--json", default="")
     p.add_argument("--match", default="", help="run only the modules whose name has this")
+    p.add_argument("--no-kernels", action="store_true", help="skip the CUPTI kernel profile")
     args = p.parse_args()
+    global KERNELS
+    KERNELS = not args.no_kernels
     if args.command == "build":
         build(args.folder, args.target)
     else:
