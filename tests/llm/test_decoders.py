@@ -109,7 +109,8 @@ def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):
     for key in ("wte.weight", "h.1.mlp.c_fc.weight", "model.layers.1.self_attn.k_proj.weight"):
         if key in header:
             assert key.encode() in vmfb  # the module names the parameter it reads
-    assert b"dense_resource" not in vmfb and len(vmfb) < 600_000
+    largest = max(model.state_dict().values(), key=lambda t: t.numel())
+    assert largest.contiguous().numpy().tobytes()[:4096] not in vmfb  # no weight bytes inside
 
 
 def test_sampling_is_seeded_and_top_k_1_is_greedy(decoder):
