@@ -134,6 +134,10 @@ def test_generation_stops_at_the_stop_token_and_the_context(decoder):
     assert len(list(gen.generate([1] * (context - 3), 20))) == 4  # positions context-3 .. context
     with pytest.raises(rt.InvocationError, match=f"context holds 1 to {context}"):
         list(gen.generate([1] * (context + 1), 5))
+    for bad in (-1, model.config.vocab):
+        with pytest.raises(rt.InvocationError, match=rf"prompt token {bad} is outside the "
+                                                     rf"vocabulary \[0, {model.config.vocab}\)"):
+            list(gen.generate([3, bad], 5))
 
 
 def test_threads_generate_at_once_each_with_its_own_cache(decoder):

@@ -37,6 +37,7 @@ class Generator:
         self.prefill, self.decode = module["prefill"], module["decode"]
         # decode(token, position, k_cache[layers, b, heads, context, head_dim], v_cache)
         self.context = int(self.decode.argument_types[2].shape[3])
+        self.vocab = int(self.prefill.result_types[0].shape[-1])  # logits[b, vocab]
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int, *, temperature: float = 0.0,
                  top_k: int = 0, seed: int = 0, stop: int | None = None) -> Iterator[int]:
@@ -49,6 +50,10 @@ class Generator:
         if not 1 <= tokens.shape[1] <= self.context:
             raise InvocationError(f"a prompt of {tokens.shape[1]} tokens: the module's context "
                                   f"holds 1 to {self.context}")
+        outside = tokens[(tokens < 0) | (tokens >= self.vocab)]
+        if outside.size:  # the embedding's gather would clamp them: a wrong answer, not an error
+            raise InvocationError(f"prompt token {int(outside[0])} is outside the vocabulary "
+                                  f"[0, {self.vocab})")
         rng = np.random.default_rng(seed)
         logits, best, at, k, v = self.prefill(tokens)
         position = tokens.shape[1]

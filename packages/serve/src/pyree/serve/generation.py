@@ -40,7 +40,7 @@ class GenerationDeployment:
                  parameters: list | None = None):
         loaded = rt.load_module(module, device, parameters=parameters or [])
         self.generator = rt.Generator(loaded)
-        self.vocab = int(self.generator.prefill.result_types[0].shape[-1])
+        self.vocab = self.generator.vocab
         self.running = self.most_at_once = 0  # generations in progress, and their peak
 
     def describe(self) -> dict:
