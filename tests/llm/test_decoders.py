@@ -100,7 +100,7 @@ def test_prefill_and_decode_results_equal_pytorchs(decoder):
 
 
 def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):
-    model, vmfb, weights, _ = decoder
+    model, vmfb, weights, module = decoder
     raw = weights.read_bytes()
     header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
     assert set(header) == set(model.state_dict())
@@ -109,6 +109,10 @@ def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):
     for key in ("wte.weight", "h.1.mlp.c_fc.weight", "model.layers.1.self_attn.k_proj.weight"):
         if key in header:
             assert key.encode() in vmfb  # the module names the parameter it reads
+    name = type(model).__name__.lower()
+    with pytest.raises(rt.ParameterError, match=rf"module '{name}' constant \d+ is parameter "
+                                                r"'model::[\w.]+', but no parameter file was given"):
+        rt.load_module(vmfb, device=module.device)
     largest = max(model.state_dict().values(), key=lambda t: t.numel())
     assert largest.contiguous().numpy().tobytes()[:4096] not in vmfb  # no weight bytes inside
 

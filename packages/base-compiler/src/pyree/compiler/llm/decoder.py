@@ -82,7 +82,7 @@ def export_decoder(model, *, batch: int = 1, scope: str = "model") -> str:
         decode = import_torch(Decode(), prompt[:, :1], torch.tensor(n), torch.zeros(cache, dtype=dtype),
                               torch.zeros(cache, dtype=dtype), function_name="decode",
                               parameter_scope=scope)
-    return join_modules({"prefill": prefill, "decode": decode})
+    return join_modules({"prefill": prefill, "decode": decode}, type(model).__name__.lower())
 
 
 def write_parameters(model, path: str | Path) -> None:
@@ -110,31 +110,32 @@ def write_parameters(model, path: str | Path) -> None:
 _ALIAS = re.compile(r"^#([\w$.-]+) = ", re.M)
 
 
-def join_modules(parts: dict[str, str]) -> str:
-    """One MLIR module of several torch-mlir modules (name -> text), each with one function:
-    their attribute aliases (``#map3``) and resource blobs renamed apart by the part's name
-    (two imports number theirs alike), the parameter globals they share declared once."""
+def join_modules(parts: dict[str, str], name: str = "decoder") -> str:
+    """One MLIR module ``name`` of several torch-mlir modules (part name -> text), each with one
+    function: their attribute aliases (``#map3``) and resource blobs renamed apart by the part's
+    name (two imports number theirs alike), the parameter globals they share declared once."""
     globals_: dict[str, str] = {}
     aliases, bodies, blobs = [], [], []
-    for name, text in parts.items():
+    for part, text in parts.items():
         for alias in sorted(set(_ALIAS.findall(text)), key=len, reverse=True):
-            text = re.sub(rf"#{re.escape(alias)}\b", f"#{name}_{alias}", text)
+            text = re.sub(rf"#{re.escape(alias)}\b", f"#{part}_{alias}", text)
         module, _, resources = text.partition("\n{-#")
         for blob in re.findall(r"^\s*([\w.$-]+): \"0x", resources, re.M):
-            module = module.replace(f"dense_resource<{blob}>", f"dense_resource<{name}_{blob}>")
-            resources = re.sub(rf"^(\s*){re.escape(blob)}:", rf"\g<1>{name}_{blob}:", resources,
+            module = module.replace(f"dense_resource<{blob}>", f"dense_resource<{part}_{blob}>")
+            resources = re.sub(rf"^(\s*){re.escape(blob)}:", rf"\g<1>{part}_{blob}:", resources,
                                flags=re.M)
         blobs += re.findall(r"^\s*([\w.$-]+: \"0x[0-9A-Fa-f]*\")", resources, re.M)
         head = re.search(r"^module( attributes \{.*\})? \{\n", module, re.M)
         if head is None:
-            raise CompileError(f"the import of '{name}' is not one MLIR module")
+            raise CompileError(f"the import of '{part}' is not one MLIR module")
         aliases.append(module[:head.start()])
         lines = module[head.end():].rstrip().removesuffix("}").splitlines()
         for line in lines:
             if line.lstrip().startswith("util.global "):
                 globals_[line.split("=")[0]] = line
         bodies += [line for line in lines if not line.lstrip().startswith("util.global ")]
-    text = "".join(aliases) + "module {\n" + "\n".join([*globals_.values(), *bodies]) + "\n}\n"
+    text = ("".join(aliases) + f"module @{name} {{\n" + "\n".join([*globals_.values(), *bodies])
+            + "\n}\n")
     if blobs:
         text += ("{-#\n  dialect_resources: {\n    builtin: {\n      "
                  + ",\n      ".join(blobs) + "\n    }\n  }\n#-}\n")
