@@ -23,7 +23,7 @@ from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E4
 ADD = (Path(__file__).resolve().parents[2] / "data" / "add.mlir").read_text()
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_every_template_assembles_with_ptxas(ptxas, arch, tmp_path):
     target = resolve_target(arch)
     ptx, launches = generate_ptx([make() for make in zoo.ALL.values()], target)
@@ -133,3 +133,21 @@ def test_templates_are_chosen_by_kernel_shape():
     ptx, _ = generate_ptx([zoo.row_sum(), zoo.matmul(1600, 1500, 67)], resolve_target("sm_90"))
     assert "shfl.sync.bfly" in ptx           # block reduction
     assert "ld.shared.v4" in ptx and "fma.rn.f32" in ptx  # tiled matmul, 128x128 tiles
+
+
+@pytest.mark.parametrize("name, arch", [("blackwell", "sm_100"), ("b200", "sm_100"),
+                                        ("GB200", "sm_100"), ("rtx5090", "sm_120"),
+                                        ("RTX 5070 Ti", "sm_120"), ("sm_100a", "sm_100a"),
+                                        ("sm_120a", "sm_120a")])
+def test_blackwell_names_compile_with_a_cubin_for_the_arch(ptxas, name, arch):
+    """B200/GB200 and RTX 50-series names (IREE 3.13 refuses them, or crashes on the product
+    names) resolve to their arch; the f16 matmul runs mma.sync there (wgmma is sm_90a's), and
+    ptxas assembles the module's cubin for exactly that arch."""
+    target = resolve_target(name)
+    assert target.arch == arch and target.ptx_version >= 86
+    ptx, _ = generate_ptx([zoo.ALL["matmul_f16"]()], target)
+    assert "mma.sync" in ptx and "wgmma" not in ptx and f".target {arch}" in ptx
+    cuda = cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"],
+                                                            cuda_target=name)))
+    assert cuda.targetArch == arch.encode() and cuda.cubinArch == arch.encode()
+    assert cuda.cubin.length > 0

@@ -81,6 +81,9 @@ def test_bad_device_parameters_are_named(path, message):
 @pytest.mark.parametrize("arch, cc, fits", [
     ("sm_90", (9, 0), True), ("sm_80", (8, 6), True), ("sm_86", (8, 0), False),
     ("sm_80", (9, 0), False), ("sm_90a", (9, 0), True), ("sm_90a", (9, 1), False), ("", (9, 0), False),
+    ("sm_100", (10, 0), True), ("sm_100", (12, 0), False), ("sm_100a", (10, 0), True),
+    ("sm_120", (12, 0), True), ("sm_120", (12, 1), True), ("sm_120", (10, 0), False),
+    ("sm_90", (10, 0), False),
 ])
 def test_cubin_is_used_only_where_it_runs(arch, cc, fits):
     assert cubin_fits(arch, *cc) is fits

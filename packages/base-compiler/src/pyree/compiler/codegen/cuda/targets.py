@@ -6,6 +6,12 @@ an sm_80 cubin when ptxas is present (also valid on sm_86/sm_89). The Hopper nam
 ``h100``, ``h200``, ...) resolve to ``sm_90a``: Hopper machine code with its arch-specific
 instructions (the wgmma matmul), which runs on sm_90 GPUs only; ``sm_90`` is the portable Hopper
 target without them. Unlike IREE 3.13, sm_90 and hopper are accepted.
+
+Blackwell: ``sm_100`` (B100/B200/GB200, code name ``blackwell``) and ``sm_120`` (the RTX 50
+series, RTX PRO 6000), and their ``a`` forms. They get the templates both have, mma.sync on
+tensor cores and SIMT (wgmma is sm_90a's alone, and the newer tcgen05 instructions are not
+used); the product names resolve to the portable forms. The cubin is ptxas's where it knows
+the arch, and the PTX (ISA 8.6 / 8.7) is the driver's to compile otherwise.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from pyree.compiler.errors import CompileError
 _PTX_VERSION = {
     "sm_60": 70, "sm_61": 70, "sm_62": 70, "sm_70": 70, "sm_72": 70, "sm_75": 70,
     "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78, "sm_90": 78, "sm_90a": 80,
+    "sm_100": 86, "sm_100a": 86, "sm_120": 87, "sm_120a": 87,
 }
 
 _CODE_NAMES = {
     "pascal": "sm_60", "volta": "sm_70", "turing": "sm_75", "ampere": "sm_80",
-    "ada": "sm_89", "lovelace": "sm_89", "hopper": "sm_90a",
+    "ada": "sm_89", "lovelace": "sm_89", "hopper": "sm_90a", "blackwell": "sm_100",
 }
 
 _PRODUCTS = {
@@ -39,6 +46,9 @@ _PRODUCTS = {
     "l4": "sm_89", "l40": "sm_89", "l40s": "sm_89", "rtx4060": "sm_89", "rtx4060ti": "sm_89",
     "rtx4070": "sm_89", "rtx4070ti": "sm_89", "rtx4080": "sm_89", "rtx4090": "sm_89",
     "h100": "sm_90a", "h200": "sm_90a", "gh200": "sm_90a", "h800": "sm_90a",
+    "b100": "sm_100", "b200": "sm_100", "gb200": "sm_100",
+    "rtx5060": "sm_120", "rtx5060ti": "sm_120", "rtx5070": "sm_120", "rtx5070ti": "sm_120",
+    "rtx5080": "sm_120", "rtx5090": "sm_120", "rtxpro6000": "sm_120",
 }
 
 DEFAULT_TARGET = "sm_80"
