@@ -355,6 +355,36 @@ def test_index_select_and_last_position_of_a_dynamic_sequence(pick, n):
         np.testing.assert_array_equal(g.to_host(), w.numpy())
 
 
+LAST_ROW_OF_A_TABLE = """
+func.func @f(%x: tensor<?xf32>) -> tensor<4xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %t = arith.constant dense<[[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0], [8.0, 9.0, 10.0, 11.0]]>
+      : tensor<3x4xf32>
+  %n = tensor.dim %x, %c0 : tensor<?xf32>
+  %m = arith.subi %n, %c1 : index
+  %s = tensor.extract_slice %t[%m, 0] [1, 4] [1, 1] : tensor<3x4xf32> to tensor<4xf32>
+  %r = arith.mulf %s, %s : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
+def test_a_constant_sliced_at_a_run_time_offset_and_past_its_end(backend):
+    """Row ``n - 1`` of a constant table: nothing folds it at compile time (its offset is a
+    run-time size), and an ``n`` past the table is an InvocationError before anything runs,
+    on every target (a shader that finds an access out of range only skips its work)."""
+    module = load(LAST_ROW_OF_A_TABLE, backend)
+    table = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for n in (1, 2, 3):
+        np.testing.assert_array_equal(module["f"](np.zeros(n, np.float32)).to_host(),
+                                      table[n - 1] ** 2)
+    for n in (4, 9):
+        with pytest.raises(rt.InvocationError, match=r"tensor.extract_slice reads past its "
+                                                     r"source: offset -1 \+ s0, size 1"):
+            module["f"](np.zeros(n, np.float32))
+
+
 def test_onnx_symbolic_batch(backend):
     """An ONNX graph whose batch is a ``dim_param`` imports as ``?`` and serves every batch."""
     import onnx

@@ -93,11 +93,11 @@ def size_values(generic: Generic) -> list[Size]:
 
 def has_run_time_sizes(op: Op) -> bool:
     """Whether a shape or loop range of ``op`` is known only at run time, or its body reads a
-    run-time size."""
+    run-time size, or an index of it is offset by one (a constant sliced at ``n - 1``)."""
     dims = [*getattr(op, "loop_ranges", ()),
             *(d for v in (*defined_by(op), *read_by(op)) for d in v.shape)]
-    return any(isinstance(d, Size) for d in dims) or (isinstance(op, Generic)
-                                                      and bool(size_values(op)))
+    return any(isinstance(d, Size) for d in dims) or (
+        isinstance(op, Generic) and bool(size_values(op) or index_sizes(op)))
 
 
 def sources_of(*ops: Generic) -> tuple[str, ...]:

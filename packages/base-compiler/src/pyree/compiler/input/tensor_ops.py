@@ -28,8 +28,8 @@ from pyree.compiler.kernel import (
     itemsize,
     size_value,
 )
-from pyree.compiler.sizes import Size, num_elements, static_shape
-from pyree.compiler.tensor_program import Constant, Generic, Value, View
+from pyree.compiler.sizes import Size, compare, is_static, num_elements, static_shape
+from pyree.compiler.tensor_program import Constant, Generic, SizeCheck, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Operation
@@ -105,6 +105,7 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
     where = location_of(op)
     offsets, sizes, strides = _slice(fn, op, where)
     source = fn.tensor(op.source, where)
+    _check_slice_bounds(fn, source.shape, offsets, sizes, strides, where)
     dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
     result = fn.bind_value(op.result, dtype, _sliced_shape(sizes, shape, where))
     kept = _kept_dims(sizes, result.shape, where)
@@ -294,6 +295,28 @@ def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
     offsets = [size_of(fn, next(given_offsets), where) if n == DYNAMIC_INDEX else n
                for n in op.static_offsets.get_values()]
     return offsets, sizes, list(op.static_strides.get_values())
+
+
+def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes: list,
+                        strides: list, where: str) -> None:
+    """Each dim of a slice with run-time sizes stays inside its source, checked on the host
+    when the sizes do not decide it (``offset + size * stride <= dim + stride - 1``: the last
+    element read is below ``dim``), so that a slice past the end is an InvocationError before
+    anything runs, on every target (a Vulkan shader that finds it out of range just does
+    nothing). Inside a control-flow block, where the host checks nothing per call, each
+    kernel's own run-time check is what remains."""
+    for dim, offset, size, stride in zip(shape, offsets, sizes, strides):
+        if all(is_static(v) for v in (dim, offset, size)):
+            continue  # the static checks (input/checks.py) decide it
+        bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
+        inside = compare("le", offset + size * stride, dim + stride - 1, bounds)
+        if inside is False:
+            raise CompileError(f"'tensor.extract_slice' reads past its source: offset {offset}, "
+                               f"size {size}, stride {stride} of a dim of {dim}", where)
+        if inside is not True and fn.ops is fn.top_ops:
+            fn.size_checks.append(SizeCheck(
+                inside, f"tensor.extract_slice reads past its source: offset {offset}, size "
+                        f"{size}, stride {stride} of a dim of {dim}", where))
 
 
 def _sliced_shape(sizes: list, shape: tuple, where: str) -> tuple:
