@@ -207,6 +207,10 @@ def test_gather_from_a_run_time_shaped_table():
         idv = rng.integers(-3, rows + 3, n).astype(np.int32)
         got = run_emulated(kernel, (n, rows), {0: idv, 1: table}, n)[2]
         np.testing.assert_array_equal(got, table[np.clip(idv, 0, rows - 1)])
+    # an empty table and ids to read: the launch traps (element 0 is past its end)
+    out = np.full((3, 3), 7.0, np.float32)
+    assert not emulated(kernel)([np.zeros(3, np.int32), np.zeros((0, 3), np.float32), out], [3, 0])
+    np.testing.assert_array_equal(out, 7.0)
 
 
 def test_a_body_that_reads_a_size():

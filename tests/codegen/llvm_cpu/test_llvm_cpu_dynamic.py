@@ -295,6 +295,11 @@ def test_gather_from_a_run_time_shaped_table():
         idv = rng.integers(-3, rows + 3, n).astype(np.int32)
         got = dispatch(compiled, kernel, (n, rows), {0: idv, 1: table})[2]
         np.testing.assert_array_equal(got, table[np.clip(idv, 0, rows - 1)])
+    # an empty table and ids to read: refused per dispatch (element 0 is past its end)
+    out = np.full((3, 3), 7.0, np.float32)
+    assert compiled.call(0, [np.zeros(3, np.int32), np.zeros((0, 3), np.float32), out],
+                         push_constants=[3, 0]) != 0
+    np.testing.assert_array_equal(out, 7.0)
 
 
 def slice_kernel() -> Kernel:

@@ -46,7 +46,7 @@ from pyree.compiler.kernel import (
     result_nodes,
     within,
 )
-from pyree.compiler.sizes import opaque, static_shape
+from pyree.compiler.sizes import is_static, opaque, static_shape
 
 
 def normalize(kernel: Kernel) -> Kernel:
@@ -104,7 +104,24 @@ def run_time_checks(kernel: Kernel) -> list[AccessCheck]:
             out.append(AccessCheck(binding, index.const + sum(opaque("min", 0, s) for s in spans),
                                    index.const + sum(opaque("max", 0, s) for s in spans),
                                    length, ranges))
+    # a gather's index is clamped into its binding, which must then hold an element: one whose
+    # length is a run-time size is checked to (element 0 of an empty binding is past its end)
+    for node, ranges in _unguarded_gathers(kernel):
+        length = kernel.bindings[node.binding].shape[0]
+        if not is_static(length) and (node.binding, ranges) not in seen:
+            seen.add((node.binding, ranges))
+            out.append(AccessCheck(node.binding, 0, 0, length, ranges))
     return out
+
+
+def _unguarded_gathers(kernel: Kernel):
+    """(Gather, the loop box it runs over) for each gather outside Select arms."""
+    at_init = kernel.parallel_ranges + (1,) * len(kernel.reduction_ranges)
+    for r in kernel.results:
+        for expr, ranges in ((r.value, kernel.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
+            for e, guarded in _nodes_with_guard(expr) if expr is not None else ():
+                if isinstance(e, Gather) and not guarded:
+                    yield e, ranges
 
 
 def _unguarded_accesses(kernel: Kernel):
