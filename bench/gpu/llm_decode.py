@@ -275,27 +275,13 @@ def _speed(module, model) -> dict:
         # PyTorch's step in a CUDA graph over static caches (gpt-fast's shape)
         s_tok, s_pos = tok.clone(), torch.tensor(POSITION, device="cuda")
         s_k, s_v = kc.clone(), vc.clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                model(s_tok, s_pos, s_k, s_v)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+
+        def graph_step():
             g_logits, g_k, g_v = model(s_tok, s_pos, s_k, s_v)
             s_k.copy_(g_k)
             s_v.copy_(g_v)
             s_tok.copy_(g_logits.argmax(-1, keepdim=True))
-        for _ in range(3):
-            graph.replay()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for i in range(STEPS):
-            s_pos.fill_(POSITION + 3 + i)
-            graph.replay()
-        s_tok.item()
-        out["torch_graph_decode_ms"] = (time.perf_counter() - start) / STEPS * 1e3
+        out["torch_graph_decode_ms"] = _graph_ms(graph_step, s_tok, s_pos)
     if hasattr(model, "wte"):
         out["torch_fast"] = _guarded(_torch_fast_decode, model, prompt)
     weight_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
@@ -365,25 +351,34 @@ def _torch_fast_decode(model, prompt) -> dict:
         tok.item()
         out["torch_fast_eager_decode_ms"] = (time.perf_counter() - start) / STEPS * 1e3
         s_tok, s_pos = tok.clone(), pos.clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                step(s_tok, s_pos)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            s_tok.copy_(step(s_tok, s_pos))
-        for _ in range(3):
-            graph.replay()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for i in range(STEPS):
-            s_pos.fill_(POSITION + 3 + i)
-            graph.replay()
-        s_tok.item()
-        out["torch_fast_graph_decode_ms"] = (time.perf_counter() - start) / STEPS * 1e3
+        out["torch_fast_graph_decode_ms"] = _graph_ms(lambda: s_tok.copy_(step(s_tok, s_pos)),
+                                                      s_tok, s_pos)
     return out
+
+
+def _graph_ms(step, token, position) -> float:
+    """ms per token of ``step`` (one decode step over static tensors, writing its argmax into
+    ``token``) captured in a CUDA graph and replayed ``STEPS`` times, ``position`` set before
+    each replay; warmed up on a side stream first, as PyTorch's graph capture requires."""
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(STEPS):
+        position.fill_(POSITION + 3 + i)
+        graph.replay()
+    token.item()
+    return (time.perf_counter() - start) / STEPS * 1e3
 
 
 def main() -> None:

@@ -208,3 +208,9 @@ def test_the_reference_decoders_steps_equal_a_fresh_prefill(cls, config):
     torch.testing.assert_close(k, k_all, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(v, v_all, rtol=1e-4, atol=1e-4)
     assert torch.count_nonzero(k[:, :, :, tokens.shape[1]:]) == 0  # rows past the sequence
+
+
+def test_a_model_without_the_decoder_convention_is_refused_by_name():
+    from pyree.compiler import CompileError
+    with pytest.raises(CompileError, match=r"decoder convention .* Linear has config None"):
+        export_decoder(torch.nn.Linear(3, 3))

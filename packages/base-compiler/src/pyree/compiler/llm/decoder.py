@@ -48,7 +48,11 @@ def export_decoder(model, *, batch: int = 1, scope: str = "model") -> str:
     import torch
     from pyree.compiler.importers.torch import import_torch
 
-    config = model.config
+    config = getattr(model, "config", None)
+    if not (hasattr(config, "cache_shape") and hasattr(config, "context")):
+        raise CompileError(f"export_decoder takes a model that follows the decoder convention "
+                           f"(pyree.compiler.llm.models): its 'config' has cache_shape(batch) and "
+                           f"context; {type(model).__name__} has config {config!r}")
     cache = config.cache_shape(batch)
     dtype = next(p.dtype for p in model.parameters() if p.is_floating_point())
     model = model.eval()
