@@ -138,6 +138,10 @@ def test_generation_stops_at_the_stop_token_and_the_context(decoder):
     assert len(list(gen.generate([1] * (context - 3), 20))) == 4  # positions context-3 .. context
     with pytest.raises(rt.InvocationError, match=f"context holds 1 to {context}"):
         list(gen.generate([1] * (context + 1), 5))
+    with pytest.raises(rt.InvocationError, match="token ids \\(integers\\), not float64"):
+        list(gen.generate([1.5, 2.0], 5))
+    with pytest.raises(rt.InvocationError, match="must be >= 0, not -1.0 and 0"):
+        list(gen.generate([1, 2], 5, temperature=-1.0))
     for bad in (-1, model.config.vocab):
         with pytest.raises(rt.InvocationError, match=rf"prompt token {bad} is outside the "
                                                      rf"vocabulary \[0, {model.config.vocab}\)"):

@@ -46,7 +46,13 @@ class Generator:
         from the ``top_k`` most likely (from all with 0)."""
         import numpy as np
 
-        tokens = np.asarray(prompt, dtype=np.int64).reshape(1, -1)
+        raw = np.asarray(prompt)
+        if raw.size and raw.dtype.kind not in "iu":
+            raise InvocationError(f"a prompt is token ids (integers), not {raw.dtype} values")
+        if temperature < 0 or top_k < 0:
+            raise InvocationError(f"temperature and top_k must be >= 0, not {temperature} and "
+                                  f"{top_k}")
+        tokens = raw.astype(np.int64).reshape(1, -1)
         if not 1 <= tokens.shape[1] <= self.context:
             raise InvocationError(f"a prompt of {tokens.shape[1]} tokens: the module's context "
                                   f"holds 1 to {self.context}")
