@@ -32,6 +32,81 @@ SHUFFLE = re.compile(r"@llvm\.nvvm\.shfl\.sync\.bfly\.(f32|i32)\(i32 -1, (float|
                      r"i32 (\d+), i32 31\)")
 
 
+# The x86-64 library calls that LLVM makes for f16 and bf16 conversions on a CPU without F16C or
+# AVX512-BF16, defined here in integer arithmetic (rounding to nearest even, NaNs kept quiet):
+# MCJIT finds no such symbols in the process.
+HALF_CONVERSIONS = """
+define float @__extendhfsf2(half %h) {
+  %b = bitcast half %h to i16
+  %u = zext i16 %b to i32
+  %sign = shl i32 %u, 16
+  %s = and i32 %sign, 2147483648
+  %e = and i32 %u, 31744
+  %m = and i32 %u, 1023
+  %special = icmp eq i32 %e, 31744
+  %zero_e = icmp eq i32 %e, 0
+  %man13 = shl i32 %m, 13
+  %inf = or i32 %man13, 2139095040
+  %sub_f = uitofp i32 %m to float
+  %sub_v = fmul float %sub_f, 0x3E70000000000000
+  %sub_b = bitcast float %sub_v to i32
+  %norm_bits = shl i32 %e, 13
+  %norm_exp = add i32 %norm_bits, 939524096
+  %norm = or i32 %norm_exp, %man13
+  %a = select i1 %zero_e, i32 %sub_b, i32 %norm
+  %b2 = select i1 %special, i32 %inf, i32 %a
+  %r = or i32 %b2, %s
+  %f = bitcast i32 %r to float
+  ret float %f
+}
+define half @__truncsfhf2(float %x) {
+  %u = bitcast float %x to i32
+  %hi = lshr i32 %u, 16
+  %s = and i32 %hi, 32768
+  %a = and i32 %u, 2147483647
+  %nan = icmp ugt i32 %a, 2139095040
+  %big = icmp uge i32 %a, 1199566848
+  %tiny = icmp ult i32 %a, 947912704
+  %m13 = lshr i32 %a, 13
+  %mlow = and i32 %m13, 1023
+  %qnan = or i32 %mlow, 512
+  %nanb = or i32 %qnan, 31744
+  %odd = and i32 %m13, 1
+  %r0 = sub i32 %a, 939524096
+  %r1 = add i32 %r0, 4095
+  %r2 = add i32 %r1, %odd
+  %norm = lshr i32 %r2, 13
+  %af = bitcast i32 %a to float
+  %scaled = fmul float %af, 0x4170000000000000
+  %magic = fadd float %scaled, 0x4160000000000000
+  %mb = bitcast float %magic to i32
+  %sub = sub i32 %mb, 1258291200
+  %v0 = select i1 %tiny, i32 %sub, i32 %norm
+  %v1 = select i1 %big, i32 31744, i32 %v0
+  %v2 = select i1 %nan, i32 %nanb, i32 %v1
+  %v = or i32 %v2, %s
+  %t = trunc i32 %v to i16
+  %h = bitcast i16 %t to half
+  ret half %h
+}
+define bfloat @__truncsfbf2(float %x) {
+  %u = bitcast float %x to i32
+  %a = and i32 %u, 2147483647
+  %nan = icmp ugt i32 %a, 2139095040
+  %hi = lshr i32 %u, 16
+  %odd = and i32 %hi, 1
+  %r0 = add i32 %u, 32767
+  %r1 = add i32 %r0, %odd
+  %rn = lshr i32 %r1, 16
+  %q = or i32 %hi, 64
+  %v = select i1 %nan, i32 %q, i32 %rn
+  %t = trunc i32 %v to i16
+  %h = bitcast i16 %t to bfloat
+  ret bfloat %h
+}
+"""
+
+
 def host_ir(text: str, name: str, threads_talk: bool) -> str:
     """``text`` (one kernel ``name``) for the host, with ``@launch(grid, block, args...)`` (its
     threads one after another). Where ``threads_talk``, the thread and block ids are instead
@@ -47,7 +122,7 @@ def host_ir(text: str, name: str, threads_talk: bool) -> str:
     text = re.sub(r"declare void @llvm\.trap\(\).*\n", "", text)
     args = re.search(rf"define void @{name}\((.*?)\)", text).group(1)
     names = args
-    lines = [text, "@trapped = global i32 0", "declare void @emu.barrier()",
+    lines = [text, HALF_CONVERSIONS, "@trapped = global i32 0", "declare void @emu.barrier()",
              "declare float @emu.shfl.f32(float, i32)", "declare i32 @emu.shfl.i32(i32, i32)"]
     for reg in REGISTERS:
         lines.append(f"@v.{reg} = global i32 0")

@@ -161,6 +161,15 @@ class Function:
         self.br(done)
         self.label(done)
 
+    def if_else(self, cond: str, yes_body, no_body) -> None:
+        yes, no, done = self.new_label("then"), self.new_label("else"), self.new_label("endif")
+        self.cbr(cond, yes, no)
+        for label, body in ((yes, yes_body), (no, no_body)):
+            self.label(label)
+            body()
+            self.br(done)
+        self.label(done)
+
 
 class Module:
     """Kernels plus the declarations and shared-memory globals they use. Each kernel keeps its

@@ -1,0 +1,100 @@
+"""CPU-only: the matrix-vector template (common/llvm_gpu/matmul_gemv.py) run by the emulator
+(nvptx_on_cpu.py) against numpy: 16-byte loads along k (a linear layer's [N, K] weight) and
+along n ([K, N]), with K tails, runs of columns past N, bindings off 16-byte alignment (the
+element-by-element path), batch and up to four rows; infinities and NaNs in X where the K tail
+is dropped; and the vector loads in the PTX. GPU runs of the same template:
+tests/drivers/cuda/test_cuda_gpu.py (cases.py's gemv cases) and bench/gpu/llm_decode.py."""
+
+from __future__ import annotations
+
+import functools
+
+import kernel_zoo as zoo
+import ml_dtypes
+import numpy as np
+import pytest
+from test_cuda_contraction import entry_text
+from tooling import require_module
+
+require_module("xdsl")  # the compiler
+
+from nvptx_on_cpu import Emulated  # noqa: E402
+from pyree.compiler import kernel as K  # noqa: E402
+from pyree.compiler.codegen.common.llvm_gpu import matmul_gemv  # noqa: E402
+from pyree.compiler.codegen.cuda import generate_ptx, resolve_target  # noqa: E402
+
+NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+
+
+@functools.cache
+def emulated(kernel: K.Kernel) -> Emulated:
+    return Emulated(kernel)
+
+
+def misaligned(a: np.ndarray, shift: bool) -> np.ndarray:
+    """``a``'s values in a buffer one element past a 16-byte boundary where ``shift``."""
+    if not shift:
+        return a
+    room = np.empty(a.size + 16, a.dtype)
+    start = (-room.ctypes.data // a.itemsize) % (16 // a.itemsize) + 1
+    out = room[start:start + a.size].reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def run_linear(m, n, k, dtype, b_nk, batch=1, shift=False, x=None):
+    """zoo.linear's kernel (x @ w(.T) + bias, stored in ``dtype``) on random data; the emulated
+    result and numpy's in float64."""
+    kernel = zoo.linear(m, n, k, dtype, batch=batch, b_nk=b_nk)
+    rng = np.random.default_rng(m * 1000 + n + k)
+    lead = (batch,) if batch > 1 else ()
+    if x is None:
+        x = rng.standard_normal(lead + (m, k))
+    w = rng.standard_normal(lead + ((n, k) if b_nk else (k, n)))
+    bias = rng.standard_normal(n)
+    args = [misaligned(a.astype(NUMPY[dtype]), shift) for a in (x, w, bias)]
+    out = misaligned(np.full(lead + (m, n), np.nan, NUMPY[dtype]), shift)
+    assert emulated(kernel)([*args, out], [])
+    x64, w64, b64 = (a.astype(np.float64) for a in args)
+    return out.astype(np.float64), x64 @ (np.swapaxes(w64, -1, -2) if b_nk else w64) + b64
+
+
+@pytest.mark.parametrize("m, n, k, dtype, b_nk, batch, along_k, width", [
+    (1, 24, 600, "f16", True, 1, True, 8),     # 16-byte loads along k, a 88-deep tail
+    (3, 17, 512, "bf16", True, 1, True, 8),    # K a whole number of steps; 17 columns
+    (2, 9, 5, "f16", True, 2, True, 1),        # K of 5: rows off alignment, element loads
+    (1, 200, 300, "f16", False, 1, False, 8),  # 16-byte loads along n; the last block's runs past N
+    (4, 36, 131, "f32", False, 1, False, 4),   # f32: 4 a load; K tail of the 32-deep step
+    (2, 77, 131, "f32", False, 1, False, 1),   # an odd N: rows off alignment
+    (1, 64, 40, "f16", False, 3, False, 8),    # batch
+])
+def test_gemv_matches_numpy(m, n, k, dtype, b_nk, batch, along_k, width):
+    kernel = zoo.linear(m, n, k, dtype, batch=batch, b_nk=b_nk)
+    g = matmul_gemv.geometry(kernel, matmul_gemv.plan(kernel, None))
+    assert (g.along_k, g.width) == (along_k, width)
+    for shift in (False, True):
+        got, want = run_linear(m, n, k, dtype, b_nk, batch, shift)
+        tol = {"f32": 1e-5, "f16": 2e-3, "bf16": 1e-2}[dtype]
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
+
+
+@pytest.mark.parametrize("b_nk", [True, False])
+def test_dropped_tail_products_add_no_nan(b_nk):
+    """An infinity in X's last k where the guarded tail step reads clamped indices: the other
+    rows stay finite; a NaN in X makes its own row NaN and only that row."""
+    m, n, k = 3, 64, 300
+    x = np.random.default_rng(5).standard_normal((m, k))
+    x[0, -1], x[1, 7] = np.inf, np.nan
+    got, want = run_linear(m, n, k, "f16", b_nk, x=x)
+    assert np.isnan(got[1]).all() and not np.isnan(got[[0, 2]]).any()
+    np.testing.assert_array_equal(np.isinf(got[0]), np.isinf(want[0]))
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-3, atol=2e-3 * np.sqrt(k))
+
+
+def test_gemv_reads_sixteen_bytes_a_load():
+    """The weights of both layouts go through 16-byte vector loads (four 32-bit words)."""
+    kernels = [zoo.linear(1, 768, 768, "f16"), zoo.linear(1, 768, 768, "f16", b_nk=False),
+               zoo.linear(2, 768, 3072, "bf16")]
+    ptx, launches = generate_ptx(kernels, resolve_target("sm_90"))
+    for name, _ in launches:
+        assert "ld.global.v4" in entry_text(ptx, name), name
