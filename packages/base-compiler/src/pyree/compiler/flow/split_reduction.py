@@ -58,6 +58,7 @@ from pyree.compiler.kernel import (
     fold_product,
     is_float,
     is_row_kernel,
+    itemsize,
     walk,
 )
 from pyree.compiler.tensor_program import (
@@ -104,6 +105,19 @@ GPU_TENSOR_K_CHUNK = 192
 # matrix-vector template, a 1x768 @ 768x3072 product split 12 ways was slower than whole.)
 GPU_MIN_SIDE = 16
 GPU_VECTOR_K_CHUNK = 128
+# A product with at most GPU_GEMV_ROWS rows (or columns) runs the matrix-vector template
+# (common/llvm_gpu/matmul_gemv.py, its ROWS), whose block reads 16 bytes a thread: 8 columns of a
+# matrix contiguous along k (a warp a column), else 128 bytes of a row (one cache line, 64 f16
+# columns), 32 slices of K. Where a thread would load more than GPU_VECTOR_MOST_STEPS vectors one
+# after another, the product is split until it makes GPU_VECTOR_BLOCKS blocks, two per
+# multiprocessor, in chunks that still give every lane of a column a vector (32 x 16 bytes along
+# k) or every slice of rows a few (GPU_VECTOR_MIN_ROWS along n). GPT-2's 768-deep products ran
+# as fast whole as split (one kernel fewer), its 3072-deep one twice as fast split 24 ways
+# (BENCHMARKS.md).
+GPU_GEMV_ROWS = 4
+GPU_VECTOR_MOST_STEPS = 32
+GPU_VECTOR_BLOCKS = 2 * FEW_TILES
+GPU_VECTOR_MIN_ROWS = 64
 
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False) -> Function:
@@ -125,7 +139,9 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False) -> l
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
     contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
-    if contraction:
+    if contraction and gpu and _gemv_rows(op, folds[0][1]) <= GPU_GEMV_ROWS:
+        splits = vector_splits(op, folds[0][1])
+    elif contraction:
         narrow = gpu and _narrow_operands(folds[0][1])
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
         if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
@@ -165,6 +181,41 @@ def is_contraction(fold, num_parallel: int) -> bool:
         return False
     a, b = (_parallel_loops(side, num_parallel) for side in (f.a, f.b))
     return bool(a - b) and bool(b - a)
+
+
+def vector_splits(op: Generic, f: Binary) -> int:
+    """The chunks a GPU matrix-vector product's K is split into: none where a thread's loop is
+    short, else the fewest (dividing K) that give ``GPU_VECTOR_BLOCKS`` blocks of the
+    matrix-vector template."""
+    extent, k = op.loop_ranges[op.num_parallel], op.num_parallel
+    m, n = _side_extents(f, op)
+    matrix = f.b if op.num_parallel - 1 in _parallel_loops(f.b, op.num_parallel) else f.a
+    loads = [e for e in walk(matrix) if isinstance(e, Load)]
+    k_major = any(e.index and e.index[-1].coeffs[k] == 1 for e in loads)
+    size = max(1, min((itemsize(e.dtype) for e in loads), default=4))
+    per_block = 8 if k_major else max(1, 128 // size)
+    steps = extent // (32 * max(1, 16 // size)) if k_major else extent // 32
+    if steps <= GPU_VECTOR_MOST_STEPS:
+        return 1
+    columns = n if matrix is f.b else m
+    batch = math.prod(op.loop_ranges[:op.num_parallel]) // max(1, m * n)
+    blocks = max(1, -(-columns // per_block) * batch)
+    wanted = -(-GPU_VECTOR_BLOCKS // blocks)
+    least_chunk = 32 * max(1, 16 // size) if k_major else GPU_VECTOR_MIN_ROWS
+    most = extent // least_chunk
+    if wanted < 2 or most < 2:
+        return 1
+    fits = [d for d in range(2, most + 1) if extent % d == 0]
+    return min((d for d in fits if d >= wanted), default=max(fits, default=1))
+
+
+def _gemv_rows(op: Generic, f: Binary) -> int:
+    """A contraction's m, as the GPU templates see it: the extent of the parallel loops read
+    only by the factor that does not read the last one (n)."""
+    n = op.num_parallel - 1
+    x, y = (f.a, f.b) if n in _parallel_loops(f.b, op.num_parallel) else (f.b, f.a)
+    rows = _parallel_loops(x, op.num_parallel) - _parallel_loops(y, op.num_parallel)
+    return math.prod(op.loop_ranges[d] for d in rows)
 
 
 def _narrow_operands(f: Binary) -> bool:
