@@ -55,10 +55,33 @@ def lower_sort(fn: FunctionLowering, op: Operation) -> None:
     num_ins = op.properties["num_ins"].value.data  # ins(x) outs(empty): x sorted into empty
     operands = [fn.tensor(v, where) for v in op.operands[:num_ins or None]]
     d = op.properties["dimension"].value.data
-    comparator = region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
-    sorted_values = sort_values(fn, operands, d, None, comparator, op.name, where)
+    k = _leading_slice(op, operands[0].shape, d)
+    if k is not None:  # only the first k are read: a top-k (the slices then take all of it)
+        sorted_values = top_k(fn, op, operands, d, k, len(operands), where)
+    else:
+        comparator = region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
+        sorted_values = sort_values(fn, operands, d, None, comparator, op.name, where)
     for result, value in zip(op.results, sorted_values, strict=True):
         fn.env[result] = value
+
+
+def _leading_slice(op: Operation, shape: tuple[int, ...], d: int) -> int | None:
+    """``k`` where every use of the sort's results is a static ``tensor.extract_slice`` of
+    their first ``k < n`` along ``d``, whole along the other dimensions: PyTorch's ``topk``,
+    which torch-mlir lowers to a whole sort and a slice."""
+    lengths = set()
+    for result in op.results:
+        for use in result.uses:
+            user = use.operation
+            if user.name != "tensor.extract_slice" or user.offsets or user.sizes or user.strides:
+                return None
+            offsets, sizes, strides = (list(p.get_values()) for p in (
+                user.static_offsets, user.static_sizes, user.static_strides))
+            if any(offsets) or any(s != 1 for s in strides) or any(
+                    n != shape[j] for j, n in enumerate(sizes) if j != d):
+                return None
+            lengths.add(sizes[d])
+    return lengths.pop() if len(lengths) == 1 and 0 < min(lengths) < shape[d] else None
 
 
 def lower_topk(fn: FunctionLowering, op: Operation) -> None:
@@ -72,10 +95,66 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
     if num_ins == 1:
         ins.append(iota(fn, ins[0].shape, d, tensor_type_of(op.results[1].type, where)[0], where))
     k = tensor_type_of(op.results[0].type, where)[1][d]
-    comparator = region_comparator(fn, op, 1, len(ins[0].shape) + 1, where)
-    top = sort_values(fn, ins, d, k, comparator, op.name, where)
-    for result, value in zip(op.results, top, strict=True):
+    for result, value in zip(op.results, top_k(fn, op, ins, d, k, 1, where), strict=True):
         fn.env[result] = value
+
+
+def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k: int,
+          compared: int, where: str) -> list[Value]:
+    """The first ``k`` along ``d`` of ``operands`` sorted by the op's comparator (of the first
+    ``compared``): in two passes where ``topk_chunk`` finds them cheaper."""
+    rank = len(operands[0].shape)
+    chunk = topk_chunk(operands[0].shape[d], k)
+    if chunk:  # the top k of each chunk, then the top k of those
+        chunks = [_regroup(fn, v, d, chunk, where) for v in operands]
+        firsts = sort_values(fn, chunks, d + 1, k,
+                             region_comparator(fn, op, compared, rank + 2, where), op.name, where)
+        operands = [_regroup(fn, v, d, None, where) for v in firsts]
+    comparator = region_comparator(fn, op, compared, rank + 1, where)
+    return sort_values(fn, operands, d, k, comparator, op.name, where)
+
+
+def topk_chunk(n: int, k: int) -> int | None:
+    """The chunk length (a divisor of ``n``) that splits a top-k along a line of ``n`` in two
+    counting passes, or None where one pass costs no more than twice the two. One pass compares
+    every pair, ``n * n``; chunks of ``c`` compare ``n * c``, then their ``n / c * k``
+    candidates every pair. A vocabulary's top-50 (n = 32000) costs 40 times less in chunks of
+    640 than whole. The candidates keep the line's order, chunk by chunk, each chunk's in its
+    sorted order, so ties still resolve by index, as in one pass."""
+    best, cost = None, n * n / 2
+    for c in range(k + 1, n // 2 + 1):
+        if n % c == 0 and n * c + (n // c * k) ** 2 < cost:
+            best, cost = c, n * c + (n // c * k) ** 2
+    return best
+
+
+def _regroup(fn: FunctionLowering, v: Value, d: int, chunk: int | None, where: str) -> Value:
+    """``v`` with dimension ``d`` split into (n / chunk, chunk), or (``chunk`` None) dimensions
+    ``d`` and ``d + 1`` joined: a copy, so that the counting passes read plain lines."""
+    shape, rank = v.shape, len(v.shape)
+    if chunk is None:
+        out_shape = shape[:d] + (shape[d] * shape[d + 1],) + shape[d + 2:]
+    else:
+        out_shape = shape[:d] + (shape[d] // chunk, chunk) + shape[d + 1:]
+    loops = AffineExpr.identity(len(out_shape))
+    out_rank = len(out_shape)
+    if chunk is None:  # out[.., i, ..] = v[.., i // m, i % m, ..]: read v's loops, write joined
+        m = shape[d + 1]
+        index = AffineExpr.identity(rank)
+        joined = AffineExpr(tuple(m if l == d else 1 if l == d + 1 else 0 for l in range(rank)))
+        out_index = index[:d] + (joined,) + index[d + 2:]
+        inputs = Inputs()
+        value = fn.new_value(v.dtype, out_shape, "candidates")
+        fn.emit(Generic(inputs.values, [value], (Result(0, out_index, inputs.load(v, index)),),
+                        shape, rank, where, "topk"))
+        return value
+    split = AffineExpr(tuple(chunk if l == d else 1 if l == d + 1 else 0 for l in range(out_rank)))
+    inputs = Inputs()
+    value = fn.new_value(v.dtype, out_shape, "chunks")
+    read = inputs.load(v, loops[:d] + (split,) + loops[d + 2:])
+    fn.emit(Generic(inputs.values, [value], (Result(0, loops, read),), out_shape, out_rank, where,
+                    "topk"))
+    return value
 
 
 def lower_scan(fn: FunctionLowering, op: Operation) -> None:
