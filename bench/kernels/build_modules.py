@@ -1,6 +1,7 @@
 """Compiles the cases of cases.py on this CPU-only machine, for a GPU host (or for the CPU smoke run):
 
     python3 bench/kernels/build_modules.py OUT_DIR [--backend cuda] [--target sm_90a] [--cases RE,..]
+                                           [--suite issue11|llm]
 
 Writes ``OUT_DIR/<case key>.vmfb`` and ``OUT_DIR/manifest.json``: per case its name, function,
 inputs, the number of kernel launches (dispatch commands) in the compiled function, import and
@@ -64,6 +65,7 @@ def main() -> int:
     p.add_argument("--backend", default="cuda", choices=["cuda", "llvm-cpu", "vulkan-spirv"])
     p.add_argument("--target", default="sm_90a", help="cuda target (sm_90a: wgmma on H100)")
     p.add_argument("--cases", default="", help="comma-separated regexes of case keys (default all)")
+    p.add_argument("--suite", default="issue11", choices=sorted(cases.SUITES))
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     compile_options = options(args.backend, args.target)
@@ -73,7 +75,7 @@ def main() -> int:
         raise SystemExit(f"{args.out} holds {manifest['backend']} modules; use another folder")
     manifest.update(backend=args.backend, target=args.target if args.backend == "cuda" else "")
     built = manifest.setdefault("cases", {})
-    for case in cases.select(args.cases):
+    for case in cases.select(args.cases, args.suite):
         (args.out / f"{case.key}.vmfb").unlink(missing_ok=True)  # never leave a stale module
         entry = build(case, args.out, compile_options)
         built[case.key] = entry

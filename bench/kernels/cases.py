@@ -287,15 +287,98 @@ CASES: tuple[Case, ...] = (
          _ins(((1024, 768), f16), ((1024, 768), f16), ((768,), f16))),
 )
 
-BY_KEY = {c.key: c for c in CASES}
-assert len(BY_KEY) == len(CASES), "two cases share a key"
 
 
-def select(patterns: str) -> list[Case]:
-    """The cases whose key matches one of the comma-separated regexes (all for "")."""
+def argmax_last(x):
+    return x.argmax(dim=-1)
+
+
+def topk_values(x):
+    return torch.topk(x, 50, dim=-1).values
+
+
+def transpose_2d(x):
+    return x.t().contiguous()
+
+
+def heads_to_rows(x):
+    """(batch, heads, seq, dim) -> (batch, seq, heads * dim): attention's output back to rows."""
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d)
+
+
+def causal_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def attention(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def rotary(x, cos, sin):
+    """LLaMA's rotary embedding of (batch, heads, seq, dim) by (seq, dim) tables."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _gemv(name, m, k, n, dtype, weight_nk=True):
+    """A decode linear: x[m, k] times a [n, k] weight (nn.Linear, a tied LM head) or a
+    [k, n] one (GPT-2's Conv1D)."""
+    w = ((n, k), dtype) if weight_nk else ((k, n), dtype)
+    fn = (lambda x, w: F.linear(x, w)) if weight_nk else mm
+    return Case(f"{name} {DTYPE_NAMES[dtype]} {m}x{k} -> {n}{'' if weight_nk else ' [k,n]'}", fn,
+                _ins(((m, k), dtype), w))
+
+
+# Issue 31's LLM-class kernels: LLaMA-7B and GPT-2 layers at decode (batch 1-16) and prefill
+# (128-2048), f16 and bf16 (``--suite llm``).
+LLM_CASES: tuple[Case, ...] = (
+    _gemv("llama7b q_proj", 1, 4096, 4096, f16),
+    _gemv("llama7b gate_proj", 1, 4096, 11008, f16),
+    _gemv("llama7b down_proj", 1, 11008, 4096, bf16),
+    _gemv("llama7b qkv_proj", 1, 4096, 12288, bf16),
+    _gemv("llama7b lm_head", 1, 4096, 32000, bf16),
+    _gemv("gpt2 c_attn", 1, 768, 2304, f16, weight_nk=False),
+    _gemv("gpt2 c_fc", 1, 768, 3072, f16, weight_nk=False),
+    _gemv("gpt2 mlp c_proj", 1, 3072, 768, bf16, weight_nk=False),
+    _gemv("gpt2 lm_head", 1, 768, 50257, f16),
+    _gemv("llama7b q_proj batch4", 4, 4096, 4096, f16),
+    _gemv("llama7b gate_proj batch16", 16, 4096, 11008, bf16),
+    _gemv("llama7b qkv_proj prefill", 128, 4096, 12288, bf16),
+    _gemv("llama7b gate_proj prefill", 512, 4096, 11008, f16),
+    _gemv("llama7b down_proj prefill", 2048, 11008, 4096, bf16),
+    _gemv("gpt2 c_fc prefill", 1024, 768, 3072, f16, weight_nk=False),
+    Case("argmax vocab f16 1x50257", argmax_last, _ins(((1, 50257), f16))),
+    Case("argmax vocab bf16 16x32000", argmax_last, _ins(((16, 32000), bf16))),
+    Case("top-50 vocab f32 1x32000", topk_values, _ins(((1, 32000), f32))),
+    Case("softmax vocab f32 1x50257", softmax, _ins(((1, 50257), f32))),
+    Case("softmax vocab f16 16x32000", softmax, _ins(((16, 32000), f16))),
+    Case("transpose f16 4096x4096", transpose_2d, _ins(((4096, 4096), f16))),
+    Case("heads to rows bf16 1x32x2048x128", heads_to_rows, _ins(((1, 32, 2048, 128), bf16))),
+    Case("full sum f32 16M", sum_all, _ins(((16_777_216,), f32))),
+    Case("llama7b rmsnorm decode bf16 1x4096", rmsnorm, _ins(((1, 4096), bf16), ((4096,), bf16))),
+    Case("llama7b rotary bf16 1x32x512x128", rotary,
+         _ins(((1, 32, 512, 128), bf16), ((512, 128), bf16), ((512, 128), bf16))),
+    Case("llama7b causal attention prefill f16 1x32x512x128", causal_attention,
+         _ins(((1, 32, 512, 128), f16), ((1, 32, 512, 128), f16), ((1, 32, 512, 128), f16))),
+    Case("gpt2 causal attention prefill f16 1x12x1024x64", causal_attention,
+         _ins(((1, 12, 1024, 64), f16), ((1, 12, 1024, 64), f16), ((1, 12, 1024, 64), f16))),
+    Case("llama7b decode attention over 1024 f16 1x32x1x128", attention,
+         _ins(((1, 32, 1, 128), f16), ((1, 32, 1024, 128), f16), ((1, 32, 1024, 128), f16))),
+)
+
+SUITES = {"issue11": CASES, "llm": LLM_CASES}
+BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
+assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
+
+
+def select(patterns: str, suite: str = "issue11") -> list[Case]:
+    """The suite's cases whose key matches one of the comma-separated regexes (all for "")."""
+    cases = SUITES[suite]
     if not patterns:
-        return list(CASES)
-    chosen = [c for c in CASES if any(re.search(p, c.key) for p in patterns.split(","))]
+        return list(cases)
+    chosen = [c for c in cases if any(re.search(p, c.key) for p in patterns.split(","))]
     if not chosen:
         raise SystemExit(f"no case key matches {patterns!r}; keys: {', '.join(BY_KEY)}")
     return chosen

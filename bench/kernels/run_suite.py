@@ -44,7 +44,16 @@ from gpu_timing import pyree_ms, torch_ms  # noqa: E402
 
 # Relative L2 error limits against float64, by result dtype: a few roundings of that type.
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}
-TARGET_GEOMEAN, TARGET_MIN = 1.0, 0.7
+# each suite's goal: (geomean, min) of torch/pyree (issue 11's; issue 31 item 1's LLM kernels)
+TARGETS = {"issue11": (1.0, 0.7), "llm": (1.1, 0.8)}
+
+
+def copy_gbs() -> float:
+    """The GPU's device-to-device copy bandwidth (GB/s, read + write) on 1 GiB, CUDA events."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = torch_ms(lambda: dst.copy_(src), reps=20)
+    return 2 * src.numel() / ms / 1e6
 
 
 def cpu_ms(fn, reps: int, warmup: int = 3) -> float:
@@ -103,6 +112,7 @@ def run_case(case: cases.Case, entry: dict, build: Path, args, torch_device: str
         eager = case.fn(*inputs)
         ref = case.fn(*map(in_float64, inputs))
     got = fn(*device_inputs).to_host()
+    row["bytes"] = sum(t.numel() * t.element_size() for t in inputs) + got.nbytes
     ok, err, why = check(got, eager, ref)
     _, torch_err, _ = check(to_numpy(eager), eager, ref)
     row.update(rel_err=err, torch_rel_err=torch_err)
@@ -118,15 +128,16 @@ def run_case(case: cases.Case, entry: dict, build: Path, args, torch_device: str
         kernel_table(f"{case.key}, pyree", kernel_times(lambda: fn(*device_inputs), 20))
         with torch.no_grad():
             kernel_table(f"{case.key}, PyTorch", kernel_times(lambda: case.fn(*inputs), 20))
+    row["pyree_gbs"] = row["bytes"] / row["pyree_ms"] / 1e6
     return {**row, "status": "ok", "ratio": row["torch_ms"] / row["pyree_ms"]}
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| case | torch ms | pyree ms | torch/pyree | kernels | ok |",
-             "|---|---:|---:|---:|---:|---|"]
+    lines = ["| case | torch ms | pyree ms | torch/pyree | pyree GB/s | kernels | ok |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
-        ms = (f"{r['torch_ms']:.4f} | {r['pyree_ms']:.4f} | {r['ratio']:.2f}x"
-              if r["status"] == "ok" else "| |")
+        ms = (f"{r['torch_ms']:.4f} | {r['pyree_ms']:.4f} | {r['ratio']:.2f}x | {r['pyree_gbs']:.0f}"
+              if r["status"] == "ok" else "| | |")
         status = (r["status"] if r["status"] == "ok"
                   else f"**{r['status']}**: {r['error'][:160]}".replace("|", "/"))
         lines.append(f"| {r['name']} | {ms} | {r['kernels'] if r['kernels'] is not None else ''}"
@@ -134,13 +145,14 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def summary(rows: list[dict]) -> dict:
+def summary(rows: list[dict], suite: str) -> dict:
     ratios = [r["ratio"] for r in rows if r["status"] == "ok"]
     geomean = math.exp(statistics.fmean(map(math.log, ratios))) if ratios else None
     slowest = min(rows, key=lambda r: r.get("ratio", math.inf)) if ratios else None
     not_ok = [r["case"] for r in rows if r["status"] != "ok"]
-    met = (not not_ok and geomean is not None and geomean >= TARGET_GEOMEAN
-           and slowest["ratio"] >= TARGET_MIN)
+    target_geomean, target_min = TARGETS[suite]
+    met = (not not_ok and geomean is not None and geomean >= target_geomean
+           and slowest["ratio"] >= target_min)
     return {"cases": len(rows), "ok": len(ratios), "not_ok": not_ok, "geomean": geomean,
             "min": slowest["ratio"] if slowest else None,
             "min_case": slowest["case"] if slowest else None, "target_met": met}
@@ -152,6 +164,7 @@ def main() -> int:
     p.add_argument("--device", default="cuda",
                    help="pyree device: cuda, cuda://0?command_buffer=..., or local-task (CPU run)")
     p.add_argument("--cases", default="", help="comma-separated regexes of case keys (default all)")
+    p.add_argument("--suite", default="issue11", choices=sorted(cases.SUITES))
     p.add_argument("--reps", type=int, default=100, help="timed runs per case and side")
     p.add_argument("--seed", type=int, default=1, help="input seed (the build used 0)")
     p.add_argument("--json", type=Path)
@@ -166,7 +179,7 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     manifest = json.loads((args.build / "manifest.json").read_text())
     rows = []
-    for case in cases.select(args.cases):
+    for case in cases.select(args.cases, args.suite):
         entry = manifest["cases"].get(case.key, {"error": "not in the manifest: not built"})
         try:
             row = run_case(case, entry, args.build, args, torch_device)
@@ -179,7 +192,8 @@ def main() -> int:
               + (f"  torch {row['torch_ms']:.4f} ms  pyree {row['pyree_ms']:.4f} ms  "
                  f"{row['ratio']:.2f}x  err {row['rel_err']:.1e}" if row["status"] == "ok"
                  else f"  {row['error'].splitlines()[0][:300] if row['error'] else ''}"), flush=True)
-    total = summary(rows)
+    total = summary(rows, args.suite)
+    copy = copy_gbs() if torch_device == "cuda" else None
     where = torch.cuda.get_device_name(0) if torch_device == "cuda" else "CPU"
     print(f"\n## pyree ({manifest['backend']} {manifest['target']}".rstrip() + f", device {args.device}) "
           f"vs PyTorch {torch.__version__} eager on {where}\n")
@@ -188,13 +202,17 @@ def main() -> int:
         print(f"\ngeomean torch/pyree {total['geomean']:.3f}x over {total['ok']} correct cases; "
               f"min {total['min']:.3f}x ({total['min_case']})")
     print(f"not ok: {', '.join(total['not_ok']) or 'none'}")
-    print(f"issue 11 target (all correct, geomean >= {TARGET_GEOMEAN}, min >= {TARGET_MIN}): "
+    if copy:
+        print(f"device copy bandwidth {copy:.0f} GB/s (read + write, 1 GiB)")
+    target_geomean, target_min = TARGETS[args.suite]
+    print(f"{args.suite} target (all correct, geomean >= {target_geomean}, min >= {target_min}): "
           f"{'MET' if total['target_met'] else 'NOT MET'}")
     if args.json:
         args.json.write_text(json.dumps({"device": args.device, "host": where,
                                          "torch": torch.__version__, "seed": args.seed,
                                          "build": {k: manifest[k] for k in ("backend", "target")},
-                                         "summary": total, "rows": rows}, indent=1))
+                                         "copy_gbs": copy, "summary": total, "rows": rows},
+                                        indent=1))
     return 0 if not total["not_ok"] else 1
 
 
