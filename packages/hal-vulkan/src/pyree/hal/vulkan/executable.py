@@ -40,6 +40,8 @@ STYPE_SHADER_STAGE, STYPE_COMPUTE_PIPELINE = 18, 29
 STYPE_CREATION_FEEDBACK = 1000192000
 FEEDBACK_VALID, FEEDBACK_HIT = 0x1, 0x2   # VkPipelineCreationFeedbackFlagBits
 PUSH_CONSTANT_BYTES = 128
+COOPERATIVE_MATRIX_CAPABILITY = 6022
+OP_TYPE_COOPERATIVE_MATRIX = struct.pack("<I", 7 << 16 | 4456)   # its first word: 7 words, opcode
 THREADS_VARIABLE = "PYREE_VULKAN_PIPELINE_THREADS"
 
 
@@ -61,14 +63,15 @@ class Executable:
 
 
 def capabilities(code: bytes) -> set[int]:
-    words = struct.unpack(f"<{len(code) // 4}I", code)
-    out, i = set(), 5
-    while i < len(words):
-        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+    """The OpCapability operands; they come first, so only the module's first words are read."""
+    out, i, end = set(), 5, len(code) // 4
+    while i < end:
+        (word,) = struct.unpack_from("<I", code, 4 * i)
+        count, opcode = word >> 16, word & 0xFFFF
         if count == 0:
             break
-        if opcode == 17:      # OpCapability
-            out.add(words[i + 1])
+        if opcode == 17 and i + 1 < end:      # OpCapability
+            out.add(struct.unpack_from("<I", code, 4 * i + 4)[0])
         elif opcode not in (10, 11):  # capabilities come first, before extensions and imports
             break
         i += count
@@ -76,7 +79,13 @@ def capabilities(code: bytes) -> set[int]:
 
 
 def cooperative_operands(code: bytes) -> set[tuple[str, int, int, int]]:
-    """("A" | "B", rows, columns, float bits) of each cooperative-matrix operand type declared."""
+    """("A" | "B", rows, columns, float bits) of each cooperative-matrix operand type declared.
+    A module that neither declares the CooperativeMatrixKHR capability nor holds the word that
+    begins an OpTypeCooperativeMatrixKHR declares none: one search of the bytes, not a walk of
+    every instruction in Python."""
+    if COOPERATIVE_MATRIX_CAPABILITY not in capabilities(code) and not any(
+            at % 4 == 0 for at in _occurrences(code, OP_TYPE_COOPERATIVE_MATRIX)):
+        return set()
     words = struct.unpack(f"<{len(code) // 4}I", code)
     floats, constants, out, i = {}, {}, set(), 5
     while i < len(words):
@@ -95,6 +104,13 @@ def cooperative_operands(code: bytes) -> set[tuple[str, int, int, int]]:
                 out.add(("AB"[use], constants.get(rows), constants.get(columns), floats[component]))
         i += count
     return out
+
+
+def _occurrences(data: bytes, needle: bytes):
+    at = data.find(needle)
+    while at >= 0:
+        yield at
+        at = data.find(needle, at + 1)
 
 
 def pipeline_threads() -> int:
