@@ -12,6 +12,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numerics_cases as C
@@ -230,6 +232,35 @@ def test_pipelines_made_on_any_number_of_threads_give_numpys_answer(vmfb, monkey
     monkeypatch.setenv("PYREE_VULKAN_PIPELINE_THREADS", threads)
     stats = load_and_check(vmfb, "vulkan://?pipeline_cache=off")
     assert stats["pipelines"] == 3
+
+
+def test_pipeline_threads_may_take_the_devices_lock(vmfb, monkeypatch):
+    """The garbage collector may run a finalizer on a pipeline thread, and one that releases a
+    buffer takes the device's lock: a load must not hold it while it waits for those threads
+    (the hostile-module fuzz deadlocked that way)."""
+    monkeypatch.setenv("PYREE_VULKAN_PIPELINE_THREADS", "3")
+    device = rt.get_device("vulkan://?pipeline_cache=off", cache=False)
+    driver = driver_device(device)
+    create, took = driver.vk.vkCreateComputePipelines, []
+
+    def create_as_a_finalizer_would(*args):
+        if threading.current_thread() is threading.main_thread():
+            time.sleep(0.2)   # leaves the other pipelines to the threads
+        else:
+            took.append(driver.lock.acquire(timeout=10))
+            if took[-1]:
+                driver.lock.release()
+        return create(*args)
+
+    driver.vk.vkCreateComputePipelines = create_as_a_finalizer_would
+    try:
+        case = CASE()
+        module = rt.load_module(vmfb, device=device)
+    finally:
+        driver.vk.vkCreateComputePipelines = create
+    assert took and all(took), took
+    inputs = case.inputs(np.random.default_rng())
+    C.check(case, C.results(module[case.function](*inputs)), inputs)
 
 
 @pytest.mark.parametrize("threads", ["1", "3"])

@@ -264,12 +264,10 @@ class VulkanDevice(PythonDevice):
 
     # -- executables, command buffers, semaphores ------------------------------------------------
     def load_executable(self, params):
-        with self.lock:
-            return self.executables.load(params)
+        return self.executables.load(params)   # not under self.lock: see ExecutableCache
 
     def release_executable(self, executable) -> None:
-        with self.lock:
-            self.executables.release(executable)
+        self.executables.release(executable)
 
     def create_command_buffer(self, commands, binding_table_size: int) -> CommandBuffer:
         return CommandBuffer(self, commands, binding_table_size)

@@ -132,6 +132,7 @@ class ExecutableCache:
         self.files, self.creation_feedback = files, creation_feedback
         self._by_code: dict[bytes, Executable] = {}
         self._released: list[Executable] = []
+        self._lock = threading.Lock()   # the two above; never held while creating
         # what the pipeline caches did: files whose data seeded a cache, files refused (damaged,
         # foreign), files written and writes the disk refused; pipelines created, and where the
         # driver reports it (creation feedback) those it found in the cache and the time it
@@ -144,10 +145,24 @@ class ExecutableCache:
             raise HalError("INVALID_ARGUMENT", f"the vulkan device runs 'spirv' executables, not "
                                                f"'{params.format}'")
         key = hashlib.sha256(params.code + repr(params.exports).encode()).digest()
-        cached = self._by_code.get(key)
-        if cached is not None:
-            cached.references += 1
-            return cached
+        with self._lock:
+            cached = self._by_code.get(key)
+            if cached is not None:
+                cached.references += 1
+                return cached
+        executable = self._create_executable(params, key)
+        with self._lock:
+            cached = self._by_code.setdefault(key, executable)
+            if cached is not executable:   # another thread loaded the same code meanwhile
+                cached.references += 1
+        if cached is not executable:
+            self._destroy_executable(executable)
+        return cached
+
+    def _create_executable(self, params: ExecutableParams, key: bytes) -> Executable:
+        """Checks and creates, holding no lock: the pipeline threads run Python, where the
+        garbage collector may run a finalizer that releases buffers or executables of this
+        device, which takes its locks."""
         self._check(params)
         vk, device = self.vk, self.device
         code = ffi.from_buffer(params.code)
@@ -174,9 +189,7 @@ class ExecutableCache:
         kernels = [Kernel(e.name, tuple(e.grid_size), tuple(e.block_size),
                           tuple(e.binding_min_lengths), set_layout, layout, pipeline)
                    for e, (set_layout, layout), pipeline in zip(params.exports, layouts, pipelines)]
-        executable = Executable(kernels, module[0], key)
-        self._by_code[key] = executable
-        return executable
+        return Executable(kernels, module[0], key)
 
     def _cached_pipelines(self, module: int, exports, layouts, key: bytes) -> list[int]:
         """The pipelines, through a VkPipelineCache seeded from the executable's file, which is
@@ -226,31 +239,13 @@ class ExecutableCache:
                 chained[i].pPipelineStageCreationFeedbacks = feedback + 2 * i + 1
                 info.pNext = chained + i
         out = ffi.new("VkPipeline[]", n)
-        results = [0] * n
-        workers = min(pipeline_threads(), n)
-        if workers <= 1:
-            results = [vk.vkCreateComputePipelines(device, cache, n, infos, ffi.NULL, out)] * n
-        else:
-            following, stop = itertools.count(), []
-
-            def work() -> None:
-                for i in following:
-                    if i >= n or stop:
-                        return
-                    results[i] = vk.vkCreateComputePipelines(device, cache, 1, infos + i,
-                                                             ffi.NULL, out + i)
-                    if results[i] < 0:
-                        stop.append(i)
-
-            threads = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
-            for thread in threads:
-                thread.start()
-            try:
-                work()
-            finally:
-                stop.append(None)
-                for thread in threads:
-                    thread.join()
+        try:
+            results = self._create(infos, out, n, cache)
+        except BaseException:  # an interrupt: the threads have stopped, drop what they made
+            for i in range(n):
+                if out[i]:
+                    vk.vkDestroyPipeline(device, out[i], ffi.NULL)
+            raise
         pipelines = [out[i] for i in range(n)]
         errors = [i for i in range(n) if results[i] < 0]
         if errors:
@@ -266,6 +261,34 @@ class ExecutableCache:
             self.stats["creation_ns"] += sum(feedback[2 * i].duration for i in range(n)
                                              if feedback[2 * i].flags & FEEDBACK_VALID)
         return pipelines
+
+    def _create(self, infos, out, n: int, cache: int) -> list[int]:
+        """Fills ``out`` with the pipelines of ``infos``; returns each one's VkResult."""
+        vk, device = self.vk, self.device
+        workers = min(pipeline_threads(), n)
+        if workers <= 1:
+            return [vk.vkCreateComputePipelines(device, cache, n, infos, ffi.NULL, out)] * n
+        results, following, stop = [0] * n, itertools.count(), []
+
+        def work() -> None:
+            for i in following:
+                if i >= n or stop:
+                    return
+                results[i] = vk.vkCreateComputePipelines(device, cache, 1, infos + i, ffi.NULL,
+                                                         out + i)
+                if results[i] < 0:
+                    stop.append(i)
+
+        threads = [threading.Thread(target=work, daemon=True) for _ in range(workers - 1)]
+        for thread in threads:
+            thread.start()
+        try:
+            work()
+        finally:
+            stop.append(None)
+            for thread in threads:
+                thread.join()
+        return results
 
     def _layouts(self, export) -> tuple[int, int]:
         """The export's descriptor-set layout and pipeline layout."""
@@ -344,15 +367,20 @@ class ExecutableCache:
     def release(self, executable: Executable) -> None:
         """Recorded command buffers may still use the pipelines, so a released executable is
         destroyed with the device, after the queue is idle."""
-        executable.references -= 1
-        if executable.references == 0:
-            del self._by_code[executable.key]
-            self._released.append(executable)
+        with self._lock:
+            executable.references -= 1
+            if executable.references == 0:
+                del self._by_code[executable.key]
+                self._released.append(executable)
+
+    def _destroy_executable(self, executable: Executable) -> None:
+        for k in executable.kernels:
+            self._destroy_kernel(k)
+        self.vk.vkDestroyShaderModule(self.device, executable.module, ffi.NULL)
 
     def destroy_all(self) -> None:
-        for executable in [*self._by_code.values(), *self._released]:
-            for k in executable.kernels:
-                self._destroy_kernel(k)
-            self.vk.vkDestroyShaderModule(self.device, executable.module, ffi.NULL)
-        self._by_code.clear()
-        self._released.clear()
+        with self._lock:
+            for executable in [*self._by_code.values(), *self._released]:
+                self._destroy_executable(executable)
+            self._by_code.clear()
+            self._released.clear()
