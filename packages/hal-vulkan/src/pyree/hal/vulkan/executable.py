@@ -132,7 +132,9 @@ class ExecutableCache:
         self.files, self.creation_feedback = files, creation_feedback
         self._by_code: dict[bytes, Executable] = {}
         self._released: list[Executable] = []
-        self._lock = threading.Lock()   # the two above; never held while creating
+        # guards the two above; reentrant, as a finalizer may release an executable while it is
+        # held; never held while pipelines are created (_create_executable)
+        self._lock = threading.RLock()
         # what the pipeline caches did: files whose data seeded a cache, files refused (damaged,
         # foreign), files written and writes the disk refused; pipelines created, and where the
         # driver reports it (creation feedback) those it found in the cache and the time it
