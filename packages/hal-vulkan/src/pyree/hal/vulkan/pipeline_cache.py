@@ -42,14 +42,15 @@ VK_HEADER_VERSION_ONE = 1
 
 
 def directory(setting: str | None) -> str | None:
-    """The cache directory a setting (the URI's, else the environment's) names: None for
-    ``off``; the default for an empty or missing setting."""
+    """The cache directory a setting (the URI's, else the environment's, read as the device is
+    created) names, made absolute then: None for ``off``; the default for an empty or missing
+    setting."""
     if setting is None or setting == "":
         setting = os.environ.get(VARIABLE, "")
     if setting.lower() == OFF:
         return None
     if setting:
-        return os.path.expanduser(setting)
+        return os.path.abspath(os.path.expanduser(setting))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "pyree", "vulkan")
 
