@@ -31,3 +31,12 @@ def vulkan_device():
 def vulkan_package():
     """For tests of the driver's own code that need the package but no device."""
     require_module("pyree.hal.vulkan")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pipeline_cache_in_a_temporary_folder(tmp_path_factory):
+    """The driver's on-disk pipeline cache (on by default) goes to a folder of this session,
+    not the user's ~/.cache, for these tests and the processes they start."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYREE_VULKAN_PIPELINE_CACHE", str(tmp_path_factory.mktemp("pipelines")))
+        yield

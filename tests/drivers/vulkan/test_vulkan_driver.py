@@ -149,6 +149,32 @@ def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_pa
         ExecutableCache(None, None, small).load(params)
 
 
+def test_cooperative_matrix_shapes_the_device_does_not_list_are_refused(vulkan_package):
+    """The shapes come from the module's OpTypeCooperativeMatrixKHR declarations; a module without
+    them (no capability, no such instruction) declares none."""
+    from pyree.hal.vulkan.executable import ExecutableCache, cooperative_operands
+    from pyree.hal.vulkan.physical_device import PhysicalDevice
+    from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
+    case = C.matmul(128, 48, 192, "f16", np.float16)
+    ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "hopper-h100-linux"))
+    assert cooperative_operands(code) == {("A", 16, 16, 16), ("B", 16, 16, 16)}
+    ((plain, _),) = spirv_binaries(vulkan_vmfb(case.mlir))
+    assert cooperative_operands(plain) == set()
+    limits = {"maxComputeWorkGroupInvocations": 1024, "maxComputeSharedMemorySize": 49152,
+              "maxComputeWorkGroupCount": (65535,) * 3, "maxComputeWorkGroupSize": (1024, 1024, 64)}
+    features = dict.fromkeys(("storageBuffer16BitAccess", "shaderFloat16", "vulkanMemoryModel",
+                              "cooperativeMatrix"), True)
+    gpu = PhysicalDevice(None, "8x8 GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits, features,
+                         frozenset({(8, 8, 8, 16, 16, 16)}))
+    exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
+                           e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
+                    for e in executable.exports)
+    params = ExecutableParams("spirv", "hopper-h100-linux", code, "", b"", exports)
+    with pytest.raises(HalError, match=r"multiplies cooperative matrices of shape A 16x16 f16, "
+                                       r"B 16x16 f16, which 8x8 GPU does not list"):
+        ExecutableCache(None, None, gpu).load(params)
+
+
 @pytest.mark.parametrize("result, text", [
     (-2, "allocating failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (the GPU is out of memory)"),
     (-4, "allocating failed: VK_ERROR_DEVICE_LOST (the device was lost"),

@@ -20,6 +20,7 @@ from pyree.hal.vulkan import physical_device as P
 from pyree.hal.vulkan.allocator import Allocator, Buffer, check_range
 from pyree.hal.vulkan.command_buffer import ACCESS_HOST_READ, STAGE_HOST, CommandBuffer, full_barrier
 from pyree.hal.vulkan.executable import ExecutableCache
+from pyree.hal.vulkan.pipeline_cache import PipelineCacheFiles
 from pyree.hal.vulkan.semaphore import VulkanSemaphore
 from pyree.hal.vulkan.submission import SubmitInfo
 from pyree.hal.vulkan.symbols import Functions, VulkanError, check, device_functions, ffi
@@ -37,7 +38,7 @@ STAGING_CHUNK = 64 << 20
 class VulkanDevice(PythonDevice):
     executable_format = "spirv"
 
-    def __init__(self, vki: Functions, physical: P.PhysicalDevice):
+    def __init__(self, vki: Functions, physical: P.PhysicalDevice, cache_directory: str | None):
         super().__init__()
         self.physical, self.name = physical, physical.name
         priority = ffi.new("float *", 1.0)
@@ -45,13 +46,18 @@ class VulkanDevice(PythonDevice):
             "sType": STYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
             "queueCount": 1, "pQueuePriorities": priority})
         cooperative = bool(physical.features.get("cooperativeMatrix"))
-        # Every optional feature it has (and the extension cooperative-matrix shaders need).
+        # Every optional feature it has (and the extension cooperative-matrix shaders need);
+        # pipeline creation feedback where the driver offers it, to count pipeline-cache hits.
         features, keep = P.feature_chain(physical.features, cooperative)
-        extension = ffi.new("char[]", P.COOPERATIVE_MATRIX_EXTENSION)
-        extensions = ffi.new("char *[]", [extension])
+        names = [P.COOPERATIVE_MATRIX_EXTENSION] if cooperative else []
+        self.creation_feedback = P.CREATION_FEEDBACK_EXTENSION in physical.extensions
+        if self.creation_feedback:
+            names.append(P.CREATION_FEEDBACK_EXTENSION)
+        extension_names = [ffi.new("char[]", name) for name in names]
+        extensions = ffi.new("char *[]", extension_names or 1)
         info = ffi.new("VkDeviceCreateInfo *", {
             "sType": STYPE_DEVICE_CREATE_INFO, "pNext": features, "queueCreateInfoCount": 1,
-            "pQueueCreateInfos": queue_info, "enabledExtensionCount": int(cooperative),
+            "pQueueCreateInfos": queue_info, "enabledExtensionCount": len(names),
             "ppEnabledExtensionNames": extensions})
         device = ffi.new("VkDevice *")
         check(vki.vkCreateDevice(physical.handle, info, ffi.NULL, device),
@@ -69,7 +75,8 @@ class VulkanDevice(PythonDevice):
         self.command_pool = pool[0]
         self.lock = threading.RLock()   # queue, command pool and timeline counter
         self.allocator = Allocator(vk, self.device, P.memory_types(vki, physical.handle), self.name)
-        self.executables = ExecutableCache(vk, self.device, physical)
+        files = PipelineCacheFiles(cache_directory, physical) if cache_directory else None
+        self.executables = ExecutableCache(vk, self.device, physical, files, self.creation_feedback)
         self.timeline = VulkanSemaphore(vk, self.device, 0)
         self.submitted = 0
         self._submit_info = SubmitInfo()
@@ -257,12 +264,10 @@ class VulkanDevice(PythonDevice):
 
     # -- executables, command buffers, semaphores ------------------------------------------------
     def load_executable(self, params):
-        with self.lock:
-            return self.executables.load(params)
+        return self.executables.load(params)   # not under self.lock: see ExecutableCache
 
     def release_executable(self, executable) -> None:
-        with self.lock:
-            self.executables.release(executable)
+        self.executables.release(executable)
 
     def create_command_buffer(self, commands, binding_table_size: int) -> CommandBuffer:
         return CommandBuffer(self, commands, binding_table_size)

@@ -2,13 +2,15 @@
 (Not named driver.py: importing such a submodule would replace the package's ``driver`` entry
 point function with the module.)
 
-Device URIs: ``vulkan`` (the first usable device), ``vulkan://<index>``, ``vulkan://<uuid>``.
+Device URIs: ``vulkan`` (the first usable device), ``vulkan://<index>``, ``vulkan://<uuid>``,
+each with an optional ``?pipeline_cache=off|<directory>`` (pipeline_cache.py).
 No loader, no driver (ICD) or no Vulkan 1.2 device: the driver reports UNAVAILABLE with why.
 """
 
 from __future__ import annotations
 
 from pyree.hal.vulkan import physical_device as P
+from pyree.hal.vulkan import pipeline_cache
 from pyree.hal.vulkan.symbols import check, ffi, global_functions, instance_functions
 from pyree.runtime.hal.python_driver import DeviceInfo, HalError, PythonDriver
 
@@ -67,14 +69,33 @@ class VulkanDriver(PythonDriver):
 
     def create_device(self, path: str):
         from pyree.hal.vulkan.device import VulkanDevice
+        selector, cache = parse_device_path(path)
         usable = self._usable()
-        if path == "":
-            return VulkanDevice(self.vki, usable[0])
-        if path.isdigit() and int(path) < len(usable):
-            return VulkanDevice(self.vki, usable[int(path)])
+        if selector == "":
+            return VulkanDevice(self.vki, usable[0], cache)
+        if selector.isdigit() and int(selector) < len(usable):
+            return VulkanDevice(self.vki, usable[int(selector)], cache)
         for d in usable:
-            if d.uuid == path.lower():
-                return VulkanDevice(self.vki, d)
+            if d.uuid == selector.lower():
+                return VulkanDevice(self.vki, d, cache)
         known = ", ".join(f"vulkan://{d.uuid} ({d.name})" for d in usable)
-        raise HalError("NOT_FOUND", f"no Vulkan device 'vulkan://{path}'; devices: {known} "
+        raise HalError("NOT_FOUND", f"no Vulkan device 'vulkan://{selector}'; devices: {known} "
                                     f"(or vulkan://0..{len(usable) - 1})")
+
+
+def parse_device_path(path: str) -> tuple[str, str | None]:
+    """``"0?pipeline_cache=off"`` -> ("0", None): the device and its pipeline-cache directory
+    (pipeline_cache.directory: the URI's setting, else $PYREE_VULKAN_PIPELINE_CACHE's, else the
+    default; None: off)."""
+    selector, _, query = path.partition("?")
+    setting = None
+    if query:
+        from urllib.parse import parse_qs
+        params = parse_qs(query, keep_blank_values=True)
+        unknown = set(params) - {"pipeline_cache"}
+        if unknown:
+            raise HalError("INVALID_ARGUMENT", f"unknown vulkan device parameter(s) "
+                                               f"{sorted(unknown)}; accepted: "
+                                               "pipeline_cache=off|<directory>")
+        setting = params["pipeline_cache"][-1]
+    return selector, pipeline_cache.directory(setting)

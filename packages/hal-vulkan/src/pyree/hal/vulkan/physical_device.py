@@ -1,5 +1,6 @@
 """What the driver learns about a VkPhysicalDevice before using it: name, UUID, API version,
-compute queue family, memory types, limits and the optional features the shaders may need."""
+compute queue family, memory types, limits, the optional features the shaders may need, and
+what identifies its pipeline caches (vendor, device, driver version, pipelineCacheUUID)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ STYPE_PROPERTIES_2, STYPE_ID_PROPERTIES = 1000059001, 1000071004
 STYPE_FEATURES_2, STYPE_VULKAN_1_1_FEATURES, STYPE_VULKAN_1_2_FEATURES = 1000059000, 49, 51
 STYPE_COOPMAT_FEATURES, STYPE_COOPMAT_PROPERTIES = 1000506000, 1000506001
 COOPERATIVE_MATRIX_EXTENSION = b"VK_KHR_cooperative_matrix"
+# reports per pipeline whether the pipeline cache had it (pipeline_cache.py counts the hits)
+CREATION_FEEDBACK_EXTENSION = b"VK_EXT_pipeline_creation_feedback"
 SCOPE_SUBGROUP = 3
 # VkComponentTypeKHR -> the SPIR-V float width it names.
 COMPONENT_FLOAT_BITS = {0: 16, 1: 32, 2: 64}
@@ -48,6 +51,12 @@ class PhysicalDevice:
     # valid bits of the compute queue's timestamps (0: it has none; a trace then sees only
     # whole submissions)
     timestamp_bits: int = 0
+    # what a pipeline cache's data is valid for (VkPipelineCacheHeaderVersionOne and the driver)
+    vendor_id: int = 0
+    device_id: int = 0
+    driver_version: int = 0
+    pipeline_cache_uuid: bytes = bytes(16)
+    extensions: frozenset = frozenset()
 
     def unusable_reason(self) -> str:
         """Why pyree cannot run on this device, or ""."""
@@ -78,21 +87,24 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     vki.vkGetPhysicalDeviceQueueFamilyProperties(handle, count, families)
     compute = [i for i in range(count[0]) if families[i].queueFlags & QUEUE_COMPUTE]
     # Vulkan 1.2 feature structs may only be chained for a 1.2 device; older ones are unusable.
-    cooperative = has_extension(vki, handle, COOPERATIVE_MATRIX_EXTENSION)
+    extensions = device_extensions(vki, handle)
+    cooperative = COOPERATIVE_MATRIX_EXTENSION in extensions
     features = supported_features(vki, handle, cooperative) if p.apiVersion >= API_1_2 else {}
     shapes = cooperative_matrix_shapes(vki, handle) if features.get("cooperativeMatrix") else frozenset()
     return PhysicalDevice(handle, ffi.string(p.deviceName).decode(errors="replace"),
                           format_uuid(ids.deviceUUID), p.apiVersion,
                           compute[0] if compute else None, limits, features, shapes,
-                          families[compute[0]].timestampValidBits if compute else 0)
+                          families[compute[0]].timestampValidBits if compute else 0,
+                          p.vendorID, p.deviceID, p.driverVersion, bytes(p.pipelineCacheUUID),
+                          extensions)
 
 
-def has_extension(vki: Functions, handle, name: bytes) -> bool:
+def device_extensions(vki: Functions, handle) -> frozenset[bytes]:
     count = ffi.new("uint32_t *")
     vki.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, ffi.NULL)
     props = ffi.new("VkExtensionProperties[]", count[0])
     vki.vkEnumerateDeviceExtensionProperties(handle, ffi.NULL, count, props)
-    return any(ffi.string(props[i].extensionName) == name for i in range(count[0]))
+    return frozenset(ffi.string(props[i].extensionName) for i in range(count[0]))
 
 
 def cooperative_matrix_shapes(vki: Functions, handle) -> frozenset:

@@ -87,6 +87,13 @@ ENTRY_POINTS = [
                                  "const VkComputePipelineCreateInfo *, "
                                  "const VkAllocationCallbacks *, VkPipeline *)", "device"),
     ("vkDestroyPipeline", "void (*)(VkDevice, VkPipeline, const VkAllocationCallbacks *)", "device"),
+    # the on-disk pipeline caches (pipeline_cache.py)
+    ("vkCreatePipelineCache", "VkResult (*)(VkDevice, const VkPipelineCacheCreateInfo *, "
+                              "const VkAllocationCallbacks *, VkPipelineCache *)", "device"),
+    ("vkDestroyPipelineCache", "void (*)(VkDevice, VkPipelineCache, const VkAllocationCallbacks *)",
+     "device"),
+    ("vkGetPipelineCacheData", "VkResult (*)(VkDevice, VkPipelineCache, size_t *, void *)",
+     "device"),
     ("vkCreateDescriptorPool", "VkResult (*)(VkDevice, const VkDescriptorPoolCreateInfo *, "
                                "const VkAllocationCallbacks *, VkDescriptorPool *)", "device"),
     ("vkDestroyDescriptorPool", "void (*)(VkDevice, VkDescriptorPool, const VkAllocationCallbacks *)",

@@ -48,6 +48,8 @@ typedef VkFlags VkInstanceCreateFlags;
 typedef VkFlags VkMemoryHeapFlags;
 typedef VkFlags VkMemoryPropertyFlags;
 typedef VkFlags VkPipelineCreateFlags;
+typedef VkFlags VkPipelineCacheCreateFlags;
+typedef VkFlags VkPipelineCreationFeedbackFlags;
 typedef VkFlags VkPipelineLayoutCreateFlags;
 typedef VkFlags VkPipelineShaderStageCreateFlags;
 typedef VkFlags VkPipelineStageFlags;
@@ -489,6 +491,24 @@ typedef struct VkComputePipelineCreateInfo {
     VkPipeline                         basePipelineHandle;
     int32_t                            basePipelineIndex;
 } VkComputePipelineCreateInfo;
+typedef struct VkPipelineCacheCreateInfo {
+    VkStructureType               sType;
+    const void*                   pNext;
+    VkPipelineCacheCreateFlags    flags;
+    size_t                        initialDataSize;
+    const void*                   pInitialData;
+} VkPipelineCacheCreateInfo;
+typedef struct VkPipelineCreationFeedback {
+    VkPipelineCreationFeedbackFlags    flags;
+    uint64_t                           duration;
+} VkPipelineCreationFeedback;
+typedef struct VkPipelineCreationFeedbackCreateInfo {
+    VkStructureType                sType;
+    const void*                    pNext;
+    VkPipelineCreationFeedback*    pPipelineCreationFeedback;
+    uint32_t                       pipelineStageCreationFeedbackCount;
+    VkPipelineCreationFeedback*    pPipelineStageCreationFeedbacks;
+} VkPipelineCreationFeedbackCreateInfo;
 typedef struct VkDescriptorPoolSize {
     VkDescriptorType    type;
     uint32_t            descriptorCount;

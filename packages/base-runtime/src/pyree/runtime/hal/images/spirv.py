@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from itertools import compress
 
 from pyree.runtime.hal.images import ImageError
 
@@ -106,7 +107,7 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
     if missing:
         raise ImageError(f"the SPIR-V has no GLCompute entry point named {', '.join(missing)}")
     descriptors = {v: decorations[v] for v in variables & decorations.keys()}
-    named = _named(code, words, descriptors, starts, functions)
+    named = _named(words, descriptors, starts, functions)
     for name, count in entries:
         for v in _reached(computes[name], named, calls):
             where = (descriptors[v].get(DECORATION_DESCRIPTOR_SET, 0),
@@ -117,24 +118,23 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
                                  f"{where[1]}, but its pipeline layout has {layout}")
 
 
-def _named(code: bytes, words, descriptors: dict, starts: list[int],
+def _named(words, descriptors: dict, starts: list[int],
            functions: list[tuple[int, int]]) -> dict[int, set[int]]:
-    """Function -> the descriptor variables its instructions name, found by searching the
-    image for each variable's id (bytes.find) rather than walking every operand in Python."""
+    """Function -> the descriptor variables its instructions name, from one pass over the words
+    after the first function's start that picks those equal to a variable's id (itertools, not
+    a Python loop over every operand, nor a search of the image per variable)."""
     named: dict[int, set[int]] = {}
+    if not functions or not descriptors:
+        return named
     first_words = [start for start, _ in functions]
-    for v in descriptors:
-        needle = struct.pack("<I", v)
-        at = code.find(needle, 20)
-        while at >= 0:
-            if at % 4 == 0 and functions and at // 4 > first_words[0]:
-                w = at // 4
-                start = starts[bisect_right(starts, w) - 1]
-                opcode, count = words[start] & 0xFFFF, words[start] >> 16
-                if w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
-                    function = functions[bisect_right(first_words, start) - 1][1]
-                    named.setdefault(function, set()).add(v)
-            at = code.find(needle, at + 1)
+    begin = first_words[0] + 1
+    ids = set(descriptors)
+    for w in compress(range(begin, len(words)), map(ids.__contains__, words[begin:])):
+        start = starts[bisect_right(starts, w) - 1]
+        opcode, count = words[start] & 0xFFFF, words[start] >> 16
+        if w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
+            function = functions[bisect_right(first_words, start) - 1][1]
+            named.setdefault(function, set()).add(words[w])
     return named
 
 
