@@ -6,7 +6,8 @@
 ``build`` compiles, with weights outside the modules (``pyree.compiler.llm``):
 - tiny GPT-2 and LLaMA (f32) for cuda and vulkan-spirv, the correctness check's;
 - the GPT-2-small shape (12 layers, width 768, 12 heads, vocabulary 50257, context 1024) for cuda
-  in f32, f16 and bf16, the speed runs'.
+  in f32, f16 and bf16, the speed runs'; and a LLaMA of the same size (``LLAMA_SMALL``: grouped
+  queries, 12 heads over 4, SwiGLU of 2048, vocabulary 32000) in f16.
 ``run`` makes each model's weights from its seed (``models.randomize``: the same numbers
 wherever torch runs), writes them as safetensors under their state_dict names, and loads each
 module with them. Correctness: greedy tokens against PyTorch's loop over the same model on the
@@ -39,11 +40,12 @@ KERNELS = True  # profile the decode step's kernels (CUPTI): --no-kernels skips 
 
 
 def _models():
-    from pyree.compiler.llm.models import GPT2, GPT2_SMALL, DecoderConfig, Llama
+    from pyree.compiler.llm.models import GPT2, GPT2_SMALL, LLAMA_SMALL, DecoderConfig, Llama
     return {
         "gpt2_tiny": (GPT2, DecoderConfig(**TINY), "f32"),
         "llama_tiny": (Llama, DecoderConfig(**TINY_GQA), "f32"),
         **{f"gpt2_small_{d}": (GPT2, GPT2_SMALL, d) for d in ("f32", "f16", "bf16")},
+        "llama_small_f16": (Llama, LLAMA_SMALL, "f16"),
     }
 
 
@@ -55,11 +57,13 @@ def _model(name: str):
     return randomize(cls(config), SEED).to(dt).eval()
 
 
-def build(out: Path, target: str) -> None:
+def build(out: Path, target: str, match: str = "") -> None:
     from pyree.compiler import CompileOptions, compile_str
     from pyree.compiler.llm.decoder import export_decoder
     out.mkdir(parents=True, exist_ok=True)
     for name in _models():
+        if match not in name:
+            continue
         backends = [("cuda", "cuda")] + ([("vulkan", "vulkan-spirv")] if "tiny" in name else [])
         text = export_decoder(_model(name))
         for label, backend in backends:
@@ -387,13 +391,13 @@ def main() -> None:
     p.add_argument("folder", type=Path)
     p.add_argument("--target", default="sm_90")
     p.add_argument("--json", default="")
-    p.add_argument("--match", default="", help="run only the modules whose name has this")
+    p.add_argument("--match", default="", help="build or run only the models whose name has this")
     p.add_argument("--no-kernels", action="store_true", help="skip the CUPTI kernel profile")
     args = p.parse_args()
     global KERNELS
     KERNELS = not args.no_kernels
     if args.command == "build":
-        build(args.folder, args.target)
+        build(args.folder, args.target, args.match)
     else:
         run(args.folder, args.json, args.match)
 

@@ -173,8 +173,9 @@ def _damage(raw: bytes, how: str) -> bytes:
         return repack(data, driver=fields[4] + 1)
     if how == "other_format":
         return repack(data, format=fields[1] + 1)
-    if how == "foreign_vulkan_header":  # pyree's header right, the driver data another GPU's
-        return repack(data[:8] + (0x10DE).to_bytes(4, "little") + data[12:])
+    if how == "foreign_vulkan_header":  # pyree's header right, the driver data another vendor's
+        vendor = int.from_bytes(data[8:12], "little") ^ 0x1
+        return repack(data[:8] + vendor.to_bytes(4, "little") + data[12:])
     if how == "short_vulkan_header":
         return repack(data[:20])
     raise AssertionError(how)
