@@ -196,9 +196,10 @@ def test_a_contraction_with_few_tiles_splits_k(m, k, n, loops):
     (160, 960, 49, [(15, 160, 49, 64), (160, 49, 15)]),      # a 7x7 pointwise conv's GEMM
     (100, 1000, 100, [(10, 100, 100, 100), (100, 100, 10)]),  # below the CPU's LONG_K
     (128, 255, 256, [(128, 256, 255)]),                      # K < GPU_LONG_K
-    (1, 768, 3072, [(1, 3072, 768)]),                        # matrix-vector: 24 steps a thread
-    (3, 2310, 500, [(21, 3, 500, 110), (3, 500, 21)]),       # 72 steps: >= 264 blocks of 32 columns
-    (4, 8192, 96, [(128, 4, 96, 64), (4, 96, 128)]),         # ... in chunks of at least 64
+    (1, 768, 3072, [(3, 1, 3072, 256), (1, 3072, 3)]),      # matrix-vector: >= 264 blocks of 32 columns
+    (3, 2310, 500, [(21, 3, 500, 110), (3, 500, 21)]),       # ... the fewest chunks dividing K
+    (4, 8192, 96, [(128, 4, 96, 64), (4, 96, 128)]),         # ... of at least 64
+    (1, 4096, 16384, [(1, 16384, 4096)]),                    # 512 blocks already: whole
     (2048, 1024, 1100, [(2048, 1100, 1024)]),                # 138 tiles: enough already
     (1024, 576, 1568, [(1024, 1568, 576)]),                  # 98: over GPU_MOST_TILES
     (1024, 576, 1024, [(4, 1024, 1024, 144), (1024, 1024, 4)]),  # 64: split
@@ -206,9 +207,8 @@ def test_a_contraction_with_few_tiles_splits_k(m, k, n, loops):
 ])
 def test_gpu_modules_split_shorter_k(m, k, n, loops):
     """Where every target is a GPU, LONG_K > K >= GPU_LONG_K splits into chunks of
-    GPU_MIN_K_CHUNK; a matrix-vector product (at most GPU_GEMV_ROWS rows) only where a thread
-    of its template would walk more than GPU_VECTOR_MOST_STEPS rows, into GPU_VECTOR_BLOCKS
-    blocks; the same product for a CPU stays whole. The cuda tests run such splits on the
+    GPU_MIN_K_CHUNK; a matrix-vector product (at most GPU_GEMV_ROWS rows) into
+    GPU_VECTOR_BLOCKS blocks of its template; the same product for a CPU stays whole. The cuda tests run such splits on the
     GPU."""
     mlir = MATMUL.format(m=m, k=k, n=n)
     assert [op.loop_ranges for op in generics(mlir, gpu=True)] == loops

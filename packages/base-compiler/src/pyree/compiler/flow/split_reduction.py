@@ -108,14 +108,13 @@ GPU_VECTOR_K_CHUNK = 128
 # A product with at most GPU_GEMV_ROWS rows (or columns) runs the matrix-vector template
 # (common/llvm_gpu/matmul_gemv.py, its ROWS), whose block reads 16 bytes a thread: 8 columns of a
 # matrix contiguous along k (a warp a column), else 128 bytes of a row (one cache line, 64 f16
-# columns), 32 slices of K. Where a thread would load more than GPU_VECTOR_MOST_STEPS vectors one
-# after another, the product is split until it makes GPU_VECTOR_BLOCKS blocks, two per
+# columns), 32 slices of K. It is split until it makes GPU_VECTOR_BLOCKS blocks, two per
 # multiprocessor, in chunks that still give every lane of a column a vector (32 x 16 bytes along
-# k) or every slice of rows a few (GPU_VECTOR_MIN_ROWS along n). GPT-2's 768-deep products ran
-# as fast whole as split (one kernel fewer), its 3072-deep one twice as fast split 24 ways
-# (BENCHMARKS.md).
+# k) or every slice of rows a few (GPU_VECTOR_MIN_ROWS along n). Whole, GPT-2's 768-deep decode
+# products (36 to 48 blocks) took 5 us each in the decode step, split 2.0-3.2 us plus a 1.1 us
+# fold of the partials; with their weights in L2 (one product timed alone, again and again)
+# whole and split had run alike (BENCHMARKS.md).
 GPU_GEMV_ROWS = 4
-GPU_VECTOR_MOST_STEPS = 32
 GPU_VECTOR_BLOCKS = 2 * FEW_TILES
 GPU_VECTOR_MIN_ROWS = 64
 
@@ -184,9 +183,8 @@ def is_contraction(fold, num_parallel: int) -> bool:
 
 
 def vector_splits(op: Generic, f: Binary) -> int:
-    """The chunks a GPU matrix-vector product's K is split into: none where a thread's loop is
-    short, else the fewest (dividing K) that give ``GPU_VECTOR_BLOCKS`` blocks of the
-    matrix-vector template."""
+    """The chunks a GPU matrix-vector product's K is split into: the fewest (dividing K) that
+    give ``GPU_VECTOR_BLOCKS`` blocks of the matrix-vector template."""
     extent, k = op.loop_ranges[op.num_parallel], op.num_parallel
     m, n = _side_extents(f, op)
     matrix = f.b if op.num_parallel - 1 in _parallel_loops(f.b, op.num_parallel) else f.a
@@ -194,9 +192,6 @@ def vector_splits(op: Generic, f: Binary) -> int:
     k_major = any(e.index and e.index[-1].coeffs[k] == 1 for e in loads)
     size = max(1, min((itemsize(e.dtype) for e in loads), default=4))
     per_block = 8 if k_major else max(1, 128 // size)
-    steps = extent // (32 * max(1, 16 // size)) if k_major else extent // 32
-    if steps <= GPU_VECTOR_MOST_STEPS:
-        return 1
     columns = n if matrix is f.b else m
     batch = math.prod(op.loop_ranges[:op.num_parallel]) // max(1, m * n)
     blocks = max(1, -(-columns // per_block) * batch)
