@@ -9,6 +9,6 @@ source tests/drivers/vulkan/device_setup.sh
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target /tmp/site \
   ./packages/base-compiler ./packages/base-runtime ./packages/hal-vulkan ./packages/hal-cuda \
   2>&1 | tail -3
-timeout ${LLM_S:-500} python3 bench/gpu/llm_decode.py run .gpubuild/llm --json "$OUT/llm.json" \
+timeout ${LLM_S:-500} python3 -X faulthandler bench/gpu/llm_decode.py run .gpubuild/llm --json "$OUT/llm.json" \
   --match "${LLM_MATCH:-}" 2>&1 \
   | grep -v "Warning\|cls.__new__" | tee "$OUT/llm.log" | tail -60
