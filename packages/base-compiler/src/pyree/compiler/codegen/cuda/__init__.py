@@ -62,7 +62,7 @@ def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None,
 
 
 def target_of(options) -> CudaTarget:
-    return resolve_target(options.cuda_target or DEFAULT_TARGET)
+    return resolve_target(options.cuda_target or DEFAULT_TARGET, options.cuda_f32_matmul)
 
 
 def compile_executable(kernels: list[Kernel], options, builder,

@@ -53,7 +53,7 @@ class Gathered:
         if self.cond is not None:
             ok = lower(self.cond) if ok == "true" else fn.op(f"and i1 {ok}, {lower(self.cond)}")
         valid = "8" if ok == "true" else fn.op(f"select i1 {ok}, i32 8, i32 0")
-        return Chunk(src, valid, dst)
+        return Chunk(src, valid, dst, 2)
 
 
 def gathered(kernel: K.Kernel, value: K.Expr, is_b: bool) -> Gathered | None:
