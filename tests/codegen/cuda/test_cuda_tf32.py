@@ -72,6 +72,10 @@ def test_strict_and_programs_without_f32_products_keep_their_bytes():
 def test_bad_values_and_old_gpus_are_refused_by_name(tmp_path, capsys):
     with pytest.raises(FlagError, match="invalid choice: 'fast'"):
         _compile("matmul_f32_37x53x61", "sm_80", "--pyree-cuda-f32-matmul=fast")
+    with pytest.raises(CompileError, match="unknown --pyree-cuda-f32-matmul 'tf16'; accepted: "
+                                           "strict, tf32, 3xtf32"):
+        compile_str(cases.CASES["matmul_f32_37x53x61"][0],
+                    CompileOptions(target_backends=["cuda"], cuda_f32_matmul="tf16"))
     with pytest.raises(CompileError, match=r"needs TF32 tensor cores \(sm_80 or newer\); "
                                            r"--pyree-cuda-target=turing is sm_75"):
         _compile("matmul_f32_37x53x61", "turing", "--pyree-cuda-f32-matmul=3xtf32")
