@@ -173,3 +173,43 @@ def test_f16_mma_fragments_on_this_cpu():
     assert "m16n8k16" in emulated.text and emulated([a, w, bias, out], [])
     want, scale = _reference(a, w, bias, False)
     assert np.max(np.abs(out - want) / scale) <= 2e-3
+
+
+def test_f32_convolution_patches_are_gathered_into_tf32_tiles():
+    """With a TF32 mode an f32 convolution whose channels fill 4-element chunks is an implicit
+    GEMM (no im2col copy): its image is gathered 16 bytes at a time into the tensor-core tiles,
+    and the kernel matches the kernel IR's reference (``kernel.evaluate``) in float64."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "flow"))
+    from conv_cases import Conv
+    from pyree.compiler import kernel as K
+    from pyree.compiler.codegen.cuda import matmul_mma
+    from pyree.compiler.codegen.cuda.gathered import Gathered
+    from pyree.compiler.flow.convolution import rewrite_convolutions
+    from pyree.compiler.flow.implicit_gemm import inline_patches
+    from pyree.compiler.flow.kernels import outline
+    from pyree.compiler.flow.passes import form_dispatch_regions
+    from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import Generic
+    conv = Conv(c=4, h=5, w=4, f=9, kh=3, kw=3, stride=(2, 1), pad=(1, 1))
+    function = import_mlir(conv.mlir(), "conv.mlir").functions[0]
+    ops = inline_patches(form_dispatch_regions(rewrite_convolutions(function, implicit=True, f32=True))).ops
+    assert not any("im2col" in op.origin for op in ops if isinstance(op, Generic))
+    (gemm,) = [op for op in ops if isinstance(op, Generic) and op.num_parallel < len(op.loop_ranges)]
+    kernel = outline(gemm, "k")
+    target = resolve_target("sm_80", "tf32")
+    _, (operands, _) = matmul_mma.plan(kernel, target)
+    assert isinstance(operands.b, Gathered) and operands.tf32 == "tf32"
+    rng = np.random.default_rng()
+    inputs = [rng.standard_normal(b.shape).astype(np.float32) if b.access == "read" else
+              np.zeros(b.shape, np.float32) for b in kernel.bindings]
+    emulated = Emulated(kernel, target)
+    assert "cp.async.cg.shared.global.16" in emulated.text and emulated(inputs, [])
+    wide = [x.astype(np.float64) for x in inputs]
+    K.evaluate(kernel, wide)
+    scale = [np.abs(x) for x in wide]
+    K.evaluate(kernel, scale)
+    out = next(i for i, b in enumerate(kernel.bindings) if b.access == "write")
+    error = np.max(np.abs(inputs[out] - wide[out]) / scale[out])
+    assert 1e-5 < error <= 1e-3

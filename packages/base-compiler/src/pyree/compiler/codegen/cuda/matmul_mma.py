@@ -89,14 +89,13 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
     """The operands when the contraction is f16 (bf16) values extended to f32 and accumulated in
     f32: loads, A contiguous along k and B along n or k, or gathers of 8 contiguous elements per
     16-byte chunk along k (``Gathered``: an implicit GEMM's patches); with ``f32_matmul`` tf32 or
-    3xtf32 also f32 loads so laid out; else None (f32 inputs stay on the SIMT template in strict
-    mode: tensor cores would round them to TF32)."""
+    3xtf32 also f32 loads and gathers so laid out (4 elements a chunk); else None (f32 inputs
+    stay on the SIMT template in strict mode: tensor cores would round them to TF32)."""
     if c.dtype != "f32":
         return None
     a, b = _narrow(c.x), _narrow(c.y)
     tf32 = None
-    if a is None and b is None and f32_matmul != "strict" and \
-            all(isinstance(e, K.Load) and e.dtype == "f32" for e in (c.x, c.y)):
+    if a is None and b is None and f32_matmul != "strict" and c.x.dtype == c.y.dtype == "f32":
         a, b, tf32 = c.x, c.y, f32_matmul
     if a is None or b is None or a.dtype != b.dtype:
         return None
@@ -115,7 +114,7 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
         op_a = Operand(a, la, False, True, la.contiguous(k, w, loops))
     if not isinstance(b, K.Load):
         op_b = gathered(kernel, b, True)
-        return None if op_b is None else Operands(op_a, op_b, a.dtype)
+        return None if op_b is None else Operands(op_a, op_b, a.dtype, tf32)
     lb = linearize(kernel.bindings[b.binding], b.index, n_loops)
     if lb.coeffs[n] == 1:
         b_inner = n
