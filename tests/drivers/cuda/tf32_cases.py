@@ -67,7 +67,8 @@ CASES = {
     "mm_nk_1000x7x1000": matmul(1000, 7, 1000, weight_nk=True),
     "bmm_3x129x127x65": matmul(129, 127, 65, batch=3),
     "bmm_nk_5x127x129x1000": matmul(127, 129, 1000, batch=5, weight_nk=True),
-    # ResNet-like convolutions (their GEMMs), odd spatial sizes
+    # ResNet-like convolutions, odd spatial sizes: implicit GEMMs where the channels fill 4-element
+    # chunks, else (3 or 19 channels) an im2col copy and a GEMM
     "conv_3x3_64x15x13_f64": conv(Conv(c=64, h=15, w=13, f=64, kh=3, kw=3, pad=(1, 1), bias_relu=True)),
     "conv_1x1_64x15x13_f128": conv(Conv(c=64, h=15, w=13, f=128, kh=1, kw=1)),
     "conv_3x3_s2_32x29x31_f64": conv(Conv(n=2, c=32, h=29, w=31, f=64, kh=3, kw=3, stride=(2, 2),
@@ -76,6 +77,9 @@ CASES = {
     "conv_7x7_s2_3x61x59_f64": conv(Conv(c=3, h=61, w=59, f=64, kh=7, kw=7, stride=(2, 2), pad=(3, 3))),
     "conv_nhwc_3x3_48x17x19_f40": conv(Conv(layout="nhwc", c=48, h=17, w=19, f=40, kh=3, kw=3,
                                             pad=(1, 1))),
+    "conv_grouped_dil_2x2x8x13x11_f16": conv(Conv(layout="ngchw", n=2, groups=2, c=8, h=13, w=11,
+                                                  f=16, kh=3, kw=3, dilation=(1, 2), pad=(1, 2))),
+    "conv_3x3_19x23x17_f37": conv(Conv(c=19, h=23, w=17, f=37, kh=3, kw=3, pad=(1, 1))),  # im2col
 }
 SPECIALS = "mm_127x1000x129"   # the case that also runs with NaN and +-inf in its operands
 
