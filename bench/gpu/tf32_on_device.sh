@@ -2,7 +2,8 @@
 # --pyree-cuda-f32-matmul on the GPU host (the H200 of the device tool): the GPU tests of the TF32
 # modes (tests/drivers/cuda/test_cuda_tf32.py), then bench/gpu/tf32.py's models and matmul
 # against PyTorch with TF32 on and off. On the CPU build machine first:
-#   bash tests/drivers/vulkan/prepare_device_run.sh          (.whl: cffi, pycparser, ...)
+#   .whl with cffi and pycparser for the host's Python 3.12 (tests/drivers/vulkan/prepare_device_run.sh
+#   fetches them, among others)
 #   python3 tests/drivers/cuda/build_tf32_modules.py .gpubuild/tf32_tests sm_90a
 #   python3 bench/gpu/tf32.py build .gpubuild/tf32 --target sm_90a
 # then, with carry [".gpubuild/tf32_tests", ".gpubuild/tf32", ".whl"]:
