@@ -78,18 +78,24 @@ def matmul(m=37, n=53, k=61, dtype="f32", acc_dtype="f32", relu_bias=False) -> K
 
 def linear(m: int, n: int, k: int, dtype: str, batch: int = 1, b_nk: bool = True) -> K.Kernel:
     """torch-mlir's f16/bf16 linear layer (bmm with ``batch``): f32 products of extended
-    operands, B as ``[n, k]`` (a weight) or ``[k, n]``, + bias[n], truncated to ``dtype``."""
+    operands, B as ``[n, k]`` (a weight) or ``[k, n]``, + bias[n], truncated to ``dtype``; an
+    f32 one reads and writes f32 as it is."""
     lead = (batch,) if batch > 1 else ()
     loops = len(lead) + 3
 
     def ix(*dims):
         return _ident(len(dims), loops, [len(lead) + d for d in dims])
+
+    def wide(e):
+        return e if dtype == "f32" else K.Cast("fpext", e, "f32")
     batch_ix = _ident(1, loops) if lead else ()
-    a = K.Cast("fpext", K.Load(0, batch_ix + ix(0, 2), dtype), "f32")
-    b = K.Cast("fpext", K.Load(1, batch_ix + (ix(1, 2) if b_nk else ix(2, 1)), dtype), "f32")
-    bias = K.Cast("fpext", K.Load(2, ix(1), dtype), "f32")
+    a = wide(K.Load(0, batch_ix + ix(0, 2), dtype))
+    b = wide(K.Load(1, batch_ix + (ix(1, 2) if b_nk else ix(2, 1)), dtype))
+    bias = wide(K.Load(2, ix(1), dtype))
     acc = K.Acc(0, "f32")
-    epilogue = K.Cast("fptrunc", K.Binary("add", acc, bias, "f32"), dtype)
+    epilogue = K.Binary("add", acc, bias, "f32")
+    if dtype != "f32":
+        epilogue = K.Cast("fptrunc", epilogue, dtype)
     bindings = (K.Binding(dtype, lead + (m, k), "read"),
                 K.Binding(dtype, lead + ((n, k) if b_nk else (k, n)), "read"),
                 K.Binding(dtype, (n,), "read"), K.Binding(dtype, lead + (m, n), "write"))

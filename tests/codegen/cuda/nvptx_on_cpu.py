@@ -4,8 +4,13 @@ thread and block ids read from thread-local globals; a trap recorded and the thr
 run through LLVM's O3 as the target's IR is, JIT-compiled by llvmlite, and launched on the grid and block that its Launch gives for the push
 constants. A kernel whose threads do not talk to each other runs one thread after another in a
 loop of its own; one with barriers and warp shuffles runs each block as that many OS threads,
-the barrier and the shuffles being Python callbacks (``_Block``). It checks what a CPU-only
-machine can of the kernels' arithmetic (sizes, indices, bounds, loop nests, block folds);
+the barrier and the shuffles being Python callbacks (``_Block``). The tensor-core templates'
+instructions run too: ``cp.async`` as a plain copy (zero-filled past its source size; commit and
+wait do nothing, as a copy that is already done needs no wait), ``cvt.rna.tf32.f32`` in IR, and
+the warp-collective ``ldmatrix`` and ``mma.sync`` (f16, bf16 m16n8k16; tf32 m16n8k8) as Python
+callbacks that gather the warp's registers and apply the PTX ISA's fragment layouts, the
+products summed in float64 and rounded to f32 once. It checks what a CPU-only machine can of
+the kernels' arithmetic (sizes, indices, bounds, loop nests, block folds, fragment indexing);
 timing, memory ordering and the GPU's own arithmetic are tests/drivers/cuda's, on a GPU."""
 
 from __future__ import annotations
@@ -26,6 +31,67 @@ from pyree.runtime.module.size_exprs import evaluate
 
 REGISTERS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z", "ntid.x", "nctaid.x")
 IDS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z")  # Python's, for blocks of threads that talk
+
+
+# Tensor-core intrinsics replaced by the definitions in EMULATED (``@llvm.nvvm.X`` -> ``@emu.X``).
+TENSOR_CORE = re.compile(r"@llvm\.nvvm\.((?:cp\.async|ldmatrix|mma|f2tf32)[\w.]*)\(")
+MMA_KINDS = {"m16n8k16.row.col.f32.f32": 0, "m16n8k16.row.col.bf16": 1, "m16n8k8.row.col.tf32": 2}
+EMULATED = """
+define void @emu.cp.async.cg.shared.global.16(ptr %d, ptr %s) {
+  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 16, i1 false)
+  ret void
+}
+define void @emu.cp.async.cg.shared.global.16.s(ptr %d, ptr %s, i32 %n) {
+  %n64 = zext i32 %n to i64
+  call void @llvm.memset.p0.i64(ptr %d, i8 0, i64 16, i1 false)
+  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 %n64, i1 false)
+  ret void
+}
+define void @emu.cp.async.commit.group() {
+  ret void
+}
+define void @emu.cp.async.wait.group(i32 %n) {
+  ret void
+}
+define i32 @emu.f2tf32.rna(float %x) {
+  %b = bitcast float %x to i32
+  %r = add i32 %b, 4096
+  %t = and i32 %r, -8192
+  %nan = fcmp uno float %x, %x
+  %v = select i1 %nan, i32 %b, i32 %t
+  ret i32 %v
+}
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @emu.ldmatrix(ptr, ptr, i32)
+declare void @emu.mma(ptr, ptr, i32)
+"""
+
+
+def _ldmatrix_ir(trans: bool) -> str:
+    name = f"x4.{'trans.' if trans else ''}b16"
+    loads = "\n".join(f"  %p{i} = getelementptr i32, ptr %out, i32 {i}\n  %v{i} = load i32, ptr %p{i}\n"
+                      f"  %s{i + 1} = insertvalue {{i32, i32, i32, i32}} %s{i}, i32 %v{i}, {i}"
+                      for i in range(4))
+    return (f"define {{i32, i32, i32, i32}} @emu.ldmatrix.sync.aligned.m8n8.{name}(ptr %a) {{\n"
+            f"  %out = alloca [4 x i32]\n  call void @emu.ldmatrix(ptr %a, ptr %out, i32 {int(trans)})\n"
+            f"  %s0 = insertvalue {{i32, i32, i32, i32}} poison, i32 0, 0\n{loads}\n"
+            f"  ret {{i32, i32, i32, i32}} %s4\n}}")
+
+
+def _mma_ir(shape: str, kind: int) -> str:
+    reg = "<2 x half>" if kind == 0 else "i32"
+    params = ", ".join([f"{reg} %r{i}" for i in range(6)] + [f"float %r{i}" for i in range(6, 10)])
+    stores = "\n".join(f"  %p{i} = getelementptr i32, ptr %in, i32 {i}\n"
+                       f"  store {reg if i < 6 else 'float'} %r{i}, ptr %p{i}" for i in range(10))
+    loads = "\n".join(f"  %q{i} = getelementptr float, ptr %out, i32 {i}\n  %v{i} = load float, ptr %q{i}\n"
+                      f"  %s{i + 1} = insertvalue {{float, float, float, float}} %s{i}, float %v{i}, {i}"
+                      for i in range(4))
+    return (f"define {{float, float, float, float}} @emu.mma.{shape}({params}) {{\n"
+            f"  %in = alloca [10 x i32]\n  %out = alloca [4 x float]\n{stores}\n"
+            f"  call void @emu.mma(ptr %in, ptr %out, i32 {kind})\n"
+            f"  %s0 = insertvalue {{float, float, float, float}} poison, float 0.0, 0\n{loads}\n"
+            f"  ret {{float, float, float, float}} %s4\n}}")
 
 
 SHUFFLE = re.compile(r"@llvm\.nvvm\.shfl\.sync\.bfly\.(f32|i32)\(i32 -1, (float|i32) (%\w+), "
@@ -107,11 +173,16 @@ define bfloat @__truncsfbf2(float %x) {
 """
 
 
-def host_ir(text: str, name: str, threads_talk: bool) -> str:
+def host_ir(text: str, name: str, threads_talk: bool, shared_bytes: int = 0) -> str:
     """``text`` (one kernel ``name``) for the host, with ``@launch(grid, block, args...)`` (its
     threads one after another). Where ``threads_talk``, the thread and block ids are instead
-    Python's (``_Block``: MCJIT has no thread-local storage)."""
+    Python's (``_Block``: MCJIT has no thread-local storage). The dynamic shared memory is a
+    global of ``shared_bytes``."""
     text = re.sub(r'target (triple|datalayout) = ".*"\n', "", text)
+    text = re.sub(r"external addrspace\(3\) global \[0 x \w+\]",
+                  f"global [{shared_bytes} x i8] zeroinitializer", text)
+    text = re.sub(r"declare [^\n]*@llvm\.nvvm\.(cp\.async|ldmatrix|mma|f2tf32)[^\n]*\n", "", text)
+    text = TENSOR_CORE.sub(r"@emu.\1(", text)
     text = text.replace("ptx_kernel ", "").replace(" addrspace(1)", "").replace(" addrspace(3)", "")
     text = re.sub(r"declare .*@llvm\.nvvm\.(read\.ptx\.sreg|shfl|barrier0).*\n", "", text)
     text = text.replace("@llvm.nvvm.read.ptx.sreg.", "@sreg.")
@@ -122,7 +193,9 @@ def host_ir(text: str, name: str, threads_talk: bool) -> str:
     text = re.sub(r"declare void @llvm\.trap\(\).*\n", "", text)
     args = re.search(rf"define void @{name}\((.*?)\)", text).group(1)
     names = args
-    lines = [text, HALF_CONVERSIONS, "@trapped = global i32 0", "declare void @emu.barrier()",
+    lines = [text, HALF_CONVERSIONS, EMULATED, _ldmatrix_ir(False), _ldmatrix_ir(True),
+             *(_mma_ir(shape, kind) for shape, kind in MMA_KINDS.items()),
+             "@trapped = global i32 0", "declare void @emu.barrier()",
              "declare float @emu.shfl.f32(float, i32)", "declare i32 @emu.shfl.i32(i32, i32)"]
     for reg in REGISTERS:
         lines.append(f"@v.{reg} = global i32 0")
@@ -174,6 +247,8 @@ class _Block:
             "emu.barrier": ctypes.CFUNCTYPE(None)(self._barrier),
             "emu.shfl.f32": ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float, ctypes.c_int32)(self._shuffle),
             "emu.shfl.i32": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(self._shuffle),
+            "emu.ldmatrix": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(self._ldmatrix),
+            "emu.mma": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(self._mma),
             "sreg.tid.x": ids(lambda: self.local.tid),
             **{f"sreg.ctaid.{a}": ids(lambda i=i: self.local.ctaid[i]) for i, a in enumerate("xyz")}}
 
@@ -182,13 +257,60 @@ class _Block:
 
     def _shuffle(self, value, lane_mask: int):
         """``value`` of lane ``lane ^ lane_mask`` of this thread's warp of 32."""
-        tid = self.local.tid
-        warp, lane = divmod(tid, 32)
+        values, lane = self._exchange(value)
+        return values[lane ^ lane_mask]
+
+    def _exchange(self, value):
+        """Every lane's ``value`` of this thread's warp, and this thread's lane."""
+        warp, lane = divmod(self.local.tid, 32)
         self.slots[warp][lane] = value
         self.warps[warp].wait()
-        got = self.slots[warp][lane ^ lane_mask]
+        values = list(self.slots[warp])
         self.warps[warp].wait()
-        return got
+        return values, lane
+
+    def _ldmatrix(self, address: int, out: int, trans: int) -> None:
+        """ldmatrix.sync.aligned.m8n8.x4(.trans).b16: lanes 8j..8j+7 give the row addresses of
+        matrix j; each lane gets the 32 bits at row lane / 4, b16 columns 2 (lane % 4) + 0, 1 of
+        each matrix (transposed: rows 2 (lane % 4) + 0, 1 of column lane / 4)."""
+        rows, lane = self._exchange(address)
+        got = (ctypes.c_uint32 * 4).from_address(out)
+        for j in range(4):
+            if not trans:
+                got[j] = ctypes.c_uint32.from_address(rows[8 * j + lane // 4] + 4 * (lane % 4)).value
+                continue
+            lo, hi = (ctypes.c_uint16.from_address(rows[8 * j + 2 * (lane % 4) + i] + 2 * (lane // 4)).value
+                      for i in (0, 1))
+            got[j] = lo | hi << 16
+
+    def _mma(self, registers: int, out: int, kind: int) -> None:
+        """mma.sync.aligned: D = A B + C for the warp, from each lane's 6 operand and 4
+        accumulator registers (``MMA_KINDS``; PTX ISA, "Matrix fragments for mma.m16n8k16" and
+        "... for mma.m16n8k8")."""
+        regs, lane = self._exchange(np.frombuffer((ctypes.c_uint32 * 10).from_address(registers),
+                                                  np.uint32).copy())
+        r = np.stack(regs)                       # [lane, register]
+        g, t = np.arange(32) // 4, np.arange(32) % 4
+        k = 8 if kind == 2 else 16
+        a, b, c = np.zeros((16, k)), np.zeros((k, 8)), np.zeros((16, 8))
+        if kind == 2:  # one TF32 element a register; the low 13 bits are not read
+            x = (r[:, :6] & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+            a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = x[:, :4].T
+            b[t, g], b[t + 4, g] = x[:, 4:6].T
+        else:          # two 16-bit elements a register, the lower one first
+            halves = np.ascontiguousarray(r[:, :6]).view(np.uint16).reshape(32, 6, 2)
+            x = (halves.view(np.float16).astype(np.float64) if kind == 0 else
+                 (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
+            for i, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+                a[row, col], a[row, col + 1] = x[:, i, 0], x[:, i, 1]
+            b[2 * t, g], b[2 * t + 1, g], b[2 * t + 8, g], b[2 * t + 9, g] = x[:, 4:6].reshape(32, 4).T
+        cf = np.ascontiguousarray(r[:, 6:]).view(np.float32)
+        c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1] = cf.T
+        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as on the GPU
+            d = (a @ b + c).astype(np.float32)
+        g, t = lane // 4, lane % 4
+        (ctypes.c_float * 4).from_address(out)[:] = [d[g, 2 * t], d[g, 2 * t + 1], d[g + 8, 2 * t],
+                                                     d[g + 8, 2 * t + 1]]
 
     def run(self, kernel, grid: tuple, block: int, args: list) -> None:
         for g in np.ndindex(*reversed(grid)):
@@ -210,15 +332,16 @@ class _Block:
 class Emulated:
     """One kernel compiled for cuda (its LLVM IR, as the target writes it) and run here."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, target=None):
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        module = Module(data_layout(resolve_target("sm_80")), NVPTX)
-        self.launch = emit_kernel(module, kernel, "k", resolve_target("sm_80"))
+        target = target or resolve_target("sm_80")
+        module = Module(data_layout(target), NVPTX)
+        self.launch = emit_kernel(module, kernel, "k", target)
         self.kernel = kernel
-        text = module.text()
-        self.threads_talk = "barrier0" in text or "shfl" in text
-        ir = host_ir(text, "k", self.threads_talk)
+        self.text = module.text()
+        self.threads_talk = "barrier0" in self.text or "shfl" in self.text
+        ir = host_ir(self.text, "k", self.threads_talk, self.launch.shared_memory_bytes)
         self.block = _Block()
         for name, callback in self.block.callbacks.items():
             llvm.add_symbol(name, ctypes.cast(callback, ctypes.c_void_p).value)

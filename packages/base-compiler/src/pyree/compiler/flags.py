@@ -15,7 +15,12 @@ import argparse
 from collections.abc import Sequence
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.options import COMPILE_TO_STAGES, DEFAULT_LLVMCPU_TARGET_CPU, TARGET_BACKENDS
+from pyree.compiler.options import (
+    COMPILE_TO_STAGES,
+    CUDA_F32_MATMUL,
+    DEFAULT_LLVMCPU_TARGET_CPU,
+    TARGET_BACKENDS,
+)
 
 # IREE's --iree-hal-target-device names -> our backends.
 DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda", "hip": "rocm",
@@ -115,6 +120,10 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
     flag("--pyree-cuda-target", "--iree-cuda-target", "--iree-hal-cuda-llvm-target-arch",
          dest="cuda_target", metavar="TARGET",
          help="sm_<N>, a code name or a product name (default sm_80)")
+    flag("--pyree-cuda-f32-matmul", dest="cuda_f32_matmul", choices=list(CUDA_F32_MATMUL),
+         help="f32 matmuls and convolutions on cuda: strict (default: IEEE f32 products), tf32 "
+         "(operands rounded to TF32 on tensor cores, PyTorch's allow_tf32) or 3xtf32 "
+         "(error-compensated TF32 on tensor cores, about f32's accuracy); sm_80 or newer")
     flag("--pyree-rocm-target-chip", "--iree-rocm-target-chip", "--iree-rocm-target",
          "--iree-hip-target", dest="rocm_target", metavar="CHIP",
          help="gfx<N> or an AMD product name, optionally with :sramecc+/- and :xnack+/- "
@@ -187,7 +196,7 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
     values = {key: given[key] for key in (
         "llvmcpu_target_cpu", "llvmcpu_target_cpu_features", "llvmcpu_target_triple",
         "llvmcpu_reassociate_fp_reductions",
-        "cuda_target", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
+        "cuda_target", "cuda_f32_matmul", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
         "print_ir_after_all", "print_ir_after", "compile_to", "export_parameters",
         "minimum_parameter_export_size", "splat_parameters", "progress") if key in given}

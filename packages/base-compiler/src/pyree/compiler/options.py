@@ -22,6 +22,11 @@ from pyree.compiler.errors import CompileError
 # has the measured difference).
 DEFAULT_LLVMCPU_TARGET_CPU = "generic"
 
+# --pyree-cuda-f32-matmul: how the cuda target multiplies f32 matmuls and convolutions. "strict"
+# (the default) keeps IEEE f32 products; "tf32" and "3xtf32" run them on tensor cores
+# (codegen/cuda/matmul_mma.py says what each computes).
+CUDA_F32_MATMUL = ("strict", "tf32", "3xtf32")
+
 # --compile-to: IREE's phase names -> the pyree stage whose IR is written at that point (the
 # names of --pyree-print-ir-after-all's sections); None: pyree has no textual IR there (its code
 # generation goes straight to LLVM IR / PTX / SPIR-V, which --iree-hal-dump-executable-files-to
@@ -67,6 +72,8 @@ class CompileOptions:
     llvmcpu_reassociate_fp_reductions: bool = True
     # --pyree-cuda-target: sm_<N>, a code name or a product name; the cuda backend resolves it.
     cuda_target: str = "sm_80"
+    # --pyree-cuda-f32-matmul: one of CUDA_F32_MATMUL; anything but "strict" needs sm_80 or newer.
+    cuda_f32_matmul: str = "strict"
     # --pyree-rocm-target-chip: a gfx name or an AMD product name, optionally with :sramecc+/- and
     # :xnack+/- features; the rocm backend resolves it (codegen/rocm/targets.py).
     rocm_target: str = "gfx908"

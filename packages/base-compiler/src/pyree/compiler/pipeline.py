@@ -152,7 +152,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     gpu = all(name != "llvm-cpu" for name in options.target_backends)
     implicit = all(backend(name).implicit_gemm for name in options.target_backends)
     strict = "llvm-cpu" in options.target_backends and not options.llvmcpu_reassociate_fp_reductions
-    program = run_flow(program, flow_passes(gpu, implicit, strict), after_pass)
+    # cuda's TF32 modes put f32 GEMMs on the tensor-core template, which gathers patches too
+    tensor_f32 = implicit and options.cuda_f32_matmul != "strict"
+    program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
     _check_run_time_sizes(program, options.target_backends)
 

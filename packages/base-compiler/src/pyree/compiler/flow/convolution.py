@@ -37,29 +37,30 @@ from pyree.compiler.flow.rewrite import (
     remap_loops,
     transform,
 )
-from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product
+from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product, itemsize
 from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
 
 # The patches of a channels-last convolution, which targets with implicit GEMM (a backend's
 # ``implicit_gemm``) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
 IMPLICIT_PATCHES = "implicit_im2col"
 TENSOR_CORE_DTYPES = ("f16", "bf16")
-CHUNK = 8  # channels per 16-byte chunk of a tensor-core operand tile
+CHUNK_BYTES = 16  # a tensor-core operand tile's chunk: 8 16-bit or 4 f32 channels
 
 
-def rewrite_convolutions(function: Function, implicit: bool = False) -> Function:
+def rewrite_convolutions(function: Function, implicit: bool = False, f32: bool = False) -> Function:
     ops: list[Op] = []
     for op in function.ops:
-        ops.extend(rewrite_convolution(op, implicit) if isinstance(op, Generic) else [op])
+        ops.extend(rewrite_convolution(op, implicit, f32) if isinstance(op, Generic) else [op])
     return dataclasses.replace(function, ops=ops)
 
 
-def rewrite_convolution(op: Generic, implicit: bool = False) -> list[Op]:
+def rewrite_convolution(op: Generic, implicit: bool = False, f32: bool = False) -> list[Op]:
     """``[op]`` unchanged, or the ops that replace it (views, patches, contraction). ``implicit``:
-    a 16-bit convolution whose channels come in whole 16-byte chunks reads its image and filter
+    a 16-bit convolution (and with ``f32`` an f32 one: cuda's --pyree-cuda-f32-matmul=tf32 or
+    3xtf32) whose channels come in whole 16-byte chunks reads its image and filter
     channels-last (transposed where they are not), so that K walks (taps, channels) and each
-    8-channel chunk of a patch is 16 contiguous bytes of the image, and its patches are marked
-    for the GEMM to gather."""
+    chunk of a patch is 16 contiguous bytes of the image, and its patches are marked for the
+    GEMM to gather."""
     if _contraction(op) is None:
         return [op]
     op = _drop_unit_reductions(op)
@@ -69,7 +70,7 @@ def rewrite_convolution(op: Generic, implicit: bool = False) -> list[Op]:
         return [op]
     filt, image = (x, y) if fx else (y, x)
     moved: list[Op] = []
-    channels = _channel_loop(op, filt, image) if implicit else None
+    channels = _channel_loop(op, filt, image, f32) if implicit else None
     conv = op
     if channels is not None:
         moved, conv, filt, image = _channels_last(op, filt, image, channels)
@@ -77,16 +78,17 @@ def rewrite_convolution(op: Generic, implicit: bool = False) -> list[Op]:
     return moved + rewritten if rewritten else [op]
 
 
-def _channel_loop(op: Generic, filt: Load, image: Load) -> int | None:
+def _channel_loop(op: Generic, filt: Load, image: Load, f32: bool = False) -> int | None:
     """The reduction loop that indexes one dim of both the filter and the image by itself (the
-    input channels), when both operands are the same 16-bit type (what the tensor cores take) and
-    the channels fill whole chunks."""
+    input channels), when both operands are the same 16-bit type (what the tensor cores take;
+    with ``f32`` f32 too) and the channels fill whole chunks."""
     dtype = op.inputs[image.binding].dtype
-    if dtype not in TENSOR_CORE_DTYPES or op.inputs[filt.binding].dtype != dtype:
+    if dtype not in TENSOR_CORE_DTYPES + (("f32",) if f32 else ()) or \
+            op.inputs[filt.binding].dtype != dtype:
         return None
     plain = [set(plain_positions(load.index).values()) for load in (filt, image)]
     loops = [r for r in range(op.num_parallel, len(op.loop_ranges)) if r in plain[0] and r in plain[1]]
-    if len(loops) != 1 or op.loop_ranges[loops[0]] % CHUNK:
+    if len(loops) != 1 or op.loop_ranges[loops[0]] % (CHUNK_BYTES // itemsize(dtype)):
         return None
     return loops[0]
 

@@ -2,14 +2,15 @@
 
 ``rewrite_convolutions`` (flow/convolution.py) turns a convolution into an im2col copy and a GEMM
 that reads the copy's patches through collapsing views. Where every target is cuda and the
-convolution is 16-bit with channels in whole 8-element chunks, the image is read channels-last
+convolution is 16-bit with channels in whole 8-element chunks (or, in cuda's TF32 modes, f32 with
+channels in 4-element chunks), the image is read channels-last
 and the copy marked ``IMPLICIT_PATCHES``; that copy is inlined into the GEMM here: an element the
 GEMM reads at view index I is the copy's value (the image element) at the patches index whose
 row-major offset is I's. The patches index's digits are the view offset divided by the patches'
 strides; a group of loop terms whose span stays inside its own digits (the view's K walks
 (kh, kw, c), its N walks (oh, ow)) gives its digits by one division and one remainder by
 constants, with no carry from any other group. The tensor-core templates then stage each
-8-channel chunk of a patch with one ``cp.async`` (codegen/cuda/gathered.py). A 3x3
+16-byte chunk of a patch with one ``cp.async`` (codegen/cuda/gathered.py). A 3x3
 convolution's patches are 9x its image: writing and reading them back was a large part of
 ResNet's f16 3x3 convolution time.
 """

@@ -51,18 +51,21 @@ FORM_REGIONS = (
 )
 
 
-def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False) -> list[Pass]:
+def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
+                tensor_f32: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
-    ``strict_floats``: float folds stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
+    ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
+    convolutions gathered, their K split as 16-bit products'); ``strict_floats``: float folds
+    stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
     return [
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
-        Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm),
-             run_time_sizes=True),
+        Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm,
+                                             f32=tensor_f32), run_time_sizes=True),
         *FORM_REGIONS,
-        Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats),
-             run_time_sizes=True),
+        Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
+                                         tensor_f32=tensor_f32), run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),

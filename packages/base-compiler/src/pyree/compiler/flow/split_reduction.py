@@ -119,14 +119,17 @@ GPU_VECTOR_BLOCKS = 2 * FEW_TILES
 GPU_VECTOR_MIN_ROWS = 64
 
 
-def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False) -> Function:
+def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
+                     tensor_f32: bool = False) -> Function:
     """``gpu``: every target of the module is a GPU (the K limits of contractions);
-    ``strict_floats``: float folds are not split (they must fold in order)."""
-    ops = [new for op in function.ops for new in split_reduction(op, gpu, strict_floats)]
+    ``strict_floats``: float folds are not split (they must fold in order); ``tensor_f32``: f32
+    products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones."""
+    ops = [new for op in function.ops for new in split_reduction(op, gpu, strict_floats, tensor_f32)]
     return dataclasses.replace(function, ops=ops)
 
 
-def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False) -> list[Op]:
+def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
+                    tensor_f32: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
             or is_row_kernel(op.outputs) or has_run_time_sizes(op):
@@ -141,7 +144,7 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False) -> l
     if contraction and gpu and _gemv_rows(op, folds[0][1]) <= GPU_GEMV_ROWS:
         splits = vector_splits(op, folds[0][1])
     elif contraction:
-        narrow = gpu and _narrow_operands(folds[0][1])
+        narrow = gpu and _narrow_operands(folds[0][1], tensor_f32)
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
         if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
             return [op]
@@ -213,8 +216,11 @@ def _gemv_rows(op: Generic, f: Binary) -> int:
     return math.prod(op.loop_ranges[d] for d in rows)
 
 
-def _narrow_operands(f: Binary) -> bool:
-    """Both factors are f16 (bf16) loads extended to f32: what the tensor-core templates take."""
+def _narrow_operands(f: Binary, tensor_f32: bool = False) -> bool:
+    """Both factors are f16 (bf16) loads extended to f32, or with ``tensor_f32`` f32 loads: what
+    the tensor-core templates take."""
+    if tensor_f32 and all(isinstance(side, Load) and side.dtype == "f32" for side in (f.a, f.b)):
+        return True
     return all(isinstance(side, Cast) and side.op == "fpext" and isinstance(side.x, Load)
                and side.x.dtype in ("f16", "bf16") for side in (f.a, f.b))
 

@@ -2,9 +2,10 @@
 
 ``compile_executable`` picks a template per kernel: contraction (a matrix-vector product on its
 own template; f16/bf16 inputs accumulated in f32 on tensor cores, wgmma on sm_90a, mma.sync on
-sm_80+; else a tiled SIMT matmul), reduction, or elementwise; each export records its grid,
-block and dynamic shared-memory size and its bindings. The target comes from
-``CompileOptions.cuda_target`` (``--pyree-cuda-target``), resolved by ``targets.resolve_target``;
+sm_80+; f32 inputs on mma.sync's TF32 form where ``--pyree-cuda-f32-matmul`` says tf32 or 3xtf32;
+else a tiled SIMT matmul), reduction, or elementwise; each export records its grid, block and
+dynamic shared-memory size and its bindings. The target comes from ``CompileOptions.cuda_target``
+(``--pyree-cuda-target``) and ``cuda_f32_matmul``, resolved by ``targets.resolve_target``;
 the default ``sm_80`` runs on every Ampere-or-newer GPU (PTX is JIT-compiled by the driver where
 the cubin does not match).
 """
@@ -62,7 +63,7 @@ def generate_ptx(kernels: list[Kernel], target: CudaTarget, advance=None,
 
 
 def target_of(options) -> CudaTarget:
-    return resolve_target(options.cuda_target or DEFAULT_TARGET)
+    return resolve_target(options.cuda_target or DEFAULT_TARGET, options.cuda_f32_matmul)
 
 
 def compile_executable(kernels: list[Kernel], options, builder,

@@ -1,20 +1,29 @@
-"""f16 x f16 and bf16 x bf16 -> f32 contractions on tensor cores: mma.sync.m16n8k16 (sm_80+).
+"""Contractions on tensor cores with mma.sync (sm_80+): f16 x f16 and bf16 x bf16 -> f32
+(m16n8k16), and, with ``--pyree-cuda-f32-matmul=tf32|3xtf32``, f32 x f32 -> f32 (m16n8k8 on TF32
+operands, tf32.py).
 
-The operands are f16 (bf16) loads extended to f32 and multiplied and summed in f32: exactly what
-the tensor cores compute (exact products, f32 accumulation). A is contiguous along k; B along n
-(``[K, N]``) or along k (``[N, K]``, a linear layer's weight). Block tiles of 128x256 down to
-64x64 (``choose_tile``), k depth 64, 8 warps as 2 x 4, so each warp owns up to a 64x64 tile:
-per k16 step 8 ldmatrix feed 32 MMAs. Tiles move global -> shared 16 bytes a chunk
-(async_copy.py: cp.async, tails zero-filled, scalar loads where the operands are not 16-byte
-aligned), 3 or 4 stages deep in dynamic shared memory, so the next tiles load while the tensor
-cores work; fragments come out of shared memory with ldmatrix (``.trans`` for an n-major B),
-from rows padded by 16 bytes so that the eight row addresses of an ldmatrix hit distinct banks.
-Any M, N and K: the grid covers the output with whole tiles, the epilogue stores what is inside.
+The 16-bit operands are f16 (bf16) loads extended to f32 and multiplied and summed in f32:
+exactly what the tensor cores compute (exact products, f32 accumulation). f32 operands are f32
+loads, rounded (or split) to TF32 as their fragments leave shared memory. A is contiguous along
+k; B along n (``[K, N]``) or along k (``[N, K]``, a linear layer's weight). Block tiles of
+128x256 down to 64x64 (``choose_tile``), k depth 128 bytes (64 16-bit or 32 f32 elements), 8
+warps as 2 x 4, so each warp owns up to a 64x64 tile: per k step (k16, or k8 for f32) 8 ldmatrix
+feed 32 MMAs. Tiles move global -> shared 16 bytes a chunk (async_copy.py: cp.async, tails
+zero-filled, scalar loads where the operands are not 16-byte aligned), 3 or 4 stages deep in
+dynamic shared memory, so the next tiles load while the tensor cores work; fragments come out of
+shared memory with ldmatrix, from rows padded by 16 bytes so that the eight row addresses of an
+ldmatrix hit distinct banks. The template is written in bytes: an 8x8 b16 matrix of ldmatrix is
+an 8x4 matrix of f32, which is exactly a TF32 fragment's quarter of A (or half of a k-major B),
+so A and a k-major B load alike for both widths. An n-major B needs its k pairs transposed:
+``ldmatrix.trans`` does that for 16-bit elements and would split 32-bit ones, so an f32 B along
+n is read with 32-bit shared loads from rows padded by 32 bytes (four k rows of eight columns hit
+32 distinct banks). Any M, N and K: the grid covers the output with whole tiles, the epilogue
+stores what is inside.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pyree.compiler import kernel as K
@@ -28,7 +37,8 @@ from pyree.compiler.codegen.common.llvm_gpu.matmul import (
     epilogue_lowering,
     store_element,
 )
-from pyree.compiler.codegen.cuda.async_copy import Chunk, bindings_aligned, chunk, stage_chunks
+from pyree.compiler.codegen.cuda import tf32 as TF32
+from pyree.compiler.codegen.cuda.async_copy import Chunk, chunk, stage_chunks, width
 from pyree.compiler.codegen.cuda.gathered import Gathered, gathered
 
 THREADS = 256                                 # 8 warps as 2 (m) x 4 (n)
@@ -45,7 +55,7 @@ class Operand:
 
     def aligned(self, fn: Function) -> str:
         """i1: this operand's chunks can be copied with cp.async."""
-        return bindings_aligned(fn, (self.load.binding,)) if self.vector else "false"
+        return A.bindings_aligned(fn, (self.load.binding,)) if self.vector else "false"
 
     def chunk(self, fn: Function, bidx: list, outer: tuple[str, int], k: tuple[str, int], dst: str,
               exact: bool) -> Chunk:
@@ -64,7 +74,8 @@ class Operand:
 class Operands:
     a: Operand | Gathered
     b: Operand | Gathered
-    dtype: str                                # f16 or bf16, both operands
+    dtype: str                                # f16, bf16 or f32, both operands
+    tf32: str | None = None                   # f32 operands: "tf32" or "3xtf32" (tf32.py)
 
 
 def _narrow(e: K.Expr) -> K.Expr | None:
@@ -74,16 +85,21 @@ def _narrow(e: K.Expr) -> K.Expr | None:
     return None
 
 
-def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
+def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Operands | None:
     """The operands when the contraction is f16 (bf16) values extended to f32 and accumulated in
     f32: loads, A contiguous along k and B along n or k, or gathers of 8 contiguous elements per
-    16-byte chunk along k (``Gathered``: an implicit GEMM's patches); else None (f32 inputs stay on the SIMT
-    template: tensor cores would round them to TF32)."""
+    16-byte chunk along k (``Gathered``: an implicit GEMM's patches); with ``f32_matmul`` tf32 or
+    3xtf32 also f32 loads and gathers so laid out (4 elements a chunk); else None (f32 inputs
+    stay on the SIMT template in strict mode: tensor cores would round them to TF32)."""
     if c.dtype != "f32":
         return None
     a, b = _narrow(c.x), _narrow(c.y)
+    tf32 = None
+    if a is None and b is None and f32_matmul != "strict" and c.x.dtype == c.y.dtype == "f32":
+        a, b, tf32 = c.x, c.y, f32_matmul
     if a is None or b is None or a.dtype != b.dtype:
         return None
+    w = width(a.dtype)
     n_loops = len(kernel.loop_ranges)
     n, k = kernel.num_parallel - 1, kernel.num_parallel
     loops = range(n_loops)
@@ -95,10 +111,10 @@ def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
         la = linearize(kernel.bindings[a.binding], a.index, n_loops)
         if la.coeffs[k] != 1:
             return None
-        op_a = Operand(a, la, False, True, la.contiguous(k, 8, loops))
+        op_a = Operand(a, la, False, True, la.contiguous(k, w, loops))
     if not isinstance(b, K.Load):
         op_b = gathered(kernel, b, True)
-        return None if op_b is None else Operands(op_a, op_b, a.dtype)
+        return None if op_b is None else Operands(op_a, op_b, a.dtype, tf32)
     lb = linearize(kernel.bindings[b.binding], b.index, n_loops)
     if lb.coeffs[n] == 1:
         b_inner = n
@@ -106,8 +122,8 @@ def operands(kernel: K.Kernel, c: Contraction) -> Operands | None:
         b_inner = k
     else:
         return None
-    return Operands(op_a, Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, 8, loops)),
-                    a.dtype)
+    return Operands(op_a, Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, w, loops)),
+                    a.dtype, tf32)
 
 
 def waves_cost(m: int, n: int, batch: int, bm: int, bn: int) -> int:
@@ -124,14 +140,22 @@ class Tile:
     bn: int
     stages: int                               # cp.async pipeline depth
     min_blocks: int                           # blocks per SM the register budget allows
-    bk: int = 64
+    itemsize: int = 2                         # bytes per operand element
+
+    @property
+    def bk(self) -> int:                      # 128 bytes of k
+        return 128 // self.itemsize
+
+    @property
+    def width(self) -> int:                   # elements per 16-byte chunk
+        return 16 // self.itemsize
 
     @property
     def a_stride(self) -> int:                # padded shared rows, in elements
-        return self.bk + 8
+        return self.bk + self.width
 
     def b_stride(self, k_major: bool) -> int:
-        return self.bk + 8 if k_major else self.bn + 8
+        return self.bk + self.width if k_major else self.bn + 8
 
     @property
     def a_stage(self) -> int:
@@ -141,7 +165,7 @@ class Tile:
         return (self.bn if k_major else self.bk) * self.b_stride(k_major)
 
     def shared_bytes(self, k_major: bool) -> int:  # dynamic: over the 48 KiB static limit
-        return self.stages * (self.a_stage + self.b_stage(k_major)) * 2
+        return self.stages * (self.a_stage + self.b_stage(k_major)) * self.itemsize
 
 
 # Largest first; ties go to the larger. 128x256 gives each warp a 64x64 tile (32 MMAs per 8
@@ -156,19 +180,20 @@ def choose_tile(m: int, n: int, batch: int) -> Tile:
 def plan(kernel: K.Kernel, target):
     """(contraction, (operands, tile)) when the tensor-core template takes ``kernel``, else None."""
     c = contraction_of(kernel)
-    found = None if c is None else tile_plan(kernel, c, target.sm)
+    found = None if c is None else tile_plan(kernel, c, target.sm, target.f32_matmul)
     return None if found is None else (c, found)
 
 
-def tile_plan(kernel: K.Kernel, c: Contraction, sm: int):
+def tile_plan(kernel: K.Kernel, c: Contraction, sm: int, f32_matmul: str = "strict"):
     """(operands, tile) when the tensor-core template applies, else None."""
     if sm < 80:
         return None
-    found = operands(kernel, c)
+    found = operands(kernel, c, f32_matmul)
     if found is None:
         return None
     par = kernel.parallel_ranges
-    return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
+    tile = choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
+    return found, tile if found.tf32 is None else replace(tile, itemsize=4)
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
@@ -183,9 +208,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     KD = kernel.reduction_ranges[0]
     nb = int(np.prod(batch, dtype=np.int64))
     b_stride, b_stage = t.b_stride(bk_major), t.b_stage(bk_major)
+    elem = "half" if t.itemsize == 2 else "float"  # shared memory's element, for addressing
+    shift = t.width.bit_length() - 1               # log2 of the elements per chunk
+    kstep = 16 if ops.tf32 is None else 8          # the MMA's k
     fn = Function(module)
-    a_sh = module.dynamic_shared(f"{name}_smem", "half")
-    b_sh = fn.op(f"getelementptr half, ptr addrspace(3) {a_sh}, i64 {t.stages * t.a_stage}")
+    a_sh = module.dynamic_shared(f"{name}_smem", elem)
+    b_sh = fn.op(f"getelementptr {elem}, ptr addrspace(3) {a_sh}, i64 {t.stages * t.a_stage}")
 
     tid32 = fn.special("tid.x")
     tid = fn.op(f"zext i32 {tid32} to i64")
@@ -201,19 +229,20 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     a_aligned, b_aligned = a.aligned(fn), b.aligned(fn)
 
     def rows_of(rows: int, per_row: int, stride: int):
-        """This thread's chunks of a rows x (8 per_row) tile: (row, column, shared offset)."""
+        """This thread's chunks of a rows x (width per_row) tile: (row, column, shared offset)."""
         out = []
         for j in range(rows * per_row // THREADS):
             ch = fn.op(f"add i64 {tid}, {THREADS * j}")
             r = fn.op(f"udiv i64 {ch}, {per_row}")
-            col = fn.op(f"shl i64 {fn.op(f'urem i64 {ch}, {per_row}')}, 3")
+            col = fn.op(f"shl i64 {fn.op(f'urem i64 {ch}, {per_row}')}, {shift}")
             out.append((r, col, fn.op(f"add i64 {fn.op(f'mul i64 {r}, {stride}')}, {col}")))
         return out
 
     a_exact = M % t.bm == 0 and KD % t.bk == 0
     b_exact = N % t.bn == 0 and KD % t.bk == 0
-    a_chunks = rows_of(t.bm, t.bk // 8, t.a_stride)
-    b_chunks = rows_of(t.bn, t.bk // 8, b_stride) if bk_major else rows_of(t.bk, t.bn // 8, b_stride)
+    a_chunks = rows_of(t.bm, t.bk // t.width, t.a_stride)
+    b_chunks = rows_of(t.bn, t.bk // t.width, b_stride) if bk_major else \
+        rows_of(t.bk, t.bn // t.width, b_stride)
 
     def load_stage(stage: str, kt: str):
         k0 = fn.op(f"mul i64 {kt}, {t.bk}")
@@ -221,13 +250,15 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
         b_base = fn.op(f"mul i64 {stage}, {b_stage}")
         copies = []
         for r, col, off in a_chunks:
-            dst = fn.op(f"getelementptr half, ptr addrspace(3) {a_sh}, i64 {fn.op(f'add i64 {a_base}, {off}')}")
+            dst = fn.op(f"getelementptr {elem}, ptr addrspace(3) {a_sh}, "
+                        f"i64 {fn.op(f'add i64 {a_base}, {off}')}")
             m, k = fn.op(f"add i64 {m0}, {r}"), fn.op(f"add i64 {k0}, {col}")
             copies.append(a.chunk(fn, bidx, (m, M), (k, KD), dst, a_exact))
         stage_chunks(fn, a_aligned, copies)
         copies = []
         for r, col, off in b_chunks:
-            dst = fn.op(f"getelementptr half, ptr addrspace(3) {b_sh}, i64 {fn.op(f'add i64 {b_base}, {off}')}")
+            dst = fn.op(f"getelementptr {elem}, ptr addrspace(3) {b_sh}, "
+                        f"i64 {fn.op(f'add i64 {b_base}, {off}')}")
             n, k = (r, col) if bk_major else (col, r)
             n, k = fn.op(f"add i64 {n0}, {n}"), fn.op(f"add i64 {k0}, {k}")
             copies.append(b.chunk(fn, bidx, (n, N), (k, KD), dst, b_exact))
@@ -240,14 +271,19 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
         accs.append(slot)
 
     lane_row = fn.op(f"and i32 {lane}, 15")                        # ldmatrix row of this lane
-    lane_col = fn.op(f"shl i32 {fn.op(f'lshr i32 {lane}, 4')}, 3")  # 0 or 8
+    lane_hi = fn.op(f"lshr i32 {lane}, 4")
+    lane_col = fn.op(f"shl i32 {lane_hi}, {shift}")  # 0 or one chunk
     # an [N, K] B: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
-    lane_n = fn.op(f"add i32 {fn.op(f'and i32 {lane}, 7')}, {lane_col}")
+    # (16-bit k; for f32 k 0-3 and 4-7)
+    lane_n = fn.op(f"add i32 {fn.op(f'and i32 {lane}, 7')}, "
+                   f"{lane_col if t.width == 8 else fn.op(f'shl i32 {lane_hi}, 3')}")
     lane_k = fn.op(f"and i32 {lane}, 8")
+    if t.width != 8:
+        lane_k = fn.op(f"lshr i32 {lane_k}, 1")
     half2 = "<2 x half>" if ops.dtype == "f16" else "i32"
 
     def ldmatrix(arr: str, offset: str, trans: bool) -> list[str]:
-        p = fn.op(f"getelementptr half, ptr addrspace(3) {arr}, i32 {offset}")
+        p = fn.op(f"getelementptr {elem}, ptr addrspace(3) {arr}, i32 {offset}")
         kind = "trans.b16" if trans else "b16"
         r = fn.call("{i32, i32, i32, i32}", f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.{kind}",
                     [("ptr addrspace(3)", p)])
@@ -258,36 +294,61 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
         rowoff = fn.op(f"mul i32 {row}, {stride}")
         return fn.op(f"add i32 {base}, {fn.op(f'add i32 {rowoff}, {col}')}")
 
+    def b_n_major_f32(b_base: str, ks: int) -> list[tuple[str, str]]:
+        """An f32 B along n, (b0, b1) per n8 tile: 32-bit loads of (k, n) = (ks + t, g) and
+        (ks + t + 4, g), g = lane / 4 and t = lane % 4 (the m16n8k8 B fragment)."""
+        g, q = fn.op(f"lshr i32 {lane}, 2"), fn.op(f"and i32 {lane}, 3")
+        row = fn.op(f"add i32 {q}, {ks * kstep}")
+        out = []
+        for nt in range(nts):
+            col = fn.op(f"add i32 {fn.op(f'mul i32 {wn}, {wn_size}')}, {fn.op(f'add i32 {g}, {nt * 8}')}")
+            off = at(b_base, row, b_stride, col)
+            regs = []
+            for offset in (off, fn.op(f"add i32 {off}, {4 * b_stride}")):
+                p = fn.op(f"getelementptr float, ptr addrspace(3) {b_sh}, i32 {offset}")
+                regs.append(fn.op(f"load i32, ptr addrspace(3) {p}, align 4"))
+            out.append(tuple(regs))
+        return out
+
     mma = "llvm.nvvm.mma.m16n8k16.row.col." + ("f32.f32" if ops.dtype == "f16" else "bf16")
 
     def compute(stage: str, olds: list[str]) -> list[str]:
         st = fn.op(f"trunc i64 {stage} to i32")
         a_base = fn.op(f"mul i32 {st}, {t.a_stage}")
         b_base = fn.op(f"mul i32 {st}, {b_stage}")
-        for ks in range(t.bk // 16):
+        for ks in range(t.bk // kstep):
             afr = []
             for mt in range(mts):
                 row = fn.op(f"add i32 {fn.op(f'mul i32 {wm}, {wm_size}')}, "
                             f"{fn.op(f'add i32 {lane_row}, {mt * 16}')}")
-                afr.append(ldmatrix(a_sh, at(a_base, row, t.a_stride, fn.op(f"add i32 {lane_col}, {ks * 16}")),
-                                    False))
+                col = fn.op(f"add i32 {lane_col}, {ks * kstep}")
+                afr.append(ldmatrix(a_sh, at(a_base, row, t.a_stride, col), False))
             bfr = []
-            for np_ in range(nts // 2):
+            for np_ in range(nts // 2 if bk_major or ops.tf32 is None else 0):
                 wn_base = fn.op(f"add i32 {fn.op(f'mul i32 {wn}, {wn_size}')}, {np_ * 16}")
                 if bk_major:
                     off = at(b_base, fn.op(f"add i32 {wn_base}, {lane_n}"), b_stride,
-                             fn.op(f"add i32 {lane_k}, {ks * 16}"))
+                             fn.op(f"add i32 {lane_k}, {ks * kstep}"))
                 else:
                     off = at(b_base, fn.op(f"add i32 {lane_row}, {ks * 16}"), b_stride,
                              fn.op(f"add i32 {wn_base}, {lane_col}"))
                 r = ldmatrix(b_sh, off, not bk_major)
                 bfr += [(r[0], r[1]), (r[2], r[3])]
+            if not bk_major and ops.tf32 is not None:
+                bfr = b_n_major_f32(b_base, ks)
+            if ops.tf32 is not None:
+                afr = [TF32.split(fn, regs, ops.tf32) for regs in afr]
+                bfr = [TF32.split(fn, list(regs), ops.tf32) for regs in bfr]
             new = []
             for mt in range(mts):
                 for nt in range(nts):
                     base = (mt * nts + nt) * 4
+                    acc = [olds[base + i] for i in range(4)]
+                    if ops.tf32 is not None:
+                        new += TF32.mma(fn, afr[mt], bfr[nt], acc)
+                        continue
                     args = [(half2, x) for x in afr[mt]] + [(half2, x) for x in bfr[nt]]
-                    args += [("float", olds[base + i]) for i in range(4)]
+                    args += [("float", v) for v in acc]
                     d = fn.call("{float, float, float, float}", mma, args)
                     new += [fn.op(f"extractvalue {{float, float, float, float}} {d}, {i}")
                             for i in range(4)]

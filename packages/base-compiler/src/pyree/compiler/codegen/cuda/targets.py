@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.options import CUDA_F32_MATMUL
 
 # arch -> the PTX ISA version emitted for it (the lowest the arch allows, but at least 7.0 so that
 # cp.async / mma.sync forms are available everywhere LLVM accepts them).
@@ -58,6 +59,7 @@ DEFAULT_TARGET = "sm_80"
 class CudaTarget:
     arch: str          # "sm_90a"
     ptx_version: int   # 78 means PTX ISA 7.8
+    f32_matmul: str = "strict"  # --pyree-cuda-f32-matmul: strict, tf32 or 3xtf32
 
     @property
     def sm(self) -> int:
@@ -73,8 +75,10 @@ def accepted_names() -> list[str]:
     return sorted(_PTX_VERSION) + sorted(_CODE_NAMES) + sorted(_PRODUCTS)
 
 
-def resolve_target(name: str) -> CudaTarget:
-    """The target a ``--pyree-cuda-target`` value names; an unknown name lists the accepted ones."""
+def resolve_target(name: str, f32_matmul: str = "strict") -> CudaTarget:
+    """The target a ``--pyree-cuda-target`` value names, multiplying f32 matmuls as
+    ``f32_matmul`` says; an unknown name lists the accepted ones, and TF32 is refused on a GPU
+    without it (before sm_80), where strict products are all there is."""
     key = name.strip().lower().replace("-", "").replace(" ", "")
     arch = _CODE_NAMES.get(key) or _PRODUCTS.get(key) or (key if key in _PTX_VERSION else None)
     if arch is None:
@@ -82,4 +86,11 @@ def resolve_target(name: str) -> CudaTarget:
             f"unknown --pyree-cuda-target '{name}'; accepted: SM architectures "
             f"{', '.join(sorted(_PTX_VERSION))}; code names {', '.join(sorted(_CODE_NAMES))}; "
             f"products {', '.join(sorted(_PRODUCTS))} (default {DEFAULT_TARGET})")
-    return CudaTarget(arch, _PTX_VERSION[arch])
+    if f32_matmul not in CUDA_F32_MATMUL:
+        raise CompileError(f"unknown --pyree-cuda-f32-matmul '{f32_matmul}'; accepted: "
+                           + ", ".join(CUDA_F32_MATMUL))
+    target = CudaTarget(arch, _PTX_VERSION[arch], f32_matmul)
+    if f32_matmul != "strict" and target.sm < 80:
+        raise CompileError(f"--pyree-cuda-f32-matmul={f32_matmul} needs TF32 tensor cores (sm_80 "
+                           f"or newer); --pyree-cuda-target={name} is {arch}")
+    return target

@@ -44,6 +44,17 @@ def store(fn: Function, ptr: str, dtype: str, value: str) -> None:
     fn.raw(f"store {storage_type(dtype)} {value}, ptr addrspace(1) {ptr}, align {K.itemsize(dtype)}")
 
 
+def bindings_aligned(fn: Function, bindings) -> str:
+    """An i1 value: every binding's base address is 16-byte aligned (a vector load's, and
+    ``cp.async``'s, need)."""
+    aligned = "true"
+    for binding in sorted(set(bindings)):
+        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{binding} to i64")
+        low = fn.op(f"and i64 {addr}, 15")
+        aligned = fn.op(f"and i1 {aligned}, {fn.op(f'icmp eq i64 {low}, 0')}")
+    return aligned
+
+
 def clamp(fn: Function, v: str, extent, sizes=STATIC) -> str:
     """The i64 index ``v`` clamped to at most ``extent - 1``: a tile's tail reads stay inside
     (``sizes``: a run-time extent's values; one of 0 leaves ``v`` as it is)."""

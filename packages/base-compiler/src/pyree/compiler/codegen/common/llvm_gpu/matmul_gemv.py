@@ -173,16 +173,6 @@ class _Values:
         return [fn.op(f"extractelement <{w} x {st}> {v}, i32 {j}") for j in range(w)]
 
 
-def bindings_aligned(fn: Function, bindings) -> str:
-    """An i1 value: every binding's base address is 16-byte aligned."""
-    aligned = "true"
-    for binding in sorted(set(bindings)):
-        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{binding} to i64")
-        low = fn.op(f"and i64 {addr}, {VECTOR_BYTES - 1}")
-        aligned = fn.op(f"and i1 {aligned}, {fn.op(f'icmp eq i64 {low}, 0')}")
-    return aligned
-
-
 def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
     par = kernel.parallel_ranges
     batch = par[:-2]
@@ -248,7 +238,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
             return lambda: fn.loop("0", str(whole), "1", lambda i: step(i, vector, False),
                                    unroll=UNROLL)
         if g.width > 1 and vectorized:
-            fast = bindings_aligned(fn, [e.binding for e in vectorized])
+            fast = A.bindings_aligned(fn, [e.binding for e in vectorized])
             if not g.along_k:  # the thread's run of columns lies inside N
                 run_end = fn.op(f"add i64 {n_first}, {g.width}")
                 fast = fn.op(f"and i1 {fast}, {fn.op(f'icmp ule i64 {run_end}, {N}')}")
