@@ -218,9 +218,8 @@ class _Verifier:
         """A CPU executable and its variants (schema 1.7), each checked as a whole executable;
         a variant must declare the same bindings for each export as the executable itself (the
         host program is one for all), and has no variants of its own."""
-        member.variants = member.variants or []
         checked = self.cpu_code(member, where)
-        for j, variant in enumerate(member.variants):
+        for j, variant in enumerate(member.variants or []):
             if variant is None:
                 raise _fail(f"{where} variant {j}", "the table is missing")
             variant.targetCpu = _text(variant.targetCpu, f"{where} variant {j}")

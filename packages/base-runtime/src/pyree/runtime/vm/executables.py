@@ -73,7 +73,7 @@ def cpu_variant(cpu, where: str):
     """The table of ``cpu`` (a verified CpuExecutable) or of one of its variants whose code this
     host loads: the one named by $PYREE_LLVMCPU_VARIANT, else the one with the most CPU features
     that the host has all of (the first of a tie). Raises ModuleError where none can run here."""
-    variants = [cpu, *cpu.variants]
+    variants = [cpu, *(cpu.variants or [])]
     name = os.environ.get(VARIANT_VARIABLE, "").strip()
     if name:
         named = [v for v in variants if v.targetCpu == ("x86-64" if name == "generic" else name)]
