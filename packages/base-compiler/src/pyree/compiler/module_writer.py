@@ -69,7 +69,7 @@ class ModuleBuilder:
         return ref
 
     def finish(self) -> bytes:
-        versions = [SCHEMA_VERSION]
+        versions = [(self.module.schemaVersionMajor, self.module.schemaVersionMinor)]
         if any(f.symbols for f in self.module.functions):
             guards = any(f.sizeChecks or any(uses_comparisons(e.code) for e in _size_exprs(f))
                          for f in self.module.functions)
