@@ -76,7 +76,8 @@ def cpu_variant(cpu, where: str):
     variants = [cpu, *(cpu.variants or [])]
     name = os.environ.get(VARIANT_VARIABLE, "").strip()
     if name:
-        named = [v for v in variants if v.targetCpu == ("x86-64" if name == "generic" else name)]
+        names = {name, "x86-64"} if name == "generic" else {name}
+        named = [v for v in variants if v.targetCpu in names]
         if not named:
             raise ModuleError(f"{VARIANT_VARIABLE}={name}: {where} has no code for that CPU; its "
                               f"variants: {', '.join(v.targetCpu for v in variants)}")
