@@ -52,6 +52,8 @@ def test_backend_flags(flags, backends, calls, tmp_path):
 @pytest.mark.parametrize("flag, field, value", [
     ("--pyree-llvmcpu-target-cpu=znver4", "llvmcpu_target_cpu", "znver4"),
     ("--iree-llvmcpu-target-cpu=generic", "llvmcpu_target_cpu", "generic"),
+    ("--pyree-llvmcpu-variants=generic,x86-64-v3", "llvmcpu_variants", ["generic", "x86-64-v3"]),
+    ("--pyree-llvmcpu-variants=none", "llvmcpu_variants", []),
     ("--pyree-cuda-target=sm_90", "cuda_target", "sm_90"),
     ("--iree-cuda-target=ampere", "cuda_target", "ampere"),
     ("--pyree-vulkan-target=rdna3-7900-windows", "vulkan_target", "rdna3-7900-windows"),
@@ -75,9 +77,10 @@ def test_target_flags(flag, field, value, calls, tmp_path):
 def test_defaults(calls, tmp_path):
     main([str(ADD), "-o", str(tmp_path / "m.vmfb")])
     options = calls[0][1]
-    # generic x86-64, as in IREE: a module built anywhere loads on any x86-64 deploy host.
-    assert (options.llvmcpu_target_cpu, options.cuda_target, options.print_ir_after_all) == (
-        "generic", "sm_80", False)
+    # no one CPU chosen: the default variants (generic x86-64 among them), so that a module
+    # built anywhere loads on any x86-64 deploy host and runs the best code it can.
+    assert (options.llvmcpu_target_cpu, options.llvmcpu_variants, options.cuda_target,
+            options.print_ir_after_all) == ("", None, "sm_80", False)
     # IREE's defaults: i64 demotion follows the input type (on for StableHLO), the others off.
     assert (options.input_type, options.demote_f64_to_f32, options.demote_i64_to_i32,
             options.promote_bf16_to_f32) == ("auto", False, None, False)

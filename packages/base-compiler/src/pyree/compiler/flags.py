@@ -19,6 +19,7 @@ from pyree.compiler.options import (
     COMPILE_TO_STAGES,
     CUDA_F32_MATMUL,
     DEFAULT_LLVMCPU_TARGET_CPU,
+    DEFAULT_LLVMCPU_VARIANTS,
     TARGET_BACKENDS,
 )
 
@@ -105,11 +106,16 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
          action="append", metavar="LIST",
          help="IREE's device spelling: " + ", ".join(sorted(DEVICE_BACKENDS)))
     flag("--pyree-llvmcpu-target-cpu", "--iree-llvmcpu-target-cpu", dest="llvmcpu_target_cpu",
-         metavar="CPU", help=f"{DEFAULT_LLVMCPU_TARGET_CPU} (default: baseline x86-64, runs on "
-         "any x86-64 host), host (this machine's CPU), or an LLVM CPU name such as x86-64-v3")
+         metavar="CPU", help=f"code for one CPU: {DEFAULT_LLVMCPU_TARGET_CPU} (baseline x86-64), "
+         "host (this machine's CPU), or an LLVM CPU name such as x86-64-v3 (default: the "
+         "--pyree-llvmcpu-variants)")
     flag("--pyree-llvmcpu-target-cpu-features", "--iree-llvmcpu-target-cpu-features",
          dest="llvmcpu_target_cpu_features", metavar="LIST",
          help="+feature/-feature list on top of the CPU's own (e.g. +avx2,+fma), or host")
+    flag("--pyree-llvmcpu-variants", dest="llvmcpu_variants", metavar="LIST",
+         help="CPUs to carry code for, the runtime loading the best the host runs (default "
+         f"{','.join(DEFAULT_LLVMCPU_VARIANTS)} unless a target CPU or features are given), or "
+         "none: the target CPU alone")
     boolean("--pyree-llvmcpu-reassociate-fp-reductions",
             "--iree-llvmcpu-reassociate-fp-reductions", dest="llvmcpu_reassociate_fp_reductions",
             help="false: float reductions on llvm-cpu fold strictly left to right, one element "
@@ -194,9 +200,10 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
     """The CompileOptions fields the parsed flags set (only those given)."""
     given = vars(args)
     values = {key: given[key] for key in (
-        "llvmcpu_target_cpu", "llvmcpu_target_cpu_features", "llvmcpu_target_triple",
-        "llvmcpu_reassociate_fp_reductions",
-        "cuda_target", "cuda_f32_matmul", "rocm_target", "rocm_link_bc", "rocm_bc_dir", "vulkan_target",
+        "llvmcpu_target_cpu", "llvmcpu_target_cpu_features", "llvmcpu_variants",
+        "llvmcpu_target_triple", "llvmcpu_reassociate_fp_reductions",
+        "cuda_target", "cuda_f32_matmul", "rocm_target", "rocm_link_bc", "rocm_bc_dir",
+        "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
         "print_ir_after_all", "print_ir_after", "compile_to", "export_parameters",
         "minimum_parameter_export_size", "splat_parameters", "progress") if key in given}

@@ -26,6 +26,8 @@ RUN_TIME_SIZES_VERSION = (1, 5)
 # 1.6: shape guards (Function.size_checks) and SizeExpr's comparisons and select; only a module
 # that uses them says 1.6.
 SIZE_GUARDS_VERSION = (1, 6)
+# 1.7: a CPU executable's variants (CpuExecutable.variants); only a module with them says 1.7.
+CPU_VARIANTS_VERSION = (1, 7)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -67,11 +69,14 @@ class ModuleBuilder:
         return ref
 
     def finish(self) -> bytes:
+        versions = [(self.module.schemaVersionMajor, self.module.schemaVersionMinor)]
         if any(f.symbols for f in self.module.functions):
             guards = any(f.sizeChecks or any(uses_comparisons(e.code) for e in _size_exprs(f))
                          for f in self.module.functions)
-            self.module.schemaVersionMajor, self.module.schemaVersionMinor = \
-                SIZE_GUARDS_VERSION if guards else RUN_TIME_SIZES_VERSION
+            versions.append(SIZE_GUARDS_VERSION if guards else RUN_TIME_SIZES_VERSION)
+        if any(e.cpu is not None and e.cpu.variants for e in self.module.executables):
+            versions.append(CPU_VARIANTS_VERSION)
+        self.module.schemaVersionMajor, self.module.schemaVersionMinor = max(versions)
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)
         out = bytearray(builder.Output())

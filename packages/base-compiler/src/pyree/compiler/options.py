@@ -16,16 +16,19 @@ from pyree.compiler.errors import CompileError
 # llvm-cpu's code for the baseline x86-64 CPU, which local-sync and local-task run on every
 # x86-64 host (docs/DESIGN.md); resolve_targets turns the name into llvm-cpu.
 
-# --pyree-llvmcpu-target-cpu's default, as in IREE: baseline x86-64 (SSE2), which every x86-64
-# CPU runs, so that a module built on one machine loads on any deploy host. "host" (the build
-# machine's CPU), "x86-64-v3" (AVX2/FMA) and named CPUs are faster and opt-in (docs/FLAGS.md
-# has the measured difference).
+# The baseline x86-64 CPU (SSE2), which every x86-64 CPU runs: IREE's default target CPU.
 DEFAULT_LLVMCPU_TARGET_CPU = "generic"
 
 # --pyree-cuda-f32-matmul: how the cuda target multiplies f32 matmuls and convolutions. "strict"
 # (the default) keeps IEEE f32 products; "tf32" and "3xtf32" run them on tensor cores
 # (codegen/cuda/matmul_mma.py says what each computes).
 CUDA_F32_MATMUL = ("strict", "tf32", "3xtf32")
+# With no --pyree-llvmcpu-target-cpu, -features or -variants, the llvm-cpu executable carries code
+# for each of these CPUs and the runtime loads the best one the host runs: the baseline, so that
+# a module built on one machine loads on any x86-64 deploy host, and AVX2/FMA code, which every
+# x86-64 CPU since 2013-2015 runs (AVX-512 hosts too). x86-64-v4 (AVX-512) is opt-in: its code
+# generation cost as much as the other two together (docs/FLAGS.md, docs/DESIGN.md).
+DEFAULT_LLVMCPU_VARIANTS = (DEFAULT_LLVMCPU_TARGET_CPU, "x86-64-v3")
 
 # --compile-to: IREE's phase names -> the pyree stage whose IR is written at that point (the
 # names of --pyree-print-ir-after-all's sections); None: pyree has no textual IR there (its code
@@ -58,12 +61,18 @@ class InputType(enum.StrEnum):
 class CompileOptions:
     # A list of backends; a string is read as the command line reads it ("llvm-cpu", "llvm-cpu,cuda").
     target_backends: list[str] = field(default_factory=lambda: ["llvm-cpu"])
-    # --pyree-llvmcpu-target-cpu: "generic" (default, see above), "host" (the build machine's
-    # CPU), or an LLVM CPU name ("x86-64-v3", "skylake-avx512", "znver4", ...).
-    llvmcpu_target_cpu: str = DEFAULT_LLVMCPU_TARGET_CPU
+    # --pyree-llvmcpu-target-cpu: "generic" (baseline x86-64), "host" (the build machine's CPU),
+    # or an LLVM CPU name ("x86-64-v3", "skylake-avx512", "znver4", ...): code for that one CPU.
+    # "" (not given): the default variants, unless llvmcpu_variants says otherwise.
+    llvmcpu_target_cpu: str = ""
     # --pyree-llvmcpu-target-cpu-features: "+avx2,+fma,-avx512f" on top of the CPU's own set, or
     # "host" (this machine's); empty: the CPU's set as it is (codegen/llvm_cpu/targets.py).
     llvmcpu_target_cpu_features: str = ""
+    # --pyree-llvmcpu-variants: the CPUs the llvm-cpu executable carries code for, the runtime
+    # loading the best the host runs (a list, or a comma list as the flag takes it); [] ("none"):
+    # one CPU, the target CPU (generic where none is given). None: DEFAULT_LLVMCPU_VARIANTS when
+    # neither a target CPU nor features are given, else [].
+    llvmcpu_variants: list[str] | None = None
     # --pyree-llvmcpu-target-triple: pyree generates x86-64 Linux ELF only; "" or "host" is that,
     # any other x86_64-*-linux* triple is accepted, other architectures are refused.
     llvmcpu_target_triple: str = ""
@@ -125,12 +134,18 @@ class CompileOptions:
         self.target_backends = list(self.target_backends)
         if isinstance(self.input_type, enum.Enum):  # ours or iree.compiler's InputType
             self.input_type = self.input_type.value
+        if isinstance(self.llvmcpu_variants, str):
+            names = [n.strip() for n in self.llvmcpu_variants.split(",") if n.strip()]
+            self.llvmcpu_variants = [] if names == ["none"] else names
+        elif self.llvmcpu_variants is not None:
+            self.llvmcpu_variants = list(self.llvmcpu_variants)
 
 
 def resolve_targets(options: CompileOptions) -> CompileOptions:
     """``options`` with every backend name checked and vmvx built as llvm-cpu for the baseline
-    CPU. A CPU choice that would not run everywhere is refused beside vmvx rather than applied
-    to it: a module holds one llvm-cpu executable, and vmvx promises one that runs anywhere."""
+    CPU alone (no variants: the same code, so the same answers, on every host). A CPU choice
+    is refused beside vmvx rather than applied to it: a module holds one llvm-cpu executable,
+    and vmvx promises one that runs anywhere."""
     targets = options.target_backends
     if not targets:
         raise CompileError("no target backend given; use --pyree-hal-target-backends="
@@ -142,13 +157,16 @@ def resolve_targets(options: CompileOptions) -> CompileOptions:
     if PORTABLE_BACKEND not in targets:
         return options
     chosen = [f"--iree-llvmcpu-target-cpu={options.llvmcpu_target_cpu}"
-              ] if options.llvmcpu_target_cpu != DEFAULT_LLVMCPU_TARGET_CPU else []
+              ] if options.llvmcpu_target_cpu not in ("", DEFAULT_LLVMCPU_TARGET_CPU) else []
     if options.llvmcpu_target_cpu_features:
         chosen.append(f"--iree-llvmcpu-target-cpu-features={options.llvmcpu_target_cpu_features}")
+    if options.llvmcpu_variants:
+        chosen.append(f"--pyree-llvmcpu-variants={','.join(options.llvmcpu_variants)}")
     if chosen:
         raise CompileError(
             f"the vmvx target cannot be combined with {' '.join(chosen)}: pyree builds vmvx as "
             f"llvm-cpu code for the baseline x86-64 CPU ({DEFAULT_LLVMCPU_TARGET_CPU}) so that it "
             "runs on any host; drop vmvx to build for that CPU, or drop the CPU flag")
     backends = ["llvm-cpu" if name == PORTABLE_BACKEND else name for name in targets]
-    return replace(options, target_backends=list(dict.fromkeys(backends)))
+    return replace(options, target_backends=list(dict.fromkeys(backends)),
+                   llvmcpu_target_cpu=DEFAULT_LLVMCPU_TARGET_CPU, llvmcpu_variants=[])

@@ -819,6 +819,30 @@ class CpuExecutable(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
+    # CpuExecutable
+    def Variants(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            obj = CpuExecutable()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # CpuExecutable
+    def VariantsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # CpuExecutable
+    def VariantsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(14))
+        return o == 0
+
 
 class CpuExecutableT(object):
 
@@ -829,6 +853,7 @@ class CpuExecutableT(object):
         self.cpuFeatures = None  # type: List[str]
         self.library = None  # type: Optional[DataRefT]
         self.exports = None  # type: List[CpuExportT]
+        self.variants = None  # type: List[CpuExecutableT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -862,6 +887,14 @@ class CpuExecutableT(object):
                 else:
                     cpuExport_ = CpuExportT.InitFromObj(cpuExecutable.Exports(i))
                     self.exports.append(cpuExport_)
+        if not cpuExecutable.VariantsIsNone():
+            self.variants = []
+            for i in range(cpuExecutable.VariantsLength()):
+                if cpuExecutable.Variants(i) is None:
+                    self.variants.append(None)
+                else:
+                    cpuExecutable_ = CpuExecutableT.InitFromObj(cpuExecutable.Variants(i))
+                    self.variants.append(cpuExecutable_)
 
 
 class CpuExport(object):

@@ -95,7 +95,32 @@ class CpuExecutable(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
         return o == 0
 
-def CpuExecutableStart(builder): builder.StartObject(5)
+    # CpuExecutable
+    def Variants(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from pyree.compiler._fb.CpuExecutable import CpuExecutable
+            obj = CpuExecutable()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # CpuExecutable
+    def VariantsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # CpuExecutable
+    def VariantsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        return o == 0
+
+def CpuExecutableStart(builder): builder.StartObject(6)
 def Start(builder):
     return CpuExecutableStart(builder)
 def CpuExecutableAddFormat(builder, format): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(format), 0)
@@ -119,6 +144,12 @@ def AddExports(builder, exports):
 def CpuExecutableStartExportsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartExportsVector(builder, numElems):
     return CpuExecutableStartExportsVector(builder, numElems)
+def CpuExecutableAddVariants(builder, variants): builder.PrependUOffsetTRelativeSlot(5, flatbuffers.number_types.UOffsetTFlags.py_type(variants), 0)
+def AddVariants(builder, variants):
+    return CpuExecutableAddVariants(builder, variants)
+def CpuExecutableStartVariantsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartVariantsVector(builder, numElems):
+    return CpuExecutableStartVariantsVector(builder, numElems)
 def CpuExecutableEnd(builder): return builder.EndObject()
 def End(builder):
     return CpuExecutableEnd(builder)
@@ -138,6 +169,7 @@ class CpuExecutableT(object):
         self.cpuFeatures = None  # type: List[str]
         self.library = None  # type: Optional[pyree.compiler._fb.DataRef.DataRefT]
         self.exports = None  # type: List[pyree.compiler._fb.CpuExport.CpuExportT]
+        self.variants = None  # type: List[pyree.compiler._fb.CpuExecutable.CpuExecutableT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -171,6 +203,14 @@ class CpuExecutableT(object):
                 else:
                     cpuExport_ = pyree.compiler._fb.CpuExport.CpuExportT.InitFromObj(cpuExecutable.Exports(i))
                     self.exports.append(cpuExport_)
+        if not cpuExecutable.VariantsIsNone():
+            self.variants = []
+            for i in range(cpuExecutable.VariantsLength()):
+                if cpuExecutable.Variants(i) is None:
+                    self.variants.append(None)
+                else:
+                    cpuExecutable_ = pyree.compiler._fb.CpuExecutable.CpuExecutableT.InitFromObj(cpuExecutable.Variants(i))
+                    self.variants.append(cpuExecutable_)
 
     # CpuExecutableT
     def Pack(self, builder):
@@ -194,6 +234,14 @@ class CpuExecutableT(object):
             for i in reversed(range(len(self.exports))):
                 builder.PrependUOffsetTRelative(exportslist[i])
             exports = builder.EndVector()
+        if self.variants is not None:
+            variantslist = []
+            for i in range(len(self.variants)):
+                variantslist.append(self.variants[i].Pack(builder))
+            CpuExecutableStartVariantsVector(builder, len(self.variants))
+            for i in reversed(range(len(self.variants))):
+                builder.PrependUOffsetTRelative(variantslist[i])
+            variants = builder.EndVector()
         CpuExecutableStart(builder)
         if self.format is not None:
             CpuExecutableAddFormat(builder, format)
@@ -206,5 +254,7 @@ class CpuExecutableT(object):
             CpuExecutableAddLibrary(builder, library)
         if self.exports is not None:
             CpuExecutableAddExports(builder, exports)
+        if self.variants is not None:
+            CpuExecutableAddVariants(builder, variants)
         cpuExecutable = CpuExecutableEnd(builder)
         return cpuExecutable

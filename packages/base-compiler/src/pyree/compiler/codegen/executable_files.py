@@ -11,7 +11,9 @@ developer tips (``spirv-dis x.spv``, reading ``x.ptx``) apply unchanged.
 
 The files are the artefacts of the compile that builds the module (each backend declares them,
 ``interface.Artefact``), so they hold exactly its code. A stage that LLVM runs as several modules
-in parallel (``common/parallel.py``) writes one file per module: ``..._part<i>.codegen.ll``.
+in parallel (``common/parallel.py``) writes one file per module: ``..._part<i>.codegen.ll``. The
+code of an llvm-cpu executable's variants for other CPUs has the CPU in its name:
+``<module>_system_elf_x86_64_x86-64-v3.so``.
 """
 
 from __future__ import annotations
@@ -52,17 +54,19 @@ def start(kernels: list[Kernel], options: CompileOptions, module_name: str):
               printing.format_kernels([kernel]))
 
     def keep_for(name: str) -> Keep:
-        kinds = {artefact.suffix: artefact.kind for artefact in backend(name).artefacts}
+        # by extension, which also names a variant's artefact (``<form>_<cpu>.so``)
+        kinds = {artefact.suffix.partition(".")[2]: artefact.kind
+                 for artefact in backend(name).artefacts}
 
         def keep(suffix: str, data) -> None:
+            form, _, ext = suffix.partition(".")
             if not isinstance(data, list):
-                write(kinds[suffix], f"{module_name}_{suffix}", data)
+                write(kinds[ext], f"{module_name}_{suffix}", data)
             elif len(data) == 1:
-                write(kinds[suffix], f"{module_name}_{suffix}", data[0])
+                write(kinds[ext], f"{module_name}_{suffix}", data[0])
             else:
-                form, _, ext = suffix.partition(".")
                 for i, part in enumerate(data):
-                    write(kinds[suffix], f"{module_name}_{form}_part{i}.{ext}", part)
+                    write(kinds[ext], f"{module_name}_{form}_part{i}.{ext}", part)
         return keep
     return keep_for
 

@@ -4,7 +4,9 @@ The generated Python readers trust every offset and length. A hostile file could
 the buffer, claim vectors of 2^32 elements, or share one table from many places so that unpacking
 blows up exponentially. This walk checks every offset and length against the buffer and caps the
 number of objects visited at what an unshared buffer of this size can hold, so the object-API
-unpack that follows is bounded by the file size.
+unpack that follows is bounded by the file size. A table type that holds tables of its own type
+(a CPU executable's variants) could nest as deep as the file allows, past Python's recursion
+limit in this walk and in the unpack: tables deeper than ``MAX_DEPTH`` are refused.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ import struct
 
 from pyree.runtime.errors import ModuleError
 from pyree.runtime.module.layout import ROOT, TABLES
+
+# Deeper than any table of a module the compiler writes (Module, Executable, CpuExecutable, its
+# variant, CpuExport, BindingLayout, SizeExpr: 7).
+MAX_DEPTH = 16
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -24,6 +30,7 @@ class _Walker:
         self.buf = buf
         self.size = len(buf)
         self.budget = self.size // 4 + 16
+        self.depth = 0
 
     def fail(self, what: str, where: str) -> ModuleError:
         return ModuleError(f"module file is malformed: {what} at {where}")
@@ -61,6 +68,15 @@ class _Walker:
 
     def table(self, pos: int, name: str, where: str) -> None:
         self.spend(1, where)
+        if self.depth == MAX_DEPTH:
+            raise self.fail(f"tables nested more than {MAX_DEPTH} deep", where)
+        self.depth += 1
+        try:
+            self._fields(pos, name, where)
+        finally:
+            self.depth -= 1
+
+    def _fields(self, pos: int, name: str, where: str) -> None:
         if pos + 4 > self.size:
             raise self.fail(f"table {name} at {pos} outside the FlatBuffer", where)
         vtable = pos - _I32.unpack_from(self.buf, pos)[0]

@@ -77,6 +77,19 @@ def _ints(value) -> list[int]:
     return [int(v) for v in value]
 
 
+def _code_tables(member):
+    """(label suffix, table) of an executable's member and of each of its CPU variants."""
+    yield "", member
+    for j, variant in enumerate(getattr(member, "variants", None) or []):
+        yield f" variant {j} ('{variant.targetCpu}')", variant
+
+
+def _bindings(export) -> list[tuple]:
+    """A verified export's bindings as (access, min length, min length SizeExpr code or None)."""
+    return [(b.access, b.minLength, _ints(b.minLengthExpr.code) if b.minLengthExpr else None)
+            for b in export.bindings]
+
+
 def tensor_bytes(t) -> int:
     """Bytes of a verified TensorType."""
     return math.prod(t.dims) * ITEMSIZES[t.elementType]
@@ -105,7 +118,11 @@ class _Verifier:
         self.trusted = [next(iter(a)) if len(a) == 1 else None for a in attested]
         self.kernels(tree)
         self.constant_sizes = constant_sizes
-        self.tables = [getattr(e, FORMATS[e.format]).exports for e in tree.executables]
+        # every export table whose grids a dispatch must fit: each executable's, each variant's
+        self.tables = [(f"executable {e}{variant}", table.exports)
+                       for e, executable in enumerate(tree.executables)
+                       for variant, table in _code_tables(getattr(executable,
+                                                                  FORMATS[executable.format]))]
         names = set()
         for i, function in enumerate(tree.functions):
             function.name = _text(function.name, f"function {i} name")
@@ -182,26 +199,57 @@ class _Verifier:
         if member is None:
             raise _fail(where, f"format is {fmt} but its {fmt} table is missing")
         if fmt == "cpu":
-            member.format = _text(member.format, where)
-            member.targetCpu = _text(member.targetCpu, where)
-            member.cpuFeatures = [_text(f, where) for f in member.cpuFeatures or []]
-            self.data_ref(member.library, f"{where} library")
-            if member.library.length == 0:
-                raise _fail(where, "the CPU library is empty")
+            return self.cpu_executable(member, where)
+        code_field = {"cuda": "ptx", "rocm": "codeObject", "spirv": "code"}[fmt]
+        self.data_ref(getattr(member, code_field), f"{where} code")
+        if fmt == "cuda":
+            member.targetArch = _text(member.targetArch, where)
+            member.cubinArch = _text(member.cubinArch, where)
+            self.data_ref(member.cubin, f"{where} cubin")
+        elif fmt == "rocm":
+            member.targetArch = _text(member.targetArch, where)
         else:
-            code_field = {"cuda": "ptx", "rocm": "codeObject", "spirv": "code"}[fmt]
-            self.data_ref(getattr(member, code_field), f"{where} code")
-            if fmt == "cuda":
-                member.targetArch = _text(member.targetArch, where)
-                member.cubinArch = _text(member.cubinArch, where)
-                self.data_ref(member.cubin, f"{where} cubin")
-            elif fmt == "rocm":
-                member.targetArch = _text(member.targetArch, where)
-            else:
-                member.target = _text(member.target, where)
+            member.target = _text(member.target, where)
         member.exports = member.exports or []
-        lengths = [self.export(e, fmt, f"{where} export {k}") for k, e in enumerate(member.exports)]
-        records = self.cpu_records(member, where) if fmt == "cpu" else None
+        return [(self.export(e, fmt, f"{where} export {k}"), None)
+                for k, e in enumerate(member.exports)]
+
+    def cpu_executable(self, member, where: str) -> list[tuple[list[tuple], tuple | None]]:
+        """A CPU executable and its variants (schema 1.7), each checked as a whole executable;
+        a variant must declare the same bindings for each export as the executable itself (the
+        host program is one for all), and has no variants of its own."""
+        checked = self.cpu_code(member, where)
+        for j, variant in enumerate(member.variants or []):
+            if variant is None:
+                raise _fail(f"{where} variant {j}", "the table is missing")
+            variant.targetCpu = _text(variant.targetCpu, f"{where} variant {j}")
+            here = f"{where} variant {j} ('{variant.targetCpu}')"
+            if variant.variants:
+                raise _fail(here, "has variants of its own; only the executable itself may")
+            self.cpu_code(variant, here)
+            if len(variant.exports) != len(member.exports):
+                raise _fail(here, f"has {len(variant.exports)} exports but the executable has "
+                                  f"{len(member.exports)}")
+            for k, (theirs, ours) in enumerate(zip(variant.exports, member.exports)):
+                if _bindings(theirs) != _bindings(ours):
+                    raise _fail(f"{here} export {k}", f"declares bindings (access, bytes, "
+                                                      f"SizeExpr) {_bindings(theirs)} but the "
+                                                      f"executable's export {k} declares "
+                                                      f"{_bindings(ours)}")
+        return checked
+
+    def cpu_code(self, member, where: str) -> list[tuple[list[tuple], tuple | None]]:
+        """One CPU library and its export table, checked against the library's own records."""
+        member.format = _text(member.format, where)
+        member.targetCpu = _text(member.targetCpu, where)
+        member.cpuFeatures = [_text(f, where) for f in member.cpuFeatures or []]
+        self.data_ref(member.library, f"{where} library")
+        if member.library.length == 0:
+            raise _fail(where, "the CPU library is empty")
+        member.exports = member.exports or []
+        lengths = [self.export(e, "cpu", f"{where} export {k}")
+                   for k, e in enumerate(member.exports)]
+        records = self.cpu_records(member, where)
         if records is None:
             return [(need, None) for need in lengths]
         layouts = []
@@ -431,8 +479,8 @@ class _Verifier:
                                                         f"{min_length} bytes the kernel touches")
         for b, ref in enumerate(dispatch.bindings):
             self.buffer_ref(ref, buffers, f"{where} binding {b}")
-        for e, exports in enumerate(self.tables):
-            self.check_grid(exports[dispatch.kernel], dispatch, f"{where}: executable {e}'s grid")
+        for label, exports in self.tables:
+            self.check_grid(exports[dispatch.kernel], dispatch, f"{where}: {label}'s grid")
 
     def check_grid(self, export, dispatch, where: str) -> None:
         """A kernel with run-time sizes: its grid over this dispatch's push constants (every

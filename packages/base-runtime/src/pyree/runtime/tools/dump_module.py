@@ -110,6 +110,17 @@ def _workgroups(x) -> str:
     return f"{_pushed(x.workgroupCountExpr)}{bound}"
 
 
+def _loaded_variant(cpu, name: str) -> str:
+    """Which of a CPU executable's variants the runtime would load on this host, or why none."""
+    from pyree.runtime.errors import ModuleError
+    from pyree.runtime.vm.executables import cpu_variant
+
+    try:
+        return cpu_variant(cpu, f"executable '{name}'").targetCpu
+    except ModuleError as e:
+        return f"none: {e}"
+
+
 def _grid(x) -> str:
     """A GPU export's grid: formulas where the kernel has run-time sizes."""
     if x.gridSizeExpr is None:
@@ -178,17 +189,24 @@ def format_executable(index: int, e) -> list[str]:
     kind = _FORMAT.get(e.format, f"format{e.format}")
     lines = [f"  [{index}] {_text(e.name) or '(unnamed)'}: {kind}"]
     if e.cpu is not None:
-        cpu = e.cpu
+        cpu, variants = e.cpu, e.cpu.variants or []
         features = ", ".join(_text(x) for x in cpu.cpuFeatures or []) or "none"
         lines += [
             f"    target: {_text(cpu.format)}, cpu {_text(cpu.targetCpu)}, features: {features}",
             f"    library: {_size(_length(cpu.library))}",
         ]
-        lines += [
-            f"    export {i} {_text(x.symbol)}: workgroups {_workgroups(x)}; "
-            f"bindings [{_bindings(x.bindings)}]"
-            for i, x in enumerate(cpu.exports or [])
-        ]
+        for v in variants:
+            features = ", ".join(_text(x) for x in v.cpuFeatures or []) or "none"
+            lines.append(f"    variant: cpu {_text(v.targetCpu)}, features: {features}; "
+                         f"library: {_size(_length(v.library))}")
+        if variants:
+            lines.append(f"    this host loads: {_loaded_variant(cpu, _text(e.name))}")
+        for i, x in enumerate(cpu.exports or []):
+            others = [f"{_text(v.targetCpu)}: {_workgroups(v.exports[i])}" for v in variants
+                      if _workgroups(v.exports[i]) != _workgroups(x)]
+            lines.append(f"    export {i} {_text(x.symbol)}: workgroups {_workgroups(x)}"
+                         + (f" ({', '.join(others)})" if others else "")
+                         + f"; bindings [{_bindings(x.bindings)}]")
         return lines
     if e.cuda is not None:
         gpu, cubin = e.cuda, _length(e.cuda.cubin)

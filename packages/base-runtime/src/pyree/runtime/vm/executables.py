@@ -1,12 +1,17 @@
 """Picks the module's executable for a device's format and loads it through the HAL.
 
 CPU executables list the ISA extensions they use (as /proc/cpuinfo flags); a missing one is
-refused here with its name, since running the code would fault on an illegal instruction.
+refused here with its name, since running the code would fault on an illegal instruction. A CPU
+executable may carry variants (schema 1.7: the same kernels for other CPUs); the one loaded is
+the one with the most extensions that this host has all of, or the one ``PYREE_LLVMCPU_VARIANT``
+names (its target CPU, ``generic`` for baseline x86-64), refused by name where the module has no
+such variant or the host lacks what it needs.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 from pyree.runtime.errors import ModuleError
 from pyree.runtime.hal.device import Device, Executable
@@ -15,6 +20,9 @@ from pyree.runtime.module import Module
 from pyree.runtime.module.verifier import FORMATS
 
 BACKEND_FLAGS = {"cpu": "llvm-cpu", "cuda": "cuda", "rocm": "rocm", "spirv": "vulkan-spirv"}
+
+# Names the CPU variant to load instead of the best one the host runs (for tests and debugging).
+VARIANT_VARIABLE = "PYREE_LLVMCPU_VARIANT"
 
 
 @functools.cache
@@ -54,18 +62,46 @@ def select(module: Module, device: Device):
                       f"{BACKEND_FLAGS.get(device.executable_format, device.executable_format)}")
 
 
-def _check_cpu_features(cpu, where: str) -> None:
+def _check_cpu_features(cpu, where: str, advice: str = "recompile for this host's CPU") -> None:
     missing = [f for f in cpu.cpuFeatures if f not in host_cpu_flags()]
     if missing:
         raise ModuleError(f"{where} needs CPU features this host lacks: {', '.join(missing)} "
-                          f"(compiled for target CPU '{cpu.targetCpu}'); recompile for this host's "
-                          f"CPU")
+                          f"(compiled for target CPU '{cpu.targetCpu}'); {advice}")
 
 
-def load(module: Module, executable, device: Device) -> Executable:
+def cpu_variant(cpu, where: str):
+    """The table of ``cpu`` (a verified CpuExecutable) or of one of its variants whose code this
+    host loads: the one named by $PYREE_LLVMCPU_VARIANT, else the one with the most CPU features
+    that the host has all of (the first of a tie). Raises ModuleError where none can run here."""
+    variants = [cpu, *(cpu.variants or [])]
+    name = os.environ.get(VARIANT_VARIABLE, "").strip()
+    if name:
+        names = {name, "x86-64"} if name == "generic" else {name}
+        named = [v for v in variants if v.targetCpu in names]
+        if not named:
+            raise ModuleError(f"{VARIANT_VARIABLE}={name}: {where} has no code for that CPU; its "
+                              f"variants: {', '.join(v.targetCpu for v in variants)}")
+        _check_cpu_features(named[0], f"{VARIANT_VARIABLE}={name}: {where}",
+                            f"unset {VARIANT_VARIABLE} to load the best variant this host runs")
+        return named[0]
+    runnable = [v for v in variants if host_cpu_flags().issuperset(v.cpuFeatures)]
+    if not runnable:
+        _check_cpu_features(cpu, where)  # raises, naming what the most portable code needs
+    return max(runnable, key=lambda v: len(v.cpuFeatures))
+
+
+def code_table(module: Module, executable):
+    """The table of ``executable`` whose code a device loads, and whose exports (grids) it
+    runs: its format's member, or for a CPU executable the variant ``cpu_variant`` picks."""
+    member = getattr(executable, FORMATS[executable.format])
+    if FORMATS[executable.format] != "cpu":
+        return member
+    return cpu_variant(member, f"executable '{executable.name}' of module '{module.name}'")
+
+
+def load(module: Module, executable, member, device: Device) -> Executable:
+    """Loads ``member``, the ``code_table`` of ``executable``, on ``device``."""
     fmt = FORMATS[executable.format]
-    member = getattr(executable, fmt)
-    where = f"executable '{executable.name}' of module '{module.name}'"
     keep = []  # cffi objects that must outlive the load call
 
     def cstr(text: str):
@@ -83,7 +119,6 @@ def load(module: Module, executable, device: Device) -> Executable:
     params.alt_target, (params.alt_code, params.alt_code_length) = cstr(""), (ffi.NULL, 0)
     exports = ffi.new("pyree_hal_export_t[]", max(len(member.exports), 1))
     if fmt == "cpu":
-        _check_cpu_features(member, where)
         params.target, (params.code, params.code_length) = cstr(member.format), code(member.library)
     elif fmt == "cuda":
         params.target, (params.code, params.code_length) = cstr(member.targetArch), code(member.ptx)

@@ -12,7 +12,6 @@ from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.module import Module, read_module
-from pyree.runtime.module.verifier import FORMATS
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
@@ -66,9 +65,12 @@ class LoadedModule:
         self.device = device
         self.pool = BufferPool(device)
         chosen = executables.select(module, device)
-        self.executable = executables.load(module, chosen, device) if chosen is not None else None
+        # the table whose code runs here (a CPU executable's variant for this host)
+        self._code = executables.code_table(module, chosen) if chosen is not None else None
+        self.executable = executables.load(module, chosen, self._code, device) \
+            if chosen is not None else None
         # its export tables: a kernel with run-time sizes has its grid there (module/instance.py)
-        self.exports = getattr(chosen, FORMATS[chosen.format]).exports if chosen is not None else []
+        self.exports = self._code.exports if chosen is not None else []
         anchors: dict = {}
         self.constants = []
         for i, c in enumerate(module.tree.constants):
@@ -113,6 +115,13 @@ class LoadedModule:
     @property
     def name(self) -> str:
         return self.module.name
+
+    @property
+    def target_cpu(self) -> str | None:
+        """The CPU the loaded llvm-cpu code was compiled for (its LLVM name: ``x86-64`` for
+        generic, ``x86-64-v3``...): of a module with several variants, the one this host runs.
+        None on a GPU device."""
+        return getattr(self._code, "targetCpu", None)
 
     @property
     def function_names(self) -> list[str]:

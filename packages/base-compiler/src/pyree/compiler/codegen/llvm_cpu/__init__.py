@@ -1,9 +1,14 @@
-"""The llvm-cpu backend: kernels -> one x86-64 ELF shared object, called through cpu_kernel.h.
+"""The llvm-cpu backend: kernels -> x86-64 ELF shared objects, called through cpu_kernel.h.
 
 Each kernel becomes an exported symbol that runs a range of workgroup ids; the runtime needs no
 LLVM, only the system's dynamic loader (and libm). The library also exports local-task's worker
 loop (worker_loop.py), which runs those ranges on the runtime's threads. LLVM compiles the kernels
 as ``PARTS`` modules on the machine's cores, whose objects are linked into the one library.
+
+The executable holds one library per target CPU (``targets_of``): by default the baseline, AVX2
+and AVX-512 code, the most portable as the executable's own table and the others as its
+``variants``, of which the runtime loads the best the host runs (docs/DESIGN.md). Every CPU's
+parts are one batch of code-generation jobs, so the cores stay busy across CPUs.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ from pyree.compiler.codegen.common.exports import binding_layouts, size_expr
 from pyree.compiler.codegen.common.parallel import map_jobs
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
-from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, lower_parts
+from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, LoweredKernel, lower_parts
 from pyree.compiler.codegen.llvm_cpu.object_file import compile_object, link_shared_object
-from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_target
+from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_variants
 from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.module_writer import ModuleBuilder
-from pyree.compiler.options import CompileOptions
+from pyree.compiler.options import DEFAULT_LLVMCPU_VARIANTS, CompileOptions
 from pyree.compiler.progress import kernel_progress
 from pyree.compiler.sizes import is_static
 
@@ -37,39 +42,80 @@ PARTS = 16
 FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files carry
 
 
-def target_of(options: CompileOptions) -> CpuTarget:
-    target = resolve_target(options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features,
-                            options.llvmcpu_target_triple)
-    return dataclasses.replace(target, reassociate=options.llvmcpu_reassociate_fp_reductions)
+def targets_of(options: CompileOptions) -> tuple[CpuTarget, ...]:
+    """The CPUs the executable carries code for, most portable first: the one target CPU (or
+    features) chosen, else the --pyree-llvmcpu-variants, by default DEFAULT_LLVMCPU_VARIANTS."""
+    cpu, features = options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features
+    variants = options.llvmcpu_variants
+    if variants is None:
+        variants = [] if cpu or features else list(DEFAULT_LLVMCPU_VARIANTS)
+    targets = resolve_variants(cpu, features, variants, options.llvmcpu_target_triple)
+    return tuple(dataclasses.replace(t, reassociate=options.llvmcpu_reassociate_fp_reductions)
+                 for t in targets)
 
 
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
                        builder: ModuleBuilder, keep: Keep = keep_nothing) -> ExecutableT:
-    target = target_of(options)
-    modules, lowered = lower_parts(kernels, target, PARTS)
-    emit_worker_loop(modules[0])
+    targets = targets_of(options)
     layouts = [binding_layouts(kernel) for kernel in kernels]
-    for k, (low, layout) in enumerate(zip(lowered, layouts)):  # beside its kernel
-        emit_export_record(modules[k % len(modules)], low.symbol, low.workgroup_count, layout)
+    lowered, texts = [], []  # per target: its kernels' entry points, its parts' LLVM IR
+    for target in targets:
+        modules, low = lower_parts(kernels, target, PARTS)
+        emit_worker_loop(modules[0])
+        for k, (entry, layout) in enumerate(zip(low, layouts)):  # beside its kernel
+            emit_export_record(modules[k % len(modules)], entry.symbol, entry.workgroup_count,
+                               layout)
+        lowered.append(low)
+        texts.append([str(module) for module in modules])
+    parts, listings = len(texts[0]), keep is not keep_nothing
+    # part p of every target, then part p + 1: a kernel is done once every CPU's code for it is
+    jobs = [(texts[t][p], targets[t]) for p in range(parts) for t in range(len(targets))]
     advance = kernel_progress(options.progress, "llvm-cpu", len(kernels))
-    texts = [str(module) for module in modules]
-    keep(f"{FORM}.codegen.ll", texts)
-    listings = keep is not keep_nothing
-    compiled = map_jobs(functools.partial(compile_object, target=target, listings=listings),
-                        texts, lambda part: advance(len(range(part, len(kernels), len(modules)))))
-    if listings:
-        keep(f"{FORM}.optimized.ll", [optimized for _, optimized, _ in compiled])
-        keep(f"{FORM}.s", [assembly for _, _, assembly in compiled])
-    objects = [obj for obj, _, _ in compiled] if listings else compiled
-    keep(f"{FORM}.o", objects)
-    library = link_shared_object(objects)
-    keep(f"{FORM}.so", library)
+    finished = [0] * parts
 
+    def done(job: int) -> None:
+        part = job // len(targets)
+        finished[part] += 1
+        if finished[part] == len(targets):
+            advance(len(range(part, len(kernels), parts)))
+
+    compiled = map_jobs(functools.partial(_compile_part, listings=listings), jobs, done)
+    tables = []
+    for t, target in enumerate(targets):
+        form = FORM if t == 0 else f"{FORM}_{target.cpu}"  # the most portable: IREE's name
+        results = compiled[t::len(targets)]
+        keep(f"{form}.codegen.ll", texts[t])
+        if listings:
+            keep(f"{form}.optimized.ll", [optimized for _, optimized, _ in results])
+            keep(f"{form}.s", [assembly for _, _, assembly in results])
+        objects = [obj for obj, _, _ in results] if listings else results
+        keep(f"{form}.o", objects)
+        library = link_shared_object(objects)
+        keep(f"{form}.so", library)
+        tables.append(_cpu_table(target, builder.add_data(library), lowered[t], layouts))
+    tables[0].variants = tables[1:] or None
+
+    exe = ExecutableT()
+    exe.name = "llvm_cpu"
+    exe.format = ExecutableFormat.cpu
+    exe.cpu = tables[0]
+    return exe
+
+
+def _compile_part(job: tuple[str, CpuTarget], listings: bool):
+    """One code-generation job: one part's LLVM IR for one target CPU (object_file.py)."""
+    text, target = job
+    return compile_object(text, target, listings)
+
+
+def _cpu_table(target: CpuTarget, library, lowered: list[LoweredKernel],
+               layouts: list) -> CpuExecutableT:
+    """The executable's table of one target CPU's library: export k runs kernel k."""
     cpu = CpuExecutableT()
     cpu.format = "elf-x86_64"
     cpu.targetCpu = target.cpu
     cpu.cpuFeatures = target.cpuinfo_flags
-    cpu.library = builder.add_data(library)
+    cpu.library = library
     cpu.exports = []
     for low, layout in zip(lowered, layouts):
         export = CpuExportT()
@@ -81,17 +127,12 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
             export.workgroupCountExpr = size_expr(low.workgroup_count)
         export.bindings = layout
         cpu.exports.append(export)
-
-    exe = ExecutableT()
-    exe.name = "llvm_cpu"
-    exe.format = ExecutableFormat.cpu
-    exe.cpu = cpu
-    return exe
+    return cpu
 
 
 BACKEND = Backend(
     name="llvm-cpu",
-    resolve_target=target_of,
+    resolve_target=targets_of,
     templates=TEMPLATES,
     artefacts=(Artefact(f"{FORM}.codegen.ll", "intermediates"),
                Artefact(f"{FORM}.optimized.ll", "intermediates"),

@@ -73,6 +73,38 @@ def resolve_target(name: str, features: str = "", triple: str = "") -> CpuTarget
     return _with_features(target, features)
 
 
+def resolve_variants(cpu: str, features: str, variants: list[str],
+                     triple: str = "") -> tuple[CpuTarget, ...]:
+    """The targets an executable carries code for, most portable first (fewest extensions, the
+    order given on a tie: the runtime's choice among equals): each of ``variants``
+    (``--pyree-llvmcpu-variants``) as ``resolve_target`` reads a CPU name, or, for none, the
+    one ``cpu`` (``generic`` where empty) with ``features``."""
+    if not variants:
+        return (resolve_target(cpu or "generic", features, triple),)
+    if cpu or features:
+        given = f"--iree-llvmcpu-target-cpu={cpu}" if cpu else \
+            f"--iree-llvmcpu-target-cpu-features={features}"
+        raise CompileError(
+            f"--pyree-llvmcpu-variants={','.join(variants)} cannot be combined with {given}: "
+            "list the CPUs in --pyree-llvmcpu-variants, or choose the one CPU and drop the variants")
+    seen: dict[frozenset[str], str] = {}
+    targets = []
+    for name in variants:
+        if name not in CPUS and name not in ("host", "generic"):
+            raise CompileError(f"unknown CPU '{name}' in --pyree-llvmcpu-variants; use CPU names "
+                               f"as --iree-llvmcpu-target-cpu takes them: host, generic, "
+                               f"{', '.join(sorted(CPUS))}")
+        target = resolve_target(name, "", triple)
+        if target.features in seen:
+            raise CompileError(
+                f"--pyree-llvmcpu-variants: '{name}' has the same CPU features as "
+                f"'{seen[target.features]}', so a host could never be told which to load; "
+                "list one of them")
+        seen[target.features] = name
+        targets.append(target)
+    return tuple(sorted(targets, key=lambda t: len(t.cpuinfo_flags)))
+
+
 def _host_features() -> frozenset[str]:
     host = llvm.get_host_cpu_features()
     return frozenset(BASELINE) | {f for f, on in host.items() if on and f in CPUINFO_FLAGS}
