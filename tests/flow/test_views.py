@@ -52,6 +52,37 @@ def test_a_collapsed_dim_read_in_steps_that_fit_its_digits_folds():
     assert got == (affine((1, 0)), affine((0, 1)))
 
 
+def test_unit_loops_read_a_unit_dim_one_at_a_time():
+    # (1, 3072) viewed as (1, 1, 3072) (a linear's output reshaped back to [batch, seq, n]), read
+    # at (d0, d1, d2) over (1, 1, 3072): the source's unit dim 0 at d0 alone, not d0 + d1, so that
+    # an activation after the reshape still fuses into the linear (one loop to a dim)
+    got = source_index((affine((1, 0, 0)), affine((0, 1, 0)), affine((0, 0, 1))), (1, 1, 3072),
+                       (1, 3072), 0, (1, 1, 3072))
+    assert got == (affine((1, 0, 0)), affine((0, 0, 1)))
+
+
+def test_an_activation_after_a_reshaped_linear_is_its_epilogue():
+    """GPT-2's Conv1D at decode: x[1, 1, 768] collapsed, times W, expanded to [1, 1, 3072], then
+    GELU: the GELU fuses into the product (one Generic), and the module's answer is PyTorch's."""
+    torch = pytest.importorskip("torch")
+    import pyree.runtime as rt
+    from pyree.compiler import compile_str, import_torch
+    from pyree.compiler.input import import_mlir
+
+    class Linear(torch.nn.Module):
+        def forward(self, x, w, b):
+            y = torch.addmm(b, x.view(-1, 768), w).view(1, 1, 3072)
+            return torch.nn.functional.gelu(y, approximate="tanh")
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((1, 1, 768), (768, 3072), (3072,))]
+    text = import_torch(Linear(), *map(torch.from_numpy, args))
+    (function,) = import_mlir(text).functions
+    assert len([op for op in form_dispatch_regions(function).ops if isinstance(op, Generic)]) == 1
+    got = rt.load_module(compile_str(text), device="local-task").main(*args).to_host()
+    want = Linear()(*(torch.from_numpy(a).double() for a in args)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)  # 768-long f32 sums
+
+
 def test_a_read_that_would_carry_keeps_the_view():
     # 256 consecutive elements of a (4, 64) source walk past its inner extent
     assert source_index((affine((1,)),), (256,), (4, 64), 0, (256,)) is None

@@ -347,13 +347,15 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
 
 def _moves_matrix_dims(root: Generic, index: tuple[AffineExpr, ...]) -> bool:
     """Whether a contraction would write its result with its m and n loops no longer the two
-    innermost dims, in order (an attention's ``transpose(p @ v)``): the CPU and Vulkan emitters
+    innermost dims, in order, unit dims aside (an attention's ``transpose(p @ v)``; not a
+    linear's ``[1, n]`` reshaped to ``[1, 1, n]``): the CPU and Vulkan emitters
     order loops by the result's strides, which then no longer leaves a matmul to match; the
     transpose stays a kernel of its own."""
     folds = fold_pattern(root.outputs)
     if not folds or not is_contraction(folds[0], root.num_parallel):
         return False
     m, n = root.num_parallel - 2, root.num_parallel - 1
+    index = tuple(ix for ix in index if any(ix.coeffs))  # a unit dim written at 0 moves nothing
     return len(index) < 2 or index[-2:] != (AffineExpr.loop(len(root.loop_ranges), m),
                                             AffineExpr.loop(len(root.loop_ranges), n))
 

@@ -125,9 +125,12 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
     for loop, c in enumerate(coeffs):
         if c == 0:
             continue
-        if loop_ranges[loop] == 1:  # always 0: kept only where it indexes a dim as itself, so a
-            dim = next((i for i, s in enumerate(strides) if s == c), None)  # read keeps its loops
-            if dim is not None:
+        if loop_ranges[loop] == 1:  # always 0: kept only where it indexes a dim as itself and
+            # the dim holds no other unit loop (a [1, n] value read as [1, 1, n] reads dim 0 at
+            # d0, not d0 + d1), so that a read keeps its loops one to a dim, as fusion needs
+            dim = next((i for i, s in enumerate(strides) if s == c), None)
+            if dim is not None and not any(digits[dim][l] and loop_ranges[l] == 1
+                                           for l in range(n)):
                 digits[dim][loop] = 1
             continue
         dim = next((i for i, s in enumerate(strides) if _quotient(c, s) is not None), None)
