@@ -1,6 +1,6 @@
 #!/bin/bash
 # --pyree-cuda-f32-matmul on the GPU host (the H200 of the device tool): the GPU tests of the TF32
-# modes (tests/drivers/cuda/test_cuda_tf32.py), then bench/gpu/tf32.py's models and matmul
+# modes (tests/drivers/cuda/test_cuda_tf32_on_gpu.py), then bench/gpu/tf32.py's models and matmul
 # against PyTorch with TF32 on and off. On the CPU build machine first:
 #   .whl with cffi and pycparser for the host's Python 3.12 (tests/drivers/vulkan/prepare_device_run.sh
 #   fetches them, among others)
@@ -17,9 +17,9 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --
   ./packages/base-compiler ./packages/base-runtime ./packages/hal-cuda 2>&1 | tail -3
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
-echo "== tests/drivers/cuda/test_cuda_tf32.py" | tee "$OUT/tests.log"
+echo "== tests/drivers/cuda/test_cuda_tf32_on_gpu.py" | tee "$OUT/tests.log"
 PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/tf32_tests timeout ${TESTS_S:-240} python3 -m pytest -q \
-  -p no:cacheprovider tests/drivers/cuda/test_cuda_tf32.py -rfs 2>&1 | tee -a "$OUT/tests.log" | tail -15
+  -p no:cacheprovider tests/drivers/cuda/test_cuda_tf32_on_gpu.py -rfs 2>&1 | tee -a "$OUT/tests.log" | tail -15
 echo "== bench/gpu/tf32.py" | tee "$OUT/bench.log"
 timeout ${BENCH_S:-300} python3 bench/gpu/tf32.py run .gpubuild/tf32 --json "$OUT/tf32.json" 2>&1 \
   | grep -v "Warning\|cls.__new__" | tee -a "$OUT/bench.log" | tail -20

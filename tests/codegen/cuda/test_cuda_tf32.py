@@ -2,7 +2,7 @@
 convolutions on mma.sync with TF32 operands (ptxas assembles every variant without spills),
 leaves the module's bytes alone where it says strict or where nothing is f32, and is refused
 where it cannot hold; the kernels' fragment indexing and TF32 arithmetic run on this CPU
-(nvptx_on_cpu.py) against float64, specials included. tests/drivers/cuda/test_cuda_tf32.py runs
+(nvptx_on_cpu.py) against float64, specials included. tests/drivers/cuda/test_cuda_tf32_on_gpu.py runs
 them on a GPU."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """f32 matmuls and convolutions for ``--pyree-cuda-f32-matmul=tf32|3xtf32`` on a GPU: MLIR, the
 arguments' shapes and a float64 reference with its scale (sum |a| |b|, what TF32's rounding is
-relative to). Shared by test_cuda_tf32.py and build_tf32_modules.py; no compiler import here."""
+relative to). Shared by test_cuda_tf32_on_gpu.py and build_tf32_modules.py; no compiler import here."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from pyree.compiler.kernel import (
     SizeValue,
     Unary,
 )
+from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import (
     Block,
     Check,
@@ -165,9 +166,13 @@ def _index(index: tuple[AffineExpr, ...]) -> str:
 
 
 def affine(a: AffineExpr) -> str:
-    """``2*d0 + d1 - 3``."""
-    terms = [f"{'' if c == 1 else f'{c}*'}d{d}" for d, c in enumerate(a.coeffs) if c]
+    """``2*d0 + d1 - 3``; a run-time size as a coefficient or constant in parentheses
+    (``(s0)*d1 + (-1 + s0)``)."""
+    terms = [f"d{d}" if is_static(c) and c == 1 else f"{c}*d{d}" if is_static(c) else f"({c})*d{d}"
+             for d, c in enumerate(a.coeffs) if not is_static(c) or c]
     text = " + ".join(terms)
+    if not is_static(a.const):
+        return f"{text} + ({a.const})" if terms else f"({a.const})"
     if a.const or not terms:
         text = f"{text} {'-' if a.const < 0 else '+'} {abs(a.const)}" if terms else str(a.const)
     return text

@@ -309,12 +309,20 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.results) != 1
             or consumer.inputs[j] is not root.results[0] or _gathers(consumer, j)):
         return None
-    root_dims = permutation_dims(root.outputs[0].index, root.num_parallel)
+    # dims root writes at 0 (a unit dim of the value: a linear's [1, n] reshaped to [1, 1, n])
+    # are read at 0 too, whatever the consumer's index there: both drop out of the matching
+    written = [p for p, ix in enumerate(root.outputs[0].index) if any(ix.coeffs) or ix.const]
+    if any(root.results[0].shape[p] != 1 for p in range(len(root.outputs[0].index))
+           if p not in written):
+        return None
+    root_dims = permutation_dims(tuple(root.outputs[0].index[p] for p in written),
+                                 root.num_parallel)
     reads = {e.index for r in consumer.outputs for e in result_nodes(r)
              if isinstance(e, Load) and e.binding == j}
     if root_dims is None or len(reads) != 1:
         return None
-    read_dims = _permutation_but_units(next(iter(reads)), consumer.loop_ranges)
+    read_dims = _permutation_but_units(tuple(next(iter(reads))[p] for p in written),
+                                       consumer.loop_ranges)
     if read_dims is None or any(consumer.loop_ranges[d] != root.loop_ranges[root_dims[position]]
                                 for position, d in enumerate(read_dims)):
         return None  # the consumer reads part of the value (a slice): not the same loop space
