@@ -37,3 +37,24 @@ def test_format_kernels():
     assert "binding b0: tensor<6x4xf32> read" in text
     assert "binding b2: tensor<6x3xf32> write" in text
     assert "b2[d0, d1]:" in text and "acc0 = (acc0 + (b0[d0, d2] * b1[d2, d1]))" in text
+
+
+LAST_ROW = """
+func.func @last(%a: tensor<?x8xf32>) -> tensor<1x8xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %a, %c0 : tensor<?x8xf32>
+  %m = arith.subi %n, %c1 : index
+  %s = tensor.extract_slice %a[%m, 0] [1, 8] [1, 1] : tensor<?x8xf32> to tensor<1x8xf32>
+  return %s : tensor<1x8xf32>
+}
+"""
+
+
+def test_run_time_sizes_in_indices_print(capfd):
+    """A read at a run-time offset (the last row of a dynamic batch) prints its size in the
+    index; it was an internal compiler error under --pyree-print-ir-after-all."""
+    from pyree.compiler import compile_str
+    compile_str(LAST_ROW, target_backends=["llvm-cpu"], extra_args=["--pyree-print-ir-after-all"])
+    err = capfd.readouterr().err
+    assert "IR after tensor program" in err and "(-1 + s0)" in err, err[-2000:]
