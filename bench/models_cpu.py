@@ -20,6 +20,7 @@ ratio is the median over rounds of (other side's round median / pyree's): above 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -63,6 +64,15 @@ for line in sys.stdin:
     print(*times, flush=True)
 """
 
+
+def call_times(call, n: int) -> list[float]:
+    """Milliseconds of each of ``n`` calls of ``call``, one after another."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
 
 def relative_error(got, ref) -> float:
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
@@ -134,14 +144,7 @@ def bench(name: str, args, work: Path) -> dict:
     iree = Iree(iree_install.iree_python(args.iree_python), mlir, x, work)
 
     def timed(call):
-        def calls(n: int) -> list[float]:
-            out = []
-            for _ in range(n):
-                t = time.perf_counter()
-                call()
-                out.append((time.perf_counter() - t) * 1e3)
-            return out
-        return calls
+        return functools.partial(call_times, call)
 
     sides = {"pyree": timed(lambda: fn(x_dev).to_host()), "iree": iree,
              "onnxruntime": timed(lambda: session.run(None, {"x": x}))}

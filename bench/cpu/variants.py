@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench")]
-from models_cpu import GAP_S, TIMED, WARM, export, relative_error  # noqa: E402
+from models_cpu import GAP_S, TIMED, WARM, call_times, export, relative_error  # noqa: E402
 
 
 def _call(fn, x_dev):
@@ -60,21 +60,13 @@ def bench(name: str, configs: list[str], rounds_count: int, work: Path) -> None:
     errors["onnxruntime"] = relative_error(session.run(None, {"x": x})[0], ref)
     sides["onnxruntime"] = lambda: session.run(None, {"x": x})
 
-    def calls(call, n: int) -> list[float]:
-        out = []
-        for _ in range(n):
-            t = time.perf_counter()
-            call()
-            out.append((time.perf_counter() - t) * 1e3)
-        return out
-
     times = {side: [] for side in sides}
     rounds = {side: [] for side in sides}
     for _ in range(rounds_count):
         for side, call in sides.items():
             time.sleep(GAP_S)
-            calls(call, WARM)
-            t = calls(call, TIMED)
+            call_times(call, WARM)
+            t = call_times(call, TIMED)
             times[side] += t
             rounds[side].append(statistics.median(t))
     ort = rounds["onnxruntime"]
