@@ -68,15 +68,23 @@ declare void @emu.mma(ptr, ptr, i32)
 """
 
 
+def _returned_four(ty: str, pointers: str) -> str:
+    """IR that returns the four ``ty`` values at ``%out`` as a struct (what the emulated
+    warp-collective call wrote there)."""
+    struct = "{" + ", ".join([ty] * 4) + "}"
+    lines = [f"  %s0 = insertvalue {struct} poison, {ty} {'0.0' if ty == 'float' else 0}, 0"]
+    for i in range(4):
+        lines += [f"  %{pointers}{i} = getelementptr {ty}, ptr %out, i32 {i}",
+                  f"  %v{i} = load {ty}, ptr %{pointers}{i}",
+                  f"  %s{i + 1} = insertvalue {struct} %s{i}, {ty} %v{i}, {i}"]
+    return "\n".join(lines + [f"  ret {struct} %s4"])
+
+
 def _ldmatrix_ir(trans: bool) -> str:
     name = f"x4.{'trans.' if trans else ''}b16"
-    loads = "\n".join(f"  %p{i} = getelementptr i32, ptr %out, i32 {i}\n  %v{i} = load i32, ptr %p{i}\n"
-                      f"  %s{i + 1} = insertvalue {{i32, i32, i32, i32}} %s{i}, i32 %v{i}, {i}"
-                      for i in range(4))
     return (f"define {{i32, i32, i32, i32}} @emu.ldmatrix.sync.aligned.m8n8.{name}(ptr %a) {{\n"
             f"  %out = alloca [4 x i32]\n  call void @emu.ldmatrix(ptr %a, ptr %out, i32 {int(trans)})\n"
-            f"  %s0 = insertvalue {{i32, i32, i32, i32}} poison, i32 0, 0\n{loads}\n"
-            f"  ret {{i32, i32, i32, i32}} %s4\n}}")
+            f"{_returned_four('i32', 'p')}\n}}")
 
 
 def _mma_ir(shape: str, kind: int) -> str:
@@ -84,14 +92,10 @@ def _mma_ir(shape: str, kind: int) -> str:
     params = ", ".join([f"{reg} %r{i}" for i in range(6)] + [f"float %r{i}" for i in range(6, 10)])
     stores = "\n".join(f"  %p{i} = getelementptr i32, ptr %in, i32 {i}\n"
                        f"  store {reg if i < 6 else 'float'} %r{i}, ptr %p{i}" for i in range(10))
-    loads = "\n".join(f"  %q{i} = getelementptr float, ptr %out, i32 {i}\n  %v{i} = load float, ptr %q{i}\n"
-                      f"  %s{i + 1} = insertvalue {{float, float, float, float}} %s{i}, float %v{i}, {i}"
-                      for i in range(4))
     return (f"define {{float, float, float, float}} @emu.mma.{shape}({params}) {{\n"
             f"  %in = alloca [10 x i32]\n  %out = alloca [4 x float]\n{stores}\n"
             f"  call void @emu.mma(ptr %in, ptr %out, i32 {kind})\n"
-            f"  %s0 = insertvalue {{float, float, float, float}} poison, float 0.0, 0\n{loads}\n"
-            f"  ret {{float, float, float, float}} %s4\n}}")
+            f"{_returned_four('float', 'q')}\n}}")
 
 
 SHUFFLE = re.compile(r"@llvm\.nvvm\.shfl\.sync\.bfly\.(f32|i32)\(i32 -1, (float|i32) (%\w+), "
