@@ -84,7 +84,9 @@ def test_poster_and_worker_run_every_workgroup_once_and_keep_the_first_error():
             assert loop.job[wl.STATUS] == 0
             np.testing.assert_array_equal(out, a + b)
 
-    time.sleep(0.05)   # longer than 200 idle rounds: the worker returns the generation it saw
+    deadline = time.monotonic() + 10  # 200 idle rounds: the worker returns the generation it
+    while 4 not in loop.returns and time.monotonic() < deadline:  # saw (a loaded machine may
+        time.sleep(0.01)                                           # take a while to get there)
     loop.stop(worker)
     assert loop.returns[-2:] == [4, wl.STOPPED] and loop.returns == sorted(loop.returns)
 
