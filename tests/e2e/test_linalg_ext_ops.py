@@ -112,6 +112,27 @@ def test_topk_compares_only_within_chunks():
     assert max(pairs) <= 2 * 64 * 500 * 500 and (2, 64, 500, 500) in ranges, ranges
 
 
+SORT_SLICED_DYNAMIC = """
+func.func @top3(%a: tensor<4x?xf32>) -> tensor<4x3xf32> {
+  %r = tm_tensor.sort dimension(1) outs(%a : tensor<4x?xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %c = arith.cmpf ogt, %x, %y : f32
+    tm_tensor.yield %c : i1
+  } -> tensor<4x?xf32>
+  %s = tensor.extract_slice %r[0, 0] [4, 3] [1, 1] : tensor<4x?xf32> to tensor<4x3xf32>
+  return %s : tensor<4x3xf32>
+}"""
+
+
+def test_a_sort_of_a_run_time_length_sliced_to_its_first_k_stays_a_sort():
+    """Only a line of known length becomes a top-k: one of run-time length keeps its sort (and
+    the slice's check of the length)."""
+    module = rt.load_module(compile_str(SORT_SLICED_DYNAMIC), device="local-task")
+    for n in (3, 11, 50):
+        x = np.random.default_rng(n).standard_normal((4, n)).astype(np.float32)
+        np.testing.assert_array_equal(module.top3(x).to_host(), -np.sort(-x, axis=1)[:, :3])
+
+
 def test_sort_with_nans_is_a_permutation():
     """torch-mlir's comparator leaves NaN unordered; the result still holds every input value
     exactly once (the positions are a permutation), never a value that was not there."""

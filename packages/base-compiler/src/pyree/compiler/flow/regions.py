@@ -56,6 +56,7 @@ from pyree.compiler.kernel import (
     result_nodes,
     walk,
 )
+from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import (
     Check,
     Constant,
@@ -311,7 +312,7 @@ def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:
         return None
     # dims root writes at 0 (a unit dim of the value: a linear's [1, n] reshaped to [1, 1, n])
     # are read at 0 too, whatever the consumer's index there: both drop out of the matching
-    written = [p for p, ix in enumerate(root.outputs[0].index) if any(ix.coeffs) or ix.const]
+    written = [p for p, ix in enumerate(root.outputs[0].index) if not _at_zero(ix)]
     if any(root.results[0].shape[p] != 1 for p in range(len(root.outputs[0].index))
            if p not in written):
         return None
@@ -363,9 +364,14 @@ def _moves_matrix_dims(root: Generic, index: tuple[AffineExpr, ...]) -> bool:
     if not folds or not is_contraction(folds[0], root.num_parallel):
         return False
     m, n = root.num_parallel - 2, root.num_parallel - 1
-    index = tuple(ix for ix in index if any(ix.coeffs))  # a unit dim written at 0 moves nothing
+    index = tuple(ix for ix in index if not _at_zero(ix))  # a unit dim written at 0 moves nothing
     return len(index) < 2 or index[-2:] != (AffineExpr.loop(len(root.loop_ranges), m),
                                             AffineExpr.loop(len(root.loop_ranges), n))
+
+
+def _at_zero(ix: AffineExpr) -> bool:
+    """Index 0 wherever the loops are (a run-time size in it is not known to be 0)."""
+    return all(is_static(c) and c == 0 for c in (*ix.coeffs, ix.const))
 
 
 def _permutation_but_units(index: tuple[AffineExpr, ...],

@@ -129,7 +129,7 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
             # the dim holds no other unit loop (a [1, n] value read as [1, 1, n] reads dim 0 at
             # d0, not d0 + d1), so that a read keeps its loops one to a dim, as fusion needs
             dim = next((i for i, s in enumerate(strides) if s == c), None)
-            if dim is not None and not any(digits[dim][l] and loop_ranges[l] == 1
+            if dim is not None and not any(loop_ranges[l] == 1 and digits[dim][l] != 0
                                            for l in range(n)):
                 digits[dim][loop] = 1
             continue

@@ -41,6 +41,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
+from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
@@ -68,7 +69,10 @@ def lower_sort(fn: FunctionLowering, op: Operation) -> None:
 def _leading_slice(op: Operation, shape: tuple[int, ...], d: int) -> int | None:
     """``k`` where every use of the sort's results is a static ``tensor.extract_slice`` of
     their first ``k < n`` along ``d``, whole along the other dimensions: PyTorch's ``topk``,
-    which torch-mlir lowers to a whole sort and a slice."""
+    which torch-mlir lowers to a whole sort and a slice. A line of run-time length stays a sort
+    (its slice then checks the length at run time)."""
+    if not is_static(shape[d]):
+        return None
     lengths = set()
     for result in op.results:
         for use in result.uses:
@@ -121,6 +125,8 @@ def topk_chunk(n: int, k: int) -> int | None:
     candidates every pair. A vocabulary's top-50 (n = 32000) costs 40 times less in chunks of
     640 than whole. The candidates keep the line's order, chunk by chunk, each chunk's in its
     sorted order, so ties still resolve by index, as in one pass."""
+    if not is_static(n):
+        return None
     best, cost = None, n * n / 2
     for c in range(k + 1, n // 2 + 1):
         if n % c == 0 and n * c + (n // c * k) ** 2 < cost:
