@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
-DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1"}
+DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1", torch.int64: "i64"}
 
 
 @dataclass(frozen=True)
 class Input:
-    """One argument: ``randn`` values, ``positive`` ones in [0.5, 1.5) (variances), or a random
-    ``mask`` (bool, half set)."""
+    """One argument: ``randn`` values, ``positive`` ones in [0.5, 1.5) (variances), a random
+    ``mask`` (bool, half set), or ``index:N``, int64 indices drawn from [0, N)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -35,6 +35,9 @@ class Input:
     def make(self, generator: torch.Generator, device: str) -> torch.Tensor:
         if self.fill == "mask":
             return (torch.rand(self.shape, generator=generator) < 0.5).to(device)
+        if self.fill.startswith("index:"):
+            high = int(self.fill.split(":")[1])
+            return torch.randint(0, high, self.shape, generator=generator).to(device)
         if self.fill == "positive":
             x = torch.rand(self.shape, generator=generator) + 0.5
         else:
@@ -368,7 +371,193 @@ LLM_CASES: tuple[Case, ...] = (
          _ins(((1, 32, 1, 128), f16), ((1, 32, 1024, 128), f16), ((1, 32, 1024, 128), f16))),
 )
 
-SUITES = {"issue11": CASES, "llm": LLM_CASES}
+
+# Kernel classes of vision, diffusion and generic models that the two suites above do not time:
+# gathers and scatters, scans and sorts, transposed/grouped/3-D/large-kernel convolutions,
+# norms over groups and channels, resampling, pooling, padding, layout shuffles, odd-axis
+# reductions. Shapes from ResNeXt, ConvNeXt, UNet/Stable Diffusion, DCGAN, C3D and
+# classification heads; the point is to find a class far behind PyTorch before a user does.
+
+def embedding(idx, w):
+    return F.embedding(idx, w)
+
+
+def gather_last(x, idx):
+    return torch.gather(x, -1, idx)
+
+
+def index_select_rows(x, idx):
+    return x.index_select(0, idx)
+
+
+def index_add_rows(x, idx, src):
+    return x.index_add(0, idx, src)
+
+
+def cumsum_last(x):
+    return x.cumsum(-1)
+
+
+def sort_descending(x):
+    return torch.sort(x, dim=-1, descending=True).values
+
+
+def topk_classes(x):
+    return torch.topk(x, 5, dim=-1).values
+
+
+def conv_transpose_s2(x, w):
+    return F.conv_transpose2d(x, w, stride=2, padding=1)
+
+
+def group_norm(x, w, b):
+    return F.group_norm(x, 32, w, b, eps=1e-5)
+
+
+def instance_norm(x):
+    return F.instance_norm(x, eps=1e-5)
+
+
+def channels_layernorm(x, w, b):
+    """ConvNeXt's LayerNorm over the channels of an NCHW image."""
+    return F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b, 1e-6).permute(0, 3, 1, 2)
+
+
+def upsample_nearest(x):
+    return F.interpolate(x, scale_factor=2, mode="nearest")
+
+
+def upsample_bilinear(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def max_pool_3x3_s2(x):
+    return F.max_pool2d(x, 3, stride=2, padding=1)
+
+
+def avg_pool_2x2(x):
+    return F.avg_pool2d(x, 2)
+
+
+def adaptive_avg_7(x):
+    return F.adaptive_avg_pool2d(x, 7)
+
+
+def conv3d_3(x, w):
+    return F.conv3d(x, w, padding=1)
+
+
+def grouped_conv_32(x, w):
+    return F.conv2d(x, w, padding=1, groups=32)
+
+
+def depthwise_7x7(x, w):
+    return F.conv2d(x, w, padding=3, groups=x.shape[1])
+
+
+def mean_middle(x):
+    return x.mean(1)
+
+
+def softmax_first(x):
+    return torch.softmax(x, 0)
+
+
+def logsumexp_last(x):
+    return torch.logsumexp(x, -1)
+
+
+def row_norms(x):
+    return torch.linalg.vector_norm(x, dim=-1)
+
+
+def masked_fill_scores(s, mask):
+    return s.masked_fill(mask, float("-inf"))
+
+
+def reflection_pad(x):
+    return F.pad(x, (3, 3, 3, 3), mode="reflect")
+
+
+def pixel_shuffle_2(x):
+    return F.pixel_shuffle(x, 2)
+
+
+def cat_channels(*xs):
+    return torch.cat(xs, 1)
+
+
+def scores_einsum(q, k):
+    return torch.einsum("bnhd,bmhd->bhnm", q, k)
+
+
+def permute_0213(x):
+    return x.permute(0, 2, 1, 3).contiguous()
+
+
+def gelu_erf(x):
+    return F.gelu(x)
+
+
+def fake_quantize(x):
+    return torch.round(x * 20.0).clamp(-128, 127) / 20.0
+
+
+def mse(a, b):
+    return F.mse_loss(a, b)
+
+
+BREADTH_CASES = (
+    Case("gpt2 embedding f16 512 tokens of 50257x768", embedding,
+         _ins(Input((1, 512), torch.int64, "index:50257"), ((50257, 768), f16))),
+    Case("gather last dim f32 64x4096 by 64x256", gather_last,
+         _ins(((64, 4096), f32), Input((64, 256), torch.int64, "index:4096"))),
+    Case("index_select rows f32 100000x128 by 4096", index_select_rows,
+         _ins(((100000, 128), f32), Input((4096,), torch.int64, "index:100000"))),
+    Case("index_add rows f32 10000x64 from 50000", index_add_rows,
+         _ins(((10000, 64), f32), Input((50000,), torch.int64, "index:10000"), ((50000, 64), f32))),
+    Case("cumsum last dim f32 32x8192", cumsum_last, _ins(((32, 8192), f32))),
+    Case("sort descending f32 1x32000", sort_descending, _ins(((1, 32000), f32))),
+    Case("classifier top-5 f32 64x1000", topk_classes, _ins(((64, 1000), f32))),
+    Case("dcgan conv_transpose 4x4 s2 64->32ch 64x64 f32", conv_transpose_s2,
+         _ins(((1, 64, 64, 64), f32), ((64, 32, 4, 4), f32))),
+    Case("sd unet group_norm 32 groups f32 2x320x64x64", group_norm,
+         _ins(((2, 320, 64, 64), f32), ((320,), f32), ((320,), f32))),
+    Case("sd unet group_norm 32 groups f16 2x640x32x32", group_norm,
+         _ins(((2, 640, 32, 32), f16), ((640,), f16), ((640,), f16))),
+    Case("style instance_norm f32 1x64x256x256", instance_norm, _ins(((1, 64, 256, 256), f32))),
+    Case("convnext channels layernorm f32 1x96x56x56", channels_layernorm,
+         _ins(((1, 96, 56, 56), f32), ((96,), f32), ((96,), f32))),
+    Case("unet upsample nearest 2x f32 1x256x64x64", upsample_nearest, _ins(((1, 256, 64, 64), f32))),
+    Case("upsample bilinear 2x f32 1x64x128x128", upsample_bilinear, _ins(((1, 64, 128, 128), f32))),
+    Case("resnet maxpool 3x3 s2 f32 8x64x112x112", max_pool_3x3_s2, _ins(((8, 64, 112, 112), f32))),
+    Case("avgpool 2x2 f32 8x128x56x56", avg_pool_2x2, _ins(((8, 128, 56, 56), f32))),
+    Case("adaptive avgpool to 7x7 f32 8x512x14x14", adaptive_avg_7, _ins(((8, 512, 14, 14), f32))),
+    Case("c3d conv3d 3x3x3 64->64ch 8x28x28 f32", conv3d_3,
+         _ins(((1, 64, 8, 28, 28), f32), ((64, 64, 3, 3, 3), f32))),
+    Case("resnext grouped conv3x3 32 groups 256ch 56x56 f32", grouped_conv_32,
+         _ins(((1, 256, 56, 56), f32), ((256, 8, 3, 3), f32))),
+    Case("convnext depthwise 7x7 96ch 56x56 f32", depthwise_7x7,
+         _ins(((1, 96, 56, 56), f32), ((96, 1, 7, 7), f32))),
+    Case("mean over middle dim f32 64x1024x64", mean_middle, _ins(((64, 1024, 64), f32))),
+    Case("softmax over first dim f32 1024x1024", softmax_first, _ins(((1024, 1024), f32))),
+    Case("logsumexp vocab f32 64x32000", logsumexp_last, _ins(((64, 32000), f32))),
+    Case("row 2-norms f32 4096x1024", row_norms, _ins(((4096, 1024), f32))),
+    Case("masked_fill scores f32 12x1024x1024", masked_fill_scores,
+         _ins(((12, 1024, 1024), f32), Input((1024, 1024), torch.bool, "mask"))),
+    Case("reflection pad 3 f32 1x64x256x256", reflection_pad, _ins(((1, 64, 256, 256), f32))),
+    Case("pixel_shuffle 2 f32 1x256x64x64", pixel_shuffle_2, _ins(((1, 256, 64, 64), f32))),
+    Case("cat 8 along channels f32 1x64x56x56", cat_channels, _ins(*[((1, 64, 56, 56), f32)] * 8)),
+    Case("einsum scores bnhd,bmhd f16 1x128x12x64", scores_einsum,
+         _ins(((1, 128, 12, 64), f16), ((1, 128, 12, 64), f16))),
+    Case("permute 0213 f32 8x512x12x64", permute_0213, _ins(((8, 512, 12, 64), f32))),
+    Case("strict f32 matmul 2048x2048x2048", mm, _ins(((2048, 2048), f32), ((2048, 2048), f32))),
+    Case("gelu erf f32 16M", gelu_erf, _ins(((16_777_216,), f32))),
+    Case("fake quantize round clamp f32 16M", fake_quantize, _ins(((16_777_216,), f32))),
+    Case("mse loss f32 16M", mse, _ins(((16_777_216,), f32), ((16_777_216,), f32))),
+)
+
+SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

@@ -51,24 +51,24 @@ def patches(x, axes, kernel, strides, dilations, out):
 @dataclass
 class Conv:
     op: str
-    x_layout: str  # letters; H/W are the spatial dims
-    w_layout: str  # letters; h/w are the kernel dims
+    x_layout: str  # letters; D/H/W are the spatial dims
+    w_layout: str  # letters; d/h/w are the kernel dims
     out_layout: str
 
     def shapes(self, sizes: dict, kernel, strides, dilations):
-        spatial = [c for c in self.x_layout if c in "HW"]
+        spatial = [c for c in self.x_layout if c in "DHW"]
         out = [out_size(sizes[c], k, s, d) for c, k, s, d in zip(spatial, kernel, strides, dilations)]
-        kernel_dims, out_dims = dict(zip("hw"[2 - len(kernel):], kernel)), dict(zip(spatial, out))
+        kernel_dims, out_dims = dict(zip("dhw"[3 - len(kernel):], kernel)), dict(zip(spatial, out))
         x = tuple(sizes[c] for c in self.x_layout)
         w = tuple(kernel_dims.get(c, sizes.get(c)) for c in self.w_layout)
         o = tuple(out_dims.get(c, sizes.get(c)) for c in self.out_layout)
         return x, w, o
 
     def reference(self, x, w, init, kernel, strides, dilations):
-        axes = [i for i, c in enumerate(self.x_layout) if c in "HW"]
-        out_spatial = [init.shape[i] for i, c in enumerate(self.out_layout) if c in "HW"]
-        k_axes = [i for i, c in enumerate(self.w_layout) if c in "hw"]
-        spec = (self.x_layout.lower() + "," + "".join(c for c in self.w_layout if c not in "hw")
+        axes = [i for i, c in enumerate(self.x_layout) if c in "DHW"]
+        out_spatial = [init.shape[i] for i, c in enumerate(self.out_layout) if c in "DHW"]
+        k_axes = [i for i, c in enumerate(self.w_layout) if c in "dhw"]
+        spec = (self.x_layout.lower() + "," + "".join(c for c in self.w_layout if c not in "dhw")
                 .lower() + "->" + self.out_layout.lower())
         out = init.astype(np.float64)
         for offset, patch in patches(x.astype(np.float64), axes, kernel, strides, dilations,
@@ -91,11 +91,14 @@ CONVS = [
     Conv("depthwise_conv_2d_nhwc_hwc", "NHWC", "hwC", "NHWC"),
     Conv("conv_1d_ncw_fcw", "NCW", "FCw", "NFW"),
     Conv("conv_1d_nwc_wcf", "NWC", "wCF", "NWF"),
+    Conv("conv_3d_ncdhw_fcdhw", "NCDHW", "FCdhw", "NFDHW"),
+    Conv("conv_3d_ndhwc_dhwcf", "NDHWC", "dhwCF", "NDHWF"),
 ]
-SIZES = {"N": 2, "C": 3, "F": 5, "G": 2, "H": 13, "W": 16}
+SIZES = {"N": 2, "C": 3, "F": 5, "G": 2, "D": 7, "H": 13, "W": 16}
 # (kernel, strides, dilations); None: the attribute is left out (it defaults to 1).
 WINDOWS_2D = [((3, 2), (2, 3), (1, 2)), ((1, 3), None, (2, 1)), ((2, 3), (3, 1), None)]
 WINDOWS_1D = [((3,), (2,), (2,)), ((4,), None, None)]
+WINDOWS_3D = [((2, 3, 2), (2, 1, 3), (2, 2, 1)), ((3, 1, 2), None, None)]
 
 
 def attrs(strides, dilations) -> str:
@@ -106,9 +109,13 @@ def attrs(strides, dilations) -> str:
     return "{" + ", ".join(parts) + "} " if parts else ""
 
 
+def windows_of(conv: Conv) -> list:
+    return {"conv_1d": WINDOWS_1D, "conv_3d": WINDOWS_3D}.get(conv.op[:7], WINDOWS_2D)
+
+
 def conv_cases():
     for conv in CONVS:
-        windows = WINDOWS_1D if conv.op.startswith("conv_1d") else WINDOWS_2D
+        windows = windows_of(conv)
         for i, window in enumerate(windows):
             yield pytest.param(conv, *window, id=f"{conv.op}-{i}")
 
@@ -469,8 +476,7 @@ def test_extract_with_affine_indices_in_a_generic_body():
 
 def gpu_cases():
     for conv in CONVS:
-        window = WINDOWS_1D[0] if conv.op.startswith("conv_1d") else WINDOWS_2D[0]
-        yield conv.op, conv_mlir(conv, *window)[3]
+        yield conv.op, conv_mlir(conv, *windows_of(conv)[0])[3]
     for op in sorted(POOLS):
         yield op, pool_mlir(op, *WINDOWS_2D[0])[2]
     for op, (lhs, rhs, out) in sorted(MATMULS.items()):

@@ -41,6 +41,21 @@ func.func @f(%d: tensor<6x5x4xf32>, %s: tensor<3x2xf32>) -> tensor<6x5x4xf32> {
     np.testing.assert_array_equal(out, expected)
 
 
+def test_insert_slice_with_strides(rng):
+    """Every second/third element of a dim (a transposed convolution's dilated input), a dim
+    of size 1 dropped by rank reduction; the elements between keep the destination's."""
+    text = """
+func.func @f(%d: tensor<2x9x11x4xf32>, %s: tensor<3x4x2xf32>) -> tensor<2x9x11x4xf32> {
+  %r = tensor.insert_slice %s into %d[1, 2, 1, 0] [1, 3, 4, 2] [1, 3, 2, 3] : tensor<3x4x2xf32> into tensor<2x9x11x4xf32>
+  return %r : tensor<2x9x11x4xf32>
+}"""
+    d, s = _f32(rng, 2, 9, 11, 4), _f32(rng, 3, 4, 2)
+    (out,) = run(import_mlir(text).functions[0], d, s)
+    expected = d.copy()
+    expected[1, 2:9:3, 1:9:2, 0:4:3] = s
+    np.testing.assert_array_equal(out, expected)
+
+
 def test_pad_with_constant(rng):
     text = """
 func.func @f(%x: tensor<5x3xf32>) -> tensor<8x7xf32> {

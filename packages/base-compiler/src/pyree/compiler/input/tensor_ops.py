@@ -125,20 +125,42 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
 def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
     where = location_of(op)
     offsets, sizes, strides = _static_slice(op, where)
-    if any(s != 1 for s, n in zip(strides, sizes) if n != 1):
-        raise CompileError("tensor.insert_slice with non-unit strides is not supported yet", where)
     source = fn.tensor(op.source, where)
     dest = fn.tensor(op.dest, where)
     kept = _kept_dims(sizes, source.shape, where)
     rank = len(dest.shape)
     inputs = Inputs()
-    index = tuple(AffineExpr.loop(rank, j, 1, -offsets[j]) for j in range(rank) if kept[j] is not None)
-    inside = _inside(offsets, sizes)
-    value = Select(inside, inputs.load(source, index), inputs.load(dest, AffineExpr.identity(rank)),
-                   dest.dtype)
+    if any(s != 1 for s, n in zip(strides, sizes) if n != 1):
+        inside, inserted = _strided_insert(inputs, source, offsets, sizes, strides, kept, where)
+    else:
+        index = tuple(AffineExpr.loop(rank, j, 1, -offsets[j]) for j in range(rank)
+                      if kept[j] is not None)
+        inside, inserted = _inside(offsets, sizes), inputs.load(source, index)
+    value = Select(inside, inserted, inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
     result = fn.result_value(op.result, where)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     dest.shape, rank, where, op.name))
+
+
+def _strided_insert(inputs: Inputs, source: Value, offsets: list[int], sizes: list[int],
+                    strides: list[int], kept: list[int | None], where: str) -> tuple[Expr, Expr]:
+    """(i1: the destination element is one the slice writes, the source element it gets) for
+    an insert with strides: element ``offset + stride * i`` of a dim takes source element
+    ``i``, so the elements between (a transposed convolution's zero-dilated input) keep the
+    destination's. The source index ``(x - offset) / stride`` is no affine function of the
+    loops: the source is read as a Gather, only where the test holds."""
+    conds, index = [], []
+    for d, (o, n, s) in enumerate(zip(offsets, sizes, strides)):
+        rel = Binary("sub", LoopIndex(d), Const(int(o), "index"), "index")
+        conds.append(Compare("ge", rel, Const(0, "index")))
+        conds.append(Compare("lt", rel, Const(int(s * (n - 1) + 1), "index")))
+        if s != 1 and n != 1:
+            conds.append(Compare("eq", Binary("rem", rel, Const(int(s), "index"), "index"),
+                                 Const(0, "index")))
+            rel = Binary("div", rel, Const(int(s), "index"), "index")
+        if kept[d] is not None:
+            index.append(rel)
+    return _all(conds), inputs.gather(source, tuple(index), where)
 
 
 def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:

@@ -439,6 +439,26 @@ class Conv2DNhwgcGfhwcOp(_Convolution):
 
 
 @irdl_op_definition
+class Conv3DNcdhwFcdhwOp(_Convolution):
+    name = "linalg.conv_3d_ncdhw_fcdhw"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "ppppprrrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, f, od, oh, ow, c, kd, kh, kw: (
+        (n, c, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW),
+        (f, c, kd, kh, kw), (n, f, od, oh, ow)))
+
+
+@irdl_op_definition
+class Conv3DNdhwcDhwcfOp(_Convolution):
+    name = "linalg.conv_3d_ndhwc_dhwcf"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "ppppprrrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, od, oh, ow, f, kd, kh, kw, c: (
+        (n, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c),
+        (kd, kh, kw, c, f), (n, od, oh, ow, f)))
+
+
+@irdl_op_definition
 class DepthwiseConv2DNchwChwOp(_Convolution):
     name = "linalg.depthwise_conv_2d_nchw_chw"
     ITERATORS: ClassVar[str] = "pppprr"
@@ -574,6 +594,7 @@ LINALG_OPS = (
     MatmulTransposeAOp, MatmulTransposeBOp, BatchMatmulTransposeAOp, BatchMatmulTransposeBOp,
     BatchReduceMatmulOp, Conv1DNcwFcwOp, Conv1DNwcWcfOp, Conv2DNchwFchwOp, Conv2DNhwcHwcfOp,
     Conv2DNhwcFhwcOp, Conv2DNgchwFgchwOp, Conv2DNgchwGfchwOp, Conv2DNhwgcGfhwcOp,
+    Conv3DNcdhwFcdhwOp, Conv3DNdhwcDhwcfOp,
     DepthwiseConv2DNchwChwOp, DepthwiseConv2DNhwcHwcOp, PoolingNchwMaxOp, PoolingNchwSumOp,
     PoolingNhwcMaxOp, PoolingNhwcMinOp, PoolingNhwcSumOp, PoolingNcwSumOp, PoolingNdhwcSumOp,
     SoftmaxOp,
