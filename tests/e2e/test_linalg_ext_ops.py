@@ -53,6 +53,40 @@ def test_cumsum_and_cumprod_match_torch(shape, dim):
     np.testing.assert_allclose(got_prod, torch.cumprod(torch.from_numpy(x), dim).numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape, dim", [((3, 8192), 1), ((1000, 2), 0), ((2, 5, 840), 2)])
+def test_long_scans_run_in_blocks(shape, dim):
+    """Lines long enough to scan in blocks (each block's scan, the blocks' offsets, their sum):
+    cumsum against float64 within a two-level sum's rounding of the running sums of |x|, cumprod
+    of factors near 1, and NaN, +inf and -0.0 carried from where they stand to the line's end."""
+    from pyree.compiler.input.sort_scan import scan_chunk
+    assert scan_chunk(shape[dim])
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    got, = run(lambda t: torch.cumsum(t, dim), x)
+    x64 = torch.from_numpy(x).double()
+    bound = torch.cumsum(x64.abs(), dim).numpy() * 1e-6 + 1e-30
+    assert np.all(np.abs(got - torch.cumsum(x64, dim).numpy()) <= bound)
+    factors = (1 + rng.standard_normal(shape) * 1e-3).astype(np.float32)
+    got, = run(lambda t: torch.cumprod(t, dim), factors)
+    want = torch.cumprod(torch.from_numpy(factors).double(), dim).numpy()
+    running = np.cumprod(factors, axis=dim, dtype=np.float32)  # one running product in f32
+    assert np.abs(got - want).max() <= 2 * np.abs(running - want).max() + 1e-7
+    special = np.moveaxis(x.copy(), dim, -1)
+    special[..., :] = -0.0
+    lines = special.reshape(-1, special.shape[-1])
+    n = lines.shape[1]
+    lines[0, n // 3] = np.nan
+    lines[-1, n - n // 4] = np.inf
+    lines[-1, 7] = 1.5
+    special = np.moveaxis(special, -1, dim)
+    got, = run(lambda t: torch.cumsum(t, dim), special)
+    want = torch.cumsum(torch.from_numpy(special), dim).numpy()
+    np.testing.assert_array_equal(got, want)  # NaN and +inf where torch has them
+    # a line of -0.0 sums to -0.0 in the op's reference loop (out[0] = x[0]), as numpy's does;
+    # PyTorch's CPU kernel starts from +0.0
+    assert np.array_equal(np.signbit(got), np.signbit(np.cumsum(special, axis=dim)))
+
+
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("shape, dim", SHAPES)
 def test_sort_is_torchs_stable_sort(shape, dim, descending):
