@@ -33,8 +33,9 @@ TEST_DEPS = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "hypothesis>=6", 
 # can find PyTorch's CPU build of it (PyTorch's CPU index, or a wheel folder in pip's find-links)
 # it takes that one, whose local version "+cpu" sorts above the plain release; on a machine that
 # reaches only PyPI it takes PyPI's, the CUDA build (several GB with its NVIDIA libraries; README.md
-# says how to keep the download small). onnxruntime is the ONNX tests' reference.
-IMPORTER_DEPS = ["torch==2.13.0", "onnxruntime", "pillow"]
+# says how to keep the download small). onnxruntime is the ONNX tests' reference; transformers
+# gives tests/importers the Hugging Face architectures users bring (tiny random configurations).
+IMPORTER_DEPS = ["torch==2.13.0", "onnxruntime", "pillow", "transformers==4.57.1"]
 # torchvision's MobileNet/ResNet (tests/models). Its PyPI wheel is a CUDA build whose torch
 # requirement must not be resolved again: installed alone, without dependencies (pillow is
 # above, numpy comes with pyree).

@@ -11,6 +11,7 @@ Needs ``pip install pyree-base-compiler[torch]`` (torch-mlir and torch).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from pyree.compiler.errors import CompileError
@@ -35,8 +36,12 @@ def import_torch(module, *example_args, function_name: str = "main",
     from torch_mlir.compiler_utils import TorchMlirCompilerError
 
     # Exported here (as torch-mlir would) to read the export's ranges (``_dim_bounds``).
-    program = module if isinstance(module, torch.export.ExportedProgram) else \
-        torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes, strict=False)
+    if isinstance(module, torch.export.ExportedProgram):
+        program = module  # the caller's: left as it is
+    else:
+        program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes,
+                                      strict=False)
+        _lift_non_persistent_buffers(program)
     named = {} if parameter_scope is None else _state_dict_keys(module)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
@@ -50,6 +55,24 @@ def import_torch(module, *example_args, function_name: str = "main",
                            + "\n".join(lines)) from None
     text = _with_bounds(str(imported), _dim_bounds(program), function_name)
     return text if parameter_scope is None else externalize(text, parameter_scope, named)
+
+
+def _lift_non_persistent_buffers(program) -> None:
+    """Puts each non-persistent buffer (``register_buffer(..., persistent=False)``: Hugging
+    Face's rotary ``inv_freq``, GPT-2's causal ``bias``, BERT's ``position_ids``) into the
+    program's state_dict, where torch-mlir's importer looks for every buffer: torch.export keeps
+    them among its constants, and the importer failed with "Could not find state mapping for
+    buffer" on most Hugging Face language models. Each becomes a persistent buffer of the
+    program (torch.export's verifier allows no non-persistent one in the state_dict); it stays
+    a constant of the module, not a parameter (``_state_dict_keys`` reads the module's own
+    ``state_dict``, which has no such buffer)."""
+    from torch.export.graph_signature import InputKind
+    state, constants = program.state_dict, getattr(program, "constants", {})
+    specs = program.graph_signature.input_specs
+    for i, spec in enumerate(specs):
+        if spec.kind == InputKind.BUFFER and spec.persistent is False and spec.target in constants:
+            state[spec.target] = constants.pop(spec.target)
+            specs[i] = dataclasses.replace(spec, persistent=True)
 
 
 def _state_dict_keys(module) -> dict:
