@@ -81,9 +81,10 @@ def test_defaults(calls, tmp_path):
     # built anywhere loads on any x86-64 deploy host and runs the best code it can.
     assert (options.llvmcpu_target_cpu, options.llvmcpu_variants, options.cuda_target,
             options.print_ir_after_all) == ("", None, "sm_80", False)
-    # IREE's defaults: i64 demotion follows the input type (on for StableHLO), the others off.
+    # i64 demotion follows the input type (on for StableHLO), f64's the targets (None: where a
+    # target lacks f64, pipeline.py), bf16 promotion off.
     assert (options.input_type, options.demote_f64_to_f32, options.demote_i64_to_i32,
-            options.promote_bf16_to_f32) == ("auto", False, None, False)
+            options.promote_bf16_to_f32) == ("auto", None, None, False)
 
 
 def test_a_demotion_flag_takes_only_a_boolean(tmp_path, capsys):

@@ -131,3 +131,42 @@ def test_a_bitcast_that_changes_size_is_refused_by_name():
     with pytest.raises(CompileError, match=r"m\.mlir:2:3: error: 'arith\.bitcast' is invalid "
                                            r"after --iree-input-demote-f64-to-f32"):
         compile_str(text, CompileOptions(demote_f64_to_f32=True), source_name="m.mlir")
+
+
+INNER_F64 = """func.func @f(%a: tensor<5xf32>) -> tensor<5xf32> {
+  %e = arith.extf %a : tensor<5xf32> to tensor<5xf64>
+  %p = math.powf %e, %e : tensor<5xf64>
+  %s = arith.addf %p, %e : tensor<5xf64>
+  %r = arith.truncf %s : tensor<5xf64> to tensor<5xf32>
+  return %r : tensor<5xf32>
+}"""
+INNER_F64_ARITH = INNER_F64.replace("math.powf %e, %e", "arith.mulf %e, %e")
+
+
+def kernels(text: str, **options) -> str:
+    return compile_str(text, CompileOptions(compile_to="executable-sources", **options)).decode()
+
+
+def test_f64_inside_a_function_runs_in_f32_where_a_target_lacks_it():
+    """As IREE demotes f64 by default: torch-mlir computes a LayerNorm's statistics in f64,
+    which the baseline Vulkan target (no shaderFloat64) and cuda's math functions (f32 only)
+    cannot run. The signature has no f64, so nothing the caller sees changes; llvm-cpu, and
+    cuda's f64 arithmetic, keep f64; the flag set to false keeps the error."""
+    assert "f64" not in kernels(INNER_F64, target_backends=["vulkan-spirv"])
+    assert "f64" not in kernels(INNER_F64, target_backends=["cuda"])
+    assert "f64" in kernels(INNER_F64, target_backends=["llvm-cpu"])
+    assert "f64" in kernels(INNER_F64_ARITH, target_backends=["cuda"])
+    with pytest.raises(CompileError, match="'pow' on f64 is not supported by the cuda backend"):
+        compile_str(INNER_F64, CompileOptions(target_backends=["cuda"], demote_f64_to_f32=False))
+    with pytest.raises(CompileError, match="shaderFloat64"):
+        compile_str(INNER_F64_ARITH, CompileOptions(target_backends=["vulkan-spirv"],
+                                                    demote_f64_to_f32=False))
+
+
+@pytest.mark.vulkan
+def test_f64_inside_runs_in_f32_on_vulkan():
+    import pyree.runtime as rt
+    a = np.array([0.5, 1.25, 2.0, 3.5, 0.0], np.float32)
+    vmfb = compile_str(INNER_F64, CompileOptions(target_backends=["vulkan-spirv"]))
+    got = rt.load_module(vmfb, device="vulkan")["f"](a).to_host()
+    np.testing.assert_allclose(got, (a.astype(np.float64) ** a + a).astype(np.float32), rtol=2e-6)

@@ -30,7 +30,8 @@ DEVICE_BACKENDS = {"local": "llvm-cpu", "llvm-cpu": "llvm-cpu", "cuda": "cuda", 
 _BACKEND_ALIASES = {"hip": "rocm"}
 
 # Type-rewrite flags (IREE's spellings and defaults): flag, CompileOptions field, default.
-_DEMOTIONS = (("demote-f64-to-f32", "demote_f64_to_f32", "false"),
+_DEMOTIONS = (("demote-f64-to-f32", "demote_f64_to_f32",
+               "true for a module with f64 inside its functions only, where a target lacks f64"),
               ("demote-i64-to-i32", "demote_i64_to_i32", "true for StableHLO input, else false"),
               ("promote-bf16-to-f32", "promote_bf16_to_f32", "false"))
 

@@ -98,8 +98,11 @@ class CompileOptions:
     input_type: str = "auto"
     # --pyree-input-demote-f64-to-f32 / -demote-i64-to-i32 / -promote-bf16-to-f32: rewrite those
     # element types before lowering (input/demotion.py); the functions' signatures change too.
-    # IREE's defaults: f64 and bf16 off; i64 on for StableHLO input only (None: that default).
-    demote_f64_to_f32: bool = False
+    # i64 on for StableHLO input only (None: that default, IREE's); bf16 off. f64 (None): a
+    # module whose f64 values are all inside its functions (torch-mlir computes LayerNorm's
+    # statistics in f64) runs them in f32 where a target lacks f64 (a Vulkan target without
+    # shaderFloat64), as IREE's default demotion does everywhere; elsewhere f64 stays f64.
+    demote_f64_to_f32: bool | None = None
     demote_i64_to_i32: bool | None = None
     promote_bf16_to_f32: bool = False
     # --pyree-opt-export-parameters=[scope=]path.{irpa,safetensors}: constants of at least

@@ -29,7 +29,7 @@ from pyree.compiler.host.linearize import linearize
 from pyree.compiler.host.planning import plan_function
 from pyree.compiler.host.program import emit_function
 from pyree.compiler.input import lower_to_tensor_program, parse_mlir
-from pyree.compiler.input.demotion import demote_types
+from pyree.compiler.input.demotion import demote_types, f64_at_boundary, f64_math_inside
 from pyree.compiler.input.input_types import convert_input
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_targets
@@ -134,6 +134,19 @@ def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
         return s.text.encode()
 
 
+def _f64_out_of_reach(module, options: CompileOptions) -> bool:
+    """The default of ``--iree-input-demote-f64-to-f32``: whether f64 computed inside the
+    module's functions (torch-mlir computes LayerNorm's statistics in f64, HF's ALiBi a pow)
+    needs what a target lacks, f64 at all or its math functions. Then it runs in f32, as IREE
+    demotes f64 by default; an f64 argument, result or global keeps f64 (and its error)."""
+    targets = [backend(name) for name in options.target_backends]
+    lacking = not all(t.float64(options) for t in targets)
+    lacking_math = not all(t.float64_math(options) for t in targets)
+    if not lacking and not (lacking_math and f64_math_inside(module)):
+        return False
+    return not f64_at_boundary(module)
+
+
 def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str) -> bytes:
     report = options.progress or (lambda line: None)
     after_pass = _printer(options)
@@ -141,7 +154,10 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     text, input_type = convert_input(text, source_name, options.input_type)
     module = parse_mlir(text, source_name)
     demote_i64 = options.demote_i64_to_i32
-    demote_types(module, options.demote_f64_to_f32,
+    demote_f64 = options.demote_f64_to_f32
+    if demote_f64 is None:
+        demote_f64 = _f64_out_of_reach(module, options)
+    demote_types(module, demote_f64,
                  input_type == "stablehlo" if demote_i64 is None else demote_i64,
                  options.promote_bf16_to_f32)
     report("lowering to the tensor program")

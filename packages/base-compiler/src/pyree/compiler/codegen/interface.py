@@ -54,6 +54,10 @@ class Backend:
     # Kernels whose sizes are known only at run time (``sizes.Size`` parameters read from push
     # constants); a target without them refuses a function with dynamic dims by name.
     run_time_sizes: bool = False
+    # Whether the target the options resolve to computes in f64, and its math functions (exp,
+    # pow, ...) in f64: pipeline.py demotes a module's inner f64 to f32 for one that cannot.
+    float64: Callable = lambda options: True
+    float64_math: Callable = lambda options: True
 
 
 def choose(templates: tuple, kernel, target):

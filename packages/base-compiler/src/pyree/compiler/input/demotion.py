@@ -79,6 +79,27 @@ def demote_types(module: ModuleOp, f64_to_f32: bool, i64_to_i32: bool,
                                location_of(op)) from None
 
 
+def f64_at_boundary(module: ModuleOp) -> bool:
+    """Whether an f64 value crosses the module's boundary: a function's argument or result, or a
+    global (state the caller sees across calls). Demoting only what lies inside keeps the
+    signature the caller was compiled against."""
+    f64 = _Rewrite(True, False, False)
+    for op in module.walk():
+        types = [op.properties.get("function_type"), op.properties.get("type")] \
+            if op.name in ("func.func", "util.global", "ml_program.global") else []
+        if any(t is not None and f64.type(t) is not t for t in types):
+            return True
+    return False
+
+
+def f64_math_inside(module: ModuleOp) -> bool:
+    """Whether a math-dialect op (exp, pow, tanh, ...) computes on f64."""
+    f64 = _Rewrite(True, False, False)
+    return any(op.name.startswith("math.") and any(f64.type(v.type) is not v.type
+                                                   for v in (*op.operands, *op.results))
+               for op in module.walk())
+
+
 def _bytes(t: Attribute) -> int:
     return (t.element_type if isinstance(t, TensorType) else t).compile_time_size
 

@@ -109,4 +109,5 @@ BACKEND = Backend(
                Artefact(f"{FORM}.hsaco", "binaries")),
     compile_executable=compile_executable,
     run_time_sizes=True,
+    float64_math=lambda options: bool(options.rocm_link_bc),  # ocml has them, nothing else
 )

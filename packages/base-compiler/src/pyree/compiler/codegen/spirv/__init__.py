@@ -106,4 +106,5 @@ BACKEND = Backend(
     artefacts=(Artefact(f"{FORM}.spvasm", "intermediates"), Artefact(f"{FORM}.spv", "binaries")),
     compile_executable=compile_executable,
     run_time_sizes=True,
+    float64=lambda options: target_of(options).float64,
 )
