@@ -11,12 +11,12 @@ driver's modules among them, imported here rather than on the load's device thre
 they can be wrapped (the earlier benches imported them here too: "load" is comparable).
 Inside ``load`` (``load_module``): ``device`` (its thread: the driver's entry point, the
 instance and its physical devices, ``instance``, then the logical device, ``create``), beside
-it ``read`` (the module file read and checked: ``digest``, ``bounds``, ``unpack``, ``verify``),
-then ``executable`` (``check``: SPIR-V and device limits, ``pipelines``), ``constants``
-(device buffers and their upload; ``parameters``: a parameter file indexed and its tensors
-read) and ``functions`` (each function's call plan and recording). Then ``first_call`` to the
-result in numpy. Phases on the device thread overlap those beside it, so they need not add up
-to ``load``.
+it ``read`` (the module file read and checked: ``digest``, ``bounds``, ``unpack``, ``verify``)
+and, while the device still starts, ``precheck`` (the SPIR-V checks); then ``executable``
+(``check``: SPIR-V and device limits, ``pipelines``), ``constants`` (device buffers and their
+upload; ``parameters``: a parameter file indexed and its tensors read) and ``functions`` (each
+function's call plan and recording). Then ``first_call`` to the result in numpy. Phases on the
+device thread overlap those beside it, so they need not add up to ``load``.
 """
 
 import json
@@ -52,10 +52,9 @@ def main() -> None:
     from pyree.hal.vulkan import device as vk_device
     from pyree.hal.vulkan import executable as vk_executable
     from pyree.hal.vulkan import instance as vk_instance
-    from pyree.runtime import _fb
     from pyree.runtime.hal import registry
     from pyree.runtime.hal.ffi import ffi
-    from pyree.runtime.module import reader
+    from pyree.runtime.module import reader, unpack
     from pyree.runtime.parameters import ParameterIndex
     from pyree.runtime.vm import executables, function, loaded_module
     t3 = time.perf_counter()
@@ -65,8 +64,8 @@ def main() -> None:
             (vk_instance.VulkanDriver, "_physical_devices", "instance"),
             (vk_device.VulkanDevice, "__init__", "create"),
             (loaded_module, "open_module", "read"), (reader, "read_trailer", "digest"),
-            (reader, "check_bounds", "bounds"), (_fb.ModuleT, "InitFromObj", "unpack"),
-            (reader, "verify", "verify"),
+            (reader, "check_bounds", "bounds"), (unpack, "unpack", "unpack"),
+            (reader, "verify", "verify"), (executables, "precheck", "precheck"),
             (executables, "load", "executable"),
             (vk_executable.ExecutableCache, "_check", "check"),
             (vk_executable.ExecutableCache, "_cached_pipelines", "pipelines"),
