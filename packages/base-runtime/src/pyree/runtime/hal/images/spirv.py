@@ -16,8 +16,7 @@ towards refusing.
 from __future__ import annotations
 
 import hashlib
-import sys
-from array import array
+import struct
 from bisect import bisect_right
 from itertools import compress
 
@@ -69,9 +68,7 @@ def _check(code: bytes, entries: list[tuple[str, int]]) -> None:
     if len(code) < 20 or len(code) % 4:
         raise ImageError(f"the SPIR-V is {len(code)} bytes: not a whole number of words after a "
                          f"5-word header")
-    words = array("I", code)
-    if sys.byteorder == "big":
-        words.byteswap()
+    words = struct.unpack(f"<{len(code) // 4}I", code)
     magic, version, _generator, bound, schema = words[:5]
     if magic != MAGIC:
         raise ImageError(f"the SPIR-V magic is {magic:#010x}, not {MAGIC:#010x}")
@@ -131,7 +128,7 @@ def _check(code: bytes, entries: list[tuple[str, int]]) -> None:
     if missing:
         raise ImageError(f"the SPIR-V has no GLCompute entry point named {', '.join(missing)}")
     descriptors = {v: decorations[v] for v in variables & decorations.keys()}
-    named = _named(words, descriptors, starts, functions)
+    named = _named(code, words, descriptors, starts, functions)
     for name, count in entries:
         for v in _reached(computes[name], named, calls):
             where = (descriptors[v].get(DECORATION_DESCRIPTOR_SET, 0),
@@ -164,23 +161,29 @@ def _starts(words) -> list[int]:
     return starts
 
 
-def _named(words, descriptors: dict, starts: list[int],
+def _named(code: bytes, words, descriptors: dict, starts: list[int],
            functions: list[tuple[int, int]]) -> dict[int, set[int]]:
-    """Function -> the descriptor variables its instructions name, from one pass over the words
-    after the first function's start that picks those equal to a variable's id (itertools, not
-    a Python loop over every operand, nor a search of the image per variable)."""
+    """Function -> the descriptor variables its instructions name. Per function, a set
+    intersection finds which variables' ids occur among its words at all (a few), then a byte
+    search of its range finds an occurrence where an instruction takes an id (not a Python loop
+    over every operand, nor a search of the whole image per variable)."""
     named: dict[int, set[int]] = {}
     if not functions or not descriptors:
         return named
-    first_words = [start for start, _ in functions]
-    begin = first_words[0] + 1
     ids = set(descriptors)
-    for w in compress(range(begin, len(words)), map(ids.__contains__, words[begin:])):
-        start = starts[bisect_right(starts, w) - 1]
-        opcode, count = words[start] & 0xFFFF, words[start] >> 16
-        if w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
-            function = functions[bisect_right(first_words, start) - 1][1]
-            named.setdefault(function, set()).add(words[w])
+    ends = [start for start, _ in functions[1:]] + [len(words)]
+    for (first, function), end in zip(functions, ends):
+        for variable in ids.intersection(words[first + 1:end]):
+            needle = variable.to_bytes(4, "little")
+            at = code.find(needle, 4 * (first + 1), 4 * end)
+            while at >= 0:
+                w = at // 4
+                start = starts[bisect_right(starts, w) - 1]
+                opcode, count = words[start] & 0xFFFF, words[start] >> 16
+                if at % 4 == 0 and w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
+                    named.setdefault(function, set()).add(variable)
+                    break
+                at = code.find(needle, at + 1, 4 * end)
     return named
 
 
