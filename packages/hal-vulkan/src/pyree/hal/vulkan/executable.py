@@ -23,7 +23,6 @@ import itertools
 import os
 import struct
 import threading
-from dataclasses import dataclass
 
 from pyree.hal.vulkan import pipeline_cache
 from pyree.hal.vulkan.physical_device import CAPABILITY_FEATURES, PhysicalDevice
@@ -45,15 +44,16 @@ OP_TYPE_COOPERATIVE_MATRIX = struct.pack("<I", 7 << 16 | 4456)   # its first wor
 THREADS_VARIABLE = "PYREE_VULKAN_PIPELINE_THREADS"
 
 
-@dataclass
 class Kernel:
-    name: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    min_lengths: tuple[int, ...]
-    set_layout: int
-    pipeline_layout: int
-    pipeline: int
+    __slots__ = ("name", "grid", "block", "min_lengths", "set_layout", "pipeline_layout",
+                 "pipeline")
+
+    def __init__(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 min_lengths: tuple[int, ...], set_layout: int, pipeline_layout: int,
+                 pipeline: int):
+        self.name, self.grid, self.block, self.min_lengths = name, grid, block, min_lengths
+        self.set_layout, self.pipeline_layout, self.pipeline = set_layout, pipeline_layout, \
+            pipeline
 
 
 class Executable:
