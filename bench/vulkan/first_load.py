@@ -39,7 +39,8 @@ CHILD = Path(__file__).with_name("first_load_child.py")
 
 # The table's columns: heading, and the phases (first_load_child.py) whose seconds it sums.
 COLUMNS = [("to result", ["to_result"]), ("spawn", ["spawn"]),
-           ("imports", ["import_numpy", "import_runtime", "import_driver"]),
+           ("numpy", ["import_numpy"]), ("rt import", ["import_runtime"]),
+           ("vk import", ["import_driver"]),
            ("device", ["device"]), ("instance", ["instance"]), ("create", ["create"]),
            ("read", ["read"]), ("digest", ["digest"]), ("bounds", ["bounds"]),
            ("unpack", ["unpack"]), ("verify", ["verify"]), ("precheck", ["precheck"]),

@@ -6,9 +6,10 @@ that do it, wrapped here: the runtime has no timing hook of its own).
 
 Prints one JSON line of seconds. ``spawn``: from the parent's ``time.time()`` just before it
 started this process (SPAWN_TIME) to this file's first line (fork, exec, the interpreter and
-its site). ``import_numpy``, ``import_runtime``, ``import_driver``: the imports, the Vulkan
-driver's modules among them, imported here rather than on the load's device thread so that
-they can be wrapped (the earlier benches imported them here too: "load" is comparable).
+its site). ``import_numpy``, ``import_runtime`` (with the loader's modules, which
+``load_module`` would import), ``import_driver`` (the Vulkan driver's, which its device thread
+would): imported here rather than inside the load so that they can be wrapped (the earlier
+benches imported the driver here too: "load" is comparable).
 Inside ``load`` (``load_module``): ``device`` (its thread: the driver's entry point, the
 instance and its physical devices, ``instance``, then the logical device, ``create``), beside
 it ``read`` (the module file read and checked: ``digest``, ``bounds``, ``unpack``, ``verify``)
@@ -48,15 +49,15 @@ def main() -> None:
     import numpy as np
     t1 = time.perf_counter()
     import pyree.runtime as rt
-    t2 = time.perf_counter()
-    from pyree.hal.vulkan import device as vk_device
-    from pyree.hal.vulkan import executable as vk_executable
-    from pyree.hal.vulkan import instance as vk_instance
     from pyree.runtime.hal import registry
     from pyree.runtime.hal.ffi import ffi
     from pyree.runtime.module import reader, unpack
     from pyree.runtime.parameters import ParameterIndex
     from pyree.runtime.vm import executables, function, loaded_module
+    t2 = time.perf_counter()
+    from pyree.hal.vulkan import device as vk_device
+    from pyree.hal.vulkan import executable as vk_executable
+    from pyree.hal.vulkan import instance as vk_instance
     t3 = time.perf_counter()
     spent.update(import_numpy=t1 - T0, import_runtime=t2 - t1, import_driver=t3 - t2)
     for owner, attr, name in [
