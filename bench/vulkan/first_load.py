@@ -15,9 +15,12 @@ written once to a .safetensors beside the results). Per module and run, each a n
   __GL_SHADER_DISK_CACHE, Mesa's shader cache) on and warmed by one untimed process first.
 
 The driver's own cache is off in every other row, so a warm row shows pyree's cache alone.
-Each process times ``load_module`` (and inside it the SPIR-V checks and the pipelines) and
-the first call up to its result in numpy; results must equal the first run's bit for bit.
-Prints medians; ``--json FILE`` keeps every sample.
+Each process (first_load_child.py) times ``load_module`` and each phase of it apart (device
+start, module read and its checks, executable checks and pipelines, constants, functions),
+the first call up to its result in numpy, and what came before (process start, imports);
+"to result" is ``load_module`` to the first result, "total" the same from the parent's spawn,
+"vk create" the driver's own pipeline-creation time (creation feedback). Results must equal
+the first run's bit for bit. Prints one table of medians; ``--json FILE`` keeps every sample.
 """
 
 from __future__ import annotations
@@ -29,45 +32,28 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-CHILD = r"""
-import json, sys, time
-t0 = time.perf_counter()
-import numpy as np
-import pyree.runtime as rt
-from pyree.hal.vulkan import executable as E
-from pyree.runtime.hal.ffi import ffi
-spent = {"check_s": 0.0, "pipelines_s": 0.0}
+CHILD = Path(__file__).with_name("first_load_child.py")
 
-def timed(name, method):
-    def wrapper(*args):
-        start = time.perf_counter()
-        try:
-            return method(*args)
-        finally:
-            spent[name] += time.perf_counter() - start
-    return wrapper
+# The table's columns: heading, and the phases (first_load_child.py) whose seconds it sums.
+COLUMNS = [("to result", ["to_result"]), ("spawn", ["spawn"]),
+           ("numpy", ["import_numpy"]), ("rt import", ["import_runtime"]),
+           ("vk import", ["import_driver"]),
+           ("device", ["device"]), ("instance", ["instance"]), ("create", ["create"]),
+           ("read", ["read"]), ("digest", ["digest"]), ("bounds", ["bounds"]),
+           ("unpack", ["unpack"]), ("verify", ["verify"]), ("precheck", ["precheck"]),
+           ("exe", ["executable"]),
+           ("check", ["check"]), ("pipes", ["pipelines"]), ("consts", ["constants"]),
+           ("params", ["parameters"]), ("funcs", ["functions"]), ("load", ["load"]),
+           ("1st call", ["first_call"]), ("total", ["total"])]
 
-E.ExecutableCache._check = timed("check_s", E.ExecutableCache._check)
-E.ExecutableCache._cached_pipelines = timed("pipelines_s",
-                                             E.ExecutableCache._cached_pipelines)
-module_path, device, params, out = sys.argv[1:5]
-t1 = time.perf_counter()
-module = rt.load_module(module_path, device=device, parameters=[params] if params else None)
-t2 = time.perf_counter()
-function = module[module.function_names[0]]
-rng = np.random.default_rng(7)
-inputs = [rng.uniform(0, 1, a["shape"]).astype(a["dtype"]) for a in json.loads(sys.argv[5])]
-results = function(*inputs)
-results = results if isinstance(results, tuple) else (results,)
-host = [r.to_host() for r in results]
-t3 = time.perf_counter()
-np.savez(out, *host)
-stats = ffi.from_handle(module.device._vt.self).executables.stats
-print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "first_call_s": t3 - t2, **spent,
-                  **stats}))
-"""
+
+def column(row: dict, phases: list[str]) -> float:
+    """A column's milliseconds in one sample (a phase that never ran is 0)."""
+    return sum(row.get(f"{p}_s", 0.0) for p in phases) * 1e3
+
 
 VARIANTS = ("cold 1 thread", "cold N threads", "warm", "driver cache")
 
@@ -126,8 +112,9 @@ def random_parameters(module_path: Path, path: Path) -> bool:
 
 
 def sample(module: Path, device: str, params: str, shapes: list, out: Path, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(module), device, params, str(out),
-                           json.dumps(shapes)], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, str(CHILD), str(module), device, params, str(out),
+                           json.dumps(shapes), repr(time.time())], capture_output=True, text=True,
+                          env=env)
     if proc.returncode:
         sys.exit(f"{module.name}: the load failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -191,22 +178,21 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     everything = {}
-    print(f"{'module':34s} {'variant':15s} {'to result':>9s} {'load':>7s} {'check':>7s} "
-          f"{'pipes':>7s} {'1st call':>8s} {'driver':>7s}  pipelines hits seeded written  (ms)")
+    width = {h: max(len(h), 6) for h, _ in COLUMNS}
+    print(f"{'module':20s} {'variant':14s} " + " ".join(f"{h:>{width[h]}s}" for h, _ in COLUMNS)
+          + f" {'vk create':>9s}  pipelines hits seeded written  (ms, medians)")
     with tempfile.TemporaryDirectory() as work:
         for module in args.modules:
             samples = bench(module, args.device, args.runs, Path(work))
             everything[module.name] = samples
             for variant, rows in samples.items():
-                med = {k: statistics.median(r[f"{k}_s"] for r in rows) * 1e3
-                       for k in ("load", "check", "pipelines", "first_call")}
-                driver = statistics.median(r["creation_ns"] for r in rows) / 1e6
                 last = rows[-1]
-                print(f"{module.name[:34]:34s} {variant:15s} "
-                      f"{statistics.median(r['load_s'] + r['first_call_s'] for r in rows) * 1e3:9.1f} "
-                      f"{med['load']:7.1f} {med['check']:7.1f} {med['pipelines']:7.1f} "
-                      f"{med['first_call']:8.1f} {driver:7.1f}  {last['pipelines']:9d} "
-                      f"{last['hits']:4d} {last['seeded']:6d} {last['written']:7d}", flush=True)
+                cells = [f"{statistics.median(column(r, p) for r in rows):{width[h]}.1f}"
+                         for h, p in COLUMNS]
+                driver = statistics.median(r["creation_ns"] for r in rows) / 1e6
+                print(f"{module.name.split('.')[0][:20]:20s} {variant:14s} {' '.join(cells)} "
+                      f"{driver:9.1f}  {last['pipelines']:9d} {last['hits']:4d} "
+                      f"{last['seeded']:6d} {last['written']:7d}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
 

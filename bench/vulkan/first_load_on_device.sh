@@ -5,7 +5,8 @@
 # root with carry [".gl", ".whl", "build/zoo/mobilenet_v3_small.vulkan-spirv.vmfb",
 # "build/zoo/shufflenet_v2_x1_0.vulkan-spirv.vmfb"] (or any vulkan-spirv modules, named here):
 #   bash bench/vulkan/first_load_on_device.sh [MODULE.vmfb ...]
-# The table goes to $OUT/first_load.log, every sample to $OUT/first_load.json.
+# The table (each load phase apart: first_load_child.py) goes to $OUT/first_load.log, every
+# sample to $OUT/first_load.json.
 source tests/drivers/vulkan/device_setup.sh
 MODULES=("$@")
 [ ${#MODULES[@]} -gt 0 ] || MODULES=(build/zoo/*.vulkan-spirv.vmfb)

@@ -8,7 +8,9 @@ as much as those imports take. A driver may begin its slow work as its entry poi
 (hal-cuda starts cuInit there), so what the caller does next runs beside it.
 
 The registry calls ``driver_imported`` and the caller hands in the registry's ``get_device``: this
-file sits below the registry and imports nothing of it."""
+file sits below the registry and imports nothing of it. ``Background`` is the thread without the
+driver's part: a GPU executable's load runs on one beside the constants' upload
+(vm/loaded_module.py)."""
 
 from __future__ import annotations
 
@@ -21,32 +23,45 @@ if TYPE_CHECKING:
     from pyree.runtime.hal.device import Device
 
 
-class DeviceStart(threading.Thread):
-    """``get_device(uri)`` running; ``result()`` waits for the device or raises its error."""
+class Background(threading.Thread):
+    """``work()`` running on a thread of its own; ``result()`` waits for its value or raises its
+    error on the caller's thread."""
 
-    def __init__(self, uri: str, get_device: Callable[[str], Device]):
-        super().__init__(name=f"pyree-device-start {uri}", daemon=True)
-        self.uri, self._get_device, self._device, self._error = uri, get_device, None, None
-        self._imported = threading.Event()
+    def __init__(self, name: str, work: Callable[[], object]):
+        super().__init__(name=name, daemon=True)
+        self._work, self._value, self._error = work, None, None
         self.start()
 
     def run(self) -> None:
         try:
-            self._device = self._get_device(self.uri)
+            self._value = self._work()
         except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
             self._error = e
+
+    def result(self):
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class DeviceStart(Background):
+    """``get_device(uri)`` running; ``result()`` waits for the device or raises its error."""
+
+    def __init__(self, uri: str, get_device: Callable[[str], Device]):
+        self.uri = uri
+        self._imported = threading.Event()
+        super().__init__(f"pyree-device-start {uri}", lambda: get_device(uri))
+
+    def run(self) -> None:
+        try:
+            super().run()
         finally:
             self._imported.set()
 
     def wait_imported(self) -> None:
         """Returns once the driver is imported (or the start has ended, either way)."""
         self._imported.wait()
-
-    def result(self) -> Device:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._device
 
 
 def driver_imported() -> None:

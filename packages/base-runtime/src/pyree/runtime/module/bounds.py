@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 from pyree.runtime.errors import ModuleError
-from pyree.runtime.module.layout import ROOT, TABLES
+from pyree.runtime.module.layout import ROOT, TABLES, inline_size
 
 # Deeper than any table of a module the compiler writes (Module, Executable, CpuExecutable, its
 # variant, CpuExport, BindingLayout, SizeExpr: 7).
@@ -87,26 +87,24 @@ class _Walker:
             raise self.fail(f"table {name} has a bad vtable (size {vtable_size})", where)
         if table_size < 4 or pos + table_size > self.size:
             raise self.fail(f"table {name} of {table_size} bytes runs past the FlatBuffer", where)
-        for slot, kind in enumerate(TABLES[name]):
+        for slot, kind, inline in _FIELDS[name]:
             entry = 4 + 2 * slot
             if entry + 2 > vtable_size:
                 break
             field = _U16.unpack_from(self.buf, vtable + entry)[0]
             if field == 0:
                 continue
-            inline = kind if isinstance(kind, int) else 4
             here = f"{where}.{name}[field {slot}]"
-            if field + inline > table_size:
+            if field + (inline or 4) > table_size:
                 raise self.fail(f"field {slot} of table {name} lies outside the table", here)
-            self.field(pos + field, kind, here)
+            if inline is None:
+                self.field(pos + field, kind, here)
 
     def field(self, pos: int, kind, where: str) -> None:
-        if isinstance(kind, int):
-            return
         if kind == "string":
             self.string(pos, where)
         elif kind[0] == "vector":
-            self.vector(pos, kind[1], where)
+            self.vector(pos, inline_size(kind[1]), where)
             self.spend(1, where)
         elif kind[0] == "table":
             self.table(self.target(pos, where), kind[1], where)
@@ -119,6 +117,11 @@ class _Walker:
                     self.string(element, f"{where}[{i}]")
                 else:
                     self.table(self.target(element, where), kind[1], f"{where}[{i}]")
+
+
+# table -> (slot, kind, its inline size or None) per field
+_FIELDS = {name: [(slot, kind, inline_size(kind)) for slot, (_, kind) in enumerate(fields)]
+           for name, fields in TABLES.items()}
 
 
 def check_bounds(buf: bytes | memoryview) -> None:

@@ -1,47 +1,83 @@
-"""The module schema's table layouts, as the bounds walker needs them (field slot -> kind).
+"""The module schema's table layouts, as the bounds walker and the unpack need them: per table,
+its fields in slot order as (the object API's attribute name, kind).
 
 Mirrors schemas/*.fbs field by field, in declaration order; tests/runtime/test_module_layout.py
 parses the schema text and fails when the two drift apart.
-Kinds: a scalar or struct is its byte size (int); "string"; ("vector", element byte size);
-("strings",) a vector of strings; ("table", name); ("tables", name) a vector of tables.
+Kinds: a scalar is its little-endian struct format ("<B", "<q"...; an enum its base type's);
+DATA_REF the one struct; "string"; ("vector", a scalar's format); ("strings",) a vector of
+strings; ("table", name); ("tables", name) a vector of tables.
 """
 
 from __future__ import annotations
 
-DATA_REF = 16  # struct DataRef { offset: ulong; length: ulong; }
+import struct
 
-TABLES: dict[str, list] = {
-    "Module": [2, 2, "string", "string", ("tables", "Function"), ("tables", "Constant"),
-               ("tables", "Executable"), ("tables", "KernelInfo")],
-    "KernelInfo": ["string", ("strings",)],
-    "Function": ["string", ("tables", "TensorType"), ("tables", "TensorType"), ("vector", 8), 8,
-                 ("tables", "Command"), "string", 8, ("tables", "Symbol"), ("tables", "SizeExpr"),
-                 ("table", "SizeExpr"), ("tables", "SizeCheck")],
-    "SizeCheck": [("table", "SizeExpr"), "string", "string"],
-    "TensorType": [1, ("vector", 8), ("tables", "SizeExpr")],
-    "Symbol": ["string", 8, 8, 8],
-    "SizeExpr": [("vector", 8)],
-    "Constant": [("table", "TensorType"), DATA_REF, ("table", "Parameter"), 1],
-    "Parameter": ["string", "string"],
-    "BufferRef": [1, 4, 8, 8, ("table", "SizeExpr"), ("table", "SizeExpr")],
-    "Dispatch": [4, ("tables", "BufferRef"), ("vector", 4), ("tables", "SizeExpr")],
-    "Copy": [("table", "BufferRef"), ("table", "BufferRef")],
-    "Fill": [("table", "BufferRef"), 8, 1],
-    "Check": [1, ("table", "BufferRef"), ("table", "TensorType"), ("table", "BufferRef"),
-              ("table", "TensorType"), 4, 4, "string", "string"],
-    "Branch": [("table", "BufferRef"), 1, 1, 4],
-    "Command": [1, ("table", "Dispatch"), ("table", "Copy"), ("table", "Fill"), ("table", "Check"),
-                ("table", "Branch")],
-    "BindingLayout": [1, 8, ("table", "SizeExpr")],
-    "CpuExport": ["string", ("tables", "BindingLayout"), 8, ("table", "SizeExpr")],
-    "CpuExecutable": ["string", "string", ("strings",), DATA_REF, ("tables", "CpuExport"),
-                      ("tables", "CpuExecutable")],
-    "GpuExport": ["string", ("vector", 4), ("vector", 4), 4, ("tables", "BindingLayout"),
-                  ("tables", "SizeExpr")],
-    "CudaExecutable": ["string", DATA_REF, "string", DATA_REF, ("tables", "GpuExport")],
-    "RocmExecutable": ["string", DATA_REF, ("tables", "GpuExport")],
-    "SpirvExecutable": ["string", DATA_REF, ("tables", "GpuExport")],
-    "Executable": ["string", 1, ("table", "CpuExecutable"), ("table", "CudaExecutable"),
-                   ("table", "RocmExecutable"), ("table", "SpirvExecutable")],
+DATA_REF = "<QQ"  # struct DataRef { offset: ulong; length: ulong; }
+
+TABLES: dict[str, list[tuple[str, object]]] = {
+    "Module": [("schemaVersionMajor", "<H"), ("schemaVersionMinor", "<H"), ("name", "string"),
+               ("producer", "string"), ("functions", ("tables", "Function")),
+               ("constants", ("tables", "Constant")), ("executables", ("tables", "Executable")),
+               ("kernels", ("tables", "KernelInfo"))],
+    "KernelInfo": [("name", "string"), ("sources", ("strings",))],
+    "Function": [("name", "string"), ("arguments", ("tables", "TensorType")),
+                 ("results", ("tables", "TensorType")), ("resultSizes", ("vector", "<Q")),
+                 ("transientSize", "<Q"), ("commands", ("tables", "Command")),
+                 ("location", "string"), ("readbackSize", "<Q"),
+                 ("symbols", ("tables", "Symbol")), ("resultSizeExprs", ("tables", "SizeExpr")),
+                 ("transientSizeExpr", ("table", "SizeExpr")),
+                 ("sizeChecks", ("tables", "SizeCheck"))],
+    "SizeCheck": [("condition", ("table", "SizeExpr")), ("message", "string"),
+                  ("location", "string")],
+    "TensorType": [("elementType", "<B"), ("dims", ("vector", "<q")),
+                   ("dynamicDims", ("tables", "SizeExpr"))],
+    "Symbol": [("name", "string"), ("min", "<q"), ("max", "<q"), ("divisor", "<q")],
+    "SizeExpr": [("code", ("vector", "<q"))],
+    "Constant": [("type", ("table", "TensorType")), ("data", DATA_REF),
+                 ("parameter", ("table", "Parameter")), ("mutable", "<?")],
+    "Parameter": [("scope", "string"), ("key", "string")],
+    "BufferRef": [("kind", "<B"), ("index", "<I"), ("offset", "<Q"), ("length", "<Q"),
+                  ("offsetExpr", ("table", "SizeExpr")), ("lengthExpr", ("table", "SizeExpr"))],
+    "Dispatch": [("kernel", "<I"), ("bindings", ("tables", "BufferRef")),
+                 ("pushConstants", ("vector", "<I")),
+                 ("pushConstantExprs", ("tables", "SizeExpr"))],
+    "Copy": [("source", ("table", "BufferRef")), ("target", ("table", "BufferRef"))],
+    "Fill": [("target", ("table", "BufferRef")), ("pattern", "<Q"), ("patternLength", "<B")],
+    "Check": [("kind", "<B"), ("lhs", ("table", "BufferRef")),
+              ("lhsType", ("table", "TensorType")), ("rhs", ("table", "BufferRef")),
+              ("rhsType", ("table", "TensorType")), ("atol", "<f"), ("rtol", "<f"),
+              ("location", "string"), ("message", "string")],
+    "Branch": [("condition", ("table", "BufferRef")), ("conditionType", "<B"), ("ifZero", "<?"),
+               ("target", "<I")],
+    "Command": [("kind", "<B"), ("dispatch", ("table", "Dispatch")), ("copy", ("table", "Copy")),
+                ("fill", ("table", "Fill")), ("check", ("table", "Check")),
+                ("branch", ("table", "Branch"))],
+    "BindingLayout": [("access", "<B"), ("minLength", "<Q"),
+                      ("minLengthExpr", ("table", "SizeExpr"))],
+    "CpuExport": [("symbol", "string"), ("bindings", ("tables", "BindingLayout")),
+                  ("workgroupCount", "<Q"), ("workgroupCountExpr", ("table", "SizeExpr"))],
+    "CpuExecutable": [("format", "string"), ("targetCpu", "string"),
+                      ("cpuFeatures", ("strings",)), ("library", DATA_REF),
+                      ("exports", ("tables", "CpuExport")),
+                      ("variants", ("tables", "CpuExecutable"))],
+    "GpuExport": [("name", "string"), ("gridSize", ("vector", "<I")),
+                  ("blockSize", ("vector", "<I")), ("sharedMemoryBytes", "<I"),
+                  ("bindings", ("tables", "BindingLayout")),
+                  ("gridSizeExpr", ("tables", "SizeExpr"))],
+    "CudaExecutable": [("targetArch", "string"), ("ptx", DATA_REF), ("cubinArch", "string"),
+                       ("cubin", DATA_REF), ("exports", ("tables", "GpuExport"))],
+    "RocmExecutable": [("targetArch", "string"), ("codeObject", DATA_REF),
+                       ("exports", ("tables", "GpuExport"))],
+    "SpirvExecutable": [("target", "string"), ("code", DATA_REF),
+                        ("exports", ("tables", "GpuExport"))],
+    "Executable": [("name", "string"), ("format", "<B"), ("cpu", ("table", "CpuExecutable")),
+                   ("cuda", ("table", "CudaExecutable")), ("rocm", ("table", "RocmExecutable")),
+                   ("spirv", ("table", "SpirvExecutable"))],
 }
 ROOT = "Module"
+
+
+def inline_size(kind) -> int | None:
+    """The bytes a field of ``kind`` takes in its table when it is a scalar or a struct; None
+    for the others (a 4-byte offset to the object)."""
+    return struct.calcsize(kind) if isinstance(kind, str) and kind.startswith("<") else None

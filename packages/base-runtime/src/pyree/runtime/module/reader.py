@@ -1,4 +1,5 @@
-"""Reads a module file: trailer, digest, identifier, schema version, then the object-API unpack.
+"""Reads a module file: trailer, digest, identifier, schema version, then the unpack into the
+object API's tree (unpack.py).
 
 File layout (schemas/module.fbs): [FlatBuffer root] [padding] [data segment] [48-byte trailer:
 "PYRETRL1", u64 data offset, SHA-256 of every preceding byte -- as ModuleBuilder writes it, the
@@ -89,7 +90,7 @@ def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
     file). Other bytes are copied once, so that what was verified cannot change."""
     # The generated readers load with the first module, not with the runtime.
     from pyree.runtime._fb import Module as _FbModule
-    from pyree.runtime._fb import ModuleT
+    from pyree.runtime.module.unpack import unpack
 
     data = memoryview(data) if isinstance(data, mmap.mmap) else bytes(data)
     data_offset, digest = read_trailer(data)
@@ -107,7 +108,7 @@ def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
         raise ModuleError(f"module schema version {major}.{minor} is not supported by this runtime "
                           f"(supports {SUPPORTED_MAJOR}.x); recompile with a matching pyree-compile")
     try:
-        tree = ModuleT.InitFromObj(fb)
+        tree = unpack(root)
     except Exception as e:
         raise ModuleError(f"module file is malformed: {type(e).__name__}: {e}") from None
     module = Module(tree, memoryview(data)[data_offset:len(data) - TRAILER_SIZE], digest.hex())

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyree.runtime.errors import PyreeError
+from pyree.runtime.records import Record
 
 
 class ParameterError(PyreeError):
     """A parameter file is missing, damaged, or does not hold what the module needs."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(Record):
     """``length`` bytes at ``offset`` in the file, or a repeated ``splat`` pattern (IRPA splat
     entries: no bytes on disk). ``dtype`` (a safetensors dtype name) and ``shape`` where the
     format records them."""

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 
 from pyree.runtime.element_types import ITEMSIZES, NAMES, spell
 from pyree.runtime.parameters.entry import Entry, ParameterError
 from pyree.runtime.parameters.file import ParameterFile
 from pyree.runtime.parameters.irpa import MAGIC, read_irpa
 from pyree.runtime.parameters.safetensors import read_safetensors
+from pyree.runtime.records import Record
 
 Spec = str | os.PathLike | tuple[str, str | os.PathLike]
 
@@ -29,8 +28,7 @@ _SAFETENSORS = {"f32": ("F32",), "f16": ("F16",), "bf16": ("BF16",), "f64": ("F6
                                     for w in (8, 16, 32, 64)}}
 
 
-@dataclass
-class _File:
+class _File(Record):
     path: str
     data: ParameterFile
     entries: dict[str, Entry]
@@ -98,7 +96,7 @@ def parse_spec(spec: Spec) -> tuple[str, str | os.PathLike]:
 
 def _open(path: str) -> _File:
     data = ParameterFile(path)
-    suffix = Path(path).suffix
+    suffix = os.path.splitext(path)[1]  # (pathlib's import is not free)
     if suffix == ".gguf":
         raise ParameterError(f"parameter file '{path}': GGUF is not supported; convert it to "
                              f".irpa (iree-convert-parameters) or .safetensors")

@@ -99,6 +99,24 @@ def code_table(module: Module, executable):
     return cpu_variant(member, f"executable '{executable.name}' of module '{module.name}'")
 
 
+def precheck(module: Module) -> None:
+    """Runs the checks of the module's SPIR-V that the Vulkan driver runs at load
+    (hal/images/spirv.py, which remembers what passed), for ``load_module`` to run while the
+    device starts on its thread: where the device takes longer, the check then costs the load
+    nothing. A failure is the driver's to report, at load, as it would be without this."""
+    from pyree.runtime.hal.images import ImageError
+    from pyree.runtime.hal.images.spirv import check_spirv
+
+    for executable in module.tree.executables or []:
+        if FORMATS[executable.format] == "spirv":
+            member = executable.spirv
+            try:
+                check_spirv(bytes(module.bytes_of(member.code)),
+                            [(e.name, len(e.bindings)) for e in member.exports])
+            except ImageError:
+                pass
+
+
 def load(module: Module, executable, member, device: Device) -> Executable:
     """Loads ``member``, the ``code_table`` of ``executable``, on ``device``."""
     fmt = FORMATS[executable.format]

@@ -5,7 +5,8 @@ and the module readers and reads the file beside the driver's start. Starting th
 the VM's imports without that wait was measured and not kept: the driver's Python work shared the
 GIL with the imports, so the cuda CLI gained nothing and the Vulkan CLI lost time (BENCHMARKS.md,
 issue 13, 2026-11-27). A built-in CPU driver starts on the caller's thread: nothing in its start
-waits in C, so a thread would only share the GIL."""
+waits in C, so a thread would only share the GIL. While the device is still starting, the checks
+its driver will run on the module's code run beside it too (``executables.precheck``)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ def load_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
 
         parameters = parameter_index(parameters) if parameters else None
         module = open_module(path_or_bytes)
+        if started is not None and started.is_alive():
+            from pyree.runtime.vm.executables import precheck
+            precheck(module)
     except BaseException:
         if started is not None:
             started.join()  # its failure, if any, is not this one's

@@ -10,6 +10,7 @@ import stat
 
 from pyree.runtime.errors import InvocationError, ModuleError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device
+from pyree.runtime.hal.device_start import Background
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.module import Module, read_module
 from pyree.runtime.vm import executables
@@ -19,6 +20,12 @@ from pyree.runtime.vm.function import Function
 TYPE_CHECKING = False  # (typing's import is not free)
 if TYPE_CHECKING:  # imported when a module has parameters: a process without pays nothing
     from pyree.runtime.parameters import ParameterIndex
+
+# The executable's load runs on a thread beside the constants' upload where its driver spends
+# it in C, without the GIL: the Vulkan driver's pipeline creation (the CUDA and ROCm drivers' JIT
+# would qualify too, not measured yet). Its errors are raised as before, and first: the
+# executable was loaded before the constants.
+BESIDE = "spirv"
 
 # (timeline, value) pairs and the in-place constants they may still read, of modules collected
 # while calls could be in flight.
@@ -67,10 +74,27 @@ class LoadedModule:
         chosen = executables.select(module, device)
         # the table whose code runs here (a CPU executable's variant for this host)
         self._code = executables.code_table(module, chosen) if chosen is not None else None
-        self.executable = executables.load(module, chosen, self._code, device) \
-            if chosen is not None else None
         # its export tables: a kernel with run-time sizes has its grid there (module/instance.py)
         self.exports = self._code.exports if chosen is not None else []
+        self.executable = None
+        loading = None
+        if chosen is not None:
+            def load():
+                return executables.load(module, chosen, self._code, device)
+            if device.executable_format == BESIDE:
+                loading = Background(f"pyree-load {module.name}", load)
+            else:
+                self.executable = load()
+        try:
+            self._load_constants(module, parameters)
+        finally:
+            if loading is not None:
+                self.executable = loading.result()
+        self._in_place = any(hasattr(c, "_source") for c in self.constants)
+        self._functions = {f.name: Function(self, f) for f in module.tree.functions}
+
+    def _load_constants(self, module: Module, parameters: ParameterIndex | None) -> None:
+        device = self.device
         anchors: dict = {}
         self.constants = []
         for i, c in enumerate(module.tree.constants):
@@ -83,8 +107,6 @@ class LoadedModule:
             # a mutable global's state is this loaded module's own: never the file's bytes
             mapping = _mapping(data, anchors) if device.imports_host and not c.mutable else None
             self.constants.append(self._constant(data, mapping))
-        self._in_place = any(hasattr(c, "_source") for c in self.constants)
-        self._functions = {f.name: Function(self, f) for f in module.tree.functions}
 
     def __del__(self):
         """Constants used in place are the file's mapped pages, unmapped with the module, but a

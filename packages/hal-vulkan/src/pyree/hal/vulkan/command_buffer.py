@@ -22,7 +22,6 @@ each new set of buffers, so a bad module cannot make a shader touch memory outsi
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from pyree.hal.vulkan.symbols import check, ffi
 from pyree.runtime.hal.python_driver import Command, HalError
@@ -40,11 +39,13 @@ USAGE_SIMULTANEOUS = 0x4
 UPDATE_LIMIT = 65536  # vkCmdUpdateBuffer's largest write
 
 
-@dataclass
 class Recording:
-    handle: object          # VkCommandBuffer
-    pool: int               # VkDescriptorPool (0 when no dispatch)
-    last_value: int = 0     # the device timeline value of its latest submission
+    __slots__ = ("handle", "pool", "last_value")
+
+    def __init__(self, handle, pool: int):
+        self.handle = handle    # VkCommandBuffer
+        self.pool = pool        # VkDescriptorPool (0 when no dispatch)
+        self.last_value = 0     # the device timeline value of its latest submission
 
 
 def full_barrier(vk, cb, dst_stage=STAGE_ALL_COMMANDS, dst_access=ACCESS_MEMORY_READ | ACCESS_MEMORY_WRITE):

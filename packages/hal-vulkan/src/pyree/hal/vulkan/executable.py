@@ -23,7 +23,6 @@ import itertools
 import os
 import struct
 import threading
-from dataclasses import dataclass
 
 from pyree.hal.vulkan import pipeline_cache
 from pyree.hal.vulkan.physical_device import CAPABILITY_FEATURES, PhysicalDevice
@@ -45,15 +44,16 @@ OP_TYPE_COOPERATIVE_MATRIX = struct.pack("<I", 7 << 16 | 4456)   # its first wor
 THREADS_VARIABLE = "PYREE_VULKAN_PIPELINE_THREADS"
 
 
-@dataclass
 class Kernel:
-    name: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    min_lengths: tuple[int, ...]
-    set_layout: int
-    pipeline_layout: int
-    pipeline: int
+    __slots__ = ("name", "grid", "block", "min_lengths", "set_layout", "pipeline_layout",
+                 "pipeline")
+
+    def __init__(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 min_lengths: tuple[int, ...], set_layout: int, pipeline_layout: int,
+                 pipeline: int):
+        self.name, self.grid, self.block, self.min_lengths = name, grid, block, min_lengths
+        self.set_layout, self.pipeline_layout, self.pipeline = set_layout, pipeline_layout, \
+            pipeline
 
 
 class Executable:
@@ -197,7 +197,7 @@ class ExecutableCache:
         """The pipelines, through a VkPipelineCache seeded from the executable's file, which is
         written back when the driver's data changed."""
         if self.files is None:
-            return self._pipelines(module, exports, layouts, 0)
+            return self._pipelines(module, exports, layouts, 0)[0]
         seed = self.files.read(key)
         if seed is not None:
             self.stats["seeded"] += 1
@@ -206,7 +206,9 @@ class ExecutableCache:
         vk, device = self.vk, self.device
         cache = pipeline_cache.create(vk, device, seed)
         try:
-            pipelines = self._pipelines(module, exports, layouts, cache)
+            pipelines, hits = self._pipelines(module, exports, layouts, cache)
+            if seed is not None and hits == len(exports):
+                return pipelines  # all came from the seed: the file holds them already
             try:
                 data = pipeline_cache.contents(vk, device, cache)
             except VulkanError:
@@ -217,14 +219,15 @@ class ExecutableCache:
         finally:
             vk.vkDestroyPipelineCache(device, cache, ffi.NULL)
 
-    def _pipelines(self, module: int, exports, layouts, cache: int) -> list[int]:
+    def _pipelines(self, module: int, exports, layouts, cache: int) -> tuple[list[int], int | None]:
         """Creates every export's pipeline: one vkCreateComputePipelines call for them all on
         one thread, or one call per pipeline on each of several threads taking the next
         pipeline not yet started. Failures name the first kernel that failed, after every
-        pipeline created is destroyed."""
+        pipeline created is destroyed. Returns the pipelines and how many the driver found in
+        ``cache`` (None where it does not say: no creation feedback)."""
         vk, device, n = self.vk, self.device, len(exports)
         if n == 0:
-            return []
+            return [], None
         names = [ffi.new("char[]", e.name.encode()) for e in exports]
         infos = ffi.new("VkComputePipelineCreateInfo[]", n)
         feedback = ffi.new("VkPipelineCreationFeedback[]", 2 * n) if self.creation_feedback else None
@@ -257,12 +260,14 @@ class ExecutableCache:
             first = next((i for i in errors if not pipelines[i]), errors[0])
             check(results[first], f"creating the compute pipeline of kernel '{exports[first].name}'")
         self.stats["pipelines"] += n
-        if feedback is not None:
-            hit = FEEDBACK_VALID | FEEDBACK_HIT
-            self.stats["hits"] += sum(feedback[2 * i].flags & hit == hit for i in range(n))
-            self.stats["creation_ns"] += sum(feedback[2 * i].duration for i in range(n)
-                                             if feedback[2 * i].flags & FEEDBACK_VALID)
-        return pipelines
+        if feedback is None:
+            return pipelines, None
+        hit = FEEDBACK_VALID | FEEDBACK_HIT
+        hits = sum(feedback[2 * i].flags & hit == hit for i in range(n))
+        self.stats["hits"] += hits
+        self.stats["creation_ns"] += sum(feedback[2 * i].duration for i in range(n)
+                                         if feedback[2 * i].flags & FEEDBACK_VALID)
+        return pipelines, hits
 
     def _create(self, infos, out, n: int, cache: int) -> list[int]:
         """Fills ``out`` with the pipelines of ``infos``; returns each one's VkResult."""

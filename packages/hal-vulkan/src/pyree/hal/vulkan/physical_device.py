@@ -4,8 +4,6 @@ what identifies its pipeline caches (vendor, device, driver version, pipelineCac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from pyree.hal.vulkan.symbols import Functions, ffi
 
 API_1_2 = (1 << 22) | (2 << 12)
@@ -37,26 +35,29 @@ def format_uuid(raw) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-@dataclass
 class PhysicalDevice:
-    handle: object
-    name: str
-    uuid: str
-    api_version: int
-    queue_family: int | None
-    limits: dict
-    features: dict = field(default_factory=dict)
-    # Subgroup-scope (M, N, K, A bits, B bits, C bits) float multiply-adds the tensor units run.
-    cooperative_matrix_shapes: frozenset = frozenset()
-    # valid bits of the compute queue's timestamps (0: it has none; a trace then sees only
-    # whole submissions)
-    timestamp_bits: int = 0
-    # what a pipeline cache's data is valid for (VkPipelineCacheHeaderVersionOne and the driver)
-    vendor_id: int = 0
-    device_id: int = 0
-    driver_version: int = 0
-    pipeline_cache_uuid: bytes = bytes(16)
-    extensions: frozenset = frozenset()
+    """What pyree needs to know of one Vulkan physical device. (A plain class: dataclasses'
+    import, with inspect and ast, would be most of this driver's.)"""
+
+    def __init__(self, handle, name: str, uuid: str, api_version: int, queue_family: int | None,
+                 limits: dict, features: dict | None = None,
+                 cooperative_matrix_shapes: frozenset = frozenset(), timestamp_bits: int = 0,
+                 vendor_id: int = 0, device_id: int = 0, driver_version: int = 0,
+                 pipeline_cache_uuid: bytes = bytes(16), extensions: frozenset = frozenset()):
+        self.handle, self.name, self.uuid, self.api_version = handle, name, uuid, api_version
+        self.queue_family, self.limits = queue_family, limits
+        self.features = features if features is not None else {}
+        # Subgroup-scope (M, N, K, A bits, B bits, C bits) float multiply-adds the tensor units
+        # run.
+        self.cooperative_matrix_shapes = cooperative_matrix_shapes
+        # valid bits of the compute queue's timestamps (0: it has none; a trace then sees only
+        # whole submissions)
+        self.timestamp_bits = timestamp_bits
+        # what a pipeline cache's data is valid for (VkPipelineCacheHeaderVersionOne and the
+        # driver)
+        self.vendor_id, self.device_id, self.driver_version = vendor_id, device_id, driver_version
+        self.pipeline_cache_uuid = pipeline_cache_uuid
+        self.extensions = extensions
 
     def unusable_reason(self) -> str:
         """Why pyree cannot run on this device, or ""."""

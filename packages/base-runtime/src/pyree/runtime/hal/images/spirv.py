@@ -15,6 +15,7 @@ towards refusing.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from bisect import bisect_right
 from itertools import compress
@@ -36,12 +37,34 @@ _ALL = slice(1, None)
 # OpBranch, OpBranchConditional, OpSwitch, OpKill, OpReturn, OpReturnValue, OpUnreachable,
 # OpTerminateInvocation
 TERMINATORS = frozenset({249, 250, 251, 252, 253, 254, 255, 4416})
+# the opcodes the structure and descriptor checks look at
+_STRUCTURE = frozenset({OP_ENTRY_POINT, OP_FUNCTION, OP_FUNCTION_END, OP_LABEL, OP_DECORATE,
+                        OP_VARIABLE, OP_FUNCTION_CALL, *TERMINATORS})
 GL_COMPUTE = 5
+
+
+# (SHA-256 of the code, entries) of the checks passed in this process, oldest first: the runtime
+# checks a module's SPIR-V while its device starts (vm/executables.py, ``precheck``), and the
+# driver's check of the same code at load is then a look-up. A few: a process loads few
+# distinct executables at once.
+_PASSED: dict[tuple[bytes, tuple], None] = {}
+_REMEMBERED = 16
 
 
 def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
     """Raises ImageError unless ``code`` is a structurally whole SPIR-V module with a GLCompute
-    entry point for each (name, n) of ``entries`` that reaches only descriptors 0..n-1 of set 0."""
+    entry point for each (name, n) of ``entries`` that reaches only descriptors 0..n-1 of set 0.
+    Code and entries that passed before in this process pass at once."""
+    key = hashlib.sha256(code).digest(), tuple(entries)
+    if key in _PASSED:
+        return
+    _check(code, entries)
+    _PASSED[key] = None
+    if len(_PASSED) > _REMEMBERED:
+        _PASSED.pop(next(iter(_PASSED)), None)
+
+
+def _check(code: bytes, entries: list[tuple[str, int]]) -> None:
     if len(code) < 20 or len(code) % 4:
         raise ImageError(f"the SPIR-V is {len(code)} bytes: not a whole number of words after a "
                          f"5-word header")
@@ -53,19 +76,18 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
         raise ImageError(f"the SPIR-V version word {version:#010x} is not 1.0-1.6")
     if not 0 < bound <= MAX_ID_BOUND or schema:
         raise ImageError(f"the SPIR-V header's id bound {bound} or schema word {schema} is invalid")
+    starts = _starts(words)                     # every instruction's first word
+    opcodes = [words[i] & 0xFFFF for i in starts]
     computes: dict[str, int] = {}               # entry point name -> its function
     decorations: dict[int, dict[int, int]] = {}  # id -> {Binding or DescriptorSet: value}
     variables: set[int] = set()
     calls: dict[int, set[int]] = {}             # function -> the functions it calls
     functions: list[tuple[int, int]] = []       # (first word, function id), in order
-    starts: list[int] = []                      # every instruction's first word
-    function, in_block, i, end, started = None, False, 5, len(words), starts.append
-    while i < end:
-        count, opcode = words[i] >> 16, words[i] & 0xFFFF
-        if count == 0 or i + count > end:
-            raise ImageError(f"the SPIR-V instruction at word {i} (opcode {opcode}, {count} words) "
-                             f"runs past the end of the {end}-word module: it is cut short")
-        started(i)
+    function, in_block = None, False
+    # only the instructions of _STRUCTURE: the others change nothing below
+    for k in compress(range(len(starts)), map(_STRUCTURE.__contains__, opcodes)):
+        i, opcode = starts[k], opcodes[k]
+        count = words[i] >> 16
         if function is not None and opcode != OP_FUNCTION_END:
             if opcode == OP_LABEL:
                 if in_block:
@@ -89,7 +111,7 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
                 raise ImageError(f"OpFunctionEnd at word {i} ends no function or an open block")
             function = None
         elif opcode == OP_ENTRY_POINT and count >= 4 and words[i + 1] == GL_COMPUTE:
-            literal = struct.pack(f"<{count - 3}I", *words[i + 3:i + count])
+            literal = bytes(code[4 * (i + 3):4 * (i + count)])
             if b"\0" not in literal:
                 raise ImageError(f"the entry point name at word {i} is not terminated")
             computes[literal[:literal.index(b"\0")].decode("utf-8", "replace")] = words[i + 2]
@@ -100,14 +122,13 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
             variables.add(words[i + 2])
         elif opcode in (OP_LABEL, *TERMINATORS):
             raise ImageError(f"the block instruction at word {i} lies outside a function")
-        i += count
     if function is not None:
         raise ImageError("the SPIR-V ends inside a function: it is cut short")
     missing = [name for name, _ in entries if name not in computes]
     if missing:
         raise ImageError(f"the SPIR-V has no GLCompute entry point named {', '.join(missing)}")
     descriptors = {v: decorations[v] for v in variables & decorations.keys()}
-    named = _named(words, descriptors, starts, functions)
+    named = _named(code, words, descriptors, starts, functions)
     for name, count in entries:
         for v in _reached(computes[name], named, calls):
             where = (descriptors[v].get(DECORATION_DESCRIPTOR_SET, 0),
@@ -118,23 +139,51 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
                                  f"{where[1]}, but its pipeline layout has {layout}")
 
 
-def _named(words, descriptors: dict, starts: list[int],
+def _starts(words) -> list[int]:
+    """The first word of every instruction after the header; raises ImageError for one whose
+    word count is 0 or runs past the end (a module cut short). The walk is the loop's only
+    work per instruction: the checks look at the few opcodes that matter, by list."""
+    starts, end, i = [], len(words), 5
+    add = starts.append
+    try:
+        while True:
+            add(i)
+            i += words[i] >> 16 or end   # a count of 0 leaves the module: named below
+    except IndexError:  # the word after the last instruction, or past the end
+        starts.pop()
+    if starts:
+        i = starts[-1]
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0 or i + count > end:
+            raise ImageError(f"the SPIR-V instruction at word {i} (opcode {opcode}, {count} "
+                             f"words) runs past the end of the {end}-word module: it is cut "
+                             f"short")
+    return starts
+
+
+def _named(code: bytes, words, descriptors: dict, starts: list[int],
            functions: list[tuple[int, int]]) -> dict[int, set[int]]:
-    """Function -> the descriptor variables its instructions name, from one pass over the words
-    after the first function's start that picks those equal to a variable's id (itertools, not
-    a Python loop over every operand, nor a search of the image per variable)."""
+    """Function -> the descriptor variables its instructions name. Per function, a set
+    intersection finds which variables' ids occur among its words at all (a few), then a byte
+    search of its range finds an occurrence where an instruction takes an id (not a Python loop
+    over every operand, nor a search of the whole image per variable)."""
     named: dict[int, set[int]] = {}
     if not functions or not descriptors:
         return named
-    first_words = [start for start, _ in functions]
-    begin = first_words[0] + 1
     ids = set(descriptors)
-    for w in compress(range(begin, len(words)), map(ids.__contains__, words[begin:])):
-        start = starts[bisect_right(starts, w) - 1]
-        opcode, count = words[start] & 0xFFFF, words[start] >> 16
-        if w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
-            function = functions[bisect_right(first_words, start) - 1][1]
-            named.setdefault(function, set()).add(words[w])
+    ends = [start for start, _ in functions[1:]] + [len(words)]
+    for (first, function), end in zip(functions, ends):
+        for variable in ids.intersection(words[first + 1:end]):
+            needle = variable.to_bytes(4, "little")
+            at = code.find(needle, 4 * (first + 1), 4 * end)
+            while at >= 0:
+                w = at // 4
+                start = starts[bisect_right(starts, w) - 1]
+                opcode, count = words[start] & 0xFFFF, words[start] >> 16
+                if at % 4 == 0 and w - start in range(count)[_OPERANDS.get(opcode, _ALL)]:
+                    named.setdefault(function, set()).add(variable)
+                    break
+                at = code.find(needle, at + 1, 4 * end)
     return named
 
 
