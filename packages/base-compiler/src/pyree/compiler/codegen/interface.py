@@ -54,6 +54,9 @@ class Backend:
     # Kernels whose sizes are known only at run time (``sizes.Size`` parameters read from push
     # constants); a target without them refuses a function with dynamic dims by name.
     run_time_sizes: bool = False
+    # A template that compiles softmax attention (``kernel.Attention``) as one kernel, so that
+    # flow/attention.py replaces the score, softmax and product chain by one op.
+    fused_attention: bool = False
 
 
 def choose(templates: tuple, kernel, target):
