@@ -8,8 +8,7 @@ import functools
 
 import numpy as np
 
-# name -> (query/key/value shapes (b, h, M, d), (b, h, T, d), (b, h, T, e), the mask's kind)
-SHAPES = {"small": ((2, 3, 17, 8), (2, 3, 37, 8), (2, 3, 37, 24))}
+KINDS = ("causal", "sdpa_mask", "sdpa", "by_hand")
 
 
 def _module(kind: str, extra: str = ""):
@@ -40,7 +39,8 @@ def inputs(kind: str, q_shape, k_shape, v_shape, dtype: str, rng) -> list[np.nda
     mask_shape = (1, 1, q_shape[2], k_shape[2])
     if kind == "sdpa_mask":
         mask = rng.random(mask_shape) < 0.7
-        mask[..., 1, :] = False  # a row masked whole
+        if q_shape[2] > 1:
+            mask[..., 1, :] = False  # a row masked whole
         out.append(mask)
     elif kind == "by_hand":
         mask = np.where(rng.random(mask_shape) < 0.7, 0.0, -np.inf).astype(np_dtype)
@@ -79,3 +79,28 @@ def mlir(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str = "") -> s
         if a.dtype != np.bool_ else torch.from_numpy(a)
         for a in inputs(kind, q_shape, k_shape, v_shape, dtype, rng)]
     return import_torch(_module(kind, extra), *args)
+
+
+def run(function, args: list[np.ndarray], kernel=None) -> list[np.ndarray]:
+    """``function`` (after flow) on ``args``: constants, views, and each Generic outlined as a
+    kernel and run by ``kernel(kernel, buffers)``, ``kernel.evaluate`` where that is None (the
+    reference semantics of the kernel IR, the chain's as much as the fused op's)."""
+    from pyree.compiler.flow.kernels import outline
+    from pyree.compiler.kernel import DTYPES, evaluate
+    from pyree.compiler.tensor_program import Constant, View
+
+    env = dict(zip(function.arguments, args))
+    for op in function.ops:
+        if isinstance(op, Constant):
+            env[op.result] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype]) \
+                if op.data is None else op.data.reshape(op.result.shape)
+        elif isinstance(op, View):
+            flat = np.array(env[op.source], order="C").reshape(-1)
+            start = op.byte_offset // flat.itemsize
+            env[op.result] = flat[start:start + int(np.prod(op.result.shape))].reshape(op.result.shape)
+        else:
+            outs = [np.zeros(v.shape, DTYPES[v.dtype]) for v in op.results]
+            buffers = [np.array(env[v], order="C") for v in op.inputs] + outs
+            (kernel or evaluate)(outline(op, "k"), buffers)
+            env.update(zip(op.results, outs))
+    return [env[v] for v in function.results]

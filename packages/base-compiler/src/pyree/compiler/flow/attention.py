@@ -48,6 +48,7 @@ from pyree.compiler.kernel import (
     contraction_product,
     depth,
     fold_pattern,
+    fold_product,
     itemsize,
     map_result,
     result_nodes,
@@ -123,6 +124,34 @@ def _live(ops: list[Op], results: list[Value]) -> list[Op]:
         ops = live
 
 
+def probability_products(function: Function) -> set[Generic]:
+    """The contractions that read a row kernel's row result beside its max fold (a softmax's
+    probabilities): split-reductions keeps them whole, since a P·V product split in two (a
+    decode step's, with one query row) is no longer the chain this pass matches."""
+    graph = _Graph(function.ops, function.results)
+    found = set()
+    for op in function.ops:
+        if not isinstance(op, Generic) or len(op.outputs) != 1 or op.outputs[0].row:
+            continue
+        folds = fold_pattern(op.outputs)
+        product = fold_product(folds[0]) if folds else None
+        if product is not None and any(_reads_softmax(x, op, graph) for x in (product.a, product.b)):
+            found.add(op)
+    return found
+
+
+def _reads_softmax(x: Expr, op: Generic, graph: _Graph) -> bool:
+    load = x.x if isinstance(x, Cast) else x
+    if not isinstance(load, Load):
+        return False
+    value = _view_base(op.inputs[load.binding], graph)
+    row = graph.producers.get(value)
+    return isinstance(row, Generic) and any(
+        r.row and row.results[r.binding] is value
+        and any(isinstance(n, Unary) and n.op == "exp" for n in walk(r.value))
+        for r in row.outputs)
+
+
 # ---- the chain -----------------------------------------------------------------------------
 #
 # The attention op's loops are the softmax row kernel's parallel loops, then O's column e, then
@@ -190,12 +219,13 @@ def _probabilities(g2: Generic, x: Expr, graph: _Graph):
     op = row
     shapes = [v.shape for x in [g2.inputs[load.binding], *row.inputs]
               for v in _chain_values(x, graph)]
+    row, absorbed = _with_max(row, graph)
     row = _refined(row, shapes)
     row = None if row is None else _unviewed(row, graph)
     softmax = None if row is None else _softmax(row, row.results.index(value), graph)
     if softmax is None or softmax.p_dtype != load.dtype:
         return None
-    return load, row, dataclasses.replace(softmax, op=op)
+    return load, row, dataclasses.replace(softmax, ops=(op, *absorbed))
 
 
 def _unviewed(row: Generic, graph: _Graph) -> Generic:
@@ -216,6 +246,59 @@ def _unviewed(row: Generic, graph: _Graph) -> Generic:
 
     outputs = tuple(map_result(r, leaf) for r in row.outputs)
     return dataclasses.replace(row, inputs=inputs, outputs=outputs)
+
+
+def _with_max(row: Generic, graph: _Graph) -> tuple[Generic, list[Generic]]:
+    """``row`` with the max fold it reads from a kernel of its own (same loops, read at the
+    point it is stored, by nothing else) as one of its own folds, read as ``Final``: region
+    formation leaves a softmax over rows with unit dims (a decode step's one query) as two
+    kernels. Also the kernels taken in."""
+    for b, value in enumerate(row.inputs):
+        m = graph.producers.get(value)
+        if not isinstance(m, Generic) or len(m.outputs) != 1 or graph.users[value] != 1 \
+                or m.loop_ranges != row.loop_ranges or m.num_parallel != row.num_parallel:
+            continue
+        fold = m.outputs[0]
+        folds = fold_pattern(m.outputs)
+        if folds is None or folds[0][0] != "max" or fold.epilogue is not None or fold.row \
+                or fold.init != Const(float("-inf"), "f32"):
+            continue
+        loads = {e for r in row.outputs for e in result_nodes(r)
+                 if isinstance(e, (Load, Gather)) and e.binding == b}
+        if not all(isinstance(e, Load) and _same_point(e.index, fold.index, row.loop_ranges)
+                   for e in loads):
+            continue
+        return _taken_in(row, value, m, loads), [m]
+    return row, []
+
+
+def _taken_in(row: Generic, value: Value, m: Generic, loads: set) -> Generic:
+    """``row`` folding ``m``'s one fold itself, its ``loads`` of it read as that fold's Final."""
+    k = len([r for r in row.outputs if not r.row])
+    inputs = list(row.inputs)
+
+    def renumbered(e: Expr) -> Expr | None:
+        if isinstance(e, (Load, Gather)):
+            value = m.inputs[e.binding]
+            if not any(v is value for v in inputs):
+                inputs.append(value)
+            return dataclasses.replace(e, binding=next(i for i, v in enumerate(inputs)
+                                                       if v is value))
+        return Acc(k, e.dtype) if isinstance(e, Acc) else None
+
+    moved = map_result(m.outputs[0], renumbered, binding=len(row.results))
+    final = Final(k, "f32")
+    outputs = tuple(map_result(r, lambda e: final if e in loads else None) for r in row.outputs)
+    return dataclasses.replace(row, inputs=inputs, results=row.results + [value],
+                               outputs=outputs[:k] + (moved,) + outputs[k:])
+
+
+def _same_point(a: tuple[AffineExpr, ...], b: tuple[AffineExpr, ...], ranges) -> bool:
+    """Whether indices ``a`` and ``b`` are the same at every point of the loop box ``ranges``
+    (they may differ in the loops of extent 1, which are 0)."""
+    def key(ix: AffineExpr):
+        return ix.const, tuple(c if n > 1 else 0 for c, n in zip(ix.coeffs, ranges))
+    return len(a) == len(b) and all(key(x) == key(y) for x, y in zip(a, b))
 
 
 def _chain_values(value: Value, graph: _Graph) -> list[Value]:
@@ -270,7 +353,7 @@ class _Softmax:
     masked_zero: bool
     p_dtype: str
     result: Result  # the row result P
-    op: Generic | None = None  # the row kernel in the function (the one matched is rewritten)
+    ops: tuple[Generic, ...] = ()  # the row kernel (and its max's) in the function
 
 
 def _softmax(row: Generic, stored: int, graph: _Graph) -> _Softmax | None:
@@ -282,13 +365,14 @@ def _softmax(row: Generic, stored: int, graph: _Graph) -> _Softmax | None:
     rows = [r for r in row.outputs if r.row]
     if len(rows) != 1 or rows[0].binding != stored:
         return None
-    if any(graph.users[row.results[r.binding]] for r in row.outputs if not r.row):
+    if any(graph.users[row.results[r.binding]] for r in row.outputs
+           if not r.row and not any(row.results[r.binding] is x for x in row.inputs)):
+        return None  # a fold read elsewhere (one that _with_max took in is read here alone)
+    folds = fold_pattern(tuple(r for r in row.outputs if not r.row))
+    maxima = [f for op, f in folds or () if op == "max"]
+    if len(maxima) != 1:
         return None
-    maxima = [r for r in row.outputs if not r.row and isinstance(r.value, Binary)
-              and r.value.op == "max"]
-    if len(maxima) != 1 or fold_pattern((maxima[0],)) is None:
-        return None
-    score = fold_pattern((maxima[0],))[0][1]
+    score = maxima[0]
     if score.dtype != "f32" or any(isinstance(e, Gather) for e in walk(score)):
         return None
     kinds = {}
@@ -434,7 +518,7 @@ def _score_source(row: Generic, softmax: _Softmax, graph: _Graph):
         at = _through_views(row.inputs[x.binding], x.index, row.loop_ranges, graph)
         producer = graph.producers.get(at[0]) if at is not None else None
         if isinstance(producer, Generic) and _is_contraction(producer) \
-                and _read_only_by(at[0], softmax.op, graph) and producer.results[0] is at[0]:
+                and _read_only_by(at[0], softmax.ops, graph) and producer.results[0] is at[0]:
             found.append((x, producer, at[1]))
     return found[0] if len(found) == 1 else None
 
@@ -507,7 +591,7 @@ def _inline_one(op: Generic, graph: _Graph) -> Generic | None:
         base = _view_base(value, graph)
         producer = graph.producers.get(base)
         if not isinstance(producer, Generic) or not _recomputable(producer, base) \
-                or not _read_only_by(base, op, graph):
+                or not _read_only_by(base, (op,), graph):
             continue
         new = _substitute(op, b, producer, graph)
         if new is not None:
@@ -521,12 +605,12 @@ def _view_base(value: Value, graph: _Graph) -> Value:
     return value
 
 
-def _read_only_by(value: Value, op: Generic, graph: _Graph) -> bool:
-    """Whether ``op`` is all that reads ``value``, directly or through views."""
+def _read_only_by(value: Value, ops: tuple[Generic, ...], graph: _Graph) -> bool:
+    """Whether ``ops`` are all that reads ``value``, directly or through views."""
     if graph.users[value] != len(graph.readers.get(value, ())):
         return False  # a function result
-    return all(r is op or (isinstance(r, View) and not r.barrier
-                           and _read_only_by(r.result, op, graph))
+    return all(any(r is op for op in ops) or (isinstance(r, View) and not r.barrier
+                                              and _read_only_by(r.result, ops, graph))
                for r in graph.readers.get(value, ()))
 
 

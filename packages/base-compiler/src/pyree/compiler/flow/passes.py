@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from pyree.compiler.flow.arg_folds import split_arg_folds
-from pyree.compiler.flow.attention import fuse_attention
+from pyree.compiler.flow.attention import fuse_attention, probability_products
 from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.collapse import collapse_reductions
 from pyree.compiler.flow.constant_folding import fold_constants
@@ -67,7 +67,9 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
                                              f32=tensor_f32), run_time_sizes=True),
         *FORM_REGIONS,
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
-                                         tensor_f32=tensor_f32), run_time_sizes=True),
+                                         tensor_f32=tensor_f32,
+                                         whole=probability_products if attention else None),
+             run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),

@@ -1,0 +1,93 @@
+"""CPU-only: the cuda target's attention kernel (codegen/cuda/attention.py, from flow's
+fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
+the kernel IR's reference semantics, and against PyTorch's attention in float64: decode and
+prefill rows (M = 1, 3, 17), short and long key ranges (T = 5, 37, 130) across the block's
+threads, head dims that differ (d = 8, 24; e = 24, 8), f32, f16 and bf16, causal and padded
+masks, a row masked whole, and NaN and infinities in q, k and v, which land where the chain
+puts them. ptxas assembles the kernel for Ampere and Hopper. tests/drivers/cuda/
+test_cuda_attention_on_gpu.py runs it on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tooling import require_module
+
+require_module("torch")
+require_module("torch_mlir")
+
+from flow import attention_cases as cases  # noqa: E402
+from flow.pass_runs import after_pass, before_pass, generics  # noqa: E402
+from nvptx_on_cpu import Emulated  # noqa: E402
+from ptx_modules import cuda_executable  # noqa: E402
+from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+
+FLOW = {"gpu": True, "implicit_gemm": True, "attention": True}
+TOLERANCE = {"f32": 2e-6, "f16": 2e-3, "bf16": 1.6e-2}
+
+# kind, (b, h, M, d), (b, h, T, d), (b, h, T, e), dtype
+SHAPES = [
+    ("sdpa_mask", (1, 2, 1, 24), (1, 2, 130, 24), (1, 2, 130, 8), "f32"),  # decode
+    ("causal", (1, 1, 17, 8), (1, 1, 17, 8), (1, 1, 17, 24), "f16"),
+    ("sdpa", (1, 1, 3, 8), (1, 1, 37, 8), (1, 1, 37, 24), "bf16"),
+    ("by_hand", (2, 1, 3, 24), (2, 1, 5, 24), (2, 1, 5, 8), "f32"),
+]
+
+
+def _emulated(kernel, buffers) -> None:
+    """The attention kernel as the cuda target compiles it, the other kernels' reference."""
+    if kernel.attention is None:
+        from pyree.compiler.kernel import evaluate
+        evaluate(kernel, buffers)
+    else:
+        assert Emulated(kernel)(buffers, [])
+
+
+def _both(kind: str, shapes, dtype: str, args):
+    """(the fused op on the emulated GPU, the chain by the reference semantics)."""
+    mlir = cases.mlir(kind, *shapes, dtype)
+    fused = after_pass(mlir, "fuse-attention", **FLOW)
+    assert [op.origin for op in generics(fused)][0] == "attention"
+    (got,) = cases.run(fused, args, _emulated)
+    (want,) = cases.run(before_pass(mlir, "fuse-attention", **FLOW), args)
+    return got.astype(np.float64), want.astype(np.float64)
+
+
+@pytest.mark.parametrize("kind, q, k, v, dtype", SHAPES)
+def test_the_kernel_computes_attention(kind, q, k, v, dtype):
+    args = cases.inputs(kind, q, k, v, dtype, np.random.default_rng(11))
+    got, chain = _both(kind, (q, k, v), dtype, args)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+@pytest.mark.parametrize("kind", ["sdpa_mask", "by_hand"])
+def test_special_values_land_where_the_chain_puts_them(kind):
+    """NaN in one query, +inf in one key, -inf in another key's values (masked out of some
+    rows, where 0 * inf is NaN as in the chain), and a row masked whole (SDPA: 0; by hand:
+    NaN)."""
+    shapes = ((1, 2, 5, 8), (1, 2, 37, 8), (1, 2, 37, 8))
+    args = cases.inputs(kind, *shapes, "f32", np.random.default_rng(12))
+    q, k, v, mask = args
+    q[0, 0, 2, 3] = np.nan
+    k[0, 1, 7, 0] = np.inf
+    v[0, 0, 30, 5] = -np.inf
+    if kind == "by_hand":
+        mask[..., 1, :] = -np.inf
+    got, chain = _both(kind, shapes, "f32", args)
+    assert np.isnan(got).any() and np.isfinite(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_allclose(got, chain, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_one_kernel_that_ptxas_assembles(ptxas, arch):
+    """Causal f16 prefill is one export: a block of 128 threads per query row."""
+    shapes = ((1, 2, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64))
+    vmfb = compile_str(cases.mlir("causal", *shapes, "f16"),
+                       CompileOptions(target_backends=["cuda"], cuda_target=arch))
+    cuda = cuda_executable(vmfb)
+    (export,) = cuda.exports
+    assert cuda.cubin.length > 0
+    assert (list(export.gridSize), list(export.blockSize)) == ([128, 1, 1], [128, 1, 1])

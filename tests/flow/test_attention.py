@@ -1,0 +1,64 @@
+"""fuse-attention (flow/attention.py): the score contraction, softmax row kernel and P·V
+contraction are one attention op, matched by structure in PyTorch's SDPA decompositions
+(causal, a boolean mask, no mask) and in softmax(q @ k.T * s + mask) @ v written by hand, at odd
+shapes where heads and batch merge into one batch loop; the op's reference semantics give
+PyTorch's numbers in float64. Where the scores or probabilities have another reader, the chain
+stays. Only targets that declare the capability run the pass."""
+
+from __future__ import annotations
+
+import attention_cases as cases
+import numpy as np
+import pytest
+from pass_runs import after_pass, generics
+from tooling import require_module
+
+require_module("torch")
+require_module("torch_mlir")
+
+from pyree.compiler.codegen import backend  # noqa: E402
+from pyree.compiler.flow.passes import flow_passes  # noqa: E402
+
+SHAPES = ((2, 3, 5, 8), (2, 3, 13, 8), (2, 3, 13, 6))  # (b, h, M, d), (b, h, T, d), (b, h, T, e)
+
+
+def _fused(mlir: str):
+    return after_pass(mlir, "fuse-attention", gpu=True, implicit_gemm=True, attention=True)
+
+
+@pytest.mark.parametrize("kind", cases.KINDS)
+def test_the_chain_is_one_attention_op_with_pytorchs_numbers(kind):
+    function = _fused(cases.mlir(kind, *SHAPES, "f32"))
+    (op,) = generics(function)
+    assert op.attention is not None and op.origin == "attention"
+    assert op.attention.masked_zero == (kind != "by_hand")  # SDPA's select of 0, not the hand's
+    args = cases.inputs(kind, *SHAPES, "f32", np.random.default_rng(7))
+    (got,) = cases.run(function, args)
+    want = cases.reference(kind, args)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_half_precision_rounds_the_result_once():
+    """f16 SDPA: the scale and widening fuse into the op's reads; its f32 result is rounded
+    to f16 by the one op after it."""
+    function = _fused(cases.mlir("sdpa_mask", *SHAPES, "f16"))
+    ops = generics(function)
+    assert [op.origin for op in ops][0] == "attention" and len(ops) <= 2
+    args = cases.inputs("sdpa_mask", *SHAPES, "f16", np.random.default_rng(8))
+    (got,) = cases.run(function, args)
+    np.testing.assert_allclose(got.astype(np.float64), cases.reference("sdpa_mask", args),
+                               rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("extra", ["scores", "probabilities"])
+def test_scores_or_probabilities_read_elsewhere_keep_the_chain(extra):
+    function = _fused(cases.mlir("by_hand", *SHAPES, "f32", extra))
+    assert not any(op.attention is not None for op in generics(function))
+    assert len(generics(function)) >= 3
+
+
+def test_only_targets_that_compile_attention_run_the_pass():
+    assert backend("cuda").fused_attention
+    for name in ("llvm-cpu", "vulkan-spirv", "rocm"):
+        assert not backend(name).fused_attention, name
+    assert "fuse-attention" not in [p.name for p in flow_passes(gpu=True, implicit_gemm=True)]
