@@ -67,7 +67,7 @@ def reference(kind: str, args: list[np.ndarray]) -> np.ndarray:
     return p @ v.astype(np.float64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mlir(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str = "") -> str:
     """The program imported from PyTorch (cached: an import takes seconds)."""
     import torch
