@@ -86,13 +86,16 @@ def fuse_attention(function: Function) -> Function:
         changed = False
         graph = _Graph(ops, function.results)
         for k, op in enumerate(ops):
-            new = None
+            new, at = None, k
             if isinstance(op, Generic) and op.attention is None:
                 new = _attention(op, graph)
             elif isinstance(op, Generic):
                 new = _inline_one(op, graph)
+                if new is None and (taken := _with_consumer(op, graph)) is not None:
+                    new, consumer = taken
+                    at = ops.index(consumer)  # after every value the consumer reads
             if new is not None:
-                ops[k] = new
+                ops[at] = new
                 ops = _live(ops, function.results)
                 changed = True
                 break
@@ -649,6 +652,69 @@ def _substitute(op: Generic, b: int, producer: Generic, graph: _Graph) -> Generi
     if failed or any(depth(root) > MAX_DEPTH for root in _roots(new)):
         return None
     return new
+
+
+def _with_consumer(op: Generic, graph: _Graph):
+    """(``op`` with the elementwise op that alone reads its result O as its epilogue, that op),
+    or None: torch's rounding of a half-precision O to f16 after the batch matmul's view."""
+    out = op.outputs[0]
+    value = op.results[0]
+    readers = graph.readers.get(value, [])
+    chain = [value]
+    while len(readers) == 1 and isinstance(readers[0], View) and graph.users[chain[-1]] == 1 \
+            and not readers[0].barrier and not readers[0].byte_offset:
+        chain.append(readers[0].result)
+        readers = graph.readers.get(chain[-1], [])
+    consumer = readers[0] if len(readers) == 1 and graph.users[chain[-1]] == 1 else None
+    if not isinstance(consumer, Generic) or consumer.attention is not None \
+            or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.outputs) != 1 \
+            or has_run_time_sizes(consumer) or consumer.outputs[0].epilogue is not None:
+        return None
+    loads = {e for e in result_nodes(consumer.outputs[0]) if isinstance(e, (Load, Gather))
+             and consumer.inputs[e.binding] is chain[-1]}
+    if len(loads) != 1 or not isinstance(load := next(iter(loads)), Load):
+        return None
+    width = len(op.loop_ranges)
+    loop_map = _consumer_map(op, load, consumer, chain[-1])
+    if loop_map is None \
+            or not _one_to_one(loop_map, op.loop_ranges[:op.num_parallel], consumer.loop_ranges) \
+            or _offset(tuple(compose(ix, loop_map, width) for ix in load.index), chain[-1].shape) \
+            != _offset(out.index, value.shape):
+        return None  # the consumer must read O's every element where O stores it
+    base = len(op.inputs)
+    marked = transform(consumer.outputs[0].value, lambda e: Acc(0, "f32") if e == load else None)
+    moved = remap_loops(marked, tuple(loop_map), width, lambda b: base + b)
+    stored = out.epilogue if out.epilogue is not None else Acc(0, "f32")
+    epilogue = transform(moved, lambda e: stored if e == Acc(0, "f32") else None)
+    result = dataclasses.replace(out, epilogue=epilogue, index=tuple(
+        compose(ix, tuple(loop_map), width) for ix in consumer.outputs[0].index))
+    fused = dataclasses.replace(op, inputs=op.inputs + consumer.inputs, results=consumer.results,
+                                outputs=(result,), sources=sources_of(op, consumer))
+    return _compact(fused), consumer
+
+
+def _consumer_map(op: Generic, load: Load, consumer: Generic, read: Value):
+    """Each loop of ``consumer`` over ``op``'s loops: the same loops where the boxes are equal,
+    else where its ``load`` of O (through views, as ``read``) names one loop per position."""
+    width = len(op.loop_ranges)
+    if consumer.loop_ranges == op.loop_ranges[:op.num_parallel]:
+        return tuple(AffineExpr.loop(width, d) for d in range(len(consumer.loop_ranges)))
+    at = source_index(op.outputs[0].index, op.results[0].shape, read.shape, 0, op.loop_ranges)
+    loops_read = position_loops(load.index)
+    if at is None or loops_read is None or len(set(loops_read)) != len(consumer.loop_ranges):
+        return None
+    loop_map: list[AffineExpr] = [None] * len(consumer.loop_ranges)  # type: ignore[list-item]
+    for position, d in enumerate(loops_read):
+        loop_map[d] = at[position]
+    return tuple(loop_map)
+
+
+def _offset(index: tuple[AffineExpr, ...], shape: tuple[int, ...]) -> tuple:
+    """The row-major element offset ``index`` reads in a value of ``shape``, as coefficients."""
+    strides = [num_elements(shape[d + 1:]) for d in range(len(shape))]
+    coeffs = [sum(st * ix.coeffs[k] for st, ix in zip(strides, index))
+              for k in range(len(index[0].coeffs))] if index else []
+    return tuple(coeffs), sum(st * ix.const for st, ix in zip(strides, index))
 
 
 # ---- the attention op's expressions ----------------------------------------------------------
