@@ -62,3 +62,18 @@ def test_only_targets_that_compile_attention_run_the_pass():
     for name in ("llvm-cpu", "vulkan-spirv", "rocm"):
         assert not backend(name).fused_attention, name
     assert "fuse-attention" not in [p.name for p in flow_passes(gpu=True, implicit_gemm=True)]
+
+
+def test_few_long_rows_split_their_keys_over_blocks():
+    """A decode step (one query, 12 rows) over 512 keys: a partial op per chunk of keys and the
+    row kernel combining them (flash-decoding), PyTorch's numbers, a row masked whole included."""
+    shapes = ((1, 2, 1, 8), (1, 2, 512, 8), (1, 2, 512, 6))
+    function = _fused(cases.mlir("sdpa_mask", *shapes, "f32"))
+    partial, combine = generics(function)
+    assert partial.attention.partial and combine.attention is None
+    assert partial.loop_ranges == (2, 4, 6, 128, 8) and combine.loop_ranges == (2, 6, 4)
+    args = cases.inputs("sdpa_mask", *shapes, "f32", np.random.default_rng(9))
+    for mask in (args[3], np.zeros_like(args[3])):
+        (got,) = cases.run(function, [*args[:3], mask])
+        np.testing.assert_allclose(got, cases.reference("sdpa_mask", [*args[:3], mask]),
+                                   rtol=2e-6, atol=2e-6)

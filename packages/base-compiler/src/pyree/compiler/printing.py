@@ -173,7 +173,8 @@ def _format_attention(attention, load_names: list[str]) -> list[str]:
             f"  init acc0 = {expr(a.score_init, load_names)}",
             f"  acc0 = {expr(a.score_step, load_names)}",
             f"  s = {expr(a.score, load_names)}",
-            f"  p = softmax(s) as {a.p_dtype}{zero}; O below folds acc0 + p * value"]
+            f"  p = softmax(s) as {a.p_dtype}{zero}; O below folds acc0 + p * value"
+            + ("; partial: stores o = acc0 + exp(s - m) * value, m, l" if a.partial else "")]
 
 
 def _index(index: tuple[AffineExpr, ...]) -> str:

@@ -115,14 +115,24 @@ def _attention(kernel: Kernel, buffers: list[np.ndarray], ev) -> None:
                 for x in s:
                     total = f32(np.exp(x - m) + total)
                 masked = att.masked_zero and all(x == -np.inf for x in s)
-                rows[row] = [f32(0) if masked else
-                             f32(DTYPES[att.p_dtype].type(f32(np.exp(x - m)) / total)) for x in s]
+                if att.partial:  # unnormalized weights, and the state a combine needs
+                    dead = m == -np.inf
+                    weights = [f32(0) if dead else f32(DTYPES[att.p_dtype].type(np.exp(x - m)))
+                               for x in s]
+                    total = f32(0) if dead else total
+                    rows[row] = weights, m, total
+                else:
+                    rows[row] = [f32(0) if masked else f32(DTYPES[att.p_dtype].type(
+                        f32(np.exp(x - m)) / total)) for x in s], None, None
+        weights, m, total = rows[row]
         acc = ev(out.init, p + (0, 0), None)
         with np.errstate(all="ignore"):
-            for j, pj in enumerate(rows[row]):
+            for j, pj in enumerate(weights):
                 acc = DTYPES[out.value.dtype].type(acc + pj * ev(out.value, p + (j, 0), None))
         value = ev(out.epilogue, p + (0, 0), {0: acc}) if out.epilogue is not None else acc
         buffers[out.binding][tuple(ix(p + (0, 0)) for ix in out.index)] = value
+        for r, state in zip(kernel.results[1:], (m, total)):
+            buffers[r.binding][tuple(ix(p + (0, 0)) for ix in r.index)] = state
 
 
 _FLOAT64_UNARY = {

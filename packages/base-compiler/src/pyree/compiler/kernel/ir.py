@@ -342,7 +342,12 @@ class Attention:
         store O.epilogue (Acc(0) = acc)
 
     The inits and epilogues are evaluated at reduction point zero, as a Result's are. Nothing of
-    the score depends on ``e``: backends compute it once per row."""
+    the score depends on ``e``: backends compute it once per row.
+
+    A ``partial`` op (a chunk of the keys, flash-decoding's first half) stores its softmax's
+    state instead, for a combine to finish: result 0 ``o = O.init + sum_j w_j * O.value`` with
+    ``w_j = exp(s_j - m)`` rounded to p_dtype, results 1 and 2 ``m`` and ``l`` (their expressions
+    unused), where a row whose every s_j is -inf has m = -inf, every w_j = 0 and l = 0."""
 
     score_init: Expr
     score_step: Expr
@@ -350,6 +355,7 @@ class Attention:
     masked_zero: bool
     p_dtype: str
     e: int  # the loop of O's column, the last parallel loop
+    partial: bool = False
 
 
 def attention_nodes(attention: Attention):

@@ -6,7 +6,9 @@ threads stride over the keys, each keeping an online softmax of the keys it saw 
 maximum m, running sum l of exp(s - m), and O's row accumulated with weights exp(s - m),
 rescaled by exp(m_old - m_new) when m grows); the block then combines the threads' states
 (weights exp(m_t - M) for the row's maximum M), and its threads store O's columns through the
-result's epilogue. Every score is computed once per row, whatever O's width.
+result's epilogue. Every score is computed once per row, whatever O's width. A ``partial`` op
+(flow/attention.py splits the keys of few long rows over blocks) stores the block's maximum,
+sum and unnormalized O instead, and a row kernel combines the chunks.
 
 Special values go where the chain's separate kernels put them: a score of NaN or +inf makes
 the row's maximum or its sum NaN and so the whole row of O; a key whose probability is 0 still
@@ -91,13 +93,13 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
         m_old = fn.op(f"load float, ptr {m_slot}")
         m = lowering(at_key, {0: s, 1: m_old})(_NEW_MAX)
         update = lowering(at_key, {0: s, 1: m_old, 2: m})
-        alpha, weight = update(_ALPHA), update(_WEIGHT)
-        if att.p_dtype != "f32":  # P rounded as the chain rounds it
-            rounded = K.Cast("fpext", K.Cast("fptrunc", _WEIGHT, att.p_dtype), "f32")
-            weight = update(rounded)
+        alpha, exact = update(_ALPHA), update(_WEIGHT)
+        weight = exact
+        if att.p_dtype != "f32":  # P rounded as the chain rounds it, its sum l not
+            weight = update(K.Cast("fpext", K.Cast("fptrunc", _WEIGHT, att.p_dtype), "f32"))
         fn.raw(f"store float {m}, ptr {m_slot}")
         l_old = fn.op(f"load float, ptr {l_slot}")
-        fn.raw(f"store float {_fma(fn, l_old, alpha, weight)}, ptr {l_slot}")
+        fn.raw(f"store float {_fma(fn, l_old, alpha, exact)}, ptr {l_slot}")
         for col, slot in enumerate(o_slots):
             at = row[:att.e] + [str(col)] + row[att.e + 1:] + [j, "0"]
             v = lowering(at)(out.value)
@@ -153,6 +155,13 @@ def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.A
     fn.raw(f"store float {fn.op(f'fmul float {l_t}, {scale}')}, ptr addrspace(3) {cell(sums, tid)}")
     fn.barrier()
     total_l = fold(sums, "add")
+    if att.partial:  # the chunk's state for the combine; every thread holds it
+        def state() -> None:
+            for r, v in zip(kernel.results[1:], (row_max, total_l)):
+                lin = linearize(kernel.bindings[r.binding], r.index, len(kernel.loop_ranges))
+                A.store(fn, A.element_ptr(fn, f"%b{r.binding}", "f32", A.offset(fn, lin, at_row)),
+                        "f32", v)
+        fn.if_then(fn.op(f"icmp eq i64 {tid}, 0"), state)
     dead = fn.op(f"fcmp oeq float {row_max}, {const(float('-inf'), 'f32')}")
     for first in range(0, width, COLUMNS):
         chunk = o_slots[first:first + COLUMNS]
@@ -164,8 +173,8 @@ def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.A
 
         def column(first: int = first) -> None:
             total = fold(columns, "add", fn.op(f"mul i64 {tid}, {BLOCK}"))
-            weighted = fn.op(f"fdiv float {total}, {total_l}")
-            if att.masked_zero:  # torch's select of 0 for a row whose every score is -inf
+            weighted = total if att.partial else fn.op(f"fdiv float {total}, {total_l}")
+            if att.masked_zero and not att.partial:  # torch's 0 for a row all -inf
                 weighted = fn.op(f"select i1 {dead}, float {total}, float {weighted}")
             col = fn.op(f"add i64 {tid}, {first}")
             loop = row[:att.e] + [col] + row[att.e + 1:] + ["0", "0"]
