@@ -139,6 +139,8 @@ def probability_products(function: Function) -> set[Generic]:
     """The contractions that read a row kernel's row result beside its max fold (a softmax's
     probabilities): split-reductions keeps them whole, since a P·V product split in two (a
     decode step's, with one query row) is no longer the chain this pass matches."""
+    if function.symbols:
+        return set()  # fuse-attention takes static functions only
     graph = _Graph(function.ops, function.results)
     found = set()
     for op in function.ops:
