@@ -96,3 +96,21 @@ def test_one_kernel_that_ptxas_assembles(ptxas, arch):
     (export,) = cuda.exports
     assert cuda.cubin.length > 0
     assert (list(export.gridSize), list(export.blockSize)) == ([128, 1, 1], [128, 1, 1])
+
+
+def test_a_gpt2_blocks_attention_is_one_kernel():
+    """tests/models' GPT-2 block (q, k and v sliced from one projection, a causal masked_fill,
+    softmax by hand), small: its attention is one kernel and the block PyTorch's in float64."""
+    import torch
+    from models import definitions
+    from pyree.compiler import import_torch
+
+    torch.manual_seed(0)
+    model = definitions.gpt2_block(width=16, heads=2, seq=9).eval()
+    x = torch.randn(1, 9, 16)
+    fused = after_pass(import_torch(model, x), "fuse-attention", **FLOW)
+    assert sum(op.attention is not None for op in generics(fused)) == 1
+    (got,) = cases.run(fused, [x.numpy()], _emulated)
+    with torch.no_grad():
+        want = model.double()(x.double()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
