@@ -1,12 +1,14 @@
 """Softmax attention (``kernel.Attention``, from flow/attention.py) as one SIMT kernel, in the
 manner of FlashAttention: the scores and probabilities never reach memory.
 
-One block computes one query row (a parallel point with O's column ``e`` left out): its
-threads stride over the keys, each keeping an online softmax of the keys it saw (running
-maximum m, running sum l of exp(s - m), and O's row accumulated with weights exp(s - m),
-rescaled by exp(m_old - m_new) when m grows); the block then combines the threads' states
-(weights exp(m_t - M) for the row's maximum M), and its threads store O's columns through the
-result's epilogue. Every score is computed once per row, whatever O's width. A ``partial`` op
+One block computes one query row (a parallel point with O's column ``e`` left out): each of
+its warps takes every ``WARPS``-th key, its lanes splitting the score's contraction (c = lane,
+lane + 32, ...: coalesced reads of a key's row) and summing it with shuffles, then O's columns
+(e = lane, lane + 32, ...: coalesced reads of a value's row). Each warp keeps an online softmax
+of its keys (running maximum m, running sum l of exp(s - m), and O's row accumulated with
+weights exp(s - m), rescaled by exp(m_old - m_new) when m grows); the block then combines the
+warps' states (weights exp(m_w - M) for the row's maximum M) and its threads store O's columns
+through the result's epilogue. Every score is computed once per row, whatever O's width. A ``partial`` op
 (flow/attention.py splits the keys of few long rows over blocks) stores the block's maximum,
 sum and unnormalized O instead, and a row kernel combines the chunks.
 
@@ -25,12 +27,14 @@ from pyree.compiler.codegen.common.addressing import linearize
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const
+from pyree.compiler.codegen.common.llvm_gpu.reduction import shuffle_xor
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 from pyree.compiler.errors import CompileError
 from pyree.compiler.sizes import num_elements
 
-BLOCK = 128  # threads per query row, striding over the keys
-COLUMNS = 32  # O's columns combined at a time (shared memory: BLOCK x COLUMNS floats)
+WARP = 32
+WARPS = 4  # per query row, each taking every WARPS-th key
+BLOCK = WARPS * WARP
 
 # The online-softmax step as kernel-IR expressions over named states (Acc nodes), so that the
 # exp and max lower exactly as the chain's own kernels lower them.
@@ -61,6 +65,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
     rows = num_elements(row_ranges)
     if rows >= 2**31:
         raise CompileError(f"attention with {rows} query rows exceeds the GPU grid", kernel.location)
+    ((fold, term),) = K.fold_pattern((K.Result(0, (), att.score_step),))
+    assert fold == "add"  # flow/attention.py takes contractions only
     fn = Function(module)
     n = len(kernel.loop_ranges)
 
@@ -73,23 +79,32 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
                               None if states is None else states.__getitem__, kernel.location, kernel)
 
     row = A.decompose(fn, fn.op(f"zext i32 {fn.special('ctaid.x')} to i64"), row_ranges)
-    tid = fn.op(f"zext i32 {fn.special('tid.x')} to i64")
-    m_slot, l_slot, acc_slot = fn.alloca("float"), fn.alloca("float"), fn.alloca("float")
-    o_slots = [fn.alloca("float") for _ in range(width)]
+    tid32 = fn.special("tid.x")
+    lane = fn.op(f"zext i32 {fn.op(f'and i32 {tid32}, {WARP - 1}')} to i64")
+    warp = fn.op(f"zext i32 {fn.op(f'lshr i32 {tid32}, 5')} to i64")
+    dots = _strided(fn, lane, depth)  # this lane's points of the score's contraction
+    columns = _strided(fn, lane, width)  # and its columns of O
+    m_slot, l_slot, dot_slot = fn.alloca("float"), fn.alloca("float"), fn.alloca("float")
+    o_slots = [fn.alloca("float") for _ in columns]
     fn.raw(f"store float {const(float('-inf'), 'f32')}, ptr {m_slot}")
     for slot in (l_slot, *o_slots):
         fn.raw(f"store float {const(0.0, 'f32')}, ptr {slot}")
 
     def key(j: str) -> None:
         at_key = row + [j, "0"]
-        fn.raw(f"store float {lowering(at_key)(att.score_init)}, ptr {acc_slot}")
-
-        def step(c: str) -> None:
-            acc = fn.op(f"load float, ptr {acc_slot}")
-            fn.raw(f"store float {lowering(row + [j, c], {0: acc})(att.score_step)}, ptr {acc_slot}")
-
-        fn.loop("0", str(depth), "1", step, unroll=8)
-        s = lowering(at_key, {0: fn.op(f"load float, ptr {acc_slot}")})(att.score)
+        fn.raw(f"store float {const(-0.0, 'f32')}, ptr {dot_slot}")
+        for c, inside in dots:
+            def term_at(c: str = c) -> None:
+                old = fn.op(f"load float, ptr {dot_slot}")
+                new = fn.op(f"fadd float {old}, {lowering(row + [j, c])(term)}")
+                fn.raw(f"store float {new}, ptr {dot_slot}")
+            _guarded(fn, inside, term_at)
+        dot = fn.op(f"load float, ptr {dot_slot}")
+        for mask in (16, 8, 4, 2, 1):  # every lane gets the warp's sum
+            dot = fn.op(f"fadd float {dot}, {shuffle_xor(fn, dot, 'float', mask)}")
+        at = lowering(at_key)
+        acc = fn.op(f"fadd float {at(att.score_init)}, {dot}")
+        s = lowering(at_key, {0: acc})(att.score)
         m_old = fn.op(f"load float, ptr {m_slot}")
         m = lowering(at_key, {0: s, 1: m_old})(_NEW_MAX)
         update = lowering(at_key, {0: s, 1: m_old, 2: m})
@@ -100,16 +115,38 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
         fn.raw(f"store float {m}, ptr {m_slot}")
         l_old = fn.op(f"load float, ptr {l_slot}")
         fn.raw(f"store float {_fma(fn, l_old, alpha, exact)}, ptr {l_slot}")
-        for col, slot in enumerate(o_slots):
-            at = row[:att.e] + [str(col)] + row[att.e + 1:] + [j, "0"]
-            v = lowering(at)(out.value)
-            o = fn.op(f"load float, ptr {slot}")
-            fn.raw(f"store float {_fma(fn, o, alpha, fn.op(f'fmul float {weight}, {v}'))}, ptr {slot}")
+        for (col, inside), slot in zip(columns, o_slots):
+            def accumulate(col: str = col, slot: str = slot) -> None:
+                at_column = row[:att.e] + [col] + row[att.e + 1:] + [j, "0"]
+                v = lowering(at_column)(out.value)
+                o = fn.op(f"load float, ptr {slot}")
+                product = fn.op(f"fmul float {weight}, {v}")
+                fn.raw(f"store float {_fma(fn, o, alpha, product)}, ptr {slot}")
+            _guarded(fn, inside, accumulate)
 
-    fn.loop(tid, str(keys), str(BLOCK), key)
-    _combine(module, fn, kernel, name, att, row, tid, m_slot, l_slot, o_slots, lowering)
+    fn.loop(warp, str(keys), str(WARPS), key)
+    _combine(module, fn, kernel, name, att, row, lane, warp, m_slot, l_slot,
+             list(zip(columns, o_slots)), lowering)
     module.add_kernel(name, A.kernel_params(kernel), fn, max_threads=BLOCK, block_size=BLOCK)
     return Launch((rows, 1, 1), (BLOCK, 1, 1))
+
+
+def _strided(fn: Function, lane: str, extent: int) -> list[tuple[str, str | None]]:
+    """A lane's points lane, lane + 32, ... of ``extent``: (the point, an i1 that it lies
+    inside, or None where every lane's does)."""
+    points = []
+    for k in range(-(-extent // WARP)):
+        point = fn.op(f"add i64 {lane}, {k * WARP}")
+        inside = fn.op(f"icmp ult i64 {point}, {extent}") if (k + 1) * WARP > extent else None
+        points.append((point, inside))
+    return points
+
+
+def _guarded(fn: Function, inside: str | None, body) -> None:
+    if inside is None:
+        body()
+    else:
+        fn.if_then(inside, body)
 
 
 def _fma(fn: Function, x: str, scale: str, add: str) -> str:
@@ -118,44 +155,45 @@ def _fma(fn: Function, x: str, scale: str, add: str) -> str:
 
 
 def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.Attention,
-             row: list, tid: str, m_slot: str, l_slot: str, o_slots: list, lowering) -> None:
-    """The block's threads' online-softmax states as the row's O, stored by column, through
-    shared memory: each thread's maximum, then its weighted sum, then ``COLUMNS`` columns of
-    its weighted O at a time, each summed by one thread."""
+             row: list, lane: str, warp: str, m_slot: str, l_slot: str, columns: list,
+             lowering) -> None:
+    """The block's warps' online-softmax states as the row's O, stored by column, through
+    shared memory."""
     out = kernel.results[0]
-    width = len(o_slots)
+    width = kernel.parallel_ranges[att.e]
     at_row = row + ["0", "0"]
-    maxima = module.shared_array(f"{name}_max", "float", BLOCK, 16)
-    sums = module.shared_array(f"{name}_sum", "float", BLOCK, 16)
-    columns = module.shared_array(f"{name}_columns", "float", BLOCK * COLUMNS, 16)
+    maxima = module.shared_array(f"{name}_max", "float", WARPS, 16)
+    sums = module.shared_array(f"{name}_sum", "float", WARPS, 16)
+    partial = module.shared_array(f"{name}_o", "float", WARPS * width, 16)
 
     def cell(array: str, index: str) -> str:
         return fn.op(f"getelementptr float, ptr addrspace(3) {array}, i64 {index}")
 
-    def fold(array: str, op: str, start: str = "0") -> str:
-        """``op`` over ``BLOCK`` values of ``array`` from ``start`` on."""
-        combine = lowering(at_row)._binary
-        total = fn.alloca("float")
-        fn.raw(f"store float {const(float('-inf') if op == 'max' else -0.0, 'f32')}, ptr {total}")
+    def first_lane() -> None:
+        for array, slot in ((maxima, m_slot), (sums, l_slot)):
+            value = fn.op(f"load float, ptr {slot}")
+            fn.raw(f"store float {value}, ptr addrspace(3) {cell(array, warp)}")
 
-        def step(k: str) -> None:
-            v = fn.op(f"load float, ptr addrspace(3) {cell(array, fn.op(f'add i64 {start}, {k}'))}")
-            old = fn.op(f"load float, ptr {total}")
-            fn.raw(f"store float {combine(op, old, v, 'f32')}, ptr {total}")
-
-        fn.loop("0", str(BLOCK), "1", step, unroll=8)
-        return fn.op(f"load float, ptr {total}")
-
-    m_t = fn.op(f"load float, ptr {m_slot}")
-    fn.raw(f"store float {m_t}, ptr addrspace(3) {cell(maxima, tid)}")
+    fn.if_then(fn.op(f"icmp eq i64 {lane}, 0"), first_lane)
+    for (col, inside), slot in columns:
+        def keep(col: str = col, slot: str = slot) -> None:
+            at = fn.op(f"add i64 {fn.op(f'mul i64 {warp}, {width}')}, {col}")
+            fn.raw(f"store float {fn.op(f'load float, ptr {slot}')}, ptr addrspace(3) {cell(partial, at)}")
+        _guarded(fn, inside, keep)
     fn.barrier()
-    row_max = fold(maxima, "max")
-    scale = lowering(at_row, {1: m_t, 2: row_max})(_THREAD_SCALE)
-    l_t = fn.op(f"load float, ptr {l_slot}")
-    fn.raw(f"store float {fn.op(f'fmul float {l_t}, {scale}')}, ptr addrspace(3) {cell(sums, tid)}")
-    fn.barrier()
-    total_l = fold(sums, "add")
-    if att.partial:  # the chunk's state for the combine; every thread holds it
+    combine = lowering(at_row)._binary
+    maxima_w = [fn.op(f"load float, ptr addrspace(3) {cell(maxima, str(w))}") for w in range(WARPS)]
+    row_max = maxima_w[0]
+    for v in maxima_w[1:]:
+        row_max = combine("max", row_max, v, "f32")
+    scales = [lowering(at_row, {1: m_w, 2: row_max})(_THREAD_SCALE) for m_w in maxima_w]
+    total_l = None
+    for w, scale in enumerate(scales):
+        l_w = fn.op(f"load float, ptr addrspace(3) {cell(sums, str(w))}")
+        term = fn.op(f"fmul float {l_w}, {scale}")
+        total_l = term if total_l is None else fn.op(f"fadd float {total_l}, {term}")
+    tid = fn.op(f"add i64 {fn.op(f'mul i64 {warp}, {WARP}')}, {lane}")
+    if att.partial:  # the chunk's state for the combine
         def state() -> None:
             for r, v in zip(kernel.results[1:], (row_max, total_l)):
                 lin = linearize(kernel.bindings[r.binding], r.index, len(kernel.loop_ranges))
@@ -163,27 +201,22 @@ def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.A
                         "f32", v)
         fn.if_then(fn.op(f"icmp eq i64 {tid}, 0"), state)
     dead = fn.op(f"fcmp oeq float {row_max}, {const(float('-inf'), 'f32')}")
-    for first in range(0, width, COLUMNS):
-        chunk = o_slots[first:first + COLUMNS]
-        for k, slot in enumerate(chunk):
-            value = fn.op(f"fmul float {fn.op(f'load float, ptr {slot}')}, {scale}")
-            at = fn.op(f"add i64 {tid}, {k * BLOCK}")
-            fn.raw(f"store float {value}, ptr addrspace(3) {cell(columns, at)}")
-        fn.barrier()
 
-        def column(first: int = first) -> None:
-            total = fold(columns, "add", fn.op(f"mul i64 {tid}, {BLOCK}"))
-            weighted = total if att.partial else fn.op(f"fdiv float {total}, {total_l}")
-            if att.masked_zero and not att.partial:  # torch's 0 for a row all -inf
-                weighted = fn.op(f"select i1 {dead}, float {total}, float {weighted}")
-            col = fn.op(f"add i64 {tid}, {first}")
-            loop = row[:att.e] + [col] + row[att.e + 1:] + ["0", "0"]
-            acc = fn.op(f"fadd float {lowering(loop)(out.init)}, {weighted}")
-            stored = lowering(loop, {0: acc})(out.epilogue) if out.epilogue is not None else acc
-            dtype = kernel.bindings[out.binding].dtype
-            lin = linearize(kernel.bindings[out.binding], out.index, len(kernel.loop_ranges))
-            A.store(fn, A.element_ptr(fn, f"%b{out.binding}", dtype, A.offset(fn, lin, loop)),
-                    dtype, stored)
+    def column(col: str) -> None:
+        total = None
+        for w, scale in enumerate(scales):
+            at = fn.op(f"add i64 {col}, {w * width}")
+            term = fn.op(f"fmul float {fn.op(f'load float, ptr addrspace(3) {cell(partial, at)}')}, {scale}")
+            total = term if total is None else fn.op(f"fadd float {total}, {term}")
+        weighted = total if att.partial else fn.op(f"fdiv float {total}, {total_l}")
+        if att.masked_zero and not att.partial:  # torch's 0 for a row all -inf
+            weighted = fn.op(f"select i1 {dead}, float {total}, float {weighted}")
+        loop = row[:att.e] + [col] + row[att.e + 1:] + ["0", "0"]
+        acc = fn.op(f"fadd float {lowering(loop)(out.init)}, {weighted}")
+        stored = lowering(loop, {0: acc})(out.epilogue) if out.epilogue is not None else acc
+        dtype = kernel.bindings[out.binding].dtype
+        lin = linearize(kernel.bindings[out.binding], out.index, len(kernel.loop_ranges))
+        A.store(fn, A.element_ptr(fn, f"%b{out.binding}", dtype, A.offset(fn, lin, loop)),
+                dtype, stored)
 
-        fn.if_then(fn.op(f"icmp ult i64 {tid}, {len(chunk)}"), column)
-        fn.barrier()
+    fn.loop(tid, str(width), str(BLOCK), column)
