@@ -23,12 +23,20 @@ from ptx_modules import cuda_executable  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
 
 FLOW = {"gpu": True, "implicit_gemm": True, "attention": True}
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    """Flash-decoding's chunks of 8 keys, not 128: the emulator's blocks stay small, and the
+    one-query cases split their keys over blocks (the partial kernel and the combine)."""
+    from pyree.compiler.flow import attention
+    monkeypatch.setattr(attention, "MIN_CHUNK_KEYS", 8)
 TOLERANCE = {"f32": 2e-6, "f16": 2e-3, "bf16": 1.6e-2}
 
 # kind, (b, h, M, d), (b, h, T, d), (b, h, T, e), dtype
 SHAPES = [
-    ("sdpa_mask", (1, 2, 1, 24), (1, 2, 130, 24), (1, 2, 130, 8), "f32"),  # decode
-    ("sdpa_mask", (1, 2, 1, 8), (1, 2, 512, 8), (1, 2, 512, 24), "f16"),  # keys split in 4
+    ("sdpa_mask", (1, 2, 1, 24), (1, 2, 130, 24), (1, 2, 130, 8), "f32"),  # decode, 13 chunks
+    ("sdpa_mask", (1, 1, 1, 8), (1, 1, 37, 8), (1, 1, 37, 24), "f16"),  # 37 keys: one block
     ("causal", (1, 1, 17, 8), (1, 1, 17, 8), (1, 1, 17, 24), "f16"),
     ("sdpa", (1, 1, 3, 8), (1, 1, 37, 8), (1, 1, 37, 24), "bf16"),
     ("by_hand", (2, 1, 3, 24), (2, 1, 5, 24), (2, 1, 5, 8), "f32"),
@@ -64,17 +72,17 @@ def test_the_kernel_computes_attention(kind, q, k, v, dtype):
 
 
 @pytest.mark.parametrize("kind, queries, keys", [("sdpa_mask", 5, 37), ("by_hand", 5, 37),
-                                                  ("sdpa_mask", 1, 256), ("by_hand", 1, 256)])
+                                                  ("sdpa_mask", 1, 48), ("by_hand", 1, 48)])
 def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
     """NaN in one query, +inf in one key, -inf in another key's values (masked out of some
     rows, where 0 * inf is NaN as in the chain), and a row masked whole (SDPA: 0; by hand:
-    NaN); with one query, the keys split in two chunks, the second masked whole."""
+    NaN); with one query, the keys split in six chunks, the last three masked whole."""
     shapes = ((1, 2, queries, 8), (1, 2, keys, 8), (1, 2, keys, 8))
     args = cases.inputs(kind, *shapes, "f32", np.random.default_rng(12))
     q, k, v, mask = args
     q[0, 0, queries // 2, 3] = np.nan
     k[0, 1, 7, 0] = np.inf
-    v[0, 0, 30, 5] = -np.inf
+    v[0, 0, 20, 5] = -np.inf
     masked = np.False_ if kind == "sdpa_mask" else -np.inf
     if queries > 1:
         mask[..., 1, :] = masked
@@ -87,15 +95,20 @@ def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_one_kernel_that_ptxas_assembles(ptxas, arch):
-    """Causal f16 prefill is one export: a block of 128 threads per query row."""
-    shapes = ((1, 2, 64, 64), (1, 2, 64, 64), (1, 2, 64, 64))
-    vmfb = compile_str(cases.mlir("causal", *shapes, "f16"),
-                       CompileOptions(target_backends=["cuda"], cuda_target=arch))
-    cuda = cuda_executable(vmfb)
-    (export,) = cuda.exports
-    assert cuda.cubin.length > 0
-    assert (list(export.gridSize), list(export.blockSize)) == ([128, 1, 1], [128, 1, 1])
+def test_ptxas_assembles_the_kernels(ptxas, arch):
+    """Causal f16 prefill is one export, a block of 128 threads per query row; a decode step
+    over 1024 keys two, the partial kernel's blocks a chunk of a row's keys each."""
+    options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
+    prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 64, 64)] * 3, "f16"),
+                                          options))
+    (export,) = prefill.exports
+    assert prefill.cubin.length > 0
+    assert (list(export.gridSize), list(export.blockSize)) == ([192, 1, 1], [128, 1, 1])
+    decode = cuda_executable(compile_str(cases.mlir(
+        "sdpa_mask", (1, 12, 1, 64), (1, 12, 1024, 64), (1, 12, 1024, 64), "f16"), options))
+    partial, combine = decode.exports
+    assert decode.cubin.length > 0 and b"partial" in partial.name and b"combine" in combine.name
+    assert list(partial.gridSize) == [12 * 16, 1, 1]
 
 
 def test_a_gpt2_blocks_attention_is_one_kernel():

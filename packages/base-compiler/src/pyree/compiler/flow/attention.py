@@ -704,11 +704,17 @@ def _with_consumer(op: Generic, graph: _Graph):
 
 
 def _consumer_map(op: Generic, load: Load, consumer: Generic, read: Value):
-    """Each loop of ``consumer`` over ``op``'s loops: the same loops where the boxes are equal,
-    else where its ``load`` of O (through views, as ``read``) names one loop per position."""
+    """Each loop of ``consumer`` over ``op``'s loops: the same loops in order where the boxes
+    are equal but for loops of extent 1 (which are 0), else where its ``load`` of O (through
+    views, as ``read``) names one loop per position."""
     width = len(op.loop_ranges)
-    if consumer.loop_ranges == op.loop_ranges[:op.num_parallel]:
-        return tuple(AffineExpr.loop(width, d) for d in range(len(consumer.loop_ranges)))
+    ours = [d for d in range(op.num_parallel) if op.loop_ranges[d] > 1]
+    theirs = [d for d, n in enumerate(consumer.loop_ranges) if n > 1]
+    if [op.loop_ranges[d] for d in ours] == [consumer.loop_ranges[d] for d in theirs]:
+        loop_map = [AffineExpr((0,) * width)] * len(consumer.loop_ranges)
+        for mine, d in zip(ours, theirs):
+            loop_map[d] = AffineExpr.loop(width, mine)
+        return tuple(loop_map)
     at = source_index(op.outputs[0].index, op.results[0].shape, read.shape, 0, op.loop_ranges)
     loops_read = position_loops(load.index)
     if at is None or loops_read is None or len(set(loops_read)) != len(consumer.loop_ranges):
