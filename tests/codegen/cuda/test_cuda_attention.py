@@ -127,3 +127,28 @@ def test_a_gpt2_blocks_attention_is_one_kernel():
     with torch.no_grad():
         want = model.double()(x.double()).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_score_whose_operands_both_read_the_key():
+    """A product the kernel cannot split into q(row, c) * k(key, c) (here k(key, c)^2): each
+    lane computes its key's score from the loads themselves, against the reference semantics."""
+    import dataclasses
+
+    from pyree.compiler import kernel as K
+    from pyree.compiler.flow.kernels import outline
+
+    shapes = ((1, 2, 3, 8), (1, 2, 37, 8), (1, 2, 37, 24))
+    (op,) = generics(after_pass(cases.mlir("sdpa", *shapes, "f32"), "fuse-attention", **FLOW))
+    step = op.attention.score_step
+    ((_, term),) = K.fold_pattern((K.Result(0, (), step),))
+    key = next(x for x in (term.a, term.b) if any(
+        isinstance(n, K.Load) and n.index[2].coeffs[op.num_parallel] for n in K.walk(x)))
+    squared = K.Binary("add", K.Acc(0, "f32"), K.Binary("mul", key, key, "f32"), "f32")
+    kernel = outline(dataclasses.replace(
+        op, attention=dataclasses.replace(op.attention, score_step=squared)), "k")
+    rng = np.random.default_rng(13)
+    inputs = [rng.standard_normal(b.shape).astype(np.float32) for b in kernel.bindings[:-1]]
+    got, want = (np.zeros(kernel.bindings[-1].shape, np.float32) for _ in range(2))
+    assert Emulated(kernel)([*inputs, got], [])
+    K.evaluate(kernel, [*inputs, want])
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)

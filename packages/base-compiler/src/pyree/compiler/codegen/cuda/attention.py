@@ -1,14 +1,17 @@
 """Softmax attention (``kernel.Attention``, from flow/attention.py) as one SIMT kernel, in the
 manner of FlashAttention: the scores and probabilities never reach memory.
 
-One block computes one query row (a parallel point with O's column ``e`` left out): each of
-its warps takes every ``WARPS``-th key, its lanes splitting the score's contraction (c = lane,
-lane + 32, ...: coalesced reads of a key's row) and summing it with shuffles, then O's columns
-(e = lane, lane + 32, ...: coalesced reads of a value's row). Each warp keeps an online softmax
-of its keys (running maximum m, running sum l of exp(s - m), and O's row accumulated with
-weights exp(s - m), rescaled by exp(m_old - m_new) when m grows); the block then combines the
-warps' states (weights exp(m_w - M) for the row's maximum M) and its threads store O's columns
-through the result's epilogue. Every score is computed once per row, whatever O's width. A ``partial`` op
+One block computes one query row (a parallel point with O's column ``e`` left out). Its warps
+take 32 keys at a time, a lane each: the score's product splits into q(row, c) * k(key, c)
+(the one operand that reads no key is q), so q's row is staged once in shared memory and each
+warp stages its 32 keys' k rows, read coalesced (lanes along c), then each lane sums its key's
+score in c's order as the chain does. A warp keeps an online softmax of its keys (running
+maximum m and sum l of exp(s - m), uniform across its lanes; O's row spread over the lanes by
+column, rescaled by exp(m_old - m_new) when m grows, so each exp is computed once per key) and
+adds the 32 keys' weighted value rows, read coalesced. The block then combines its warps'
+states (weights exp(m_w - M) for the row's maximum M) and its threads store O's columns through
+the result's epilogue. Where the product does not split, each lane computes its key's score
+from the loads themselves. Every score is computed once per row, whatever O's width. A ``partial`` op
 (flow/attention.py splits the keys of few long rows over blocks) stores the block's maximum,
 sum and unnormalized O instead, and a row kernel combines the chunks.
 
@@ -22,6 +25,8 @@ Probabilities are rounded to ``p_dtype`` before the product as the chain rounds 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.addressing import linearize
 from pyree.compiler.codegen.common.exports import Launch
@@ -33,8 +38,9 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.sizes import num_elements
 
 WARP = 32
-WARPS = 4  # per query row, each taking every WARPS-th key
-BLOCK = WARPS * WARP
+# Shared memory for the key rows a block's warps stage (32 keys x (d + 1) floats each): 4 warps
+# where they fit, fewer for a long d.
+STAGED_BYTES = 40 * 1024
 
 # The online-softmax step as kernel-IR expressions over named states (Acc nodes), so that the
 # exp and max lower exactly as the chain's own kernels lower them.
@@ -67,6 +73,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
         raise CompileError(f"attention with {rows} query rows exceeds the GPU grid", kernel.location)
     ((fold, term),) = K.fold_pattern((K.Result(0, (), att.score_step),))
     assert fold == "add"  # flow/attention.py takes contractions only
+    split = _split(K.fold_product((fold, term)), len(par))
+    warps = next(w for w in (4, 2, 1) if w * WARP * (depth + 1) * 4 <= STAGED_BYTES or w == 1)
     fn = Function(module)
     n = len(kernel.loop_ranges)
 
@@ -78,57 +86,145 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
         return ScalarLowering(fn, load, lambda d: loop[d],
                               None if states is None else states.__getitem__, kernel.location, kernel)
 
+    def shared(label: str, count: int):
+        array = module.shared_array(f"{name}_{label}", "float", count, 16)
+        return lambda index: fn.op(f"getelementptr float, ptr addrspace(3) {array}, i64 {index}")
+
+    block = warps * WARP
     row = A.decompose(fn, fn.op(f"zext i32 {fn.special('ctaid.x')} to i64"), row_ranges)
     tid32 = fn.special("tid.x")
+    tid = fn.op(f"zext i32 {tid32} to i64")
     lane = fn.op(f"zext i32 {fn.op(f'and i32 {tid32}, {WARP - 1}')} to i64")
     warp = fn.op(f"zext i32 {fn.op(f'lshr i32 {tid32}, 5')} to i64")
-    dots = _strided(fn, lane, depth)  # this lane's points of the score's contraction
-    columns = _strided(fn, lane, width)  # and its columns of O
-    m_slot, l_slot, dot_slot = fn.alloca("float"), fn.alloca("float"), fn.alloca("float")
+    columns = _strided(fn, lane, width)  # this lane's columns of O
+    m_slot, l_slot, s_slot, acc_slot = (fn.alloca("float") for _ in range(4))
     o_slots = [fn.alloca("float") for _ in columns]
     fn.raw(f"store float {const(float('-inf'), 'f32')}, ptr {m_slot}")
     for slot in (l_slot, *o_slots):
         fn.raw(f"store float {const(0.0, 'f32')}, ptr {slot}")
+    weights = shared("weights", warps * WARP)
+    mine = fn.op(f"mul i64 {warp}, {WARP}")
+    if split is not None:  # q's row once per block, a warp's 32 keys' k rows per step
+        query, key_rows = shared("q", depth), shared("k", warps * WARP * (depth + 1))
 
-    def key(j: str) -> None:
-        at_key = row + [j, "0"]
-        fn.raw(f"store float {const(-0.0, 'f32')}, ptr {dot_slot}")
-        for c, inside in dots:
-            def term_at(c: str = c) -> None:
-                old = fn.op(f"load float, ptr {dot_slot}")
-                new = fn.op(f"fadd float {old}, {lowering(row + [j, c])(term)}")
-                fn.raw(f"store float {new}, ptr {dot_slot}")
-            _guarded(fn, inside, term_at)
-        dot = fn.op(f"load float, ptr {dot_slot}")
-        for mask in (16, 8, 4, 2, 1):  # every lane gets the warp's sum
-            dot = fn.op(f"fadd float {dot}, {shuffle_xor(fn, dot, 'float', mask)}")
-        at = lowering(at_key)
-        acc = fn.op(f"fadd float {at(att.score_init)}, {dot}")
-        s = lowering(at_key, {0: acc})(att.score)
+        def stage_q(c: str) -> None:
+            value = lowering(row + [str(0), c])(split.q)
+            fn.raw(f"store float {value}, ptr addrspace(3) {query(c)}")
+        fn.loop(tid, str(depth), str(block), stage_q)
+        fn.barrier()
+
+    def step(trip: str) -> None:
+        group = fn.op(f"add i64 {fn.op(f'mul i64 {trip}, {warps}')}, {warp}")
+        first = fn.op(f"mul i64 {group}, {WARP}")
+        if split is not None:
+            def stage(r: str) -> None:
+                j = fn.op(f"add i64 {first}, {r}")
+                base = fn.op(f"mul i64 {fn.op(f'add i64 {mine}, {r}')}, {depth + 1}")
+                for c, inside in _strided(fn, lane, depth):
+                    def put(c: str = c, j: str = j) -> None:
+                        value = lowering(row + [j, c])(split.k)
+                        cell = key_rows(fn.op(f"add i64 {base}, {c}"))
+                        fn.raw(f"store float {value}, ptr addrspace(3) {cell}")
+                    _guarded(fn, inside, put)
+            fn.loop("0", str(WARP), "1", lambda r: _guarded(
+                fn, fn.op(f"icmp ult i64 {fn.op(f'add i64 {first}, {r}')}, {keys}"),
+                lambda: stage(r)))
+            fn.barrier()
+        j = fn.op(f"add i64 {first}, {lane}")
+        fn.raw(f"store float {const(float('-inf'), 'f32')}, ptr {s_slot}")
+
+        def score() -> None:  # this lane's key
+            at_key = row + [j, "0"]
+            fn.raw(f"store float {lowering(at_key)(att.score_init)}, ptr {acc_slot}")
+            own = fn.op(f"mul i64 {fn.op(f'add i64 {mine}, {lane}')}, {depth + 1}")
+
+            def add(c: str) -> None:
+                acc = fn.op(f"load float, ptr {acc_slot}")
+                if split is None:
+                    value = lowering(row + [j, c], {0: acc})(att.score_step)
+                else:
+                    q = fn.op(f"load float, ptr addrspace(3) {query(c)}")
+                    k = fn.op(f"load float, ptr addrspace(3) {key_rows(fn.op(f'add i64 {own}, {c}'))}")
+                    product = fn.op(f"fmul float {q}, {k}" if split.q_first else f"fmul float {k}, {q}")
+                    value = fn.op(f"fadd float {acc}, {product}")
+                fn.raw(f"store float {value}, ptr {acc_slot}")
+
+            fn.loop("0", str(depth), "1", add, unroll=8)
+            acc = fn.op(f"load float, ptr {acc_slot}")
+            fn.raw(f"store float {lowering(at_key, {0: acc})(att.score)}, ptr {s_slot}")
+
+        fn.if_then(fn.op(f"icmp ult i64 {j}, {keys}"), score)
+        s = fn.op(f"load float, ptr {s_slot}")
+        at = row + [j, "0"]
+        top = s
+        for mask in (16, 8, 4, 2, 1):  # the 32 keys' maximum, in every lane
+            top = lowering(at)._binary("max", top, shuffle_xor(fn, top, "float", mask), "f32")
         m_old = fn.op(f"load float, ptr {m_slot}")
-        m = lowering(at_key, {0: s, 1: m_old})(_NEW_MAX)
-        update = lowering(at_key, {0: s, 1: m_old, 2: m})
+        m = lowering(at, {0: top, 1: m_old})(_NEW_MAX)
+        update = lowering(at, {0: s, 1: m_old, 2: m})
         alpha, exact = update(_ALPHA), update(_WEIGHT)
         weight = exact
         if att.p_dtype != "f32":  # P rounded as the chain rounds it, its sum l not
             weight = update(K.Cast("fpext", K.Cast("fptrunc", _WEIGHT, att.p_dtype), "f32"))
+        total = exact
+        for mask in (16, 8, 4, 2, 1):
+            total = fn.op(f"fadd float {total}, {shuffle_xor(fn, total, 'float', mask)}")
         fn.raw(f"store float {m}, ptr {m_slot}")
         l_old = fn.op(f"load float, ptr {l_slot}")
-        fn.raw(f"store float {_fma(fn, l_old, alpha, exact)}, ptr {l_slot}")
-        for (col, inside), slot in zip(columns, o_slots):
-            def accumulate(col: str = col, slot: str = slot) -> None:
-                at_column = row[:att.e] + [col] + row[att.e + 1:] + [j, "0"]
-                v = lowering(at_column)(out.value)
-                o = fn.op(f"load float, ptr {slot}")
-                product = fn.op(f"fmul float {weight}, {v}")
-                fn.raw(f"store float {_fma(fn, o, alpha, product)}, ptr {slot}")
-            _guarded(fn, inside, accumulate)
+        fn.raw(f"store float {_fma(fn, l_old, alpha, total)}, ptr {l_slot}")
+        fn.raw(f"store float {weight}, ptr addrspace(3) {weights(fn.op(f'add i64 {mine}, {lane}'))}")
+        for slot in o_slots:
+            o = fn.op(f"load float, ptr {slot}")
+            fn.raw(f"store float {fn.op(f'fmul float {o}, {alpha}')}, ptr {slot}")
+        fn.barrier()
 
-    fn.loop(warp, str(keys), str(WARPS), key)
-    _combine(module, fn, kernel, name, att, row, lane, warp, m_slot, l_slot,
+        def accumulate(r: str) -> None:  # every lane its columns, key by key
+            jr = fn.op(f"add i64 {first}, {r}")
+            w = fn.op(f"load float, ptr addrspace(3) {weights(fn.op(f'add i64 {mine}, {r}'))}")
+            for (col, inside), slot in zip(columns, o_slots):
+                def one(col: str = col, slot: str = slot) -> None:
+                    at_column = row[:att.e] + [col] + row[att.e + 1:] + [jr, "0"]
+                    v = lowering(at_column)(out.value)
+                    o = fn.op(f"load float, ptr {slot}")
+                    product = fn.op(f"fmul float {w}, {v}")
+                    fn.raw(f"store float {fn.op(f'fadd float {o}, {product}')}, ptr {slot}")
+                _guarded(fn, inside, one)
+
+        fn.loop("0", str(WARP), "1", lambda r: _guarded(
+            fn, fn.op(f"icmp ult i64 {fn.op(f'add i64 {first}, {r}')}, {keys}"),
+            lambda: accumulate(r)))
+        fn.barrier()
+
+    fn.loop("0", str(-(-keys // (WARP * warps))), "1", step)
+    _combine(module, fn, kernel, name, att, row, lane, warp, warps, m_slot, l_slot,
              list(zip(columns, o_slots)), lowering)
-    module.add_kernel(name, A.kernel_params(kernel), fn, max_threads=BLOCK, block_size=BLOCK)
-    return Launch((rows, 1, 1), (BLOCK, 1, 1))
+    module.add_kernel(name, A.kernel_params(kernel), fn, max_threads=block, block_size=block)
+    return Launch((rows, 1, 1), (block, 1, 1))
+
+
+@dataclass(frozen=True)
+class _Split:
+    q: K.Expr  # the product's operand that no key changes
+    k: K.Expr
+    q_first: bool
+
+
+def _split(product: K.Binary | None, keys_loop: int) -> _Split | None:
+    """The score's product as q(row, c) * k(key, c), where one operand reads no key."""
+    if product is None:
+        return None
+    reads_key = [_reads_loop(x, keys_loop) for x in (product.a, product.b)]
+    if reads_key == [False, True]:
+        return _Split(product.a, product.b, True)
+    if reads_key == [True, False]:
+        return _Split(product.b, product.a, False)
+    return None
+
+
+def _reads_loop(e: K.Expr, loop: int) -> bool:
+    return any((isinstance(x, K.Load) and any(ix.coeffs[loop] for ix in x.index))
+               or (isinstance(x, K.LoopIndex) and x.dim == loop) or isinstance(x, K.Gather)
+               for x in K.walk(e))
 
 
 def _strided(fn: Function, lane: str, extent: int) -> list[tuple[str, str | None]]:
@@ -155,16 +251,16 @@ def _fma(fn: Function, x: str, scale: str, add: str) -> str:
 
 
 def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.Attention,
-             row: list, lane: str, warp: str, m_slot: str, l_slot: str, columns: list,
+             row: list, lane: str, warp: str, warps: int, m_slot: str, l_slot: str, columns: list,
              lowering) -> None:
     """The block's warps' online-softmax states as the row's O, stored by column, through
     shared memory."""
     out = kernel.results[0]
     width = kernel.parallel_ranges[att.e]
     at_row = row + ["0", "0"]
-    maxima = module.shared_array(f"{name}_max", "float", WARPS, 16)
-    sums = module.shared_array(f"{name}_sum", "float", WARPS, 16)
-    partial = module.shared_array(f"{name}_o", "float", WARPS * width, 16)
+    maxima = module.shared_array(f"{name}_max", "float", warps, 16)
+    sums = module.shared_array(f"{name}_sum", "float", warps, 16)
+    partial = module.shared_array(f"{name}_o", "float", warps * width, 16)
 
     def cell(array: str, index: str) -> str:
         return fn.op(f"getelementptr float, ptr addrspace(3) {array}, i64 {index}")
@@ -182,7 +278,7 @@ def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.A
         _guarded(fn, inside, keep)
     fn.barrier()
     combine = lowering(at_row)._binary
-    maxima_w = [fn.op(f"load float, ptr addrspace(3) {cell(maxima, str(w))}") for w in range(WARPS)]
+    maxima_w = [fn.op(f"load float, ptr addrspace(3) {cell(maxima, str(w))}") for w in range(warps)]
     row_max = maxima_w[0]
     for v in maxima_w[1:]:
         row_max = combine("max", row_max, v, "f32")
@@ -219,4 +315,4 @@ def _combine(module: Module, fn: Function, kernel: K.Kernel, name: str, att: K.A
         A.store(fn, A.element_ptr(fn, f"%b{out.binding}", dtype, A.offset(fn, lin, loop)),
                 dtype, stored)
 
-    fn.loop(tid, str(width), str(BLOCK), column)
+    fn.loop(tid, str(width), str(warps * WARP), column)
