@@ -109,6 +109,11 @@ def test_ptxas_assembles_the_kernels(ptxas, arch):
     partial, combine = decode.exports
     assert decode.cubin.length > 0 and b"partial" in partial.name and b"combine" in combine.name
     assert list(partial.gridSize) == [12 * 16, 1, 1]
+    for dim, warps in ((256, 1), (400, 4)):  # 1 warp stages 256-long key rows; 400 are not staged
+        wide = cuda_executable(compile_str(cases.mlir(
+            "by_hand", (1, 2, 3, dim), (1, 2, 5, dim), (1, 2, 5, 24), "f32"), options))
+        (export,) = wide.exports
+        assert wide.cubin.length > 0 and list(export.blockSize) == [32 * warps, 1, 1]
 
 
 def test_a_gpt2_blocks_attention_is_one_kernel():

@@ -136,9 +136,9 @@ def _live(ops: list[Op], results: list[Value]) -> list[Op]:
 
 
 def probability_products(function: Function) -> set[Generic]:
-    """The contractions that read a row kernel's row result beside its max fold (a softmax's
-    probabilities): split-reductions keeps them whole, since a P·V product split in two (a
-    decode step's, with one query row) is no longer the chain this pass matches."""
+    """The contractions that read a softmax's probabilities, and those whose scores that
+    softmax reads: split-reductions keeps them whole, since a product split in two (a decode
+    step's P·V, a 256-deep score) is no longer the chain this pass matches."""
     if function.symbols:
         return set()  # fuse-attention takes static functions only
     graph = _Graph(function.ops, function.results)
@@ -150,7 +150,17 @@ def probability_products(function: Function) -> set[Generic]:
         product = fold_product(folds[0]) if folds else None
         if product is not None and any(_reads_softmax(x, op, graph) for x in (product.a, product.b)):
             found.add(op)
+            row = graph.producers[_view_base(op.inputs[_load_of(product, op, graph).binding],
+                                             graph)]
+            found.update(p for v in row.inputs if isinstance(
+                p := graph.producers.get(_view_base(v, graph)), Generic) and _is_contraction(p))
     return found
+
+
+def _load_of(product: Binary, op: Generic, graph: _Graph) -> Load:
+    """The operand load of ``product`` that reads a softmax's probabilities."""
+    x = next(x for x in (product.a, product.b) if _reads_softmax(x, op, graph))
+    return x.x if isinstance(x, Cast) else x
 
 
 def _reads_softmax(x: Expr, op: Generic, graph: _Graph) -> bool:

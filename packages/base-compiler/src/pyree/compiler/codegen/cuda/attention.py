@@ -74,7 +74,9 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
     ((fold, term),) = K.fold_pattern((K.Result(0, (), att.score_step),))
     assert fold == "add"  # flow/attention.py takes contractions only
     split = _split(K.fold_product((fold, term)), len(par))
-    warps = next(w for w in (4, 2, 1) if w * WARP * (depth + 1) * 4 <= STAGED_BYTES or w == 1)
+    if WARP * (depth + 1) * 4 > STAGED_BYTES:
+        split = None  # not even one warp's key rows fit: each lane reads its own
+    warps = next(w for w in (4, 2, 1) if split is None or w * WARP * (depth + 1) * 4 <= STAGED_BYTES)
     fn = Function(module)
     n = len(kernel.loop_ranges)
 
