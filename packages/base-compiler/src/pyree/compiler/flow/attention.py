@@ -690,10 +690,13 @@ def _with_consumer(op: Generic, graph: _Graph):
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.outputs) != 1 \
             or has_run_time_sizes(consumer) or consumer.outputs[0].epilogue is not None:
         return None
-    loads = {e for e in result_nodes(consumer.outputs[0]) if isinstance(e, (Load, Gather))
-             and consumer.inputs[e.binding] is chain[-1]}
-    if len(loads) != 1 or not isinstance(load := next(iter(loads)), Load):
+    if any(isinstance(e, Gather) for e in result_nodes(consumer.outputs[0])):
+        return None  # its computed indices are in its own loops
+    loads = {e for e in result_nodes(consumer.outputs[0])
+             if isinstance(e, Load) and consumer.inputs[e.binding] is chain[-1]}
+    if len(loads) != 1:
         return None
+    load = next(iter(loads))
     width = len(op.loop_ranges)
     loop_map = _consumer_map(op, load, consumer, chain[-1])
     if loop_map is None \
