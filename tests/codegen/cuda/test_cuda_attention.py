@@ -29,8 +29,8 @@ FLOW = {"gpu": True, "implicit_gemm": True, "attention": True}
 def small_chunks(monkeypatch):
     """Flash-decoding's chunks of 8 keys, not 128: the emulator's blocks stay small, and the
     one-query cases split their keys over blocks (the partial kernel and the combine)."""
-    from pyree.compiler.flow import attention
-    monkeypatch.setattr(attention, "MIN_CHUNK_KEYS", 8)
+    from pyree.compiler.flow import flash_decoding
+    monkeypatch.setattr(flash_decoding, "MIN_CHUNK_KEYS", 8)
 TOLERANCE = {"f32": 2e-6, "f16": 2e-3, "bf16": 1.6e-2}
 
 # kind, (b, h, M, d), (b, h, T, d), (b, h, T, e), dtype
