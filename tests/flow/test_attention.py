@@ -38,6 +38,18 @@ def test_the_chain_is_one_attention_op_with_pytorchs_numbers(kind):
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
+def test_probabilities_rounded_to_half_precision_before_the_product():
+    """Hand-written f16 softmax attention: P is stored as f16 and widened for P·V; the op
+    rounds its probabilities the same way."""
+    function = _fused(cases.mlir("by_hand", *SHAPES, "f16"))
+    (op,) = generics(function)
+    assert op.attention.p_dtype == "f16"
+    args = cases.inputs("by_hand", *SHAPES, "f16", np.random.default_rng(10))
+    (got,) = cases.run(function, args)
+    np.testing.assert_allclose(got.astype(np.float64), cases.reference("by_hand", args),
+                               rtol=3e-3, atol=3e-3)
+
+
 def test_half_precision_rounds_the_result_once():
     """f16 SDPA: the scale and widening fuse into the op's reads, and the rounding of its f32
     result to f16 (an op of its own after the batch matmul's view) into its epilogue."""

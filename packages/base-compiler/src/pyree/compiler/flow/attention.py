@@ -511,12 +511,15 @@ def _consumer_loops(g2: Generic, p_load: Load, row: Generic, softmax: _Softmax, 
     rows = tuple(compose(ix, row_map, width) for ix in
                  source_index(softmax.result.index, row.results[softmax.result.binding].shape,
                               value.shape, 0, row.loop_ranges) or ())
-    loops_read = position_loops(p_load.index)
-    if not rows or loops_read is None or len(set(loops_read)) != len(loops_read):
+    plain = plain_positions(p_load.index)
+    if not rows or len(set(plain.values())) != len(plain):
         return None
     loop_map: list[AffineExpr | None] = [None] * len(g2.loop_ranges)
-    for position, d in enumerate(loops_read):
-        loop_map[d] = rows[position]
+    for position, ix in enumerate(p_load.index):
+        if position in plain:
+            loop_map[plain[position]] = rows[position]
+        elif any(ix.coeffs) or rows[position] != AffineExpr((0,) * width, ix.const):
+            return None  # a position that is neither one loop nor the constant stored there
     if loop_map[-1] != AffineExpr.loop(width, j):
         return None
     columns = [d for d, ix in enumerate(loop_map) if ix is None]
