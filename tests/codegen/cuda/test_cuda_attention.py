@@ -158,3 +158,23 @@ def test_a_score_whose_operands_both_read_the_key():
     assert Emulated(kernel)([*inputs, got], [])
     K.evaluate(kernel, [*inputs, want])
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_grouped_query_attention():
+    """SDPA with enable_gqa (4 query heads over 2 key/value heads): one attention kernel,
+    PyTorch's numbers. Its K and V are expanded to every query head by copies it reads."""
+    import torch
+    import torch.nn.functional as F
+    from pyree.compiler import import_torch
+
+    class Grouped(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    torch.manual_seed(1)
+    q, k, v = torch.randn(1, 4, 9, 8), torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 16)
+    fused = after_pass(import_torch(Grouped(), q, k, v), "fuse-attention", **FLOW)
+    assert sum(op.attention is not None for op in generics(fused)) == 1
+    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()], _emulated)
+    want = Grouped()(q.double(), k.double(), v.double()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
