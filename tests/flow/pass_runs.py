@@ -10,11 +10,11 @@ from pyree.compiler.tensor_program import Function, Generic
 
 
 def after_pass(mlir: str, name: str, *, gpu: bool = False, implicit_gemm: bool = False,
-               run: int = 0) -> Function:
+               run: int = 0, attention: bool = False) -> Function:
     """The one function of ``mlir`` after the ``run``-th run of pass ``name`` (and every pass
     before it), as the pipeline runs them for these targets."""
     (function,) = import_mlir(mlir, "t.mlir").functions
-    passes = flow_passes(gpu, implicit_gemm)
+    passes = flow_passes(gpu, implicit_gemm, attention=attention)
     last = [k for k, p in enumerate(passes) if p.name == name][run]
     return run_passes(function, passes[:last + 1])
 
@@ -22,7 +22,8 @@ def after_pass(mlir: str, name: str, *, gpu: bool = False, implicit_gemm: bool =
 def before_pass(mlir: str, name: str, **kwargs) -> Function:
     """The function right before the first run of ``name``."""
     (function,) = import_mlir(mlir, "t.mlir").functions
-    passes = flow_passes(kwargs.get("gpu", False), kwargs.get("implicit_gemm", False))
+    passes = flow_passes(kwargs.get("gpu", False), kwargs.get("implicit_gemm", False),
+                         attention=kwargs.get("attention", False))
     return run_passes(function, passes[:[p.name for p in passes].index(name)])
 
 

@@ -22,11 +22,13 @@ def test_the_order():
 def test_implicit_gemm_targets_end_with_inline_patches_and_names_are_listed_once():
     passes = flow_passes(gpu=True, implicit_gemm=True)
     assert passes[-1].name == "inline-patches"
-    assert list(PASS_NAMES) == list(dict.fromkeys(p.name for p in passes))
+    with_attention = flow_passes(gpu=True, implicit_gemm=True, attention=True)
+    assert [p.name for p in with_attention] == [p.name for p in passes] + ["fuse-attention"]
+    assert list(PASS_NAMES) == list(dict.fromkeys(p.name for p in with_attention))
 
 
 def test_every_pass_has_a_test_file_named_after_its_module():
     here = Path(__file__).parent
-    for p in flow_passes(gpu=True, implicit_gemm=True):
+    for p in flow_passes(gpu=True, implicit_gemm=True, attention=True):
         module = getattr(p.run, "func", p.run).__module__.rsplit(".", 1)[-1]
         assert (here / f"test_{module}.py").exists(), f"pass {p.name}: no tests/flow/test_{module}.py"

@@ -110,7 +110,8 @@ def _format_generic(op: Generic) -> list[str]:
             f" ins({ins}) {{{_at(op.location)}")
     names = ["%" + v.name for v in op.inputs]
     outs = ["%" + v.name for v in op.results]
-    return [head, *("  " + line for line in _format_results(op.outputs, names, outs)), "}"]
+    return [head, *("  " + line for line in _format_attention(op.attention, names)),
+            *("  " + line for line in _format_results(op.outputs, names, outs)), "}"]
 
 
 def _preview(data) -> str:
@@ -132,6 +133,7 @@ def _format_kernel(kernel: Kernel) -> str:
     names = [f"b{i}" for i in range(len(kernel.bindings))]
     for i, b in enumerate(kernel.bindings):
         lines.append(f"  binding b{i}: {_type(b)} {b.access}")
+    lines.extend("  " + line for line in _format_attention(kernel.attention, names))
     lines.extend("  " + line for line in _format_results(kernel.results, names, names))
     lines.append("}")
     return "\n".join(lines)
@@ -159,6 +161,20 @@ def _format_results(results, load_names: list[str], store_names: list[str]) -> l
         if r.epilogue is not None:
             lines.append(f"  store {expr(r.epilogue, load_names)}")
     return lines
+
+
+def _format_attention(attention, load_names: list[str]) -> list[str]:
+    """The score and softmax of an attention op (``kernel.Attention``), before its result O."""
+    if attention is None:
+        return []
+    a = attention
+    zero = " (0 where every s is -inf)" if a.masked_zero else ""
+    return [f"attention over the rows, column d{a.e}, keys the first reduction loop:",
+            f"  init acc0 = {expr(a.score_init, load_names)}",
+            f"  acc0 = {expr(a.score_step, load_names)}",
+            f"  s = {expr(a.score, load_names)}",
+            f"  p = softmax(s) as {a.p_dtype}{zero}; O below folds acc0 + p * value"
+            + ("; partial: stores o = acc0 + exp(s - m) * value, m, l" if a.partial else "")]
 
 
 def _index(index: tuple[AffineExpr, ...]) -> str:

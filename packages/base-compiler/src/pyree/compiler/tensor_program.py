@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
-from pyree.compiler.kernel import Load, Result, SizeValue, itemsize, result_nodes
+from pyree.compiler.kernel import Attention, Load, Result, SizeValue, itemsize, result_nodes
 from pyree.compiler.sizes import Size, num_elements
 
 
@@ -60,6 +60,9 @@ class Generic:
     # Every source op fused into this one, as "op @ file:line" (``sources_of``); empty: this op
     # alone. The module records them per kernel, and a trace names each dispatch by them.
     sources: tuple[str, ...] = ()
+    # Softmax attention (flow/attention.py): ``outputs`` is its one result O, and these say how
+    # its probabilities come about (``kernel.Attention``).
+    attention: Attention | None = None
 
 
 def parameters_of(generic: Generic) -> list[Size]:

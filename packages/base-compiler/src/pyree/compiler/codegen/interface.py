@@ -58,6 +58,9 @@ class Backend:
     # pow, ...) in f64: pipeline.py demotes a module's inner f64 to f32 for one that cannot.
     float64: Callable = lambda options: True
     float64_math: Callable = lambda options: True
+    # A template that compiles softmax attention (``kernel.Attention``) as one kernel, so that
+    # flow/attention.py replaces the score, softmax and product chain by one op.
+    fused_attention: bool = False
 
 
 def choose(templates: tuple, kernel, target):

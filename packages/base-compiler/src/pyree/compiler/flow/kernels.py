@@ -31,7 +31,7 @@ def outline(generic: Generic, name: str) -> Kernel:
         results = tuple(map_result(r, value, index=index(r.index)) for r in results)
     return Kernel(name=name, loop_ranges=local(generic.loop_ranges),
                   num_parallel=generic.num_parallel, bindings=bindings, results=results,
-                  location=generic.location)
+                  location=generic.location, attention=generic.attention)
 
 
 class KernelTable:

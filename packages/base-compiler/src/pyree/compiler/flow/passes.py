@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from pyree.compiler.flow.arg_folds import split_arg_folds
+from pyree.compiler.flow.attention import fuse_attention, probability_products
 from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.collapse import collapse_reductions
 from pyree.compiler.flow.constant_folding import fold_constants
@@ -52,12 +53,13 @@ FORM_REGIONS = (
 
 
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
-                tensor_f32: bool = False) -> list[Pass]:
+                tensor_f32: bool = False, attention: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
     convolutions gathered, their K split as 16-bit products'); ``strict_floats``: float folds
-    stay whole (--iree-llvmcpu-reassociate-fp-reductions=false)."""
+    stay whole (--iree-llvmcpu-reassociate-fp-reductions=false); ``attention``: every target
+    compiles softmax attention as one kernel (flow/attention.py)."""
     return [
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
@@ -65,15 +67,19 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
                                              f32=tensor_f32), run_time_sizes=True),
         *FORM_REGIONS,
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
-                                         tensor_f32=tensor_f32), run_time_sizes=True),
+                                         tensor_f32=tensor_f32,
+                                         whole=probability_products if attention else None),
+             run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
+        *([Pass("fuse-attention", fuse_attention)] if attention else []),
     ]
 
 
 # Every pass name, in pipeline order, each once.
-PASS_NAMES = tuple(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_gemm=True)))
+PASS_NAMES = tuple(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_gemm=True,
+                                                              attention=True)))
 
 
 def run_passes(function: Function, passes, after: Callable[[str, Function], None] | None = None

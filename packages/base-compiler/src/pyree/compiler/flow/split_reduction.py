@@ -120,11 +120,14 @@ GPU_VECTOR_MIN_ROWS = 64
 
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
-                     tensor_f32: bool = False) -> Function:
+                     tensor_f32: bool = False, whole=None) -> Function:
     """``gpu``: every target of the module is a GPU (the K limits of contractions);
     ``strict_floats``: float folds are not split (they must fold in order); ``tensor_f32``: f32
-    products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones."""
-    ops = [new for op in function.ops for new in split_reduction(op, gpu, strict_floats, tensor_f32)]
+    products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones;
+    ``whole(function)``: ops a later pass takes as they are (flow/attention.py)."""
+    keep = whole(function) if whole is not None else set()
+    ops = [new for op in function.ops
+           for new in ([op] if op in keep else split_reduction(op, gpu, strict_floats, tensor_f32))]
     return dataclasses.replace(function, ops=ops)
 
 

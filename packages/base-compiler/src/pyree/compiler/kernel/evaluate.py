@@ -65,6 +65,9 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray], params: dict[str, int] |
             return ev(e.a if ev(e.cond, loop, accs) else e.b, loop, accs)
         return _apply(e, [ev(c, loop, accs) for c in operands(e)])
 
+    if kernel.attention is not None:
+        _attention(kernel, buffers, ev)
+        return
     results = kernel.results
     finals: dict[int, object] = {}
     for p in itertools.product(*[range(n) for n in par]):
@@ -84,6 +87,52 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray], params: dict[str, int] |
         for rr in itertools.product(*[range(n) for n in red]):
             for r in kernel.row_results:
                 buffers[r.binding][tuple(ix(p + rr) for ix in r.index)] = ev(r.value, p + rr, None)
+
+
+def _attention(kernel: Kernel, buffers: list[np.ndarray], ev) -> None:
+    """``kernel.Attention``'s loop nest as written there, the probabilities of a row computed
+    once (nothing of them depends on the column ``e``)."""
+    import itertools
+
+    att, out = kernel.attention, kernel.results[0]
+    keys, depth = kernel.reduction_ranges
+    f32 = np.float32
+    rows: dict[tuple, list] = {}
+    for p in itertools.product(*[range(n) for n in kernel.parallel_ranges]):
+        row = p[:att.e] + (0,) + p[att.e + 1:]
+        if row not in rows:
+            s = []
+            for j in range(keys):
+                acc = ev(att.score_init, row + (j, 0), None)
+                for c in range(depth):
+                    acc = ev(att.score_step, row + (j, c), {0: acc})
+                s.append(f32(ev(att.score, row + (j, 0), {0: acc})))
+            with np.errstate(all="ignore"):
+                m = f32(-np.inf)
+                for x in s:
+                    m = np.maximum(x, m)
+                total = f32(0)
+                for x in s:
+                    total = f32(np.exp(x - m) + total)
+                masked = att.masked_zero and all(x == -np.inf for x in s)
+                if att.partial:  # unnormalized weights, and the state a combine needs
+                    dead = m == -np.inf
+                    weights = [f32(0) if dead else f32(DTYPES[att.p_dtype].type(np.exp(x - m)))
+                               for x in s]
+                    total = f32(0) if dead else total
+                    rows[row] = weights, m, total
+                else:
+                    rows[row] = [f32(0) if masked else f32(DTYPES[att.p_dtype].type(
+                        f32(np.exp(x - m)) / total)) for x in s], None, None
+        weights, m, total = rows[row]
+        acc = ev(out.init, p + (0, 0), None)
+        with np.errstate(all="ignore"):
+            for j, pj in enumerate(weights):
+                acc = DTYPES[out.value.dtype].type(acc + pj * ev(out.value, p + (j, 0), None))
+        value = ev(out.epilogue, p + (0, 0), {0: acc}) if out.epilogue is not None else acc
+        buffers[out.binding][tuple(ix(p + (0, 0)) for ix in out.index)] = value
+        for r, state in zip(kernel.results[1:], (m, total)):
+            buffers[r.binding][tuple(ix(p + (0, 0)) for ix in r.index)] = state
 
 
 _FLOAT64_UNARY = {

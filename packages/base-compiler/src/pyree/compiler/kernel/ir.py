@@ -327,6 +327,44 @@ class Result:
 
 
 @dataclass(frozen=True)
+class Attention:
+    """Softmax attention as one loop nest (flow/attention.py), which a Generic or Kernel holds
+    beside its one ``Result`` O. The loops are the parallel ones (the softmax rows' loops, then
+    O's column ``e``), then two reductions: the keys ``j`` and the score's contraction ``c``.
+    Per parallel point:
+
+        for j:                                           # the score, a contraction over c
+            acc = score_init;  for c: acc = score_step   # score_step reads Acc(0): acc
+            s_j = score (Acc(0) = acc)                    # scale, mask, bias of the loops
+        m = max_j s_j;  l = sum_j exp(s_j - m)
+        p_j = exp(s_j - m) / l rounded to p_dtype         # masked_zero: 0 where every s_j is -inf
+        acc = O.init;  for j: acc = acc + p_j * O.value  # O.value: V at (j, e)
+        store O.epilogue (Acc(0) = acc)
+
+    The inits and epilogues are evaluated at reduction point zero, as a Result's are. Nothing of
+    the score depends on ``e``: backends compute it once per row.
+
+    A ``partial`` op (a chunk of the keys, flash-decoding's first half) stores its softmax's
+    state instead, for a combine to finish: result 0 ``o = O.init + sum_j w_j * O.value`` with
+    ``w_j = exp(s_j - m)`` rounded to p_dtype, results 1 and 2 ``m`` and ``l`` (their expressions
+    unused), where a row whose every s_j is -inf has m = -inf, every w_j = 0 and l = 0."""
+
+    score_init: Expr
+    score_step: Expr
+    score: Expr
+    masked_zero: bool
+    p_dtype: str
+    e: int  # the loop of O's column, the last parallel loop
+    partial: bool = False
+
+
+def attention_nodes(attention: Attention):
+    """Every sub-expression of the score's three expressions."""
+    for root in (attention.score_init, attention.score_step, attention.score):
+        yield from walk(root)
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     loop_ranges: tuple[int, ...]
@@ -335,6 +373,8 @@ class Kernel:
     results: tuple[Result, ...]
     # Where the region came from, for error messages and --pyree-print-ir-after-all.
     location: str = field(default="", compare=False)
+    # Softmax attention: its one result is O (see ``Attention``), and no other template takes it.
+    attention: Attention | None = None
 
     @property
     def reduction_ranges(self) -> tuple[int, ...]:

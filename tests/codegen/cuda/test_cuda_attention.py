@@ -1,0 +1,180 @@
+"""CPU-only: the cuda target's attention kernel (codegen/cuda/attention.py, from flow's
+fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
+the kernel IR's reference semantics, and against PyTorch's attention in float64: decode and
+prefill rows (M = 1, 3, 17), short and long key ranges (T = 5, 37, 130) across the block's
+threads, head dims that differ (d = 8, 24; e = 24, 8), f32, f16 and bf16, causal and padded
+masks, a row masked whole, and NaN and infinities in q, k and v, which land where the chain
+puts them. ptxas assembles the kernel for Ampere and Hopper. tests/drivers/cuda/
+test_cuda_attention_on_gpu.py runs it on a GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tooling import require_module
+
+require_module("torch")
+require_module("torch_mlir")
+
+from flow import attention_cases as cases  # noqa: E402
+from flow.pass_runs import after_pass, before_pass, generics  # noqa: E402
+from nvptx_on_cpu import Emulated  # noqa: E402
+from ptx_modules import cuda_executable  # noqa: E402
+from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+
+FLOW = {"gpu": True, "implicit_gemm": True, "attention": True}
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    """Flash-decoding's chunks of 8 keys, not 128: the emulator's blocks stay small, and the
+    one-query cases split their keys over blocks (the partial kernel and the combine)."""
+    from pyree.compiler.flow import flash_decoding
+    monkeypatch.setattr(flash_decoding, "MIN_CHUNK_KEYS", 8)
+TOLERANCE = {"f32": 2e-6, "f16": 2e-3, "bf16": 1.6e-2}
+
+# kind, (b, h, M, d), (b, h, T, d), (b, h, T, e), dtype
+SHAPES = [
+    ("sdpa_mask", (1, 2, 1, 24), (1, 2, 130, 24), (1, 2, 130, 8), "f32"),  # decode, 13 chunks
+    ("sdpa_mask", (1, 1, 1, 8), (1, 1, 37, 8), (1, 1, 37, 24), "f16"),  # 37 keys: one block
+    ("causal", (1, 1, 17, 8), (1, 1, 17, 8), (1, 1, 17, 24), "f16"),
+    ("sdpa", (1, 1, 3, 8), (1, 1, 37, 8), (1, 1, 37, 24), "bf16"),
+    ("by_hand", (2, 1, 3, 24), (2, 1, 5, 24), (2, 1, 5, 8), "f32"),
+    ("by_hand", (1, 2, 3, 8), (1, 2, 37, 8), (1, 2, 37, 24), "f16"),  # P rounded to f16
+]
+
+
+def _emulated(kernel, buffers) -> None:
+    """The attention kernel as the cuda target compiles it, the other kernels' reference."""
+    if kernel.attention is None:
+        from pyree.compiler.kernel import evaluate
+        evaluate(kernel, buffers)
+    else:
+        assert Emulated(kernel)(buffers, [])
+
+
+def _both(kind: str, shapes, dtype: str, args):
+    """(the fused op on the emulated GPU, the chain by the reference semantics)."""
+    mlir = cases.mlir(kind, *shapes, dtype)
+    fused = after_pass(mlir, "fuse-attention", **FLOW)
+    assert generics(fused)[0].attention is not None
+    (got,) = cases.run(fused, args, _emulated)
+    (want,) = cases.run(before_pass(mlir, "fuse-attention", **FLOW), args)
+    return got.astype(np.float64), want.astype(np.float64)
+
+
+@pytest.mark.parametrize("kind, q, k, v, dtype", SHAPES)
+def test_the_kernel_computes_attention(kind, q, k, v, dtype):
+    args = cases.inputs(kind, q, k, v, dtype, np.random.default_rng(11))
+    got, chain = _both(kind, (q, k, v), dtype, args)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+@pytest.mark.parametrize("kind, queries, keys", [("sdpa_mask", 5, 37), ("by_hand", 5, 37),
+                                                  ("sdpa_mask", 1, 48), ("by_hand", 1, 48)])
+def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
+    """NaN in one query, +inf in one key, -inf in another key's values (masked out of some
+    rows, where 0 * inf is NaN as in the chain), and a row masked whole (SDPA: 0; by hand:
+    NaN); with one query, the keys split in six chunks, the last three masked whole."""
+    shapes = ((1, 2, queries, 8), (1, 2, keys, 8), (1, 2, keys, 8))
+    args = cases.inputs(kind, *shapes, "f32", np.random.default_rng(12))
+    q, k, v, mask = args
+    q[0, 0, queries // 2, 3] = np.nan
+    k[0, 1, 7, 0] = np.inf
+    v[0, 0, 20, 5] = -np.inf
+    masked = np.False_ if kind == "sdpa_mask" else -np.inf
+    if queries > 1:
+        mask[..., 1, :] = masked
+    else:
+        mask[..., keys // 2:] = masked
+    got, chain = _both(kind, shapes, "f32", args)
+    assert np.isnan(got).any() and np.isfinite(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_allclose(got, chain, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_ptxas_assembles_the_kernels(ptxas, arch):
+    """Causal f16 prefill is one export, a block of 128 threads per query row; a decode step
+    over 1024 keys two, the partial kernel's blocks a chunk of a row's keys each."""
+    options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
+    prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 64, 64)] * 3, "f16"),
+                                          options))
+    (export,) = prefill.exports
+    assert prefill.cubin.length > 0
+    assert (list(export.gridSize), list(export.blockSize)) == ([192, 1, 1], [128, 1, 1])
+    decode = cuda_executable(compile_str(cases.mlir(
+        "sdpa_mask", (1, 12, 1, 64), (1, 12, 1024, 64), (1, 12, 1024, 64), "f16"), options))
+    partial, combine = decode.exports
+    assert decode.cubin.length > 0 and b"partial" in partial.name and b"combine" in combine.name
+    assert list(partial.gridSize) == [12 * 16, 1, 1]
+    for dim, warps in ((256, 1), (400, 4)):  # 1 warp stages 256-long key rows; 400 are not staged
+        wide = cuda_executable(compile_str(cases.mlir(
+            "by_hand", (1, 2, 3, dim), (1, 2, 5, dim), (1, 2, 5, 24), "f32"), options))
+        (export,) = wide.exports
+        assert wide.cubin.length > 0 and list(export.blockSize) == [32 * warps, 1, 1]
+
+
+def test_a_gpt2_blocks_attention_is_one_kernel():
+    """tests/models' GPT-2 block (q, k and v sliced from one projection, a causal masked_fill,
+    softmax by hand), small: its attention is one kernel and the block PyTorch's in float64."""
+    import torch
+    from models import definitions
+    from pyree.compiler import import_torch
+
+    torch.manual_seed(0)
+    model = definitions.gpt2_block(width=16, heads=2, seq=9).eval()
+    x = torch.randn(1, 9, 16)
+    fused = after_pass(import_torch(model, x), "fuse-attention", **FLOW)
+    assert sum(op.attention is not None for op in generics(fused)) == 1
+    (got,) = cases.run(fused, [x.numpy()], _emulated)
+    with torch.no_grad():
+        want = model.double()(x.double()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_score_whose_operands_both_read_the_key():
+    """A product the kernel cannot split into q(row, c) * k(key, c) (here k(key, c)^2): each
+    lane computes its key's score from the loads themselves, against the reference semantics."""
+    import dataclasses
+
+    from pyree.compiler import kernel as K
+    from pyree.compiler.flow.kernels import outline
+
+    shapes = ((1, 2, 3, 8), (1, 2, 37, 8), (1, 2, 37, 24))
+    (op,) = generics(after_pass(cases.mlir("sdpa", *shapes, "f32"), "fuse-attention", **FLOW))
+    step = op.attention.score_step
+    ((_, term),) = K.fold_pattern((K.Result(0, (), step),))
+    key = next(x for x in (term.a, term.b) if any(
+        isinstance(n, K.Load) and n.index[2].coeffs[op.num_parallel] for n in K.walk(x)))
+    squared = K.Binary("add", K.Acc(0, "f32"), K.Binary("mul", key, key, "f32"), "f32")
+    kernel = outline(dataclasses.replace(
+        op, attention=dataclasses.replace(op.attention, score_step=squared)), "k")
+    rng = np.random.default_rng(13)
+    inputs = [rng.standard_normal(b.shape).astype(np.float32) for b in kernel.bindings[:-1]]
+    got, want = (np.zeros(kernel.bindings[-1].shape, np.float32) for _ in range(2))
+    assert Emulated(kernel)([*inputs, got], [])
+    K.evaluate(kernel, [*inputs, want])
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+
+
+def test_grouped_query_attention():
+    """SDPA with enable_gqa (4 query heads over 2 key/value heads): one attention kernel,
+    PyTorch's numbers. Its K and V are expanded to every query head by copies it reads."""
+    import torch
+    import torch.nn.functional as F
+    from pyree.compiler import import_torch
+
+    class Grouped(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    torch.manual_seed(1)
+    q, k, v = torch.randn(1, 4, 9, 8), torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 16)
+    fused = after_pass(import_torch(Grouped(), q, k, v), "fuse-attention", **FLOW)
+    assert sum(op.attention is not None for op in generics(fused)) == 1
+    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()], _emulated)
+    want = Grouped()(q.double(), k.double(), v.double()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

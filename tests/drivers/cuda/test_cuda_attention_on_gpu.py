@@ -1,0 +1,47 @@
+"""On an NVIDIA GPU: PyTorch's scaled_dot_product_attention (causal, a boolean mask, none) and a
+hand-written softmax attention, imported through torch-mlir and compiled for cuda, where
+flow/attention.py makes each one kernel (codegen/cuda/attention.py); odd query and key lengths
+(decode's one query among them), head dims that differ, f32, f16 and bf16, against the same
+attention in float64. Compiled here (the compiler and PyTorch's importer must be installed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tooling import require_module
+
+require_module("torch")
+require_module("torch_mlir")
+
+from flow import attention_cases as cases  # noqa: E402
+
+pytestmark = pytest.mark.cuda
+
+TOLERANCE = {"f32": 1e-5, "f16": 3e-3, "bf16": 2.5e-2}
+# kind, (b, h, M, d), (b, h, T, d), (b, h, T, e), dtype
+CASES = [
+    ("sdpa_mask", (1, 3, 1, 64), (1, 3, 333, 64), (1, 3, 333, 64), "f16"),  # a decode step
+    ("sdpa_mask", (1, 12, 1, 64), (1, 12, 1000, 64), (1, 12, 1000, 64), "f16"),  # keys split
+    ("causal", (2, 3, 77, 40), (2, 3, 77, 40), (2, 3, 77, 40), "f16"),
+    ("causal", (1, 2, 130, 64), (1, 2, 130, 64), (1, 2, 130, 64), "bf16"),
+    ("sdpa_mask", (1, 2, 17, 24), (1, 2, 257, 24), (1, 2, 257, 72), "bf16"),
+    ("sdpa", (1, 4, 200, 128), (1, 4, 203, 128), (1, 4, 203, 128), "f32"),
+    ("by_hand", (2, 5, 33, 16), (2, 5, 65, 16), (2, 5, 65, 48), "f32"),
+    ("by_hand", (1, 3, 50, 64), (1, 3, 300, 64), (1, 3, 300, 64), "f16"),
+]
+
+
+@pytest.mark.parametrize("kind, q, k, v, dtype", CASES)
+def test_attention_on_the_gpu_matches_float64(kind, q, k, v, dtype):
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str
+    vmfb = compile_str(cases.mlir(kind, q, k, v, dtype),
+                       CompileOptions(target_backends=["cuda"], cuda_target="sm_80"))
+    (executable,) = rt.read_module(vmfb).tree.executables
+    assert any("attention" in e.name for e in executable.cuda.exports)  # one kernel
+    module = rt.load_module(vmfb, device="cuda")
+    args = cases.inputs(kind, q, k, v, dtype, np.random.default_rng())
+    got = np.asarray(module[module.function_names[0]](*args).to_host(), np.float64)
+    want = cases.reference(kind, args)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
