@@ -5,6 +5,7 @@ run (``fuse-attention``, flow/attention.py)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -67,9 +68,29 @@ def reference(kind: str, args: list[np.ndarray]) -> np.ndarray:
     return p @ v.astype(np.float64)
 
 
+MLIR_CACHE = "PYREE_TEST_ATTENTION_MLIR"  # a folder of imported programs (a GPU host lacks torch-mlir)
+
+
 @functools.cache
 def mlir(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str = "") -> str:
-    """The program imported from PyTorch (cached: an import takes seconds)."""
+    """The program imported from PyTorch, or read from the folder ``$PYREE_TEST_ATTENTION_MLIR``
+    names (written there when torch-mlir is present): the GPU host runs what the build machine
+    imported."""
+    import os
+    import re
+    folder = os.environ.get(MLIR_CACHE)
+    key = re.sub(r"[^0-9a-zA-Z]+", "_", f"{kind} {q_shape} {k_shape} {v_shape} {dtype} {extra}")
+    cached = Path(folder) / f"{key}.mlir" if folder else None
+    if cached is not None and cached.exists():
+        return cached.read_text()
+    text = _imported(kind, q_shape, k_shape, v_shape, dtype, extra)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(text)
+    return text
+
+
+def _imported(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str) -> str:
     import torch
     from pyree.compiler.importers.torch import import_torch
 

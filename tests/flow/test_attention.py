@@ -89,3 +89,22 @@ def test_few_long_rows_split_their_keys_over_blocks():
         (got,) = cases.run(function, [*args[:3], mask])
         np.testing.assert_allclose(got, cases.reference("sdpa_mask", [*args[:3], mask]),
                                    rtol=2e-6, atol=2e-6)
+
+
+def test_a_language_models_decode_step_is_one_attention():
+    """pyree.compiler.llm's GPT-2 in f16 at decode (one query over the cache with its new row
+    written in): the reshapes fold the one-query loop into the heads' index (``heads + query``), a loop
+    of one step that the match reads as 0, so each layer's attention is one op (split over the
+    keys). The numbers are checked where it runs: the fused op's own tests above, and the
+    decode bench's tokens against PyTorch's on the GPU (bench/gpu/llm_decode.py)."""
+    import torch
+    from pyree.compiler.flow.passes import run_passes
+    from pyree.compiler.input import import_mlir
+    from pyree.compiler.llm.decoder import export_decoder
+    from pyree.compiler.llm.models import GPT2, DecoderConfig
+    torch.manual_seed(0)
+    model = GPT2(DecoderConfig(vocab=11, width=32, layers=2, heads=4, context=40)).half().eval()
+    decode = next(f for f in import_mlir(export_decoder(model), "t.mlir").functions
+                  if f.name == "decode")
+    fused = run_passes(decode, flow_passes(True, True, attention=True))
+    assert sum(op.attention is not None for op in generics(fused)) == 2  # one per layer

@@ -2,16 +2,22 @@
 hand-written softmax attention, imported through torch-mlir and compiled for cuda, where
 flow/attention.py makes each one kernel (codegen/cuda/attention.py); odd query and key lengths
 (decode's one query among them), head dims that differ, f32, f16 and bf16, against the same
-attention in float64. Compiled here (the compiler and PyTorch's importer must be installed)."""
+attention in float64. Compiled here, from programs torch-mlir imports, or, on a GPU host without
+torch-mlir, read from the folder $PYREE_TEST_ATTENTION_MLIR names: write it on the build machine
+with `python3 tests/drivers/cuda/test_cuda_attention_on_gpu.py DIR`."""
 
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 import pytest
 from tooling import require_module
 
 require_module("torch")
-require_module("torch_mlir")
+if not os.environ.get("PYREE_TEST_ATTENTION_MLIR"):
+    require_module("torch_mlir")
 
 from flow import attention_cases as cases  # noqa: E402
 
@@ -45,3 +51,9 @@ def test_attention_on_the_gpu_matches_float64(kind, q, k, v, dtype):
     want = cases.reference(kind, args)
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+if __name__ == "__main__":  # on the build machine: import every case's program into a folder
+    os.environ["PYREE_TEST_ATTENTION_MLIR"] = sys.argv[1]
+    for kind, q, k, v, dtype in CASES:
+        cases.mlir(kind, q, k, v, dtype)

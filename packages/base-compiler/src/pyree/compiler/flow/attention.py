@@ -180,6 +180,7 @@ def _attention(g2: Generic, graph: _Graph) -> Generic | None:
     """The attention op replacing the chain that ends in contraction ``g2``, or None."""
     if not _is_contraction(g2):
         return None
+    g2 = _unit_terms_dropped(g2)
     out = g2.outputs[0]
     product = contraction_product(out)
     for x, v in ((product.a, product.b), (product.b, product.a)):
@@ -187,6 +188,24 @@ def _attention(g2: Generic, graph: _Graph) -> Generic | None:
         if found is not None:
             return _build(g2, v, *found, graph)
     return None
+
+
+def _unit_terms_dropped(op: Generic) -> Generic:
+    """``op`` with the terms of its loops of one step (always 0) dropped from every index:
+    a read through a view folded as ``heads + query`` (GPT-2's decode, one query) is then a
+    read at ``heads``, one loop a position, as the matching below wants."""
+    unit = [n == 1 for n in op.loop_ranges]
+    if not any(unit):
+        return op
+
+    def plain(ix: AffineExpr) -> AffineExpr:
+        return AffineExpr(tuple(0 if u else c for u, c in zip(unit, ix.coeffs)), ix.const)
+
+    def leaf(e: Expr) -> Expr | None:
+        return Load(e.binding, tuple(map(plain, e.index)), e.dtype) if isinstance(e, Load) else None
+
+    return dataclasses.replace(op, outputs=tuple(
+        map_result(r, leaf, index=tuple(map(plain, r.index))) for r in op.outputs))
 
 
 def _is_contraction(op: Generic) -> bool:
@@ -234,7 +253,7 @@ def _probabilities(g2: Generic, x: Expr, graph: _Graph):
     row = graph.producers.get(value)
     if not isinstance(row, Generic) or graph.users[value] != 1:
         return None
-    op = row
+    op, row = row, _unit_terms_dropped(row)
     shapes = [v.shape for x in [g2.inputs[load.binding], *row.inputs]
               for v in _chain_values(x, graph)]
     row, absorbed = _with_max(row, graph)
@@ -523,6 +542,10 @@ def _consumer_loops(g2: Generic, p_load: Load, row: Generic, softmax: _Softmax, 
     if loop_map[-1] != AffineExpr.loop(width, j):
         return None
     columns = [d for d, ix in enumerate(loop_map) if ix is None]
+    if len(columns) > 1:  # a loop of one step that nothing reads P with stays at 0
+        for d in [d for d in columns if g2.loop_ranges[d] == 1]:
+            loop_map[d] = AffineExpr((0,) * width, 0)
+        columns = [d for d in columns if g2.loop_ranges[d] != 1]
     if len(columns) != 1 or columns[0] >= g2.num_parallel:
         return None
     loop_map[columns[0]] = AffineExpr.loop(width, e)
@@ -540,7 +563,7 @@ def _score_source(row: Generic, softmax: _Softmax, graph: _Graph):
         producer = graph.producers.get(at[0]) if at is not None else None
         if isinstance(producer, Generic) and _is_contraction(producer) \
                 and _read_only_by(at[0], softmax.ops, graph) and producer.results[0] is at[0]:
-            found.append((x, producer, at[1]))
+            found.append((x, _unit_terms_dropped(producer), at[1]))
     return found[0] if len(found) == 1 else None
 
 
@@ -561,6 +584,9 @@ def _producer_loops(g1: Generic, s_index: tuple[AffineExpr, ...], c: int, width:
         elif any(ix.coeffs) or read != AffineExpr((0,) * width, ix.const):
             return None
     loops[-1] = AffineExpr.loop(width, c)
+    for d, ix in enumerate(loops):  # a loop of one step the result's index does not hold
+        if ix is None and g1.loop_ranges[d] == 1:
+            loops[d] = AffineExpr((0,) * width, 0)
     return None if any(ix is None for ix in loops) else tuple(loops)
 
 
