@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import itertools
 import os
 import signal
 import subprocess
@@ -239,12 +240,16 @@ def _run(pool: list[_Worker], fn: Callable, items: Sequence, done) -> list:
     results: dict[int, object] = {}
     queue = iter(range(len(items)))
     busy: dict[Connection, _Worker] = {}
+    # The next job, taken from ``items`` before a worker is free for it: items may build each
+    # job as it is asked for (llvm-cpu lowers a part then), which runs beside the busy workers.
+    ahead = [(i, items[i]) for i in itertools.islice(queue, 1)]
 
     def give(worker: _Worker) -> None:
-        i = next(queue, None)
-        if i is not None:
-            worker.connection.send((i, fn, items[i]))
+        if ahead:
+            i, item = ahead.pop()
+            worker.connection.send((i, fn, item))
             busy[worker.connection] = worker
+            ahead.extend((i, items[i]) for i in itertools.islice(queue, 1))
 
     for worker in pool:
         give(worker)
