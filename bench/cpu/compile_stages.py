@@ -31,7 +31,6 @@ def main():
     parser.add_argument("--serial", action="store_true")
     args = parser.parse_args()
 
-    import llvmlite.binding as llvm
     import pyree.compiler.codegen.llvm_cpu as cpu
     from pyree.compiler import CompileOptions, compile_str
     from pyree.compiler.codegen.llvm_cpu import object_file
@@ -49,35 +48,18 @@ def main():
     if args.serial:
         cpu.map_jobs = lambda fn, items, done=None: [
             (fn(item), done(i) if done else None)[0] for i, item in enumerate(items)]
-        cpu.lower_parts = timed(lambda k, target, parts: ("lower", target.cpu), cpu.lower_parts)
+        cpu.lower_part = timed(lambda kernels, target, count, p: ("lower", target.cpu),
+                               cpu.lower_part)
         cpu.emit_worker_loop = timed("worker loop", cpu.emit_worker_loop)
         from llvmlite import ir
         ir.Module.__str__ = timed("LLVM IR text", ir.Module.__str__)
 
-        def optimize(text, target):
-            t = time.process_time()
-            tm = target.machine
-            module = llvm.parse_assembly(text)
-            module.triple = object_file.TRIPLE
-            module.data_layout = str(tm.target_data)
-            module.verify()
-            steps[("parse+verify", target.cpu)] += time.process_time() - t
-            t = time.process_time()
-            pto = llvm.create_pipeline_tuning_options(speed_level=3)
-            pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(module, pb)
-            steps[("optimize", target.cpu)] += time.process_time() - t
-            return module
-
-        def compile_object(text, target, listings=False):
-            module = optimize(text, target)
-            t = time.process_time()
-            obj = target.machine.emit_object(module)
-            steps[("emit", target.cpu)] += time.process_time() - t
-            return obj
-        cpu.compile_object = compile_object
-        cpu._compile_part.__globals__["compile_object"] = compile_object
+        object_file.parse = timed(lambda text, target: ("parse+verify", target.cpu),
+                                  object_file.parse)
+        object_file.run_passes = timed(lambda module, target: ("optimize", target.cpu),
+                                       object_file.run_passes)
+        cpu.compile_object = timed(lambda text, target, listings=False: ("parse+optimize+emit", target.cpu),
+                                   cpu.compile_object)
 
     text = Path(args.mlir).read_text()
     marks = []
@@ -93,6 +75,10 @@ def main():
           f"{marks[-1][1][2] - c0:.2f}")
     for key, seconds in sorted(steps.items(), key=str):
         print(f"  {key}: {seconds:.2f} s")
+    for cpu_name in {key[1] for key in steps if isinstance(key, tuple)}:
+        emit = steps["parse+optimize+emit", cpu_name] - steps["parse+verify", cpu_name] - \
+            steps["optimize", cpu_name]
+        print(f"  ('emit', '{cpu_name}'): {emit:.2f} s")
 
 
 if __name__ == "__main__":

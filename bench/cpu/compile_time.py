@@ -2,18 +2,20 @@
 
     python bench/cpu/compile_time.py [--models resnet18,mobilenet_v2,...] [--rounds 3]
                                      [--flags "--pyree-llvmcpu-variants=none"] [--iree-compile PATH]
-                                     [--work /tmp/pyree_compile_time]
+                                     [--work /tmp/pyree_compile_time] [--base-src OTHER/src]
 
 Each model of tests/models/definitions.py (default: every one in ``MODELS`` and the zoo subset
 of tests/models/test_model_zoo.py) is imported once with ``pyree.compiler.import_torch``, as the
 model tests import it, and the MLIR is cached in --work. Then, in rounds, each model is compiled
-by ``pyree-compile M.mlir -o M.vmfb [--flags]`` (default flags: the two x86-64 variants) and by
+by ``pyree-compile M.mlir -o M.vmfb [--flags]`` (default flags: the two x86-64 variants; its
+bytecode compiled first, as an installed pyree's is) and by
 ``iree-compile M.mlir --iree-hal-target-backends=llvm-cpu --iree-llvmcpu-target-cpu=generic``,
 one after the other, so that both see the same (shared, noisy) machine. Each compile's wall time
 and CPU time (user + system of the process and every process it waited for) are recorded; a
 side's figure is the median over rounds, and the ratio the median of pyree's over IREE's per round.
-The 1-minute load average is printed with every round: on a shared machine CPU time is the steadier
-figure, wall time is what a user waits.
+With ``--base-src`` a third side, another tree's pyree-compile (main's, for a before/after),
+takes its turn in every round too. The 1-minute load average is printed with every round: on a
+shared machine CPU time is the steadier figure, wall time is what a user waits.
 """
 
 from __future__ import annotations
@@ -85,7 +87,9 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     iree = iree_install.iree_compile(args.iree_compile)
     models = {name: export(name, work) for name in args.models.split(",")}
-    env = dict(os.environ)
+    # An installed pyree has its bytecode compiled; a source tree run with
+    # PYTHONDONTWRITEBYTECODE would compile every module again in every timed process.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     pyree = lambda m: [sys.executable, "-m", "pyree.compiler.tools.compile", str(m), "-o",
                        str(work / "pyree.vmfb"), *args.flags.split()]
     sides = {"pyree": (pyree, env)}
@@ -96,6 +100,8 @@ def main():
                                 "--iree-hal-target-backends=llvm-cpu",
                                 "--iree-llvmcpu-target-cpu=generic"], env)
     results = {(name, side): [] for name in models for side in sides}
+    for cmd, side_env in sides.values():  # untimed: bytecode written, files in the page cache
+        timed(cmd(next(iter(models.values()))), side_env)
     for r in range(args.rounds):
         print(f"# round {r + 1}, load {os.getloadavg()[0]:.2f}", flush=True)
         for name, mlir in models.items():
