@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 
 import pytest
 from generated import matmul_chain
@@ -45,6 +46,31 @@ def test_results_come_in_order_with_progress_per_job(start):
     pids = set(parallel.map_jobs(pid_of, range(8)))
     assert os.getpid() not in pids and 1 <= len(pids) <= 4
     assert idle() == (set() if start == "fork" else {w.pid for w in parallel._IDLE})
+
+
+class BuiltWhenAsked(Sequence):
+    """Items 6, 7, 8...: each records, as it is built, how many results had come back."""
+
+    def __init__(self, count: int, done: list):
+        self.count, self.done, self.built = count, done, []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        self.built.append((i, len(self.done)))
+        return i + 6
+
+
+def test_items_are_built_one_ahead_of_the_workers(start):
+    """llvm-cpu lowers a part as its job is taken: each item is taken once, in order, the next
+    one while the workers run the ones before it (so lowering overlaps code generation)."""
+    done = []
+    items = BuiltWhenAsked(9, done)
+    assert parallel.map_jobs(square_or_fail, items, done.append) == [(i + 6) ** 2 for i in range(9)]
+    assert items.built == [(i, max(0, i - 4)) for i in range(9)]  # four workers
 
 
 def test_spawned_workers_serve_the_next_call_then_stop_when_idle(monkeypatch):
