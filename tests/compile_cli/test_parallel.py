@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 from generated import matmul_chain
-from parallel_jobs import pid_of, square_or_fail
+from parallel_jobs import pid_of, square_or_fail, square_slowly
 from pyree.compiler.codegen.common import parallel
 from pyree.compiler.errors import CompileError
 from tooling import require_module
@@ -64,13 +64,16 @@ class BuiltWhenAsked(Sequence):
         return i + 6
 
 
-def test_items_are_built_one_ahead_of_the_workers(start):
-    """llvm-cpu lowers a part as its job is taken: each item is taken once, in order, the next
-    one while the workers run the ones before it (so lowering overlaps code generation)."""
+def test_items_are_taken_ahead_of_the_workers(start):
+    """llvm-cpu lowers a part as its job is taken: each item is taken once, in order, and up to
+    one per worker is taken while the workers run the jobs before it (lowering overlaps code
+    generation), never more."""
     done = []
     items = BuiltWhenAsked(9, done)
-    assert parallel.map_jobs(square_or_fail, items, done.append) == [(i + 6) ** 2 for i in range(9)]
-    assert items.built == [(i, max(0, i - 4)) for i in range(9)]  # four workers
+    assert parallel.map_jobs(square_slowly, items, done.append) == [(i + 6) ** 2 for i in range(9)]
+    assert [i for i, _ in items.built] == list(range(9))
+    # four workers: jobs 0-3 sent, 4-7 taken ahead before any result; job 8 only after one
+    assert [results for _, results in items.built[:8]] == [0] * 8 and items.built[8][1] >= 1
 
 
 def test_spawned_workers_serve_the_next_call_then_stop_when_idle(monkeypatch):
