@@ -12,6 +12,14 @@ def square_or_fail(value: int) -> int:
     return value * value
 
 
+def square_slowly(value: int) -> int:
+    """value², after 0.2 s: time enough for the parent to take every job it may take ahead."""
+    import time
+
+    time.sleep(0.2)
+    return value * value
+
+
 def pid_of(_) -> int:
     import os
 

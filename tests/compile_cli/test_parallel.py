@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 
 import pytest
 from generated import matmul_chain
-from parallel_jobs import pid_of, square_or_fail
+from parallel_jobs import pid_of, square_or_fail, square_slowly
 from pyree.compiler.codegen.common import parallel
 from pyree.compiler.errors import CompileError
 from tooling import require_module
@@ -45,6 +46,34 @@ def test_results_come_in_order_with_progress_per_job(start):
     pids = set(parallel.map_jobs(pid_of, range(8)))
     assert os.getpid() not in pids and 1 <= len(pids) <= 4
     assert idle() == (set() if start == "fork" else {w.pid for w in parallel._IDLE})
+
+
+class BuiltWhenAsked(Sequence):
+    """Items 6, 7, 8...: each records, as it is built, how many results had come back."""
+
+    def __init__(self, count: int, done: list):
+        self.count, self.done, self.built = count, done, []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        self.built.append((i, len(self.done)))
+        return i + 6
+
+
+def test_items_are_taken_ahead_of_the_workers(start):
+    """llvm-cpu lowers a part as its job is taken: each item is taken once, in order, and up to
+    one per worker is taken while the workers run the jobs before it (lowering overlaps code
+    generation), never more."""
+    done = []
+    items = BuiltWhenAsked(9, done)
+    assert parallel.map_jobs(square_slowly, items, done.append) == [(i + 6) ** 2 for i in range(9)]
+    assert [i for i, _ in items.built] == list(range(9))
+    # four workers: jobs 0-3 sent, 4-7 taken ahead before any result; job 8 only after one
+    assert [results for _, results in items.built[:8]] == [0] * 8 and items.built[8][1] >= 1
 
 
 def test_spawned_workers_serve_the_next_call_then_stop_when_idle(monkeypatch):

@@ -24,6 +24,7 @@ there is one core or one job, the jobs run here, one after another.
 from __future__ import annotations
 
 import atexit
+import collections
 import ctypes
 import os
 import signal
@@ -239,17 +240,32 @@ def _run(pool: list[_Worker], fn: Callable, items: Sequence, done) -> list:
     results: dict[int, object] = {}
     queue = iter(range(len(items)))
     busy: dict[Connection, _Worker] = {}
+    # Jobs taken from ``items`` before a worker is free for them, up to one per worker: items
+    # may build each job as it is taken (llvm-cpu lowers a part then), which then runs while the
+    # workers do, and a worker that finishes gets its next job at once.
+    ahead: collections.deque = collections.deque()
 
-    def give(worker: _Worker) -> None:
+    def take() -> bool:
         i = next(queue, None)
         if i is not None:
-            worker.connection.send((i, fn, items[i]))
+            ahead.append((i, items[i]))
+        return i is not None
+
+    def give(worker: _Worker) -> None:
+        if ahead or take():
+            i, item = ahead.popleft()
+            worker.connection.send((i, fn, item))
             busy[worker.connection] = worker
 
     for worker in pool:
         give(worker)
+    more = True
     while busy:
-        for connection in wait(list(busy)):
+        finished = wait(list(busy), timeout=0) if more and len(ahead) < len(pool) else None
+        if finished == []:  # no result yet: take the next job meanwhile
+            more = take()
+            continue
+        for connection in finished or wait(list(busy)):
             worker = busy.pop(connection)
             try:
                 i, ok, value = connection.recv()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 
 from pyree.compiler._fb.CpuExecutable import CpuExecutableT
 from pyree.compiler._fb.CpuExport import CpuExportT
@@ -24,7 +25,7 @@ from pyree.compiler.codegen.common.exports import binding_layouts, size_expr
 from pyree.compiler.codegen.common.parallel import map_jobs
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
-from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, LoweredKernel, lower_parts
+from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, LoweredKernel, lower_part, part_count
 from pyree.compiler.codegen.llvm_cpu.object_file import compile_object, link_shared_object
 from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_variants
 from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
@@ -57,34 +58,23 @@ def targets_of(options: CompileOptions) -> tuple[CpuTarget, ...]:
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
                        builder: ModuleBuilder, keep: Keep = keep_nothing) -> ExecutableT:
     targets = targets_of(options)
-    layouts = [binding_layouts(kernel) for kernel in kernels]
-    lowered, texts = [], []  # per target: its kernels' entry points, its parts' LLVM IR
-    for target in targets:
-        modules, low = lower_parts(kernels, target, PARTS)
-        emit_worker_loop(modules[0])
-        for k, (entry, layout) in enumerate(zip(low, layouts)):  # beside its kernel
-            emit_export_record(modules[k % len(modules)], entry.symbol, entry.workgroup_count,
-                               layout)
-        lowered.append(low)
-        texts.append([str(module) for module in modules])
-    parts, listings = len(texts[0]), keep is not keep_nothing
-    # part p of every target, then part p + 1: a kernel is done once every CPU's code for it is
-    jobs = [(texts[t][p], targets[t]) for p in range(parts) for t in range(len(targets))]
+    jobs = _Jobs(kernels, targets, [binding_layouts(kernel) for kernel in kernels])
+    listings = keep is not keep_nothing
     advance = kernel_progress(options.progress, "llvm-cpu", len(kernels))
-    finished = [0] * parts
+    finished = [0] * jobs.parts
 
     def done(job: int) -> None:
         part = job // len(targets)
         finished[part] += 1
         if finished[part] == len(targets):
-            advance(len(range(part, len(kernels), parts)))
+            advance(len(range(part, len(kernels), jobs.parts)))
 
     compiled = map_jobs(functools.partial(_compile_part, listings=listings), jobs, done)
     tables = []
     for t, target in enumerate(targets):
         form = FORM if t == 0 else f"{FORM}_{target.cpu}"  # the most portable: IREE's name
         results = compiled[t::len(targets)]
-        keep(f"{form}.codegen.ll", texts[t])
+        keep(f"{form}.codegen.ll", jobs.texts[t])
         if listings:
             keep(f"{form}.optimized.ll", [optimized for _, optimized, _ in results])
             keep(f"{form}.s", [assembly for _, _, assembly in results])
@@ -92,7 +82,7 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
         keep(f"{form}.o", objects)
         library = link_shared_object(objects)
         keep(f"{form}.so", library)
-        tables.append(_cpu_table(target, builder.add_data(library), lowered[t], layouts))
+        tables.append(_cpu_table(target, builder.add_data(library), jobs.lowered[t], jobs.layouts))
     tables[0].variants = tables[1:] or None
 
     exe = ExecutableT()
@@ -100,6 +90,35 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
     exe.format = ExecutableFormat.cpu
     exe.cpu = tables[0]
     return exe
+
+
+class _Jobs(Sequence):
+    """The code-generation jobs, (LLVM IR, target CPU): part p of every target, then part p + 1
+    (a kernel is done once every CPU's code for it is). A job's IR is built when ``map_jobs``
+    asks for it, so that the workers compile the first parts while this process lowers the
+    next; once every job has been asked for, ``texts`` and ``lowered`` hold every target's."""
+
+    def __init__(self, kernels: list[Kernel], targets: tuple[CpuTarget, ...], layouts: list):
+        self.kernels, self.targets, self.layouts = kernels, targets, layouts
+        self.parts = part_count(kernels, PARTS)
+        self.texts = [[""] * self.parts for _ in targets]  # per target: its parts' LLVM IR
+        self.lowered: list[list[LoweredKernel]] = [[None] * len(kernels) for _ in targets]
+
+    def __len__(self) -> int:
+        return self.parts * len(self.targets)
+
+    def __getitem__(self, job: int) -> tuple[str, CpuTarget]:
+        if not 0 <= job < len(self):
+            raise IndexError(job)
+        p, t = divmod(job, len(self.targets))
+        module, lowered = lower_part(self.kernels, self.targets[t], self.parts, p)
+        if p == 0:
+            emit_worker_loop(module)
+        for k, entry in zip(range(p, len(self.kernels), self.parts), lowered):
+            emit_export_record(module, entry.symbol, entry.workgroup_count, self.layouts[k])
+        self.lowered[t][p::self.parts] = lowered
+        self.texts[t][p] = str(module)
+        return self.texts[t][p], self.targets[t]
 
 
 def _compile_part(job: tuple[str, CpuTarget], listings: bool):

@@ -26,24 +26,28 @@ class LoweredKernel:
 
 
 def lower_kernels(kernels: list[Kernel], target: CpuTarget) -> tuple[ir.Module, list[LoweredKernel]]:
-    (module,), lowered = lower_parts(kernels, target, 1)
-    return module, lowered
+    """Every kernel in one LLVM module."""
+    return lower_part(kernels, target, 1, 0)
 
 
-def lower_parts(kernels: list[Kernel], target: CpuTarget,
-                parts: int) -> tuple[list[ir.Module], list[LoweredKernel]]:
-    """The kernels as at most ``parts`` LLVM modules, kernel k in module k % parts (the same
-    split on every machine), which LLVM then optimizes and emits on several cores
-    (``codegen/common/parallel.py``); each module declares the helpers its own kernels call."""
-    modules = [ir.Module(name="pyree_llvm_cpu") for _ in range(max(1, min(parts, len(kernels))))]
-    for module in modules:
-        module.triple = TRIPLE
+def part_count(kernels: list[Kernel], parts: int) -> int:
+    """The LLVM modules ``parts`` asks for, at most one per kernel."""
+    return max(1, min(parts, len(kernels)))
+
+
+def lower_part(kernels: list[Kernel], target: CpuTarget, count: int,
+               p: int) -> tuple[ir.Module, list[LoweredKernel]]:
+    """Module ``p`` of ``count`` (``part_count``): kernels p, p + count, p + 2 count... (the
+    same split on every machine), which LLVM then optimizes and emits on several cores
+    (``codegen/common/parallel.py``); the module declares the helpers its own kernels call.
+    Each part is lowered on its own, so the parent builds one while workers compile others."""
+    module = ir.Module(name="pyree_llvm_cpu")
+    module.triple = TRIPLE
     lowered = []
-    for k, kernel in enumerate(kernels):
-        module = modules[k % len(modules)]
-        flat = normalize(kernel)
+    for k in range(p, len(kernels), count):
+        flat = normalize(kernels[k])
         _, plan = choose(TEMPLATES, flat, target)
-        symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernel.name)}"
+        symbol = f"pyree_k{k}_{re.sub(r'[^A-Za-z0-9_]', '_', kernels[k].name)}"
         emit_kernel(module, symbol, flat, plan.workgroup_count, plan.emit)
         lowered.append(LoweredKernel(symbol, plan.workgroup_count))
-    return modules, lowered
+    return module, lowered

@@ -14,18 +14,28 @@ from pyree.compiler.errors import CompileError
 
 def optimize(ir_text: str, target: CpuTarget) -> llvm.ModuleRef:
     """Parses and verifies the module, then runs LLVM's O3 pipeline with both vectorizers."""
-    tm = target.machine
+    module = parse(ir_text, target)
+    run_passes(module, target)
+    return module
+
+
+def parse(ir_text: str, target: CpuTarget) -> llvm.ModuleRef:
+    """The module of ``ir_text``, verified, with the target's triple and data layout."""
     module = llvm.parse_assembly(ir_text)
     module.triple = TRIPLE
-    module.data_layout = str(tm.target_data)
+    module.data_layout = str(target.machine.target_data)
     module.verify()
+    return module
+
+
+def run_passes(module: llvm.ModuleRef, target: CpuTarget) -> None:
+    """LLVM's O3 pipeline with both vectorizers, in place."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
+    pb = llvm.create_pass_builder(target.machine, pto)
     pb.getModulePassManager().run(module, pb)
-    return module
 
 
 def compile_object(ir_text: str, target: CpuTarget, listings: bool = False):

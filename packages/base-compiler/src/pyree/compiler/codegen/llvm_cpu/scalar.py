@@ -16,6 +16,7 @@ to a libgcc call that the kernel's shared object does not link.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,8 +182,7 @@ class ExprEmitter:
             return scalar
         vt = ir.VectorType(scalar.type, self.width)
         v = self.b.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined),
-                                     ir.Constant(ir.VectorType(I32, self.width), [0] * self.width))
+        return self.b.shuffle_vector(v, ir.Constant(vt, ir.Undefined), _broadcast_mask(self.width))
 
     def iota(self) -> ir.Constant:
         return ir.Constant(ir.VectorType(I64, self.width), list(range(self.width)))
@@ -617,3 +617,9 @@ class ExprEmitter:
             i = ir.Constant(I32, lane)
             out = b.insert_element(out, one([b.extract_element(a, i) for a in args]), i)
         return out
+
+
+@functools.cache
+def _broadcast_mask(width: int) -> ir.Constant:
+    """shufflevector's mask that copies lane 0 to every lane: one object per width, shared."""
+    return ir.Constant(ir.VectorType(I32, width), [0] * width)
