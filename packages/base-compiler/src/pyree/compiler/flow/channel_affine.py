@@ -231,10 +231,10 @@ def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):
     """``weights`` times the channel constant at each weight element's channel loops, in f64:
     the caller rounds once to the weight's type (f16 weights were scaled in f16 per op)."""
     loop_dim = {loop: dim for dim, loop in plain_positions(w_index).items()}
-    grid = np.indices(weights.shape)
+    grid = np.indices(weights.shape, sparse=True)
     at = []
     for ix, size in zip(c_index, values.shape):
-        flat = np.full(weights.shape, ix.const, np.int64)
+        flat = np.full((1,) * weights.ndim, ix.const, np.int64)
         for d, k in enumerate(ix.coeffs):
             if k:
                 flat = flat + k * grid[loop_dim[d]]
