@@ -91,20 +91,46 @@ def test_few_long_rows_split_their_keys_over_blocks():
                                    rtol=2e-6, atol=2e-6)
 
 
-def test_a_language_models_decode_step_is_one_attention():
-    """pyree.compiler.llm's GPT-2 in f16 at decode (one query over the cache with its new row
-    written in): the reshapes fold the one-query loop into the heads' index (``heads + query``), a loop
-    of one step that the match reads as 0, so each layer's attention is one op (split over the
-    keys). The numbers are checked where it runs: the fused op's own tests above, and the
-    decode bench's tokens against PyTorch's on the GPU (bench/gpu/llm_decode.py)."""
+def _attend_over_written_cache(q, k_old, v_old, k_new, v_new, start):
+    """A decoder layer's attention as gpt-fast and Hugging Face's static caches write it: the
+    new rows written into this layer's cache, then one masked softmax attention over it."""
+    import math
+
+    import torch
+    from pyree.compiler.llm.models import write_cache
+    k, v = write_cache(k_old, k_new, start), write_cache(v_old, v_new, start)
+    positions = start + torch.arange(q.shape[2])
+    hidden = torch.arange(k.shape[2])[None, :] > positions[:, None]
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(hidden, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def test_a_decode_step_over_a_written_cache_is_one_attention(monkeypatch):
+    """pyree.compiler.llm's GPT-2 in f16 at decode, its layers attending over their caches with
+    the new row written in: the reshapes fold the one-query loop into the heads' index
+    (``heads + query``), a loop of one step that the match reads as 0, so each layer's attention
+    is one op. (The decoders in models.py attend over the old rows and the new one apart, which
+    stays a chain: on the H200 this form, with the written caches as kernels of their own, was
+    slower.)"""
     import torch
     from pyree.compiler.flow.passes import run_passes
     from pyree.compiler.input import import_mlir
+    from pyree.compiler.llm import models
     from pyree.compiler.llm.decoder import export_decoder
-    from pyree.compiler.llm.models import GPT2, DecoderConfig
+    monkeypatch.setattr(models, "attend", _attend_over_written_cache)
     torch.manual_seed(0)
-    model = GPT2(DecoderConfig(vocab=11, width=32, layers=2, heads=4, context=40)).half().eval()
+    model = models.GPT2(models.DecoderConfig(vocab=11, width=32, layers=2, heads=4,
+                                             context=40)).half().eval()
     decode = next(f for f in import_mlir(export_decoder(model), "t.mlir").functions
                   if f.name == "decode")
     fused = run_passes(decode, flow_passes(True, True, attention=True))
     assert sum(op.attention is not None for op in generics(fused)) == 2  # one per layer
+
+
+def test_large_problems_keep_the_chain():
+    """Beyond MAX_SCORES (rows x keys) the SIMT template loses to the chain (flow/attention.py)."""
+    from pyree.compiler.flow.attention import MAX_SCORES
+    shapes = ((1, 4, 600, 8), (1, 4, 600, 8), (1, 4, 600, 8))
+    assert 4 * 600 * 600 > MAX_SCORES
+    function = _fused(cases.mlir("causal", *shapes, "f32"))
+    assert not any(op.attention is not None for op in generics(function))

@@ -16,6 +16,7 @@ k, the widening of V) are then recomputed in it, as region formation would.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 from pyree.compiler.flow.flash_decoding import split_keys
@@ -76,6 +77,11 @@ from pyree.compiler.tensor_program import (
 
 # The largest head dim of V: a SIMT thread keeps a row of O's accumulators in registers.
 MAX_VALUE_DIM = 256
+# The SIMT template's work grows as query rows x keys per row, against the chain's matmuls; on
+# the H200 it won at 12 x 128 x 128 causal scores (1.6x PyTorch's SDPA) and decode over 1024
+# keys (3.9x), lost at 12 x 512 x 512 and beyond (0.2x down to 0.02x, the chain 0.14-0.16x):
+# larger problems keep the chain until attention runs on tensor cores.
+MAX_SCORES = 1 << 20
 # Arithmetic nodes an elementwise producer may hold to be recomputed in the attention op.
 MAX_INLINED = 48
 
@@ -489,6 +495,8 @@ def _build(g2: Generic, v: Expr, p_load: Load, row: Generic, softmax: _Softmax,
     loops = (*row.loop_ranges[:np_r], g2.loop_ranges[[d for d, ix in enumerate(g2_map)
                                                       if ix == AffineExpr.loop(width, e)][0]],
              row.loop_ranges[np_r], g1.loop_ranges[-1])
+    if math.prod(loops[:e]) * loops[j] > MAX_SCORES:
+        return None
     if loops[e] > MAX_VALUE_DIM or not _fits(g1, g1_map, loops) \
             or not _one_to_one(g2_map[:g2.num_parallel], loops[:e + 1], g2.loop_ranges):
         return None

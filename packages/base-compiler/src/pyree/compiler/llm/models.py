@@ -84,20 +84,22 @@ def write_cache(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor) -> 
 
 def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: torch.Tensor,
            v_new: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-    """Causal attention of the queries at positions ``start ..`` over this layer's cache with the
-    new rows written in (each query sees the rows up to its own position); keys and values may
-    have fewer heads than the queries (grouped). One masked softmax attention over one key
-    tensor: the form compilers fuse into one kernel (pyree's flow/attention.py, SDPA's)."""
-    k, v = write_cache(k_old, k_new, start), write_cache(v_old, v_new, start)
-    if k.shape[1] != q.shape[1]:
-        groups = q.shape[1] // k.shape[1]
-        k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
-    n, context = q.shape[2], k.shape[2]
+    """Causal attention of the queries at positions ``start ..`` over the cache's rows before
+    ``start`` and the new rows up to each query's own; keys and values may have fewer heads
+    than the queries (grouped)."""
+    if k_old.shape[1] != q.shape[1]:
+        groups = q.shape[1] // k_old.shape[1]
+        k_old, v_old, k_new, v_new = (t.repeat_interleave(groups, dim=1)
+                                      for t in (k_old, v_old, k_new, v_new))
+    n, context = q.shape[2], k_old.shape[2]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    positions = start + torch.arange(n, device=q.device)
-    hidden = torch.arange(context, device=q.device)[None, :] > positions[:, None]
-    scores = (q @ k.transpose(-1, -2) * scale).masked_fill(hidden, float("-inf"))
-    return scores.softmax(-1) @ v
+    before = torch.arange(context, device=q.device) < start
+    old = (q @ k_old.transpose(-1, -2) * scale).masked_fill(~before, float("-inf"))
+    steps = torch.arange(n, device=q.device)
+    own = (q @ k_new.transpose(-1, -2) * scale).masked_fill(steps[None, :] > steps[:, None],
+                                                            float("-inf"))
+    p = torch.cat((old, own), dim=-1).softmax(-1)
+    return p[..., :context] @ v_old + p[..., context:] @ v_new
 
 
 class Conv1D(nn.Module):
