@@ -87,6 +87,29 @@ def test_long_scans_run_in_blocks(shape, dim):
     assert np.array_equal(np.signbit(got), np.signbit(np.cumsum(special, axis=dim)))
 
 
+def test_a_scan_over_a_run_time_length():
+    """cumsum along a dim whose length is known only at run time (a prompt's positions): one
+    module at lengths 2, 7 and 40, the scan's last value included (its accumulator result)."""
+    from pyree.compiler import import_torch
+
+    class Positions(torch.nn.Module):
+        def forward(self, mask):
+            positions = mask.cumsum(-1)
+            return positions, positions[:, -1]
+    seq = torch.export.Dim("seq", min=2, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(Positions(), torch.ones(2, 5, dtype=torch.int64),
+                            dynamic_shapes={"mask": {1: seq}})
+    main = rt.load_module(compile_str(text), device="local-task").main
+    rng = np.random.default_rng(4)
+    for n in (2, 7, 40):
+        mask = rng.integers(0, 2, (2, n)).astype(np.int64)
+        got = [np.asarray(o.to_host()) for o in main(mask)]
+        np.testing.assert_array_equal(got[0], np.cumsum(mask, -1))
+        np.testing.assert_array_equal(got[1], np.cumsum(mask, -1)[:, -1])
+
+
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("shape, dim", SHAPES)
 def test_sort_is_torchs_stable_sort(shape, dim, descending):

@@ -106,3 +106,23 @@ def test_non_persistent_buffers_stay_constants_beside_parameters(tmp_path):
     with torch.no_grad():
         want = model.double()(ids).numpy()
     assert relative_error(module["main"](ids.numpy()).to_host(), want) <= 1e-5
+
+
+def test_a_run_time_sequence_length_serves_every_prompt():
+    """One LLaMA module exported with a run-time sequence length (torch.export ``Dim``): its
+    position ids come from a scan over the sequence (``tm_tensor.scan`` of a ``?`` dim) and its
+    masks read the length inside a body (``tensor.dim``); prompts of 3, 13 and 29 tokens."""
+    import pyree.runtime as rt
+    model = built("llama")
+    seq = torch.export.Dim("seq", min=2, max=64)
+    mlir = import_torch(model, tokens(13, 0), dynamic_shapes={"ids": {1: seq}})
+    main = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+                          device="local-task")["main"]
+    for n in (3, 13, 29):
+        ids = tokens(n, n)
+        with torch.no_grad():
+            want = model.double()(ids).numpy()
+        model.float()
+        assert relative_error(main(ids.numpy()).to_host(), want) <= 1e-5
+    for target in ("cuda", "vulkan-spirv"):  # the same program compiles for the GPU targets
+        assert compile_str(mlir, CompileOptions(target_backends=[target]))

@@ -24,6 +24,7 @@ from pyree.compiler.kernel import (
     cast_keeps,
     int_range,
     is_float,
+    size_value,
 )
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.linalg.ops import IndexOp
@@ -63,12 +64,23 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
             env[op.result] = _extract(fn, op, at, inputs, len(loop_of), loop_ranges, where)
         elif isinstance(op, arith.ConstantOp):
             env[op.result] = scalar_const(op.value, element_dtype(op, where), where)
+        elif op.name == "tensor.dim":  # of a tensor outside the body: a size, maybe run-time
+            env[op.results[0]] = _dim(fn, op, operand(op.operands[1], where), where)
         elif is_scalar_op(op.name):
             args = [operand(v, where) for v in op.operands]
             env[op.results[0]] = lower_scalar_op(op, args, where)
         else:
             raise CompileError(f"unsupported op '{op.name}' in a region body", where)
     raise CompileError("region body has no terminator", owner_where)
+
+
+def _dim(fn: FunctionLowering, op, index: Expr, where: str) -> Expr:
+    """``tensor.dim`` in a body (Hugging Face's masks read a sequence's length there)."""
+    shape = getattr(fn.entry(op.operands[0], where), "shape", None)  # a tensor's, or an empty's
+    if shape is None or not isinstance(index, Const) or not 0 <= int(index.value) < len(shape):
+        raise CompileError("tensor.dim in a region body needs a tensor defined outside it and "
+                           "a constant index within its rank", where)
+    return size_value(shape[int(index.value)], "index")
 
 
 def _extract(fn: FunctionLowering, op: tensor.ExtractOp, at: list[Expr], inputs: Inputs,

@@ -43,6 +43,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
     fold_identity,
+    size_value,
 )
 from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import Generic, Value, View
@@ -178,7 +179,7 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
     inclusive = bool(op.properties["inclusive"].value.data)
     shape, rank = x.shape, len(x.shape)
     n = shape[d]
-    out = fn.result_value(op.results[0], where)
+    out = fn.bind_value(op.results[0], x.dtype, shape)  # run-time sizes too: the input's shape
     block = op.regions[0].block
 
     def combine(previous: Expr, element: Expr, inputs: Inputs, loops: int) -> Expr:
@@ -188,7 +189,7 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
     inputs = Inputs()
     fold = _associative(combine, x.dtype)
     chunk = scan_chunk(n) if inclusive and fold else None
-    if n <= 1:
+    if is_static(n) and n <= 1:
         loops = AffineExpr.identity(rank)
         value = (inputs.load(x, loops) if inclusive
                  else inputs.load(acc_init, tuple(ix for k, ix in enumerate(loops) if k != d)))
@@ -203,10 +204,16 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
         _scan_pass(fn, x, d, combine, first, out, op.name, where)
     inputs = Inputs()
     lines = AffineExpr.identity(rank - 1)
-    last = (inputs.load(out, tuple(AffineExpr((0,) * (rank - 1), n - 1) if k == d
-                                   else lines[k - (k > d)] for k in range(rank)))
-            if n > 1 else inputs.load(acc_init, lines))
-    acc_out = fn.result_value(op.results[1], where)
+    if not is_static(n):  # the line's last element, at a run-time place (a line of 0: the start)
+        at = tuple(Binary("sub", size_value(n, "index"), Const(1, "index"), "index") if k == d
+                   else LoopIndex(k - (k > d)) for k in range(rank))
+        last = Select(Compare("gt", size_value(n, "index"), Const(0, "index")),
+                      inputs.gather(out, at, where), inputs.load(acc_init, lines), x.dtype)
+    else:
+        last = (inputs.load(out, tuple(AffineExpr((0,) * (rank - 1), n - 1) if k == d
+                                       else lines[k - (k > d)] for k in range(rank)))
+                if n > 1 else inputs.load(acc_init, lines))
+    acc_out = fn.bind_value(op.results[1], acc_init.dtype, acc_init.shape)
     fn.emit(Generic(inputs.values, [acc_out], (Result(0, lines, last),), acc_init.shape,
                     rank - 1, where, op.name))
 
