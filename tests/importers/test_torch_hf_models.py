@@ -35,6 +35,13 @@ def llama():
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
 
 
+def mistral():
+    return transformers.MistralForCausalLM(transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        sliding_window=16))
+
+
 def gpt2():
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(
         vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128))
@@ -47,6 +54,7 @@ def bert():
 
 
 MODELS = {"llama": llama, "gpt2": gpt2, "bert": bert}
+RUN_TIME_LENGTH = {"llama": llama, "mistral": mistral}  # mistral: slices from a ``?`` dim's end
 
 
 class FirstOutput(torch.nn.Module):
@@ -108,12 +116,15 @@ def test_non_persistent_buffers_stay_constants_beside_parameters(tmp_path):
     assert relative_error(module["main"](ids.numpy()).to_host(), want) <= 1e-5
 
 
-def test_a_run_time_sequence_length_serves_every_prompt():
-    """One LLaMA module exported with a run-time sequence length (torch.export ``Dim``): its
-    position ids come from a scan over the sequence (``tm_tensor.scan`` of a ``?`` dim) and its
-    masks read the length inside a body (``tensor.dim``); prompts of 3, 13 and 29 tokens."""
+@pytest.mark.parametrize("name", RUN_TIME_LENGTH)
+def test_a_run_time_sequence_length_serves_every_prompt(name):
+    """One module exported with a run-time sequence length (torch.export ``Dim``): its position
+    ids come from a scan over the sequence (``tm_tensor.scan`` of a ``?`` dim), its masks read
+    the length inside a body (``tensor.dim``), and Mistral's reads views at offsets counted
+    from the sequence's end; prompts of 3, 13 and 29 tokens."""
     import pyree.runtime as rt
-    model = built("llama")
+    torch.manual_seed(0)
+    model = FirstOutput(RUN_TIME_LENGTH[name]().eval())
     seq = torch.export.Dim("seq", min=2, max=64)
     mlir = import_torch(model, tokens(13, 0), dynamic_shapes={"ids": {1: seq}})
     main = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),

@@ -137,6 +137,8 @@ def source_index(index: tuple[AffineExpr, ...], view_shape: tuple[int, ...],
         if dim is None:
             return None
         digits[dim][loop] = _quotient(c, strides[dim])
+    if not is_static(const):
+        return None  # a read at a run-time offset (a slice from the end of a ``?`` dim) stays
     out = []
     for dim, (stride, extent) in enumerate(zip(strides, source_shape)):
         if not is_static(stride) and const:
