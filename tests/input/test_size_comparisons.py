@@ -86,3 +86,17 @@ def test_a_size_program_past_the_runtimes_limit_is_a_compile_error():
         sizes.code(long, {"n": 0})
     assert len(sizes.code(sum((sizes.opaque("ceildiv", N * k, 7) for k in range(1, 20)), 0),
                           {"n": 0})) < sizes.MAX_CODE
+
+
+def test_a_division_by_a_monomial_that_divides_every_term_is_exact():
+    """A reshape's dim as torch-mlir writes it, the product of the dims over the others
+    (BLOOM with a run-time sequence length: ``4*s0*s0 / (4*s0)``), is the dim itself; anything
+    not divided exactly stays an opaque division."""
+    from pyree.compiler.sizes import Size, opaque
+    s0, s1 = Size.symbol("s0"), Size.symbol("s1")
+    assert opaque("floordiv", 4 * s0 * s0, 4 * s0) == s0
+    assert opaque("floordiv", 4 * s0 * s1 + 8 * s0, 4 * s0) == s1 + 2
+    assert opaque("ceildiv", 6 * s0 * s1, 2 * s1) == 3 * s0
+    assert opaque("floordiv", 6 * s0 * s1, 2 * s0 * s1) == 3
+    for a, b in ((4 * s0 * s0, 3 * s0), (s0 + 1, s0), (s0 * s1, s0 + s1)):
+        assert str(opaque("floordiv", a, b)).startswith("floordiv(")

@@ -192,9 +192,32 @@ def opaque(op: str, a, b):
         return Size._simplify({m: c // b for m, c in a._terms})
     if op in ("floordiv", "ceildiv") and b == 1:
         return a
+    if op in ("floordiv", "ceildiv") and isinstance(a, Size) and isinstance(b, Size):
+        quotient = _monomial_quotient(a, b)
+        if quotient is not None:
+            return quotient
     if op in ("min", "max") and a == b:
         return a
     return Size({(Atom(op, (a, b)),): 1})
+
+
+def _monomial_quotient(a: Size, b: Size):
+    """``a / b`` where ``b`` is one monomial (``4*s0``) that divides every term of ``a``
+    (``4*s0*s0``, a reshape's product of dims over the others), else None."""
+    if len(b._terms) != 1 or not b._terms[0][0]:
+        return None
+    (divisor, c_b), = b._terms
+    terms: dict = {}
+    for monomial, c in a._terms:
+        rest = list(monomial)
+        for atom in divisor:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if c % c_b:
+            return None
+        terms[tuple(sorted(rest))] = c // c_b
+    return Size._simplify(terms)
 
 
 _INT_OPS = {"floordiv": lambda a, b: a // b, "ceildiv": lambda a, b: -(-a // b),
