@@ -238,3 +238,23 @@ def test_index_add_and_scatter_add():
             0, torch.tensor([[1, 2, 3, 4, 5, 6, 0, 1, 2, 3]] * 7), t)
     got, = run(f, x)
     np.testing.assert_allclose(got, f(torch.from_numpy(x)).numpy(), rtol=1e-6)
+
+
+def test_a_long_scan_whose_combiner_ignores_the_element_stays_exact():
+    """``prev + 0.0``: one op of the running value and a constant, not of the element, so no
+    associative fold of the line; blocking it would start each block from the fold's identity.
+    Every element of the result is the line's first (the reference loop's answer)."""
+    n = 1024
+    text = f"""func.func @f(%x: tensor<3x{n}xf32>, %out: tensor<3x{n}xf32>, %acc: tensor<3xf32>) -> tensor<3x{n}xf32> {{
+  %zero = arith.constant 0.0 : f32
+  %r:2 = iree_linalg_ext.scan dimension(1) inclusive(true) ins(%x : tensor<3x{n}xf32>) outs(%out, %acc : tensor<3x{n}xf32>, tensor<3xf32>) {{
+  ^bb0(%p: f32, %e: f32):
+    %s = arith.addf %p, %zero : f32
+    iree_linalg_ext.yield %s : f32
+  }} -> tensor<3x{n}xf32>, tensor<3xf32>
+  return %r#0 : tensor<3x{n}xf32>
+}}"""
+    x = np.random.default_rng(6).standard_normal((3, n)).astype(np.float32)
+    out = rt.load_module(compile_str(text), device="local-task")["f"](
+        x, np.zeros_like(x), np.zeros(3, np.float32)).to_host()
+    np.testing.assert_array_equal(out, np.repeat(x[:, :1], n, axis=1))

@@ -38,6 +38,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Load,
     LoopIndex,
     Result,
     Select,
@@ -241,7 +242,7 @@ def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Valu
 def _associative(combine, dtype: str) -> str | None:
     """The fold (``add``, ``max``, ...) when the scan's combiner is one associative op of the
     running value and the element, in either order; None otherwise."""
-    element = Const(0, dtype)  # a stand-in: only the shape of the expression matters
+    element = Load(-1, (), dtype)  # a stand-in no region can produce itself (a constant could)
     step = combine(Acc(0, dtype), element, Inputs(), 1)
     if isinstance(step, Binary) and step.op in FOLDS and {step.a, step.b} == {Acc(0, dtype), element}:
         return step.op
