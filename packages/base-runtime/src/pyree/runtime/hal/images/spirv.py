@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from bisect import bisect_right
 from itertools import compress
 
@@ -49,6 +50,7 @@ GL_COMPUTE = 5
 # distinct executables at once.
 _PASSED: dict[tuple[bytes, tuple], None] = {}
 _REMEMBERED = 16
+_PASSED_LOCK = threading.Lock()
 
 
 def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
@@ -59,9 +61,10 @@ def check_spirv(code: bytes, entries: list[tuple[str, int]]) -> None:
     if key in _PASSED:
         return
     _check(code, entries)
-    _PASSED[key] = None
-    if len(_PASSED) > _REMEMBERED:
-        _PASSED.pop(next(iter(_PASSED)), None)
+    with _PASSED_LOCK:  # loads on other threads insert and evict too
+        _PASSED[key] = None
+        if len(_PASSED) > _REMEMBERED:
+            _PASSED.pop(next(iter(_PASSED)), None)
 
 
 def _check(code: bytes, entries: list[tuple[str, int]]) -> None:
