@@ -48,6 +48,15 @@ CASES = {  # name -> (function, input shapes)
                             ((2, 3, 11), (3, 5, 5))),
     "conv_transpose3d_s2": (lambda x, w: F.conv_transpose3d(x, w, stride=2, padding=1),
                             ((1, 3, 3, 4, 5), (3, 2, 3, 3, 3))),
+    "conv_transpose2d_s2_k3_outpad": (
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, output_padding=1), ((1, 3, 6, 7), (3, 4, 3, 3))),
+    "conv_transpose2d_s4_k8_p2": (lambda x, w: F.conv_transpose2d(x, w, stride=4, padding=2),
+                                  ((1, 2, 5, 3), (2, 3, 8, 8))),
+    "conv_transpose2d_groups_s32": (
+        lambda x, w: F.conv_transpose2d(x, w, stride=(3, 2), padding=(2, 1), groups=3),
+        ((1, 6, 4, 5), (6, 1, 5, 4))),
+    "conv_transpose1d_s3_k2": (lambda x, w: F.conv_transpose1d(x, w, stride=3), ((2, 3, 7), (3, 2, 2))),
+    "conv_transpose1d_s2_k1": (lambda x, w: F.conv_transpose1d(x, w, stride=2), ((1, 4, 9), (4, 3, 1))),
     "conv3d_stride_pad": (lambda x, w: F.conv3d(x, w, stride=(1, 2, 2), padding=1),
                           ((2, 3, 5, 9, 8), (4, 3, 3, 3, 3))),
     "conv3d_dilated_bias": (lambda x, w, b: F.conv3d(x, w, b, dilation=(2, 1, 2)),
@@ -88,17 +97,57 @@ def test_matches_pytorch_in_float64(backend, name):
     assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)
 
 
-@pytest.mark.parametrize("name", ["conv_transpose2d_s2_p1", "conv3d_stride_pad", "max_pool3d"])
+@pytest.mark.parametrize("name", ["conv_transpose2d_s2_p1", "conv_transpose2d_groups_s32",
+                                  "conv_transpose1d_s3_k2", "conv3d_stride_pad", "max_pool3d"])
 def test_special_values_land_where_pytorch_puts_them(backend, name):
-    """NaN, +-inf and -0 in the image (not in the filter: the zeros a transposed convolution's
-    dilated input holds multiply the filter, so an infinite weight would make NaN where
-    PyTorch's direct kernel has none; torch-mlir's decomposition, not pyree, decides that)."""
+    """NaN, +-inf and -0 in the image. (Not in the filter: a padded convolution multiplies its
+    zero padding by every weight, so an infinite weight makes NaN at the border where
+    PyTorch's transposed kernel, which skips those taps, has none. The sub-pixel form no longer
+    multiplies the dilation's zeros, but the padding of each phase remains.)"""
     fn, shapes = CASES[name]
+    operand = 0
     xs = inputs(shapes, 2)
-    flat = xs[0].view(-1)
-    flat[[3, 40, 77]] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    flat = xs[operand].view(-1)
+    flat[[3, 10, 17]] = torch.tensor([float("nan"), float("inf"), -float("inf")])
     flat[[5, 9]] = -0.0
     got = np.asarray(compiled(backend, name)(*[x.numpy() for x in xs]).to_host())
     with torch.no_grad():
         want = fn(*xs).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+SUB_PIXEL = {"conv_transpose2d_s2_p1", "conv_transpose2d_groups_bias", "conv_transpose1d_s3",
+             "conv_transpose3d_s2", "conv_transpose2d_s2_k3_outpad", "conv_transpose2d_s4_k8_p2",
+             "conv_transpose2d_groups_s32"}
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n.startswith("conv_transpose")])
+def test_transposed_convolutions_run_in_sub_pixel_form(name, monkeypatch):
+    """Every stride phase a convolution of its own over the undilated input (input/sub_pixel.py),
+    except where a phase has no tap (kernel smaller than the stride) or the filter is dilated:
+    those keep the convolution over the dilated image (still matching PyTorch above)."""
+    from pyree.compiler.input import sub_pixel
+
+    split, outcomes = sub_pixel.split, []
+    monkeypatch.setattr(sub_pixel, "split", lambda *a: outcomes.append(split(*a)) or outcomes[-1])
+    fn, shapes = CASES[name]
+    compile_str(import_torch(Fn(fn), *inputs(shapes, 0)), CompileOptions(target_backends=["llvm-cpu"]))
+    assert [r is not None for r in outcomes] == [name in SUB_PIXEL]
+
+
+def test_a_decoder_with_constant_filters_matches_pytorch():
+    """nn.ConvTranspose2d layers: filters are constants, so their flips and tap slices fold at
+    compile time, and the bias becomes each phase's starting value."""
+    import pyree.runtime as rt
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.ConvTranspose2d(8, 6, 4, stride=2, padding=1), torch.nn.ReLU(),
+                                torch.nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1))
+    x = torch.randn(2, 8, 5, 7)
+    module = rt.load_module(compile_str(import_torch(model, x), CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = np.asarray(module["main"](x.numpy()).to_host(), np.float64)
+    with torch.no_grad():
+        want = model.double()(x.double()).numpy()
+    assert got.shape == want.shape == (2, 3, 20, 28)
+    assert np.linalg.norm(got - want) <= 1e-5 * np.linalg.norm(want)

@@ -18,6 +18,7 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     Select,
+    compose,
     depth,
     map_result,
     result_nodes,
@@ -30,19 +31,6 @@ if TYPE_CHECKING:
     from pyree.compiler.tensor_program import Generic, Value
 
 LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new loops
-
-
-def compose(expr: AffineExpr, loop_map: LoopMap, num_new_loops: int) -> AffineExpr:
-    """``expr`` over old loops, with each old loop d replaced by ``loop_map[d]`` over new loops."""
-    coeffs = [0] * num_new_loops
-    const = expr.const
-    for c, sub in zip(expr.coeffs, loop_map):
-        if c == 0:
-            continue
-        const += c * sub.const
-        for j, s in enumerate(sub.coeffs):
-            coeffs[j] += c * s
-    return AffineExpr(tuple(coeffs), const)
 
 
 def affine_value(expr: AffineExpr) -> Expr:

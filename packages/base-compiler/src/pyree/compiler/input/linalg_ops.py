@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.input import sub_pixel
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import Empty, FunctionLowering, fold
 from pyree.compiler.input.inputs import Inputs
@@ -18,7 +19,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result
 from pyree.compiler.sizes import Size
-from pyree.compiler.tensor_program import Constant, Generic, Value
+from pyree.compiler.tensor_program import Constant, Generic, Op, Value
 from xdsl.dialects.builtin import MemRefType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
@@ -102,7 +103,19 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
             init = fn.splat_of(s.outputs[k]) or inputs.load(fn.tensor(s.outputs[k], where), index)
         outputs.append(Result(k, index, value, init))
     results = [fn.result_value(r, where) for r in s.results]
-    fn.emit(Generic(inputs.values, results, tuple(outputs), ranges, num_parallel, where, op.name))
+    generic = Generic(inputs.values, results, tuple(outputs), ranges, num_parallel, where, op.name)
+    for g in _sub_pixel(fn, s, inputs, generic) or [generic]:
+        fn.emit(g)
+
+
+def _sub_pixel(fn: FunctionLowering, s: _Structured, inputs: Inputs, generic: Generic) -> list[Op] | None:
+    """A convolution over a zero-dilated image (a transposed convolution) in sub-pixel form."""
+    for operand in s.inputs:
+        d = sub_pixel.dilated(fn, operand) if is_tensor(operand.type) else None
+        value = fn.env.get(operand)
+        if d is not None and any(v is value for v in inputs.values):
+            return sub_pixel.split(fn, generic, inputs.binding(value), d)
+    return None
 
 
 def _describe(op: Operation, where: str) -> _Structured:

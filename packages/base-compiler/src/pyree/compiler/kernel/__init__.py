@@ -97,6 +97,7 @@ from pyree.compiler.kernel.ir import (
     attention_nodes,
     cast_int,
     cast_keeps,
+    compose,
     depth,
     int_bits,
     int_range,
@@ -116,6 +117,7 @@ from pyree.compiler.kernel.ir import (
 )
 
 __all__ = [
+    "compose",
     "FOLDS",
     "affine_bounds",
     "bind_sizes",

@@ -74,6 +74,19 @@ def affine_range(ix: AffineExpr, ranges) -> tuple[int, int]:
 Access = Literal["read", "write", "read_write"]
 
 
+def compose(expr: AffineExpr, loop_map: tuple[AffineExpr, ...], num_new_loops: int) -> AffineExpr:
+    """``expr`` over old loops, with each old loop d replaced by ``loop_map[d]`` over new loops."""
+    coeffs = [0] * num_new_loops
+    const = expr.const
+    for c, sub in zip(expr.coeffs, loop_map):
+        if c == 0:
+            continue
+        const += c * sub.const
+        for j, s in enumerate(sub.coeffs):
+            coeffs[j] += c * s
+    return AffineExpr(tuple(coeffs), const)
+
+
 @dataclass(frozen=True)
 class Binding:
     """A buffer the kernel reads or writes: dense, row-major, starting at the binding's offset.
