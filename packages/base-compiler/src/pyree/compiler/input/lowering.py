@@ -241,8 +241,7 @@ _RULES = {
     "linalg.softmax": lower_softmax,
     **{f"{dialect}.{kind}": rule for dialect in ("tm_tensor", "iree_linalg_ext")
        for kind, rule in (("sort", sort_scan.lower_sort), ("scan", sort_scan.lower_scan),
-                          ("scatter", scatter.lower_scatter))},
-    "iree_linalg_ext.topk": sort_scan.lower_topk,
+                          ("topk", sort_scan.lower_topk), ("scatter", scatter.lower_scatter))},
     **linalg_ext_ops.RULES,
     "util.optimization_barrier": _lower_barrier,
     "util.assume.int": lower_assume_int,

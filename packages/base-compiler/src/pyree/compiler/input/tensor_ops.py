@@ -166,15 +166,19 @@ def _strided_insert(inputs: Inputs, source: Value, offsets: list[int], sizes: li
 def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     where = location_of(op)
     low, high = list(op.static_low.get_values()), list(op.static_high.get_values())
-    if op.low or op.high or min(low + high) < 0:
-        raise CompileError("tensor.pad needs static, non-negative low/high widths", where)
+    if op.low or op.high:
+        raise CompileError("tensor.pad needs static low/high widths", where)
     source = fn.tensor(op.source, where)
     rank = len(source.shape)
     inputs = Inputs()
     block = op.region.block
     if any(isinstance(n, Size) and (lo or hi) for n, lo, hi in zip(source.shape, low, high)):
         raise CompileError("tensor.pad of a run-time sized dim is not supported yet", where)
+    # A negative width crops (torch-mlir's col2im, F.fold, pads by -padding).
     padded = tuple(n + lo + hi for n, lo, hi in zip(source.shape, low, high))
+    if min(padded, default=0) < 0:
+        raise CompileError(f"tensor.pad low {low} high {high} crops more than the source's "
+                           f"{list(source.shape)}", where)
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
                             inputs, list(range(rank)), where, padded)[0]
     index = tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank))

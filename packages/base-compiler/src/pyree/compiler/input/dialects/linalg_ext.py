@@ -1,7 +1,8 @@
 """Sort, scan, top-k and scatter as torch-mlir (``tm_tensor``) and IREE (``iree_linalg_ext``)
 spell them.
 
-torch-mlir's linalg-on-tensors output carries ``aten.sort``/``topk`` as ``tm_tensor.sort``,
+torch-mlir's linalg-on-tensors output carries ``aten.sort``/``topk`` as ``tm_tensor.sort``
+(``aten.kthvalue`` as ``tm_tensor.topk``),
 ``aten.cumsum``/``cumprod`` as ``tm_tensor.scan`` and ``scatter``/``index_put`` as
 ``tm_tensor.scatter``; IREE's own inputs use the same ops under ``iree_linalg_ext`` (with
 ``topk``). One op class serves every kind of both dialects:
@@ -115,6 +116,6 @@ def _dialect(name: str, kinds: tuple[str, ...]) -> Dialect:
     return Dialect(name, ops, [])
 
 
-TMTensor = _dialect("tm_tensor", ("sort", "scan", "scatter"))
+TMTensor = _dialect("tm_tensor", ("sort", "scan", "topk", "scatter"))
 LinalgExt = _dialect("iree_linalg_ext", ("sort", "scan", "topk", "scatter", "topk_v2",
                                          "arg_compare", "gather", "softmax", "reverse"))
