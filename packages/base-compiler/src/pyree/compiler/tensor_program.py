@@ -22,6 +22,10 @@ import numpy as np
 from pyree.compiler.kernel import Attention, Load, Result, SizeValue, itemsize, result_nodes
 from pyree.compiler.sizes import Size, num_elements
 
+# Every buffer a Value lives in starts at a multiple of this (the arena, constants, arguments):
+# a view at an offset that is a multiple of it is as aligned as its source.
+ALIGNMENT = 64
+
 
 @dataclass(eq=False)
 class Value:

@@ -24,6 +24,7 @@ from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.narrow_floats import widen_narrow_floats
 from pyree.compiler.flow.regions import fuse_regions
+from pyree.compiler.flow.slabs import read_slabs_through_views
 from pyree.compiler.flow.split_reduction import split_reductions
 from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.tensor_program import Function, Program, map_blocks
@@ -74,6 +75,7 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
         *([Pass("fuse-attention", fuse_attention)] if attention else []),
+        Pass("read-slabs", read_slabs_through_views),
     ]
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.sizes import Size, align_up
 from pyree.compiler.tensor_program import (
+    ALIGNMENT,
     Check,
     Constant,
     Function,
@@ -27,8 +28,6 @@ from pyree.compiler.tensor_program import (
     defined_by,
     read_by,
 )
-
-ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
