@@ -176,7 +176,7 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
         raise CompileError("tensor.pad of a run-time sized dim is not supported yet", where)
     # A negative width crops (torch-mlir's col2im, F.fold, pads by -padding).
     padded = tuple(n + lo + hi for n, lo, hi in zip(source.shape, low, high))
-    if min(padded, default=0) < 0:
+    if any(isinstance(d, int) and d < 0 for d in padded):
         raise CompileError(f"tensor.pad low {low} high {high} crops more than the source's "
                            f"{list(source.shape)}", where)
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
