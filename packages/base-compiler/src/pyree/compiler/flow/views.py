@@ -25,7 +25,7 @@ from pyree.compiler.flow.rewrite import (
 )
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
 from pyree.compiler.sizes import is_static, nonnegative, opaque
-from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
+from pyree.compiler.tensor_program import Function, Generic, Value, View, is_scatter, read_by
 
 
 def fold_views_into_loads(function: Function) -> Function:
@@ -36,7 +36,8 @@ def fold_views_into_loads(function: Function) -> Function:
     if not views:
         return function
     producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
-    ops = [_fold(op, views, producers) if isinstance(op, Generic) else op for op in ops]
+    ops = [_fold(op, views, producers) if isinstance(op, Generic) and not is_scatter(op) else op
+           for op in ops]
     while True:  # dropping a view can leave the view it reads unread
         read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in function.results}
         live = [op for op in ops if not isinstance(op, View) or id(op.result) in read]

@@ -11,9 +11,16 @@ starts from ``original`` and folds in, in update order, every update element tha
 ``Select(target == here, region(update, Acc), Acc)``. So a repeated index accumulates (or the
 last one wins, for a plain set) exactly as the reference loop does, on every backend, with no
 atomics; an index out of range targets nothing. A slice dim that no index moves is not a loop:
-its place is the output's own. The work is (output size) x (updates per place), right for
-index_put and scatter_add on activations; a scatter of millions into millions would want
-a kernel that writes at computed places.
+its place is the output's own. The work is (output size) x (updates per place).
+
+Where every target writes at computed places atomically (``Backend.scatter_atomics``), the
+sizes are static and the region is one commutative, associative op of (update, current)
+(``COMBINERS``: index_add, scatter_add, scatter's sum/prod/amax/amin), or a plain set whose
+indices are declared unique, the op is instead one Generic over the updates whose result is
+stored at computed places (``kernel.Scatter``): work proportional to the updates, with an
+atomic combine per element. A float sum is then summed in no fixed order (as PyTorch's CUDA
+index_add is). A plain set with possibly repeated indices keeps the fold above, whose last
+update wins, deterministically.
 """
 
 from __future__ import annotations
@@ -23,9 +30,25 @@ from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.kernel import Acc, AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
-from pyree.compiler.tensor_program import Generic
+from pyree.compiler.kernel import (
+    Acc,
+    AffineExpr,
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    LoopIndex,
+    Result,
+    Scatter,
+    Select,
+    walk,
+)
+from pyree.compiler.sizes import static_shape
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
+
+# The region ops (of update and current value) that a scatter combines atomically, in any order.
+COMBINERS = frozenset({"add", "mul", "max", "min", "and", "or", "xor"})
 
 
 def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
@@ -46,6 +69,11 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
             or any(updates.shape[batch + j] > original.shape[offset + j] for j in range(m))):
         raise CompileError(f"{op.name}: indices {indices.shape}, updates {updates.shape} and "
                            f"dimension_map {dimension_map} do not fit {original.shape}", where)
+    if fn.scatter_atomics and static_shape(original.shape + updates.shape + indices.shape):
+        generic = _at_computed_places(fn, op, updates, indices, original, dimension_map, where)
+        if generic is not None:
+            fn.emit(generic)
+            return
     # loops: the output's (parallel), then the batch dims, then each slice dim an index moves
     moved = [j for j in range(m) if offset + j in dimension_map]
     num_loops = rank + batch + len(moved)
@@ -87,3 +115,51 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     ranges = original.shape + indices.shape[:batch] + tuple(updates.shape[batch + j]
                                                             for j in moved)
     fn.emit(Generic(inputs.values, [out], (result,), ranges, rank, where, op.name))
+
+
+def _at_computed_places(fn: FunctionLowering, op: Operation, updates: Value, indices: Value,
+                        original: Value, dimension_map: list[int], where: str) -> Generic | None:
+    """The scatter as one Generic over the update elements (loops: the batch dims, then the
+    slice dims) whose result is stored at computed places (``kernel.Scatter``), or None where
+    its region is no combine that runs in any order."""
+    batch = len(indices.shape) - 1
+    rank, m = len(original.shape), len(updates.shape) - batch
+    offset = rank - m
+    num_loops = batch + m
+    inputs = Inputs()
+    update = inputs.load(updates, AffineExpr.identity(num_loops))
+    block = op.regions[0].block
+    current = Acc(0, original.dtype)
+    combined = lower_block(fn, block, {block.args[0]: update, block.args[1]: current},
+                           inputs, list(range(num_loops)), where)[0]
+    if not (_combines(combined, current) or (
+            not any(isinstance(e, Acc) for e in walk(combined)) and _unique(op))):
+        return None
+    place: list[Expr] = []
+    for k in range(rank):
+        target: Expr = LoopIndex(batch + k - offset) if k >= offset else Const(0, "index")
+        for i, dim in enumerate(dimension_map):
+            if dim == k:
+                at = (*AffineExpr.identity(num_loops)[:batch], AffineExpr((0,) * num_loops, i))
+                target = Binary("add", target, convert(inputs.load(indices, at), "index"),
+                                "index")
+        place.append(target)
+    start = inputs.binding(original)
+    result = Result(0, (), combined, scatter=Scatter(tuple(place), start))
+    out = fn.result_value(op.results[0], where)
+    ranges = indices.shape[:batch] + updates.shape[batch:]
+    return Generic(inputs.values, [out], (result,), ranges, num_loops, where, op.name)
+
+
+def _combines(value: Expr, current: Acc) -> bool:
+    """Whether ``value`` is one ``COMBINERS`` op of ``current`` and an update not reading it."""
+    if not isinstance(value, Binary) or value.op not in COMBINERS or value.dtype != current.dtype:
+        return False
+    other = value.b if value.a == current else value.a if value.b == current else None
+    return other is not None and not any(isinstance(e, Acc) for e in walk(other))
+
+
+def _unique(op: Operation) -> bool:
+    """Whether the op declares its indices unique (``unique_indices(true)``)."""
+    flag = op.properties.get("unique_indices")
+    return flag is not None and bool(flag.value.data)
