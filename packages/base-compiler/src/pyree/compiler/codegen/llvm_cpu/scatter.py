@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.common.scatter import ATOMIC_RMW, combine_of, dtype_kind
 from pyree.compiler.codegen.llvm_cpu.loops import i64, nest
 from pyree.compiler.codegen.llvm_cpu.scalar import (
     ExprEmitter,
@@ -21,33 +22,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     storage_type,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
-from pyree.compiler.kernel import Acc, Binary, Kernel, is_float, is_unsigned, walk
-
-# (op, kind of dtype) -> the ``atomicrmw`` operation that computes ``Binary(op)`` exactly
-ATOMIC_RMW = {
-    ("add", "float"): "fadd",
-    **{(op, kind): op for op in ("add", "and", "or", "xor") for kind in ("signed", "unsigned")},
-    ("max", "signed"): "max", ("min", "signed"): "min",
-    ("max", "unsigned"): "umax", ("min", "unsigned"): "umin",
-}
-
-
-def dtype_kind(dtype: str) -> str | None:
-    """The ``ATOMIC_RMW`` kind of a stored dtype; None where memory holds it in another form
-    (bf16 as bits, i1 as a byte), which only a compare-exchange loop updates."""
-    if dtype in ("bf16", "i1"):
-        return None
-    return "float" if is_float(dtype) else "unsigned" if is_unsigned(dtype) else "signed"
-
-
-def combine_of(value) -> tuple[str, object, bool] | None:
-    """(op, update, whether the update is the op's first operand) of a scatter value that
-    combines ``Acc(0)``, or None for a plain set."""
-    if not any(isinstance(e, Acc) for e in walk(value)):
-        return None
-    assert isinstance(value, Binary), "a scatter combines Acc(0) with one op"
-    first = isinstance(value.b, Acc)
-    return value.op, value.a if first else value.b, first
+from pyree.compiler.kernel import Kernel
 
 
 def plan(kernel: Kernel, target) -> ScatterLowering | None:

@@ -1,0 +1,131 @@
+"""Scatter kernels (``kernel.Scatter``) of the LLVM GPU templates, cuda's NVPTX IR run here on the
+CPU: every combine the scatter template has (atomicrmw, a compare-exchange loop, a plain store)
+on each dtype, repeated and out-of-range places, against ``kernel.evaluate``. The emulation runs
+the threads one after another in update order, so even float sums must match exactly; atomicity
+itself is tested on the GPU (tests/drivers/cuda/test_cuda_scatter_gpu.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tooling import require_module
+
+require_module("llvmlite")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nvptx_on_cpu import Emulated  # noqa: E402
+from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module  # noqa: E402
+from pyree.compiler.codegen.cuda import emit_kernel, resolve_target  # noqa: E402
+from pyree.compiler.codegen.cuda.nvptx import NVPTX  # noqa: E402
+from pyree.compiler.codegen.cuda.ptx import data_layout  # noqa: E402
+from pyree.compiler.kernel import (  # noqa: E402
+    DTYPES,
+    Acc,
+    AffineExpr,
+    Binary,
+    Binding,
+    Cast,
+    Kernel,
+    Load,
+    LoopIndex,
+    Result,
+    Scatter,
+    evaluate,
+)
+
+N, D, U = 11, 5, 29  # rows of the target, columns, updates
+
+
+def scatter_kernel(dtype: str, op: str | None, first: bool = False) -> Kernel:
+    """out[idx[u], d] = op(update[u, d], out[...]) (``first``: the update is the op's second
+    operand); ``op`` None: a plain set."""
+    ud = AffineExpr.identity(2)
+    update = Load(0, ud, dtype)
+    value = update if op is None else (Binary(op, Acc(0, dtype), update, dtype) if first
+                                       else Binary(op, update, Acc(0, dtype), dtype))
+    row = Cast("extsi", Load(1, (ud[0], AffineExpr((0, 0), 0)), "i32"), "index")
+    place = (row, LoopIndex(1))
+    return Kernel(f"scatter_{dtype}_{op}", (U, D), 2,
+                  (Binding(dtype, (U, D), "read"), Binding("i32", (U, 1), "read"),
+                   Binding(dtype, (N, D), "read"), Binding(dtype, (N, D), "read_write")),
+                  (Result(3, (), value, scatter=Scatter(place, 2)),))
+
+
+def values(dtype: str, shape, rng) -> np.ndarray:
+    if dtype == "i1":
+        return rng.random(shape) < 0.5
+    if dtype in ("f32", "f16", "bf16", "f64"):
+        x = rng.standard_normal(shape) * 2
+        return x.astype(DTYPES[dtype])
+    info = np.iinfo(DTYPES[dtype])
+    return rng.integers(max(info.min, -50), min(info.max, 50), size=shape).astype(DTYPES[dtype])
+
+
+def run_both(kernel: Kernel, rows: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    dtype = kernel.bindings[0].dtype
+    upd, start = values(dtype, (U, D), rng), values(dtype, (N, D), rng)
+    want = start.copy()
+    evaluate(kernel, [upd, rows, start, want])
+    got = start.copy()
+    assert Emulated(kernel)([upd, rows, start, got], [])
+    return got, want
+
+
+CASES = [("f32", "add"), ("f64", "add"), ("f16", "add"), ("bf16", "add"), ("f32", "mul"),
+         ("f32", "max"), ("f16", "min"), ("i32", "add"), ("i64", "mul"), ("i32", "max"),
+         ("ui8", "min"), ("i8", "add"), ("i16", "xor"), ("i32", "and"), ("i64", "or"),
+         ("i1", "or"), ("i1", "and"), ("bf16", "max")]
+
+
+@pytest.mark.parametrize("dtype, op", CASES)
+def test_scatter_combines_repeated_rows_and_skips_the_outside(dtype, op):
+    rng = np.random.default_rng(3)
+    rows = rng.integers(-2, N + 2, size=(U, 1)).astype(np.int32)  # repeats, some outside
+    rows[:3, 0] = [0, N - 1, 0]
+    got, want = run_both(scatter_kernel(dtype, op, first=op in ("max", "xor")), rows, rng)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
+
+
+def test_scatter_of_nan_and_infinities_combines_as_the_op_defines():
+    """max propagates NaN (``Binary`` max is IEEE maximum), add takes inf + -inf to NaN."""
+    for op in ("max", "add"):
+        kernel = scatter_kernel("f32", op)
+        rng = np.random.default_rng(5)
+        rows = rng.integers(0, N, size=(U, 1)).astype(np.int32)
+        upd = values("f32", (U, D), rng)
+        upd[0, 0], upd[1, 1], upd[2, 2] = np.nan, np.inf, -np.inf
+        rows[1, 0] = rows[2, 0]
+        start = values("f32", (N, D), rng)
+        want, got = start.copy(), start.copy()
+        evaluate(kernel, [upd, rows, start, want])
+        assert Emulated(kernel)([upd, rows, start, got], [])
+        np.testing.assert_array_equal(got, want)
+        assert np.isnan(got[rows[0, 0], 0])
+
+
+def test_plain_set_stores_each_update():
+    rng = np.random.default_rng(9)
+    rows = rng.permutation(N)[:U % N + 3].reshape(-1, 1).astype(np.int32)
+    kernel = scatter_kernel("f32", None)
+    kernel = Kernel(kernel.name, (len(rows), D), 2,
+                    (Binding("f32", (len(rows), D), "read"), Binding("i32", (len(rows), 1), "read"),
+                     *kernel.bindings[2:]), kernel.results)
+    upd, start = values("f32", (len(rows), D), rng), values("f32", (N, D), rng)
+    got = start.copy()
+    assert Emulated(kernel)([upd, rows, start, got], [])
+    want = start.copy()
+    want[rows[:, 0]] = upd
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype, op, rmw", [("f32", "add", "atomicrmw fadd"),
+                                            ("i64", "add", "atomicrmw add"),
+                                            ("ui32", "max", "atomicrmw umax"),
+                                            ("f32", "mul", "cmpxchg"), ("bf16", "add", "cmpxchg")])
+def test_scatter_uses_one_atomic_per_update(dtype, op, rmw):
+    module = Module(data_layout(resolve_target("sm_90")), NVPTX)
+    emit_kernel(module, scatter_kernel(dtype, op), "k", resolve_target("sm_90"))
+    text = module.text()
+    assert rmw in text and text.count("atomicrmw") + text.count("cmpxchg ptr") == 1
