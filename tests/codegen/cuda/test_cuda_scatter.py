@@ -129,3 +129,47 @@ def test_scatter_uses_one_atomic_per_update(dtype, op, rmw):
     emit_kernel(module, scatter_kernel(dtype, op), "k", resolve_target("sm_90"))
     text = module.text()
     assert rmw in text and text.count("atomicrmw") + text.count("cmpxchg ptr") == 1
+
+
+def run_program(text: str, arguments: list[np.ndarray]) -> np.ndarray:
+    """The one function of ``text`` compiled for cuda and its kernels run here in program
+    order: what the host program does for these ops (a splat is a fill, a scatter's result
+    starts as a copy of its starting value)."""
+    from pyree.compiler.flow.kernels import outline
+    from pyree.compiler.flow.passes import flow_passes, run_flow
+    from pyree.compiler.input import parse_mlir
+    from pyree.compiler.input.lowering import lower_to_tensor_program
+    from pyree.compiler.tensor_program import Constant, Generic
+
+    program = lower_to_tensor_program(parse_mlir(text, "scatter.mlir"), scatter_atomics=True)
+    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True)).functions[0]
+    env = {id(v): a for v, a in zip(function.arguments, arguments)}
+    for op in function.ops:
+        if isinstance(op, Constant):
+            env[id(op.result)] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
+            continue
+        assert isinstance(op, Generic) and op.outputs[0].scatter is not None
+        out = env[id(op.inputs[op.outputs[0].scatter.start])].copy()
+        assert Emulated(outline(op, "k"))([env[id(v)] for v in op.inputs] + [out], [])
+        env[id(op.results[0])] = out
+    return env[id(function.results[0])]
+
+
+def test_plain_set_of_repeated_rows_keeps_the_last_update():
+    """The two kernels of a plain set: the winner of each place, then the winners' stores."""
+    text = """func.func @main(%orig: tensor<9x4xf32>, %upd: tensor<40x4xf32>, %idx: tensor<40x1xi32>) -> tensor<9x4xf32> {
+  %r = iree_linalg_ext.scatter dimension_map = [0] unique_indices(true) ins(%upd, %idx : tensor<40x4xf32>, tensor<40x1xi32>) outs(%orig : tensor<9x4xf32>) {
+  ^bb0(%u: f32, %o: f32):
+    iree_linalg_ext.yield %u : f32
+  } -> tensor<9x4xf32>
+  return %r : tensor<9x4xf32>
+}"""
+    rng = np.random.default_rng(21)
+    orig, upd = values("f32", (9, 4), rng), values("f32", (40, 4), rng)
+    idx = rng.integers(-1, 10, size=(40, 1)).astype(np.int32)
+    got = run_program(text, [orig, upd, idx])
+    want = orig.copy()
+    for u in range(40):
+        if 0 <= idx[u, 0] < 9:
+            want[idx[u, 0]] = upd[u]
+    np.testing.assert_array_equal(got, want)

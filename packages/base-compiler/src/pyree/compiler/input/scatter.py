@@ -15,15 +15,17 @@ its place is the output's own. The work is (output size) x (updates per place).
 
 Where every target writes at computed places atomically (``Backend.scatter_atomics``), the
 sizes are static and the region is one commutative, associative op of (update, current)
-(``COMBINERS``: index_add, scatter_add, scatter's sum/prod/amax/amin), or a plain set whose
-indices are declared unique, the op is instead one Generic over the updates whose result is
-stored at computed places (``kernel.Scatter``): work proportional to the updates, with an
+(``COMBINERS``: index_add, scatter_add, scatter's sum/prod/amax/amin), or a plain set
+(index_put, scatter without reduce), the op is instead a Generic over the updates whose result
+is stored at computed places (``kernel.Scatter``): work proportional to the updates, with an
 atomic combine per element. A float sum is then summed in no fixed order (as PyTorch's CUDA
-index_add is). A plain set with possibly repeated indices keeps the fold above, whose last
-update wins, deterministically.
+index_add is); a plain set stays deterministic, the last update winning
+(``_at_computed_places``).
 """
 
 from __future__ import annotations
+
+import math
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
@@ -37,6 +39,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    Gather,
     LoopIndex,
     Result,
     Scatter,
@@ -44,7 +47,7 @@ from pyree.compiler.kernel import (
     walk,
 )
 from pyree.compiler.sizes import static_shape
-from pyree.compiler.tensor_program import Generic, Value
+from pyree.compiler.tensor_program import Constant, Generic, Value
 from xdsl.ir import Operation
 
 # The region ops (of update and current value) that a scatter combines atomically, in any order.
@@ -70,9 +73,7 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
         raise CompileError(f"{op.name}: indices {indices.shape}, updates {updates.shape} and "
                            f"dimension_map {dimension_map} do not fit {original.shape}", where)
     if fn.scatter_atomics and static_shape(original.shape + updates.shape + indices.shape):
-        generic = _at_computed_places(fn, op, updates, indices, original, dimension_map, where)
-        if generic is not None:
-            fn.emit(generic)
+        if _at_computed_places(fn, op, updates, indices, original, dimension_map, where):
             return
     # loops: the output's (parallel), then the batch dims, then each slice dim an index moves
     moved = [j for j in range(m) if offset + j in dimension_map]
@@ -118,37 +119,74 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
 
 
 def _at_computed_places(fn: FunctionLowering, op: Operation, updates: Value, indices: Value,
-                        original: Value, dimension_map: list[int], where: str) -> Generic | None:
-    """The scatter as one Generic over the update elements (loops: the batch dims, then the
-    slice dims) whose result is stored at computed places (``kernel.Scatter``), or None where
-    its region is no combine that runs in any order."""
+                        original: Value, dimension_map: list[int], where: str) -> bool:
+    """The scatter as a Generic over the update elements (loops: the batch dims, then the
+    slice dims) whose result is stored at computed places (``kernel.Scatter``); False (nothing
+    emitted) where its region is no combine that runs in any order.
+
+    A plain set takes two: the first stores at each place the number of the last update
+    targeting it (an atomic max over update numbers, starting from -1), and the second stores
+    each update where it is that winner, which keeps the fold's answer (the last update wins)
+    without an order between threads. ``unique_indices`` is not trusted to skip the first:
+    torch-mlir declares index_put's indices unique whatever they are."""
     batch = len(indices.shape) - 1
-    rank, m = len(original.shape), len(updates.shape) - batch
-    offset = rank - m
-    num_loops = batch + m
+    num_loops = len(updates.shape)
     inputs = Inputs()
     update = inputs.load(updates, AffineExpr.identity(num_loops))
     block = op.regions[0].block
     current = Acc(0, original.dtype)
     combined = lower_block(fn, block, {block.args[0]: update, block.args[1]: current},
                            inputs, list(range(num_loops)), where)[0]
-    if not (_combines(combined, current) or (
-            not any(isinstance(e, Acc) for e in walk(combined)) and _unique(op))):
-        return None
+    plain = not any(isinstance(e, Acc) for e in walk(combined))
+    if not (plain or _combines(combined, current)):
+        return False
+    ranges = indices.shape[:batch] + updates.shape[batch:]
+    if plain:
+        wins = fn.new_value("i32" if math.prod(ranges[:batch]) < 2**31 else "i64",
+                            original.shape, "scatter_winner")
+        number = _update_number(ranges[:batch], wins.dtype)
+        first = fn.new_value(wins.dtype, original.shape, "scatter_no_winner")
+        fn.emit(Constant(first, splat=-1, location=where))
+        pass_inputs = Inputs()
+        place = _place(pass_inputs, indices, original, dimension_map, num_loops)
+        fn.emit(Generic(pass_inputs.values, [wins], (Result(0, (), Binary(
+            "max", number, Acc(0, wins.dtype), wins.dtype), scatter=Scatter(
+                place, pass_inputs.binding(first))),), ranges, num_loops, where, op.name))
+        place = _place(inputs, indices, original, dimension_map, num_loops)
+        winner = Gather(inputs.binding(wins), place, wins.dtype)
+        combined = Select(Compare("eq", winner, number), combined, current, original.dtype)
+    place = _place(inputs, indices, original, dimension_map, num_loops)
+    result = Result(0, (), combined, scatter=Scatter(place, inputs.binding(original)))
+    out = fn.result_value(op.results[0], where)
+    fn.emit(Generic(inputs.values, [out], (result,), ranges, num_loops, where, op.name))
+    return True
+
+
+def _place(inputs: Inputs, indices: Value, original: Value, dimension_map: list[int],
+           num_loops: int) -> tuple[Expr, ...]:
+    """Where update element (batch..., slice...) goes: per dim of the original, its slice
+    position (a dim the slice covers) plus each index that dimension_map puts there."""
+    batch = len(indices.shape) - 1
+    offset = len(original.shape) - (num_loops - batch)
     place: list[Expr] = []
-    for k in range(rank):
-        target: Expr = LoopIndex(batch + k - offset) if k >= offset else Const(0, "index")
+    for k in range(len(original.shape)):
+        target: Expr | None = LoopIndex(batch + k - offset) if k >= offset else None
         for i, dim in enumerate(dimension_map):
             if dim == k:
                 at = (*AffineExpr.identity(num_loops)[:batch], AffineExpr((0,) * num_loops, i))
-                target = Binary("add", target, convert(inputs.load(indices, at), "index"),
-                                "index")
-        place.append(target)
-    start = inputs.binding(original)
-    result = Result(0, (), combined, scatter=Scatter(tuple(place), start))
-    out = fn.result_value(op.results[0], where)
-    ranges = indices.shape[:batch] + updates.shape[batch:]
-    return Generic(inputs.values, [out], (result,), ranges, num_loops, where, op.name)
+                index = convert(inputs.load(indices, at), "index")
+                target = index if target is None else Binary("add", target, index, "index")
+        place.append(Const(0, "index") if target is None else target)
+    return tuple(place)
+
+
+def _update_number(batch_ranges: tuple[int, ...], dtype: str) -> Expr:
+    """The row-major number of the update (its batch position), as ``dtype``."""
+    number: Expr | None = None
+    for b, n in enumerate(batch_ranges):
+        number = LoopIndex(b) if number is None else Binary(
+            "add", Binary("mul", number, Const(n, "index"), "index"), LoopIndex(b), "index")
+    return convert(number, dtype)
 
 
 def _combines(value: Expr, current: Acc) -> bool:
@@ -157,9 +195,3 @@ def _combines(value: Expr, current: Acc) -> bool:
         return False
     other = value.b if value.a == current else value.a if value.b == current else None
     return other is not None and not any(isinstance(e, Acc) for e in walk(other))
-
-
-def _unique(op: Operation) -> bool:
-    """Whether the op declares its indices unique (``unique_indices(true)``)."""
-    flag = op.properties.get("unique_indices")
-    return flag is not None and bool(flag.value.data)

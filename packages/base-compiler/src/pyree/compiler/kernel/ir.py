@@ -327,9 +327,11 @@ class Scatter:
         if place is inside the binding:  out[place] = value   # Acc(0): out[place] before
 
     so a repeated place combines in update order. Backends run the points in any order and at
-    once, each as one atomic read-modify-write: ``value`` is one commutative, associative op of
-    ``Acc(0)`` and an update that does not read Acc (the atomic add of a scatter_add), or the
-    update alone where places never repeat (a plain store)."""
+    once, each as one atomic read-modify-write, so ``value`` is one of: one commutative,
+    associative op of ``Acc(0)`` and an update that does not read Acc (the atomic add of a
+    scatter_add); ``Select(cond, update, Acc(0))`` whose ``cond`` (not reading Acc) holds at
+    most once per place (a store by the one winner of the place); or the update alone where
+    places never repeat (a plain store)."""
 
     place: tuple[Expr, ...]
     start: int

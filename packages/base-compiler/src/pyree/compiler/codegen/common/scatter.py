@@ -3,7 +3,9 @@ which combines LLVM's ``atomicrmw`` computes exactly, and the combine a scatter'
 
 from __future__ import annotations
 
-from pyree.compiler.kernel import Acc, Binary, Expr, is_float, is_unsigned, walk
+from typing import NamedTuple
+
+from pyree.compiler.kernel import Acc, Binary, Expr, Select, is_float, is_unsigned, walk
 
 # (op, kind of dtype) -> the ``atomicrmw`` operation that computes ``Binary(op)`` exactly
 ATOMIC_RMW = {
@@ -22,11 +24,23 @@ def dtype_kind(dtype: str) -> str | None:
     return "float" if is_float(dtype) else "unsigned" if is_unsigned(dtype) else "signed"
 
 
-def combine_of(value: Expr) -> tuple[str, object, bool] | None:
-    """(op, update, whether the update is the op's first operand) of a scatter value that
-    combines ``Acc(0)``, or None for a plain set."""
+class Combine(NamedTuple):
+    """How a scatter's value meets the element at its place: ``op`` (a ``Binary`` op) of the
+    update and the element (``first``: the update is the op's first operand), or, where ``op``
+    is None, a store of the update where ``cond`` holds (always, where it is None)."""
+
+    op: str | None
+    update: Expr
+    first: bool = True
+    cond: Expr | None = None
+
+
+def combine_of(value: Expr) -> Combine:
+    """The ``Combine`` a scatter's value is (``kernel.Scatter`` lists the forms)."""
     if not any(isinstance(e, Acc) for e in walk(value)):
-        return None
+        return Combine(None, value)
+    if isinstance(value, Select) and isinstance(value.b, Acc):
+        return Combine(None, value.a, cond=value.cond)
     assert isinstance(value, Binary), "a scatter combines Acc(0) with one op"
     first = isinstance(value.b, Acc)
-    return value.op, value.a if first else value.b, first
+    return Combine(value.op, value.a if first else value.b, first)

@@ -6,7 +6,8 @@ sit in different tiles, so every combine is atomic: an ``atomicrmw`` where LLVM 
 the dtype (integer add, min, max, and, or, xor; float add, which x86 expands into a
 compare-exchange loop), else a compare-exchange loop on the element's bits around the kernel's
 own op (a product, a float max that propagates NaN as ``Binary`` does, any bf16 or i1 op). A
-plain set (places declared unique) is a plain store. A place outside the binding is skipped.
+plain set is a plain store, where its condition holds (input/scatter.py: the one winner of a
+place stores). A place outside the binding is skipped.
 """
 
 from __future__ import annotations
@@ -52,11 +53,15 @@ class ScatterLowering:
         inside = b.icmp_unsigned("<", offset, i64(self.kernel.bindings[r.binding].shape[0]))
         with b.if_then(inside):
             ptr = b.gep(em.bindings[r.binding], [offset], source_etype=storage_type(dtype))
-            combine = combine_of(r.value)
-            if combine is None:
-                b.store(em.to_storage(em.emit(r.value, pt), dtype), ptr)
+            op, update, first, cond = combine_of(r.value)
+            if op is None:  # a store, where its condition holds
+                store = lambda: b.store(em.to_storage(em.emit(update, pt), dtype), ptr)  # noqa: E731
+                if cond is None:
+                    store()
+                else:
+                    with b.if_then(em.emit(cond, pt)):
+                        store()
                 return
-            op, update, first = combine
             x = em.emit(update, pt)
             rmw = ATOMIC_RMW.get((op, dtype_kind(dtype)))
             if rmw is not None:

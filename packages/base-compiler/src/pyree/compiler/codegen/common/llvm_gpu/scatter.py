@@ -5,8 +5,8 @@ llvm-cpu's template does, written as LLVM IR text).
 ``atomicrmw`` where LLVM has the op for the dtype: float add (NVPTX has f32 and f64 natively,
 f16 from sm_70; AMDGPU's, or LLVM's compare-exchange expansion where a chip lacks one), integer
 add, min, max, and, or, xor; else a compare-exchange loop on the element's bits around the
-kernel's own op (products, NaN-propagating float max/min, bf16 and i1). A plain set (places
-declared unique) is a plain store. A place outside the binding is skipped.
+kernel's own op (products, NaN-propagating float max/min, bf16 and i1). A plain set is a plain
+store, where its condition holds. A place outside the binding is skipped.
 """
 
 from __future__ import annotations
@@ -62,11 +62,15 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: int) -> Launch:
 
 def _update(fn: Function, lower: ScalarLowering, current: list[str], r: K.Result, dtype: str,
             ptr: str) -> None:
-    combine = combine_of(r.value)
-    if combine is None:
-        A.store(fn, ptr, dtype, lower(r.value))
+    op, update, _, cond = combine_of(r.value)
+    if op is None:  # a store, where its condition holds
+        if cond is None:
+            A.store(fn, ptr, dtype, lower(update))
+        else:
+            saved = dict(lower.cache)
+            fn.if_then(lower(cond), lambda: A.store(fn, ptr, dtype, lower(update)))
+            lower.cache = saved  # what the branch computed does not dominate what follows
         return
-    op, update, _ = combine
     x = lower(update)  # once, before the loop: it dominates every trip
     rmw = ATOMIC_RMW.get((op, dtype_kind(dtype)))
     scope = _scope(fn)
