@@ -25,7 +25,7 @@ from pyree.compiler.flow.rewrite import (
 )
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
 from pyree.compiler.sizes import is_static, nonnegative, opaque
-from pyree.compiler.tensor_program import Function, Generic, Value, View, is_scatter, read_by
+from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
 
 def fold_views_into_loads(function: Function) -> Function:
@@ -36,8 +36,7 @@ def fold_views_into_loads(function: Function) -> Function:
     if not views:
         return function
     producers = {id(v): op for op in ops if isinstance(op, Generic) for v in op.results}
-    ops = [_fold(op, views, producers) if isinstance(op, Generic) and not is_scatter(op) else op
-           for op in ops]
+    ops = [_fold(op, views, producers) if isinstance(op, Generic) else op for op in ops]
     while True:  # dropping a view can leave the view it reads unread
         read = {id(v) for op in ops for v in read_by(op)} | {id(v) for v in function.results}
         live = [op for op in ops if not isinstance(op, View) or id(op.result) in read]
@@ -50,8 +49,8 @@ def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
     refused: set[int] = set()
     while True:  # one input per round (folding renumbers them); a view of a view takes two
         j = next((j for j, value in enumerate(op.inputs) if value in views
-                  and id(value) not in refused and _joins(op, views[value], views, producers)),
-                 None)
+                  and id(value) not in refused and not _starts(op, j)
+                  and _joins(op, views[value], views, producers)), None)
         if j is None:
             return op
         folded = _read_source(op, j, views[op.inputs[j]])
@@ -59,6 +58,11 @@ def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
             refused.add(id(op.inputs[j]))
         else:
             op = folded
+
+
+def _starts(op: Generic, j: int) -> bool:
+    """Whether input ``j`` is a scatter's starting value, which is copied whole, not read."""
+    return any(r.scatter is not None and r.scatter.start == j for r in op.outputs)
 
 
 def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dict) -> bool:
