@@ -26,6 +26,7 @@ index_add is); a plain set stays deterministic, the last update winning
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
@@ -120,15 +121,8 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
 
 def _at_computed_places(fn: FunctionLowering, op: Operation, updates: Value, indices: Value,
                         original: Value, dimension_map: list[int], where: str) -> bool:
-    """The scatter as a Generic over the update elements (loops: the batch dims, then the
-    slice dims) whose result is stored at computed places (``kernel.Scatter``); False (nothing
-    emitted) where its region is no combine that runs in any order.
-
-    A plain set takes two: the first stores at each place the number of the last update
-    targeting it (an atomic max over update numbers, starting from -1), and the second stores
-    each update where it is that winner, which keeps the fold's answer (the last update wins)
-    without an order between threads. ``unique_indices`` is not trusted to skip the first:
-    torch-mlir declares index_put's indices unique whatever they are."""
+    """The scatter over its update elements (loops: the batch dims, then the slice dims), by
+    ``emit_at_computed_places``; False (nothing emitted) where it keeps the fold."""
     batch = len(indices.shape) - 1
     num_loops = len(updates.shape)
     inputs = Inputs()
@@ -137,28 +131,48 @@ def _at_computed_places(fn: FunctionLowering, op: Operation, updates: Value, ind
     current = Acc(0, original.dtype)
     combined = lower_block(fn, block, {block.args[0]: update, block.args[1]: current},
                            inputs, list(range(num_loops)), where)[0]
+    return emit_at_computed_places(
+        fn, inputs, combined, original, fn.result_value(op.results[0], where),
+        indices.shape[:batch] + updates.shape[batch:], list(range(batch)),
+        lambda ins: _place(ins, indices, original, dimension_map, num_loops), where, op.name)
+
+
+def emit_at_computed_places(fn: FunctionLowering, inputs: Inputs, combined: Expr,
+                            original: Value, out: Value, ranges: tuple[int, ...],
+                            batch_loops: list[int], place: Callable[[Inputs], tuple[Expr, ...]],
+                            where: str, origin: str) -> bool:
+    """A scatter as a Generic over its update elements (``ranges``, all parallel) whose result
+    ``out`` is stored at computed places (``kernel.Scatter``): ``combined``, lowered into
+    ``inputs``, is the region of (update, ``Acc(0)`` the current element); ``place(inputs)``
+    the target, one index per dim of ``original`` (a place outside it is skipped). False,
+    emitting nothing, where ``combined`` is no combine that runs in any order.
+
+    A plain set takes two: the first stores at each place the number of the last update
+    targeting it (an atomic max over the row-major numbers of ``batch_loops``, starting from
+    -1), and the second stores each update where it is that winner, which keeps the fold's
+    answer (the last update wins) without an order between threads. ``unique_indices`` is not
+    trusted to skip the first: torch-mlir declares index_put's indices unique whatever they
+    are."""
+    current = Acc(0, original.dtype)
     plain = not any(isinstance(e, Acc) for e in walk(combined))
     if not (plain or _combines(combined, current)):
         return False
-    ranges = indices.shape[:batch] + updates.shape[batch:]
+    num_loops = len(ranges)
     if plain:
-        wins = fn.new_value("i32" if math.prod(ranges[:batch]) < 2**31 else "i64",
-                            original.shape, "scatter_winner")
-        number = _update_number(ranges[:batch], wins.dtype)
+        count = math.prod(ranges[b] for b in batch_loops)
+        wins = fn.new_value("i32" if count < 2**31 else "i64", original.shape, "scatter_winner")
+        number = _update_number(batch_loops, ranges, wins.dtype)
         first = fn.new_value(wins.dtype, original.shape, "scatter_no_winner")
         fn.emit(Constant(first, splat=-1, location=where))
         pass_inputs = Inputs()
-        place = _place(pass_inputs, indices, original, dimension_map, num_loops)
+        at = place(pass_inputs)
         fn.emit(Generic(pass_inputs.values, [wins], (Result(0, (), Binary(
             "max", number, Acc(0, wins.dtype), wins.dtype), scatter=Scatter(
-                place, pass_inputs.binding(first))),), ranges, num_loops, where, op.name))
-        place = _place(inputs, indices, original, dimension_map, num_loops)
-        winner = Gather(inputs.binding(wins), place, wins.dtype)
+                at, pass_inputs.binding(first))),), ranges, num_loops, where, origin))
+        winner = Gather(inputs.binding(wins), place(inputs), wins.dtype)
         combined = Select(Compare("eq", winner, number), combined, current, original.dtype)
-    place = _place(inputs, indices, original, dimension_map, num_loops)
-    result = Result(0, (), combined, scatter=Scatter(place, inputs.binding(original)))
-    out = fn.result_value(op.results[0], where)
-    fn.emit(Generic(inputs.values, [out], (result,), ranges, num_loops, where, op.name))
+    result = Result(0, (), combined, scatter=Scatter(place(inputs), inputs.binding(original)))
+    fn.emit(Generic(inputs.values, [out], (result,), ranges, num_loops, where, origin))
     return True
 
 
@@ -180,12 +194,12 @@ def _place(inputs: Inputs, indices: Value, original: Value, dimension_map: list[
     return tuple(place)
 
 
-def _update_number(batch_ranges: tuple[int, ...], dtype: str) -> Expr:
-    """The row-major number of the update (its batch position), as ``dtype``."""
-    number: Expr | None = None
-    for b, n in enumerate(batch_ranges):
-        number = LoopIndex(b) if number is None else Binary(
-            "add", Binary("mul", number, Const(n, "index"), "index"), LoopIndex(b), "index")
+def _update_number(batch_loops: list[int], ranges: tuple[int, ...], dtype: str) -> Expr:
+    """The row-major number of the update (its position over ``batch_loops``), as ``dtype``."""
+    number: Expr = Const(0, "index")
+    for b in batch_loops:
+        number = Binary("add", Binary("mul", number, Const(ranges[b], "index"), "index"),
+                        LoopIndex(b), "index") if b != batch_loops[0] else LoopIndex(b)
     return convert(number, dtype)
 
 
