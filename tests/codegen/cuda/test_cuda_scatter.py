@@ -20,47 +20,10 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module  # noqa: E40
 from pyree.compiler.codegen.cuda import emit_kernel, resolve_target  # noqa: E402
 from pyree.compiler.codegen.cuda.nvptx import NVPTX  # noqa: E402
 from pyree.compiler.codegen.cuda.ptx import data_layout  # noqa: E402
-from pyree.compiler.kernel import (  # noqa: E402
-    DTYPES,
-    Acc,
-    AffineExpr,
-    Binary,
-    Binding,
-    Cast,
-    Kernel,
-    Load,
-    LoopIndex,
-    Result,
-    Scatter,
-    evaluate,
-)
+from pyree.compiler.kernel import DTYPES, Binding, Kernel, evaluate  # noqa: E402
 
-N, D, U = 11, 5, 29  # rows of the target, columns, updates
-
-
-def scatter_kernel(dtype: str, op: str | None, first: bool = False) -> Kernel:
-    """out[idx[u], d] = op(update[u, d], out[...]) (``first``: the update is the op's second
-    operand); ``op`` None: a plain set."""
-    ud = AffineExpr.identity(2)
-    update = Load(0, ud, dtype)
-    value = update if op is None else (Binary(op, Acc(0, dtype), update, dtype) if first
-                                       else Binary(op, update, Acc(0, dtype), dtype))
-    row = Cast("extsi", Load(1, (ud[0], AffineExpr((0, 0), 0)), "i32"), "index")
-    place = (row, LoopIndex(1))
-    return Kernel(f"scatter_{dtype}_{op}", (U, D), 2,
-                  (Binding(dtype, (U, D), "read"), Binding("i32", (U, 1), "read"),
-                   Binding(dtype, (N, D), "read"), Binding(dtype, (N, D), "read_write")),
-                  (Result(3, (), value, scatter=Scatter(place, 2)),))
-
-
-def values(dtype: str, shape, rng) -> np.ndarray:
-    if dtype == "i1":
-        return rng.random(shape) < 0.5
-    if dtype in ("f32", "f16", "bf16", "f64"):
-        x = rng.standard_normal(shape) * 2
-        return x.astype(DTYPES[dtype])
-    info = np.iinfo(DTYPES[dtype])
-    return rng.integers(max(info.min, -50), min(info.max, 50), size=shape).astype(DTYPES[dtype])
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from scatter_cases import CASES, D, N, U, scatter_kernel, values  # noqa: E402
 
 
 def run_both(kernel: Kernel, rows: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -71,12 +34,6 @@ def run_both(kernel: Kernel, rows: np.ndarray, rng) -> tuple[np.ndarray, np.ndar
     got = start.copy()
     assert Emulated(kernel)([upd, rows, start, got], [])
     return got, want
-
-
-CASES = [("f32", "add"), ("f64", "add"), ("f16", "add"), ("bf16", "add"), ("f32", "mul"),
-         ("f32", "max"), ("f16", "min"), ("i32", "add"), ("i64", "mul"), ("i32", "max"),
-         ("ui8", "min"), ("i8", "add"), ("i16", "xor"), ("i32", "and"), ("i64", "or"),
-         ("i1", "or"), ("i1", "and"), ("bf16", "max")]
 
 
 @pytest.mark.parametrize("dtype, op", CASES)
