@@ -35,6 +35,10 @@ PROGRAMS = {  # name: (body, copies of the original, numpy of x and the scatter'
         "%e = math.exp %x : tensor<13x7xf32>\n" + SCATTER.format(name="q", orig="e")
         + "\n%r = arith.addf %q, %e : tensor<13x7xf32>\nreturn %r : tensor<13x7xf32>",
         1, lambda x, s: s(np.exp(x)) + np.exp(x)),
+    "twice into zeros returned": (
+        "%z = arith.constant dense<0.0> : tensor<13x7xf32>\n" + SCATTER.format(name="a", orig="z")
+        + "\n" + SCATTER.format(name="r", orig="a") + "\nreturn %r : tensor<13x7xf32>", 0,
+        lambda x, s: 2 * s(np.zeros_like(x))),
     "into a value read only by it": (
         "%e = math.exp %x : tensor<13x7xf32>\n" + SCATTER.format(name="q", orig="e")
         + "\n%r = arith.negf %q : tensor<13x7xf32>\nreturn %r : tensor<13x7xf32>",

@@ -64,7 +64,8 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
         else:
             plan.result_copies.append((r, value))
     aliases = in_place(function, steps, written)
-    for result, original in aliases.items():  # a function result's bytes are its original's too
+    # a function result's bytes are its original's too (last first: down a chain of scatters)
+    for result, original in reversed(aliases.items()):
         if result in plan.storage:
             plan.storage[original] = plan.storage[result]
     last = _last_uses(function, steps, aliases)
