@@ -146,6 +146,20 @@ def test_scatter_of_many_or_few_updates(updates):
     check(got, orig, upd, idx, "add")
 
 
+@pytest.mark.parametrize("op", ["add", "set"])
+def test_scatter_of_no_updates_or_into_nothing(op):
+    rng = np.random.default_rng(17)
+    x = data((5, 3), "f32", rng)
+    text = scatter_mlir((5, 3), (0, 3), (0, 1), "f32", op)
+    got = rt.load_module(compiled(text), device="local-task").main(
+        x, np.zeros((0, 3), np.float32), np.zeros((0, 1), np.int64)).to_host()
+    np.testing.assert_array_equal(got, x)
+    text = scatter_mlir((0, 3), (4, 3), (4, 1), "f32", op)
+    got = rt.load_module(compiled(text), device="local-task").main(
+        np.zeros((0, 3), np.float32), data((4, 3), "f32", rng), np.zeros((4, 1), np.int64))
+    assert got.to_host().shape == (0, 3)
+
+
 def test_scatter_nd_with_index_depth_two_and_slices():
     """indices [U, 2] on dims (2, 0) of a 3-d original, each update a slice along dim 1 shorter
     than it (the slice's place is the original's own, from 0)."""

@@ -145,7 +145,8 @@ def emit_at_computed_places(fn: FunctionLowering, inputs: Inputs, combined: Expr
     ``out`` is stored at computed places (``kernel.Scatter``): ``combined``, lowered into
     ``inputs``, is the region of (update, ``Acc(0)`` the current element); ``place(inputs)``
     the target, one index per dim of ``original`` (a place outside it is skipped). False,
-    emitting nothing, where ``combined`` is no combine that runs in any order.
+    emitting nothing, where ``combined`` is no combine that runs in any order or ``original``
+    is empty.
 
     A plain set takes two: the first stores at each place the number of the last update
     targeting it (an atomic max over the row-major numbers of ``batch_loops``, starting from
@@ -155,8 +156,8 @@ def emit_at_computed_places(fn: FunctionLowering, inputs: Inputs, combined: Expr
     are."""
     current = Acc(0, original.dtype)
     plain = not any(isinstance(e, Acc) for e in walk(combined))
-    if not (plain or _combines(combined, current)):
-        return False
+    if not (plain or _combines(combined, current)) or 0 in original.shape:
+        return False  # (an empty original: the fold has nothing to do)
     num_loops = len(ranges)
     if plain:
         count = math.prod(ranges[b] for b in batch_loops)
