@@ -394,6 +394,11 @@ def index_add_rows(x, idx, src):
     return x.index_add(0, idx, src)
 
 
+def embedding_bag_sum(table, ids, bags):
+    """Sums of looked-up rows per bag (an EmbeddingBag's sum mode as index_add)."""
+    return torch.zeros(4096, table.shape[1], dtype=table.dtype).index_add(0, bags, table[ids])
+
+
 def cumsum_last(x):
     return x.cumsum(-1)
 
@@ -516,6 +521,9 @@ BREADTH_CASES = (
          _ins(((100000, 128), f32), Input((4096,), torch.int64, "index:100000"))),
     Case("index_add rows f32 10000x64 from 50000", index_add_rows,
          _ins(((10000, 64), f32), Input((50000,), torch.int64, "index:10000"), ((50000, 64), f32))),
+    Case("embedding-bag sum f32 1M lookups of 100000x32 into 4096 bags", embedding_bag_sum,
+         _ins(((100000, 32), f32), Input((1 << 20,), torch.int64, "index:100000"),
+              Input((1 << 20,), torch.int64, "index:4096"))),
     Case("cumsum last dim f32 32x8192", cumsum_last, _ins(((32, 8192), f32))),
     Case("sort descending f32 1x32000", sort_descending, _ins(((1, 32000), f32))),
     Case("classifier top-5 f32 64x1000", topk_classes, _ins(((64, 1000), f32))),

@@ -129,6 +129,20 @@ def test_scatter_add_set_with_repeated_indices():
                            x.at[i].max(u)), x, idx, upd)
 
 
+def test_scatters_of_many_repeated_indices_write_at_computed_places():
+    """5000 updates into 97 rows (input/scatter.py: one kernel over the updates, atomic
+    combines; a set keeps the last of a repeated row, which JAX's CPU scatter also takes)."""
+    x = normal(97, 5)
+    idx = RNG.integers(-3, 100, 5000).astype(np.int32)  # negative: from the end; past it: dropped
+    upd = normal(5000, 5)
+    ints = RNG.integers(-50, 50, (97, 5)).astype(np.int32)
+    check(lambda x, i, u, n: (x.at[i].add(u), x.at[i].max(u), x.at[i].min(u),
+                              x.at[i].mul(jnp.sign(u) + (u == 0)), x.at[i].set(u),
+                              n.at[i].add((u * 10).astype(jnp.int32)), jax.ops.segment_sum(
+                                  u, jnp.abs(i) % 97, 97)), x, idx, upd, ints,
+          rtol=1e-4, atol=1e-4)
+
+
 def test_cumsum_cumprod_cummax():
     x = normal(7, 13)
     check(lambda x: (jnp.cumsum(x, 0), lax.cummax(x, 1), jnp.cumprod(x[:, :4], 1)), x,

@@ -29,7 +29,7 @@ T=tests/drivers/cuda
 for build in cuda90 cuda90a; do
   echo "== $T on the GPU, modules of .gpubuild/$build" | tee -a "$OUT/cuda.log"
   driver_tests=""
-  [ $build = cuda90 ] && driver_tests="$T/test_cuda_hostile_modules.py $T/test_cuda_concurrency.py $T/test_cuda_module_state.py"
+  [ $build = cuda90 ] && driver_tests="$T/test_cuda_hostile_modules.py $T/test_cuda_concurrency.py $T/test_cuda_module_state.py $T/test_cuda_scatter_gpu.py"
   PYREE_CUDA_MODULE_DIR=$PWD/.gpubuild/$build timeout 270 python3 -m pytest -q -p no:cacheprovider \
     $T/test_cuda_gpu.py $T/test_cuda_control_flow.py $T/test_cuda_dlpack.py \
     $T/test_cuda_reduction_accuracy.py $T/test_cuda_trace.py \

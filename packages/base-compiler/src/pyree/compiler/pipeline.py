@@ -161,7 +161,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
                  input_type == "stablehlo" if demote_i64 is None else demote_i64,
                  options.promote_bf16_to_f32)
     report("lowering to the tensor program")
-    program = lower_to_tensor_program(module)
+    program = lower_to_tensor_program(module, scatter_atomics=all(
+        backend(name).scatter_atomics for name in options.target_backends))
     _stage(options, stop, "tensor program", lambda: printing.format_program(program))
     program = export_parameters(program, options)
     report("forming dispatch regions")

@@ -151,6 +151,11 @@ def _format_results(results, load_names: list[str], store_names: list[str]) -> l
     lines = []
     for k, r in enumerate(results):
         target = f"{store_names[r.binding]}[{_index(r.index)}]"
+        if r.scatter is not None:  # acc: the element at the place, before this update
+            place = ", ".join(expr(ix, load_names) for ix in r.scatter.place)
+            lines.append(f"scatter {store_names[r.binding]}[{place}] from "
+                         f"{load_names[r.scatter.start]} = {expr(r.value, load_names)}")
+            continue
         if r.init is None and r.epilogue is None:
             lines.append(f"{'row ' if r.row else ''}{target} = {expr(r.value, load_names)}")
             continue

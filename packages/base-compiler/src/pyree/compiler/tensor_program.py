@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
-from pyree.compiler.kernel import Attention, Load, Result, SizeValue, itemsize, result_nodes
+from pyree.compiler.kernel import (
+    Attention,
+    Load,
+    Result,
+    SizeValue,
+    itemsize,
+    result_nodes,
+    scatter_result,
+)
 from pyree.compiler.sizes import Size, num_elements
 
 # Every buffer a Value lives in starts at a multiple of this (the arena, constants, arguments):
@@ -67,6 +75,13 @@ class Generic:
     # Softmax attention (flow/attention.py): ``outputs`` is its one result O, and these say how
     # its probabilities come about (``kernel.Attention``).
     attention: Attention | None = None
+
+
+def is_scatter(op: Op) -> bool:
+    """Whether ``op`` is a Generic storing at computed places (``kernel.Scatter``): flow
+    passes leave it as it is, fuse no producer into its starting value and never fuse it into
+    another op (its result is read-modify-write)."""
+    return isinstance(op, Generic) and scatter_result(op.outputs) is not None
 
 
 def parameters_of(generic: Generic) -> list[Size]:

@@ -52,6 +52,7 @@ from pyree.compiler.tensor_program import (
     Generic,
     Op,
     Value,
+    is_scatter,
     read_by,
     sources_of,
 )
@@ -131,7 +132,8 @@ def _constant_init(product: Generic, known) -> tuple[Constant, Generic] | None:
 def _fold(op: Op, producer, readers, known) -> tuple[Generic, list[Op]] | None:
     """(the product, what replaces it) when ``op`` is a per-channel shift or scale of a
     product's result that folds into it, else None."""
-    if not isinstance(op, Generic) or len(op.outputs) != 1 or op.num_parallel != len(op.loop_ranges):
+    if not isinstance(op, Generic) or len(op.outputs) != 1 or op.num_parallel != len(op.loop_ranges) \
+            or is_scatter(op):
         return None
     out, v = op.outputs[0], op.outputs[0].value
     if out.index != AffineExpr.identity(op.num_parallel) or not isinstance(v, Binary) \

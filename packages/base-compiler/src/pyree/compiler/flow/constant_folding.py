@@ -39,6 +39,7 @@ from pyree.compiler.tensor_program import (
     Value,
     View,
     has_run_time_sizes,
+    is_scatter,
 )
 
 MAX_ELEMENTS = 1 << 22
@@ -67,7 +68,7 @@ def fold_constants(function: Function) -> Function:
             pass
         elif record_constant(op, known):
             pass
-        elif (isinstance(op, Generic) and all(v in known for v in op.inputs)
+        elif (isinstance(op, Generic) and not is_scatter(op) and all(v in known for v in op.inputs)
               and not _widens(op, [known[v] for v in op.inputs])):
             data = evaluate_elementwise(op, [known[v] for v in op.inputs])
             if data is not None:

@@ -38,7 +38,7 @@ from pyree.compiler.flow.rewrite import (
     transform,
 )
 from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product, itemsize
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, View
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_scatter
 
 # The patches of a channels-last convolution, which targets with implicit GEMM (a backend's
 # ``implicit_gemm``) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
@@ -50,7 +50,8 @@ CHUNK_BYTES = 16  # a tensor-core operand tile's chunk: 8 16-bit or 4 f32 channe
 def rewrite_convolutions(function: Function, implicit: bool = False, f32: bool = False) -> Function:
     ops: list[Op] = []
     for op in function.ops:
-        ops.extend(rewrite_convolution(op, implicit, f32) if isinstance(op, Generic) else [op])
+        ops.extend(rewrite_convolution(op, implicit, f32)
+                   if isinstance(op, Generic) and not is_scatter(op) else [op])
     return dataclasses.replace(function, ops=ops)
 
 

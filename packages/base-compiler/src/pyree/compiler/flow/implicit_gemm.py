@@ -37,7 +37,7 @@ from pyree.compiler.kernel import (
     decided,
     itemsize,
 )
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, read_by
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_scatter, read_by
 
 DIGIT = "ui32"   # digits: unsigned divisions by constants
 INDEX = "i32"    # gather indices: an image index may sit one row before the image (a pad)
@@ -89,7 +89,7 @@ def _patches_chain(value: Value, reader: Generic, defining, readers, results):
             chain.append(op)
             reader, value = op, op.source
             continue
-        if not isinstance(op, Generic) or not _is_patches_copy(op):
+        if not isinstance(op, Generic) or is_scatter(op) or not _is_patches_copy(op):
             return None
         return op, offset, chain + [op]
 

@@ -10,13 +10,15 @@ from pyree.compiler.tensor_program import Generic, index_sizes, parameters_of, s
 
 
 def outline(generic: Generic, name: str) -> Kernel:
-    """Bindings are the inputs (read) then the results (written), in that order; run-time
-    sizes become the parameters ``tensor_program.parameters_of`` lists."""
+    """Bindings are the inputs (read) then the results (written; a scatter's read-modify-written),
+    in that order; run-time sizes become the parameters ``tensor_program.parameters_of`` lists."""
     n = len(generic.inputs)
+    scattered = {r.binding for r in generic.outputs if r.scatter is not None}
     params = {size: Size.symbol(f"p{k}") for k, size in enumerate(parameters_of(generic))}
     local = lambda shape: tuple(params.get(d, d) if isinstance(d, Size) else d for d in shape)
     bindings = tuple([Binding(v.dtype, local(v.shape), "read") for v in generic.inputs]
-                     + [Binding(v.dtype, local(v.shape), "write") for v in generic.results])
+                     + [Binding(v.dtype, local(v.shape), "read_write" if k in scattered else "write")
+                        for k, v in enumerate(generic.results)])
     results = tuple(dataclasses.replace(r, binding=n + r.binding) for r in generic.outputs)
     if size_values(generic) or index_sizes(generic):
         # the sizes the body reads and its indices' run-time offsets become push constants too

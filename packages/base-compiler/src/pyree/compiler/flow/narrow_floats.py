@@ -42,7 +42,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
-from pyree.compiler.tensor_program import Function, Generic
+from pyree.compiler.tensor_program import Function, Generic, is_scatter
 
 NARROW = ("f16", "bf16")
 WIDE = "f32"
@@ -52,7 +52,8 @@ DISCONTINUOUS = {"floor", "ceil", "round", "roundeven", "trunc", "sign", "rem"}
 
 def widen_narrow_floats(function: Function) -> Function:
     return dataclasses.replace(function, ops=[
-        widen(op) if isinstance(op, Generic) else op for op in function.ops])
+        widen(op) if isinstance(op, Generic) and not is_scatter(op) else op
+        for op in function.ops])
 
 
 def widened(e: Expr) -> Expr:

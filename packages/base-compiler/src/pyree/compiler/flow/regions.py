@@ -54,6 +54,7 @@ from pyree.compiler.kernel import (
     is_row_kernel,
     operands,
     result_nodes,
+    scatter_result,
     walk,
 )
 from pyree.compiler.sizes import is_static
@@ -68,6 +69,7 @@ from pyree.compiler.tensor_program import (
     Value,
     While,
     defined_by,
+    is_scatter,
     read_by,
     sources_of,
 )
@@ -133,9 +135,11 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     for op in ops:
         if not isinstance(op, Generic) or _passes_widening(op, graph):
             continue
+        scatter = scatter_result(op.outputs)
         for j, value in enumerate(op.inputs):
             producer = producers.get(value)
-            if users[value] != 1 or producer is None:
+            if users[value] != 1 or producer is None or is_scatter(producer) \
+                    or (scatter is not None and j == scatter.scatter.start):
                 continue
             key = (id(op), j, id(producer))
             if key in refused:
@@ -143,7 +147,8 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
             if isinstance(producer, Constant) and producer.splat is not None:
                 fused = _inline_splat(op, j, producer)
             elif isinstance(producer, Generic):
-                fused = _inline_producer(op, j, producer) or _fuse_epilogue(producer, op, j)
+                fused = _inline_producer(op, j, producer) or (
+                    None if scatter is not None else _fuse_epilogue(producer, op, j))
             else:
                 fused = None
             if fused is None:
@@ -185,7 +190,7 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     read by the sum and by the division, and copying it makes both read x instead of an
     intermediate written once and read twice. Runs when no single-user fusion is left."""
     for producer in ops:
-        if not isinstance(producer, Generic) or len(producer.results) != 1:
+        if not isinstance(producer, Generic) or len(producer.results) != 1 or is_scatter(producer):
             continue
         value = producer.results[0]
         if not 2 <= graph.users[value] <= MAX_COPIES or value in graph.results:
@@ -198,7 +203,8 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
         for op in readers:
             j = next((i for i, v in enumerate(op.inputs) if v is value), None) \
                 if isinstance(op, Generic) else None
-            copy = None if j is None or not _reads_once(op, j) else _inline_producer(op, j, producer)
+            copy = None if j is None or not _reads_once(op, j) or is_scatter(op) \
+                else _inline_producer(op, j, producer)
             if copy is None:
                 break
             fused.append(copy)

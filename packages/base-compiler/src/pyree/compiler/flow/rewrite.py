@@ -120,8 +120,10 @@ def map_results(results: tuple[Result, ...], leaf: Callable[[Expr], Expr | None]
 
 
 def drop_unread(op: Generic) -> Generic:
+    """``op`` without the inputs it never reads (a scatter's starting value counts as read)."""
     read = sorted({e.binding for r in op.outputs for e in result_nodes(r)
-                   if isinstance(e, (Load, Gather))})
+                   if isinstance(e, (Load, Gather))}
+                  | {r.scatter.start for r in op.outputs if r.scatter is not None})
     return _renumber(op, [op.inputs[b] for b in read], {b: i for i, b in enumerate(read)})
 
 
@@ -140,5 +142,8 @@ def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generi
             return dataclasses.replace(e, binding=index[e.binding])
         return None
 
-    return dataclasses.replace(op, inputs=inputs, outputs=map_results(op.outputs, leaf))
+    outputs = tuple(r if r.scatter is None else dataclasses.replace(
+        r, scatter=dataclasses.replace(r.scatter, start=index[r.scatter.start]))
+        for r in map_results(op.outputs, leaf))
+    return dataclasses.replace(op, inputs=inputs, outputs=outputs)
 

@@ -49,8 +49,8 @@ def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
     refused: set[int] = set()
     while True:  # one input per round (folding renumbers them); a view of a view takes two
         j = next((j for j, value in enumerate(op.inputs) if value in views
-                  and id(value) not in refused and _joins(op, views[value], views, producers)),
-                 None)
+                  and id(value) not in refused and not _starts(op, j)
+                  and _joins(op, views[value], views, producers)), None)
         if j is None:
             return op
         folded = _read_source(op, j, views[op.inputs[j]])
@@ -58,6 +58,11 @@ def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
             refused.add(id(op.inputs[j]))
         else:
             op = folded
+
+
+def _starts(op: Generic, j: int) -> bool:
+    """Whether input ``j`` is a scatter's starting value, which is copied whole, not read."""
+    return any(r.scatter is not None and r.scatter.start == j for r in op.outputs)
 
 
 def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dict) -> bool:

@@ -9,6 +9,9 @@ bytes. All of this is decided here and the runtime only allocates the arena and 
 A value sized at run time (a ``Size``) gets a range of its own after the reused ones, at an
 offset that is a size expression, so the runtime computes the arena's size per call; such
 ranges are not reused (that would need the runtime to compare sizes it only knows per call).
+A scatter's result (``kernel.Scatter``) starts as a copy of its original; where the original
+is a value this function computes (a dispatch's result or a fill) that nothing reads later,
+the scatter works in the original's bytes instead (``in_place``), and no copy is made.
 """
 
 from __future__ import annotations
@@ -59,7 +62,12 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             plan.storage[value] = Storage("result", r, 0)
         else:
             plan.result_copies.append((r, value))
-    last = _last_uses(function, steps)
+    aliases = in_place(function, steps, written)
+    # a function result's bytes are its original's too (last first: down a chain of scatters)
+    for result, original in reversed(aliases.items()):
+        if result in plan.storage:
+            plan.storage[original] = plan.storage[result]
+    last = _last_uses(function, steps, aliases)
     live: list[tuple[int, int, Value]] = []  # (offset, size, value) of live arena ranges
     run_time: list = []  # transients sized at run time (and views of them), placed last
     for position, step in enumerate(steps):
@@ -69,6 +77,8 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
                 continue
             if value in constant_index:
                 plan.storage[value] = Storage("constant", constant_index[value], 0)
+            elif value in aliases:
+                plan.storage[value] = plan.storage[aliases[value]]
             elif isinstance(step, View) and step.source in plan.storage:
                 source = plan.storage[step.source]
                 plan.storage[value] = Storage(source.kind, source.index, source.offset + step.byte_offset)
@@ -94,6 +104,29 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
     if run_time:
         plan.transient_size = offset
     return plan
+
+
+def in_place(function: Function, steps: list[Step], written: set[Value]) -> dict[Value, Value]:
+    """{scatter result: its original} for each scatter whose original is a value of static
+    size that a step of this function writes (no argument, constant or view), that is no
+    function result and that nothing uses after the scatter: the scatter updates it in place."""
+    last = _last_uses(function, steps)
+    views = {s.result for s in steps if isinstance(s, View)} | {
+        s.source for s in steps if isinstance(s, View)}
+    aliases = {}
+    for position, step in enumerate(steps):
+        if not isinstance(step, Generic):
+            continue
+        for r in step.outputs:
+            if r.scatter is None:
+                continue
+            original = step.inputs[r.scatter.start]
+            if original in written and original not in views and last[original] == position \
+                    and original not in function.results and original not in step.inputs[
+                        :r.scatter.start] + step.inputs[r.scatter.start + 1:] \
+                    and not isinstance(original.num_bytes, Size):
+                aliases[step.results[r.binding]] = original
+    return aliases
 
 
 def _written(step: Step) -> list[Value]:
@@ -125,14 +158,19 @@ def _touched(step: Step) -> list[Value]:
     return []
 
 
-def _last_uses(function: Function, steps: list[Step]) -> dict[Value, int]:
-    """The last position where each value's bytes are used, a view's uses counting for
-    its source's. A value used inside a loop that it was live into stays live to the loop's end:
-    the next iteration reads it again."""
+def _last_uses(function: Function, steps: list[Step],
+               aliases: dict[Value, Value] | None = None) -> dict[Value, int]:
+    """The last position where each value's bytes are used, a view's uses (and an in-place
+    scatter's, ``aliases``) counting for its source's. A value used inside a loop that it was
+    live into stays live to the loop's end: the next iteration reads it again."""
     root: dict[Value, Value] = {}
+    aliases = aliases or {}
     for step in steps:
         if isinstance(step, View):
             root[step.result] = root.get(step.source, step.source)
+        for value in _defined(step):
+            if value in aliases:
+                root[value] = root.get(aliases[value], aliases[value])
     first: dict[Value, int] = {}
     last: dict[Value, int] = {}
     for position, step in enumerate(steps):

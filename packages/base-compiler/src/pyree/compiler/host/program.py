@@ -124,6 +124,13 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
     emitter = _Emitter(plan, symbols)
     for step in steps:
         if isinstance(step, Generic) and any(_holds_bytes(v) for v in step.results):
+            for r in step.outputs:
+                if r.scatter is None:
+                    continue
+                original, result = step.inputs[r.scatter.start], step.results[r.binding]
+                # a scatter's result starts as a copy of its original, unless it is in place
+                if _holds_bytes(result) and plan.storage[original] != plan.storage[result]:
+                    emitter.copy(original, emitter.ref(result))
             emitter.dispatch(kernel_ordinals[step], step.inputs, step.results,
                              parameters_of(step))
         elif isinstance(step, Constant) and step.splat is not None:

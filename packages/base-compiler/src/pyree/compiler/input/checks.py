@@ -42,9 +42,18 @@ def check_generic(op: Generic) -> None:
     for r in op.outputs:
         if not 0 <= r.binding < len(op.results):
             _refuse(op, f"stores result {r.binding} of {len(op.results)}")
-        _check_index(op, r.index, op.results[r.binding].shape, at_init if not r.row else
-                     op.loop_ranges, "writes", empty)
-        for root, ranges in ((r.value, op.loop_ranges), (r.init, at_init), (r.epilogue, at_init)):
+        if r.scatter is None:
+            _check_index(op, r.index, op.results[r.binding].shape, at_init if not r.row else
+                         op.loop_ranges, "writes", empty)
+        else:
+            start = op.inputs[r.scatter.start]
+            if len(r.scatter.place) != len(op.results[r.binding].shape) \
+                    or (start.dtype, start.shape) != (op.results[r.binding].dtype,
+                                                      op.results[r.binding].shape):
+                _refuse(op, "scatters into a result unlike its original")
+        places = r.scatter.place if r.scatter is not None else ()
+        for root, ranges in ((r.value, op.loop_ranges), (r.init, at_init), (r.epilogue, at_init),
+                             *((p, op.loop_ranges) for p in places)):
             if root is not None:
                 _check_expr(op, root, ranges, empty)
                 if depth(root) > MAX_OP_DEPTH:

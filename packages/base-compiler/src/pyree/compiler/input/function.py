@@ -96,6 +96,7 @@ class FunctionLowering:
         self.size_checks: list[SizeCheck] = []  # cf.assert on sizes the sizes do not decide
         self.stored_globals: dict = {}  # name -> what util.global.store last wrote (globals.py)
         self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
+        self.scatter_atomics = False  # every target writes at computed places (input/scatter.py)
 
     # ---- values ----------------------------------------------------------------------------
 

@@ -176,6 +176,23 @@ def gather_offset(index: tuple[Expr, ...], shape: tuple, loop_ranges: tuple[int,
     return offset if offset is not None else Const(0, dtype)
 
 
+def scatter_offset(place: tuple[Expr, ...], shape: tuple) -> Expr:
+    """The row-major element offset (index) a scatter result writes at ``place`` in a binding
+    of ``shape``, or -1 where an index of ``place`` lies outside its dim: that update is
+    skipped (``Scatter``), which every backend tests as ``0 <= offset < elements``."""
+    inside: Expr | None = None
+    offset: Expr = Const(0, "index")
+    stride = 1
+    for k, (ix, n) in reversed(list(enumerate(zip(place, shape)))):
+        fits = Binary("and", Compare("ge", ix, Const(0, "index")),
+                      Compare("lt", ix, size_value(n, "index")), "i1")
+        inside = fits if inside is None else Binary("and", fits, inside, "i1")
+        term = ix if stride == 1 else Binary("mul", ix, size_value(stride, "index"), "index")
+        offset = term if k == len(place) - 1 else Binary("add", term, offset, "index")
+        stride = stride * n
+    return offset if inside is None else Select(inside, offset, Const(-1, "index"), "index")
+
+
 def _clamped(ix: Expr, n, dtype: str, loop_ranges: tuple[int, ...]) -> Expr:
     """``ix`` clamped into [0, n - 1], as ``dtype``; a side is left out where ``ix`` provably
     stays inside it. A widened narrow index is clamped before widening (the same value), so

@@ -69,6 +69,9 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray], params: dict[str, int] |
         _attention(kernel, buffers, ev)
         return
     results = kernel.results
+    if results and results[0].scatter is not None:
+        _scatter(kernel, buffers, ev)
+        return
     finals: dict[int, object] = {}
     for p in itertools.product(*[range(n) for n in par]):
         zeros = (0,) * len(red)
@@ -87,6 +90,19 @@ def evaluate(kernel: Kernel, buffers: list[np.ndarray], params: dict[str, int] |
         for rr in itertools.product(*[range(n) for n in red]):
             for r in kernel.row_results:
                 buffers[r.binding][tuple(ix(p + rr) for ix in r.index)] = ev(r.value, p + rr, None)
+
+
+def _scatter(kernel: Kernel, buffers: list[np.ndarray], ev) -> None:
+    """``kernel.Scatter``'s loop: every point in order, its place skipped where outside. The
+    result binding holds the starting contents already (the host copies them)."""
+    import itertools
+
+    r = kernel.results[0]
+    out = buffers[r.binding]
+    for p in itertools.product(*[range(n) for n in kernel.loop_ranges]):
+        place = tuple(int(ev(ix, p, None)) for ix in r.scatter.place)
+        if all(0 <= i < n for i, n in zip(place, out.shape)):
+            out[place] = ev(r.value, p, {0: out[place]})
 
 
 def _attention(kernel: Kernel, buffers: list[np.ndarray], ev) -> None:

@@ -329,6 +329,28 @@ _TREES = (Load, Gather, Unary, Binary, Compare, Select, Cast)  # the _hash_once 
 
 
 @dataclass(frozen=True)
+class Scatter:
+    """Where a scatter result (torch's index_add, scatter_add, index_put) writes: at ``place``,
+    one index-typed expression per dim of its binding, computed at each loop point, instead of
+    at an affine ``index``. A kernel with a scatter result has only parallel loops (one per
+    update element) and that one result; the binding is read-modify-write and holds, before
+    the kernel runs, a copy of input binding ``start`` (the host program copies it). Per loop
+    point, in order:
+
+        if place is inside the binding:  out[place] = value   # Acc(0): out[place] before
+
+    so a repeated place combines in update order. Backends run the points in any order and at
+    once, each as one atomic read-modify-write, so ``value`` is one of: one commutative,
+    associative op of ``Acc(0)`` and an update that does not read Acc (the atomic add of a
+    scatter_add); ``Select(cond, update, Acc(0))`` whose ``cond`` (not reading Acc) holds at
+    most once per place (a store by the one winner of the place); or the update alone where
+    places never repeat (a plain store)."""
+
+    place: tuple[Expr, ...]
+    start: int
+
+
+@dataclass(frozen=True)
 class Result:
     binding: int
     index: tuple[AffineExpr, ...]  # over the parallel loops only (reduction coeffs are 0)
@@ -337,6 +359,8 @@ class Result:
     epilogue: Expr | None = None
     # A row result: stored at every loop point after the reductions; index over all loops.
     row: bool = False
+    # A scatter result: stored at computed places (``Scatter``); ``index`` is then ().
+    scatter: Scatter | None = None
 
 
 @dataclass(frozen=True)
@@ -464,8 +488,10 @@ def transform(expr: Expr, leaf: Callable[[Expr], Expr | None]) -> Expr:
     return memo[expr]
 
 def result_roots(result: Result) -> list[Expr]:
-    """The expressions ``result`` holds: its value, and its init and epilogue where present."""
-    return [e for e in (result.value, result.init, result.epilogue) if e is not None]
+    """The expressions ``result`` holds: its value, its init and epilogue where present, and a
+    scatter's place."""
+    roots = [e for e in (result.value, result.init, result.epilogue) if e is not None]
+    return roots + list(result.scatter.place) if result.scatter is not None else roots
 
 
 def result_nodes(result: Result):
@@ -479,8 +505,16 @@ def map_result(result: Result, leaf: Callable[[Expr], Expr | None], **changes) -
     other fields."""
     def go(e: Expr | None) -> Expr | None:
         return None if e is None else transform(e, leaf)
+    if result.scatter is not None:
+        changes.setdefault("scatter", dataclasses.replace(
+            result.scatter, place=tuple(go(e) for e in result.scatter.place)))
     return dataclasses.replace(result, value=go(result.value), init=go(result.init),
                                epilogue=go(result.epilogue), **changes)
+
+
+def scatter_result(results) -> Result | None:
+    """The scatter result of a kernel's or Generic's ``results`` (``Scatter``), if it has one."""
+    return next((r for r in results if r.scatter is not None), None)
 
 
 def merge_loop_ranges(loop_ranges: tuple[int, ...], num_parallel: int,

@@ -44,13 +44,18 @@ from pyree.compiler.kernel import (
     merge_loop_ranges,
     operands,
     result_nodes,
+    scatter_offset,
     within,
 )
 from pyree.compiler.sizes import is_static, opaque, static_shape
 
 
 def normalize(kernel: Kernel) -> Kernel:
+    """A scatter kernel (``kernel.Scatter``) is only flattened: its stores have no stride to
+    order or merge loops by."""
     check_accesses(kernel)
+    if kernel.results and kernel.results[0].scatter is not None:
+        return flatten(kernel)
     return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
 
 
@@ -176,6 +181,8 @@ def check_accesses(kernel: Kernel) -> None:
         return b
 
     reductions = len(kernel.reductions)
+    if any(r.scatter is not None for r in kernel.results):
+        _check_scatter(kernel, where)
     if any(r.row for r in kernel.results[:reductions]) or (reductions and kernel.row_results
                                                            and not kernel.reduction_ranges):
         raise CompileError(f"row results must follow the reductions of a reduction kernel{where}")
@@ -206,6 +213,8 @@ def check_accesses(kernel: Kernel) -> None:
                 if isinstance(e, Final) and not 0 <= e.result < min(k, reductions):
                     raise CompileError(f"result {k} uses Final({e.result}), which is not an "
                                        f"earlier reduction{where}")
+        if r.scatter is not None:
+            continue  # stored at its place (_check_scatter)
         if not r.row and any(c for ix in r.index for c in ix.coeffs[kernel.num_parallel:]):
             raise CompileError(f"result {k} is indexed by a reduction loop{where}")
         b = check(r.binding, r.index, kernel.loop_ranges if r.row else at_init, f"result {k}",
@@ -215,6 +224,27 @@ def check_accesses(kernel: Kernel) -> None:
             raise CompileError(f"result {k} stores into read-only binding {r.binding}{where}")
         if b.dtype != stored:
             raise CompileError(f"result {k} stores {stored} into {b.dtype} binding {r.binding}{where}")
+
+
+def _check_scatter(kernel: Kernel, where: str) -> None:
+    """A scatter result is the kernel's one result, over parallel loops only, with an index
+    expression per dim of its read-write binding and a starting input of its dtype."""
+    r = kernel.results[0]
+    if len(kernel.results) != 1 or r.scatter is None or kernel.reduction_ranges \
+            or r.init is not None or r.epilogue is not None or r.row:
+        raise CompileError(f"a scatter result must be the only result of a kernel without "
+                           f"reduction loops{where}")
+    if not 0 <= r.binding < len(kernel.bindings) or kernel.bindings[r.binding].access != "read_write":
+        raise CompileError(f"a scatter result stores into binding {r.binding}, which is not "
+                           f"read-write{where}")
+    b = kernel.bindings[r.binding]
+    if len(r.scatter.place) != len(b.shape) or any(ix.dtype != "index" for ix in r.scatter.place):
+        raise CompileError(f"a scatter of binding {r.binding} has a malformed place{where}")
+    start = r.scatter.start
+    if not 0 <= start < len(kernel.bindings) or kernel.bindings[start].dtype != b.dtype \
+            or kernel.bindings[start].shape != b.shape:
+        raise CompileError(f"a scatter starts from binding {start}, which does not match "
+                           f"binding {r.binding}{where}")
 
 
 def _nodes_with_guard(expr: Expr):
@@ -252,11 +282,17 @@ def flatten(kernel: Kernel) -> Kernel:
         shape = kernel.bindings[e.binding].shape
         return replace(e, index=(gather_offset(e.index, shape, kernel.loop_ranges),))
 
+    def flat_result(r: Result) -> Result:
+        if r.scatter is None:
+            return _map_result(r, leaf, index=flat(r.binding, r.index), gather=gather)
+        out = _map_result(r, leaf, index=(), gather=gather)
+        place = scatter_offset(out.scatter.place, kernel.bindings[r.binding].shape)
+        return replace(out, scatter=replace(out.scatter, place=(place,)))
+
     return replace(
         kernel,
         bindings=tuple(replace(b, shape=(math.prod(b.shape),)) for b in kernel.bindings),
-        results=tuple(_map_result(r, leaf, index=flat(r.binding, r.index), gather=gather)
-                      for r in kernel.results))
+        results=tuple(flat_result(r) for r in kernel.results))
 
 
 def drop_unit_loops(kernel: Kernel) -> Kernel:

@@ -17,7 +17,14 @@ from pyree.compiler._fb.DataRef import DataRefT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
-from pyree.compiler.codegen.common.llvm_gpu import dynamic, elementwise, matmul, matmul_gemv, reduction
+from pyree.compiler.codegen.common.llvm_gpu import (
+    dynamic,
+    elementwise,
+    matmul,
+    matmul_gemv,
+    reduction,
+    scatter,
+)
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
 from pyree.compiler.codegen.cuda import attention, matmul_mma, matmul_wgmma
@@ -33,9 +40,9 @@ __all__ = ["BACKEND", "compile_executable", "generate_ptx", "resolve_target", "D
 FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files carry
 
 # The kernel templates in priority order (interface.choose). ``attention`` takes exactly the
-# attention kernels and ``dynamic`` exactly the kernels with run-time sizes, so no other template
-# ever sees one.
-TEMPLATES = (attention, dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
+# attention kernels, ``scatter`` the kernels with a scatter result (static) and ``dynamic`` the
+# kernels with run-time sizes, so no other template ever sees one.
+TEMPLATES = (attention, scatter, dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
@@ -108,4 +115,5 @@ BACKEND = Backend(
     run_time_sizes=True,
     float64_math=lambda options: False,  # NVPTX links no libdevice; the expansions are f32
     fused_attention=True,
+    scatter_atomics=True,
 )

@@ -160,4 +160,5 @@ BACKEND = Backend(
                Artefact(f"{FORM}.so", "binaries")),
     compile_executable=compile_executable,
     run_time_sizes=True,
+    scatter_atomics=True,
 )

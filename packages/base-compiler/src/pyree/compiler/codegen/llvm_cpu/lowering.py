@@ -8,15 +8,17 @@ from dataclasses import dataclass
 from llvmlite import ir
 from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.interface import choose
-from pyree.compiler.codegen.llvm_cpu import dynamic, elementwise, matmul, reduction
+from pyree.compiler.codegen.llvm_cpu import dynamic, elementwise, matmul, reduction, scatter
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
 from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.kernel import Kernel
 
 # The kernel templates in priority order (interface.choose). A plan is the template's lowering
 # object, whose ``emit`` writes the kernel's body inside its entry point (entry.py). ``dynamic``
-# takes exactly the kernels with run-time sizes, so no other template ever sees one.
-TEMPLATES = (dynamic, matmul, reduction, elementwise)
+# takes exactly the kernels with run-time sizes and ``scatter`` those with a scatter result
+# (static only: input/scatter.py keeps a dynamic scatter a fold), so no other template ever
+# sees one.
+TEMPLATES = (scatter, dynamic, matmul, reduction, elementwise)
 
 
 @dataclass(frozen=True)

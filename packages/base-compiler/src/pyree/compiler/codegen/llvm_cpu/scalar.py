@@ -284,13 +284,18 @@ class ExprEmitter:
             return self.from_bf16_bits(v)
         return v
 
+    def to_storage(self, v: ir.Value, dtype: str) -> ir.Value:
+        """A computed value as memory holds it (``from_storage`` undone)."""
+        if dtype == "i1":
+            return self.b.zext(v, ir.VectorType(I8, self.width) if self.width > 1 else I8)
+        if dtype == "bf16":
+            return self.to_bf16_bits(v)
+        return v
+
     def store(self, binding: int, affine, value: ir.Value, pt: Point) -> None:
         ptr, st, lane = self.address(binding, affine, pt)
         nbytes = max(1, bits(self.kernel.bindings[binding].dtype) // 8)
-        if self.kernel.bindings[binding].dtype == "i1":
-            value = self.b.zext(value, ir.VectorType(I8, self.width) if self.width > 1 else I8)
-        if self.kernel.bindings[binding].dtype == "bf16":
-            value = self.to_bf16_bits(value)
+        value = self.to_storage(value, self.kernel.bindings[binding].dtype)
         align = ir.Constant(I32, nbytes)
         if self.width == 1:
             self.b.store(value, ptr, align=nbytes)

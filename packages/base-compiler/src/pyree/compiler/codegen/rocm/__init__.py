@@ -21,7 +21,14 @@ from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler._fb.RocmExecutable import RocmExecutableT
 from pyree.compiler.codegen.common.exports import export_name, gpu_export
-from pyree.compiler.codegen.common.llvm_gpu import dynamic, elementwise, matmul, matmul_gemv, reduction
+from pyree.compiler.codegen.common.llvm_gpu import (
+    dynamic,
+    elementwise,
+    matmul,
+    matmul_gemv,
+    reduction,
+    scatter,
+)
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
 from pyree.compiler.codegen.rocm import device_libs
@@ -37,9 +44,10 @@ __all__ = ["BACKEND", "compile_executable", "generate_ir", "generate_hsaco", "re
 FORM = "rocm_hsaco_fb"  # IREE's name for the format, which the dumped files carry
 
 
-# The kernel templates in priority order (interface.choose). ``dynamic`` takes exactly the kernels
-# with run-time sizes, so no other template ever sees one.
-TEMPLATES = (dynamic, matmul_gemv, matmul, reduction, elementwise)
+# The kernel templates in priority order (interface.choose). ``scatter`` takes exactly the kernels
+# with a scatter result (static) and ``dynamic`` those with run-time sizes, so no other template
+# ever sees one.
+TEMPLATES = (scatter, dynamic, matmul_gemv, matmul, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: RocmTarget):
@@ -110,4 +118,5 @@ BACKEND = Backend(
     compile_executable=compile_executable,
     run_time_sizes=True,
     float64_math=lambda options: bool(options.rocm_link_bc),  # ocml has them, nothing else
+    scatter_atomics=True,
 )

@@ -5,8 +5,10 @@ each start read from the index tensor (an affine load) and clamped as the spec s
 a reduction over the scatter positions per result element: the element folds in, through the
 update computation and in index order (so repeated indices combine as they do sequentially),
 the update at its offset in each window that holds it, starting from the operand. A window
-not wholly in bounds is skipped, as XLA does. That costs |result| x |scatter positions|: fine
-for the index updates JAX programs make, not for bulk scatters of many single elements.
+not wholly in bounds is skipped, as XLA does. That costs |result| x |scatter positions|, so
+where the targets allow, a scatter of one operand whose update computation is one commutative
+op (JAX's ``.at[].add/mul/max/min``) or a plain set (``.at[].set``) is instead a Generic over
+the updates that stores at computed places (``input/scatter.py``).
 Batching dims (``operand_batching_dims``, ``input_batching_dims``) pair with index dims.
 """
 
@@ -17,6 +19,7 @@ from pyree.compiler.input.dialects.stablehlo import hlo_fields
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.scatter import emit_at_computed_places
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, emit_map, hlo_attr, in_range, ints
 from pyree.compiler.input.stablehlo.dynamic import shape_operand
 from pyree.compiler.input.stablehlo.elementwise import lower_region
@@ -31,6 +34,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
 )
+from pyree.compiler.sizes import static_shape
 from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
@@ -112,6 +116,10 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     scatter_loops = [rank + k for k in range(len(scatter_dims))]
     for j, loop in _index_loops(indices, ivd, scatter_loops).items():  # the same positions
         fn.unify(indices.shape[j], updates.shape[scatter_dims[loop - rank]], where)
+    if fn.scatter_atomics and count == 1 and updates.shape and static_shape(
+            operand.shape + indices.shape + updates.shape) and _at_computed_places(
+                fn, op, operand, indices, updates, fields, where):
+        return
     ranges = operand.shape + tuple(updates.shape[u] for u in scatter_dims)
     if not scatter_dims:
         ranges += (1,)
@@ -146,3 +154,43 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
                     for k, (c, acc, x) in enumerate(zip(combined, accs, operands)))
     results = [fn.result_value(r, where) for r in op.results]
     fn.emit(Generic(inputs.values, results, outputs, ranges, rank, where, op.name))
+
+
+def _at_computed_places(fn: FunctionLowering, op: Operation, operand: Value, indices: Value,
+                        updates: Value, fields: dict, where: str) -> bool:
+    """The scatter over its update elements (one loop per updates dim), each stored at its
+    window's start plus its offset there (``input/scatter.emit_at_computed_places``); a
+    window not wholly in bounds places its elements outside, where they are skipped."""
+    window_dims = fields.get("update_window_dims", [])
+    inserted = fields.get("inserted_window_dims", [])
+    to_operand = fields.get("scatter_dims_to_operand_dims", [])
+    input_batching = fields.get("input_batching_dims", [])
+    index_batching = fields.get("scatter_indices_batching_dims", [])
+    ivd = fields.get("index_vector_dim", [0])[0]
+    rank, n = len(operand.shape), len(updates.shape)
+    scatter_dims = [u for u in range(n) if u not in window_dims]
+    window = [d for d in range(rank) if d not in inserted + input_batching]
+    size = {d: updates.shape[u] for d, u in zip(window, window_dims)}
+
+    def place(inputs: Inputs) -> tuple[Expr, ...]:
+        at: list[Expr] = [Const(0, "index")] * rank
+        conds: list[Expr] = []
+        for k, d in enumerate(to_operand):
+            at[d] = _start(inputs, indices, ivd, scatter_dims, k, n)
+            conds += in_range(at[d], 0, operand.shape[d] - size.get(d, 1) + 1)
+        loops = _index_loops(indices, ivd, scatter_dims)
+        for d, j in zip(input_batching, index_batching):
+            at[d] = LoopIndex(loops[j])
+        for d in size:
+            at[d] = Binary("add", at[d], LoopIndex(window_dims[window.index(d)]), "index")
+        if conds:  # XLA skips a window that is not wholly in bounds
+            at[0] = Select(all_of(conds), at[0], Const(-1, "index"), "index")
+        return tuple(at)
+
+    inputs = Inputs()
+    update = inputs.load(updates, AffineExpr.identity(n))
+    combined = lower_region(fn, op.regions[0].block, [Acc(0, operand.dtype), update], inputs,
+                            where)[0]
+    return emit_at_computed_places(fn, inputs, combined, operand,
+                                   fn.result_value(op.results[0], where), updates.shape,
+                                   scatter_dims, place, where, op.name)

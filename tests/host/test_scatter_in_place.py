@@ -1,0 +1,77 @@
+"""A scatter's result starts as a copy of its original (host/program.py) unless the original is
+a value the function computes and nothing reads after the scatter: then the scatter updates it
+in place (host/planning.py ``in_place``). Counted in the host program's commands, and each
+program's numbers checked on local-task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import compile_str
+from pyree.compiler._fb.CommandKind import CommandKind
+from pyree.compiler.flow.passes import flow_passes, run_flow
+from pyree.compiler.host.linearize import linearize
+from pyree.compiler.host.planning import plan_function
+from pyree.compiler.host.program import emit_function
+from pyree.compiler.input import parse_mlir
+from pyree.compiler.input.lowering import lower_to_tensor_program
+
+SCATTER = """%{name} = iree_linalg_ext.scatter dimension_map = [0] unique_indices(false) ins(%upd, %idx : tensor<40x7xf32>, tensor<40x1xi64>) outs(%{orig} : tensor<13x7xf32>) {{
+  ^bb0(%u: f32, %o: f32):
+    %s = arith.addf %o, %u : f32
+    iree_linalg_ext.yield %s : f32
+  }} -> tensor<13x7xf32>"""
+HEAD = ("func.func @main(%x: tensor<13x7xf32>, %upd: tensor<40x7xf32>, %idx: tensor<40x1xi64>)"
+        " -> tensor<13x7xf32> {\n")
+
+PROGRAMS = {  # name: (body, copies of the original, numpy of x and the scatter's sum s(orig))
+    "into zeros returned": (
+        "%z = arith.constant dense<0.0> : tensor<13x7xf32>\n" + SCATTER.format(name="r", orig="z")
+        + "\nreturn %r : tensor<13x7xf32>", 0, lambda x, s: s(np.zeros_like(x))),
+    "into the argument": (SCATTER.format(name="r", orig="x") + "\nreturn %r : tensor<13x7xf32>",
+                          1, lambda x, s: s(x)),
+    "into a value read again later": (
+        "%e = math.exp %x : tensor<13x7xf32>\n" + SCATTER.format(name="q", orig="e")
+        + "\n%r = arith.addf %q, %e : tensor<13x7xf32>\nreturn %r : tensor<13x7xf32>",
+        1, lambda x, s: s(np.exp(x)) + np.exp(x)),
+    "twice into zeros returned": (
+        "%z = arith.constant dense<0.0> : tensor<13x7xf32>\n" + SCATTER.format(name="a", orig="z")
+        + "\n" + SCATTER.format(name="r", orig="a") + "\nreturn %r : tensor<13x7xf32>", 0,
+        lambda x, s: 2 * s(np.zeros_like(x))),
+    "into a value read only by it": (
+        "%e = math.exp %x : tensor<13x7xf32>\n" + SCATTER.format(name="q", orig="e")
+        + "\n%r = arith.negf %q : tensor<13x7xf32>\nreturn %r : tensor<13x7xf32>",
+        0, lambda x, s: -s(np.exp(x))),
+}
+
+
+def copies(text: str) -> int:
+    program = lower_to_tensor_program(parse_mlir(text, "scatter.mlir"), scatter_atomics=True)
+    function = run_flow(program, flow_passes(gpu=False, implicit_gemm=False)).functions[0]
+    steps = linearize(function)
+    ordinals = {step: 0 for step in steps if hasattr(step, "outputs")}
+    out = emit_function(function, steps, plan_function(function, steps, {}), ordinals)
+    return sum(c.kind == CommandKind.copy for c in out.commands)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_scatter_copies_its_original_only_where_it_must(name):
+    body, want_copies, reference = PROGRAMS[name]
+    text = HEAD + body + "\n}"
+    assert copies(text) == want_copies
+    rng = np.random.default_rng(len(name))
+    x = rng.standard_normal((13, 7)).astype(np.float32)
+    upd = rng.standard_normal((40, 7)).astype(np.float32)
+    idx = rng.integers(-1, 14, size=(40, 1)).astype(np.int64)
+    module = rt.load_module(compile_str(text), device="local-task")
+
+    def scatter_sum(orig):
+        out = orig.astype(np.float64)
+        inside = (idx[:, 0] >= 0) & (idx[:, 0] < 13)
+        np.add.at(out, idx[inside, 0], upd[inside].astype(np.float64))
+        return out
+
+    for _ in range(2):  # the second call starts from fresh buffers as well
+        got = module.main(x, upd, idx).to_host()
+        np.testing.assert_allclose(got, reference(x, scatter_sum), rtol=1e-5, atol=1e-5)
