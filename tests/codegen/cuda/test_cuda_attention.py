@@ -44,21 +44,24 @@ SHAPES = [
 ]
 
 
-def _emulated(kernel, buffers) -> None:
-    """The attention kernel as the cuda target compiles it, the other kernels' reference."""
+def _emulated(kernel, buffers, tensor_cores: bool | None = None) -> None:
+    """The attention kernel as the cuda target compiles it, the other kernels' reference;
+    ``tensor_cores``: whether the kernel must be the tensor-core template's (None: either)."""
     if kernel.attention is None:
         from pyree.compiler.kernel import evaluate
         evaluate(kernel, buffers)
     else:
-        assert Emulated(kernel)(buffers, [])
+        emulated = Emulated(kernel)
+        assert tensor_cores is None or ("mma.m16n8k16" in emulated.text) == tensor_cores
+        assert emulated(buffers, [])
 
 
-def _both(kind: str, shapes, dtype: str, args):
+def _both(kind: str, shapes, dtype: str, args, tensor_cores: bool | None = None):
     """(the fused op on the emulated GPU, the chain by the reference semantics)."""
     mlir = cases.mlir(kind, *shapes, dtype)
     fused = after_pass(mlir, "fuse-attention", **FLOW)
     assert generics(fused)[0].attention is not None
-    (got,) = cases.run(fused, args, _emulated)
+    (got,) = cases.run(fused, args, lambda k, b: _emulated(k, b, tensor_cores))
     (want,) = cases.run(before_pass(mlir, "fuse-attention", **FLOW), args)
     return got.astype(np.float64), want.astype(np.float64)
 
@@ -70,6 +73,48 @@ def test_the_kernel_computes_attention(kind, q, k, v, dtype):
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
     np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+# Tensor cores (attention_mma.py): at least 16 query rows; rows and keys across tiles of 64 and
+# not multiples of them, head dims padded to 16 (24, 40) or not (16, 64, 80).
+TENSOR_CORE_SHAPES = [
+    ("causal", (1, 2, 16, 16), (1, 2, 16, 16), (1, 2, 16, 16), "f16"),
+    ("causal", (1, 1, 17, 64), (1, 1, 17, 64), (1, 1, 17, 64), "bf16"),
+    ("sdpa_mask", (1, 2, 17, 16), (1, 2, 37, 16), (1, 2, 37, 24), "bf16"),  # a row masked whole
+    ("sdpa", (1, 1, 40, 80), (1, 1, 5, 80), (1, 1, 5, 40), "f16"),
+    ("by_hand", (1, 1, 130, 16), (1, 1, 5, 16), (1, 1, 5, 16), "f16"),  # P rounded to f16
+    ("sdpa_mask", (1, 1, 16, 16), (1, 1, 130, 16), (1, 1, 130, 16), "f16"),
+]
+
+
+@pytest.mark.parametrize("kind, q, k, v, dtype", TENSOR_CORE_SHAPES)
+def test_tensor_cores_compute_attention(kind, q, k, v, dtype):
+    """The tensor-core template against the chain and PyTorch's attention in float64: P is
+    rounded to the operand type before P V (where the chain keeps it in f32, one rounding more)."""
+    args = cases.inputs(kind, q, k, v, dtype, np.random.default_rng(14))
+    got, chain = _both(kind, (q, k, v), dtype, args, tensor_cores=True)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+@pytest.mark.parametrize("kind", ["sdpa_mask", "by_hand"])
+def test_special_values_on_tensor_cores(kind):
+    """As below, on tensor cores (f16, 20 queries over 37 keys): NaN in a query, +inf in a key,
+    -inf in a value, a row masked whole (SDPA: 0; by hand: NaN)."""
+    shapes = ((1, 2, 20, 16), (1, 2, 37, 16), (1, 2, 37, 16))
+    args = cases.inputs(kind, *shapes, "f16", np.random.default_rng(15))
+    q, k, v, mask = args
+    q[0, 0, 10, 3] = np.nan
+    k[0, 1, 7, 0] = np.inf
+    v[0, 0, 20, 5] = -np.inf
+    mask[..., 1, :] = np.False_ if kind == "sdpa_mask" else -np.inf
+    got, chain = _both(kind, shapes, "f16", args, tensor_cores=True)
+    assert np.isnan(got).any() and np.isfinite(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(chain))
+    both = np.isfinite(chain)
+    np.testing.assert_allclose(got[both], chain[both], rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("kind, queries, keys", [("sdpa_mask", 5, 37), ("by_hand", 5, 37),
@@ -97,14 +142,16 @@ def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_ptxas_assembles_the_kernels(ptxas, arch):
-    """Causal f16 prefill is one export, a block of 128 threads per query row; a decode step
-    over 1024 keys two, the partial kernel's blocks a chunk of a row's keys each."""
+    """Causal f16 prefill is one export on tensor cores, a block of 128 threads per 64 query
+    rows; f32 prefill the SIMT kernel's, a block per query row; a decode step over 1024 keys
+    two, the partial kernel's blocks a chunk of a row's keys each."""
     options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
-    prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 64, 64)] * 3, "f16"),
-                                          options))
-    (export,) = prefill.exports
-    assert prefill.cubin.length > 0
-    assert (list(export.gridSize), list(export.blockSize)) == ([192, 1, 1], [128, 1, 1])
+    for dtype, dim, grid in (("f16", 64, 3 * 3), ("bf16", 128, 3 * 3), ("f32", 64, 3 * 130)):
+        prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 130, dim)] * 3, dtype),
+                                              options))
+        (export,) = prefill.exports
+        assert prefill.cubin.length > 0
+        assert (list(export.gridSize), list(export.blockSize)) == ([grid, 1, 1], [128, 1, 1])
     decode = cuda_executable(compile_str(cases.mlir(
         "sdpa_mask", (1, 12, 1, 64), (1, 12, 1024, 64), (1, 12, 1024, 64), "f16"), options))
     partial, combine = decode.exports

@@ -20,7 +20,7 @@ from pyree.compiler.codegen.common.exports import export_name, gpu_export
 from pyree.compiler.codegen.common.llvm_gpu import dynamic, elementwise, matmul, matmul_gemv, reduction
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
-from pyree.compiler.codegen.cuda import attention, matmul_mma, matmul_wgmma
+from pyree.compiler.codegen.cuda import attention, attention_mma, matmul_mma, matmul_wgmma
 from pyree.compiler.codegen.cuda.nvptx import NVPTX
 from pyree.compiler.codegen.cuda.ptx import assemble, data_layout, merge, ptx_job, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
@@ -32,10 +32,11 @@ __all__ = ["BACKEND", "compile_executable", "generate_ptx", "resolve_target", "D
 
 FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files carry
 
-# The kernel templates in priority order (interface.choose). ``attention`` takes exactly the
-# attention kernels and ``dynamic`` exactly the kernels with run-time sizes, so no other template
-# ever sees one.
-TEMPLATES = (attention, dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction, elementwise)
+# The kernel templates in priority order (interface.choose). ``attention_mma`` takes the attention
+# kernels that fit tensor cores, ``attention`` every other attention kernel and ``dynamic`` exactly
+# the kernels with run-time sizes, so no other template ever sees one.
+TEMPLATES = (attention_mma, attention, dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul, reduction,
+             elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):
