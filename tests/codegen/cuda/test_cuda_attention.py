@@ -117,6 +117,22 @@ def test_special_values_on_tensor_cores(kind):
     np.testing.assert_allclose(got[both], chain[both], rtol=2e-3, atol=2e-3)
 
 
+def test_a_tile_masked_whole_on_tensor_cores():
+    """Causal f16, 70 queries and keys: the key tile 64..69 is masked whole for rows 0..63,
+    whose warps pass over its softmax (their P 0, O, the maximum and the sum as they were). An
+    infinite value at key 69 still reaches every row as the chain's 0 * inf: NaN in its column,
+    +inf in row 69's."""
+    shapes = ((1, 1, 70, 16),) * 3
+    args = cases.inputs("causal", *shapes, "f16", np.random.default_rng(16))
+    args[2][0, 0, 69, 5] = np.inf
+    got, chain = _both("causal", shapes, "f16", args, tensor_cores=True)
+    assert np.isnan(chain[0, 0, :69, 5]).all() and chain[0, 0, 69, 5] == np.inf
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(chain))
+    finite = np.isfinite(chain)
+    np.testing.assert_allclose(got[finite], chain[finite], rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize("kind, queries, keys", [("sdpa_mask", 5, 37), ("by_hand", 5, 37),
                                                   ("sdpa_mask", 1, 48), ("by_hand", 1, 48)])
 def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):

@@ -9,8 +9,11 @@ zero-filled), the next tile loading while the tensor cores work on this one. Per
 computes S = Q K^T in f32 fragments, times the product of q's and k's constant factors (torch
 scales q and k each by the square root of the softmax scale: folded into one multiply), then
 the op's score expression per fragment element at its (row, key) (scale, masks as expressions
-of the loops and loads, evaluated everywhere: a mask's -inf is a run-time value, so no tile is
-skipped). The online softmax runs per row in registers (the row's maximum over the quad of
+of the loops and loads, evaluated everywhere: no tile is skipped unseen, since a NaN product
+above a causal diagonal makes the chain's row NaN). Where every score of a warp's tile is -inf
+(a causal tile past the diagonal) its softmax is passed over, exactly: the maximum, the sum and
+O stay, and P = 0 still multiplies V (0 * inf is NaN there as in the chain). Else the online
+softmax runs per row in registers (the row's maximum over the quad of
 lanes holding it, by shuffles; each lane sums its own weights, the quad's sums added at the
 end), the weights, rounded to the operand type, are the A fragments of P V (V through
 ``ldmatrix.trans``), and O, rescaled as the maximum grows, is divided by l and stored through
@@ -296,42 +299,59 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
                     inside = fn.op(f"icmp ult i64 {key}, {keys}")
                     value = fn.op(f"select i1 {inside}, float {value}, float {minus_inf}")
                 s[nt][x] = value
-        alphas, p = [], [[None] * 4 for _ in range(KEYS // 8)]
-        for h in (0, 1):  # this lane's rows g and g + 8
-            top = s[0][2 * h]
-            for nt in range(KEYS // 8):
-                for x in (2 * h, 2 * h + 1):
-                    if (nt, x) != (0, 2 * h):
-                        top = everywhere._binary("max", top, s[nt][x], "f32")
-            for mask in (1, 2):  # the quad of lanes holding the row
-                top = everywhere._binary("max", top, shuffle_xor(fn, top, "float", mask), "f32")
-            m_old = fn.op(f"load float, ptr {m_slots[h]}")
-            m = softmax_state({0: top, 1: m_old}, NEW_MAX)
-            alpha = softmax_state({1: m_old, 2: m}, ALPHA)
-            total = None
-            for nt in range(KEYS // 8):
-                for x in (2 * h, 2 * h + 1):
-                    w = softmax_state({0: s[nt][x], 2: m}, WEIGHT)
-                    total = w if total is None else fn.op(f"fadd float {total}, {w}")
-                    p[nt][x] = fn.op(f"fptrunc float {w} to {elem}")
-            l_old = fn.op(f"load float, ptr {l_slots[h]}")
-            kept = fn.op(f"fmul float {l_old}, {alpha}")
-            fn.raw(f"store float {fn.op(f'fadd float {kept}, {total}')}, ptr {l_slots[h]}")
-            fn.raw(f"store float {m}, ptr {m_slots[h]}")
-            alphas.append(alpha)
-        o = []
-        for nt in range(ep // 8):
-            o.append([fn.op(f"fmul float {fn.op(f'load float, ptr {o_slots[4 * nt + x]}')}, "
-                            f"{alphas[x >> 1]}") for x in range(4)])
+        a_slots = [fn.alloca(half2) for _ in range(KEYS // 16 * 4)]  # P's A fragments
 
-        def pack(a: str, b: str) -> str:
-            v = fn.op(f"insertelement <2 x {elem}> undef, {elem} {a}, i32 0")
-            v = fn.op(f"insertelement <2 x {elem}> {v}, {elem} {b}, i32 1")
-            return v if half2 != "i32" else fn.op(f"bitcast <2 x {elem}> {v} to i32")
+        def live() -> None:
+            p = [[""] * 4 for _ in range(KEYS // 8)]
+            for h in (0, 1):  # this lane's rows g and g + 8
+                top = s[0][2 * h]
+                for nt in range(KEYS // 8):
+                    for x in (2 * h, 2 * h + 1):
+                        if (nt, x) != (0, 2 * h):
+                            top = everywhere._binary("max", top, s[nt][x], "f32")
+                for mask in (1, 2):  # the quad of lanes holding the row
+                    top = everywhere._binary("max", top, shuffle_xor(fn, top, "float", mask), "f32")
+                m_old = fn.op(f"load float, ptr {m_slots[h]}")
+                m = softmax_state({0: top, 1: m_old}, NEW_MAX)
+                alpha = softmax_state({1: m_old, 2: m}, ALPHA)
+                total = None
+                for nt in range(KEYS // 8):
+                    for x in (2 * h, 2 * h + 1):
+                        w = softmax_state({0: s[nt][x], 2: m}, WEIGHT)
+                        total = w if total is None else fn.op(f"fadd float {total}, {w}")
+                        p[nt][x] = fn.op(f"fptrunc float {w} to {elem}")
+                l_old = fn.op(f"load float, ptr {l_slots[h]}")
+                kept = fn.op(f"fmul float {l_old}, {alpha}")
+                fn.raw(f"store float {fn.op(f'fadd float {kept}, {total}')}, ptr {l_slots[h]}")
+                fn.raw(f"store float {m}, ptr {m_slots[h]}")
+                for nt in range(ep // 8):
+                    for x in (2 * h, 2 * h + 1):
+                        o = fn.op(f"load float, ptr {o_slots[4 * nt + x]}")
+                        fn.raw(f"store float {fn.op(f'fmul float {o}, {alpha}')}, ptr {o_slots[4 * nt + x]}")
+            for ks in range(KEYS // 16):  # P's C fragments of keys 16 ks .. are its A fragment
+                for k, (hi, lo) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
+                    v = fn.op(f"insertelement <2 x {elem}> undef, {elem} {p[2 * ks + hi][lo]}, i32 0")
+                    v = fn.op(f"insertelement <2 x {elem}> {v}, {elem} {p[2 * ks + hi][lo + 1]}, i32 1")
+                    if half2 == "i32":
+                        v = fn.op(f"bitcast <2 x {elem}> {v} to i32")
+                    fn.raw(f"store {half2} {v}, ptr {a_slots[4 * ks + k]}")
 
-        for ks in range(KEYS // 16):  # P's C fragments of keys 16 ks .. are its A fragment
-            a = [pack(p[2 * ks + hi][lo], p[2 * ks + hi][lo + 1]) for hi, lo in
-                 ((0, 0), (0, 2), (1, 0), (1, 2))]
+        def masked() -> None:  # m, l and O as they were; P 0 (0 * v still reaches O)
+            for slot in a_slots:
+                fn.raw(f"store {half2} zeroinitializer, ptr {slot}")
+
+        every = None  # whether each of the warp's scores is -inf: the softmax then changes nothing
+        for row in s:
+            for value in row:
+                here = fn.op(f"fcmp oeq float {value}, {minus_inf}")
+                every = here if every is None else fn.op(f"and i1 {every}, {here}")
+        flag = fn.op(f"zext i1 {every} to i32")
+        for mask in (16, 8, 4, 2, 1):
+            flag = fn.op(f"and i32 {flag}, {shuffle_xor(fn, flag, 'i32', mask)}")
+        fn.if_else(fn.op(f"icmp ne i32 {flag}, 0"), masked, live)
+        o = [[fn.op(f"load float, ptr {o_slots[4 * nt + x]}") for x in range(4)] for nt in range(ep // 8)]
+        for ks in range(KEYS // 16):
+            a = [fn.op(f"load {half2}, ptr {slot}") for slot in a_slots[4 * ks:4 * ks + 4]]
             for pair in range(ep // 16):
                 r = ldmatrix(fn, smem, "half", offset(v_base, fn.op(f"add i32 {lane_row}, {16 * ks}"),
                                                       v_stride, fn.op(f"add i32 {lane_col}, {16 * pair}")),
