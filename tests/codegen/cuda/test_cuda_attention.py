@@ -1,5 +1,5 @@
-"""CPU-only: the cuda target's attention kernel (codegen/cuda/attention.py, from flow's
-fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
+"""CPU-only: the cuda target's attention kernels (codegen/cuda/attention.py, and
+attention_mma.py on tensor cores for f16/bf16 prefill, from flow's fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
 the kernel IR's reference semantics, and against PyTorch's attention in float64: decode and
 prefill rows (M = 1, 3, 17), short and long key ranges (T = 5, 37, 130) across the block's
 threads, head dims that differ (d = 8, 24; e = 24, 8), f32, f16 and bf16, causal and padded
@@ -223,9 +223,11 @@ def test_a_score_whose_operands_both_read_the_key():
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
-def test_grouped_query_attention():
-    """SDPA with enable_gqa (4 query heads over 2 key/value heads): one attention kernel,
-    PyTorch's numbers. Its K and V are expanded to every query head by copies it reads."""
+@pytest.mark.parametrize("dtype, queries, heads", [("f32", 9, 4), ("f16", 20, 2)])
+def test_grouped_query_attention(dtype, queries, heads):
+    """SDPA with enable_gqa (query heads over half as many key/value heads): one attention
+    kernel, PyTorch's numbers; f16 with 20 queries on tensor cores. Its K and V are expanded to
+    every query head by copies it reads."""
     import torch
     import torch.nn.functional as F
     from pyree.compiler import import_torch
@@ -235,9 +237,13 @@ def test_grouped_query_attention():
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
     torch.manual_seed(1)
-    q, k, v = torch.randn(1, 4, 9, 8), torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 16)
+    half = dtype == "f16"
+    q, k, v = (torch.randn(*s).to(torch.float16 if half else torch.float32) for s in (
+        (1, heads, queries, 8), (1, heads // 2, queries, 8), (1, heads // 2, queries, 16)))
     fused = after_pass(import_torch(Grouped(), q, k, v), "fuse-attention", **FLOW)
     assert sum(op.attention is not None for op in generics(fused)) == 1
-    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()], _emulated)
+    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()],
+                       lambda kernel, b: _emulated(kernel, b, tensor_cores=half))
     want = Grouped()(q.double(), k.double(), v.double()).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    tol = 4e-3 if half else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
