@@ -1,11 +1,11 @@
 """CPU-only: the cuda target's attention kernels (codegen/cuda/attention.py, and
-attention_mma.py on tensor cores for f16/bf16 prefill, from flow's fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
-the kernel IR's reference semantics, and against PyTorch's attention in float64: decode and
-prefill rows (M = 1, 3, 17), short and long key ranges (T = 5, 37, 130) across the block's
-threads, head dims that differ (d = 8, 24; e = 24, 8), f32, f16 and bf16, causal and padded
-masks, a row masked whole, and NaN and infinities in q, k and v, which land where the chain
-puts them. ptxas assembles the kernel for Ampere and Hopper. tests/drivers/cuda/
-test_cuda_attention_on_gpu.py runs it on a GPU."""
+attention_mma.py on tensor cores for f16/bf16 prefill, from flow's fuse-attention) run on this
+CPU (nvptx_on_cpu.py) against the chain they replace, evaluated by the kernel IR's reference
+semantics, and against PyTorch's attention in float64: decode and prefill rows (M = 1 .. 130),
+short and long key ranges (T = 5 .. 130) across the block's threads and tiles, head dims that
+differ, f32, f16 and bf16, causal and padded masks, a row masked whole, and NaN and infinities
+in q, k and v, which land where the chain puts them. ptxas assembles the kernels for Ampere and
+Hopper. tests/drivers/cuda/test_cuda_attention_on_gpu.py runs them on a GPU."""
 
 from __future__ import annotations
 
