@@ -13,13 +13,13 @@ of the loops and loads, evaluated everywhere: no tile is skipped unseen, since a
 above a causal diagonal makes the chain's row NaN). Where every score of a warp's tile is -inf
 (a causal tile past the diagonal) its softmax is passed over, exactly: the maximum, the sum and
 O stay, and P = 0 still multiplies V (0 * inf is NaN there as in the chain). Else the online
-softmax runs per row in registers (the row's maximum over the quad of
-lanes holding it, by shuffles; each lane sums its own weights, the quad's sums added at the
-end), the weights, rounded to the operand type, are the A fragments of P V (V through
-``ldmatrix.trans``), and O, rescaled as the maximum grows, is divided by l and stored through
-the op's epilogue. Rows past M and keys past T are zeros in shared memory; a key past T scores
--inf, a row past M is not stored, and both are evaluated at the last row (key) so that a mask's
-loads stay inside their operand.
+softmax runs per row in registers (the row's maximum over the quad of lanes holding it, by
+shuffles; each lane sums its own weights, the quad's sums added at the end), the weights,
+rounded to the operand type, are the A fragments of P V (V through ``ldmatrix.trans``), and O,
+rescaled as the maximum grows, is divided by l and stored through the op's epilogue. Rows past M
+and keys past T are zeros in shared memory; a key past T scores -inf, a row past M is not
+stored, and both are evaluated at the last row (key) so that a mask's loads stay inside their
+operand.
 
 Special values follow attention.py's rules with one difference, FlashAttention's: P is rounded
 to the operand type before P V even where the chain keeps it in f32 (docs/DESIGN.md).
@@ -46,7 +46,7 @@ from pyree.compiler.errors import CompileError
 WARPS = 4
 THREADS = 32 * WARPS
 ROWS = 16 * WARPS   # query rows per block, 16 a warp
-KEYS = 64           # keys per tile
+KEYS = ROWS         # keys per tile (``stage`` copies tiles of ROWS rows)
 MIN_ROWS = 16       # fewer query rows per batch-head leave the MMA's rows mostly empty
 MAX_DIM = 256       # head dims whose fragments fit in registers
 PAD = 8             # elements after each shared row: ldmatrix's 8 row addresses hit distinct banks
@@ -187,8 +187,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
 
     def stage(tile: Tile, first: str, extent: int, cols: int, padded: int, stride: int,
               base: str, loop_at) -> None:
-        """Rows first .. first + 63 of ``tile`` (of ``extent``; columns ``cols`` of ``padded``)
-        into shared memory at element ``base``, rows ``stride`` apart."""
+        """Rows first .. first + ROWS - 1 of ``tile`` (of ``extent``; columns ``cols`` of
+        ``padded``) into shared memory at element ``base``, rows ``stride`` apart."""
         per_row = padded // CHUNK
         copies = []
         for s in range(ROWS * per_row // THREADS):
