@@ -4,7 +4,8 @@ scaled_dot_product_attention (its flash kernel where it takes the case), issue 3
     python3 bench/gpu/attention.py build OUT_DIR [--target sm_90a]   # needs the compiler + torch-mlir
     python3 bench/gpu/attention.py run OUT_DIR                       # GPU host: runtime, hal-cuda, torch
 
-Cases: causal prefill, f16, 1 x 12 heads x T x 64 for T in 128, 512, 1024, 2048; a decode step,
+Cases: causal prefill, f16, 1 x 12 heads x T x 64 for T in 128, 512, 1024, 2048 and 1 x 32
+heads x T x 128 for T in 512, 2048 (tensor cores, codegen/cuda/attention_mma.py); a decode step,
 f16, one query (1 x 12 x 1 x 64) over a 1024-long cache with a position mask (the first 700
 keys). ``run`` times both with CUDA events (PyTorch; median) and pyree's per-call time with calls
 queued back to back (gpu_timing.pyree_ms), on fresh random inputs held on the device, checks
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
 HEADS, DIM, CACHE, POSITION = 12, 64, 1024, 700
 CASES = {**{f"causal_{t}": ((1, HEADS, t, DIM), (1, HEADS, t, DIM)) for t in (128, 512, 1024, 2048)},
+         **{f"causal_32x{t}x128": ((1, 32, t, 128), (1, 32, t, 128)) for t in (512, 2048)},
          "decode_1024": ((1, HEADS, 1, DIM), (1, HEADS, CACHE, DIM))}
 
 
@@ -84,7 +86,7 @@ def _case(name: str, folder: Path, rng) -> None:
     want = ref.cpu().numpy()
     error = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     pyree_t = pyree_ms(lambda: fn(*device_args), reps=200, warmup=20)[1]
-    print(f"{name:>12}: pyree {pyree_t * 1e3:8.1f} us  torch {torch_t * 1e3:8.1f} us  "
+    print(f"{name:>18}: pyree {pyree_t * 1e3:8.1f} us  torch {torch_t * 1e3:8.1f} us  "
           f"ratio {torch_t / pyree_t:5.2f}x  max rel error {error:.1e}", flush=True)
 
 

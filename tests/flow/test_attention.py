@@ -128,9 +128,22 @@ def test_a_decode_step_over_a_written_cache_is_one_attention(monkeypatch):
 
 
 def test_large_problems_keep_the_chain():
-    """Beyond MAX_SCORES (rows x keys) the SIMT template loses to the chain (flow/attention.py)."""
+    """Beyond MAX_SCORES (rows x keys) the SIMT template loses to the chain (flow/attention.py),
+    so f32 keeps it; f16 and bf16 prefill fuse whatever the size (the tensor-core template)."""
     from pyree.compiler.flow.attention import MAX_SCORES
     shapes = ((1, 4, 600, 8), (1, 4, 600, 8), (1, 4, 600, 8))
     assert 4 * 600 * 600 > MAX_SCORES
     function = _fused(cases.mlir("causal", *shapes, "f32"))
     assert not any(op.attention is not None for op in generics(function))
+    for dtype in ("f16", "bf16"):
+        function = _fused(cases.mlir("causal", *shapes, dtype))
+        assert [op.attention is not None for op in generics(function)] == [True], dtype
+
+
+def test_prefill_on_tensor_cores_keeps_its_keys_whole():
+    """Few rows over many keys, f16 with 16 queries a head: one op, not flash-decoding's two
+    (its partial op would run on the SIMT kernel); with 15 queries the keys split."""
+    for queries, ops in ((16, 1), (15, 2)):
+        shapes = ((1, 2, queries, 8), (1, 2, 1024, 8), (1, 2, 1024, 8))
+        function = _fused(cases.mlir("sdpa_mask", *shapes, "f16"))
+        assert len(generics(function)) == ops, queries

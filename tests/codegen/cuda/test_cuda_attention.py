@@ -1,11 +1,11 @@
-"""CPU-only: the cuda target's attention kernel (codegen/cuda/attention.py, from flow's
-fuse-attention) run on this CPU (nvptx_on_cpu.py) against the chain it replaces, evaluated by
-the kernel IR's reference semantics, and against PyTorch's attention in float64: decode and
-prefill rows (M = 1, 3, 17), short and long key ranges (T = 5, 37, 130) across the block's
-threads, head dims that differ (d = 8, 24; e = 24, 8), f32, f16 and bf16, causal and padded
-masks, a row masked whole, and NaN and infinities in q, k and v, which land where the chain
-puts them. ptxas assembles the kernel for Ampere and Hopper. tests/drivers/cuda/
-test_cuda_attention_on_gpu.py runs it on a GPU."""
+"""CPU-only: the cuda target's attention kernels (codegen/cuda/attention.py, and
+attention_mma.py on tensor cores for f16/bf16 prefill, from flow's fuse-attention) run on this
+CPU (nvptx_on_cpu.py) against the chain they replace, evaluated by the kernel IR's reference
+semantics, and against PyTorch's attention in float64: decode and prefill rows (M = 1 .. 130),
+short and long key ranges (T = 5 .. 130) across the block's threads and tiles, head dims that
+differ, f32, f16 and bf16, causal and padded masks, a row masked whole, and NaN and infinities
+in q, k and v, which land where the chain puts them. ptxas assembles the kernels for Ampere and
+Hopper. tests/drivers/cuda/test_cuda_attention_on_gpu.py runs them on a GPU."""
 
 from __future__ import annotations
 
@@ -44,21 +44,24 @@ SHAPES = [
 ]
 
 
-def _emulated(kernel, buffers) -> None:
-    """The attention kernel as the cuda target compiles it, the other kernels' reference."""
+def _emulated(kernel, buffers, tensor_cores: bool | None = None) -> None:
+    """The attention kernel as the cuda target compiles it, the other kernels' reference;
+    ``tensor_cores``: whether the kernel must be the tensor-core template's (None: either)."""
     if kernel.attention is None:
         from pyree.compiler.kernel import evaluate
         evaluate(kernel, buffers)
     else:
-        assert Emulated(kernel)(buffers, [])
+        emulated = Emulated(kernel)
+        assert tensor_cores is None or ("mma.m16n8k16" in emulated.text) == tensor_cores
+        assert emulated(buffers, [])
 
 
-def _both(kind: str, shapes, dtype: str, args):
+def _both(kind: str, shapes, dtype: str, args, tensor_cores: bool | None = None):
     """(the fused op on the emulated GPU, the chain by the reference semantics)."""
     mlir = cases.mlir(kind, *shapes, dtype)
     fused = after_pass(mlir, "fuse-attention", **FLOW)
     assert generics(fused)[0].attention is not None
-    (got,) = cases.run(fused, args, _emulated)
+    (got,) = cases.run(fused, args, lambda k, b: _emulated(k, b, tensor_cores))
     (want,) = cases.run(before_pass(mlir, "fuse-attention", **FLOW), args)
     return got.astype(np.float64), want.astype(np.float64)
 
@@ -70,6 +73,64 @@ def test_the_kernel_computes_attention(kind, q, k, v, dtype):
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
     np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+# Tensor cores (attention_mma.py): at least 16 query rows; rows and keys across tiles of 64 and
+# not multiples of them, head dims padded to 16 (24, 40) or not (16, 64, 80).
+TENSOR_CORE_SHAPES = [
+    ("causal", (1, 2, 16, 16), (1, 2, 16, 16), (1, 2, 16, 16), "f16"),
+    ("causal", (1, 1, 17, 64), (1, 1, 17, 64), (1, 1, 17, 64), "bf16"),
+    ("sdpa_mask", (1, 2, 17, 16), (1, 2, 37, 16), (1, 2, 37, 24), "bf16"),  # a row masked whole
+    ("sdpa", (1, 1, 40, 80), (1, 1, 5, 80), (1, 1, 5, 40), "f16"),
+    ("by_hand", (1, 1, 130, 16), (1, 1, 5, 16), (1, 1, 5, 16), "f16"),  # P rounded to f16
+    ("sdpa_mask", (1, 1, 16, 16), (1, 1, 130, 16), (1, 1, 130, 16), "f16"),
+]
+
+
+@pytest.mark.parametrize("kind, q, k, v, dtype", TENSOR_CORE_SHAPES)
+def test_tensor_cores_compute_attention(kind, q, k, v, dtype):
+    """The tensor-core template against the chain and PyTorch's attention in float64: P is
+    rounded to the operand type before P V (where the chain keeps it in f32, one rounding more)."""
+    args = cases.inputs(kind, q, k, v, dtype, np.random.default_rng(14))
+    got, chain = _both(kind, (q, k, v), dtype, args, tensor_cores=True)
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, chain, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, cases.reference(kind, args), rtol=2 * tol, atol=2 * tol)
+
+
+@pytest.mark.parametrize("kind", ["sdpa_mask", "by_hand"])
+def test_special_values_on_tensor_cores(kind):
+    """As below, on tensor cores (f16, 20 queries over 37 keys): NaN in a query, +inf in a key,
+    -inf in a value, a row masked whole (SDPA: 0; by hand: NaN)."""
+    shapes = ((1, 2, 20, 16), (1, 2, 37, 16), (1, 2, 37, 16))
+    args = cases.inputs(kind, *shapes, "f16", np.random.default_rng(15))
+    q, k, v, mask = args
+    q[0, 0, 10, 3] = np.nan
+    k[0, 1, 7, 0] = np.inf
+    v[0, 0, 20, 5] = -np.inf
+    mask[..., 1, :] = np.False_ if kind == "sdpa_mask" else -np.inf
+    got, chain = _both(kind, shapes, "f16", args, tensor_cores=True)
+    assert np.isnan(got).any() and np.isfinite(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(chain))
+    both = np.isfinite(chain)
+    np.testing.assert_allclose(got[both], chain[both], rtol=2e-3, atol=2e-3)
+
+
+def test_a_tile_masked_whole_on_tensor_cores():
+    """Causal f16, 70 queries and keys: the key tile 64..69 is masked whole for rows 0..63,
+    whose warps pass over its softmax (their P 0, O, the maximum and the sum as they were). An
+    infinite value at key 69 still reaches every row as the chain's 0 * inf: NaN in its column,
+    +inf in row 69's."""
+    shapes = ((1, 1, 70, 16),) * 3
+    args = cases.inputs("causal", *shapes, "f16", np.random.default_rng(16))
+    args[2][0, 0, 69, 5] = np.inf
+    got, chain = _both("causal", shapes, "f16", args, tensor_cores=True)
+    assert np.isnan(chain[0, 0, :69, 5]).all() and chain[0, 0, 69, 5] == np.inf
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(chain))
+    finite = np.isfinite(chain)
+    np.testing.assert_allclose(got[finite], chain[finite], rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("kind, queries, keys", [("sdpa_mask", 5, 37), ("by_hand", 5, 37),
@@ -97,14 +158,16 @@ def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_ptxas_assembles_the_kernels(ptxas, arch):
-    """Causal f16 prefill is one export, a block of 128 threads per query row; a decode step
-    over 1024 keys two, the partial kernel's blocks a chunk of a row's keys each."""
+    """Causal f16 prefill is one export on tensor cores, a block of 128 threads per 64 query
+    rows; f32 prefill the SIMT kernel's, a block per query row; a decode step over 1024 keys
+    two, the partial kernel's blocks a chunk of a row's keys each."""
     options = CompileOptions(target_backends=["cuda"], cuda_target=arch)
-    prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 64, 64)] * 3, "f16"),
-                                          options))
-    (export,) = prefill.exports
-    assert prefill.cubin.length > 0
-    assert (list(export.gridSize), list(export.blockSize)) == ([192, 1, 1], [128, 1, 1])
+    for dtype, dim, grid in (("f16", 64, 3 * 3), ("bf16", 128, 3 * 3), ("f32", 64, 3 * 130)):
+        prefill = cuda_executable(compile_str(cases.mlir("causal", *[(1, 3, 130, dim)] * 3, dtype),
+                                              options))
+        (export,) = prefill.exports
+        assert prefill.cubin.length > 0
+        assert (list(export.gridSize), list(export.blockSize)) == ([grid, 1, 1], [128, 1, 1])
     decode = cuda_executable(compile_str(cases.mlir(
         "sdpa_mask", (1, 12, 1, 64), (1, 12, 1024, 64), (1, 12, 1024, 64), "f16"), options))
     partial, combine = decode.exports
@@ -160,9 +223,11 @@ def test_a_score_whose_operands_both_read_the_key():
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
-def test_grouped_query_attention():
-    """SDPA with enable_gqa (4 query heads over 2 key/value heads): one attention kernel,
-    PyTorch's numbers. Its K and V are expanded to every query head by copies it reads."""
+@pytest.mark.parametrize("dtype, queries, heads", [("f32", 9, 4), ("f16", 20, 2)])
+def test_grouped_query_attention(dtype, queries, heads):
+    """SDPA with enable_gqa (query heads over half as many key/value heads): one attention
+    kernel, PyTorch's numbers; f16 with 20 queries on tensor cores. Its K and V are expanded to
+    every query head by copies it reads."""
     import torch
     import torch.nn.functional as F
     from pyree.compiler import import_torch
@@ -172,9 +237,13 @@ def test_grouped_query_attention():
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
     torch.manual_seed(1)
-    q, k, v = torch.randn(1, 4, 9, 8), torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 16)
+    half = dtype == "f16"
+    q, k, v = (torch.randn(*s).to(torch.float16 if half else torch.float32) for s in (
+        (1, heads, queries, 8), (1, heads // 2, queries, 8), (1, heads // 2, queries, 16)))
     fused = after_pass(import_torch(Grouped(), q, k, v), "fuse-attention", **FLOW)
     assert sum(op.attention is not None for op in generics(fused)) == 1
-    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()], _emulated)
+    (got,) = cases.run(fused, [q.numpy(), k.numpy(), v.numpy()],
+                       lambda kernel, b: _emulated(kernel, b, tensor_cores=half))
     want = Grouped()(q.double(), k.double(), v.double()).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    tol = 4e-3 if half else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)

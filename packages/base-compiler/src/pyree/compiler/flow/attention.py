@@ -71,17 +71,22 @@ from pyree.compiler.tensor_program import (
     While,
     defined_by,
     has_run_time_sizes,
+    is_scatter,
     read_by,
     sources_of,
 )
 
 # The largest head dim of V: a SIMT thread keeps a row of O's accumulators in registers.
 MAX_VALUE_DIM = 256
-# The SIMT template's work grows as query rows x keys per row, against the chain's matmuls; on
-# the H200 it won at 12 x 128 x 128 causal scores (1.6x PyTorch's SDPA) and decode over 1024
-# keys (3.9x), lost at 12 x 512 x 512 and beyond (0.2x down to 0.02x, the chain 0.14-0.16x):
-# larger problems keep the chain until attention runs on tensor cores.
+# The SIMT template's work grows as query rows x keys per row, against the chain's matmuls: past
+# this many scores it loses to the chain, which keeps such problems unless the tensor-core
+# template takes them (``_tensor_cores``; its work is the chain's matmuls, on tensor cores, in one
+# kernel that never writes S or P, so no size keeps the chain there).
 MAX_SCORES = 1 << 20
+# The tensor-core template (codegen/cuda/attention_mma.py) takes an op with this many query rows
+# per batch-head and f16 (bf16) operands; flash-decoding does not split its keys (a partial op
+# runs on the SIMT kernel).
+TENSOR_CORE_ROWS = 16
 # Arithmetic nodes an elementwise producer may hold to be recomputed in the attention op.
 MAX_INLINED = 48
 
@@ -106,9 +111,46 @@ def fuse_attention(function: Function) -> Function:
                 ops = _live(ops, function.results)
                 changed = True
                 break
-    ops = [new for op in ops for new in (split_keys(op) if isinstance(op, Generic)
-                                         and op.attention is not None else [op])]
+    graph = _Graph(ops, function.results)
+    ops = [new for op in ops for new in (
+        split_keys(op) if isinstance(op, Generic) and op.attention is not None
+        and not _tensor_cores(op, graph) else [op])]
     return dataclasses.replace(function, ops=ops)
+
+
+def _tensor_cores(op: Generic, graph: _Graph) -> bool:
+    """Whether attention op ``op`` is prefill on f16 (bf16) operands, which the tensor-core
+    template takes: ``TENSOR_CORE_ROWS`` query rows per batch-head, and the score's and O's
+    products reading one such type, widened, through the elementwise producers that the op will
+    recompute (torch's scale of q and k, V's widening). The template decides for itself; an op
+    it does not take runs on the SIMT kernel."""
+    att = op.attention
+    if att.e < 1 or op.loop_ranges[att.e - 1] < TENSOR_CORE_ROWS:
+        return False
+    folds = fold_pattern((Result(0, (), att.score_step),))
+    product = fold_product(folds[0]) if folds else None
+    if product is None:
+        return False
+    types = {_narrow_type(x, op, graph) for x in (product.a, product.b, op.outputs[0].value)}
+    return len(types) == 1 and types <= {"f16", "bf16"}
+
+
+def _constant(x: Expr) -> bool:
+    return not any(isinstance(n, (Load, Gather, LoopIndex, Acc, Final)) for n in walk(x))
+
+
+def _narrow_type(x: Expr, op: Generic, graph: _Graph) -> str | None:
+    """The f16 (bf16) type that operand ``x`` of ``op`` widens (times a constant), or None."""
+    if isinstance(x, Binary) and x.op == "mul":
+        x = x.a if _constant(x.b) else x.b if _constant(x.a) else x
+    if isinstance(x, Cast) and x.op == "fpext" and isinstance(x.x, Load):
+        return x.x.dtype
+    if isinstance(x, Load) and x.dtype == "f32":
+        producer = graph.producers.get(_view_base(op.inputs[x.binding], graph))
+        if isinstance(producer, Generic) and producer.attention is None \
+                and len(producer.outputs) == 1 and producer.num_parallel == len(producer.loop_ranges):
+            return _narrow_type(producer.outputs[0].value, producer, graph)
+    return None
 
 
 class _Graph:
@@ -495,8 +537,6 @@ def _build(g2: Generic, v: Expr, p_load: Load, row: Generic, softmax: _Softmax,
     loops = (*row.loop_ranges[:np_r], g2.loop_ranges[[d for d, ix in enumerate(g2_map)
                                                       if ix == AffineExpr.loop(width, e)][0]],
              row.loop_ranges[np_r], g1.loop_ranges[-1])
-    if math.prod(loops[:e]) * loops[j] > MAX_SCORES:
-        return None
     if loops[e] > MAX_VALUE_DIM or not _fits(g1, g1_map, loops) \
             or not _one_to_one(g2_map[:g2.num_parallel], loops[:e + 1], g2.loop_ranges):
         return None
@@ -525,8 +565,11 @@ def _build(g2: Generic, v: Expr, p_load: Load, row: Generic, softmax: _Softmax,
     result = Result(binding=0, index=tuple(compose(ix, g2_map, width) for ix in out.index),
                     value=moved(v, g2, g2_map), init=moved(out.init, g2, g2_map),
                     epilogue=None if out.epilogue is None else moved(out.epilogue, g2, g2_map))
-    return Generic(inputs, list(g2.results), (result,), loops, e + 1, g2.location, "attention",
-                   sources_of(g1, row, g2), attention)
+    op = Generic(inputs, list(g2.results), (result,), loops, e + 1, g2.location, "attention",
+                 sources_of(g1, row, g2), attention)
+    if math.prod(loops[:e]) * loops[j] > MAX_SCORES and not _tensor_cores(op, graph):
+        return None
+    return op
 
 
 def _consumer_loops(g2: Generic, p_load: Load, row: Generic, softmax: _Softmax, row_map,
@@ -718,7 +761,7 @@ def _with_consumer(op: Generic, graph: _Graph):
         chain.append(readers[0].result)
         readers = graph.readers.get(chain[-1], [])
     consumer = readers[0] if len(readers) == 1 and graph.users[chain[-1]] == 1 else None
-    if not isinstance(consumer, Generic) or consumer.attention is not None \
+    if not isinstance(consumer, Generic) or consumer.attention is not None or is_scatter(consumer) \
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.outputs) != 1 \
             or has_run_time_sizes(consumer) or consumer.outputs[0].epilogue is not None:
         return None

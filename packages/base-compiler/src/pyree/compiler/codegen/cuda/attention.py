@@ -47,10 +47,10 @@ STAGED_BYTES = 40 * 1024
 _S, _M_OLD, _M, _SCALE, _L = (K.Acc(k, "f32") for k in range(5))
 _MINUS_INF = K.Const(float("-inf"), "f32")
 _DEAD = K.Compare("eq", _M, _MINUS_INF)  # every score so far is -inf: nothing to weigh yet
-_NEW_MAX = K.Binary("max", _M_OLD, _S, "f32")
-_ALPHA = K.Select(_DEAD, K.Const(1.0, "f32"), K.Unary("exp", K.Binary("sub", _M_OLD, _M, "f32"),
+NEW_MAX = K.Binary("max", _M_OLD, _S, "f32")
+ALPHA = K.Select(_DEAD, K.Const(1.0, "f32"), K.Unary("exp", K.Binary("sub", _M_OLD, _M, "f32"),
                                                       "f32"), "f32")
-_WEIGHT = K.Select(_DEAD, K.Const(0.0, "f32"), K.Unary("exp", K.Binary("sub", _S, _M, "f32"),
+WEIGHT = K.Select(_DEAD, K.Const(0.0, "f32"), K.Unary("exp", K.Binary("sub", _S, _M, "f32"),
                                                        "f32"), "f32")
 # A thread's weight in the block's combine (_M_OLD: its maximum, _M: the row's).
 _THREAD_SCALE = K.Select(_DEAD, K.Const(1.0, "f32"), K.Select(
@@ -162,12 +162,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Laun
         for mask in (16, 8, 4, 2, 1):  # the 32 keys' maximum, in every lane
             top = lowering(at)._binary("max", top, shuffle_xor(fn, top, "float", mask), "f32")
         m_old = fn.op(f"load float, ptr {m_slot}")
-        m = lowering(at, {0: top, 1: m_old})(_NEW_MAX)
+        m = lowering(at, {0: top, 1: m_old})(NEW_MAX)
         update = lowering(at, {0: s, 1: m_old, 2: m})
-        alpha, exact = update(_ALPHA), update(_WEIGHT)
+        alpha, exact = update(ALPHA), update(WEIGHT)
         weight = exact
         if att.p_dtype != "f32":  # P rounded as the chain rounds it, its sum l not
-            weight = update(K.Cast("fpext", K.Cast("fptrunc", _WEIGHT, att.p_dtype), "f32"))
+            weight = update(K.Cast("fpext", K.Cast("fptrunc", WEIGHT, att.p_dtype), "f32"))
         total = exact
         for mask in (16, 8, 4, 2, 1):
             total = fn.op(f"fadd float {total}, {shuffle_xor(fn, total, 'float', mask)}")

@@ -196,6 +196,32 @@ def tile_plan(kernel: K.Kernel, c: Contraction, sm: int, f32_matmul: str = "stri
     return found, tile if found.tf32 is None else replace(tile, itemsize=4)
 
 
+def fragment_type(dtype: str) -> str:
+    """The LLVM type of an f16 (bf16) MMA operand register: two elements."""
+    return "<2 x half>" if dtype == "f16" else "i32"
+
+
+def ldmatrix(fn: Function, arr: str, elem: str, offset: str, trans: bool, half2: str) -> list[str]:
+    """``ldmatrix.x4`` (``.trans``) at element ``offset`` of the shared array ``arr``: four
+    registers of ``half2`` (``fragment_type``) per lane."""
+    p = fn.op(f"getelementptr {elem}, ptr addrspace(3) {arr}, i32 {offset}")
+    kind = "trans.b16" if trans else "b16"
+    r = fn.call("{i32, i32, i32, i32}", f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.{kind}",
+                [("ptr addrspace(3)", p)])
+    parts = [fn.op(f"extractvalue {{i32, i32, i32, i32}} {r}, {i}") for i in range(4)]
+    return parts if half2 == "i32" else [fn.op(f"bitcast i32 {p} to <2 x half>") for p in parts]
+
+
+def mma_m16n8k16(fn: Function, dtype: str, a: list[str], b: tuple[str, str], acc: list[str]) -> list[str]:
+    """``acc`` + A B for one m16n8k16 tile of f16 (bf16) operands: A's four and B's two fragment
+    registers; the four f32 accumulators after."""
+    half2 = fragment_type(dtype)
+    name = "llvm.nvvm.mma.m16n8k16.row.col." + ("f32.f32" if dtype == "f16" else "bf16")
+    args = [(half2, x) for x in a] + [(half2, x) for x in b] + [("float", v) for v in acc]
+    d = fn.call("{float, float, float, float}", name, args)
+    return [fn.op(f"extractvalue {{float, float, float, float}} {d}, {i}") for i in range(4)]
+
+
 def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     c, (ops, t) = plan
     a, b = ops.a, ops.b
@@ -280,15 +306,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     lane_k = fn.op(f"and i32 {lane}, 8")
     if t.width != 8:
         lane_k = fn.op(f"lshr i32 {lane_k}, 1")
-    half2 = "<2 x half>" if ops.dtype == "f16" else "i32"
-
-    def ldmatrix(arr: str, offset: str, trans: bool) -> list[str]:
-        p = fn.op(f"getelementptr {elem}, ptr addrspace(3) {arr}, i32 {offset}")
-        kind = "trans.b16" if trans else "b16"
-        r = fn.call("{i32, i32, i32, i32}", f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x4.{kind}",
-                    [("ptr addrspace(3)", p)])
-        parts = [fn.op(f"extractvalue {{i32, i32, i32, i32}} {r}, {i}") for i in range(4)]
-        return parts if half2 == "i32" else [fn.op(f"bitcast i32 {p} to <2 x half>") for p in parts]
+    half2 = fragment_type(ops.dtype)
 
     def at(base: str, row: str, stride: int, col: str) -> str:
         rowoff = fn.op(f"mul i32 {row}, {stride}")
@@ -310,8 +328,6 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
             out.append(tuple(regs))
         return out
 
-    mma = "llvm.nvvm.mma.m16n8k16.row.col." + ("f32.f32" if ops.dtype == "f16" else "bf16")
-
     def compute(stage: str, olds: list[str]) -> list[str]:
         st = fn.op(f"trunc i64 {stage} to i32")
         a_base = fn.op(f"mul i32 {st}, {t.a_stage}")
@@ -322,7 +338,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
                 row = fn.op(f"add i32 {fn.op(f'mul i32 {wm}, {wm_size}')}, "
                             f"{fn.op(f'add i32 {lane_row}, {mt * 16}')}")
                 col = fn.op(f"add i32 {lane_col}, {ks * kstep}")
-                afr.append(ldmatrix(a_sh, at(a_base, row, t.a_stride, col), False))
+                afr.append(ldmatrix(fn, a_sh, elem, at(a_base, row, t.a_stride, col), False, half2))
             bfr = []
             for np_ in range(nts // 2 if bk_major or ops.tf32 is None else 0):
                 wn_base = fn.op(f"add i32 {fn.op(f'mul i32 {wn}, {wn_size}')}, {np_ * 16}")
@@ -332,7 +348,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
                 else:
                     off = at(b_base, fn.op(f"add i32 {lane_row}, {ks * 16}"), b_stride,
                              fn.op(f"add i32 {wn_base}, {lane_col}"))
-                r = ldmatrix(b_sh, off, not bk_major)
+                r = ldmatrix(fn, b_sh, elem, off, not bk_major, half2)
                 bfr += [(r[0], r[1]), (r[2], r[3])]
             if not bk_major and ops.tf32 is not None:
                 bfr = b_n_major_f32(b_base, ks)
@@ -347,11 +363,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
                     if ops.tf32 is not None:
                         new += TF32.mma(fn, afr[mt], bfr[nt], acc)
                         continue
-                    args = [(half2, x) for x in afr[mt]] + [(half2, x) for x in bfr[nt]]
-                    args += [("float", v) for v in acc]
-                    d = fn.call("{float, float, float, float}", mma, args)
-                    new += [fn.op(f"extractvalue {{float, float, float, float}} {d}, {i}")
-                            for i in range(4)]
+                    new += mma_m16n8k16(fn, ops.dtype, afr[mt], bfr[nt], acc)
             olds = new
         return olds
 
