@@ -396,7 +396,8 @@ def index_add_rows(x, idx, src):
 
 def embedding_bag_sum(table, ids, bags):
     """Sums of looked-up rows per bag (an EmbeddingBag's sum mode as index_add)."""
-    return torch.zeros(4096, table.shape[1], dtype=table.dtype).index_add(0, bags, table[ids])
+    sums = torch.zeros(4096, table.shape[1], dtype=table.dtype, device=table.device)
+    return sums.index_add(0, bags, table[ids])
 
 
 def cumsum_last(x):
