@@ -33,8 +33,8 @@ REGISTERS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z", "ntid.x", "nctaid.x")
 IDS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z")  # Python's, for blocks of threads that talk
 
 
-# Tensor-core intrinsics replaced by the definitions in EMULATED (``@llvm.nvvm.X`` -> ``@emu.X``).
-TENSOR_CORE = re.compile(r"@llvm\.nvvm\.((?:cp\.async|ldmatrix|mma|f2tf32)[\w.]*)\(")
+# Tensor-core (and ex2.approx) intrinsics replaced by the definitions in EMULATED (``@llvm.nvvm.X`` -> ``@emu.X``).
+TENSOR_CORE = re.compile(r"@llvm\.nvvm\.((?:cp\.async|ldmatrix|mma|f2tf32|ex2\.approx)[\w.]*)\(")
 MMA_KINDS = {"m16n8k16.row.col.f32.f32": 0, "m16n8k16.row.col.bf16": 1, "m16n8k8.row.col.tf32": 2}
 EMULATED = """
 define void @emu.cp.async.cg.shared.global.16(ptr %d, ptr %s) {
@@ -46,6 +46,10 @@ define void @emu.cp.async.cg.shared.global.16.s(ptr %d, ptr %s, i32 %n) {
   call void @llvm.memset.p0.i64(ptr %d, i8 0, i64 16, i1 false)
   call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 %n64, i1 false)
   ret void
+}
+define float @emu.ex2.approx.f(float %x) {
+  %r = call float @llvm.exp2.f32(float %x)
+  ret float %r
 }
 define void @emu.cp.async.commit.group() {
   ret void
@@ -185,7 +189,7 @@ def host_ir(text: str, name: str, threads_talk: bool, shared_bytes: int = 0) -> 
     text = re.sub(r'target (triple|datalayout) = ".*"\n', "", text)
     text = re.sub(r"external addrspace\(3\) global \[0 x \w+\]",
                   f"global [{shared_bytes} x i8] zeroinitializer", text)
-    text = re.sub(r"declare [^\n]*@llvm\.nvvm\.(cp\.async|ldmatrix|mma|f2tf32)[^\n]*\n", "", text)
+    text = re.sub(r"declare [^\n]*@llvm\.nvvm\.(cp\.async|ldmatrix|mma|f2tf32|ex2\.approx)[^\n]*\n", "", text)
     text = TENSOR_CORE.sub(r"@emu.\1(", text)
     text = text.replace("ptx_kernel ", "").replace(" addrspace(1)", "").replace(" addrspace(3)", "")
     text = re.sub(r"declare .*@llvm\.nvvm\.(read\.ptx\.sreg|shfl|barrier0).*\n", "", text)

@@ -22,7 +22,12 @@ stored, and both are evaluated at the last row (key) so that a mask's loads stay
 operand.
 
 Special values follow attention.py's rules with one difference, FlashAttention's: P is rounded
-to the operand type before P V even where the chain keeps it in f32 (docs/DESIGN.md).
+to the operand type before P V even where the chain keeps it in f32 (docs/DESIGN.md). So the
+weights exp(s - m) come, as in FlashAttention, from the special-function unit's ``ex2.approx``
+(of (s - m) * log2 e: relative error about 2^-22, against 2^-9 (bf16) to 2^-11 (f16) for the
+rounding that follows); the sum l adds them unrounded, and the rescale factors exp(m_old - m),
+one per row and tile, stay exact. ex2 keeps -inf -> 0, NaN -> NaN and inf -> inf, so the special
+values land where the exact exp puts them.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, c
 from pyree.compiler.codegen.common.llvm_gpu.reduction import shuffle_xor
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 from pyree.compiler.codegen.cuda.async_copy import chunk, stage_chunks
-from pyree.compiler.codegen.cuda.attention import ALPHA, NEW_MAX, WEIGHT
+from pyree.compiler.codegen.cuda.attention import ALPHA, NEW_MAX
 from pyree.compiler.codegen.cuda.matmul_mma import TC_DTYPES, fragment_type, ldmatrix, mma_m16n8k16
 from pyree.compiler.errors import CompileError
 
@@ -51,6 +56,8 @@ MIN_ROWS = 16       # fewer query rows per batch-head leave the MMA's rows mostl
 MAX_DIM = 256       # head dims whose fragments fit in registers
 PAD = 8             # elements after each shared row: ldmatrix's 8 row addresses hit distinct banks
 CHUNK = 8           # f16 (bf16) elements per 16-byte copy
+
+LOG2E = math.log2(math.e)
 
 
 @dataclass(frozen=True)
@@ -263,6 +270,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     def softmax_state(states: dict, expr: K.Expr) -> str:
         return lowering(zeros, states)(expr)
 
+    def weight(score: str, m: str, dead: str) -> str:
+        """exp(score - m) on the special-function unit (see the module's docstring)."""
+        x = fn.op(f"fmul float {fn.op(f'fsub float {score}, {m}')}, {const(LOG2E, 'f32')}")
+        e = fn.call("float", "llvm.nvvm.ex2.approx.f", [("float", x)])
+        return fn.op(f"select i1 {dead}, float {zero}, float {e}")
+
     def step(kt: str) -> None:
         wait()  # tile kt has landed, and every warp is done with tile kt - 1's stage
         ahead = fn.op(f"add i64 {kt}, 1")
@@ -315,9 +328,10 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
                 m = softmax_state({0: top, 1: m_old}, NEW_MAX)
                 alpha = softmax_state({1: m_old, 2: m}, ALPHA)
                 total = None
+                dead = fn.op(f"fcmp oeq float {m}, {minus_inf}")  # no score above -inf yet: weights 0
                 for nt in range(KEYS // 8):
                     for x in (2 * h, 2 * h + 1):
-                        w = softmax_state({0: s[nt][x], 2: m}, WEIGHT)
+                        w = weight(s[nt][x], m, dead)
                         total = w if total is None else fn.op(f"fadd float {total}, {w}")
                         p[nt][x] = fn.op(f"fptrunc float {w} to {elem}")
                 l_old = fn.op(f"load float, ptr {l_slots[h]}")
