@@ -91,6 +91,24 @@ def test_few_long_rows_split_their_keys_over_blocks():
                                    rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_an_unmasked_decode_step_is_one_attention(dtype):
+    """SDPA without a mask for one query: region formation leaves the row max in a kernel of
+    its own, read through views with the query's unit dim dropped; it is taken into the softmax,
+    and the op, whose heads are no query rows sharing keys, splits its keys (flash-decoding)."""
+    shapes = ((1, 3, 1, 8), (1, 3, 512, 8), (1, 3, 512, 6))
+    function = _fused(cases.mlir("sdpa", *shapes, dtype))
+    partial, combine = generics(function)
+    assert partial.attention.partial and combine.attention is None
+    args = cases.inputs("sdpa", *shapes, dtype, np.random.default_rng(11))
+    args[1][0, 1, 7, 2] = np.inf  # a +inf score: that head's row is NaN, as in PyTorch
+    (got,) = cases.run(function, args)
+    want = cases.reference("sdpa", args)
+    assert np.isnan(got[0, 1]).all() and np.isnan(want[0, 1]).all()
+    tol = 2e-6 if dtype == "f32" else 2e-3
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
 def _attend_over_written_cache(q, k_old, v_old, k_new, v_new, start):
     """A decoder layer's attention as gpt-fast and Hugging Face's static caches write it: the
     new rows written into this layer's cache, then one masked softmax attention over it."""

@@ -120,7 +120,8 @@ def fuse_attention(function: Function) -> Function:
 
 def _tensor_cores(op: Generic, graph: _Graph) -> bool:
     """Whether attention op ``op`` is prefill on f16 (bf16) operands, which the tensor-core
-    template takes: ``TENSOR_CORE_ROWS`` query rows per batch-head, and the score's and O's
+    template takes: ``TENSOR_CORE_ROWS`` query rows per batch-head (its last row loop one whose
+    steps share their keys), and the score's and O's
     products reading one such type, widened, through the elementwise producers that the op will
     recompute (torch's scale of q and k, V's widening). The template decides for itself; an op
     it does not take runs on the SIMT kernel."""
@@ -129,8 +130,8 @@ def _tensor_cores(op: Generic, graph: _Graph) -> bool:
         return False
     folds = fold_pattern((Result(0, (), att.score_step),))
     product = fold_product(folds[0]) if folds else None
-    if product is None:
-        return False
+    if product is None or all(att.e - 1 in _loops_read(walk(x)) for x in (product.a, product.b)):
+        return False  # (the keys of a row loop's every step differ: heads, a decode's one query dropped)
     types = {_narrow_type(x, op, graph) for x in (product.a, product.b, op.outputs[0].value)}
     return len(types) == 1 and types <= {"f16", "bf16"}
 
@@ -334,44 +335,81 @@ def _unviewed(row: Generic, graph: _Graph) -> Generic:
 
 
 def _with_max(row: Generic, graph: _Graph) -> tuple[Generic, list[Generic]]:
-    """``row`` with the max fold it reads from a kernel of its own (same loops, read at the
-    point it is stored, by nothing else) as one of its own folds, read as ``Final``: region
-    formation leaves a softmax over rows with unit dims (a decode step's one query) as two
-    kernels. Also the kernels taken in."""
+    """``row`` with the max fold it reads from a kernel of its own (the same loops but for
+    loops of one step, read through views at the point it is stored, by nothing else) as one
+    of its own folds, read as ``Final``: region formation leaves a softmax over rows with unit
+    dims (a decode step's one query) as two kernels. Also the kernels taken in."""
     for b, value in enumerate(row.inputs):
-        m = graph.producers.get(value)
-        if not isinstance(m, Generic) or len(m.outputs) != 1 or graph.users[value] != 1 \
-                or m.loop_ranges != row.loop_ranges or m.num_parallel != row.num_parallel:
+        chain = _chain_values(value, graph)
+        m = graph.producers.get(chain[-1])
+        if not isinstance(m, Generic) or len(m.outputs) != 1 or any(graph.users[v] != 1 for v in chain):
             continue
+        loop_map = _unit_loops_matched(m, row)
         fold = m.outputs[0]
         folds = fold_pattern(m.outputs)
-        if folds is None or folds[0][0] != "max" or fold.epilogue is not None or fold.row \
-                or fold.init != Const(float("-inf"), "f32"):
+        if loop_map is None or folds is None or folds[0][0] != "max" or fold.epilogue is not None \
+                or fold.row or fold.init != Const(float("-inf"), "f32") \
+                or any(isinstance(e, Gather) for e in result_nodes(fold)):
             continue
+        n = len(row.loop_ranges)
+        stored = tuple(compose(ix, loop_map, n) for ix in fold.index)
         loads = {e for r in row.outputs for e in result_nodes(r)
                  if isinstance(e, (Load, Gather)) and e.binding == b}
-        if not all(isinstance(e, Load) and _same_point(e.index, fold.index, row.loop_ranges)
-                   for e in loads):
+        if not loads or not all(isinstance(e, Load)
+                                and _lands_on(value, e.index, stored, row.loop_ranges, graph) for e in loads):
             continue
-        return _taken_in(row, value, m, loads), [m]
+        return _taken_in(row, value, m, loads, loop_map), [m]
     return row, []
 
 
-def _taken_in(row: Generic, value: Value, m: Generic, loads: set) -> Generic:
-    """``row`` folding ``m``'s one fold itself, its ``loads`` of it read as that fold's Final."""
+def _unit_loops_matched(m: Generic, row: Generic) -> tuple[AffineExpr, ...] | None:
+    """Each loop of ``m`` as a loop of ``row``: their loops of more than one step pair up in
+    order (parallel with parallel, reductions with reductions, equal extents), a loop of one
+    step is 0. None where they do not pair up."""
+    def kept(op: Generic, lo: int, hi: int) -> list[int]:
+        return [k for k in range(lo, hi) if op.loop_ranges[k] != 1]
+
+    n = len(row.loop_ranges)
+    pairs: list[tuple[int, int]] = []
+    for (m_lo, m_hi), (r_lo, r_hi) in (((0, m.num_parallel), (0, row.num_parallel)),
+                                       ((m.num_parallel, len(m.loop_ranges)), (row.num_parallel, n))):
+        mine, theirs = kept(m, m_lo, m_hi), kept(row, r_lo, r_hi)
+        if [m.loop_ranges[k] for k in mine] != [row.loop_ranges[k] for k in theirs]:
+            return None
+        pairs += zip(mine, theirs)
+    loop_map = [AffineExpr((0,) * n, 0)] * len(m.loop_ranges)
+    for k, j in pairs:
+        loop_map[k] = AffineExpr.loop(n, j)
+    return tuple(loop_map)
+
+
+def _lands_on(value: Value, index: tuple[AffineExpr, ...], stored: tuple[AffineExpr, ...], ranges,
+              graph: _Graph) -> bool:
+    """Whether a read of ``value`` at ``index`` reads, through its views, the element stored at
+    ``stored`` (both over the loop box ``ranges``)."""
+    at = _through_views(value, index, ranges, graph)
+    return at is not None and _same_point(at[1], stored, ranges)
+
+
+def _taken_in(row: Generic, value: Value, m: Generic, loads: set,
+              loop_map: tuple[AffineExpr, ...]) -> Generic:
+    """``row`` folding ``m``'s one fold itself (its loops mapped by ``loop_map``), its ``loads``
+    of it read as that fold's Final."""
     k = len([r for r in row.outputs if not r.row])
+    n = len(row.loop_ranges)
     inputs = list(row.inputs)
 
     def renumbered(e: Expr) -> Expr | None:
-        if isinstance(e, (Load, Gather)):
+        if isinstance(e, Load):
             value = m.inputs[e.binding]
             if not any(v is value for v in inputs):
                 inputs.append(value)
-            return dataclasses.replace(e, binding=next(i for i, v in enumerate(inputs)
-                                                       if v is value))
+            return Load(next(i for i, v in enumerate(inputs) if v is value),
+                        tuple(compose(ix, loop_map, n) for ix in e.index), e.dtype)
         return Acc(k, e.dtype) if isinstance(e, Acc) else None
 
-    moved = map_result(m.outputs[0], renumbered, binding=len(row.results))
+    # stored as ``row`` reads it (``value`` may be a view of m's result)
+    moved = map_result(m.outputs[0], renumbered, binding=len(row.results), index=next(iter(loads)).index)
     final = Final(k, "f32")
     outputs = tuple(map_result(r, lambda e: final if e in loads else None) for r in row.outputs)
     return dataclasses.replace(row, inputs=inputs, results=row.results + [value],
