@@ -26,8 +26,10 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
+from pyree.compiler.input.merge_sort import first_run, merge_sort
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
+from pyree.compiler.input.sort_order import strict_order
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     FOLDS,
@@ -298,10 +300,15 @@ def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str,
 def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | None,
                 comparator: Comparator, origin: str, where: str) -> list[Value]:
     """``operands`` sorted along ``d`` (the first ``k`` along it, when given) by ``comparator``,
-    which builds the i1 "lhs may stay before rhs" from the operands' elements at two places."""
+    which builds the i1 "lhs may stay before rhs" from the operands' elements at two places.
+    A whole sort by a recognised order (``sort_order``) of a line long enough is a merge sort
+    (``merge_sort``); everything else counts."""
     shape, rank = operands[0].shape, len(operands[0].shape)
     if any(v.shape != shape for v in operands):
         raise CompileError(f"{origin}: operands of different shapes", where)
+    order = strict_order(comparator, [v.dtype for v in operands])
+    if k is None and order is not None and merges(shape[d]):
+        return merge_sort(fn, operands, d, *order, origin, where)
     loops = AffineExpr.identity(rank + 1)  # the element's loops, then j along d
     here = loops[:rank]
     there = tuple(AffineExpr.loop(rank + 1, rank) if k_ == d else loops[k_] for k_ in range(rank))
@@ -309,22 +316,27 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 
     inputs = Inputs()  # 1. each element's rank
 
-    def cmp(a, b) -> Expr:
-        return comparator([inputs.load(v, a) for v in operands],
-                          [inputs.load(v, b) for v in operands], inputs)
+    def at(index) -> list[Expr]:
+        return [inputs.load(v, index) for v in operands]
 
-    def strictly(a, b) -> Expr:
-        return Binary("and", cmp(a, b), Unary("not", cmp(b, a), "i1"), "i1")
+    if order is not None:
+        def strictly(a, b) -> Expr:
+            return order[0](at(a), at(b))
+    else:
+        def strictly(a, b) -> Expr:
+            return Binary("and", comparator(at(a), at(b), inputs),
+                          Unary("not", comparator(at(b), at(a), inputs), "i1"), "i1")
 
     before = Binary("or", strictly(there, here),
                     Binary("and", Unary("not", strictly(here, there), "i1"), j_first, "i1"), "i1")
-    ranks = _count(fn, inputs, before, shape, d, origin, where, "rank")
+    positions = _count(fn, inputs, before, shape, d, origin, where, "rank")
 
-    inputs = Inputs()  # 2. each element's position: its rank, ties broken by index
-    r_here, r_there = inputs.load(ranks, here), inputs.load(ranks, there)
-    earlier = Binary("or", Compare("lt", r_there, r_here),
-                     Binary("and", Compare("eq", r_there, r_here), j_first, "i1"), "i1")
-    positions = _count(fn, inputs, earlier, shape, d, origin, where, "position")
+    if order is None:  # 2. each element's position: its rank, ties broken by index
+        inputs = Inputs()  # (a strict weak order's ranks are a permutation already)
+        r_here, r_there = inputs.load(positions, here), inputs.load(positions, there)
+        earlier = Binary("or", Compare("lt", r_there, r_here),
+                         Binary("and", Compare("eq", r_there, r_here), j_first, "i1"), "i1")
+        positions = _count(fn, inputs, earlier, shape, d, origin, where, "position")
 
     inputs = Inputs()  # 3. out[p] = the element at position p
     out_shape = tuple(k if k is not None and k_ == d else s for k_, s in enumerate(shape))
@@ -337,6 +349,12 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
                     origin))
     return values
+
+
+def merges(n) -> bool:
+    """Whether a line of ``n`` sorts cheaper by merging than by counting it whole (a merge sort
+    from runs of ``n``)."""
+    return is_static(n) and first_run(n) < n
 
 
 def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
