@@ -1,0 +1,81 @@
+"""Whole sorts on local-task against PyTorch's and numpy's stable sorts: lines long enough are
+merge-sorted (input/merge_sort.py), at odd lengths, along the first, a middle and the last dim,
+ascending and descending, with NaN, +-inf, -0.0 and many ties; a comparator that is no strict
+weak order is still counted into a permutation; the lowering of a long line is O(n log^2 n)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import compile_str
+from sort_cases import CASES, data, matches, stable_order
+from tooling import require_module
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sort_case_on_local_task(name):
+    case = CASES[name]
+    inputs = case.inputs(np.random.default_rng(3))
+    out = rt.load_module(compile_str(case.program), device="local-task")["main"](*inputs)
+    matches([np.asarray(o) for o in out], case.reference(*inputs))
+
+
+def run_torch(f, x: np.ndarray) -> list[np.ndarray]:
+    torch = require_module("torch")
+    require_module("torch_mlir")
+    from pyree.compiler import import_torch
+
+    class Wrap(torch.nn.Module):
+        def forward(self, t):
+            return f(t)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(Wrap(), torch.from_numpy(x))
+    out = rt.load_module(compile_str(text), device="local-task").main(x)
+    return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("shape, dim, dtype, descending", [
+    ((40000,), 0, np.float32, False), ((33, 4), 0, np.int32, True)])
+def test_torch_sort_matches_torch(shape, dim, dtype, descending):
+    torch = require_module("torch")
+    x = data(shape, dtype, np.random.default_rng(len(shape) + shape[0]))
+    values, indices = run_torch(lambda t: torch.sort(t, dim, descending=descending), x)
+    want = torch.sort(torch.from_numpy(x), dim=dim, descending=descending, stable=True)
+    matches([values, indices], [want.values.numpy(), want.indices.numpy()])
+
+
+def test_torch_argsort_matches_numpy():
+    torch = require_module("torch")
+    x = data((1000, 3), np.float32, np.random.default_rng(11))
+    indices, = run_torch(lambda t: torch.argsort(t, dim=0), x)
+    np.testing.assert_array_equal(indices, stable_order(x, 0, False))
+
+
+UNORDERED = """
+func.func @main(%x: tensor<3x300xf32>, %i: tensor<3x300xi32>) -> (tensor<3x300xf32>, tensor<3x300xi32>) {
+  %s:2 = iree_linalg_ext.sort dimension(1) outs(%x, %i : tensor<3x300xf32>, tensor<3x300xi32>) {
+  ^bb0(%a: f32, %b: f32, %ia: i32, %ib: i32):
+    %d = arith.subf %a, %b : f32
+    %c = arith.cmpf olt, %d, %cst : f32
+    iree_linalg_ext.yield %c : i1
+  } -> tensor<3x300xf32>, tensor<3x300xi32>
+  return %s#0, %s#1 : tensor<3x300xf32>, tensor<3x300xi32>
+}"""
+
+
+def test_a_comparator_that_is_no_strict_weak_order_still_gives_a_permutation():
+    """``a - b < 0`` is no key comparison (and inf - inf is NaN): the sort is counted, and every
+    line comes out a rearrangement of the input, each element once."""
+    program = UNORDERED.replace("%d = arith.subf", "%cst = arith.constant 0.0 : f32\n    %d = arith.subf")
+    x = data((3, 300), np.float32, np.random.default_rng(5))
+    index = np.broadcast_to(np.arange(300, dtype=np.int32), (3, 300)).copy()
+    values, indices = rt.load_module(compile_str(program), device="local-task")["main"](x, index)
+    values, indices = np.asarray(values), np.asarray(indices)
+    for line in range(3):
+        np.testing.assert_array_equal(np.sort(indices[line]), np.arange(300))
+        np.testing.assert_array_equal(values[line].view(np.uint32), x[line, indices[line]].view(np.uint32))
