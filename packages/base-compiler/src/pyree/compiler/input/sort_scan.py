@@ -1,21 +1,24 @@
 """Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
 instead of a sorting network, so no backend needs a new kernel shape.
 
-Sort of operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true:
-the left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
+A whole sort of a long line by a comparator recognised as a strict weak order (``sort_order``)
+is a merge sort (``merge_sort``: O(n log^2 n)); everything else counts. The counting sort of
+operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true: the
+left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
   1. ``rank[i] = #{j : before(j, i)}``, ``before(j, i) = less(j, i) or (not less(i, j) and j < i)``
      with ``less(a, b) = cmp(a, b) and not cmp(b, a)``: the comparator made strict, ties kept in
      input order (stable, as the reference's bubble sort is for ``<=``/``>=`` comparators).
   2. ``position[i] = #{j : rank[j] < rank[i] or (rank[j] == rank[i] and j < i)}``: always a
      permutation, even for a comparator that is no strict weak order (NaNs under ``<``), so the
-     result is a rearrangement of the input and never holds values that were not there.
+     result is a rearrangement of the input and never holds values that were not there. A
+     recognised order (float keys made total: NaN last ascending) has distinct ranks already,
+     and skips this step.
   3. ``out_k[p] = x_k[i]`` for the ``i`` whose position is ``p`` (``p < k`` for top-k).
 Scan: ``out[i]`` folds the combiner over the line up to ``i`` (inclusive: ``x[0..i]``; exclusive:
 the accumulator's initial value, then ``x[0..i-1]``), one reduction masked by the step's index;
 an inclusive scan whose combiner is one associative op (cumsum, cumprod) over a long line runs in
-blocks instead (``_blocked_scan``: O(n^1.5)). Each sort step is O(n^2) per line and parallel
-over every other index: right for the lines models sort (top-k over a vocabulary); a 1-D sort of
-millions would want a real sorting kernel.
+blocks instead (``_blocked_scan``: O(n^1.5)). Each counting step is O(n^2) per line and
+parallel over every other index: right for short lines and top-k over a vocabulary.
 """
 
 from __future__ import annotations
