@@ -116,15 +116,20 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
 def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k: int,
           compared: int, where: str) -> list[Value]:
     """The first ``k`` along ``d`` of ``operands`` sorted by the op's comparator (of the first
-    ``compared``): in two passes where ``topk_chunk`` finds them cheaper."""
+    ``compared``): in two passes where ``topk_chunk`` finds them cheaper, else the first ``k``
+    of a merge sort where that is cheaper than counting the whole line."""
     rank = len(operands[0].shape)
-    chunk = topk_chunk(operands[0].shape[d], k)
+    n = operands[0].shape[d]
+    chunk = topk_chunk(n, k)
+    comparator = region_comparator(fn, op, compared, rank + 1, where)
+    if not chunk and merges(n) and strict_order(comparator, [v.dtype for v in operands]):
+        whole = sort_values(fn, operands, d, None, comparator, op.name, where)  # merged
+        return [_leading(fn, v, d, k, op.name, where) for v in whole]
     if chunk:  # the top k of each chunk, then the top k of those
         chunks = [_regroup(fn, v, d, chunk, where) for v in operands]
         firsts = sort_values(fn, chunks, d + 1, k,
                              region_comparator(fn, op, compared, rank + 2, where), op.name, where)
         operands = [_regroup(fn, v, d, None, where) for v in firsts]
-    comparator = region_comparator(fn, op, compared, rank + 1, where)
     return sort_values(fn, operands, d, k, comparator, op.name, where)
 
 
@@ -352,6 +357,17 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
                     origin))
     return values
+
+
+def _leading(fn: FunctionLowering, v: Value, d: int, k: int, origin: str, where: str) -> Value:
+    """The first ``k`` of ``v`` along ``d``."""
+    shape = tuple(k if q == d else s for q, s in enumerate(v.shape))
+    inputs, here = Inputs(), AffineExpr.identity(len(shape))
+    read = inputs.load(v, here)
+    value = fn.new_value(v.dtype, shape, "leading")
+    fn.emit(Generic(inputs.values, [value], (Result(0, here, read),), shape, len(shape), where,
+                    origin))
+    return value
 
 
 def merges(n) -> bool:
