@@ -89,6 +89,31 @@ def test_jax_sorts_match_jax():
     matches(got, [np.asarray(o) for o in jax.jit(f)(x)])
 
 
+def test_a_jax_sort_by_two_keys_merges_and_matches_jax():
+    """lax.sort with num_keys=2 (an integer key with many ties, then a float one with NaN and
+    -0.0) is a lexicographic order: merged, not counted, and JAX's answer exactly."""
+    jax = require_module("jax")
+    jax.config.update("jax_platforms", "cpu")
+    from pyree.compiler.input import import_mlir
+    from pyree.compiler.options import CompileOptions
+    from pyree.compiler.tensor_program import Generic
+
+    def f(k, x):
+        return jax.lax.sort((k, x, -x), dimension=1, num_keys=2)
+
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 4, (3, 1000)).astype(np.int32)
+    x = data((3, 1000), np.float32, rng)
+    text = jax.jit(f).lower(keys, x).as_text()
+    (function,) = import_mlir(text).functions
+    reductions = [op.loop_ranges for op in function.ops if isinstance(op, Generic)
+                  and len(op.loop_ranges) == 3]
+    assert reductions and all(r[-1] < 1000 for r in reductions), reductions  # no 1000x1000
+    vmfb = compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["main"](keys, x)
+    matches([np.asarray(o.to_host()) for o in got], [np.asarray(o) for o in jax.jit(f)(keys, x)])
+
+
 UNORDERED = """
 func.func @main(%x: tensor<3x300xf32>, %i: tensor<3x300xi32>) -> (tensor<3x300xf32>, tensor<3x300xi32>) {
   %s:2 = iree_linalg_ext.sort dimension(1) outs(%x, %i : tensor<3x300xf32>, tensor<3x300xi32>) {

@@ -5,7 +5,9 @@ Recognised: ``key(lhs) <pred> key(rhs)``, one comparison of the same expression 
 operands as of the rhs ones, with an order predicate (lt, le, gt, ge; ordered or unordered for
 floats). torch-mlir writes ``arith.cmpf ole``/``oge`` of the values (``cmpi sle``/``sge`` for
 ints); StableHLO's TOTALORDER compare is an integer compare of the float's bits
-(``input/stablehlo/elementwise.py``). An integer key is a total order already. A float key is
+(``input/stablehlo/elementwise.py``). Also lexicographic orders, as JAX writes a sort with
+several keys: ``k0(lhs) < k0(rhs) or (k0(lhs) == k0(rhs) and rest)`` for integer keys ``k0``
+(whose ``==`` is exact). An integer key is a total order already. A float key is
 made one the way PyTorch and numpy sort: NaN after everything ascending (``lt``, ``le``) and so
 before everything descending (``gt``, ``ge``), NaNs tied among themselves, -0.0 tied with 0.0;
 ties keep input order, so the sort stays stable. Anything else is left to the counting sort,
@@ -27,6 +29,7 @@ from pyree.compiler.kernel import (
     Load,
     LoopIndex,
     SizeValue,
+    Unary,
     is_float,
     transform,
     walk,
@@ -47,32 +50,76 @@ def strict_order(comparator, dtypes: list[str]) -> tuple[Less, set[int]] | None:
     rhs = [Load(-1 - m - n, (), t) for n, t in enumerate(dtypes)]
     inputs = Inputs()
     e = comparator(lhs, rhs, inputs)
-    if inputs.values or not isinstance(e, Compare) or e.predicate not in _ASCENDING | _DESCENDING:
+    levels = [] if not inputs.values else None
+    while levels is not None:  # lexicographic: k0 < k0' or (k0 == k0' and rest)
+        tie = _tie_broken(e, rhs)
+        if tie is None:
+            levels.append(_key_order(e, rhs))
+            break
+        levels.append(tie[0])
+        e = tie[1]
+    if levels is None or None in levels:
         return None
-    stand_ins = {x.binding: n for n, x in enumerate(lhs)}
-    compared = set()
+    compared = {-1 - x.binding for key, _ in levels for x in walk(key) if isinstance(x, Load)}
+
+    def less(a: list, b: list) -> Expr:
+        out = None
+        for key, ascending in reversed(levels):  # the last level first
+            ka, kb = _substitute(key, a), _substitute(key, b)
+            if not ascending:  # descending: ascending with the sides swapped
+                ka, kb = kb, ka
+            level, level_after = _less(ka, kb), _less(kb, ka)
+            out = level if out is None else Binary(
+                "or", level, Binary("and", Unary("not", level_after, "i1"), out, "i1"), "i1")
+        return out
+    return less, compared
+
+
+def _less(ka: Expr, kb: Expr) -> Expr:
+    """``ka < kb``; for a float key, NaN above every number (last ascending, first descending)."""
+    below = Compare("lt", ka, kb)
+    if not is_float(ka.dtype):
+        return below
+    nan_above = Binary("and", Compare("uno", kb, kb), Compare("ord", ka, ka), "i1")
+    return Binary("or", below, nan_above, "i1")
+
+
+def _key_order(e: Expr, rhs: list) -> tuple[Expr, bool] | None:
+    """``(key, ascending)`` where ``e`` is ``key(lhs) <pred> key(rhs)`` with an order
+    predicate, ``key`` an expression of the lhs stand-ins alone; None otherwise."""
+    if not isinstance(e, Compare) or e.predicate not in _ASCENDING | _DESCENDING:
+        return None
+    lhs_stand_ins = {-1 - n for n in range(len(rhs))}
+    reads = False
     for node in walk(e.a):
         if isinstance(node, (Gather, LoopIndex, SizeValue, Acc, Final)):
             return None
         if isinstance(node, Load):
-            if node.binding not in stand_ins:
+            if node.binding not in lhs_stand_ins:
                 return None
-            compared.add(stand_ins[node.binding])
-    if not compared or _substitute(e.a, rhs) != e.b:
+            reads = True
+    if not reads or _substitute(e.a, rhs) != e.b:
         return None
-    ascending = e.predicate in _ASCENDING
+    return e.a, e.predicate in _ASCENDING
 
-    def less(a: list, b: list) -> Expr:
-        ka, kb = _substitute(e.a, a), _substitute(e.a, b)
-        if not ascending:  # descending: ascending with the sides swapped
-            ka, kb = kb, ka
-        below = Compare("lt", ka, kb)
-        if not is_float(ka.dtype):
-            return below
-        # a float key: NaN above every number, so last ascending and first descending
-        nan_above = Binary("and", Compare("uno", kb, kb), Compare("ord", ka, ka), "i1")
-        return Binary("or", below, nan_above, "i1")
-    return less, compared
+
+def _tie_broken(e: Expr, rhs: list) -> tuple[tuple[Expr, bool] | None, Expr] | None:
+    """``(level, rest)`` where ``e`` is ``level or (equal and rest)``, ``level`` an order of an
+    integer key (``_key_order``) and ``equal`` that key's equality (exact only for integers:
+    a float ``==`` leaves NaN unequal to itself, which the float order ties); None otherwise."""
+    if not (isinstance(e, Binary) and e.op == "or"):
+        return None
+    for first, second in ((e.a, e.b), (e.b, e.a)):
+        level = _key_order(first, rhs)
+        if level is None or is_float(level[0].dtype) or not (
+                isinstance(second, Binary) and second.op == "and"):
+            continue
+        key_rhs = _substitute(level[0], rhs)
+        for equal, rest in ((second.a, second.b), (second.b, second.a)):
+            if isinstance(equal, Compare) and equal.predicate == "eq" and \
+                    {equal.a, equal.b} == {level[0], key_rhs}:
+                return level, rest
+    return None
 
 
 def _substitute(key: Expr, elements: list) -> Expr:
