@@ -372,8 +372,8 @@ def _leading(fn: FunctionLowering, v: Value, d: int, k: int, origin: str, where:
 
 def merges(n) -> bool:
     """Whether a line of ``n`` sorts cheaper by merging than by counting it whole (a merge sort
-    from runs of ``n``)."""
-    return is_static(n) and first_run(n) < n
+    from runs of ``n``); the merge's places (up to ``2 n``) are i32."""
+    return is_static(n) and n < 2**30 and first_run(n) < n
 
 
 def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
