@@ -7,6 +7,7 @@ ones counted; both must give PyTorch's stable sort: NaN last ascending and first
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,3 +110,14 @@ CASES = {
     "i32 700 ascending tm_tensor": sort_case((700,), 0, np.int32, False, "tm_tensor", np.int64),
     "i64 3x200 last descending": sort_case((3, 200), 1, np.int64, True),
 }
+
+# GPU only: too long to compile and run on CI's CPUs
+LONG_CASES = {
+    "f32 1000000 ascending": sort_case((1_000_000,), 0, np.float32, False),
+    "f32 1000000 descending": sort_case((1_000_000,), 0, np.float32, True),
+}
+
+
+def file_name(name: str) -> str:
+    """The module file of case ``name`` in a build folder (tests/drivers/cuda/build_modules.py)."""
+    return "sort_" + re.sub(r"\W+", "_", name) + ".vmfb"
