@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MLIR_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int64): "i64",
-               np.dtype(np.int32): "i32"}
+               np.dtype(np.int32): "i32", np.dtype(np.int16): "i16"}
 ASCENDING = {"cmpf": ("olt", "ole"), "cmpi": ("slt", "sle")}
 
 
@@ -56,14 +56,17 @@ def data(shape, dtype, rng: np.random.Generator, special: bool = True) -> np.nda
 
 
 def sort_case(shape, axis: int, dtype, descending: bool, dialect: str = "iree_linalg_ext",
-              index_dtype=np.int32) -> Case:
+              index_dtype=np.int32, unsigned: bool = False) -> Case:
     """``dialect.sort`` of (values, their index along ``axis``) with the comparator torch-mlir
-    writes (``ole``/``oge``, ``sle``/``sge``), or ``olt``/``ogt`` for iree_linalg_ext."""
+    writes (``ole``/``oge``, ``sle``/``sge``), or ``olt``/``ogt`` for iree_linalg_ext;
+    ``unsigned``: integers compared as unsigned (``ult``/``ugt``: negatives last)."""
     cmp = "cmpf" if np.issubdtype(np.dtype(dtype), np.floating) else "cmpi"
     strict = dialect == "iree_linalg_ext"
     pred = ASCENDING[cmp][not strict]
     if descending:
         pred = pred.replace("lt", "gt").replace("le", "ge")
+    if unsigned:
+        pred = "u" + pred[1:]
     el, it = MLIR_DTYPES[np.dtype(dtype)], MLIR_DTYPES[np.dtype(index_dtype)]
     vt, ixt = _t(shape, dtype), _t(shape, index_dtype)
     program = f"""
@@ -82,7 +85,7 @@ func.func @main(%x: {vt}, %i: {ixt}) -> ({vt}, {ixt}) {{
         return [data(shape, dtype, rng), index.astype(index_dtype)]
 
     def reference(x, index):
-        order = stable_order(x, axis, descending)
+        order = stable_order(x.view(f"u{x.itemsize}") if unsigned else x, axis, descending)
         return [np.take_along_axis(x, order, axis), order.astype(index_dtype)]
     return Case(program, inputs, reference)
 
@@ -109,6 +112,8 @@ CASES = {
     "f16 2x300 last descending": sort_case((2, 300), 1, np.float16, True),
     "i32 700 ascending tm_tensor": sort_case((700,), 0, np.int32, False, "tm_tensor", np.int64),
     "i64 3x200 last descending": sort_case((3, 200), 1, np.int64, True),
+    "i32 unsigned 2x500 last ascending": sort_case((2, 500), 1, np.int32, False, unsigned=True),
+    "i16 500x2 first descending": sort_case((500, 2), 0, np.int16, True),
 }
 
 # GPU only: too long to compile and run on CI's CPUs

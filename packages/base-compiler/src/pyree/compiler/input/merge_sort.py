@@ -2,28 +2,32 @@
 every pass is a gather (each output place finds what it holds; nothing is written at a computed
 place), so no backend needs a sorting kernel.
 
-The passes move no operand: they carry ``perm``, the input place of the element each place now
-holds, and read the operands through it (``x[perm[place]]``). First each run of a few tens
-(``first_run``) is ordered by counting, as ``sort_scan`` counts whole lines. Then pass ``r``
-(doubling up to ``n``) merges the sorted runs ``A = [base, base + r)`` and
-``B = [base + r, base + 2r)`` (clipped at ``n``). Output place ``k`` (``t = k - base`` into its
-pair) holds, of the merge's first ``t`` elements, ``a`` from ``A`` and ``t - a`` from ``B``:
-``a`` is the largest split whose last ``A`` element goes before the ``B`` element it passes
-(merge path), found by a binary search written as a reduction over the bits of ``a``, high to
-low (``acc = lo``; ``acc + 2^b`` where that split still holds), which is no associative fold,
-so every backend runs it one step after another per place. ``k`` then holds ``A[a]`` unless
-``B[t - a]`` is strictly less (ties take ``A``: stable). A last Generic moves every operand
-through ``perm``. One Generic per pass keeps the kernels few: each costs a launch on a GPU and
-its code generation at compile time.
+What the passes sort: for an order by one key of at most 32 bits (``sort_order.ordinal``), the
+i64 pairs ``ordinal << 32 | place``, which order as the sort does, ties by place, so a plain
+``<`` of distinct integers sorts them stably, and the passes read their neighbours' pairs
+directly (contiguous on a GPU). For any other order they carry ``perm``, the input place of
+the element each place now holds, and read the compared operands through it. Either way a last
+Generic moves every operand by the permutation once.
+
+First each run of a few tens (``first_run``) is ordered by counting, as ``sort_scan`` counts
+whole lines. Then pass ``r`` (doubling up to ``n``) merges the sorted runs
+``A = [base, base + r)`` and ``B = [base + r, base + 2r)`` (clipped at ``n``). Output place
+``k`` (``t = k - base`` into its pair) holds, of the merge's first ``t`` elements, ``a`` from
+``A`` and ``t - a`` from ``B``: ``a`` is the largest split whose last ``A`` element goes before
+the ``B`` element it passes (merge path), found by a binary search written as a reduction over
+the bits of ``a``, high to low (``acc = lo``; ``acc + 2^b`` where that split still holds),
+which is no associative fold, so every backend runs it one step after another per place. ``k``
+then holds ``A[a]`` unless ``B[t - a]`` is strictly less (ties take ``A``: stable). One
+Generic per pass keeps the kernels few: each costs a launch on a GPU and its code generation at
+compile time.
 
 This needs ``less`` to be a strict weak order (``sort_order.strict_order``): for one that is
 not, the splits of neighbouring places may disagree and an element be taken twice.
 """
-
 from __future__ import annotations
 
 from pyree.compiler.input.inputs import Inputs
-from pyree.compiler.input.sort_order import Less
+from pyree.compiler.input.sort_order import Less, Order, ordinal
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -41,20 +45,63 @@ from pyree.compiler.tensor_program import Generic, Value
 
 INDEX = "i32"  # places along a line: lines are far shorter than 2**31
 PASS_COST = 16  # loop steps per element that one more Generic (a trip through memory) is worth
-SEARCH_STEP = 4  # a search step reads two places through perm: four gathers, two after two
+SEARCH_STEP = 4  # a search step reads two places (through perm: four gathers, two after two)
 
 
-def merge_sort(fn, operands: list[Value], d: int, less: Less, compared: set[int], origin: str,
+def merge_sort(fn, operands: list[Value], d: int, order: Order, origin: str,
                where: str) -> list[Value]:
-    """``operands`` sorted along ``d`` (a static length) by ``less``, which reads the
-    operands numbered in ``compared``."""
+    """``operands`` sorted along ``d`` (a static length) by ``order``."""
     n = operands[0].shape[d]
-    r = first_run(n)
-    perm = _sorted_runs(fn, operands, d, r, less, compared, origin, where) if r > 1 else None
-    while r < n:
-        perm = _merge(fn, operands, perm, d, r, less, compared, origin, where)
-        r *= 2
+    ordinal_of = ordinal(order)
+    if ordinal_of is not None:  # sort (ordinal, place) pairs, then move the operands by place
+        pairs = _pairs(fn, operands, d, ordinal_of, origin, where)
+        return _move(fn, operands, d, _places(fn, _sorted(fn, [pairs], d, n, _below, {0}, True,
+                                                          origin, where), origin, where),
+                     origin, where)
+    perm = _sorted(fn, operands, d, n, order.less, order.compared, False, origin, where)
     return _move(fn, operands, d, perm, origin, where)
+
+
+def _sorted(fn, operands: list[Value], d: int, n: int, less: Less, compared: set[int],
+            carry: bool, origin: str, where: str) -> Value:
+    """The runs ordered by counting, then merged: the permutation (each place's input index),
+    or (``carry``) ``operands[0]`` itself sorted."""
+    r = first_run(n)
+    sorted_ = _sorted_runs(fn, operands, d, r, less, compared, carry, origin, where) \
+        if r > 1 else (operands[0] if carry else None)
+    while r < n:
+        sorted_ = _merge(fn, [sorted_] if carry else operands, None if carry else sorted_, d, r,
+                         less, compared, carry, origin, where)
+        r *= 2
+    return sorted_
+
+
+def _below(a: list, b: list) -> Expr:
+    return Compare("lt", a[0], b[0])
+
+
+def _pairs(fn, operands: list[Value], d: int, ordinal_of, origin: str, where: str) -> Value:
+    """Each element's ordinal (``sort_order.ordinal``) in the high half of an i64, its place
+    along ``d`` in the low half: pairs that order as the sort does, ties by place (stable),
+    every pair distinct."""
+    shape, rank = operands[0].shape, len(operands[0].shape)
+    inputs, here = Inputs(), AffineExpr.identity(rank)
+    high = Binary("shl", Cast("extsi", ordinal_of([inputs.load(v, here) for v in operands]), "i64"),
+                  Const(32, "i64"), "i64")
+    pair = Binary("or", high, Cast("extsi", _place(d), "i64"), "i64")
+    value = fn.new_value("i64", shape, "sort_pairs")
+    fn.emit(Generic(inputs.values, [value], (Result(0, here, pair),), shape, rank, where, origin))
+    return value
+
+
+def _places(fn, pairs: Value, origin: str, where: str) -> Value:
+    """The places in the low halves of sorted ``pairs``: the permutation."""
+    shape, rank = pairs.shape, len(pairs.shape)
+    inputs, here = Inputs(), AffineExpr.identity(rank)
+    place = Cast("trunci", inputs.load(pairs, here), INDEX)
+    value = fn.new_value(INDEX, shape, "sort_perm")
+    fn.emit(Generic(inputs.values, [value], (Result(0, here, place),), shape, rank, where, origin))
+    return value
 
 
 def first_run(n: int) -> int:
@@ -96,8 +143,9 @@ def _place(d: int) -> Expr:
 
 
 def _sorted_runs(fn, operands: list[Value], d: int, run: int, less: Less, compared: set[int],
-                 origin: str, where: str) -> Value:
-    """``perm`` of each run of ``run`` along ``d`` (the last one shorter) sorted by counting:
+                 carry: bool, origin: str, where: str) -> Value:
+    """``perm`` (or with ``carry``, ``operands[0]`` itself) of each run of ``run`` along ``d``
+    (the last one shorter) sorted by counting:
     each element's rank in its run (how many of the run go before it: less, or tied and
     earlier), then each place takes the element whose rank it is. The reductions run over the
     offsets ``-(run - 1) .. run - 1`` from the place, so that every read is an affine Load (no
@@ -128,16 +176,19 @@ def _sorted_runs(fn, operands: list[Value], d: int, run: int, less: Less, compar
 
     inputs = Inputs()
     ranked_here = Compare("eq", inputs.load(ranks, there), _op("sub", i, base))
-    pick = Select(inside, Select(ranked_here, other, Acc(0, INDEX), INDEX), Acc(0, INDEX), INDEX)
-    perm = fn.new_value(INDEX, shape, "run_perm")
-    fn.emit(Generic(inputs.values, [perm], (Result(0, here, pick, init=_c(0)),), loop_ranges,
-                    rank, where, origin))
-    return perm
+    dtype = operands[0].dtype if carry else INDEX
+    taken, acc = inputs.load(operands[0], there) if carry else other, Acc(0, dtype)
+    pick = Select(inside, Select(ranked_here, taken, acc, dtype), acc, dtype)
+    runs = fn.new_value(dtype, shape, "sorted_runs")
+    fn.emit(Generic(inputs.values, [runs], (Result(0, here, pick, init=Const(0, dtype)),),
+                    loop_ranges, rank, where, origin))
+    return runs
 
 
 def _merge(fn, operands: list[Value], perm: Value | None, d: int, r: int, less: Less,
-           compared: set[int], origin: str, where: str) -> Value:
-    """``perm`` after merging its runs of ``r`` (None: the identity, runs of one)."""
+           compared: set[int], carry: bool, origin: str, where: str) -> Value:
+    """``perm`` after merging its runs of ``r`` (None: the identity, runs of one), or with
+    ``carry``, ``operands[0]`` (sorted in runs of ``r``) merged."""
     shape, rank = operands[0].shape, len(operands[0].shape)
     n = shape[d]
     bits = r.bit_length()  # the split ranges over at most r + 1 values
@@ -177,7 +228,9 @@ def _merge(fn, operands: list[Value], perm: Value | None, d: int, r: int, less: 
                   Binary("or", Compare("ge", b, b_len), precedes(acc, b), "i1"))
     taken = source(Select(from_a, _op("add", base, acc), _op("add", _op("add", base, _c(r)), b),
                           INDEX))
-    merged = fn.new_value(INDEX, shape, "merge_perm")
+    if carry:
+        taken = line(operands[0], taken)
+    merged = fn.new_value(taken.dtype, shape, "merged")
     here = AffineExpr.identity(rank + 1)[:rank]
     fn.emit(Generic(inputs.values, [merged], (Result(0, here, step, init=lo, epilogue=taken),),
                     shape + (bits,), rank, where, origin))

@@ -17,20 +17,26 @@ which builds a permutation from any comparator.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.kernel import (
     Acc,
     Binary,
+    Cast,
     Compare,
+    Const,
     Expr,
     Final,
     Gather,
     Load,
     LoopIndex,
+    Select,
     SizeValue,
     Unary,
+    int_bits,
     is_float,
+    is_unsigned,
     transform,
     walk,
 )
@@ -41,10 +47,19 @@ _ASCENDING = {"lt", "le", "ult", "ule"}
 _DESCENDING = {"gt", "ge", "ugt", "uge"}
 
 
-def strict_order(comparator, dtypes: list[str]) -> tuple[Less, set[int]] | None:
-    """``(less, compared)`` where ``comparator`` (``sort_scan.Comparator``) is a recognised
-    order of operands of ``dtypes``: ``less`` a strict weak order (made total for a float key as
-    the module says), ``compared`` the operands it reads; None otherwise."""
+class Order(NamedTuple):
+    """A recognised order: ``less`` a strict weak order (made total for a float key as the
+    module says), ``compared`` the operands it reads, ``levels`` its keys (expressions of the
+    lhs stand-ins), most significant first, each ascending or not."""
+
+    less: Less
+    compared: set[int]
+    levels: list[tuple[Expr, bool]]
+
+
+def strict_order(comparator, dtypes: list[str]) -> Order | None:
+    """The ``Order`` that ``comparator`` (``sort_scan.Comparator``) is on operands of
+    ``dtypes``, or None where it is none recognised."""
     m = len(dtypes)
     lhs = [Load(-1 - n, (), t) for n, t in enumerate(dtypes)]  # stand-ins no region can produce
     rhs = [Load(-1 - m - n, (), t) for n, t in enumerate(dtypes)]
@@ -72,7 +87,7 @@ def strict_order(comparator, dtypes: list[str]) -> tuple[Less, set[int]] | None:
             out = level if out is None else Binary(
                 "or", level, Binary("and", Unary("not", level_after, "i1"), out, "i1"), "i1")
         return out
-    return less, compared
+    return Order(less, compared, levels)
 
 
 def _less(ka: Expr, kb: Expr) -> Expr:
@@ -125,3 +140,34 @@ def _tie_broken(e: Expr, rhs: list) -> tuple[tuple[Expr, bool] | None, Expr] | N
 def _substitute(key: Expr, elements: list) -> Expr:
     """``key`` (over the lhs stand-ins) with stand-in ``n`` replaced by ``elements[n]``."""
     return transform(key, lambda x: elements[-1 - x.binding] if isinstance(x, Load) else None)
+
+
+def ordinal(order: Order) -> Callable[[list], Expr] | None:
+    """For an order by one key of at most 32 bits: the i32 of an element's key that orders as
+    ``order.less`` does (a float, widened to f32 exactly, made total as the module says: -0.0 as
+    0.0, every NaN as one NaN above +inf, then the bits as a signed integer that orders like the
+    float); None for other orders. Two elements tie exactly where their ordinals are equal."""
+    if len(order.levels) != 1:
+        return None
+    key, ascending = order.levels[0]
+    width = int_bits(key.dtype)
+    if width > 32:
+        return None
+
+    def of(elements: list) -> Expr:
+        x = _substitute(key, elements)
+        if is_float(x.dtype):
+            if x.dtype != "f32":  # exactly, -0.0 and NaN kept: no 16-bit integer arithmetic
+                x = Cast("fpext", x, "f32")
+            x = Select(Compare("eq", x, Const(0.0, x.dtype)), Const(0.0, x.dtype), x, x.dtype)
+            x = Select(Compare("uno", x, x), Const(float("nan"), x.dtype), x, x.dtype)
+            bits = Cast("bitcast", x, "i32")
+            magnitude = Binary("and", Binary("shr", bits, Const(31, "i32"), "i32"),
+                               Const(2**31 - 1, "i32"), "i32")
+            x = Binary("xor", bits, magnitude, "i32")  # negatives: magnitude flipped
+        elif is_unsigned(x.dtype) and width == 32:  # unsigned order as signed: flip the top bit
+            x = Binary("xor", Cast("bitcast", x, "i32"), Const(-2**31, "i32"), "i32")
+        if x.dtype != "i32":
+            x = Cast("extui" if is_unsigned(x.dtype) or x.dtype == "i1" else "extsi", x, "i32")
+        return x if ascending else Unary("not", x, "i32")  # not: -x - 1, the order reversed
+    return of

@@ -316,7 +316,7 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
         raise CompileError(f"{origin}: operands of different shapes", where)
     order = strict_order(comparator, [v.dtype for v in operands])
     if k is None and order is not None and merges(shape[d]):
-        return merge_sort(fn, operands, d, *order, origin, where)
+        return merge_sort(fn, operands, d, order, origin, where)
     loops = AffineExpr.identity(rank + 1)  # the element's loops, then j along d
     here = loops[:rank]
     there = tuple(AffineExpr.loop(rank + 1, rank) if k_ == d else loops[k_] for k_ in range(rank))
@@ -329,7 +329,7 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 
     if order is not None:
         def strictly(a, b) -> Expr:
-            return order[0](at(a), at(b))
+            return order.less(at(a), at(b))
     else:
         def strictly(a, b) -> Expr:
             return Binary("and", comparator(at(a), at(b), inputs),
