@@ -408,6 +408,16 @@ def sort_descending(x):
     return torch.sort(x, dim=-1, descending=True).values
 
 
+def sort_flat(x):
+    return torch.sort(x).values
+
+
+def argsort_last(x):
+    """The elements taken in argsort's order: exact whichever order ties take (PyTorch's argsort
+    need not be stable; pyree's is)."""
+    return torch.take_along_dim(x, torch.argsort(x, dim=-1), dim=-1)
+
+
 def topk_classes(x):
     return torch.topk(x, 5, dim=-1).values
 
@@ -527,6 +537,8 @@ BREADTH_CASES = (
               Input((1 << 20,), torch.int64, "index:4096"))),
     Case("cumsum last dim f32 32x8192", cumsum_last, _ins(((32, 8192), f32))),
     Case("sort descending f32 1x32000", sort_descending, _ins(((1, 32000), f32))),
+    Case("sort f32 1000000", sort_flat, _ins(((1_000_000,), f32))),
+    Case("argsort last dim f32 64x4096", argsort_last, _ins(((64, 4096), f32))),
     Case("classifier top-5 f32 64x1000", topk_classes, _ins(((64, 1000), f32))),
     Case("dcgan conv_transpose 4x4 s2 64->32ch 64x64 f32", conv_transpose_s2,
          _ins(((1, 64, 64, 64), f32), ((64, 32, 4, 4), f32))),

@@ -59,6 +59,10 @@ def main(out: Path, target: str) -> None:
     from gather_cases import CASES as GATHERS
     for name, case in GATHERS.items():
         (out / f"gather_{name}.vmfb").write_bytes(compile_str(case.program, cuda))
+    from sort_cases import CASES as SORTS
+    from sort_cases import LONG_CASES, file_name
+    for name, case in {**SORTS, **LONG_CASES}.items():
+        (out / file_name(name)).write_bytes(compile_str(case.program, cuda))
 
 
 def build_concurrency(out: Path, target: str) -> None:

@@ -1,21 +1,24 @@
 """Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
 instead of a sorting network, so no backend needs a new kernel shape.
 
-Sort of operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true:
-the left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
+A whole sort of a long line by a comparator recognised as a strict weak order (``sort_order``)
+is a merge sort (``merge_sort``: O(n log^2 n)); everything else counts. The counting sort of
+operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true: the
+left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
   1. ``rank[i] = #{j : before(j, i)}``, ``before(j, i) = less(j, i) or (not less(i, j) and j < i)``
      with ``less(a, b) = cmp(a, b) and not cmp(b, a)``: the comparator made strict, ties kept in
      input order (stable, as the reference's bubble sort is for ``<=``/``>=`` comparators).
   2. ``position[i] = #{j : rank[j] < rank[i] or (rank[j] == rank[i] and j < i)}``: always a
      permutation, even for a comparator that is no strict weak order (NaNs under ``<``), so the
-     result is a rearrangement of the input and never holds values that were not there.
+     result is a rearrangement of the input and never holds values that were not there. A
+     recognised order (float keys made total: NaN last ascending) has distinct ranks already,
+     and skips this step.
   3. ``out_k[p] = x_k[i]`` for the ``i`` whose position is ``p`` (``p < k`` for top-k).
 Scan: ``out[i]`` folds the combiner over the line up to ``i`` (inclusive: ``x[0..i]``; exclusive:
 the accumulator's initial value, then ``x[0..i-1]``), one reduction masked by the step's index;
 an inclusive scan whose combiner is one associative op (cumsum, cumprod) over a long line runs in
-blocks instead (``_blocked_scan``: O(n^1.5)). Each sort step is O(n^2) per line and parallel
-over every other index: right for the lines models sort (top-k over a vocabulary); a 1-D sort of
-millions would want a real sorting kernel.
+blocks instead (``_blocked_scan``: O(n^1.5)). Each counting step is O(n^2) per line and
+parallel over every other index: right for short lines and top-k over a vocabulary.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
+from pyree.compiler.input.merge_sort import first_run, merge_sort
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
+from pyree.compiler.input.sort_order import strict_order
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     FOLDS,
@@ -111,15 +116,20 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
 def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k: int,
           compared: int, where: str) -> list[Value]:
     """The first ``k`` along ``d`` of ``operands`` sorted by the op's comparator (of the first
-    ``compared``): in two passes where ``topk_chunk`` finds them cheaper."""
+    ``compared``): in two passes where ``topk_chunk`` finds them cheaper, else the first ``k``
+    of a merge sort where that is cheaper than counting the whole line."""
     rank = len(operands[0].shape)
-    chunk = topk_chunk(operands[0].shape[d], k)
+    n = operands[0].shape[d]
+    chunk = topk_chunk(n, k)
+    comparator = region_comparator(fn, op, compared, rank + 1, where)
+    if not chunk and merges(n) and strict_order(comparator, [v.dtype for v in operands]):
+        whole = sort_values(fn, operands, d, None, comparator, op.name, where)  # merged
+        return [_leading(fn, v, d, k, op.name, where) for v in whole]
     if chunk:  # the top k of each chunk, then the top k of those
         chunks = [_regroup(fn, v, d, chunk, where) for v in operands]
         firsts = sort_values(fn, chunks, d + 1, k,
                              region_comparator(fn, op, compared, rank + 2, where), op.name, where)
         operands = [_regroup(fn, v, d, None, where) for v in firsts]
-    comparator = region_comparator(fn, op, compared, rank + 1, where)
     return sort_values(fn, operands, d, k, comparator, op.name, where)
 
 
@@ -298,10 +308,15 @@ def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str,
 def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | None,
                 comparator: Comparator, origin: str, where: str) -> list[Value]:
     """``operands`` sorted along ``d`` (the first ``k`` along it, when given) by ``comparator``,
-    which builds the i1 "lhs may stay before rhs" from the operands' elements at two places."""
+    which builds the i1 "lhs may stay before rhs" from the operands' elements at two places.
+    A whole sort by a recognised order (``sort_order``) of a line long enough is a merge sort
+    (``merge_sort``); everything else counts."""
     shape, rank = operands[0].shape, len(operands[0].shape)
     if any(v.shape != shape for v in operands):
         raise CompileError(f"{origin}: operands of different shapes", where)
+    order = strict_order(comparator, [v.dtype for v in operands])
+    if k is None and order is not None and merges(shape[d]):
+        return merge_sort(fn, operands, d, order, origin, where)
     loops = AffineExpr.identity(rank + 1)  # the element's loops, then j along d
     here = loops[:rank]
     there = tuple(AffineExpr.loop(rank + 1, rank) if k_ == d else loops[k_] for k_ in range(rank))
@@ -309,22 +324,27 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 
     inputs = Inputs()  # 1. each element's rank
 
-    def cmp(a, b) -> Expr:
-        return comparator([inputs.load(v, a) for v in operands],
-                          [inputs.load(v, b) for v in operands], inputs)
+    def at(index) -> list[Expr]:
+        return [inputs.load(v, index) for v in operands]
 
-    def strictly(a, b) -> Expr:
-        return Binary("and", cmp(a, b), Unary("not", cmp(b, a), "i1"), "i1")
+    if order is not None:
+        def strictly(a, b) -> Expr:
+            return order.less(at(a), at(b))
+    else:
+        def strictly(a, b) -> Expr:
+            return Binary("and", comparator(at(a), at(b), inputs),
+                          Unary("not", comparator(at(b), at(a), inputs), "i1"), "i1")
 
     before = Binary("or", strictly(there, here),
                     Binary("and", Unary("not", strictly(here, there), "i1"), j_first, "i1"), "i1")
-    ranks = _count(fn, inputs, before, shape, d, origin, where, "rank")
+    positions = _count(fn, inputs, before, shape, d, origin, where, "rank")
 
-    inputs = Inputs()  # 2. each element's position: its rank, ties broken by index
-    r_here, r_there = inputs.load(ranks, here), inputs.load(ranks, there)
-    earlier = Binary("or", Compare("lt", r_there, r_here),
-                     Binary("and", Compare("eq", r_there, r_here), j_first, "i1"), "i1")
-    positions = _count(fn, inputs, earlier, shape, d, origin, where, "position")
+    if order is None:  # 2. each element's position: its rank, ties broken by index
+        inputs = Inputs()  # (a strict weak order's ranks are a permutation already)
+        r_here, r_there = inputs.load(positions, here), inputs.load(positions, there)
+        earlier = Binary("or", Compare("lt", r_there, r_here),
+                         Binary("and", Compare("eq", r_there, r_here), j_first, "i1"), "i1")
+        positions = _count(fn, inputs, earlier, shape, d, origin, where, "position")
 
     inputs = Inputs()  # 3. out[p] = the element at position p
     out_shape = tuple(k if k is not None and k_ == d else s for k_, s in enumerate(shape))
@@ -337,6 +357,23 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
                     origin))
     return values
+
+
+def _leading(fn: FunctionLowering, v: Value, d: int, k: int, origin: str, where: str) -> Value:
+    """The first ``k`` of ``v`` along ``d``."""
+    shape = tuple(k if q == d else s for q, s in enumerate(v.shape))
+    inputs, here = Inputs(), AffineExpr.identity(len(shape))
+    read = inputs.load(v, here)
+    value = fn.new_value(v.dtype, shape, "leading")
+    fn.emit(Generic(inputs.values, [value], (Result(0, here, read),), shape, len(shape), where,
+                    origin))
+    return value
+
+
+def merges(n) -> bool:
+    """Whether a line of ``n`` sorts cheaper by merging than by counting it whole (a merge sort
+    from runs of ``n``); the merge's places (up to ``2 n``) are i32."""
+    return is_static(n) and n < 2**30 and first_run(n) < n
 
 
 def region_comparator(fn: FunctionLowering, op: Operation, compared: int,

@@ -1,5 +1,6 @@
-"""sort and chlo.top_k: the comparator region as a scalar expression, sorted by the counting
-Generics of ``input/sort_scan.py`` (stable; a permutation whatever the comparator does with NaN).
+"""sort and chlo.top_k: the comparator region as a scalar expression, sorted by
+``input/sort_scan.py`` (stable; merged where the comparator is a recognised order, counted into
+a permutation whatever else it does).
 top_k sorts (values, their indices) with "greater" and keeps the first k."""
 
 from __future__ import annotations
