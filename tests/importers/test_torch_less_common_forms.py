@@ -1,6 +1,7 @@
 """PyTorch ops that reach the compiler in forms few models produce: ``F.fold`` (col2im: a
 scatter-add, then a ``tensor.pad`` with negative widths that crops) and ``torch.kthvalue``
-(``tm_tensor.topk``), on local-task against PyTorch in float64, NaN and infinities included."""
+(``tm_tensor.topk``), on local-task against PyTorch in float64, NaN (the largest value to
+kthvalue, as to torch) and infinities included."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_special_values(name):
     fn, args = CASES[name]
     x = args[0].clone()
     flat = x.view(-1)
-    flat[[1, 12, 30]] = torch.tensor([float("inf"), -float("inf"), -0.0])
+    flat[[1, 12, 30, 40]] = torch.tensor([float("inf"), -float("inf"), -0.0, float("nan")])
     got = run(fn, (x,))
     with torch.no_grad():
         want = fn(x).numpy()
