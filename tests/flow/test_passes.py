@@ -14,16 +14,16 @@ def test_the_order():
     assert [p.name for p in flow_passes(gpu=False, implicit_gemm=False)] == [
         "split-arg-folds", "fold-channel-affine", "rewrite-convolutions", *REGIONS, "split-reductions",
         *REGIONS,
-        "widen-narrow-floats"]
+        "widen-narrow-floats", "read-slabs"]
     assert REGIONS == ["fold-constants", "fold-constant-gathers", "fold-views", "fuse-regions",
                        "collapse-loops"]
 
 
-def test_implicit_gemm_targets_end_with_inline_patches_and_names_are_listed_once():
+def test_implicit_gemm_targets_end_with_inline_patches_then_read_slabs_and_names_are_listed_once():
     passes = flow_passes(gpu=True, implicit_gemm=True)
-    assert passes[-1].name == "inline-patches"
+    assert [p.name for p in passes[-2:]] == ["inline-patches", "read-slabs"]
     with_attention = flow_passes(gpu=True, implicit_gemm=True, attention=True)
-    assert [p.name for p in with_attention] == [p.name for p in passes] + ["fuse-attention"]
+    assert [p.name for p in with_attention] == [p.name for p in passes[:-1]] + ["fuse-attention", "read-slabs"]
     assert list(PASS_NAMES) == list(dict.fromkeys(p.name for p in with_attention))
 
 
