@@ -7,6 +7,8 @@ and widths."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import tooling
@@ -34,24 +36,33 @@ LAYERS = {  # name -> (layer, input width)
 }
 
 
-def compiled(name: str, steps: int):
+BACKENDS = [  # the views of a step's rows sit at offsets Vulkan's descriptors must accept
+    pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
+    pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
+]
+
+
+def compiled(name: str, steps: int, backend):
     import pyree.runtime as rt
 
     torch.manual_seed(0)
     make, width = LAYERS[name]
     model = Recurrence(make().eval())
-    vmfb = compile_str(import_torch(model, torch.randn(3, steps, width)),
-                       CompileOptions(target_backends=["llvm-cpu"]))
-    return model, vmfb, rt.load_module(vmfb, device="local-task")["main"]
+    target, device = backend
+    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    vmfb = compile_str(import_torch(model, torch.randn(3, steps, width)), options)
+    return model, vmfb, rt.load_module(vmfb, device=device)["main"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", LAYERS)
-def test_steps_share_kernels_and_match_pytorch(name):
+def test_steps_share_kernels_and_match_pytorch(name, backend):
     import pyree.runtime as rt
 
     kernels = {}
     for steps in (5, 9):
-        model, vmfb, fn = compiled(name, steps)
+        model, vmfb, fn = compiled(name, steps, backend)
         kernels[steps] = len(rt.read_module(vmfb).tree.kernels)
         x = torch.randn(3, steps, LAYERS[name][1])
         x[0, 1, 2] = float("inf")  # saturates its gates: no NaN unless PyTorch makes one
