@@ -107,9 +107,7 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     operand, updates = operands[0], all_updates[0]
     window_dims = fields.get("update_window_dims", [])
     inserted = fields.get("inserted_window_dims", [])
-    to_operand = fields.get("scatter_dims_to_operand_dims", [])
     input_batching = fields.get("input_batching_dims", [])
-    index_batching = fields.get("scatter_indices_batching_dims", [])
     ivd = fields.get("index_vector_dim", [0])[0]  # omitted when 0
     rank = len(operand.shape)
     scatter_dims = [u for u in range(len(updates.shape)) if u not in window_dims]
@@ -127,15 +125,8 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     window = [d for d in range(rank) if d not in inserted + input_batching]
     size = {d: updates.shape[u] for d, u in zip(window, window_dims)}
     inputs = Inputs()
-    start: list[Expr] = [Const(0, "index")] * rank
-    conds: list[Expr] = []
-    for k, d in enumerate(to_operand):
-        start[d] = _start(inputs, indices, ivd, scatter_loops, k, n)
-        # XLA skips a window that is not wholly in bounds.
-        conds += in_range(start[d], 0, operand.shape[d] - size.get(d, 1) + 1)
+    start, conds = _window_starts(inputs, indices, fields, operand.shape, size, scatter_loops, n)
     loops = _index_loops(indices, ivd, scatter_loops)
-    for d, j in zip(input_batching, index_batching):
-        start[d] = LoopIndex(loops[j])
     at: list[Expr] = [LoopIndex(loops[scatter_dims.index(u)]) if u in scatter_dims else None
                       for u in range(len(updates.shape))]
     for d in range(rank):
@@ -156,6 +147,23 @@ def lower_scatter(fn: FunctionLowering, op: Operation) -> None:
     fn.emit(Generic(inputs.values, results, outputs, ranges, rank, where, op.name))
 
 
+def _window_starts(inputs: Inputs, indices: Value, fields: dict, shape: tuple[int, ...],
+                   size: dict[int, int], scatter_loops: list[int], n: int) -> tuple[list[Expr], list[Expr]]:
+    """Each operand dim's window start (its entry of the index vector, or a batching dim's
+    loop) and the conditions that the window lies wholly in bounds (XLA skips one that does
+    not), over ``n`` loops of which ``scatter_loops`` walk the updates' scatter dims."""
+    ivd = fields.get("index_vector_dim", [0])[0]
+    start: list[Expr] = [Const(0, "index")] * len(shape)
+    conds: list[Expr] = []
+    for k, d in enumerate(fields.get("scatter_dims_to_operand_dims", [])):
+        start[d] = _start(inputs, indices, ivd, scatter_loops, k, n)
+        conds += in_range(start[d], 0, shape[d] - size.get(d, 1) + 1)
+    loops = _index_loops(indices, ivd, scatter_loops)
+    for d, j in zip(fields.get("input_batching_dims", []), fields.get("scatter_indices_batching_dims", [])):
+        start[d] = LoopIndex(loops[j])
+    return start, conds
+
+
 def _at_computed_places(fn: FunctionLowering, op: Operation, operand: Value, indices: Value,
                         updates: Value, fields: dict, where: str) -> bool:
     """The scatter over its update elements (one loop per updates dim), each stored at its
@@ -163,24 +171,14 @@ def _at_computed_places(fn: FunctionLowering, op: Operation, operand: Value, ind
     window not wholly in bounds places its elements outside, where they are skipped."""
     window_dims = fields.get("update_window_dims", [])
     inserted = fields.get("inserted_window_dims", [])
-    to_operand = fields.get("scatter_dims_to_operand_dims", [])
     input_batching = fields.get("input_batching_dims", [])
-    index_batching = fields.get("scatter_indices_batching_dims", [])
-    ivd = fields.get("index_vector_dim", [0])[0]
     rank, n = len(operand.shape), len(updates.shape)
     scatter_dims = [u for u in range(n) if u not in window_dims]
     window = [d for d in range(rank) if d not in inserted + input_batching]
     size = {d: updates.shape[u] for d, u in zip(window, window_dims)}
 
     def place(inputs: Inputs) -> tuple[Expr, ...]:
-        at: list[Expr] = [Const(0, "index")] * rank
-        conds: list[Expr] = []
-        for k, d in enumerate(to_operand):
-            at[d] = _start(inputs, indices, ivd, scatter_dims, k, n)
-            conds += in_range(at[d], 0, operand.shape[d] - size.get(d, 1) + 1)
-        loops = _index_loops(indices, ivd, scatter_dims)
-        for d, j in zip(input_batching, index_batching):
-            at[d] = LoopIndex(loops[j])
+        at, conds = _window_starts(inputs, indices, fields, operand.shape, size, scatter_dims, n)
         for d in size:
             at[d] = Binary("add", at[d], LoopIndex(window_dims[window.index(d)]), "index")
         if conds:  # XLA skips a window that is not wholly in bounds
