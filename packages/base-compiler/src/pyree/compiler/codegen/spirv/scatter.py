@@ -52,8 +52,9 @@ def emit(sh: Shader, plan: int) -> Launch:
     r = kernel.results[0]
     dtype = kernel.bindings[r.binding].dtype
     assert dtype in DTYPES, f"{sh.where}: no 32-bit atomics on {dtype} (scatter_atomic_dtypes)"
-    bits = asm.t_int(32)
-    sh.buffers[r.binding] = (bits, dtype)  # the atomics' view: integers (a float as its bits)
+    assert not any(isinstance(e, (K.Load, K.Gather)) and e.binding == r.binding
+                   for e in K.result_nodes(r)), "the update reads the scatter's own binding"
+    sh.buffers[r.binding] = (sh.u32, dtype)  # the atomics' view: integers (a float as its bits)
     block = min(256, sh.target.max_workgroup_invocations)
     grid = grid_for(ceil_div(plan, block))
     linear = fn.op(S.OpIAdd, sh.u32, fn.op(S.OpIMul, sh.u32, sh.group_id(grid), asm.u32(block)),
@@ -75,8 +76,7 @@ def emit(sh: Shader, plan: int) -> Launch:
 
 def _update(sh: Shader, lower: ScalarLowering, acc: int, r: K.Result, dtype: str,
             ptr: int) -> None:
-    fn, asm = sh.fn, sh.asm
-    bits = asm.t_int(32)
+    fn, asm, bits = sh.fn, sh.asm, sh.u32
     as_bits = (lambda v: fn.op(S.OpBitcast, bits, v)) if K.is_float(dtype) else (lambda v: v)
     op, update, _, cond = combine_of(r.value)
     scope, relaxed = asm.u32(SCOPE_DEVICE), asm.u32(RELAXED)
