@@ -179,6 +179,31 @@ def test_scatter_of_many_or_few_updates(backend, updates):
         check(got, orig, upd, idx, "add")
 
 
+@pytest.mark.parametrize("dtype, op", [("f32", "add"), ("f32", "max"), ("i32", "add"),
+                                       ("i32", "min")])
+def test_heavy_contention_on_three_rows(backend, dtype, op):
+    """50001 updates into 6 places: a compare-exchange loop retries, and still adds each once."""
+    rng = np.random.default_rng(3)
+    updates = 50001
+    text = scatter_mlir((3, 2), (updates, 2), (updates, 1), dtype, op)
+    orig, upd = data((3, 2), dtype, rng), data((updates, 2), dtype, rng)
+    idx = rng.integers(0, 3, size=(updates, 1)).astype(np.int64)
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, op)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])  # llvm-cpu: the cases above
+def test_index_add_of_the_benchmark_shape(backend):
+    """bench/kernels/cases.py's "index_add rows f32 10000x64 from 50000", which the fold ran in
+    (output) x (updates) steps."""
+    rng = np.random.default_rng(4)
+    text = scatter_mlir((10000, 64), (50000, 64), (50000, 1), "f32", "add")
+    orig, upd = data((10000, 64), "f32", rng), data((50000, 64), "f32", rng)
+    idx = rng.integers(0, 10000, size=(50000, 1)).astype(np.int64)
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, "add")
+
+
 @pytest.mark.parametrize("op", ["add", "set"])
 def test_scatter_of_no_updates_or_into_nothing(backend, op):
     rng = np.random.default_rng(17)
