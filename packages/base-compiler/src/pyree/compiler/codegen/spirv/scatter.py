@@ -87,7 +87,7 @@ def _update(sh: Shader, lower: ScalarLowering, acc: int, r: K.Result, dtype: str
             fn.if_then(lower(cond), lambda: fn.do(S.OpStore, ptr, as_bits(lower.scoped(update))))
         return
     x = lower(update)  # once, before any loop: it dominates every trip
-    atomic = ATOMIC.get((op, dtype_kind(dtype))) if not K.is_float(dtype) else None
+    atomic = ATOMIC.get((op, dtype_kind(dtype)))  # none for a float
     if atomic is not None:
         fn.op(atomic, bits, ptr, scope, relaxed, x)
         return
