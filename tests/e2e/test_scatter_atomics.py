@@ -1,5 +1,6 @@
 """Scatter at computed places (``kernel.Scatter``, input/scatter.py), through the public API on
-local-task and local-sync: IREE's ``iree_linalg_ext.scatter`` with every combine the atomic
+local-task and local-sync, and on Vulkan (marker ``vulkan``: lavapipe, or $PYREE_VULKAN_TARGET's
+device), whose atomics take f32 and i32 and which keeps the fold for other dtypes: IREE's ``iree_linalg_ext.scatter`` with every combine the atomic
 kernel takes, each dtype, 1 to 50001 updates, repeated, negative and out-of-range indices, an
 index depth of 2 (scatter_nd), NaN and infinities, and several threads calling one module; against
 numpy. Float sums and products are summed in no fixed order, so they are checked against float64
@@ -7,12 +8,13 @@ within n * eps * sum|terms| per element (n the terms there); everything else bit
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.compiler import compile_str
+from pyree.compiler import CompileOptions, compile_str
 
 MLIR_TYPES = {"f32": "f32", "f16": "f16", "f64": "f64", "i32": "i32", "i64": "i64", "i8": "i8"}
 NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
@@ -106,13 +108,43 @@ def data(shape, dtype: str, rng) -> np.ndarray:
     return rng.integers(-40, 40, size=shape).astype(NUMPY[dtype])
 
 
+BACKENDS = [  # (target, devices)
+    pytest.param(("llvm-cpu", ("local-task", "local-sync")), id="llvm-cpu"),
+    pytest.param(("vulkan-spirv", ("vulkan",)), id="vulkan", marks=pytest.mark.vulkan),
+]
+# The dtypes whose scatters vulkan-spirv writes with 32-bit atomics; the others stay the fold.
+VULKAN_ATOMIC = {"f32", "i32"}
+
+
+def options(*targets: str) -> CompileOptions:
+    return CompileOptions(target_backends=list(targets), vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+
+
 def compiled(text: str, target="llvm-cpu") -> bytes:
-    return compile_str(text, target_backends=[target])
+    return compile_str(text, options(target))
 
 
-def kernels_text(text: str, target="llvm-cpu") -> str:
-    return compile_str(text, target_backends=[target],
+def kernels_text(text: str, *targets: str) -> str:
+    return compile_str(text, options(*(targets or ("llvm-cpu",))),
                        extra_args=["--compile-to=executable-sources"]).decode()
+
+
+def atomic(target: str, dtype: str) -> bool:
+    """Whether ``target`` writes a scatter of ``dtype`` at computed places."""
+    return target != "vulkan-spirv" or dtype in VULKAN_ATOMIC
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def run(backend, text: str, *args) -> list[np.ndarray]:
+    """``text``'s main on each of the backend's devices."""
+    target, devices = backend
+    vmfb = compiled(text, target)
+    return [rt.load_module(vmfb, device=d).main(*args).to_host() for d in devices]
 
 
 CASES = [("f32", "add"), ("f16", "add"), ("f64", "add"), ("i32", "add"), ("i64", "add"),
@@ -120,97 +152,123 @@ CASES = [("f32", "add"), ("f16", "add"), ("f64", "add"), ("i32", "add"), ("i64",
          ("i64", "max"), ("i32", "min"), ("i32", "or"), ("i8", "xor")]
 
 
-@pytest.mark.parametrize("dtype, op", CASES)
-def test_scatter_rows_with_repeats_and_outside_indices(dtype, op):
+@pytest.mark.parametrize("dtype, op", CASES + [("f32", "min"), ("i32", "max"), ("i32", "xor"),
+                                               ("f32", "set"), ("i64", "set")])
+def test_scatter_rows_with_repeats_and_outside_indices(backend, dtype, op):
     rng = np.random.default_rng(sum(map(ord, dtype + op)))
     rows, cols, updates = 13, 7, 1000
     text = scatter_mlir((rows, cols), (updates, cols), (updates, 1), dtype, op)
-    assert "scatter b" in kernels_text(text)  # at computed places, not the fold
+    # at computed places where the target has the atomics, else the fold
+    assert ("scatter b" in kernels_text(text, backend[0])) == atomic(backend[0], dtype)
     orig, upd = data((rows, cols), dtype, rng), data((updates, cols), dtype, rng)
     if op == "mul":
         upd = (np.sign(upd) + (upd == 0)).astype(upd.dtype)  # products of +-1 stay finite
     idx = rng.integers(-3, rows + 3, size=(updates, 1)).astype(np.int64)
-    vmfb = compiled(text)
-    for device in ("local-task", "local-sync"):
-        got = rt.load_module(vmfb, device=device).main(orig, upd, idx).to_host()
+    for got in run(backend, text, orig, upd, idx):
         check(got, orig, upd, idx, op)
 
 
 @pytest.mark.parametrize("updates", [1, 7, 50001])
-def test_scatter_of_many_or_few_updates(updates):
+def test_scatter_of_many_or_few_updates(backend, updates):
     rng = np.random.default_rng(updates)
     n = 1000
     text = scatter_mlir((n, 3), (updates, 3), (updates, 1), "f32", "add", idx_type="i32")
     orig, upd = data((n, 3), "f32", rng), data((updates, 3), "f32", rng)
     idx = rng.integers(0, n, size=(updates, 1)).astype(np.int32)
-    got = rt.load_module(compiled(text), device="local-task").main(orig, upd, idx).to_host()
-    check(got, orig, upd, idx, "add")
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, "add")
+
+
+@pytest.mark.parametrize("dtype, op", [("f32", "add"), ("f32", "max"), ("i32", "add"),
+                                       ("i32", "min")])
+def test_heavy_contention_on_three_rows(backend, dtype, op):
+    """50001 updates into 6 places: a compare-exchange loop retries, and still adds each once."""
+    rng = np.random.default_rng(3)
+    updates = 50001
+    text = scatter_mlir((3, 2), (updates, 2), (updates, 1), dtype, op)
+    orig, upd = data((3, 2), dtype, rng), data((updates, 2), dtype, rng)
+    idx = rng.integers(0, 3, size=(updates, 1)).astype(np.int64)
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, op)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[1:])  # llvm-cpu: the cases above
+def test_index_add_of_the_benchmark_shape(backend):
+    """bench/kernels/cases.py's "index_add rows f32 10000x64 from 50000", which the fold ran in
+    (output) x (updates) steps."""
+    rng = np.random.default_rng(4)
+    text = scatter_mlir((10000, 64), (50000, 64), (50000, 1), "f32", "add")
+    orig, upd = data((10000, 64), "f32", rng), data((50000, 64), "f32", rng)
+    idx = rng.integers(0, 10000, size=(50000, 1)).astype(np.int64)
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, "add")
 
 
 @pytest.mark.parametrize("op", ["add", "set"])
-def test_scatter_of_no_updates_or_into_nothing(op):
+def test_scatter_of_no_updates_or_into_nothing(backend, op):
     rng = np.random.default_rng(17)
     x = data((5, 3), "f32", rng)
     text = scatter_mlir((5, 3), (0, 3), (0, 1), "f32", op)
-    got = rt.load_module(compiled(text), device="local-task").main(
-        x, np.zeros((0, 3), np.float32), np.zeros((0, 1), np.int64)).to_host()
-    np.testing.assert_array_equal(got, x)
+    for got in run(backend, text, x, np.zeros((0, 3), np.float32), np.zeros((0, 1), np.int64)):
+        np.testing.assert_array_equal(got, x)
     text = scatter_mlir((0, 3), (4, 3), (4, 1), "f32", op)
-    got = rt.load_module(compiled(text), device="local-task").main(
-        np.zeros((0, 3), np.float32), data((4, 3), "f32", rng), np.zeros((4, 1), np.int64))
-    assert got.to_host().shape == (0, 3)
+    for got in run(backend, text, np.zeros((0, 3), np.float32), data((4, 3), "f32", rng),
+                   np.zeros((4, 1), np.int64)):
+        assert got.shape == (0, 3)
 
 
-def test_scatter_nd_with_index_depth_two_and_slices():
+def test_scatter_nd_with_index_depth_two_and_slices(backend):
     """indices [U, 2] on dims (2, 0) of a 3-d original, each update a slice along dim 1 shorter
     than it (the slice's place is the original's own, from 0)."""
     rng = np.random.default_rng(11)
     orig_shape, upd_shape, idx_shape = (6, 5, 9), (40, 4), (40, 2)
     text = scatter_mlir(orig_shape, upd_shape, idx_shape, "f32", "add", dimension_map=(2, 0))
-    assert "scatter b" in kernels_text(text)
+    assert "scatter b" in kernels_text(text, backend[0])
     orig, upd = data(orig_shape, "f32", rng), data(upd_shape, "f32", rng)
     idx = np.stack([rng.integers(-1, 10, 40), rng.integers(0, 7, 40)], axis=1).astype(np.int64)
-    got = rt.load_module(compiled(text), device="local-task").main(orig, upd, idx).to_host()
-    check(got, orig, upd, idx, "add", dimension_map=(2, 0))
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, "add", dimension_map=(2, 0))
 
 
-def test_scatter_of_nan_and_infinities():
+@pytest.mark.parametrize("op", ["add", "mul", "max", "min"])
+def test_scatter_of_nan_and_infinities(backend, op):
     rng = np.random.default_rng(12)
-    for op in ("add", "max", "min"):
-        text = scatter_mlir((5, 4), (30, 4), (30, 1), "f32", op)
-        orig, upd = data((5, 4), "f32", rng), data((30, 4), "f32", rng)
-        idx = rng.integers(0, 5, size=(30, 1)).astype(np.int64)
-        upd[0, 0], upd[1, 1], upd[2, 1], orig[3, 2] = np.nan, np.inf, -np.inf, np.inf
-        idx[2, 0] = idx[1, 0]  # inf + -inf at one place: NaN
-        got = rt.load_module(compiled(text), device="local-task").main(orig, upd, idx).to_host()
+    text = scatter_mlir((5, 4), (30, 4), (30, 1), "f32", op)
+    orig, upd = data((5, 4), "f32", rng), data((30, 4), "f32", rng)
+    idx = rng.integers(0, 5, size=(30, 1)).astype(np.int64)
+    upd[0, 0], upd[1, 1], upd[2, 1], orig[3, 2] = np.nan, np.inf, -np.inf, np.inf
+    idx[2, 0] = idx[1, 0]  # inf + -inf at one place: NaN (inf * -inf: -inf)
+    upd[3, 2] = -0.0
+    for got in run(backend, text, orig, upd, idx):
         check(got, orig, upd, idx, op)
         assert np.isnan(got[idx[0, 0], 0])
 
 
 @pytest.mark.parametrize("unique", [False, True])
-def test_plain_set_keeps_the_last_update_of_a_repeated_place(unique):
+def test_plain_set_keeps_the_last_update_of_a_repeated_place(backend, unique):
     """Two passes (the winner of each place, then the winners' stores) keep the fold's answer
     whatever the threads do, even where the op declares its indices unique and they are not
     (torch-mlir's index_put)."""
     rng = np.random.default_rng(13)
     rows, updates = 300, 20000
     text = scatter_mlir((rows, 3), (updates, 3), (updates, 1), "i32", "set", unique=unique)
-    assert kernels_text(text).count("scatter b") == 2
+    assert kernels_text(text, backend[0]).count("scatter b") == 2
     orig, upd = data((rows, 3), "i32", rng), data((updates, 3), "i32", rng)
     idx = rng.integers(-2, rows + 2, size=(updates, 1)).astype(np.int64)
-    module = rt.load_module(compiled(text), device="local-task")
+    module = rt.load_module(compiled(text, backend[0]), device=backend[1][0])
     for _ in range(3):
         check(module.main(orig, upd, idx).to_host(), orig, upd, idx, "set")
 
 
-def test_plain_set_of_slices_with_index_depth_two():
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_plain_set_of_slices_with_index_depth_two(backend, dtype):
     rng = np.random.default_rng(16)
-    text = scatter_mlir((7, 4, 5), (33, 3), (33, 2), "f16", "set", dimension_map=(0, 2),
+    text = scatter_mlir((7, 4, 5), (33, 3), (33, 2), dtype, "set", dimension_map=(0, 2),
                         idx_type="i32")
-    orig, upd = data((7, 4, 5), "f16", rng), data((33, 3), "f16", rng)
+    orig, upd = data((7, 4, 5), dtype, rng), data((33, 3), dtype, rng)
     idx = np.stack([rng.integers(0, 7, 33), rng.integers(-1, 6, 33)], axis=1).astype(np.int32)
-    got = rt.load_module(compiled(text), device="local-sync").main(orig, upd, idx).to_host()
-    check(got, orig, upd, idx, "set", dimension_map=(0, 2))
+    for got in run(backend, text, orig, upd, idx):
+        check(got, orig, upd, idx, "set", dimension_map=(0, 2))
 
 
 def test_a_region_that_is_no_single_combine_stays_the_fold():
@@ -230,11 +288,15 @@ def test_a_region_that_is_no_single_combine_stays_the_fold():
     np.testing.assert_array_equal(got, want)
 
 
-def test_vulkan_without_float_atomics_keeps_the_fold():
-    text = scatter_mlir((13, 7), (100, 7), (100, 1), "f32", "add")
+@pytest.mark.parametrize("dtype", ["f16", "i64", "f64", "i8"])
+def test_vulkan_without_atomics_for_a_dtype_keeps_the_fold_on_every_target(dtype):
+    """A module's scatter is lowered once for all its targets: what vulkan-spirv cannot combine
+    atomically is the fold on llvm-cpu too, and what it can is the scatter kernel on both."""
+    text = scatter_mlir((13, 7), (100, 7), (100, 1), dtype, "add")
     assert "scatter b" not in kernels_text(text, "vulkan-spirv")
-    assert "scatter b" not in compile_str(text, target_backends=["llvm-cpu", "vulkan-spirv"],
-                                          extra_args=["--compile-to=executable-sources"]).decode()
+    assert "scatter b" not in kernels_text(text, "llvm-cpu", "vulkan-spirv")
+    f32 = scatter_mlir((13, 7), (100, 7), (100, 1), "f32", "add")
+    assert "scatter b" in kernels_text(f32, "llvm-cpu", "vulkan-spirv")
 
 
 def test_threads_calling_one_module_get_their_own_sums():

@@ -1,22 +1,34 @@
 """PyTorch's scatters (index_add, scatter_add, scatter_reduce, scatter, index_put; torch-mlir
 emits tm_tensor.scatter) at odd shapes with repeated indices, f32/f16/i32/i64, through the
-scatter kernels that write at computed places (input/scatter.py), on local-task against PyTorch.
-Float sums run in no fixed order: within n * eps * sum|terms| of float64; the rest exactly."""
+scatter kernels that write at computed places (input/scatter.py), on local-task and on Vulkan
+(marker ``vulkan``: lavapipe, or $PYREE_VULKAN_TARGET's device; its f16 and i64 scatters stay the
+fold), against PyTorch. Float sums run in no fixed order: within n * eps * sum|terms| of float64; the rest exactly."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.compiler import compile_str
+from pyree.compiler import CompileOptions, compile_str
 from tooling import require_module
 
 torch = require_module("torch")
 require_module("torch_mlir")
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "i32": torch.int32, "i64": torch.int64}
+BACKENDS = [  # (target, device, the dtypes it scatters at computed places)
+    pytest.param(("llvm-cpu", "local-task", set(DTYPES.values())), id="llvm-cpu"),
+    pytest.param(("vulkan-spirv", "vulkan", {torch.float32, torch.int32}), id="vulkan",
+                 marks=pytest.mark.vulkan),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
 
 
 class _Wrap(torch.nn.Module):
@@ -28,17 +40,19 @@ class _Wrap(torch.nn.Module):
         return self.f(x)
 
 
-def run(f, x: torch.Tensor) -> np.ndarray:
-    """``f(x)`` compiled for llvm-cpu (whose kernels must hold a scatter at computed places)
-    and run on local-task."""
+def run(backend, f, x: torch.Tensor) -> np.ndarray:
+    """``f(x)`` compiled for the backend's target (whose kernels must hold a scatter at computed
+    places where it has atomics for x's dtype) and run on its device."""
     from pyree.compiler import import_torch
+    target, device, atomic = backend
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         text = import_torch(_Wrap(f), x)
-    kernels = compile_str(text, target_backends=["llvm-cpu"],
-                          extra_args=["--compile-to=executable-sources"]).decode()
-    assert "scatter b" in kernels
-    return rt.load_module(compile_str(text), device="local-task").main(x.numpy()).to_host()
+    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    kernels = compile_str(text, options, extra_args=["--compile-to=executable-sources"]).decode()
+    assert ("scatter b" in kernels) == (x.dtype in atomic)
+    return rt.load_module(compile_str(text, options), device=device).main(x.numpy()).to_host()
 
 
 def tensor(shape, dtype: str, seed: int) -> torch.Tensor:
@@ -63,7 +77,7 @@ def close_sum(got: np.ndarray, f, x: torch.Tensor, terms) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "i64"])  # i32: test_scatter_atomics.py
-def test_index_add_of_repeated_rows(dtype):
+def test_index_add_of_repeated_rows(backend, dtype):
     picks = np.random.default_rng(1).integers(0, 7, size=1001).tolist()
     rows = torch.tensor(picks)
     src = tensor((1001, 5), dtype, 2)
@@ -72,27 +86,27 @@ def test_index_add_of_repeated_rows(dtype):
     x = tensor((7, 5), dtype, 3)
     count = torch.zeros(7, 5, dtype=torch.float64).index_add(0, rows, torch.ones(1001, 5,
                                                                               dtype=torch.float64))
-    close_sum(run(f, x), f, x, lambda a: (a.index_add(0, rows, src.double().abs()).numpy(),
+    close_sum(run(backend, f, x), f, x, lambda a: (a.index_add(0, rows, src.double().abs()).numpy(),
                                           count.numpy()))
 
 
 @pytest.mark.parametrize("dtype", ["f32", "i64"])
-def test_scatter_add_along_columns(dtype):
+def test_scatter_add_along_columns(backend, dtype):
     index = torch.tensor(np.random.default_rng(4).integers(0, 3, size=(6, 11)))
     f = lambda t: torch.zeros(6, 3, dtype=t.dtype).scatter_add(1, index, t)  # noqa: E731
     x = tensor((6, 11), dtype, 5)
     ones = torch.ones(6, 11, dtype=torch.float64)
     count = torch.zeros(6, 3, dtype=torch.float64).scatter_add(1, index, ones).numpy()
-    close_sum(run(f, x), f, x, lambda a: (
+    close_sum(run(backend, f, x), f, x, lambda a: (
         torch.zeros(6, 3, dtype=torch.float64).scatter_add(1, index, a).numpy(), count))
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
-def test_scatter_reduce_of_repeated_places(reduce):
+def test_scatter_reduce_of_repeated_places(backend, reduce):
     index = torch.tensor(np.random.default_rng(6).integers(0, 4, size=(5, 13)))
     f = lambda t: torch.full((5, 4), 0.75).scatter_reduce(1, index, t, reduce)  # noqa: E731
     x = tensor((5, 13), "f32", 7)
-    got = run(f, x)
+    got = run(backend, f, x)
     want = f(x).numpy()
     if reduce in ("amax", "amin"):
         np.testing.assert_array_equal(got, want)
@@ -101,12 +115,12 @@ def test_scatter_reduce_of_repeated_places(reduce):
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
-def test_index_put_of_repeated_rows(accumulate):
+def test_index_put_of_repeated_rows(backend, accumulate):
     values = tensor((6, 7), "f32", 8)
     f = lambda t: t.index_put((torch.tensor([5, 0, 5, 2, 5, 8]),), values,  # noqa: E731
                               accumulate=accumulate)
     x = tensor((9, 7), "f32", 9)
-    got = run(f, x)
+    got = run(backend, f, x)
     want = f(x).numpy()
     if accumulate:
         np.testing.assert_allclose(got, want, rtol=4 * np.finfo(np.float32).eps)
@@ -115,11 +129,11 @@ def test_index_put_of_repeated_rows(accumulate):
         np.testing.assert_array_equal(got[5], values[4].numpy())
 
 
-def test_scatter_without_reduce_keeps_the_last_update():
+def test_scatter_without_reduce_keeps_the_last_update(backend):
     index = torch.tensor(np.random.default_rng(10).integers(0, 4, size=(3, 9)))
     f = lambda t: torch.zeros(3, 4).scatter(1, index, t)  # noqa: E731
     x = tensor((3, 9), "f32", 11)
-    got = run(f, x)
+    got = run(backend, f, x)
     want = np.zeros((3, 4), np.float32)
     for i in range(3):
         for j in range(9):

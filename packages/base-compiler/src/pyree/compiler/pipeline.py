@@ -19,6 +19,7 @@ from pathlib import Path
 from pyree.compiler import printing
 from pyree.compiler.backends import PACKAGES
 from pyree.compiler.codegen import backend, executable_files
+from pyree.compiler.codegen.interface import scatter_dtypes
 from pyree.compiler.compiler_options import check_keywords
 from pyree.compiler.errors import CompileError
 from pyree.compiler.flags import parse_extra_args
@@ -161,8 +162,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
                  input_type == "stablehlo" if demote_i64 is None else demote_i64,
                  options.promote_bf16_to_f32)
     report("lowering to the tensor program")
+    backends = [backend(name) for name in options.target_backends]
     program = lower_to_tensor_program(module, scatter_atomics=all(
-        backend(name).scatter_atomics for name in options.target_backends))
+        b.scatter_atomics for b in backends), scatter_dtypes=scatter_dtypes(backends))
     _stage(options, stop, "tensor program", lambda: printing.format_program(program))
     program = export_parameters(program, options)
     report("forming dispatch regions")

@@ -64,6 +64,15 @@ class Backend:
     # Kernels with a scatter result (``kernel.Scatter``): atomic read-modify-writes at computed
     # places, so that input/scatter.py lowers a scatter over its updates, not over its output.
     scatter_atomics: bool = False
+    # The element dtypes its scatter template combines atomically; None: every dtype. A scatter
+    # of another dtype stays the fold (input/scatter.py) on every target of the module.
+    scatter_atomic_dtypes: frozenset[str] | None = None
+
+
+def scatter_dtypes(backends) -> frozenset[str] | None:
+    """The dtypes that every one of ``backends`` scatters atomically; None: every dtype."""
+    sets = [b.scatter_atomic_dtypes for b in backends if b.scatter_atomic_dtypes is not None]
+    return frozenset.intersection(*sets) if sets else None
 
 
 def choose(templates: tuple, kernel, target):

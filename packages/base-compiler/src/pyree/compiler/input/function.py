@@ -97,6 +97,7 @@ class FunctionLowering:
         self.stored_globals: dict = {}  # name -> what util.global.store last wrote (globals.py)
         self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
         self.scatter_atomics = False  # every target writes at computed places (input/scatter.py)
+        self.scatter_dtypes: frozenset[str] | None = None  # ... of these dtypes (None: all)
 
     # ---- values ----------------------------------------------------------------------------
 

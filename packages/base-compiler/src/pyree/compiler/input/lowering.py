@@ -42,10 +42,11 @@ from xdsl.ir import Operation, Region
 
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module",
-                            scatter_atomics: bool = False) -> Program:
+                            scatter_atomics: bool = False,
+                            scatter_dtypes: frozenset[str] | None = None) -> Program:
     """The tensor program of ``module``'s public functions (private ones are not exported;
     ``func.call``s of them are inlined). ``scatter_atomics``: every target writes a scatter at
-    computed places (``input/scatter.py``)."""
+    computed places (``input/scatter.py``), of ``scatter_dtypes`` only where not None."""
     program = Program(name=module.sym_name.data if module.sym_name else name)
     functions = {op.sym_name.data: op for op in module.body.block.ops
                  if isinstance(op, func.FuncOp)}
@@ -53,16 +54,18 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module",
     for op in module.body.block.ops:
         if isinstance(op, func.FuncOp):
             if op.sym_visibility is None or op.sym_visibility.data == "public":
-                program.functions.append(_lower_function(op, functions, globals, scatter_atomics))
+                program.functions.append(_lower_function(op, functions, globals, scatter_atomics,
+                                                               scatter_dtypes))
         elif op.name not in GLOBAL_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
 
 def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict,
-                    scatter_atomics: bool = False) -> Function:
+                    scatter_atomics: bool = False,
+                    scatter_dtypes: frozenset[str] | None = None) -> Function:
     fn = FunctionLowering(op, functions, globals)
-    fn.scatter_atomics = scatter_atomics
+    fn.scatter_atomics, fn.scatter_dtypes = scatter_atomics, scatter_dtypes
     arguments = []
     for i, arg in enumerate(_region(op).blocks[0].args):
         dtype, shape = tensor_type_of(arg.type, fn.where, dynamic=True)

@@ -13,14 +13,14 @@ last one wins, for a plain set) exactly as the reference loop does, on every bac
 atomics; an index out of range targets nothing. A slice dim that no index moves is not a loop:
 its place is the output's own. The work is (output size) x (updates per place).
 
-Where every target writes at computed places atomically (``Backend.scatter_atomics``), the
-sizes are static and the region is one commutative, associative op of (update, current)
-(``COMBINERS``: index_add, scatter_add, scatter's sum/prod/amax/amin), or a plain set
-(index_put, scatter without reduce), the op is instead a Generic over the updates whose result
-is stored at computed places (``kernel.Scatter``): work proportional to the updates, with an
-atomic combine per element. A float sum is then summed in no fixed order (as PyTorch's CUDA
-index_add is); a plain set stays deterministic, the last update winning
-(``_at_computed_places``).
+Where every target writes at computed places atomically (``Backend.scatter_atomics``, for the
+original's dtype: ``Backend.scatter_atomic_dtypes``), the sizes are static and the region is one
+commutative, associative op of (update, current) (``COMBINERS``: index_add, scatter_add,
+scatter's sum/prod/amax/amin), or a plain set (index_put, scatter without reduce), the op is
+instead a Generic over the updates whose result is stored at computed places
+(``kernel.Scatter``): work proportional to the updates, with an atomic combine per element. A
+float sum is then summed in no fixed order (as PyTorch's CUDA index_add is); a plain set stays
+deterministic, the last update winning (``_at_computed_places``).
 """
 
 from __future__ import annotations
@@ -145,8 +145,9 @@ def emit_at_computed_places(fn: FunctionLowering, inputs: Inputs, combined: Expr
     ``out`` is stored at computed places (``kernel.Scatter``): ``combined``, lowered into
     ``inputs``, is the region of (update, ``Acc(0)`` the current element); ``place(inputs)``
     the target, one index per dim of ``original`` (a place outside it is skipped). False,
-    emitting nothing, where ``combined`` is no combine that runs in any order or ``original``
-    is empty.
+    emitting nothing, where ``combined`` is no combine that runs in any order, ``original``
+    is empty, or a target cannot combine its dtype (or the winners' of a plain set)
+    atomically (``FunctionLowering.scatter_dtypes``).
 
     A plain set takes two: the first stores at each place the number of the last update
     targeting it (an atomic max over the row-major numbers of ``batch_loops``, starting from
@@ -158,10 +159,14 @@ def emit_at_computed_places(fn: FunctionLowering, inputs: Inputs, combined: Expr
     plain = not any(isinstance(e, Acc) for e in walk(combined))
     if not (plain or _combines(combined, current)) or 0 in original.shape:
         return False  # (an empty original: the fold has nothing to do)
+    count = math.prod(ranges[b] for b in batch_loops)
+    winner_dtype = "i32" if count < 2**31 else "i64"
+    if fn.scatter_dtypes is not None and not {original.dtype} | (
+            {winner_dtype} if plain else set()) <= fn.scatter_dtypes:
+        return False
     num_loops = len(ranges)
     if plain:
-        count = math.prod(ranges[b] for b in batch_loops)
-        wins = fn.new_value("i32" if count < 2**31 else "i64", original.shape, "scatter_winner")
+        wins = fn.new_value(winner_dtype, original.shape, "scatter_winner")
         number = _update_number(batch_loops, ranges, wins.dtype)
         first = fn.new_value(wins.dtype, original.shape, "scatter_no_winner")
         fn.emit(Constant(first, splat=-1, location=where))

@@ -6,13 +6,14 @@ through HLSL resource intrinsics, adds capabilities the shader does not need (In
 names), and its structurizer decides the loop shapes; emitting SPIR-V directly keeps structured
 control flow, capabilities and memory layout under our control and is a few hundred lines.
 
-``compile_executable`` picks a template per kernel: cooperative-matrix (tensor core) matmul for
-plain f16 contractions on targets that have it, tiled shared-memory matmul for other
-contractions, a workgroup tree for long fold reductions, 4-vector grid-stride loops for
-contiguous elementwise kernels, one invocation per output point otherwise; a kernel with
-run-time sizes takes one of these with its extents read from push constants (``dynamic.py``). The
-``--pyree-vulkan-target`` triple (``targets.resolve_target``) sets workgroup sizes, shared memory
-and which optional features (float16 arithmetic, 64-bit types) a shader may use.
+``compile_executable`` picks a template per kernel: atomics for scatter kernels
+(``scatter.py``), cooperative-matrix (tensor core) matmul for plain f16 contractions on targets
+that have it, tiled shared-memory matmul for other contractions, a workgroup tree for long fold
+reductions, 4-vector grid-stride loops for contiguous elementwise kernels, one invocation per
+output point otherwise; a kernel with run-time sizes takes one of these with its extents read
+from push constants (``dynamic.py``). The ``--pyree-vulkan-target`` triple
+(``targets.resolve_target``) sets workgroup sizes, shared memory and which optional features
+(float16 arithmetic, 64-bit types) a shader may use.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from pyree.compiler._fb.SpirvExecutable import SpirvExecutableT
 from pyree.compiler.codegen.common.exports import Launch, export_name, gpu_export
 from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
-from pyree.compiler.codegen.spirv import coopmat, dynamic, elementwise, matmul, reduction, vectorized
+from pyree.compiler.codegen.spirv import (
+    coopmat,
+    dynamic,
+    elementwise,
+    matmul,
+    reduction,
+    scatter,
+    vectorized,
+)
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
@@ -39,7 +48,7 @@ FORM = "vulkan_spirv_fb"  # IREE's name for the format, which the dumped files c
 
 
 # The kernel templates in priority order (interface.choose); each plans for the normalized kernel.
-TEMPLATES = (dynamic, coopmat, matmul, reduction, vectorized, elementwise)
+TEMPLATES = (scatter, dynamic, coopmat, matmul, reduction, vectorized, elementwise)
 
 
 def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget) -> Launch:
@@ -107,4 +116,6 @@ BACKEND = Backend(
     compile_executable=compile_executable,
     run_time_sizes=True,
     float64=lambda options: target_of(options).float64,
+    scatter_atomics=True,
+    scatter_atomic_dtypes=scatter.DTYPES,
 )

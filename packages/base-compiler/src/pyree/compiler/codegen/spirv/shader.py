@@ -112,7 +112,8 @@ class Shader:
                                f"'{self.target.triple}' lacks (shaderInt64)")
 
     # -- memory ----------------------------------------------------------------------------------
-    def _element(self, binding: int, index: int, width: int = 1) -> int:
+    def element(self, binding: int, index: int, width: int = 1) -> int:
+        """A pointer to element (or ``width``-vector) ``index`` (u32 id) of ``binding``."""
         element = self.buffers[binding][0]
         if width > 1:
             element = self.asm.t_vector(element, width)
@@ -122,15 +123,15 @@ class Shader:
     def load(self, binding: int, index: int) -> int:
         """Element ``index`` (u32 id) of ``binding``, converted to its compute type."""
         element, dtype = self.buffers[binding]
-        return self.widen(dtype, self.fn.op(S.OpLoad, element, self._element(binding, index)))
+        return self.widen(dtype, self.fn.op(S.OpLoad, element, self.element(binding, index)))
 
     def load_vector(self, binding: int, index: int, width: int) -> int:
         """The ``width``-vector ``index`` of ``binding`` in storage type (one wide access)."""
         element = self.asm.t_vector(self.buffers[binding][0], width)
-        return self.fn.op(S.OpLoad, element, self._element(binding, index, width))
+        return self.fn.op(S.OpLoad, element, self.element(binding, index, width))
 
     def store_vector(self, binding: int, index: int, width: int, value: int) -> None:
-        self.fn.do(S.OpStore, self._element(binding, index, width), value)
+        self.fn.do(S.OpStore, self.element(binding, index, width), value)
 
     def widen(self, dtype: str, raw: int) -> int:
         """A value in ``dtype``'s storage type -> its compute type."""
@@ -146,7 +147,7 @@ class Shader:
 
     def store(self, binding: int, index: int, value: int) -> None:
         dtype = self.buffers[binding][1]
-        self.fn.do(S.OpStore, self._element(binding, index), self.narrow(dtype, value))
+        self.fn.do(S.OpStore, self.element(binding, index), self.narrow(dtype, value))
 
     def narrow(self, dtype: str, value: int) -> int:
         """A value in ``dtype``'s compute type -> its storage type."""
