@@ -82,3 +82,28 @@ func.func @main(%x: tensor<4x16xf32>) -> tensor<5x16xf32> {
     assert not any(isinstance(op, View) for op in function.ops)
     (op,) = generics(function)
     assert op.inputs[0].shape == (4, 16)
+
+
+def test_a_scatter_reading_a_row_of_the_tensor_it_starts_from():
+    """``x.index_add(0, idx, 2 * x[1])`` with x computed: the scatter reads row 1 of the value it
+    starts from, which the host copies whole into its result, so that operand keeps its reads
+    (a row view there failed to compile). Checked against PyTorch, repeated indices included."""
+    from tooling import require_module
+
+    torch = require_module("torch")
+    require_module("torch_mlir")
+    from pyree.compiler import import_torch
+
+    class Model(torch.nn.Module):
+        def forward(self, a, idx):
+            x = torch.exp(a)
+            return x.index_add(0, idx, x[1:2].expand(idx.shape[0], -1) * 2)
+
+    rng = np.random.default_rng(5)
+    a = torch.from_numpy(rng.standard_normal((7, 16)).astype(np.float32))
+    idx = torch.tensor([0, 3, 3, 6, 1])
+    vmfb = compile_str(import_torch(Model(), a, idx), CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["main"](a.numpy(), idx.numpy()).to_host()
+    with torch.no_grad():
+        want = Model()(a.double(), idx).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -10,14 +10,23 @@ those rows instead (the same bytes, at an offset the dispatch's binding carries)
 renumbered from 0: the steps' kernels become equal and are generated once (flow/kernels.py's
 table). Only offsets that are multiples of every buffer's alignment (``ALIGNMENT``) move, so a
 binding stays as aligned as the operand it views; run-time shapes, gathers (whose indices may go
-anywhere) and attention ops keep their reads.
+anywhere), attention ops and the operand a scatter starts from (copied whole) keep their reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.kernel import AffineExpr, Gather, Load, affine_range, itemsize, map_result, result_nodes
+from pyree.compiler.kernel import (
+    AffineExpr,
+    Gather,
+    Load,
+    affine_range,
+    itemsize,
+    map_result,
+    result_nodes,
+    scatter_result,
+)
 from pyree.compiler.sizes import num_elements, static_shape
 from pyree.compiler.tensor_program import ALIGNMENT, Function, Generic, Op, Value, View
 
@@ -35,9 +44,12 @@ def _slabbed(op: Generic, ops: list[Op]) -> Generic:
     if op.attention is not None or not static_shape(op.loop_ranges):
         return op
     nodes = [n for r in op.outputs for n in result_nodes(r)]
+    scatter = scatter_result(op.outputs)
     for j, value in enumerate(op.inputs):
         if not value.shape or not static_shape(value.shape):
             continue
+        if scatter is not None and j == scatter.scatter.start:
+            continue  # the whole of it is copied into the result before the scatter runs
         if any(isinstance(n, Gather) and n.binding == j for n in nodes):
             continue
         loads = [n for n in nodes if isinstance(n, Load) and n.binding == j]
