@@ -120,6 +120,19 @@ def test_pad_with_dynamic_widths():
     assert err.location == "model.mlir:3:3" and "tensor.pad" in err.message
 
 
+def test_pad_cropping_more_than_the_source():
+    """Negative widths crop (torch-mlir's col2im); cropping past the source is an error at the op."""
+    err = _error("""func.func @f(%x: tensor<4xf32>) -> tensor<0xf32> {
+  %pv = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[-3] high[-2] {
+  ^bb0(%i: index):
+    tensor.yield %pv : f32
+  } : tensor<4xf32> to tensor<0xf32>
+  return %p : tensor<0xf32>
+}""")
+    assert err.location == "model.mlir:3:3" and "crops more than the source" in err.message
+
+
 def test_an_empty_input_says_so():
     with pytest.raises(CompileError, match=r"empty\.mlir: error: the input is empty"):
         import_mlir("  \n", "empty.mlir")
