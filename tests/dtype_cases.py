@@ -236,8 +236,35 @@ def relative_error(actual, expected) -> float:
     return float(np.abs(np.asarray(actual, np.float64) - expected).max() / np.abs(expected).max())
 
 
+# f16 <-> i16 bitcasts. Where the target computes f16 in f32 (lavapipe), the bits go through
+# GLSL's half packing; an f16 computed first (a sum) is rounded to f16 before its bits are taken.
+F16_BITS = f"""
+func.func @bits(%h: {_t("f16")}, %i: {_t("i16")}) -> ({_t("i16")}, {_t("f16")}, {_t("i16")}) {{
+  %hb = arith.bitcast %h : {_t("f16")} to {_t("i16")}
+  %ib = arith.bitcast %i : {_t("i16")} to {_t("f16")}
+  %s = arith.addf %h, %h : {_t("f16")}
+  %sb = arith.bitcast %s : {_t("f16")} to {_t("i16")}
+  return %hb, %ib, %sb : {_t("i16")}, {_t("f16")}, {_t("i16")}
+}}
+"""
+
+
+def f16_bits_inputs(rng) -> list[np.ndarray]:
+    shape = tuple(int(n) for n in S.split("x"))
+    h = (rng.standard_normal(shape) * 3).astype(np.float16)
+    h.reshape(-1)[:7] = [np.nan, np.inf, -np.inf, -0.0, 6e-8, 65504.0, 40000.0]  # 40000 + 40000: inf
+    i = rng.integers(-2**15, 2**15, shape).astype(np.int16)
+    i.reshape(-1)[:4] = [0x7C00, -0x400, -0x8000, 1]  # inf, -inf, -0, the least subnormal
+    return [h, i]
+
+
+def f16_bits_expected(h: np.ndarray, i: np.ndarray) -> list[np.ndarray]:
+    with np.errstate(over="ignore"):
+        return [h.view(np.int16), i.view(np.float16), (h + h).view(np.int16)]
+
+
 # The programs above by name, as the Vulkan tests compile them (tests/codegen/spirv validates
 # their shaders, tests/drivers/vulkan runs them).
 PROGRAMS = {"special": SPECIAL, "bf16_ops": BF16_OPS, "math_f16": math_program("f16"),
             "math_bf16": math_program("bf16"), "reduce_f16": reduce_program("f16"),
-            "reduce_bf16": reduce_program("bf16")}
+            "reduce_bf16": reduce_program("bf16"), "f16_bits": F16_BITS}

@@ -1,7 +1,7 @@
 """Cases of bench/kernels compiled with one of the compiler's choices forced, to compare the
 variants on the GPU host with bench/kernels/run_suite.py (one suite folder per variant):
 
-    python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX    (OUT_DIR/n256, n128, n64)
+    python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX [SUITE]  (OUT_DIR/n256, n128, n64)
     python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128x128, t128x64, ...)
     python3 bench/cuda/forced_tiles.py rows OUT_DIR CASE_REGEX     (OUT_DIR/rows16)
     python3 bench/cuda/forced_tiles.py simt_f16 OUT_DIR CASE_REGEX (OUT_DIR/simt)
@@ -43,13 +43,14 @@ VARIANTS = {
 }
 
 
-def main(template: str, out: Path, cases: str) -> None:
+def main(template: str, out: Path, cases: str, suite: str = "issue11") -> None:
     for name, restrict in VARIANTS[template]:
         code = (f"{restrict}; import runpy, sys; "
-                f"sys.argv = ['build', '{out / name}', '--target', 'sm_90a', '--cases', '{cases}']; "
+                f"sys.argv = ['build', '{out / name}', '--target', 'sm_90a', '--cases', '{cases}', "
+                f"'--suite', '{suite}']; "
                 f"runpy.run_path('{ROOT / 'bench/kernels/build_modules.py'}', run_name='__main__')")
         subprocess.run([sys.executable, "-c", code], check=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3], *sys.argv[4:5])

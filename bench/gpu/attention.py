@@ -2,7 +2,7 @@
 scaled_dot_product_attention (its flash kernel where it takes the case), issue 30 item 6.
 
     python3 bench/gpu/attention.py build OUT_DIR [--target sm_90a]   # needs the compiler + torch-mlir
-    python3 bench/gpu/attention.py run OUT_DIR                       # GPU host: runtime, hal-cuda, torch
+    python3 bench/gpu/attention.py run OUT_DIR [--base DIR]          # GPU host: runtime, hal-cuda, torch
 
 Cases: causal prefill, f16, 1 x 12 heads x T x 64 for T in 128, 512, 1024, 2048 and 1 x 32
 heads x T x 128 for T in 512, 2048 (tensor cores, codegen/cuda/attention_mma.py); a decode step,
@@ -63,13 +63,15 @@ def build(out: Path, target: str) -> None:
         print(name, "built", flush=True)
 
 
-def run(folder: Path) -> None:
+def run(folder: Path, base: Path | None) -> None:
     rng = np.random.default_rng()
     for name in CASES:
+        if base is not None:
+            _case(name, base, rng, "base ")
         _case(name, folder, rng)
 
 
-def _case(name: str, folder: Path, rng) -> None:
+def _case(name: str, folder: Path, rng, label: str = "") -> None:
     import pyree.runtime as rt
     import torch
     from gpu_timing import pyree_ms, torch_ms
@@ -86,7 +88,7 @@ def _case(name: str, folder: Path, rng) -> None:
     want = ref.cpu().numpy()
     error = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     pyree_t = pyree_ms(lambda: fn(*device_args), reps=200, warmup=20)[1]
-    print(f"{name:>18}: pyree {pyree_t * 1e3:8.1f} us  torch {torch_t * 1e3:8.1f} us  "
+    print(f"{label}{name:>18}: pyree {pyree_t * 1e3:8.1f} us  torch {torch_t * 1e3:8.1f} us  "
           f"ratio {torch_t / pyree_t:5.2f}x  max rel error {error:.1e}", flush=True)
 
 
@@ -95,8 +97,10 @@ def main() -> None:
     parser.add_argument("what", choices=["build", "run"])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--target", default="sm_90a")
+    parser.add_argument("--base", type=Path, help="run: also time this folder's modules (built "
+                        "by another compiler), case by case before the folder's")
     ns = parser.parse_args()
-    build(ns.folder, ns.target) if ns.what == "build" else run(ns.folder)
+    build(ns.folder, ns.target) if ns.what == "build" else run(ns.folder, ns.base)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ where there is no NaN (PyTorch returns a NaN's index, torch-mlir's loop the maxi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
+import ml_dtypes
 import numpy as np
 import pyree.runtime as rt
 import pytest
@@ -86,6 +88,50 @@ def test_nan_and_infinite_rows_follow_the_sequential_loop(compiled, shape):
     np.testing.assert_array_equal(got[2].to_host(), sequential(x, 0, True))
     want_max = np.where(np.isnan(x).any(1), np.nan, np.max(np.where(np.isnan(x), -np.inf, x), 1))
     np.testing.assert_array_equal(got[3].to_host(), want_max.astype(np.float32))
+
+
+HALF_SHAPES = [(3, 1000), (1, 50257), (5, 13), (2, 65537)]  # 65537: past the packed key's reach
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_16_bit_rows_fold_one_packed_key(backend, dtype):
+    """argmax/argmin of f16 and bf16 rows (a vocabulary's logits) fold one i32 key instead of
+    the value and then its first place: the sequential loop's answer with ties (the first wins,
+    -0 ties +0), +-inf, a NaN in a row and a row of -inf; PyTorch's where
+    there is no NaN. A row longer than the key's 65536 places keeps the two folds."""
+    target, device = backend
+
+    class Index(torch.nn.Module):
+        def forward(self, x):
+            return x.argmax(-1), x.argmin(-1), x.argmax(0)
+    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    for shape in HALF_SHAPES:
+        mlir = import_torch(Index(), torch.zeros(shape, dtype=dtype))
+        sources = compile_str(mlir, dataclasses.replace(options, compile_to="executable-sources")).decode()
+        assert "__key__" in sources and ("__top__" in sources) == (shape[1] > 65536)
+        module = rt.load_module(compile_str(mlir, options), device=device)
+        x = torch.from_numpy(special(np.random.default_rng(shape[1]), shape, np.float32)).to(dtype)
+        with torch.no_grad():
+            clean = Index()(x)
+        if shape[0] > 2:
+            x[0, :] = -1
+            x[0, 3:7] = torch.tensor([-0.0, 0.0, -0.0, 0.0])  # ties of zeros, led by -0
+            x[1, shape[1] // 2] = float("nan")
+            x[2, :] = -float("inf")
+        with torch.no_grad():
+            plain = Index()(x)
+        host = x.view(torch.int16).numpy().view(np.float16 if dtype == torch.float16 else ml_dtypes.bfloat16)
+        got = [g.to_host() for g in module["main"](host)]
+        xs = x.float().numpy()
+        for g, want in zip(got, (sequential(xs, 1, True), sequential(xs, 1, False), sequential(xs, 0, True))):
+            np.testing.assert_array_equal(g, want)
+        if shape[0] <= 2:  # no NaN: PyTorch's answer too
+            for g, w in zip(got, clean):
+                np.testing.assert_array_equal(g, w.numpy())
+        else:
+            assert got[0][0] == 3 and plain[0][0] == 3  # -0 at 3 ties the +0 after it
 
 
 def test_integer_rows():

@@ -5,8 +5,9 @@ run through LLVM's O3 as the target's IR is, JIT-compiled by llvmlite, and launc
 constants. A kernel whose threads do not talk to each other runs one thread after another in a
 loop of its own; one with barriers and warp shuffles runs each block as that many OS threads,
 the barrier and the shuffles being Python callbacks (``_Block``). The tensor-core templates'
-instructions run too: ``cp.async`` as a plain copy (zero-filled past its source size; commit and
-wait do nothing, as a copy that is already done needs no wait), ``cvt.rna.tf32.f32`` in IR, and
+instructions run too: ``cp.async`` as a copy queued per thread that lands, zero-filled past its
+source size, at the ``cp.async.wait_group`` that waits for its group (a read before that sees
+stale shared memory, as it may on the GPU), ``cvt.rna.tf32.f32`` in IR, and
 the warp-collective ``ldmatrix`` and ``mma.sync`` (f16, bf16 m16n8k16; tf32 m16n8k8) as Python
 callbacks that gather the warp's registers and apply the PTX ISA's fragment layouts, the
 products summed in float64 and rounded to f32 once. It checks what a CPU-only machine can of
@@ -37,14 +38,43 @@ IDS = ("tid.x", "ctaid.x", "ctaid.y", "ctaid.z")  # Python's, for blocks of thre
 TENSOR_CORE = re.compile(r"@llvm\.nvvm\.((?:cp\.async|ldmatrix|mma|f2tf32|ex2\.approx)[\w.]*)\(")
 MMA_KINDS = {"m16n8k16.row.col.f32.f32": 0, "m16n8k16.row.col.bf16": 1, "m16n8k8.row.col.tf32": 2}
 EMULATED = """
+@emu.cpq = global [1024 x [64 x [4 x i64]]] zeroinitializer
+@emu.cpk = global [1024 x i64] zeroinitializer
+@emu.cpc = global [1024 x i64] zeroinitializer
+define void @emu.cp.push(ptr %d, ptr %s, i64 %n) {
+  %t = call i32 @sreg.tid.x()
+  %kp = getelementptr [1024 x i64], ptr @emu.cpk, i32 0, i32 %t
+  %k = load i64, ptr %kp
+  %cp = getelementptr [1024 x i64], ptr @emu.cpc, i32 0, i32 %t
+  %c = load i64, ptr %cp
+  %full = icmp uge i64 %k, 64
+  br i1 %full, label %now, label %queue
+now:
+  call void @llvm.memset.p0.i64(ptr %d, i8 0, i64 16, i1 false)
+  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 %n, i1 false)
+  ret void
+queue:
+  %e0 = getelementptr [1024 x [64 x [4 x i64]]], ptr @emu.cpq, i32 0, i32 %t, i64 %k, i32 0
+  %e1 = getelementptr i64, ptr %e0, i32 1
+  %e2 = getelementptr i64, ptr %e0, i32 2
+  %e3 = getelementptr i64, ptr %e0, i32 3
+  %di = ptrtoint ptr %d to i64
+  %si = ptrtoint ptr %s to i64
+  store i64 %di, ptr %e0
+  store i64 %si, ptr %e1
+  store i64 %n, ptr %e2
+  store i64 %c, ptr %e3
+  %k1 = add i64 %k, 1
+  store i64 %k1, ptr %kp
+  ret void
+}
 define void @emu.cp.async.cg.shared.global.16(ptr %d, ptr %s) {
-  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 16, i1 false)
+  call void @emu.cp.push(ptr %d, ptr %s, i64 16)
   ret void
 }
 define void @emu.cp.async.cg.shared.global.16.s(ptr %d, ptr %s, i32 %n) {
   %n64 = zext i32 %n to i64
-  call void @llvm.memset.p0.i64(ptr %d, i8 0, i64 16, i1 false)
-  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 %n64, i1 false)
+  call void @emu.cp.push(ptr %d, ptr %s, i64 %n64)
   ret void
 }
 define float @emu.ex2.approx.f(float %x) {
@@ -52,11 +82,23 @@ define float @emu.ex2.approx.f(float %x) {
   ret float %r
 }
 define void @emu.cp.async.commit.group() {
+  %t = call i32 @sreg.tid.x()
+  %cp = getelementptr [1024 x i64], ptr @emu.cpc, i32 0, i32 %t
+  %c = load i64, ptr %cp
+  %c1 = add i64 %c, 1
+  store i64 %c1, ptr %cp
   ret void
 }
 define void @emu.cp.async.wait.group(i32 %n) {
+  %t = call i32 @sreg.tid.x()
+  %q = getelementptr [1024 x [64 x [4 x i64]]], ptr @emu.cpq, i32 0, i32 %t, i64 0, i32 0
+  %kp = getelementptr [1024 x i64], ptr @emu.cpk, i32 0, i32 %t
+  %cp = getelementptr [1024 x i64], ptr @emu.cpc, i32 0, i32 %t
+  %c = load i64, ptr %cp
+  call void @emu.cp.flush(ptr %q, ptr %kp, i64 %c, i32 %n)
   ret void
 }
+declare void @emu.cp.flush(ptr, ptr, i64, i32)
 define i32 @emu.f2tf32.rna(float %x) {
   %b = bitcast float %x to i32
   %r = add i32 %b, 4096
@@ -241,6 +283,29 @@ done:
     return "\n".join(lines)
 
 
+def _mma_product(r: np.ndarray, kind: int) -> np.ndarray:
+    """D = A B + C (16 x 8, f32) of one warp's mma.sync from its registers ``r`` [lane, register]."""
+    g, t = np.arange(32) // 4, np.arange(32) % 4
+    k = 8 if kind == 2 else 16
+    a, b, c = np.zeros((16, k)), np.zeros((k, 8)), np.zeros((16, 8))
+    if kind == 2:  # one TF32 element a register; the low 13 bits are not read
+        x = (r[:, :6] & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+        a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = x[:, :4].T
+        b[t, g], b[t + 4, g] = x[:, 4:6].T
+    else:          # two 16-bit elements a register, the lower one first
+        halves = np.ascontiguousarray(r[:, :6]).view(np.uint16).reshape(32, 6, 2)
+        x = (halves.view(np.float16).astype(np.float64) if kind == 0 else
+             (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
+        for i, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
+            a[row, col], a[row, col + 1] = x[:, i, 0], x[:, i, 1]
+        b[2 * t, g], b[2 * t + 1, g], b[2 * t + 8, g], b[2 * t + 9, g] = x[:, 4:6].reshape(32, 4).T
+    cf = np.ascontiguousarray(r[:, 6:]).view(np.float32)
+    c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1] = cf.T
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as on the GPU
+        d = (a @ b + c).astype(np.float32)
+    return d
+
+
 class _Block:
     """The threads of one block at a time, as OS threads: the barrier and the warp shuffles
     that the kernel calls back into."""
@@ -253,6 +318,8 @@ class _Block:
         ids = ctypes.CFUNCTYPE(ctypes.c_int32)
         self.callbacks = {
             "emu.barrier": ctypes.CFUNCTYPE(None)(self._barrier),
+            "emu.cp.flush": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                             ctypes.c_int32)(self._flush),
             "emu.shfl.f32": ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float, ctypes.c_int32)(self._shuffle),
             "emu.shfl.i32": ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(self._shuffle),
             "emu.ldmatrix": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)(self._ldmatrix),
@@ -262,6 +329,26 @@ class _Block:
 
     def _barrier(self) -> None:
         self.barrier.wait()
+
+    @staticmethod
+    def _flush(queue: int, count: int, commits: int, pending: int) -> None:
+        """cp.async.wait_group ``pending``: this thread's copies of every group but the newest
+        ``pending`` land now (the emulated cp.async only queues them, so that a read of shared
+        memory before its wait sees stale data here as on the GPU). Copies not yet committed
+        to a group stay queued."""
+        k = ctypes.c_int64.from_address(count)
+        entries = (ctypes.c_int64 * (4 * k.value)).from_address(queue)
+        kept = []
+        for i in range(k.value):
+            dst, src, n, group = entries[4 * i:4 * i + 4]
+            if group < commits - pending:
+                ctypes.memset(dst, 0, 16)
+                ctypes.memmove(dst, src, n)
+            else:
+                kept.append((dst, src, n, group))
+        for i, entry in enumerate(kept):
+            entries[4 * i:4 * i + 4] = entry
+        k.value = len(kept)
 
     def _shuffle(self, value, lane_mask: int):
         """``value`` of lane ``lane ^ lane_mask`` of this thread's warp of 32."""
@@ -294,29 +381,14 @@ class _Block:
     def _mma(self, registers: int, out: int, kind: int) -> None:
         """mma.sync.aligned: D = A B + C for the warp, from each lane's 6 operand and 4
         accumulator registers (``MMA_KINDS``; PTX ISA, "Matrix fragments for mma.m16n8k16" and
-        "... for mma.m16n8k8")."""
+        "... for mma.m16n8k8"). Lane 0 computes the warp's D; each lane takes its part."""
         regs, lane = self._exchange(np.frombuffer((ctypes.c_uint32 * 10).from_address(registers),
                                                   np.uint32).copy())
-        r = np.stack(regs)                       # [lane, register]
-        g, t = np.arange(32) // 4, np.arange(32) % 4
-        k = 8 if kind == 2 else 16
-        a, b, c = np.zeros((16, k)), np.zeros((k, 8)), np.zeros((16, 8))
-        if kind == 2:  # one TF32 element a register; the low 13 bits are not read
-            x = (r[:, :6] & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-            a[g, t], a[g + 8, t], a[g, t + 4], a[g + 8, t + 4] = x[:, :4].T
-            b[t, g], b[t + 4, g] = x[:, 4:6].T
-        else:          # two 16-bit elements a register, the lower one first
-            halves = np.ascontiguousarray(r[:, :6]).view(np.uint16).reshape(32, 6, 2)
-            x = (halves.view(np.float16).astype(np.float64) if kind == 0 else
-                 (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
-            for i, (row, col) in enumerate(((g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8))):
-                a[row, col], a[row, col + 1] = x[:, i, 0], x[:, i, 1]
-            b[2 * t, g], b[2 * t + 1, g], b[2 * t + 8, g], b[2 * t + 9, g] = x[:, 4:6].reshape(32, 4).T
-        cf = np.ascontiguousarray(r[:, 6:]).view(np.float32)
-        c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1] = cf.T
-        with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN, as on the GPU
-            d = (a @ b + c).astype(np.float32)
-        g, t = lane // 4, lane % 4
+        warp = self.local.tid // 32
+        if lane == 0:
+            self.products[warp] = _mma_product(np.stack(regs), kind)
+        self.warps[warp].wait()  # the next call's exchange comes before lane 0 writes again
+        d, g, t = self.products[warp], lane // 4, lane % 4
         (ctypes.c_float * 4).from_address(out)[:] = [d[g, 2 * t], d[g, 2 * t + 1], d[g + 8, 2 * t],
                                                      d[g + 8, 2 * t + 1]]
 
@@ -326,6 +398,7 @@ class _Block:
             self.barrier = threading.Barrier(block)
             self.warps = [threading.Barrier(min(32, block - w)) for w in range(0, block, 32)]
             self.slots = [[0] * 32 for _ in self.warps]
+            self.products = [None] * len(self.warps)
 
             def one(t, g=g):
                 self.local.tid, self.local.ctaid = t, g

@@ -66,7 +66,43 @@ def test_attention_on_the_gpu_matches_float64(case):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+def _chain(q, k, v) -> np.ndarray:
+    """Causal attention as the unfused chain computes it, in float64: the mask added to the
+    product (a NaN key past the diagonal makes the row NaN), and 0 * inf in P V NaN."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    s = s + np.where(np.tril(np.ones(s.shape[-2:], bool)), 0.0, -np.inf)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+        return (p[..., :, :, None] * v[..., None, :, :]).sum(-2)
+
+
+SPECIAL = ("causal", (1, 3, 300, 64), (1, 3, 300, 64), (1, 3, 300, 64), "f16")
+
+
+def test_special_values_past_the_diagonal_on_the_gpu():
+    """Tiles past the causal diagonal are passed over only where that is exact: a NaN key or an
+    infinite value past the diagonal (heads 0 and 1) reaches the rows as in the chain; head 2,
+    all finite, is PyTorch's attention."""
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str
+    vmfb = compile_str(cases.mlir(*SPECIAL), CompileOptions(target_backends=["cuda"], cuda_target="sm_80"))
+    module = rt.load_module(vmfb, device="cuda")
+    q, k, v = cases.inputs(*SPECIAL, np.random.default_rng(5))
+    k[0, 0, 250, 3] = np.nan
+    v[0, 1, 280, 5] = np.inf
+    got = np.asarray(module[module.function_names[0]](q, k, v).to_host(), np.float64)
+    want = _chain(q, k, v)
+    assert np.isnan(want[0, 0]).all() and np.isnan(want[0, 1, :280, 5]).all() \
+        and np.isfinite(want[0, 2]).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=3e-3, atol=3e-3)
+
+
 if __name__ == "__main__":  # on the build machine: import every case's program into a folder
     os.environ["PYREE_TEST_ATTENTION_MLIR"] = sys.argv[1]
-    for kind, q, k, v, dtype in CASES:
+    for kind, q, k, v, dtype in [*CASES, SPECIAL]:
         cases.mlir(kind, q, k, v, dtype)

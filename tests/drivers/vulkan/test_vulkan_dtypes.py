@@ -16,6 +16,8 @@ from dtype_cases import (
     X,
     bf16_expected,
     bf16_inputs,
+    f16_bits_expected,
+    f16_bits_inputs,
     math_expected,
     math_inputs,
     relative_error,
@@ -39,6 +41,19 @@ def test_bf16_ops_casts_and_constants_are_bit_exact(vulkan_device):
     outs = rt.load_module(vulkan_vmfb(PROGRAMS["bf16_ops"]), device=vulkan_device)["bf"](*inputs)
     for k, (actual, want) in enumerate(zip(outs, bf16_expected(*inputs))):
         actual = np.asarray(actual.to_host())
+        assert same_bits(actual, want), (k, actual, want)
+
+
+def test_f16_bitcasts_are_bit_exact(vulkan_device):
+    """NaN's payload aside (any NaN matches any NaN), every f16 <-> i16 bitcast keeps the bits."""
+    inputs = f16_bits_inputs(np.random.default_rng())
+    outs = rt.load_module(vulkan_vmfb(PROGRAMS["f16_bits"]), device=vulkan_device)["bits"](*inputs)
+    for k, (actual, want) in enumerate(zip(outs, f16_bits_expected(*inputs))):
+        actual = np.asarray(actual.to_host())
+        if want.dtype == np.int16:  # a NaN's bits: any NaN
+            nan = np.isnan(want.view(np.float16))
+            assert np.isnan(actual.view(np.float16)[nan]).all(), k
+            actual, want = actual[~nan], want[~nan]
         assert same_bits(actual, want), (k, actual, want)
 
 

@@ -283,6 +283,15 @@ class ScalarLowering:
             if src == "bf16":
                 return self._cast("trunci", self.sh.to_bf16_bits(x), "ui32", dst)
             return self.sh.from_bf16_bits(self._cast("extui", x, src, "ui32"))
+        if op == "bitcast" and "f16" in (src, dst) and self.sh.compute_bits("f16") == 32:
+            # f16 computes in f32 here: its bits through GLSL's PackHalf2x16 (58) and
+            # UnpackHalf2x16 (62), the low half of a u32 (16-bit floats only in storage)
+            u32, f32 = self.sh.u32, self.asm.t_float(32)
+            if src == "f16":
+                pair = fn.op(S.OpCompositeConstruct, self.asm.t_vector(f32, 2), x, self.const(0.0, "f32"))
+                return self._cast("trunci", fn.ext(u32, 58, pair), "ui32", dst)
+            pair = fn.ext(self.asm.t_vector(f32, 2), 62, self._cast("extui", x, src, "ui32"))
+            return fn.op(S.OpCompositeExtract, f32, pair, 0)
         if op == "bitcast":
             return fn.op(OpBitcast, t, x)
         if op in ("fpext", "fptrunc"):
