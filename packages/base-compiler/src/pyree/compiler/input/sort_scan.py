@@ -31,7 +31,6 @@ from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.merge_sort import first_run, merge_sort
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.sort_order import strict_order
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
@@ -56,6 +55,7 @@ from pyree.compiler.tensor_program import Generic, Value, View
 from xdsl.ir import Operation
 
 COUNT = "i32"  # ranks and positions: lines are far shorter than 2**31
+BITS = {"f16": "i16", "bf16": "i16", "f32": "i32", "f64": "i64"}  # a float's bits, to or together
 # (lhs elements, rhs elements, the Generic's inputs) -> i1: "lhs may stay before rhs"
 Comparator = Callable[[list[Expr], list[Expr], Inputs], Expr]
 
@@ -351,8 +351,17 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     hit = Compare("eq", inputs.load(positions, there), Cast("trunci", LoopIndex(d), COUNT))
     results, values = [], []
     for n, v in enumerate(operands):
-        results.append(Result(n, here, Select(hit, inputs.load(v, there), Acc(n, v.dtype),
-                                              v.dtype), init=zero(v.dtype)))
+        # The bits of the one element whose position is p, or-ed with zeros: a plain fold,
+        # exact in any order (NaN payloads and -0.0 kept), which the GPU spreads over a block
+        # like any sum, where picking the element in sequence took a thread a whole line.
+        bits = BITS.get(v.dtype, v.dtype)
+        element = inputs.load(v, there)
+        if bits != v.dtype:
+            element = Cast("bitcast", element, bits)
+        none = Const(False if bits == "i1" else 0, bits)
+        results.append(Result(n, here, Binary("or", Acc(n, bits), Select(hit, element, none, bits),
+                                              bits), init=none,
+                              epilogue=None if bits == v.dtype else Cast("bitcast", Acc(n, bits), v.dtype)))
         values.append(fn.new_value(v.dtype, out_shape, f"sorted{n}"))
     fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
                     origin))
