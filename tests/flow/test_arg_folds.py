@@ -134,12 +134,16 @@ def test_16_bit_rows_fold_one_packed_key(backend, dtype):
             assert got[0][0] == 3 and plain[0][0] == 3  # -0 at 3 ties the +0 after it
 
 
-def test_integer_rows():
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.int8])  # 16 and 8 bits: the packed key
+def test_integer_rows(dtype):
     class IntArgmax(torch.nn.Module):
         def forward(self, x):
             return x.argmax(-1), x.argmin(-1)
-    x = np.random.default_rng(3).integers(-5, 5, (4, 301)).astype(np.int32)
-    x[0, :] = np.iinfo(np.int32).min               # the fold's identity everywhere: index 0
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(3).integers(-5, 5, (5, 301)).astype(dtype)
+    x[0, :] = info.min                             # the fold's identity everywhere: index 0
+    x[1, [9, 40]], x[1, [3, 77]] = info.max, info.min  # ties at the extremes: the first wins
+    x[2, :] = info.max
     module = rt.load_module(compile_str(import_torch(IntArgmax(), torch.from_numpy(x)),
                                         CompileOptions(target_backends=["llvm-cpu"])), device="local-task")
     got = module["main"](x)
