@@ -7,7 +7,7 @@ loop of its own; one with barriers and warp shuffles runs each block as that man
 the barrier and the shuffles being Python callbacks (``_Block``). The tensor-core templates'
 instructions run too: ``cp.async`` as a copy queued per thread that lands, zero-filled past its
 source size, at the ``cp.async.wait_group`` that waits for its group (a read before that sees
-stale shared memory, as it may on the GPU), ``cvt.rna.tf32.f32`` in IR, and
+stale shared memory, as it may on the GPU; a thread's copies past 64 outstanding land at once), ``cvt.rna.tf32.f32`` in IR, and
 the warp-collective ``ldmatrix`` and ``mma.sync`` (f16, bf16 m16n8k16; tf32 m16n8k8) as Python
 callbacks that gather the warp's registers and apply the PTX ISA's fragment layouts, the
 products summed in float64 and rounded to f32 once. It checks what a CPU-only machine can of

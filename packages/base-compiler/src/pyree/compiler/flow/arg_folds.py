@@ -18,8 +18,8 @@ run across a block and ``split_reduction`` spreads over the GPU:
 This is the sequential loop's answer exactly, NaN and -inf included, for ``max``/``gt`` and
 ``min``/``lt`` on floats and integers; any other shape of two-result fold is left as it was.
 
-Where only the index is read (``argmax``) of a row of 16-bit elements at most 65536 long (a
-language model's vocabulary in f16 or bf16), folds 2 and 3 are one: the maximum of an i32 key
+Where only the index is read (``argmax``) of a row of 8- or 16-bit elements at most 65536 long
+(a language model's vocabulary in f16 or bf16), folds 2 and 3 are one: the maximum of an i32 key
 whose high half orders the elements as the fold does (the float's bits made to sort as signed
 integers, -0 as +0, so that equal elements tie) and whose low half is 65535 - j, so that of equal
 elements the first wins. One fold fewer reads the row (and two kernels fewer where a GPU splits
