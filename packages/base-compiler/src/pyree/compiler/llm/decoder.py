@@ -68,7 +68,7 @@ def export_decoder(model, *, batch: int = 1, scope: str = "model") -> str:
     class Prefill(Step):
         def forward(self, tokens):
             empty = torch.zeros(cache, dtype=dtype)
-            logits, k, v = self.model(tokens, torch.tensor(0), empty, empty)
+            logits, k, v = self.model(tokens, 0, empty, empty)  # int 0: nothing cached (attend)
             after = torch.zeros((), dtype=torch.long) + tokens.shape[1]
             return logits, logits.argmax(-1, keepdim=True), after, k, v
 

@@ -86,18 +86,23 @@ def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: tor
            v_new: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
     """Causal attention of the queries at positions ``start ..`` over the cache's rows before
     ``start`` and the new rows up to each query's own; keys and values may have fewer heads
-    than the queries (grouped)."""
+    than the queries (grouped). A ``start`` of int 0 (a prefill, ``decoder.py``) says that no
+    row comes before the prompt: the cache is not read at all, where a tensor 0 would attend
+    over every row of it, masked (half a 1024-token prefill's attention work, all of it
+    discarded)."""
     if k_old.shape[1] != q.shape[1]:
         groups = q.shape[1] // k_old.shape[1]
         k_old, v_old, k_new, v_new = (t.repeat_interleave(groups, dim=1)
                                       for t in (k_old, v_old, k_new, v_new))
     n, context = q.shape[2], k_old.shape[2]
     scale = 1.0 / math.sqrt(q.shape[-1])
-    before = torch.arange(context, device=q.device) < start
-    old = (q @ k_old.transpose(-1, -2) * scale).masked_fill(~before, float("-inf"))
     steps = torch.arange(n, device=q.device)
     own = (q @ k_new.transpose(-1, -2) * scale).masked_fill(steps[None, :] > steps[:, None],
                                                             float("-inf"))
+    if isinstance(start, int) and start == 0:
+        return own.softmax(-1) @ v_new
+    before = torch.arange(context, device=q.device) < start
+    old = (q @ k_old.transpose(-1, -2) * scale).masked_fill(~before, float("-inf"))
     p = torch.cat((old, own), dim=-1).softmax(-1)
     return p[..., :context] @ v_old + p[..., context:] @ v_new
 
