@@ -1,9 +1,11 @@
 """Kernels with run-time sizes against the same program compiled for one size, and PyTorch, on
 an NVIDIA GPU: matmul, softmax, layernorm, an elementwise op, a convolution (dynamic batch) and a
-transformer encoder block (dynamic sequence) at five sizes each, odd ones among them.
+transformer encoder block (dynamic sequence) at five sizes each, odd ones among them; and f16
+linear layers whose rows alone are run-time (``LINEAR``: a prefill's, on tensor cores).
 
     python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90]   # CPU machine
     python3 bench/gpu/dynamic_vs_static.py run OUT_DIR [--mode graph]       # GPU host
+    (both take --ops a,b to do only those ops)
 
 ``build`` writes each op once with run-time dims and once per size with static ones (softmax,
 layernorm, conv and block imported from PyTorch with one dynamic dim, ``DYNAMIC_DIM``), and
@@ -35,7 +37,12 @@ SIZES = {
     "layernorm": [(1, 1023), (7, 1023), (131, 1023), (1031, 1023), (8191, 1023)],
     "conv": [(1, 32, 28, 28), (3, 32, 28, 28), (8, 32, 28, 28), (17, 32, 28, 28), (64, 32, 28, 28)],
     "block": [(1, 1, 256), (1, 7, 256), (1, 64, 256), (1, 129, 256), (1, 512, 256)],
+    # (m, k, n): GPT-2's qkv projection and LLaMA-7B's gate projection, m a prompt's length
+    "linear_f16": [(1, 768, 2304), (7, 768, 2304), (128, 768, 2304), (333, 768, 2304),
+                   (1024, 768, 2304), (2047, 768, 2304)],
+    "linear_f16_wide": [(128, 4096, 11008), (509, 4096, 11008), (2048, 4096, 11008)],
 }
+LINEAR = ("linear_f16", "linear_f16_wide")  # f16 operands, f32 results, only m at run time
 DYNAMIC_DIM = {"conv": 0, "softmax": 0, "layernorm": 0, "block": 1}
 # The row of softmax and layernorm is static in their dynamic module too: torch.export guards a
 # run-time row with comparisons of sizes (arith.cmpi), which pyree does not take yet.
@@ -73,14 +80,22 @@ DIMS = """
 
 def shapes(op: str, size: tuple) -> list[tuple]:
     """The argument shapes of ``op`` at ``size``."""
-    if op == "matmul":
+    if op == "matmul" or op in LINEAR:
         m, k, n = size
         return [(m, k), (k, n)]
     return [size, size] if op == "elementwise" else [size]
 
 
 def mlir(op: str, size: tuple | None) -> str:
-    """``op`` at ``size`` (static), or with every dim run-time (``size`` None)."""
+    """``op`` at ``size`` (static), or with every dim run-time (``size`` None; a linear op's
+    rows alone)."""
+    if op in LINEAR:
+        m, k, n = size or ("?",) + SIZES[op][0][1:]
+        dims = "" if size else "\n  %c0 = arith.constant 0 : index\n  %m = tensor.dim %a, %c0 : " \
+            f"tensor<?x{k}xf16>"
+        return MATMUL.format(ta=f"{m}x{k}xf16", tb=f"{k}x{n}xf16", tc=f"{m}x{n}xf32", dims=dims,
+                             m_n="" if size else "%m")
+
     def ty(shape):
         return "x".join("?" if size is None else str(d) for d in shape) + "xf32"
     ta, tb = (ty(s) for s in shapes(op, size or (1,) * len(SIZES[op][0])))
@@ -102,6 +117,7 @@ def program(op: str):
     if op == "block":
         return torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True).eval()
     functions = {"elementwise": lambda a, b: a * b + a, "matmul": lambda a, b: a @ b,
+                 **{op: lambda a, b: a @ b for op in LINEAR},
                  "softmax": lambda a: torch.softmax(a, -1),
                  "layernorm": lambda a: torch.nn.functional.layer_norm(a, (a.shape[-1],))}
 
@@ -119,7 +135,7 @@ def program(op: str):
 def source(op: str, size: tuple | None) -> str:
     """MLIR of ``op``: written here (elementwise, matmul), or imported from PyTorch with one
     dynamic dim (``DYNAMIC_DIM``)."""
-    if op in ("elementwise", "matmul"):
+    if op in ("elementwise", "matmul", *LINEAR):
         return mlir(op, size)
     import torch
     from pyree.compiler import import_torch
@@ -130,11 +146,13 @@ def source(op: str, size: tuple | None) -> str:
     return import_torch(model, example, dynamic_shapes=dims)
 
 
-def build(out: Path, target: str) -> None:
+def build(out: Path, target: str, ops: list[str]) -> None:
     from pyree.compiler import CompileOptions, compile_str
     out.mkdir(parents=True, exist_ok=True)
     cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
     for op, sizes in SIZES.items():
+        if op not in ops:
+            continue
         (out / f"{op}_dynamic.vmfb").write_bytes(compile_str(source(op, None), cuda))
         for size in sizes:
             name = f"{op}_{'x'.join(map(str, size))}.vmfb"
@@ -142,7 +160,7 @@ def build(out: Path, target: str) -> None:
         print(f"built {op}", flush=True)
 
 
-def run(folder: Path, mode: str, json_out: str) -> None:
+def run(folder: Path, mode: str, json_out: str, ops: list[str]) -> None:
     import pyree.runtime as rt
     import torch
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench" / "models")]
@@ -153,12 +171,15 @@ def run(folder: Path, mode: str, json_out: str) -> None:
     rng = np.random.default_rng(0)
     rows = []
     for op, sizes in SIZES.items():
+        if op not in ops:
+            continue
         model = program(op).to("cuda")
+        dtype = np.float16 if op in LINEAR else np.float32
         dynamic = rt.load_module((folder / f"{op}_dynamic.vmfb").read_bytes(), device=device)
         for size in sizes:
             static = rt.load_module((folder / f"{op}_{'x'.join(map(str, size))}.vmfb").read_bytes(),
                                     device=device)
-            pool = [[rng.standard_normal(s, dtype=np.float32) for s in shapes(op, size)]
+            pool = [[rng.standard_normal(s, dtype=np.float32).astype(dtype) for s in shapes(op, size)]
                     for _ in range(POOL)]
             on_torch = [[torch.from_numpy(a).cuda() for a in args] for args in pool]
             row = {"op": op, "size": "x".join(map(str, size))}
@@ -230,11 +251,13 @@ def main() -> None:
     p.add_argument("--target", default="sm_90")
     p.add_argument("--mode", default="graph", choices=("direct", "stream", "graph"))
     p.add_argument("--json", default="")
+    p.add_argument("--ops", default=",".join(SIZES), help="comma-separated ops of SIZES")
     args = p.parse_args()
+    ops = args.ops.split(",")
     if args.command == "build":
-        build(args.folder, args.target)
+        build(args.folder, args.target, ops)
     else:
-        run(args.folder, args.mode, args.json)
+        run(args.folder, args.mode, args.json, ops)
 
 
 if __name__ == "__main__":

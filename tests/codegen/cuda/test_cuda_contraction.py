@@ -162,5 +162,5 @@ def test_a_math_epilogue_takes_the_narrow_wgmma_tile():
     gelu = K.Binary("mul", x, K.Unary("tanh", x, "f32"), "f32")
     with_gelu = dataclasses.replace(plain, results=(dataclasses.replace(
         r, epilogue=K.Cast("fptrunc", gelu, "f16")),))
-    widths = [matmul_wgmma.plan(k, resolve_target("sm_90a"))[1][1].bn for k in (plain, with_gelu)]
+    widths = [matmul_wgmma.plan(k, resolve_target("sm_90a"))[1][1][0].bn for k in (plain, with_gelu)]
     assert widths == [256, 64]

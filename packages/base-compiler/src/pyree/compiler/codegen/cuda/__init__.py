@@ -27,7 +27,13 @@ from pyree.compiler.codegen.common.llvm_gpu import (
 )
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
-from pyree.compiler.codegen.cuda import attention, attention_mma, matmul_mma, matmul_wgmma
+from pyree.compiler.codegen.cuda import (
+    attention,
+    attention_mma,
+    matmul_mma,
+    matmul_wgmma,
+    run_time_mma,
+)
 from pyree.compiler.codegen.cuda.nvptx import NVPTX
 from pyree.compiler.codegen.cuda.ptx import assemble, data_layout, merge, ptx_job, ptxas_path
 from pyree.compiler.codegen.cuda.targets import DEFAULT_TARGET, CudaTarget, resolve_target
@@ -41,10 +47,10 @@ FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files car
 
 # The kernel templates in priority order (interface.choose). ``attention_mma`` takes the attention
 # kernels that fit tensor cores, ``attention`` every other attention kernel, ``scatter`` the
-# kernels with a scatter result (static) and ``dynamic`` the kernels with run-time sizes, so no
-# other template ever sees one.
-TEMPLATES = (attention_mma, attention, scatter, dynamic, matmul_gemv, matmul_wgmma, matmul_mma, matmul,
-             reduction, elementwise)
+# kernels with a scatter result (static), ``run_time_mma`` the tensor-core contractions with
+# run-time sizes and ``dynamic`` every other kernel with them, so no later template sees one.
+TEMPLATES = (attention_mma, attention, scatter, run_time_mma, dynamic, matmul_gemv, matmul_wgmma,
+             matmul_mma, matmul, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):

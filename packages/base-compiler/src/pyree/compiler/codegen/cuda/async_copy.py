@@ -45,12 +45,13 @@ class Chunk:
         return self.valid == str(self.width)
 
 
-def chunk(fn: Function, binding: int, dtype: str, lin: Linear, loop_at, row: str, rows: int,
-          col: str, cols: int, dst: str, exact: bool) -> Chunk:
+def chunk(fn: Function, binding: int, dtype: str, lin: Linear, loop_at, row: str, rows: int | str,
+          col: str, cols: int | str, dst: str, exact: bool) -> Chunk:
     """The chunk at (row, col .. col + width - 1) of a rows x cols operand whose column index is
     the contiguous one (col a multiple of the width); ``loop_at(row, col)`` gives the kernel loop
-    indices of an element. ``exact``: the tiles divide the operand, so the chunk lies inside it
-    (no bounds arithmetic)."""
+    indices of an element. ``rows`` and ``cols`` may be run-time values (i64; at least 1
+    wherever a chunk is copied), as ``lin``'s coefficients may (``addressing.emitted``).
+    ``exact``: the tiles divide the operand, so the chunk lies inside it (no bounds arithmetic)."""
     w, size = width(dtype), K.itemsize(dtype)
     if exact:
         return Chunk(A.element_ptr(fn, f"%b{binding}", dtype, A.offset(fn, lin, loop_at(row, col))),
@@ -59,11 +60,30 @@ def chunk(fn: Function, binding: int, dtype: str, lin: Linear, loop_at, row: str
     left = fn.call("i64", "llvm.smax.i64", [("i64", fn.op(f"sub i64 {cols}, {col}")), ("i64", "0")])
     left = fn.call("i64", "llvm.umin.i64", [("i64", left), ("i64", str(w))])
     valid = fn.op(f"trunc i64 {fn.op(f'select i1 {inside}, i64 {left}, i64 0')} to i32")
-    r = fn.call("i64", "llvm.umin.i64", [("i64", row), ("i64", str(rows - 1))])
+    last = str(rows - 1) if isinstance(rows, int) else fn.op(f"add i64 {rows}, -1")
+    r = fn.call("i64", "llvm.umin.i64", [("i64", row), ("i64", last)])
     # a chunk start inside the operand, still 16-byte aligned (cp.async wants it so when empty)
-    c = fn.call("i64", "llvm.umin.i64", [("i64", col), ("i64", str((cols - 1) // w * w))])
+    last = str((cols - 1) // w * w) if isinstance(cols, int) else \
+        fn.op(f"and i64 {fn.op(f'add i64 {cols}, -1')}, {-w}")
+    c = fn.call("i64", "llvm.umin.i64", [("i64", col), ("i64", last)])
     src = A.element_ptr(fn, f"%b{binding}", dtype, A.offset(fn, lin, loop_at(r, c)))
     return Chunk(src, valid, dst, size)
+
+
+def prologue(fn: Function, ahead: int, num_k, load) -> None:
+    """Starts a pipeline: ``load(stage, kt)`` of the tiles kt < ``ahead`` that exist (``num_k``
+    of them, an int or a run-time value), one cp.async group each, committed even where empty so
+    that the waits count groups alike."""
+    if isinstance(num_k, int):
+        for kt in range(min(ahead, num_k)):
+            load(str(kt), str(kt))
+            fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+        for _ in range(ahead - min(ahead, num_k)):
+            fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+        return
+    for kt in range(ahead):
+        fn.if_then(fn.op(f"icmp ult i64 {kt}, {num_k}"), lambda kt=kt: load(str(kt), str(kt)))
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
 
 
 def stage_chunks(fn: Function, aligned: str, chunks: list[Chunk]) -> None:

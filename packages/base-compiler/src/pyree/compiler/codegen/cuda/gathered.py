@@ -20,6 +20,7 @@ from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function
 from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering
+from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
 from pyree.compiler.codegen.cuda.async_copy import Chunk, width
 
 
@@ -31,11 +32,13 @@ class Gathered:
     is_b: bool                # indexed by (n, k), else (m, k)
     k_major: bool = True      # chunks run along k
 
-    def aligned(self, fn: Function) -> str:
+    # ``sizes``: the templates' ``Operand`` interface; a gathered operand's kernel is static
+    # (``matmul_mma.operands`` takes loads alone where sizes are at run time)
+    def aligned(self, fn: Function, sizes=STATIC) -> str:
         return A.bindings_aligned(fn, (self.gather.binding,))
 
     def chunk(self, fn: Function, bidx: list, outer: tuple[str, int], k: tuple[str, int], dst: str,
-              exact: bool) -> Chunk:
+              exact: bool, sizes=STATIC) -> Chunk:
         """The chunk at (outer, k .. k + width - 1), as the templates' ``Operand.chunk``."""
         (o, o_n), (kk, k_n) = outer, k
         ok = "true"

@@ -18,7 +18,7 @@ so A and a k-major B load alike for both widths. An n-major B needs its k pairs 
 ``ldmatrix.trans`` does that for 16-bit elements and would split 32-bit ones, so an f32 B along
 n is read with 32-bit shared loads from rows padded by 32 bytes (four k rows of eight columns hit
 32 distinct banks). Any M, N and K: the grid covers the output with whole tiles, the epilogue
-stores what is inside.
+stores what is inside. Any of them, and the batch, may be run-time sizes (run_time_mma.py).
 """
 
 from __future__ import annotations
@@ -27,19 +27,23 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.common.addressing import Linear, ceil_div, linearize
+from pyree.compiler.codegen.common.addressing import Linear, linearize
 from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu import dynamic
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.matmul import (
     FILL_BLOCKS,
     epilogue_lowering,
     store_element,
 )
+from pyree.compiler.codegen.common.llvm_gpu.size_values import STATIC
+from pyree.compiler.codegen.cuda import per_dispatch_tiles
 from pyree.compiler.codegen.cuda import tf32 as TF32
-from pyree.compiler.codegen.cuda.async_copy import Chunk, chunk, stage_chunks, width
+from pyree.compiler.codegen.cuda.async_copy import Chunk, chunk, prologue, stage_chunks, width
 from pyree.compiler.codegen.cuda.gathered import Gathered, gathered
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 THREADS = 256                                 # 8 warps as 2 (m) x 4 (n)
 TC_DTYPES = ("f16", "bf16")                   # operand types the tensor cores multiply exactly
@@ -52,13 +56,21 @@ class Operand:
     is_b: bool                                # indexed by (n, k), else (m, k)
     k_major: bool                             # contiguous along k, else along m (A) / n (B)
     vector: bool                              # 16-byte chunks are aligned if the binding is
+    strides: tuple = ()                       # run-time strides that must be multiples of a chunk
 
-    def aligned(self, fn: Function) -> str:
+    def aligned(self, fn: Function, sizes=STATIC) -> str:
         """i1: this operand's chunks can be copied with cp.async."""
-        return A.bindings_aligned(fn, (self.load.binding,)) if self.vector else "false"
+        if not self.vector:
+            return "false"
+        aligned = A.bindings_aligned(fn, (self.load.binding,))
+        w = width(self.load.dtype)
+        for s in self.strides:
+            whole = fn.op(f"icmp eq i64 {fn.op(f'and i64 {sizes(s)}, {w - 1}')}, 0")
+            aligned = fn.op(f"and i1 {aligned}, {whole}")
+        return aligned
 
-    def chunk(self, fn: Function, bidx: list, outer: tuple[str, int], k: tuple[str, int], dst: str,
-              exact: bool) -> Chunk:
+    def chunk(self, fn: Function, bidx: list, outer: tuple[str, int | str], k: tuple[str, int | str],
+              dst: str, exact: bool, sizes=STATIC) -> Chunk:
         """The chunk starting at (outer, k), each an (index, extent) pair, running along the
         contiguous dimension; ``outer`` is m for A, n for B (the kernel's loops are
         ``bidx + [m, n, k]``)."""
@@ -66,8 +78,8 @@ class Operand:
             o, kk = (row, col) if self.k_major else (col, row)
             return bidx + ([0, o, kk] if self.is_b else [o, 0, kk])
         (row, rows), (col, cols) = (outer, k) if self.k_major else (k, outer)
-        return chunk(fn, self.load.binding, self.load.dtype, self.lin, loop_at, row, rows, col, cols,
-                     dst, exact)
+        return chunk(fn, self.load.binding, self.load.dtype, A.emitted(self.lin, sizes), loop_at, row,
+                     rows, col, cols, dst, exact)
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,9 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
     f32: loads, A contiguous along k and B along n or k, or gathers of 8 contiguous elements per
     16-byte chunk along k (``Gathered``: an implicit GEMM's patches); with ``f32_matmul`` tf32 or
     3xtf32 also f32 loads and gathers so laid out (4 elements a chunk); else None (f32 inputs
-    stay on the SIMT template in strict mode: tensor cores would round them to TF32)."""
+    stay on the SIMT template in strict mode: tensor cores would round them to TF32). With
+    run-time sizes, only loads (strides that are sizes are checked for 16-byte chunks per
+    dispatch, ``Operand.aligned``)."""
     if c.dtype != "f32":
         return None
     a, b = _narrow(c.x), _narrow(c.y)
@@ -98,6 +112,8 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
     if a is None and b is None and f32_matmul != "strict" and c.x.dtype == c.y.dtype == "f32":
         a, b, tf32 = c.x, c.y, f32_matmul
     if a is None or b is None or a.dtype != b.dtype:
+        return None
+    if K.has_run_time_sizes(kernel) and not (isinstance(a, K.Load) and isinstance(b, K.Load)):
         return None
     w = width(a.dtype)
     n_loops = len(kernel.loop_ranges)
@@ -111,7 +127,7 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
         la = linearize(kernel.bindings[a.binding], a.index, n_loops)
         if la.coeffs[k] != 1:
             return None
-        op_a = Operand(a, la, False, True, la.contiguous(k, w, loops))
+        op_a = Operand(a, la, False, True, *_chunked(la, k, w, loops))
     if not isinstance(b, K.Load):
         op_b = gathered(kernel, b, True)
         return None if op_b is None else Operands(op_a, op_b, a.dtype, tf32)
@@ -122,16 +138,28 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
         b_inner = k
     else:
         return None
-    return Operands(op_a, Operand(b, lb, True, b_inner == k, lb.contiguous(b_inner, w, loops)),
+    return Operands(op_a, Operand(b, lb, True, b_inner == k, *_chunked(lb, b_inner, w, loops)),
                     a.dtype, tf32)
 
 
-def waves_cost(m: int, n: int, batch: int, bm: int, bn: int) -> int:
+def _chunked(lin: Linear, inner: int, w: int, loops: range) -> tuple[bool, tuple]:
+    """(vector, strides) of ``Operand``: whether ``w`` consecutive values of loop ``inner`` are
+    one aligned chunk for every value of the other loops (``Linear.contiguous``), with the
+    strides (and offset) that are run-time sizes, not multiples of ``w`` for every value, left
+    to a check per dispatch."""
+    static = Linear(tuple(c if is_static(c) else 0 for c in lin.coeffs),
+                    lin.const if is_static(lin.const) else 0)
+    sized = [v for v in (*(lin.coeffs[l] for l in loops if l != inner), lin.const)
+             if not is_static(v) and opaque("floordiv", v, w) * w != v]
+    return static.contiguous(inner, w, loops), tuple(sized)
+
+
+def waves_cost(m, n, batch, bm: int, bn: int):
     """The slowest multiprocessor's work: waves of blocks times a block's per-k-step cost, its
     MMAs (bm bn) plus its operand traffic (64 (bm + bn)). A smaller tile wins where the larger
-    one leaves multiprocessors idle."""
-    blocks = ceil_div(m, bm) * ceil_div(n, bn) * batch
-    return ceil_div(blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
+    one leaves multiprocessors idle. A size where m is one."""
+    blocks = opaque("ceildiv", m, bm) * opaque("ceildiv", n, bn) * batch
+    return opaque("ceildiv", blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
 
 
 @dataclass(frozen=True)
@@ -171,6 +199,9 @@ class Tile:
 # Largest first; ties go to the larger. 128x256 gives each warp a 64x64 tile (32 MMAs per 8
 # ldmatrix per k16 step). Shared memory per SM (227 KiB) bounds stages x blocks.
 TILES = (Tile(128, 256, 3, 1), Tile(128, 128, 3, 2), Tile(64, 128, 4, 2), Tile(64, 64, 4, 2))
+# M at run time: the tiles of two blocks a multiprocessor, which share one kernel's budget (128
+# registers a thread, 2 x 110.6 KiB of shared memory); 128x256 would hold the rest to one block.
+RUN_TIME_TILES = TILES[1:]
 
 
 def choose_tile(m: int, n: int, batch: int) -> Tile:
@@ -185,15 +216,18 @@ def plan(kernel: K.Kernel, target):
 
 
 def tile_plan(kernel: K.Kernel, c: Contraction, sm: int, f32_matmul: str = "strict"):
-    """(operands, tile) when the tensor-core template applies, else None."""
-    if sm < 80:
+    """(operands, tiles) when the tensor-core template applies, else None: the tile
+    ``choose_tile`` takes, or with run-time sizes the candidates chosen among per dispatch."""
+    run_time = K.has_run_time_sizes(kernel)
+    if sm < 80 or (run_time and not dynamic.loop_indices(kernel)):
         return None
     found = operands(kernel, c, f32_matmul)
     if found is None:
         return None
     par = kernel.parallel_ranges
-    tile = choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)))
-    return found, tile if found.tf32 is None else replace(tile, itemsize=4)
+    tiles = RUN_TIME_TILES if run_time else \
+        (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64))),)
+    return found, tiles if found.tf32 is None else tuple(replace(t, itemsize=4) for t in tiles)
 
 
 def fragment_type(dtype: str) -> str:
@@ -223,7 +257,25 @@ def mma_m16n8k16(fn: Function, dtype: str, a: list[str], b: tuple[str, str], acc
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
-    c, (ops, t) = plan
+    c, (ops, tiles) = plan
+    par = kernel.parallel_ranges
+    M, N, nb = par[-2], par[-1], num_elements(par[:-2])
+    fn = Function(module)
+    sizes = per_dispatch_tiles.sizes_of(fn, kernel)
+    a_sh = module.dynamic_shared(f"{name}_smem", "half" if tiles[0].itemsize == 2 else "float")
+    costs = [waves_cost(M, N, nb, t.bm, t.bn) for t in tiles]
+    per_dispatch_tiles.emit_taken(fn, sizes, costs,
+                                  [lambda t=t: _tile(fn, kernel, c, ops, t, sizes, a_sh) for t in tiles])
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, THREADS,
+                      min(t.min_blocks for t in tiles))
+    grid = [per_dispatch_tiles.per_dispatch([opaque("ceildiv", extent, side(t)) for t in tiles], costs)
+            for extent, side in ((N, lambda t: t.bn), (M, lambda t: t.bm))]
+    return Launch((*grid, nb), (THREADS, 1, 1), max(t.shared_bytes(ops.b.k_major) for t in tiles))
+
+
+def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile, sizes,
+          a_sh: str) -> None:
+    """The kernel's body with tile ``t``, its stages in the dynamic shared array ``a_sh``."""
     a, b = ops.a, ops.b
     bk_major = b.k_major
     mts, nts = t.bm // 2 // 16, t.bn // 4 // 8  # MMA tiles per warp along m and n
@@ -232,13 +284,11 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     batch = par[:-2]
     M, N = par[-2:]
     KD = kernel.reduction_ranges[0]
-    nb = int(np.prod(batch, dtype=np.int64))
+    m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
     b_stride, b_stage = t.b_stride(bk_major), t.b_stage(bk_major)
     elem = "half" if t.itemsize == 2 else "float"  # shared memory's element, for addressing
     shift = t.width.bit_length() - 1               # log2 of the elements per chunk
     kstep = 16 if ops.tf32 is None else 8          # the MMA's k
-    fn = Function(module)
-    a_sh = module.dynamic_shared(f"{name}_smem", elem)
     b_sh = fn.op(f"getelementptr {elem}, ptr addrspace(3) {a_sh}, i64 {t.stages * t.a_stage}")
 
     tid32 = fn.special("tid.x")
@@ -251,8 +301,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {t.bm}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
-    bidx = A.decompose(fn, bz, batch) if batch else []
-    a_aligned, b_aligned = a.aligned(fn), b.aligned(fn)
+    bidx = A.decompose(fn, bz, [sizes(d) for d in batch]) if batch else []
+    a_aligned, b_aligned = a.aligned(fn, sizes), b.aligned(fn, sizes)
 
     def rows_of(rows: int, per_row: int, stride: int):
         """This thread's chunks of a rows x (width per_row) tile: (row, column, shared offset)."""
@@ -264,8 +314,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
             out.append((r, col, fn.op(f"add i64 {fn.op(f'mul i64 {r}, {stride}')}, {col}")))
         return out
 
-    a_exact = M % t.bm == 0 and KD % t.bk == 0
-    b_exact = N % t.bn == 0 and KD % t.bk == 0
+    a_exact = is_static(M) and is_static(KD) and M % t.bm == 0 and KD % t.bk == 0
+    b_exact = is_static(N) and is_static(KD) and N % t.bn == 0 and KD % t.bk == 0
     a_chunks = rows_of(t.bm, t.bk // t.width, t.a_stride)
     b_chunks = rows_of(t.bn, t.bk // t.width, b_stride) if bk_major else \
         rows_of(t.bk, t.bn // t.width, b_stride)
@@ -279,7 +329,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
             dst = fn.op(f"getelementptr {elem}, ptr addrspace(3) {a_sh}, "
                         f"i64 {fn.op(f'add i64 {a_base}, {off}')}")
             m, k = fn.op(f"add i64 {m0}, {r}"), fn.op(f"add i64 {k0}, {col}")
-            copies.append(a.chunk(fn, bidx, (m, M), (k, KD), dst, a_exact))
+            copies.append(a.chunk(fn, bidx, (m, m_), (k, k_), dst, a_exact, sizes))
         stage_chunks(fn, a_aligned, copies)
         copies = []
         for r, col, off in b_chunks:
@@ -287,7 +337,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
                         f"i64 {fn.op(f'add i64 {b_base}, {off}')}")
             n, k = (r, col) if bk_major else (col, r)
             n, k = fn.op(f"add i64 {n0}, {n}"), fn.op(f"add i64 {k0}, {k}")
-            copies.append(b.chunk(fn, bidx, (n, N), (k, KD), dst, b_exact))
+            copies.append(b.chunk(fn, bidx, (n, n_), (k, k_), dst, b_exact, sizes))
         stage_chunks(fn, b_aligned, copies)
 
     accs = []
@@ -367,12 +417,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
             olds = new
         return olds
 
-    num_k = ceil_div(KD, t.bk)
-    for kt in range(min(t.stages - 1, num_k)):  # prologue: the first stages-1 tiles in flight
-        load_stage(str(kt), str(kt))
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
-    for _ in range(t.stages - 1 - min(t.stages - 1, num_k)):
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+    num_k = sizes(opaque("ceildiv", KD, t.bk))
+    prologue(fn, t.stages - 1, num_k, load_stage)  # the first stages-1 tiles in flight
 
     def step(kt):
         # tile kt has landed once at most stages-2 younger groups are pending; the barrier also
@@ -389,7 +435,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
 
     fn.loop("0", str(num_k), "1", step)
 
-    lowering = epilogue_lowering(fn, kernel)
+    lowering = epilogue_lowering(fn, kernel, sizes)
 
     g = fn.op(f"zext i32 {fn.op(f'lshr i32 {lane}, 2')} to i64")
     quad = fn.op(f"and i32 {lane}, 3")
@@ -404,7 +450,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
                 col = fn.op(f"add i64 {fn.op(f'add i64 {n0}, {wn_off}')}, "
                             f"{fn.op(f'add i64 {q}, {nt * 8 + (i & 1)}')}")
                 total = fn.op(f"load float, ptr {accs[(mt * nts + nt) * 4 + i]}")
-                store_element(fn, kernel, c, bidx, row, col, total, lowering)
-    module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, t.min_blocks)
-    return Launch((ceil_div(N, t.bn), ceil_div(M, t.bm), nb), (THREADS, 1, 1),
-                    t.shared_bytes(bk_major))
+                store_element(fn, kernel, c, bidx, row, col, total, lowering, sizes)

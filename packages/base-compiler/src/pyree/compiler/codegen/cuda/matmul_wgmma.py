@@ -24,7 +24,8 @@ stage starts 1024-byte aligned):
 
 The accumulators of warp w of a warpgroup, lane l, register i: row 16 w + l / 4 + 8 (i / 2 % 2),
 column 8 (i / 4) + 2 (l % 4) + i % 2. Any M, N and K: the grid covers the output with whole
-tiles, the epilogue stores what is inside.
+tiles, the epilogue stores what is inside. Any of them, and the batch, may be run-time sizes
+(run_time_mma.py).
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.common.addressing import ceil_div
 from pyree.compiler.codegen.common.contraction import Contraction, contraction_of
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
+from pyree.compiler.codegen.common.llvm_gpu import dynamic
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering, store_element
-from pyree.compiler.codegen.cuda.async_copy import stage_chunks
-from pyree.compiler.codegen.cuda.matmul_mma import operands, waves_cost
+from pyree.compiler.codegen.cuda import per_dispatch_tiles
+from pyree.compiler.codegen.cuda.async_copy import prologue, stage_chunks
+from pyree.compiler.codegen.cuda.matmul_mma import Operands, operands, waves_cost
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 THREADS = 256            # two warpgroups
 BM, BK = 128, 64
@@ -96,15 +99,20 @@ def plan(kernel: K.Kernel, target):
 
 
 def tile_plan(kernel: K.Kernel, c: Contraction, arch: str):
-    """(operands, tile) when the wgmma template applies, else None."""
-    if arch != "sm_90a":
+    """(operands, tiles) when the wgmma template applies, else None: the tile ``choose_tile``
+    takes, or with run-time sizes the candidates ``choose_tile`` would pick among, chosen per
+    dispatch (one block a multiprocessor, as each is alone)."""
+    run_time = K.has_run_time_sizes(kernel)
+    if arch != "sm_90a" or (run_time and not dynamic.loop_indices(kernel)):
         return None
     found = operands(kernel, c)
     if found is None:
         return None
     par = kernel.parallel_ranges
-    return found, choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)),
-                              has_math_epilogue(kernel))
+    math = has_math_epilogue(kernel)
+    if run_time:
+        return found, TILES[-1:] if math else TILES
+    return found, (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)), math),)
 
 
 def _descriptor(fn: Function, address: str, lbo: int, sbo: int) -> str:
@@ -150,14 +158,30 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
-    c, (ops, t) = plan
+    c, (ops, tiles) = plan
+    par = kernel.parallel_ranges
+    M, N, nb = par[-2], par[-1], num_elements(par[:-2])
+    fn = Function(module)
+    sizes = per_dispatch_tiles.sizes_of(fn, kernel)
+    raw = module.dynamic_shared(f"{name}_smem", "i8")
+    costs = [waves_cost(M, N, nb, BM, t.bn) for t in tiles]
+    per_dispatch_tiles.emit_taken(fn, sizes, costs,
+                                  [lambda t=t: _tile(fn, kernel, c, ops, t, sizes, raw) for t in tiles])
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, THREADS, 1)
+    grid_n = per_dispatch_tiles.per_dispatch([opaque("ceildiv", N, t.bn) for t in tiles], costs)
+    return Launch((grid_n, opaque("ceildiv", M, BM), nb), (THREADS, 1, 1),
+                  max(t.shared_bytes for t in tiles))
+
+
+def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile, sizes,
+          raw: str) -> None:
+    """The kernel's body with tile ``t``, its stages in the dynamic shared array ``raw``."""
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N = par[-2:]
     KD = kernel.reduction_ranges[0]
-    nb = int(np.prod(batch, dtype=np.int64))
-    fn = Function(module)
+    m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
 
     tid32 = fn.special("tid.x")
     tid = fn.op(f"zext i32 {tid32} to i64")
@@ -168,11 +192,10 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     n0 = fn.op(f"mul i64 {fn.op(f'zext i32 {bx} to i64')}, {t.bn}")
     m0 = fn.op(f"mul i64 {fn.op(f'zext i32 {by} to i64')}, {BM}")
     bz = fn.op(f"zext i32 {fn.special('ctaid.z')} to i64")
-    bidx = A.decompose(fn, bz, batch) if batch else []
-    a_aligned, b_aligned = a.aligned(fn), b.aligned(fn)
+    bidx = A.decompose(fn, bz, [sizes(d) for d in batch]) if batch else []
+    a_aligned, b_aligned = a.aligned(fn, sizes), b.aligned(fn, sizes)
 
     # shared memory, rounded up to 1024 bytes
-    raw = module.dynamic_shared(f"{name}_smem", "i8")
     raw_addr = fn.op(f"ptrtoint ptr addrspace(3) {raw} to i32")
     base_addr = fn.op(f"and i32 {fn.op(f'add i32 {raw_addr}, 1023')}, -1024")
     base = fn.op(f"getelementptr i8, ptr addrspace(3) {raw}, "
@@ -202,8 +225,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
             out.append((kr, fn.op(f"shl i64 {nc}, 3"), s))
         return out
 
-    a_exact = M % BM == 0 and KD % BK == 0
-    b_exact = N % t.bn == 0 and KD % BK == 0
+    a_exact = is_static(M) and is_static(KD) and M % BM == 0 and KD % BK == 0
+    b_exact = is_static(N) and is_static(KD) and N % t.bn == 0 and KD % BK == 0
 
     def load_stage(stage: str, kt: str):
         # chunk coordinates recomputed from tid here: kept live across the loop they spill
@@ -213,14 +236,15 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
 
         def dst(s):
             return fn.op(f"getelementptr i8, ptr addrspace(3) {base}, i64 {fn.op(f'add i64 {stage_off}, {s}')}")
-        copies = [a.chunk(fn, bidx, (fn.op(f"add i64 {m0}, {r}"), M), (fn.op(f"add i64 {k0}, {col}"), KD),
-                          dst(s), a_exact) for r, col, s in a_chunks]
+        copies = [a.chunk(fn, bidx, (fn.op(f"add i64 {m0}, {r}"), m_), (fn.op(f"add i64 {k0}, {col}"), k_),
+                          dst(s), a_exact, sizes) for r, col, s in a_chunks]
         stage_chunks(fn, a_aligned, copies)
         copies = []
         for r, col, s in b_chunks:
             n, k = (r, col) if b.k_major else (col, r)
             n, k = fn.op(f"add i64 {n0}, {n}"), fn.op(f"add i64 {k0}, {k}")
-            copies.append(b.chunk(fn, bidx, (n, N), (k, KD), dst(fn.op(f"add i64 {s}, {t.a_bytes}")), b_exact))
+            copies.append(b.chunk(fn, bidx, (n, n_), (k, k_), dst(fn.op(f"add i64 {s}, {t.a_bytes}")),
+                                  b_exact, sizes))
         stage_chunks(fn, b_aligned, copies)
 
     count = t.bn // 2
@@ -230,12 +254,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
         fn.raw(f"store float 0.0, ptr {slot}")
         slots.append(slot)
 
-    num_k = ceil_div(KD, BK)
-    for kt in range(min(AHEAD, num_k)):  # prologue
-        load_stage(str(kt), str(kt))
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
-    for _ in range(AHEAD - min(AHEAD, num_k)):
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+    num_k = sizes(opaque("ceildiv", KD, BK))
+    prologue(fn, AHEAD, num_k, load_stage)
     a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
     b_lbo, b_sbo, b_step = (K_LBO, K_SBO, 32) if b.k_major else (B_LBO, B_SBO, 16 * 128)
 
@@ -266,7 +286,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     fn.loop("0", str(num_k), "1", step)
     accs = _wait(fn, 0, [fn.op(f"load float, ptr {s}") for s in slots])
 
-    lowering = epilogue_lowering(fn, kernel)
+    lowering = epilogue_lowering(fn, kernel, sizes)
 
     in_tile_row = fn.op(f"add i32 {fn.op(f'mul i32 {warp}, 16')}, {fn.op(f'lshr i32 {lane}, 2')}")
     row0 = fn.op(f"add i64 {m0}, {fn.op(f'zext i32 {in_tile_row} to i64')}")
@@ -275,6 +295,4 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     for i, total in enumerate(accs):
         row = fn.op(f"add i64 {row0}, {8 * (i // 2 % 2)}")
         col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
-        store_element(fn, kernel, c, bidx, row, col, total, lowering)
-    module.add_kernel(name, A.kernel_params(kernel), fn, THREADS, 1)
-    return Launch((ceil_div(N, t.bn), ceil_div(M, BM), nb), (THREADS, 1, 1), t.shared_bytes)
+        store_element(fn, kernel, c, bidx, row, col, total, lowering, sizes)

@@ -1,7 +1,8 @@
-"""Kernels with run-time sizes on the LLVM GPU targets (cuda, rocm): the first template of both,
-taking exactly the kernels whose loop ranges, binding dims or indices are sizes known per
-dispatch only (``pyree.compiler.sizes``; symbol pk is push constant k), so that no other template
-ever sees a size and static kernels come out as before. Nothing is compiled per size.
+"""Kernels with run-time sizes on the LLVM GPU targets (cuda, rocm): the kernels whose loop ranges,
+binding dims or indices are sizes known per dispatch only (``pyree.compiler.sizes``; symbol pk is
+push constant k), all but the contractions cuda runs on tensor cores (``cuda/run_time_mma.py``,
+which uses ``check_sizes`` too); no other template sees a size, and
+static kernels come out as before. Nothing is compiled per size.
 
 The kernel is normalized first (``common/normalize.py``: flat bindings, loops merged wherever
 the strides line up as polynomials, so an elementwise op of any rank is one loop). The sizes it
@@ -50,10 +51,10 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     fn = Function(module)
     # the dispatch's count: normalizing may drop a loop and its size, still a kernel parameter
     sizes = SizeValues(fn, K.push_constant_count(kernel))
-    _check_sizes(fn, flat, sizes)
+    check_sizes(fn, flat, sizes)
     if not flat.reduction_ranges:
         return elementwise.emit_strided(module, flat, name, fn, sizes)
-    contraction = contraction_of(kernel) if _loop_indices(kernel) else None
+    contraction = contraction_of(kernel) if loop_indices(kernel) else None
     if contraction is not None:
         return matmul.emit_chosen(module, kernel, name, contraction, fn, sizes)
     folds = K.fold_pattern(flat.reductions)
@@ -62,7 +63,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     return reduction.emit_serial(module, flat, name, fn, sizes)
 
 
-def _loop_indices(kernel: K.Kernel) -> bool:
+def loop_indices(kernel: K.Kernel) -> bool:
     """Whether every index of ``kernel`` (not normalized) is an int combination of its loops, as
     ``contraction.match`` reads them (its bindings' strides may be run-time sizes)."""
     indices = [ix for r in kernel.results
@@ -71,7 +72,7 @@ def _loop_indices(kernel: K.Kernel) -> bool:
     return all(is_static(v) for ix in indices for v in (*ix.coeffs, ix.const))
 
 
-def _check_sizes(fn: Function, kernel: K.Kernel, sizes: SizeValues) -> None:
+def check_sizes(fn: Function, kernel: K.Kernel, sizes: SizeValues) -> None:
     """Traps unless the dispatch's sizes keep every access of ``kernel`` inside its binding."""
     ok = "true"
 
