@@ -17,8 +17,10 @@ CASES = {
 }
 # attention's products over a run-time sequence (M, N or K at run time, batch strides sizes):
 # name: (heads, head depth, operand type, kind); "scores": s[h, m, n] = q[h, m] . k[h, n] / 8,
-# -inf past the diagonal; "mix": o[h, m, d] = sum_j p[h, m, j] v[h, j, d]
-BATCHED = {"scores_f16": (3, 40, "f16", "scores"), "mix_bf16": (3, 24, "bf16", "mix")}
+# -inf past the diagonal; "mix": o[h, m, d] = sum_j p[h, m, j] v[h, j, d]; "outer": o[h, m, n] =
+# sum_c a[h, m, c] b[h, c, n], b's rows of n elements (a run-time stride, checked per dispatch)
+BATCHED = {"scores_f16": (3, 40, "f16", "scores"), "mix_bf16": (3, 24, "bf16", "mix"),
+           "outer_f16": (2, 48, "f16", "outer")}
 # rows per call: none, one, odd, around the tiles' edges, large
 ROWS = (0, 1, 7, 64, 65, 129, 1000, 2047)
 
@@ -107,6 +109,10 @@ def inputs(name: str, rows: int, seed: int) -> list[np.ndarray]:
             q = rng.standard_normal((heads, rows, depth)).astype(dtype)
             _specials(q)
             return [q, rng.standard_normal((heads, rows, depth)).astype(dtype)]
+        if kind == "outer":
+            a = rng.standard_normal((heads, rows, depth)).astype(dtype)
+            _specials(a)
+            return [a, rng.standard_normal((heads, depth, rows)).astype(dtype)]
         p = rng.random((heads, rows, rows)).astype(dtype)
         _specials(p)
         return [p, rng.standard_normal((heads, rows, depth)).astype(dtype)]
@@ -160,12 +166,14 @@ def check(name: str, got: np.ndarray, args: list[np.ndarray]) -> None:
 
 def _batched(name: str) -> str:
     heads, depth, ty, kind = BATCHED[name]
-    a, b = (f"{heads}x?x{depth}x{ty}",) * 2 if kind == "scores" else \
-        (f"{heads}x?x?x{ty}", f"{heads}x?x{depth}x{ty}")
-    out = f"{heads}x?x?xf32" if kind == "scores" else f"{heads}x?x{depth}xf32"
-    dims = "%m, %m" if kind == "scores" else "%m"
-    b_map = "(d0, d2, d3)" if kind == "scores" else "(d0, d3, d2)"
-    mask = "" if kind == "mix" else f"""
+    a, b, out, dims, b_map = {
+        "scores": (f"{heads}x?x{depth}x{ty}", f"{heads}x?x{depth}x{ty}", f"{heads}x?x?xf32",
+                   "%m, %m", "(d0, d2, d3)"),
+        "mix": (f"{heads}x?x?x{ty}", f"{heads}x?x{depth}x{ty}", f"{heads}x?x{depth}xf32", "%m",
+                "(d0, d3, d2)"),
+        "outer": (f"{heads}x?x{depth}x{ty}", f"{heads}x{depth}x?x{ty}", f"{heads}x?x?xf32",
+                  "%m, %m", "(d0, d3, d2)")}[kind]
+    mask = "" if kind != "scores" else f"""
   %e2 = tensor.empty({dims}) : tensor<{out}>
   %r = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>,
       affine_map<(d0, d1, d2) -> (d0, d1, d2)>],
@@ -199,7 +207,7 @@ func.func @{kind}(%a: tensor<{a}>, %b: tensor<{b}>) -> tensor<{out}> {{
     %s = arith.addf %o, %p : f32
     linalg.yield %s : f32
   }} -> tensor<{out}>{mask}
-  return {"%acc" if kind == "mix" else "%r"} : tensor<{out}>
+  return {"%r" if kind == "scores" else "%acc"} : tensor<{out}>
 }}
 """
 

@@ -15,7 +15,7 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 quiet() { grep -v "Warning\|cls.__new__"; }
-OPS=linear_f16,linear_f16_wide
+OPS=${OPS:-linear_f16,linear_f16_wide}
 if [ -n "$RTM" ]; then
   PYREE_RUN_TIME_MMA_MODULE_DIR=$RTM PYTHONPATH=tests:/tmp/site timeout 300 python3 -m pytest -q \
     -p no:cacheprovider tests/drivers/cuda/test_cuda_run_time_mma_on_gpu.py 2>&1 | tail -8 | tee "$OUT/tests.log"
