@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler import kernel as K
+from pyree.compiler.sizes import is_static
 
 
 def _ident(rank: int, loops: int, dims=None) -> tuple[K.AffineExpr, ...]:
@@ -80,7 +81,7 @@ def linear(m: int, n: int, k: int, dtype: str, batch: int = 1, b_nk: bool = True
     """torch-mlir's f16/bf16 linear layer (bmm with ``batch``): f32 products of extended
     operands, B as ``[n, k]`` (a weight) or ``[k, n]``, + bias[n], truncated to ``dtype``; an
     f32 one reads and writes f32 as it is."""
-    lead = (batch,) if batch > 1 else ()
+    lead = (batch,) if not is_static(batch) or batch > 1 else ()  # a run-time batch: a loop
     loops = len(lead) + 3
 
     def ix(*dims):

@@ -84,6 +84,8 @@ def test_which_products_with_run_time_sizes_take_tensor_cores():
             for dtype, mode, tc in [("f16", "strict", True), ("f32", "strict", False), ("f32", "tf32", True)]:
                 template, _ = choose(TEMPLATES, zoo.matmul(m, n, k, dtype, "f32"), resolve_target(arch, mode))
                 assert (template is run_time_mma) == tc, (arch, m, n, k, dtype, mode)
+        batched = zoo.linear(P1, 24, 40, "bf16", batch=P0)  # test_a_run_time_batch's
+        assert choose(TEMPLATES, batched, resolve_target(arch))[0] is run_time_mma
 
 
 @functools.cache
@@ -141,6 +143,27 @@ def test_every_extent_at_run_time(m, n, k):
     with np.errstate(invalid="ignore"):
         ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@functools.cache
+def emulated_batched() -> Emulated:
+    """bf16 x[b, m, 40] @ w[b, 24, 40]^T + bias, truncated to bf16: a run-time batch (push
+    constant 0) and rows (1), the batch strides sizes."""
+    return Emulated(zoo.linear(P1, 24, 40, "bf16", batch=P0))
+
+
+@pytest.mark.parametrize("batch, m", [(1, 1), (3, 37), (2, 70)])
+def test_a_run_time_batch(batch, m):
+    import ml_dtypes
+    em = emulated_batched()
+    rng = np.random.default_rng(batch * m)
+    x = rng.standard_normal((batch, m, 40)).astype(ml_dtypes.bfloat16)
+    w = (rng.standard_normal((batch, 24, 40)) / 6).astype(ml_dtypes.bfloat16)
+    bias = rng.standard_normal(24).astype(ml_dtypes.bfloat16)
+    out = np.full((batch, m, 24), 7.0, ml_dtypes.bfloat16)
+    assert em([x, w, bias, out], [batch, m])
+    ref = x.astype(np.float64) @ w.astype(np.float64).transpose(0, 2, 1) + bias.astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2 ** -7, atol=2 ** -7)
 
 
 @pytest.mark.parametrize("name", cases.NAMES)
