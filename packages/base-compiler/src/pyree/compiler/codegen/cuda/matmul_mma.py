@@ -157,7 +157,7 @@ def _chunked(lin: Linear, inner: int, w: int, loops: range) -> tuple[bool, tuple
 def waves_cost(m, n, batch, bm: int, bn: int):
     """The slowest multiprocessor's work: waves of blocks times a block's per-k-step cost, its
     MMAs (bm bn) plus its operand traffic (64 (bm + bn)). A smaller tile wins where the larger
-    one leaves multiprocessors idle. A size where m is one."""
+    one leaves multiprocessors idle. A size where an extent is one."""
     blocks = opaque("ceildiv", m, bm) * opaque("ceildiv", n, bn) * batch
     return opaque("ceildiv", blocks, FILL_BLOCKS) * (bm * bn + 64 * (bm + bn))
 
@@ -199,8 +199,8 @@ class Tile:
 # Largest first; ties go to the larger. 128x256 gives each warp a 64x64 tile (32 MMAs per 8
 # ldmatrix per k16 step). Shared memory per SM (227 KiB) bounds stages x blocks.
 TILES = (Tile(128, 256, 3, 1), Tile(128, 128, 3, 2), Tile(64, 128, 4, 2), Tile(64, 64, 4, 2))
-# M at run time: the tiles of two blocks a multiprocessor, which share one kernel's budget (128
-# registers a thread, 2 x 110.6 KiB of shared memory); 128x256 would hold the rest to one block.
+# Sizes at run time: the tiles of two blocks a multiprocessor, which share one kernel's budget
+# (128 registers a thread, 2 x 110.6 KiB of shared memory); 128x256 would hold the rest to one.
 RUN_TIME_TILES = TILES[1:]
 
 

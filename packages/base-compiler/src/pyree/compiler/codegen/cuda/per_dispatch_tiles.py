@@ -2,10 +2,10 @@
 (``run_time_mma.py``): the tile the static template would take for the dispatch's sizes (the
 first of least ``matmul_mma.waves_cost``), among candidates that share one kernel. The kernel
 holds a body per candidate behind a branch every thread of the dispatch takes alike, and the
-grid is a SizeExpr that picks the same tile: the kernel compares the costs as i64 values and the runtime
-evaluates the same comparisons (``sizes.compare``) on the same integers, so the two agree. A
-kernel has one register budget and one shared-memory size, those of its largest candidate, so
-the candidates are tiles of like budget (``matmul_mma.RUN_TIME_TILES``).
+grid is a SizeExpr that picks the same tile: the kernel compares the costs as i64 values and
+the runtime evaluates the same comparisons (``sizes.compare``) on the same integers, so the two
+agree. A kernel has one register budget and one shared-memory size, those of its largest
+candidate, so the candidates are tiles of like budget (``matmul_mma.RUN_TIME_TILES``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Kernels with run-time sizes on the LLVM GPU targets (cuda, rocm): the kernels whose loop ranges,
 binding dims or indices are sizes known per dispatch only (``pyree.compiler.sizes``; symbol pk is
 push constant k), all but the contractions cuda runs on tensor cores (``cuda/run_time_mma.py``,
-which uses ``check_sizes`` too); no other template sees a size, and
-static kernels come out as before. Nothing is compiled per size.
+which uses ``check_sizes`` too); no other template sees a size, and static kernels come out as
+before. Nothing is compiled per size.
 
 The kernel is normalized first (``common/normalize.py``: flat bindings, loops merged wherever
 the strides line up as polynomials, so an elementwise op of any rank is one loop). The sizes it
