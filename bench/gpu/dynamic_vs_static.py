@@ -42,8 +42,14 @@ SIZES = {
     "linear_f16": [(1, 768, 2304), (7, 768, 2304), (128, 768, 2304), (333, 768, 2304),
                    (1024, 768, 2304), (2047, 768, 2304)],
     "linear_f16_wide": [(128, 4096, 11008), (509, 4096, 11008), (2048, 4096, 11008)],
+    # GPT-2's other linears at short prompts, where the static module splits K
+    # (flow/split_reduction.py) and the dynamic one cannot
+    "linear_f16_proj": [(64, 768, 768), (128, 768, 768), (256, 768, 768)],
+    "linear_f16_fc1": [(64, 768, 3072), (128, 768, 3072), (256, 768, 3072)],
+    "linear_f16_fc2": [(64, 3072, 768), (128, 3072, 768), (256, 3072, 768)],
 }
-LINEAR = ("linear_f16", "linear_f16_wide")  # f16 operands, f32 results, only m at run time
+LINEAR = ("linear_f16", "linear_f16_wide", "linear_f16_proj", "linear_f16_fc1",
+          "linear_f16_fc2")  # f16 operands, f32 results, only m at run time
 DYNAMIC_DIM = {"conv": 0, "softmax": 0, "layernorm": 0, "block": 1, "block_f16": 1}
 HALF = (*LINEAR, "block_f16")  # f16 inputs
 # The row of softmax and layernorm is static in their dynamic module too: torch.export guards a
