@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pyree.compiler.flow.convolution import IMPLICIT_PATCHES
 from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
 from pyree.compiler.kernel import (
@@ -66,6 +67,8 @@ from pyree.compiler.tensor_program import (
     Generic,
     Op,
     Value,
+    View,
+    defined_by,
     has_run_time_sizes,
     sources_of,
 )
@@ -97,7 +100,11 @@ TENSOR_TILE_OUTPUTS = 128 * 64
 # A tensor-core product's chunk is at least three of its templates' 64-deep steps where K has room
 # for two such chunks: ResNet-18's f16 3x3 convolutions at batch 1 (64 channels, 56x56: 25 tiles,
 # K = 576) were slower split 9 ways (one step each) than whole, and slower per call than split 3
-# ways (BENCHMARKS.md). GPT-2's K = 256 keeps 64-deep chunks.
+# ways (BENCHMARKS.md). GPT-2's K = 256 keeps 64-deep chunks. In a cuda module a matmul (its
+# operands not a convolution's patches) with such a K below LONG_K stays whole: GPT-2's f16
+# linears of 64-256 rows with K = 768 ran whole in 0.5-1.0x the time split in 192-deep chunks
+# took (wgmma on the H200; BENCHMARKS.md, seventeenth session), where K = 3072 still gained from
+# the split. (Vulkan's and rocm's templates were not measured so; they split as before.)
 GPU_TENSOR_K_CHUNK = 192
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
 # column with a few multiply-adds per element (common/llvm_gpu/matmul_gemv.py), so a 128-deep chunk is ~16
@@ -120,20 +127,38 @@ GPU_VECTOR_MIN_ROWS = 64
 
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
-                     tensor_f32: bool = False, whole=None) -> Function:
+                     tensor_f32: bool = False, whole=None, cuda: bool = False) -> Function:
     """``gpu``: every target of the module is a GPU (the K limits of contractions);
     ``strict_floats``: float folds are not split (they must fold in order); ``tensor_f32``: f32
     products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones;
-    ``whole(function)``: ops a later pass takes as they are (flow/attention.py)."""
+    ``whole(function)``: ops a later pass takes as they are (flow/attention.py); ``cuda``: every
+    target is cuda, whose tensor-core templates' whole-K speed ``GPU_TENSOR_K_CHUNK`` cites."""
     keep = whole(function) if whole is not None else set()
+    patches = _patch_readers(function) if cuda else None
     ops = [new for op in function.ops
-           for new in ([op] if op in keep else split_reduction(op, gpu, strict_floats, tensor_f32))]
+           for new in ([op] if op in keep else split_reduction(
+               op, gpu, strict_floats, tensor_f32, patches is None or op in patches))]
     return dataclasses.replace(function, ops=ops)
 
 
+def _patch_readers(function: Function) -> set:
+    """The ops that read a convolution's patches (``flow/convolution.py``'s im2col copies),
+    directly or through views."""
+    made_by = {id(v): op for op in function.ops for v in defined_by(op)}
+
+    def patches(value) -> bool:
+        op = made_by.get(id(value))
+        if isinstance(op, View):
+            return patches(op.source)
+        return isinstance(op, Generic) and op.origin in (IMPLICIT_PATCHES, "im2col")
+    return {op for op in function.ops if isinstance(op, Generic) and any(map(patches, op.inputs))}
+
+
 def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
-                    tensor_f32: bool = False) -> list[Op]:
-    """``[op]``, or ``[partial, final]`` for a long fold with few outputs."""
+                    tensor_f32: bool = False, may_be_patches: bool = True) -> list[Op]:
+    """``[op]``, or ``[partial, final]`` for a long fold with few outputs. ``may_be_patches``:
+    ``op`` may be a convolution's GEMM, or a module for targets other than cuda's
+    (``GPU_TENSOR_K_CHUNK``)."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
             or is_row_kernel(op.outputs) or has_run_time_sizes(op):
         return [op]  # a run-time extent: whether splitting pays is known only per call
@@ -156,6 +181,8 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
             vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
             long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
             if narrow and not vector and extent >= 2 * GPU_TENSOR_K_CHUNK:
+                if not may_be_patches:
+                    return [op]
                 min_chunk = GPU_TENSOR_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
             return [op]
