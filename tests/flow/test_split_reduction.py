@@ -30,13 +30,14 @@ func.func @main(%x: tensor<{rows}x{n}xf32>) -> tensor<{rows}xf32> {{
 """
 
 
-def matmul(m: int, k: int, n: int) -> str:
+def matmul(m: int, k: int, n: int, dtype: str = "f32") -> str:
+    """``a @ b`` of ``dtype`` operands, summed in f32."""
     return f"""
-func.func @main(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+func.func @main(%a: tensor<{m}x{k}x{dtype}>, %b: tensor<{k}x{n}x{dtype}>) -> tensor<{m}x{n}xf32> {{
   %c = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<{m}x{n}xf32>
   %init = linalg.fill ins(%c : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>)
+  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>)
       outs(%init : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
   return %r : tensor<{m}x{n}xf32>
 }}
@@ -105,16 +106,6 @@ def test_only_a_gpu_module_splits_a_small_product_below_long_k():
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-F16_MATMUL = """
-func.func @main(%a: tensor<{m}x{k}xf16>, %b: tensor<{k}x{n}xf16>) -> tensor<{m}x{n}xf32> {{
-  %c = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<{m}x{n}xf32>
-  %init = linalg.fill ins(%c : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %r = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf16>, tensor<{k}x{n}xf16>)
-      outs(%init : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  return %r : tensor<{m}x{n}xf32>
-}}
-"""
 F16_CONV = """
 func.func @f(%x: tensor<1x64x58x58xf16>, %w: tensor<64x64x3x3xf16>) -> tensor<1x64x56x56xf16> {
   %z = arith.constant 0.0 : f16
@@ -136,7 +127,7 @@ def test_f16_matmuls_on_the_gpu_split_k_only_from_long_k(m, k, n, parts):
     """An f16 matmul with few tiles and K below LONG_K stays whole in a cuda module (whole ran
     faster than split in 192-deep chunks on the H200); from LONG_K on it splits. Other GPU
     modules (Vulkan's, rocm's templates, not measured so) split it as before."""
-    text = F16_MATMUL.format(m=m, k=k, n=n)
+    text = matmul(m, k, n, "f16")
     ops = generics(after_pass(text, "split-reductions", gpu=True, implicit_gemm=True))
     assert [g.loop_ranges[0] for g in ops] == ([m] if parts == 1 else [parts, m])
     other = generics(after_pass(text, "split-reductions", gpu=True))
