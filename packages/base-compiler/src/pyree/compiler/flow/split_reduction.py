@@ -101,11 +101,14 @@ TENSOR_TILE_OUTPUTS = 128 * 64
 # for two such chunks: ResNet-18's f16 3x3 convolutions at batch 1 (64 channels, 56x56: 25 tiles,
 # K = 576) were slower split 9 ways (one step each) than whole, and slower per call than split 3
 # ways (BENCHMARKS.md). GPT-2's K = 256 keeps 64-deep chunks. In a cuda module a matmul (its
-# operands not a convolution's patches) with such a K below LONG_K stays whole: GPT-2's f16
-# linears of 64-256 rows with K = 768 ran whole in 0.5-1.0x the time split in 192-deep chunks
-# took (wgmma on the H200; BENCHMARKS.md, seventeenth session), where K = 3072 still gained from
-# the split. (Vulkan's and rocm's templates were not measured so; they split as before.)
+# operands not a convolution's patches) with such a K below LONG_K and at least
+# GPU_TENSOR_WHOLE_TILES tiles stays whole: GPT-2's f16 linears of 64-256 rows with K = 768 ran
+# whole in 0.5-1.0x the time split in 192-deep chunks took from 24 tiles on, on wgmma and
+# mma.sync alike; at 12 wgmma gained 0.9 us whole and mma.sync lost 0.3, at 6 mma.sync lost
+# 1.1 us (BENCHMARKS.md, seventeenth session). K = 3072 still gained from the split. (Vulkan's
+# and rocm's templates were not measured so; they split as before.)
 GPU_TENSOR_K_CHUNK = 192
+GPU_TENSOR_WHOLE_TILES = 12
 # A matrix-vector product (m or n below this) in longer chunks: the GPU templates read its K per
 # column with a few multiply-adds per element (common/llvm_gpu/matmul_gemv.py), so a 128-deep chunk is ~16
 # loads per thread, while 64-deep chunks double the partials. (On the 32x32 SIMT tile, before the
@@ -181,7 +184,7 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
             vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
             long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
             if narrow and not vector and extent >= 2 * GPU_TENSOR_K_CHUNK:
-                if not may_be_patches:
+                if not may_be_patches and tiles >= GPU_TENSOR_WHOLE_TILES:
                     return [op]
                 min_chunk = GPU_TENSOR_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
