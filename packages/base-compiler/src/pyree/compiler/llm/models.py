@@ -83,7 +83,7 @@ def write_cache(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor) -> 
 
 
 def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: torch.Tensor,
-           v_new: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+           v_new: torch.Tensor, start: torch.Tensor | int) -> torch.Tensor:
     """Causal attention of the queries at positions ``start ..`` over the cache's rows before
     ``start`` and the new rows up to each query's own; keys and values may have fewer heads
     than the queries (grouped). A ``start`` of int 0 (a prefill, ``decoder.py``) says that no
