@@ -58,3 +58,23 @@ def test_run_time_sizes_in_indices_print(capfd):
     compile_str(LAST_ROW, target_backends=["llvm-cpu"], extra_args=["--pyree-print-ir-after-all"])
     err = capfd.readouterr().err
     assert "IR after tensor program" in err and "(-1 + s0)" in err, err[-2000:]
+
+
+PLANE_VIEW = """
+func.func @plane(%a: tensor<3x?x8xf32>) -> tensor<?x8xf32> {
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %a, %c1 : tensor<3x?x8xf32>
+  %s = tensor.extract_slice %a[1, 0, 0] [1, %n, 8] [1, 1, 1] : tensor<3x?x8xf32> to tensor<?x8xf32>
+  return %s : tensor<?x8xf32>
+}
+"""
+
+
+def test_run_time_view_offsets_print(capfd):
+    """A view at a run-time byte offset (k's plane of a packed q, k, v with a
+    run-time length) prints it (it was an internal compiler error: the size
+    was asked for a truth value)."""
+    from pyree.compiler import compile_str
+    compile_str(PLANE_VIEW, target_backends=["llvm-cpu"], extra_args=["--pyree-print-ir-after-all"])
+    err = capfd.readouterr().err
+    assert "= view %a + " in err and "bytes" in err, err[-2000:]

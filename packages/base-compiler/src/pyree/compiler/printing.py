@@ -78,7 +78,9 @@ def _format_op(op) -> list[str]:
                 else _preview(op.data))
         return [f"{_decl(op.result)} = constant {what}{_at(op.location)}"]
     if isinstance(op, View):
-        offset = f" + {op.byte_offset} bytes" if op.byte_offset else ""
+        # A run-time offset (a Size) has no truth value: only the int 0 prints nothing.
+        offset = "" if isinstance(op.byte_offset, int) and op.byte_offset == 0 \
+            else f" + {op.byte_offset} bytes"
         return [f"{_decl(op.result)} = view %{op.source.name}{offset}{_at(op.location)}"]
     if isinstance(op, Check):
         operands = ", ".join("%" + v.name for v in (op.lhs, op.rhs) if v is not None)

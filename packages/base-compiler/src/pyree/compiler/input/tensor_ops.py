@@ -348,32 +348,28 @@ def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes
 def _sliced_shape(sizes: list, shape: tuple, where: str) -> tuple:
     """The (possibly rank-reduced) result shape of a slice of ``sizes``, its type's ``shape``
     with ``?`` as None: each size fills the next dim, or is a dropped unit dim."""
-    out, r = [], 0
-    for size in sizes:
-        if r < len(shape) and (shape[r] is None or shape[r] == size):
-            out.append(size)
-            r += 1
-        elif size != 1:
-            raise CompileError(f"slice sizes {sizes} do not match the result type", where)
-    if r != len(shape):
-        raise CompileError(f"slice sizes {sizes} do not match the result type", where)
-    return tuple(out)
+    kept = _kept_dims(sizes, shape, where)
+    return tuple(size for size, r in zip(sizes, kept) if r is not None)
 
 
-def _kept_dims(sizes: list[int], reduced_shape: tuple[int, ...], where: str) -> list[int | None]:
-    """For each sliced dim, its dim in the (possibly rank-reduced) shape, or None if dropped."""
-    kept: list[int | None] = []
-    r = 0
-    for size in sizes:
-        if r < len(reduced_shape) and reduced_shape[r] == size:
-            kept.append(r)
-            r += 1
-        elif size == 1:
-            kept.append(None)
-        else:
-            raise CompileError(f"slice sizes {sizes} do not match shape {reduced_shape}", where)
-    if r != len(reduced_shape):
-        raise CompileError(f"slice sizes {sizes} do not match shape {reduced_shape}", where)
+def _kept_dims(sizes: list, reduced_shape: tuple, where: str) -> list[int | None]:
+    """For each sliced dim, its dim in the (possibly rank-reduced) shape (None there: ``?``,
+    any size), or None if dropped. A unit size may be kept or dropped; the first way that
+    matches every dim is taken (``[1, n, 8]`` into ``?x8`` drops the 1, not the ``?``)."""
+    def match(i: int, r: int) -> list[int | None] | None:
+        if i == len(sizes):
+            return [] if r == len(reduced_shape) else None
+        if r < len(reduced_shape) and reduced_shape[r] in (None, sizes[i]) \
+                and (rest := match(i + 1, r + 1)) is not None:
+            return [r, *rest]
+        if is_static(sizes[i]) and sizes[i] == 1 and (rest := match(i + 1, r)) is not None:
+            return [None, *rest]
+        return None
+
+    kept = match(0, 0)
+    if kept is None:
+        shown = tuple("?" if d is None else d for d in reduced_shape)
+        raise CompileError(f"slice sizes {sizes} do not match the result shape {shown}", where)
     return kept
 
 
