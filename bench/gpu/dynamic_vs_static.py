@@ -170,12 +170,12 @@ def build(out: Path, target: str, ops: list[str]) -> None:
         print(f"built {op}", flush=True)
 
 
-def run(folder: Path, mode: str, json_out: str, ops: list[str]) -> None:
+def run(folder: Path, mode: str, json_out: str, ops: list[str], kernels: bool = False) -> None:
     import pyree.runtime as rt
     import torch
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench" / "models")]
     from gpu_timing import torch_ms
-    from profile_kernels import kernel_times
+    from profile_kernels import kernel_times, table
     torch.backends.cuda.matmul.allow_tf32 = False
     device = rt.get_device(f"cuda://0?command_buffer={mode}")
     rng = np.random.default_rng(0)
@@ -200,8 +200,11 @@ def run(folder: Path, mode: str, json_out: str, ops: list[str]) -> None:
                 row[f"{label}_err"] = wrong
                 # an f16 block's result is f16 (2^-11 a rounding, through a softmax and norms)
                 limit = 1e-2 if op == "block_f16" else 1e-4
-                row[f"{label}_us"] = None if wrong > limit else sum(
-                    kernel_times(_rotating(fn, args, wait=True), CALLS).values())
+                times = {} if wrong > limit else kernel_times(_rotating(fn, args, wait=True), CALLS)
+                row[f"{label}_us"] = sum(times.values()) if times else None
+                row[f"{label}_kernels"] = times
+                if kernels and times:
+                    table(f"{op} {row['size']} {label}", times)
             with torch.no_grad():
                 call = _rotating(model, on_torch)
                 row["torch_us"] = sum(kernel_times(call, CALLS).values())
@@ -264,12 +267,13 @@ def main() -> None:
     p.add_argument("--mode", default="graph", choices=("direct", "stream", "graph"))
     p.add_argument("--json", default="")
     p.add_argument("--ops", default=",".join(SIZES), help="comma-separated ops of SIZES")
+    p.add_argument("--kernels", action="store_true", help="print each module's kernel times")
     args = p.parse_args()
     ops = args.ops.split(",")
     if args.command == "build":
         build(args.folder, args.target, ops)
     else:
-        run(args.folder, args.mode, args.json, ops)
+        run(args.folder, args.mode, args.json, ops, args.kernels)
 
 
 if __name__ == "__main__":

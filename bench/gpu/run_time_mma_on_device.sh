@@ -1,9 +1,11 @@
 #!/bin/bash
-# Tensor-core contractions with a run-time M (codegen/cuda/run_time_mma.py) on the GPU host: the GPU
-# tests, then the f16 linear layers of bench/gpu/dynamic_vs_static.py (dynamic against static,
+# Tensor-core kernels with run-time sizes (codegen/cuda/run_time_mma.py, attention_mma.py) on the GPU
+# host: the GPU tests (and, with ATT, the attention tests, run-time lengths among them), then the
+# f16 linear layers of bench/gpu/dynamic_vs_static.py (dynamic against static,
 # and an older build's dynamic module, BASE), then GPT-2/LLaMA prefill (bench/gpu/llm_decode.py,
 # LLM and LLM_BASE). Built on the CPU machine:
 #   python3 tests/run_time_mma_cases.py .gpubuild/rtm
+#   python3 tests/drivers/cuda/test_cuda_attention_on_gpu.py .gpubuild/att   (ATT)
 #   python3 bench/gpu/dynamic_vs_static.py build .gpubuild/dvs --target sm_90a --ops linear_f16,linear_f16_wide
 #   python3 bench/gpu/llm_decode.py build .gpubuild/llm --target sm_90a --match small_f16
 # (BASE and LLM_BASE the same with another compiler), then, carrying those folders and .whl:
@@ -20,7 +22,11 @@ if [ -n "$RTM" ]; then
   PYREE_RUN_TIME_MMA_MODULE_DIR=$RTM PYTHONPATH=tests:/tmp/site timeout 300 python3 -m pytest -q \
     -p no:cacheprovider tests/drivers/cuda/test_cuda_run_time_mma_on_gpu.py 2>&1 | tail -8 | tee "$OUT/tests.log"
 fi
-[ -n "$DVS" ] && timeout 200 python3 bench/gpu/dynamic_vs_static.py run "$DVS" --ops $OPS \
+if [ -n "$ATT" ]; then
+  PYREE_TEST_ATTENTION_MLIR=$ATT PYTHONPATH=tests:/tmp/site timeout 400 python3 -m pytest -q \
+    -p no:cacheprovider tests/drivers/cuda/test_cuda_attention_on_gpu.py 2>&1 | tail -8 | tee "$OUT/attention.log"
+fi
+[ -n "$DVS" ] && timeout 200 python3 bench/gpu/dynamic_vs_static.py run "$DVS" --ops $OPS $DVS_ARGS \
   --json "$OUT/dvs.json" 2>&1 | quiet | tee "$OUT/dvs.log" | tail -12
 [ -n "$BASE" ] && timeout 200 python3 bench/gpu/dynamic_vs_static.py run "$BASE" --ops $OPS \
   --json "$OUT/dvs_base.json" 2>&1 | quiet | tee "$OUT/dvs_base.log" | tail -12

@@ -90,6 +90,34 @@ def mlir(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str = "") -> s
     return text
 
 
+@functools.cache
+def run_time_mlir(kind: str, heads: int, depth: int, width: int, dtype: str) -> str:
+    """``kind`` over a sequence of run-time length (torch.export's ``Dim``): q, k and v of
+    shape [1, heads, T, depth (width for v)], the mask [1, 1, T, T]; a prompt's prefill. Read
+    from ``$PYREE_TEST_ATTENTION_MLIR`` as ``mlir`` is."""
+    import os
+    folder = os.environ.get(MLIR_CACHE)
+    cached = Path(folder) / f"run_time_{kind}_{heads}_{depth}_{width}_{dtype}.mlir" if folder else None
+    if cached is not None and cached.exists():
+        return cached.read_text()
+    import torch
+    from pyree.compiler.importers.torch import import_torch
+
+    t = 5
+    args = [torch.from_numpy(np.asarray(a.astype(np.float32))).to(
+        {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+        if a.dtype != np.bool_ else torch.from_numpy(a)
+        for a in inputs(kind, (1, heads, t, depth), (1, heads, t, depth), (1, heads, t, width),
+                        dtype, np.random.default_rng(0))]
+    seq = torch.export.Dim("seq", min=1, max=4096)
+    dims = ({2: seq},) * 3 + ((({2: seq, 3: seq},),) if len(args) == 4 else ())  # *mask: a tuple
+    text = import_torch(_module(kind), *args, dynamic_shapes=dims)
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(text)
+    return text
+
+
 def _imported(kind: str, q_shape, k_shape, v_shape, dtype: str, extra: str) -> str:
     import torch
     from pyree.compiler.importers.torch import import_torch

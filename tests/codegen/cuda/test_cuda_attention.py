@@ -9,6 +9,8 @@ Hopper. tests/drivers/cuda/test_cuda_attention_on_gpu.py runs them on a GPU."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from tooling import require_module
@@ -21,6 +23,7 @@ from flow.pass_runs import after_pass, before_pass, generics  # noqa: E402
 from nvptx_on_cpu import Emulated  # noqa: E402
 from ptx_modules import cuda_executable  # noqa: E402
 from pyree.compiler import CompileOptions, compile_str  # noqa: E402
+from pyree.compiler.tensor_program import Constant  # noqa: E402
 
 FLOW = {"gpu": True, "implicit_gemm": True, "attention": True}
 
@@ -154,6 +157,61 @@ def test_special_values_land_where_the_chain_puts_them(kind, queries, keys):
     assert np.isnan(got).any() and np.isfinite(got).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(chain))
     np.testing.assert_allclose(got, chain, rtol=2e-6, atol=2e-6)
+
+
+def _run_time_op(kind: str, dtype: str):
+    """The attention op of ``kind`` over a run-time sequence (2 heads, head dims 16 and 24)."""
+    fused = after_pass(cases.run_time_mlir(kind, 2, 16, 24, dtype), "fuse-attention", **FLOW,
+                       run_time_attention=True)
+    (op,) = [g for g in generics(fused) if g.attention is not None]
+    return fused, op
+
+
+@functools.cache
+def _emulated_run_time(kind: str, dtype: str) -> tuple:
+    from pyree.compiler.flow.kernels import outline
+    fused, op = _run_time_op(kind, dtype)
+    return fused, op, Emulated(outline(op, "k"))
+
+
+@pytest.mark.parametrize("kind, dtype, t", [("causal", "f16", 1), ("causal", "f16", 17),
+                                            ("causal", "f16", 130), ("by_hand", "bf16", 16),
+                                            ("by_hand", "bf16", 64)])
+def test_run_time_lengths_on_tensor_cores(kind, dtype, t):
+    """One kernel serves every prompt length: the sequence T (query rows and keys) a push
+    constant, the grid a size; at T across and inside tiles of 64, against PyTorch's attention
+    in float64, with NaN in a query and +inf in a key where T allows (by hand: rows masked
+    whole, NaN there as in PyTorch)."""
+    fused, op, em = _emulated_run_time(kind, dtype)
+    assert "mma.m16n8k16" in em.text
+    shapes = ((1, 2, t, 16), (1, 2, t, 16), (1, 2, t, 24))
+    args = cases.inputs(kind, *shapes, dtype, np.random.default_rng(t))
+    if t > 3:
+        args[0][0, 1, 2, 3] = np.nan
+        args[1][0, 0, 0, 0] = np.inf  # key 0: no mask hides it (inf + -inf would be the chain's NaN)
+    constants = {c.result: c.data.reshape(c.result.shape) for c in fused.ops
+                 if isinstance(c, Constant) and c.data is not None}
+    buffers = [args[fused.arguments.index(v)] if v in fused.arguments else constants[v]
+               for v in op.inputs]  # (the causal mask's select reads three 0-d constants)
+    got = np.full((1, 2, t, 24), 7.0, args[0].dtype)
+    assert em([*buffers, got], [t])
+    assert em.grid([t]) == (2 * -(-t // 64), 1, 1)
+    want = cases.reference(kind, args)
+    got = got.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    tol = 2 * TOLERANCE[dtype]
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol)
+
+
+def test_run_time_lengths_keep_the_chain_elsewhere():
+    """A run-time sequence is fused only for the tensor-core template: f32 keeps its three
+    kernels (the SIMT attention kernel takes static sizes), as does a target without it."""
+    for dtype, run_time in (("f32", True), ("f16", False)):
+        fused = after_pass(cases.run_time_mlir("causal", 2, 16, 24, dtype), "fuse-attention",
+                           **FLOW, run_time_attention=run_time)
+        assert not any(g.attention is not None for g in generics(fused))
+        assert len(generics(fused)) >= 3
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

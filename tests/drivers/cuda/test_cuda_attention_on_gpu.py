@@ -102,7 +102,38 @@ def test_special_values_past_the_diagonal_on_the_gpu():
     np.testing.assert_allclose(got[finite], want[finite], rtol=3e-3, atol=3e-3)
 
 
+# kind, heads, head dim of q and k, of v, dtype: one module each, every length T from one module
+RUN_TIME = [("causal", 12, 64, 64, "f16"), ("by_hand", 3, 128, 80, "bf16"),
+            ("sdpa_mask", 4, 32, 48, "f16")]
+
+
+@pytest.mark.parametrize("kind, heads, depth, width, dtype", RUN_TIME)
+def test_run_time_lengths_on_the_gpu(kind, heads, depth, width, dtype):
+    """A prompt of any length through one module: the attention over a run-time sequence is one
+    kernel on tensor cores (attention_mma.py), its grid a size; at lengths inside and across
+    tiles of 64 (1 .. 1000), against the same attention in float64."""
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str
+    vmfb = compile_str(cases.run_time_mlir(kind, heads, depth, width, dtype),
+                       CompileOptions(target_backends=["cuda"], cuda_target="sm_80"))
+    (executable,) = rt.read_module(vmfb).tree.executables
+    (export,) = [e for e in executable.cuda.exports if "attention" in e.name]
+    assert len(export.gridSizeExpr) == 3
+    module = rt.load_module(vmfb, device="cuda")
+    for t in (1, 15, 64, 77, 300, 1000):
+        shapes = ((1, heads, t, depth), (1, heads, t, depth), (1, heads, t, width))
+        args = cases.inputs(kind, *shapes, dtype, np.random.default_rng(t))
+        got = np.asarray(module[module.function_names[0]](*args).to_host(), np.float64)
+        want = cases.reference(kind, args)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        finite = np.isfinite(want)
+        tol = TOLERANCE[dtype]
+        np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol, err_msg=f"T={t}")
+
+
 if __name__ == "__main__":  # on the build machine: import every case's program into a folder
     os.environ["PYREE_TEST_ATTENTION_MLIR"] = sys.argv[1]
     for kind, q, k, v, dtype in [*CASES, SPECIAL]:
         cases.mlir(kind, q, k, v, dtype)
+    for case in RUN_TIME:
+        cases.run_time_mlir(*case)

@@ -173,9 +173,10 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     strict = "llvm-cpu" in options.target_backends and not options.llvmcpu_reassociate_fp_reductions
     # cuda's TF32 modes put f32 GEMMs on the tensor-core template, which gathers patches too
     tensor_f32 = implicit and options.cuda_f32_matmul != "strict"
-    attention = all(backend(name).fused_attention for name in options.target_backends)
-    program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention),
-                       after_pass)
+    attention = all(b.fused_attention for b in backends)
+    run_time_attention = attention and all(b.run_time_attention(options) for b in backends)
+    program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention,
+                                            run_time_attention), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
     _check_run_time_sizes(program, options.target_backends)
 

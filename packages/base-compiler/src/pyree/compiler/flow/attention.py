@@ -11,6 +11,12 @@ with the score's contraction over c as a second reduction loop. Everything is ma
 views and affine indices, never by name or shape; anything that does not fit exactly leaves the
 chain as it was. Elementwise producers read only by the new op (torch's split scale of q and
 k, the widening of V) are then recomputed in it, as region formation would.
+
+With run-time sizes (a prompt's length: rows, keys, batch), the chain is matched the same way,
+its sizes as polynomials (``pyree.compiler.sizes``): a split of the rows must divide exactly as
+polynomials, a loop must provably stay in its range, and a size is never assumed to be one. Such
+an op is formed only where the target's tensor-core template takes it (``run_time``: cuda sm_80+,
+f16/bf16 operands, static head dims); everything else keeps the chain, as before.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import dataclasses
 import math
 from collections import Counter
 
+import numpy as np
 from pyree.compiler.flow.flash_decoding import split_keys
 from pyree.compiler.flow.rewrite import (
     compose,
@@ -58,9 +65,10 @@ from pyree.compiler.kernel import (
     transform,
     walk,
 )
-from pyree.compiler.sizes import num_elements
+from pyree.compiler.sizes import Size, compare, exact_quotient, is_static, num_elements, opaque
 from pyree.compiler.tensor_program import (
     Check,
+    Constant,
     Function,
     Generic,
     GlobalStore,
@@ -71,8 +79,10 @@ from pyree.compiler.tensor_program import (
     While,
     defined_by,
     has_run_time_sizes,
+    index_sizes,
     is_scatter,
     read_by,
+    size_values,
     sources_of,
 )
 
@@ -91,7 +101,10 @@ TENSOR_CORE_ROWS = 16
 MAX_INLINED = 48
 
 
-def fuse_attention(function: Function) -> Function:
+def fuse_attention(function: Function, run_time: bool = False) -> Function:
+    """``run_time``: the target's tensor-core template takes attention with run-time sizes."""
+    if function.symbols and not run_time:
+        return function
     ops = list(function.ops)
     changed = True
     while changed:
@@ -114,7 +127,7 @@ def fuse_attention(function: Function) -> Function:
     graph = _Graph(ops, function.results)
     ops = [new for op in ops for new in (
         split_keys(op) if isinstance(op, Generic) and op.attention is not None
-        and not _tensor_cores(op, graph) else [op])]
+        and not has_run_time_sizes(op) and not _tensor_cores(op, graph) else [op])]
     return dataclasses.replace(function, ops=ops)
 
 
@@ -126,8 +139,9 @@ def _tensor_cores(op: Generic, graph: _Graph) -> bool:
     recompute (torch's scale of q and k, V's widening). The template decides for itself; an op
     it does not take runs on the SIMT kernel."""
     att = op.attention
-    if att.e < 1 or op.loop_ranges[att.e - 1] < TENSOR_CORE_ROWS:
-        return False
+    rows = op.loop_ranges[att.e - 1] if att.e >= 1 else 0
+    if att.e < 1 or (is_static(rows) and rows < TENSOR_CORE_ROWS):
+        return False  # (run-time rows: the template takes any number)
     folds = fold_pattern((Result(0, (), att.score_step),))
     product = fold_product(folds[0]) if folds else None
     if product is None or all(att.e - 1 in _loops_read(walk(x)) for x in (product.a, product.b)):
@@ -179,12 +193,40 @@ def _live(ops: list[Op], results: list[Value]) -> list[Op]:
         ops = live
 
 
+def _reads_sizes(op: Generic, stores: bool = True) -> bool:
+    """Whether ``op``'s expressions read a run-time size (as a value, or in an index; with
+    ``stores``, in a result's index too): its loop ranges and shapes may be sizes, its body may
+    not. (A row kernel's rows split by ``_refined`` store at ``s0 * head + query``.)"""
+    loads = any(isinstance(v, Size) for r in op.outputs for e in result_nodes(r)
+                if isinstance(e, Load) for ix in e.index for v in (*ix.coeffs, ix.const))
+    return bool(size_values(op) or (index_sizes(op) if stores else loads))
+
+
+def _more_than_one(n) -> bool:
+    """Whether a loop of extent ``n`` takes more than one step; a run-time size is taken to (what
+    holds for every size a loop of one step would not)."""
+    return not is_static(n) or n > 1
+
+
+def _zero(offset) -> bool:
+    return is_static(offset) and offset == 0
+
+
+def _quotient(b, a):
+    """``b / a`` where ``a`` divides ``b`` for every size (ints, a size by an int, or a size by a
+    size that it is an int multiple of), else None."""
+    if is_static(a) and is_static(b):
+        return b // a if b % a == 0 else None
+    if not is_static(a):
+        return exact_quotient(b, a)
+    q = opaque("floordiv", b, a)
+    return q if q * a == b else None
+
+
 def probability_products(function: Function) -> set[Generic]:
     """The contractions that read a softmax's probabilities, and those whose scores that
     softmax reads: split-reductions keeps them whole, since a product split in two (a decode
     step's P·V, a 256-deep score) is no longer the chain this pass matches."""
-    if function.symbols:
-        return set()  # fuse-attention takes static functions only
     graph = _Graph(function.ops, function.results)
     found = set()
     for op in function.ops:
@@ -262,7 +304,7 @@ def _is_contraction(op: Generic) -> bool:
     if len(op.outputs) != 1 or len(op.loop_ranges) - op.num_parallel != 1 or op.num_parallel < 2:
         return False
     out = op.outputs[0]
-    if out.row or has_run_time_sizes(op) or op.attention is not None or out.init is None:
+    if out.row or _reads_sizes(op) or op.attention is not None or out.init is None:
         return False
     product = contraction_product(out)
     return (product is not None and product.dtype == "f32"
@@ -277,7 +319,7 @@ def _through_views(value: Value, index: tuple[AffineExpr, ...], loop_ranges, gra
     while isinstance(graph.producers.get(value), View):
         view = graph.producers[value]
         if view.barrier or (graph.users[value] != 1 and not shared) \
-                or view.byte_offset % itemsize(value.dtype):
+                or not is_static(view.byte_offset) or view.byte_offset % itemsize(value.dtype):
             return None
         index = source_index(index, view.result.shape, view.source.shape,
                              view.byte_offset // itemsize(value.dtype), loop_ranges)
@@ -296,7 +338,7 @@ def _probabilities(g2: Generic, x: Expr, graph: _Graph):
     value = g2.inputs[load.binding]
     while isinstance(graph.producers.get(value), View):
         view = graph.producers[value]
-        if view.barrier or view.byte_offset or graph.users[value] != 1:
+        if view.barrier or not _zero(view.byte_offset) or graph.users[value] != 1:
             return None
         value = view.source
     row = graph.producers.get(value)
@@ -420,7 +462,7 @@ def _same_point(a: tuple[AffineExpr, ...], b: tuple[AffineExpr, ...], ranges) ->
     """Whether indices ``a`` and ``b`` are the same at every point of the loop box ``ranges``
     (they may differ in the loops of extent 1, which are 0)."""
     def key(ix: AffineExpr):
-        return ix.const, tuple(c if n > 1 else 0 for c, n in zip(ix.coeffs, ranges))
+        return ix.const, tuple(c if _more_than_one(n) else 0 for c, n in zip(ix.coeffs, ranges))
     return len(a) == len(b) and all(key(x) == key(y) for x, y in zip(a, b))
 
 
@@ -442,19 +484,20 @@ def _refined(row: Generic, shapes: list[tuple[int, ...]]) -> Generic | None:
     for shape in [row.loop_ranges[:row.num_parallel], *(s[:-1] for s in shapes)]:
         if num_elements(shape) == rows:
             bounds |= {num_elements(shape[k:]) for k in range(len(shape) + 1)}
-    bounds = sorted(bounds)
-    if any(b % a for a, b in zip(bounds, bounds[1:])):
+    bounds = _nested(bounds)
+    if bounds is None:
         return None
-    ranges = tuple(bounds[k + 1] // bounds[k] for k in reversed(range(len(bounds) - 1)))
+    top = len(bounds) - 1
+    ranges = tuple(_quotient(bounds[k + 1], bounds[k]) for k in reversed(range(top)))
     if ranges == row.loop_ranges[:row.num_parallel]:
         return row
     n = len(ranges) + 1
-    inner = [num_elements(ranges[k + 1:]) for k in range(len(ranges))]
     loop_map = []
-    for d in range(row.num_parallel):
-        low, high = num_elements(row.loop_ranges[d + 1:row.num_parallel]), \
-            num_elements(row.loop_ranges[d:row.num_parallel])
-        coeffs = [inner[k] // low if low <= inner[k] < high else 0 for k in range(len(ranges))]
+    for d in range(row.num_parallel):  # loop k of ``ranges`` steps by bounds[top - 1 - k]
+        low = bounds.index(num_elements(row.loop_ranges[d + 1:row.num_parallel]))
+        high = bounds.index(num_elements(row.loop_ranges[d:row.num_parallel]))
+        coeffs = [_quotient(bounds[top - 1 - k], bounds[low]) if low <= top - 1 - k < high else 0
+                  for k in range(len(ranges))]
         loop_map.append(AffineExpr((*coeffs, 0), 0))
     loop_map.append(AffineExpr.loop(n, n - 1))
 
@@ -470,6 +513,23 @@ def _refined(row: Generic, shapes: list[tuple[int, ...]]) -> Generic | None:
                                num_parallel=len(ranges))
 
 
+def _nested(bounds: set) -> list | None:
+    """``bounds`` (element counts, 1 among them) in increasing order where each divides the
+    next, else None; sizes are ordered by that division alone."""
+    if all(is_static(b) for b in bounds):
+        out = sorted(bounds)
+        return None if any(b % a for a, b in zip(out, out[1:])) else out
+    out, rest = [1], set(bounds) - {1}
+    while rest:
+        below = [b for b in rest if _quotient(b, out[-1]) is not None
+                 and all(_quotient(r, b) is not None for r in rest)]
+        if len(below) != 1:
+            return None
+        out.append(below[0])
+        rest.remove(below[0])
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class _Softmax:
     score: Expr  # what the row kernel takes the softmax of, over its loops
@@ -483,7 +543,7 @@ def _softmax(row: Generic, stored: int, graph: _Graph) -> _Softmax | None:
     """``row``'s structure where it is exactly a softmax over its one reduction loop whose row
     result is ``row.results[stored]`` and whose other results nothing reads."""
     if len(row.loop_ranges) - row.num_parallel != 1 or row.attention is not None \
-            or has_run_time_sizes(row):
+            or _reads_sizes(row, stores=False):
         return None
     rows = [r for r in row.outputs if r.row]
     if len(rows) != 1 or rows[0].binding != stored:
@@ -515,7 +575,7 @@ def _softmax(row: Generic, stored: int, graph: _Graph) -> _Softmax | None:
     masked_zero = "all_masked" in names
     if masked_zero:
         if not (isinstance(value, Select) and value.cond == Final(names["all_masked"], "i1")
-                and _is_zero(value.a)):
+                and _is_zero(value.a, row, graph)):
             return None
         value = value.b
     if value != Binary("div", _exp_shifted(score, names["max"]), Final(names["sum"], "f32"), "f32"):
@@ -527,7 +587,15 @@ def _exp_shifted(score: Expr, k_max: int) -> Expr:
     return Unary("exp", Binary("sub", score, Final(k_max, "f32"), "f32"), "f32")
 
 
-def _is_zero(e: Expr) -> bool:
+def _is_zero(e: Expr, op: Generic, graph: _Graph) -> bool:
+    """Whether ``e`` is f32 +0.0: a constant, or a read of a one-element constant tensor of it
+    (torch's ``dense<0.0> : tensor<f32>`` broadcast over a run-time shape)."""
+    if isinstance(e, Load) and e.dtype == "f32":
+        c = graph.producers.get(_view_base(op.inputs[e.binding], graph))
+        if isinstance(c, Constant) and c.parameter is None and not c.mutable:
+            data = c.data.reshape(-1) if c.data is not None and c.data.size == 1 else None
+            e = Const(c.splat if c.splat is not None else
+                      float(data[0]) if data is not None and not np.signbit(data[0]) else None, "f32")
     return isinstance(e, Const) and e.dtype == "f32" and e.value == 0
 
 
@@ -575,7 +643,7 @@ def _build(g2: Generic, v: Expr, p_load: Load, row: Generic, softmax: _Softmax,
     loops = (*row.loop_ranges[:np_r], g2.loop_ranges[[d for d, ix in enumerate(g2_map)
                                                       if ix == AffineExpr.loop(width, e)][0]],
              row.loop_ranges[np_r], g1.loop_ranges[-1])
-    if loops[e] > MAX_VALUE_DIM or not _fits(g1, g1_map, loops) \
+    if not is_static(loops[e]) or loops[e] > MAX_VALUE_DIM or not _fits(g1, g1_map, loops) \
             or not _one_to_one(g2_map[:g2.num_parallel], loops[:e + 1], g2.loop_ranges):
         return None
     inputs: list[Value] = []
@@ -605,8 +673,9 @@ def _build(g2: Generic, v: Expr, p_load: Load, row: Generic, softmax: _Softmax,
                     epilogue=None if out.epilogue is None else moved(out.epilogue, g2, g2_map))
     op = Generic(inputs, list(g2.results), (result,), loops, e + 1, g2.location, "attention",
                  sources_of(g1, row, g2), attention)
-    if math.prod(loops[:e]) * loops[j] > MAX_SCORES and not _tensor_cores(op, graph):
-        return None
+    scores = math.prod(loops[:e]) * loops[j]
+    if (not is_static(scores) or scores > MAX_SCORES) and not _tensor_cores(op, graph):
+        return None  # (SIMT attention takes static sizes only)
     return op
 
 
@@ -681,7 +750,7 @@ def _producer_loops(g1: Generic, s_index: tuple[AffineExpr, ...], c: int, width:
 
 def _fits(op: Generic, loop_map, loops: tuple[int, ...]) -> bool:
     """Whether each of ``op``'s loops, as the attention op's loops give it, stays in its range."""
-    return all(0 <= lo and hi < n for (lo, hi), n in
+    return all(compare("le", 0, lo) is True and compare("lt", hi, n) is True for (lo, hi), n in
                ((affine_range(ix, loops), n) for ix, n in zip(loop_map, op.loop_ranges)))
 
 
@@ -696,11 +765,13 @@ def _one_to_one(loop_map, ranges: tuple[int, ...], target: tuple[int, ...]) -> b
         if ix.const:
             return False
         offset = [o + stride * k for o, k in zip(offset, ix.coeffs)]
+    digits = [(k, n) for k, n in zip(offset, ranges) if _more_than_one(n)]
     span = 1
-    for k, n in sorted(((k, n) for k, n in zip(offset, ranges) if n > 1), key=lambda kn: kn[0]):
-        if k != span:
+    while digits:  # the digit of stride ``span`` next (in increasing order, as sizes cannot be sorted)
+        at = next((i for i, (k, _) in enumerate(digits) if k == span), None)
+        if at is None:
             return False
-        span *= n
+        span *= digits.pop(at)[1]
     return span == num_elements(target[:len(loop_map)])
 
 
@@ -730,8 +801,9 @@ def _inline_one(op: Generic, graph: _Graph) -> Generic | None:
                 or not _read_only_by(base, (op,), graph):
             continue
         new = _substitute(op, b, producer, graph)
-        if new is not None:
-            return new
+        if new is not None and (_tensor_cores(new, graph) or not _tensor_cores(op, graph)):
+            return new  # (a rotary q recomputed in the op would leave the tensor cores a product
+            # of expressions, not of loads: it stays a kernel of its own)
     return None
 
 
@@ -752,7 +824,7 @@ def _read_only_by(value: Value, ops: tuple[Generic, ...], graph: _Graph) -> bool
 
 def _recomputable(producer: Generic, value: Value) -> bool:
     if producer.num_parallel != len(producer.loop_ranges) or len(producer.outputs) != 1 \
-            or producer.attention is not None or has_run_time_sizes(producer):
+            or producer.attention is not None or _reads_sizes(producer):
         return False
     out = producer.outputs[0]
     nodes = list(walk(out.value))
@@ -795,13 +867,13 @@ def _with_consumer(op: Generic, graph: _Graph):
     readers = graph.readers.get(value, [])
     chain = [value]
     while len(readers) == 1 and isinstance(readers[0], View) and graph.users[chain[-1]] == 1 \
-            and not readers[0].barrier and not readers[0].byte_offset:
+            and not readers[0].barrier and _zero(readers[0].byte_offset):
         chain.append(readers[0].result)
         readers = graph.readers.get(chain[-1], [])
     consumer = readers[0] if len(readers) == 1 and graph.users[chain[-1]] == 1 else None
     if not isinstance(consumer, Generic) or consumer.attention is not None or is_scatter(consumer) \
             or consumer.num_parallel != len(consumer.loop_ranges) or len(consumer.outputs) != 1 \
-            or has_run_time_sizes(consumer) or consumer.outputs[0].epilogue is not None:
+            or _reads_sizes(consumer) or consumer.outputs[0].epilogue is not None:
         return None
     if any(isinstance(e, Gather) for e in result_nodes(consumer.outputs[0])):
         return None  # its computed indices are in its own loops
@@ -834,8 +906,8 @@ def _consumer_map(op: Generic, load: Load, consumer: Generic, read: Value):
     are equal but for loops of extent 1 (which are 0), else where its ``load`` of O (through
     views, as ``read``) names one loop per position."""
     width = len(op.loop_ranges)
-    ours = [d for d in range(op.num_parallel) if op.loop_ranges[d] > 1]
-    theirs = [d for d, n in enumerate(consumer.loop_ranges) if n > 1]
+    ours = [d for d in range(op.num_parallel) if _more_than_one(op.loop_ranges[d])]
+    theirs = [d for d, n in enumerate(consumer.loop_ranges) if _more_than_one(n)]
     if [op.loop_ranges[d] for d in ours] == [consumer.loop_ranges[d] for d in theirs]:
         loop_map = [AffineExpr((0,) * width)] * len(consumer.loop_ranges)
         for mine, d in zip(ours, theirs):

@@ -54,13 +54,15 @@ FORM_REGIONS = (
 
 
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
-                tensor_f32: bool = False, attention: bool = False) -> list[Pass]:
+                tensor_f32: bool = False, attention: bool = False,
+                run_time_attention: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
     convolutions gathered, their K split as 16-bit products'); ``strict_floats``: float folds
     stay whole (--iree-llvmcpu-reassociate-fp-reductions=false); ``attention``: every target
-    compiles softmax attention as one kernel (flow/attention.py)."""
+    compiles softmax attention as one kernel (flow/attention.py), and with run-time sizes too
+    where ``run_time_attention``."""
     return [
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
@@ -74,7 +76,8 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
-        *([Pass("fuse-attention", fuse_attention)] if attention else []),
+        *([Pass("fuse-attention", partial(fuse_attention, run_time=run_time_attention),
+                run_time_sizes=True)] if attention else []),
         Pass("read-slabs", read_slabs_through_views),
     ]
 

@@ -59,7 +59,9 @@ _THREAD_SCALE = K.Select(_DEAD, K.Const(1.0, "f32"), K.Select(
 
 
 def plan(kernel: K.Kernel, target) -> K.Attention | None:
-    return kernel.attention
+    """Static sizes only: flow/attention.py forms an op with run-time sizes for
+    attention_mma.py alone."""
+    return None if K.has_run_time_sizes(kernel) else kernel.attention
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Attention) -> Launch:

@@ -21,6 +21,12 @@ and keys past T are zeros in shared memory; a key past T scores -inf, a row past
 stored, and both are evaluated at the last row (key) so that a mask's loads stay inside their
 operand.
 
+The query rows, the keys and the batch may be run-time sizes (a prompt's length; flow/attention.py
+forms such an op only for this template): they are then the kernel's values, every tail is
+guarded and clamped as an uneven static size's is, an operand's run-time strides are checked per
+dispatch for 16-byte chunks (else scalar copies, as for an unaligned binding), and the grid is a
+size. With no keys at all O is its init, as the chain's empty product; the head dims stay static.
+
 Special values follow attention.py's rules with one difference, FlashAttention's: P is rounded
 to the operand type before P V even where the chain keeps it in f32 (docs/DESIGN.md). So the
 weights exp(s - m) come, as in FlashAttention, from the special-function unit's ``ex2.approx``
@@ -32,8 +38,9 @@ values land where the exact exp puts them.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from pyree.compiler import kernel as K
@@ -43,10 +50,18 @@ from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, const
 from pyree.compiler.codegen.common.llvm_gpu.reduction import shuffle_xor
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
+from pyree.compiler.codegen.cuda import per_dispatch_tiles
 from pyree.compiler.codegen.cuda.async_copy import chunk, stage_chunks
 from pyree.compiler.codegen.cuda.attention import ALPHA, NEW_MAX
-from pyree.compiler.codegen.cuda.matmul_mma import TC_DTYPES, fragment_type, ldmatrix, mma_m16n8k16
+from pyree.compiler.codegen.cuda.matmul_mma import (
+    TC_DTYPES,
+    chunked,
+    fragment_type,
+    ldmatrix,
+    mma_m16n8k16,
+)
 from pyree.compiler.errors import CompileError
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 WARPS = 4
 THREADS = 32 * WARPS
@@ -67,6 +82,8 @@ class Tile:
     load: K.Load
     lin: Linear
     inner: int
+    vector: bool    # 16-byte chunks are aligned if the binding is (and ``strides`` are)
+    strides: tuple  # run-time strides that must be multiples of a chunk, checked per dispatch
 
 
 @dataclass(frozen=True)
@@ -102,10 +119,12 @@ def _factor(x: K.Expr) -> tuple[K.Load, float] | None:
 
 
 def _tile(kernel: K.Kernel, load: K.Load, unread: tuple[int, ...], inner: int) -> Tile | None:
-    lin = linearize(kernel.bindings[load.binding], load.index, len(kernel.loop_ranges))
-    if lin.coeffs[inner] != 1 or any(lin.coeffs[d] for d in unread):
+    n = len(kernel.loop_ranges)
+    lin = linearize(kernel.bindings[load.binding], load.index, n)
+    if lin.coeffs[inner] != 1 or not all(is_static(lin.coeffs[d]) and lin.coeffs[d] == 0
+                                         for d in unread):
         return None
-    return Tile(load, lin, inner)
+    return Tile(load, lin, inner, *chunked(lin, inner, CHUNK, range(n)))
 
 
 def plan(kernel: K.Kernel, target) -> Plan | None:
@@ -118,10 +137,11 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
     e = att.e
     i, j, c = e - 1, e + 1, e + 2
     par = kernel.parallel_ranges
-    if e < 1 or len(kernel.loop_ranges) != e + 3 or par[i] < MIN_ROWS:
-        return None
+    if e < 1 or len(kernel.loop_ranges) != e + 3 or (is_static(par[i]) and par[i] < MIN_ROWS):
+        return None  # (run-time rows: any number)
     keys, depth = kernel.reduction_ranges
-    if depth > MAX_DIM or par[e] > MAX_DIM:
+    if not (is_static(depth) and is_static(par[e])) or depth > MAX_DIM or par[e] > MAX_DIM \
+            or not _static_indices(kernel):
         return None
     folds = K.fold_pattern((K.Result(0, (), att.score_step),))
     product = K.fold_product(folds[0]) if folds else None
@@ -145,6 +165,27 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
     return None
 
 
+def _static_indices(kernel: K.Kernel) -> bool:
+    """Whether every index the kernel reads or stores at has int coefficients and offsets."""
+    nodes = (*K.attention_nodes(kernel.attention), *K.result_nodes(kernel.results[0]))
+    indices = [*kernel.results[0].index,
+               *(ix for x in nodes if isinstance(x, (K.Load, K.Gather)) for ix in x.index)]
+    return all(is_static(v) for ix in indices for v in (*ix.coeffs, ix.const))
+
+
+def _accesses(kernel: K.Kernel) -> K.Kernel:
+    """A plain kernel of the same loops and bindings whose one fold reads every element the
+    attention kernel reads (over the whole loop box: a superset), for the traps on run-time
+    sizes that would take an access outside its binding (``per_dispatch_tiles.sizes_of``)."""
+    out = kernel.results[0]
+    reads = [x for x in (*K.attention_nodes(kernel.attention), *K.result_nodes(out))
+             if isinstance(x, (K.Load, K.Gather))]
+    dtype = "f32" if out.epilogue is not None else kernel.bindings[out.binding].dtype
+    value = functools.reduce(lambda a, b: K.Binary("add", a, b, dtype), reads, K.Acc(0, dtype))
+    return replace(kernel, attention=None, results=(
+        replace(out, value=value, init=K.Const(0.0, dtype)),))
+
+
 def _reads(e: K.Expr, loops: tuple[int, ...]) -> bool:
     return any((isinstance(x, K.Load) and any(ix.coeffs[d] for ix in x.index for d in loops))
                or (isinstance(x, K.LoopIndex) and x.dim in loops)
@@ -161,20 +202,23 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     qk_stride, v_stride = dp + PAD, ep + PAD
     q_size, k_size, v_size = ROWS * qk_stride, KEYS * qk_stride, KEYS * v_stride
     k_at, v_at = q_size, q_size + 2 * k_size  # two stages each
-    m_tiles, n_tiles = ceil_div(rows, ROWS), ceil_div(keys, KEYS)
-    nb = int(np.prod(batch, dtype=np.int64))
-    if m_tiles * nb >= 2**31:
-        raise CompileError(f"attention with {m_tiles * nb} blocks of query rows exceeds the GPU grid",
+    row_tiles = opaque("ceildiv", rows, ROWS)
+    nb = num_elements(batch)
+    if is_static(row_tiles * nb) and row_tiles * nb >= 2**31:
+        raise CompileError(f"attention with {row_tiles * nb} blocks of query rows exceeds the GPU grid",
                            kernel.location)
     half2 = fragment_type(plan.dtype)
     elem = "half" if plan.dtype == "f16" else "bfloat"
     n = len(kernel.loop_ranges)
     fn = Function(module)
+    sizes = per_dispatch_tiles.sizes_of(fn, kernel, _accesses(kernel))
+    m_tiles, n_tiles = sizes(row_tiles), sizes(opaque("ceildiv", keys, KEYS))
+    rows_v, keys_v = sizes(rows), sizes(keys)
     smem = module.dynamic_shared(f"{name}_smem", "half")
 
     def lowering(loop: list, states: dict | None = None) -> ScalarLowering:
         def load(x: K.Load) -> str:
-            lin = linearize(kernel.bindings[x.binding], x.index, n)
+            lin = A.emitted(linearize(kernel.bindings[x.binding], x.index, n), sizes)
             ptr = A.element_ptr(fn, f"%b{x.binding}", x.dtype, A.offset(fn, lin, loop))
             return A.load(fn, ptr, x.dtype)
         return ScalarLowering(fn, load, lambda d: loop[d],
@@ -186,7 +230,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     warp = fn.op(f"lshr i32 {tid32}, 5")
     block = fn.op(f"zext i32 {fn.special('ctaid.x')} to i64")
     m0 = fn.op(f"mul i64 {fn.op(f'urem i64 {block}, {m_tiles}')}, {ROWS}")
-    bidx = A.decompose(fn, fn.op(f"udiv i64 {block}, {m_tiles}"), batch) if batch else []
+    bidx = A.decompose(fn, fn.op(f"udiv i64 {block}, {m_tiles}"), [sizes(d) for d in batch]) \
+        if batch else []
     zeros = bidx + [0] * 4
     everywhere = lowering(zeros)  # what reads no loop but the batch's, lowered once
     invariant = {x: everywhere(x) for x in K.walk(att.score)
@@ -205,11 +250,14 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
             within = fn.op(f"add i64 {fn.op(f'mul i64 {r}, {stride}')}, {col}")
             at = fn.op(f"add i64 {base}, {within}")
             dst = fn.op(f"getelementptr half, ptr addrspace(3) {smem}, i64 {at}")
-            copies.append(chunk(fn, tile.load.binding, tile.load.dtype, tile.lin, loop_at,
-                                fn.op(f"add i64 {first}, {r}"), extent, col, cols, dst,
-                                extent % ROWS == 0 and cols == padded))
-        vector = tile.lin.contiguous(tile.inner, CHUNK, range(n))
-        stage_chunks(fn, A.bindings_aligned(fn, (tile.load.binding,)) if vector else "false", copies)
+            copies.append(chunk(fn, tile.load.binding, tile.load.dtype, A.emitted(tile.lin, sizes),
+                                loop_at, fn.op(f"add i64 {first}, {r}"), sizes(extent), col, cols,
+                                dst, is_static(extent) and extent % ROWS == 0 and cols == padded))
+        aligned = A.bindings_aligned(fn, (tile.load.binding,)) if tile.vector else "false"
+        for s in tile.strides if tile.vector else ():
+            whole = fn.op(f"icmp eq i64 {fn.op(f'and i64 {sizes(s)}, {CHUNK - 1}')}, 0")
+            aligned = fn.op(f"and i1 {aligned}, {whole}")
+        stage_chunks(fn, aligned, copies)
 
     def load_keys(slot: str, kt: str) -> None:
         j0 = fn.op(f"mul i64 {kt}, {KEYS}")
@@ -252,8 +300,9 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     warp_row = fn.op(f"mul i32 {warp}, 16")
     warp_rows = fn.op(f"add i64 {m0}, {fn.op(f'zext i32 {warp_row} to i64')}")
     my_rows = [fn.op(f"add i64 {warp_rows}, {fn.op(f'add i64 {g}, {8 * h}')}") for h in (0, 1)]
-    at_rows = [fn.call("i64", "llvm.umin.i64", [("i64", r), ("i64", str(rows - 1))])
-               if rows % ROWS else r for r in my_rows]  # a row past M scores at the last row
+    last_row = rows - 1 if is_static(rows) else fn.op(f"sub i64 {rows_v}, 1")
+    at_rows = [fn.call("i64", "llvm.umin.i64", [("i64", r), ("i64", str(last_row))])
+               if _uneven(rows, ROWS) else r for r in my_rows]  # a row past M scores at the last row
 
     def slots(count: int, value: float) -> list[str]:
         out = []
@@ -294,11 +343,12 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
                 for h, b in enumerate(((r[0], r[1]), (r[2], r[3]))):
                     s[2 * pair + h] = mma_m16n8k16(fn, plan.dtype, q_frags[ks], b, s[2 * pair + h])
         first_key = fn.op(f"add i64 {fn.op(f'mul i64 {kt}, {KEYS}')}, {t2}")
+        last_key = keys - 1 if is_static(keys) else fn.op(f"sub i64 {keys_v}, 1")
         for nt in range(KEYS // 8):
             for x in range(4):
                 key = fn.op(f"add i64 {first_key}, {8 * nt + (x & 1)}")
-                at_key = fn.call("i64", "llvm.umin.i64", [("i64", key), ("i64", str(keys - 1))]) \
-                    if keys % KEYS else key
+                at_key = fn.call("i64", "llvm.umin.i64", [("i64", key), ("i64", str(last_key))]) \
+                    if _uneven(keys, KEYS) else key
                 loop = bidx + [at_rows[x >> 1], 0, at_key, 0]
                 acc = s[nt][x]
                 if plan.scale is not None:
@@ -308,8 +358,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
                 score = lowering(loop, {0: acc})
                 score.cache.update(invariant)
                 value = score(att.score)
-                if keys % KEYS:
-                    inside = fn.op(f"icmp ult i64 {key}, {keys}")
+                if _uneven(keys, KEYS):
+                    inside = fn.op(f"icmp ult i64 {key}, {keys_v}")
                     value = fn.op(f"select i1 {inside}, float {value}, float {minus_inf}")
                 s[nt][x] = value
         a_slots = [fn.alloca(half2) for _ in range(KEYS // 16 * 4)]  # P's A fragments
@@ -377,20 +427,28 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
                 fn.raw(f"store float {o[nt][x]}, ptr {o_slots[4 * nt + x]}")
 
     fn.loop("0", str(n_tiles), "1", step)
-    _store(fn, kernel, att, out, lowering, bidx, rows, width, ep, my_rows, t2,
-           m_slots, l_slots, o_slots)
-    module.add_kernel(name, A.kernel_params(kernel), fn, THREADS)
+    no_keys = None if is_static(keys) else fn.op(f"icmp eq i64 {keys_v}, 0")
+    _store(fn, kernel, att, out, lowering, bidx, (rows, rows_v), width, ep, my_rows, t2,
+           m_slots, l_slots, o_slots, sizes, no_keys)
+    module.add_kernel(name, A.kernel_params(kernel, sizes), fn, THREADS)
     shared = 2 * (q_size + 2 * k_size + 2 * v_size)
-    return Launch((m_tiles * nb, 1, 1), (THREADS, 1, 1), shared)
+    return Launch((row_tiles * nb, 1, 1), (THREADS, 1, 1), shared)
+
+
+def _uneven(extent, step: int) -> bool:
+    """Whether the last tile of ``extent`` (an int or a run-time size) may be partial."""
+    return not is_static(extent) or extent % step != 0
 
 
 def _store(fn: Function, kernel: K.Kernel, att: K.Attention, out: K.Result, lowering, bidx: list,
-           rows: int, width: int, ep: int, my_rows: list[str], t2: str, m_slots: list[str],
-           l_slots: list[str], o_slots: list[str]) -> None:
+           rows: tuple, width: int, ep: int, my_rows: list[str], t2: str, m_slots: list[str],
+           l_slots: list[str], o_slots: list[str], sizes, no_keys: str | None) -> None:
     """O / l of this lane's rows and columns through the result's epilogue (the sum alone for a
-    row all -inf where torch selects 0)."""
+    row all -inf where torch selects 0; O's init where there are no keys, ``no_keys``)."""
+    rows, rows_v = rows
     dtype = kernel.bindings[out.binding].dtype
-    lin = linearize(kernel.bindings[out.binding], out.index, len(kernel.loop_ranges))
+    lin = A.emitted(linearize(kernel.bindings[out.binding], out.index, len(kernel.loop_ranges)),
+                    sizes)
     totals, dead = [], []
     for h in (0, 1):
         total = fn.op(f"load float, ptr {l_slots[h]}")
@@ -403,7 +461,7 @@ def _store(fn: Function, kernel: K.Kernel, att: K.Attention, out: K.Result, lowe
         for x in range(4):
             row = my_rows[x >> 1]
             col = fn.op(f"add i64 {t2}, {8 * nt + (x & 1)}")
-            checks = ([f"icmp ult i64 {row}, {rows}"] if rows % ROWS else []) + \
+            checks = ([f"icmp ult i64 {row}, {rows_v}"] if _uneven(rows, ROWS) else []) + \
                 ([f"icmp ult i64 {col}, {width}"] if width != ep else [])
 
             def one(row: str = row, col: str = col, x: int = x, nt: int = nt) -> None:
@@ -411,6 +469,8 @@ def _store(fn: Function, kernel: K.Kernel, att: K.Attention, out: K.Result, lowe
                 weighted = fn.op(f"fdiv float {o}, {totals[x >> 1]}")
                 if att.masked_zero:
                     weighted = fn.op(f"select i1 {dead[x >> 1]}, float {o}, float {weighted}")
+                if no_keys is not None:
+                    weighted = fn.op(f"select i1 {no_keys}, float {const(0.0, 'f32')}, float {weighted}")
                 loop = bidx + [row, col, 0, 0]
                 acc = fn.op(f"fadd float {lowering(loop)(out.init)}, {weighted}")
                 stored = lowering(loop, {0: acc})(out.epilogue) if out.epilogue is not None else acc

@@ -127,7 +127,7 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
         la = linearize(kernel.bindings[a.binding], a.index, n_loops)
         if la.coeffs[k] != 1:
             return None
-        op_a = Operand(a, la, False, True, *_chunked(la, k, w, loops))
+        op_a = Operand(a, la, False, True, *chunked(la, k, w, loops))
     if not isinstance(b, K.Load):
         op_b = gathered(kernel, b, True)
         return None if op_b is None else Operands(op_a, op_b, a.dtype, tf32)
@@ -138,11 +138,11 @@ def operands(kernel: K.Kernel, c: Contraction, f32_matmul: str = "strict") -> Op
         b_inner = k
     else:
         return None
-    return Operands(op_a, Operand(b, lb, True, b_inner == k, *_chunked(lb, b_inner, w, loops)),
+    return Operands(op_a, Operand(b, lb, True, b_inner == k, *chunked(lb, b_inner, w, loops)),
                     a.dtype, tf32)
 
 
-def _chunked(lin: Linear, inner: int, w: int, loops: range) -> tuple[bool, tuple]:
+def chunked(lin: Linear, inner: int, w: int, loops: range) -> tuple[bool, tuple]:
     """(vector, strides) of ``Operand``: whether ``w`` consecutive values of loop ``inner`` are
     one aligned chunk for every value of the other loops (``Linear.contiguous``), with the
     strides (and offset) that are run-time sizes, not multiples of ``w`` for every value, left

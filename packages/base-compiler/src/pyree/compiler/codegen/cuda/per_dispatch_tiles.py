@@ -18,13 +18,14 @@ from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.sizes import compare, select
 
 
-def sizes_of(fn: Function, kernel: K.Kernel):
+def sizes_of(fn: Function, kernel: K.Kernel, accesses: K.Kernel | None = None):
     """The kernel's sizes: ``STATIC``, or its push constants' values, with the checks that trap
-    on sizes that would take an access outside its binding (``dynamic.check_sizes``)."""
+    on sizes that would take an access outside its binding (``dynamic.check_sizes``) of the
+    kernel, or of ``accesses``, a plain kernel reading what it reads (an attention kernel's)."""
     if not K.has_run_time_sizes(kernel):
         return STATIC
     sizes = SizeValues(fn, K.push_constant_count(kernel))
-    dynamic.check_sizes(fn, normalize(kernel), sizes)
+    dynamic.check_sizes(fn, normalize(accesses or kernel), sizes)
     return sizes
 
 

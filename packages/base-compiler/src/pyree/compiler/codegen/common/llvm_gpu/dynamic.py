@@ -38,12 +38,19 @@ from pyree.compiler.codegen.common.llvm_gpu import elementwise, matmul, reductio
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.size_values import SizeValues
 from pyree.compiler.codegen.common.normalize import normalize, run_time_checks
+from pyree.compiler.errors import CompileError
 from pyree.compiler.sizes import is_static
 
 
 def plan(kernel: K.Kernel, target) -> K.Kernel | None:
     """The normalized kernel, for a kernel with run-time sizes; None for a static one."""
-    return normalize(kernel) if K.has_run_time_sizes(kernel) else None
+    if not K.has_run_time_sizes(kernel):
+        return None
+    if kernel.attention is not None:  # flow/attention.py forms these for a target that takes them
+        raise CompileError("softmax attention with run-time sizes has no kernel template on this "
+                           "target (cuda's takes f16/bf16 q, k, v on sm_80 and newer)",
+                           kernel.location)
+    return normalize(kernel)
 
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
