@@ -30,7 +30,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "models"), str(ROOT / "bench" / "models"), str(ROOT / "bench"),
-                str(ROOT / "tests" / "codegen" / "cuda"), str(ROOT / "tests")]
+                str(ROOT / "tests" / "codegen" / "cuda"), str(ROOT / "tests"),
+                str(ROOT / "tests" / "drivers" / "cuda")]
 MODES = ("strict", "tf32", "3xtf32")
 MODELS = ("resnet18", "mobilenet_v2", "gpt2_block")
 MATMUL = 4096
@@ -43,7 +44,7 @@ def _model(name: str):
     return factory().eval(), definitions.example_input(name, seed=1), function
 
 
-def build(out: Path, target: str) -> None:
+def build(out: Path, target: str, models=MODELS) -> None:
     import definitions
     import zoo_weights
     from cases import matmul
@@ -51,7 +52,7 @@ def build(out: Path, target: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     manifest = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in MODELS:
+        for name in models:
             model, x, function = _model(name)
             mlir = import_torch(model, x, function_name=function)
             archive = Path(tmp) / f"{name}.irpa"
@@ -63,11 +64,13 @@ def build(out: Path, target: str) -> None:
             manifest[name] = {"function": function, "checksum": definitions.weights_checksum(model),
                               "keys": zoo_weights.key_names(archive, model)}
             print(name, "built", flush=True)
+    from tf32_cases import matmul as weight_matmul
     options = CompileOptions(target_backends=["cuda"], cuda_target=target)
+    linear = weight_matmul(MATMUL, MATMUL, MATMUL, weight_nk=True).mlir  # b as [n, k]
     for mode in MODES:
-        (out / f"matmul.{mode}.vmfb").write_bytes(compile_str(
-            matmul(MATMUL, MATMUL, MATMUL, "f32"), options,
-            extra_args=[f"--pyree-cuda-f32-matmul={mode}"]))
+        for name, mlir in (("matmul", matmul(MATMUL, MATMUL, MATMUL, "f32")), ("linear", linear)):
+            (out / f"{name}.{mode}.vmfb").write_bytes(compile_str(
+                mlir, options, extra_args=[f"--pyree-cuda-f32-matmul={mode}"]))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
@@ -143,20 +146,22 @@ def _model_row(name: str, info: dict, folder: Path, params: Path) -> dict:
     return _measure(name, lambda: model(xg), torch_out, pyree_call, ref, folder)
 
 
-def _matmul_row(folder: Path) -> dict:
+def _matmul_row(folder: Path, name: str = "matmul") -> dict:
+    """a @ b, or for ``linear`` a @ b^T (b a linear layer's [n, k] weight, PyTorch's F.linear)."""
     import pyree.runtime as rt
     import torch
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal((MATMUL, MATMUL)).astype(np.float32) for _ in range(2))
     ag, bg = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    ref = (ag.double() @ bg.double()).cpu().numpy()
+    right = bg.t() if name == "linear" else bg
+    ref = (ag.double() @ right.double()).cpu().numpy()
 
     def pyree_call(path: Path):
         module = rt.load_module(path, device="cuda")
         f = module[module.function_names[0]]
         ad, bd = rt.asdevicearray(module.device, a), rt.asdevicearray(module.device, b)
         return lambda: f(ad, bd)
-    return _measure("matmul", lambda: ag @ bg, lambda: (ag @ bg).cpu().numpy(), pyree_call, ref,
+    return _measure(name, lambda: ag @ right, lambda: (ag @ right).cpu().numpy(), pyree_call, ref,
                     folder)
 
 
@@ -169,6 +174,8 @@ def run(folder: Path, json_out: str) -> None:
             rows[name] = _model_row(name, info, folder, Path(params))
             print(name, json.dumps(rows[name]), flush=True)
     rows[f"matmul_{MATMUL}"] = _matmul_row(folder)
+    if (folder / "linear.strict.vmfb").exists():
+        rows[f"linear_{MATMUL}"] = _matmul_row(folder, "linear")
     print(f"\n{torch.cuda.get_device_name()}; ms per call (PyTorch: CUDA-graph replay; pyree: "
           f"calls queued on its CUDA graph); speed-up over PyTorch TF32; error vs float64")
     cols = ("torch_f32", "torch_tf32", *MODES)
@@ -178,8 +185,10 @@ def run(folder: Path, json_out: str) -> None:
         cells = [f"{row[c]['ms']:7.3f} {base / row[c]['ms']:4.2f}x {row[c]['err']:7.1e}" for c in cols]
         print(f"{name:16s}" + "".join(f"{c:>22s}" for c in cells))
     flops = 2 * MATMUL ** 3
-    mm = rows[f"matmul_{MATMUL}"]
-    print("matmul TFLOP/s: " + ", ".join(f"{c} {flops / mm[c]['ms'] / 1e9:.0f}" for c in cols))
+    for name in ("matmul", "linear"):
+        if f"{name}_{MATMUL}" in rows:
+            mm = rows[f"{name}_{MATMUL}"]
+            print(f"{name} TFLOP/s: " + ", ".join(f"{c} {flops / mm[c]['ms'] / 1e9:.0f}" for c in cols))
     if json_out:
         Path(json_out).write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows},
                                              indent=1))
@@ -191,9 +200,10 @@ def main() -> None:
     p.add_argument("folder", type=Path)
     p.add_argument("--target", default="sm_90a")
     p.add_argument("--json", default="")
+    p.add_argument("--models", default=",".join(MODELS), help="the models to build (none: '')")
     args = p.parse_args()
     if args.what == "build":
-        build(args.folder, args.target)
+        build(args.folder, args.target, [m for m in args.models.split(",") if m])
     else:
         run(args.folder, args.json)
 

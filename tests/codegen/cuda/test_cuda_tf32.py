@@ -87,8 +87,7 @@ def test_bad_values_and_old_gpus_are_refused_by_name(tmp_path, capsys):
     assert code != 0 and "needs TF32 tensor cores" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("mode", ["tf32", "3xtf32"])
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("mode, arch", [("tf32", "sm_80"), ("3xtf32", "sm_80"), ("3xtf32", "sm_90a")])
 def test_every_operand_layout_assembles_without_spills(ptxas, mode, arch, tmp_path):
     """Each tile (128x256 .. 64x64), B as [n, k] (ldmatrix) and [k, n] (32-bit shared loads),
     cp.async and scalar staging (k = 29: rows not 16-byte aligned), a batch."""
@@ -102,6 +101,27 @@ def test_every_operand_layout_assembles_without_spills(ptxas, mode, arch, tmp_pa
     assert "ld.shared.b32" in entries[1] and "ldmatrix.sync.aligned.m8n8.x4.trans" not in ptx
     assert "cp.async.cg.shared.global" not in entries[3] and "cp.async.cg.shared.global" in entries[0]
     log = assemble_verbose(ptxas, ptx, arch, tmp_path)
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] * len(kernels)
+
+
+def test_tf32_takes_wgmma_where_both_operands_run_along_k(ptxas, tmp_path):
+    """sm_90a, tf32: B as [n, k] (a linear layer's weight) on wgmma's k8 TF32 form where its
+    128 x 64 tiles make a block per multiprocessor, 128 x 256 .. 64 tiles, each thread rounding
+    its staged chunks to nearest (cvt.rna) before the tensor cores read them (they would
+    truncate); cp.async and scalar staging (k = 29), a batch. B as [k, n] (TF32 wgmma takes
+    K-major operands only) and smaller products stay on mma.sync."""
+    kernels = [zoo.linear(2048, 2048, 192, "f32"), zoo.linear(2048, 2048, 96, "f32", b_nk=False),
+               zoo.linear(1037, 1100, 29, "f32"), zoo.linear(300, 257, 72, "f32", batch=12),
+               zoo.linear(256, 512, 256, "f32")]
+    ptx, launches = generate_ptx(kernels, resolve_target("sm_90a", "tf32"))
+    entries = [entry_text(ptx, name) for name, _ in launches]
+    wgmma, mma = [entries[0], entries[2], entries[3]], [entries[1], entries[4]]
+    assert all(re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k8\.f32\.tf32\.tf32", e) for e in wgmma)
+    assert all("cvt.rna.tf32.f32" in e and TF32_MMA not in e for e in wgmma)
+    assert all(TF32_MMA in e and "wgmma" not in e for e in mma)
+    assert [launch.grid for _, launch in launches] == [(8, 16, 1), (8, 16, 1), (9, 9, 1), (3, 3, 12), (8, 4, 1)]
+    assert "cp.async.cg.shared.global" not in entries[2] and "cp.async.cg.shared.global" in entries[0]
+    log = assemble_verbose(ptxas, ptx, "sm_90a", tmp_path)
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"] * len(kernels)
 
 

@@ -1,7 +1,8 @@
 """Compiles tf32_cases.py's programs in each ``--pyree-cuda-f32-matmul`` mode on this CPU-only
 machine into a folder the GPU host reads (test_cuda_tf32_on_gpu.py with PYREE_CUDA_MODULE_DIR):
 ``python3 tests/drivers/cuda/build_tf32_modules.py OUT_DIR [sm_XX]`` (default sm_90a, the
-H100/H200's; f32 products take mma.sync there too)."""
+H100/H200's: TF32 products whose operands both run along k take wgmma there, the rest
+mma.sync)."""
 
 from __future__ import annotations
 

@@ -67,6 +67,9 @@ CASES = {
     "mm_nk_1000x7x1000": matmul(1000, 7, 1000, weight_nk=True),
     "bmm_3x129x127x65": matmul(129, 127, 65, batch=3),
     "bmm_nk_5x127x129x1000": matmul(127, 129, 1000, batch=5, weight_nk=True),
+    # large enough for wgmma on sm_90a (matmul_wgmma._fills: a block per multiprocessor)
+    "mm_nk_1037x1100x29": matmul(1037, 1100, 29, weight_nk=True),
+    "bmm_nk_12x300x257x136": matmul(300, 257, 136, batch=12, weight_nk=True),
     # ResNet-like convolutions, odd spatial sizes: implicit GEMMs where the channels fill 4-element
     # chunks, else (3 or 19 channels) an im2col copy and a GEMM
     "conv_3x3_64x15x13_f64": conv(Conv(c=64, h=15, w=13, f=64, kh=3, kw=3, pad=(1, 1), bias_relu=True)),
@@ -81,7 +84,8 @@ CASES = {
                                                   f=16, kh=3, kw=3, dilation=(1, 2), pad=(1, 2))),
     "conv_3x3_19x23x17_f37": conv(Conv(c=19, h=23, w=17, f=37, kh=3, kw=3, pad=(1, 1))),  # im2col
 }
-SPECIALS = "mm_127x1000x129"   # the case that also runs with NaN and +-inf in its operands
+# the cases that also run with NaN and +-inf in their operands (mma.sync, and wgmma on sm_90a)
+SPECIALS = ("mm_127x1000x129", "mm_nk_1037x1100x29")
 
 
 def module_name(name: str, mode: str) -> str:

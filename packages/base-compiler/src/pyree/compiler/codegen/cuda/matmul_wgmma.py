@@ -1,5 +1,6 @@
 """f16 x f16 and bf16 x bf16 -> f32 contractions on Hopper's warpgroup tensor cores:
-``wgmma.mma_async`` (sm_90a), for the operands ``matmul_mma.operands`` accepts.
+``wgmma.mma_async`` (sm_90a), for the operands ``matmul_mma.operands`` accepts; and f32 x f32
+under ``--pyree-cuda-f32-matmul=tf32`` (``m64nNk8.tf32``) where both operands run along k.
 
 Block tile 128 x BN x 64 (BN = 256, 128 or 64, ``choose_tile``), two warpgroups of four warps,
 each owning 64 rows: per 64-deep k tile each warpgroup issues four ``m64nBNk16`` wgmma that read
@@ -10,6 +11,14 @@ zero-filled, scalar loads where the operands are not 16-byte aligned) into the I
 tiles kt and kt-1 (one wgmma group stays in flight across each barrier, so the stage a load
 overwrites is always two tiles old). cp.async writes through the generic proxy and wgmma reads
 through the async one, hence ``fence.proxy.async`` before each barrier.
+
+TF32: a row of a tile is still 128 bytes, 32 f32 elements along k (the k tile is 32 deep, each
+k8 step 32 bytes, so every byte offset below holds). The ISA takes TF32 operands K-major only
+(no transpose), so B must be given as ``[N, K]`` (a linear layer's weight, a convolution's
+filters). The tensor cores read an f32 operand's top 19 bits, which truncates; PyTorch's TF32
+(and the mma.sync template, tf32.py) rounds to nearest, so each thread rounds the chunks it
+copied, in shared memory, once they land (``cvt.rna.tf32.f32``) and before the proxy fence that
+hands the stage to wgmma. 3xTF32 stays on mma.sync (its split terms would double the stages).
 
 Shared layouts (PTX ISA, "matrix descriptor"; the swizzle is a function of address bits, so every
 stage starts 1024-byte aligned):
@@ -39,14 +48,15 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu import dynamic
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
-from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering, store_element
+from pyree.compiler.codegen.common.llvm_gpu.matmul import FILL_BLOCKS, epilogue_lowering, store_element
 from pyree.compiler.codegen.cuda import per_dispatch_tiles
-from pyree.compiler.codegen.cuda.async_copy import prologue, stage_chunks
+from pyree.compiler.codegen.cuda.async_copy import prologue, stage_chunks, width
 from pyree.compiler.codegen.cuda.matmul_mma import Operands, operands, waves_cost
 from pyree.compiler.sizes import is_static, num_elements, opaque
 
 THREADS = 256            # two warpgroups
-BM, BK = 128, 64
+BM, BK = 128, 64         # BK: 16-bit elements; a tile row is 128 bytes (32 f32 elements in TF32)
+ROW_CHUNKS = 8           # 16-byte chunks in a tile row
 STAGES = 4
 AHEAD = STAGES - 2       # tiles loading while two are in use
 K_LBO, K_SBO = 16, 1024  # K-major: the leading offset is unused in this layout (one 16-byte unit)
@@ -94,25 +104,37 @@ def has_math_epilogue(kernel: K.Kernel) -> bool:
 def plan(kernel: K.Kernel, target):
     """(contraction, (operands, tile)) when the wgmma template takes ``kernel``, else None."""
     c = contraction_of(kernel)
-    found = None if c is None else tile_plan(kernel, c, target.arch)
+    found = None if c is None else tile_plan(kernel, c, target.arch, target.f32_matmul)
     return None if found is None else (c, found)
 
 
-def tile_plan(kernel: K.Kernel, c: Contraction, arch: str):
+def tile_plan(kernel: K.Kernel, c: Contraction, arch: str, f32_matmul: str = "strict"):
     """(operands, tiles) when the wgmma template applies, else None: the tile ``choose_tile``
     takes, or with run-time sizes the candidates ``choose_tile`` would pick among, chosen per
     dispatch (one block a multiprocessor, as each is alone)."""
     run_time = K.has_run_time_sizes(kernel)
     if arch != "sm_90a" or (run_time and not dynamic.loop_indices(kernel)):
         return None
-    found = operands(kernel, c)
-    if found is None:
-        return None
+    found = operands(kernel, c, "tf32" if f32_matmul == "tf32" else "strict")
     par = kernel.parallel_ranges
+    if found is None or (found.tf32 is not None and not (found.b.k_major and _fills(par))):
+        return None
     math = has_math_epilogue(kernel)
     if run_time:
         return found, TILES[-1:] if math else TILES
     return found, (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)), math),)
+
+
+def _fills(par: tuple) -> bool:
+    """Whether a TF32 product is large enough for wgmma: its 128 x 64 tiles (static sizes) make
+    at least a block per multiprocessor. Below that mma.sync's 64-row tiles ran faster (an
+    encoder block of 128 tokens 0.042 ms on mma.sync, 0.047 on wgmma; ResNet-18's convolutions at
+    batch 1 the same), where a 4096^3 linear layer ran 1.39x faster on wgmma (BENCHMARKS.md,
+    "Eighteenth session")."""
+    if not all(is_static(d) for d in par):
+        return False
+    blocks = -(-par[-2] // BM) * -(-par[-1] // TILES[-1].bn) * int(np.prod(par[:-2], dtype=np.int64))
+    return blocks >= FILL_BLOCKS
 
 
 def _descriptor(fn: Function, address: str, lbo: int, sbo: int) -> str:
@@ -128,13 +150,15 @@ def _asm_string(text: str) -> str:
 
 def _wgmma(fn: Function, n: int, dtype: str, trans_b: int, desc_a: str, desc_b: str,
            accs: list[str]) -> list[str]:
-    """One ``m64n{n}k16`` accumulating into ``accs`` (tied operands: the same registers)."""
+    """One ``m64n{n}k16`` (``k8`` for tf32, which takes no transpose) accumulating into
+    ``accs`` (tied operands: the same registers)."""
     count = len(accs)
     ret = "{" + ", ".join(["float"] * count) + "}"
     regs = ", ".join(f"${i}" for i in range(count))
+    shape, layout = ("k8", "") if dtype == "tf32" else ("k16", f", 0, {trans_b}")
     asm = (f"{{ .reg .pred p; setp.ne.b32 p, ${count + 2}, 0; "
-           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} {{{regs}}}, ${count}, "
-           f"${count + 1}, p, 1, 1, 0, {trans_b}; }}")
+           f"wgmma.mma_async.sync.aligned.m64n{n}{shape}.f32.{dtype}.{dtype} {{{regs}}}, ${count}, "
+           f"${count + 1}, p, 1, 1{layout}; }}")
     constraints = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
     args = [("i64", desc_a), ("i64", desc_b), ("i32", "1")] + [("float", a) for a in accs]
     out = fn.inline_asm(ret, _asm_string(asm), constraints + ",~{memory}", args)
@@ -182,6 +206,9 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
     M, N = par[-2:]
     KD = kernel.reduction_ranges[0]
     m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
+    per_chunk = width(ops.dtype)  # elements in 16 bytes: 8, or 4 in TF32
+    bk = ROW_CHUNKS * per_chunk   # the k tile: a 128-byte row
+    mma_dtype = "tf32" if ops.tf32 is not None else ops.dtype
 
     tid32 = fn.special("tid.x")
     tid = fn.op(f"zext i32 {tid32} to i64")
@@ -204,12 +231,12 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
     def k_major(rows: int):
         """This thread's chunks of a K-major rows x 64 tile: (row, k in tile, shared byte offset)."""
         out = []
-        for j in range(rows * BK // 8 // THREADS):
+        for j in range(rows * ROW_CHUNKS // THREADS):
             ch = fn.op(f"add i64 {tid}, {THREADS * j}")
             r, cc = fn.op(f"lshr i64 {ch}, 3"), fn.op(f"and i64 {ch}, 7")
             swz = fn.op(f"xor i64 {cc}, {fn.op(f'and i64 {r}, 7')}")
             s = fn.op(f"add i64 {fn.op(f'shl i64 {r}, 7')}, {fn.op(f'shl i64 {swz}, 4')}")
-            out.append((r, fn.op(f"shl i64 {cc}, 3"), s))
+            out.append((r, fn.op(f"shl i64 {cc}, {per_chunk.bit_length() - 1}"), s))
         return out
 
     def n_major():
@@ -225,13 +252,13 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
             out.append((kr, fn.op(f"shl i64 {nc}, 3"), s))
         return out
 
-    a_exact = is_static(M) and is_static(KD) and M % BM == 0 and KD % BK == 0
-    b_exact = is_static(N) and is_static(KD) and N % t.bn == 0 and KD % BK == 0
+    a_exact = is_static(M) and is_static(KD) and M % BM == 0 and KD % bk == 0
+    b_exact = is_static(N) and is_static(KD) and N % t.bn == 0 and KD % bk == 0
 
     def load_stage(stage: str, kt: str):
         # chunk coordinates recomputed from tid here: kept live across the loop they spill
         a_chunks, b_chunks = k_major(BM), k_major(t.bn) if b.k_major else n_major()
-        k0 = fn.op(f"mul i64 {kt}, {BK}")
+        k0 = fn.op(f"mul i64 {kt}, {bk}")
         stage_off = fn.op(f"mul i64 {stage}, {t.stage_bytes}")
 
         def dst(s):
@@ -254,7 +281,21 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
         fn.raw(f"store float 0.0, ptr {slot}")
         slots.append(slot)
 
-    num_k = sizes(opaque("ceildiv", KD, BK))
+    def round_stage(stage: str) -> None:
+        """This thread's chunks of ``stage`` rounded to TF32 in place (both operands K-major)."""
+        stage_off = fn.op(f"mul i64 {stage}, {t.stage_bytes}")
+        offsets = [s for _, _, s in k_major(BM)] + \
+            [fn.op(f"add i64 {s}, {t.a_bytes}") for _, _, s in k_major(t.bn)]
+        for s in offsets:
+            ptr = fn.op(f"getelementptr i8, ptr addrspace(3) {base}, i64 {fn.op(f'add i64 {stage_off}, {s}')}")
+            v = fn.op(f"load <4 x float>, ptr addrspace(3) {ptr}, align 16")
+            for i in range(4):
+                x = fn.op(f"extractelement <4 x float> {v}, i32 {i}")
+                r = fn.call("i32", "llvm.nvvm.f2tf32.rna", [("float", x)])
+                v = fn.op(f"insertelement <4 x float> {v}, float {fn.op(f'bitcast i32 {r} to float')}, i32 {i}")
+            fn.raw(f"store <4 x float> {v}, ptr addrspace(3) {ptr}, align 16")
+
+    num_k = sizes(opaque("ceildiv", KD, bk))
     prologue(fn, AHEAD, num_k, load_stage)
     a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
     b_lbo, b_sbo, b_step = (K_LBO, K_SBO, 32) if b.k_major else (B_LBO, B_SBO, 16 * 128)
@@ -263,6 +304,8 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
         # tile kt has landed once at most AHEAD-1 younger groups are pending; after the barrier
         # every warpgroup has retired the wgmma of tile kt-2, whose stage the next load reuses
         fn.call("void", "llvm.nvvm.cp.async.wait.group", [("i32", str(AHEAD - 1))])
+        if ops.tf32 is not None:
+            round_stage(fn.op(f"urem i64 {kt}, {STAGES}"))
         _sync_asm(fn, "fence.proxy.async.shared::cta;")
         fn.barrier()
         ahead = fn.op(f"add i64 {kt}, {AHEAD}")
@@ -275,10 +318,10 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
         b_addr = fn.op(f"add i32 {a_addr}, {fn.op(f'sub i32 {t.a_bytes}, {a_wg}')}")
         accs = [fn.op(f"load float, ptr {s}") for s in slots]
         _sync_asm(fn, "wgmma.fence.sync.aligned;")
-        for ks in range(BK // 16):
+        for ks in range(4):  # k16 (k8 in TF32) steps of 32 bytes
             da = _descriptor(fn, fn.op(f"add i32 {a_addr}, {ks * 32}"), K_LBO, K_SBO)
             db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * b_step}"), b_lbo, b_sbo)
-            accs = _wgmma(fn, t.bn, ops.dtype, 0 if b.k_major else 1, da, db, accs)
+            accs = _wgmma(fn, t.bn, mma_dtype, 0 if b.k_major else 1, da, db, accs)
         _sync_asm(fn, "wgmma.commit_group.sync.aligned;")
         for s, v in zip(slots, _wait(fn, 1, accs)):
             fn.raw(f"store float {v}, ptr {s}")
