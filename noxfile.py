@@ -25,8 +25,10 @@ DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulka
 DEVICE_MARKERS = ("cuda", "vulkan")
 # cuda-bindings: the cuda driver no longer uses it, but tests/drivers/cuda checks the driver's C table of
 # entry points, constants and structs against cuda-python's own declarations.
-# pytest-xdist: the tests run in two processes (a CI machine has two cores); a test file stays in
-# one process (--dist loadfile), so its module-scoped compiles are made once.
+# pytest-xdist: the tests run in a process per core the machine gives this one (two at least, eight
+# at most: each holds torch and a compiler); a test file stays in one process (--dist loadfile), so
+# its module-scoped compiles are made once.
+WORKERS = max(2, min(8, len(os.sched_getaffinity(0))))
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
@@ -70,7 +72,7 @@ def tests(session, driver):
     session.install(*test_requirements(driver))
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
-    workers = ["-n", "2", "--dist", "loadfile"] if driver != "cuda" else []
+    workers = ["-n", str(WORKERS), "--dist", "loadfile"] if driver != "cuda" else []
     session.run("pytest", "-m", marker, *workers, *session.posargs)
 
 
