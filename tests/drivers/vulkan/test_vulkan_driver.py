@@ -52,6 +52,48 @@ def test_results_chain_on_the_device_without_host_copies(vulkan_device):
     np.testing.assert_allclose(twice.to_host(), a * b * a, rtol=1e-6)
 
 
+MISALIGNED = """
+func.func @f(%x: tensor<40xf32>, %y: tensor<5xf32>) -> (tensor<39xf32>, tensor<8xf32>) {
+  %tail = tensor.extract_slice %x[1] [39] [1] : tensor<40xf32> to tensor<39xf32>
+  %e = tensor.empty() : tensor<39xf32>
+  %twice = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%tail : tensor<39xf32>) outs(%e : tensor<39xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %w = arith.addf %v, %v : f32
+    linalg.yield %w : f32
+  } -> tensor<39xf32>
+  %head = tensor.extract_slice %x[0] [3] [1] : tensor<40xf32> to tensor<3xf32>
+  %e5 = tensor.empty() : tensor<5xf32>
+  %neg = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+      iterator_types = ["parallel"]} ins(%y : tensor<5xf32>) outs(%e5 : tensor<5xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %w = arith.negf %v : f32
+    linalg.yield %w : f32
+  } -> tensor<5xf32>
+  %joined = tensor.concat dim(0) %head, %neg : (tensor<3xf32>, tensor<5xf32>) -> tensor<8xf32>
+  return %twice, %joined : tensor<39xf32>, tensor<8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["mapped", "device"])
+def test_bindings_below_the_offset_alignment_are_staged(vulkan_device, mode):
+    """A kernel reading ``x[1:]`` (its binding at byte 4) and a concatenation writing after 3
+    elements (byte 12): Vulkan binds storage buffers only at multiples of
+    minStorageBufferOffsetAlignment (16 on lavapipe and NVIDIA), so the driver copies such a
+    range into a buffer of its own, binds that, and copies it back; numpy's answer, call after
+    call, with arguments host-mapped or in device memory."""
+    module = rt.load_module(vulkan_vmfb(MISALIGNED), device=vulkan_device)
+    rng = np.random.default_rng()
+    for _ in range(3):
+        x, y = C.rand(rng, (40,)), C.rand(rng, (5,))
+        x[7], y[2] = np.nan, -np.inf
+        args = (x, y) if mode == "mapped" else tuple(rt.asdevicearray(module.device, a) for a in (x, y))
+        twice, joined = module["f"](*args)
+        np.testing.assert_array_equal(twice.to_host(), x[1:] + x[1:])
+        np.testing.assert_array_equal(joined.to_host(), np.concatenate([x[:3], -y]))
+
+
 @pytest.mark.parametrize("shape", [(37, 53), (129, 65)])  # 7.8 KB mapped; 33.5 KB device-local
 def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
     """Arguments and results of at most 16 KiB live in host-visible mapped buffers (ABI revision

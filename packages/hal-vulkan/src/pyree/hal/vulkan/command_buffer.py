@@ -17,6 +17,13 @@ to the host (unmapped buffers reach the host only through the device's staging c
 own); ``barrier`` commands become compute/transfer pipeline barriers. Bindings are checked
 against each kernel's declared minimum lengths when recorded and against the actual buffers for
 each new set of buffers, so a bad module cannot make a shader touch memory outside its buffers.
+
+A binding whose offset is not a multiple of the device's ``minStorageBufferOffsetAlignment`` (a
+view that starts mid-row: ``x[1:]`` of f32 starts at byte 4) cannot be bound where it is: its
+range is copied into a buffer of the recording's own before the dispatch, bound there at offset
+0, and copied back after it (barriers between), so the kernel sees and leaves the same bytes. A
+range that overlaps another binding of the same dispatch is refused instead (its copy back could
+undo the other's writes).
 """
 
 from __future__ import annotations
@@ -40,12 +47,13 @@ UPDATE_LIMIT = 65536  # vkCmdUpdateBuffer's largest write
 
 
 class Recording:
-    __slots__ = ("handle", "pool", "last_value")
+    __slots__ = ("handle", "pool", "last_value", "staging")
 
     def __init__(self, handle, pool: int):
         self.handle = handle    # VkCommandBuffer
         self.pool = pool        # VkDescriptorPool (0 when no dispatch)
         self.last_value = 0     # the device timeline value of its latest submission
+        self.staging = []       # buffers that misaligned bindings are bound through
 
 
 def full_barrier(vk, cb, dst_stage=STAGE_ALL_COMMANDS, dst_access=ACCESS_MEMORY_READ | ACCESS_MEMORY_WRITE):
@@ -176,7 +184,7 @@ class CommandBuffer:
                 full_barrier(vk, cb)
             elif c.kind == "dispatch":
                 if id(c) in sets:
-                    self._dispatch(cb, c, sets[id(c)], table, where, alignment)
+                    self._dispatch(recording, c, sets[id(c)], table, where, alignment)
             elif c.kind == "copy":
                 src, dst = c.bindings
                 s = self._buffer(table, src.slot, src.offset, src.length, where)
@@ -198,24 +206,39 @@ class CommandBuffer:
             full_barrier(vk, cb, STAGE_HOST, ACCESS_HOST_READ)
         check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer")
 
-    def _dispatch(self, cb, c: Command, descriptor_set, table, where: str, alignment: int) -> None:
-        vk, dev = self.vk, self.device
+    def _dispatch(self, recording: Recording, c: Command, descriptor_set, table, where: str,
+                  alignment: int) -> None:
+        vk, dev, cb = self.vk, self.device, recording.handle
         k = c.executable.kernels[c.export_ordinal]
         n = len(c.bindings)
         infos = ffi.new("VkDescriptorBufferInfo[]", max(n, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(n, 1))
+        staged = []  # (binding's buffer, its offset, the staging buffer, length)
         for j, b in enumerate(c.bindings):
             buf = self._buffer(table, b.slot, b.offset, b.length, where)
-            if b.offset % alignment:
-                raise HalError("INVALID_ARGUMENT", f"{where}: binding {j} of kernel '{k.name}' "
-                                                   f"starts at offset {b.offset}, not a multiple "
-                                                   f"of the device's {alignment}-byte alignment")
-            infos[j].buffer, infos[j].offset, infos[j].range = buf.handle, b.offset, b.length
+            handle, offset = buf.handle, b.offset
+            if b.offset % alignment and b.length:
+                if any(i != j and o.slot == b.slot and o.offset < b.offset + b.length
+                       and b.offset < o.offset + o.length for i, o in enumerate(c.bindings)):
+                    raise HalError("INVALID_ARGUMENT", f"{where}: binding {j} of kernel '{k.name}' "
+                                                       f"starts at offset {b.offset}, not a multiple "
+                                                       f"of the device's {alignment}-byte alignment, "
+                                                       "and overlaps another binding of the dispatch")
+                stage = dev.allocate(b.length)
+                recording.staging.append(stage)
+                staged.append((buf.handle, b.offset, stage.handle, b.length))
+                handle, offset = stage.handle, 0
+            infos[j].buffer, infos[j].offset, infos[j].range = handle, offset, b.length
             w = writes[j]
             w.sType, w.dstSet, w.dstBinding = STYPE_WRITE_DESCRIPTOR_SET, descriptor_set, j
             w.descriptorCount, w.descriptorType = 1, DESCRIPTOR_STORAGE_BUFFER
             w.pBufferInfo = infos + j
         vk.vkUpdateDescriptorSets(dev.device, n, writes, 0, ffi.NULL)
+        for source, offset, stage, length in staged:
+            region = ffi.new("VkBufferCopy *", {"srcOffset": offset, "dstOffset": 0, "size": length})
+            vk.vkCmdCopyBuffer(cb, source, stage, 1, region)
+        if staged:
+            full_barrier(vk, cb)
         vk.vkCmdBindPipeline(cb, BIND_POINT_COMPUTE, k.pipeline)
         sets = ffi.new("VkDescriptorSet *", descriptor_set)
         vk.vkCmdBindDescriptorSets(cb, BIND_POINT_COMPUTE, k.pipeline_layout, 0, 1, sets, 0, ffi.NULL)
@@ -223,6 +246,12 @@ class CommandBuffer:
             values = ffi.new("uint32_t[]", list(c.push_constants))
             vk.vkCmdPushConstants(cb, k.pipeline_layout, STAGE_COMPUTE, 0, 4 * len(values), values)
         vk.vkCmdDispatch(cb, *c.workgroups(k.grid))
+        if staged:
+            full_barrier(vk, cb)
+            for target, offset, stage, length in staged:
+                region = ffi.new("VkBufferCopy *", {"srcOffset": 0, "dstOffset": offset, "size": length})
+                vk.vkCmdCopyBuffer(cb, stage, target, 1, region)
+            full_barrier(vk, cb)
 
     def _fill(self, cb, buffer: int, offset: int, length: int, pattern: int, width: int) -> None:
         vk = self.vk
@@ -254,6 +283,10 @@ class CommandBuffer:
         self.device.free_command_buffer(recording.handle)
         if recording.pool:
             self.vk.vkDestroyDescriptorPool(self.device.device, recording.pool, ffi.NULL)
+        with self.device.lock:  # (no submission runs it: destroyed, not pooled, which may wait)
+            for buffer in recording.staging:
+                self.device.allocator.destroy_buffer(buffer)
+        recording.staging = []
 
     def destroy(self) -> None:
         """The caller has waited for every submission of this command buffer."""
