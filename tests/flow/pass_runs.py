@@ -10,7 +10,7 @@ from pyree.compiler.tensor_program import Function, Generic
 
 
 def after_pass(mlir: str, name: str, *, gpu: bool = False, implicit_gemm: bool = False,
-               run: int = 0, attention: bool = False, run_time_attention: bool = False) -> Function:
+               run: int = 0, attention: bool = False, run_time_attention=None) -> Function:
     """The one function of ``mlir`` after the ``run``-th run of pass ``name`` (and every pass
     before it), as the pipeline runs them for these targets."""
     (function,) = import_mlir(mlir, "t.mlir").functions

@@ -174,7 +174,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     # cuda's TF32 modes put f32 GEMMs on the tensor-core template, which gathers patches too
     tensor_f32 = implicit and options.cuda_f32_matmul != "strict"
     attention = all(b.fused_attention for b in backends)
-    run_time_attention = attention and all(b.run_time_attention(options) for b in backends)
+    takers = [b.run_time_attention(options) for b in backends]
+    run_time_attention = None if not attention or None in takers else (
+        lambda kernel: all(take(kernel) for take in takers))
     program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention,
                                             run_time_attention), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))

@@ -61,9 +61,10 @@ class Backend:
     # A template that compiles softmax attention (``kernel.Attention``) as one kernel, so that
     # flow/attention.py replaces the score, softmax and product chain by one op.
     fused_attention: bool = False
-    # Whether that template takes attention with run-time sizes (a prompt's length) on the target
-    # the options resolve to; where it does not, such a chain stays three kernels.
-    run_time_attention: Callable = lambda options: False
+    # For the target the options resolve to, a predicate on an outlined attention kernel with
+    # run-time sizes (a prompt's length): whether a template of it takes that kernel; None where
+    # none takes any. flow/attention.py forms such an op only where it holds, else the chain stays.
+    run_time_attention: Callable = lambda options: None
     # Kernels with a scatter result (``kernel.Scatter``): atomic read-modify-writes at computed
     # places, so that input/scatter.py lowers a scatter over its updates, not over its output.
     scatter_atomics: bool = False

@@ -24,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 from pyree.compiler.flow.flash_decoding import split_keys
+from pyree.compiler.flow.kernels import outline
 from pyree.compiler.flow.rewrite import (
     compose,
     permutation_dims,
@@ -47,6 +49,7 @@ from pyree.compiler.kernel import (
     Expr,
     Final,
     Gather,
+    Kernel,
     Load,
     LoopIndex,
     Result,
@@ -101,9 +104,12 @@ TENSOR_CORE_ROWS = 16
 MAX_INLINED = 48
 
 
-def fuse_attention(function: Function, run_time: bool = False) -> Function:
-    """``run_time``: the target's tensor-core template takes attention with run-time sizes."""
-    if function.symbols and not run_time:
+def fuse_attention(function: Function, run_time: Callable[[Kernel], bool] | None = None
+                   ) -> Function:
+    """``run_time``: whether the target's templates take an attention kernel with run-time
+    sizes (``Backend.run_time_attention``); a function with run-time sizes keeps its chains
+    unless it takes every such op formed (all or none: an op cannot be split back)."""
+    if function.symbols and run_time is None:
         return function
     ops = list(function.ops)
     changed = True
@@ -125,9 +131,12 @@ def fuse_attention(function: Function, run_time: bool = False) -> Function:
                 changed = True
                 break
     graph = _Graph(ops, function.results)
+    if any(isinstance(op, Generic) and op.attention is not None and has_run_time_sizes(op)
+           and not run_time(outline(op, "attention")) for op in ops):
+        return function  # (a layout the template does not stage, a head dim past its limit)
     ops = [new for op in ops for new in (
         split_keys(op) if isinstance(op, Generic) and op.attention is not None
-        and not has_run_time_sizes(op) and not _tensor_cores(op, graph) else [op])]
+        and not _tensor_cores(op, graph) else [op])]
     return dataclasses.replace(function, ops=ops)
 
 

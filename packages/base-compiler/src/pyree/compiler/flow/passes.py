@@ -55,14 +55,14 @@ FORM_REGIONS = (
 
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
                 tensor_f32: bool = False, attention: bool = False,
-                run_time_attention: bool = False) -> list[Pass]:
+                run_time_attention: Callable | None = None) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
     convolutions gathered, their K split as 16-bit products'); ``strict_floats``: float folds
     stay whole (--iree-llvmcpu-reassociate-fp-reductions=false); ``attention``: every target
     compiles softmax attention as one kernel (flow/attention.py), and with run-time sizes too
-    where ``run_time_attention``."""
+    where ``run_time_attention`` (the target's templates' predicate on such a kernel) holds."""
     return [
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),

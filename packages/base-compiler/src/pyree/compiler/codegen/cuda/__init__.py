@@ -123,6 +123,6 @@ BACKEND = Backend(
     run_time_sizes=True,
     float64_math=lambda options: False,  # NVPTX links no libdevice; the expansions are f32
     fused_attention=True,
-    run_time_attention=lambda options: target_of(options).sm >= 80,  # attention_mma's mma.sync
+    run_time_attention=lambda options: attention_mma.taker(target_of(options)),
     scatter_atomics=True,
 )

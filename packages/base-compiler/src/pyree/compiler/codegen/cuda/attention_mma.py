@@ -165,6 +165,12 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
     return None
 
 
+def taker(target):
+    """The predicate ``Backend.run_time_attention`` gives flow/attention.py: whether this
+    template takes an attention kernel (the only one with run-time sizes); None before sm_80."""
+    return None if target.sm < 80 else (lambda kernel: plan(kernel, target) is not None)
+
+
 def _static_indices(kernel: K.Kernel) -> bool:
     """Whether every index the kernel reads or stores at has int coefficients and offsets."""
     nodes = (*K.attention_nodes(kernel.attention), *K.result_nodes(kernel.results[0]))
