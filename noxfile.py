@@ -4,6 +4,7 @@
     nox -s "tests(driver='local')"  the test suite on the CPU drivers (what CI runs)
     nox -s "tests(driver='cuda')"   GPU tests: only on a host with an NVIDIA GPU
     nox -s "tests(driver='vulkan')" Vulkan device tests (Mesa's lavapipe is enough)
+    nox -s vulkan_after_local       the Vulkan tests in the local session's environment (CI)
     nox -s pypi                     resolve the tests' requirements from PyPI alone (no pip config)
     nox -s schemas                  regenerate the vendored FlatBuffer code; fail if it was stale
     nox -s lint                     ruff
@@ -25,10 +26,11 @@ DRIVER_PACKAGES = {"cuda": ["packages/hal-cuda"], "vulkan": ["packages/hal-vulka
 DEVICE_MARKERS = ("cuda", "vulkan")
 # cuda-bindings: the cuda driver no longer uses it, but tests/drivers/cuda checks the driver's C table of
 # entry points, constants and structs against cuda-python's own declarations.
-# pytest-xdist: the tests run in a process per core the machine gives this one (two at least, eight
-# at most: each holds torch and a compiler); a test file stays in one process (--dist loadfile), so
-# its module-scoped compiles are made once.
-WORKERS = max(2, min(8, len(os.sched_getaffinity(0))))
+# pytest-xdist: the tests run in a process per core the machine gives this one, two at least, at
+# most eight and one per 3 GiB of memory (each holds torch, JAX and a compiler); a test file stays
+# in one process (--dist loadfile), so its module-scoped compiles are made once.
+MEMORY_GIB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+WORKERS = max(2, min(8, len(os.sched_getaffinity(0)), int(MEMORY_GIB // 3)))
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
@@ -74,6 +76,16 @@ def tests(session, driver):
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
     workers = ["-n", str(WORKERS), "--dist", "loadfile"] if driver != "cuda" else []
     session.run("pytest", "-m", marker, *workers, *session.posargs)
+
+
+@nox.session(python=False)
+def vulkan_after_local(session):
+    """The Vulkan tests (on Mesa's lavapipe in CI) in the environment tests(driver='local')
+    installed, whose requirements include the vulkan session's: CI runs this after that session
+    instead of installing the same packages (torch among them) a second time."""
+    python = os.path.join(".nox", "tests-driver-local", "bin", "python")
+    session.run(python, "-m", "pytest", "-m", "vulkan", "-n", str(WORKERS), "--dist", "loadfile",
+                *session.posargs, external=True)
 
 
 @nox.session
