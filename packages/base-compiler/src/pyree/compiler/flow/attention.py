@@ -15,8 +15,9 @@ k, the widening of V) are then recomputed in it, as region formation would.
 With run-time sizes (a prompt's length: rows, keys, batch), the chain is matched the same way,
 its sizes as polynomials (``pyree.compiler.sizes``): a split of the rows must divide exactly as
 polynomials, a loop must provably stay in its range, and a size is never assumed to be one. Such
-an op is formed only where the target's tensor-core template takes it (``run_time``: cuda sm_80+,
-f16/bf16 operands, static head dims); everything else keeps the chain, as before.
+an op is formed only where the target's template takes it (``run_time``, the backend's predicate
+on the outlined op: cuda sm_80+'s tensor-core template, f16/bf16 operands, static head dims);
+everything else keeps the chain, as before.
 """
 
 from __future__ import annotations
