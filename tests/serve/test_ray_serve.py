@@ -329,7 +329,7 @@ def test_a_function_that_mixes_rows_answers_each_client_exactly(served):
                                                "got 2x3xf32")
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(TEST_LIMIT_S)
 def test_a_replica_that_cannot_start_says_why(served, module):
     """Only a replica can find its node's driver missing; pyree.serve.run raises its error."""
     import pyree.serve
