@@ -30,7 +30,8 @@ DEVICE_MARKERS = ("cuda", "vulkan")
 # most eight and one per 3 GiB of memory (each holds torch, JAX and a compiler); a test file stays
 # in one process (--dist loadfile), so its module-scoped compiles are made once.
 MEMORY_GIB = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-WORKERS = max(2, min(8, len(os.sched_getaffinity(0)), int(MEMORY_GIB // 3)))
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
+WORKERS = max(2, min(8, CORES, int(MEMORY_GIB // 3)))
 TEST_DEPS = ["pytest>=8", "pytest-timeout", "pytest-xdist>=3", "hypothesis>=6", "cuda-bindings>=12.4"]
 # The importer extras, so that tests/importers and tests/models run end to end (a missing one
 # fails them). torch 2.13.0, the release torch-mlir's FX importer is tested with here: where pip
