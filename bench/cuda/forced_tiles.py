@@ -1,7 +1,7 @@
 """Cases of bench/kernels compiled with one of the compiler's choices forced, to compare the
 variants on the GPU host with bench/kernels/run_suite.py (one suite folder per variant):
 
-    python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX [SUITE]  (OUT_DIR/n256, n128, n64)
+    python3 bench/cuda/forced_tiles.py wgmma OUT_DIR CASE_REGEX [SUITE]  (OUT_DIR/n256, n224, ... n64)
     python3 bench/cuda/forced_tiles.py simt OUT_DIR CASE_REGEX     (OUT_DIR/t128x128, t128x64, ...)
     python3 bench/cuda/forced_tiles.py rows OUT_DIR CASE_REGEX     (OUT_DIR/rows16)
     python3 bench/cuda/forced_tiles.py simt_f16 OUT_DIR CASE_REGEX (OUT_DIR/simt)
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # template -> (variant folder, code that restricts the template to that tile)
 VARIANTS = {
     "wgmma": [(f"n{w}", "import pyree.compiler.codegen.cuda.matmul_wgmma as T; "
-                        f"T.TILES = tuple(t for t in T.TILES if t.bn == {w})") for w in (256, 128, 64)],
+                        f"T.TILES = tuple(t for t in T.TILES if t.bn == {w})") for w in range(256, 63, -32)],
     "simt": [(f"t{bm}x{bn}", "import pyree.compiler.codegen.common.llvm_gpu.matmul as T; "
                              f"T.TILINGS = (T.Tiling({bm}, {bn}, 8, {tm}, {tn}),)")
              for bm, bn, tm, tn in ((128, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
@@ -49,7 +49,7 @@ def main(template: str, out: Path, cases: str, suite: str = "issue11") -> None:
                 f"sys.argv = ['build', '{out / name}', '--target', 'sm_90a', '--cases', '{cases}', "
                 f"'--suite', '{suite}']; "
                 f"runpy.run_path('{ROOT / 'bench/kernels/build_modules.py'}', run_name='__main__')")
-        subprocess.run([sys.executable, "-c", code], check=True)
+        subprocess.run([sys.executable, "-c", code])  # a variant the template refuses fails alone
 
 
 if __name__ == "__main__":

@@ -578,7 +578,19 @@ BREADTH_CASES = (
     Case("mse loss f32 16M", mse, _ins(((16_777_216,), f32), ((16_777_216,), f32))),
 )
 
-SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES}
+# Tensor-core products beyond the LLM suite's four prefill shapes, for the wgmma template's main
+# loop and tile choice (``--suite gemm``): square, odd M, N and K, [k, n] weights, batched.
+GEMM_CASES: tuple[Case, ...] = (
+    _gemv("square", 4096, 4096, 4096, f16),
+    _gemv("llama7b q_proj prefill", 2048, 4096, 4096, bf16),
+    _gemv("odd rows", 1000, 4096, 11008, f16),
+    _gemv("odd all", 777, 2050, 3001, bf16),
+    _gemv("bert-large ffn", 384, 1024, 4096, f16),
+    _gemv("gpt2 c_attn prefill", 1024, 768, 2304, f16, weight_nk=False),
+    _gemv("wide [k,n]", 512, 4096, 11008, bf16, weight_nk=False),
+    Case("batched f16 16x512x512x512", mm, _ins(((16, 512, 512), f16), ((16, 512, 512), f16))),
+)
+SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "gemm": GEMM_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

@@ -63,7 +63,7 @@ def test_products_with_run_time_sizes_take_tensor_cores(ptxas, name, arch, tmp_p
         return
     k, n, _, _, epilogue, _ = cases.CASES[name]
     if wgmma:
-        tiles = matmul_wgmma.TILES[-1:] if epilogue == "gelu" else matmul_wgmma.TILES
+        tiles = matmul_wgmma.RUN_TIME_TILES[-1:] if epilogue == "gelu" else matmul_wgmma.RUN_TIME_TILES
         bm_of = lambda t: matmul_wgmma.BM  # noqa: E731
     else:
         tiles, bm_of = matmul_mma.RUN_TIME_TILES, lambda t: t.bm

@@ -2,15 +2,17 @@
 ``wgmma.mma_async`` (sm_90a), for the operands ``matmul_mma.operands`` accepts; and f32 x f32
 under ``--pyree-cuda-f32-matmul=tf32`` (``m64nNk8.tf32``) where both operands run along k.
 
-Block tile 128 x BN x 64 (BN = 256, 128 or 64, ``choose_tile``), two warpgroups of four warps,
+Block tile 128 x BN x 64 (BN a multiple of 32 from 64 to 256, ``choose_tile``), two warpgroups of four warps,
 each owning 64 rows: per 64-deep k tile each warpgroup issues four ``m64nBNk16`` wgmma that read
 A and B straight from shared memory through matrix descriptors and accumulate in registers (BN / 2
 floats a thread). Tiles move global -> shared 16 bytes a chunk (async_copy.py: cp.async, tails
 zero-filled, scalar loads where the operands are not 16-byte aligned) into the ISA's
-128-byte-swizzled canonical layouts, STAGES deep: tile kt+2 loads while the tensor cores work on
-tiles kt and kt-1 (one wgmma group stays in flight across each barrier, so the stage a load
-overwrites is always two tiles old). cp.async writes through the generic proxy and wgmma reads
-through the async one, hence ``fence.proxy.async`` before each barrier.
+128-byte-swizzled canonical layouts, S = ``Tile.stages`` deep (as many as fit, up to 8): tile
+kt+S-2 loads while the tensor cores work on tiles kt and kt-1 (one wgmma group stays in flight
+across each barrier, so the stage a load overwrites is always two tiles old); its loads are
+issued after tile kt's wgmma, so that their address arithmetic overlaps the tensor cores.
+cp.async writes through the generic proxy and wgmma reads through the async one, hence
+``fence.proxy.async`` before each barrier.
 
 TF32: a row of a tile is still 128 bytes, 32 f32 elements along k (the k tile is 32 deep, each
 k8 step 32 bytes, so every byte offset below holds). The ISA takes TF32 operands K-major only
@@ -57,8 +59,8 @@ from pyree.compiler.sizes import is_static, num_elements, opaque
 THREADS = 256            # two warpgroups
 BM, BK = 128, 64         # BK: 16-bit elements; a tile row is 128 bytes (32 f32 elements in TF32)
 ROW_CHUNKS = 8           # 16-byte chunks in a tile row
-STAGES = 4
-AHEAD = STAGES - 2       # tiles loading while two are in use
+SHARED_BUDGET = 227 * 1024  # an sm_90 block's most dynamic shared memory
+MOST_STAGES = 8
 K_LBO, K_SBO = 16, 1024  # K-major: the leading offset is unused in this layout (one 16-byte unit)
 B_LBO, B_SBO = 64 * 128, 1024  # B given N-major ([K, N])
 SWIZZLE_128B = 1 << 62
@@ -77,22 +79,37 @@ class Tile:
         return self.a_bytes + BK * self.bn * 2
 
     @property
+    def stages(self) -> int:
+        """As many as fit: a narrow tile's k step is short, so more of them must be in flight
+        to cover the memory's latency."""
+        return min(MOST_STAGES, (SHARED_BUDGET - 1024) // self.stage_bytes)
+
+    @property
+    def ahead(self) -> int:                 # tiles loading while two are in use
+        return self.stages - 2
+
+    @property
     def shared_bytes(self) -> int:          # + 1024 to align the first stage
-        return STAGES * self.stage_bytes + 1024
+        return self.stages * self.stage_bytes + 1024
 
 
-TILES = (Tile(256), Tile(128), Tile(64))    # ties go to the larger
+# Widths a multiple of 32 (each thread copies whole chunks); an N-major B takes multiples of 64
+# (its 64-column atoms). Ties go to the larger. A kernel with run-time sizes holds a body per
+# candidate, so it takes three.
+TILES = tuple(Tile(bn) for bn in range(256, 63, -32))
+RUN_TIME_TILES = (Tile(256), Tile(128), Tile(64))
 # Epilogue math cheap enough to unroll over a wide tile's accumulators (128 per thread at n256).
 CHEAP_EPILOGUE_OPS = frozenset({"neg", "abs", "not", "sign", "floor", "ceil", "round", "roundeven",
                                 "trunc"})
 
 
-def choose_tile(m: int, n: int, batch: int, math_epilogue: bool = False) -> Tile:
+def choose_tile(m: int, n: int, batch: int, math_epilogue: bool = False,
+                b_k_major: bool = True) -> Tile:
     """The tile with the least work on the busiest SM. An epilogue with transcendental math
     (GELU's tanh or erf) is unrolled once per accumulator, so it takes n64, which ran GPT-2's
     linear + bias + GELU about twice as fast as n256 (bench/cuda/forced_tiles.py wgmma), where a
     plain matmul is fastest at n256."""
-    tiles = TILES[-1:] if math_epilogue else TILES
+    tiles = TILES[-1:] if math_epilogue else [t for t in TILES if b_k_major or t.bn % 64 == 0]
     return min(tiles, key=lambda t: waves_cost(m, n, batch, BM, t.bn))
 
 
@@ -121,8 +138,9 @@ def tile_plan(kernel: K.Kernel, c: Contraction, arch: str, f32_matmul: str = "st
         return None
     math = has_math_epilogue(kernel)
     if run_time:
-        return found, TILES[-1:] if math else TILES
-    return found, (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)), math),)
+        return found, RUN_TIME_TILES[-1:] if math else RUN_TIME_TILES
+    return found, (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)), math,
+                               found.b.k_major),)
 
 
 def _fills(par: tuple) -> bool:
@@ -133,7 +151,7 @@ def _fills(par: tuple) -> bool:
     "Eighteenth session")."""
     if not all(is_static(d) for d in par):
         return False
-    blocks = -(-par[-2] // BM) * -(-par[-1] // TILES[-1].bn) * int(np.prod(par[:-2], dtype=np.int64))
+    blocks = -(-par[-2] // BM) * -(-par[-1] // RUN_TIME_TILES[-1].bn) * int(np.prod(par[:-2], dtype=np.int64))
     return blocks >= FILL_BLOCKS
 
 
@@ -296,23 +314,19 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
             fn.raw(f"store <4 x float> {v}, ptr addrspace(3) {ptr}, align 16")
 
     num_k = sizes(opaque("ceildiv", KD, bk))
-    prologue(fn, AHEAD, num_k, load_stage)
+    prologue(fn, t.ahead, num_k, load_stage)
     a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
     b_lbo, b_sbo, b_step = (K_LBO, K_SBO, 32) if b.k_major else (B_LBO, B_SBO, 16 * 128)
 
     def step(kt):
         # tile kt has landed once at most AHEAD-1 younger groups are pending; after the barrier
         # every warpgroup has retired the wgmma of tile kt-2, whose stage the next load reuses
-        fn.call("void", "llvm.nvvm.cp.async.wait.group", [("i32", str(AHEAD - 1))])
+        fn.call("void", "llvm.nvvm.cp.async.wait.group", [("i32", str(t.ahead - 1))])
         if ops.tf32 is not None:
-            round_stage(fn.op(f"urem i64 {kt}, {STAGES}"))
+            round_stage(fn.op(f"urem i64 {kt}, {t.stages}"))
         _sync_asm(fn, "fence.proxy.async.shared::cta;")
         fn.barrier()
-        ahead = fn.op(f"add i64 {kt}, {AHEAD}")
-        fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),
-                   lambda: load_stage(fn.op(f"urem i64 {ahead}, {STAGES}"), ahead))
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
-        stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {STAGES}')} to i32")
+        stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {t.stages}')} to i32")
         a_addr = fn.op(f"add i32 {fn.op(f'add i32 {base_addr}, {a_wg}')}, "
                        f"{fn.op(f'mul i32 {stage}, {t.stage_bytes}')}")
         b_addr = fn.op(f"add i32 {a_addr}, {fn.op(f'sub i32 {t.a_bytes}, {a_wg}')}")
@@ -323,6 +337,11 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
             db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * b_step}"), b_lbo, b_sbo)
             accs = _wgmma(fn, t.bn, mma_dtype, 0 if b.k_major else 1, da, db, accs)
         _sync_asm(fn, "wgmma.commit_group.sync.aligned;")
+        # the loads' address arithmetic runs while the tensor cores work on tile kt
+        ahead = fn.op(f"add i64 {kt}, {t.ahead}")
+        fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),
+                   lambda: load_stage(fn.op(f"urem i64 {ahead}, {t.stages}"), ahead))
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
         for s, v in zip(slots, _wait(fn, 1, accs)):
             fn.raw(f"store float {v}, ptr {s}")
 
