@@ -6,6 +6,7 @@ variants on the GPU host with bench/kernels/run_suite.py (one suite folder per v
     python3 bench/cuda/forced_tiles.py rows OUT_DIR CASE_REGEX     (OUT_DIR/rows16)
     python3 bench/cuda/forced_tiles.py simt_f16 OUT_DIR CASE_REGEX (OUT_DIR/simt)
     python3 bench/cuda/forced_tiles.py epilogue OUT_DIR CASE_REGEX (OUT_DIR/unfused)
+    python3 bench/cuda/forced_tiles.py wgmma_probe OUT_DIR CASE_REGEX [SUITE] (OUT_DIR/nowgmma, ...)
 
 The SIMT variants include rectangular tiles the chooser does not offer, to see whether any shape
 would gain from them. The ``rows`` variant splits a reduction only below 16 outputs instead
@@ -23,6 +24,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+
+
+def _patched(module: str, old: str, new: str) -> str:
+    """Code that re-executes ``module``'s source with ``old`` replaced by ``new`` (once)."""
+    return (f"import inspect, {module} as T; src = inspect.getsource(T); "
+            f"assert src.count({old!r}) == 1, {old!r}; "
+            f"exec(compile(src.replace({old!r}, {new!r}), T.__file__, 'exec'), T.__dict__)")
+
+
 # template -> (variant folder, code that restricts the template to that tile)
 VARIANTS = {
     "wgmma": [(f"n{w}", "import pyree.compiler.codegen.cuda.matmul_wgmma as T; "
@@ -38,6 +48,15 @@ VARIANTS = {
                              "R._fuse_epilogue = lambda r, c, j, f=R._fuse_epilogue: None if any("
                              "isinstance(e, K.Unary) and e.op in ('tanh', 'erf', 'exp') "
                              "for o in c.outputs for e in K.walk(o.value)) else f(r, c, j)")],
+    # Diagnostic probes that leave a part of the wgmma main loop out (wrong results: time them
+    # with run_suite.py --time-wrong): its tensor-core work, its cp.async loads after the
+    # prologue, its barrier; or wait for each tile's wgmma before the next (wait0).
+    "wgmma_probe": [(name, _patched("pyree.compiler.codegen.cuda.matmul_wgmma", old, new))
+                    for name, old, new in (
+        ("nowgmma", "accs = _wgmma(fn, t.bn, mma_dtype, 0 if b.k_major else 1, da, db, accs)", "pass"),
+        ("noloads", 'fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),', 'fn.if_then("false",'),
+        ("nobarrier", "fn.barrier()\n        stage =", "stage ="),
+        ("wait0", "_wait(fn, 1, accs)", "_wait(fn, 0, accs)"))],
     "rows": [(f"rows{n}", "import pyree.compiler.flow.split_reduction as S; "
                           f"S.FEW_OUTPUTS = {n}") for n in (16,)],
 }

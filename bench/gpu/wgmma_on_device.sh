@@ -17,7 +17,7 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 T=tests/drivers/cuda
 if [ -n "$CUDA90A" ]; then
   echo "== static GPU tests, $CUDA90A"
-  PYREE_CUDA_MODULE_DIR=$PWD/$CUDA90A timeout 240 python3 -m pytest -q -p no:cacheprovider \
+  PYREE_CUDA_MODULE_DIR=$PWD/$CUDA90A timeout ${TESTS_S:-240} python3 -m pytest -q -p no:cacheprovider \
     $T/test_cuda_gpu.py -rfs 2>&1 | tail -6
 fi
 if [ -n "$TF32_TESTS" ]; then

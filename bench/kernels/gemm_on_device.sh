@@ -17,7 +17,7 @@ for F in "$@"; do
     V=${V%/}; suite=gemm; [[ $V == *_llm* ]] && suite=llm
     label=$(echo "$V" | tr '/' '_')
     echo "== $V"
-    timeout ${SUITE_S:-150} python3 bench/kernels/run_suite.py "$V" --suite $suite --reps ${REPS:-60} \
+    timeout ${SUITE_S:-150} python3 bench/kernels/run_suite.py "$V" --suite $suite --reps ${REPS:-60} $SUITE_ARGS \
       --json "$OUT/$label.json" 2>&1 | grep "^|\|geomean\|WRONG\|FAIL\|rror" | grep -v "^| case\|^|--\|not in the manifest"
   done
 done

@@ -14,6 +14,15 @@ issued after tile kt's wgmma, so that their address arithmetic overlaps the tens
 cp.async writes through the generic proxy and wgmma reads through the async one, hence
 ``fence.proxy.async`` before each barrier.
 
+Static 16-bit products without a batch whose rows are 16-byte multiples apart stage through the
+tensor memory accelerator instead (``tensor_maps``, tma.py): thread 0 copies a stage's A box and
+B box (or B's 64-column atoms) into the same swizzled layouts and each thread waits on the
+stage's mbarrier; the kernel keeps the cp.async loop for a dispatch whose operands do not start
+on 16 bytes. Measured on the H200 (BENCHMARKS.md, "Nineteenth session"): the copies' address
+arithmetic was not the limit (within 2% on most products), but a B given as [K, N] ran 18%
+faster; the main loop is bound by the bytes the tiles move from L2, which only blocks sharing
+tiles (a cluster's multicast) would cut.
+
 TF32: a row of a tile is still 128 bytes, 32 f32 elements along k (the k tile is 32 deep, each
 k8 step 32 bytes, so every byte offset below holds). The ISA takes TF32 operands K-major only
 (no transpose), so B must be given as ``[N, K]`` (a linear layer's weight, a convolution's
@@ -51,9 +60,9 @@ from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu import dynamic
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 from pyree.compiler.codegen.common.llvm_gpu.matmul import FILL_BLOCKS, epilogue_lowering, store_element
-from pyree.compiler.codegen.cuda import per_dispatch_tiles
+from pyree.compiler.codegen.cuda import per_dispatch_tiles, tma
 from pyree.compiler.codegen.cuda.async_copy import prologue, stage_chunks, width
-from pyree.compiler.codegen.cuda.matmul_mma import Operands, operands, waves_cost
+from pyree.compiler.codegen.cuda.matmul_mma import Operand, Operands, operands, waves_cost
 from pyree.compiler.sizes import is_static, num_elements, opaque
 
 THREADS = 256            # two warpgroups
@@ -199,6 +208,30 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 
 
+def tensor_maps(kernel: K.Kernel, ops: Operands, t: Tile) -> list[tma.Map] | None:
+    """The operands' tensor maps where the tensor memory accelerator can stage them (tma.py):
+    static sizes, no batch, f16 or bf16 loads whose rows are 16-byte multiples apart and whose
+    views start on a 16-byte multiple; else None (cp.async)."""
+    if ops.tf32 is not None or K.has_run_time_sizes(kernel) or len(kernel.parallel_ranges) != 2:
+        return None
+    a, b = ops.a, ops.b
+    if not (isinstance(a, Operand) and isinstance(b, Operand)):
+        return None
+    M, N = kernel.parallel_ranges
+    KD = kernel.reduction_ranges[0]
+    (am, an, ak), (bm, bn, bk) = a.lin.coeffs, b.lin.coeffs
+    if an or ak != 1 or bm or (bk if b.k_major else bn) != 1:
+        return None
+    a_map = tma.Map(a.load.binding, a.lin.const, KD, M, 2 * am, BK, BM)
+    b_map = (tma.Map(b.load.binding, b.lin.const, KD, N, 2 * bn, BK, t.bn) if b.k_major
+             else tma.Map(b.load.binding, b.lin.const, N, KD, 2 * bk, 64, BK))
+    maps = [a_map, b_map]
+    if any(m.stride % 16 or m.offset % 8 or m.stride >= 1 << 40 or max(m.inner, m.outer) >= 1 << 31
+           for m in maps):
+        return None
+    return maps
+
+
 def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     c, (ops, tiles) = plan
     par = kernel.parallel_ranges
@@ -207,17 +240,24 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
     sizes = per_dispatch_tiles.sizes_of(fn, kernel)
     raw = module.dynamic_shared(f"{name}_smem", "i8")
     costs = [waves_cost(M, N, nb, BM, t.bn) for t in tiles]
-    per_dispatch_tiles.emit_taken(fn, sizes, costs,
-                                  [lambda t=t: _tile(fn, kernel, c, ops, t, sizes, raw) for t in tiles])
+    shared = []
+
+    def body(t: Tile):
+        maps = tensor_maps(kernel, ops, t)
+        shared.append(t.shared_bytes + (tma.SCRATCH_BYTES if maps else 0))
+        _tile(fn, kernel, c, ops, t, sizes, raw, maps and (name, maps))
+    per_dispatch_tiles.emit_taken(fn, sizes, costs, [lambda t=t: body(t) for t in tiles])
     module.add_kernel(name, A.kernel_params(kernel, sizes), fn, THREADS, 1)
     grid_n = per_dispatch_tiles.per_dispatch([opaque("ceildiv", N, t.bn) for t in tiles], costs)
-    return Launch((grid_n, opaque("ceildiv", M, BM), nb), (THREADS, 1, 1),
-                  max(t.shared_bytes for t in tiles))
+    return Launch((grid_n, opaque("ceildiv", M, BM), nb), (THREADS, 1, 1), max(shared))
 
 
 def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile, sizes,
-          raw: str) -> None:
-    """The kernel's body with tile ``t``, its stages in the dynamic shared array ``raw``."""
+          raw: str, tensor_maps: tuple[str, list] | None = None) -> None:
+    """The kernel's body with tile ``t``, its stages in the dynamic shared array ``raw``, staged
+    by cp.async or, given ``(kernel name, maps)``, by the tensor memory accelerator where the
+    dispatch allows (``tma.ready``; a branch alike for the whole block at each stage, so that the
+    tensor-core loop and its accumulators are written once)."""
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]
@@ -314,17 +354,40 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
             fn.raw(f"store <4 x float> {v}, ptr addrspace(3) {ptr}, align 16")
 
     num_k = sizes(opaque("ceildiv", KD, bk))
-    prologue(fn, t.ahead, num_k, load_stage)
     a_wg = fn.op(f"mul i32 {wg}, {64 * 128}")
     b_lbo, b_sbo, b_step = (K_LBO, K_SBO, 32) if b.k_major else (B_LBO, B_SBO, 16 * 128)
 
-    def step(kt):
-        # tile kt has landed once at most AHEAD-1 younger groups are pending; after the barrier
-        # every warpgroup has retired the wgmma of tile kt-2, whose stage the next load reuses
+    def cp_landed(kt):
+        # tile kt has landed once at most AHEAD-1 younger groups are pending
         fn.call("void", "llvm.nvvm.cp.async.wait.group", [("i32", str(t.ahead - 1))])
         if ops.tf32 is not None:
             round_stage(fn.op(f"urem i64 {kt}, {t.stages}"))
         _sync_asm(fn, "fence.proxy.async.shared::cta;")
+
+    def cp_next(ahead):
+        fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),
+                   lambda: load_stage(fn.op(f"urem i64 {ahead}, {t.stages}"), ahead))
+        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+
+    if tensor_maps is None:
+        prologue(fn, t.ahead, num_k, load_stage)
+        landed, stage_next = cp_landed, cp_next
+    else:
+        use = tma.ready(fn, tensor_maps[1])
+        tma_start, tma_landed, tma_next = _tma_pipeline(fn, t, tensor_maps, base_addr, b.k_major, m0,
+                                                        n0, num_k, tid32, warp, lane)
+        fn.if_else(use, tma_start, lambda: prologue(fn, t.ahead, num_k, load_stage))
+
+        def landed(kt):
+            fn.if_else(use, lambda: tma_landed(kt), lambda: cp_landed(kt))
+
+        def stage_next(ahead):
+            fn.if_else(use, lambda: tma_next(ahead), lambda: cp_next(ahead))
+
+    def step(kt):
+        # after the barrier every warpgroup has retired the wgmma of tile kt-2, whose stage the
+        # next load reuses
+        landed(kt)
         fn.barrier()
         stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {t.stages}')} to i32")
         a_addr = fn.op(f"add i32 {fn.op(f'add i32 {base_addr}, {a_wg}')}, "
@@ -337,11 +400,8 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
             db = _descriptor(fn, fn.op(f"add i32 {b_addr}, {ks * b_step}"), b_lbo, b_sbo)
             accs = _wgmma(fn, t.bn, mma_dtype, 0 if b.k_major else 1, da, db, accs)
         _sync_asm(fn, "wgmma.commit_group.sync.aligned;")
-        # the loads' address arithmetic runs while the tensor cores work on tile kt
-        ahead = fn.op(f"add i64 {kt}, {t.ahead}")
-        fn.if_then(fn.op(f"icmp ult i64 {ahead}, {num_k}"),
-                   lambda: load_stage(fn.op(f"urem i64 {ahead}, {t.stages}"), ahead))
-        fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
+        # the next loads are issued while the tensor cores work on tile kt
+        stage_next(fn.op(f"add i64 {kt}, {t.ahead}"))
         for s, v in zip(slots, _wait(fn, 1, accs)):
             fn.raw(f"store float {v}, ptr {s}")
 
@@ -358,3 +418,56 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
         row = fn.op(f"add i64 {row0}, {8 * (i // 2 % 2)}")
         col = fn.op(f"add i64 {col0}, {8 * (i // 4) + i % 2}")
         store_element(fn, kernel, c, bidx, row, col, total, lowering, sizes)
+
+
+def _tma_pipeline(fn: Function, t: Tile, tensor_maps: tuple[str, list], base_addr: str, b_k_major: bool,
+                  m0: str, n0: str, num_k: int, tid: str, warp: str, lane: str):
+    """``(start, landed, stage_next)`` of the main loop with the stages filled by the tensor
+    memory accelerator: thread 0 issues a stage's boxes and counts their bytes on the stage's
+    mbarrier, which every thread waits on (tma.py). The scratch past the stages holds the maps
+    being made, then an mbarrier per stage at byte 512."""
+    name, maps = tensor_maps
+    scratch = fn.op(f"add i32 {base_addr}, {t.stages * t.stage_bytes}")
+    first = fn.op(f"icmp eq i32 {tid}, 0")
+    addrs = tma.addresses(fn, fn.module, name, len(maps))
+
+    def bar(stage: str) -> str:      # stage: i32
+        at = fn.op(f"shl i32 {stage}, 3")
+        return fn.op(f"add i32 {scratch}, {fn.op(f'add i32 {at}, 512')}")
+
+    def issue(kt: str) -> None:      # kt: i64, a tile that exists
+        stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {t.stages}')} to i32")
+        at, b_ = bar(stage), fn.op(f"add i32 {base_addr}, {fn.op(f'mul i32 {stage}, {t.stage_bytes}')}")
+        k0 = fn.op(f"trunc i64 {fn.op(f'mul i64 {kt}, {BK}')} to i32")
+        m, n = (fn.op(f"trunc i64 {v} to i32") for v in (m0, n0))
+        tma.expect(fn, at, t.stage_bytes)
+        tma.copy(fn, b_, addrs[0], k0, m, at)
+        dst = fn.op(f"add i32 {b_}, {t.a_bytes}")
+        if b_k_major:
+            tma.copy(fn, dst, addrs[1], k0, n, at)
+            return
+        for j in range(t.bn // 64):  # 64-column atoms
+            tma.copy(fn, fn.op(f"add i32 {dst}, {j * B_LBO}"), addrs[1],
+                     fn.op(f"add i32 {n}, {64 * j}"), k0, at)
+
+    def start():
+        tma.make(fn, maps, addrs, scratch, warp, lane)
+        fn.if_then(first, lambda: tma.init_barriers(fn, [bar(str(s)) for s in range(t.stages)]))
+        fn.barrier()
+
+        def issue_first():
+            tma.acquire(fn, addrs)
+            for kt in range(min(t.ahead, num_k)):
+                issue(str(kt))
+        fn.if_then(first, issue_first)
+
+    def landed(kt: str) -> None:
+        stage = fn.op(f"trunc i64 {fn.op(f'urem i64 {kt}, {t.stages}')} to i32")
+        use = fn.op(f"udiv i64 {kt}, {t.stages}")
+        parity = fn.op(f"trunc i64 {fn.op(f'and i64 {use}, 1')} to i32")
+        tma.wait(fn, bar(stage), parity)
+
+    def stage_next(ahead: str) -> None:
+        fn.if_then(fn.op(f"and i1 {first}, {fn.op(f'icmp ult i64 {ahead}, {num_k}')}"),
+                   lambda: issue(ahead))
+    return start, landed, stage_next

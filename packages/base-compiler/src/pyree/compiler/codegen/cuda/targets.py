@@ -22,10 +22,11 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.options import CUDA_F32_MATMUL
 
 # arch -> the PTX ISA version emitted for it (the lowest the arch allows, but at least 7.0 so that
-# cp.async / mma.sync forms are available everywhere LLVM accepts them).
+# cp.async / mma.sync forms are available everywhere LLVM accepts them; sm_90a: 8.3, for the
+# wgmma template's tensor maps made in the kernel, tma.py).
 _PTX_VERSION = {
     "sm_60": 70, "sm_61": 70, "sm_62": 70, "sm_70": 70, "sm_72": 70, "sm_75": 70,
-    "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78, "sm_90": 78, "sm_90a": 80,
+    "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_89": 78, "sm_90": 78, "sm_90a": 83,
     "sm_100": 86, "sm_100a": 86, "sm_120": 87, "sm_120a": 87,
 }
 

@@ -112,9 +112,14 @@ class Function:
         """A block-wide barrier that also orders shared memory."""
         self.module.target.barrier(self)
 
-    def inline_asm(self, ret: str, asm: str, constraints: str, args: list[tuple[str, str]]) -> str:
+    def inline_asm(self, ret: str, asm: str, constraints: str, args: list[tuple[str, str]],
+                   convergent: bool = False) -> str:
+        """``convergent``: LLVM must not move the instruction into (or copy it onto) paths that
+        only some threads take: a barrier, or an instruction every thread of a warp must run
+        together (``.aligned``)."""
         arglist = ", ".join(f"{t} {v}" for t, v in args)
-        text = f'call {ret} asm sideeffect "{asm}", "{constraints}"({arglist})'
+        text = f'call {ret} asm sideeffect "{asm}", "{constraints}"({arglist})' + \
+            (" convergent" if convergent else "")
         if ret == "void":
             self.raw(text)
             return ""
@@ -193,6 +198,12 @@ class Module:
     def shared_array(self, name: str, elem: str, count: int, align: int = 16) -> str:
         self._globals.append(
             f"@{name} = internal addrspace(3) global [{count} x {elem}] undef, align {align}")
+        return f"@{name}"
+
+    def device_array(self, name: str, count: int, align: int) -> str:
+        """A zeroed device-memory (global) array of ``count`` bytes, one per loaded module."""
+        self._globals.append(
+            f"@{name} = internal addrspace(1) global [{count} x i8] zeroinitializer, align {align}")
         return f"@{name}"
 
     def dynamic_shared(self, name: str, elem: str) -> str:
