@@ -23,7 +23,7 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module
 
 SLOTS = 256              # multiprocessor ids with a slot (an H100/H200 has 132)
 MAP_BYTES = 128
-SCRATCH_BYTES = 1024     # shared memory past the stages: mbarriers, then the maps being made
+SCRATCH_BYTES = 1024     # shared memory past the stages: the maps being made, then mbarriers
 SWIZZLE_128B, U16, ZERO_FILL = 3, 1, 0
 
 
@@ -41,12 +41,12 @@ class Map:
     box_outer: int
 
 
-def _asm(fn: Function, text: str, args: list[tuple[str, str]], ret: str = "void", out: str = "") -> str:
+def _asm(fn: Function, text: str, args: list[tuple[str, str]]) -> None:
     """Inline PTX, kept where it is written (``convergent``): LLVM otherwise may copy a
     warp-wide instruction (``.sync.aligned``) into a branch that only some threads take (it
     once copied a cluster barrier into thread 0's, and the blocks waited for ever)."""
-    constraints = ([out] if out else []) + ["r" if t == "i32" else "l" for t, _ in args]
-    return fn.inline_asm(ret, text, ",".join(constraints + ["~{memory}"]), args, convergent=True)
+    constraints = ["r" if t == "i32" else "l" for t, _ in args]
+    fn.inline_asm("void", text, ",".join(constraints + ["~{memory}"]), args, convergent=True)
 
 
 def base_address(fn: Function, m: Map) -> str:
