@@ -122,6 +122,19 @@ def test_without_ptxas_the_module_carries_ptx_only(monkeypatch):
     assert cuda.targetArch == b"sm_80" and cuda.cubinArch == b"" and cuda.cubin.length == 0
 
 
+def test_a_ptxas_older_than_the_ptx_version_leaves_ptx_only(monkeypatch, tmp_path):
+    """sm_90a emits PTX 8.3; the ptxas of CUDA 12.0-12.2 refuses that version, and the module
+    then carries the PTX alone (the driver compiles it) instead of failing the compile."""
+    old = tmp_path / "ptxas"
+    old.write_text("#!/bin/sh\necho \"ptxas fatal   : Unsupported .version 8.3; current version is "
+                   "'8.0'\" >&2\nexit 255\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PYREE_PTXAS", str(old))
+    cuda = cuda_executable(compile_str(ADD, CompileOptions(target_backends=["cuda"],
+                                                            cuda_target="sm_90a")))
+    assert cuda.targetArch == b"sm_90a" and cuda.ptx.length > 0 and cuda.cubin.length == 0
+
+
 def test_compiles_with_no_gpu_driver_loaded():
     code = ("import sys; from pyree.compiler import compile_str, CompileOptions; "
             f"compile_str({ADD!r}, CompileOptions(target_backends=['cuda'])); "

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 
 import kernel_zoo as zoo
+import pyree.runtime as rt
 from ptx_modules import assemble_verbose
+from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.codegen.cuda import generate_ptx, resolve_target
 from test_cuda_contraction import entry_text
 
@@ -49,3 +51,36 @@ def test_tf32_and_other_archs_keep_cp_async():
     assert "wgmma.mma_async" in entries[0] and BULK not in entries[0]
     _, entries, _ = _entries([zoo.linear(512, 11008, 4096, "f16")], "sm_90")
     assert "tensormap" not in entries[0] and "cp.async.cg.shared.global" in entries[0]
+
+
+BROADCAST_ROW = """
+#a = affine_map<(m, n, k) -> (k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+func.func @main(%x: tensor<256xf16>, %w: tensor<512x256xf16>) -> tensor<256x512xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x512xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %r = linalg.generic {indexing_maps = [#a, #b, #c],
+                       iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : tensor<256xf16>, tensor<512x256xf16>) outs(%f : tensor<256x512xf32>) {
+  ^bb0(%p: f16, %q: f16, %acc: f32):
+    %pe = arith.extf %p : f16 to f32
+    %qe = arith.extf %q : f16 to f32
+    %m = arith.mulf %pe, %qe : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<256x512xf32>
+  return %r : tensor<256x512xf32>
+}
+"""
+
+
+def test_a_broadcast_row_keeps_cp_async():
+    """A read by every row alike (stride 0 along m) has no tensor map (a map's rows must follow
+    each other): the product stays on wgmma, staged by cp.async."""
+    module = rt.read_module(compile_str(BROADCAST_ROW, CompileOptions(target_backends=["cuda"],
+                                                                      cuda_target="sm_90a")))
+    (executable,) = module.tree.executables
+    ptx = bytes(module.bytes_of(executable.cuda.ptx)).decode()
+    assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx and BULK not in ptx

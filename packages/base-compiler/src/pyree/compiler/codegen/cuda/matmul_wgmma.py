@@ -91,14 +91,14 @@ class Tile:
     def stages(self) -> int:
         """As many as fit: a narrow tile's k step is short, so more of them must be in flight
         to cover the memory's latency."""
-        return min(MOST_STAGES, (SHARED_BUDGET - 1024) // self.stage_bytes)
+        return min(MOST_STAGES, (SHARED_BUDGET - 1024 - tma.SCRATCH_BYTES) // self.stage_bytes)
 
     @property
     def ahead(self) -> int:                 # tiles loading while two are in use
         return self.stages - 2
 
     @property
-    def shared_bytes(self) -> int:          # + 1024 to align the first stage
+    def shared_bytes(self) -> int:          # + 1024 to align the first stage (+ tma's scratch)
         return self.stages * self.stage_bytes + 1024
 
 
@@ -210,12 +210,13 @@ def _sync_asm(fn: Function, text: str) -> None:
 
 def tensor_maps(kernel: K.Kernel, ops: Operands, t: Tile) -> list[tma.Map] | None:
     """The operands' tensor maps where the tensor memory accelerator can stage them (tma.py):
-    static sizes, no batch, f16 or bf16 loads whose rows are 16-byte multiples apart and whose
-    views start on a 16-byte multiple; else None (cp.async)."""
+    static sizes, no batch, f16 or bf16 loads whose rows are 16-byte multiples apart, each row
+    past the one before (a map takes no broadcast row, stride 0, nor overlapping or reversed
+    ones), and whose views start on a 16-byte multiple; else None (cp.async)."""
     if ops.tf32 is not None or K.has_run_time_sizes(kernel) or len(kernel.parallel_ranges) != 2:
         return None
     a, b = ops.a, ops.b
-    if not (isinstance(a, Operand) and isinstance(b, Operand)):
+    if not (isinstance(a, Operand) and isinstance(b, Operand)) or len(a.lin.coeffs) != 3:
         return None
     M, N = kernel.parallel_ranges
     KD = kernel.reduction_ranges[0]
@@ -226,8 +227,8 @@ def tensor_maps(kernel: K.Kernel, ops: Operands, t: Tile) -> list[tma.Map] | Non
     b_map = (tma.Map(b.load.binding, b.lin.const, KD, N, 2 * bn, BK, t.bn) if b.k_major
              else tma.Map(b.load.binding, b.lin.const, N, KD, 2 * bk, 64, BK))
     maps = [a_map, b_map]
-    if any(m.stride % 16 or m.offset % 8 or m.stride >= 1 << 40 or max(m.inner, m.outer) >= 1 << 31
-           for m in maps):
+    if any(m.stride % 16 or m.stride < 2 * m.inner or m.stride >= 1 << 40 or m.offset < 0
+           or m.offset % 8 or max(m.inner, m.outer) >= 1 << 31 for m in maps):
         return None
     return maps
 
@@ -253,11 +254,11 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan) -> Launch:
 
 
 def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile, sizes,
-          raw: str, tensor_maps: tuple[str, list] | None = None) -> None:
+          raw: str, staged: tuple[str, list] | None = None) -> None:
     """The kernel's body with tile ``t``, its stages in the dynamic shared array ``raw``, staged
-    by cp.async or, given ``(kernel name, maps)``, by the tensor memory accelerator where the
-    dispatch allows (``tma.ready``; a branch alike for the whole block at each stage, so that the
-    tensor-core loop and its accumulators are written once)."""
+    by cp.async or, given ``staged`` = ``(kernel name, maps)``, by the tensor memory accelerator
+    where the dispatch allows (``tma.ready``; a branch alike for the whole block at each stage,
+    so that the tensor-core loop and its accumulators are written once)."""
     a, b = ops.a, ops.b
     par = kernel.parallel_ranges
     batch = par[:-2]
@@ -369,12 +370,12 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
                    lambda: load_stage(fn.op(f"urem i64 {ahead}, {t.stages}"), ahead))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
 
-    if tensor_maps is None:
+    if staged is None:
         prologue(fn, t.ahead, num_k, load_stage)
         landed, stage_next = cp_landed, cp_next
     else:
-        use = tma.ready(fn, tensor_maps[1])
-        tma_start, tma_landed, tma_next = _tma_pipeline(fn, t, tensor_maps, base_addr, b.k_major, m0,
+        use = tma.ready(fn, staged[1])
+        tma_start, tma_landed, tma_next = _tma_pipeline(fn, t, staged, base_addr, b.k_major, m0,
                                                         n0, num_k, tid32, warp, lane)
         fn.if_else(use, tma_start, lambda: prologue(fn, t.ahead, num_k, load_stage))
 
@@ -420,13 +421,13 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
         store_element(fn, kernel, c, bidx, row, col, total, lowering, sizes)
 
 
-def _tma_pipeline(fn: Function, t: Tile, tensor_maps: tuple[str, list], base_addr: str, b_k_major: bool,
+def _tma_pipeline(fn: Function, t: Tile, staged: tuple[str, list], base_addr: str, b_k_major: bool,
                   m0: str, n0: str, num_k: int, tid: str, warp: str, lane: str):
     """``(start, landed, stage_next)`` of the main loop with the stages filled by the tensor
     memory accelerator: thread 0 issues a stage's boxes and counts their bytes on the stage's
     mbarrier, which every thread waits on (tma.py). The scratch past the stages holds the maps
     being made, then an mbarrier per stage at byte 512."""
-    name, maps = tensor_maps
+    name, maps = staged
     scratch = fn.op(f"add i32 {base_addr}, {t.stages * t.stage_bytes}")
     first = fn.op(f"icmp eq i32 {tid}, 0")
     addrs = tma.addresses(fn, fn.module, name, len(maps))

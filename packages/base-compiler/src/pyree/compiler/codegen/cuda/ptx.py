@@ -65,14 +65,16 @@ def ptxas_path() -> str | None:
 
 def assemble(ptx: str, target: CudaTarget, ptxas: str) -> bytes | None:
     """The cubin for exactly ``target.arch``, or None when this ptxas no longer knows the arch
-    (CUDA 13 dropped sm_60..sm_72): the module then carries PTX only."""
+    (CUDA 13 dropped sm_60..sm_72) or does not yet know the PTX version (sm_90a's 8.3 needs the
+    ptxas of CUDA 12.3): the module then carries PTX only, for the driver to compile."""
     with tempfile.TemporaryDirectory(prefix="pyree-ptxas-") as tmp:
         src, out = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
         proc = subprocess.run([ptxas, f"-arch={target.arch}", "-O3", src, "-o", out],
                               capture_output=True, text=True)
-        if proc.returncode != 0 and "is not defined for option 'gpu-name'" in proc.stderr:
+        if proc.returncode != 0 and ("is not defined for option 'gpu-name'" in proc.stderr
+                                     or "Unsupported .version" in proc.stderr):
             return None
         if proc.returncode != 0:
             raise CompileError(f"internal error: ptxas rejected the generated PTX for "

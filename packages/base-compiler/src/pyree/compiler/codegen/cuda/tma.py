@@ -9,10 +9,12 @@ zeroed in shared memory, each field set with ``tensormap.replace``, copied to gl
 the release fence of the tensor-map proxy (as Triton's device-side descriptors are made), so the
 runtime, its drivers and the module format need nothing new. The copy in global memory is a slot
 of a module global indexed by the multiprocessor (``%smid``): a wgmma block takes most of a
-multiprocessor's shared memory, so one runs there at a time, and one stream runs one kernel at a
-time (were two blocks of one dispatch to share a slot, past ``SLOTS`` multiprocessors, they write
-the same bytes: a map describes the whole operand). An operand whose address is not 16-byte
-aligned takes the cp.async path instead (``ready``), in every block alike.
+multiprocessor's shared memory, so one runs there at a time, and a loaded CUDA module serves one
+pyree device (hal-cuda's executable cache is the device's), whose one stream runs one kernel at a
+time, whichever threads submit (were two blocks of one dispatch to share a slot, past
+``SLOTS`` multiprocessors, they write the same bytes: a map describes the whole operand). An
+operand whose address is not 16-byte aligned takes the cp.async path instead (``ready``), in
+every block alike.
 """
 
 from __future__ import annotations
