@@ -49,6 +49,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import MAX_GROUPS, MIN_WORK_PER_GROUP
+from pyree.compiler.codegen.llvm_cpu.transpose import emit_transposed, plan_transpose
 from pyree.compiler.kernel import (
     Binary,
     Gather,
@@ -77,11 +78,13 @@ def plan(kernel: Kernel, target) -> DynamicLowering | ContractionLowering | None
     if not has_run_time_sizes(kernel):
         return None
     return matmul.plan(kernel, target) or DynamicLowering(kernel, span_stride(target),
-                                                          strict=not target.reassociate)
+                                                          strict=not target.reassociate,
+                                                          vector_bits=target.vector_bits)
 
 
-def tiles(kernel: Kernel) -> tuple:
-    """(tile, workgroup count): sizes or ints; the tile of the outermost parallel loop."""
+def tiles(kernel: Kernel, align: int = 1) -> tuple:
+    """(tile, workgroup count): sizes or ints; the tile of the outermost parallel loop, a
+    multiple of ``align`` (a transposed kernel's strips, when that loop is theirs)."""
     if kernel.num_parallel == 0:
         return 1, 1
     extent = kernel.parallel_ranges[0]
@@ -90,6 +93,8 @@ def tiles(kernel: Kernel) -> tuple:
                   opaque("ceildiv", MIN_WORK_PER_GROUP, opaque("max", per_point, 1)))
     if len(kernel.loop_ranges) == 1:
         tile = align_up(tile, ALIGN)
+    elif align > 1:
+        tile = align_up(tile, align)
     return tile, opaque("ceildiv", extent, tile)
 
 
@@ -97,16 +102,19 @@ class DynamicLowering(ReductionLowering):
     """``ReductionLowering``'s parallel-inner and reduction-inner orders with run-time extents,
     and elementwise kernels as one loop nest."""
 
-    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False):
+    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False, vector_bits: int = 128):
         """``span``: the longest lane step loaded as a span (scalar.span_stride); ``strict``:
-        float folds in loop order (``ReductionLowering``)."""
+        float folds in loop order (``ReductionLowering``); ``vector_bits``: the target's, for the
+        blocks of a transposed load (transpose.py)."""
         if kernel.reduction_ranges:
             check_inits(kernel)
         self.kernel, self.span, self.ptrs, self.lanes = kernel, span, [], 0
         self.strict, self.fast = strict, not strict
         self.parallel_inner = bool(kernel.reduction_ranges) and not is_row_kernel(kernel.results) \
             and contiguous_along_parallel(kernel)
-        self.tile, self.count = tiles(kernel)
+        self.transposed = plan_transpose(kernel, vector_bits, span)
+        strips = self.transposed.rows if self.transposed and self.transposed.q == 0 else 1
+        self.tile, self.count = tiles(kernel, strips)
 
     @property
     def workgroup_count(self):
@@ -121,7 +129,10 @@ class DynamicLowering(ReductionLowering):
         if bounds:
             lo = b.mul(wg, sizes(self.tile))
             bounds[0] = (lo, umin(b, b.add(lo, sizes(self.tile)), bounds[0][1]))
-        if not kernel.reduction_ranges:
+        if self.transposed:
+            vec = ExprEmitter(b, ptrs, kernel, width=self.transposed.lanes, span=self.span, sizes=sizes)
+            emit_transposed(b, self.transposed, vec, em, bounds)
+        elif not kernel.reduction_ranges:
             nest(b, bounds, lambda ix: store(em, Point(ix), kernel.results))
         elif self.parallel_inner:
             nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, ix, bounds[-1]))

@@ -5,7 +5,9 @@ along, so LLVM's loop vectorizer turns it into full-width vector code with a sca
 broadcast, strided and transposed loads come out as splats, shuffles or gathers. Where a load
 steps 2-4 elements along that loop (a strided convolution's im2col, a strided slice), LLVM
 gathers, so those kernels are written as explicit vectors along the loop instead: a strided
-load is then one span load and a shuffle (scalar.py), the row's tail one masked vector.
+load is then one span load and a shuffle (scalar.py), the row's tail one masked vector. A load
+that steps further along that loop but one element along another (a transpose) is read in square
+blocks transposed in registers (transpose.py), which dynamic.py's elementwise kernels share.
 """
 
 from __future__ import annotations
@@ -21,20 +23,26 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     sweep_vectors,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
+from pyree.compiler.codegen.llvm_cpu.transpose import emit_transposed, plan_transpose
 from pyree.compiler.kernel import Kernel
 
 
 def plan(kernel: Kernel, target) -> ElementwiseLowering:
     """The last template: it takes every kernel."""
-    return ElementwiseLowering(kernel, span_stride(target))
+    return ElementwiseLowering(kernel, span_stride(target), target.vector_bits)
 
 
 class ElementwiseLowering:
-    def __init__(self, kernel: Kernel, span: int = 1):
-        """``span``: the longest lane step loaded as a span (scalar.span_stride)."""
+    def __init__(self, kernel: Kernel, span: int = 1, vector_bits: int = 128):
+        """``span``: the longest lane step loaded as a span (scalar.span_stride);
+        ``vector_bits``: the target's, for the blocks of a transposed load (transpose.py)."""
         self.kernel, self.span = kernel, span
-        self.tiling = choose_tiling(kernel.parallel_ranges, len(loads(kernel)) + len(kernel.results))
         self.lanes = row_lanes(kernel) if _strided_rows(kernel, span) else 0
+        self.transposed = None if self.lanes else plan_transpose(kernel, vector_bits, span)
+        work = len(loads(kernel)) + len(kernel.results)
+        self.tiling = choose_tiling(kernel.parallel_ranges, work) if self.transposed is None else \
+            choose_tiling(kernel.parallel_ranges, work,
+                          outer_align=(self.transposed.q, self.transposed.rows))
 
     @property
     def workgroup_count(self) -> int:
@@ -42,7 +50,11 @@ class ElementwiseLowering:
 
     def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
         bounds = self.tiling.emit_bounds(b, wg)
-        if self.lanes:
+        if self.transposed:
+            emit_transposed(b, self.transposed, ExprEmitter(b, ptrs, self.kernel, width=self.transposed.lanes,
+                                                            span=self.span),
+                            ExprEmitter(b, ptrs, self.kernel), bounds)
+        elif self.lanes:
             vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes, span=self.span)
             lane = self.kernel.num_parallel - 1
             nest(b, bounds[:-1], lambda ix: sweep_vectors(b, vec, *bounds[-1], lambda start, mask: (

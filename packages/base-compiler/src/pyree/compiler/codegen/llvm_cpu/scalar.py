@@ -340,9 +340,10 @@ class ExprEmitter:
 
     # ---- expressions ----
 
-    def emit(self, expr: Expr, pt: Point, fast: bool = False) -> ir.Value:
-        """The value of ``expr`` at ``pt``; ``fast`` allows reassociation (reductions)."""
-        return self._emit(expr, pt, fast, {}, None)
+    def emit(self, expr: Expr, pt: Point, fast: bool = False, known: dict | None = None) -> ir.Value:
+        """The value of ``expr`` at ``pt``; ``fast`` allows reassociation (reductions);
+        ``known``: values of sub-expressions already emitted at ``pt`` (loads read otherwise)."""
+        return self._emit(expr, pt, fast, dict(known or {}), None)
 
     def _emit(self, e: Expr, pt: Point, fast: bool, memo: dict, guard: ir.Value | None) -> ir.Value:
         """``guard`` (vector mode): lanes where every enclosing Select arm is the chosen one."""

@@ -61,7 +61,9 @@ class Tiling:
 
 
 def choose_tiling(ranges: tuple[int, ...], work_per_point: int, align: int = 64,
-                  min_work: int = MIN_WORK_PER_GROUP) -> Tiling:
+                  min_work: int = MIN_WORK_PER_GROUP, outer_align: tuple[int, int] | None = None) -> Tiling:
+    """``outer_align``: (loop, elements): that outer loop, too, is cut only in multiples of
+    its elements (a transposed kernel's strips, transpose.py)."""
     total = math.prod(ranges) * max(1, work_per_point)
     want = 1 if total < MIN_WORK_TO_SPLIT else max(1, min(MAX_GROUPS, total // min_work))
     tile = [max(1, r) for r in ranges]
@@ -72,9 +74,11 @@ def choose_tiling(ranges: tuple[int, ...], work_per_point: int, align: int = 64,
             t = -(-r // want)
             tile[d] = min(r, -(-t // align) * align)
             break
-        if r >= want:
-            tile[d] = -(-r // want)
+        step = outer_align[1] if outer_align and outer_align[0] == d else 1
+        if r >= want * step:
+            per_group = -(-r // want)
+            tile[d] = -(-per_group // step) * step
             break
-        tile[d] = 1
-        want = -(-want // r)
+        tile[d] = min(r, step)
+        want = -(-want // -(-r // tile[d]))
     return Tiling(tuple(ranges), tuple(tile))
