@@ -2,7 +2,7 @@
 
     python bench/models_cpu.py [--models mobilenet_v2,resnet18] [--rounds 7]
                                [--iree-python PYTHON] [--work /tmp/pyree_models_cpu]
-    python bench/models_cpu.py --profile [--top 25]   # pyree's kernels one by one instead
+    python bench/models_cpu.py --profile [--top 25] [--cpu host]   # pyree's kernels one by one instead
 
 Each model comes from tests/models/definitions.py (batch 1, fp32, fixed seed) and is exported once
 to linalg-on-tensors MLIR with torch_mlir.fx.export_and_import (cached in --work). pyree and IREE
@@ -170,7 +170,7 @@ def bench(name: str, args, work: Path) -> dict:
     }
 
 
-def profile(name: str, work: Path, top: int) -> None:
+def profile(name: str, work: Path, top: int, cpu: str = "host") -> None:
     """Each distinct kernel of the fused program alone, one thread, best of 5, on random data
     (tests/codegen/llvm_cpu's ctypes harness): where the time goes, without the runtime."""
     import collections
@@ -191,7 +191,7 @@ def profile(name: str, work: Path, top: int) -> None:
     for op in function.ops:
         if isinstance(op, Generic):
             uses.append(table.add(outline(op, f"{op.origin.split('+')[0]} {op.loop_ranges}")))
-    compiled = Compiled(table.kernels)
+    compiled = Compiled(table.kernels, cpu)
     rng = np.random.default_rng(0)
     best = {}
     for k, kernel in enumerate(table.kernels):
@@ -205,7 +205,7 @@ def profile(name: str, work: Path, top: int) -> None:
     total = collections.Counter()
     for k in uses:
         total[k] += best[k]
-    print(f"{name}: {len(uses)} dispatches, {len(table.kernels)} kernels, "
+    print(f"{name} ({cpu}): {len(uses)} dispatches, {len(table.kernels)} kernels, "
           f"{sum(total.values()):.2f} ms on one thread")
     for k, ms in total.most_common(top):
         kernel = table.kernels[k]
@@ -223,12 +223,14 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--cpu", default="host",
+                        help="--profile: the CPU to compile the kernels for (host, x86-64-v3, ...)")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     if args.profile:
         for name in args.models.split(","):
-            profile(name, work, args.top)
+            profile(name, work, args.top, args.cpu)
         return
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} {platform.node()} {platform.processor() or platform.machine()}"
           f" cores={os.cpu_count()} rounds={args.rounds} x {TIMED} timed calls")

@@ -6,11 +6,13 @@
 Each config is a pyree compile of the same MLIR (bench/models_cpu.py exports it from
 tests/models/definitions.py): ``default`` with no CPU flag (the module's x86-64 variants, the
 runtime picking one at load), ``generic`` (``--iree-llvmcpu-target-cpu=generic``: baseline
-x86-64 alone), ``host``, or any other LLVM CPU name given as ``--iree-llvmcpu-target-cpu``. For
-each it prints the compile time and module size, then times every config and onnxruntime in
-interleaved rounds on local-task, as bench/models_cpu.py does (WARM untimed then TIMED timed
-calls per side per round; a side's time is the median of its timed calls; ratios are medians
-over rounds). Outputs are checked against PyTorch.
+x86-64 alone), ``host``, ``v4`` (``--pyree-llvmcpu-variants=generic,x86-64-v3,x86-64-v4``: the
+default's variants plus AVX-512 code, which the runtime loads where the host has AVX-512), or
+any other LLVM CPU name given as ``--iree-llvmcpu-target-cpu``. For each it prints the compile
+time and module size, then times every config and onnxruntime in interleaved rounds on
+local-task, as bench/models_cpu.py does (WARM untimed then TIMED timed calls per side per round;
+a side's time is the median of its timed calls; ratios are medians over rounds). Outputs are
+checked against PyTorch.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ sys.path[:0] = [str(ROOT / "bench")]
 from models_cpu import GAP_S, TIMED, WARM, call_times, export, relative_error  # noqa: E402
 
 
+# ``v4``: the default variants plus x86-64-v4 (AVX-512), the opt-in of docs/FLAGS.md.
+V4_VARIANTS = "generic,x86-64-v3,x86-64-v4"
+
+
 def _call(fn, x_dev):
     return fn(x_dev).to_host()
 
@@ -36,7 +42,12 @@ def _call(fn, x_dev):
 def compile_config(mlir: Path, config: str) -> tuple[bytes, float]:
     from pyree.compiler import compile_file
 
-    flags = [] if config == "default" else [f"--iree-llvmcpu-target-cpu={config}"]
+    if config == "default":
+        flags = []
+    elif config == "v4":
+        flags = [f"--pyree-llvmcpu-variants={V4_VARIANTS}"]
+    else:
+        flags = [f"--iree-llvmcpu-target-cpu={config}"]
     t0 = time.perf_counter()
     vmfb = compile_file(mlir, target_backends=["llvm-cpu"], extra_args=flags)
     return vmfb, time.perf_counter() - t0

@@ -119,6 +119,16 @@ def test_only_transposed_or_converted_b_is_packed(variant, packed):
                                atol=1e-4 * K)
 
 
+def test_page_strided_b_is_packed():
+    """A row-major B whose rows lie a whole number of 4 KiB pages apart (N = 1024 f32) goes
+    through the packed panel, read in place every k would map to the same L1 set; one row wider
+    is read in place. Both agree with numpy."""
+    for N, packed in ((1024, True), (1025, False)):
+        kernel = matmul(13, N, 37, bias=True)
+        assert plan_matmul(normalize(kernel), resolve_target("host")).pack == packed
+        check(kernel, np.random.default_rng(28), bias=True)
+
+
 def test_matvec_is_a_vectorized_reduction():
     """y = A x has no n loop: it takes the reduction path, not the micro-kernel."""
     rng = np.random.default_rng(25)

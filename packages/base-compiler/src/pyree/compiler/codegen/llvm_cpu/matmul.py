@@ -98,6 +98,14 @@ def _streams(y: Expr, n: int, dtype: str) -> bool:
     return isinstance(y, Load) and y.dtype == dtype and y.index[0].coeffs[n] == 1
 
 
+def _page_strided(y: Expr, k: int, dtype: str) -> bool:
+    """``y``'s rows lie a whole number of 4 KiB pages apart: read in place, every k step of the
+    panel maps to the same L1 set (and 4K-aliases the last), and a 1024^3 f32 matmul ran 2-2.7x
+    slower than packed (BENCHMARKS.md, "CNNs on the AVX-512 VM"), so such a ``y`` is packed."""
+    stride = y.index[0].coeffs[k]
+    return is_static(stride) and stride != 0 and (stride * max(1, bits(dtype) // 8)) % 4096 == 0
+
+
 def _pure(e: Expr) -> bool:
     """Only loads, constants and arithmetic: no accumulators or loop indices."""
     return not any(isinstance(s, (Acc, LoopIndex)) for s in walk(e))
@@ -137,7 +145,9 @@ class ContractionLowering:
         mr = _rows_per_block(M, max(1, min(M, most))) if is_static(M) else most
         self.micro = MicroTile(mr, nv, vw)
         nr = self.micro.nr
-        self.pack = (not _streams(y, kernel.num_parallel - 1, self.dtype) and is_static(K)
+        in_place = (_streams(y, kernel.num_parallel - 1, self.dtype)
+                    and not _page_strided(y, kernel.num_parallel, self.dtype))
+        self.pack = (not in_place and is_static(K)
                      and K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES)
         self.tiling = (_tile(tuple(batch), M, N, K, mr, nr) if self.static
                        else _run_time_tile(tuple(batch), M, N, K, mr, nr))
