@@ -14,6 +14,9 @@ CASES = {
     "bf16_nk_gelu": (72, 136, "bf16", "nk", "gelu", "strict"),
     "f16_nk_wide": (256, 1000, "f16", "nk", "bias", "strict"),
     "f32_tf32_kn": (96, 200, "f32", "kn", "bias", "tf32"),
+    # few columns and a long K with a partial last k tile
+    "f16_nk_long_k": (2600, 200, "f16", "nk", "bias", "strict"),
+    "bf16_kn_long_k_gelu": (3000, 72, "bf16", "kn", "gelu", "strict"),
 }
 # attention's products over a run-time sequence (M, N or K at run time, batch strides sizes):
 # name: (heads, head depth, operand type, kind); "scores": s[h, m, n] = q[h, m] . k[h, n] / 8,

@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench")]
 from models_cpu import GAP_S, TIMED, WARM, call_times, export, relative_error  # noqa: E402
 
-
 # ``v4``: the default variants plus x86-64-v4 (AVX-512), the opt-in of docs/FLAGS.md.
 V4_VARIANTS = "generic,x86-64-v3,x86-64-v4"
 

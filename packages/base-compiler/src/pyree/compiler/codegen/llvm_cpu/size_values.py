@@ -17,6 +17,7 @@ from pyree.compiler.codegen.llvm_cpu.loops import I64, i64
 
 I1 = ir.IntType(1)
 _ARITH = {sizes.ADD: ("add", "sadd"), sizes.SUB: ("sub", "ssub"), sizes.MUL: ("mul", "smul")}
+_COMPARE = {sizes.EQ: "==", sizes.LT: "<", sizes.LE: "<="}
 
 
 def emit_size(b: ir.IRBuilder, value, params: list[ir.Value],
@@ -28,7 +29,8 @@ def emit_size(b: ir.IRBuilder, value, params: list[ir.Value],
     if sizes.is_static(value):
         return i64(value)
     return size_program.run(value, i64, params.__getitem__,
-                            lambda op, x, y: _step(b, op, x, y, overflow))
+                            lambda op, x, y: _step(b, op, x, y, overflow),
+                            lambda c, x, y: b.select(b.icmp_signed("!=", c, i64(0)), x, y))
 
 
 def _step(b: ir.IRBuilder, op: int, x: ir.Value, y: ir.Value, overflow) -> ir.Value:
@@ -44,6 +46,8 @@ def _step(b: ir.IRBuilder, op: int, x: ir.Value, y: ir.Value, overflow) -> ir.Va
         return b.extract_value(pair, 0)
     if op in (sizes.MIN, sizes.MAX):
         return b.select(b.icmp_signed("<" if op == sizes.MIN else ">", x, y), x, y)
+    if op in _COMPARE:
+        return b.zext(b.icmp_signed(_COMPARE[op], x, y), I64)
     bad = b.icmp_signed("<=", y, i64(0))  # floordiv, ceildiv, mod: of x >= 0 by y > 0
     if overflow is not None:
         overflow.append(b.or_(bad, b.icmp_signed("<", x, i64(0))))

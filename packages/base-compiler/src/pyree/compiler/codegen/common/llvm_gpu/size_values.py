@@ -17,6 +17,7 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function
 
 _ARITH = {sizes.ADD: "add", sizes.SUB: "sub", sizes.MUL: "mul"}
 _DIVIDE = {sizes.FLOORDIV: "udiv", sizes.MOD: "urem"}
+_COMPARE = {sizes.EQ: "eq", sizes.LT: "slt", sizes.LE: "sle"}
 
 
 class SizeValues:
@@ -34,7 +35,8 @@ class SizeValues:
         if sizes.is_static(value):
             return value
         if value not in self.memo:
-            self.memo[value] = size_program.run(value, str, self.constants.__getitem__, self._step)
+            self.memo[value] = size_program.run(value, str, self.constants.__getitem__, self._step,
+                                                self._select)
         return self.memo[value]
 
     def _step(self, op: int, x: str, y: str) -> str:
@@ -44,12 +46,19 @@ class SizeValues:
         if op in (sizes.MIN, sizes.MAX):
             less = op_(f"icmp {'slt' if op == sizes.MIN else 'sgt'} i64 {x}, {y}")
             return op_(f"select i1 {less}, i64 {x}, i64 {y}")
+        if op in _COMPARE:
+            return op_(f"zext i1 {op_(f'icmp {_COMPARE[op]} i64 {x}, {y}')} to i64")
         d = op_(f"select i1 {op_(f'icmp sle i64 {y}, 0')}, i64 1, i64 {y}")
         if op in _DIVIDE:
             return op_(f"{_DIVIDE[op]} i64 {x}, {d}")
         remainder = op_(f"urem i64 {x}, {d}")
         up = op_(f"zext i1 {op_(f'icmp ne i64 {remainder}, 0')} to i64")
         return op_(f"add i64 {op_(f'udiv i64 {x}, {d}')}, {up}")
+
+
+    def _select(self, c: str, a: str, b: str) -> str:
+        op_ = self.fn.entry_op
+        return op_(f"select i1 {op_(f'icmp ne i64 {c}, 0')}, i64 {a}, i64 {b}")
 
 
 class StaticSizes:
