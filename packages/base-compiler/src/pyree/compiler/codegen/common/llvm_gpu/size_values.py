@@ -55,7 +55,6 @@ class SizeValues:
         up = op_(f"zext i1 {op_(f'icmp ne i64 {remainder}, 0')} to i64")
         return op_(f"add i64 {op_(f'udiv i64 {x}, {d}')}, {up}")
 
-
     def _select(self, c: str, a: str, b: str) -> str:
         op_ = self.fn.entry_op
         return op_(f"select i1 {op_(f'icmp ne i64 {c}, 0')}, i64 {a}, i64 {b}")
