@@ -5,7 +5,9 @@ refused here with its name, since running the code would fault on an illegal ins
 executable may carry variants (schema 1.7: the same kernels for other CPUs); the one loaded is
 the one with the most extensions that this host has all of, or the one ``PYREE_LLVMCPU_VARIANT``
 names (its target CPU, ``generic`` for baseline x86-64), refused by name where the module has no
-such variant or the host lacks what it needs.
+such variant or the host lacks what it needs. On Linux a process may use AMX's tile registers
+only once it has asked the kernel for them: ``host_cpu_flags`` asks, and leaves AMX out of the
+host's extensions where the answer is no (the AMX code would then die of SIGILL).
 """
 
 from __future__ import annotations
@@ -27,16 +29,42 @@ VARIANT_VARIABLE = "PYREE_LLVMCPU_VARIANT"
 
 @functools.cache
 def host_cpu_flags() -> frozenset[str]:
+    """The ISA extensions this process may use, as /proc/cpuinfo spells them."""
     try:
         with open("/proc/cpuinfo") as f:  # (pathlib's import is not free)
-            text = f.read()
+            return usable_flags(f.read(), request_amx)
     except OSError:
         return frozenset()
-    for line in text.splitlines():
+
+
+def usable_flags(cpuinfo: str, request_amx) -> frozenset[str]:
+    """The flags of ``cpuinfo``, less AMX's where the CPU has it but ``request_amx()`` is
+    refused."""
+    for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
+            flags = frozenset(value.split())
+            if "amx_tile" in flags and not request_amx():
+                flags = frozenset(f for f in flags if not f.startswith("amx"))
+            return flags
     return frozenset()
+
+
+ARCH_REQ_XCOMP_PERM = 0x1023   # arch_prctl code: permission for a dynamically enabled state
+XFEATURE_XTILEDATA = 18        # the AMX tile data state
+SYS_ARCH_PRCTL = 158           # x86-64
+
+
+def request_amx() -> bool:
+    """Asks Linux for the AMX tile state for this process (all its threads); True if granted."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        args = (ctypes.c_long(a) for a in (SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA))
+        return libc.syscall(*args) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _target_name(executable) -> str:

@@ -5,8 +5,9 @@ LLVM, only the system's dynamic loader (and libm). The library also exports loca
 loop (worker_loop.py), which runs those ranges on the runtime's threads. LLVM compiles the kernels
 as ``PARTS`` modules on the machine's cores, whose objects are linked into the one library.
 
-The executable holds one library per target CPU (``targets_of``): by default the baseline, AVX2
-and AVX-512 code, the most portable as the executable's own table and the others as its
+The executable holds one library per target CPU (``targets_of``): by default the baseline and
+AVX2 code, and where a kernel is a bf16 contraction that AMX tiles run (amx.py), Sapphire
+Rapids' code too; the most portable is the executable's own table and the others its
 ``variants``, of which the runtime loads the best the host runs (docs/DESIGN.md). Every CPU's
 parts are one batch of code-generation jobs, so the cores stay busy across CPUs.
 """
@@ -22,12 +23,14 @@ from pyree.compiler._fb.CpuExport import CpuExportT
 from pyree.compiler._fb.Executable import ExecutableT
 from pyree.compiler._fb.ExecutableFormat import ExecutableFormat
 from pyree.compiler.codegen.common.exports import binding_layouts, size_expr
+from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.common.parallel import map_jobs
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, keep_nothing
+from pyree.compiler.codegen.llvm_cpu import amx
 from pyree.compiler.codegen.llvm_cpu.entry import emit_export_record
 from pyree.compiler.codegen.llvm_cpu.lowering import TEMPLATES, LoweredKernel, lower_part, part_count
 from pyree.compiler.codegen.llvm_cpu.object_file import compile_object, link_shared_object
-from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_variants
+from pyree.compiler.codegen.llvm_cpu.targets import CpuTarget, resolve_target, resolve_variants
 from pyree.compiler.codegen.llvm_cpu.worker_loop import emit_worker_loop
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.module_writer import ModuleBuilder
@@ -42,22 +45,36 @@ PARTS = 16
 
 FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files carry
 
+# The CPU whose code a default build adds for a bf16 contraction that amx.py takes: its AMX
+# tiles ran such a matmul 8x faster than the AVX2 code (BENCHMARKS.md, issue 31 item 5).
+AMX_CPU = "sapphirerapids"
 
-def targets_of(options: CompileOptions) -> tuple[CpuTarget, ...]:
-    """The CPUs the executable carries code for, most portable first: the one target CPU (or
-    features) chosen, else the --pyree-llvmcpu-variants, by default DEFAULT_LLVMCPU_VARIANTS."""
+
+def targets_of(options: CompileOptions, kernels: Sequence[Kernel] = ()) -> tuple[CpuTarget, ...]:
+    """The CPUs the executable of ``kernels`` carries code for, most portable first: the one
+    target CPU (or features) chosen, else the --pyree-llvmcpu-variants, by default
+    DEFAULT_LLVMCPU_VARIANTS and AMX_CPU where a kernel runs on AMX tiles."""
     cpu, features = options.llvmcpu_target_cpu, options.llvmcpu_target_cpu_features
     variants = options.llvmcpu_variants
     if variants is None:
         variants = [] if cpu or features else list(DEFAULT_LLVMCPU_VARIANTS)
+        if variants and _takes_amx(kernels, options):
+            variants.append(AMX_CPU)
     targets = resolve_variants(cpu, features, variants, options.llvmcpu_target_triple)
     return tuple(dataclasses.replace(t, reassociate=options.llvmcpu_reassociate_fp_reductions)
                  for t in targets)
 
 
+def _takes_amx(kernels: Sequence[Kernel], options: CompileOptions) -> bool:
+    """Some kernel is a bf16 contraction that amx.py lowers for AMX_CPU."""
+    target = dataclasses.replace(resolve_target(AMX_CPU), reassociate=options.llvmcpu_reassociate_fp_reductions)
+    return any(amx.plan(normalize(k), target) is not None for k in kernels
+               if k.reduction_ranges and any(b.dtype == "bf16" for b in k.bindings))
+
+
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
                        builder: ModuleBuilder, keep: Keep = keep_nothing) -> ExecutableT:
-    targets = targets_of(options)
+    targets = targets_of(options, kernels)
     jobs = _Jobs(kernels, targets, [binding_layouts(kernel) for kernel in kernels])
     listings = keep is not keep_nothing
     advance = kernel_progress(options.progress, "llvm-cpu", len(kernels))

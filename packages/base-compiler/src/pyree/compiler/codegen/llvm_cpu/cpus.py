@@ -19,6 +19,7 @@ CPUINFO_FLAGS: dict[str, str] = {
     "avx512fp16": "avx512_fp16", "avx512ifma": "avx512ifma", "avx512vbmi": "avx512vbmi",
     "avx512vbmi2": "avx512_vbmi2", "avx512bitalg": "avx512_bitalg",
     "avx512vpopcntdq": "avx512_vpopcntdq", "avxvnni": "avx_vnni",
+    "amx-tile": "amx_tile", "amx-bf16": "amx_bf16", "amx-int8": "amx_int8",
 }
 
 # Always on for x86-64; not extensions, so not reported.
@@ -35,7 +36,8 @@ _V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
 _SKX = _V4 + ("aes", "pclmul", "adx")
 _ICELAKE = _SKX + ("avx512vnni", "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512bitalg",
                    "avx512vpopcntdq", "gfni", "vaes", "vpclmulqdq", "sha")
-_SAPPHIRERAPIDS = _ICELAKE + ("avx512bf16", "avx512fp16", "avxvnni")
+_SAPPHIRERAPIDS = _ICELAKE + ("avx512bf16", "avx512fp16", "avxvnni", "amx-tile", "amx-bf16",
+                                "amx-int8")
 _ZNVER1 = _HASWELL + ("adx", "sha")
 _ZNVER3 = _ZNVER1 + ("vaes", "vpclmulqdq")
 _ZNVER4 = _ZNVER3 + _ICELAKE[len(_SKX):] + ("avx512bf16",)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.interface import choose
-from pyree.compiler.codegen.llvm_cpu import dynamic, elementwise, matmul, reduction, scatter
+from pyree.compiler.codegen.llvm_cpu import amx, dynamic, elementwise, matmul, reduction, scatter
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
 from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.kernel import Kernel
@@ -18,7 +18,7 @@ from pyree.compiler.kernel import Kernel
 # takes exactly the kernels with run-time sizes and ``scatter`` those with a scatter result
 # (static only: input/scatter.py keeps a dynamic scatter a fold), so no other template ever
 # sees one.
-TEMPLATES = (scatter, dynamic, matmul, reduction, elementwise)
+TEMPLATES = (scatter, dynamic, amx, matmul, reduction, elementwise)
 
 
 @dataclass(frozen=True)

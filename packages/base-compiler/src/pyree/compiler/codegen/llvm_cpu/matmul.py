@@ -58,6 +58,14 @@ FAN_IN = 16
 
 def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
     """The register-blocked lowering of a contraction ``kernel``, else None."""
+    operands = contraction_operands(kernel, target)
+    return None if operands is None else ContractionLowering(kernel, target, *operands)
+
+
+def contraction_operands(kernel: Kernel, target: CpuTarget) -> tuple[Expr, Expr] | None:
+    """(x, y) of a contraction ``kernel`` whose last two parallel loops are m and n (the
+    result contiguous along n, x independent of n, y of m) that the target may sum in any
+    order, else None."""
     if len(kernel.results) != 1 or len(kernel.reduction_ranges) != 1 or kernel.num_parallel < 2:
         return None
     m, n = kernel.num_parallel - 2, kernel.num_parallel - 1
@@ -77,7 +85,7 @@ def plan(kernel: Kernel, target: CpuTarget) -> ContractionLowering | None:
         return None  # strict float order: the reduction template folds k after k
     if not _static_lanes(y, n):
         return None  # a run-time column stride: the dynamic template's loops (dynamic.py)
-    return ContractionLowering(kernel, target, x, y)
+    return x, y
 
 
 def _static_lanes(y: Expr, n: int) -> bool:
