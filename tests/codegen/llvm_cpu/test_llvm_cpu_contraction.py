@@ -119,13 +119,15 @@ def test_only_transposed_or_converted_b_is_packed(variant, packed):
                                atol=1e-4 * K)
 
 
-def test_page_strided_b_is_packed():
-    """A row-major B whose rows lie a whole number of 4 KiB pages apart (N = 1024 f32) goes
-    through the packed panel, read in place every k would map to the same L1 set; one row wider
-    is read in place. Both agree with numpy."""
-    for N, packed in ((1024, True), (1025, False)):
-        kernel = matmul(13, N, 37, bias=True)
-        assert plan_matmul(normalize(kernel), resolve_target("host")).pack == packed
+def test_b_with_far_apart_rows_is_packed():
+    """A row-major B goes through the packed panel where its rows lie a whole number of 4 KiB
+    pages apart (N = 1024 f32: read in place, every k would map to one L1 set), or more than
+    1 KiB apart (N = 257, 1025) where more than one block of rows reads each panel; rows 1 KiB
+    apart (N = 256), or one block of rows (M = 5), read it in place. All agree with numpy."""
+    for M, N, packed in ((13, 1024, True), (5, 1024, True), (13, 1025, True), (5, 1025, False),
+                         (13, 257, True), (13, 256, False)):
+        kernel = matmul(M, N, 37, bias=True)
+        assert plan_matmul(normalize(kernel), resolve_target("host")).pack == packed, (M, N)
         check(kernel, np.random.default_rng(28), bias=True)
 
 

@@ -99,10 +99,10 @@ def _depends(e: Expr, dim: int) -> bool:
 
 
 def _streams(y: Expr, n: int, dtype: str) -> bool:
-    """``y`` is a plain load contiguous along n: the K loop reads its rows in place. Packing it
-    (to stream one contiguous panel) was slower on convolution GEMMs, the copy costing more
-    than the strided rows; a transposed or converted ``y`` is still packed, once
-    per panel rather than gathered or converted again for every block of rows."""
+    """``y`` is a plain load contiguous along n: the K loop may read its rows in place, which
+    costs nothing where they are close (``_long_rows`` says when not); a transposed or
+    converted ``y`` is packed, once per panel rather than gathered or converted again for
+    every block of rows."""
     return isinstance(y, Load) and y.dtype == dtype and y.index[0].coeffs[n] == 1
 
 
@@ -112,6 +112,16 @@ def _page_strided(y: Expr, k: int, dtype: str) -> bool:
     slower than packed (BENCHMARKS.md, "CNNs on the AVX-512 VM"), so such a ``y`` is packed."""
     stride = y.index[0].coeffs[k]
     return is_static(stride) and stride != 0 and (stride * max(1, bits(dtype) // 8)) % 4096 == 0
+
+
+def _long_rows(y: Expr, k: int, dtype: str) -> bool:
+    """``y``'s rows lie more than 1 KiB apart: read in place by several blocks of rows, a
+    panel's k steps fall on few L1 sets and past the L1 prefetcher's stride, so a tile whose
+    row blocks share the panel packs it (vector copies, ``_pack``). Measured on one core of the
+    AVX-512 VM (x86-64-v3 code): conv GEMMs 64x3136x576 1.27x, 300x2000x200 1.40x, 512^3 1.44x
+    faster packed; rows 1 KiB apart (256^3) 0.94x, 1.5 KiB 1.07x (BENCHMARKS.md)."""
+    stride = y.index[0].coeffs[k]
+    return is_static(stride) and abs(stride) * max(1, bits(dtype) // 8) > 1024
 
 
 def _pure(e: Expr) -> bool:
@@ -153,12 +163,14 @@ class ContractionLowering:
         mr = _rows_per_block(M, max(1, min(M, most))) if is_static(M) else most
         self.micro = MicroTile(mr, nv, vw)
         nr = self.micro.nr
-        in_place = (_streams(y, kernel.num_parallel - 1, self.dtype)
-                    and not _page_strided(y, kernel.num_parallel, self.dtype))
-        self.pack = (not in_place and is_static(K)
-                     and K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES)
         self.tiling = (_tile(tuple(batch), M, N, K, mr, nr) if self.static
                        else _run_time_tile(tuple(batch), M, N, K, mr, nr))
+        reused = self.static and self.tiling.tile[-2] > mr   # a tile's row blocks share each panel
+        in_place = (_streams(y, kernel.num_parallel - 1, self.dtype)
+                    and not _page_strided(y, kernel.num_parallel, self.dtype)
+                    and not (reused and _long_rows(y, kernel.num_parallel, self.dtype)))
+        self.pack = (not in_place and is_static(K)
+                     and K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES)
         self.sizes = i64
 
     @property
@@ -262,17 +274,22 @@ class ContractionLowering:
                 ragged(1)
 
     def _pack(self, b, ptrs, batch, m_lo, nb, width, panel, K) -> None:
-        """panel[k][j] = y(k, nb + j) for j < width, else 0."""
-        em = ExprEmitter(b, ptrs, self.kernel, sizes=self.sizes)
-        nr = self.micro.nr
-        t = scalar_type(self.dtype)
+        """panel[k][j] = y(k, nb + j) for j < width, else 0: NV vectors a k step, emitted as
+        ``_block`` emits y in place (a transposed y gathers, a converted one converts a
+        vector at a time)."""
+        mt = self.micro
+        vec = ExprEmitter(b, ptrs, self.kernel, width=mt.vw, span=self.span, sizes=self.sizes)
+        zero = vec.const(0, self.dtype)
+        masks = [self._lane_mask(b, vec, b.sub(width, i64(v * mt.vw))) for v in range(mt.nv)]
+        cols = [b.add(nb, i64(v * mt.vw)) for v in range(mt.nv)]
+        n_dim = self.kernel.num_parallel - 1
         with for_range(b, i64(0), i64(K), name="pk") as k:
-            row = b.mul(k, i64(nr))
-            with for_range(b, i64(0), width, name="pj") as j:
-                value = em.emit(self.y, Point(batch + [m_lo, b.add(nb, j), k]))
-                b.store(value, b.gep(panel, [b.add(row, j)], source_etype=t))
-            with for_range(b, width, i64(nr), name="pz") as j:
-                b.store(em.const(0, self.dtype), b.gep(panel, [b.add(row, j)], source_etype=t))
+            row = b.mul(k, i64(mt.nr))
+            for v, (c, mask) in enumerate(zip(cols, masks)):
+                value = vec.emit(self.y, Point(batch + [m_lo, c, k], lane_dim=n_dim, mask=mask))
+                slot = b.gep(panel, [b.add(row, i64(v * mt.vw))], source_etype=scalar_type(self.dtype))
+                slot.type = ir.PointerType()  # llvmlite types a GEP by its element: a vector store
+                b.store(b.select(mask, value, zero), slot, align=max(1, bits(self.dtype) // 8))
 
     def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, vectors: int,
                height: int) -> None:
