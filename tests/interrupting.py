@@ -27,8 +27,17 @@ def interrupt(argv: list[str], ready, settle_s: float = 0.0, timeout_s: float = 
     """Starts ``argv`` in a session of its own, waits until ``ready(stderr so far, pids of the
     session)`` holds (and ``settle_s`` more), sends SIGINT to the tool's process alone (a terminal
     sends it to every process of the foreground group; workers must not need it), and waits."""
+    setup = popen.pop("preexec_fn", None)
+
+    def preexec() -> None:
+        # Ctrl-C at its default, as in a terminal's foreground job, even where this process
+        # ignores it (a shell starts a background job so, and the tool would rightly inherit it)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if setup is not None:
+            setup()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True, **popen)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec,
+                            **popen)
     err = b""
     try:
         deadline = time.monotonic() + timeout_s
