@@ -176,6 +176,18 @@ def test_other_contractions_do_not_take_the_amx_variant(lhs, rhs, dtype):
     assert _cpus(src) == ["x86-64", "x86-64-v3"]
 
 
+@pytest.mark.parametrize("dtype, amx_listed", [("bf16", True), ("f32", False)])
+def test_amx_is_needed_only_by_code_that_uses_the_tiles(dtype, amx_listed):
+    """A module for Sapphire Rapids lists AMX among the extensions it needs only where a kernel
+    runs on the tiles, so other code for that CPU still loads where Linux withholds them."""
+    src = contraction("linalg.matmul", (37, 100), (100, 45), (37, 45)).replace("bf16", dtype)
+    vmfb = compile_str(src, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=sapphirerapids"])
+    needed = set(rt.read_module(vmfb).tree.executables[0].cpu.cpuFeatures)
+    assert {"avx512f", "avx512_bf16"} <= needed
+    assert ({"amx_tile", "amx_bf16"} <= needed) == amx_listed
+    assert any(f.startswith("amx") for f in needed) == amx_listed
+
+
 def test_sapphirerapids_code_uses_the_tiles(tmp_path):
     src = contraction("linalg.matmul", (37, 100), (100, 45), (37, 45))
     compile_str(src, target_backends=["llvm-cpu"], extra_args=[

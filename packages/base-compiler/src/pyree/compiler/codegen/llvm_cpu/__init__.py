@@ -46,7 +46,7 @@ PARTS = 16
 FORM = "system_elf_x86_64"  # IREE's name for the format, which the dumped files carry
 
 # The CPU whose code a default build adds for a bf16 contraction that amx.py takes: its AMX
-# tiles ran such a matmul 8x faster than the AVX2 code (BENCHMARKS.md, issue 31 item 5).
+# tiles ran such matmuls 3-5x faster than the AVX2 code (BENCHMARKS.md, issue 31 item 5).
 AMX_CPU = "sapphirerapids"
 
 
@@ -58,18 +58,20 @@ def targets_of(options: CompileOptions, kernels: Sequence[Kernel] = ()) -> tuple
     variants = options.llvmcpu_variants
     if variants is None:
         variants = [] if cpu or features else list(DEFAULT_LLVMCPU_VARIANTS)
-        if variants and _takes_amx(kernels, options):
+        amx_cpu = dataclasses.replace(resolve_target(AMX_CPU),
+                                      reassociate=options.llvmcpu_reassociate_fp_reductions)
+        if variants and _takes_amx(kernels, amx_cpu):
             variants.append(AMX_CPU)
     targets = resolve_variants(cpu, features, variants, options.llvmcpu_target_triple)
     return tuple(dataclasses.replace(t, reassociate=options.llvmcpu_reassociate_fp_reductions)
                  for t in targets)
 
 
-def _takes_amx(kernels: Sequence[Kernel], options: CompileOptions) -> bool:
-    """Some kernel is a bf16 contraction that amx.py lowers for AMX_CPU."""
-    target = dataclasses.replace(resolve_target(AMX_CPU), reassociate=options.llvmcpu_reassociate_fp_reductions)
-    return any(amx.plan(normalize(k), target) is not None for k in kernels
-               if k.reduction_ranges and any(b.dtype == "bf16" for b in k.bindings))
+def _takes_amx(kernels: Sequence[Kernel], target: CpuTarget) -> bool:
+    """Some kernel is a bf16 contraction that amx.py lowers for ``target``."""
+    return amx.FEATURES <= target.features and any(
+        amx.plan(normalize(k), target) is not None for k in kernels
+        if k.reduction_ranges and any(b.dtype == "bf16" for b in k.bindings))
 
 
 def compile_executable(kernels: list[Kernel], options: CompileOptions,
@@ -99,7 +101,8 @@ def compile_executable(kernels: list[Kernel], options: CompileOptions,
         keep(f"{form}.o", objects)
         library = link_shared_object(objects)
         keep(f"{form}.so", library)
-        tables.append(_cpu_table(target, builder.add_data(library), jobs.lowered[t], jobs.layouts))
+        tables.append(_cpu_table(target, builder.add_data(library), jobs.lowered[t], jobs.layouts,
+                                 _takes_amx(kernels, target)))
     tables[0].variants = tables[1:] or None
 
     exe = ExecutableT()
@@ -145,12 +148,14 @@ def _compile_part(job: tuple[str, CpuTarget], listings: bool):
 
 
 def _cpu_table(target: CpuTarget, library, lowered: list[LoweredKernel],
-               layouts: list) -> CpuExecutableT:
-    """The executable's table of one target CPU's library: export k runs kernel k."""
+               layouts: list, amx_code: bool) -> CpuExecutableT:
+    """The executable's table of one target CPU's library: export k runs kernel k. AMX is
+    listed among the features it needs only where its code uses the tiles (``amx_code``): a
+    host whose kernel withholds them (Linux before 5.16) still loads other code for an AMX CPU."""
     cpu = CpuExecutableT()
     cpu.format = "elf-x86_64"
     cpu.targetCpu = target.cpu
-    cpu.cpuFeatures = target.cpuinfo_flags
+    cpu.cpuFeatures = [f for f in target.cpuinfo_flags if amx_code or not f.startswith("amx")]
     cpu.library = library
     cpu.exports = []
     for low, layout in zip(lowered, layouts):
