@@ -180,6 +180,24 @@ def test_broadcast_add_and_transpose_at_every_size():
         np.testing.assert_array_equal(run_emulated(transpose, (m, n), {0: x}, n)[1], x.T)
 
 
+def test_a_static_innermost_range_takes_vector_groups():
+    """out[p0, 28] = x[p0, 30][.., d1 + 1] * 2 (an im2col's row): four elements a thread, the
+    contiguous store one 16-byte vector, the shifted load four scalars; every size matches."""
+    shift = Kernel("shift", (P0, 28), 2, (Binding("f32", (P0, 30), "read"),
+                                          Binding("f32", (P0, 28), "write")),
+                   (Result(1, (ix(2, 0, 1), ix(2, 1, 1)),
+                           Binary("mul", Load(0, (ix(2, 0, 1), ix(2, 1, 1, const=1)), "f32"),
+                                  Const(2.0, "f32"), "f32")),))
+    ptx, _ = generate_ptx([shift], resolve_target("sm_80"))
+    assert re.search(r"st\.global\.v4\.(f32|b32)", ptx)
+    rng = np.random.default_rng(3)
+    for m in (0, 1, 3, 70):
+        x = rng.standard_normal((m, 30)).astype(np.float32)
+        x[:1, 5] = np.nan
+        got = run_emulated(shift, (m,), {0: x}, m)[1]
+        np.testing.assert_array_equal(got, x[:, 1:29] * 2)
+
+
 def test_gather_from_a_static_table_at_run_time_ids():
     """out[p0, 16] = table[clamp(ids[p0]), :], ids past either end reading the edge rows."""
     ids = Load(0, (ix(2, 0, 1),), "i32")

@@ -15,7 +15,7 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, storage_type
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
-from pyree.compiler.sizes import num_elements, opaque
+from pyree.compiler.sizes import is_static, num_elements, opaque
 
 BLOCK = 256
 MAX_GRID = 65535  # blocks of a grid-stride kernel (emit_strided)
@@ -53,32 +53,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
     fn = Function(module)
     g = A.global_thread_id(fn)
 
-    def body():
-        if n:
-            idx = A.decompose(fn, g, par[:-1] + (par[-1] // width,))
-            idx[-1] = fn.op(f"mul i64 {idx[-1]}, {width}")
-        else:
-            idx = []
-        if vectorizable:
-            aligned = "true"
-            for b in sorted({b for b, _ in vectorizable}):
-                addr = fn.op(f"ptrtoint ptr addrspace(1) %b{b} to i64")
-                mask = width * K.itemsize(kernel.bindings[b].dtype) - 1
-                ok = fn.op(f"icmp eq i64 {fn.op(f'and i64 {addr}, {mask}')}, 0")
-                aligned = fn.op(f"and i1 {aligned}, {ok}")
-            vec, scal, done = fn.new_label("vec"), fn.new_label("scalar"), fn.new_label("join")
-            fn.cbr(aligned, vec, scal)
-            fn.label(vec)
-            _body(fn, kernel, idx, width, lin, vectorizable)
-            fn.br(done)
-            fn.label(scal)
-            _body(fn, kernel, idx, width, lin, set())
-            fn.br(done)
-            fn.label(done)
-        else:
-            _body(fn, kernel, idx, width, lin, set())
-
-    fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"), body)
+    fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"),
+               lambda: _group(fn, kernel, g, par, width, lin, vectorizable))
     block = min(BLOCK, ceil_div(groups, 32) * 32)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return Launch((ceil_div(groups, block), 1, 1), (block, 1, 1))
@@ -86,22 +62,60 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
 
 def emit_strided(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes) -> Launch:
     """A kernel with run-time sizes (``sizes``: its ``size_values.SizeValues``; ``fn``: its body
-    so far): one thread per element, scalar, in a grid-stride loop over a grid of at most
-    ``MAX_GRID`` blocks, so that any extent fits the grid and an empty one launches nothing."""
+    so far): one thread per group of ``vector_width`` elements (where the innermost range is
+    static; else one element), in a grid-stride loop over a grid of at most ``MAX_GRID``
+    blocks, so that any extent fits the grid and an empty one launches nothing. A group's
+    accesses are vectors where they are contiguous with static strides (as ``emit``'s)."""
     par = kernel.parallel_ranges
     n = len(par)
-    total = num_elements(par)
-    lin = {}
+    width = vector_width(kernel) if n and is_static(par[-1]) else 1
+    groups = num_elements(par[:-1]) * (par[-1] // width) if n else 1
+    lin, vectorizable = {}, set()
     for b, index in [*((e.binding, e.index) for e in _loads(kernel)),
                      *((r.binding, r.index) for r in kernel.results)]:
-        lin.setdefault((b, index), A.emitted(linearize(kernel.bindings[b], index, n), sizes))
-    grid = opaque("min", opaque("ceildiv", total, BLOCK), MAX_GRID)
+        linear = linearize(kernel.bindings[b], index, n)
+        lin.setdefault((b, index), A.emitted(linear, sizes))
+        if width > 1 and all(is_static(c) for c in (*linear.coeffs, linear.const)) \
+                and linear.contiguous(n - 1, width, range(n)):
+            vectorizable.add((b, index))
+    grid = opaque("min", opaque("ceildiv", groups, BLOCK), MAX_GRID)
     stride = fn.op(f"mul i64 {sizes(grid)}, {BLOCK}")
-    ranges = [sizes(r) for r in par]
-    fn.loop(A.global_thread_id(fn), str(sizes(total)), stride,
-            lambda i: _body(fn, kernel, A.decompose(fn, i, ranges) if n else [], 1, lin, set()))
+    ranges = tuple(sizes(r) for r in par)
+    fn.loop(A.global_thread_id(fn), str(sizes(groups)), stride,
+            lambda i: _group(fn, kernel, i, ranges, width, lin, vectorizable))
     module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=BLOCK)
     return Launch((grid, 1, 1), (BLOCK, 1, 1))
+
+
+def _group(fn: Function, kernel: K.Kernel, g: str, ranges: tuple, width: int, lin: dict,
+           vectorizable: set) -> None:
+    """Group ``g``'s ``width`` elements (``ranges``: the parallel ranges, the last static
+    where ``width`` > 1): vectors where every vectorizable binding is 16-byte aligned (a
+    uniform branch), else the same body with scalar accesses."""
+    if ranges:
+        idx = A.decompose(fn, g, ranges[:-1] + (int(ranges[-1]) // width,) if width > 1
+                          else ranges)
+        idx[-1] = fn.op(f"mul i64 {idx[-1]}, {width}") if width > 1 else idx[-1]
+    else:
+        idx = []
+    if not vectorizable:
+        _body(fn, kernel, idx, width, lin, set())
+        return
+    aligned = "true"
+    for b in sorted({b for b, _ in vectorizable}):
+        addr = fn.op(f"ptrtoint ptr addrspace(1) %b{b} to i64")
+        mask = width * K.itemsize(kernel.bindings[b].dtype) - 1
+        ok = fn.op(f"icmp eq i64 {fn.op(f'and i64 {addr}, {mask}')}, 0")
+        aligned = fn.op(f"and i1 {aligned}, {ok}")
+    vec, scal, done = fn.new_label("vec"), fn.new_label("scalar"), fn.new_label("join")
+    fn.cbr(aligned, vec, scal)
+    fn.label(vec)
+    _body(fn, kernel, idx, width, lin, vectorizable)
+    fn.br(done)
+    fn.label(scal)
+    _body(fn, kernel, idx, width, lin, set())
+    fn.br(done)
+    fn.label(done)
 
 
 def _vector_load(fn: Function, cache: dict, lin: dict, idx: list[str], width: int, key,
