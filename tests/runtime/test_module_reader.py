@@ -54,6 +54,17 @@ def test_unsupported_schema_version(kernel_library, offset_constant):
         rt.read_module(builder.finish())
 
 
+def test_newer_minor_schema_version(kernel_library, offset_constant):
+    """A minor past the runtime's names what the module needs rather than being misread."""
+    from .module_factory import arith_builder
+
+    builder = arith_builder(kernel_library, offset_constant)
+    builder.module.schemaVersionMajor, builder.module.schemaVersionMinor = 1, 99
+    with pytest.raises(rt.ModuleError, match=r"module schema version 1\.99 is newer than this "
+                                             r"runtime reads \(1\.0 to 1\.8\)"):
+        rt.read_module(builder.finish())
+
+
 def test_misaligned_data_offset(arith_bytes):
     data = bytearray(arith_bytes)
     offset = struct.unpack_from("<Q", data, len(data) - TRAILER_SIZE + 8)[0]

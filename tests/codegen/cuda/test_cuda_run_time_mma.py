@@ -58,9 +58,12 @@ def test_products_with_run_time_sizes_take_tensor_cores(ptxas, name, arch, tmp_p
     wgmma = arch == "sm_90a" and ty != "f32"
     assert ("wgmma.mma_async" in ptx) == wgmma
     assert "mma.sync.aligned" in ptx or wgmma
-    (export,) = exe.exports
     if name in cases.BATCHED:
         return
+    # the product whole comes last: before it, versions that split K for fewer rows, a partial
+    # product and its fold each (flow/versions.py)
+    export = exe.exports[-1]
+    assert len(exe.exports) % 2 == 1
     k, n, _, _, epilogue, _ = cases.CASES[name]
     if wgmma:
         tiles = matmul_wgmma.RUN_TIME_TILES[-1:] if epilogue == "gelu" else matmul_wgmma.RUN_TIME_TILES
@@ -74,6 +77,23 @@ def test_products_with_run_time_sizes_take_tensor_cores(ptxas, name, arch, tmp_p
         grid = [evaluate([int(v) for v in e.code], [m]) for e in export.gridSizeExpr]
         assert grid == [ceil_div(n, t.bn), ceil_div(m, bm_of(t)), 1], (m, t)
     assert len(taken) == len(tiles) or epilogue == "gelu" or n < 300, taken
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_split_versions_take_tensor_cores(arch):
+    """A long-K product's versions for few rows (flow/versions.py): its partial products, K in
+    chunks and the chunks a batch, run on the tensor-core templates as the product whole does."""
+    from pyree.compiler.flow.kernels import outline
+    from pyree.compiler.flow.passes import flow_passes, run_passes
+    from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import walk_ops
+
+    (function,) = import_mlir(cases.program("f16_nk_long_k"), "t.mlir").functions
+    flowed = run_passes(function, flow_passes(gpu=True, implicit_gemm=True))
+    partials = [op for op in walk_ops(flowed.ops) if "partial" in getattr(op, "origin", "")]
+    assert partials
+    for op in partials:
+        assert choose(TEMPLATES, outline(op, "k"), resolve_target(arch))[0] is run_time_mma
 
 
 def test_which_products_with_run_time_sizes_take_tensor_cores():

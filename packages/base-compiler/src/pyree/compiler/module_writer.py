@@ -28,6 +28,9 @@ RUN_TIME_SIZES_VERSION = (1, 5)
 SIZE_GUARDS_VERSION = (1, 6)
 # 1.7: a CPU executable's variants (CpuExecutable.variants); only a module with them says 1.7.
 CPU_VARIANTS_VERSION = (1, 7)
+# 1.8: branches decided by the call's sizes (Branch.condition_size); only a module with one
+# says 1.8.
+SIZE_BRANCHES_VERSION = (1, 8)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -76,6 +79,9 @@ class ModuleBuilder:
             versions.append(SIZE_GUARDS_VERSION if guards else RUN_TIME_SIZES_VERSION)
         if any(e.cpu is not None and e.cpu.variants for e in self.module.executables):
             versions.append(CPU_VARIANTS_VERSION)
+        if any(c.branch is not None and c.branch.conditionSize is not None
+               for f in self.module.functions for c in f.commands or []):
+            versions.append(SIZE_BRANCHES_VERSION)
         self.module.schemaVersionMajor, self.module.schemaVersionMinor = max(versions)
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)

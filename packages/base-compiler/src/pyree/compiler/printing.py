@@ -33,6 +33,7 @@ from pyree.compiler.tensor_program import (
     Generic,
     If,
     Program,
+    Value,
     View,
     While,
 )
@@ -87,7 +88,9 @@ def _format_op(op) -> list[str]:
         tol = f" atol={op.atol} rtol={op.rtol}" if op.kind == "expect_almost_eq" else ""
         return [f"check.{op.kind}({operands}){tol}{_at(op.location)}"]
     if isinstance(op, If):
-        return [f"{_names(op.results)} = if %{op.condition.name} {{{_at(op.location)}",
+        condition = f"%{op.condition.name}" if isinstance(op.condition, Value) \
+            else f"sizes({op.condition})"
+        return [f"{_names(op.results)} = if {condition} {{{_at(op.location)}",
                 *_format_block(op.then), "} else {", *_format_block(op.otherwise), "}"]
     if isinstance(op, While):
         return [f"{_names(op.results)} = while ({_names(op.inits)}) {{{_at(op.location)}",

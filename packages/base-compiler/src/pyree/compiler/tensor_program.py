@@ -198,9 +198,12 @@ class Block:
 @dataclass(eq=False)
 class If:
     """scf.if: runs ``then`` when the rank-0 ``condition`` is non-zero, else ``otherwise``;
-    ``results`` are what the block that ran yields."""
+    ``results`` are what the block that ran yields. A ``condition`` that is a 0/1 ``Size``
+    chooses between versions of one computation by the call's sizes (flow/versions.py): the
+    host decides it before anything runs, and both blocks yield the If's own result values,
+    which their last ops write in place."""
 
-    condition: Value
+    condition: Value | Size
     then: Block
     otherwise: Block
     results: list[Value]
@@ -251,7 +254,8 @@ def read_by(op: Op) -> list[Value]:
     if isinstance(op, GlobalStore):
         return [op.source, op.target]
     if isinstance(op, If):
-        return [op.condition, *free_values(op.then), *free_values(op.otherwise)]
+        condition = [op.condition] if isinstance(op.condition, Value) else []
+        return [*condition, *free_values(op.then), *free_values(op.otherwise)]
     if isinstance(op, While):
         return [*op.inits, *free_values(op.before), *free_values(op.after)]
     return []

@@ -138,6 +138,16 @@ class Branch(object):
             return self._tab.Get(flatbuffers.Uint32Flags, o + self._tab.Pos)
         return 0
 
+    # Branch
+    def ConditionSize(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class BranchT(object):
 
@@ -147,6 +157,7 @@ class BranchT(object):
         self.conditionType = 0  # type: int
         self.ifZero = False  # type: bool
         self.target = 0  # type: int
+        self.conditionSize = None  # type: Optional[SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -169,6 +180,8 @@ class BranchT(object):
         self.conditionType = branch.ConditionType()
         self.ifZero = branch.IfZero()
         self.target = branch.Target()
+        if branch.ConditionSize() is not None:
+            self.conditionSize = SizeExprT.InitFromObj(branch.ConditionSize())
 
 
 class BufferKind(object):

@@ -61,7 +61,18 @@ class Branch(object):
             return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
         return 0
 
-def BranchStart(builder): builder.StartObject(4)
+    # Branch
+    def ConditionSize(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def BranchStart(builder): builder.StartObject(5)
 def Start(builder):
     return BranchStart(builder)
 def BranchAddCondition(builder, condition): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(condition), 0)
@@ -76,10 +87,14 @@ def AddIfZero(builder, ifZero):
 def BranchAddTarget(builder, target): builder.PrependUint32Slot(3, target, 0)
 def AddTarget(builder, target):
     return BranchAddTarget(builder, target)
+def BranchAddConditionSize(builder, conditionSize): builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(conditionSize), 0)
+def AddConditionSize(builder, conditionSize):
+    return BranchAddConditionSize(builder, conditionSize)
 def BranchEnd(builder): return builder.EndObject()
 def End(builder):
     return BranchEnd(builder)
 import pyree.compiler._fb.BufferRef
+import pyree.compiler._fb.SizeExpr
 try:
     from typing import Optional
 except:
@@ -93,6 +108,7 @@ class BranchT(object):
         self.conditionType = 0  # type: int
         self.ifZero = False  # type: bool
         self.target = 0  # type: int
+        self.conditionSize = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -115,16 +131,22 @@ class BranchT(object):
         self.conditionType = branch.ConditionType()
         self.ifZero = branch.IfZero()
         self.target = branch.Target()
+        if branch.ConditionSize() is not None:
+            self.conditionSize = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(branch.ConditionSize())
 
     # BranchT
     def Pack(self, builder):
         if self.condition is not None:
             condition = self.condition.Pack(builder)
+        if self.conditionSize is not None:
+            conditionSize = self.conditionSize.Pack(builder)
         BranchStart(builder)
         if self.condition is not None:
             BranchAddCondition(builder, condition)
         BranchAddConditionType(builder, self.conditionType)
         BranchAddIfZero(builder, self.ifZero)
         BranchAddTarget(builder, self.target)
+        if self.conditionSize is not None:
+            BranchAddConditionSize(builder, conditionSize)
         branch = BranchEnd(builder)
         return branch

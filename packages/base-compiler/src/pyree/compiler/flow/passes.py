@@ -26,6 +26,7 @@ from pyree.compiler.flow.narrow_floats import widen_narrow_floats
 from pyree.compiler.flow.regions import fuse_regions
 from pyree.compiler.flow.slabs import read_slabs_through_views
 from pyree.compiler.flow.split_reduction import split_reductions
+from pyree.compiler.flow.versions import in_versions
 from pyree.compiler.flow.views import fold_views_into_loads
 from pyree.compiler.tensor_program import Function, Program, map_blocks
 
@@ -94,7 +95,7 @@ def run_passes(function: Function, passes, after: Callable[[str, Function], None
     for p in passes:
         if dynamic and not p.run_time_sizes:
             continue
-        function = p.run(function)
+        function = p.run(in_versions(function, p.run))  # (versions an earlier pass made)
         if after is not None:
             after(p.name, function)
     return function

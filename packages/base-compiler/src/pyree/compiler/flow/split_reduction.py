@@ -43,6 +43,7 @@ import math
 from pyree.compiler.flow.convolution import IMPLICIT_PATCHES
 from pyree.compiler.flow.narrow_floats import NARROW, widen
 from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
+from pyree.compiler.flow.versions import by_size
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -62,6 +63,7 @@ from pyree.compiler.kernel import (
     itemsize,
     walk,
 )
+from pyree.compiler.sizes import Size, compare
 from pyree.compiler.tensor_program import (
     Function,
     Generic,
@@ -70,6 +72,8 @@ from pyree.compiler.tensor_program import (
     View,
     defined_by,
     has_run_time_sizes,
+    index_sizes,
+    size_values,
     sources_of,
 )
 
@@ -125,6 +129,9 @@ GPU_VECTOR_K_CHUNK = 128
 # fold of the partials; with their weights in L2 (one product timed alone, again and again)
 # whole and split had run alike (BENCHMARKS.md).
 GPU_GEMV_ROWS = 4
+# A contraction with a run-time extent has a version per band of sizes whose static split
+# differs (``_by_size``), at most this many: each is one or two kernels more to compile.
+MAX_VERSIONS = 4
 GPU_VECTOR_BLOCKS = 2 * FEW_TILES
 GPU_VECTOR_MIN_ROWS = 64
 
@@ -138,9 +145,10 @@ def split_reductions(function: Function, gpu: bool = False, strict_floats: bool 
     target is cuda, whose tensor-core templates' whole-K speed ``GPU_TENSOR_K_CHUNK`` cites."""
     keep = whole(function) if whole is not None else set()
     patches = _patch_readers(function) if cuda else None
+    bounds = {s.name: (s.min, s.max) for s in function.symbols}
     ops = [new for op in function.ops
            for new in ([op] if op in keep else split_reduction(
-               op, gpu, strict_floats, tensor_f32, patches is None or op in patches))]
+               op, gpu, strict_floats, tensor_f32, patches is None or op in patches, bounds))]
     return dataclasses.replace(function, ops=ops)
 
 
@@ -158,45 +166,64 @@ def _patch_readers(function: Function) -> set:
 
 
 def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
-                    tensor_f32: bool = False, may_be_patches: bool = True) -> list[Op]:
+                    tensor_f32: bool = False, may_be_patches: bool = True,
+                    by_size: dict | None = None) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs. ``may_be_patches``:
     ``op`` may be a convolution's GEMM, or a module for targets other than cuda's
-    (``GPU_TENSOR_K_CHUNK``)."""
+    (``GPU_TENSOR_K_CHUNK``). A contraction with a run-time extent is split only with
+    ``by_size`` (its function's symbol bounds: name -> (min, max)), into versions chosen per
+    call (``_by_size``); else it stays whole: whether splitting pays is known only per call."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
-            or is_row_kernel(op.outputs) or has_run_time_sizes(op):
-        return [op]  # a run-time extent: whether splitting pays is known only per call
+            or is_row_kernel(op.outputs):
+        return [op]
+    if has_run_time_sizes(op):
+        if by_size is None:
+            return [op]
+        return _by_size(op, by_size, lambda probe: _splits(probe, gpu, strict_floats, tensor_f32,
+                                                           may_be_patches))
+    splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches)
+    return [op] if splits < 2 else _split(op, splits)
+
+
+def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
+            may_be_patches: bool) -> int:
+    """How many chunks ``op``'s first reduction loop is split into (1: none), ``op`` static."""
     folds = fold_pattern(op.outputs)
     if folds is None or any(f.dtype == "i1" for _, f in folds) or (
             strict_floats and any(is_float(f.dtype) for _, f in folds)):
-        return [op]
+        return 1
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
     contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
     if contraction and gpu and _gemv_rows(op, folds[0][1]) <= GPU_GEMV_ROWS:
-        splits = vector_splits(op, folds[0][1])
-    elif contraction:
+        return vector_splits(op, folds[0][1])
+    if contraction:
         narrow = gpu and _narrow_operands(folds[0][1], tensor_f32)
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
         if gpu and (narrow or extent < LONG_K) and tiles > GPU_MOST_TILES:
-            return [op]
+            return 1
         long_k, min_chunk = LONG_K, MIN_K_CHUNK
         if gpu and extent < LONG_K:
             vector = min(_side_extents(folds[0][1], op)) < GPU_MIN_SIDE
             long_k, min_chunk = GPU_LONG_K, GPU_VECTOR_K_CHUNK if vector else GPU_MIN_K_CHUNK
             if narrow and not vector and extent >= 2 * GPU_TENSOR_K_CHUNK:
                 if not may_be_patches and tiles >= GPU_TENSOR_WHOLE_TILES:
-                    return [op]
+                    return 1
                 min_chunk = GPU_TENSOR_K_CHUNK
         if tiles >= FEW_TILES or extent < long_k:
-            return [op]
+            return 1
         most = min(-(-2 * FEW_TILES // tiles), extent // min_chunk)
-        splits = max((d for d in range(2, most + 1) if extent % d == 0), default=1)
-    else:
-        if outputs >= FEW_OUTPUTS or math.prod(op.loop_ranges[op.num_parallel:]) < LONG_REDUCTION:
-            return [op]
-        splits = min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
-    if splits < 2:
-        return [op]
+        return max((d for d in range(2, most + 1) if extent % d == 0), default=1)
+    if outputs >= FEW_OUTPUTS or math.prod(op.loop_ranges[op.num_parallel:]) < LONG_REDUCTION:
+        return 1
+    return min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
+
+
+def _split(op: Generic, splits: int) -> list[Generic]:
+    """[partial, final]: ``op``'s first reduction loop in ``splits`` chunks."""
+    folds = fold_pattern(op.outputs)
+    contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
+    extent = op.loop_ranges[op.num_parallel]
     if len(op.loop_ranges) == op.num_parallel + 1 and extent % splits:
         chunk = extent // splits  # whole chunks; the final fold takes the rest
     else:
@@ -207,6 +234,60 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
         folds = fold_pattern(op.outputs)
     partial = _partial(op, folds, splits, chunk, contraction)
     return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
+
+
+def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
+    """A contraction whose one run-time extent is a parallel loop's, as versions chosen per call
+    (flow/versions.py): for each band of that extent's values over which ``splits_of`` (the
+    static decision, ``_splits``) of ``op`` at that value is the same, that split (or ``op``
+    whole), so a call runs what the static module compiled for its size would run, up to the
+    tile each kernel picks per dispatch. Past ``MAX_VERSIONS`` bands, the last two (the
+    largest values: whole, and the fewest chunks) keep theirs and the band before them takes the
+    bands between (more chunks than the static module would cut there). A loop of an operand's side is probed at
+    ``GPU_MIN_SIDE`` at least: below that the static module runs the matrix-vector template,
+    which takes no run-time extent, and the tensor-core templates the versions run want the
+    longer chunks' split."""
+    dims = [d for d, n in enumerate(op.loop_ranges) if isinstance(n, Size)]
+    folds = fold_pattern(op.outputs)
+    if len(dims) != 1 or dims[0] >= op.num_parallel or folds is None or len(folds) != 1 \
+            or not is_contraction(folds[0], op.num_parallel) or size_values(op) \
+            or index_sizes(op):
+        return [op]  # (a size the kernel reads, a run-time offset: not probed)
+    d, f = dims[0], folds[0][1]
+    sides = _parallel_loops(f.a, op.num_parallel) ^ _parallel_loops(f.b, op.num_parallel)
+    least = GPU_MIN_SIDE if d in sides else 1
+    per_value = math.prod(n for k, n in enumerate(op.loop_ranges[:op.num_parallel]) if k != d)
+
+    def splits_at(v: int) -> int:
+        at = op.loop_ranges[:d] + (max(v, least),) + op.loop_ranges[d + 1:]
+        return splits_of(dataclasses.replace(op, loop_ranges=at))
+
+    # the values where a tile count changes: the decision is the same between them
+    starts = sorted({1, *range(1, least + 2), *(t * unit // per_value + 1
+                                                  for unit in (TILE_OUTPUTS, TENSOR_TILE_OUTPUTS)
+                                                  for t in range(FEW_TILES + 2))})
+    bands: list[list[int]] = []  # [first value, splits]
+    for v in starts:
+        splits = splits_at(v)
+        if not bands or bands[-1][1] != splits:
+            bands.append([v, splits])
+    if all(splits < 2 for _, splits in bands):
+        return [op]
+    extent = op.loop_ranges[d]
+    bands = [b for n, b in enumerate(bands) if n + 1 == len(bands)
+             or compare("ge", extent, bands[n + 1][0], bounds) is not True]
+    bands = [b for n, b in enumerate(bands) if n == 0 or compare("lt", extent, b[0], bounds)
+             is not True]
+    bands = bands[:MAX_VERSIONS - 2] + bands[-2:] if len(bands) > MAX_VERSIONS else bands
+
+    def version(splits: int) -> list[Op]:
+        return _split(op, splits) if splits >= 2 else [dataclasses.replace(op)]
+
+    if len(bands) == 1:
+        return version(bands[0][1])
+    chosen = [(compare("lt", extent, bands[n + 1][0], bounds), version(splits))
+              for n, (_, splits) in enumerate(bands[:-1])]
+    return [by_size(op.results, chosen, version(bands[-1][1]), op.location)]
 
 
 def is_contraction(fold, num_parallel: int) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from pyree.compiler.sizes import Size
 from pyree.compiler.tensor_program import (
     Check,
     Constant,
@@ -41,16 +42,22 @@ class Copy:
 
 @dataclass(eq=False)
 class Label:
-    """A place a branch goes to."""
+    """A place a branch goes to. ``by_size``: one of a size-chosen If's (``Branch.by_size``)."""
+
+    by_size: bool = False
 
 
 @dataclass(eq=False)
 class Branch:
-    """Go to ``target`` when ``condition`` (None: always) is non-zero, or zero with ``if_zero``."""
+    """Go to ``target`` when ``condition`` (None: always) is non-zero, or zero with ``if_zero``.
+    ``by_size``: a size-chosen If's branch or jump, which the runtime resolves per call and
+    removes, so that no wait separates the commands around it (host/program.py puts a barrier
+    there instead); its ``condition`` is then a 0/1 ``Size``, or None for the jump."""
 
-    condition: Value | None
+    condition: Value | Size | None
     if_zero: bool
     target: Label
+    by_size: bool = False
 
 
 Step = Union[Generic, Constant, View, Check, Copy, Label, Branch]
@@ -75,13 +82,15 @@ def _add(ops: list[Op], steps: list[Step]) -> None:
 
 
 def _add_if(op: If, steps: list[Step]) -> None:
-    otherwise, end = Label(), Label()
-    steps.append(Branch(op.condition, True, otherwise))
+    """A block that yields the If's own result value (a size-chosen If's) needs no copy."""
+    by_size = not isinstance(op.condition, Value)
+    otherwise, end = Label(by_size), Label(by_size)
+    steps.append(Branch(op.condition, True, otherwise, by_size))
     _add(op.then.ops, steps)
-    steps.extend(Copy(s, t) for s, t in zip(op.then.results, op.results))
-    steps += [Branch(None, False, end), otherwise]
+    steps.extend(Copy(s, t) for s, t in zip(op.then.results, op.results) if s is not t)
+    steps += [Branch(None, False, end, by_size), otherwise]
     _add(op.otherwise.ops, steps)
-    steps.extend(Copy(s, t) for s, t in zip(op.otherwise.results, op.results))
+    steps.extend(Copy(s, t) for s, t in zip(op.otherwise.results, op.results) if s is not t)
     steps.append(end)
 
 

@@ -8,7 +8,8 @@ value live into a loop and used in it stays live to the loop's end). Views share
 bytes. All of this is decided here and the runtime only allocates the arena and the results.
 A value sized at run time (a ``Size``) gets a range of its own after the reused ones, at an
 offset that is a size expression, so the runtime computes the arena's size per call; such
-ranges are not reused (that would need the runtime to compare sizes it only knows per call).
+ranges are not reused (that would need the runtime to compare sizes it only knows per call),
+except by the versions of size-chosen Ifs, only one of which runs per call (``_Versions``).
 A scatter's result (``kernel.Scatter``) starts as a copy of its original; where the original
 is a value this function computes (a dispatch's result or a fill) that nothing reads later,
 the scatter works in the original's bytes instead (``in_place``), and no copy is made.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
-from pyree.compiler.sizes import Size, align_up
+from pyree.compiler.sizes import Size, align_up, code, compare, opaque, select
 from pyree.compiler.tensor_program import (
     ALIGNMENT,
     Check,
@@ -62,6 +63,8 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             plan.storage[value] = Storage("result", r, 0)
         else:
             plan.result_copies.append((r, value))
+    pins = _pins(steps)
+    deferred: list[Value] = []  # pinned values: placed where the value they make is
     aliases = in_place(function, steps, written)
     # a function result's bytes are its original's too (last first: down a chain of scatters)
     for result, original in reversed(aliases.items()):
@@ -75,7 +78,9 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
         for value in _defined(step):
             if value in plan.storage:
                 continue
-            if value in constant_index:
+            if value in pins:
+                deferred.append(value)
+            elif value in constant_index:
                 plan.storage[value] = Storage("constant", constant_index[value], 0)
             elif value in aliases:
                 plan.storage[value] = plan.storage[aliases[value]]
@@ -83,27 +88,155 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
                 source = plan.storage[step.source]
                 plan.storage[value] = Storage(source.kind, source.index, source.offset + step.byte_offset)
             elif isinstance(step, View) or isinstance(value.num_bytes, Size):
-                run_time.append(step if isinstance(step, View) else value)
+                run_time.append((position, step if isinstance(step, View) else value))
             else:
                 offset = _first_fit(live, value.num_bytes)
                 live.append((offset, value.num_bytes, value))
                 plan.storage[value] = Storage("transient", 0, offset)
                 plan.transient_size = max(plan.transient_size, offset + value.num_bytes)
     offset = _align(plan.transient_size)
-    for item in run_time:  # values sized at run time, and views of them, in program order
+    versions = _Versions(steps)
+    # Values several steps make (a size-chosen If's results) outlive the If; then every other
+    # value outside the versions; then the versions' own values, in one area that every such
+    # If's versions share (_Versions).
+    made = _makers(steps)
+    early = [(p, item) for p, item in run_time if versions.any and len(made[
+        item.result if isinstance(item, View) else item]) > 1]
+    rest = [entry for entry in run_time if entry not in early]
+    inside = [entry for entry in rest if entry[0] in versions.inside]
+    for n, (position, item) in enumerate(early + [e for e in rest if e not in inside] + inside):
+        if n >= len(run_time) - len(inside):
+            offset = versions.at(position, offset)
+        if isinstance(item, View) and item.source in pins:
+            if item.result in plan.storage:
+                continue
+            item = item.result  # the made value, placed here; what makes it follows (below)
         if isinstance(item, View):
             source = plan.storage[item.source]
             plan.storage[item.result] = Storage(source.kind, source.index,
                                                 source.offset + item.byte_offset)
+            continue
+        if item in plan.storage:  # (made again by a later version)
             continue
         plan.storage[item] = Storage("transient", 0, offset)
         # offset is aligned already: aligning the size alone keeps each offset a sum of
         # aligned sizes, like terms merged, instead of an atom nesting every one before it
         # (GPT-2's prefill: 1172 program entries, past the runtime's 1024)
         offset = offset + align_up(item.num_bytes, ALIGNMENT)
+    offset = versions.end(offset)
     if run_time:
         plan.transient_size = offset
+    for value in deferred:
+        made = pins[value]
+        while made not in plan.storage:
+            made = pins[made]
+        plan.storage[value] = plan.storage[made]
     return plan
+
+
+# The versions' area ends past the longest of the Ifs' versions (a run-time max of their sizes),
+# while that size's program stays this short; past it, at their sum, which is a polynomial of
+# bounded length (a model of many unlike Ifs would otherwise nest one max per If, and a SizeExpr
+# holds at most 1024 entries).
+MOST_AREA_CODE = 256
+
+
+class _Versions:
+    """The run-time ranges of size-chosen Ifs' versions (flow/versions.py): one version of an
+    If runs per call and its values die with the If (its results aside, placed before), so
+    every version of every such If starts at one place, ``start`` (the offset when the first
+    is placed), and the area ends past the longest. A sum of the versions' sizes, as values
+    outside them are placed, would hold and clear bytes no call uses."""
+
+    def __init__(self, steps: list[Step]):
+        self.steps = steps
+        self.any = any(isinstance(s, Branch) and s.by_size for s in steps)
+        # an If's end: where the jump at the end of its first version lands
+        self.ends = {id(s.target) for s in steps
+                     if isinstance(s, Branch) and s.by_size and s.condition is None}
+        self.inside: set[int] = set()  # the positions within some If's versions
+        depth = 0
+        for position, step in enumerate(steps):
+            if isinstance(step, Branch) and step.by_size and step.condition is not None:
+                depth += 1
+            elif isinstance(step, Label) and id(step) in self.ends:
+                depth -= 1
+            if depth:
+                self.inside.add(position)
+        self.done = 0       # steps seen
+        self.open: list[dict] = []
+        self.start = self.furthest = None
+
+    def at(self, position: int, offset):
+        """Where the next value of the versions goes, ``offset`` being where the last ended:
+        moved by the If boundaries among the steps before ``position``."""
+        if self.start is None:
+            self.start = self.furthest = offset
+        for step in self.steps[self.done:position]:
+            if isinstance(step, Branch) and step.by_size and step.condition is not None:
+                if not self.open:
+                    offset = self.start
+                self.open.append({"base": offset, "otherwise": step.target, "then": None,
+                                  "condition": step.condition})
+            elif isinstance(step, Label) and step.by_size and self.open:
+                top = self.open[-1]
+                if step is top["otherwise"]:
+                    top["then"], offset = offset - top["base"], top["base"]
+                elif top["then"] is not None and id(step) in self.ends:
+                    # what the version the call takes needs (the first where the condition holds)
+                    offset = top["base"] + select(top["condition"], top["then"],
+                                                  offset - top["base"])
+                    self.open.pop()
+                    if not self.open:
+                        longest = _longest(self.furthest - self.start, offset - self.start)
+                        self.furthest = self.start + (
+                            longest if len(code(longest, _NAMES)) <= MOST_AREA_CODE
+                            else self.furthest - self.start + offset - self.start)
+        self.done = max(self.done, position)
+        return offset
+
+    def end(self, offset):
+        """The end of the run-time area: past the versions' area where there is one."""
+        if self.start is None:
+            return offset
+        self.at(len(self.steps), offset)
+        return self.furthest
+
+
+class _Names(dict):
+    """Any symbol's number (0): what a size's program length is measured with."""
+
+    def __missing__(self, key):
+        return 0
+
+
+_NAMES = _Names()
+
+
+def _longest(a, b):
+    """The larger of two sizes: the one proven larger, else their run-time ``max``."""
+    held = compare("le", a, b)
+    return (b if held else a) if isinstance(held, bool) else opaque("max", a, b)
+
+
+def _makers(steps: list[Step]) -> dict[Value, set[int]]:
+    """The steps that make each value (a loop's rotated steps repeat: the same step twice)."""
+    makers: dict[Value, set[int]] = {}
+    for step in steps:
+        for value in _defined(step):
+            makers.setdefault(value, set()).add(id(step))
+    return makers
+
+
+def _pins(steps: list[Step]) -> dict[Value, Value]:
+    """{value: the value it makes through a view}, where that one is made by several steps:
+    a size-chosen If's result, which each of its versions makes (flow/versions.py), one
+    through a view of what it computes (its loops collapsed, say). Each such value is computed
+    in the bytes of the result, as the other versions' are: the view's source follows it."""
+    makers = _makers(steps)
+    return {step.source: step.result for step in steps
+            if isinstance(step, View) and len(makers[step.result]) > 1
+            and isinstance(step.byte_offset, int) and step.byte_offset == 0}
 
 
 def in_place(function: Function, steps: list[Step], written: set[Value]) -> dict[Value, Value]:
@@ -152,7 +285,7 @@ def _touched(step: Step) -> list[Value]:
     if isinstance(step, Copy):
         return [step.source, step.target]
     if isinstance(step, Branch):
-        return [step.condition] if step.condition is not None else []
+        return [step.condition] if isinstance(step.condition, Value) else []
     if isinstance(step, (Generic, Constant, View, Check)):
         return read_by(step) + defined_by(step)
     return []

@@ -158,17 +158,29 @@ class _Emitter:
         self._pending: list[tuple[tuple[int, int, int, int], bool]] = []  # ranges since last barrier
         self._labels: dict[Label, int] = {}  # label -> the index of the command it precedes
         self._branches: list[tuple[BranchT, Label]] = []
+        # a size-chosen If's label -> the ranges pending on the branches and jumps to it
+        self._arriving: dict[Label, list] = {}
         self.readback_size = 0
 
     def label(self, label: Label) -> None:
+        """The runtime waits for the work before it reads a condition, so barriers start afresh
+        at a label; not at a size-chosen If's, which the runtime removes: there the ranges
+        pending on every way in still are."""
         self._labels[label] = len(self.commands)
-        self._pending = []
+        self._pending = self._pending + self._arriving.pop(label, []) if label.by_size else []
 
     def branch(self, step: Branch) -> None:
         """The condition is copied into the readback area first: the host reads it there, in
-        mapped memory where the device has it, instead of with a transfer of its own."""
+        mapped memory where the device has it, instead of with a transfer of its own. A size
+        condition is an expression over the symbols (``condition_size``)."""
         b = BranchT()
-        if step.condition is not None:
+        if step.by_size:
+            self._arriving.setdefault(step.target, []).extend(self._pending)
+            if isinstance(step.condition, Size):
+                b.conditionSize = size_expr(step.condition, self.symbols)
+            else:  # a jump: nothing falls through to the next command
+                self._pending = []
+        elif step.condition is not None:
             readback = BufferRefT()
             readback.kind, readback.index = BufferKind.readback, 0
             readback.offset, readback.length = self.readback_size, step.condition.num_bytes
@@ -181,7 +193,8 @@ class _Emitter:
         cmd = CommandT()
         cmd.kind, cmd.branch = CommandKind.branch, b
         self.commands.append(cmd)
-        self._pending = []
+        if not step.by_size:
+            self._pending = []
 
     def finish(self) -> list[CommandT]:
         for b, label in self._branches:

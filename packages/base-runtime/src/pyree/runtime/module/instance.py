@@ -88,9 +88,15 @@ def instantiate(function, size, where: str):
                                                         "transient size"))
     out.symbols = out.resultSizeExprs = out.transientSizeExpr = None
     out.commands = []
+    decided: dict[int, bool] = {}  # a size branch's command -> whether it is taken
     for c, command in enumerate(function.commands or []):
         label = f"command {c} ({_KIND_NAMES.get(command.kind, command.kind)})"
-        if command.kind == 0 and command.dispatch is not None:
+        if command.kind == 5 and command.branch is not None \
+                and command.branch.conditionSize is not None:
+            held = size(f"{label} condition", code(command.branch.conditionSize,
+                                                   f"{label} condition")) != 0
+            decided[c] = held != bool(command.branch.ifZero)
+        elif command.kind == 0 and command.dispatch is not None:
             command = _dispatch(command, label, size, code, buffer_ref)
         elif command.kind in _REFS and getattr(command, _REFS[command.kind][0]) is not None:
             member_name, fields = _REFS[command.kind]
@@ -103,6 +109,58 @@ def instantiate(function, size, where: str):
             command = copy.copy(command)
             setattr(command, member_name, member)
         out.commands.append(command)
+    if decided:
+        out.commands = _decide(out.commands, decided)
+    return out
+
+
+def _decide(commands: list, decided: dict[int, bool]) -> list:
+    """``commands`` without their size branches (``decided``: each one's command -> taken),
+    the commands those skip, and the jumps that then land on the next command left; the other
+    branches retargeted. The compiler put barriers as each straight run that is left needs
+    (host/program.py), so no wait is lost with the branch."""
+    count = len(commands)
+
+    def is_jump(i: int) -> bool:  # (a decided branch is never kept)
+        b = commands[i].branch if commands[i].kind == 5 else None
+        return b is not None and b.condition is None
+
+    def successors(i: int) -> tuple[int, ...]:
+        if commands[i].kind != 5 or commands[i].branch is None:
+            return (i + 1,)
+        if i in decided:
+            return (commands[i].branch.target,) if decided[i] else (i + 1,)
+        b = commands[i].branch
+        return (b.target,) if b.condition is None else (i + 1, b.target)
+
+    reached, todo = set(), [0]
+    while todo:
+        i = todo.pop()
+        if i < count and i not in reached:
+            reached.add(i)
+            todo.extend(successors(i))
+    kept = [i for i in range(count) if i in reached and i not in decided]
+
+    def landing(target: int) -> int:  # the first command left from ``target`` on
+        return next((k for k in kept if k >= target), count)
+
+    while True:  # a jump to the next command left goes too (a jump's landing may be one)
+        idle = [j for n, j in enumerate(kept) if is_jump(j)
+                and landing(commands[j].branch.target) == (kept[n + 1] if n + 1 < len(kept)
+                                                           else count)]
+        if not idle:
+            break
+        kept = [k for k in kept if k not in idle]
+    index = {old: new for new, old in enumerate(kept)}
+    out = []
+    for i in kept:
+        command = commands[i]
+        if command.kind == 5 and command.branch is not None:
+            branch = copy.copy(command.branch)
+            branch.target = index.get(landing(branch.target), len(kept))
+            command = copy.copy(command)
+            command.branch = branch
+        out.append(command)
     return out
 
 

@@ -48,7 +48,7 @@ TABLES: dict[str, list[tuple[str, object]]] = {
               ("rhsType", ("table", "TensorType")), ("atol", "<f"), ("rtol", "<f"),
               ("location", "string"), ("message", "string")],
     "Branch": [("condition", ("table", "BufferRef")), ("conditionType", "<B"), ("ifZero", "<?"),
-               ("target", "<I")],
+               ("target", "<I"), ("conditionSize", ("table", "SizeExpr"))],
     "Command": [("kind", "<B"), ("dispatch", ("table", "Dispatch")), ("copy", ("table", "Copy")),
                 ("fill", ("table", "Fill")), ("check", ("table", "Check")),
                 ("branch", ("table", "Branch"))],

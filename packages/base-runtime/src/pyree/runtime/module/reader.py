@@ -26,6 +26,10 @@ TRAILER_SIZE = 48
 FILE_IDENTIFIER = b"PYRE"
 ALIGNMENT = 64
 SUPPORTED_MAJOR = 1
+# The newest minor this runtime reads. A module says a newer minor only where it uses what that
+# minor added (module_writer.py), which an older reader would misread (a 1.8 size branch has no
+# `condition`, which 1.7 reads as a jump), so such a module is refused by name.
+SUPPORTED_MINOR = 8
 
 
 class Module(Record):
@@ -107,6 +111,11 @@ def read_module(data: bytes | bytearray | memoryview | mmap.mmap) -> Module:
     if major != SUPPORTED_MAJOR:
         raise ModuleError(f"module schema version {major}.{minor} is not supported by this runtime "
                           f"(supports {SUPPORTED_MAJOR}.x); recompile with a matching pyree-compile")
+    if minor > SUPPORTED_MINOR:
+        raise ModuleError(f"module schema version {major}.{minor} is newer than this runtime reads "
+                          f"({SUPPORTED_MAJOR}.0 to {SUPPORTED_MAJOR}.{SUPPORTED_MINOR}): the "
+                          f"module uses what a newer pyree-base-runtime added; upgrade the runtime "
+                          f"or recompile with a matching pyree-compile")
     try:
         tree = unpack(root)
     except Exception as e:

@@ -573,6 +573,10 @@ class _Verifier:
         if branch.target > buffers.commands:
             raise _fail(where, f"target {branch.target} is past the function's "
                                f"{buffers.commands} commands")
+        if branch.conditionSize is not None:
+            if branch.condition is not None:
+                raise _fail(where, "has both a condition and a size condition")
+            raise _Sized  # decided per size (module/instance.py)
         if branch.condition is None:
             return
         t = branch.conditionType
