@@ -19,25 +19,23 @@ from __future__ import annotations
 
 import bisect
 import functools
+import importlib
 import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import literals
 from pyree.compiler.input.dialects import (
-    CHLO,
     REPLACED_OPS,
-    Check,
     Flow,
     LinalgExt,
     MLProgram,
-    StableHLO,
     Stream,
     TMTensor,
     Util,
 )
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-from xdsl.dialects import affine, arith, builtin, cf, func, linalg, math, scf, tensor
+from xdsl.dialects import arith, builtin, func, linalg, math, tensor
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AnyFloat,
@@ -170,18 +168,41 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
     ctx = Context()
     ctx.load_dialect(Dialect("builtin", list(builtin.Builtin.operations),
                              list(builtin.Builtin.attributes), [resources]))
-    replaced = {op.name: op for op in REPLACED_OPS}
-    for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, scf.Scf,
-                    cf.Cf, Check, Util, Stream, Flow, StableHLO, CHLO, TMTensor, LinalgExt,
-                    MLProgram):
-        ops = [replaced.pop(op.name, op) for op in dialect.operations]
-        ops += [op for name, op in list(replaced.items()) if name.startswith(dialect.name + ".")]
-        for op in ops:
-            replaced.pop(op.name, None)
-        ctx.load_dialect(Dialect(dialect.name, ops, list(dialect.attributes)))
-    # Of affine, only the index arithmetic torch-mlir writes on run-time sizes.
-    ctx.load_dialect(Dialect("affine", [affine.ApplyOp], []))
+    for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, Util, Stream,
+                    Flow, TMTensor, LinalgExt, MLProgram):
+        ctx.load_dialect(_with_replacements(dialect))
+    for name, load in _LAZY_DIALECTS.items():
+        ctx.register_dialect(name, functools.partial(_lazy_dialect, load))
     return ctx, resources
+
+
+def _lazy_dialect(load) -> Dialect:
+    return _with_replacements(load())
+
+
+def _with_replacements(dialect: Dialect) -> Dialect:
+    """``dialect`` with pyree's declaration of an op in place of xDSL's, and the ops xDSL lacks."""
+    names = {op.name for op in dialect.operations}
+    ops = [_REPLACED.get(op.name, op) for op in dialect.operations]
+    ops += [op for name, op in _REPLACED.items()
+            if name.startswith(dialect.name + ".") and name not in names]
+    return Dialect(dialect.name, ops, list(dialect.attributes))
+
+
+_REPLACED = {op.name: op for op in REPLACED_OPS}
+
+# Dialects that a torch-mlir model's text does not use, imported when a text first names one of
+# their ops or attributes (xDSL's lazily registered dialects): declaring their op classes was
+# part of every compile's start.
+_LAZY_DIALECTS = {
+    "scf": lambda: importlib.import_module("xdsl.dialects.scf").Scf,
+    "cf": lambda: importlib.import_module("xdsl.dialects.cf").Cf,
+    "check": lambda: importlib.import_module("pyree.compiler.input.dialects.check").Check,
+    "stablehlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").StableHLO,
+    "chlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").CHLO,
+    # of affine, only the index arithmetic torch-mlir writes on run-time sizes
+    "affine": lambda: Dialect("affine", [importlib.import_module("xdsl.dialects.affine").ApplyOp], []),
+}
 
 
 class _Blobs:
