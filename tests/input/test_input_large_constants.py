@@ -69,3 +69,37 @@ def test_errors_point_into_the_original_text(rng, edit, message):
         parse_mlir(text, "m.mlir")
     assert str(info.value).splitlines()[0] == message.format(col=col)
     assert "__pyree" not in str(info.value)
+
+
+@pytest.mark.parametrize("section", [
+    ' x: "0x04000000AABB", y_1.z: "0x04000000aabbccdd"',   # ordinary blobs, either case
+    ' short: "0x0400", empty: "0x", bare: "0x04000000"',   # shorter than their alignment
+    ' odd: "0x04000000ABC", next: "0x04000000AB"',         # an odd count of digits
+    ' spaced: "0x04000000AB CD", next: "0x04000000AB"',    # whitespace fromhex would skip
+    ' bad: "0x04000000ABXY", next: "0x04000000AB"',        # a digit that is not hex
+    ' bad: "0x0400zz00AB", next: "0x04000000AB"',          # ... among the alignment's
+    ' open: "0x04000000AB',                                # no closing quote
+    ' dup: "0x04000000AB", dup: "0x04000000 CD", dup2: "0x04000000EF", dup2: "0x04000000"',
+    ' "quoted key": "0x04000000AB", k : "0x04000000CD"',   # a key that needs quoting
+])
+def test_blobs_are_found_as_the_regex_finds_them(section):
+    """The blobs of a resource section, found by their closing quotes and decoded at once
+    where that proves them hex, are what the regex over every digit finds (and decodes)."""
+    from pyree.compiler.input import parser
+
+    text = "{-#\n dialect_resources: {\n builtin: {\n" + section + "\n }\n }\n#-}\n"
+    found = list(parser._resource_blobs(text, 0))
+    regex = [(m.group(1), m.start(2), m.end(2)) for m in parser._RESOURCE_BLOB.finditer(text)]
+    assert [f[:3] for f in found] == regex
+    for _, start, end, data in found:
+        if data is not None:
+            assert data == bytes.fromhex(text[start + 8:end])
+    blobs = parser._Blobs(text)
+    for key, (start, end) in {key: (start, end) for key, start, end in regex}.items():
+        try:  # (a key given twice: its last blob)
+            expected = bytes.fromhex(text[start + 8:end])
+        except ValueError:
+            with pytest.raises(ValueError):
+                blobs.decode(key)
+            continue
+        assert blobs.decode(key) == expected

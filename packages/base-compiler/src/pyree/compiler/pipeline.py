@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from collections.abc import Sequence
@@ -129,10 +130,36 @@ def _compile(text: str, options: CompileOptions, source_name: str) -> bytes:
     options = resolve_targets(options)
     stop = _check_compile_to(options.compile_to)
     options = replace(options, progress=reporter(options.progress))  # backends see a callable
+    frozen = _Frozen()
     try:
-        return _run_stages(text, options, source_name, stop)
+        return _run_stages(text, options, source_name, stop, frozen)
     except _Stop as s:
         return s.text.encode()
+    finally:
+        frozen.release()
+
+
+class _Frozen:
+    """The objects built by the stages so far (the parsed module, then the planned program and
+    its kernels) kept out of Python's full collections while later stages build more
+    (``gc.freeze``), and given back to them when the compile ends. A full collection walks
+    every tracked object; code generation, which builds each part's LLVM IR as Python objects,
+    set off several, each over a large model's whole program (BENCHMARKS.md, issue 31 item 6).
+    Forked code-generation workers inherit the frozen objects, which their collections then
+    leave untouched (no copy-on-write of pages they only read). Only when and what Python
+    collects changes, never a result. A process that has frozen objects itself (a server
+    before it forks) is left as it is."""
+
+    def __init__(self):
+        self.ours = gc.get_freeze_count() == 0
+
+    def freeze(self) -> None:
+        if self.ours:
+            gc.freeze()
+
+    def release(self) -> None:
+        if self.ours:
+            gc.unfreeze()
 
 
 def _f64_out_of_reach(module, options: CompileOptions) -> bool:
@@ -148,7 +175,8 @@ def _f64_out_of_reach(module, options: CompileOptions) -> bool:
     return not f64_at_boundary(module)
 
 
-def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str) -> bytes:
+def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
+                frozen: _Frozen) -> bytes:
     report = options.progress or (lambda line: None)
     after_pass = _printer(options)
     report(f"parsing {source_name} ({size_text(len(text))})")
@@ -161,6 +189,7 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     demote_types(module, demote_f64,
                  input_type == "stablehlo" if demote_i64 is None else demote_i64,
                  options.promote_bf16_to_f32)
+    frozen.freeze()
     report("lowering to the tensor program")
     backends = [backend(name) for name in options.target_backends]
     program = lower_to_tensor_program(module, scatter_atomics=all(
@@ -204,6 +233,7 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str)
     regions = sum(isinstance(op, Generic) for f in program.functions for op in walk_ops(f.ops))
     report(f"{regions} dispatch regions, {len(table.kernels)} distinct kernels")
 
+    frozen.freeze()
     for name in options.target_backends:
         report(f"codegen for {name}: {len(table.kernels)} kernels")
         builder.module.executables.append(

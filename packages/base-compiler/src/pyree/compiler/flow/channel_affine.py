@@ -244,4 +244,5 @@ def _scaled(weights: np.ndarray, w_index, values: np.ndarray, c_index):
             return None
         at.append(flat)
     values = values.astype(np.float64)
-    return weights.astype(np.float64) * (values[tuple(at)] if at else values)
+    # (a second scale's weights are the first's f64 products already: used as they are)
+    return weights.astype(np.float64, copy=False) * (values[tuple(at)] if at else values)

@@ -14,6 +14,7 @@ index known at compile time lowers only the region it selects, with no branch at
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.function import FunctionLowering
@@ -22,9 +23,11 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import Binary, Compare, Const, Expr, Result
 from pyree.compiler.tensor_program import Block, Generic, If, Value, While
-from xdsl.dialects import scf
 from xdsl.ir import Block as XBlock
 from xdsl.ir import Operation, Region, SSAValue
+
+if TYPE_CHECKING:  # (xDSL's scf is imported only for a text that uses it: parser.py)
+    from xdsl.dialects import scf
 
 LowerOp = Callable[[FunctionLowering, Operation, str], None]
 TERMINATORS = ("scf.yield", "scf.condition", "stablehlo.return", "flow.return")

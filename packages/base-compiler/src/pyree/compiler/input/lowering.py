@@ -31,7 +31,6 @@ from pyree.compiler.input.run_time_sizes import (
 )
 from pyree.compiler.input.scalar import is_scalar_op, lower_scalar_op
 from pyree.compiler.input.softmax import lower_softmax
-from pyree.compiler.input.stablehlo import STABLEHLO_RULES
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Const, Result
 from pyree.compiler.sizes import equated
@@ -120,6 +119,8 @@ def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
     does not check for (a verified op can still hold attributes that contradict its types):
     that is reported as an error at the op, never as a traceback."""
     try:
+        if op.name.startswith(("stablehlo.", "chlo.")) and not _stablehlo_rules:
+            _add_stablehlo_rules()
         if is_structured(op):
             lower_structured(fn, op)
         elif op.name in _RULES:
@@ -261,10 +262,25 @@ _RULES = {
     **{f"check.{kind}": _lower_check for kind in (
         "expect_true", "expect_false", "expect_all_true", "expect_eq", "expect_eq_const",
         "expect_almost_eq", "expect_almost_eq_const")},
-    **STABLEHLO_RULES,
+}
+# The rules that come after StableHLO's: where both have one, theirs is the rule.
+_AFTER_STABLEHLO = {
     **FLOW_TENSOR_RULES,
     **PACK_RULES,
     "stablehlo.if": lambda fn, op: control_flow.lower_stablehlo_if(fn, op, _lower_op),
     "stablehlo.case": lambda fn, op: control_flow.lower_stablehlo_case(fn, op, _lower_op),
     "stablehlo.while": lambda fn, op: control_flow.lower_stablehlo_while(fn, op, _lower_op),
 }
+_RULES.update(_AFTER_STABLEHLO)
+_stablehlo_rules = False  # whether _RULES holds StableHLO's and CHLO's
+
+
+def _add_stablehlo_rules() -> None:
+    """StableHLO's and CHLO's rules (input/stablehlo), imported for the first program that
+    uses those dialects: a torch-mlir model never does."""
+    global _stablehlo_rules
+    from pyree.compiler.input.stablehlo import STABLEHLO_RULES
+
+    _RULES.update(STABLEHLO_RULES)
+    _RULES.update(_AFTER_STABLEHLO)
+    _stablehlo_rules = True

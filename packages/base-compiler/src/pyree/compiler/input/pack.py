@@ -10,7 +10,6 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.stablehlo.common import all_of, in_range
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Binary, Const, LoopIndex, Result, Select
 from pyree.compiler.tensor_program import Generic
@@ -18,6 +17,9 @@ from xdsl.ir import Operation
 
 
 def lower_pack(fn: FunctionLowering, op: Operation) -> None:
+    # (input/stablehlo is imported for the programs that use it: lowering.py)
+    from pyree.compiler.input.stablehlo.common import all_of, in_range
+
     where = location_of(op)
     source = fn.tensor(op.operands[0], where)
     dtype, shape = tensor_type_of(op.results[0].type, where)

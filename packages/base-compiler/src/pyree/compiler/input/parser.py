@@ -19,25 +19,23 @@ from __future__ import annotations
 
 import bisect
 import functools
+import importlib
 import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import literals
 from pyree.compiler.input.dialects import (
-    CHLO,
     REPLACED_OPS,
-    Check,
     Flow,
     LinalgExt,
     MLProgram,
-    StableHLO,
     Stream,
     TMTensor,
     Util,
 )
 from xdsl.context import Context
 from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
-from xdsl.dialects import affine, arith, builtin, cf, func, linalg, math, scf, tensor
+from xdsl.dialects import arith, builtin, func, linalg, math, tensor
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AnyFloat,
@@ -72,6 +70,8 @@ _MIN_CUT_HEX = 256
 _INLINE_HEX = re.compile(rf'dense<"0x([0-9A-Fa-f]{{{_MIN_CUT_HEX},}})">')
 # A blob in the resource section; keys that need quoting are left to xDSL.
 _RESOURCE_BLOB = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x([0-9A-Fa-f]*)"')
+_BLOB_HEAD = re.compile(r'([A-Za-z_][\w.$-]*)\s*:\s*"0x')  # _RESOURCE_BLOB up to its digits
+_HEX_DIGITS = re.compile(r"[0-9A-Fa-f]*")
 _PLACEHOLDER = "__pyree_hex_"
 _SHAPED_TYPES = ("tensor", "vector", "memref")
 _SHAPED_TYPE = re.compile(r'(?:tensor|vector|memref)<[^<>"]*>')
@@ -112,6 +112,8 @@ def hoist_trailing_aliases(text: str) -> str:
     as its start. Their lines stay,
     empty, and they join the first line at its end when it is itself an alias, so no other
     op's line or column moves."""
+    if not _ends_in_aliases(text):  # (splitting a model's 94 MB into lines costs 0.1 s)
+        return text
     lines = text.split("\n")
     end = len(lines)
     while end > 0 and (not lines[end - 1].strip() or _ALIAS_LINE.fullmatch(lines[end - 1])):
@@ -125,6 +127,21 @@ def hoist_trailing_aliases(text: str) -> str:
     lines[0] = (f"{lines[0]} {joined}" if _ALIAS_LINE.fullmatch(lines[0])
                 else f"{joined} {lines[0]}")
     return "\n".join(lines)
+
+
+def _ends_in_aliases(text: str) -> bool:
+    """Whether ``hoist_trailing_aliases`` moves anything: the lines after the last other
+    non-empty line hold an alias, and some line comes before them. Read from the end."""
+    stop, aliases = len(text), False
+    while True:
+        start = text.rfind("\n", 0, stop) + 1
+        line = text[start:stop]
+        if line.strip() and not _ALIAS_LINE.fullmatch(line):
+            return aliases
+        aliases = aliases or bool(line.strip())
+        if start == 0:
+            return False
+        stop = start - 1
 
 
 def location_of(op: Operation) -> str:
@@ -153,18 +170,41 @@ def _context() -> tuple[Context, OpAsmDialectInterface]:
     ctx = Context()
     ctx.load_dialect(Dialect("builtin", list(builtin.Builtin.operations),
                              list(builtin.Builtin.attributes), [resources]))
-    replaced = {op.name: op for op in REPLACED_OPS}
-    for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, scf.Scf,
-                    cf.Cf, Check, Util, Stream, Flow, StableHLO, CHLO, TMTensor, LinalgExt,
-                    MLProgram):
-        ops = [replaced.pop(op.name, op) for op in dialect.operations]
-        ops += [op for name, op in list(replaced.items()) if name.startswith(dialect.name + ".")]
-        for op in ops:
-            replaced.pop(op.name, None)
-        ctx.load_dialect(Dialect(dialect.name, ops, list(dialect.attributes)))
-    # Of affine, only the index arithmetic torch-mlir writes on run-time sizes.
-    ctx.load_dialect(Dialect("affine", [affine.ApplyOp], []))
+    for dialect in (func.Func, arith.Arith, math.Math, tensor.Tensor, linalg.Linalg, Util, Stream,
+                    Flow, TMTensor, LinalgExt, MLProgram):
+        ctx.load_dialect(_with_replacements(dialect))
+    for name, load in _LAZY_DIALECTS.items():
+        ctx.register_dialect(name, functools.partial(_lazy_dialect, load))
     return ctx, resources
+
+
+def _lazy_dialect(load) -> Dialect:
+    return _with_replacements(load())
+
+
+def _with_replacements(dialect: Dialect) -> Dialect:
+    """``dialect`` with pyree's declaration of an op in place of xDSL's, and the ops xDSL lacks."""
+    names = {op.name for op in dialect.operations}
+    ops = [_REPLACED.get(op.name, op) for op in dialect.operations]
+    ops += [op for name, op in _REPLACED.items()
+            if name.startswith(dialect.name + ".") and name not in names]
+    return Dialect(dialect.name, ops, list(dialect.attributes))
+
+
+_REPLACED = {op.name: op for op in REPLACED_OPS}
+
+# Dialects that a torch-mlir model's text does not use, imported when a text first names one of
+# their ops or attributes (xDSL's lazily registered dialects): declaring their op classes was
+# part of every compile's start.
+_LAZY_DIALECTS = {
+    "scf": lambda: importlib.import_module("xdsl.dialects.scf").Scf,
+    "cf": lambda: importlib.import_module("xdsl.dialects.cf").Cf,
+    "check": lambda: importlib.import_module("pyree.compiler.input.dialects.check").Check,
+    "stablehlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").StableHLO,
+    "chlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").CHLO,
+    # of affine, only the index arithmetic torch-mlir writes on run-time sizes
+    "affine": lambda: Dialect("affine", [importlib.import_module("xdsl.dialects.affine").ApplyOp], []),
+}
 
 
 class _Blobs:
@@ -177,6 +217,7 @@ class _Blobs:
         self.spans: dict[str, tuple[int, int]] = {}  # key -> hex digits of the data in source
         self._ends: list[int] = []  # where each placeholder ends in ``text``
         self._shifts: list[int] = []  # source position - text position after that end
+        self._bytes: dict[str, bytes] = {}  # key -> its data, for blobs decoded while cutting
         pieces: list[str] = []
         done = text_len = 0
 
@@ -194,9 +235,13 @@ class _Blobs:
             cut(m.start(), m.end(), m.span(1), key, f"dense_resource<{key}>")
         section = source.rfind("{-#")
         if section >= done and source[-4096:].rstrip().endswith("#-}"):
-            for m in _RESOURCE_BLOB.finditer(source, section):
+            for key, start, end, data in _resource_blobs(source, section):
                 # A resource blob starts with 4 bytes (8 digits) of alignment.
-                cut(m.start(2) - 3, m.end(2) + 1, (m.start(2) + 8, m.end(2)), m.group(1), '"0x"')
+                cut(start - 3, end + 1, (start + 8, end), key, '"0x"')
+                if data is None:
+                    self._bytes.pop(key, None)
+                else:
+                    self._bytes[key] = data
         pieces.append(source[done:])
         self.text = "".join(pieces)
         self._newlines: list[int] | None = None
@@ -217,7 +262,43 @@ class _Blobs:
     def decode(self, key: str) -> bytes | None:
         """The data of a cut string (None if ``key`` was not cut); ValueError if not hex bytes."""
         span = self.spans.get(key)
-        return None if span is None else bytes.fromhex(self.source[span[0]:span[1]])
+        if span is None:
+            return None
+        data = self._bytes.get(key)
+        return bytes.fromhex(self.source[span[0]:span[1]]) if data is None else data
+
+
+def _resource_blobs(source: str, pos: int):
+    """(key, start, end of its hex digits, its data or None) of each blob that
+    ``_RESOURCE_BLOB.finditer(source, pos)`` matches, in order. The regex would read the digits
+    one by one (ResNet-18: 94 MB); here a blob's end is its closing quote, found at once, and
+    ``bytes.fromhex`` reads the digits (as ``_Blobs.decode`` would later): bytes of exactly
+    half as many digits prove every digit hex. A blob not proven so is left to the regex."""
+    while (head := _BLOB_HEAD.search(source, pos)) is not None:
+        start = head.end()
+        end = source.find('"', start)
+        data = _blob_data(source, start, end) if end >= 0 else None
+        if data is not None:
+            yield head.group(1), start, end, data
+            pos = end + 1
+            continue
+        m = _RESOURCE_BLOB.search(source, head.start())  # what finditer would match next
+        if m is None:
+            return
+        yield m.group(1), m.start(2), m.end(2), None
+        pos = m.end()
+
+
+def _blob_data(source: str, start: int, end: int) -> bytes | None:
+    """The data after the 8 digits of alignment of the blob whose digits are source[start:end],
+    if they are all hex digits; None if that is not proven."""
+    if end - start < 8 or not _HEX_DIGITS.fullmatch(source, start, start + 8):
+        return None
+    try:
+        data = bytes.fromhex(source[start + 8:end])
+    except ValueError:
+        return None
+    return data if 2 * len(data) == end - start - 8 else None  # (fromhex skips whitespace)
 
 
 class _LocatingParser(Parser):
