@@ -43,6 +43,7 @@ from pyree.compiler.kernel import (  # noqa: E402
     push_constant_count,
 )
 from pyree.compiler.kernel import evaluate as evaluate_kernel  # noqa: E402
+from pyree.compiler.kernel.analysis import size_code  # noqa: E402
 from pyree.compiler.sizes import Size, is_static  # noqa: E402
 from pyree.runtime.module.size_exprs import evaluate  # noqa: E402
 
@@ -102,12 +103,13 @@ def test_dynamic_kernels_assemble_and_export_their_grid(ptxas, name, tmp_path):
         check_grid(export, pushed)
 
 
-def test_elementwise_grid_is_one_thread_per_element_up_to_its_cap(tmp_path):
+def test_elementwise_grid_is_one_thread_per_element_or_group_up_to_its_cap(tmp_path):
+    """(1000 rows of 1000: groups of four; 1001 of 1001: elements.)"""
     exe, _ = compiled(EXP_ADD_ROWSUM, tmp_path)
     (exp,) = [e for e in exe.exports if int(e.blockSize[0]) == 256 and not len(e.bindings) == 2]
     grid = list(exp.gridSizeExpr[0].code)
-    assert [evaluate(grid, [m, n]) for m, n in [(1, 1), (7, 13), (1000, 1000), (10**5, 10**5)]] \
-        == [1, 1, 3907, 65535]
+    assert [evaluate(grid, [m, n]) for m, n in [(1, 1), (7, 13), (1000, 1000), (1001, 1001),
+                                                 (10**5, 10**5)]] == [1, 1, 977, 3915, 65535]
 
 
 def test_an_access_proven_only_at_run_time_is_checked_by_the_kernel():
@@ -196,6 +198,33 @@ def test_a_static_innermost_range_takes_vector_groups():
         x[:1, 5] = np.nan
         got = run_emulated(shift, (m,), {0: x}, m)[1]
         np.testing.assert_array_equal(got, x[:, 1:29] * 2)
+
+
+def test_a_run_time_innermost_range_takes_groups_where_they_divide_it():
+    """out[p0, p1] = x[p0, p1] + y[p1] and its transpose: a dispatch whose p1 the group of four
+    divides runs the groups (16-byte accesses where contiguous: x, y, out; the transpose's
+    load scalar), any other one element a thread; every size matches."""
+    add = Kernel("bcast", (P0, P1), 2, (Binding("f32", (P0, P1), "read"), Binding("f32", (P1,), "read"),
+                                        Binding("f32", (P0, P1), "write")),
+                 (Result(2, (ix(2, 0, 1), ix(2, 1, 1)),
+                         Binary("add", Load(0, (ix(2, 0, 1), ix(2, 1, 1)), "f32"),
+                                Load(1, (ix(2, 1, 1),), "f32"), "f32")),))
+    transpose = Kernel("t", (P1, P0), 2, (Binding("f32", (P0, P1), "read"),
+                                          Binding("f32", (P1, P0), "write")),
+                       (Result(1, (ix(2, 0, 1), ix(2, 1, 1)), Load(0, (ix(2, 1, 1), ix(2, 0, 1)), "f32")),))
+    ptx, launches = generate_ptx([add], resolve_target("sm_80"))
+    assert re.search(r"ld\.global\.v4\.(f32|b32)", ptx) and re.search(r"st\.global\.v4", ptx)
+    (_, launch), = launches
+    grid = size_code(launch.grid[0])
+    assert [evaluate(grid, [m, n]) for m, n in [(3, 8), (3, 7), (1000, 1000), (1000, 1001)]] \
+        == [1, 1, 977, 3911]
+    rng = np.random.default_rng(2)
+    for m, n in [(3, 8), (3, 7), (0, 4), (5, 0), (2, 4), (9, 36), (9, 38)]:
+        x, y = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        if m and n:
+            x[0, -1], y[0] = np.inf, np.nan
+        np.testing.assert_array_equal(run_emulated(add, (m, n), {0: x, 1: y}, m)[2], x + y)
+        np.testing.assert_array_equal(run_emulated(transpose, (m, n), {0: x}, n)[1], x.T)
 
 
 def test_gather_from_a_static_table_at_run_time_ids():
@@ -335,8 +364,8 @@ def test_row_kernels_fold_across_the_block():
 
 def test_more_elements_than_the_grid_has_threads_are_strided_over(monkeypatch):
     """Past ``MAX_GRID`` blocks of 256 threads the grid stays capped and each thread takes
-    every (grid * 256)-th element (the cap lowered to 3 blocks here, so that a small array
-    shows it)."""
+    every (grid * 256)-th element, or group of four (the cap lowered to 3 blocks here, so that
+    a small array shows it)."""
     from pyree.compiler.codegen.common.llvm_gpu import elementwise
     monkeypatch.setattr(elementwise, "MAX_GRID", 3)
     double = Kernel("double", (P0,), 1, (Binding("f32", (P0,), "read"), Binding("f32", (P0,), "write")),
@@ -344,8 +373,9 @@ def test_more_elements_than_the_grid_has_threads_are_strided_over(monkeypatch):
                                                       Load(0, (ix(1, 0, 1),), "f32"), "f32")),))
     emulated = Emulated(double)
     x = np.random.default_rng(4).standard_normal(5001).astype(np.float32)
-    for n in (1, 3 * 256, 3 * 256 + 1, 5001):
-        assert emulated.grid([n]) == (min(3, -(-n // 256)), 1, 1)
+    for n in (1, 3 * 256, 3 * 256 + 1, 4 * 3 * 256 + 4, 5001):
+        threads = n // 4 if n % 4 == 0 else n  # groups of four where they divide n
+        assert emulated.grid([n]) == (min(3, -(-threads // 256)), 1, 1)
         out = np.full(n, np.nan, np.float32)
         assert emulated([x[:n], out], [n])
         np.testing.assert_array_equal(out, x[:n] + x[:n])

@@ -15,7 +15,15 @@ from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, Module, storage_type
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
-from pyree.compiler.sizes import is_static, num_elements, opaque
+from pyree.compiler.sizes import (
+    Size,
+    compare,
+    is_static,
+    num_elements,
+    opaque,
+    select,
+    substitute,
+)
 
 BLOCK = 256
 MAX_GRID = 65535  # blocks of a grid-stride kernel (emit_strided)
@@ -54,7 +62,8 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
     g = A.global_thread_id(fn)
 
     fn.if_then(fn.op(f"icmp ult i64 {g}, {groups}"),
-               lambda: _group(fn, kernel, g, par, width, lin, vectorizable))
+               lambda: _group(fn, kernel, g, par[:-1] + (par[-1] // width,) if n else par, width,
+                              lin, vectorizable))
     block = min(BLOCK, ceil_div(groups, 32) * 32)
     module.add_kernel(name, A.kernel_params(kernel), fn, block_size=block)
     return Launch((ceil_div(groups, block), 1, 1), (block, 1, 1))
@@ -62,39 +71,88 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
 
 def emit_strided(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes) -> Launch:
     """A kernel with run-time sizes (``sizes``: its ``size_values.SizeValues``; ``fn``: its body
-    so far): one thread per group of ``vector_width`` elements (where the innermost range is
-    static; else one element), in a grid-stride loop over a grid of at most ``MAX_GRID``
-    blocks, so that any extent fits the grid and an empty one launches nothing. A group's
-    accesses are vectors where they are contiguous with static strides (as ``emit``'s)."""
+    so far): one thread per group of ``vector_width`` elements, in a grid-stride loop over a
+    grid of at most ``MAX_GRID`` blocks, so that any extent fits the grid and an empty one
+    launches nothing. A group's accesses are vectors where they are contiguous and aligned to
+    the group (as ``emit``'s). Where the innermost range is a run-time size, a dispatch whose
+    innermost range the group divides takes the groups, any other one element a thread: both
+    bodies are in the kernel, behind a branch every thread takes alike, and the grid is the
+    chosen one's."""
     par = kernel.parallel_ranges
     n = len(par)
-    width = vector_width(kernel) if n and is_static(par[-1]) else 1
-    groups = num_elements(par[:-1]) * (par[-1] // width) if n else 1
-    lin, vectorizable = {}, set()
+    total = num_elements(par)
+    linear = {}
     for b, index in [*((e.binding, e.index) for e in _loads(kernel)),
                      *((r.binding, r.index) for r in kernel.results)]:
-        linear = linearize(kernel.bindings[b], index, n)
-        lin.setdefault((b, index), A.emitted(linear, sizes))
-        if width > 1 and all(is_static(c) for c in (*linear.coeffs, linear.const)) \
-                and linear.contiguous(n - 1, width, range(n)):
-            vectorizable.add((b, index))
-    grid = opaque("min", opaque("ceildiv", groups, BLOCK), MAX_GRID)
-    stride = fn.op(f"mul i64 {sizes(grid)}, {BLOCK}")
+        linear.setdefault((b, index), linearize(kernel.bindings[b], index, n))
+    lin = {key: A.emitted(l, sizes) for key, l in linear.items()}
     ranges = tuple(sizes(r) for r in par)
-    fn.loop(A.global_thread_id(fn), str(sizes(groups)), stride,
-            lambda i: _group(fn, kernel, i, ranges, width, lin, vectorizable))
+    width = (vector_width(kernel) if is_static(par[-1]) else _widest(kernel)) if n else 1
+    if width == 1:
+        grid = _grid(total)
+        fn.loop(A.global_thread_id(fn), str(sizes(total)), fn.op(f"mul i64 {sizes(grid)}, {BLOCK}"),
+                lambda i: _group(fn, kernel, i, ranges, 1, lin, set()))
+        module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=BLOCK)
+        return Launch((grid, 1, 1), (BLOCK, 1, 1))
+    groups = num_elements(par[:-1]) * opaque("floordiv", par[-1], width)
+    vectorizable = {key for key, l in linear.items() if _aligned_groups(l, n, width, par[-1])}
+    row_groups = ranges[:-1] + (sizes(opaque("floordiv", par[-1], width)),)
+    if is_static(par[-1]):
+        grid = _grid(groups)
+        fn.loop(A.global_thread_id(fn), str(sizes(groups)), fn.op(f"mul i64 {sizes(grid)}, {BLOCK}"),
+                lambda i: _group(fn, kernel, i, row_groups, width, lin, vectorizable))
+    else:
+        even = compare("eq", opaque("mod", par[-1], width), 0)
+        grid = _grid(select(even, groups, total))
+        stride = fn.op(f"mul i64 {sizes(grid)}, {BLOCK}")
+        start = A.global_thread_id(fn)
+        vec, scal, done = fn.new_label("groups"), fn.new_label("elements"), fn.new_label("done")
+        fn.cbr(fn.op(f"icmp ne i64 {sizes(even)}, 0"), vec, scal)
+        fn.label(vec)
+        fn.loop(start, str(sizes(groups)), stride,
+                lambda i: _group(fn, kernel, i, row_groups, width, lin, vectorizable))
+        fn.br(done)
+        fn.label(scal)
+        fn.loop(start, str(sizes(total)), stride,
+                lambda i: _group(fn, kernel, i, ranges, 1, lin, set()))
+        fn.br(done)
+        fn.label(done)
     module.add_kernel(name, A.kernel_params(kernel, sizes), fn, block_size=BLOCK)
     return Launch((grid, 1, 1), (BLOCK, 1, 1))
 
 
+def _grid(count):
+    return opaque("min", opaque("ceildiv", count, BLOCK), MAX_GRID)
+
+
+def _widest(kernel: K.Kernel) -> int:
+    """Elements per group: 16 bytes of the widest element."""
+    return max(1, 16 // max(K.itemsize(b.dtype) for b in kernel.bindings))
+
+
+def _aligned_groups(l, n: int, width: int, last) -> bool:
+    """Whether an access's group is ``width`` consecutive elements at a multiple of ``width``
+    for every group: unit stride along the innermost loop, every other stride and the offset
+    static multiples of ``width``, or, where the innermost range ``last`` is a symbol that the
+    groups divide, multiples of it."""
+    names = sorted(last.symbols()) if not is_static(last) else []
+    symbol = names[0] if len(names) == 1 and last == Size.symbol(names[0]) else None
+
+    def divides(c) -> bool:
+        if is_static(c):
+            return c % width == 0
+        return symbol is not None and substitute(c, {symbol: 0}) == 0
+    return is_static(l.coeffs[n - 1]) and l.coeffs[n - 1] == 1 and divides(l.const) and all(
+        divides(c) for d, c in enumerate(l.coeffs) if d != n - 1)
+
+
 def _group(fn: Function, kernel: K.Kernel, g: str, ranges: tuple, width: int, lin: dict,
            vectorizable: set) -> None:
-    """Group ``g``'s ``width`` elements (``ranges``: the parallel ranges, the last static
-    where ``width`` > 1): vectors where every vectorizable binding is 16-byte aligned (a
+    """Group ``g``'s ``width`` elements (``ranges``: the parallel ranges, the last counted in
+    groups): vectors where every vectorizable binding is 16-byte aligned (a
     uniform branch), else the same body with scalar accesses."""
     if ranges:
-        idx = A.decompose(fn, g, ranges[:-1] + (int(ranges[-1]) // width,) if width > 1
-                          else ranges)
+        idx = A.decompose(fn, g, ranges)
         idx[-1] = fn.op(f"mul i64 {idx[-1]}, {width}") if width > 1 else idx[-1]
     else:
         idx = []
