@@ -164,9 +164,8 @@ def run_emulated(kernel: Kernel, sizes: tuple, inputs: dict, seed: int) -> list[
     return buffers
 
 
-def test_broadcast_add_and_transpose_at_every_size():
-    """out[p0, p1] = x[p0, p1] + y[p1], and t[p1, p0] = x[p0, p1]: the grid-stride elementwise
-    kernel, one launch per size, none compiled for it."""
+def broadcast_add_and_transpose() -> tuple[Kernel, Kernel]:
+    """out[p0, p1] = x[p0, p1] + y[p1], and t[p1, p0] = x[p0, p1]."""
     add = Kernel("bcast", (P0, P1), 2, (Binding("f32", (P0, P1), "read"), Binding("f32", (P1,), "read"),
                                         Binding("f32", (P0, P1), "write")),
                  (Result(2, (ix(2, 0, 1), ix(2, 1, 1)),
@@ -175,6 +174,13 @@ def test_broadcast_add_and_transpose_at_every_size():
     transpose = Kernel("t", (P1, P0), 2, (Binding("f32", (P0, P1), "read"),
                                           Binding("f32", (P1, P0), "write")),
                        (Result(1, (ix(2, 0, 1), ix(2, 1, 1)), Load(0, (ix(2, 1, 1), ix(2, 0, 1)), "f32")),))
+    return add, transpose
+
+
+def test_broadcast_add_and_transpose_at_every_size():
+    """out[p0, p1] = x[p0, p1] + y[p1], and t[p1, p0] = x[p0, p1]: the grid-stride elementwise
+    kernel, one launch per size, none compiled for it."""
+    add, transpose = broadcast_add_and_transpose()
     rng = np.random.default_rng(1)
     for m, n in [(0, 5), (5, 0), (1, 1), (7, 13), (131, 257)]:
         x, y = rng.standard_normal((m, n)).astype(np.float32), rng.standard_normal(n).astype(np.float32)
@@ -204,14 +210,7 @@ def test_a_run_time_innermost_range_takes_groups_where_they_divide_it():
     """out[p0, p1] = x[p0, p1] + y[p1] and its transpose: a dispatch whose p1 the group of four
     divides runs the groups (16-byte accesses where contiguous: x, y, out; the transpose's
     load scalar), any other one element a thread; every size matches."""
-    add = Kernel("bcast", (P0, P1), 2, (Binding("f32", (P0, P1), "read"), Binding("f32", (P1,), "read"),
-                                        Binding("f32", (P0, P1), "write")),
-                 (Result(2, (ix(2, 0, 1), ix(2, 1, 1)),
-                         Binary("add", Load(0, (ix(2, 0, 1), ix(2, 1, 1)), "f32"),
-                                Load(1, (ix(2, 1, 1),), "f32"), "f32")),))
-    transpose = Kernel("t", (P1, P0), 2, (Binding("f32", (P0, P1), "read"),
-                                          Binding("f32", (P1, P0), "write")),
-                       (Result(1, (ix(2, 0, 1), ix(2, 1, 1)), Load(0, (ix(2, 1, 1), ix(2, 0, 1)), "f32")),))
+    add, transpose = broadcast_add_and_transpose()
     ptx, launches = generate_ptx([add], resolve_target("sm_80"))
     assert re.search(r"ld\.global\.v4\.(f32|b32)", ptx) and re.search(r"st\.global\.v4", ptx)
     (_, launch), = launches
