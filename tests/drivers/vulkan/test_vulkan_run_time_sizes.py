@@ -13,6 +13,7 @@ from pyree.compiler.codegen.spirv import compile_executable, shader
 from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, Result
 from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.sizes import Size
+from pyree.runtime.module.reader import read_module
 from runtime.module_factory import ARG, BARRIER, F32, RESULT, command, dispatch, fill, function, ref, tensor
 
 pytestmark = pytest.mark.vulkan
@@ -62,3 +63,31 @@ def test_a_run_time_grid_past_one_dimension_wraps_into_a_second(vulkan_device, m
     for n in (0, 1, 3 * 256, 3 * 256 + 1, 10 * 256 + 37):
         a = rng.standard_normal(n).astype(np.float32)
         np.testing.assert_array_equal(module["f"](a).to_host(), a * a)
+
+
+def test_size_chosen_versions_on_vulkan(vulkan_device):
+    """A matmul with run-time rows as the GPU rules split it (flow/versions.py): K = 512 of
+    4096 columns in 8 chunks up to 148 rows, 4 up to 264, whole after; each version on both
+    sides of its edges matches numpy, NaN and infinities included."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "flow"))
+    from test_size_versions import matmul  # noqa: E402
+
+    vmfb = compile_str(matmul(None, 512, 4096), CompileOptions(target_backends=["vulkan-spirv"]))
+    (fn,) = read_module(vmfb).tree.functions
+    assert sum(c.kind == 5 and c.branch.conditionSize is not None for c in fn.commands) == 4
+    module = rt.load_module(vmfb, device=vulkan_device)
+    rng = np.random.default_rng(8)
+    b = (rng.standard_normal((512, 4096)) / 8).astype(np.float32)
+    b[1, 2] = np.inf
+    for rows in (1, 148, 149, 264, 265, 301, 0):
+        a = rng.standard_normal((rows, 512)).astype(np.float32)
+        if rows > 3:
+            a[3, 1], a[2, 0] = np.nan, -0.0
+        got = module.mm(a, b).to_host()
+        with np.errstate(invalid="ignore"):
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+        assert got.shape == (rows, 4096)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
+        assert np.array_equal(np.isnan(got), np.isnan(ref))

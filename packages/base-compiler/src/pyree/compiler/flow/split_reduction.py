@@ -242,11 +242,11 @@ def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
     static decision, ``_splits``) of ``op`` at that value is the same, that split (or ``op``
     whole), so a call runs what the static module compiled for its size would run, up to the
     tile each kernel picks per dispatch. Past ``MAX_VERSIONS`` bands, the last two (the
-    largest values: whole, and the fewest chunks) keep theirs and the band before them takes the
-    bands between (more chunks than the static module would cut there). A loop of an operand's side is probed at
-    ``GPU_MIN_SIDE`` at least: below that the static module runs the matrix-vector template,
-    which takes no run-time extent, and the tensor-core templates the versions run want the
-    longer chunks' split."""
+    largest values: whole, and the fewest chunks) keep theirs and the band before them takes
+    the bands between (more chunks than the static module would cut there). A loop of an
+    operand's side is probed at ``GPU_MIN_SIDE`` at least: below that the static module runs
+    the matrix-vector template, which takes no run-time extent, and the tensor-core templates
+    the versions run want the longer chunks' split."""
     dims = [d for d, n in enumerate(op.loop_ranges) if isinstance(n, Size)]
     folds = fold_pattern(op.outputs)
     if len(dims) != 1 or dims[0] >= op.num_parallel or folds is None or len(folds) != 1 \
@@ -263,7 +263,7 @@ def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
         return splits_of(dataclasses.replace(op, loop_ranges=at))
 
     # the values where a tile count changes: the decision is the same between them
-    starts = sorted({1, *range(1, least + 2), *(t * unit // per_value + 1
+    starts = sorted({*range(1, least + 2), *(t * unit // per_value + 1
                                                   for unit in (TILE_OUTPUTS, TENSOR_TILE_OUTPUTS)
                                                   for t in range(FEW_TILES + 2))})
     bands: list[list[int]] = []  # [first value, splits]

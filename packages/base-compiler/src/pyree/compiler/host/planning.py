@@ -63,7 +63,8 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
             plan.storage[value] = Storage("result", r, 0)
         else:
             plan.result_copies.append((r, value))
-    pins = _pins(steps)
+    made = _makers(steps)
+    pins = _pins(steps, made)
     deferred: list[Value] = []  # pinned values: placed where the value they make is
     aliases = in_place(function, steps, written)
     # a function result's bytes are its original's too (last first: down a chain of scatters)
@@ -96,16 +97,17 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
                 plan.transient_size = max(plan.transient_size, offset + value.num_bytes)
     offset = _align(plan.transient_size)
     versions = _Versions(steps)
-    # Values several steps make (a size-chosen If's results) outlive the If; then every other
-    # value outside the versions; then the versions' own values, in one area that every such
-    # If's versions share (_Versions).
-    made = _makers(steps)
-    early = [(p, item) for p, item in run_time if versions.any and len(made[
-        item.result if isinstance(item, View) else item]) > 1]
-    rest = [entry for entry in run_time if entry not in early]
-    inside = [entry for entry in rest if entry[0] in versions.inside]
-    for n, (position, item) in enumerate(early + [e for e in rest if e not in inside] + inside):
-        if n >= len(run_time) - len(inside):
+    # Values several steps make (a size-chosen If's results) outlive the If: placed first;
+    # then every other value outside the versions; last the versions' own values, in one area
+    # that every such If's versions share (_Versions).
+    def order(entry) -> int:
+        position, item = entry
+        if versions.any and len(made[item.result if isinstance(item, View) else item]) > 1:
+            return 0
+        return 2 if position in versions.inside else 1
+
+    for position, item in sorted(run_time, key=order):  # (stable: program order in each)
+        if order((position, item)) == 2:
             offset = versions.at(position, offset)
         if isinstance(item, View) and item.source in pins:
             if item.result in plan.storage:
@@ -228,12 +230,11 @@ def _makers(steps: list[Step]) -> dict[Value, set[int]]:
     return makers
 
 
-def _pins(steps: list[Step]) -> dict[Value, Value]:
+def _pins(steps: list[Step], makers: dict[Value, set[int]]) -> dict[Value, Value]:
     """{value: the value it makes through a view}, where that one is made by several steps:
     a size-chosen If's result, which each of its versions makes (flow/versions.py), one
     through a view of what it computes (its loops collapsed, say). Each such value is computed
     in the bytes of the result, as the other versions' are: the view's source follows it."""
-    makers = _makers(steps)
     return {step.source: step.result for step in steps
             if isinstance(step, View) and len(makers[step.result]) > 1
             and isinstance(step.byte_offset, int) and step.byte_offset == 0}

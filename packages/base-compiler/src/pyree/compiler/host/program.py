@@ -172,13 +172,15 @@ class _Emitter:
     def branch(self, step: Branch) -> None:
         """The condition is copied into the readback area first: the host reads it there, in
         mapped memory where the device has it, instead of with a transfer of its own. A size
-        condition is an expression over the symbols (``condition_size``)."""
+        condition is an expression over the symbols (``condition_size``), a size-chosen If's
+        jump the constant 1: the runtime tells them from the host program's own jumps."""
         b = BranchT()
         if step.by_size:
             self._arriving.setdefault(step.target, []).extend(self._pending)
-            if isinstance(step.condition, Size):
-                b.conditionSize = size_expr(step.condition, self.symbols)
-            else:  # a jump: nothing falls through to the next command
+            # a jump is a size branch that always holds, which the runtime removes alike
+            b.conditionSize = size_expr(1 if step.condition is None else step.condition,
+                                        self.symbols)
+            if step.condition is None:  # nothing falls through to the next command
                 self._pending = []
         elif step.condition is not None:
             readback = BufferRefT()

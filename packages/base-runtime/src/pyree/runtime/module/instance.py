@@ -115,22 +115,20 @@ def instantiate(function, size, where: str):
 
 
 def _decide(commands: list, decided: dict[int, bool]) -> list:
-    """``commands`` without their size branches (``decided``: each one's command -> taken),
-    the commands those skip, and the jumps that then land on the next command left; the other
-    branches retargeted. The compiler put barriers as each straight run that is left needs
-    (host/program.py), so no wait is lost with the branch."""
+    """``commands`` at one size: each size branch (``decided``: its command -> taken) not taken
+    goes; one taken goes too where the next command left is where it lands (the compiler's
+    size-chosen Ifs: the way not taken, between them, is unreachable and goes), else it stays as
+    a plain jump. Every other branch stays, retargeted. The compiler put barriers as the straight
+    run that is left needs (host/program.py), so no wait is lost with a branch that goes; a jump
+    of the host program's own control flow (a value's If) is kept, with the landing it makes."""
     count = len(commands)
 
-    def is_jump(i: int) -> bool:  # (a decided branch is never kept)
-        b = commands[i].branch if commands[i].kind == 5 else None
-        return b is not None and b.condition is None
-
     def successors(i: int) -> tuple[int, ...]:
-        if commands[i].kind != 5 or commands[i].branch is None:
+        b = commands[i].branch if commands[i].kind == 5 else None
+        if b is None:
             return (i + 1,)
         if i in decided:
-            return (commands[i].branch.target,) if decided[i] else (i + 1,)
-        b = commands[i].branch
+            return (b.target,) if decided[i] else (i + 1,)
         return (b.target,) if b.condition is None else (i + 1, b.target)
 
     reached, todo = set(), [0]
@@ -139,13 +137,13 @@ def _decide(commands: list, decided: dict[int, bool]) -> list:
         if i < count and i not in reached:
             reached.add(i)
             todo.extend(successors(i))
-    kept = [i for i in range(count) if i in reached and i not in decided]
+    kept = [i for i in range(count) if i in reached and decided.get(i, True)]
 
     def landing(target: int) -> int:  # the first command left from ``target`` on
         return next((k for k in kept if k >= target), count)
 
-    while True:  # a jump to the next command left goes too (a jump's landing may be one)
-        idle = [j for n, j in enumerate(kept) if is_jump(j)
+    while True:  # (dropping one may make the one before land on the next command too)
+        idle = [j for n, j in enumerate(kept) if decided.get(j)
                 and landing(commands[j].branch.target) == (kept[n + 1] if n + 1 < len(kept)
                                                            else count)]
         if not idle:
@@ -158,6 +156,8 @@ def _decide(commands: list, decided: dict[int, bool]) -> list:
         if command.kind == 5 and command.branch is not None:
             branch = copy.copy(command.branch)
             branch.target = index.get(landing(branch.target), len(kept))
+            if i in decided:  # taken, and not onto the next command: a plain jump
+                branch.conditionSize = None
             command = copy.copy(command)
             command.branch = branch
         out.append(command)
