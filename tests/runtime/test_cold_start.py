@@ -183,6 +183,62 @@ def test_mapped_constants_outlive_a_module_dropped_with_calls_in_flight(tmp_path
     assert loaded_module._ORPHANS == []
 
 
+@pytest.mark.parametrize("older_device", [False, True])
+def test_a_module_collected_with_its_device_releases_the_device_last(tmp_path, older_device,
+                                                                     monkeypatch):
+    """A module dropped with its only device (calls in flight) is one collection; its timelines
+    and the device must outlive it, so that its __del__ and later loads never ask a released
+    device. CI once failed 9 tests this way, the device finalized first (an older one, or one
+    gc.freeze/unfreeze during a compile had put into the module's generation)."""
+    from pyree.runtime.hal.registry import get_device
+    from pyree.runtime.vm import loaded_module
+
+    finalized = []
+    collect = loaded_module.LoadedModule.__del__
+
+    def noting(self):
+        finalized.append(self.device._vt is None)
+        collect(self)
+
+    monkeypatch.setattr(loaded_module.LoadedModule, "__del__", noting)
+    path, data = _big_module(tmp_path)
+    for freeze in (False, True):
+        device = get_device("local-task", cache=False)
+        if older_device:
+            gc.collect()  # the device now lies in the oldest generation: finalized first
+        module = rt.load_module(path, device=device)
+        for _ in range(5):
+            module["ends"]()
+        if freeze:
+            gc.freeze()
+            gc.unfreeze()
+        del module, device
+        gc.collect()
+        for pending, _ in loaded_module._ORPHANS:
+            assert all(s.device._vt is not None for s, _ in pending), "device released first"
+        again = rt.load_module(path, device="local-task")
+        assert again["ends"]().to_host()[64:].tobytes() == data[-64:].tobytes()
+        del again
+        gc.collect()
+    assert finalized == [False] * 4, "a module's device was released before the module"
+    loaded_module._release_orphans()
+    assert loaded_module._ORPHANS == []
+    assert loaded_module._HELD == {}
+
+
+def test_a_released_device_answers_with_an_error():
+    from pyree.runtime.errors import DriverError
+    from pyree.runtime.hal.registry import get_device
+
+    device = get_device("local-task", cache=False)
+    semaphore = device.create_semaphore(0)
+    device.__del__()  # as the collector would, with the semaphore resurrected
+    with pytest.raises(DriverError, match="local-task.*query semaphore.*released"):
+        semaphore.query()
+    with pytest.raises(DriverError, match="released"):
+        semaphore.wait(1)
+
+
 def test_collecting_mapped_modules_is_safe(tmp_path):
     """A loaded module is a reference cycle that holds exports of its file's mapping. While they
     were exports of a memoryview, pyree-check-module crashed in the collector at exit

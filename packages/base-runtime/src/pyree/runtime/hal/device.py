@@ -105,10 +105,17 @@ class Device:
         self._query = struct.semaphore_query
 
     def _check(self, status: int, what: str) -> None:
-        check(status, self._vt.last_error, self._vt.self, f"device '{self.uri}': {what}")
+        vt = self._vt
+        if vt is None:
+            raise DriverError(f"device '{self.uri}': {what}: the device was released",
+                              STATUS["FAILED_PRECONDITION"], "FAILED_PRECONDITION")
+        check(status, vt.last_error, vt.self, f"device '{self.uri}': {what}")
 
     def __del__(self):
         vt, self._vt = getattr(self, "_vt", None), None
+        # a resource the collector resurrected may still be asked (LoadedModule.__del__): it
+        # gets an error, never a call into the released driver
+        self._submit = self._wait = self._query = _released
         try:
             if vt is not None and not PROCESS.exiting:
                 vt.release(vt.self)
@@ -257,6 +264,10 @@ class Device:
         self._check(self._vt.read_timing(self._self, timing, capacity, times, count),
                     "read timing")
         return [(t.command, t.begin_ns, t.end_ns) for t in times[0:min(count[0], capacity)]]
+
+
+def _released(*_) -> int:
+    return STATUS["FAILED_PRECONDITION"]
 
 
 class _Resource:

@@ -458,6 +458,7 @@ class Function:
         with self._lock:
             if semaphore is self._timeline:
                 self._timeline, self._value = self._loaded.device.create_semaphore(0), 0
+                self._loaded._hold(self._timeline)
 
     def _read(self, operand: Operand, items: list) -> HostArray:
         t = operand.type

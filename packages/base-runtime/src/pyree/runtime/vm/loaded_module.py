@@ -30,6 +30,12 @@ BESIDE = "spirv"
 # (timeline, value) pairs and the in-place constants they may still read, of modules collected
 # while calls could be in flight.
 _ORPHANS: list[tuple[list, list]] = []
+# The timelines and in-place constants of each live module that has such constants, by id: held
+# from here, outside the module's reference cycle, so that the collector never finalizes them,
+# or through them the device, in the same pass as the module (its __del__ would then ask a
+# released device; after a compile's gc.freeze had put them in one generation, a later load
+# raised from _release_orphans).
+_HELD: dict[int, tuple[list, list]] = {}
 
 
 def _reached(semaphore, value: int) -> bool:
@@ -90,8 +96,9 @@ class LoadedModule:
         finally:
             if loading is not None:
                 self.executable = loading.result()
-        self._in_place = any(hasattr(c, "_source") for c in self.constants)
         self._functions = {f.name: Function(self, f) for f in module.tree.functions}
+        if any(hasattr(c, "_source") for c in self.constants):
+            _HELD[id(self)] = [f._timeline for f in self._functions.values()], self.constants
 
     def _load_constants(self, module: Module, parameters: ParameterIndex | None) -> None:
         device = self.device
@@ -113,11 +120,18 @@ class LoadedModule:
         call whose results were dropped unwaited may still read them: they stay in ``_ORPHANS``
         until its timeline is reached. (Waiting here could deadlock: the collector may run on
         the very thread that must finish that work.)"""
-        if not getattr(self, "_in_place", False) or PROCESS.exiting:
+        held = _HELD.pop(id(self), None)
+        if held is None or PROCESS.exiting:
             return
         pending = [(f._timeline, f._value) for f in self._functions.values() if f._value]
-        _ORPHANS.append((pending, self.constants))
+        _ORPHANS.append((pending, held[1]))
         _release_orphans()
+
+    def _hold(self, timeline) -> None:
+        """Keeps a function's new timeline with the module's others (see _HELD)."""
+        held = _HELD.get(id(self))
+        if held is not None:
+            held[0].append(timeline)
 
     def _constant(self, data: memoryview | bytes, mapping) -> Buffer:
         """A constant's device buffer: the mapped file's own pages (the module's, or a parameter
