@@ -19,6 +19,7 @@ from pyree.runtime.vm.checks import CheckStep, Operand
 from pyree.runtime.vm.tensor_type import TensorType
 
 _HAL_KINDS = {"dispatch": 0, "copy": 1, "fill": 2, "barrier": 3}
+BARRIER = ("barrier", 0, [], [], 0, 0, None)  # (a HAL command as _Recorder.hal_command makes it)
 
 
 class BranchStep(Record):
@@ -118,10 +119,13 @@ def record(function, device: Device, executable: Executable | None, exports: lis
     recorder = _Recorder(device, executable, exports)
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
-    # the verifier's clears (module/coverage.py) open the first command buffer; a branch never
-    # lands on them (a landing starts a step of its own)
+    # the verifier's clears (module/coverage.py) open the first command buffer, and a barrier
+    # closes them: a device that runs commands out of order (Vulkan) otherwise let a fill land
+    # after the dispatch that writes the same bytes (a convolution's patches, zeroed under its
+    # GEMM: 3-11% of calls wrong on NVIDIA's driver, BENCHMARKS.md); a branch never lands on
+    # them (a landing starts a step of its own)
     plan: list[list[tuple] | CheckStep | BranchStep] = [
-        [recorder.clear_command(c) for c in function.clears]] if function.clears else []
+        [*map(recorder.clear_command, function.clears), BARRIER]] if function.clears else []
     step_at: list[int] = []  # command index -> the step that runs it (or the next one)
     for i, command in enumerate(commands):
         kind = COMMAND_KINDS[command.kind]
