@@ -320,6 +320,35 @@ def test_matmul_takes_the_static_templates_tiling_per_dispatch(monkeypatch):
         np.testing.assert_allclose(out, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5 * k ** 0.5)
 
 
+def test_a_tiling_a_static_extent_rules_out_is_left_out(monkeypatch, ptxas, tmp_path):
+    """A convolution's GEMM with a run-time batch: its 64 output channels (a static M) rule the
+    128x128 tiling out, so the kernel holds the 64x64 and 32x32 bodies alone, with their shared
+    memory (2 x 2 KiB a tile, not 2 x 4 KiB) and registers; it still takes either per dispatch,
+    the grid to match."""
+    from pyree.compiler.codegen.common.llvm_gpu import matmul
+    monkeypatch.setattr(matmul, "FILL_BLOCKS", 1)
+    a = Load(0, (ix(4, 1, 1), ix(4, 3, 1)), "f32")
+    b = Load(1, (ix(4, 0, 1), ix(4, 3, 1), ix(4, 2, 1)), "f32")  # the patches, batch-major
+    conv = Kernel("conv", (P1, 64, P0, 37), 3,
+                  (Binding("f32", (64, 37), "read"), Binding("f32", (P1, 37, P0), "read"),
+                   Binding("f32", (P1, 64, P0), "write")),
+                  (Result(2, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 2, 1)),
+                          Binary("add", Acc(0, "f32"), Binary("mul", a, b, "f32"), "f32"),
+                          init=Const(0.0, "f32")),))
+    ptx, _ = generate_ptx([conv], resolve_target("sm_90a"))
+    assert sorted(map(int, re.findall(r"\.shared[^\n]*conv_[ab]\[(\d+)\]", ptx))) == [4096, 4096]
+    assert "8192 bytes smem" in assemble_verbose(ptxas, ptx, "sm_90a", tmp_path)
+    emulated = Emulated(conv)
+    rng = np.random.default_rng(9)
+    for n, tile in [(65, 64), (33, 32)]:
+        assert emulated.grid([n, 3]) == (-(-n // tile), -(-64 // tile), 3)
+        x = rng.standard_normal((64, 37)).astype(np.float32)
+        y = rng.standard_normal((3, 37, n)).astype(np.float32)
+        out = np.full((3, 64, n), np.nan, np.float32)
+        assert emulated([x, y, out], [n, 3])
+        np.testing.assert_allclose(out, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-4)
+
+
 def test_a_slice_past_its_binding_traps_before_any_access():
     p0, p1, p2 = P0, P1, P2
     kernel = Kernel("slice", (p1,), 1, (Binding("f32", (p0,), "read"), Binding("f32", (p1,), "write")),

@@ -76,24 +76,35 @@ def emit_chosen(module: Module, kernel: K.Kernel, name: str, c: Contraction, fn:
     ``choose_tiling`` would take for the dispatch's M, N and batch chosen per call (a branch
     every thread of the dispatch takes alike), and a grid to match. With one tile for every
     size, a 127x255 product ran 8 blocks of 64x64 where the static kernel runs 32 of 32x32
-    (1.9x its time on the H200, BENCHMARKS.md)."""
+    (1.9x its time on the H200, BENCHMARKS.md). A tiling that a static extent rules out (a
+    convolution's 64 output channels against 128-row tiles) is left out: the kernel's registers
+    and shared memory are its largest body's, and the 128x128 body's, never taken, cost a
+    run-time-batch convolution's 64x64 one a block per multiprocessor (79 registers and 16 KiB
+    against the static kernel's 60 and 8 KiB)."""
     par = kernel.parallel_ranges
     M, N, nb = par[-2], par[-1], num_elements(par[:-2])
-    fits = [tiling_fits(M, N, nb, t) for t in TILINGS[:-1]]
-    shared = _shared_arrays(module, name, c.dtype, TILINGS)
+    candidates = []  # (tiling, its fit: 1 where taken if no earlier one is)
+    for t in TILINGS:
+        fit = tiling_fits(M, N, nb, t) if t is not TILINGS[-1] else 1
+        if not is_static(fit) or fit:
+            candidates.append((t, fit))
+        if is_static(fit) and fit:
+            break  # the later ones are never reached
+    tilings = [t for t, _ in candidates]
+    shared = _shared_arrays(module, name, c.dtype, tilings)
     none_before = "true"
-    for t, fit in zip(TILINGS, [*fits, 1]):
+    for t, fit in candidates:
         taken = fn.op(f"icmp ne i64 {sizes(fit)}, 0")
         fn.if_then(fn.op(f"and i1 {none_before}, {taken}"),
                    lambda t=t: _tile(fn, kernel, c, t, sizes, shared))
         none_before = fn.op(f"and i1 {none_before}, {fn.op(f'xor i1 {taken}, true')}")
     module.add_kernel(name, A.kernel_params(kernel, sizes), fn, TILINGS[0].threads,
-                      _min_blocks(TILINGS))
+                      _min_blocks(tilings))
 
     def tiles(extent, side):
         """ceildiv(extent, the chosen tiling's side)"""
-        count = opaque("ceildiv", extent, side(TILINGS[-1]))
-        for t, fit in reversed(list(zip(TILINGS, fits))):
+        count = opaque("ceildiv", extent, side(tilings[-1]))
+        for t, fit in reversed(candidates[:-1]):
             count = select(fit, opaque("ceildiv", extent, side(t)), count)
         return count
     return Launch((tiles(N, lambda t: t.bn), tiles(M, lambda t: t.bm), nb),
