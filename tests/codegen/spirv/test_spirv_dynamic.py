@@ -23,6 +23,7 @@ from pyree.compiler.codegen.spirv import (
     matmul,
     reduction,
     resolve_target,
+    vectorized,
 )
 from pyree.compiler.codegen.spirv.assembler import PUSH_CONSTANT, OpVariable
 from pyree.compiler.codegen.spirv.shader import MAX_GROUPS_PER_DIM
@@ -64,6 +65,15 @@ def broadcast_add(dtype="f32") -> Kernel:
                    Binding(dtype, (P0, P1), "write")),
                   (Result(2, ix, Binary("add", Load(0, ix, dtype), Load(1, (affine(0, 1),), dtype),
                                         dtype)),))
+
+
+def contiguous_mul() -> Kernel:
+    """A contiguous elementwise kernel: the 4-vector template, with its tail."""
+    ix = identity(2)
+    return Kernel("mul", (P0, P1), 2,
+                  (Binding("f32", (P0, P1), "read"), Binding("f32", (P0, P1), "read"),
+                   Binding("f32", (P0, P1), "write")),
+                  (Result(2, ix, Binary("mul", Load(0, ix, "f32"), Load(1, ix, "f32"), "f32")),))
 
 
 def transpose() -> Kernel:
@@ -120,6 +130,7 @@ def slice_kernel() -> Kernel:
 
 KERNELS = {
     "broadcast": (broadcast_add, elementwise), "transpose": (transpose, elementwise),
+    "contiguous": (contiguous_mul, vectorized),
     "row_sum": (row_sum, reduction), "short_static_row_sum": (lambda: row_sum(7), elementwise),
     "column_max": (column_max, reduction), "softmax": (softmax, reduction),
     "softmax_short_rows": (lambda: softmax(5), elementwise), "gather": (gather, elementwise),

@@ -51,7 +51,9 @@ def test_sizes_that_would_read_past_a_binding_write_nothing(vulkan_device):
 
 
 def test_a_run_time_grid_past_one_dimension_wraps_into_a_second(vulkan_device, monkeypatch):
-    monkeypatch.setattr(shader, "MAX_GROUPS_PER_DIM", 3)  # 256-invocation workgroups, 3 a row
+    """256 invocations a workgroup, each a 4-vector (its last one 1-3 elements), 3 workgroups
+    a row: the rows' width is the dispatch's own (NumWorkgroups)."""
+    monkeypatch.setattr(shader, "MAX_GROUPS_PER_DIM", 3)
     mlir = """
     func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
       %0 = arith.mulf %a, %a : tensor<?xf32>
@@ -60,9 +62,30 @@ def test_a_run_time_grid_past_one_dimension_wraps_into_a_second(vulkan_device, m
     module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"])),
                             device=vulkan_device)
     rng = np.random.default_rng(1)
-    for n in (0, 1, 3 * 256, 3 * 256 + 1, 10 * 256 + 37):
+    for n in (0, 1, 3 * 1024, 3 * 1024 + 1, 10 * 1024 + 37, 10 * 1024 + 4099):
         a = rng.standard_normal(n).astype(np.float32)
         np.testing.assert_array_equal(module["f"](a).to_host(), a * a)
+
+
+def test_run_time_elementwise_takes_4_vectors_and_its_tail_one_by_one(vulkan_device):
+    """Every remainder of the element count by 4 (0 elements too), every dim at run time, NaN,
+    infinities and -0 at the ends, where the tail's elements are."""
+    mlir = """
+    func.func @f(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+      %m = arith.mulf %a, %b : tensor<?x?xf32>
+      %0 = arith.addf %m, %a : tensor<?x?xf32>
+      return %0 : tensor<?x?xf32>
+    }"""
+    vmfb = compile_str(mlir, CompileOptions(target_backends=["vulkan-spirv"]))
+    module = rt.load_module(vmfb, device=vulkan_device)
+    rng = np.random.default_rng(4)
+    for shape in [(0, 3), (1, 1), (1, 2), (1, 3), (2, 2), (5, 1), (7, 13), (3, 4), (33, 1031)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        b = rng.standard_normal(shape).astype(np.float32)
+        if a.size:
+            a.flat[-1], b.flat[0] = np.nan, -np.inf
+            a.flat[0], b.flat[-1] = -0.0, np.inf
+        np.testing.assert_array_equal(module["f"](a, b).to_host(), a * b + a)
 
 
 def test_size_chosen_versions_on_vulkan(vulkan_device):

@@ -6,10 +6,11 @@ It hands a kernel to the static template that takes it with its extents as emitt
 (``Shader.size``, ``sizes.py``): the tiled matmul for a contraction (its fixed 64x64 tiling,
 which suits any M and N), the workgroup tree for a fold whose reduction is run-time or long, and
 else one invocation per output point (elementwise, broadcast, transpose, gather, short and
-non-fold reductions, phased row kernels). Each bounds its work by the evaluated extents, and its
-grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent is 0. The templates
-whose shape is decided by the static extents stay static-only: 4-vector elementwise (extents a
-multiple of 4) and cooperative-matrix matmul (whole tiles).
+non-fold reductions, phased row kernels), or, for a contiguous elementwise kernel, the 4-vector
+template with its last 1-3 elements one at a time. Each bounds its work by the evaluated
+extents, and its grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent
+is 0. The cooperative-matrix matmul, whose shape is decided by the static extents (whole
+tiles), stays static-only.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from __future__ import annotations
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.interface import choose
-from pyree.compiler.codegen.spirv import elementwise, matmul, reduction
+from pyree.compiler.codegen.spirv import elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.shader import Shader
 
-TEMPLATES = (matmul, reduction, elementwise)
+TEMPLATES = (matmul, reduction, vectorized, elementwise)
 
 
 def plan(kernel: K.Kernel, target):

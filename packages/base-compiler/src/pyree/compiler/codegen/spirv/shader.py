@@ -214,12 +214,17 @@ class Shader:
         return self.fn.op(S.OpCompositeExtract, self.u32, vec, component)
 
     def group_id(self, grid: tuple[int, int, int]) -> int:
-        """The linear workgroup id over an x*y grid from ``grid_for``."""
+        """The linear workgroup id over an x*y grid from ``grid_for``. A run-time grid's width
+        is the dispatch's own (NumWorkgroups): computed from the sizes it took two 64-bit
+        divisions an invocation, which ran a run-time-batch im2col (one element an invocation)
+        at 2.4x the static kernel's time on NVIDIA's Vulkan driver (BENCHMARKS.md)."""
         x = self.builtin(S.BUILTIN_WORKGROUP_ID, 0)
-        if grid[1] == 1:
+        if is_static(grid[1]) and grid[1] == 1:
             return x
         y = self.builtin(S.BUILTIN_WORKGROUP_ID, 1)
-        return self.fn.op(S.OpIAdd, self.u32, self.fn.op(S.OpIMul, self.u32, y, self.size(grid[0])), x)
+        width = self.size(grid[0]) if is_static(grid[0]) else \
+            self.builtin(S.BUILTIN_NUM_WORKGROUPS, 0)
+        return self.fn.op(S.OpIAdd, self.u32, self.fn.op(S.OpIMul, self.u32, y, width), x)
 
     def local_id(self) -> int:
         return self.builtin(S.BUILTIN_LOCAL_INVOCATION_ID, 0)
