@@ -10,12 +10,13 @@ from pyree.compiler.tensor_program import Function, Generic
 
 
 def after_pass(mlir: str, name: str, *, gpu: bool = False, implicit_gemm: bool = False,
-               run: int = 0, attention: bool = False, run_time_attention=None) -> Function:
+               run: int = 0, attention: bool = False, run_time_attention=None,
+               small_sides: bool = False) -> Function:
     """The one function of ``mlir`` after the ``run``-th run of pass ``name`` (and every pass
     before it), as the pipeline runs them for these targets."""
     (function,) = import_mlir(mlir, "t.mlir").functions
     passes = flow_passes(gpu, implicit_gemm, attention=attention,
-                         run_time_attention=run_time_attention)
+                         run_time_attention=run_time_attention, small_sides=small_sides)
     last = [k for k, p in enumerate(passes) if p.name == name][run]
     return run_passes(function, passes[:last + 1])
 

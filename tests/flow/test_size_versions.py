@@ -88,6 +88,28 @@ def test_rows_split_k_as_the_static_module_would_on_the_gpu(k, n, t):
     assert merged == 0 or len(chain) == sr.MAX_VERSIONS
 
 
+@pytest.mark.parametrize("k, n", [(768, 768), (768, 3072), (1000, 200)])
+def test_rows_from_one_take_the_static_plan_where_small_sides_are_tiled(k, n):
+    """Where every target runs a side below GPU_MIN_SIDE on its tiled templates (Vulkan), up to
+    GPU_GEMV_ROWS rows take the static module's plan at that very count (a decode's one row:
+    the matrix-vector split), not the plan at GPU_MIN_SIDE rows; from there on as on the
+    other GPUs."""
+    chain = versions(after_pass(matmul(None, k, n), "split-reductions", gpu=True,
+                                implicit_gemm=False, small_sides=True))
+    assert 2 <= len(chain) <= sr.MAX_VERSIONS
+    merged = 0
+    for rows in (1, 2, 4, 5, 7, 15, 16, 17, 64, 129, 600, 2049):
+        probe = rows if rows <= sr.GPU_GEMV_ROWS else max(rows, sr.GPU_MIN_SIDE)
+        static = splits_of(generics(after_pass(matmul(probe, k, n), "split-reductions", gpu=True,
+                                               implicit_gemm=False)))
+        taken = splits_of(chosen(chain, rows))
+        assert taken == static or taken > static > 1, rows
+        merged += taken != static
+    assert merged == 0 or len(chain) == sr.MAX_VERSIONS
+    at_one = splits_of(generics(after_pass(matmul(1, k, n), "split-reductions", gpu=True)))
+    assert splits_of(chosen(chain, 1)) == at_one > 1
+
+
 def test_no_versions_where_no_size_would_split():
     function = after_pass(matmul(None, 64, 4096, "f16"), "split-reductions", gpu=True,
                           implicit_gemm=True)

@@ -206,8 +206,9 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
     takers = [b.run_time_attention(options) for b in backends]
     run_time_attention = None if not attention or None in takers else (
         lambda kernel: all(take(kernel) for take in takers))
+    small_sides = all(b.small_sides_tiled for b in backends)
     program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention,
-                                            run_time_attention), after_pass)
+                                            run_time_attention, small_sides), after_pass)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
     _check_run_time_sizes(program, options.target_backends)
 

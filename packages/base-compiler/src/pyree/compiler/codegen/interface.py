@@ -71,6 +71,11 @@ class Backend:
     # The element dtypes its scatter template combines atomically; None: every dtype. A scatter
     # of another dtype stays the fold (input/scatter.py) on every target of the module.
     scatter_atomic_dtypes: frozenset[str] | None = None
+    # Its matrix products with a side below 16 (flow/split_reduction.py, ``GPU_MIN_SIDE``) run on
+    # the tiled templates whether that side is static or known per call, as no static-only
+    # matrix-vector template takes them: versions chosen by size then follow the static split
+    # plan down to one row (cuda's and rocm's take the plan at 16 rows below that).
+    small_sides_tiled: bool = False
 
 
 def scatter_dtypes(backends) -> frozenset[str] | None:

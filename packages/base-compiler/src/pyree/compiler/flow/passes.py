@@ -56,14 +56,17 @@ FORM_REGIONS = (
 
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
                 tensor_f32: bool = False, attention: bool = False,
-                run_time_attention: Callable | None = None) -> list[Pass]:
+                run_time_attention: Callable | None = None,
+                small_sides: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
     convolutions gathered, their K split as 16-bit products'); ``strict_floats``: float folds
     stay whole (--iree-llvmcpu-reassociate-fp-reductions=false); ``attention``: every target
     compiles softmax attention as one kernel (flow/attention.py), and with run-time sizes too
-    where ``run_time_attention`` (the target's templates' predicate on such a kernel) holds."""
+    where ``run_time_attention`` (the target's templates' predicate on such a kernel) holds;
+    ``small_sides``: every target runs a product's side below 16 on its tiled templates
+    (``Backend.small_sides_tiled``)."""
     return [
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
@@ -72,7 +75,8 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         *FORM_REGIONS,
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
                                          tensor_f32=tensor_f32, cuda=implicit_gemm,
-                                         whole=probability_products if attention else None),
+                                         whole=probability_products if attention else None,
+                                         small_sides=small_sides),
              run_time_sizes=True),
         *FORM_REGIONS,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),

@@ -137,18 +137,22 @@ GPU_VECTOR_MIN_ROWS = 64
 
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
-                     tensor_f32: bool = False, whole=None, cuda: bool = False) -> Function:
+                     tensor_f32: bool = False, whole=None, cuda: bool = False,
+                     small_sides: bool = False) -> Function:
     """``gpu``: every target of the module is a GPU (the K limits of contractions);
     ``strict_floats``: float folds are not split (they must fold in order); ``tensor_f32``: f32
     products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones;
     ``whole(function)``: ops a later pass takes as they are (flow/attention.py); ``cuda``: every
-    target is cuda, whose tensor-core templates' whole-K speed ``GPU_TENSOR_K_CHUNK`` cites."""
+    target is cuda, whose tensor-core templates' whole-K speed ``GPU_TENSOR_K_CHUNK`` cites;
+    ``small_sides``: every target runs a side below ``GPU_MIN_SIDE`` on its tiled templates,
+    static or not (``_by_size`` probes the fewest rows as they are)."""
     keep = whole(function) if whole is not None else set()
     patches = _patch_readers(function) if cuda else None
     bounds = {s.name: (s.min, s.max) for s in function.symbols}
     ops = [new for op in function.ops
            for new in ([op] if op in keep else split_reduction(
-               op, gpu, strict_floats, tensor_f32, patches is None or op in patches, bounds))]
+               op, gpu, strict_floats, tensor_f32, patches is None or op in patches, bounds,
+               small_sides))]
     return dataclasses.replace(function, ops=ops)
 
 
@@ -167,7 +171,7 @@ def _patch_readers(function: Function) -> set:
 
 def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
                     tensor_f32: bool = False, may_be_patches: bool = True,
-                    by_size: dict | None = None) -> list[Op]:
+                    by_size: dict | None = None, small_sides: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs. ``may_be_patches``:
     ``op`` may be a convolution's GEMM, or a module for targets other than cuda's
     (``GPU_TENSOR_K_CHUNK``). A contraction with a run-time extent is split only with
@@ -180,7 +184,7 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
         if by_size is None:
             return [op]
         return _by_size(op, by_size, lambda probe: _splits(probe, gpu, strict_floats, tensor_f32,
-                                                           may_be_patches))
+                                                           may_be_patches), small_sides)
     splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches)
     return [op] if splits < 2 else _split(op, splits)
 
@@ -236,17 +240,23 @@ def _split(op: Generic, splits: int) -> list[Generic]:
     return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
 
 
-def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
+def _by_size(op: Generic, bounds: dict, splits_of, small_sides: bool = False) -> list[Op]:
     """A contraction whose one run-time extent is a parallel loop's, as versions chosen per call
     (flow/versions.py): for each band of that extent's values over which ``splits_of`` (the
     static decision, ``_splits``) of ``op`` at that value is the same, that split (or ``op``
     whole), so a call runs what the static module compiled for its size would run, up to the
-    tile each kernel picks per dispatch. Past ``MAX_VERSIONS`` bands, the last two (the
-    largest values: whole, and the fewest chunks) keep theirs and the band before them takes
-    the bands between (more chunks than the static module would cut there). A loop of an
+    tile each kernel picks per dispatch. Past ``MAX_VERSIONS`` bands, the first and the last two
+    (the largest values: whole, and the fewest chunks) keep theirs and the second takes the
+    bands between, with the most chunks any of them cuts (more than the static module would cut
+    at some values, never fewer: on Vulkan the static plan has fewer chunks for 5-15 rows than
+    for 1-4 or 16). A loop of an
     operand's side is probed at ``GPU_MIN_SIDE`` at least: below that the static module runs
     the matrix-vector template, which takes no run-time extent, and the tensor-core templates
-    the versions run want the longer chunks' split."""
+    the versions run want the longer chunks' split; with ``small_sides`` (Vulkan, whose static
+    module runs such a side on the tiled template too) up to ``GPU_GEMV_ROWS`` rows are probed
+    as they are, so a decode's one row takes the static module's matrix-vector split. (From 5
+    to 15 rows the static plan's longer chunks, ``GPU_VECTOR_K_CHUNK``, ran Vulkan's linears
+    slower than the plan at 16 rows: BENCHMARKS.md, twenty-third session.)"""
     dims = [d for d, n in enumerate(op.loop_ranges) if isinstance(n, Size)]
     folds = fold_pattern(op.outputs)
     if len(dims) != 1 or dims[0] >= op.num_parallel or folds is None or len(folds) != 1 \
@@ -256,14 +266,15 @@ def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
     d, f = dims[0], folds[0][1]
     sides = _parallel_loops(f.a, op.num_parallel) ^ _parallel_loops(f.b, op.num_parallel)
     least = GPU_MIN_SIDE if d in sides else 1
+    own = GPU_GEMV_ROWS if d in sides and small_sides else 0  # values probed as they are
     per_value = math.prod(n for k, n in enumerate(op.loop_ranges[:op.num_parallel]) if k != d)
 
     def splits_at(v: int) -> int:
-        at = op.loop_ranges[:d] + (max(v, least),) + op.loop_ranges[d + 1:]
+        at = op.loop_ranges[:d] + (v if v <= own else max(v, least),) + op.loop_ranges[d + 1:]
         return splits_of(dataclasses.replace(op, loop_ranges=at))
 
     # the values where a tile count changes: the decision is the same between them
-    starts = sorted({*range(1, least + 2), *(t * unit // per_value + 1
+    starts = sorted({*range(1, GPU_MIN_SIDE + 2), *(t * unit // per_value + 1
                                                   for unit in (TILE_OUTPUTS, TENSOR_TILE_OUTPUTS)
                                                   for t in range(FEW_TILES + 2))})
     bands: list[list[int]] = []  # [first value, splits]
@@ -278,7 +289,10 @@ def _by_size(op: Generic, bounds: dict, splits_of) -> list[Op]:
              or compare("ge", extent, bands[n + 1][0], bounds) is not True]
     bands = [b for n, b in enumerate(bands) if n == 0 or compare("lt", extent, b[0], bounds)
              is not True]
-    bands = bands[:MAX_VERSIONS - 2] + bands[-2:] if len(bands) > MAX_VERSIONS else bands
+    if len(bands) > MAX_VERSIONS:  # the second band takes those up to the last two, and the
+        between = bands[MAX_VERSIONS - 3:-2]  # most chunks any of them cuts
+        bands = bands[:MAX_VERSIONS - 3] + [[between[0][0], max(s for _, s in between)]] \
+            + bands[-2:]
 
     def version(splits: int) -> list[Op]:
         return _split(op, splits) if splits >= 2 else [dataclasses.replace(op)]

@@ -117,5 +117,6 @@ BACKEND = Backend(
     run_time_sizes=True,
     float64=lambda options: target_of(options).float64,
     scatter_atomics=True,
+    small_sides_tiled=True,
     scatter_atomic_dtypes=scatter.DTYPES,
 )
