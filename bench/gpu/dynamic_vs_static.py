@@ -5,7 +5,7 @@ linear layers whose rows alone are run-time (``LINEAR``: a prefill's, on tensor 
 
     python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90]   # CPU machine
     python3 bench/gpu/dynamic_vs_static.py run OUT_DIR [--mode graph]       # GPU host
-    (both take --ops a,b to do only those ops)
+    (both take --ops a,b to do only those ops, and --backend vulkan-spirv for Vulkan)
 
 ``build`` writes each op once with run-time dims and once per size with static ones (softmax,
 layernorm, conv and block imported from PyTorch with one dynamic dim, ``DYNAMIC_DIM``), and
@@ -15,7 +15,10 @@ marked WRONG and gets no speed), and times each with fresh device-resident input
 ``POOL`` input sets, rotated): GPU kernel time per call through CUPTI (torch.profiler, which sees
 pyree's launches and PyTorch's alike: bench/models/profile_kernels.py), median of ``CALLS``
 calls, for the dynamic module, the static one and PyTorch eager; PyTorch with CUDA events too
-(bench/gpu_timing.py). Prints a table; ``--json`` writes the numbers.
+(bench/gpu_timing.py). On Vulkan (``--backend vulkan-spirv``), which CUPTI does not see, a
+module's device time is what pyree's trace reads from the driver's timestamps around each
+command (``rt.trace``: the same for both modules). The host columns are the median wall time
+of a call and its wait. Prints a table; ``--json`` writes the numbers.
 """
 
 from __future__ import annotations
@@ -156,28 +159,61 @@ def source(op: str, size: tuple | None) -> str:
     return import_torch(model, example, dynamic_shapes=dims)
 
 
-def build(out: Path, target: str, ops: list[str]) -> None:
+def build(out: Path, target: str, ops: list[str], backend: str = "cuda") -> None:
     from pyree.compiler import CompileOptions, compile_str
     out.mkdir(parents=True, exist_ok=True)
-    cuda = CompileOptions(target_backends=["cuda"], cuda_target=target)
+    options = CompileOptions(target_backends=[backend], cuda_target=target)
     for op, sizes in SIZES.items():
         if op not in ops:
             continue
-        (out / f"{op}_dynamic.vmfb").write_bytes(compile_str(source(op, None), cuda))
+        (out / f"{op}_dynamic.vmfb").write_bytes(compile_str(source(op, None), options))
         for size in sizes:
             name = f"{op}_{'x'.join(map(str, size))}.vmfb"
-            (out / name).write_bytes(compile_str(source(op, size), cuda))
+            (out / name).write_bytes(compile_str(source(op, size), options))
         print(f"built {op}", flush=True)
 
 
-def run(folder: Path, mode: str, json_out: str, ops: list[str], kernels: bool = False) -> None:
+def traced_kernel_times(run, calls: int) -> dict[str, float]:
+    """Device microseconds of each kernel (and copy, fill) per call, from pyree's trace of
+    ``calls`` calls of ``run`` (a pyree call and its wait), after 3 untimed ones."""
+    import pyree.runtime as rt
+    for _ in range(3):
+        run()
+    with rt.trace() as t:
+        for _ in range(calls):
+            run()
+    t.summary()  # reads every device time
+    per_name: dict[str, float] = {}
+    for e in t.events:
+        if e.lane[0] != "host":
+            per_name[e.name] = per_name.get(e.name, 0.0) + (e.end_ns - e.begin_ns) / 1e3
+    return {name: total / calls for name, total in per_name.items()}
+
+
+def host_us(run, calls: int) -> float:
+    """Median wall microseconds of ``run`` (a call and its wait), after 3 untimed ones."""
+    import time
+    for _ in range(3):
+        run()
+    times = []
+    for _ in range(calls):
+        begin = time.perf_counter_ns()
+        run()
+        times.append((time.perf_counter_ns() - begin) / 1e3)
+    return float(np.median(times))
+
+
+def run(folder: Path, mode: str, json_out: str, ops: list[str], kernels: bool = False,
+        backend: str = "cuda") -> None:
     import pyree.runtime as rt
     import torch
     sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench" / "models")]
     from gpu_timing import torch_ms
     from profile_kernels import kernel_times, table
     torch.backends.cuda.matmul.allow_tf32 = False
-    device = rt.get_device(f"cuda://0?command_buffer={mode}")
+    vulkan = backend == "vulkan-spirv"
+    device = rt.get_device("vulkan" if vulkan else f"cuda://0?command_buffer={mode}")
+    times_of = traced_kernel_times if vulkan else kernel_times
     rng = np.random.default_rng(0)
     rows = []
     for op, sizes in SIZES.items():
@@ -200,8 +236,10 @@ def run(folder: Path, mode: str, json_out: str, ops: list[str], kernels: bool = 
                 row[f"{label}_err"] = wrong
                 # an f16 block's result is f16 (2^-11 a rounding, through a softmax and norms)
                 limit = 1e-2 if op == "block_f16" else 1e-4
-                times = {} if wrong > limit else kernel_times(_rotating(fn, args, wait=True), CALLS)
+                call = _rotating(fn, args, wait=True)
+                times = {} if wrong > limit else times_of(call, CALLS)
                 row[f"{label}_us"] = sum(times.values()) if times else None
+                row[f"{label}_host_us"] = host_us(call, CALLS) if times else None
                 row[f"{label}_kernels"] = times
                 if kernels and times:
                     table(f"{op} {row['size']} {label}", times)
@@ -250,12 +288,13 @@ def _line(r: dict) -> str:
     ratio = "" if r["dynamic_us"] is None or r["static_us"] is None \
         else f"{r['dynamic_us'] / r['static_us']:6.2f}"
     return (f"| {r['op']:11} | {r['size']:14} | {_us(r['dynamic_us'])} | {_us(r['static_us'])} | "
-            f"{r['torch_us']:9.1f} | {r['torch_events_us']:9.1f} | {ratio:>6} |")
+            f"{r['torch_us']:9.1f} | {r['torch_events_us']:9.1f} | {ratio:>6} | "
+            f"{_us(r['dynamic_host_us'])} | {_us(r['static_host_us'])} |")
 
 
 def _table(rows: list[dict]) -> str:
     head = ("| op          | size           | dynamic us | static us | torch us | torch ev us "
-            "| dyn/st |\n|---|---|---|---|---|---|---|")
+            "| dyn/st | dynamic host us | static host us |\n|---|---|---|---|---|---|---|---|---|")
     return "\n".join([head, *(_line(r) for r in rows)])
 
 
@@ -268,12 +307,13 @@ def main() -> None:
     p.add_argument("--json", default="")
     p.add_argument("--ops", default=",".join(SIZES), help="comma-separated ops of SIZES")
     p.add_argument("--kernels", action="store_true", help="print each module's kernel times")
+    p.add_argument("--backend", default="cuda", choices=("cuda", "vulkan-spirv"))
     args = p.parse_args()
     ops = args.ops.split(",")
     if args.command == "build":
-        build(args.folder, args.target, ops)
+        build(args.folder, args.target, ops, args.backend)
     else:
-        run(args.folder, args.mode, args.json, ops, args.kernels)
+        run(args.folder, args.mode, args.json, ops, args.kernels, args.backend)
 
 
 if __name__ == "__main__":
