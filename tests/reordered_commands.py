@@ -2,8 +2,8 @@
 barriers may: every run of commands between two barriers last first. CUDA and ROCm run a
 stream's commands in order and the CPU drivers one after another, so a barrier the compiler or
 the runtime left out shows only on Vulkan, and there only sometimes (the per-call clears' missing
-barrier: 5-25% of a convolution's calls on NVIDIA's driver). Under this plugin a missing barrier
-between two commands that touch the same bytes changes the result every time.
+barrier: 5-25% of a convolution's calls on NVIDIA's driver). Under this plugin two commands
+that touch the same bytes with no barrier between them run in the wrong order on every call.
 
     pytest -p reordered_commands tests/e2e ...
 """

@@ -249,10 +249,10 @@ def _by_size(op: Generic, bounds: dict, splits_of, small_sides: bool = False) ->
     (the largest values: whole, and the fewest chunks) keep theirs and the second takes the
     bands between, with the most chunks any of them cuts (more than the static module would cut
     at some values, never fewer: on Vulkan the static plan has fewer chunks for 5-15 rows than
-    for 1-4 or 16). A loop of an
-    operand's side is probed at ``GPU_MIN_SIDE`` at least: below that the static module runs
-    the matrix-vector template, which takes no run-time extent, and the tensor-core templates
-    the versions run want the longer chunks' split; with ``small_sides`` (Vulkan, whose static
+    for 1-4 or 16). A loop of an operand's side is probed at ``GPU_MIN_SIDE`` at least: below
+    that the static module runs the matrix-vector template, which takes no run-time extent, and
+    the tensor-core templates the versions run want the longer chunks' split; with
+    ``small_sides`` (Vulkan, whose static
     module runs such a side on the tiled template too) up to ``GPU_GEMV_ROWS`` rows are probed
     as they are, so a decode's one row takes the static module's matrix-vector split. (From 5
     to 15 rows the static plan's longer chunks, ``GPU_VECTOR_K_CHUNK``, ran Vulkan's linears
