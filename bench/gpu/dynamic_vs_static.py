@@ -18,7 +18,8 @@ calls, for the dynamic module, the static one and PyTorch eager; PyTorch with CU
 (bench/gpu_timing.py). On Vulkan (``--backend vulkan-spirv``), which CUPTI does not see, a
 module's device time is what pyree's trace reads from the driver's timestamps around each
 command (``rt.trace``: the same for both modules). The host columns are the median wall time
-of a call and its wait. Prints a table; ``--json`` writes the numbers.
+of a call and its wait, and the median time until a call returns (its wait not timed: the
+host's own work). Prints a table; ``--json`` writes the numbers.
 """
 
 from __future__ import annotations
@@ -190,6 +191,21 @@ def traced_kernel_times(run, calls: int) -> dict[str, float]:
     return {name: total / calls for name, total in per_name.items()}
 
 
+def submit_us(fn, pool: list, calls: int) -> float:
+    """Median microseconds until a call of ``fn`` returns, its wait left out of the time: the
+    host's own work per call (sizes, buffers, command recording and submission), which the
+    wall time of a call and its wait (``host_us``) mixes with the device's."""
+    import time
+    times = []
+    for turn in range(calls + 3):
+        args = pool[turn % len(pool)]
+        begin = time.perf_counter_ns()
+        result = fn(*args)
+        times.append((time.perf_counter_ns() - begin) / 1e3)
+        result.wait()
+    return float(np.median(times[3:]))
+
+
 def host_us(run, calls: int) -> float:
     """Median wall microseconds of ``run`` (a call and its wait), after 3 untimed ones."""
     import time
@@ -240,6 +256,7 @@ def run(folder: Path, mode: str, json_out: str, ops: list[str], kernels: bool = 
                 times = {} if wrong > limit else times_of(call, CALLS)
                 row[f"{label}_us"] = sum(times.values()) if times else None
                 row[f"{label}_host_us"] = host_us(call, CALLS) if times else None
+                row[f"{label}_submit_us"] = submit_us(fn, args, CALLS) if times else None
                 row[f"{label}_kernels"] = times
                 if kernels and times:
                     table(f"{op} {row['size']} {label}", times)
@@ -289,12 +306,14 @@ def _line(r: dict) -> str:
         else f"{r['dynamic_us'] / r['static_us']:6.2f}"
     return (f"| {r['op']:11} | {r['size']:14} | {_us(r['dynamic_us'])} | {_us(r['static_us'])} | "
             f"{r['torch_us']:9.1f} | {r['torch_events_us']:9.1f} | {ratio:>6} | "
-            f"{_us(r['dynamic_host_us'])} | {_us(r['static_host_us'])} |")
+            f"{_us(r['dynamic_host_us'])} | {_us(r['static_host_us'])} | "
+            f"{_us(r['dynamic_submit_us'])} | {_us(r['static_submit_us'])} |")
 
 
 def _table(rows: list[dict]) -> str:
     head = ("| op          | size           | dynamic us | static us | torch us | torch ev us "
-            "| dyn/st | dynamic host us | static host us |\n|---|---|---|---|---|---|---|---|---|")
+            "| dyn/st | dynamic host us | static host us | dynamic submit us | static submit us |"
+            "\n|---|---|---|---|---|---|---|---|---|---|---|")
     return "\n".join([head, *(_line(r) for r in rows)])
 
 

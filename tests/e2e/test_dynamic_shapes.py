@@ -152,6 +152,22 @@ def test_matmul_with_every_dim_dynamic(backend, m, k, n):
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5 * max(k, 1) ** 0.5)
 
 
+@pytest.mark.parametrize("m, k, n", [(3, 1024, 5), (5, 1026, 3), (2, 1027, 7), (129, 2048, 65),
+                                     (1, 4096, 1)])
+def test_matmul_with_a_long_run_time_k(backend, m, k, n):
+    """On a GPU the product is split in K / 4 or K / 2 chunks where that divides the call's K
+    (flow/split_reduction.py's ``_run_time_k``; 1027 runs whole), its chunks summed after:
+    NaN, +-inf and -0 in any chunk reach the result as in one sum."""
+    module = load(MATMUL, backend)
+    rng = np.random.default_rng(m * k + n)
+    a, b = _special(rng, (m, k)), rng.standard_normal((k, n)).astype(np.float32)
+    a[-1, -1], a[0, k // 2] = np.inf, -0.0
+    got = module["mm"](a, b).to_host()
+    with np.errstate(invalid="ignore"):
+        want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
 def test_expand_and_collapse_of_a_dynamic_dim(backend):
     module = load(RESHAPE, backend)
     for m in (0, 1, 9):

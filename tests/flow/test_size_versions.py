@@ -110,6 +110,49 @@ def test_rows_from_one_take_the_static_plan_where_small_sides_are_tiled(k, n):
     assert splits_of(chosen(chain, 1)) == at_one > 1
 
 
+EVERY_DIM = """
+func.func @mm(%a: tensor<?x?x{t}>, %b: tensor<?x?x{t}>) -> tensor<?x?xf32> {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?x{t}>
+  %n = tensor.dim %b, %c1 : tensor<?x?x{t}>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<?x?x{t}>, tensor<?x?x{t}>)
+      outs(%f : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}}
+"""
+
+
+def test_a_run_time_k_splits_where_the_call_s_k_divides():
+    """M, N and K at run time: a call takes K / 4 or K / 2 chunks where the static module at
+    its sizes would cut K at least that many ways and the chunks divide the call's K, else the
+    product whole; never more chunks than the static module."""
+    chain = versions(after_pass(EVERY_DIM.format(t="f32"), "split-reductions", gpu=True,
+                                implicit_gemm=True))
+    assert [splits_of(ops) for _, ops in chain] == [4, 2, 1]
+    for m, k, n in [(1024, 1024, 1024), (1024, 1026, 1024), (1024, 1027, 1024), (7, 5, 13),
+                    (2048, 1024, 2048), (1, 4096, 1), (1, 1000, 1), (1500, 2048, 900),
+                    (1500, 2048, 1300), (200, 1536, 7000), (200, 1536, 12000)]:
+        values = {"s0": m, "s1": k, "s3": n}
+        taken = next(splits_of(ops) for condition, ops in chain
+                     if condition is None or substitute(condition, values))
+        static = splits_of(generics(after_pass(matmul(m, k, n), "split-reductions", gpu=True,
+                                               implicit_gemm=True)))
+        assert k % taken == 0 and (taken == static or 1 <= taken < static), (m, k, n, taken)
+        assert taken == static or static not in (1, 2, 4) or k % static, (m, k, n, taken)
+
+
+def test_a_run_time_k_on_tensor_cores_stays_whole():
+    """f16 operands: the tensor-core templates stage no run-time coefficient, so no split."""
+    function = after_pass(EVERY_DIM.format(t="f16"), "split-reductions", gpu=True,
+                          implicit_gemm=True)
+    assert not any(isinstance(op, If) for op in function.ops)
+    assert splits_of(generics(function)) == 1
+
+
 def test_no_versions_where_no_size_would_split():
     function = after_pass(matmul(None, 64, 4096, "f16"), "split-reductions", gpu=True,
                           implicit_gemm=True)

@@ -63,7 +63,7 @@ from pyree.compiler.kernel import (
     itemsize,
     walk,
 )
-from pyree.compiler.sizes import Size, compare
+from pyree.compiler.sizes import Size, compare, num_elements, opaque
 from pyree.compiler.tensor_program import (
     Function,
     Generic,
@@ -133,6 +133,9 @@ GPU_GEMV_ROWS = 4
 # differs (``_by_size``), at most this many: each is one or two kernels more to compile.
 MAX_VERSIONS = 4
 GPU_VECTOR_BLOCKS = 2 * FEW_TILES
+# The chunk counts a GPU contraction with a run-time K is split into (``_run_time_k``), each a
+# version of its own: two or three kernels more to compile.
+RUN_TIME_K_SPLITS = (4, 2)
 GPU_VECTOR_MIN_ROWS = 64
 
 
@@ -183,6 +186,8 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
     if has_run_time_sizes(op):
         if by_size is None:
             return [op]
+        if gpu and isinstance(op.loop_ranges[op.num_parallel], Size):
+            return _run_time_k(op, by_size, strict_floats, tensor_f32)
         return _by_size(op, by_size, lambda probe: _splits(probe, gpu, strict_floats, tensor_f32,
                                                            may_be_patches), small_sides)
     splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches)
@@ -224,20 +229,26 @@ def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
 
 
 def _split(op: Generic, splits: int) -> list[Generic]:
-    """[partial, final]: ``op``'s first reduction loop in ``splits`` chunks."""
+    """[partial, final]: ``op``'s first reduction loop in ``splits`` chunks. A run-time
+    extent is split in ``splits`` chunks of its ``splits``-th part: the caller's version holds
+    only where ``splits`` divides it (``_run_time_k``)."""
     folds = fold_pattern(op.outputs)
     contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
     extent = op.loop_ranges[op.num_parallel]
-    if len(op.loop_ranges) == op.num_parallel + 1 and extent % splits:
+    if isinstance(extent, Size):
+        chunk, rest, past = opaque("floordiv", extent, splits), 0, False
+    elif len(op.loop_ranges) == op.num_parallel + 1 and extent % splits:
         chunk = extent // splits  # whole chunks; the final fold takes the rest
+        rest, past = extent - splits * chunk, False
     else:
         chunk = -(-extent // splits)
         splits = -(-extent // chunk)
+        rest, past = 0, splits * chunk > extent
     if any(f.dtype in NARROW for _, f in folds):  # f32 partials (flow/narrow_floats.py)
         op = widen(op)
         folds = fold_pattern(op.outputs)
-    partial = _partial(op, folds, splits, chunk, contraction)
-    return [partial, _final(op, folds, partial.results, splits, chunk, contraction)]
+    partial = _partial(op, folds, splits, chunk, contraction, past)
+    return [partial, _final(op, folds, partial.results, splits, chunk, contraction, rest)]
 
 
 def _by_size(op: Generic, bounds: dict, splits_of, small_sides: bool = False) -> list[Op]:
@@ -302,6 +313,50 @@ def _by_size(op: Generic, bounds: dict, splits_of, small_sides: bool = False) ->
     chosen = [(compare("lt", extent, bands[n + 1][0], bounds), version(splits))
               for n, (_, splits) in enumerate(bands[:-1])]
     return [by_size(op.results, chosen, version(bands[-1][1]), op.location)]
+
+
+def _run_time_k(op: Generic, bounds: dict, strict_floats: bool, tensor_f32: bool) -> list[Op]:
+    """A GPU contraction whose K (its one reduction loop) is a run-time extent, as versions
+    chosen per call (flow/versions.py): split in ``s`` chunks of K / s where the static rule
+    (``_splits``, from ``LONG_K`` on) would cut it at least ``s`` ways and s divides the call's
+    K, for s in ``RUN_TIME_K_SPLITS``; else whole. The chunk is a run-time size, so the partial
+    product reads k = s * (K / s) + c through a run-time coefficient, which the SIMT templates
+    address and the tensor-core ones do not stage: a product they take (f16, bf16, TF32) stays
+    whole. At 1024^3 f32 with every dim at run time the whole product ran 111 us where the
+    static module's 4 chunks ran 84 (64 tiles of 128 x 128 on 132 multiprocessors;
+    BENCHMARKS.md, twenty-second session)."""
+    p = op.num_parallel
+    folds = fold_pattern(op.outputs)
+    if len(op.loop_ranges) != p + 1 or folds is None or len(folds) != 1 \
+            or not is_contraction(folds[0], p) or folds[0][1].dtype == "i1" \
+            or (strict_floats and is_float(folds[0][1].dtype)) or size_values(op) \
+            or index_sizes(op) or _narrow_operands(folds[0][1], tensor_f32):
+        return [op]
+    extent = op.loop_ranges[p]
+    tiles = opaque("ceildiv", num_elements(op.loop_ranges[:p]), TILE_OUTPUTS)
+    chosen = []
+    for splits in RUN_TIME_K_SPLITS:
+        # the static rule's most chunks, min(ceil(2 * FEW_TILES / tiles), K // MIN_K_CHUNK),
+        # is at least ``splits``, with fewer than FEW_TILES tiles
+        most_tiles = min(FEW_TILES - 1, -(-2 * FEW_TILES // (splits - 1)) - 1)
+        held = [compare("ge", extent, max(LONG_K, splits * MIN_K_CHUNK), bounds),
+                compare("le", tiles, most_tiles, bounds),
+                compare("eq", opaque("mod", extent, splits), 0, bounds)]
+        if False in held:
+            continue
+        condition = math.prod(int(h) if isinstance(h, bool) else h for h in held)
+        chosen.append((condition, _split(op, splits)))
+        if condition == 1:
+            break
+    if not chosen:
+        return [op]
+    if chosen[-1][0] == 1:  # holds for every size: the last version
+        *chosen, (_, rest) = chosen
+        if not chosen:
+            return rest
+    else:
+        rest = [dataclasses.replace(op)]
+    return [by_size(op.results, chosen, rest, op.location)]
 
 
 def is_contraction(fold, num_parallel: int) -> bool:
@@ -373,10 +428,10 @@ def _unit(n: int, d: int, const: int = 0) -> AffineExpr:
     return AffineExpr.loop(n, d, const=const)
 
 
-def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generic:
+def _partial(op: Generic, folds, splits: int, chunk, batch: bool, past: bool) -> Generic:
     """Loops (s, parallel... | c, other reductions...); result k[s, ...] (``batch``, a
     contraction's batch of products) or k[..., s] (so the final fold reads its partials
-    contiguously) folds its chunk."""
+    contiguously) folds its chunk; ``past``: the last chunk runs past the extent."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = n + 1
     loop_map = [_unit(new, d + 1) for d in range(n)]  # s is loop 0; c takes r0's place
@@ -390,7 +445,7 @@ def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generi
     for k, (fold, f) in enumerate(folds):
         identity = Const(fold_identity(fold, f.dtype), f.dtype)
         moved = remap_loops(f, tuple(loop_map), new, lambda b: b)
-        if splits * chunk > op.loop_ranges[p]:  # the last chunk runs past the extent
+        if past:
             inside = Compare("lt", position, Const(op.loop_ranges[p], "index"))
             moved = Select(inside, moved, identity, f.dtype)
         results.append(Value(f.dtype, shape))
@@ -402,15 +457,15 @@ def _partial(op: Generic, folds, splits: int, chunk: int, batch: bool) -> Generi
         sources=sources_of(op)))
 
 
-def _final(op: Generic, folds, partials: list[Value], splits: int, chunk: int,
-           batch: bool) -> Generic:
+def _final(op: Generic, folds, partials: list[Value], splits: int, chunk,
+           batch: bool, rest: int) -> Generic:
     """Folds the partials over s; init and epilogue as before, at the reduction's first index.
-    Elements past the whole chunks (fewer than ``splits``) fold in here, one at each s."""
+    The ``rest`` elements past the whole chunks (fewer than ``splits``) fold in here, one at
+    each s."""
     n, p = len(op.loop_ranges), op.num_parallel
     new = p + 1
     at_start = tuple(_unit(new, d) if d < p else AffineExpr((0,) * new) for d in range(n))
     base = len(op.inputs)
-    rest = op.loop_ranges[p] - splits * chunk
 
     def move(e, loop_map=at_start):
         return None if e is None else remap_loops(e, loop_map, new, lambda b: b)

@@ -61,7 +61,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
     check_sizes(fn, flat, sizes)
     if not flat.reduction_ranges:
         return elementwise.emit_strided(module, flat, name, fn, sizes)
-    contraction = contraction_of(kernel) if loop_indices(kernel) else None
+    contraction = contraction_of(kernel)
     if contraction is not None:
         return matmul.emit_chosen(module, kernel, name, contraction, fn, sizes)
     folds = K.fold_pattern(flat.reductions)
@@ -71,8 +71,10 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: K.Kernel) -> Launch:
 
 
 def loop_indices(kernel: K.Kernel) -> bool:
-    """Whether every index of ``kernel`` (not normalized) is an int combination of its loops, as
-    ``contraction.match`` reads them (its bindings' strides may be run-time sizes)."""
+    """Whether every index of ``kernel`` (not normalized) is an int combination of its loops,
+    as the tensor-core templates' operand staging reads them (its bindings' strides may be
+    run-time sizes). The SIMT template addresses any index through its emitted offsets, a
+    run-time coefficient too (a product's K split in run-time chunks, flow/split_reduction.py)."""
     indices = [ix for r in kernel.results
                for ix in (*r.index, *(i for e in K.result_nodes(r) if isinstance(e, K.Load)
                                       for i in e.index))]
