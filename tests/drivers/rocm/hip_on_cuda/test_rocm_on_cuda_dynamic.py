@@ -22,6 +22,7 @@ from e2e.test_dynamic_shapes import (  # noqa: E402, F401 - collected here with 
     test_a_size_computed_by_subtraction,
     test_arguments_that_disagree_on_a_shared_dim,
     test_expand_and_collapse_of_a_dynamic_dim,
+    test_matmul_with_a_long_run_time_k,
     test_matmul_with_every_dim_dynamic,
     test_one_module_serves_every_size,
     test_sizes_in_any_order_and_again,
