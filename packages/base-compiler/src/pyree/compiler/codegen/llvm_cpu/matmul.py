@@ -195,7 +195,11 @@ class ContractionLowering:
         panel_bytes = depth * nr * max(1, bits(self.dtype) // 8) if is_static(K) else 0
         self.pack = not in_place and is_static(K) and panel_bytes <= PACK_LIMIT_BYTES
         tn = self.tiling.tile[-1]
-        self.group = (max(1, min(-(-tn // nr), GROUP_BYTES // panel_bytes))
+        # a leaf-by-leaf tile also keeps, per panel, its carried sums on the stack
+        carried = (len(block_sizes(K, K_LEAF, FAN_IN)) * -(-self.tiling.tile[-2] // mr) * mr
+                   * nr * max(1, bits(self.dtype) // 8) if self.leaves else 0)
+        self.group = (max(1, min(-(-tn // nr), GROUP_BYTES // panel_bytes,
+                                 PACK_LIMIT_BYTES // (panel_bytes + carried)))
                       if self.pack and is_static(tn) else 1)
         self.depth = depth
         self._identity = -0.0 if is_float(self.dtype) else 0
