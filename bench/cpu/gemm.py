@@ -1,6 +1,6 @@
 """llvm-cpu f32 GEMM kernels alone, A/B across code versions in one timing process (issue 31 item 5).
 
-    python bench/cpu/gemm.py build TAG [--cpu x86-64-v3] [--work /tmp/pyree_gemm]
+    python bench/cpu/gemm.py build TAG [--cpu x86-64-v3] [--model resnet18] [--work /tmp/pyree_gemm]
     python bench/cpu/gemm.py time TAG [TAG...] [--threads 1] [--rounds 7] [--only r18] [--work ...]
 
 ``build`` compiles the shapes below with the pyree on the path (run it once per worktree or
@@ -11,7 +11,9 @@ machine noise hits every version alike. Prints per shape and tag the best call o
 each result against numpy. One thread is timed in CPU time (``time.thread_time``): on this
 shared 2-core VM the wall clock also counts the time other processes hold the core. Shapes: ResNet-18's
 conv GEMMs (M x N x K, filter x im2col patches, NCHW), MobileNet v2's largest 1x1 convolutions,
-a bias + relu epilogue and square matmuls.
+a bias + relu epilogue and square matmuls. With ``--model``, the set is a whole model's distinct
+kernels instead (bench/models_cpu.py exports it; built and timed as above, totals weighted by
+uses).
 """
 
 from __future__ import annotations
@@ -45,15 +47,75 @@ SHAPES = [
 ]
 
 
-def build(tag: str, cpu: str, work: Path) -> None:
+def build(tag: str, cpu: str, work: Path, model: str = "") -> None:
     from llvmcpu_harness import Compiled, matmul
 
-    kernels = [matmul(M, N, K, bias=epi, relu=epi) for _, M, N, K, epi in SHAPES]
+    if model:
+        kernels, uses = model_kernels(model)
+    else:
+        kernels, uses = [matmul(M, N, K, bias=epi, relu=epi) for _, M, N, K, epi in SHAPES], None
     compiled = Compiled(kernels, cpu)
     exports = [(compiled.export(k).symbol, compiled.export(k).workgroupCount) for k in range(len(kernels))]
+    bindings = [[(b.dtype, tuple(b.shape)) for b in k.bindings] for k in kernels]
     work.mkdir(parents=True, exist_ok=True)
-    (work / f"{tag}.pkl").write_bytes(pickle.dumps({"so": compiled.so, "exports": exports, "cpu": cpu}))
+    (work / f"{tag}.pkl").write_bytes(pickle.dumps({"so": compiled.so, "exports": exports, "cpu": cpu,
+                                                    "names": [k.name for k in kernels],
+                                                    "bindings": bindings, "uses": uses}))
     print(f"{tag}: {len(kernels)} kernels for {cpu}, {len(compiled.so)} bytes")
+
+
+def model_kernels(name: str):
+    """The distinct kernels of model ``name``'s fused program and how often each runs, as
+    bench/models_cpu.py's ``--profile`` forms them (no partial-fold split: indicative)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from models_cpu import export
+    from pyree.compiler.flow.convolution import rewrite_convolutions
+    from pyree.compiler.flow.kernels import KernelTable, outline
+    from pyree.compiler.flow.passes import form_dispatch_regions
+    from pyree.compiler.input import import_mlir
+    from pyree.compiler.tensor_program import Generic
+
+    mlir = export(name, Path("/tmp/pyree_models_cpu"))[0]
+    function = form_dispatch_regions(rewrite_convolutions(import_mlir(mlir.read_text()).functions[0]))
+    table, uses = KernelTable(), []
+    for op in function.ops:
+        if isinstance(op, Generic):
+            uses.append(table.add(outline(op, f"{op.origin.split('+')[0]} {op.loop_ranges}")))
+    return table.kernels, uses
+
+
+def time_model(tags: list[str], rounds: int, work: Path) -> None:
+    """Each kernel of a ``build --model`` set alone on one thread (CPU time, best call), per
+    tag in turns; the model's total counts each kernel as often as the program runs it."""
+    from pyree.compiler.kernel import DTYPES
+
+    data = {t: pickle.loads((work / f"{t}.pkl").read_bytes()) for t in tags}
+    libs = {t: Library(work / f"{t}.pkl") for t in tags}
+    first = data[tags[0]]
+    rng = np.random.default_rng(0)
+    totals = {t: 0.0 for t in tags}
+    rows = []
+    for k, shapes in enumerate(first["bindings"]):
+        buffers = [_aligned(rng.standard_normal(shape).astype(DTYPES[dtype])
+                            if np.issubdtype(DTYPES[dtype], np.floating) else np.zeros(shape, DTYPES[dtype]))
+                   for dtype, shape in shapes]
+        state = _state(buffers)[0]
+        best = {t: float("inf") for t in tags}
+        for _ in range(rounds):
+            for t in tags:
+                fn, count = libs[t].fns[k]
+                for _ in range(3):
+                    t0 = time.thread_time()
+                    fn(ctypes.byref(state), 0, count)
+                    best[t] = min(best[t], time.thread_time() - t0)
+        uses = first["uses"].count(k)
+        for t in tags:
+            totals[t] += best[t] * uses
+        rows.append((best[tags[0]] * uses, k, uses, best))
+    for _, k, uses, best in sorted(rows, reverse=True)[:12]:
+        print(f"  x{uses:<2} {first['names'][k][:58]:58} " +
+              " ".join(f"{best[t] * 1e3 * uses:8.3f}" for t in tags))
+    print("  total ms, one thread: " + " ".join(f"{t} {totals[t] * 1e3:.2f}" for t in tags))
 
 
 class Library:
@@ -149,10 +211,13 @@ def main():
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--work", default="/tmp/pyree_gemm")
     p.add_argument("--only", default="", help="shapes whose name contains this")
+    p.add_argument("--model", default="", help="build: a model's kernels (resnet18, mobilenet_v2)")
     args = p.parse_args()
     work = Path(args.work)
     if args.mode == "build":
-        build(args.tags[0], args.cpu, work)
+        build(args.tags[0], args.cpu, work, args.model)
+    elif pickle.loads((work / f"{args.tags[0]}.pkl").read_bytes()).get("uses"):
+        time_model(args.tags, args.rounds, work)
     else:
         time_tags(args.tags, args.threads, args.rounds, work, args.only)
 
