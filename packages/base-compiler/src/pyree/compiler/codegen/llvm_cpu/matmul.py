@@ -259,12 +259,13 @@ class ContractionLowering:
         pack that leaf's rows of the panels and run every block of rows over them, folding
         each block's sums into carried sums of the tile; then init and epilogue per block. A
         leaf of the tile's x and of the panel stay in L1/L2 across the tile's blocks, where
-        over all of K they did not: conv GEMMs with y in place (256x196x2304, 512x49x4608) ran
-        1.05-1.12x faster this way, ones whose y is packed whole (64x3136x576, 128x784x1152)
-        0.9x, so those keep K in registers (BENCHMARKS.md, twenty-fourth session). The carried
-        sums are the cascade's levels above the leaf (codegen/common/cascade.py), so the sums
-        are those of the whole-K block bit for bit: level j takes FAN_IN of level j-1's blocks,
-        starting from -0.0 (which adds nothing), the top from 0."""
+        over all of K they did not: conv GEMMs with y in place (256x196x2304, 512x49x4608)
+        ran 1.05-1.12x faster this way, ones whose y is packed whole (64x3136x576,
+        128x784x1152) 0.8-0.93x, so those keep K in registers (BENCHMARKS.md, twenty-fourth
+        session). The carried sums are the cascade's levels above the leaf
+        (codegen/common/cascade.py), so the sums are those of the whole-K block bit for bit:
+        level j takes FAN_IN of level j-1's blocks, starting from -0.0 (which adds nothing),
+        the top from 0."""
         mt, K = self.micro, self.kernel.reduction_ranges[0]
         t = scalar_type(self.dtype)
         group = self.group * mt.nr
