@@ -48,6 +48,7 @@ def static_and_run_time(M, N, K, cpu, **variant):
     (9, 35, 4500, {"b_transposed": True}),                     # two levels, packed a leaf at a time
     (5, 20, 4352, {"bias": True}),                             # 17 leaves: level 1 ends at 16
     (19, 45, 600, {"batch": 2, "b_transposed": True}),
+    (7, 30, 700, {"batch": 3, "bias": True}),                  # batch, y in place
     (11, 33, 700, {"in_dtype": "f16"}),
 ])
 def test_leaves_sum_as_the_whole_k_kernel(M, N, K, variant, cpu):
@@ -73,6 +74,7 @@ def test_which_kernels_run_leaf_by_leaf():
     would not fit the stack; a y packed whole (or a run-time M) keeps K in registers."""
     for (M, N, K, variant, cpu), leaves in [
             ((13, 37, 1000, {}, "host"), True), ((13, 37, 256, {}, "host"), False),
+            ((7, 30, 700, {"batch": 3}, "haswell"), True),
             ((9, 35, 4500, {"b_transposed": True}, "haswell"), True),
             ((9, 35, 4500, {"b_transposed": True}, "generic"), False),   # 8 columns fit
             ((19, 45, 600, {"b_transposed": True}, "host"), False),
