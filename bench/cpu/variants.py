@@ -8,7 +8,9 @@ tests/models/definitions.py): ``default`` with no CPU flag (the module's x86-64 
 runtime picking one at load), ``generic`` (``--iree-llvmcpu-target-cpu=generic``: baseline
 x86-64 alone), ``host``, ``v4`` (``--pyree-llvmcpu-variants=generic,x86-64-v3,x86-64-v4``: the
 default's variants plus AVX-512 code, which the runtime loads where the host has AVX-512), or
-any other LLVM CPU name given as ``--iree-llvmcpu-target-cpu``. For each it prints the compile
+any other LLVM CPU name given as ``--iree-llvmcpu-target-cpu``, or ``@PATH``: a module compiled
+beforehand (``{model}`` in PATH stands for the model's name), to compare code versions in one
+process (compile each with its own checkout, ``pyree-compile M.mlir -o PATH``). For each it prints the compile
 time and module size, then times every config and onnxruntime in interleaved rounds on
 local-task, as bench/models_cpu.py does (WARM untimed then TIMED timed calls per side per round;
 a side's time is the median of its timed calls; ratios are medians over rounds). Outputs are
@@ -59,7 +61,10 @@ def bench(name: str, configs: list[str], rounds_count: int, work: Path) -> None:
     mlir, onnx, x, ref = export(name, work)
     sides, errors = {}, {}
     for config in configs:
-        vmfb, seconds = compile_config(mlir, config)
+        if config.startswith("@"):
+            vmfb, seconds = Path(config[1:].format(model=name)).read_bytes(), 0.0
+        else:
+            vmfb, seconds = compile_config(mlir, config)
         module = rt.load_module(vmfb, device="local-task")
         fn, x_dev = module["main"], rt.asdevicearray(module.device, x)
         errors[config] = relative_error(fn(x_dev).to_host(), ref)

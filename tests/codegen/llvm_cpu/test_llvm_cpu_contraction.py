@@ -84,12 +84,12 @@ def test_matmul_on_narrower_vector_isas(cpu):
     check(matmul(37, 45, 53, bias=True), np.random.default_rng(23), cpu=cpu, bias=True)
 
 
-def test_long_k_reads_b_in_place():
-    """K too long for the packed panel on the stack: even a transposed B is read (gathered)
-    straight from its binding."""
+def test_long_k_packs_b_a_leaf_at_a_time():
+    """K too long for a whole-K packed panel on the stack: a transposed B is packed a cascade
+    leaf of K at a time (test_llvm_cpu_contraction_leaves.py has the cases)."""
     kernel = matmul(9, 35, 4500, b_transposed=True)
     lowering = plan_matmul(normalize(kernel), resolve_target("host"))
-    assert not lowering.pack
+    assert lowering.pack and lowering.leaves
     check(kernel, np.random.default_rng(24), rtol=1e-4, b_transposed=True)
 
 

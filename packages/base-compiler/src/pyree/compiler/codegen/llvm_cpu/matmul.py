@@ -5,12 +5,14 @@ output loop), with ``x`` independent of n and ``y`` independent of m: matmul, ba
 operand layout, casts inside ``x``/``y`` (f16 or i8 inputs), and any init/epilogue (bias, relu).
 
 Per workgroup tile (batch, TM rows, TN cols), for each panel of NR = NV vectors of columns:
-a ``y`` that is transposed or converted is packed into a zero-padded K x NR stack buffer (a
-plain row-major one is read in place), then for each block of MR rows the MR x NV accumulator
-vectors stay in registers for the whole K loop: per k, NV vector loads of the panel, MR scalar
-loads of ``x`` broadcast, MR*NV fused multiply-adds. Accumulators start at zero; init is added
-and the epilogue applied once per output, with masked vector stores on the ragged right edge.
-Rows past the tile edge repeat the last row and are not stored.
+a ``y`` that is transposed, converted or has far-apart rows is packed into zero-padded K x NR
+stack buffers, the tile's panels together (a plain row-major one is read in place), then for
+each block of MR rows the MR x NV accumulator vectors stay in registers for the whole K loop:
+per k, NV vector loads of the panel, MR scalar loads of ``x`` broadcast, MR*NV fused
+multiply-adds. Accumulators start at zero; init is added and the epilogue applied once per
+output, with masked vector stores on the ragged right edge. Rows past the tile edge repeat the
+last row and are not stored. A static K longer than a cascade leaf whose ``y`` is read in place
+or too long to pack whole runs a leaf of K at a time across the tile (``_k_blocked``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from pyree.compiler.kernel import (
 from pyree.compiler.sizes import is_static, opaque
 
 PACK_LIMIT_BYTES = 256 << 10   # stack for the packed panel
+GROUP_BYTES = 160 << 10        # panels packed together (``_pack``): a small part of L2
 MIN_GROUPS = 16                # >= 8 per core on two cores when the problem is big enough
 MIN_FLOPS_PER_GROUP = 1 << 18
 MIN_FLOPS_TO_SPLIT = 1 << 21   # below it, one workgroup: a split costs more (see tiling.py)
@@ -140,6 +143,19 @@ class MicroTile:
         return self.nv * self.vw
 
 
+@dataclass
+class _Lanes:
+    """What a block's k steps and stores share: its vector widths, emitters, rows (the last
+    repeated past M), first columns and lane masks (None in a whole panel)."""
+    widths: list[int]
+    scalar: ExprEmitter
+    vecs: list[ExprEmitter]
+    vts: list[ir.VectorType]
+    rows: list[ir.Value]
+    cols: list[ir.Value]
+    masks: list[ir.Value | None]
+
+
 class ContractionLowering:
     """Static extents choose the micro-tile, the packing and the tiling at compile time. Run-time
     ones (any of batch, M, N, K: ``dynamic.py`` hands such kernels here) keep the same static
@@ -169,8 +185,24 @@ class ContractionLowering:
         in_place = (_streams(y, kernel.num_parallel - 1, self.dtype)
                     and not _page_strided(y, kernel.num_parallel, self.dtype)
                     and not (reused and _long_rows(y, kernel.num_parallel, self.dtype)))
-        self.pack = (not in_place and is_static(K)
-                     and K * nr * max(1, bits(self.dtype) // 8) <= PACK_LIMIT_BYTES)
+        whole_k = K * nr * max(1, bits(self.dtype) // 8) if is_static(K) else 0
+        # A static K longer than a leaf runs leaf by leaf across the tile (``_k_blocked``) where
+        # y is read in place or its whole-K panel is too big for the stack (then packed a leaf
+        # at a time, not gathered in place).
+        self.leaves = (self.static and K > K_LEAF
+                       and (in_place or whole_k > PACK_LIMIT_BYTES))
+        depth = K_LEAF if self.leaves else K       # k steps of a packed panel
+        panel_bytes = depth * nr * max(1, bits(self.dtype) // 8) if is_static(K) else 0
+        self.pack = not in_place and is_static(K) and panel_bytes <= PACK_LIMIT_BYTES
+        tn = self.tiling.tile[-1]
+        # a leaf-by-leaf tile also keeps, per panel, its carried sums on the stack
+        carried = (len(block_sizes(K, K_LEAF, FAN_IN)) * -(-self.tiling.tile[-2] // mr) * mr
+                   * nr * max(1, bits(self.dtype) // 8) if self.leaves else 0)
+        self.group = (max(1, min(-(-tn // nr), GROUP_BYTES // panel_bytes,
+                                 PACK_LIMIT_BYTES // (panel_bytes + carried)))
+                      if self.pack and is_static(tn) else 1)
+        self.depth = depth
+        self._identity = -0.0 if is_float(self.dtype) else 0
         self.sizes = i64
 
     @property
@@ -185,25 +217,122 @@ class ContractionLowering:
 
     def _tile(self, b, ptrs, batch, rows, cols) -> None:
         mt, K = self.micro, self.kernel.reduction_ranges[0]
-        N = self.kernel.parallel_ranges[-1]
         (m_lo, m_hi), (n_lo, n_hi) = rows, cols
         t = scalar_type(self.dtype)
-        panel = entry_alloca(b, t, K * mt.nr, align=64) if self.pack else None
+        group = self.group * mt.nr
+        packed = entry_alloca(b, t, self.depth * group, align=64) if self.pack else None
+        if self.leaves:
+            self._k_blocked(b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed)
+            return
         split = None if self.static else self._split(b, m_lo, m_hi)
-        with for_range(b, n_lo, n_hi, step=mt.nr, name="nb") as nb:
-            ncols = b.sub(n_hi, nb)
-            full = b.icmp_signed(">=", ncols, i64(mt.nr))
-            if panel is not None:
-                self._pack(b, ptrs, batch, m_lo, nb, umin(b, ncols, i64(mt.nr)), panel, K)
-            with for_range(b, m_lo, split or m_hi, step=mt.mr, name="mb") as mb:
-                block = lambda full_panel, vectors: self._block(
-                    b, ptrs, batch, mb, m_hi, nb, ncols, panel, full_panel, vectors, mt.mr)
-                if is_static(N):
-                    self._static_panel(b, N, full, block)
-                else:
-                    self._run_time_panel(b, ncols, full, block)
+        with for_range(b, n_lo, n_hi, step=group, name="ng") as ng:
+            if packed is not None:
+                self._pack(b, ptrs, batch, m_lo, ng, umin(b, b.sub(n_hi, ng), i64(group)), packed,
+                           i64(0), K)
+
+            def block(nb, ncols, panel, mb, full, vectors):
+                self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, full, vectors, mt.mr)
+            self._panels(b, ng, n_hi, m_lo, split or m_hi, packed, block)
         if split is not None:
             self._single_rows(b, ptrs, batch, split, m_hi, n_lo, n_hi)
+
+    def _panels(self, b, ng, n_hi, m_lo, m_end, packed, block) -> None:
+        """``block(nb, ncols, panel, mb, full, vectors)`` for each panel of the group at ng and
+        each block of rows from m_lo to m_end, in the panel's whole or ragged variant."""
+        mt, N = self.micro, self.kernel.parallel_ranges[-1]
+        t = scalar_type(self.dtype)
+        group = self.group * mt.nr
+        with for_range(b, ng, umin(b, b.add(ng, i64(group)), n_hi), step=mt.nr, name="nb") as nb:
+            panel = None if packed is None else b.gep(
+                packed, [b.mul(b.sub(nb, ng), i64(self.depth))], source_etype=t)
+            ncols = b.sub(n_hi, nb)
+            full = b.icmp_signed(">=", ncols, i64(mt.nr))
+            with for_range(b, m_lo, m_end, step=mt.mr, name="mb") as mb:
+                variant = lambda full_panel, vectors: block(nb, ncols, panel, mb, full_panel, vectors)
+                if is_static(N):
+                    self._static_panel(b, N, full, variant)
+                else:
+                    self._run_time_panel(b, ncols, full, variant)
+
+    def _k_blocked(self, b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed) -> None:
+        """A static K longer than ``K_LEAF``: per group of panels, leaf by leaf (K_LEAF steps),
+        pack that leaf's rows of the panels and run every block of rows over them, folding
+        each block's sums into carried sums of the tile; then init and epilogue per block. A
+        leaf of the tile's x and of the panel stay in L1/L2 across the tile's blocks, where
+        over all of K they did not: conv GEMMs with y in place (256x196x2304, 512x49x4608)
+        ran 1.05-1.12x faster this way, ones whose y is packed whole (64x3136x576,
+        128x784x1152) 0.8-0.93x, so those keep K in registers (BENCHMARKS.md, twenty-fourth
+        session). The carried sums are the cascade's levels above the leaf
+        (codegen/common/cascade.py), so the sums are those of the whole-K block bit for bit:
+        level j takes FAN_IN of level j-1's blocks, starting from -0.0 (which adds nothing),
+        the top from 0."""
+        mt, K = self.micro, self.kernel.reduction_ranges[0]
+        t = scalar_type(self.dtype)
+        group = self.group * mt.nr
+        height = -(-self.tiling.tile[-2] // mt.mr) * mt.mr   # rows the tile's blocks cover
+        top = len(block_sizes(K, K_LEAF, FAN_IN))            # levels above the leaf
+        per_level = group * height
+        carried = entry_alloca(b, t, top * per_level, align=64)
+        whole, rest = divmod(K, K_LEAF)
+        add = b.fadd if is_float(self.dtype) else b.add
+
+        def slot(level, ng, nb, mb, i, v):
+            at = b.add(b.mul(b.sub(nb, ng), i64(height)), b.mul(b.sub(mb, m_lo), i64(mt.nr)))
+            at = b.add(at, i64((level - 1) * per_level + i * mt.nr + v * mt.vw))
+            ptr = b.gep(carried, [at], source_etype=t)
+            ptr.type = ir.PointerType()
+            return ptr
+
+        def leaf(ng, kb, steps, last):
+            k0 = b.mul(kb, i64(K_LEAF))
+            if packed is not None:
+                self._pack(b, ptrs, batch, m_lo, ng, umin(b, b.sub(n_hi, ng), i64(group)), packed,
+                           k0, steps)
+
+            def block(nb, ncols, panel, mb, full, vectors):
+                def fold(sums):
+                    self._fold(b, 1, top, kb, last, sums, [s.type for s in sums[0]],
+                               lambda level, i, v: slot(level, ng, nb, mb, i, v), add)
+                self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, full, vectors, mt.mr,
+                            leaf=(k0, steps, fold))
+            self._panels(b, ng, n_hi, m_lo, m_hi, packed, block)
+
+        with for_range(b, n_lo, n_hi, step=group, name="ng") as ng:
+            if whole:
+                with for_range(b, i64(0), i64(whole), name="leaf", unroll=False) as kb:
+                    leaf(ng, kb, K_LEAF, b.icmp_unsigned("==", kb, i64(whole - 1)) if not rest
+                         else ir.Constant(ir.IntType(1), 0))
+            if rest:
+                leaf(ng, i64(whole), rest, ir.Constant(ir.IntType(1), 1))
+
+            def finish(nb, ncols, panel, mb, full, vectors):
+                lanes = self._lanes(b, ptrs, mb, m_hi, nb, ncols, full, vectors, mt.mr)
+                sums = [[b.load(slot(top, ng, nb, mb, i, v), typ=vt, align=bits(self.dtype) // 8)
+                         for v, vt in enumerate(lanes.vts)] for i in range(mt.mr)]
+                self._store(b, batch, lanes, mb, m_hi, sums)
+            self._panels(b, ng, n_hi, m_lo, m_hi, None, finish)
+
+    def _fold(self, b, level, top, kb, last, sums, vts, slot, add) -> None:
+        """Leaf ``kb``'s ``sums`` into carried ``level``: the first of its block there replaces
+        (adds to -0.0), the top's first adds to 0; a level whose block ends with this leaf
+        (every FAN_IN ** level leaves, or the ``last``) folds on into the next."""
+        period = FAN_IN ** (level - 1)
+        index = b.udiv(kb, i64(period)) if period > 1 else kb
+        first = b.icmp_unsigned("==", b.urem(index, i64(FAN_IN)) if level < top else index, i64(0))
+        start = self._identity if level < top else 0
+        into = []
+        for i, row in enumerate(sums):
+            into.append([])
+            for v, (s, vt) in enumerate(zip(row, vts)):
+                ptr = slot(level, i, v)
+                old = b.select(first, ir.Constant(vt, [start] * vt.count),
+                               b.load(ptr, typ=vt, align=bits(self.dtype) // 8))
+                into[-1].append(add(old, s))
+                b.store(into[-1][-1], ptr, align=bits(self.dtype) // 8)
+        if level < top:
+            ends = b.icmp_unsigned("==", b.urem(b.add(kb, i64(1)), i64(period * FAN_IN)), i64(0))
+            with b.if_then(b.or_(ends, last)):
+                self._fold(b, level + 1, top, kb, last, into, vts, slot, add)
 
     def _split(self, b, m_lo, m_hi) -> ir.Value:
         """Where a run-time M's blocks of MR rows end and one-row blocks (``_single_rows``)
@@ -273,46 +402,51 @@ class ContractionLowering:
             with otherwise:
                 ragged(1)
 
-    def _pack(self, b, ptrs, batch, m_lo, nb, width, panel, K) -> None:
-        """panel[k][j] = y(k, nb + j) for j < width, else 0: NV vectors a k step, emitted as
-        ``_block`` emits y in place (a transposed y gathers, a converted one converts a
-        vector at a time)."""
+    def _pack(self, b, ptrs, batch, m_lo, ng, width, packed, k0, steps: int) -> None:
+        """packed[p][k][j] = y(k0 + k, ng + p * NR + j) for k < steps and p * NR + j < width,
+        else 0, for the ``group`` panels at ng: a k step copies the group's run of y's row
+        (emitted as ``_block`` emits y in place: a transposed y gathers, a converted one
+        converts a vector at a time). Row by row, not panel by panel: a panel alone reads one
+        cache line per k step, each on another page where y's rows are long (im2col patches),
+        and waits on a miss per line; 64x3136x576 ran 1.13x faster with its tile's 4 panels
+        packed together. ``GROUP_BYTES`` bounds a group: 3 whole-K panels of 128x784x1152
+        (221 KiB) ran 0.8x, 2 (147 KiB) as fast as one (BENCHMARKS.md, twenty-fourth session)."""
         mt = self.micro
         vec = ExprEmitter(b, ptrs, self.kernel, width=mt.vw, span=self.span, sizes=self.sizes)
         zero = vec.const(0, self.dtype)
-        masks = [self._lane_mask(b, vec, b.sub(width, i64(v * mt.vw))) for v in range(mt.nv)]
-        cols = [b.add(nb, i64(v * mt.vw)) for v in range(mt.nv)]
+        vectors = range(self.group * mt.nv)
+        masks = [self._lane_mask(b, vec, b.sub(width, i64(v * mt.vw))) for v in vectors]
+        cols = [b.add(ng, i64(v * mt.vw)) for v in vectors]
         n_dim = self.kernel.num_parallel - 1
-        with for_range(b, i64(0), i64(K), name="pk") as k:
-            row = b.mul(k, i64(mt.nr))
+        with for_range(b, i64(0), i64(steps), name="pk") as j:
+            row, k = b.mul(j, i64(mt.nr)), b.add(k0, j)
             for v, (c, mask) in enumerate(zip(cols, masks)):
                 value = vec.emit(self.y, Point(batch + [m_lo, c, k], lane_dim=n_dim, mask=mask))
-                slot = b.gep(panel, [b.add(row, i64(v * mt.vw))], source_etype=scalar_type(self.dtype))
+                at = (v // mt.nv) * self.depth * mt.nr + (v % mt.nv) * mt.vw
+                slot = b.gep(packed, [b.add(row, i64(at))], source_etype=scalar_type(self.dtype))
                 slot.type = ir.PointerType()  # llvmlite types a GEP by its element: a vector store
                 b.store(b.select(mask, value, zero), slot, align=max(1, bits(self.dtype) // 8))
 
     def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, vectors: int,
-               height: int) -> None:
+               height: int, leaf=None) -> None:
         """One block of ``height`` rows x ``vectors`` vectors of outputs at (mb, nb), masked
-        unless ``full``. In the ragged panel, the last vector at half width when its columns
-        fit: LLVM splits a 512-bit operation into two 256-bit ones on CPUs without 512-bit
-        units, and N = 49 then costs 3.5 vectors, not 4."""
-        mt, K = self.micro, self.kernel.reduction_ranges[0]
-        widths = [mt.vw] * vectors
-        N = self.kernel.parallel_ranges[-1]
-        if not full and mt.vw >= 8 and is_static(N) and 0 < N % mt.vw <= mt.vw // 2:
-            widths[-1] = mt.vw // 2
-        m_dim = self.kernel.num_parallel - 2
-        scalar = ExprEmitter(b, ptrs, self.kernel, sizes=self.sizes)
-        vecs = [ExprEmitter(b, ptrs, self.kernel, width=w, span=self.span, sizes=self.sizes)
-                for w in widths]
-        t = scalar_type(self.dtype)
-        vts = [ir.VectorType(t, w) for w in widths]
-        last = b.sub(m_hi, i64(1))
-        rows = [umin(b, b.add(mb, i64(i)), last) for i in range(height)]
-        cols = [b.add(nb, i64(v * mt.vw)) for v in range(len(widths))]
-        masks = [None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
-                 for v, vec in enumerate(vecs)]
+        unless ``full``: its sums over all of K, then the init and epilogue, stored. ``leaf``:
+        (k0, steps, fold) of a K-blocked tile (``_k_blocked``): only steps [k0, k0 + steps),
+        the panel holding those, their sum handed to ``fold(accs)`` instead."""
+        K = self.kernel.reduction_ranges[0]
+        lanes = self._lanes(b, ptrs, mb, m_hi, nb, ncols, full, vectors, height)
+        vts = lanes.vts
+        if leaf is not None:
+            k0, steps, fold = leaf
+            accs = [[entry_alloca(b, vt) for vt in vts] for _ in range(height)]
+            for row in accs:
+                for s, vec in zip(row, lanes.vecs):
+                    b.store(vec.const(self._identity, self.dtype), s)
+            step = self._step(b, batch, lanes, mb, nb, panel, accs)
+            with for_range(b, i64(0), i64(steps), name="step") as j:
+                step(b.add(k0, j), j)
+            fold([[b.load(s, typ=vt) for s, vt in zip(row, vts)] for row in accs])
+            return
         # Float sums cascade along K (codegen/common/cascade.py): levels[0] takes K_LEAF steps at a time.
         extent = K if is_static(K) else CASCADE_EXTENT
         sizes = block_sizes(extent, K_LEAF, FAN_IN) if is_float(self.dtype) else []
@@ -320,12 +454,12 @@ class ContractionLowering:
                   for _ in range(len(sizes) + 1)]
         slots = levels[-1]
         for row in slots:
-            for s, vec in zip(row, vecs):
+            for s, vec in zip(row, lanes.vecs):
                 b.store(vec.const(0, self.dtype), s)
 
         def fresh(j):
             for row in levels[j]:
-                for s, vec in zip(row, vecs):
+                for s, vec in zip(row, lanes.vecs):
                     b.store(vec.const(-0.0, self.dtype), s)
 
         def combine(j):
@@ -333,35 +467,69 @@ class ContractionLowering:
                 for total, part, vt in zip(into, row, vts):
                     b.store(b.fadd(b.load(total, typ=vt), b.load(part, typ=vt)), total)
 
-        def step(k):
-            if panel is not None:
-                base = b.mul(k, i64(mt.nr))
-                ys = [b.load(b.gep(panel, [b.add(base, i64(v * mt.vw))], source_etype=t),
-                             typ=vt, align=bits(self.dtype) // 8) for v, vt in enumerate(vts)]
-            else:
-                ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1, mask=mask))
-                      for vec, c, mask in zip(vecs, cols, masks)]
-            for i, row in enumerate(rows):
-                x = scalar.emit(self.x, Point(batch + [row, nb, k]))
-                splats = {w: vec.splat(x) for w, vec in zip(widths, vecs)}
-                for v, (vec, vt) in enumerate(zip(vecs, vts)):
-                    acc = b.load(levels[0][i][v], typ=vt)
-                    b.store(self._fma(b, vec, splats[widths[v]], ys[v], acc), levels[0][i][v])
-
+        body = self._step(b, batch, lanes, mb, nb, panel, levels[0])
+        step = lambda k: body(k, k)
         if is_static(K):
             cascaded(b, 0, K, sizes, step, fresh, combine)
         else:
             cascaded_run_time(b, self.sizes(K), sizes, step, fresh, combine)
+        self._store(b, batch, lanes, mb, m_hi,
+                    [[b.load(s, typ=vt) for s, vt in zip(row, vts)] for row in slots])
 
+    def _lanes(self, b, ptrs, mb, m_hi, nb, ncols, full: bool, vectors: int, height: int) -> _Lanes:
+        """The block's rows, columns, vector widths and masks. In the ragged panel, the last
+        vector at half width when its columns fit: LLVM splits a 512-bit operation into two
+        256-bit ones on CPUs without 512-bit units, and N = 49 then costs 3.5 vectors, not 4."""
+        mt = self.micro
+        widths = [mt.vw] * vectors
+        N = self.kernel.parallel_ranges[-1]
+        if not full and mt.vw >= 8 and is_static(N) and 0 < N % mt.vw <= mt.vw // 2:
+            widths[-1] = mt.vw // 2
+        scalar = ExprEmitter(b, ptrs, self.kernel, sizes=self.sizes)
+        vecs = [ExprEmitter(b, ptrs, self.kernel, width=w, span=self.span, sizes=self.sizes)
+                for w in widths]
+        t = scalar_type(self.dtype)
+        last = b.sub(m_hi, i64(1))
+        return _Lanes(
+            widths, scalar, vecs, [ir.VectorType(t, w) for w in widths],
+            rows=[umin(b, b.add(mb, i64(i)), last) for i in range(height)],
+            cols=[b.add(nb, i64(v * mt.vw)) for v in range(len(widths))],
+            masks=[None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
+                   for v, vec in enumerate(vecs)])
+
+    def _step(self, b, batch, lanes: _Lanes, mb, nb, panel, accs):
+        """The body ``step(k, pk)`` of one k step: NV vectors of the panel's row pk or of y
+        in place, a broadcast x per row, a fused multiply-add into each of ``accs`` (allocas)."""
+        mt, t = self.micro, scalar_type(self.dtype)
+        m_dim = self.kernel.num_parallel - 2
+
+        def step(k, pk):
+            if panel is not None:
+                base = b.mul(pk, i64(mt.nr))
+                ys = [b.load(b.gep(panel, [b.add(base, i64(v * mt.vw))], source_etype=t),
+                             typ=vt, align=bits(self.dtype) // 8) for v, vt in enumerate(lanes.vts)]
+            else:
+                ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1, mask=mask))
+                      for vec, c, mask in zip(lanes.vecs, lanes.cols, lanes.masks)]
+            for i, row in enumerate(lanes.rows):
+                x = lanes.scalar.emit(self.x, Point(batch + [row, nb, k]))
+                splats = {w: vec.splat(x) for w, vec in zip(lanes.widths, lanes.vecs)}
+                for v, (vec, vt) in enumerate(zip(lanes.vecs, lanes.vts)):
+                    acc = b.load(accs[i][v], typ=vt)
+                    b.store(self._fma(b, vec, splats[lanes.widths[v]], ys[v], acc), accs[i][v])
+        return step
+
+    def _store(self, b, batch, lanes: _Lanes, mb, m_hi, sums) -> None:
+        """init + sum, through the epilogue, into the result: the block's rows within M."""
         result = self.kernel.results[0]
-        for i in range(height):
+        m_dim = self.kernel.num_parallel - 2
+        for i, row in enumerate(lanes.rows):
             valid = b.icmp_signed("<", b.add(mb, i64(i)), m_hi)
             with b.if_then(valid, likely=True):
-                for v, (vec, vt, c) in enumerate(zip(vecs, vts, cols)):
-                    pt = Point(batch + [rows[i], c, i64(0)], lane_dim=m_dim + 1, mask=masks[v])
-                    acc = b.load(slots[i][v], typ=vt)
+                for v, (vec, c) in enumerate(zip(lanes.vecs, lanes.cols)):
+                    pt = Point(batch + [row, c, i64(0)], lane_dim=m_dim + 1, mask=lanes.masks[v])
                     init = vec.emit(result.init, pt)
-                    total = b.fadd(init, acc) if is_float(self.dtype) else b.add(init, acc)
+                    total = b.fadd(init, sums[i][v]) if is_float(self.dtype) else b.add(init, sums[i][v])
                     pt.accs = [total]
                     out = vec.emit(result.epilogue, pt) if result.epilogue is not None else total
                     vec.store(result.binding, result.index[0], out, pt)
