@@ -468,8 +468,9 @@ def test_a_long_run_time_k_runs_in_run_time_chunks():
         a[0, 700], a[1, 3] = np.inf, np.nan
         b = rng.standard_normal((k, n)).astype(np.float32)
         env = {id(v): x for v, x in zip(function.arguments, (a, b))}
+        def shape(v, symbols=symbols):
+            return tuple(int(substitute(d, symbols)) for d in v.shape)
         for op in version.ops:
-            shape = lambda v: tuple(int(substitute(d, symbols)) for d in v.shape)  # noqa: E731
             if isinstance(op, View):
                 env[id(op.result)] = env[id(op.source)].reshape(shape(op.result))
                 continue
