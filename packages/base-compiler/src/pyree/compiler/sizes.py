@@ -333,6 +333,19 @@ def nonnegative(value) -> bool:
                for m, c in value._terms)
 
 
+def signed_parts(value) -> tuple | None:
+    """``value`` as ``(plus, minus)``, both sums of non-negative terms, with ``value == plus -
+    minus``, where some term of it that is not a constant has a negative coefficient (``-n``,
+    ``n - m``: a concatenation's offset); None where none has (``n - 1`` stays one size). A kernel
+    takes run-time sizes as push constants, which the host computes as non-negative numbers: an
+    index offset of ``-n`` reaches the kernel as ``n``, subtracted there."""
+    if not isinstance(value, Size) or all(c > 0 for m, c in value._terms if m):
+        return None
+    plus = Size._simplify({m: c for m, c in value._terms if c > 0})
+    minus = Size._simplify({m: -c for m, c in value._terms if c < 0})
+    return plus, minus
+
+
 # ---- comparisons of sizes --------------------------------------------------------------------
 
 _COMPARISONS = ("eq", "lt", "le")

@@ -28,7 +28,7 @@ from pyree.compiler.kernel import (
     result_nodes,
     scatter_result,
 )
-from pyree.compiler.sizes import Size, num_elements
+from pyree.compiler.sizes import Size, num_elements, signed_parts
 
 # Every buffer a Value lives in starts at a multiple of this (the arena, constants, arguments):
 # a view at an offset that is a multiple of it is as aligned as its source.
@@ -89,13 +89,20 @@ def parameters_of(generic: Generic) -> list[Size]:
     among its loop ranges, operands' dims and the sizes its body reads, in order of first
     appearance. Push constant k is symbol ``pk`` in the kernel (``flow/kernels.outline``), so
     that one kernel serves every function and call site whatever its symbols are named; a
-    dispatch passes these sizes."""
+    dispatch passes these sizes. An index's offset or coefficient with a negative term
+    (``sizes.signed_parts``: the ``-n`` of a concatenation's second part) is passed as its two
+    non-negative parts, the kernel subtracting one from the other: a push constant is never
+    negative."""
     params: dict[Size, None] = {}
     for d in (*generic.loop_ranges, *(d for v in (*generic.inputs, *generic.results)
-                                      for d in v.shape), *size_values(generic),
-              *index_sizes(generic)):
+                                      for d in v.shape), *size_values(generic)):
         if isinstance(d, Size):
             params[d] = None
+    for d in index_sizes(generic):
+        parts = signed_parts(d)
+        for part in (d,) if parts is None else parts:
+            if isinstance(part, Size):
+                params[part] = None
     return list(params)
 
 
