@@ -1,7 +1,9 @@
 """tensor ops over ``?`` dims at the edges: a concatenation whose later parts start at run-time
 offsets (their loads are shifted by ``-n``, which a push constant, computed on the host as a
-non-negative size, cannot carry), checked against numpy at sizes 0, 1, primes and larger, on
-llvm-cpu and on vulkan-spirv under its marker."""
+non-negative size, cannot carry), a ``tensor.pad`` of a run-time sized dim (torch-mlir's
+padding of a convolution over a dynamic sequence or image) and a ``tensor.insert_slice`` at
+run-time offsets and sizes (a transposed convolution's), each checked against numpy and
+PyTorch at sizes 0, 1, primes and larger, on llvm-cpu and on vulkan-spirv under its marker."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import os
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.compiler import CompileOptions, compile_str
+import torch
+import torch.nn.functional as F
+from pyree.compiler import CompileOptions, compile_str, import_torch
 
 BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
@@ -62,3 +66,105 @@ def test_concatenation_of_run_time_sized_parts(backend, m, n):
     columns = load(CONCAT_COLUMNS, backend)
     a, b = (rng.integers(-9, 9, (4, k)).astype(np.int32) for k in (m, n))
     np.testing.assert_array_equal(columns["f"](a, b).to_host(), np.concatenate([a, b], 1))
+
+
+PAD = """
+func.func @f(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %cst = arith.constant -7.0 : f32
+  %p = tensor.pad %a low[1, 0] high[3, 2] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %cst : f32
+  } : tensor<?x?xf32> to tensor<?x?xf32>
+  return %p : tensor<?x?xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("m, n", [(0, 0), (1, 1), (0, 5), (7, 13), (131, 3)])
+def test_pad_of_run_time_sized_dims(backend, m, n):
+    a = np.random.default_rng(m + n).standard_normal((m, n)).astype(np.float32)
+    got = load(PAD, backend)["f"](a).to_host()
+    np.testing.assert_array_equal(got, np.pad(a, ((1, 3), (0, 2)), constant_values=-7))
+
+
+class _Conv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 6, 5, padding=2)
+        self.depthwise = torch.nn.Conv2d(6, 6, 3, padding=1, stride=2, groups=6)
+
+    def forward(self, x):
+        y = F.pad(torch.relu(self.conv(x)), (1, 2))  # (batch, 6, n + 3)
+        return self.depthwise(y.unsqueeze(2).expand(-1, -1, 3, -1))
+
+
+def test_convolutions_padded_along_a_dynamic_length(backend):
+    """torch-mlir pads a convolution's input along a dynamic dim (and F.pad does): both were
+    refused as "tensor.pad of a run-time sized dim"."""
+    torch.manual_seed(0)
+    model = _Conv().eval()
+    n = torch.export.Dim("n", min=1, max=1024)
+    module = load(import_torch(model, torch.randn(2, 4, 9), dynamic_shapes={"x": {2: n}}), backend)
+    for length in (1, 2, 9, 64):
+        x = torch.randn(2, 4, length)
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = module["main"](x.numpy()).to_host()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+INSERT = """
+func.func @f(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %b, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %b, %c1 : tensor<?x?xf32>
+  %k = arith.subi %n, %c1 : index
+  %r = tensor.insert_slice %b into %a[%c1, %k] [%m, %n] [1, 1] : tensor<?x?xf32> into tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("dest, source", [((1, 1), (0, 1)), ((2, 2), (1, 1)), ((9, 30), (7, 13)),
+                                          ((140, 600), (131, 257))])
+def test_insert_slice_at_run_time_offsets_and_sizes(backend, dest, source):
+    rng = np.random.default_rng(dest[0])
+    a = rng.standard_normal(dest).astype(np.float32)
+    b = rng.standard_normal(source).astype(np.float32)
+    want = a.copy()
+    m, n = source
+    want[1:1 + m, n - 1:2 * n - 1] = b
+    np.testing.assert_array_equal(load(INSERT, backend)["f"](a, b).to_host(), want)
+
+
+def test_insert_slice_past_its_destination_is_an_invocation_error(backend):
+    module = load(INSERT, backend)
+    with pytest.raises(rt.InvocationError, match="tensor.insert_slice writes past its destination"):
+        module["f"](np.zeros((4, 4), np.float32), np.ones((3, 3), np.float32))
+
+
+class _Upsample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.up(x)
+
+
+def test_transposed_convolution_over_a_dynamic_length(backend):
+    """torch-mlir inserts the input, dilated by the stride, into a zero tensor at run-time
+    sizes: insert_slice with dynamic sizes was refused."""
+    torch.manual_seed(1)
+    model = _Upsample().eval()
+    n = torch.export.Dim("n", min=1, max=1024)
+    module = load(import_torch(model, torch.randn(2, 3, 9), dynamic_shapes={"x": {2: n}}), backend)
+    for length in (1, 2, 9, 50):
+        x = torch.randn(2, 3, length)
+        with torch.no_grad():
+            want = model(x).numpy()
+        got = module["main"](x.numpy()).to_host()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
