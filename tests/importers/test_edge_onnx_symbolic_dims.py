@@ -1,6 +1,7 @@
 """ONNX models with symbolic dims (``dim_param``) at the edges torch-mlir's conversion gets
-wrong, checked against onnxruntime at several sizes of one compiled module: ArgMax/ArgMin
-with ``select_last_index`` along a symbolic dim."""
+wrong or pyree's size arithmetic did not take, checked against onnxruntime at several sizes
+of one compiled module: ArgMax/ArgMin with ``select_last_index`` along a symbolic dim, and a
+Slice whose end is a huge "to the end" constant."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import functools
 import numpy as np
 import pytest
 import tooling
-from pyree.compiler import CompileOptions, compile_str, import_onnx
+from pyree.compiler import CompileError, CompileOptions, compile_str, import_onnx
 
 onnx = tooling.require_module("onnx")
 tooling.require_module("torch_mlir")
@@ -58,3 +59,30 @@ def test_last_index_of_the_extreme_along_a_symbolic_dim(op, axis, keepdims, shap
                    [("a", TensorProto.FLOAT, ["N", "L"])], [("y", TensorProto.INT64, out)])
     a = np.random.default_rng(sum(shape)).integers(0, 3, shape).astype(np.float32)
     _check(proto, a)
+
+
+@pytest.mark.parametrize("end", [2**62, 2**63 - 1])
+@pytest.mark.parametrize("shape", [(2, 3), (1, 5), (3, 1), (5, 17)])
+def test_slice_to_a_huge_end_of_a_symbolic_dim(end, shape):
+    """``min(dim, 2**62)`` was kept as a size, whose program held a constant past 2^53: the
+    module compiled, then failed to load ("module file is invalid")."""
+    proto = _model([helper.make_node("Slice", ["a", "s", "e", "ax"], ["y"])],
+                   [("a", TensorProto.FLOAT, ["N", "L"])], [("y", TensorProto.FLOAT, [None, None])],
+                   [helper.make_tensor("s", TensorProto.INT64, [1], [-3]),
+                    helper.make_tensor("e", TensorProto.INT64, [1], [end]),
+                    helper.make_tensor("ax", TensorProto.INT64, [1], [1])])
+    _check(proto, np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32))
+
+
+def test_a_size_constant_past_the_module_limit_is_a_compile_error():
+    mlir = """
+func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %big = arith.constant 4611686018427387904 : index
+  %n = tensor.dim %a, %c0 : tensor<?xf32>
+  %m = arith.maxsi %n, %big : index
+  %e = tensor.empty(%m) : tensor<?xf32>
+  return %e : tensor<?xf32>
+}"""
+    with pytest.raises(CompileError, match=r"needs the constant 4611686018427387904, outside "):
+        compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"]))

@@ -26,6 +26,7 @@ from itertools import product
 # SizeExpr opcodes (schemas/common.fbs); EQ and on: schema 1.6.
 CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, EQ, LT, LE, SELECT = range(14)
 MAX_CODE = 1024  # the runtime's limit on one SizeExpr (module/size_exprs.py)
+LIMIT = 1 << 53  # the runtime's bound on every size and constant (module/size_exprs.py)
 _OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX,
             "eq": EQ, "lt": LT, "le": LE, "select": SELECT}
 
@@ -187,6 +188,10 @@ def opaque(op: str, a, b):
     the answer is exact (division of a multiple), else an opaque atom."""
     if not isinstance(a, Size) and not isinstance(b, Size):
         return _INT_OPS[op](int(a), int(b))
+    if op == "min" and any(isinstance(v, int) and v >= LIMIT for v in (a, b)):
+        # every run-time size is at most LIMIT (the runtime refuses any other), and no program
+        # may hold a constant past it: ONNX's "to the end" Slice gives min(dim, 2**62)
+        return b if isinstance(a, int) else a
     if op in ("floordiv", "ceildiv") and isinstance(b, int) and b > 0 and isinstance(a, Size) \
             and all(c % b == 0 for _, c in a._terms):
         return Size._simplify({m: c // b for m, c in a._terms})
@@ -265,21 +270,25 @@ def _substitute_atom(atom: Atom, mapping: dict):
     return opaque(atom.op, *args)
 
 
-def code(value, symbol_index: dict[str, int]) -> list[int]:
+def code(value, symbol_index: dict[str, int], balanced: bool = False) -> list[int]:
     """The SizeExpr program (schemas/common.fbs) of ``value``; ``symbol_index`` numbers the
     symbols as the function declares them. Every value a SizeExpr holds is a size, constants
     included (the runtime refuses a negative one), so the positive terms are summed first and
-    the negative ones subtracted after: each step's value is at least the final one."""
+    the negative ones subtracted after: each step's value is at least the final one.
+    ``balanced`` (the host's programs, which the runtime evaluates) does the same inside a
+    min, max or comparison whose operands have negative terms: ``max(n - 3, 0)`` (ONNX's
+    ``x[:, -3:]``) is computed as ``max(n, 3) - 3``, never holding ``n - 3`` below zero; a
+    kernel computes in wrapping i64 and takes them as they are."""
     if not isinstance(value, Size):
         return [CONST, int(value)]
     positive = [(m, c) for m, c in value._terms if c > 0]
     negative = [(m, -c) for m, c in value._terms if c < 0]
     out: list[int] = []
     for k, (m, c) in enumerate(positive):
-        out += _term_code(m, c, symbol_index) + ([ADD] if k else [])
+        out += _term_code(m, c, symbol_index, balanced) + ([ADD] if k else [])
     out = out or [CONST, 0]
     for m, c in negative:
-        out += _term_code(m, c, symbol_index) + [SUB]
+        out += _term_code(m, c, symbol_index, balanced) + [SUB]
     if len(out) > MAX_CODE:
         from pyree.compiler.errors import CompileError
         raise CompileError(f"a run-time size needs a program of {len(out)} entries, more than "
@@ -287,20 +296,37 @@ def code(value, symbol_index: dict[str, int]) -> list[int]:
     return out
 
 
-def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int]) -> list[int]:
+def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int],
+               balanced: bool = False) -> list[int]:
     """``c`` (> 0) times the product of ``monomial``'s atoms."""
     out = [CONST, c] if c != 1 or not monomial else []
     for j, atom in enumerate(monomial):
-        out += _atom_code(atom, symbol_index)
+        out += _atom_code(atom, symbol_index, balanced)
         if j or c != 1:
             out.append(MUL)
     return out
 
 
-def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
+def _atom_code(atom: Atom, symbol_index: dict[str, int], balanced: bool = False) -> list[int]:
     if atom.op is None:
         return [SYM, symbol_index[atom.args[0]]]
-    return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
+    args = atom.args
+    shift = 0
+    if balanced and atom.op in ("min", "max", "eq", "lt", "le"):
+        # both operands moved up by their negative parts: the same order, every step >= 0
+        shift = sum((_negative_part(a) for a in args), 0)
+        args = tuple(a + shift for a in args)
+    out = [v for a in args for v in code(a, symbol_index, balanced)] + [_OPCODES[atom.op]]
+    if atom.op in ("min", "max") and not (is_static(shift) and shift == 0):
+        out += code(shift, symbol_index, balanced) + [SUB]
+    return out
+
+
+def _negative_part(value):
+    """The sum of ``value``'s negative terms, negated (0 where it has none)."""
+    if not isinstance(value, Size):
+        return max(-int(value), 0)
+    return Size._simplify({m: -c for m, c in value._terms if c < 0})
 
 
 def uses_comparisons(program: list[int]) -> bool:
