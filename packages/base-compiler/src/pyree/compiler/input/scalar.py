@@ -86,6 +86,8 @@ def lower_scalar_op(op: Operation, args: list[Expr], where: str) -> Expr:
     if name in _UNARY:
         return Unary(_UNARY[name], args[0], dtype)
     if name in _CAST:
+        if (args[0].dtype, dtype) == ("f16", "bf16"):  # neither is wider: exactly through f32
+            return Cast("fptrunc", Cast("fpext", args[0], "f32"), dtype)
         return Cast(_CAST[name], args[0], dtype)
     if name in _UNSIGNED_CAST:
         if name == "arith.fptoui":
