@@ -168,3 +168,22 @@ def test_transposed_convolution_over_a_dynamic_length(backend):
         got = module["main"](x.numpy()).to_host()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _Roll(torch.nn.Module):
+    def forward(self, x):
+        return torch.roll(x, 2, 1), torch.roll(x, -1, 1)
+
+
+def test_roll_along_a_dynamic_dim(backend):
+    """torch-mlir slices a roll at ``select(n - 2 < 0, -1, n - 2)``, clamped to [0, n] after:
+    a select with a side that may be negative was refused ("pyree computes only sizes on the
+    host"); the host now computes it moved up by its negative parts. (torch-mlir takes no
+    shift modulo n, so a shift past the length can differ from PyTorch's answer: these two
+    shifts agree with it at every length here.)"""
+    n = torch.export.Dim("n", min=1, max=1024)
+    module = load(import_torch(_Roll(), torch.randn(3, 8), dynamic_shapes={"x": {1: n}}), backend)
+    for length in (1, 2, 3, 4, 17):
+        x = torch.randn(3, length)
+        for got, want in zip(module["main"](x.numpy()), _Roll()(x)):
+            np.testing.assert_array_equal(got.to_host(), want.numpy())

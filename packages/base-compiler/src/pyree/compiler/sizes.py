@@ -275,20 +275,26 @@ def code(value, symbol_index: dict[str, int], balanced: bool = False) -> list[in
     symbols as the function declares them. Every value a SizeExpr holds is a size, constants
     included (the runtime refuses a negative one), so the positive terms are summed first and
     the negative ones subtracted after: each step's value is at least the final one.
-    ``balanced`` (the host's programs, which the runtime evaluates) does the same inside a
-    min, max or comparison whose operands have negative terms: ``max(n - 3, 0)`` (ONNX's
-    ``x[:, -3:]``) is computed as ``max(n, 3) - 3``, never holding ``n - 3`` below zero; a
-    kernel computes in wrapping i64 and takes them as they are."""
+
+    ``balanced`` (the host's programs, which the runtime evaluates) does the same through a
+    min, max, select or comparison whose operands have negative parts (``sizes.select``'s
+    ``-1`` side included): ``max(n - 3, 0)`` (ONNX's ``x[:, -3:]``) is computed as
+    ``max(n, 3) - 3``, and the ``- 3`` of a min or max is carried out to the sum it is a term
+    of, so no step holds a negative value that the final one does not. A kernel computes in
+    wrapping i64 and takes its sizes as they are (``balanced`` False, the form before)."""
     if not isinstance(value, Size):
         return [CONST, int(value)]
-    positive = [(m, c) for m, c in value._terms if c > 0]
-    negative = [(m, -c) for m, c in value._terms if c < 0]
-    out: list[int] = []
-    for k, (m, c) in enumerate(positive):
-        out += _term_code(m, c, symbol_index, balanced) + ([ADD] if k else [])
-    out = out or [CONST, 0]
-    for m, c in negative:
-        out += _term_code(m, c, symbol_index, balanced) + [SUB]
+    if balanced:
+        out = _balanced(value, symbol_index)
+    else:
+        positive = [(m, c) for m, c in value._terms if c > 0]
+        negative = [(m, -c) for m, c in value._terms if c < 0]
+        out = []
+        for k, (m, c) in enumerate(positive):
+            out += _term_code(m, c, symbol_index) + ([ADD] if k else [])
+        out = out or [CONST, 0]
+        for m, c in negative:
+            out += _term_code(m, c, symbol_index) + [SUB]
     if len(out) > MAX_CODE:
         from pyree.compiler.errors import CompileError
         raise CompileError(f"a run-time size needs a program of {len(out)} entries, more than "
@@ -301,32 +307,85 @@ def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int],
     """``c`` (> 0) times the product of ``monomial``'s atoms."""
     out = [CONST, c] if c != 1 or not monomial else []
     for j, atom in enumerate(monomial):
-        out += _atom_code(atom, symbol_index, balanced)
+        out += (_balanced_atom(atom, symbol_index) if balanced else
+                _atom_code(atom, symbol_index))
         if j or c != 1:
             out.append(MUL)
     return out
 
 
-def _atom_code(atom: Atom, symbol_index: dict[str, int], balanced: bool = False) -> list[int]:
+def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
     if atom.op is None:
         return [SYM, symbol_index[atom.args[0]]]
-    args = atom.args
-    shift = 0
-    if balanced and atom.op in ("min", "max", "eq", "lt", "le"):
-        # both operands moved up by their negative parts: the same order, every step >= 0
-        shift = sum((_negative_part(a) for a in args), 0)
-        args = tuple(a + shift for a in args)
-    out = [v for a in args for v in code(a, symbol_index, balanced)] + [_OPCODES[atom.op]]
-    if atom.op in ("min", "max") and not (is_static(shift) and shift == 0):
-        out += code(shift, symbol_index, balanced) + [SUB]
+    return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+# ---- the host's programs: no negative step (code(balanced=True)) ----
+
+_LIFTED = ("min", "max", "select")
+
+
+def _balanced(value, symbol_index: dict) -> list[int]:
+    """``value``'s program: its plus parts summed, then each minus part subtracted."""
+    plus, minus = _parts(value, symbol_index)
+    out = _summed(plus) or [CONST, 0]
+    for term in minus:
+        out += term + [SUB]
     return out
 
 
-def _negative_part(value):
-    """The sum of ``value``'s negative terms, negated (0 where it has none)."""
+def _summed(codes: list[list[int]]) -> list[int]:
+    out: list[int] = []
+    for k, term in enumerate(codes):
+        out += term + ([ADD] if k else [])
+    return out
+
+
+def _parts(value, symbol_index: dict) -> tuple[list, list]:
+    """(plus, minus): programs of non-negative values with ``value = sum(plus) - sum(minus)``."""
     if not isinstance(value, Size):
-        return max(-int(value), 0)
-    return Size._simplify({m: -c for m, c in value._terms if c < 0})
+        v = int(value)
+        return ([[CONST, v]], []) if v > 0 else ([], [[CONST, -v]]) if v < 0 else ([], [])
+    plus: list = []
+    minus: list = []
+    for m, c in value._terms:
+        k = abs(c)
+        if len(m) == 1 and m[0].op in _LIFTED:
+            up, down = _lifted_atom(m[0], symbol_index)  # the atom is sum(up) - sum(down)
+            scaled = [([CONST, k] + t + [MUL]) if k != 1 else t for t in (*up, *down)]
+            up, down = scaled[:len(up)], scaled[len(up):]
+            plus, minus = (plus + up, minus + down) if c > 0 else (plus + down, minus + up)
+        else:
+            (plus if c > 0 else minus).append(_term_code(m, k, symbol_index, balanced=True))
+    return plus, minus
+
+
+def _balanced_atom(atom: Atom, symbol_index: dict) -> list[int]:
+    """The atom's value (a term of a product, or an operand of an atom not lifted)."""
+    if atom.op in _LIFTED:
+        up, down = _lifted_atom(atom, symbol_index)
+        out = _summed(up)
+        for term in down:
+            out += term + [SUB]
+        return out
+    if atom.op is None:
+        return [SYM, symbol_index[atom.args[0]]]
+    if atom.op in ("eq", "lt", "le"):  # both sides moved up by the other's minus parts
+        (pa, ma), (pb, mb) = (_parts(a, symbol_index) for a in atom.args)
+        return (_summed(pa + mb) or [CONST, 0]) + (_summed(pb + ma) or [CONST, 0]) \
+            + [_OPCODES[atom.op]]
+    return [v for a in atom.args for v in _balanced(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+def _lifted_atom(atom: Atom, symbol_index: dict) -> tuple[list, list]:
+    """A min, max or select as (up, down): ``op(a + Nb, b + Na)`` and ``[Na, Nb]``, where
+    ``a = Pa - Na`` and ``b = Pb - Nb``; one whose sides have no minus parts is as before."""
+    sides = atom.args[1:] if atom.op == "select" else atom.args
+    (pa, ma), (pb, mb) = (_parts(a, symbol_index) for a in sides)
+    condition = _balanced(atom.args[0], symbol_index) if atom.op == "select" else []
+    left = _summed(pa + mb) or [CONST, 0]
+    right = _summed(pb + ma) or [CONST, 0]
+    return [condition + left + right + [_OPCODES[atom.op]]], ma + mb
 
 
 def uses_comparisons(program: list[int]) -> bool:
