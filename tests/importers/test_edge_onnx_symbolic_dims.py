@@ -112,3 +112,21 @@ def test_reshapes_of_symbolic_dims(name, nodes, inputs, initializers, opset, sha
     for shape in shapes:
         a = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
         _check(proto, a, atol=1e-5 if name == "GroupNormalization" else 0.0)
+
+
+@pytest.mark.parametrize("dims, opset", [([2, 3, "L"], 17), (["N", 3, "H", "W"], 18),
+                                         (["N", 3, 4], 17)])
+def test_instance_normalization_over_symbolic_spatial_dims(dims, opset):
+    """torch-mlir divided the sum of squares by the static element count, -1 for a dim_param
+    spatial dim: a negated variance and NaN everywhere."""
+    proto = _model([helper.make_node("InstanceNormalization", ["a", "s", "b"], ["y"],
+                                     epsilon=1e-3)],
+                   [("a", _FLOAT, dims)], [("y", _FLOAT, [None if isinstance(d, str) else d
+                                                           for d in dims])],
+                   [helper.make_tensor("s", _FLOAT, [3], [1.0, 2.0, 0.5]),
+                    helper.make_tensor("b", _FLOAT, [3], [0.0, 0.1, -1.0])], opset)
+    rng = np.random.default_rng(len(dims))
+    for size in (1, 2, 7):
+        shape = [size if isinstance(d, str) else d for d in dims]
+        # onnxruntime computes the affine part with its own rounding: a few ulps of 1
+        _check(proto, rng.standard_normal(shape).astype(np.float32) * 3 + 1, atol=1e-4)
