@@ -187,3 +187,27 @@ def test_roll_along_a_dynamic_dim(backend):
         x = torch.randn(3, length)
         for got, want in zip(module["main"](x.numpy()), _Roll()(x)):
             np.testing.assert_array_equal(got.to_host(), want.numpy())
+
+
+SPLAT = """
+func.func @f(%a: tensor<?x3xf32>, %s: tensor<f32>) -> (tensor<?x3x?xi32>, tensor<2x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = tensor.dim %a, %c0 : tensor<?x3xf32>
+  %m = arith.muli %n, %c2 : index
+  %x = arith.constant -5 : i32
+  %r = tensor.splat %x[%n, %m] : tensor<?x3x?xi32>
+  %y = tensor.extract %s[] : tensor<f32>
+  %q = tensor.splat %y[%n] : tensor<2x?xf32>
+  return %r, %q : tensor<?x3x?xi32>, tensor<2x?xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 4, 131])
+def test_splat_to_run_time_sizes(backend, n):
+    """``tensor.splat %x[%n]`` was refused ("dynamic dimensions are not supported yet")."""
+    ints, floats = load(SPLAT, backend)["f"](np.zeros((n, 3), np.float32), np.float32(-0.0))
+    np.testing.assert_array_equal(ints.to_host(), np.full((n, 3, 2 * n), -5, np.int32))
+    got = floats.to_host()
+    assert got.shape == (2, n) and np.all((got == 0) & np.signbit(got))

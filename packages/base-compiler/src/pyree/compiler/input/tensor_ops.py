@@ -279,13 +279,18 @@ def lower_from_elements(fn: FunctionLowering, op: tensor.FromElementsOp) -> None
 
 
 def lower_splat(fn: FunctionLowering, op: tensor.SplatOp) -> None:
+    """A ``?`` dim of the result is its size operand, in order (``tensor.splat %x[%n]``)."""
     where = location_of(op)
-    if op.dynamicSizes:
-        raise CompileError("dynamic dimensions are not supported yet", where)
     inputs = Inputs()
     value = fn.scalar(op.input, inputs, where)
-    result = fn.result_value(op.result, where)
-    if isinstance(value, Const):
+    if op.dynamicSizes:
+        dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
+        sizes = iter(op.dynamicSizes)
+        result = fn.bind_value(op.result, dtype, tuple(size_of(fn, next(sizes), where)
+                                                       if d is None else d for d in shape))
+    else:
+        result = fn.result_value(op.result, where)
+    if isinstance(value, Const) and static_shape(result.shape):
         fn.emit(Constant(result, splat=value.value, location=where))
         return
     rank = len(result.shape)
