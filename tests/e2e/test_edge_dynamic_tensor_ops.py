@@ -211,3 +211,47 @@ def test_splat_to_run_time_sizes(backend, n):
     np.testing.assert_array_equal(ints.to_host(), np.full((n, 3, 2 * n), -5, np.int32))
     got = floats.to_host()
     assert got.shape == (2, n) and np.all((got == 0) & np.signbit(got))
+
+
+REVERSE = """
+#map = affine_map<(d0, d1) -> (d0, d1)>
+func.func @f(%a: tensor<?x?xf32>) -> tensor<?x?xi32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %n = tensor.dim %a, %c1 : tensor<?x?xf32>
+  %last = arith.subi %n, %c1 : index
+  %e = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %r = linalg.generic {indexing_maps = [#map], iterator_types = ["parallel", "parallel"]}
+      outs(%e : tensor<?x?xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %k = arith.subi %last, %j : index
+    %v = tensor.extract %a[%i, %k] : tensor<?x?xf32>
+    linalg.yield %v : f32
+  } -> tensor<?x?xf32>
+  %ei = tensor.empty(%m, %n) : tensor<?x?xi32>
+  %w = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<?x?xf32>) outs(%ei : tensor<?x?xi32>) {
+  ^bb0(%x: f32, %o: i32):
+    %j = linalg.index 1 : index
+    %k = arith.subi %last, %j : index
+    %ki = arith.index_cast %k : index to i32
+    %xi = arith.fptosi %x : f32 to i32
+    %s = arith.addi %xi, %ki : i32
+    linalg.yield %s : i32
+  } -> tensor<?x?xi32>
+  return %w : tensor<?x?xi32>
+}
+"""
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 0), (0, 5), (1, 1), (4, 7)])
+def test_reversal_by_a_size_read_in_the_body(backend, shape):
+    """torch-mlir reverses a dim as ``%last = n - 1`` read in the body (torch.flip, ONNX's
+    Slice with a negative step): the kernel took ``n - 1`` as one push constant, refused as
+    negative for an empty dim ("push constant 2 `s1 - 1` is -1")."""
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    want = a[:, ::-1].astype(np.int32) + (shape[1] - 1 - np.arange(shape[1], dtype=np.int32))
+    np.testing.assert_array_equal(load(REVERSE, backend)["f"](a).to_host(), want)

@@ -418,6 +418,13 @@ def nonnegative(value) -> bool:
                for m, c in value._terms)
 
 
+def negative_part(value):
+    """The sum of ``value``'s negative terms, negated (0 where it has none)."""
+    if not isinstance(value, Size):
+        return max(-int(value), 0)
+    return Size._simplify({m: -c for m, c in value._terms if c < 0})
+
+
 def signed_parts(value) -> tuple | None:
     """``value`` as ``(plus, minus)``, both sums of non-negative terms, with ``value == plus -
     minus``, where some term of it that is not a constant has a negative coefficient (``-n``,
