@@ -81,7 +81,7 @@ func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
   %c0 = arith.constant 0 : index
   %big = arith.constant 4611686018427387904 : index
   %n = tensor.dim %a, %c0 : tensor<?xf32>
-  %m = arith.maxsi %n, %big : index
+  %m = arith.addi %n, %big : index
   %e = tensor.empty(%m) : tensor<?xf32>
   return %e : tensor<?xf32>
 }"""
@@ -130,3 +130,19 @@ def test_instance_normalization_over_symbolic_spatial_dims(dims, opset):
         shape = [size if isinstance(d, str) else d for d in dims]
         # onnxruntime computes the affine part with its own rounding: a few ulps of 1
         _check(proto, rng.standard_normal(shape).astype(np.float32) * 3 + 1, atol=1e-4)
+
+
+@pytest.mark.parametrize("step, end", [(-1, -2**63), (-2, -2**62), (-1, 0)])
+@pytest.mark.parametrize("shape", [(2, 3), (1, 1), (5, 17)])
+def test_slice_with_a_negative_step_of_a_symbolic_dim(step, end, shape):
+    """torch.flip exported to ONNX is a Slice with step -1. Its element count is
+    ``(end - start) floordiv step``: a division of a size by a negative constant was refused,
+    and the reversal's ``n - 1`` met in a fused index was a TypeError ("has no value at
+    compile time"), not even a CompileError."""
+    proto = _model([helper.make_node("Slice", ["a", "s", "e", "ax", "st"], ["y"])],
+                   [("a", TensorProto.FLOAT, ["N", "L"])], [("y", TensorProto.FLOAT, [None, None])],
+                   [helper.make_tensor("s", TensorProto.INT64, [1], [-1]),
+                    helper.make_tensor("e", TensorProto.INT64, [1], [end]),
+                    helper.make_tensor("ax", TensorProto.INT64, [1], [1]),
+                    helper.make_tensor("st", TensorProto.INT64, [1], [step])])
+    _check(proto, np.random.default_rng(shape[1]).standard_normal(shape).astype(np.float32))

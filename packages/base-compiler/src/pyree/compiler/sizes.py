@@ -473,6 +473,10 @@ def proven_nonnegative(value, bounds: dict) -> bool:
     """Whether ``value`` >= 0 for every value of its symbols within ``bounds`` (name -> (min,
     max or None)): by ``nonnegative`` with each symbol shifted by its minimum, or by the
     polynomial's range over the bounds box (``_range``)."""
+    if isinstance(value, Size):  # a constant past all that the other terms can reach
+        constant = dict(value._terms).get((), 0)  # (every run-time value is within +-LIMIT)
+        if constant >= LIMIT * sum(abs(c) for m, c in value._terms if m):
+            return True
     shifted = {name: Size.symbol(name) + low for name, (low, _) in bounds.items() if low}
     if nonnegative(substitute(value, shifted)):
         return True

@@ -153,6 +153,10 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
         first = compare("le", *values, bounds) == name.startswith("min")  # torch's clamp to a bound
         value = values[0] if first else values[1]
     else:
+        if name in ("floordivsi", "ceildivsi") and isinstance(values[1], int) and values[1] < 0:
+            # floor(a / -c) is floor(-a / c), whatever a's sign: ONNX's Slice with a negative
+            # step counts its elements as (end - start) floordiv step
+            values = [-values[0], -values[1]]
         if name.startswith(("div", "floordiv", "ceildiv", "rem")) and isinstance(values[1], int) \
                 and values[1] <= 0:
             # Sizes are non-negative, where MLIR's signed and floored divisions agree; a divisor

@@ -14,7 +14,7 @@ from pyree.compiler.input.function import Empty, FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
-from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.input.types import check_tensor_bytes, tensor_type_of
 from pyree.compiler.kernel import (
     DTYPES,
     AffineExpr,
@@ -41,8 +41,9 @@ def lower_empty(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     dtype, shape = tensor_type_of(op.results[0].type, where, dynamic=True)
     sizes = iter(op.operands)
-    fn.env[op.results[0]] = Empty(dtype, tuple(size_of(fn, next(sizes), where) if d is None
-                                               else d for d in shape))
+    shape = tuple(size_of(fn, next(sizes), where) if d is None else d for d in shape)
+    check_tensor_bytes(shape, dtype, f"{op.name} of {list(shape)}", where)
+    fn.env[op.results[0]] = Empty(dtype, shape)
 
 
 def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
@@ -339,6 +340,10 @@ def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes
             continue  # the static checks (input/checks.py) decide it
         bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
         inside = compare("le", offset + size * stride, dim + stride - 1, bounds)
+        if not is_static(offset):  # an offset computed with a negative side may fall below 0
+            starts = compare("le", 0, offset, bounds)
+            inside = starts if inside is True else inside if starts is True else \
+                False if False in (starts, inside) else starts * inside
         if inside is False:
             raise CompileError(f"{what}: offset {offset}, size {size}, stride {stride} of a "
                                f"dim of {dim}", where)
