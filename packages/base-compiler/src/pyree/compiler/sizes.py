@@ -26,6 +26,7 @@ from itertools import product
 # SizeExpr opcodes (schemas/common.fbs); EQ and on: schema 1.6.
 CONST, SYM, ADD, SUB, MUL, FLOORDIV, CEILDIV, MOD, MIN, MAX, EQ, LT, LE, SELECT = range(14)
 MAX_CODE = 1024  # the runtime's limit on one SizeExpr (module/size_exprs.py)
+LIMIT = 1 << 53  # the runtime's bound on every size and constant (module/size_exprs.py)
 _OPCODES = {"floordiv": FLOORDIV, "ceildiv": CEILDIV, "mod": MOD, "min": MIN, "max": MAX,
             "eq": EQ, "lt": LT, "le": LE, "select": SELECT}
 
@@ -187,6 +188,10 @@ def opaque(op: str, a, b):
     the answer is exact (division of a multiple), else an opaque atom."""
     if not isinstance(a, Size) and not isinstance(b, Size):
         return _INT_OPS[op](int(a), int(b))
+    if op == "min" and any(isinstance(v, int) and v >= LIMIT for v in (a, b)):
+        # every run-time size is at most LIMIT (the runtime refuses any other), and no program
+        # may hold a constant past it: ONNX's "to the end" Slice gives min(dim, 2**62)
+        return b if isinstance(a, int) else a
     if op in ("floordiv", "ceildiv") and isinstance(b, int) and b > 0 and isinstance(a, Size) \
             and all(c % b == 0 for _, c in a._terms):
         return Size._simplify({m: c // b for m, c in a._terms})
@@ -265,21 +270,31 @@ def _substitute_atom(atom: Atom, mapping: dict):
     return opaque(atom.op, *args)
 
 
-def code(value, symbol_index: dict[str, int]) -> list[int]:
+def code(value, symbol_index: dict[str, int], balanced: bool = False) -> list[int]:
     """The SizeExpr program (schemas/common.fbs) of ``value``; ``symbol_index`` numbers the
     symbols as the function declares them. Every value a SizeExpr holds is a size, constants
     included (the runtime refuses a negative one), so the positive terms are summed first and
-    the negative ones subtracted after: each step's value is at least the final one."""
+    the negative ones subtracted after: each step's value is at least the final one.
+
+    ``balanced`` (the host's programs, which the runtime evaluates) does the same through a
+    min, max, select or comparison whose operands have negative parts (``sizes.select``'s
+    ``-1`` side included): ``max(n - 3, 0)`` (ONNX's ``x[:, -3:]``) is computed as
+    ``max(n, 3) - 3``, and the ``- 3`` of a min or max is carried out to the sum it is a term
+    of, so no step holds a negative value that the final one does not. A kernel computes in
+    wrapping i64 and takes its sizes as they are (``balanced`` False, the form before)."""
     if not isinstance(value, Size):
         return [CONST, int(value)]
-    positive = [(m, c) for m, c in value._terms if c > 0]
-    negative = [(m, -c) for m, c in value._terms if c < 0]
-    out: list[int] = []
-    for k, (m, c) in enumerate(positive):
-        out += _term_code(m, c, symbol_index) + ([ADD] if k else [])
-    out = out or [CONST, 0]
-    for m, c in negative:
-        out += _term_code(m, c, symbol_index) + [SUB]
+    if balanced:
+        out = _balanced(value, symbol_index)
+    else:
+        positive = [(m, c) for m, c in value._terms if c > 0]
+        negative = [(m, -c) for m, c in value._terms if c < 0]
+        out = []
+        for k, (m, c) in enumerate(positive):
+            out += _term_code(m, c, symbol_index) + ([ADD] if k else [])
+        out = out or [CONST, 0]
+        for m, c in negative:
+            out += _term_code(m, c, symbol_index) + [SUB]
     if len(out) > MAX_CODE:
         from pyree.compiler.errors import CompileError
         raise CompileError(f"a run-time size needs a program of {len(out)} entries, more than "
@@ -287,11 +302,13 @@ def code(value, symbol_index: dict[str, int]) -> list[int]:
     return out
 
 
-def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int]) -> list[int]:
+def _term_code(monomial: tuple, c: int, symbol_index: dict[str, int],
+               balanced: bool = False) -> list[int]:
     """``c`` (> 0) times the product of ``monomial``'s atoms."""
     out = [CONST, c] if c != 1 or not monomial else []
     for j, atom in enumerate(monomial):
-        out += _atom_code(atom, symbol_index)
+        out += (_balanced_atom(atom, symbol_index) if balanced else
+                _atom_code(atom, symbol_index))
         if j or c != 1:
             out.append(MUL)
     return out
@@ -301,6 +318,74 @@ def _atom_code(atom: Atom, symbol_index: dict[str, int]) -> list[int]:
     if atom.op is None:
         return [SYM, symbol_index[atom.args[0]]]
     return [v for a in atom.args for v in code(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+# ---- the host's programs: no negative step (code(balanced=True)) ----
+
+_LIFTED = ("min", "max", "select")
+
+
+def _balanced(value, symbol_index: dict) -> list[int]:
+    """``value``'s program: its plus parts summed, then each minus part subtracted."""
+    plus, minus = _parts(value, symbol_index)
+    out = _summed(plus) or [CONST, 0]
+    for term in minus:
+        out += term + [SUB]
+    return out
+
+
+def _summed(codes: list[list[int]]) -> list[int]:
+    out: list[int] = []
+    for k, term in enumerate(codes):
+        out += term + ([ADD] if k else [])
+    return out
+
+
+def _parts(value, symbol_index: dict) -> tuple[list, list]:
+    """(plus, minus): programs of non-negative values with ``value = sum(plus) - sum(minus)``."""
+    if not isinstance(value, Size):
+        v = int(value)
+        return ([[CONST, v]], []) if v > 0 else ([], [[CONST, -v]]) if v < 0 else ([], [])
+    plus: list = []
+    minus: list = []
+    for m, c in value._terms:
+        k = abs(c)
+        if len(m) == 1 and m[0].op in _LIFTED:
+            up, down = _lifted_atom(m[0], symbol_index)  # the atom is sum(up) - sum(down)
+            scaled = [([CONST, k] + t + [MUL]) if k != 1 else t for t in (*up, *down)]
+            up, down = scaled[:len(up)], scaled[len(up):]
+            plus, minus = (plus + up, minus + down) if c > 0 else (plus + down, minus + up)
+        else:
+            (plus if c > 0 else minus).append(_term_code(m, k, symbol_index, balanced=True))
+    return plus, minus
+
+
+def _balanced_atom(atom: Atom, symbol_index: dict) -> list[int]:
+    """The atom's value (a term of a product, or an operand of an atom not lifted)."""
+    if atom.op in _LIFTED:
+        up, down = _lifted_atom(atom, symbol_index)
+        out = _summed(up)
+        for term in down:
+            out += term + [SUB]
+        return out
+    if atom.op is None:
+        return [SYM, symbol_index[atom.args[0]]]
+    if atom.op in ("eq", "lt", "le"):  # both sides moved up by the other's minus parts
+        (pa, ma), (pb, mb) = (_parts(a, symbol_index) for a in atom.args)
+        return (_summed(pa + mb) or [CONST, 0]) + (_summed(pb + ma) or [CONST, 0]) \
+            + [_OPCODES[atom.op]]
+    return [v for a in atom.args for v in _balanced(a, symbol_index)] + [_OPCODES[atom.op]]
+
+
+def _lifted_atom(atom: Atom, symbol_index: dict) -> tuple[list, list]:
+    """A min, max or select as (up, down): ``op(a + Nb, b + Na)`` and ``[Na, Nb]``, where
+    ``a = Pa - Na`` and ``b = Pb - Nb``; one whose sides have no minus parts is as before."""
+    sides = atom.args[1:] if atom.op == "select" else atom.args
+    (pa, ma), (pb, mb) = (_parts(a, symbol_index) for a in sides)
+    condition = _balanced(atom.args[0], symbol_index) if atom.op == "select" else []
+    left = _summed(pa + mb) or [CONST, 0]
+    right = _summed(pb + ma) or [CONST, 0]
+    return [condition + left + right + [_OPCODES[atom.op]]], ma + mb
 
 
 def uses_comparisons(program: list[int]) -> bool:
@@ -331,6 +416,26 @@ def nonnegative(value) -> bool:
         return value >= 0
     return all(c > 0 and all(a.op is None or all(nonnegative(x) for x in a.args) for a in m)
                for m, c in value._terms)
+
+
+def negative_part(value):
+    """The sum of ``value``'s negative terms, negated (0 where it has none)."""
+    if not isinstance(value, Size):
+        return max(-int(value), 0)
+    return Size._simplify({m: -c for m, c in value._terms if c < 0})
+
+
+def signed_parts(value) -> tuple | None:
+    """``value`` as ``(plus, minus)``, both sums of non-negative terms, with ``value == plus -
+    minus``, where some term of it that is not a constant has a negative coefficient (``-n``,
+    ``n - m``: a concatenation's offset); None where none has (``n - 1`` stays one size). A kernel
+    takes run-time sizes as push constants, which the host computes as non-negative numbers: an
+    index offset of ``-n`` reaches the kernel as ``n``, subtracted there."""
+    if not isinstance(value, Size) or all(c > 0 for m, c in value._terms if m):
+        return None
+    plus = Size._simplify({m: c for m, c in value._terms if c > 0})
+    minus = Size._simplify({m: -c for m, c in value._terms if c < 0})
+    return plus, minus
 
 
 # ---- comparisons of sizes --------------------------------------------------------------------
@@ -368,6 +473,10 @@ def proven_nonnegative(value, bounds: dict) -> bool:
     """Whether ``value`` >= 0 for every value of its symbols within ``bounds`` (name -> (min,
     max or None)): by ``nonnegative`` with each symbol shifted by its minimum, or by the
     polynomial's range over the bounds box (``_range``)."""
+    if isinstance(value, Size):  # a constant past all that the other terms can reach
+        constant = dict(value._terms).get((), 0)  # (every run-time value is within +-LIMIT)
+        if constant >= LIMIT * sum(abs(c) for m, c in value._terms if m):
+            return True
     shifted = {name: Size.symbol(name) + low for name, (low, _) in bounds.items() if low}
     if nonnegative(substitute(value, shifted)):
         return True

@@ -24,11 +24,12 @@ from pyree.compiler.kernel import (
     Load,
     Result,
     SizeValue,
+    is_float,
     itemsize,
     result_nodes,
     scatter_result,
 )
-from pyree.compiler.sizes import Size, num_elements
+from pyree.compiler.sizes import Size, is_static, negative_part, num_elements, signed_parts
 
 # Every buffer a Value lives in starts at a multiple of this (the arena, constants, arguments):
 # a view at an offset that is a multiple of it is as aligned as its source.
@@ -89,13 +90,23 @@ def parameters_of(generic: Generic) -> list[Size]:
     among its loop ranges, operands' dims and the sizes its body reads, in order of first
     appearance. Push constant k is symbol ``pk`` in the kernel (``flow/kernels.outline``), so
     that one kernel serves every function and call site whatever its symbols are named; a
-    dispatch passes these sizes."""
+    dispatch passes these sizes. An index's offset or coefficient with a negative term
+    (``sizes.signed_parts``: the ``-n`` of a concatenation's second part) is passed as its two
+    non-negative parts, the kernel subtracting one from the other: a push constant is never
+    negative. A size the body reads as an integer with a negative term (``n - 1``, where ``n``
+    may be 0) is likewise passed as its parts (``size_value_parts``)."""
     params: dict[Size, None] = {}
+    read = [part for e in size_value_nodes(generic)
+            for part in (size_value_parts(e) or (e.size,))]
     for d in (*generic.loop_ranges, *(d for v in (*generic.inputs, *generic.results)
-                                      for d in v.shape), *size_values(generic),
-              *index_sizes(generic)):
+                                      for d in v.shape), *read):
         if isinstance(d, Size):
             params[d] = None
+    for d in index_sizes(generic):
+        parts = signed_parts(d)
+        for part in (d,) if parts is None else parts:
+            if isinstance(part, Size):
+                params[part] = None
     return list(params)
 
 
@@ -106,6 +117,20 @@ def index_sizes(generic: Generic) -> list[Size]:
                for ix in (*r.index, *(i for e in result_nodes(r) if isinstance(e, Load)
                                       for i in e.index))]
     return [v for ix in indices for v in (*ix.coeffs, ix.const) if isinstance(v, Size)]
+
+
+def size_value_nodes(generic: Generic) -> list[SizeValue]:
+    return [e for r in generic.outputs for e in result_nodes(r) if isinstance(e, SizeValue)]
+
+
+def size_value_parts(e: SizeValue) -> tuple | None:
+    """(plus, minus), both non-negative, with ``e.size == plus - minus``, for an integer
+    SizeValue whose size has a negative term (a reversal's ``n - 1``); None otherwise (a
+    float one is converted once, as before)."""
+    minus = negative_part(e.size)
+    if is_float(e.dtype) or (is_static(minus) and minus == 0):
+        return None
+    return e.size + minus, minus
 
 
 def size_values(generic: Generic) -> list[Size]:

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.kernel import AffineExpr, Binding, Kernel, Load, SizeValue, map_result
-from pyree.compiler.sizes import Size
-from pyree.compiler.tensor_program import Generic, index_sizes, parameters_of, size_values
+from pyree.compiler.kernel import (
+    AffineExpr,
+    Binary,
+    Binding,
+    Const,
+    Kernel,
+    Load,
+    SizeValue,
+    map_result,
+)
+from pyree.compiler.sizes import Size, signed_parts
+from pyree.compiler.tensor_program import (
+    Generic,
+    index_sizes,
+    parameters_of,
+    size_value_parts,
+    size_values,
+)
 
 
 def outline(generic: Generic, name: str) -> Kernel:
@@ -22,13 +37,26 @@ def outline(generic: Generic, name: str) -> Kernel:
     results = tuple(dataclasses.replace(r, binding=n + r.binding) for r in generic.outputs)
     if size_values(generic) or index_sizes(generic):
         # the sizes the body reads and its indices' run-time offsets become push constants too
+        def term(v):
+            if not isinstance(v, Size):
+                return v
+            parts = signed_parts(v)
+            if parts is None:
+                return params.get(v, v)
+            plus, minus = (params.get(p, p) if isinstance(p, Size) else p for p in parts)
+            return plus - minus
+
         def index(ix: tuple[AffineExpr, ...]) -> tuple[AffineExpr, ...]:
-            return tuple(AffineExpr(local(i.coeffs), params.get(i.const, i.const)
-                                    if isinstance(i.const, Size) else i.const) for i in ix)
+            return tuple(AffineExpr(tuple(term(c) for c in i.coeffs), term(i.const)) for i in ix)
 
         def value(e):
             if isinstance(e, SizeValue):
-                return SizeValue(params[e.size], e.dtype)
+                parts = size_value_parts(e)
+                if parts is None:
+                    return SizeValue(params[e.size], e.dtype)
+                plus, minus = (SizeValue(params[p], e.dtype) if isinstance(p, Size)
+                               else Const(p, e.dtype) for p in parts)
+                return Binary("sub", plus, minus, e.dtype)
             return dataclasses.replace(e, index=index(e.index)) if isinstance(e, Load) else None
         results = tuple(map_result(r, value, index=index(r.index)) for r in results)
     return Kernel(name=name, loop_ranges=local(generic.loop_ranges),

@@ -23,9 +23,11 @@ from pyree.compiler.kernel import (
     map_result,
     result_nodes,
     result_roots,
+    size_value,
     transform,
     walk,
 )
+from pyree.compiler.sizes import is_static, negative_part
 
 if TYPE_CHECKING:
     from pyree.compiler.tensor_program import Generic, Value
@@ -34,19 +36,31 @@ LoopMap = tuple[AffineExpr, ...]  # old loop d -> affine expression over the new
 
 
 def affine_value(expr: AffineExpr) -> Expr:
-    """An index-typed expression computing ``expr`` from LoopIndex values (for remapped linalg.index)."""
+    """An index-typed expression computing ``expr`` from LoopIndex values (for remapped
+    linalg.index). A coefficient or the constant may be a run-time size (a producer read at a
+    run-time offset): the kernel is given it, as its non-negative parts where it has negative
+    terms (``n - 1`` as ``n`` and ``1``: ``n`` may be 0), as push constants always are."""
     terms: list[Expr] = []
     for d, c in enumerate(expr.coeffs):
-        if c == 1:
+        if is_static(c) and c == 1:
             terms.append(LoopIndex(d))
-        elif c != 0:
-            terms.append(Binary("mul", Const(c, "index"), LoopIndex(d), "index"))
-    if expr.const or not terms:
-        terms.append(Const(expr.const, "index"))
+        elif not (is_static(c) and c == 0):
+            terms.append(Binary("mul", _index_value(c), LoopIndex(d), "index"))
+    if not (is_static(expr.const) and expr.const == 0) or not terms:
+        terms.append(_index_value(expr.const))
     out = terms[0]
     for t in terms[1:]:
         out = Binary("add", out, t, "index")
     return out
+
+
+def _index_value(value) -> Expr:
+    if is_static(value):
+        return Const(value, "index")
+    plus, minus = value + negative_part(value), negative_part(value)
+    if is_static(minus) and minus == 0:
+        return size_value(value, "index")
+    return Binary("sub", size_value(plus, "index"), size_value(minus, "index"), "index")
 
 
 def remap_loops(expr: Expr, loop_map: LoopMap, num_new_loops: int,

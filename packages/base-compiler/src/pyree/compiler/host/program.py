@@ -29,6 +29,7 @@ from pyree.compiler._fb.SizeCheck import SizeCheckT
 from pyree.compiler._fb.SizeExpr import SizeExprT
 from pyree.compiler._fb.Symbol import SymbolT
 from pyree.compiler._fb.TensorType import TensorTypeT
+from pyree.compiler.errors import CompileError
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
 from pyree.compiler.host.planning import Plan
 from pyree.compiler.kernel import DTYPES
@@ -79,7 +80,17 @@ def known(value, symbols: Symbols):
 
 
 def size_expr(value, symbols: Symbols) -> SizeExprT:
-    return size_expr_table(sizes.code(known(value, symbols), symbols.index))
+    code = sizes.code(known(value, symbols), symbols.index, balanced=True)
+    at = 0
+    while at < len(code):  # a constant the runtime refuses would make the module fail to load
+        if code[at] in (sizes.CONST, sizes.SYM):
+            if code[at] == sizes.CONST and not 0 <= code[at + 1] <= sizes.LIMIT:
+                raise CompileError(f"the run-time size {value} needs the constant {code[at + 1]}, "
+                                   "outside the [0, 2^53] a module's size programs may hold")
+            at += 2
+        else:
+            at += 1
+    return size_expr_table(code)
 
 
 def _symbol(symbol: Symbol) -> SymbolT:

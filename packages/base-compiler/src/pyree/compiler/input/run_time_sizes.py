@@ -11,7 +11,7 @@ from pyree.compiler.input.function import Dim, Empty, FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import dtype_of
 from pyree.compiler.kernel import Const
-from pyree.compiler.sizes import Size, compare, exact_quotient, nonnegative, opaque, select
+from pyree.compiler.sizes import Size, compare, exact_quotient, opaque, select
 from pyree.compiler.tensor_program import Value
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import (
@@ -145,14 +145,18 @@ def size_arithmetic(fn: FunctionLowering, op: Operation, operands: list, where: 
     if op.name == "arith.cmpi":
         value = compare(_CMPI[op.predicate.value.data], *values, bounds)
     elif op.name == "arith.select":
-        if isinstance(values[0], Size) and not all(nonnegative(v) for v in values[1:]):
-            raise CompileError(f"'{op.name}' between a run-time size and {values[1:]}, which "
-                               "may be negative: pyree computes only sizes on the host", where)
+        # A side may be negative (torch.roll's ``-1`` where ``n - 2 < 0``, clamped by a max
+        # after): the host computes it moved up by its negative parts (``sizes.code``), and a
+        # value that is still negative where it is used as a size is an InvocationError.
         value = select(*values)
     elif name.startswith(("min", "max")) and isinstance(compare("le", *values, bounds), bool):
         first = compare("le", *values, bounds) == name.startswith("min")  # torch's clamp to a bound
         value = values[0] if first else values[1]
     else:
+        if name in ("floordivsi", "ceildivsi") and isinstance(values[1], int) and values[1] < 0:
+            # floor(a / -c) is floor(-a / c), whatever a's sign: ONNX's Slice with a negative
+            # step counts its elements as (end - start) floordiv step
+            values = [-values[0], -values[1]]
         if name.startswith(("div", "floordiv", "ceildiv", "rem")) and isinstance(values[1], int) \
                 and values[1] <= 0:
             # Sizes are non-negative, where MLIR's signed and floored divisions agree; a divisor

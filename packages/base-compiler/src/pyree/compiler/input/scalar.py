@@ -86,6 +86,8 @@ def lower_scalar_op(op: Operation, args: list[Expr], where: str) -> Expr:
     if name in _UNARY:
         return Unary(_UNARY[name], args[0], dtype)
     if name in _CAST:
+        if (args[0].dtype, dtype) == ("f16", "bf16"):  # neither is wider: exactly through f32
+            return Cast("fptrunc", Cast("fpext", args[0], "f32"), dtype)
         return Cast(_CAST[name], args[0], dtype)
     if name in _UNSIGNED_CAST:
         if name == "arith.fptoui":
@@ -226,6 +228,15 @@ def _rounded_division(op: Operation, args: list[Expr], dtype: str) -> Expr:
     return Select(adjust, step, quotient, dtype)
 
 
+def _ceildivui(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """The unsigned quotient rounded up: one more where the unsigned remainder is not zero."""
+    udt = _unsigned(dtype)
+    a, b = (_bitcast(x, udt) for x in args)
+    quotient = Binary("div", a, b, udt)
+    exact = Compare("eq", Binary("rem", a, b, udt), Const(0, udt))
+    return _bitcast(Select(exact, quotient, Binary("add", quotient, Const(1, udt), udt), udt), dtype)
+
+
 def _ctlz(op, args, dtype):
     return leading_zeros(args[0], dtype)
 
@@ -236,7 +247,7 @@ _SPECIAL = {
     "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
     "math.fma": _fma, "math.log10": _log10, "math.fpowi": _pow, "math.powf": _pow,
     "math.ctlz": _ctlz, "arith.floordivsi": _rounded_division,
-    "arith.ceildivsi": _rounded_division,
+    "arith.ceildivsi": _rounded_division, "arith.ceildivui": _ceildivui,
 }
 
 

@@ -14,7 +14,7 @@ from pyree.compiler.input.function import Empty, FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
-from pyree.compiler.input.types import tensor_type_of
+from pyree.compiler.input.types import check_tensor_bytes, tensor_type_of
 from pyree.compiler.kernel import (
     DTYPES,
     AffineExpr,
@@ -41,8 +41,9 @@ def lower_empty(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     dtype, shape = tensor_type_of(op.results[0].type, where, dynamic=True)
     sizes = iter(op.operands)
-    fn.env[op.results[0]] = Empty(dtype, tuple(size_of(fn, next(sizes), where) if d is None
-                                               else d for d in shape))
+    shape = tuple(size_of(fn, next(sizes), where) if d is None else d for d in shape)
+    check_tensor_bytes(shape, dtype, f"{op.name} of {list(shape)}", where)
+    fn.env[op.results[0]] = Empty(dtype, shape)
 
 
 def lower_cast(fn: FunctionLowering, op: tensor.CastOp) -> None:
@@ -123,10 +124,15 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
 
 
 def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
+    """An offset or a size may be a run-time size (a transposed convolution over a dynamic
+    length inserts its dilated input at ``[0, 0, k]`` of size ``n``), held inside the
+    destination as an extract_slice is inside its source; strides are constants."""
     where = location_of(op)
-    offsets, sizes, strides = _static_slice(op, where)
+    offsets, sizes, strides = _slice(fn, op, where)
     source = fn.tensor(op.source, where)
     dest = fn.tensor(op.dest, where)
+    _check_slice_bounds(fn, dest.shape, offsets, sizes, strides, where,
+                        "tensor.insert_slice writes past its destination")
     kept = _kept_dims(sizes, source.shape, where)
     rank = len(dest.shape)
     inputs = Inputs()
@@ -137,7 +143,7 @@ def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
                       if kept[j] is not None)
         inside, inserted = _inside(offsets, sizes), inputs.load(source, index)
     value = Select(inside, inserted, inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
-    result = fn.result_value(op.result, where)
+    result = fn.bind_value(op.result, dest.dtype, dest.shape)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     dest.shape, rank, where, op.name))
 
@@ -151,9 +157,9 @@ def _strided_insert(inputs: Inputs, source: Value, offsets: list[int], sizes: li
     loops: the source is read as a Gather, only where the test holds."""
     conds, index = [], []
     for d, (o, n, s) in enumerate(zip(offsets, sizes, strides)):
-        rel = Binary("sub", LoopIndex(d), Const(int(o), "index"), "index")
+        rel = Binary("sub", LoopIndex(d), _index(o), "index")
         conds.append(Compare("ge", rel, Const(0, "index")))
-        conds.append(Compare("lt", rel, Const(int(s * (n - 1) + 1), "index")))
+        conds.append(Compare("lt", rel, _index(s * (n - 1) + 1)))
         if s != 1 and n != 1:
             conds.append(Compare("eq", Binary("rem", rel, Const(int(s), "index"), "index"),
                                  Const(0, "index")))
@@ -172,8 +178,6 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     rank = len(source.shape)
     inputs = Inputs()
     block = op.region.block
-    if any(isinstance(n, Size) and (lo or hi) for n, lo, hi in zip(source.shape, low, high)):
-        raise CompileError("tensor.pad of a run-time sized dim is not supported yet", where)
     # A negative width crops (torch-mlir's col2im, F.fold, pads by -padding).
     padded = tuple(n + lo + hi for n, lo, hi in zip(source.shape, low, high))
     if any(isinstance(d, int) and d < 0 for d in padded):
@@ -182,9 +186,14 @@ def lower_pad(fn: FunctionLowering, op: tensor.PadOp) -> None:
     pad_value = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
                             inputs, list(range(rank)), where, padded)[0]
     index = tuple(AffineExpr.loop(rank, d, 1, -low[d]) for d in range(rank))
-    # A run-time sized dim is not padded (above): every index along it is inside.
+    # Along a run-time sized dim of n the source is inside [low, low + n): the kernel is given
+    # ``low + n``; along one not padded every index is inside.
     inside = _inside_dims([(d, lo, n) for d, (lo, n) in enumerate(zip(low, source.shape))
                            if not isinstance(n, Size)])
+    for d, (lo, hi, n) in enumerate(zip(low, high, source.shape)):
+        if isinstance(n, Size) and (lo or hi):
+            inside = _all([inside, Compare("ge", LoopIndex(d), Const(int(lo), "index")),
+                           Compare("lt", LoopIndex(d), size_value(n + lo, "index"))])
     value = Select(inside, inputs.load(source, index), pad_value, source.dtype)
     result = fn.bind_value(op.result, source.dtype, padded)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
@@ -271,13 +280,18 @@ def lower_from_elements(fn: FunctionLowering, op: tensor.FromElementsOp) -> None
 
 
 def lower_splat(fn: FunctionLowering, op: tensor.SplatOp) -> None:
+    """A ``?`` dim of the result is its size operand, in order (``tensor.splat %x[%n]``)."""
     where = location_of(op)
-    if op.dynamicSizes:
-        raise CompileError("dynamic dimensions are not supported yet", where)
     inputs = Inputs()
     value = fn.scalar(op.input, inputs, where)
-    result = fn.result_value(op.result, where)
-    if isinstance(value, Const):
+    if op.dynamicSizes:
+        dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
+        sizes = iter(op.dynamicSizes)
+        result = fn.bind_value(op.result, dtype, tuple(size_of(fn, next(sizes), where)
+                                                       if d is None else d for d in shape))
+    else:
+        result = fn.result_value(op.result, where)
+    if isinstance(value, Const) and static_shape(result.shape):
         fn.emit(Constant(result, splat=value.value, location=where))
         return
     rank = len(result.shape)
@@ -297,17 +311,6 @@ def _constant_indices(fn: FunctionLowering, indices, what: str, where: str) -> l
     return at
 
 
-def _static_slice(op, where: str) -> tuple[list[int], list[int], list[int]]:
-    if op.offsets or op.sizes or op.strides:
-        raise CompileError(f"'{op.name}' with dynamic offsets, sizes or strides is not "
-                           "supported yet", where)
-    parts = (op.static_offsets, op.static_sizes, op.static_strides)
-    values = [list(p.get_values()) for p in parts]
-    if any(v == DYNAMIC_INDEX for p in values for v in p):
-        raise CompileError("dynamic dimensions are not supported yet", where)
-    return values[0], values[1], values[2]
-
-
 def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
     """A slice's offsets, sizes and strides: an offset or a size may be a run-time size (a ``?``
     of the static ones, given by an operand computed from dims: ``x[:, -1]`` of a dynamic
@@ -324,7 +327,8 @@ def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
 
 
 def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes: list,
-                        strides: list, where: str) -> None:
+                        strides: list, where: str,
+                        what: str = "tensor.extract_slice reads past its source") -> None:
     """Each dim of a slice with run-time sizes stays inside its source, checked on the host
     when the sizes do not decide it (``offset + size * stride <= dim + stride - 1``: the last
     element read is below ``dim``), so that a slice past the end is an InvocationError before
@@ -336,13 +340,17 @@ def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes
             continue  # the static checks (input/checks.py) decide it
         bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
         inside = compare("le", offset + size * stride, dim + stride - 1, bounds)
+        if not is_static(offset):  # an offset computed with a negative side may fall below 0
+            starts = compare("le", 0, offset, bounds)
+            inside = starts if inside is True else inside if starts is True else \
+                False if False in (starts, inside) else starts * inside
         if inside is False:
-            raise CompileError(f"'tensor.extract_slice' reads past its source: offset {offset}, "
-                               f"size {size}, stride {stride} of a dim of {dim}", where)
+            raise CompileError(f"{what}: offset {offset}, size {size}, stride {stride} of a "
+                               f"dim of {dim}", where)
         if inside is not True and fn.ops is fn.top_ops:
             fn.size_checks.append(SizeCheck(
-                inside, f"tensor.extract_slice reads past its source: offset {offset}, size "
-                        f"{size}, stride {stride} of a dim of {dim}", where))
+                inside, f"{what}: offset {offset}, size {size}, stride {stride} of a dim of "
+                        f"{dim}", where))
 
 
 def _sliced_shape(sizes: list, shape: tuple, where: str) -> tuple:
@@ -390,9 +398,14 @@ def _inside_dims(dims: list[tuple[int, int, int]]) -> Expr:
     """i1: is loop index d within [o, o + n) for each (d, o, n)?"""
     conds = []
     for d, o, n in dims:
-        conds.append(Compare("ge", LoopIndex(d), Const(int(o), "index")))
-        conds.append(Compare("lt", LoopIndex(d), Const(int(o + n), "index")))
+        conds.append(Compare("ge", LoopIndex(d), _index(o)))
+        conds.append(Compare("lt", LoopIndex(d), _index(o + n)))
     return _all(conds)
+
+
+def _index(value) -> Expr:
+    """An index value: a constant, or a run-time size the kernel is given."""
+    return Const(int(value), "index") if is_static(value) else size_value(value, "index")
 
 
 def _all(conds: list[Expr]) -> Expr:

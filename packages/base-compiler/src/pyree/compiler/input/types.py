@@ -57,12 +57,18 @@ def tensor_type_of(t: Attribute, where: str, dynamic: bool = False) -> tuple[str
         if None in shape and not dynamic:
             raise CompileError(f"dynamic dimensions are not supported yet (in {t})", where)
         dtype = dtype_of(t.get_element_type(), where)
-        size = math.prod(d for d in shape if d is not None) * itemsize(dtype)
-        if size > MAX_TENSOR_BYTES:
-            raise CompileError(f"{t} holds {size:.3g} bytes, more than the {MAX_TENSOR_BYTES:.3g} "
-                               "(2^48) a pyree tensor may hold", where)
+        check_tensor_bytes(shape, dtype, str(t), where)
         return dtype, shape
     return dtype_of(t, where), ()
+
+
+def check_tensor_bytes(shape: tuple, dtype: str, what: str, where: str) -> None:
+    """CompileError where the static dims of ``shape`` alone hold more than a tensor may (a
+    run-time size that folds to a huge constant, ``max(n, 2**62)``, included)."""
+    size = math.prod(d for d in shape if isinstance(d, int)) * itemsize(dtype)
+    if size > MAX_TENSOR_BYTES:
+        raise CompileError(f"{what} holds {size:.3g} bytes, more than the {MAX_TENSOR_BYTES:.3g} "
+                           "(2^48) a pyree tensor may hold", where)
 
 
 def is_tensor(t: Attribute) -> bool:

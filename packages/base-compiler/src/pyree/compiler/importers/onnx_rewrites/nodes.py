@@ -34,6 +34,15 @@
 - MatMul of a vector and a stack of 3 or more dims: torch-mlir cannot lower that
   ``aten.matmul``; the vector becomes a row (or column) matrix, dropped again after, as
   numpy.matmul defines it.
+- ArgMax and ArgMin with ``select_last_index`` along a dim known only at run time: torch-mlir
+  flips the input and maps the flipped index ``i`` back as ``|i - (dim - 1)|`` with the static
+  dim, which is -1 there: ``i + 2`` (an index past the end for every row). Rebuilt with the
+  dim read at run time: the input reversed along ``axis`` by a Gather of ``n - 1 - Range(n)``,
+  the first index of that, and ``n - 1`` minus it.
+- InstanceNormalization over spatial dims known only at run time: torch-mlir divides the
+  sum of squares by the static element count, -1 there, so the variance came out negated and
+  every output NaN. Rebuilt as ONNX defines it: ReduceMean over the spatial axes of x and of
+  the squared deviation, ``scale * (x - mean) / sqrt(var + epsilon) + B`` per channel.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -57,12 +66,15 @@ def rewrite_nodes(proto):
     types.update((t.name, t.data_type) for t in graph.initializer)
     shapes = {v.name: static_shape(v.type) for v in values}
     shapes.update((t.name, tuple(t.dims)) for t in graph.initializer)
+    dims = {v.name: tuple(d.dim_value if d.HasField("dim_value") else None
+                          for d in v.type.tensor_type.shape.dim) for v in values
+            if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.HasField("shape")}
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     nodes, rewritten = [], False
     for index, node in enumerate(graph.node):
         rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         prefix = f"{node.name or node.op_type}_{index}_"
-        new = rule(Nodes(node, prefix, opset, shapes), types) if rule else None
+        new = rule(Nodes(node, prefix, opset, shapes, dims), types) if rule else None
         if new is None:
             nodes.append(node)
             continue
@@ -86,8 +98,9 @@ class Nodes:
     keep their names; every other value is named after the node (``prefix`` + a word), so no
     word a rule picks can take the name of a value of the graph."""
 
-    def __init__(self, node, prefix: str, opset: int, shapes: dict):
+    def __init__(self, node, prefix: str, opset: int, shapes: dict, dims: dict | None = None):
         self.node, self.prefix, self.opset, self.shapes, self.nodes = node, prefix, opset, shapes, []
+        self.dims = dims or {}  # each dim (None: not known) of each value whose type has a shape
         self.inputs = [_Own(name) for name in node.input]
         self.outputs = [_Own(name) for name in node.output]
 
@@ -442,7 +455,57 @@ def _det(n: Nodes, types: dict):
 
 _FLOATS = {1, 10, 11, 16}  # TensorProto.FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
+def _last_index(n: Nodes, types: dict):
+    import numpy as np
+
+    attributes = {a.name: a.i for a in n.node.attribute}
+    (x,), (y,) = n.inputs, n.outputs
+    rank = len(n.dims[x]) if x in n.dims else None
+    if not attributes.get("select_last_index", 0) or n.shapes.get(x) is not None or rank is None:
+        return None  # static: torch-mlir's flip maps back right
+    axis = attributes.get("axis", 0) % max(rank, 1)
+    size = n.op("Gather", [n.op("Shape", [x], "shape"), n.constant("axis", axis, np.int64)], "size")
+    one = n.constant("one", 1, np.int64)
+    last = n.op("Sub", [size, one], "last")
+    steps = n.op("Range", [n.constant("zero", 0, np.int64), size, one], "steps")
+    flipped = n.op("Gather", [x, n.op("Sub", [last, steps], "reversed")], "flipped", axis=axis)
+    first = n.op(n.node.op_type, [flipped], "first", axis=axis,
+                 keepdims=attributes.get("keepdims", 1))
+    n.op("Sub", [last, first], y)
+    return n.nodes
+
+
+def _instance_normalization(n: Nodes, types: dict):
+    import numpy as np
+    import onnx
+
+    (x, scale, bias), (y,) = n.inputs, n.outputs
+    dims, elem = n.dims.get(x), types.get(x)
+    if dims is None or len(dims) < 3 or elem not in _FLOATS or None not in dims[2:]:
+        return None  # spatial dims known: torch-mlir counts them right
+    epsilon = next((a.f for a in n.node.attribute if a.name == "epsilon"), 1e-5)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    axes = list(range(2, len(dims)))
+
+    def mean(value: str, output: str) -> str:
+        if n.opset >= 18:  # axes became an input
+            return n.op("ReduceMean", [value, n.constant(output + "_axes", np.array(axes, np.int64),
+                                                         np.int64)], output, keepdims=1)
+        return n.op("ReduceMean", [value], output, axes=axes, keepdims=1)
+
+    centered = n.op("Sub", [x, mean(x, "mean")], "centered")
+    variance = mean(n.op("Mul", [centered, centered], "squares"), "variance")
+    shifted = n.op("Add", [variance, n.constant("epsilon", epsilon, dtype)], "shifted")
+    normalized = n.op("Div", [centered, n.op("Sqrt", [shifted], "deviation")], "normalized")
+    per_channel = n.constant("per_channel", [-1] + [1] * len(axes), np.int64)
+    scaled = n.op("Mul", [normalized, n.op("Reshape", [scale, per_channel], "scale")], "scaled")
+    n.op("Add", [scaled, n.op("Reshape", [bias, per_channel], "bias")], y)
+    return n.nodes
+
+
 _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
+          "ArgMax": _last_index, "ArgMin": _last_index,
+          "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,

@@ -3,13 +3,19 @@
     %r = arith.select %c, %a, %b : f32                          // scalar condition
     %r = arith.select %c, %a, %b : tensor<4xi1>, tensor<4xf32>  // elementwise
     %c = arith.cmpf olt, %a, %b : tensor<4xf32>                 // result tensor<4xi1>
+
+and ``arith.remf``, which xDSL lacks.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS, CMPI_COMPARISON_OPERATIONS
+from xdsl.dialects.arith import (
+    CMPF_COMPARISON_OPERATIONS,
+    CMPI_COMPARISON_OPERATIONS,
+    FloatingPointLikeBinaryOperation,
+)
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i1, i64
 from xdsl.ir import Attribute
 from xdsl.irdl import (
@@ -147,4 +153,12 @@ CAST_OPS = tuple(_cast(n) for n in (
     "extf", "truncf", "sitofp", "uitofp", "fptosi", "fptoui", "extsi", "extui", "trunci",
     "bitcast", "index_cast", "index_castui"))
 
-ARITH_OPS = (SelectOp, CmpfOp, CmpiOp, *CAST_OPS)
+@irdl_op_definition
+class RemfOp(FloatingPointLikeBinaryOperation):
+    """``arith.remf``, which xDSL does not declare: the remainder with the dividend's sign
+    (C's fmod), what torch-mlir writes for torch.fmod and torch.remainder."""
+
+    name = "arith.remf"
+
+
+ARITH_OPS = (SelectOp, CmpfOp, CmpiOp, RemfOp, *CAST_OPS)

@@ -3,16 +3,24 @@
 
     %r = tensor.gather %source[%indices] gather_dims([0, 1]) [unique] : (T, I) -> R
     %e = linalg.init_tensor [1, 1, 2, 3] : tensor<1x1x2x3xf32>
+
+and ``tensor.reshape`` verified as MLIR verifies it: xDSL compares the element counts of
+shapes with ``?`` dims too (as products of -1s), so torch-mlir's reshape of a dynamic
+``tensor<2x?x3x?xf32>`` into ``tensor<?x?xf32>`` (ONNX Tile, DepthToSpace, GroupNormalization
+over a dim_param dim) was refused as invalid.
 """
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
-from xdsl.dialects.builtin import DenseArrayBase, i64
+from xdsl.dialects import tensor
+from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, TensorType, i64
 from xdsl.ir import Operation
 from xdsl.irdl import traits_def
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
 
 
 class GatherOp(Operation):
@@ -56,4 +64,26 @@ class InitTensorOp(Operation):
         printer.print_op_with_default_format(self)
 
 
-TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp)
+class ReshapeOp(tensor.ReshapeOp):
+    """xDSL's op with MLIR's verifier: element counts compared only where both are static."""
+
+    name = "tensor.reshape"
+
+    def verify_(self) -> None:
+        source, shape, result = self.source.type, self.shape.type, self.result.type
+        if not all(isinstance(t, TensorType) for t in (source, shape, result)):
+            raise VerifyException("tensor.reshape's operands and result must be tensors")
+        if source.element_type != result.element_type:
+            raise VerifyException("element types of source and result tensor types should be "
+                                  "the same")
+        if len(shape.get_shape()) != 1:
+            raise VerifyException("shape tensor must have a rank one")
+        dims = (source.get_shape(), result.get_shape())
+        if all(DYNAMIC_INDEX not in d for d in dims) and math.prod(dims[0]) != math.prod(dims[1]):
+            raise VerifyException("source and result tensor should have the same number of "
+                                  "elements")
+        if shape.get_shape()[0] not in (DYNAMIC_INDEX, len(dims[1])):
+            raise VerifyException("length of shape operand differs from the result's tensor rank")
+
+
+TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp, ReshapeOp)

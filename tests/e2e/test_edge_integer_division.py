@@ -1,0 +1,97 @@
+"""Integer division at its edges on the CPU drivers: every arith division and remainder
+(``divsi``, ``divui``, ``remsi``, ``remui``, ``floordivsi``, ``ceildivsi``, ``ceildivui``) of
+i8, i32 and i64 over a grid of signed extremes, -1, 0 and small values, against exact Python
+integers where arith defines the result. Where it does not (a zero divisor, ``MIN / -1``) any
+value will do, but the call must return: x86's ``idiv`` traps on both, so a kernel that
+divides without guarding kills the process with SIGFPE. ``arith.ceildivui`` was refused by
+name, both in a body and as size arithmetic (``ceil(n / 2)`` elements of a stride-2 slice)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import CompileOptions, compile_str
+
+OPS = ["divsi", "divui", "remsi", "remui", "floordivsi", "ceildivsi", "ceildivui"]
+DTYPES = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
+
+
+def _program(t: str) -> str:
+    body = "\n".join(f"    %r{k} = arith.{op} %x, %y : {t}" for k, op in enumerate(OPS))
+    outs = ", ".join(f"%o{k}: {t}" for k in range(len(OPS)))
+    types = ", ".join([f"tensor<?x{t}>"] * len(OPS))
+    return f"""
+#m = affine_map<(d0) -> (d0)>
+func.func @f(%a: tensor<?x{t}>, %b: tensor<?x{t}>) -> ({types}) {{
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %a, %c0 : tensor<?x{t}>
+  %e = tensor.empty(%n) : tensor<?x{t}>
+  %r:{len(OPS)} = linalg.generic {{indexing_maps = [#m, #m{", #m" * len(OPS)}],
+      iterator_types = ["parallel"]}} ins(%a, %b : tensor<?x{t}>, tensor<?x{t}>)
+      outs({", ".join(["%e"] * len(OPS))} : {types}) {{
+  ^bb0(%x: {t}, %y: {t}, {outs}):
+{body}
+    linalg.yield {", ".join(f"%r{k}" for k in range(len(OPS)))} : {", ".join([t] * len(OPS))}
+  }} -> ({types})
+  return {", ".join(f"%r#{k}" for k in range(len(OPS)))} : {types}
+}}"""
+
+
+@functools.cache
+def _module(t: str, device: str):
+    vmfb = compile_str(_program(t), CompileOptions(target_backends=["llvm-cpu"]))
+    return rt.load_module(vmfb, device=device)
+
+
+def _expected(op: str, x: int, y: int, bits: int) -> int | None:
+    """arith's result as a signed ``bits``-bit integer, None where arith leaves it undefined."""
+    lo = -(1 << (bits - 1))
+    ux, uy = x % (1 << bits), y % (1 << bits)
+    if op.endswith("ui"):
+        if uy == 0:
+            return None
+        r = {"divui": ux // uy, "remui": ux % uy, "ceildivui": -(-ux // uy)}[op]
+    else:
+        if y == 0 or (x == lo and y == -1):
+            return None
+        q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)  # rounded toward zero
+        r = {"divsi": q, "remsi": x - q * y, "floordivsi": x // y, "ceildivsi": -(-x // y)}[op]
+    r %= 1 << bits
+    return r - (1 << bits) if r >= 1 << (bits - 1) else r
+
+
+@pytest.mark.parametrize("device", ["local-task", "local-sync"])
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_division_and_remainder_at_the_extremes(t, device):
+    info = np.iinfo(DTYPES[t])
+    values = np.array([info.min, info.min + 1, -7, -3, -1, 0, 1, 3, 7, 100, info.max], DTYPES[t])
+    a, b = np.repeat(values, len(values)), np.tile(values, len(values))
+    results = [r.to_host() for r in _module(t, device)["f"](a, b)]
+    for op, got in zip(OPS, results):
+        assert got.dtype == a.dtype and got.shape == a.shape
+        for x, y, r in zip(a.tolist(), b.tolist(), got.tolist()):
+            want = _expected(op, x, y, info.bits)
+            assert want is None or r == want, f"{op}({x}, {y}) = {r}, not {want}"
+
+
+STRIDED = """
+func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %n = tensor.dim %a, %c0 : tensor<?xf32>
+  %h = arith.ceildivui %n, %c2 : index
+  %s = tensor.extract_slice %a[0] [%h] [2] : tensor<?xf32> to tensor<?xf32>
+  return %s : tensor<?xf32>
+}
+"""
+
+
+def test_ceildivui_as_size_arithmetic():
+    module = rt.load_module(compile_str(STRIDED, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    for n in (0, 1, 2, 7, 1030):
+        a = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(module["f"](a).to_host(), a[::2])
