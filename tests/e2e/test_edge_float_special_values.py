@@ -45,7 +45,8 @@ func.func @f(%a: tensor<?xf32>, %b: tensor<?xf32>) -> ({types}) {{
 
 @functools.cache
 def _module(device: str):
-    return rt.load_module(compile_str(_program(), CompileOptions(target_backends=["llvm-cpu"])),
+    target = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
+    return rt.load_module(compile_str(_program(), CompileOptions(target_backends=[target])),
                           device=device)
 
 
@@ -69,14 +70,24 @@ def _expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
     return [o.astype(np.float32) for o in out]
 
 
-@pytest.mark.parametrize("device", ["local-task", "local-sync"])
+@pytest.mark.parametrize("device", ["local-task", "local-sync",
+                                    pytest.param("vulkan", marks=pytest.mark.vulkan)])
 def test_special_values_through_min_max_remainder_and_every_predicate(device):
+    """On vulkan-spirv (Mesa's lavapipe in CI) too: the sign of max(+0, -0) and min (SPIR-V's
+    FMax/FMin leave it open), and remf over an infinite divisor and to a zero; its remainders
+    of quotients past 2^24 are left out there (OpFRem's ``a - b * trunc(a / b)``: inexact)."""
+    if device == "vulkan" and not any(d.name == "vulkan" and d.available for d in rt.list_drivers()):
+        pytest.skip("no vulkan device")
     x, y = np.repeat(VALUES, len(VALUES)), np.tile(VALUES, len(VALUES))
     got = [r.to_host() for r in _module(device)["f"](x, y)]
     names = BINARY + [f"cmpf {p} + select" for p in PREDICATES]
+    with np.errstate(all="ignore"):
+        huge = np.isfinite(x) & np.isfinite(y) & (y != 0) & (np.abs(x / y) >= 2.0 ** 24)
     for name, g, want in zip(names, got, _expected(x, y)):
         # the same bits, NaN for NaN (any payload) and the sign of a zero included
         same = (np.isnan(g) & np.isnan(want)) | ((g == want) & (np.signbit(g) == np.signbit(want)))
+        if device == "vulkan" and name == "arith.remf":
+            same |= huge
         bad = np.flatnonzero(~same)
         assert bad.size == 0, f"{name}: " + ", ".join(
             f"({x[i]}, {y[i]}) -> {g[i]}, not {want[i]}" for i in bad[:5])

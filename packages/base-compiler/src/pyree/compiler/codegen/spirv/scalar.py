@@ -31,6 +31,7 @@ _FLOAT_COMPARE = {"eq": 180, "ueq": 181, "ne": 182, "une": 183, "lt": 184, "ult"
 _SIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 173, "ge": 175, "lt": 177, "le": 179}
 _UNSIGNED_COMPARE = {"eq": 170, "ne": 171, "gt": 172, "ge": 174, "lt": 176, "le": 178}
 OpIsNan, OpLogicalOr, OpLogicalNot, OpLogicalNotEqual, OpLogicalEqual = 156, 166, 168, 165, 164
+OpIsInf, OpFOrdEqual = 157, 180
 OpFNegate, OpSNegate, OpNot, OpBitcast, OpFConvert = 127, 126, 200, 124, 115
 OpConvertFToU, OpConvertFToS, OpConvertSToF, OpConvertUToF = 109, 110, 111, 112
 OpINotEqual, OpBitwiseAnd, OpBitwiseOr = 171, 199, 197
@@ -212,9 +213,10 @@ class ScalarLowering:
                 # a product and a sum into an FMA, which breaks math_expansion's exact products.
                 result = fn.op(_FLOAT_BINARY[op], t, a, b)
                 self.asm.decorate(result, NO_CONTRACTION)
-                return result
+                return self._fmod(result, a, b, dtype) if op == "rem" else result
             if op in ("max", "min"):  # NaN-propagating, like arith.maximumf / numpy
-                m = fn.ext(t, G_FMAX if op == "max" else G_FMIN, a, b)
+                m = self._signed_zeros(fn.ext(t, G_FMAX if op == "max" else G_FMIN, a, b),
+                                       a, b, op, dtype)
                 nan = fn.op(OpLogicalOr, self.sh.bool, fn.op(OpIsNan, self.sh.bool, a),
                             fn.op(OpIsNan, self.sh.bool, b))
                 return fn.op(S.OpSelect, t, nan, fn.op(129, t, a, b), m)
@@ -239,12 +241,38 @@ class ScalarLowering:
             return fn.ext(t, number, a, b)
         raise self._unsupported(f"'{op}' on {dtype}")
 
-    def _copysign(self, a: int, b: int, dtype: str) -> int:
-        fn = self.fn
+    def _int_type(self, dtype: str) -> int:
         bits = self.sh.compute_bits(dtype)
         if bits == 16:  # on the bits, not through f32: NVIDIA's f16 -> f32 drops a NaN's sign
             self.asm.require("Int16")  # every target with f16 arithmetic has 16-bit integers
-        it, t = self.asm.t_int(bits), self.t(dtype)
+        return self.asm.t_int(bits)
+
+    def _signed_zeros(self, m: int, a: int, b: int, op: str, dtype: str) -> int:
+        """FMax / FMin ``m`` with -0 below +0, as arith.maximumf / minimumf order them: SPIR-V
+        leaves which of two equal zeros they return undefined (lavapipe's max(+0, -0) was -0).
+        Equal operands have the same bits but for the zeros, so the max of equal ones is their
+        bits' and, the min their bits' or."""
+        fn, t, it = self.fn, self.t(dtype), self._int_type(dtype)
+        joined = fn.op(OpBitwiseAnd if op == "max" else OpBitwiseOr, it,
+                       fn.op(OpBitcast, it, a), fn.op(OpBitcast, it, b))
+        equal = fn.op(OpFOrdEqual, self.sh.bool, a, b)
+        return fn.op(S.OpSelect, t, equal, fn.op(OpBitcast, t, joined), m)
+
+    def _fmod(self, r: int, a: int, b: int, dtype: str) -> int:
+        """OpFRem ``r`` (``a - b * trunc(a / b)``) as C's fmod, which arith.remf is: a finite
+        ``a`` over an infinite ``b`` is ``a`` (OpFRem's quotient makes it NaN), and a zero result
+        keeps ``a``'s sign. A quotient past 2^24 stays inexact (fmod's exact remainder needs a
+        loop)."""
+        fn, bool_ = self.fn, self.sh.bool
+        finite = fn.op(OpLogicalNot, bool_, fn.op(OpLogicalOr, bool_, fn.op(OpIsNan, bool_, a),
+                                                  fn.op(OpIsInf, bool_, a)))
+        over_infinity = fn.op(167, bool_, finite, fn.op(OpIsInf, bool_, b))  # OpLogicalAnd
+        return self._copysign(fn.op(S.OpSelect, self.t(dtype), over_infinity, a, r), a, dtype)
+
+    def _copysign(self, a: int, b: int, dtype: str) -> int:
+        fn = self.fn
+        bits = self.sh.compute_bits(dtype)
+        it, t = self._int_type(dtype), self.t(dtype)
         sign = 1 << (bits - 1)
         ia, ib = fn.op(OpBitcast, it, a), fn.op(OpBitcast, it, b)
         magnitude = fn.op(OpBitwiseAnd, it, ia, self.asm.const_int(bits, sign - 1))
