@@ -9,14 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from host_commands import copies
 from pyree.compiler import compile_str
-from pyree.compiler._fb.CommandKind import CommandKind
-from pyree.compiler.flow.passes import flow_passes, run_flow
-from pyree.compiler.host.linearize import linearize
-from pyree.compiler.host.planning import plan_function
-from pyree.compiler.host.program import emit_function
-from pyree.compiler.input import parse_mlir
-from pyree.compiler.input.lowering import lower_to_tensor_program
 
 MM = """%z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<13x7xf32>
@@ -62,15 +56,6 @@ PROGRAMS = {  # name: (result types, body, copies, numpy of the results)
         "tensor<13x7xf32> to tensor<6x7xf32>\n  return %r : tensor<6x7xf32>", 1,
         lambda x, y: [mm(x, y)[7:]]),
 }
-
-
-def copies(text: str) -> int:
-    program = lower_to_tensor_program(parse_mlir(text, "reshape.mlir"))
-    function = run_flow(program, flow_passes(gpu=False, implicit_gemm=False)).functions[0]
-    steps = linearize(function)
-    ordinals = {step: 0 for step in steps if hasattr(step, "outputs")}
-    out = emit_function(function, steps, plan_function(function, steps, {}), ordinals)
-    return sum(c.kind == CommandKind.copy for c in out.commands)
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

@@ -8,14 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from host_commands import copies
 from pyree.compiler import compile_str
-from pyree.compiler._fb.CommandKind import CommandKind
-from pyree.compiler.flow.passes import flow_passes, run_flow
-from pyree.compiler.host.linearize import linearize
-from pyree.compiler.host.planning import plan_function
-from pyree.compiler.host.program import emit_function
-from pyree.compiler.input import parse_mlir
-from pyree.compiler.input.lowering import lower_to_tensor_program
 
 SCATTER = """%{name} = iree_linalg_ext.scatter dimension_map = [0] unique_indices(false) ins(%upd, %idx : tensor<40x7xf32>, tensor<40x1xi64>) outs(%{orig} : tensor<13x7xf32>) {{
   ^bb0(%u: f32, %o: f32):
@@ -46,20 +40,11 @@ PROGRAMS = {  # name: (body, copies of the original, numpy of x and the scatter'
 }
 
 
-def copies(text: str) -> int:
-    program = lower_to_tensor_program(parse_mlir(text, "scatter.mlir"), scatter_atomics=True)
-    function = run_flow(program, flow_passes(gpu=False, implicit_gemm=False)).functions[0]
-    steps = linearize(function)
-    ordinals = {step: 0 for step in steps if hasattr(step, "outputs")}
-    out = emit_function(function, steps, plan_function(function, steps, {}), ordinals)
-    return sum(c.kind == CommandKind.copy for c in out.commands)
-
-
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_scatter_copies_its_original_only_where_it_must(name):
     body, want_copies, reference = PROGRAMS[name]
     text = HEAD + body + "\n}"
-    assert copies(text) == want_copies
+    assert copies(text, scatter_atomics=True) == want_copies
     rng = np.random.default_rng(len(name))
     x = rng.standard_normal((13, 7)).astype(np.float32)
     upd = rng.standard_normal((40, 7)).astype(np.float32)
