@@ -98,20 +98,26 @@ class _Conv(torch.nn.Module):
         return self.depthwise(y.unsqueeze(2).expand(-1, -1, 3, -1))
 
 
-def test_convolutions_padded_along_a_dynamic_length(backend):
-    """torch-mlir pads a convolution's input along a dynamic dim (and F.pad does): both were
-    refused as "tensor.pad of a run-time sized dim"."""
-    torch.manual_seed(0)
-    model = _Conv().eval()
+def _against_torch_over_lengths(model, channels: int, lengths, backend) -> None:
+    """``model`` exported with a dynamic last dim of its (2, channels, L) input, one module
+    called at each of ``lengths`` against PyTorch."""
     n = torch.export.Dim("n", min=1, max=1024)
-    module = load(import_torch(model, torch.randn(2, 4, 9), dynamic_shapes={"x": {2: n}}), backend)
-    for length in (1, 2, 9, 64):
-        x = torch.randn(2, 4, length)
+    module = load(import_torch(model, torch.randn(2, channels, 9), dynamic_shapes={"x": {2: n}}),
+                  backend)
+    for length in lengths:
+        x = torch.randn(2, channels, length)
         with torch.no_grad():
             want = model(x).numpy()
         got = module["main"](x.numpy()).to_host()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_convolutions_padded_along_a_dynamic_length(backend):
+    """torch-mlir pads a convolution's input along a dynamic dim (and F.pad does): both were
+    refused as "tensor.pad of a run-time sized dim"."""
+    torch.manual_seed(0)
+    _against_torch_over_lengths(_Conv().eval(), 4, (1, 2, 9, 64), backend)
 
 
 INSERT = """
@@ -158,16 +164,7 @@ def test_transposed_convolution_over_a_dynamic_length(backend):
     """torch-mlir inserts the input, dilated by the stride, into a zero tensor at run-time
     sizes: insert_slice with dynamic sizes was refused."""
     torch.manual_seed(1)
-    model = _Upsample().eval()
-    n = torch.export.Dim("n", min=1, max=1024)
-    module = load(import_torch(model, torch.randn(2, 3, 9), dynamic_shapes={"x": {2: n}}), backend)
-    for length in (1, 2, 9, 50):
-        x = torch.randn(2, 3, length)
-        with torch.no_grad():
-            want = model(x).numpy()
-        got = module["main"](x.numpy()).to_host()
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    _against_torch_over_lengths(_Upsample().eval(), 3, (1, 2, 9, 50), backend)
 
 
 class _Roll(torch.nn.Module):
