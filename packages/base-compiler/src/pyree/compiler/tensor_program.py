@@ -135,7 +135,7 @@ def size_value_parts(e: SizeValue) -> tuple | None:
 
 def size_values(generic: Generic) -> list[Size]:
     """The run-time sizes ``generic``'s expressions read as values (``kernel.SizeValue``)."""
-    return [e.size for r in generic.outputs for e in result_nodes(r) if isinstance(e, SizeValue)]
+    return [e.size for e in size_value_nodes(generic)]
 
 
 def has_run_time_sizes(op: Op) -> bool:

@@ -34,10 +34,11 @@
 - MatMul of a vector and a stack of 3 or more dims: torch-mlir cannot lower that
   ``aten.matmul``; the vector becomes a row (or column) matrix, dropped again after, as
   numpy.matmul defines it.
-- ArgMax and ArgMin with ``select_last_index`` along a dim known only at run time: torch-mlir
-  flips the input and maps the flipped index ``i`` back as ``|i - (dim - 1)|`` with the static
-  dim, which is -1 there: ``i + 2`` (an index past the end for every row). Rebuilt with the
-  dim read at run time: the input reversed along ``axis`` by a Gather of ``n - 1 - Range(n)``,
+- ArgMax and ArgMin with ``select_last_index`` on an input with a dim known only at run time:
+  torch-mlir flips the input and maps the flipped index ``i`` back as ``|i - (dim - 1)|`` with
+  the static dim, which is -1 where the axis is such a dim: ``i + 2`` (an index past the end
+  for every row). Rebuilt (whichever dim is the run-time one) with the axis's dim read at run
+  time: the input reversed along ``axis`` by a Gather of ``n - 1 - Range(n)``,
   the first index of that, and ``n - 1`` minus it.
 - InstanceNormalization over spatial dims known only at run time: torch-mlir divides the
   sum of squares by the static element count, -1 there, so the variance came out negated and
