@@ -142,7 +142,8 @@ def test_arguments_that_disagree_on_a_shared_dim(exp_add_rowsum):
         exp_add_rowsum["f"](a, np.ones((6, 3), np.float32))
 
 
-@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 5), (64, 3, 129), (131, 67, 257), (0, 4, 3), (3, 0, 2)])
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (7, 13, 5), (64, 3, 129), (131, 67, 257), (0, 4, 3), (3, 0, 2),
+                                     (1, 67, 257), (131, 300, 1)])
 def test_matmul_with_every_dim_dynamic(backend, m, k, n):
     module = load(MATMUL, backend)
     rng = np.random.default_rng(m + k + n)

@@ -123,10 +123,16 @@ def size_expr_value(code: list[int], symbols: list[int]) -> int:
             stack.append(code[at + 1] if op == 0 else symbols[code[at + 1]])
             at += 2
             continue
+        if op == 13:  # select
+            b, a, c = stack.pop(), stack.pop(), stack.pop()
+            stack.append(a if c else b)
+            at += 1
+            continue
         y, x = stack.pop(), stack.pop()
         assert op not in (5, 6, 7) or (x >= 0 and y > 0), "an invocation error"
         stack.append({2: x + y, 3: x - y, 4: x * y, 5: x // max(y, 1), 6: -(-x // max(y, 1)),
-                      7: x % max(y, 1), 8: min(x, y), 9: max(x, y)}[op])
+                      7: x % max(y, 1), 8: min(x, y), 9: max(x, y), 10: int(x == y),
+                      11: int(x < y), 12: int(x <= y)}[op])
         at += 1
     assert len(stack) == 1
     return stack[0]

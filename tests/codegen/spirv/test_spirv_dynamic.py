@@ -201,6 +201,26 @@ def test_the_matmul_grid_has_one_workgroup_per_output_tile(sizes):
     assert np.prod(grid) == -(-m // 64) * -(-n // 64)
 
 
+@pytest.mark.parametrize("triple", TRIPLES)
+@pytest.mark.parametrize("m, n, k", [(1, 65, 17), (129, 1, 300), (1, 1, 5), (1, 3, 300), (2, 65, 17)])
+def test_a_run_time_matmul_of_one_row_or_column_launches_the_static_kernels_grid(m, n, k, triple,
+                                                                                tmp_path):
+    """At M = 1 or N = 1 the dispatch takes the fold the static kernel of that size compiles to
+    (no contraction left to tile once the unit loop is dropped; a short K one invocation an
+    output, a long one a workgroup): the same grid and block; at other sizes the tiled grid.
+    Both bodies are in one shader."""
+    kernel = matmul_kernel(P0, P1, k)
+    code, exports = compile_kernels([kernel], triple)
+    assert validate(code, tmp_path) == ""
+    grid = [size_expr_value(list(e.code), [m, n]) for e in exports[0].gridSizeExpr]
+    _, (static,) = compile_kernels([bind_sizes(kernel, {"p0": m, "p1": n})], triple)
+    if 1 in (m, n):
+        assert np.prod(grid) == np.prod(list(static.gridSize))
+    else:
+        assert np.prod(grid) == -(-m // 64) * -(-n // 64)
+    assert list(exports[0].blockSize) == list(static.blockSize)
+
+
 def test_static_kernels_never_reach_the_dynamic_template():
     for make, _ in KERNELS.values():
         kernel = make()

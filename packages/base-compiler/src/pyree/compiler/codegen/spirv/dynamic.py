@@ -11,6 +11,12 @@ template with its last 1-3 elements one at a time. Each bounds its work by the e
 extents, and its grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent
 is 0. The cooperative-matrix matmul, whose shape is decided by the static extents (whole
 tiles), stays static-only.
+
+A contraction whose M or N is a run-time size holds both its tiled body and the fold a static
+kernel of one row (or column) takes (its unit loop dropped, no contraction is left to tile),
+chosen per dispatch by a uniform branch on the sizes, the grid chosen alike: at one row the
+64x64 tile computes 63 rows of zeros, and a transformer block's linears at one token ran 12.4-13
+us on NVIDIA's Vulkan driver where the static module's fold ran 8.8-9.1 (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from __future__ import annotations
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.interface import choose
+from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv import elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.shader import Shader
+from pyree.compiler.sizes import Size, compare, is_static, select
 
 TEMPLATES = (matmul, reduction, vectorized, elementwise)
+FOLDS = TEMPLATES[1:]  # what a contraction of one row or column takes
 
 
 def plan(kernel: K.Kernel, target):
@@ -31,4 +40,42 @@ def plan(kernel: K.Kernel, target):
 
 def emit(sh: Shader, plan) -> Launch:
     template, inner = plan
+    if template is matmul:
+        one = _one_row_or_column(sh.kernel)
+        fold = choose(FOLDS, sh.kernel, sh.target)
+        if isinstance(one, Size) and _same_block(sh, inner, fold):
+            return _tiled_or_fold(sh, inner, fold, one)
     return template.emit(sh, inner)
+
+
+def _one_row_or_column(kernel: K.Kernel):
+    """1 where the dispatch's M or N is 1, else 0 (a Size), or a bool where the sizes decide."""
+    m, n = kernel.parallel_ranges[-2:]
+    held = [compare("eq", e, 1) for e in (m, n) if not is_static(e)]
+    if not held or True in held:
+        return bool(held)
+    sizes = [h for h in held if h is not False]
+    if not sizes:
+        return False
+    return sizes[0] if len(sizes) == 1 else select(sizes[0], 1, sizes[1])
+
+
+def _same_block(sh: Shader, tiled, fold) -> bool:
+    """Whether both bodies run on one workgroup size (the branch shares the launch's)."""
+    tiling = tiled[1]
+    template, _ = fold
+    block = {elementwise: min(256, sh.target.max_workgroup_invocations),
+             reduction: 1 << (min(256, sh.target.max_workgroup_invocations).bit_length() - 1),
+             vectorized: None}[template]
+    return block == tiling.threads
+
+
+def _tiled_or_fold(sh: Shader, tiled, fold, one: Size) -> Launch:
+    launches = {}
+    sh.fn.if_then(sh.fn.op(S.OpULessThan, sh.bool, sh.asm.u32(0), sh.size(one)),
+                  lambda: launches.setdefault("fold", fold[0].emit(sh, fold[1])),
+                  lambda: launches.setdefault("tiled", matmul.emit(sh, tiled)))
+    a, b = launches["fold"], launches["tiled"]
+    assert a.block == b.block, (a.block, b.block)
+    grid = tuple(select(one, x, y) for x, y in zip(a.grid, b.grid))
+    return Launch(grid, a.block, a.shared_memory_bytes + b.shared_memory_bytes)

@@ -75,7 +75,8 @@ class SizeValues:
         if value not in self.wide_memo:
             with self.fn.prologue():
                 self.wide_memo[value] = size_program.run(
-                    value, lambda c: self.asm.const_int(64, c), self._param, self._step)
+                    value, lambda c: self.asm.const_int(64, c), self._param, self._step,
+                    self._select)
         return self.wide_memo[value]
 
     def guard(self) -> int:
@@ -123,6 +124,10 @@ class SizeValues:
         if op in (sizes.MIN, sizes.MAX):
             return fn.ext(i64, G_SMIN if op == sizes.MIN else G_SMAX, x, y)
         zero, one = self.asm.const_int(64, 0), self.asm.const_int(64, 1)
+        if op in (sizes.EQ, sizes.LT, sizes.LE):
+            held = fn.op(OpIEqual, self.sh.bool, x, y) if op == sizes.EQ else self._lt(x, y) \
+                if op == sizes.LT else self._not(self._lt(y, x))
+            return fn.op(S.OpSelect, i64, held, one, zero)
         bad = self._or(self._not(self._lt(zero, y)), self._lt(x, zero))  # floordiv, ceildiv, mod
         self.bad.append(bad)
         d = fn.op(S.OpSelect, i64, bad, one, y)
@@ -133,6 +138,10 @@ class SizeValues:
         rest = fn.op(S.OpUMod, i64, x, d)
         up = fn.op(S.OpSelect, i64, fn.op(OpIEqual, self.sh.bool, rest, zero), zero, one)
         return fn.op(S.OpIAdd, i64, fn.op(S.OpUDiv, i64, x, d), up)
+
+    def _select(self, c: int, a: int, b: int) -> int:
+        held = self.fn.op(OpIEqual, self.sh.bool, c, self.asm.const_int(64, 0))
+        return self.fn.op(S.OpSelect, self.i64, held, b, a)
 
     def _outside(self, v: int, lo: int, hi: int) -> int:
         """v < lo or v > hi (signed)."""
