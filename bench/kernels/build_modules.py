@@ -37,6 +37,9 @@ def kernel_launches(vmfb: bytes) -> int:
 def options(backend: str, target: str) -> CompileOptions:
     if backend == "cuda":
         return CompileOptions(target_backends=["cuda"], cuda_target=target)
+    if backend == "vulkan-spirv":  # (sm_90a, the default, names no Vulkan target: the baseline)
+        return CompileOptions(target_backends=[backend],
+                              vulkan_target="" if target.startswith("sm_") else target)
     return CompileOptions(target_backends=[backend])
 
 
@@ -63,7 +66,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
     p.add_argument("--backend", default="cuda", choices=["cuda", "llvm-cpu", "vulkan-spirv"])
-    p.add_argument("--target", default="sm_90a", help="cuda target (sm_90a: wgmma on H100)")
+    p.add_argument("--target", default="sm_90a", help="cuda target (sm_90a: wgmma on H100), or "
+                   "the vulkan-spirv target (--iree-vulkan-target: hopper-h100-linux)")
     p.add_argument("--cases", default="", help="comma-separated regexes of case keys (default all)")
     p.add_argument("--suite", default="issue11", choices=sorted(cases.SUITES))
     args = p.parse_args()
@@ -73,7 +77,7 @@ def main() -> int:
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     if manifest.get("backend", args.backend) != args.backend:
         raise SystemExit(f"{args.out} holds {manifest['backend']} modules; use another folder")
-    manifest.update(backend=args.backend, target=args.target if args.backend == "cuda" else "")
+    manifest.update(backend=args.backend, target=args.target if args.backend != "llvm-cpu" else "")
     built = manifest.setdefault("cases", {})
     for case in cases.select(args.cases, args.suite):
         (args.out / f"{case.key}.vmfb").unlink(missing_ok=True)  # never leave a stale module
