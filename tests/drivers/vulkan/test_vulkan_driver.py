@@ -4,6 +4,7 @@ lavapipe in CI, NVIDIA's driver on a GPU host), compare with numpy on fresh rand
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,14 +167,20 @@ def test_no_vulkan_driver_shows_vulkan_unavailable_with_the_reason(vulkan_packag
     assert proc.stdout.startswith("False") and "VK_ERROR_INCOMPATIBLE_DRIVER" in proc.stdout, proc.stdout
 
 
+# a stand-in GPU's limits (physical_device.query reads these from the driver)
+GPU_LIMITS = {"maxComputeWorkGroupInvocations": 1024, "maxComputeSharedMemorySize": 49152,
+              "maxComputeWorkGroupCount": (65535,) * 3, "maxComputeWorkGroupSize": (1024, 1024, 64),
+              "maxPerStageDescriptorStorageBuffers": 1 << 20, "maxDescriptorSetStorageBuffers": 1 << 20,
+              "maxPerStageResources": 1 << 20}
+
+
 def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_package):
     from pyree.hal.vulkan.executable import ExecutableCache
     from pyree.hal.vulkan.physical_device import PhysicalDevice
     from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
     case = C.matmul(67, 129, 45, "f16", np.float16)
     ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "ampere-rtx3080-windows"))
-    limits = {"maxComputeWorkGroupInvocations": 1024, "maxComputeSharedMemorySize": 49152,
-              "maxComputeWorkGroupCount": (65535,) * 3, "maxComputeWorkGroupSize": (1024, 1024, 64)}
+    limits = GPU_LIMITS
     gpu = PhysicalDevice(None, "Old GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits,
                          {"storageBuffer16BitAccess": True, "shaderFloat16": False})
     exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
@@ -189,6 +196,42 @@ def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_pa
     with pytest.raises(HalError, match=r"cannot run on Small GPU: workgroup size \(256, 1, 1\) "
                                        "exceeds the device's 64 invocations"):
         ExecutableCache(None, None, small).load(params)
+    few = PhysicalDevice(None, "Few-buffer GPU", "0" * 36, 1 << 22 | 2 << 12, 0,
+                         dict(limits, maxPerStageDescriptorStorageBuffers=2),
+                         {"storageBuffer16BitAccess": True, "shaderFloat16": True})
+    with pytest.raises(HalError, match="cannot run on Few-buffer GPU: 3 buffer bindings exceed "
+                                       "the device's 2 storage buffers a shader"):
+        ExecutableCache(None, None, few).load(params)
+
+
+def test_a_kernel_with_more_buffers_than_the_device_binds_is_refused(vulkan_device):
+    """Past lavapipe's 32 storage buffers a shader, a pipeline answered zeros (33 bindings) or
+    crashed the process (34): the load refuses it, naming the kernel and the limit; a device
+    that binds that many runs it right."""
+    n = 40  # one argument and 40 results: 41 bindings
+    body = "\n".join(f"    %r{k} = arith.addi %x, %x : i32" for k in range(n))
+    types = ", ".join(["tensor<8xi32>"] * n)
+    mlir = f"""
+#m = affine_map<(d0) -> (d0)>
+func.func @f(%a: tensor<8xi32>) -> ({types}) {{
+  %e = tensor.empty() : tensor<8xi32>
+  %r:{n} = linalg.generic {{indexing_maps = [#m{", #m" * n}], iterator_types = ["parallel"]}}
+      ins(%a : tensor<8xi32>) outs({", ".join(["%e"] * n)} : {types}) {{
+  ^bb0(%x: i32, {", ".join(f"%o{k}: i32" for k in range(n))}):
+{body}
+    linalg.yield {", ".join(f"%r{k}" for k in range(n))} : {", ".join(["i32"] * n)}
+  }} -> ({types})
+  return {", ".join(f"%r#{k}" for k in range(n))} : {types}
+}}"""
+    try:  # a device that binds 41 (NVIDIA's: 2^20) runs it
+        module = rt.load_module(vulkan_vmfb(mlir), device="vulkan")
+    except rt.DriverError as e:
+        assert re.search("kernel 'k0_f_dispatch_0_generic_8_i32' cannot run on .*: 41 buffer "
+                         "bindings exceed the device's [0-9]+ storage buffers", str(e)), str(e)
+        return
+    x = np.arange(8, dtype=np.int32)
+    for r in module["f"](x):
+        np.testing.assert_array_equal(r.to_host(), 2 * x)
 
 
 def test_cooperative_matrix_shapes_the_device_does_not_list_are_refused(vulkan_package):
@@ -202,8 +245,7 @@ def test_cooperative_matrix_shapes_the_device_does_not_list_are_refused(vulkan_p
     assert cooperative_operands(code) == {("A", 16, 16, 16), ("B", 16, 16, 16)}
     ((plain, _),) = spirv_binaries(vulkan_vmfb(case.mlir))
     assert cooperative_operands(plain) == set()
-    limits = {"maxComputeWorkGroupInvocations": 1024, "maxComputeSharedMemorySize": 49152,
-              "maxComputeWorkGroupCount": (65535,) * 3, "maxComputeWorkGroupSize": (1024, 1024, 64)}
+    limits = GPU_LIMITS
     features = dict.fromkeys(("storageBuffer16BitAccess", "shaderFloat16", "vulkanMemoryModel",
                               "cooperativeMatrix"), True)
     gpu = PhysicalDevice(None, "8x8 GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits, features,

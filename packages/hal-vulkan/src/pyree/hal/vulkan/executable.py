@@ -359,6 +359,13 @@ class ExecutableCache:
             if any(g > m for g, m in zip(e.grid_size, limits["maxComputeWorkGroupCount"])):
                 problems.append(f"workgroup count {tuple(e.grid_size)} exceeds the device's "
                                 f"{limits['maxComputeWorkGroupCount']}")
+            bindings = len(e.binding_min_lengths)  # storage buffers, one set: past the limit
+            most = min(limits[k] for k in ("maxPerStageDescriptorStorageBuffers",  # lavapipe's
+                                           "maxDescriptorSetStorageBuffers",  # answered zeros
+                                           "maxPerStageResources"))  # or crashed at 33 of 32
+            if bindings > most:
+                problems.append(f"{bindings} buffer bindings exceed the device's {most} "
+                                "storage buffers a shader")
             if e.shared_memory_bytes > limits["maxComputeSharedMemorySize"]:
                 problems.append(f"{e.shared_memory_bytes} bytes of shared memory exceed the "
                                 f"device's {limits['maxComputeSharedMemorySize']}")

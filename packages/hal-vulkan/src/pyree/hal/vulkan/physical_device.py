@@ -78,7 +78,8 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     limits = {name: getattr(p.limits, name) for name in (
         "maxComputeWorkGroupInvocations", "maxComputeSharedMemorySize",
         "minStorageBufferOffsetAlignment", "maxStorageBufferRange", "maxPushConstantsSize",
-        "timestampPeriod")}
+        "timestampPeriod", "maxPerStageDescriptorStorageBuffers", "maxDescriptorSetStorageBuffers",
+        "maxPerStageResources")}
     limits["maxComputeWorkGroupCount"] = tuple(p.limits.maxComputeWorkGroupCount)
     limits["maxComputeWorkGroupSize"] = tuple(p.limits.maxComputeWorkGroupSize)
 
