@@ -127,6 +127,10 @@ def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") 
     return execute(*prepared, device)
 
 
+# --target: the GPU target of the backends that take one (forked children inherit it)
+TARGET = {"cuda": {}, "vulkan-spirv": {}, "llvm-cpu": {}, "rocm": {}, "vmvx": {}}
+
+
 def prepare(case: Case, backend: str):
     """(vmfb, data sets, facts) for ``case`` compiled for ``backend``, or (class, reason) where
     it is refused. ``facts``: what ``execute`` needs besides: the function's name, the graph's
@@ -139,7 +143,7 @@ def prepare(case: Case, backend: str):
     except Exception as err:  # noqa: BLE001 - every refusal is counted, with its reason
         return "import-refused", _reason(err)
     try:
-        vmfb = compile_str(text, CompileOptions(target_backends=[backend]))
+        vmfb = compile_str(text, CompileOptions(target_backends=[backend], **TARGET[backend]))
     except Exception as err:  # noqa: BLE001
         return "compile-refused", _reason(err)
     declared = [_declared_dtype(o.type) for o in model.graph.output]
@@ -402,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=int, default=1, metavar="N", help="every N-th test")
     p.add_argument("--backend", default="llvm-cpu", help="target backend (default llvm-cpu)")
     p.add_argument("--device", default="local-task", help="device URI (default local-task)")
+    p.add_argument("--target", default="", help="the backend's target: --iree-cuda-target "
+                   "(cuda) or --iree-vulkan-target (vulkan-spirv: hopper-h100-linux)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--timeout", type=float, default=300.0, metavar="S")
     p.add_argument("--json", type=Path, metavar="OUT",
@@ -430,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
                  if (d / "facts.json").exists()]
     else:
         cases = generated_cases(args.generated.split(","))
+    if args.target:
+        TARGET[args.backend] = {"cuda": {"cuda_target": args.target},
+                                "vulkan-spirv": {"vulkan_target": args.target}}[args.backend]
     job = functools.partial(run_case, backend=args.backend, device=args.device)
     if args.compile_only is not None:
         job = functools.partial(compile_only, backend=args.backend, out=args.compile_only)

@@ -586,6 +586,8 @@ class ExprEmitter:
             raise CompileError(f"llvm-cpu: unknown cast '{op}' from {src} to {dst}")
         if op in ("fpext", "fptrunc") and bits(src) == bits(dst):
             return x
+        if op in ("fptosi", "fptoui") and bits(dst) < 32:  # DESIGN.md, "Narrow conversions"
+            return b.trunc(b.fptosi(x, self.ty("i32")), t)
         return fn(x, t)
 
     def int_resize(self, x: ir.Value, src: str, dst: str, signed: bool) -> ir.Value:

@@ -206,13 +206,15 @@ class ScalarLowering:
             raise self._unsupported(f"'{op}' on i1")
         if K.is_float(dtype):
             if op in _FLOAT_BINARY:
-                # A user's divf stays one OpFDiv, as in IREE: Vulkan bounds it (2.5 ulp) only for
-                # |b| in [2^-126, 2^126], but rescaling b (math_expansion._safe_div) would add
-                # ~10 instructions to every division; the math expansions scale for themselves.
                 # Rounded on its own, as arith and llvm-cpu round it: a driver may otherwise fuse
                 # a product and a sum into an FMA, which breaks math_expansion's exact products.
+                # Vulkan bounds a division only for |b| in [2^-126, 2^126]; rescaling b
+                # (math_expansion._safe_div) would add ~10 instructions to every division, and
+                # the math expansions scale for themselves.
                 result = fn.op(_FLOAT_BINARY[op], t, a, b)
                 self.asm.decorate(result, NO_CONTRACTION)
+                if op == "div" and self.sh.compute_bits(dtype) == 32:
+                    return self._rounded_quotient(result, a, b, dtype)
                 return self._fmod(result, a, b, dtype) if op == "rem" else result
             if op in ("max", "min"):  # NaN-propagating, like arith.maximumf / numpy
                 m = self._signed_zeros(fn.ext(t, G_FMAX if op == "max" else G_FMIN, a, b),
@@ -226,12 +228,19 @@ class ScalarLowering:
         unsigned = K.is_unsigned(dtype)
         if op in _INT_BINARY:
             return fn.op(_INT_BINARY[op], t, a, b)
-        if op == "rem" and not unsigned:
-            # Vulkan leaves OpSRem undefined for negative operands (NVIDIA's answered -5 rem 4
-            # with 3): |a| umod |b|, with a's sign. |INT_MIN| wraps to itself, right as unsigned.
-            r = fn.op(137, t, fn.ext(t, G_SABS, a), fn.ext(t, G_SABS, b))
-            negative = fn.op(177, self.sh.bool, a, self.const(0, dtype))  # OpSLessThan
-            return fn.op(S.OpSelect, t, negative, fn.op(OpSNegate, t, r), r)
+        if op in ("div", "rem") and not unsigned:
+            # On the magnitudes, unsigned, with the sign put back: Vulkan leaves OpSRem undefined
+            # for negative operands (NVIDIA's answered -5 rem 4 with 3), and NVIDIA's driver got
+            # 64-bit OpSDiv wrong (0 / 3 read as odd: ONNX's Scatter gathered from the wrong
+            # row). Truncating, as arith.divsi / remsi; |INT_MIN| wraps to itself, right as
+            # unsigned (INT_MIN / -1 wraps to INT_MIN).
+            below = lambda v: fn.op(177, self.sh.bool, v, self.const(0, dtype))  # OpSLessThan
+            magnitude = lambda v, neg: fn.op(S.OpSelect, t, neg, fn.op(OpSNegate, t, v), v)
+            a_neg, b_neg = below(a), below(b)
+            r = fn.op(134 if op == "div" else 137, t, magnitude(a, a_neg), magnitude(b, b_neg))
+            negative = fn.op(OpLogicalNotEqual, self.sh.bool, a_neg, b_neg) if op == "div" \
+                else a_neg
+            return magnitude(r, negative)
         table = {"div": (134, 135), "rem": (137, 138), "shr": (194, 195)}
         if op in table:
             return fn.op(table[op][0 if unsigned else 1], t, a, b)
@@ -240,6 +249,38 @@ class ScalarLowering:
                       ("min", True): G_UMIN, ("min", False): G_SMIN}[(op, unsigned)]
             return fn.ext(t, number, a, b)
         raise self._unsupported(f"'{op}' on {dtype}")
+
+    def _rounded_quotient(self, q: int, a: int, b: int, dtype: str) -> int:
+        """An f32 OpFDiv ``q`` (2.5 ulp in Vulkan: NVIDIA's is a reciprocal and a product)
+        corrected to the rounded quotient, as every other target divides: ``q + r / b`` with
+        the residual ``r = a - q * b`` exact, ``q * b`` an exact sum of two floats by Dekker's
+        split (Vulkan's Fma need not be fused: lavapipe's is not), so the sum rounds the true
+        quotient. (A quotient of NVIDIA's 1 ulp off had moved ONNX's DynamicQuantizeLinear by
+        one step.) Where ``q`` is 0, infinite or NaN, or the residual is not finite (a divisor
+        of 0 or inf, or a split past 2^115), ``q`` stands."""
+        fn, t, bool_ = self.fn, self.t(dtype), self.sh.bool
+
+        def op(code: int, x: int, y: int) -> int:  # rounded on its own: no FMA contraction
+            v = fn.op(code, t, x, y)
+            self.asm.decorate(v, NO_CONTRACTION)
+            return v
+
+        add, sub, mul = 129, 131, 133
+
+        def split(x: int) -> tuple[int, int]:  # x = hi + lo, 12 significant bits each
+            c = op(mul, self.const(4097.0, dtype), x)
+            hi = op(sub, c, op(sub, c, x))
+            return hi, op(sub, x, hi)
+
+        (qh, ql), (bh, bl) = split(q), split(b)
+        p = op(mul, q, b)
+        e = op(add, op(add, op(add, op(sub, op(mul, qh, bh), p), op(mul, qh, bl)),
+                       op(mul, ql, bh)), op(mul, ql, bl))  # q * b - p, exactly
+        r = op(sub, op(sub, a, p), e)
+        total = op(add, q, op(136, r, b))  # OpFDiv
+        odd = fn.op(OpLogicalOr, bool_, fn.op(OpIsNan, bool_, r), fn.op(OpIsInf, bool_, r))
+        odd = fn.op(OpLogicalOr, bool_, odd, fn.op(OpFOrdEqual, bool_, q, self.const(0.0, dtype)))
+        return fn.op(S.OpSelect, t, odd, q, total)
 
     def _int_type(self, dtype: str) -> int:
         bits = self.sh.compute_bits(dtype)
@@ -334,6 +375,10 @@ class ScalarLowering:
                 flipped = fn.op(_INT_BINARY["xor"], t, fn.op(S.OpUConvert, t, x), m)
                 return fn.op(_INT_BINARY["sub"], t, flipped, m)
             return fn.op(S.OpUConvert, t, x)
+        if op in ("fptosi", "fptoui") and self.sh.compute_bits(dst) < 32:
+            # DESIGN.md, "Narrow conversions": SPIR-V leaves a value outside the narrow type
+            # undefined, and NVIDIA's driver saturates it (ONNX's DynamicQuantizeLinear)
+            return fn.op(S.OpUConvert, t, fn.op(OpConvertFToS, self.t("i32"), x))
         number = {"fptosi": OpConvertFToS, "fptoui": OpConvertFToU, "sitofp": OpConvertSToF,
                   "uitofp": OpConvertUToF}.get(op)
         if number is None:
