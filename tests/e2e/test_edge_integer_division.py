@@ -5,8 +5,8 @@ integers where arith defines the result. Where it does not (a zero divisor, ``MI
 value will do, but the call must return: x86's ``idiv`` traps on both, so a kernel that
 divides without guarding kills the process with SIGFPE. ``arith.ceildivui`` was refused by
 name, both in a body and as size arithmetic (``ceil(n / 2)`` elements of a stride-2 slice).
-NVIDIA's Vulkan driver answered 64-bit ``divsi`` wrong (0 / 3 came out odd) where lavapipe
-is right: ``-m vulkan`` runs this on both (tests/drivers/vulkan/run_on_device.sh)."""
+NVIDIA's Vulkan driver answered ONNX's Scatter wrong (its 64-bit index arithmetic gathered from
+the wrong row) where lavapipe is right: ``-m vulkan`` runs these on both."""
 
 from __future__ import annotations
 
@@ -130,8 +130,7 @@ func.func @f(%a: tensor<?x{t}>) -> ({types}) {{
 @pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan)])
 @pytest.mark.parametrize("t", ["i32", "i64"])
 def test_division_and_remainder_by_constants(t, device):
-    """A static divisor: NVIDIA's Vulkan driver divided 64-bit values by 3 wrongly (0 / 3 odd),
-    where run-time divisors of the test above came out right."""
+    """A static divisor, as a gather's index arithmetic divides by a static extent."""
     info = np.iinfo(DTYPES[t])
     backend = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
     x = np.array([info.min, info.min + 1, -1001, -7, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 1001,
@@ -143,3 +142,62 @@ def test_division_and_remainder_by_constants(t, device):
             for v, r in zip(x.tolist(), got.tolist()):
                 want = _expected(op, v, c, info.bits)
                 assert want is None or r == want, f"{op}({v}, {c}) = {r}, not {want}"
+
+
+# ONNX's Scatter (axis 0) as torch-mlir writes it (pyree-import-onnx of onnx's
+# test_scatter_without_axis): the update's row is gathered at ((i / 3) % 2, i % 3) in 64 bits.
+SCATTER = """
+#map = affine_map<(d0) -> (d0, 0)>
+#map1 = affine_map<(d0) -> (d0)>
+module {
+  func.func @test_scatter_without_axis(%arg0: tensor<3x3xf32>, %arg1: tensor<2x3xi64>, %arg2: tensor<2x3xf32>) -> tensor<3x3xf32> {
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    %c0_i64 = arith.constant 0 : i64
+    %cst = arith.constant 0.000000e+00 : f32
+    %0 = tensor.empty() : tensor<6x1xi64>
+    %1 = linalg.fill ins(%c0_i64 : i64) outs(%0 : tensor<6x1xi64>) -> tensor<6x1xi64>
+    %2 = tensor.empty() : tensor<6xf32>
+    %3 = linalg.fill ins(%cst : f32) outs(%2 : tensor<6xf32>) -> tensor<6xf32>
+    %4:3 = linalg.generic {indexing_maps = [#map, #map, #map1], iterator_types = ["parallel"]} outs(%1, %1, %3 : tensor<6x1xi64>, tensor<6x1xi64>, tensor<6xf32>) {
+    ^bb0(%out: i64, %out_1: i64, %out_2: f32):
+      %8 = linalg.index 0 : index
+      %9 = arith.remsi %8, %c3 : index
+      %10 = arith.divsi %8, %c3 : index
+      %11 = arith.remsi %10, %c2 : index
+      %extracted = tensor.extract %arg1[%11, %9] : tensor<2x3xi64>
+      %extracted_3 = tensor.extract %arg2[%11, %9] : tensor<2x3xf32>
+      %12 = arith.index_cast %9 : index to i64
+      linalg.yield %extracted, %12, %extracted_3 : i64, i64, f32
+    } -> (tensor<6x1xi64>, tensor<6x1xi64>, tensor<6xf32>)
+    %5 = tensor.empty() : tensor<6x2xi64>
+    %6 = linalg.fill ins(%c0_i64 : i64) outs(%5 : tensor<6x2xi64>) -> tensor<6x2xi64>
+    %inserted_slice = tensor.insert_slice %4#0 into %6[0, 0] [6, 1] [1, 1] : tensor<6x1xi64> into tensor<6x2xi64>
+    %inserted_slice_0 = tensor.insert_slice %4#1 into %inserted_slice[0, 1] [6, 1] [1, 1] : tensor<6x1xi64> into tensor<6x2xi64>
+    %7 = tm_tensor.scatter {dimension_map = array<i64: 0, 1>} unique_indices(false) ins(%4#2, %inserted_slice_0 : tensor<6xf32>, tensor<6x2xi64>) outs(%arg0 : tensor<3x3xf32>) {
+    ^bb0(%arg3: f32, %arg4: f32):
+      tm_tensor.yield %arg3 : f32
+    } -> tensor<3x3xf32>
+    return %7 : tensor<3x3xf32>
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_onnx_scatter_index_arithmetic(device):
+    """On NVIDIA's Vulkan driver this program put the first row's updates nowhere (its
+    gather read row 1 for i = 0, 1, 2) until signed 64-bit division ran on magnitudes; lavapipe,
+    and the divisions by constants above, were right either way."""
+    backend = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
+    module = rt.load_module(compile_str(SCATTER, CompileOptions(target_backends=[backend])),
+                            device=device)
+    data = np.zeros((3, 3), np.float32)
+    indices = np.array([[1, 0, 2], [0, 2, 1]], np.int64)
+    updates = np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]], np.float32)
+    want = data.copy()
+    for i in range(2):
+        for j in range(3):
+            want[indices[i, j], j] = updates[i, j]
+    np.testing.assert_array_equal(module["test_scatter_without_axis"](data, indices, updates)
+                                  .to_host(), want)

@@ -257,7 +257,7 @@ class ScalarLowering:
         split (Vulkan's Fma need not be fused: lavapipe's is not), so the sum rounds the true
         quotient. (A quotient of NVIDIA's 1 ulp off had moved ONNX's DynamicQuantizeLinear by
         one step.) Where ``q`` is 0, infinite or NaN, or the residual is not finite (a divisor
-        of 0 or inf, or a split past 2^115), ``q`` stands."""
+        of 0 or inf, or one past 2^116, whose split overflows), ``q`` stands."""
         fn, t, bool_ = self.fn, self.t(dtype), self.sh.bool
 
         def op(code: int, x: int, y: int) -> int:  # rounded on its own: no FMA contraction
@@ -272,12 +272,24 @@ class ScalarLowering:
             hi = op(sub, c, op(sub, c, x))
             return hi, op(sub, x, hi)
 
-        (qh, ql), (bh, bl) = split(q), split(b)
-        p = op(mul, q, b)
+        # q and a scaled alike by a power of two (exact) where q's split would overflow
+        # (|q| past 2^116) or its low half fall below the normal range: the residual scales too
+        magnitude = fn.ext(t, G_FABS, q)
+        big = fn.op(_FLOAT_COMPARE["gt"], bool_, magnitude, self.const(2.0 ** 100, dtype))
+        small = fn.op(_FLOAT_COMPARE["lt"], bool_, magnitude, self.const(2.0 ** -80, dtype))
+        def by(k: int) -> int:  # 2^-k where q is big, 2^k where small, else 1
+            return fn.op(S.OpSelect, t, big, self.const(2.0 ** -k, dtype),
+                         fn.op(S.OpSelect, t, small, self.const(2.0 ** k, dtype),
+                               self.const(1.0, dtype)))
+
+        scale = by(40)
+        qs, a_s = op(mul, q, scale), op(mul, a, scale)
+        (qh, ql), (bh, bl) = split(qs), split(b)
+        p = op(mul, qs, b)
         e = op(add, op(add, op(add, op(sub, op(mul, qh, bh), p), op(mul, qh, bl)),
-                       op(mul, ql, bh)), op(mul, ql, bl))  # q * b - p, exactly
-        r = op(sub, op(sub, a, p), e)
-        total = op(add, q, op(136, r, b))  # OpFDiv
+                       op(mul, ql, bh)), op(mul, ql, bl))  # qs * b - p, exactly
+        r = op(sub, op(sub, a_s, p), e)
+        total = op(add, q, op(mul, op(136, r, b), by(-40)))  # OpFDiv
         odd = fn.op(OpLogicalOr, bool_, fn.op(OpIsNan, bool_, r), fn.op(OpIsInf, bool_, r))
         odd = fn.op(OpLogicalOr, bool_, odd, fn.op(OpFOrdEqual, bool_, q, self.const(0.0, dtype)))
         return fn.op(S.OpSelect, t, odd, q, total)
