@@ -16,9 +16,12 @@ from pyree.compiler.codegen.llvm_cpu import amx
 from pyree.runtime.vm import executables
 
 BF16 = ml_dtypes.bfloat16
-EMULATED = ["--iree-llvmcpu-target-cpu=x86-64-v4",
-            "--iree-llvmcpu-target-cpu-features=+amx-tile,+amx-bf16"]
 HAS_AMX = {"amx_tile", "amx_bf16"} <= executables.host_cpu_flags()
+# the emulated tiles' host code for AMX's own base (AVX-512) where this CPU has it, else AVX2:
+# the tile code is the same, and an AVX-512 module refuses to load on a CPU without it
+AVX512 = {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= executables.host_cpu_flags()
+EMULATED = [f"--iree-llvmcpu-target-cpu=x86-64-v{4 if AVX512 else 3}",
+            "--iree-llvmcpu-target-cpu-features=+amx-tile,+amx-bf16"]
 
 
 def ty(shape, dtype: str) -> str:
