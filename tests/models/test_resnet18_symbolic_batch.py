@@ -3,9 +3,11 @@ imported with ``pyree-import-onnx`` (its module), compiled once for llvm-cpu, an
 local-task at batches 1, 2, 3 and 5 against onnxruntime on the same file.
 
 ResNet-18 itself (torchvision, seeded random weights and batchnorm statistics, 64x64 images:
-every layer and weight is ResNet-18's, the image size only scales the work) is marked slow; CI
-runs a ResNet of one BasicBlock per stage (torchvision's ResNet class: stem, max pool,
-downsampling blocks, average pool, linear) on 32x32 images, which has every kind of layer."""
+every layer and weight is ResNet-18's, the image size only scales the work; ~1 min on two
+cores) is marked slow, so that ``-m "not slow"`` leaves it out of a quick run; README's test
+command and CI run it. The quick one is a ResNet of one BasicBlock per stage (torchvision's
+ResNet class: stem, max pool, downsampling blocks, average pool, linear) on 32x32 images, which
+has every kind of layer."""
 
 from __future__ import annotations
 
