@@ -127,8 +127,8 @@ def run_case(case: Case, backend: str = "llvm-cpu", device: str = "local-task") 
     return execute(*prepared, device)
 
 
-# --target: the GPU target of the backends that take one (forked children inherit it)
-TARGET = {"cuda": {}, "vulkan-spirv": {}, "llvm-cpu": {}, "rocm": {}, "vmvx": {}}
+# --target as a CompileOptions field (forked children inherit it)
+TARGET_OPTIONS: dict[str, str] = {}
 
 
 def prepare(case: Case, backend: str):
@@ -143,7 +143,7 @@ def prepare(case: Case, backend: str):
     except Exception as err:  # noqa: BLE001 - every refusal is counted, with its reason
         return "import-refused", _reason(err)
     try:
-        vmfb = compile_str(text, CompileOptions(target_backends=[backend], **TARGET[backend]))
+        vmfb = compile_str(text, CompileOptions(target_backends=[backend], **TARGET_OPTIONS))
     except Exception as err:  # noqa: BLE001
         return "compile-refused", _reason(err)
     declared = [_declared_dtype(o.type) for o in model.graph.output]
@@ -437,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases = generated_cases(args.generated.split(","))
     if args.target:
-        TARGET[args.backend] = {"cuda": {"cuda_target": args.target},
-                                "vulkan-spirv": {"vulkan_target": args.target}}[args.backend]
+        field = {"cuda": "cuda_target", "vulkan-spirv": "vulkan_target"}.get(args.backend)
+        if field is None:
+            p.error(f"--target names a cuda or vulkan-spirv target; --backend is {args.backend}")
+        TARGET_OPTIONS[field] = args.target
     job = functools.partial(run_case, backend=args.backend, device=args.device)
     if args.compile_only is not None:
         job = functools.partial(compile_only, backend=args.backend, out=args.compile_only)

@@ -37,9 +37,8 @@ def kernel_launches(vmfb: bytes) -> int:
 def options(backend: str, target: str) -> CompileOptions:
     if backend == "cuda":
         return CompileOptions(target_backends=["cuda"], cuda_target=target)
-    if backend == "vulkan-spirv":  # (sm_90a, the default, names no Vulkan target: the baseline)
-        return CompileOptions(target_backends=[backend],
-                              vulkan_target="" if target.startswith("sm_") else target)
+    if backend == "vulkan-spirv":
+        return CompileOptions(target_backends=[backend], vulkan_target=target)
     return CompileOptions(target_backends=[backend])
 
 
@@ -66,12 +65,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path)
     p.add_argument("--backend", default="cuda", choices=["cuda", "llvm-cpu", "vulkan-spirv"])
-    p.add_argument("--target", default="sm_90a", help="cuda target (sm_90a: wgmma on H100), or "
-                   "the vulkan-spirv target (--iree-vulkan-target: hopper-h100-linux)")
+    p.add_argument("--target", help="cuda target (default sm_90a: wgmma on H100), or the "
+                   "vulkan-spirv target (--iree-vulkan-target, e.g. hopper-h100-linux; default "
+                   "the baseline)")
     p.add_argument("--cases", default="", help="comma-separated regexes of case keys (default all)")
     p.add_argument("--suite", default="issue11", choices=sorted(cases.SUITES))
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.target is None:
+        args.target = "sm_90a" if args.backend == "cuda" else ""
     compile_options = options(args.backend, args.target)
     manifest_path = args.out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}

@@ -44,9 +44,14 @@ func.func @f(%a: tensor<?x{t}>, %b: tensor<?x{t}>) -> ({types}) {{
 
 @functools.cache
 def _module(t: str, device: str):
+    return _load(_program(t), device)
+
+
+def _load(text: str, device: str):
+    """``text`` compiled for ``device``'s target (vulkan-spirv for vulkan, else llvm-cpu)."""
     backend = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
-    vmfb = compile_str(_program(t), CompileOptions(target_backends=[backend]))
-    return rt.load_module(vmfb, device=device)
+    return rt.load_module(compile_str(text, CompileOptions(target_backends=[backend])),
+                          device=device)
 
 
 def _expected(op: str, x: int, y: int, bits: int) -> int | None:
@@ -94,8 +99,7 @@ func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
 
 
 def test_ceildivui_as_size_arithmetic():
-    module = rt.load_module(compile_str(STRIDED, CompileOptions(target_backends=["llvm-cpu"])),
-                            device="local-task")
+    module = _load(STRIDED, "local-task")
     for n in (0, 1, 2, 7, 1030):
         a = np.arange(n, dtype=np.float32)
         np.testing.assert_array_equal(module["f"](a).to_host(), a[::2])
@@ -132,12 +136,10 @@ func.func @f(%a: tensor<?x{t}>) -> ({types}) {{
 def test_division_and_remainder_by_constants(t, device):
     """A static divisor, as a gather's index arithmetic divides by a static extent."""
     info = np.iinfo(DTYPES[t])
-    backend = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
     x = np.array([info.min, info.min + 1, -1001, -7, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7, 1001,
                   info.max], DTYPES[t])
     for c in CONSTANTS:
-        vmfb = compile_str(_by_constant(t, c), CompileOptions(target_backends=[backend]))
-        results = [r.to_host() for r in rt.load_module(vmfb, device=device)["f"](x)]
+        results = [r.to_host() for r in _load(_by_constant(t, c), device)["f"](x)]
         for op, got in zip(OPS, results):
             for v, r in zip(x.tolist(), got.tolist()):
                 want = _expected(op, v, c, info.bits)
@@ -189,9 +191,7 @@ def test_onnx_scatter_index_arithmetic(device):
     """On NVIDIA's Vulkan driver this program put the first row's updates nowhere (its
     gather read row 1 for i = 0, 1, 2) until signed 64-bit division ran on magnitudes; lavapipe,
     and the divisions by constants above, were right either way."""
-    backend = "vulkan-spirv" if device == "vulkan" else "llvm-cpu"
-    module = rt.load_module(compile_str(SCATTER, CompileOptions(target_backends=[backend])),
-                            device=device)
+    module = _load(SCATTER, device)
     data = np.zeros((3, 3), np.float32)
     indices = np.array([[1, 0, 2], [0, 2, 1]], np.int64)
     updates = np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2]], np.float32)

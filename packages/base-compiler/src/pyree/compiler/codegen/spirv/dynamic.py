@@ -30,7 +30,8 @@ from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.sizes import Size, compare, is_static, select
 
 TEMPLATES = (matmul, reduction, vectorized, elementwise)
-FOLDS = TEMPLATES[1:]  # what a contraction of one row or column takes
+FOLDS = (reduction, elementwise)  # what a contraction of one row or column takes (vectorized
+# takes no kernel with a reduction)
 
 
 def plan(kernel: K.Kernel, target):
@@ -40,10 +41,10 @@ def plan(kernel: K.Kernel, target):
 
 def emit(sh: Shader, plan) -> Launch:
     template, inner = plan
-    if template is matmul:
-        one = _one_row_or_column(sh.kernel)
+    one = _one_row_or_column(sh.kernel) if template is matmul else False
+    if isinstance(one, Size):
         fold = choose(FOLDS, sh.kernel, sh.target)
-        if isinstance(one, Size) and _same_block(sh, inner, fold):
+        if fold[0].block_size(sh.target) == inner[1].threads:  # the branch shares one launch
             return _tiled_or_fold(sh, inner, fold, one)
     return template.emit(sh, inner)
 
@@ -58,16 +59,6 @@ def _one_row_or_column(kernel: K.Kernel):
     if not sizes:
         return False
     return sizes[0] if len(sizes) == 1 else select(sizes[0], 1, sizes[1])
-
-
-def _same_block(sh: Shader, tiled, fold) -> bool:
-    """Whether both bodies run on one workgroup size (the branch shares the launch's)."""
-    tiling = tiled[1]
-    template, _ = fold
-    block = {elementwise: min(256, sh.target.max_workgroup_invocations),
-             reduction: 1 << (min(256, sh.target.max_workgroup_invocations).bit_length() - 1),
-             vectorized: None}[template]
-    return block == tiling.threads
 
 
 def _tiled_or_fold(sh: Shader, tiled, fold, one: Size) -> Launch:

@@ -28,12 +28,16 @@ def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
     return kernel.parallel_ranges
 
 
+def block_size(target) -> int:
+    return min(256, target.max_workgroup_invocations)
+
+
 def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     total = num_elements(par)
-    block = min(256, sh.target.max_workgroup_invocations)
+    block = block_size(sh.target)
     grid = grid_for(opaque("ceildiv", total, block))
     group = sh.group_id(grid)
     linear = fn.op(S.OpIAdd, sh.u32, fn.op(S.OpIMul, sh.u32, group, asm.u32(block)), sh.local_id())

@@ -45,12 +45,16 @@ def plan(kernel: K.Kernel, target):
     return folds
 
 
+def block_size(target) -> int:
+    return 1 << int(math.log2(min(256, target.max_workgroup_invocations)))
+
+
 def emit(sh: Shader, folds) -> Launch:
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs, length = num_elements(par), num_elements(red)
-    block = 1 << int(math.log2(min(256, sh.target.max_workgroup_invocations)))
+    block = block_size(sh.target)
     grid = grid_for(outputs)
     dtypes = [r.value.dtype for r in kernel.reductions]
     types = [sh.compute_type(d) for d in dtypes]

@@ -277,6 +277,7 @@ class ScalarLowering:
         magnitude = fn.ext(t, G_FABS, q)
         big = fn.op(_FLOAT_COMPARE["gt"], bool_, magnitude, self.const(2.0 ** 100, dtype))
         small = fn.op(_FLOAT_COMPARE["lt"], bool_, magnitude, self.const(2.0 ** -80, dtype))
+
         def by(k: int) -> int:  # 2^-k where q is big, 2^k where small, else 1
             return fn.op(S.OpSelect, t, big, self.const(2.0 ** -k, dtype),
                          fn.op(S.OpSelect, t, small, self.const(2.0 ** k, dtype),
