@@ -114,9 +114,10 @@ def test_small_io_is_mapped_and_large_io_is_copied(vulkan_device, shape):
 @pytest.mark.parametrize("triple, case", [
     ("cpu-swiftshader-unknown", C.matmul(70, 33, 41)),
     ("ampere-rtx3080-windows", C.matmul(517, 45, 530)),        # 128x128 tiles, 256 invocations
-    ("ampere-rtx3080-windows", C.matmul(67, 129, 45, "f16", np.float16)),  # float16 arithmetic
+    ("turing-t4-linux", C.matmul(67, 129, 45, "f16", np.float16)),  # float16 arithmetic (SIMT:
+    # ampere's f16 products take cooperative matrices, which lavapipe lacks)
     ("ampere-rtx3080-windows", C.reductions((5, 1001), 1)),
-], ids=["swiftshader-matmul", "ampere-matmul-128-tiles", "ampere-matmul-f16", "ampere-reduce"])
+], ids=["swiftshader-matmul", "ampere-matmul-128-tiles", "turing-matmul-f16", "ampere-reduce"])
 def test_modules_for_other_triples_run_where_the_device_allows(vulkan_device, triple, case):
     module = rt.load_module(vulkan_vmfb(case.mlir, triple), device=vulkan_device)
     inputs = case.inputs(np.random.default_rng())
@@ -179,14 +180,14 @@ def test_modules_needing_features_the_device_lacks_are_refused_by_name(vulkan_pa
     from pyree.hal.vulkan.physical_device import PhysicalDevice
     from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
     case = C.matmul(67, 129, 45, "f16", np.float16)
-    ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "ampere-rtx3080-windows"))
+    ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "turing-t4-linux"))
     limits = GPU_LIMITS
     gpu = PhysicalDevice(None, "Old GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits,
                          {"storageBuffer16BitAccess": True, "shaderFloat16": False})
     exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
                            e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
                     for e in executable.exports)
-    params = ExecutableParams("spirv", "ampere-rtx3080-windows", code, "", b"", exports)
+    params = ExecutableParams("spirv", "turing-t4-linux", code, "", b"", exports)
     with pytest.raises(HalError, match="needs shaderFloat16, which Old GPU lacks; compile it with "
                                        "a --pyree-vulkan-target that matches this GPU"):
         ExecutableCache(None, None, gpu).load(params)
@@ -242,14 +243,14 @@ def test_cooperative_matrix_shapes_the_device_does_not_list_are_refused(vulkan_p
     from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
     case = C.matmul(128, 48, 192, "f16", np.float16)
     ((code, executable),) = spirv_binaries(vulkan_vmfb(case.mlir, "hopper-h100-linux"))
-    assert cooperative_operands(code) == {("A", 16, 16, 16), ("B", 16, 16, 16)}
+    assert cooperative_operands(code) == {("A", 16, 16, "f16"), ("B", 16, 16, "f16")}
     ((plain, _),) = spirv_binaries(vulkan_vmfb(case.mlir))
     assert cooperative_operands(plain) == set()
     limits = GPU_LIMITS
     features = dict.fromkeys(("storageBuffer16BitAccess", "shaderFloat16", "vulkanMemoryModel",
                               "cooperativeMatrix"), True)
     gpu = PhysicalDevice(None, "8x8 GPU", "0" * 36, 1 << 22 | 2 << 12, 0, limits, features,
-                         frozenset({(8, 8, 8, 16, 16, 16)}))
+                         frozenset({(8, 8, 8, "f16", "f16", "f16")}))
     exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
                            e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
                     for e in executable.exports)
@@ -257,6 +258,36 @@ def test_cooperative_matrix_shapes_the_device_does_not_list_are_refused(vulkan_p
     with pytest.raises(HalError, match=r"multiplies cooperative matrices of shape A 16x16 f16, "
                                        r"B 16x16 f16, which 8x8 GPU does not list"):
         ExecutableCache(None, None, gpu).load(params)
+
+
+def test_bf16_cooperative_matrices_need_the_devices_bf16_feature_and_fragments(vulkan_package):
+    """A hopper module's bf16 products declare bf16 fragments (SPV_KHR_bfloat16's float type);
+    a device without VK_KHR_shader_bfloat16's features, or without bf16 fragments, refuses it
+    by name."""
+    from pyree.hal.vulkan.executable import ExecutableCache, cooperative_operands
+    from pyree.hal.vulkan.physical_device import PhysicalDevice
+    from pyree.runtime.hal.python_driver import ExecutableParams, Export, HalError
+    ((code, executable),) = spirv_binaries(vulkan_vmfb(C.matmul(64, 48, 80, "bf16").mlir,
+                                                       "hopper-h100-linux"))
+    assert cooperative_operands(code) == {("A", 16, 16, "bf16"), ("B", 16, 16, "bf16")}
+    exports = tuple(Export(e.name.decode(), tuple(map(int, e.gridSize)), tuple(map(int, e.blockSize)),
+                           e.sharedMemoryBytes, tuple(b.minLength for b in e.bindings))
+                    for e in executable.exports)
+    params = ExecutableParams("spirv", "hopper-h100-linux", code, "", b"", exports)
+    features = dict.fromkeys(("storageBuffer16BitAccess", "shaderFloat16", "vulkanMemoryModel",
+                              "cooperativeMatrix"), True)
+    f16_only = frozenset({(16, 16, 16, "f16", "f16", "f32")})
+    no_bf16 = PhysicalDevice(None, "f16 GPU", "0" * 36, 1 << 22 | 2 << 12, 0, GPU_LIMITS, features,
+                             f16_only)
+    with pytest.raises(HalError, match="needs shaderBFloat16CooperativeMatrix, "
+                                       "shaderBFloat16Type, which f16 GPU lacks"):
+        ExecutableCache(None, None, no_bf16).load(params)
+    bf16_features = dict(features, shaderBFloat16Type=True, shaderBFloat16CooperativeMatrix=True)
+    unlisted = PhysicalDevice(None, "f16-fragment GPU", "0" * 36, 1 << 22 | 2 << 12, 0,
+                              GPU_LIMITS, bf16_features, f16_only)
+    with pytest.raises(HalError, match=r"multiplies cooperative matrices of shape A 16x16 bf16, "
+                                       r"B 16x16 bf16, which f16-fragment GPU does not list"):
+        ExecutableCache(None, None, unlisted).load(params)
 
 
 @pytest.mark.parametrize("result, text", [

@@ -53,3 +53,84 @@ def test_chains_over_leading_dims_match_torch(kind, shape, vulkan_device):
     mlir, x, want = C.leading_dims(kind, shape)
     module = rt.load_module(vulkan_vmfb(mlir), device=vulkan_device)
     C.check_against(module["main"](x), want)
+
+
+def masked_softmax(m: int, n: int) -> str:
+    """torch's softmax decomposition inside SDPA: 0 for a row whose every score is -inf (an
+    i1 ``and`` fold beside the max and the sum)."""
+    t2, t1, b1 = f"tensor<{m}x{n}xf32>", f"tensor<{m}xf32>", f"tensor<{m}xi1>"
+    rows = "affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>"
+    return f"""
+    func.func @main(%x: {t2}) -> {t2} {{
+      %ninf = arith.constant 0xFF800000 : f32
+      %zero = arith.constant 0.0 : f32
+      %true = arith.constant true
+      %e1 = tensor.empty() : {t1}
+      %mx0 = linalg.fill ins(%ninf : f32) outs(%e1 : {t1}) -> {t1}
+      %mx = linalg.generic {{indexing_maps = [{rows}],
+          iterator_types = ["parallel", "reduction"]}} ins(%x : {t2}) outs(%mx0 : {t1}) {{
+        ^bb0(%a: f32, %acc: f32):
+          %r = arith.maximumf %a, %acc : f32
+          linalg.yield %r : f32
+      }} -> {t1}
+      %s0 = linalg.fill ins(%zero : f32) outs(%e1 : {t1}) -> {t1}
+      %s = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>,
+          affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i)>],
+          iterator_types = ["parallel", "reduction"]}} ins(%x, %mx : {t2}, {t1}) outs(%s0 : {t1}) {{
+        ^bb0(%a: f32, %m: f32, %acc: f32):
+          %d = arith.subf %a, %m : f32
+          %e = math.exp %d : f32
+          %r = arith.addf %e, %acc : f32
+          linalg.yield %r : f32
+      }} -> {t1}
+      %eb = tensor.empty() : {b1}
+      %all0 = linalg.fill ins(%true : i1) outs(%eb : {b1}) -> {b1}
+      %all = linalg.generic {{indexing_maps = [{rows}],
+          iterator_types = ["parallel", "reduction"]}} ins(%x : {t2}) outs(%all0 : {b1}) {{
+        ^bb0(%a: f32, %acc: i1):
+          %eq = arith.cmpf oeq, %a, %ninf : f32
+          %r = arith.andi %eq, %acc : i1
+          linalg.yield %r : i1
+      }} -> {b1}
+      %e2 = tensor.empty() : {t2}
+      %p = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>,
+          affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i)>,
+          affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}}
+          ins(%x, %mx, %s, %all : {t2}, {t1}, {t1}, {b1}) outs(%e2 : {t2}) {{
+        ^bb0(%a: f32, %m: f32, %l: f32, %dead: i1, %o: f32):
+          %d = arith.subf %a, %m : f32
+          %e = math.exp %d : f32
+          %q = arith.divf %e, %l : f32
+          %r = arith.select %dead, %zero, %q : f32
+          linalg.yield %r : f32
+      }} -> {t2}
+      return %p : {t2}
+    }}"""
+
+
+@pytest.mark.parametrize("m, n", [(37, 300), (6, 1000), (9, 45)])
+def test_masked_softmax_rows_match_numpy(m, n, vulkan_device, tmp_path):
+    """One shader whose every row folds its max, its sum and whether it is all -inf (on the
+    workgroup tree from 128 columns: the i1 fold crosses shared memory as a u32), against numpy
+    with all -inf, partly -inf, NaN and +inf rows."""
+    vmfb = vulkan_vmfb(masked_softmax(m, n))
+    (code, executable), = spirv_binaries(vmfb)
+    assert len(executable.exports) == 1 and validate(code, tmp_path) == ""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((m, n)).astype(np.float32)
+    x[0] = -np.inf                                   # all -inf: zeros
+    x[1, : n // 2] = -np.inf                         # half masked, as a causal row
+    x[2, n - 1] = np.nan
+    x[3, 1] = np.inf
+    x[4, :] = -np.inf
+    x[4, n - 1] = 0.0                                # one key left
+    got = np.asarray(rt.load_module(vmfb, device=vulkan_device)["main"](x))
+    with np.errstate(invalid="ignore", over="ignore"):
+        x64 = x.astype(np.float64)
+        mx = x64.max(axis=1, keepdims=True)
+        e = np.exp(x64 - mx)
+        want = np.where(np.all(x64 == -np.inf, axis=1, keepdims=True), 0.0,
+                        e / e.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = ~np.isnan(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-5, atol=1e-6)

@@ -46,10 +46,12 @@ class VulkanDevice(PythonDevice):
             "sType": STYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": physical.queue_family,
             "queueCount": 1, "pQueuePriorities": priority})
         cooperative = bool(physical.features.get("cooperativeMatrix"))
-        # Every optional feature it has (and the extension cooperative-matrix shaders need);
-        # pipeline creation feedback where the driver offers it, to count pipeline-cache hits.
-        features, keep = P.feature_chain(physical.features, cooperative)
+        bfloat16 = bool(physical.features.get("shaderBFloat16Type"))
+        # Every optional feature it has (and the extensions cooperative-matrix and bf16 shaders
+        # need); pipeline creation feedback where the driver offers it, to count cache hits.
+        features, keep = P.feature_chain(physical.features, cooperative, bfloat16)
         names = [P.COOPERATIVE_MATRIX_EXTENSION] if cooperative else []
+        names += [P.BFLOAT16_EXTENSION] if bfloat16 else []
         self.creation_feedback = P.CREATION_FEEDBACK_EXTENSION in physical.extensions
         if self.creation_feedback:
             names.append(P.CREATION_FEEDBACK_EXTENSION)

@@ -78,8 +78,8 @@ def capabilities(code: bytes) -> set[int]:
     return out
 
 
-def cooperative_operands(code: bytes) -> set[tuple[str, int, int, int]]:
-    """("A" | "B", rows, columns, float bits) of each cooperative-matrix operand type declared.
+def cooperative_operands(code: bytes) -> set[tuple[str, int, int, str]]:
+    """("A" | "B", rows, columns, float type) of each cooperative-matrix operand type declared.
     A module that neither declares the CooperativeMatrixKHR capability nor holds the word that
     begins an OpTypeCooperativeMatrixKHR declares none: one search of the bytes, not a walk of
     every instruction in Python."""
@@ -93,8 +93,8 @@ def cooperative_operands(code: bytes) -> set[tuple[str, int, int, int]]:
         if count == 0:
             break
         operands = words[i + 1:i + count]
-        if opcode == 22:        # OpTypeFloat
-            floats[operands[0]] = operands[1]
+        if opcode == 22:        # OpTypeFloat (an encoding operand: SPV_KHR_bfloat16's bf16)
+            floats[operands[0]] = "bf16" if len(operands) > 2 else f"f{operands[1]}"
         elif opcode == 43:      # OpConstant (32-bit values are all a matrix type uses)
             constants[operands[1]] = operands[2]
         elif opcode == 4456:    # OpTypeCooperativeMatrixKHR
@@ -343,7 +343,7 @@ class ExecutableCache:
             (operand[1:3] == (k, n) and operand[3] == b)
             for m, n, k, a, b, _ in phys.cooperative_matrix_shapes)]
         if unsupported:
-            shapes = ", ".join(f"{use} {r}x{c} f{bits}" for use, r, c, bits in unsupported)
+            shapes = ", ".join(f"{use} {r}x{c} {dtype}" for use, r, c, dtype in unsupported)
             raise HalError("FAILED_PRECONDITION",
                            f"the module (vulkan target '{params.target}') multiplies cooperative "
                            f"matrices of shape {shapes}, which {phys.name} does not list; compile "

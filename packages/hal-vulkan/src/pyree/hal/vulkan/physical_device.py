@@ -12,17 +12,20 @@ STYPE_PROPERTIES_2, STYPE_ID_PROPERTIES = 1000059001, 1000071004
 STYPE_FEATURES_2, STYPE_VULKAN_1_1_FEATURES, STYPE_VULKAN_1_2_FEATURES = 1000059000, 49, 51
 STYPE_COOPMAT_FEATURES, STYPE_COOPMAT_PROPERTIES = 1000506000, 1000506001
 COOPERATIVE_MATRIX_EXTENSION = b"VK_KHR_cooperative_matrix"
+BFLOAT16_EXTENSION = b"VK_KHR_shader_bfloat16"   # bf16 cooperative matrices
+STYPE_BFLOAT16_FEATURES = 1000141000
 # reports per pipeline whether the pipeline cache had it (pipeline_cache.py counts the hits)
 CREATION_FEEDBACK_EXTENSION = b"VK_EXT_pipeline_creation_feedback"
 SCOPE_SUBGROUP = 3
-# VkComponentTypeKHR -> the SPIR-V float width it names.
-COMPONENT_FLOAT_BITS = {0: 16, 1: 32, 2: 64}
+# VkComponentTypeKHR -> the float type it names (VK_COMPONENT_TYPE_BFLOAT16_KHR for bf16).
+COMPONENT_FLOATS = {0: "f16", 1: "f32", 2: "f64", 1000141000: "bf16"}
 
 # SPIR-V capability -> the device feature that allows it (pyree.compiler.codegen.spirv emits these).
 CAPABILITY_FEATURES = {
     9: "shaderFloat16", 10: "shaderFloat64", 11: "shaderInt64", 22: "shaderInt16", 39: "shaderInt8",
     4433: "storageBuffer16BitAccess", 4448: "storageBuffer8BitAccess",
     5345: "vulkanMemoryModel", 6022: "cooperativeMatrix",
+    5116: "shaderBFloat16Type", 5118: "shaderBFloat16CooperativeMatrix",
 }
 
 
@@ -91,7 +94,9 @@ def query(vki: Functions, handle) -> PhysicalDevice:
     # Vulkan 1.2 feature structs may only be chained for a 1.2 device; older ones are unusable.
     extensions = device_extensions(vki, handle)
     cooperative = COOPERATIVE_MATRIX_EXTENSION in extensions
-    features = supported_features(vki, handle, cooperative) if p.apiVersion >= API_1_2 else {}
+    bfloat16 = BFLOAT16_EXTENSION in extensions
+    features = supported_features(vki, handle, cooperative, bfloat16) \
+        if p.apiVersion >= API_1_2 else {}
     shapes = cooperative_matrix_shapes(vki, handle) if features.get("cooperativeMatrix") else frozenset()
     return PhysicalDevice(handle, ffi.string(p.deviceName).decode(errors="replace"),
                           format_uuid(ids.deviceUUID), p.apiVersion,
@@ -110,7 +115,8 @@ def device_extensions(vki: Functions, handle) -> frozenset[bytes]:
 
 
 def cooperative_matrix_shapes(vki: Functions, handle) -> frozenset:
-    """What vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists, floats at subgroup scope."""
+    """What vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists, floats at subgroup scope:
+    (M, N, K, A's, B's and C's float type)."""
     query_fn = vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
     if query_fn is None:
         return frozenset()
@@ -124,40 +130,49 @@ def cooperative_matrix_shapes(vki: Functions, handle) -> frozenset:
     for i in range(count[0]):
         p = props[i]
         types = (p.AType, p.BType, p.CType)
-        if p.scope == SCOPE_SUBGROUP and all(t in COMPONENT_FLOAT_BITS for t in types):
-            out.add((p.MSize, p.NSize, p.KSize, *(COMPONENT_FLOAT_BITS[t] for t in types)))
+        if p.scope == SCOPE_SUBGROUP and all(t in COMPONENT_FLOATS for t in types):
+            out.add((p.MSize, p.NSize, p.KSize, *(COMPONENT_FLOATS[t] for t in types)))
     return frozenset(out)
 
 
-def feature_chain(values: dict | None = None, cooperative: bool = False):
+def feature_chain(values: dict | None = None, cooperative: bool = False, bfloat16: bool = False):
     """(VkPhysicalDeviceFeatures2, [the structs it points to]) with ``values`` set; with
-    ``cooperative``, VK_KHR_cooperative_matrix's features are chained too."""
+    ``cooperative`` and ``bfloat16``, VK_KHR_cooperative_matrix's and VK_KHR_shader_bfloat16's
+    features are chained too."""
+    bf16 = ffi.new("VkPhysicalDeviceShaderBfloat16FeaturesKHR *",
+                   {"sType": STYPE_BFLOAT16_FEATURES}) if bfloat16 else ffi.NULL
     coop = ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR *",
-                   {"sType": STYPE_COOPMAT_FEATURES}) if cooperative else ffi.NULL
+                   {"sType": STYPE_COOPMAT_FEATURES, "pNext": bf16}) if cooperative else bf16
     v12 = ffi.new("VkPhysicalDeviceVulkan12Features *", {"sType": STYPE_VULKAN_1_2_FEATURES,
                                                           "pNext": coop})
     v11 = ffi.new("VkPhysicalDeviceVulkan11Features *", {"sType": STYPE_VULKAN_1_1_FEATURES,
                                                           "pNext": v12})
     f2 = ffi.new("VkPhysicalDeviceFeatures2 *", {"sType": STYPE_FEATURES_2, "pNext": v11})
-    structs = (f2.features, v11[0], v12[0]) + ((coop[0],) if cooperative else ())
+    structs = _structs(f2, v11, v12, coop if cooperative else None, bf16 if bfloat16 else None)
     for name, value in (values or {}).items():
         for struct in structs:
             if hasattr(struct, name):
                 setattr(struct, name, value)
-    return f2, (v11, v12, coop)
+    return f2, (v11, v12, coop, bf16)
+
+
+def _structs(f2, v11, v12, coop, bf16) -> tuple:
+    return (f2.features, v11[0], v12[0]) + tuple(s[0] for s in (coop, bf16) if s is not None)
 
 
 _FEATURES = ("shaderInt64", "shaderFloat64", "shaderInt16", "storageBuffer16BitAccess",
              "storageBuffer8BitAccess", "shaderFloat16", "shaderInt8", "timelineSemaphore",
-             "vulkanMemoryModel", "cooperativeMatrix")
+             "vulkanMemoryModel", "cooperativeMatrix", "shaderBFloat16Type",
+             "shaderBFloat16CooperativeMatrix")
 
 
-def supported_features(vki: Functions, handle, cooperative: bool) -> dict:
-    f2, (v11, v12, coop) = feature_chain(cooperative=cooperative)
+def supported_features(vki: Functions, handle, cooperative: bool, bfloat16: bool = False) -> dict:
+    f2, (v11, v12, coop, bf16) = feature_chain(cooperative=cooperative, bfloat16=bfloat16)
     vki.vkGetPhysicalDeviceFeatures2(handle, f2)
     out = {}
     for name in _FEATURES:
-        for struct in (f2.features, v11[0], v12[0]) + ((coop[0],) if cooperative else ()):
+        for struct in _structs(f2, v11, v12, coop if cooperative else None,
+                               bf16 if bfloat16 else None):
             if hasattr(struct, name):
                 out[name] = bool(getattr(struct, name))
     return out

@@ -655,4 +655,11 @@ typedef struct VkCooperativeMatrixPropertiesKHR {
     VkBool32           saturatingAccumulation;
     int32_t            scope;
 } VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
+    VkStructureType    sType;
+    void*              pNext;
+    VkBool32           shaderBFloat16Type;
+    VkBool32           shaderBFloat16DotProduct;
+    VkBool32           shaderBFloat16CooperativeMatrix;
+} VkPhysicalDeviceShaderBfloat16FeaturesKHR;
 """

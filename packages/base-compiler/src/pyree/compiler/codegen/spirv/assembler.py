@@ -52,10 +52,13 @@ SEMANTICS_WORKGROUP_ACQUIRE_RELEASE = 0x100 | 0x8
 CAPABILITIES = {"Shader": 1, "Float16": 9, "Float64": 10, "Int64": 11, "Int16": 22, "Int8": 39,
                 "StorageBuffer16BitAccess": 4433, "StorageBuffer8BitAccess": 4448,
                 "CooperativeMatrixKHR": 6022, "VulkanMemoryModel": 5345,
+                "BFloat16TypeKHR": 5116, "BFloat16CooperativeMatrixKHR": 5118,
                 "DenormPreserve": 4464, "SignedZeroInfNanPreserve": 4466}
 # Capabilities that need an extension under SPIR-V 1.3.
 EXTENSIONS = {"StorageBuffer8BitAccess": "SPV_KHR_8bit_storage",
               "CooperativeMatrixKHR": "SPV_KHR_cooperative_matrix",
+              "BFloat16TypeKHR": "SPV_KHR_bfloat16",
+              "BFloat16CooperativeMatrixKHR": "SPV_KHR_bfloat16",
               "VulkanMemoryModel": "SPV_KHR_vulkan_memory_model",
               "DenormPreserve": "SPV_KHR_float_controls",
               "SignedZeroInfNanPreserve": "SPV_KHR_float_controls"}
@@ -143,6 +146,12 @@ class Assembler:
             self.require("Float64")
         return self._intern(("float", width), OpTypeFloat, width)
 
+    def t_bfloat16(self) -> int:
+        """SPV_KHR_bfloat16's type (FP encoding BFloat16KHR), for cooperative matrices only:
+        elsewhere bf16 stays 16-bit integers widened to f32 (shader.py)."""
+        self.require("BFloat16TypeKHR")
+        return self._intern(("bfloat16",), OpTypeFloat, 16, 0)
+
     def t_vector(self, element: int, count: int) -> int:
         return self._intern(("vector", element, count), OpTypeVector, element, count)
 
@@ -199,6 +208,10 @@ class Assembler:
     def const_matrix_fill(self, matrix_type: int, scalar: int) -> int:
         """A constant cooperative matrix with every element ``scalar`` (its one constituent)."""
         return self._intern(("fill", matrix_type, scalar), OpConstantComposite, matrix_type, scalar)
+
+    def const_vector(self, vector_type: int, *constituents: int) -> int:
+        return self._intern(("vector", vector_type, constituents), OpConstantComposite,
+                            vector_type, *constituents)
 
     def const_bool(self, value: bool) -> int:
         t = self.t_bool()

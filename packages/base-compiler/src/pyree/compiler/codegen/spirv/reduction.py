@@ -40,7 +40,7 @@ def plan(kernel: K.Kernel, target):
     length = num_elements(kernel.reduction_ranges)
     if folds is None or (is_static(length) and length < MIN_REDUCTION):
         return None
-    if any(r.value.dtype == "i1" or r.init is None for r in kernel.reductions):
+    if any(r.init is None for r in kernel.reductions):
         return None
     return folds
 
@@ -58,7 +58,9 @@ def emit(sh: Shader, folds) -> Launch:
     grid = grid_for(outputs)
     dtypes = [r.value.dtype for r in kernel.reductions]
     types = [sh.compute_type(d) for d in dtypes]
-    shared = [asm.shared_array(t, block) for t in types]
+    # an i1 fold (torch's "is every score of the row -inf") crosses shared memory as a u32
+    shared_types = [sh.u32 if d == "i1" else t for d, t in zip(dtypes, types)]
+    shared = [asm.shared_array(t, block) for t in shared_types]
     group, lid = sh.group_id(grid), sh.local_id()
     combine = ScalarLowering(sh, [])
     phases = K.phases(kernel.results)
@@ -68,7 +70,19 @@ def emit(sh: Shader, folds) -> Launch:
         return fn.op(S.OpSelect, sh.u32, fn.op(S.OpULessThan, sh.bool, end, stop), end, stop)
 
     def slot(k: int, index: int) -> int:
-        return fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, types[k]), shared[k], index)
+        return fn.op(S.OpAccessChain, asm.t_pointer(S.WORKGROUP, shared_types[k]), shared[k], index)
+
+    def put(k: int, index: int, value) -> None:
+        """Stores ``value()`` (called after the slot's address is formed) in slot ``index``."""
+        ptr = slot(k, index)
+        v = value()
+        if dtypes[k] == "i1":
+            v = fn.op(S.OpSelect, sh.u32, v, asm.u32(1), asm.u32(0))
+        fn.do(S.OpStore, ptr, v)
+
+    def get(k: int, index: int) -> int:
+        value = fn.op(S.OpLoad, shared_types[k], slot(k, index))
+        return fn.op(171, sh.bool, value, asm.u32(0)) if dtypes[k] == "i1" else value  # OpINotEqual
 
     def body():
         point = sh.delinearize(group, par)
@@ -105,16 +119,16 @@ def emit(sh: Shader, folds) -> Launch:
             cascade(lambda start, stop, by, body: fn.for_range(start, stop, asm.u32(by), body),
                     bound, lid, sh.size(length), sizes, step, fresh, combine_into, step=block)
             for k in phase:
-                fn.do(S.OpStore, slot(k, lid), fn.op(S.OpLoad, types[k], variables[k]))
+                put(k, lid, lambda k=k: fn.op(S.OpLoad, types[k], variables[k]))
             fn.barrier()
             half = block // 2
             while half:
                 def fold_pair(half=half, phase=phase):
                     other = fn.op(S.OpIAdd, sh.u32, lid, asm.u32(half))
                     for k in phase:
-                        a = fn.op(S.OpLoad, types[k], slot(k, lid))
-                        b = fn.op(S.OpLoad, types[k], slot(k, other))
-                        fn.do(S.OpStore, slot(k, lid), combine.binary(folds[k][0], a, b, dtypes[k]))
+                        a, b = get(k, lid), get(k, other)
+                        put(k, lid, lambda k=k, a=a, b=b: combine.binary(folds[k][0], a, b,
+                                                                         dtypes[k]))
                 fn.if_then(fn.op(S.OpULessThan, sh.bool, lid, asm.u32(half)), fold_pair)
                 fn.barrier()
                 half //= 2
@@ -122,7 +136,7 @@ def emit(sh: Shader, folds) -> Launch:
             def totals(phase=phase) -> dict[int, int]:
                 at_init = ScalarLowering(sh, zeros, variables, unsafe)
                 for k in phase:
-                    total = fn.op(S.OpLoad, types[k], slot(k, asm.u32(0)))
+                    total = get(k, asm.u32(0))
                     init = at_init(kernel.results[k].init)
                     fn.do(S.OpStore, variables[k], combine.binary(folds[k][0], init, total, dtypes[k]))
                 return result_values(sh, zeros, variables, unsafe, phase)
@@ -136,4 +150,5 @@ def emit(sh: Shader, folds) -> Launch:
         store_rows(sh, point, variables, unsafe, kernel.num_parallel, lid, asm.u32(block))
 
     fn.if_then(fn.op(S.OpULessThan, sh.bool, group, sh.size(outputs)), body)
-    return Launch(grid, (block, 1, 1), sum(block * K.itemsize(d) for d in dtypes))
+    return Launch(grid, (block, 1, 1), sum(block * max(4, K.itemsize(d)) if d == "i1" else
+                                           block * K.itemsize(d) for d in dtypes))

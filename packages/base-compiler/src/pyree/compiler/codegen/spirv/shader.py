@@ -56,15 +56,19 @@ class Shader:
         """A size the code uses (an int, or a run-time size: ``sizes.py``) as a u32 id."""
         return self.asm.u32(value) if self.sizes is None or is_static(value) else self.sizes(value)
 
-    def view(self, binding: int, width: int = 1) -> int:
+    def view(self, binding: int, width: int = 1, raw16: bool = False) -> int:
         """The buffer variable of ``binding`` as a runtime array of ``width``-vectors (1: scalars),
-        declared on first use so that each entry point statically uses one view per binding."""
-        key = (binding, width)
+        or with ``raw16`` of 16-byte u32 4-vectors whatever its type, declared on first use so
+        that each entry point statically uses one view per binding and kind."""
+        key = (binding, "raw16" if raw16 else width)
         if key not in self._views:
             element, dtype = self.buffers[binding]
-            if width > 1:
-                element = self.asm.t_vector(element, width)
-            stride = K.itemsize(dtype) * width
+            if raw16:
+                element, stride = self.asm.t_vector(self.u32, 4), 16
+            else:
+                if width > 1:
+                    element = self.asm.t_vector(element, width)
+                stride = K.itemsize(dtype) * width
             var = self.asm.variable(S.STORAGE_BUFFER, self.asm.t_buffer_block(element, stride))
             self.asm.decorate(var, S.DEC_DESCRIPTOR_SET, 0)
             self.asm.decorate(var, S.DEC_BINDING, binding)
@@ -129,6 +133,13 @@ class Shader:
         """The ``width``-vector ``index`` of ``binding`` in storage type (one wide access)."""
         element = self.asm.t_vector(self.buffers[binding][0], width)
         return self.fn.op(S.OpLoad, element, self.element(binding, index, width))
+
+    def load_raw16(self, binding: int, index: int) -> int:
+        """The 16 bytes at 16-byte index ``index`` (u32 id) of ``binding``, as a u32 4-vector."""
+        vec = self.asm.t_vector(self.u32, 4)
+        ptr = self.fn.op(S.OpAccessChain, self.asm.t_pointer(S.STORAGE_BUFFER, vec),
+                         self.view(binding, raw16=True), self.asm.u32(0), index)
+        return self.fn.op(S.OpLoad, vec, ptr)
 
     def store_vector(self, binding: int, index: int, width: int, value: int) -> None:
         self.fn.do(S.OpStore, self.element(binding, index, width), value)

@@ -27,6 +27,9 @@ class VulkanTarget:
     int64: bool                  # shaderInt64
     storage_8_16_bit: bool       # 8/16-bit storage buffers + Int8/Int16 arithmetic
     cooperative_matrix: bool     # VK_KHR_cooperative_matrix
+    # VK_KHR_shader_bfloat16's shaderBFloat16CooperativeMatrix: bf16 fragments (NVIDIA's driver
+    # lists 16x16x16 bf16 x bf16 -> f32 on the H200; other cards unverified)
+    bfloat16_cooperative_matrix: bool = False
     # shaderDenormPreserveFloat16/32/64: subnormals kept, as IEEE and the CPU keep them. Without
     # it a driver may flush them to zero (NVIDIA's does: abs of a subnormal came back 0).
     denorm_preserve: bool = False
@@ -62,7 +65,7 @@ _ARCHITECTURES = {
                    cooperative_matrix=True),
     "hopper": replace(_BASELINE, denorm_preserve=True, subgroup_size=32, max_workgroup_invocations=1024,
                       max_shared_memory_bytes=49152, float16=True, float64=True,
-                      cooperative_matrix=True),
+                      cooperative_matrix=True, bfloat16_cooperative_matrix=True),
     "rdna4": replace(_BASELINE, denorm_preserve=True, subgroup_size=64, max_workgroup_invocations=1024,
                      max_shared_memory_bytes=65536, float16=True, float64=True,
                      cooperative_matrix=True),
