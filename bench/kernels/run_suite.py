@@ -1,7 +1,7 @@
 """Issue 11's kernel suite on a GPU host: every case of cases.py, PyTorch eager against pyree.
 
     python3 bench/kernels/run_suite.py BUILD_DIR [--device cuda] [--cases RE,..] [--json OUT.json]
-                                       [--profile]
+                                       [--profile] [--trace]
 
 BUILD_DIR comes from build_modules.py. Per case: fresh random inputs as torch tensors on the GPU,
 copied once into pyree device arrays (device-resident, as bench/models/bench_gpu.py does); the
@@ -128,6 +128,11 @@ def run_case(case: cases.Case, entry: dict, build: Path, args, torch_device: str
         kernel_table(f"{case.key}, pyree", kernel_times(lambda: fn(*device_inputs), 20))
         with torch.no_grad():
             kernel_table(f"{case.key}, PyTorch", kernel_times(lambda: case.fn(*inputs), 20))
+    if args.trace:  # any device: its own timestamps per dispatch (README, "Profiling")
+        with rt.trace() as t:
+            for _ in range(20):
+                fn(*device_inputs).to_host()
+        print(f"\n{case.key}, pyree:\n{t.format_summary()}")
     row["pyree_gbs"] = row["bytes"] / row["pyree_ms"] / 1e6
     if not ok:  # --time-wrong: a probe's time, never a result
         return {**row, "status": "WRONG", "error": why}
@@ -173,6 +178,8 @@ def main() -> int:
     p.add_argument("--time-wrong", action="store_true",
                    help="time cases whose result is wrong too (the JSON only: bench/cuda/forced_tiles.py's "
                         "probes, which leave out part of a kernel's work)")
+    p.add_argument("--trace", action="store_true",
+                   help="print each case's dispatches by device time (pyree's trace, any device)")
     p.add_argument("--profile", action="store_true",
                    help="also print each case's kernels and their GPU times, pyree's and PyTorch's")
     args = p.parse_args()

@@ -108,14 +108,17 @@ def masked_softmax(m: int, n: int) -> str:
     }}"""
 
 
-@pytest.mark.parametrize("m, n", [(37, 300), (6, 1000), (9, 45)])
-def test_masked_softmax_rows_match_numpy(m, n, vulkan_device, tmp_path):
+@pytest.mark.parametrize("m, n, block", [(37, 300, 128), (6, 1000, 128), (9, 45, 128),
+                                         (4099, 130, 32)])
+def test_masked_softmax_rows_match_numpy(m, n, block, vulkan_device, tmp_path):
     """One shader whose every row folds its max, its sum and whether it is all -inf (on the
-    workgroup tree from 128 columns: the i1 fold crosses shared memory as a u32), against numpy
-    with all -inf, partly -inf, NaN and +inf rows."""
+    workgroup tree from 128 columns: the i1 fold crosses shared memory as a u32; with 4096 rows
+    or more, on a workgroup of about n / 8 invocations), against numpy with all -inf, partly
+    -inf, NaN and +inf rows."""
     vmfb = vulkan_vmfb(masked_softmax(m, n))
     (code, executable), = spirv_binaries(vmfb)
     assert len(executable.exports) == 1 and validate(code, tmp_path) == ""
+    assert list(executable.exports[0].blockSize) == [block, 1, 1]
     rng = np.random.default_rng(7)
     x = rng.standard_normal((m, n)).astype(np.float32)
     x[0] = -np.inf                                   # all -inf: zeros

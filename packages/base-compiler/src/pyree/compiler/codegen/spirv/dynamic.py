@@ -21,6 +21,8 @@ us on NVIDIA's Vulkan driver where the static module's fold ran 8.8-9.1 (BENCHMA
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.interface import choose
@@ -43,10 +45,21 @@ def emit(sh: Shader, plan) -> Launch:
     template, inner = plan
     one = _one_row_or_column(sh.kernel) if template is matmul else False
     if isinstance(one, Size):
-        fold = choose(FOLDS, sh.kernel, sh.target)
-        if fold[0].block_size(sh.target) == inner[1].threads:  # the branch shares one launch
+        fold = _with_block(choose(FOLDS, sh.kernel, sh.target), inner[1].threads, sh.target)
+        if fold is not None:  # the branch shares one launch
             return _tiled_or_fold(sh, inner, fold, one)
     return template.emit(sh, inner)
+
+
+def _with_block(fold, threads: int, target):
+    """The fold's template and plan on ``threads`` invocations a workgroup, or None where it
+    cannot take that many (the workgroup tree takes any power of two up to its most)."""
+    template, plan = fold
+    if template is reduction:
+        if threads > reduction.block_size(target) or threads & (threads - 1):
+            return None
+        return template, dataclasses.replace(plan, block=threads)
+    return fold if template.block_size(target) == threads else None
 
 
 def _one_row_or_column(kernel: K.Kernel):

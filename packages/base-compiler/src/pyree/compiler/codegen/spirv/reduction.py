@@ -9,6 +9,7 @@ phase's totals for the next one), then the invocations stride over the row stori
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.cascade import block_sizes, cascade
@@ -27,34 +28,56 @@ from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.sizes import is_static, num_elements, opaque
 
 MIN_REDUCTION = 128
+# Invocations a workgroup where there are MANY_OUTPUTS or more (workgroups enough to fill a GPU
+# with small ones): enough for about PER_INVOCATION terms each, from a subgroup up to 256. A
+# short row on 256 invocations spent its time in the tree's barriers: SDPA's softmax rows of 512
+# (three phases, 24 barriers a row) ran 98 us for 16384 rows on the H200's Vulkan driver. Fewer
+# outputs (a decode step's matrix-vector products) keep 256.
+PER_INVOCATION = 8
+MANY_OUTPUTS = 4096
 # An invocation's strided points per block of its cascaded float sums (codegen/common/cascade.py), and
 # blocks per next level: no accumulator takes more than about LEAF terms.
 LEAF = 16
 FAN_IN = 16
 
 
-def plan(kernel: K.Kernel, target):
-    """The per-result folds when this template applies, else None: a run-time reduction extent
-    is taken as long."""
+@dataclass(frozen=True)
+class Plan:
+    folds: list
+    block: int   # invocations a workgroup, a power of two
+
+
+def plan(kernel: K.Kernel, target) -> Plan | None:
+    """The per-result folds and the workgroup size when this template applies, else None: a
+    run-time reduction extent is taken as long."""
     folds = K.fold_pattern(kernel.reductions)
     length = num_elements(kernel.reduction_ranges)
     if folds is None or (is_static(length) and length < MIN_REDUCTION):
         return None
     if any(r.init is None for r in kernel.reductions):
         return None
-    return folds
+    block = block_size(target)
+    outputs = num_elements(kernel.parallel_ranges)
+    if is_static(length) and is_static(outputs) and outputs >= MANY_OUTPUTS:
+        block = min(block, max(target.subgroup_size, _pow2_at_least(-(-length // PER_INVOCATION))))
+    return Plan(folds, block)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 def block_size(target) -> int:
+    """The most invocations a workgroup takes (a long or run-time reduction's)."""
     return 1 << int(math.log2(min(256, target.max_workgroup_invocations)))
 
 
-def emit(sh: Shader, folds) -> Launch:
+def emit(sh: Shader, plan: Plan) -> Launch:
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     outputs, length = num_elements(par), num_elements(red)
-    block = block_size(sh.target)
+    folds, block = plan.folds, plan.block
     grid = grid_for(outputs)
     dtypes = [r.value.dtype for r in kernel.reductions]
     types = [sh.compute_type(d) for d in dtypes]
