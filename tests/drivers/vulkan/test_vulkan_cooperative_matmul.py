@@ -195,3 +195,38 @@ def test_cooperative_matmul_keeps_nan_and_inf_in_their_rows_and_columns(vulkan_d
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=5e-3,
                                atol=5e-3 * np.abs(want[finite]).max())
+
+
+def _mixed_module() -> str:
+    """One function with a tensor-core product and an f32 SIMT product: their workgroup arrays
+    are distinct variables of one module."""
+    linear, _ = contraction((), 2048, 32, 2048, b_nk=True)   # 128 x 128 tiles
+    f32, _ = contraction((), 200, 96, 136, element="f32", out="f32")
+    body = linear.split("{", 1)[1].rsplit("return", 1)[0]
+    body32 = f32.split("{", 1)[1].rsplit("return", 1)[0].replace("%", "%q")
+    return f"""
+    func.func @mm(%a: {t((2048, 32), 'f16')}, %b: {t((2048, 32), 'f16')},
+                  %qa: {t((200, 96), 'f32')}, %qb: {t((96, 136), 'f32')})
+        -> ({t((2048, 2048), 'f16')}, {t((200, 136), 'f32')}) {{{body}{body32}
+      return %r, %qr : {t((2048, 2048), 'f16')}, {t((200, 136), 'f32')}
+    }}"""
+
+
+def test_a_module_mixing_templates_stays_within_the_targets_workgroup_memory():
+    """A driver may reserve every kernel's workgroup arrays for each kernel (NVIDIA's hung past
+    48 KB): the tensor-core product's staged slices and scratch (24 KB) beside the SIMT
+    product's tiles fit the Hopper target's 48 KB, and a module past its target's limit is
+    refused by name instead of reaching the driver."""
+    import dataclasses
+
+    from pyree.compiler.codegen.spirv import targets
+    from pyree.compiler.errors import CompileError
+    vulkan_vmfb(_mixed_module(), TARGET)
+    hopper = targets.resolve_target(TARGET)
+    small = dataclasses.replace(hopper, max_shared_memory_bytes=30000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(targets, "resolve_target", lambda triple: small)
+        patch.setattr("pyree.compiler.codegen.spirv.resolve_target", lambda triple: small)
+        with pytest.raises(CompileError, match=r"kernels need [0-9]+ bytes of workgroup memory "
+                                               r"together, past the 30000 of target"):
+            vulkan_vmfb(_mixed_module(), TARGET)

@@ -39,6 +39,7 @@ from pyree.compiler.codegen.spirv import (
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.codegen.spirv.targets import VulkanTarget, resolve_target
+from pyree.compiler.errors import CompileError
 from pyree.compiler.kernel import Kernel
 from pyree.compiler.progress import kernel_progress
 
@@ -70,6 +71,13 @@ def generate_spirv(kernels: list[Kernel], target: VulkanTarget,
         name = export_name(i, k)
         launches.append((name, emit_kernel(asm, k, name, target)))
         advance(1)
+    shared = asm.shared_bytes()
+    if shared > target.max_shared_memory_bytes:  # (assembler.shared_array: a driver may hang)
+        raise CompileError(
+            f"the module's {len(kernels)} vulkan-spirv kernels need {shared} bytes of workgroup "
+            f"memory together, past the {target.max_shared_memory_bytes} of target "
+            f"'{target.triple}' (a driver may reserve every kernel's arrays for each kernel); "
+            "compile fewer kinds of products into one module or a target with more")
     return asm.binary(), launches
 
 

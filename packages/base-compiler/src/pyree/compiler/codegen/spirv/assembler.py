@@ -210,7 +210,7 @@ class Assembler:
         return self._intern(("fill", matrix_type, scalar), OpConstantComposite, matrix_type, scalar)
 
     def const_vector(self, vector_type: int, *constituents: int) -> int:
-        return self._intern(("vector", vector_type, constituents), OpConstantComposite,
+        return self._intern(("const_vector", vector_type, constituents), OpConstantComposite,
                             vector_type, *constituents)
 
     def const_bool(self, value: bool) -> int:
@@ -246,6 +246,21 @@ class Assembler:
             slots.append([self.new_id(), 0])
         slots[i][1] = max(slots[i][1], count)
         return slots[i][0]
+
+    def shared_bytes(self) -> int:
+        """The bytes of every workgroup array declared so far: what a driver that gives each
+        kernel all of them (shared_array) reserves for every kernel of the module."""
+        size_of = {}
+        for key, tid in self._interned.items():
+            if key[0] in ("float", "int"):
+                size_of[tid] = key[1] // 8
+            elif key[0] == "bool":
+                size_of[tid] = 4
+        for key, tid in self._interned.items():
+            if key[0] == "vector" and key[1] in size_of and isinstance(key[2], int):
+                size_of[tid] = size_of[key[1]] * key[2]
+        return sum(count * size_of[element] for element, slots in self._shared.items()
+                   for _, count in slots)
 
     def _declare_shared(self) -> None:
         for element, slots in self._shared.items():
