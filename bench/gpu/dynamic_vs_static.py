@@ -3,7 +3,7 @@ an NVIDIA GPU: matmul, softmax, layernorm, an elementwise op, a convolution (dyn
 transformer encoder block (dynamic sequence) at five sizes each, odd ones among them; and f16
 linear layers whose rows alone are run-time (``LINEAR``: a prefill's, on tensor cores).
 
-    python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90]   # CPU machine
+    python3 bench/gpu/dynamic_vs_static.py build OUT_DIR [--target sm_90|hopper-h100-linux]
     python3 bench/gpu/dynamic_vs_static.py run OUT_DIR [--mode graph]       # GPU host
     (both take --ops a,b to do only those ops, and --backend vulkan-spirv for Vulkan)
 
@@ -163,7 +163,8 @@ def source(op: str, size: tuple | None) -> str:
 def build(out: Path, target: str, ops: list[str], backend: str = "cuda") -> None:
     from pyree.compiler import CompileOptions, compile_str
     out.mkdir(parents=True, exist_ok=True)
-    options = CompileOptions(target_backends=[backend], cuda_target=target)
+    options = CompileOptions(target_backends=[backend], cuda_target=target) if backend == "cuda" \
+        else CompileOptions(target_backends=[backend], vulkan_target=target)
     for op, sizes in SIZES.items():
         if op not in ops:
             continue
@@ -321,7 +322,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=("build", "run"))
     p.add_argument("folder", type=Path)
-    p.add_argument("--target", default="sm_90")
+    p.add_argument("--target", help="cuda's (default sm_90) or vulkan-spirv's "
+                   "(--iree-vulkan-target, e.g. hopper-h100-linux; default the baseline)")
     p.add_argument("--mode", default="graph", choices=("direct", "stream", "graph"))
     p.add_argument("--json", default="")
     p.add_argument("--ops", default=",".join(SIZES), help="comma-separated ops of SIZES")
@@ -330,7 +332,8 @@ def main() -> None:
     args = p.parse_args()
     ops = args.ops.split(",")
     if args.command == "build":
-        build(args.folder, args.target, ops, args.backend)
+        target = args.target or ("sm_90" if args.backend == "cuda" else "")
+        build(args.folder, target, ops, args.backend)
     else:
         run(args.folder, args.mode, args.json, ops, args.kernels, args.backend)
 

@@ -230,3 +230,67 @@ def test_a_module_mixing_templates_stays_within_the_targets_workgroup_memory():
         with pytest.raises(CompileError, match=r"kernels need [0-9]+ bytes of workgroup memory "
                                                r"together, past the 30000 of target"):
             vulkan_vmfb(_mixed_module(), TARGET)
+
+
+def run_time_rows(k: int, n: int, element: str, out: str, b_nk: bool) -> str:
+    """A @ B with A's rows a run-time size (a prompt's), B a weight of ``element``."""
+    a_t, c_t = f"tensor<?x{k}x{element}>", f"tensor<?x{n}x{out}>"
+    b_t = f"tensor<{n}x{k}x{element}>" if b_nk else f"tensor<{k}x{n}x{element}>"
+    b_map = "affine_map<(m, n, k) -> (n, k)>" if b_nk else "affine_map<(m, n, k) -> (k, n)>"
+    ext = "" if out == element else f"""
+          %x = arith.extf %xs : {element} to {out}
+          %y = arith.extf %ys : {element} to {out}"""
+    xs, ys = ("%x", "%y") if out == element else ("%xs", "%ys")
+    return f"""
+    func.func @mm(%a: {a_t}, %b: {b_t}) -> {c_t} {{
+      %c0 = arith.constant 0 : index
+      %d = tensor.dim %a, %c0 : {a_t}
+      %zero = arith.constant 0.0 : {out}
+      %e = tensor.empty(%d) : {c_t}
+      %init = linalg.fill ins(%zero : {out}) outs(%e : {c_t}) -> {c_t}
+      %r = linalg.generic {{indexing_maps = [affine_map<(m, n, k) -> (m, k)>, {b_map},
+                                            affine_map<(m, n, k) -> (m, n)>],
+                           iterator_types = ["parallel", "parallel", "reduction"]}}
+          ins(%a, %b : {a_t}, {b_t}) outs(%init : {c_t}) {{
+        ^bb0({xs}: {element}, {ys}: {element}, %acc: {out}):{ext}
+          %p = arith.mulf %x, %y : {out}
+          %s = arith.addf %acc, %p : {out}
+          linalg.yield %s : {out}
+      }} -> {c_t}
+      return %r : {c_t}
+    }}"""
+
+
+RUN_TIME = {   # name: (k, n, element, out, b_nk)
+    "f16 [k,n] 96x136": (96, 136, "f16", "f16", False),
+    "f16 linear [n,k] f32 result 264x200": (264, 200, "f16", "f32", True),
+    "bf16 linear [n,k] 72x130": (72, 130, "bf16", "bf16", True),
+}
+
+
+@pytest.mark.parametrize("name", list(RUN_TIME))
+def test_cooperative_matmul_with_run_time_rows_passes_spirv_val(name, tmp_path):
+    assert validate(_shader(run_time_rows(*RUN_TIME[name]))[1], tmp_path) == ""
+
+
+@pytest.mark.parametrize("name", list(RUN_TIME))
+def test_cooperative_matmul_with_run_time_rows_matches_numpy(name, vulkan_device):
+    """One module for every prompt length: 1 row takes the fold that shares the tensor-core
+    product's launch, other lengths 64-row tiles with the rows past M zero-filled."""
+    k, n, element, out, b_nk = RUN_TIME[name]
+    vmfb, _ = _shader(run_time_rows(k, n, element, out, b_nk))
+    try:
+        module = rt.load_module(vmfb, device=vulkan_device)
+    except DriverError as e:
+        assert "cooperativeMatrix" in str(e) and TARGET in str(e)
+        return
+    rng = np.random.default_rng()
+    for m in (1, 5, 16, 67, 130):
+        a = rng.standard_normal((m, k)).astype(DTYPES[element])
+        b = rng.standard_normal((n, k) if b_nk else (k, n)).astype(DTYPES[element])
+        got = np.asarray(module.mm(a, b))
+        want = reference(a, b, b_nk)
+        tol = 2e-2 if out == "bf16" else 5e-3
+        assert got.shape == (m, n) and got.dtype == DTYPES[out]
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol,
+                                   atol=tol * np.abs(want).max(), err_msg=f"{m} rows")

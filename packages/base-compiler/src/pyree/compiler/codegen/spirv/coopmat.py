@@ -40,8 +40,7 @@ from pyree.compiler.codegen.spirv.elementwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
-from pyree.compiler.kernel import has_run_time_sizes
-from pyree.compiler.sizes import num_elements
+from pyree.compiler.sizes import is_static, num_elements, opaque, static_shape
 
 FRAGMENT = 16   # M = N = K of one cooperative matrix multiply-add
 BK = 32         # k per staged slice
@@ -52,6 +51,7 @@ PAD = 1         # 16-byte elements after each staged row, against shared-memory 
 SCRATCH = FRAGMENT * FRAGMENT  # f32s of one subgroup's epilogue tile
 COLUMN_MAJOR = 1
 MIN_GROUPS = 256  # smaller tiles below this many workgroups (an H100 has 132 SMs)
+RUN_TIME_SIDE = 64      # a run-time M or N's tile side (a prompt's rows: 1 to thousands)
 TILE = (128, 128)       # the largest workgroup tile, m x n
 SUBGROUPS = (2, 2)      # the most subgroups along m and n
 
@@ -95,9 +95,10 @@ class Plan:
 
 def plan(kernel: K.Kernel, target: VulkanTarget) -> Plan | None:
     """A Plan when the cooperative-matrix template takes a contraction the tiled matmul would
-    (f16 operands, or bf16 on a target with bf16 fragments; static sizes), else None. A side
-    shorter than a fragment is zero-filled to one."""
-    if not (target.cooperative_matrix and target.float16) or has_run_time_sizes(kernel):
+    (f16 operands, or bf16 on a target with bf16 fragments), else None. A side shorter than a
+    fragment is zero-filled to one; a run-time size (``dynamic.py`` hands such kernels here
+    first) is read from the push constants like every other template's."""
+    if not (target.cooperative_matrix and target.float16):
         return None
     tiled = matmul.plan(kernel, target)
     if tiled is None or tiled[0].dtype not in ("f16", "bf16", "f32"):
@@ -126,15 +127,19 @@ def _narrow(e: K.Expr) -> K.Expr | None:
     return e if e.dtype in ("f16", "bf16") else None
 
 
-def _tile(batch: int, M: int, N: int, subgroup: int) -> Tile:
+def _tile(batch, M, N, subgroup: int) -> Tile:
     """128 x 128 where there are workgroups enough to fill the GPU, halved (the longer side
     first) down to 64 while there are not, and no wider than a side needs; two subgroups a
-    side where the side and the staging (whole 16-byte vectors an invocation) allow."""
-    def fit(size: int, cap: int) -> int:
+    side where the side and the staging (whole 16-byte vectors an invocation) allow. A run-time
+    side takes RUN_TIME_SIDE, and the grid is not known to halve for."""
+    def fit(size, cap: int) -> int:
+        if not is_static(size):
+            return min(RUN_TIME_SIDE, cap)
         return next(t for t in (256, 128, 64, 32, 16) if t <= cap and (t <= size or t == FRAGMENT))
 
     bm, bn = fit(M, TILE[0]), fit(N, TILE[1])
-    while batch * -(-M // bm) * -(-N // bn) < MIN_GROUPS and max(bm, bn) > SMALLEST_HALVED:
+    while static_shape((batch, M, N)) and batch * -(-M // bm) * -(-N // bn) < MIN_GROUPS and \
+            max(bm, bn) > SMALLEST_HALVED:
         if bm >= bn:
             bm //= 2
         else:
@@ -154,8 +159,8 @@ def _operand(kernel: K.Kernel, value: K.Expr, rows: int, k: int) -> Operand:
         inner = k if k_inner else rows
         extent = kernel.loop_ranges[inner]
         others = [c for d, c in enumerate(coeffs) if d != inner]
-        if coeffs[inner] == 1 and extent % VECTOR == 0 and const % VECTOR == 0 and \
-                all(c % VECTOR == 0 for c in others):
+        if static_shape((extent, const, *coeffs)) and coeffs[inner] == 1 and \
+                extent % VECTOR == 0 and const % VECTOR == 0 and all(c % VECTOR == 0 for c in others):
             vector = value
     return Operand(value, k_inner, vector)
 
@@ -170,7 +175,7 @@ def emit(sh: Shader, plan: Plan) -> Launch:
     sg_m, sg_n = tile.subgroups
     sub_m, sub_n = tile.bm // sg_m, tile.bn // sg_n
     fm, fn_count = sub_m // FRAGMENT, sub_n // FRAGMENT
-    tiles_m, tiles_n = -(-M // tile.bm), -(-N // tile.bn)
+    tiles_m, tiles_n = opaque("ceildiv", M, tile.bm), opaque("ceildiv", N, tile.bn)
     groups = num_elements(batch) * tiles_m * tiles_n
     grid = grid_for(groups)
     subgroup = sh.target.subgroup_size
@@ -245,8 +250,8 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         def _vector(self, r: int, k: int) -> int:
             operand, k_inner = self.operand, self.operand.k_inner
             if operand.vector is not None:
-                rc = fn.ext(u32, G_UMIN, r, c(self.limit - (1 if k_inner else VECTOR)))
-                kc = fn.ext(u32, G_UMIN, k, c(Kdim - (VECTOR if k_inner else 1)))
+                rc = fn.ext(u32, G_UMIN, r, sh.size(_top(self.limit, 1 if k_inner else VECTOR)))
+                kc = fn.ext(u32, G_UMIN, k, sh.size(_top(Kdim, VECTOR if k_inner else 1)))
                 index = sh.address(operand.vector.index[0], self._point(rc, kc))
                 value = sh.load_raw16(operand.vector.binding,
                                       op(S.OpShiftRightLogical, index, c(3)))
@@ -256,8 +261,8 @@ def emit(sh: Shader, plan: Plan) -> Launch:
             values = []
             for q in range(VECTOR):
                 rq, kq = (r, op(S.OpIAdd, k, c(q))) if k_inner else (op(S.OpIAdd, r, c(q)), k)
-                rc = fn.ext(u32, G_UMIN, rq, c(self.limit - 1))
-                kc = fn.ext(u32, G_UMIN, kq, c(Kdim - 1))
+                rc = fn.ext(u32, G_UMIN, rq, sh.size(_top(self.limit, 1)))
+                kc = fn.ext(u32, G_UMIN, kq, sh.size(_top(Kdim, 1)))
                 value = ScalarLowering(sh, self._point(rc, kc), unsafe=unsafe)(operand.value)
                 t_value = sh.compute_type(operand.value.dtype)
                 values.append(fn.op(S.OpSelect, t_value, self._inside(rq, kq), value,
@@ -278,8 +283,8 @@ def emit(sh: Shader, plan: Plan) -> Launch:
             return batch_point + mn + [k]
 
         def _inside(self, r: int, k: int) -> int:
-            return both(fn.op(S.OpULessThan, bool_, r, c(self.limit)),
-                        fn.op(S.OpULessThan, bool_, k, c(Kdim)))
+            return both(fn.op(S.OpULessThan, bool_, r, sh.size(self.limit)),
+                        fn.op(S.OpULessThan, bool_, k, sh.size(Kdim)))
 
         def fragment(self, matrix_t: int, row: int, kk: int) -> int:
             """The 16x16 fragment at tile row ``row`` (a u32 id), slice k ``kk``."""
@@ -299,10 +304,10 @@ def emit(sh: Shader, plan: Plan) -> Launch:
 
     def body():
         nonlocal batch_point
-        n_tile = op(S.OpUMod, group, c(tiles_n))
-        rest = op(S.OpUDiv, group, c(tiles_n))
-        m_tile = op(S.OpUMod, rest, c(tiles_m))
-        batch_point = sh.delinearize(op(S.OpUDiv, rest, c(tiles_m)), batch) if batch else []
+        n_tile = op(S.OpUMod, group, sh.size(tiles_n))
+        rest = op(S.OpUDiv, group, sh.size(tiles_n))
+        m_tile = op(S.OpUMod, rest, sh.size(tiles_m))
+        batch_point = sh.delinearize(op(S.OpUDiv, rest, sh.size(tiles_m)), batch) if batch else []
         m0, n0 = op(S.OpIMul, m_tile, c(tile.bm)), op(S.OpIMul, n_tile, c(tile.bn))
         sg, lane = op(S.OpUDiv, lid, c(subgroup)), op(S.OpUMod, lid, c(subgroup))
         sub_m0 = op(S.OpIMul, op(S.OpUDiv, sg, c(sg_n)), c(sub_m))   # within the tile
@@ -321,14 +326,14 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         for row in accs:
             for acc in row:
                 fn.do(S.OpStore, acc, zero)
-        last_slice = (Kdim - 1) // tile.bk * tile.bk
+        last_slice = _top(Kdim, 1) // tile.bk * tile.bk
 
         def k_step(k0: int) -> None:
             values = [fn.op(S.OpLoad, uvec4, var) for var in held]
             xs.store(values[:xs.count])
             ys.store(values[xs.count:])
             barrier(S.SCOPE_WORKGROUP)
-            after = fn.ext(u32, G_UMIN, op(S.OpIAdd, k0, c(tile.bk)), c(last_slice))
+            after = fn.ext(u32, G_UMIN, op(S.OpIAdd, k0, c(tile.bk)), sh.size(last_slice))
             hold(xs.fetch(m0, after) + ys.fetch(n0, after))  # in flight during the multiplies
             for kk in range(0, tile.bk, FRAGMENT):
                 a = [xs.fragment(a_t, op(S.OpIAdd, sub_m0, c(i * FRAGMENT)), kk)
@@ -342,18 +347,29 @@ def emit(sh: Shader, plan: Plan) -> Launch:
                         fn.do(S.OpStore, accs[i][j], total)
             barrier(S.SCOPE_WORKGROUP)
 
-        fn.for_range(c(0), c(Kdim), c(tile.bk), k_step)
+        fn.for_range(c(0), sh.size(Kdim), c(tile.bk), k_step)
         _epilogue(sh, tile, accs, scratch, op(S.OpIMul, sg, c(SCRATCH)), lane, batch_point,
                   op(S.OpIAdd, m0, sub_m0), op(S.OpIAdd, n0, sub_n0), t, unsafe, barrier)
 
     batch_point: list[int] = []
-    fn.if_then(fn.op(S.OpULessThan, bool_, group, c(groups)), body)
+    fn.if_then(fn.op(S.OpULessThan, bool_, group, sh.size(groups)), body)
     return Launch(grid, (threads, 1, 1), _shared_bytes(tile))
+
+
+def _top(extent, width: int):
+    """The last start of a ``width``-long run inside ``extent`` (a clamp's bound; 0 where a
+    run-time extent is shorter)."""
+    return extent - width if is_static(extent) else opaque("max", extent, width) - width
 
 
 def _shared_bytes(tile: Tile) -> int:
     return (tile.bm + tile.bn) * (tile.bk + VECTOR * PAD) * 2 + \
         tile.subgroups[0] * tile.subgroups[1] * SCRATCH * 4
+
+
+def _ragged(extent, side: int) -> bool:
+    """Whether tiles of ``side`` may pass ``extent`` (always, where it is a run-time size)."""
+    return not is_static(extent) or extent % side != 0
 
 
 def _epilogue(sh: Shader, tile: Tile, accs, scratch: int, base: int, lane: int,
@@ -395,8 +411,8 @@ def _epilogue(sh: Shader, tile: Tile, accs, scratch: int, base: int, lane: int,
                     fn.do(S.OpStore, final, fn.op(129, t, init, value))  # OpFAdd
                     store_results(sh, point, [final], unsafe)
 
-                edge = [fn.op(S.OpULessThan, bool_, m, asm.u32(M))] if M % tile.bm else []
-                edge += [fn.op(S.OpULessThan, bool_, n, asm.u32(N))] if N % tile.bn else []
+                edge = [fn.op(S.OpULessThan, bool_, m, sh.size(M))] if _ragged(M, tile.bm) else []
+                edge += [fn.op(S.OpULessThan, bool_, n, sh.size(N))] if _ragged(N, tile.bn) else []
                 if edge:
                     fn.if_then(edge[0] if len(edge) == 1 else
                                fn.op(OpLogicalAnd, bool_, *edge), store)

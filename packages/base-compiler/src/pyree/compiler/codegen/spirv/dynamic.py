@@ -3,16 +3,17 @@
 kernels, so every static kernel's shader stays as the static templates write it.
 
 It hands a kernel to the static template that takes it with its extents as emitted values
-(``Shader.size``, ``sizes.py``): the tiled matmul for a contraction (its fixed 64x64 tiling,
-which suits any M and N), the workgroup tree for a fold whose reduction is run-time or long, and
+(``Shader.size``, ``sizes.py``): the cooperative-matrix matmul for a contraction of f16/bf16
+operands on a target with them (a run-time side on 64-wide tiles), the tiled matmul for any
+other contraction (its fixed 64x64 tiling, which suits any M and N), the workgroup tree for a fold whose reduction is run-time or long, and
 else one invocation per output point (elementwise, broadcast, transpose, gather, short and
 non-fold reductions, phased row kernels), or, for a contiguous elementwise kernel, the 4-vector
 template with its last 1-3 elements one at a time. Each bounds its work by the evaluated
 extents, and its grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent
-is 0. The cooperative-matrix matmul, whose shape is decided by the static extents (whole
-tiles), stays static-only.
+is 0.
 
-A contraction whose M or N is a run-time size holds both its tiled body and the fold a static
+A contraction whose M or N is a run-time size holds both its tiled body (either matmul's) and,
+on the tiled body's workgroup size, the fold a static
 kernel of one row (or column) takes (its unit loop dropped, no contraction is left to tile),
 chosen per dispatch by a uniform branch on the sizes, the grid chosen alike: at one row the
 64x64 tile computes 63 rows of zeros, and a transformer block's linears at one token ran 12.4-13
@@ -27,11 +28,12 @@ from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.interface import choose
 from pyree.compiler.codegen.spirv import assembler as S
-from pyree.compiler.codegen.spirv import elementwise, matmul, reduction, vectorized
+from pyree.compiler.codegen.spirv import coopmat, elementwise, matmul, reduction, vectorized
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.sizes import Size, compare, is_static, select
 
-TEMPLATES = (matmul, reduction, vectorized, elementwise)
+TEMPLATES = (coopmat, matmul, reduction, vectorized, elementwise)
+TILED = (coopmat, matmul)  # the contraction templates, whose one-row dispatches take a fold
 FOLDS = (reduction, elementwise)  # what a contraction of one row or column takes (vectorized
 # takes no kernel with a reduction)
 
@@ -43,23 +45,25 @@ def plan(kernel: K.Kernel, target):
 
 def emit(sh: Shader, plan) -> Launch:
     template, inner = plan
-    one = _one_row_or_column(sh.kernel) if template is matmul else False
+    one = _one_row_or_column(sh.kernel) if template in TILED else False
     if isinstance(one, Size):
-        fold = _with_block(choose(FOLDS, sh.kernel, sh.target), inner[1].threads, sh.target)
+        threads = inner[1].threads if template is matmul else \
+            inner.tile.threads(sh.target.subgroup_size)
+        fold = _fold_on(choose(FOLDS, sh.kernel, sh.target), threads, sh.target)
         if fold is not None:  # the branch shares one launch
-            return _tiled_or_fold(sh, inner, fold, one)
+            return _tiled_or_fold(sh, lambda: template.emit(sh, inner), fold, one)
     return template.emit(sh, inner)
 
 
-def _with_block(fold, threads: int, target):
-    """The fold's template and plan on ``threads`` invocations a workgroup, or None where it
-    cannot take that many (the workgroup tree takes any power of two up to its most)."""
+def _fold_on(fold, threads: int, target):
+    """``emit(sh)`` of the fold on ``threads`` invocations a workgroup, or None where it cannot
+    take that many (either fold takes any power of two up to its most)."""
     template, plan = fold
+    if threads > template.block_size(target) or threads & (threads - 1):
+        return None
     if template is reduction:
-        if threads > reduction.block_size(target) or threads & (threads - 1):
-            return None
-        return template, dataclasses.replace(plan, block=threads)
-    return fold if template.block_size(target) == threads else None
+        return lambda sh: reduction.emit(sh, dataclasses.replace(plan, block=threads))
+    return lambda sh: elementwise.emit(sh, plan, block=threads)
 
 
 def _one_row_or_column(kernel: K.Kernel):
@@ -77,8 +81,8 @@ def _one_row_or_column(kernel: K.Kernel):
 def _tiled_or_fold(sh: Shader, tiled, fold, one: Size) -> Launch:
     launches = {}
     sh.fn.if_then(sh.fn.op(S.OpULessThan, sh.bool, sh.asm.u32(0), sh.size(one)),
-                  lambda: launches.setdefault("fold", fold[0].emit(sh, fold[1])),
-                  lambda: launches.setdefault("tiled", matmul.emit(sh, tiled)))
+                  lambda: launches.setdefault("fold", fold(sh)),
+                  lambda: launches.setdefault("tiled", tiled()))
     a, b = launches["fold"], launches["tiled"]
     assert a.block == b.block, (a.block, b.block)
     grid = tuple(select(one, x, y) for x, y in zip(a.grid, b.grid))

@@ -32,12 +32,14 @@ def block_size(target) -> int:
     return min(256, target.max_workgroup_invocations)
 
 
-def emit(sh: Shader, plan: tuple[int, ...]) -> Launch:
+def emit(sh: Shader, plan: tuple[int, ...], block: int | None = None) -> Launch:
+    """``block``: invocations a workgroup (default block_size's; a run-time one-row fold shares
+    its tiled contraction's launch, dynamic.py)."""
     unsafe = frozenset(unsafe_loads(sh.kernel))
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     par, red = kernel.parallel_ranges, kernel.reduction_ranges
     total = num_elements(par)
-    block = block_size(sh.target)
+    block = block or block_size(sh.target)
     grid = grid_for(opaque("ceildiv", total, block))
     group = sh.group_id(grid)
     linear = fn.op(S.OpIAdd, sh.u32, fn.op(S.OpIMul, sh.u32, group, asm.u32(block)), sh.local_id())
