@@ -6,9 +6,10 @@ It hands a kernel to the static template that takes it with its extents as emitt
 (``Shader.size``, ``sizes.py``): the cooperative-matrix matmul for a contraction of f16/bf16
 operands on a target with them (a run-time side on 64-wide tiles), the tiled matmul for any
 other contraction (its fixed 64x64 tiling, which suits any M and N), the workgroup tree for a
-fold whose reduction is run-time or long, and else one invocation per output point (elementwise, broadcast, transpose, gather, short and
-non-fold reductions, phased row kernels), or, for a contiguous elementwise kernel, the 4-vector
-template with its last 1-3 elements one at a time. Each bounds its work by the evaluated
+fold whose reduction is run-time or long, and else one invocation per output point
+(elementwise, broadcast, transpose, gather, short and non-fold reductions, phased row kernels),
+or, for a contiguous elementwise kernel, the 4-vector template with its last 1-3 elements one at
+a time. Each bounds its work by the evaluated
 extents, and its grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent
 is 0.
 
