@@ -294,3 +294,72 @@ def test_cooperative_matmul_with_run_time_rows_matches_numpy(name, vulkan_device
         assert got.shape == (m, n) and got.dtype == DTYPES[out]
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol,
                                    atol=tol * np.abs(want).max(), err_msg=f"{m} rows")
+
+
+def run_time_dims(kind: str) -> str:
+    """f16 products whose other dims are run-time sizes: a batch with its rows, K, or N of an
+    [n, k] weight; f32 results."""
+    if kind == "batch and rows":
+        a, b, c = "?x?x64", "?x64x96", "?x?x96"
+        maps = ("(b, m, n, k) -> (b, m, k)", "(b, m, n, k) -> (b, k, n)", "(b, m, n, k) -> (b, m, n)")
+        empty = """%c1 = arith.constant 1 : index
+      %d0 = tensor.dim %a, %c0 : tensor<?x?x64xf16>
+      %d1 = tensor.dim %a, %c1 : tensor<?x?x64xf16>
+      %e = tensor.empty(%d0, %d1) : tensor<?x?x96xf32>"""
+    elif kind == "k":
+        a, b, c = "48x?", "?x40", "48x40"
+        maps = ("(m, n, k) -> (m, k)", "(m, n, k) -> (k, n)", "(m, n, k) -> (m, n)")
+        empty = "%e = tensor.empty() : tensor<48x40xf32>"
+    else:
+        a, b, c = "70x128", "?x128", "70x?"
+        maps = ("(m, n, k) -> (m, k)", "(m, n, k) -> (n, k)", "(m, n, k) -> (m, n)")
+        empty = """%d0 = tensor.dim %b, %c0 : tensor<?x128xf16>
+      %e = tensor.empty(%d0) : tensor<70x?xf32>"""
+    parallel = maps[0].split("->")[0].count(",")   # every domain dim but k
+    iters = ", ".join(['"parallel"'] * parallel + ['"reduction"'])
+    return f"""
+    func.func @mm(%a: tensor<{a}xf16>, %b: tensor<{b}xf16>) -> tensor<{c}xf32> {{
+      %c0 = arith.constant 0 : index
+      {empty}
+      %z = arith.constant 0.0 : f32
+      %i = linalg.fill ins(%z : f32) outs(%e : tensor<{c}xf32>) -> tensor<{c}xf32>
+      %r = linalg.generic {{indexing_maps = [{", ".join(f"affine_map<{m}>" for m in maps)}],
+                           iterator_types = [{iters}]}}
+          ins(%a, %b : tensor<{a}xf16>, tensor<{b}xf16>) outs(%i : tensor<{c}xf32>) {{
+        ^bb0(%x: f16, %y: f16, %acc: f32):
+          %xe = arith.extf %x : f16 to f32
+          %ye = arith.extf %y : f16 to f32
+          %p = arith.mulf %xe, %ye : f32
+          %s = arith.addf %acc, %p : f32
+          linalg.yield %s : f32
+      }} -> tensor<{c}xf32>
+      return %r : tensor<{c}xf32>
+    }}"""
+
+
+RUN_TIME_DIMS = {  # kind: [(A's shape, B's shape, B is [n, k]), ...] at which to run it
+    "batch and rows": [((1, 1, 64), (1, 64, 96), False), ((3, 67, 64), (3, 64, 96), False)],
+    "k": [((48, 1), (1, 40), False), ((48, 200), (200, 40), False), ((48, 16), (16, 40), False)],
+    "n": [((70, 128), (1, 128), True), ((70, 128), (131, 128), True)],
+}
+
+
+@pytest.mark.parametrize("kind", list(RUN_TIME_DIMS))
+def test_cooperative_matmul_with_other_run_time_dims(kind, vulkan_device, tmp_path):
+    """Run-time batch, K or N: spirv-val here (where it is installed), numpy on the GPU."""
+    vmfb, code = _shader(run_time_dims(kind))
+    try:
+        module = rt.load_module(vmfb, device=vulkan_device)
+    except DriverError as e:
+        assert "cooperativeMatrix" in str(e) and TARGET in str(e)
+        assert validate(code, tmp_path) == ""
+        return
+    rng = np.random.default_rng()
+    for a_shape, b_shape, b_nk in RUN_TIME_DIMS[kind]:
+        a = rng.standard_normal(a_shape).astype(np.float16)
+        b = rng.standard_normal(b_shape).astype(np.float16)
+        got = np.asarray(module.mm(a, b))
+        want = reference(a, b, b_nk)
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3,
+                                   atol=5e-3 * max(np.abs(want).max(), 1.0),
+                                   err_msg=f"{a_shape} @ {b_shape}")
