@@ -137,3 +137,44 @@ def test_masked_softmax_rows_match_numpy(m, n, block, vulkan_device, tmp_path):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = ~np.isnan(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=2e-5, atol=1e-6)
+
+
+def test_column_folds_read_whole_rows_across_outputs(vulkan_device, tmp_path):
+    """out[n] = sum_k x[k] * w[k, n] over 4099 outputs: each output's reads are a column of w,
+    contiguous across outputs, not along k, so one invocation an output (neighbours reading a
+    row together) rather than a workgroup an output (one element of each row); NaN, inf and
+    -0.0 land where numpy puts them."""
+    k, n = 300, 4099
+    mlir = f"""
+    func.func @main(%x: tensor<{k}xf32>, %w: tensor<{k}x{n}xf32>) -> tensor<{n}xf32> {{
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<{n}xf32>
+      %i = linalg.fill ins(%zero : f32) outs(%e : tensor<{n}xf32>) -> tensor<{n}xf32>
+      %r = linalg.generic {{indexing_maps = [affine_map<(j, c) -> (c)>,
+                                            affine_map<(j, c) -> (c, j)>,
+                                            affine_map<(j, c) -> (j)>],
+                           iterator_types = ["parallel", "reduction"]}}
+          ins(%x, %w : tensor<{k}xf32>, tensor<{k}x{n}xf32>) outs(%i : tensor<{n}xf32>) {{
+        ^bb0(%a: f32, %b: f32, %acc: f32):
+          %p = arith.mulf %a, %b : f32
+          %s = arith.addf %acc, %p : f32
+          linalg.yield %s : f32
+      }} -> tensor<{n}xf32>
+      return %r : tensor<{n}xf32>
+    }}"""
+    vmfb = vulkan_vmfb(mlir)
+    (code, executable), = spirv_binaries(vmfb)
+    assert validate(code, tmp_path) == ""
+    grids = [int(np.prod(list(e.gridSize))) for e in executable.exports]
+    assert grids[-1] < n // 16, grids  # not a workgroup an output
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(k).astype(np.float32)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    w[5, 7], w[6, 8], x[9] = np.nan, np.inf, -0.0
+    got = np.asarray(rt.load_module(vmfb, device=vulkan_device)["main"](x, w))
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
