@@ -232,33 +232,52 @@ def test_a_module_mixing_templates_stays_within_the_targets_workgroup_memory():
             vulkan_vmfb(_mixed_module(), TARGET)
 
 
-def run_time_rows(k: int, n: int, element: str, out: str, b_nk: bool) -> str:
-    """A @ B with A's rows a run-time size (a prompt's), B a weight of ``element``."""
-    a_t, c_t = f"tensor<?x{k}x{element}>", f"tensor<?x{n}x{out}>"
-    b_t = f"tensor<{n}x{k}x{element}>" if b_nk else f"tensor<{k}x{n}x{element}>"
-    b_map = "affine_map<(m, n, k) -> (n, k)>" if b_nk else "affine_map<(m, n, k) -> (k, n)>"
+def run_time_product(a: str, b: str, c: str, b_nk: bool, element: str, out: str) -> str:
+    """(batched) A @ B of ``element`` operands accumulated in ``out``; the shapes ("?x64",
+    "?x?x96") mark run-time sizes with "?", B stored [n, k] with ``b_nk``."""
+    rank = a.count("x") + 1
+    lead = [f"d{i}" for i in range(rank - 2)]
+    dims = {"a": lead + ["m", "k"], "b": lead + (["n", "k"] if b_nk else ["k", "n"]),
+            "c": lead + ["m", "n"]}
+    shapes = {"a": a, "b": b, "c": c}
+    types = {x: f"tensor<{shapes[x]}x{element if x != 'c' else out}>" for x in shapes}
+    domain = ", ".join(lead + ["m", "n", "k"])
+    maps = ", ".join(f"affine_map<({domain}) -> ({', '.join(dims[x])})>" for x in "abc")
+    sizes, lines = [], []
+    for i, extent in enumerate(c.split("x")):
+        if extent == "?":  # the run-time size of C's dim i, read from the operand that has it
+            src = next(x for x in "ab" if dims["c"][i] in dims[x] and
+                       shapes[x].split("x")[dims[x].index(dims["c"][i])] == "?")
+            lines.append(f"%i{i} = arith.constant {dims[src].index(dims['c'][i])} : index")
+            lines.append(f"%s{i} = tensor.dim %{src}, %i{i} : {types[src]}")
+            sizes.append(f"%s{i}")
     ext = "" if out == element else f"""
           %x = arith.extf %xs : {element} to {out}
           %y = arith.extf %ys : {element} to {out}"""
     xs, ys = ("%x", "%y") if out == element else ("%xs", "%ys")
+    iters = ", ".join(['"parallel"'] * (rank - 2) + ['"parallel"', '"parallel"', '"reduction"'])
+    body = "\n      ".join(lines)
     return f"""
-    func.func @mm(%a: {a_t}, %b: {b_t}) -> {c_t} {{
-      %c0 = arith.constant 0 : index
-      %d = tensor.dim %a, %c0 : {a_t}
+    func.func @mm(%a: {types['a']}, %b: {types['b']}) -> {types['c']} {{
+      {body}
       %zero = arith.constant 0.0 : {out}
-      %e = tensor.empty(%d) : {c_t}
-      %init = linalg.fill ins(%zero : {out}) outs(%e : {c_t}) -> {c_t}
-      %r = linalg.generic {{indexing_maps = [affine_map<(m, n, k) -> (m, k)>, {b_map},
-                                            affine_map<(m, n, k) -> (m, n)>],
-                           iterator_types = ["parallel", "parallel", "reduction"]}}
-          ins(%a, %b : {a_t}, {b_t}) outs(%init : {c_t}) {{
+      %e = tensor.empty({", ".join(sizes)}) : {types['c']}
+      %init = linalg.fill ins(%zero : {out}) outs(%e : {types['c']}) -> {types['c']}
+      %r = linalg.generic {{indexing_maps = [{maps}], iterator_types = [{iters}]}}
+          ins(%a, %b : {types['a']}, {types['b']}) outs(%init : {types['c']}) {{
         ^bb0({xs}: {element}, {ys}: {element}, %acc: {out}):{ext}
           %p = arith.mulf %x, %y : {out}
           %s = arith.addf %acc, %p : {out}
           linalg.yield %s : {out}
-      }} -> {c_t}
-      return %r : {c_t}
+      }} -> {types['c']}
+      return %r : {types['c']}
     }}"""
+
+
+def run_time_rows(k: int, n: int, element: str, out: str, b_nk: bool) -> str:
+    """A @ B with A's rows a run-time size (a prompt's), B a weight of ``element``."""
+    return run_time_product(f"?x{k}", f"{n}x{k}" if b_nk else f"{k}x{n}", f"?x{n}", b_nk,
+                            element, out)
 
 
 RUN_TIME = {   # name: (k, n, element, out, b_nk)
@@ -299,42 +318,10 @@ def test_cooperative_matmul_with_run_time_rows_matches_numpy(name, vulkan_device
 def run_time_dims(kind: str) -> str:
     """f16 products whose other dims are run-time sizes: a batch with its rows, K, or N of an
     [n, k] weight; f32 results."""
-    if kind == "batch and rows":
-        a, b, c = "?x?x64", "?x64x96", "?x?x96"
-        maps = ("(b, m, n, k) -> (b, m, k)", "(b, m, n, k) -> (b, k, n)", "(b, m, n, k) -> (b, m, n)")
-        empty = """%c1 = arith.constant 1 : index
-      %d0 = tensor.dim %a, %c0 : tensor<?x?x64xf16>
-      %d1 = tensor.dim %a, %c1 : tensor<?x?x64xf16>
-      %e = tensor.empty(%d0, %d1) : tensor<?x?x96xf32>"""
-    elif kind == "k":
-        a, b, c = "48x?", "?x40", "48x40"
-        maps = ("(m, n, k) -> (m, k)", "(m, n, k) -> (k, n)", "(m, n, k) -> (m, n)")
-        empty = "%e = tensor.empty() : tensor<48x40xf32>"
-    else:
-        a, b, c = "70x128", "?x128", "70x?"
-        maps = ("(m, n, k) -> (m, k)", "(m, n, k) -> (n, k)", "(m, n, k) -> (m, n)")
-        empty = """%d0 = tensor.dim %b, %c0 : tensor<?x128xf16>
-      %e = tensor.empty(%d0) : tensor<70x?xf32>"""
-    parallel = maps[0].split("->")[0].count(",")   # every domain dim but k
-    iters = ", ".join(['"parallel"'] * parallel + ['"reduction"'])
-    return f"""
-    func.func @mm(%a: tensor<{a}xf16>, %b: tensor<{b}xf16>) -> tensor<{c}xf32> {{
-      %c0 = arith.constant 0 : index
-      {empty}
-      %z = arith.constant 0.0 : f32
-      %i = linalg.fill ins(%z : f32) outs(%e : tensor<{c}xf32>) -> tensor<{c}xf32>
-      %r = linalg.generic {{indexing_maps = [{", ".join(f"affine_map<{m}>" for m in maps)}],
-                           iterator_types = [{iters}]}}
-          ins(%a, %b : tensor<{a}xf16>, tensor<{b}xf16>) outs(%i : tensor<{c}xf32>) {{
-        ^bb0(%x: f16, %y: f16, %acc: f32):
-          %xe = arith.extf %x : f16 to f32
-          %ye = arith.extf %y : f16 to f32
-          %p = arith.mulf %xe, %ye : f32
-          %s = arith.addf %acc, %p : f32
-          linalg.yield %s : f32
-      }} -> tensor<{c}xf32>
-      return %r : tensor<{c}xf32>
-    }}"""
+    a, b, c, b_nk = {"batch and rows": ("?x?x64", "?x64x96", "?x?x96", False),
+                     "k": ("48x?", "?x40", "48x40", False),
+                     "n": ("70x128", "?x128", "70x?", True)}[kind]
+    return run_time_product(a, b, c, b_nk, "f16", "f32")
 
 
 RUN_TIME_DIMS = {  # kind: [(A's shape, B's shape, B is [n, k]), ...] at which to run it

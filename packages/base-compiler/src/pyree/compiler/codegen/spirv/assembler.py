@@ -36,7 +36,7 @@ OpControlBarrier = 224
 OpLoopMerge, OpSelectionMerge, OpLabel, OpBranch, OpBranchConditional, OpReturn = (
     246, 247, 248, 249, 250, 253)
 OpIAdd, OpIMul, OpUDiv, OpUMod, OpULessThan, OpSelect = 128, 132, 134, 137, 176, 169
-OpUConvert = 113
+OpUConvert, OpFConvert, OpLogicalAnd = 113, 115, 167
 # bf16 <-> f32 (shader.py): bit operations on the f32's 32 bits.
 OpBitcast, OpIsNan, OpShiftRightLogical, OpShiftLeftLogical, OpBitwiseOr, OpBitwiseAnd = (
     124, 156, 194, 196, 197, 199)

@@ -37,6 +37,7 @@ from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv import matmul
 from pyree.compiler.codegen.spirv.elementwise import store_results
+from pyree.compiler.codegen.spirv.matmul import G_UMIN, last
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
@@ -55,9 +56,6 @@ RUN_TIME_SIDE = 64      # a run-time M or N's tile side (a prompt's rows: 1 to t
 TILE = (128, 128)       # the largest workgroup tile, m x n
 SUBGROUPS = (2, 2)      # the most subgroups along m and n
 
-G_UMIN = 38
-OpLogicalAnd = 167
-OpFConvert = 115
 NON_PRIVATE = 0x20                      # NonPrivatePointer memory operand
 MAKE_AVAILABLE_VISIBLE = 0x2000 | 0x4000
 
@@ -203,7 +201,7 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         return fn.op(code, u32, *args)
 
     def both(a: int, b: int) -> int:
-        return fn.op(OpLogicalAnd, bool_, a, b)
+        return fn.op(S.OpLogicalAnd, bool_, a, b)
 
     def barrier(scope: int) -> None:
         fn.do(S.OpControlBarrier, c(scope), c(scope),
@@ -250,8 +248,8 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         def _vector(self, r: int, k: int) -> int:
             operand, k_inner = self.operand, self.operand.k_inner
             if operand.vector is not None:
-                rc = fn.ext(u32, G_UMIN, r, sh.size(_top(self.limit, 1 if k_inner else VECTOR)))
-                kc = fn.ext(u32, G_UMIN, k, sh.size(_top(Kdim, VECTOR if k_inner else 1)))
+                rc = fn.ext(u32, G_UMIN, r, sh.size(last(self.limit, 1 if k_inner else VECTOR)))
+                kc = fn.ext(u32, G_UMIN, k, sh.size(last(Kdim, VECTOR if k_inner else 1)))
                 index = sh.address(operand.vector.index[0], self._point(rc, kc))
                 value = sh.load_raw16(operand.vector.binding,
                                       op(S.OpShiftRightLogical, index, c(3)))
@@ -261,8 +259,8 @@ def emit(sh: Shader, plan: Plan) -> Launch:
             values = []
             for q in range(VECTOR):
                 rq, kq = (r, op(S.OpIAdd, k, c(q))) if k_inner else (op(S.OpIAdd, r, c(q)), k)
-                rc = fn.ext(u32, G_UMIN, rq, sh.size(_top(self.limit, 1)))
-                kc = fn.ext(u32, G_UMIN, kq, sh.size(_top(Kdim, 1)))
+                rc = fn.ext(u32, G_UMIN, rq, sh.size(last(self.limit)))
+                kc = fn.ext(u32, G_UMIN, kq, sh.size(last(Kdim)))
                 value = ScalarLowering(sh, self._point(rc, kc), unsafe=unsafe)(operand.value)
                 t_value = sh.compute_type(operand.value.dtype)
                 values.append(fn.op(S.OpSelect, t_value, self._inside(rq, kq), value,
@@ -326,7 +324,7 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         for row in accs:
             for acc in row:
                 fn.do(S.OpStore, acc, zero)
-        last_slice = _top(Kdim, 1) // tile.bk * tile.bk
+        last_slice = last(Kdim) // tile.bk * tile.bk
 
         def k_step(k0: int) -> None:
             values = [fn.op(S.OpLoad, uvec4, var) for var in held]
@@ -354,12 +352,6 @@ def emit(sh: Shader, plan: Plan) -> Launch:
     batch_point: list[int] = []
     fn.if_then(fn.op(S.OpULessThan, bool_, group, sh.size(groups)), body)
     return Launch(grid, (threads, 1, 1), _shared_bytes(tile))
-
-
-def _top(extent, width: int):
-    """The last start of a ``width``-long run inside ``extent`` (a clamp's bound; 0 where a
-    run-time extent is shorter)."""
-    return extent - width if is_static(extent) else opaque("max", extent, width) - width
 
 
 def _shared_bytes(tile: Tile) -> int:
@@ -403,7 +395,7 @@ def _epilogue(sh: Shader, tile: Tile, accs, scratch: int, base: int, lane: int,
                 value = fn.op(S.OpLoad, f32, fn.op(S.OpAccessChain, ptr_t, scratch,
                                                    op(S.OpIAdd, base, e)), NON_PRIVATE)
                 if t != f32:
-                    value = fn.op(OpFConvert, t, value)
+                    value = fn.op(S.OpFConvert, t, value)
 
                 def store(m=m, n=n, value=value):
                     point = batch_point + [m, n, asm.u32(0)]
@@ -415,7 +407,7 @@ def _epilogue(sh: Shader, tile: Tile, accs, scratch: int, base: int, lane: int,
                 edge += [fn.op(S.OpULessThan, bool_, n, sh.size(N))] if _ragged(N, tile.bn) else []
                 if edge:
                     fn.if_then(edge[0] if len(edge) == 1 else
-                               fn.op(OpLogicalAnd, bool_, *edge), store)
+                               fn.op(S.OpLogicalAnd, bool_, *edge), store)
                 else:
                     store()
             barrier(S.SCOPE_SUBGROUP)

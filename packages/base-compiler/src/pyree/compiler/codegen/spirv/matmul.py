@@ -161,10 +161,10 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
     return Launch(grid, (T, 1, 1), (a_stride + bn) * bk * itemsize)
 
 
-def last(extent):
-    """The last index of a loop of ``extent``, a clamp's bound: 0 for an empty run-time one
-    (whose loop runs no step)."""
-    return extent - 1 if is_static(extent) else opaque("max", extent, 1) - 1
+def last(extent, width: int = 1):
+    """The last start of a ``width``-long run inside a loop of ``extent`` (1: its last index), a
+    clamp's bound: 0 for a run-time extent shorter than ``width`` (whose loop runs no step)."""
+    return extent - width if is_static(extent) else opaque("max", extent, width) - width
 
 
 def _walk_k(kernel: K.Kernel, expr: K.Expr, k_loop: int, row_loop: int, default: bool) -> bool:

@@ -191,5 +191,5 @@ def emit(sh: Shader, plan: Plan) -> Launch:
         store_rows(sh, point, variables, unsafe, kernel.num_parallel, lid, asm.u32(block))
 
     fn.if_then(fn.op(S.OpULessThan, sh.bool, group, sh.size(outputs)), body)
-    return Launch(grid, (block, 1, 1), sum(block * max(4, K.itemsize(d)) if d == "i1" else
-                                           block * K.itemsize(d) for d in dtypes))
+    return Launch(grid, (block, 1, 1), sum(block * (4 if d == "i1" else K.itemsize(d))
+                                           for d in dtypes))
