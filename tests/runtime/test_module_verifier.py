@@ -163,6 +163,15 @@ MUTATIONS = {
     "binding access": (
         lambda m: _set(m.executables[0].cpu.exports[1].bindings[0], access=5),
         r"export 1 binding 0: unknown access 5"),
+    "computed constant with data": (
+        lambda m: _set(m.constants[0], computed=True),
+        r"constant 0: is computed at load but has inline data or is mutable"),
+    "computed constant without an initializer": (
+        lambda m: _set(m.constants[0], computed=True, data=None),
+        r"module: has computed constants but no initializer to compute them"),
+    "initializer with arguments": (
+        lambda m: _set(m, initializer=_fn(m, "add")),
+        r"initializer: takes arguments, returns results or has run-time sizes"),
 }
 
 

@@ -50,7 +50,6 @@ NO_EFFECT = (
     ("--iree-global-optimization-opt-level", _OPT_LEVELS, "as --iree-opt-level"),
     ("--iree-dispatch-creation-opt-level", _OPT_LEVELS, "as --iree-opt-level"),
     ("--iree-opt-const-eval", _BOOL, "constants are folded at compile time either way"),
-    ("--iree-opt-const-expr-hoisting", _BOOL, _NOTHING_TO_TUNE),
     ("--iree-opt-numeric-precision-reduction", _BOOL, _NOTHING_TO_TUNE),
     ("--iree-opt-data-tiling", _BOOL, _NOTHING_TO_TUNE),
     ("--iree-opt-strip-assertions", _BOOL, _NOTHING_TO_TUNE),
@@ -121,6 +120,11 @@ def add_compile_flags(p: argparse.ArgumentParser) -> None:
             "--iree-llvmcpu-reassociate-fp-reductions", dest="llvmcpu_reassociate_fp_reductions",
             help="false: float reductions on llvm-cpu fold strictly left to right, one element "
             "after another (default true: split, vectorized and cascaded)")
+    boolean("--pyree-opt-const-expr-hoisting", "--iree-opt-const-expr-hoisting",
+            dest="const_expr_hoisting",
+            help="false: regions that read only parameters (a filter's layout change) run on "
+            "every call instead of once at load (default true: the module's initializer "
+            "computes them; docs/PARAMETERS.md)")
     flag("--pyree-llvmcpu-target-triple", "--iree-llvmcpu-target-triple",
          dest="llvmcpu_target_triple", metavar="TRIPLE",
          help="x86_64-*-linux-* or host (pyree generates x86-64 Linux code only)")
@@ -207,7 +211,8 @@ def flag_values(args: argparse.Namespace) -> dict[str, object]:
         "vulkan_target",
         "input_type", "demote_f64_to_f32", "demote_i64_to_i32", "promote_bf16_to_f32",
         "print_ir_after_all", "print_ir_after", "compile_to", "export_parameters",
-        "minimum_parameter_export_size", "splat_parameters", "progress") if key in given}
+        "minimum_parameter_export_size", "splat_parameters", "const_expr_hoisting",
+        "progress") if key in given}
     backends = _backends(given.get("backends", []), given.get("devices", []))
     if backends:
         values["target_backends"] = backends

@@ -31,6 +31,9 @@ CPU_VARIANTS_VERSION = (1, 7)
 # 1.8: branches decided by the call's sizes (Branch.condition_size); only a module with one
 # says 1.8.
 SIZE_BRANCHES_VERSION = (1, 8)
+# 1.9: constants computed at load by the module's initializer (Constant.computed,
+# Module.initializer); only a module with one says 1.9.
+INITIALIZER_VERSION = (1, 9)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -82,6 +85,8 @@ class ModuleBuilder:
         if any(c.branch is not None and c.branch.conditionSize is not None
                for f in self.module.functions for c in f.commands or []):
             versions.append(SIZE_BRANCHES_VERSION)
+        if self.module.initializer is not None:
+            versions.append(INITIALIZER_VERSION)
         self.module.schemaVersionMajor, self.module.schemaVersionMinor = max(versions)
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)

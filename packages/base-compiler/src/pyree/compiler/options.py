@@ -113,6 +113,10 @@ class CompileOptions:
     # --pyree-opt-splat-parameters=path.irpa: an archive of zero splats, one per parameter the
     # module reads (IREE's: to run or benchmark a model without its real weights).
     splat_parameters: str = ""
+    # --pyree-opt-const-expr-hoisting (IREE's --iree-opt-const-expr-hoisting): regions that read
+    # only parameters run once at load in the module's initializer (parameters/load_time.py);
+    # false leaves them in the functions, run on every call.
+    const_expr_hoisting: bool = True
     # --pyree-print-ir-after-all: print the IR after each stage and each flow pass to stderr.
     print_ir_after_all: bool = False
     # --pyree-print-ir-after=NAME[,NAME]: print the IR after each run of these flow passes

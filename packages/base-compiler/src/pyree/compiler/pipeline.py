@@ -37,6 +37,7 @@ from pyree.compiler.module_writer import ModuleBuilder
 from pyree.compiler.options import COMPILE_TO_STAGES, CompileOptions, resolve_targets
 from pyree.compiler.output_file import write_output
 from pyree.compiler.parameters.export import export_parameters
+from pyree.compiler.parameters.load_time import hoist_parameter_expressions
 from pyree.compiler.progress import reporter
 from pyree.compiler.tensor_program import (
     Function,
@@ -209,14 +210,17 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
     small_sides = all(b.small_sides_tiled for b in backends)
     program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention,
                                             run_time_attention, small_sides), after_pass)
+    if options.const_expr_hoisting:
+        program = hoist_parameter_expressions(program)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))
     _check_run_time_sizes(program, options.target_backends)
 
     builder = ModuleBuilder(program.name, _producer())
     table = KernelTable()
-    constant_index = add_constants(program.functions, builder)
+    initializer = [program.initializer] if program.initializer is not None else []
+    constant_index = add_constants(program.functions + initializer, builder)
     sources: dict[int, dict[str, None]] = {}  # kernel ordinal -> its regions' source ops
-    for function in program.functions:
+    for function in program.functions + initializer:
         ordinals = {}
         for op in walk_ops(function.ops):
             if isinstance(op, Generic):
@@ -224,7 +228,11 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
                 sources.setdefault(ordinals[op], {}).update(dict.fromkeys(sources_of(op)))
         steps = linearize(function)
         plan = plan_function(function, steps, constant_index)
-        builder.module.functions.append(emit_function(function, steps, plan, ordinals))
+        emitted = emit_function(function, steps, plan, ordinals)
+        if function is program.initializer:
+            builder.module.initializer = emitted
+        else:
+            builder.module.functions.append(emitted)
     _stage(options, stop, "kernels", lambda: printing.format_kernels(table.kernels))
     for ordinal, kernel in enumerate(table.kernels):
         builder.add_kernel_info(kernel.name, list(sources[ordinal]))

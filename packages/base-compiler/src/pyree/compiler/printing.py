@@ -31,6 +31,7 @@ from pyree.compiler.tensor_program import (
     Constant,
     Function,
     Generic,
+    GlobalStore,
     If,
     Program,
     Value,
@@ -44,7 +45,8 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 
 
 def format_program(program: Program) -> str:
-    return "\n\n".join(format_function(f) for f in program.functions) + "\n"
+    initializer = [program.initializer] if program.initializer is not None else []
+    return "\n\n".join(format_function(f) for f in initializer + program.functions) + "\n"
 
 
 def format_kernels(kernels: list[Kernel]) -> str:
@@ -76,6 +78,7 @@ def _format_op(op) -> list[str]:
     if isinstance(op, Constant):
         what = (f"splat {op.splat}" if op.splat is not None
                 else f'parameter "{op.parameter[0]}"::"{op.parameter[1]}"' if op.parameter
+                else f"computed at load @{op.name}" if op.computed
                 else _preview(op.data))
         return [f"{_decl(op.result)} = constant {what}{_at(op.location)}"]
     if isinstance(op, View):
@@ -92,6 +95,8 @@ def _format_op(op) -> list[str]:
             else f"sizes({op.condition})"
         return [f"{_names(op.results)} = if {condition} {{{_at(op.location)}",
                 *_format_block(op.then), "} else {", *_format_block(op.otherwise), "}"]
+    if isinstance(op, GlobalStore):
+        return [f"store %{op.source.name} into %{op.target.name}{_at(op.location)}"]
     if isinstance(op, While):
         return [f"{_names(op.results)} = while ({_names(op.inits)}) {{{_at(op.location)}",
                 *_format_block(op.before), "} do {", *_format_block(op.after), "}"]

@@ -173,6 +173,9 @@ class Constant:
     name: str = ""  # the util.global it was loaded from: its key when exported as a parameter
     # a mutable global's state: the module constant that GlobalStore writes, never folded
     mutable: bool = False
+    # a value of parameters the module's initializer computes at load (parameters/load_time.py):
+    # no bytes here; the initializer's GlobalStore writes it, the functions read it
+    computed: bool = False
 
 
 @dataclass(eq=False)
@@ -369,3 +372,5 @@ def _map_op(op: Op, name: str, rewrite) -> Op:
 class Program:
     functions: list[Function] = field(default_factory=list)
     name: str = "module"
+    # run once at load, before any call (parameters/load_time.py); not callable
+    initializer: Function | None = None

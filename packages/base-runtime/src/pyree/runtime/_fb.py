@@ -639,6 +639,13 @@ class Constant(object):
             return bool(self._tab.Get(flatbuffers.BoolFlags, o + self._tab.Pos))
         return False
 
+    # Constant
+    def Computed(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.BoolFlags, o + self._tab.Pos))
+        return False
+
 
 class ConstantT(object):
 
@@ -648,6 +655,7 @@ class ConstantT(object):
         self.data = None  # type: Optional[DataRefT]
         self.parameter = None  # type: Optional[ParameterT]
         self.mutable = False  # type: bool
+        self.computed = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -672,6 +680,7 @@ class ConstantT(object):
         if constant.Parameter() is not None:
             self.parameter = ParameterT.InitFromObj(constant.Parameter())
         self.mutable = constant.Mutable()
+        self.computed = constant.Computed()
 
 
 class Copy(object):
@@ -2298,6 +2307,16 @@ class Module(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
+    # Module
+    def Initializer(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            obj = Function()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 
 class ModuleT(object):
 
@@ -2311,6 +2330,7 @@ class ModuleT(object):
         self.constants = None  # type: List[ConstantT]
         self.executables = None  # type: List[ExecutableT]
         self.kernels = None  # type: List[KernelInfoT]
+        self.initializer = None  # type: Optional[FunctionT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -2364,6 +2384,8 @@ class ModuleT(object):
                 else:
                     kernelInfo_ = KernelInfoT.InitFromObj(module.Kernels(i))
                     self.kernels.append(kernelInfo_)
+        if module.Initializer() is not None:
+            self.initializer = FunctionT.InitFromObj(module.Initializer())
 
 
 class Parameter(object):

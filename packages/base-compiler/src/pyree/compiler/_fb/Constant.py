@@ -69,7 +69,14 @@ class Constant(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
-def ConstantStart(builder): builder.StartObject(4)
+    # Constant
+    def Computed(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+def ConstantStart(builder): builder.StartObject(5)
 def Start(builder):
     return ConstantStart(builder)
 def ConstantAddType(builder, type): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(type), 0)
@@ -84,6 +91,9 @@ def AddParameter(builder, parameter):
 def ConstantAddMutable(builder, mutable): builder.PrependBoolSlot(3, mutable, 0)
 def AddMutable(builder, mutable):
     return ConstantAddMutable(builder, mutable)
+def ConstantAddComputed(builder, computed): builder.PrependBoolSlot(4, computed, 0)
+def AddComputed(builder, computed):
+    return ConstantAddComputed(builder, computed)
 def ConstantEnd(builder): return builder.EndObject()
 def End(builder):
     return ConstantEnd(builder)
@@ -103,6 +113,7 @@ class ConstantT(object):
         self.data = None  # type: Optional[pyree.compiler._fb.DataRef.DataRefT]
         self.parameter = None  # type: Optional[pyree.compiler._fb.Parameter.ParameterT]
         self.mutable = False  # type: bool
+        self.computed = False  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -127,6 +138,7 @@ class ConstantT(object):
         if constant.Parameter() is not None:
             self.parameter = pyree.compiler._fb.Parameter.ParameterT.InitFromObj(constant.Parameter())
         self.mutable = constant.Mutable()
+        self.computed = constant.Computed()
 
     # ConstantT
     def Pack(self, builder):
@@ -143,5 +155,6 @@ class ConstantT(object):
         if self.parameter is not None:
             ConstantAddParameter(builder, parameter)
         ConstantAddMutable(builder, self.mutable)
+        ConstantAddComputed(builder, self.computed)
         constant = ConstantEnd(builder)
         return constant

@@ -157,7 +157,18 @@ class Module(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
         return o == 0
 
-def ModuleStart(builder): builder.StartObject(8)
+    # Module
+    def Initializer(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from pyree.compiler._fb.Function import Function
+            obj = Function()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+def ModuleStart(builder): builder.StartObject(9)
 def Start(builder):
     return ModuleStart(builder)
 def ModuleAddSchemaVersionMajor(builder, schemaVersionMajor): builder.PrependUint16Slot(0, schemaVersionMajor, 0)
@@ -196,6 +207,9 @@ def AddKernels(builder, kernels):
 def ModuleStartKernelsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartKernelsVector(builder, numElems):
     return ModuleStartKernelsVector(builder, numElems)
+def ModuleAddInitializer(builder, initializer): builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(initializer), 0)
+def AddInitializer(builder, initializer):
+    return ModuleAddInitializer(builder, initializer)
 def ModuleEnd(builder): return builder.EndObject()
 def End(builder):
     return ModuleEnd(builder)
@@ -204,7 +218,7 @@ import pyree.compiler._fb.Executable
 import pyree.compiler._fb.Function
 import pyree.compiler._fb.KernelInfo
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -220,6 +234,7 @@ class ModuleT(object):
         self.constants = None  # type: List[pyree.compiler._fb.Constant.ConstantT]
         self.executables = None  # type: List[pyree.compiler._fb.Executable.ExecutableT]
         self.kernels = None  # type: List[pyree.compiler._fb.KernelInfo.KernelInfoT]
+        self.initializer = None  # type: Optional[pyree.compiler._fb.Function.FunctionT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -273,6 +288,8 @@ class ModuleT(object):
                 else:
                     kernelInfo_ = pyree.compiler._fb.KernelInfo.KernelInfoT.InitFromObj(module.Kernels(i))
                     self.kernels.append(kernelInfo_)
+        if module.Initializer() is not None:
+            self.initializer = pyree.compiler._fb.Function.FunctionT.InitFromObj(module.Initializer())
 
     # ModuleT
     def Pack(self, builder):
@@ -312,6 +329,8 @@ class ModuleT(object):
             for i in reversed(range(len(self.kernels))):
                 builder.PrependUOffsetTRelative(kernelslist[i])
             kernels = builder.EndVector()
+        if self.initializer is not None:
+            initializer = self.initializer.Pack(builder)
         ModuleStart(builder)
         ModuleAddSchemaVersionMajor(builder, self.schemaVersionMajor)
         ModuleAddSchemaVersionMinor(builder, self.schemaVersionMinor)
@@ -327,5 +346,7 @@ class ModuleT(object):
             ModuleAddExecutables(builder, executables)
         if self.kernels is not None:
             ModuleAddKernels(builder, kernels)
+        if self.initializer is not None:
+            ModuleAddInitializer(builder, initializer)
         module = ModuleEnd(builder)
         return module

@@ -1,6 +1,7 @@
-"""The module's constant table: each distinct constant once, as bytes in the data segment or as
-a parameter reference (schema 1.3). Constants loaded from one ``util.global`` share an array
-and so one entry; a parameter's entry is its (scope, key)."""
+"""The module's constant table: each distinct constant once, as bytes in the data segment, as
+a parameter reference (schema 1.3) or as a value the initializer computes at load (schema 1.9).
+Constants loaded from one ``util.global`` share an array and so one entry; a parameter's entry
+is its (scope, key); a computed one's, its name."""
 
 from __future__ import annotations
 
@@ -19,16 +20,17 @@ def add_constants(functions: list[Function], builder: ModuleBuilder) -> dict[Val
         for op in walk_ops(function.ops):
             if not isinstance(op, Constant) or op.splat is not None:
                 continue
-            source = op.parameter or id(op.data)
+            source = ("computed", op.name) if op.computed else op.parameter or id(op.data)
             if source not in entries:
                 constant = ConstantT()
                 constant.type = tensor_type(op.result)
                 if op.parameter is not None:
                     constant.parameter = ParameterT()
                     constant.parameter.scope, constant.parameter.key = op.parameter
-                else:
+                elif not op.computed:
                     constant.data = builder.add_data(op.data)
                 constant.mutable = op.mutable
+                constant.computed = op.computed
                 entries[source] = len(builder.module.constants)
                 builder.module.constants.append(constant)
             index[op.result] = entries[source]

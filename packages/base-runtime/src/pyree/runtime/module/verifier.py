@@ -131,6 +131,15 @@ class _Verifier:
                 raise _fail(f"function {i}", f"name {function.name!r} is empty or repeated")
             names.add(function.name)
             tree.functions[i] = self.function(function, where)
+        if tree.initializer is not None:
+            init = tree.initializer
+            init.name = _text(init.name, "initializer name")
+            if init.arguments or init.results or init.symbols:
+                raise _fail("initializer", "takes arguments, returns results or has run-time "
+                                           "sizes; an initializer has none")
+            tree.initializer = self.function(init, "initializer")
+        elif any(c.computed for c in tree.constants):
+            raise _fail("module", "has computed constants but no initializer to compute them")
 
     # -- types and data ------------------------------------------------------------------------
 
@@ -176,6 +185,12 @@ class _Verifier:
                 raise _fail(where, "has both inline data and a parameter reference")
             if not parameter.key:
                 raise _fail(where, "parameter key is empty")
+            if constant.computed:
+                raise _fail(where, "is both a parameter reference and computed at load")
+            return size
+        if constant.computed:
+            if constant.data is not None or constant.mutable:
+                raise _fail(where, "is computed at load but has inline data or is mutable")
             return size
         self.data_ref(constant.data, f"{where} data")
         if constant.data.length != size:

@@ -239,8 +239,9 @@ def format_module(module, file_size: int) -> str:
     """The whole report for a verified module tree (pyree.runtime._fb ModuleT)."""
     functions = module.functions or []
     executables = module.executables or []
-    constants = [c for c in module.constants or [] if c.parameter is None]
+    constants = [c for c in module.constants or [] if c.parameter is None and not c.computed]
     parameters = [c for c in module.constants or [] if c.parameter is not None]
+    computed = [c for c in module.constants or [] if c.computed]
     constant_bytes = sum(_length(c.data) for c in constants)
     lines = [
         f"module: {_text(module.name)}",
@@ -250,6 +251,9 @@ def format_module(module, file_size: int) -> str:
     ]
     for f in functions:
         lines += format_function(f)
+    if module.initializer is not None:
+        lines.append("initializer (run once at load):")
+        lines += format_function(module.initializer)
     lines.append(f"executables ({len(executables)}):")
     for i, e in enumerate(executables):
         lines += format_executable(i, e)
@@ -257,6 +261,8 @@ def format_module(module, file_size: int) -> str:
         f"constants: {len(constants)}, {_size(constant_bytes)}",
         *([f"parameters ({len(parameters)}):"] if parameters else []),
         *(f"  {_parameter_name(c.parameter)}: {_tensor_type(c.type)}" for c in parameters),
+        *([f"computed at load ({len(computed)}):"] if computed else []),
+        *(f"  {_tensor_type(c.type)}" for c in computed),
         f"file size: {_size(file_size)}",
     ]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from pyree.runtime.hal.device import Buffer, Device
 from pyree.runtime.hal.device_start import Background
 from pyree.runtime.hal.ffi import PROCESS, ffi
 from pyree.runtime.module import Module, read_module
+from pyree.runtime.module.verifier import tensor_bytes
 from pyree.runtime.vm import executables
 from pyree.runtime.vm.buffer_pool import BufferPool
 from pyree.runtime.vm.function import Function
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # imported when a module has parameters: a process without pa
 # would qualify too, not measured yet). Its errors are raised as before, and first: the
 # executable was loaded before the constants.
 BESIDE = "spirv"
+CONSTANT = 3  # BufferKind.constant
 
 # (timeline, value) pairs and the in-place constants they may still read, of modules collected
 # while calls could be in flight.
@@ -65,6 +67,15 @@ def _mapping(data, anchors: dict):
     return anchors[id(mapped)]
 
 
+def _constant_refs(function):
+    """The BufferRefs of ``function``'s commands that name a module constant."""
+    for c in function.commands:
+        refs = [*(c.dispatch.bindings if c.dispatch is not None else ()),
+                *((c.copy.source, c.copy.target) if c.copy is not None else ()),
+                *((c.check.lhs, c.check.rhs) if c.check is not None else ())]
+        yield from (r for r in refs if r is not None and r.kind == CONSTANT)
+
+
 class NoSuchFunction(InvocationError, KeyError, AttributeError):
     """A function name the module does not export; also a KeyError (IREE's ``module["x"]``
     raises one) and an AttributeError (``hasattr(module, "x")`` is then False)."""
@@ -96,15 +107,33 @@ class LoadedModule:
         finally:
             if loading is not None:
                 self.executable = loading.result()
+        if module.tree.initializer is not None:
+            self._initialize(module)
         self._functions = {f.name: Function(self, f) for f in module.tree.functions}
         if any(hasattr(c, "_source") for c in self.constants):
             _HELD[id(self)] = [f._timeline for f in self._functions.values()], self.constants
+
+    def _initialize(self, module: Module) -> None:
+        """Runs the module's initializer, which computes its ``computed`` constants from the
+        parameters (IREE's const-eval: a weight's layout change once at load, not per call), and
+        waits for it: every call after the load reads them. A constant that only the
+        initializer reads (a weight that every function reads in its new layout) is then let go."""
+        Function(self, module.tree.initializer)()
+        read = {b.index for f in module.tree.functions for b in _constant_refs(f)}
+        released = None
+        for i, c in enumerate(module.tree.constants):
+            if i not in read and not c.mutable and not c.computed:
+                released = released or self.device.allocate(0)
+                self.constants[i] = released
 
     def _load_constants(self, module: Module, parameters: ParameterIndex | None) -> None:
         device = self.device
         anchors: dict = {}
         self.constants = []
         for i, c in enumerate(module.tree.constants):
+            if c.computed:  # written by the initializer
+                self.constants.append(self.device.allocate(tensor_bytes(c.type)))
+                continue
             p = c.parameter
             if p is not None and parameters is None:
                 parameters = parameter_index([])

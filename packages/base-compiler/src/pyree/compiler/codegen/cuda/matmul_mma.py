@@ -204,8 +204,14 @@ TILES = (Tile(128, 256, 3, 1), Tile(128, 128, 3, 2), Tile(64, 128, 4, 2), Tile(6
 RUN_TIME_TILES = TILES[1:]
 
 
-def choose_tile(m: int, n: int, batch: int) -> Tile:
-    return min(TILES, key=lambda t: waves_cost(m, n, batch, t.bm, t.bn))
+# 3xtf32 adds each k tile's products into the accumulators in f32 (``_tile``): its accumulators
+# are held twice, and its split fragments three times, so its tiles stop at 128x128 and take
+# the whole register file (one block's budget).
+PROMOTED_TILES = tuple(replace(t, min_blocks=1) for t in TILES[1:])
+
+
+def choose_tile(m: int, n: int, batch: int, tiles: tuple[Tile, ...] = TILES) -> Tile:
+    return min(tiles, key=lambda t: waves_cost(m, n, batch, t.bm, t.bn))
 
 
 def plan(kernel: K.Kernel, target):
@@ -225,8 +231,10 @@ def tile_plan(kernel: K.Kernel, c: Contraction, sm: int, f32_matmul: str = "stri
     if found is None:
         return None
     par = kernel.parallel_ranges
-    tiles = RUN_TIME_TILES if run_time else \
-        (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64))),)
+    promoted = found.tf32 == "3xtf32"
+    tiles = (PROMOTED_TILES if promoted else RUN_TIME_TILES) if run_time else \
+        (choose_tile(par[-2], par[-1], int(np.prod(par[:-2], dtype=np.int64)),
+                     PROMOTED_TILES if promoted else TILES),)
     return found, tiles if found.tf32 is None else tuple(replace(t, itemsize=4) for t in tiles)
 
 
@@ -430,7 +438,17 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, ops: Operands, t: Tile
                    lambda: load_stage(fn.op(f"urem i64 {ahead}, {t.stages}"), ahead))
         fn.call("void", "llvm.nvvm.cp.async.commit.group", [])
         olds = [fn.op(f"load float, ptr {s}") for s in accs]
-        for s, v in zip(accs, compute(fn.op(f"urem i64 {kt}, {t.stages}"), olds)):
+        stage = fn.op(f"urem i64 {kt}, {t.stages}")
+        if ops.tf32 == "3xtf32":
+            # The tensor cores add into their accumulator with truncation, not f32's rounding:
+            # over a long K the error grows with the sum (3.2e-5 of a 4096-deep product, where
+            # f32's fma gives 2.9e-6). Each k tile's products start from zero and are added in
+            # f32, so the truncation is that of 4 k8 steps' sums.
+            news = [fn.op(f"fadd float {o}, {p}")
+                    for o, p in zip(olds, compute(stage, ["0.0"] * len(olds)))]
+        else:
+            news = compute(stage, olds)
+        for s, v in zip(accs, news):
             fn.raw(f"store float {v}, ptr {s}")
 
     fn.loop("0", str(num_k), "1", step)
