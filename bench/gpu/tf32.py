@@ -4,7 +4,7 @@ modes (strict, tf32, 3xtf32) against PyTorch with TF32 on (its default for convo
 (issue 31, item 2).
 
     python3 bench/gpu/tf32.py build OUT_DIR [--target sm_90a]     # CPU build machine
-    python3 bench/gpu/tf32.py run OUT_DIR [--json OUT.json]        # GPU host
+    python3 bench/gpu/tf32.py run OUT_DIR [--json OUT.json] [--kernels N]  # GPU host
 
 ``build`` imports ResNet-18, MobileNet v2 (torchvision, random weights from a seed) and an
 encoder block (tests/models/definitions.py's ``gpt2_block``: attention + MLP, width 256, 128
@@ -36,6 +36,7 @@ MODES = ("strict", "tf32", "3xtf32")
 MODELS = ("resnet18", "mobilenet_v2", "gpt2_block")
 MATMUL = 4096
 REPS = 200
+KERNELS = 0  # --kernels: the longest kernels of each pyree module to print (CUPTI times)
 
 
 def _model(name: str):
@@ -115,7 +116,20 @@ def _measure(name: str, torch_fn, torch_out, pyree_call, ref: np.ndarray, folder
         fn = pyree_call(folder / f"{name}.{mode}.vmfb")
         got = fn().to_host()
         row[mode] = {"ms": pyree_ms(fn, reps=REPS, warmup=10)[1], "err": _error(got, ref)}
+        if KERNELS:
+            _print_kernels(f"{name} {mode}", fn)
     return row
+
+
+def _print_kernels(title: str, fn) -> None:
+    """``fn``'s kernels by GPU time (CUPTI, bench/models/profile_kernels.py), the longest
+    ``KERNELS`` of them: where a mode gains or loses against another, layer by layer."""
+    from profile_kernels import kernel_times
+    times = kernel_times(lambda: fn().to_host(), 20)
+    total = sum(times.values())
+    print(f"-- {title}: {len(times)} kernels, {total:.1f} us", flush=True)
+    for kernel, us in sorted(times.items(), key=lambda kv: -kv[1])[:KERNELS]:
+        print(f"   {us:8.2f} us  {kernel[:110]}", flush=True)
 
 
 def _model_row(name: str, info: dict, folder: Path, params: Path) -> dict:
@@ -201,7 +215,10 @@ def main() -> None:
     p.add_argument("--target", default="sm_90a")
     p.add_argument("--json", default="")
     p.add_argument("--models", default=",".join(MODELS), help="the models to build (none: '')")
+    p.add_argument("--kernels", type=int, default=0, help="run: print each module's N longest kernels")
     args = p.parse_args()
+    global KERNELS
+    KERNELS = args.kernels
     if args.what == "build":
         build(args.folder, args.target, [m for m in args.models.split(",") if m])
     else:

@@ -8,7 +8,8 @@
 #   python3 bench/gpu/tf32.py build .gpubuild/tf32 --target sm_90a
 # then, with carry [".gpubuild/tf32_tests", ".gpubuild/tf32", ".whl"]:
 #   bash bench/gpu/tf32_on_device.sh
-# (TF32_TESTS and TF32 name other folders; TF32_BASE, a build by another compiler, runs too.)
+# (TF32_TESTS and TF32 name other folders; TF32_BASE, a build by another compiler, runs too;
+# KERNELS=N prints each module's N longest kernels.)
 # Logs and the JSON go to $OUT.
 set -o pipefail
 OUT=${OUT:-/tmp/pyree-tf32-out}; mkdir -p "$OUT"
@@ -22,7 +23,7 @@ echo "== tests/drivers/cuda/test_cuda_tf32_on_gpu.py" | tee "$OUT/tests.log"
 PYREE_CUDA_MODULE_DIR=$PWD/${TF32_TESTS:-.gpubuild/tf32_tests} timeout ${TESTS_S:-240} python3 -m pytest -q \
   -p no:cacheprovider tests/drivers/cuda/test_cuda_tf32_on_gpu.py -rfs 2>&1 | tee -a "$OUT/tests.log" | tail -15
 echo "== bench/gpu/tf32.py" | tee "$OUT/bench.log"
-timeout ${BENCH_S:-300} python3 bench/gpu/tf32.py run ${TF32:-.gpubuild/tf32} --json "$OUT/tf32.json" 2>&1 \
+timeout ${BENCH_S:-300} python3 bench/gpu/tf32.py run ${TF32:-.gpubuild/tf32} --json "$OUT/tf32.json" ${KERNELS:+--kernels $KERNELS} 2>&1 \
   | grep -v "Warning\|cls.__new__" | tee -a "$OUT/bench.log" | tail -20
 if [ -n "$TF32_BASE" ]; then
   echo "== $TF32_BASE" | tee -a "$OUT/bench.log"
