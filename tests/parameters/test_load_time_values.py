@@ -165,17 +165,11 @@ def test_a_missing_parameter_file_fails_the_load_by_name(tmp_path):
         rt.load_module(str(module), device="local-task")
 
 
-@pytest.mark.vulkan
-def test_on_vulkan(tmp_path):
-    module, params, w = build(tmp_path, "vulkan-spirv")
+@pytest.mark.parametrize("target, device", [
+    pytest.param("vulkan-spirv", "vulkan", marks=pytest.mark.vulkan),
+    pytest.param("cuda", "cuda", marks=pytest.mark.cuda)])
+def test_on_a_gpu(tmp_path, target, device):
+    module, params, w = build(tmp_path, target)
     assert read_module(module.read_bytes()).tree.initializer is not None
-    check(rt.load_module(str(module), device="vulkan", parameters=[f"model={params}"]), w,
+    check(rt.load_module(str(module), device=device, parameters=[f"model={params}"]), w,
           np.random.default_rng(6))
-
-
-@pytest.mark.cuda
-def test_on_cuda(tmp_path):
-    module, params, w = build(tmp_path, "cuda")
-    assert read_module(module.read_bytes()).tree.initializer is not None
-    check(rt.load_module(str(module), device="cuda", parameters=[f"model={params}"]), w,
-          np.random.default_rng(8))

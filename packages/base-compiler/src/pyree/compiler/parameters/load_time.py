@@ -101,10 +101,9 @@ def _hoist(function: Function, first: int) -> tuple[Function, list[Op], list[tup
         replacement[op] = defs
     ops = [new for op in function.ops for new in replacement.get(op, [op])]
     # what the initializer needs: the moved regions and the constants and views they read
-    init_reads = _reads(moved) - produced
+    init_reads = _closure(function.ops, _reads(moved) - produced)
     init_ops = [op for op in function.ops
-                if op in moved_set or (isinstance(op, (Constant, View)) and op.result in _closure(
-                    function.ops, init_reads))]
+                if op in moved_set or (isinstance(op, (Constant, View)) and op.result in init_reads)]
     return dataclasses.replace(function, ops=_live(ops, function.results)), init_ops, computed
 
 

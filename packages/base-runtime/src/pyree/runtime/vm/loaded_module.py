@@ -68,11 +68,13 @@ def _mapping(data, anchors: dict):
 
 
 def _constant_refs(function):
-    """The BufferRefs of ``function``'s commands that name a module constant."""
+    """The BufferRefs of ``function``'s commands (every kind's) that name a module constant."""
     for c in function.commands:
         refs = [*(c.dispatch.bindings if c.dispatch is not None else ()),
                 *((c.copy.source, c.copy.target) if c.copy is not None else ()),
-                *((c.check.lhs, c.check.rhs) if c.check is not None else ())]
+                *((c.fill.target,) if c.fill is not None else ()),
+                *((c.check.lhs, c.check.rhs) if c.check is not None else ()),
+                *((c.branch.condition,) if c.branch is not None else ())]
         yield from (r for r in refs if r is not None and r.kind == CONSTANT)
 
 
