@@ -144,7 +144,7 @@ func.func @bf(%a: {_t("bf16")}, %b: {_t("bf16")}, %x: {_t("f32")}, %i: {_t("i32"
 }}
 """
 # f64 <-> bf16 (the default Vulkan target has no f64). f64 rounds to bf16 through f32, as
-# ml_dtypes and PyTorch do.
+# PyTorch, XLA and IREE do (ml_dtypes rounds once since 0.7).
 BF16_F64 = f"""
 func.func @bf64(%a: {_t("bf16")}, %d: {_t("f64")}) -> ({_t("bf16")}, {_t("f64")}) {{
   %td = arith.truncf %d : {_t("f64")} to {_t("bf16")}

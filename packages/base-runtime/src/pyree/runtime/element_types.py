@@ -78,7 +78,7 @@ def unpack(data, element_type: int, count: int | None = None) -> list:
 
 
 def _bf16_bits(value: float) -> int:
-    """The bf16 that ``value`` rounds to through f32 (nearest even), as ml_dtypes rounds it."""
+    """The bf16 that ``value`` rounds to through f32 (nearest even), as the compiled kernels round."""
     bits = struct.unpack("=I", struct.pack("=f", value))[0]
     if bits & 0x7FFFFFFF > 0x7F800000:  # NaN: keep the sign, make it quiet
         return (bits >> 16) | 0x0040

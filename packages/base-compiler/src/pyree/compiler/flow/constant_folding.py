@@ -147,6 +147,8 @@ def evaluate_elementwise(op: Generic, inputs: list[np.ndarray]) -> np.ndarray | 
             x = ev(e.x, memo)
             if e.op == "sitofp" and e.x.dtype == "i1":  # a signed i1's true is -1
                 x = -x.astype(np.int8)
+            if e.op == "fptrunc" and e.dtype == "bf16":  # through f32, as the kernels round
+                x = x.astype(np.float32)
             v = x.astype(dtype)
         elif isinstance(e, Unary) and is_float(e.dtype) and e.op in _UNARY:
             v = _UNARY[e.op](ev(e.x, memo))

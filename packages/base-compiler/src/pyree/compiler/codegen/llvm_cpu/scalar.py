@@ -9,7 +9,8 @@ shifts are guarded so that no input value can trap or produce poison.
 
 bf16 lives in memory as its 16 bits and computes in f32: a load widens it exactly, every op that
 yields bf16 rounds its f32 result to bf16 (round to nearest even, NaN stays NaN) as ml_dtypes does
-(f64 through f32, as ml_dtypes and PyTorch do), and a store keeps the top 16 bits. The rounding is
+(f64 through f32, as PyTorch, XLA and MLIR's arith expansion do; ml_dtypes rounds once since 0.7),
+and a store keeps the top 16 bits. The rounding is
 integer ops rather than an LLVM ``fptrunc`` to ``bfloat``, which x86 without AVX512-BF16 lowers
 to a libgcc call that the kernel's shared object does not link.
 """

@@ -230,7 +230,7 @@ class ScalarLowering:
         s, d = llvm_type(src), llvm_type(dst)
         if s == d and op != "bitcast":
             return x
-        if (s, d) == ("double", "bfloat"):  # through f32, as ml_dtypes, PyTorch and llvm-cpu round
+        if (s, d) == ("double", "bfloat"):  # through f32, as PyTorch, XLA and llvm-cpu round
             x, s = self._f(f"fptrunc double {x} to float"), "float"
         if op in ("fptosi", "fptoui") and d in ("i8", "i16"):  # DESIGN.md, "Narrow conversions"
             return self._f(f"trunc i32 {self._f(f'fptosi {s} {x} to i32')} to {d}")
