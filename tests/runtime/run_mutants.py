@@ -111,8 +111,9 @@ def run(device: str, path: Path, rng) -> list[str]:
     for name in module.function_names:
         outcome = _run_function(module, name, rng)
         outcomes.append(outcome)
-        if outcome.startswith("loop"):
-            break
+        if outcome.startswith("loop") or (not device.startswith("local")
+                                          and outcome.startswith("error: DriverError")):
+            break  # a GPU fault may leave the context unusable: the next function would see it
     return outcomes
 
 

@@ -232,4 +232,4 @@ def test_dump_module_shows_symbols_and_formulas(sized_path):
         "    result 0: [batch, seq] f32, batch * seq * 4 B"]
     assert "    transient: n * 4 B" in lines
     assert "    export 0 scale_n_f32: workgroups ceildiv(push0, 64); bindings [read >= push0 * 4 " \
-           "B, read >= push0 * 4 B]" in lines
+           "B, write >= push0 * 4 B]" in lines

@@ -62,13 +62,14 @@ class BufferPool:
         """Whether a per-call buffer of ``size`` bytes should be a mapped one."""
         return self.device.maps_memory and 0 < size <= MAPPED_MAX_BYTES
 
-    def key(self, size: int, varies: bool = False) -> tuple:
+    def key(self, size: int, varies: bool = False, mappable: bool = True) -> tuple:
         """The pool key of a per-call buffer of ``size`` bytes: (bytes it gets, mapped); its
-        size class where sizes vary between calls: (bytes, mapped, CLASS)."""
+        size class where sizes vary between calls: (bytes, mapped, CLASS). ``mappable``
+        False: device memory whatever the size."""
         if not varies:
-            return size, self.mapped(size)
+            return size, mappable and self.mapped(size)
         size = size_class(size)
-        key = size, self.mapped(size), CLASS
+        key = size, mappable and self.mapped(size), CLASS
         with self._lock:  # (take_all walks the set: another thread may be recording a size)
             self._classes.add(key)
         return key

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+from pyree.runtime.module.verifier import BINDING_ACCESS, BUFFER_KINDS, COMMAND_KINDS
 from pyree.runtime.vm.buffer_pool import size_class
 from pyree.runtime.vm.program import record
 from pyree.runtime.vm.tensor_type import TensorType
@@ -43,7 +44,9 @@ class CallPlan:
         # type by identity spares a Record comparison on every call
         self.same_types = arguments
         self.result_types = [TensorType.from_fb(t) for t in tree.results]
-        self.result_keys = [pool.key(size, varies) for size in tree.resultSizes]
+        read = _results_kernels_read(tree, loaded.exports)
+        self.result_keys = [pool.key(size, varies, mappable=r not in read)
+                            for r, size in enumerate(tree.resultSizes)]
         # The function's own transient arena and readback area (Function._own): the keys of
         # what this program needs of each, None where it needs none.
         # (The arena is the device's alone: never mapped memory, which kernels may reach more
@@ -69,3 +72,20 @@ class CallPlan:
             if key is not None and (buffer is None or buffer.size < key[0]):
                 return False
         return True
+
+
+def _results_kernels_read(tree, exports) -> set[int]:
+    """The results a dispatch binds for reading (read or read_write). Those stay in device
+    memory at any size: a small result is otherwise mapped host memory (buffer_pool.mapped),
+    which a kernel reaches across the bus, and a scatter's atomics on it there went from
+    milliseconds to past ten seconds on the H200 (an i8 index_add of 20000 x 7 updates;
+    BENCHMARKS.md, twenty-eighth session)."""
+    read = set()
+    for command in tree.commands or ():
+        if COMMAND_KINDS[command.kind] != "dispatch" or not exports:
+            continue
+        layouts = exports[command.dispatch.kernel].bindings or ()
+        for ref, layout in zip(command.dispatch.bindings or (), layouts):
+            if BUFFER_KINDS[ref.kind] == "result" and BINDING_ACCESS[layout.access] != "write":
+                read.add(ref.index)
+    return read
