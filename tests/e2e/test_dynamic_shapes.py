@@ -14,6 +14,7 @@ import numpy as np
 import pyree.runtime as rt
 import pytest
 import torch  # CI installs it: a missing torch fails there, never skips
+from compiled import compiled
 from pyree.compiler import CompileError, CompileOptions, compile_str, import_torch
 
 CPU = CompileOptions(target_backends=["llvm-cpu"])
@@ -98,7 +99,7 @@ def load(mlir: str, backend: tuple):
     target, device = backend
     options = CompileOptions(target_backends=[target],
                              vulkan_target=os.environ.get("PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
-    return rt.load_module(compile_str(mlir, options), device=device)
+    return rt.load_module(compiled(mlir, options), device=device)
 
 
 def _special(rng, shape) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from compiled import compiled
 from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.flow.split_reduction import LONG_REDUCTION, split_reduction, split_reductions
@@ -56,7 +57,7 @@ func.func @main(%x: {tensor}) -> {out} {{
 
 def run(mlir: str, *args):
     import pyree.runtime as rt
-    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+    module = rt.load_module(compiled(mlir, CompileOptions(target_backends=["llvm-cpu"])),
                             device="local-task")
     return module["main"](*args).to_host()
 

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from pyree.compiler import CompileOptions, compile_str
+from compiled import compiled
+from pyree.compiler import CompileOptions
 from pyree.compiler.flow.passes import flow_passes, run_passes
 from pyree.compiler.input import import_mlir
 from pyree.compiler.tensor_program import Function, Generic
@@ -37,6 +38,6 @@ def run_local_task(mlir: str, *args, function: str = "main"):
     """``mlir`` compiled for llvm-cpu and called on local-task: its one result on the host."""
     import pyree.runtime as rt
 
-    module = rt.load_module(compile_str(mlir, CompileOptions(target_backends=["llvm-cpu"])),
+    module = rt.load_module(compiled(mlir, CompileOptions(target_backends=["llvm-cpu"])),
                             device="local-task")
     return module[function](*args).to_host()

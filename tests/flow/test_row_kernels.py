@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from compiled import compiled
 from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.flow.passes import form_dispatch_regions
 from pyree.compiler.kernel import Acc, AffineExpr, Binary, Const, Load, Result, Unary
@@ -31,14 +32,14 @@ def dispatches(vmfb: bytes) -> int:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_chain_is_one_dispatch(kind):
-    assert dispatches(compile_str(C.mlir(kind, 37, 129, "f16"), CPU)) == 1
+    assert dispatches(compiled(C.mlir(kind, 37, 129, "f16"), CPU)) == 1
 
 
 @pytest.mark.parametrize("rows, fused", [(255, False), (256, True)])
 def test_few_long_rows_stay_split_reductions(rows, fused):
     """split_reduction's rule: fewer than 256 rows of 16384 or more elements are split over the
     whole device instead (partial folds, then their fold), so their chain is not fused."""
-    count = dispatches(compile_str(C.mlir("softmax", rows, 16384, "f32"), CPU))
+    count = dispatches(compiled(C.mlir("softmax", rows, 16384, "f32"), CPU))
     assert (count == 1) == fused, count
 
 
@@ -48,7 +49,7 @@ def test_few_long_rows_stay_split_reductions(rows, fused):
 def test_chains_match_numpy_with_special_values(kind, dtype, device):
     rng = np.random.default_rng(11)
     for m, n in ((1, 7), (37, 1), (37, 129), (3, 1000), (3, 50257)):
-        module = rt.load_module(compile_str(C.mlir(kind, m, n, dtype), CPU), device=device)
+        module = rt.load_module(compiled(C.mlir(kind, m, n, dtype), CPU), device=device)
         args = C.inputs(kind, m, n, dtype, rng, specials=True)
         C.check(kind, module[module.function_names[0]](*args), args, dtype)
 

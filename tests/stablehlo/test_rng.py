@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from compiled import compiled
 from pyree.compiler import compile_str
 from pyree.compiler.errors import CompileError
 from pyree.compiler.options import CompileOptions
@@ -40,7 +41,7 @@ def program(algorithm: str, state: str, dtype: str, shape) -> str:
 
 
 def run(text: str, state: np.ndarray, options=NO_DEMOTION) -> list[np.ndarray]:
-    module = rt.load_module(compile_str(text, options), device="local-task")
+    module = rt.load_module(compiled(text, options), device="local-task")
     return [np.asarray(o.to_host()) for o in module["main"](state)]
 
 
@@ -58,7 +59,7 @@ def test_matches_jax(algorithm, dtype):
     np_dtype = np.uint32 if dtype == "ui32" else np.uint64
     for shape in SHAPES:
         text = program(algorithm, "tensor<2xui64>", dtype, shape)
-        module = rt.load_module(compile_str(text, NO_DEMOTION), device="local-task")
+        module = rt.load_module(compiled(text, NO_DEMOTION), device="local-task")
         for key in KEYS:
             state, bits = (np.asarray(o.to_host()) for o in module["main"](key.view(np.uint64)))
             want_state, want_bits = jax_bits(key, algorithm, np_dtype, shape)
@@ -147,7 +148,7 @@ def test_narrow_outputs_match_jax(algorithm, dtype):
     moved as for that one (XLA's narrow generators), at shapes with odd or unit dims."""
     np_dtype = np.uint8 if dtype == "ui8" else np.uint16
     for shape in NARROW_SHAPES:
-        module = rt.load_module(compile_str(program(algorithm, "tensor<2xui64>", dtype, shape),
+        module = rt.load_module(compiled(program(algorithm, "tensor<2xui64>", dtype, shape),
                                             NO_DEMOTION), device="local-task")
         for key in (KEYS[1], KEYS[2]):
             state, bits = (np.asarray(o.to_host()) for o in module["main"](key.view(np.uint64)))
@@ -199,7 +200,7 @@ def test_constant_state_folds_to_the_same_bits():
   %a, %b = stablehlo.rng_bit_generator %s, algorithm = {algorithm} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<3x3xui32>)
   return %a, %b : tensor<2xui64>, tensor<3x3xui32>
 }}"""
-        module = rt.load_module(compile_str(text, NO_DEMOTION), device="local-task")
+        module = rt.load_module(compiled(text, NO_DEMOTION), device="local-task")
         state, bits = (np.asarray(o.to_host()) for o in module["main"]())
         want_state, want_bits = jax_bits(key, algorithm, np.uint32, (3, 3))
         np.testing.assert_array_equal(bits, want_bits)
