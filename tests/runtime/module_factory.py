@@ -236,6 +236,7 @@ def cpu_executable(builder: ModuleBuilder, library: bytes, features=(),
         export.bindings = [BindingLayoutT() for _ in range(binding_count)]
         for b in export.bindings:
             b.minLength = N * 4 if name not in ("always_fails", "scale_n_f32") else 0
+            b.alignment = 4  # the kernels' floats
         if name != "always_fails":  # the kernels write their last binding, as the C says
             export.bindings[-1].access = 1
         if name == "scale_n_f32":  # of run-time size: push constant 0 is n

@@ -85,6 +85,13 @@ MUTATIONS = {
     "binding shorter than min_length": (
         lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[1], length=100),
         r"function 'add' command 0 \(dispatch\) binding 1: length 100 is shorter than the 7844"),
+    "binding offset off its elements' alignment": (
+        lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[0], offset=2),
+        r"function 'add' command 0 \(dispatch\) binding 0: offset 2 is not a multiple of the 4 "
+        r"bytes the kernel aligns its elements to"),
+    "alignment not a power of two": (
+        lambda m: _set(m.executables[0].cpu.exports[0].bindings[1], alignment=12),
+        r"executable 0 \('kernels'\) export 0 binding 1: alignment 12 is not a power of two"),
     "argument index out of range": (
         lambda m: _set(_fn(m, "add").commands[0].dispatch.bindings[1], index=5),
         r"function 'add' command 0 \(dispatch\) binding 1: argument 5 is out of range"),
@@ -216,3 +223,37 @@ def test_constant_kind_reads_within_its_constant(kernel_library, offset_constant
     builder.module.functions[2].commands[1].copy.source = ref(CONST, 0, 4 * N, offset=64)
     with pytest.raises(rt.ModuleError, match=r"source: bytes \[64, \+7844\) lie outside constant 0"):
         rt.read_module(builder.finish())
+
+
+def test_compiled_kernels_state_their_elements_alignment():
+    """Each binding's alignment is its elements' size, and a dispatch bound off it is refused at
+    load: a GPU kernel's misaligned access would fault and leave the context unusable (the
+    module fuzz test's mutant 106 on the H200, twenty-eighth session)."""
+    from pyree.compiler import CompileOptions, compile_str
+    from runtime.module_mutations import _pack, _unpack
+
+    text = """func.func @f(%a: tensor<5xi8>, %b: tensor<5xf16>) -> tensor<5xf32> {
+  %e = tensor.empty() : tensor<5xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>,
+      affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a, %b : tensor<5xi8>, tensor<5xf16>) outs(%e : tensor<5xf32>) {
+  ^bb0(%x: i8, %y: f16, %o: f32):
+    %xf = arith.sitofp %x : i8 to f32
+    %yf = arith.extf %y : f16 to f32
+    %s = arith.addf %xf, %yf : f32
+    linalg.yield %s : f32
+  } -> tensor<5xf32>
+  return %r : tensor<5xf32>
+}"""
+    for backend in ("llvm-cpu", "cuda", "vulkan-spirv"):
+        tree, segment = _unpack(compile_str(text, CompileOptions(target_backends=[backend])))
+        member = next(getattr(e, k) for e in tree.executables for k in ("cpu", "cuda", "spirv")
+                      if getattr(e, k, None) is not None)
+        assert [b.alignment for b in member.exports[0].bindings] == [1, 2, 4], backend
+        dispatch = next(c.dispatch for c in tree.functions[0].commands if c.kind == 0)
+        dispatch.bindings[1].offset += 1
+        dispatch.bindings[1].length -= 1
+        with pytest.raises(rt.ModuleError, match="binding 1: offset 1 is not a multiple of the 2 "
+                                                 "bytes the kernel aligns its elements to"):
+            rt.read_module(_pack(tree, segment))
+

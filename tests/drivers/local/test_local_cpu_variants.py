@@ -217,7 +217,7 @@ def test_a_variant_with_other_bindings_than_the_executables_is_refused(vmfb):
     variant.library = builder.add_data(library)
     tree.executables[0].cpu.variants[0] = variant
     with pytest.raises(rt.ModuleError, match=r"variant 0 \('x86-64-v3'\) export \d: declares "
-                                             r"bindings \(access, bytes, SizeExpr\) .* but the "
+                                             r"bindings \(access, bytes, SizeExpr, alignment\) .* but the "
                                              r"executable's export \d declares"):
         rt.read_module(builder.finish())
 

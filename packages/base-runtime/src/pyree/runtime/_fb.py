@@ -54,6 +54,13 @@ class BindingLayout(object):
             return obj
         return None
 
+    # BindingLayout
+    def Alignment(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.Uint8Flags, o + self._tab.Pos)
+        return 0
+
 
 class BindingLayoutT(object):
 
@@ -62,6 +69,7 @@ class BindingLayoutT(object):
         self.access = 0  # type: int
         self.minLength = 0  # type: int
         self.minLengthExpr = None  # type: Optional[SizeExprT]
+        self.alignment = 0  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -83,6 +91,7 @@ class BindingLayoutT(object):
         self.minLength = bindingLayout.MinLength()
         if bindingLayout.MinLengthExpr() is not None:
             self.minLengthExpr = SizeExprT.InitFromObj(bindingLayout.MinLengthExpr())
+        self.alignment = bindingLayout.Alignment()
 
 
 class Branch(object):

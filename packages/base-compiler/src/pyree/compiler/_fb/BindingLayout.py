@@ -50,7 +50,14 @@ class BindingLayout(object):
             return obj
         return None
 
-def BindingLayoutStart(builder): builder.StartObject(3)
+    # BindingLayout
+    def Alignment(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(10))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint8Flags, o + self._tab.Pos)
+        return 0
+
+def BindingLayoutStart(builder): builder.StartObject(4)
 def Start(builder):
     return BindingLayoutStart(builder)
 def BindingLayoutAddAccess(builder, access): builder.PrependUint8Slot(0, access, 0)
@@ -62,6 +69,9 @@ def AddMinLength(builder, minLength):
 def BindingLayoutAddMinLengthExpr(builder, minLengthExpr): builder.PrependUOffsetTRelativeSlot(2, flatbuffers.number_types.UOffsetTFlags.py_type(minLengthExpr), 0)
 def AddMinLengthExpr(builder, minLengthExpr):
     return BindingLayoutAddMinLengthExpr(builder, minLengthExpr)
+def BindingLayoutAddAlignment(builder, alignment): builder.PrependUint8Slot(3, alignment, 0)
+def AddAlignment(builder, alignment):
+    return BindingLayoutAddAlignment(builder, alignment)
 def BindingLayoutEnd(builder): return builder.EndObject()
 def End(builder):
     return BindingLayoutEnd(builder)
@@ -78,6 +88,7 @@ class BindingLayoutT(object):
         self.access = 0  # type: int
         self.minLength = 0  # type: int
         self.minLengthExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
+        self.alignment = 0  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -99,6 +110,7 @@ class BindingLayoutT(object):
         self.minLength = bindingLayout.MinLength()
         if bindingLayout.MinLengthExpr() is not None:
             self.minLengthExpr = pyree.compiler._fb.SizeExpr.SizeExprT.InitFromObj(bindingLayout.MinLengthExpr())
+        self.alignment = bindingLayout.Alignment()
 
     # BindingLayoutT
     def Pack(self, builder):
@@ -109,5 +121,6 @@ class BindingLayoutT(object):
         BindingLayoutAddMinLength(builder, self.minLength)
         if self.minLengthExpr is not None:
             BindingLayoutAddMinLengthExpr(builder, minLengthExpr)
+        BindingLayoutAddAlignment(builder, self.alignment)
         bindingLayout = BindingLayoutEnd(builder)
         return bindingLayout

@@ -85,9 +85,10 @@ def _code_tables(member):
 
 
 def _bindings(export) -> list[tuple]:
-    """A verified export's bindings as (access, min length, min length SizeExpr code or None)."""
-    return [(b.access, b.minLength, _ints(b.minLengthExpr.code) if b.minLengthExpr else None)
-            for b in export.bindings]
+    """A verified export's bindings as (access, min length, min length SizeExpr code or None,
+    alignment)."""
+    return [(b.access, b.minLength, _ints(b.minLengthExpr.code) if b.minLengthExpr else None,
+             b.alignment) for b in export.bindings]
 
 
 def tensor_bytes(t) -> int:
@@ -110,7 +111,8 @@ class _Verifier:
         tree.executables = tree.executables or []
         constant_sizes = [self.constant(c, f"constant {i}") for i, c in enumerate(tree.constants)]
         executables = [self.executable(e, i) for i, e in enumerate(tree.executables)]
-        # per executable, per export, per binding: (min length, min length program or None)
+        # per executable, per export, per binding: (min length, min length program or None,
+        # alignment or 0)
         self.exports = [[needs for needs, _ in exports] for exports in executables]
         # per kernel: its binding layouts where every executable's code attests the same ones
         kernels = min((len(exports) for exports in executables), default=0)
@@ -202,7 +204,7 @@ class _Verifier:
 
     def executable(self, executable, index: int) -> list[tuple[list[tuple], tuple | None]]:
         """Checks one executable; returns per export its bindings' (minimum length, minimum
-        length program or None) and, where its code attests them, its binding layouts as
+        length program or None, alignment or 0) and, where its code attests them, its binding layouts as
         (access, min length) pairs (never for an export whose lengths are programs: the code
         attests its static floors only)."""
         executable.name = _text(executable.name, f"executable {index} name")
@@ -248,7 +250,7 @@ class _Verifier:
             for k, (theirs, ours) in enumerate(zip(variant.exports, member.exports)):
                 if _bindings(theirs) != _bindings(ours):
                     raise _fail(f"{here} export {k}", f"declares bindings (access, bytes, "
-                                                      f"SizeExpr) {_bindings(theirs)} but the "
+                                                      f"SizeExpr, alignment) {_bindings(theirs)} but the "
                                                       f"executable's export {k} declares "
                                                       f"{_bindings(ours)}")
         return checked
@@ -298,7 +300,7 @@ class _Verifier:
         except ImageError as e:
             raise _fail(f"{where} library", str(e)) from None
 
-    def export(self, export, fmt: str, where: str) -> list[tuple[int, list[int] | None]]:
+    def export(self, export, fmt: str, where: str) -> list[tuple[int, list[int] | None, int]]:
         if fmt == "cpu":
             export.symbol = _text(export.symbol, where)
             if not export.symbol:
@@ -331,7 +333,10 @@ class _Verifier:
                 problem = size_exprs.problem(program, 1 << 32)
                 if problem:
                     raise _fail(f"{where} binding {b}", f"its minimum length SizeExpr {problem}")
-            needs.append((layout.minLength, program))
+            if layout.alignment & (layout.alignment - 1):
+                raise _fail(f"{where} binding {b}", f"alignment {layout.alignment} is not a power "
+                                                    f"of two")
+            needs.append((layout.minLength, program, layout.alignment))
         lengths = [layout.minLength for layout in export.bindings]
         if fmt != "cpu" and math.prod(export.gridSize) > max(1, sum(lengths)):
             raise _fail(where, f"grid {tuple(export.gridSize)} launches more blocks than its "
@@ -492,6 +497,11 @@ class _Verifier:
                 if ref.length < min_length:
                     raise _fail(f"{where} binding {b}", f"length {ref.length} is shorter than the "
                                                         f"{min_length} bytes the kernel touches")
+                alignment = need[2]
+                if alignment and ref.offset % alignment:
+                    raise _fail(f"{where} binding {b}", f"offset {ref.offset} is not a multiple "
+                                                        f"of the {alignment} bytes the kernel "
+                                                        f"aligns its elements to")
         for b, ref in enumerate(dispatch.bindings):
             self.buffer_ref(ref, buffers, f"{where} binding {b}")
         for label, exports in self.tables:
@@ -524,7 +534,7 @@ class _Verifier:
         """The bytes a binding must have: its export's minimum length, or, for a kernel with
         run-time sizes, what its program computes over the dispatch's push constants (symbol k
         is push constant k), the static minimum its floor."""
-        floor, program = need
+        floor, program, _ = need
         if program is None:
             return floor
         highest = max(size_exprs.symbols(program), default=-1)

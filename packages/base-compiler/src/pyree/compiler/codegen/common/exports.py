@@ -9,7 +9,7 @@ from pyree.compiler._fb.BindingAccess import BindingAccess
 from pyree.compiler._fb.BindingLayout import BindingLayoutT
 from pyree.compiler._fb.GpuExport import GpuExportT
 from pyree.compiler._fb.SizeExpr import SizeExprT
-from pyree.compiler.kernel import Kernel, size_code
+from pyree.compiler.kernel import Kernel, itemsize, size_code
 from pyree.compiler.module_writer import size_expr_table
 from pyree.compiler.sizes import is_static
 
@@ -30,13 +30,14 @@ def export_name(index: int, kernel: Kernel) -> str:
 
 
 def binding_layouts(kernel: Kernel) -> list[BindingLayoutT]:
-    """What the runtime checks each binding against before a launch: access and bytes touched;
-    where that is a run-time size, ``min_length_expr`` over the push constants, with 0 the
-    static floor."""
+    """What the runtime checks each binding against before a launch: access, bytes touched
+    (where that is a run-time size, ``min_length_expr`` over the push constants, with 0 the
+    static floor) and the alignment its loads and stores assume (an element's size)."""
     layouts = []
     for binding in kernel.bindings:
         layout = BindingLayoutT()
         layout.access = getattr(BindingAccess, binding.access)
+        layout.alignment = itemsize(binding.dtype)
         if is_static(binding.num_bytes):
             layout.minLength = binding.num_bytes
         else:
