@@ -54,7 +54,7 @@ TABLES: dict[str, list[tuple[str, object]]] = {
                 ("fill", ("table", "Fill")), ("check", ("table", "Check")),
                 ("branch", ("table", "Branch"))],
     "BindingLayout": [("access", "<B"), ("minLength", "<Q"),
-                      ("minLengthExpr", ("table", "SizeExpr"))],
+                      ("minLengthExpr", ("table", "SizeExpr")), ("alignment", "<B")],
     "CpuExport": [("symbol", "string"), ("bindings", ("tables", "BindingLayout")),
                   ("workgroupCount", "<Q"), ("workgroupCountExpr", ("table", "SizeExpr"))],
     "CpuExecutable": [("format", "string"), ("targetCpu", "string"),

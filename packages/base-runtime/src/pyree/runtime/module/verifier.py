@@ -278,7 +278,7 @@ class _Verifier:
                             f"bytes) {list(declared)}, but its kernel was compiled for "
                             f"{record.workgroup_count} and {list(record.bindings)}")
             dynamic = export.workgroupCountExpr is not None or \
-                any(program is not None for _, program in lengths[k])
+                any(program is not None for _, program, _ in lengths[k])
             layouts.append(None if dynamic else declared)
         return list(zip(lengths, layouts))
 
