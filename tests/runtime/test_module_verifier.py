@@ -230,6 +230,7 @@ def test_compiled_kernels_state_their_elements_alignment():
     load: a GPU kernel's misaligned access would fault and leave the context unusable (the
     module fuzz test's mutant 106 on the H200, twenty-eighth session)."""
     from pyree.compiler import CompileOptions, compile_str
+
     from runtime.module_mutations import _pack, _unpack
 
     text = """func.func @f(%a: tensor<5xi8>, %b: tensor<5xf16>) -> tensor<5xf32> {
