@@ -135,7 +135,7 @@ SCATTER_ADD = """func.func @main(%orig: tensor<3x2xi8>, %upd: tensor<5x2xi8>, %i
 }"""
 
 
-def test_a_result_a_kernel_reads_stays_in_device_memory(drivers, rng):
+def test_a_result_a_kernel_updates_in_place_stays_in_device_memory(drivers, rng):
     """A scatter's atomics read and write their result: mapped host memory would put them
     across the bus on a GPU (an i8 index_add on the H200 went past 10 s). A result kernels only
     write stays mapped."""

@@ -9,7 +9,7 @@ twenty-eighth session), for a side-by-side run. Vulkan takes the f32 and i32 cas
 
 Written when test_cuda_scatter_gpu.py's i8 add stopped finishing (twenty-eighth session): the
 small result was mapped host memory, so its atomics crossed the bus (vm/call_plan.py keeps a
-result that kernels read in device memory since).
+result that kernels update in place (read_write) in device memory since).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def one(dtype: str, op: str, updates: int, device: str, map_results: bool) -> di
     from pyree.runtime.vm import call_plan
     from test_scatter_atomics import check, data, scatter_mlir
     if map_results:
-        call_plan._results_kernels_read = lambda tree, exports: set()
+        call_plan._results_kernels_update = lambda tree, exports: set()
     options = {"cuda": CompileOptions(target_backends=["cuda"], cuda_target="sm_90"),
                "vulkan": CompileOptions(target_backends=["vulkan-spirv"],
                                         vulkan_target="hopper-h100-linux")}.get(

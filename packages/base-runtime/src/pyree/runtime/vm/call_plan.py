@@ -44,8 +44,8 @@ class CallPlan:
         # type by identity spares a Record comparison on every call
         self.same_types = arguments
         self.result_types = [TensorType.from_fb(t) for t in tree.results]
-        read = _results_kernels_read(tree, loaded.exports)
-        self.result_keys = [pool.key(size, varies, mappable=r not in read)
+        updated = _results_kernels_update(tree, loaded.exports)
+        self.result_keys = [pool.key(size, varies, mappable=r not in updated)
                             for r, size in enumerate(tree.resultSizes)]
         # The function's own transient arena and readback area (Function._own): the keys of
         # what this program needs of each, None where it needs none.
@@ -74,18 +74,19 @@ class CallPlan:
         return True
 
 
-def _results_kernels_read(tree, exports) -> set[int]:
-    """The results a dispatch binds for reading (read or read_write). Those stay in device
-    memory at any size: a small result is otherwise mapped host memory (buffer_pool.mapped),
-    which a kernel reaches across the bus, and a scatter's atomics on it there went from
-    milliseconds to past ten seconds on the H200 (an i8 index_add of 20000 x 7 updates;
-    BENCHMARKS.md, twenty-eighth session)."""
-    read = set()
+def _results_kernels_update(tree, exports) -> set[int]:
+    """The results a dispatch binds read_write (a scatter's atomics: read-modify-writes into
+    the result). Those stay in device memory at any size: a small result is otherwise mapped
+    host memory (buffer_pool.mapped), and atomics on it crossed the bus, an i8 index_add of
+    20000 x 7 updates going from 35 ms to past ten seconds on the H200 (BENCHMARKS.md,
+    twenty-eighth session). A result a later kernel only reads stays mapped: one pass over at
+    most 16 KiB, as before."""
+    updated = set()
     for command in tree.commands or ():
         if COMMAND_KINDS[command.kind] != "dispatch" or not exports:
             continue
         layouts = exports[command.dispatch.kernel].bindings or ()
         for ref, layout in zip(command.dispatch.bindings or (), layouts):
-            if BUFFER_KINDS[ref.kind] == "result" and BINDING_ACCESS[layout.access] != "write":
-                read.add(ref.index)
-    return read
+            if BUFFER_KINDS[ref.kind] == "result" and BINDING_ACCESS[layout.access] == "read_write":
+                updated.add(ref.index)
+    return updated
