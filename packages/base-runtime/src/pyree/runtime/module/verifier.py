@@ -204,9 +204,9 @@ class _Verifier:
 
     def executable(self, executable, index: int) -> list[tuple[list[tuple], tuple | None]]:
         """Checks one executable; returns per export its bindings' (minimum length, minimum
-        length program or None, alignment or 0) and, where its code attests them, its binding layouts as
-        (access, min length) pairs (never for an export whose lengths are programs: the code
-        attests its static floors only)."""
+        length program or None, alignment or 0) and, where its code attests them, its binding
+        layouts as (access, min length) pairs (never for an export whose lengths are programs:
+        the code attests its static floors only)."""
         executable.name = _text(executable.name, f"executable {index} name")
         where = f"executable {index} ('{executable.name}')"
         if executable.format not in FORMATS:
