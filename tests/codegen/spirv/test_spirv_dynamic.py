@@ -243,3 +243,24 @@ def test_more_sizes_than_push_constants_hold_are_refused_by_name():
                     (Result(1, ix, Load(0, ix, "f32")),))
     with pytest.raises(CompileError, match="kernel 'many' reads 33 run-time sizes.*at most 32"):
         compile_kernels([kernel])
+
+
+@pytest.mark.parametrize("triple", TRIPLES)
+@pytest.mark.parametrize("m, n, k", [(512, 512, 7), (1024, 700, 33), (511, 4096, 9),
+                                     (4096, 511, 9), (3, 600, 300)])
+def test_a_run_time_matmul_takes_the_large_tiles_where_the_static_kernel_would(m, n, k, triple,
+                                                                               tmp_path):
+    """Where M and N both reach 512 a static f32 kernel takes 128 x 128 tiles; the run-time
+    kernel holds that body too, chosen per dispatch (the same grid and block as the static
+    kernel), on targets whose workgroup memory holds both tilings; on the others (16 KB) it
+    keeps its 64 x 64 tiles."""
+    kernel = matmul_kernel(P0, P1, k)
+    code, exports = compile_kernels([kernel], triple)
+    assert validate(code, tmp_path) == ""
+    grid = [size_expr_value(list(e.code), [m, n]) for e in exports[0].gridSizeExpr]
+    _, (static,) = compile_kernels([bind_sizes(kernel, {"p0": m, "p1": n})], triple)
+    if resolve_target(triple).max_shared_memory_bytes > 16384:
+        assert np.prod(grid) == np.prod(list(static.gridSize))
+        assert list(exports[0].blockSize) == list(static.blockSize)
+    else:
+        assert np.prod(grid) == -(-m // 64) * -(-n // 64)

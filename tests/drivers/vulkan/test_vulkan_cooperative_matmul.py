@@ -350,3 +350,40 @@ def test_cooperative_matmul_with_other_run_time_dims(kind, vulkan_device, tmp_pa
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=5e-3,
                                    atol=5e-3 * max(np.abs(want).max(), 1.0),
                                    err_msg=f"{a_shape} @ {b_shape}")
+
+
+def assert_same_non_finite(got, want, rtol: float) -> None:
+    """NaN, +inf and -inf exactly where float64 has them; the finite rest within ``rtol``."""
+    got = np.asarray(got).astype(np.float64)
+    for mask in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(mask(got), mask(want))
+    finite = np.isfinite(want)
+    assert finite.any()
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol,
+                               atol=rtol * np.abs(want[finite]).max())
+
+
+@pytest.mark.parametrize("kind", ["rows", "n"])
+def test_run_time_edges_keep_nan_and_inf_of_the_last_row_and_column(kind, vulkan_device):
+    """Past a run-time M (or N) the staging reads the last row (column) again instead of zeros
+    (codegen/spirv/coopmat.py): what the tile computes there is never stored, so NaN and inf
+    in the last row of A and the last column of the product reach exactly the outputs that
+    read them, at sizes on and off the 64-wide tiles."""
+    mlir = run_time_rows(264, 200, "f16", "f32", True) if kind == "rows" else run_time_dims("n")
+    vmfb, _ = _shader(mlir)
+    try:
+        module = rt.load_module(vmfb, device=vulkan_device)
+    except DriverError as e:
+        assert "cooperativeMatrix" in str(e) and TARGET in str(e)
+        return
+    rng = np.random.default_rng(3)
+    shapes = [((m, 264), (200, 264)) for m in (3, 64, 67, 130)] if kind == "rows" else \
+        [((70, 128), (n, 128)) for n in (3, 64, 131)]
+    for a_shape, b_shape in shapes:
+        a = rng.standard_normal(a_shape).astype(np.float16)
+        b = rng.standard_normal(b_shape).astype(np.float16)
+        a[-1, 7], a[-1, -1], a[0, 3] = np.nan, np.inf, -np.inf
+        b[-1, 5] = np.inf   # B is [n, k]: the product's last column
+        with np.errstate(invalid="ignore"):
+            want = reference(a, b, True)
+        assert_same_non_finite(module.mm(a, b).to_host(), want, 5e-3)

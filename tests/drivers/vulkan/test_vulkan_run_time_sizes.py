@@ -115,3 +115,31 @@ def test_size_chosen_versions_on_vulkan(vulkan_device):
         assert got.shape == (rows, 4096)
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3)
         assert np.array_equal(np.isnan(got), np.isnan(ref))
+
+
+@pytest.mark.parametrize("target", [None, "turing"])
+def test_run_time_edges_of_the_tiled_matmul_keep_nan_and_inf_in_their_rows(target, vulkan_device):
+    """Past a run-time M or N the SIMT tiled matmul stages the last row (column) again instead
+    of zeros (codegen/spirv/matmul.py): what a tile computes there is never stored, so NaN and
+    inf in A's last row and B's last column reach exactly the outputs that read them, on the
+    tiles' edges and off them, one row (the fold) included. ``turing`` (48 KB of workgroup
+    memory, no feature lavapipe lacks for this kernel) adds the 128 x 128 tiles that the kernel
+    takes from 512 rows and columns on (codegen/spirv/dynamic.py)."""
+    from e2e.test_dynamic_shapes import MATMUL
+    options = CompileOptions(target_backends=["vulkan-spirv"], vulkan_target=target)
+    module = rt.load_module(compile_str(MATMUL, options), device=vulkan_device)
+    rng = np.random.default_rng(5)
+    for m, k, n in ((5, 7, 3), (64, 33, 65), (67, 16, 64), (130, 100, 129), (1, 9, 70),
+                    (520, 24, 515), (512, 9, 640), (511, 8, 700)):
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        a[-1, 0], a[-1, -1], a[0, -1] = np.nan, np.inf, -np.inf
+        b[0, -1] = -np.inf
+        got = module.mm(a, b).to_host()
+        with np.errstate(invalid="ignore"):
+            want = a.astype(np.float64) @ b.astype(np.float64)
+        for mask in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(mask(got), mask(want), err_msg=f"{m}x{k}x{n}")
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4,
+                                   err_msg=f"{m}x{k}x{n}")

@@ -229,6 +229,15 @@ class Assembler:
     def begin_kernel(self) -> None:
         """The next kernel's workgroup arrays start again at the first shared one."""
         self._shared_taken = Counter()
+        self._kernel_asks: dict[tuple[int, int], int] = {}
+
+    def shared_mark(self) -> Counter:
+        """Where the kernel's workgroup arrays stand: ``shared_rewind`` to it lets a body that
+        never runs in the same dispatch as the one after the mark take the same arrays."""
+        return Counter(self._shared_taken)
+
+    def shared_rewind(self, mark: Counter) -> None:
+        self._shared_taken = Counter(mark)
 
     def shared_array(self, element: int, count: int) -> int:
         """A Workgroup array of at least ``count`` ``element``s, shared between kernels.
@@ -241,15 +250,28 @@ class Assembler:
         """
         i = self._shared_taken[element]
         self._shared_taken[element] += 1
+        self._kernel_asks[element, i] = max(self._kernel_asks.get((element, i), 0), count)
         slots = self._shared.setdefault(element, [])
         if i == len(slots):
             slots.append([self.new_id(), 0])
         slots[i][1] = max(slots[i][1], count)
         return slots[i][0]
 
+    def kernel_shared_bytes(self) -> int:
+        """The bytes of workgroup arrays the kernel being written has asked for, an array that
+        bodies of it take in turn (``shared_rewind``) counted once at its largest."""
+        size_of = self._element_sizes()
+        return sum(count * size_of[element] for (element, _), count in self._kernel_asks.items())
+
     def shared_bytes(self) -> int:
         """The bytes of every workgroup array declared so far: what a driver that gives each
         kernel all of them (shared_array) reserves for every kernel of the module."""
+        size_of = self._element_sizes()
+        return sum(count * size_of[element] for element, slots in self._shared.items()
+                   for _, count in slots)
+
+    def _element_sizes(self) -> dict[int, int]:
+        """Bytes of each scalar and vector type declared, by type id."""
         size_of = {}
         for key, tid in self._interned.items():
             if key[0] in ("float", "int"):
@@ -259,8 +281,7 @@ class Assembler:
         for key, tid in self._interned.items():
             if key[0] == "vector" and key[1] in size_of and isinstance(key[2], int):
                 size_of[tid] = size_of[key[1]] * key[2]
-        return sum(count * size_of[element] for element, slots in self._shared.items()
-                   for _, count in slots)
+        return size_of
 
     def _declare_shared(self) -> None:
         for element, slots in self._shared.items():

@@ -14,8 +14,9 @@ Any layout of X and Y is staged the same way: a slice is stored with its operand
 dimension innermost and the fragment read row- or column-major accordingly (F.linear's [n, k]
 weight is a column-major B). An operand read in place with its contiguous extent and every
 other stride a multiple of 8 is copied 16 bytes at a time; any other expression (a fused
-producer, an odd stride) is evaluated eight elements an invocation. Rows and k past the matrix
-are zeros, so odd sizes need no branch in the main loop. The epilogue passes each finished
+producer, an odd stride) is evaluated eight elements an invocation. k past the matrix reads
+zeros and a row past it the last row (which feeds only outputs that are not stored), so odd
+sizes need no branch in the main loop. The epilogue passes each finished
 fragment through a per-subgroup scratch tile in shared memory, so ``init``, fused epilogues and
 the bounds checks at the edges are the scalar lowering's, as in the SIMT template.
 
@@ -200,9 +201,6 @@ def emit(sh: Shader, plan: Plan) -> Launch:
     def op(code: int, *args) -> int:
         return fn.op(code, u32, *args)
 
-    def both(a: int, b: int) -> int:
-        return fn.op(S.OpLogicalAnd, bool_, a, b)
-
     def barrier(scope: int) -> None:
         fn.do(S.OpControlBarrier, c(scope), c(scope),
               c(S.SEMANTICS_WORKGROUP_ACQUIRE_RELEASE | MAKE_AVAILABLE_VISIBLE))
@@ -253,7 +251,7 @@ def emit(sh: Shader, plan: Plan) -> Launch:
                 index = sh.address(operand.vector.index[0], self._point(rc, kc))
                 value = sh.load_raw16(operand.vector.binding,
                                       op(S.OpShiftRightLogical, index, c(3)))
-                inside = self._inside(r, k)  # a vector select takes a vector condition (SPIR-V 1.3)
+                inside = self._inside(k)  # a vector select takes a vector condition (SPIR-V 1.3)
                 inside4 = fn.op(S.OpCompositeConstruct, asm.t_vector(bool_, 4), *[inside] * 4)
                 return fn.op(S.OpSelect, uvec4, inside4, value, zero4)
             values = []
@@ -263,7 +261,7 @@ def emit(sh: Shader, plan: Plan) -> Launch:
                 kc = fn.ext(u32, G_UMIN, kq, sh.size(last(Kdim)))
                 value = ScalarLowering(sh, self._point(rc, kc), unsafe=unsafe)(operand.value)
                 t_value = sh.compute_type(operand.value.dtype)
-                values.append(fn.op(S.OpSelect, t_value, self._inside(rq, kq), value,
+                values.append(fn.op(S.OpSelect, t_value, self._inside(kq), value,
                                     asm.const_float(sh.compute_bits(operand.value.dtype), 0.0)))
             return fn.op(S.OpCompositeConstruct, uvec4, *[
                 self._word(values[i], values[i + 1]) for i in range(0, VECTOR, 2)])
@@ -280,9 +278,13 @@ def emit(sh: Shader, plan: Plan) -> Launch:
             mn = [r, c(0)] if self.rows == m_loop else [c(0), r]
             return batch_point + mn + [k]
 
-        def _inside(self, r: int, k: int) -> int:
-            return both(fn.op(S.OpULessThan, bool_, r, sh.size(self.limit)),
-                        fn.op(S.OpULessThan, bool_, k, sh.size(Kdim)))
+        def _inside(self, k: int) -> int:
+            """Whether ``k`` is inside K: past it the slice holds zeros. A row past the side
+            is read at the last row instead, not zeroed: it meets only output rows past the
+            side, which the epilogue does not store, and a select on a run-time side ran
+            NVIDIA's Vulkan driver's main loop at half speed (BENCHMARKS.md, twenty-ninth
+            session)."""
+            return fn.op(S.OpULessThan, bool_, k, sh.size(Kdim))
 
         def fragment(self, matrix_t: int, row: int, kk: int) -> int:
             """The 16x16 fragment at tile row ``row`` (a u32 id), slice k ``kk``."""

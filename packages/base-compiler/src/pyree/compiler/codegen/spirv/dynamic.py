@@ -13,12 +13,13 @@ a time. Each bounds its work by the evaluated
 extents, and its grid is a run-time size (``shader.grid_for``), 0 workgroups where the extent
 is 0.
 
-A contraction whose M or N is a run-time size holds both its tiled body (either matmul's) and,
-on the tiled body's workgroup size, the fold a static
-kernel of one row (or column) takes (its unit loop dropped, no contraction is left to tile),
-chosen per dispatch by a uniform branch on the sizes, the grid chosen alike: at one row the
-64x64 tile computes 63 rows of zeros, and a transformer block's linears at one token ran 12.4-13
-us on NVIDIA's Vulkan driver where the static module's fold ran 8.8-9.1 (BENCHMARKS.md).
+A contraction whose M or N is a run-time size holds several bodies on one workgroup size,
+chosen per dispatch by uniform branches on the sizes, the grid chosen alike: the fold a static
+kernel of one row (or column) takes (its unit loop dropped, no contraction is left to tile; at
+one row the 64x64 tile computes 63 rows of zeros, and a transformer block's linears at one
+token ran 12.4-13 us on NVIDIA's Vulkan driver where the static module's fold ran 8.8-9.1), the
+SIMT template's 128x128 tiling where M and N reach its static rule's 512 (a 1024^3 f32 product
+on 64x64 tiles ran 1.3x the static module's time), and its tiled body (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -46,14 +47,21 @@ def plan(kernel: K.Kernel, target):
 
 def emit(sh: Shader, plan) -> Launch:
     template, inner = plan
+    bodies = [(None, lambda: template.emit(sh, inner))]  # (condition, emit), the first that holds
+    if template is matmul and inner[1] is matmul.SMALL:
+        large = matmul.large(sh.kernel)
+        tiles = (inner[0], matmul.LARGE)
+        if isinstance(large, Size) and sh.target.max_shared_memory_bytes >= sum(
+                matmul.shared_bytes(inner[0], t, sh.target) for t in (matmul.SMALL, matmul.LARGE)):
+            bodies.insert(0, (large, lambda: matmul.emit(sh, tiles)))
     one = _one_row_or_column(sh.kernel) if template in TILED else False
     if isinstance(one, Size):
         threads = inner[1].threads if template is matmul else \
             inner.tile.threads(sh.target.subgroup_size)
         fold = _fold_on(choose(FOLDS, sh.kernel, sh.target), threads, sh.target)
-        if fold is not None:  # the branch shares one launch
-            return _tiled_or_fold(sh, lambda: template.emit(sh, inner), fold, one)
-    return template.emit(sh, inner)
+        if fold is not None:
+            bodies.insert(0, (one, lambda: fold(sh)))
+    return _first_that_holds(sh, bodies)
 
 
 def _fold_on(fold, threads: int, target):
@@ -79,12 +87,22 @@ def _one_row_or_column(kernel: K.Kernel):
     return sizes[0] if len(sizes) == 1 else select(sizes[0], 1, sizes[1])
 
 
-def _tiled_or_fold(sh: Shader, tiled, fold, one: Size) -> Launch:
-    launches = {}
-    sh.fn.if_then(sh.fn.op(S.OpULessThan, sh.bool, sh.asm.u32(0), sh.size(one)),
-                  lambda: launches.setdefault("fold", fold(sh)),
-                  lambda: launches.setdefault("tiled", tiled()))
-    a, b = launches["fold"], launches["tiled"]
+def _first_that_holds(sh: Shader, bodies: list) -> Launch:
+    """One launch of several bodies on one workgroup size, each run where its condition (a 0/1
+    Size; None: always) is the first that holds, by uniform branches; the grid chosen alike.
+    No two bodies run in one dispatch, so they take the same workgroup arrays (a driver may
+    reserve a module's arrays for each of its kernels: assembler.shared_array)."""
+    (held, first), rest = bodies[0], bodies[1:]
+    if not rest:
+        return first()
+    launches, mark = {}, sh.asm.shared_mark()
+
+    def others():
+        sh.asm.shared_rewind(mark)
+        launches["rest"] = _first_that_holds(sh, rest)
+    sh.fn.if_then(sh.fn.op(S.OpULessThan, sh.bool, sh.asm.u32(0), sh.size(held)),
+                  lambda: launches.setdefault("first", first()), others)
+    a, b = launches["first"], launches["rest"]
     assert a.block == b.block, (a.block, b.block)
-    grid = tuple(select(one, x, y) for x, y in zip(a.grid, b.grid))
-    return Launch(grid, a.block, a.shared_memory_bytes + b.shared_memory_bytes)
+    grid = tuple(select(held, x, y) for x, y in zip(a.grid, b.grid))
+    return Launch(grid, a.block, sh.asm.kernel_shared_bytes())

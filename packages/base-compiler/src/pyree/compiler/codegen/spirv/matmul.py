@@ -4,8 +4,9 @@ shared memory; each invocation accumulates a TM x TN register tile made of 4x4 b
 across the workgroup, read from shared memory as 4-vectors (one wide load for four values).
 
 X and Y are arbitrary expressions (casts, fused producers) evaluated once per staged element at
-clamped indices and replaced by 0 outside the matrix, so odd shapes need no branches in the inner
-loop. The epilogue adds ``init``, applies the fused epilogue and stores with bounds checks.
+clamped indices and replaced by 0 past K (a row or column past the side keeps its clamped value:
+it feeds only outputs that are not stored), so odd shapes need no branches in the inner loop.
+The epilogue adds ``init``, applies the fused epilogue and stores with bounds checks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pyree.compiler.codegen.spirv.elementwise import store_results
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
 from pyree.compiler.codegen.spirv.targets import VulkanTarget
-from pyree.compiler.sizes import is_static, num_elements, opaque
+from pyree.compiler.sizes import compare, is_static, num_elements, opaque, select
 
 G_UMIN = 38
 # X's tile is stored k-major with rows padded so that invocations storing one row's k values hit
@@ -29,21 +30,39 @@ A_PAD = 4
 
 
 
+SMALL = Tiling(64, 64, 16, 4, 4)     # 256 invocations, any M and N
+LARGE = Tiling(128, 128, 8, 8, 8)    # 256 invocations, where M and N are both LARGE_FROM or more
+NARROW = Tiling(64, 64, 16, 8, 4)    # 128 invocations, for targets with fewer than 256
+LARGE_FROM = 512
+
+
 def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] | None:
+    """The contraction and its tiling; a run-time M or N takes SMALL here, and LARGE per
+    dispatch where ``large`` holds (``dynamic.py``)."""
     contraction = contraction_of(kernel)
     if contraction is None or kernel.results[0].init is None:
         return None
-    m, n = kernel.parallel_ranges[-2:]
-    if target.max_workgroup_invocations < 256:
-        tiling = Tiling(64, 64, 16, 8, 4)
-    elif is_static(m) and is_static(n) and m >= 512 and n >= 512:
-        tiling = Tiling(128, 128, 8, 8, 8)
+    if target.max_workgroup_invocations < SMALL.threads:
+        tiling = NARROW
     else:
-        tiling = Tiling(64, 64, 16, 4, 4)
-    bits = 16 if contraction.dtype == "f16" and target.float16 else 32
-    if (tiling.bm + A_PAD + tiling.bn) * tiling.bk * bits // 8 > target.max_shared_memory_bytes:
+        tiling = LARGE if large(kernel) is True else SMALL
+    if shared_bytes(contraction, tiling, target) > target.max_shared_memory_bytes:
         return None
     return contraction, tiling
+
+
+def large(kernel: K.Kernel):
+    """Whether the LARGE tiling suits the kernel: a bool, or a 0/1 Size where M or N is a
+    run-time size."""
+    m, n = (compare("ge", side, LARGE_FROM) for side in kernel.parallel_ranges[-2:])
+    if m is False or n is False:
+        return False
+    return n if m is True else m if n is True else select(m, n, 0)
+
+
+def shared_bytes(contraction: Contraction, tiling: Tiling, target: VulkanTarget) -> int:
+    bits = 16 if contraction.dtype == "f16" and target.float16 else 32
+    return (tiling.bm + A_PAD + tiling.bn) * tiling.bk * bits // 8
 
 
 def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
@@ -119,8 +138,7 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
                 kc = fn.ext(u32, G_UMIN, k, sh.size(last(Kdim)))
                 mn = [gc, c(0)] if rows_first else [c(0), gc]
                 value = ScalarLowering(sh, batch_point + mn + [kc], unsafe=unsafe)(expr)
-                inside = fn.op(167, bool_, fn.op(S.OpULessThan, bool_, g, sh.size(limit)),
-                               fn.op(S.OpULessThan, bool_, k, sh.size(Kdim)))  # OpLogicalAnd
+                inside = fn.op(S.OpULessThan, bool_, k, sh.size(Kdim))  # (rows: coopmat.py)
                 value = fn.op(S.OpSelect, t, inside, value, zero)
                 fn.do(S.OpStore, shared(tile, op(S.OpIAdd, op(S.OpIMul, kk, c(stride)), w)), value)
 
@@ -157,8 +175,7 @@ def emit(sh: Shader, plan: tuple[Contraction, Tiling]) -> Launch:
                 fn.if_then(inside, store)
 
     fn.if_then(fn.op(S.OpULessThan, bool_, group, sh.size(groups)), body)
-    itemsize = sh.compute_bits(dtype) // 8
-    return Launch(grid, (T, 1, 1), (a_stride + bn) * bk * itemsize)
+    return Launch(grid, (T, 1, 1), shared_bytes(contraction, tiling, sh.target))
 
 
 def last(extent, width: int = 1):
