@@ -293,6 +293,18 @@ def test_matmul_and_column_sums_fold_to_run_time_extents():
         np.testing.assert_allclose(got, x.sum(0, dtype=np.float64), rtol=1e-5, atol=1e-5)
 
 
+def batched_matmul() -> Kernel:
+    """out[p3, p0, p1] = x[p3, p0, p2] @ y[p3, p2, p1], every size at run time."""
+    a = Load(0, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 3, 1)), "f32")
+    b = Load(1, (ix(4, 0, 1), ix(4, 3, 1), ix(4, 2, 1)), "f32")
+    return Kernel("bmm", (P3, P0, P1, P2), 3,
+                  (Binding("f32", (P3, P0, P2), "read"), Binding("f32", (P3, P2, P1), "read"),
+                   Binding("f32", (P3, P0, P1), "write")),
+                  (Result(2, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 2, 1)),
+                          Binary("add", Acc(0, "f32"), Binary("mul", a, b, "f32"), "f32"),
+                          init=Const(0.0, "f32")),))
+
+
 def test_matmul_takes_the_static_templates_tiling_per_dispatch(monkeypatch):
     """One kernel holds every SIMT tiling and takes the one ``choose_tiling`` takes for the
     dispatch's M, N and batch, the grid to match: with ``FILL_BLOCKS`` lowered to 1 a 130x129
@@ -300,15 +312,7 @@ def test_matmul_takes_the_static_templates_tiling_per_dispatch(monkeypatch):
     each checked)."""
     from pyree.compiler.codegen.common.llvm_gpu import matmul
     monkeypatch.setattr(matmul, "FILL_BLOCKS", 1)
-    a = Load(0, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 3, 1)), "f32")
-    b = Load(1, (ix(4, 0, 1), ix(4, 3, 1), ix(4, 2, 1)), "f32")
-    mm = Kernel("bmm", (P3, P0, P1, P2), 3,
-                (Binding("f32", (P3, P0, P2), "read"), Binding("f32", (P3, P2, P1), "read"),
-                 Binding("f32", (P3, P0, P1), "write")),
-                (Result(2, (ix(4, 0, 1), ix(4, 1, 1), ix(4, 2, 1)),
-                        Binary("add", Acc(0, "f32"), Binary("mul", a, b, "f32"), "f32"),
-                        init=Const(0.0, "f32")),))
-    emulated = Emulated(mm)
+    emulated = Emulated(batched_matmul())
     rng = np.random.default_rng(8)
     for (m, n, k), tile in [((130, 129, 5), 128), ((70, 65, 9), 64), ((33, 65, 17), 32),
                             ((128, 127, 3), 64)]:
@@ -318,6 +322,28 @@ def test_matmul_takes_the_static_templates_tiling_per_dispatch(monkeypatch):
         out = np.full((3, m, n), np.nan, np.float32)
         assert emulated([x, y, out], [m, n, k, 3])
         np.testing.assert_allclose(out, x.astype(np.float64) @ y, rtol=1e-5, atol=1e-5 * k ** 0.5)
+
+
+def test_rows_and_columns_past_the_tiles_keep_nan_and_inf_where_they_belong(monkeypatch):
+    """Past M or N the SIMT tiles stage the clamped last row (column) instead of zeros
+    (llvm_gpu/matmul.py): what they compute there is never stored, so NaN and inf in x's last
+    row and y's last column reach exactly the outputs that read them, whatever the tile."""
+    from pyree.compiler.codegen.common.llvm_gpu import matmul
+    monkeypatch.setattr(matmul, "FILL_BLOCKS", 1)
+    emulated = Emulated(batched_matmul())
+    rng = np.random.default_rng(11)
+    for m, n, k in [(130, 129, 5), (70, 65, 9), (33, 65, 17), (3, 2, 40)]:
+        x = rng.standard_normal((2, m, k)).astype(np.float32)
+        y = rng.standard_normal((2, k, n)).astype(np.float32)
+        x[:, -1, 0], x[0, -1, -1], y[:, 1, -1] = np.inf, np.nan, -np.inf
+        out = np.full((2, m, n), 7.0, np.float32)
+        assert emulated([x, y, out], [m, n, k, 2])
+        with np.errstate(invalid="ignore"):
+            want = x.astype(np.float64) @ y
+        for mask in (np.isnan, np.isposinf, np.isneginf):
+            np.testing.assert_array_equal(mask(out), mask(want), err_msg=f"{m}x{n}x{k}")
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(out[finite], want[finite], rtol=1e-5, atol=1e-5 * k ** 0.5)
 
 
 def test_a_tiling_a_static_extent_rules_out_is_left_out(monkeypatch, ptxas, tmp_path):

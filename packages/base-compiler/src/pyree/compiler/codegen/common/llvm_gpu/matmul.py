@@ -3,8 +3,9 @@ loop, any leading batch loops): a tiled SIMT kernel.
 
 X and Y are arbitrary expressions (casts, fused producers), evaluated once per tile element and
 staged in shared memory, double-buffered; each thread accumulates a TM x TN register tile read
-with vector shared-memory loads. Out-of-range tile elements are loaded at clamped indices and
-replaced by 0, so odd shapes need no branches in the main loop. The epilogue adds ``init``,
+with vector shared-memory loads. Tile elements past K are loaded at clamped indices and replaced
+by 0; a row or column past M or N keeps its clamped value (it feeds only outputs that are not
+stored), so odd shapes need no branches in the main loop. The epilogue adds ``init``,
 applies the fused epilogue expression and stores with bounds checks.
 """
 
@@ -140,7 +141,7 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, t: Tiling, sizes,
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
-    m_, n_, k_ = sizes(M), sizes(N), sizes(KD)
+    k_ = sizes(KD)
     ty_ = llvm_type(c.dtype)
     isz = K.itemsize(c.dtype)
     lowering = epilogue_lowering(fn, kernel, sizes)
@@ -163,7 +164,7 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, t: Tiling, sizes,
             e = fn.op(f"add i64 {tid}, {t.threads * j}")
             i, kk = fn.op(f"udiv i64 {e}, {t.bk}"), fn.op(f"urem i64 {e}, {t.bk}")
             gm, gk = fn.op(f"add i64 {m0}, {i}"), fn.op(f"add i64 {k0}, {kk}")
-            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gm}, {m_}')}, {fn.op(f'icmp ult i64 {gk}, {k_}')}")
+            ok = fn.op(f"icmp ult i64 {gk}, {k_}")  # (a row past M: the clamped one, unstored)
             v = lowering(bidx + [A.clamp(fn, gm, M, sizes), 0, A.clamp(fn, gk, KD, sizes)])(c.x)
             xs.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bm}')}, {i}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
@@ -171,7 +172,7 @@ def _tile(fn: Function, kernel: K.Kernel, c: Contraction, t: Tiling, sizes,
             e = fn.op(f"add i64 {tid}, {t.threads * j}")
             kk, jn = fn.op(f"udiv i64 {e}, {t.bn}"), fn.op(f"urem i64 {e}, {t.bn}")
             gn, gk = fn.op(f"add i64 {n0}, {jn}"), fn.op(f"add i64 {k0}, {kk}")
-            ok = fn.op(f"and i1 {fn.op(f'icmp ult i64 {gn}, {n_}')}, {fn.op(f'icmp ult i64 {gk}, {k_}')}")
+            ok = fn.op(f"icmp ult i64 {gk}, {k_}")
             v = lowering(bidx + [0, A.clamp(fn, gn, N, sizes), A.clamp(fn, gk, KD, sizes)])(c.y)
             ys.append((fn.op(f"add i64 {fn.op(f'mul i64 {kk}, {t.bn}')}, {jn}"),
                        fn.op(f"select i1 {ok}, {ty_} {v}, {ty_} {zero}")))
