@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import tempfile
 from pathlib import Path
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
-from pyree.compiler.importers import onnx_apart
+from pyree.compiler.importers import onnx_apart, unsigned
 from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, run_time_inputs, types
 
 
@@ -76,9 +77,26 @@ def import_here(model, *, opset_version, data_prop, data_dir, journal=None,
         raise CompileError("the ONNX model uses ops that torch-mlir cannot convert: "
                            + ", ".join(left) + ". Check the model's opset (--opset-version "
                            "upgrades it) or replace these ops before importing.")
+    name, arguments, results = _unsigned_types(module)
     journal.step("torch-mlir's torch-backend-to-linalg-on-tensors-backend-pipeline")
     _run_pipeline(module, "torch-backend-to-linalg-on-tensors-backend-pipeline")
-    return run_time_inputs.add_checks(module.operation.get_asm(), checks)
+    text = run_time_inputs.add_checks(module.operation.get_asm(), checks)
+    return unsigned.restore(text, name, arguments, results)
+
+
+def _unsigned_types(module) -> tuple[str, list, list]:
+    """The public function's name, and the unsigned element type of each of its arguments and
+    results (``!torch.vtensor<[4],ui8>``), else None, before the lowering makes them signless
+    (importers/unsigned.py)."""
+    def of(t) -> str | None:
+        match = re.search(r",(ui\d+)>$", str(t))
+        return match.group(1) if match and match.group(1) in unsigned.UNSIGNED else None
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and "sym_visibility" not in op.attributes:
+            signature = op.attributes["function_type"].value
+            return (op.attributes["sym_name"].value, [of(t) for t in signature.inputs],
+                    [of(t) for t in signature.results])
+    return "", [], []
 
 
 def _load(onnx, model, opset_version, data_prop, data_dir):

@@ -16,6 +16,7 @@ import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
+from pyree.compiler.importers import unsigned
 
 
 def import_torch(module, *example_args, function_name: str = "main",
@@ -54,7 +55,26 @@ def import_torch(module, *example_args, function_name: str = "main",
         raise CompileError("torch-mlir could not lower the module to linalg-on-tensors: "
                            + "\n".join(lines)) from None
     text = _with_bounds(str(imported), _dim_bounds(program), function_name)
+    text = unsigned.restore(text, function_name, *_unsigned_types(program))
     return text if parameter_scope is None else externalize(text, parameter_scope, named)
+
+
+def _unsigned_types(program) -> tuple[list, list]:
+    """The unsigned element type (``unsigned.UNSIGNED``) of each user input and output of
+    ``program`` that PyTorch types unsigned, else None (importers/unsigned.py)."""
+    import torch
+    names = {torch.uint8: "ui8", **{getattr(torch, f"uint{b}"): f"ui{b}" for b in (16, 32, 64)
+                                    if hasattr(torch, f"uint{b}")}}
+
+    def of(node) -> str | None:
+        val = getattr(node, "meta", {}).get("val")
+        return names.get(getattr(val, "dtype", None))
+    signature = program.graph_signature
+    inputs = [n for n in program.graph.nodes if n.op == "placeholder"
+              and n.name in signature.user_inputs]
+    (output,) = [n for n in program.graph.nodes if n.op == "output"]
+    returned = [a for a in output.args[0] if getattr(a, "name", None) in signature.user_outputs]
+    return [of(n) for n in inputs], [of(n) for n in returned]
 
 
 def _lift_non_persistent_buffers(program) -> None:
