@@ -1,6 +1,6 @@
-"""Tiny random Hugging Face ``transformers`` models (the architectures users bring: LLaMA, Mistral,
-Qwen2, Gemma, Phi, GPT-NeoX, GPT-2, OPT, BLOOM, Falcon, BERT, DistilBERT, T5's encoder, ViT)
-through pyree, against the same model in float64.
+"""Tiny random Hugging Face ``transformers`` models (the architectures users bring: 40 of them,
+decoders from LLaMA to StarCoder2, encoders from BERT to DeBERTa-v2, vision from ViT to Swin and
+SegFormer, wav2vec2 and Whisper's encoder) through pyree, against the same model in float64.
 
     python3 bench/models/hf_tiny.py check [NAME ...] [--target llvm-cpu|vulkan-spirv] [--device D]
     python3 bench/models/hf_tiny.py build OUT [--target cuda --cuda-target sm_90a]
@@ -68,7 +68,71 @@ def models() -> dict:
         "vit": lambda: T.ViTModel(T.ViTConfig(
             hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112,
             image_size=32, patch_size=8)),
+        # probed in the twenty-ninth session (BENCHMARKS.md), none in the tests before
+        "qwen3": lm(T.Qwen3Config, T.Qwen3ForCausalLM, num_key_value_heads=2, head_dim=16),
+        "phi3": lm(T.Phi3Config, T.Phi3ForCausalLM, num_key_value_heads=2, pad_token_id=0),
+        "stablelm": lm(T.StableLmConfig, T.StableLmForCausalLM, num_key_value_heads=2),
+        "starcoder2": lm(T.Starcoder2Config, T.Starcoder2ForCausalLM, num_key_value_heads=2),
+        "gemma2": lm(T.Gemma2Config, T.Gemma2ForCausalLM, num_key_value_heads=2, head_dim=16),
+        "olmo": lm(T.OlmoConfig, T.OlmoForCausalLM, num_key_value_heads=2),
+        "gptj": lambda: T.GPTJForCausalLM(T.GPTJConfig(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=128)),
+        "gpt_bigcode": lambda: T.GPTBigCodeForCausalLM(T.GPTBigCodeConfig(
+            vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=128, multi_query=True)),
+        **{name: lambda c=config, m=model, e=extra: m(c(
+            vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=112, max_position_embeddings=130, **e))
+           for name, config, model, extra in [
+               ("roberta", T.RobertaConfig, T.RobertaModel, {}),
+               ("xlm_roberta", T.XLMRobertaConfig, T.XLMRobertaModel, {}),
+               ("mpnet", T.MPNetConfig, T.MPNetModel, {}),
+               ("albert", T.AlbertConfig, T.AlbertModel, {"embedding_size": 32}),
+               ("electra", T.ElectraConfig, T.ElectraModel, {"embedding_size": 32}),
+               ("deberta_v2", T.DebertaV2Config, T.DebertaV2Model, {
+                   "relative_attention": True, "position_buckets": 16,
+                   "pos_att_type": ["p2c", "c2p"]})]},
+        "deit": lambda: T.DeiTModel(T.DeiTConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112,
+            image_size=32, patch_size=8)),
+        "beit": lambda: T.BeitModel(T.BeitConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112,
+            image_size=32, patch_size=8, use_relative_position_bias=True)),
+        "dinov2": lambda: T.Dinov2Model(T.Dinov2Config(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2,
+            image_size=32, patch_size=8)),
+        "clip_vision": lambda: T.CLIPVisionModel(T.CLIPVisionConfig(
+            hidden_size=64, intermediate_size=112, num_hidden_layers=2, num_attention_heads=4,
+            image_size=32, patch_size=8)),
+        "swin": lambda: T.SwinModel(T.SwinConfig(
+            image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 4],
+            window_size=4)),
+        "convnext": lambda: T.ConvNextModel(T.ConvNextConfig(
+            hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1])),
+        "resnet_hf": lambda: T.ResNetModel(T.ResNetConfig(
+            embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1])),
+        "poolformer": lambda: T.PoolFormerModel(T.PoolFormerConfig(
+            hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1])),
+        "segformer": lambda: T.SegformerModel(T.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+            num_attention_heads=[1, 2], patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])),
+        "wav2vec2": lambda: T.Wav2Vec2Model(T.Wav2Vec2Config(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)),
+        "whisper_encoder": lambda: T.WhisperModel(T.WhisperConfig(
+            vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=1,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=112,
+            decoder_ffn_dim=112, num_mel_bins=16, max_source_positions=32,
+            max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+            decoder_start_token_id=1)).get_encoder(),
     }
+
+
+# image models: the side of their square input (pixels in [1, 3, side, side]); audio models:
+# their input's shape
+IMAGES = {"vit": 32, "deit": 32, "beit": 32, "dinov2": 32, "clip_vision": 32, "swin": 32,
+          "convnext": 64, "resnet_hf": 64, "poolformer": 64, "segformer": 64}
+AUDIO = {"wav2vec2": (1, 400), "whisper_encoder": (1, 16, 64)}
 
 
 def wrapped(name: str, dtype: str = "f32"):
@@ -82,7 +146,7 @@ def wrapped(name: str, dtype: str = "f32"):
             self.model = model
 
         def forward(self, x):
-            if name == "vit":
+            if name in IMAGES:
                 return self.model(pixel_values=x, return_dict=False)[0]
             return self.model(x, return_dict=False)[0]
 
@@ -91,8 +155,12 @@ def wrapped(name: str, dtype: str = "f32"):
     model.config.use_cache = False
     torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     model = model.to(torch_dtype)
-    x = torch.randn(1, 3, 32, 32, dtype=torch_dtype) if name == "vit" else \
-        torch.randint(0, VOCAB, (1, 13))
+    if name in IMAGES:
+        x = torch.randn(1, 3, IMAGES[name], IMAGES[name], dtype=torch_dtype)
+    elif name in AUDIO:
+        x = torch.randn(*AUDIO[name], dtype=torch_dtype)
+    else:
+        x = torch.randint(0, VOCAB, (1, 13))
     return First(model.eval()), x
 
 

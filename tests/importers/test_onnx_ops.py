@@ -317,3 +317,26 @@ def test_matmul_of_a_vector_and_a_stack(shape_a, shape_b):
     (got,), (runtime,) = pyree_and_onnxruntime(proto, a, b)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, runtime, rtol=1e-5, atol=1e-6)
+
+
+def test_topk_and_clip_of_uint8():
+    """TopK and Clip of uint8 values with the top bit set (torch-mlir ordered them as signed:
+    TopK picked 127 over 200, Clip's bound 128 read as -128), as onnxruntime gives. (Neither
+    torch-mlir's Cast nor onnxruntime's TopK takes the wider unsigned types.)"""
+    elem, dtype = TensorProto.UINT8, np.uint8
+    rng = np.random.default_rng(15)
+    top = np.iinfo(dtype).max
+    x = rng.integers(0, top, (3, 7), dtype=dtype, endpoint=True)
+    x[0, :3] = [top, top // 2, top // 2 + 1]
+    low, high = np.array(top // 2 + 1, dtype), np.array(top - 3, dtype)
+    k = np.array([3], np.int64)
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
+             helper.make_node("Clip", ["x", "low", "high"], ["c"])]
+    proto = model(nodes, [("x", elem, x.shape), ("k", TensorProto.INT64, k.shape),
+                          ("low", elem, ()), ("high", elem, ())],
+                  [("v", elem, (3, 3)), ("i", TensorProto.INT64, (3, 3)), ("c", elem, x.shape)],
+                  opset=18)
+    got, want = pyree_and_onnxruntime(proto, x, k, low, high)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

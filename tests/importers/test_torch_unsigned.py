@@ -67,3 +67,90 @@ def test_run_module_prints_uint8_results(tmp_path):
                           f"--input=3x4xf32={values(x)}"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "result[0]: hal.buffer_view\n3x4xui8=[255 " in out.stdout
+
+
+U8_OPS = {  # computations on uint8 tensors that torch-mlir read as signed (or crashed on)
+    "sum": lambda a, b: a.sum(1),
+    "compare_with_128": lambda a, b: torch.where(a > 128, a, b),
+    "equal_255": lambda a, b: a == 255,
+    "true_division": lambda a, b: a / (b + 1),
+    "floor_division_and_remainder": lambda a, b: a // (b + 1) * 7 + a % (b + 1),
+    "sort_and_topk": lambda a, b: torch.sort(a, 1).values[:, :5] + torch.topk(b, 5, 1).values,
+    "abs_max_min": lambda a, b: torch.abs(a) + torch.maximum(a, b) - a.amin(1, keepdim=True),
+    "min_of_all": lambda a, b: a.min(),   # crashed the process
+    "wrapping_arithmetic": lambda a, b: a * b - (a << 3) + ~b + (-a),
+    "float_to_uint8": lambda a, b: (a.float() * 1.7 - 60).to(torch.uint8),
+    "mixed_with_int8": lambda a, b: a + b.to(torch.int8),   # promotes to int16
+    "cumsum_and_argmax": lambda a, b: a.cumsum(1) + a.argmax(1, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", list(U8_OPS))
+def test_uint8_computation_matches_pytorch(name):
+    """importers/torch_uint8.py: uint8 values computed on int16, masked where PyTorch's uint8
+    arithmetic wraps; every value past 127 included, results of PyTorch's dtype."""
+    import pyree.runtime as rt
+    fn = U8_OPS[name]
+
+    class Fn(torch.nn.Module):
+        def forward(self, a, b):
+            return fn(a, b)
+    rng = np.random.default_rng(3)
+    a = torch.from_numpy(rng.integers(0, 256, (3, 9), dtype=np.uint8))
+    b = torch.from_numpy(rng.integers(0, 256, (3, 9), dtype=np.uint8))
+    a[0, :4] = torch.tensor([0, 127, 128, 255], dtype=torch.uint8)
+    module = rt.load_module(compile_str(import_torch(Fn(), a, b),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = module["main"](a.numpy(), b.numpy()).to_host()
+    want = fn(a, b).numpy()
+    assert got.dtype == want.dtype
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_program_without_uint8_is_left_as_it_is():
+    from pyree.compiler.importers.torch_uint8 import widen_uint8
+
+    class Fn(torch.nn.Module):
+        def forward(self, x):
+            return (x * 2).to(torch.int8)
+    program = torch.export.export(Fn(), (torch.randn(4),), strict=False)
+    before = str(program.graph)
+    assert widen_uint8(program, caller_owned=False) is program and str(program.graph) == before
+
+
+class Preprocess(torch.nn.Module):
+    """A uint8 image through a uint8 lookup-table buffer, then normalised into a convolution;
+    a count and a maximum of the raw pixels beside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.register_buffer("lut", torch.arange(256, dtype=torch.uint8).flip(0))
+
+    def forward(self, image):
+        x = self.lut[image.long()]
+        return self.conv((x.float() / 255 - 0.5) / 0.25), (image > 200).sum(), image.max()
+
+
+def test_a_uint8_image_model_with_a_uint8_buffer_and_a_run_time_batch():
+    import pyree.runtime as rt
+    torch.manual_seed(0)
+    model = Preprocess().eval()
+    image = torch.randint(0, 256, (2, 3, 9, 9), dtype=torch.uint8)
+    batch = torch.export.Dim("batch", min=1, max=8)
+    text = import_torch(model, image, dynamic_shapes={"image": {0: batch}})
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    for n in (1, 3):
+        image = torch.randint(0, 256, (n, 3, 9, 9), dtype=torch.uint8)
+        got = [r.to_host() for r in module["main"](image.numpy())]
+        with torch.no_grad():
+            want = [t.numpy() for t in model(image)]
+        assert [g.dtype for g in got] == [w.dtype for w in want]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[2], want[2])

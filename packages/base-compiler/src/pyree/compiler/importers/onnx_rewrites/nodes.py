@@ -6,6 +6,8 @@
   operands' own type: a divisor with its top bit set divides at most once (``a >= b``); any
   other divides ``a >> 1`` exactly as signed division does, and doubling that quotient leaves
   a remainder that ``b`` divides at most once more.
+- TopK and Clip of UINT8: torch-mlir orders them as signed (TopK picked 127 over 200); they
+  run on INT32 (Cast there and back).
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
 - LpNormalization: torch-mlir divides by the norm unguarded, NaN for an all-zero slice where
@@ -161,6 +163,29 @@ def _unsigned_division(n: Nodes, types: dict):
     if node.op_type == "Mod":
         n.op("Mul", ["q", b], "qb")
         n.op("Sub", [a, "qb"], y)
+    return n.nodes
+
+
+def _unsigned_order(n: Nodes, types: dict):
+    """TopK and Clip of UINT8 on INT32 and back (torch-mlir orders uint8 as signed: TopK
+    picked 127 over 200, Clip's bound 128 read as -128; it casts to no wider unsigned type, so
+    UINT16 and UINT32 are left as they are)."""
+    import onnx
+
+    T = onnx.TensorProto
+    elem = types.get(n.node.input[0])
+    wide = {T.UINT8: T.INT32}.get(elem)
+    if wide is None:
+        return None
+    take = [0] if n.node.op_type == "TopK" else range(len(n.inputs))  # (TopK's k is INT64)
+    inputs = [n.op("Cast", [x], f"wide{i}", to=wide) if i in take and x else x
+              for i, x in enumerate(n.inputs)]
+    outputs = ["wide_out", *n.outputs[1:]]
+    n.nodes.append(onnx.helper.make_node(n.node.op_type, [n.name(x) for x in inputs],
+                                         [n.name(x) for x in outputs],
+                                         name=n.node.name, domain=n.node.domain))
+    n.nodes[-1].attribute.extend(n.node.attribute)
+    n.op("Cast", ["wide_out"], n.outputs[0], to=elem)
     return n.nodes
 
 
@@ -510,4 +535,5 @@ _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_di
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
-          "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector}
+          "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
+          "TopK": _unsigned_order, "Clip": _unsigned_order}
