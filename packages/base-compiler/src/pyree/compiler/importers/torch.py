@@ -16,7 +16,7 @@ import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
-from pyree.compiler.importers import unsigned
+from pyree.compiler.importers import torch_semantics, unsigned
 from pyree.compiler.importers.torch_uint8 import widen_uint8
 
 
@@ -187,14 +187,16 @@ def _with_bounds(text: str, bounds: dict, function_name: str) -> str:
 
 
 def _decompositions() -> dict:
-    """torch-mlir's decomposition table, plus PyTorch's own decomposition of ``aten.gelu``:
-    torch-mlir's lowering of its tanh form takes sqrt(2/pi) as 0.797724 (pi as 22/7), a
-    relative error up to 1e-3 in the negative tail that PyTorch's constants do not have."""
+    """torch-mlir's decomposition table, plus PyTorch's own decomposition of ``aten.gelu``
+    (torch-mlir's lowering of its tanh form takes sqrt(2/pi) as 0.797724, pi as 22/7: a
+    relative error up to 1e-3 in the negative tail that PyTorch's constants do not have) and
+    pyree's own where torch-mlir's lowering loses PyTorch's answer (``torch_semantics``)."""
     import torch
     from torch._decomp import get_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu])}
+    return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu]),
+            **torch_semantics.decompositions()}
 
 
 def drop_blobs(text: str, dropped) -> str:

@@ -1,0 +1,66 @@
+"""Ops whose torch-mlir lowering loses PyTorch's answer, imported with pyree's decompositions
+(importers/torch_semantics.py), on local-task against PyTorch: NaN through clamp, hardtanh
+(ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, and integer floor
+division of int64 values past 2^53."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tooling
+from pyree.compiler import CompileOptions, compile_str, import_torch
+
+torch = tooling.require_module("torch")
+tooling.require_module("torch_mlir")
+F = torch.nn.functional
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+
+NAN, INF = float("nan"), float("inf")
+X = torch.tensor([[1.0, NAN, 3.0, -INF, 0.25], [2.0, 2.0, -0.0, 0.0, 7.0],
+                  [NAN, NAN, 1.0, INF, -3.0], [5.0, -1.0, INF, 4.0, -0.5]])
+BIG = torch.tensor([2**62, -2**62, 2**53 + 1, -(2**53) - 3, -7, 9, 0, 2**63 - 1],
+                   dtype=torch.int64)
+DIVISORS = torch.tensor([-7, 3, 2, -3, 2, -4, 5, 1000003], dtype=torch.int64)
+
+CASES = {  # name -> (function, inputs)
+    "nan_test_by_self_comparison": (lambda x: torch.where(x != x, torch.zeros_like(x), x)
+                                    + (x == x).float(), (X,)),
+    "clamp_scalar_bounds": (lambda x: torch.clamp(x, -1.0, 2.0) + torch.clamp(x, min=0.5), (X,)),
+    "clamp_tensor_bounds": (lambda x: torch.clamp(x, min=x.flip(0), max=x.flip(1) + 3), (X,)),
+    "relu6_and_hardtanh": (lambda x: F.relu6(x) + F.hardtanh(x, -0.5, 0.5), (X,)),
+    "maximum_and_minimum": (lambda x: torch.maximum(x, x.flip(0)) - torch.minimum(x.flip(1), x),
+                            (X,)),
+    "isfinite": (lambda x: torch.isfinite(x), (X,)),
+    "int64_floor_division": (lambda a, b: a // b + torch.floor_divide(a, -7)
+                             + torch.div(a, 3, rounding_mode="floor"), (BIG, DIVISORS)),
+    "int32_floor_division": (lambda a: torch.floor_divide(a, 3) - a // -2,
+                             (torch.tensor([-7, 7, -1, 0, 2**31 - 1, -2**31], dtype=torch.int32),)),
+}
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_pytorch(name):
+    import pyree.runtime as rt
+    fn, args = CASES[name]
+    module = rt.load_module(compile_str(import_torch(Fn(fn), *args),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = module["main"](*[a.numpy() for a in args]).to_host()
+    with torch.no_grad():
+        want = fn(*args).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
