@@ -340,3 +340,25 @@ def test_topk_and_clip_of_uint8():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
+
+
+def test_nan_through_max_min_clip_sign_and_equal_to_itself():
+    """A NaN input gives NaN through Max, Min (either operand), Clip and Sign, and Equal of a
+    value with itself is false at NaN, as onnxruntime gives (torch-mlir's compares had lost the
+    NaN, and it folded Equal(x, x) to true)."""
+    nan, inf = np.nan, np.inf
+    x = np.array([[1.0, nan, 3.0, -inf, 0.25], [2.0, 2.0, -0.0, 0.0, 7.0],
+                  [nan, nan, 1.0, inf, -3.0]], np.float32)
+    y = x[::-1].copy()
+    low, high = np.array(-1.0, np.float32), np.array(2.0, np.float32)
+    nodes = [helper.make_node("Max", ["x", "y"], ["max"]), helper.make_node("Min", ["y", "x"], ["min"]),
+             helper.make_node("Clip", ["x", "low", "high"], ["clip"]),
+             helper.make_node("Sign", ["x"], ["sign"]), helper.make_node("Equal", ["x", "x"], ["same"])]
+    f = TensorProto.FLOAT
+    proto = model(nodes, [("x", f, x.shape), ("y", f, y.shape), ("low", f, ()), ("high", f, ())],
+                  [("max", f, x.shape), ("min", f, x.shape), ("clip", f, x.shape),
+                   ("sign", f, x.shape), ("same", TensorProto.BOOL, x.shape)], opset=18)
+    got, want = pyree_and_onnxruntime(proto, x, y, low, high)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

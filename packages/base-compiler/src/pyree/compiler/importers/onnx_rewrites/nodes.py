@@ -8,6 +8,8 @@
   a remainder that ``b`` divides at most once more.
 - TopK and Clip of UINT8: torch-mlir orders them as signed (TopK picked 127 over 200); they
   run on INT32 (Cast there and back).
+- Max, Min, Clip and Sign of floats with a NaN input: torch-mlir's compares lost the NaN; the
+  result is NaN where any input is. Equal of a value with itself (folded to true): not IsNaN.
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
   every value from 128 up; a Cast to INT32 first makes the last step an integer truncation.
 - LpNormalization: torch-mlir divides by the norm unguarded, NaN for an all-zero slice where
@@ -187,6 +189,45 @@ def _unsigned_order(n: Nodes, types: dict):
     n.nodes[-1].attribute.extend(n.node.attribute)
     n.op("Cast", ["wide_out"], n.outputs[0], to=elem)
     return n.nodes
+
+
+def _keeps_nan(n: Nodes, types: dict):
+    """Max, Min, Clip and Sign of floats with a NaN input give NaN, as onnxruntime and ONNX's
+    reference do (torch-mlir's compares dropped a NaN in Max's first operand and turned Clip's
+    and Sign's into a bound or 0); Equal of a value with itself is ``not IsNaN`` (torch-mlir
+    folded it to true)."""
+    node = n.node
+    if types.get(node.input[0]) not in _FLOATS:
+        return None
+    if node.op_type == "Equal":
+        if node.input[0] != node.input[1]:
+            return None
+        n.op("IsNaN", [n.inputs[0]], "nan")
+        n.op("Not", ["nan"], n.outputs[0])
+        return n.nodes
+    checked = [x for x in (n.inputs if node.op_type in ("Max", "Min") else n.inputs[:1]) if x]
+    n.nodes.append(_renamed(node, n, "plain"))
+    for i, x in enumerate(checked):
+        n.op("IsNaN", [x], f"nan{i}")
+        if i:
+            n.op("Or", [f"any{i - 1}" if i > 1 else "nan0", f"nan{i}"], f"any{i}")
+    anywhere = f"any{len(checked) - 1}" if len(checked) > 1 else "nan0"
+    n.op("Sum", checked, "nans")  # NaN wherever an input is (broadcast as the op broadcasts)
+    n.op("Where", [anywhere, "nans", "plain"], n.outputs[0])
+    return n.nodes
+
+
+def _clip(n: Nodes, types: dict):
+    return _unsigned_order(n, types) or _keeps_nan(n, types)
+
+
+def _renamed(node, n: Nodes, output: str):
+    """``node`` itself with its (first) output named ``output`` of ``n``."""
+    import onnx
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.output[0] = n.name(output)
+    return copy
 
 
 def _qlinear_matmul(n: Nodes, types: dict):
@@ -536,4 +577,6 @@ _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_di
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
-          "TopK": _unsigned_order, "Clip": _unsigned_order}
+          "TopK": _unsigned_order, "Clip": _clip, "Max": _keeps_nan, "Min": _keeps_nan,
+          "Sign": _keeps_nan, "Equal": _keeps_nan}
+
