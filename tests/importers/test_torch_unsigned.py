@@ -1,4 +1,5 @@
-"""PyTorch uint8 arguments and results keep their type through the import (importers/unsigned.py):
+"""PyTorch uint8 and int8 programs: uint8 arguments and results keep their type through the import
+(importers/unsigned.py), and 8-bit values are computed on int16 (importers/torch_bytes.py):
 torch-mlir's linalg output is signless, and the results had come back as int8 (255 read as
 -1); now the module's signature says ui8, the runtime returns uint8 arrays, and the values are
 PyTorch's, with a dim at run time too and through pyree-run-module's printing."""
@@ -87,7 +88,7 @@ U8_OPS = {  # computations on uint8 tensors that torch-mlir read as signed (or c
 
 @pytest.mark.parametrize("name", list(U8_OPS))
 def test_uint8_computation_matches_pytorch(name):
-    """importers/torch_uint8.py: uint8 values computed on int16, masked where PyTorch's uint8
+    """importers/torch_bytes.py: uint8 values computed on int16, masked where PyTorch's uint8
     arithmetic wraps; every value past 127 included, results of PyTorch's dtype."""
     import pyree.runtime as rt
     fn = U8_OPS[name]
@@ -111,15 +112,15 @@ def test_uint8_computation_matches_pytorch(name):
         np.testing.assert_array_equal(got, want)
 
 
-def test_a_program_without_uint8_is_left_as_it_is():
-    from pyree.compiler.importers.torch_uint8 import widen_uint8
+def test_a_program_without_8_bit_integers_is_left_as_it_is():
+    from pyree.compiler.importers.torch_bytes import widen_bytes
 
     class Fn(torch.nn.Module):
         def forward(self, x):
-            return (x * 2).to(torch.int8)
+            return (x * 2).to(torch.int16)
     program = torch.export.export(Fn(), (torch.randn(4),), strict=False)
     before = str(program.graph)
-    assert widen_uint8(program, caller_owned=False) is program and str(program.graph) == before
+    assert widen_bytes(program, caller_owned=False) is program and str(program.graph) == before
 
 
 class Preprocess(torch.nn.Module):
@@ -154,3 +155,30 @@ def test_a_uint8_image_model_with_a_uint8_buffer_and_a_run_time_batch():
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[2], want[2])
+
+
+I8_OPS = {  # int8 ops that crashed the process in torch-mlir (segmentation faults), and a few more
+    "times_a_scalar": lambda a: a * 3,
+    "floor_division_and_remainder": lambda a: a // 3 * 10 + a % 3,
+    "max_of_all": lambda a: a.max(),
+    "wrapping": lambda a: a * a - (a << 2) + (-a),
+    "abs_sort": lambda a: torch.sort(torch.abs(a), 1).values,   # abs(-128) wraps to -128
+}
+
+
+@pytest.mark.parametrize("name", list(I8_OPS))
+def test_int8_computation_matches_pytorch(name):
+    """importers/torch_bytes.py computes int8 on int16 too, wrapped into int8's range."""
+    import pyree.runtime as rt
+    fn = I8_OPS[name]
+
+    class Fn(torch.nn.Module):
+        def forward(self, a):
+            return fn(a)
+    a = torch.tensor([[-128, 127, -1, 5, 0, 64], [100, -100, 64, -64, 1, -7]], dtype=torch.int8)
+    module = rt.load_module(compile_str(import_torch(Fn(), a),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got, want = module["main"](a.numpy()).to_host(), fn(a).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

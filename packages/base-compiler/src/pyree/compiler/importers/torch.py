@@ -17,7 +17,7 @@ import re
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
 from pyree.compiler.importers import torch_semantics, unsigned
-from pyree.compiler.importers.torch_uint8 import widen_uint8
+from pyree.compiler.importers.torch_bytes import widen_bytes
 
 
 def import_torch(module, *example_args, function_name: str = "main",
@@ -44,7 +44,7 @@ def import_torch(module, *example_args, function_name: str = "main",
         program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes,
                                       strict=False)
         _lift_non_persistent_buffers(program)
-    program = widen_uint8(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
+    program = widen_bytes(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
     named = {} if parameter_scope is None else _state_dict_keys(module)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
