@@ -1,5 +1,6 @@
-"""The uint8 and special-value import cases of tests/importers (test_torch_unsigned.py's U8_OPS,
-test_torch_semantics.py's CASES) on the GPU drivers, where torch-mlir is not installed.
+"""The 8-bit and special-value import cases of tests/importers (test_torch_unsigned.py's U8_OPS
+and I8_OPS, test_torch_semantics.py's CASES) on the GPU drivers, where torch-mlir is not
+installed.
 
     python3 bench/gpu/import_semantics.py build DIR     # here: modules for cuda (sm_90) and
                                                        # vulkan (hopper), inputs, PyTorch's outputs
@@ -23,13 +24,15 @@ def build(out: Path) -> None:
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/importers")]
     from pyree.compiler import CompileOptions, compile_str, import_torch
     from test_torch_semantics import CASES, Fn
-    from test_torch_unsigned import U8_OPS
+    from test_torch_unsigned import I8_OPS, U8_OPS
 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(3)
     a, b = (torch.from_numpy(rng.integers(0, 256, (3, 9), dtype=np.uint8)) for _ in range(2))
     a[0, :4] = torch.tensor([0, 127, 128, 255], dtype=torch.uint8)
+    c = torch.tensor([[-128, 127, -1, 5, 0, 64], [100, -100, 64, -64, 1, -7]], dtype=torch.int8)
     entries = {**{f"u8_{k}": (f, (a, b)) for k, f in U8_OPS.items()},
+               **{f"i8_{k}": (f, (c,)) for k, f in I8_OPS.items()},
                **{f"sem_{k}": case for k, case in CASES.items()}}
     targets = {"cuda": CompileOptions(target_backends=["cuda"], cuda_target="sm_90"),
                "vulkan": CompileOptions(target_backends=["vulkan-spirv"],
