@@ -1,7 +1,7 @@
 """Ops whose torch-mlir lowering loses PyTorch's answer, imported with pyree's decompositions
 (importers/torch_semantics.py), on local-task against PyTorch: NaN through clamp, hardtanh
 (ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, argmax/argmin of rows
-with NaN, and integer floor division of int64 values past 2^53."""
+with NaN, indexing by int32 tensors, and integer floor division of int64 values past 2^53."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ CASES = {  # name -> (function, inputs)
                           + torch.argmax(x.T, 0, keepdim=True)[0] * 1000, (X,)),
     "int64_floor_division": (lambda a, b: a // b + torch.floor_divide(a, -7)
                              + torch.div(a, 3, rounding_mode="floor"), (BIG, DIVISORS)),
+    "int32_index_tensors": (lambda x, i: x[i] + x[:, i[:5] % 5].sum(0), (
+        torch.arange(20.0).reshape(4, 5), torch.tensor([3, 0, 2, 2, 1, 3], dtype=torch.int32))),
     "int32_floor_division": (lambda a: torch.floor_divide(a, 3) - a // -2,
                              (torch.tensor([-7, 7, -1, 0, 2**31 - 1, -2**31], dtype=torch.int32),)),
 }

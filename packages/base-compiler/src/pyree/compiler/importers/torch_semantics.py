@@ -16,6 +16,8 @@ session):
   NaN and its index then stays where it was (row [1, nan, 3] gave 0); PyTorch answers the first
   NaN's index. The index of the extreme with NaN read as -inf (+inf), and the first NaN's where
   the slice has one.
+- indexing with int32 index tensors (``x[i]``, which PyTorch takes): torch-mlir does not
+  lower it; the indices are widened to int64 first.
 - floor division of integers: lowered through f64 (``sitofp``, ``divf``, ``floor``), wrong for
   int64 values past 2^53; computed as truncating division corrected by the remainder's sign.
 """
@@ -33,6 +35,7 @@ def decompositions() -> dict:
             aten.maximum.default: _nan_or("gt"), aten.minimum.default: _nan_or("lt"),
             aten.floor_divide.default: _floor_divide,
             aten.argmax.default: _arg_extreme(True), aten.argmin.default: _arg_extreme(False),
+            aten.index.Tensor: _index,
             aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode}
 
 
@@ -117,6 +120,14 @@ def _arg_extreme(largest: bool):
         has_nan = nan.any() if dim is None else nan.any(dim, keepdim)
         return torch.where(has_nan, first_nan, plain)
     return arg
+
+
+def _index(x, indices):
+    import torch
+    if not any(i is not None and i.dtype == torch.int32 for i in indices):
+        return NotImplemented
+    return torch.ops.aten.index.Tensor(x, [i.long() if i is not None and i.dtype == torch.int32
+                                           else i for i in indices])
 
 
 def _floor_divide(a, b):
