@@ -64,3 +64,26 @@ def test_special_values(name):
         want = fn(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert (np.signbit(got) == np.signbit(want)).all()
+
+
+class IndexedByABuffer(torch.nn.Module):
+    """A learned table indexed by a buffer of positions (Swin's relative position bias):
+    torch-mlir's importer put the buffer's tensor itself into ``index``'s list of indices and
+    refused it ("Heterogeneous lists are not supported")."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(13, 2))
+        self.register_buffer("positions", torch.randint(0, 13, (4, 4)))
+
+    def forward(self, x):
+        return x + self.table[self.positions].permute(2, 0, 1)
+
+
+def test_a_table_indexed_by_a_buffer():
+    torch.manual_seed(0)
+    model, x = IndexedByABuffer().eval(), torch.randn(2, 4, 4)
+    got = run(model, (x,))
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -46,16 +46,25 @@ def import_torch(module, *example_args, function_name: str = "main",
         _lift_non_persistent_buffers(program)
     program = widen_bytes(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
     named = {} if parameter_scope is None else _state_dict_keys(module)
+    # torch-mlir's own first step, taken here so that what it leaves can be mended (a new
+    # program: the caller's is not changed)
+    program = program.run_decompositions(_decompositions())
+    _lift_listed_constants(program)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
                                         func_name=function_name, hooks=_weights_hooks(named),
-                                        decomposition_table=_decompositions())
+                                        decomposition_table={})
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
         lines = [line for line in str(err).splitlines()
                  if line.strip() and not line.startswith(("$ torch-mlir-opt", "Add '", "For Torch"))]
         raise CompileError("torch-mlir could not lower the module to linalg-on-tensors: "
                            + "\n".join(lines)) from None
+    except (AssertionError, KeyError, NotImplementedError, RuntimeError, TypeError,
+            ValueError) as err:  # torch-mlir's FX importer on a graph form it does not take
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise CompileError(f"torch-mlir's importer cannot take the exported program: "
+                           f"{type(err).__name__}: {first}") from err
     text = _with_bounds(str(imported), _dim_bounds(program), function_name)
     text = unsigned.restore(text, function_name, *_unsigned_types(program))
     return text if parameter_scope is None else externalize(text, parameter_scope, named)
@@ -95,6 +104,38 @@ def _lift_non_persistent_buffers(program) -> None:
         if spec.kind == InputKind.BUFFER and spec.persistent is False and spec.target in constants:
             state[spec.target] = constants.pop(spec.target)
             specs[i] = dataclasses.replace(spec, persistent=True)
+
+
+def _lift_listed_constants(program) -> None:
+    """Each weight, buffer or constant that a list argument names directly (torchvision's Swin
+    indexes its bias table by a buffer: ``index(table, [relative_position_index])``) read
+    through a copy instead: torch-mlir's importer puts such a placeholder's tensor itself into
+    the list, then refuses it ("Heterogeneous lists are not supported: expected vtensor, got
+    <class 'torch.Tensor'>")."""
+    import torch
+    graph = program.graph_module.graph
+    frozen = {n for n in graph.nodes if n.op == "placeholder"
+              and n.name not in program.graph_signature.user_inputs}
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        args = list(node.args)
+        for i, arg in enumerate(args):
+            if isinstance(arg, (list, tuple)) and any(a in frozen for a in arg):
+                items = []
+                for a in arg:
+                    if a in frozen:
+                        with graph.inserting_before(node):
+                            copy = graph.call_function(torch.ops.aten.clone.default, (a,))
+                        copy.meta["val"] = a.meta.get("val")
+                        a = copy
+                    items.append(a)
+                args[i] = type(arg)(items)
+                changed = True
+        node.args = tuple(args)
+    if changed:
+        program.graph_module.recompile()
 
 
 def _state_dict_keys(module) -> dict:
