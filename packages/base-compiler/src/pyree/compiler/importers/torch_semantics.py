@@ -12,10 +12,6 @@ session):
 - ``isfinite``: torch-mlir has no lowering for it; ``not (isnan or isinf)``.
 - ``maximum`` and ``minimum`` of floats: lowered as ``a >o b ? a : b``, so a NaN in ``a``
   came out as ``b``; a NaN in either operand gives NaN, as in PyTorch.
-- ``argmax`` and ``argmin`` of floats: torch-mlir's running maximum turns NaN at the first
-  NaN and its index then stays where it was (row [1, nan, 3] gave 0); PyTorch answers the first
-  NaN's index. The index of the extreme with NaN read as -inf (+inf), and the first NaN's where
-  the slice has one.
 - indexing with int32 index tensors (``x[i]``, which PyTorch takes): torch-mlir does not
   lower it; the indices are widened to int64 first.
 - floor division of integers: lowered through f64 (``sitofp``, ``divf``, ``floor``), wrong for
@@ -34,7 +30,6 @@ def decompositions() -> dict:
             aten.hardtanh.default: _hardtanh, aten.isfinite.default: _isfinite,
             aten.maximum.default: _nan_or("gt"), aten.minimum.default: _nan_or("lt"),
             aten.floor_divide.default: _floor_divide,
-            aten.argmax.default: _arg_extreme(True), aten.argmin.default: _arg_extreme(False),
             aten.index.Tensor: _index,
             aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode}
 
@@ -97,29 +92,6 @@ def _nan_or(order: str):
         pick = torch.where(getattr(torch, order)(a, b), a, b)
         return torch.where(torch.isnan(a) | torch.isnan(b), a + b, pick)
     return extreme
-
-
-_TRACING_ARG = []  # set while an _arg_extreme calls the op it stands for (on NaN-free values)
-
-
-def _arg_extreme(largest: bool):
-    def arg(x, dim=None, keepdim=False):
-        import math
-
-        import torch
-        if not _is_float(x) or _TRACING_ARG:
-            return NotImplemented
-        op = torch.argmax if largest else torch.argmin
-        nan = torch.isnan(x)
-        _TRACING_ARG.append(True)
-        try:
-            plain = op(torch.where(nan, -math.inf if largest else math.inf, x), dim, keepdim)
-        finally:
-            _TRACING_ARG.pop()
-        first_nan = torch.argmax(nan.to(torch.int32), dim, keepdim)
-        has_nan = nan.any() if dim is None else nan.any(dim, keepdim)
-        return torch.where(has_nan, first_nan, plain)
-    return arg
 
 
 def _index(x, indices):
