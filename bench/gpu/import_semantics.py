@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def build(out: Path) -> None:
     import torch
     sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests/importers")]
+    from importers.test_torch_less_common_forms import Fn
     from pyree.compiler import CompileOptions, compile_str, import_torch
-    from test_torch_semantics import CASES, Fn
+    from test_torch_semantics import CASES
     from test_torch_unsigned import I8_OPS, U8_OPS
 
     out.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tooling
+from importers.test_torch_less_common_forms import Fn
 from pyree.compiler import CompileOptions, compile_str, import_torch
 
 torch = tooling.require_module("torch")
@@ -37,15 +38,6 @@ CASES = {  # name -> (function, inputs)
     "int32_floor_division": (lambda a: torch.floor_divide(a, 3) - a // -2,
                              (torch.tensor([-7, 7, -1, 0, 2**31 - 1, -2**31], dtype=torch.int32),)),
 }
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 @pytest.mark.parametrize("name", list(CASES))

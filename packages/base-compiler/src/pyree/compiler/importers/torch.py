@@ -116,24 +116,28 @@ def _lift_listed_constants(program) -> None:
     graph = program.graph_module.graph
     frozen = {n for n in graph.nodes if n.op == "placeholder"
               and n.name not in program.graph_signature.user_inputs}
+    def named(a) -> bool:
+        return isinstance(a, torch.fx.Node) and a in frozen
+
     changed = False
     for node in list(graph.nodes):
-        if node.op != "call_function":
+        if node.op != "call_function" or not any(
+                isinstance(arg, (list, tuple)) and any(map(named, arg)) for arg in node.args):
             continue
         args = list(node.args)
         for i, arg in enumerate(args):
-            if isinstance(arg, (list, tuple)) and any(a in frozen for a in arg):
+            if isinstance(arg, (list, tuple)) and any(map(named, arg)):
                 items = []
                 for a in arg:
-                    if a in frozen:
+                    if named(a):
                         with graph.inserting_before(node):
                             copy = graph.call_function(torch.ops.aten.clone.default, (a,))
                         copy.meta["val"] = a.meta.get("val")
                         a = copy
                     items.append(a)
                 args[i] = type(arg)(items)
-                changed = True
         node.args = tuple(args)
+        changed = True
     if changed:
         program.graph_module.recompile()
 

@@ -579,4 +579,3 @@ _RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_di
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
           "TopK": _unsigned_order, "Clip": _clip, "Max": _keeps_nan, "Min": _keeps_nan,
           "Sign": _keeps_nan, "Equal": _keeps_nan}
-
