@@ -16,6 +16,15 @@ session):
   lower it; the indices are widened to int64 first.
 - floor division of integers: lowered through f64 (``sitofp``, ``divf``, ``floor``), wrong for
   int64 values past 2^53; computed as truncating division corrected by the remainder's sign.
+
+And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
+
+- ``pow`` of integers (``a ** 2``, ``torch.square``, ``torch.pow(a, b)``, ``2 ** a``): square
+  and multiply, wrapping as PyTorch's does; a negative exponent gives what PyTorch gives (1 for
+  a base of 1, +-1 for -1, else 0).
+- ``fmod`` of integers: the truncating division's remainder.
+- ``bitwise_and/or/xor`` and ``bitwise_left/right_shift`` with a Python int on either side
+  (``a ^ 3``, ``5 >> a``): the Tensor form, the int as a tensor of the result's type.
 """
 
 from __future__ import annotations
@@ -31,7 +40,15 @@ def decompositions() -> dict:
             aten.maximum.default: _nan_or("gt"), aten.minimum.default: _nan_or("lt"),
             aten.floor_divide.default: _floor_divide,
             aten.index.Tensor: _index,
-            aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode}
+            aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode,
+            aten.pow.Tensor_Scalar: _int_pow, aten.pow.Tensor_Tensor: _int_pow,
+            aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _int_fmod, aten.fmod.Tensor: _int_fmod,
+            **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
+               for name in ("and", "or", "xor", "left_shift", "right_shift")
+               for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
+               if hasattr(getattr(aten, f"bitwise_{name}"), form)},
+            **{getattr(getattr(aten, f"__{op}shift__"), form): _bitwise_with_int(f"{side}_shift")
+               for op, side in (("l", "left"), ("r", "right")) for form in ("Tensor", "Scalar")}}
 
 
 def _is_float(x) -> bool:
@@ -115,3 +132,61 @@ def _div_mode(a, b, *, rounding_mode=None):
     if rounding_mode != "floor":
         return NotImplemented
     return _floor_divide(a, b)
+
+
+def _is_int(x) -> bool:
+    """An integer tensor or Python int (bool is neither: PyTorch treats it apart)."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        return not x.dtype.is_floating_point and not x.dtype.is_complex and x.dtype != torch.bool
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _int_pow(base, exponent):
+    import torch
+    if not (_is_int(base) and _is_int(exponent)):
+        return NotImplemented
+    dtype = torch.result_type(base, exponent)
+    if not isinstance(exponent, torch.Tensor):
+        if exponent < 0:
+            return NotImplemented  # PyTorch refuses it while tracing
+        result, power = torch.ones_like(base, dtype=dtype), base.to(dtype)
+        while exponent:
+            if exponent & 1:
+                result = result * power
+            exponent >>= 1
+            if exponent:
+                power = power * power
+        return result
+    exponent = exponent.to(dtype)
+    base = torch.full_like(exponent, base) if not isinstance(base, torch.Tensor) else base.to(dtype)
+    base, exponent = torch.broadcast_tensors(base, exponent)
+    result, power, bits = torch.ones_like(base), base, torch.iinfo(dtype).bits - 1
+    for bit in range(bits):  # the exponent's bits, lowest first (its sign bit apart)
+        odd = torch.bitwise_and(torch.bitwise_right_shift(exponent, bit), 1) != 0
+        result = torch.where(odd, result * power, result)
+        power = power * power
+    one = torch.ones_like(result)
+    negative = torch.where(base == 1, one, torch.where(
+        base == -1, torch.where(torch.bitwise_and(exponent, 1) != 0, -one, one),
+        torch.zeros_like(result)))
+    return torch.where(exponent < 0, negative, result)
+
+
+def _int_fmod(a, b):
+    import torch
+    if not (_is_int(a) and _is_int(b)):
+        return NotImplemented
+    return a - torch.div(a, b, rounding_mode="trunc") * b
+
+
+def _bitwise_with_int(name: str):
+    def bitwise(a, b):
+        import torch
+        if not (_is_int(a) and _is_int(b)):
+            return NotImplemented
+        dtype = torch.result_type(a, b)
+        a, b = (v.to(dtype) if isinstance(v, torch.Tensor)
+                else torch.scalar_tensor(v, dtype=torch.int64).to(dtype) for v in (a, b))
+        return getattr(torch, f"bitwise_{name}")(a, b)
+    return bitwise

@@ -167,12 +167,15 @@ def _unhashed_below(root) -> list:
 
 def _same_tree(self, other) -> bool:
     """Structural equality of two expressions (the dataclass ``__eq__``: same class, equal
-    fields), pair by pair from a stack; unequal kept hashes answer at once."""
-    stack = [(self, other)]
+    fields), pair by pair from a stack; unequal kept hashes answer at once. Each pair of nodes
+    is compared once: expressions are DAGs (``p * p`` of a ``p`` built the same way), and a
+    chain of n such squarings compared as trees took 2^n steps."""
+    stack, compared = [(self, other)], set()
     while stack:
         a, b = stack.pop()
-        if a is b:
+        if a is b or (id(a), id(b)) in compared:
             continue
+        compared.add((id(a), id(b)))
         if a.__class__ is not b.__class__:
             return False
         if not isinstance(a, _TREES):
