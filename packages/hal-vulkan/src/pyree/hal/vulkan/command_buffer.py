@@ -89,10 +89,11 @@ class CommandBuffer:
             self.kernel_names.append(c.executable.kernels[c.export_ordinal].name)
         elif c.kind == "fill":
             (t,) = c.bindings
-            if t.offset % 4 or t.length % 4:
-                raise HalError("UNIMPLEMENTED", f"{where}: the vulkan driver fills only 4-byte "
-                                                f"aligned ranges, not [{t.offset}, "
-                                                f"{t.offset + t.length})")
+            if (t.offset % 4 or t.length % 4) and 4 % c.fill_pattern_length:
+                raise HalError("UNIMPLEMENTED", f"{where}: the vulkan driver fills a range that is "
+                                                "not 4-byte aligned only with a pattern of 1, 2 "
+                                                f"or 4 bytes, not {c.fill_pattern_length} at "
+                                                f"[{t.offset}, {t.offset + t.length})")
 
     # -- submission ------------------------------------------------------------------------------
     def recording_for(self, table: list) -> Recording:
@@ -197,7 +198,7 @@ class CommandBuffer:
                 (t,) = c.bindings
                 buf = self._buffer(table, t.slot, t.offset, t.length, where)
                 if t.length:
-                    self._fill(cb, buf.handle, t.offset, t.length, c.fill_pattern,
+                    self._fill(recording, buf.handle, t.offset, t.length, c.fill_pattern,
                                c.fill_pattern_length)
             if query_pool and c.kind != "barrier":
                 vk.vkCmdWriteTimestamp(cb, STAGE_BOTTOM_OF_PIPE, query_pool, query + 1)
@@ -253,11 +254,36 @@ class CommandBuffer:
                 vk.vkCmdCopyBuffer(cb, stage, target, 1, region)
             full_barrier(vk, cb)
 
-    def _fill(self, cb, buffer: int, offset: int, length: int, pattern: int, width: int) -> None:
-        vk = self.vk
+    def _fill(self, recording: Recording, buffer: int, offset: int, length: int, pattern: int,
+              width: int) -> None:
+        """``length`` bytes at ``offset`` of ``buffer``, ``pattern`` (``width`` bytes) repeated
+        from ``offset`` on. vkCmdFillBuffer takes only 4-byte aligned ranges (13 int8 or f16
+        values are not one): their aligned interior is filled, and the < 4 bytes before and after
+        it copied (a copy takes any range) from a buffer of the recording's own holding the
+        pattern, as IREE's driver does with a shader."""
+        vk, cb = self.vk, recording.handle
         pattern &= (1 << (8 * width)) - 1
         if width == 8 and pattern & 0xFFFFFFFF == pattern >> 32:
             width, pattern = 4, pattern & 0xFFFFFFFF
+        if (offset % 4 or length % 4) and 4 % width == 0:
+            cycle = pattern.to_bytes(width, "little") * (8 // width)  # phase 0 at ``offset``
+            start, end = -(-offset // 4) * 4, offset + length
+            stop = max(start, end - end % 4)
+            stage = self.device.allocate(8)
+            recording.staging.append(stage)
+            vk.vkCmdFillBuffer(cb, stage.handle, 0, 8, int.from_bytes(cycle[:4], "little"))
+            full_barrier(vk, cb, STAGE_TRANSFER)
+            for first, last in ((offset, min(start, end)), (stop, end)):
+                if last > first:
+                    phase = (first - offset) % width
+                    region = ffi.new("VkBufferCopy *", {"srcOffset": phase, "dstOffset": first,
+                                                        "size": last - first})
+                    vk.vkCmdCopyBuffer(cb, stage.handle, buffer, 1, region)
+            if stop > start:
+                phase = (start - offset) % width
+                vk.vkCmdFillBuffer(cb, buffer, start, stop - start,
+                                   int.from_bytes(cycle[phase:phase + 4], "little"))
+            return
         if width < 4:
             pattern = int.from_bytes(pattern.to_bytes(width, "little") * (4 // width), "little")
             width = 4
