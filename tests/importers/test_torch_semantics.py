@@ -49,6 +49,20 @@ CASES = {  # name -> (function, inputs)
     "bitwise_with_python_ints": (lambda a: (a & 5 | 2) ^ 9 + (3 ^ a) - (a.to(torch.int16) ^ -2),
                                  (torch.tensor([-7, 7, -1, 0, 2**31 - 1, -2**31],
                                                dtype=torch.int32),)),
+    # floats: PyTorch's fmod is C's (exact; a finite value mod inf is itself), its floor
+    # division Python's (inf // 0.7 is NaN, -5 // inf is -1), pow(x, +-0.5) its sqrt / rsqrt
+    "float_fmod_floor_division_and_half_powers": (
+        lambda x, a, b: (torch.fmod(x, 2.0), torch.fmod(x, x.flip(0)), torch.fmod(a, b),
+                         x // -0.5, torch.floor_divide(x, x.flip(0)), a // b,
+                         torch.div(a, b, rounding_mode="floor"), x // 0.0, x ** 0.5,
+                         torch.pow(x, -0.5)),
+        (torch.tensor([NAN, INF, -INF, -0.0, 0.0, 1.0, -1.0, 0.5, -2.5, 2.5, 3.5, 1e-38, -7.25,
+                       100.0, -100.0, 1e30]),
+         torch.tensor([1e30, 3.0, -1e-10, 7.5, 1e10, -5.0, 0.3]),
+         torch.tensor([3.0, 1e-30, 3.0, -2.0, 0.1, INF, -0.7]))),
+    "reductions_of_a_vector_keeping_its_dim": (
+        lambda i: (i.amax(0, keepdim=True), i.float().amin(0, keepdim=True), i.sum(0, keepdim=True)),
+        (torch.tensor([-7, 7, -1, 0, 5, 100], dtype=torch.int32),)),
     # shift amounts past the width and negative ones answer as PyTorch's (0, or the sign)
     "shifts": (lambda a, s: (a >> 2, a << 3, 5 >> a.clamp(0, 40), 1 << a.clamp(0, 40), a >> s,
                              a << s, a.long() >> s.long(), a.to(torch.int16) << s.to(torch.int16)),
@@ -69,7 +83,10 @@ def test_matches_pytorch(name):
         want = fn(*args)
     if isinstance(want, tuple):
         for g, w in zip(got, want, strict=True):
-            np.testing.assert_array_equal(g.to_host(), w.numpy())
+            g, w = g.to_host(), w.numpy()
+            np.testing.assert_array_equal(g, w)
+            zero = w == 0  # -0 too (a NaN's sign bit is not asked for)
+            np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]))
         return
     got, want = got.to_host(), want.numpy()
     assert got.dtype == want.dtype and got.shape == want.shape

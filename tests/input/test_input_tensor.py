@@ -1,7 +1,9 @@
 """tensor dialect ops -> Views and Generics, against numpy slicing/padding/reshaping."""
 
 import numpy as np
+import pytest
 from program_interpreter import run
+from pyree.compiler.errors import CompileError
 from pyree.compiler.input import import_mlir
 from pyree.compiler.tensor_program import Constant, Generic, View
 
@@ -87,6 +89,24 @@ func.func @f(%x: tensor<6x10xf32>) -> (tensor<60xf32>, tensor<3x2x10xf32>, tenso
     np.testing.assert_array_equal(c, x.reshape(60))
     np.testing.assert_array_equal(e, x.reshape(3, 2, 10))
     np.testing.assert_array_equal(r, x.reshape(4, 15))
+
+
+def test_rank_0_expands_into_ones_without_groups():
+    """MLIR takes ``[]`` groups from a rank-0 source (torch-mlir writes it for a 1-D
+    ``amax(0, keepdim=True)``); into a dim other than 1 it is refused."""
+    text = """
+func.func @f(%x: tensor<i32>) -> (tensor<1xi32>, tensor<1x1xi32>) {
+  %a = tensor.expand_shape %x [] output_shape [1] : tensor<i32> into tensor<1xi32>
+  %b = tensor.expand_shape %x [] output_shape [1, 1] : tensor<i32> into tensor<1x1xi32>
+  return %a, %b : tensor<1xi32>, tensor<1x1xi32>
+}"""
+    a, b = run(import_mlir(text).functions[0], np.array(-7, np.int32))
+    np.testing.assert_array_equal(a, [-7])
+    np.testing.assert_array_equal(b, [[-7]])
+    with pytest.raises(CompileError, match="rank-0 tensor gives only dims of 1"):
+        import_mlir(text.replace("[1, 1] : tensor<i32> into tensor<1x1xi32>",
+                                 "[1, 2] : tensor<i32> into tensor<1x2xi32>")
+                    .replace("tensor<1x1xi32>", "tensor<1x2xi32>"))
 
 
 def test_extract_from_elements_splat_and_cast(rng):

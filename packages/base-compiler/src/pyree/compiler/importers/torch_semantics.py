@@ -16,6 +16,14 @@ session):
   lower it; the indices are widened to int64 first.
 - floor division of integers: lowered through f64 (``sitofp``, ``divf``, ``floor``), wrong for
   int64 values past 2^53; computed as truncating division corrected by the remainder's sign.
+  Of floats: lowered as ``floor(a / b)``, where PyTorch (as Python) takes ``fmod`` first, so
+  that ``inf // 0.7`` is NaN and ``-0.5 // 3`` is -1; PyTorch's steps (c10's
+  ``div_floor_floating``) instead.
+- ``fmod`` of floats: lowered as ``a - trunc(a / b) * b``, wrong past 2^24 quotients, NaN for
+  an infinite ``b`` and +0 for -0; ``remainder`` (``frem``, exact) of the magnitudes, signed
+  as ``a``.
+- ``pow(x, 0.5)`` and ``pow(x, -0.5)``: PyTorch computes them as ``sqrt`` and ``rsqrt``
+  (``pow(-inf, 0.5)`` is NaN there, ``pow(-0.0, 0.5)`` -0.0); so here.
 
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
@@ -41,8 +49,8 @@ def decompositions() -> dict:
             aten.floor_divide.default: _floor_divide,
             aten.index.Tensor: _index,
             aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode,
-            aten.pow.Tensor_Scalar: _int_pow, aten.pow.Tensor_Tensor: _int_pow,
-            aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _int_fmod, aten.fmod.Tensor: _int_fmod,
+            aten.pow.Tensor_Scalar: _pow, aten.pow.Tensor_Tensor: _int_pow,
+            aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
             **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
                for name in ("and", "or", "xor", "left_shift", "right_shift")
                for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
@@ -122,10 +130,26 @@ def _index(x, indices):
 def _floor_divide(a, b):
     import torch
     if _is_float(a) or _is_float(b) or isinstance(b, float):
-        return NotImplemented
+        return _float_floor_divide(a, b)
     q = torch.div(a, b, rounding_mode="trunc")
     r = a - q * b
     return q - ((r != 0) & ((r < 0) != (b < 0))).to(q.dtype)
+
+
+def _float_floor_divide(a, b):
+    import torch
+    if isinstance(a, torch.Tensor) and a.dtype.is_complex:
+        return NotImplemented
+    quotient = torch.div(a, b)
+    mod = _float_fmod(a, b)
+    div = torch.div(a - mod, b)
+    div = torch.where((mod != 0) & ((mod < 0) != (b < 0)), div - 1, div)
+    floor = torch.floor(div)
+    floor = torch.where(div - floor > 0.5, floor + 1, floor)
+    floor = torch.where(div != 0, floor, quotient * 0.0)  # 0 signed as a / b
+    if not isinstance(b, torch.Tensor):
+        return quotient if b == 0 else floor
+    return torch.where(b == 0, quotient, floor)
 
 
 def _div_mode(a, b, *, rounding_mode=None):
@@ -173,11 +197,29 @@ def _int_pow(base, exponent):
     return torch.where(exponent < 0, negative, result)
 
 
-def _int_fmod(a, b):
+def _fmod(a, b):
     import torch
-    if not (_is_int(a) and _is_int(b)):
-        return NotImplemented
-    return a - torch.div(a, b, rounding_mode="trunc") * b
+    if _is_int(a) and _is_int(b):
+        return a - torch.div(a, b, rounding_mode="trunc") * b
+    if _is_float(a) or _is_float(b) or isinstance(b, float):
+        return _float_fmod(a, b)
+    return NotImplemented
+
+
+def _float_fmod(a, b):
+    """C's fmod: the exact remainder of the magnitudes (``remainder`` of non-negative
+    operands is fmod's), with ``a``'s sign, -0 included."""
+    import torch
+    r = torch.remainder(torch.abs(a), torch.abs(b) if isinstance(b, torch.Tensor) else abs(b))
+    negative = (a < 0) | ((a == 0) & (torch.reciprocal(a) < 0))
+    return torch.where(negative, -r, r)
+
+
+def _pow(x, exponent):
+    import torch
+    if _is_float(x) and isinstance(exponent, (int, float)) and exponent in (0.5, -0.5):
+        return torch.sqrt(x) if exponent > 0 else torch.rsqrt(x)
+    return _int_pow(x, exponent)
 
 
 def _bitwise_with_int(name: str):

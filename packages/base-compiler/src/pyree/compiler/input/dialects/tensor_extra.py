@@ -7,7 +7,9 @@
 and ``tensor.reshape`` verified as MLIR verifies it: xDSL compares the element counts of
 shapes with ``?`` dims too (as products of -1s), so torch-mlir's reshape of a dynamic
 ``tensor<2x?x3x?xf32>`` into ``tensor<?x?xf32>`` (ONNX Tile, DepthToSpace, GroupNormalization
-over a dim_param dim) was refused as invalid.
+over a dim_param dim) was refused as invalid; and ``tensor.expand_shape`` of a rank-0 tensor
+into ones with no reassociation groups, which MLIR allows and torch-mlir writes for
+``x.amax(0, keepdim=True)`` of a 1-D tensor (xDSL requires a group per dim).
 """
 
 from __future__ import annotations
@@ -86,4 +88,25 @@ class ReshapeOp(tensor.ReshapeOp):
             raise VerifyException("length of shape operand differs from the result's tensor rank")
 
 
-TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp, ReshapeOp)
+class ExpandShapeOp(tensor.ExpandShapeOp):
+    """xDSL's op, which MLIR's verifier also takes from a rank-0 source into all-1 dims."""
+
+    name = "tensor.expand_shape"
+
+    def verify_(self) -> None:
+        source, result = self.src.type, self.result.type
+        if (isinstance(source, TensorType) and isinstance(result, TensorType)
+                and not source.get_shape() and not self.reassociation.data):
+            if source.element_type != result.element_type:
+                raise VerifyException("expand_shape's source and result element types differ")
+            if any(d != 1 for d in result.get_shape()):
+                raise VerifyException(f"expand_shape of a rank-0 tensor gives only dims of 1, "
+                                      f"not {result}")
+            if len(self.static_output_shape) != len(result.get_shape()):
+                raise VerifyException("expand_shape's output_shape differs from its result's "
+                                      "rank")
+            return
+        super().verify_()
+
+
+TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp, ReshapeOp, ExpandShapeOp)
