@@ -3,7 +3,7 @@ decoders from LLaMA to StarCoder2, encoders from BERT to DeBERTa-v2, vision from
 SegFormer, wav2vec2 and Whisper's encoder) through pyree, against the same model in float64.
 
     python3 bench/models/hf_tiny.py check [NAME ...] [--target llvm-cpu|vulkan-spirv] [--device D]
-    python3 bench/models/hf_tiny.py build OUT [--target cuda --cuda-target sm_90a]
+    python3 bench/models/hf_tiny.py build OUT [NAME ...] [--target cuda --cuda-target sm_90a]
     python3 bench/models/hf_tiny.py run OUT --device cuda        # on the GPU host: no transformers
 
 ``check`` imports, compiles and runs each here; ``build`` writes OUT/<name>.vmfb with its input
@@ -176,7 +176,16 @@ def compiled(name: str, target: str, cuda_target: str,
     module, x = wrapped(name, dtype)
     vmfb = compile_str(import_torch(module, x),
                        CompileOptions(target_backends=[target], cuda_target=cuda_target))
-    return vmfb, x.numpy(), reference(module, x)
+    return vmfb, host_array(x), reference(module, x)
+
+
+def host_array(x) -> np.ndarray:
+    """``x`` as numpy; a bf16 tensor (numpy has no bfloat16) as ml_dtypes' bfloat16."""
+    import torch
+    if x.dtype == torch.bfloat16:
+        import ml_dtypes
+        return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return x.numpy()
 
 
 def verdict(name: str, got, want, extra: str = "", limit: float = 1e-4) -> bool:
@@ -199,7 +208,8 @@ def run_module(vmfb, x, device: str):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("verb", choices=["check", "build", "run"])
-    p.add_argument("args", nargs="*", help="check: model names (default all); build/run: OUT")
+    p.add_argument("args", nargs="*", help="check: model names (default all); build: OUT, then "
+                                           "model names; run: OUT")
     p.add_argument("--target", default=None)
     p.add_argument("--cuda-target", default="sm_90a")
     p.add_argument("--device", default=None)
@@ -214,7 +224,12 @@ def main() -> int:
         out = Path(a.args[0])
         for path in sorted(out.glob("*.vmfb")):
             name = path.stem
-            x, want = np.load(out / f"{name}.in.npy"), np.load(out / f"{name}.want.npy")
+            want = np.load(out / f"{name}.want.npy")
+            if (out / f"{name}.in.bf16.npy").exists():  # bfloat16 bits, saved as uint16
+                import ml_dtypes
+                x = np.load(out / f"{name}.in.bf16.npy").view(ml_dtypes.bfloat16)
+            else:
+                x = np.load(out / f"{name}.in.npy")
             try:
                 got, ms = run_module(path.read_bytes(), x, a.device or "cuda")
                 folder = path.parent.name  # built with --dtype: a folder per type (hf_f16, ...)
@@ -225,7 +240,7 @@ def main() -> int:
                 failed += 1
                 print(f"FAIL   {name:12s} {type(e).__name__}: {str(e).splitlines()[0][:300]}")
         return int(failed > 0)
-    names = (a.args if a.verb == "check" else []) or list(models())
+    names = (a.args if a.verb == "check" else a.args[1:]) or list(models())
     target = a.target or ("cuda" if a.verb == "build" else "llvm-cpu")
     device = a.device or {"llvm-cpu": "local-task", "vulkan-spirv": "vulkan"}.get(target, "cuda")
     if a.verb == "build":
@@ -238,7 +253,10 @@ def main() -> int:
             seconds = time.perf_counter() - t0
             if a.verb == "build":
                 (out / f"{name}.vmfb").write_bytes(vmfb)
-                np.save(out / f"{name}.in.npy", x)
+                if x.dtype.name == "bfloat16":
+                    np.save(out / f"{name}.in.bf16.npy", x.view(np.uint16))
+                else:
+                    np.save(out / f"{name}.in.npy", x)
                 np.save(out / f"{name}.want.npy", want)
                 print(f"built  {name:12s} {target} in {seconds:.1f} s", flush=True)
             else:

@@ -63,6 +63,14 @@ CASES = {  # name -> (function, inputs)
     "reductions_of_a_vector_keeping_its_dim": (
         lambda i: (i.amax(0, keepdim=True), i.float().amin(0, keepdim=True), i.sum(0, keepdim=True)),
         (torch.tensor([-7, 7, -1, 0, 5, 100], dtype=torch.int32),)),
+    # equal keys (NaN, -0 and 0 among them) keep their order, as PyTorch's stable sort keeps them
+    "stable_sorts": (lambda x: (*torch.sort(x, dim=1, stable=True),
+                                *torch.sort(x, dim=1, stable=True, descending=True),
+                                torch.argsort(x, dim=0, stable=True, descending=True),
+                                torch.sort(x.nan_to_num().long(), stable=True)[1]),
+                     (torch.tensor([[3.0, 1, 3, 2, 1, 3, 1, 2, 2, 3, 1, 1, 3],
+                                    [-3.0, -1, -3, -2, -1, -3, -1, -2, -2, -3, -1, -1, -3],
+                                    [NAN, -0.0, 0.0, NAN, 1, 3, 1, 2, 2, 3, 1, 1, 3]]),)),
     # shift amounts past the width and negative ones answer as PyTorch's (0, or the sign)
     "shifts": (lambda a, s: (a >> 2, a << 3, 5 >> a.clamp(0, 40), 1 << a.clamp(0, 40), a >> s,
                              a << s, a.long() >> s.long(), a.to(torch.int16) << s.to(torch.int16)),

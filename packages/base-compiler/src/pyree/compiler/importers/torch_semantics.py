@@ -31,6 +31,8 @@ And ops torch-mlir refuses for integers (found by the same probing, thirtieth se
   and multiply, wrapping as PyTorch's does; a negative exponent gives what PyTorch gives (1 for
   a base of 1, +-1 for -1, else 0).
 - ``fmod`` of integers: the truncating division's remainder.
+- ``sort(stable=True)`` (and ``argsort(stable=True)``): torch-mlir lowers only the plain
+  sort; pyree's sort keeps equal keys in order either way, so it is that sort.
 - ``bitwise_and/or/xor`` and ``bitwise_left/right_shift`` with a Python int on either side
   (``a ^ 3``, ``5 >> a``): the Tensor form, the int as a tensor of the result's type.
 """
@@ -51,6 +53,7 @@ def decompositions() -> dict:
             aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode,
             aten.pow.Tensor_Scalar: _pow, aten.pow.Tensor_Tensor: _int_pow,
             aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
+            aten.sort.stable: _stable_sort,
             **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
                for name in ("and", "or", "xor", "left_shift", "right_shift")
                for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
@@ -232,3 +235,8 @@ def _bitwise_with_int(name: str):
                 else torch.scalar_tensor(v, dtype=torch.int64).to(dtype) for v in (a, b))
         return getattr(torch, f"bitwise_{name}")(a, b)
     return bitwise
+
+
+def _stable_sort(x, *, stable=None, dim=-1, descending=False):
+    import torch
+    return torch.ops.aten.sort.default(x, dim, descending)
