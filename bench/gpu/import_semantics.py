@@ -44,7 +44,9 @@ def build(out: Path) -> None:
         for device, options in targets.items():
             (out / f"{name}.{device}.vmfb").write_bytes(compile_str(text, options))
         with torch.no_grad():
-            manifest[name] = ([x.numpy() for x in args], fn(*args).numpy())
+            want = fn(*args)
+        manifest[name] = ([x.numpy() for x in args],
+                          [w.numpy() for w in want] if isinstance(want, tuple) else want.numpy())
     (out / "manifest.pkl").write_bytes(pickle.dumps(manifest))
     print(f"built {len(manifest)} cases")
 
@@ -58,11 +60,10 @@ def run(folder: Path) -> int:
             try:
                 module = rt.load_module((folder / f"{name}.{device}.vmfb").read_bytes(),
                                         device=device)
-                got = module["main"](*args).to_host()
-                ok = got.dtype == want.dtype and (
-                    np.array_equal(np.isnan(got), np.isnan(want)) and
-                    np.allclose(got, want, rtol=1e-5, equal_nan=True)
-                    if want.dtype.kind == "f" else np.array_equal(got, want))
+                got = module["main"](*args)
+                got = [g.to_host() for g in got] if isinstance(want, list) else got.to_host()
+                ok = all(_same(g, w) for g, w in zip(got, want, strict=True)) \
+                    if isinstance(want, list) else _same(got, want)
             except Exception as e:  # noqa: BLE001 - a case's failure is its line
                 ok, got = False, repr(e)[:200]
             wrong += not ok
@@ -70,6 +71,16 @@ def run(folder: Path) -> int:
                   flush=True)
     print(f"{wrong} wrong")
     return 1 if wrong else 0
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> bool:
+    """Equal dtype and values (floats within 1e-5, NaN where PyTorch has NaN)."""
+    if got.dtype != want.dtype:
+        return False
+    if want.dtype.kind != "f":
+        return np.array_equal(got, want)
+    return np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got, want, rtol=1e-5,
+                                                                          equal_nan=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ _TRANSCENDENTAL = {"sqrt": 31, "rsqrt": 32}  # no 64-bit forms in GLSL.std.450
 
 NO_CONTRACTION = 42  # SPIR-V decoration: no fusing into an FMA
 _FLOAT_BINARY = {"add": 129, "sub": 131, "mul": 133, "div": 136, "rem": 140}
-_INT_BINARY = {"add": 128, "sub": 130, "mul": 132, "and": 199, "or": 197, "xor": 198, "shl": 196}
+_INT_BINARY = {"add": 128, "sub": 130, "mul": 132, "and": 199, "or": 197, "xor": 198}
+OP_SHIFT_RIGHT_LOGICAL, OP_SHIFT_RIGHT_ARITHMETIC, OP_SHIFT_LEFT_LOGICAL = 194, 195, 196
+OP_UGREATER_THAN_EQUAL = 174
 _BOOL_BINARY = {"and": 167, "or": 166, "xor": 165, "max": 166, "min": 167}
 _FLOAT_COMPARE = {"eq": 180, "ueq": 181, "ne": 182, "une": 183, "lt": 184, "ult": 185,
                   "gt": 186, "ugt": 187, "le": 188, "ule": 189, "ge": 190, "uge": 191}
@@ -228,6 +230,17 @@ class ScalarLowering:
         unsigned = K.is_unsigned(dtype)
         if op in _INT_BINARY:
             return fn.op(_INT_BINARY[op], t, a, b)
+        if op in ("shl", "shr"):
+            # SPIR-V leaves a shift by the width or more undefined (NVIDIA's takes the amount
+            # mod 32: 1 << 40 was 256); it gives 0 or the sign fill, as on every other target
+            width = K.int_bits(dtype)
+            over = fn.op(OP_UGREATER_THAN_EQUAL, self.sh.bool, b, self.const(width, dtype))
+            if op == "shr" and not unsigned:
+                fill = fn.op(OP_SHIFT_RIGHT_ARITHMETIC, t, a, self.const(width - 1, dtype))
+                return fn.op(S.OpSelect, t, over, fill,
+                             fn.op(OP_SHIFT_RIGHT_ARITHMETIC, t, a, b))
+            code = OP_SHIFT_LEFT_LOGICAL if op == "shl" else OP_SHIFT_RIGHT_LOGICAL
+            return fn.op(S.OpSelect, t, over, self.const(0, dtype), fn.op(code, t, a, b))
         if op in ("div", "rem") and not unsigned:
             # On the magnitudes, unsigned, with the sign put back: Vulkan leaves OpSRem undefined
             # for negative operands (NVIDIA's answered -5 rem 4 with 3), and NVIDIA's driver got
@@ -241,7 +254,7 @@ class ScalarLowering:
             negative = fn.op(OpLogicalNotEqual, self.sh.bool, a_neg, b_neg) if op == "div" \
                 else a_neg
             return magnitude(r, negative)
-        table = {"div": (134, 135), "rem": (137, 138), "shr": (194, 195)}
+        table = {"div": (134, 135), "rem": (137, 138)}
         if op in table:
             return fn.op(table[op][0 if unsigned else 1], t, a, b)
         if op in ("max", "min"):

@@ -1,0 +1,59 @@
+"""Does a Vulkan call get slower as more modules are loaded in the process? hf_tiny's run on
+NVIDIA's driver timed the first ten models at 0.36-0.53 ms a call and every later one at
+0.9-1.8 ms, where cuda stays at 0.12-0.23 ms. Times one model's call alone, after loading the
+other models of FOLDER (each called once), and again after unloading them.
+
+    python3 bench/gpu/vulkan_many_modules.py FOLDER [--device vulkan]   # hf_tiny build output
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def per_call_ms(fn, x, calls: int = 200) -> float:
+    for _ in range(20):
+        fn(x).to_host()
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn(x).to_host()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    import pyree.runtime as rt
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("folder", type=Path)
+    p.add_argument("--device", default="vulkan")
+    a = p.parse_args()
+    paths = sorted(a.folder.glob("*.vmfb"))
+    inputs = {path: np.load(path.with_suffix(".in.npy")) for path in paths}
+    first, last = paths[0], paths[-1]
+    one = rt.load_module(first.read_bytes(), device=a.device)["main"]
+    print(f"{first.stem} alone: {per_call_ms(one, inputs[first]):.3f} ms", flush=True)
+    others = []
+    for path in paths[1:]:
+        module = rt.load_module(path.read_bytes(), device=a.device)
+        module["main"](inputs[path]).to_host()
+        others.append(module)
+        if len(others) in (5, 10, 20, len(paths) - 1):
+            print(f"{first.stem} with {len(others)} more loaded: "
+                  f"{per_call_ms(one, inputs[first]):.3f} ms; {path.stem}: "
+                  f"{per_call_ms(module['main'], inputs[path]):.3f} ms", flush=True)
+    del others, module
+    gc.collect()
+    print(f"{first.stem} after unloading them: {per_call_ms(one, inputs[first]):.3f} ms")
+    alone = rt.load_module(last.read_bytes(), device=a.device)["main"]
+    print(f"{last.stem} loaded again: {per_call_ms(alone, inputs[last]):.3f} ms")
+
+
+if __name__ == "__main__":
+    main()
