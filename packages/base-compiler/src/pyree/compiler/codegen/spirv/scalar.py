@@ -26,7 +26,7 @@ NO_CONTRACTION = 42  # SPIR-V decoration: no fusing into an FMA
 _FLOAT_BINARY = {"add": 129, "sub": 131, "mul": 133, "div": 136, "rem": 140}
 _INT_BINARY = {"add": 128, "sub": 130, "mul": 132, "and": 199, "or": 197, "xor": 198}
 OP_SHIFT_RIGHT_LOGICAL, OP_SHIFT_RIGHT_ARITHMETIC, OP_SHIFT_LEFT_LOGICAL = 194, 195, 196
-OP_UGREATER_THAN_EQUAL = 174
+OP_UGREATER_THAN_EQUAL, OP_IEQUAL = 174, 170
 _BOOL_BINARY = {"and": 167, "or": 166, "xor": 165, "max": 166, "min": 167}
 _FLOAT_COMPARE = {"eq": 180, "ueq": 181, "ne": 182, "une": 183, "lt": 184, "ult": 185,
                   "gt": 186, "ugt": 187, "le": 188, "ule": 189, "ge": 190, "uge": 191}
@@ -241,27 +241,32 @@ class ScalarLowering:
                              fn.op(OP_SHIFT_RIGHT_ARITHMETIC, t, a, b))
             code = OP_SHIFT_LEFT_LOGICAL if op == "shl" else OP_SHIFT_RIGHT_LOGICAL
             return fn.op(S.OpSelect, t, over, self.const(0, dtype), fn.op(code, t, a, b))
-        if op in ("div", "rem") and not unsigned:
-            # On the magnitudes, unsigned, with the sign put back: Vulkan leaves OpSRem undefined
-            # for negative operands (NVIDIA's answered -5 rem 4 with 3), and NVIDIA's driver got
-            # 64-bit OpSDiv wrong (0 / 3 read as odd: ONNX's Scatter gathered from the wrong
-            # row). Truncating, as arith.divsi / remsi; |INT_MIN| wraps to itself, right as
-            # unsigned (INT_MIN / -1 wraps to INT_MIN).
-            below = lambda v: fn.op(177, self.sh.bool, v, self.const(0, dtype))  # OpSLessThan
-            magnitude = lambda v, neg: fn.op(S.OpSelect, t, neg, fn.op(OpSNegate, t, v), v)
-            a_neg, b_neg = below(a), below(b)
-            r = fn.op(134 if op == "div" else 137, t, magnitude(a, a_neg), magnitude(b, b_neg))
-            negative = fn.op(OpLogicalNotEqual, self.sh.bool, a_neg, b_neg) if op == "div" \
-                else a_neg
-            return magnitude(r, negative)
-        table = {"div": (134, 135), "rem": (137, 138)}
-        if op in table:
-            return fn.op(table[op][0 if unsigned else 1], t, a, b)
+        if op in ("div", "rem"):
+            # By zero: 0, as every other target gives (Vulkan leaves it undefined).
+            by_zero = fn.op(OP_IEQUAL, self.sh.bool, b, self.const(0, dtype))
+            return fn.op(S.OpSelect, t, by_zero, self.const(0, dtype),
+                         self._divide(op, a, b, dtype, unsigned))
         if op in ("max", "min"):
             number = {("max", True): G_UMAX, ("max", False): G_SMAX,
                       ("min", True): G_UMIN, ("min", False): G_SMIN}[(op, unsigned)]
             return fn.ext(t, number, a, b)
         raise self._unsupported(f"'{op}' on {dtype}")
+
+    def _divide(self, op: str, a: int, b: int, dtype: str, unsigned: bool) -> int:
+        fn, t = self.fn, self.t(dtype)
+        if unsigned:
+            return fn.op(134 if op == "div" else 137, t, a, b)  # OpUDiv / OpUMod
+        # On the magnitudes, unsigned, with the sign put back: Vulkan leaves OpSRem undefined
+        # for negative operands (NVIDIA's answered -5 rem 4 with 3), and NVIDIA's driver got
+        # 64-bit OpSDiv wrong (0 / 3 read as odd: ONNX's Scatter gathered from the wrong
+        # row). Truncating, as arith.divsi / remsi; |INT_MIN| wraps to itself, right as
+        # unsigned (INT_MIN / -1 wraps to INT_MIN).
+        below = lambda v: fn.op(177, self.sh.bool, v, self.const(0, dtype))  # OpSLessThan
+        magnitude = lambda v, neg: fn.op(S.OpSelect, t, neg, fn.op(OpSNegate, t, v), v)
+        a_neg, b_neg = below(a), below(b)
+        r = fn.op(134 if op == "div" else 137, t, magnitude(a, a_neg), magnitude(b, b_neg))
+        negative = fn.op(OpLogicalNotEqual, self.sh.bool, a_neg, b_neg) if op == "div" else a_neg
+        return magnitude(r, negative)
 
     def _rounded_quotient(self, q: int, a: int, b: int, dtype: str) -> int:
         """An f32 OpFDiv ``q`` (2.5 ulp in Vulkan: NVIDIA's is a reciprocal and a product)
