@@ -6,7 +6,8 @@ other models of FOLDER (each called once), and again after unloading them.
     python3 bench/gpu/vulkan_many_modules.py FOLDER [--device vulkan] [--profile]
 
 ``--profile``: where the host's time goes in the first model's calls, alone and with the others
-loaded (cProfile, by own time).
+loaded (cProfile, by own time). ``--buffers N``: first, the first model's call with N extra
+4 KiB device arrays alive and no other module (is it the count of allocations?).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def main() -> None:
     p.add_argument("folder", type=Path)
     p.add_argument("--device", default="vulkan")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--buffers", type=int, default=0)
     a = p.parse_args()
     paths = sorted(a.folder.glob("*.vmfb"))
     inputs = {path: np.load(path.with_suffix(".in.npy")) for path in paths}
@@ -59,6 +61,16 @@ def main() -> None:
     print(f"{first.stem} alone: {per_call_ms(one, inputs[first]):.3f} ms", flush=True)
     if a.profile:
         profile(one, inputs[first], f"{first.stem} alone")
+    if a.buffers:
+        device = rt.get_device(a.device)
+        held = []
+        for count in sorted({a.buffers // 4, a.buffers // 2, a.buffers}):
+            while len(held) < count:
+                held.append(rt.asdevicearray(device, np.zeros(1024, np.float32)))
+            print(f"{first.stem} with {count} 4 KiB arrays: "
+                  f"{per_call_ms(one, inputs[first]):.3f} ms", flush=True)
+        del held
+        gc.collect()
     others = []
     for path in paths[1:]:
         module = rt.load_module(path.read_bytes(), device=a.device)
