@@ -151,7 +151,7 @@ class Allocator:
 
     def _in_block(self, size: int, handle: int, req, index: int, host_visible: bool) -> Buffer:
         """``handle`` bound at a range of a block of memory type ``index``, a new block if no
-        block has room."""
+        block has room; on an error ``handle`` is left unbound and alive."""
         alignment = max(req.alignment, 1)
         for block in self._blocks:
             if block.type_index == index:
@@ -166,9 +166,11 @@ class Allocator:
         try:
             check(self.vk.vkBindBufferMemory(self.device, handle, block.memory, offset),
                   "vkBindBufferMemory")
-        except VulkanError:
+        except VulkanError:  # (the buffer is the caller's to destroy or bind elsewhere)
             block.give(offset, req.size)
-            self.vk.vkDestroyBuffer(self.device, handle, ffi.NULL)
+            if block.empty:
+                self._blocks.remove(block)
+                self.vk.vkFreeMemory(self.device, block.memory, ffi.NULL)
             raise
         mapped = None if block.mapped is None else block.mapped + offset
         return Buffer(size, handle, block.memory, mapped, host_visible, block, offset, req.size)
