@@ -76,7 +76,8 @@ def tests(session, driver):
     session.install("--no-deps", TORCHVISION)
     marker = " and ".join(f"not {d}" for d in DEVICE_MARKERS) if driver == "local" else driver
     workers = ["-n", str(WORKERS), "--dist", "loadfile"] if driver != "cuda" else []
-    session.run("pytest", "-m", marker, *workers, *session.posargs)
+    # --durations: CI's log names the slowest tests, where its time goes
+    session.run("pytest", "-m", marker, *workers, "--durations=40", *session.posargs)
 
 
 @nox.session(python=False)

@@ -222,15 +222,16 @@ class CallResources:
         # the Function called: its _timeline_failed(semaphore) after a failed wait, its
         # _recycle(buffer, ready) for a result dropped unwaited
         self.function = function
-        self.ready = ready  # (semaphore, value) the call's work signals
+        self.ready = ready  # (semaphore, value) the call's work signals; __del__ reads it first
         if inputs:
             with _CALLS:
                 for array in inputs:
                     array.readers += 1
 
     def __del__(self):
-        """Never seen to finish (every result dropped unwaited): the buffers go back pending."""
-        if self._scratch and not PROCESS.exiting:
+        """Never seen to finish (every result dropped unwaited): the buffers go back pending.
+        (Where Ctrl-C landed as ``__init__`` began, nothing is set and nothing is held.)"""
+        if getattr(self, "ready", None) is not None and self._scratch and not PROCESS.exiting:
             self._pool.give_when_reached(self._scratch[::-1], *self.ready)
 
     def finished(self) -> None:

@@ -63,8 +63,8 @@ class DeviceArray(_NumpyOperators):
         self.type = type
         self.ready = ready
         self.readers = 0
-        self._call = call
         self._done = call is None
+        self._call = call  # last: __del__ reads it alone to see that __init__ finished
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -193,8 +193,9 @@ class DeviceArray(_NumpyOperators):
         return dlpack.export(self, stream, max_version, dl_device, copy)
 
     def __del__(self):
-        if self._call is not None and not self.readers and not PROCESS.exiting:
-            self._call.function._recycle(self.buffer, self.ready, self._done)
+        call = getattr(self, "_call", None)  # unset where Ctrl-C landed as __init__ began
+        if call is not None and not self.readers and not PROCESS.exiting:
+            call.function._recycle(self.buffer, self.ready, self._done)
 
 
 def asdevicearray(device: Device, array, dtype=None, *, implicit_host_transfer: bool = True,

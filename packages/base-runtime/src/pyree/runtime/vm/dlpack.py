@@ -175,7 +175,9 @@ class _Imported:
         self._address, self._deleter, self.tensor = address, deleter, tensor
 
     def __del__(self):
-        if self._deleter and not PROCESS.exiting:  # at exit the producer may be torn down
+        """At exit the producer may be torn down; where Ctrl-C landed as ``__init__`` began,
+        there is no deleter to run."""
+        if getattr(self, "_deleter", None) and not PROCESS.exiting:
             self._deleter(self._address)
 
 
