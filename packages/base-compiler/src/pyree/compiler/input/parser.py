@@ -202,6 +202,7 @@ _LAZY_DIALECTS = {
     "check": lambda: importlib.import_module("pyree.compiler.input.dialects.check").Check,
     "stablehlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").StableHLO,
     "chlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").CHLO,
+    "sdy": lambda: importlib.import_module("pyree.compiler.input.dialects.sdy").Shardy,
     # of affine, only the index arithmetic torch-mlir writes on run-time sizes
     "affine": lambda: Dialect("affine", [importlib.import_module("xdsl.dialects.affine").ApplyOp], []),
 }

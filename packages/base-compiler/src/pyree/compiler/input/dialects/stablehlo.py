@@ -54,12 +54,13 @@ class HloAttr(Data[str]):
         printer.print_string(f"<{self.data}>")
 
 
-def _attr(name: str) -> type[HloAttr]:
+def text_attr(name: str) -> type[HloAttr]:
+    """An attribute class named ``name`` (``dialect.kind``) that keeps its body as text."""
     return irdl_attr_definition(type(name.title().replace(".", "").replace("_", ""),
                                      (HloAttr,), {"name": name}))
 
 
-_ATTRS = [_attr(f"{d}.{n}") for d in ("stablehlo", "chlo") for n in (
+_ATTRS = [text_attr(f"{d}.{n}") for d in ("stablehlo", "chlo") for n in (
     "comparison_direction", "comparison_type", "precision", "gather", "scatter", "conv", "dot",
     "dot_algorithm", "rng_algorithm", "rng_distribution", "fft_type", "transpose",
     "output_operand_alias", "result_accuracy", "result_accuracy_mode", "channel_handle",
@@ -460,7 +461,11 @@ ELEMENTWISE = (
     "shift_right_logical", "abs", "negate", "exponential", "exponential_minus_one", "log",
     "log_plus_one", "logistic", "sqrt", "rsqrt", "cbrt", "tanh", "sine", "cosine", "tan",
     "floor", "ceil", "round_nearest_afz", "round_nearest_even", "sign", "is_finite", "popcnt",
-    "count_leading_zeros", "convert", "bitcast_convert", "compare", "select", "clamp")
+    "count_leading_zeros", "convert", "bitcast_convert", "compare", "select", "clamp",
+    "reduce_precision")
+# reduce_precision's custom form says ``format = e5m10``, its generic form the two counts.
+_ELEMENTWISE_KEYS = {"reduce_precision": {"format": "format", "exponent_bits": "exponent_bits",
+                                          "mantissa_bits": "mantissa_bits"}}
 CHLO_ELEMENTWISE = ("erf", "erfc", "tan", "acos", "asin", "atan", "sinh", "cosh", "asinh",
                     "acosh", "atanh", "lgamma", "digamma", "erf_inv", "is_inf", "is_neg_inf",
                     "is_pos_inf", "square", "next_after")
@@ -510,7 +515,7 @@ STABLEHLO_OPS = [
     _simple("stablehlo.imag", operands=(1, 1)),
     _simple("stablehlo.fft", {"type": "fft_type", "length": "fft_length"}, operands=(1, 1)),
     _simple("stablehlo.rng", {"distribution": "rng_distribution"}, operands=(3, 3)),
-    *[_simple(f"stablehlo.{n}", operands=_arity(n)) for n in ELEMENTWISE],
+    *[_simple(f"stablehlo.{n}", _ELEMENTWISE_KEYS.get(n), operands=_arity(n)) for n in ELEMENTWISE],
     *[_simple(f"stablehlo.{n}", keys, operands=_SHAPE_ARITY.get(n, (1, 1)))
       for n, keys in _SHAPE_OPS.items()],
     *[_generic_only(f"stablehlo.{n}") for n in (

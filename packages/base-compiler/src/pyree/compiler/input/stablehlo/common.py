@@ -122,12 +122,29 @@ def convert(x: Expr, dtype: str) -> Expr:
     if is_float(dtype):
         return Cast("uitofp" if is_unsigned(src) else "sitofp", x, dtype)
     if is_float(src):
-        return Cast("fptoui" if is_unsigned(dtype) else "fptosi", x, dtype)
+        return _saturating_fptoi(x, dtype)
     if width(dtype) == width(src):
         return Cast("bitcast", x, dtype)
     if width(dtype) < width(src):
         return Cast("trunci", x, dtype)
     return Cast("extui" if is_unsigned(src) else "extsi", x, dtype)
+
+
+def _saturating_fptoi(x: Expr, dtype: str) -> Expr:
+    """Float to integer as XLA converts (LLVM's fptosi.sat): truncated, past the integer's
+    range its bound, NaN 0 (the spec leaves it open; JAX users get XLA's answer)."""
+    unsigned = is_unsigned(dtype)
+    n = width(dtype)
+    lo, hi = (0, 2 ** n - 1) if unsigned else (-(2 ** (n - 1)), 2 ** (n - 1) - 1)
+    biggest = float(np.finfo(np.float16).max) if x.dtype == "f16" else float(
+        np.finfo(np.float32).max) if x.dtype in ("f32", "bf16") else float(np.finfo(np.float64).max)
+    # hi + 1 and lo - 1 (unsigned: -1) are powers of two, exact in every float past its range
+    above = float(hi + 1) if hi + 1 <= biggest else float("inf")
+    below = float(lo - 1) if unsigned else float(lo) if -lo <= biggest else float("-inf")
+    value = Cast("fptoui" if unsigned else "fptosi", x, dtype)
+    value = Select(Compare("ge", x, Const(above, x.dtype)), Const(hi, dtype), value, dtype)
+    value = Select(Compare("le", x, Const(below, x.dtype)), Const(lo, dtype), value, dtype)
+    return Select(Compare("uno", x, x), Const(0, dtype), value, dtype)
 
 
 def clamp(x: Expr, lo: int, hi: int) -> Expr:

@@ -9,6 +9,8 @@ to i1 is ``!= 0``, ``compare`` honours its compare type (TOTALORDER on the bits)
 
 from __future__ import annotations
 
+import re
+
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.constants import dense_array, dense_contents, python_scalar
 from pyree.compiler.input.dialects.stablehlo import HloAttr
@@ -33,7 +35,7 @@ from pyree.compiler.kernel import (
     is_unsigned,
 )
 from pyree.compiler.tensor_program import Constant, View
-from xdsl.dialects.builtin import FloatAttr
+from xdsl.dialects.builtin import FloatAttr, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 _BINARY = {"add": "add", "subtract": "sub", "multiply": "mul", "divide": "div",
@@ -244,6 +246,51 @@ def _next_after(op, args, dtype, where):
     return Select(Compare("uno", x, y), Const(float("nan"), dtype), value, dtype)
 
 
+_FORMATS = {"f16": (5, 10), "bf16": (8, 7), "f32": (8, 23), "f64": (11, 52)}
+
+
+def _reduce_precision(op, args, dtype, where):
+    """Rounded (to nearest even) to ``mantissa_bits``, then past the narrower exponent range
+    to ±inf or ±0, on the bits, as XLA computes it (no subnormals in the narrow format); a NaN
+    stays the NaN it was."""
+    if dtype not in _FORMATS:
+        raise CompileError(f"'{op.name}' on {dtype} (floats only)", where)
+    fmt = prop(op, "format")
+    if fmt is not None:
+        match = re.fullmatch(r"e(\d+)m(\d+)", fmt.data) if isinstance(fmt, StringAttr) else None
+        if match is None:
+            raise CompileError(f"'{op.name}': format '{fmt}' is not eXmY", where)
+        exponent_bits, mantissa_bits = int(match[1]), int(match[2])
+    else:
+        exponent_bits, mantissa_bits = ints(op, "exponent_bits")[0], ints(op, "mantissa_bits")[0]
+    own_exponent, own_mantissa = _FORMATS[dtype]
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise CompileError(f"'{op.name}' to e{exponent_bits}m{mantissa_bits}", where)
+    x = args[0]
+    n = width(dtype)
+    u = f"ui{n}"
+
+    def c(v: int) -> Const:
+        return Const(v, u)
+
+    bits = _as(x, u)
+    if mantissa_bits < own_mantissa:
+        drop = own_mantissa - mantissa_bits
+        last = Binary("and", Binary("shr", bits, c(drop), u), c(1), u)
+        bias = Binary("add", last, c((1 << (drop - 1)) - 1), u)
+        bits = Binary("and", Binary("add", bits, bias, u), c(~((1 << drop) - 1) % (1 << n)), u)
+    if exponent_bits < own_exponent:
+        sign, exponent = c(1 << (n - 1)), c(((1 << own_exponent) - 1) << own_mantissa)
+        own_bias, narrow_bias = (1 << (own_exponent - 1)) - 1, (1 << (exponent_bits - 1)) - 1
+        e = Binary("and", bits, exponent, u)
+        signed_zero = Binary("and", bits, sign, u)
+        signed_inf = Binary("or", signed_zero, exponent, u)
+        over = Compare("gt", e, c((own_bias + narrow_bias) << own_mantissa))
+        under = Compare("le", e, c((own_bias - narrow_bias) << own_mantissa))
+        bits = Select(over, signed_inf, Select(under, signed_zero, bits, u), u)
+    return Select(Compare("uno", x, x), x, _as(bits, dtype), dtype)
+
+
 def _inf(x: Expr) -> Const:
     return Const(float("inf"), x.dtype)
 
@@ -253,7 +300,7 @@ _SPECIAL = {
     "shift_right_arithmetic": _shift("arithmetic"),
     "compare": _compare, "popcnt": _popcnt, "count_leading_zeros": count_leading_zeros, "power": _power,
     "bitcast_convert": _bitcast_convert, "erf_inv": _erf_inv,
-    "next_after": _next_after,
+    "next_after": _next_after, "reduce_precision": _reduce_precision,
     "square": lambda op, a, dt, w: Binary("mul", a[0], a[0], dt),
     "lgamma": _float_only(lambda a, dt: special.lgamma(a[0])),
     "digamma": _float_only(lambda a, dt: special.digamma(a[0])),

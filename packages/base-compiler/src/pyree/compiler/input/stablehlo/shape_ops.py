@@ -57,8 +57,13 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
         return
     if name == "ProductOfElementaryHouseholderReflectors":
         return lower_householder_product(fn, op)
+    solver = name and name.startswith(("lapack_", "cusolver_", "hipsolver_", "cu_", "hip_"))
+    hint = (" — JAX's CPU and GPU lowerings of linear algebra (jnp.linalg.solve, inv, det, qr, "
+            "svd, eigh, cholesky; jax.scipy.linalg.solve_triangular) call LAPACK or cuSOLVER, "
+            "which a pyree module cannot; stablehlo.cholesky is supported") if solver else ""
     raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
-                       "@shape_assertion and @ProductOfElementaryHouseholderReflectors)", where)
+                       f"@shape_assertion and @ProductOfElementaryHouseholderReflectors){hint}",
+                       where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
