@@ -20,6 +20,7 @@ from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.collapse import collapse_reductions
 from pyree.compiler.flow.constant_folding import fold_constants
 from pyree.compiler.flow.convolution import rewrite_convolutions
+from pyree.compiler.flow.empty_loops import settle_empty_loops
 from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.narrow_floats import widen_narrow_floats
@@ -68,6 +69,7 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
     ``small_sides``: every target runs a product's side below 16 on its tiled templates
     (``Backend.small_sides_tiled``)."""
     return [
+        Pass("settle-empty-loops", settle_empty_loops, run_time_sizes=True),
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm,

@@ -166,8 +166,8 @@ def emit_padded(fn: FunctionLowering, source: Value, low: list[int], high: list[
         return source
     shape = tuple(lo + hi + n + (n - 1) * i
                   for n, lo, hi, i in zip(source.shape, low, high, interior))
-    if min(shape, default=1) <= 0:
-        raise CompileError(f"padding {low}/{high} leaves nothing of {source.shape}", where)
+    if min(shape, default=1) < 0:  # (an empty tensor, e.g. an empty batch, stays empty)
+        raise CompileError(f"padding {low}/{high} takes more than all of {source.shape}", where)
     out = fn.new_value(source.dtype, shape, "padded")
     inputs = Inputs()
     pad_value = zero(source.dtype) if pad is None else fn.scalar(pad, inputs, where)
