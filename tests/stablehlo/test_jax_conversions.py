@@ -102,3 +102,25 @@ def test_reduce_precision_in_generic_form():
     want[3] = 0.0  # below f16's normal range: XLA's reduce_precision keeps no subnormals
     np.testing.assert_array_equal(np.asarray(module["main"](x)).view(np.uint32),
                                   want.view(np.uint32))
+
+
+HALF_EDGES = np.array([3e38, -3e38, 70000.0, 65504.0, 65519.0, 65519.99, 65520.0, -65520.0, 1.0,
+                       1e-5, 3e-8, 2.9e-8, 6e-8, 1e-9, -0.0, np.nan, np.inf, 2049.0, 2051.0],
+                      np.float32)
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: a.astype(jnp.float16).astype(jnp.float32),
+    lambda a: (a.astype(jnp.float16) + 1).astype(jnp.float32),
+    lambda a: (a.astype(jnp.float16) * a.astype(jnp.float16)).astype(jnp.float32),
+], ids=["round_trip", "add_then_widen", "square_then_widen"])
+def test_half_precision_values_are_rounded_where_the_program_widens_them(f, device):
+    """Bit for bit as JAX: a value of f16 type is an f16 value, also when the program widens it
+    right after arithmetic (the narrow-float widening carried 65504 + 1 on as 65505, and 3e38
+    as 3e38 instead of inf), and on a Vulkan target without 16-bit float arithmetic, which
+    computes f16 in f32 (lavapipe's kept 70000 as 70000)."""
+    rng = np.random.default_rng(8)
+    x = np.concatenate([HALF_EDGES, (rng.standard_normal(300) * 100).astype(np.float32),
+                        (rng.standard_normal(300) * 1e-5).astype(np.float32)])
+    got, want = run_both(device, f, x)
+    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))

@@ -14,7 +14,9 @@ split, so that its partials are f32 too):
 - arithmetic on narrow floats (+ - * /, max, min, math functions, selects) computes on f32
   values and rounds to the narrow type only where its value leaves arithmetic: a store, an
   explicit conversion of the program (torch-mlir's truncf after a convolution stays: that is
-  PyTorch's own rounding between ops), a comparison, an integer conversion, or an operation that
+  PyTorch's own rounding between ops; a widening extf of an arithmetic result rounds first, since
+  the program's value there is of the narrow type: JAX's ``(a.astype(f16) + 1).astype(f32)`` of
+  65504 is 65504, and of 3e38 inf), a comparison, an integer conversion, or an operation that
   is discontinuous (floor, ceil, round, trunc, sign, rem: computed on the rounded value, so that
   the extra precision never changes which integer comes out).
 
@@ -107,9 +109,6 @@ class _Widening:
     def _narrow_of(self, e: Expr) -> Expr:
         if e.dtype in NARROW and (_arithmetic(e) or isinstance(e, Acc) and e.result in self.accs):
             return Cast("fptrunc", self.wide(e), e.dtype)
-        if isinstance(e, Cast) and e.op == "fpext" and e.x.dtype in NARROW:
-            x = self.wide(e.x)
-            return x if e.dtype == WIDE else Cast("fpext", x, e.dtype)
         return _rebuild(e, self.narrow)
 
     def _wide_of(self, e: Expr) -> Expr:

@@ -139,6 +139,11 @@ class ScalarLowering:
             raise self._unsupported(f"expression {type(e).__name__}")
         if e.dtype == "bf16" and not (isinstance(e, K.Cast) and e.op == "bitcast"):
             value = self.sh.round_bf16(value)  # bf16 computes in f32: each result is rounded
+        elif (e.dtype == "f16" and isinstance(e, K.Cast) and e.op not in ("bitcast", "fpext")
+              and self.sh.compute_bits("f16") == 32):
+            # so does f16 without the target's float16: a conversion to it rounds (the flow's
+            # narrow-float widening leaves arithmetic unrounded until such a conversion)
+            value = self.sh.round_f16(value)
         return value
 
     def _unsafe(self, e: K.Expr) -> bool:

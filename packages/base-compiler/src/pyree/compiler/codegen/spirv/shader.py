@@ -192,6 +192,29 @@ class Shader:
         """An f32 rounded to the nearest bf16 value (still an f32)."""
         return self.from_bf16_bits(self.to_bf16_bits(x))
 
+    def round_f16(self, x: int) -> int:
+        """An f32 rounded to the nearest f16 value, still an f32 (f16 computes in f32 where the
+        target has no 16-bit float arithmetic): nearest even on the bits in the normal range,
+        to a multiple of 2^-24 below it (f16's subnormals), ±inf from 65520 on; NaN stays."""
+        fn, asm, u32, bool_ = self.fn, self.asm, self.u32, self.bool
+        f32 = asm.t_float(32)
+        u = fn.op(S.OpBitcast, u32, x)
+        sign = fn.op(S.OpBitwiseAnd, u32, u, asm.u32(0x80000000))
+        a = fn.op(S.OpBitwiseAnd, u32, u, asm.u32(0x7FFFFFFF))
+        odd = fn.op(S.OpBitwiseAnd, u32, fn.op(S.OpShiftRightLogical, u32, a, asm.u32(13)),
+                    asm.u32(1))
+        bias = fn.op(S.OpIAdd, u32, asm.u32(0xFFF), odd)
+        normal = fn.op(S.OpBitwiseAnd, u32, fn.op(S.OpIAdd, u32, a, bias), asm.u32(0xFFFFE000))
+        magnitude = fn.op(S.OpBitcast, f32, a)
+        scaled = fn.ext(f32, 2, fn.op(133, f32, magnitude, asm.const_float(32, 2.0 ** 24)))  # RoundEven
+        tiny = fn.op(S.OpBitcast, u32, fn.op(133, f32, scaled, asm.const_float(32, 2.0 ** -24)))
+        below = fn.op(S.OpULessThan, bool_, a, asm.u32(0x38800000))  # 2^-14
+        over = fn.op(174, bool_, a, asm.u32(0x477FF000))  # OpUGreaterThanEqual 65520
+        bits = fn.op(S.OpSelect, u32, below, tiny, normal)
+        bits = fn.op(S.OpSelect, u32, over, asm.u32(0x7F800000), bits)
+        rounded = fn.op(S.OpBitcast, f32, fn.op(S.OpBitwiseOr, u32, sign, bits))
+        return fn.op(S.OpSelect, f32, fn.op(S.OpIsNan, bool_, x), x, rounded)
+
     def address(self, ix: K.AffineExpr, point: list[int | None]) -> int:
         """``ix`` at the loop indices ``point`` (u32 ids), wrapping mod 2**32 like the hardware."""
         fn = self.fn
