@@ -139,7 +139,7 @@ class ScalarLowering:
             raise self._unsupported(f"expression {type(e).__name__}")
         if e.dtype == "bf16" and not (isinstance(e, K.Cast) and e.op == "bitcast"):
             value = self.sh.round_bf16(value)  # bf16 computes in f32: each result is rounded
-        elif (e.dtype == "f16" and isinstance(e, K.Cast) and e.op not in ("bitcast", "fpext")
+        elif (e.dtype == "f16" and isinstance(e, K.Cast) and e.op in ("sitofp", "uitofp")
               and self.sh.compute_bits("f16") == 32):
             # so does f16 without the target's float16: a conversion to it rounds (the flow's
             # narrow-float widening leaves arithmetic unrounded until such a conversion)
@@ -401,6 +401,10 @@ class ScalarLowering:
         if op == "bitcast":
             return fn.op(OpBitcast, t, x)
         if op in ("fpext", "fptrunc"):
+            if op == "fptrunc" and dst == "f16" and src == "f32":
+                # rounded here, not only by OpFConvert: f16 may compute in f32 (no float16 on
+                # the target), and NVIDIA's driver folded an f32 -> f16 -> f32 pair to nothing
+                x = self.sh.round_f16(x)
             return x if same_width else fn.op(OpFConvert, t, x)
         if op in ("extsi", "extui", "trunci"):
             if same_width:
