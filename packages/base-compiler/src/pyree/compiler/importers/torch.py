@@ -16,7 +16,7 @@ import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
-from pyree.compiler.importers import torch_semantics, unsigned
+from pyree.compiler.importers import torch_missing_ops, torch_semantics, unsigned
 from pyree.compiler.importers.torch_bytes import widen_bytes
 
 
@@ -235,13 +235,14 @@ def _decompositions() -> dict:
     """torch-mlir's decomposition table, plus PyTorch's own decomposition of ``aten.gelu``
     (torch-mlir's lowering of its tanh form takes sqrt(2/pi) as 0.797724, pi as 22/7: a
     relative error up to 1e-3 in the negative tail that PyTorch's constants do not have) and
-    pyree's own where torch-mlir's lowering loses PyTorch's answer (``torch_semantics``)."""
+    pyree's own where torch-mlir's lowering loses PyTorch's answer (``torch_semantics``) or
+    refuses the op (``torch_missing_ops``)."""
     import torch
     from torch._decomp import get_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu]),
-            **torch_semantics.decompositions()}
+            **torch_semantics.decompositions(), **torch_missing_ops.decompositions()}
 
 
 def drop_blobs(text: str, dropped) -> str:

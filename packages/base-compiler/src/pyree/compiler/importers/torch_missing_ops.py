@@ -1,0 +1,261 @@
+"""PyTorch ops torch-mlir refuses ("failed to legalize operation"), written as ops it lowers.
+
+Found by importing single ops and layers (BENCHMARKS.md, thirty-first session); each is
+applied while torch-mlir retraces the exported program, as ``torch_semantics`` is, and keeps
+PyTorch's answer, special values included:
+
+- ``embedding_bag`` (sum, mean, max; offsets, ``include_last_offset``, ``per_sample_weights``,
+  ``padding_idx``): each index's bag counted from the offsets, rows added (or folded by max)
+  into their bag; an empty bag is zeros, as in PyTorch. Recommendation models (DLRM) are built
+  on it.
+- ``cdist`` and ``pdist``: differences of every pair, normed; for p = 2 on more than 25 rows
+  ``cdist`` takes PyTorch's own matrix-product form (``|a|^2 + |b|^2 - 2 a.b``, clamped at 0),
+  as PyTorch does by default, so the answers round alike.
+- ``searchsorted`` (left or right, ``sorter``, int32 or int64): a count of the sorted values
+  below (or not above) each value.
+- ``median`` and ``nanmedian`` (all values, or along a dim with indices): the lower middle of a
+  sort; ``median`` is NaN where a NaN is present (its index the first NaN's), ``nanmedian``
+  skips them.
+- ``erfc``: Numerical Recipes' ``erfcc`` (relative error below 1.2e-7 everywhere, where
+  ``1 - erf`` loses every digit past x = 4); floats up to 32 bits.
+- ``hypot``: scaled by the larger magnitude, so that 3e38 does not overflow; inf with a NaN is
+  inf, as C's. ``copysign`` and ``signbit``: -0.0 is negative (read through ``1 / x``; a NaN's
+  sign bit is not read: it counts as positive).
+- ``histc``: each value's bin from its offset in [min, max] (the data's own range where both
+  are 0), counted.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def decompositions() -> dict:
+    import torch
+
+    aten = torch.ops.aten
+    table = {aten.erfc.default: _erfc, aten.hypot.default: _hypot,
+             aten.copysign.Tensor: _copysign, aten.copysign.Scalar: _copysign,
+             aten.signbit.default: _signbit,
+             aten.searchsorted.Tensor: _searchsorted, aten.searchsorted.Scalar: _searchsorted,
+             aten.median.default: _median_all(skip_nan=False),
+             aten.nanmedian.default: _median_all(skip_nan=True),
+             aten.median.dim: _median_dim(skip_nan=False),
+             aten.nanmedian.dim: _median_dim(skip_nan=True),
+             aten._cdist_forward.default: _cdist, aten._pdist_forward.default: _pdist,
+             aten.histc.default: _histc,
+             aten.embedding_bag.default: _embedding_bag,
+             aten.embedding_bag.padding_idx: _embedding_bag,
+             aten._embedding_bag.default: _embedding_bag}
+    return table
+
+
+def _float(x) -> bool:
+    return getattr(x, "dtype", None) is not None and x.dtype.is_floating_point
+
+
+# ---- elementwise ---------------------------------------------------------------------------
+
+_ERFCC = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+          -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erfc(x):
+    import torch
+    if not _float(x) or x.dtype == torch.float64:
+        return NotImplemented
+    z = torch.abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = torch.full_like(t, _ERFCC[-1])
+    for c in reversed(_ERFCC[:-1]):
+        poly = poly * t + c
+    tail = t * torch.exp(-z * z + poly)
+    tail = torch.where(torch.isinf(z), torch.zeros_like(t), tail)
+    return torch.where(x < 0, 2.0 - tail, tail)
+
+
+def _hypot(a, b):
+    import torch
+    if not (_float(a) and _float(b)):
+        return NotImplemented
+    a, b = torch.abs(a), torch.abs(b)
+    big, small = torch.maximum(a, b), torch.minimum(a, b)
+    ratio = torch.where(big > 0, small / torch.where(big > 0, big, torch.ones_like(big)),
+                        torch.zeros_like(big))
+    value = big * torch.sqrt(1.0 + ratio * ratio)
+    value = torch.where(torch.isnan(a) | torch.isnan(b), a + b, value)
+    return torch.where(torch.isinf(a) | torch.isinf(b), torch.full_like(value, math.inf), value)
+
+
+def _negative(x):
+    """The sign bit of a float tensor, -0.0 included (NaN: positive)."""
+    import torch
+    return (x < 0) | ((x == 0) & (torch.reciprocal(x) < 0))
+
+
+def _signbit(x):
+    import torch
+    if x.dtype == torch.bool:
+        return torch.zeros_like(x)
+    if not _float(x):
+        return x < 0
+    return _negative(x)
+
+
+def _copysign(a, b):
+    import torch
+    result_type = torch.result_type(a, b)
+    if not result_type.is_floating_point:
+        result_type = torch.get_default_dtype()
+    a = a.to(result_type) if isinstance(a, torch.Tensor) else torch.scalar_tensor(a, dtype=result_type)
+    magnitude = torch.abs(a)
+    if not isinstance(b, torch.Tensor):
+        return -magnitude if math.copysign(1.0, b) < 0 else magnitude
+    return torch.where(_negative(b if _float(b) else b.to(result_type)), -magnitude, magnitude)
+
+
+# ---- searching and order -------------------------------------------------------------------
+
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None,
+                  sorter=None):
+    import torch
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = torch.gather(seq, -1, sorter)
+    if not isinstance(values, torch.Tensor):
+        values = torch.scalar_tensor(values, dtype=seq.dtype)
+    right = right or side == "right"
+    below = torch.le if right else torch.lt
+    if seq.dim() == 1:
+        counted = below(seq, values.unsqueeze(-1))
+    else:  # one sorted row per row of values
+        counted = below(seq.unsqueeze(-2), values.unsqueeze(-1))
+    return counted.sum(-1).to(torch.int32 if out_int32 else torch.int64)
+
+
+def _median_all(skip_nan: bool):
+    def median(x):
+        if not _float(x):
+            return NotImplemented
+        values, _ = _median_along(x.reshape(-1), 0, skip_nan)
+        return values.reshape(())
+    return median
+
+
+def _median_dim(skip_nan: bool):
+    def median(x, dim=-1, keepdim=False):
+        if not _float(x):
+            return NotImplemented
+        values, indices = _median_along(x, dim, skip_nan)
+        if not keepdim:
+            values, indices = values.squeeze(dim), indices.squeeze(dim)
+        return values, indices
+    return median
+
+
+def _median_along(x, dim: int, skip_nan: bool):
+    """(values, indices) of the lower median along ``dim``, that dim kept with size 1."""
+    import torch
+    n = x.shape[dim]
+    ordered, order = torch.sort(x, dim=dim, stable=True)  # NaN last, in their order
+    nans = torch.isnan(x).sum(dim, keepdim=True)
+    if skip_nan:  # the middle of the values that are not NaN (all NaN: a NaN)
+        position = torch.clamp((n - nans - 1) // 2, min=0)
+    else:  # a NaN present: the first NaN
+        position = torch.where(nans > 0, n - nans, torch.full_like(nans, (n - 1) // 2))
+    return torch.gather(ordered, dim, position), torch.gather(order, dim, position)
+
+
+# ---- distances -----------------------------------------------------------------------------
+
+def _norm_last(d, p: float):
+    import torch
+    if p == 0:
+        return (d != 0).to(d.dtype).sum(-1)
+    if math.isinf(p):
+        return torch.abs(d).amax(-1)
+    if p == 1:
+        return torch.abs(d).sum(-1)
+    if p == 2:
+        return torch.sqrt((d * d).sum(-1))
+    return torch.pow(torch.pow(torch.abs(d), p).sum(-1), 1.0 / p)
+
+
+def _cdist(x1, x2, p, compute_mode=None):
+    import torch
+    if not (_float(x1) and _float(x2)):
+        return NotImplemented
+    rows, cols = x1.shape[-2], x2.shape[-2]
+    # PyTorch's choice (aten/src/ATen/native/Distance.cpp): 0/None use the product past 25 rows
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (rows > 25 or cols > 25))):
+        n1 = (x1 * x1).sum(-1, keepdim=True)
+        n2 = (x2 * x2).sum(-1, keepdim=True)
+        left = torch.cat([-2 * x1, n1, torch.ones_like(n1)], -1)
+        right = torch.cat([x2, torch.ones_like(n2), n2], -1)
+        return torch.sqrt(torch.clamp_min(torch.matmul(left, right.transpose(-1, -2)), 0))
+    return _norm_last(x1.unsqueeze(-2) - x2.unsqueeze(-3), p)
+
+
+def _pdist(x, p=2.0):
+    import torch
+    if not _float(x):
+        return NotImplemented
+    first, second = torch.triu_indices(x.shape[0], x.shape[0], 1, device=x.device)
+    return _norm_last(x[first] - x[second], p)
+
+
+# ---- counting ------------------------------------------------------------------------------
+
+def _histc(x, bins=100, min=0, max=0):  # noqa: A002 - aten's argument names
+    import torch
+    if not _float(x):
+        return NotImplemented
+    flat = x.reshape(-1)
+    low, high = float(min), float(max)
+    if low == high:  # the data's own range (PyTorch: then widened by 1 if still empty)
+        lo, hi = flat.amin(), flat.amax()
+        same = lo == hi
+        lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
+    else:
+        lo, hi = torch.scalar_tensor(low, dtype=x.dtype), torch.scalar_tensor(high, dtype=x.dtype)
+    inside = (flat >= lo) & (flat <= hi)
+    position = torch.trunc((flat - lo) * bins / (hi - lo))
+    position = torch.clamp(torch.where(inside, position, torch.full_like(position, -1)),
+                           max=bins - 1).to(torch.int64)
+    hits = position.unsqueeze(-1) == torch.arange(bins, device=x.device)
+    return hits.to(x.dtype).sum(0)
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    import torch
+    if indices.dim() != 1 or mode not in (0, 1, 2):
+        return NotImplemented
+    count = indices.shape[0]
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    width = weight.shape[1]
+    positions = torch.arange(count, device=indices.device)
+    bag = (offsets.unsqueeze(0) <= positions.unsqueeze(1)).sum(1) - 1
+    bag = torch.clamp(bag, 0, max(bags - 1, 0))
+    valid = torch.ones_like(indices, dtype=torch.bool) if padding_idx is None or padding_idx < 0 \
+        else indices != padding_idx
+    rows = weight[indices]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(1).to(rows.dtype)
+    sizes = torch.zeros(bags, dtype=torch.int64, device=weight.device).index_add(
+        0, bag, valid.to(torch.int64))
+    if mode == 2:  # max
+        rows = torch.where(valid.unsqueeze(1), rows, torch.full_like(rows, -math.inf))
+        out = torch.full((bags, width), -math.inf, dtype=weight.dtype, device=weight.device)
+        out = out.scatter_reduce(0, bag.unsqueeze(1).expand(count, width), rows, "amax")
+        out = torch.where(sizes.unsqueeze(1) > 0, out, torch.zeros_like(out))
+        max_indices = torch.zeros(bags, width, dtype=torch.int64, device=weight.device)
+    else:
+        rows = torch.where(valid.unsqueeze(1), rows, torch.zeros_like(rows))
+        out = torch.zeros(bags, width, dtype=weight.dtype, device=weight.device).index_add(
+            0, bag, rows)
+        if mode == 1:  # mean (an empty bag stays zeros)
+            divisor = torch.clamp(sizes, min=1).to(out.dtype).unsqueeze(1)
+            out = out / divisor
+        max_indices = torch.zeros(bags, dtype=torch.int64, device=weight.device)
+    return out, bag, sizes, max_indices

@@ -1,0 +1,88 @@
+"""Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
+on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
+median and nanmedian, erfc, hypot, copysign, signbit and histc, with NaN, infinities and -0
+where the op takes them. Each failed to import before ("failed to legalize operation")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tooling
+from importers.test_torch_less_common_forms import Fn
+from pyree.compiler import CompileOptions, compile_str, import_torch
+
+torch = tooling.require_module("torch")
+F = torch.nn.functional
+torch.manual_seed(11)
+INF, NAN = float("inf"), float("nan")
+SPECIAL = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, INF, -INF, NAN, 3e38, 7.0, 100.0, 1e-3,
+                        -30.0, 30.0, 1e-30])
+X = torch.randn(5, 7)
+
+CASES = {
+    "embedding_bag_sum_with_weights_and_an_empty_bag": (
+        lambda i, w, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        (torch.randint(0, 10, (8,)), torch.randn(10, 4), torch.tensor([0, 3, 3, 5]), torch.rand(8))),
+    "embedding_bag_max": (lambda i, w, o: F.embedding_bag(i, w, o, mode="max"),
+                          (torch.randint(0, 10, (8,)), torch.randn(10, 4), torch.tensor([0, 3, 3, 5]))),
+    "embedding_bag_mean_2d_padding": (
+        lambda i, w: F.embedding_bag(i, w, mode="mean", padding_idx=2),
+        (torch.tensor([[1, 2, 3], [2, 2, 2], [4, 5, 2]]), torch.randn(10, 4))),
+    "embedding_bag_last_offset": (
+        lambda i, w, o: F.embedding_bag(i, w, o, mode="sum", include_last_offset=True),
+        (torch.randint(0, 10, (8,)), torch.randn(10, 4), torch.tensor([0, 2, 6, 8]))),
+    "cdist_norms": (lambda a, b: (torch.cdist(a, b), torch.cdist(a, b, p=1), torch.cdist(a, b, p=0),
+                                  torch.cdist(a, b, p=INF), torch.cdist(a, b, p=3)),
+                    (torch.randn(2, 5, 3), torch.randn(2, 4, 3))),
+    "cdist_as_a_product_past_25_rows": (lambda a, b: torch.cdist(a, b),
+                                        (torch.randn(40, 16), torch.randn(33, 16))),
+    "pdist": (lambda a: (F.pdist(a), F.pdist(a, 1)), (torch.randn(7, 4),)),
+    "searchsorted": (lambda s, v: (torch.searchsorted(s, v), torch.searchsorted(s, v, side="right"),
+                                   torch.searchsorted(s, v, right=True, out_int32=True)),
+                     (torch.tensor([0.0, 1, 1, 1, 2, 3, INF]),
+                      torch.tensor([1.0, 0, -1, 3, 5, INF, -INF, 1.5]))),
+    "searchsorted_rows_and_sorter": (
+        lambda s, v, u: (torch.searchsorted(s, v), torch.searchsorted(u, v[0], sorter=torch.argsort(u))),
+        (torch.sort(torch.randn(3, 17), 1)[0], torch.randn(3, 9), torch.randn(17))),
+    "median_and_nanmedian": (
+        lambda a: (torch.median(a), *torch.median(a, 0), torch.median(a[1]), torch.nanmedian(a[:2]),
+                   *torch.nanmedian(a[:2], 1, keepdim=True), *torch.median(X, 1)),
+        (torch.tensor([[1.0, NAN, 3, 2], [4.0, 5, -1, 0], [NAN, 2, NAN, 7]]),)),
+    "erfc": (torch.special.erfc, (torch.cat([SPECIAL, torch.linspace(-6, 12, 97)]),)),
+    "hypot": (torch.hypot, (torch.tensor([3e38, 1e-30, 0.0, -4.0, INF, NAN, -INF, 0.0]),
+                            torch.tensor([3e38, 1e-30, -0.0, 3.0, NAN, 1.0, 2.0, 5.0]))),
+    "copysign_and_signbit": (
+        lambda a, b, i: (torch.copysign(a, b), torch.copysign(a, -0.0), torch.copysign(i, b[:9]),
+                         torch.signbit(a), torch.signbit(i)),
+        (SPECIAL, SPECIAL.flip(0), torch.randint(-5, 5, (9,)))),
+    "histc": (lambda a: (torch.histc(a, 10, -2, 2), torch.histc(a, 7)), (X,)),
+}
+
+
+def _flat(values) -> list:
+    if isinstance(values, (tuple, list)):
+        return [v for value in values for v in _flat(value)]
+    return [values]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_pytorch(name):
+    import pyree.runtime as rt
+    fn, args = CASES[name]
+    module = rt.load_module(compile_str(import_torch(Fn(fn), *args),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = _flat(module["main"](*[a.numpy() for a in args]))
+    with torch.no_grad():
+        want = [w.numpy() for w in _flat(fn(*args))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if w.dtype.kind == "f":
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+            zero = w == 0
+            np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]))
+        else:
+            np.testing.assert_array_equal(g, w)
