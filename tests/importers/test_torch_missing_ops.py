@@ -86,3 +86,39 @@ def test_matches_pytorch(name):
             np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]))
         else:
             np.testing.assert_array_equal(g, w)
+
+
+class _Dlrm(torch.nn.Module):
+    """DLRM's shape: a dense MLP, embedding bags per sparse feature, pairwise dot products of
+    every feature vector (bmm, lower triangle), a top MLP."""
+
+    def __init__(self, dense=13, tables=(100, 57, 31), dim=16):
+        super().__init__()
+        nn = torch.nn
+        self.bottom = nn.Sequential(nn.Linear(dense, 64), nn.ReLU(), nn.Linear(64, dim), nn.ReLU())
+        self.bags = nn.ModuleList([nn.EmbeddingBag(n, dim, mode="sum") for n in tables])
+        self.features = len(tables) + 1
+        pairs = self.features * (self.features - 1) // 2
+        self.top = nn.Sequential(nn.Linear(dim + pairs, 32), nn.ReLU(), nn.Linear(32, 1))
+
+    def forward(self, dense, indices, offsets):
+        x = self.bottom(dense)
+        t = torch.stack([x] + [bag(indices[k], offsets[k]) for k, bag in enumerate(self.bags)], 1)
+        z = torch.bmm(t, t.transpose(1, 2))
+        i, j = torch.tril_indices(self.features, self.features, -1)
+        return torch.sigmoid(self.top(torch.cat([x, z[:, i, j]], 1)))
+
+
+def test_a_dlrm_style_recommendation_model_matches_pytorch():
+    import pyree.runtime as rt
+    model = _Dlrm().eval()
+    dense = torch.randn(6, 13)
+    indices = torch.stack([torch.randint(0, 31, (20,)) for _ in range(3)])
+    offsets = torch.tensor([[0, 3, 7, 7, 12, 15], [0, 2, 4, 8, 10, 19], [0, 1, 2, 3, 4, 5]])
+    module = rt.load_module(compile_str(import_torch(model, dense, indices, offsets),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = np.asarray(module["main"](dense.numpy(), indices.numpy(), offsets.numpy()))
+    with torch.no_grad():
+        want = model(dense, indices, offsets).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
