@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     IntegerAttr,
     StringAttr,
+    TensorType,
     i64,
 )
 from xdsl.ir import Attribute, Block, Data, Dialect, Operation, OpTraits, Region
@@ -359,6 +360,35 @@ class WhileOp(HloOp):
                           regions=regions)
 
 
+class ComplexOp(HloOp):
+    """``stablehlo.complex %re, %im : T``: the one type is the complex result's; the operands
+    are its parts (the generic form and ``: (A, A) -> T`` spell them out)."""
+
+    name = "stablehlo.complex"
+    OPERANDS = (2, 2)
+    ONE_RESULT = True
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        operands = [parser.parse_unresolved_operand()]
+        parser.parse_punctuation(",")
+        operands.append(parser.parse_unresolved_operand())
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        if parser._current_token.kind == MLIRTokenKind.L_PAREN:
+            ft = parser.parse_function_type()
+            in_types, out_type = list(ft.inputs), ft.outputs.data[0]
+        else:
+            out_type = parser.parse_type()
+            element = getattr(out_type, "element_type", None)
+            part = getattr(element, "element_type", None)
+            if part is None:
+                parser.raise_error("stablehlo.complex makes a tensor of complex numbers")
+            in_types = [TensorType(part, out_type.get_shape())] * 2
+        resolved = parser.resolve_operands(operands, in_types, parser.pos)
+        return cls.create(operands=resolved, result_types=[out_type], attributes=attrs)
+
+
 class TopKOp(HloOp):
     """``chlo.top_k(%x, k = 3) : T -> (T, U)``."""
 
@@ -509,7 +539,7 @@ ReturnOp.traits = traits_def(IsTerminator())
 STABLEHLO_OPS = [
     ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp, CustomCallOp,
     _simple("stablehlo.optimization_barrier", results=None),
-    _simple("stablehlo.complex", operands=(2, 2)),
+    ComplexOp,
     _simple("stablehlo.cholesky", {"lower": "lower"}, operands=(1, 1)),
     _simple("stablehlo.real", operands=(1, 1)),
     _simple("stablehlo.imag", operands=(1, 1)),

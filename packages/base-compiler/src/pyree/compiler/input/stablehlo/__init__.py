@@ -72,6 +72,13 @@ STABLEHLO_RULES = {
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
+for _name in complex.PART_WISE:  # of complex values: the real rule on each part
+    STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.part_wise(STABLEHLO_RULES[f"stablehlo.{_name}"])
+for _name in ("multiply", "divide", "abs"):
+    STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.lower_complex_binary(
+        STABLEHLO_RULES[f"stablehlo.{_name}"])
+STABLEHLO_RULES["stablehlo.convert"] = complex.lower_convert(STABLEHLO_RULES["stablehlo.convert"])
+STABLEHLO_RULES["stablehlo.constant"] = complex.lower_constant(STABLEHLO_RULES["stablehlo.constant"])
 
 
 STABLEHLO_RULES.update(dynamic.RULES)

@@ -1,6 +1,9 @@
-"""Complex numbers inside a function: ``stablehlo.complex`` / ``real`` / ``imag``, ``sine``,
-``cosine`` and ``exponential`` of a complex value, and ``stablehlo.fft`` (FFT, IFFT, RFFT, IRFFT
-over the innermost dimension).
+"""Complex numbers inside a function: ``stablehlo.complex`` / ``real`` / ``imag``, ``convert``
+to and from them, ``add``, ``subtract``, ``negate``, ``multiply``, ``divide``, ``abs``, ``sine``,
+``cosine`` and ``exponential`` of complex values, the ops that only move or pick elements
+(broadcasts, reshape, transpose, slices, pad, concatenate, reverse, select: each part through
+the real rule), and ``stablehlo.fft`` (FFT, IFFT, RFFT, IRFFT over the innermost dimensions:
+one dimension at a time).
 
 pyree's tensors are real, so a complex tensor is kept as a pair of real tensors of the same
 shape (``ComplexPair``: real and imaginary parts) while the function is lowered; each rule above
@@ -20,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert
 from pyree.compiler.input.function import FunctionLowering
@@ -28,6 +32,7 @@ from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import ints, prop
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
+    DTYPES,
     Acc,
     AffineExpr,
     Binary,
@@ -39,7 +44,8 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
-from pyree.compiler.tensor_program import Generic, Value
+from pyree.compiler.tensor_program import Constant, Generic, Value
+from xdsl.dialects.builtin import ComplexType, TensorType
 from xdsl.ir import Operation
 
 
@@ -70,6 +76,145 @@ def or_complex(rule):
     """``rule`` for real operands, ``lower_complex_unary`` for a complex one."""
     def lower(fn: FunctionLowering, op: Operation) -> None:
         (lower_complex_unary if is_complex(fn, op) else rule)(fn, op)
+    return lower
+
+
+# Ops whose complex result is the real rule applied to each part apart: they move, pick or
+# add elements (a pad's value and a select's predicate too: the predicate is real, and stays).
+PART_WISE = ("broadcast_in_dim", "broadcast", "reshape", "transpose", "slice", "concatenate",
+             "pad", "reverse", "dynamic_slice", "dynamic_update_slice", "select", "add",
+             "subtract", "negate", "optimization_barrier")
+
+
+def part_wise(rule):
+    """``rule`` for real operands; for complex ones, ``rule`` on a copy of the op over the real
+    parts, once per part, with the complex operands standing for that part while it runs."""
+    def lower(fn: FunctionLowering, op: Operation) -> None:
+        complex_operands = [v for v in op.operands if isinstance(fn.env.get(v), ComplexPair)]
+        if not complex_operands:
+            return rule(fn, op)
+        where = location_of(op)
+        parts = []
+        for which in ("re", "im"):
+            copy = type(op).create(operands=list(op.operands),
+                                   result_types=[_real_type(r.type, where) for r in op.results],
+                                   properties=dict(op.properties), attributes=dict(op.attributes))
+            pairs = {v: fn.env[v] for v in complex_operands}
+            try:
+                for v, z in pairs.items():
+                    fn.env[v] = getattr(z, which)
+                rule(fn, copy)
+                parts.append([fn.tensor(r, where) for r in copy.results])
+            finally:
+                fn.env.update(pairs)
+                copy.drop_all_references()
+        for result, re, im in zip(op.results, *parts):
+            fn.env[result] = ComplexPair(re, im)
+    return lower
+
+
+def _real_type(t, where: str):
+    """A complex tensor type's part type (a real one stays)."""
+    element = getattr(t, "element_type", None)
+    if isinstance(element, ComplexType):
+        return TensorType(element.element_type, t.get_shape())
+    return t
+
+
+def lower_convert(rule):
+    """``convert``: to complex, the value with a zero imaginary part; from complex to real, the
+    real part (as XLA); between complex types, each part."""
+    def lower(fn: FunctionLowering, op: Operation) -> None:
+        where = location_of(op)
+        source = fn.env.get(op.operands[0])
+        to_complex = isinstance(getattr(op.results[0].type, "element_type", None), ComplexType)
+        if not to_complex and not isinstance(source, ComplexPair):
+            return rule(fn, op)
+        dtype, shape = tensor_type_of(_real_type(op.results[0].type, where), where)
+        parts = (source.re, source.im) if isinstance(source, ComplexPair) else \
+            (fn.tensor(op.operands[0], where), None)
+        made = []
+        for part in parts[:2 if to_complex else 1]:
+            inputs = Inputs()
+            ix = AffineExpr.identity(len(shape))
+            value = convert(inputs.load(part, ix), dtype) if part is not None else Const(0.0, dtype)
+            out = fn.new_value(dtype, shape, "complex_part")
+            fn.emit(Generic(inputs.values, [out], (Result(0, ix, value),), shape, len(shape),
+                            where, op.name))
+            made.append(out)
+        fn.env[op.results[0]] = ComplexPair(*made) if to_complex else made[0]
+    return lower
+
+
+def lower_complex_binary(rule):
+    """multiply, divide and abs of complex values (abs scaled by the larger part, as XLA's, so
+    that it does not overflow); real operands go to ``rule``."""
+    def lower(fn: FunctionLowering, op: Operation) -> None:
+        if not is_complex(fn, op):
+            return rule(fn, op)
+        where = location_of(op)
+        name = op.name.removeprefix("stablehlo.")
+        zs = [pair(fn, op, i) for i in range(len(op.operands))]
+        shape, dtype = zs[0].re.shape, zs[0].re.dtype
+        rank = len(shape)
+
+        def part(build) -> Value:
+            inputs = Inputs()
+            ix = AffineExpr.identity(rank)
+            loaded = [(inputs.load(z.re, ix), inputs.load(z.im, ix)) for z in zs]
+            out = fn.new_value(dtype, shape, name)
+            fn.emit(Generic(inputs.values, [out], (Result(0, ix, build(*loaded)),), shape, rank,
+                            where, op.name))
+            return out
+
+        def b(kind, x, y):
+            return Binary(kind, x, y, dtype)
+
+        if name == "abs":
+            def magnitude(z):
+                a, c = Unary("abs", z[0], dtype), Unary("abs", z[1], dtype)
+                big, small = b("max", a, c), b("min", a, c)
+                positive = Compare("gt", big, Const(0.0, dtype))
+                ratio = Select(positive, b("div", small, big), Const(0.0, dtype), dtype)
+                value = b("mul", big, Unary("sqrt", b("add", Const(1.0, dtype), b("mul", ratio, ratio)),
+                                            dtype))
+                infinite = Compare("eq", big, Const(math.inf, dtype))
+                return Select(infinite, big, value, dtype)
+            fn.env[op.results[0]] = part(magnitude)
+            return
+        if name == "multiply":
+            re = part(lambda x, y: b("sub", b("mul", x[0], y[0]), b("mul", x[1], y[1])))
+            im = part(lambda x, y: b("add", b("mul", x[0], y[1]), b("mul", x[1], y[0])))
+        elif name == "divide":
+            def norm(y):
+                return b("add", b("mul", y[0], y[0]), b("mul", y[1], y[1]))
+            re = part(lambda x, y: b("div", b("add", b("mul", x[0], y[0]), b("mul", x[1], y[1])),
+                                     norm(y)))
+            im = part(lambda x, y: b("div", b("sub", b("mul", x[1], y[0]), b("mul", x[0], y[1])),
+                                     norm(y)))
+        else:
+            raise CompileError(f"'{op.name}' of a complex value is not supported", where)
+        fn.env[op.results[0]] = ComplexPair(re, im)
+    return lower
+
+
+def lower_constant(rule):
+    """A complex constant (xDSL reads its elements as (re, im) pairs) as two real constants."""
+    def lower(fn: FunctionLowering, op: Operation) -> None:
+        element = getattr(op.results[0].type, "element_type", None)
+        if not isinstance(element, ComplexType):
+            return rule(fn, op)
+        where = location_of(op)
+        dtype, shape = tensor_type_of(_real_type(op.results[0].type, where), where)
+        values = np.array(op.properties["value"].get_values(), dtype=np.float64).reshape(-1, 2)
+        values = np.broadcast_to(values, (int(np.prod(shape, dtype=np.int64)), 2))
+        parts = []
+        for k in range(2):
+            out = fn.new_value(dtype, shape, "complex_constant")
+            data = np.ascontiguousarray(values[:, k].reshape(shape)).astype(DTYPES[dtype])
+            fn.emit(Constant(out, data=data, location=where))
+            parts.append(out)
+        fn.env[op.results[0]] = ComplexPair(*parts)
     return lower
 
 
@@ -122,27 +267,66 @@ def lower_complex_unary(fn: FunctionLowering, op: Operation) -> None:
 
 
 def lower_fft(fn: FunctionLowering, op: Operation) -> None:
+    """Over the innermost ``len(fft_length)`` dims, one dimension at a time (the DFT is
+    separable): RFFT's real transform innermost first, IRFFT's last."""
     where = location_of(op)
     kind = _word(prop(op, "fft_type"), where)  # #stablehlo<fft_type RFFT>, or RFFT
     lengths = ints(op, "fft_length")
-    if len(lengths) != 1:
-        raise CompileError(f"stablehlo.fft over {len(lengths)} dimensions (pyree transforms "
-                           "the innermost one only)", where)
-    n = lengths[0]
     if kind == "RFFT":
         x = fn.tensor(op.operands[0], where)
-        parts = (x, None)
-    else:
-        z = pair(fn, op)
-        parts = (z.re, z.im)
-    out_shape = tensor_type_of(op.results[0].type, where)[1] if kind == "IRFFT" else None
-    if kind == "IRFFT":
-        fn.env[op.results[0]] = _dft(fn, parts, n, out_shape, "re", kind, where)
+        rank = len(x.shape)
+        z = _fft_last(fn, (x, None), lengths[-1], "RFFT", where)
+        for k, d in enumerate(range(rank - 2, rank - 1 - len(lengths), -1)):
+            z = _along(fn, z, d, lengths[-2 - k], "FFT", where)
+        fn.env[op.results[0]] = z
         return
+    z = pair(fn, op)
+    rank = len(z.re.shape)
+    if kind == "IRFFT":
+        for k, d in enumerate(range(rank - len(lengths), rank - 1)):
+            z = _along(fn, z, d, lengths[k], "IFFT", where)
+        out_shape = tensor_type_of(op.results[0].type, where)[1]
+        fn.env[op.results[0]] = _dft(fn, (z.re, z.im), lengths[-1], out_shape, "re", kind, where)
+        return
+    for k, d in enumerate(range(rank - 1, rank - 1 - len(lengths), -1)):
+        z = _along(fn, z, d, lengths[-1 - k], kind, where)
+    fn.env[op.results[0]] = z
+
+
+def _fft_last(fn: FunctionLowering, parts: tuple[Value, Value | None], n: int, kind: str,
+              where: str) -> ComplexPair:
+    """The FFT, IFFT or RFFT of ``parts`` over their innermost dimension."""
     shape = parts[0].shape[:-1] + ((n // 2 + 1) if kind == "RFFT" else n,)
-    re = _dft(fn, parts, n, shape, "re", kind, where)
-    im = _dft(fn, parts, n, shape, "im", kind, where)
-    fn.env[op.results[0]] = ComplexPair(re, im)
+    return ComplexPair(_dft(fn, parts, n, shape, "re", kind, where),
+                       _dft(fn, parts, n, shape, "im", kind, where))
+
+
+def _along(fn: FunctionLowering, z: ComplexPair, d: int, n: int, kind: str,
+           where: str) -> ComplexPair:
+    """``z`` transformed along dim ``d``: moved innermost, transformed, moved back."""
+    rank = len(z.re.shape)
+    if d == rank - 1:
+        return _fft_last(fn, (z.re, z.im), n, kind, where)
+    order = [k for k in range(rank) if k != d] + [d]
+    back = [order.index(k) for k in range(rank)]
+    moved = _fft_last(fn, (_permuted(fn, z.re, order, where), _permuted(fn, z.im, order, where)),
+                      n, kind, where)
+    return ComplexPair(_permuted(fn, moved.re, back, where), _permuted(fn, moved.im, back, where))
+
+
+def _permuted(fn: FunctionLowering, value: Value, order: list[int], where: str) -> Value:
+    """``value`` with its dims in ``order`` (result dim k is dim order[k])."""
+    rank = len(order)
+    shape = tuple(value.shape[k] for k in order)
+    index = [None] * rank
+    for k, d in enumerate(order):
+        index[d] = AffineExpr.loop(rank, k)
+    inputs = Inputs()
+    load = inputs.load(value, tuple(index))
+    out = fn.new_value(value.dtype, shape, "fft_axis")
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), load),), shape,
+                    rank, where, "stablehlo.fft"))
+    return out
 
 
 def _word(attr, where: str) -> str:
