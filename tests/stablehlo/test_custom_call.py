@@ -66,19 +66,20 @@ func.func @q(%a: {ta}, %t: {tt}) -> {ta} {{
     np.testing.assert_allclose(np.asarray(module.q(a, taus)), _orgqr(a, taus), rtol=tol, atol=tol)
 
 
-LAPACK = """
-func.func @f(%a: tensor<5x5xf32>, %b: tensor<5x3xf32>) -> tensor<5x3xf32> {
-  %0 = stablehlo.custom_call @lapack_strsm_ffi(%a, %b) {backend_config = "", mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}, mhlo.frontend_attributes = {num_batch_dims = "0"}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 1, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j], [k, l])->([m, n]) {i=5, j=5, k=5, l=3, m=5, n=3}, custom>} : (tensor<5x5xf32>, tensor<5x3xf32>) -> tensor<5x3xf32>
-  return %0 : tensor<5x3xf32>
+SVD = """
+func.func @f(%a: tensor<5x4xf32>) -> tensor<4xf32> {
+  %0:5 = stablehlo.custom_call @lapack_sgesdd_ffi(%a) {backend_config = "", mhlo.backend_config = {mode = 78 : ui8}, mhlo.frontend_attributes = {num_batch_dims = "0"}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>], sdy.sharding_rule = #sdy.op_sharding_rule<([i, j])->([k, l], [m], [n, o], [p, q], []) {i=5, j=4, k=5, l=4, m=4, n=1, o=1, p=1, q=1}, custom>} : (tensor<5x4xf32>) -> (tensor<5x4xf32>, tensor<4xf32>, tensor<1x1xf32>, tensor<1x1xf32>, tensor<i32>)
+  return %0#1 : tensor<4xf32>
 }"""
 
 
-def test_jax_linear_algebra_is_refused_by_name_past_its_sharding_rule():
-    """JAX's CPU solve_triangular, as JAX 0.10 prints it: Shardy's attribute parses (it failed
-    as "'sdy.op_sharding_rule' is not registered"), and the error names the LAPACK call."""
-    with pytest.raises(CompileError, match=r"(?s)custom_call @lapack_strsm_ffi is not supported"
-                                           r".*call LAPACK or cuSOLVER"):
-        compile_str(LAPACK, input_type="stablehlo")
+def test_jax_linear_algebra_pyree_lacks_is_refused_by_name_past_its_sharding_rule():
+    """JAX's CPU svd, as JAX 0.10 prints it: Shardy's attribute parses (it failed as
+    "'sdy.op_sharding_rule' is not registered"), and the error names the LAPACK call and what
+    is computed instead (potrf, getrf and trsm are: tests/stablehlo/test_jax_linear_algebra.py)."""
+    with pytest.raises(CompileError, match=r"(?s)custom_call @lapack_sgesdd_ffi is not supported"
+                                           r".*potrf, getrf and trsm"):
+        compile_str(SVD, input_type="stablehlo")
 
 
 def test_sharded_arguments_compile_for_one_device():

@@ -2,7 +2,7 @@
 rfft: refused before), transforms over several dimensions (``fft2``, ``fftn``, ``rfft2``),
 complex arithmetic, constants (``1j * x``), conversions, and the ops that move complex
 elements (slices, reversal, transposes, pads, concatenation, select). On local-task, and on
-Vulkan under its marker (lavapipe in CI)."""
+Vulkan (lavapipe in CI) and cuda under their markers."""
 
 from __future__ import annotations
 
@@ -44,14 +44,15 @@ CASES = {
     "a_complex_constant": (lambda a: jnp.real(jnp.fft.ifft(jnp.fft.fft(a) * jnp.exp(1j * a))),
                            (X,)),
 }
-TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv"}
+TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
 
 
-@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
+                                    pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_jax(name, device):
     f, args = CASES[name]
-    options = CompileOptions(target_backends=[TARGETS[device]],
+    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
                              vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
                                                           "cpu-lavapipe-linux"))
     module = rt.load_module(compile_str(jax.jit(f).lower(*args).as_text(), options), device=device)

@@ -34,17 +34,23 @@ MAX_N = 64
 
 
 def lower_cholesky(fn: FunctionLowering, op: Operation) -> None:
-    where = location_of(op)
-    a = fn.tensor(op.operands[0], where)
     lower_attr = prop(op, "lower")
     lower = bool(getattr(getattr(lower_attr, "value", None), "data", False))
+    emit_cholesky(fn, op, lower)
+
+
+def emit_cholesky(fn: FunctionLowering, op: Operation, lower: bool) -> None:
+    """The factor of ``op``'s operand 0 into its result 0 (also LAPACK's potrf: custom_call)."""
+    where = location_of(op)
+    a = fn.tensor(op.operands[0], where)
+    name = op.name if op.name != "stablehlo.custom_call" else "LAPACK's potrf"
     dtype, shape = a.dtype, a.shape
     if len(shape) < 2 or shape[-1] != shape[-2] or not is_float(dtype):
-        raise CompileError(f"stablehlo.cholesky of {dtype}{list(shape)}: a float tensor of "
+        raise CompileError(f"{name} of {dtype}{list(shape)}: a float tensor of "
                            "square matrices is needed", where)
     n, nb = shape[-1], len(shape) - 2
     if n > MAX_N:
-        raise CompileError(f"stablehlo.cholesky of {n}x{n} matrices is not supported (at most "
+        raise CompileError(f"{name} of {n}x{n} matrices is not supported (at most "
                            f"{MAX_N}x{MAX_N}: the columns are unrolled)", where)
     batch = shape[:-2]
     previous = None

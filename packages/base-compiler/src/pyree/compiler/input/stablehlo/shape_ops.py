@@ -14,6 +14,7 @@ from pyree.compiler.input.scalar import zero
 from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
 from pyree.compiler.input.stablehlo.householder import lower_householder_product
+from pyree.compiler.input.stablehlo.lapack import lapack_call, lower_lapack
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Binary, Compare, Const, Expr, LoopIndex, Result, Select
 from pyree.compiler.tensor_program import Generic, Value, View
@@ -49,7 +50,8 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
 def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
     """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
     as IREE drops it; ``@ProductOfElementaryHouseholderReflectors`` (JAX's QR) is computed
-    (householder.py); any other target is refused by name."""
+    (householder.py), and JAX's LAPACK potrf, getrf and trsm (lapack.py); any other target is
+    refused by name."""
     where = location_of(op)
     target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
     name = getattr(target, "data", None)
@@ -57,13 +59,15 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
         return
     if name == "ProductOfElementaryHouseholderReflectors":
         return lower_householder_product(fn, op)
+    if (kind := lapack_call(name or "")) is not None:
+        return lower_lapack(fn, op, kind)
     solver = name and name.startswith(("lapack_", "cusolver_", "hipsolver_", "cu_", "hip_"))
-    hint = (" — JAX's CPU and GPU lowerings of linear algebra (jnp.linalg.solve, inv, det, qr, "
-            "svd, eigh, cholesky; jax.scipy.linalg.solve_triangular) call LAPACK or cuSOLVER, "
-            "which a pyree module cannot; stablehlo.cholesky is supported") if solver else ""
+    hint = (" — of JAX's LAPACK calls pyree computes potrf, getrf and trsm (cholesky, lu, solve, "
+            "inv, det, solve_triangular); not qr, svd or eigh, nor cuSOLVER's (lower for the "
+            "CPU)") if solver else ""
     raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
-                       f"@shape_assertion and @ProductOfElementaryHouseholderReflectors){hint}",
-                       where)
+                       f"@shape_assertion, @ProductOfElementaryHouseholderReflectors and "
+                       f"LAPACK's potrf, getrf, trsm){hint}", where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:

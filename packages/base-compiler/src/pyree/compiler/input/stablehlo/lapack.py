@@ -1,0 +1,305 @@
+"""JAX's LAPACK custom calls on the CPU (``lapack_?potrf_ffi``, ``lapack_?getrf_ffi``,
+``lapack_?trsm_ffi``): ``jnp.linalg.cholesky``, ``lu``, ``solve``, ``inv``, ``det``, ``slogdet``
+and ``jax.scipy.linalg.solve_triangular`` / ``cho_solve`` / ``lu_solve`` lower to them when JAX
+targets its CPU, with the rest of the algorithm (pivots to a permutation, the solves' order,
+the determinant's sign) in plain StableHLO around them.
+
+Each is unrolled by column as ``stablehlo.cholesky`` is (cholesky.py), over any batch dims, up
+to ``MAX_N`` rows:
+
+- potrf: that Cholesky factor (the other triangle zeros: JAX masks it); info 0.
+- getrf: per column j, partial pivoting as LAPACK's: the pivot is the first row at or below j
+  of the largest magnitude; rows j and p are exchanged across the whole matrix (the multipliers
+  already computed too), the column below is divided by the pivot and the trailing block
+  updated. The pivots come out 1-based, as LAPACK's; info is the first zero pivot's column
+  (1-based), or 0.
+- trsm: ``op(A) X = B`` (side L) or ``X op(A) = B`` (side R), A lower or upper, op the identity
+  or the transpose (conjugate: the same for real types), unit or stored diagonal: rows solved
+  one at a time, each then taken out of the rows still to solve.
+"""
+
+from __future__ import annotations
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.input.body import convert
+from pyree.compiler.input.function import FunctionLowering
+from pyree.compiler.input.inputs import Inputs
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.stablehlo.cholesky import MAX_N, emit_cholesky
+from pyree.compiler.input.stablehlo.common import prop
+from pyree.compiler.kernel import (
+    Acc,
+    AffineExpr,
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    LoopIndex,
+    Result,
+    Select,
+    Unary,
+    is_float,
+)
+from pyree.compiler.tensor_program import Generic, Value
+from xdsl.dialects.builtin import DictionaryAttr
+from xdsl.ir import Operation
+
+
+def lapack_call(name: str) -> str | None:
+    """``potrf``, ``getrf`` or ``trsm`` for ``lapack_{s,d}<that>_ffi``, else None."""
+    if not (name.startswith("lapack_") and name.endswith("_ffi")) or len(name) < 12:
+        return None
+    kind = name[len("lapack_") + 1:-len("_ffi")]
+    return kind if name[len("lapack_")] in "sd" and kind in ("potrf", "getrf", "trsm") else None
+
+
+def lower_lapack(fn: FunctionLowering, op: Operation, kind: str) -> None:
+    {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm}[kind](fn, op)
+
+
+def _config(op: Operation) -> dict[str, str]:
+    """``mhlo.backend_config = {uplo = 76 : ui8, ...}`` as letters: {"uplo": "L", ...}."""
+    attr = prop(op, "mhlo.backend_config")
+    if not isinstance(attr, DictionaryAttr):
+        return {}
+    return {k: chr(int(v.value.data)) for k, v in attr.data.items() if hasattr(v, "value")}
+
+
+def _square(fn: FunctionLowering, op: Operation, index: int, where: str,
+            square: bool = True) -> Value:
+    a = fn.tensor(op.operands[index], where)
+    if len(a.shape) < 2 or not is_float(a.dtype) or (square and a.shape[-1] != a.shape[-2]):
+        raise CompileError(f"{_name(op)} of {a.dtype}{list(a.shape)}: a float tensor of "
+                           f"{'square ' if square else ''}matrices is needed", where)
+    if max(a.shape[-2:]) > MAX_N:
+        raise CompileError(f"{_name(op)} of {a.shape[-2]}x{a.shape[-1]} matrices is not "
+                           f"supported (at most {MAX_N} rows and columns: the columns are "
+                           "unrolled)", where)
+    return a
+
+
+def _name(op: Operation) -> str:
+    target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
+    return f"stablehlo.custom_call @{getattr(target, 'data', '?')}"
+
+
+def _potrf(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    _square(fn, op, 0, where)
+    emit_cholesky(fn, op, _config(op).get("uplo", "L") == "L")
+    if len(op.results) > 1:
+        fn.env[op.results[1]] = _zeros_like_result(fn, op, 1, where)
+
+
+def _zeros_like_result(fn: FunctionLowering, op: Operation, index: int, where: str):
+    """An all-zero info result (a rank-0 one as a constant)."""
+    from pyree.compiler.input.types import tensor_type_of
+    dtype, shape = tensor_type_of(op.results[index].type, where)
+    if shape == ():
+        return Const(0, dtype)
+    out = fn.result_value(op.results[index], where)
+    rank = len(shape)
+    fn.emit(Generic([], [out], (Result(0, AffineExpr.identity(rank), Const(0, dtype)),), shape,
+                    rank, where, _name(op)))
+    return out
+
+
+# ---- getrf ---------------------------------------------------------------------------------
+
+def _getrf(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    a = _square(fn, op, 0, where, square=False)
+    shape = a.shape
+    batch, (m, n) = shape[:-2], shape[-2:]
+    steps = min(m, n)
+    origin = _name(op)
+    pivots = None
+    for j in range(steps):
+        p = _pivot_row(fn, a, j, where, origin)
+        a = _eliminate(fn, a, p, j, where, origin,
+                       op.results[0] if j == steps - 1 else None)
+        pivots = _with_pivot(fn, pivots, p, j, batch, steps, where, origin,
+                             op.results[1] if j == steps - 1 else None)
+    if steps == 0:
+        raise CompileError(f"{origin} of an empty matrix ({shape})", where)
+    fn.env[op.results[1]] = pivots
+    fn.env[op.results[2]] = _first_zero_pivot(fn, a, op, steps, where, origin)
+
+
+def _batch_ix(loops: int, nb: int) -> tuple[AffineExpr, ...]:
+    return tuple(AffineExpr.loop(loops, d) for d in range(nb))
+
+
+def _pivot_row(fn: FunctionLowering, a: Value, j: int, where: str, origin: str) -> Value:
+    """(batch...) i32: the first row i >= j of the largest |a[i, j]| (j where all are NaN)."""
+    nb, m = len(a.shape) - 2, a.shape[-2]
+    batch, dtype = a.shape[:-2], a.dtype
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    row = AffineExpr.loop(loops, nb, 1, j)
+    col = AffineExpr.loop(loops, None, const=j)
+    inputs = Inputs()
+    magnitude = Unary("abs", inputs.load(a, b_ix + (row, col)), dtype)
+    largest = fn.new_value(dtype, batch, "lu_pivot_magnitude")
+    fn.emit(Generic(inputs.values, [largest], (Result(0, b_ix, Binary(
+        "max", Acc(0, dtype), magnitude, dtype), Const(float("-inf"), dtype)),),
+        batch + (m - j,), nb, where, origin))
+    inputs = Inputs()
+    magnitude = Unary("abs", inputs.load(a, b_ix + (row, col)), dtype)
+    at = convert(Binary("add", LoopIndex(nb), Const(j, "index"), "index"), "i32")
+    hit = Compare("eq", magnitude, inputs.load(largest, b_ix))
+    first = Select(hit, at, Const(m, "i32"), "i32")
+    found = fn.new_value("i32", batch, "lu_pivot_first")
+    fn.emit(Generic(inputs.values, [found], (Result(0, b_ix, Binary(
+        "min", Acc(0, "i32"), first, "i32"), Const(m, "i32")),), batch + (m - j,), nb, where,
+        origin))
+    inputs = Inputs()
+    loops = nb
+    b_ix = _batch_ix(loops, nb)
+    f = inputs.load(found, b_ix)
+    pick = Select(Compare("eq", f, Const(m, "i32")), Const(j, "i32"), f, "i32")
+    p = fn.new_value("i32", batch, "lu_pivot")
+    fn.emit(Generic(inputs.values, [p], (Result(0, b_ix, pick),), batch, nb, where, origin))
+    return p
+
+
+def _eliminate(fn: FunctionLowering, a: Value, p: Value, j: int, where: str, origin: str,
+               result) -> Value:
+    """Rows j and p exchanged, column j below divided by the pivot, the trailing block updated."""
+    nb = len(a.shape) - 2
+    dtype, shape = a.dtype, a.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, k = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    jc = AffineExpr.loop(loops, None, const=j)
+    inputs = Inputs()
+    pivot_row = convert(inputs.load(p, b_ix), "index")
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+
+    def at_pivot_row(column: Expr) -> Expr:
+        return inputs.gather(a, batch_index + (pivot_row, column), where)
+
+    i_is_p = Compare("eq", LoopIndex(nb), pivot_row)
+    swapped = Select(i_is_p, inputs.load(a, b_ix + (jc, k)), inputs.load(a, b_ix + (i, k)), dtype)
+    swapped_j = Select(i_is_p, inputs.load(a, b_ix + (jc, jc)), inputs.load(a, b_ix + (i, jc)), dtype)
+    pivot = at_pivot_row(Const(j, "index"))
+    multiplier = Binary("div", swapped_j, pivot, dtype)
+    updated = Binary("sub", swapped, Binary("mul", multiplier, at_pivot_row(LoopIndex(nb + 1)),
+                                            dtype), dtype)
+    row, col = LoopIndex(nb), LoopIndex(nb + 1)
+    below = Select(Compare("eq", col, Const(j, "index")), multiplier,
+                   Select(Compare("gt", col, Const(j, "index")), updated, swapped, dtype), dtype)
+    value = Select(Compare("eq", row, Const(j, "index")), at_pivot_row(col),
+                   Select(Compare("gt", row, Const(j, "index")), below,
+                          inputs.load(a, b_ix + (i, k)), dtype), dtype)
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value(dtype, shape, "lu")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, k), value),), shape, loops,
+                    where, origin))
+    return out
+
+
+def _with_pivot(fn: FunctionLowering, pivots: Value | None, p: Value, j: int, batch: tuple,
+                steps: int, where: str, origin: str, result) -> Value:
+    """The 1-based pivots so far, with column j's."""
+    nb = len(batch)
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    inputs = Inputs()
+    mine = Binary("add", inputs.load(p, b_ix), Const(1, "i32"), "i32")
+    before = inputs.load(pivots, b_ix + (AffineExpr.loop(loops, nb),)) if pivots is not None \
+        else Const(0, "i32")
+    value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), mine, before, "i32")
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value("i32", batch + (steps,), "lu_pivots")
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
+                    batch + (steps,), loops, where, origin))
+    return out
+
+
+def _first_zero_pivot(fn: FunctionLowering, lu: Value, op: Operation, steps: int, where: str,
+                      origin: str):
+    """LAPACK's info: the first column (1-based) whose pivot is 0, else 0."""
+    nb = len(lu.shape) - 2
+    batch = lu.shape[:-2]
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    j = AffineExpr.loop(loops, nb)
+    inputs = Inputs()
+    diagonal = inputs.load(lu, b_ix + (j, j))
+    column = convert(Binary("add", LoopIndex(nb), Const(1, "index"), "index"), "i32")
+    zero = Compare("eq", diagonal, Const(0.0, lu.dtype))
+    candidate = Select(zero, column, Const(steps + 1, "i32"), "i32")
+    first = fn.new_value("i32", batch, "lu_first_zero")
+    fn.emit(Generic(inputs.values, [first], (Result(0, b_ix, Binary(
+        "min", Acc(0, "i32"), candidate, "i32"), Const(steps + 1, "i32")),), batch + (steps,), nb,
+        where, origin))
+    inputs = Inputs()
+    b_ix = _batch_ix(nb, nb)
+    f = inputs.load(first, b_ix)
+    info = Select(Compare("eq", f, Const(steps + 1, "i32")), Const(0, "i32"), f, "i32")
+    out = fn.result_value(op.results[2], where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix, info),), batch, nb, where, origin))
+    return out
+
+
+# ---- trsm ----------------------------------------------------------------------------------
+
+def _trsm(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    config = _config(op)
+    a = _square(fn, op, 0, where)
+    b = _square(fn, op, 1, where, square=False)
+    left = config.get("side", "L") == "L"
+    lower = config.get("uplo", "L") == "L"
+    transposed = config.get("trans_x", "N") in ("T", "C")
+    unit = config.get("diag", "N") == "U"
+    n = b.shape[-2] if left else b.shape[-1]
+    if a.shape[-1] != n:
+        raise CompileError(f"{_name(op)}: a {a.shape[-1]}x{a.shape[-1]} triangle for "
+                           f"{list(b.shape)} on the {'left' if left else 'right'}", where)
+    # Solve T Y = C with the rows of Y being B's rows (left) or columns (right): T = op(A), or
+    # op(A)^T on the right; T is lower where A is lower and not (effectively) transposed.
+    across = transposed != (not left)  # T[q, i] is A[i, q]
+    forward = lower != across  # T lower: solve the first row first
+    order = range(n) if forward else range(n - 1, -1, -1)
+    x = b
+    origin = _name(op)
+    for step, i in enumerate(order):
+        last = step == n - 1
+        x = _solve_row(fn, a, x, i, left, across, forward, unit, where, origin,
+                       op.results[0] if last else None)
+    if n == 0:
+        fn.env[op.results[0]] = b
+
+
+def _solve_row(fn: FunctionLowering, a: Value, c: Value, i: int, left: bool, across: bool,
+               forward: bool, unit: bool, where: str, origin: str, result) -> Value:
+    """Row i of Y (T[i, i] y_i = c_i) into ``c``, and T[q, i] y_i taken from the rows q solved
+    after it; the other rows unchanged."""
+    nb = len(c.shape) - 2
+    dtype, shape = c.dtype, c.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    r, s = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    ic = AffineExpr.loop(loops, None, const=i)
+    q_loop, q = (r, nb) if left else (s, nb + 1)  # Y's row: B's row (left) or column (right)
+    inputs = Inputs()
+
+    def c_at(row: AffineExpr) -> Expr:  # C[row, this column]
+        return inputs.load(c, b_ix + ((row, s) if left else (r, row)))
+
+    def t_at(row: AffineExpr, col: AffineExpr) -> Expr:
+        return inputs.load(a, b_ix + ((col, row) if across else (row, col)))
+
+    y = c_at(ic) if unit else Binary("div", c_at(ic), t_at(ic, ic), dtype)
+    here = LoopIndex(q)
+    later = Compare("gt" if forward else "lt", here, Const(i, "index"))
+    reduced = Binary("sub", c_at(q_loop), Binary("mul", t_at(q_loop, ic), y, dtype), dtype)
+    value = Select(Compare("eq", here, Const(i, "index")), y,
+                   Select(later, reduced, c_at(q_loop), dtype), dtype)
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value(dtype, shape, "trsm")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (r, s), value),), shape, loops,
+                    where, origin))
+    return out

@@ -1,0 +1,87 @@
+"""JAX's linear algebra as it lowers for the CPU (LAPACK's potrf, getrf and trsm as custom
+calls, the rest in StableHLO around them: stablehlo/lapack.py), against JAX: Cholesky, LU
+with partial pivoting (rectangular and batched), every triangular solve (sides, triangles,
+transposes, unit diagonals), solve, inv, det and slogdet (singular included), and a Gaussian
+log-density. On local-task; on Vulkan and cuda under their markers."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import pyree.runtime as rt
+import pytest
+from pyree.compiler import CompileOptions, compile_str
+from tooling import require_module
+
+jax = require_module("jax")
+jnp, scipy_linalg, lax_linalg = jax.numpy, jax.scipy.linalg, jax.lax.linalg
+jax.config.update("jax_platforms", "cpu")
+
+RNG = np.random.default_rng(17)
+
+
+def normal(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+EYE5 = 5 * np.eye(5, dtype=np.float32)
+A, B = normal(5, 5) + EYE5, normal(5, 3)
+SPD = (lambda m: (m @ m.T + EYE5).astype(np.float32))(normal(5, 5))
+BATCH_A, BATCH_B = normal(3, 6, 6) + 2 * np.eye(6, dtype=np.float32), normal(3, 6, 2)
+
+CASES = {
+    "cholesky": (jnp.linalg.cholesky, (SPD,)),
+    "cholesky_upper": (lambda a: scipy_linalg.cholesky(a, lower=False), (SPD,)),
+    "cho_solve": (lambda a, b: scipy_linalg.cho_solve(scipy_linalg.cho_factor(a), b), (SPD, B)),
+    **{f"solve_triangular_{'lower' if lo else 'upper'}_trans{t}{'_unit' if u else ''}": (
+        lambda a, b, lo=lo, t=t, u=u: scipy_linalg.solve_triangular(a, b, lower=lo, trans=t,
+                                                                     unit_diagonal=u), (A, B))
+       for lo, t, u in itertools.product([True, False], [0, 1], [False, True])},
+    "solve_triangular_batched": (lambda a, b: scipy_linalg.solve_triangular(a, b, lower=True),
+                                 (BATCH_A, BATCH_B)),
+    "triangular_solve_right": (lambda a, b: lax_linalg.triangular_solve(
+        a, b, left_side=False, lower=True), (A, normal(3, 5))),
+    "triangular_solve_right_transposed": (lambda a, b: lax_linalg.triangular_solve(
+        a, b, left_side=False, lower=False, transpose_a=True), (A, normal(3, 5))),
+    "solve": (jnp.linalg.solve, (A, B)),
+    "solve_batched": (jnp.linalg.solve, (BATCH_A, BATCH_B)),
+    "inv_with_pivoting": (jnp.linalg.inv, (normal(6, 6),)),
+    "det_and_slogdet": (lambda a: (jnp.linalg.det(a), *jnp.linalg.slogdet(a)), (normal(5, 5),)),
+    "det_batched": (jnp.linalg.det, (normal(4, 3, 3),)),
+    "det_of_a_singular_matrix": (jnp.linalg.det, (np.array([[1, 2], [2, 4]], np.float32),)),
+    "lu": (lambda a: scipy_linalg.lu(a), (normal(5, 5),)),
+    "lu_of_a_tall_matrix": (lambda a: lax_linalg.lu(a), (normal(6, 4),)),
+    "lu_solve": (lambda a, b: scipy_linalg.lu_solve(scipy_linalg.lu_factor(a), b), (A, B)),
+    "gaussian_log_density": (lambda x, m, c: jax.scipy.stats.multivariate_normal.logpdf(x, m, c),
+                             (normal(4, 5), normal(5), SPD)),
+}
+TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
+
+
+@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
+                                    pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("name", list(CASES))
+def test_matches_jax(name, device):
+    f, args = CASES[name]
+    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
+                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
+                                                          "cpu-lavapipe-linux"))
+    module = rt.load_module(compile_str(jax.jit(f).lower(*args).as_text(), options), device=device)
+    got = module["main"](*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = jax.jit(f)(*args)
+    want = [w for w in (want if isinstance(want, (tuple, list)) else (want,))]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+def test_past_64_rows_the_factorization_is_refused_by_name():
+    text = jax.jit(jnp.linalg.solve).lower(np.eye(65, dtype=np.float32),
+                                           np.ones((65, 1), np.float32)).as_text()
+    with pytest.raises(Exception, match="lapack_sgetrf_ffi of 65x65 matrices is not supported"):
+        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
