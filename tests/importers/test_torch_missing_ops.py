@@ -1,7 +1,8 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
-median and nanmedian, erfc, hypot, copysign, signbit and histc, with NaN, infinities and -0
-where the op takes them. Each failed to import before ("failed to legalize operation")."""
+median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, with NaN,
+infinities and -0 where the op takes them. Each failed to import before ("failed to legalize
+operation")."""
 
 from __future__ import annotations
 
@@ -56,6 +57,13 @@ CASES = {
                          torch.signbit(a), torch.signbit(i)),
         (SPECIAL, SPECIAL.flip(0), torch.randint(-5, 5, (9,)))),
     "histc": (lambda a: (torch.histc(a, 10, -2, 2), torch.histc(a, 7)), (X,)),
+    # ties to the latest index; NaN from the first NaN on, indexed by the latest NaN
+    "cummax_and_cummin": (
+        lambda a, i, long: (*torch.cummax(a, 1), *torch.cummin(a, 0), *torch.cummax(i, -1),
+                            *torch.cummin(i, 1), *torch.cummax(long, 0)),
+        (torch.tensor([[1.0, 3, 3, 2, NAN, 5, 1], [-1, -1, 0, 0, -0.0, 7, 7],
+                       [NAN, 1, 2, NAN, 3, 0, 9]]),
+         torch.randint(-3, 3, (4, 37)), torch.randn(100, 3))),
 }
 
 

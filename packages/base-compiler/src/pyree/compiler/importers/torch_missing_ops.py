@@ -23,6 +23,9 @@ PyTorch's answer, special values included:
   sign bit is not read: it counts as positive).
 - ``histc``: each value's bin from its offset in [min, max] (the data's own range where both
   are 0), counted.
+- ``cummax`` and ``cummin``: a scan in log2(n) steps (each position combined with the one 1, 2,
+  4, ... before it), keeping PyTorch's ties (the latest index) and its NaN (NaN from the first
+  NaN on, with the latest NaN's index).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def decompositions() -> dict:
              aten.nanmedian.dim: _median_dim(skip_nan=True),
              aten._cdist_forward.default: _cdist, aten._pdist_forward.default: _pdist,
              aten.histc.default: _histc,
+             aten.cummax.default: _running("max"), aten.cummin.default: _running("min"),
              aten.embedding_bag.default: _embedding_bag,
              aten.embedding_bag.padding_idx: _embedding_bag,
              aten._embedding_bag.default: _embedding_bag}
@@ -259,3 +263,39 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
             out = out / divisor
         max_indices = torch.zeros(bags, dtype=torch.int64, device=weight.device)
     return out, bag, sizes, max_indices
+
+
+def _running(kind: str):
+    """cummax / cummin along ``dim``: (values, indices)."""
+    def scan(x, dim):
+        import torch
+        if x.dtype == torch.bool or x.dtype.is_complex:
+            return NotImplemented
+        dim = dim % x.dim() if x.dim() else 0
+        if x.dim() == 0:
+            return x.clone(), torch.zeros_like(x, dtype=torch.int64)
+        n = x.shape[dim]
+        shape = [1] * x.dim()
+        shape[dim] = n
+        index = torch.arange(n, device=x.device).reshape(shape).expand(x.shape)
+        value = x
+        beats = torch.ge if kind == "max" else torch.le
+        if x.dtype.is_floating_point:
+            extreme = -math.inf if kind == "max" else math.inf
+        else:
+            info = torch.iinfo(x.dtype)
+            extreme = info.min if kind == "max" else info.max
+        step = 1
+        while step < n:
+            before = torch.cat([torch.full_like(value.narrow(dim, 0, step), extreme),
+                                value.narrow(dim, 0, n - step)], dim)
+            before_index = torch.cat([torch.zeros_like(index.narrow(dim, 0, step)),
+                                      index.narrow(dim, 0, n - step)], dim)
+            later = beats(value, before)  # ties to the later index, as PyTorch's
+            if x.dtype.is_floating_point:  # a NaN wins, the latest NaN's index
+                later = torch.isnan(value) | (torch.logical_not(torch.isnan(before)) & later)
+            value = torch.where(later, value, before)
+            index = torch.where(later, index, before_index)
+            step *= 2
+        return value, index
+    return scan
