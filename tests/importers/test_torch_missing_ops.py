@@ -1,6 +1,7 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
-median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, with NaN,
+median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, lgamma,
+digamma and erfinv, with NaN,
 infinities and -0 where the op takes them. Each failed to import before ("failed to legalize
 operation")."""
 
@@ -57,6 +58,12 @@ CASES = {
                          torch.signbit(a), torch.signbit(i)),
         (SPECIAL, SPECIAL.flip(0), torch.randint(-5, 5, (9,)))),
     "histc": (lambda a: (torch.histc(a, 10, -2, 2), torch.histc(a, 7)), (X,)),
+    # CHLO's formulas (JAX's answers); at digamma's pole 0, PyTorch's -inf / inf
+    "lgamma_digamma_erfinv": (
+        lambda a, p: (torch.lgamma(a), torch.digamma(a), torch.erfinv(p)),
+        (torch.cat([SPECIAL, torch.tensor([-3.7, 1.5, 2.0, -4.0]), torch.linspace(-10, 20, 151)]),
+         torch.cat([torch.tensor([-1.0, 1, 0, -0.0, 0.5, -0.999, 2, NAN, -0.99999]),
+                    torch.linspace(-0.999, 0.999, 101)]))),
     # ties to the latest index; NaN from the first NaN on, indexed by the latest NaN
     "cummax_and_cummin": (
         lambda a, i, long: (*torch.cummax(a, 1), *torch.cummin(a, 0), *torch.cummax(i, -1),

@@ -23,6 +23,9 @@ PyTorch's answer, special values included:
   sign bit is not read: it counts as positive).
 - ``histc``: each value's bin from its offset in [min, max] (the data's own range where both
   are 0), counted.
+- ``lgamma``, ``digamma`` and ``erfinv``: the formulas pyree computes CHLO's with
+  (``special_functions``) over PyTorch's tensors, and PyTorch's own answers at digamma's pole 0
+  (-inf for +0, inf for -0, where CHLO answers NaN); floats up to 32 bits.
 - ``cummax`` and ``cummin``: a scan in log2(n) steps (each position combined with the one 1, 2,
   4, ... before it), keeping PyTorch's ties (the latest index) and its NaN (NaN from the first
   NaN on, with the latest NaN's index).
@@ -31,6 +34,8 @@ PyTorch's answer, special values included:
 from __future__ import annotations
 
 import math
+
+from pyree.compiler import special_functions
 
 
 def decompositions() -> dict:
@@ -47,6 +52,8 @@ def decompositions() -> dict:
              aten.nanmedian.dim: _median_dim(skip_nan=True),
              aten._cdist_forward.default: _cdist, aten._pdist_forward.default: _pdist,
              aten.histc.default: _histc,
+             aten.lgamma.default: _special("lgamma"), aten.digamma.default: _special("digamma"),
+             aten.erfinv.default: _special("erf_inv"),
              aten.cummax.default: _running("max"), aten.cummin.default: _running("min"),
              aten.embedding_bag.default: _embedding_bag,
              aten.embedding_bag.padding_idx: _embedding_bag,
@@ -116,6 +123,49 @@ def _copysign(a, b):
     if not isinstance(b, torch.Tensor):
         return -magnitude if math.copysign(1.0, b) < 0 else magnitude
     return torch.where(_negative(b if _float(b) else b.to(result_type)), -magnitude, magnitude)
+
+
+class _TorchOps:
+    """PyTorch's arithmetic as ``special_functions.Ops``."""
+
+    def __init__(self, like):
+        self.like = like
+
+    def c(self, v: float):
+        import torch
+        return torch.full_like(self.like, v)
+
+    def bin(self, op: str, a, b):
+        import torch
+        return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](a, b)
+
+    def un(self, op: str, a):
+        import torch
+        return getattr(torch, op)(a)
+
+    def cmp(self, op: str, a, b):
+        import torch
+        return getattr(torch, op)(a, b)
+
+    def both(self, a, b):
+        import torch
+        return torch.logical_and(a, b)
+
+    def pick(self, cond, a, b):
+        import torch
+        return torch.where(cond, a, b)
+
+
+def _special(name: str):
+    def special(x):
+        import torch
+        if not _float(x) or x.dtype == torch.float64:
+            return NotImplemented
+        value = getattr(special_functions, name)(_TorchOps(x), x)
+        if name == "digamma":  # PyTorch's pole at 0: -inf for +0, inf for -0
+            value = torch.where(x == 0, torch.where(_negative(x), math.inf, -math.inf), value)
+        return value
+    return special
 
 
 # ---- searching and order -------------------------------------------------------------------

@@ -199,35 +199,10 @@ def _bitcast_convert(op, args, dtype, where):
     return _as(args[0], dtype)
 
 
-# Giles' single-precision erfinv polynomials (as XLA's f32 lowering of erf_inv uses).
-_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-
-
 def _erf_inv(op, args, dtype, where):
-    """±inf at ±1, NaN outside [-1, 1]."""
     if dtype not in ("f32", "f16", "bf16"):
         raise CompileError(f"'{op.name}' on {dtype} is not supported (f32, f16, bf16)", where)
-    x = args[0]
-
-    def c(v: float) -> Const:
-        return Const(v, dtype)
-
-    def horner(coeffs, w):
-        p: Expr = c(coeffs[0])
-        for k in coeffs[1:]:
-            p = Binary("add", c(k), Binary("mul", p, w, dtype), dtype)
-        return p
-
-    w = Unary("neg", Unary("log", Binary("mul", Binary("sub", c(1.0), x, dtype),
-                                         Binary("add", c(1.0), x, dtype), dtype), dtype), dtype)
-    central = horner(_ERFINV_CENTRAL, Binary("sub", w, c(2.5), dtype))
-    tail = horner(_ERFINV_TAIL, Binary("sub", Unary("sqrt", w, dtype), c(3.0), dtype))
-    value = Binary("mul", Select(Compare("lt", w, c(5.0)), central, tail, dtype), x, dtype)
-    at_one = Compare("eq", Unary("abs", x, dtype), c(1.0))
-    return Select(at_one, Binary("mul", x, _inf(x), dtype), value, dtype)
+    return special.erf_inv(args[0])
 
 
 def _next_after(op, args, dtype, where):

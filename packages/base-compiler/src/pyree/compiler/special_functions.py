@@ -1,0 +1,98 @@
+"""Special functions written once over any arithmetic (an ``Ops``): the kernel IR's, where
+StableHLO's CHLO ops name them (input/stablehlo/special.py), and PyTorch's tensors, where
+torch-mlir refuses ``aten.lgamma``, ``digamma`` and ``erfinv`` (importers/torch_missing_ops.py).
+
+- ``lgamma`` and ``digamma``: the Lanczos approximation (g = 7, 9 terms) with the reflection
+  formula below 0.5, as CHLO's own decomposition (and so JAX on CPU) computes them, in the
+  operand's float type; at the poles lgamma is inf and digamma NaN (CHLO's answers; PyTorch's
+  differ at 0, which its caller settles).
+- ``erf_inv``: Giles' single-precision polynomials (XLA's f32 lowering), ±inf at ±1, NaN outside.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+_GAMMA = 7.0
+_BASE = 0.99999999999980993227684700473478
+_COEFFS = (676.520368121885098567009190444019, -1259.13921672240287047156078755283,
+           771.3234287776530788486528258894, -176.61502916214059906584551354,
+           12.507343278686904814458936853, -0.13857109526572011689554707,
+           9.984369578019570859563e-6, 1.50563273514931155834e-7)
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+class Ops(Protocol):
+    """Elementwise arithmetic on one float type; ``b`` may be a Python float."""
+
+    def c(self, v: float): ...
+    def bin(self, op: str, a, b): ...  # add, sub, mul, div
+    def un(self, op: str, a): ...  # neg, abs, floor, log, log1p, sin, cos, sqrt
+    def cmp(self, op: str, a, b): ...  # lt, le, gt, eq (ordered)
+    def both(self, a, b): ...  # logical and
+    def pick(self, cond, a, b): ...
+
+
+def _lanczos(o: Ops, x):
+    """(reflect?, z, t = z + g + 1/2, log t) shared by both functions."""
+    reflect = o.cmp("lt", x, o.c(0.5))
+    z = o.pick(reflect, o.un("neg", x), o.bin("sub", x, 1.0))
+    half = _GAMMA + 0.5
+    t = o.bin("add", z, half)
+    log_t = o.bin("add", o.un("log1p", o.bin("div", z, half)), math.log(half))
+    return reflect, z, t, log_t
+
+
+def lgamma(o: Ops, x):
+    reflect, z, t, log_t = _lanczos(o, x)
+    series = o.c(_BASE)
+    for i, coeff in enumerate(_COEFFS):
+        series = o.bin("add", series, o.bin("div", o.c(coeff), o.bin("add", z, float(i + 1))))
+    log_y = o.bin("add", o.bin("add", o.c(math.log(math.sqrt(2 * math.pi))), o.bin(
+        "mul", o.bin("sub", o.bin("add", z, 0.5), o.bin("div", t, log_t)), log_t)),
+        o.un("log", series))
+    frac = o.bin("sub", o.un("abs", x), o.un("floor", o.un("abs", x)))
+    frac = o.pick(o.cmp("gt", frac, o.c(0.5)), o.bin("sub", o.c(1.0), frac), frac)
+    denom = o.un("log", o.un("sin", o.bin("mul", frac, math.pi)))
+    finite = o.cmp("lt", o.un("abs", denom), o.c(math.inf))
+    reflection = o.pick(finite, o.bin("sub", o.bin("sub", o.c(math.log(math.pi)), denom), log_y),
+                        o.un("neg", denom))
+    result = o.pick(reflect, reflection, log_y)
+    return o.pick(o.cmp("eq", o.un("abs", x), o.c(math.inf)), o.c(math.inf), result)
+
+
+def digamma(o: Ops, x):
+    reflect, z, t, log_t = _lanczos(o, x)
+    num = o.c(0.0)
+    denom = o.c(_BASE)
+    for i, coeff in enumerate(_COEFFS):
+        shifted = o.bin("add", z, float(i + 1))
+        num = o.bin("sub", num, o.bin("div", o.c(coeff), o.bin("mul", shifted, shifted)))
+        denom = o.bin("add", denom, o.bin("div", o.c(coeff), shifted))
+    y = o.bin("sub", o.bin("add", log_t, o.bin("div", num, denom)), o.bin("div", o.c(_GAMMA), t))
+    reduced = o.bin("add", x, o.un("abs", o.un("floor", o.bin("add", x, 0.5))))
+    angle = o.bin("mul", reduced, math.pi)
+    reflection = o.bin("sub", y, o.bin("div", o.bin("mul", o.c(math.pi), o.un("cos", angle)),
+                                       o.un("sin", angle)))
+    result = o.pick(reflect, reflection, y)
+    pole = o.both(o.cmp("le", x, o.c(0.0)), o.cmp("eq", x, o.un("floor", x)))
+    return o.pick(pole, o.c(math.nan), result)
+
+
+def erf_inv(o: Ops, x):
+    def horner(coeffs, w):
+        p = o.c(coeffs[0])
+        for k in coeffs[1:]:
+            p = o.bin("add", o.c(k), o.bin("mul", p, w))
+        return p
+
+    w = o.un("neg", o.un("log", o.bin("mul", o.bin("sub", o.c(1.0), x), o.bin("add", o.c(1.0), x))))
+    central = horner(_ERFINV_CENTRAL, o.bin("sub", w, o.c(2.5)))
+    tail = horner(_ERFINV_TAIL, o.bin("sub", o.un("sqrt", w), o.c(3.0)))
+    value = o.bin("mul", o.pick(o.cmp("lt", w, o.c(5.0)), central, tail), x)
+    at_one = o.cmp("eq", o.un("abs", x), o.c(1.0))
+    return o.pick(at_one, o.bin("mul", x, o.c(math.inf)), value)
