@@ -1,9 +1,8 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
 median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, lgamma,
-digamma and erfinv, with NaN,
-infinities and -0 where the op takes them. Each failed to import before ("failed to legalize
-operation")."""
+digamma and erfinv, with NaN, infinities and -0 where the op takes them. Each failed to import
+before ("failed to legalize operation")."""
 
 from __future__ import annotations
 
