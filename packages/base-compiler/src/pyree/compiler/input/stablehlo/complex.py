@@ -11,7 +11,8 @@ reads and makes pairs. A complex value anywhere else -- an argument, a result, a
 not listed -- is refused by name.
 
 The FFT is the DFT as two reductions over the input line (one Generic per output part):
-``X[k] = sum_j x[j] (cos t - i sin t)``, ``t = 2 pi ((j k) mod n) / n`` (the sign flips for the
+``X[k] = sum_j x[j] (cos t - i sin t)``, ``t = 2 pi ((j k) mod n) / n``, cos and sin read from
+tables of the n angles made at compile time (the sign flips for the
 inverses, which also divide by ``n``; IRFFT rebuilds the missing half from the Hermitian symmetry,
 weighting the bins it mirrors twice). The sum runs in float64 and rounds once: f32 parts then
 agree with numpy's f64 FFT to half an ulp plus the input's own rounding. O(n^2) per line: right
@@ -346,9 +347,8 @@ def _dft(fn: FunctionLowering, parts: tuple[Value, Value | None], n: int,
     loops = AffineExpr.identity(rank + 1)  # the output element's loops, then j
     j, k = convert(LoopIndex(rank), "i64"), convert(LoopIndex(rank - 1), "i64")
     line = loops[:rank - 1] + (loops[rank],)
-    jk = Binary("rem", Binary("mul", j, k, "i64"), Const(n, "i64"), "i64")
-    angle = Binary("mul", convert(jk, "f64"), Const(2 * math.pi / n, "f64"), "f64")
-    cos, sin = Unary("cos", angle, "f64"), Unary("sin", angle, "f64")
+    jk = convert(Binary("rem", Binary("mul", j, k, "i64"), Const(n, "i64"), "i64"), "index")
+    cos, sin = (inputs.gather(table, (jk,), where) for table in _twiddles(fn, n, where))
     a = convert(inputs.load(re, line), "f64")
     b = convert(inputs.load(im, line), "f64") if im is not None else Const(0.0, "f64")
     if kind == "IRFFT":  # x[k] = Re sum over all n bins; the m given stand for their mirrors
@@ -374,6 +374,18 @@ def _dft(fn: FunctionLowering, parts: tuple[Value, Value | None], n: int,
                                                   convert(value, re.dtype)),),
                     shape, rank, where, "stablehlo.fft"))
     return out
+
+
+def _twiddles(fn: FunctionLowering, n: int, where: str) -> tuple[Value, Value]:
+    """cos and sin of 2 pi m / n for m < n, float64 constants made here: the transform reads
+    them instead of computing a cosine per term (cuda has no float64 cosine: no libdevice)."""
+    angles = 2 * math.pi * np.arange(n, dtype=np.float64) / n
+    tables = []
+    for name, values in (("cos", np.cos(angles)), ("sin", np.sin(angles))):
+        table = fn.new_value("f64", (n,), f"dft_{name}")
+        fn.emit(Constant(table, data=values, location=where))
+        tables.append(table)
+    return tables[0], tables[1]
 
 
 def _mul(x: Expr, y: Expr) -> Expr:
