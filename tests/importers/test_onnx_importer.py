@@ -91,7 +91,8 @@ def test_clis_end_to_end(name, tmp_path):
 def test_python_api(name, tmp_path):
     import pyree.runtime as rt
     path, x = export(name, tmp_path)
-    for model in (path, onnx.load(path)):  # a file and a ModelProto
+    # a file (a str or a Path), a ModelProto and its serialized bytes
+    for model in (path, str(path), onnx.load(path), path.read_bytes()):
         vmfb = compile_str(import_onnx(model), CompileOptions(target_backends=["llvm-cpu"]))
         got = rt.load_module(vmfb, device="local-task")["main_graph"](x).to_host()
         assert relative_error(got, onnxruntime_result(path, x)) <= 1e-4
@@ -153,6 +154,13 @@ def test_cli_errors(tmp_path):
     assert not (tmp_path / "out.mlir").exists()
     usage = tool("pyree.compiler.tools.import_onnx")
     assert usage.returncode == 2 and "INPUT" in usage.stderr
+
+
+def test_bytes_that_are_not_a_model_and_other_objects_are_refused_by_name():
+    with pytest.raises(CompileError, match="the bytes given are not an ONNX model"):
+        import_onnx(b"\x08\x07garbage that protobuf cannot read\xff\xff")
+    with pytest.raises(CompileError, match="takes a path, an onnx.ModelProto or its bytes, not int"):
+        import_onnx(42)
 
 
 def test_invalid_model_proto():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -28,15 +29,24 @@ from pyree.compiler.importers.onnx_rewrites import fold, functions, nodes, run_t
 
 def import_onnx(model, *, opset_version: int | None = None, data_prop: bool = True,
                 data_dir: str | Path | None = None) -> str:
-    """Imports ``model`` (a path to an ``.onnx`` file or an ``onnx.ModelProto``) and returns
-    linalg-on-tensors MLIR text. The function is named after the ONNX graph, as in IREE.
+    """Imports ``model`` (a path to an ``.onnx`` file, an ``onnx.ModelProto`` or its serialized
+    bytes) and returns linalg-on-tensors MLIR text. The function is named after the ONNX graph,
+    as in IREE.
 
     ``opset_version`` upgrades the model first; ``data_prop`` lets shape inference propagate
     constant shapes; ``data_dir`` is where a file's external data lives (default: its folder).
     """
     onnx = require("onnx", "onnx", "importing ONNX")
     require("torch_mlir", "onnx", "importing ONNX")
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            model = onnx.load_from_string(bytes(model))
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and kin
+            raise CompileError(f"the bytes given are not an ONNX model: {e}") from None
     if not isinstance(model, onnx.ModelProto):
+        if not isinstance(model, (str, os.PathLike)):
+            raise CompileError(f"import_onnx takes a path, an onnx.ModelProto or its bytes, not "
+                               f"{type(model).__name__}")
         model = Path(model)
         if not model.is_file():
             raise CompileError(f"cannot read ONNX file '{model}': no such file")
