@@ -1,5 +1,6 @@
 """JAX's linear algebra as it lowers for the CPU (LAPACK's potrf, getrf and trsm as custom
-calls, the rest in StableHLO around them: stablehlo/lapack.py), against JAX: Cholesky, LU
+calls, the rest in StableHLO around them: stablehlo/lapack.py), and as jax.export writes it for
+CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, LU
 with partial pivoting (rectangular and batched), every triangular solve (sides, triangles,
 transposes, unit diagonals), solve, inv, det and slogdet (singular included), and a Gaussian
 log-density. On local-task; on Vulkan and cuda under their markers."""
@@ -85,3 +86,32 @@ def test_past_64_rows_the_factorization_is_refused_by_name():
                                            np.ones((65, 1), np.float32)).as_text()
     with pytest.raises(Exception, match="lapack_sgetrf_ffi of 65x65 matrices is not supported"):
         compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+
+
+EXPORTED = {
+    "solve_with_pivoting": (jnp.linalg.solve, (normal(6, 6), normal(6, 2))),
+    "inv": (jnp.linalg.inv, (normal(6, 6),)),
+    "det_batched": (jnp.linalg.det, (normal(3, 5, 5),)),
+    "cholesky": (jnp.linalg.cholesky, (SPD,)),
+    "solve_triangular_transposed": (lambda a, b: scipy_linalg.solve_triangular(
+        a, b, trans=1, lower=True), (A, B)),
+    "lu": (lambda a: lax_linalg.lu(a), (normal(5, 5),)),
+}
+
+
+@pytest.mark.parametrize("platform", ["cuda", "tpu"])
+@pytest.mark.parametrize("name", list(EXPORTED))
+def test_programs_jax_exports_for_other_platforms_run_here(name, platform):
+    """``jax.export(..., platforms=[...])``: for CUDA cuSOLVER's getrf and potrf,
+    cu_lu_pivots_to_permutation and stablehlo.triangular_solve; for TPU XLA's LuDecomposition.
+    Compiled for llvm-cpu and run on local-task."""
+    f, args = EXPORTED[name]
+    text = jax.export.export(jax.jit(f), platforms=[platform])(*args).mlir_module()
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = module["main"](*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = jax.jit(f)(*args)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-3, atol=1e-4)

@@ -550,7 +550,8 @@ STABLEHLO_OPS = [
       for n, keys in _SHAPE_OPS.items()],
     *[_generic_only(f"stablehlo.{n}") for n in (
         "reduce_window", "gather", "scatter", "select_and_scatter", "sort", "if", "case", "map",
-        "batch_norm_inference", "broadcast", "torch_index_select", "dynamic_conv", "dynamic_gather")],
+        "batch_norm_inference", "broadcast", "torch_index_select", "dynamic_conv", "dynamic_gather",
+        "triangular_solve")],
 ]
 CHLO_OPS = [
     *[_simple(f"chlo.{n}", operands=_arity(n)) for n in CHLO_ELEMENTWISE],

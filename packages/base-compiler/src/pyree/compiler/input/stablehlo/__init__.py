@@ -13,6 +13,7 @@ from pyree.compiler.input.stablehlo import (
     contraction,
     dynamic,
     gather_scatter,
+    lapack,
     reduce,
     rng,
     rng_uniform,
@@ -69,6 +70,7 @@ STABLEHLO_RULES = {
     "stablehlo.fft": complex.lower_fft,
     "stablehlo.rng": rng_uniform.lower_rng,
     "stablehlo.cholesky": cholesky.lower_cholesky,
+    "stablehlo.triangular_solve": lapack.lower_triangular_solve,
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])

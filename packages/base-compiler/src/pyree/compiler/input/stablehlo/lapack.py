@@ -1,8 +1,10 @@
-"""JAX's LAPACK custom calls on the CPU (``lapack_?potrf_ffi``, ``lapack_?getrf_ffi``,
-``lapack_?trsm_ffi``): ``jnp.linalg.cholesky``, ``lu``, ``solve``, ``inv``, ``det``, ``slogdet``
-and ``jax.scipy.linalg.solve_triangular`` / ``cho_solve`` / ``lu_solve`` lower to them when JAX
-targets its CPU, with the rest of the algorithm (pivots to a permutation, the solves' order,
-the determinant's sign) in plain StableHLO around them.
+"""JAX's linear-algebra custom calls: on the CPU LAPACK's (``lapack_?potrf_ffi``,
+``lapack_?getrf_ffi``, ``lapack_?trsm_ffi``), for CUDA cuSOLVER's (``cusolver_potrf_ffi``,
+``cusolver_getrf_ffi``, ``cu_lu_pivots_to_permutation``, with ``stablehlo.triangular_solve``),
+for TPU XLA's ``LuDecomposition``. ``jnp.linalg.cholesky``, ``lu``, ``solve``, ``inv``,
+``det``, ``slogdet`` and ``jax.scipy.linalg.solve_triangular`` / ``cho_solve`` / ``lu_solve``
+lower to them, with the rest of the algorithm (pivots to a permutation, the solves' order, the
+determinant's sign) in plain StableHLO around them.
 
 Each is unrolled by column as ``stablehlo.cholesky`` is (cholesky.py), over any batch dims, up
 to ``MAX_N`` rows:
@@ -41,12 +43,21 @@ from pyree.compiler.kernel import (
     is_float,
 )
 from pyree.compiler.tensor_program import Generic, Value
-from xdsl.dialects.builtin import DictionaryAttr
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
 from xdsl.ir import Operation
 
 
 def lapack_call(name: str) -> str | None:
-    """``potrf``, ``getrf`` or ``trsm`` for ``lapack_{s,d}<that>_ffi``, else None."""
+    """``potrf``, ``getrf``, ``trsm``, ``permutation`` or ``lu`` for the calls JAX makes of
+    them: ``lapack_{s,d}<kind>_ffi`` (CPU), ``cusolver_<kind>_ffi`` and
+    ``cu_lu_pivots_to_permutation`` (CUDA), XLA's ``LuDecomposition`` (TPU); else None."""
+    if name == "cu_lu_pivots_to_permutation":
+        return "permutation"
+    if name == "LuDecomposition":
+        return "lu"
+    if name.startswith("cusolver_") and name.endswith("_ffi"):
+        kind = name[len("cusolver_"):-len("_ffi")]
+        return kind if kind in ("potrf", "getrf") else None
     if not (name.startswith("lapack_") and name.endswith("_ffi")) or len(name) < 12:
         return None
     kind = name[len("lapack_") + 1:-len("_ffi")]
@@ -54,15 +65,23 @@ def lapack_call(name: str) -> str | None:
 
 
 def lower_lapack(fn: FunctionLowering, op: Operation, kind: str) -> None:
-    {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm}[kind](fn, op)
+    {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "permutation": _permutation,
+     "lu": lambda fn, op: _getrf(fn, op, base=0)}[kind](fn, op)
 
 
 def _config(op: Operation) -> dict[str, str]:
-    """``mhlo.backend_config = {uplo = 76 : ui8, ...}`` as letters: {"uplo": "L", ...}."""
+    """``mhlo.backend_config = {uplo = 76 : ui8, ...}`` as letters: {"uplo": "L", ...};
+    cuSOLVER's ``{lower = true}`` as {"uplo": "L" or "U"}."""
     attr = prop(op, "mhlo.backend_config")
     if not isinstance(attr, DictionaryAttr):
         return {}
-    return {k: chr(int(v.value.data)) for k, v in attr.data.items() if hasattr(v, "value")}
+    config = {}
+    for key, value in attr.data.items():
+        if key == "lower" and isinstance(value, IntegerAttr):
+            config["uplo"] = "L" if value.value.data else "U"
+        elif isinstance(value, IntegerAttr):
+            config[key] = chr(int(value.value.data))
+    return config
 
 
 def _square(fn: FunctionLowering, op: Operation, index: int, where: str,
@@ -79,6 +98,8 @@ def _square(fn: FunctionLowering, op: Operation, index: int, where: str,
 
 
 def _name(op: Operation) -> str:
+    if op.name != "stablehlo.custom_call":
+        return op.name
     target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
     return f"stablehlo.custom_call @{getattr(target, 'data', '?')}"
 
@@ -106,7 +127,9 @@ def _zeros_like_result(fn: FunctionLowering, op: Operation, index: int, where: s
 
 # ---- getrf ---------------------------------------------------------------------------------
 
-def _getrf(fn: FunctionLowering, op: Operation) -> None:
+def _getrf(fn: FunctionLowering, op: Operation, base: int = 1) -> None:
+    """LAPACK's and cuSOLVER's getrf (pivots ``base``d: 1; results lu, pivots, info), or
+    XLA's ``LuDecomposition`` (base 0; results lu, pivots, permutation)."""
     where = location_of(op)
     a = _square(fn, op, 0, where, square=False)
     shape = a.shape
@@ -118,12 +141,15 @@ def _getrf(fn: FunctionLowering, op: Operation) -> None:
         p = _pivot_row(fn, a, j, where, origin)
         a = _eliminate(fn, a, p, j, where, origin,
                        op.results[0] if j == steps - 1 else None)
-        pivots = _with_pivot(fn, pivots, p, j, batch, steps, where, origin,
+        pivots = _with_pivot(fn, pivots, p, j, batch, steps, base, where, origin,
                              op.results[1] if j == steps - 1 else None)
     if steps == 0:
         raise CompileError(f"{origin} of an empty matrix ({shape})", where)
     fn.env[op.results[1]] = pivots
-    fn.env[op.results[2]] = _first_zero_pivot(fn, a, op, steps, where, origin)
+    if base == 0:
+        _permutation_of(fn, op, pivots, op.results[2])
+    else:
+        fn.env[op.results[2]] = _first_zero_pivot(fn, a, op, steps, where, origin)
 
 
 def _batch_ix(loops: int, nb: int) -> tuple[AffineExpr, ...]:
@@ -200,13 +226,13 @@ def _eliminate(fn: FunctionLowering, a: Value, p: Value, j: int, where: str, ori
 
 
 def _with_pivot(fn: FunctionLowering, pivots: Value | None, p: Value, j: int, batch: tuple,
-                steps: int, where: str, origin: str, result) -> Value:
-    """The 1-based pivots so far, with column j's."""
+                steps: int, base: int, where: str, origin: str, result) -> Value:
+    """The pivots so far (counted from ``base``), with column j's."""
     nb = len(batch)
     loops = nb + 1
     b_ix = _batch_ix(loops, nb)
     inputs = Inputs()
-    mine = Binary("add", inputs.load(p, b_ix), Const(1, "i32"), "i32")
+    mine = Binary("add", inputs.load(p, b_ix), Const(base, "i32"), "i32")
     before = inputs.load(pivots, b_ix + (AffineExpr.loop(loops, nb),)) if pivots is not None \
         else Const(0, "i32")
     value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), mine, before, "i32")
@@ -246,14 +272,29 @@ def _first_zero_pivot(fn: FunctionLowering, lu: Value, op: Operation, steps: int
 # ---- trsm ----------------------------------------------------------------------------------
 
 def _trsm(fn: FunctionLowering, op: Operation) -> None:
-    where = location_of(op)
     config = _config(op)
+    emit_triangular_solve(fn, op, left=config.get("side", "L") == "L",
+                          lower=config.get("uplo", "L") == "L",
+                          transposed=config.get("trans_x", "N") in ("T", "C"),
+                          unit=config.get("diag", "N") == "U")
+
+
+def lower_triangular_solve(fn: FunctionLowering, op: Operation) -> None:
+    """``stablehlo.triangular_solve`` (what JAX's CUDA and TPU lowerings emit): trsm's steps."""
+    def flag(name: str) -> bool:
+        attr = prop(op, name)
+        return bool(getattr(getattr(attr, "value", None), "data", False))
+    transpose = prop(op, "transpose_a")
+    emit_triangular_solve(fn, op, left=flag("left_side"), lower=flag("lower"),
+                          transposed="NO_TRANSPOSE" not in str(getattr(transpose, "data", "")),
+                          unit=flag("unit_diagonal"))
+
+
+def emit_triangular_solve(fn: FunctionLowering, op: Operation, *, left: bool, lower: bool,
+                          transposed: bool, unit: bool) -> None:
+    where = location_of(op)
     a = _square(fn, op, 0, where)
     b = _square(fn, op, 1, where, square=False)
-    left = config.get("side", "L") == "L"
-    lower = config.get("uplo", "L") == "L"
-    transposed = config.get("trans_x", "N") in ("T", "C")
-    unit = config.get("diag", "N") == "U"
     n = b.shape[-2] if left else b.shape[-1]
     if a.shape[-1] != n:
         raise CompileError(f"{_name(op)}: a {a.shape[-1]}x{a.shape[-1]} triangle for "
@@ -303,3 +344,46 @@ def _solve_row(fn: FunctionLowering, a: Value, c: Value, i: int, left: bool, acr
     fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (r, s), value),), shape, loops,
                     where, origin))
     return out
+
+
+# ---- pivots to a permutation ---------------------------------------------------------------
+
+def _permutation(fn: FunctionLowering, op: Operation) -> None:
+    """``cu_lu_pivots_to_permutation``."""
+    _permutation_of(fn, op, fn.tensor(op.operands[0], location_of(op)), op.results[0])
+
+
+def _permutation_of(fn: FunctionLowering, op: Operation, pivots: Value, result) -> None:
+    """0-based pivots (row i was exchanged with row p_i, in order) to the permutation of the
+    result's rows they make: the identity, then each exchange applied in turn."""
+    from pyree.compiler.input.types import tensor_type_of
+    where = location_of(op)
+    dtype, shape = tensor_type_of(result.type, where)
+    nb, steps, size = len(shape) - 1, pivots.shape[-1], shape[-1]
+    if steps > MAX_N:
+        raise CompileError(f"{_name(op)} of {steps} pivots is not supported (at most {MAX_N}: "
+                           "the exchanges are unrolled)", where)
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+    perm = None
+    for i in range(min(steps, size)):
+        inputs = Inputs()
+        p = convert(inputs.load(pivots, b_ix + (AffineExpr.loop(loops, None, const=i),)), "index")
+        q = LoopIndex(nb)
+
+        def at(row: Expr, inputs=inputs, perm=perm) -> Expr:
+            if perm is None:
+                return convert(row, dtype)
+            return inputs.gather(perm, batch_index + (row,), where)
+
+        value = Select(Compare("eq", q, Const(i, "index")), at(p),
+                       Select(Compare("eq", q, p), at(Const(i, "index")), at(q), dtype), dtype)
+        last = i == min(steps, size) - 1
+        out = fn.result_value(result, where) if last else \
+            fn.new_value(dtype, shape, "permutation")
+        fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
+                        shape, loops, where, _name(op)))
+        perm = out
+    if perm is None:
+        raise CompileError(f"{_name(op)} of no pivots", where)
