@@ -1,6 +1,6 @@
 """JAX's linear algebra as it lowers for the CPU (LAPACK's potrf, getrf and trsm as custom
 calls, the rest in StableHLO around them: stablehlo/lapack.py), and as jax.export writes it for
-CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, LU
+CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, QR, LU
 with partial pivoting (rectangular and batched), every triangular solve (sides, triangles,
 transposes, unit diagonals), solve, inv, det and slogdet (singular included), and a Gaussian
 log-density. On local-task; on Vulkan and cuda under their markers."""
@@ -55,6 +55,10 @@ CASES = {
     "lu": (lambda a: scipy_linalg.lu(a), (normal(5, 5),)),
     "lu_of_a_tall_matrix": (lambda a: lax_linalg.lu(a), (normal(6, 4),)),
     "lu_solve": (lambda a, b: scipy_linalg.lu_solve(scipy_linalg.lu_factor(a), b), (A, B)),
+    "qr": (jnp.linalg.qr, (normal(5, 4),)),
+    "qr_of_a_wide_matrix_complete": (lambda a: jnp.linalg.qr(a, mode="complete"), (normal(3, 5),)),
+    "qr_r_batched_with_a_zero_column": (lambda a: jnp.linalg.qr(a, mode="r"), (
+        np.concatenate([normal(2, 6, 6), np.zeros((1, 6, 6), np.float32)], 0),)),
     "gaussian_log_density": (lambda x, m, c: jax.scipy.stats.multivariate_normal.logpdf(x, m, c),
                              (normal(4, 5), normal(5), SPD)),
 }
@@ -96,14 +100,16 @@ EXPORTED = {
     "solve_triangular_transposed": (lambda a, b: scipy_linalg.solve_triangular(
         a, b, trans=1, lower=True), (A, B)),
     "lu": (lambda a: lax_linalg.lu(a), (normal(5, 5),)),
+    "qr": (jnp.linalg.qr, (normal(5, 4),)),
 }
 
 
 @pytest.mark.parametrize("platform", ["cuda", "tpu"])
 @pytest.mark.parametrize("name", list(EXPORTED))
 def test_programs_jax_exports_for_other_platforms_run_here(name, platform):
-    """``jax.export(..., platforms=[...])``: for CUDA cuSOLVER's getrf and potrf,
-    cu_lu_pivots_to_permutation and stablehlo.triangular_solve; for TPU XLA's LuDecomposition.
+    """``jax.export(..., platforms=[...])``: for CUDA cuSOLVER's getrf, potrf, geqrf and orgqr,
+    cu_lu_pivots_to_permutation and stablehlo.triangular_solve; for TPU XLA's LuDecomposition
+    and Qr.
     Compiled for llvm-cpu and run on local-task."""
     f, args = EXPORTED[name]
     text = jax.export.export(jax.jit(f), platforms=[platform])(*args).mlir_module()

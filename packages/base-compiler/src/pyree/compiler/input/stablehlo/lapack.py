@@ -1,7 +1,7 @@
-"""JAX's linear-algebra custom calls: on the CPU LAPACK's (``lapack_?potrf_ffi``,
-``lapack_?getrf_ffi``, ``lapack_?trsm_ffi``), for CUDA cuSOLVER's (``cusolver_potrf_ffi``,
-``cusolver_getrf_ffi``, ``cu_lu_pivots_to_permutation``, with ``stablehlo.triangular_solve``),
-for TPU XLA's ``LuDecomposition``. ``jnp.linalg.cholesky``, ``lu``, ``solve``, ``inv``,
+"""JAX's linear-algebra custom calls: on the CPU LAPACK's (``lapack_?{potrf,getrf,trsm,geqrf,
+orgqr}_ffi``), for CUDA cuSOLVER's (``cusolver_{potrf,getrf,geqrf,orgqr}_ffi``,
+``cu_lu_pivots_to_permutation``, with ``stablehlo.triangular_solve``), for TPU XLA's
+``LuDecomposition`` and ``Qr``. ``jnp.linalg.cholesky``, ``qr``, ``lu``, ``solve``, ``inv``,
 ``det``, ``slogdet`` and ``jax.scipy.linalg.solve_triangular`` / ``cho_solve`` / ``lu_solve``
 lower to them, with the rest of the algorithm (pivots to a permutation, the solves' order, the
 determinant's sign) in plain StableHLO around them.
@@ -15,6 +15,7 @@ to ``MAX_N`` rows:
   already computed too), the column below is divided by the pivot and the trailing block
   updated. The pivots come out 1-based, as LAPACK's; info is the first zero pivot's column
   (1-based), or 0.
+- geqrf: LAPACK's Householder QR, dlarfg's reflectors (orgqr is householder.py's product).
 - trsm: ``op(A) X = B`` (side L) or ``X op(A) = B`` (side R), A lower or upper, op the identity
   or the transpose (conjugate: the same for real types), unit or stored diagonal: rows solved
   one at a time, each then taken out of the rows still to solve.
@@ -29,6 +30,7 @@ from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.cholesky import MAX_N, emit_cholesky
 from pyree.compiler.input.stablehlo.common import prop
+from pyree.compiler.input.stablehlo.householder import lower_householder_product
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -55,18 +57,22 @@ def lapack_call(name: str) -> str | None:
         return "permutation"
     if name == "LuDecomposition":
         return "lu"
+    if name == "Qr":
+        return "geqrf"
     if name.startswith("cusolver_") and name.endswith("_ffi"):
         kind = name[len("cusolver_"):-len("_ffi")]
-        return kind if kind in ("potrf", "getrf") else None
+        return kind if kind in ("potrf", "getrf", "geqrf", "orgqr") else None
     if not (name.startswith("lapack_") and name.endswith("_ffi")) or len(name) < 12:
         return None
     kind = name[len("lapack_") + 1:-len("_ffi")]
-    return kind if name[len("lapack_")] in "sd" and kind in ("potrf", "getrf", "trsm") else None
+    known = ("potrf", "getrf", "trsm", "geqrf", "orgqr")
+    return kind if name[len("lapack_")] in "sd" and kind in known else None
 
 
 def lower_lapack(fn: FunctionLowering, op: Operation, kind: str) -> None:
     {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "permutation": _permutation,
-     "lu": lambda fn, op: _getrf(fn, op, base=0)}[kind](fn, op)
+     "lu": lambda fn, op: _getrf(fn, op, base=0), "geqrf": _geqrf,
+     "orgqr": lower_householder_product}[kind](fn, op)
 
 
 def _config(op: Operation) -> dict[str, str]:
@@ -387,3 +393,142 @@ def _permutation_of(fn: FunctionLowering, op: Operation, pivots: Value, result) 
         perm = out
     if perm is None:
         raise CompileError(f"{_name(op)} of no pivots", where)
+
+
+# ---- geqrf ---------------------------------------------------------------------------------
+
+def _geqrf(fn: FunctionLowering, op: Operation) -> None:
+    """LAPACK's Householder QR (geqrf; cuSOLVER's and XLA's ``Qr`` alike): per column j the
+    reflector of LAPACK's dlarfg (beta = -sign(alpha) |(alpha, x)|, tau = (beta - alpha) / beta,
+    v = x / (alpha - beta); none where x is 0) applied to the columns right of it. R on and
+    above the diagonal, the reflectors below it, and the taus."""
+    where = location_of(op)
+    a = _square(fn, op, 0, where, square=False)
+    shape = a.shape
+    batch, (m, n) = shape[:-2], shape[-2:]
+    steps = min(m, n)
+    if steps == 0:
+        raise CompileError(f"{_name(op)} of an empty matrix ({shape})", where)
+    origin = _name(op)
+    taus = None
+    for j in range(steps):
+        tau, scale, beta = _reflector(fn, a, j, where, origin)
+        w = _reflected_columns(fn, a, j, scale, where, origin)
+        a = _reflect(fn, a, j, tau, scale, beta, w, where, origin,
+                     op.results[0] if j == steps - 1 else None)
+        taus = _with_tau(fn, taus, tau, j, batch, steps, where, origin,
+                         op.results[1] if j == steps - 1 else None)
+    fn.env[op.results[1]] = taus
+
+
+def _batch_value(fn: FunctionLowering, batch: tuple, dtype: str, build, inputs: Inputs,
+                 name: str, where: str, origin: str) -> Value:
+    nb = len(batch)
+    out = fn.new_value(dtype, batch, name)
+    fn.emit(Generic(inputs.values, [out], (Result(0, _batch_ix(nb, nb), build),), batch, nb,
+                    where, origin))
+    return out
+
+
+def _reflector(fn: FunctionLowering, a: Value, j: int, where: str, origin: str):
+    """(tau, scale, beta) per matrix for column j: dlarfg's."""
+    nb, m = len(a.shape) - 2, a.shape[-2]
+    dtype, batch = a.dtype, a.shape[:-2]
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    inputs = Inputs()
+    below = inputs.load(a, b_ix + (AffineExpr.loop(loops, nb, 1, j + 1),
+                                   AffineExpr.loop(loops, None, const=j)))
+    squares = fn.new_value(dtype, batch, "qr_column_norm")
+    fn.emit(Generic(inputs.values, [squares], (Result(0, b_ix, Binary(
+        "add", Acc(0, dtype), Binary("mul", below, below, dtype), dtype), Const(0.0, dtype)),),
+        batch + (m - j - 1,), nb, where, origin))
+    b_ix = _batch_ix(nb, nb)
+    jc = AffineExpr.loop(nb, None, const=j)
+
+    def per_matrix(kind: str):
+        inputs = Inputs()
+        alpha = inputs.load(a, b_ix + (jc, jc))
+        x2 = inputs.load(squares, b_ix)
+        none = Compare("eq", x2, Const(0.0, dtype))
+        norm = Unary("sqrt", Binary("add", Binary("mul", alpha, alpha, dtype), x2, dtype), dtype)
+        negative = Compare("lt", alpha, Const(0.0, dtype))
+        beta = Select(negative, norm, Unary("neg", norm, dtype), dtype)
+        if kind == "tau":
+            value = Select(none, Const(0.0, dtype),
+                           Binary("div", Binary("sub", beta, alpha, dtype), beta, dtype), dtype)
+        elif kind == "scale":
+            value = Select(none, Const(1.0, dtype), Binary(
+                "div", Const(1.0, dtype), Binary("sub", alpha, beta, dtype), dtype), dtype)
+        else:
+            value = Select(none, alpha, beta, dtype)
+        return _batch_value(fn, batch, dtype, value, inputs, f"qr_{kind}", where, origin)
+
+    return per_matrix("tau"), per_matrix("scale"), per_matrix("beta")
+
+
+def _reflected_columns(fn: FunctionLowering, a: Value, j: int, scale: Value, where: str,
+                       origin: str) -> Value:
+    """w[c] = v . a[j:, c] for every column c (v = (1, x scaled))."""
+    nb, (m, n) = len(a.shape) - 2, a.shape[-2:]
+    dtype, batch = a.dtype, a.shape[:-2]
+    loops = nb + 2  # (batch..., c | i)
+    b_ix = _batch_ix(loops, nb)
+    c, i = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1, 1, j)
+    jc = AffineExpr.loop(loops, None, const=j)
+    inputs = Inputs()
+    v = Select(Compare("eq", LoopIndex(nb + 1), Const(0, "index")), Const(1.0, dtype),
+               Binary("mul", inputs.load(a, b_ix + (i, jc)), inputs.load(scale, b_ix), dtype),
+               dtype)
+    w = fn.new_value(dtype, batch + (n,), "qr_w")
+    fn.emit(Generic(inputs.values, [w], (Result(0, b_ix + (c,), Binary(
+        "add", Acc(0, dtype), Binary("mul", v, inputs.load(a, b_ix + (i, c)), dtype), dtype),
+        Const(0.0, dtype)),), batch + (n, m - j), nb + 1, where, origin))
+    return w
+
+
+def _reflect(fn: FunctionLowering, a: Value, j: int, tau: Value, scale: Value, beta: Value,
+             w: Value, where: str, origin: str, result) -> Value:
+    nb = len(a.shape) - 2
+    dtype, shape = a.dtype, a.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, c = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    jc = AffineExpr.loop(loops, None, const=j)
+    inputs = Inputs()
+    row, col = LoopIndex(nb), LoopIndex(nb + 1)
+    here = inputs.load(a, b_ix + (i, c))
+    v = Select(Compare("eq", row, Const(j, "index")), Const(1.0, dtype),
+               Binary("mul", inputs.load(a, b_ix + (i, jc)), inputs.load(scale, b_ix), dtype),
+               dtype)
+    updated = Binary("sub", here, Binary("mul", Binary("mul", inputs.load(tau, b_ix), v, dtype),
+                                         inputs.load(w, b_ix + (c,)), dtype), dtype)
+    column = Select(Compare("eq", row, Const(j, "index")), inputs.load(beta, b_ix),
+                    Select(Compare("gt", row, Const(j, "index")),
+                           Binary("mul", here, inputs.load(scale, b_ix), dtype), here, dtype), dtype)
+    right = Select(Compare("ge", row, Const(j, "index")), updated, here, dtype)
+    value = Select(Compare("eq", col, Const(j, "index")), column,
+                   Select(Compare("gt", col, Const(j, "index")), right, here, dtype), dtype)
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value(dtype, shape, "qr")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, c), value),), shape, loops,
+                    where, origin))
+    return out
+
+
+def _with_tau(fn: FunctionLowering, taus: Value | None, tau: Value, j: int, batch: tuple,
+              steps: int, where: str, origin: str, result) -> Value:
+    nb = len(batch)
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    inputs = Inputs()
+    dtype = tau.dtype
+    before = inputs.load(taus, b_ix + (AffineExpr.loop(loops, nb),)) if taus is not None \
+        else Const(0.0, dtype)
+    value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), inputs.load(tau, b_ix),
+                   before, dtype)
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value(dtype, batch + (steps,), "qr_taus")
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
+                    batch + (steps,), loops, where, origin))
+    return out

@@ -50,8 +50,8 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
 def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
     """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
     as IREE drops it; ``@ProductOfElementaryHouseholderReflectors`` (JAX's QR) is computed
-    (householder.py), and JAX's LAPACK potrf, getrf and trsm (lapack.py); any other target is
-    refused by name."""
+    (householder.py), and JAX's linear-algebra calls (lapack.py); any other target is refused
+    by name."""
     where = location_of(op)
     target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
     name = getattr(target, "data", None)
@@ -62,12 +62,12 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
     if (kind := lapack_call(name or "")) is not None:
         return lower_lapack(fn, op, kind)
     solver = name and name.startswith(("lapack_", "cusolver_", "hipsolver_", "cu_", "hip_"))
-    hint = (" — of JAX's LAPACK and cuSOLVER calls pyree computes potrf, getrf and trsm "
-            "(cholesky, lu, solve, inv, det, solve_triangular); not qr, svd or eigh") \
+    hint = (" — of JAX's LAPACK and cuSOLVER calls pyree computes potrf, getrf, trsm, geqrf and "
+            "orgqr (cholesky, lu, qr, solve, inv, det, solve_triangular); not svd or eigh") \
         if solver else ""
     raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
                        f"@shape_assertion, @ProductOfElementaryHouseholderReflectors and "
-                       f"potrf, getrf, trsm){hint}", where)
+                       f"potrf, getrf, trsm, geqrf, orgqr){hint}", where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
