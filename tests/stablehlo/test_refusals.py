@@ -11,9 +11,9 @@ import pytest
 CASES = {
     "undeclared_op": ("""func.func @f(%s: tensor<2xui64>) -> tensor<2xui64> {
   %0 = stablehlo.add %s, %s : tensor<2xui64>
-  %k = stablehlo.triangular_solve %0, %0 {left_side = true, lower = true, unit_diagonal = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<2xui64>, tensor<2xui64>) -> tensor<2xui64>
+  %k = stablehlo.collective_permute %0 {source_target_pairs = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xui64>) -> tensor<2xui64>
   return %k : tensor<2xui64>
-}""", ":3:", "unsupported op 'stablehlo.triangular_solve'"),
+}""", ":3:", "unsupported op 'stablehlo.collective_permute'"),
     "declared_unlowered_chlo": ("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = chlo.broadcast_zeta %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
