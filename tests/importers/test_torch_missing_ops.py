@@ -136,3 +136,38 @@ def test_a_dlrm_style_recommendation_model_matches_pytorch():
     with torch.no_grad():
         want = model(dense, indices, offsets).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_run_time_counts_of_indices_and_bags_serve_every_size():
+    """One module for any number of indices and bags (torch.export's Dim), whose bags are a
+    mask's product (pyree's scatters need static sizes); cdist, searchsorted and median on
+    run-time rows too."""
+    import pyree.runtime as rt
+    from torch.export import Dim
+
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag = torch.nn.EmbeddingBag(50, 8, mode="mean")
+
+        def forward(self, indices, offsets, q, k):
+            return (self.bag(indices, offsets), torch.cdist(q, k),
+                    torch.searchsorted(torch.sort(k[:, 0])[0], q[:, 0]), torch.median(q, 0)[0])
+
+    model = Lookup().eval()
+    dims = {"indices": {0: Dim("n", min=1, max=1000)}, "offsets": {0: Dim("b", min=1, max=100)},
+            "q": {0: Dim("r", min=2, max=25)}, "k": {0: Dim("c", min=2, max=25)}}
+    example = (torch.randint(0, 50, (12,)), torch.tensor([0, 4, 9]), torch.randn(5, 3),
+               torch.randn(7, 3))
+    module = rt.load_module(compile_str(import_torch(model, *example, dynamic_shapes=dims),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    for count, offsets, rows, cols in [(7, [0, 2, 2], 5, 7), (30, [0, 5, 9, 20, 29], 25, 20),
+                                       (1, [0], 2, 13)]:
+        args = (torch.randint(0, 50, (count,)), torch.tensor(offsets), torch.randn(rows, 3),
+                torch.randn(cols, 3))
+        got = module["main"](*[a.numpy() for a in args])
+        with torch.no_grad():
+            want = model(*args)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-5, atol=1e-6)

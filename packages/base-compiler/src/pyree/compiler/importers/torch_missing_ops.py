@@ -7,7 +7,8 @@ PyTorch's answer, special values included:
 - ``embedding_bag`` (sum, mean, max; offsets, ``include_last_offset``, ``per_sample_weights``,
   ``padding_idx``): each index's bag counted from the offsets, rows added (or folded by max)
   into their bag; an empty bag is zeros, as in PyTorch. Recommendation models (DLRM) are built
-  on it.
+  on it. With run-time counts (torch.export's ``Dim``) the bags are a mask's product instead:
+  pyree's scatters need static sizes.
 - ``cdist`` and ``pdist``: differences of every pair, normed; for p = 2 on more than 25 rows
   ``cdist`` takes PyTorch's own matrix-product form (``|a|^2 + |b|^2 - 2 a.b``, clamped at 0),
   as PyTorch does by default, so the answers round alike.
@@ -213,10 +214,12 @@ def _median_along(x, dim: int, skip_nan: bool):
     n = x.shape[dim]
     ordered, order = torch.sort(x, dim=dim, stable=True)  # NaN last, in their order
     nans = torch.isnan(x).sum(dim, keepdim=True)
+    numbers = torch.neg(nans) + n  # (tensor first: torch-mlir takes no int - tensor)
     if skip_nan:  # the middle of the values that are not NaN (all NaN: a NaN)
-        position = torch.clamp((n - nans - 1) // 2, min=0)
+        position = torch.clamp(torch.div(numbers - 1, 2, rounding_mode="floor"), min=0)
     else:  # a NaN present: the first NaN
-        position = torch.where(nans > 0, n - nans, torch.full_like(nans, (n - 1) // 2))
+        middle = torch.div(torch.zeros_like(nans) + (n - 1), 2, rounding_mode="floor")
+        position = torch.where(nans > 0, numbers, middle)
     return torch.gather(ordered, dim, position), torch.gather(order, dim, position)
 
 
@@ -240,8 +243,11 @@ def _cdist(x1, x2, p, compute_mode=None):
     if not (_float(x1) and _float(x2)):
         return NotImplemented
     rows, cols = x1.shape[-2], x2.shape[-2]
-    # PyTorch's choice (aten/src/ATen/native/Distance.cpp): 0/None use the product past 25 rows
-    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and (rows > 25 or cols > 25))):
+    # PyTorch's choice (aten/src/ATen/native/Distance.cpp): 0/None use the product past 25 rows;
+    # with run-time rows (torch.export's Dim) the differences, not a guard on the size
+    static = not any(isinstance(d, torch.SymInt) for d in (rows, cols))
+    past_25 = static and (rows > 25 or cols > 25)
+    if p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and past_25)):
         n1 = (x1 * x1).sum(-1, keepdim=True)
         n2 = (x2 * x2).sum(-1, keepdim=True)
         left = torch.cat([-2 * x1, n1, torch.ones_like(n1)], -1)
@@ -296,6 +302,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     rows = weight[indices]
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(1).to(rows.dtype)
+    if any(isinstance(d, torch.SymInt) for d in (count, bags)):
+        return _embedding_bag_by_masks(weight, rows, bag, valid, bags, mode)
     sizes = torch.zeros(bags, dtype=torch.int64, device=weight.device).index_add(
         0, bag, valid.to(torch.int64))
     if mode == 2:  # max
@@ -349,3 +357,24 @@ def _running(kind: str):
             step *= 2
         return value, index
     return scan
+
+
+def _embedding_bag_by_masks(weight, rows, bag, valid, bags, mode):
+    """embedding_bag with run-time counts of indices or bags (torch.export's ``Dim``), where
+    pyree's scatters need static sizes: each bag's rows picked by a (bags x indices) mask, summed
+    by a product with it or folded by a masked max."""
+    import torch
+    member = (bag.unsqueeze(0) == torch.arange(bags, device=bag.device).unsqueeze(1)) \
+        & valid.unsqueeze(0)
+    sizes = member.to(torch.int64).sum(1)
+    if mode == 2:
+        picked = torch.where(member.unsqueeze(2), rows.unsqueeze(0),
+                             torch.full_like(rows, -math.inf).unsqueeze(0))
+        out = torch.where(sizes.unsqueeze(1) > 0, picked.amax(1), torch.zeros_like(picked[:, 0]))
+        max_indices = torch.zeros_like(out, dtype=torch.int64)
+    else:
+        out = torch.matmul(member.to(rows.dtype), rows)
+        if mode == 1:
+            out = out / torch.clamp(sizes, min=1).to(out.dtype).unsqueeze(1)
+        max_indices = torch.zeros_like(sizes)
+    return out, bag, sizes, max_indices
