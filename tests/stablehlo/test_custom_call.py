@@ -76,10 +76,10 @@ func.func @f(%a: tensor<5x4xf32>) -> tensor<4xf32> {
 def test_jax_linear_algebra_pyree_lacks_is_refused_by_name_past_its_sharding_rule():
     """JAX's CPU svd, as JAX 0.10 prints it: Shardy's attribute parses (it failed as
     "'sdy.op_sharding_rule' is not registered"), and the error names the LAPACK call and what
-    is computed instead (potrf, getrf, trsm, geqrf and orgqr are:
+    is computed instead (potrf, getrf, trsm, geqrf, orgqr and syevd are:
     tests/stablehlo/test_jax_linear_algebra.py)."""
     with pytest.raises(CompileError, match=r"(?s)custom_call @lapack_sgesdd_ffi is not supported"
-                                           r".*potrf, getrf, trsm, geqrf and orgqr"):
+                                           r".*potrf, getrf, trsm, geqrf, orgqr and syevd"):
         compile_str(SVD, input_type="stablehlo")
 
 

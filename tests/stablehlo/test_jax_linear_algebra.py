@@ -1,6 +1,6 @@
 """JAX's linear algebra as it lowers for the CPU (LAPACK's potrf, getrf and trsm as custom
 calls, the rest in StableHLO around them: stablehlo/lapack.py), and as jax.export writes it for
-CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, QR, LU
+CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, QR, eigh, LU
 with partial pivoting (rectangular and batched), every triangular solve (sides, triangles,
 transposes, unit diagonals), solve, inv, det and slogdet (singular included), and a Gaussian
 log-density. On local-task; on Vulkan and cuda under their markers."""
@@ -121,3 +121,31 @@ def test_programs_jax_exports_for_other_platforms_run_here(name, platform):
     want = want if isinstance(want, (tuple, list)) else (want,)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-3, atol=1e-4)
+
+
+def _symmetric(*shape):
+    m = normal(*shape)
+    return (m + np.swapaxes(m, -1, -2)).astype(np.float32)
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda", "tpu"])
+@pytest.mark.parametrize("a", [_symmetric(5, 5), _symmetric(3, 7, 7), _symmetric(12, 12),
+                               _symmetric(1, 1), np.diag([2.0, 1, 2, 3]).astype(np.float32)],
+                         ids=["5x5", "batched", "12x12", "1x1", "repeated"])
+def test_eigh_values_match_jax_and_its_vectors_do_up_to_sign(a, platform):
+    """LAPACK's syevd, cuSOLVER's and XLA's Eigh, as cyclic Jacobi. Eigenvectors are unique
+    only up to sign (and within a repeated eigenvalue's space), as LAPACK's own: checked as
+    an orthonormal basis that rebuilds the matrix, and against JAX's where values are apart."""
+    text = jax.export.export(jax.jit(jnp.linalg.eigh), platforms=[platform])(a).mlir_module()
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    w, v = (np.asarray(r) for r in module["main"](a))
+    want_w, want_v = (np.asarray(r) for r in jax.jit(jnp.linalg.eigh)(a))
+    scale = np.abs(a).max()
+    np.testing.assert_allclose(w, want_w, atol=1e-5 * scale)
+    np.testing.assert_allclose(v @ (w[..., None] * np.swapaxes(v, -1, -2)), a, atol=1e-5 * scale)
+    np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, np.broadcast_to(
+        np.eye(a.shape[-1]), v.shape), atol=1e-5)
+    if len(np.unique(want_w.round(4))) == want_w.size:  # apart: each vector is JAX's, or minus
+        np.testing.assert_allclose(np.abs(np.einsum("...ij,...ij->...j", v, want_v)), 1.0,
+                                   atol=1e-4)

@@ -1,10 +1,10 @@
 """JAX's linear-algebra custom calls: on the CPU LAPACK's (``lapack_?{potrf,getrf,trsm,geqrf,
-orgqr}_ffi``), for CUDA cuSOLVER's (``cusolver_{potrf,getrf,geqrf,orgqr}_ffi``,
+orgqr,syevd}_ffi``), for CUDA cuSOLVER's (``cusolver_{potrf,getrf,geqrf,orgqr,syevd}_ffi``,
 ``cu_lu_pivots_to_permutation``, with ``stablehlo.triangular_solve``), for TPU XLA's
-``LuDecomposition`` and ``Qr``. ``jnp.linalg.cholesky``, ``qr``, ``lu``, ``solve``, ``inv``,
-``det``, ``slogdet`` and ``jax.scipy.linalg.solve_triangular`` / ``cho_solve`` / ``lu_solve``
-lower to them, with the rest of the algorithm (pivots to a permutation, the solves' order, the
-determinant's sign) in plain StableHLO around them.
+``LuDecomposition``, ``Qr`` and ``Eigh``. ``jnp.linalg.cholesky``, ``qr``, ``eigh``, ``lu``,
+``solve``, ``inv``, ``det``, ``slogdet`` and ``jax.scipy.linalg.solve_triangular`` /
+``cho_solve`` / ``lu_solve`` lower to them, with the rest of the algorithm (pivots to a
+permutation, the solves' order, the determinant's sign) in plain StableHLO around them.
 
 Each is unrolled by column as ``stablehlo.cholesky`` is (cholesky.py), over any batch dims, up
 to ``MAX_N`` rows:
@@ -16,6 +16,9 @@ to ``MAX_N`` rows:
   updated. The pivots come out 1-based, as LAPACK's; info is the first zero pivot's column
   (1-based), or 0.
 - geqrf: LAPACK's Householder QR, dlarfg's reflectors (orgqr is householder.py's product).
+- syevd (and XLA's Eigh): cyclic Jacobi, each sweep n-1 rounds of n/2 disjoint rotations (the
+  round-robin pairing), a fixed count of sweeps; the eigenvalues ascending, the eigenvectors'
+  signs as the rotations leave them (LAPACK's are as arbitrary).
 - trsm: ``op(A) X = B`` (side L) or ``X op(A) = B`` (side R), A lower or upper, op the identity
   or the transpose (conjugate: the same for real types), unit or stored diagonal: rows solved
   one at a time, each then taken out of the rows still to solve.
@@ -23,6 +26,7 @@ to ``MAX_N`` rows:
 
 from __future__ import annotations
 
+import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert
 from pyree.compiler.input.function import FunctionLowering
@@ -44,7 +48,7 @@ from pyree.compiler.kernel import (
     Unary,
     is_float,
 )
-from pyree.compiler.tensor_program import Generic, Value
+from pyree.compiler.tensor_program import Constant, Generic, Value
 from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr
 from xdsl.ir import Operation
 
@@ -59,20 +63,22 @@ def lapack_call(name: str) -> str | None:
         return "lu"
     if name == "Qr":
         return "geqrf"
+    if name == "Eigh":
+        return "syevd"
     if name.startswith("cusolver_") and name.endswith("_ffi"):
         kind = name[len("cusolver_"):-len("_ffi")]
-        return kind if kind in ("potrf", "getrf", "geqrf", "orgqr") else None
+        return kind if kind in ("potrf", "getrf", "geqrf", "orgqr", "syevd") else None
     if not (name.startswith("lapack_") and name.endswith("_ffi")) or len(name) < 12:
         return None
     kind = name[len("lapack_") + 1:-len("_ffi")]
-    known = ("potrf", "getrf", "trsm", "geqrf", "orgqr")
+    known = ("potrf", "getrf", "trsm", "geqrf", "orgqr", "syevd")
     return kind if name[len("lapack_")] in "sd" and kind in known else None
 
 
 def lower_lapack(fn: FunctionLowering, op: Operation, kind: str) -> None:
     {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "permutation": _permutation,
      "lu": lambda fn, op: _getrf(fn, op, base=0), "geqrf": _geqrf,
-     "orgqr": lower_householder_product}[kind](fn, op)
+     "orgqr": lower_householder_product, "syevd": _syevd}[kind](fn, op)
 
 
 def _config(op: Operation) -> dict[str, str]:
@@ -531,4 +537,211 @@ def _with_tau(fn: FunctionLowering, taus: Value | None, tau: Value, j: int, batc
         fn.new_value(dtype, batch + (steps,), "qr_taus")
     fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
                     batch + (steps,), loops, where, origin))
+    return out
+
+
+# ---- syevd: cyclic Jacobi ------------------------------------------------------------------
+
+def _sweeps(dtype: str) -> int:
+    """Sweeps enough for the rotations to converge (quadratically, after the first few) to the
+    type's precision for matrices up to MAX_N."""
+    return 14 if dtype == "f64" else 10
+
+
+def _round_robin(n: int) -> list[list[int]]:
+    """Per round, each index's partner (itself when it sits out): n - 1 rounds (n even) or n
+    (odd) in which every pair meets once (the circle method)."""
+    m = n + n % 2
+    players = list(range(m))
+    rounds = []
+    for _ in range(m - 1):
+        partner = list(range(n))
+        for k in range(m // 2):
+            a, b = players[k], players[m - 1 - k]
+            if a < n and b < n:
+                partner[a], partner[b] = b, a
+        rounds.append(partner)
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def _syevd(fn: FunctionLowering, op: Operation) -> None:
+    """Results (vectors, values[, info]) for LAPACK's and cuSOLVER's; XLA's Eigh gives
+    (vectors, values) and says its triangle first in ``backend_config``."""
+    where = location_of(op)
+    a = _square(fn, op, 0, where)
+    dtype, shape = a.dtype, a.shape
+    nb, n = len(shape) - 2, shape[-1]
+    origin = _name(op)
+    config = _config(op)
+    text = prop(op, "backend_config")
+    if "Eigh" in origin and text is not None and hasattr(text, "data"):
+        lower = str(text.data).split(",")[0].strip() not in ("0", "false")
+    else:
+        lower = config.get("uplo", "L") == "L"
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    named = Compare("ge" if lower else "le", LoopIndex(nb), LoopIndex(nb + 1))
+    sym = fn.new_value(dtype, shape, "eigh_a")
+    fn.emit(Generic(inputs.values, [sym], (Result(0, b_ix + (i, j), Select(
+        named, inputs.load(a, b_ix + (i, j)), inputs.load(a, b_ix + (j, i)), dtype)),),
+        shape, loops, where, origin))
+    inputs = Inputs()
+    vectors = fn.new_value(dtype, shape, "eigh_v")
+    fn.emit(Generic(inputs.values, [vectors], (Result(0, b_ix + (i, j), Select(
+        Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), Const(1.0, dtype), Const(0.0, dtype),
+        dtype)),), shape, loops, where, origin))
+    tables = []
+    for partner in _round_robin(n):
+        table = fn.new_value("i32", (n,), "eigh_partner")
+        fn.emit(Constant(table, data=np.array(partner, np.int32), location=where))
+        tables.append(table)
+    for _ in range(_sweeps(dtype) if n > 1 else 0):
+        for table in tables:
+            keep, mix = _rotations(fn, sym, table, where, origin)
+            sym, vectors = _rotate(fn, sym, vectors, table, keep, mix, where, origin)
+    values, order = _ascending(fn, sym, where, origin)
+    results = list(op.results)
+    vector_result, value_result = results[0], results[1]
+    fn.env[value_result] = _copy_into(fn, values, value_result, where, origin)
+    inputs = Inputs()
+    column = convert(inputs.load(order, b_ix + (j,)), "index")
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+    out = fn.result_value(vector_result, where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), inputs.gather(
+        vectors, batch_index + (LoopIndex(nb), column), where)),), shape, loops, where, origin))
+    fn.env[vector_result] = out
+    if len(results) > 2:
+        fn.env[results[2]] = _zeros_like_result(fn, op, 2, where)
+
+
+def _rotations(fn: FunctionLowering, a: Value, partner: Value, where: str, origin: str):
+    """Per index i with partner q (i the rotation's p when i < q): the column coefficients of
+    A J: new column i = keep_i col_i + mix_i col_q. keep = c; mix = -s for p, s for q."""
+    nb, n = len(a.shape) - 2, a.shape[-1]
+    dtype, batch = a.dtype, a.shape[:-2]
+    loops = nb + 1
+    inputs = Inputs()
+    me = LoopIndex(nb)
+    other = convert(inputs.load(partner, (AffineExpr.loop(loops, nb),)), "index")
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+    is_p = Compare("lt", me, other)
+    p = Select(is_p, me, other, "index")
+    q = Select(is_p, other, me, "index")
+
+    def at(r: Expr, c: Expr) -> Expr:
+        return inputs.gather(a, batch_index + (r, c), where)
+
+    app, aqq, apq = at(p, p), at(q, q), at(p, q)
+
+    def b(kind, x, y):
+        return Binary(kind, x, y, dtype)
+
+    def c(v):
+        return Const(v, dtype)
+
+    theta = b("div", b("sub", aqq, app), b("mul", c(2.0), apq))
+    sign = Select(Compare("lt", theta, c(0.0)), c(-1.0), c(1.0), dtype)
+    t = b("div", sign, b("add", Unary("abs", theta, dtype),
+                          Unary("sqrt", b("add", b("mul", theta, theta), c(1.0)), dtype)))
+    # |theta| past ~1e19 (f32) squares to inf: t is then 1 / (2 |theta|), as the limit says
+    t = Select(Compare("lt", Unary("abs", theta, dtype), c(1e18)), t,
+               b("div", sign, b("mul", c(2.0), Unary("abs", theta, dtype))), dtype)
+    cos = b("div", c(1.0), Unary("sqrt", b("add", b("mul", t, t), c(1.0)), dtype))
+    sin = b("mul", t, cos)
+    still = Binary("or", Compare("eq", apq, c(0.0)), Compare("eq", me, other), "i1")
+    keep = Select(still, c(1.0), cos, dtype)
+    mix = Select(still, c(0.0), Select(is_p, Unary("neg", sin, dtype), sin, dtype), dtype)
+    keeps = fn.new_value(dtype, batch + (n,), "eigh_keep")
+    mixes = fn.new_value(dtype, batch + (n,), "eigh_mix")
+    ix = AffineExpr.identity(loops)
+    fn.emit(Generic(inputs.values, [keeps, mixes], (Result(0, ix, keep), Result(1, ix, mix)),
+                    batch + (n,), loops, where, origin))
+    return keeps, mixes
+
+
+def _rotate(fn: FunctionLowering, a: Value, v: Value, partner: Value, keep: Value, mix: Value,
+            where: str, origin: str) -> tuple[Value, Value]:
+    """A' = J^T A J and V' = V J for this round's rotations."""
+    nb = len(a.shape) - 2
+    dtype, shape = a.dtype, a.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+
+    def b(kind, x, y):
+        return Binary(kind, x, y, dtype)
+
+    inputs = Inputs()
+    pi = convert(inputs.load(partner, (i,)), "index")
+    pj = convert(inputs.load(partner, (j,)), "index")
+    ki, mi = inputs.load(keep, b_ix + (i,)), inputs.load(mix, b_ix + (i,))
+    kj, mj = inputs.load(keep, b_ix + (j,)), inputs.load(mix, b_ix + (j,))
+    row, col = LoopIndex(nb), LoopIndex(nb + 1)
+
+    def at(r, c):
+        return inputs.gather(a, batch_index + (r, c), where)
+
+    value = b("add", b("add", b("mul", b("mul", ki, kj), inputs.load(a, b_ix + (i, j))),
+                           b("mul", b("mul", ki, mj), at(row, pj))),
+              b("add", b("mul", b("mul", mi, kj), at(pi, col)),
+                b("mul", b("mul", mi, mj), at(pi, pj))))
+    rotated = fn.new_value(dtype, shape, "eigh_a")
+    fn.emit(Generic(inputs.values, [rotated], (Result(0, b_ix + (i, j), value),), shape, loops,
+                    where, origin))
+    inputs = Inputs()
+    pj = convert(inputs.load(partner, (j,)), "index")
+    kj, mj = inputs.load(keep, b_ix + (j,)), inputs.load(mix, b_ix + (j,))
+    value = b("add", b("mul", kj, inputs.load(v, b_ix + (i, j))),
+              b("mul", mj, inputs.gather(v, batch_index + (LoopIndex(nb), pj), where)))
+    turned = fn.new_value(dtype, shape, "eigh_v")
+    fn.emit(Generic(inputs.values, [turned], (Result(0, b_ix + (i, j), value),), shape, loops,
+                    where, origin))
+    return rotated, turned
+
+
+def _ascending(fn: FunctionLowering, a: Value, where: str, origin: str):
+    """(the diagonal sorted ascending, the order: order[k] is the index of the k-th)."""
+    nb, n = len(a.shape) - 2, a.shape[-1]
+    dtype, batch = a.dtype, a.shape[:-2]
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    di, dj = inputs.load(a, b_ix + (i, i)), inputs.load(a, b_ix + (j, j))
+    before = Binary("or", Compare("lt", dj, di), Binary(
+        "and", Compare("eq", dj, di), Compare("lt", LoopIndex(nb + 1), LoopIndex(nb)), "i1"), "i1")
+    rank = fn.new_value("i32", batch + (n,), "eigh_rank")
+    fn.emit(Generic(inputs.values, [rank], (Result(0, b_ix + (i,), Binary(
+        "add", Acc(0, "i32"), Select(before, Const(1, "i32"), Const(0, "i32"), "i32"), "i32"),
+        Const(0, "i32")),), batch + (n, n), nb + 1, where, origin))
+    inputs = Inputs()  # order[k] = the i whose rank is k (loops: batch, k | i)
+    k, ii = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    hit = Compare("eq", inputs.load(rank, b_ix + (ii,)),
+                  convert(LoopIndex(nb), "i32"))
+    order = fn.new_value("i32", batch + (n,), "eigh_order")
+    fn.emit(Generic(inputs.values, [order], (Result(0, b_ix + (k,), Binary(
+        "add", Acc(0, "i32"), Select(hit, convert(LoopIndex(nb + 1), "i32"), Const(0, "i32"),
+                                     "i32"), "i32"), Const(0, "i32")),), batch + (n, n), nb + 1,
+        where, origin))
+    inputs = Inputs()
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    at = convert(inputs.load(order, b_ix + (AffineExpr.loop(loops, nb),)), "index")
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+    values = fn.new_value(dtype, batch + (n,), "eigh_values")
+    fn.emit(Generic(inputs.values, [values], (Result(0, AffineExpr.identity(loops), inputs.gather(
+        a, batch_index + (at, at), where)),), batch + (n,), loops, where, origin))
+    return values, order
+
+
+def _copy_into(fn: FunctionLowering, value: Value, result, where: str, origin: str) -> Value:
+    rank = len(value.shape)
+    inputs = Inputs()
+    out = fn.result_value(result, where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), inputs.load(
+        value, AffineExpr.identity(rank))),), value.shape, rank, where, origin))
     return out
