@@ -1,6 +1,7 @@
 """JAX's linear algebra as it lowers for the CPU (LAPACK's potrf, getrf and trsm as custom
 calls, the rest in StableHLO around them: stablehlo/lapack.py), and as jax.export writes it for
-CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, QR, eigh, LU
+CUDA (cuSOLVER's calls, stablehlo.triangular_solve) and TPU, against JAX: Cholesky, QR, eigh,
+SVD, LU
 with partial pivoting (rectangular and batched), every triangular solve (sides, triangles,
 transposes, unit diagonals), solve, inv, det and slogdet (singular included), and a Gaussian
 log-density. On local-task; on Vulkan and cuda under their markers."""
@@ -149,3 +150,52 @@ def test_eigh_values_match_jax_and_its_vectors_do_up_to_sign(a, platform):
     if len(np.unique(want_w.round(4))) == want_w.size:  # apart: each vector is JAX's, or minus
         np.testing.assert_allclose(np.abs(np.einsum("...ij,...ij->...j", v, want_v)), 1.0,
                                    atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["square", "tall", "wide", "batched"])
+def test_svd_values_match_jax_and_its_vectors_do_up_to_sign(case):
+    """LAPACK's gesdd as one-sided Jacobi (of A^T when A is wide): singular values against JAX,
+    U S V^T rebuilding A, and U's columns JAX's up to sign."""
+    a = {"square": normal(5, 5), "tall": normal(6, 4), "wide": normal(3, 7),
+         "batched": normal(2, 5, 3)}[case]
+    f = jnp.linalg.svd if case == "square" else (lambda x: jnp.linalg.svd(x, full_matrices=False))
+    module = rt.load_module(compile_str(jax.jit(f).lower(a).as_text(),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    u, s, vt = (np.asarray(r) for r in module["main"](a))
+    want_u, want_s, _ = (np.asarray(r) for r in jax.jit(f)(a))
+    assert u.shape == want_u.shape and s.shape == want_s.shape
+    np.testing.assert_allclose(s, want_s, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, atol=2e-6 * np.abs(a).max())
+    np.testing.assert_allclose(np.abs(np.einsum("...ij,...ij->...j", u, want_u)), 1.0, atol=1e-5)
+
+
+SVD_USERS = {
+    "singular_values": lambda a: jnp.linalg.svd(a, compute_uv=False),
+    "pinv": jnp.linalg.pinv,
+    "lstsq": lambda a: jnp.linalg.lstsq(a, jnp.ones((a.shape[0], 2)))[0],
+    "rank_norms_cond": lambda a: (jnp.linalg.matrix_rank(a), jnp.linalg.norm(a, 2),
+                                  jnp.linalg.norm(a, "nuc"), jnp.linalg.cond(a)),
+}
+
+
+@pytest.mark.parametrize("name", list(SVD_USERS))
+@pytest.mark.parametrize("shape", [(6, 4), (3, 5)], ids=["tall", "wide"])
+def test_what_builds_on_the_svd_matches_jax(name, shape):
+    f = SVD_USERS[name]
+    a = normal(*shape)
+    module = rt.load_module(compile_str(jax.jit(f).lower(a).as_text(),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    got = module["main"](a)
+    got = got if isinstance(got, tuple) else (got,)
+    want = jax.jit(f)(a)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+
+
+def test_a_full_svd_of_a_non_square_matrix_is_refused_by_name():
+    text = jax.jit(jnp.linalg.svd).lower(normal(5, 3)).as_text()
+    with pytest.raises(Exception, match="full_matrices=True of 5x3 matrices is not supported"):
+        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))

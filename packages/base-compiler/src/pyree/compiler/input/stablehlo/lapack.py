@@ -1,8 +1,9 @@
 """JAX's linear-algebra custom calls: on the CPU LAPACK's (``lapack_?{potrf,getrf,trsm,geqrf,
-orgqr,syevd}_ffi``), for CUDA cuSOLVER's (``cusolver_{potrf,getrf,geqrf,orgqr,syevd}_ffi``,
+orgqr,syevd,gesdd}_ffi``), for CUDA cuSOLVER's (``cusolver_{potrf,getrf,geqrf,orgqr,syevd}_ffi``,
 ``cu_lu_pivots_to_permutation``, with ``stablehlo.triangular_solve``), for TPU XLA's
-``LuDecomposition``, ``Qr`` and ``Eigh``. ``jnp.linalg.cholesky``, ``qr``, ``eigh``, ``lu``,
-``solve``, ``inv``, ``det``, ``slogdet`` and ``jax.scipy.linalg.solve_triangular`` /
+``LuDecomposition``, ``Qr`` and ``Eigh``. ``jnp.linalg.cholesky``, ``qr``, ``eigh``, ``svd``
+(and ``pinv``, ``lstsq``, ``matrix_rank``, ``cond``), ``lu``, ``solve``, ``inv``, ``det``,
+``slogdet`` and ``jax.scipy.linalg.solve_triangular`` /
 ``cho_solve`` / ``lu_solve`` lower to them, with the rest of the algorithm (pivots to a
 permutation, the solves' order, the determinant's sign) in plain StableHLO around them.
 
@@ -16,6 +17,9 @@ to ``MAX_N`` rows:
   updated. The pivots come out 1-based, as LAPACK's; info is the first zero pivot's column
   (1-based), or 0.
 - geqrf: LAPACK's Householder QR, dlarfg's reflectors (orgqr is householder.py's product).
+- gesdd: one-sided Jacobi on the columns of A (of A^T when it is wide), the singular values
+  descending, U's columns the rotated columns over their norms (a zero singular value leaves a
+  zero column, where LAPACK completes the basis); ``full_matrices`` only for square matrices.
 - syevd (and XLA's Eigh): cyclic Jacobi, each sweep n-1 rounds of n/2 disjoint rotations (the
   round-robin pairing), a fixed count of sweeps; the eigenvalues ascending, the eigenvectors'
   signs as the rotations leave them (LAPACK's are as arbitrary).
@@ -71,14 +75,14 @@ def lapack_call(name: str) -> str | None:
     if not (name.startswith("lapack_") and name.endswith("_ffi")) or len(name) < 12:
         return None
     kind = name[len("lapack_") + 1:-len("_ffi")]
-    known = ("potrf", "getrf", "trsm", "geqrf", "orgqr", "syevd")
+    known = ("potrf", "getrf", "trsm", "geqrf", "orgqr", "syevd", "gesdd")
     return kind if name[len("lapack_")] in "sd" and kind in known else None
 
 
 def lower_lapack(fn: FunctionLowering, op: Operation, kind: str) -> None:
     {"potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "permutation": _permutation,
      "lu": lambda fn, op: _getrf(fn, op, base=0), "geqrf": _geqrf,
-     "orgqr": lower_householder_product, "syevd": _syevd}[kind](fn, op)
+     "orgqr": lower_householder_product, "syevd": _syevd, "gesdd": _gesdd}[kind](fn, op)
 
 
 def _config(op: Operation) -> dict[str, str]:
@@ -602,7 +606,7 @@ def _syevd(fn: FunctionLowering, op: Operation) -> None:
         for table in tables:
             keep, mix = _rotations(fn, sym, table, where, origin)
             sym, vectors = _rotate(fn, sym, vectors, table, keep, mix, where, origin)
-    values, order = _ascending(fn, sym, where, origin)
+    values, order = _sorted(fn, _diagonal(fn, sym, where, origin), where, origin)
     results = list(op.results)
     vector_result, value_result = results[0], results[1]
     fn.env[value_result] = _copy_into(fn, values, value_result, where, origin)
@@ -703,26 +707,39 @@ def _rotate(fn: FunctionLowering, a: Value, v: Value, partner: Value, keep: Valu
     return rotated, turned
 
 
-def _ascending(fn: FunctionLowering, a: Value, where: str, origin: str):
-    """(the diagonal sorted ascending, the order: order[k] is the index of the k-th)."""
+def _diagonal(fn: FunctionLowering, a: Value, where: str, origin: str) -> Value:
     nb, n = len(a.shape) - 2, a.shape[-1]
-    dtype, batch = a.dtype, a.shape[:-2]
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    k = AffineExpr.loop(loops, nb)
+    inputs = Inputs()
+    out = fn.new_value(a.dtype, a.shape[:-2] + (n,), "diagonal")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (k,), inputs.load(a, b_ix + (k, k))),),
+                    a.shape[:-2] + (n,), loops, where, origin))
+    return out
+
+
+def _sorted(fn: FunctionLowering, keys: Value, where: str, origin: str,
+            descending: bool = False):
+    """(``keys`` (batch..., n) sorted, the order: order[k] is the index of the k-th), ties in
+    index order, by counting."""
+    nb, n = len(keys.shape) - 1, keys.shape[-1]
+    dtype, batch = keys.dtype, keys.shape[:-1]
     loops = nb + 2
     b_ix = _batch_ix(loops, nb)
     i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
     inputs = Inputs()
-    di, dj = inputs.load(a, b_ix + (i, i)), inputs.load(a, b_ix + (j, j))
-    before = Binary("or", Compare("lt", dj, di), Binary(
-        "and", Compare("eq", dj, di), Compare("lt", LoopIndex(nb + 1), LoopIndex(nb)), "i1"), "i1")
-    rank = fn.new_value("i32", batch + (n,), "eigh_rank")
+    ki, kj = inputs.load(keys, b_ix + (i,)), inputs.load(keys, b_ix + (j,))
+    before = Binary("or", Compare("gt" if descending else "lt", kj, ki), Binary(
+        "and", Compare("eq", kj, ki), Compare("lt", LoopIndex(nb + 1), LoopIndex(nb)), "i1"), "i1")
+    rank = fn.new_value("i32", batch + (n,), "rank")
     fn.emit(Generic(inputs.values, [rank], (Result(0, b_ix + (i,), Binary(
         "add", Acc(0, "i32"), Select(before, Const(1, "i32"), Const(0, "i32"), "i32"), "i32"),
         Const(0, "i32")),), batch + (n, n), nb + 1, where, origin))
     inputs = Inputs()  # order[k] = the i whose rank is k (loops: batch, k | i)
     k, ii = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
-    hit = Compare("eq", inputs.load(rank, b_ix + (ii,)),
-                  convert(LoopIndex(nb), "i32"))
-    order = fn.new_value("i32", batch + (n,), "eigh_order")
+    hit = Compare("eq", inputs.load(rank, b_ix + (ii,)), convert(LoopIndex(nb), "i32"))
+    order = fn.new_value("i32", batch + (n,), "order")
     fn.emit(Generic(inputs.values, [order], (Result(0, b_ix + (k,), Binary(
         "add", Acc(0, "i32"), Select(hit, convert(LoopIndex(nb + 1), "i32"), Const(0, "i32"),
                                      "i32"), "i32"), Const(0, "i32")),), batch + (n, n), nb + 1,
@@ -732,9 +749,9 @@ def _ascending(fn: FunctionLowering, a: Value, where: str, origin: str):
     b_ix = _batch_ix(loops, nb)
     at = convert(inputs.load(order, b_ix + (AffineExpr.loop(loops, nb),)), "index")
     batch_index = tuple(LoopIndex(d) for d in range(nb))
-    values = fn.new_value(dtype, batch + (n,), "eigh_values")
+    values = fn.new_value(dtype, batch + (n,), "sorted")
     fn.emit(Generic(inputs.values, [values], (Result(0, AffineExpr.identity(loops), inputs.gather(
-        a, batch_index + (at, at), where)),), batch + (n,), loops, where, origin))
+        keys, batch_index + (at,), where)),), batch + (n,), loops, where, origin))
     return values, order
 
 
@@ -744,4 +761,196 @@ def _copy_into(fn: FunctionLowering, value: Value, result, where: str, origin: s
     out = fn.result_value(result, where)
     fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), inputs.load(
         value, AffineExpr.identity(rank))),), value.shape, rank, where, origin))
+    return out
+
+
+# ---- gesdd: one-sided Jacobi ---------------------------------------------------------------
+
+def _gesdd(fn: FunctionLowering, op: Operation) -> None:
+    """Results (a, s, u, vt, info); mode 'N' values only, 'S' thin, 'A' full (square only)."""
+    where = location_of(op)
+    a = _square(fn, op, 0, where, square=False)
+    dtype, shape = a.dtype, a.shape
+    nb, (m, n) = len(shape) - 2, shape[-2:]
+    batch = shape[:-2]
+    origin = _name(op)
+    mode = _config(op).get("mode", "A")
+    if mode == "A" and m != n:
+        raise CompileError(f"{origin} with full_matrices=True of {m}x{n} matrices is not "
+                           "supported (square ones are; pass full_matrices=False)", where)
+    wide = m < n
+    k = min(m, n)
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    r, c = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()  # W: the k columns to make orthogonal (A's, or A^T's when wide)
+    w = fn.new_value(dtype, batch + (max(m, n), k), "svd_w")
+    fn.emit(Generic(inputs.values, [w], (Result(0, b_ix + (r, c), inputs.load(
+        a, b_ix + ((c, r) if wide else (r, c)))),), batch + (max(m, n), k), loops, where, origin))
+    inputs = Inputs()
+    v = fn.new_value(dtype, batch + (k, k), "svd_v")
+    fn.emit(Generic(inputs.values, [v], (Result(0, b_ix + (r, c), Select(
+        Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), Const(1.0, dtype), Const(0.0, dtype),
+        dtype)),), batch + (k, k), loops, where, origin))
+    tables = []
+    for partner in _round_robin(k):
+        table = fn.new_value("i32", (k,), "svd_partner")
+        fn.emit(Constant(table, data=np.array(partner, np.int32), location=where))
+        tables.append(table)
+    for _ in range(_sweeps(dtype) if k > 1 else 0):
+        for table in tables:
+            keep, mix = _column_rotations(fn, w, table, where, origin)
+            w = _turn_columns(fn, w, table, keep, mix, where, origin)
+            v = _turn_columns(fn, v, table, keep, mix, where, origin)
+    norms = _column_norms(fn, w, where, origin)
+    values, order = _sorted(fn, norms, where, origin, descending=True)
+    fn.env[op.results[1]] = _copy_into(fn, values, op.results[1], where, origin)
+    fn.env[op.results[0]] = _copy_into(fn, a, op.results[0], where, origin)
+    if mode == "N":
+        fn.env[op.results[2]] = _zeros_like_result(fn, op, 2, where)
+        fn.env[op.results[3]] = _zeros_like_result(fn, op, 3, where)
+    else:
+        left = _sorted_columns(fn, w, order, values, where, origin)  # W's columns / sigma
+        right = _sorted_columns(fn, v, order, None, where, origin)
+        # m >= n: u = left (m x k), vt = right^T; wide (A^T = U S V^T, so A = V S U^T):
+        # u = right (m x m), vt = left^T
+        fn.env[op.results[2]] = _placed(fn, right if wide else left, op.results[2], False,
+                                        where, origin)
+        fn.env[op.results[3]] = _placed(fn, left if wide else right, op.results[3], True,
+                                        where, origin)
+    fn.env[op.results[4]] = _zeros_like_result(fn, op, 4, where)
+
+
+def _column_rotations(fn: FunctionLowering, w: Value, partner: Value, where: str, origin: str):
+    """keep/mix per column (as ``_rotations``) from the columns' norms and dot product."""
+    nb, (rows, k) = len(w.shape) - 2, w.shape[-2:]
+    dtype, batch = w.dtype, w.shape[:-2]
+    loops = nb + 2  # (batch..., i | r)
+    b_ix = _batch_ix(loops, nb)
+    i, r = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+    inputs = Inputs()
+    mine = inputs.load(w, b_ix + (r, i))
+    theirs = inputs.gather(w, batch_index + (LoopIndex(nb + 1), convert(
+        inputs.load(partner, (i,)), "index")), where)
+    norm2 = fn.new_value(dtype, batch + (k,), "svd_norm2")
+    dot = fn.new_value(dtype, batch + (k,), "svd_dot")
+    zero = Const(0.0, dtype)
+    fn.emit(Generic(inputs.values, [norm2, dot], (
+        Result(0, b_ix + (i,), Binary("add", Acc(0, dtype), Binary("mul", mine, mine, dtype), dtype),
+               zero),
+        Result(1, b_ix + (i,), Binary("add", Acc(1, dtype), Binary("mul", mine, theirs, dtype),
+                                      dtype), zero)), batch + (k, rows), nb + 1, where, origin))
+    loops = nb + 1
+    b_ix = _batch_ix(loops, nb)
+    inputs = Inputs()
+    me = LoopIndex(nb)
+    other = convert(inputs.load(partner, (AffineExpr.loop(loops, nb),)), "index")
+    is_p = Compare("lt", me, other)
+    own = inputs.load(norm2, b_ix + (AffineExpr.loop(loops, nb),))
+    partners = inputs.gather(norm2, tuple(LoopIndex(d) for d in range(nb)) + (other,), where)
+    alpha = Select(is_p, own, partners, dtype)
+    beta = Select(is_p, partners, own, dtype)
+    gamma = inputs.load(dot, b_ix + (AffineExpr.loop(loops, nb),))
+
+    def b(kind, x, y):
+        return Binary(kind, x, y, dtype)
+
+    def cst(value):
+        return Const(value, dtype)
+
+    zeta = b("div", b("sub", beta, alpha), b("mul", cst(2.0), gamma))
+    sign = Select(Compare("lt", zeta, cst(0.0)), cst(-1.0), cst(1.0), dtype)
+    t = b("div", sign, b("add", Unary("abs", zeta, dtype),
+                          Unary("sqrt", b("add", b("mul", zeta, zeta), cst(1.0)), dtype)))
+    t = Select(Compare("lt", Unary("abs", zeta, dtype), cst(1e18)), t,
+               b("div", sign, b("mul", cst(2.0), Unary("abs", zeta, dtype))), dtype)
+    cos = b("div", cst(1.0), Unary("sqrt", b("add", b("mul", t, t), cst(1.0)), dtype))
+    sin = b("mul", t, cos)
+    still = Binary("or", Compare("eq", gamma, cst(0.0)), Compare("eq", me, other), "i1")
+    keep = Select(still, cst(1.0), cos, dtype)
+    mix = Select(still, cst(0.0), Select(is_p, Unary("neg", sin, dtype), sin, dtype), dtype)
+    keeps = fn.new_value(dtype, batch + (k,), "svd_keep")
+    mixes = fn.new_value(dtype, batch + (k,), "svd_mix")
+    ix = AffineExpr.identity(loops)
+    fn.emit(Generic(inputs.values, [keeps, mixes], (Result(0, ix, keep), Result(1, ix, mix)),
+                    batch + (k,), loops, where, origin))
+    return keeps, mixes
+
+
+def _turn_columns(fn: FunctionLowering, x: Value, partner: Value, keep: Value, mix: Value,
+                  where: str, origin: str) -> Value:
+    """x J: column j becomes keep_j x[:, j] + mix_j x[:, partner_j]."""
+    nb = len(x.shape) - 2
+    dtype, shape = x.dtype, x.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    pj = convert(inputs.load(partner, (j,)), "index")
+    kj, mj = inputs.load(keep, b_ix + (j,)), inputs.load(mix, b_ix + (j,))
+    value = Binary("add", Binary("mul", kj, inputs.load(x, b_ix + (i, j)), dtype), Binary(
+        "mul", mj, inputs.gather(x, tuple(LoopIndex(d) for d in range(nb)) + (LoopIndex(nb), pj),
+                                 where), dtype), dtype)
+    out = fn.new_value(dtype, shape, "turned")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), value),), shape, loops,
+                    where, origin))
+    return out
+
+
+def _column_norms(fn: FunctionLowering, w: Value, where: str, origin: str) -> Value:
+    nb, (rows, k) = len(w.shape) - 2, w.shape[-2:]
+    dtype, batch = w.dtype, w.shape[:-2]
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, r = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    x = inputs.load(w, b_ix + (r, i))
+    squares = fn.new_value(dtype, batch + (k,), "svd_squares")
+    fn.emit(Generic(inputs.values, [squares], (Result(0, b_ix + (i,), Binary(
+        "add", Acc(0, dtype), Binary("mul", x, x, dtype), dtype), Const(0.0, dtype)),),
+        batch + (k, rows), nb + 1, where, origin))
+    inputs = Inputs()
+    ix = AffineExpr.identity(nb + 1)
+    out = fn.new_value(dtype, batch + (k,), "svd_sigma")
+    fn.emit(Generic(inputs.values, [out], (Result(0, ix, Unary("sqrt", inputs.load(squares, ix),
+                                                                 dtype)),), batch + (k,), nb + 1,
+                    where, origin))
+    return out
+
+
+def _sorted_columns(fn: FunctionLowering, x: Value, order: Value, sigma: Value | None,
+                    where: str, origin: str) -> Value:
+    """x's columns in ``order`` (each over its sigma where given; a zero sigma: zeros)."""
+    nb = len(x.shape) - 2
+    dtype, shape = x.dtype, x.shape
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    column = convert(inputs.load(order, b_ix + (j,)), "index")
+    value = inputs.gather(x, tuple(LoopIndex(d) for d in range(nb)) + (LoopIndex(nb), column),
+                          where)
+    if sigma is not None:
+        s = inputs.load(sigma, b_ix + (j,))
+        positive = Compare("gt", s, Const(0.0, dtype))
+        value = Select(positive, Binary("div", value, Select(positive, s, Const(1.0, dtype), dtype),
+                                        dtype), Const(0.0, dtype), dtype)
+    out = fn.new_value(dtype, shape, "svd_sorted")
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), value),), shape, loops,
+                    where, origin))
+    return out
+
+
+def _placed(fn: FunctionLowering, x: Value, result, transposed: bool, where: str,
+            origin: str) -> Value:
+    """x (or x^T) into ``result``."""
+    nb = len(x.shape) - 2
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()
+    out = fn.result_value(result, where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), inputs.load(
+        x, b_ix + ((j, i) if transposed else (i, j)))),), out.shape, loops, where, origin))
     return out

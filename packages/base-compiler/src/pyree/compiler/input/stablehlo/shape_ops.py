@@ -63,11 +63,11 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
         return lower_lapack(fn, op, kind)
     solver = name and name.startswith(("lapack_", "cusolver_", "hipsolver_", "cu_", "hip_"))
     hint = (" — of JAX's LAPACK and cuSOLVER calls pyree computes potrf, getrf, trsm, geqrf, "
-            "orgqr and syevd (cholesky, lu, qr, eigh, solve, inv, det, solve_triangular); not "
-            "svd") if solver else ""
+            "orgqr, syevd and gesdd (cholesky, lu, qr, eigh, svd, solve, inv, det, "
+            "solve_triangular); not general eigenvalues (geev)") if solver else ""
     raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
                        f"@shape_assertion, @ProductOfElementaryHouseholderReflectors and "
-                       f"potrf, getrf, trsm, geqrf, orgqr, syevd){hint}", where)
+                       f"potrf, getrf, trsm, geqrf, orgqr, syevd, gesdd){hint}", where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:
