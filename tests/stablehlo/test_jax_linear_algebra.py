@@ -152,22 +152,32 @@ def test_eigh_values_match_jax_and_its_vectors_do_up_to_sign(a, platform):
                                    atol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["square", "tall", "wide", "batched"])
+@pytest.mark.parametrize("case", ["square", "tall", "wide", "batched", "full_tall", "full_wide",
+                                  "full_batched"])
 def test_svd_values_match_jax_and_its_vectors_do_up_to_sign(case):
-    """LAPACK's gesdd as one-sided Jacobi (of A^T when A is wide): singular values against JAX,
-    U S V^T rebuilding A, and U's columns JAX's up to sign."""
+    """LAPACK's gesdd as one-sided Jacobi (of A^T when A is wide; a full U or V^T of a
+    non-square matrix completed by a Householder QR): singular values against JAX, orthonormal
+    U and V^T rebuilding A, and U's first columns JAX's up to sign."""
     a = {"square": normal(5, 5), "tall": normal(6, 4), "wide": normal(3, 7),
-         "batched": normal(2, 5, 3)}[case]
-    f = jnp.linalg.svd if case == "square" else (lambda x: jnp.linalg.svd(x, full_matrices=False))
+         "batched": normal(2, 5, 3), "full_tall": normal(5, 3), "full_wide": normal(3, 5),
+         "full_batched": normal(2, 6, 4)}[case]
+    full = case == "square" or case.startswith("full")
+    f = jnp.linalg.svd if full else (lambda x: jnp.linalg.svd(x, full_matrices=False))
     module = rt.load_module(compile_str(jax.jit(f).lower(a).as_text(),
                                         CompileOptions(target_backends=["llvm-cpu"])),
                             device="local-task")
     u, s, vt = (np.asarray(r) for r in module["main"](a))
-    want_u, want_s, _ = (np.asarray(r) for r in jax.jit(f)(a))
-    assert u.shape == want_u.shape and s.shape == want_s.shape
+    want_u, want_s, want_vt = (np.asarray(r) for r in jax.jit(f)(a))
+    assert (u.shape, s.shape, vt.shape) == (want_u.shape, want_s.shape, want_vt.shape)
+    k = s.shape[-1]
     np.testing.assert_allclose(s, want_s, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose((u * s[..., None, :]) @ vt, a, atol=2e-6 * np.abs(a).max())
-    np.testing.assert_allclose(np.abs(np.einsum("...ij,...ij->...j", u, want_u)), 1.0, atol=1e-5)
+    np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vt[..., :k, :], a,
+                               atol=2e-6 * np.abs(a).max())
+    for basis in (np.swapaxes(u, -1, -2) @ u, vt @ np.swapaxes(vt, -1, -2)):
+        np.testing.assert_allclose(basis, np.broadcast_to(np.eye(basis.shape[-1]), basis.shape),
+                                   atol=2e-6)
+    np.testing.assert_allclose(np.abs(np.einsum("...ij,...ij->...j", u[..., :k],
+                                                want_u[..., :k])), 1.0, atol=1e-5)
 
 
 SVD_USERS = {
@@ -193,9 +203,3 @@ def test_what_builds_on_the_svd_matches_jax(name, shape):
     want = want if isinstance(want, (tuple, list)) else (want,)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
-
-
-def test_a_full_svd_of_a_non_square_matrix_is_refused_by_name():
-    text = jax.jit(jnp.linalg.svd).lower(normal(5, 3)).as_text()
-    with pytest.raises(Exception, match="full_matrices=True of 5x3 matrices is not supported"):
-        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))

@@ -42,10 +42,18 @@ def lower_householder_product(fn: FunctionLowering, op: Operation) -> None:
             or taus.dtype != dtype or taus.shape[-1] > min(shape[-2:]):
         raise CompileError(f"ProductOfElementaryHouseholderReflectors of {dtype}{list(shape)} "
                            f"and {taus.dtype}{list(taus.shape)} is not supported", where)
-    nb, (m, n), k = len(shape) - 2, shape[-2:], taus.shape[-1]
+    k = taus.shape[-1]
     if k > MAX_K:
         raise CompileError(f"ProductOfElementaryHouseholderReflectors with {k} reflectors is not "
                            f"supported (at most {MAX_K}: they are unrolled)", where)
+    householder_product(fn, a, taus, where, op.name, op.results[0])
+
+
+def householder_product(fn: FunctionLowering, a: Value, taus: Value, where: str, origin: str,
+                        result=None) -> Value:
+    """Q's first n columns (a's shape) into ``result`` (an SSA value) or a new Value."""
+    dtype, shape = a.dtype, a.shape
+    nb, (m, n), k = len(shape) - 2, shape[-2:], taus.shape[-1]
     batch = shape[:-2]
     zero, one = Const(0.0, dtype), Const(1.0, dtype)
     q: Value | None = None  # None: the identity's first n columns
@@ -74,7 +82,7 @@ def lower_householder_product(fn: FunctionLowering, op: Operation) -> None:
         w = fn.new_value(dtype, batch + (n,), "householder_w")
         fn.emit(Generic(inputs.values, [w], (Result(0, b_ix + (c,), Binary("add", Acc(0, dtype),
                                                                           term, dtype), zero),),
-                        batch + (n, m), nb + 1, where, op.name))
+                        batch + (n, m), nb + 1, where, origin))
         # Q' = Q - tau_i v_i w^T: loops (batch..., r, c)
         b_ix = tuple(AffineExpr.loop(loops, d) for d in range(nb))
         r, c = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
@@ -83,14 +91,17 @@ def lower_householder_product(fn: FunctionLowering, op: Operation) -> None:
         update = Binary("mul", Binary("mul", tau, v_at(inputs, i, b_ix, r, nb), dtype),
                         inputs.load(w, b_ix + (c,)), dtype)
         value = Binary("sub", q_at(inputs, b_ix, r, c, nb, nb + 1), update, dtype)
-        out = fn.result_value(op.results[0], where) if i == 0 else \
+        out = fn.result_value(result, where) if i == 0 and result is not None else \
             fn.new_value(dtype, shape, "householder_q")
         fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (r, c), value),), shape, loops,
-                        where, op.name))
+                        where, origin))
         q = out
     if k == 0:  # no reflectors: the identity's columns
         loops = nb + 2
-        out = fn.result_value(op.results[0], where)
+        out = fn.result_value(result, where) if result is not None else \
+            fn.new_value(dtype, shape, "householder_q")
         value = Select(Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), one, zero, dtype)
         fn.emit(Generic([], [out], (Result(0, AffineExpr.identity(loops), value),), shape, loops,
-                        where, op.name))
+                        where, origin))
+        q = out
+    return q

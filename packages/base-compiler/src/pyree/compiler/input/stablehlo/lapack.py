@@ -19,7 +19,8 @@ to ``MAX_N`` rows:
 - geqrf: LAPACK's Householder QR, dlarfg's reflectors (orgqr is householder.py's product).
 - gesdd: one-sided Jacobi on the columns of A (of A^T when it is wide), the singular values
   descending, U's columns the rotated columns over their norms (a zero singular value leaves a
-  zero column, where LAPACK completes the basis); ``full_matrices`` only for square matrices.
+  zero column, where LAPACK completes the basis); a full U of a non-square matrix completes
+  its columns with the rest of their Householder QR's Q.
 - syevd (and XLA's Eigh): cyclic Jacobi, each sweep n-1 rounds of n/2 disjoint rotations (the
   round-robin pairing), a fixed count of sweeps; the eigenvalues ascending, the eigenvectors'
   signs as the rotations leave them (LAPACK's are as arbitrary).
@@ -38,7 +39,7 @@ from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.cholesky import MAX_N, emit_cholesky
 from pyree.compiler.input.stablehlo.common import prop
-from pyree.compiler.input.stablehlo.householder import lower_householder_product
+from pyree.compiler.input.stablehlo.householder import householder_product, lower_householder_product
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -414,21 +415,24 @@ def _geqrf(fn: FunctionLowering, op: Operation) -> None:
     above the diagonal, the reflectors below it, and the taus."""
     where = location_of(op)
     a = _square(fn, op, 0, where, square=False)
-    shape = a.shape
-    batch, (m, n) = shape[:-2], shape[-2:]
+    if min(a.shape[-2:]) == 0:
+        raise CompileError(f"{_name(op)} of an empty matrix ({a.shape})", where)
+    fn.env[op.results[0]], fn.env[op.results[1]] = _qr(fn, a, where, _name(op), op.results)
+
+
+def _qr(fn: FunctionLowering, a: Value, where: str, origin: str, results=(None, None)):
+    """(R with the reflectors below it, the taus) of ``a``, into ``results`` where given."""
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
     steps = min(m, n)
-    if steps == 0:
-        raise CompileError(f"{_name(op)} of an empty matrix ({shape})", where)
-    origin = _name(op)
     taus = None
     for j in range(steps):
         tau, scale, beta = _reflector(fn, a, j, where, origin)
         w = _reflected_columns(fn, a, j, scale, where, origin)
         a = _reflect(fn, a, j, tau, scale, beta, w, where, origin,
-                     op.results[0] if j == steps - 1 else None)
+                     results[0] if j == steps - 1 else None)
         taus = _with_tau(fn, taus, tau, j, batch, steps, where, origin,
-                         op.results[1] if j == steps - 1 else None)
-    fn.env[op.results[1]] = taus
+                         results[1] if j == steps - 1 else None)
+    return a, taus
 
 
 def _batch_value(fn: FunctionLowering, batch: tuple, dtype: str, build, inputs: Inputs,
@@ -775,9 +779,6 @@ def _gesdd(fn: FunctionLowering, op: Operation) -> None:
     batch = shape[:-2]
     origin = _name(op)
     mode = _config(op).get("mode", "A")
-    if mode == "A" and m != n:
-        raise CompileError(f"{origin} with full_matrices=True of {m}x{n} matrices is not "
-                           "supported (square ones are; pass full_matrices=False)", where)
     wide = m < n
     k = min(m, n)
     loops = nb + 2
@@ -812,6 +813,8 @@ def _gesdd(fn: FunctionLowering, op: Operation) -> None:
     else:
         left = _sorted_columns(fn, w, order, values, where, origin)  # W's columns / sigma
         right = _sorted_columns(fn, v, order, None, where, origin)
+        if mode == "A" and m != n:  # full: left's k columns completed to a square basis
+            left = _completed(fn, left, where, origin)
         # m >= n: u = left (m x k), vt = right^T; wide (A^T = U S V^T, so A = V S U^T):
         # u = right (m x m), vt = left^T
         fn.env[op.results[2]] = _placed(fn, right if wide else left, op.results[2], False,
@@ -954,3 +957,31 @@ def _placed(fn: FunctionLowering, x: Value, result, transposed: bool, where: str
     fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), inputs.load(
         x, b_ix + ((j, i) if transposed else (i, j)))),), out.shape, loops, where, origin))
     return out
+
+
+def _completed(fn: FunctionLowering, u: Value, where: str, origin: str) -> Value:
+    """u (batch..., r, k) with orthonormal columns, then r - k more: the last columns of the
+    full Q of u's Householder QR, which are orthogonal to u's span (LAPACK's full U alike)."""
+    nb, (rows, k) = len(u.shape) - 2, u.shape[-2:]
+    dtype, batch = u.dtype, u.shape[:-2]
+    reflectors, taus = _qr(fn, u, where, origin)
+    loops = nb + 2
+    b_ix = _batch_ix(loops, nb)
+    i, j = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
+    inputs = Inputs()  # the reflectors in an r x r matrix (columns past k unread)
+    square = fn.new_value(dtype, batch + (rows, rows), "svd_reflectors")
+    fn.emit(Generic(inputs.values, [square], (Result(0, b_ix + (i, j), Select(
+        Compare("lt", LoopIndex(nb + 1), Const(k, "index")),
+        inputs.gather(reflectors, tuple(LoopIndex(d) for d in range(nb)) + (
+            LoopIndex(nb), Binary("min", LoopIndex(nb + 1), Const(k - 1, "index"), "index")),
+            where), Const(0.0, dtype), dtype)),), batch + (rows, rows), loops, where, origin))
+    q = householder_product(fn, square, taus, where, origin)
+    inputs = Inputs()
+    full = fn.new_value(dtype, batch + (rows, rows), "svd_full")
+    fn.emit(Generic(inputs.values, [full], (Result(0, b_ix + (i, j), Select(
+        Compare("lt", LoopIndex(nb + 1), Const(k, "index")),
+        inputs.gather(u, tuple(LoopIndex(d) for d in range(nb)) + (
+            LoopIndex(nb), Binary("min", LoopIndex(nb + 1), Const(k - 1, "index"), "index")),
+            where), inputs.load(q, b_ix + (i, j)), dtype)),), batch + (rows, rows), loops, where,
+        origin))
+    return full
