@@ -5,11 +5,9 @@ mean over an empty axis came out 0 on Vulkan instead of NaN (flow/empty_loops.py
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pyree.runtime as rt
 import pytest
+from jax_runs import DEVICES, run_both
 from pyree.compiler import CompileOptions, compile_str
 from tooling import require_module
 
@@ -42,25 +40,15 @@ CASES = {
     "pad": (lambda b: jnp.pad(b, ((1, 1), (2, 0))), COLUMNS),
     "gram": (lambda b: jnp.einsum("ij,kj->ik", b, b), COLUMNS),
 }
-TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
 
 
-@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
-                                    pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_jax(name, device):
     f, x = CASES[name]
-    text = jax.jit(f, keep_unused=True).lower(x).as_text()
-    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
-                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
-                                                          "cpu-lavapipe-linux"))
-    out = rt.load_module(compile_str(text, options), device=device)["main"](x)
-    want = jax.jit(f)(x)
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    got = out if isinstance(out, tuple) else (out,)
+    got, want = run_both(jax, device, f, x)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)  # (NaN where JAX has NaN: a mean of nothing)
 

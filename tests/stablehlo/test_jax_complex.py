@@ -6,12 +6,9 @@ Vulkan (lavapipe in CI) and cuda under their markers."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pyree.runtime as rt
 import pytest
-from pyree.compiler import CompileOptions, compile_str
+from jax_runs import DEVICES, run_both
 from tooling import require_module
 
 jax = require_module("jax")
@@ -44,24 +41,14 @@ CASES = {
     "a_complex_constant": (lambda a: jnp.real(jnp.fft.ifft(jnp.fft.fft(a) * jnp.exp(1j * a))),
                            (X,)),
 }
-TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
 
 
-@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
-                                    pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_jax(name, device):
     f, args = CASES[name]
-    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
-                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
-                                                          "cpu-lavapipe-linux"))
-    module = rt.load_module(compile_str(jax.jit(f).lower(*args).as_text(), options), device=device)
-    got = module["main"](*args)
-    got = got if isinstance(got, tuple) else (got,)
-    want = jax.jit(f)(*args)
-    want = want if isinstance(want, (tuple, list)) else (want,)
+    got, want = run_both(jax, device, f, *args)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-4)

@@ -6,11 +6,11 @@ on lavapipe in CI; PYREE_VULKAN_TARGET names a GPU's target), against JAX on the
 
 from __future__ import annotations
 
-import os
-
+import jax_runs
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from jax_runs import DEVICES
 from pyree.compiler import compile_str
 from pyree.compiler.options import CompileOptions
 from tooling import require_module
@@ -29,26 +29,13 @@ INTEGERS = [jnp.int8, jnp.uint8, jnp.int16, jnp.uint16, jnp.int32, jnp.uint32, j
             jnp.uint64]
 
 
-TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
-
-
-@pytest.fixture(params=["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
-                        pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.fixture(params=DEVICES)
 def device(request):
     return request.param
 
 
 def run_both(device, f, *args, **options):
-    text = jax.jit(f).lower(*args).as_text()
-    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
-                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
-                                                          "cpu-lavapipe-linux"), **options)
-    module = rt.load_module(compile_str(text, options), device=device)
-    out = module["main"](*args)
-    outs = out if isinstance(out, tuple) else (out,)
-    want = jax.jit(f)(*args)
-    want = want if isinstance(want, (tuple, list)) else (want,)
-    return [np.asarray(o) for o in outs], [np.asarray(w) for w in want]
+    return jax_runs.run_both(jax, device, f, *args, **options)
 
 
 @pytest.mark.parametrize("source", [jnp.float32, jnp.float16, jnp.bfloat16])

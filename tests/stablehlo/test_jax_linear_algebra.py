@@ -9,11 +9,11 @@ log-density. On local-task; on Vulkan and cuda under their markers."""
 from __future__ import annotations
 
 import itertools
-import os
 
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from jax_runs import DEVICES, run_both
 from pyree.compiler import CompileOptions, compile_str
 from tooling import require_module
 
@@ -63,34 +63,17 @@ CASES = {
     "gaussian_log_density": (lambda x, m, c: jax.scipy.stats.multivariate_normal.logpdf(x, m, c),
                              (normal(4, 5), normal(5), SPD)),
 }
-TARGETS = {"local-task": "llvm-cpu", "vulkan": "vulkan-spirv", "cuda": "cuda"}
 
 
-@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan),
-                                    pytest.param("cuda", marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_jax(name, device):
     f, args = CASES[name]
-    options = CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
-                             vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
-                                                          "cpu-lavapipe-linux"))
-    module = rt.load_module(compile_str(jax.jit(f).lower(*args).as_text(), options), device=device)
-    got = module["main"](*args)
-    got = got if isinstance(got, tuple) else (got,)
-    want = jax.jit(f)(*args)
-    want = [w for w in (want if isinstance(want, (tuple, list)) else (want,))]
+    got, want = run_both(jax, device, f, *args)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        g, w = np.asarray(g), np.asarray(w)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
-
-
-def test_past_64_rows_the_factorization_is_refused_by_name():
-    text = jax.jit(jnp.linalg.solve).lower(np.eye(65, dtype=np.float32),
-                                           np.ones((65, 1), np.float32)).as_text()
-    with pytest.raises(Exception, match="lapack_sgetrf_ffi of 65x65 matrices is not supported"):
-        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
 
 
 EXPORTED = {

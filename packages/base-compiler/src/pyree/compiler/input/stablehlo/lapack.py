@@ -158,8 +158,8 @@ def _getrf(fn: FunctionLowering, op: Operation, base: int = 1) -> None:
         p = _pivot_row(fn, a, j, where, origin)
         a = _eliminate(fn, a, p, j, where, origin,
                        op.results[0] if j == steps - 1 else None)
-        pivots = _with_pivot(fn, pivots, p, j, batch, steps, base, where, origin,
-                             op.results[1] if j == steps - 1 else None)
+        pivots = _with_entry(fn, pivots, p, j, batch, steps, where, origin,
+                             op.results[1] if j == steps - 1 else None, "lu_pivots", add=base)
     if steps == 0:
         raise CompileError(f"{origin} of an empty matrix ({shape})", where)
     fn.env[op.results[1]] = pivots
@@ -242,19 +242,22 @@ def _eliminate(fn: FunctionLowering, a: Value, p: Value, j: int, where: str, ori
     return out
 
 
-def _with_pivot(fn: FunctionLowering, pivots: Value | None, p: Value, j: int, batch: tuple,
-                steps: int, base: int, where: str, origin: str, result) -> Value:
-    """The pivots so far (counted from ``base``), with column j's."""
-    nb = len(batch)
+def _with_entry(fn: FunctionLowering, so_far: Value | None, entry: Value, j: int, batch: tuple,
+                steps: int, where: str, origin: str, result, name: str, add: int = 0) -> Value:
+    """The per-column vector so far (batch..., steps) with column j's ``entry`` (plus ``add``):
+    getrf's pivots, geqrf's taus."""
+    nb, dtype = len(batch), entry.dtype
     loops = nb + 1
     b_ix = _batch_ix(loops, nb)
     inputs = Inputs()
-    mine = Binary("add", inputs.load(p, b_ix), Const(base, "i32"), "i32")
-    before = inputs.load(pivots, b_ix + (AffineExpr.loop(loops, nb),)) if pivots is not None \
-        else Const(0, "i32")
-    value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), mine, before, "i32")
+    mine = inputs.load(entry, b_ix)
+    if add:
+        mine = Binary("add", mine, Const(add, dtype), dtype)
+    before = inputs.load(so_far, b_ix + (AffineExpr.loop(loops, nb),)) if so_far is not None \
+        else Const(0.0 if is_float(dtype) else 0, dtype)
+    value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), mine, before, dtype)
     out = fn.result_value(result, where) if result is not None else \
-        fn.new_value("i32", batch + (steps,), "lu_pivots")
+        fn.new_value(dtype, batch + (steps,), name)
     fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
                     batch + (steps,), loops, where, origin))
     return out
@@ -430,8 +433,8 @@ def _qr(fn: FunctionLowering, a: Value, where: str, origin: str, results=(None, 
         w = _reflected_columns(fn, a, j, scale, where, origin)
         a = _reflect(fn, a, j, tau, scale, beta, w, where, origin,
                      results[0] if j == steps - 1 else None)
-        taus = _with_tau(fn, taus, tau, j, batch, steps, where, origin,
-                         results[1] if j == steps - 1 else None)
+        taus = _with_entry(fn, taus, tau, j, batch, steps, where, origin,
+                           results[1] if j == steps - 1 else None, "qr_taus")
     return a, taus
 
 
@@ -530,24 +533,6 @@ def _reflect(fn: FunctionLowering, a: Value, j: int, tau: Value, scale: Value, b
     return out
 
 
-def _with_tau(fn: FunctionLowering, taus: Value | None, tau: Value, j: int, batch: tuple,
-              steps: int, where: str, origin: str, result) -> Value:
-    nb = len(batch)
-    loops = nb + 1
-    b_ix = _batch_ix(loops, nb)
-    inputs = Inputs()
-    dtype = tau.dtype
-    before = inputs.load(taus, b_ix + (AffineExpr.loop(loops, nb),)) if taus is not None \
-        else Const(0.0, dtype)
-    value = Select(Compare("eq", LoopIndex(nb), Const(j, "index")), inputs.load(tau, b_ix),
-                   before, dtype)
-    out = fn.result_value(result, where) if result is not None else \
-        fn.new_value(dtype, batch + (steps,), "qr_taus")
-    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), value),),
-                    batch + (steps,), loops, where, origin))
-    return out
-
-
 # ---- syevd: cyclic Jacobi ------------------------------------------------------------------
 
 def _sweeps(dtype: str) -> int:
@@ -573,6 +558,73 @@ def _round_robin(n: int) -> list[list[int]]:
     return rounds
 
 
+def _identity(fn: FunctionLowering, batch: tuple, n: int, dtype: str, name: str, where: str,
+              origin: str) -> Value:
+    nb = len(batch)
+    loops = nb + 2
+    inputs = Inputs()
+    out = fn.new_value(dtype, batch + (n, n), name)
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(loops), Select(
+        Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), Const(1.0, dtype), Const(0.0, dtype),
+        dtype)),), batch + (n, n), loops, where, origin))
+    return out
+
+
+def _partner_tables(fn: FunctionLowering, n: int, name: str, where: str) -> list[Value]:
+    """``_round_robin(n)`` as i32 constants, one per round."""
+    tables = []
+    for partner in _round_robin(n):
+        table = fn.new_value("i32", (n,), name)
+        fn.emit(Constant(table, data=np.array(partner, np.int32), location=where))
+        tables.append(table)
+    return tables
+
+
+def _jacobi(alpha: Expr, beta: Expr, gamma: Expr, is_p: Expr, alone: Expr, dtype: str):
+    """(keep, mix) of the rotation that zeroes the off-diagonal ``gamma`` of the 2x2 block
+    ((alpha, gamma), (gamma, beta)), for an index that is the pair's p (``is_p``) or q: its new
+    column is keep * its own + mix * its partner's (keep = c; mix = -s for p, s for q). No
+    rotation where ``gamma`` is 0 or the index sits this round out (``alone``)."""
+    def b(kind, x, y):
+        return Binary(kind, x, y, dtype)
+
+    def c(v):
+        return Const(v, dtype)
+
+    theta = b("div", b("sub", beta, alpha), b("mul", c(2.0), gamma))
+    sign = Select(Compare("lt", theta, c(0.0)), c(-1.0), c(1.0), dtype)
+    t = b("div", sign, b("add", Unary("abs", theta, dtype),
+                          Unary("sqrt", b("add", b("mul", theta, theta), c(1.0)), dtype)))
+    # |theta| past ~1e19 (f32) squares to inf: t is then 1 / (2 |theta|), as the limit says
+    t = Select(Compare("lt", Unary("abs", theta, dtype), c(1e18)), t,
+               b("div", sign, b("mul", c(2.0), Unary("abs", theta, dtype))), dtype)
+    cos = b("div", c(1.0), Unary("sqrt", b("add", b("mul", t, t), c(1.0)), dtype))
+    sin = b("mul", t, cos)
+    still = Binary("or", Compare("eq", gamma, c(0.0)), alone, "i1")
+    keep = Select(still, c(1.0), cos, dtype)
+    mix = Select(still, c(0.0), Select(is_p, Unary("neg", sin, dtype), sin, dtype), dtype)
+    return keep, mix
+
+
+def _coefficients(fn: FunctionLowering, build, partner: Value, batch: tuple, n: int, dtype: str,
+                  where: str, origin: str) -> tuple[Value, Value]:
+    """keep and mix (batch..., n): ``build(inputs, me, other, is_p)`` gives alpha, beta, gamma."""
+    nb = len(batch)
+    loops = nb + 1
+    inputs = Inputs()
+    me = LoopIndex(nb)
+    other = convert(inputs.load(partner, (AffineExpr.loop(loops, nb),)), "index")
+    is_p = Compare("lt", me, other)
+    alpha, beta, gamma = build(inputs, me, other, is_p)
+    keep, mix = _jacobi(alpha, beta, gamma, is_p, Compare("eq", me, other), dtype)
+    keeps = fn.new_value(dtype, batch + (n,), "jacobi_keep")
+    mixes = fn.new_value(dtype, batch + (n,), "jacobi_mix")
+    ix = AffineExpr.identity(loops)
+    fn.emit(Generic(inputs.values, [keeps, mixes], (Result(0, ix, keep), Result(1, ix, mix)),
+                    batch + (n,), loops, where, origin))
+    return keeps, mixes
+
+
 def _syevd(fn: FunctionLowering, op: Operation) -> None:
     """Results (vectors, values[, info]) for LAPACK's and cuSOLVER's; XLA's Eigh gives
     (vectors, values) and says its triangle first in ``backend_config``."""
@@ -596,83 +648,33 @@ def _syevd(fn: FunctionLowering, op: Operation) -> None:
     fn.emit(Generic(inputs.values, [sym], (Result(0, b_ix + (i, j), Select(
         named, inputs.load(a, b_ix + (i, j)), inputs.load(a, b_ix + (j, i)), dtype)),),
         shape, loops, where, origin))
-    inputs = Inputs()
-    vectors = fn.new_value(dtype, shape, "eigh_v")
-    fn.emit(Generic(inputs.values, [vectors], (Result(0, b_ix + (i, j), Select(
-        Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), Const(1.0, dtype), Const(0.0, dtype),
-        dtype)),), shape, loops, where, origin))
-    tables = []
-    for partner in _round_robin(n):
-        table = fn.new_value("i32", (n,), "eigh_partner")
-        fn.emit(Constant(table, data=np.array(partner, np.int32), location=where))
-        tables.append(table)
+    vectors = _identity(fn, shape[:-2], n, dtype, "eigh_v", where, origin)
+    batch_index = tuple(LoopIndex(d) for d in range(nb))
+
+    def block(a):  # alpha, beta, gamma: A[p, p], A[q, q], A[p, q]
+        def build(inputs, me, other, is_p):
+            p, q = Select(is_p, me, other, "index"), Select(is_p, other, me, "index")
+            return tuple(inputs.gather(a, batch_index + ix, where)
+                         for ix in ((p, p), (q, q), (p, q)))
+        return build
+
+    tables = _partner_tables(fn, n, "eigh_partner", where)
     for _ in range(_sweeps(dtype) if n > 1 else 0):
         for table in tables:
-            keep, mix = _rotations(fn, sym, table, where, origin)
-            sym, vectors = _rotate(fn, sym, vectors, table, keep, mix, where, origin)
+            keep, mix = _coefficients(fn, block(sym), table, shape[:-2], n, dtype, where, origin)
+            sym = _rotate(fn, sym, table, keep, mix, where, origin)
+            vectors = _turn_columns(fn, vectors, table, keep, mix, where, origin)
     values, order = _sorted(fn, _diagonal(fn, sym, where, origin), where, origin)
     results = list(op.results)
-    vector_result, value_result = results[0], results[1]
-    fn.env[value_result] = _copy_into(fn, values, value_result, where, origin)
-    inputs = Inputs()
-    column = convert(inputs.load(order, b_ix + (j,)), "index")
-    batch_index = tuple(LoopIndex(d) for d in range(nb))
-    out = fn.result_value(vector_result, where)
-    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), inputs.gather(
-        vectors, batch_index + (LoopIndex(nb), column), where)),), shape, loops, where, origin))
-    fn.env[vector_result] = out
+    fn.env[results[1]] = _copy_into(fn, values, results[1], where, origin)
+    fn.env[results[0]] = _sorted_columns(fn, vectors, order, None, where, origin, results[0])
     if len(results) > 2:
         fn.env[results[2]] = _zeros_like_result(fn, op, 2, where)
 
 
-def _rotations(fn: FunctionLowering, a: Value, partner: Value, where: str, origin: str):
-    """Per index i with partner q (i the rotation's p when i < q): the column coefficients of
-    A J: new column i = keep_i col_i + mix_i col_q. keep = c; mix = -s for p, s for q."""
-    nb, n = len(a.shape) - 2, a.shape[-1]
-    dtype, batch = a.dtype, a.shape[:-2]
-    loops = nb + 1
-    inputs = Inputs()
-    me = LoopIndex(nb)
-    other = convert(inputs.load(partner, (AffineExpr.loop(loops, nb),)), "index")
-    batch_index = tuple(LoopIndex(d) for d in range(nb))
-    is_p = Compare("lt", me, other)
-    p = Select(is_p, me, other, "index")
-    q = Select(is_p, other, me, "index")
-
-    def at(r: Expr, c: Expr) -> Expr:
-        return inputs.gather(a, batch_index + (r, c), where)
-
-    app, aqq, apq = at(p, p), at(q, q), at(p, q)
-
-    def b(kind, x, y):
-        return Binary(kind, x, y, dtype)
-
-    def c(v):
-        return Const(v, dtype)
-
-    theta = b("div", b("sub", aqq, app), b("mul", c(2.0), apq))
-    sign = Select(Compare("lt", theta, c(0.0)), c(-1.0), c(1.0), dtype)
-    t = b("div", sign, b("add", Unary("abs", theta, dtype),
-                          Unary("sqrt", b("add", b("mul", theta, theta), c(1.0)), dtype)))
-    # |theta| past ~1e19 (f32) squares to inf: t is then 1 / (2 |theta|), as the limit says
-    t = Select(Compare("lt", Unary("abs", theta, dtype), c(1e18)), t,
-               b("div", sign, b("mul", c(2.0), Unary("abs", theta, dtype))), dtype)
-    cos = b("div", c(1.0), Unary("sqrt", b("add", b("mul", t, t), c(1.0)), dtype))
-    sin = b("mul", t, cos)
-    still = Binary("or", Compare("eq", apq, c(0.0)), Compare("eq", me, other), "i1")
-    keep = Select(still, c(1.0), cos, dtype)
-    mix = Select(still, c(0.0), Select(is_p, Unary("neg", sin, dtype), sin, dtype), dtype)
-    keeps = fn.new_value(dtype, batch + (n,), "eigh_keep")
-    mixes = fn.new_value(dtype, batch + (n,), "eigh_mix")
-    ix = AffineExpr.identity(loops)
-    fn.emit(Generic(inputs.values, [keeps, mixes], (Result(0, ix, keep), Result(1, ix, mix)),
-                    batch + (n,), loops, where, origin))
-    return keeps, mixes
-
-
-def _rotate(fn: FunctionLowering, a: Value, v: Value, partner: Value, keep: Value, mix: Value,
-            where: str, origin: str) -> tuple[Value, Value]:
-    """A' = J^T A J and V' = V J for this round's rotations."""
+def _rotate(fn: FunctionLowering, a: Value, partner: Value, keep: Value, mix: Value,
+            where: str, origin: str) -> Value:
+    """A' = J^T A J for this round's rotations."""
     nb = len(a.shape) - 2
     dtype, shape = a.dtype, a.shape
     loops = nb + 2
@@ -700,15 +702,7 @@ def _rotate(fn: FunctionLowering, a: Value, v: Value, partner: Value, keep: Valu
     rotated = fn.new_value(dtype, shape, "eigh_a")
     fn.emit(Generic(inputs.values, [rotated], (Result(0, b_ix + (i, j), value),), shape, loops,
                     where, origin))
-    inputs = Inputs()
-    pj = convert(inputs.load(partner, (j,)), "index")
-    kj, mj = inputs.load(keep, b_ix + (j,)), inputs.load(mix, b_ix + (j,))
-    value = b("add", b("mul", kj, inputs.load(v, b_ix + (i, j))),
-              b("mul", mj, inputs.gather(v, batch_index + (LoopIndex(nb), pj), where)))
-    turned = fn.new_value(dtype, shape, "eigh_v")
-    fn.emit(Generic(inputs.values, [turned], (Result(0, b_ix + (i, j), value),), shape, loops,
-                    where, origin))
-    return rotated, turned
+    return rotated
 
 
 def _diagonal(fn: FunctionLowering, a: Value, where: str, origin: str) -> Value:
@@ -788,16 +782,8 @@ def _gesdd(fn: FunctionLowering, op: Operation) -> None:
     w = fn.new_value(dtype, batch + (max(m, n), k), "svd_w")
     fn.emit(Generic(inputs.values, [w], (Result(0, b_ix + (r, c), inputs.load(
         a, b_ix + ((c, r) if wide else (r, c)))),), batch + (max(m, n), k), loops, where, origin))
-    inputs = Inputs()
-    v = fn.new_value(dtype, batch + (k, k), "svd_v")
-    fn.emit(Generic(inputs.values, [v], (Result(0, b_ix + (r, c), Select(
-        Compare("eq", LoopIndex(nb), LoopIndex(nb + 1)), Const(1.0, dtype), Const(0.0, dtype),
-        dtype)),), batch + (k, k), loops, where, origin))
-    tables = []
-    for partner in _round_robin(k):
-        table = fn.new_value("i32", (k,), "svd_partner")
-        fn.emit(Constant(table, data=np.array(partner, np.int32), location=where))
-        tables.append(table)
+    v = _identity(fn, batch, k, dtype, "svd_v", where, origin)
+    tables = _partner_tables(fn, k, "svd_partner", where)
     for _ in range(_sweeps(dtype) if k > 1 else 0):
         for table in tables:
             keep, mix = _column_rotations(fn, w, table, where, origin)
@@ -825,7 +811,8 @@ def _gesdd(fn: FunctionLowering, op: Operation) -> None:
 
 
 def _column_rotations(fn: FunctionLowering, w: Value, partner: Value, where: str, origin: str):
-    """keep/mix per column (as ``_rotations``) from the columns' norms and dot product."""
+    """keep/mix per column from the columns' squared norms and dot product (the 2x2 block of
+    W^T W that the rotation makes diagonal)."""
     nb, (rows, k) = len(w.shape) - 2, w.shape[-2:]
     dtype, batch = w.dtype, w.shape[:-2]
     loops = nb + 2  # (batch..., i | r)
@@ -844,41 +831,15 @@ def _column_rotations(fn: FunctionLowering, w: Value, partner: Value, where: str
                zero),
         Result(1, b_ix + (i,), Binary("add", Acc(1, dtype), Binary("mul", mine, theirs, dtype),
                                       dtype), zero)), batch + (k, rows), nb + 1, where, origin))
-    loops = nb + 1
-    b_ix = _batch_ix(loops, nb)
-    inputs = Inputs()
-    me = LoopIndex(nb)
-    other = convert(inputs.load(partner, (AffineExpr.loop(loops, nb),)), "index")
-    is_p = Compare("lt", me, other)
-    own = inputs.load(norm2, b_ix + (AffineExpr.loop(loops, nb),))
-    partners = inputs.gather(norm2, tuple(LoopIndex(d) for d in range(nb)) + (other,), where)
-    alpha = Select(is_p, own, partners, dtype)
-    beta = Select(is_p, partners, own, dtype)
-    gamma = inputs.load(dot, b_ix + (AffineExpr.loop(loops, nb),))
 
-    def b(kind, x, y):
-        return Binary(kind, x, y, dtype)
+    def build(inputs, me, other, is_p):
+        here = _batch_ix(nb + 1, nb) + (AffineExpr.loop(nb + 1, nb),)
+        own = inputs.load(norm2, here)
+        partners = inputs.gather(norm2, batch_index + (other,), where)
+        return (Select(is_p, own, partners, dtype), Select(is_p, partners, own, dtype),
+                inputs.load(dot, here))
 
-    def cst(value):
-        return Const(value, dtype)
-
-    zeta = b("div", b("sub", beta, alpha), b("mul", cst(2.0), gamma))
-    sign = Select(Compare("lt", zeta, cst(0.0)), cst(-1.0), cst(1.0), dtype)
-    t = b("div", sign, b("add", Unary("abs", zeta, dtype),
-                          Unary("sqrt", b("add", b("mul", zeta, zeta), cst(1.0)), dtype)))
-    t = Select(Compare("lt", Unary("abs", zeta, dtype), cst(1e18)), t,
-               b("div", sign, b("mul", cst(2.0), Unary("abs", zeta, dtype))), dtype)
-    cos = b("div", cst(1.0), Unary("sqrt", b("add", b("mul", t, t), cst(1.0)), dtype))
-    sin = b("mul", t, cos)
-    still = Binary("or", Compare("eq", gamma, cst(0.0)), Compare("eq", me, other), "i1")
-    keep = Select(still, cst(1.0), cos, dtype)
-    mix = Select(still, cst(0.0), Select(is_p, Unary("neg", sin, dtype), sin, dtype), dtype)
-    keeps = fn.new_value(dtype, batch + (k,), "svd_keep")
-    mixes = fn.new_value(dtype, batch + (k,), "svd_mix")
-    ix = AffineExpr.identity(loops)
-    fn.emit(Generic(inputs.values, [keeps, mixes], (Result(0, ix, keep), Result(1, ix, mix)),
-                    batch + (k,), loops, where, origin))
-    return keeps, mixes
+    return _coefficients(fn, build, partner, batch, k, dtype, where, origin)
 
 
 def _turn_columns(fn: FunctionLowering, x: Value, partner: Value, keep: Value, mix: Value,
@@ -923,8 +884,9 @@ def _column_norms(fn: FunctionLowering, w: Value, where: str, origin: str) -> Va
 
 
 def _sorted_columns(fn: FunctionLowering, x: Value, order: Value, sigma: Value | None,
-                    where: str, origin: str) -> Value:
-    """x's columns in ``order`` (each over its sigma where given; a zero sigma: zeros)."""
+                    where: str, origin: str, result=None) -> Value:
+    """x's columns in ``order`` (each over its sigma where given; a zero sigma: zeros), into
+    ``result`` where given."""
     nb = len(x.shape) - 2
     dtype, shape = x.dtype, x.shape
     loops = nb + 2
@@ -939,7 +901,8 @@ def _sorted_columns(fn: FunctionLowering, x: Value, order: Value, sigma: Value |
         positive = Compare("gt", s, Const(0.0, dtype))
         value = Select(positive, Binary("div", value, Select(positive, s, Const(1.0, dtype), dtype),
                                         dtype), Const(0.0, dtype), dtype)
-    out = fn.new_value(dtype, shape, "svd_sorted")
+    out = fn.result_value(result, where) if result is not None else \
+        fn.new_value(dtype, shape, "sorted_columns")
     fn.emit(Generic(inputs.values, [out], (Result(0, b_ix + (i, j), value),), shape, loops,
                     where, origin))
     return out
