@@ -76,6 +76,13 @@ def test_matches_jax(name, device):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
 
 
+def test_past_64_rows_the_factorization_is_refused_by_name():
+    text = jax.jit(jnp.linalg.solve).lower(np.eye(65, dtype=np.float32),
+                                           np.ones((65, 1), np.float32)).as_text()
+    with pytest.raises(Exception, match="lapack_sgetrf_ffi of 65x65 matrices is not supported"):
+        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+
+
 EXPORTED = {
     "solve_with_pivoting": (jnp.linalg.solve, (normal(6, 6), normal(6, 2))),
     "inv": (jnp.linalg.inv, (normal(6, 6),)),
