@@ -68,7 +68,7 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
             env[op.results[0]] = _dim(fn, op, operand(op.operands[1], where), where)
         elif is_scalar_op(op.name):
             args = [operand(v, where) for v in op.operands]
-            env[op.results[0]] = lower_scalar_op(op, args, where)
+            env.update(zip(op.results, lower_scalar_op(op, args, where)))
         else:
             raise CompileError(f"unsupported op '{op.name}' in a region body", where)
     raise CompileError("region body has no terminator", owner_where)

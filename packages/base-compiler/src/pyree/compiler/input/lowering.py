@@ -39,6 +39,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, Region
 
+# Module-level ops that describe, for a compiler that splits work across devices, what pyree
+# never does: JAX's Shardy mesh of a sharded program (``sdy.mesh @mesh = <["x"=1]>``).
+_DESCRIPTIVE_MODULE_OPS = ("sdy.mesh",)
+
 
 def lower_to_tensor_program(module: ModuleOp, name: str = "module",
                             scatter_atomics: bool = False,
@@ -55,7 +59,7 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module",
             if op.sym_visibility is None or op.sym_visibility.data == "public":
                 program.functions.append(_lower_function(op, functions, globals, scatter_atomics,
                                                                scatter_dtypes))
-        elif op.name not in GLOBAL_OPS:
+        elif op.name not in GLOBAL_OPS and op.name not in _DESCRIPTIVE_MODULE_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
 
@@ -102,16 +106,25 @@ def _lower_call(fn: FunctionLowering, op: func.CallOp) -> None:
     """Inlines the callee: its arguments are bound to the call's operands, the call's
     results to what it returns (nested calls likewise)."""
     where = location_of(op)
-    name = op.callee.root_reference.data
-    callee = fn.functions[name]
-    if name in fn.inlining:
-        chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
-        raise CompileError(f"recursive call of @{name} cannot be inlined ({chain})", where)
-    fn.inlining.append(name)
-    returned = _lower_body(fn, callee, [fn.entry(v, where) for v in op.arguments])
-    fn.inlining.pop()
+    returned = inline_function(fn, op.callee.root_reference.data,
+                               [fn.entry(v, where) for v in op.arguments], where, "call of")
     for result, entry in zip(op.res, returned):
         fn.env[result] = entry
+
+
+def inline_function(fn: FunctionLowering, name: str, arguments: list[Entry], where: str,
+                    what: str) -> list[Entry]:
+    """Lowers function ``@name``'s body into ``fn``, entered with ``arguments`` (a call's or a
+    composite's operands); what it returns. ``what`` names the inlining in the error of a
+    recursion (which cannot be inlined)."""
+    if name in fn.inlining:
+        chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
+        raise CompileError(f"recursive {what} @{name} cannot be inlined ({chain})", where)
+    fn.inlining.append(name)
+    try:
+        return _lower_body(fn, fn.functions[name], arguments)
+    finally:
+        fn.inlining.pop()
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:
@@ -157,17 +170,19 @@ def _lower_elementwise(fn: FunctionLowering, op: Operation, where: str) -> None:
         # A scalar operand (arith.select's condition) is the same for every element.
         args = [inputs.load(fn.tensor(v, where), index) if is_tensor(v.type)
                 else fn.scalar(v, inputs, where) for v in op.operands]
-        value = lower_scalar_op(op, args, where)
-        result = fn.result_value(op.results[0], where)
-        fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), result.shape, rank,
-                        where, op.name))
+        values = lower_scalar_op(op, args, where)
+        results = [fn.result_value(r, where) for r in op.results]
+        fn.emit(Generic(inputs.values, results,
+                        tuple(Result(i, index, v) for i, v in enumerate(values)),
+                        results[0].shape, rank, where, op.name))
         return
     entries = [fn.entry(v, where) for v in op.operands]
     if is_size_arithmetic(op, entries):
         fn.env[op.results[0]] = size_arithmetic(fn, op, entries, where)
         return
     args = [fn.scalar(v, inputs, where) for v in op.operands]
-    fn.define_scalar(op.results[0], lower_scalar_op(op, args, where), inputs, where, op.name)
+    for result, value in zip(op.results, lower_scalar_op(op, args, where)):
+        fn.define_scalar(result, value, inputs, where, op.name)
 
 
 def _lower_assert(fn: FunctionLowering, op: Operation) -> None:

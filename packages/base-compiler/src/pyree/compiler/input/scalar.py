@@ -70,11 +70,18 @@ def element_dtype(op: Operation, where: str) -> str:
 
 def is_scalar_op(name: str) -> bool:
     return any(name in table for table in (
-        _BINARY, _UNSIGNED_BINARY, _UNARY, _CAST, _UNSIGNED_CAST, _SPECIAL))
+        _BINARY, _UNSIGNED_BINARY, _UNARY, _CAST, _UNSIGNED_CAST, _SPECIAL, _MULTI))
 
 
-def lower_scalar_op(op: Operation, args: list[Expr], where: str) -> Expr:
-    """The expression ``op`` computes from operand expressions ``args`` (one per operand)."""
+def lower_scalar_op(op: Operation, args: list[Expr], where: str) -> list[Expr]:
+    """The expressions of ``op``'s results, from operand expressions ``args`` (one per
+    operand); most ops have one result, ``arith.mulsi_extended`` or ``math.sincos`` two."""
+    if op.name in _MULTI:
+        return _MULTI[op.name](op, args, where)
+    return [_lower_one(op, args, where)]
+
+
+def _lower_one(op: Operation, args: list[Expr], where: str) -> Expr:
     name = op.name
     dtype = element_dtype(op, where)
     if name in _BINARY:
@@ -241,12 +248,159 @@ def _ctlz(op, args, dtype):
     return leading_zeros(args[0], dtype)
 
 
+def _ctpop(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """The set bits of an integer: the SWAR sums of bit pairs, nibbles and bytes, then the
+    bytes added by one multiplication (on the bits as unsigned, wrapping)."""
+    if dtype == "i1":
+        return args[0]
+    u = _unsigned(dtype)
+    nbits = bits(dtype)
+    x = _bitcast(args[0], u)
+    mask = lambda byte: Const(int.from_bytes(bytes([byte]) * (nbits // 8), "little"), u)
+    shr = lambda e, k: Binary("shr", e, Const(k, u), u)
+    x = Binary("sub", x, Binary("and", shr(x, 1), mask(0x55), u), u)
+    x = Binary("add", Binary("and", x, mask(0x33), u), Binary("and", shr(x, 2), mask(0x33), u), u)
+    x = Binary("and", Binary("add", x, shr(x, 4), u), mask(0x0F), u)
+    if nbits > 8:
+        x = shr(Binary("mul", x, mask(0x01), u), nbits - 8)
+    return _bitcast(x, dtype)
+
+
+def _cttz(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """The trailing zero bits: the set bits below the lowest set one, (x & -x) - 1 (all of
+    them for 0, which has the type's width of trailing zeros, as math.cttz defines)."""
+    if dtype == "i1":
+        return Unary("not", args[0], dtype)
+    u = _unsigned(dtype)
+    x = _bitcast(args[0], u)
+    lowest = Binary("and", x, Binary("sub", Const(0, u), x, u), u)
+    return _ctpop(op, [_bitcast(Binary("sub", lowest, Const(1, u), u), dtype)], dtype)
+
+
+def _ipowi(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """Integer power, as MLIR expands math.ipowi: 1 for a zero exponent; for a negative one
+    1 of base 1, +-1 of base -1, 1 / 0 of base 0 (the target's division by zero) and 0 of
+    any other base; else square and multiply over the exponent's bits (wrapping)."""
+    b, p = args
+    one, zero_ = Const(1, dtype), Const(0, dtype)
+    if isinstance(p, Const) and 0 <= int(p.value) <= MAX_UNROLLED_POWER:
+        result, k, base = one, int(p.value), b
+        while k:
+            if k & 1:
+                result = base if result is one else Binary("mul", result, base, dtype)
+            k >>= 1
+            if k:
+                base = Binary("mul", base, base, dtype)
+        return result
+    factors, base = [], b  # b^(2^i) where bit i is set, else 1; the sign bit is not
+    for i in range(bits(dtype) - 1):
+        bit = Compare("ne", Binary("and", p, Const(1 << i, dtype), dtype), zero_)
+        factors.append(Select(bit, base, one, dtype))
+        base = Binary("mul", base, base, dtype)
+    while len(factors) > 1:  # multiplied pairwise: the depth grows by log2, not by the width
+        factors = [Binary("mul", x, y, dtype) for x, y in zip(factors[::2], factors[1::2])] \
+            + factors[len(factors) - len(factors) % 2:]
+    result = factors[0]
+    odd = Compare("ne", Binary("and", p, one, dtype), zero_)
+    minus_one = Const(-1, dtype)
+    negative = Select(Compare("eq", b, one), one,
+                      Select(Compare("eq", b, minus_one), Select(odd, minus_one, one, dtype),
+                             Select(Compare("eq", b, zero_), Binary("div", one, b, dtype),
+                                    zero_, dtype), dtype), dtype)
+    return Select(Compare("lt", p, zero_), negative, result, dtype)
+
+
+_SMALLEST_NORMAL = {"f16": 2.0 ** -14, "bf16": 2.0 ** -126, "f32": 2.0 ** -126,
+                    "f64": 2.0 ** -1022}
+
+
+def _classify(kind: str):
+    """isnan, isinf, isfinite, isnormal as comparisons of x or |x| (ordered: false of NaN)."""
+    def lower(op: Operation, args: list[Expr], dtype: str) -> Expr:
+        x = args[0]
+        if kind == "isnan":
+            return Compare("uno", x, x)
+        magnitude = Unary("abs", x, x.dtype)
+        inf = Const(pymath.inf, x.dtype)
+        if kind == "isinf":
+            return Compare("eq", magnitude, inf)
+        finite = Compare("lt", magnitude, inf)
+        if kind == "isfinite":
+            return finite
+        normal = Compare("ge", magnitude, Const(_SMALLEST_NORMAL[x.dtype], x.dtype))
+        return Select(finite, normal, Const(False, "i1"), "i1")
+    return lower
+
+
+def _clampf(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    """maximum(minimum(x, max), min), as MLIR lowers math.clampf: NaN in, NaN out."""
+    x, low, high = args
+    return Binary("max", Binary("min", x, high, dtype), low, dtype)
+
+
+def _extended_product(op: Operation, args: list[Expr], where: str) -> list[Expr]:
+    """mulsi_extended / mului_extended: the low and high halves of the double-width product.
+    Up to 32 bits through the double-width type; 64 bits from 32-bit limbs (no i128 here)."""
+    dtype = element_dtype(op, where)
+    if dtype == "i1":
+        raise CompileError(f"'{op.name}' of i1 is not supported", where)
+    signed = op.name == "arith.mulsi_extended"
+    a, b = args
+    low = Binary("mul", a, b, dtype)
+    nbits = bits(dtype)
+    if nbits <= 32:  # signed: extsi and an arithmetic shift; unsigned: extui, logical
+        narrow = dtype if signed else _unsigned(dtype)
+        wide = f"i{2 * nbits}" if signed else f"ui{2 * nbits}"
+        wa, wb = (Cast("extsi" if signed else "extui", _bitcast(x, narrow), wide) for x in (a, b))
+        high = Binary("shr", Binary("mul", wa, wb, wide), Const(nbits, wide), wide)
+        return [low, _bitcast(Cast("trunci", high, narrow), dtype)]
+    u = "ui64"
+    ua, ub = _bitcast(a, u), _bitcast(b, u)
+    half = lambda x: (Binary("and", x, Const(0xFFFFFFFF, u), u), Binary("shr", x, Const(32, u), u))
+    (a0, a1), (b0, b1) = half(ua), half(ub)
+    p00, p01 = Binary("mul", a0, b0, u), Binary("mul", a0, b1, u)
+    p10, p11 = Binary("mul", a1, b0, u), Binary("mul", a1, b1, u)
+    mid = Binary("add", Binary("add", half(p00)[1], half(p01)[0], u), half(p10)[0], u)
+    high = Binary("add", Binary("add", p11, half(p01)[1], u),
+                  Binary("add", half(p10)[1], half(mid)[1], u), u)
+    if signed:  # the unsigned high half less b where a < 0 and a where b < 0
+        zero_ = Const(0, dtype)
+        high = Binary("sub", high, _bitcast(Select(Compare("lt", a, zero_), b, zero_, dtype), u), u)
+        high = Binary("sub", high, _bitcast(Select(Compare("lt", b, zero_), a, zero_, dtype), u), u)
+    return [low, _bitcast(high, dtype)]
+
+
+def _extended_sum(op: Operation, args: list[Expr], where: str) -> list[Expr]:
+    """addui_extended: the wrapped sum and whether it overflowed (it is then below a)."""
+    dtype = element_dtype(op, where)
+    a, b = args
+    total = Binary("add", a, b, dtype)
+    if dtype == "i1":
+        return [Binary("xor", a, b, dtype), Binary("and", a, b, dtype)]
+    u = _unsigned(dtype)
+    return [total, Compare("lt", _bitcast(total, u), _bitcast(a, u))]
+
+
+def _sincos(op: Operation, args: list[Expr], where: str) -> list[Expr]:
+    dtype = element_dtype(op, where)
+    return [Unary("sin", args[0], dtype), Unary("cos", args[0], dtype)]
+
+
+_MULTI = {
+    "arith.mulsi_extended": _extended_product, "arith.mului_extended": _extended_product,
+    "arith.addui_extended": _extended_sum, "math.sincos": _sincos,
+}
+
+
 _SPECIAL = {
     "arith.cmpf": _cmpf, "arith.cmpi": _cmpi, "arith.select": _select,
     "arith.maxnumf": _nan_skipping("max"), "arith.minnumf": _nan_skipping("min"),
     "arith.index_cast": _index_cast, "arith.index_castui": _index_cast,
     "math.fma": _fma, "math.log10": _log10, "math.fpowi": _pow, "math.powf": _pow,
-    "math.ctlz": _ctlz, "arith.floordivsi": _rounded_division,
+    "math.ctlz": _ctlz, "math.ctpop": _ctpop, "math.cttz": _cttz, "math.ipowi": _ipowi,
+    "math.isnan": _classify("isnan"), "math.isinf": _classify("isinf"),
+    "math.isfinite": _classify("isfinite"), "math.isnormal": _classify("isnormal"),
+    "math.clampf": _clampf, "arith.floordivsi": _rounded_division,
     "arith.ceildivsi": _rounded_division, "arith.ceildivui": _ceildivui,
 }
 
