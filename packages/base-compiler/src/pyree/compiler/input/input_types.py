@@ -6,9 +6,9 @@
     stablehlo   read directly by pyree's parser
     tosa        lowered to linalg in-process by MLIR's TOSA passes (input/tosa.py)
 
-IREE's other spellings are refused by name: ``stablehlo_xla`` (XLA's tuples, which pyree does
-not flatten), and the framework types (``torch``, ``tm_tensor``, ``onnx``), whose programs come
-in through pyree's importers instead, as they do in IREE.
+IREE's other spellings are refused by name: ``stablehlo_xla`` (XLA's tuples in a function's
+signature, which pyree does not flatten), and the framework types (``torch``, ``tm_tensor``,
+``onnx``), whose programs come in through pyree's importers instead, as they do in IREE.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pyree.compiler.errors import CompileError
 INPUT_TYPES = ("auto", "none", "stablehlo", "tosa")
 
 _REFUSED = {
-    "stablehlo_xla": "pyree does not flatten XLA's tuples; export without tuples and use "
+    "stablehlo_xla": "pyree does not flatten XLA's tuples in a function's signature (tuples "
+                     "inside a function are taken); export without them and use "
                      "--iree-input-type=stablehlo",
     "torch": "import PyTorch programs with pyree.compiler.import_torch or compile_torch "
              "(pyree-base-compiler[torch]), which write linalg",

@@ -20,9 +20,20 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     StringAttr,
     TensorType,
+    TupleType,
     i64,
 )
-from xdsl.ir import Attribute, Block, Data, Dialect, Operation, OpTraits, Region
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Data,
+    Dialect,
+    Operation,
+    OpTraits,
+    ParametrizedAttribute,
+    Region,
+    TypeAttribute,
+)
 from xdsl.irdl import irdl_attr_definition, traits_def
 from xdsl.parser import AttrParser, Parser
 from xdsl.traits import IsTerminator
@@ -100,6 +111,8 @@ def _parse_value(parser: Parser):
         return b
     if parser._current_token.kind == MLIRTokenKind.HASH_IDENT:
         return parser.parse_attribute()
+    if (text := parser.parse_optional_str_literal()) is not None:  # einsum's config
+        return text
     return parser.parse_identifier()
 
 
@@ -463,6 +476,78 @@ class CustomCallOp(HloOp):
                           properties={"call_target_name": target}, attributes=attrs)
 
 
+@irdl_attr_definition
+class TokenType(ParametrizedAttribute, TypeAttribute):
+    """``!stablehlo.token``: orders side effects; it carries no data."""
+
+    name = "stablehlo.token"
+
+
+class CompositeOp(HloOp):
+    """``stablehlo.composite "name" %a, ... {decomposition = @f, ...} : (T...) -> (R...)``:
+    ``name``, ``decomposition`` and the other attributes kept as the generic form's
+    properties."""
+
+    name = "stablehlo.composite"
+    RESULTS = None
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        props: dict[str, Attribute] = {"name": StringAttr(parser.parse_str_literal())}
+        operands = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand) or []
+        props.update(parser.parse_optional_attr_dict())
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        resolved = parser.resolve_operands(operands, list(ft.inputs), parser.pos)
+        return cls.create(operands=resolved, result_types=list(ft.outputs), properties=props)
+
+
+class TupleOp(HloOp):
+    """``stablehlo.tuple %a, %b : tuple<A, B>``: the operand types are the tuple's."""
+
+    name = "stablehlo.tuple"
+    ONE_RESULT = True
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        operands = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand) or []
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        if parser._current_token.kind == MLIRTokenKind.L_PAREN:
+            ft = parser.parse_function_type()
+            in_types, out_type = list(ft.inputs), ft.outputs.data[0]
+        else:
+            out_type = parser.parse_type()
+            if not isinstance(out_type, TupleType):
+                parser.raise_error("stablehlo.tuple makes a tuple")
+            in_types = list(out_type.types)
+        resolved = parser.resolve_operands(operands, in_types, parser.pos)
+        return cls.create(operands=resolved, result_types=[out_type], attributes=attrs)
+
+
+class GetTupleElementOp(HloOp):
+    """``stablehlo.get_tuple_element %t[0] : (tuple<A, B>) -> A``."""
+
+    name = "stablehlo.get_tuple_element"
+    OPERANDS = (1, 1)
+    ONE_RESULT = True
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        operand = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        index = parser.parse_integer()
+        parser.parse_punctuation("]")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        resolved = parser.resolve_operand(operand, ft.inputs.data[0])
+        return cls.create(operands=[resolved], result_types=list(ft.outputs),
+                          properties={"index": IntegerAttr(index, i64)}, attributes=attrs)
+
+
 def _generic_only(name: str) -> type[HloOp]:
     """Ops that JAX prints in the generic form. (Ops not declared at all are refused by name
     while parsing, in either form.)"""
@@ -539,7 +624,13 @@ ReturnOp.traits = traits_def(IsTerminator())
 STABLEHLO_OPS = [
     ConstantOp, ReduceOp, ConvolutionOp, WhileOp, ReturnOp, RngBitGeneratorOp, CustomCallOp,
     _simple("stablehlo.optimization_barrier", results=None),
-    ComplexOp,
+    ComplexOp, CompositeOp, TupleOp, GetTupleElementOp,
+    _simple("stablehlo.einsum", {"config": "einsum_config"}, operands=(2, 2)),
+    _simple("stablehlo.unary_einsum", {"config": "einsum_config"}, operands=(1, 1)),
+    _simple("stablehlo.replica_id", operands=(0, 0)),
+    _simple("stablehlo.partition_id", operands=(0, 0)),
+    _simple("stablehlo.after_all"),
+    _simple("stablehlo.create_token", operands=(0, 0)),
     _simple("stablehlo.cholesky", {"lower": "lower"}, operands=(1, 1)),
     _simple("stablehlo.real", operands=(1, 1)),
     _simple("stablehlo.imag", operands=(1, 1)),
@@ -551,7 +642,11 @@ STABLEHLO_OPS = [
     *[_generic_only(f"stablehlo.{n}") for n in (
         "reduce_window", "gather", "scatter", "select_and_scatter", "sort", "if", "case", "map",
         "batch_norm_inference", "broadcast", "torch_index_select", "dynamic_conv", "dynamic_gather",
-        "triangular_solve")],
+        "triangular_solve", "batch_norm_training", "batch_norm_grad", "all_reduce",
+        "reduce_scatter")],
+    # JAX prints these generic; ``%x {attrs} : (T) -> T`` parses too (they have no region).
+    *[_simple(f"stablehlo.{n}", results=None, operands=(1, None)) for n in (
+        "all_gather", "all_to_all", "collective_permute", "collective_broadcast")],
 ]
 CHLO_OPS = [
     *[_simple(f"chlo.{n}", operands=_arity(n)) for n in CHLO_ELEMENTWISE],
@@ -560,6 +655,7 @@ CHLO_OPS = [
     TopKOp,
 ]
 
-StableHLO = Dialect("stablehlo", STABLEHLO_OPS, [a for a in _ATTRS if a.name.startswith("s")])
+StableHLO = Dialect("stablehlo", STABLEHLO_OPS,
+                    [TokenType, *[a for a in _ATTRS if a.name.startswith("s")]])
 CHLO = Dialect("chlo", CHLO_OPS, [a for a in _ATTRS if a.name.startswith("c")])
 

@@ -8,10 +8,14 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input.dialects.stablehlo import CHLO_BROADCAST, CHLO_ELEMENTWISE, ELEMENTWISE
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo import (
+    batch_norm,
     cholesky,
+    collectives,
     complex,
+    composite,
     contraction,
     dynamic,
+    einsum,
     gather_scatter,
     lapack,
     reduce,
@@ -20,6 +24,8 @@ from pyree.compiler.input.stablehlo import (
     select_and_scatter,
     shape_ops,
     sort,
+    tokens,
+    tuples,
 )
 from pyree.compiler.input.stablehlo.elementwise import (
     lower_batch_norm_inference,
@@ -71,6 +77,16 @@ STABLEHLO_RULES = {
     "stablehlo.rng": rng_uniform.lower_rng,
     "stablehlo.cholesky": cholesky.lower_cholesky,
     "stablehlo.triangular_solve": lapack.lower_triangular_solve,
+    "stablehlo.composite": composite.lower_composite,
+    "stablehlo.batch_norm_training": batch_norm.lower_batch_norm_training,
+    "stablehlo.batch_norm_grad": batch_norm.lower_batch_norm_grad,
+    "stablehlo.einsum": einsum.lower_einsum,
+    "stablehlo.unary_einsum": einsum.lower_einsum,
+    **collectives.RULES,
+    "stablehlo.after_all": tokens.lower_after_all,
+    "stablehlo.create_token": tokens.lower_after_all,
+    "stablehlo.tuple": tuples.lower_tuple,
+    "stablehlo.get_tuple_element": tuples.lower_get_tuple_element,
 }
 for _name in ("sine", "cosine", "exponential"):  # of a complex value: its own rule
     STABLEHLO_RULES[f"stablehlo.{_name}"] = complex.or_complex(STABLEHLO_RULES[f"stablehlo.{_name}"])
@@ -85,7 +101,8 @@ STABLEHLO_RULES["stablehlo.constant"] = complex.lower_constant(STABLEHLO_RULES["
 
 STABLEHLO_RULES.update(dynamic.RULES)
 # Ops that compute on run-time sizes when an operand is one (dynamic.py); else on tensors.
-_TAKE_SIZES = {*dynamic.RULES, "stablehlo.custom_call"}  # shape operands; shape assertions
+_TAKE_SIZES = {*dynamic.RULES, "stablehlo.custom_call",  # shape operands; shape assertions
+               "stablehlo.composite", "stablehlo.tuple"}  # pass sizes on as a call does
 _ON_SIZES = {*dynamic.SIZE_OPS, "stablehlo.compare", "stablehlo.and", "stablehlo.or",
              "stablehlo.reshape", "stablehlo.concatenate"}
 

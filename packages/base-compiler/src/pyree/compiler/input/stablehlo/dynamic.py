@@ -228,6 +228,34 @@ def lower_real_dynamic_slice(fn: FunctionLowering, op: Operation) -> None:
     _emit(fn, op, shape, lambda inputs: inputs.load(source, index))
 
 
+def lower_dynamic_pad(fn: FunctionLowering, op: Operation) -> None:
+    """A static ``pad`` when the padding operands are constants (a ``tensor.pad`` exported with
+    its amounts as tensors); padding by run-time amounts is refused."""
+    from pyree.compiler.input.stablehlo.shape_ops import emit_padded  # imports this module
+
+    where = location_of(op)
+    source = fn.tensor(op.operands[0], where)
+    try:
+        low, high, interior = (list(shape_operand(fn, v, where)) for v in op.operands[2:5])
+    except CompileError:
+        low = high = interior = [None]
+    if not all(isinstance(n, int) for n in (*low, *high, *interior, *source.shape)):
+        raise CompileError("stablehlo.dynamic_pad is not supported yet where its padding "
+                           "operands or its operand's shape are run-time values (padding by "
+                           "run-time amounts); with constant padding it is a static pad", where)
+    if not len(low) == len(high) == len(interior) == len(source.shape) or min(
+            interior, default=0) < 0:
+        raise CompileError(f"stablehlo.dynamic_pad: padding {low}/{high}/{interior} does not "
+                           f"fit its {len(source.shape)}-d operand (interior >= 0)", where)
+    out = emit_padded(fn, source, low, high, interior, op.operands[1], where, op.name)
+    typed = tensor_type_of(op.results[0].type, where, dynamic=True)[1]
+    if len(typed) != len(out.shape) or any(t is not None and t != n
+                                           for t, n in zip(typed, out.shape)):
+        raise CompileError(f"stablehlo.dynamic_pad makes {out.shape}, its type says "
+                           f"{op.results[0].type}", where)
+    fn.env[op.results[0]] = out
+
+
 def refused(name: str):
     def lower(fn: FunctionLowering, op: Operation) -> None:
         raise CompileError(f"stablehlo.{name} is not supported yet (pyree takes "
@@ -243,5 +271,6 @@ RULES = {
     "stablehlo.dynamic_reshape": lower_dynamic_reshape,
     "stablehlo.real_dynamic_slice": lower_real_dynamic_slice,
     "stablehlo.get_dimension_size": lower_get_dimension_size,
-    **{f"stablehlo.{name}": refused(name) for name in ("dynamic_pad", "dynamic_conv")},
+    "stablehlo.dynamic_pad": lower_dynamic_pad,
+    "stablehlo.dynamic_conv": refused("dynamic_conv"),
 }

@@ -1,0 +1,41 @@
+"""``stablehlo.tuple`` / ``get_tuple_element`` (older TF and XLA exports): a tuple exists only
+while its function is lowered, as a ``Tuple`` entry holding its elements' entries, so taking an
+element apart costs nothing; IREE flattens tuples the same way. A tuple may pass through calls
+and composites of private functions; one that is an argument or a result of an exported
+function is refused (no module type holds a tuple)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyree.compiler.errors import CompileError
+from pyree.compiler.input.function import Entry, FunctionLowering
+from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.stablehlo.common import ints
+from xdsl.ir import Operation
+
+
+@dataclass(eq=False)
+class Tuple:
+    elements: list[Entry]
+
+    def __str__(self) -> str:
+        return ("a tuple (pyree keeps tuples inside a function: stablehlo.tuple and "
+                "get_tuple_element; not as an exported function's argument or result)")
+
+
+def lower_tuple(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    fn.env[op.results[0]] = Tuple([fn.entry(v, where) for v in op.operands])
+
+
+def lower_get_tuple_element(fn: FunctionLowering, op: Operation) -> None:
+    where = location_of(op)
+    entry = fn.entry(op.operands[0], where)
+    index = ints(op, "index")[0]
+    if not isinstance(entry, Tuple):
+        raise CompileError(f"stablehlo.get_tuple_element of {entry}, not a tuple", where)
+    if not 0 <= index < len(entry.elements):
+        raise CompileError(f"stablehlo.get_tuple_element: index {index} is past the tuple's "
+                           f"{len(entry.elements)} elements", where)
+    fn.env[op.results[0]] = entry.elements[index]
