@@ -93,8 +93,18 @@ CONVS = [
     Conv("conv_1d_nwc_wcf", "NWC", "wCF", "NWF"),
     Conv("conv_3d_ncdhw_fcdhw", "NCDHW", "FCdhw", "NFDHW"),
     Conv("conv_3d_ndhwc_dhwcf", "NDHWC", "dhwCF", "NDHWF"),
+    Conv("depthwise_conv_2d_nhwc_hwcm", "NHWC", "hwCM", "NHWCM"),
+    Conv("depthwise_conv_1d_nwc_wc", "NWC", "wC", "NWC"),
+    Conv("depthwise_conv_1d_ncw_cw", "NCW", "Cw", "NCW"),
+    Conv("depthwise_conv_1d_nwc_wcm", "NWC", "wCM", "NWCM"),
+    Conv("depthwise_conv_3d_ndhwc_dhwc", "NDHWC", "dhwC", "NDHWC"),
+    Conv("depthwise_conv_3d_ncdhw_cdhw", "NCDHW", "Cdhw", "NCDHW"),
+    Conv("depthwise_conv_3d_ndhwc_dhwcm", "NDHWC", "dhwCM", "NDHWCM"),
+    Conv("conv_1d", "W", "w", "W"),
+    Conv("conv_2d", "HW", "hw", "HW"),
+    Conv("conv_3d", "DHW", "dhw", "DHW"),
 ]
-SIZES = {"N": 2, "C": 3, "F": 5, "G": 2, "D": 7, "H": 13, "W": 16}
+SIZES = {"N": 2, "C": 3, "F": 5, "G": 2, "M": 2, "D": 7, "H": 13, "W": 16}
 # (kernel, strides, dilations); None: the attribute is left out (it defaults to 1).
 WINDOWS_2D = [((3, 2), (2, 3), (1, 2)), ((1, 3), None, (2, 1)), ((2, 3), (3, 1), None)]
 WINDOWS_1D = [((3,), (2,), (2,)), ((4,), None, None)]
@@ -110,7 +120,11 @@ def attrs(strides, dilations) -> str:
 
 
 def windows_of(conv: Conv) -> list:
-    return {"conv_1d": WINDOWS_1D, "conv_3d": WINDOWS_3D}.get(conv.op[:7], WINDOWS_2D)
+    spatial = sum(c in "DHW" for c in conv.x_layout)
+    windows = {1: WINDOWS_1D, 2: WINDOWS_2D, 3: WINDOWS_3D}[spatial]
+    if conv.op in ("conv_1d", "conv_2d", "conv_3d"):  # no strides or dilations to give
+        return [(kernel, None, None) for kernel, _, _ in windows]
+    return windows
 
 
 def conv_cases():
@@ -235,28 +249,36 @@ POOLS = {  # op -> (layout, init, numpy combine)
     "pooling_nhwc_max": ("NHWC", "0xFF800000", np.maximum),
     "pooling_nhwc_min": ("NHWC", "0x7F800000", np.minimum),
     "pooling_nhwc_sum": ("NHWC", "0.0", np.add),
+    "pooling_nwc_sum": ("NWC", "0.0", np.add),
+    "pooling_nwc_max": ("NWC", "0xFF800000", np.maximum),
+    "pooling_nwc_min": ("NWC", "0x7F800000", np.minimum),
+    "pooling_ncw_max": ("NCW", "0xFF800000", np.maximum),
+    "pooling_ndhwc_max": ("NDHWC", "0xFF800000", np.maximum),
+    "pooling_ndhwc_min": ("NDHWC", "0x7F800000", np.minimum),
 }
 
 
-def pool_mlir(op: str, kernel, strides, dilations):
-    layout, init, _ = POOLS[op]
-    conv = Conv(op, layout, "hw", layout)
-    xs, ks, os_ = conv.shapes(SIZES, kernel, strides or (1, 1), dilations or (1, 1))
+def pool_mlir(op: str, kernel, strides, dilations, dtype="f32", acc="f32", init=None):
+    layout, default_init, _ = POOLS.get(op, (None, None, None))
+    layout = layout or ("NWC" if "_nwc_" in op else "NHWC")
+    conv = Conv(op, layout, "dhw"[3 - len(kernel):], layout)
+    ones = (1,) * len(kernel)
+    xs, ks, os_ = conv.shapes(SIZES, kernel, strides or ones, dilations or ones)
     return xs, os_, f"""
-    func.func @f(%x: {t(xs)}) -> {t(os_)} {{
-      %init = arith.constant {init} : f32
-      %e = tensor.empty() : {t(os_)}
-      %acc = linalg.fill ins(%init : f32) outs(%e : {t(os_)}) -> {t(os_)}
+    func.func @f(%x: {t(xs, dtype)}) -> {t(os_, acc)} {{
+      %init = arith.constant {init or default_init} : {acc}
+      %e = tensor.empty() : {t(os_, acc)}
+      %acc = linalg.fill ins(%init : {acc}) outs(%e : {t(os_, acc)}) -> {t(os_, acc)}
       %window = tensor.empty() : {t(ks)}
-      %r = linalg.{op} {attrs(strides, dilations)}ins(%x, %window : {t(xs)}, {t(ks)})
-           outs(%acc : {t(os_)}) -> {t(os_)}
-      return %r : {t(os_)}
+      %r = linalg.{op} {attrs(strides, dilations)}ins(%x, %window : {t(xs, dtype)}, {t(ks)})
+           outs(%acc : {t(os_, acc)}) -> {t(os_, acc)}
+      return %r : {t(os_, acc)}
     }}"""
 
 
 def pool_reference(op, x, out_shape, kernel, strides, dilations):
     layout, init, combine = POOLS[op]
-    axes = [i for i, c in enumerate(layout) if c in "HW"]
+    axes = [i for i, c in enumerate(layout) if c in "DHW"]
     out = np.full(out_shape, {"0xFF800000": -np.inf, "0x7F800000": np.inf}.get(init, 0.0))
     for _, patch in patches(x.astype(np.float64), axes, kernel, strides, dilations,
                             [out_shape[a] for a in axes]):
@@ -264,15 +286,40 @@ def pool_reference(op, x, out_shape, kernel, strides, dilations):
     return out
 
 
-@pytest.mark.parametrize("op", sorted(POOLS))
-@pytest.mark.parametrize("kernel, strides, dilations", WINDOWS_2D, ids=["s23d12", "d21", "s31"])
+def pool_cases():
+    for op, (layout, _, _) in sorted(POOLS.items()):
+        spatial = sum(c in "DHW" for c in layout)
+        for i, window in enumerate({1: WINDOWS_1D, 2: WINDOWS_2D, 3: WINDOWS_3D}[spatial]):
+            yield pytest.param(op, *window, id=f"{op}-{i}")
+
+
+@pytest.mark.parametrize("op, kernel, strides, dilations", list(pool_cases()))
 def test_pooling(op, kernel, strides, dilations):
     rng = np.random.default_rng()
     xs, os_, mlir = pool_mlir(op, kernel, strides, dilations)
     x = rng.standard_normal(xs).astype(np.float32)
-    ones = (1, 1)
+    ones = (1,) * len(kernel)
     expected = pool_reference(op, x, os_, kernel, strides or ones, dilations or ones)
     assert_close(run(mlir, x), expected)
+
+
+@pytest.mark.parametrize("op", ["pooling_nhwc_max_unsigned", "pooling_nhwc_min_unsigned",
+                                "pooling_nwc_max_unsigned", "pooling_nwc_min_unsigned"])
+def test_unsigned_pooling_reads_bytes_as_unsigned(op):
+    """OpDSL's ``*_unsigned`` pools: i8 read as 0..255 (extui into the i32 accumulator),
+    compared unsigned; min starts from the largest unsigned value (-1)."""
+    rng = np.random.default_rng()
+    kernel = (3, 2) if "nhwc" in op else (3,)
+    init = "0" if "max" in op else "-1"
+    xs, os_, mlir = pool_mlir(op, kernel, None, None, dtype="i8", acc="i32", init=init)
+    x = rng.integers(-128, 128, xs).astype(np.int8)
+    axes = list(range(1, 1 + len(kernel)))
+    combine = np.maximum if "max" in op else np.minimum
+    expected = np.full(os_, 0 if "max" in op else 255, np.int64)
+    for _, patch in patches(x.view(np.uint8).astype(np.int64), axes, kernel, (1,) * len(kernel),
+                            (1,) * len(kernel), [os_[a] for a in axes]):
+        expected = combine(expected, patch)
+    np.testing.assert_array_equal(run(mlir, x), expected.astype(np.int32))
 
 
 @pytest.mark.parametrize("op, x_shape, axes, kernel, strides, dilations", [
@@ -372,8 +419,11 @@ MATMULS = {  # op -> (lhs, rhs, out shapes over b=3, m=5, n=7, k=11; einsum)
     "batch_matmul_transpose_a": ("bkm", "bkn", "bmn"),
     "batch_matmul_transpose_b": ("bmk", "bnk", "bmn"),
     "batch_reduce_matmul": ("bmk", "bkn", "mn"),
+    "batch_vecmat": ("bk", "bkn", "bn"),
+    "mmt4d": ("MKmk", "NKnk", "MNmn"),  # tiles: outer M, N, K, inner m, n, k
+    "batch_mmt4d": ("bMKmk", "bNKnk", "bMNmn"),
 }
-DIMS = {"b": 3, "m": 5, "n": 7, "k": 11}
+DIMS = {"b": 3, "m": 5, "n": 7, "k": 11, "M": 2, "N": 3, "K": 4}
 
 
 def matmul_mlir(op: str, lhs: str, rhs: str, out: str, maps: str = "") -> str:
@@ -405,6 +455,59 @@ def test_batch_matmul_with_explicit_indexing_maps():
     a, b, c = matmul_inputs("bkm", "nk", "bmn")
     expected = c + np.einsum("bkm,nk->bmn", a.astype(np.float64), b)
     assert_close(run(matmul_mlir("batch_matmul", "bkm", "nk", "bmn", maps), a, b, c), expected)
+
+
+@pytest.mark.parametrize("lhs, rhs, out", [("mk", "kn", "mn"), ("km", "nk", "nm"),
+                                           ("bmk", "kn", "bnm"), ("mk", "k", "m")])
+def test_contract(lhs, rhs, out):
+    """linalg.contract: the maps say everything; a loop its output leaves out is summed."""
+    letters = sorted(set(lhs + rhs + out), key=(lhs + rhs + out).index)
+    dims = ", ".join(letters)
+    maps = "indexing_maps = [" + ", ".join(
+        f"affine_map<({dims}) -> ({', '.join(s)})>" for s in (lhs, rhs, out)) + "] "
+    a, b, c = matmul_inputs(lhs, rhs, out)
+    expected = c + np.einsum(f"{lhs},{rhs}->{out}", a.astype(np.float64), b)
+    assert_close(run(matmul_mlir("contract", lhs, rhs, out, maps), a, b, c), expected)
+
+
+def test_quantized_matmuls_subtract_their_zero_points():
+    rng = np.random.default_rng()
+    for op, (lhs, rhs, out) in [("quantized_matmul", ("mk", "kn", "mn")),
+                                ("quantized_batch_matmul", ("bmk", "bkn", "bmn"))]:
+        a_t, b_t, c_t = (t([DIMS[d] for d in s], ty) for s, ty in
+                         ((lhs, "i8"), (rhs, "i8"), (out, "i32")))
+        mlir = f"""
+        func.func @f(%a: {a_t}, %b: {b_t}, %az: i32, %bz: i32, %c: {c_t}) -> {c_t} {{
+          %r = linalg.{op} ins(%a, %b, %az, %bz : {a_t}, {b_t}, i32, i32) outs(%c : {c_t}) -> {c_t}
+          return %r : {c_t}
+        }}"""
+        a, b = (rng.integers(-128, 128, [DIMS[d] for d in s]).astype(np.int8) for s in (lhs, rhs))
+        c = rng.integers(-1000, 1000, [DIMS[d] for d in out]).astype(np.int32)
+        az, bz = np.int32(3), np.int32(-7)
+        expected = c + np.einsum(f"{lhs},{rhs}->{out}", a.astype(np.int64) - 3, b.astype(np.int64) + 7)
+        np.testing.assert_array_equal(run(mlir, a, b, az, bz, c), expected.astype(np.int32), op)
+
+
+@pytest.mark.parametrize("conv", [c for c in CONVS if c.op in (
+    "conv_2d_nchw_fchw", "conv_2d_nhwc_hwcf", "conv_2d_nhwc_fhwc", "depthwise_conv_2d_nhwc_hwc",
+    "depthwise_conv_2d_nhwc_hwcm")], ids=lambda c: c.op)
+def test_quantized_convolutions_subtract_their_zero_points(conv):
+    rng = np.random.default_rng()
+    kernel, strides, dilations = (3, 2), (2, 1), (1, 2)
+    xs, ws, os_, _ = conv_mlir(conv, kernel, strides, dilations)
+    x_t, w_t, o_t = t(xs, "i8"), t(ws, "i8"), t(os_, "i32")
+    mlir = f"""
+    func.func @f(%x: {x_t}, %w: {w_t}, %xz: i32, %wz: i32, %init: {o_t}) -> {o_t} {{
+      %r = linalg.{conv.op}_q {attrs(strides, dilations)}ins(%x, %w, %xz, %wz : {x_t}, {w_t}, i32, i32)
+           outs(%init : {o_t}) -> {o_t}
+      return %r : {o_t}
+    }}"""
+    x, w = (rng.integers(-128, 128, s).astype(np.int8) for s in (xs, ws))
+    init = rng.integers(-1000, 1000, os_).astype(np.int32)
+    expected = conv.reference(x.astype(np.int64) + 5, w.astype(np.int64) - 2, init, kernel,
+                              strides, dilations)
+    got = run(mlir, x, w, np.int32(-5), np.int32(2), init)
+    np.testing.assert_array_equal(got, np.round(expected).astype(np.int32))
 
 
 # ---- calls and extracts ----------------------------------------------------------------------
@@ -477,8 +580,9 @@ def test_extract_with_affine_indices_in_a_generic_body():
 def gpu_cases():
     for conv in CONVS:
         yield conv.op, conv_mlir(conv, *windows_of(conv)[0])[3]
-    for op in sorted(POOLS):
-        yield op, pool_mlir(op, *WINDOWS_2D[0])[2]
+    for param in pool_cases():
+        if param.id.endswith("-0"):
+            yield param.values[0], pool_mlir(*param.values)[2]
     for op, (lhs, rhs, out) in sorted(MATMULS.items()):
         yield op, matmul_mlir(op, lhs, rhs, out)
     yield "softmax", softmax_mlir((2, 5, 37), 2)

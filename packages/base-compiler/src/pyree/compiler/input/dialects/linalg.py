@@ -45,8 +45,9 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 
-def convert(value: SSAValue, to: Attribute) -> SSAValue:
-    """``cast_signed``: the arith cast that takes ``value`` to type ``to`` (none if equal)."""
+def convert(value: SSAValue, to: Attribute, unsigned: bool = False) -> SSAValue:
+    """``cast_signed`` (``cast_unsigned``): the arith cast that takes ``value`` to type ``to``
+    (none if equal), reading integers as signed (unsigned)."""
     src = value.type
     if src == to:
         return value
@@ -54,11 +55,12 @@ def convert(value: SSAValue, to: Attribute) -> SSAValue:
         wider = to.bitwidth > src.bitwidth
         return (arith.ExtFOp(value, to) if wider else arith.TruncFOp(value, to)).result
     if isinstance(src, IntegerType) and isinstance(to, IntegerType):
-        wider = to.width.data > src.width.data
-        return (arith.ExtSIOp(value, to) if wider else arith.TruncIOp(value, to)).result
+        if to.width.data < src.width.data:
+            return arith.TruncIOp(value, to).result
+        return (arith.ExtUIOp if unsigned else arith.ExtSIOp)(value, to).result
     if isinstance(to, AnyFloat):
-        return arith.SIToFPOp(value, to).result
-    return arith.FPToSIOp(value, to).result
+        return (arith.UIToFPOp if unsigned else arith.SIToFPOp)(value, to).result
+    return (arith.FPToUIOp if unsigned else arith.FPToSIOp)(value, to).result
 
 
 # ---- elementwise --------------------------------------------------------------------------------
@@ -326,6 +328,94 @@ class BatchReduceMatmulOp(_Contraction):
             AffineMap.from_callable(lambda b, m, n, k: (m, n)))
 
 
+@irdl_op_definition
+class BatchVecmatOp(_Contraction):
+    name = "linalg.batch_vecmat"
+    ITERATORS: ClassVar[str] = "ppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (AffineMap.from_callable(lambda b, n, k: (b, k)),
+            AffineMap.from_callable(lambda b, n, k: (b, k, n)),
+            AffineMap.from_callable(lambda b, n, k: (b, n)))
+
+
+@irdl_op_definition
+class Mmt4DOp(_Contraction):
+    """A matmul of tiled operands: ``[M1, K1, M0, K0] x [N1, K1, N0, K0] -> [M1, N1, M0, N0]``."""
+
+    name = "linalg.mmt4d"
+    ITERATORS: ClassVar[str] = "pprppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (
+        AffineMap.from_callable(lambda m1, n1, k1, m0, n0, k0: (m1, k1, m0, k0)),
+        AffineMap.from_callable(lambda m1, n1, k1, m0, n0, k0: (n1, k1, n0, k0)),
+        AffineMap.from_callable(lambda m1, n1, k1, m0, n0, k0: (m1, n1, m0, n0)))
+
+
+@irdl_op_definition
+class BatchMmt4DOp(_Contraction):
+    name = "linalg.batch_mmt4d"
+    ITERATORS: ClassVar[str] = "ppprppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = (
+        AffineMap.from_callable(lambda b, m1, n1, k1, m0, n0, k0: (b, m1, k1, m0, k0)),
+        AffineMap.from_callable(lambda b, m1, n1, k1, m0, n0, k0: (b, n1, k1, n0, k0)),
+        AffineMap.from_callable(lambda b, m1, n1, k1, m0, n0, k0: (b, m1, n1, m0, n0)))
+
+
+@irdl_op_definition
+class ContractOp(_Contraction):
+    """``linalg.contract``: a product summed over the loops its output's map leaves out; the
+    maps are required (there are no default ones)."""
+
+    name = "linalg.contract"
+
+    def verify_(self) -> None:
+        if self.indexing_maps is None:
+            raise VerifyException("linalg.contract needs 'indexing_maps'")
+        super().verify_()
+
+    def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
+        out = self.indexing_maps.data[-1].data
+        used = {e.position for e in out.results if isinstance(e, AffineDimExpr)}
+        return _iterators("".join("p" if d in used else "r" for d in range(out.num_dims)))
+
+
+def _quantized_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
+    """``out += (cast(a) - cast(a_zero)) * (cast(b) - cast(b_zero))`` (OpDSL's ``_q`` ops)."""
+    arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
+    acc_type = arg_types[-1]
+    sub, mul, add = ((arith.SubfOp, arith.MulfOp, arith.AddfOp) if isinstance(acc_type, AnyFloat)
+                     else (arith.SubiOp, arith.MuliOp, arith.AddiOp))
+
+    @Builder.implicit_region(arg_types)
+    def hidden_region(args: tuple[BlockArgument, ...]) -> None:
+        a, b, a_zero, b_zero, acc = args
+        lhs = sub(convert(a, acc_type), convert(a_zero, acc_type))
+        rhs = sub(convert(b, acc_type), convert(b_zero, acc_type))
+        YieldOp(add(acc, mul(lhs, rhs)))
+
+    return hidden_region
+
+
+def _with_zero_points(maps: tuple[AffineMap, ...]) -> tuple[AffineMap, ...]:
+    """A contraction's (lhs, rhs, out) maps with the two scalar zero points' before out."""
+    scalar = AffineMap(maps[0].num_dims, 0, ())
+    return (maps[0], maps[1], scalar, scalar, maps[2])
+
+
+@irdl_op_definition
+class QuantizedMatmulOp(_Contraction):
+    name = "linalg.quantized_matmul"
+    ITERATORS: ClassVar[str] = "ppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = _with_zero_points(MatmulOp.MAPS)
+    get_hidden_region = classmethod(_quantized_region)
+
+
+@irdl_op_definition
+class QuantizedBatchMatmulOp(_Contraction):
+    name = "linalg.quantized_batch_matmul"
+    ITERATORS: ClassVar[str] = "pppr"
+    MAPS: ClassVar[tuple[AffineMap, ...]] = _with_zero_points(BatchMatmulOp.MAPS)
+    get_hidden_region = classmethod(_quantized_region)
+
+
 # ---- convolutions and pooling -------------------------------------------------------------------
 
 class _Windowed(NamedOperation):
@@ -339,6 +429,7 @@ class _Windowed(NamedOperation):
     SPATIAL: ClassVar[str] = "HW"
     ITERATORS: ClassVar[str]  # one letter per loop: p(arallel) or r(eduction)
     INDEXING: ClassVar[Callable[..., tuple[tuple, ...]]]
+    QUANTIZED: ClassVar[bool] = False  # a ``_q`` op: zero points of input and filter follow them
 
     def _window(self, attr: DenseIntElementsAttr | None) -> tuple[int, ...]:
         return (1,) * len(self.SPATIAL) if attr is None else tuple(attr.get_values())
@@ -357,7 +448,8 @@ class _Windowed(NamedOperation):
                             **{f"D{d}": s for d, s in zip(self.SPATIAL, dilations)})
         num_loops = len(self.ITERATORS)
         dims = [AffineDimExpr(d) for d in range(num_loops)]
-        return tuple(AffineMap(num_loops, 0, index) for index in self.INDEXING(S, *dims))
+        maps = tuple(AffineMap(num_loops, 0, index) for index in self.INDEXING(S, *dims))
+        return _with_zero_points(maps) if self.QUANTIZED else maps
 
     def get_iterator_types(self) -> ArrayAttr[IteratorTypeAttr]:
         return _iterators(self.ITERATORS)
@@ -474,6 +566,119 @@ class DepthwiseConv2DNhwcHwcOp(_Convolution):
         (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, ic), (kh, kw, ic), (n, oh, ow, ic)))
 
 
+@irdl_op_definition
+class DepthwiseConv2DNhwcHwcmOp(_Convolution):
+    name = "linalg.depthwise_conv_2d_nhwc_hwcm"
+    ITERATORS: ClassVar[str] = "ppppprr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, oh, ow, ic, cm, kh, kw: (
+        (n, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, ic), (kh, kw, ic, cm),
+        (n, oh, ow, ic, cm)))
+
+
+@irdl_op_definition
+class DepthwiseConv1DNwcWcOp(_Convolution):
+    name = "linalg.depthwise_conv_1d_nwc_wc"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "pppr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ow, ic, kw: (
+        (n, ow * S.SW + kw * S.DW, ic), (kw, ic), (n, ow, ic)))
+
+
+@irdl_op_definition
+class DepthwiseConv1DNcwCwOp(_Convolution):
+    name = "linalg.depthwise_conv_1d_ncw_cw"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "pppr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ic, ow, kw: (
+        (n, ic, ow * S.SW + kw * S.DW), (ic, kw), (n, ic, ow)))
+
+
+@irdl_op_definition
+class DepthwiseConv1DNwcWcmOp(_Convolution):
+    name = "linalg.depthwise_conv_1d_nwc_wcm"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "ppppr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ow, ic, cm, kw: (
+        (n, ow * S.SW + kw * S.DW, ic), (kw, ic, cm), (n, ow, ic, cm)))
+
+
+@irdl_op_definition
+class DepthwiseConv3DNdhwcDhwcOp(_Convolution):
+    name = "linalg.depthwise_conv_3d_ndhwc_dhwc"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "ppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, od, oh, ow, ic, kd, kh, kw: (
+        (n, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, ic),
+        (kd, kh, kw, ic), (n, od, oh, ow, ic)))
+
+
+@irdl_op_definition
+class DepthwiseConv3DNcdhwCdhwOp(_Convolution):
+    name = "linalg.depthwise_conv_3d_ncdhw_cdhw"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "ppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, ic, od, oh, ow, kd, kh, kw: (
+        (n, ic, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW),
+        (ic, kd, kh, kw), (n, ic, od, oh, ow)))
+
+
+@irdl_op_definition
+class DepthwiseConv3DNdhwcDhwcmOp(_Convolution):
+    name = "linalg.depthwise_conv_3d_ndhwc_dhwcm"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "pppppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, n, od, oh, ow, ic, cm, kd, kh, kw: (
+        (n, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, ic),
+        (kd, kh, kw, ic, cm), (n, od, oh, ow, ic, cm)))
+
+
+# conv_1d / conv_2d / conv_3d: one channel, no batch, unit strides (they take no attributes).
+@irdl_op_definition
+class Conv1DOp(_Convolution):
+    name = "linalg.conv_1d"
+    SPATIAL: ClassVar[str] = "W"
+    ITERATORS: ClassVar[str] = "pr"
+    INDEXING: ClassVar = staticmethod(lambda S, ow, kw: ((ow + kw,), (kw,), (ow,)))
+
+
+@irdl_op_definition
+class Conv2DOp(_Convolution):
+    name = "linalg.conv_2d"
+    ITERATORS: ClassVar[str] = "pprr"
+    INDEXING: ClassVar = staticmethod(lambda S, oh, ow, kh, kw: (
+        (oh + kh, ow + kw), (kh, kw), (oh, ow)))
+
+
+@irdl_op_definition
+class Conv3DOp(_Convolution):
+    name = "linalg.conv_3d"
+    SPATIAL: ClassVar[str] = "DHW"
+    ITERATORS: ClassVar[str] = "ppprrr"
+    INDEXING: ClassVar = staticmethod(lambda S, od, oh, ow, kd, kh, kw: (
+        (od + kd, oh + kh, ow + kw), (kd, kh, kw), (od, oh, ow)))
+
+
+def _declare(name: str, base: type, constants: dict, methods: dict | None = None) -> type:
+    """An op class made from its constants (each a ClassVar, as irdl wants them)."""
+    return irdl_op_definition(type(name, (base,), {
+        **constants, **(methods or {}), "__module__": __name__, "__qualname__": name,
+        "__annotations__": {k: ClassVar for k in constants if k.isupper()}}))
+
+
+def _quantized(base: type[_Convolution]) -> type[_Windowed]:
+    """The ``_q`` form of a convolution: its loops and windows, with zero points."""
+    return _declare(base.__name__.replace("Op", "QOp"), _Windowed, {
+        "name": base.name + "_q", "SPATIAL": base.SPATIAL, "ITERATORS": base.ITERATORS,
+        "INDEXING": staticmethod(base.INDEXING), "QUANTIZED": True},
+        {"get_hidden_region": classmethod(_quantized_region)})
+
+
+Conv2DNhwcHwcfQOp, Conv2DNhwcFhwcQOp, Conv2DNchwFchwQOp, DepthwiseConv2DNhwcHwcQOp, \
+    DepthwiseConv2DNhwcHwcmQOp = map(_quantized, (
+        Conv2DNhwcHwcfOp, Conv2DNhwcFhwcOp, Conv2DNchwFchwOp, DepthwiseConv2DNhwcHwcOp,
+        DepthwiseConv2DNhwcHwcmOp))
+
+
 def _pooling_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]) -> Region:
     arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
     acc_type = arg_types[-1]
@@ -481,7 +686,7 @@ def _pooling_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]
 
     @Builder.implicit_region(arg_types)
     def hidden_region(args: tuple[BlockArgument, ...]) -> None:
-        YieldOp(combine(args[2], convert(args[0], acc_type)))
+        YieldOp(combine(args[2], convert(args[0], acc_type, cls.UNSIGNED)))
 
     return hidden_region
 
@@ -493,11 +698,13 @@ class _Pooling(_Windowed):
     ``minimumf`` propagate NaN."""
 
     COMBINE: ClassVar[tuple[type, type]]
+    UNSIGNED: ClassVar[bool] = False  # ``*_unsigned``: integers cast and compared as unsigned
     get_hidden_region = classmethod(_pooling_region)
 
 
 _MAX, _MIN, _SUM = ((arith.MaximumfOp, arith.MaxSIOp), (arith.MinimumfOp, arith.MinSIOp),
                     (arith.AddfOp, arith.AddiOp))
+_MAX_UNSIGNED, _MIN_UNSIGNED = (arith.MaximumfOp, arith.MaxUIOp), (arith.MinimumfOp, arith.MinUIOp)
 _NCHW: Callable[..., tuple[tuple, ...]] = lambda S, n, c, oh, ow, kh, kw: (  # noqa: E731
     (n, c, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW), (kh, kw), (n, c, oh, ow))
 _NHWC: Callable[..., tuple[tuple, ...]] = lambda S, n, oh, ow, c, kh, kw: (  # noqa: E731
@@ -565,6 +772,33 @@ class PoolingNdhwcSumOp(_Pooling):
     COMBINE: ClassVar = _SUM
 
 
+_NWC: Callable[..., tuple[tuple, ...]] = lambda S, n, ow, c, kw: (  # noqa: E731
+    (n, ow * S.SW + kw * S.DW, c), (kw,), (n, ow, c))
+_NCW: Callable[..., tuple[tuple, ...]] = lambda S, n, c, ow, kw: (  # noqa: E731
+    (n, c, ow * S.SW + kw * S.DW), (kw,), (n, c, ow))
+_NDHWC: Callable[..., tuple[tuple, ...]] = lambda S, n, od, oh, ow, kd, kh, kw, c: (  # noqa: E731
+    (n, od * S.SD + kd * S.DD, oh * S.SH + kh * S.DH, ow * S.SW + kw * S.DW, c),
+    (kd, kh, kw), (n, od, oh, ow, c))
+# The rest of OpDSL's pooling ops: (name, spatial dims, iterators, indexing, combine, unsigned).
+_MORE_POOLS = [
+    ("pooling_nhwc_max_unsigned", "HW", "pppprr", _NHWC, _MAX_UNSIGNED, True),
+    ("pooling_nhwc_min_unsigned", "HW", "pppprr", _NHWC, _MIN_UNSIGNED, True),
+    ("pooling_nwc_sum", "W", "pppr", _NWC, _SUM, False),
+    ("pooling_nwc_max", "W", "pppr", _NWC, _MAX, False),
+    ("pooling_nwc_min", "W", "pppr", _NWC, _MIN, False),
+    ("pooling_nwc_max_unsigned", "W", "pppr", _NWC, _MAX_UNSIGNED, True),
+    ("pooling_nwc_min_unsigned", "W", "pppr", _NWC, _MIN_UNSIGNED, True),
+    ("pooling_ncw_max", "W", "pppr", _NCW, _MAX, False),
+    ("pooling_ndhwc_max", "DHW", "pppprrrp", _NDHWC, _MAX, False),
+    ("pooling_ndhwc_min", "DHW", "pppprrrp", _NDHWC, _MIN, False),
+]
+MORE_POOLING_OPS = tuple(
+    _declare("".join(w.title() for w in name.split("_")) + "Op", _Pooling, {
+        "name": f"linalg.{name}", "SPATIAL": spatial, "ITERATORS": iterators,
+        "INDEXING": staticmethod(indexing), "COMBINE": combine, "UNSIGNED": unsigned})
+    for name, spatial, iterators, indexing, combine, unsigned in _MORE_POOLS)
+
+
 # ---- softmax ------------------------------------------------------------------------------------
 
 @irdl_op_definition
@@ -597,5 +831,10 @@ LINALG_OPS = (
     Conv3DNcdhwFcdhwOp, Conv3DNdhwcDhwcfOp,
     DepthwiseConv2DNchwChwOp, DepthwiseConv2DNhwcHwcOp, PoolingNchwMaxOp, PoolingNchwSumOp,
     PoolingNhwcMaxOp, PoolingNhwcMinOp, PoolingNhwcSumOp, PoolingNcwSumOp, PoolingNdhwcSumOp,
-    SoftmaxOp,
+    *MORE_POOLING_OPS, SoftmaxOp, BatchVecmatOp, Mmt4DOp, BatchMmt4DOp, ContractOp,
+    QuantizedMatmulOp, QuantizedBatchMatmulOp, DepthwiseConv2DNhwcHwcmOp, DepthwiseConv1DNwcWcOp,
+    DepthwiseConv1DNcwCwOp, DepthwiseConv1DNwcWcmOp, DepthwiseConv3DNdhwcDhwcOp,
+    DepthwiseConv3DNcdhwCdhwOp, DepthwiseConv3DNdhwcDhwcmOp, Conv1DOp, Conv2DOp, Conv3DOp,
+    Conv2DNhwcHwcfQOp, Conv2DNhwcFhwcQOp, Conv2DNchwFchwQOp, DepthwiseConv2DNhwcHwcQOp,
+    DepthwiseConv2DNhwcHwcmQOp,
 )
