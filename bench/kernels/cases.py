@@ -578,6 +578,238 @@ BREADTH_CASES = (
     Case("mse loss f32 16M", mse, _ins(((16_777_216,), f32), ((16_777_216,), f32))),
 )
 
+# ---- the second breadth suite: classes the others do not time (``--suite breadth2``) ----------
+
+def lstm_unrolled(x, w_ih, w_hh, b):
+    """An LSTM layer over 32 steps, its cell written out (what an exported recurrence becomes)."""
+    h = torch.zeros(x.shape[1], w_hh.shape[1], dtype=x.dtype, device=x.device)
+    c = torch.zeros_like(h)
+    for t in range(x.shape[0]):
+        i, f, g, o = (x[t] @ w_ih.T + h @ w_hh.T + b).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+    return h
+
+
+def conv1d_s5(x, w):
+    return F.conv1d(x, w, stride=5)
+
+
+def depthwise_conv1d_31(x, w):
+    return F.conv1d(x, w, padding=15, groups=x.shape[1])
+
+
+def depthwise_31x31(x, w):
+    return F.conv2d(x, w, padding=15, groups=x.shape[1])
+
+
+def dilated_conv_d2(x, w):
+    return F.conv2d(x, w, padding=2, dilation=2)
+
+
+def max_pool3d_2(x):
+    return F.max_pool3d(x, 2)
+
+
+def upsample_trilinear(x):
+    return F.interpolate(x, scale_factor=2, mode="trilinear", align_corners=False)
+
+
+def upsample_bicubic(x):
+    return F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False)
+
+
+def grid_sample_bilinear(x, grid):
+    return F.grid_sample(x, grid.clamp(-1.0, 1.0), align_corners=False)
+
+
+def cross_entropy_vocab(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def scatter_amax_bins(src, index):
+    return torch.full((1000,), float("-inf"), dtype=src.dtype, device=src.device).scatter_reduce(
+        0, index, src, reduce="amax")
+
+
+def one_hot_float(index):
+    return F.one_hot(index, 1000).float()
+
+
+def gqa_repeat_interleave(k):
+    return k.repeat_interleave(4, dim=2)
+
+
+def flip_hw(x):
+    return x.flip(2, 3)
+
+
+def swin_roll(x):
+    return x.roll((3, 3), (1, 2))
+
+
+def causal_mask_in_graph(s):
+    n = s.shape[-1]
+    mask = torch.tril(torch.ones(n, n, dtype=torch.bool, device=s.device))
+    return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def std_last(x):
+    return x.std(-1)
+
+
+def cdist_rows(a, b):
+    return torch.cdist(a, b)
+
+
+def cosine_rows(a, b):
+    return F.cosine_similarity(a, b, dim=-1)
+
+
+def median_rows(x):
+    return x.median(-1).values
+
+
+def searchsorted_sorted_bins(x):
+    boundaries = torch.linspace(-3.0, 3.0, 1024, device=x.device).to(x.dtype)  # f32's, in f64 too
+    return torch.searchsorted(boundaries, x)
+
+
+def unfold_3x3(x):
+    return F.unfold(x, 3, padding=1)
+
+
+def constant_pad_5(x):
+    return F.pad(x, (5, 5, 5, 5), value=0.5)
+
+
+def layernorm_plain(x):
+    return F.layer_norm(x, x.shape[-1:])
+
+
+def argmin_first(x):
+    return x.argmin(0)
+
+
+def all_positive_rows(x):
+    return (x > -3.0).all(-1)
+
+
+def sort_int64(x):
+    return torch.sort(x).values
+
+
+def topk_1000(x):
+    return torch.topk(x, 1000).values
+
+
+def int_bit_chain(a, b):
+    return ((a ^ b) >> 3) & 255
+
+
+def cumsum_first(x):
+    return x.cumsum(0)
+
+
+def sdpa(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def group_norm_1(x):
+    return F.group_norm(x, 1)
+
+
+def pixel_unshuffle_2(x):
+    return F.pixel_unshuffle(x, 2)
+
+
+def channel_shuffle_2(x):
+    n, c, h, w = x.shape
+    return x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+
+
+def max_pool1d_3_s2(x):
+    return F.max_pool1d(x, 3, stride=2, padding=1)
+
+
+def quantize_int8_roundtrip(x):
+    return torch.clamp(torch.round(x / 0.05), -128, 127).to(torch.int8).float() * 0.05
+
+
+def l2_normalize(x):
+    return F.normalize(x, dim=-1)
+
+
+def lerp_addcmul(a, b, c):
+    return torch.lerp(a, b, 0.3) + torch.addcmul(a, b, c, value=0.5)
+
+
+BREADTH2_CASES = (
+    Case("lstm 32 steps batch 8 hidden 256 f32", lstm_unrolled,
+         _ins(((32, 8, 256), f32), ((1024, 256), f32), ((1024, 256), f32), ((1024,), f32))),
+    Case("wav2vec conv1d k10 s5 1->512ch 16000 f32", conv1d_s5,
+         _ins(((1, 1, 16000), f32), ((512, 1, 10), f32))),
+    Case("conformer depthwise conv1d k31 256ch 1000 f32", depthwise_conv1d_31,
+         _ins(((1, 256, 1000), f32), ((256, 1, 31), f32))),
+    Case("replknet depthwise 31x31 128ch 32x32 f32", depthwise_31x31,
+         _ins(((1, 128, 32, 32), f32), ((128, 1, 31, 31), f32))),
+    Case("deeplab dilated conv3x3 d2 256ch 33x33 f32", dilated_conv_d2,
+         _ins(((1, 256, 33, 33), f32), ((256, 256, 3, 3), f32))),
+    Case("maxpool3d 2 f32 1x64x16x56x56", max_pool3d_2, _ins(((1, 64, 16, 56, 56), f32))),
+    Case("upsample trilinear 2x f32 1x32x16x32x32", upsample_trilinear,
+         _ins(((1, 32, 16, 32, 32), f32))),
+    Case("upsample bicubic 2x f32 1x3x256x256", upsample_bicubic, _ins(((1, 3, 256, 256), f32))),
+    Case("grid_sample bilinear f32 1x64x64x64", grid_sample_bilinear,
+         _ins(((1, 64, 64, 64), f32), ((1, 64, 64, 2), f32))),
+    Case("cross entropy vocab f32 2048x32000", cross_entropy_vocab,
+         _ins(((2048, 32000), f32), Input((2048,), torch.int64, "index:32000"))),
+    Case("scatter_reduce amax 100000 into 1000 bins f32", scatter_amax_bins,
+         _ins(((100000,), f32), Input((100000,), torch.int64, "index:1000"))),
+    Case("one_hot 8192 of 1000 classes", one_hot_float,
+         _ins(Input((8192,), torch.int64, "index:1000"))),
+    Case("gqa repeat_interleave 4 bf16 1x1024x8x128", gqa_repeat_interleave,
+         _ins(((1, 1024, 8, 128), bf16))),
+    Case("flip hw f32 1x3x512x512", flip_hw, _ins(((1, 3, 512, 512), f32))),
+    Case("swin roll 3 f32 1x56x56x128", swin_roll, _ins(((1, 56, 56, 128), f32))),
+    Case("causal mask built in graph softmax f32 16x512x512", causal_mask_in_graph,
+         _ins(((16, 512, 512), f32))),
+    Case("std over last dim f32 4096x4096", std_last, _ins(((4096, 4096), f32))),
+    Case("cdist f32 2048x64 to 2048x64", cdist_rows, _ins(((2048, 64), f32), ((2048, 64), f32))),
+    Case("cosine similarity rows f32 4096x768", cosine_rows,
+         _ins(((4096, 768), f32), ((4096, 768), f32))),
+    Case("median rows f32 1024x1023", median_rows, _ins(((1024, 1023), f32))),
+    Case("searchsorted 1M into 1024 bins f32", searchsorted_sorted_bins,
+         _ins(((1 << 20,), f32))),
+    Case("unfold im2col 3x3 f32 1x64x56x56", unfold_3x3, _ins(((1, 64, 56, 56), f32))),
+    Case("constant pad 5 f32 1x64x256x256", constant_pad_5, _ins(((1, 64, 256, 256), f32))),
+    Case("layernorm odd width f32 4096x1000", layernorm_plain, _ins(((4096, 1000), f32))),
+    Case("softmax odd width clip f16 8x12x77x77", softmax, _ins(((8, 12, 77, 77), f16))),
+    Case("argmin over dim 0 f32 4096x1000", argmin_first, _ins(((4096, 1000), f32))),
+    Case("all over rows bool f32 4096x4096", all_positive_rows, _ins(((4096, 4096), f32))),
+    Case("sort int64 1M", sort_int64, _ins(Input((1 << 20,), torch.int64, "index:1000000000"))),
+    Case("topk 1000 of 1M f32", topk_1000, _ins(((1 << 20,), f32))),
+    Case("int64 bit ops chain 16M", int_bit_chain,
+         _ins(Input((1 << 24,), torch.int64, "index:1000000"),
+              Input((1 << 24,), torch.int64, "index:1000000"))),
+    Case("cumsum over first dim f32 8192x512", cumsum_first, _ins(((8192, 512), f32))),
+    Case("clip text sdpa f16 1x8x77x64", sdpa,
+         _ins(((1, 8, 77, 64), f16), ((1, 8, 77, 64), f16), ((1, 8, 77, 64), f16))),
+    Case("sdpa f32 1x8x256x64", sdpa,
+         _ins(((1, 8, 256, 64), f32), ((1, 8, 256, 64), f32), ((1, 8, 256, 64), f32))),
+    Case("group_norm 1 group f32 8x64x32x32", group_norm_1, _ins(((8, 64, 32, 32), f32))),
+    Case("pixel_unshuffle 2 f32 1x64x128x128", pixel_unshuffle_2, _ins(((1, 64, 128, 128), f32))),
+    Case("shufflenet channel shuffle f32 8x232x14x14", channel_shuffle_2,
+         _ins(((8, 232, 14, 14), f32))),
+    Case("maxpool1d 3 s2 f32 1x768x512", max_pool1d_3_s2, _ins(((1, 768, 512), f32))),
+    Case("cifar resnet conv3x3 64ch batch64 8x8 f32", conv(1, 1),
+         _ins(((64, 64, 8, 8), f32), ((64, 64, 3, 3), f32))),
+    Case("bmm many tiny f32 4096x8x8", torch.bmm, _ins(((4096, 8, 8), f32), ((4096, 8, 8), f32))),
+    Case("int8 quantize round trip f32 16M", quantize_int8_roundtrip, _ins(((1 << 24,), f32))),
+    Case("l2 normalize rows f32 4096x768", l2_normalize, _ins(((4096, 768), f32))),
+    Case("lerp + addcmul f32 16M", lerp_addcmul,
+         _ins(((1 << 24,), f32), ((1 << 24,), f32), ((1 << 24,), f32))),
+)
+
 # Tensor-core products beyond the LLM suite's four prefill shapes, for the wgmma template's main
 # loop and tile choice (``--suite gemm``): square, odd M, N and K, [k, n] weights, batched.
 GEMM_CASES: tuple[Case, ...] = (
@@ -590,7 +822,8 @@ GEMM_CASES: tuple[Case, ...] = (
     _gemv("wide [k,n]", 512, 4096, 11008, bf16, weight_nk=False),
     Case("batched f16 16x512x512x512", mm, _ins(((16, 512, 512), f16), ((16, 512, 512), f16))),
 )
-SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "gemm": GEMM_CASES}
+SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
+          "gemm": GEMM_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 
