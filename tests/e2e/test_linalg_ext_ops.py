@@ -129,14 +129,15 @@ def test_topk_values_and_their_indices(shape, dim, k):
     np.testing.assert_array_equal(np.take_along_axis(x, indices, dim), values)  # ties: any index
 
 
-@pytest.mark.parametrize("shape, dim, k, largest", [((3, 1000), 1, 7, True), ((600, 2), 0, 5, False),
-                                                    ((2, 3, 840), 2, 40, True)])
+@pytest.mark.parametrize("shape, dim, k, largest", [((3, 12000), 1, 7, True), ((9600, 2), 0, 5, False),
+                                                    ((2, 3, 8400), 2, 40, True),
+                                                    ((1, 262144), 1, 1000, True)])
 def test_topk_over_long_lines_in_chunks(shape, dim, k, largest):
-    """Lines long enough that top-k runs in two passes (each chunk's top k, then theirs): the
-    values and, with many ties, the same indices as one pass takes (the lowest first, as
-    PyTorch's on this CPU), with infinities and -0.0 among them."""
-    from pyree.compiler.input.sort_scan import topk_chunk
-    assert topk_chunk(shape[dim], k)
+    """Lines long enough that top-k runs in two passes (each chunk's top k, counted or, for
+    the longest, merged; then theirs): the values and, with many ties, the same indices as one
+    pass takes (the lowest first, as PyTorch's on this CPU), with infinities and -0.0."""
+    from pyree.compiler.input.sort_scan import topk_plan
+    assert topk_plan(shape[dim], k, ordered=True).chunk
     x = data(shape, seed=6)
     x.reshape(-1)[3::97] = np.inf
     x.reshape(-1)[5::89] = -np.inf

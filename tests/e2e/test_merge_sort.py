@@ -51,13 +51,14 @@ def test_torch_sort_matches_torch(shape, dim, dtype, descending):
 
 @pytest.mark.parametrize("largest", [True, False])
 def test_a_topk_of_a_line_without_chunks_is_the_head_of_a_merge_sort(largest):
-    """torch.topk over a line of prime length (no chunks to split it in) keeps the first k of a
-    merge sort: PyTorch's values, NaN as the largest, and each index holding its value, ties in
-    index order."""
+    """torch.topk over a long line of prime length (no chunks to split it in) keeps the first k
+    of a merge sort: PyTorch's values, NaN as the largest, and each index holding its value,
+    ties in index order."""
     torch = require_module("torch")
-    from pyree.compiler.input.sort_scan import topk_chunk
-    assert topk_chunk(1009, 300) is None
-    x = data((2, 1009), np.float32, np.random.default_rng(13))
+    from pyree.compiler.input.sort_scan import topk_plan
+    plan = topk_plan(32003, 300, ordered=True)
+    assert plan.chunk is None and plan.merges
+    x = data((2, 32003), np.float32, np.random.default_rng(13))
     values, indices = run_torch(lambda t: torch.topk(t, 300, 1, largest=largest), x)
     want = torch.topk(torch.from_numpy(x), 300, 1, largest=largest)
     matches([values], [want.values.numpy()])

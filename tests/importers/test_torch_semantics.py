@@ -71,6 +71,11 @@ CASES = {  # name -> (function, inputs)
                      (torch.tensor([[3.0, 1, 3, 2, 1, 3, 1, 2, 2, 3, 1, 1, 3],
                                     [-3.0, -1, -3, -2, -1, -3, -1, -2, -2, -3, -1, -1, -3],
                                     [NAN, -0.0, 0.0, NAN, 1, 3, 1, 2, 2, 3, 1, 1, 3]]),)),
+    # every point bit for bit (a 1-ulp slip moved values across bucketize boundaries)
+    "linspace_points": (lambda x: (torch.linspace(-3.0, 3.0, 1024) == x,
+                                   torch.bucketize(x, torch.linspace(-3.0, 3.0, 1024)),
+                                   torch.bucketize(x, torch.linspace(0.1, 0.7, 1000))),
+                        (torch.linspace(-3.0, 3.0, 1024),)),
     # shift amounts past the width and negative ones answer as PyTorch's (0, or the sign)
     "shifts": (lambda a, s: (a >> 2, a << 3, 5 >> a.clamp(0, 40), 1 << a.clamp(0, 40), a >> s,
                              a << s, a.long() >> s.long(), a.to(torch.int16) << s.to(torch.int16)),

@@ -24,6 +24,8 @@ session):
   as ``a``.
 - ``pow(x, 0.5)`` and ``pow(x, -0.5)``: PyTorch computes them as ``sqrt`` and ``rsqrt``
   (``pow(-inf, 0.5)`` is NaN there, ``pow(-0.0, 0.5)`` -0.0); so here.
+- f32 ``linspace``: PyTorch's two-sided formula with a fused multiply-add (thirty-second
+  session: a ``searchsorted`` into ``linspace`` boundaries differed on the H200).
 
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
@@ -53,7 +55,7 @@ def decompositions() -> dict:
             aten.div.Tensor_mode: _div_mode, aten.div.Scalar_mode: _div_mode,
             aten.pow.Tensor_Scalar: _pow, aten.pow.Tensor_Tensor: _int_pow,
             aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
-            aten.sort.stable: _stable_sort,
+            aten.sort.stable: _stable_sort, aten.linspace.default: _linspace,
             **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
                for name in ("and", "or", "xor", "left_shift", "right_shift")
                for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
@@ -235,6 +237,25 @@ def _bitwise_with_int(name: str):
                 else torch.scalar_tensor(v, dtype=torch.int64).to(dtype) for v in (a, b))
         return getattr(torch, f"bitwise_{name}")(a, b)
     return bitwise
+
+
+def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """f32 ``linspace`` as PyTorch's kernels compute it (CPU and CUDA): ``start + step * i``
+    for the first half, ``end - step * (steps - 1 - i)`` for the rest, each a fused
+    multiply-add, rounded once: in f64 here (the product of the f32 step and an index is
+    exact there). torch-mlir rounds the product and the sum apart, 1 ulp off at ~30% of the
+    points, which moved values across a ``searchsorted`` or ``bucketize`` boundary."""
+    import torch
+    if (dtype or torch.get_default_dtype()) != torch.float32 or steps < 2 \
+            or not all(isinstance(v, (int, float)) for v in (start, end)):
+        return NotImplemented
+    import numpy as np
+    first, last = np.float32(start), np.float32(end)
+    step = float((last - first) / np.float32(steps - 1))  # in f32, as PyTorch's kernels take it
+    i = torch.arange(steps, dtype=torch.float64, device=device)
+    low = float(first) + step * i
+    high = float(last) - step * (steps - 1 - i)
+    return torch.where(i < steps // 2, low, high).to(torch.float32)
 
 
 def _stable_sort(x, *, stable=None, dim=-1, descending=False):

@@ -23,13 +23,15 @@ parallel over every other index: right for short lines and top-k over a vocabula
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
-from pyree.compiler.input.merge_sort import first_run, merge_sort
+from pyree.compiler.input.merge_sort import PASS_COST, first_run, merge_sort, sort_cost
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.sort_order import strict_order
 from pyree.compiler.input.types import tensor_type_of
@@ -116,37 +118,83 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
 def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k: int,
           compared: int, where: str) -> list[Value]:
     """The first ``k`` along ``d`` of ``operands`` sorted by the op's comparator (of the first
-    ``compared``): in two passes where ``topk_chunk`` finds them cheaper, else the first ``k``
-    of a merge sort where that is cheaper than counting the whole line."""
+    ``compared``), as ``topk_plan`` finds it cheapest: whole, or each chunk's first ``k`` and
+    then theirs; each first ``k`` by counting, or as the head of a merge sort."""
     rank = len(operands[0].shape)
-    n = operands[0].shape[d]
-    chunk = topk_chunk(n, k)
     comparator = region_comparator(fn, op, compared, rank + 1, where)
-    if not chunk and merges(n) and strict_order(comparator, [v.dtype for v in operands]):
-        whole = sort_values(fn, operands, d, None, comparator, op.name, where)  # merged
-        return [_leading(fn, v, d, k, op.name, where) for v in whole]
-    if chunk:  # the top k of each chunk, then the top k of those
-        chunks = [_regroup(fn, v, d, chunk, where) for v in operands]
-        firsts = sort_values(fn, chunks, d + 1, k,
-                             region_comparator(fn, op, compared, rank + 2, where), op.name, where)
+    ordered = strict_order(comparator, [v.dtype for v in operands]) is not None
+    plan = topk_plan(operands[0].shape[d], k, ordered)
+    if plan.chunk:  # the first k of each chunk, then the first k of those
+        chunks = [_regroup(fn, v, d, plan.chunk, where) for v in operands]
+        firsts = _first_k(fn, chunks, d + 1, k, region_comparator(fn, op, compared, rank + 2, where),
+                          plan.chunk_merges, op.name, where)
         operands = [_regroup(fn, v, d, None, where) for v in firsts]
-    return sort_values(fn, operands, d, k, comparator, op.name, where)
+    return _first_k(fn, operands, d, k, comparator, plan.merges, op.name, where)
 
 
-def topk_chunk(n: int, k: int) -> int | None:
-    """The chunk length (a divisor of ``n``) that splits a top-k along a line of ``n`` in two
-    counting passes, or None where one pass costs no more than twice the two. One pass compares
-    every pair, ``n * n``; chunks of ``c`` compare ``n * c``, then their ``n / c * k``
-    candidates every pair. A vocabulary's top-50 (n = 32000) costs 40 times less in chunks of
-    640 than whole. The candidates keep the line's order, chunk by chunk, each chunk's in its
-    sorted order, so ties still resolve by index, as in one pass."""
+def _first_k(fn: FunctionLowering, operands: list[Value], d: int, k: int, comparator: Comparator,
+             by_merging: bool, origin: str, where: str) -> list[Value]:
+    if by_merging:
+        whole = sort_values(fn, operands, d, None, comparator, origin, where)  # merged
+        return [_leading(fn, v, d, k, origin, where) for v in whole]
+    return sort_values(fn, operands, d, k, comparator, origin, where)
+
+
+@dataclass(frozen=True)
+class TopKPlan:
+    """How ``top_k`` takes the first ``k`` of a line of ``n``: split in chunks of ``chunk``
+    (a divisor of ``n``; None: whole), whose first ``k`` come from a merge sort of each
+    (``chunk_merges``) or from counting; then the first ``k`` of what is left (the line, or
+    the ``n / chunk * k`` candidates) by merging (``merges``) or counting. ``cost``: loop
+    steps per line, as ``merge_sort.sort_cost`` counts them."""
+
+    cost: float
+    chunk: int | None = None
+    chunk_merges: bool = False
+    merges: bool = False
+
+
+# Loop steps per line that one more Generic is worth: a GPU launch (a few µs) in which an
+# H200 runs about 8 million steps. It keeps short lines counted in few kernels, where
+# merging would cost a launch per pass.
+GENERIC_STEPS = 1 << 23
+
+
+def topk_plan(n, k: int, ordered: bool) -> TopKPlan:
+    """The cheapest plan. Counting the first ``k`` of a line of ``m`` compares every pair
+    (``m * m``, then ``m * k`` to pick: two Generics); a merge sort (for a recognised order)
+    costs ``m * sort_cost`` and a Generic per pass. The chunks' candidates keep the line's
+    order, chunk by chunk, each chunk's in its sorted order, so ties still resolve by index,
+    as in one pass. A vocabulary's top-50 (32000) is counted in chunks of 640; a top-1000 of a
+    million merges chunks of 8192 (counting chunks had cost 25 times more steps)."""
     if not is_static(n):
-        return None
-    best, cost = None, n * n / 2
-    for c in range(k + 1, n // 2 + 1):
-        if n % c == 0 and n * c + (n // c * k) ** 2 < cost:
-            best, cost = c, n * c + (n // c * k) ** 2
+        return TopKPlan(0.0)
+
+    def first_k(m: int) -> tuple[int, int, bool]:  # loop steps, Generics, by merging
+        counting = (m * m + m * k, 2, False)
+        if ordered and merges(m):
+            run = first_run(m)
+            generics = 3 + (2 if run > 1 else 0) + (m - 1).bit_length() - (run - 1).bit_length()
+            merging = (m * sort_cost(m, run), generics, True)
+            return min(counting, merging, key=lambda p: p[0] + p[1] * GENERIC_STEPS)
+        return counting
+
+    steps, generics, by_merging = first_k(n)
+    best = TopKPlan(steps + generics * GENERIC_STEPS, merges=by_merging)
+    for c in _divisors(n):
+        if k < c <= n // 2:  # each chunk's Generics run once for all the chunks
+            chunk_steps, chunk_generics, chunk_merges = first_k(c)
+            rest_steps, rest_generics, rest_merges = first_k(n // c * k)
+            cost = (n // c * chunk_steps + rest_steps
+                    + (chunk_generics + rest_generics + 2) * GENERIC_STEPS)  # 2: the regroupings
+            if cost < best.cost:
+                best = TopKPlan(cost, c, chunk_merges, rest_merges)
     return best
+
+
+def _divisors(n: int) -> list[int]:
+    small = [c for c in range(1, math.isqrt(n) + 1) if n % c == 0]
+    return sorted({*small, *(n // c for c in small)})
 
 
 def _regroup(fn: FunctionLowering, v: Value, d: int, chunk: int | None, where: str) -> Value:
