@@ -31,7 +31,7 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
-from pyree.compiler.input.merge_sort import PASS_COST, first_run, merge_sort, sort_cost
+from pyree.compiler.input.merge_sort import first_run, merge_sort, sort_cost
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.sort_order import strict_order
 from pyree.compiler.input.types import tensor_type_of
