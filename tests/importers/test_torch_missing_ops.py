@@ -41,7 +41,12 @@ CASES = {
     "searchsorted": (lambda s, v: (torch.searchsorted(s, v), torch.searchsorted(s, v, side="right"),
                                    torch.searchsorted(s, v, right=True, out_int32=True)),
                      (torch.tensor([0.0, 1, 1, 1, 2, 3, INF]),
-                      torch.tensor([1.0, 0, -1, 3, 5, INF, -INF, 1.5]))),
+                      torch.tensor([1.0, 0, -1, 3, 5, INF, -INF, 1.5, NAN]))),
+    # a NaN value past the end, NaN boundaries (sorted last) below everything; lengths 1, 6
+    "searchsorted_with_nan_and_short_lines": (
+        lambda s, v: (torch.searchsorted(s, v), torch.searchsorted(s, v, right=True),
+                      torch.searchsorted(s[:1], v), torch.bucketize(v, s[:4])),
+        (torch.tensor([-1.0, 0, 0, 2, NAN, NAN]), torch.tensor([NAN, 0.0, -0.0, 3, -INF, 2]))),
     "searchsorted_rows_and_sorter": (
         lambda s, v, u: (torch.searchsorted(s, v), torch.searchsorted(u, v[0], sorter=torch.argsort(u))),
         (torch.sort(torch.randn(3, 17), 1)[0], torch.randn(3, 9), torch.randn(17))),

@@ -12,8 +12,9 @@ PyTorch's answer, special values included:
 - ``cdist`` and ``pdist``: differences of every pair, normed; for p = 2 on more than 25 rows
   ``cdist`` takes PyTorch's own matrix-product form (``|a|^2 + |b|^2 - 2 a.b``, clamped at 0),
   as PyTorch does by default, so the answers round alike.
-- ``searchsorted`` (left or right, ``sorter``, int32 or int64): a count of the sorted values
-  below (or not above) each value.
+- ``searchsorted`` (left or right, ``sorter``, int32 or int64): a binary search, log2(n)
+  gathers per value (a count of every boundary below each value was n steps: 16 times
+  PyTorch's time for 1M values in 1024 bins on the H200), with PyTorch's comparisons.
 - ``median`` and ``nanmedian`` (all values, or along a dim with indices): the lower middle of a
   sort; ``median`` is NaN where a NaN is present (its index the first NaN's), ``nanmedian``
   skips them.
@@ -180,12 +181,19 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
     if not isinstance(values, torch.Tensor):
         values = torch.scalar_tensor(values, dtype=seq.dtype)
     right = right or side == "right"
-    below = torch.le if right else torch.lt
-    if seq.dim() == 1:
-        counted = below(seq, values.unsqueeze(-1))
-    else:  # one sorted row per row of values
-        counted = below(seq.unsqueeze(-2), values.unsqueeze(-1))
-    return counted.sum(-1).to(torch.int32 if out_int32 else torch.int64)
+    n = seq.shape[-1]
+    # ``below``: PyTorch's step right (``!(mid >= v)``; ``!(mid > v)`` for right), so that a
+    # NaN value lands past the end and NaN boundaries (sorted last) count as below, as there
+    passes = torch.ge if not right else torch.gt
+    found = torch.zeros(values.shape, dtype=torch.int64, device=values.device)
+    step = 1 << max(n.bit_length() - 1, 0)
+    while step and n:  # the largest count whose last element is below, bit by bit
+        candidate = found + step
+        place = (candidate - 1).clamp(max=n - 1)
+        boundary = seq[place] if seq.dim() == 1 else torch.gather(seq, -1, place)
+        found = torch.where((candidate <= n) & ~passes(boundary, values), candidate, found)
+        step >>= 1
+    return found.to(torch.int32 if out_int32 else torch.int64)
 
 
 def _median_all(skip_nan: bool):
