@@ -133,12 +133,12 @@ def _error(text: str) -> CompileError:
 
 
 def test_an_unsupported_convolution_is_named_at_its_line():
-    err = _error(f"""func.func @f(%x: {t((1, 4, 4, 4, 2))}, %w: {t((2, 2, 2, 2))}, %o: {t((1, 3, 3, 3, 2))}) -> {t((1, 3, 3, 3, 2))} {{
-  %r = linalg.depthwise_conv_3d_ndhwc_dhwc {{strides = dense<1> : tensor<3xi64>}} ins(%x, %w : {t((1, 4, 4, 4, 2))}, {t((2, 2, 2, 2))}) outs(%o : {t((1, 3, 3, 3, 2))}) -> {t((1, 3, 3, 3, 2))}
+    err = _error(f"""func.func @f(%x: {t((1, 4, 4, 4, 2))}, %w: {t((2, 2, 2, 2, 2))}, %z: i32, %o: {t((1, 3, 3, 3, 2))}) -> {t((1, 3, 3, 3, 2))} {{
+  %r = linalg.conv_3d_ndhwc_dhwcf_q {{strides = dense<1> : tensor<3xi64>}} ins(%x, %w, %z, %z : {t((1, 4, 4, 4, 2))}, {t((2, 2, 2, 2, 2))}, i32, i32) outs(%o : {t((1, 3, 3, 3, 2))}) -> {t((1, 3, 3, 3, 2))}
   return %r : {t((1, 3, 3, 3, 2))}
 }}""")
     assert err.location == "model.mlir:2:3"
-    assert err.message.startswith("unsupported op 'linalg.depthwise_conv_3d_ndhwc_dhwc'")
+    assert err.message.startswith("unsupported op 'linalg.conv_3d_ndhwc_dhwcf_q'")
 
 
 def test_strides_of_the_wrong_rank():

@@ -182,6 +182,11 @@ def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side
         values = torch.scalar_tensor(values, dtype=seq.dtype)
     right = right or side == "right"
     n = seq.shape[-1]
+    if not isinstance(n, int):  # a run-time length: count the boundaries below each value
+        below = (lambda b, v: ~torch.gt(b, v)) if right else (lambda b, v: ~torch.ge(b, v))
+        pairs = below(seq, values.unsqueeze(-1)) if seq.dim() == 1 else below(
+            seq.unsqueeze(-2), values.unsqueeze(-1))
+        return pairs.sum(-1).to(torch.int32 if out_int32 else torch.int64)
     # ``below``: PyTorch's step right (``!(mid >= v)``; ``!(mid > v)`` for right), so that a
     # NaN value lands past the end and NaN boundaries (sorted last) count as below, as there
     passes = torch.ge if not right else torch.gt

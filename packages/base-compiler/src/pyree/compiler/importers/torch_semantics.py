@@ -246,9 +246,9 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
     exact there). torch-mlir rounds the product and the sum apart, 1 ulp off at ~30% of the
     points, which moved values across a ``searchsorted`` or ``bucketize`` boundary."""
     import torch
-    if (dtype or torch.get_default_dtype()) != torch.float32 or steps < 2 \
-            or not all(isinstance(v, (int, float)) for v in (start, end)):
-        return NotImplemented
+    if (dtype or torch.get_default_dtype()) != torch.float32 or not isinstance(steps, int) \
+            or steps < 2 or not all(isinstance(v, (int, float)) for v in (start, end)):
+        return NotImplemented  # a run-time count of steps too: torch-mlir's lowering takes it
     import numpy as np
     first, last = np.float32(start), np.float32(end)
     step = float((last - first) / np.float32(steps - 1))  # in f32, as PyTorch's kernels take it
