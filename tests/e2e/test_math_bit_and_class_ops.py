@@ -7,14 +7,10 @@ at the extremes and special values, against exact Python integers or numpy."""
 
 from __future__ import annotations
 
-import functools
-import os
-
 import numpy as np
-import pyree.runtime as rt
 import pytest
-from jax_runs import DEVICES, TARGETS
-from pyree.compiler import CompileOptions, compile_str
+from jax_runs import DEVICES, module_for, options_for
+from pyree.compiler import compile_str
 
 INTS = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
 FLOATS = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
@@ -27,12 +23,6 @@ INT_OPS = {
     "mulsi_extended": ("arith.mulsi_extended %x, %y : {t}", 2),
     "mului_extended": ("arith.mului_extended %x, %y : {t}", 2),
 }
-
-
-def _options(device: str) -> CompileOptions:
-    return CompileOptions(target_backends=[TARGETS[device]], cuda_target="sm_90",
-                          vulkan_target=os.environ.get("PYREE_VULKAN_TARGET",
-                                                       "cpu-lavapipe-linux"))
 
 
 def _generic(t: str, result_types: list[str], lines: list[str], results: list[str],
@@ -63,11 +53,6 @@ func.func @f({", ".join(f"%a{i}: tensor<?x{t}>" for i in range(nargs))}) -> ({ou
   }} -> ({out_types})
   return {rets} : {out_types}
 }}"""
-
-
-@functools.cache
-def _module(text: str, device: str):
-    return rt.load_module(compile_str(text, _options(device)), device=device)
 
 
 def _int_program(t: str) -> str:
@@ -112,7 +97,7 @@ def test_bit_counts_powers_and_extended_arithmetic(t, device):
     values = np.array([info.min, info.min + 1, -7, -3, -2, -1, 0, 1, 2, 3, 5, 7, 12, 100,
                        info.max - 1, info.max], INTS[t])
     a, b = np.repeat(values, len(values)), np.tile(values, len(values))
-    got = _module(_int_program(t), device)["f"](a, b)
+    got = module_for(_int_program(t), device)["f"](a, b)
     bits = info.bits
     names = ["ctpop", "cttz", "ctlz", "ipowi", "mulsi lo", "mulsi hi", "mului lo", "mului hi",
              "addui sum", "addui carry"]
@@ -136,7 +121,7 @@ func.func @f(%x: tensor<7xi32>) -> (tensor<7xi32>, tensor<7xi32>, tensor<7xi32>,
   return %p, %q, %c, %hi : tensor<7xi32>, tensor<7xi32>, tensor<7xi32>, tensor<7xi32>
 }"""
     x = np.array([-2147483648, -5, -1, 0, 1, 3, 2147483647], np.int32)
-    p, q, c, hi = _module(text, "local-task")["f"](x)
+    p, q, c, hi = module_for(text, "local-task")["f"](x)
     xs = x.astype(object)
     np.testing.assert_array_equal(p, [_wrap(v ** 3, 32) for v in xs])
     np.testing.assert_array_equal(q, np.ones(7, np.int32))
@@ -160,7 +145,7 @@ def test_float_classification_clamp_and_sincos(t, device):
     if t == "f64" and device == "cuda":  # cuda's math expansions are f32's: refused by name
         from pyree.compiler import CompileError
         with pytest.raises(CompileError, match="'sin' on f64 is not supported by the cuda"):
-            compile_str(_float_program(t), _options(device))
+            compile_str(_float_program(t), options_for(device))
         return
     f = FLOATS[t]
     info = np.finfo(f)
@@ -169,7 +154,7 @@ def test_float_classification_clamp_and_sincos(t, device):
                   subnormal, -subnormal, info.max, info.min, 1.0, -2.5, 0.75, 3.0, 100.0], f)
     low = np.full_like(x, -1.0)
     high = np.full_like(x, 2.0)
-    got = _module(_float_program(t), device)["f"](x, low, high)
+    got = module_for(_float_program(t), device)["f"](x, low, high)
     flushes = device != "local-task"  # GPUs may flush subnormals to zero
     normal = np.isfinite(x) & (np.abs(x) >= info.tiny)
     for name, want, out in [("isnan", np.isnan(x), got[0]), ("isinf", np.isinf(x), got[1]),
@@ -197,7 +182,7 @@ def test_clampf_keeps_the_sign_of_zero_and_nan_bounds_order():
     x = np.array([-0.0, 0.0, 5.0, -5.0], np.float32)
     lo = np.array([-1.0, -1.0, np.nan, -1.0], np.float32)
     hi = np.array([2.0, 2.0, 2.0, np.nan], np.float32)
-    out = _module(text, "local-task")["f"](x, lo, hi)
+    out = module_for(text, "local-task")["f"](x, lo, hi)
     assert np.signbit(out[0]) and not np.signbit(out[1])
     assert np.isnan(out[2]) and np.isnan(out[3])
 
@@ -207,4 +192,4 @@ def test_extended_product_of_i1_is_refused_by_name():
     text = _generic("i1", ["i1", "i1"], ["%v:2 = arith.mulsi_extended %x, %y : i1"],
                     ["%v#0", "%v#1"])
     with pytest.raises(CompileError, match="mulsi_extended.*i1"):
-        compile_str(text, _options("local-task"))
+        compile_str(text, options_for("local-task"))

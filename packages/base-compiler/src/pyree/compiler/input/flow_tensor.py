@@ -14,13 +14,13 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.constants import dense_contents
 from pyree.compiler.input.function import FunctionLowering
-from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
+from pyree.compiler.input.tensor_ops import bitcast_elements
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import AffineExpr, Cast, Result, itemsize
+from pyree.compiler.kernel import itemsize
 from pyree.compiler.sizes import Size
-from pyree.compiler.tensor_program import Constant, Generic, Symbol, View
+from pyree.compiler.tensor_program import Constant, Symbol, View
 from xdsl.ir import Operation
 
 
@@ -71,13 +71,7 @@ def lower_bitcast(fn: FunctionLowering, op: Operation) -> None:
     shape = tuple(size_of(fn, next(result_dims), where) if d is None else d for d in shape)
     if itemsize(dtype) == itemsize(source.dtype) and len(shape) == len(source.shape):
         shape = tuple(fn.unify(d, s, where) for d, s in zip(shape, source.shape))
-        result = fn.bind_value(op.results[0], dtype, shape)
-        index = tuple(AffineExpr(tuple(int(d == e) for d in range(len(shape))))
-                      for e in range(len(shape)))
-        inputs = Inputs()
-        value = Cast("bitcast", inputs.load(source, index), dtype)
-        fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), shape, len(shape),
-                        where, op.name))
+        bitcast_elements(fn, source, op.results[0], dtype, shape, where, op.name)
         return
     result = fn.bind_value(op.results[0], dtype, shape)
     if result.num_bytes != source.num_bytes:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import sub_pixel
 from pyree.compiler.input.body import convert, lower_block
+from pyree.compiler.input.dialects.linalg import MapOp
 from pyree.compiler.input.function import Empty, FunctionLowering, fold
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
@@ -47,7 +48,7 @@ class _Structured:
 
 
 def is_structured(op: Operation) -> bool:
-    return isinstance(op, (LinalgStructuredOperation, BroadcastOp, ReduceOp))
+    return isinstance(op, (LinalgStructuredOperation, BroadcastOp, ReduceOp, MapOp))
 
 
 def lower_structured(fn: FunctionLowering, op: Operation) -> None:
@@ -133,6 +134,11 @@ def _describe(op: Operation, where: str) -> _Structured:
         maps = [AffineMap.identity(rank), AffineMap(rank, 0, tuple(AffineDimExpr(d) for d in kept))]
         return _Structured([op.input], [op.init], list(op.result), maps,
                            [d in reduced for d in range(rank)], op.region.block, False)
+    if isinstance(op, MapOp):  # every operand at the same place; the body reads the inputs
+        rank = len(op.operands[-1].type.get_shape())
+        return _Structured(list(op.operands[:-1]), [op.operands[-1]], list(op.results),
+                           [AffineMap.identity(rank)] * len(op.operands), [False] * rank,
+                           op.regions[0].block, False)
     if any(isinstance(operand.type, MemRefType) for operand in op.operands):
         raise CompileError(f"'{op.name}' on buffers is not supported (tensors only)", where)
     return _Structured(

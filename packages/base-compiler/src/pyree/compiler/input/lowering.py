@@ -252,6 +252,8 @@ _RULES = {
     "tensor.extract": tensor_ops.lower_extract,
     "tensor.insert": tensor_ops.lower_insert,
     "tensor.from_elements": tensor_ops.lower_from_elements,
+    "tensor.generate": tensor_ops.lower_generate,
+    "tensor.bitcast": tensor_ops.lower_bitcast,
     "tensor.splat": tensor_ops.lower_splat,
     "tensor.concat": tensor_ops.lower_concat,
     "func.call": _lower_call,

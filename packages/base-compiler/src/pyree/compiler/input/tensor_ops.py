@@ -19,6 +19,7 @@ from pyree.compiler.kernel import (
     DTYPES,
     AffineExpr,
     Binary,
+    Cast,
     Compare,
     Const,
     Expr,
@@ -441,3 +442,42 @@ def lower_gather(fn: FunctionLowering, op: Operation) -> None:
     value = inputs.gather(source, tuple(index), where)
     fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), out.shape, rank, where,
                     op.name))
+
+
+def lower_generate(fn: FunctionLowering, op: Operation) -> None:
+    """``tensor.generate``: its body computes each element from the element's indices; ``?``
+    dims are its size operands, in order."""
+    where = location_of(op)
+    dtype, shape = tensor_type_of(op.results[0].type, where, dynamic=True)
+    sizes = iter(op.operands)
+    shape = tuple(size_of(fn, next(sizes), where) if d is None else d for d in shape)
+    result = fn.bind_value(op.results[0], dtype, shape)
+    block, rank, inputs = op.regions[0].block, len(shape), Inputs()
+    (value,) = lower_block(fn, block, {a: LoopIndex(d) for d, a in enumerate(block.args)},
+                           inputs, list(range(rank)), where, shape)
+    if value.dtype != dtype:
+        raise CompileError(f"tensor.generate yields {value.dtype} for a tensor of {dtype}", where)
+    fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
+                    shape, rank, where, op.name))
+
+
+def bitcast_elements(fn: FunctionLowering, source: Value, ssa, dtype: str, shape: tuple,
+                     where: str, origin: str) -> None:
+    """Binds ``ssa`` to ``source``'s elements read as ``dtype`` (of the same width)."""
+    result = fn.bind_value(ssa, dtype, shape)
+    index = AffineExpr.identity(len(shape))
+    inputs = Inputs()
+    value = Cast("bitcast", inputs.load(source, index), dtype)
+    fn.emit(Generic(inputs.values, [result], (Result(0, index, value),), shape, len(shape),
+                    where, origin))
+
+
+def lower_bitcast(fn: FunctionLowering, op: Operation) -> None:
+    """``tensor.bitcast``: each element's bits as the result's element type."""
+    where = location_of(op)
+    source = fn.tensor(op.operands[0], where)
+    dtype = tensor_type_of(op.results[0].type, where, dynamic=True)[0]
+    if itemsize(dtype) != itemsize(source.dtype) or "i1" in (dtype, source.dtype):
+        raise CompileError(f"tensor.bitcast from {source.dtype} to {dtype}: the element widths "
+                           "differ", where)
+    bitcast_elements(fn, source, op.results[0], dtype, source.shape, where, op.name)

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation, NamedOperation
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import YieldOp
-from xdsl.ir import Attribute, BlockArgument, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.irdl import (
     IRDLOperation,
@@ -39,6 +39,7 @@ from xdsl.irdl import (
     opt_prop_def,
     opt_result_def,
     prop_def,
+    traits_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -820,6 +821,58 @@ class SoftmaxOp(IRDLOperation):
             raise VerifyException(f"input, output and result types differ: {types}")
 
 
+class MapOp(Operation):
+    """``linalg.map``: its body applied to the inputs' elements at each place of ``init``'s
+    shape. Its block takes the inputs' elements only; the short form names one op instead:
+
+        %r = linalg.map ins(%a, %b : T, T) outs(%init : T) (%x: f32, %y: f32) { ... }
+        %r = linalg.map { arith.addf } ins(%a, %b : T, T) outs(%init : T)
+    """
+
+    name = "linalg.map"
+    traits: ClassVar = traits_def()
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        short = None
+        if parser.parse_optional_punctuation("{") is not None:
+            short = parser.parse_identifier()  # the op's name: ``arith.addf``
+            short_attrs = parser.parse_optional_attr_dict()
+            parser.parse_punctuation("}")
+        parser.parse_keyword("ins")
+        parser.parse_punctuation("(")
+        names = parser.parse_comma_separated_list(parser.Delimiter.NONE,
+                                                  parser.parse_unresolved_operand)
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        parser.parse_punctuation(")")
+        operands = [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
+        parser.parse_keyword("outs")
+        parser.parse_punctuation("(")
+        init = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        init_type = parser.parse_type()
+        parser.parse_punctuation(")")
+        element = init_type.get_element_type()
+        if short is None:
+            args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
+            region = parser.parse_region(args)
+        else:
+            block = Block(arg_types=[t.get_element_type() for t in types])
+            op_type = parser.ctx.get_op(short)
+            applied = op_type.create(operands=list(block.args), result_types=[element],
+                                     properties=dict(short_attrs.data) if short_attrs else {})
+            block.add_ops([applied, YieldOp(applied.results[0])])
+            region = Region(block)
+        attrs = parser.parse_optional_attr_dict()
+        results = [init_type] if isinstance(init_type, TensorType) else []
+        return cls.create(operands=[*operands, parser.resolve_operand(init, init_type)],
+                          result_types=results, regions=[region], attributes=attrs)
+
+    def print(self, printer) -> None:
+        printer.print_op_with_default_format(self)
+
+
 # Loaded next to xDSL's linalg ops; MatmulOp and the convolution and pooling ops replace xDSL's.
 LINALG_OPS = (
     AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
@@ -836,5 +889,5 @@ LINALG_OPS = (
     DepthwiseConv1DNcwCwOp, DepthwiseConv1DNwcWcmOp, DepthwiseConv3DNdhwcDhwcOp,
     DepthwiseConv3DNcdhwCdhwOp, DepthwiseConv3DNdhwcDhwcmOp, Conv1DOp, Conv2DOp, Conv3DOp,
     Conv2DNhwcHwcfQOp, Conv2DNhwcFhwcQOp, Conv2DNchwFchwQOp, DepthwiseConv2DNhwcHwcQOp,
-    DepthwiseConv2DNhwcHwcmQOp,
+    DepthwiseConv2DNhwcHwcmQOp, MapOp,
 )

@@ -1,5 +1,6 @@
-"""``tensor.gather`` (xDSL 0.74 has no such op) and ``linalg.init_tensor`` (MLIR's name for
-``tensor.empty`` before 2022, which IREE's older e2e files still write):
+"""``tensor.gather``, ``tensor.bitcast`` and ``tensor.generate`` (xDSL 0.74 has no such ops)
+and ``linalg.init_tensor`` (MLIR's name for ``tensor.empty`` before 2022, which IREE's older e2e
+files still write):
 
     %r = tensor.gather %source[%indices] gather_dims([0, 1]) [unique] : (T, I) -> R
     %e = linalg.init_tensor [1, 1, 2, 3] : tensor<1x1x2x3xf32>
@@ -18,7 +19,7 @@ import math
 from typing import ClassVar
 
 from xdsl.dialects import tensor
-from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, TensorType, i64
+from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, IndexType, TensorType, i64
 from xdsl.ir import Operation
 from xdsl.irdl import traits_def
 from xdsl.parser import Parser
@@ -109,4 +110,47 @@ class ExpandShapeOp(tensor.ExpandShapeOp):
         super().verify_()
 
 
-TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp, ReshapeOp, ExpandShapeOp)
+class BitcastOp(Operation):
+    """``%r = tensor.bitcast %x : tensor<4xf32> to tensor<4xi32>``: each element's bits."""
+
+    name = "tensor.bitcast"
+    traits: ClassVar = traits_def()
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        source = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        source_type = parser.parse_type()
+        parser.parse_keyword("to")
+        return cls.create(operands=[parser.resolve_operand(source, source_type)],
+                          result_types=[parser.parse_type()], attributes=attrs)
+
+    def print(self, printer) -> None:
+        printer.print_op_with_default_format(self)
+
+
+class GenerateOp(Operation):
+    """``%r = tensor.generate [%dyn, ...] { ^bb0(%i: index, ...): ... tensor.yield %v }``:
+    each element from its indices."""
+
+    name = "tensor.generate"
+    traits: ClassVar = traits_def()
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        sizes = parser.parse_optional_undelimited_comma_separated_list(
+            parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand) or []
+        region = parser.parse_region()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        operands = [parser.resolve_operand(s, IndexType()) for s in sizes]
+        return cls.create(operands=operands, result_types=[result_type], regions=[region],
+                          attributes=attrs)
+
+    def print(self, printer) -> None:
+        printer.print_op_with_default_format(self)
+
+
+TENSOR_EXTRA_OPS = (GatherOp, InitTensorOp, ReshapeOp, ExpandShapeOp, BitcastOp, GenerateOp)
