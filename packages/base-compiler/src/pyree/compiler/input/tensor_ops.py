@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.body import lower_block
-from pyree.compiler.input.function import Empty, FunctionLowering
+from pyree.compiler.input.body import convert, lower_block
+from pyree.compiler.input.function import Dim, Empty, FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.run_time_sizes import size_of
@@ -33,7 +33,7 @@ from pyree.compiler.sizes import Size, compare, is_static, num_elements, static_
 from pyree.compiler.tensor_program import Constant, Generic, SizeCheck, Value, View
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 
 def lower_empty(fn: FunctionLowering, op: Operation) -> None:
@@ -111,15 +111,24 @@ def lower_extract_slice(fn: FunctionLowering, op: tensor.ExtractSliceOp) -> None
     dtype, shape = tensor_type_of(op.result.type, where, dynamic=True)
     result = fn.bind_value(op.result, dtype, _sliced_shape(sizes, shape, where))
     kept = _kept_dims(sizes, result.shape, where)
-    if static_shape(offsets) and _is_contiguous(source.shape, offsets, sizes, strides):
+    if not _data_offsets(offsets) and static_shape(offsets) \
+            and _is_contiguous(source.shape, offsets, sizes, strides):
         rows = [num_elements(source.shape[d + 1:]) for d in range(len(offsets))]
         start = sum(o * r for o, r in zip(offsets, rows))
         fn.emit(View(result, source, start * itemsize(source.dtype), where))
         return
     rank = len(result.shape)
-    index = tuple(AffineExpr.loop(rank, kept[j], strides[j], offsets[j]) for j in range(len(offsets)))
     inputs = Inputs()
-    value = inputs.load(source, index)
+    if _data_offsets(offsets):
+        at = [_offset_in_kernel(fn, o, inputs, where) for o in offsets]
+        value = inputs.gather(source, tuple(
+            at[j] if kept[j] is None else Binary("add", at[j], Binary(
+                "mul", LoopIndex(kept[j]), Const(int(strides[j]), "index"), "index"), "index")
+            for j in range(len(offsets))), where)
+    else:
+        index = tuple(AffineExpr.loop(rank, kept[j], strides[j], offsets[j])
+                      for j in range(len(offsets)))
+        value = inputs.load(source, index)
     fn.emit(Generic(inputs.values, [result], (Result(0, AffineExpr.identity(rank), value),),
                     result.shape, rank, where, op.name))
 
@@ -137,7 +146,8 @@ def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
     kept = _kept_dims(sizes, source.shape, where)
     rank = len(dest.shape)
     inputs = Inputs()
-    if any(s != 1 for s, n in zip(strides, sizes) if n != 1):
+    if any(s != 1 for s, n in zip(strides, sizes) if n != 1) or _data_offsets(offsets):
+        offsets = [_offset_in_kernel(fn, o, inputs, where) for o in offsets]
         inside, inserted = _strided_insert(inputs, source, offsets, sizes, strides, kept, where)
     else:
         index = tuple(AffineExpr.loop(rank, j, 1, -offsets[j]) for j in range(rank)
@@ -149,7 +159,7 @@ def lower_insert_slice(fn: FunctionLowering, op: tensor.InsertSliceOp) -> None:
                     dest.shape, rank, where, op.name))
 
 
-def _strided_insert(inputs: Inputs, source: Value, offsets: list[int], sizes: list[int],
+def _strided_insert(inputs: Inputs, source: Value, offsets: list[Expr], sizes: list[int],
                     strides: list[int], kept: list[int | None], where: str) -> tuple[Expr, Expr]:
     """(i1: the destination element is one the slice writes, the source element it gets) for
     an insert with strides: element ``offset + stride * i`` of a dim takes source element
@@ -158,7 +168,7 @@ def _strided_insert(inputs: Inputs, source: Value, offsets: list[int], sizes: li
     loops: the source is read as a Gather, only where the test holds."""
     conds, index = [], []
     for d, (o, n, s) in enumerate(zip(offsets, sizes, strides)):
-        rel = Binary("sub", LoopIndex(d), _index(o), "index")
+        rel = Binary("sub", LoopIndex(d), o, "index")
         conds.append(Compare("ge", rel, Const(0, "index")))
         conds.append(Compare("lt", rel, _index(s * (n - 1) + 1)))
         if s != 1 and n != 1:
@@ -322,9 +332,21 @@ def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
     given_sizes, given_offsets = iter(op.sizes), iter(op.offsets)
     sizes = [size_of(fn, next(given_sizes), where) if n == DYNAMIC_INDEX else n
              for n in op.static_sizes.get_values()]
-    offsets = [size_of(fn, next(given_offsets), where) if n == DYNAMIC_INDEX else n
+    offsets = [_offset(fn, next(given_offsets), where) if n == DYNAMIC_INDEX else n
                for n in op.static_offsets.get_values()]
     return offsets, sizes, list(op.static_strides.get_values())
+
+
+def _offset(fn: FunctionLowering, ssa: SSAValue, where: str):
+    """A slice's offset: a size (an int or a ``Size``), or the SSA value of one computed from
+    tensor contents or a loop's counter (an RNN's step ``t`` inside its scf.for), which the
+    slice's kernel reads, its places then gathered (clamped into range, as a Gather is)."""
+    entry = fn.entry(ssa, where)
+    return size_of(fn, ssa, where) if isinstance(entry, (Dim, Const)) else ssa
+
+
+def _data_offsets(offsets: list) -> bool:
+    return any(isinstance(o, SSAValue) for o in offsets)
 
 
 def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes: list,
@@ -337,6 +359,8 @@ def _check_slice_bounds(fn: FunctionLowering, shape: tuple, offsets: list, sizes
     nothing). Inside a control-flow block, where the host checks nothing per call, each
     kernel's own run-time check is what remains."""
     for dim, offset, size, stride in zip(shape, offsets, sizes, strides):
+        if isinstance(offset, SSAValue):  # read by the kernel: its gather clamps into range
+            continue
         if all(is_static(v) for v in (dim, offset, size)):
             continue  # the static checks (input/checks.py) decide it
         bounds = {sym.name: (sym.min, sym.max) for sym in fn.symbols}
@@ -407,6 +431,13 @@ def _inside_dims(dims: list[tuple[int, int, int]]) -> Expr:
 def _index(value) -> Expr:
     """An index value: a constant, or a run-time size the kernel is given."""
     return Const(int(value), "index") if is_static(value) else size_value(value, "index")
+
+
+def _offset_in_kernel(fn: FunctionLowering, offset, inputs: Inputs, where: str) -> Expr:
+    """A slice's offset (``_offset``) in its kernel: an SSA value is a scalar the kernel reads."""
+    if isinstance(offset, SSAValue):
+        return convert(fn.scalar(offset, inputs, where), "index")
+    return _index(offset)
 
 
 def _all(conds: list[Expr]) -> Expr:

@@ -22,7 +22,10 @@
   leaves a zero column below it, so it divides as one. A size known only at run time is
   refused.
 - LSTM, GRU and RNN: torch-mlir's conversions ignore ``sequence_lens`` and LSTM's peephole
-  weights ``P``; a node that gives either is refused by name rather than run without them.
+  weights ``P``; a node that gives either is refused by name rather than run without them, as
+  is one whose activations are not Sigmoid, Tanh or Relu (a GRU's HardSigmoid came out wrong). A
+  bidirectional GRU or RNN, which torch-mlir does not convert, runs as two forward ones (the
+  second over the reversed sequence), concatenated.
 - GridSample (2-D, zeros padding): in nearest mode torch-mlir picks the upper pixel at a tie,
   ONNX (and PyTorch) the even one (``rint``): the grid is rounded first, as ONNX's reference
   does, and moved to the centre of the chosen pixel, where torch-mlir picks the same one. In
@@ -287,7 +290,78 @@ def _recurrent(n: Nodes, types: dict):
         name = f" '{n.node.name}'" if n.node.name else ""
         raise CompileError(f"{n.node.op_type}{name} gives {' and '.join(ignored)}, which "
                            "torch-mlir's conversion ignores (its results would be wrong)")
+    activations = next((list(a.strings) for a in n.node.attribute if a.name == "activations"), [])
+    wrong = sorted({a.decode() for a in activations} - _RECURRENT_ACTIVATIONS)
+    if wrong:
+        name = f" '{n.node.name}'" if n.node.name else ""
+        raise CompileError(f"{n.node.op_type}{name} uses the activation {', '.join(wrong)}, which "
+                           "torch-mlir's conversion computes wrongly (pyree takes Sigmoid, Tanh "
+                           "and Relu there)")
+    direction = next((a.s for a in n.node.attribute if a.name == "direction"), b"forward")
+    if direction == b"bidirectional" and n.node.op_type in ("GRU", "RNN"):
+        return _two_directions(n, [*n.inputs, *[""] * 6])
     return None
+
+
+# Activations of LSTM, GRU and RNN that torch-mlir's conversion computes as onnxruntime does
+# (HardSigmoid came out as large as 1e12 in a GRU; the others are unchecked).
+_RECURRENT_ACTIVATIONS = {"Sigmoid", "Tanh", "Relu"}
+
+
+def _two_directions(n: Nodes, inputs: list[str]):
+    """A bidirectional GRU or RNN as two forward ones (torch-mlir converts only LSTM's both
+    ways): each direction's slice of W, R, B and initial_h; the second over the sequence
+    reversed (a Gather of the static time steps backwards), its Y reversed back; the outputs
+    concatenated along the direction axis."""
+    import numpy as np
+    import onnx
+
+    attributes = {a.name: a for a in n.node.attribute}
+    batch_first = attributes["layout"].i == 1 if "layout" in attributes else False
+    time = 1 if batch_first else 0
+    shape = n.shapes.get(inputs[0])
+    if shape is None or shape[time] is None:
+        return None  # a run-time sequence length: left to torch-mlir, which refuses it by name
+    backwards = n.constant("backwards", np.arange(shape[time])[::-1].copy(), np.int64)
+    outputs = [*n.outputs, "", ""][:2]
+    halves = []
+    for d in (0, 1):
+        at = {k: n.constant(f"{k}{d}", [v], np.int64) for k, v in (("start", d), ("end", d + 1),
+                                                                   ("axis", 0))}
+        given = []
+        for i, name in enumerate(inputs[:6]):
+            if not name or i == 4:  # absent, or sequence_lens (refused above)
+                given.append("")
+            elif i == 0:
+                given.append(name if d == 0 else n.op("Gather", [name, backwards], "x_back",
+                                                      axis=time))
+            elif i == 5 and batch_first:  # initial_h is [batch, num_directions, hidden]
+                given.append(n.op("Slice", [name, at["start"], at["end"],
+                                            n.constant(f"h_axis{d}", [1], np.int64)], f"h{d}"))
+            else:
+                given.append(n.op("Slice", [name, at["start"], at["end"], at["axis"]],
+                                  f"in{i}_{d}"))
+        while given and not given[-1]:
+            given.pop()
+        kept = [a for k, a in attributes.items() if k not in ("direction", "activations",
+                                                              "activation_alpha", "activation_beta")]
+        half = {k: list(attributes[k].strings if k == "activations" else attributes[k].floats)
+                for k in ("activations", "activation_alpha", "activation_beta") if k in attributes}
+        per_direction = {k: v[len(v) // 2 * d:len(v) // 2 * (d + 1)] for k, v in half.items()}
+        y, y_h = f"y{d}", f"y_h{d}"
+        node = onnx.helper.make_node(n.node.op_type, [n.name(x) for x in given],
+                                     [n.name(y), n.name(y_h)], direction="forward",
+                                     **per_direction)
+        node.attribute.extend(kept)
+        n.nodes.append(node)
+        if d == 1:
+            y = n.op("Gather", [y, backwards], "y_back", axis=time)
+        halves.append((y, y_h))
+    if outputs[0]:
+        n.op("Concat", [halves[0][0], halves[1][0]], outputs[0], axis=2 if batch_first else 1)
+    if outputs[1]:
+        n.op("Concat", [halves[0][1], halves[1][1]], outputs[1], axis=1 if batch_first else 0)
+    return n.nodes
 
 
 def _grid_sample(n: Nodes, types: dict):
