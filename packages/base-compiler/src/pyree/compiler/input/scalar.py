@@ -186,13 +186,7 @@ def _pow(op: Operation, args: list[Expr], dtype: str) -> Expr:
     if isinstance(n, Const) and float(n.value).is_integer() and abs(n.value) <= MAX_UNROLLED_POWER:
         wide = "f32" if dtype in ("f16", "bf16") else dtype
         base = x if wide == dtype else Cast("fpext", x, wide)
-        result, k = None, abs(int(n.value))
-        while k:
-            if k & 1:
-                result = base if result is None else Binary("mul", result, base, wide)
-            k >>= 1
-            if k:
-                base = Binary("mul", base, base, wide)
+        result = _power(base, abs(int(n.value)), wide)
         if result is None:  # x ** 0 is 1, NaN's too
             result = Const(1.0, wide)
         elif n.value < 0:
@@ -201,6 +195,18 @@ def _pow(op: Operation, args: list[Expr], dtype: str) -> Expr:
     if not is_float(n.dtype):  # fpowi
         n = Cast("sitofp", n, dtype)
     return Binary("pow", x, n, dtype)
+
+
+def _power(base: Expr, k: int, dtype: str) -> Expr | None:
+    """``base ** k`` for a constant ``k >= 0`` by squaring and multiplying (None for k = 0)."""
+    result = None
+    while k:
+        if k & 1:
+            result = base if result is None else Binary("mul", result, base, dtype)
+        k >>= 1
+        if k:
+            base = Binary("mul", base, base, dtype)
+    return result
 
 
 def leading_zeros(x: Expr, dtype: str) -> Expr:
@@ -284,14 +290,8 @@ def _ipowi(op: Operation, args: list[Expr], dtype: str) -> Expr:
     b, p = args
     one, zero_ = Const(1, dtype), Const(0, dtype)
     if isinstance(p, Const) and 0 <= int(p.value) <= MAX_UNROLLED_POWER:
-        result, k, base = one, int(p.value), b
-        while k:
-            if k & 1:
-                result = base if result is one else Binary("mul", result, base, dtype)
-            k >>= 1
-            if k:
-                base = Binary("mul", base, base, dtype)
-        return result
+        result = _power(b, int(p.value), dtype)
+        return one if result is None else result
     factors, base = [], b  # b^(2^i) where bit i is set, else 1; the sign bit is not
     for i in range(bits(dtype) - 1):
         bit = Compare("ne", Binary("and", p, Const(1 << i, dtype), dtype), zero_)
