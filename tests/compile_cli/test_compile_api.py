@@ -98,7 +98,6 @@ def test_extra_args_are_the_cli_flags():
     ({"extra_args": ["--iree-hal-target-backends=metal"]}, "unknown target backend 'metal'"),
     ({"target_backends": ["tpu"]}, "unknown target backend 'tpu'"),
     ({"input_type": InputType.ONNX}, "import ONNX models with pyree-import-onnx"),
-    ({"input_type": "stablehlo_xla"}, "pyree does not flatten XLA's tuples"),
     ({"input_type": "mhlo_legacy"}, "unknown input type 'mhlo_legacy'"),
 ])
 def test_bad_arguments_are_compile_errors(kwargs, message):

@@ -91,8 +91,8 @@ ABS = """func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 
 @pytest.mark.parametrize("input_type, hint", [
-    ("torch", "import_torch"), ("onnx", "pyree-import-onnx"), ("stablehlo_xla", "tuples"),
-    ("tflite", "known input types: auto, none, stablehlo, tosa")])
+    ("torch", "import_torch"), ("onnx", "pyree-import-onnx"),
+    ("tflite", "known input types: auto, none, stablehlo, tosa, stablehlo_xla")])
 def test_other_input_types_are_refused_by_name(input_type, hint):
     with pytest.raises(CompileError, match=hint):
         compile_str(ABS, CompileOptions(input_type=input_type))

@@ -151,6 +151,21 @@ def test_tuples_built_passed_and_taken_apart(device):
     close(run(TUPLES, device, "main", a, b, c), [a * b, c + c, np.asarray(b)])
 
 
+def test_stablehlo_xla_input_type_reads_stablehlo(tmp_path):
+    """IREE's --iree-input-type=stablehlo_xla (XLA's exports, tuples inside functions): the CLI
+    compiles the tuple program with it and the module runs."""
+    source, out = tmp_path / "t.mlir", tmp_path / "t.vmfb"
+    source.write_text(TUPLES)
+    done = subprocess.run([sys.executable, "-m", "pyree.compiler.tools.compile", str(source),
+                           "--iree-input-type=stablehlo_xla", "--iree-hal-target-backends=llvm-cpu",
+                           "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    a, b = with_specials(normal(5, 3)), np.float32(2.5)
+    c = RNG.integers(-1000, 1000, 3).astype(np.int32)
+    got = rt.load_module(out.read_bytes(), device="local-task")["main"](a, b, c)
+    close([np.asarray(g.to_host()) for g in got], [a * b, c + c, np.asarray(b)])
+
+
 def test_tuple_refusals():
     refused("""func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
   %t = stablehlo.tuple %a : tuple<tensor<2xf32>>

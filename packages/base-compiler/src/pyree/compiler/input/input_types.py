@@ -6,8 +6,10 @@
     stablehlo   read directly by pyree's parser
     tosa        lowered to linalg in-process by MLIR's TOSA passes (input/tosa.py)
 
-IREE's other spellings are refused by name: ``stablehlo_xla`` (XLA's tuples in a function's
-signature, which pyree does not flatten), and the framework types (``torch``, ``tm_tensor``,
+    stablehlo_xla  StableHLO as XLA writes it: read as stablehlo (tuples inside a function are
+                taken; one in an exported function's signature is refused by name there)
+
+IREE's other spellings are refused by name: the framework types (``torch``, ``tm_tensor``,
 ``onnx``), whose programs come in through pyree's importers instead, as they do in IREE.
 """
 
@@ -17,12 +19,9 @@ import re
 
 from pyree.compiler.errors import CompileError
 
-INPUT_TYPES = ("auto", "none", "stablehlo", "tosa")
+INPUT_TYPES = ("auto", "none", "stablehlo", "tosa", "stablehlo_xla")
 
 _REFUSED = {
-    "stablehlo_xla": "pyree does not flatten XLA's tuples in a function's signature (tuples "
-                     "inside a function are taken); export without them and use "
-                     "--iree-input-type=stablehlo",
     "torch": "import PyTorch programs with pyree.compiler.import_torch or compile_torch "
              "(pyree-base-compiler[torch]), which write linalg",
     "tm_tensor": "import PyTorch programs with pyree.compiler.import_torch or compile_torch "
@@ -56,6 +55,8 @@ def convert_input(text: str, source_name: str, input_type: str) -> tuple[str, st
                            + ", ".join(INPUT_TYPES))
     if input_type == "auto":
         input_type = detect(text)
+    elif input_type == "stablehlo_xla":
+        input_type = "stablehlo"
     if input_type == "tosa":
         from pyree.compiler.input.tosa import tosa_to_linalg
 
