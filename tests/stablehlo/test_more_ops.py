@@ -172,10 +172,27 @@ def test_tuple_refusals():
   %x = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2xf32>>) -> tensor<2xf32>
   return %x : tensor<2xf32>
 }""", 3, "index 1 is past the tuple's 1 elements")
-    refused("""func.func @main(%a: tensor<2xf32>) -> tuple<tensor<2xf32>> {
-  %t = stablehlo.tuple %a : tuple<tensor<2xf32>>
-  return %t : tuple<tensor<2xf32>>
-}""", 1, "a tuple")
+
+
+XLA_SIGNATURE = """func.func @main(%p: tuple<tensor<3xf32>, tuple<tensor<2xi32>, tensor<f32>>>, %q: tensor<3xf32>) -> tuple<tensor<3xf32>, tensor<2xi32>> {
+  %a = stablehlo.get_tuple_element %p[0] : (tuple<tensor<3xf32>, tuple<tensor<2xi32>, tensor<f32>>>) -> tensor<3xf32>
+  %n = stablehlo.get_tuple_element %p[1] : (tuple<tensor<3xf32>, tuple<tensor<2xi32>, tensor<f32>>>) -> tuple<tensor<2xi32>, tensor<f32>>
+  %i = stablehlo.get_tuple_element %n[0] : (tuple<tensor<2xi32>, tensor<f32>>) -> tensor<2xi32>
+  %s = stablehlo.get_tuple_element %n[1] : (tuple<tensor<2xi32>, tensor<f32>>) -> tensor<f32>
+  %sb = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<3xf32>
+  %y = stablehlo.multiply %a, %sb : tensor<3xf32>
+  %z = stablehlo.add %y, %q : tensor<3xf32>
+  %r = stablehlo.tuple %z, %i : tuple<tensor<3xf32>, tensor<2xi32>>
+  return %r : tuple<tensor<3xf32>, tensor<2xi32>>
+}"""
+
+
+def test_tuples_in_an_exported_signature_are_flattened(device):
+    """XLA's form: a nested tuple argument is its elements, in order, as module arguments; a
+    returned tuple its elements, as results (as IREE flattens them)."""
+    a, q = with_specials(normal(3)), normal(3)
+    i, s = np.array([7, -8], np.int32), np.float32(-2.0)
+    close(run(XLA_SIGNATURE, device, "main", a, i, s, q), [a * s + q, i])
 
 
 # ---- einsum ------------------------------------------------------------------------------

@@ -6,8 +6,8 @@
     stablehlo   read directly by pyree's parser
     tosa        lowered to linalg in-process by MLIR's TOSA passes (input/tosa.py)
 
-    stablehlo_xla  StableHLO as XLA writes it: read as stablehlo (tuples inside a function are
-                taken; one in an exported function's signature is refused by name there)
+    stablehlo_xla  StableHLO as XLA writes it: read as stablehlo (an exported function's tuple
+                arguments and results are flattened into their elements, as IREE does)
 
 IREE's other spellings are refused by name: the framework types (``torch``, ``tm_tensor``,
 ``onnx``), whose programs come in through pyree's importers instead, as they do in IREE.

@@ -34,9 +34,17 @@ from pyree.compiler.input.softmax import lower_softmax
 from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import AffineExpr, Const, Result
 from pyree.compiler.sizes import equated
-from pyree.compiler.tensor_program import Check, Constant, Function, Generic, Program, SizeCheck
+from pyree.compiler.tensor_program import (
+    Check,
+    Constant,
+    Function,
+    Generic,
+    Program,
+    SizeCheck,
+    Value,
+)
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TupleType
 from xdsl.ir import Operation, Region
 
 # Module-level ops that describe, for a compiler that splits work across devices, what pyree
@@ -69,14 +77,38 @@ def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals:
                     scatter_dtypes: frozenset[str] | None = None) -> Function:
     fn = FunctionLowering(op, functions, globals)
     fn.scatter_atomics, fn.scatter_dtypes = scatter_atomics, scatter_dtypes
-    arguments = []
+    entries, arguments = [], []
     for i, arg in enumerate(_region(op).blocks[0].args):
-        dtype, shape = tensor_type_of(arg.type, fn.where, dynamic=True)
-        shape = tuple(fn.new_symbol() if d is None else d for d in shape)
-        arguments.append(fn.new_value(dtype, shape, arg.name_hint or f"arg{i}"))
-    results = [fn.value_of(e, fn.where) for e in _lower_body(fn, op, arguments)]
+        entry, values = _argument(fn, arg.type, arg.name_hint or f"arg{i}")
+        entries.append(entry)
+        arguments += values
+    results = [fn.value_of(e, fn.where) for e in _flattened(_lower_body(fn, op, entries))]
     write_back(fn)
     return fn.finish(arguments, results)
+
+
+def _argument(fn: FunctionLowering, t, name: str) -> tuple[Entry, list[Value]]:
+    """An exported function's argument and the module arguments it takes: a tensor is one;
+    an XLA tuple (``--iree-input-type=stablehlo_xla``) is its elements, flattened in order,
+    as IREE flattens them."""
+    if isinstance(t, TupleType):
+        from pyree.compiler.input.stablehlo.tuples import Tuple
+
+        parts = [_argument(fn, e, f"{name}_{k}") for k, e in enumerate(t.types)]
+        return Tuple([entry for entry, _ in parts]), [v for _, values in parts for v in values]
+    dtype, shape = tensor_type_of(t, fn.where, dynamic=True)
+    value = fn.new_value(dtype, tuple(fn.new_symbol() if d is None else d for d in shape), name)
+    return value, [value]
+
+
+def _flattened(entries: list[Entry]) -> list[Entry]:
+    """An exported function's results, a returned tuple's elements in its place, in order."""
+    from pyree.compiler.input.stablehlo.tuples import Tuple
+
+    out = []
+    for entry in entries:
+        out += _flattened(entry.elements) if isinstance(entry, Tuple) else [entry]
+    return out
 
 
 def _region(op: func.FuncOp) -> Region:

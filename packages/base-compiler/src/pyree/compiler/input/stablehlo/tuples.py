@@ -1,8 +1,9 @@
 """``stablehlo.tuple`` / ``get_tuple_element`` (older TF and XLA exports): a tuple exists only
 while its function is lowered, as a ``Tuple`` entry holding its elements' entries, so taking an
 element apart costs nothing; IREE flattens tuples the same way. A tuple may pass through calls
-and composites of private functions; one that is an argument or a result of an exported
-function is refused (no module type holds a tuple)."""
+and composites of private functions; an exported function's tuple arguments and results are
+flattened into their elements (``lowering._argument``, ``_flattened``), as IREE flattens
+XLA's."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ class Tuple:
     elements: list[Entry]
 
     def __str__(self) -> str:
-        return ("a tuple (pyree keeps tuples inside a function: stablehlo.tuple and "
-                "get_tuple_element; not as an exported function's argument or result)")
+        return "a tuple (stablehlo.tuple and get_tuple_element take it apart)"
 
 
 def lower_tuple(fn: FunctionLowering, op: Operation) -> None:
