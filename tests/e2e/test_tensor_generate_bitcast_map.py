@@ -1,7 +1,7 @@
 """Upstream ops a hand-written MLIR program uses that pyree refused by name: ``tensor.generate``
 (each element from its indices, ``?`` dims from its size operands), ``tensor.bitcast`` (each
-element's bits) and ``linalg.map`` (long and short forms), against numpy on local-task and
-lavapipe."""
+element's bits), ``linalg.map`` (long and short forms) and ``linalg.elementwise``, against numpy
+on local-task and lavapipe."""
 
 from __future__ import annotations
 
@@ -93,3 +93,37 @@ def test_map_long_and_short_forms(device):
     short = np.asarray(short)
     np.testing.assert_array_equal(short, np.maximum(a, b))  # NaN from either side
     assert not np.signbit(short[0, 3])  # maximumf(-0, +0) is +0
+
+
+ELEMENTWISE = """
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+func.func @f(%a: tensor<2x5xf32>, %b: tensor<5xf32>, %m: tensor<2x5xi1>) -> (tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>) {
+  %e = tensor.empty() : tensor<2x5xf32>
+  %exp = linalg.elementwise kind=#linalg.elementwise_kind<exp> ins(%a : tensor<2x5xf32>) outs(%e : tensor<2x5xf32>) -> tensor<2x5xf32>
+  %sub = linalg.elementwise kind=#linalg.elementwise_kind<sub> indexing_maps = [#id, #row, #id]
+      ins(%a, %b : tensor<2x5xf32>, tensor<5xf32>) outs(%e : tensor<2x5xf32>) -> tensor<2x5xf32>
+  %max = linalg.elementwise kind=#linalg.elementwise_kind<max_signed> indexing_maps = [#id, #row, #id]
+      ins(%a, %b : tensor<2x5xf32>, tensor<5xf32>) outs(%e : tensor<2x5xf32>) -> tensor<2x5xf32>
+  %sel = linalg.elementwise kind=#linalg.elementwise_kind<select> ins(%m, %a, %exp : tensor<2x5xi1>, tensor<2x5xf32>, tensor<2x5xf32>) outs(%e : tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %exp, %sub, %max, %sel : tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>
+}"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_elementwise_kinds_with_their_maps(device):
+    a = np.array([[1.0, np.nan, -3.0, -0.0, 2.5], [np.inf, -4.0, 0.5, 7.0, -1.0]], np.float32)
+    b = np.array([2.0, 1.0, -np.inf, 0.0, 2.5], np.float32)
+    mask = np.array([[True, False, True, False, True], [False, True, False, True, False]])
+    exp, sub, max_, sel = (np.asarray(r) for r in module_for(ELEMENTWISE, device)["f"](a, b, mask))
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_allclose(exp, np.exp(a), rtol=2e-6)
+        np.testing.assert_array_equal(sub, a - b)
+    np.testing.assert_array_equal(max_, np.maximum(a, b))
+    np.testing.assert_array_equal(sel, np.where(mask, a, exp))
+
+
+def test_an_elementwise_kind_pyree_lacks_is_refused_by_name():
+    text = ELEMENTWISE.replace("elementwise_kind<exp>", "elementwise_kind<frobnicate>")
+    with pytest.raises(CompileError, match="linalg.elementwise kind 'frobnicate' is not supported"):
+        compile_str(text, options_for("local-task"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import sub_pixel
 from pyree.compiler.input.body import convert, lower_block
-from pyree.compiler.input.dialects.linalg import MapOp
+from pyree.compiler.input.dialects.linalg import ElementwiseOp, MapOp
 from pyree.compiler.input.function import Empty, FunctionLowering, fold
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
@@ -32,6 +32,7 @@ from xdsl.ir.affine import (
     AffineMap,
     AffineSymExpr,
 )
+from xdsl.utils.exceptions import VerifyException
 
 _LINEAR = (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mul)
 
@@ -48,7 +49,8 @@ class _Structured:
 
 
 def is_structured(op: Operation) -> bool:
-    return isinstance(op, (LinalgStructuredOperation, BroadcastOp, ReduceOp, MapOp))
+    return isinstance(op, (LinalgStructuredOperation, BroadcastOp, ReduceOp, MapOp,
+                           ElementwiseOp))
 
 
 def lower_structured(fn: FunctionLowering, op: Operation) -> None:
@@ -139,6 +141,18 @@ def _describe(op: Operation, where: str) -> _Structured:
         return _Structured(list(op.operands[:-1]), [op.operands[-1]], list(op.results),
                            [AffineMap.identity(rank)] * len(op.operands), [False] * rank,
                            op.regions[0].block, False)
+    if isinstance(op, ElementwiseOp):
+        num_ins = op.properties["num_ins"].value.data
+        rank = len(op.operands[-1].type.get_shape())
+        maps = op.properties.get("indexing_maps")
+        try:
+            body = op.body()
+        except VerifyException as err:
+            raise CompileError(str(err), where) from None
+        return _Structured(list(op.operands[:num_ins]), list(op.operands[num_ins:]),
+                           list(op.results), [m.data for m in maps.data] if maps else
+                           [AffineMap.identity(rank)] * len(op.operands), [False] * rank,
+                           body.block, True)
     if any(isinstance(operand.type, MemRefType) for operand in op.operands):
         raise CompileError(f"'{op.name}' on buffers is not supported (tensors only)", where)
     return _Structured(

@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    StringAttr,
     TensorType,
 )
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation, NamedOperation
@@ -873,6 +874,63 @@ class MapOp(Operation):
         printer.print_op_with_default_format(self)
 
 
+class ElementwiseOp(Operation):
+    """``linalg.elementwise kind=#linalg.elementwise_kind<exp> [indexing_maps = [..]] ins(..)
+    outs(..) -> T`` (MLIR's newest elementwise op): the named op of its kind (``max_signed``
+    is ``linalg.max``), over identity maps unless it gives its own. Its body is built from that
+    named op's (``body``)."""
+
+    name = "linalg.elementwise"
+    traits: ClassVar = traits_def()
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        parser.parse_keyword("kind")
+        parser.parse_punctuation("=")
+        spelled = parser._consume_token().text  # noqa: SLF001 - an attribute xDSL does not know
+        if spelled != "#linalg.elementwise_kind":
+            parser.raise_error(f"expected #linalg.elementwise_kind<...>, got {spelled}")
+        parser.parse_punctuation("<")
+        kind = parser.parse_identifier()
+        parser.parse_punctuation(">")
+        maps = None
+        if parser.parse_optional_keyword("indexing_maps") is not None:
+            parser.parse_punctuation("=")
+            maps = parser.parse_attribute()
+        operands = []
+        for keyword in ("ins", "outs"):
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            names = parser.parse_comma_separated_list(parser.Delimiter.NONE,
+                                                      parser.parse_unresolved_operand)
+            parser.parse_punctuation(":")
+            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+            parser.parse_punctuation(")")
+            operands.append([parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)])
+        attrs = parser.parse_optional_attr_dict()
+        results = [parser.parse_type()] if parser.parse_optional_punctuation("->") else []
+        properties = {"kind": StringAttr(kind), "num_ins": IntegerAttr(len(operands[0]), 64)}
+        if maps is not None:
+            properties["indexing_maps"] = maps
+        return cls.create(operands=operands[0] + operands[1], result_types=results,
+                          properties=properties, attributes=attrs)
+
+    def print(self, printer) -> None:
+        printer.print_op_with_default_format(self)
+
+    def body(self) -> Region:
+        """The scalar body of the named op of this kind, over this op's operands."""
+        kind = self.properties["kind"].data
+        named = _NAMED_ELEMENTWISE.get(_KIND_NAMES.get(kind, kind))
+        if named is None:
+            raise VerifyException(f"linalg.elementwise kind '{kind}' is not supported")
+        num_ins = self.properties["num_ins"].value.data
+        return named.get_hidden_region(self.operands[:num_ins], self.operands[num_ins:])
+
+
+_KIND_NAMES = {"max_signed": "max", "min_signed": "min"}
+
+
 # Loaded next to xDSL's linalg ops; MatmulOp and the convolution and pooling ops replace xDSL's.
 LINALG_OPS = (
     AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
@@ -889,5 +947,18 @@ LINALG_OPS = (
     DepthwiseConv1DNcwCwOp, DepthwiseConv1DNwcWcmOp, DepthwiseConv3DNdhwcDhwcOp,
     DepthwiseConv3DNcdhwCdhwOp, DepthwiseConv3DNdhwcDhwcmOp, Conv1DOp, Conv2DOp, Conv3DOp,
     Conv2DNhwcHwcfQOp, Conv2DNhwcFhwcQOp, Conv2DNchwFchwQOp, DepthwiseConv2DNhwcHwcQOp,
-    DepthwiseConv2DNhwcHwcmQOp, MapOp,
+    DepthwiseConv2DNhwcHwcmQOp, MapOp, ElementwiseOp,
 )
+
+
+def _named_elementwise() -> dict[str, type]:
+    """The named elementwise ops by kind (``linalg.elementwise``'s), xDSL's and pyree's."""
+    from xdsl.dialects.linalg import ops
+
+    xdsl_ops = (ops.AddOp, ops.SubOp, ops.MulOp, ops.MaxOp, ops.MinOp, ops.ExpOp, ops.LogOp,
+                ops.SqrtOp, ops.SelectOp)
+    return {op.name.removeprefix("linalg."): op for op in (*xdsl_ops, *LINALG_OPS)
+            if issubclass(op, ElementwiseOperation)}
+
+
+_NAMED_ELEMENTWISE = _named_elementwise()
