@@ -137,7 +137,7 @@ def test_topk_over_long_lines_in_chunks(shape, dim, k, largest):
     the longest, merged; then theirs): the values and, with many ties, the same indices as one
     pass takes (the lowest first, as PyTorch's on this CPU), with infinities and -0.0."""
     from pyree.compiler.input.sort_scan import topk_plan
-    assert topk_plan(shape[dim], k, ordered=True).chunk
+    assert topk_plan(shape[dim], k, ordered=True, lines=int(np.prod(shape)) // shape[dim]).chunk
     x = data(shape, seed=6)
     x.reshape(-1)[3::97] = np.inf
     x.reshape(-1)[5::89] = -np.inf

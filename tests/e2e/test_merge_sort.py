@@ -56,7 +56,7 @@ def test_a_topk_of_a_line_without_chunks_is_the_head_of_a_merge_sort(largest):
     ties in index order."""
     torch = require_module("torch")
     from pyree.compiler.input.sort_scan import topk_plan
-    plan = topk_plan(32003, 300, ordered=True)
+    plan = topk_plan(32003, 300, ordered=True, lines=2)
     assert plan.chunk is None and plan.merges
     x = data((2, 32003), np.float32, np.random.default_rng(13))
     values, indices = run_torch(lambda t: torch.topk(t, 300, 1, largest=largest), x)

@@ -123,7 +123,9 @@ def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k:
     rank = len(operands[0].shape)
     comparator = region_comparator(fn, op, compared, rank + 1, where)
     ordered = strict_order(comparator, [v.dtype for v in operands]) is not None
-    plan = topk_plan(operands[0].shape[d], k, ordered)
+    others = [n for q, n in enumerate(operands[0].shape) if q != d]
+    lines = math.prod(others) if all(is_static(n) for n in others) else 1
+    plan = topk_plan(operands[0].shape[d], k, ordered, lines)
     if plan.chunk:  # the first k of each chunk, then the first k of those
         chunks = [_regroup(fn, v, d, plan.chunk, where) for v in operands]
         firsts = _first_k(fn, chunks, d + 1, k, region_comparator(fn, op, compared, rank + 2, where),
@@ -146,7 +148,7 @@ class TopKPlan:
     (a divisor of ``n``; None: whole), whose first ``k`` come from a merge sort of each
     (``chunk_merges``) or from counting; then the first ``k`` of what is left (the line, or
     the ``n / chunk * k`` candidates) by merging (``merges``) or counting. ``cost``: loop
-    steps per line, as ``merge_sort.sort_cost`` counts them."""
+    steps over all the lines, as ``merge_sort.sort_cost`` counts them, and the Generics'."""
 
     cost: float
     chunk: int | None = None
@@ -160,10 +162,12 @@ class TopKPlan:
 GENERIC_STEPS = 1 << 23
 
 
-def topk_plan(n, k: int, ordered: bool) -> TopKPlan:
-    """The cheapest plan. Counting the first ``k`` of a line of ``m`` compares every pair
-    (``m * m``, then ``m * k`` to pick: two Generics); a merge sort (for a recognised order)
-    costs ``m * sort_cost`` and a Generic per pass. The chunks' candidates keep the line's
+def topk_plan(n, k: int, ordered: bool, lines: int = 1) -> TopKPlan:
+    """The cheapest plan for ``lines`` lines. Counting the first ``k`` of a line of ``m``
+    compares every pair (``m * m``, then ``m * k`` to pick: two Generics); a merge sort (for a
+    recognised order) costs ``m * sort_cost`` and a Generic per pass. Steps count per line,
+    Generics once (a batch of 64 classifier rows of 1000 is counted in chunks, as one row of
+    32000 is). The chunks' candidates keep the line's
     order, chunk by chunk, each chunk's in its sorted order, so ties still resolve by index,
     as in one pass. A vocabulary's top-50 (32000) is counted in chunks of 640; a top-1000 of a
     million merges chunks of 8192 (counting chunks had cost 25 times more steps)."""
@@ -180,12 +184,12 @@ def topk_plan(n, k: int, ordered: bool) -> TopKPlan:
         return counting
 
     steps, generics, by_merging = first_k(n)
-    best = TopKPlan(steps + generics * GENERIC_STEPS, merges=by_merging)
+    best = TopKPlan(lines * steps + generics * GENERIC_STEPS, merges=by_merging)
     for c in _divisors(n):
         if k < c <= n // 2:  # each chunk's Generics run once for all the chunks
             chunk_steps, chunk_generics, chunk_merges = first_k(c)
             rest_steps, rest_generics, rest_merges = first_k(n // c * k)
-            cost = (n // c * chunk_steps + rest_steps
+            cost = (lines * (n // c * chunk_steps + rest_steps)
                     + (chunk_generics + rest_generics + 2) * GENERIC_STEPS)  # 2: the regroupings
             if cost < best.cost:
                 best = TopKPlan(cost, c, chunk_merges, rest_merges)
