@@ -75,7 +75,18 @@ class Dim:
     size: Size
 
 
-Entry = Value | Const | Empty | Dim
+@dataclass(eq=False)
+class Tuple:
+    """An XLA tuple (``stablehlo.tuple``): its elements' entries, kept while a function is
+    lowered; taking one apart costs nothing, and an exported function's are flattened."""
+
+    elements: list
+
+    def __str__(self) -> str:
+        return "a tuple (stablehlo.tuple and get_tuple_element take it apart)"
+
+
+Entry = Value | Const | Empty | Dim | Tuple
 
 
 class FunctionLowering:

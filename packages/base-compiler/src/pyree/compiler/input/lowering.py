@@ -10,7 +10,7 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.flow_tensor import RULES as FLOW_TENSOR_RULES
-from pyree.compiler.input.function import Dim, Entry, FunctionLowering
+from pyree.compiler.input.function import Dim, Entry, FunctionLowering, Tuple
 from pyree.compiler.input.globals import (
     GLOBAL_OPS,
     lower_global_load,
@@ -92,8 +92,6 @@ def _argument(fn: FunctionLowering, t, name: str) -> tuple[Entry, list[Value]]:
     an XLA tuple (``--iree-input-type=stablehlo_xla``) is its elements, flattened in order,
     as IREE flattens them."""
     if isinstance(t, TupleType):
-        from pyree.compiler.input.stablehlo.tuples import Tuple
-
         parts = [_argument(fn, e, f"{name}_{k}") for k, e in enumerate(t.types)]
         return Tuple([entry for entry, _ in parts]), [v for _, values in parts for v in values]
     dtype, shape = tensor_type_of(t, fn.where, dynamic=True)
@@ -103,8 +101,6 @@ def _argument(fn: FunctionLowering, t, name: str) -> tuple[Entry, list[Value]]:
 
 def _flattened(entries: list[Entry]) -> list[Entry]:
     """An exported function's results, a returned tuple's elements in its place, in order."""
-    from pyree.compiler.input.stablehlo.tuples import Tuple
-
     out = []
     for entry in entries:
         out += _flattened(entry.elements) if isinstance(entry, Tuple) else [entry]

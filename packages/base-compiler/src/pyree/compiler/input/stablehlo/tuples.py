@@ -7,21 +7,11 @@ XLA's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.function import Entry, FunctionLowering
+from pyree.compiler.input.function import FunctionLowering, Tuple
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import ints
 from xdsl.ir import Operation
-
-
-@dataclass(eq=False)
-class Tuple:
-    elements: list[Entry]
-
-    def __str__(self) -> str:
-        return "a tuple (stablehlo.tuple and get_tuple_element take it apart)"
 
 
 def lower_tuple(fn: FunctionLowering, op: Operation) -> None:
