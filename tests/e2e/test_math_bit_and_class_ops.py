@@ -140,8 +140,6 @@ def _float_program(t: str) -> str:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("t", list(FLOATS))
 def test_float_classification_clamp_and_sincos(t, device):
-    if t == "f64" and device == "vulkan":
-        pytest.skip("f64 is not a Vulkan target type here")
     if t == "f64" and device == "cuda":  # cuda's math expansions are f32's: refused by name
         from pyree.compiler import CompileError
         with pytest.raises(CompileError, match="'sin' on f64 is not supported by the cuda"):
@@ -168,7 +166,8 @@ def test_float_classification_clamp_and_sincos(t, device):
     same = (out == clamp(x)) | (np.isnan(out) & np.isnan(x)) | (flushes & (out == clamp(flushed)))
     assert same.all(), f"clampf {t}: {out[~same]} where {x[~same]}"
     wide = x.astype(np.float64)
-    tol = {"f16": 2e-3, "f32": 2e-6, "f64": 1e-12}[t]
+    # f64 sin and cos on the GPU targets are narrowed to f32 (common/math_expansion.py)
+    tol = {"f16": 2e-3, "f32": 2e-6, "f64": 1e-12 if device == "local-task" else 2e-6}[t]
     finite = np.isfinite(x) & (np.abs(wide) < 1e4)
     for out, ref in [(got[5], np.sin(wide)), (got[6], np.cos(wide))]:
         assert np.all(np.isnan(out[~np.isfinite(x)]))
