@@ -192,3 +192,15 @@ def test_extended_product_of_i1_is_refused_by_name():
                     ["%v#0", "%v#1"])
     with pytest.raises(CompileError, match="mulsi_extended.*i1"):
         compile_str(text, options_for("local-task"))
+
+
+@pytest.mark.parametrize("form", ["%v = math.isnan %x : {t}", "%v = math.clampf %x to [%x, %y] : {t}",
+                                  "%v:2 = math.sincos %x : {t}"])
+def test_float_ops_on_integers_are_refused_at_their_line(form):
+    from pyree.compiler import CompileError
+    result = "%v#0" if ":2" in form else "%v"
+    rt_type = "i1" if "isnan" in form else "i32"
+    text = _generic("i32", [rt_type], [form.format(t="i32")], [result])
+    with pytest.raises(CompileError) as info:
+        compile_str(text, options_for("local-task"))
+    assert "<string>:1" in str(info.value) and "i32" in str(info.value), str(info.value)

@@ -95,6 +95,17 @@ def test_map_long_and_short_forms(device):
     assert not np.signbit(short[0, 3])  # maximumf(-0, +0) is +0
 
 
+def test_map_short_form_with_attributes_and_an_unknown_op():
+    """``{ arith.addf {fastmath = ...} }`` carries its op's properties; an op pyree does not
+    know is refused at its name."""
+    text = MAP.replace("{ arith.maximumf }", "{ arith.addf {fastmath = #arith.fastmath<fast>} }")
+    a = np.array([[1.0, 2.0, -3.0, 0.5, 7.0]] * 2, np.float32)
+    _, short = module_for(text, "local-task")["f"](a, a)
+    np.testing.assert_array_equal(np.asarray(short), a + a)
+    with pytest.raises(CompileError, match="linalg.map applies 'foo.bar', an op pyree does not know"):
+        compile_str(MAP.replace("arith.maximumf", "foo.bar"), options_for("local-task"))
+
+
 ELEMENTWISE = """
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (j)>

@@ -32,6 +32,12 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 
+def bool_like(t: Attribute) -> Attribute:
+    """i1, or a tensor of i1 of ``t``'s shape: what a comparison or a classification of ``t``
+    yields."""
+    return TensorType(i1, t.get_shape()) if isinstance(t, TensorType) else i1
+
+
 @irdl_op_definition
 class SelectOp(IRDLOperation):
     name = "arith.select"
@@ -104,10 +110,9 @@ class _Compare(IRDLOperation):
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         t = parser.parse_type()
-        result_type = TensorType(i1, t.get_shape()) if isinstance(t, TensorType) else i1
         return cls.create(
             operands=[parser.resolve_operand(lhs, t), parser.resolve_operand(rhs, t)],
-            result_types=[result_type], attributes=attrs,
+            result_types=[bool_like(t)], attributes=attrs,
             properties={"predicate": IntegerAttr(cls.PREDICATES.index(mnemonic), i64)})
 
     def print(self, printer: Printer) -> None:

@@ -822,6 +822,20 @@ class SoftmaxOp(IRDLOperation):
             raise VerifyException(f"input, output and result types differ: {types}")
 
 
+def _operand_group(parser: Parser, keyword: str) -> list[SSAValue]:
+    """``keyword(%a, %b : A, B)``: the operands, resolved to their types."""
+    parser.parse_keyword(keyword)
+    parser.parse_punctuation("(")
+    names = parser.parse_comma_separated_list(parser.Delimiter.NONE,
+                                              parser.parse_unresolved_operand)
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    parser.parse_punctuation(")")
+    if len(names) != len(types):
+        parser.raise_error(f"{keyword} names {len(names)} operands and {len(types)} types")
+    return [parser.resolve_operand(n, t) for n, t in zip(names, types)]
+
+
 class MapOp(Operation):
     """``linalg.map``: its body applied to the inputs' elements at each place of ``init``'s
     shape. Its block takes the inputs' elements only; the short form names one op instead:
@@ -837,38 +851,30 @@ class MapOp(Operation):
     def parse(cls, parser: Parser):
         short = None
         if parser.parse_optional_punctuation("{") is not None:
-            short = parser.parse_identifier()  # the op's name: ``arith.addf``
+            start = parser.pos
+            name = parser.parse_identifier()  # the op's name: ``arith.addf``
+            short = parser.ctx.get_optional_op(name)
+            if short is None:
+                parser.raise_error(f"linalg.map applies '{name}', an op pyree does not know",
+                                   start, parser.pos)
             short_attrs = parser.parse_optional_attr_dict()
             parser.parse_punctuation("}")
-        parser.parse_keyword("ins")
-        parser.parse_punctuation("(")
-        names = parser.parse_comma_separated_list(parser.Delimiter.NONE,
-                                                  parser.parse_unresolved_operand)
-        parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-        parser.parse_punctuation(")")
-        operands = [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
-        parser.parse_keyword("outs")
-        parser.parse_punctuation("(")
-        init = parser.parse_unresolved_operand()
-        parser.parse_punctuation(":")
-        init_type = parser.parse_type()
-        parser.parse_punctuation(")")
-        element = init_type.get_element_type()
+        operands = _operand_group(parser, "ins")
+        (init,) = _operand_group(parser, "outs")
         if short is None:
             args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
             region = parser.parse_region(args)
         else:
-            block = Block(arg_types=[t.get_element_type() for t in types])
-            op_type = parser.ctx.get_op(short)
-            applied = op_type.create(operands=list(block.args), result_types=[element],
-                                     properties=dict(short_attrs.data) if short_attrs else {})
+            block = Block(arg_types=[v.type.get_element_type() for v in operands])
+            applied = short.create(operands=list(block.args),
+                                   result_types=[init.type.get_element_type()],
+                                   properties=short_attrs)
             block.add_ops([applied, YieldOp(applied.results[0])])
             region = Region(block)
         attrs = parser.parse_optional_attr_dict()
-        results = [init_type] if isinstance(init_type, TensorType) else []
-        return cls.create(operands=[*operands, parser.resolve_operand(init, init_type)],
-                          result_types=results, regions=[region], attributes=attrs)
+        results = [init.type] if isinstance(init.type, TensorType) else []
+        return cls.create(operands=[*operands, init], result_types=results, regions=[region],
+                          attributes=attrs)
 
     def print(self, printer) -> None:
         printer.print_op_with_default_format(self)
@@ -897,16 +903,7 @@ class ElementwiseOp(Operation):
         if parser.parse_optional_keyword("indexing_maps") is not None:
             parser.parse_punctuation("=")
             maps = parser.parse_attribute()
-        operands = []
-        for keyword in ("ins", "outs"):
-            parser.parse_keyword(keyword)
-            parser.parse_punctuation("(")
-            names = parser.parse_comma_separated_list(parser.Delimiter.NONE,
-                                                      parser.parse_unresolved_operand)
-            parser.parse_punctuation(":")
-            types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
-            parser.parse_punctuation(")")
-            operands.append([parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)])
+        operands = [_operand_group(parser, "ins"), _operand_group(parser, "outs")]
         attrs = parser.parse_optional_attr_dict()
         results = [parser.parse_type()] if parser.parse_optional_punctuation("->") else []
         properties = {"kind": StringAttr(kind), "num_ins": IntegerAttr(len(operands[0]), 64)}

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pyree.compiler.input.dialects.arith import bool_like
 from xdsl.dialects.arith import FastMathFlagsAttr
-from xdsl.dialects.builtin import TensorType, i1
-from xdsl.dialects.math import FloatingPointLikeUnaryMathOperation
-from xdsl.ir import Attribute
+from xdsl.dialects.math import FloatingPointLikeUnaryMathOperation, floatingPointLike
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -28,16 +27,11 @@ class ErfcOp(FloatingPointLikeUnaryMathOperation):
     name = "math.erfc"
 
 
-def _bool_like(t: Attribute) -> Attribute:
-    """i1, or a tensor of i1 of ``t``'s shape: what a classification of ``t`` yields."""
-    return TensorType(i1, t.get_shape()) if isinstance(t, TensorType) else i1
-
-
 class _Classification(IRDLOperation):
     """isnan, isinf, isfinite, isnormal: ``%r = math.isnan %x : f32`` yields i1 (or a tensor
     of i1), so the result type is not written and a declarative format cannot infer it."""
 
-    operand = operand_def(AnyAttr())
+    operand = operand_def(floatingPointLike)
     result = result_def(AnyAttr())
     fastmath = prop_def(FastMathFlagsAttr, default_value=FastMathFlagsAttr("none"))
 
@@ -51,7 +45,7 @@ class _Classification(IRDLOperation):
         parser.parse_punctuation(":")
         t = parser.parse_type()
         return cls.create(operands=[parser.resolve_operand(operand, t)],
-                          result_types=[_bool_like(t)], properties=props, attributes=attrs)
+                          result_types=[bool_like(t)], properties=props, attributes=attrs)
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
@@ -85,7 +79,7 @@ class IsNormalOp(_Classification):
 class ClampFOp(IRDLOperation):
     name = "math.clampf"
 
-    T: ClassVar = VarConstraint("T", AnyAttr())
+    T: ClassVar = VarConstraint("T", floatingPointLike)
     value = operand_def(T)
     min = operand_def(T)
     max = operand_def(T)
@@ -100,7 +94,7 @@ class ClampFOp(IRDLOperation):
 class SinCosOp(IRDLOperation):
     name = "math.sincos"
 
-    T: ClassVar = VarConstraint("T", AnyAttr())
+    T: ClassVar = VarConstraint("T", floatingPointLike)
     operand = operand_def(T)
     sin = result_def(T)
     cos = result_def(T)

@@ -373,6 +373,21 @@ class WhileOp(HloOp):
                           regions=regions)
 
 
+def _typed_by_result(cls, parser: Parser, operands: list, operand_types) -> HloOp:
+    """The rest of an op whose type is ``(A, B) -> R`` or only ``R``, the operand types then
+    ``operand_types(R)`` (complex's parts, a tuple's elements)."""
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    if parser._current_token.kind == MLIRTokenKind.L_PAREN:
+        ft = parser.parse_function_type()
+        in_types, out_type = list(ft.inputs), ft.outputs.data[0]
+    else:
+        out_type = parser.parse_type()
+        in_types = operand_types(out_type)
+    resolved = parser.resolve_operands(operands, in_types, parser.pos)
+    return cls.create(operands=resolved, result_types=[out_type], attributes=attrs)
+
+
 class ComplexOp(HloOp):
     """``stablehlo.complex %re, %im : T``: the one type is the complex result's; the operands
     are its parts (the generic form and ``: (A, A) -> T`` spell them out)."""
@@ -386,20 +401,13 @@ class ComplexOp(HloOp):
         operands = [parser.parse_unresolved_operand()]
         parser.parse_punctuation(",")
         operands.append(parser.parse_unresolved_operand())
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        if parser._current_token.kind == MLIRTokenKind.L_PAREN:
-            ft = parser.parse_function_type()
-            in_types, out_type = list(ft.inputs), ft.outputs.data[0]
-        else:
-            out_type = parser.parse_type()
-            element = getattr(out_type, "element_type", None)
-            part = getattr(element, "element_type", None)
+
+        def parts(out_type) -> list:
+            part = getattr(getattr(out_type, "element_type", None), "element_type", None)
             if part is None:
                 parser.raise_error("stablehlo.complex makes a tensor of complex numbers")
-            in_types = [TensorType(part, out_type.get_shape())] * 2
-        resolved = parser.resolve_operands(operands, in_types, parser.pos)
-        return cls.create(operands=resolved, result_types=[out_type], attributes=attrs)
+            return [TensorType(part, out_type.get_shape())] * 2
+        return _typed_by_result(cls, parser, operands, parts)
 
 
 class TopKOp(HloOp):
@@ -513,18 +521,12 @@ class TupleOp(HloOp):
     def parse(cls, parser: Parser):
         operands = parser.parse_optional_undelimited_comma_separated_list(
             parser.parse_optional_unresolved_operand, parser.parse_unresolved_operand) or []
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        if parser._current_token.kind == MLIRTokenKind.L_PAREN:
-            ft = parser.parse_function_type()
-            in_types, out_type = list(ft.inputs), ft.outputs.data[0]
-        else:
-            out_type = parser.parse_type()
+
+        def elements(out_type) -> list:
             if not isinstance(out_type, TupleType):
                 parser.raise_error("stablehlo.tuple makes a tuple")
-            in_types = list(out_type.types)
-        resolved = parser.resolve_operands(operands, in_types, parser.pos)
-        return cls.create(operands=resolved, result_types=[out_type], attributes=attrs)
+            return list(out_type.types)
+        return _typed_by_result(cls, parser, operands, elements)
 
 
 class GetTupleElementOp(HloOp):
