@@ -813,6 +813,47 @@ BREADTH2_CASES = (
          _ins(((1 << 24,), f32), ((1 << 24,), f32), ((1 << 24,), f32))),
 )
 
+# Large windows (``--suite windows``): depthwise convolutions and poolings of 128 taps and more,
+# which the GPU targets stage through shared memory (codegen/common/llvm_gpu/window.py).
+def depthwise_same(x, w):
+    return F.conv2d(x, w, padding=w.shape[-1] // 2, groups=x.shape[1])
+
+
+def max_pool_13_s1(x):
+    return F.max_pool2d(x, 13, 1, 6)
+
+
+def max_pool_5_s1(x):
+    return F.max_pool2d(x, 5, 1, 2)
+
+
+def avg_pool_16_s8(x):
+    return F.avg_pool2d(x, 16, 8)
+
+
+def depthwise_conv1d_same(x, w):
+    return F.conv1d(x, w, padding=w.shape[-1] // 2, groups=x.shape[1])
+
+
+WINDOW_CASES: tuple[Case, ...] = (
+    Case("slak depthwise 51x51 64ch 28x28 f32", depthwise_same,
+         _ins(((1, 64, 28, 28), f32), ((64, 1, 51, 51), f32))),
+    Case("depthwise 13x13 256ch batch8 28x28 f32", depthwise_same,
+         _ins(((8, 256, 28, 28), f32), ((256, 1, 13, 13), f32))),
+    Case("depthwise 13x13 384ch batch16 14x14 f16", depthwise_same,
+         _ins(((16, 384, 14, 14), f16), ((384, 1, 13, 13), f16))),
+    Case("yolo spp maxpool 13x13 s1 512ch 20x20 f32", max_pool_13_s1, _ins(((1, 512, 20, 20), f32))),
+    Case("avgpool 16x16 s8 64ch batch4 129x129 f32", avg_pool_16_s8, _ins(((4, 64, 129, 129), f32))),
+    Case("depthwise conv1d k255 512ch 2000 f32", depthwise_conv1d_same,
+         _ins(((1, 512, 2000), f32), ((512, 1, 255), f32))),
+    # Medium windows, below the template's 128 taps: its threshold measured on them.
+    Case("efficientnet depthwise 5x5 240ch batch8 28x28 f32", depthwise_same,
+         _ins(((8, 240, 28, 28), f32), ((240, 1, 5, 5), f32))),
+    Case("yolo sppf maxpool 5x5 s1 512ch 20x20 f32", max_pool_5_s1, _ins(((1, 512, 20, 20), f32))),
+    Case("depthwise 9x9 128ch batch4 64x64 f32", depthwise_same,
+         _ins(((4, 128, 64, 64), f32), ((128, 1, 9, 9), f32))),
+)
+
 # Tensor-core products beyond the LLM suite's four prefill shapes, for the wgmma template's main
 # loop and tile choice (``--suite gemm``): square, odd M, N and K, [k, n] weights, batched.
 GEMM_CASES: tuple[Case, ...] = (
@@ -826,7 +867,7 @@ GEMM_CASES: tuple[Case, ...] = (
     Case("batched f16 16x512x512x512", mm, _ins(((16, 512, 512), f16), ((16, 512, 512), f16))),
 )
 SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
-          "gemm": GEMM_CASES}
+          "gemm": GEMM_CASES, "windows": WINDOW_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

@@ -459,3 +459,31 @@ class Emulated:
             assert grid[1:] == (1, 1)
             self.fn(grid[0], self.launch.block[0], *args)
         return not self.trapped.value
+
+
+def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = False,
+                target=None) -> np.ndarray:
+    """The one function of MLIR ``text`` compiled for cuda and its kernels run here in program
+    order, as the host program runs them (a splat is a fill, a scatter's result starts as a
+    copy of its starting value); its one result."""
+    from pyree.compiler.flow.kernels import outline
+    from pyree.compiler.flow.passes import flow_passes, run_flow
+    from pyree.compiler.input import parse_mlir
+    from pyree.compiler.input.lowering import lower_to_tensor_program
+    from pyree.compiler.kernel import DTYPES
+    from pyree.compiler.tensor_program import Constant, Generic
+
+    program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=scatter_atomics)
+    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True)).functions[0]
+    env = {id(v): a for v, a in zip(function.arguments, arguments)}
+    for op in function.ops:
+        if isinstance(op, Constant):
+            env[id(op.result)] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
+            continue
+        assert isinstance(op, Generic), type(op).__name__
+        scatter = op.outputs[0].scatter
+        outs = [env[id(op.inputs[scatter.start])].copy()] if scatter is not None else \
+            [np.zeros(v.shape, DTYPES[v.dtype]) for v in op.results]
+        assert Emulated(outline(op, "k"), target)([env[id(v)] for v in op.inputs] + outs, [])
+        env.update((id(v), out) for v, out in zip(op.results, outs))
+    return env[id(function.results[0])]

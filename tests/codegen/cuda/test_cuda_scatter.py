@@ -15,12 +15,12 @@ from tooling import require_module
 
 require_module("llvmlite")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nvptx_on_cpu import Emulated  # noqa: E402
+from nvptx_on_cpu import Emulated, run_program  # noqa: E402
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module  # noqa: E402
 from pyree.compiler.codegen.cuda import emit_kernel, resolve_target  # noqa: E402
 from pyree.compiler.codegen.cuda.nvptx import NVPTX  # noqa: E402
 from pyree.compiler.codegen.cuda.ptx import data_layout  # noqa: E402
-from pyree.compiler.kernel import DTYPES, Binding, Kernel, evaluate  # noqa: E402
+from pyree.compiler.kernel import Binding, Kernel, evaluate  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scatter_cases import CASES, D, N, U, scatter_kernel, values  # noqa: E402
@@ -88,30 +88,6 @@ def test_scatter_uses_one_atomic_per_update(dtype, op, rmw):
     assert rmw in text and text.count("atomicrmw") + text.count("cmpxchg ptr") == 1
 
 
-def run_program(text: str, arguments: list[np.ndarray]) -> np.ndarray:
-    """The one function of ``text`` compiled for cuda and its kernels run here in program
-    order: what the host program does for these ops (a splat is a fill, a scatter's result
-    starts as a copy of its starting value)."""
-    from pyree.compiler.flow.kernels import outline
-    from pyree.compiler.flow.passes import flow_passes, run_flow
-    from pyree.compiler.input import parse_mlir
-    from pyree.compiler.input.lowering import lower_to_tensor_program
-    from pyree.compiler.tensor_program import Constant, Generic
-
-    program = lower_to_tensor_program(parse_mlir(text, "scatter.mlir"), scatter_atomics=True)
-    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True)).functions[0]
-    env = {id(v): a for v, a in zip(function.arguments, arguments)}
-    for op in function.ops:
-        if isinstance(op, Constant):
-            env[id(op.result)] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
-            continue
-        assert isinstance(op, Generic) and op.outputs[0].scatter is not None
-        out = env[id(op.inputs[op.outputs[0].scatter.start])].copy()
-        assert Emulated(outline(op, "k"))([env[id(v)] for v in op.inputs] + [out], [])
-        env[id(op.results[0])] = out
-    return env[id(function.results[0])]
-
-
 def test_plain_set_of_repeated_rows_keeps_the_last_update():
     """The two kernels of a plain set: the winner of each place, then the winners' stores."""
     text = """func.func @main(%orig: tensor<9x4xf32>, %upd: tensor<40x4xf32>, %idx: tensor<40x1xi32>) -> tensor<9x4xf32> {
@@ -124,7 +100,7 @@ def test_plain_set_of_repeated_rows_keeps_the_last_update():
     rng = np.random.default_rng(21)
     orig, upd = values("f32", (9, 4), rng), values("f32", (40, 4), rng)
     idx = rng.integers(-1, 10, size=(40, 1)).astype(np.int32)
-    got = run_program(text, [orig, upd, idx])
+    got = run_program(text, [orig, upd, idx], scatter_atomics=True)
     want = orig.copy()
     for u in range(40):
         if 0 <= idx[u, 0] < 9:

@@ -24,6 +24,7 @@ from pyree.compiler.codegen.common.llvm_gpu import (
     matmul_gemv,
     reduction,
     scatter,
+    window,
 )
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.common.parallel import PARTS, map_jobs
@@ -50,7 +51,7 @@ FORM = "cuda_nvptx_fb"  # IREE's name for the format, which the dumped files car
 # kernels with a scatter result (static), ``run_time_mma`` the tensor-core contractions with
 # run-time sizes and ``dynamic`` every other kernel with them, so no later template sees one.
 TEMPLATES = (attention_mma, attention, scatter, run_time_mma, dynamic, matmul_gemv, matmul_wgmma,
-             matmul_mma, matmul, reduction, elementwise)
+             matmul_mma, matmul, window, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: CudaTarget):

@@ -28,6 +28,7 @@ from pyree.compiler.codegen.common.llvm_gpu import (
     matmul_gemv,
     reduction,
     scatter,
+    window,
 )
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Module
 from pyree.compiler.codegen.interface import Artefact, Backend, Keep, choose, keep_nothing
@@ -47,7 +48,7 @@ FORM = "rocm_hsaco_fb"  # IREE's name for the format, which the dumped files car
 # The kernel templates in priority order (interface.choose). ``scatter`` takes exactly the kernels
 # with a scatter result (static) and ``dynamic`` those with run-time sizes, so no other template
 # ever sees one.
-TEMPLATES = (scatter, dynamic, matmul_gemv, matmul, reduction, elementwise)
+TEMPLATES = (scatter, dynamic, matmul_gemv, matmul, window, reduction, elementwise)
 
 
 def emit_kernel(module: Module, kernel: Kernel, name: str, target: RocmTarget):

@@ -60,7 +60,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> 
     return emit_serial(module, kernel, name, Function(module), STATIC)
 
 
-def _lin(kernel: K.Kernel, sizes):
+def offsets(kernel: K.Kernel, sizes):
     n = len(kernel.loop_ranges)
     cache = {}
 
@@ -71,7 +71,7 @@ def _lin(kernel: K.Kernel, sizes):
     return get
 
 
-def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, values: dict | None = None) -> ScalarLowering:
+def lowering(fn: Function, kernel: K.Kernel, loop: list, lin, values: dict | None = None) -> ScalarLowering:
     """``values``: Acc(k) of the phase being folded and Final(j) of the phases before it (a
     result is one or the other, never both, so one map serves)."""
     def load(e: K.Load):
@@ -81,14 +81,14 @@ def _lowering(fn: Function, kernel: K.Kernel, loop: list, lin, values: dict | No
                           kernel.location, kernel)
 
 
-def _finals(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, phase: list[int]) -> dict:
+def phase_finals(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, phase: list[int]) -> dict:
     """The values the results of ``phase`` store: their epilogues of their accumulators."""
-    lower = _lowering(fn, kernel, p + [0] * len(kernel.reduction_ranges), lin, values)
+    lower = lowering(fn, kernel, p + [0] * len(kernel.reduction_ranges), lin, values)
     return {k: lower(kernel.results[k].epilogue) if kernel.results[k].epilogue is not None
             else values[k] for k in phase}
 
 
-def _store(fn: Function, kernel: K.Kernel, loop: list, lin, stored: dict) -> None:
+def store_results(fn: Function, kernel: K.Kernel, loop: list, lin, stored: dict) -> None:
     """Stores ``stored[k]`` (a value of result k's binding dtype) at result k's index at ``loop``."""
     for k, value in stored.items():
         r = kernel.results[k]
@@ -105,8 +105,8 @@ def _row_results(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, sta
 
     def body(i):
         loop = p + A.decompose(fn, i, red)
-        lower = _lowering(fn, kernel, loop, lin, values)
-        _store(fn, kernel, loop, lin, {k: lower(r.value) for k, r in rows.items()})
+        lower = lowering(fn, kernel, loop, lin, values)
+        store_results(fn, kernel, loop, lin, {k: lower(r.value) for k, r in rows.items()})
 
     if rows:
         fn.loop(start, str(sizes(num_elements(kernel.reduction_ranges))), step, body, unroll=unroll)
@@ -124,7 +124,7 @@ def emit_serial(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes
     kernel's body so far; ``sizes``: its ``size_values.SizeValues`` (``STATIC`` without)."""
     par, red = [sizes(n) for n in kernel.parallel_ranges], [sizes(n) for n in kernel.reduction_ranges]
     outputs = num_elements(kernel.parallel_ranges)
-    lin = _lin(kernel, sizes)
+    lin = offsets(kernel, sizes)
     g = A.global_thread_id(fn)
     results = kernel.results
 
@@ -133,7 +133,7 @@ def emit_serial(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes
         zeros = [0] * len(red)
         values: dict = {}  # the finals of the phases done
         for phase in K.phases(results):
-            init = _lowering(fn, kernel, p + zeros, lin, values)
+            init = lowering(fn, kernel, p + zeros, lin, values)
             slots = {}
             for k in phase:
                 ty = llvm_type(results[k].value.dtype)
@@ -143,7 +143,7 @@ def emit_serial(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes
             def step(i, level):
                 loop = p + (A.decompose(fn, i, red) if red else [])
                 olds = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in level.items()}
-                lower = _lowering(fn, kernel, loop, lin, {**values, **olds})
+                lower = lowering(fn, kernel, loop, lin, {**values, **olds})
                 news = {k: lower(results[k].value) for k in level}
                 for k, (ty, slot) in level.items():
                     fn.raw(f"store {ty} {news[k]}, ptr {slot}")
@@ -151,8 +151,8 @@ def emit_serial(module: Module, kernel: K.Kernel, name: str, fn: Function, sizes
             length = num_elements(kernel.reduction_ranges)
             _cascaded(fn, kernel, phase, slots, "0", str(sizes(length)), 1, _trips(length, 1), step)
             accs = {k: fn.op(f"load {ty}, ptr {slot}") for k, (ty, slot) in slots.items()}
-            finals = _finals(fn, kernel, p, lin, {**values, **accs}, phase)
-            _store(fn, kernel, p + zeros, lin, finals)
+            finals = phase_finals(fn, kernel, p, lin, {**values, **accs}, phase)
+            store_results(fn, kernel, p + zeros, lin, finals)
             values.update(finals)
         _row_results(fn, kernel, p, lin, values, "0", "1", sizes)
 
@@ -210,7 +210,7 @@ def emit_block(module: Module, kernel: K.Kernel, name: str, folds, fn: Function,
     block = _block_size(total) if is_static(total) else RUN_TIME_BLOCK
     wave = module.target.warp_size  # 32, or 64 on AMD's gfx9 (CDNA)
     warps = block // wave
-    lin = _lin(kernel, sizes)
+    lin = offsets(kernel, sizes)
     combine = ScalarLowering(fn, None, None, location=kernel.location)._binary
     results, phases = kernel.results, K.phases(kernel.results)
 
@@ -243,7 +243,7 @@ def emit_block(module: Module, kernel: K.Kernel, name: str, folds, fn: Function,
         fn.barrier()
 
         def totals(phase=phase, shared=shared) -> dict:
-            init = _lowering(fn, kernel, zeros, lin, values)
+            init = lowering(fn, kernel, zeros, lin, values)
             accs = {}
             for k in phase:
                 op, f = folds[k]
@@ -254,13 +254,13 @@ def emit_block(module: Module, kernel: K.Kernel, name: str, folds, fn: Function,
                     v = fn.op(f"load {ty}, ptr addrspace(3) {cell}")
                     total_v = v if total_v is None else combine(op, total_v, v, f.dtype)
                 accs[k] = combine(op, init(results[k].init), total_v, f.dtype)
-            return _finals(fn, kernel, p, lin, {**values, **accs}, phase)
+            return phase_finals(fn, kernel, p, lin, {**values, **accs}, phase)
 
         if n == len(phases) - 1 and not kernel.row_results:
-            fn.if_then(first_thread, lambda: _store(fn, kernel, zeros, lin, totals()))
+            fn.if_then(first_thread, lambda: store_results(fn, kernel, zeros, lin, totals()))
         else:
             finals = totals()
-            fn.if_then(first_thread, lambda finals=finals: _store(fn, kernel, zeros, lin, finals))
+            fn.if_then(first_thread, lambda finals=finals: store_results(fn, kernel, zeros, lin, finals))
             values.update(finals)
     if resident is not None:
         _row_results_resident(fn, kernel, lin, resident)
@@ -288,7 +288,7 @@ def _resident_points(fn: Function, kernel: K.Kernel, p: list, lin, values: dict,
             inside = fn.op(f"icmp ult i64 {i}, {total}")
             i = fn.op(f"select i1 {inside}, i64 {i}, i64 {total - 1}")
         loop = p + A.decompose(fn, i, kernel.reduction_ranges)
-        points.append((loop, inside, _lowering(fn, kernel, loop, lin, values)))
+        points.append((loop, inside, lowering(fn, kernel, loop, lin, values)))
     return points
 
 
@@ -321,7 +321,7 @@ def _fold_streamed(fn: Function, kernel: K.Kernel, p: list, lin, values: dict, t
     red = [sizes(n) for n in kernel.reduction_ranges]
 
     def step(i, level):
-        lower = _lowering(fn, kernel, p + A.decompose(fn, i, red), lin, values)
+        lower = lowering(fn, kernel, p + A.decompose(fn, i, red), lin, values)
         for k in phase:
             (op, f), (ty, slot) = folds[k], level[k]
             old = fn.op(f"load {ty}, ptr {slot}")
@@ -370,6 +370,6 @@ def _row_results_resident(fn: Function, kernel: K.Kernel, lin, points) -> None:
     for loop, inside, lower in points:
         stored = {k: lower(r.value) for k, r in rows.items()}
         if inside is None:
-            _store(fn, kernel, loop, lin, stored)
+            store_results(fn, kernel, loop, lin, stored)
         else:
-            fn.if_then(inside, lambda loop=loop, stored=stored: _store(fn, kernel, loop, lin, stored))
+            fn.if_then(inside, lambda loop=loop, stored=stored: store_results(fn, kernel, loop, lin, stored))
