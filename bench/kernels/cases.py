@@ -852,6 +852,8 @@ WINDOW_CASES: tuple[Case, ...] = (
     Case("yolo sppf maxpool 5x5 s1 512ch 20x20 f32", max_pool_5_s1, _ins(((1, 512, 20, 20), f32))),
     Case("depthwise 9x9 128ch batch4 64x64 f32", depthwise_same,
          _ins(((4, 128, 64, 64), f32), ((128, 1, 9, 9), f32))),
+    Case("mobilenet depthwise 3x3 144ch batch8 56x56 f32", depthwise_same,
+         _ins(((8, 144, 56, 56), f32), ((144, 1, 3, 3), f32))),
 )
 
 # Tensor-core products beyond the LLM suite's four prefill shapes, for the wgmma template's main

@@ -9,8 +9,9 @@ control flow, capabilities and memory layout under our control and is a few hund
 ``compile_executable`` picks a template per kernel: atomics for scatter kernels
 (``scatter.py``), cooperative-matrix (tensor core) matmul for plain f16 contractions on targets
 that have it, tiled shared-memory matmul for other contractions, a workgroup tree for long fold
-reductions, 4-vector grid-stride loops for contiguous elementwise kernels, one invocation per
-output point otherwise; a kernel with run-time sizes takes one of these with its extents read
+reductions, sliding windows of 5 x 5 taps and more staged in workgroup memory (``window.py``),
+4-vector grid-stride loops for contiguous elementwise kernels, one invocation per output point
+otherwise; a kernel with run-time sizes takes one of these with its extents read
 from push constants (``dynamic.py``). The ``--pyree-vulkan-target`` triple
 (``targets.resolve_target``) sets workgroup sizes, shared memory and which optional features
 (float16 arithmetic, 64-bit types) a shader may use.
@@ -35,6 +36,7 @@ from pyree.compiler.codegen.spirv import (
     reduction,
     scatter,
     vectorized,
+    window,
 )
 from pyree.compiler.codegen.spirv.assembler import Assembler
 from pyree.compiler.codegen.spirv.shader import Shader
@@ -53,9 +55,14 @@ TEMPLATES = (scatter, dynamic, coopmat, matmul, reduction, vectorized, elementwi
 
 
 def emit_kernel(asm: Assembler, kernel: Kernel, name: str, target: VulkanTarget) -> Launch:
-    flat = normalize(kernel)
+    staged = window.plan_flat(kernel, target)  # before the other templates: see window.py
+    if staged is not None:
+        flat, plan = staged
+        template = window
+    else:
+        flat = normalize(kernel)
+        template, plan = choose(TEMPLATES, flat, target)
     sh = Shader(asm, flat, target)
-    template, plan = choose(TEMPLATES, flat, target)
     launch = template.emit(sh, plan)
     sh.finish(name, launch.block)
     return launch

@@ -35,7 +35,7 @@ SCOPE_SUBGROUP = 3
 OpControlBarrier = 224
 OpLoopMerge, OpSelectionMerge, OpLabel, OpBranch, OpBranchConditional, OpReturn = (
     246, 247, 248, 249, 250, 253)
-OpIAdd, OpIMul, OpUDiv, OpUMod, OpULessThan, OpSelect = 128, 132, 134, 137, 176, 169
+OpIAdd, OpISub, OpIMul, OpUDiv, OpUMod, OpULessThan, OpSelect = 128, 130, 132, 134, 137, 176, 169
 OpUConvert, OpFConvert, OpLogicalAnd = 113, 115, 167
 # bf16 <-> f32 (shader.py): bit operations on the f32's 32 bits.
 OpBitcast, OpIsNan, OpShiftRightLogical, OpShiftLeftLogical, OpBitwiseOr, OpBitwiseAnd = (
