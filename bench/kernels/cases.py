@@ -20,13 +20,14 @@ import torch
 import torch.nn.functional as F
 
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
-DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1", torch.int64: "i64"}
+DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1", torch.int64: "i64",
+               torch.int32: "i32"}
 
 
 @dataclass(frozen=True)
 class Input:
     """One argument: ``randn`` values, ``positive`` ones in [0.5, 1.5) (variances), a random
-    ``mask`` (bool, half set), or ``index:N``, int64 indices drawn from [0, N)."""
+    ``mask`` (half set, 0 or 1), or ``index:N``, integers drawn from [0, N)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -34,10 +35,10 @@ class Input:
 
     def make(self, generator: torch.Generator, device: str) -> torch.Tensor:
         if self.fill == "mask":
-            return (torch.rand(self.shape, generator=generator) < 0.5).to(device)
+            return (torch.rand(self.shape, generator=generator) < 0.5).to(device, self.dtype)
         if self.fill.startswith("index:"):
             high = int(self.fill.split(":")[1])
-            return torch.randint(0, high, self.shape, generator=generator).to(device)
+            return torch.randint(0, high, self.shape, generator=generator).to(device, self.dtype)
         if self.fill == "positive":
             x = torch.rand(self.shape, generator=generator) + 0.5
         else:
@@ -813,6 +814,164 @@ BREADTH2_CASES = (
          _ins(((1 << 24,), f32), ((1 << 24,), f32), ((1 << 24,), f32))),
 )
 
+# ---- the third breadth suite: classes the others do not time (``--suite breadth3``) ----------
+
+def avg_pool_3_nopad_count(x):
+    return F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+
+
+def conv_transpose_2_s2(x, w):
+    return F.conv_transpose2d(x, w, stride=2)
+
+
+def conv_transpose_3_s2(x, w):
+    return F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)
+
+
+def depthwise_7_dilated_3(x, w):
+    return F.conv2d(x, w, padding=9, dilation=3, groups=x.shape[1])
+
+
+def conv_1x7(x, w):
+    return F.conv2d(x, w, padding=(0, 3))
+
+
+def conv_7x1(x, w):
+    return F.conv2d(x, w, padding=(3, 0))
+
+
+def conv_5x5(x, w):
+    return F.conv2d(x, w, padding=2)
+
+
+def outer_product(a, b):
+    return a[:, None] * b[None, :]
+
+
+def triu_mask(x):
+    return torch.triu(x, diagonal=1)
+
+
+def cumprod_rows(x):
+    return torch.cumprod(x, dim=-1)
+
+
+def argmax_channels(x):
+    return torch.argmax(x, dim=1)
+
+
+def nll_2d(x, t):
+    return F.cross_entropy(x, t)
+
+
+def bilinear_4x_corners(x):
+    return F.interpolate(x, scale_factor=4, mode="bilinear", align_corners=True)
+
+
+def gather_dim1(x, i):
+    return torch.gather(x, 1, i)
+
+
+def batchnorm_train_stats(x):
+    return torch.var_mean(x, dim=(0, 2, 3), correction=0)[0]
+
+
+def squeeze_excite(x, w1, w2):
+    s = x.mean((2, 3))
+    s = torch.sigmoid(F.relu(s @ w1) @ w2)
+    return x * s[:, :, None, None]
+
+
+def hardswish_chain(x):
+    return F.hardswish(x) * torch.sigmoid(x)
+
+
+def transpose_last_two(x):
+    return x.transpose(-1, -2).contiguous()
+
+
+def sum_int32(x):
+    return (x * 3).sum(dtype=torch.int32)
+
+
+def prod_rows(x):
+    return torch.prod(x, dim=-1)
+
+
+def sort_columns(x):
+    return torch.sort(x, dim=0).values
+
+
+def mean_columns(x):
+    return x.mean(dim=1)
+
+
+def rmsnorm_f16(x, w):
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
+
+
+def strided_slice(x):
+    return x[:, :, ::2, ::2].contiguous()
+
+
+def mlp_tiny_width(x, w1, w2):
+    return F.relu(x @ w1) @ w2
+
+
+def masked_mean(x, m):
+    return (x * m).sum(-1) / m.sum(-1).clamp(min=1)
+
+
+def depthwise_3x3_f16(x, w):
+    return F.conv2d(x, w, padding=1, groups=x.shape[1])
+
+
+BREADTH3_CASES: tuple[Case, ...] = (
+    Case("poolformer avgpool 3x3 s1 no-pad-count f32 8x64x56x56", avg_pool_3_nopad_count,
+         _ins(((8, 64, 56, 56), f32))),
+    Case("unet conv_transpose 2x2 s2 128->64ch 64x64 f32", conv_transpose_2_s2,
+         _ins(((1, 128, 64, 64), f32), ((128, 64, 2, 2), f32))),
+    Case("conv_transpose 3x3 s2 f16 1x256x32x32 -> 128ch", conv_transpose_3_s2,
+         _ins(((1, 256, 32, 32), f16), ((256, 128, 3, 3), f16))),
+    Case("van depthwise 7x7 dilation 3 64ch 56x56 f32", depthwise_7_dilated_3,
+         _ins(((1, 64, 56, 56), f32), ((64, 1, 7, 7), f32))),
+    Case("inception conv 1x7 192ch 17x17 batch8 f32", conv_1x7,
+         _ins(((8, 192, 17, 17), f32), ((192, 192, 1, 7), f32))),
+    Case("inception conv 7x1 192ch 17x17 batch8 f16", conv_7x1,
+         _ins(((8, 192, 17, 17), f16), ((192, 192, 7, 1), f16))),
+    Case("dense conv 5x5 3->32ch 128x128 batch8 f32", conv_5x5,
+         _ins(((8, 3, 128, 128), f32), ((32, 3, 5, 5), f32))),
+    Case("outer product f32 4096x4096", outer_product, _ins(((4096,), f32), ((4096,), f32))),
+    Case("triu mask f32 4096x4096", triu_mask, _ins(((4096, 4096), f32))),
+    Case("cumprod rows f32 256x1000", cumprod_rows, _ins(((256, 1000), f32, "positive"))),
+    Case("segmentation argmax over 21 classes f32 1x21x512x512", argmax_channels,
+         _ins(((1, 21, 512, 512), f32))),
+    Case("segmentation cross entropy 21 classes f32 2x21x256x256", nll_2d,
+         _ins(((2, 21, 256, 256), f32), ((2, 256, 256), torch.int64, "index:21"))),
+    Case("upsample bilinear 4x align_corners f32 1x32x64x64", bilinear_4x_corners,
+         _ins(((1, 32, 64, 64), f32))),
+    Case("gather dim 1 f32 4096x1024 by 4096x512", gather_dim1,
+         _ins(((4096, 1024), f32), ((4096, 512), torch.int64, "index:1024"))),
+    Case("batchnorm training stats f32 32x256x28x28", batchnorm_train_stats,
+         _ins(((32, 256, 28, 28), f32))),
+    Case("squeeze-excite f32 8x256x28x28", squeeze_excite,
+         _ins(((8, 256, 28, 28), f32), ((256, 64), f32), ((64, 256), f32))),
+    Case("hardswish * sigmoid f32 16M", hardswish_chain, _ins(((1 << 24,), f32))),
+    Case("transpose last two f16 64x1024x1024", transpose_last_two, _ins(((64, 1024, 1024), f16))),
+    Case("sum int32 16M", sum_int32, _ins(((1 << 24,), torch.int32, "index:100"))),
+    Case("prod rows f32 4096x64", prod_rows, _ins(((4096, 64), f32, "positive"))),
+    Case("sort columns f32 1000x512", sort_columns, _ins(((1000, 512), f32))),
+    Case("mean over dim 1 f32 1x4096x4096", mean_columns, _ins(((1, 4096, 4096), f32))),
+    Case("rmsnorm f16 odd width 2048x5120", rmsnorm_f16, _ins(((2048, 5120), f16), ((5120,), f16))),
+    Case("strided slice ::2 f32 8x64x112x112", strided_slice, _ins(((8, 64, 112, 112), f32))),
+    Case("tiny-width mlp f32 65536x32x32", mlp_tiny_width,
+         _ins(((65536, 32), f32), ((32, 32), f32), ((32, 32), f32))),
+    Case("masked mean f32 4096x512", masked_mean, _ins(((4096, 512), f32), ((4096, 512), f32, "mask"))),
+    Case("depthwise 3x3 f16 256ch batch16 28x28", depthwise_3x3_f16,
+         _ins(((16, 256, 28, 28), f16), ((256, 1, 3, 3), f16))),
+)
+
+
 # Large windows (``--suite windows``): depthwise convolutions and poolings of 128 taps and more,
 # which the GPU targets stage through shared memory (codegen/common/llvm_gpu/window.py).
 def depthwise_same(x, w):
@@ -869,7 +1028,7 @@ GEMM_CASES: tuple[Case, ...] = (
     Case("batched f16 16x512x512x512", mm, _ins(((16, 512, 512), f16), ((16, 512, 512), f16))),
 )
 SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
-          "gemm": GEMM_CASES, "windows": WINDOW_CASES}
+          "gemm": GEMM_CASES, "windows": WINDOW_CASES, "breadth3": BREADTH3_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

@@ -464,14 +464,14 @@ class Emulated:
 def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = False,
                 target=None) -> np.ndarray:
     """The one function of MLIR ``text`` compiled for cuda and its kernels run here in program
-    order, as the host program runs them (a splat is a fill, a scatter's result starts as a
-    copy of its starting value); its one result."""
+    order, as the host program runs them (a splat is a fill, a view the same bytes reshaped, a
+    scatter's result starts as a copy of its starting value); its one result."""
     from pyree.compiler.flow.kernels import outline
     from pyree.compiler.flow.passes import flow_passes, run_flow
     from pyree.compiler.input import parse_mlir
     from pyree.compiler.input.lowering import lower_to_tensor_program
     from pyree.compiler.kernel import DTYPES
-    from pyree.compiler.tensor_program import Constant, Generic
+    from pyree.compiler.tensor_program import Constant, Generic, View
 
     program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=scatter_atomics)
     function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True)).functions[0]
@@ -479,6 +479,11 @@ def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = 
     for op in function.ops:
         if isinstance(op, Constant):
             env[id(op.result)] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
+            continue
+        if isinstance(op, View):
+            flat = env[id(op.source)].reshape(-1).view(np.uint8)[op.byte_offset:]
+            size = int(np.prod(op.result.shape)) * DTYPES[op.result.dtype].itemsize
+            env[id(op.result)] = flat[:size].view(DTYPES[op.result.dtype]).reshape(op.result.shape)
             continue
         assert isinstance(op, Generic), type(op).__name__
         scatter = op.outputs[0].scatter

@@ -61,6 +61,7 @@ from pyree.compiler.kernel import (
     is_float,
     is_row_kernel,
     itemsize,
+    reads_along_outputs,
     walk,
 )
 from pyree.compiler.sizes import Size, compare, num_elements, opaque
@@ -132,6 +133,11 @@ GPU_GEMV_ROWS = 4
 # A contraction with a run-time extent has a version per band of sizes whose static split
 # differs (``_by_size``), at most this many: each is one or two kernels more to compile.
 MAX_VERSIONS = 4
+# GPU column folds (``_column_splits``): partial outputs to aim for (an H200 holds ~270K
+# threads), the fewest rows a chunk, the fewest chunks worth a second dispatch.
+GPU_COLUMN_THREADS = 65536
+GPU_COLUMN_CHUNK = 64
+GPU_COLUMN_MIN_SPLITS = 4
 GPU_VECTOR_BLOCKS = 2 * FEW_TILES
 # The chunk counts a GPU contraction with a run-time K is split into (``_run_time_k``), each a
 # version of its own: two or three kernels more to compile.
@@ -191,7 +197,33 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
         return _by_size(op, by_size, lambda probe: _splits(probe, gpu, strict_floats, tensor_f32,
                                                            may_be_patches), small_sides)
     splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches)
+    if splits < 2 and gpu:
+        columns = _column_splits(op, strict_floats)
+        if columns >= 2:
+            return _split(op, columns, batch=True)
     return [op] if splits < 2 else _split(op, splits)
+
+
+def _column_splits(op: Generic, strict_floats: bool) -> int:
+    """Chunks for a GPU column fold (``kernel.reads_along_outputs``: the GPU templates give it a
+    thread per output, reading rows across neighbouring outputs) whose outputs are too few to
+    fill the GPU that way: enough for about ``GPU_COLUMN_THREADS`` partial outputs of at least
+    ``GPU_COLUMN_CHUNK`` rows, at least ``GPU_COLUMN_MIN_SPLITS`` (else 1). A mean over the
+    middle dim of 1x4096x4096 (4096 outputs) ran 0.28x PyTorch on the H200, 0.09x on its Vulkan
+    driver. The partials are laid out [s, outputs...] so that both kernels read and write
+    along the outputs."""
+    folds = fold_pattern(op.outputs)
+    if folds is None or any(f.dtype == "i1" for _, f in folds) or (
+            strict_floats and any(is_float(f.dtype) for _, f in folds)) or (
+            len(folds) == 1 and is_contraction(folds[0], op.num_parallel)):
+        return 1
+    outputs = math.prod(op.loop_ranges[:op.num_parallel])
+    extent = op.loop_ranges[op.num_parallel]
+    if not outputs or not reads_along_outputs(op.num_parallel, len(op.loop_ranges), folds,
+                                              lambda b: op.inputs[b].shape):
+        return 1
+    splits = min(GPU_COLUMN_THREADS // outputs, extent // GPU_COLUMN_CHUNK)
+    return splits if splits >= GPU_COLUMN_MIN_SPLITS else 1
 
 
 def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
@@ -228,12 +260,13 @@ def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
     return min(-(-TARGET_PARTIALS // outputs), extent // MIN_CHUNK)
 
 
-def _split(op: Generic, splits: int) -> list[Generic]:
+def _split(op: Generic, splits: int, batch: bool = False) -> list[Generic]:
     """[partial, final]: ``op``'s first reduction loop in ``splits`` chunks. A run-time
     extent is split in ``splits`` chunks of its ``splits``-th part: the caller's version holds
-    only where ``splits`` divides it (``_run_time_k``)."""
+    only where ``splits`` divides it (``_run_time_k``). ``batch``: the partials laid out
+    [s, outputs...], as a contraction's always are."""
     folds = fold_pattern(op.outputs)
-    contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
+    contraction = batch or (len(folds) == 1 and is_contraction(folds[0], op.num_parallel))
     extent = op.loop_ranges[op.num_parallel]
     if isinstance(extent, Size):
         chunk, rest, past = opaque("floordiv", extent, splits), 0, False

@@ -5,6 +5,7 @@ and of a kernel's run-time sizes: where they are, their push constants, bounds o
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -127,6 +128,33 @@ def fold_pattern(results: tuple[Result, ...]) -> list[tuple[str, Expr]] | None:
         out.append((v.op, f))
     return out
 
+
+
+def reads_along_outputs(num_parallel: int, num_loops: int, folds, shape_of) -> bool:
+    """Whether the folds' per-output reads (those that move with the outputs' last loop; a
+    vector every output shares is cached) are contiguous along that loop and not along the
+    innermost reduction loop: a column fold, which a block (workgroup) per output reads one
+    element a row (a [k, n] weight's column: GPT-2's c_fc split six ways, 18432 partial outputs
+    of 128 terms each, 32 rows of 6 KB a load), where a thread per output reads whole rows
+    across its neighbours. ``shape_of(binding)``: a load's binding's shape (static)."""
+    if not num_parallel:
+        return False
+    out, inner = num_parallel - 1, num_loops - 1
+    moving = []
+    for _, term in folds:
+        for e in walk(term):
+            if not isinstance(e, Load):
+                continue
+            shape = shape_of(e.binding)
+            if not all(isinstance(n, int) for n in shape):
+                return False
+            coeffs = [0] * num_loops
+            for d, ix in enumerate(e.index):
+                stride = math.prod(shape[d + 1:])
+                coeffs = [c + stride * x for c, x in zip(coeffs, ix.coeffs)]
+            if coeffs[out] != 0:
+                moving.append(coeffs)
+    return bool(moving) and all(c[out] == 1 and c[inner] != 1 for c in moving)
 
 
 def fold_product(fold: tuple[str, Expr]) -> Binary | None:

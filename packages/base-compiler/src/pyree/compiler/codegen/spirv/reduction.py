@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.common.addressing import linearize
 from pyree.compiler.codegen.common.cascade import block_sizes, cascade
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.normalize import unsafe_loads
@@ -58,27 +57,13 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
     if any(r.init is None for r in kernel.reductions):
         return None
     outputs = num_elements(kernel.parallel_ranges)
-    if is_static(outputs) and outputs >= MANY_OUTPUTS and _along_outputs(kernel, folds):
+    if is_static(outputs) and outputs >= MANY_OUTPUTS and K.reads_along_outputs(
+            kernel.num_parallel, len(kernel.loop_ranges), folds, lambda b: kernel.bindings[b].shape):
         return None
     block = block_size(target)
     if is_static(length) and is_static(outputs) and outputs >= MANY_OUTPUTS:
         block = min(block, max(target.subgroup_size, _pow2_at_least(-(-length // PER_INVOCATION))))
     return Plan(folds, block)
-
-
-def _along_outputs(kernel: K.Kernel, folds) -> bool:
-    """Whether the folds' per-output reads (those that move with the outputs' last loop; a
-    vector every output shares is cached) are contiguous along that loop and not along the
-    reduction's: a workgroup an output would read one element a row (a [k, n] weight's column:
-    GPT-2's c_fc split six ways, 18432 partial outputs of 128 terms each, 32 rows of 6 KB a
-    load), where one invocation an output reads whole rows across its neighbours."""
-    if not kernel.num_parallel:
-        return False
-    out, inner = kernel.num_parallel - 1, len(kernel.loop_ranges) - 1
-    loads = [e for _, term in folds for e in K.walk(term) if isinstance(e, K.Load)]
-    lins = [linearize(kernel.bindings[e.binding], e.index, len(kernel.loop_ranges)) for e in loads]
-    moving = [lin for lin in lins if lin.coeffs[out] != 0]
-    return bool(moving) and all(lin.coeffs[out] == 1 and lin.coeffs[inner] != 1 for lin in moving)
 
 
 def _pow2_at_least(n: int) -> int:

@@ -24,6 +24,7 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.sizes import is_static, num_elements, opaque
 
 PARALLEL_MIN_REDUCTION = 128
+MANY_OUTPUTS = 4096
 # Reduced elements a block template thread keeps in registers (a resident row), and the strided
 # elements per trip of a longer row's loop (loads in flight together).
 RESIDENT = 8
@@ -55,9 +56,19 @@ def plan(kernel: K.Kernel, target) -> tuple[int, ...] | None:
 
 def emit(module: Module, kernel: K.Kernel, name: str, plan: tuple[int, ...]) -> Launch:
     folds = K.fold_pattern(kernel.reductions)
-    if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION:
+    if folds is not None and int(np.prod(kernel.reduction_ranges)) >= PARALLEL_MIN_REDUCTION \
+            and not _columns(kernel, folds):
         return emit_block(module, kernel, name, folds, Function(module), STATIC)
     return emit_serial(module, kernel, name, Function(module), STATIC)
+
+
+def _columns(kernel: K.Kernel, folds) -> bool:
+    """A column fold with outputs enough to fill the GPU a thread each (``MANY_OUTPUTS``): a
+    block per output would read its column one element a row (a mean over the middle dim of
+    1x4096x4096 ran 0.28x PyTorch on the H200); a thread per output reads rows across its
+    neighbours. flow/split_reduction.py splits such folds with fewer outputs."""
+    return (int(np.prod(kernel.parallel_ranges)) >= MANY_OUTPUTS and K.reads_along_outputs(
+        kernel.num_parallel, len(kernel.loop_ranges), folds, lambda b: kernel.bindings[b].shape))
 
 
 def offsets(kernel: K.Kernel, sizes):
