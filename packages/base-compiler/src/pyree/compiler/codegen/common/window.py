@@ -185,6 +185,10 @@ def window_of(kernel: K.Kernel, f: K.Expr, pairs: tuple[Pair, ...]) -> K.Expr | 
             and (e is f or any(not shaped[p] for p in parents.get(e, ())))]
     if len(tops) != 1 or not mixes[tops[0]] or tops[0].dtype == "i1":
         return None
+    # A gather's clamp may be dropped where the loops keep its index in range, which stand-in
+    # loop values do not.
+    if any(isinstance(e, K.Gather) for e in K.walk(tops[0])):
+        return None
     return tops[0]
 
 
