@@ -431,3 +431,48 @@ def test_uniform_quantize_refused():
   %d = stablehlo.uniform_dequantize %q : (tensor<2x!quant.uniform<i8:f32, 0.1:-3>>) -> tensor<2xf32>
   return %d : tensor<2xf32>
 }""", 2, "'stablehlo.uniform_quantize'")
+
+
+@pytest.mark.parametrize("kind, k, dim, aggregate", [
+    ("max", 5, 1, True), ("min", 4, 1, True), ("max", 3, 0, True), ("max", 3, 1, False)])
+def test_approx_top_k_exactly(device, kind, k, dim, aggregate):
+    """JAX's ``approx_max_k``/``approx_min_k`` (``custom_call @ApproxTopK`` with a public
+    comparator function, which is no entry point): the exact top k, as XLA computes it off TPUs;
+    values equal JAX's, indices point at them (ties may come in either order: the op is
+    approximate), with NaN, inf and -0 among many ties. Without aggregation the whole dim,
+    sorted (no NaN there: XLA's own order of a NaN under a "greater" comparator, which NaN
+    breaks, is arbitrary)."""
+    x = RNG.integers(-5, 5, (9, 37)).astype(np.float32)
+    x[4, 5], x[4, 6] = np.inf, -0.0
+    if aggregate:
+        x[0, 3], x[2, :4] = np.nan, np.nan
+    op = lax.approx_max_k if kind == "max" else lax.approx_min_k
+    f = lambda v: op(v, k, reduction_dimension=dim, aggregate_to_topk=aggregate)
+    text = jax.jit(f).lower(x).as_text()
+    module = compiled(text, device)
+    assert module.function_names == ["main"]
+    values, indices = (np.asarray(r.to_host()) for r in module["main"](x))
+    want = np.asarray(jax.jit(f)(x)[0])
+    np.testing.assert_array_equal(values, want)
+    np.testing.assert_array_equal(np.take_along_axis(x, indices, axis=dim), values)
+    assert all(len(set(line)) == line.size for line in np.moveaxis(indices, dim, -1).reshape(-1, indices.shape[dim]))
+
+
+def test_chlo_bessel_i1e_zeta_and_polygamma(device):
+    """``jax.scipy.special.i1e`` and ``zeta`` and ``lax.polygamma`` (chlo.bessel_i1e, chlo.zeta,
+    chlo.polygamma) against JAX: the series / asymptotic switch of i1e at 15, its odd symmetry,
+    0, inf and NaN; zeta's poles (x = 1, q a non-positive integer), its NaN domain (x < 1, a
+    negative q with a fractional x) and a negative fractional q with an integer x; polygamma at
+    n = 0 (digamma), 1-6, a fractional or negative n (NaN) and x near its poles."""
+    sp = jax.scipy.special
+    i1e_x = np.array([0.0, -0.0, 1e-30, 0.3, -0.3, 2.5, 8.0, 14.999, 15.0, 15.001, -15.001, 40.0,
+                      1e4, 3e38, np.inf, -np.inf, np.nan, -7.25], np.float32)
+    zeta_x = np.array([1.0, 0.5, 2.0, 2.0, 3.5, 2.0, 3.0, 1.5, 6.0, 1.0001, 2.0, 3.0], np.float32)
+    zeta_q = np.array([1.0, 1.0, 1.0, 0.0, -1.5, -2.0, -1.5, 0.25, 7.5, 3.0, 1e4, 123.4],
+                      np.float32)
+    n = np.array([0.0, 1.0, 2.0, 3.0, 1.5, -1.0, 1.0, 4.0, 6.0, 2.0, 0.0], np.float32)
+    x = np.array([0.5, 0.5, 2.25, 7.0, 1.0, 1.0, -0.5, 0.125, 3.0, 1e3, -2.5], np.float32)
+    for f, args in ((sp.i1e, (i1e_x,)), (sp.zeta, (zeta_x, zeta_q)), (lax.polygamma, (n, x))):
+        got, want = jax_runs.run_both(jax, device, f, *args)
+        np.testing.assert_allclose(got[0], want[0], rtol=2e-5, atol=1e-30, equal_nan=True,
+                                   err_msg=f.__name__)

@@ -7,6 +7,13 @@ torch-mlir refuses ``aten.lgamma``, ``digamma`` and ``erfinv`` (importers/torch_
   operand's float type; at the poles lgamma is inf and digamma NaN (CHLO's answers; PyTorch's
   differ at 0, which its caller settles).
 - ``erf_inv``: Giles' single-precision polynomials (XLA's f32 lowering), ±inf at ±1, NaN outside.
+- ``bessel_i1e`` (``exp(-|x|) I1(x)``): the power series up to |x| = 15 (34 terms, all of one
+  sign), the asymptotic expansion (10 terms) past it.
+- ``zeta`` (Hurwitz's, ``sum_k (q + k)^-x``): 9 terms, then the Euler-Maclaurin tail with 12
+  Bernoulli terms (computed exactly here), CHLO's domain answers (inf at x = 1 and at
+  non-positive integer q, NaN below x = 1 and at negative q with a fractional x);
+  ``polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x)``, digamma at n = 0, NaN at a fractional or
+  negative n.
 """
 
 from __future__ import annotations
@@ -26,12 +33,28 @@ _ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
                 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
 
 
+def _bernoulli_terms(count: int) -> list[float]:
+    """B_2j / (2j)! for j = 1 .. count, from the Bernoulli numbers' recurrence in fractions."""
+    from fractions import Fraction
+    b = [Fraction(1)]
+    for m in range(1, 2 * count + 1):
+        b.append(-sum(math.comb(m + 1, k) * b[k] for k in range(m)) / (m + 1))
+    return [float(b[2 * j] / math.factorial(2 * j)) for j in range(1, count + 1)]
+
+
+_ZETA_TERMS = 9
+_ZETA_TAIL = _bernoulli_terms(12)
+_I1E_SERIES_TERMS = 34
+_I1E_SERIES_UP_TO = 15.0
+_I1E_ASYMPTOTIC_TERMS = 10
+
+
 class Ops(Protocol):
     """Elementwise arithmetic on one float type; ``b`` may be a Python float."""
 
     def c(self, v: float): ...
-    def bin(self, op: str, a, b): ...  # add, sub, mul, div
-    def un(self, op: str, a): ...  # neg, abs, floor, log, log1p, sin, cos, sqrt
+    def bin(self, op: str, a, b): ...  # add, sub, mul, div, pow
+    def un(self, op: str, a): ...  # neg, abs, floor, log, log1p, sin, cos, sqrt, exp
     def cmp(self, op: str, a, b): ...  # lt, le, gt, eq (ordered)
     def both(self, a, b): ...  # logical and
     def pick(self, cond, a, b): ...
@@ -96,3 +119,63 @@ def erf_inv(o: Ops, x):
     value = o.bin("mul", o.pick(o.cmp("lt", w, o.c(5.0)), central, tail), x)
     at_one = o.cmp("eq", o.un("abs", x), o.c(1.0))
     return o.pick(at_one, o.bin("mul", x, o.c(math.inf)), value)
+
+
+def bessel_i1e(o: Ops, x):
+    z = o.un("abs", x)
+    quarter = o.bin("mul", o.bin("mul", z, z), 0.25)
+    term = o.bin("mul", z, 0.5)
+    series = term
+    for k in range(1, _I1E_SERIES_TERMS):
+        term = o.bin("mul", term, o.bin("div", quarter, float(k * (k + 1))))
+        series = o.bin("add", series, term)
+    series = o.bin("mul", series, o.un("exp", o.un("neg", z)))
+    inverse = o.bin("div", o.c(1.0), z)
+    coeff, tail = 1.0, o.c(0.0)
+    terms = []
+    for k in range(1, _I1E_ASYMPTOTIC_TERMS):
+        coeff *= -(4.0 - (2 * k - 1) ** 2) / (8.0 * k)
+        terms.append(coeff)
+    for c in reversed(terms):  # Horner in 1/z: 1 + c1/z + c2/z^2 + ...
+        tail = o.bin("mul", o.bin("add", tail, c), inverse)
+    asymptotic = o.bin("div", o.bin("add", tail, 1.0),
+                       o.bin("mul", o.un("sqrt", z), math.sqrt(2 * math.pi)))
+    value = o.pick(o.cmp("le", z, o.c(_I1E_SERIES_UP_TO)), series, asymptotic)
+    value = o.pick(o.cmp("lt", x, o.c(0.0)), o.un("neg", value), value)
+    return o.pick(o.cmp("eq", z, o.c(0.0)), x, value)  # odd: -0 for -0
+
+
+def zeta(o: Ops, x, q):
+    total = o.c(0.0)
+    for k in range(_ZETA_TERMS):
+        total = o.bin("add", total, o.bin("pow", o.bin("add", q, float(k)), o.un("neg", x)))
+    w = o.bin("add", q, float(_ZETA_TERMS))
+    w_x = o.bin("pow", w, o.un("neg", x))
+    total = o.bin("add", total, o.bin("div", o.bin("mul", w, w_x), o.bin("sub", x, 1.0)))
+    total = o.bin("add", total, o.bin("mul", w_x, 0.5))
+    inverse_square = o.bin("div", o.c(1.0), o.bin("mul", w, w))
+    factor = o.bin("div", o.bin("mul", x, w_x), w)  # x (x+1) ... (x+2j-2) w^(-x-2j+1), j = 1
+    for j, b in enumerate(_ZETA_TAIL, start=1):
+        if j > 1:
+            rising = o.bin("mul", o.bin("add", x, float(2 * j - 3)), o.bin("add", x, float(2 * j - 2)))
+            factor = o.bin("mul", factor, o.bin("mul", rising, inverse_square))
+        total = o.bin("add", total, o.bin("mul", factor, b))
+    integer_q = o.cmp("eq", q, o.un("floor", q))
+    pole = o.both(o.cmp("le", q, o.c(0.0)), integer_q)
+    fractional_x = o.cmp("lt", o.un("floor", x), x)
+    nan = o.both(o.cmp("lt", q, o.c(0.0)), fractional_x)
+    result = o.pick(o.cmp("eq", x, o.c(1.0)), o.c(math.inf), total)
+    result = o.pick(o.cmp("lt", x, o.c(1.0)), o.c(math.nan), result)
+    result = o.pick(pole, o.c(math.inf), result)
+    return o.pick(nan, o.c(math.nan), result)
+
+
+def polygamma(o: Ops, n, x):
+    half = o.un("floor", o.bin("mul", n, 0.5))
+    odd = o.cmp("eq", o.bin("sub", n, o.bin("mul", half, 2.0)), o.c(1.0))
+    sign = o.pick(odd, o.c(1.0), o.c(-1.0))
+    factorial = o.un("exp", lgamma(o, o.bin("add", n, 1.0)))
+    value = o.bin("mul", o.bin("mul", sign, factorial), zeta(o, o.bin("add", n, 1.0), x))
+    value = o.pick(o.cmp("eq", n, o.c(0.0)), digamma(o, x), value)
+    valid = o.both(o.cmp("eq", n, o.un("floor", n)), o.cmp("ge", n, o.c(0.0)))
+    return o.pick(valid, value, o.c(math.nan))

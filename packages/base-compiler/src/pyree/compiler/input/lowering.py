@@ -62,14 +62,28 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module",
     functions = {op.sym_name.data: op for op in module.body.block.ops
                  if isinstance(op, func.FuncOp)}
     globals = read_globals(module)
+    computations = _called_computations(module)
     for op in module.body.block.ops:
         if isinstance(op, func.FuncOp):
-            if op.sym_visibility is None or op.sym_visibility.data == "public":
+            if (op.sym_visibility is None or op.sym_visibility.data == "public") \
+                    and op.sym_name.data not in computations:
                 program.functions.append(_lower_function(op, functions, globals, scatter_atomics,
                                                                scatter_dtypes))
         elif op.name not in GLOBAL_OPS and op.name not in _DESCRIPTIVE_MODULE_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
+
+
+def _called_computations(module: ModuleOp) -> set[str]:
+    """Functions an op names in ``called_computations`` (a custom call's comparator: JAX's
+    ``approx_max_k`` leaves its ``top_k_gt_f32_comparator`` public): computations, which end in
+    ``stablehlo.return``, not entry points."""
+    names = set()
+    for op in module.walk():
+        attr = op.attributes.get("called_computations")
+        for ref in getattr(attr, "data", ()):
+            names.add(ref.root_reference.data if hasattr(ref, "root_reference") else str(ref))
+    return names
 
 
 def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict,

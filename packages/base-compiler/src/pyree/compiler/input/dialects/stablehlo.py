@@ -585,7 +585,7 @@ _ELEMENTWISE_KEYS = {"reduce_precision": {"format": "format", "exponent_bits": "
                                           "mantissa_bits": "mantissa_bits"}}
 CHLO_ELEMENTWISE = ("erf", "erfc", "tan", "acos", "asin", "atan", "sinh", "cosh", "asinh",
                     "acosh", "atanh", "lgamma", "digamma", "erf_inv", "is_inf", "is_neg_inf",
-                    "is_pos_inf", "square", "next_after")
+                    "is_pos_inf", "square", "next_after", "bessel_i1e", "zeta", "polygamma")
 CHLO_BROADCAST = ("add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum",
                   "power", "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic",
                   "shift_right_logical", "compare", "select", "polygamma", "zeta", "complex")

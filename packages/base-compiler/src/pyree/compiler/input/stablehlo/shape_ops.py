@@ -50,8 +50,8 @@ def lower_identity(fn: FunctionLowering, op: Operation) -> None:
 def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
     """JAX's ``@shape_assertion`` (a check of dynamic dims, which are static here) is dropped,
     as IREE drops it; ``@ProductOfElementaryHouseholderReflectors`` (JAX's QR) is computed
-    (householder.py), and JAX's linear-algebra calls (lapack.py); any other target is refused
-    by name."""
+    (householder.py), JAX's linear-algebra calls (lapack.py) and ``@ApproxTopK`` (exactly:
+    sort.py); any other target is refused by name."""
     where = location_of(op)
     target = op.properties.get("call_target_name") or op.attributes.get("call_target_name")
     name = getattr(target, "data", None)
@@ -59,6 +59,9 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
         return
     if name == "ProductOfElementaryHouseholderReflectors":
         return lower_householder_product(fn, op)
+    if name == "ApproxTopK":
+        from pyree.compiler.input.stablehlo.sort import lower_approx_top_k
+        return lower_approx_top_k(fn, op)
     if (kind := lapack_call(name or "")) is not None:
         return lower_lapack(fn, op, kind)
     solver = name and name.startswith(("lapack_", "cusolver_", "hipsolver_", "cu_", "hip_"))
@@ -66,8 +69,9 @@ def lower_custom_call(fn: FunctionLowering, op: Operation) -> None:
             "orgqr, syevd and gesdd (cholesky, lu, qr, eigh, svd, solve, inv, det, "
             "solve_triangular); not general eigenvalues (geev)") if solver else ""
     raise CompileError(f"stablehlo.custom_call @{name} is not supported (only JAX's "
-                       f"@shape_assertion, @ProductOfElementaryHouseholderReflectors and "
-                       f"potrf, getrf, trsm, geqrf, orgqr, syevd, gesdd){hint}", where)
+                       f"@shape_assertion, @ProductOfElementaryHouseholderReflectors, "
+                       f"@ApproxTopK and potrf, getrf, trsm, geqrf, orgqr, syevd, gesdd){hint}",
+                       where)
 
 
 def lower_transpose(fn: FunctionLowering, op: Operation) -> None:

@@ -5,6 +5,7 @@ top_k sorts (values, their indices) with "greater" and keeps the first k."""
 
 from __future__ import annotations
 
+from pyree.compiler.errors import CompileError
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.sort_scan import iota, sort_values
@@ -41,4 +42,40 @@ def lower_top_k(fn: FunctionLowering, op: Operation) -> None:
     top = sort_values(fn, [x, indices], axis, k, lambda lhs, rhs, inputs: Compare(
         "gt", lhs[0], rhs[0]), op.name, where)
     for result, value in zip(op.results, top, strict=True):
+        fn.env[result] = value
+
+
+def lower_approx_top_k(fn: FunctionLowering, op: Operation) -> None:
+    """``custom_call @ApproxTopK(inputs..., inits...)`` (JAX's ``approx_max_k``/``approx_min_k``):
+    computed exactly, as XLA does off TPUs: the inputs sorted together along ``reduction_dim``
+    by the called comparator (stable), the first k (each result's extent there) kept. An exact
+    answer is one the approximate op may give; the init values only pad a reduction shorter
+    than k, which the result types rule out here."""
+    where = location_of(op)
+    config = op.attributes.get("mhlo.backend_config")
+    dim = getattr(getattr(config, "data", {}).get("reduction_dim"), "value", None)
+    comparator = getattr(op.attributes.get("called_computations"), "data", ())
+    inputs = len(op.results)
+    if dim is None or len(comparator) != 1 or len(op.operands) != 2 * inputs:
+        raise CompileError("stablehlo.custom_call @ApproxTopK needs 'reduction_dim' in "
+                           "mhlo.backend_config, one called computation (its comparator) and "
+                           "an init value per input", where)
+    name = comparator[0].root_reference.data
+    if name not in fn.functions:
+        raise CompileError(f"@ApproxTopK's comparator @{name} is not a function of this module",
+                           where)
+    xs = [fn.tensor(v, where) for v in op.operands[:inputs]]
+    axis = dim.data % len(xs[0].shape)
+    k = tensor_type_of(op.results[0].type, where)[1][axis]
+    if k > xs[0].shape[axis]:
+        raise CompileError(f"@ApproxTopK keeps {k} of {xs[0].shape[axis]} values along dim "
+                           f"{axis}: the init values' padding is not supported", where)
+    block = fn.functions[name].body.block
+
+    def compare(lhs, rhs, values):
+        pairs = [e for pair in zip(lhs, rhs) for e in pair]
+        return lower_region(fn, block, pairs, values, where)[0]
+
+    for result, value in zip(op.results, sort_values(fn, xs, axis, k, compare, "ApproxTopK", where),
+                             strict=True):
         fn.env[result] = value

@@ -1,4 +1,4 @@
-"""CHLO's lgamma, digamma and erf_inv as kernel-IR expressions: the formulas of
+"""CHLO's lgamma, digamma, erf_inv, bessel_i1e, zeta and polygamma as kernel-IR expressions: the formulas of
 ``pyree.compiler.special_functions`` over kernel-IR arithmetic in the operand's float type."""
 
 from __future__ import annotations
@@ -42,3 +42,15 @@ def digamma(x: Expr) -> Expr:
 
 def erf_inv(x: Expr) -> Expr:
     return special_functions.erf_inv(_Ops(x.dtype), x)
+
+
+def bessel_i1e(x: Expr) -> Expr:
+    return special_functions.bessel_i1e(_Ops(x.dtype), x)
+
+
+def zeta(x: Expr, q: Expr) -> Expr:
+    return special_functions.zeta(_Ops(x.dtype), x, q)
+
+
+def polygamma(n: Expr, x: Expr) -> Expr:
+    return special_functions.polygamma(_Ops(x.dtype), n, x)
