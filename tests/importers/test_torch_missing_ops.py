@@ -1,7 +1,8 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
 median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, lgamma,
-digamma and erfinv, with NaN, infinities and -0 where the op takes them. Each failed to import
+digamma and erfinv, the Bessel functions i0/i1 (scaled and not), polygamma and zeta, with NaN,
+infinities and -0 where the op takes them. Each failed to import
 before ("failed to legalize operation")."""
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ CASES = {
         (torch.cat([SPECIAL, torch.tensor([-3.7, 1.5, 2.0, -4.0]), torch.linspace(-10, 20, 151)]),
          torch.cat([torch.tensor([-1.0, 1, 0, -0.0, 0.5, -0.999, 2, NAN, -0.99999]),
                     torch.linspace(-0.999, 0.999, 101)]))),
+    # series to 15, the asymptotic expansion past it; i0/i1 scaled back (inf past ~88)
+    "bessel_i0_i1_and_scaled": (
+        lambda a: (torch.i0(a), torch.special.i0e(a), torch.special.i1(a), torch.special.i1e(a)),
+        (torch.cat([SPECIAL, torch.tensor([14.999, 15.0, 15.001, -15.001, 88.0, -90.0]),
+                    torch.linspace(-40, 40, 161)]),)),
+    # away from the poles (x a non-positive integer): see test_polygamma_and_zeta_at_the_edges
+    "polygamma_and_zeta": (
+        lambda a, s, q: (torch.polygamma(0, a), torch.polygamma(1, a), torch.polygamma(2, a),
+                         torch.special.polygamma(4, a), torch.special.zeta(s, q),
+                         torch.special.zeta(2.0, q)),
+        (torch.cat([torch.tensor([0.5, 0.25, 1.0, 2.0, 7.5, 3.3, 1e3]),
+                    torch.rand(40) * 10 + 0.1]),
+         torch.tensor([1.5, 2.0, 3.0, 6.0, 1.0001, 2.5, 4.0, 11.0]),
+         torch.tensor([0.25, 1.0, 7.5, 3.0, 1e3, 0.5, 2.0, 0.01]))),
     # ties to the latest index; NaN from the first NaN on, indexed by the latest NaN
     "cummax_and_cummin": (
         lambda a, i, long: (*torch.cummax(a, 1), *torch.cummin(a, 0), *torch.cummax(i, -1),
@@ -176,3 +191,43 @@ def test_run_time_counts_of_indices_and_bags_serve_every_size():
             want = model(*args)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_polygamma_and_zeta_at_the_edges():
+    """Where PyTorch's own f32 answers are the series' accidents (1.3e15 at the pole -1 for
+    n = 1; NaN at +inf for n = 2 but 0 for n = 1), pyree gives the limits: inf (n odd) or -inf
+    (n even) at a pole, 0 at +inf, NaN at -inf and NaN; zeta's CHLO domain: inf at x = 1 and at
+    q a non-positive integer, NaN for x < 1 and for a negative q with a fractional x."""
+    import pyree.runtime as rt
+
+    def f(a, s, q):
+        return torch.polygamma(1, a), torch.polygamma(2, a), torch.special.zeta(s, q)
+
+    a = torch.tensor([0.0, -1.0, -3.0, INF, -INF, NAN])
+    s = torch.tensor([1.0, 0.5, 2.0, 2.0, 3.5, 2.0, 3.0, 2.0])
+    q = torch.tensor([1.0, 1.0, 0.0, -2.0, -1.5, INF, -1.5, NAN])
+    module = rt.load_module(compile_str(import_torch(Fn(f), a, s, q),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    one, two, zeta = (np.asarray(r.to_host()) for r in module["main"](a.numpy(), s.numpy(),
+                                                                       q.numpy()))
+    np.testing.assert_array_equal(one, [INF, INF, INF, 0.0, NAN, NAN])
+    np.testing.assert_array_equal(two, [-INF, -INF, -INF, -0.0, NAN, NAN])
+    np.testing.assert_array_equal(zeta[[0, 1, 2, 3, 4, 5, 7]], [INF, NAN, INF, INF, NAN, 0.0, NAN])
+    want = float(torch.special.zeta(torch.tensor(3.0, dtype=torch.float64),
+                                    torch.tensor(-1.5, dtype=torch.float64)))
+    np.testing.assert_allclose(zeta[6], want, rtol=1e-5)
+
+
+def test_polygamma_of_negative_x_to_the_cancellation_of_its_terms():
+    """Below 0 the series' terms alternate in sign and cancel (zeta(5, -2.5) sums +-32 to
+    -0.0028): f32 keeps about 3 digits there, where PyTorch computes in double."""
+    import pyree.runtime as rt
+
+    a = torch.tensor([-0.5, -2.5, -3.7, -0.1, -6.25])
+    fn = lambda v: (torch.polygamma(1, v), torch.polygamma(2, v), torch.special.polygamma(4, v))
+    module = rt.load_module(compile_str(import_torch(Fn(fn), a),
+                                        CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    for got, want in zip(module["main"](a.numpy()), fn(a.double())):
+        np.testing.assert_allclose(np.asarray(got.to_host()), want.numpy(), rtol=2e-3)

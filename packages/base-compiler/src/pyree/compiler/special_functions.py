@@ -7,11 +7,12 @@ torch-mlir refuses ``aten.lgamma``, ``digamma`` and ``erfinv`` (importers/torch_
   operand's float type; at the poles lgamma is inf and digamma NaN (CHLO's answers; PyTorch's
   differ at 0, which its caller settles).
 - ``erf_inv``: Giles' single-precision polynomials (XLA's f32 lowering), ±inf at ±1, NaN outside.
-- ``bessel_i1e`` (``exp(-|x|) I1(x)``): the power series up to |x| = 15 (34 terms, all of one
-  sign), the asymptotic expansion (10 terms) past it.
+- ``bessel_i0e`` and ``bessel_i1e`` (``exp(-|x|) I0(x)``, ``I1``): the power series up to
+  |x| = 15 (34 terms, all of one sign), the asymptotic expansion (10 terms) past it.
 - ``zeta`` (Hurwitz's, ``sum_k (q + k)^-x``): 9 terms, then the Euler-Maclaurin tail with 12
   Bernoulli terms (computed exactly here), CHLO's domain answers (inf at x = 1 and at
-  non-positive integer q, NaN below x = 1 and at negative q with a fractional x);
+  non-positive integer q, NaN below x = 1 and at negative q with a fractional x), 0 at q = inf
+  and NaN at q = -inf;
   ``polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x)``, digamma at n = 0, NaN at a fractional or
   negative n.
 """
@@ -121,26 +122,36 @@ def erf_inv(o: Ops, x):
     return o.pick(at_one, o.bin("mul", x, o.c(math.inf)), value)
 
 
+def bessel_i0e(o: Ops, x):
+    return _bessel_ie(o, x, 0)
+
+
 def bessel_i1e(o: Ops, x):
+    return _bessel_ie(o, x, 1)
+
+
+def _bessel_ie(o: Ops, x, order: int):
+    """``exp(-|x|) I_order(|x|)``, odd in x for order 1 (even for 0)."""
     z = o.un("abs", x)
     quarter = o.bin("mul", o.bin("mul", z, z), 0.25)
-    term = o.bin("mul", z, 0.5)
+    term = o.bin("mul", z, 0.5) if order else o.c(1.0)
     series = term
     for k in range(1, _I1E_SERIES_TERMS):
-        term = o.bin("mul", term, o.bin("div", quarter, float(k * (k + 1))))
+        term = o.bin("mul", term, o.bin("div", quarter, float(k * (k + order))))
         series = o.bin("add", series, term)
     series = o.bin("mul", series, o.un("exp", o.un("neg", z)))
     inverse = o.bin("div", o.c(1.0), z)
-    coeff, tail = 1.0, o.c(0.0)
-    terms = []
+    coeff, tail, terms = 1.0, o.c(0.0), []
     for k in range(1, _I1E_ASYMPTOTIC_TERMS):
-        coeff *= -(4.0 - (2 * k - 1) ** 2) / (8.0 * k)
+        coeff *= -(4.0 * order * order - (2 * k - 1) ** 2) / (8.0 * k)
         terms.append(coeff)
     for c in reversed(terms):  # Horner in 1/z: 1 + c1/z + c2/z^2 + ...
         tail = o.bin("mul", o.bin("add", tail, c), inverse)
     asymptotic = o.bin("div", o.bin("add", tail, 1.0),
                        o.bin("mul", o.un("sqrt", z), math.sqrt(2 * math.pi)))
     value = o.pick(o.cmp("le", z, o.c(_I1E_SERIES_UP_TO)), series, asymptotic)
+    if not order:
+        return value
     value = o.pick(o.cmp("lt", x, o.c(0.0)), o.un("neg", value), value)
     return o.pick(o.cmp("eq", z, o.c(0.0)), x, value)  # odd: -0 for -0
 
@@ -164,9 +175,11 @@ def zeta(o: Ops, x, q):
     pole = o.both(o.cmp("le", q, o.c(0.0)), integer_q)
     fractional_x = o.cmp("lt", o.un("floor", x), x)
     nan = o.both(o.cmp("lt", q, o.c(0.0)), fractional_x)
+    total = o.pick(o.cmp("eq", q, o.c(math.inf)), o.c(0.0), total)  # every term 0
     result = o.pick(o.cmp("eq", x, o.c(1.0)), o.c(math.inf), total)
     result = o.pick(o.cmp("lt", x, o.c(1.0)), o.c(math.nan), result)
     result = o.pick(pole, o.c(math.inf), result)
+    result = o.pick(o.cmp("eq", q, o.c(-math.inf)), o.c(math.nan), result)  # no limit there
     return o.pick(nan, o.c(math.nan), result)
 
 

@@ -27,7 +27,10 @@ PyTorch's answer, special values included:
   are 0), counted.
 - ``lgamma``, ``digamma`` and ``erfinv``: the formulas pyree computes CHLO's with
   (``special_functions``) over PyTorch's tensors, and PyTorch's own answers at digamma's pole 0
-  (-inf for +0, inf for -0, where CHLO answers NaN); floats up to 32 bits.
+  (-inf for +0, inf for -0, where CHLO answers NaN); floats up to 32 bits. So are
+  ``special_i0e``/``i1e``, ``i0``/``special_i1`` (scaled back), ``polygamma`` and
+  ``special_zeta`` (below 0 the zeta series' terms cancel: about 3 digits in f32, where PyTorch
+  computes in double).
 - ``cummax`` and ``cummin``: a scan in log2(n) steps (each position combined with the one 1, 2,
   4, ... before it), keeping PyTorch's ties (the latest index) and its NaN (NaN from the first
   NaN on, with the latest NaN's index).
@@ -56,6 +59,13 @@ def decompositions() -> dict:
              aten.histc.default: _histc,
              aten.lgamma.default: _special("lgamma"), aten.digamma.default: _special("digamma"),
              aten.erfinv.default: _special("erf_inv"),
+             aten.special_i0e.default: _bessel("bessel_i0e"),
+             aten.special_i1e.default: _bessel("bessel_i1e"),
+             aten.i0.default: _bessel("bessel_i0e", scaled=False),
+             aten.special_i1.default: _bessel("bessel_i1e", scaled=False),
+             aten.polygamma.default: _polygamma,
+             aten.special_zeta.default: _zeta, aten.special_zeta.self_scalar: _zeta,
+             aten.special_zeta.other_scalar: _zeta,
              aten.cummax.default: _running("max"), aten.cummin.default: _running("min"),
              aten.embedding_bag.default: _embedding_bag,
              aten.embedding_bag.padding_idx: _embedding_bag,
@@ -139,7 +149,8 @@ class _TorchOps:
 
     def bin(self, op: str, a, b):
         import torch
-        return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](a, b)
+        return {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+                "pow": torch.pow}[op](a, b)
 
     def un(self, op: str, a):
         import torch
@@ -168,6 +179,39 @@ def _special(name: str):
             value = torch.where(x == 0, torch.where(_negative(x), math.inf, -math.inf), value)
         return value
     return special
+
+
+def _bessel(name: str, scaled: bool = True):
+    """``special_i0e``/``i1e``, and (not ``scaled``) ``i0``/``i1``: the exponentially scaled
+    function times ``exp(|x|)`` (inf past ~88, as PyTorch's f32); +0 at -0, as PyTorch's."""
+    def bessel(x):
+        import torch
+        value = _special(name)(x)
+        if value is NotImplemented:
+            return value
+        if not scaled:
+            value = value * torch.exp(torch.abs(x))
+        return torch.where(x == 0, torch.zeros_like(value), value) if name == "bessel_i1e" else value
+    return bessel
+
+
+def _polygamma(n: int, x):
+    import torch
+    if not _float(x) or x.dtype == torch.float64:
+        return NotImplemented
+    if n == 0:  # PyTorch's digamma, poles included
+        return _special("digamma")(x)
+    return special_functions.polygamma(_TorchOps(x), torch.full_like(x, float(n)), x)
+
+
+def _zeta(x, q):
+    import torch
+    tensor = x if isinstance(x, torch.Tensor) else q
+    if not _float(tensor) or tensor.dtype == torch.float64:
+        return NotImplemented
+    x, q = (v if isinstance(v, torch.Tensor) else torch.full_like(tensor, float(v)) for v in (x, q))
+    x, q = torch.broadcast_tensors(x, q)
+    return special_functions.zeta(_TorchOps(x), x, q)
 
 
 # ---- searching and order -------------------------------------------------------------------
