@@ -146,3 +146,31 @@ def test_an_extract_at_a_non_affine_index_is_a_gather(rng):
 def test_an_extract_from_an_empty_tensor_is_an_error():
     err = _error(GATHER.replace("tensor<10xf32>", "tensor<0xf32>"))
     assert err.location == "model.mlir:7:5" and "empty tensor" in err.message
+
+
+@pytest.mark.parametrize("device", ["local-task", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_affine_apply_of_an_index_the_program_computes(device):
+    """``affine.apply`` over an index argument (not a size): its map computed on the device,
+    floor and ceiling divisions and ``mod`` by positive constants as affine maps define them
+    below zero (``mod`` never negative), the result indexing an extract. It was refused as "a
+    size computed from tensor contents"."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from jax_runs import module_for
+
+    text = """func.func @main(%a: tensor<8xf32>, %n: index) -> (index, index, index, index, f32) {
+  %i = affine.apply affine_map<(d0) -> (d0 * 2 + 1)>(%n)
+  %f = affine.apply affine_map<(d0)[s0] -> ((d0 - s0) floordiv 3 + 4)>(%n)[%n]
+  %c = affine.apply affine_map<(d0) -> (d0 ceildiv 3)>(%n)
+  %m = affine.apply affine_map<()[s0] -> ((s0 - 7) mod 3)>()[%n]
+  %r = tensor.extract %a[%m] : tensor<8xf32>
+  return %i, %f, %c, %m, %r : index, index, index, index, f32
+}"""
+    module = module_for(text, device)
+    a = np.arange(8, dtype=np.float32) * 10
+    for n in (0, 2, 5, -4, -11):
+        got = [np.asarray(r.to_host()) if hasattr(r, "to_host") else r
+               for r in module["main"](a, np.int64(n))]
+        want = [2 * n + 1, 0 // 3 + 4, -((-n) // 3), (n - 7) % 3, a[(n - 7) % 3]]
+        assert [float(g) for g in got] == [float(w) for w in want], n

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.function import Dim, Empty, FunctionLowering
+from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.types import dtype_of
-from pyree.compiler.kernel import Const
+from pyree.compiler.kernel import Binary, Compare, Const, Select
 from pyree.compiler.sizes import Size, compare, exact_quotient, opaque, select
 from pyree.compiler.tensor_program import Value
 from xdsl.ir import Operation, SSAValue
@@ -39,12 +40,15 @@ def lower_dim(fn: FunctionLowering, op: Operation) -> None:
 
 def lower_affine_apply(fn: FunctionLowering, op: Operation) -> None:
     """``affine.apply``: its map's one result over sizes and index constants (torch-mlir's
-    ``s0 * 2``), a size the host computes, or a constant."""
+    ``s0 * 2``), a size the host computes, or a constant; over an index scalar the program
+    computes (a function argument, an extracted element), that scalar's arithmetic."""
     where = location_of(op)
     affine_map = op.map.data
     if len(affine_map.results) != 1:
         raise CompileError(f"affine.apply needs a map with one result, not "
                            f"{len(affine_map.results)}", where)
+    if not all(isinstance(fn.entry(v, where), (Dim, Const)) for v in op.operands):
+        return _affine_apply_of_scalars(fn, op, affine_map, where)
     values = [size_of(fn, v, where) for v in op.operands]
     dims, symbols = values[:affine_map.num_dims], values[affine_map.num_dims:]
 
@@ -70,6 +74,45 @@ def lower_affine_apply(fn: FunctionLowering, op: Operation) -> None:
 
 _AFFINE_DIVISIONS = {AffineBinaryOpKind.FloorDiv: "floordiv", AffineBinaryOpKind.CeilDiv: "ceildiv",
                      AffineBinaryOpKind.Mod: "mod"}
+
+
+def _affine_apply_of_scalars(fn: FunctionLowering, op: Operation, affine_map, where: str) -> None:
+    """The map over index expressions (a rank-0 Generic where one is computed): floor and
+    ceiling divisions and ``mod`` by positive constants, as affine maps define them for
+    negative values too (``mod`` is never negative)."""
+    inputs = Inputs()
+    args = [fn.scalar(v, inputs, where) for v in op.operands]
+    dims, symbols = args[:affine_map.num_dims], args[affine_map.num_dims:]
+
+    def floordiv(a, c: int):
+        below = Compare("lt", a, Const(0, "index"))
+        shifted = Binary("sub", a, Const(c - 1, "index"), "index")
+        return Binary("div", Select(below, shifted, a, "index"), Const(c, "index"), "index")
+
+    def value(e: AffineExpr):
+        if isinstance(e, AffineConstantExpr):
+            return Const(e.value, "index")
+        if isinstance(e, AffineDimExpr):
+            return dims[e.position]
+        if isinstance(e, AffineSymExpr):
+            return symbols[e.position]
+        a, b = value(e.lhs), value(e.rhs)
+        if e.kind == AffineBinaryOpKind.Add:
+            return Binary("add", a, b, "index")
+        if e.kind == AffineBinaryOpKind.Mul:
+            return Binary("mul", a, b, "index")
+        c = int(b.value) if isinstance(b, Const) else 0
+        if c <= 0:  # MLIR's affine maps divide by positive constants
+            raise CompileError(f"affine.apply divides by {b}, not a positive constant", where)
+        if e.kind == AffineBinaryOpKind.FloorDiv:
+            return floordiv(a, c)
+        if e.kind == AffineBinaryOpKind.CeilDiv:
+            return Binary("sub", Const(0, "index"),
+                          floordiv(Binary("sub", Const(0, "index"), a, "index"), c), "index")
+        return Binary("sub", a, Binary("mul", floordiv(a, c), Const(c, "index"), "index"),
+                      "index")
+
+    fn.define_scalar(op.results[0], value(affine_map.results[0]), inputs, where, op.name)
 
 
 def lower_assume_int(fn: FunctionLowering, op: Operation) -> None:
