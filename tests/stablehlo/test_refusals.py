@@ -14,10 +14,10 @@ CASES = {
   %k = stablehlo.collective_permute %0 {source_target_pairs = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<2xui64>) -> tensor<2xui64>
   return %k : tensor<2xui64>
 }""", ":3:", "unsupported op 'stablehlo.collective_permute'"),
-    "declared_unlowered_chlo": ("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = chlo.broadcast_zeta %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    "unlowered_chlo": ("""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = chlo.constant_like %x : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
-}""", ":2:3", "unsupported op 'chlo.broadcast_zeta'"),
+}""", ":2:3", "unsupported op 'chlo.constant_like'"),
     "integer_power": ("""func.func @f(%x: tensor<4xi32>) -> tensor<4xi32> {
   %0 = stablehlo.power %x, %x : tensor<4xi32>
   return %0 : tensor<4xi32>
