@@ -30,6 +30,11 @@ CASES = {  # name -> (function, inputs)
                                     + (x == x).float(), (X,)),
     "clamp_scalar_bounds": (lambda x: torch.clamp(x, -1.0, 2.0) + torch.clamp(x, min=0.5), (X,)),
     "clamp_tensor_bounds": (lambda x: torch.clamp(x, min=x.flip(0), max=x.flip(1) + 3), (X,)),
+    # an integer tensor by float bounds: PyTorch's float result (torch-mlir had failed)
+    "clamp_integers_by_floats": (
+        lambda i: (torch.clamp(i, min=-2.5, max=3.7), i.clamp_min(0.5), i.clamp_max(-1.25),
+                   torch.clamp(i, -2, 3), i.clamp_min(1), torch.clamp(i.to(torch.int32), max=2.5)),
+        (torch.randint(-6, 7, (5, 9)),)),
     "relu6_and_hardtanh": (lambda x: F.relu6(x) + F.hardtanh(x, -0.5, 0.5), (X,)),
     "maximum_and_minimum": (lambda x: torch.maximum(x, x.flip(0)) - torch.minimum(x.flip(1), x),
                             (X,)),
@@ -97,6 +102,7 @@ def test_matches_pytorch(name):
     if isinstance(want, tuple):
         for g, w in zip(got, want, strict=True):
             g, w = g.to_host(), w.numpy()
+            assert g.dtype == w.dtype and g.shape == w.shape
             np.testing.assert_array_equal(g, w)
             zero = w == 0  # -0 too (a NaN's sign bit is not asked for)
             np.testing.assert_array_equal(np.signbit(g[zero]), np.signbit(w[zero]))

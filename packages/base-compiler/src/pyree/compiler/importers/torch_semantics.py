@@ -48,6 +48,7 @@ def decompositions() -> dict:
     aten = torch.ops.aten
     return {aten.eq.Tensor: _self_compare(True), aten.ne.Tensor: _self_compare(False),
             aten.clamp.default: _clamp, aten.clamp.Tensor: _clamp,
+            aten.clamp_min.default: _clamp_side("min"), aten.clamp_max.default: _clamp_side("max"),
             aten.hardtanh.default: _hardtanh, aten.isfinite.default: _isfinite,
             aten.maximum.default: _nan_or("gt"), aten.minimum.default: _nan_or("lt"),
             aten.floor_divide.default: _floor_divide,
@@ -96,9 +97,36 @@ def _bounded(x, low, high):
 
 
 def _clamp(x, min=None, max=None):  # noqa: A002 - aten's argument names
-    if not _is_float(x) or any(isinstance(v, complex) for v in (min, max)):
+    if any(isinstance(v, complex) for v in (min, max)):
         return NotImplemented
+    if not _is_float(x):
+        x = _promoted(x, min, max)
+        if x is None:
+            return NotImplemented
     return _bounded(x, min, max)
+
+
+def _promoted(x, *bounds):
+    """An integer ``x`` clamped by a float bound: as the float type PyTorch promotes the pair
+    to (torch-mlir compared the integers with arith.cmpf and failed); None for integer bounds."""
+    import torch
+    floats = [b for b in bounds if isinstance(b, float) or _is_float(b)]
+    if not floats or x.dtype == torch.bool:
+        return None
+    return x.to(torch.result_type(x, floats[0]))
+
+
+def _clamp_side(side: str):
+    """``clamp_min``/``clamp_max`` of an integer tensor by a float: ``_clamp``'s promotion (others
+    are torch-mlir's)."""
+    def clamp(x, bound):
+        if _is_float(x):
+            return NotImplemented
+        promoted = _promoted(x, bound)
+        if promoted is None:
+            return NotImplemented
+        return _bounded(promoted, bound, None) if side == "min" else _bounded(promoted, None, bound)
+    return clamp
 
 
 def _hardtanh(x, min_val=-1.0, max_val=1.0):
