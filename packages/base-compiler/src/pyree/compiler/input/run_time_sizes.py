@@ -50,26 +50,37 @@ def lower_affine_apply(fn: FunctionLowering, op: Operation) -> None:
     if not all(isinstance(fn.entry(v, where), (Dim, Const)) for v in op.operands):
         return _affine_apply_of_scalars(fn, op, affine_map, where)
     values = [size_of(fn, v, where) for v in op.operands]
-    dims, symbols = values[:affine_map.num_dims], values[affine_map.num_dims:]
+
+    def divide(kind, a, b):
+        if isinstance(b, Size) or b <= 0:  # MLIR's affine maps divide by positive constants
+            raise CompileError(f"affine.apply divides by {b}, not a positive constant", where)
+        return opaque(_AFFINE_DIVISIONS[kind], a, b)
+
+    result = _map_value(affine_map, values, lambda v: v, lambda a, b: a + b,
+                        lambda a, b: a * b, divide)
+    fn.env[op.results[0]] = Dim(result) if isinstance(result, Size) else Const(result, "index")
+
+
+def _map_value(affine_map, operands: list, const, add, mul, divide):
+    """The map's one result over ``operands`` (its dims, then its symbols), with ``const`` for
+    its constants and ``add``, ``mul``, ``divide(kind, a, b)`` for its operations."""
+    dims, symbols = operands[:affine_map.num_dims], operands[affine_map.num_dims:]
 
     def value(e: AffineExpr):
         if isinstance(e, AffineConstantExpr):
-            return e.value
+            return const(e.value)
         if isinstance(e, AffineDimExpr):
             return dims[e.position]
         if isinstance(e, AffineSymExpr):
             return symbols[e.position]
         a, b = value(e.lhs), value(e.rhs)
         if e.kind == AffineBinaryOpKind.Add:
-            return a + b
+            return add(a, b)
         if e.kind == AffineBinaryOpKind.Mul:
-            return a * b
-        if isinstance(b, Size) or b <= 0:  # MLIR's affine maps divide by positive constants
-            raise CompileError(f"affine.apply divides by {b}, not a positive constant", where)
-        return opaque(_AFFINE_DIVISIONS[e.kind], a, b)
+            return mul(a, b)
+        return divide(e.kind, a, b)
 
-    result = value(affine_map.results[0])
-    fn.env[op.results[0]] = Dim(result) if isinstance(result, Size) else Const(result, "index")
+    return value(affine_map.results[0])
 
 
 _AFFINE_DIVISIONS = {AffineBinaryOpKind.FloorDiv: "floordiv", AffineBinaryOpKind.CeilDiv: "ceildiv",
@@ -82,37 +93,26 @@ def _affine_apply_of_scalars(fn: FunctionLowering, op: Operation, affine_map, wh
     negative values too (``mod`` is never negative)."""
     inputs = Inputs()
     args = [fn.scalar(v, inputs, where) for v in op.operands]
-    dims, symbols = args[:affine_map.num_dims], args[affine_map.num_dims:]
+    index = lambda v: Const(v, "index")  # noqa: E731
+    arith = lambda name: lambda a, b: Binary(name, a, b, "index")  # noqa: E731
 
     def floordiv(a, c: int):
-        below = Compare("lt", a, Const(0, "index"))
-        shifted = Binary("sub", a, Const(c - 1, "index"), "index")
-        return Binary("div", Select(below, shifted, a, "index"), Const(c, "index"), "index")
+        below = Compare("lt", a, index(0))
+        return Binary("div", Select(below, arith("sub")(a, index(c - 1)), a, "index"), index(c),
+                      "index")
 
-    def value(e: AffineExpr):
-        if isinstance(e, AffineConstantExpr):
-            return Const(e.value, "index")
-        if isinstance(e, AffineDimExpr):
-            return dims[e.position]
-        if isinstance(e, AffineSymExpr):
-            return symbols[e.position]
-        a, b = value(e.lhs), value(e.rhs)
-        if e.kind == AffineBinaryOpKind.Add:
-            return Binary("add", a, b, "index")
-        if e.kind == AffineBinaryOpKind.Mul:
-            return Binary("mul", a, b, "index")
+    def divide(kind, a, b):
         c = int(b.value) if isinstance(b, Const) else 0
         if c <= 0:  # MLIR's affine maps divide by positive constants
             raise CompileError(f"affine.apply divides by {b}, not a positive constant", where)
-        if e.kind == AffineBinaryOpKind.FloorDiv:
+        if kind == AffineBinaryOpKind.FloorDiv:
             return floordiv(a, c)
-        if e.kind == AffineBinaryOpKind.CeilDiv:
-            return Binary("sub", Const(0, "index"),
-                          floordiv(Binary("sub", Const(0, "index"), a, "index"), c), "index")
-        return Binary("sub", a, Binary("mul", floordiv(a, c), Const(c, "index"), "index"),
-                      "index")
+        if kind == AffineBinaryOpKind.CeilDiv:
+            return arith("sub")(index(0), floordiv(arith("sub")(index(0), a), c))
+        return arith("sub")(a, arith("mul")(floordiv(a, c), index(c)))
 
-    fn.define_scalar(op.results[0], value(affine_map.results[0]), inputs, where, op.name)
+    result = _map_value(affine_map, args, index, arith("add"), arith("mul"), divide)
+    fn.define_scalar(op.results[0], result, inputs, where, op.name)
 
 
 def lower_assume_int(fn: FunctionLowering, op: Operation) -> None:
