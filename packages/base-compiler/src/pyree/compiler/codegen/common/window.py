@@ -145,13 +145,17 @@ def _combine(op: str, a, b):
     return ({d: v for d, v in coeffs.items() if v}, a[1] + sign * b[1])
 
 
-def window_of(kernel: K.Kernel, f: K.Expr, pairs: tuple[Pair, ...]) -> K.Expr | None:
+def window_of(kernel: K.Kernel, f: K.Expr, pairs: tuple[Pair, ...],
+              rows: bool = False) -> K.Expr | None:
     """The one largest subexpression of ``f`` that depends on the pairs' loops only through
     their combinations and holds a load that pairs them; None if there is not exactly one.
     Bindings may be flattened (their loads one linear index each): the combinations are
-    checked on whatever affine forms the loads have."""
+    checked on whatever affine forms the loads have. ``rows``: it may also depend on the
+    reduction loops outside the pairs (the CPU stages a row of positions per combination of
+    them, ``llvm_cpu/window.py``); else not."""
     paired = {p.reduction for p in pairs}
-    unpaired = [d for d in range(kernel.num_parallel, len(kernel.loop_ranges)) if d not in paired]
+    unpaired = [] if rows else [d for d in range(kernel.num_parallel, len(kernel.loop_ranges))
+                                if d not in paired]
     memo: dict = {}
 
     def fits(coeffs: dict) -> bool:  # a multiple of each pair's combination

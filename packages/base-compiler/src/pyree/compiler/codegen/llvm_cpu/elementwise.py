@@ -37,7 +37,7 @@ class ElementwiseLowering:
         """``span``: the longest lane step loaded as a span (scalar.span_stride);
         ``vector_bits``: the target's, for the blocks of a transposed load (transpose.py)."""
         self.kernel, self.span = kernel, span
-        self.lanes = row_lanes(kernel) if _strided_rows(kernel, span) else 0
+        self.lanes = row_lanes(kernel, vector_bits) if _strided_rows(kernel, span) else 0
         self.transposed = None if self.lanes else plan_transpose(kernel, vector_bits, span)
         work = len(loads(kernel)) + len(kernel.results)
         self.tiling = choose_tiling(kernel.parallel_ranges, work) if self.transposed is None else \

@@ -6,14 +6,17 @@ Three loop orders, picked by which loop the loads are contiguous along:
 - parallel-inner: a block of outputs along the innermost parallel loop keeps one accumulator
   each in a small stack array; every reduction step sweeps the block, which vectorizes along
   the contiguous parallel loop (column sums, reductions over outer dims).
-- window: a short reduction (a depthwise convolution's or a pooling's kh x kw taps) whose result
-  is contiguous along the innermost parallel loop and whose loads are contiguous, broadcast or
-  (with AVX) strided by up to 4 along it. One vector of outputs along that loop keeps its
-  accumulators in registers while the taps run unrolled, each one vector load (masked on the
-  row's tail; a span load and a shuffle where strided) per operand; lanes are distinct
-  outputs, so each one still accumulates in order and nothing is reassociated.
-  Faster than reduction-inner on short depthwise rows, equal on longer rows (where LLVM
-  vectorizes the row loop itself once it unrolls the taps).
+- window: a short reduction, or one whose window slides with the outputs (a depthwise
+  convolution's or a pooling's kh x kw taps), whose result is contiguous along the innermost
+  parallel loop and whose loads are contiguous, broadcast or (with AVX) strided by up to 4
+  along it. A block of vectors of outputs along that loop, over up to ``WINDOW_ROWS`` rows of
+  the loop before it, keeps its accumulators in registers while the taps run unrolled (up to
+  ``WINDOW_TAPS``; the leading reduction loops of larger windows as loops), each one vector
+  load (masked on the row's tail; a span load and a shuffle where strided) per operand; lanes
+  are distinct outputs, so each one still accumulates in order and nothing is reassociated,
+  and the block's separate accumulator chains keep the FMA units busy. Where the window's
+  input expression computes more than a load (a fused padding's guard), ``window.py`` stages it
+  per row of outputs on the stack first and the taps read it back with plain loads.
 The epilogue is applied to the final accumulators before the store.
 
 Long float folds keep their rounding error near numpy's pairwise sum (``codegen/common/cascade.py``):
@@ -39,6 +42,7 @@ from llvmlite import ir
 from pyree.compiler.codegen.common import cascade
 from pyree.compiler.codegen.common.cascade import block_sizes
 from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu import window
 from pyree.compiler.codegen.llvm_cpu.loops import (
     cascaded,
     entry_alloca,
@@ -55,7 +59,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
     row_lanes,
     scalar_type,
     span_stride,
-    sweep_vectors,
+    sweep_blocks,
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.errors import CompileError
@@ -74,6 +78,10 @@ from pyree.compiler.sizes import is_static
 
 BLOCK = 256  # outputs per parallel-inner block
 WINDOW_TAPS = 32        # reduction points a window kernel unrolls
+WINDOW_BLOCK = 8        # vectors of outputs along a row a window kernel folds at once
+WINDOW_CHAINS = 8       # and with the next rows, at least this many (each its accumulator chain)
+WINDOW_ROWS = 4         # rows at most
+WINDOW_ROW = 64         # taps of its innermost reduction loop a window kernel unrolls at most
 # Cascaded float folds (codegen/common/cascade.py): each lane or accumulator takes about this many terms
 # per level, as numpy's pairwise sum takes 16 per accumulator in its blocks of 128.
 FOLD_BITS = 512         # lanes of a vector fold: one AVX-512 register, two AVX2, four SSE
@@ -86,7 +94,8 @@ CASCADED = {"f32", "f64"}
 
 def plan(kernel: Kernel, target) -> ReductionLowering | None:
     """The lowering of any kernel with a reduction range."""
-    return (ReductionLowering(kernel, span_stride(target), strict=not target.reassociate)
+    return (ReductionLowering(kernel, span_stride(target), strict=not target.reassociate,
+                              vector_bits=target.vector_bits)
             if kernel.reduction_ranges else None)
 
 
@@ -103,19 +112,24 @@ class ReductionLowering:
 
     sizes = None  # no run-time sizes (scalar.ExprEmitter)
 
-    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False):
+    def __init__(self, kernel: Kernel, span: int = 1, strict: bool = False, vector_bits: int = 512):
         """``span``: the longest lane step loaded as a span (scalar.span_stride). ``strict``
         (--iree-llvmcpu-reassociate-fp-reductions=false): every fold runs one reduction point
-        after another in loop order -- no vector lanes, no cascade, no reassociation flags."""
+        after another in loop order -- no vector lanes, no cascade, no reassociation flags.
+        ``vector_bits``: the target's (scalar.row_lanes)."""
         self.kernel, self.span, self.strict = kernel, span, strict
         self.fast = not strict
         self.ptrs: list[ir.Value] = []
         check_inits(kernel)
         rows = is_row_kernel(kernel.results)
-        self.lanes = 0 if rows else _window_lanes(kernel, span)
+        self.lanes = 0 if rows else _window_lanes(kernel, span, vector_bits)
         self.parallel_inner = not rows and contiguous_along_parallel(kernel)
         work = math.prod(kernel.reduction_ranges) * (len(loads(kernel)) + 1)
         self.tiling = choose_tiling(kernel.parallel_ranges, work)
+        self.block = min(WINDOW_BLOCK, -(-self.tiling.tile[-1] // self.lanes)) if self.lanes else 0
+        self.rows = min(WINDOW_ROWS, -(-WINDOW_CHAINS // self.block), self.tiling.tile[-2]) \
+            if self.lanes and kernel.num_parallel > 1 else 1
+        self.staging = window.plan(kernel, self.lanes, self.tiling, span)
 
     @property
     def workgroup_count(self) -> int:
@@ -127,8 +141,10 @@ class ReductionLowering:
         bounds = self.tiling.emit_bounds(b, wg)
         if self.lanes:
             vec = ExprEmitter(b, ptrs, self.kernel, width=self.lanes, span=self.span)
-            nest(b, bounds[:-1], lambda ix: sweep_vectors(
-                b, vec, *bounds[-1], lambda start, mask: self._window_vector(vec, ix, start, mask)))
+            if self.rows == 1:
+                nest(b, bounds[:-1], lambda ix: self._window_rows(vec, [ix], *bounds[-1]))
+            else:
+                nest(b, bounds[:-2], lambda ix: self._window_row_blocks(vec, ix, bounds[-2], bounds[-1]))
         elif self.parallel_inner:
             nest(b, bounds[:-1], lambda ix: self._column_blocks(b, em, ix, bounds[-1]))
         else:
@@ -301,18 +317,75 @@ class ReductionLowering:
                               b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
             sweep(self._zeros(), finish)
 
-    def _window_vector(self, vec: ExprEmitter, ix: list[ir.Value], start, mask) -> None:
-        results = self.kernel.results
+    def _window_row_blocks(self, vec: ExprEmitter, ix: list[ir.Value], rows, lanes) -> None:
+        """The rows [lo, hi) of the loop before the lanes' ``self.rows`` at a time, then one at
+        a time."""
+        b, (lo, hi) = vec.b, rows
+        length = b.sub(hi, lo)
+        whole_end = b.add(lo, b.sub(length, b.urem(length, i64(self.rows))))
+        with for_range(b, lo, whole_end, step=self.rows, name="rows") as row:
+            self._window_rows(vec, [ix + [row if i == 0 else b.add(row, i64(i))]
+                                    for i in range(self.rows)], *lanes)
+        with for_range(b, whole_end, hi, name="row") as row:
+            self._window_rows(vec, [ix + [row]], *lanes)
+
+    def _window_rows(self, vec: ExprEmitter, ixs: list[list[ir.Value]], lo, hi) -> None:
+        """The outputs ``ix`` + [lo, hi) of the lanes' loop for each ``ix`` of ``ixs``, their
+        windows staged first where ``window.py`` stages them."""
+        reads = [self.staging.fill(self.kernel, vec, ix, lo, hi) for ix in ixs] if self.staging \
+            else None
+        sweep_blocks(vec.b, vec, lo, hi, self.block,
+                     lambda start, masks: self._window_block(vec, ixs, start, masks, reads))
+
+    def _window_block(self, vec: ExprEmitter, ixs: list[list[ir.Value]], start, masks, reads) -> None:
+        """For each row of ``ixs``, ``len(masks)`` vectors of outputs from ``start`` on: each
+        vector with its accumulators (so their taps' operations overlap instead of waiting on
+        one chain) and its mask (None where whole); ``reads``: the rows' staged windows
+        (``Staging.fill``) or None. Taps past ``WINDOW_TAPS`` run as loops over the leading
+        reduction loops."""
+        b, results = vec.b, self.kernel.results
         lane = self.kernel.num_parallel - 1
+        ranges = self.kernel.reduction_ranges
+        looped = _looped_taps(ranges)
+        starts = [start] + [b.add(start, i64(i * vec.width)) for i in range(1, len(masks))]
+        chains = list(itertools.product(range(len(ixs)), range(len(masks))))  # (row, vector)
 
-        def at(taps, accs=None):
-            return Point(ix + [start] + [i64(t) for t in taps], lane_dim=lane, mask=mask, accs=accs)
+        def at(c: int, taps: list[ir.Value], accs=None) -> Point:
+            row, v = chains[c]
+            return Point(ixs[row] + [starts[v]] + taps, lane_dim=lane, mask=masks[v], accs=accs)
 
-        zeros = (0,) * len(self.kernel.reduction_ranges)
-        accs = [vec.emit(r.init, at(zeros)) for r in results]
-        for taps in itertools.product(*[range(n) for n in self.kernel.reduction_ranges]):
-            accs = [vec.emit(r.value, at(taps, accs), fast=self.fast) for r in results]
-        self._finish(vec.b, vec, at(zeros, accs))
+        def known(c: int, tap: list[ir.Value]):
+            row, v = chains[c]
+            return reads[row](starts[v], tap) if reads else None
+
+        def unrolled(outer: list[ir.Value], accs: list[list[ir.Value]]) -> list[list[ir.Value]]:
+            for taps in itertools.product(*[range(n) for n in ranges[looped:]]):
+                tap = outer + [i64(t) for t in taps]
+                accs = [[vec.emit(r.value, at(c, tap, accs[c]), fast=self.fast, known=known(c, tap))
+                         for r in results] for c in range(len(chains))]
+            return accs
+
+        zeros = [i64(0)] * len(ranges)
+        accs = [[vec.emit(r.init, at(c, zeros)) for r in results] for c in range(len(chains))]
+        if looped:
+            slots = [[entry_alloca(b, a.type) for a in row] for row in accs]
+            for slot, a in zip(itertools.chain(*slots), itertools.chain(*accs)):
+                b.store(a, slot)
+
+            def load():
+                return [[b.load(slot, typ=a.type)
+                         for slot, a in zip(row_slots, row)] for row_slots, row in zip(slots, accs)]
+
+            def step(outer: list[ir.Value]) -> None:
+                for slot, a in zip(itertools.chain(*slots), itertools.chain(*unrolled(outer, load()))):
+                    b.store(a, slot)
+
+            nest(b, [(i64(0), i64(n)) for n in ranges[:looped]], step)
+            accs = load()
+        else:
+            accs = unrolled([], accs)
+        for c in range(len(chains)):
+            self._finish(b, vec, at(c, zeros, accs[c]))
 
     def _finish(self, b, em: ExprEmitter, pt: Point, which=None) -> dict[int, ir.Value]:
         """Stores results ``which`` (all) from their epilogues; returns the stored values."""
@@ -325,18 +398,36 @@ class ReductionLowering:
         return out
 
 
-def _window_lanes(kernel: Kernel, span: int) -> int:
+def _looped_taps(ranges) -> int:
+    """How many leading reduction loops the window order runs as loops (the rest unrolled): the
+    fewest that leave at most ``WINDOW_TAPS`` taps unrolled, the innermost loop always unrolled
+    up to ``WINDOW_ROW`` taps (a loop step of one tap pays its loop overhead per tap)."""
+    looped = 0
+    while math.prod(ranges[looped:]) > WINDOW_TAPS and (
+            looped < len(ranges) - 1 or ranges[-1] > WINDOW_ROW):
+        looped += 1
+    return looped
+
+
+def _window_lanes(kernel: Kernel, span: int, vector_bits: int) -> int:
     """Vector width for the window order, or 0 where it does not apply: a load stepping further
     than ``span`` elements per output would be a gather, slower than the other orders on
-    stride-2 depthwise convolutions."""
-    if kernel.num_parallel == 0 or math.prod(kernel.reduction_ranges) > WINDOW_TAPS:
+    stride-2 depthwise convolutions. More than ``WINDOW_TAPS`` taps take the window order only
+    where the window slides with the outputs' lanes (a load indexed by the lane loop and a
+    reduction loop together); other long folds along the lanes (a column sum) are
+    parallel-inner's, which keeps their rounding error down."""
+    if kernel.num_parallel == 0:
         return 0
     p = kernel.num_parallel - 1
     value_loads = {e for r in kernel.results for e in walk(r.value) if isinstance(e, Load)}
+    if math.prod(kernel.reduction_ranges) > WINDOW_TAPS and not any(
+            ld.index[0].coeffs[p] and any(ld.index[0].coeffs[kernel.num_parallel:])
+            for ld in value_loads):
+        return 0
     if (any(r.index[0].coeffs[p] != 1 for r in kernel.results)
             or any(abs(ld.index[0].coeffs[p]) > max(1, span) for ld in value_loads)):
         return 0
-    return row_lanes(kernel)
+    return row_lanes(kernel, vector_bits)
 
 
 def as_value(extent) -> ir.Value:

@@ -114,11 +114,16 @@ def _mangle(t: ir.Type) -> str:
     return {"half": "f16", "float": "f32", "double": "f64"}.get(str(t), str(t))
 
 
-def row_lanes(kernel: Kernel) -> int:
+def row_lanes(kernel: Kernel, vector_bits: int) -> int:
     """Lanes of the explicit vectors that run along the innermost parallel loop (window and
-    strided elementwise kernels): 512 bits of the widest result (LLVM splits them where vectors
-    are narrower), halved while half of them still covers the loop."""
-    lanes = 512 // max(32, max(bits(r.value.dtype) for r in kernel.results))
+    strided elementwise kernels): one register of the widest result where the target has
+    masked vector loads (AVX2: 256 bits, AVX-512: 512), else 512 bits (SSE's masked loads are
+    scalar either way), halved while half of them still covers the loop. LLVM's x86 backend
+    splits wider vectors, and a masked load split so that a half's mask is all false while
+    the whole mask is not a constant comes out wrong on AVX2 (reading the masked-off lanes:
+    tests/codegen/llvm_cpu/test_window_lanes.py)."""
+    width = vector_bits if vector_bits >= 256 else 512
+    lanes = width // max(32, max(bits(r.value.dtype) for r in kernel.results))
     while lanes > 4 and lanes // 2 >= kernel.parallel_ranges[-1]:
         lanes //= 2
     return lanes
@@ -127,13 +132,24 @@ def row_lanes(kernel: Kernel) -> int:
 def sweep_vectors(b: ir.IRBuilder, vec: ExprEmitter, lo: ir.Value, hi: ir.Value, body) -> None:
     """``body(start, mask)`` over [lo, hi) in vectors of vec.width: full ones (mask None), then
     one masked vector for the rest."""
-    lanes = vec.width
-    count = b.sub(hi, lo)
-    full_end = b.add(lo, b.sub(count, b.urem(count, ir.Constant(I64, lanes))))
-    with for_range(b, lo, full_end, step=lanes, name="vec") as start:
-        body(start, None)
+    sweep_blocks(b, vec, lo, hi, 1, lambda start, masks: body(start, masks[0]))
+
+
+def sweep_blocks(b: ir.IRBuilder, vec: ExprEmitter, lo: ir.Value, hi: ir.Value, count: int,
+                 body) -> None:
+    """``body(start, masks)`` over [lo, hi) in blocks of ``count`` vectors of vec.width: whole
+    blocks (masks all None), then one block of masked vectors for the rest (some of its
+    vectors may have no lane left)."""
+    step = vec.width * count
+    length = b.sub(hi, lo)
+    full_end = b.add(lo, b.sub(length, b.urem(length, ir.Constant(I64, step))))
+    with for_range(b, lo, full_end, step=step, name="vec") as start:
+        body(start, [None] * count)
     with b.if_then(b.icmp_signed("<", full_end, hi)):
-        body(full_end, b.icmp_signed("<", vec.iota(), vec.splat(b.sub(hi, full_end))))
+        rest = vec.splat(b.sub(hi, full_end))
+        lanes = [ir.Constant(ir.VectorType(I64, vec.width), list(range(i * vec.width, (i + 1) * vec.width)))
+                 for i in range(count)]
+        body(full_end, [b.icmp_signed("<", lane, rest) for lane in lanes])
 
 
 @dataclass
