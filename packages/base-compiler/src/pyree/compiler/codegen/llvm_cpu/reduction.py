@@ -30,7 +30,10 @@ vector. Other float folds cascade their scalar accumulators in blocks of ``SCALA
 
 A row kernel (``kernel.phases``; softmax, layernorm) runs reduction-inner: per output point, each
 phase folds over the row in turn (its Finals are the earlier phases' stored values, in
-registers), then one more sweep stores the row results; the row is re-read from cache.
+registers), then one more sweep stores the row results; the row is re-read from cache. Where its
+loads run along the outputs instead (a softmax over the first axis) it runs parallel-inner: each
+phase sweeps the block's accumulator arrays, its finished values kept in an array per result for
+the later phases and the row results (one element a column a row was 12x slower).
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ class ReductionLowering:
         check_inits(kernel)
         rows = is_row_kernel(kernel.results)
         self.lanes = 0 if rows else _window_lanes(kernel, span, vector_bits)
-        self.parallel_inner = not rows and contiguous_along_parallel(kernel)
+        self.parallel_inner = contiguous_along_parallel(kernel)
         work = math.prod(kernel.reduction_ranges) * (len(loads(kernel)) + 1)
         self.tiling = choose_tiling(kernel.parallel_ranges, work)
         self.block = min(WINDOW_BLOCK, -(-self.tiling.tile[-1] // self.lanes)) if self.lanes else 0
@@ -276,46 +279,81 @@ class ReductionLowering:
                 for k, (op, f) in folds.items()}
 
     def _column_blocks(self, b, em: ExprEmitter, ix: list[ir.Value], inner) -> None:
-        """Float folds cascade their accumulator arrays along the outermost reduction loop."""
+        """Float folds cascade their accumulator arrays along the outermost reduction loop. A row
+        kernel folds its phases in turn, each column's finished values kept in an array for the
+        next phase and its row results (``_column_rows``)."""
         results = self.kernel.results
         lo, hi = inner
         types = [scalar_type(r.value.dtype) for r in results]
-        folds = None if self.strict else float_folds(results, range(len(results)))
-        sizes = self._levels(0, COLUMN_LEAF) if folds else []
-        levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
-        top = len(sizes)
+        steps = phases(results)
+        keep = [k for phase in steps[:-1] for k in phase] + [
+            k for k in steps[-1] if any(r.row for r in results)]
+        kept = {k: entry_alloca(b, types[k], BLOCK) for k in keep}
         with for_range(b, lo, hi, step=BLOCK, name="block") as start:
             stop = umin(b, b.add(start, i64(BLOCK)), hi)
 
-            def sweep(rest: list[ir.Value], update) -> None:
-                """``update(point, slots)``, ``slots(level)`` being the column's accumulators."""
-                with for_range(b, start, stop, name="c") as c:
-                    at = b.sub(c, start)
-                    update(ix + [c] + rest, lambda level: [
-                        b.gep(a, [at], source_etype=t) for a, t in zip(levels[level], types)])
+            def finals(c) -> dict[int, ir.Value]:
+                at = b.sub(c, start)
+                return {k: b.load(b.gep(a, [at], source_etype=types[k]), typ=types[k])
+                        for k, a in kept.items()}
 
-            def init(at, slots):
-                for v, s in zip([em.emit(r.init, Point(at)) for r in results], slots(top)):
-                    b.store(v, s)
+            for phase in steps:
+                self._column_phase(b, em, ix, start, stop, phase, finals, kept)
+            rows = [r for r in results if r.row]
+            if rows:
+                def row(rix):
+                    with for_range(b, start, stop, name="c") as c:
+                        pt = Point(ix + [c] + rix, finals=finals(c))
+                        for r, v in zip(rows, [em.emit(r.value, pt) for r in rows]):
+                            em.store(r.binding, r.index[0], v, pt)
+                nest(b, self._red_bounds(), row)
 
-            def step(at, slots):
-                pt = Point(at, accs=[b.load(s, typ=t) for s, t in zip(slots(0), types)])
-                for v, s in zip([em.emit(r.value, pt, fast=self.fast) for r in results], slots(0)):
-                    b.store(v, s)
+    def _column_phase(self, b, em: ExprEmitter, ix, start, stop, phase: list[int], finals,
+                      kept: dict) -> None:
+        """The folds ``phase`` of the columns [start, stop): accumulator arrays swept once per
+        reduction step, then finished (stored, and kept in ``kept`` for later phases)."""
+        results = self.kernel.results
+        types = [scalar_type(results[k].value.dtype) for k in phase]
+        folds = None if self.strict else float_folds(results, phase)
+        sizes = self._levels(0, COLUMN_LEAF) if folds else []
+        levels = [[entry_alloca(b, t, BLOCK) for t in types] for _ in range(len(sizes) + 1)]
+        top = len(sizes)
+        done = bool(kept) and any(k not in phase for k in kept)  # an earlier phase's values
 
-            def finish(at, slots):
-                accs = [b.load(s, typ=t) for s, t in zip(slots(top), types)]
-                self._finish(b, em, Point(at, accs=accs))
+        def sweep(rest: list[ir.Value], update) -> None:
+            """``update(point, slots)``, ``slots(level)`` being the column's accumulators."""
+            with for_range(b, start, stop, name="c") as c:
+                at = b.sub(c, start)
+                update(Point(ix + [c] + rest, finals=finals(c) if done else None), lambda level: [
+                    b.gep(a, [at], source_etype=t) for a, t in zip(levels[level], types)])
 
-            sweep(self._zeros(), init)
-            rest = self._red_bounds()[1:]
-            self._cascade(b, self._extent(0), sizes,
-                          lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
-                          lambda j: sweep(self._zeros(), lambda at, slots: fresh_folds(
-                              b, em, folds, dict(enumerate(slots(j))))),
-                          lambda j: sweep(self._zeros(), lambda at, slots: combine_folds(
-                              b, em, folds, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
-            sweep(self._zeros(), finish)
+        def init(pt, slots):
+            for v, s in zip([em.emit(results[k].init, pt) for k in phase], slots(top)):
+                b.store(v, s)
+
+        def step(pt, slots):
+            pt.accs = dict(zip(phase, [b.load(s, typ=t) for s, t in zip(slots(0), types)]))
+            for v, s in zip([em.emit(results[k].value, pt, fast=self.fast) for k in phase], slots(0)):
+                b.store(v, s)
+
+        def finish(pt, slots):
+            pt.accs = dict(zip(phase, [b.load(s, typ=t) for s, t in zip(slots(top), types)]))
+            out = self._finish(b, em, pt, phase)
+            at = b.sub(pt.indices[len(ix)], start)
+            for k in phase:
+                if k in kept:
+                    b.store(out[k], b.gep(kept[k], [at], source_etype=scalar_type(results[k].value.dtype)))
+
+        folds_of = {i: folds[k] for i, k in enumerate(phase) if k in folds} if folds else None
+        sweep(self._zeros(), init)
+        rest = self._red_bounds()[1:]
+        self._cascade(b, self._extent(0), sizes,
+                      lambda r: nest(b, rest, lambda rix: sweep([r] + rix, step)),
+                      lambda j: sweep(self._zeros(), lambda pt, slots: fresh_folds(
+                          b, em, folds_of, dict(enumerate(slots(j))))),
+                      lambda j: sweep(self._zeros(), lambda pt, slots: combine_folds(
+                          b, em, folds_of, dict(enumerate(slots(j + 1))), dict(enumerate(slots(j))))))
+        sweep(self._zeros(), finish)
 
     def _window_row_blocks(self, vec: ExprEmitter, ix: list[ir.Value], rows, lanes) -> None:
         """The rows [lo, hi) of the loop before the lanes' ``self.rows`` at a time, then one at
