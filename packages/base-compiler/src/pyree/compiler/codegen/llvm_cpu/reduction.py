@@ -284,17 +284,17 @@ class ReductionLowering:
         next phase and its row results (``_column_rows``)."""
         results = self.kernel.results
         lo, hi = inner
-        types = [scalar_type(r.value.dtype) for r in results]
         steps = phases(results)
         keep = [k for phase in steps[:-1] for k in phase] + [
             k for k in steps[-1] if any(r.row for r in results)]
-        kept = {k: entry_alloca(b, types[k], BLOCK) for k in keep}
+        finished = [scalar_type((r.epilogue or r.value).dtype) for r in results]  # after epilogues
+        kept = {k: entry_alloca(b, finished[k], BLOCK) for k in keep}
         with for_range(b, lo, hi, step=BLOCK, name="block") as start:
             stop = umin(b, b.add(start, i64(BLOCK)), hi)
 
             def finals(c) -> dict[int, ir.Value]:
                 at = b.sub(c, start)
-                return {k: b.load(b.gep(a, [at], source_etype=types[k]), typ=types[k])
+                return {k: b.load(b.gep(a, [at], source_etype=finished[k]), typ=finished[k])
                         for k, a in kept.items()}
 
             for phase in steps:
@@ -342,7 +342,7 @@ class ReductionLowering:
             at = b.sub(pt.indices[len(ix)], start)
             for k in phase:
                 if k in kept:
-                    b.store(out[k], b.gep(kept[k], [at], source_etype=scalar_type(results[k].value.dtype)))
+                    b.store(out[k], b.gep(kept[k], [at], source_etype=out[k].type))
 
         folds_of = {i: folds[k] for i, k in enumerate(phase) if k in folds} if folds else None
         sweep(self._zeros(), init)
