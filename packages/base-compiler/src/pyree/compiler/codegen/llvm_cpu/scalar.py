@@ -121,7 +121,7 @@ def row_lanes(kernel: Kernel, vector_bits: int) -> int:
     scalar either way), halved while half of them still covers the loop. LLVM's x86 backend
     splits wider vectors, and a masked load split so that a half's mask is all false while
     the whole mask is not a constant comes out wrong on AVX2 (reading the masked-off lanes:
-    tests/codegen/llvm_cpu/test_window_lanes.py)."""
+    tests/codegen/llvm_cpu/test_llvm_cpu_windows.py)."""
     width = vector_bits if vector_bits >= 256 else 512
     lanes = width // max(32, max(bits(r.value.dtype) for r in kernel.results))
     while lanes > 4 and lanes // 2 >= kernel.parallel_ranges[-1]:
