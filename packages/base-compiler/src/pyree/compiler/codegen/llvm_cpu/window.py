@@ -30,6 +30,9 @@ from pyree.compiler.codegen.llvm_cpu.scalar import I32, ExprEmitter, Point, stor
 from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
 
 MAX_BYTES = 32 * 1024  # an L1 data cache
+# Fewer taps along the row: the fill costs more than the guards it saves on short rows
+# (MobileNet v2's 3 x 3 windows on 14-wide rows ran 1.8x slower staged, BENCHMARKS.md).
+MIN_ROW_TAPS = 5
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def _element(b: ir.IRBuilder, buffer, at: ir.Value, st: ir.Type) -> ir.Value:
 def plan(kernel: K.Kernel, lanes: int, tiling: Tiling, span: int) -> Staging | None:
     """The staging of a window-order kernel of ``lanes`` lanes cut in workgroups by ``tiling``;
     None where it does not apply (above)."""
-    if not lanes or len(kernel.results) != 1:
+    if not lanes or len(kernel.results) != 1 or kernel.loop_ranges[-1] < MIN_ROW_TAPS:
         return None
     folds = K.fold_pattern(kernel.results)
     if folds is None:
