@@ -101,6 +101,25 @@ def test_padded_windows_are_staged_and_bare_loads_are_not():
     assert ReductionLowering(_kernel(UNPADDED), 4, vector_bits=256).staging is None
 
 
+VECMAT = """func.func @f(%x: tensor<1x4096xf32>, %w: tensor<4096x37xf32>) -> tensor<1x37xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x37xf32>
+  %a = linalg.fill ins(%z : f32) outs(%e : tensor<1x37xf32>) -> tensor<1x37xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<1x4096xf32>, tensor<4096x37xf32>) outs(%a : tensor<1x37xf32>) -> tensor<1x37xf32>
+  return %r : tensor<1x37xf32>
+}"""
+
+
+def test_long_folds_take_the_window_order_only_where_the_window_slides():
+    """A 13 x 11 window (143 taps) along its rows does; a vector-matrix product's 4096 terms,
+    read ``w[k * 37 + n]`` along the lanes with no overlap between taps, stays parallel-inner
+    (its cascade bounds the rounding error)."""
+    assert ReductionLowering(_kernel(PROGRAMS["depthwise_13x11_nchw_odd"].program), 4,
+                             vector_bits=256).lanes == 8
+    vecmat = ReductionLowering(_kernel(VECMAT), 4, vector_bits=256)
+    assert vecmat.lanes == 0 and vecmat.parallel_inner
+
+
 def _kernel(program: str):
     """The one kernel with a reduction of ``program`` (its padding fused), as the llvm-cpu
     templates get it."""

@@ -132,7 +132,7 @@ class ReductionLowering:
         self.block = min(WINDOW_BLOCK, -(-self.tiling.tile[-1] // self.lanes)) if self.lanes else 0
         self.rows = min(WINDOW_ROWS, -(-WINDOW_CHAINS // self.block), self.tiling.tile[-2]) \
             if self.lanes and kernel.num_parallel > 1 else 1
-        self.staging = window.plan(kernel, self.lanes, self.tiling, span)
+        self.staging = window.plan(kernel, self.lanes, self.block, self.tiling, span)
 
     @property
     def workgroup_count(self) -> int:
@@ -280,8 +280,8 @@ class ReductionLowering:
 
     def _column_blocks(self, b, em: ExprEmitter, ix: list[ir.Value], inner) -> None:
         """Float folds cascade their accumulator arrays along the outermost reduction loop. A row
-        kernel folds its phases in turn, each column's finished values kept in an array for the
-        next phase and its row results (``_column_rows``)."""
+        kernel folds its phases in turn (``_column_phase``), each column's finished values kept
+        in an array for the later phases and for its row results, written by a last sweep."""
         results = self.kernel.results
         lo, hi = inner
         steps = phases(results)
@@ -451,16 +451,17 @@ def _window_lanes(kernel: Kernel, span: int, vector_bits: int) -> int:
     """Vector width for the window order, or 0 where it does not apply: a load stepping further
     than ``span`` elements per output would be a gather, slower than the other orders on
     stride-2 depthwise convolutions. More than ``WINDOW_TAPS`` taps take the window order only
-    where the window slides with the outputs' lanes (a load indexed by the lane loop and a
-    reduction loop together); other long folds along the lanes (a column sum) are
+    where the window slides with the outputs' lanes (a load whose positions for neighbouring
+    taps overlap along the lane loop's: ``cp * ow + cr * kw`` with ``|cr| < |cp| * OW``); other
+    long folds along the lanes (a column sum, a vector-matrix product's ``w[k * N + n]``) are
     parallel-inner's, which keeps their rounding error down."""
     if kernel.num_parallel == 0:
         return 0
     p = kernel.num_parallel - 1
     value_loads = {e for r in kernel.results for e in walk(r.value) if isinstance(e, Load)}
     if math.prod(kernel.reduction_ranges) > WINDOW_TAPS and not any(
-            ld.index[0].coeffs[p] and any(ld.index[0].coeffs[kernel.num_parallel:])
-            for ld in value_loads):
+            0 < abs(ld.index[0].coeffs[r]) < abs(ld.index[0].coeffs[p]) * kernel.loop_ranges[p]
+            for ld in value_loads for r in range(kernel.num_parallel, len(kernel.loop_ranges))):
         return 0
     if (any(r.index[0].coeffs[p] != 1 for r in kernel.results)
             or any(abs(ld.index[0].coeffs[p]) > max(1, span) for ld in value_loads)):

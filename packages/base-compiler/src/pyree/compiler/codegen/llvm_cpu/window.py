@@ -29,7 +29,7 @@ from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, i64, nest
 from pyree.compiler.codegen.llvm_cpu.scalar import I32, ExprEmitter, Point, storage_type, sweep_vectors
 from pyree.compiler.codegen.llvm_cpu.tiling import Tiling
 
-MAX_BYTES = 32 * 1024  # an L1 data cache
+MAX_BYTES = 32 * 1024  # a row's buffer: an L1 data cache (a block of rows stages one each)
 # Fewer taps along the row: the fill costs more than the guards it saves on short rows
 # (MobileNet v2's 3 x 3 windows on 14-wide rows ran 1.8x slower staged, BENCHMARKS.md).
 MIN_ROW_TAPS = 5
@@ -40,7 +40,7 @@ class Staging:
     window: K.Expr
     cp: int  # the lanes' loop's coefficient in the window's position (the stride)
     cr: int  # the last reduction loop's (the dilation)
-    stride: int  # elements per buffer row: the widest footprint and a vector's overrun
+    stride: int  # elements per buffer row: the widest footprint and a block's overrun
 
     def fill(self, kernel: K.Kernel, vec: ExprEmitter, ix: list[ir.Value], lo, hi):
         """Stages the row of outputs ``ix`` (lanes' loop [lo, hi)); returns ``read(start,
@@ -97,9 +97,9 @@ def _element(b: ir.IRBuilder, buffer, at: ir.Value, st: ir.Type) -> ir.Value:
     return ptr
 
 
-def plan(kernel: K.Kernel, lanes: int, tiling: Tiling, span: int) -> Staging | None:
-    """The staging of a window-order kernel of ``lanes`` lanes cut in workgroups by ``tiling``;
-    None where it does not apply (above)."""
+def plan(kernel: K.Kernel, lanes: int, block: int, tiling: Tiling, span: int) -> Staging | None:
+    """The staging of a window-order kernel of ``lanes`` lanes in blocks of ``block`` vectors,
+    cut in workgroups by ``tiling``; None where it does not apply (above)."""
     if not lanes or len(kernel.results) != 1 or kernel.loop_ranges[-1] < MIN_ROW_TAPS:
         return None
     folds = K.fold_pattern(kernel.results)
@@ -117,7 +117,9 @@ def plan(kernel: K.Kernel, lanes: int, tiling: Tiling, span: int) -> Staging | N
     if window is None or isinstance(window, K.Load):
         return None
     taps = kernel.loop_ranges[r]
-    stride = cp * (tiling.tile[-1] - 1) + cr * (taps - 1) + 1 + lanes * cp
+    # a row's last block may start its vectors past the row's end: their lanes (all masked off)
+    # still load, within the buffer's row
+    stride = cp * (tiling.tile[-1] - 1) + cr * (taps - 1) + 1 + block * lanes * cp
     if math.prod(kernel.reduction_ranges[:-1]) * stride * K.itemsize(window.dtype) > MAX_BYTES:
         return None
     return Staging(window, cp, cr, stride)
