@@ -17,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pyree.runtime as rt
 
+NUMPY = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+         "i16": np.int16, "i8": np.int8}
+
 
 def inputs_for(fn) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     out = []
     for _, dtype, _rank, *shape in json.loads(fn.reflection["iree.abi"])["a"]:
-        dtype = np.dtype({"f32": np.float32, "f16": np.float16}.get(dtype, dtype))
+        dtype = np.dtype(NUMPY.get(dtype, dtype))
         out.append((rng.standard_normal(shape) if dtype.kind == "f"
                     else rng.integers(-8, 8, shape)).astype(dtype))
     return out

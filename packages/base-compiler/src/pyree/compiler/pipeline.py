@@ -194,7 +194,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
     report("lowering to the tensor program")
     backends = [backend(name) for name in options.target_backends]
     program = lower_to_tensor_program(module, scatter_atomics=all(
-        b.scatter_atomics for b in backends), scatter_dtypes=scatter_dtypes(backends))
+        b.scatter_atomics for b in backends), scatter_dtypes=scatter_dtypes(backends),
+        line_sort=all(b.line_sort for b in backends))
     _stage(options, stop, "tensor program", lambda: printing.format_program(program))
     program = export_parameters(program, options)
     report("forming dispatch regions")

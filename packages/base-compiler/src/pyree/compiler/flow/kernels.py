@@ -61,7 +61,8 @@ def outline(generic: Generic, name: str) -> Kernel:
         results = tuple(map_result(r, value, index=index(r.index)) for r in results)
     return Kernel(name=name, loop_ranges=local(generic.loop_ranges),
                   num_parallel=generic.num_parallel, bindings=bindings, results=results,
-                  location=generic.location, attention=generic.attention)
+                  location=generic.location, attention=generic.attention,
+                  line_sort=generic.line_sort)
 
 
 class KernelTable:

@@ -1,8 +1,12 @@
 """Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
 instead of a sorting network, so no backend needs a new kernel shape.
 
-A whole sort of a long line by a comparator recognised as a strict weak order (``sort_order``)
-is a merge sort (``merge_sort``: O(n log^2 n)); everything else counts. The counting sort of
+Where every target sorts a line's ranks itself (``Backend.line_sort``: llvm-cpu, one core a
+line), a sort or top-k by a comparator recognised as a strict weak order (``sort_order``) over a
+static shape is the ranks of step 1 marked ``kernel.LineSort`` (the target sorts instead of
+counting: O(n log n), a top-k's best k kept in a heap), then each operand stored at its rank, the
+ranks from ``k`` on skipped (``_scattered``). Otherwise a whole sort of a long line by a
+recognised order is a merge sort (``merge_sort``: O(n log^2 n)); everything else counts. The counting sort of
 operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true: the
 left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
   1. ``rank[i] = #{j : before(j, i)}``, ``before(j, i) = less(j, i) or (not less(i, j) and j < i)``
@@ -44,16 +48,18 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    LineSort,
     Load,
     LoopIndex,
     Result,
+    Scatter,
     Select,
     Unary,
     fold_identity,
     size_value,
 )
-from pyree.compiler.sizes import is_static
-from pyree.compiler.tensor_program import Generic, Value, View
+from pyree.compiler.sizes import is_static, static_shape
+from pyree.compiler.tensor_program import Constant, Generic, Value, View
 from xdsl.ir import Operation
 
 COUNT = "i32"  # ranks and positions: lines are far shorter than 2**31
@@ -123,6 +129,8 @@ def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k:
     rank = len(operands[0].shape)
     comparator = region_comparator(fn, op, compared, rank + 1, where)
     ordered = strict_order(comparator, [v.dtype for v in operands]) is not None
+    if ordered and _by_sorting(fn, operands[0].shape, d):
+        return sort_values(fn, operands, d, k, comparator, op.name, where)
     others = [n for q, n in enumerate(operands[0].shape) if q != d]
     lines = math.prod(others) if all(is_static(n) for n in others) else 1
     plan = topk_plan(operands[0].shape[d], k, ordered, lines)
@@ -367,7 +375,8 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     if any(v.shape != shape for v in operands):
         raise CompileError(f"{origin}: operands of different shapes", where)
     order = strict_order(comparator, [v.dtype for v in operands])
-    if k is None and order is not None and merges(shape[d]):
+    by_sorting = order is not None and _by_sorting(fn, shape, d)
+    if k is None and order is not None and merges(shape[d]) and not by_sorting:
         return merge_sort(fn, operands, d, order, origin, where)
     loops = AffineExpr.identity(rank + 1)  # the element's loops, then j along d
     here = loops[:rank]
@@ -389,7 +398,10 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 
     before = Binary("or", strictly(there, here),
                     Binary("and", Unary("not", strictly(here, there), "i1"), j_first, "i1"), "i1")
-    positions = _count(fn, inputs, before, shape, d, origin, where, "rank")
+    positions = _count(fn, inputs, before, shape, d, origin, where, "rank",
+                       LineSort(d, shape[d] if k is None else k) if by_sorting else None)
+    if by_sorting:
+        return [_scattered(fn, v, positions, d, k, origin, where) for v in operands]
 
     if order is None:  # 2. each element's position: its rank, ties broken by index
         inputs = Inputs()  # (a strict weak order's ranks are a permutation already)
@@ -418,6 +430,29 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
     fn.emit(Generic(inputs.values, values, tuple(results), out_shape + (shape[d],), rank, where,
                     origin))
     return values
+
+
+def _by_sorting(fn: FunctionLowering, shape: tuple, d: int) -> bool:
+    """Whether lines along ``d`` of ``shape`` are ranked by sorting (``kernel.LineSort``):
+    where every target sorts a line's ranks and the shape is static."""
+    return fn.line_sort and static_shape(shape) and 2 <= shape[d] < 2**31
+
+
+def _scattered(fn: FunctionLowering, v: Value, ranks: Value, d: int, k: int | None, origin: str,
+               where: str) -> Value:
+    """``v``'s elements stored at their ranks along ``d``, those ranked ``k`` or later
+    skipped (past the result's end): a scatter of distinct places, each a plain store."""
+    shape, rank = v.shape, len(v.shape)
+    out_shape = tuple(k if k is not None and q == d else n for q, n in enumerate(shape))
+    start = fn.new_value(v.dtype, out_shape, "sort_start")
+    fn.emit(Constant(start, splat=False if v.dtype == "i1" else 0, location=where))
+    inputs, here = Inputs(), AffineExpr.identity(rank)
+    place = tuple(convert(inputs.load(ranks, here), "index") if q == d else LoopIndex(q)
+                  for q in range(rank))
+    result = Result(0, (), inputs.load(v, here), scatter=Scatter(place, inputs.binding(start)))
+    value = fn.new_value(v.dtype, out_shape, "sorted")
+    fn.emit(Generic(inputs.values, [value], (result,), shape, rank, where, origin))
+    return value
 
 
 def _leading(fn: FunctionLowering, v: Value, d: int, k: int, origin: str, where: str) -> Value:
@@ -455,14 +490,16 @@ def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
 
 
 def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[int, ...],
-           d: int, origin: str, where: str, name: str) -> Value:
-    """``#{j : condition}`` for every element, ``j`` the reduction loop along dimension ``d``."""
+           d: int, origin: str, where: str, name: str, line_sort: LineSort | None = None) -> Value:
+    """``#{j : condition}`` for every element, ``j`` the reduction loop along dimension ``d``
+    (``line_sort``: the ranks of a strict total order, which a target may sort instead)."""
     rank = len(shape)
     value = fn.new_value(COUNT, shape, name)
     step = Binary("add", Acc(0, COUNT),
                   Select(condition, Const(1, COUNT), Const(0, COUNT), COUNT), COUNT)
     result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, COUNT))
-    fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin))
+    fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin,
+                    line_sort=line_sort))
     return value
 
 

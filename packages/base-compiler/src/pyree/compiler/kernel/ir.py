@@ -398,6 +398,29 @@ class Attention:
     partial: bool = False
 
 
+@dataclass(frozen=True)
+class LineSort:
+    """Each element's rank along a line, which a backend that sorts (``Backend.line_sort``) may
+    compute by sorting the line (input/sort_scan.py). The Generic or Kernel holding it has one
+    i32 Result over the parallel loops, whose one reduction loop ``j`` runs along the line
+    (parallel loop ``d``, the element's own place ``i``), counting
+    ``Acc(0) + Select(before, 1, 0)``: ``before`` (``line_before``) says that the line's element
+    at ``j`` goes before the one at ``i``, a strict total order (ties by place). Counted, every
+    rank is exact; sorted, the ranks below ``k`` are, and the others may be any value from ``k``
+    up (a top-k's scatter skips them). Flow passes leave such an op as it is
+    (``tensor_program.is_line_sort``)."""
+
+    d: int
+    k: int
+
+
+def line_before(result: Result) -> Expr:
+    """The ``before`` condition of a ``LineSort`` kernel's rank result."""
+    step = result.value
+    assert isinstance(step, Binary) and step.op == "add" and isinstance(step.b, Select), step
+    return step.b.cond
+
+
 def attention_nodes(attention: Attention):
     """Every sub-expression of the score's three expressions."""
     for root in (attention.score_init, attention.score_step, attention.score):
@@ -415,6 +438,8 @@ class Kernel:
     location: str = field(default="", compare=False)
     # Softmax attention: its one result is O (see ``Attention``), and no other template takes it.
     attention: Attention | None = None
+    # A line's ranks by sorting (see ``LineSort``): only a template that sorts takes it.
+    line_sort: LineSort | None = None
 
     @property
     def reduction_ranges(self) -> tuple[int, ...]:

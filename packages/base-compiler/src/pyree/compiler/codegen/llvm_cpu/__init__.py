@@ -183,4 +183,5 @@ BACKEND = Backend(
     compile_executable=compile_executable,
     run_time_sizes=True,
     scatter_atomics=True,
+    line_sort=True,
 )

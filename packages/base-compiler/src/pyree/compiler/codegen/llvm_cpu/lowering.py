@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from llvmlite import ir
 from pyree.compiler.codegen.common.normalize import normalize
 from pyree.compiler.codegen.interface import choose
-from pyree.compiler.codegen.llvm_cpu import amx, dynamic, elementwise, matmul, reduction, scatter
+from pyree.compiler.codegen.llvm_cpu import (
+    amx,
+    dynamic,
+    elementwise,
+    line_sort,
+    matmul,
+    reduction,
+    scatter,
+)
 from pyree.compiler.codegen.llvm_cpu.entry import emit_kernel
 from pyree.compiler.codegen.llvm_cpu.targets import TRIPLE, CpuTarget
 from pyree.compiler.kernel import Kernel
@@ -17,8 +25,9 @@ from pyree.compiler.kernel import Kernel
 # object, whose ``emit`` writes the kernel's body inside its entry point (entry.py). ``dynamic``
 # takes exactly the kernels with run-time sizes and ``scatter`` those with a scatter result
 # (static only: input/scatter.py keeps a dynamic scatter a fold), so no other template ever
-# sees one.
-TEMPLATES = (scatter, dynamic, amx, matmul, reduction, elementwise)
+# sees one; ``line_sort`` exactly those holding a ``kernel.LineSort`` (static: input/sort_scan.py
+# forms them only for lines of a static length).
+TEMPLATES = (line_sort, scatter, dynamic, amx, matmul, reduction, elementwise)
 
 
 @dataclass(frozen=True)
