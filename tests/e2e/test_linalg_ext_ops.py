@@ -55,7 +55,8 @@ def test_cumsum_and_cumprod_match_torch(shape, dim):
 
 @pytest.mark.parametrize("shape, dim", [((3, 8192), 1), ((1000, 2), 0), ((2, 5, 840), 2)])
 def test_long_scans_run_in_blocks(shape, dim):
-    """Lines long enough to scan in blocks (each block's scan, the blocks' offsets, their sum):
+    """Lines long enough to scan in blocks (each block's scan, the blocks' offsets, their sum;
+    on the CPU only a line along an outer dim, a contiguous one is walked: line_scan.py):
     cumsum against float64 within a two-level sum's rounding of the running sums of |x|, cumprod
     of factors near 1, and NaN, +inf and -0.0 carried from where they stand to the line's end."""
     from pyree.compiler.input.sort_scan import scan_chunk

@@ -21,6 +21,7 @@ from typing import Union
 import numpy as np
 from pyree.compiler.kernel import (
     Attention,
+    LineScan,
     LineSort,
     Load,
     Result,
@@ -77,16 +78,17 @@ class Generic:
     # Softmax attention (flow/attention.py): ``outputs`` is its one result O, and these say how
     # its probabilities come about (``kernel.Attention``).
     attention: Attention | None = None
-    # A line's ranks, which a target that sorts may compute by sorting (``kernel.LineSort``).
-    line_sort: LineSort | None = None
+    # A line's ranks or scan, which a target may compute by walking the line (``kernel.LineSort``,
+    # ``kernel.LineScan``).
+    line: LineSort | LineScan | None = None
 
 
-def is_line_sort(op: Op) -> bool:
-    """Whether ``op`` is a line's ranks by sorting (``kernel.LineSort``): flow passes leave it
-    as it is (its loops, its one reduction and its loads are what the sorting template reads)
-    and fuse it with nothing, neither a producer into it (recomputed at every comparison) nor
-    it into a consumer."""
-    return isinstance(op, Generic) and op.line_sort is not None
+def is_line_walk(op: Op) -> bool:
+    """Whether ``op`` is a line's ranks or scan that a target may compute by walking the line
+    (``kernel.LineSort``, ``kernel.LineScan``): flow passes leave it as it is (its loops, its
+    one reduction and its loads are what the walking template reads) and fuse it with nothing,
+    neither a producer into it (recomputed at every step) nor it into a consumer."""
+    return isinstance(op, Generic) and op.line is not None
 
 
 def is_scatter(op: Op) -> bool:

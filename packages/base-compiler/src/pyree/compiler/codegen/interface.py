@@ -76,10 +76,11 @@ class Backend:
     # matrix-vector template takes them: versions chosen by size then follow the static split
     # plan down to one row (cuda's and rocm's take the plan at 16 rows below that).
     small_sides_tiled: bool = False
-    # A template that computes a line's ranks by sorting it (``kernel.LineSort``), so that
-    # input/sort_scan.py sorts and takes top-k's in O(n log n) per line on one core, instead of
-    # the counting and merging Generics that spread over a GPU's threads.
-    line_sort: bool = False
+    # Templates that walk a line on one core: its ranks by sorting it (``kernel.LineSort``), its
+    # scan as one running fold (``kernel.LineScan``), so that input/sort_scan.py sorts, takes
+    # top-k's and scans in O(n log n) and O(n) per line instead of the counting, merging and
+    # blocked Generics that spread over a GPU's threads.
+    line_walks: bool = False
 
 
 def scatter_dtypes(backends) -> frozenset[str] | None:

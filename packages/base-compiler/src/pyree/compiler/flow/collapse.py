@@ -23,7 +23,7 @@ from pyree.compiler.kernel import (
     merge_loop_ranges,
     result_nodes,
 )
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_line_sort, is_scatter
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_line_walk, is_scatter
 
 BLOCKED = -1
 
@@ -36,7 +36,7 @@ def collapse_reductions(function: Function) -> Function:
 
 def collapse_loops(op: Generic) -> list[Op]:
     """``[op]``, or views of its inputs, the collapsed op and views of its results."""
-    if op.num_parallel == len(op.loop_ranges) or is_scatter(op) or is_line_sort(op):
+    if op.num_parallel == len(op.loop_ranges) or is_scatter(op) or is_line_walk(op):
         return [op]
     current = op
     d = 0

@@ -39,7 +39,7 @@ from pyree.compiler.tensor_program import (
     Value,
     View,
     has_run_time_sizes,
-    is_line_sort,
+    is_line_walk,
     is_scatter,
 )
 
@@ -69,7 +69,7 @@ def fold_constants(function: Function) -> Function:
             pass
         elif record_constant(op, known):
             pass
-        elif (isinstance(op, Generic) and not is_scatter(op) and not is_line_sort(op)
+        elif (isinstance(op, Generic) and not is_scatter(op) and not is_line_walk(op)
               and all(v in known for v in op.inputs)
               and not _widens(op, [known[v] for v in op.inputs])):
             data = evaluate_elementwise(op, [known[v] for v in op.inputs])

@@ -38,7 +38,7 @@ from pyree.compiler.flow.rewrite import (
     transform,
 )
 from pyree.compiler.kernel import AffineExpr, Cast, Expr, Load, Result, contraction_product, itemsize
-from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_line_sort, is_scatter
+from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_line_walk, is_scatter
 
 # The patches of a channels-last convolution, which targets with implicit GEMM (a backend's
 # ``implicit_gemm``) gather into the GEMM's operand tiles instead of copying (flow/implicit_gemm.py).
@@ -51,7 +51,7 @@ def rewrite_convolutions(function: Function, implicit: bool = False, f32: bool =
     ops: list[Op] = []
     for op in function.ops:
         ops.extend(rewrite_convolution(op, implicit, f32)
-                   if isinstance(op, Generic) and not is_scatter(op) and not is_line_sort(op)
+                   if isinstance(op, Generic) and not is_scatter(op) and not is_line_walk(op)
                    else [op])
     return dataclasses.replace(function, ops=ops)
 

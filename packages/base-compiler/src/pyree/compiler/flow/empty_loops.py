@@ -18,14 +18,14 @@ import dataclasses
 
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Final, Load, LoopIndex, Result, transform
 from pyree.compiler.sizes import is_static
-from pyree.compiler.tensor_program import Constant, Function, Generic, is_line_sort, is_scatter
+from pyree.compiler.tensor_program import Constant, Function, Generic, is_line_walk, is_scatter
 
 
 def settle_empty_loops(function: Function) -> Function:
     ops = []
     for op in function.ops:
         if isinstance(op, Generic) and op.attention is None and not is_scatter(op) \
-                and not is_line_sort(op):
+                and not is_line_walk(op):
             empty = [is_static(d) and d == 0 for d in op.loop_ranges]
             if any(empty[:op.num_parallel]):
                 ops.extend(Constant(v, splat=0, location=op.location) for v in op.results)

@@ -62,7 +62,7 @@ def outline(generic: Generic, name: str) -> Kernel:
     return Kernel(name=name, loop_ranges=local(generic.loop_ranges),
                   num_parallel=generic.num_parallel, bindings=bindings, results=results,
                   location=generic.location, attention=generic.attention,
-                  line_sort=generic.line_sort)
+                  line=generic.line)
 
 
 class KernelTable:

@@ -44,7 +44,7 @@ from pyree.compiler.kernel import (
     Select,
     Unary,
 )
-from pyree.compiler.tensor_program import Function, Generic, is_line_sort, is_scatter
+from pyree.compiler.tensor_program import Function, Generic, is_line_walk, is_scatter
 
 NARROW = ("f16", "bf16")
 WIDE = "f32"
@@ -54,7 +54,7 @@ DISCONTINUOUS = {"floor", "ceil", "round", "roundeven", "trunc", "sign", "rem"}
 
 def widen_narrow_floats(function: Function) -> Function:
     return dataclasses.replace(function, ops=[
-        widen(op) if isinstance(op, Generic) and not is_scatter(op) and not is_line_sort(op) else op
+        widen(op) if isinstance(op, Generic) and not is_scatter(op) and not is_line_walk(op) else op
         for op in function.ops])
 
 

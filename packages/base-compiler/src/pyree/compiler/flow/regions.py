@@ -69,7 +69,7 @@ from pyree.compiler.tensor_program import (
     Value,
     While,
     defined_by,
-    is_line_sort,
+    is_line_walk,
     is_scatter,
     read_by,
     sources_of,
@@ -134,13 +134,13 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     It holds the ops themselves, so the ids it is keyed by stay theirs."""
     users, producers = graph.users, graph.producers
     for op in ops:
-        if not isinstance(op, Generic) or is_line_sort(op) or _passes_widening(op, graph):
+        if not isinstance(op, Generic) or is_line_walk(op) or _passes_widening(op, graph):
             continue
         scatter = scatter_result(op.outputs)
         for j, value in enumerate(op.inputs):
             producer = producers.get(value)
             if users[value] != 1 or producer is None or is_scatter(producer) \
-                    or is_line_sort(producer) \
+                    or is_line_walk(producer) \
                     or (scatter is not None and j == scatter.scatter.start):
                 continue
             key = (id(op), j, id(producer))
@@ -193,7 +193,7 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
     intermediate written once and read twice. Runs when no single-user fusion is left."""
     for producer in ops:
         if not isinstance(producer, Generic) or len(producer.results) != 1 or is_scatter(producer) \
-                or is_line_sort(producer):
+                or is_line_walk(producer):
             continue
         value = producer.results[0]
         if not 2 <= graph.users[value] <= MAX_COPIES or value in graph.results:
@@ -206,7 +206,7 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
         for op in readers:
             j = next((i for i, v in enumerate(op.inputs) if v is value), None) \
                 if isinstance(op, Generic) else None
-            copy = None if j is None or not _reads_once(op, j) or is_scatter(op) or is_line_sort(op) \
+            copy = None if j is None or not _reads_once(op, j) or is_scatter(op) or is_line_walk(op) \
                 else _inline_producer(op, j, producer)
             if copy is None:
                 break

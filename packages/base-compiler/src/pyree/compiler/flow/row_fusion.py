@@ -43,7 +43,7 @@ from pyree.compiler.tensor_program import (
     Value,
     View,
     defined_by,
-    is_line_sort,
+    is_line_walk,
     is_scatter,
     read_by,
     sources_of,
@@ -54,7 +54,7 @@ def fuse_rows_once(ops: list[Op]) -> bool:
     """Joins one Generic into the row kernel of a reduction it reads row-wise."""
     producers = {v: op for op in ops if isinstance(op, (Generic, View)) for v in defined_by(op)}
     for b in ops:
-        if not isinstance(b, Generic) or is_scatter(b) or is_line_sort(b):
+        if not isinstance(b, Generic) or is_scatter(b) or is_line_walk(b):
             continue
         sources = _row_sources(b, producers)
         if len(sources) > 1 and b.num_parallel == len(b.loop_ranges):

@@ -74,7 +74,7 @@ from pyree.compiler.tensor_program import (
     defined_by,
     has_run_time_sizes,
     index_sizes,
-    is_line_sort,
+    is_line_walk,
     size_values,
     sources_of,
 )
@@ -188,7 +188,7 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
     ``by_size`` (its function's symbol bounds: name -> (min, max)), into versions chosen per
     call (``_by_size``); else it stays whole: whether splitting pays is known only per call."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
-            or is_row_kernel(op.outputs) or is_line_sort(op):
+            or is_row_kernel(op.outputs) or is_line_walk(op):
         return [op]
     if has_run_time_sizes(op):
         if by_size is None:

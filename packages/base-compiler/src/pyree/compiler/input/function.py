@@ -109,7 +109,7 @@ class FunctionLowering:
         self.top_ops = self.ops  # the function's own op list (a store is refused in a block)
         self.scatter_atomics = False  # every target writes at computed places (input/scatter.py)
         self.scatter_dtypes: frozenset[str] | None = None  # ... of these dtypes (None: all)
-        self.line_sort = False  # every target sorts a line's ranks (input/sort_scan.py)
+        self.line_walks = False  # every target walks a line (input/sort_scan.py)
 
     # ---- values ----------------------------------------------------------------------------
 

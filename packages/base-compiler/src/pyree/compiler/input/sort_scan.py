@@ -1,7 +1,7 @@
 """Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
 instead of a sorting network, so no backend needs a new kernel shape.
 
-Where every target sorts a line's ranks itself (``Backend.line_sort``: llvm-cpu, one core a
+Where every target sorts a line's ranks itself (``Backend.line_walks``: llvm-cpu, one core a
 line), a sort or top-k by a comparator recognised as a strict weak order (``sort_order``) over a
 static shape is the ranks of step 1 marked ``kernel.LineSort`` (the target sorts instead of
 counting: O(n log n), a top-k's best k kept in a heap), then each operand stored at its rank, the
@@ -48,6 +48,7 @@ from pyree.compiler.kernel import (
     Compare,
     Const,
     Expr,
+    LineScan,
     LineSort,
     Load,
     LoopIndex,
@@ -259,7 +260,8 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
 
     inputs = Inputs()
     fold = _associative(combine, x.dtype)
-    chunk = scan_chunk(n) if inclusive and fold else None
+    walked = _walks_line(fn, shape, d)
+    chunk = scan_chunk(n) if inclusive and fold and not walked else None
     if is_static(n) and n <= 1:
         loops = AffineExpr.identity(rank)
         value = (inputs.load(x, loops) if inclusive
@@ -272,7 +274,8 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
         first = (None if inclusive else
                  lambda inputs, loops: inputs.load(acc_init, tuple(loops[k] for k in range(rank)
                                                                    if k != d)))
-        _scan_pass(fn, x, d, combine, first, out, op.name, where)
+        _scan_pass(fn, x, d, combine, first, out, op.name, where,
+                   LineScan(d) if walked else None)
     inputs = Inputs()
     lines = AffineExpr.identity(rank - 1)
     if not is_static(n):  # the line's last element, at a run-time place (a line of 0: the start)
@@ -290,10 +293,10 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
 
 
 def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value, origin: str,
-               where: str) -> None:
+               where: str, line: LineScan | None = None) -> None:
     """``out``: the scan of ``x`` along ``d`` in one pass, each element folding the line up to
     itself in order (exactly the reference's rounding). ``first(inputs, loops)`` is the exclusive
-    scan's start; None makes it inclusive."""
+    scan's start; None makes it inclusive. ``line``: a target may walk the line instead."""
     shape, rank = x.shape, len(x.shape)
     inputs = Inputs()
     loops = AffineExpr.identity(rank + 1)  # the element's loops, then step j (it makes out[j + 1])
@@ -306,7 +309,17 @@ def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Valu
              else first(inputs, loops))
     taken = Compare("lt", LoopIndex(rank), LoopIndex(d))  # step j makes out[j + 1]: j < i
     result = Result(0, here, Select(taken, step, Acc(0, x.dtype), x.dtype), init=start)
-    fn.emit(Generic(inputs.values, [out], (result,), shape + (shape[d] - 1,), rank, where, origin))
+    fn.emit(Generic(inputs.values, [out], (result,), shape + (shape[d] - 1,), rank, where, origin,
+                    line=line))
+
+
+def _walks_line(fn: FunctionLowering, shape: tuple, d: int) -> bool:
+    """Whether a scan along ``d`` of ``shape`` is walked (``kernel.LineScan``): where every
+    target walks lines, the shape is static and the line contiguous (a line along an outer dim
+    is scanned in blocks whose folds run along the rows, which a walk down a column would not
+    keep in cache)."""
+    return (fn.line_walks and static_shape(shape) and shape[d] >= 2
+            and all(n == 1 for n in shape[d + 1:]))
 
 
 def _associative(combine, dtype: str) -> str | None:
@@ -435,7 +448,7 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 def _by_sorting(fn: FunctionLowering, shape: tuple, d: int) -> bool:
     """Whether lines along ``d`` of ``shape`` are ranked by sorting (``kernel.LineSort``):
     where every target sorts a line's ranks and the shape is static."""
-    return fn.line_sort and static_shape(shape) and 2 <= shape[d] < 2**31
+    return fn.line_walks and static_shape(shape) and 2 <= shape[d] < 2**31
 
 
 def _scattered(fn: FunctionLowering, v: Value, ranks: Value, d: int, k: int | None, origin: str,
@@ -490,16 +503,16 @@ def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
 
 
 def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[int, ...],
-           d: int, origin: str, where: str, name: str, line_sort: LineSort | None = None) -> Value:
+           d: int, origin: str, where: str, name: str, line: LineSort | None = None) -> Value:
     """``#{j : condition}`` for every element, ``j`` the reduction loop along dimension ``d``
-    (``line_sort``: the ranks of a strict total order, which a target may sort instead)."""
+    (``line``: the ranks of a strict total order, which a target may sort instead)."""
     rank = len(shape)
     value = fn.new_value(COUNT, shape, name)
     step = Binary("add", Acc(0, COUNT),
                   Select(condition, Const(1, COUNT), Const(0, COUNT), COUNT), COUNT)
     result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, COUNT))
     fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin,
-                    line_sort=line_sort))
+                    line=line))
     return value
 
 

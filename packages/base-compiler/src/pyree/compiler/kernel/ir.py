@@ -400,18 +400,31 @@ class Attention:
 
 @dataclass(frozen=True)
 class LineSort:
-    """Each element's rank along a line, which a backend that sorts (``Backend.line_sort``) may
-    compute by sorting the line (input/sort_scan.py). The Generic or Kernel holding it has one
-    i32 Result over the parallel loops, whose one reduction loop ``j`` runs along the line
+    """Each element's rank along a line, which a target that walks lines (``Backend.line_walks``)
+    may compute by sorting the line (input/sort_scan.py). The Generic or Kernel holding it has
+    one i32 Result over the parallel loops, whose one reduction loop ``j`` runs along the line
     (parallel loop ``d``, the element's own place ``i``), counting
     ``Acc(0) + Select(before, 1, 0)``: ``before`` (``line_before``) says that the line's element
     at ``j`` goes before the one at ``i``, a strict total order (ties by place). Counted, every
     rank is exact; sorted, the ranks below ``k`` are, and the others may be any value from ``k``
     up (a top-k's scatter skips them). Flow passes leave such an op as it is
-    (``tensor_program.is_line_sort``)."""
+    (``tensor_program.is_line_walk``)."""
 
     d: int
     k: int
+
+
+@dataclass(frozen=True)
+class LineScan:
+    """A scan along a line, which a target that walks lines (``Backend.line_walks``) may compute
+    as one running fold (input/sort_scan.py, ``_scan_pass``). The Generic or Kernel holding it
+    has one Result over the parallel loops (the line along parallel loop ``d``, place ``i``)
+    and one reduction loop ``j`` (step ``j`` makes the element at ``j + 1``): its value is
+    ``Select(j < i, step, Acc(0))`` (``line_step``) and its init the line's first element, so
+    that counted, each element folds its own prefix. Walked, ``out[0] = init`` and
+    ``out[j + 1] = step(Acc(0) = out[j])``: the same folds in the same order, each once."""
+
+    d: int
 
 
 def line_before(result: Result) -> Expr:
@@ -419,6 +432,12 @@ def line_before(result: Result) -> Expr:
     step = result.value
     assert isinstance(step, Binary) and step.op == "add" and isinstance(step.b, Select), step
     return step.b.cond
+
+
+def line_step(result: Result) -> Expr:
+    """The step of a ``LineScan`` kernel's result: the next element's fold of ``Acc(0)``."""
+    assert isinstance(result.value, Select) and result.value.b == Acc(0, result.value.dtype)
+    return result.value.a
 
 
 def attention_nodes(attention: Attention):
@@ -438,8 +457,9 @@ class Kernel:
     location: str = field(default="", compare=False)
     # Softmax attention: its one result is O (see ``Attention``), and no other template takes it.
     attention: Attention | None = None
-    # A line's ranks by sorting (see ``LineSort``): only a template that sorts takes it.
-    line_sort: LineSort | None = None
+    # A line's ranks or scan, which a template may compute by walking the line (see
+    # ``LineSort``, ``LineScan``).
+    line: LineSort | LineScan | None = None
 
     @property
     def reduction_ranges(self) -> tuple[int, ...]:

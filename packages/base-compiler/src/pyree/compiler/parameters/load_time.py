@@ -31,7 +31,7 @@ from pyree.compiler.tensor_program import (
     View,
     defined_by,
     has_run_time_sizes,
-    is_line_sort,
+    is_line_walk,
     is_scatter,
     read_by,
     walk_ops,
@@ -109,7 +109,7 @@ def _hoist(function: Function, first: int) -> tuple[Function, list[Op], list[tup
 
 
 def _movable(op: Op, constant_bytes: dict[Value, int], from_parameter: set[Value]) -> bool:
-    if not isinstance(op, Generic) or is_scatter(op) or is_line_sort(op) or has_run_time_sizes(op) \
+    if not isinstance(op, Generic) or is_scatter(op) or is_line_walk(op) or has_run_time_sizes(op) \
             or not op.inputs:
         return False
     if not all(v in constant_bytes for v in op.inputs):

@@ -54,7 +54,7 @@ def normalize(kernel: Kernel) -> Kernel:
     """A scatter kernel (``kernel.Scatter``) is only flattened: its stores have no stride to
     order or merge loops by; so is a line sort (``kernel.LineSort``), whose line is a loop."""
     check_accesses(kernel)
-    if kernel.line_sort is not None or kernel.results and kernel.results[0].scatter is not None:
+    if kernel.line is not None or kernel.results and kernel.results[0].scatter is not None:
         return flatten(kernel)
     return coalesce(order_parallel_loops(drop_unit_loops(flatten(kernel))))
 

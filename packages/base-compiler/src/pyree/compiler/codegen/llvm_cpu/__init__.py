@@ -183,5 +183,5 @@ BACKEND = Backend(
     compile_executable=compile_executable,
     run_time_sizes=True,
     scatter_atomics=True,
-    line_sort=True,
+    line_walks=True,
 )

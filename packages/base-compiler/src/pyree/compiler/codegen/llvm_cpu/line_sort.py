@@ -20,7 +20,7 @@ from llvmlite import ir
 from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest
 from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
-from pyree.compiler.kernel import Kernel, line_before
+from pyree.compiler.kernel import Kernel, LineSort, line_before
 
 I32 = ir.IntType(32)
 I64 = ir.IntType(64)
@@ -33,13 +33,13 @@ Place = Callable[[ir.Value], ir.Value]  # i64 index into a heap -> pointer to it
 
 def plan(kernel: Kernel, target) -> LineSortLowering | None:
     """Takes exactly the kernels holding a ``LineSort``."""
-    return LineSortLowering(kernel) if kernel.line_sort is not None else None
+    return LineSortLowering(kernel) if isinstance(kernel.line, LineSort) else None
 
 
 class LineSortLowering:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
-        self.d, self.k = kernel.line_sort.d, kernel.line_sort.k
+        self.d, self.k = kernel.line.d, kernel.line.k
         self.n = kernel.parallel_ranges[self.d]
         lines = tuple(1 if q == self.d else r for q, r in enumerate(kernel.parallel_ranges))
         self.tiling = choose_tiling(lines, self.n * max(1, self.n.bit_length()), align=1)

@@ -12,6 +12,7 @@ from pyree.compiler.codegen.llvm_cpu import (
     amx,
     dynamic,
     elementwise,
+    line_scan,
     line_sort,
     matmul,
     reduction,
@@ -25,9 +26,9 @@ from pyree.compiler.kernel import Kernel
 # object, whose ``emit`` writes the kernel's body inside its entry point (entry.py). ``dynamic``
 # takes exactly the kernels with run-time sizes and ``scatter`` those with a scatter result
 # (static only: input/scatter.py keeps a dynamic scatter a fold), so no other template ever
-# sees one; ``line_sort`` exactly those holding a ``kernel.LineSort`` (static: input/sort_scan.py
-# forms them only for lines of a static length).
-TEMPLATES = (line_sort, scatter, dynamic, amx, matmul, reduction, elementwise)
+# sees one; ``line_sort`` and ``line_scan`` exactly those holding a ``kernel.LineSort`` or a
+# ``kernel.LineScan`` (static: input/sort_scan.py forms them only for static shapes).
+TEMPLATES = (line_sort, line_scan, scatter, dynamic, amx, matmul, reduction, elementwise)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""Sorts and top-k's ranked by sorting each line on the CPU (codegen/llvm_cpu/line_sort.py:
-quicksort with insertion and heap sort under it for a whole line, a heap of the best k for a
-top-k), against numpy's stable sort on local-task: lines of a million (which the merging
-Generics took a minute to compile), the orders that break a naive quicksort or make every
-element enter a top-k heap (sorted either way, all equal, organ pipes), lengths around the
-insertion threshold, a top-k too large for the heap, and NaN, +-inf, -0.0 and ties everywhere."""
+"""Sorts, top-k's and scans computed by walking each line on the CPU (codegen/llvm_cpu/
+line_sort.py: quicksort with insertion and heap sort under it for a whole line, a heap of the
+best k for a top-k; line_scan.py: one running fold), against numpy on local-task: lines of a
+million (which the merging Generics took a minute to compile), the orders that break a naive
+quicksort or make every element enter a top-k heap (sorted either way, all equal, organ pipes),
+lengths around the insertion threshold, a top-k too large for the heap, scans exactly as numpy's
+sequential accumulate rounds them, inclusive and exclusive, and NaN, +-inf, -0.0 and ties."""
 
 from __future__ import annotations
 
@@ -85,3 +86,50 @@ def test_int64_keys_and_a_payload():
     order = np.argsort(x, kind="stable")
     np.testing.assert_array_equal(values, x[order])
     np.testing.assert_array_equal(indices, order)
+
+
+def _specials(shape, seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::97] = -0.0
+    flat[5::331] = np.inf
+    flat[7::503] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("shape, dim", [((3, 8191), 1), ((5, 2), 1), ((2, 3, 1000), 2),
+                                        ((4, 777, 1), 1), ((30011,), 0)])
+def test_walked_scans_round_as_one_running_fold(shape, dim):
+    """cumsum and cumprod along a contiguous line equal numpy's sequential accumulate bit for
+    bit (no blocks: each element folded once, left to right), NaN and inf carried onwards."""
+    torch = require_module("torch")
+    x = _specials(shape, sum(shape))
+    got, = run_torch(lambda t: torch.cumsum(t, dim), x)
+    matches([got], [np.cumsum(x, axis=dim, dtype=np.float32)])
+    factors = (1 + 1e-3 * np.random.default_rng(1).standard_normal(shape)).astype(np.float32)
+    got, = run_torch(lambda t: torch.cumprod(t, dim), factors)
+    matches([got], [np.cumprod(factors, axis=dim, dtype=np.float32)])
+    ints = np.random.default_rng(2).integers(-2**40, 2**40, shape)
+    got, = run_torch(lambda t: torch.cumsum(t, dim), ints)
+    matches([got], [np.cumsum(ints, axis=dim)])
+
+
+def test_an_exclusive_scan_and_its_last_value_walked():
+    """``inclusive(false)``: out[0] is the accumulator's start, out[i] folds x[0..i-1]; the
+    accumulator result ends as out[n-1] (the op's reference loop, which leaves x[n-1] out)."""
+    n = 4099
+    text = f"""func.func @f(%x: tensor<3x{n}xf32>, %out: tensor<3x{n}xf32>, %acc: tensor<3xf32>) -> (tensor<3x{n}xf32>, tensor<3xf32>) {{
+  %r:2 = iree_linalg_ext.scan dimension(1) inclusive(false) ins(%x : tensor<3x{n}xf32>) outs(%out, %acc : tensor<3x{n}xf32>, tensor<3xf32>) {{
+  ^bb0(%p: f32, %e: f32):
+    %s = arith.maximumf %p, %e : f32
+    iree_linalg_ext.yield %s : f32
+  }} -> tensor<3x{n}xf32>, tensor<3xf32>
+  return %r#0, %r#1 : tensor<3x{n}xf32>, tensor<3xf32>
+}}"""
+    x = _specials((3, n), 4)
+    start = np.array([-np.inf, 0.5, np.nan], np.float32)
+    out, last = rt.load_module(compile_str(text), device="local-task")["f"](
+        x, np.zeros_like(x), start)
+    prefix = np.concatenate([start[:, None], x[:, :-1]], axis=1)
+    want = np.maximum.accumulate(prefix, axis=1)  # NaN-propagating, as arith.maximumf
+    matches([np.asarray(out), np.asarray(last)], [want, want[:, -1]])
