@@ -13,6 +13,7 @@ from pyree.compiler.kernel import (
     Binary,
     Binding,
     Cast,
+    Const,
     Kernel,
     Load,
     LoopIndex,
@@ -23,19 +24,21 @@ from pyree.compiler.kernel import (
 N, D, U = 11, 5, 29  # rows of the target, columns, updates
 
 
-def scatter_kernel(dtype: str, op: str | None, first: bool = False, updates: int = U) -> Kernel:
+def scatter_kernel(dtype: str, op: str | None, first: bool = False, updates: int = U,
+                   columns: int = D, disjoint: bool = True) -> Kernel:
     """out[idx[u], d] = op(update[u, d], out[...]) (``first``: the update is the op's second
-    operand); ``op`` None: a plain set."""
+    operand); ``op`` None: a plain set. ``disjoint``: the column's place is its loop itself
+    (``Scatter.disjoint`` finds it); else ``d + 0``, which no template proves disjoint."""
     ud = AffineExpr.identity(2)
     update = Load(0, ud, dtype)
     value = update if op is None else (Binary(op, Acc(0, dtype), update, dtype) if first
                                        else Binary(op, update, Acc(0, dtype), dtype))
     row = Cast("extsi", Load(1, (ud[0], AffineExpr((0, 0), 0)), "i32"), "index")
-    place = (row, LoopIndex(1))
-    return Kernel(f"scatter_{dtype}_{op}", (updates, D), 2,
-                  (Binding(dtype, (updates, D), "read"), Binding("i32", (updates, 1), "read"),
-                   Binding(dtype, (N, D), "read"), Binding(dtype, (N, D), "read_write")),
-                  (Result(3, (), value, scatter=Scatter(place, 2)),))
+    column = LoopIndex(1) if disjoint else Binary("add", LoopIndex(1), Const(0, "index"), "index")
+    return Kernel(f"scatter_{dtype}_{op}", (updates, columns), 2,
+                  (Binding(dtype, (updates, columns), "read"), Binding("i32", (updates, 1), "read"),
+                   Binding(dtype, (N, columns), "read"), Binding(dtype, (N, columns), "read_write")),
+                  (Result(3, (), value, scatter=Scatter((row, column), 2)),))
 
 
 def values(dtype: str, shape, rng) -> np.ndarray:

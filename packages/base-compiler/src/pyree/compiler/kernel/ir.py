@@ -351,6 +351,11 @@ class Scatter:
 
     place: tuple[Expr, ...]
     start: int
+    # Loops along which two points never share a place (one dim's place is the loop itself: a
+    # slice dim that no index moves), which normalize records as it flattens ``place``; a
+    # backend may cut its work along them only, each place then combined by one thread in
+    # update order, with no atomics.
+    disjoint: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -287,7 +287,8 @@ def flatten(kernel: Kernel) -> Kernel:
             return _map_result(r, leaf, index=flat(r.binding, r.index), gather=gather)
         out = _map_result(r, leaf, index=(), gather=gather)
         place = scatter_offset(out.scatter.place, kernel.bindings[r.binding].shape)
-        return replace(out, scatter=replace(out.scatter, place=(place,)))
+        disjoint = sorted({e.dim for e in out.scatter.place if isinstance(e, LoopIndex)})
+        return replace(out, scatter=replace(out.scatter, place=(place,), disjoint=tuple(disjoint)))
 
     return replace(
         kernel,
