@@ -90,6 +90,22 @@ def test_index_add_of_repeated_rows(backend, dtype):
                                           count.numpy()))
 
 
+def test_index_add_on_the_cpu_sums_in_update_order():
+    """llvm-cpu's index_add cuts its tiles along the rows' columns only (``Scatter.disjoint``):
+    each place summed by one thread in update order, so the f32 sums equal numpy's unbuffered
+    ``np.add.at`` bit for bit, NaN and inf included."""
+    rng = np.random.default_rng(8)
+    picks = rng.integers(0, 13, size=20011).tolist()
+    src = torch.from_numpy(rng.standard_normal((20011, 67)).astype(np.float32) * 1e3)
+    src[5, 3], src[77, 60], src[901, 0] = float("nan"), float("inf"), -0.0
+    f = lambda t: t.index_add(0, torch.tensor(picks), src)  # noqa: E731
+    x = torch.from_numpy(rng.standard_normal((13, 67)).astype(np.float32))
+    want = x.numpy().copy()
+    np.add.at(want, np.array(picks), src.numpy())
+    got = run(("llvm-cpu", "local-task", set(DTYPES.values())), f, x)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", ["f32", "i64"])
 def test_scatter_add_along_columns(backend, dtype):
     index = torch.tensor(np.random.default_rng(4).integers(0, 3, size=(6, 11)))
