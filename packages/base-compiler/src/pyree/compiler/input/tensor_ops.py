@@ -326,15 +326,23 @@ def _slice(fn: FunctionLowering, op, where: str) -> tuple[list, list, list]:
     """A slice's offsets, sizes and strides: an offset or a size may be a run-time size (a ``?``
     of the static ones, given by an operand computed from dims: ``x[:, -1]`` of a dynamic
     sequence starts at ``n - 1``); strides must be constants. An offset past the source is
-    the kernels' run-time checks' to refuse."""
-    if op.strides:
-        raise CompileError(f"'{op.name}' with dynamic strides is not supported yet", where)
-    given_sizes, given_offsets = iter(op.sizes), iter(op.offsets)
+    the kernels' run-time checks' to refuse. A stride given as an operand must be an
+    ``arith.constant`` (torch-mlir writes a slice of an empty tensor's strides that way)."""
+    given_sizes, given_offsets, given_strides = iter(op.sizes), iter(op.offsets), iter(op.strides)
     sizes = [size_of(fn, next(given_sizes), where) if n == DYNAMIC_INDEX else n
              for n in op.static_sizes.get_values()]
     offsets = [_offset(fn, next(given_offsets), where) if n == DYNAMIC_INDEX else n
                for n in op.static_offsets.get_values()]
-    return offsets, sizes, list(op.static_strides.get_values())
+    strides = [_constant_stride(fn, next(given_strides), op.name, where) if n == DYNAMIC_INDEX
+               else n for n in op.static_strides.get_values()]
+    return offsets, sizes, strides
+
+
+def _constant_stride(fn: FunctionLowering, ssa: SSAValue, name: str, where: str) -> int:
+    entry = fn.entry(ssa, where)
+    if not isinstance(entry, Const):
+        raise CompileError(f"'{name}' with dynamic strides is not supported yet", where)
+    return int(entry.value)
 
 
 def _offset(fn: FunctionLowering, ssa: SSAValue, where: str):
