@@ -133,3 +133,25 @@ def test_an_exclusive_scan_and_its_last_value_walked():
     prefix = np.concatenate([start[:, None], x[:, :-1]], axis=1)
     want = np.maximum.accumulate(prefix, axis=1)  # NaN-propagating, as arith.maximumf
     matches([np.asarray(out), np.asarray(last)], [want, want[:, -1]])
+
+
+def test_empty_batches_bools_and_a_top_k_of_all_but_one():
+    """Lines walked where there are none (a batch of 0 rows: no workgroup runs), a sort of
+    booleans (its scatter starts from False), a scan over an empty batch, and a top-k of
+    n - 1 (a heap of all but one)."""
+    torch = require_module("torch")
+    empty = np.zeros((0, 9), np.float32)
+    got = run_torch(lambda t: torch.sort(t, 1), empty)
+    assert [g.shape for g in got] == [(0, 9), (0, 9)]
+    got = run_torch(lambda t: torch.topk(t, 3, 1), empty)
+    assert [g.shape for g in got] == [(0, 3), (0, 3)]
+    got, = run_torch(lambda t: torch.cumsum(t, 1), empty)
+    assert got.shape == (0, 9)
+    flags = np.random.default_rng(3).random((5, 333)) < 0.3
+    values, indices = run_torch(lambda t: torch.sort(t, dim=1, descending=True, stable=True), flags)
+    order = stable_order(flags.astype(np.int8), 1, True)
+    np.testing.assert_array_equal(values, np.take_along_axis(flags, order, 1))
+    np.testing.assert_array_equal(indices, order)
+    x = data((2, 4000), np.float32, np.random.default_rng(4))
+    got = run_torch(lambda t: torch.topk(t, 3999, 1), x)
+    matches(got, _topk_reference(x, 3999, 1, True))
