@@ -155,3 +155,24 @@ def test_empty_batches_bools_and_a_top_k_of_all_but_one():
     x = data((2, 4000), np.float32, np.random.default_rng(4))
     got = run_torch(lambda t: torch.topk(t, 3999, 1), x)
     matches(got, _topk_reference(x, 3999, 1, True))
+
+
+def test_the_walks_are_marked_for_the_cpu_only():
+    """``--compile-to=executable-sources`` names each walk an llvm-cpu kernel may take; a
+    module for a GPU (or for the CPU and a GPU: one host program) keeps the counting, merging
+    and blocked forms."""
+    case = sort_case((3, 1000), 1, np.float32, False)
+    scan = """func.func @f(%x: tensor<3x100xf32>, %out: tensor<3x100xf32>, %acc: tensor<3xf32>) -> tensor<3x100xf32> {
+  %r:2 = iree_linalg_ext.scan dimension(1) inclusive(true) ins(%x : tensor<3x100xf32>) outs(%out, %acc : tensor<3x100xf32>, tensor<3xf32>) {
+  ^bb0(%p: f32, %e: f32):
+    %s = arith.addf %p, %e : f32
+    iree_linalg_ext.yield %s : f32
+  } -> tensor<3x100xf32>, tensor<3xf32>
+  return %r#0 : tensor<3x100xf32>
+}"""
+    for program, walk in ((case.program, "by sorting (exact below 1000)"), (scan, "one running fold")):
+        for targets, walked in ((["llvm-cpu"], True), (["vulkan-spirv"], False),
+                                (["llvm-cpu", "vulkan-spirv"], False)):
+            text = compile_str(program, target_backends=targets,
+                               extra_args=["--compile-to=executable-sources"]).decode()
+            assert (walk in text) == walked, (targets, walk)

@@ -18,6 +18,8 @@ from pyree.compiler.kernel import (
     Final,
     Gather,
     Kernel,
+    LineScan,
+    LineSort,
     Load,
     LoopIndex,
     Select,
@@ -121,7 +123,8 @@ def _format_generic(op: Generic) -> list[str]:
     names = ["%" + v.name for v in op.inputs]
     outs = ["%" + v.name for v in op.results]
     return [head, *("  " + line for line in _format_attention(op.attention, names)),
-            *("  " + line for line in _format_results(op.outputs, names, outs)), "}"]
+            *_format_line(op.line), *("  " + line for line in _format_results(op.outputs, names, outs)),
+            "}"]
 
 
 def _preview(data) -> str:
@@ -144,6 +147,7 @@ def _format_kernel(kernel: Kernel) -> str:
     for i, b in enumerate(kernel.bindings):
         lines.append(f"  binding b{i}: {_type(b)} {b.access}")
     lines.extend("  " + line for line in _format_attention(kernel.attention, names))
+    lines.extend(_format_line(kernel.line))
     lines.extend("  " + line for line in _format_results(kernel.results, names, names))
     lines.append("}")
     return "\n".join(lines)
@@ -176,6 +180,16 @@ def _format_results(results, load_names: list[str], store_names: list[str]) -> l
         if r.epilogue is not None:
             lines.append(f"  store {expr(r.epilogue, load_names)}")
     return lines
+
+
+def _format_line(line) -> list[str]:
+    """The walk a CPU target may take instead of the result's counting form (``kernel.LineSort``,
+    ``kernel.LineScan``)."""
+    if isinstance(line, LineSort):
+        return [f"  // ranks along d{line.d} by sorting (exact below {line.k})"]
+    if isinstance(line, LineScan):
+        return [f"  // scan along d{line.d} as one running fold"]
+    return []
 
 
 def _format_attention(attention, load_names: list[str]) -> list[str]:
