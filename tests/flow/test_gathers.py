@@ -74,3 +74,55 @@ def test_gathered_rows_match_numpy(index, scale):
     want = (t + t if scale else t)[index]
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def computed_rows(n: int, index: str) -> str:
+    """r[i] = x[index(i)] over i < n, the index written with steps PyTorch's exports use."""
+    return f"""
+func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %c0 = arith.constant 0 : index
+  %cn = arith.constant {n} : index
+  %c2 = arith.constant 2 : index
+  %n64 = arith.constant {n} : i64
+  %z64 = arith.constant 0 : i64
+  %e = tensor.empty() : tensor<{n}xf32>
+  %r = linalg.generic {{indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]}}
+      outs(%e : tensor<{n}xf32>) {{
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+{index}
+    %v = tensor.extract %x[%at] : tensor<{n}xf32>
+    linalg.yield %v : f32
+  }} -> tensor<{n}xf32>
+  return %r : tensor<{n}xf32>
+}}
+"""
+
+
+INDEX_FORMS = {  # name: (the index's lines ending in %at, r as numpy, folds to a Load)
+    "rem of the loop by its range": ("    %at = arith.remsi %i, %cn : index", lambda x: x, True),
+    "wrap of a negative index that never is": ("""    %i64 = arith.index_cast %i : index to i64
+    %neg = arith.cmpi slt, %i64, %z64 : i64
+    %up = arith.addi %i64, %n64 : i64
+    %w = arith.select %neg, %up, %i64 : i64
+    %at = arith.index_cast %w : i64 to index""", lambda x: x, True),
+    "reversed": ("""    %last = arith.subi %cn, %i : index
+    %one = arith.constant 1 : index
+    %at = arith.subi %last, %one : index""", lambda x: x[::-1], True),
+    "rem that wraps": ("""    %d = arith.addi %i, %c2 : index
+    %at = arith.remsi %d, %cn : index""", lambda x: np.roll(x, -2), False),
+    "div": ("    %at = arith.divsi %i, %c2 : index", lambda x: x[np.arange(len(x)) // 2], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_FORMS))
+@pytest.mark.parametrize("n", [7, 100003])  # past the 16384 points the constant path evaluates
+def test_gathers_at_symbolically_affine_indices(name, n):
+    """An index whose every non-affine step is a no-op over the loop box (``kernel.affine_of``)
+    becomes a Load at any size; a remainder that wraps and a halving stay gathers. Both right."""
+    lines, reference, folds = INDEX_FORMS[name]
+    program = computed_rows(n, lines)
+    _, reads = _reads(after_pass(program, "fold-constant-gathers"))
+    assert all(isinstance(e, Load) for e in reads) == folds
+    x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    np.testing.assert_array_equal(run_local_task(program, x), reference(x))

@@ -1,12 +1,16 @@
-"""Gathers whose indices are computed from constants alone, and turn out affine in the loops,
-become Loads.
+"""Gathers whose indices turn out affine in the loops become Loads: indices computed from
+constants alone, or written with steps that are no-ops over the loop box.
 
 torch exports index arithmetic on constant index tensors as gathers: MobileNet v2 behind an NHWC
 wrapper reads ``x[i0[c], i1[c], i2[c], i3[c]]`` with each index an i64 constant (behind
-negative-index wraparound selects) that is really ``(0, c, 0, 0)``. As a Gather that op is a
-dispatch of its own, since fusion never inlines a producer into a Gather's source; as a Load it
-fuses like any other access. The index is evaluated over the whole loop box at compile time
-(clamped, as a Gather clamps) and kept only where one affine map reproduces it at every point.
+negative-index wraparound selects) that is really ``(0, c, 0, 0)``; a scatter_reduce's source
+and indices come through a copy gathered at ``i % 100000`` over ``i < 100000``. As a Gather such
+an op is a dispatch of its own, since fusion never inlines a producer into a Gather's source; as
+a Load it fuses like any other access. An index whose every step ``kernel.affine_of`` proves a
+no-op (a remainder of a value below the divisor, a wrap that never happens, a cast that keeps
+every value) is rewritten symbolically at any size; one that reads constants is evaluated over
+the whole loop box at compile time (clamped, as a Gather clamps) and kept only where one affine
+map reproduces it at every point.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pyree.compiler.kernel import (
     Kernel,
     Load,
     Result,
+    affine_of,
     affine_range,
     evaluate,
     walk,
@@ -54,16 +59,19 @@ def fold_constant_gathers(function: Function) -> Function:
 def _fold(op: Generic, known: dict[Value, np.ndarray]) -> Generic:
     """A Generic whose loop box holds run-time sizes is left as it is: its index cannot be
     evaluated over a box of unknown extent."""
-    if not static_shape(op.loop_ranges) or not 0 < math.prod(op.loop_ranges) <= MAX_POINTS:
+    if not static_shape(op.loop_ranges) or not 0 < math.prod(op.loop_ranges):
         return op
     changed = False
+    evaluated = math.prod(op.loop_ranges) <= MAX_POINTS
 
     def leaf(e: Expr) -> Expr | None:
         nonlocal changed
-        if not isinstance(e, Gather) or not all(_constant(op, x, known) for ix in e.index
-                                                for x in walk(ix)):
+        if not isinstance(e, Gather):
             return None
-        index = _affine_index(op, e, known)
+        index = _symbolic_index(op, e)
+        if index is None and evaluated and all(_constant(op, x, known) for ix in e.index
+                                               for x in walk(ix)):
+            index = _affine_index(op, e, known)
         if index is None:
             return None
         changed = True
@@ -92,6 +100,20 @@ def _constant(op: Generic, e: Expr, known: dict[Value, np.ndarray]) -> bool:
         if lo < 0 or hi >= n:
             return False
     return True
+
+
+def _symbolic_index(op: Generic, g: Gather) -> tuple[AffineExpr, ...] | None:
+    """``g``'s index as one affine map per dim (``kernel.affine_of``), where each stays inside
+    its dim over the whole loop box (so the Gather's clamp never acts), or None."""
+    shape = op.inputs[g.binding].shape
+    if not static_shape(shape):
+        return None
+    index = tuple(affine_of(ix, op.loop_ranges) for ix in g.index)
+    if any(ix is None for ix in index) or not all(
+            0 <= lo and hi < n for ix, n in zip(index, shape)
+            for lo, hi in [affine_range(ix, op.loop_ranges)]):
+        return None
+    return index
 
 
 def _affine_index(op: Generic, g: Gather, known: dict[Value, np.ndarray]) -> tuple[AffineExpr, ...] | None:

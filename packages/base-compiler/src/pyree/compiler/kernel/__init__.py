@@ -43,6 +43,7 @@ from __future__ import annotations
 from pyree.compiler.kernel.analysis import (
     FOLDS,
     affine_bounds,
+    affine_of,
     bind_sizes,
     contains,
     contiguous_along_parallel,
@@ -128,6 +129,7 @@ __all__ = [
     "compose",
     "FOLDS",
     "affine_bounds",
+    "affine_of",
     "bind_sizes",
     "contains",
     "decided",

@@ -307,6 +307,48 @@ def interval(e: Expr, loop_ranges: tuple[int, ...]) -> tuple[int, int]:
     return out if full[0] <= out[0] and out[1] <= full[1] else full
 
 
+
+def affine_of(e: Expr, loop_ranges: tuple[int, ...]) -> AffineExpr | None:
+    """``e``, an integer expression of the loops, as one affine map over them where ``interval``
+    proves the steps that are not affine to be no-ops over the loop box: a cast that keeps every
+    value, ``x rem c`` of ``x`` in [0, c), ``x div c`` of it (0), a max or min whose one side
+    always wins, a Select whose condition always holds or never does (PyTorch's wrap of a
+    negative index, ``i < 0 ? i + n : i``, of an ``i`` that never is). None otherwise."""
+    n = len(loop_ranges)
+    if isinstance(e, LoopIndex) and e.dim < n:
+        return AffineExpr(tuple(int(k == e.dim) for k in range(n)))
+    if isinstance(e, Const) and not is_float(e.dtype):
+        return AffineExpr((0,) * n, int(e.value))
+    if isinstance(e, Cast) and e.op in INT_CASTS and not is_float(e.x.dtype) and e.x.dtype != "i1":
+        return affine_of(e.x, loop_ranges) if cast_keeps(
+            e.op, e.x.dtype, e.dtype, *interval(e.x, loop_ranges)) else None
+    if isinstance(e, Select):
+        holds = decided(e.cond, loop_ranges) if isinstance(e.cond, Compare) else None
+        return None if holds is None else affine_of(e.a if holds else e.b, loop_ranges)
+    if not isinstance(e, Binary) or is_float(e.dtype) or interval(e, loop_ranges) == int_range(e.dtype):
+        return None  # (a step that may wrap: its interval is the dtype's whole range)
+    a_lo, a_hi = interval(e.a, loop_ranges)
+    b_lo, b_hi = interval(e.b, loop_ranges)
+    if e.op in ("max", "min"):
+        a_wins = (a_lo >= b_hi) if e.op == "max" else (a_hi <= b_lo)
+        b_wins = (b_lo >= a_hi) if e.op == "max" else (b_hi <= a_lo)
+        return affine_of(e.a, loop_ranges) if a_wins else \
+            affine_of(e.b, loop_ranges) if b_wins else None
+    if e.op in ("div", "rem") and isinstance(e.b, Const) and 0 <= a_lo and a_hi < e.b.value:
+        return affine_of(e.a, loop_ranges) if e.op == "rem" else AffineExpr((0,) * n)
+    a, b = affine_of(e.a, loop_ranges), affine_of(e.b, loop_ranges)
+    if a is None or b is None:
+        return None
+    if e.op in ("add", "sub"):
+        sign = 1 if e.op == "add" else -1
+        return AffineExpr(tuple(x + sign * y for x, y in zip(a.coeffs, b.coeffs)),
+                          a.const + sign * b.const)
+    if e.op == "mul" and (not any(a.coeffs) or not any(b.coeffs)):
+        scale, other = (a.const, b) if not any(a.coeffs) else (b.const, a)
+        return AffineExpr(tuple(scale * c for c in other.coeffs), scale * other.const)
+    return None
+
+
 # ---- run-time sizes ---------------------------------------------------------------------------
 # A kernel's run-time sizes are ``sizes.Size`` polynomials over the symbols p0, p1, ...: symbol pk
 # is the dispatch's push constant k. They appear in loop ranges, binding shapes and (once
