@@ -1,14 +1,9 @@
 """Sort, top-k and scan (``tm_tensor``, ``iree_linalg_ext``) as reduction Generics: counting
 instead of a sorting network, so no backend needs a new kernel shape.
 
-Where every target sorts a line's ranks itself (``Backend.line_walks``: llvm-cpu, one core a
-line), a sort or top-k by a comparator recognised as a strict weak order (``sort_order``) over a
-static shape is the ranks of step 1 marked ``kernel.LineSort`` (the target sorts instead of
-counting: O(n log n), a top-k's best k kept in a heap), then each operand stored at its rank, the
-ranks from ``k`` on skipped (``_scattered``). Otherwise a whole sort of a long line by a
-recognised order is a merge sort (``merge_sort``: O(n log^2 n)); everything else counts. The counting sort of
-operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator ``cmp`` (true: the
-left element may stay before the right; MLIR's reference implementation bubble-sorts with it):
+The counting sort of operands ``x_0..x_k`` along dimension ``d`` (length ``n``) with comparator
+``cmp`` (true: the left element may stay before the right; MLIR's reference implementation
+bubble-sorts with it):
   1. ``rank[i] = #{j : before(j, i)}``, ``before(j, i) = less(j, i) or (not less(i, j) and j < i)``
      with ``less(a, b) = cmp(a, b) and not cmp(b, a)``: the comparator made strict, ties kept in
      input order (stable, as the reference's bubble sort is for ``<=``/``>=`` comparators).
@@ -18,11 +13,19 @@ left element may stay before the right; MLIR's reference implementation bubble-s
      recognised order (float keys made total: NaN last ascending) has distinct ranks already,
      and skips this step.
   3. ``out_k[p] = x_k[i]`` for the ``i`` whose position is ``p`` (``p < k`` for top-k).
+A whole sort of a long line by a comparator recognised as a strict weak order (``sort_order``)
+is a merge sort instead (``merge_sort``: O(n log^2 n)).
 Scan: ``out[i]`` folds the combiner over the line up to ``i`` (inclusive: ``x[0..i]``; exclusive:
 the accumulator's initial value, then ``x[0..i-1]``), one reduction masked by the step's index;
 an inclusive scan whose combiner is one associative op (cumsum, cumprod) over a long line runs in
 blocks instead (``_blocked_scan``: O(n^1.5)). Each counting step is O(n^2) per line and
 parallel over every other index: right for short lines and top-k over a vocabulary.
+
+Where every target walks a line on one core (``Backend.line_walks``: llvm-cpu) and the shape is
+static, a sort or top-k by a recognised order is step 1's ranks marked ``kernel.LineSort`` (the
+target sorts the line: O(n log n), a top-k's best k kept in a heap), then each operand stored
+at its rank, ranks from ``k`` on skipped (``_scattered``); and a scan along a contiguous line is
+the one-pass reduction marked ``kernel.LineScan`` (the target folds along the line once).
 """
 
 from __future__ import annotations

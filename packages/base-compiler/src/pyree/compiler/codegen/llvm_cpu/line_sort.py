@@ -2,14 +2,15 @@
 
 The counting form the kernel states (every element compared with every other, O(n^2)) is what
 a GPU spreads over its threads; a CPU core sorts. Each line's places are sorted by ``before``
-(the kernel's strict total order: ties by place, so any sort gives the stable order) with a
-heap sort in the rank buffer itself, and the sorted places are then inverted in place into
-ranks (``rank[place[p]] = p``, each cycle followed once, visited entries marked by their sign).
-A top-k (``k`` up to ``TOP_K_HEAP`` and below the line's length) keeps instead a heap of the
-best ``k`` places on the stack while it reads the line once, an element replacing the heap's
-worst only when it goes before it: O(n) comparisons on most data, O(n log k) at worst; the
-heap is then sorted, every rank set to ``k`` (past the scatter's range) and the best ``k``
-ranked. Heap sort needs no buffer beside the ranks, which the kernel has, and no recursion.
+(the kernel's strict total order: ties by place, so any sort gives the stable order) with an
+introsort in the rank buffer itself (quicksort, insertion for short ranges, heap sort where
+partitions go too deep), and the sorted places are then inverted in place into ranks
+(``rank[place[p]] = p``, each cycle followed once, visited entries marked by their sign). A
+top-k (``k`` up to ``TOP_K_HEAP`` and below the line's length) keeps instead a heap of the best
+``k`` places on the stack while it reads the line once, an element replacing the heap's worst
+only when it goes before it: O(n) comparisons on most data, O(n log k) at worst; the heap is
+then sorted, every rank set to ``k`` (past the scatter's range) and the best ``k`` ranked.
+Neither needs a buffer beside the ranks, which the kernel has, nor recursion.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _quicksort(b: ir.IRBuilder, at: Place, n: int, goes_before) -> None:
     stack = entry_alloca(b, I64, 3 * STACK)
     sp, lo_s, hi_s, depth_s = (entry_alloca(b, I64) for _ in range(4))
 
-    def slot(k: int, field: int) -> ir.Value:
+    def slot(k: ir.Value, field: int) -> ir.Value:
         return b.gep(stack, [b.add(b.mul(k, i64(3)), i64(field))], source_etype=I64)
 
     def push(lo: ir.Value, hi: ir.Value, depth: ir.Value) -> None:
