@@ -10,9 +10,9 @@ the reference's rounding (a float cumsum summed left to right, not in blocks).
 from __future__ import annotations
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest
+from pyree.compiler.codegen.llvm_cpu.line_walk import LineWalk
+from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64
 from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point, compute_dtype, scalar_type
-from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.kernel import Kernel, LineScan, line_step
 
 
@@ -21,23 +21,10 @@ def plan(kernel: Kernel, target) -> LineScanLowering | None:
     return LineScanLowering(kernel) if isinstance(kernel.line, LineScan) else None
 
 
-class LineScanLowering:
+class LineScanLowering(LineWalk):
     def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.d = kernel.line.d
-        self.n = kernel.parallel_ranges[self.d]
-        lines = tuple(1 if q == self.d else r for q, r in enumerate(kernel.parallel_ranges))
-        self.tiling = choose_tiling(lines, self.n, align=1)
-        self.result = kernel.results[0]
+        super().__init__(kernel, 1)
         self.step = line_step(self.result)
-
-    @property
-    def workgroup_count(self) -> int:
-        return self.tiling.count
-
-    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
-        em = ExprEmitter(b, ptrs, self.kernel)
-        nest(b, self.tiling.emit_bounds(b, wg), lambda line: self._line(em, line))
 
     def _line(self, em: ExprEmitter, line: list[ir.Value]) -> None:
         b, d, r = em.b, self.d, self.result

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llvmlite import ir
-from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64, nest
+from pyree.compiler.codegen.llvm_cpu.line_walk import LineWalk
+from pyree.compiler.codegen.llvm_cpu.loops import entry_alloca, for_range, i64
 from pyree.compiler.codegen.llvm_cpu.scalar import ExprEmitter, Point
-from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.kernel import Kernel, LineSort, line_before
 
 I32 = ir.IntType(32)
@@ -37,23 +37,12 @@ def plan(kernel: Kernel, target) -> LineSortLowering | None:
     return LineSortLowering(kernel) if isinstance(kernel.line, LineSort) else None
 
 
-class LineSortLowering:
+class LineSortLowering(LineWalk):
     def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.d, self.k = kernel.line.d, kernel.line.k
-        self.n = kernel.parallel_ranges[self.d]
-        lines = tuple(1 if q == self.d else r for q, r in enumerate(kernel.parallel_ranges))
-        self.tiling = choose_tiling(lines, self.n * max(1, self.n.bit_length()), align=1)
-        self.result = kernel.results[0]
+        n = kernel.parallel_ranges[kernel.line.d]
+        super().__init__(kernel, max(1, n.bit_length()))
+        self.k = kernel.line.k
         self.before = line_before(self.result)
-
-    @property
-    def workgroup_count(self) -> int:
-        return self.tiling.count
-
-    def emit(self, b: ir.IRBuilder, ptrs: list[ir.Value], wg: ir.Value) -> None:
-        em = ExprEmitter(b, ptrs, self.kernel)
-        nest(b, self.tiling.emit_bounds(b, wg), lambda line: self._line(em, line))
 
     def _line(self, em: ExprEmitter, line: list[ir.Value]) -> None:
         b, d = em.b, self.d
@@ -258,16 +247,13 @@ def _sift(b: ir.IRBuilder, at: Place, start: ir.Value, size: ir.Value, goes_befo
     x = b.zext(moving, I64)
     slot = entry_alloca(b, I64)
     b.store(start, slot)
-    head = b.append_basic_block("sift.head")
-    body = b.append_basic_block("sift.body")
-    down = b.append_basic_block("sift.down")
-    done = b.append_basic_block("sift.done")
-    b.branch(head)
-    b.position_at_end(head)
+    blocks = _Blocks(b, "sift", "head", "body", "down", "done")
+    b.branch(blocks.head)
+    b.position_at_end(blocks.head)
     i = b.load(slot)
     left = b.add(b.mul(i, i64(2)), i64(1))
-    b.cbranch(b.icmp_signed("<", left, size), body, done)
-    b.position_at_end(body)
+    b.cbranch(b.icmp_signed("<", left, size), blocks.body, blocks.done)
+    b.position_at_end(blocks.body)
     right = b.add(left, i64(1))
     left_place = _place(b, at(left))
     with b.if_else(b.icmp_signed("<", right, size)) as (then, otherwise):
@@ -280,12 +266,12 @@ def _sift(b: ir.IRBuilder, at: Place, start: ir.Value, size: ir.Value, goes_befo
     child.add_incoming(later, then_block)
     child.add_incoming(left, otherwise_block)
     child_place = _place(b, at(child))
-    b.cbranch(goes_before(x, child_place), down, done)  # the child goes after x: x moves down
-    b.position_at_end(down)
+    b.cbranch(goes_before(x, child_place), blocks.down, blocks.done)  # the child goes after x
+    b.position_at_end(blocks.down)
     b.store(b.trunc(child_place, I32), at(i))
     b.store(child, slot)
-    b.branch(head)
-    b.position_at_end(done)
+    b.branch(blocks.head)
+    b.position_at_end(blocks.done)
     b.store(moving, at(b.load(slot)))
 
 
@@ -299,20 +285,18 @@ def _invert(b: ir.IRBuilder, at: Place, n: int) -> None:
         with b.if_then(b.icmp_signed(">=", first, ir.Constant(I32, 0))):
             b.store(i, prev_slot)
             b.store(b.zext(first, I64), j_slot)
-            head = b.append_basic_block("cycle.head")
-            body = b.append_basic_block("cycle.body")
-            done = b.append_basic_block("cycle.done")
-            b.branch(head)
-            b.position_at_end(head)
+            blocks = _Blocks(b, "cycle", "head", "body", "done")
+            b.branch(blocks.head)
+            b.position_at_end(blocks.head)
             j = b.load(j_slot)
-            b.cbranch(b.icmp_signed("!=", j, i), body, done)
-            b.position_at_end(body)
+            b.cbranch(b.icmp_signed("!=", j, i), blocks.body, blocks.done)
+            b.position_at_end(blocks.body)
             following = b.load(at(j), typ=I32)
             b.store(b.not_(b.trunc(b.load(prev_slot), I32)), at(j))
             b.store(j, prev_slot)
             b.store(b.zext(following, I64), j_slot)
-            b.branch(head)
-            b.position_at_end(done)
+            b.branch(blocks.head)
+            b.position_at_end(blocks.done)
             b.store(b.not_(b.trunc(b.load(prev_slot), I32)), at(i))
     with for_range(b, i64(0), i64(n), name="unmark") as i:
         b.store(b.not_(b.load(at(i), typ=I32)), at(i))

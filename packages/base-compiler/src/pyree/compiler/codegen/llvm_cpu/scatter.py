@@ -39,8 +39,9 @@ def plan(kernel: Kernel, target) -> ScatterLowering | None:
 
 
 # Update points that one tile combines in order without atomics, where no loop is disjoint: an
-# atomic float add is a compare-exchange loop on x86, 5-10 times a plain one, so below this a
-# single thread is faster than two (100000 updates into 1000 bins: 0.9 -> 0.2 ms).
+# atomic float add or max is a compare-exchange loop on x86, several times a plain one (a float
+# max of 100000 updates into 1000 bins: two threads' atomics 0.85 ms, one tile 0.65 ms on a
+# 2-core VM; the threshold itself is not measured on many-core hosts, BENCHMARKS.md).
 ONE_TILE_POINTS = 1 << 22
 
 
