@@ -1,5 +1,5 @@
 """PyTorch uint8 and int8 programs: uint8 arguments and results keep their type through the import
-(importers/unsigned.py), and 8-bit values are computed on int16 (importers/torch_bytes.py):
+(importers/unsigned.py), and 8-bit values are computed on int16 (importers/torch_small_ints.py):
 torch-mlir's linalg output is signless, and the results had come back as int8 (255 read as
 -1); now the module's signature says ui8, the runtime returns uint8 arrays, and the values are
 PyTorch's, with a dim at run time too and through pyree-run-module's printing."""
@@ -88,7 +88,7 @@ U8_OPS = {  # computations on uint8 tensors that torch-mlir read as signed (or c
 
 @pytest.mark.parametrize("name", list(U8_OPS))
 def test_uint8_computation_matches_pytorch(name):
-    """importers/torch_bytes.py: uint8 values computed on int16, masked where PyTorch's uint8
+    """importers/torch_small_ints.py: uint8 values computed on int16, masked where PyTorch's uint8
     arithmetic wraps; every value past 127 included, results of PyTorch's dtype."""
     import pyree.runtime as rt
     fn = U8_OPS[name]
@@ -112,15 +112,43 @@ def test_uint8_computation_matches_pytorch(name):
         np.testing.assert_array_equal(got, want)
 
 
+def test_uint32_computation_matches_pytorch():
+    """uint32 (which torch-mlir reads as a signed i32) computed on int64: a stable sort puts
+    values past 2**31 last, products wrap modulo 2**32, equality and a float conversion keep
+    every value. (PyTorch computes little else on uint32: comparisons, sums, max are refused.)"""
+    import pyree.runtime as rt
+    x = np.random.default_rng(5).integers(0, 2**32, (2, 700), dtype=np.uint32)
+    x[:, ::9] = np.uint32(2**32 - 1)
+    x[:, 1::11] = 0
+    x[:, 2::13] = np.uint32(2**31)
+    fns = [lambda t: torch.sort(t, dim=-1, stable=True), lambda t: t * t,
+           lambda t: t == t[:, :1], lambda t: t.to(torch.float64)]
+    for fn in fns:
+        class Fn(torch.nn.Module):
+            def forward(self, t, fn=fn):
+                return fn(t)
+        t = torch.from_numpy(x)
+        module = rt.load_module(compile_str(import_torch(Fn(), t),
+                                            CompileOptions(target_backends=["llvm-cpu"])),
+                                device="local-task")
+        got = module["main"](x)
+        want = fn(t)
+        for g, w in zip(got if isinstance(got, (tuple, list)) else [got],
+                        want if isinstance(want, tuple) else [want], strict=True):
+            g = np.asarray(g.to_host() if hasattr(g, "to_host") else g)
+            assert g.dtype == w.numpy().dtype
+            np.testing.assert_array_equal(g, w.numpy())
+
+
 def test_a_program_without_8_bit_integers_is_left_as_it_is():
-    from pyree.compiler.importers.torch_bytes import widen_bytes
+    from pyree.compiler.importers.torch_small_ints import widen_small_ints
 
     class Fn(torch.nn.Module):
         def forward(self, x):
             return (x * 2).to(torch.int16)
     program = torch.export.export(Fn(), (torch.randn(4),), strict=False)
     before = str(program.graph)
-    assert widen_bytes(program, caller_owned=False) is program and str(program.graph) == before
+    assert widen_small_ints(program, caller_owned=False) is program and str(program.graph) == before
 
 
 class Preprocess(torch.nn.Module):
@@ -168,7 +196,7 @@ I8_OPS = {  # int8 ops that crashed the process in torch-mlir (segmentation faul
 
 @pytest.mark.parametrize("name", list(I8_OPS))
 def test_int8_computation_matches_pytorch(name):
-    """importers/torch_bytes.py computes int8 on int16 too, wrapped into int8's range."""
+    """importers/torch_small_ints.py computes int8 on int16 too, wrapped into int8's range."""
     import pyree.runtime as rt
     fn = I8_OPS[name]
 

@@ -17,7 +17,7 @@ import re
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
 from pyree.compiler.importers import torch_missing_ops, torch_semantics, unsigned
-from pyree.compiler.importers.torch_bytes import widen_bytes
+from pyree.compiler.importers.torch_small_ints import widen_small_ints
 
 
 def import_torch(module, *example_args, function_name: str = "main",
@@ -44,7 +44,7 @@ def import_torch(module, *example_args, function_name: str = "main",
         program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes,
                                       strict=False)
         _lift_non_persistent_buffers(program)
-    program = widen_bytes(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
+    program = widen_small_ints(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
     named = {} if parameter_scope is None else _state_dict_keys(module)
     # torch-mlir's own first step, taken here so that what it leaves can be mended (a new
     # program: the caller's is not changed)

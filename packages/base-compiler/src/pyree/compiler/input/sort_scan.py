@@ -414,8 +414,9 @@ def sort_values(fn: FunctionLowering, operands: list[Value], d: int, k: int | No
 
     before = Binary("or", strictly(there, here),
                     Binary("and", Unary("not", strictly(here, there), "i1"), j_first, "i1"), "i1")
-    positions = _count(fn, inputs, before, shape, d, origin, where, "rank",
-                       LineSort(d, shape[d] if k is None else k) if by_sorting else None)
+    line = LineSort(d, shape[d] if k is None else k) if by_sorting else None
+    positions = _count(fn, inputs, before, shape, d, origin, where, "rank", line,
+                       line.rank_dtype(shape[d]) if line else COUNT)
     if by_sorting:
         return [_scattered(fn, v, positions, d, k, origin, where) for v in operands]
 
@@ -506,14 +507,15 @@ def region_comparator(fn: FunctionLowering, op: Operation, compared: int,
 
 
 def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[int, ...],
-           d: int, origin: str, where: str, name: str, line: LineSort | None = None) -> Value:
+           d: int, origin: str, where: str, name: str, line: LineSort | None = None,
+           dtype: str = COUNT) -> Value:
     """``#{j : condition}`` for every element, ``j`` the reduction loop along dimension ``d``
     (``line``: the ranks of a strict total order, which a target may sort instead)."""
     rank = len(shape)
-    value = fn.new_value(COUNT, shape, name)
-    step = Binary("add", Acc(0, COUNT),
-                  Select(condition, Const(1, COUNT), Const(0, COUNT), COUNT), COUNT)
-    result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, COUNT))
+    value = fn.new_value(dtype, shape, name)
+    step = Binary("add", Acc(0, dtype),
+                  Select(condition, Const(1, dtype), Const(0, dtype), dtype), dtype)
+    result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, dtype))
     fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin,
                     line=line))
     return value

@@ -407,8 +407,8 @@ class Attention:
 class LineSort:
     """Each element's rank along a line, which a target that walks lines (``Backend.line_walks``)
     may compute by sorting the line (input/sort_scan.py). The Generic or Kernel holding it has
-    one i32 Result over the parallel loops, whose one reduction loop ``j`` runs along the line
-    (parallel loop ``d``, the element's own place ``i``), counting
+    one Result over the parallel loops, of ``rank_dtype``, whose one reduction loop ``j`` runs
+    along the line (parallel loop ``d``, the element's own place ``i``), counting
     ``Acc(0) + Select(before, 1, 0)``: ``before`` (``line_before``) says that the line's element
     at ``j`` goes before the one at ``i``, a strict total order (ties by place). Counted, every
     rank is exact; sorted, the ranks below ``k`` are, and the others may be any value from ``k``
@@ -417,6 +417,13 @@ class LineSort:
 
     d: int
     k: int
+
+    HEAP = 4096  # a top-k of up to this many keeps its best k apart (on a CPU worker's stack)
+
+    def rank_dtype(self, n: int) -> str:
+        """i32 where a line of ``n`` is a top-k that ``HEAP`` holds; else i64: room beside each
+        place for a key or a rank while the line is sorted in the rank buffer."""
+        return "i32" if self.k < n and self.k <= self.HEAP else "i64"
 
 
 @dataclass(frozen=True)
