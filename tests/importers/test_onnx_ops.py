@@ -362,3 +362,28 @@ def test_nan_through_max_min_clip_sign_and_equal_to_itself():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("shape, kernel, strides", [((2, 3, 5, 7), [2, 2], [2, 2]),
+                                                    ((3, 2, 11), [3], [2]),
+                                                    ((1, 2, 4, 4, 3), [2, 2, 2], [1, 2, 1])])
+def test_max_pool_indices_over_the_whole_tensor(shape, kernel, strides):
+    """ONNX counts MaxPool's Indices over the whole tensor (torch-mlir gave each plane's own);
+    1-D, 2-D and 3-D pools, batches and channels past one, against onnxruntime."""
+    x = np.random.default_rng(12).standard_normal(shape).astype(np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=kernel, strides=strides)
+    out = onnx.shape_inference.infer_shapes(model([node], [("x", TensorProto.FLOAT, shape)],
+                                                  [("y", TensorProto.FLOAT, None),
+                                                   ("i", TensorProto.INT64, None)]))
+    (y, i), (want_y, want_i) = pyree_and_onnxruntime(out, x)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(i, want_i)
+    np.testing.assert_array_equal(x.reshape(-1)[i], y)
+
+
+def test_max_pool_indices_of_a_run_time_batch_are_refused():
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2], strides=[2])
+    proto = model([node], [("x", TensorProto.FLOAT, ("n", 2, 6))],
+                  [("y", TensorProto.FLOAT, ("n", 2, 3)), ("i", TensorProto.INT64, ("n", 2, 3))])
+    with pytest.raises(Exception, match="Indices over an input whose shape is known only at run"):
+        compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))

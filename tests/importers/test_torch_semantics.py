@@ -1,8 +1,10 @@
 """Ops whose torch-mlir lowering loses PyTorch's answer, imported with pyree's decompositions
 (importers/torch_semantics.py), on local-task against PyTorch: NaN through clamp, hardtanh
 (ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, indexing by int32
-tensors, integer floor division of int64 values past 2^53; and integer ``pow``, ``fmod`` and
-bitwise ops and shifts with a Python int, which torch-mlir refuses."""
+tensors, integer floor division of int64 values past 2^53, integer negation, NaN's index in
+argmax and max over a dim, ``isclose`` with NaN and inf, ``roll`` past the dim's length,
+``index_put`` at negative indices; and integer ``pow``, ``fmod`` and bitwise ops and shifts
+with a Python int, which torch-mlir refuses."""
 
 from __future__ import annotations
 
@@ -86,6 +88,29 @@ CASES = {  # name -> (function, inputs)
                              a << s, a.long() >> s.long(), a.to(torch.int16) << s.to(torch.int16)),
                (torch.tensor([-7, 7, -1, 0, 2**31 - 1, -2**31, 33, 40, -5], dtype=torch.int32),
                 torch.tensor([1, 31, 32, 33, 40, 63, 0, 5, -1], dtype=torch.int32))),
+    # thirty-sixth session's probe: integer negation past 2^24 (lowered through f32 before)
+    "integer_negation": (lambda a, b: (-a, torch.neg(b), -b.to(torch.int16), b * -1),
+                         (torch.tensor([16777217, 2**31 - 1, -2**31 + 1, -5, 0], dtype=torch.int32),
+                          BIG[:5])),
+    # NaN is the extreme either way: the first NaN's index, over a dim, kept or not, and flat
+    "extremes_index_the_first_nan": (
+        lambda x: (*torch.max(x, 1), *torch.min(x, 0, keepdim=True), torch.argmax(x, 1),
+                   torch.argmin(x, 0, keepdim=True), torch.argmax(x), torch.argmin(x[1]),
+                   torch.argmax(x[1:2, 2:], keepdim=True)),
+        (X,)),
+    "isclose_with_nan_and_inf": (
+        lambda a, b: (torch.isclose(a, b), torch.isclose(a, b, equal_nan=True),
+                      torch.isclose(a, b, rtol=0.5, atol=0.0), torch.isclose(b, a)),
+        (torch.tensor([INF, -INF, INF, 1.0, NAN, 0.0, 1.0, NAN, -0.0, 3.0]),
+         torch.tensor([INF, -INF, -INF, 1.0 + 1e-7, NAN, 1e-9, INF, 2.0, 0.0, 4.4]))),
+    "roll_past_the_dim": (lambda x: (torch.roll(x, 7, 0), torch.roll(x, -6, 0),
+                                     torch.roll(x, (9, -11), (0, 1)), torch.roll(x, 13)),
+                          (torch.arange(20.0).reshape(4, 5),)),
+    "index_put_at_negative_indices": (
+        lambda x, i, j, v: (torch.index_put(x, (i, j), v), torch.index_put(x, (i,), v[:, None]),
+                            torch.index_put(x, (i, j), v, accumulate=True)),
+        (torch.zeros(3, 4), torch.tensor([-1, 0, -3]), torch.tensor([0, -2, -1]),
+         torch.tensor([1.0, 2.0, 3.0]))),
 }
 
 

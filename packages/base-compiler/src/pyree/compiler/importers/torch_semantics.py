@@ -27,6 +27,22 @@ session):
 - f32 ``linspace``: PyTorch's two-sided formula with a fused multiply-add (thirty-second
   session: a ``searchsorted`` into ``linspace`` boundaries differed on the H200).
 
+Found by a probe of ops no test had used (thirty-sixth session):
+
+- ``neg`` of integers: lowered through f32 (``sitofp``, ``negf``, ``fptosi``), wrong past
+  2^24 (``-16777217`` came out ``-16777216``); ``0 - a``.
+- ``argmax``/``argmin`` and ``max``/``min`` over a dim of floats: PyTorch takes NaN as the
+  extreme either way (the first NaN's index); torch-mlir's compares skipped it. The first NaN's
+  index where a NaN is, the lowered index elsewhere.
+- ``isclose`` of floats: lowered with unordered compares, so NaN was close to anything and
+  ``inf`` to ``-inf``; PyTorch's ``a == b or (equal_nan and both NaN) or |a - b| finite and
+  <= atol + rtol |b|``.
+- ``roll`` by a shift as long as the dim or longer (or negative past it): torch-mlir slices at
+  the shift as given; the shift modulo the dim's size. ``roll`` without dims (of the flattened
+  tensor) is refused there: the flat tensor rolled, then reshaped.
+- ``index_put`` (``x[i] = v``, ``index_put_``) at negative indices: the writes were dropped;
+  each index wrapped by its dim's size first.
+
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
 - ``pow`` of integers (``a ** 2``, ``torch.square``, ``torch.pow(a, b)``, ``2 ** a``): square
@@ -57,6 +73,11 @@ def decompositions() -> dict:
             aten.pow.Tensor_Scalar: _pow, aten.pow.Tensor_Tensor: _int_pow,
             aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
             aten.sort.stable: _stable_sort, aten.linspace.default: _linspace,
+            aten.neg.default: _int_neg, aten.isclose.default: _isclose,
+            aten.argmax.default: _first_nan(aten.argmax.default),
+            aten.argmin.default: _first_nan(aten.argmin.default),
+            aten.max.dim: _first_nan(aten.max.dim), aten.min.dim: _first_nan(aten.min.dim),
+            aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
             **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
                for name in ("and", "or", "xor", "left_shift", "right_shift")
                for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
@@ -289,3 +310,82 @@ def _linspace(start, end, steps, *, dtype=None, layout=None, device=None, pin_me
 def _stable_sort(x, *, stable=None, dim=-1, descending=False):
     import torch
     return torch.ops.aten.sort.default(x, dim, descending)
+
+
+def _once(decomposition):
+    """``decomposition``, whose own calls of the op it decomposes go to torch-mlir's lowering."""
+    active = []
+
+    def once(*args, **kwargs):
+        if active:
+            return NotImplemented
+        active.append(True)
+        try:
+            return decomposition(*args, **kwargs)
+        finally:
+            active.pop()
+    return once
+
+
+def _int_neg(x):
+    import torch
+    if not _is_int(x):
+        return NotImplemented
+    return torch.zeros_like(x) - x
+
+
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    import torch
+    if not (_is_float(a) and _is_float(b)):
+        return NotImplemented
+    close = torch.eq(a, b)
+    if equal_nan:
+        close = close | (torch.isnan(a) & torch.isnan(b))
+    actual = torch.abs(a - b)
+    return close | (torch.isfinite(actual) & (actual <= atol + torch.abs(rtol * b)))
+
+
+def _first_nan(op):
+    """``op`` (argmax, argmin, max.dim, min.dim) with the first NaN's index where a line holds
+    one, as PyTorch gives."""
+    def extreme(x, dim=None, keepdim=False):
+        import torch
+        if not _is_float(x):
+            return NotImplemented
+        if dim is None:  # argmax of the flattened tensor
+            flat = extreme(x.reshape(-1), 0, False)
+            return flat.reshape([1] * x.dim()) if keepdim else flat
+        nan = torch.isnan(x)
+        first = torch.ops.aten.argmax.default(nan.to(torch.int32), dim, keepdim)  # first True
+        has = torch.any(nan, dim, keepdim)
+        out = op(x, dim, keepdim)  # lowered by torch-mlir: ``_once``
+        if isinstance(out, tuple):
+            values, indices = out
+            return values, torch.where(has, first, indices)
+        return torch.where(has, first, out)
+    return _once(extreme)
+
+
+def _roll(x, shifts, dims=()):
+    import torch
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    if not dims:
+        if len(shifts) != 1:
+            return NotImplemented
+        return torch.ops.aten.roll.default(x.reshape(-1), shifts, [0]).reshape(x.shape)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    sizes = [x.shape[d] for d in dims]
+    if not all(isinstance(n, int) and isinstance(s, int) for n, s in zip(sizes, shifts)):
+        return NotImplemented
+    wrapped = [s % n if n else 0 for s, n in zip(shifts, sizes)]
+    return torch.ops.aten.roll.default(x, wrapped, dims)
+
+
+def _index_put(x, indices, values, accumulate=False):
+    import torch
+    wrapped = []
+    for d, i in enumerate(indices):
+        if i is not None and not i.dtype.is_floating_point and i.dtype != torch.bool:
+            i = torch.where(i < 0, i + x.shape[d], i)
+        wrapped.append(i)
+    return torch.ops.aten.index_put.default(x, wrapped, values, accumulate)

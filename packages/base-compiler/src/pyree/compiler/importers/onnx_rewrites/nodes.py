@@ -51,6 +51,10 @@
   sum of squares by the static element count, -1 there, so the variance came out negated and
   every output NaN. Rebuilt as ONNX defines it: ReduceMean over the spatial axes of x and of
   the squared deviation, ``scale * (x - mean) / sqrt(var + epsilon) + B`` per channel.
+- MaxPool's Indices: torch-mlir gives each index within its (batch, channel) plane, as
+  PyTorch does; ONNX's (and onnxruntime's) count over the whole tensor. The plane's offset,
+  ``(n * C + c) * H * W``, is added over the static shape (a run-time shape is refused by name
+  rather than answered per plane); ``storage_order=1`` (column-major indices) is refused too.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -644,7 +648,32 @@ def _instance_normalization(n: Nodes, types: dict):
     return n.nodes
 
 
-_RULES = {"Cast": _cast_to_uint8, "Div": _unsigned_division, "Mod": _unsigned_division,
+def _pool_indices(n: Nodes, types: dict):
+    """MaxPool with an Indices output: the local indices plus each plane's offset."""
+    import numpy as np
+    import onnx
+
+    node = n.node
+    if len(node.output) < 2 or not node.output[1]:
+        return None
+    where = f"MaxPool '{node.name or node.output[0]}'"
+    if any(a.name == "storage_order" and a.i == 1 for a in node.attribute):
+        raise CompileError(f"{where}: column-major Indices (storage_order=1) are not supported")
+    shape = n.shapes.get(node.input[0])
+    if shape is None:
+        raise CompileError(f"{where}: Indices over an input whose shape is known only at run "
+                           "time are not supported (ONNX counts them over the whole tensor)")
+    planes = np.arange(shape[0] * shape[1], dtype=np.int64) * int(np.prod(shape[2:]))
+    n.constant("offsets", planes.reshape(shape[:2] + (1,) * (len(shape) - 2)), np.int64)
+    n.nodes.append(onnx.helper.make_node("MaxPool", [n.name(x) for x in n.inputs],
+                                         [n.name(n.outputs[0]), n.name("local")],
+                                         name=node.name))
+    n.nodes[-1].attribute.extend(node.attribute)
+    n.op("Add", ["local", "offsets"], n.outputs[1])
+    return n.nodes
+
+
+_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
