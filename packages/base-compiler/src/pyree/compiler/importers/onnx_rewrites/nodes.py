@@ -673,7 +673,8 @@ def _pool_indices(n: Nodes, types: dict):
     return n.nodes
 
 
-_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Div": _unsigned_division, "Mod": _unsigned_division,
+_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices,
+          "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
