@@ -3,7 +3,7 @@
 (ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, indexing by int32
 tensors, integer floor division of int64 values past 2^53, integer negation, NaN's index in
 argmax and max over a dim, ``isclose`` with NaN and inf, ``roll`` past the dim's length,
-``index_put`` at negative indices; and integer ``pow``, ``fmod`` and bitwise ops and shifts
+``index_put`` at negative indices, updates of no elements, a long cummax; and integer ``pow``, ``fmod`` and bitwise ops and shifts
 with a Python int, which torch-mlir refuses."""
 
 from __future__ import annotations
@@ -111,6 +111,19 @@ CASES = {  # name -> (function, inputs)
                             torch.index_put(x, (i, j), v, accumulate=True)),
         (torch.zeros(3, 4), torch.tensor([-1, 0, -3]), torch.tensor([0, -2, -1]),
          torch.tensor([1.0, 2.0, 3.0]))),
+    # no updates at all: index_add's lowering killed the process (SIGFPE), scatters were refused
+    "updates_of_no_elements": (
+        lambda x, i, j, v: (x.index_add(0, i, v), x.index_copy(0, i, v), x.scatter_add(0, j, v),
+                            x.scatter(0, j, v), x.scatter_reduce(0, j, v, "amax"),
+                            torch.index_put(x, (i,), v)),
+        (torch.randn(5, 2), torch.zeros(0, dtype=torch.int64), torch.zeros(0, 2, dtype=torch.int64),
+         torch.zeros(0, 2))),
+    # torch's cummax is a log-step scan: its chain of kernels, each read at i and i - 2^k, had
+    # been fused into one kernel doubling with every step (minutes to compile at 4000)
+    "cummax_and_cummin_of_long_rows": (
+        lambda x: (*torch.cummax(x, 1), *torch.cummin(x, 0)),
+        (torch.from_numpy(np.random.default_rng(4).integers(-50, 50, (3, 3001))
+                          .astype(np.float32)),)),
 }
 
 

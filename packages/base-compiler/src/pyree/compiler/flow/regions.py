@@ -309,7 +309,25 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
 
     fused = _rebuild(dataclasses.replace(op, inputs=inputs, sources=sources_of(op, producer)),
                      {j: substitute})
-    return dedupe_inputs(drop_unread(fused)) if within_depth(fused) else None
+    if not within_depth(fused) or (_distinct_reads(op, j) > 1 and _nodes(fused) > MAX_COPIED_TREE):
+        return None
+    return dedupe_inputs(drop_unread(fused))
+
+
+MAX_COPIED_TREE = 1024  # expression nodes of a kernel that recomputes a producer at several places
+
+
+def _distinct_reads(op: Generic, j: int) -> int:
+    """The places at which ``op`` reads input ``j`` (each recomputes an inlined producer)."""
+    return len({e for r in op.outputs for e in result_nodes(r)
+                if isinstance(e, (Load, Gather)) and e.binding == j})
+
+
+def _nodes(op: Generic) -> int:
+    """Distinct expression nodes of ``op``: a chain of producers each read at two places (a
+    log-step scan: torch's cummax, read at i and i - 2^k) doubled with every step inlined, and
+    compiling its last kernel took minutes."""
+    return len({e for r in op.outputs for e in result_nodes(r)})
 
 
 def _fuse_epilogue(root: Generic, consumer: Generic, j: int) -> Generic | None:

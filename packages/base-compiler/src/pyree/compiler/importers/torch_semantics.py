@@ -42,6 +42,9 @@ Found by a probe of ops no test had used (thirty-sixth session):
   tensor) is refused there: the flat tensor rolled, then reshaped.
 - ``index_put`` (``x[i] = v``, ``index_put_``) at negative indices: the writes were dropped;
   each index wrapped by its dim's size first.
+- ``index_add``, ``index_copy``, ``scatter``, ``scatter_add``, ``scatter_reduce`` and
+  ``index_put`` with no updates (an index of 0 elements): torch-mlir's lowering of
+  ``index_add`` killed the process (SIGFPE), the scatters were refused; the input, copied.
 
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
@@ -78,6 +81,10 @@ def decompositions() -> dict:
             aten.argmin.default: _first_nan(aten.argmin.default),
             aten.max.dim: _first_nan(aten.max.dim), aten.min.dim: _first_nan(aten.min.dim),
             aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
+            **{op: _unless_no_updates(op, position) for op, position in (
+                (aten.index_add.default, 2), (aten.index_copy.default, 2),
+                (aten.scatter.src, 2), (aten.scatter.value, 2), (aten.scatter_add.default, 2),
+                (aten.scatter_reduce.two, 2))},
             **{getattr(getattr(aten, f"bitwise_{name}"), form): _bitwise_with_int(name)
                for name in ("and", "or", "xor", "left_shift", "right_shift")
                for form in ("Scalar", "Tensor_Scalar", "Scalar_Tensor")
@@ -381,8 +388,21 @@ def _roll(x, shifts, dims=()):
     return torch.ops.aten.roll.default(x, wrapped, dims)
 
 
+def _unless_no_updates(op, position: int):
+    """``op`` (updating its first argument at the index given at ``position``), or a copy of
+    its input where the index has no elements."""
+    def updated(*args, **kwargs):
+        index = args[position]
+        if index.numel() != 0:
+            return NotImplemented
+        return args[0].clone()
+    return updated
+
+
 def _index_put(x, indices, values, accumulate=False):
     import torch
+    if any(i is not None and i.numel() == 0 for i in indices):
+        return x.clone()
     wrapped = []
     for d, i in enumerate(indices):
         if i is not None and not i.dtype.is_floating_point and i.dtype != torch.bool:
