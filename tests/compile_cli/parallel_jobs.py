@@ -24,3 +24,14 @@ def pid_of(_) -> int:
     import os
 
     return os.getpid()
+
+
+def spin_forever(path: str) -> None:
+    """Writes the worker's pid to ``path``, then never returns (torch-mlir's loop on an ONNX
+    Pad of mode wrap did that) and never reads its connection."""
+    import os
+
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        pass

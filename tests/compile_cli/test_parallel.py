@@ -121,6 +121,52 @@ def test_run_apart_runs_in_another_process(start):
         parallel.run_apart(square_or_fail, 3)
 
 
+ORPHAN_SCRIPT = textwrap.dedent("""
+    import sys
+    from pyree.compiler.codegen.common import parallel
+    from parallel_jobs import spin_forever
+    parallel.fork_is_safe = lambda: sys.argv[2] == "fork"
+    parallel.run_apart(spin_forever, sys.argv[1])
+""")
+
+
+@pytest.mark.parametrize("how", ["fork", "spawn"])
+def test_a_worker_never_outlives_its_killed_parent(tmp_path, how):
+    """A parent killed while its worker runs a job that never returns: the worker goes too
+    (before, a spawned one spun on at full CPU, orphaned)."""
+    import signal
+    import time
+
+    pid_file = tmp_path / "worker.pid"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(pid_file), how], env=env)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    worker = int(pid_file.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        if _is_zombie(worker):
+            break
+        assert time.monotonic() < deadline, "the worker outlived its parent"
+        time.sleep(0.05)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
+
+
 # In a fresh interpreter: the test process may hold native threads of its own (a test module
 # that imported JAX or torch), which fork_is_safe rightly counts.
 FORK_SAFETY_SCRIPT = textwrap.dedent("""

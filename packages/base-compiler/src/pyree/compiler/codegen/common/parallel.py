@@ -312,10 +312,25 @@ def _spawn() -> _Worker:
     return worker
 
 
+def _die_with_parent() -> None:
+    """On Linux the worker is killed as its parent ends, however it ends: a job that never
+    returns (torch-mlir looped forever importing an ONNX Pad) kept its worker at full CPU after
+    the parent was killed, as a busy worker never sees its connection close. (The kernel tells
+    the death of the thread that started the worker: an idle worker kept from a thread that has
+    ended is gone by the next call, which reaps it and starts another.)"""
+    if not sys.platform.startswith("linux"):
+        return
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent ended before the request
+        os._exit(0)
+
+
 def serve(connection: Connection) -> None:
     """A worker's loop: jobs ``(i, fn, item)``, each answered with ``(i, True, fn(item))`` or
     ``(i, False, (kind, message, location))``, until the parent closes the connection or kills
     the worker."""
+    _die_with_parent()
     try:
         while True:
             i, fn, item = connection.recv()
