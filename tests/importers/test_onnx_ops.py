@@ -387,3 +387,30 @@ def test_max_pool_indices_of_a_run_time_batch_are_refused():
                   [("y", TensorProto.FLOAT, ("n", 2, 3)), ("i", TensorProto.INT64, ("n", 2, 3))])
     with pytest.raises(Exception, match="Indices over an input whose shape is known only at run"):
         compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+
+
+@pytest.mark.parametrize("pads, axes", [([0, 0, 2, 3, 0, 0, 1, 4], None),
+                                        ([9, 0, 0, 1], [2, 3]),
+                                        ([1, 12], [-1])])
+def test_pad_of_mode_wrap(pads, axes):
+    """torch-mlir's import of a wrap Pad never returned; a Gather per axis, pads past the
+    dim's length too, against ONNX's reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.arange(70, dtype=np.float32).reshape(1, 2, 5, 7)
+    inits = [onnx.numpy_helper.from_array(np.array(pads, np.int64), "p")]
+    inputs = ["x", "p"]
+    if axes is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array(axes, np.int64), "a"))
+        inputs += ["", "a"]
+    graph = helper.make_graph([helper.make_node("Pad", inputs, ["y"], mode="wrap")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    proto = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]))
+    (want,) = ReferenceEvaluator(proto).run(None, {"x": x})
+    import pyree.runtime as rt
+    got = rt.load_module(compile_str(import_onnx(proto), CompileOptions(
+        target_backends=["llvm-cpu"])), device="local-task")["g"](x).to_host()
+    np.testing.assert_array_equal(got, want)

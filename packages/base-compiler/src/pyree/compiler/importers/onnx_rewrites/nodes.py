@@ -55,6 +55,10 @@
   PyTorch does; ONNX's (and onnxruntime's) count over the whole tensor. The plane's offset,
   ``(n * C + c) * H * W``, is added over the static shape (a run-time shape is refused by name
   rather than answered per plane); ``storage_order=1`` (column-major indices) is refused too.
+- Pad of mode ``wrap``: torch-mlir's import never returned (a loop at full CPU). Each padded
+  axis is a Gather of the positions ``(i - before) mod n`` (pads past the dim's length too, as
+  ONNX's reference wraps); pads (and axes) given at run time, and negative ones, are refused
+  by name.
 - QLinearMatMul: torch-mlir drops zero points that are not constants (the integer product of
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
@@ -82,11 +86,14 @@ def rewrite_nodes(proto):
                           for d in v.type.tensor_type.shape.dim) for v in values
             if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.HasField("shape")}
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    constants = {t.name: t for t in graph.initializer}
+    constants.update((node.output[0], a.t) for node in graph.node if node.op_type == "Constant"
+                     for a in node.attribute if a.name == "value")
     nodes, rewritten = [], False
     for index, node in enumerate(graph.node):
         rule = _RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         prefix = f"{node.name or node.op_type}_{index}_"
-        new = rule(Nodes(node, prefix, opset, shapes, dims), types) if rule else None
+        new = rule(Nodes(node, prefix, opset, shapes, dims, constants), types) if rule else None
         if new is None:
             nodes.append(node)
             continue
@@ -110,9 +117,11 @@ class Nodes:
     keep their names; every other value is named after the node (``prefix`` + a word), so no
     word a rule picks can take the name of a value of the graph."""
 
-    def __init__(self, node, prefix: str, opset: int, shapes: dict, dims: dict | None = None):
+    def __init__(self, node, prefix: str, opset: int, shapes: dict, dims: dict | None = None,
+                 constants: dict | None = None):
         self.node, self.prefix, self.opset, self.shapes, self.nodes = node, prefix, opset, shapes, []
         self.dims = dims or {}  # each dim (None: not known) of each value whose type has a shape
+        self.constants = constants or {}  # TensorProtos of initializers and Constant nodes
         self.inputs = [_Own(name) for name in node.input]
         self.outputs = [_Own(name) for name in node.output]
 
@@ -673,7 +682,39 @@ def _pool_indices(n: Nodes, types: dict):
     return n.nodes
 
 
-_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices,
+def _wrap_pad(n: Nodes, types: dict):
+    """Pad of mode wrap as one Gather a padded axis."""
+    import numpy as np
+    import onnx
+
+    node = n.node
+    if not any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
+        return None
+    where = f"Pad '{node.name or node.output[0]}' (mode wrap)"
+    shape = n.shapes.get(node.input[0])
+    known = [node.input[k] in n.constants for k in (1, 3) if len(node.input) > k and node.input[k]]
+    if shape is None or not all(known):
+        raise CompileError(f"{where}: pads or axes given at run time, or an input shape known "
+                           "only at run time, are not supported")
+    pads = onnx.numpy_helper.to_array(n.constants[node.input[1]]).astype(np.int64)
+    rank = len(shape)
+    axes = (onnx.numpy_helper.to_array(n.constants[node.input[3]]).astype(np.int64) % rank
+            if len(node.input) > 3 and node.input[3] else np.arange(rank))
+    value = n.inputs[0]
+    for k, axis in enumerate(axes):
+        before, after, size = int(pads[k]), int(pads[k + len(axes)]), shape[axis]
+        if before == 0 and after == 0:
+            continue
+        if size == 0 or before < 0 or after < 0:
+            raise CompileError(f"{where}: a negative pad, or an axis of length 0, is not "
+                               "supported (ONNX's reference refuses them too)")
+        n.constant(f"positions{k}", np.arange(-before, size + after) % size, np.int64)
+        value = n.op("Gather", [value, f"positions{k}"], f"padded{k}", axis=int(axis))
+    n.op("Identity", [value], n.outputs[0])
+    return n.nodes
+
+
+_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
