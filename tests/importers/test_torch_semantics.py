@@ -1,10 +1,10 @@
 """Ops whose torch-mlir lowering loses PyTorch's answer, imported with pyree's decompositions
 (importers/torch_semantics.py), on local-task against PyTorch: NaN through clamp, hardtanh
 (ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, indexing by int32
-tensors, integer floor division of int64 values past 2^53, integer negation, NaN's index in
-argmax and max over a dim, ``isclose`` with NaN and inf, ``roll`` past the dim's length,
-``index_put`` at negative indices, updates of no elements, a long cummax; and integer ``pow``, ``fmod`` and bitwise ops and shifts
-with a Python int, which torch-mlir refuses."""
+tensors, integer floor division of int64 values past 2^53, integer negation, ``isclose`` with
+NaN and inf, ``roll`` past the dim's length, ``index_put`` at negative indices, updates of no
+elements, a long cummax; and integer ``pow``, ``fmod`` and bitwise ops and shifts with a Python
+int, which torch-mlir refuses."""
 
 from __future__ import annotations
 
@@ -92,12 +92,6 @@ CASES = {  # name -> (function, inputs)
     "integer_negation": (lambda a, b: (-a, torch.neg(b), -b.to(torch.int16), b * -1),
                          (torch.tensor([16777217, 2**31 - 1, -2**31 + 1, -5, 0], dtype=torch.int32),
                           BIG[:5])),
-    # NaN is the extreme either way: the first NaN's index, over a dim, kept or not, and flat
-    "extremes_index_the_first_nan": (
-        lambda x: (*torch.max(x, 1), *torch.min(x, 0, keepdim=True), torch.argmax(x, 1),
-                   torch.argmin(x, 0, keepdim=True), torch.argmax(x), torch.argmin(x[1]),
-                   torch.argmax(x[1:2, 2:], keepdim=True)),
-        (X,)),
     "isclose_with_nan_and_inf": (
         lambda a, b: (torch.isclose(a, b), torch.isclose(a, b, equal_nan=True),
                       torch.isclose(a, b, rtol=0.5, atol=0.0), torch.isclose(b, a)),

@@ -31,9 +31,6 @@ Found by a probe of ops no test had used (thirty-sixth session):
 
 - ``neg`` of integers: lowered through f32 (``sitofp``, ``negf``, ``fptosi``), wrong past
   2^24 (``-16777217`` came out ``-16777216``); ``0 - a``.
-- ``argmax``/``argmin`` and ``max``/``min`` over a dim of floats: PyTorch takes NaN as the
-  extreme either way (the first NaN's index); torch-mlir's compares skipped it. The first NaN's
-  index where a NaN is, the lowered index elsewhere.
 - ``isclose`` of floats: lowered with unordered compares, so NaN was close to anything and
   ``inf`` to ``-inf``; PyTorch's ``a == b or (equal_nan and both NaN) or |a - b| finite and
   <= atol + rtol |b|``.
@@ -77,9 +74,6 @@ def decompositions() -> dict:
             aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
             aten.sort.stable: _stable_sort, aten.linspace.default: _linspace,
             aten.neg.default: _int_neg, aten.isclose.default: _isclose,
-            aten.argmax.default: _first_nan(aten.argmax.default),
-            aten.argmin.default: _first_nan(aten.argmin.default),
-            aten.max.dim: _first_nan(aten.max.dim), aten.min.dim: _first_nan(aten.min.dim),
             aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
             **{op: _unless_no_updates(op, position) for op, position in (
                 (aten.index_add.default, 2), (aten.index_copy.default, 2),
@@ -352,51 +346,36 @@ def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close | (torch.isfinite(actual) & (actual <= atol + torch.abs(rtol * b)))
 
 
-def _first_nan(op):
-    """``op`` (argmax, argmin, max.dim, min.dim) with the first NaN's index where a line holds
-    one, as PyTorch gives."""
-    def extreme(x, dim=None, keepdim=False):
-        import torch
-        if not _is_float(x):
-            return NotImplemented
-        if dim is None:  # argmax of the flattened tensor
-            flat = extreme(x.reshape(-1), 0, False)
-            return flat.reshape([1] * x.dim()) if keepdim else flat
-        nan = torch.isnan(x)
-        first = torch.ops.aten.argmax.default(nan.to(torch.int32), dim, keepdim)  # first True
-        has = torch.any(nan, dim, keepdim)
-        out = op(x, dim, keepdim)  # lowered by torch-mlir: ``_once``
-        if isinstance(out, tuple):
-            values, indices = out
-            return values, torch.where(has, first, indices)
-        return torch.where(has, first, out)
-    return _once(extreme)
-
-
 def _roll(x, shifts, dims=()):
     import torch
     shifts = [shifts] if isinstance(shifts, int) else list(shifts)
     if not dims:
         if len(shifts) != 1:
             return NotImplemented
-        return torch.ops.aten.roll.default(x.reshape(-1), shifts, [0]).reshape(x.shape)
+        return _decomposed(torch.ops.aten.roll.default)(x.reshape(-1), shifts, [0]).reshape(x.shape)
     dims = [dims] if isinstance(dims, int) else list(dims)
     sizes = [x.shape[d] for d in dims]
     if not all(isinstance(n, int) and isinstance(s, int) for n, s in zip(sizes, shifts)):
         return NotImplemented
     wrapped = [s % n if n else 0 for s, n in zip(shifts, sizes)]
-    return torch.ops.aten.roll.default(x, wrapped, dims)
+    return _decomposed(torch.ops.aten.roll.default)(x, wrapped, dims)
 
 
 def _unless_no_updates(op, position: int):
     """``op`` (updating its first argument at the index given at ``position``), or a copy of
     its input where the index has no elements."""
     def updated(*args, **kwargs):
-        index = args[position]
-        if index.numel() != 0:
-            return NotImplemented
+        if args[position].numel() != 0:  # as before: torch-mlir's decomposition, or its lowering
+            decomposed = _decomposed(op)
+            return NotImplemented if decomposed is op else decomposed(*args, **kwargs)
         return args[0].clone()
     return updated
+
+
+def _decomposed(op):
+    """torch-mlir's own decomposition of ``op`` (which an entry here replaces), else ``op``."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+    return get_decomposition_table().get(op, op)
 
 
 def _index_put(x, indices, values, accumulate=False):
@@ -408,4 +387,4 @@ def _index_put(x, indices, values, accumulate=False):
         if i is not None and not i.dtype.is_floating_point and i.dtype != torch.bool:
             i = torch.where(i < 0, i + x.shape[d], i)
         wrapped.append(i)
-    return torch.ops.aten.index_put.default(x, wrapped, values, accumulate)
+    return _decomposed(torch.ops.aten.index_put.default)(x, wrapped, values, accumulate)
