@@ -289,14 +289,10 @@ def _radix_sort(b: ir.IRBuilder, at: Place, n: int, width: int, key_of, goes_bef
     wide = width > 32
     key_levels = 8 if wide else 4  # bytes of the key: a wide key's halves in turn at the top
     levels = key_levels + 4        # then the place's
-    ends = entry_alloca(b, I32, levels * BUCKETS, align=16)
-    heads, counts = (entry_alloca(b, I32, BUCKETS, align=16) for _ in range(2))
-    frame_lo, frame_next, frame_level = (entry_alloca(b, I64, levels) for _ in range(3))
-    depth, lo_s, hi_s, level_s = (entry_alloca(b, I64) for _ in range(4))
+    st = _RadixState(b, levels)
+    ends, frame_lo, frame_next, frame_level = st.ends, st.frame_lo, st.frame_next, st.frame_level
+    depth, lo_s, hi_s, level_s, cell = st.depth, st.lo, st.hi, st.level, st.cell
     low = i64(2**32 - 1)
-
-    def cell(array: ir.Value, k: ir.Value) -> ir.Value:
-        return b.gep(array, [k], source_etype=array.type.pointee)
 
     def entry(i: ir.Value) -> ir.Value:
         return b.load(at(i), typ=I64)
@@ -344,8 +340,7 @@ def _radix_sort(b: ir.IRBuilder, at: Place, n: int, width: int, key_of, goes_bef
                     b.sub(i64(7), b.and_(level, i64(3))), b.sub(i64(key_levels + 3), level))
     shift = b.mul(byte, i64(8))
     digit = lambda v: b.and_(b.lshr(v, shift), i64(BUCKETS - 1))  # noqa: E731
-    _radix_split(b, at, lo, hi, level, digit, cell, ends, heads, counts, frame_lo, frame_next,
-                 frame_level, depth, level_s, blocks)
+    _radix_split(b, at, lo, hi, level, digit, st, blocks)
 
     b.position_at_end(blocks.next)  # the deepest frame's next bucket
     top = b.load(depth)
@@ -373,11 +368,30 @@ def _radix_sort(b: ir.IRBuilder, at: Place, n: int, width: int, key_of, goes_bef
     b.position_at_end(blocks.done)
 
 
-def _radix_split(b: ir.IRBuilder, at: Place, lo, hi, level, digit, cell, ends, heads, counts,
-                 frame_lo, frame_next, frame_level, depth, level_s, blocks) -> None:
+class _RadixState:
+    """The radix sort's state on the stack: the range being sorted (``lo``, ``hi``, ``level``:
+    its byte), the frames of pending buckets (``depth`` of them; each frame's ``BUCKETS`` ends,
+    its start, its next bucket and its byte), and one split's ``counts`` and ``heads``."""
+
+    def __init__(self, b: ir.IRBuilder, levels: int):
+        self.b = b
+        self.ends = entry_alloca(b, I32, levels * BUCKETS, align=16)
+        self.heads, self.counts = (entry_alloca(b, I32, BUCKETS, align=16) for _ in range(2))
+        self.frame_lo, self.frame_next, self.frame_level = (entry_alloca(b, I64, levels)
+                                                            for _ in range(3))
+        self.depth, self.lo, self.hi, self.level = (entry_alloca(b, I64) for _ in range(4))
+
+    def cell(self, array: ir.Value, k: ir.Value) -> ir.Value:
+        return self.b.gep(array, [k], source_etype=array.type.pointee)
+
+
+def _radix_split(b: ir.IRBuilder, at: Place, lo, hi, level, digit, st: _RadixState,
+                 blocks) -> None:
     """[lo, hi) counted by ``digit`` (i64 entry -> i64 byte); then passed on to the next byte
     if one bucket holds it all, else split into its buckets in place and pushed as a frame.
     Ends in a branch to ``blocks.enter`` or ``blocks.next``."""
+    cell, ends, heads, counts, depth = st.cell, st.ends, st.heads, st.counts, st.depth
+    frame_lo, frame_next, frame_level, level_s = st.frame_lo, st.frame_next, st.frame_level, st.level
     with for_range(b, i64(0), i64(BUCKETS), name="clear") as q:
         b.store(ir.Constant(I32, 0), cell(counts, q))
     with for_range(b, lo, hi, name="count", unroll=False) as i:
