@@ -3,7 +3,7 @@
 (ReLU6) and maximum/minimum, ``x != x`` as the NaN test, ``isfinite``, indexing by int32
 tensors, integer floor division of int64 values past 2^53, integer negation, ``isclose`` with
 NaN and inf, ``roll`` past the dim's length, ``index_put`` at negative indices, updates of no
-elements, a long cummax; and integer ``pow``, ``fmod`` and bitwise ops and shifts with a Python
+elements, a long cummax, max pools' indices of windows holding NaN; and integer ``pow``, ``fmod`` and bitwise ops and shifts with a Python
 int, which torch-mlir refuses."""
 
 from __future__ import annotations
@@ -118,6 +118,21 @@ CASES = {  # name -> (function, inputs)
         lambda x: (*torch.cummax(x, 1), *torch.cummin(x, 0)),
         (torch.from_numpy(np.random.default_rng(4).integers(-50, 50, (3, 3001))
                           .astype(np.float32)),)),
+    # a window holding NaN: PyTorch's index is its last NaN (torch-mlir's, -1); windows of -inf
+    # alone, padding beside them, and a place past f16's exact integers (2048)
+    "max_pool_indices_of_nan_windows": (
+        lambda x, y, z: (*F.max_pool2d(x, 2, 2, return_indices=True),
+                         *F.max_pool2d(x, 3, 2, padding=1, return_indices=True),
+                         *F.max_pool1d(y, 3, 2, padding=1, return_indices=True),
+                         *F.max_pool3d(z, 2, (1, 2, 2), return_indices=True),
+                         *F.max_pool2d(x.half(), (2, 3), 1, dilation=(1, 2), return_indices=True)),
+        (torch.tensor([[1.0, NAN, 3.0, 4.0, -2.0], [NAN, 0.0, -INF, -INF, NAN],
+                       [-INF, -INF, -INF, -INF, -INF], [-INF, -INF, 5.0, -INF, -0.0],
+                       [NAN, 2.0, NAN, -INF, 1.0]]).reshape(1, 1, 5, 5),
+         torch.where(torch.arange(2 * 3001) % 7 == 3, NAN, torch.arange(2 * 3001.0) % 11
+                     ).reshape(2, 1, 3001),
+         torch.where(torch.arange(3 * 4 * 5.0) % 9 == 0, NAN, -torch.arange(3 * 4 * 5.0)
+                     ).reshape(1, 1, 3, 4, 5))),
 }
 
 

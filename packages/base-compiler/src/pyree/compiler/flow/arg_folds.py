@@ -12,11 +12,15 @@ run across a block and ``split_reduction`` spreads over the GPU:
 2. ``top = max(j < first_nan ? x : identity)``: the running maximum just before that;
 3. ``best = min(j < first_nan and x == top ? j : N)``: where the index last moved, the first
    element equal to the maximum (the update is strict);
-4. elementwise: value ``first_nan < N ? NaN : top``; index ``top == identity ? init : j(best)``
-   (an element equal to the identity never moves the index).
+4. elementwise: value ``first_nan < N ? NaN : top``; index ``first_nan < N ? j(first_nan) :
+   top == identity ? init : j(best)`` (an element equal to the identity never moves the index).
 
-This is the sequential loop's answer exactly, NaN and -inf included, for ``max``/``gt`` and
-``min``/``lt`` on floats and integers; any other shape of two-result fold is left as it was.
+Without NaN this is the sequential loop's answer exactly, -inf and ties included, for
+``max``/``gt`` and ``min``/``lt`` on floats and integers; any other shape of two-result fold is
+left as it was. A row holding NaN gets the first NaN's index, where the loop's strict compare
+would leave the index at the maximum before it: the value is NaN, so the index names the element
+that gave it, as PyTorch, numpy and JAX answer (torch-mlir's compare is what skipped it; this is
+the one place pyree departs from the loop as written).
 
 Where only the index is read (``argmax``) of a row of 8- or 16-bit elements at most 65536 long
 (a language model's vocabulary in f16 or bf16), folds 2 and 3 are one: the maximum of an i32 key
@@ -115,8 +119,9 @@ def split_arg_fold(op: Op, used: set[int] | None = None) -> list[Op]:
                                      "i32"), "index")
         moved_identity = Compare("eq", Binary("shr", key_p, Const(16, "i32"), "i32"),
                                  Const(_order(fold_identity(fold, dtype), fold, dtype), "i32"))
-        index = Select(moved_identity, op.outputs[index_k].init,
-                       transform(position, lambda e: first if e == j else None), position.dtype)
+        index = _nan_first(Select(moved_identity, op.outputs[index_k].init,
+                                  transform(position, lambda e: first if e == j else None), position.dtype),
+                           position, first_nan if before_nan is not None else None, at, extent, j)
         r_ = op.outputs[index_k]
         ops.append(drop_unread(Generic(
             inputs=list(inputs), results=[op.results[r_.binding]],
@@ -141,7 +146,8 @@ def split_arg_fold(op: Op, used: set[int] | None = None) -> list[Op]:
         value = Select(Compare("lt", moved(first_nan), extent), nan, top_p, dtype)
     index_init = op.outputs[index_k].init
     picked = transform(position, lambda e: best_p if e == j else None)
-    index = Select(Compare("eq", top_p, identity), index_init, picked, position.dtype)
+    index = _nan_first(Select(Compare("eq", top_p, identity), index_init, picked, position.dtype),
+                       position, first_nan if before_nan is not None else None, at, extent, j)
     outputs = []
     for k, expr in ((value_k, value), (index_k, index)):
         r_ = op.outputs[k]
@@ -152,6 +158,16 @@ def split_arg_fold(op: Op, used: set[int] | None = None) -> list[Op]:
         loop_ranges=tuple(op.loop_ranges[:p]), num_parallel=p, location=op.location,
         origin=f"{op.origin} (arg fold)", sources=sources_of(op))))
     return ops
+
+
+def _nan_first(index: Expr, position: Expr, first_nan: Load | None, at: tuple, extent: Expr,
+               j: LoopIndex) -> Expr:
+    """``index``, or the first NaN's position where the row holds one (float rows)."""
+    if first_nan is None:
+        return index
+    nan_at = Load(first_nan.binding, at, first_nan.dtype)
+    return Select(Compare("lt", nan_at, extent), transform(position, lambda e: nan_at if e == j else None),
+                  index, position.dtype)
 
 
 KEY_POSITIONS = 1 << 16  # the low half of a key

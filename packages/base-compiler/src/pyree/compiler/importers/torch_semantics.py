@@ -43,6 +43,13 @@ Found by a probe of ops no test had used (thirty-sixth session):
   ``index_put`` with no updates (an index of 0 elements): torch-mlir's lowering of
   ``index_add`` killed the process (SIGFPE), the scatters were refused; the input, copied.
 
+Found by the same probe, fixed in the thirty-seventh session:
+
+- ``max_pool{1,2,3}d`` with ``return_indices`` over a window holding NaN: torch-mlir finds the
+  index as the place equal to the pooled value, and NaN equals nothing (index -1). PyTorch's
+  loop takes every NaN it meets (``val > max or isnan(val)``): the window's last NaN. That
+  place is the window's maximum of ``isnan(x) ? place + 1 : 0``, pooled by the same op.
+
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
 - ``pow`` of integers (``a ** 2``, ``torch.square``, ``torch.pow(a, b)``, ``2 ** a``): square
@@ -75,6 +82,9 @@ def decompositions() -> dict:
             aten.sort.stable: _stable_sort, aten.linspace.default: _linspace,
             aten.neg.default: _int_neg, aten.isclose.default: _isclose,
             aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
+            **{op: _nan_pool_indices(op, k) for op, k in (
+                (aten.max_pool1d_with_indices.default, 1), (aten.max_pool2d_with_indices.default, 2),
+                (aten.max_pool3d_with_indices.default, 3))},
             **{op: _unless_no_updates(op, position) for op, position in (
                 (aten.index_add.default, 2), (aten.index_copy.default, 2),
                 (aten.scatter.src, 2), (aten.scatter.value, 2), (aten.scatter_add.default, 2),
@@ -388,3 +398,22 @@ def _index_put(x, indices, values, accumulate=False):
             i = torch.where(i < 0, i + x.shape[d], i)
         wrapped.append(i)
     return _decomposed(torch.ops.aten.index_put.default)(x, wrapped, values, accumulate)
+
+
+def _nan_pool_indices(op, spatial: int):
+    """``op`` (a max pool with indices), its indices at a window's last NaN where it holds one."""
+    def pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        import math
+
+        import torch
+        places = math.prod(x.shape[-spatial:])
+        if not _is_float(x) or not isinstance(places, int) or places >= 2**24:
+            return NotImplemented  # f32 counts the places exactly below 2^24
+        lowered = _decomposed(op)  # torch-mlir's (a 1-d pool as a 2-d one), else its lowering
+        values, indices = lowered(x, kernel_size, stride, padding, dilation, ceil_mode)
+        place = torch.arange(1, places + 1, dtype=torch.float32, device=x.device).reshape(x.shape[-spatial:])
+        nan_place = torch.where(torch.isnan(x), place, torch.zeros_like(place))
+        last, _ = lowered(nan_place, kernel_size, stride, padding, dilation, ceil_mode)
+        return values, torch.where(last > 0, last.to(torch.int64) - 1, indices)
+    return _once(pool)
+
