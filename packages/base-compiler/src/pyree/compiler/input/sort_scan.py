@@ -261,24 +261,9 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
         return lower_block(fn, block, dict(zip(block.args, (previous, element))), inputs,
                            list(range(loops)), where)[0]
 
-    inputs = Inputs()
-    fold = _associative(combine, x.dtype)
-    walked = _walks_line(fn, shape, d)
-    chunk = scan_chunk(n) if inclusive and fold and not walked else None
-    if is_static(n) and n <= 1:
-        loops = AffineExpr.identity(rank)
-        value = (inputs.load(x, loops) if inclusive
-                 else inputs.load(acc_init, tuple(ix for k, ix in enumerate(loops) if k != d)))
-        fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), shape, rank, where,
-                        op.name))
-    elif chunk:
-        _blocked_scan(fn, x, d, chunk, fold, combine, out, op.name, where)
-    else:
-        first = (None if inclusive else
-                 lambda inputs, loops: inputs.load(acc_init, tuple(loops[k] for k in range(rank)
-                                                                   if k != d)))
-        _scan_pass(fn, x, d, combine, first, out, op.name, where,
-                   LineScan(d) if walked else None)
+    first = (None if inclusive else
+             lambda inputs, loops: inputs.load(acc_init, tuple(loops[k] for k in range(rank) if k != d)))
+    emit_scan(fn, x, d, combine, first, out, op.name, where)
     inputs = Inputs()
     lines = AffineExpr.identity(rank - 1)
     if not is_static(n):  # the line's last element, at a run-time place (a line of 0: the start)
@@ -295,8 +280,31 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
                     rank - 1, where, op.name))
 
 
+def emit_scan(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value, origin: str,
+              where: str, seed: Expr | None = None) -> None:
+    """``out``: the scan of ``x`` along ``d`` (``first`` as ``_scan_pass``'s; None: inclusive),
+    walked where the target walks the line, in blocks where the combiner is associative and the
+    line long, else in one counted pass. ``combine(previous, element, inputs, loops)``. ``seed``
+    (inclusive scans): a constant folded in before the first element."""
+    shape, rank, n = x.shape, len(x.shape), x.shape[d]
+    walked = _walks_line(fn, shape, d)
+    fold = associative_fold(combine, x.dtype)
+    chunk = scan_chunk(n) if first is None and fold and not walked else None
+    if is_static(n) and n <= 1:
+        inputs = Inputs()
+        loops = AffineExpr.identity(rank)
+        value = inputs.load(x, loops) if first is None else first(inputs, loops)
+        if seed is not None:
+            value = combine(seed, value, inputs, rank)
+        fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), shape, rank, where, origin))
+    elif chunk:
+        _blocked_scan(fn, x, d, chunk, fold, combine, out, origin, where, seed)
+    else:
+        _scan_pass(fn, x, d, combine, first, out, origin, where, LineScan(d) if walked else None, seed)
+
+
 def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value, origin: str,
-               where: str, line: LineScan | None = None) -> None:
+               where: str, line: LineScan | None = None, seed: Expr | None = None) -> None:
     """``out``: the scan of ``x`` along ``d`` in one pass, each element folding the line up to
     itself in order (exactly the reference's rounding). ``first(inputs, loops)`` is the exclusive
     scan's start; None makes it inclusive. ``line``: a target may walk the line instead."""
@@ -310,6 +318,8 @@ def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Valu
     start = (inputs.load(x, tuple(AffineExpr((0,) * (rank + 1)) if k == d else loops[k]
                                   for k in range(rank))) if first is None
              else first(inputs, loops))
+    if seed is not None:
+        start = combine(seed, start, inputs, rank + 1)
     taken = Compare("lt", LoopIndex(rank), LoopIndex(d))  # step j makes out[j + 1]: j < i
     result = Result(0, here, Select(taken, step, Acc(0, x.dtype), x.dtype), init=start)
     fn.emit(Generic(inputs.values, [out], (result,), shape + (shape[d] - 1,), rank, where, origin,
@@ -325,7 +335,7 @@ def _walks_line(fn: FunctionLowering, shape: tuple, d: int) -> bool:
             and all(n == 1 for n in shape[d + 1:]))
 
 
-def _associative(combine, dtype: str) -> str | None:
+def associative_fold(combine, dtype: str) -> str | None:
     """The fold (``add``, ``max``, ...) when the scan's combiner is one associative op of the
     running value and the element, in either order; None otherwise."""
     element = Load(-1, (), dtype)  # a stand-in no region can produce itself (a constant could)
@@ -349,7 +359,7 @@ def scan_chunk(n) -> int | None:
 
 
 def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str, combine,
-                  out: Value, origin: str, where: str) -> None:
+                  out: Value, origin: str, where: str, seed: Expr | None = None) -> None:
     """An inclusive scan with an associative combiner in blocks of ``chunk`` along ``d``: each
     block's own scan, the exclusive scan of the blocks' totals (from the fold's identity), then
     ``out = f(offset of the block, block scan)``. Floats are summed in another order than the
@@ -368,9 +378,9 @@ def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str,
     last = inputs.load(local, lines[:d + 1] + (AffineExpr((0,) * rank, chunk - 1),) + lines[d + 1:])
     fn.emit(Generic(inputs.values, [totals], (Result(0, lines, last),), totals.shape, rank, where,
                     origin))
-    identity = Const(fold_identity(fold, x.dtype), x.dtype)
+    start = Const(fold_identity(fold, x.dtype), x.dtype) if seed is None else seed
     offsets = fn.new_value(x.dtype, totals.shape, "block_offsets")
-    _scan_pass(fn, totals, d, combine, lambda inputs, loops: identity, offsets, origin, where)
+    _scan_pass(fn, totals, d, combine, lambda inputs, loops: start, offsets, origin, where)
     # out[.., c * chunk + r, ..] = f(offsets[.., c, ..], local[.., c, r, ..])
     inputs = Inputs()
     loops = AffineExpr.identity(rank + 1)

@@ -4,6 +4,12 @@ The body region becomes each result's per-step value with ``Acc(k)`` for its acc
 arguments, so multi-operand reductions (JAX's argmax: value and index) are one kernel whose
 results read each other's accumulators. A window's padding reads the init value, as the spec
 pads with it.
+
+A window as long as its dim, padded by all but one element on one side (JAX's ``cumsum``,
+``cumprod``, ``cummax`` and ``cummin``, forward or reversed), with an init folded in once,
+is a scan (``sort_scan.emit_scan``: walked on the CPU, in blocks elsewhere): each output folds
+its prefix (suffix), and counting the window element by element was O(n^2) per line (a cumsum
+of 512 x 2000 along either axis: 35-51 ms, JAX's CPU 6-12 ms).
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ from __future__ import annotations
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.input.sort_scan import associative_fold, emit_scan
 from pyree.compiler.input.stablehlo.common import affine_expr, all_of, in_range, ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.input.stablehlo.shape_ops import emit_padded
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import Acc, AffineExpr, Expr, Result, Select
-from pyree.compiler.tensor_program import Generic
+from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result, Select, fold_identity
+from pyree.compiler.sizes import static_shape
+from pyree.compiler.tensor_program import Generic, Value
 from xdsl.ir import Operation
 
 
@@ -63,6 +71,8 @@ def lower_reduce_window(fn: FunctionLowering, op: Operation) -> None:
     dilations = ints(op, "window_dilations", [1] * rank)
     padding = ints(op, "padding", [0] * 2 * rank)
     base = ints(op, "base_dilations", [1] * rank)
+    if half == 1 and _prefix_scan(fn, op, xs[0], window, padding, strides + dilations + base, where):
+        return
     if any(b != 1 for b in base):  # the spec's padded, dilated operand, made explicit
         xs = [emit_padded(fn, x, padding[::2], padding[1::2], [b - 1 for b in base], init,
                           where, op.name) for x, init in zip(xs, op.operands[half:])]
@@ -86,3 +96,53 @@ def lower_reduce_window(fn: FunctionLowering, op: Operation) -> None:
         elements = [Select(inside, e, init, e.dtype) for e, init in zip(elements, inits)]
     _emit_reduction(fn, op, inputs, elements, inits, tuple(out_shape) + tuple(window), rank)
 
+
+_SAME_ELEMENT = ("stablehlo.broadcast_in_dim", "stablehlo.reshape")
+
+
+def _prefix_scan(fn: FunctionLowering, op: Operation, x: Value, window: list[int],
+                 padding: list[int], unit: list[int], where: str) -> bool:
+    """Emits the window reduction as a scan where it is one (see above); whether it did."""
+    shape, rank = x.shape, len(x.shape)
+    long = [d for d in range(rank) if window[d] != 1]
+    if len(long) != 1 or any(u != 1 for u in unit) or not static_shape(shape):
+        return False
+    d, n = long[0], shape[long[0]]
+    sides = (padding[2 * d], padding[2 * d + 1])
+    if window[d] != n or n < 2 or sides not in ((n - 1, 0), (0, n - 1)) \
+            or any(padding[2 * k] or padding[2 * k + 1] for k in range(rank) if k != d):
+        return False
+    init = op.operands[1]
+    while isinstance(init.owner, Operation) and init.owner.name in _SAME_ELEMENT:  # JAX's init
+        init = init.owner.operands[0]
+    init = fn.scalar(init, Inputs(), where)
+    block = op.regions[0].block
+
+    def combine(previous: Expr, element: Expr, inputs: Inputs, loops: int) -> Expr:
+        return lower_region(fn, block, [previous, element], inputs, where)[0]
+    fold = associative_fold(combine, x.dtype)
+    if fold is None or not isinstance(init, Const):
+        return False
+    # the padding folds the init in again: only an init that folds with itself to itself is
+    # counted once (any for max and min, 0 for a sum: JAX's +0.0, where the identity is -0.0)
+    seed = None if init == Const(fold_identity(fold, x.dtype), x.dtype) else init
+    if seed is not None and not (fold in ("max", "min", "and", "or")
+                                 or (fold, init.value) in (("add", 0), ("mul", 1))):
+        return False
+    out = fn.result_value(op.results[0], where)
+    if sides == (n - 1, 0):
+        emit_scan(fn, x, d, combine, None, out, op.name, where, seed)
+        return True
+    flipped = tuple(AffineExpr.loop(rank, k, -1, n - 1) if k == d else AffineExpr.loop(rank, k)
+                    for k in range(rank))
+
+    def flip(source: Value, target: Value) -> None:
+        inputs = Inputs()
+        fn.emit(Generic(inputs.values, [target], (Result(0, AffineExpr.identity(rank),
+                                                         inputs.load(source, flipped)),),
+                        shape, rank, where, op.name))
+    reversed_x, scanned = fn.new_value(x.dtype, shape, "reversed"), fn.new_value(x.dtype, shape, "scanned")
+    flip(x, reversed_x)  # a suffix scan: the prefix scan of the reversed line, reversed
+    emit_scan(fn, reversed_x, d, combine, None, scanned, op.name, where, seed)
+    flip(scanned, out)
+    return True
