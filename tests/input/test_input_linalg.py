@@ -212,6 +212,47 @@ func.func @f({", ".join(f"%a{i}: {ty}" for i in range(arity))}) -> {ty} {{
     np.testing.assert_allclose(out, ref(*[x.astype(np.float64) for x in xs]), rtol=2e-6, atol=1e-6)
 
 
+BOOLEAN_NAMED = {
+    "matmul": ("ins(%a, %b : tensor<5x7xi1>, tensor<7x3xi1>)", "5x3",
+               lambda a, b: a.astype(int) @ b.astype(int) > 0),
+    "add": ("ins(%a, %c : tensor<5x7xi1>, tensor<5x7xi1>)", "5x7", lambda a, b: a | b),
+    "mul": ("ins(%a, %c : tensor<5x7xi1>, tensor<5x7xi1>)", "5x7", lambda a, b: a & b),
+    "pooling_nhwc_sum": ("{strides = dense<[1, 2]> : tensor<2xi64>, dilations = dense<1> : "
+                         "tensor<2xi64>} ins(%p, %w : tensor<1x5x7x1xi1>, tensor<2x3xi1>)",
+                         "1x4x3x1", lambda a, b: np.lib.stride_tricks.sliding_window_view(
+                             a, (2, 3))[:, ::2].any(axis=(2, 3))[None, :, :, None]),
+}
+
+
+@pytest.mark.parametrize("op", list(BOOLEAN_NAMED))
+def test_named_ops_sum_booleans_with_or(op, rng):
+    """OpDSL builds a named op's sum of booleans as ``or`` and product as ``and`` (``addi`` on
+    i1 wraps: a parity); through the public compile and run."""
+    from pyree.compiler import CompileOptions, compile_str
+    from pyree.runtime import load_module
+    ins, out, ref = BOOLEAN_NAMED[op]
+    a, b, c = rng.random((5, 7)) < 0.25, rng.random((7, 3)) < 0.25, rng.random((5, 7)) < 0.5
+    a[0], b[:, 0] = [1, 1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0]  # two true products: a parity of 0
+    a[1:3, 2:5], a[3:] = True, False  # two true elements in a pooling window; false windows
+    text = f"""
+func.func @main(%a: tensor<5x7xi1>, %b: tensor<7x3xi1>, %c: tensor<5x7xi1>) -> tensor<{out}xi1> {{
+  %f = arith.constant false
+  %p = tensor.expand_shape %a [[0, 1], [2, 3]] output_shape [1, 5, 7, 1]
+    : tensor<5x7xi1> into tensor<1x5x7x1xi1>
+  %w = tensor.empty() : tensor<2x3xi1>
+  %e = tensor.empty() : tensor<{out}xi1>
+  %z = linalg.fill ins(%f : i1) outs(%e : tensor<{out}xi1>) -> tensor<{out}xi1>
+  %r = linalg.{op} {ins} outs(%z : tensor<{out}xi1>) -> tensor<{out}xi1>
+  return %r : tensor<{out}xi1>
+}}"""
+    module = load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                         device="local-task")
+    got = module["main"](a, b, c).to_host()
+    want = ref(a, c if op in ("add", "mul") else b)
+    assert got.dtype == np.bool_ and got.any() and not got.all()
+    np.testing.assert_array_equal(got, want)
+
+
 def test_fill_with_constant_is_a_splat():
     text = """
 func.func @f() -> tensor<4x3xi32> {

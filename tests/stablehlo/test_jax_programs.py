@@ -194,6 +194,16 @@ def test_shapes_pad_concat_transpose_reverse_iota():
                      jnp.broadcast_to(x[:, None, :], (7, 2, 13)), x.reshape(13, 7)), x)
 
 
+@pytest.mark.parametrize("f", [lambda a, b: a @ b[0], lambda a, b: jnp.einsum("ij,bjk->bik", a, b),
+                               lambda a, b: jnp.einsum("ij,bjk->i", a, b)],
+                         ids=["matmul", "batched", "two_contractions"])
+def test_boolean_contractions_are_or_of_and(f):
+    """The spec's sum and product of booleans are or and and (a wrapping sum gave the parity)."""
+    a, b = RNG.random((5, 7)) < 0.5, RNG.random((3, 7, 11)) < 0.3
+    assert "xi1>) -> tensor<" in jax.jit(f).lower(a, b).as_text()  # an i1 dot_general
+    check(f, a, b)
+
+
 def test_dot_general_batch_and_contracting_anywhere():
     a, b = normal(3, 5, 4, 2), normal(4, 3, 6, 5)
     check(lambda a, b: jnp.einsum("bkcx,cbnk->xbn", *lax.optimization_barrier((a, b))), a, b,

@@ -5,7 +5,8 @@ Each op is a name, its indexing maps and iterator types, and the scalar body MLI
 the accumulator's element type first, as MLIR's ``cast_signed`` does; that is also why
 ``linalg.matmul`` and xDSL's convolution and pooling ops are redeclared here and replace
 xDSL's (whose bodies use the operands uncast, and whose ``strides``/``dilations`` are
-required where MLIR defaults them to 1).
+required where MLIR defaults them to 1). ``linalg.add`` is redeclared for booleans, whose sum
+OpDSL builds as ``or`` (xDSL's ``addi`` is ``xor``).
 """
 
 from __future__ import annotations
@@ -87,8 +88,21 @@ def _is_float(value: SSAValue) -> bool:
     return isinstance(value.type, AnyFloat)
 
 
+def _is_bool(t: Attribute) -> bool:
+    """OpDSL's sums and products of booleans are ``or`` and ``and`` (as MLIR builds them)."""
+    return isinstance(t, IntegerType) and t.width.data == 1
+
+
 def _one(like: SSAValue) -> SSAValue:
     return arith.ConstantOp(FloatAttr(1.0, like.type)).result
+
+
+@irdl_op_definition
+class AddOp(_Elementwise):
+    name = "linalg.add"
+    BODY: ClassVar = staticmethod(lambda a: (
+        arith.AddfOp if _is_float(a[0]) else arith.OrIOp if _is_bool(a[0].type)
+        else arith.AddiOp)(a[0], a[1]).result)
 
 
 @irdl_op_definition
@@ -178,6 +192,7 @@ def _contraction_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAVa
     arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
     acc_type = arg_types[-1]
     mul, add = ((arith.MulfOp, arith.AddfOp) if isinstance(acc_type, AnyFloat)
+                else (arith.AndIOp, arith.OrIOp) if _is_bool(acc_type)
                 else (arith.MuliOp, arith.AddiOp))
 
     @Builder.implicit_region(arg_types)
@@ -685,6 +700,8 @@ def _pooling_region(cls, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue]
     arg_types = NamedOperation.body_arg_types((*inputs, *outputs))
     acc_type = arg_types[-1]
     combine = cls.COMBINE[0 if isinstance(acc_type, AnyFloat) else 1]
+    if combine is arith.AddiOp and _is_bool(acc_type):
+        combine = arith.OrIOp
 
     @Builder.implicit_region(arg_types)
     def hidden_region(args: tuple[BlockArgument, ...]) -> None:
@@ -930,7 +947,7 @@ _KIND_NAMES = {"max_signed": "max", "min_signed": "min"}
 
 # Loaded next to xDSL's linalg ops; MatmulOp and the convolution and pooling ops replace xDSL's.
 LINALG_OPS = (
-    AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
+    AddOp, AbsOp, NegfOp, FloorOp, CeilOp, RoundOp, ErfOp, TanhOp, RsqrtOp, ReciprocalOp, SquareOp,
     DivOp, DivUnsignedOp, PowfOp, MatmulOp, BatchMatmulOp, MatvecOp, BatchMatvecOp, VecmatOp,
     DotOp,
     MatmulTransposeAOp, MatmulTransposeBOp, BatchMatmulTransposeAOp, BatchMatmulTransposeBOp,
@@ -952,7 +969,7 @@ def _named_elementwise() -> dict[str, type]:
     """The named elementwise ops by kind (``linalg.elementwise``'s), xDSL's and pyree's."""
     from xdsl.dialects.linalg import ops
 
-    xdsl_ops = (ops.AddOp, ops.SubOp, ops.MulOp, ops.MaxOp, ops.MinOp, ops.ExpOp, ops.LogOp,
+    xdsl_ops = (ops.SubOp, ops.MulOp, ops.MaxOp, ops.MinOp, ops.ExpOp, ops.LogOp,
                 ops.SqrtOp, ops.SelectOp)
     return {op.name.removeprefix("linalg."): op for op in (*xdsl_ops, *LINALG_OPS)
             if issubclass(op, ElementwiseOperation)}

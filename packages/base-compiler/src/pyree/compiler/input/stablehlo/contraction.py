@@ -31,15 +31,17 @@ def _emit_contraction(fn: FunctionLowering, op: Operation, lhs: Value, rhs: Valu
                       out_dtype: str,
                       out_shape: tuple[int, ...] | None = None) -> None:
     """``out[p] = sum_r lhs[lhs_index] * rhs[rhs_index]`` (no reduction loops: the product);
-    ``out_shape``: compute into that shape and view it as the result."""
+    on booleans the spec's sum and product are or and and. ``out_shape``: compute into that
+    shape and view it as the result."""
     where = location_of(op)
     inputs = Inputs()
-    product: Expr = Binary("mul", convert(inputs.load(lhs, lhs_index), out_dtype),
+    add, mul = ("or", "and") if out_dtype == "i1" else ("add", "mul")
+    product: Expr = Binary(mul, convert(inputs.load(lhs, lhs_index), out_dtype),
                            convert(inputs.load(rhs, rhs_index), out_dtype), out_dtype)
     n = len(ranges)
     index = tuple(AffineExpr.loop(n, d) for d in range(num_parallel))
     if num_parallel < n:
-        output = Result(0, index, Binary("add", Acc(0, out_dtype), product, out_dtype),
+        output = Result(0, index, Binary(add, Acc(0, out_dtype), product, out_dtype),
                         zero(out_dtype))
     else:
         output = Result(0, index, product)
