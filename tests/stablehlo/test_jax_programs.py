@@ -204,6 +204,21 @@ def test_boolean_contractions_are_or_of_and(f):
     check(f, a, b)
 
 
+def test_reduction_bodies_that_call_functions():
+    """``jnp.where`` in a reduction's body is a ``func.call`` there, inlined (was refused)."""
+    x = normal(6, 13)
+    x[1, 3], x[2, 5], x[4, 0] = np.nan, np.inf, -0.0
+
+    def f(x):
+        positive = lax.reduce(x, np.float32(0), lambda a, b: jnp.where(b > 0, a + b, a), (1,))
+        clipped = lax.reduce_window(x, np.float32(-np.inf),
+                                    lambda a, b: jnp.where(a > b, a, jnp.minimum(b, 1.5)),
+                                    (2, 3), (1, 2), "VALID")
+        return positive, clipped
+    assert "func.call" in jax.jit(f).lower(x).as_text()
+    check(f, x)
+
+
 def test_dot_general_batch_and_contracting_anywhere():
     a, b = normal(3, 5, 4, 2), normal(4, 3, 6, 5)
     check(lambda a, b: jnp.einsum("bkcx,cbnk->xbn", *lax.optimization_barrier((a, b))), a, b,

@@ -35,6 +35,19 @@ CASES = {
   }
   return %0 : tensor<f32>
 }""", ":5:5", "unsupported op 'stablehlo.cholesky'"),
+    "recursive_call_in_region": ("""func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %z) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+   reducer(%a: tensor<f32>, %b: tensor<f32>) {
+    %c = func.call @g(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    stablehlo.return %c : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}
+func.func private @g(%a: tensor<f32>, %b: tensor<f32>) -> tensor<f32> {
+  %c = func.call @g(%b, %a) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %c : tensor<f32>
+}""", ":11:", "recursive call of @g cannot be inlined (@f -> @g -> @g)"),
 }
 
 

@@ -238,6 +238,19 @@ class FunctionLowering:
                            f"({ssa.type})", where)
 
     @contextmanager
+    def callee(self, name: str, where: str, what: str):
+        """Yields function ``@name`` to inline into this one; ``what`` names the inlining in the
+        error of a recursion (which cannot be inlined)."""
+        if name in self.inlining:
+            chain = " -> ".join(f"@{f}" for f in (*self.inlining, name))
+            raise CompileError(f"recursive {what} @{name} cannot be inlined ({chain})", where)
+        self.inlining.append(name)
+        try:
+            yield self.functions[name]
+        finally:
+            self.inlining.pop()
+
+    @contextmanager
     def block(self):
         """Lowers into a fresh op list, a control-flow block's, which it yields; constants
         materialized inside stay inside (a block's values are not visible after it)."""

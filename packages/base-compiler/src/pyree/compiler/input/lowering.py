@@ -163,14 +163,8 @@ def inline_function(fn: FunctionLowering, name: str, arguments: list[Entry], whe
     """Lowers function ``@name``'s body into ``fn``, entered with ``arguments`` (a call's or a
     composite's operands); what it returns. ``what`` names the inlining in the error of a
     recursion (which cannot be inlined)."""
-    if name in fn.inlining:
-        chain = " -> ".join(f"@{f}" for f in (*fn.inlining, name))
-        raise CompileError(f"recursive {what} @{name} cannot be inlined ({chain})", where)
-    fn.inlining.append(name)
-    try:
-        return _lower_body(fn, fn.functions[name], arguments)
-    finally:
-        fn.inlining.pop()
+    with fn.callee(name, where, what) as callee:
+        return _lower_body(fn, callee, arguments)
 
 
 def _lower_op(fn: FunctionLowering, op: Operation, where: str) -> None:

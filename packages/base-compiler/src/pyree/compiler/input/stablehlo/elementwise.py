@@ -373,7 +373,8 @@ def lower_constant(fn: FunctionLowering, op: Operation) -> None:
 
 def lower_region(fn: FunctionLowering, block: Block, args: list[Expr], inputs: Inputs,
                  where: str) -> list[Expr]:
-    """The scalar expressions a region (of rank-0 tensors) returns, given its arguments'."""
+    """The scalar expressions a region (of rank-0 tensors) returns, given its arguments'; a
+    ``func.call`` in it (JAX's ``jnp.where`` in a reduction's body) is inlined likewise."""
     env: dict[SSAValue, Expr] = dict(zip(block.args, args))
 
     def operand(v: SSAValue, at: str) -> Expr:
@@ -381,8 +382,12 @@ def lower_region(fn: FunctionLowering, block: Block, args: list[Expr], inputs: I
 
     for inner in block.ops:
         at = location_of(inner) or where
-        if inner.name == "stablehlo.return":
+        if inner.name in ("stablehlo.return", "func.return"):
             return [operand(v, at) for v in inner.operands]
+        if inner.name == "func.call":
+            env.update(zip(inner.results, _inline_call(fn, inner, [operand(v, at) for v in
+                                                                   inner.operands], inputs, at)))
+            continue
         if inner.results and tensor_type_of(inner.results[0].type, at)[1] != ():
             raise CompileError(f"'{inner.name}' on tensors in a region body", at)
         dtype = tensor_type_of(inner.results[0].type, at)[0] if inner.results else ""
@@ -397,6 +402,12 @@ def lower_region(fn: FunctionLowering, block: Block, args: list[Expr], inputs: I
         else:
             raise CompileError(f"unsupported op '{inner.name}' in a region body", at)
     raise CompileError("region body has no stablehlo.return", where)
+
+
+def _inline_call(fn: FunctionLowering, call: Operation, args: list[Expr], inputs: Inputs,
+                 where: str) -> list[Expr]:
+    with fn.callee(call.properties["callee"].root_reference.data, where, "call of") as callee:
+        return lower_region(fn, callee.body.block, args, inputs, where)
 
 
 def lower_map(fn: FunctionLowering, op: Operation) -> None:
