@@ -35,6 +35,12 @@ CASES = {
   }
   return %0 : tensor<f32>
 }""", ":5:5", "unsupported op 'stablehlo.cholesky'"),
+    "bitcast_after_demotion": ("""func.func @f(%x: tensor<3xf64>) -> tensor<3xi64> {
+  %0 = stablehlo.bitcast_convert %x : (tensor<3xf64>) -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}""", ":2:3", "'stablehlo.bitcast_convert' is invalid after --iree-input-demote-i64-to-i32: it "
+              "casts tensor<3xf64> to tensor<3xi32>; compile with "
+              "--iree-input-demote-i64-to-i32=false"),
     "recursive_call_in_region": ("""func.func @f(%x: tensor<4xf32>) -> tensor<f32> {
   %z = stablehlo.constant dense<0.0> : tensor<f32>
   %0 = stablehlo.reduce(%x init: %z) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>

@@ -225,3 +225,17 @@ def test_generic_form_parses():
 def test_refusals_name_the_problem(state, dtype, message):
     with pytest.raises(CompileError, match=message):
         compile_str(program("THREE_FRY", state, dtype, (4,)), NO_DEMOTION)
+
+
+def test_rbg_keys_keep_their_64_bit_words():
+    """JAX's ``rbg`` keys reach the generator as 64-bit words: the default i64 demotion would
+    halve them into another key, so it is refused naming the flag; without it, JAX's numbers."""
+    def f(x):
+        return jax.random.uniform(jax.random.key(3, impl="rbg"), (4, 5)) + x
+    x = np.zeros((4, 5), np.float32)
+    text = jax.jit(f).lower(x).as_text()
+    with pytest.raises(CompileError, match=r"reads its state tensor<2xui64> as 64-bit words.*"
+                                           r"--iree-input-demote-i64-to-i32=false"):
+        compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+    module = rt.load_module(compiled(text, NO_DEMOTION), device="local-task")
+    np.testing.assert_array_equal(module["main"](x).to_host(), np.asarray(jax.jit(f)(x)))

@@ -7,7 +7,9 @@ signatures, so the compiled function takes and returns f32 / i32 (as IREE's does
 change only in constants (properties named ``value``: ``arith.constant``, the check/util
 ops): other ops' typed attributes are structure (``arith.cmpi``'s predicate), as in IREE.
 Casts that become same-type (``arith.extf`` f32->f64 is now f32->f32) are dropped; an op the
-rewrite makes invalid (``arith.bitcast`` f64->i64 with only f64 demoted) is refused by name.
+rewrite makes invalid (a bitcast whose sizes now differ: ``arith.bitcast`` f64->i64 with only
+f64 demoted, JAX's f64 ``signbit``) and a random generator's 64-bit state (JAX's ``rbg``
+keys) are refused by name, with the flags that keep the types.
 
 An i64 constant outside i32's range is refused by name, except i64's own minimum and maximum,
 which become i32's: they are the sentinels reductions start from (argmax's init), where IREE's
@@ -15,6 +17,8 @@ wrap-around would silently turn INT64_MIN into 0.
 """
 
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
@@ -39,6 +43,7 @@ from xdsl.utils.exceptions import VerifyException
 _I64 = (-(2**63), 2**63 - 1)
 _I32 = (-(2**31), 2**31 - 1)
 _CASTS = ("arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci")
+_BITCASTS = ("arith.bitcast", "stablehlo.bitcast_convert")
 _NUMPY = {"f64": np.float64, "bf16": ml_dtypes.bfloat16, "i64": np.int64}
 
 
@@ -48,6 +53,12 @@ def demote_types(module: ModuleOp, f64_to_f32: bool, i64_to_i32: bool,
     rewrite = _Rewrite(f64_to_f32, i64_to_i32, bf16_to_f32)
     if not rewrite.kinds:
         return
+    for op in module.walk():  # a generator's state is words of bits: half of them is another key
+        if op.name == "stablehlo.rng_bit_generator" and \
+                rewrite.type(op.operands[0].type) is not op.operands[0].type:
+            raise CompileError(f"'{op.name}' reads its state {op.operands[0].type} as 64-bit "
+                               f"words, which {rewrite.flags()} would halve; {rewrite.off()}",
+                               location_of(op))
     changed = False
     for op in list(module.walk()):
         for value in (*op.results, *(arg for r in op.regions for b in r.blocks for arg in b.args)):
@@ -72,11 +83,11 @@ def demote_types(module: ModuleOp, f64_to_f32: bool, i64_to_i32: bool,
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
-            if op.name == "arith.bitcast" and _bytes(op.operands[0].type) != _bytes(op.results[0].type):
+            if op.name in _BITCASTS and _bits(op.operands[0].type) != _bits(op.results[0].type):
                 raise VerifyException(f"it casts {op.operands[0].type} to {op.results[0].type}")
         except (VerifyException, ValueError) as err:
-            raise CompileError(f"'{op.name}' is invalid after {rewrite.flags()}: {err}",
-                               location_of(op)) from None
+            raise CompileError(f"'{op.name}' is invalid after {rewrite.flags()}: {err}; "
+                               f"{rewrite.off()}", location_of(op)) from None
 
 
 def f64_at_boundary(module: ModuleOp) -> bool:
@@ -100,8 +111,12 @@ def f64_math_inside(module: ModuleOp) -> bool:
                for op in module.walk())
 
 
-def _bytes(t: Attribute) -> int:
-    return (t.element_type if isinstance(t, TensorType) else t).compile_time_size
+def _bits(t: Attribute) -> int | None:
+    """The bits a bitcast's operand or result holds (None: a run-time size decides)."""
+    if not isinstance(t, TensorType):
+        return t.bitwidth
+    shape = t.get_shape()
+    return None if -1 in shape else math.prod(shape) * t.element_type.bitwidth
 
 
 class _Rewrite:
@@ -115,6 +130,11 @@ class _Rewrite:
         names = {"f64": "--iree-input-demote-f64-to-f32", "i64": "--iree-input-demote-i64-to-i32",
                  "bf16": "--iree-input-promote-bf16-to-f32"}
         return ", ".join(names[k] for k in sorted(self.kinds))
+
+    def off(self) -> str:
+        """How to compile without the active flags."""
+        flags = " ".join(f"{flag}=false" for flag in self.flags().split(", "))
+        return f"compile with {flags} to keep the types"
 
     def _kind(self, t: Attribute) -> str | None:
         if isinstance(t, Float64Type):
