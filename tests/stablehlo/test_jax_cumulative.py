@@ -24,7 +24,8 @@ BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
     pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
 ]
-OPS = {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.cummax, "cummin": lax.cummin}
+OPS = {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.cummax, "cummin": lax.cummin,
+       "cumlogsumexp": lax.cumlogsumexp}
 
 
 def compiled(text: str, backend):
@@ -135,12 +136,56 @@ def test_a_window_init_counts_once_per_padded_place(op, init, side):
     np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
 
 
-def test_a_long_line_is_one_walk_not_a_count():
-    """A cumsum of 4 x 20000 compiles to one walked kernel (LineScan) on llvm-cpu."""
-    x = np.ones((4, 20000), np.float32)
-    text = jax.jit(lambda x: jnp.cumsum(x, 1)).lower(x).as_text()
-    sources = compile_str(text, CompileOptions(target_backends=["llvm-cpu"],
-                                               compile_to="executable-sources")).decode()
-    assert "as one running fold" in sources
+BODIES = {  # (the body's lines from %a and %b to %s, the same in numpy)
+    "moving_sum": ("%h = stablehlo.multiply %a, %half : tensor<f32>\n"
+                   "      %s = stablehlo.add %h, %b : tensor<f32>", lambda a, b: a * 0.5 + b),
+    "mean": ("%t = stablehlo.add %a, %b : tensor<f32>\n"
+             "      %s = stablehlo.multiply %t, %half : tensor<f32>", lambda a, b: (a + b) * 0.5),
+    "log_add_exp": ("%m = stablehlo.maximum %a, %b : tensor<f32>\n"
+                    "      %d = stablehlo.subtract %a, %b : tensor<f32>\n"
+                    "      %n = stablehlo.abs %d : tensor<f32>\n"
+                    "      %e = stablehlo.negate %n : tensor<f32>\n"
+                    "      %x1 = stablehlo.exponential %e : tensor<f32>\n"
+                    "      %l = stablehlo.log_plus_one %x1 : tensor<f32>\n"
+                    "      %s = stablehlo.add %m, %l : tensor<f32>", np.logaddexp),
+}
+
+
+@pytest.mark.parametrize("body", list(BODIES))
+@pytest.mark.parametrize("side", ["low", "high"])
+def test_bodies_of_several_ops_fold_the_window_in_order(body, side):
+    """A body that is not one op is scanned where the result keeps XLA's: a prefix folds the
+    init, then the line in order (any body whose init folds with itself to itself); a suffix
+    only for a body that commutes and associates (logaddexp), else its windows are counted (a
+    moving sum or a mean folded from the line's end would be another answer)."""
+    n = 23
+    x = data((4, n), np.float32, 9)
+    lines, f = BODIES[body]
+    text = WINDOW.format(n=n, init="0.0", op="add", low=n - 1 if side == "low" else 0,
+                         high=n - 1 if side == "high" else 0)
+    text = text.replace("%s = stablehlo.add %a, %b : tensor<f32>", lines).replace(
+        "%init = ", "%half = stablehlo.constant dense<0.5> : tensor<f32>\n  %init = ")
     got = compiled(text, BACKENDS[0].values[0])(x).to_host()
-    np.testing.assert_array_equal(got, np.cumsum(x, 1))
+    pad = np.zeros((4, n - 1), np.float32)
+    padded = np.concatenate([pad, x] if side == "low" else [x, pad], 1).astype(np.float64)
+    want = np.empty_like(x)
+    with np.errstate(invalid="ignore"):
+        for i in range(n):
+            acc = np.zeros(4)
+            for j in range(i, i + n):
+                acc = f(acc, padded[:, j])
+            want[:, i] = acc
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_a_long_line_is_one_walk_not_a_count():
+    """A cumsum (and a cumlogsumexp) of 4 x 20000 compiles to one walked kernel (LineScan) on
+    llvm-cpu."""
+    x = np.ones((4, 20000), np.float32)
+    for f, reference in [(jnp.cumsum, np.cumsum), (lax.cumlogsumexp, np.logaddexp.accumulate)]:
+        text = jax.jit(lambda x, f=f: f(x, 1)).lower(x).as_text()
+        sources = compile_str(text, CompileOptions(target_backends=["llvm-cpu"],
+                                                   compile_to="executable-sources")).decode()
+        assert "as one running fold" in sources
+        got = compiled(text, BACKENDS[0].values[0])(x).to_host()
+        np.testing.assert_allclose(got, reference(x.astype(np.float64), 1), rtol=1e-5)
