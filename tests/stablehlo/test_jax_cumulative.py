@@ -7,11 +7,9 @@ init is not the fold's identity."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pyree.runtime as rt
 import pytest
+from jax_runs import module_for
 from pyree.compiler import compile_str
 from pyree.compiler.options import CompileOptions
 from tooling import require_module
@@ -23,16 +21,14 @@ jax.config.update("jax_platforms", "cpu")
 BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
     pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
+    pytest.param(("cuda", "cuda"), id="cuda", marks=pytest.mark.cuda),
 ]
 OPS = {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.cummax, "cummin": lax.cummin,
        "cumlogsumexp": lax.cumlogsumexp}
 
 
 def compiled(text: str, backend):
-    target, device = backend
-    options = CompileOptions(target_backends=[target], vulkan_target=os.environ.get(
-        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
-    return rt.load_module(compile_str(text, options), device=device)["main"]
+    return module_for(text, backend[1])["main"]
 
 
 def data(shape, dtype, seed):
