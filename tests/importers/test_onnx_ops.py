@@ -414,3 +414,78 @@ def test_pad_of_mode_wrap(pads, axes):
     got = rt.load_module(compile_str(import_onnx(proto), CompileOptions(
         target_backends=["llvm-cpu"])), device="local-task")["g"](x).to_host()
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("trans_a,trans_b,elem,dtype", [(0, 0, TensorProto.FLOAT, np.float32),
+                                                       (1, 1, TensorProto.DOUBLE, np.float64)])
+def test_gemm_without_c_scales_by_alpha(trans_a, trans_b, elem, dtype):
+    """Gemm with no C: torch-mlir dropped alpha (A @ B for 0.5 * A @ B)."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((7, 5) if trans_a else (5, 7)).astype(dtype)
+    b = rng.standard_normal((3, 7) if trans_b else (7, 3)).astype(dtype)
+    node = helper.make_node("Gemm", ["a", "b"], ["y"], alpha=-0.37, beta=2.0, transA=trans_a,
+                            transB=trans_b)
+    proto = model([node], [("a", elem, a.shape), ("b", elem, b.shape)], [("y", elem, (5, 3))],
+                  opset=18)
+    (got,), (want,) = pyree_and_onnxruntime(proto, a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("size,kernel,stride,pads,opset", [
+    (3, 2, 2, [0, 0], 19), (6, 3, 2, [1, 1], 19), (13, 4, 3, [2, 1], 10), (7, 3, 2, [0, 1], 11)])
+def test_average_pool_ceil_windows_divide_by_what_they_cover(size, kernel, stride, pads, opset):
+    """ceil_mode with count_include_pad: the last window, running past the input and its pads,
+    divides by the input and pad elements it covers (torch-mlir: by the whole kernel). (Each
+    last window starts inside the input: one starting in the padding is dropped by onnxruntime
+    and PyTorch, kept by ONNX's shape formula.)"""
+    x = np.random.default_rng(size).standard_normal((2, 3, size, size)).astype(np.float32)
+    out = -(-(size + sum(pads) - kernel) // stride) + 1
+    assert (out - 1) * stride - pads[0] < size
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[kernel, kernel],
+                            strides=[stride, stride], pads=[pads[0], pads[0], pads[1], pads[1]],
+                            ceil_mode=1, count_include_pad=1)
+    proto = model([node], [("x", TensorProto.FLOAT, x.shape)],
+                  [("y", TensorProto.FLOAT, (2, 3, out, out))], opset=opset)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "Hardmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [1, -2, 0])
+def test_softmax_family_before_opset_13_flattens_at_axis(op, axis):
+    """Before opset 13 these act on the input flattened to 2-D at ``axis`` (torch-mlir gave
+    Hardmax the later per-axis meaning and refused Softmax); with a -inf row and ties."""
+    x = np.random.default_rng(2).standard_normal((2, 3, 5)).astype(np.float32)
+    x[1, :, :] = -np.inf
+    x[0, 1, 2] = x[0, 2, 4] = 9.0  # a tie across the flattened row
+    node = helper.make_node(op, ["x"], ["y"], axis=axis)
+    proto = model([node], [("x", TensorProto.FLOAT, x.shape)],
+                  [("y", TensorProto.FLOAT, x.shape)], opset=11)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+IMAX, IMIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([IMAX], [IMIN], [1], [-1]), ([10], [-10], [1], [-1]), ([-1], [IMIN], [-1], [-2]),
+    ([100, 1], [2, IMAX], [1, 0], [-3, 2]), ([6], [-100], [1], [-1]),
+    ([4, IMAX], [IMIN, 0], [0, 1], [-1, -2])])
+def test_slices_of_negative_steps_from_past_the_end(starts, ends, axes, steps):
+    """tf2onnx's reverse of a whole axis (start INT64_MAX, step -1) and other starts or ends out
+    of range with negative steps, clamped as ONNX defines them (torch-mlir read past the end)."""
+    x = np.arange(35, dtype=np.float32).reshape(5, 7)
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), name) for name, v in
+             (("s", starts), ("e", ends), ("a", axes), ("st", steps))]
+    picked = {a % 2: slice(b, e, st) for a, b, e, st in zip(axes, starts, ends, steps)}
+    reference = x[tuple(picked.get(d, slice(None)) for d in range(2))]  # python clamps alike
+    graph = helper.make_graph([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             reference.shape)],
+                              initializer=inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_array_equal(want, reference)
+    np.testing.assert_array_equal(got, reference)

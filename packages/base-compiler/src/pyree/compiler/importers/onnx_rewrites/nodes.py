@@ -63,6 +63,13 @@
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
   ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+- Gemm without C: torch-mlir drops ``alpha``; a Gemm of alpha 1 times alpha.
+- AveragePool with ``ceil_mode`` and ``count_include_pad``: torch-mlir divides a last window
+  that runs past the input and its pads by the whole kernel; the pads made explicit zeros and
+  pooled with ``count_include_pad`` 0 divide it by what it covers (onnxruntime's, PyTorch's).
+- Softmax and Hardmax before opset 13 (the input flattened to 2-D at ``axis``): torch-mlir gave
+  Hardmax the per-axis meaning of opset 13 and refused Softmax; Flatten, the op along the rows
+  (Softmax as the exp of LogSoftmax, which torch-mlir converts there), Reshape back.
 """
 
 from __future__ import annotations
@@ -714,6 +721,115 @@ def _wrap_pad(n: Nodes, types: dict):
     return n.nodes
 
 
+def _attributes(node) -> dict:
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _gemm_alpha(n: Nodes, types: dict):
+    """Gemm without C as Gemm with alpha 1 times alpha (torch-mlir dropped alpha there)."""
+    import onnx
+
+    attributes = _attributes(n.node)
+    alpha, elem = attributes.pop("alpha", 1.0), types.get(n.inputs[0])
+    if (len(n.inputs) > 2 and n.inputs[2]) or alpha == 1.0 or elem not in _FLOATS:
+        return None
+    attributes.pop("beta", None)
+    n.op("Gemm", n.inputs[:2], "product", **attributes)
+    n.constant("alpha", alpha, onnx.helper.tensor_dtype_to_np_dtype(elem))
+    n.op("Mul", ["product", "alpha"], n.outputs[0])
+    return n.nodes
+
+
+def _average_pool_ceil(n: Nodes, types: dict):
+    """AveragePool with ceil_mode and count_include_pad: the explicit pads made zeros of the
+    input, pooled with count_include_pad 0, so that a last window running past them divides
+    by what it covers (torch-mlir divided it by the whole kernel: [1, 2, 3] by 2 gave [1.5,
+    1.5], not [1.5, 3])."""
+    import numpy as np
+
+    attributes = _attributes(n.node)
+    if not attributes.get("ceil_mode") or not attributes.get("count_include_pad") \
+            or attributes.get("auto_pad", b"NOTSET") != b"NOTSET":
+        return None
+    pads = attributes.pop("pads", None)
+    x = n.inputs[0]
+    if pads and any(pads):
+        half = len(pads) // 2
+        full = [0, 0, *pads[:half], 0, 0, *pads[half:]]  # Pad's: batch and channel too
+        if n.opset < 11:
+            x = n.op("Pad", [x], "padded", pads=full)
+        else:
+            n.constant("pads", np.array(full, np.int64), np.int64)
+            x = n.op("Pad", [x, "pads"], "padded")
+    attributes["count_include_pad"] = 0
+    n.op("AveragePool", [x], n.outputs[0], **attributes)
+    return n.nodes
+
+
+def _flattened_axis(n: Nodes, types: dict):
+    """Softmax and Hardmax before opset 13 act on the input flattened to 2-D at ``axis``
+    (the dims from it on are one row); torch-mlir applied the later per-axis meaning (Hardmax
+    of [[[1, 5], [3, 2]]] at axis 1 picked per column) or refused Softmax. Rebuilt as Flatten,
+    the op along the rows (Softmax as the exp of LogSoftmax, which torch-mlir converts there),
+    and Reshape back."""
+    if n.opset >= 13:
+        return None
+    x, (y,) = n.inputs[0], n.outputs
+    n.op("Flatten", [x], "rows", axis=_attributes(n.node).get("axis", 1))
+    n.op("Shape", [x], "shape")
+    if n.node.op_type == "Hardmax":
+        n.op("Hardmax", ["rows"], "picked", axis=1)
+    else:  # (torch-mlir converts no Softmax, ReduceMax or ReduceSum before opset 13)
+        n.op("LogSoftmax", ["rows"], "log", axis=1)
+        n.op("Exp", ["log"], "picked")
+    n.op("Reshape", ["picked", "shape"], y)
+    return n.nodes
+
+
+def _reverse_slice_bounds(n: Nodes, types: dict):
+    """Slice with a negative step whose constant start lies past the dim (tf2onnx's reverse
+    of a whole axis, start INT64_MAX): torch-mlir clamps it for a positive step only, and the
+    slice read past the end. The constant starts and ends clamped as ONNX defines them, an end
+    before the first element as INT64_MIN (which torch-mlir reads right)."""
+    import numpy as np
+    import onnx
+
+    if n.opset < 10 or len(n.inputs) < 3:
+        return None
+    names = [*n.inputs[1:5], "", ""][:4]
+    if not all(x in n.constants for x in names[:2]) or any(x and x not in n.constants
+                                                            for x in names[2:]):
+        return None
+    starts, ends = (onnx.numpy_helper.to_array(n.constants[x]).astype(np.int64) for x in names[:2])
+    rank = len(n.dims.get(n.inputs[0], ()))
+    axes = (onnx.numpy_helper.to_array(n.constants[names[2]]) if names[2]
+            else np.arange(len(starts)))
+    steps = (onnx.numpy_helper.to_array(n.constants[names[3]]) if names[3]
+             else np.ones(len(starts), np.int64))
+    dims = n.dims.get(n.inputs[0])
+    if dims is None or not any(steps < 0):
+        return None
+    new_starts, new_ends = starts.copy(), ends.copy()
+    for k, (axis, step) in enumerate(zip(axes, steps)):
+        dim = dims[axis % rank]
+        if step > 0:
+            continue
+        if dim is None:
+            return None
+        start, end = int(starts[k]), int(ends[k])
+        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+        new_starts[k] = min(max(start, 0), dim - 1)
+        end = min(max(end, -1), dim - 1)
+        new_ends[k] = np.iinfo(np.int64).min if end == -1 else end
+    if np.array_equal(new_starts, starts) and np.array_equal(new_ends, ends):
+        return None
+    n.constant("starts", new_starts, np.int64)
+    n.constant("ends", new_ends, np.int64)
+    n.op("Slice", [n.inputs[0], "starts", "ends", *n.inputs[3:]], n.outputs[0])
+    return n.nodes
+
+
 _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
@@ -723,4 +839,6 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
           "TopK": _unsigned_order, "Clip": _clip, "Max": _keeps_nan, "Min": _keeps_nan,
-          "Sign": _keeps_nan, "Equal": _keeps_nan}
+          "Sign": _keeps_nan, "Equal": _keeps_nan, "Gemm": _gemm_alpha,
+          "AveragePool": _average_pool_ceil, "Softmax": _flattened_axis,
+          "Hardmax": _flattened_axis, "Slice": _reverse_slice_bounds}
