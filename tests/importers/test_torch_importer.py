@@ -128,3 +128,26 @@ def test_gelu_keeps_its_constants(approximate):
                        CompileOptions(target_backends=["llvm-cpu"]))
     want = torch.nn.functional.gelu(x.double(), approximate=approximate).numpy()
     np.testing.assert_allclose(run(vmfb, "main", x), want, rtol=5e-5, atol=1e-7)
+
+
+class _Masked(torch.nn.Module):
+    def __init__(self, form: str):
+        super().__init__()
+        self.form = form
+
+    def forward(self, a):
+        if self.form == "index":
+            return a[a > 0].sum()
+        if self.form == "nonzero":
+            return torch.nonzero(a).float().sum()
+        return torch.masked_select(a, a > 0)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("form", ["index", "nonzero", "masked_select"])
+def test_data_dependent_shapes_are_refused_at_the_models_line(form):
+    """A size computed from tensor contents is refused by name, at the model's own line
+    (torch-mlir's lowering of ``a[a > 0]`` never returned)."""
+    with pytest.raises(CompileError, match=r"\(File .*test_torch_importer.py\", line \d+, in "
+                                           r"forward\) .*a data-dependent shape"):
+        compile_torch(_Masked(form), torch.randn(4, 5))

@@ -44,6 +44,7 @@ def import_torch(module, *example_args, function_name: str = "main",
         program = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes,
                                       strict=False)
         _lift_non_persistent_buffers(program)
+    _refuse_data_dependent_shapes(program)
     program = widen_small_ints(program, caller_owned=isinstance(module, torch.export.ExportedProgram))
     named = {} if parameter_scope is None else _state_dict_keys(module)
     # torch-mlir's own first step, taken here so that what it leaves can be mended (a new
@@ -68,6 +69,25 @@ def import_torch(module, *example_args, function_name: str = "main",
     text = _with_bounds(str(imported), _dim_bounds(program), function_name)
     text = unsigned.restore(text, function_name, *_unsigned_types(program))
     return text if parameter_scope is None else externalize(text, parameter_scope, named)
+
+
+def _refuse_data_dependent_shapes(program) -> None:
+    """A result whose size depends on tensor contents (``x[x > 0]``, ``nonzero``,
+    ``masked_select``: torch.export's unbacked sizes ``u0``) is refused by name at the model's
+    line: torch-mlir's lowering of a boolean mask's ``aten.index`` never returned."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not free_unbacked_symbols(val):
+            continue
+        lines = [line.strip() for line in node.meta.get("stack_trace", "").splitlines()
+                 if line.strip().startswith("File ")]
+        where = f" ({lines[-1]})" if lines else ""
+        raise CompileError(f"'{node.target}'{where} gives a tensor of shape {list(val.shape)}, "
+                           "a size computed from tensor contents (a data-dependent shape), "
+                           "which pyree does not support: each size must follow from the "
+                           "argument shapes (mask with torch.where instead of indexing by it)")
 
 
 def _unsigned_types(program) -> tuple[list, list]:
