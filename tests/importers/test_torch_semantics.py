@@ -118,6 +118,24 @@ CASES = {  # name -> (function, inputs)
         lambda x: (*torch.cummax(x, 1), *torch.cummin(x, 0)),
         (torch.from_numpy(np.random.default_rng(4).integers(-50, 50, (3, 3001))
                           .astype(np.float32)),)),
+    # found by the thirty-eighth session's probe: trunc and frac keep PyTorch's zeros' signs,
+    # elu-like ops their precision near 0 (expm1), leaky_relu's slope signs +0, and an integer
+    # tensor compares with a Python float in the promoted f32
+    "trunc_and_frac_of_signed_zeros": (lambda x: (torch.trunc(x), torch.frac(x)), (
+        torch.tensor([-0.0, 0.0, -0.4, 0.4, -2.5, 2.5, NAN, INF, -INF, 1e20, -7.0]),)),
+    "elu_selu_celu_near_zero": (lambda x: torch.stack([F.elu(x), F.selu(x), F.celu(x, 0.7),
+                                                       F.elu(x, 2.0)]), (
+        torch.tensor([-1e-8, -1e-6, -3e-7, -0.0, 0.0, 1e-7, -1.5, NAN, -INF, INF, -80.0]),)),
+    "leaky_relu_of_zeros": (lambda x: (F.leaky_relu(x, -0.5), F.leaky_relu(x), F.leaky_relu(x, 0.0)),
+                            (torch.tensor([0.0, -0.0, -2.0, 3.0, NAN, -INF]),)),
+    "integers_compared_with_floats": (
+        lambda i, j: (i == 16777216.0, i < 16777217.0, i >= 0.5, i != -16777217.0,
+                      j == 16777216.0, j > 2.5, j <= -16777218.0, i.to(torch.int16) < 2.5),
+        (torch.tensor([16777217, 16777216, -16777217, 3, 2**31 - 1, 0], dtype=torch.int32),
+         torch.tensor([16777217, 2**40 + 1, -16777217, 3, 2, 0], dtype=torch.int64))),
+    "integer_powers_by_floats": (lambda i: (i ** 0.5, i ** 2.0, torch.pow(i, -1.5),
+                                            i.to(torch.int64) ** 0.25),
+                                 (torch.tensor([0, 1, 4, 9, -4, 2**31 - 1], dtype=torch.int32),)),
     # a window holding NaN: PyTorch's index is its last NaN (torch-mlir's, -1); windows of -inf
     # alone, padding beside them, and a place past f16's exact integers (2048)
     "max_pool_indices_of_nan_windows": (

@@ -50,6 +50,18 @@ Found by the same probe, fixed in the thirty-seventh session:
   loop takes every NaN it meets (``val > max or isnan(val)``): the window's last NaN. That
   place is the window's maximum of ``isnan(x) ? place + 1 : 0``, pooled by the same op.
 
+Found by a probe of edge values (thirty-eighth session):
+
+- ``trunc`` of floats: lowered as ``sign(x) * floor(|x|)``, +0 for -0.0 (and ``frac(-0.0)``
+  -0.0); ``x < 0 ? ceil(x) : floor(x)``.
+- ``elu`` (and ``selu``, ``celu`` through it): lowered with ``exp(x) - 1``, all precision lost
+  near 0 (``elu(-1e-8)`` was 0); PyTorch's ``expm1``.
+- ``leaky_relu`` of +0.0 with a negative slope: PyTorch's ``x > 0 ? x : x * slope`` (-0.0).
+- ``eq/ne/lt/le/gt/ge`` of an integer tensor and a Python float: compared in f64, where PyTorch
+  compares in the promoted type (f32: ``16777217 == 16777216.0`` is true).
+- ``pow`` of an integer tensor by a Python float (``i ** 0.5``): torch-mlir failed inside its
+  lowering; the tensor in the promoted float type first, as PyTorch computes it.
+
 And ops torch-mlir refuses for integers (found by the same probing, thirtieth session):
 
 - ``pow`` of integers (``a ** 2``, ``torch.square``, ``torch.pow(a, b)``, ``2 ** a``): square
@@ -81,6 +93,10 @@ def decompositions() -> dict:
             aten.pow.Scalar: _int_pow, aten.fmod.Scalar: _fmod, aten.fmod.Tensor: _fmod,
             aten.sort.stable: _stable_sort, aten.linspace.default: _linspace,
             aten.neg.default: _int_neg, aten.isclose.default: _isclose,
+            aten.trunc.default: _trunc, aten.elu.default: _elu,
+            aten.leaky_relu.default: _leaky_relu,
+            **{getattr(aten, name).Scalar: _compare_in_float(name)
+               for name in ("eq", "ne", "lt", "le", "gt", "ge")},
             aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
             **{op: _nan_pool_indices(op, k) for op, k in (
                 (aten.max_pool1d_with_indices.default, 1), (aten.max_pool2d_with_indices.default, 2),
@@ -95,6 +111,37 @@ def decompositions() -> dict:
                if hasattr(getattr(aten, f"bitwise_{name}"), form)},
             **{getattr(getattr(aten, f"__{op}shift__"), form): _bitwise_with_int(f"{side}_shift")
                for op, side in (("l", "left"), ("r", "right")) for form in ("Tensor", "Scalar")}}
+
+
+def _trunc(x):
+    import torch
+    if not _is_float(x):
+        return NotImplemented
+    return torch.where(x < 0, torch.ceil(x), torch.floor(x))
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    import torch
+    if not _is_float(x):
+        return NotImplemented
+    return torch.where(x > 0, x * scale, torch.expm1(x * input_scale) * (alpha * scale))
+
+
+def _leaky_relu(x, negative_slope=0.01):
+    import torch
+    if not _is_float(x):
+        return NotImplemented
+    return torch.where(x > 0, x, x * negative_slope)
+
+
+def _compare_in_float(name: str):
+    def compare(x, other):
+        import torch
+        if _is_float(x) or not isinstance(other, float) or x.dtype.is_complex:
+            return NotImplemented
+        promoted = torch.result_type(x, other)
+        return getattr(torch, name)(x.to(promoted), torch.full((), other, dtype=promoted))
+    return compare
 
 
 def _is_float(x) -> bool:
@@ -282,6 +329,8 @@ def _float_fmod(a, b):
 
 def _pow(x, exponent):
     import torch
+    if _is_int(x) and isinstance(exponent, float):  # PyTorch's f32 result (torch-mlir failed)
+        return torch.pow(x.to(torch.result_type(x, exponent)), exponent)
     if _is_float(x) and isinstance(exponent, (int, float)) and exponent in (0.5, -0.5):
         return torch.sqrt(x) if exponent > 0 else torch.rsqrt(x)
     return _int_pow(x, exponent)
