@@ -489,3 +489,19 @@ def test_slices_of_negative_steps_from_past_the_end(starts, ends, axes, steps):
     (got,), (want,) = pyree_and_onnxruntime(proto, x)
     np.testing.assert_array_equal(want, reference)
     np.testing.assert_array_equal(got, reference)
+
+
+@pytest.mark.parametrize("opset,axis,sizes", [(11, -1, [3, 1]), (11, 0, [1, 2, 2]), (7, 1, [1, 1, 2])])
+def test_split_by_its_attribute_before_opset_13(opset, axis, sizes):
+    """The ``split`` attribute's unequal parts (torch-mlir split equally and refused)."""
+    x = np.arange(5 * 4, dtype=np.float32).reshape(5, 4)
+    parts = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+    names = [f"y{k}" for k in range(len(sizes))]
+    node = helper.make_node("Split", ["x"], names, axis=axis, split=sizes)
+    proto = model([node], [("x", TensorProto.FLOAT, x.shape)],
+                  [(name, TensorProto.FLOAT, part.shape) for name, part in zip(names, parts)],
+                  opset=opset)
+    got, want = pyree_and_onnxruntime(proto, x)
+    for g, w, part in zip(got, want, parts, strict=True):
+        np.testing.assert_array_equal(w, part)
+        np.testing.assert_array_equal(g, part)

@@ -70,6 +70,10 @@
 - Softmax and Hardmax before opset 13 (the input flattened to 2-D at ``axis``): torch-mlir gave
   Hardmax the per-axis meaning of opset 13 and refused Softmax; Flatten, the op along the rows
   (Softmax as the exp of LogSoftmax, which torch-mlir converts there), Reshape back.
+- Slice of a negative step whose constant start lies past the dim (tf2onnx's reverse, start
+  INT64_MAX): torch-mlir clamps starts for positive steps only; the bounds clamped as ONNX
+  defines them. Split with the ``split`` attribute (before opset 13): torch-mlir split equally;
+  one Gather per output.
 """
 
 from __future__ import annotations
@@ -830,6 +834,24 @@ def _reverse_slice_bounds(n: Nodes, types: dict):
     return n.nodes
 
 
+def _split_attribute(n: Nodes, types: dict):
+    """Split with its sizes as the ``split`` attribute (before opset 13): torch-mlir split
+    equally, refusing [3, 1] of 4; one Gather of each part's places (torch-mlir converts no
+    Slice before opset 13)."""
+    import numpy as np
+
+    attributes = _attributes(n.node)
+    sizes, axis = attributes.get("split"), attributes.get("axis", 0)
+    if n.opset >= 13 or not sizes:
+        return None
+    start = 0
+    for k, (size, out) in enumerate(zip(sizes, n.outputs)):
+        n.constant(f"at{k}", np.arange(start, start + size, dtype=np.int64), np.int64)
+        n.op("Gather", [n.inputs[0], f"at{k}"], out, axis=axis)
+        start += size
+    return n.nodes
+
+
 _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
@@ -841,4 +863,5 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "TopK": _unsigned_order, "Clip": _clip, "Max": _keeps_nan, "Min": _keeps_nan,
           "Sign": _keeps_nan, "Equal": _keeps_nan, "Gemm": _gemm_alpha,
           "AveragePool": _average_pool_ceil, "Softmax": _flattened_axis,
-          "Hardmax": _flattened_axis, "Slice": _reverse_slice_bounds}
+          "Hardmax": _flattened_axis, "Slice": _reverse_slice_bounds,
+          "Split": _split_attribute}
