@@ -281,15 +281,17 @@ def lower_scan(fn: FunctionLowering, op: Operation) -> None:
 
 
 def emit_scan(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value, origin: str,
-              where: str, seed: Expr | None = None) -> None:
+              where: str, seed: Expr | None = None, associative: bool = False) -> None:
     """``out``: the scan of ``x`` along ``d`` (``first`` as ``_scan_pass``'s; None: inclusive),
-    walked where the target walks the line, in blocks where the combiner is associative and the
-    line long, else in one counted pass. ``combine(previous, element, inputs, loops)``. ``seed``
+    walked where the target walks the line, in blocks where the combiner is associative (one
+    fold op, or ``associative``: the caller knows a body of several ops is) and the line long,
+    else in one counted pass. ``combine(previous, element, inputs, loops)``. ``seed``
     (inclusive scans): a constant folded in before the first element."""
     shape, rank, n = x.shape, len(x.shape), x.shape[d]
     walked = _walks_line(fn, shape, d)
     fold = associative_fold(combine, x.dtype)
-    chunk = scan_chunk(n) if first is None and fold and not walked else None
+    blocks = (scan_chunk(n) if first is None and (fold or (associative and seed is not None))
+              and not walked else None)
     if is_static(n) and n <= 1:
         inputs = Inputs()
         loops = AffineExpr.identity(rank)
@@ -297,10 +299,30 @@ def emit_scan(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value
         if seed is not None:
             value = combine(seed, value, inputs, rank)
         fn.emit(Generic(inputs.values, [out], (Result(0, loops, value),), shape, rank, where, origin))
-    elif chunk:
-        _blocked_scan(fn, x, d, chunk, fold, combine, out, origin, where, seed)
+    elif blocks and blocks[1] == n:
+        _blocked_scan(fn, x, d, blocks[0], fold, combine, out, origin, where, seed)
+    elif blocks:  # the line padded at its end to whole blocks: no output reads the padding
+        _padded_blocked_scan(fn, x, d, blocks, fold, combine, out, origin, where, seed)
     else:
         _scan_pass(fn, x, d, combine, first, out, origin, where, LineScan(d) if walked else None, seed)
+
+
+def _padded_blocked_scan(fn: FunctionLowering, x: Value, d: int, blocks: tuple[int, int],
+                         fold: str | None, combine, out: Value, origin: str, where: str,
+                         seed: Expr | None) -> None:
+    (chunk, length), shape, rank = blocks, x.shape, len(x.shape)
+    n = shape[d]
+    wide = shape[:d] + (length,) + shape[d + 1:]
+    padded, scanned = fn.new_value(x.dtype, wide, "scan_padded"), fn.new_value(x.dtype, wide, "scanned")
+    loops = AffineExpr.identity(rank)
+    inputs = Inputs()
+    value = Select(Compare("lt", LoopIndex(d), Const(n, "index")), inputs.load(x, loops),
+                   Const(0, x.dtype), x.dtype)
+    fn.emit(Generic(inputs.values, [padded], (Result(0, loops, value),), wide, rank, where, origin))
+    _blocked_scan(fn, padded, d, chunk, fold, combine, scanned, origin, where, seed)
+    inputs = Inputs()
+    fn.emit(Generic(inputs.values, [out], (Result(0, loops, inputs.load(scanned, loops)),), shape,
+                    rank, where, origin))
 
 
 def _scan_pass(fn: FunctionLowering, x: Value, d: int, combine, first, out: Value, origin: str,
@@ -345,23 +367,37 @@ def associative_fold(combine, dtype: str) -> str | None:
     return None
 
 
-def scan_chunk(n) -> int | None:
-    """The chunk length (a divisor of ``n``) of a scan in blocks, or None where one pass costs
-    no more than twice that. One pass folds every element's prefix, ``n * n / 2`` steps; blocks
-    of ``c`` fold within each block (``n * c / 2``), then the blocks' totals (``(n / c)^2 / 2``),
-    and add each block's offset (``n``): cumsum over 8192 costs about 200 times less in blocks
-    of 32."""
+_PADDED_SCAN = 512  # a shorter line's pass costs less than the two more kernels padding takes
+
+
+def scan_chunk(n) -> tuple[int, int] | None:
+    """(the chunk length, the line's length padded to whole chunks) of a scan in blocks, or
+    None where one pass costs no more than twice that. One pass folds every element's prefix,
+    ``n * n / 2`` steps; blocks of ``c`` fold within each block (``n * c / 2``), then the
+    blocks' totals (``(n / c)^2 / 2``), and add each block's offset (``n``): cumsum over 8192
+    costs about 200 times less in blocks of 32. A chunk that divides ``n`` is taken unless
+    padding the line (a copy in and out) to another's multiple costs less than half as much: a
+    prime line (8191) had no blocks and took 35x PyTorch's cumsum on the H200."""
     if not is_static(n):
         return None
-    costs = {c: n * c / 2 + (n // c) ** 2 / 2 + n for c in range(2, n // 2 + 1) if n % c == 0}
-    best = min(costs, key=costs.get, default=None)
-    return best if best is not None and 2 * costs[best] <= n * n / 2 else None
+
+    def cost(c: int, length: int) -> float:
+        return length * c / 2 + (length // c) ** 2 / 2 + length + (2 * length if length > n else 0)
+    divisors = {(c, n): cost(c, n) for c in range(2, n // 2 + 1) if n % c == 0}
+    padded = {(c, -(-n // c) * c): cost(c, -(-n // c) * c)
+              for c in range(2, n // 2 + 1 if n >= _PADDED_SCAN else 2)}
+    best = min(divisors, key=divisors.get, default=None)
+    other = min(padded, key=padded.get, default=None)
+    if other is not None and (best is None or 2 * padded[other] < divisors[best]):
+        best, divisors = other, padded
+    return best if best is not None and 2 * divisors[best] <= n * n / 2 else None
 
 
-def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str, combine,
+def _blocked_scan(fn: FunctionLowering, x: Value, d: int, chunk: int, fold: str | None, combine,
                   out: Value, origin: str, where: str, seed: Expr | None = None) -> None:
     """An inclusive scan with an associative combiner in blocks of ``chunk`` along ``d``: each
-    block's own scan, the exclusive scan of the blocks' totals (from the fold's identity), then
+    block's own scan, the exclusive scan of the blocks' totals (from the fold's identity, or the
+    seed: a body of several ops has no identity pyree knows), then
     ``out = f(offset of the block, block scan)``. Floats are summed in another order than the
     one-pass reference's (as a split reduction's are, and as GPU libraries scan): each element's
     rounding error is that of a two-level sum, not of one running sum."""

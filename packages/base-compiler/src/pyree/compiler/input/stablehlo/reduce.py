@@ -7,8 +7,8 @@ pads with it.
 
 A window as long as its dim, padded by all but one element on one side (JAX's ``cumsum``,
 ``cumprod``, ``cummax``, ``cummin`` and ``cumlogsumexp``, forward or reversed), is a scan
-(``sort_scan.emit_scan``: walked on the CPU, in blocks elsewhere where the body is one
-associative op) when the init folded with itself is itself, so that the padding's inits count
+(``sort_scan.emit_scan``: walked on the CPU, in blocks elsewhere where the body is a
+monoid) when the init folded with itself is itself, so that the padding's inits count
 once: a prefix folds the init, then the elements in order; a suffix scans the reversed line
 folding each element with the fold of those after it, then the init (both are schedules the
 spec allows). Counting the window element by element was O(n^2) per line (a cumsum of 512 x
@@ -145,11 +145,12 @@ def _prefix_scan(fn: FunctionLowering, op: Operation, x: Value, window: list[int
     associative = associative_fold(combine, x.dtype)
     seed = None if associative and init == Const(fold_identity(associative, x.dtype), x.dtype) \
         else init  # JAX's cumsum starts from +0.0, where the sum's identity is -0.0
-    if sides == (0, n - 1) and not associative and not _monoid_on_samples(combine, x.dtype):
+    monoid = bool(associative) or _monoid_on_samples(combine, x.dtype)
+    if sides == (0, n - 1) and not monoid:
         return False  # a suffix scan folds in another order: only a monoid's result keeps
     out = fn.result_value(op.results[0], where)
-    if sides == (n - 1, 0):
-        emit_scan(fn, x, d, combine, None, out, op.name, where, seed)
+    if sides == (n - 1, 0):  # (in blocks for a monoid only: other bodies keep XLA's order)
+        emit_scan(fn, x, d, combine, None, out, op.name, where, seed, monoid)
         return True
     flipped = tuple(AffineExpr.loop(rank, k, -1, n - 1) if k == d else AffineExpr.loop(rank, k)
                     for k in range(rank))
@@ -163,7 +164,7 @@ def _prefix_scan(fn: FunctionLowering, op: Operation, x: Value, window: list[int
     flip(x, reversed_x)  # a suffix scan: the prefix scan of the reversed line, reversed, each
     # step the element's fold with the rest's (one op commutes: as it stands)
     step = combine if associative else lambda p, e, inputs, loops: combine(e, p, inputs, loops)
-    emit_scan(fn, reversed_x, d, step, None, scanned, op.name, where, seed)
+    emit_scan(fn, reversed_x, d, step, None, scanned, op.name, where, seed, monoid)
     flip(scanned, out)
     return True
 
