@@ -204,6 +204,18 @@ def test_boolean_contractions_are_or_of_and(f):
     check(f, a, b)
 
 
+def test_dot_algorithms_parse_and_attention_in_bf16():
+    """``dot_general``'s ``algorithm = <...>`` (JAX's bf16 ``dot_product_attention``, a
+    ``DotAlgorithmPreset``) parses; its products run in the result's type."""
+    q, k = normal(2, 5, 3, 8).astype(jnp.bfloat16), normal(2, 7, 3, 8).astype(jnp.bfloat16)
+    text = jax.jit(lambda q, k: jax.nn.dot_product_attention(q, k, k)).lower(q, k).as_text()
+    assert "algorithm = <" in text
+    check(lambda q, k: jax.nn.dot_product_attention(q, k, k), q, k, rtol=2e-2, atol=2e-2)
+    a, b = normal(5, 7), normal(7, 3)
+    check(lambda a, b: jnp.dot(a, b, precision=lax.DotAlgorithmPreset.F32_F32_F32), a, b,
+          rtol=1e-5, atol=1e-5)
+
+
 def test_reduction_bodies_that_call_functions():
     """``jnp.where`` in a reduction's body is a ``func.call`` there, inlined (was refused)."""
     x = normal(6, 13)

@@ -97,7 +97,7 @@ def _ints(values: list[int]) -> DenseArrayBase:
 # ---- the grammar families ----------------------------------------------------------------
 
 def _parse_value(parser: Parser):
-    """A keyword's value: int, word, or (nested) bracketed list of those."""
+    """A keyword's value: int, word, (nested) bracketed list of those, or ``<key = value>``."""
     if parser.parse_optional_punctuation("["):
         items = []
         if not parser.parse_optional_punctuation("]"):
@@ -105,6 +105,12 @@ def _parse_value(parser: Parser):
                                                       lambda: _parse_value(parser))
             parser.parse_punctuation("]")
         return items
+    if parser._current_token.kind == MLIRTokenKind.LESS:  # dot's algorithm = <key = value, ...>
+        def field():
+            key = parser.parse_identifier()
+            parser.parse_punctuation("=")
+            return key, _parse_value(parser)
+        return dict(parser.parse_comma_separated_list(parser.Delimiter.ANGLE, field))
     if (n := parser.parse_optional_integer()) is not None:
         return n
     if (b := parser.parse_optional_boolean()) is not None:
@@ -209,7 +215,9 @@ def _set(cls, parser: Parser, props: dict, word: str, value) -> None:
         key = cls.KEYS[word]
         props[key] = (IntegerAttr(value, i64) if isinstance(value, int) else
                       StringAttr(value) if isinstance(value, str) else _ints(value))
-    elif word != "precision":  # precision has no effect here; anything else might
+    elif word not in ("precision", "algorithm"):  # no effect here: products run in the
+        # result's type (f32 for bf16 operands, as the algorithms JAX writes accumulate);
+        # anything else might
         parser.raise_error(f"unsupported '{word}' on '{cls.name}'")
 
 
