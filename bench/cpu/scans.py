@@ -14,7 +14,8 @@ import pyree.runtime as rt
 from pyree.compiler import CompileOptions, compile_str
 
 jax.config.update("jax_platforms", "cpu")
-OPS = {"cumsum": jax.lax.cumsum, "cumprod": jax.lax.cumprod, "cummax": jax.lax.cummax}
+OPS = {"cumsum": jax.lax.cumsum, "cumprod": jax.lax.cumprod, "cummax": jax.lax.cummax,
+       "cumlogsumexp": jax.lax.cumlogsumexp}
 
 
 def median_ms(fn, x, finish, runs: int = 15) -> float:

@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
+    ShapedType,
     TensorType,
 )
 from xdsl.ir import Attribute, TypeAttribute
@@ -113,10 +114,11 @@ def f64_math_inside(module: ModuleOp) -> bool:
 
 def _bits(t: Attribute) -> int | None:
     """The bits a bitcast's operand or result holds (None: a run-time size decides)."""
-    if not isinstance(t, TensorType):
-        return t.bitwidth
+    if not isinstance(t, ShapedType):
+        return getattr(t, "bitwidth", None)
     shape = t.get_shape()
-    return None if -1 in shape else math.prod(shape) * t.element_type.bitwidth
+    element = getattr(t.element_type, "bitwidth", None)
+    return None if -1 in shape or element is None else math.prod(shape) * element
 
 
 class _Rewrite:
