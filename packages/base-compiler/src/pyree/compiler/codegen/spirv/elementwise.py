@@ -15,6 +15,7 @@ from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.scalar import ScalarLowering
 from pyree.compiler.codegen.spirv.shader import Shader, grid_for
+from pyree.compiler.errors import CompileError
 from pyree.compiler.sizes import is_static, num_elements, opaque
 
 # Serial float sums cascade (codegen/common/cascade.py) in blocks of LEAF steps, FAN_IN blocks a level.
@@ -24,8 +25,27 @@ RUN_TIME_EXTENT = 1 << 31  # a run-time fold's cascade has levels for this many 
 
 
 def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
-    """The parallel ranges: the last template, it takes every kernel."""
+    """The parallel ranges: the last template, it takes every kernel an invocation can run
+    within the target's loop limit (lavapipe's); past it a wrong answer would come back, so the
+    kernel is refused."""
+    steps = serial_steps(kernel)
+    if target.loop_limit is not None and steps > target.loop_limit:
+        raise CompileError(
+            f"kernel '{kernel.name}' folds {steps} steps in one invocation, more than the "
+            f"{target.loop_limit} loop steps Vulkan target '{target.triple}' allows (Mesa's "
+            "lavapipe silently stops a shader's loops there, which would return a wrong "
+            "answer); compile for a GPU's Vulkan target (--iree-vulkan-target=ampere, rdna3, "
+            "...) or for llvm-cpu", kernel.location)
     return kernel.parallel_ranges
+
+
+def serial_steps(kernel: K.Kernel) -> int:
+    """The loop steps this template's invocation runs over the reduction (each phase's fold,
+    then the row results), where the extent is static; 0 where it is not."""
+    extent = num_elements(kernel.reduction_ranges)
+    if not kernel.reduction_ranges or not is_static(extent):
+        return 0
+    return extent * (len(K.phases(kernel.results)) + any(r.row for r in kernel.results))
 
 
 def block_size(target) -> int:

@@ -16,6 +16,7 @@ from pyree.compiler.codegen.common.cascade import block_sizes, cascade
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
+from pyree.compiler.codegen.spirv import elementwise
 from pyree.compiler.codegen.spirv.elementwise import (
     RUN_TIME_EXTENT,
     keep_finals,
@@ -57,10 +58,14 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
     if any(r.init is None for r in kernel.reductions):
         return None
     outputs = num_elements(kernel.parallel_ranges)
+    block = block_size(target)
+    limit = target.loop_limit
+    if limit is not None and elementwise.serial_steps(kernel) > limit:  # spread, or refused
+        passes = elementwise.serial_steps(kernel) // length
+        return Plan(folds, block) if passes * -(-length // block) <= limit else None
     if is_static(outputs) and outputs >= MANY_OUTPUTS and K.reads_along_outputs(
             kernel.num_parallel, len(kernel.loop_ranges), folds, lambda b: kernel.bindings[b].shape):
         return None
-    block = block_size(target)
     if is_static(length) and is_static(outputs) and outputs >= MANY_OUTPUTS:
         block = min(block, max(target.subgroup_size, _pow2_at_least(-(-length // PER_INVOCATION))))
     return Plan(folds, block)

@@ -4,8 +4,9 @@ and shared-memory limits, optional features. A value is a triple (IREE's older s
 ``--iree-vulkan-target`` takes it: an architecture (``ampere``, ``rdna3``, ``valhall``), a chip
 (``sm_86``, ``gfx1100``) or a product (``rtx4090``, ``rx7900xtx``, ``mali-g78``, ``adreno-740``).
 
-The default is a safe Vulkan 1.2 baseline: the limits every conformant driver meets, 64-bit
-integers (loop indices), 8/16-bit storage, no float16 arithmetic. A triple for a known GPU family
+The default is a safe Vulkan 1.2 baseline: the limits every conformant driver meets (lavapipe's
+65535 loop steps an invocation among them), 64-bit integers (loop indices), 8/16-bit storage,
+no float16 arithmetic. A triple for a known GPU family
 unlocks that family's features; an unknown architecture is refused with the list of known ones.
 """
 
@@ -33,9 +34,14 @@ class VulkanTarget:
     # shaderDenormPreserveFloat16/32/64: subnormals kept, as IEEE and the CPU keep them. Without
     # it a driver may flush them to zero (NVIDIA's does: abs of a subnormal came back 0).
     denorm_preserve: bool = False
+    # The loop steps one invocation may run in all: Mesa's llvmpipe (lavapipe) ends every loop
+    # of a shader once their shared counter reaches 65535, with no error, so a longer serial
+    # fold returned a partial sum (a top_k of 100003 ranked by the first 65535). None: no limit.
+    loop_limit: int | None = None
 
 
 DEFAULT_TRIPLE = "unknown-unknown-unknown"
+LAVAPIPE_LOOP_LIMIT = 65535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
 
 _BASELINE = VulkanTarget(DEFAULT_TRIPLE, subgroup_size=32, max_workgroup_invocations=128,
                          max_shared_memory_bytes=16384, float16=False, float64=False, int64=True,
@@ -43,7 +49,7 @@ _BASELINE = VulkanTarget(DEFAULT_TRIPLE, subgroup_size=32, max_workgroup_invocat
 
 # Per architecture: what IREE's Vulkan target table assumes for that family.
 _ARCHITECTURES = {
-    "unknown": _BASELINE,
+    "unknown": replace(_BASELINE, loop_limit=LAVAPIPE_LOOP_LIMIT),  # lavapipe is conformant
     "valhall": replace(_BASELINE, subgroup_size=16, max_workgroup_invocations=512,
                        max_shared_memory_bytes=32768, float16=True),
     "adreno": replace(_BASELINE, subgroup_size=64, max_workgroup_invocations=1024,
@@ -71,7 +77,7 @@ _ARCHITECTURES = {
                      cooperative_matrix=True),
     # SwiftShader and lavapipe: CPU implementations with every feature but small subgroups.
     "cpu": replace(_BASELINE, denorm_preserve=True, subgroup_size=4, max_workgroup_invocations=256,
-                   max_shared_memory_bytes=16384, float64=True),
+                   max_shared_memory_bytes=16384, float64=True, loop_limit=LAVAPIPE_LOOP_LIMIT),
 }
 
 
