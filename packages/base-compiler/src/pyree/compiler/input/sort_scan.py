@@ -80,7 +80,8 @@ def lower_sort(fn: FunctionLowering, op: Operation) -> None:
     d = op.properties["dimension"].value.data
     k = _leading_slice(op, operands[0].shape, d)
     if k is not None:  # only the first k are read: a top-k (the slices then take all of it)
-        sorted_values = top_k(fn, op, operands, d, k, len(operands), where)
+        sorted_values = top_k(fn, region_comparators(fn, op, len(operands), where), operands, d,
+                              k, op.name, where)
     else:
         comparator = region_comparator(fn, op, len(operands), len(operands[0].shape) + 1, where)
         sorted_values = sort_values(fn, operands, d, None, comparator, op.name, where)
@@ -121,29 +122,52 @@ def lower_topk(fn: FunctionLowering, op: Operation) -> None:
     if num_ins == 1:
         ins.append(iota(fn, ins[0].shape, d, tensor_type_of(op.results[1].type, where)[0], where))
     k = tensor_type_of(op.results[0].type, where)[1][d]
-    for result, value in zip(op.results, top_k(fn, op, ins, d, k, 1, where), strict=True):
+    for result, value in zip(op.results, top_k(fn, region_comparators(fn, op, 1, where), ins, d, k,
+                                               op.name, where), strict=True):
         fn.env[result] = value
 
 
-def top_k(fn: FunctionLowering, op: Operation, operands: list[Value], d: int, k: int,
-          compared: int, where: str) -> list[Value]:
-    """The first ``k`` along ``d`` of ``operands`` sorted by the op's comparator (of the first
-    ``compared``), as ``topk_plan`` finds it cheapest: whole, or each chunk's first ``k`` and
-    then theirs; each first ``k`` by counting, or as the head of a merge sort."""
-    rank = len(operands[0].shape)
-    comparator = region_comparator(fn, op, compared, rank + 1, where)
+def top_k(fn: FunctionLowering, comparators: Callable[[int], Comparator], operands: list[Value],
+          d: int, k: int, origin: str, where: str) -> list[Value]:
+    """The first ``k`` along ``d`` of ``operands`` sorted by ``comparators(loops)`` (the
+    comparator inside a Generic of that many loops), as ``topk_plan`` finds it cheapest: whole,
+    or each chunk's first ``k`` and then theirs (and the rest past the last whole chunk); each
+    first ``k`` by counting, or as the head of a merge sort."""
+    rank, n = len(operands[0].shape), operands[0].shape[d]
+    comparator = comparators(rank + 1)
     ordered = strict_order(comparator, [v.dtype for v in operands]) is not None
     if ordered and _by_sorting(fn, operands[0].shape, d):
-        return sort_values(fn, operands, d, k, comparator, op.name, where)
-    others = [n for q, n in enumerate(operands[0].shape) if q != d]
-    lines = math.prod(others) if all(is_static(n) for n in others) else 1
-    plan = topk_plan(operands[0].shape[d], k, ordered, lines)
-    if plan.chunk:  # the first k of each chunk, then the first k of those
+        return sort_values(fn, operands, d, k, comparator, origin, where)
+    others = [q for j, q in enumerate(operands[0].shape) if j != d]
+    lines = math.prod(others) if all(is_static(q) for q in others) else 1
+    plan = topk_plan(n, k, ordered, lines)
+    if plan.chunk:  # the first k of each chunk, then the first k of those and of the rest
         chunks = [_regroup(fn, v, d, plan.chunk, where) for v in operands]
-        firsts = _first_k(fn, chunks, d + 1, k, region_comparator(fn, op, compared, rank + 2, where),
-                          plan.chunk_merges, op.name, where)
-        operands = [_regroup(fn, v, d, None, where) for v in firsts]
-    return _first_k(fn, operands, d, k, comparator, plan.merges, op.name, where)
+        firsts = _first_k(fn, chunks, d + 1, k, comparators(rank + 2), plan.chunk_merges, origin,
+                          where)
+        candidates = [_regroup(fn, v, d, None, where) for v in firsts]
+        if n % plan.chunk:
+            candidates = [_with_rest(fn, c, v, d, n - n % plan.chunk, where)
+                          for c, v in zip(candidates, operands)]
+        operands = candidates
+    return _first_k(fn, operands, d, k, comparator, plan.merges, origin, where)
+
+
+def _with_rest(fn: FunctionLowering, candidates: Value, v: Value, d: int, start: int,
+               where: str) -> Value:
+    """``candidates`` followed along ``d`` by ``v``'s elements from ``start`` on (those past
+    the whole chunks), which come after every chunk's in the line, as in ``v``."""
+    shape, rank = candidates.shape, len(candidates.shape)
+    m = shape[d]
+    out_shape = shape[:d] + (m + v.shape[d] - start,) + shape[d + 1:]
+    here, inputs = AffineExpr.identity(rank), Inputs()
+    rest = here[:d] + (AffineExpr(here[d].coeffs, start - m),) + here[d + 1:]
+    value = Select(Compare("lt", LoopIndex(d), Const(m, "index")), inputs.load(candidates, here),
+                   inputs.load(v, rest), v.dtype)
+    out = fn.new_value(v.dtype, out_shape, "candidates")
+    fn.emit(Generic(inputs.values, [out], (Result(0, here, value),), out_shape, rank, where,
+                    "topk"))
+    return out
 
 
 def _first_k(fn: FunctionLowering, operands: list[Value], d: int, k: int, comparator: Comparator,
@@ -156,10 +180,10 @@ def _first_k(fn: FunctionLowering, operands: list[Value], d: int, k: int, compar
 
 @dataclass(frozen=True)
 class TopKPlan:
-    """How ``top_k`` takes the first ``k`` of a line of ``n``: split in chunks of ``chunk``
-    (a divisor of ``n``; None: whole), whose first ``k`` come from a merge sort of each
-    (``chunk_merges``) or from counting; then the first ``k`` of what is left (the line, or
-    the ``n / chunk * k`` candidates) by merging (``merges``) or counting. ``cost``: loop
+    """How ``top_k`` takes the first ``k`` of a line of ``n``: split in ``n // chunk`` chunks of
+    ``chunk`` (None: whole), whose first ``k`` come from a merge sort of each (``chunk_merges``)
+    or from counting; then the first ``k`` of what is left (the line, or the chunks' ``k`` each
+    and the ``n % chunk`` past them) by merging (``merges``) or counting. ``cost``: loop
     steps over all the lines, as ``merge_sort.sort_cost`` counts them, and the Generics'."""
 
     cost: float
@@ -197,20 +221,24 @@ def topk_plan(n, k: int, ordered: bool, lines: int = 1) -> TopKPlan:
 
     steps, generics, by_merging = first_k(n)
     best = TopKPlan(lines * steps + generics * GENERIC_STEPS, merges=by_merging)
-    for c in _divisors(n):
+    for c in _chunk_sizes(n):
         if k < c <= n // 2:  # each chunk's Generics run once for all the chunks
             chunk_steps, chunk_generics, chunk_merges = first_k(c)
-            rest_steps, rest_generics, rest_merges = first_k(n // c * k)
+            rest_steps, rest_generics, rest_merges = first_k(n // c * k + n % c)
+            regroupings = 2 + (n % c > 0)  # chunks, candidates, and the rest appended
             cost = (lines * (n // c * chunk_steps + rest_steps)
-                    + (chunk_generics + rest_generics + 2) * GENERIC_STEPS)  # 2: the regroupings
+                    + (chunk_generics + rest_generics + regroupings) * GENERIC_STEPS)
             if cost < best.cost:
                 best = TopKPlan(cost, c, chunk_merges, rest_merges)
     return best
 
 
-def _divisors(n: int) -> list[int]:
+def _chunk_sizes(n: int) -> list[int]:
+    """The divisors of ``n`` and, for a line few divide (a prime), sizes about 19% apart, whose
+    last chunk leaves a rest (fewer elements than a chunk) that joins the candidates whole."""
     small = [c for c in range(1, math.isqrt(n) + 1) if n % c == 0]
-    return sorted({*small, *(n // c for c in small)})
+    steps = {round(2 ** (e / 4)) for e in range(4 * n.bit_length())}
+    return sorted({*small, *(n // c for c in small), *(c for c in steps if c <= n)})
 
 
 def _regroup(fn: FunctionLowering, v: Value, d: int, chunk: int | None, where: str) -> Value:
@@ -533,6 +561,12 @@ def merges(n) -> bool:
     """Whether a line of ``n`` sorts cheaper by merging than by counting it whole (a merge sort
     from runs of ``n``); the merge's places (up to ``2 n``) are i32."""
     return is_static(n) and n < 2**30 and first_run(n) < n
+
+
+def region_comparators(fn: FunctionLowering, op: Operation, compared: int,
+                       where: str) -> Callable[[int], Comparator]:
+    """``region_comparator`` for a Generic of any number of loops (``top_k``'s passes)."""
+    return lambda num_loops: region_comparator(fn, op, compared, num_loops, where)
 
 
 def region_comparator(fn: FunctionLowering, op: Operation, compared: int,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
-from pyree.compiler.input.sort_scan import iota, sort_values
+from pyree.compiler.input.sort_scan import iota, sort_values, top_k
 from pyree.compiler.input.stablehlo.common import ints
 from pyree.compiler.input.stablehlo.elementwise import lower_region
 from pyree.compiler.input.types import tensor_type_of
@@ -39,8 +39,8 @@ def lower_top_k(fn: FunctionLowering, op: Operation) -> None:
     axis = len(x.shape) - 1
     k = tensor_type_of(op.results[0].type, where)[1][axis]
     indices = iota(fn, x.shape, axis, tensor_type_of(op.results[1].type, where)[0], where)
-    top = sort_values(fn, [x, indices], axis, k, lambda lhs, rhs, inputs: Compare(
-        "gt", lhs[0], rhs[0]), op.name, where)
+    top = top_k(fn, lambda loops: lambda lhs, rhs, inputs: Compare("gt", lhs[0], rhs[0]),
+                [x, indices], axis, k, op.name, where)
     for result, value in zip(op.results, top, strict=True):
         fn.env[result] = value
 
@@ -76,6 +76,6 @@ def lower_approx_top_k(fn: FunctionLowering, op: Operation) -> None:
         pairs = [e for pair in zip(lhs, rhs) for e in pair]
         return lower_region(fn, block, pairs, values, where)[0]
 
-    for result, value in zip(op.results, sort_values(fn, xs, axis, k, compare, "ApproxTopK", where),
-                             strict=True):
+    for result, value in zip(op.results, top_k(fn, lambda loops: compare, xs, axis, k, "ApproxTopK",
+                                               where), strict=True):
         fn.env[result] = value
