@@ -505,3 +505,45 @@ def test_split_by_its_attribute_before_opset_13(opset, axis, sizes):
     for g, w, part in zip(got, want, parts, strict=True):
         np.testing.assert_array_equal(w, part)
         np.testing.assert_array_equal(g, part)
+
+
+REDUCTIONS = ["ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+              "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"]
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("axes", [None, []])
+def test_reductions_over_no_axes_with_noop(op, axes):
+    """``noop_with_empty_axes`` and no axes (none, or an empty constant): the elementwise part
+    of the reduction, as onnxruntime and ONNX's reference compute it (|x| for ReduceL1, x for
+    ReduceSum); torch-mlir's import aborted on some (SIGABRT). With NaN, +-inf, -0.0."""
+    x = np.random.default_rng(4).standard_normal((3, 5)).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    inits = [] if axes is None else [onnx.numpy_helper.from_array(np.array(axes, np.int64), "a")]
+    node = helper.make_node(op, ["x"] if axes is None else ["x", "a"], ["y"], keepdims=1,
+                            noop_with_empty_axes=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                          x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)],
+                              initializer=inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
+    assert np.array_equal(np.signbit(got[0, 3]), np.signbit(want[0, 3])) or op == "ReduceLogSum"
+
+
+@pytest.mark.parametrize("repeats, elem, dtype", [([0, 2], TensorProto.FLOAT, np.float32),
+                                                  ([3, 0], TensorProto.INT64, np.int64),
+                                                  ([0, 0], TensorProto.BOOL, np.bool_)])
+def test_tile_with_a_zero_repeat_is_empty(repeats, elem, dtype):
+    """A repeat of 0 gives an empty result (torch-mlir's conversion divided by zero: SIGFPE)."""
+    x = (np.arange(6).reshape(2, 3) % 2).astype(dtype)
+    inits = [onnx.numpy_helper.from_array(np.array(repeats, np.int64), "r")]
+    shape = (2 * repeats[0], 3 * repeats[1])
+    graph = helper.make_graph([helper.make_node("Tile", ["x", "r"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", elem, x.shape)],
+                              [helper.make_tensor_value_info("y", elem, shape)], initializer=inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    assert got.shape == want.shape == shape and got.dtype == want.dtype

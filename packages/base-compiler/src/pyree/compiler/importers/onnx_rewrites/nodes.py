@@ -74,6 +74,11 @@
   INT64_MAX): torch-mlir clamps starts for positive steps only; the bounds clamped as ONNX
   defines them. Split with the ``split`` attribute (before opset 13): torch-mlir split equally;
   one Gather per output.
+- A reduction with ``noop_with_empty_axes`` and no axes: torch-mlir's import aborted the
+  process (a dialect conversion of a root op without a block); the reduction's elementwise
+  part (``|x|`` for ReduceL1, ``x`` for ReduceSum), as ONNX's reference computes it.
+- Tile with a constant repeat of 0: torch-mlir's conversion divided by zero (SIGFPE); the
+  empty result as ConstantOfShape of the input's shape times the repeats.
 """
 
 from __future__ import annotations
@@ -852,6 +857,56 @@ def _split_attribute(n: Nodes, types: dict):
     return n.nodes
 
 
+# Each reduction's elementwise part, which ONNX's reference (and onnxruntime) still apply to a
+# reduction over no axes: np.sum(np.abs(x), axis=()) is |x|.
+_OVER_NO_AXES = {"ReduceL1": ["Abs"], "ReduceL2": ["Square", "Sqrt"], "ReduceLogSum": ["Log"],
+                 "ReduceSumSquare": ["Square"], "ReduceLogSumExp": ["AddZero"],  # log(1) + x
+                 "ReduceMax": [], "ReduceMin": [], "ReduceMean": [], "ReduceProd": [],
+                 "ReduceSum": []}
+
+
+def _reduce_over_no_axes(n: Nodes, types: dict):
+    """A reduction with ``noop_with_empty_axes`` and no axes (none given, or a constant empty
+    list) reduces nothing: its elementwise part, as ONNX's reference computes it (torch-mlir's
+    import aborted the process on it)."""
+    import onnx
+
+    axes = n.inputs[1] if len(n.inputs) > 1 else ""
+    if not _attributes(n.node).get("noop_with_empty_axes") or (
+            axes and (axes not in n.constants or onnx.numpy_helper.to_array(n.constants[axes]).size)):
+        return None
+    x, steps = n.inputs[0], _OVER_NO_AXES[n.node.op_type]
+    if "AddZero" in steps and types.get(x) is None:
+        return None
+    if not steps:
+        n.op("Identity", [x], n.outputs[0])
+    for k, step in enumerate(steps):
+        last = k == len(steps) - 1
+        out = n.outputs[0] if last else f"step{k}"
+        if step == "AddZero":  # -0.0 becomes +0.0, as log(exp(x - x)) + x does
+            n.constant("zero", 0, onnx.helper.tensor_dtype_to_np_dtype(types[n.inputs[0]]))
+        x = n.op("Mul", [x, x], out) if step == "Square" else n.op(
+            "Add", [x, "zero"], out) if step == "AddZero" else n.op(step, [x], out)
+    return n.nodes
+
+
+def _tile_to_nothing(n: Nodes, types: dict):
+    """Tile with a constant repeat of 0 has no elements: ConstantOfShape of the input's shape
+    times the repeats (torch-mlir's conversion divided by zero: SIGFPE)."""
+    import numpy as np
+    import onnx
+
+    repeats = n.inputs[1]
+    if repeats not in n.constants or types.get(n.inputs[0]) is None or \
+            onnx.numpy_helper.to_array(n.constants[repeats]).all():
+        return None
+    n.op("Shape", [n.inputs[0]], "shape")
+    n.op("Mul", ["shape", repeats], "tiled")
+    zero = np.zeros(1, onnx.helper.tensor_dtype_to_np_dtype(types[n.inputs[0]]))
+    n.op("ConstantOfShape", ["tiled"], n.outputs[0], value=onnx.numpy_helper.from_array(zero))
+    return n.nodes
+
+
 _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "Div": _unsigned_division, "Mod": _unsigned_division,
           "ArgMax": _last_index, "ArgMin": _last_index,
@@ -864,4 +919,5 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
           "Sign": _keeps_nan, "Equal": _keeps_nan, "Gemm": _gemm_alpha,
           "AveragePool": _average_pool_ceil, "Softmax": _flattened_axis,
           "Hardmax": _flattened_axis, "Slice": _reverse_slice_bounds,
-          "Split": _split_attribute}
+          "Split": _split_attribute, "Tile": _tile_to_nothing,
+          **dict.fromkeys(_OVER_NO_AXES, _reduce_over_no_axes)}
