@@ -24,6 +24,21 @@ def torch_ms(fn, reps=50, warmup=5) -> float:
     return statistics.median(times)
 
 
+def torch_graph_ms(fn, reps=50) -> float:
+    """``fn()`` (PyTorch work on fixed tensors) captured once in a CUDA graph, its replay timed
+    as ``torch_ms`` times: PyTorch's best for a fixed shape."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return torch_ms(graph.replay, reps=reps)
+
+
 def pyree_ms(call, reps=50, warmup=5, rounds=5) -> tuple[float, float]:
     """(median latency of call+wait, throughput time per call with calls queued back to back:
     the median over ``rounds`` rounds of ``reps`` queued calls, after one untimed queued round).

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests" / "models"))
 sys.path.insert(0, str(ROOT / "bench"))
 import definitions  # noqa: E402
 from gpu_timing import pyree_ms, torch_ms  # noqa: E402
+from gpu_timing import torch_graph_ms as graph_ms  # noqa: E402
 
 REPS = 100
 
@@ -58,16 +59,8 @@ def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
 
 def torch_graph_ms(model, x) -> float:
     static = x.clone()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream), torch.no_grad():
-        for _ in range(3):
-            model(static)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph), torch.no_grad():
-        model(static)
-    return torch_ms(graph.replay, reps=REPS)
+    with torch.no_grad():
+        return graph_ms(lambda: model(static), reps=REPS)
 
 
 def torch_kernels(model, x) -> int:
