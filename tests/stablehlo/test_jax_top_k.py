@@ -1,7 +1,7 @@
 """JAX's ``lax.top_k`` (``chlo.top_k``) and ``approx_max_k`` against JAX, on local-task, lavapipe
 and cuda: lines of a prime length, split in chunks whose rest joins the candidates whole, and
 long lines that on a GPU had ranked every element against every other (a top-3 of 100003 was
-10^10 comparisons), with NaN, +-inf, -0.0 and ties."""
+10^10 comparisons), with NaN, -NaN, +-inf, +-0.0 (XLA's total order) and ties."""
 
 from __future__ import annotations
 
@@ -21,10 +21,12 @@ def line_data(shape, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     x = rng.integers(-40, 40, shape).astype(np.float32) / 4  # many ties
     flat = x.reshape(-1)
-    flat[flat == 0] = -0.0  # -0.0 but no +0.0: JAX orders the two by bits
+    flat[flat == 0] = -0.0
+    flat[1::2][flat[1::2] == 0] = 0.0  # +0.0 before -0.0 in XLA's total order
     flat[7::101] = np.inf
     flat[11::103] = -np.inf
-    flat[13::997] = np.nan
+    flat[13::997] = np.nan  # first
+    flat[17::991] = -np.nan  # last, after -inf
     flat[-1] = 99.0  # the largest in the rest past the last whole chunk
     return x
 

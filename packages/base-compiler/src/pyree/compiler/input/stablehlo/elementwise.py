@@ -132,7 +132,7 @@ def _compare(op, args, dtype, where):
     if kind == "FLOAT":
         return Compare("une" if predicate == "ne" else predicate, a, b)
     if kind == "TOTALORDER":
-        a, b = _total_order_key(a), _total_order_key(b)
+        a, b = total_order_key(a), total_order_key(b)
     elif kind == "UNSIGNED" and a.dtype != "i1":
         a, b = _as(a, _unsigned(a.dtype)), _as(b, _unsigned(b.dtype))
     elif kind == "SIGNED":
@@ -145,7 +145,7 @@ def _word(attr: HloAttr) -> str:
     return attr.data.split()[-1]
 
 
-def _total_order_key(x: Expr) -> Expr:
+def total_order_key(x: Expr) -> Expr:
     """A float's bits as a signed integer that orders like StableHLO's total order
     (-NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN): negatives get their magnitude flipped."""
     nbits = width(x.dtype)

@@ -10,9 +10,9 @@ from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.sort_scan import iota, sort_values, top_k
 from pyree.compiler.input.stablehlo.common import ints
-from pyree.compiler.input.stablehlo.elementwise import lower_region
+from pyree.compiler.input.stablehlo.elementwise import lower_region, total_order_key
 from pyree.compiler.input.types import tensor_type_of
-from pyree.compiler.kernel import Compare
+from pyree.compiler.kernel import Compare, is_float
 from xdsl.ir import Operation
 
 
@@ -33,13 +33,15 @@ def lower_sort(fn: FunctionLowering, op: Operation) -> None:
 
 
 def lower_top_k(fn: FunctionLowering, op: Operation) -> None:
-    """The k largest along the last dim, largest first; ties keep index order."""
+    """The k largest along the last dim, largest first, floats in XLA's total order (+NaN
+    first, -NaN last, +0.0 before -0.0); ties keep index order."""
     where = location_of(op)
     x = fn.tensor(op.operands[0], where)
     axis = len(x.shape) - 1
     k = tensor_type_of(op.results[0].type, where)[1][axis]
     indices = iota(fn, x.shape, axis, tensor_type_of(op.results[1].type, where)[0], where)
-    top = top_k(fn, lambda loops: lambda lhs, rhs, inputs: Compare("gt", lhs[0], rhs[0]),
+    key = total_order_key if is_float(x.dtype) else (lambda v: v)
+    top = top_k(fn, lambda loops: lambda lhs, rhs, inputs: Compare("gt", key(lhs[0]), key(rhs[0])),
                 [x, indices], axis, k, op.name, where)
     for result, value in zip(op.results, top, strict=True):
         fn.env[result] = value
