@@ -624,3 +624,51 @@ def exact_root(e: Unary, native) -> Expr:
     if e.dtype == "f32":
         return y
     return Cast("fpext" if e.dtype == "f64" else "fptrunc", y, e.dtype)
+
+
+EXACT_FMOD = frozenset({"f32", "f16", "bf16"})  # the dtypes exact_fmod takes (f64 keeps its own)
+FMOD_SHIFT = 39  # bits a remainder below 2^24 can be shifted by and stay within 64
+
+
+def exact_fmod(e: Binary) -> Expr:
+    """C's fmod (arith.remf) of f32, f16 or bf16 ``e.a``, ``e.b``, exactly, computed in f32 with
+    64-bit integers. The GPUs' own remainder is ``a - b * trunc(a / b)``, rounded: from a
+    quotient of 2^24 on it loses the remainder (fmod(1e9, 1.5) gave 0, not 1), and a quotient
+    rounded up to an integer makes it negative. fmod is exact in the operands' format: with
+    |a| = ma 2^ea and |b| = mb 2^eb (24-bit integer mantissas), it is (ma 2^(ea - eb) mod mb)
+    2^eb, the power taken in steps of at most FMOD_SHIFT bits (ea - eb <= 253: seven steps)."""
+    a, b = (v if v.dtype == "f32" else Cast("fpext", v, "f32") for v in (e.a, e.b))
+    o = _Ops("f32")
+    i32, u64 = "i32", "ui64"
+
+    def parts(v):
+        """(bits of |v|, its 24-bit mantissa as u64, its exponent e with |v| = m 2^(e - 150))."""
+        bits = o.b.and_(o.bits(v), o.i(0x7FFFFFFF))
+        biased = o.b.ashr(bits, o.i(23))
+        fraction = o.b.and_(bits, o.i(0x7FFFFF))
+        normal = Compare("gt", biased, o.i(0))
+        mantissa = o.select(normal, o.b.or_(fraction, o.i(0x800000)), fraction)
+        return bits, Cast("extui", mantissa, u64), Binary("max", biased, o.i(1), i32)
+
+    bits_a, ma, ea = parts(a)
+    bits_b, mb, eb = parts(b)
+    gap = Binary("max", o.b.sub(ea, eb), o.i(0), i32)
+    r = Binary("rem", ma, mb, u64)
+    for step in range(-(-253 // FMOD_SHIFT)):
+        shift = Binary("min", Binary("max", o.b.sub(gap, o.i(step * FMOD_SHIFT)), o.i(0), i32),
+                       o.i(FMOD_SHIFT), i32)
+        r = Binary("rem", Binary("shl", r, Cast("extui", shift, u64), u64), mb, u64)
+    # r 2^(eb - 150) as r 2^k1 2^k2: k1 >= -126 keeps the first power normal, k2 in [-23, 0]
+    k = o.b.sub(eb, o.i(150))
+    k1 = Binary("max", k, o.i(-126), i32)
+
+    def power(n):
+        return o.from_bits(o.b.shl(o.b.add(n, o.i(127)), o.i(23)))
+    magnitude = o.mul(o.mul(Cast("uitofp", r, "f32"), power(k1)), power(o.b.sub(k, k1)))
+    nan = Binary("or", Binary("or", Compare("uno", a, b), Compare("eq", b, o.f(0.0)), "i1"),
+                 Compare("gt", bits_a, o.i(0x7F7FFFFF)), "i1")  # a NaN, b zero, a infinite
+    smaller = Compare("lt", bits_a, bits_b)  # |a| < |b|, an infinite b too: a itself
+    result = o.select(nan, o.f(math.nan),
+                      o.select(smaller, a, o.copysign(magnitude, a)))
+    result = _shared(result, [a, b])
+    return result if e.dtype == "f32" else Cast("fptrunc", result, e.dtype)

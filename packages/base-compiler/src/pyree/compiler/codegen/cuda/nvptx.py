@@ -13,7 +13,6 @@ class NvptxTarget:
     triple = "nvptx64-nvidia-cuda"
     kernel_cc = "ptx_kernel"
     warp_size = 32
-    widen_bf16_rem = False  # NVPTX lowers bf16 frem itself
 
     def library_math(self, op: str, dtype: str) -> tuple[str, str] | None:
         """(function, dtype it computes in) of a device library the target links for math ``op``

@@ -20,7 +20,6 @@ class AmdgpuTarget:
     backend = "rocm"
     triple = "amdgcn-amd-amdhsa"
     kernel_cc = "amdgpu_kernel"
-    widen_bf16_rem = True  # LLVM's AMDGPU backend aborts on bf16 frem ("no libcall")
 
     def __init__(self, target: RocmTarget, link_bc: bool = False):
         self.target = target

@@ -12,7 +12,14 @@ is evaluated.
 from __future__ import annotations
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.common.math_expansion import EXACT, GPU_EXPANDED, exact_root, expand
+from pyree.compiler.codegen.common.math_expansion import (
+    EXACT,
+    EXACT_FMOD,
+    GPU_EXPANDED,
+    exact_fmod,
+    exact_root,
+    expand,
+)
 from pyree.compiler.codegen.spirv import assembler as S
 from pyree.compiler.codegen.spirv.shader import Shader
 from pyree.compiler.errors import CompileError
@@ -124,6 +131,9 @@ class ScalarLowering:
             return self._select(e)
         if isinstance(e, K.Compare):
             return self._compare(e.predicate, self(e.a), self(e.b), _compute(e.a.dtype))
+        if isinstance(e, K.Binary) and e.op == "rem" and e.dtype in EXACT_FMOD \
+                and self.sh.target.int64:
+            return self(exact_fmod(e))
         if isinstance(e, (K.Unary, K.Binary)) and K.is_float(e.dtype) and self._expanded(e.op):
             return self(expand(e, self.sh.target.float64, refine_division=True))
         if (isinstance(e, K.Unary) and e.op in _TRANSCENDENTAL and K.is_float(e.dtype)
@@ -338,9 +348,10 @@ class ScalarLowering:
     def _fmod(self, r: int, a: int, b: int, dtype: str) -> int:
         """OpFRem ``r`` (``a - b * trunc(a / b)``) as C's fmod, which arith.remf is: a finite
         ``a`` over an infinite ``b`` is ``a`` (OpFRem's quotient makes it NaN), and a zero result
-        keeps ``a``'s sign. A quotient past 2^24 stays inexact (fmod's exact remainder needs a
-        loop), and so does a divisor past 2^126, where Vulkan bounds no division's error
-        (NVIDIA's driver answered fmod(3e38, 3e38) with 3e38)."""
+        keeps ``a``'s sign. For f64 (and a target without 64-bit integers) only: f32 and
+        narrower take ``exact_fmod``; here a quotient past 2^53 stays inexact, and so does a
+        divisor past 2^1022, where Vulkan bounds no division's error (NVIDIA's driver answered
+        fmod(3e38, 3e38) with 3e38 in f32)."""
         fn, bool_ = self.fn, self.sh.bool
         finite = fn.op(OpLogicalNot, bool_, fn.op(OpLogicalOr, bool_, fn.op(OpIsNan, bool_, a),
                                                   fn.op(OpIsInf, bool_, a)))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.llvm_gpu import addressing as A
 from pyree.compiler.codegen.common.llvm_gpu.llvm_text import Function, const, llvm_type
-from pyree.compiler.codegen.common.math_expansion import GPU_EXPANDED, expand
+from pyree.compiler.codegen.common.math_expansion import EXACT_FMOD, GPU_EXPANDED, exact_fmod, expand
 from pyree.compiler.codegen.common.normalize import affine_range
 from pyree.compiler.errors import CompileError
 
@@ -67,6 +67,8 @@ class ScalarLowering:
             return v if ty == "i64" else self._f(f"trunc i64 {v} to {ty}")
         if isinstance(e, (K.Acc, K.Final)):  # a phase's accumulators, its earlier phases' finals
             return self._acc(e.result)
+        if isinstance(e, K.Binary) and e.op == "rem" and e.dtype in EXACT_FMOD:
+            return self(exact_fmod(e))  # LLVM's GPU frem is a - b * trunc(a / b), rounded
         if isinstance(e, (K.Unary, K.Binary)) and e.op in GPU_EXPANDED:
             library = self.fn.module.target.library_math(e.op, e.dtype)
             if library is not None:
@@ -189,13 +191,6 @@ class ScalarLowering:
         f = self._f
         if K.is_float(dtype):
             simple = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "rem": "frem"}
-            if op == "rem" and ty == "bfloat" and self.fn.module.target.widen_bf16_rem:
-                # exact in f32: fmod's result is representable in its operands' format, so its
-                # high half is the bf16 result (a bit truncation, which O3 cannot narrow back)
-                a, b = (f(f"fpext bfloat {v} to float") for v in (a, b))
-                bits = f(f"bitcast float {f(f'frem float {a}, {b}')} to i32")
-                high = f(f"trunc i32 {f(f'lshr i32 {bits}, 16')} to i16")
-                return f(f"bitcast i16 {high} to bfloat")
             if op in simple:
                 return f(f"{simple[op]} {ty} {a}, {b}")
             if op in ("max", "min"):
