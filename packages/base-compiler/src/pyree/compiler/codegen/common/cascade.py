@@ -55,6 +55,17 @@ def cascade(loop, bound, lo, hi, sizes: list[int], body, fresh, combine, step: i
     level(len(sizes), lo, hi)
 
 
+def loop_passes(extent: int, sizes: list[int]) -> int:
+    """The loop passes a cascade of ``extent`` steps in blocks of ``sizes`` runs: every loop's
+    trips and its exit, which Mesa's lavapipe counts against its limit (spirv/targets.py)."""
+    passes, trips = 0, extent
+    for size in sizes:
+        loops = -(-extent // size)
+        passes += trips + loops  # the level below's trips, and each of its loops' exit
+        trips = loops
+    return passes + trips + 1
+
+
 def float_folds(results: tuple[Result, ...], which) -> dict[int, tuple[str, object]] | None:
     """``{k: (op, f)}`` when every result k in ``which`` is a float fold ``acc <op> f`` (op in
     ``FLOAT_FOLDS``, f free of accumulators) and one of them a sum or product: a phase worth

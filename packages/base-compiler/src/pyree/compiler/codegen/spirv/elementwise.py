@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.cascade import block_sizes, cascade, float_folds
+from pyree.compiler.codegen.common.cascade import loop_passes as cascade_passes
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
@@ -28,24 +29,40 @@ def plan(kernel: K.Kernel, target) -> tuple[int, ...]:
     """The parallel ranges: the last template, it takes every kernel an invocation can run
     within the target's loop limit (lavapipe's); past it a wrong answer would come back, so the
     kernel is refused."""
-    steps = serial_steps(kernel)
-    if target.loop_limit is not None and steps > target.loop_limit:
+    steps = loop_passes(kernel)
+    if not target.runs(steps):
         raise CompileError(
-            f"kernel '{kernel.name}' folds {steps} steps in one invocation, more than the "
-            f"{target.loop_limit} loop steps Vulkan target '{target.triple}' allows (Mesa's "
-            "lavapipe silently stops a shader's loops there, which would return a wrong "
-            "answer); compile for a GPU's Vulkan target (--iree-vulkan-target=ampere, rdna3, "
-            "...) or for llvm-cpu", kernel.location)
+            f"kernel '{kernel.name}' runs {steps} loop steps in one invocation, more than the "
+            f"{target.loop_limit} Vulkan target '{target.triple}' allows (Mesa's lavapipe "
+            "silently stops a shader's loops there, which would return a wrong answer); "
+            "compile for a GPU's Vulkan target (--iree-vulkan-target=ampere, rdna3, ...) or "
+            "for llvm-cpu", kernel.location)
     return kernel.parallel_ranges
 
 
-def serial_steps(kernel: K.Kernel) -> int:
-    """The loop steps this template's invocation runs over the reduction (each phase's fold,
-    then the row results), where the extent is static; 0 where it is not."""
-    extent = num_elements(kernel.reduction_ranges)
-    if not kernel.reduction_ranges or not is_static(extent):
+def loop_passes(kernel: K.Kernel) -> int:
+    """The loop passes (trips and exits) this template's invocation runs over a static
+    reduction: each phase's fold (a float sum's innermost loop cascaded), then the row
+    results; 0 for a run-time extent, which only the call knows."""
+    red = kernel.reduction_ranges
+    if not red or not is_static(num_elements(red)):
         return 0
-    return extent * (len(K.phases(kernel.results)) + any(r.row for r in kernel.results))
+
+    def nested(inner: int) -> int:  # the outer reduction loops around ``inner`` passes each
+        passes, instances = 0, 1
+        for extent in red[:-1]:
+            passes += instances * (extent + 1)
+            instances *= extent
+        return passes + instances * inner
+
+    total = 0
+    for phase in K.phases(kernel.results):
+        cascaded = float_folds(kernel.results, phase) is not None and red[-1] > LEAF
+        sizes = block_sizes(red[-1], LEAF, FAN_IN) if cascaded else []
+        total += nested(cascade_passes(red[-1], sizes))
+    if any(r.row for r in kernel.results):
+        total += nested(red[-1] + 1)
+    return total
 
 
 def block_size(target) -> int:

@@ -48,6 +48,9 @@ def plan(kernel: K.Kernel, target: VulkanTarget) -> tuple[Contraction, Tiling] |
         tiling = LARGE if large(kernel) is True else SMALL
     if shared_bytes(contraction, tiling, target) > target.max_shared_memory_bytes:
         return None
+    (k,) = kernel.reduction_ranges
+    if is_static(k) and not target.runs(-(-k // tiling.bk) + 1):
+        return None  # lavapipe would cut the K loop short; the fold templates spread it
     return contraction, tiling
 
 

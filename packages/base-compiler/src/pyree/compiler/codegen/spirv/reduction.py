@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from pyree.compiler import kernel as K
-from pyree.compiler.codegen.common.cascade import block_sizes, cascade
+from pyree.compiler.codegen.common.cascade import block_sizes, cascade, loop_passes
 from pyree.compiler.codegen.common.exports import Launch
 from pyree.compiler.codegen.common.normalize import unsafe_loads
 from pyree.compiler.codegen.spirv import assembler as S
@@ -59,16 +59,32 @@ def plan(kernel: K.Kernel, target) -> Plan | None:
         return None
     outputs = num_elements(kernel.parallel_ranges)
     block = block_size(target)
-    limit = target.loop_limit
-    if limit is not None and elementwise.serial_steps(kernel) > limit:  # spread, or refused
-        passes = elementwise.serial_steps(kernel) // length
-        return Plan(folds, block) if passes * -(-length // block) <= limit else None
+    if not target.runs(elementwise.loop_passes(kernel)):  # spread, or refused
+        return Plan(folds, block) if target.runs(_loop_passes(kernel, folds, block)) else None
     if is_static(outputs) and outputs >= MANY_OUTPUTS and K.reads_along_outputs(
             kernel.num_parallel, len(kernel.loop_ranges), folds, lambda b: kernel.bindings[b].shape):
         return None
     if is_static(length) and is_static(outputs) and outputs >= MANY_OUTPUTS:
         block = min(block, max(target.subgroup_size, _pow2_at_least(-(-length // PER_INVOCATION))))
+    if not target.runs(_loop_passes(kernel, folds, block)):
+        return None
     return Plan(folds, block)
+
+
+def _loop_passes(kernel: K.Kernel, folds, block: int) -> int:
+    """The loop passes (trips and exits) an invocation runs striding by ``block`` over a static
+    reduction: each phase's (cascaded, for a float sum), then the row results; 0 for a
+    run-time extent."""
+    length = num_elements(kernel.reduction_ranges)
+    if not is_static(length):
+        return 0
+    steps = -(-length // block)
+    total = 0
+    for phase in K.phases(kernel.results):
+        cascaded = any(folds[k][0] in ("add", "mul") and K.is_float(kernel.results[k].value.dtype)
+                       for k in phase)
+        total += loop_passes(steps, block_sizes(steps, LEAF, FAN_IN) if cascaded else [])
+    return total + (steps + 1 if kernel.row_results else 0)
 
 
 def _pow2_at_least(n: int) -> int:

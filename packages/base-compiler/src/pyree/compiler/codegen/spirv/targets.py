@@ -39,6 +39,12 @@ class VulkanTarget:
     # fold returned a partial sum (a top_k of 100003 ranked by the first 65535). None: no limit.
     loop_limit: int | None = None
 
+    def runs(self, passes: int) -> bool:
+        """Whether an invocation's loop passes (every loop's trips and its exit) stay within
+        ``loop_limit``: Mesa counts down from it and ends the loops at 0, which the last pass,
+        the outermost loop's own exit, may reach unharmed (a loop of 65535 trips is whole)."""
+        return self.loop_limit is None or passes <= self.loop_limit + 1
+
 
 DEFAULT_TRIPLE = "unknown-unknown-unknown"
 LAVAPIPE_LOOP_LIMIT = 65535  # Mesa's LP_MAX_TGSI_LOOP_ITERATIONS
