@@ -121,3 +121,36 @@ def test_help_lists_every_spelling(capsys):
     for spelling in ("--on\n      a switch", "--list[=WHAT]", "--value=VALUE, --old_value=VALUE",
                      "--format=a|b", "--flagfile=PATH", "--help"):
         assert spelling in out
+
+
+def test_tools_run_with_stdout_closed(tmp_path):
+    """Started with stdout closed (a daemon, ``cmd >&-``), every tool runs as it would with it
+    open: Python left ``sys.stdout`` None and the first print was a traceback (pyree-compile
+    had written its module, then failed)."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "add.mlir"
+    source.write_text("func.func @add(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> {\n"
+                      "  %0 = arith.addf %a, %b : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n")
+    module = tmp_path / "add.vmfb"
+    closed = dict(stdout=None, stderr=subprocess.PIPE, text=True, close_fds=True,
+                  preexec_fn=lambda: __import__("os").close(1))
+    runs = [["pyree.compiler.tools.compile", str(source), "-o", str(module)],
+            ["pyree.runtime.tools.run_module", f"--module={module}", "--input=3xf32=1",
+             "--input=3xf32=2"],
+            ["pyree.runtime.tools.dump_module", str(module)]]
+    for args in runs:
+        proc = subprocess.run([sys.executable, "-m", *args], **closed)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+    assert module.stat().st_size > 0
+
+
+def test_dump_module_refuses_a_device_instead_of_reading_it_forever():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "pyree.runtime.tools.dump_module", "/dev/zero"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "'/dev/zero' is not a regular file" in proc.stderr

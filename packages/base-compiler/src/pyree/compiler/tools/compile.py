@@ -25,6 +25,7 @@ from pyree.compiler.options import TARGET_BACKENDS, CompileOptions
 from pyree.compiler.output_file import write_output
 from pyree.compiler.progress import StageLines
 from pyree.compiler.tools import interrupt
+from pyree.compiler.tools.standard_streams import keep_standard_streams
 from pyree.compiler.tools.tool_parser import ToolParser
 
 # Seconds of silence before pyree-compile starts printing stage lines.
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     interpreter's exit took ~0.3 s of a 4 s MobileNet v2 compile, for nothing. Ctrl-C ends it
     within about a second, with one line and status 130 (interrupt.py)."""
     if argv is None:
+        keep_standard_streams()
         interrupt.watch("pyree-compile")
     try:
         code = _compile(argv)

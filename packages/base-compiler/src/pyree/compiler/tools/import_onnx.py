@@ -18,6 +18,7 @@ import sys
 from pyree.compiler.errors import CompileError
 from pyree.compiler.output_file import write_output
 from pyree.compiler.tools import interrupt
+from pyree.compiler.tools.standard_streams import keep_standard_streams
 from pyree.compiler.tools.tool_parser import ToolParser
 
 
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     """Imports as the command line asks; run as a process (``argv`` None), Ctrl-C ends it
     within about a second, with one line and status 130 (interrupt.py)."""
     if argv is None:
+        keep_standard_streams()
         interrupt.watch("pyree-import-onnx")
     try:
         return _import(argv)

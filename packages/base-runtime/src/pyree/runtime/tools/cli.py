@@ -154,12 +154,30 @@ def tool_main(body: Callable[[Sequence[str]], int], argv: Sequence[str] | None) 
     nothing a one-shot process keeps; every file a tool writes is closed before ``body``
     returns."""
     if argv is None:
+        keep_standard_streams()
         os.environ.setdefault(tool_process.VARIABLE, "1")
         sys.unraisablehook = _interrupts_end_the_tool(sys.unraisablehook)
     code = run_tool(body, argv)
     if argv is not None:
         sys.exit(code)
     _exit(code)
+
+
+def keep_standard_streams() -> None:
+    """A tool started with stdout or stderr closed (a daemon, ``cmd >&-``) writes them to
+    /dev/null: Python leaves ``sys.stdout`` None there, and the first print ended the tool
+    with a traceback. The descriptor is taken first, so no file the tool opens becomes it."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115  (the process's own)
 
 
 def _exit(code: int) -> NoReturn:

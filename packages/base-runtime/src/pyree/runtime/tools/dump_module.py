@@ -40,6 +40,7 @@ from pyree.runtime._fb import (
 from pyree.runtime.module.reader import read_trailer
 from pyree.runtime.module.size_exprs import bare_symbol, spell, symbols
 from pyree.runtime.tools.cli import FlagParser, UsageError, tool_main
+from pyree.runtime.vm.loaded_module import read_module_file
 from pyree.runtime.vm.reflection import declared_dims
 
 
@@ -306,8 +307,7 @@ def _run(argv: Sequence[str]) -> int:
         raise UsageError("--output=disassembly is not supported: a pyree module has no VM "
                          "bytecode; its functions are command lists, which --output=metadata "
                          "counts and --output=flatbuffer-json lists in full")
-    with open(args.module, "rb") as f:
-        data = f.read()
+    data = read_module_file(args.module)  # (a device such as /dev/zero refused, not read on)
     module = rt.read_module(data)
     if args.output == "flatbuffer-json":
         print(json.dumps(to_json(module.tree), indent=2))

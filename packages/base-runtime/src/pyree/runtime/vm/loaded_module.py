@@ -220,12 +220,12 @@ def open_module(path_or_bytes: str | os.PathLike | bytes | bytearray | memoryvie
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         data = bytes(path_or_bytes)
     else:
-        data = _read(os.fspath(path_or_bytes))
+        data = read_module_file(os.fspath(path_or_bytes))
     _release_orphans()
     return read_module(data)
 
 
-def _read(path: str) -> mmap.mmap | bytes:
+def read_module_file(path: str) -> mmap.mmap | bytes:
     """The file's bytes in anonymous memory the module owns, never the file's own pages: what
     was verified must not change, and a file rewritten or truncated under a mapping would
     change the module's answers or kill the process with SIGBUS at its next call. Reading
