@@ -105,6 +105,13 @@ def test_integer_extremes_parse_exactly():
         ("ui8=-1", "-1 is out of range for ui8"),
         ("f16=1e5", "1e5 is out of range for f16"),
         ("2xi1=1 2", "'2' is not an i1 value"),
+        # past even f64 (float() made it inf), Python's digit separators and non-ASCII digits
+        ("f32=1e400", "1e400 is out of range for f32"),
+        ("f64=-1e400", "-1e400 is out of range for f64"),
+        ("3xi32=1_000 2 3", "'1_000' is not an integer"),
+        ("f32=1_0.5", "'1_0.5' is not a number"),
+        ("i32=\u0661\u0662", "'\u0661\u0662' is not an integer"),
+        ("\u0663xf32=1", "bad shape"),
     ],
 )
 def test_bad_strings_say_what_is_wrong(text, message):
@@ -250,3 +257,10 @@ def test_arrays_and_host_arrays_print_alike():
     for name in ["i1", "i8", "ui64", "f16", "f32", "f64"]:
         array = random_array(name, (3, 4, 5))
         assert format_array(HostArray.from_numpy(array), 33) == format_array(array, 33)
+
+
+def test_float_spellings_iree_takes():
+    values = np.asarray(parse_value("8xf32=inf -inf nan +INF 1. .5 -0 2.5e-3"))
+    np.testing.assert_array_equal(values, np.array([np.inf, -np.inf, np.nan, np.inf, 1, 0.5, -0.0,
+                                                    2.5e-3], np.float32))
+    assert np.signbit(values[6])
