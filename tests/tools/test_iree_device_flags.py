@@ -82,6 +82,12 @@ def test_bad_topology_values_are_usage_errors(flag, single_module):
                        "the value must be a non-negative integer")
 
 
+def test_a_thread_count_past_irees_limit_is_a_usage_error(single_module):
+    """100000 threads had been started (a call of one exp took minutes on two CPUs)."""
+    assert_clean_error(run_tool("run_module", f"--module={single_module}",
+                                "--task_topology_group_count=100000"), 2, "at most 256 threads")
+
+
 def _quota_root(tmp_path, cpu_max: str) -> dict[str, str]:
     """A cgroup v2 hierarchy at /sys/fs/cgroup whose root cgroup has ``cpu.max``."""
     (tmp_path / "proc/self").mkdir(parents=True)

@@ -26,6 +26,7 @@ FLAGS = {
            "may use (its affinity mask and cgroup CPU quota); 0: no cap beyond those"),
 }
 _values = {name: default for name, (default, _) in FLAGS.items()}
+MAX_GROUPS = 256  # IREE_TASK_TOPOLOGY_MAX_GROUP_COUNT: threads --task_topology_group_count asks
 
 
 def parse_flags(*flags: str) -> None:
@@ -41,6 +42,9 @@ def parse_flags(*flags: str) -> None:
             raise InvocationError(f"runtime flag '{flag}': the value must be a non-negative "
                                   f"integer, as in --{name}=2")
         parsed[name] = int(text)
+        if name == "task_topology_group_count" and parsed[name] > MAX_GROUPS:
+            raise InvocationError(f"runtime flag '{flag}': at most {MAX_GROUPS} threads, as "
+                                  f"IREE's task topology holds (100000 had started as many)")
     _values.update(parsed)
 
 
