@@ -585,8 +585,8 @@ def exact_root(e: Unary, native) -> Expr:
     sqrt(-1e-45) was -0, rsqrt -inf). x = m 4^k (subnormals scaled by 2^24 first); sqrt(m) is
     rounded by an integer test on its 24-bit mantissa S (Newton step, then S^2 - S < N <= S^2 + S
     with N = m 2^46), rsqrt(m) refined by a Newton step on the exact residual 1 - m y^2; special
-    values are selected. f16, bf16 and f64 compute in f32 and round once (for sqrt harmless:
-    24 >= 2 * 11 + 2 bits)."""
+    values are selected. f16 and bf16 compute in f32 and round once (for sqrt harmless:
+    24 >= 2 * 11 + 2 bits); f64 is not for here (its range and bits are not f32's)."""
     o = _Ops("f32")
     x = e.x if e.x.dtype == "f32" else Cast("fptrunc" if e.x.dtype == "f64" else "fpext", e.x, "f32")
     subnormal = o.lt(o.un("abs", x), o.f(2.0 ** -126))

@@ -27,7 +27,7 @@ from pyree.compiler.errors import CompileError
 # GLSL.std.450 instruction numbers.
 G_ROUND_EVEN, G_TRUNC, G_FABS, G_SABS, G_SSIGN, G_FLOOR, G_CEIL = 2, 3, 4, 5, 7, 8, 9
 G_FMIN, G_UMIN, G_SMIN, G_FMAX, G_UMAX, G_SMAX = 37, 38, 39, 40, 41, 42
-_TRANSCENDENTAL = {"sqrt": 31, "rsqrt": 32}  # no 64-bit forms in GLSL.std.450
+_TRANSCENDENTAL = {"sqrt": 31, "rsqrt": 32}  # GLSL.std.450's, 64-bit forms too
 
 NO_CONTRACTION = 42  # SPIR-V decoration: no fusing into an FMA
 _FLOAT_BINARY = {"add": 129, "sub": 131, "mul": 133, "div": 136, "rem": 140}
@@ -93,11 +93,8 @@ class ScalarLowering:
         return self.asm.const_int(bits, int(value))
 
     def _glsl(self, number: int, dtype: str, *args) -> int:
-        """A GLSL.std.450 float op; f64 goes through f32 where GLSL has no 64-bit form."""
-        if dtype == "f64" and number in _TRANSCENDENTAL.values():
-            f32 = self.asm.t_float(32)
-            narrow = [self.fn.op(OpFConvert, f32, a) for a in args]
-            return self.fn.op(OpFConvert, self.t(dtype), self.fn.ext(f32, number, *narrow))
+        """A GLSL.std.450 float op (Sqrt and InverseSqrt have 64-bit forms, as GLSL 4's double
+        sqrt: f64 through f32, as exact_root computes, made sqrt(1e300) inf)."""
         return self.fn.ext(self.t(dtype), number, *args)
 
     def _unsupported(self, what: str):
@@ -137,7 +134,7 @@ class ScalarLowering:
         if isinstance(e, (K.Unary, K.Binary)) and K.is_float(e.dtype) and self._expanded(e.op):
             return self(expand(e, self.sh.target.float64, refine_division=True))
         if (isinstance(e, K.Unary) and e.op in _TRANSCENDENTAL and K.is_float(e.dtype)
-                and e not in self.native_roots):
+                and e.dtype != "f64" and e not in self.native_roots):
             return self(exact_root(e, self._native_root(e.op)))
         if isinstance(e, K.Unary):
             value = self._unary(e.op, self(e.x), _compute(e.dtype))
