@@ -344,3 +344,23 @@ def test_an_output_file_is_replaced_whole_under_its_reader(single_module, tmp_pa
     proc = run_tool("run_module", *args, f"--output=@{missing}")
     assert_clean_error(proc, 1, f"{missing}: cannot create a file in {missing.parent}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y.npy"]
+
+
+def test_a_bf16_result_saved_as_npy_reads_back_as_input_and_golden(tmp_path):
+    """numpy has no bfloat16: a bf16 result saved with --output=@x.npy is a 2-byte void array
+    (as ml_dtypes' arrays save too), which --input and --expected_output had refused."""
+    from pyree.compiler import compile_str
+
+    module = tmp_path / "id.vmfb"
+    module.write_bytes(compile_str("func.func @id(%x: tensor<4xbf16>) -> tensor<4xbf16> {\n"
+                                   "  return %x : tensor<4xbf16>\n}\n"))
+    saved = tmp_path / "y.npy"
+    values = "4xbf16=1.5 -2 inf -0"
+    proc = run_tool("run_module", f"--module={module}", f"--input={values}", f"--output=@{saved}")
+    assert proc.returncode == 0, proc.stderr
+    assert np.load(saved).dtype == np.dtype("V2")
+    again = run_tool("run_module", f"--module={module}", f"--input=@{saved}")
+    assert again.returncode == 0 and again.stdout.endswith(f"{values}\n"), again.stderr
+    golden = run_tool("run_module", f"--module={module}", f"--input={values}",
+                      f"--expected_output=@{saved}")
+    assert golden.returncode == 0 and "[SUCCESS]" in golden.stdout, golden.stderr

@@ -17,6 +17,7 @@ import math
 import re
 
 from pyree.runtime.element_types import (
+    BF16,
     BY_NAME,
     FLOAT_TYPES,
     I1,
@@ -133,6 +134,10 @@ def _load_npy(path: str) -> HostArray:
         raise InputError(f"{path} is not a readable .npy file ({e})") from None
     if not isinstance(array, np.ndarray):
         raise InputError(f"{path} is an .npz archive; give one .npy array")
+    if array.dtype.kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        # bf16, which numpy lacks: --output's .npy of a bf16 result and ml_dtypes' both say V2
+        raw = np.ascontiguousarray(array).view(np.uint16).astype("<u2", copy=False)
+        return HostArray(raw.tobytes(), TensorType.of(BF16, tuple(array.shape)))
     try:
         return HostArray.from_numpy(array)
     except InvocationError:
