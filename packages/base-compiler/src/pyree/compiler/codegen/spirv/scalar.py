@@ -11,6 +11,8 @@ is evaluated.
 
 from __future__ import annotations
 
+import math
+
 from pyree.compiler import kernel as K
 from pyree.compiler.codegen.common.math_expansion import (
     EXACT,
@@ -49,6 +51,30 @@ OpINotEqual, OpBitwiseAnd, OpBitwiseOr = 171, 199, 197
 def _compute(dtype: str) -> str:
     """The dtype whose instructions compute ``dtype``: bf16's are f32's."""
     return "f32" if dtype == "bf16" else dtype
+
+
+def _by_constant_zero(e: K.Binary) -> K.Expr | None:
+    """``x * ±0.0`` or ``x / ±0.0`` with the zero a constant, as IEEE defines them (±0 for a
+    finite x, NaN for inf or NaN; ±inf for a nonzero x, NaN for 0 or NaN), or None for any
+    other product. Mesa's lavapipe (22.3) folded both to +0.0 whatever x was, though the shader
+    declares SignedZeroInfNanPreserve (NaN * 0 gave 0, torch's softshrink(NaN) 0)."""
+    def zero(v):
+        return isinstance(v, K.Const) and float(v.value) == 0.0
+    dtype = e.dtype
+    if e.op == "mul" and zero(e.a) and not zero(e.b):
+        x, c = e.b, e.a
+    elif zero(e.b):
+        x, c = e.a, e.b
+    else:
+        return None
+    signed = K.Unary("neg", x, dtype) if math.copysign(1.0, float(c.value)) < 0 else x
+    nan = K.Const(math.nan, dtype)
+    if e.op == "mul":
+        finite = K.Compare("lt", K.Unary("abs", x, dtype), K.Const(math.inf, dtype))  # ordered
+        return K.Select(finite, K.Binary("copysign", K.Const(0.0, dtype), signed, dtype), nan, dtype)
+    undefined = K.Compare("ueq", x, K.Const(0.0, dtype))  # 0 / 0, NaN / 0
+    return K.Select(undefined, nan, K.Binary("copysign", K.Const(math.inf, dtype), signed, dtype),
+                    dtype)
 
 
 class ScalarLowering:
@@ -131,6 +157,10 @@ class ScalarLowering:
         if isinstance(e, K.Binary) and e.op == "rem" and e.dtype in EXACT_FMOD \
                 and self.sh.target.int64:
             return self(exact_fmod(e))
+        if isinstance(e, K.Binary) and e.op in ("mul", "div") and K.is_float(e.dtype):
+            by_zero = _by_constant_zero(e)
+            if by_zero is not None:
+                return self(by_zero)
         if isinstance(e, (K.Unary, K.Binary)) and K.is_float(e.dtype) and self._expanded(e.op):
             return self(expand(e, self.sh.target.float64, refine_division=True))
         if (isinstance(e, K.Unary) and e.op in _TRANSCENDENTAL and K.is_float(e.dtype)
