@@ -14,7 +14,6 @@ files of numpy's plain dtypes (tools/npy.py); bf16, Fortran-order or big-endian 
 from __future__ import annotations
 
 import math
-import re
 
 from pyree.runtime.element_types import (
     BF16,
@@ -76,17 +75,15 @@ def _parse_type(head: str) -> tuple[tuple[int, ...], int]:
     if name not in BY_NAME:
         known = ", ".join(BY_NAME)
         raise InputError(f"unknown element type '{name}' (known: {known})")
-    if not all(_DIGITS.fullmatch(d) for d in dims):
+    if not all(d.isascii() and d.isdigit() for d in dims):
         raise InputError(f"bad shape '{'x'.join(dims)}': dimensions must be non-negative integers")
     return tuple(int(d) for d in dims), BY_NAME[name]
 
 
-# Numbers as IREE's tools spell them: ASCII digits only (Python's int() and float() also took
-# "1_000" and Arabic-Indic digits), decimal or exponent floats, inf and nan.
-_DIGITS = re.compile(r"[0-9]+")
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)",
-                    re.IGNORECASE)
+def _plain(token: str) -> bool:
+    """Numbers as IREE's tools spell them: ASCII without '_' or spaces (Python's int() and float()
+    also take "1_000", " 7" and Arabic-Indic digits). No `re`: the tool's start-up stays lean."""
+    return token.isascii() and "_" not in token and token == token.strip()
 
 
 def _parse_element(token: str, element_type: int) -> bool | int | float:
@@ -95,15 +92,21 @@ def _parse_element(token: str, element_type: int) -> bool | int | float:
             raise InputError(f"'{token}' is not an i1 value (0, 1, true or false)")
         return _I1_VALUES[token.lower()]
     if element_type in FLOAT_TYPES:
-        if not _FLOAT.fullmatch(token):
+        try:
+            value = float(token) if _plain(token) else None
+        except ValueError:
+            value = None
+        if value is None:
             raise InputError(f"'{token}' is not a number")
-        value = float(token)
         if math.isinf(value) and "inf" not in token.lower():  # 1e400: past even f64
             raise InputError(f"{token} is out of range for {NAMES[element_type]}")
         return value
-    if not _INTEGER.fullmatch(token):
+    try:
+        value = int(token, 10) if _plain(token) else None
+    except ValueError:
+        value = None
+    if value is None:
         raise InputError(f"'{token}' is not an integer")
-    value = int(token, 10)
     low, high = integer_range(element_type)
     if not low <= value <= high:
         raise InputError(f"{token} is out of range for {NAMES[element_type]} [{low}, {high}]")
