@@ -32,10 +32,16 @@ EYE5 = 5 * np.eye(5, dtype=np.float32)
 A, B = normal(5, 5) + EYE5, normal(5, 3)
 SPD = (lambda m: (m @ m.T + EYE5).astype(np.float32))(normal(5, 5))
 BATCH_A, BATCH_B = normal(3, 6, 6) + 2 * np.eye(6, dtype=np.float32), normal(3, 6, 2)
+# Positive definite, not (its third leading minor), NaN on the diagonal, zero past the first:
+# LAPACK's info says which, and JAX NaN-fills each factor whose info is not 0.
+NOT_ALL_PD = np.stack([SPD, SPD - 40 * np.diag(np.eye(5, dtype=np.float32)[2]),
+                       np.where(np.eye(5, dtype=bool) & (np.arange(5) == 4), np.nan, SPD),
+                       np.diag(np.array([1, 0, 1, 1, 1], np.float32))])
 
 CASES = {
     "cholesky": (jnp.linalg.cholesky, (SPD,)),
     "cholesky_upper": (lambda a: scipy_linalg.cholesky(a, lower=False), (SPD,)),
+    "cholesky_of_matrices_not_positive_definite": (jnp.linalg.cholesky, (NOT_ALL_PD,)),
     "cho_solve": (lambda a, b: scipy_linalg.cho_solve(scipy_linalg.cho_factor(a), b), (SPD, B)),
     **{f"solve_triangular_{'lower' if lo else 'upper'}_trans{t}{'_unit' if u else ''}": (
         lambda a, b, lo=lo, t=t, u=u: scipy_linalg.solve_triangular(a, b, lower=lo, trans=t,

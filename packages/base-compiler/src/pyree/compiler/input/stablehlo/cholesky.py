@@ -4,8 +4,8 @@ For column j of L (``A = L L^T``, over the batch dims): ``v_i = A[i, j] - sum_{m
 (one reduction Generic), then ``L[j, j] = sqrt(v_j)``, ``L[i, j] = v_i / L[j, j]`` below it and 0
 above (one parallel Generic that copies the other columns). ``lower = false`` reads the upper
 triangle (``A[j, i]``) and writes ``U = L^T``; the other triangle of the input is never read, as
-in XLA. A matrix that is not positive definite gives NaN. The columns are unrolled: 2n Generics
-of O(n^2) elements each, so the size is limited to ``MAX_N``.
+in XLA. A matrix that is not positive definite gives NaN (potrf: see ``emit_cholesky``). The
+columns are unrolled: 2n Generics of O(n^2) elements each, so the size is limited to ``MAX_N``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ def lower_cholesky(fn: FunctionLowering, op: Operation) -> None:
     emit_cholesky(fn, op, lower)
 
 
-def emit_cholesky(fn: FunctionLowering, op: Operation, lower: bool) -> None:
-    """The factor of ``op``'s operand 0 into its result 0 (also LAPACK's potrf: custom_call)."""
+def emit_cholesky(fn: FunctionLowering, op: Operation, lower: bool,
+                  keep_failed_pivots: bool = False) -> None:
+    """The factor of ``op``'s operand 0 into its result 0 (also LAPACK's potrf: custom_call,
+    ``keep_failed_pivots``: a pivot ``<= 0`` stays on the diagonal unrooted, as OpenBLAS leaves
+    it, so that potrf's info can find it; a NaN pivot is no failure there)."""
     where = location_of(op)
     a = fn.tensor(op.operands[0], where)
     name = op.name if op.name != "stablehlo.custom_call" else "LAPACK's potrf"
@@ -78,7 +81,10 @@ def emit_cholesky(fn: FunctionLowering, op: Operation, lower: bool) -> None:
         i, k = AffineExpr.loop(loops, nb), AffineExpr.loop(loops, nb + 1)
         jc = AffineExpr.loop(loops, None, const=j)
         inputs = Inputs()
-        diagonal = Unary("sqrt", inputs.load(v, b_ix + (jc,)), dtype)
+        pivot = inputs.load(v, b_ix + (jc,))
+        diagonal = Unary("sqrt", pivot, dtype)
+        if keep_failed_pivots:
+            diagonal = Select(Compare("le", pivot, Const(0.0, dtype)), pivot, diagonal, dtype)
         below = Binary("div", inputs.load(v, b_ix + (i,)), diagonal, dtype)
         zero = Const(0.0, dtype)
         column = Select(Compare("gt", LoopIndex(nb), Const(j, "index")), below,

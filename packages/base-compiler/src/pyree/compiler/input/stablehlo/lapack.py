@@ -10,7 +10,8 @@ permutation, the solves' order, the determinant's sign) in plain StableHLO aroun
 Each is unrolled by column as ``stablehlo.cholesky`` is (cholesky.py), over any batch dims, up
 to ``MAX_N`` rows:
 
-- potrf: that Cholesky factor (the other triangle zeros: JAX masks it); info 0.
+- potrf: that Cholesky factor (the other triangle zeros: JAX masks it); info the first
+  leading minor not positive definite (JAX NaN-fills that factor), as OpenBLAS finds it.
 - getrf: per column j, partial pivoting as LAPACK's: the pivot is the first row at or below j
   of the largest magnitude; rows j and p are exchanged across the whole matrix (the multipliers
   already computed too), the column below is divided by the pivot and the trailing block
@@ -124,9 +125,30 @@ def _name(op: Operation) -> str:
 def _potrf(fn: FunctionLowering, op: Operation) -> None:
     where = location_of(op)
     _square(fn, op, 0, where)
-    emit_cholesky(fn, op, _config(op).get("uplo", "L") == "L")
+    emit_cholesky(fn, op, _config(op).get("uplo", "L") == "L", keep_failed_pivots=True)
     if len(op.results) > 1:
-        fn.env[op.results[1]] = _zeros_like_result(fn, op, 1, where)
+        _potrf_info(fn, op, where)
+
+
+def _potrf_info(fn: FunctionLowering, op: Operation, where: str) -> None:
+    """LAPACK's info: the order (1-based) of the first leading minor that is not positive
+    definite, the first pivot ``<= 0`` kept on the diagonal (a NaN is none, as in OpenBLAS,
+    whose potrf JAX calls), else 0. JAX NaN-fills each factor whose info is not 0."""
+    from pyree.compiler.input.types import tensor_type_of
+    factor = fn.env[op.results[0]]
+    dtype, shape = tensor_type_of(op.results[1].type, where)
+    nb, n = len(factor.shape) - 2, factor.shape[-1]
+    loops = nb + 1
+    b_ix = tuple(AffineExpr.loop(loops, d) for d in range(nb))
+    j = AffineExpr.loop(loops, nb)
+    inputs, none = Inputs(), Const(n + 1, dtype)
+    failed = Compare("le", inputs.load(factor, b_ix + (j, j)), Const(0.0, factor.dtype))
+    order = Binary("add", convert(LoopIndex(nb), dtype), Const(1, dtype), dtype)
+    first = Binary("min", Acc(0, dtype), Select(failed, order, none, dtype), dtype)
+    info = Select(Compare("eq", Acc(0, dtype), none), Const(0, dtype), Acc(0, dtype), dtype)
+    out = fn.result_value(op.results[1], where)
+    fn.emit(Generic(inputs.values, [out], (Result(0, b_ix, first, init=none, epilogue=info),),
+                    factor.shape[:-1], nb, where, _name(op)))
 
 
 def _zeros_like_result(fn: FunctionLowering, op: Operation, index: int, where: str):
