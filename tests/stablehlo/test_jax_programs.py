@@ -194,6 +194,13 @@ def test_shapes_pad_concat_transpose_reverse_iota():
                      jnp.broadcast_to(x[:, None, :], (7, 2, 13)), x.reshape(13, 7)), x)
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0), (0, 0)])
+def test_interior_padding_of_an_empty_tensor_is_all_padding(shape):
+    """JAX's gradient of cumprod pads an empty slice with interior padding."""
+    x = normal(*shape)
+    check(lambda x: (lax.pad(x, 7.0, ((1, 2, 3), (0, 1, 2))), jnp.cumprod(x, 0)), x)
+
+
 @pytest.mark.parametrize("f", [lambda a, b: a @ b[0], lambda a, b: jnp.einsum("ij,bjk->bik", a, b),
                                lambda a, b: jnp.einsum("ij,bjk->i", a, b)],
                          ids=["matmul", "batched", "two_contractions"])

@@ -146,7 +146,10 @@ def lower_pad(fn: FunctionLowering, op: Operation) -> None:
 def padded_read(inputs: Inputs, source: Value, low: list[int], interior: list[int],
                 pad_value: Expr, where: str) -> Expr:
     """The element of ``source`` padded by ``low`` (negative: cropped) and ``interior`` at the
-    loop indices, or ``pad_value`` where the padded tensor holds padding."""
+    loop indices, or ``pad_value`` where the padded tensor holds padding (everywhere, for an
+    empty ``source``: JAX pads one so in the gradient of cumprod)."""
+    if 0 in source.shape:
+        return pad_value
     rank = len(source.shape)
     conds: list[Expr] = []
     at: list[Expr] = []
