@@ -319,27 +319,71 @@ def test_matmul_of_a_vector_and_a_stack(shape_a, shape_b):
     np.testing.assert_allclose(got, runtime, rtol=1e-5, atol=1e-6)
 
 
-def test_topk_and_clip_of_uint8():
-    """TopK and Clip of uint8 values with the top bit set (torch-mlir ordered them as signed:
-    TopK picked 127 over 200, Clip's bound 128 read as -128), as onnxruntime gives. (Neither
-    torch-mlir's Cast nor onnxruntime's TopK takes the wider unsigned types.)"""
-    elem, dtype = TensorProto.UINT8, np.uint8
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_orders_of_unsigned_integers(dtype):
+    """TopK, Clip, MaxPool and GlobalMaxPool of unsigned values with the top bit
+    set (torch-mlir ordered them as signed: TopK picked 127 over 200, Clip's bound 128 read as
+    -128, MaxPool kept 130 over 200), against ONNX's reference (onnxruntime has no uint16-64
+    TopK)."""
+    from onnx.reference import ReferenceEvaluator
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     rng = np.random.default_rng(15)
     top = np.iinfo(dtype).max
     x = rng.integers(0, top, (3, 7), dtype=dtype, endpoint=True)
-    x[0, :3] = [top, top // 2, top // 2 + 1]
+    x[0, :4] = [top, top // 2, top // 2 + 1, 0]
     low, high = np.array(top // 2 + 1, dtype), np.array(top - 3, dtype)
     k = np.array([3], np.int64)
     nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1),
-             helper.make_node("Clip", ["x", "low", "high"], ["c"])]
+             helper.make_node("Clip", ["x", "low", "high"], ["c"]),
+             helper.make_node("Reshape", ["x", "planes"], ["x4"]),
+             helper.make_node("MaxPool", ["x4"], ["p"], kernel_shape=[2, 1], strides=[2, 1]),
+             helper.make_node("GlobalMaxPool", ["x4"], ["g"])]
+    planes = helper.make_tensor("planes", TensorProto.INT64, [4], [1, 3, 7, 1])
     proto = model(nodes, [("x", elem, x.shape), ("k", TensorProto.INT64, k.shape),
                           ("low", elem, ()), ("high", elem, ())],
-                  [("v", elem, (3, 3)), ("i", TensorProto.INT64, (3, 3)), ("c", elem, x.shape)],
-                  opset=18)
-    got, want = pyree_and_onnxruntime(proto, x, k, low, high)
+                  [("v", elem, (3, 3)), ("i", TensorProto.INT64, (3, 3)), ("c", elem, x.shape),
+                   ("p", elem, (1, 3, 3, 1)), ("g", elem, (1, 3, 1, 1))], opset=18)
+    proto.graph.initializer.append(planes)
+    import pyree.runtime as rt
+    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["g"](x, k, low, high)
+    want = ReferenceEvaluator(proto).run(None, {"x": x, "k": k, "low": low, "high": high})
     for g, w in zip(got, want):
+        g = g.to_host()
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
+    assert want[0][0, 0] == top  # the top bit's values are among those compared
+
+
+def test_integer_negation_selu_defaults_and_float_fmod():
+    """Neg of int32/int64 past 2^24 (torch-mlir went through f32: -16777217 came out
+    -16777216), Selu without attributes (torch-mlir's defaults had 6 digits), and Mod with
+    fmod=1 of floats (C's fmod: exact past 2^24 quotients, ``fmod(3, inf)`` 3, -0.0 kept),
+    against onnxruntime."""
+    ints = np.array([16777217, -16777217, 2**31 - 1, -2**31 + 1, 123456789, 0], np.int32)
+    longs = np.array([2**53 + 1, -(2**40) - 1, 2**62 + 3, -7], np.int64)
+    x = np.array([2.0, -3.0, 10.0, -1e-5, 0.0, -0.0, np.nan, -np.inf], np.float32)
+    a = np.array([3.0, -2.5, 1e10, 16777216.0, 7.5, -0.0, 0.0, np.inf, np.nan, -7.0, 5.0, -1e-30],
+                 np.float32)
+    b = np.array([np.inf, -np.inf, 3.0, 10.0, -2.0, 1.0, 0.0, 2.0, 1.0, 0.7, np.nan, 3.0],
+                 np.float32)
+    nodes = [helper.make_node("Neg", ["ints"], ["n32"]), helper.make_node("Neg", ["longs"], ["n64"]),
+             helper.make_node("Selu", ["x"], ["selu"]),
+             helper.make_node("Mod", ["a", "b"], ["fmod"], fmod=1)]
+    f, i32, i64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
+    proto = model(nodes, [("ints", i32, ints.shape), ("longs", i64, longs.shape),
+                          ("x", f, x.shape), ("a", f, a.shape), ("b", f, b.shape)],
+                  [("n32", i32, ints.shape), ("n64", i64, longs.shape), ("selu", f, x.shape),
+                   ("fmod", f, a.shape)], opset=18)
+    got, want = pyree_and_onnxruntime(proto, ints, longs, x, a, b)
+    np.testing.assert_array_equal(got[0], -ints)
+    np.testing.assert_array_equal(got[1], -longs)
+    np.testing.assert_allclose(got[2], want[2], rtol=2e-7, atol=0)
+    np.testing.assert_array_equal(got[3], np.fmod(a, b))
+    np.testing.assert_array_equal(np.signbit(got[3]), np.signbit(np.fmod(a, b)))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
 
 
 def test_nan_through_max_min_clip_sign_and_equal_to_itself():

@@ -6,8 +6,13 @@
   operands' own type: a divisor with its top bit set divides at most once (``a >= b``); any
   other divides ``a >> 1`` exactly as signed division does, and doubling that quotient leaves
   a remainder that ``b`` divides at most once more.
-- TopK and Clip of UINT8: torch-mlir orders them as signed (TopK picked 127 over 200); they
-  run on INT32 (Cast there and back).
+- TopK, Clip, MaxPool and GlobalMaxPool of unsigned integers: torch-mlir orders them as signed (TopK picked
+  127 over 200); they run on the values plus the top bit, which orders them as signed.
+- Neg of integers: lowered through f32, wrong past 2^24; ``0 - x``. Selu without its
+  attributes: torch-mlir's defaults are ONNX's rounded to 6 digits; ONNX's given.
+- Mod with ``fmod=1`` of floats: lowered as ``a - trunc(a / b) * b``, wrong past 2^24
+  quotients and NaN for an infinite ``b``; the exact remainder (``fmod=0``, ``frem``) of the
+  magnitudes, negated where ``a`` is negative or -0.0.
 - Max, Min, Clip and Sign of floats with a NaN input: torch-mlir's compares lost the NaN; the
   result is NaN where any input is. Equal of a value with itself (folded to true): not IsNaN.
 - Cast from a float type to UINT8: torch-mlir converts it with ``fptosi`` to i8, wrong for
@@ -200,26 +205,77 @@ def _unsigned_division(n: Nodes, types: dict):
     return n.nodes
 
 
-def _unsigned_order(n: Nodes, types: dict):
-    """TopK and Clip of UINT8 on INT32 and back (torch-mlir orders uint8 as signed: TopK
-    picked 127 over 200, Clip's bound 128 read as -128; it casts to no wider unsigned type, so
-    UINT16 and UINT32 are left as they are)."""
+def _unsigned_order(n: Nodes, types: dict, input_names=None):
+    """TopK, Clip and MaxPool of unsigned integers: torch-mlir orders them as signed (TopK
+    picked 127 over 200 of UINT8, Clip's bound 128 read as -128, MaxPool kept 130 over 200).
+    Adding the top bit (``2^(w-1)``, wrapping) maps the unsigned order onto the signed one in
+    the same type (torch-mlir casts to no wider unsigned type), so the op runs on the shifted
+    values and adding it again restores them; TopK's indices and MaxPool's are unchanged."""
     import onnx
 
-    T = onnx.TensorProto
-    elem = types.get(n.node.input[0])
-    wide = {T.UINT8: T.INT32}.get(elem)
-    if wide is None:
+    node = n.node
+    elem = types.get(node.input[0])
+    if elem not in _UNSIGNED:
         return None
-    take = [0] if n.node.op_type == "TopK" else range(len(n.inputs))  # (TopK's k is INT64)
-    inputs = [n.op("Cast", [x], f"wide{i}", to=wide) if i in take and x else x
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    n.constant("top", 1 << (8 * dtype.itemsize - 1), dtype)
+    take = [0] if node.op_type != "Clip" else range(len(n.inputs))  # (TopK's k is INT64)
+    inputs = [n.op("Add", [x, "top"], f"shifted{i}") if i in take and x else x
               for i, x in enumerate(n.inputs)]
-    outputs = ["wide_out", *n.outputs[1:]]
-    n.nodes.append(onnx.helper.make_node(n.node.op_type, [n.name(x) for x in inputs],
-                                         [n.name(x) for x in outputs],
-                                         name=n.node.name, domain=n.node.domain))
-    n.nodes[-1].attribute.extend(n.node.attribute)
-    n.op("Cast", ["wide_out"], n.outputs[0], to=elem)
+    outputs = ["shifted_out", *(input_names or n.outputs[1:])]
+    n.nodes.append(onnx.helper.make_node(node.op_type, [n.name(x) for x in inputs],
+                                         [n.name(x) for x in outputs], name=node.name,
+                                         domain=node.domain))
+    n.nodes[-1].attribute.extend(node.attribute)
+    n.op("Add", ["shifted_out", "top"], n.outputs[0])
+    return n.nodes
+
+
+def _mod(n: Nodes, types: dict):
+    return _unsigned_division(n, types) or _float_fmod(n, types)
+
+
+def _float_fmod(n: Nodes, types: dict):
+    node = n.node
+    elem = types.get(node.input[0])
+    if elem not in _FLOATS or not any(a.name == "fmod" and a.i == 1 for a in node.attribute):
+        return None
+    import onnx
+
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    (a, b), (y,) = n.inputs[:2], n.outputs
+    n.op("Abs", [a], "a_magnitude")
+    n.op("Abs", [b], "b_magnitude")
+    n.op("Mod", ["a_magnitude", "b_magnitude"], "magnitude", fmod=0)
+    n.constant("1", 1, dtype)
+    n.constant("0", 0, dtype)
+    n.op("Div", ["1", a], "reciprocal")  # -0.0 negative too (-inf)
+    n.op("Less", ["reciprocal", "0"], "negative")
+    n.op("Neg", ["magnitude"], "negated")
+    n.op("Where", ["negative", "negated", "magnitude"], y)
+    return n.nodes
+
+
+def _integer_negation(n: Nodes, types: dict):
+    import onnx
+
+    elem = types.get(n.node.input[0])
+    if elem in _FLOATS or elem is None:
+        return None
+    n.constant("0", 0, onnx.helper.tensor_dtype_to_np_dtype(elem))
+    n.op("Sub", ["0", n.inputs[0]], n.outputs[0])
+    return n.nodes
+
+
+_SELU = {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}
+
+
+def _selu_defaults(n: Nodes, types: dict):
+    given = {a.name for a in n.node.attribute}
+    if set(_SELU) <= given:
+        return None
+    n.op("Selu", n.inputs, n.outputs[0],
+         **{**_SELU, **{k: v for k, v in _attributes(n.node).items() if k in given}})
     return n.nodes
 
 
@@ -673,14 +729,15 @@ def _instance_normalization(n: Nodes, types: dict):
     return n.nodes
 
 
-def _pool_indices(n: Nodes, types: dict):
-    """MaxPool with an Indices output: the local indices plus each plane's offset."""
+def _max_pool(n: Nodes, types: dict):
+    """MaxPool of unsigned integers in the signed order (``_unsigned_order``); with an
+    Indices output, the local indices plus each plane's offset."""
     import numpy as np
     import onnx
 
     node = n.node
     if len(node.output) < 2 or not node.output[1]:
-        return None
+        return _unsigned_order(n, types)
     where = f"MaxPool '{node.name or node.output[0]}'"
     if any(a.name == "storage_order" and a.i == 1 for a in node.attribute):
         raise CompileError(f"{where}: column-major Indices (storage_order=1) are not supported")
@@ -690,10 +747,11 @@ def _pool_indices(n: Nodes, types: dict):
                            "time are not supported (ONNX counts them over the whole tensor)")
     planes = np.arange(shape[0] * shape[1], dtype=np.int64) * int(np.prod(shape[2:]))
     n.constant("offsets", planes.reshape(shape[:2] + (1,) * (len(shape) - 2)), np.int64)
-    n.nodes.append(onnx.helper.make_node("MaxPool", [n.name(x) for x in n.inputs],
-                                         [n.name(n.outputs[0]), n.name("local")],
-                                         name=node.name))
-    n.nodes[-1].attribute.extend(node.attribute)
+    if _unsigned_order(n, types, ["local"]) is None:
+        n.nodes.append(onnx.helper.make_node("MaxPool", [n.name(x) for x in n.inputs],
+                                             [n.name(n.outputs[0]), n.name("local")],
+                                             name=node.name))
+        n.nodes[-1].attribute.extend(node.attribute)
     n.op("Add", ["local", "offsets"], n.outputs[1])
     return n.nodes
 
@@ -907,8 +965,9 @@ def _tile_to_nothing(n: Nodes, types: dict):
     return n.nodes
 
 
-_RULES = {"Cast": _cast_to_uint8, "MaxPool": _pool_indices, "Pad": _wrap_pad,
-          "Div": _unsigned_division, "Mod": _unsigned_division,
+_RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
+          "Div": _unsigned_division, "Mod": _mod, "Neg": _integer_negation,
+          "Selu": _selu_defaults, "GlobalMaxPool": _unsigned_order,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
