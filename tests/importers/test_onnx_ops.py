@@ -172,6 +172,30 @@ def test_qlinear_matmul_with_zero_points_as_inputs(elem, dtype):
     np.testing.assert_array_equal(got.view(dtype), want)
 
 
+@pytest.mark.parametrize("strides, pads", [([1, 1], [0, 0, 0, 0]), ([2, 1], [1, 2, 0, 1])])
+def test_qlinear_conv_with_per_channel_scales_and_a_bias(strides, pads):
+    """Per-channel weight scales and an int32 bias (onnxruntime's quantizer writes them; the
+    bias had been added unscaled, so every output saturated), against onnxruntime (weights
+    within [-64, 63], where its u8s8 kernel is exact)."""
+    rng = np.random.default_rng(23)
+    x = rng.integers(0, 256, (2, 3, 7, 6), dtype=np.uint8)
+    w = rng.integers(-64, 64, (5, 3, 3, 2), dtype=np.int8)
+    values = {"x_scale": np.array(0.02, np.float32), "x_zero": np.array(128, np.uint8),
+              "w": w, "w_scale": np.array([0.01, 0.02, 0.005, 0.013, 0.007], np.float32),
+              "w_zero": np.zeros(5, np.int8), "y_scale": np.array(0.05, np.float32),
+              "y_zero": np.array(100, np.uint8),
+              "bias": np.array([100, -200, 3000, -7, 0], np.int32)}
+    node = helper.make_node("QLinearConv", ["x", *values], ["y"], strides=strides, pads=pads)
+    proto = model([node], [("x", TensorProto.UINT8, x.shape)],
+                  [("y", TensorProto.UINT8, None)], opset=18)
+    proto.graph.initializer.extend(onnx.numpy_helper.from_array(v, k) for k, v in values.items())
+    proto = onnx.shape_inference.infer_shapes(proto)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    assert got.dtype == want.dtype == np.uint8
+    np.testing.assert_array_equal(got, want)
+    assert 0 < np.count_nonzero((want > 0) & (want < 255))  # not all saturated
+
+
 def test_cast_of_floats_to_uint8():
     x = np.array([0, 1.5, 127, 128, 200.7, 255, 254.2, 3], np.float32)
     proto = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],

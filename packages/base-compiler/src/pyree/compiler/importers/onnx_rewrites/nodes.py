@@ -68,6 +68,8 @@
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
   ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+- QLinearConv with per-channel weight scales and a bias: torch-mlir adds the bias unscaled
+  (every output saturated); rebuilt as ONNX's reference computes it (``_qlinear_conv``).
 - Gemm without C: torch-mlir drops ``alpha``; a Gemm of alpha 1 times alpha.
 - AveragePool with ``ceil_mode`` and ``count_include_pad``: torch-mlir divides a last window
   that runs past the input and its pads by the whole kernel; the pads made explicit zeros and
@@ -346,6 +348,62 @@ def _qlinear_matmul(n: Nodes, types: dict):
         n.op("Add", ["scaled", "zero_f64"], "shifted")
     else:
         n.op("Identity", ["scaled"], "shifted")
+    n.op("Round", ["shifted"], "rounded")
+    n.constant("low", info.min, np.float64)
+    n.constant("high", info.max, np.float64)
+    n.op("Clip", ["rounded", "low", "high"], "clamped")
+    n.op("Cast", ["clamped"], "clamped_i32", to=T.INT32)  # (see _cast_to_uint8)
+    n.op("Cast", ["clamped_i32"], n.outputs[0], to=out)
+    return n.nodes
+
+
+def _qlinear_conv(n: Nodes, types: dict):
+    """QLinearConv with per-channel weight scales and a bias, which torch-mlir adds unscaled
+    (every output saturated): ONNX's reference steps, the convolution of ``x - x_zero_point``
+    and ``w - w_zero_point`` in f64 (exact: integer sums below 2^53), plus the bias, times
+    ``x_scale * w_scale[c] / y_scale``, rounded half to even, plus ``y_zero_point``, clamped."""
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias = [*n.inputs, "", ""][:9]
+    w_shape, scale_shape = n.shapes.get(w), n.shapes.get(w_scale)
+    if not bias or scale_shape is None or int(np.prod(scale_shape)) <= 1:
+        return None
+    out = types.get(y_zero or x)
+    if w_shape is None or out is None:
+        raise CompileError(f"QLinearConv '{n.node.name or n.node.output[0]}': per-channel "
+                           "weight scales with a bias need the weight's shape known at import")
+    spatial = len(w_shape) - 2
+    n.constant("w_axis", [-1] + [1] * (spatial + 1), np.int64)
+    n.constant("y_axis", [1, -1] + [1] * spatial, np.int64)
+    for value, zero, axis in ((x, x_zero, None), (w, w_zero, "w_axis")):
+        n.op("Cast", [value], value + "_f64", to=T.DOUBLE)
+        if zero:
+            n.op("Cast", [zero], zero + "_f64", to=T.DOUBLE)
+            if axis:
+                n.op("Reshape", [zero + "_f64", axis], zero + "_along")
+            n.op("Sub", [value + "_f64", zero + "_along" if axis else zero + "_f64"],
+                 value + "_centred")
+        else:
+            n.op("Identity", [value + "_f64"], value + "_centred")
+    conv = {k: v for k, v in _attributes(n.node).items()}
+    n.op("Conv", [x + "_centred", w + "_centred"], "product", **conv)
+    n.op("Cast", [bias], "bias_f64", to=T.DOUBLE)
+    n.op("Reshape", ["bias_f64", "y_axis"], "bias_along")
+    n.op("Add", ["product", "bias_along"], "biased")
+    for scale in (x_scale, w_scale, y_scale):
+        n.op("Cast", [scale], scale + "_f64", to=T.DOUBLE)
+    n.op("Reshape", [w_scale + "_f64", "y_axis"], "w_scale_along")
+    n.op("Mul", [x_scale + "_f64", "w_scale_along"], "scales")
+    n.op("Div", ["scales", y_scale + "_f64"], "multiplier")
+    n.op("Mul", ["biased", "multiplier"], "scaled")
+    if y_zero:
+        n.op("Cast", [y_zero], "zero_f64", to=T.DOUBLE)
+        n.op("Add", ["scaled", "zero_f64"], "shifted")
+    else:
+        n.op("Identity", ["scaled"], "shifted")
+    info = np.iinfo(onnx.helper.tensor_dtype_to_np_dtype(out))
     n.op("Round", ["shifted"], "rounded")
     n.constant("low", info.min, np.float64)
     n.constant("high", info.max, np.float64)
@@ -970,7 +1028,7 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
           "Selu": _selu_defaults, "GlobalMaxPool": _unsigned_order,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
-          "QLinearMatMul": _qlinear_matmul, "LSTM": _recurrent, "GRU": _recurrent,
+          "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
