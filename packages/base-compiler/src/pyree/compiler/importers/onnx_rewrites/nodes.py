@@ -68,6 +68,8 @@
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
   ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+- MatMulInteger: a per-row ``a_zero_point`` was subtracted along K, and uint8 times uint8
+  left an unparsable matmul; the int32 product of the centred operands.
 - QLinearConv with per-channel weight scales and a bias: torch-mlir adds the bias unscaled
   (every output saturated); rebuilt as ONNX's reference computes it (``_qlinear_conv``).
 - Gemm without C: torch-mlir drops ``alpha``; a Gemm of alpha 1 times alpha.
@@ -410,6 +412,31 @@ def _qlinear_conv(n: Nodes, types: dict):
     n.op("Clip", ["rounded", "low", "high"], "clamped")
     n.op("Cast", ["clamped"], "clamped_i32", to=T.INT32)  # (see _cast_to_uint8)
     n.op("Cast", ["clamped_i32"], n.outputs[0], to=out)
+    return n.nodes
+
+
+def _matmul_integer(n: Nodes, types: dict):
+    """MatMulInteger as ONNX's reference computes it: the int32 product of ``a - a_zero_point``
+    and ``b - b_zero_point``. torch-mlir subtracted a per-row (1-D, length M) ``a_zero_point``
+    along K instead (a wrong answer where M == K) and left an unparsable ``cast_unsigned``
+    matmul for uint8 times uint8."""
+    import numpy as np
+    import onnx
+
+    T = onnx.TensorProto
+    a, b, a_zero, b_zero = [*n.inputs, "", ""][:4]
+    if a_zero and len(n.shapes.get(a_zero) or ()) == 1:
+        n.constant("column", [-1, 1], np.int64)  # per row: along the rows of a
+        n.op("Reshape", [a_zero, "column"], "a_zero_rows")
+        a_zero = "a_zero_rows"
+    for x, zero in ((a, a_zero), (b, b_zero)):
+        n.op("Cast", [x], x + "_i32", to=T.INT32)
+        if zero:
+            n.op("Cast", [zero], zero + "_i32", to=T.INT32)
+            n.op("Sub", [x + "_i32", zero + "_i32"], x + "_centred")
+        else:
+            n.op("Identity", [x + "_i32"], x + "_centred")
+    n.op("MatMul", [a + "_centred", b + "_centred"], n.outputs[0])
     return n.nodes
 
 
@@ -1028,7 +1055,8 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
           "Selu": _selu_defaults, "GlobalMaxPool": _unsigned_order,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
-          "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv, "LSTM": _recurrent, "GRU": _recurrent,
+          "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv,
+          "MatMulInteger": _matmul_integer, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
