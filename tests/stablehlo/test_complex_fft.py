@@ -79,6 +79,39 @@ def test_complex_sine_cosine_exponential_match_numpy(rng):
         np.testing.assert_allclose(a + 1j * b, want, rtol=1e-5, atol=1e-6)
 
 
+def test_complex_divide_and_exp_match_jax_at_special_values():
+    """Every combination of zeros, infinities, NaN, tiny and huge parts: division as XLA's
+    (Smith's algorithm: (1e20 + i) / (1 + 1e20i) had come out NaN, and its C answers for zero
+    and infinite operands) and exp as XLA's (e^(a/2) twice: exp(89 + i) had overflowed, and
+    exp(89 + 0i) had a NaN imaginary part). XLA flushes subnormal results to zero, and its
+    fused multiply-adds leave noise of a part's ulp where the exact part is 0: both allowed."""
+    import itertools
+
+    from tooling import require_module
+    jax = require_module("jax")
+    jnp = jax.numpy
+    parts = np.array([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e30, -1e-30, 1e20, 7.0,
+                      89.0, 44.0], np.float32)
+    grid = [np.ascontiguousarray(x) for x in np.array(list(itertools.product(parts, repeat=4)),
+                                                      np.float32).T]
+
+    def f(ar, ai, br, bi):
+        q, e = jax.lax.complex(ar, ai) / jax.lax.complex(br, bi), jnp.exp(jax.lax.complex(ar, ai))
+        return jnp.real(q), jnp.imag(q), jnp.real(e), jnp.imag(e)
+
+    module = rt.load_module(compile_str(jax.jit(f).lower(*grid).as_text(), input_type="stablehlo"),
+                            device="local-task")
+    got = [np.asarray(x) for x in module.main(*grid)]
+    want = [np.asarray(x) for x in jax.jit(f)(*grid)]
+    for k in (0, 2):
+        scale = np.abs(want[k]) + np.abs(want[k + 1])
+        for g, w in zip(got[k:k + 2], want[k:k + 2]):
+            tiny = (np.abs(g) < 1.18e-38) & (np.abs(w) < 1.18e-38)
+            same = (np.isnan(g) & np.isnan(w)) | (g == w) | tiny | \
+                (np.abs(g - w) <= 2e-6 * np.where(np.isfinite(scale), scale, 0))
+            assert same.all(), [(*(x[i] for x in grid), g[i], w[i]) for i in np.nonzero(~same)[0][:5]]
+
+
 def test_a_complex_result_is_refused_by_name():
     text = """
 func.func @f(%re: tensor<2xf32>) -> tensor<2xcomplex<f32>> {

@@ -187,16 +187,72 @@ def lower_complex_binary(rule):
             re = part(lambda x, y: b("sub", b("mul", x[0], y[0]), b("mul", x[1], y[1])))
             im = part(lambda x, y: b("add", b("mul", x[0], y[1]), b("mul", x[1], y[0])))
         elif name == "divide":
-            def norm(y):
-                return b("add", b("mul", y[0], y[0]), b("mul", y[1], y[1]))
-            re = part(lambda x, y: b("div", b("add", b("mul", x[0], y[0]), b("mul", x[1], y[1])),
-                                     norm(y)))
-            im = part(lambda x, y: b("div", b("sub", b("mul", x[1], y[0]), b("mul", x[0], y[1])),
-                                     norm(y)))
+            re = part(lambda x, y: _divide(x, y, dtype)[0])
+            im = part(lambda x, y: _divide(x, y, dtype)[1])
         else:
             raise CompileError(f"'{op.name}' of a complex value is not supported", where)
         fn.env[op.results[0]] = ComplexPair(re, im)
     return lower
+
+
+def _divide(x: tuple[Expr, Expr], y: tuple[Expr, Expr], dtype: str) -> tuple[Expr, Expr]:
+    """``x / y`` as XLA divides: Smith's algorithm (the ratio of the divisor's smaller part to
+    its larger, so that ``|y|^2`` never overflows or underflows: 1e20i / (1 + 1e20i) had come
+    out NaN), and where that gives NaN in both parts, C's answers for a zero divisor, an
+    infinite dividend over a finite divisor and a finite one over an infinite divisor."""
+    (ar, ai), (br, bi) = x, y
+
+    def b(kind, p, q):
+        return Binary(kind, p, q, dtype)
+
+    def c(v: float) -> Const:
+        return Const(v, dtype)
+
+    def isinf(v):
+        return Compare("eq", Unary("abs", v, dtype), c(math.inf))
+
+    def finite(v):
+        return Binary("and", Compare("ord", v, v), Unary("not", isinf(v), "i1"), "i1")
+
+    def either(p, q):
+        return Binary("or", p, q, "i1")
+
+    def both(p, q):
+        return Binary("and", p, q, "i1")
+
+    def pick(cond, p, q):
+        return Select(cond, p, q, dtype)
+
+    wide_im = Compare("lt", Unary("abs", br, dtype), Unary("abs", bi, dtype))
+    ratio = pick(wide_im, b("div", br, bi), b("div", bi, br))
+    denominator = pick(wide_im, b("add", bi, b("mul", br, ratio)),
+                       b("add", br, b("mul", bi, ratio)))
+    re = pick(wide_im, b("div", b("add", b("mul", ar, ratio), ai), denominator),
+              b("div", b("add", ar, b("mul", ai, ratio)), denominator))
+    im = pick(wide_im, b("div", b("sub", b("mul", ai, ratio), ar), denominator),
+              b("div", b("sub", ai, b("mul", ar, ratio)), denominator))
+
+    zero_divisor = both(both(Compare("eq", br, c(0.0)), Compare("eq", bi, c(0.0))),
+                        either(Compare("ord", ar, ar), Compare("ord", ai, ai)))
+    signed_inf = b("copysign", c(math.inf), br)
+    infinite_x = both(either(isinf(ar), isinf(ai)), both(finite(br), finite(bi)))
+    infinite_y = both(either(isinf(br), isinf(bi)), both(finite(ar), finite(ai)))
+
+    def unit(v):  # +-1 where v is infinite, else +-0, signed as v
+        return b("copysign", pick(isinf(v), c(1.0), c(0.0)), v)
+
+    xr, xi, yr, yi = unit(ar), unit(ai), unit(br), unit(bi)
+    corners = (
+        (zero_divisor, b("mul", signed_inf, ar), b("mul", signed_inf, ai)),
+        (infinite_x, b("mul", c(math.inf), b("add", b("mul", xr, br), b("mul", xi, bi))),
+         b("mul", c(math.inf), b("sub", b("mul", xi, br), b("mul", xr, bi)))),
+        (infinite_y, b("mul", c(0.0), b("add", b("mul", ar, yr), b("mul", ai, yi))),
+         b("mul", c(0.0), b("sub", b("mul", ai, yr), b("mul", ar, yi)))))
+    nan = both(Compare("uno", re, re), Compare("uno", im, im))
+    out_re, out_im = re, im
+    for cond, corner_re, corner_im in reversed(corners):
+        out_re, out_im = pick(cond, corner_re, out_re), pick(cond, corner_im, out_im)
+    return pick(nan, out_re, re), pick(nan, out_im, im)
 
 
 def lower_constant(rule):
@@ -233,7 +289,7 @@ def lower_part(fn: FunctionLowering, op: Operation) -> None:
 
 def lower_complex_unary(fn: FunctionLowering, op: Operation) -> None:
     """sin(a+bi) = sin a cosh b + i cos a sinh b; cos(a+bi) = cos a cosh b - i sin a sinh b;
-    exp(a+bi) = e^a cos b + i e^a sin b."""
+    exp(a+bi) = e^(a/2) cos b e^(a/2) + i e^(a/2) sin b e^(a/2) (i b where b = 0)."""
     z, where = pair(fn, op), location_of(op)
     name = op.name.removeprefix("stablehlo.")
 
@@ -258,13 +314,20 @@ def lower_complex_unary(fn: FunctionLowering, op: Operation) -> None:
                  lambda a, b, t: mul(u("cos", a, t), u("sinh", b, t), t)),
         "cosine": (lambda a, b, t: mul(u("cos", a, t), u("cosh", b, t), t),
                    lambda a, b, t: u("neg", mul(u("sin", a, t), u("sinh", b, t), t), t)),
-        "exponential": (lambda a, b, t: mul(u("exp", a, t), u("cos", b, t), t),
-                        lambda a, b, t: mul(u("exp", a, t), u("sin", b, t), t)),
+        # e^(a/2) twice, as XLA: e^a may overflow where e^a cos b does not; b = 0 keeps b
+        "exponential": (lambda a, b, t: _exp_part(a, b, "cos", t),
+                        lambda a, b, t: Select(Compare("eq", b, Const(0.0, t)), b,
+                                               _exp_part(a, b, "sin", t), t)),
     }
     if name not in forms:
         raise CompileError(f"'{op.name}' of a complex value is not supported", where)
     re, im = forms[name]
     fn.env[op.results[0]] = ComplexPair(part(re), part(im))
+
+
+def _exp_part(a: Expr, b: Expr, trig: str, dtype: str) -> Expr:
+    half = Unary("exp", Binary("mul", a, Const(0.5, dtype), dtype), dtype)
+    return Binary("mul", Binary("mul", half, Unary(trig, b, dtype), dtype), half, dtype)
 
 
 def lower_fft(fn: FunctionLowering, op: Operation) -> None:
