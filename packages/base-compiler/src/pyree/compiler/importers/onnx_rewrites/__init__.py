@@ -11,6 +11,10 @@ docstring says which and why. In the order ``import_here`` runs them:
 - ``functions``: ops torch-mlir cannot convert (or converts into a dead end, or wrongly) are
   replaced by their ONNX function bodies (Attention, RotaryEmbedding, Gelu, the losses...);
 - ``nodes``: nodes torch-mlir converts wrongly are rewritten into ops it converts right
-  (unsigned Div and Mod, QLinearMatMul with zero points that are inputs);
+  (unsigned Div and Mod, QLinearMatMul with zero points that are inputs); among them, from
+  ``control_flow``, Loop with a condition that can turn false (torch-mlir dropped it and ran
+  all M trips: the condition is carried and freezes the carried values) and Scan with
+  reversed directions or axes other than 0 (ignored or refused: Transposes and Gathers of
+  the reversed positions around a forward Scan along axis 0);
 - ``fold``: shape arithmetic is computed, so torch-mlir sees the static shapes the model has.
 """

@@ -93,6 +93,7 @@
 from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.importers.onnx_rewrites import control_flow
 from pyree.compiler.importers.onnx_rewrites.types import elem_type, static_shape
 
 
@@ -1065,4 +1066,5 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
           "AveragePool": _average_pool_ceil, "Softmax": _flattened_axis,
           "Hardmax": _flattened_axis, "Slice": _reverse_slice_bounds,
           "Split": _split_attribute, "Tile": _tile_to_nothing,
+          "Loop": control_flow.loop, "Scan": control_flow.scan,
           **dict.fromkeys(_OVER_NO_AXES, _reduce_over_no_axes)}
