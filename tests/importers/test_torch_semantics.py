@@ -151,6 +151,23 @@ CASES = {  # name -> (function, inputs)
                      ).reshape(2, 1, 3001),
          torch.where(torch.arange(3 * 4 * 5.0) % 9 == 0, NAN, -torch.arange(3 * 4 * 5.0)
                      ).reshape(1, 1, 3, 4, 5))),
+    # torch-mlir folded a constant float tensor compared with a Python int (all false), so
+    # xlogy(0, y) was NaN; clamp_min/clamp_max of floats by a number gave the bound for NaN
+    "floats_compared_with_python_ints": (
+        lambda y: (torch.ones_like(y) == 1, torch.zeros(5) == 0, torch.zeros(5) != 0,
+                   torch.zeros(5) < 1, torch.full((5,), 2.0) >= 2, torch.full((5,), 2.0) > 2,
+                   torch.where(torch.ones(5) == 1, y, -y), torch.xlogy(torch.zeros(5), y),
+                   torch.ones(5, dtype=torch.float16) == 1, torch.zeros(5, dtype=torch.float64) <= 0,
+                   y == 1, y > -1),
+        (torch.tensor([0.0, -0.0, INF, -1.0, 1e-30]),)),
+    "clamp_sides_keep_nan": (lambda x: (x.clamp_min(0.5), torch.clamp_max(x, 0.25),
+                                        x.double().clamp_min(-1.0), x.half().clamp_max(2.0),
+                                        x.clamp_min(NAN)), (X,)),
+    # torch-mlir's pipeline died of SIGFPE reshaping a tensor of no elements
+    "reshapes_of_empty_tensors": (
+        lambda a, p, q: (a.reshape(2, 0), a.flatten(1) + 1, a.view(-1, 3),
+                         torch.einsum("ik,kj->ij", p, q), p.unsqueeze(0) @ q.unsqueeze(0)),
+        (torch.randn(2, 0, 3), torch.randn(3, 0), torch.randn(0, 4))),
 }
 
 

@@ -59,6 +59,13 @@ Found by a probe of edge values (thirty-eighth session):
 - ``leaky_relu`` of +0.0 with a negative slope: PyTorch's ``x > 0 ? x : x * slope`` (-0.0).
 - ``eq/ne/lt/le/gt/ge`` of an integer tensor and a Python float: compared in f64, where PyTorch
   compares in the promoted type (f32: ``16777217 == 16777216.0`` is true).
+- ``eq/ne/lt/le/gt/ge`` of a float tensor and a Python int: torch-mlir folded the comparison of
+  a constant tensor (``torch.zeros(4) == 0`` all false, hence ``xlogy(0, y)`` NaN); the int
+  as a tensor of the float type. ``clamp_min``/``clamp_max`` of floats by a number: NaN was the
+  bound; NaN kept, as ``clamp``.
+- ``view``/``reshape`` of a tensor with no elements: torch-mlir's pipeline died of SIGFPE (a
+  division by the zero size), taking the process; an empty tensor of the new shape (torch-mlir
+  lowers no constant of a zero-size shape).
 - ``pow`` of an integer tensor by a Python float (``i ** 0.5``): torch-mlir failed inside its
   lowering; the tensor in the promoted float type first, as PyTorch computes it.
 
@@ -95,6 +102,8 @@ def decompositions() -> dict:
             aten.neg.default: _int_neg, aten.isclose.default: _isclose,
             aten.trunc.default: _trunc, aten.elu.default: _elu,
             aten.leaky_relu.default: _leaky_relu,
+            **dict.fromkeys((aten.view.default, aten._unsafe_view.default, aten.reshape.default),
+                            _empty_reshape),
             **{getattr(aten, name).Scalar: _compare_in_float(name)
                for name in ("eq", "ne", "lt", "le", "gt", "ge")},
             aten.roll.default: _once(_roll), aten.index_put.default: _once(_index_put),
@@ -111,6 +120,13 @@ def decompositions() -> dict:
                if hasattr(getattr(aten, f"bitwise_{name}"), form)},
             **{getattr(getattr(aten, f"__{op}shift__"), form): _bitwise_with_int(f"{side}_shift")
                for op, side in (("l", "left"), ("r", "right")) for form in ("Tensor", "Scalar")}}
+
+
+def _empty_reshape(x, shape):
+    import torch
+    if not all(isinstance(d, int) for d in (*x.shape, *shape)) or x.numel() != 0:
+        return NotImplemented
+    return torch.empty([0 if d == -1 else d for d in shape], dtype=x.dtype, device=x.device)
 
 
 def _trunc(x):
@@ -137,7 +153,13 @@ def _leaky_relu(x, negative_slope=0.01):
 def _compare_in_float(name: str):
     def compare(x, other):
         import torch
-        if _is_float(x) or not isinstance(other, float) or x.dtype.is_complex:
+        if x.dtype.is_complex or isinstance(other, complex):
+            return NotImplemented
+        if _is_float(x):  # a Python int: a tensor of x's type (torch-mlir folded the .Scalar form)
+            if isinstance(other, float):
+                return NotImplemented
+            return getattr(torch, name)(x, torch.full((), other, dtype=x.dtype))
+        if not isinstance(other, float):
             return NotImplemented
         promoted = torch.result_type(x, other)
         return getattr(torch, name)(x.to(promoted), torch.full((), other, dtype=promoted))
@@ -196,12 +218,12 @@ def _promoted(x, *bounds):
 
 
 def _clamp_side(side: str):
-    """``clamp_min``/``clamp_max`` of an integer tensor by a float: ``_clamp``'s promotion (others
-    are torch-mlir's)."""
+    """``clamp_min``/``clamp_max``: of floats NaN kept (torch-mlir's unordered compare gave the
+    bound); of an integer tensor by a float, ``_clamp``'s promotion (others are torch-mlir's)."""
     def clamp(x, bound):
-        if _is_float(x):
+        if isinstance(bound, complex):
             return NotImplemented
-        promoted = _promoted(x, bound)
+        promoted = x if _is_float(x) else _promoted(x, bound)
         if promoted is None:
             return NotImplemented
         return _bounded(promoted, bound, None) if side == "min" else _bounded(promoted, None, bound)
