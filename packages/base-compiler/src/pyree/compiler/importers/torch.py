@@ -51,6 +51,7 @@ def import_torch(module, *example_args, function_name: str = "main",
     # program: the caller's is not changed)
     program = program.run_decompositions(_decompositions())
     _lift_listed_constants(program)
+    _drop_input_mutations(program)
     try:
         imported = fx.export_and_import(program, output_type="linalg-on-tensors",
                                         func_name=function_name, hooks=_weights_hooks(named),
@@ -124,6 +125,24 @@ def _lift_non_persistent_buffers(program) -> None:
         if spec.kind == InputKind.BUFFER and spec.persistent is False and spec.target in constants:
             state[spec.target] = constants.pop(spec.target)
             specs[i] = dataclasses.replace(spec, persistent=True)
+
+
+def _drop_input_mutations(program) -> None:
+    """Arguments ``forward`` updates in place (``x.add_(1)``) are not results: torch.export
+    lists their new values as outputs ahead of the user's, which shifted every result the
+    function returns. The arguments reach the module by value (numpy arrays, device copies),
+    so an update of one has nowhere to go; the function returns what ``forward`` returns."""
+    from torch.export.graph_signature import OutputKind
+    signature = program.graph_signature
+    keep = [k for k, spec in enumerate(signature.output_specs)
+            if spec.kind != OutputKind.USER_INPUT_MUTATION]
+    if len(keep) == len(signature.output_specs):
+        return
+    (output,) = [n for n in program.graph.nodes if n.op == "output"]
+    output.args = (tuple(output.args[0][k] for k in keep),)
+    signature.output_specs = [signature.output_specs[k] for k in keep]
+    program.graph.eliminate_dead_code()
+    program.graph_module.recompile()
 
 
 def _lift_listed_constants(program) -> None:
