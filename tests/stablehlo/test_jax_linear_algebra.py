@@ -42,6 +42,7 @@ CASES = {
     "cholesky": (jnp.linalg.cholesky, (SPD,)),
     "cholesky_upper": (lambda a: scipy_linalg.cholesky(a, lower=False), (SPD,)),
     "cholesky_of_matrices_not_positive_definite": (jnp.linalg.cholesky, (NOT_ALL_PD,)),
+    "cholesky_of_empty_matrices": (jnp.linalg.cholesky, (np.zeros((3, 0, 0), np.float32),)),
     "cho_solve": (lambda a, b: scipy_linalg.cho_solve(scipy_linalg.cho_factor(a), b), (SPD, B)),
     **{f"solve_triangular_{'lower' if lo else 'upper'}_trans{t}{'_unit' if u else ''}": (
         lambda a, b, lo=lo, t=t, u=u: scipy_linalg.solve_triangular(a, b, lower=lo, trans=t,

@@ -56,6 +56,11 @@ def emit_cholesky(fn: FunctionLowering, op: Operation, lower: bool,
         raise CompileError(f"{name} of {n}x{n} matrices is not supported (at most "
                            f"{MAX_N}x{MAX_N}: the columns are unrolled)", where)
     batch = shape[:-2]
+    if n == 0:  # a 0x0 factor: no columns to unroll
+        out, rank = fn.result_value(op.results[0], where), len(shape)
+        fn.emit(Generic([], [out], (Result(0, AffineExpr.identity(rank), Const(0.0, dtype)),),
+                        shape, rank, where, op.name))
+        return
     previous = None
     for j in range(n):
         # v (batch..., n): loops (batch..., i[, m < j])
