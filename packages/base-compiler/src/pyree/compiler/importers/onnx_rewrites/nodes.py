@@ -68,6 +68,7 @@
   ``a`` and ``b`` came out as if both were zero). Rewritten as ONNX's reference computes it:
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
   ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
+- Einsum without ``->``: torch-mlir converts no implicit output; the output written out.
 - MatMulInteger: a per-row ``a_zero_point`` was subtracted along K, and uint8 times uint8
   left an unparsable matmul; the int32 product of the centred operands.
 - QLinearConv with per-channel weight scales and a bias: torch-mlir adds the bias unscaled
@@ -438,6 +439,23 @@ def _matmul_integer(n: Nodes, types: dict):
         else:
             n.op("Identity", [x + "_i32"], x + "_centred")
     n.op("MatMul", [a + "_centred", b + "_centred"], n.outputs[0])
+    return n.nodes
+
+
+def _einsum_output(n: Nodes, types: dict):
+    """Einsum without ``->``: torch-mlir converts no implicit output (an invalid permute); the
+    output written out as ONNX (and numpy) define it, the broadcast dims (``...``) first, then
+    each label used once, in alphabetical order."""
+    import onnx
+
+    equation = "".join(_attributes(n.node).get("equation", b"").decode().split())
+    if not equation or "->" in equation:
+        return None
+    labels = equation.replace("...", "").replace(",", "")
+    once = sorted(c for c in set(labels) if labels.count(c) == 1)
+    output = ("..." if "..." in equation else "") + "".join(once)
+    n.nodes.append(onnx.helper.make_node("Einsum", list(n.inputs), list(n.outputs),
+                                         name=n.node.name, equation=f"{equation}->{output}"))
     return n.nodes
 
 
@@ -1057,7 +1075,7 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv,
-          "MatMulInteger": _matmul_integer, "LSTM": _recurrent, "GRU": _recurrent,
+          "MatMulInteger": _matmul_integer, "Einsum": _einsum_output, "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
