@@ -5,6 +5,7 @@ compiled and run on local-task against numpy."""
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from jax_runs import DEVICES, options_for
 from pyree.compiler import CompileError, compile_str
 
 
@@ -79,12 +80,14 @@ def test_complex_sine_cosine_exponential_match_numpy(rng):
         np.testing.assert_allclose(a + 1j * b, want, rtol=1e-5, atol=1e-6)
 
 
-def test_complex_divide_and_exp_match_jax_at_special_values():
+@pytest.mark.parametrize("device", DEVICES)
+def test_complex_divide_and_exp_match_jax_at_special_values(device):
     """Every combination of zeros, infinities, NaN, tiny and huge parts: division as XLA's
     (Smith's algorithm: (1e20 + i) / (1 + 1e20i) had come out NaN, and its C answers for zero
     and infinite operands) and exp as XLA's (e^(a/2) twice: exp(89 + i) had overflowed, and
-    exp(89 + 0i) had a NaN imaginary part). XLA flushes subnormal results to zero, and its
-    fused multiply-adds leave noise of a part's ulp where the exact part is 0: both allowed."""
+    exp(89 + 0i) had a NaN imaginary part), on each driver. XLA flushes subnormal results to
+    zero, and its fused multiply-adds leave noise of a part's ulp where the exact part is 0:
+    both allowed."""
     import itertools
 
     from tooling import require_module
@@ -99,8 +102,8 @@ def test_complex_divide_and_exp_match_jax_at_special_values():
         q, e = jax.lax.complex(ar, ai) / jax.lax.complex(br, bi), jnp.exp(jax.lax.complex(ar, ai))
         return jnp.real(q), jnp.imag(q), jnp.real(e), jnp.imag(e)
 
-    module = rt.load_module(compile_str(jax.jit(f).lower(*grid).as_text(), input_type="stablehlo"),
-                            device="local-task")
+    module = rt.load_module(compile_str(jax.jit(f).lower(*grid).as_text(), options_for(device)),
+                            device=device)
     got = [np.asarray(x) for x in module.main(*grid)]
     want = [np.asarray(x) for x in jax.jit(f)(*grid)]
     for k in (0, 2):
@@ -109,6 +112,8 @@ def test_complex_divide_and_exp_match_jax_at_special_values():
             tiny = (np.abs(g) < 1.18e-38) & (np.abs(w) < 1.18e-38)
             same = (np.isnan(g) & np.isnan(w)) | (g == w) | tiny | \
                 (np.abs(g - w) <= 2e-6 * np.where(np.isfinite(scale), scale, 0))
+            if k == 2:  # sin and cos of 1e20 are each library's own (GPUs reduce it inexactly)
+                same |= np.abs(grid[1]) > 1e4
             assert same.all(), [(*(x[i] for x in grid), g[i], w[i]) for i in np.nonzero(~same)[0][:5]]
 
 
