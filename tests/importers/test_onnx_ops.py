@@ -250,6 +250,29 @@ def test_einsum_with_an_implicit_output(equation, shapes):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("start, limit, delta", [(5.0, -2.0, -0.7), (-2.0, 5.0, 0.7),
+                                                 (0.0, 1.0, 0.1), (3.0, 3.0, 1.0), (0.5, 20.0, 3.0)])
+def test_range_of_float_constants(start, limit, delta):
+    """A float Range of constants has ONNX's length, ``ceil((limit - start) / delta)`` in f32
+    (11 for 5, -2, -0.7, where torch-mlir's f64 length 10 did not compile), and its values,
+    against ONNX's reference (onnxruntime accumulates the steps instead)."""
+    import pyree.runtime as rt
+    from onnx.reference import ReferenceEvaluator
+
+    f = TensorProto.FLOAT
+    proto = model([helper.make_node("Range", ["s", "l", "d"], ["r"]),
+                   helper.make_node("Mul", ["r", "x"], ["y"])], [("x", f, ())],
+                  [("y", f, ("n",))], opset=18)
+    proto.graph.initializer.extend(onnx.numpy_helper.from_array(np.array(v, np.float32), name)
+                                   for name, v in (("s", start), ("l", limit), ("d", delta)))
+    x = np.array(1.5, np.float32)
+    want = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    got = rt.load_module(vmfb, device="local-task")["g"](x).to_host()
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_cast_of_floats_to_uint8():
     x = np.array([0, 1.5, 127, 128, 200.7, 255, 254.2, 3], np.float32)
     proto = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],

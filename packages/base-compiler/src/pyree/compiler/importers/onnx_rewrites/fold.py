@@ -123,7 +123,7 @@ def _fold(np, onnx, proto, node, known, shapes):
         values = _evaluate(onnx, proto, node, known)
     except Exception:  # noqa: BLE001 - left for torch-mlir to convert, or to refuse
         return None
-    if not all(isinstance(v, np.ndarray) and _foldable(np, v) for v in values):
+    if not all(isinstance(v, np.ndarray) and _foldable(np, v, node.op_type) for v in values):
         return None
     return values
 
@@ -140,5 +140,11 @@ def _evaluate(onnx, proto, node, known) -> list:
     return ReferenceEvaluator(model).run(None, {name: known[name] for name in inputs})
 
 
-def _foldable(np, value) -> bool:
-    return value.dtype.kind in "biu" and value.size <= MAX_FOLDED
+def _foldable(np, value, op: str | None = None) -> bool:
+    """Integers and booleans; float scalars too, and the float ``Range`` they make (its length
+    is ONNX's ``ceil((limit - start) / delta)`` in the inputs' type, where torch-mlir computed
+    it in f64: Range(5, -2, -0.7) of f32 has 11 elements, not 10)."""
+    if value.size > MAX_FOLDED:
+        return False
+    return value.dtype.kind in "biu" or (value.dtype.kind == "f" and (value.size == 1
+                                                                       or op == "Range"))
