@@ -273,6 +273,29 @@ def test_range_of_float_constants(start, limit, delta):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype, mode", [(np.float16, "linear"), (np.float16, "cubic"),
+                                         (np.uint8, "linear"), (np.int8, "linear")])
+def test_resize_of_narrow_types(dtype, mode):
+    """Resize of f16 (linear, cubic) and of 8-bit integers (linear), up and down at odd sizes:
+    torch-mlir's conversion gave invalid IR; against onnxruntime (f32 inside, integers
+    truncated)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 2, 7, 9)) * (60 if np.dtype(dtype).kind in "iu" else 1)
+    x = np.abs(x).astype(dtype) if dtype == np.uint8 else x.astype(dtype)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    sizes = helper.make_tensor("sizes", TensorProto.INT64, [4], [1, 2, 10, 5])
+    proto = model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode)],
+                  [("x", elem, x.shape)], [("y", elem, (1, 2, 10, 5))], opset=18)
+    proto.graph.initializer.append(sizes)
+    (got,), (want,) = pyree_and_onnxruntime(proto, x)
+    assert got.dtype == want.dtype
+    if np.dtype(dtype).kind == "f":
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-3,
+                                   atol=1e-3)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
 def test_cast_of_floats_to_uint8():
     x = np.array([0, 1.5, 127, 128, 200.7, 255, 254.2, 3], np.float32)
     proto = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.UINT8)],

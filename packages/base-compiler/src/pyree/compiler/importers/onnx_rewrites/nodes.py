@@ -69,6 +69,8 @@
   the int32 product of ``a - a_zero_point`` and ``b - b_zero_point``, times
   ``a_scale * b_scale / y_scale`` in f64, rounded half to even, plus ``y_zero_point``, clamped.
 - Einsum without ``->``: torch-mlir converts no implicit output; the output written out.
+- Resize (linear, cubic) of f16/bf16 and linear of integers: torch-mlir's conversion gave
+  invalid IR; interpolated in f32 and converted back (``_narrow_resize``).
 - MatMulInteger: a per-row ``a_zero_point`` was subtracted along K, and uint8 times uint8
   left an unparsable matmul; the int32 product of the centred operands.
 - QLinearConv with per-channel weight scales and a bias: torch-mlir adds the bias unscaled
@@ -174,6 +176,7 @@ class Nodes:
 
 
 _UNSIGNED = {2, 4, 12, 13}  # TensorProto.UINT8, UINT16, UINT32, UINT64
+_INTEGERS = {*_UNSIGNED, 3, 5, 6, 7}  # and INT8, INT16, INT32, INT64
 
 
 def _unsigned_division(n: Nodes, types: dict):
@@ -456,6 +459,30 @@ def _einsum_output(n: Nodes, types: dict):
     output = ("..." if "..." in equation else "") + "".join(once)
     n.nodes.append(onnx.helper.make_node("Einsum", list(n.inputs), list(n.outputs),
                                          name=n.node.name, equation=f"{equation}->{output}"))
+    return n.nodes
+
+
+def _narrow_resize(n: Nodes, types: dict):
+    """Resize (linear or cubic) of f16 or bf16, or linear of integers: torch-mlir's conversion
+    multiplies the input's type by f32 weights (invalid IR). Interpolated in f32 and converted
+    back, as onnxruntime computes it: rounded once for the 16-bit floats, truncated for
+    integers (a linear interpolation stays within its inputs' range)."""
+    import onnx
+
+    T = onnx.TensorProto
+    elem = types.get(n.node.input[0])
+    mode = _attributes(n.node).get("mode", b"nearest").decode()
+    narrow = elem in (T.FLOAT16, T.BFLOAT16) and mode in ("linear", "cubic")
+    integer = elem in _INTEGERS and mode == "linear"
+    if not (narrow or integer):
+        return None
+    n.op("Cast", [n.inputs[0]], "wide", to=T.FLOAT)
+    n.nodes.append(onnx.helper.make_node("Resize", [n.name("wide"), *n.inputs[1:]],
+                                         [n.name("resized")], name=n.node.name))
+    n.nodes[-1].attribute.extend(n.node.attribute)
+    if integer:  # (float to int32 first: see _cast_to_uint8)
+        n.op("Cast", ["resized"], "resized_i32", to=T.INT32)
+    n.op("Cast", ["resized_i32" if integer else "resized"], n.outputs[0], to=elem)
     return n.nodes
 
 
@@ -1075,7 +1102,8 @@ _RULES = {"Cast": _cast_to_uint8, "MaxPool": _max_pool, "Pad": _wrap_pad,
           "ArgMax": _last_index, "ArgMin": _last_index,
           "InstanceNormalization": _instance_normalization,
           "QLinearMatMul": _qlinear_matmul, "QLinearConv": _qlinear_conv,
-          "MatMulInteger": _matmul_integer, "Einsum": _einsum_output, "LSTM": _recurrent, "GRU": _recurrent,
+          "MatMulInteger": _matmul_integer, "Einsum": _einsum_output, "Resize": _narrow_resize,
+          "LSTM": _recurrent, "GRU": _recurrent,
           "RNN": _recurrent, "GridSample": _grid_sample, "Det": _det,
           "LpNormalization": _lp_normalization, "DequantizeLinear": _dequantize,
           "ReverseSequence": _reverse_sequence, "MatMul": _matmul_of_a_vector,
