@@ -1,9 +1,9 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
 median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, lgamma,
-digamma and erfinv, the Bessel functions i0/i1 (scaled and not), polygamma and zeta, with NaN,
-infinities and -0 where the op takes them. Each failed to import
-before ("failed to legalize operation")."""
+digamma and erfinv, the Bessel functions i0/i1 (scaled and not), polygamma and zeta, adaptive
+max pooling of uneven windows, with NaN, infinities and -0 where the op takes them. Each failed
+to import before ("failed to legalize operation")."""
 
 from __future__ import annotations
 
@@ -90,6 +90,17 @@ CASES = {
         (torch.tensor([[1.0, 3, 3, 2, NAN, 5, 1], [-1, -1, 0, 0, -0.0, 7, 7],
                        [NAN, 1, 2, NAN, 3, 0, 9]]),
          torch.randint(-3, 3, (4, 37)), torch.randn(100, 3))),
+    # uneven windows, overlapping and upsampled (and an even split, torch-mlir's own); NaN indexed by a window's last NaN
+    "adaptive_max_pool_uneven": (
+        lambda a, b, c, i: (*F.adaptive_max_pool2d(a, (5, 4), return_indices=True),
+                            *F.adaptive_max_pool2d(a, (20, 17), return_indices=True),
+                            *F.adaptive_max_pool1d(b, 5, return_indices=True),
+                            *F.adaptive_max_pool3d(c, (2, 4, 3), return_indices=True),
+                            F.adaptive_max_pool2d(a[0], (3, 2)), F.adaptive_max_pool1d(i, 4),
+                            *F.adaptive_max_pool2d(a, (13, 1), return_indices=True)),
+        (torch.where(torch.rand(2, 3, 13, 11) < 0.03, NAN, torch.randn(2, 3, 13, 11)),
+         torch.randn(2, 3, 17), torch.randn(1, 2, 5, 6, 7),
+         torch.randint(-9, 9, (2, 3, 10)).float())),
 }
 
 

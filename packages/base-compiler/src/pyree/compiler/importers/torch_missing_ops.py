@@ -34,6 +34,10 @@ PyTorch's answer, special values included:
 - ``cummax`` and ``cummin``: a scan in log2(n) steps (each position combined with the one 1, 2,
   4, ... before it), keeping PyTorch's ties (the latest index) and its NaN (NaN from the first
   NaN on, with the latest NaN's index).
+- ``adaptive_max_pool1d/2d/3d`` of static sizes: PyTorch's overlapping windows gathered into a
+  table per dim where an output size does not divide the input's (torch-mlir refused it), so
+  the op count does not grow with the output (upsampling included); indices as PyTorch's where
+  a window holds NaN (torch-mlir's even split answered -1).
 """
 
 from __future__ import annotations
@@ -69,8 +73,52 @@ def decompositions() -> dict:
              aten.cummax.default: _running("max"), aten.cummin.default: _running("min"),
              aten.embedding_bag.default: _embedding_bag,
              aten.embedding_bag.padding_idx: _embedding_bag,
-             aten._embedding_bag.default: _embedding_bag}
+             aten._embedding_bag.default: _embedding_bag,
+             aten.adaptive_max_pool1d.default: _adaptive_max_pool(1),
+             aten.adaptive_max_pool2d.default: _adaptive_max_pool(2),
+             aten.adaptive_max_pool3d.default: _adaptive_max_pool(3)}
     return table
+
+
+def _adaptive_max_pool(k: int):
+    """``adaptive_max_pool{k}d`` of static sizes. torch-mlir lowers only the even split (an
+    uneven one is an invalid tensor.cast), and indexes a window holding NaN -1. Each dim's windows, rows
+    ``floor(i * n / out)`` to ``ceil((i + 1) * n / out)`` as PyTorch's, are gathered into a
+    (out, longest window) table, a short window padded with its own last row (which changes
+    neither the max nor, mapped back through the table, its index); the max is then over each
+    cell's flattened window, its index a window's first max (with NaN its last NaN, as
+    PyTorch's kernel) mapped to the flattened plane. A fixed number of ops at any size."""
+    def pool(x, output_size):
+        import torch
+        sizes, outs = list(x.shape[-k:]), list(output_size)
+        if not all(isinstance(d, int) and d for d in (*x.shape, *outs)):
+            return NotImplemented
+        lead, tables = x.dim() - k, []
+        for d, (n, o) in enumerate(zip(sizes, outs)):
+            longest = max(-(-(c + 1) * n // o) - c * n // o for c in range(o))
+            cell = torch.arange(o).unsqueeze(1)
+            table = torch.minimum(cell * n // o + torch.arange(longest),
+                                  ((cell + 1) * n + o - 1) // o - 1)
+            tables.append(table)
+            if n % o:  # an even split is the dim itself, reshaped
+                x = torch.index_select(x, lead + 2 * d, table.reshape(-1))
+            x = x.unflatten(lead + 2 * d, (o, longest))
+        order = [*range(lead), *(lead + 2 * d for d in range(k)), *(lead + 2 * d + 1 for d in range(k))]
+        windows = x.permute(order).flatten(-k)
+        value, at = torch.max(windows, -1)
+        if _float(windows):
+            nan = torch.isnan(windows)
+            last = windows.shape[-1] - 1 - torch.argmax(nan.flip(-1).to(torch.int32), -1)
+            at = torch.where(nan.any(-1), last, at)
+        place, stride = torch.zeros_like(at), 1
+        for d in reversed(range(k)):  # window position -> plane index, through each table
+            longest = tables[d].shape[1]
+            shape = [1] * k
+            shape[d] = outs[d]
+            row = tables[d][torch.arange(outs[d]).reshape(shape), at % longest]
+            place, at, stride = place + row * stride, at // longest, stride * sizes[d]
+        return value, place
+    return pool
 
 
 def _float(x) -> bool:
