@@ -23,6 +23,7 @@ from pyree.runtime.hal.ffi import (
     ffi,
     has_field,
 )
+from pyree.runtime.hal.memory_statistics import MemoryStatistics
 from pyree.runtime.records import Record
 
 # Parsed once: ffi.new with a type string re-parses it on every call of the hot path.
@@ -103,6 +104,7 @@ class Device:
         # read once: every call's submit and wait would otherwise read them from the C struct
         self._self, self._submit, self._wait = struct.self, struct.queue_submit, struct.semaphore_wait
         self._query = struct.semaphore_query
+        self.statistics = MemoryStatistics()
 
     def _check(self, status: int, what: str) -> None:
         vt = self._vt
@@ -128,7 +130,7 @@ class Device:
     def allocate(self, size: int) -> Buffer:
         out = ffi.new(_HANDLE_OUT)
         self._check(self._vt.allocate(self._vt.self, size, out), f"allocate {size} bytes")
-        return Buffer(self, out[0], size)
+        return self._counted(Buffer(self, out[0], size), "DEVICE_LOCAL")
 
     def allocate_mapped(self, size: int) -> Buffer:
         """A buffer the host reads and writes in place (only while no work using it is pending);
@@ -136,9 +138,14 @@ class Device:
         out, host = ffi.new(_HANDLE_OUT), ffi.new(_HOST_OUT)
         self._check(self._vt.allocate_mapped(self._vt.self, size, out, host),
                     f"allocate {size} mapped bytes")
-        buffer = Buffer(self, out[0], size)
+        buffer = self._counted(Buffer(self, out[0], size), "HOST_LOCAL")
         buffer.host = memoryview(ffi.buffer(host[0], size) if size else bytearray())
         buffer._views = {}
+        return buffer
+
+    def _counted(self, buffer: Buffer, heap: str) -> Buffer:
+        self.statistics.allocated(heap, buffer.size)
+        buffer._heap = heap
         return buffer
 
     def import_host(self, pointer, size: int, owner) -> Buffer:
@@ -299,6 +306,7 @@ class Buffer(_Resource):
 
     _release = "release_buffer"
     host: memoryview | None = None  # the bytes themselves (format "B"), for a mapped buffer
+    _heap: str | None = None  # where the device allocated it (statistics); None if imported
 
     def __init__(self, device: Device, handle: int, size: int):
         super().__init__(device, handle)
@@ -306,6 +314,8 @@ class Buffer(_Resource):
 
     def release(self) -> None:
         self.host = self._views = None  # the driver frees those bytes
+        if self.handle and self._heap:
+            self.device.statistics.freed(self._heap, self.size)
         super().release()
 
     def typed(self, dtype, shape: tuple):

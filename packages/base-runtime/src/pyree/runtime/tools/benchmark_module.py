@@ -37,6 +37,7 @@ from pyree.runtime.tools.invocation import (
     add_invocation_flags,
     load_module,
     parse_arguments,
+    print_statistics,
     select_function,
 )
 from pyree.runtime.tools.tracing import add_trace_flag, traced
@@ -240,6 +241,7 @@ def _run(argv: Sequence[str]) -> int:
         from pyree.runtime.output_file import write_output
 
         write_output(args.benchmark_out, reports[args.benchmark_out_format](runs) + "\n")
+    print_statistics(module, args.print_statistics)
     return 0
 
 

@@ -6,6 +6,8 @@ is reported against the --input that caused it rather than deep inside the runti
 
 from __future__ import annotations
 
+import sys
+
 import pyree.runtime as rt
 from pyree.runtime.element_types import FLOAT_TYPES, I1, ITEMSIZES
 from pyree.runtime.tools.cli import FlagParser, UsageError
@@ -37,20 +39,26 @@ def add_invocation_flags(parser: FlagParser) -> None:
     parser.add_flag(
         "--print_statistics",
         const="true",
-        parse=_no_statistics,
+        parse=_boolean,
+        default=False,
         metavar="BOOL",
-        help="refused when true: pyree's runtime keeps no allocator statistics",
+        help="print the device's memory statistics on stderr after the run, as IREE's "
+        "allocator statistics (peak, allocated, freed and live bytes by heap)",
     )
 
 
-def _no_statistics(text: str) -> bool:
-    """--print_statistics: IREE prints its allocator's statistics; pyree's keeps none."""
+def _boolean(text: str) -> bool:
     if text.lower() in ("false", "0"):
         return False
     if text.lower() in ("true", "1"):
-        raise UsageError("--print_statistics is not supported: pyree's runtime keeps no "
-                         "allocator statistics")
+        return True
     raise UsageError(f"--print_statistics='{text}': expected true or false")
+
+
+def print_statistics(module: rt.LoadedModule, asked: bool) -> None:
+    """--print_statistics: where IREE's tools print theirs (stderr, once the run is over)."""
+    if asked:
+        print(module.device.statistics.format(), file=sys.stderr)
 
 
 def load_module(path: str | None, device: str, parameters: list[str] = ()) -> rt.LoadedModule:

@@ -30,6 +30,7 @@ from pyree.runtime.tools.invocation import (
     add_invocation_flags,
     load_module,
     parse_arguments,
+    print_statistics,
     select_function,
 )
 from pyree.runtime.tools.io_format import format_array, parse_output_spec, save_npy
@@ -88,7 +89,9 @@ def _run(argv: Sequence[str]) -> int:
     print(f"EXEC @{function.name}")
     sys.stdout.flush()
     with traced(args.pyree_trace):
-        return _call(function, arguments, outputs, expected, args)
+        status = _call(function, arguments, outputs, expected, args)
+    print_statistics(module, args.print_statistics)
+    return status
 
 
 def _call(function, arguments: list, outputs: list, expected, args) -> int:
