@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 f32, f16, bf16 = torch.float32, torch.float16, torch.bfloat16
 DTYPE_NAMES = {f32: "f32", f16: "f16", bf16: "bf16", torch.bool: "i1", torch.int64: "i64",
-               torch.int32: "i32"}
+               torch.int32: "i32", torch.uint8: "ui8"}
 
 
 @dataclass(frozen=True)
@@ -1027,8 +1027,153 @@ GEMM_CASES: tuple[Case, ...] = (
     _gemv("wide [k,n]", 512, 4096, 11008, bf16, weight_nk=False),
     Case("batched f16 16x512x512x512", mm, _ins(((16, 512, 512), f16), ((16, 512, 512), f16))),
 )
+# ---- the fourth breadth suite: classes the others do not time (``--suite breadth4``) ----------
+# Scans, counts and scatters pyree decomposes itself (importers/torch_missing_ops.py), image
+# preprocessing from bytes, small batched products and the rarer layers of older CNNs.
+def cummax_rows(x):
+    return torch.cummax(x, 1)[0]
+
+
+def logcumsumexp_rows(x):
+    return torch.logcumsumexp(x, 1)
+
+
+def histc_100(x):
+    return torch.histc(x, 100, -3, 3)
+
+
+def fold_3x3(x):
+    return F.fold(x, (56, 56), 3, padding=1)
+
+
+def kthvalue_rows(x):
+    return torch.kthvalue(x, 17, 1)[0]
+
+
+def local_response_norm(x):
+    return F.local_response_norm(x, 5)
+
+
+def max_unpool_2(x):
+    values, indices = F.max_pool2d(x, 2, return_indices=True)
+    return F.max_unpool2d(values, indices, 2)
+
+
+def bmv(a, x):
+    return torch.einsum("bij,bj->bi", a, x)
+
+
+def image_bytes_normalize(img, mean, std):
+    """uint8 NHWC camera frames to a normalised NCHW float batch."""
+    return (img.permute(0, 3, 1, 2).float() / 255 - mean[:, None, None]) / std[:, None, None]
+
+
+def glu_last(x):
+    return F.glu(x, -1)
+
+
+def bilinear_layer(a, b, w):
+    return F.bilinear(a, b, w)
+
+
+def replicate_pad_3d(x):
+    return F.pad(x, (2, 2, 2, 2, 2, 2), mode="replicate")
+
+
+def avg_pool3d_2(x):
+    return F.avg_pool3d(x, 2)
+
+
+def adaptive_max_uneven(x):
+    return F.adaptive_max_pool2d(x, (7, 7))
+
+
+def embedding_bag_max(table, ids):
+    return F.embedding_bag(ids, table, mode="max")
+
+
+def leaky_where_clamp(x):
+    return torch.where(x > 0, x, 0.1 * x).clamp(-1, 1)
+
+
+def adam_update(p, m, v):
+    return p - 1e-3 * m / (v.sqrt() + 1e-8)
+
+
+def inf_norm_rows(x):
+    return torch.linalg.vector_norm(x, float("inf"), dim=-1)
+
+
+def cross_product(a, b):
+    return torch.linalg.cross(a, b)
+
+
+def count_nonzero_rows(x):
+    return torch.count_nonzero(x, dim=1)
+
+
+def nearest_to_odd_size(x):
+    return F.interpolate(x, size=(37, 53), mode="nearest")
+
+
+def atan2_pair(a, b):
+    return torch.atan2(a, b)
+
+
+def floor_divide_int64(a, b):
+    return torch.div(a, b + 1, rounding_mode="floor")
+
+
+def repeat_tile(x):
+    return x.repeat(1, 4, 1)
+
+
+def circular_pad_conv(x, w):
+    return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="circular"), w)
+
+
+BREADTH4_CASES: tuple[Case, ...] = (
+    Case("cummax rows f32 64x4096", cummax_rows, _ins(((64, 4096), f32))),
+    Case("logcumsumexp rows f32 64x4096", logcumsumexp_rows, _ins(((64, 4096), f32))),
+    Case("histc 100 bins f32 4M", histc_100, _ins(((1 << 22,), f32))),
+    Case("fold 3x3 (col2im) f32 4x576x3136", fold_3x3, _ins(((4, 576, 3136), f32))),
+    Case("kthvalue 17 of rows f32 4096x100", kthvalue_rows, _ins(((4096, 100), f32))),
+    Case("alexnet local response norm f32 8x96x55x55", local_response_norm,
+         _ins(((8, 96, 55, 55), f32))),
+    Case("segnet max_unpool 2x2 f32 4x64x112x112", max_unpool_2, _ins(((4, 64, 112, 112), f32))),
+    Case("batched gemv f32 256x512x512", bmv, _ins(((256, 512, 512), f32), ((256, 512), f32))),
+    Case("small batched bmm f32 1024x32x32x32", mm,
+         _ins(((1024, 32, 32), f32), ((1024, 32, 32), f32))),
+    Case("camera bytes to normalised nchw 16x224x224x3", image_bytes_normalize,
+         _ins(((16, 224, 224, 3), torch.uint8, "index:256"), ((3,), f32), ((3,), f32, "positive"))),
+    Case("glu f16 4096x8192", glu_last, _ins(((4096, 8192), f16))),
+    Case("nn.Bilinear f32 512x128x128->64", bilinear_layer,
+         _ins(((512, 128), f32), ((512, 128), f32), ((64, 128, 128), f32))),
+    Case("replicate pad 3d f32 2x16x32x64x64", replicate_pad_3d, _ins(((2, 16, 32, 64, 64), f32))),
+    Case("avg_pool3d 2 f32 4x64x16x56x56", avg_pool3d_2, _ins(((4, 64, 16, 56, 56), f32))),
+    Case("adaptive max pool 20x20 -> 7x7 uneven f32 32x512x20x20", adaptive_max_uneven,
+         _ins(((32, 512, 20, 20), f32))),
+    Case("embedding_bag max 100000x64 by 1024 bags of 8", embedding_bag_max,
+         _ins(((100000, 64), f32), ((1024, 8), torch.int64, "index:100000"))),
+    Case("leaky where clamp f32 16M", leaky_where_clamp, _ins(((1 << 24,), f32))),
+    Case("adam-style update f32 16M", adam_update,
+         _ins(((1 << 24,), f32), ((1 << 24,), f32), ((1 << 24,), f32, "positive"))),
+    Case("inf norm rows f32 8192x1024", inf_norm_rows, _ins(((8192, 1024), f32))),
+    Case("cross product f32 1Mx3", cross_product, _ins(((1 << 20, 3), f32), ((1 << 20, 3), f32))),
+    Case("count nonzero rows of a mask f32 4096x4096", count_nonzero_rows,
+         _ins(((4096, 4096), f32, "mask"))),
+    Case("nearest resize to odd 37x53 f32 16x64x128x128", nearest_to_odd_size,
+         _ins(((16, 64, 128, 128), f32))),
+    Case("atan2 f32 16M", atan2_pair, _ins(((1 << 24,), f32), ((1 << 24,), f32))),
+    Case("floor divide int64 4M", floor_divide_int64,
+         _ins(((1 << 22,), torch.int64, "index:100000"), ((1 << 22,), torch.int64, "index:1000"))),
+    Case("repeat 1x4x1 f32 64x256x1024", repeat_tile, _ins(((64, 256, 1024), f32))),
+    Case("circular pad + conv 3x3 f32 8x64x56x56", circular_pad_conv,
+         _ins(((8, 64, 56, 56), f32), ((64, 64, 3, 3), f32))),
+)
 SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
-          "gemm": GEMM_CASES, "windows": WINDOW_CASES, "breadth3": BREADTH3_CASES}
+          "gemm": GEMM_CASES, "windows": WINDOW_CASES, "breadth3": BREADTH3_CASES,
+          "breadth4": BREADTH4_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

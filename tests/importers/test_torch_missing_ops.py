@@ -63,6 +63,13 @@ CASES = {
                          torch.signbit(a), torch.signbit(i)),
         (SPECIAL, SPECIAL.flip(0), torch.randint(-5, 5, (9,)))),
     "histc": (lambda a: (torch.histc(a, 10, -2, 2), torch.histc(a, 7)), (X,)),
+    # NaN and infinities counted nowhere, both edges and bin boundaries; constant data's own
+    # range widened; many values in few bins; f16
+    "histc_edges_and_many_values": (
+        lambda a, c, big, h: (torch.histc(a, 10, -2, 2), torch.histc(c, 4),
+                              torch.histc(big, 100, -3, 3), torch.histc(h, 10, -1, 1)),
+        (torch.tensor([NAN, INF, -INF, -2.0, 2.0, 0.0, 1.9999, -1.99999, 0.4, 0.39999, -0.0]),
+         torch.full((5,), 3.0), torch.randn(100003), torch.randn(1001).half())),
     # CHLO's formulas (JAX's answers); at digamma's pole 0, PyTorch's -inf / inf
     "lgamma_digamma_erfinv": (
         lambda a, p: (torch.lgamma(a), torch.digamma(a), torch.erfinv(p)),

@@ -24,7 +24,8 @@ PyTorch's answer, special values included:
   inf, as C's. ``copysign`` and ``signbit``: -0.0 is negative (read through ``1 / x``; a NaN's
   sign bit is not read: it counts as positive).
 - ``histc``: each value's bin from its offset in [min, max] (the data's own range where both
-  are 0), counted.
+  are 0), counted in integers by a scatter-add (a compare of every value with every bin was 17
+  times PyTorch's time for 4M values in 100 bins on the H200).
 - ``lgamma``, ``digamma`` and ``erfinv``: the formulas pyree computes CHLO's with
   (``special_functions``) over PyTorch's tensors, and PyTorch's own answers at digamma's pole 0
   (-inf for +0, inf for -0, where CHLO answers NaN); floats up to 32 bits. So are
@@ -384,11 +385,19 @@ def _histc(x, bins=100, min=0, max=0):  # noqa: A002 - aten's argument names
     else:
         lo, hi = torch.scalar_tensor(low, dtype=x.dtype), torch.scalar_tensor(high, dtype=x.dtype)
     inside = (flat >= lo) & (flat <= hi)
-    position = torch.trunc((flat - lo) * bins / (hi - lo))
-    position = torch.clamp(torch.where(inside, position, torch.full_like(position, -1)),
-                           max=bins - 1).to(torch.int64)
-    hits = position.unsqueeze(-1) == torch.arange(bins, device=x.device)
-    return hits.to(x.dtype).sum(0)
+    if x.dtype in (torch.float16, torch.bfloat16):  # each step rounded, as PyTorch's Half
+        def step(t):
+            return t.to(x.dtype).float()
+        ratio = step(step(step(flat.float() - lo.float()) * bins) / step(hi.float() - lo.float()))
+    else:
+        ratio = (flat - lo) * bins / (hi - lo)
+    position = torch.clamp(torch.trunc(ratio), max=bins - 1)
+    # outside the range (NaN too): a bin past the last, dropped
+    position = torch.where(inside, position, torch.full_like(position, bins)).to(torch.int64)
+    count = torch.int32 if flat.shape[0] < 2**31 else torch.int64
+    hits = torch.zeros(bins + 1, dtype=count, device=x.device)
+    hits = hits.scatter_add(0, position, torch.ones_like(position, dtype=count))
+    return hits[:bins].to(x.dtype)
 
 
 def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
