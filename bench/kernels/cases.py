@@ -1132,6 +1132,10 @@ def circular_pad_conv(x, w):
     return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="circular"), w)
 
 
+def conv_3x3_same(x, w):
+    return F.conv2d(x, w, padding=1)
+
+
 BREADTH4_CASES: tuple[Case, ...] = (
     Case("cummax rows f32 64x4096", cummax_rows, _ins(((64, 4096), f32))),
     Case("logcumsumexp rows f32 64x4096", logcumsumexp_rows, _ins(((64, 4096), f32))),
@@ -1170,6 +1174,13 @@ BREADTH4_CASES: tuple[Case, ...] = (
     Case("repeat 1x4x1 f32 64x256x1024", repeat_tile, _ins(((64, 256, 1024), f32))),
     Case("circular pad + conv 3x3 f32 8x64x56x56", circular_pad_conv,
          _ins(((8, 64, 56, 56), f32), ((64, 64, 3, 3), f32))),
+    # products with a side of at most four columns, which the matrix-vector template takes
+    Case("regression head f32 4096x1024 -> 3", linear,
+         _ins(((4096, 1024), f32), ((3, 1024), f32), ((3,), f32))),
+    Case("image output conv 3x3 64->3ch f32 4x64x128x128", conv_3x3_same,
+         _ins(((4, 64, 128, 128), f32), ((3, 64, 3, 3), f32))),
+    Case("value head f16 2048x4096 -> 1", linear,
+         _ins(((2048, 4096), f16), ((1, 4096), f16), ((1,), f16))),
 )
 SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
           "gemm": GEMM_CASES, "windows": WINDOW_CASES, "breadth3": BREADTH3_CASES,

@@ -155,3 +155,53 @@ def test_scatter_without_reduce_keeps_the_last_update(backend):
         for j in range(9):
             want[i, index[i, j]] = x[i, j]
     np.testing.assert_array_equal(got, want)
+
+
+def _sources(backend, f, x: torch.Tensor) -> str:
+    from pyree.compiler import import_torch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(_Wrap(f), x)
+    options = CompileOptions(target_backends=[backend[0]], vulkan_target=os.environ.get(
+        "PYREE_VULKAN_TARGET", "cpu-lavapipe-linux"))
+    return compile_str(text, options, extra_args=["--compile-to=executable-sources"]).decode()
+
+
+@pytest.mark.parametrize("case", ["fold", "index_put_2d", "index_put_2d_accumulate"])
+def test_flattened_index_tensors_stay_unmaterialized(backend, case):
+    """torch-mlir flattens index_put's updates and index tensors to one dim (F.fold's col2im,
+    ``x[rows[:, None], cols[None, :]] = v``): the scatter loops over their unflattened shape
+    (flow/scatter_loops.py), so index tensors computed from aranges and broadcasts (F.fold's)
+    are recomputed at each place instead of written as int64 tensors; against PyTorch."""
+    rows, cols = torch.tensor([0, 4, 2, 4, 6]), torch.tensor([1, 3, 4, 0, 5, 2])
+    values = tensor((5, 6), "f32", 12)
+    if case == "fold":
+        def f(t):
+            return torch.nn.functional.fold(t, (9, 11), 3, padding=1, stride=(1, 2))
+        x = tensor((2, 3 * 9, 9 * 6), "f32", 13)
+    else:
+        accumulate = case.endswith("accumulate")
+
+        def f(t):
+            return t.index_put((rows[:, None], cols[None, :]), values, accumulate=accumulate)
+        x = tensor((7, 6), "f32", 14)
+    sources = _sources(backend, f, x)
+    if case == "fold":  # no index tensor is written: every place comes from the loops
+        assert "scatter b" in sources and "xi64>" not in sources, sources
+    else:  # the index tensors are constants here, the updates' loops unflattened
+        assert "_f32 loops(5, 6, 1, 1)" in sources, sources
+    got, want = run(backend, f, x), f(x).numpy()
+    if case == "index_put_2d":  # row 4 is written twice: pyree's winner is the last
+        np.testing.assert_array_equal(got[[0, 1, 2, 3, 5, 6]], want[[0, 1, 2, 3, 5, 6]])
+        np.testing.assert_array_equal(got[4, cols.numpy()], values[3].numpy())
+    else:
+        np.testing.assert_allclose(got, want, rtol=8 * np.finfo(np.float32).eps, atol=1e-6)
+
+
+def test_max_unpool_puts_each_max_back_where_it_was(backend):
+    def f(t):
+        values, indices = torch.nn.functional.max_pool2d(t, 2, return_indices=True)
+        return torch.nn.functional.max_unpool2d(values, indices, 2, output_size=t.shape[-2:])
+    x = tensor((2, 3, 10, 7), "f32", 15)
+    x[0, 0, 0, 0], x[1, 2, 4, 4] = float("nan"), float("inf")
+    np.testing.assert_array_equal(run(backend, f, x), f(x).numpy())

@@ -265,7 +265,7 @@ TENSOR_CORE_CASES = {
 }
 CASES.update(TENSOR_CORE_CASES)
 
-# Matrix-vector products (m <= 4: common/llvm_gpu/matmul_gemv.py): lanes along n where the right operand is
+# Matrix-vector products (m or n <= 4: common/llvm_gpu/matmul_gemv.py): lanes along n where the right operand is
 # [K, N], along k where it is a linear layer's [N, K] weight; K split in 128-deep chunks below 1024
 # (771 = 3 x 257: 3 chunks), 256-deep from 1024; an odd K unsplit; batch; fused bias and GELU.
 CASES.update({
@@ -287,6 +287,16 @@ CASES.update({
                               [((32, 1, 128), _BF16), ((32, 128, 512), _BF16)], lambda a, b: a @ b, 8e-3),
     "bgemv_f16_5x2x333x640": (narrow_matmul(2, 333, 640, "f16", batch=5),
                               [((5, 2, 640), _F16), ((5, 640, 333), _F16)], lambda a, b: a @ b, 2e-3),
+    # n <= 4: the template's m and n swapped, the left operand read as its matrix
+    "gemv_columns_f32_1031x1x771": (matmul(1031, 1, 771, "f32"),
+                                    [((1031, 771), "float32"), ((771, 1), "float32")],
+                                    lambda a, b: a @ b, 1e-5),
+    "gemv_columns_f16_linear_517x3x1024": (narrow_matmul(517, 3, 1024, "f16", weight=True),
+                                           [((517, 1024), _F16), ((3, 1024), _F16), ((3,), _F16)],
+                                           _linear, 2e-3),
+    "bgemv_columns_bf16_6x333x2x640": (narrow_matmul(333, 2, 640, "bf16", batch=6),
+                                       [((6, 333, 640), _BF16), ((6, 640, 2), _BF16)],
+                                       lambda a, b: a @ b, 8e-3),
 })
 
 # Convolutions: f16 ones with whole 8-channel chunks as implicit GEMMs (flow/implicit_gemm.py:

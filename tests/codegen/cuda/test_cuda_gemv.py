@@ -1,7 +1,7 @@
 """CPU-only: the matrix-vector template (common/llvm_gpu/matmul_gemv.py) run by the emulator
 (nvptx_on_cpu.py) against numpy: 16-byte loads along k (a linear layer's [N, K] weight) and
 along n ([K, N]), with K tails, runs of columns past N, bindings off 16-byte alignment (the
-element-by-element path), batch and up to four rows; infinities and NaNs in X where the K tail
+element-by-element path), batch and up to four rows (or columns: m and n swapped); infinities and NaNs in X where the K tail
 is dropped; and the vector loads in the PTX. GPU runs of the same template:
 tests/drivers/cuda/test_cuda_gpu.py (cases.py's gemv cases) and bench/gpu/llm_decode.py."""
 
@@ -67,10 +67,17 @@ def run_linear(m, n, k, dtype, b_nk, batch=1, shift=False, x=None):
     (4, 36, 131, "f32", False, 1, False, 4),   # f32: 4 a load; K tail of the 32-deep step
     (2, 77, 131, "f32", False, 1, False, 1),   # an odd N: rows off alignment
     (1, 64, 40, "f16", False, 3, False, 8),    # batch
+    # the vector on the n side (m and n swapped): X is the matrix, read along k
+    (37, 1, 300, "f32", True, 3, True, 4),     # batched matrix times vector (bij,bj->bi)
+    (70, 3, 131, "f16", True, 1, True, 1),     # three columns; odd rows: element loads
+    (9, 2, 64, "f32", False, 2, True, 4),      # a [K, N] vector side
+    (40, 4, 256, "bf16", True, 1, True, 8),    # four columns, 16-byte loads
 ])
 def test_gemv_matches_numpy(m, n, k, dtype, b_nk, batch, along_k, width):
     kernel = zoo.linear(m, n, k, dtype, batch=batch, b_nk=b_nk)
-    g = matmul_gemv.geometry(kernel, matmul_gemv.plan(kernel, None))
+    plan = matmul_gemv.plan(kernel, None)
+    assert plan is not None and (plan.kernel is kernel) == (m <= matmul_gemv.ROWS)
+    g = matmul_gemv.geometry(plan.kernel, plan.contraction)
     assert (g.along_k, g.width) == (along_k, width)
     for shift in (False, True):
         got, want = run_linear(m, n, k, dtype, b_nk, batch, shift)
@@ -98,3 +105,23 @@ def test_gemv_reads_sixteen_bytes_a_load():
     ptx, launches = generate_ptx(kernels, resolve_target("sm_90"))
     for name, _ in launches:
         assert "ld.global.v4" in entry_text(ptx, name), name
+
+
+@pytest.mark.parametrize("kernel", [zoo.linear(5, 3, 7, "f32", batch=2), zoo.gather("matmul"),
+                                    zoo.gather("rows")], ids=lambda k: k.name)
+def test_swapped_loops_compute_the_same(kernel):
+    """K.swap_loops (the template's m and n exchange) moves loads, stores, gathers and loop
+    indices with the loops: the reference evaluation of both kernels agrees bit for bit."""
+    from pyree.compiler.kernel.evaluate import evaluate
+    m = kernel.num_parallel - 2
+    outs = []
+    for k in (kernel, K.swap_loops(kernel, m, m + 1)):
+        buffers = []
+        for i, b in enumerate(kernel.bindings):
+            rng = np.random.default_rng(i)  # the same data for both
+            data = rng.integers(0, 50, b.shape) if b.dtype.startswith("i") else \
+                rng.standard_normal(b.shape)
+            buffers.append(data.astype(NUMPY.get(b.dtype, b.dtype.replace("i", "int"))))
+        evaluate(k, buffers)
+        outs.append(buffers[kernel.results[0].binding])
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -21,20 +21,22 @@ import dataclasses
 import math
 
 from pyree.compiler.flow.convolution import IMPLICIT_PATCHES
-from pyree.compiler.flow.rewrite import dedupe_inputs, drop_unread, map_results, transform
+from pyree.compiler.flow.rewrite import (
+    dedupe_inputs,
+    drop_unread,
+    fold_decided,
+    map_results,
+    transform,
+)
 from pyree.compiler.kernel import (
     AffineExpr,
     Binary,
     Cast,
-    Compare,
     Const,
     Expr,
     Gather,
     Load,
     LoopIndex,
-    Select,
-    Unary,
-    decided,
     itemsize,
 )
 from pyree.compiler.tensor_program import Function, Generic, Op, Value, View, is_scatter, read_by
@@ -115,43 +117,10 @@ def _inline(gemm: Generic, binding: int, copy: Generic, offset: int) -> Generic:
             return _at(value, digits, base)
         return None
 
-    outputs = tuple(dataclasses.replace(r, value=_fold_decided(r.value, gemm.loop_ranges))
+    outputs = tuple(dataclasses.replace(r, value=fold_decided(r.value, gemm.loop_ranges))
                     for r in map_results(gemm.outputs, leaf))
     fused = dataclasses.replace(gemm, inputs=gemm.inputs + list(copy.inputs), outputs=outputs)
     return dedupe_inputs(drop_unread(fused))
-
-
-def _fold_decided(e: Expr, loop_ranges: tuple[int, ...]) -> Expr:
-    """``e`` with the comparisons its loop box decides folded away: the pad's checks on the dims
-    it does not pad (a channel digit is always inside its dim), and on any dim that the padded
-    reads never leave. What is left varies within a patch at most along its taps and pixels."""
-    memo: dict[Expr, Expr] = {}
-
-    def go(x: Expr) -> Expr:
-        if x not in memo:
-            memo[x] = simplify(x)
-        return memo[x]
-
-    def simplify(x: Expr) -> Expr:
-        if isinstance(x, (Unary, Cast)):
-            return dataclasses.replace(x, x=go(x.x))
-        if isinstance(x, Compare):
-            known = decided(x, loop_ranges)
-            return dataclasses.replace(x, a=go(x.a), b=go(x.b)) if known is None else Const(known, "i1")
-        if isinstance(x, Binary):
-            a, b = go(x.a), go(x.b)
-            if x.dtype == "i1" and x.op in ("and", "or"):
-                unit = Const(x.op == "and", "i1")
-                if a == unit or b == unit:
-                    return b if a == unit else a
-            return dataclasses.replace(x, a=a, b=b)
-        if isinstance(x, Select):
-            cond = go(x.cond)
-            if cond in (Const(True, "i1"), Const(False, "i1")):
-                return go(x.a if cond.value else x.b)
-            return dataclasses.replace(x, cond=cond, a=go(x.a), b=go(x.b))
-        return x
-    return go(e)
 
 
 def _at(value: Expr, digits: list[Expr], base: int) -> Expr:

@@ -4,8 +4,9 @@ Each pass is a function of a Function (a nested block runs as a function of its 
 first: ``tensor_program.map_blocks``), so, as MLIR's pass manager does with a function pass, a
 function goes through the whole list before the function around it; the IR can be printed after
 any pass by name (``--pyree-print-ir-after=NAME``, ``--pyree-print-ir-after-all``). Region
-formation runs twice: a split-K chunk walk can make a read through a view affine
-(``flow/views.py``), and the data movement behind it then fuses.
+formation runs twice: a split-K chunk walk, or a scatter's update loop in its unflattened
+shape (``flow/scatter_loops.py``), can make a read through a view affine (``flow/views.py``),
+and the data movement behind it then fuses.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pyree.compiler.flow.gathers import fold_constant_gathers
 from pyree.compiler.flow.implicit_gemm import inline_patches
 from pyree.compiler.flow.narrow_floats import widen_narrow_floats
 from pyree.compiler.flow.regions import fuse_regions
+from pyree.compiler.flow.scatter_loops import expand_scatter_loops
 from pyree.compiler.flow.slabs import read_slabs_through_views
 from pyree.compiler.flow.split_reduction import split_reductions
 from pyree.compiler.flow.versions import in_versions
@@ -75,6 +77,7 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm,
                                              f32=tensor_f32), run_time_sizes=True),
         *FORM_REGIONS,
+        Pass("expand-scatter-loops", expand_scatter_loops),
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
                                          tensor_f32=tensor_f32, cuda=implicit_gemm,
                                          whole=probability_products if attention else None,

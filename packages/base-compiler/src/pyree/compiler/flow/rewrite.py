@@ -11,6 +11,7 @@ from pyree.compiler.kernel import (
     AffineExpr,
     Binary,
     Cast,
+    Compare,
     Const,
     Expr,
     Gather,
@@ -18,7 +19,9 @@ from pyree.compiler.kernel import (
     LoopIndex,
     Result,
     Select,
+    Unary,
     compose,
+    decided,
     depth,
     map_result,
     result_nodes,
@@ -161,3 +164,35 @@ def _renumber(op: Generic, inputs: list[Value], index: dict[int, int]) -> Generi
         for r in map_results(op.outputs, leaf))
     return dataclasses.replace(op, inputs=inputs, outputs=outputs)
 
+
+def fold_decided(e: Expr, loop_ranges: tuple[int, ...]) -> Expr:
+    """``e`` with the comparisons its loop box decides folded away, and the selects and logic
+    they decide: a convolution's pad checks on the dims it does not pad (flow/implicit_gemm.py),
+    a concatenation's branches at a constant position (flow/scatter_loops.py)."""
+    memo: dict[Expr, Expr] = {}
+
+    def go(x: Expr) -> Expr:
+        if x not in memo:
+            memo[x] = simplify(x)
+        return memo[x]
+
+    def simplify(x: Expr) -> Expr:
+        if isinstance(x, (Unary, Cast)):
+            return dataclasses.replace(x, x=go(x.x))
+        if isinstance(x, Compare):
+            known = decided(x, loop_ranges)
+            return dataclasses.replace(x, a=go(x.a), b=go(x.b)) if known is None else Const(known, "i1")
+        if isinstance(x, Binary):
+            a, b = go(x.a), go(x.b)
+            if x.dtype == "i1" and x.op in ("and", "or"):
+                unit = Const(x.op == "and", "i1")
+                if a == unit or b == unit:
+                    return b if a == unit else a
+            return dataclasses.replace(x, a=a, b=b)
+        if isinstance(x, Select):
+            cond = go(x.cond)
+            if cond in (Const(True, "i1"), Const(False, "i1")):
+                return go(x.a if cond.value else x.b)
+            return dataclasses.replace(x, cond=cond, a=go(x.a), b=go(x.b))
+        return x
+    return go(e)

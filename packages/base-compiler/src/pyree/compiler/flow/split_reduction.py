@@ -51,6 +51,7 @@ from pyree.compiler.kernel import (
     Cast,
     Compare,
     Const,
+    Expr,
     Load,
     LoopIndex,
     Result,
@@ -162,7 +163,7 @@ def split_reductions(function: Function, gpu: bool = False, strict_floats: bool 
     ops = [new for op in function.ops
            for new in ([op] if op in keep else split_reduction(
                op, gpu, strict_floats, tensor_f32, patches is None or op in patches, bounds,
-               small_sides))]
+               small_sides, cuda))]
     return dataclasses.replace(function, ops=ops)
 
 
@@ -181,12 +182,14 @@ def _patch_readers(function: Function) -> set:
 
 def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
                     tensor_f32: bool = False, may_be_patches: bool = True,
-                    by_size: dict | None = None, small_sides: bool = False) -> list[Op]:
+                    by_size: dict | None = None, small_sides: bool = False,
+                    cuda: bool = False) -> list[Op]:
     """``[op]``, or ``[partial, final]`` for a long fold with few outputs. ``may_be_patches``:
     ``op`` may be a convolution's GEMM, or a module for targets other than cuda's
-    (``GPU_TENSOR_K_CHUNK``). A contraction with a run-time extent is split only with
-    ``by_size`` (its function's symbol bounds: name -> (min, max)), into versions chosen per
-    call (``_by_size``); else it stays whole: whether splitting pays is known only per call."""
+    (``GPU_TENSOR_K_CHUNK``); ``cuda``: every target is cuda (``_gemv_sides``). A contraction
+    with a run-time extent is split only with ``by_size`` (its function's symbol bounds:
+    name -> (min, max)), into versions chosen per call (``_by_size``); else it stays whole:
+    whether splitting pays is known only per call."""
     if not isinstance(op, Generic) or op.num_parallel == len(op.loop_ranges) \
             or is_row_kernel(op.outputs) or is_line_walk(op):
         return [op]
@@ -196,8 +199,8 @@ def split_reduction(op: Op, gpu: bool = False, strict_floats: bool = False,
         if gpu and isinstance(op.loop_ranges[op.num_parallel], Size):
             return _run_time_k(op, by_size, strict_floats, tensor_f32)
         return _by_size(op, by_size, lambda probe: _splits(probe, gpu, strict_floats, tensor_f32,
-                                                           may_be_patches), small_sides)
-    splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches)
+                                                           may_be_patches, cuda), small_sides)
+    splits = _splits(op, gpu, strict_floats, tensor_f32, may_be_patches, cuda)
     if splits < 2 and gpu:
         columns = _column_splits(op, strict_floats)
         if columns >= 2:
@@ -228,7 +231,7 @@ def _column_splits(op: Generic, strict_floats: bool) -> int:
 
 
 def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
-            may_be_patches: bool) -> int:
+            may_be_patches: bool, cuda: bool = False) -> int:
     """How many chunks ``op``'s first reduction loop is split into (1: none), ``op`` static."""
     folds = fold_pattern(op.outputs)
     if folds is None or any(f.dtype == "i1" for _, f in folds) or (
@@ -237,8 +240,10 @@ def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
     outputs = math.prod(op.loop_ranges[:op.num_parallel])
     extent = op.loop_ranges[op.num_parallel]
     contraction = len(folds) == 1 and is_contraction(folds[0], op.num_parallel)
-    if contraction and gpu and _gemv_rows(op, folds[0][1]) <= GPU_GEMV_ROWS:
-        return vector_splits(op, folds[0][1])
+    if contraction and gpu:
+        rows, columns = _gemv_sides(op, folds[0][1])
+        if rows <= GPU_GEMV_ROWS or (cuda and columns <= GPU_GEMV_ROWS):
+            return vector_splits(op, folds[0][1])
     if contraction:
         narrow = gpu and _narrow_operands(folds[0][1], tensor_f32)
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
@@ -406,14 +411,16 @@ def vector_splits(op: Generic, f: Binary) -> int:
     """The chunks a GPU matrix-vector product's K is split into: the fewest (dividing K) that
     give ``GPU_VECTOR_BLOCKS`` blocks of the matrix-vector template."""
     extent, k = op.loop_ranges[op.num_parallel], op.num_parallel
-    m, n = _side_extents(f, op)
-    matrix = f.b if op.num_parallel - 1 in _parallel_loops(f.b, op.num_parallel) else f.a
+    x, y = _factors(op, f)
+    rows, columns = _gemv_sides(op, f)
+    matrix = y
+    if rows > GPU_GEMV_ROWS:  # the template swaps m and n: X is the matrix
+        matrix, columns, rows = x, rows, columns
     loads = [e for e in walk(matrix) if isinstance(e, Load)]
     k_major = any(e.index and e.index[-1].coeffs[k] == 1 for e in loads)
     size = max(1, min((itemsize(e.dtype) for e in loads), default=4))
     per_block = 8 if k_major else max(1, 128 // size)
-    columns = n if matrix is f.b else m
-    batch = math.prod(op.loop_ranges[:op.num_parallel]) // max(1, m * n)
+    batch = math.prod(op.loop_ranges[:op.num_parallel]) // max(1, rows * columns)
     blocks = max(1, -(-columns // per_block) * batch)
     wanted = -(-GPU_VECTOR_BLOCKS // blocks)
     least_chunk = 32 * max(1, 16 // size) if k_major else GPU_VECTOR_MIN_ROWS
@@ -424,13 +431,21 @@ def vector_splits(op: Generic, f: Binary) -> int:
     return min((d for d in fits if d >= wanted), default=max(fits, default=1))
 
 
-def _gemv_rows(op: Generic, f: Binary) -> int:
-    """A contraction's m, as the GPU templates see it: the extent of the parallel loops read
-    only by the factor that does not read the last one (n)."""
+def _factors(op: Generic, f: Binary) -> tuple[Expr, Expr]:
+    """A contraction's X and Y as the GPU templates see them: Y reads the last parallel loop."""
     n = op.num_parallel - 1
-    x, y = (f.a, f.b) if n in _parallel_loops(f.b, op.num_parallel) else (f.b, f.a)
-    rows = _parallel_loops(x, op.num_parallel) - _parallel_loops(y, op.num_parallel)
-    return math.prod(op.loop_ranges[d] for d in rows)
+    return (f.a, f.b) if n in _parallel_loops(f.b, op.num_parallel) else (f.b, f.a)
+
+
+def _gemv_sides(op: Generic, f: Binary) -> tuple[int, int]:
+    """A contraction's m and n as the GPU templates see them: the extents of the parallel loops
+    only X reads and only Y reads. The matrix-vector template takes m up to
+    ``GPU_GEMV_ROWS``, or such an n (its m and n swapped; measured on cuda only, so the split
+    counts on it only there: a batched f32 matrix times a vector, bij,bj->bi, split 4 ways
+    for a tiled template ran at 0.22x PyTorch on the H200)."""
+    x, y = (_parallel_loops(side, op.num_parallel) for side in _factors(op, f))
+    return (math.prod(op.loop_ranges[d] for d in x - y),
+            math.prod(op.loop_ranges[d] for d in y - x))
 
 
 def _narrow_operands(f: Binary, tensor_f32: bool = False) -> bool:

@@ -120,6 +120,7 @@ from pyree.compiler.kernel.ir import (
     result_roots,
     scatter_result,
     size_value,
+    swap_loops,
     transform,
     walk,
     wrap,
@@ -127,6 +128,7 @@ from pyree.compiler.kernel.ir import (
 
 __all__ = [
     "compose",
+    "swap_loops",
     "FOLDS",
     "affine_bounds",
     "affine_of",

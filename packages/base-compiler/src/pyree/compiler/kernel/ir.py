@@ -605,6 +605,31 @@ def merge_loop(result: Result, d: int, load_dim: Callable[[int], int | None] = l
 
     return map_result(result, leaf, index=merged(result.index, result_dim))
 
+def swap_loops(kernel: Kernel, a: int, b: int) -> Kernel:
+    """``kernel`` with loops a and b trading places (both parallel, or both reductions): the
+    same computation, as a template that reads its loops by position may want it (a
+    matrix-vector product whose vector is the n side). Kernels without attention or a line."""
+    def swapped(index: tuple[AffineExpr, ...]) -> tuple[AffineExpr, ...]:
+        out = []
+        for ix in index:
+            coeffs = list(ix.coeffs)
+            coeffs[a], coeffs[b] = coeffs[b], coeffs[a]
+            out.append(AffineExpr(tuple(coeffs), ix.const))
+        return tuple(out)
+
+    def leaf(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return dataclasses.replace(e, index=swapped(e.index))
+        if isinstance(e, LoopIndex) and e.dim in (a, b):
+            return dataclasses.replace(e, dim=a + b - e.dim)
+        return None
+
+    ranges = list(kernel.loop_ranges)
+    ranges[a], ranges[b] = ranges[b], ranges[a]
+    results = tuple(map_result(r, leaf, index=swapped(r.index)) for r in kernel.results)
+    return dataclasses.replace(kernel, loop_ranges=tuple(ranges), results=results)
+
+
 # Fusion stops before an expression nests deeper than this (a longer chain of elementwise ops
 # becomes several kernels), and one op may hold twice as many levels (input/checks.py). Some
 # passes recurse on expressions, and a backend expands a math function into up to ~60 levels of

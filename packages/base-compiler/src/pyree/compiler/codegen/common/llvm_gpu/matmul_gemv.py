@@ -58,9 +58,24 @@ def fits(kernel: K.Kernel) -> bool:
     return kernel.parallel_ranges[-2] <= ROWS
 
 
-def plan(kernel: K.Kernel, target) -> Contraction | None:
+@dataclass(frozen=True)
+class Plan:
+    kernel: K.Kernel  # the kernel, its m and n loops swapped where its vector was the n side
+    contraction: Contraction
+
+
+def plan(kernel: K.Kernel, target) -> Plan | None:
+    """A product with at most ``ROWS`` rows; or columns (a batched matrix times a vector,
+    ``bij,bj->bi``), as the same product with the m and n loops swapped: the matrix is then
+    Y, read along its rows (a tiled template gave it a 32-row tile of one real column, at a
+    sixth of the card's bandwidth; BENCHMARKS.md)."""
+    if contraction_of(kernel) is None:
+        return None
+    if not fits(kernel) and kernel.parallel_ranges[-1] <= ROWS:
+        m = kernel.num_parallel - 2
+        kernel = K.swap_loops(kernel, m, m + 1)
     c = contraction_of(kernel)
-    return c if c is not None and fits(kernel) else None
+    return Plan(kernel, c) if c is not None and fits(kernel) else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +188,8 @@ class _Values:
         return [fn.op(f"extractelement <{w} x {st}> {v}, i32 {j}") for j in range(w)]
 
 
-def emit(module: Module, kernel: K.Kernel, name: str, c: Contraction) -> Launch:
+def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
+    kernel, c = plan.kernel, plan.contraction
     par = kernel.parallel_ranges
     batch = par[:-2]
     M, N, KD = par[-2], par[-1], kernel.reduction_ranges[0]
