@@ -57,8 +57,8 @@ def main() -> None:
         x = rng.standard_normal(shape).astype(np.float32)
         want = [np.asarray(w) for w in jax.jit(lambda v, k=k: jax.lax.top_k(v, k))(x)]
         tx = torch.from_numpy(x).cuda()
-        eager = torch_ms(lambda: torch.topk(tx, k))
-        graph = torch_graph_ms(lambda: torch.topk(tx, k))
+        eager = torch_ms(lambda tx=tx, k=k: torch.topk(tx, k))
+        graph = torch_graph_ms(lambda tx=tx, k=k: torch.topk(tx, k))
         line = f"top-{k} of {shape}: PyTorch {eager:.3f} ms eager, {graph:.3f} ms graph"
         for device, options in TARGETS.items():
             builds = {"now": compile_str(program(shape, k), CompileOptions(**options))}
