@@ -1,8 +1,9 @@
 """expand-scatter-loops (flow/scatter_loops.py): a scatter whose updates and index tensors
 torch-mlir flattened to one dim loops over their unflattened shape, so the index tensors a
 graph computes (F.fold's aranges and broadcasts) fuse into the scatter's places instead of
-being written as int64 tensors; a scatter without such a view passes unchanged. Run against
-PyTorch."""
+being written as int64 tensors; a scatter without such a view passes unchanged. And
+scatter_add's index column and updates, one two-result op from torch-mlir, fuse into the
+scatter (flow/regions.py). Run against PyTorch."""
 
 from __future__ import annotations
 
@@ -66,4 +67,21 @@ def test_a_scatter_without_a_flattened_view_passes_unchanged(capsys):
     assert list(bodies) == ["collapse-loops", "expand-scatter-loops"]
     assert bodies["collapse-loops"] == bodies["expand-scatter-loops"]
     got = rt.load_module(module, device="local-task").main(x.numpy()).to_host()
+    np.testing.assert_array_equal(got, f(x).numpy())
+
+
+def test_a_scatter_add_computes_its_places_and_updates_itself():
+    """torch-mlir writes scatter_add's index column ([N, 1]) and updates in one two-result op:
+    region formation splits it and inlines both into the scatter (flow/regions.py), so a
+    histogram-style count reads only the data (no N-element int64 column, no ones)."""
+    def f(t):
+        places = (t.abs() * 7).long() % 50
+        return torch.zeros(50, dtype=torch.int32).scatter_add(
+            0, places, torch.ones_like(places, dtype=torch.int32))
+    x = torch.from_numpy(np.random.default_rng(2).standard_normal(10007).astype(np.float32))
+    text = _imported(f, x)
+    options = CompileOptions(target_backends=["llvm-cpu"])
+    kernels = compile_str(text, options, extra_args=["--compile-to=executable-sources"]).decode()
+    assert kernels.count("kernel @") == 1 and "10007xi" not in kernels, kernels
+    got = rt.load_module(compile_str(text, options), device="local-task").main(x.numpy()).to_host()
     np.testing.assert_array_equal(got, f(x).numpy())

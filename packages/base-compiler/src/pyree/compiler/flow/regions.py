@@ -77,7 +77,7 @@ from pyree.compiler.tensor_program import (
 
 
 def fuse_regions(function: Function) -> Function:
-    ops = _drop_dead_results(function.ops, function.results)
+    ops = _split_results(_drop_dead_results(function.ops, function.results), function.results)
     refused: dict = {}
     graph = _Graph(ops, function.results)
     while True:
@@ -93,6 +93,28 @@ def fuse_regions(function: Function) -> Function:
             break
         ops = _drop_dead_results(live, function.results)
     return dataclasses.replace(function, ops=ops)
+
+
+def _split_results(ops: list[Op], results: list[Value]) -> list[Op]:
+    """Each elementwise Generic of several results, each read by one Generic, as one Generic per
+    result, so that each can inline into its reader. torch-mlir computes a scatter_add's index
+    column and its updates in one such op, whose results no fusion took: histc wrote 4M int64
+    places and 4M ones before its scatter read them."""
+    users = _Graph(ops, results).users
+    readers = Counter(v for op in ops if isinstance(op, Generic) for v in set(op.inputs))
+    out: list[Op] = []
+    for op in ops:
+        if not isinstance(op, Generic) or len(op.outputs) < 2 or is_scatter(op) \
+                or is_line_walk(op) or op.attention is not None \
+                or op.num_parallel != len(op.loop_ranges) \
+                or any(users[v] != 1 or readers[v] != 1 for v in op.results) \
+                or any(isinstance(e, (Acc, Final)) for r in op.outputs for e in result_nodes(r)):
+            out.append(op)
+            continue
+        out.extend(drop_unread(dataclasses.replace(op, results=[op.results[r.binding]],
+                                                   outputs=(dataclasses.replace(r, binding=0),)))
+                   for r in op.outputs)
+    return out
 
 
 class _Graph:
@@ -289,7 +311,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if producer.num_parallel != len(producer.loop_ranges) or len(producer.results) != 1:
         return None
     out = producer.outputs[0]
-    dims = permutation_dims(out.index, len(producer.loop_ranges))
+    dims = _written_loops(out.index, producer.results[0].shape, len(producer.loop_ranges))
     if dims is None or out.epilogue is not None:
         return None
     body = out.value
@@ -302,9 +324,10 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     inputs = op.inputs + producer.inputs
 
     def substitute(load: Load) -> Expr:
-        loop_map: list[AffineExpr] = [None] * len(dims)  # type: ignore[list-item]
+        loop_map: list[AffineExpr] = [None] * len(producer.loop_ranges)  # type: ignore[list-item]
         for position, d in enumerate(dims):
-            loop_map[d] = load.index[position]
+            if d is not None:
+                loop_map[d] = load.index[position]
         return remap_loops(body, tuple(loop_map), len(op.loop_ranges), lambda b: base + b)
 
     fused = _rebuild(dataclasses.replace(op, inputs=inputs, sources=sources_of(op, producer)),
@@ -312,6 +335,23 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
     if not within_depth(fused) or (_distinct_reads(op, j) > 1 and _nodes(fused) > MAX_COPIED_TREE):
         return None
     return dedupe_inputs(drop_unread(fused))
+
+
+def _written_loops(index: tuple[AffineExpr, ...], shape: tuple, num_loops: int
+                  ) -> tuple[int | None, ...] | None:
+    """The loop each position of an elementwise result's ``index`` writes, where the positions
+    are a permutation of all loops, or a unit dim written at 0 (None): torch-mlir writes a
+    scatter's index column as ``[N, 1]`` from one loop."""
+    dims = permutation_dims(index, num_loops)
+    if dims is not None:
+        return dims
+    unit = [k for k, ix in enumerate(index)
+            if shape[k] == 1 and ix.const == 0 and not any(ix.coeffs)]
+    rest = tuple(ix for k, ix in enumerate(index) if k not in unit)
+    if not unit or permutation_dims(rest, num_loops) is None:
+        return None
+    loops = iter(permutation_dims(rest, num_loops))
+    return tuple(None if k in unit else next(loops) for k in range(len(index)))
 
 
 MAX_COPIED_TREE = 1024  # expression nodes of a kernel that recomputes a producer at several places
