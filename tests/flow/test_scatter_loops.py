@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pyree.runtime as rt
+from importers.test_torch_less_common_forms import Fn
 from pyree.compiler import CompileOptions, compile_str
 from tooling import require_module
 
@@ -20,20 +21,11 @@ require_module("torch_mlir")
 HEADER = re.compile(r"// -----// IR after (\S+) //----- //\n")
 
 
-class _Fn(torch.nn.Module):
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-
-    def forward(self, x):
-        return self.f(x)
-
-
 def _imported(f, x) -> str:
     from pyree.compiler import import_torch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return import_torch(_Fn(f), x)
+        return import_torch(Fn(f), x)
 
 
 def test_fold_is_one_scatter_over_its_patches_and_a_crop():

@@ -347,10 +347,10 @@ def _written_loops(index: tuple[AffineExpr, ...], shape: tuple, num_loops: int
         return dims
     unit = [k for k, ix in enumerate(index)
             if shape[k] == 1 and ix.const == 0 and not any(ix.coeffs)]
-    rest = tuple(ix for k, ix in enumerate(index) if k not in unit)
-    if not unit or permutation_dims(rest, num_loops) is None:
+    rest = permutation_dims(tuple(ix for k, ix in enumerate(index) if k not in unit), num_loops)
+    if not unit or rest is None:
         return None
-    loops = iter(permutation_dims(rest, num_loops))
+    loops = iter(rest)
     return tuple(None if k in unit else next(loops) for k in range(len(index)))
 
 

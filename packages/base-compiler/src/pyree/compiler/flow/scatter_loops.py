@@ -38,7 +38,7 @@ def _expanded(op: Generic, views: dict[Value, View]) -> Generic:
     if not all(is_static(n) for n in op.loop_ranges):
         return op
     op = _decided(op)
-    for d in range(op.num_parallel):
+    for d in reversed(range(op.num_parallel)):  # a split renumbers only the loops after d
         dims = _collapsed_dims(op, d, views)
         if dims is not None:
             op = _split_loop(op, d, dims)

@@ -84,9 +84,9 @@ def decompositions() -> dict:
 
 def _adaptive_max_pool(k: int):
     """``adaptive_max_pool{k}d`` of static sizes. torch-mlir lowers only the even split (an
-    uneven one is an invalid tensor.cast), and indexes a window holding NaN -1. Each dim's windows, rows
-    ``floor(i * n / out)`` to ``ceil((i + 1) * n / out)`` as PyTorch's, are gathered into a
-    (out, longest window) table, a short window padded with its own last row (which changes
+    uneven one is an invalid tensor.cast), and indexes a window holding NaN -1. Each dim's
+    windows, rows ``floor(i * n / out)`` to ``ceil((i + 1) * n / out)`` as PyTorch's, are
+    gathered into a (out, longest window) table, a short window padded with its own last row (which changes
     neither the max nor, mapped back through the table, its index); the max is then over each
     cell's flattened window, its index a window's first max (with NaN its last NaN, as
     PyTorch's kernel) mapped to the flattened plane. A fixed number of ops at any size."""

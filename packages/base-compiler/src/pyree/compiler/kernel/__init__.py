@@ -128,7 +128,6 @@ from pyree.compiler.kernel.ir import (
 
 __all__ = [
     "compose",
-    "swap_loops",
     "FOLDS",
     "affine_bounds",
     "affine_of",
@@ -203,6 +202,7 @@ __all__ = [
     "result_nodes",
     "result_roots",
     "scatter_result",
+    "swap_loops",
     "transform",
     "walk",
     "wrap",

@@ -605,6 +605,7 @@ def merge_loop(result: Result, d: int, load_dim: Callable[[int], int | None] = l
 
     return map_result(result, leaf, index=merged(result.index, result_dim))
 
+
 def swap_loops(kernel: Kernel, a: int, b: int) -> Kernel:
     """``kernel`` with loops a and b trading places (both parallel, or both reductions): the
     same computation, as a template that reads its loops by position may want it (a
