@@ -195,7 +195,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
     backends = [backend(name) for name in options.target_backends]
     program = lower_to_tensor_program(module, scatter_atomics=all(
         b.scatter_atomics for b in backends), scatter_dtypes=scatter_dtypes(backends),
-        line_walks=all(b.line_walks for b in backends))
+        line_walks=all(b.line_walks for b in backends),
+        dispatch_cost=max(b.dispatch_cost for b in backends))
     _stage(options, stop, "tensor program", lambda: printing.format_program(program))
     program = export_parameters(program, options)
     report("forming dispatch regions")

@@ -81,6 +81,10 @@ class Backend:
     # top-k's and scans in O(n log n) and O(n) per line instead of the counting, merging and
     # blocked Generics that spread over a GPU's threads.
     line_walks: bool = False
+    # What one dispatch costs in a module's command stream, relative to cuda's (about 2.7 µs for
+    # a small kernel on the H200, in CUDA-graph replay; NVIDIA's Vulkan driver took about four
+    # times that): input/sort_scan.py weighs many small Generics against fewer long ones by it.
+    dispatch_cost: float = 1.0
 
 
 def scatter_dtypes(backends) -> frozenset[str] | None:

@@ -110,6 +110,7 @@ class FunctionLowering:
         self.scatter_atomics = False  # every target writes at computed places (input/scatter.py)
         self.scatter_dtypes: frozenset[str] | None = None  # ... of these dtypes (None: all)
         self.line_walks = False  # every target walks a line (input/sort_scan.py)
+        self.dispatch_cost = 1.0  # the targets' highest ``Backend.dispatch_cost``
 
     # ---- values ----------------------------------------------------------------------------
 

@@ -55,11 +55,12 @@ _DESCRIPTIVE_MODULE_OPS = ("sdy.mesh",)
 def lower_to_tensor_program(module: ModuleOp, name: str = "module",
                             scatter_atomics: bool = False,
                             scatter_dtypes: frozenset[str] | None = None,
-                            line_walks: bool = False) -> Program:
+                            line_walks: bool = False, dispatch_cost: float = 1.0) -> Program:
     """The tensor program of ``module``'s public functions (private ones are not exported;
     ``func.call``s of them are inlined). ``scatter_atomics``: every target writes a scatter at
     computed places (``input/scatter.py``), of ``scatter_dtypes`` only where not None;
-    ``line_walks``: every target walks a line (``Backend.line_walks``)."""
+    ``line_walks``: every target walks a line (``Backend.line_walks``); ``dispatch_cost``: the
+    targets' highest ``Backend.dispatch_cost``."""
     program = Program(name=module.sym_name.data if module.sym_name else name)
     functions = {op.sym_name.data: op for op in module.body.block.ops
                  if isinstance(op, func.FuncOp)}
@@ -70,7 +71,7 @@ def lower_to_tensor_program(module: ModuleOp, name: str = "module",
             if (op.sym_visibility is None or op.sym_visibility.data == "public") \
                     and op.sym_name.data not in computations:
                 program.functions.append(_lower_function(op, functions, globals, scatter_atomics,
-                                                               scatter_dtypes, line_walks))
+                                                         scatter_dtypes, line_walks, dispatch_cost))
         elif op.name not in GLOBAL_OPS and op.name not in _DESCRIPTIVE_MODULE_OPS:
             raise CompileError(f"unsupported op '{op.name}' at module level", location_of(op))
     return program
@@ -91,10 +92,10 @@ def _called_computations(module: ModuleOp) -> set[str]:
 def _lower_function(op: func.FuncOp, functions: dict[str, func.FuncOp], globals: dict,
                     scatter_atomics: bool = False,
                     scatter_dtypes: frozenset[str] | None = None,
-                    line_walks: bool = False) -> Function:
+                    line_walks: bool = False, dispatch_cost: float = 1.0) -> Function:
     fn = FunctionLowering(op, functions, globals)
     fn.scatter_atomics, fn.scatter_dtypes = scatter_atomics, scatter_dtypes
-    fn.line_walks = line_walks
+    fn.line_walks, fn.dispatch_cost = line_walks, dispatch_cost
     entries, arguments = [], []
     for i, arg in enumerate(_region(op).blocks[0].args):
         entry, values = _argument(fn, arg.type, arg.name_hint or f"arg{i}")

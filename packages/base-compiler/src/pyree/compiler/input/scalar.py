@@ -255,13 +255,17 @@ def _ctlz(op, args, dtype):
 
 
 def _ctpop(op: Operation, args: list[Expr], dtype: str) -> Expr:
+    return popcount(args[0], dtype)
+
+
+def popcount(x: Expr, dtype: str) -> Expr:
     """The set bits of an integer: the SWAR sums of bit pairs, nibbles and bytes, then the
     bytes added by one multiplication (on the bits as unsigned, wrapping)."""
     if dtype == "i1":
-        return args[0]
+        return x
     u = _unsigned(dtype)
     nbits = bits(dtype)
-    x = _bitcast(args[0], u)
+    x = _bitcast(x, u)
     mask = lambda byte: Const(int.from_bytes(bytes([byte]) * (nbits // 8), "little"), u)
     shr = lambda e, k: Binary("shr", e, Const(k, u), u)
     x = Binary("sub", x, Binary("and", shr(x, 1), mask(0x55), u), u)
@@ -280,7 +284,7 @@ def _cttz(op: Operation, args: list[Expr], dtype: str) -> Expr:
     u = _unsigned(dtype)
     x = _bitcast(args[0], u)
     lowest = Binary("and", x, Binary("sub", Const(0, u), x, u), u)
-    return _ctpop(op, [_bitcast(Binary("sub", lowest, Const(1, u), u), dtype)], dtype)
+    return popcount(_bitcast(Binary("sub", lowest, Const(1, u), u), dtype), dtype)
 
 
 def _ipowi(op: Operation, args: list[Expr], dtype: str) -> Expr:

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.input import threshold_top_k
 from pyree.compiler.input.body import convert, lower_block
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
@@ -135,12 +136,16 @@ def top_k(fn: FunctionLowering, comparators: Callable[[int], Comparator], operan
     first ``k`` by counting, or as the head of a merge sort."""
     rank, n = len(operands[0].shape), operands[0].shape[d]
     comparator = comparators(rank + 1)
-    ordered = strict_order(comparator, [v.dtype for v in operands]) is not None
+    order = strict_order(comparator, [v.dtype for v in operands])
+    ordered = order is not None
     if ordered and _by_sorting(fn, operands[0].shape, d):
         return sort_values(fn, operands, d, k, comparator, origin, where)
     others = [q for j, q in enumerate(operands[0].shape) if j != d]
     lines = math.prod(others) if all(is_static(q) for q in others) else 1
     plan = topk_plan(n, k, ordered, lines)
+    if threshold_top_k.applies(operands[0].shape, d, k, order) and \
+            threshold_top_k.search_cost(n, k, lines, order, fn.dispatch_cost) < plan.cost:
+        return threshold_top_k.threshold_top_k(fn, operands, d, k, order, emit_scan, origin, where)
     if plan.chunk:  # the first k of each chunk, then the first k of those and of the rest
         chunks = [_regroup(fn, v, d, plan.chunk, where) for v in operands]
         firsts = _first_k(fn, chunks, d + 1, k, comparators(rank + 2), plan.chunk_merges, origin,

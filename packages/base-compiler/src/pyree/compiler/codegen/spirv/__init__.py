@@ -134,4 +134,5 @@ BACKEND = Backend(
     scatter_atomics=True,
     small_sides_tiled=True,
     scatter_atomic_dtypes=scatter.DTYPES,
+    dispatch_cost=4.0,
 )
