@@ -356,6 +356,8 @@ LLM_CASES: tuple[Case, ...] = (
     Case("argmax vocab f16 1x50257", argmax_last, _ins(((1, 50257), f16))),
     Case("argmax vocab bf16 16x32000", argmax_last, _ins(((16, 32000), bf16))),
     Case("top-50 vocab f32 1x32000", topk_values, _ins(((1, 32000), f32))),
+    Case("top-50 vocab batch f32 64x32000", topk_values, _ins(((64, 32000), f32))),
+    Case("top-50 vocab batch f16 32x50257", topk_values, _ins(((32, 50257), f16))),
     Case("softmax vocab f32 1x50257", softmax, _ins(((1, 50257), f32))),
     Case("softmax vocab f16 16x32000", softmax, _ins(((16, 32000), f16))),
     Case("transpose f16 4096x4096", transpose_2d, _ins(((4096, 4096), f16))),

@@ -142,6 +142,15 @@ def _substitute(key: Expr, elements: list) -> Expr:
     return transform(key, lambda x: elements[-1 - x.binding] if isinstance(x, Load) else None)
 
 
+def single_key(order: Order, elements: list) -> tuple[Expr, bool] | None:
+    """The one key of ``order`` at ``elements`` (operand ``n``'s element at ``n``) and whether
+    it ascends; None for an order by several keys."""
+    if len(order.levels) != 1:
+        return None
+    key, ascending = order.levels[0]
+    return _substitute(key, elements), ascending
+
+
 def ordinal(order: Order) -> Callable[[list], Expr] | None:
     """For an order by one key of at most 32 bits: the i32 of an element's key that orders as
     ``order.less`` does (a float, widened to f32 exactly, made total as the module says: -0.0 as

@@ -2,22 +2,27 @@
 where counting (``sort_scan.top_k``'s plans) compares every pair of a chunk. A batch of 64
 vocabulary rows' top-50 counted 10^9 pairs (10x PyTorch's radix select on the H200).
 
-Each element's key ``u`` is its ordinal (``sort_order.ordinal``) shifted to the ``key_bits``
-it spans and made unsigned: keys order as the top-k does, equal where the elements tie. The
-k-th smallest key ``T`` is built from the top bit down, ``BITS`` a pass: with ``acc`` the bits
-decided above, the pass counts for each candidate ``acc + c << s`` (``c = 1 .. 2^BITS - 1``)
-the keys below it, and the new digit is the number of candidates whose count stays below ``k``
-(counts grow with ``c``). A pass is one Generic over the line in ``chunks`` (so that every
-line keeps many workgroups busy) whose counts are packed in fields of i64 words (an element
-adds a run of ones to the fields of the candidates above it), then one per line that adds the
-chunks' words and compares every field with ``k - 1`` at once (fields with a spare top bit:
-``(k - 1 + 2^(f-1)) - count`` keeps it set exactly where ``count <= k - 1``).
+Each element's key ``u`` (unsigned, ``key_bits`` wide) orders as the top-k does and is equal
+where elements tie: a float's own bits made total with integer operations alone (-0.0 as 0.0,
+one NaN above +inf: NVIDIA's Vulkan driver had ordered an f16 NaN below +inf through float
+compares), an integer's ``sort_order.ordinal``. The k-th smallest key ``T`` is built from the
+top bit down, ``BITS`` a pass. With ``acc`` the bits decided so far, a pass counts the keys in
+each of the 16 buckets ``[acc + c << s, acc + (c + 1) << s)`` (a key below ``acc`` wraps past
+them): one Generic over the line in ``chunks`` (many workgroups for few lines), an element
+adding one to its bucket's field of a few i64 words. Then one Generic per line (the digest)
+adds the chunks' words; a multiplication sums each word's fields up to every field, the words
+before and the keys below ``acc`` are added, so field ``c - 1`` holds the keys below candidate
+``acc + c << s``, and every field is compared with ``k - 1`` at once (a spare top bit per
+field: ``(k - 1 + 2^(f-1)) - count`` keeps it set exactly where ``count <= k - 1``). The digit
+is the number of such candidates (counts grow with ``c``); the digest keeps ``acc << 32`` and
+the keys below it (the picked field) for the next pass.
 
-The top-k is then every key below ``T`` and the first ``k - #{u < T}`` equal to it, in place
+The top-k is then every key below ``T`` and the first ``k - #{u < T}`` equal to it in place
 order (ties by place, as the counted plans keep them). Each word of 32 places holds the bits of
-the keys below ``T`` and of those equal to it, and their counts; the counts scanned along the
-line give each member its slot (the members before it), where its place is stored. The ``k``
-places are ranked by ``u`` then place (counting, ``k^2``) and every operand gathered there.
+its keys below ``T`` and of those equal to it, and their counts; the counts scanned along the
+line and the popcounts below a place give each member its slot (the members before it), where
+its place is stored. The ``k`` places are ranked by key then place (counting, ``k^2``) and every
+operand gathered there.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pyree.compiler.input.body import convert
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.scalar import popcount
-from pyree.compiler.input.sort_order import Order, ordinal
+from pyree.compiler.input.sort_order import Order, ordinal, single_key
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -41,17 +46,18 @@ from pyree.compiler.kernel import (
     Result,
     Scatter,
     Select,
+    Unary,
     int_bits,
     is_float,
 )
 from pyree.compiler.sizes import static_shape
 from pyree.compiler.tensor_program import Constant, Generic, Value
 
-BITS = 4  # key bits a pass decides: 15 candidates, 8 passes for f32 keys
+BITS = 4  # key bits a pass decides: 16 buckets, 8 passes for 32-bit keys, 4 for 16-bit ones
 WORD = 32  # places whose membership one i32 word holds
 WORKGROUPS = 512  # a pass's chunks over all lines: every multiprocessor of a large GPU busy
 MIN_CHUNK = 1024  # elements of a chunk at least
-MAX_CHUNKS = 32  # chunks of one line at most: the digest adds them in one expression
+MAX_CHUNKS = 16  # chunks of one line at most: the digest adds them in one expression
 PLACE = "i32"
 KEY = "i64"
 # The search's time in ``sort_scan.topk_plan``'s loop steps (about 1.9 million a millisecond
@@ -61,26 +67,28 @@ KEY = "i64"
 # where the chunks fill ``FULL_WORKGROUPS`` (proportionally more where they do not).
 GENERIC_STEPS = 5_000_000
 ELEMENT_STEPS = 75
-FULL_WORKGROUPS = 512
+FULL_WORKGROUPS = 256
 # Generics besides two a pass: the membership, the word scan (up to three), the scatter, the
 # keys, the ranks, the pick.
 SMALL_GENERICS = 8
 
 
-def key_bits(order: Order) -> tuple[int, int] | None:
-    """(low bits of the ordinal that every key shares, bits the rest spans) for an order that
-    ``ordinal`` keys; None for other orders. f16/bf16 ordinals are f32's with 13/16 constant low
-    bits (all zero, or all one where negated); an integer of ``w < 32`` bits spans ``w + 1``
-    (sign or zero extended, then perhaps negated)."""
-    if ordinal(order) is None:
+FLOAT_BITS = {"f16": (16, 0x7C00), "bf16": (16, 0x7F80), "f32": (32, 0x7F800000)}  # width, +inf
+
+
+def key_bits(order: Order) -> int | None:
+    """The bits an element's key spans for an order by one key of at most 32 bits; None for
+    other orders. A float's key is its own bits' (16 for f16 and bf16); an integer of
+    ``w < 32`` bits spans ``w + 1`` (sign or zero extended, then perhaps negated)."""
+    if len(order.levels) != 1:
         return None
     dtype = order.levels[0][0].dtype
-    if dtype == "f16":
-        return 13, 19
-    if dtype == "bf16":
-        return 16, 16
+    if dtype in FLOAT_BITS:
+        return FLOAT_BITS[dtype][0]
+    if is_float(dtype) or ordinal(order) is None:
+        return None
     width = int_bits(dtype)
-    return (0, 32) if is_float(dtype) or width >= 32 else (0, width + 1)
+    return 32 if width >= 32 else width + 1
 
 
 def search_cost(n: int, k: int, lines: int, order: Order, dispatch_cost: float) -> float | None:
@@ -89,7 +97,7 @@ def search_cost(n: int, k: int, lines: int, order: Order, dispatch_cost: float) 
     bits = key_bits(order)
     if bits is None or not 1 <= k <= n or n >= 2**31:
         return None
-    passes = -(-bits[1] // BITS)
+    passes = -(-bits // BITS)
     spread = max(1.0, FULL_WORKGROUPS / (lines * _chunks(n, lines)))
     return (lines * (n * ELEMENT_STEPS * spread + 2 * k * k)
             + (2 * passes + SMALL_GENERICS) * GENERIC_STEPS * dispatch_cost)
@@ -111,11 +119,17 @@ def threshold_top_k(fn: FunctionLowering, operands: list[Value], d: int, k: int,
     """The first ``k`` along ``d`` of ``operands`` in ``order`` (ties by place). ``scan``:
     ``sort_scan.emit_scan``, whose module calls this one."""
     search = _Search(fn, operands, d, k, order, origin, where)
-    masks, counts = search.membership(search.kth_key())
+    kth = search.kth_key()
+    masks, counts = search.membership(kth)
     before = fn.new_value(KEY, counts.shape, "topk_words_scan")
     scan(fn, counts, d, lambda a, b, inputs, loops: Binary("add", a, b, KEY), None, before,
          origin, where)
-    return search.in_order(search.gathered(masks, counts, before))
+    return search.in_order(search.gathered(kth, masks, counts, before))
+
+
+def _i32(bits: int) -> int:
+    """A 32-bit pattern as a signed value."""
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
 
 
 def _i64(bits: int) -> Const:
@@ -136,8 +150,8 @@ class _Search:
         self.fn, self.operands, self.d, self.k = fn, operands, d, k
         self.origin, self.where = origin, where
         self.shape, self.rank, self.n = operands[0].shape, len(operands[0].shape), operands[0].shape[d]
-        self.ordinal, self.compared = ordinal(order), order.compared
-        self.drop, self.bits = key_bits(order)
+        self.order, self.compared = order, order.compared
+        self.bits = key_bits(order)
         self.line_shape = tuple(1 if q == d else s for q, s in enumerate(self.shape))
         self.places = [_is_place(fn, v, d) for v in operands]
 
@@ -145,12 +159,24 @@ class _Search:
         self.fn.emit(Generic(inputs.values, values, tuple(results), loop_ranges, num_parallel,
                              self.where, self.origin))
 
-    def _key(self, elements: list[Expr]) -> Expr:
-        """``u`` of an element (i64, in ``[0, 2^bits)``)."""
-        u = Cast("extsi", self.ordinal(elements), KEY)
-        if self.drop:
-            u = Binary("shr", u, Const(self.drop, KEY), KEY)
-        return Binary("add", u, Const(1 << (self.bits - 1), KEY), KEY)
+    def _key(self, elements: list[Expr | None]) -> Expr:
+        """``u`` of an element (i32 in ``[0, 2^bits)``, compared unsigned)."""
+        key, ascending = single_key(self.order, elements)
+        if key.dtype in FLOAT_BITS:  # integer operations on the bits: no driver's float compare
+            width, inf = FLOAT_BITS[key.dtype]
+            t = f"i{width}"
+            b = Cast("bitcast", key, t)
+            magnitude = Binary("and", b, Const(2 ** (width - 1) - 1, t), t)
+            b = Select(Compare("gt", magnitude, Const(inf, t)), Const(inf + 1, t),  # one NaN
+                       Select(Compare("eq", magnitude, Const(0, t)), Const(0, t), b, t), t)
+            b = Binary("xor", b, Binary("and", Binary("shr", b, Const(width - 1, t), t),
+                                        Const(2 ** (width - 1) - 1, t), t), t)
+            o = b if width == 32 else Cast("extsi", b, PLACE)
+            o = o if ascending else Unary("not", o, PLACE)
+        else:
+            o = ordinal(self.order)(elements)
+        return Cast("bitcast", Binary("add", o, Const(_i32(1 << (self.bits - 1)), PLACE), PLACE),
+                    "ui32")
 
     def _elements(self, inputs: Inputs, index: tuple[AffineExpr, ...]) -> list[Expr | None]:
         """The compared operands' elements at ``index`` (None for the others)."""
@@ -176,32 +202,29 @@ class _Search:
         return at, place
 
     def kth_key(self) -> Value:
-        """``T`` per line (shaped as the line with dim ``d`` of one)."""
+        """Per line (shaped as the line with dim ``d`` of one), ``T << 32 | #{u < T}``."""
         chunks = _chunks(self.n, math.prod(self.line_shape))
         size = -(-self.n // chunks)
         chunk_shape = tuple(chunks if q == self.d else s for q, s in enumerate(self.shape))
         field = 16 if self.n < 1 << 15 else 32  # a count and a spare top bit
-        per_word = 64 // field
+        per_word, lane_bits = 64 // field, (64 // field).bit_length() - 1
         decided = None
         for shift in range(self.bits - BITS, -BITS, -BITS):
-            bits = BITS + min(shift, 0)
-            shift = max(shift, 0)
-            fields = (1 << bits) - 1  # candidate c (1 based) counts in field c - 1
+            bits, shift = BITS + min(shift, 0), max(shift, 0)
             inputs = Inputs()
             at, place = self._split(size)
-            acc = Const(0, KEY) if decided is None else inputs.load(decided, self._line(self.rank + 1))
-            # the element's digit past acc: negative below it
-            digit = Binary("shr", Binary("sub", self._key(self._elements(inputs, at)), acc, KEY),
-                           Const(shift, KEY), KEY)
+            acc = Const(0, "ui32") if decided is None else \
+                self._high(inputs.load(decided, self._line(self.rank + 1)))
+            # the element's bucket past acc (wrapping below it: never a bucket)
+            bucket = Binary("shr", Binary("sub", self._key(self._elements(inputs, at)), acc, "ui32"),
+                            Const(shift, "ui32"), "ui32")
+            one = Binary("shl", Const(1, KEY), Cast("extui", Binary(
+                "mul", Binary("and", bucket, Const(per_word - 1, "ui32"), "ui32"),
+                Const(field, "ui32"), "ui32"), KEY), KEY)
+            word_of = Binary("shr", bucket, Const(lane_bits, "ui32"), "ui32")
             results, words = [], []
-            for w in range(-(-fields // per_word)):
-                ones = Const(sum(1 << (field * f) for f in range(min(per_word, fields - w * per_word))),
-                             KEY)
-                skip = Binary("sub", digit, Const(w * per_word, KEY), KEY)  # fields it leaves out
-                added = Select(Compare("lt", skip, Const(0, KEY)), ones,
-                               Select(Compare("ge", skip, Const(per_word, KEY)), Const(0, KEY),
-                                      Binary("shl", ones, Binary("mul", skip, Const(field, KEY), KEY),
-                                             KEY), KEY), KEY)
+            for w in range(-(-(1 << bits) // per_word)):
+                added = Select(Compare("eq", word_of, Const(w, "ui32")), one, Const(0, KEY), KEY)
                 if chunks * size > self.n:
                     added = Select(Compare("lt", place, Const(self.n, PLACE)), added, Const(0, KEY),
                                    KEY)
@@ -209,16 +232,27 @@ class _Search:
                                       Binary("add", Acc(w, KEY), added, KEY), init=Const(0, KEY)))
                 words.append(self.fn.new_value(KEY, chunk_shape, "topk_counts"))
             self._emit(inputs, words, results, chunk_shape + (size,), self.rank)
-            decided = self._digest(decided, words, shift, fields, field, chunks)
+            decided = self._digest(decided, words, shift, bits, field, chunks)
         return decided
 
-    def _digest(self, decided: Value | None, words: list[Value], shift: int, fields: int,
+    @staticmethod
+    def _high(decided: Expr) -> Expr:
+        return Cast("bitcast", Cast("trunci", Binary("shr", decided, Const(32, KEY), KEY), PLACE),
+                    "ui32")
+
+    def _digest(self, decided: Value | None, words: list[Value], shift: int, bits: int,
                 field: int, chunks: int) -> Value:
-        """The bits decided after a pass: its digit is the number of candidates whose count
-        stays below ``k`` (the chunks' words added, then every field compared at once)."""
+        """After a pass: the digit is the number of candidates ``acc + c << shift`` with at most
+        ``k - 1`` keys below them. The chunks' words are added, each word's fields summed up
+        to each field by one multiplication, the words before and the keys below ``acc``
+        added to every field, and every field compared with ``k - 1`` at once (``(k - 1 +
+        2^(f-1)) - count`` keeps the top bit exactly where ``count <= k - 1``)."""
         inputs, here = Inputs(), AffineExpr.identity(self.rank)
-        per_word = 64 // field
-        digit = Const(0, KEY)
+        per_word, mask = 64 // field, Const((1 << field) - 1, KEY)
+        ones = sum(1 << (field * f) for f in range(per_word))
+        below = Const(0, KEY) if decided is None else \
+            Binary("and", inputs.load(decided, here), Const(2**32 - 1, KEY), KEY)
+        counted, digit, carried = [], Const(0, KEY), below
         for w, word in enumerate(words):
             total = None
             for c in range(chunks):
@@ -226,16 +260,30 @@ class _Search:
                               for q, ix in enumerate(here))
                 part = inputs.load(word, index)
                 total = part if total is None else Binary("add", total, part, KEY)
-            used = min(per_word, fields - w * per_word)
-            top = sum(1 << (field * f + field - 1) for f in range(used))
-            limit = sum((self.k - 1) << (field * f) for f in range(used))
-            below = Binary("and", Binary("sub", _i64(top | limit), total, KEY), _i64(top), KEY)
-            digit = Binary("add", digit, popcount(below, KEY), KEY)
-        acc = Binary("shl", digit, Const(shift, KEY), KEY)
+            prefix = Binary("mul", total, _i64(ones), KEY)  # field j: fields 0..j added
+            counts = Binary("add", prefix, Binary("mul", carried, _i64(ones), KEY), KEY)
+            carried = Binary("add", carried, Binary("shr", prefix, Const(64 - field, KEY), KEY), KEY)
+            counted.append(counts)
+            real = min(per_word, (1 << bits) - 1 - w * per_word)  # field j counts candidate 4w+j+1
+            top = sum(1 << (field * f + field - 1) for f in range(real))
+            limit = sum((self.k - 1) << (field * f) for f in range(real))
+            ok = Binary("and", Binary("sub", _i64(top | limit), counts, KEY), _i64(top), KEY)
+            digit = Binary("add", digit, popcount(ok, KEY), KEY)
+        # the keys below the chosen candidate: the field of candidate ``digit``, or ``below``
+        last = Binary("sub", digit, Const(1, KEY), KEY)
+        lane = Binary("mul", Binary("and", last, Const(per_word - 1, KEY), KEY), Const(field, KEY), KEY)
+        new_below = below
+        for w, counts in enumerate(counted):
+            picked = Binary("and", Binary("shr", counts, lane, KEY), mask, KEY)
+            new_below = Select(Compare("eq", Binary("shr", last, Const(per_word.bit_length() - 1, KEY),
+                                                    KEY), Const(w, KEY)), picked, new_below, KEY)
+        acc = Binary("shl", digit, Const(shift + 32, KEY), KEY)
         if decided is not None:
-            acc = Binary("add", inputs.load(decided, here), acc, KEY)
+            acc = Binary("add", Binary("and", inputs.load(decided, here), _i64(~(2**32 - 1) % 2**64),
+                                       KEY), acc, KEY)
         out = self.fn.new_value(KEY, self.line_shape, "topk_decided")
-        self._emit(inputs, [out], [Result(0, here, acc)], self.line_shape, self.rank)
+        self._emit(inputs, [out], [Result(0, here, Binary("or", acc, new_below, KEY))],
+                   self.line_shape, self.rank)
         return out
 
     def membership(self, kth: Value) -> tuple[list[Value], Value]:
@@ -246,7 +294,7 @@ class _Search:
         here = AffineExpr.identity(rank + 1)[:rank]
         at, place = self._split(WORD)
         inputs = Inputs()
-        t = inputs.load(kth, self._line(rank + 1))
+        t = self._high(inputs.load(kth, self._line(rank + 1)))
         key = self._key(self._elements(inputs, at))
         inside = Compare("lt", place, Const(self.n, PLACE))
         bit = Binary("shl", Const(1, PLACE), convert(LoopIndex(rank), PLACE), PLACE)
@@ -264,14 +312,11 @@ class _Search:
         self._emit(inputs, values + [counts], results, word_shape + (WORD,), rank)
         return values, counts
 
-    def gathered(self, masks: list[Value], counts: Value, before: Value) -> Value:
+    def gathered(self, kth: Value, masks: list[Value], counts: Value, before: Value) -> Value:
         """The members' places, each stored at the number of members before it along the line
         (32-bit stores: every target scatters those)."""
         rank, k = self.rank, self.k
         words = AffineExpr.identity(rank + 1)[:rank]
-        last = tuple(AffineExpr(ix.coeffs[:self.d] + (0,) + ix.coeffs[self.d + 1:],
-                                before.shape[self.d] - 1) if q == self.d else ix
-                     for q, ix in enumerate(words))
         inputs = Inputs()
         t = convert(LoopIndex(rank), PLACE)
         lower = Binary("sub", Binary("shl", Const(1, PLACE), t, PLACE), Const(1, PLACE), PLACE)
@@ -289,8 +334,8 @@ class _Search:
         low_half = Binary("and", earlier, Const(2**32 - 1, KEY), KEY)
         less_rank = rank_in(below, Binary("shr", earlier, Const(32, KEY), KEY))
         equal_rank = rank_in(equal, low_half)
-        total_below = Binary("shr", inputs.load(before, last), Const(32, KEY), KEY)
-        wanted = Binary("sub", Const(k, PLACE), Cast("trunci", total_below, PLACE), PLACE)
+        below_kth = inputs.load(kth, self._line(rank + 1))  # its low half: #{u < T}
+        wanted = Binary("sub", Const(k, PLACE), Cast("trunci", below_kth, PLACE), PLACE)
         member = Binary("or", has(below), Binary("and", has(equal),
                                                  Compare("lt", equal_rank, wanted), "i1"), "i1")
         slot = Binary("add", less_rank, Binary("min", equal_rank, wanted, PLACE), PLACE)
@@ -323,7 +368,8 @@ class _Search:
         place = inputs.load(places, here)
         key = self._key([self._at(inputs, place, m) if m in self.compared else None
                          for m in range(len(self.operands))])
-        pair = Binary("or", Binary("shl", key, Const(31, KEY), KEY), convert(place, KEY), KEY)
+        pair = Binary("or", Binary("shl", Cast("extui", key, KEY), Const(31, KEY), KEY),
+                      convert(place, KEY), KEY)
         keys = self.fn.new_value(KEY, shape, "topk_keys")
         self._emit(inputs, [keys], [Result(0, here, pair)], shape, rank)
 
