@@ -106,7 +106,7 @@ CASES = {
     # Many outputs already (fewer than 4 chunks would make 65536 partial outputs): not split.
     "sum_columns_300x20000": fold_case((300, 20000), [0], splits_on_gpu=False),
     # Too few rows for 4 chunks of 64: not split.
-    "sum_columns_200x512": fold_case((200, 512), [0], splits_on_gpu=False),
+    "sum_columns_200x96": fold_case((200, 96), [0], splits_on_gpu=False),
 }
 
 
