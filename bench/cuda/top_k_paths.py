@@ -23,21 +23,23 @@ from pyree.compiler.errors import CompileError
 from pyree.compiler.input import threshold_top_k
 
 jax.config.update("jax_platforms", "cpu")
-CASES = [((64, 32000), 50), ((1, 131072), 1000), ((8, 50257), 50), ((4, 32000), 50),
-         ((16, 32000), 8), ((1, 1000000), 1000), ((2, 50257), 40), ((1, 32000), 50),
-         ((256, 1000), 10), ((3, 8191), 3)]
+CASES = [((64, 32000), 50, "f32"), ((1, 131072), 1000, "f32"), ((8, 50257), 50, "f32"),
+         ((4, 32000), 50, "f32"), ((16, 32000), 8, "f32"), ((1, 1000000), 1000, "f32"),
+         ((2, 50257), 40, "f32"), ((1, 32000), 50, "f32"), ((256, 1000), 10, "f32"),
+         ((3, 8191), 3, "f32"), ((32, 50257), 50, "f16"), ((1, 1000000), 1000, "f16")]
+DTYPES = {"f32": np.float32, "f16": np.float16}
 TARGETS = {"cuda": dict(target_backends=["cuda"], cuda_target="sm_90a"),
            "vulkan": dict(target_backends=["vulkan-spirv"], vulkan_target="hopper")}
 FORMS = {"counted": mock.patch.object(threshold_top_k, "applies", lambda *a: False),
          "search": mock.patch.object(threshold_top_k, "search_cost", lambda *a: -1.0)}
 
 
-def program(shape, k) -> str:
-    return jax.jit(lambda v: jax.lax.top_k(v, k)).lower(np.zeros(shape, np.float32)).as_text()
+def program(shape, k, dtype) -> str:
+    return jax.jit(lambda v: jax.lax.top_k(v, k)).lower(np.zeros(shape, DTYPES[dtype])).as_text()
 
 
-def name(shape, k, device, form) -> str:
-    return f"top{k}_{'x'.join(map(str, shape))}_{device}_{form}.vmfb"
+def name(shape, k, dtype, device, form) -> str:
+    return f"top{k}_{'x'.join(map(str, shape))}_{dtype}_{device}_{form}.vmfb"
 
 
 def uses_search(text: str) -> bool:
@@ -54,13 +56,13 @@ def uses_search(text: str) -> bool:
 def build(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     chosen = {}
-    for shape, k in CASES:
-        text = program(shape, k)
-        chosen[f"{shape} {k}"] = "search" if uses_search(text) else "counted"
+    for shape, k, dtype in CASES:
+        text = program(shape, k, dtype)
+        chosen[f"{shape} {k} {dtype}"] = "search" if uses_search(text) else "counted"
         for device, options in TARGETS.items():
             for form, patch in FORMS.items():
                 with patch:
-                    (out / name(shape, k, device, form)).write_bytes(
+                    (out / name(shape, k, dtype, device, form)).write_bytes(
                         compile_str(text, CompileOptions(**options)))
     (out / "chosen.json").write_text(json.dumps(chosen, indent=1))
 
@@ -74,12 +76,12 @@ def run(build_dir: Path) -> None:
 
     chosen = json.loads((build_dir / "chosen.json").read_text())
     print(f"GPU: {torch.cuda.get_device_name(0)}")
-    print("| top-k of | chosen | PyTorch eager / graph ms | cuda counted / search ms "
+    print("| top-k of | dtype | chosen | PyTorch eager / graph ms | cuda counted / search ms "
           "| Vulkan counted / search ms |")
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for shape, k in CASES:
-        x = rng.standard_normal(shape).astype(np.float32)
+    for shape, k, dtype in CASES:
+        x = rng.standard_normal(shape).astype(DTYPES[dtype])
         want = [np.asarray(w) for w in jax.jit(lambda v, k=k: jax.lax.top_k(v, k))(x)]
         tx = torch.from_numpy(x).cuda()
         eager = torch_ms(lambda tx=tx, k=k: torch.topk(tx, k))
@@ -88,15 +90,16 @@ def run(build_dir: Path) -> None:
         for device in TARGETS:
             times = []
             for form in FORMS:
-                module = rt.load_module((build_dir / name(shape, k, device, form)).read_bytes(),
-                                        device=device)
+                module = rt.load_module(
+                    (build_dir / name(shape, k, dtype, device, form)).read_bytes(), device=device)
                 dx = rt.asdevicearray(module.device, x)
                 got = [np.asarray(r.to_host()) for r in module["main"](dx)]
                 ok = all(np.array_equal(g, w) for g, w in zip(got, want))
                 _, per_call = pyree_ms(lambda f=module["main"], a=dx: f(a)[1], reps=20, rounds=3)
                 times.append(f"{per_call:.3f}{'' if ok else ' WRONG'}")
             cells.append(" / ".join(times))
-        print(f"| {k} of {shape} | {chosen[f'{shape} {k}']} | {eager:.3f} / {graph:.3f} | "
+        print(f"| {k} of {shape} | {dtype} | {chosen[f'{shape} {k} {dtype}']} | "
+              f"{eager:.3f} / {graph:.3f} | "
               f"{cells[0]} | {cells[1]} |", flush=True)
 
 

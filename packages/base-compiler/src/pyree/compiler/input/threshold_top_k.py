@@ -63,10 +63,10 @@ KEY = "i64"
 # The search's time in ``sort_scan.topk_plan``'s loop steps (about 1.9 million a millisecond
 # of a counted plan on the H200), fitted to bench/cuda/top_k_paths.py's runs of both forms on
 # ten shapes (BENCHMARKS.md): each of its small Generics is worth ``GENERIC_STEPS`` (~2.7 µs,
-# times the targets' ``dispatch_cost``), each element ``ELEMENT_STEPS`` over all its passes
-# where the chunks fill ``FULL_WORKGROUPS`` (proportionally more where they do not).
+# times the targets' ``dispatch_cost``), each element ``PASS_STEPS`` a pass (75 over a 32-bit
+# key's eight) where the chunks fill ``FULL_WORKGROUPS`` (proportionally more where they do not).
 GENERIC_STEPS = 5_000_000
-ELEMENT_STEPS = 75
+PASS_STEPS = 9.4
 FULL_WORKGROUPS = 256
 # Generics besides two a pass: the membership, the word scan (up to three), the scatter, the
 # keys, the ranks, the pick.
@@ -95,11 +95,11 @@ def search_cost(n: int, k: int, lines: int, order: Order, dispatch_cost: float) 
     """The search's time in ``sort_scan.topk_plan``'s loop steps; None where it does not
     apply."""
     bits = key_bits(order)
-    if bits is None or not 1 <= k <= n or n >= 2**31:
+    if bits is None or not 1 <= k <= n:
         return None
     passes = -(-bits // BITS)
     spread = max(1.0, FULL_WORKGROUPS / (lines * _chunks(n, lines)))
-    return (lines * (n * ELEMENT_STEPS * spread + 2 * k * k)
+    return (lines * (n * PASS_STEPS * passes * spread + 2 * k * k)
             + (2 * passes + SMALL_GENERICS) * GENERIC_STEPS * dispatch_cost)
 
 
