@@ -3,7 +3,8 @@
 the GPU forms run on local-task (a module also for vulkan-spirv walks no line), and on lavapipe;
 values, indices and their bits against JAX's ``lax.top_k`` (XLA's total order: NaN, -NaN,
 +-inf, -0.0 beside 0.0, ties in index order) and PyTorch's ``topk`` (largest and smallest,
-along any dim). Also which form the compiler picks where BENCHMARKS.md measured both."""
+along the first and a middle dim). Also which form the compiler picks where BENCHMARKS.md
+measured both."""
 
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ def test_f32_lines_match_jax(shape, k):
 @pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.int32, np.int8, np.uint8,
                                    np.uint32])
 def test_other_key_types_match_jax(dtype):
-    """Keys of 16 and 19 bits (bf16, f16), of w + 1 bits (8-bit ints) and of 32 bits, with the
-    unsigned order (u32's top bit) kept."""
+    """Keys of 16 bits (f16, bf16: four passes), of w + 1 bits (8-bit ints) and of 32 bits,
+    with the unsigned order (u32's top bit) kept."""
     x = line_data((3, 2053), dtype, 7)
     if dtype == np.uint32:
         x = x * np.uint32(2**25) + np.uint32(2**31 - 40)
