@@ -1138,6 +1138,139 @@ def conv_3x3_same(x, w):
     return F.conv2d(x, w, padding=1)
 
 
+def diff_rows(x):
+    return torch.diff(x, dim=1)
+
+
+def trapezoid_rows(y):
+    return torch.trapezoid(y, dim=-1)
+
+
+def pairwise_l2(a, b):
+    return F.pairwise_distance(a, b)
+
+
+def xlogy_pair(a, b):
+    return torch.special.xlogy(a, b)
+
+
+def logaddexp_pair(a, b):
+    return torch.logaddexp(a, b)
+
+
+def hypot_pair(a, b):
+    return torch.hypot(a, b)
+
+
+def sinc_x(x):
+    return torch.sinc(x)
+
+
+def take_along_rows(x, idx):
+    return torch.take_along_dim(x, idx, dim=1)
+
+
+def scatter_reduce_mean(src, idx):
+    return torch.zeros(1000, device=src.device, dtype=src.dtype).scatter_reduce(
+        0, idx, src, "mean", include_self=False)
+
+
+def conv_transpose3d_2(x, w):
+    return F.conv_transpose3d(x, w, stride=2)
+
+
+def gru_cell_steps(x, h, wi, wh):
+    """A GRU cell unrolled over 16 steps of one input (gates r, z, n as PyTorch orders them);
+    the weights scaled by 1/sqrt(fan-in), as nn.GRU's initialisation keeps them (unscaled, the
+    gates saturate and float64 and float32 PyTorch differ by 14%)."""
+    wi, wh = wi * wi.shape[1] ** -0.5, wh * wh.shape[1] ** -0.5
+    for _ in range(16):
+        gi, gh = x @ wi.t(), h @ wh.t()
+        ir, iz, in_ = gi.chunk(3, 1)
+        hr, hz, hn = gh.chunk(3, 1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        n = torch.tanh(in_ + r * hn)
+        h = (1 - z) * n + z * h
+    return h
+
+
+def alibi_attention(q, k, v):
+    """Scores with ALiBi's per-head linear bias, built in the graph, then softmax and V."""
+    heads, n = q.shape[1], q.shape[2]
+    slopes = 2.0 ** (-8.0 * torch.arange(1, heads + 1, device=q.device) / heads)
+    pos = torch.arange(n, device=q.device)
+    bias = slopes[:, None, None] * (pos[None, None, :] - pos[None, :, None]).float()
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + bias
+    return torch.softmax(scores, -1) @ v
+
+
+def complex_rotary(x, cos, sin):
+    """LLaMA's rotary as a complex product (view_as_complex), back to real pairs."""
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    rot = torch.complex(cos, sin)
+    return torch.view_as_real(xc * rot).flatten(-2)
+
+
+def rfft_magnitude(x):
+    return torch.fft.rfft(x).abs()
+
+
+def area_resize_odd(x):
+    return F.interpolate(x, size=(37, 53), mode="area")
+
+
+def cumsum_int32_rows(x):
+    return torch.cumsum(x, 1)
+
+
+def argsort_descending_stable_ints(x):
+    return torch.argsort(x, dim=1, descending=True, stable=True)
+
+
+def sort_rows_values(x):
+    return torch.sort(x, dim=1).values
+
+
+def log_softmax_first(x):
+    return F.log_softmax(x, 0)
+
+
+def nansum_rows(x):
+    return torch.nansum(torch.where(x > 2, torch.nan, x), 1)
+
+
+def baddbmm_scaled(bias, a, b):
+    return torch.baddbmm(bias, a, b, beta=0.5, alpha=2.0)
+
+
+def addcdiv_update(p, a, b):
+    return torch.addcdiv(p, a, b, value=-0.01)
+
+
+def matmul_chain_3(a, b, c):
+    return torch.einsum("ij,jk,kl->il", a, b, c)
+
+
+def kron_small(a, b):
+    return torch.kron(a, b)
+
+
+def maxpool_ceil_dilated(x):
+    return F.max_pool2d(x, 3, 2, 1, dilation=2, ceil_mode=True)
+
+
+def topk_columns(x):
+    return torch.topk(x, 50, dim=0).values
+
+
+def topk_int_rows(x):
+    return torch.topk(x, 10, dim=1).values
+
+
+def topk_smallest(x):
+    return torch.topk(x, 40, dim=1, largest=False).values
+
+
 BREADTH4_CASES: tuple[Case, ...] = (
     Case("cummax rows f32 64x4096", cummax_rows, _ins(((64, 4096), f32))),
     Case("logcumsumexp rows f32 64x4096", logcumsumexp_rows, _ins(((64, 4096), f32))),
@@ -1184,9 +1317,51 @@ BREADTH4_CASES: tuple[Case, ...] = (
     Case("value head f16 2048x4096 -> 1", linear,
          _ins(((2048, 4096), f16), ((1, 4096), f16), ((1,), f16))),
 )
+BREADTH5_CASES: tuple[Case, ...] = (
+    Case("diff rows f32 4096x4096", diff_rows, _ins(((4096, 4096), f32))),
+    Case("trapezoid rows f32 4096x1024", trapezoid_rows, _ins(((4096, 1024), f32))),
+    Case("pairwise distance f32 8192x256", pairwise_l2, _ins(((8192, 256), f32), ((8192, 256), f32))),
+    Case("xlogy f32 16M", xlogy_pair, _ins(((1 << 24,), f32), ((1 << 24,), f32, "positive"))),
+    Case("logaddexp f32 16M", logaddexp_pair, _ins(((1 << 24,), f32), ((1 << 24,), f32))),
+    Case("hypot f32 16M", hypot_pair, _ins(((1 << 24,), f32), ((1 << 24,), f32))),
+    Case("sinc f32 16M", sinc_x, _ins(((1 << 24,), f32))),
+    Case("take_along_dim rows f32 4096x1024 by 64", take_along_rows,
+         _ins(((4096, 1024), f32), ((4096, 64), torch.int64, "index:1024"))),
+    Case("scatter_reduce mean 1M into 1000 bins f32", scatter_reduce_mean,
+         _ins(((1 << 20,), f32), ((1 << 20,), torch.int64, "index:1000"))),
+    Case("conv_transpose3d 2x2x2 s2 32->16ch f32 2x32x8x16x16", conv_transpose3d_2,
+         _ins(((2, 32, 8, 16, 16), f32), ((32, 16, 2, 2, 2), f32))),
+    Case("gru cell 16 steps f32 64x256 hidden 512", gru_cell_steps,
+         _ins(((64, 256), f32), ((64, 512), f32), ((1536, 256), f32), ((1536, 512), f32))),
+    Case("alibi attention f32 1x8x512x64", alibi_attention,
+         _ins(((1, 8, 512, 64), f32), ((1, 8, 512, 64), f32), ((1, 8, 512, 64), f32))),
+    Case("complex rotary f32 1x32x512x128", complex_rotary,
+         _ins(((1, 32, 512, 128), f32), ((512, 64), f32), ((512, 64), f32))),
+    Case("rfft magnitude f32 64x4096", rfft_magnitude, _ins(((64, 4096), f32))),
+    Case("area resize to odd 37x53 f32 4x64x128x128", area_resize_odd,
+         _ins(((4, 64, 128, 128), f32))),
+    Case("cumsum int32 rows 64x8192", cumsum_int32_rows, _ins(((64, 8192), torch.int32, "index:100"))),
+    Case("argsort descending stable ints 64x4096", argsort_descending_stable_ints,
+         _ins(((64, 4096), torch.int32, "index:50"))),
+    Case("sort rows bf16 256x2048", sort_rows_values, _ins(((256, 2048), bf16))),
+    Case("log_softmax over dim 0 f32 1024x4096", log_softmax_first, _ins(((1024, 4096), f32))),
+    Case("nansum rows f32 4096x4096", nansum_rows, _ins(((4096, 4096), f32))),
+    Case("baddbmm scaled f32 64x128x128x128", baddbmm_scaled,
+         _ins(((64, 128, 128), f32), ((64, 128, 128), f32), ((64, 128, 128), f32))),
+    Case("addcdiv update f32 16M", addcdiv_update,
+         _ins(((1 << 24,), f32), ((1 << 24,), f32), ((1 << 24,), f32, "positive"))),
+    Case("einsum chain ij,jk,kl f32 512^2", matmul_chain_3,
+         _ins(((512, 512), f32), ((512, 512), f32), ((512, 512), f32))),
+    Case("kron f32 64x64 by 32x32", kron_small, _ins(((64, 64), f32), ((32, 32), f32))),
+    Case("max_pool 3x3 s2 dilation 2 ceil f32 8x64x56x56", maxpool_ceil_dilated,
+         _ins(((8, 64, 56, 56), f32))),
+    Case("top-50 along dim 0 f32 32000x64", topk_columns, _ins(((32000, 64), f32))),
+    Case("top-10 int32 rows 64x32000", topk_int_rows, _ins(((64, 32000), torch.int32, "index:100000"))),
+    Case("top-40 smallest f16 32x50257", topk_smallest, _ins(((32, 50257), f16))),
+)
 SUITES = {"issue11": CASES, "llm": LLM_CASES, "breadth": BREADTH_CASES, "breadth2": BREADTH2_CASES,
           "gemm": GEMM_CASES, "windows": WINDOW_CASES, "breadth3": BREADTH3_CASES,
-          "breadth4": BREADTH4_CASES}
+          "breadth4": BREADTH4_CASES, "breadth5": BREADTH5_CASES}
 BY_KEY = {c.key: c for suite in SUITES.values() for c in suite}
 assert len(BY_KEY) == sum(map(len, SUITES.values())), "two cases share a key"
 

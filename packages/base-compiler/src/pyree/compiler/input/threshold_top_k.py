@@ -117,7 +117,17 @@ def applies(shape: tuple, d: int, k: int, order: Order | None) -> bool:
 def threshold_top_k(fn: FunctionLowering, operands: list[Value], d: int, k: int, order: Order,
                     scan, origin: str, where: str) -> list[Value]:
     """The first ``k`` along ``d`` of ``operands`` in ``order`` (ties by place). ``scan``:
-    ``sort_scan.emit_scan``, whose module calls this one."""
+    ``sort_scan.emit_scan``, whose module calls this one. A line along an outer dim is moved
+    innermost first (a top-50 down the columns of 32000 x 64 read each pass's chunks a column
+    apart: 0.33 ms on the H200, where rows take 0.11), and the results moved back."""
+    rank = len(operands[0].shape)
+    if any(s != 1 for s in operands[0].shape[d + 1:]):
+        order_ = [q for q in range(rank) if q != d] + [d]
+        rows = [_iota(fn, tuple(v.shape[q] for q in order_), rank - 1, v.dtype, where, origin)
+                if _is_place(fn, v, d) else _moved(fn, v, order_, where, origin) for v in operands]
+        back = [order_.index(q) for q in range(rank)]
+        return [_moved(fn, v, back, where, origin)
+                for v in threshold_top_k(fn, rows, rank - 1, k, order, scan, origin, where)]
     search = _Search(fn, operands, d, k, order, origin, where)
     kth = search.kth_key()
     masks, counts = search.membership(kth)
@@ -135,6 +145,27 @@ def _i32(bits: int) -> int:
 def _i64(bits: int) -> Const:
     """A 64-bit pattern as an i64 constant (two's complement)."""
     return Const(bits - (1 << 64) if bits >= 1 << 63 else bits, KEY)
+
+
+def _moved(fn: FunctionLowering, v: Value, dims: list[int], where: str, origin: str) -> Value:
+    """``v`` with its dims in the order ``dims`` (dim ``i`` of the result is ``dims[i]`` of
+    ``v``)."""
+    shape, rank = tuple(v.shape[q] for q in dims), len(dims)
+    inputs = Inputs()
+    read = inputs.load(v, tuple(AffineExpr.loop(rank, dims.index(q)) for q in range(rank)))
+    out = fn.new_value(v.dtype, shape, "topk_moved")
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), read),), shape,
+                    rank, where, origin))
+    return out
+
+
+def _iota(fn: FunctionLowering, shape: tuple, d: int, dtype: str, where: str, origin: str) -> Value:
+    """The places along ``d`` (``sort_scan.iota``'s form, which ``_is_place`` knows)."""
+    out = fn.new_value(dtype, shape, "iota")
+    fn.emit(Generic([], [out], (Result(0, AffineExpr.identity(len(shape)),
+                                       convert(LoopIndex(d), dtype)),), shape, len(shape), where,
+                    origin))
+    return out
 
 
 def _is_place(fn: FunctionLowering, v: Value, d: int) -> bool:
