@@ -310,12 +310,15 @@ class Compare:
 @dataclass(frozen=True)
 class Select:
     """``cond ? a : b``. Only the chosen side is evaluated: the other may contain Loads whose
-    index is out of range (tensor.pad, insert_slice), so backends must not load it."""
+    index is out of range (tensor.pad, insert_slice), so backends must not load it. ``lazy``:
+    one side is costly and rarely taken (sin's Payne-Hanek reduction of huge arguments), so a
+    GPU backend branches around it rather than computing both sides and selecting."""
 
     cond: Expr
     a: Expr
     b: Expr
     dtype: str
+    lazy: bool = False
 
 
 @_hash_once

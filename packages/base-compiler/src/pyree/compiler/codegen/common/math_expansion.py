@@ -372,7 +372,9 @@ def _quadrant(o: _Ops, x):
     ph_q = o.select(negative, Binary("and", Binary("sub", o.i(0), ph_q, o.it), o.i(3), o.it), ph_q)
     a = o.un("abs", x)  # NaN and inf take Cody-Waite's NaN
     large = Binary("and", Compare("ge", a, o.f(CODY_WAITE_LIMIT)), o.lt(a, o.f(math.inf)), "i1")
-    return o.select(large, ph_r, cw_r), o.select(large, ph_q, cw_q)
+    # Payne-Hanek's 64-bit products cost more than the rest of sin: branched around (lazy)
+    return (Select(large, ph_r, cw_r, ph_r.dtype, lazy=True),
+            Select(large, ph_q, cw_q, ph_q.dtype, lazy=True))
 
 
 def _cody_waite(o: _Ops, x):

@@ -203,7 +203,8 @@ class ScalarLowering:
 
     def _select(self, e: K.Select) -> int:
         cond = self(e.cond)
-        guarded = any(K.contains(arm, self._unsafe, self._unsafe_memo) for arm in (e.a, e.b))
+        guarded = e.lazy or any(K.contains(arm, self._unsafe, self._unsafe_memo)
+                                for arm in (e.a, e.b))
         if not guarded:
             return self.fn.op(S.OpSelect, self.t(e.dtype), cond, self(e.a), self(e.b))
         fn = self.fn

@@ -83,7 +83,7 @@ class ScalarLowering:
             return self._compare(e.predicate, self(e.a), self(e.b), e.a.dtype)
         if isinstance(e, K.Select):
             ty = llvm_type(e.dtype)
-            if self._may_fault(e.a) or self._may_fault(e.b):
+            if e.lazy or self._may_fault(e.a) or self._may_fault(e.b):
                 return self._branch(e, ty)
             return self.fn.op(f"select i1 {self(e.cond)}, {ty} {self(e.a)}, {ty} {self(e.b)}")
         if isinstance(e, K.Cast):
