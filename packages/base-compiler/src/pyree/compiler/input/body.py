@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyree.compiler.errors import CompileError
+from pyree.compiler.input.complex_body import lower_complex_op
 from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
@@ -66,6 +67,9 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
             env[op.result] = scalar_const(op.value, element_dtype(op, where), where)
         elif op.name == "tensor.dim":  # of a tensor outside the body: a size, maybe run-time
             env[op.results[0]] = _dim(fn, op, operand(op.operands[1], where), where)
+        elif op.name.startswith("complex."):
+            env[op.results[0]] = lower_complex_op(op, [operand(v, where) for v in op.operands],
+                                                  where)
         elif is_scalar_op(op.name):
             args = [operand(v, where) for v in op.operands]
             env.update(zip(op.results, lower_scalar_op(op, args, where)))

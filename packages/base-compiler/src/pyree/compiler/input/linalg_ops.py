@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import sub_pixel
 from pyree.compiler.input.body import convert, lower_block
+from pyree.compiler.input.complex_body import ComplexExpr
+from pyree.compiler.input.complex_pairs import ComplexPair, real_type
 from pyree.compiler.input.dialects.linalg import ElementwiseOp, MapOp
 from pyree.compiler.input.function import Empty, FunctionLowering, fold
 from pyree.compiler.input.inputs import Inputs
@@ -21,7 +23,7 @@ from pyree.compiler.input.types import is_tensor, tensor_type_of
 from pyree.compiler.kernel import Acc, AffineExpr, Const, Expr, Result
 from pyree.compiler.sizes import Size
 from pyree.compiler.tensor_program import Constant, Generic, Op, Value
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import ComplexType, MemRefType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation, NamedOperation
 from xdsl.dialects.linalg.ops import BroadcastOp, FillOp, ReduceOp
 from xdsl.ir import Block, Operation, SSAValue
@@ -76,18 +78,26 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
     ranges = tuple(loop_ranges[d] for d in order)
 
     inputs = Inputs()
-    args: dict[SSAValue, Expr] = {}
+    args: dict[SSAValue, Expr | ComplexExpr] = {}
     for operand, index, arg in zip(s.inputs, indices, s.body.args):
         if not arg.uses:  # e.g. pooling's window: only its shape matters
             continue
-        if is_tensor(operand.type):
+        entry = fn.env.get(operand)
+        if isinstance(entry, ComplexPair):  # its parts, read at the same place
+            args[arg] = ComplexExpr(inputs.load(entry.re, index), inputs.load(entry.im, index))
+        elif is_tensor(operand.type):
             args[arg] = inputs.load(fn.tensor(operand, where), index)
         else:
             args[arg] = fn.scalar(operand, inputs, where)
     out_args = s.body.args[len(s.inputs):]
     out_indices = indices[len(s.inputs):]
-    dtypes = [tensor_type_of(o.type, where, dynamic=True)[0] for o in s.outputs]
+    complex_outs = [isinstance(o.type.element_type, ComplexType) for o in s.outputs]
+    dtypes = [tensor_type_of(real_type(o.type, where) if c else o.type, where, dynamic=True)[0]
+              for o, c in zip(s.outputs, complex_outs)]
     reduces = num_parallel < num_loops
+    if any(c and (reduces or arg.uses) for c, arg in zip(complex_outs, out_args)):
+        raise CompileError(f"{op.name} that reads or reduces into a complex output (pyree "
+                           "computes complex values elementwise only)", where)
     for k, (operand, index, arg) in enumerate(zip(s.outputs, out_indices, out_args)):
         if reduces:
             args[arg] = Acc(k, dtypes[k])
@@ -95,8 +105,20 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
             args[arg] = fn.splat_of(operand) or inputs.load(fn.tensor(operand, where), index)
 
     values = lower_block(fn, s.body, args, inputs, loop_of, where, ranges)
-    outputs = []
+    outputs, results = [], []
     for k, (value, index) in enumerate(zip(values, out_indices)):
+        if complex_outs[k] != isinstance(value, ComplexExpr):
+            raise CompileError(f"body yields {'a complex' if complex_outs[k] else 'a real'} "
+                               f"value for a{' real' if complex_outs[k] else ' complex'} output",
+                               where)
+        if complex_outs[k]:  # two outputs, the parts
+            shape = tensor_type_of(real_type(s.results[k].type, where), where)[1]
+            parts = [fn.new_value(dtypes[k], shape, name) for name in ("complex_re", "complex_im")]
+            for part, v in zip(parts, (value.re, value.im)):
+                outputs.append(Result(len(results), index, v))
+                results.append(part)
+            fn.env[s.results[k]] = ComplexPair(*parts)
+            continue
         if s.cast_yield:
             value = convert(value, dtypes[k])
         elif value.dtype != dtypes[k]:
@@ -104,10 +126,10 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
         init = None
         if reduces:
             init = fn.splat_of(s.outputs[k]) or inputs.load(fn.tensor(s.outputs[k], where), index)
-        outputs.append(Result(k, index, value, init))
-    results = [fn.result_value(r, where) for r in s.results]
+        outputs.append(Result(len(results), index, value, init))
+        results.append(fn.result_value(s.results[k], where))
     generic = Generic(inputs.values, results, tuple(outputs), ranges, num_parallel, where, op.name)
-    for g in _sub_pixel(fn, s, inputs, generic) or [generic]:
+    for g in (None if any(complex_outs) else _sub_pixel(fn, s, inputs, generic)) or [generic]:
         fn.emit(g)
 
 
@@ -206,6 +228,8 @@ def _loop_ranges(fn: FunctionLowering, operands: list[SSAValue], maps: list[Affi
 def _shape(fn: FunctionLowering, operand: SSAValue, where: str) -> tuple:
     """An operand's shape as lowered (run-time sizes included), else its type's."""
     entry = fn.entry(operand, where)
+    if isinstance(entry, ComplexPair):
+        entry = entry.re
     if isinstance(entry, (Value, Empty)):
         return entry.shape
     return tensor_type_of(operand.type, where)[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input import cfg, control_flow, linalg_ext_ops, scatter, sort_scan, tensor_ops
+from pyree.compiler.input.complex_body import complex_tensors
 from pyree.compiler.input.constants import dense_contents, scalar_const
 from pyree.compiler.input.flow_tensor import RULES as FLOW_TENSOR_RULES
 from pyree.compiler.input.function import Dim, Entry, FunctionLowering, Tuple
@@ -330,6 +331,7 @@ _AFTER_STABLEHLO = {
     "stablehlo.while": lambda fn, op: control_flow.lower_stablehlo_while(fn, op, _lower_op),
 }
 _RULES.update(_AFTER_STABLEHLO)
+_RULES = complex_tensors(_RULES)
 _stablehlo_rules = False  # whether _RULES holds StableHLO's and CHLO's
 
 

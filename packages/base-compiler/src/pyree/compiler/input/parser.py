@@ -203,6 +203,8 @@ _LAZY_DIALECTS = {
     "stablehlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").StableHLO,
     "chlo": lambda: importlib.import_module("pyree.compiler.input.dialects.stablehlo").CHLO,
     "sdy": lambda: importlib.import_module("pyree.compiler.input.dialects.sdy").Shardy,
+    # torch-mlir's complex values in linalg bodies (view_as_complex, polar): input/complex_body.py
+    "complex": lambda: importlib.import_module("xdsl.dialects.complex").Complex,
     # of affine, only the index arithmetic torch-mlir writes on run-time sizes
     "affine": lambda: Dialect("affine", [importlib.import_module("xdsl.dialects.affine").ApplyOp], []),
 }

@@ -22,11 +22,11 @@ for the short transforms models make, not for long signals.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert
+from pyree.compiler.input.complex_pairs import ComplexPair, part_wise, real_type  # noqa: F401
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
@@ -46,18 +46,8 @@ from pyree.compiler.kernel import (
     Unary,
 )
 from pyree.compiler.tensor_program import Constant, Generic, Value
-from xdsl.dialects.builtin import ComplexType, TensorType
+from xdsl.dialects.builtin import ComplexType
 from xdsl.ir import Operation
-
-
-@dataclass(eq=False)
-class ComplexPair:
-    re: Value
-    im: Value
-
-    def __str__(self) -> str:
-        return "a complex value (pyree keeps complex numbers inside stablehlo.complex, real, " \
-               "imag, sine, cosine, exponential and fft)"
 
 
 def pair(fn: FunctionLowering, op: Operation, index: int = 0) -> ComplexPair:
@@ -87,41 +77,6 @@ PART_WISE = ("broadcast_in_dim", "broadcast", "reshape", "transpose", "slice", "
              "subtract", "negate", "optimization_barrier")
 
 
-def part_wise(rule):
-    """``rule`` for real operands; for complex ones, ``rule`` on a copy of the op over the real
-    parts, once per part, with the complex operands standing for that part while it runs."""
-    def lower(fn: FunctionLowering, op: Operation) -> None:
-        complex_operands = [v for v in op.operands if isinstance(fn.env.get(v), ComplexPair)]
-        if not complex_operands:
-            return rule(fn, op)
-        where = location_of(op)
-        parts = []
-        for which in ("re", "im"):
-            copy = type(op).create(operands=list(op.operands),
-                                   result_types=[_real_type(r.type, where) for r in op.results],
-                                   properties=dict(op.properties), attributes=dict(op.attributes))
-            pairs = {v: fn.env[v] for v in complex_operands}
-            try:
-                for v, z in pairs.items():
-                    fn.env[v] = getattr(z, which)
-                rule(fn, copy)
-                parts.append([fn.tensor(r, where) for r in copy.results])
-            finally:
-                fn.env.update(pairs)
-                copy.drop_all_references()
-        for result, re, im in zip(op.results, *parts):
-            fn.env[result] = ComplexPair(re, im)
-    return lower
-
-
-def _real_type(t, where: str):
-    """A complex tensor type's part type (a real one stays)."""
-    element = getattr(t, "element_type", None)
-    if isinstance(element, ComplexType):
-        return TensorType(element.element_type, t.get_shape())
-    return t
-
-
 def lower_convert(rule):
     """``convert``: to complex, the value with a zero imaginary part; from complex to real, the
     real part (as XLA); between complex types, each part."""
@@ -131,7 +86,7 @@ def lower_convert(rule):
         to_complex = isinstance(getattr(op.results[0].type, "element_type", None), ComplexType)
         if not to_complex and not isinstance(source, ComplexPair):
             return rule(fn, op)
-        dtype, shape = tensor_type_of(_real_type(op.results[0].type, where), where)
+        dtype, shape = tensor_type_of(real_type(op.results[0].type, where), where)
         parts = (source.re, source.im) if isinstance(source, ComplexPair) else \
             (fn.tensor(op.operands[0], where), None)
         made = []
@@ -262,7 +217,7 @@ def lower_constant(rule):
         if not isinstance(element, ComplexType):
             return rule(fn, op)
         where = location_of(op)
-        dtype, shape = tensor_type_of(_real_type(op.results[0].type, where), where)
+        dtype, shape = tensor_type_of(real_type(op.results[0].type, where), where)
         values = np.array(op.properties["value"].get_values(), dtype=np.float64).reshape(-1, 2)
         values = np.broadcast_to(values, (int(np.prod(shape, dtype=np.int64)), 2))
         parts = []
