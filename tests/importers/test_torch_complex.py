@@ -102,3 +102,46 @@ def test_a_complex_op_pyree_does_not_compute_is_refused_by_name():
     }"""
     with pytest.raises(CompileError, match=r"<string>:9:\d+: .*unsupported op 'complex.div'"):
         compile_str(text)
+
+
+def test_the_complex_body_ops_match_numpy():
+    """Every complex op a linalg body may hold (MLIR written by hand: torch-mlir itself lowers
+    only create, re, im and mul), against numpy's complex64: abs scaled (3e30 + 4e30i is 5e30,
+    not inf; inf beside NaN is inf), exp, conj, neg, add, sub, mul."""
+    a = np.array([3e30, 0.0, -0.0, np.inf, np.nan, 1.5, -2.25, 0.5, 3.0], np.float32)
+    b = np.array([4e30, -0.0, 2.0, np.nan, 1.0, -0.5, 0.75, np.inf, -1e-20], np.float32)
+    text = """
+    #map = affine_map<(d0) -> (d0)>
+    func.func @main(%a: tensor<9xf32>, %b: tensor<9xf32>) -> (tensor<9xf32>, tensor<9xf32>, tensor<9xf32>) {
+      %e = tensor.empty() : tensor<9xf32>
+      %r:3 = linalg.generic {indexing_maps = [#map, #map, #map, #map, #map],
+                             iterator_types = ["parallel"]}
+          ins(%a, %b : tensor<9xf32>, tensor<9xf32>) outs(%e, %e, %e : tensor<9xf32>, tensor<9xf32>, tensor<9xf32>) {
+      ^bb0(%x: f32, %y: f32, %o: f32, %p: f32, %q: f32):
+        %z = complex.create %x, %y : complex<f32>
+        %m = complex.abs %z : complex<f32>
+        %c = complex.conj %z : complex<f32>
+        %n = complex.neg %z : complex<f32>
+        %s = complex.add %c, %n : complex<f32>
+        %t = complex.sub %s, %z : complex<f32>
+        %u = complex.mul %t, %z : complex<f32>
+        %w = complex.exp %z : complex<f32>
+        %re = complex.re %u : complex<f32>
+        %im = complex.im %w : complex<f32>
+        linalg.yield %m, %re, %im : f32, f32, f32
+      } -> (tensor<9xf32>, tensor<9xf32>, tensor<9xf32>)
+      return %r#0, %r#1, %r#2 : tensor<9xf32>, tensor<9xf32>, tensor<9xf32>
+    }"""
+    got = [np.asarray(r.to_host()) for r in rt.load_module(compile_str(text),
+                                                           device="local-task")["main"](a, b)]
+    z = np.empty(a.shape, np.complex128)
+    z.real, z.imag = a, b  # (a + 1j * b would make inf + NaN j all NaN)
+    with np.errstate(all="ignore"):
+        t = np.conj(z) + -z - z
+        u = np.real(t) * np.real(z) - np.imag(t) * np.imag(z)  # the product's real part, as written
+        want = [np.abs(z), u, np.exp(np.real(z)) * np.sin(np.imag(z))]
+    finite = np.isfinite(a) & np.isfinite(b) & (np.abs(a) < 1e10)
+    np.testing.assert_allclose(got[0], want[0].astype(np.float32), rtol=1e-6)  # every lane
+    np.testing.assert_allclose(got[1][finite], want[1][finite].astype(np.float32), rtol=1e-5)
+    np.testing.assert_allclose(got[2][finite], want[2][finite].astype(np.float32), rtol=1e-5,
+                               atol=1e-30)
