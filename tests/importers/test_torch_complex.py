@@ -145,3 +145,23 @@ def test_the_complex_body_ops_match_numpy():
     np.testing.assert_allclose(got[1][finite], want[1][finite].astype(np.float32), rtol=1e-5)
     np.testing.assert_allclose(got[2][finite], want[2][finite].astype(np.float32), rtol=1e-5,
                                atol=1e-30)
+
+
+def test_a_select_of_complex_values_is_refused_by_name():
+    text = """
+    #map = affine_map<(d0) -> (d0)>
+    func.func @main(%a: tensor<4xf32>, %k: i1) -> tensor<4xf32> {
+      %e = tensor.empty() : tensor<4xf32>
+      %r = linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]}
+          ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+      ^bb0(%x: f32, %o: f32):
+        %c = complex.create %x, %x : complex<f32>
+        %d = complex.create %x, %o : complex<f32>
+        %s = arith.select %k, %c, %d : complex<f32>
+        %p = complex.re %s : complex<f32>
+        linalg.yield %p : f32
+      } -> tensor<4xf32>
+      return %r : tensor<4xf32>
+    }"""
+    with pytest.raises(CompileError, match=r"<string>:10:\d+: .*'arith.select' of a complex value"):
+        compile_str(text)

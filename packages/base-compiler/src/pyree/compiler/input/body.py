@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyree.compiler.errors import CompileError
-from pyree.compiler.input.complex_body import lower_complex_op
+from pyree.compiler.input.complex_body import ComplexExpr, lower_complex_op
 from pyree.compiler.input.constants import scalar_const
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
@@ -72,6 +72,9 @@ def lower_block(fn: FunctionLowering, block: Block, args: dict[SSAValue, Expr],
                                                   where)
         elif is_scalar_op(op.name):
             args = [operand(v, where) for v in op.operands]
+            if any(isinstance(a, ComplexExpr) for a in args):
+                raise CompileError(f"'{op.name}' of a complex value in a region body (pyree "
+                                   "computes complex values with the complex dialect's ops)", where)
             env.update(zip(op.results, lower_scalar_op(op, args, where)))
         else:
             raise CompileError(f"unsupported op '{op.name}' in a region body", where)
