@@ -165,3 +165,25 @@ def test_a_select_of_complex_values_is_refused_by_name():
     }"""
     with pytest.raises(CompileError, match=r"<string>:10:\d+: .*'arith.select' of a complex value"):
         compile_str(text)
+
+
+def test_an_empty_complex_tensor_reads_as_zeros():
+    """A complex tensor.empty read by a body, as pyree reads any empty: zeros (it had reached
+    the kernel as an unmaterialised empty)."""
+    text = """
+    #map = affine_map<(d0) -> (d0)>
+    func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+      %e = tensor.empty() : tensor<4xcomplex<f32>>
+      %r = tensor.empty() : tensor<4xf32>
+      %o = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]}
+          ins(%a, %e : tensor<4xf32>, tensor<4xcomplex<f32>>) outs(%r : tensor<4xf32>) {
+      ^bb0(%x: f32, %z: complex<f32>, %o: f32):
+        %p = complex.im %z : complex<f32>
+        %s = arith.addf %x, %p : f32
+        linalg.yield %s : f32
+      } -> tensor<4xf32>
+      return %o : tensor<4xf32>
+    }"""
+    a = np.random.default_rng(0).standard_normal(4).astype(np.float32)
+    got = rt.load_module(compile_str(text), device="local-task")["main"](a)
+    np.testing.assert_array_equal(np.asarray(got.to_host()), a)

@@ -26,6 +26,23 @@ class ComplexExpr:
     im: Expr
 
 
+def product(x: tuple[Expr, Expr], y: tuple[Expr, Expr], dtype: str) -> tuple[Expr, Expr]:
+    """``x * y`` of (re, im) pairs, as XLA and PyTorch multiply (no infinity recovery)."""
+    def b(kind, p, q):
+        return Binary(kind, p, q, dtype)
+    return (b("sub", b("mul", x[0], y[0]), b("mul", x[1], y[1])),
+            b("add", b("mul", x[0], y[1]), b("mul", x[1], y[0])))
+
+
+def exp_parts(a: Expr, b: Expr, dtype: str) -> tuple[Expr, Expr]:
+    """``exp(a + bi)`` as XLA: e^(a/2) twice (e^a may overflow where e^a cos b does not), and
+    an imaginary part of 0 kept."""
+    def part(trig: str) -> Expr:
+        half = Unary("exp", Binary("mul", a, Const(0.5, dtype), dtype), dtype)
+        return Binary("mul", Binary("mul", half, Unary(trig, b, dtype), dtype), half, dtype)
+    return part("cos"), Select(Compare("eq", b, Const(0.0, dtype)), b, part("sin"), dtype)
+
+
 def _parts(op: Operation, args: list, where: str) -> list[ComplexExpr]:
     if not all(isinstance(a, ComplexExpr) for a in args):
         raise CompileError(f"'{op.name}' of an operand that is not complex", where)
@@ -48,14 +65,14 @@ def lower_complex_op(op: Operation, args: list, where: str) -> ComplexExpr | Exp
         return ComplexExpr(b(name, x.re, y.re), b(name, x.im, y.im))
     if name == "mul":
         x, y = _parts(op, args, where)
-        return ComplexExpr(b("sub", b("mul", x.re, y.re), b("mul", x.im, y.im)),
-                           b("add", b("mul", x.re, y.im), b("mul", x.im, y.re)))
+        return ComplexExpr(*product((x.re, x.im), (y.re, y.im), x.re.dtype))
     if name in ("neg", "conj"):
         (z,) = _parts(op, args, where)
         dtype = z.re.dtype
         im = Unary("neg", z.im, dtype)
         return ComplexExpr(Unary("neg", z.re, dtype), im) if name == "neg" else ComplexExpr(z.re, im)
-    if name == "abs":  # hypot, scaled: no overflow past 1e19, +inf beside a NaN
+    if name == "abs":  # C's hypot (PyTorch's), scaled: no overflow, +inf beside a NaN (XLA's
+        # magnitude in stablehlo/complex.py gives NaN there)
         (z,) = _parts(op, args, where)
         t = z.re.dtype
         a, c = Unary("abs", z.re, t), Unary("abs", z.im, t)
@@ -70,10 +87,7 @@ def lower_complex_op(op: Operation, args: list, where: str) -> ComplexExpr | Exp
                              t), t)
     if name == "exp":
         (z,) = _parts(op, args, where)
-        dtype = z.re.dtype
-        scale = Unary("exp", z.re, dtype)
-        return ComplexExpr(b("mul", scale, Unary("cos", z.im, dtype)),
-                           b("mul", scale, Unary("sin", z.im, dtype)))
+        return ComplexExpr(*exp_parts(z.re, z.im, z.re.dtype))
     raise CompileError(f"unsupported op '{op.name}' in a region body (pyree computes complex "
                        "create, re, im, add, sub, mul, neg, conj, abs and exp there)", where)
 

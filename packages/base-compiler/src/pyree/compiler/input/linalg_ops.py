@@ -83,8 +83,9 @@ def lower_structured(fn: FunctionLowering, op: Operation) -> None:
         if not arg.uses:  # e.g. pooling's window: only its shape matters
             continue
         entry = fn.env.get(operand)
-        if isinstance(entry, ComplexPair):  # its parts, read at the same place
-            args[arg] = ComplexExpr(inputs.load(entry.re, index), inputs.load(entry.im, index))
+        if isinstance(entry, ComplexPair):  # its parts, read at the same place (an empty: zeros)
+            re, im = (fn.value_of(part, where) for part in (entry.re, entry.im))
+            args[arg] = ComplexExpr(inputs.load(re, index), inputs.load(im, index))
         elif is_tensor(operand.type):
             args[arg] = inputs.load(fn.tensor(operand, where), index)
         else:

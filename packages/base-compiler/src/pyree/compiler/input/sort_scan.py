@@ -42,6 +42,7 @@ from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.merge_sort import first_run, merge_sort, sort_cost
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.sort_order import strict_order
+from pyree.compiler.input.tensor_ops import iota
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     FOLDS,
@@ -603,12 +604,4 @@ def _count(fn: FunctionLowering, inputs: Inputs, condition: Expr, shape: tuple[i
     result = Result(0, AffineExpr.identity(rank + 1)[:rank], step, init=Const(0, dtype))
     fn.emit(Generic(inputs.values, [value], (result,), shape + (shape[d],), rank, where, origin,
                     line=line))
-    return value
-
-
-def iota(fn: FunctionLowering, shape: tuple[int, ...], d: int, dtype: str, where: str) -> Value:
-    """The index along ``d`` of every element, as ``dtype``."""
-    value = fn.new_value(dtype, shape, "iota")
-    fn.emit(Generic([], [value], (Result(0, AffineExpr.identity(len(shape)), convert(LoopIndex(d), dtype)),),
-                    shape, len(shape), where, "iota"))
     return value

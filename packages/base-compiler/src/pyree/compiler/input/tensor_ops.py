@@ -520,3 +520,27 @@ def lower_bitcast(fn: FunctionLowering, op: Operation) -> None:
         raise CompileError(f"tensor.bitcast from {source.dtype} to {dtype}: the element widths "
                            "differ", where)
     bitcast_elements(fn, source, op.results[0], dtype, source.shape, where, op.name)
+
+
+def iota(fn: FunctionLowering, shape: tuple[int, ...], d: int, dtype: str, where: str) -> Value:
+    """The index along ``d`` of every element, as ``dtype``."""
+    value = fn.new_value(dtype, shape, "iota")
+    fn.emit(Generic([], [value], (Result(0, AffineExpr.identity(len(shape)), convert(LoopIndex(d), dtype)),),
+                    shape, len(shape), where, "iota"))
+    return value
+
+
+def permuted(fn: FunctionLowering, value: Value, order: list[int], where: str, origin: str,
+             hint: str) -> Value:
+    """``value`` with its dims in ``order`` (result dim k is dim order[k]), copied."""
+    rank = len(order)
+    shape = tuple(value.shape[k] for k in order)
+    index = [None] * rank
+    for k, d in enumerate(order):
+        index[d] = AffineExpr.loop(rank, k)
+    inputs = Inputs()
+    load = inputs.load(value, tuple(index))
+    out = fn.new_value(value.dtype, shape, hint)
+    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), load),), shape,
+                    rank, where, origin))
+    return out

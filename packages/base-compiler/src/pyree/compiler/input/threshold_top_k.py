@@ -34,6 +34,7 @@ from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.scalar import popcount
 from pyree.compiler.input.sort_order import Order, ordinal, single_key
+from pyree.compiler.input.tensor_ops import iota, permuted
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -123,10 +124,11 @@ def threshold_top_k(fn: FunctionLowering, operands: list[Value], d: int, k: int,
     rank = len(operands[0].shape)
     if any(s != 1 for s in operands[0].shape[d + 1:]):
         order_ = [q for q in range(rank) if q != d] + [d]
-        rows = [_iota(fn, tuple(v.shape[q] for q in order_), rank - 1, v.dtype, where, origin)
-                if _is_place(fn, v, d) else _moved(fn, v, order_, where, origin) for v in operands]
+        rows = [iota(fn, tuple(v.shape[q] for q in order_), rank - 1, v.dtype, where)
+                if _is_place(fn, v, d) else permuted(fn, v, order_, where, origin, "topk_moved")
+                for v in operands]
         back = [order_.index(q) for q in range(rank)]
-        return [_moved(fn, v, back, where, origin)
+        return [permuted(fn, v, back, where, origin, "topk_moved")
                 for v in threshold_top_k(fn, rows, rank - 1, k, order, scan, origin, where)]
     search = _Search(fn, operands, d, k, order, origin, where)
     kth = search.kth_key()
@@ -147,29 +149,8 @@ def _i64(bits: int) -> Const:
     return Const(bits - (1 << 64) if bits >= 1 << 63 else bits, KEY)
 
 
-def _moved(fn: FunctionLowering, v: Value, dims: list[int], where: str, origin: str) -> Value:
-    """``v`` with its dims in the order ``dims`` (dim ``i`` of the result is ``dims[i]`` of
-    ``v``)."""
-    shape, rank = tuple(v.shape[q] for q in dims), len(dims)
-    inputs = Inputs()
-    read = inputs.load(v, tuple(AffineExpr.loop(rank, dims.index(q)) for q in range(rank)))
-    out = fn.new_value(v.dtype, shape, "topk_moved")
-    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), read),), shape,
-                    rank, where, origin))
-    return out
-
-
-def _iota(fn: FunctionLowering, shape: tuple, d: int, dtype: str, where: str, origin: str) -> Value:
-    """The places along ``d`` (``sort_scan.iota``'s form, which ``_is_place`` knows)."""
-    out = fn.new_value(dtype, shape, "iota")
-    fn.emit(Generic([], [out], (Result(0, AffineExpr.identity(len(shape)),
-                                       convert(LoopIndex(d), dtype)),), shape, len(shape), where,
-                    origin))
-    return out
-
-
 def _is_place(fn: FunctionLowering, v: Value, d: int) -> bool:
-    """Whether ``v`` is ``sort_scan.iota`` along ``d``: gathered at a place, it is the place."""
+    """Whether ``v`` is ``tensor_ops.iota`` along ``d``: gathered at a place, it is the place."""
     return any(isinstance(op, Generic) and len(op.results) == 1 and op.results[0] is v
                and not op.inputs
                and op.outputs[0].value == convert(LoopIndex(d), v.dtype) for op in fn.ops)

@@ -26,11 +26,13 @@ import math
 import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.body import convert
+from pyree.compiler.input.complex_body import exp_parts, product
 from pyree.compiler.input.complex_pairs import ComplexPair, part_wise, real_type  # noqa: F401
 from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.stablehlo.common import ints, prop
+from pyree.compiler.input.tensor_ops import permuted
 from pyree.compiler.input.types import tensor_type_of
 from pyree.compiler.kernel import (
     DTYPES,
@@ -139,8 +141,8 @@ def lower_complex_binary(rule):
             fn.env[op.results[0]] = part(magnitude)
             return
         if name == "multiply":
-            re = part(lambda x, y: b("sub", b("mul", x[0], y[0]), b("mul", x[1], y[1])))
-            im = part(lambda x, y: b("add", b("mul", x[0], y[1]), b("mul", x[1], y[0])))
+            re = part(lambda x, y: product(x, y, dtype)[0])
+            im = part(lambda x, y: product(x, y, dtype)[1])
         elif name == "divide":
             re = part(lambda x, y: _divide(x, y, dtype)[0])
             im = part(lambda x, y: _divide(x, y, dtype)[1])
@@ -270,19 +272,13 @@ def lower_complex_unary(fn: FunctionLowering, op: Operation) -> None:
         "cosine": (lambda a, b, t: mul(u("cos", a, t), u("cosh", b, t), t),
                    lambda a, b, t: u("neg", mul(u("sin", a, t), u("sinh", b, t), t), t)),
         # e^(a/2) twice, as XLA: e^a may overflow where e^a cos b does not; b = 0 keeps b
-        "exponential": (lambda a, b, t: _exp_part(a, b, "cos", t),
-                        lambda a, b, t: Select(Compare("eq", b, Const(0.0, t)), b,
-                                               _exp_part(a, b, "sin", t), t)),
+        "exponential": (lambda a, b, t: exp_parts(a, b, t)[0],
+                        lambda a, b, t: exp_parts(a, b, t)[1]),
     }
     if name not in forms:
         raise CompileError(f"'{op.name}' of a complex value is not supported", where)
     re, im = forms[name]
     fn.env[op.results[0]] = ComplexPair(part(re), part(im))
-
-
-def _exp_part(a: Expr, b: Expr, trig: str, dtype: str) -> Expr:
-    half = Unary("exp", Binary("mul", a, Const(0.5, dtype), dtype), dtype)
-    return Binary("mul", Binary("mul", half, Unary(trig, b, dtype), dtype), half, dtype)
 
 
 def lower_fft(fn: FunctionLowering, op: Operation) -> None:
@@ -328,24 +324,13 @@ def _along(fn: FunctionLowering, z: ComplexPair, d: int, n: int, kind: str,
         return _fft_last(fn, (z.re, z.im), n, kind, where)
     order = [k for k in range(rank) if k != d] + [d]
     back = [order.index(k) for k in range(rank)]
-    moved = _fft_last(fn, (_permuted(fn, z.re, order, where), _permuted(fn, z.im, order, where)),
+    moved = _fft_last(fn, (_moved(fn, z.re, order, where), _moved(fn, z.im, order, where)),
                       n, kind, where)
-    return ComplexPair(_permuted(fn, moved.re, back, where), _permuted(fn, moved.im, back, where))
+    return ComplexPair(_moved(fn, moved.re, back, where), _moved(fn, moved.im, back, where))
 
 
-def _permuted(fn: FunctionLowering, value: Value, order: list[int], where: str) -> Value:
-    """``value`` with its dims in ``order`` (result dim k is dim order[k])."""
-    rank = len(order)
-    shape = tuple(value.shape[k] for k in order)
-    index = [None] * rank
-    for k, d in enumerate(order):
-        index[d] = AffineExpr.loop(rank, k)
-    inputs = Inputs()
-    load = inputs.load(value, tuple(index))
-    out = fn.new_value(value.dtype, shape, "fft_axis")
-    fn.emit(Generic(inputs.values, [out], (Result(0, AffineExpr.identity(rank), load),), shape,
-                    rank, where, "stablehlo.fft"))
-    return out
+def _moved(fn: FunctionLowering, value: Value, order: list[int], where: str) -> Value:
+    return permuted(fn, value, order, where, "stablehlo.fft", "fft_axis")
 
 
 def _word(attr, where: str) -> str:
