@@ -163,7 +163,8 @@ def tolerance(dtype: str) -> float:
 
 def leading_dims(kind: str, shape: tuple[int, ...], seed: int = 0):
     """(MLIR from torch, input, float64 result) of a chain over dims other than the last:
-    ``softmax_dim1``, or ``batch_stats`` (a batch norm's training statistics: mean and variance
+    ``softmax_dim1``, ``softmax_unit_dims`` (over the last dim, one row a head: the keepdim max
+    read through a view whose digits sum a unit loop), or ``batch_stats`` (a batch norm's training statistics: mean and variance
     over every dim but the channels); NaN, +inf and -0.0 in the input."""
     import torch  # CI installs it: a missing torch fails there, never skips
     from pyree.compiler import import_torch
@@ -171,6 +172,8 @@ def leading_dims(kind: str, shape: tuple[int, ...], seed: int = 0):
     def fn(x):
         if kind == "softmax_dim1":
             return torch.softmax(x, dim=1)
+        if kind == "softmax_unit_dims":  # a decode step's scores, [batch, heads, 1, keys]
+            return torch.softmax(x, dim=-1)
         mean = x.mean(dim=(0, 2, 3), keepdim=True)
         return (x - mean) * torch.rsqrt(((x - mean) ** 2).mean(dim=(0, 2, 3), keepdim=True) + 1e-5)
 
@@ -179,7 +182,8 @@ def leading_dims(kind: str, shape: tuple[int, ...], seed: int = 0):
             return fn(x)
 
     x = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
-    x[0, 1, 0, 0], x[1, 2, 3, 1], x[0, 4, 1, 1] = float("nan"), float("inf"), -0.0
+    flat = x.view(-1)
+    flat[[1, flat.numel() // 3, flat.numel() - 2]] = torch.tensor([float("nan"), float("inf"), -0.0])
     with torch.no_grad():
         want = fn(x.double()).numpy()
     return import_torch(Chain(), x, function_name="main"), x.numpy(), want

@@ -23,7 +23,7 @@ def test_implicit_gemm_targets_end_with_inline_patches_then_read_slabs_and_names
     passes = flow_passes(gpu=True, implicit_gemm=True)
     assert [p.name for p in passes[-2:]] == ["inline-patches", "read-slabs"]
     with_attention = flow_passes(gpu=True, implicit_gemm=True, attention=True)
-    assert [p.name for p in with_attention] == [p.name for p in passes[:-1]] + ["fuse-attention", "read-slabs"]
+    assert [p.name for p in with_attention] == [p.name for p in passes[:-1]] + ["fuse-attention", "split-unfused-products", "read-slabs"]
     assert list(PASS_NAMES) == list(dict.fromkeys(p.name for p in with_attention))
 
 

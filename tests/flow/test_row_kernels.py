@@ -165,7 +165,9 @@ def test_a_sum_reading_max_at_another_row_stays_a_kernel_of_its_own():
 
 
 @pytest.mark.parametrize("kind, shape", [("softmax_dim1", (3, 37, 5, 2)),
-                                         ("batch_stats", (2, 37, 5, 7))])
+                                         ("batch_stats", (2, 37, 5, 7)),
+                                         ("softmax_unit_dims", (1, 12, 1, 1025)),
+                                         ("softmax_unit_dims", (3, 5, 1, 37))])
 def test_chains_over_leading_dims_are_one_dispatch(kind, shape):
     """The elementwise op's loops (n, c, h, w) are permuted into the reductions' parallel-first
     order (c | n, h, w) or (n, h, w | c): still one kernel, the same numbers."""

@@ -462,10 +462,11 @@ class Emulated:
 
 
 def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = False,
-                target=None) -> np.ndarray:
+                target=None, attention: bool = False) -> np.ndarray:
     """The one function of MLIR ``text`` compiled for cuda and its kernels run here in program
     order, as the host program runs them (a splat is a fill, a view the same bytes reshaped, a
-    scatter's result starts as a copy of its starting value); its one result."""
+    scatter's result starts as a copy of its starting value); its one result. ``attention``:
+    the flow passes of a cuda module (fuse-attention and what it leaves)."""
     from pyree.compiler.flow.kernels import outline
     from pyree.compiler.flow.passes import flow_passes, run_flow
     from pyree.compiler.input import parse_mlir
@@ -474,7 +475,8 @@ def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = 
     from pyree.compiler.tensor_program import Constant, Generic, View
 
     program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=scatter_atomics)
-    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True)).functions[0]
+    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True,
+                                             attention=attention)).functions[0]
     env = {id(v): a for v, a in zip(function.arguments, arguments)}
     for op in function.ops:
         if isinstance(op, Constant):

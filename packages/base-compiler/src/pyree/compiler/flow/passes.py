@@ -87,6 +87,12 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
         *([Pass("fuse-attention", partial(fuse_attention, run_time=run_time_attention),
+                run_time_sizes=True),
+           # the products split-reductions kept whole for it that it did not take (a decode
+           # step's P·V over its cache and its new row apart: 12 blocks over 1.5 MB), split now
+           Pass("split-unfused-products", partial(
+               split_reductions, gpu=gpu, strict_floats=strict_floats, tensor_f32=tensor_f32,
+               cuda=implicit_gemm, small_sides=small_sides, only=probability_products),
                 run_time_sizes=True)] if attention else []),
         Pass("read-slabs", read_slabs_through_views),
     ]

@@ -102,6 +102,12 @@ def position_loops(index: tuple[AffineExpr, ...]) -> tuple[int, ...] | None:
     return tuple(plain[i] for i in range(len(index))) if len(plain) == len(index) else None
 
 
+def without_unit_loops(ix: AffineExpr, loop_ranges) -> AffineExpr:
+    """``ix`` without the terms of loops of static extent 1, which are always 0."""
+    return AffineExpr(tuple(0 if is_static(n) and n == 1 else c
+                            for c, n in zip(ix.coeffs, loop_ranges)), ix.const)
+
+
 def permutation_dims(index: tuple[AffineExpr, ...], num_loops: int) -> tuple[int, ...] | None:
     """For an index that is a permutation of all ``num_loops`` loops, the loop of each position."""
     dims = position_loops(index)

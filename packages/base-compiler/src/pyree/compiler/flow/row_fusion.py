@@ -34,6 +34,7 @@ from pyree.compiler.flow.rewrite import (
     drop_unread,
     map_results,
     remap_loops,
+    without_unit_loops,
 )
 from pyree.compiler.flow.split_reduction import is_contraction, split_reduction
 from pyree.compiler.kernel import Acc, AffineExpr, Expr, Final, Gather, Load, fold_pattern, result_nodes
@@ -111,7 +112,8 @@ def _loop_order(b: Generic, a: Generic, producers: dict) -> tuple[int, ...] | No
             if not isinstance(e, Load):
                 return None
             for ix, at, size in zip(to_base(e.index), stored.index, base.shape):
-                mine, theirs = _single_loop(ix), _single_loop(at)
+                mine = _single_loop(without_unit_loops(ix, b.loop_ranges))
+                theirs = _single_loop(without_unit_loops(at, a.loop_ranges))
                 if size != 1 and (mine is None or theirs is None
                                   or order.setdefault(mine, theirs) != theirs):
                     return None
@@ -159,7 +161,8 @@ def _row_inputs(b: Generic, a: Generic, producers: dict) -> dict[int, Expr]:
         k, stored = next(((k, r) for k, r in enumerate(a.outputs) if a.results[r.binding] is base),
                          (None, None))
         if stored is not None and all(
-                isinstance(e, Load) and _same_element(to_base(e.index), stored.index, base.shape)
+                isinstance(e, Load) and _same_element(to_base(e.index), stored.index, base.shape,
+                                                      a.loop_ranges)
                 for r in b.outputs for e in result_nodes(r)
                 if isinstance(e, (Load, Gather)) and e.binding == j):
             out[j] = stored.value if stored.row else Final(k, base.dtype)
@@ -184,9 +187,13 @@ def _base(value: Value, producers: dict):
     return value, to_base
 
 
-def _same_element(a: tuple[AffineExpr, ...], b: tuple[AffineExpr, ...], shape) -> bool:
-    """Equal indices, but for dims of size 1 (where every in-range index is 0)."""
-    return all(x == y for x, y, n in zip(a, b, shape) if n != 1)
+def _same_element(a: tuple[AffineExpr, ...], b: tuple[AffineExpr, ...], shape,
+                  loop_ranges) -> bool:
+    """Equal indices over ``loop_ranges``, but for dims of size 1 (where every in-range index
+    is 0) and loops of extent 1 (always 0: a keepdim view's digits read ``m[d0, d1 + d2, 0]``
+    where d2 walks a unit dim)."""
+    return all(without_unit_loops(x, loop_ranges) == without_unit_loops(y, loop_ranges)
+               for x, y, n in zip(a, b, shape) if n != 1)
 
 
 def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -149,19 +149,22 @@ GPU_VECTOR_MIN_ROWS = 64
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
                      tensor_f32: bool = False, whole=None, cuda: bool = False,
-                     small_sides: bool = False) -> Function:
+                     small_sides: bool = False, only=None) -> Function:
     """``gpu``: every target of the module is a GPU (the K limits of contractions);
     ``strict_floats``: float folds are not split (they must fold in order); ``tensor_f32``: f32
     products run on the tensor-core templates (cuda's TF32 modes), so they split as 16-bit ones;
-    ``whole(function)``: ops a later pass takes as they are (flow/attention.py); ``cuda``: every
+    ``whole(function)``: ops a later pass takes as they are (flow/attention.py); ``only(function)``:
+    the ops to split, none other (those that pass left as they were); ``cuda``: every
     target is cuda, whose tensor-core templates' whole-K speed ``GPU_TENSOR_K_CHUNK`` cites;
     ``small_sides``: every target runs a side below ``GPU_MIN_SIDE`` on its tiled templates,
     static or not (``_by_size`` probes the fewest rows as they are)."""
     keep = whole(function) if whole is not None else set()
+    taken = only(function) if only is not None else None
     patches = _patch_readers(function) if cuda else None
     bounds = {s.name: (s.min, s.max) for s in function.symbols}
     ops = [new for op in function.ops
-           for new in ([op] if op in keep else split_reduction(
+           for new in ([op] if op in keep or (taken is not None and op not in taken)
+                       else split_reduction(
                op, gpu, strict_floats, tensor_f32, patches is None or op in patches, bounds,
                small_sides, cuda))]
     return dataclasses.replace(function, ops=ops)

@@ -22,6 +22,7 @@ from pyree.compiler.flow.rewrite import (
     drop_unread,
     is_data_movement,
     map_results,
+    permutation_dims,
 )
 from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
 from pyree.compiler.sizes import is_static, nonnegative, opaque
@@ -31,7 +32,7 @@ from pyree.compiler.tensor_program import Function, Generic, Value, View, read_b
 def fold_views_into_loads(function: Function) -> Function:
     """``function`` with every Generic reading view sources wherever its reads allow, and
     without the views nothing reads any more (a view read keeps its source materialized)."""
-    ops = function.ops
+    ops = [_unit_transpose_view(op) or op if isinstance(op, Generic) else op for op in function.ops]
     views = {op.result: op for op in ops if isinstance(op, View) and not op.barrier}
     if not views:
         return function
@@ -43,6 +44,27 @@ def fold_views_into_loads(function: Function) -> Function:
         if len(live) == len(ops):
             return dataclasses.replace(function, ops=ops)
         ops = live
+
+
+def _unit_transpose_view(op: Generic) -> View | None:
+    """``op`` as a view of its one input, where it only copies it with dims of size 1 moved."""
+    if len(op.inputs) != 1 or len(op.outputs) != 1 or op.num_parallel != len(op.loop_ranges) \
+            or op.attention is not None or op.line is not None:
+        return None
+    out, source, result = op.outputs[0], op.inputs[0], op.results[0]
+    if not isinstance(out.value, Load) or out.init is not None or out.epilogue is not None \
+            or out.scatter is not None or source.dtype != result.dtype:
+        return None
+    n = len(op.loop_ranges)
+    written, read = permutation_dims(out.index, n), permutation_dims(out.value.index, n)
+    if written is None or read is None or any(  # (a slice reads part of its source)
+            value.shape[p] != op.loop_ranges[d]
+            for value, dims in ((source, read), (result, written)) for p, d in enumerate(dims)):
+        return None
+    moved = [d for d in written if not (is_static(op.loop_ranges[d]) and op.loop_ranges[d] == 1)]
+    if moved != [d for d in read if d in moved]:
+        return None
+    return View(result=result, source=source, location=op.location)
 
 
 def _fold(op: Generic, views: dict[Value, View], producers: dict) -> Generic:
