@@ -75,3 +75,46 @@ def test_vector_loads_inside_a_branch_stay_in_it(ptxas, tmp_path):
     ptx, _ = generate_ptx([kernel], resolve_target("sm_80"))  # LLVM verifies the IR
     assert "st.global.v4.b32" in ptx
     assemble_verbose(ptxas, ptx, "sm_80", tmp_path)
+
+
+def test_a_wide_operand_every_lane_shares_does_not_narrow_the_group():
+    """A decode step's cache write (pyree.compiler.llm.models.write_cache): an f16 cache kept or
+    replaced under a compare of i64 row numbers, which every lane of a group reads at one row.
+    The group is eight f16 lanes (16-byte accesses), not two as the i64's width once made it
+    (half the copy bandwidth on the H200); the kernel run here on the CPU gives numpy's answer,
+    special values included."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    from pyree.compiler.codegen.common.llvm_gpu.elementwise import vector_width
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from nvptx_on_cpu import Emulated
+
+    rows, d = 40, 16
+    start = K.Load(2, (), "i64")
+    row = K.Load(3, (K.AffineExpr((0, 0, 0, 1, 0)),), "i64")
+    inside = K.Binary("and", K.Compare("ge", row, start),
+                      K.Compare("lt", row, K.Binary("add", start, K.Const(1, "i64"), "i64")), "i1")
+    ix = K.AffineExpr.identity(5)
+    new = K.Load(1, (*ix[:3], K.AffineExpr((0,) * 5), ix[4]), "f16")
+    value = K.Select(inside, new, K.Load(0, ix, "f16"), "f16")
+    kernel = K.Kernel("write", (2, 1, 3, rows, d), 5, (
+        K.Binding("f16", (2, 1, 3, rows, d), "read"), K.Binding("f16", (2, 1, 3, 1, d), "read"),
+        K.Binding("i64", (), "read"), K.Binding("i64", (rows,), "read"),
+        K.Binding("f16", (2, 1, 3, rows, d), "write")), (K.Result(4, ix, value),))
+    assert vector_width(kernel) == 8
+    ptx, _ = generate_ptx([kernel], resolve_target("sm_90"))
+    assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
+    rng = np.random.default_rng(0)
+    cache = rng.standard_normal((2, 1, 3, rows, d)).astype(np.float16)
+    cache.reshape(-1)[::7] = np.nan
+    cache.reshape(-1)[3::11] = -0.0
+    fresh = rng.standard_normal((2, 1, 3, 1, d)).astype(np.float16)
+    fresh.reshape(-1)[::5] = -np.inf
+    out = np.zeros_like(cache)
+    args = [cache, fresh, np.array(17, np.int64), np.arange(rows, dtype=np.int64), out]
+    assert Emulated(kernel, None)(args, [])
+    want = cache.copy()
+    want[:, :, :, 17] = fresh[:, :, :, 0]
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))

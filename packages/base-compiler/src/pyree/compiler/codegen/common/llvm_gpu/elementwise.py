@@ -30,10 +30,19 @@ MAX_GRID = 65535  # blocks of a grid-stride kernel (emit_strided)
 
 
 def vector_width(kernel: K.Kernel) -> int:
+    """16 bytes of the widest type a thread's lanes read or write apart: a binding read at the
+    same element by every lane (an i64 position or an f32 bias along an outer dim) does not
+    narrow the group. (A decode step's f16 cache, written under a select of its i64 row numbers,
+    ran two lanes a thread at half the copy bandwidth.)"""
     par = kernel.parallel_ranges
     if not par:
         return 1
-    width = 16 // max(K.itemsize(b.dtype) for b in kernel.bindings)
+    inner = len(par) - 1
+    apart = {r.binding for r in kernel.results} | {
+        e.binding for r in kernel.results for e in K.walk(r.value)
+        if isinstance(e, K.Gather) or (isinstance(e, K.Load) and any(
+            not (is_static(ix.coeffs[inner]) and ix.coeffs[inner] == 0) for ix in e.index))}
+    width = 16 // max(K.itemsize(kernel.bindings[b].dtype) for b in apart)
     while width > 1 and par[-1] % width:
         width //= 2
     return max(width, 1)

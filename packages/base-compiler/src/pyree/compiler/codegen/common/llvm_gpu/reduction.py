@@ -235,6 +235,11 @@ def emit_block(module: Module, kernel: K.Kernel, name: str, folds, fn: Function,
     values: dict = {}  # the finals of the phases done
     resident = _resident_points(fn, kernel, p, lin, values, tid, total, block) \
         if is_static(total) else None
+    if resident is not None:  # the row results' own operands (a layernorm's weight and bias),
+        for _, _, lower in resident:  # loaded with the row: in flight during the phases'
+            for r in kernel.results:  # barriers instead of after them
+                for load in _unguarded_loads(r.value) if r.row else ():
+                    lower(load)
     for n, phase in enumerate(phases):
         if resident is not None:
             partial = _fold_resident(fn, resident, phase, folds, combine)
@@ -301,6 +306,24 @@ def _resident_points(fn: Function, kernel: K.Kernel, p: list, lin, values: dict,
         loop = p + A.decompose(fn, i, kernel.reduction_ranges)
         points.append((loop, inside, lowering(fn, kernel, loop, lin, values)))
     return points
+
+
+def _unguarded_loads(expr: K.Expr) -> list[K.Load]:
+    """The loads ``expr`` makes whatever its selects choose (a select's arms may read out of
+    range where it does not choose them: ``kernel.Select``)."""
+    out, seen, stack = [], set(), [expr]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, K.Load):
+            out.append(e)
+        elif isinstance(e, K.Select):
+            stack.append(e.cond)
+        else:
+            stack.extend(K.operands(e))
+    return out
 
 
 def _fold_resident(fn: Function, points, phase: list[int], folds, combine) -> dict:
