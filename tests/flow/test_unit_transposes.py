@@ -154,3 +154,27 @@ func.func @main(%p: tensor<1x3x1x9xf32>) -> (tensor<1x3x1x8xf32>, tensor<1x3x1x8
     s, n = (np.asarray(v) for v in module["main"](p))
     np.testing.assert_array_equal(s, (p * p)[..., :8])
     np.testing.assert_array_equal(n, -(p * p)[..., :8])
+
+
+def test_a_pad_read_through_a_unit_view_stays_in_the_window_fold():
+    """PyTorch's local response norm pads the squares along a unit dim it unsqueezed (a copy
+    that moves only that dim: a view now) and sums 5-wide windows of them: the pad's guarded
+    moves still fold into the window's reduction through the view (they did through the copy),
+    so no padded copy is written; the answer is PyTorch's."""
+    import warnings
+
+    import torch
+    from pyree.compiler import import_torch
+
+    x = torch.randn(2, 7, 5, 6, generator=torch.Generator().manual_seed(5))
+    x[0, 1, 2, 3], x[1, 6, 4, 5] = -0.0, 1e20
+    lrn = torch.nn.LocalResponseNorm(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(lrn, x)
+    origins = _kernels(text)
+    assert "tensor.pad" not in origins and len(origins) == 3, origins
+    module = rt.load_module(compile_str(text, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    np.testing.assert_allclose(np.asarray(module["main"](x.numpy())), lrn(x.double()).numpy(),
+                               rtol=1e-5, atol=1e-6)

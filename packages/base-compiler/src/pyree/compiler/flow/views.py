@@ -21,10 +21,12 @@ from pyree.compiler.flow.rewrite import (
     dedupe_inputs,
     drop_unread,
     is_data_movement,
+    is_guarded_data_movement,
     map_results,
     permutation_dims,
 )
-from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
+from pyree.compiler.flow.split_reduction import is_contraction
+from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, fold_pattern, itemsize, result_nodes
 from pyree.compiler.sizes import is_static, nonnegative, opaque
 from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
@@ -91,14 +93,22 @@ def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dic
     """Whether fusion could join ``reader`` to the Generic whose result ``view`` shows (through
     views of views) once the view is gone: an elementwise reader (inlining its producer, or
     becoming a reduction's epilogue) or an elementwise producer that only moves data (inlined
-    even into a reduction). Other views stay as they are (a constant's or an argument's, a
+    even into a reduction; a pad's guarded moves into any but a contraction, as region
+    formation inlines them: a local response norm's pooling over a padded square read through
+    the unsqueeze of a unit dim). Other views stay as they are (a constant's or an argument's, a
     reduction's read by a reduction, arithmetic read by a matmul): folding them would only
     reshape a binding."""
     while view.source in views:
         view = views[view.source]
     producer = producers.get(id(view.source))
-    return producer is not None and (_elementwise(reader) or (
-        _elementwise(producer) and all(is_data_movement(r.value) for r in producer.outputs)))
+    return producer is not None and (_elementwise(reader) or (_elementwise(producer) and all(
+        is_data_movement(r.value) or (is_guarded_data_movement(r.value) and not _contraction(reader))
+        for r in producer.outputs)))
+
+
+def _contraction(op: Generic) -> bool:
+    folds = fold_pattern(op.outputs)
+    return folds is not None and any(is_contraction(f, op.num_parallel) for f in folds)
 
 
 def _elementwise(op: Generic) -> bool:
