@@ -77,21 +77,10 @@ def test_vector_loads_inside_a_branch_stay_in_it(ptxas, tmp_path):
     assemble_verbose(ptxas, ptx, "sm_80", tmp_path)
 
 
-def test_a_wide_operand_every_lane_shares_does_not_narrow_the_group():
-    """A decode step's cache write (pyree.compiler.llm.models.write_cache): an f16 cache kept or
-    replaced under a compare of i64 row numbers, which every lane of a group reads at one row.
-    The group is eight f16 lanes (16-byte accesses), not two as the i64's width once made it
-    (half the copy bandwidth on the H200); the kernel run here on the CPU gives numpy's answer,
-    special values included."""
-    import sys
-    from pathlib import Path
-
-    import numpy as np
-    from pyree.compiler.codegen.common.llvm_gpu.elementwise import vector_width
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from nvptx_on_cpu import Emulated
-
-    rows, d = 40, 16
+def _cache_write(layers: int, heads: int, rows: int, d: int) -> K.Kernel:
+    """``out = cache`` with row ``start`` replaced by ``new``, picked by comparing i64 row
+    numbers with ``start`` (pyree.compiler.llm.models.write_cache)."""
+    shape = (layers, 1, heads, rows, d)
     start = K.Load(2, (), "i64")
     row = K.Load(3, (K.AffineExpr((0, 0, 0, 1, 0)),), "i64")
     inside = K.Binary("and", K.Compare("ge", row, start),
@@ -99,11 +88,33 @@ def test_a_wide_operand_every_lane_shares_does_not_narrow_the_group():
     ix = K.AffineExpr.identity(5)
     new = K.Load(1, (*ix[:3], K.AffineExpr((0,) * 5), ix[4]), "f16")
     value = K.Select(inside, new, K.Load(0, ix, "f16"), "f16")
-    kernel = K.Kernel("write", (2, 1, 3, rows, d), 5, (
-        K.Binding("f16", (2, 1, 3, rows, d), "read"), K.Binding("f16", (2, 1, 3, 1, d), "read"),
+    return K.Kernel("write", shape, 5, (
+        K.Binding("f16", shape, "read"), K.Binding("f16", (layers, 1, heads, 1, d), "read"),
         K.Binding("i64", (), "read"), K.Binding("i64", (rows,), "read"),
-        K.Binding("f16", (2, 1, 3, rows, d), "write")), (K.Result(4, ix, value),))
-    assert vector_width(kernel) == 8
+        K.Binding("f16", shape, "write")), (K.Result(4, ix, value),))
+
+
+def test_a_wide_operand_every_lane_shares_does_not_narrow_the_group(monkeypatch):
+    """A decode step's cache write: an f16 cache kept or replaced under a compare of i64 row
+    numbers, which every lane of a group reads at one row. GPT-2's (12 layers, 12 heads, 1024
+    rows of 64) takes groups of eight f16 lanes (16-byte accesses), not two as the i64's width
+    once made them (half the copy bandwidth on the H200); a small one keeps two lanes, for the
+    threads (``MIN_GROUPS``). With that floor lowered, the small one's eight-lane kernel run
+    here on the CPU gives numpy's answer bit for bit, special values included."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    from pyree.compiler.codegen.common.llvm_gpu import elementwise
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from nvptx_on_cpu import Emulated
+
+    assert elementwise.vector_width(_cache_write(12, 12, 1024, 64)) == 8
+    rows, d = 40, 16
+    kernel = _cache_write(2, 3, rows, d)
+    assert elementwise.vector_width(kernel) == 2
+    monkeypatch.setattr(elementwise, "MIN_GROUPS", 1)
+    assert elementwise.vector_width(kernel) == 8
     ptx, _ = generate_ptx([kernel], resolve_target("sm_90"))
     assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
     rng = np.random.default_rng(0)

@@ -27,25 +27,35 @@ from pyree.compiler.sizes import (
 
 BLOCK = 256
 MAX_GRID = 65535  # blocks of a grid-stride kernel (emit_strided)
+MIN_GROUPS = 131072  # about half the threads an H200 holds
 
 
 def vector_width(kernel: K.Kernel) -> int:
     """16 bytes of the widest type a thread's lanes read or write apart: a binding read at the
     same element by every lane (an i64 position or an f32 bias along an outer dim) does not
     narrow the group (a decode step's f16 cache, written under a select of its i64 row numbers,
-    ran two lanes a thread at half the copy bandwidth). A kernel that gathers keeps groups as
-    narrow as its widest binding: its gathers are scalar whatever the width, and their latency
-    wants threads (grid_sample's 262144 gathered points ran 18% slower in half the threads)."""
+    ran two lanes a thread at half the copy bandwidth), as long as the groups stay at least
+    ``MIN_GROUPS``: a small kernel's latency wants the threads (a GRU's 64x512 gates and
+    grid_sample's 262144 gathered points each ran slower in half as many)."""
     par = kernel.parallel_ranges
     if not par:
         return 1
     inner = len(par) - 1
-    nodes = [e for r in kernel.results for e in K.walk(r.value)]
-    apart = set(range(len(kernel.bindings))) if any(isinstance(e, K.Gather) for e in nodes) else \
-        {r.binding for r in kernel.results} | {e.binding for e in nodes if isinstance(e, K.Load) and any(
-            not (is_static(ix.coeffs[inner]) and ix.coeffs[inner] == 0) for ix in e.index)}
-    width = 16 // max(K.itemsize(kernel.bindings[b].dtype) for b in apart)
-    while width > 1 and par[-1] % width:
+    apart = {r.binding for r in kernel.results} | {
+        e.binding for r in kernel.results for e in K.walk(r.value)
+        if isinstance(e, K.Gather) or (isinstance(e, K.Load) and any(
+            not (is_static(ix.coeffs[inner]) and ix.coeffs[inner] == 0) for ix in e.index))}
+    narrow = _fitting(16 // max(K.itemsize(b.dtype) for b in kernel.bindings), par[-1])
+    width = _fitting(16 // max(K.itemsize(kernel.bindings[b].dtype) for b in apart), par[-1])
+    elements = num_elements(par)
+    while width > narrow and (not is_static(elements) or elements // width < MIN_GROUPS):
+        width //= 2
+    return width
+
+
+def _fitting(width: int, last) -> int:
+    """``width`` halved until it divides the innermost extent ``last``."""
+    while width > 1 and last % width:
         width //= 2
     return max(width, 1)
 
