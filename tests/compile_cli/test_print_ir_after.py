@@ -146,7 +146,8 @@ def test_implicit_gemm_targets_add_the_inline_patches_pass(capsys):
     compile_str(MLP, target_backends=["cuda"], extra_args=["--pyree-print-ir-after-all",
                                                            "--compile-to=flow"])
     names = headers(capsys.readouterr().err)
-    assert names[-4:] == ["inline-patches", "fuse-attention", "read-slabs", "dispatch regions"]
+    assert names[-5:] == ["inline-patches", "fuse-attention", "split-unfused-products", "read-slabs",
+                         "dispatch regions"]
     compile_str(MLP, target_backends=["vulkan-spirv"], extra_args=["--pyree-print-ir-after-all",
                                                                    "--compile-to=flow"])
     assert "inline-patches" not in headers(capsys.readouterr().err)

@@ -63,6 +63,8 @@ def _unit_transpose_view(op: Generic) -> View | None:
             value.shape[p] != op.loop_ranges[d]
             for value, dims in ((source, read), (result, written)) for p, d in enumerate(dims)):
         return None
+    if written == read:  # a plain copy: it may be what keeps a mutable global's old value
+        return None
     moved = [d for d in written if not (is_static(op.loop_ranges[d]) and op.loop_ranges[d] == 1)]
     if moved != [d for d in read if d in moved]:
         return None
