@@ -178,3 +178,35 @@ def test_a_pad_read_through_a_unit_view_stays_in_the_window_fold():
                             device="local-task")
     np.testing.assert_allclose(np.asarray(module["main"](x.numpy())), lrn(x.double()).numpy(),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_unit_transpose_of_a_global_keeps_the_value_before_its_store():
+    """A transpose of a mutable global's `[1, 5]` value (a view now) read after the global is
+    stored over still reads the value as loaded, call after call, on both CPU drivers."""
+    text = """
+util.global private mutable @total = dense<[[1.5, -2.0, 0.25, 4.0, 7.0]]> : tensor<1x5xf32>
+func.func @add(%x: tensor<1x5xf32>) -> tensor<5x1xf32> {
+  %t = util.global.load @total : tensor<1x5xf32>
+  %e = tensor.empty() : tensor<5x1xf32>
+  %tt = linalg.transpose ins(%t : tensor<1x5xf32>) outs(%e : tensor<5x1xf32>) permutation = [1, 0]
+  %t2 = arith.addf %t, %x : tensor<1x5xf32>
+  util.global.store %t2, @total : tensor<1x5xf32>
+  %e2 = tensor.empty() : tensor<5x1xf32>
+  %n = linalg.generic {indexing_maps = [affine_map<(a, b) -> (a, b)>, affine_map<(a, b) -> (a, b)>],
+      iterator_types = ["parallel", "parallel"]} ins(%tt : tensor<5x1xf32>) outs(%e2 : tensor<5x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %b = arith.negf %a : f32
+    linalg.yield %b : f32
+  } -> tensor<5x1xf32>
+  return %n : tensor<5x1xf32>
+}
+"""
+    vmfb = compile_str(text, CompileOptions(target_backends=["llvm-cpu"]))
+    for device in ("local-sync", "local-task"):
+        module = rt.load_module(vmfb, device=device)
+        total = np.array([[1.5, -2.0, 0.25, 4.0, 7.0]], np.float32)
+        rng = np.random.default_rng(7)
+        for _ in range(3):
+            x = rng.standard_normal((1, 5)).astype(np.float32)
+            np.testing.assert_array_equal(np.asarray(module["add"](x)), -total.T)
+            total = total + x

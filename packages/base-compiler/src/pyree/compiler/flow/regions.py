@@ -37,7 +37,7 @@ from pyree.compiler.flow.rewrite import (
     within_depth,
 )
 from pyree.compiler.flow.row_fusion import fuse_rows_once
-from pyree.compiler.flow.split_reduction import is_contraction
+from pyree.compiler.flow.split_reduction import has_contraction, is_contraction
 from pyree.compiler.kernel import (
     MAX_DEPTH,
     Acc,
@@ -316,7 +316,7 @@ def _inline_producer(op: Generic, j: int, producer: Generic) -> Generic | None:
         return None
     body = out.value
     if _gathers(op, j) or (_rereads_in_value_of_reduction(op, j) and not is_data_movement(body)
-                           and not (is_guarded_data_movement(body) and not _contraction(op))):
+                           and not (is_guarded_data_movement(body) and not has_contraction(op))):
         return None
     if _path_to_load(op, j) - 1 + depth(body) > MAX_DEPTH:
         return None  # decided before building: a long chain asks again at every step
@@ -451,10 +451,6 @@ def _permutation_but_units(index: tuple[AffineExpr, ...],
         return None
     return dims
 
-
-def _contraction(op: Generic) -> bool:
-    folds = fold_pattern(op.outputs)
-    return folds is not None and any(is_contraction(f, op.num_parallel) for f in folds)
 
 
 def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:

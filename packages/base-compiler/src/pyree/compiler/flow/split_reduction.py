@@ -410,6 +410,12 @@ def is_contraction(fold, num_parallel: int) -> bool:
     return bool(a - b) and bool(b - a)
 
 
+def has_contraction(op: Generic) -> bool:
+    """Whether one of ``op``'s folds is a contraction (``is_contraction``)."""
+    folds = fold_pattern(op.outputs)
+    return folds is not None and any(is_contraction(f, op.num_parallel) for f in folds)
+
+
 def vector_splits(op: Generic, f: Binary) -> int:
     """The chunks a GPU matrix-vector product's K is split into: the fewest (dividing K) that
     give ``GPU_VECTOR_BLOCKS`` blocks of the matrix-vector template."""

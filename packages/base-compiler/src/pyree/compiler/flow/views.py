@@ -25,8 +25,8 @@ from pyree.compiler.flow.rewrite import (
     map_results,
     permutation_dims,
 )
-from pyree.compiler.flow.split_reduction import is_contraction
-from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, fold_pattern, itemsize, result_nodes
+from pyree.compiler.flow.split_reduction import has_contraction
+from pyree.compiler.kernel import AffineExpr, Expr, Gather, Load, itemsize, result_nodes
 from pyree.compiler.sizes import is_static, nonnegative, opaque
 from pyree.compiler.tensor_program import Function, Generic, Value, View, read_by
 
@@ -104,13 +104,9 @@ def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dic
         view = views[view.source]
     producer = producers.get(id(view.source))
     return producer is not None and (_elementwise(reader) or (_elementwise(producer) and all(
-        is_data_movement(r.value) or (is_guarded_data_movement(r.value) and not _contraction(reader))
+        is_data_movement(r.value) or (is_guarded_data_movement(r.value) and not has_contraction(reader))
         for r in producer.outputs)))
 
-
-def _contraction(op: Generic) -> bool:
-    folds = fold_pattern(op.outputs)
-    return folds is not None and any(is_contraction(f, op.num_parallel) for f in folds)
 
 
 def _elementwise(op: Generic) -> bool:
