@@ -16,6 +16,7 @@ transient arena, which the call then takes: a byte it returns without writing sh
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import signal
@@ -27,6 +28,10 @@ import numpy as np
 import pyree.runtime as rt
 
 faulthandler.enable()  # a crash's report (the watcher keeps stderr) then says where it was
+with contextlib.suppress(ImportError):
+    # imported here, not by a mutant's first bf16 result inside the alarm: the import takes
+    # about a second, over ALARM_S on a loaded CI worker (a mutant retyped to bf16 read as a loop)
+    import ml_dtypes  # noqa: F401
 
 POISON = b"\xa5\x5a\xc3\x3c"      # a word no result of random inputs holds by chance
 ALARM_S = 2
