@@ -109,36 +109,23 @@ def test_an_unmasked_decode_step_is_one_attention(dtype):
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
 
 
-def _attend_over_written_cache(q, k_old, v_old, k_new, v_new, start):
-    """A decoder layer's attention as gpt-fast and Hugging Face's static caches write it: the
-    new rows written into this layer's cache, then one masked softmax attention over it."""
-    import math
-
-    import torch
-    from pyree.compiler.llm.models import write_cache
-    k, v = write_cache(k_old, k_new, start), write_cache(v_old, v_new, start)
-    positions = start + torch.arange(q.shape[2])
-    hidden = torch.arange(k.shape[2])[None, :] > positions[:, None]
-    scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(hidden, float("-inf"))
-    return scores.softmax(-1) @ v
-
-
-def test_a_decode_step_over_a_written_cache_is_one_attention(monkeypatch):
-    """pyree.compiler.llm's GPT-2 in f16 at decode, its layers attending over their caches with
-    the new row written in: the reshapes fold the one-query loop into the heads' index
-    (``heads + query``), a loop of one step that the match reads as 0, so each layer's attention
-    is one op. (The decoders in models.py attend over the old rows and the new one apart, which
-    stays a chain: on the H200 this form, with the written caches as kernels of their own, was
-    slower.)"""
+@pytest.mark.parametrize("grouped", [False, True], ids=["gpt2", "llama"])
+def test_a_decoders_step_is_one_attention_a_layer(grouped):
+    """pyree.compiler.llm's decoders in f16 at decode (models.attend: each layer's cache with
+    the new row selected in, one masked softmax over it): the reshapes fold the one-query loop
+    into the heads' index (``heads + query``), a loop of one step that the match reads as 0, and
+    the select is an elementwise producer the op recomputes, so each layer's attention is one op.
+    LLaMA's grouped queries are rows of their key head. (Over the old rows and the new one
+    apart, as the decoders attended before, it stayed a chain of seven kernels a layer.)"""
     import torch
     from pyree.compiler.flow.passes import run_passes
     from pyree.compiler.input import import_mlir
     from pyree.compiler.llm import models
     from pyree.compiler.llm.decoder import export_decoder
-    monkeypatch.setattr(models, "attend", _attend_over_written_cache)
     torch.manual_seed(0)
-    model = models.GPT2(models.DecoderConfig(vocab=11, width=32, layers=2, heads=4,
-                                             context=40)).half().eval()
+    cls, extra = (models.Llama, dict(kv_heads=2, hidden=48)) if grouped else (models.GPT2, {})
+    model = cls(models.DecoderConfig(vocab=11, width=32, layers=2, heads=4, context=40,
+                                     **extra)).half().eval()
     decode = next(f for f in import_mlir(export_decoder(model), "t.mlir").functions
                   if f.name == "decode")
     fused = run_passes(decode, flow_passes(True, True, attention=True))

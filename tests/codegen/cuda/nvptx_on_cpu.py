@@ -480,7 +480,8 @@ def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = 
     env = {id(v): a for v, a in zip(function.arguments, arguments)}
     for op in function.ops:
         if isinstance(op, Constant):
-            env[id(op.result)] = np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
+            env[id(op.result)] = op.data if op.data is not None else \
+                np.full(op.result.shape, op.splat, DTYPES[op.result.dtype])
             continue
         if isinstance(op, View):
             flat = env[id(op.source)].reshape(-1).view(np.uint8)[op.byte_offset:]

@@ -1,10 +1,15 @@
-"""A decode step's attention as pyree's decoders write it (docs/LLM.md): the scores over the
-cache and over the step's own row joined, one softmax, and the probabilities split again into
-P·V over the cache plus p·v over the new row. fuse-attention does not take this form, so the
-P·V it kept whole is split by ``split-unfused-products`` like any long matrix-vector product
-(whole, it ran on one block per head: 6 us of GPT-2's 12-head step over 1024 keys on the H200).
-The cuda module's kernels run here on the CPU (nvptx_on_cpu.py) against numpy, special values
-included, and the flow is checked to have split that product."""
+"""A decode step's attention on cuda, its kernels run here on the CPU (nvptx_on_cpu.py) against
+numpy, special values included, in the two forms a program writes it:
+
+- pyree's decoders' (``models.attend``, docs/LLM.md): one softmax over the cache with the step's
+  row selected in at its position, later rows masked. fuse-attention makes one op of it, the
+  select recomputed in its loads (no copy of the cache), and flash-decoding splits its keys:
+  two kernels. Grouped queries (LLaMA) attend as rows of their shared key head.
+- the scores over the cache and over the step's own row joined, one softmax, the probabilities
+  split again into P·V over the cache plus p·v over the new row. fuse-attention does not take
+  this form, so the P·V it kept whole is split by ``split-unfused-products`` like any long
+  matrix-vector product (whole, it ran on one block per head: 6 us of GPT-2's 12-head step
+  over 1024 keys on the H200)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ torch = require_module("torch")
 require_module("torch_mlir")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nvptx_on_cpu import run_program  # noqa: E402
+from pyree.compiler.llm.models import attend  # noqa: E402
 
 
 class TwoPart(torch.nn.Module):
@@ -64,20 +70,102 @@ def test_two_part_decode_attention_matches_numpy(heads, keys, d, dtype):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
+def _flow_ops(text: str) -> list:
+    from pyree.compiler.flow.passes import flow_passes, run_flow
+    from pyree.compiler.input import parse_mlir
+    from pyree.compiler.input.lowering import lower_to_tensor_program
+
+    program = lower_to_tensor_program(parse_mlir(text, "program.mlir"))
+    return run_flow(program, flow_passes(gpu=True, implicit_gemm=True, attention=True)).functions[0].ops
+
+
 def test_the_cache_product_is_split():
     """After the flow of a cuda module, P·V over the 384 cached rows is a partial fold (K in
     chunks, as split-reductions splits a matrix-vector product) and its final fold, and each
     reads the probabilities where the softmax wrote them (rows of 385)."""
-    from pyree.compiler.flow.passes import flow_passes, run_flow
-    from pyree.compiler.input import parse_mlir
-    from pyree.compiler.input.lowering import lower_to_tensor_program
     from pyree.compiler.tensor_program import Generic
 
     text, _ = _program(2, 384, 16, np.float16)
-    program = lower_to_tensor_program(parse_mlir(text, "program.mlir"))
-    ops = run_flow(program, flow_passes(gpu=True, implicit_gemm=True, attention=True)).functions[0].ops
+    ops = _flow_ops(text)
     partials = [op for op in ops if isinstance(op, Generic) and "partial folds" in op.origin]
     assert len(partials) == 1
     partial = partials[0]
     assert partial.loop_ranges[0] > 1 and partial.loop_ranges[-1] * partial.loop_ranges[0] == 384
     assert {v.shape for v in partial.inputs} == {(1, 2, 1, 385), (2, 384, 16)}
+
+
+class DecoderStep(torch.nn.Module):
+    def forward(self, q, k_cache, v_cache, k_new, v_new, position):
+        return attend(q, k_cache, v_cache, k_new, v_new, position)
+
+
+def _decoder_step(heads: int, kv_heads: int, keys: int, d: int, dtype, position: int):
+    from pyree.compiler import import_torch
+    rng = np.random.default_rng(keys + position)
+    shapes = [(1, heads, 1, d), (1, kv_heads, keys, d), (1, kv_heads, keys, d),
+              (1, kv_heads, 1, d), (1, kv_heads, 1, d)]
+    args = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    args[2].reshape(-1)[::97] = 0.0
+    args[2].reshape(-1)[5::101] = -0.0
+    args[1][0, 0, max(position - 3, 0)] = 8.0   # one earlier key far ahead of the rest
+    args[1][0, -1, keys - 1] = np.nan           # past the position (unless it is the last row):
+    args[2][0, -1, keys - 1] = np.inf           # masked, and overwritten where it is the row
+    args.append(np.array(position, np.int64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = import_torch(DecoderStep(), *map(torch.from_numpy, args))
+    return text, args
+
+
+def _decoder_reference(q, kc, vc, kn, vn, position) -> np.ndarray:
+    """The cache with the new row written at ``position``, keys after it masked (their scores
+    -inf even where NaN, as masked_fill makes them; a masked infinite value still gives 0 * inf,
+    NaN, as PyTorch's product does), per query head its key head (h // groups)."""
+    q, kc, vc, kn, vn = (a.astype(np.float64) for a in (q, kc, vc, kn, vn))
+    k, v = kc.copy(), vc.copy()
+    k[:, :, position], v[:, :, position] = kn[:, :, 0], vn[:, :, 0]
+    groups = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
+    with np.errstate(invalid="ignore"):
+        s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+        s[..., position + 1:] = -np.inf
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return (p / p.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("heads,kv_heads,keys,d,dtype,position", [
+    (2, 2, 1024, 64, np.float32, 700),    # GPT-2's chunks and head width: 8 chunks of 128
+    (2, 2, 1024, 64, np.float16, 1023),   # the last row: its NaN key and inf value replaced
+    (4, 2, 384, 16, np.float32, 0),       # grouped queries, only the new row attended
+    (3, 1, 640, 8, np.float16, 131),
+])
+def test_the_decoders_step_attention_matches_numpy(heads, kv_heads, keys, d, dtype, position):
+    text, args = _decoder_step(heads, kv_heads, keys, d, dtype, position)
+    got = run_program(text, args, attention=True).astype(np.float64)
+    want = _decoder_reference(*args)
+    with torch.no_grad():  # PyTorch's own answer in f64 agrees, NaN rows included
+        torch_f64 = DecoderStep()(*(torch.from_numpy(a if a.dtype == np.int64 else
+                                                     a.astype(np.float64)) for a in args))
+    np.testing.assert_allclose(want, torch_f64.numpy(), rtol=1e-9, atol=1e-9)
+    finite = position == args[1].shape[2] - 1   # the masked infinite value replaced
+    assert np.isfinite(got).all() == finite and np.isnan(got).any() != finite
+    tol = 2e-2 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_the_decoders_step_attention_is_one_op_split_over_keys(kv_heads):
+    """fuse-attention takes the decoders' form whole: one partial attention op over chunks of
+    the keys that reads the cache and the new row themselves (the select recomputed in its
+    loads, no copy of the cache; grouped queries without a copy per query head) and the row
+    kernel that combines the chunks; nothing else reads the cache."""
+    from pyree.compiler.tensor_program import Generic
+
+    text, args = _decoder_step(2, kv_heads, 1024, 64, np.float16, 9)
+    generics = [op for op in _flow_ops(text) if isinstance(op, Generic)]
+    partial = [op for op in generics if op.attention is not None and op.attention.partial]
+    assert len(partial) == 1, [op.origin for op in generics]
+    cache = {(1, kv_heads, 1024, 64), (kv_heads, 1024, 64)}
+    readers = [op for op in generics if any(v.shape in cache for v in op.inputs)]
+    assert readers == partial, [op.origin for op in readers]
+    assert len(generics) <= 3, [op.origin for op in generics]

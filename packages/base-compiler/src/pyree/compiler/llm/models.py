@@ -8,12 +8,13 @@ keys.
 The convention: ``forward(tokens[b, n], start, k_cache, v_cache) -> (logits[b, vocab],
 k_cache, v_cache)``. Tokens sit at positions ``start .. start + n - 1``; the caches are
 ``[layers, b, kv_heads, context, head_dim]`` and come back with those rows written; the logits
-are the last position's. Each layer attends over the cache as it came in (rows before
-``start``) and its own new rows, and the caches are written once, at the end, for every layer
-at once, with a select over the whole cache (rows ``start .. start + n - 1`` from the new keys,
-the rest kept) rather than ``index_copy_``: the forward stays a function of its arguments,
-which is what torch.export and pyree compile. (Written per layer and then stacked, the caches
-were copied twice a step: 0.12 ms of GPT-2 small's 0.76 ms of decode kernels on the H200.)
+are the last position's. Each layer attends over its cache with its new rows selected in
+(``write_cache``: rows ``start .. start + n - 1`` from the new keys, the rest kept, a select
+rather than ``index_copy_``, so that the forward stays a function of its arguments, which is
+what torch.export and pyree compile), and the caches are returned written once, at the end,
+for every layer at once by the same select. The select a layer reads is recomputed in its
+attention's loads, never stored. (Written per layer and then stacked, the caches were copied
+twice a step: 0.12 ms of GPT-2 small's 0.76 ms of decode kernels on the H200.)
 """
 
 from __future__ import annotations
@@ -78,33 +79,41 @@ def write_cache(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor) -> 
     n, rows = new.shape[-2], torch.arange(cache.shape[-2], device=cache.device)
     offset = rows - start
     inside = (offset >= 0) & (offset < n)
-    picked = new.index_select(new.dim() - 2, offset.clamp(0, n - 1))
+    # One new row (a decode step; a prompt's run-time length is a SymInt, never this) broadcasts:
+    # as a gather the select stayed a copy of the cache a layer, where fuse-attention recomputes
+    # an elementwise one in the attention's loads.
+    one = isinstance(n, int) and n == 1
+    picked = new if one else new.index_select(new.dim() - 2, offset.clamp(0, n - 1))
     return torch.where(inside[:, None], picked, cache)
 
 
 def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: torch.Tensor,
            v_new: torch.Tensor, start: torch.Tensor | int) -> torch.Tensor:
-    """Causal attention of the queries at positions ``start ..`` over the cache's rows before
-    ``start`` and the new rows up to each query's own; keys and values may have fewer heads
-    than the queries (grouped). A ``start`` of int 0 (a prefill, ``decoder.py``) says that no
-    row comes before the prompt: the cache is not read at all, where a tensor 0 would attend
-    over every row of it, masked (half a 1024-token prefill's attention work, all of it
+    """Causal attention of the queries at positions ``start ..`` over the cache with the new
+    rows written in (``write_cache``), each query up to its own position; keys and values may
+    have fewer heads than the queries (grouped). One softmax over one set of keys is the form
+    fuse-attention makes one op of (two kernels on a GPU; over the old rows and the new ones
+    apart it was seven a layer). A ``start`` of int 0 (a prefill, ``decoder.py``) says that no
+    row comes before the prompt: only the new rows are read, where a tensor 0 would attend over
+    every row of the cache, masked (half a 1024-token prefill's attention work, all of it
     discarded)."""
-    if k_old.shape[1] != q.shape[1]:
-        groups = q.shape[1] // k_old.shape[1]
-        k_old, v_old, k_new, v_new = (t.repeat_interleave(groups, dim=1)
-                                      for t in (k_old, v_old, k_new, v_new))
-    n, context = q.shape[2], k_old.shape[2]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    steps = torch.arange(n, device=q.device)
-    own = (q @ k_new.transpose(-1, -2) * scale).masked_fill(steps[None, :] > steps[:, None],
-                                                            float("-inf"))
     if isinstance(start, int) and start == 0:
-        return own.softmax(-1) @ v_new
-    before = torch.arange(context, device=q.device) < start
-    old = (q @ k_old.transpose(-1, -2) * scale).masked_fill(~before, float("-inf"))
-    p = torch.cat((old, own), dim=-1).softmax(-1)
-    return p[..., :context] @ v_old + p[..., context:] @ v_new
+        k, v, first = k_new, v_new, 0
+    else:
+        k, v, first = write_cache(k_old, k_new, start), write_cache(v_old, v_new, start), start
+    b, heads, n, d = q.shape
+    groups, keys = heads // k.shape[1], k.shape[2]
+    positions = torch.arange(n, device=q.device) + first
+    if groups > 1 and isinstance(n, int):
+        # grouped, a static number of queries (a decode step): the query heads that share a key
+        # head are that head's rows, so k and v are not copied per query head (torch.export
+        # cannot fold a prompt's run-time length into rows so; a prefill repeats its new rows)
+        q, positions = q.reshape(b, k.shape[1], groups * n, d), positions.repeat(groups)
+    elif groups > 1:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    later = torch.arange(keys, device=q.device)[None, :] > positions[:, None]
+    s = (q @ k.transpose(-1, -2) * (1.0 / math.sqrt(d))).masked_fill(later, float("-inf"))
+    return (s.softmax(-1) @ v).reshape(b, heads, n, d)
 
 
 class Conv1D(nn.Module):
