@@ -452,7 +452,6 @@ def _permutation_but_units(index: tuple[AffineExpr, ...],
     return dims
 
 
-
 def _rereads_in_value_of_reduction(op: Generic, j: int) -> bool:
     """Whether a reduction's per-step value reads some element of input j more than once (a
     matmul reads A[m, k] for every n): arithmetic inlined there would be recomputed each time.

@@ -108,7 +108,6 @@ def _joins(reader: Generic, view: View, views: dict[Value, View], producers: dic
         for r in producer.outputs)))
 
 
-
 def _elementwise(op: Generic) -> bool:
     return op.num_parallel == len(op.loop_ranges)
 
