@@ -2,6 +2,11 @@
 
     python3 bench/gpu/llm_decode.py build OUT_DIR [--target sm_90]        # CPU build machine
     python3 bench/gpu/llm_decode.py run OUT_DIR [--json OUT.json]         # GPU host
+    python3 bench/gpu/llm_decode.py compare DIR_A DIR_B ... [--match MODEL]  # GPU host, A/B
+
+``build --set pyree.compiler.MODULE.NAME=VALUE`` (repeatable) builds with a compiler constant
+changed, for a sweep of a rule in the decode step itself (a kernel timed alone keeps its
+weights in L2 and flatters the rules that make few blocks).
 
 ``build`` compiles, with weights outside the modules (``pyree.compiler.llm``):
 - tiny GPT-2 and LLaMA (f32) for cuda and vulkan-spirv, the correctness check's;
@@ -58,9 +63,23 @@ def _model(name: str):
     return randomize(cls(config), SEED).to(dt).eval()
 
 
-def build(out: Path, target: str, match: str = "") -> None:
+def _override(setting: str) -> None:
+    """``pyree.compiler.MODULE.NAME=VALUE``: the module's constant set to the Python literal."""
+    import ast
+    import importlib
+    target, _, value = setting.partition("=")
+    module, _, name = target.rpartition(".")
+    owner = importlib.import_module(module)
+    if not hasattr(owner, name):
+        raise SystemExit(f"--set: {module} has no {name}")
+    setattr(owner, name, ast.literal_eval(value))
+
+
+def build(out: Path, target: str, match: str = "", settings: tuple = ()) -> None:
     from pyree.compiler import CompileOptions, compile_str
     from pyree.compiler.llm.decoder import export_decoder
+    for setting in settings:
+        _override(setting)
     out.mkdir(parents=True, exist_ok=True)
     for name in _models():
         if match not in name:
@@ -248,19 +267,7 @@ def _speed(module, model) -> dict:
         _, best, at, k, v = decode(best, at, k, v)
     best.to_host()
     out["pyree_device_loop_ms"] = (time.perf_counter() - start) / STEPS * 1e3
-    # the user's path: rt.Generator's greedy loop, which reads each token (one step behind);
-    # per token, with the prefill (timed alone) taken out
-    import pyree.runtime as rt
-    gen = rt.Generator(module)
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        module["prefill"](prompt)[1].to_host()
-        prefilled = time.perf_counter() - start
-        start = time.perf_counter()
-        tokens = list(gen.generate(prompt[0], STEPS + 1))
-        times.append((time.perf_counter() - start - prefilled) / (len(tokens) - 1))
-    out["pyree_decode_ms"] = float(np.median(times)) * 1e3
+    out["pyree_decode_ms"] = _generator_ms(module, prompt)
     # PyTorch eager, same loop
     tokens = torch.tensor(prompt, device="cuda")
     with torch.no_grad():
@@ -316,6 +323,59 @@ def _speed(module, model) -> dict:
         best = _guarded(_torch_sdpa_prefill, model, n, rng)
         out.update(best if isinstance(best, dict) else {f"torch_sdpa_prefill_{n}": best})
     return out
+
+
+def _generator_ms(module, prompt, repeats: int = 3) -> float:
+    """ms per token of the user's path: rt.Generator's greedy loop, which reads each token (one
+    step behind), with the prefill (timed alone) taken out; median of ``repeats``."""
+    import pyree.runtime as rt
+    gen = rt.Generator(module)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        module["prefill"](prompt)[1].to_host()
+        prefilled = time.perf_counter() - start
+        start = time.perf_counter()
+        tokens = list(gen.generate(prompt[0], STEPS + 1))
+        times.append((time.perf_counter() - start - prefilled) / (len(tokens) - 1))
+    return float(np.median(times)) * 1e3
+
+
+def compare(folders: list[Path], name: str, json_out: str, turns: int = 5) -> None:
+    """One model's builds (``name``.cuda.vmfb in each folder) in one process: greedy tokens
+    against PyTorch per build, then the Generator's ms per token in ``turns`` rounds, the
+    builds in turn within each (so that a drift of the card's clocks falls on all alike), and
+    gpt-fast's graph once for scale."""
+    import pyree.runtime as rt
+    import torch
+    from pyree.compiler.llm.decoder import write_parameters
+    model = _model(name)
+    weights = Path("/tmp/llm_weights") / f"{name}.safetensors"
+    weights.parent.mkdir(exist_ok=True)
+    write_parameters(model, weights)
+    on_gpu = model.to("cuda")
+    modules, rows = {}, {"gpu": torch.cuda.get_device_name(), "model": name}
+    for folder in folders:
+        module = rt.load_module((folder / f"{name}.cuda.vmfb").read_bytes(), device="cuda",
+                                parameters=[f"model={weights}"])
+        gen = rt.Generator(module)
+        agree = []
+        for prompt in PROMPTS:
+            got, want = list(gen.generate(prompt, STEPS)), torch_greedy(on_gpu, prompt, STEPS, "cuda")
+            agree.append(next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), STEPS))
+        modules[str(folder)] = module
+        rows[str(folder)] = {"greedy_tokens_agreeing": agree, "decode_ms": []}
+    prompt = np.random.default_rng(0).integers(0, on_gpu.config.vocab, (1, POSITION))
+    for module in modules.values():  # the first call at the prompt's length is not timed
+        _generator_ms(module, prompt, repeats=1)
+    for _ in range(turns):
+        for folder, module in modules.items():
+            rows[folder]["decode_ms"].append(_generator_ms(module, prompt, repeats=1))
+    if hasattr(on_gpu, "wte"):
+        rows["torch_fast"] = _guarded(_torch_fast_decode, on_gpu, prompt)
+    print(json.dumps(rows, indent=1))
+    if json_out:
+        Path(json_out).write_text(json.dumps(rows, indent=1))
 
 
 def _torch_sdpa_prefill(model, n: int, rng) -> dict:
@@ -443,19 +503,25 @@ def _graph_ms(step, token, position) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", choices=("build", "run"))
-    p.add_argument("folder", type=Path)
+    p.add_argument("command", choices=("build", "run", "compare"))
+    p.add_argument("folder", type=Path, nargs="+", help="one folder; for compare, several")
     p.add_argument("--target", default="sm_90")
     p.add_argument("--json", default="")
     p.add_argument("--match", default="", help="build or run only the models whose name has this")
     p.add_argument("--no-kernels", action="store_true", help="skip the CUPTI kernel profile")
+    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                   help="build with a compiler constant changed (repeatable)")
     args = p.parse_args()
     global KERNELS
     KERNELS = not args.no_kernels
-    if args.command == "build":
-        build(args.folder, args.target, args.match)
+    if args.command == "compare":
+        compare(args.folder, args.match or "gpt2_small_f16", args.json)
+    elif len(args.folder) > 1:
+        p.error(f"{args.command} takes one folder")
+    elif args.command == "build":
+        build(args.folder[0], args.target, args.match, tuple(args.set))
     else:
-        run(args.folder, args.json, args.match)
+        run(args.folder[0], args.json, args.match)
 
 
 if __name__ == "__main__":
