@@ -106,6 +106,24 @@ def test_only_a_gpu_module_splits_a_small_product_below_long_k():
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("k, n, dtype, whole", [
+    (768, 2304, "f16", True),     # GPT-2's qkv at decode: a 1.5 KiB column
+    (3072, 768, "f16", True),     # its second MLP product: 6 KiB
+    (4096, 768, "f16", True),     # 8 KiB: the limit
+    (4104, 768, "f16", False),    # past it (4104 = 8 * 513: divisors to split by)
+    (3072, 768, "f32", False),    # 12 KiB of f32
+])
+def test_a_cuda_matrix_vector_product_stays_whole_up_to_an_8_kib_column(k, n, dtype, whole):
+    """A 1-row product in a cuda module stays whole while a column of its matrix is at most
+    GPU_VECTOR_WHOLE_BYTES (the template narrows its blocks to fill the GPU, each thread's loads
+    in flight at once: measured faster in the decode step than the split and its fold); past
+    that it splits as before, and every other GPU module splits it as before."""
+    text = matmul(1, k, n, dtype)
+    ops = generics(after_pass(text, "split-reductions", gpu=True, implicit_gemm=True))
+    assert len(ops) == (1 if whole else 2)
+    assert len(generics(after_pass(text, "split-reductions", gpu=True))) == 2
+
+
 F16_CONV = """
 func.func @f(%x: tensor<1x64x58x58xf16>, %w: tensor<64x64x3x3xf16>) -> tensor<1x64x56x56xf16> {
   %z = arith.constant 0.0 : f16

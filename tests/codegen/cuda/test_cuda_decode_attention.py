@@ -79,19 +79,27 @@ def _flow_ops(text: str) -> list:
     return run_flow(program, flow_passes(gpu=True, implicit_gemm=True, attention=True)).functions[0].ops
 
 
-def test_the_cache_product_is_split():
-    """After the flow of a cuda module, P·V over the 384 cached rows is a partial fold (K in
-    chunks, as split-reductions splits a matrix-vector product) and its final fold, and each
-    reads the probabilities where the softmax wrote them (rows of 385)."""
+@pytest.mark.parametrize("keys", [384, 4224])
+def test_the_cache_product_is_whole_or_split_by_its_column(keys):
+    """After the flow of a cuda module, P·V over the cached rows reads the probabilities where
+    the softmax wrote them (rows of keys + 1): whole where a column of the cache is at most
+    GPU_VECTOR_WHOLE_BYTES (384 f16 keys: the matrix-vector template fills the GPU alone),
+    else a partial fold (K in chunks) and its final fold."""
+    from pyree.compiler.flow.split_reduction import GPU_VECTOR_WHOLE_BYTES
     from pyree.compiler.tensor_program import Generic
 
-    text, _ = _program(2, 384, 16, np.float16)
+    text, _ = _program(2, keys, 16, np.float16)
     ops = _flow_ops(text)
-    partials = [op for op in ops if isinstance(op, Generic) and "partial folds" in op.origin]
-    assert len(partials) == 1
-    partial = partials[0]
-    assert partial.loop_ranges[0] > 1 and partial.loop_ranges[-1] * partial.loop_ranges[0] == 384
-    assert {v.shape for v in partial.inputs} == {(1, 2, 1, 385), (2, 384, 16)}
+    reads = [op for op in ops if isinstance(op, Generic)
+             and (2, keys, 16) in {v.shape for v in op.inputs} and op.num_parallel < len(op.loop_ranges)]
+    assert len(reads) == 1
+    product = reads[0]
+    assert {v.shape for v in product.inputs} == {(1, 2, 1, keys + 1), (2, keys, 16)}
+    if keys * 2 <= GPU_VECTOR_WHOLE_BYTES:
+        assert "partial folds" not in product.origin and product.loop_ranges[-1] == keys
+    else:
+        assert "partial folds" in product.origin
+        assert product.loop_ranges[0] > 1 and product.loop_ranges[-1] * product.loop_ranges[0] == keys
 
 
 class DecoderStep(torch.nn.Module):

@@ -73,7 +73,8 @@ def run_linear(m, n, k, dtype, b_nk, batch=1, shift=False, x=None):
     (9, 2, 64, "f32", False, 2, True, 4),      # a [K, N] vector side
     (40, 4, 256, "bf16", True, 1, True, 8),    # four columns, 16-byte loads
 ])
-def test_gemv_matches_numpy(m, n, k, dtype, b_nk, batch, along_k, width):
+def test_gemv_matches_numpy(monkeypatch, m, n, k, dtype, b_nk, batch, along_k, width):
+    monkeypatch.setattr(matmul_gemv, "MIN_BLOCKS", 0)  # the emulator's time goes by blocks (see below)
     kernel = zoo.linear(m, n, k, dtype, batch=batch, b_nk=b_nk)
     plan = matmul_gemv.plan(kernel, None)
     assert plan is not None and (plan.kernel is kernel) == (m <= matmul_gemv.ROWS)
@@ -85,10 +86,39 @@ def test_gemv_matches_numpy(m, n, k, dtype, b_nk, batch, along_k, width):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k))
 
 
+@pytest.mark.parametrize("min_blocks, groups", [(0, 8), (2, 4), (3, 2), (132, 1)])
+def test_blocks_narrowed_to_fill_the_gpu_sum_their_slices_right(monkeypatch, min_blocks, groups):
+    """Lanes along n take fewer columns a block until the product makes MIN_BLOCKS blocks (40
+    columns: 64, 32, 16, 8 a block); whatever the 32-lane groups' share of slices, their sums
+    (shuffles within a warp, then shared memory across warps) match numpy, with a K tail and an
+    infinity and a NaN in X."""
+    monkeypatch.setattr(matmul_gemv, "MIN_BLOCKS", min_blocks)
+    m, n, k = 2, 40, 300
+    kernel = zoo.linear(m, n, k, "f16", b_nk=False)
+    plan = matmul_gemv.plan(kernel, None)
+    g = matmul_gemv.geometry(plan.kernel, plan.contraction)
+    assert (g.along_k, g.width, g.groups) == (False, 8, groups)
+    x = np.random.default_rng(6).standard_normal((m, k))
+    x[0, 5], x[1, -1] = np.inf, np.nan
+    rng = np.random.default_rng(7)
+    args = [x.astype(np.float16), rng.standard_normal((k, n)).astype(np.float16),
+            rng.standard_normal(n).astype(np.float16)]
+    out = np.full((m, n), np.nan, np.float16)
+    assert Emulated(kernel)([*args, out], [])
+    x64, w64, b64 = (a.astype(np.float64) for a in args)
+    with np.errstate(invalid="ignore"):
+        want = x64 @ w64 + b64
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(out), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(out[finite], want[finite], rtol=2e-3, atol=2e-3 * np.sqrt(k))
+
+
 @pytest.mark.parametrize("b_nk", [True, False])
-def test_dropped_tail_products_add_no_nan(b_nk):
+def test_dropped_tail_products_add_no_nan(monkeypatch, b_nk):
     """An infinity in X's last k where the guarded tail step reads clamped indices: the other
     rows stay finite; a NaN in X makes its own row NaN and only that row."""
+    monkeypatch.setattr(matmul_gemv, "MIN_BLOCKS", 0)  # one block to emulate, as above
     m, n, k = 3, 64, 300
     x = np.random.default_rng(5).standard_normal((m, k))
     x[0, -1], x[1, 7] = np.inf, np.nan

@@ -145,6 +145,14 @@ GPU_VECTOR_BLOCKS = 2 * FEW_TILES
 # version of its own: two or three kernels more to compile.
 RUN_TIME_K_SPLITS = (4, 2)
 GPU_VECTOR_MIN_ROWS = 64
+# On cuda a matrix-vector product whose matrix column (K elements) is at most this many bytes
+# stays whole: the template then narrows its blocks to fill the GPU and has each thread's loads
+# of K in flight at once (matmul_gemv.py's MIN_BLOCKS, UNROLL), which in the decode step beat
+# the split and its fold (a kernel of ~2.5 us launch and latency) for every product of GPT-2's
+# and LLaMA's small shapes: GPT-2 f16 0.53 -> 0.505 ms a token, LLaMA 0.61 -> 0.50
+# (BENCHMARKS.md, forty-fifth session). Longer columns split as above (a thread's loads would
+# come in several rounds on fewer blocks; not measured).
+GPU_VECTOR_WHOLE_BYTES = 8 * 1024
 
 
 def split_reductions(function: Function, gpu: bool = False, strict_floats: bool = False,
@@ -246,7 +254,7 @@ def _splits(op: Generic, gpu: bool, strict_floats: bool, tensor_f32: bool,
     if contraction and gpu:
         rows, columns = _gemv_sides(op, folds[0][1])
         if rows <= GPU_GEMV_ROWS or (cuda and columns <= GPU_GEMV_ROWS):
-            return vector_splits(op, folds[0][1])
+            return vector_splits(op, folds[0][1], cuda)
     if contraction:
         narrow = gpu and _narrow_operands(folds[0][1], tensor_f32)
         tiles = -(-outputs // (TENSOR_TILE_OUTPUTS if narrow else TILE_OUTPUTS))
@@ -416,9 +424,10 @@ def has_contraction(op: Generic) -> bool:
     return folds is not None and any(is_contraction(f, op.num_parallel) for f in folds)
 
 
-def vector_splits(op: Generic, f: Binary) -> int:
+def vector_splits(op: Generic, f: Binary, cuda: bool = False) -> int:
     """The chunks a GPU matrix-vector product's K is split into: the fewest (dividing K) that
-    give ``GPU_VECTOR_BLOCKS`` blocks of the matrix-vector template."""
+    give ``GPU_VECTOR_BLOCKS`` blocks of the matrix-vector template; none on cuda for a column
+    of at most ``GPU_VECTOR_WHOLE_BYTES``."""
     extent, k = op.loop_ranges[op.num_parallel], op.num_parallel
     x, y = _factors(op, f)
     rows, columns = _gemv_sides(op, f)
@@ -428,6 +437,8 @@ def vector_splits(op: Generic, f: Binary) -> int:
     loads = [e for e in walk(matrix) if isinstance(e, Load)]
     k_major = any(e.index and e.index[-1].coeffs[k] == 1 for e in loads)
     size = max(1, min((itemsize(e.dtype) for e in loads), default=4))
+    if cuda and isinstance(extent, int) and extent * size <= GPU_VECTOR_WHOLE_BYTES:
+        return 1
     per_block = 8 if k_major else max(1, 128 // size)
     batch = math.prod(op.loop_ranges[:op.num_parallel]) // max(1, rows * columns)
     blocks = max(1, -(-columns // per_block) * batch)

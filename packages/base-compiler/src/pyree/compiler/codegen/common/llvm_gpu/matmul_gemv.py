@@ -15,15 +15,17 @@ strides keep every vector aligned (checked here), element by element otherwise:
   neighbouring lanes share a column, each taking ``width`` k at a time, ``slices * width`` apart;
   X is read the same way along k.
 - Y contiguous along n (``[K, N]``, GPT-2's Conv1D): neighbouring lanes take neighbouring runs of
-  ``width`` columns (``groups`` of them, 128 bytes of a row), the block's ``slices`` warps-worth of
-  threads every ``slices``-th k; X is one value per k.
+  ``width`` columns (``groups`` of them, 128 bytes of a row, fewer where the product would
+  otherwise leave multiprocessors idle), the block's ``slices`` threads a column each every
+  ``slices``-th k; X is one value per k.
 
 The loop over whole steps has no guards, so its loads can be in flight together; a K that the
 step does not divide ends with one guarded step, whose out-of-range products are dropped (not
-multiplied by zero: an infinite X times a zeroed Y would add a NaN). The slices' sums meet in
-shared memory, added in slice order, and go out through the matmul epilogue (init, fused
-epilogue). X and Y are any expressions, evaluated per element, as in the SIMT template. Split-K
-(flow/split_reduction.py) gives a long K to several blocks.
+multiplied by zero: an infinite X times a zeroed Y would add a NaN). The slices' sums are added
+by shuffles within each warp, then across warps through shared memory in warp order, and go
+out through the matmul epilogue (init, fused epilogue). X and Y are any expressions, evaluated
+per element, as in the SIMT template. Split-K (flow/split_reduction.py) gives a long K to several
+blocks.
 """
 
 from __future__ import annotations
@@ -44,14 +46,20 @@ from pyree.compiler.codegen.common.llvm_gpu.llvm_text import (
     storage_type,
 )
 from pyree.compiler.codegen.common.llvm_gpu.matmul import epilogue_lowering, fmuladd, store_element
+from pyree.compiler.codegen.common.llvm_gpu.reduction import shuffle_xor
 from pyree.compiler.codegen.common.llvm_gpu.scalar import ScalarLowering
 
 ROWS = 4             # the most rows of m a thread keeps accumulators for
 THREADS = 256
-UNROLL = 4           # whole steps whose loads are in flight together
+UNROLL = 16          # whole steps whose loads are in flight together (all, if fewer)
 VECTOR_BYTES = 16    # the widest global load
 ROW_BYTES = 128      # a row's run that the lanes along n read together: one cache line
 SHARED_BYTES = 48 * 1024
+# Lanes that own columns take fewer columns a block (down to one thread's run) until the
+# product makes this many blocks: one per multiprocessor of a Hopper-class GPU. A whole 768-deep
+# product of 768 columns then runs on 96 blocks instead of 12 (flow/split_reduction.py's
+# GPU_VECTOR_WHOLE_BYTES).
+MIN_BLOCKS = 132
 
 
 def fits(kernel: K.Kernel) -> bool:
@@ -143,6 +151,9 @@ def geometry(kernel: K.Kernel, c: Contraction) -> Geometry:
     y_bytes = min(K.itemsize(e.dtype) for e in K.walk(c.y) if isinstance(e, K.Load)) \
         if any(isinstance(e, K.Load) for e in K.walk(c.y)) else 4
     groups = min(max(1, ROW_BYTES // (width * y_bytes)), _pow2_at_least(ceil_div(N, width)), THREADS)
+    batch = int(np.prod(kernel.parallel_ranges[:-2], dtype=np.int64))
+    while groups > 1 and ceil_div(N, groups * width) * batch < MIN_BLOCKS:
+        groups //= 2
     acc_bytes = K.itemsize(c.dtype)
     while width > 1 and THREADS * ROWS * width * acc_bytes > SHARED_BYTES:
         width //= 2
@@ -252,7 +263,7 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     if whole:
         def loop(vector):
             return lambda: fn.loop("0", str(whole), "1", lambda i: step(i, vector, False),
-                                   unroll=UNROLL)
+                                   unroll=min(whole, UNROLL))
         if g.width > 1 and vectorized:
             fast = A.bindings_aligned(fn, [e.binding for e in vectorized])
             if not g.along_k:  # the thread's run of columns lies inside N
@@ -264,21 +275,33 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     if KD % g.k_step:
         step(str(whole), False, True)
 
-    # Slice sums through shared memory: [slice][row][column], then one thread per (row, column).
-    red = module.shared_array(f"{name}_sums", ty_, g.slices * M * g.columns)
-    for m in range(M):
-        for j, slot in enumerate(accs[m]):
-            column = fn.op(f"add i64 {fn.op(f'mul i64 {group}, {outputs}')}, {j}")
-            row = fn.op(f"add i64 {fn.op(f'mul i64 {s}, {M}')}, {m}")
-            at = fn.op(f"add i64 {fn.op(f'mul i64 {row}, {g.columns}')}, {column}")
-            p = fn.op(f"getelementptr {ty_}, ptr addrspace(3) {red}, i64 {at}")
-            fn.raw(f"store {ty_} {fn.op(f'load {ty_}, ptr {slot}')}, ptr addrspace(3) {p}")
+    # The slices' sums: a tree of shuffles over the lanes of a 32-lane group that share a column
+    # (the slices a group holds, ``per_group``), then through shared memory, [slice group][row]
+    # [column], one thread per (row, column) adding the groups in order. (One thread adding all
+    # 32 slices, one shared load each, had been a tail of the kernel as long as its loads.)
+    masks = [b for b in (16, 8, 4, 2, 1) if (b < g.slices if g.along_k else g.groups <= b)]
+    per_group = 1 << len(masks)
+    holders = g.slices // per_group
+    red = module.shared_array(f"{name}_sums", ty_, holders * M * g.columns)
+    holder = fn.op(f"udiv i64 {s}, {per_group}")
+    sums = [[_lanes_sum(fn, fn.op(f"load {ty_}, ptr {slot}"), ty_, masks) for slot in row]
+            for row in accs]
+
+    def keep():
+        for m in range(M):
+            for j, value in enumerate(sums[m]):
+                column = fn.op(f"add i64 {fn.op(f'mul i64 {group}, {outputs}')}, {j}")
+                row = fn.op(f"add i64 {fn.op(f'mul i64 {holder}, {M}')}, {m}")
+                at = fn.op(f"add i64 {fn.op(f'mul i64 {row}, {g.columns}')}, {column}")
+                p = fn.op(f"getelementptr {ty_}, ptr addrspace(3) {red}, i64 {at}")
+                fn.raw(f"store {ty_} {value}, ptr addrspace(3) {p}")
+    fn.if_then(fn.op(f"icmp eq i64 {fn.op(f'urem i64 {s}, {per_group}')}, 0"), keep)
     fn.barrier()
 
     def total(t):
         row, column = fn.op(f"udiv i64 {t}, {g.columns}"), fn.op(f"urem i64 {t}, {g.columns}")
         value = zero
-        for sl in range(g.slices):
+        for sl in range(holders):
             at = fn.op(f"add i64 {t}, {sl * M * g.columns}")
             p = fn.op(f"getelementptr {ty_}, ptr addrspace(3) {red}, i64 {at}")
             value = fn.op(f"fadd {ty_} {value}, {fn.op(f'load {ty_}, ptr addrspace(3) {p}')}")
@@ -287,6 +310,14 @@ def emit(module: Module, kernel: K.Kernel, name: str, plan: Plan) -> Launch:
     fn.loop(tid, str(M * g.columns), str(THREADS), total)
     module.add_kernel(name, A.kernel_params(kernel), fn, THREADS)
     return Launch((ceil_div(N, g.columns), 1, nb), (THREADS, 1, 1))
+
+
+def _lanes_sum(fn: Function, value: str, ty_: str, masks: list[int]) -> str:
+    """``value`` summed over the lanes that differ from this one in ``masks``' bits: a
+    butterfly, so every such lane ends with the sum."""
+    for mask in masks:
+        value = fn.op(f"fadd {ty_} {value}, {shuffle_xor(fn, value, ty_, mask)}")
+    return value
 
 
 def _keep_inside(fn: Function, ty_: str, guarded: bool, k: str, extent: int, new: str,
