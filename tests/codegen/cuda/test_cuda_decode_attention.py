@@ -146,6 +146,7 @@ def _decoder_reference(q, kc, vc, kn, vn, position) -> np.ndarray:
     (2, 2, 1024, 64, np.float16, 1023),   # the last row: its NaN key and inf value replaced
     (4, 2, 384, 16, np.float32, 0),       # grouped queries, only the new row attended
     (3, 1, 640, 8, np.float16, 131),
+    (2, 1, 1021, 16, np.float32, 1020),   # a prime count: 7 chunks of 146, the last of 145
 ])
 def test_the_decoders_step_attention_matches_numpy(heads, kv_heads, keys, d, dtype, position):
     text, args = _decoder_step(heads, kv_heads, keys, d, dtype, position)
@@ -159,6 +160,25 @@ def test_the_decoders_step_attention_matches_numpy(heads, kv_heads, keys, d, dty
     assert np.isfinite(got).all() == finite and np.isnan(got).any() != finite
     tol = 2e-2 if dtype == np.float16 else 1e-5
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("keys, chunks, chunk", [(1024, 8, 128), (1025, 5, 205), (1021, 7, 146),
+                                                  (255, 1, 255)])
+def test_keys_split_in_chunks_that_divide_them_else_with_a_short_last(keys, chunks, chunk):
+    """Chunks that divide the keys where they make at least half the blocks wanted; a count
+    they do not divide well (a prime) in equal chunks and a shorter last, whose keys past the
+    end read nothing (their loads under a Select); fewer than two chunks' worth stays whole."""
+    from pyree.compiler.kernel import Compare, Const, Select, walk
+    from pyree.compiler.tensor_program import Generic
+
+    text, _ = _decoder_step(2, 2, keys, 16, np.float16, 9)
+    generics = [op for op in _flow_ops(text) if isinstance(op, Generic) and op.attention is not None]
+    (att,) = [op for op in generics if op.attention.partial or chunks == 1]
+    e = att.attention.e
+    assert (att.loop_ranges[e - 1] if chunks > 1 else 1, att.loop_ranges[e + 1]) == (chunks, chunk)
+    guarded = any(isinstance(x, Select) and isinstance(x.cond, Compare)
+                  and x.cond.b == Const(keys, "index") for x in walk(att.attention.score))
+    assert guarded == (chunks * chunk > keys)
 
 
 @pytest.mark.parametrize("kv_heads", [2, 1])

@@ -1,12 +1,15 @@
 """Flash-decoding for fuse-attention's op (flow/attention.py): few long query rows would leave
 most of a GPU idle, a block computing a row, so their keys are split into chunks, a block each,
-whose softmax states a row kernel then combines (two kernels)."""
+whose softmax states a row kernel then combines (two kernels). A key count that no chunk count
+divides well (a prime) gets equal chunks and a shorter last one: its keys past the end score
+-inf and read 0 for every load (Selects, so that no load leaves its binding), where the op had
+stayed whole, a block a row."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pyree.compiler.flow.rewrite import compose, drop_unread, remap_loops
+from pyree.compiler.flow.rewrite import affine_value, compose, drop_unread, remap_loops
 from pyree.compiler.kernel import (
     Acc,
     AffineExpr,
@@ -19,6 +22,7 @@ from pyree.compiler.kernel import (
     Result,
     Select,
     Unary,
+    is_float,
     transform,
 )
 from pyree.compiler.sizes import num_elements
@@ -40,19 +44,27 @@ def split_keys(op: Generic) -> list[Generic]:
     att = op.attention
     e = att.e
     rows, keys = num_elements(op.loop_ranges[:e]), op.loop_ranges[e + 1]
-    most = -(-2 * FEW_ROWS // rows)
-    splits = max((d for d in range(2, most + 1) if keys % d == 0 and keys // d >= MIN_CHUNK_KEYS),
-                 default=1)
-    if rows >= FEW_ROWS or splits < 2:
+    if rows >= FEW_ROWS:
         return [op]
-    chunk, width = keys // splits, len(op.loop_ranges) + 1
+    splits, chunk = _chunks(rows, keys)
+    if splits < 2:
+        return [op]
+    width = len(op.loop_ranges) + 1
     # partial: the row loops, the chunk s, e | the key in the chunk, c
+    key = AffineExpr(tuple(chunk if d == e else int(d == e + 2) for d in range(width)))
     moves = (*(AffineExpr.loop(width, d) for d in range(e)), AffineExpr.loop(width, e + 1),
-             AffineExpr(tuple(chunk if d == e else int(d == e + 2) for d in range(width))),
-             AffineExpr.loop(width, e + 3))
+             key, AffineExpr.loop(width, e + 3))
+    inside = Compare("lt", affine_value(key), Const(keys, "index"))
+
+    def outside_read(x: Expr) -> Expr | None:  # a key past the last: its loads not made
+        if isinstance(x, Load) and any(ix.coeffs[e + 2] for ix in x.index):
+            zero = False if x.dtype == "i1" else 0.0 if is_float(x.dtype) else 0
+            return Select(inside, x, Const(zero, x.dtype), x.dtype)
+        return None
 
     def moved(x: Expr) -> Expr:
-        return remap_loops(x, moves, width, lambda b: b)
+        x = remap_loops(x, moves, width, lambda b: b)
+        return transform(x, outside_read) if splits * chunk > keys else x
 
     ranges = (*op.loop_ranges[:e], splits, op.loop_ranges[e], chunk, op.loop_ranges[-1])
     out, name = op.outputs[0], op.results[0].name
@@ -66,8 +78,27 @@ def split_keys(op: Generic) -> list[Generic]:
          Result(1, state, unused), Result(2, state, unused)),
         ranges, e + 2, op.location, "attention (partial)", op.sources, dataclasses.replace(
             att, score_init=moved(att.score_init), score_step=moved(att.score_step),
-            score=moved(att.score), e=e + 1, partial=True))
+            score=_absent(moved(att.score), inside) if splits * chunk > keys else moved(att.score),
+            e=e + 1, partial=True))
     return [partial, _combine(op, o, m, ell, splits)]
+
+
+def _chunks(rows: int, keys: int) -> tuple[int, int]:
+    """(chunks, keys a chunk) for about two blocks a multiprocessor, chunks of at least
+    MIN_CHUNK_KEYS: chunks that divide the keys where they make at least half as many blocks,
+    else equal chunks and a shorter last one (1021 keys, a prime: 7 chunks of 146, the last of
+    145; whole, its heads had run on a block each)."""
+    most = min(-(-2 * FEW_ROWS // rows), keys // MIN_CHUNK_KEYS)
+    exact = max((d for d in range(2, most + 1) if keys % d == 0), default=1)
+    if 2 * exact >= most:
+        return exact, keys // exact
+    chunk = -(-keys // most)
+    return -(-keys // chunk), chunk
+
+
+def _absent(score: Expr, inside: Expr) -> Expr:
+    """A key past the last scores -inf: weight 0, as a masked key, times the 0 its value reads."""
+    return Select(inside, score, Const(float("-inf"), score.dtype), score.dtype)
 
 
 def _combine(op: Generic, o: Value, m: Value, ell: Value, splits: int) -> Generic:
