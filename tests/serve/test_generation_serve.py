@@ -47,11 +47,13 @@ def served(decoder):
     from ray import serve
 
     module, parameters = decoder
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=100 << 20)
+    # a free port for the proxy once Ray's own processes hold theirs: picked before, it could be
+    # the dashboard agent's fixed 52365 (it was once, and the proxy could not bind it)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=100 << 20)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         handle = serve.run(pyree.serve.generation(module, parameters=parameters,

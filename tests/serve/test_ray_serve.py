@@ -98,11 +98,13 @@ def served(module, tmp_path_factory):
 
     path = tmp_path_factory.mktemp("serve") / "m.vmfb"
     path.write_bytes(module)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=100 << 20)  # Ray's minimum is 75 MiB; the default is 30% of RAM
+    # a free port for the proxy once Ray's own processes hold theirs: picked before, it could be
+    # the dashboard agent's fixed 52365 (it was once, and the proxy could not bind it)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=100 << 20)  # Ray's minimum is 75 MiB; the default is 30% of RAM
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         replica = {"ray_actor_options": {"num_cpus": 0.25}}
