@@ -55,6 +55,7 @@ def split_keys(op: Generic) -> list[Generic]:
     moves = (*(AffineExpr.loop(width, d) for d in range(e)), AffineExpr.loop(width, e + 1),
              key, AffineExpr.loop(width, e + 3))
     inside = Compare("lt", affine_value(key), Const(keys, "index"))
+    ragged = splits * chunk > keys  # the last chunk's keys past the end read nothing
 
     def outside_read(x: Expr) -> Expr | None:  # a key past the last: its loads not made
         if isinstance(x, Load) and any(ix.coeffs[e + 2] for ix in x.index):
@@ -64,7 +65,7 @@ def split_keys(op: Generic) -> list[Generic]:
 
     def moved(x: Expr) -> Expr:
         x = remap_loops(x, moves, width, lambda b: b)
-        return transform(x, outside_read) if splits * chunk > keys else x
+        return transform(x, outside_read) if ragged else x
 
     ranges = (*op.loop_ranges[:e], splits, op.loop_ranges[e], chunk, op.loop_ranges[-1])
     out, name = op.outputs[0], op.results[0].name
@@ -78,7 +79,7 @@ def split_keys(op: Generic) -> list[Generic]:
          Result(1, state, unused), Result(2, state, unused)),
         ranges, e + 2, op.location, "attention (partial)", op.sources, dataclasses.replace(
             att, score_init=moved(att.score_init), score_step=moved(att.score_step),
-            score=_absent(moved(att.score), inside) if splits * chunk > keys else moved(att.score),
+            score=_absent(moved(att.score), inside) if ragged else moved(att.score),
             e=e + 1, partial=True))
     return [partial, _combine(op, o, m, ell, splits)]
 
