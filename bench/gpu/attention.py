@@ -4,13 +4,14 @@ scaled_dot_product_attention (its flash kernel where it takes the case), issue 3
     python3 bench/gpu/attention.py build OUT_DIR [--target sm_90a]   # needs the compiler + torch-mlir
     python3 bench/gpu/attention.py run OUT_DIR [--base DIR]          # GPU host: runtime, hal-cuda, torch
 
-Cases: causal prefill, f16, 1 x 12 heads x T x 64 for T in 128, 512, 1024, 2048 and 1 x 32
-heads x T x 128 for T in 512, 2048 (tensor cores, codegen/cuda/attention_mma.py); a decode step,
-f16, one query (1 x 12 x 1 x 64) over a 1024-long cache with a position mask (the first 700
-keys). ``run`` times both with CUDA events (PyTorch; median) and pyree's per-call time with calls
-queued back to back (gpu_timing.pyree_ms), on fresh random inputs held on the device, checks
-pyree's result against PyTorch's in float64, and prints one line per case with the ratio
-(PyTorch's time over pyree's: above 1, pyree is faster)."""
+Cases: causal prefill, f16, 1 x 12 heads x T x 64 for T in 128, 512, 1024, 2048 and 1 x 32 heads
+x T x 128 for T in 512, 2048 (tensor cores, codegen/cuda/attention_mma.py); a decode step, f16,
+one query (1 x 12 x 1 x 64) over a 1024-long cache with a position mask (the first 700 keys),
+over 1021 keys (a prime: flash-decoding's ragged last chunk), and 1 x 32 x 1 x 128 over 4096
+keys (LLaMA-7B's heads). ``run`` times both with CUDA events (PyTorch; median) and pyree's
+per-call time with calls queued back to back (gpu_timing.pyree_ms), on fresh random inputs held on
+the device, checks pyree's result against PyTorch's in float64, and prints one line per case
+with the ratio (PyTorch's time over pyree's: above 1, pyree is faster)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
 HEADS, DIM, CACHE, POSITION = 12, 64, 1024, 700
 CASES = {**{f"causal_{t}": ((1, HEADS, t, DIM), (1, HEADS, t, DIM)) for t in (128, 512, 1024, 2048)},
          **{f"causal_32x{t}x128": ((1, 32, t, 128), (1, 32, t, 128)) for t in (512, 2048)},
-         "decode_1024": ((1, HEADS, 1, DIM), (1, HEADS, CACHE, DIM))}
+         "decode_1024": ((1, HEADS, 1, DIM), (1, HEADS, CACHE, DIM)),
+         "decode_1021": ((1, HEADS, 1, DIM), (1, HEADS, 1021, DIM)),  # a prime: a ragged chunk
+         "decode_32x4096x128": ((1, 32, 1, 128), (1, 32, 4096, 128))}  # LLaMA-7B's heads
 
 
 def _module(name: str):
@@ -47,7 +50,8 @@ def _inputs(name: str, rng) -> list[np.ndarray]:
     q_shape, kv_shape = CASES[name]
     out = [rng.standard_normal(s).astype(np.float16) for s in (q_shape, kv_shape, kv_shape)]
     if name.startswith("decode"):
-        out.append(np.arange(CACHE).reshape(1, 1, 1, CACHE) < POSITION)
+        keys = kv_shape[2]
+        out.append(np.arange(keys).reshape(1, 1, 1, keys) < min(POSITION, keys))
     return out
 
 

@@ -34,6 +34,10 @@ CASES = [
     ("sdpa", (1, 4, 200, 128), (1, 4, 203, 128), (1, 4, 203, 128), "f32"),
     ("by_hand", (2, 5, 33, 16), (2, 5, 65, 16), (2, 5, 65, 48), "f32"),
     ("by_hand", (1, 3, 50, 64), (1, 3, 300, 64), (1, 3, 300, 64), "f16"),
+    # head rows of 10 and 5 vectors of 16 bytes (80 wide in f16, 20 in f32), over a count of
+    # keys no chunk count divides (1021, a prime: the last chunk shorter)
+    ("sdpa_mask", (1, 4, 1, 80), (1, 4, 1021, 80), (1, 4, 1021, 80), "f16"),
+    ("sdpa_mask", (1, 3, 5, 20), (1, 3, 1021, 20), (1, 3, 1021, 20), "f32"),
     # prefill on tensor cores (attention_mma.py): odd T, rows and keys past tiles of 64
     ("causal", (1, 12, 1000, 64), (1, 12, 1000, 64), (1, 12, 1000, 64), "f16"),
     ("causal", (1, 4, 300, 128), (1, 4, 300, 128), (1, 4, 300, 128), "bf16"),
