@@ -1,6 +1,7 @@
 """What pyree-compile's start leaves out (issue 31 item 6, compile time within IREE's): the
 dialects a torch-mlir model does not use (scf, cf, affine and the memref it imports, check,
-StableHLO and CHLO with their lowering rules) are imported only for a text that uses them --
+StableHLO and CHLO with their lowering rules), and ml_dtypes (bf16's numpy type: half a second
+to import in its 0.7), are imported only for a text that uses them --
 checked through the real CLI under ``python -X importtime`` -- and such a text compiles the same
 in a process that has compiled another first."""
 
@@ -26,7 +27,7 @@ func.func @main(%a: tensor<5xf32>, %b: tensor<5xf32>) -> tensor<5xf32> {
 """
 LATER = ("xdsl.dialects.scf", "xdsl.dialects.cf", "xdsl.dialects.affine", "xdsl.dialects.memref",
          "pyree.compiler.input.dialects.check", "pyree.compiler.input.dialects.stablehlo",
-         "pyree.compiler.input.stablehlo")
+         "pyree.compiler.input.stablehlo", "ml_dtypes")
 CPU = CompileOptions(target_backends=["llvm-cpu"], llvmcpu_target_cpu="generic")
 
 
@@ -82,3 +83,12 @@ def test_programs_of_the_later_dialects_compile_after_a_linalg_one():
       return
     }"""
     rt.load_module(compile_str(checked, CPU), device="local-sync").main()
+    bf16 = """
+    func.func @main(%a: tensor<3xbf16>) -> tensor<3xbf16> {
+      %c = arith.constant dense<[0xFF80, 1.5, -2.5]> : tensor<3xbf16>
+      %0 = arith.addf %a, %c : tensor<3xbf16>
+      return %0 : tensor<3xbf16>
+    }"""
+    import ml_dtypes
+    x = np.array([1.0, 2.0, 3.0], ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(np.asarray(_run(bf16, x), np.float32), [-np.inf, 3.5, 0.5])

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 from pyree.compiler.errors import CompileError
 from pyree.compiler.input.parser import location_of
+from pyree.compiler.kernel.ir import DTYPES
 from xdsl.dialects.builtin import (
     BFloat16Type,
     BytesAttr,
@@ -45,7 +45,6 @@ _I64 = (-(2**63), 2**63 - 1)
 _I32 = (-(2**31), 2**31 - 1)
 _CASTS = ("arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci")
 _BITCASTS = ("arith.bitcast", "stablehlo.bitcast_convert")
-_NUMPY = {"f64": np.float64, "bf16": ml_dtypes.bfloat16, "i64": np.int64}
 
 
 def demote_types(module: ModuleOp, f64_to_f32: bool, i64_to_i32: bool,
@@ -173,7 +172,7 @@ class _Rewrite:
         if isinstance(attr, DenseIntOrFPElementsAttr):
             kind = self._kind(attr.get_element_type())
             if kind:
-                data = np.frombuffer(attr.data.data, _NUMPY[kind])
+                data = np.frombuffer(attr.data.data, DTYPES[kind])
                 data = self._int32(data, op) if kind == "i64" else data.astype(np.float32)
                 return DenseIntOrFPElementsAttr(self.type(attr.type), BytesAttr(data.tobytes()))
         return attr

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
+from pyree.compiler.kernel.ir import DTYPES
 from xdsl.dialects.builtin import (
     BFloat16Type,
     BytesAttr,
@@ -23,14 +23,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
-_FLOATS = {Float16Type: np.float16, Float32Type: np.float32, Float64Type: np.float64,
-           BFloat16Type: ml_dtypes.bfloat16}
+_FLOATS = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64", BFloat16Type: "bf16"}
 
 
 def float_dtype(element_type: Attribute) -> np.dtype | None:
     """The numpy dtype of a float type read here; None for the types left to xDSL."""
-    scalar = _FLOATS.get(type(element_type))
-    return None if scalar is None else np.dtype(scalar)
+    name = _FLOATS.get(type(element_type))
+    return None if name is None else DTYPES[name]
 
 
 def float_value(value: int | float, spelling: str, dtype: np.dtype) -> np.generic:

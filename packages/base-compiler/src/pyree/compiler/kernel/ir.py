@@ -9,14 +9,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Literal, Union
 
-import ml_dtypes
 import numpy as np
 from pyree.compiler.sizes import is_static, num_elements
 
-DTYPES: dict[str, np.dtype] = {
+
+class _Dtypes(dict):
+    """The numpy dtype of each element type. bf16's, which numpy lacks, comes from ml_dtypes on
+    first use (held as None until then): importing ml_dtypes 0.7 takes about half a second, as
+    long as every other import of a compile together, which a program without bf16 need not
+    pay."""
+
+    def __getitem__(self, key: str) -> np.dtype:
+        dtype = dict.__getitem__(self, key)
+        if dtype is None:
+            import ml_dtypes
+            self[key] = dtype = np.dtype(ml_dtypes.bfloat16)  # backends compute it in f32
+        return dtype
+
+
+DTYPES: dict[str, np.dtype] = _Dtypes({
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),  # numpy has none; backends compute it in f32
+    "bf16": None,
     "f64": np.dtype(np.float64),
     "i1": np.dtype(np.bool_),  # stored as one byte, 0 or 1
     "i8": np.dtype(np.int8),
@@ -28,7 +42,7 @@ DTYPES: dict[str, np.dtype] = {
     "ui32": np.dtype(np.uint32),
     "ui64": np.dtype(np.uint64),
     "index": np.dtype(np.int64),  # MLIR's index type: 64-bit here
-}
+})
 
 
 def is_float(dtype: str) -> bool:
@@ -40,7 +54,7 @@ def is_unsigned(dtype: str) -> bool:
 
 
 def itemsize(dtype: str) -> int:
-    return DTYPES[dtype].itemsize
+    return 2 if dtype == "bf16" else DTYPES[dtype].itemsize
 
 
 @dataclass(frozen=True)
