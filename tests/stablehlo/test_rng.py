@@ -4,6 +4,8 @@ JAX cannot ask for (PHILOX's 3-word state, f32 and i32 outputs)."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyree.runtime as rt
 import pytest
@@ -45,11 +47,17 @@ def run(text: str, state: np.ndarray, options=NO_DEMOTION) -> list[np.ndarray]:
     return [np.asarray(o.to_host()) for o in module["main"](state)]
 
 
+@functools.cache
+def _jax_generator(algorithm: str, dtype, shape):
+    """One jitted generator per (algorithm, dtype, shape): XLA compiles it once for every key
+    (a fresh lambda each call was a fresh XLA compile: 160 of them in this file)."""
+    return jax.jit(lambda k: lax.rng_bit_generator(k, shape, dtype=dtype,
+                                                   algorithm=ALGORITHMS[algorithm]))
+
+
 def jax_bits(key: np.ndarray, algorithm: str, dtype, shape) -> list[np.ndarray]:
     with jax.enable_x64(True):
-        f = jax.jit(lambda k: lax.rng_bit_generator(k, shape, dtype=dtype,
-                                                    algorithm=ALGORITHMS[algorithm]))
-        return [np.asarray(x) for x in f(key)]
+        return [np.asarray(x) for x in _jax_generator(algorithm, np.dtype(dtype), tuple(shape))(key)]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -111,12 +119,18 @@ def test_the_program_jax_prints():
 
 def xla_bits(text: str, state: np.ndarray) -> list[np.ndarray]:
     """``text`` compiled and run by XLA itself (JAX's CPU client)."""
+    with jax.enable_x64(True):
+        return [np.asarray(x) for x in _xla_executable(text).execute([jax.device_put(state)])]
+
+
+@functools.cache
+def _xla_executable(text: str):
+    """XLA's executable of ``text``, compiled once for all the states a test runs it on."""
     import jax.extend.backend
 
     backend = jax.extend.backend.get_backend("cpu")
     with jax.enable_x64(True):
-        exe = backend.compile_and_load(text, backend.devices()[:1])
-        return [np.asarray(x) for x in exe.execute([jax.device_put(state)])]
+        return backend.compile_and_load(text, backend.devices()[:1])
 
 
 @pytest.mark.parametrize("dtype", ["ui32", "ui64", "f32", "i32", "f64", "i64"])
