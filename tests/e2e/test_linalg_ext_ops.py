@@ -9,7 +9,8 @@ import warnings
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.compiler import compile_str
+from compiled import compiled
+from pyree.compiler import CompileOptions, compile_str
 from tooling import require_module
 
 torch = require_module("torch")
@@ -30,7 +31,7 @@ def run(f, x: np.ndarray):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         text = import_torch(_Wrap(f), torch.from_numpy(x))
-    out = rt.load_module(compile_str(text), device="local-task").main(x)
+    out = rt.load_module(compiled(text, CompileOptions()), device="local-task").main(x)
     return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyree.runtime as rt
 import pytest
-from pyree.compiler import compile_str
+from compiled import compiled
+from pyree.compiler import CompileOptions, compile_str
 from pyree.compiler.codegen.llvm_cpu.line_sort import SMALL, TOP_K_HEAP
 from sort_cases import LONG_CASES, data, matches, sort_case, stable_order
 from test_merge_sort import run_torch
@@ -43,7 +44,9 @@ def test_orders_that_break_a_naive_quicksort(kind, n):
         case = sort_case((n,), 0, dtype, descending)
         x = _ordered_data(kind, n, dtype)
         index = np.arange(n, dtype=np.int32)
-        out = rt.load_module(compile_str(case.program), device="local-task")["main"](x, index)
+        # one module per (n, dtype) for all six orders: compiled() memoizes it in this process
+        module = rt.load_module(compiled(case.program, CompileOptions()), device="local-task")
+        out = module["main"](x, index)
         matches([np.asarray(o) for o in out], case.reference(x, index))
 
 

@@ -6,14 +6,16 @@ tensors, device arrays)."""
 import numpy as np
 import pyree.runtime as rt
 import pytest
+from compiled import compiled
 from numerics_cases import CASES, check, rand, results, t
-from pyree.compiler import compile_str
+from pyree.compiler import CompileOptions, compile_str
 
 DRIVERS = ["local-sync", "local-task"]
 
 
 def run(mlir: str, function: str, *args, device: str):
-    module = rt.load_module(compile_str(mlir), device=device)
+    # compiled(): the program is compiled once for both drivers
+    module = rt.load_module(compiled(mlir, CompileOptions()), device=device)
     return results(module[function](*args))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tooling
+from compiled import compiled
 from pyree.compiler import CompileOptions, compile_str, import_onnx
 
 onnx = tooling.require_module("onnx")
@@ -28,7 +29,7 @@ def pyree_and_onnxruntime(proto, *args):
     """The model's results from pyree (llvm-cpu, local-task) and from onnxruntime."""
     import pyree.runtime as rt
 
-    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    vmfb = compiled(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
     got = rt.load_module(vmfb, device="local-task")["g"](*args)
     got = [r.to_host() for r in (got if isinstance(got, tuple) else (got,))]
     session = onnxruntime.InferenceSession(proto.SerializeToString(),
@@ -244,7 +245,7 @@ def test_einsum_with_an_implicit_output(equation, shapes):
     proto = model([helper.make_node("Einsum", names, ["y"], equation=equation)],
                   [(x, TensorProto.FLOAT, a.shape) for x, a in zip(names, args)],
                   [("y", TensorProto.FLOAT, want.shape)], opset=18)
-    vmfb = compile_str(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
+    vmfb = compiled(import_onnx(proto), CompileOptions(target_backends=["llvm-cpu"]))
     got = rt.load_module(vmfb, device="local-task")["g"](*args).to_host()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

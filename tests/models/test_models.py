@@ -42,10 +42,14 @@ def limit(name: str) -> float:
 
 
 def compile_model(name: str, backends: list[str], **options) -> bytes:
-    from pyree.compiler import CompileOptions, compile_str, import_torch
+    """The model's module, compiled once in this process (the seeded factory gives the same
+    weights every time: the causal-mask test runs the gpt2_block module the small-model test
+    built)."""
+    from compiled import compiled
+    from pyree.compiler import CompileOptions, import_torch
     factory, _, _, function = definitions.MODELS[name]
     mlir = import_torch(factory(), definitions.example_input(name), function_name=function)
-    return compile_str(mlir, CompileOptions(target_backends=backends, **options))
+    return compiled(mlir, CompileOptions(target_backends=backends, **options))
 
 
 def run(vmfb: bytes, name: str, device: str, x: torch.Tensor) -> np.ndarray:
