@@ -4,13 +4,16 @@ worker). Only for tests of what a module does; a test of the compiler itself cal
 
 from __future__ import annotations
 
+import hashlib
+
 from pyree.compiler import CompileOptions, compile_str
 
-_MODULES: dict[tuple[str, str], bytes] = {}
+_MODULES: dict[tuple[bytes, str], bytes] = {}
 
 
 def compiled(text: str, options: CompileOptions) -> bytes:
-    key = text, repr(options)
+    # keyed by the text's digest: a model's text (ResNet-18's is 94 MB of weights) is not kept
+    key = hashlib.sha256(text.encode()).digest(), repr(options)
     if key not in _MODULES:
         _MODULES[key] = compile_str(text, options)
     return _MODULES[key]

@@ -26,6 +26,9 @@ class _Dtypes(dict):
             self[key] = dtype = np.dtype(ml_dtypes.bfloat16)  # backends compute it in f32
         return dtype
 
+    def get(self, key: str, default=None):
+        return self[key] if key in self else default
+
 
 DTYPES: dict[str, np.dtype] = _Dtypes({
     "f32": np.dtype(np.float32),
@@ -54,7 +57,7 @@ def is_unsigned(dtype: str) -> bool:
 
 
 def itemsize(dtype: str) -> int:
-    return 2 if dtype == "bf16" else DTYPES[dtype].itemsize
+    return 2 if dtype == "bf16" else DTYPES[dtype].itemsize  # bf16's without importing ml_dtypes
 
 
 @dataclass(frozen=True)
