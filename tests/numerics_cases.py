@@ -234,6 +234,30 @@ def integer_ops() -> Case:
                 lambda x, y: ((x.reshape(24) * y) & y).reshape(2, 3, 4), exact=True)
 
 
+def cache_rows(dtype: str, np_dtype) -> Case:
+    """A KV cache's step: rows at a run-time position written into an argument that is returned
+    (a scatter of those rows alone, tied to the argument: flow/argument_windows.py)."""
+    cache, new = (2, 3, 37, 5), (2, 3, 2, 5)
+    mlir = f"""
+    func.func @rows(%c: {t(cache, dtype)}, %n: {t(new, dtype)}, %pos: tensor<i64>) -> {t(cache, dtype)} {{
+      %p = tensor.extract %pos[] : tensor<i64>
+      %i = arith.index_cast %p : i64 to index
+      %r = tensor.insert_slice %n into %c[0, 0, %i, 0] [2, 3, 2, 5] [1, 1, 1, 1]
+          : {t(new, dtype)} into {t(cache, dtype)}
+      return %r : {t(cache, dtype)}
+    }}"""
+
+    def reference(c, n, pos):
+        out = c.copy()
+        for row in range(cache[2]):
+            if 0 <= row - int(pos) < new[2]:
+                out[:, :, row] = n[:, :, row - int(pos)]
+        return out
+    return Case(mlir, "rows", lambda rng: [rand(rng, cache, np_dtype), rand(rng, new, np_dtype),
+                                           np.array(rng.integers(-1, 37), np.int64)],
+                reference, exact=True)
+
+
 def mlp() -> Case:
     from pyree.compiler.input import import_mlir
     from pyree.compiler.tensor_program import Constant
@@ -267,6 +291,8 @@ CASES: dict[str, Callable[[], Case]] = {
     "transpose_broadcast_slices": transpose_broadcast_slices,
     "padded_windows": padded_windows,
     "integer_ops": integer_ops,
+    "cache_rows_f32": lambda: cache_rows("f32", np.float32),
+    "cache_rows_f16": lambda: cache_rows("f16", np.float16),
     "mlp": mlp,
 }
 

@@ -123,7 +123,8 @@ def test_api_takes_the_flag_in_extra_args_and_the_options_field(capsys):
 
 def test_api_unknown_pass_names_are_a_compile_error():
     with pytest.raises(CompileError, match="unknown pass names in --pyree-print-ir-after: "
-                       "bogus, fuse; the flow passes, in order: settle-empty-loops, split-arg-folds, fold-channel-affine, "):
+                       "bogus, fuse; the flow passes, in order: scatter-argument-windows, "
+                       "settle-empty-loops, split-arg-folds, fold-channel-affine, "):
         compile_str(MLP, CompileOptions(print_ir_after=["fuse", "bogus"]))
 
 

@@ -12,7 +12,7 @@ REGIONS = [p.name for p in FORM_REGIONS]
 
 def test_the_order():
     assert [p.name for p in flow_passes(gpu=False, implicit_gemm=False)] == [
-        "settle-empty-loops", "split-arg-folds", "fold-channel-affine", "rewrite-convolutions", *REGIONS, "expand-scatter-loops", "split-reductions",
+        "scatter-argument-windows", "settle-empty-loops", "split-arg-folds", "fold-channel-affine", "rewrite-convolutions", *REGIONS, "expand-scatter-loops", "split-reductions",
         *REGIONS,
         "widen-narrow-floats", "read-slabs"]
     assert REGIONS == ["fold-constants", "fold-constant-gathers", "fold-views", "fuse-regions",

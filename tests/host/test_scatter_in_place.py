@@ -1,7 +1,9 @@
 """A scatter's result starts as a copy of its original (host/program.py) unless the original is
 a value the function computes and nothing reads after the scatter: then the scatter updates it
-in place (host/planning.py ``in_place``). Counted in the host program's commands, and each
-program's numbers checked on local-task."""
+in place (host/planning.py ``in_place``); an argument that nothing reads after the scatter,
+whose result is returned, is tied to it (``ties``: the runtime starts the result as the
+argument, tests/host/test_ties.py). Counted in the host program's commands, and each program's
+numbers checked on local-task."""
 
 from __future__ import annotations
 
@@ -24,7 +26,10 @@ PROGRAMS = {  # name: (body, copies of the original, numpy of x and the scatter'
         "%z = arith.constant dense<0.0> : tensor<13x7xf32>\n" + SCATTER.format(name="r", orig="z")
         + "\nreturn %r : tensor<13x7xf32>", 0, lambda x, s: s(np.zeros_like(x))),
     "into the argument": (SCATTER.format(name="r", orig="x") + "\nreturn %r : tensor<13x7xf32>",
-                          1, lambda x, s: s(x)),
+                          0, lambda x, s: s(x)),
+    "into the argument read again later": (
+        SCATTER.format(name="q", orig="x") + "\n%r = arith.addf %q, %x : tensor<13x7xf32>"
+        "\nreturn %r : tensor<13x7xf32>", 1, lambda x, s: s(x) + x),
     "into a value read again later": (
         "%e = math.exp %x : tensor<13x7xf32>\n" + SCATTER.format(name="q", orig="e")
         + "\n%r = arith.addf %q, %e : tensor<13x7xf32>\nreturn %r : tensor<13x7xf32>",

@@ -99,6 +99,36 @@ def test_prefill_and_decode_results_equal_pytorchs(decoder):
         np.testing.assert_allclose(g.to_host(), w.numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_decode_writes_donated_caches_in_place(decoder):
+    """``decode``'s caches are tied to its cache arguments (flow/argument_windows.py): donated
+    (as Generator does), each step writes its row into the same two buffers, and the caches
+    equal those of steps that copy them, and PyTorch's."""
+    model, _, _, module = decoder
+    decode = module["decode"]
+    assert decode.tied_results == [None, None, None, 2, 3]
+    prompt = np.array([[3, 1, 4, 1, 5]])
+    _, best, at, k, v = module["prefill"](prompt)
+    _, best_c, at_c, k_c, v_c = module["prefill"](prompt)
+    buffers = None
+    tokens = prompt[0].tolist() + [int(best_c.to_host()[0, 0])]  # each fed at its position
+    for _ in range(12):
+        _, best, at, k, v = decode(best, at, k, v, donate=(2, 3))
+        _, best_c, at_c, k_c, v_c = decode(best_c, at_c, k_c, v_c)
+        tokens.append(int(best_c.to_host()[0, 0]))
+        buffers = buffers or (k.buffer, v.buffer)
+        assert (k.buffer, v.buffer) == buffers
+    np.testing.assert_array_equal(k.to_host(), k_c.to_host())
+    np.testing.assert_array_equal(v.to_host(), v_c.to_host())
+    c = model.config
+    with torch.no_grad():  # the same tokens through the model's own forward, one at a time
+        k0 = torch.zeros(c.cache_shape())
+        _, kt, vt = model(torch.tensor([tokens[:5]]), torch.tensor(0), k0, k0)
+        for position in range(5, len(tokens) - 1):
+            _, kt, vt = model(torch.tensor([[tokens[position]]]), torch.tensor(position), kt, vt)
+    np.testing.assert_allclose(k.to_host(), kt.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(v.to_host(), vt.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):
     model, vmfb, weights, module = decoder
     raw = weights.read_bytes()

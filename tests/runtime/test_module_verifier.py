@@ -176,6 +176,16 @@ MUTATIONS = {
     "computed constant without an initializer": (
         lambda m: _set(m.constants[0], computed=True, data=None),
         r"module: has computed constants but no initializer to compute them"),
+    "tie to a missing argument": (
+        lambda m: _set(_fn(m, "add"), tiedResults=[5]),
+        r"function 'add' result 0: is tied to argument 5, which is not an argument of its own"),
+    "ties of another count": (
+        lambda m: _set(_fn(m, "add"), tiedResults=[0, 1]),
+        r"function 'add': ties 2 results but has 1"),
+    "tie to an argument of another type": (
+        lambda m: (_fn(m, "add").arguments.__setitem__(1, tensor(I32, N)),
+                   _set(_fn(m, "add"), tiedResults=[1])),
+        r"function 'add' result 0: is tied to argument 1 of another type"),
     "initializer with arguments": (
         lambda m: _set(m, initializer=_fn(m, "add")),
         r"initializer: takes arguments, returns results or has run-time sizes"),

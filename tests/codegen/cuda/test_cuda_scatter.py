@@ -106,3 +106,31 @@ def test_plain_set_of_repeated_rows_keeps_the_last_update():
         if 0 <= idx[u, 0] < 9:
             want[idx[u, 0]] = upd[u]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_rows_written_at_a_run_time_position_into_a_returned_argument(dtype):
+    """A KV cache's step (flow/argument_windows.py): a scatter of the new rows alone, each a
+    plain store, places past the cache skipped; the rest of the cache is its argument's."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from numerics_cases import CASES
+
+    case = CASES[f"cache_rows_{dtype}"]()
+    assert "scatter" in _flow_text(case.mlir)
+    rng = np.random.default_rng(11)
+    for pos in (0, 17, 35, 36, -1):
+        cache, new, _ = case.inputs(rng)
+        got = run_program(case.mlir, [cache, new, np.array(pos, np.int64)], scatter_atomics=True)
+        want = case.reference(cache, new, pos)
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def _flow_text(text: str) -> str:
+    from pyree.compiler.flow.passes import flow_passes, run_flow
+    from pyree.compiler.input import parse_mlir
+    from pyree.compiler.input.lowering import lower_to_tensor_program
+    from pyree.compiler.printing import format_program
+
+    program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=True)
+    return format_program(run_flow(program, flow_passes(gpu=True, implicit_gemm=True,
+                                                        scatter_dtypes=None)))

@@ -34,6 +34,9 @@ SIZE_BRANCHES_VERSION = (1, 8)
 # 1.9: constants computed at load by the module's initializer (Constant.computed,
 # Module.initializer); only a module with one says 1.9.
 INITIALIZER_VERSION = (1, 9)
+# 1.10: results tied to arguments (Function.tied_results); only a module with one says 1.10, and
+# an older runtime refuses it (it would leave such a result's untouched bytes unset).
+TIED_RESULTS_VERSION = (1, 10)
 FILE_IDENTIFIER = b"PYRE"
 TRAILER_MAGIC = b"PYRETRL1"
 ALIGNMENT = 64
@@ -87,6 +90,8 @@ class ModuleBuilder:
             versions.append(SIZE_BRANCHES_VERSION)
         if self.module.initializer is not None:
             versions.append(INITIALIZER_VERSION)
+        if any(f.tiedResults for f in self.module.functions):
+            versions.append(TIED_RESULTS_VERSION)
         self.module.schemaVersionMajor, self.module.schemaVersionMinor = max(versions)
         builder = flatbuffers.Builder(1024)
         builder.Finish(self.module.Pack(builder), file_identifier=FILE_IDENTIFIER)

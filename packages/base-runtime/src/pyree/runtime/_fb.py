@@ -1797,6 +1797,33 @@ class Function(object):
         o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(26))
         return o == 0
 
+    # Function
+    def TiedResults(self, j):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.Int32Flags, a + flatbuffers.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Function
+    def TiedResultsAsNumpy(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.Int32Flags, o)
+        return 0
+
+    # Function
+    def TiedResultsLength(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def TiedResultsIsNone(self):
+        o = flatbuffers.UOffsetTFlags.py_type(self._tab.Offset(28))
+        return o == 0
+
 
 class FunctionT(object):
 
@@ -1814,6 +1841,7 @@ class FunctionT(object):
         self.resultSizeExprs = None  # type: List[SizeExprT]
         self.transientSizeExpr = None  # type: Optional[SizeExprT]
         self.sizeChecks = None  # type: List[SizeCheckT]
+        self.tiedResults = None  # type: List[int]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -1892,6 +1920,13 @@ class FunctionT(object):
                 else:
                     sizeCheck_ = SizeCheckT.InitFromObj(function.SizeChecks(i))
                     self.sizeChecks.append(sizeCheck_)
+        if not function.TiedResultsIsNone():
+            if np is None:
+                self.tiedResults = []
+                for i in range(function.TiedResultsLength()):
+                    self.tiedResults.append(function.TiedResults(i))
+            else:
+                self.tiedResults = function.TiedResultsAsNumpy()
 
 
 class GpuExport(object):

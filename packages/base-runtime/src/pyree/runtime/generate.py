@@ -11,7 +11,10 @@ the next step's token) goes straight into the next step as a device array, with 
 position and the caches, so every argument of a step is a result of the last (and the runtime
 replays the graphs it captured for the few buffers those rotate through); the host reads a
 token only to hand it out, after the step that consumes it is submitted, so the device does not
-wait for the host between steps. Sampling reads each step's logits (one row
+wait for the host between steps. Each step donates the caches it is given (``donate``): the
+module's cache results are tied to its cache arguments, so a step writes its new rows into the
+same buffers instead of copying both caches (the buffers stay the same from step to step, and
+so does every binding table). Sampling reads each step's logits (one row
 of the vocabulary) and draws on the host with numpy's generator seeded by ``seed``: the same
 seed gives the same tokens on every device.
 
@@ -70,7 +73,9 @@ class Generator:
             else:
                 chosen = best  # on the device
             if step + 1 < max_new_tokens and position < self.context:
-                logits, best, at, k, v = self.decode(chosen, at, k, v)
+                # the caches are this generation's alone: given up, so that a step writes its
+                # new rows into them in place (their results are tied to them)
+                logits, best, at, k, v = self.decode(chosen, at, k, v, donate=(2, 3))
             else:
                 position = self.context  # nothing follows this token
             token = int(np.asarray(chosen).reshape(-1)[0])

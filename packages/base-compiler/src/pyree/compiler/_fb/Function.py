@@ -245,7 +245,34 @@ class Function(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
         return o == 0
 
-def FunctionStart(builder): builder.StartObject(12)
+    # Function
+    def TiedResults(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return 0
+
+    # Function
+    def TiedResultsAsNumpy(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.GetVectorAsNumpy(flatbuffers.number_types.Int32Flags, o)
+        return 0
+
+    # Function
+    def TiedResultsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Function
+    def TiedResultsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        return o == 0
+
+def FunctionStart(builder): builder.StartObject(13)
 def Start(builder):
     return FunctionStart(builder)
 def FunctionAddName(builder, name): builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -305,6 +332,12 @@ def AddSizeChecks(builder, sizeChecks):
 def FunctionStartSizeChecksVector(builder, numElems): return builder.StartVector(4, numElems, 4)
 def StartSizeChecksVector(builder, numElems):
     return FunctionStartSizeChecksVector(builder, numElems)
+def FunctionAddTiedResults(builder, tiedResults): builder.PrependUOffsetTRelativeSlot(12, flatbuffers.number_types.UOffsetTFlags.py_type(tiedResults), 0)
+def AddTiedResults(builder, tiedResults):
+    return FunctionAddTiedResults(builder, tiedResults)
+def FunctionStartTiedResultsVector(builder, numElems): return builder.StartVector(4, numElems, 4)
+def StartTiedResultsVector(builder, numElems):
+    return FunctionStartTiedResultsVector(builder, numElems)
 def FunctionEnd(builder): return builder.EndObject()
 def End(builder):
     return FunctionEnd(builder)
@@ -334,6 +367,7 @@ class FunctionT(object):
         self.resultSizeExprs = None  # type: List[pyree.compiler._fb.SizeExpr.SizeExprT]
         self.transientSizeExpr = None  # type: Optional[pyree.compiler._fb.SizeExpr.SizeExprT]
         self.sizeChecks = None  # type: List[pyree.compiler._fb.SizeCheck.SizeCheckT]
+        self.tiedResults = None  # type: List[int]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -412,6 +446,13 @@ class FunctionT(object):
                 else:
                     sizeCheck_ = pyree.compiler._fb.SizeCheck.SizeCheckT.InitFromObj(function.SizeChecks(i))
                     self.sizeChecks.append(sizeCheck_)
+        if not function.TiedResultsIsNone():
+            if np is None:
+                self.tiedResults = []
+                for i in range(function.TiedResultsLength()):
+                    self.tiedResults.append(function.TiedResults(i))
+            else:
+                self.tiedResults = function.TiedResultsAsNumpy()
 
     # FunctionT
     def Pack(self, builder):
@@ -477,6 +518,14 @@ class FunctionT(object):
             for i in reversed(range(len(self.sizeChecks))):
                 builder.PrependUOffsetTRelative(sizeCheckslist[i])
             sizeChecks = builder.EndVector()
+        if self.tiedResults is not None:
+            if np is not None and type(self.tiedResults) is np.ndarray:
+                tiedResults = builder.CreateNumpyVector(self.tiedResults)
+            else:
+                FunctionStartTiedResultsVector(builder, len(self.tiedResults))
+                for i in reversed(range(len(self.tiedResults))):
+                    builder.PrependInt32(self.tiedResults[i])
+                tiedResults = builder.EndVector()
         FunctionStart(builder)
         if self.name is not None:
             FunctionAddName(builder, name)
@@ -500,5 +549,7 @@ class FunctionT(object):
             FunctionAddTransientSizeExpr(builder, transientSizeExpr)
         if self.sizeChecks is not None:
             FunctionAddSizeChecks(builder, sizeChecks)
+        if self.tiedResults is not None:
+            FunctionAddTiedResults(builder, tiedResults)
         function = FunctionEnd(builder)
         return function

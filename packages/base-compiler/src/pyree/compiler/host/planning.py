@@ -13,7 +13,10 @@ ranges are not reused (that would need the runtime to compare sizes it only know
 except by the versions of size-chosen Ifs, only one of which runs per call (``_Versions``).
 A scatter's result (``kernel.Scatter``) starts as a copy of its original; where the original
 is a value this function computes (a dispatch's result or a fill) that nothing reads later,
-the scatter works in the original's bytes instead (``in_place``), and no copy is made.
+the scatter works in the original's bytes instead (``in_place``), and no copy is made. Where the
+original is an argument that nothing reads later and the scatter's result is returned, the
+result is *tied* to the argument (``ties``): the host program makes no copy, and the runtime
+starts the result as the argument's bytes, its own buffer where the caller donates it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyree.compiler.host.linearize import Branch, Copy, Label, Step
+from pyree.compiler.kernel import Gather, Load, result_nodes
 from pyree.compiler.sizes import Size, align_up, code, compare, opaque, select
 from pyree.compiler.tensor_program import (
     ALIGNMENT,
@@ -50,6 +54,8 @@ class Plan:
     # Results whose value lives elsewhere (an argument, a constant, a view, a value returned
     # twice): (result index, value) pairs that need a copy into the result allocation at the end.
     result_copies: list[tuple[int, Value]] = field(default_factory=list)
+    # result index -> the argument index it is tied to (schema 1.10, ``ties``)
+    tied: dict[int, int] = field(default_factory=dict)
 
 
 def plan_function(function: Function, steps: list[Step], constant_index: dict[Value, int]) -> Plan:
@@ -101,6 +107,7 @@ def plan_function(function: Function, steps: list[Step], constant_index: dict[Va
                 live.append((offset, value.num_bytes, value))
                 plan.storage[value] = Storage("transient", 0, offset)
                 plan.transient_size = max(plan.transient_size, offset + value.num_bytes)
+    plan.tied = ties(function, steps, plan)
     offset = _align(plan.transient_size)
     versions = _Versions(steps)
     # Values several steps make (a size-chosen If's results) outlive the If: placed first;
@@ -290,11 +297,47 @@ def in_place(function: Function, steps: list[Step], written: set[Value]) -> dict
                 continue
             original = step.inputs[r.scatter.start]
             if original in written and original not in views and last[original] == position \
-                    and original not in function.results and original not in step.inputs[
-                        :r.scatter.start] + step.inputs[r.scatter.start + 1:] \
+                    and original not in function.results and not _reads_original(step, r) \
                     and not isinstance(original.num_bytes, Size):
                 aliases[step.results[r.binding]] = original
     return aliases
+
+
+def ties(function: Function, steps: list[Step], plan: Plan) -> dict[int, int]:
+    """{result: argument} for each scatter whose original is an argument that no step reads
+    after it (nor returns), and whose result is returned as computed (a top-level value in
+    its result's allocation): the result may start as the argument's own bytes."""
+    last = _last_uses(function, steps)
+    arguments = {v: i for i, v in enumerate(function.arguments)}
+    out: dict[int, int] = {}
+    for position, step in enumerate(steps):
+        if not isinstance(step, Generic):
+            continue
+        for r in step.outputs:
+            if r.scatter is None:
+                continue
+            original, result = step.inputs[r.scatter.start], step.results[r.binding]
+            a = arguments.get(original)
+            if a is None or a in out.values() or original in function.results \
+                    or last.get(original, -1) > position or function.results.count(result) != 1 \
+                    or _reads_original(step, r) \
+                    or original.shape != result.shape or original.dtype != result.dtype:
+                continue
+            index = function.results.index(result)
+            if plan.storage.get(result) == Storage("result", index, 0):
+                out[index] = a
+    return out
+
+
+def _reads_original(step: Generic, r) -> bool:
+    """Whether a scatter reads its original other than as its starting value: as another
+    input, or through loads of that one binding (a fused producer's read of it, the inputs
+    deduplicated): in the original's own bytes those reads would see the scatter's stores."""
+    start = r.scatter.start
+    original = step.inputs[start]
+    return original in step.inputs[:start] + step.inputs[start + 1:] or any(
+        isinstance(e, (Load, Gather)) and e.binding == start
+        for out in step.outputs for e in result_nodes(out))
 
 
 def _written(step: Step) -> list[Value]:

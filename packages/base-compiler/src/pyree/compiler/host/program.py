@@ -132,6 +132,8 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
         out.transientSizeExpr = size_expr(transient_size, symbols)
     # (also where every size is hidden: a check over them alone is then a constant condition)
     out.sizeChecks = [_size_check(check, symbols) for check in function.size_checks] or None
+    if plan.tied:
+        out.tiedResults = [plan.tied.get(r, -1) for r in range(len(function.results))]
     emitter = _Emitter(plan, symbols)
     for step in steps:
         if isinstance(step, Generic) and any(_holds_bytes(v) for v in step.results):
@@ -140,7 +142,9 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
                     continue
                 original, result = step.inputs[r.scatter.start], step.results[r.binding]
                 # a scatter's result starts as a copy of its original, unless it is in place
-                if _holds_bytes(result) and plan.storage[original] != plan.storage[result]:
+                # or tied to it (the runtime then starts it so)
+                if _holds_bytes(result) and plan.storage[original] != plan.storage[result] \
+                        and not _tied(plan, original, result):
                     emitter.copy(original, emitter.ref(result))
             emitter.dispatch(kernel_ordinals[step], step.inputs, step.results,
                              parameters_of(step))
@@ -161,6 +165,11 @@ def emit_function(function: Function, steps: list[Step], plan: Plan,
     return out
 
 
+def _tied(plan: Plan, original: Value, result: Value) -> bool:
+    kept, made = plan.storage[original], plan.storage[result]
+    return kept.kind == "argument" and made.kind == "result" and plan.tied.get(made.index) == kept.index
+
+
 class _Emitter:
     def __init__(self, plan: Plan, symbols: Symbols):
         self.plan = plan
@@ -172,6 +181,8 @@ class _Emitter:
         # a size-chosen If's label -> the ranges pending on the branches and jumps to it
         self._arriving: dict[Label, list] = {}
         self.readback_size = 0
+        # a tied argument's bytes are its result's where the caller donates it: one range
+        self._same = {(BufferKind.argument, a): (BufferKind.result, r) for r, a in plan.tied.items()}
 
     def label(self, label: Label) -> None:
         """The runtime waits for the work before it reads a condition, so barriers start afresh
@@ -273,7 +284,7 @@ class _Emitter:
 
     def _add(self, kind: int, member: str, payload, reads: list[BufferRefT],
              writes: list[BufferRefT]) -> None:
-        touched = [(_span(r), False) for r in reads] + [(_span(w), True) for w in writes]
+        touched = [(self._span(r), False) for r in reads] + [(self._span(w), True) for w in writes]
         if any(_overlaps(a, b) and (wa or wb) for a, wa in touched for b, wb in self._pending):
             barrier = CommandT()
             barrier.kind = CommandKind.barrier
@@ -285,12 +296,13 @@ class _Emitter:
         setattr(cmd, member, payload)
         self.commands.append(cmd)
 
-
-def _span(ref: BufferRefT) -> tuple:
-    """(kind, index, start, end); None for start and end when a bound is a run-time size."""
-    if ref.offsetExpr is not None or ref.lengthExpr is not None:
-        return ref.kind, ref.index, None, None
-    return ref.kind, ref.index, ref.offset, ref.offset + ref.length
+    def _span(self, ref: BufferRefT) -> tuple:
+        """(kind, index, start, end); None for start and end when a bound is a run-time size.
+        A tied argument's range is its result's."""
+        kind, index = self._same.get((ref.kind, ref.index), (ref.kind, ref.index))
+        if ref.offsetExpr is not None or ref.lengthExpr is not None:
+            return kind, index, None, None
+        return kind, index, ref.offset, ref.offset + ref.length
 
 
 def _overlaps(a, b) -> bool:

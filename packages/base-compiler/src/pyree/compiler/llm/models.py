@@ -87,6 +87,18 @@ def write_cache(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor) -> 
     return torch.where(inside[:, None], picked, cache)
 
 
+def store_rows(cache: torch.Tensor, new: torch.Tensor, start: torch.Tensor | int) -> torch.Tensor:
+    """The cache a step returns: ``write_cache``'s, written as a ``slice_scatter`` at the
+    position a decode step reads from its argument (an insert at a run-time offset), which pyree
+    compiles as a store of the new rows alone into the argument's bytes where the caller donates
+    them (``flow/argument_windows.py``), instead of a pass over the whole cache. A prefill's
+    (``start`` int 0) fills an empty cache: the select, as before."""
+    if isinstance(start, int):
+        return write_cache(cache, new, start)
+    first = start.item()
+    return cache.slice_scatter(new, cache.dim() - 2, first, first + new.shape[-2])
+
+
 def attend(q: torch.Tensor, k_old: torch.Tensor, v_old: torch.Tensor, k_new: torch.Tensor,
            v_new: torch.Tensor, start: torch.Tensor | int) -> torch.Tensor:
     """Causal attention of the queries at positions ``start ..`` over the cache with the new
@@ -188,8 +200,8 @@ class GPT2(nn.Module):
             ks.append(k)
             vs.append(v)
         logits = self.ln_f(x[:, -1]) @ self.wte.weight.t()
-        return (logits, write_cache(k_cache, torch.stack(ks), start),
-                write_cache(v_cache, torch.stack(vs), start))
+        return (logits, store_rows(k_cache, torch.stack(ks), start),
+                store_rows(v_cache, torch.stack(vs), start))
 
 
 class RMSNorm(nn.Module):
@@ -290,5 +302,5 @@ class Llama(nn.Module):
             ks.append(k)
             vs.append(v)
         logits = self.lm_head(self.model.norm(x[:, -1]))
-        return (logits, write_cache(k_cache, torch.stack(ks), start),
-                write_cache(v_cache, torch.stack(vs), start))
+        return (logits, store_rows(k_cache, torch.stack(ks), start),
+                store_rows(v_cache, torch.stack(vs), start))

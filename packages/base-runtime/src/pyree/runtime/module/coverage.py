@@ -4,7 +4,8 @@ Results come from a pool and the transient arena and readback area are the funct
 without this a call could return (or compute from) bytes of an earlier call. For each function
 a must-analysis over its commands (branches included) finds the bytes of results, the transient
 arena and the readback area that are written on every path before they are read, and, at the
-end, before they are returned; arguments and constants are always defined. What is not proven
+end, before they are returned; arguments, constants and tied results (schema 1.10: the
+argument's bytes when the call starts) are always defined. What is not proven
 is cleared (zero-filled) when the call starts, which is harmless then: nothing has written it.
 
 Fills and copies write their whole target. A dispatch counts as writing its ``write`` bindings'
@@ -137,7 +138,9 @@ class _Analysis:
                    if ref.kind in (RESULT, TRANSIENT, READBACK) and length]
                   for c in self.commands]
         state: list[dict | None] = [None] * (n + 1)
-        state[0] = {}
+        # a tied result holds its argument's bytes when the call starts
+        state[0] = {(RESULT, r): ((0, self.result_bytes[r]),)
+                    for r in getattr(self.function, "ties", {}) if self.result_bytes[r]}
         work, queued = [0], {0}
         while work:
             i = heappop(work)

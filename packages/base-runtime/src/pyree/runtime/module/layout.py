@@ -26,7 +26,7 @@ TABLES: dict[str, list[tuple[str, object]]] = {
                  ("location", "string"), ("readbackSize", "<Q"),
                  ("symbols", ("tables", "Symbol")), ("resultSizeExprs", ("tables", "SizeExpr")),
                  ("transientSizeExpr", ("table", "SizeExpr")),
-                 ("sizeChecks", ("tables", "SizeCheck"))],
+                 ("sizeChecks", ("tables", "SizeCheck")), ("tiedResults", ("vector", "<i"))],
     "SizeCheck": [("condition", ("table", "SizeExpr")), ("message", "string"),
                   ("location", "string")],
     "TensorType": [("elementType", "<B"), ("dims", ("vector", "<q")),

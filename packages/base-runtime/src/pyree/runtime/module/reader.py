@@ -29,7 +29,7 @@ SUPPORTED_MAJOR = 1
 # The newest minor this runtime reads. A module says a newer minor only where it uses what that
 # minor added (module_writer.py), which an older reader would misread (a 1.8 size branch has no
 # `condition`, which 1.7 reads as a jump), so such a module is refused by name.
-SUPPORTED_MINOR = 9
+SUPPORTED_MINOR = 10
 
 
 class Module(Record):

@@ -91,6 +91,26 @@ def _bindings(export) -> list[tuple]:
              b.alignment) for b in export.bindings]
 
 
+def _ties(function, where: str) -> dict[int, int]:
+    """{result: argument} of a function's tied results (schema 1.10), each pair of one type,
+    no argument tied twice."""
+    ties = {}
+    given = _ints(function.tiedResults)
+    if given and len(given) != len(function.results):
+        raise _fail(where, f"ties {len(given)} results but has {len(function.results)}")
+    for r, a in enumerate(given):
+        if a == -1:
+            continue
+        if not 0 <= a < len(function.arguments) or a in ties.values():
+            raise _fail(f"{where} result {r}", f"is tied to argument {a}, which is not an "
+                                               f"argument of its own")
+        t, u = function.results[r], function.arguments[a]
+        if t.elementType != u.elementType or _ints(t.dims) != _ints(u.dims):
+            raise _fail(f"{where} result {r}", f"is tied to argument {a} of another type")
+        ties[r] = a
+    return ties
+
+
 def tensor_bytes(t) -> int:
     """Bytes of a verified TensorType."""
     return math.prod(t.dims) * ITEMSIZES[t.elementType]
@@ -411,6 +431,7 @@ class _Verifier:
             if size < need or size > MAX_ALLOCATION:
                 raise _fail(f"{where} result {i}", f"allocation of {size} bytes cannot hold its "
                                                    f"{need}-byte value")
+        function.ties = _ties(function, where)
         if function.transientSize > MAX_ALLOCATION:
             raise _fail(where, f"transient size {function.transientSize} is implausibly large")
         if function.readbackSize > MAX_ALLOCATION:

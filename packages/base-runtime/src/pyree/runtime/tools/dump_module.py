@@ -178,6 +178,8 @@ def format_function(f) -> list[str]:
     lines = [
         f"  @{_text(f.name)}({arguments}) -> ({results})",
         *(_symbols(f) if f.symbols else []),
+        *(f"    result {r}: tied to argument {a} (updated in place where the caller donates it)"
+          for r, a in enumerate(f.tiedResults or []) if a != -1),
         f"    commands: {commands}",
         f"    transient: {transient}",
     ]

@@ -208,6 +208,17 @@ class BufferPool:
 _CALLS = threading.RLock()  # (reentrant: the collector may finish a call inside one)
 
 
+def take_unread(array, buffer, spent) -> bool:
+    """Swaps ``array``'s ``buffer`` for ``spent`` (a donated array's: vm/function.py) where no
+    unfinished call reads it and no other call took it first, atomically with every call's
+    count of its readers; whether it did."""
+    with _CALLS:
+        if array.readers or array.buffer is not buffer:
+            return False
+        array.buffer, array._call, array._done = spent, None, True
+        return True
+
+
 class CallResources:
     """What one call holds until it is seen to finish: buffers it allocated (uploads) and the
     DeviceArrays it reads. ``finished()`` runs once, after a successful wait."""

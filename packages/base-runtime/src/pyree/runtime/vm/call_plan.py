@@ -26,7 +26,7 @@ IMPORT_MIN_BYTES = 128 << 10
 
 class CallPlan:
     __slots__ = ("values", "program", "specs", "same_types", "result_types", "result_keys",
-                 "own_keys", "table_of", "submits_only", "recycled")
+                 "own_keys", "table_of", "submits_only", "recycled", "ties")
 
     def __init__(self, tree, loaded, values: tuple | None = None):
         """``tree``: a verified static FunctionT (a dynamic function's at ``values``)."""
@@ -64,6 +64,7 @@ class CallPlan:
         self.table_of = itemgetter(*slot_items) if len(slot_items) > 1 else \
             (lambda items, i=slot_items[0]: (items[i],)) if slot_items else (lambda items: ())
         self.submits_only = program.submits_only
+        self.ties = program.ties  # (result, argument, its copy) per tied result
         self.recycled: list[list] = []  # Function's recycled results' lists of result_keys
 
     def fits(self, own: list) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from pyree.runtime.element_types import element_type_of
-from pyree.runtime.errors import PyreeError
+from pyree.runtime.errors import InvocationError, PyreeError
 from pyree.runtime.hal.device import Buffer, Device, Semaphore
 from pyree.runtime.hal.ffi import PROCESS
 from pyree.runtime.vm.host_array import HostArray
@@ -45,6 +45,20 @@ def _numpy_operator(name: str):
 _NumpyOperators = type("_NumpyOperators", (), {
     "__slots__": (), "__hash__": None,
     **{f"__{name}__": _numpy_operator(f"__{name}__") for name in _OPERATORS}})
+
+
+class Donated:
+    """What a DeviceArray holds once its buffer was donated to a call (``Function.__call__``'s
+    ``donate``): that call's result owns the bytes now, so any use of the array is an error."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: str):
+        self.function = function
+
+    def __getattr__(self, name):
+        raise InvocationError(f"this DeviceArray was donated to a call of '{self.function}', "
+                              f"whose result holds its buffer now: use that result")
 
 
 class DeviceArray(_NumpyOperators):
@@ -177,6 +191,8 @@ class DeviceArray(_NumpyOperators):
         return np.asarray, (self.to_host(),)
 
     def __repr__(self) -> str:
+        if isinstance(self.buffer, Donated):
+            return f"<DeviceArray {self.type} donated to '{self.buffer.function}'>"
         return f"<DeviceArray {self.type} on {self.device.uri}>"
 
     # -- DLPack ---------------------------------------------------------------------------------

@@ -27,10 +27,10 @@ from collections import OrderedDict
 
 from pyree.runtime.errors import CheckError, DriverError, InvocationError, PyreeError
 from pyree.runtime.hal.device import CommandBuffer
-from pyree.runtime.vm.buffer_pool import CallResources
+from pyree.runtime.vm.buffer_pool import CallResources, take_unread
 from pyree.runtime.vm.call_plan import CallPlan
 from pyree.runtime.vm.checks import CheckFailure, CheckStep, Operand, evaluate
-from pyree.runtime.vm.device_array import DeviceArray
+from pyree.runtime.vm.device_array import DeviceArray, Donated
 from pyree.runtime.vm.host_array import HostArray
 from pyree.runtime.vm.program import BranchStep
 from pyree.runtime.vm.reflection import SizeSymbol, declared_dims, reflection
@@ -59,6 +59,9 @@ class Function:
         names = [s.name for s in self.symbols]
         self.argument_dims = [declared_dims(t, names) for t in tree.arguments]
         self.result_dims = [declared_dims(t, names) for t in tree.results]
+        # per result, the argument it is tied to (schema 1.10: updated in place), or None
+        ties = [int(a) for a in tree.tiedResults or ()]
+        self.tied_results = [None if a == -1 else a for a in ties] or [None] * len(tree.results)
         self._loaded = loaded
         # results dropped unwaited, by pool key, for the next calls (see _recycle)
         self._recycled: dict[tuple[int, bool], list] = {}
@@ -124,9 +127,15 @@ class Function:
         """IREE's ``FunctionInvoker.vm_function``: here the function itself (name, reflection)."""
         return self
 
-    def __call__(self, *args):
-        """Runs the function; a failing check raises CheckError."""
-        results = self._run(args, None) if self._trace is None else self._trace.call(self, args, None)
+    def __call__(self, *args, donate=()):
+        """Runs the function; a failing check raises CheckError. ``donate``: the index or
+        indices of arguments the caller gives up (True: all). A DeviceArray given for an argument that a
+        result is tied to (``tied_results``) then becomes that result's buffer, updated in
+        place, and is no longer usable; where it cannot (another call still reads it, it is
+        not a result of this module's functions, or it is passed twice) it is copied, as
+        without ``donate``, and stays usable (as JAX's ``donate_argnums``)."""
+        results = self._run(args, None, None, donate) if self._trace is None else \
+            self._trace.call(self, args, None, donate)
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
@@ -199,9 +208,10 @@ class Function:
         uploads.append(index)
         return array
 
-    def _run(self, args: tuple, failures: list | None, hooks: tuple | None = None
-             ) -> list[DeviceArray]:
-        """One call. ``hooks``: a traced call's (submit, wait, read, check), see _run_steps."""
+    def _run(self, args: tuple, failures: list | None, hooks: tuple | None = None,
+             donate=()) -> list[DeviceArray]:
+        """One call. ``hooks``: a traced call's (submit, wait, read, check), see _run_steps;
+        ``donate``: see __call__."""
         if len(args) != len(self.argument_types):
             expected = ", ".join(map(str, self.argument_types)) or "none"
             raise InvocationError(f"function '{self.name}' takes {len(self.argument_types)} "
@@ -245,6 +255,19 @@ class Function:
                     if shape is not None:
                         self._sizes.explain(i, tuple(shape), plan.values)
             raise
+        # A tied result starts as its argument: the argument's own buffer where it is donated,
+        # else a copy of it, submitted first.
+        donated: dict[int, object] = {}
+        copies = []
+        if donate is not True and isinstance(donate, int):
+            donate = (donate,)
+        for r, a, copy in plan.ties:
+            if donate and (donate is True or a in donate):
+                buffer = self._donated(args, a, inputs, plan.result_keys[r])
+                if buffer is not None:
+                    donated[r] = buffer
+                    continue
+            copies.append(copy)
         # Every buffer the call takes from the pool, in one go: results and uploads.
         # CallResources gives the call's own buffers back in reverse, and results come back
         # after them, so the next call gets the same buffer in each role: the driver then sees
@@ -252,7 +275,8 @@ class Function:
         keys = plan.result_keys
         if uploads:
             keys = keys + [specs[i][2] for i in uploads]
-        taken = self._take(plan, keys) if any(plan.recycled) else pool.take_all(keys)
+        taken = self._take(plan, keys, donated) if donated or any(plan.recycled) \
+            else pool.take_all(keys)
         count = len(plan.result_keys)
         results = taken[:count]
         scratch = taken[count:]  # the uploads
@@ -273,12 +297,16 @@ class Function:
             semaphore, value = self._timeline, self._value
             try:
                 if plan.submits_only and hooks is None:  # the common case
-                    for step in plan.program.steps:
+                    for step in copies + plan.program.steps if copies else plan.program.steps:
                         waits.append((semaphore, value))
                         device.queue_submit(step, table, waits, [(semaphore, value + 1)])
                         value, waits = value + 1, []
                         self._value = value
                 else:
+                    if copies:  # (command buffers only: no host step among them)
+                        value = self._run_steps(copies, semaphore, value, table, waits, items,
+                                                failures, hooks)
+                        waits = []
                     value = self._run_steps(plan.program.steps, semaphore, value, table, waits,
                                             items, failures, hooks)
             except DriverError:  # a failed submission failed the timeline's later values
@@ -296,6 +324,22 @@ class Function:
                 array._done = True
             call.finished()
         return arrays
+
+    def _donated(self, args: tuple, a: int, inputs: list, key: tuple):
+        """Argument ``a``'s buffer, taken from its DeviceArray for the result tied to it, or
+        None where it cannot be (see __call__). The array is then spent; the call still waits
+        for the work that computes it."""
+        arg = args[a]
+        call = getattr(arg, "_call", None)
+        buffer = getattr(arg, "buffer", None)
+        if not isinstance(arg, DeviceArray) or call is None or call.function._loaded \
+                is not self._loaded or getattr(buffer, "pool_key", None) is None \
+                or buffer.size < key[0] or sum(x is arg for x in args) != 1:
+            return None
+        if not take_unread(arg, buffer, Donated(self.name)):
+            return None
+        inputs[:] = [x for x in inputs if x is not arg]
+        return buffer
 
     def _own_for(self, plan: CallPlan) -> list:
         """The function's own transient arena and readback area, taken for ``plan`` where it
@@ -376,12 +420,15 @@ class Function:
         with self._plans_lock:
             return [dict(zip(self._sizes.names, values)) for values in self._plans]
 
-    def _take(self, plan: CallPlan, keys: list) -> list:
-        """The call's buffers for ``keys``: its results' from ``_recycled`` where there are
-        some, the rest from the pool."""
+    def _take(self, plan: CallPlan, keys: list, donated: dict | None = None) -> list:
+        """The call's buffers for ``keys``: donated ones for their results, results' from
+        ``_recycled`` where there are some, the rest from the pool."""
         count = len(plan.result_keys)
         taken = []
-        for free in plan.recycled:
+        for r, free in enumerate(plan.recycled):
+            if donated and r in donated:
+                taken.append(donated[r])
+                continue
             try:
                 taken.append(free.pop() if free else None)
             except IndexError:  # another thread took the last one

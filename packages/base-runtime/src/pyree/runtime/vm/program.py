@@ -37,6 +37,9 @@ class Program(Record):
     # kernel ordinal, bytes) each, in order (a dispatch's bytes: its bindings'; a copy's or
     # fill's: its range). A trace names the commands a driver timed by their index there.
     steps: list[CommandBuffer | CheckStep | BranchStep]
+    # per tied result (schema 1.10): (result, argument, a command buffer copying the argument
+    # into the result), which a call submits first unless the caller donated the argument
+    ties: tuple = ()
 
     @property
     def submits_only(self) -> bool:
@@ -117,6 +120,15 @@ def record(function, device: Device, executable: Executable | None, exports: lis
     """Records ``function`` (a verified FunctionT) for ``device``, which runs ``executable``,
     the module's executable whose export tables are ``exports``."""
     recorder = _Recorder(device, executable, exports)
+    # a tied result's copy from its argument, its slots taken first (every command buffer is
+    # recorded for the whole table)
+    tie_copies = []
+    for r, a in getattr(function, "ties", {}).items():
+        size = TensorType.from_fb(function.arguments[a]).nbytes
+        if size:
+            tie_copies.append((r, a, [("copy", 0, recorder.bindings([_Ref(0, a, 0, size),
+                                                                     _Ref(1, r, 0, size)]),
+                                       [], 0, 0, None)]))
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
     # the verifier's clears (module/coverage.py) open the first command buffer, and a barrier
@@ -156,7 +168,21 @@ def record(function, device: Device, executable: Executable | None, exports: lis
             step.contents = tuple((kind, kernel, sum(n for _, _, n in bindings)
                                    if kind == "dispatch" else bindings[0][2] if bindings else 0)
                                   for kind, kernel, bindings, *_ in p)
-    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps)
+    ties = []
+    for r, a, batch in tie_copies:
+        copy = recorder.record(batch)
+        copy.contents = (("copy", 0, batch[0][2][0][2]),)
+        ties.append((r, a, copy))
+    return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps, tuple(ties))
+
+
+class _Ref(Record):
+    """A range of a call's buffer of a kind (schema BufferKind: 0 argument, 1 result)."""
+
+    kind: int
+    index: int
+    offset: int
+    length: int
 
 
 def _scalar_operand(ref, element_type: int) -> Operand:

@@ -126,12 +126,12 @@ class Trace:
 
     # -- the traced call -----------------------------------------------------------------------
 
-    def call(self, function: Function, args: tuple, failures: list | None) -> list:
+    def call(self, function: Function, args: tuple, failures: list | None, donate=()) -> list:
         """``function._run`` with every stage and command timed."""
         call = _TracedCall(self, function)
         begin = clock()
         try:
-            results = function._run(args, failures, call.hooks)
+            results = function._run(args, failures, call.hooks, donate)
         finally:
             call.done(begin, clock())
         for array in results:
