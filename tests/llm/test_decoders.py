@@ -127,6 +127,12 @@ def test_decode_writes_donated_caches_in_place(decoder):
             _, kt, vt = model(torch.tensor([[tokens[position]]]), torch.tensor(position), kt, vt)
     np.testing.assert_allclose(k.to_host(), kt.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(v.to_host(), vt.numpy(), rtol=1e-4, atol=1e-4)
+    # one cache donated, the other copied: the copied one stays the caller's
+    _, _, _, k2, v2 = decode(best, at, k, v, donate=3)
+    assert v2.buffer is buffers[1] and k2.buffer is not buffers[0]
+    np.testing.assert_array_equal(k.to_host(), k_c.to_host())
+    with pytest.raises(rt.InvocationError, match="donated"):
+        v.to_host()
 
 
 def test_weights_live_in_the_parameter_file_under_state_dict_names(decoder):

@@ -475,9 +475,8 @@ def run_program(text: str, arguments: list[np.ndarray], scatter_atomics: bool = 
     from pyree.compiler.tensor_program import Constant, Generic, View
 
     program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=scatter_atomics)
-    function = run_flow(program, flow_passes(
-        gpu=True, implicit_gemm=True, attention=attention,
-        scatter_dtypes=None if scatter_atomics else frozenset())).functions[0]
+    function = run_flow(program, flow_passes(gpu=True, implicit_gemm=True,
+                                             attention=attention)).functions[0]
     env = {id(v): a for v, a in zip(function.arguments, arguments)}
     for op in function.ops:
         if isinstance(op, Constant):

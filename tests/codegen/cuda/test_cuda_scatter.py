@@ -132,5 +132,4 @@ def _flow_text(text: str) -> str:
     from pyree.compiler.printing import format_program
 
     program = lower_to_tensor_program(parse_mlir(text, "program.mlir"), scatter_atomics=True)
-    return format_program(run_flow(program, flow_passes(gpu=True, implicit_gemm=True,
-                                                        scatter_dtypes=None)))
+    return format_program(run_flow(program, flow_passes(gpu=True, implicit_gemm=True)))

@@ -210,9 +210,8 @@ def _run_stages(text: str, options: CompileOptions, source_name: str, stop: str,
     run_time_attention = None if not attention or None in takers else (
         lambda kernel: all(take(kernel) for take in takers))
     small_sides = all(b.small_sides_tiled for b in backends)
-    stored = scatter_dtypes(backends) if all(b.scatter_atomics for b in backends) else frozenset()
     program = run_flow(program, flow_passes(gpu, implicit, strict, tensor_f32, attention,
-                                            run_time_attention, small_sides, stored), after_pass)
+                                            run_time_attention, small_sides), after_pass)
     if options.const_expr_hoisting:
         program = hoist_parameter_expressions(program)
     _stage(options, stop, "dispatch regions", lambda: printing.format_program(program))

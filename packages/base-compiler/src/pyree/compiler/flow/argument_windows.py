@@ -9,8 +9,8 @@ change a few rows. Here it becomes a scatter (``kernel.Scatter``) over the windo
 ``j`` stores the update's element at ``lo + j``; the result starts as the argument
 (``host/planning.py``: a copy, or the argument's own buffer where the caller donates it, which
 is what ties a result to an argument in the module, schema 1.10). The places ``lo + j`` are
-distinct, so each is a plain store, and one that falls outside the destination is skipped, as
-the select never chose it.
+distinct, so each is a plain store (of any dtype, on every target: no atomics), and one that
+falls outside the destination is skipped, as the select never chose it.
 
 The window is read from the select's condition: a conjunction of, per dim, ``d >= lo`` and
 ``d < lo + n``, or ``d - lo >= 0`` and ``d - lo < n`` (the two lowerings' forms), with ``n``
@@ -45,13 +45,11 @@ from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import Function, Generic, is_line_walk, is_scatter
 
 
-def scatter_argument_windows(function: Function, dtypes: frozenset[str] | None) -> Function:
-    """``dtypes``: those every target stores at computed places (None: all); a window of
-    another dtype stays the select (Vulkan's scatter takes 32-bit elements only)."""
+def scatter_argument_windows(function: Function) -> Function:
     arguments = set(function.arguments)
     results = set(function.results)
     ops = [_as_scatter(op, arguments) if isinstance(op, Generic) and op.results[0] in results
-           and (dtypes is None or op.results[0].dtype in dtypes) else op for op in function.ops]
+           else op for op in function.ops]
     return dataclasses.replace(function, ops=ops)
 
 

@@ -61,8 +61,7 @@ FORM_REGIONS = (
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
                 tensor_f32: bool = False, attention: bool = False,
                 run_time_attention: Callable | None = None,
-                small_sides: bool = False,
-                scatter_dtypes: frozenset[str] | None = frozenset()) -> list[Pass]:
+                small_sides: bool = False) -> list[Pass]:
     """The flow pipeline. ``gpu``: every target is a GPU (split-K limits); ``implicit_gemm``:
     every target gathers a convolution's patches into its GEMM tiles (flow/implicit_gemm.py);
     ``tensor_f32``: f32 products run on the tensor-core templates too (cuda's TF32 modes: their
@@ -71,11 +70,9 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
     compiles softmax attention as one kernel (flow/attention.py), and with run-time sizes too
     where ``run_time_attention`` (the target's templates' predicate on such a kernel) holds;
     ``small_sides``: every target runs a product's side below 16 on its tiled templates
-    (``Backend.small_sides_tiled``); ``scatter_dtypes``: the dtypes every target stores at
-    computed places (None: all), which scatter-argument-windows writes windows of."""
+    (``Backend.small_sides_tiled``)."""
     return [
-        Pass("scatter-argument-windows", partial(scatter_argument_windows, dtypes=scatter_dtypes),
-             run_time_sizes=True),
+        Pass("scatter-argument-windows", scatter_argument_windows, run_time_sizes=True),
         Pass("settle-empty-loops", settle_empty_loops, run_time_sizes=True),
         Pass("split-arg-folds", split_arg_folds, run_time_sizes=True),
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),

@@ -9,8 +9,10 @@ takes f32, i32 and ui32 elements (``DTYPES``, the backend's ``scatter_atomic_dty
 dtype have one (``ATOMIC``), else a compare-exchange loop on the element's 32 bits around the
 kernel's own op (float sums, products, NaN-propagating float max/min, integer products). The
 result binding is viewed as 32-bit integers for that. A plain set is a plain store, where its
-condition holds (input/scatter.py: the one winner of a place stores). A place outside the
-binding is skipped. Device scope, relaxed order: the kernel's end orders the writes.
+condition holds (input/scatter.py: the one winner of a place stores), of any dtype the target
+stores (8- and 16-bit ones with its 8/16-bit storage: each element its own bytes, so places
+that never repeat never race). A place outside the binding is skipped. Device scope, relaxed
+order: the kernel's end orders the writes.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ def emit(sh: Shader, plan: int) -> Launch:
     kernel, fn, asm = sh.kernel, sh.fn, sh.asm
     r = kernel.results[0]
     dtype = kernel.bindings[r.binding].dtype
-    assert dtype in DTYPES, f"{sh.where}: no 32-bit atomics on {dtype} (scatter_atomic_dtypes)"
+    plain = combine_of(r.value).op is None
+    assert plain or dtype in DTYPES, \
+        f"{sh.where}: no 32-bit atomics on {dtype} (scatter_atomic_dtypes)"
     assert not any(isinstance(e, (K.Load, K.Gather)) and e.binding == r.binding
                    for e in K.result_nodes(r)), "the update reads the scatter's own binding"
-    sh.buffers[r.binding] = (sh.u32, dtype)  # the atomics' view: integers (a float as its bits)
+    if dtype in DTYPES:  # the atomics' view: integers (a float as its bits)
+        sh.buffers[r.binding] = (sh.u32, dtype)
     block = min(256, sh.target.max_workgroup_invocations)
     grid = grid_for(ceil_div(plan, block))
     linear = fn.op(S.OpIAdd, sh.u32, fn.op(S.OpIMul, sh.u32, sh.group_id(grid), asm.u32(block)),
@@ -80,11 +85,13 @@ def _update(sh: Shader, lower: ScalarLowering, acc: int, r: K.Result, dtype: str
     as_bits = (lambda v: fn.op(S.OpBitcast, bits, v)) if K.is_float(dtype) else (lambda v: v)
     op, update, _, cond = combine_of(r.value)
     scope, relaxed = asm.u32(SCOPE_DEVICE), asm.u32(RELAXED)
-    if op is None:  # a store, where its condition holds
+    if op is None:  # a store, where its condition holds: of its bits, or narrowed to storage
+        def value(v: int) -> int:
+            return as_bits(v) if dtype in DTYPES else sh.narrow(dtype, v)
         if cond is None:
-            fn.do(S.OpStore, ptr, as_bits(lower(update)))
+            fn.do(S.OpStore, ptr, value(lower(update)))
         else:
-            fn.if_then(lower(cond), lambda: fn.do(S.OpStore, ptr, as_bits(lower.scoped(update))))
+            fn.if_then(lower(cond), lambda: fn.do(S.OpStore, ptr, value(lower.scoped(update))))
         return
     x = lower(update)  # once, before any loop: it dominates every trip
     atomic = ATOMIC.get((op, dtype_kind(dtype)))  # none for a float
