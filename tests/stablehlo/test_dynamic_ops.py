@@ -103,3 +103,39 @@ func.func @g(%a: tensor<5x8xi32>, %i: tensor<3x1xi64>) -> tensor<3x2x8xi32> {
     i = np.array([[0], [3], [9]], np.int32)  # i64 arguments are i32 (demoted); 9 is clamped to the last start, 3
     expected = np.stack([a[min(max(int(s), 0), 3):min(max(int(s), 0), 3) + 2] for s in i[:, 0]])
     np.testing.assert_array_equal(np.asarray(module["g"](a, i).to_host()), expected)
+
+
+WINDOWS = """
+func.func @main(%c: tensor<?x6xf32>, %u: tensor<?x2xf32>, %j: tensor<i32>, %g: tensor<?x6xf32>,
+                %k: tensor<i32>) -> (tensor<?x6xf32>, tensor<?x2xf32>) {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %r = stablehlo.dynamic_update_slice %c, %u, %z, %j : (tensor<?x6xf32>, tensor<?x2xf32>, tensor<i32>, tensor<i32>) -> tensor<?x6xf32>
+  %idx = stablehlo.reshape %k : (tensor<i32>) -> tensor<1xi32>
+  %s = "stablehlo.gather"(%g, %idx) {dimension_numbers = #stablehlo.gather<offset_dims = [0, 1], start_index_map = [1]>, slice_sizes = array<i64: 2, 2>, indices_are_sorted = false} : (tensor<?x6xf32>, tensor<1xi32>) -> tensor<2x2xf32>
+  %w = stablehlo.dynamic_update_slice %u, %s, %z, %z : (tensor<?x2xf32>, tensor<2x2xf32>, tensor<i32>, tensor<i32>) -> tensor<?x2xf32>
+  return %r, %w : tensor<?x6xf32>, tensor<?x2xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("n", [2, 3, 17])
+def test_windows_of_run_time_size_clamp_their_starts(n):
+    """A dynamic_update_slice whose update, and a gather whose operand, has a ``?`` dim: each
+    start is clamped into ``dim - window`` with the dim known per call (this had been a
+    TypeError at compile time: a constant of a run-time size)."""
+    module = rt.load_module(compile_str(WINDOWS, CompileOptions(target_backends=["llvm-cpu"])),
+                            device="local-task")
+    rng = np.random.default_rng(n)
+    c = rng.standard_normal((n, 6)).astype(np.float32)
+    u = rng.standard_normal((n, 2)).astype(np.float32)
+    g = rng.standard_normal((n, 6)).astype(np.float32)
+    for j, k in [(0, 0), (3, 5), (9, -4), (-2, 2)]:
+        r, w = (np.asarray(o.to_host()) for o in module["main"](c, u, np.int32(j), g, np.int32(k)))
+        want = c.copy()
+        start = min(max(j, 0), 4)
+        want[:, start:start + 2] = u
+        np.testing.assert_array_equal(r, want)
+        col = min(max(k, 0), 4)
+        want_w = u.copy()
+        want_w[:2] = g[:2, col:col + 2]
+        np.testing.assert_array_equal(w, want_w)

@@ -15,7 +15,8 @@ falls outside the destination is skipped, as the select never chose it.
 The window is read from the select's condition: a conjunction of, per dim, ``d >= lo`` and
 ``d < lo + n``, or ``d - lo >= 0`` and ``d - lo < n`` (the two lowerings' forms), with ``n``
 a constant and ``lo`` not depending on the loops; a dim without bounds is whole. Anything else,
-or an update that reads the destination, is left as it was.
+an update that reads the destination, or a kernel with run-time sizes (the scatter templates
+take static ones), is left as it was.
 """
 
 from __future__ import annotations
@@ -42,7 +43,13 @@ from pyree.compiler.kernel import (
     within,
 )
 from pyree.compiler.sizes import is_static
-from pyree.compiler.tensor_program import Function, Generic, is_line_walk, is_scatter
+from pyree.compiler.tensor_program import (
+    Function,
+    Generic,
+    has_run_time_sizes,
+    is_line_walk,
+    is_scatter,
+)
 
 
 def scatter_argument_windows(function: Function) -> Function:
@@ -55,7 +62,8 @@ def scatter_argument_windows(function: Function) -> Function:
 
 def _as_scatter(op: Generic, arguments: set) -> Generic:
     if len(op.outputs) != 1 or is_scatter(op) or is_line_walk(op) or op.attention is not None \
-            or op.num_parallel != len(op.loop_ranges) or not op.loop_ranges:
+            or op.num_parallel != len(op.loop_ranges) or not op.loop_ranges \
+            or has_run_time_sizes(op):  # (scatter templates take static kernels)
         return op
     out = op.outputs[0]
     value = out.value
@@ -105,7 +113,7 @@ def _window(cond: Expr, shape: tuple) -> tuple[list[Expr], list[int]] | None:
         if isinstance(a, LoopIndex):  # d >= lo, d < hi
             d, bound, relative = a.dim, b, False
         elif isinstance(a, Binary) and a.op == "sub" and isinstance(a.a, LoopIndex) \
-                and isinstance(b, Const) and isinstance(b.value, int):  # d - lo >= 0, d - lo < n
+                and _constant(b):  # d - lo >= 0, d - lo < n
             d, bound, relative = a.a.dim, a.b, True
         else:
             return None
@@ -145,11 +153,15 @@ def _size(lo: Expr, hi) -> int | None:
     ``add(lo, n)``, or two constants."""
     if isinstance(hi, tuple):
         return hi[1] if hi[0] == lo else None
-    if isinstance(hi, Binary) and hi.op == "add" and hi.a == lo and isinstance(hi.b, Const):
+    if isinstance(hi, Binary) and hi.op == "add" and hi.a == lo and _constant(hi.b):
         return int(hi.b.value)
-    if isinstance(hi, Const) and isinstance(lo, Const):
+    if _constant(hi) and _constant(lo):
         return int(hi.value) - int(lo.value)
     return None
+
+
+def _constant(e: Expr) -> bool:
+    return isinstance(e, Const) and is_static(e.value)
 
 
 def _conjuncts(cond: Expr) -> list[Expr]:

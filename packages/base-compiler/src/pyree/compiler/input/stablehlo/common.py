@@ -24,7 +24,9 @@ from pyree.compiler.kernel import (
     is_float,
     is_unsigned,
     itemsize,
+    size_value,
 )
+from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import Generic, Value
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -147,12 +149,17 @@ def _saturating_fptoi(x: Expr, dtype: str) -> Expr:
     return Select(Compare("uno", x, x), Const(0, dtype), value, dtype)
 
 
-def clamp(x: Expr, lo: int, hi: int) -> Expr:
-    """``x`` (index) clamped into [lo, hi]."""
-    if isinstance(x, Const):
+def clamp(x: Expr, lo: int, hi) -> Expr:
+    """``x`` (index) clamped into [lo, hi]; ``hi`` may be a run-time size (a dim of ``?``
+    less a window's), which the kernel is given."""
+    if isinstance(x, Const) and is_static(hi):
         return Const(min(max(int(x.value), lo), hi), "index")
-    return Binary("min", Binary("max", x, Const(lo, "index"), "index"), Const(hi, "index"),
-                  "index")
+    return Binary("min", Binary("max", x, Const(lo, "index"), "index"), index_value(hi), "index")
+
+
+def index_value(n) -> Expr:
+    """An index: a constant, or a run-time size the kernel is given."""
+    return Const(int(n), "index") if is_static(n) else size_value(n, "index")
 
 
 def all_of(conds: list[Expr]) -> Expr:

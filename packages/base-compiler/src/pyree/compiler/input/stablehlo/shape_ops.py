@@ -11,7 +11,16 @@ from pyree.compiler.input.function import FunctionLowering
 from pyree.compiler.input.inputs import Inputs
 from pyree.compiler.input.parser import location_of
 from pyree.compiler.input.scalar import zero
-from pyree.compiler.input.stablehlo.common import all_of, as_index, clamp, convert, emit_map, in_range, ints
+from pyree.compiler.input.stablehlo.common import (
+    all_of,
+    as_index,
+    clamp,
+    convert,
+    emit_map,
+    in_range,
+    index_value,
+    ints,
+)
 from pyree.compiler.input.stablehlo.elementwise import broadcast_load
 from pyree.compiler.input.stablehlo.householder import lower_householder_product
 from pyree.compiler.input.stablehlo.lapack import lapack_call, lower_lapack
@@ -225,8 +234,7 @@ def lower_dynamic_update_slice(fn: FunctionLowering, op: Operation) -> None:
         inside = []
         for d, (s, n) in enumerate(zip(starts, update.shape)):
             inside.append(Compare("ge", LoopIndex(d), s))
-            inside.append(Compare("lt", LoopIndex(d), Binary("add", s, Const(n, "index"),
-                                                             "index")))
+            inside.append(Compare("lt", LoopIndex(d), Binary("add", s, index_value(n), "index")))
         return Select(all_of(inside), _shifted(inputs, update, starts, -1, where),
                       inputs.load(dest, AffineExpr.identity(rank)), dest.dtype)
 
