@@ -256,12 +256,19 @@ class Function:
                         self._sizes.explain(i, tuple(shape), plan.values)
             raise
         # A tied result starts as its argument: the argument's own buffer where it is donated,
+        # the host array uploaded into the result (which the argument then names too: the
+        # host program is right with the two one buffer, and the caller's array is untouched),
         # else a copy of it, submitted first.
         donated: dict[int, object] = {}
+        into_results: list[tuple[int, int]] = []
         copies = []
         if donate is not True and isinstance(donate, int):
             donate = (donate,)
         for r, a, copy in plan.ties:
+            if a in uploads:
+                uploads.remove(a)
+                into_results.append((r, a))
+                continue
             if donate and (donate is True or a in donate):
                 buffer = self._donated(args, a, inputs, plan.result_keys[r])
                 if buffer is not None:
@@ -284,6 +291,9 @@ class Function:
             for i, buffer in zip(uploads, scratch):
                 _upload(buffer, items[i], specs[i][0])
                 items[i] = buffer
+        for r, a in into_results:
+            _upload(results[r], items[a], specs[a][0])
+            items[a] = results[r]
         items += results
         with self._lock:
             # the own buffers and the table under the lock: a larger size replaces them (its
