@@ -178,3 +178,43 @@ def test_a_slice_of_a_reduction_is_not_its_epilogue():
     assert all(op.outputs[0].epilogue is None for op in fused.ops if isinstance(op, Generic))
     expected = (args[0].astype(np.float64) @ args[1])[:6, :8]
     np.testing.assert_allclose(run(fused, args)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+INDEX_MASK = """
+func.func @main(%pos: tensor<i32>, {args}) -> ({types}) {{
+  %i = stablehlo.iota dim = 1 : tensor<3x37xi32>
+  %p = stablehlo.broadcast_in_dim %pos, dims = [] : (tensor<i32>) -> tensor<3x37xi32>
+  %m = stablehlo.compare GE, %i, %p : (tensor<3x37xi32>, tensor<3x37xi32>) -> tensor<3x37xi1>
+  %z = stablehlo.constant dense<0.0> : tensor<3x37xf32>
+  {body}
+  return {results} : {types}
+}}
+"""
+
+
+def test_index_arithmetic_is_recomputed_in_every_reader():
+    """A mask of loop indices and a scalar (a decode step's rows past its position) read by six
+    ops is recomputed in each (MAX_INDEX_COPIES), no kernel of its own; the numbers are
+    numpy's at positions before, inside and past the rows."""
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str
+
+    k = 6
+    text = INDEX_MASK.format(
+        args=", ".join(f"%x{j}: tensor<3x37xf32>" for j in range(k)),
+        types=", ".join(["tensor<3x37xf32>"] * k),
+        body="\n  ".join(f"%r{j} = stablehlo.select %m, %x{j}, %z : tensor<3x37xi1>, "
+                         "tensor<3x37xf32>" for j in range(k)),
+        results=", ".join(f"%r{j}" for j in range(k)))
+    options = CompileOptions(target_backends=["llvm-cpu"])
+    sources = compile_str(text, options, extra_args=["--compile-to=executable-sources"]).decode()
+    # one kernel (the six selects share it), the mask recomputed in it from d1 and the scalar
+    assert sources.count("kernel @") == 1 and ">= b1[]" in sources, sources
+    module = rt.load_module(compile_str(text, options), device="local-task")
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((3, 37)).astype(np.float32) for _ in range(k)]
+    for pos in (-3, 0, 20, 36, 99):
+        got = module.main(np.int32(pos), *xs)
+        keep = np.arange(37)[None, :] >= pos
+        for g, x in zip(got, xs):
+            np.testing.assert_array_equal(g.to_host(), np.where(keep, x, np.float32(0)))

@@ -51,6 +51,7 @@ from pyree.compiler.kernel import (
     Result,
     depth,
     fold_pattern,
+    is_float,
     is_row_kernel,
     operands,
     result_nodes,
@@ -206,6 +207,12 @@ def _passes_widening(op: Generic, graph: _Graph) -> bool:
 
 MAX_COPIES = 4       # users an elementwise producer may be recomputed in
 MAX_COPIED_NODES = 48  # expression nodes of a producer worth recomputing
+# Index arithmetic (a producer of few nodes that reads nothing but scalars: a decode step's
+# masks over the cache's rows, its position clamped) is recomputed in any number of readers up
+# to this, wherever they read it: a few integer operations where a dispatch of its own cost a
+# launch (GPT-2's decode had four such kernels a step).
+MAX_INDEX_COPIES = 64
+MAX_INDEX_NODES = 12
 
 
 def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
@@ -218,7 +225,9 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
                 or is_line_walk(producer):
             continue
         value = producer.results[0]
-        if not 2 <= graph.users[value] <= MAX_COPIES or value in graph.results:
+        index = _index_arithmetic(producer)
+        if not 2 <= graph.users[value] <= (MAX_INDEX_COPIES if index else MAX_COPIES) \
+                or value in graph.results:
             continue
         readers = [op for op in ops if op is not producer and any(v is value for v in read_by(op))]
         key = (id(producer), *map(id, readers))
@@ -228,7 +237,10 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
         for op in readers:
             j = next((i for i, v in enumerate(op.inputs) if v is value), None) \
                 if isinstance(op, Generic) else None
-            copy = None if j is None or not _reads_once(op, j) or is_scatter(op) or is_line_walk(op) \
+            scatter = scatter_result(op.outputs) if isinstance(op, Generic) else None
+            copy = None if j is None or is_line_walk(op) \
+                or not (index or _reads_once(op, j)) \
+                or (is_scatter(op) and not (index and j != scatter.scatter.start)) \
                 else _inline_producer(op, j, producer)
             if copy is None:
                 break
@@ -241,6 +253,15 @@ def _copy_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
             return True
         refused[key] = (producer, readers)
     return False
+
+
+def _index_arithmetic(producer: Generic) -> bool:
+    """Whether ``producer`` is a few integer or boolean operations of its loop indices and
+    scalars (rank-0 inputs) alone (``MAX_INDEX_COPIES``)."""
+    value = producer.outputs[0].value
+    nodes = list(walk(value))
+    return len(nodes) <= MAX_INDEX_NODES and not is_float(value.dtype) and all(
+        not isinstance(e, (Load, Gather)) or not producer.inputs[e.binding].shape for e in nodes)
 
 
 def _reads_once(op: Generic, j: int) -> bool:
