@@ -175,3 +175,22 @@ def test_the_tools_show_and_run_a_tied_result(module_bytes, tmp_path):
     first = proc.stdout.split("result[0]:")[1].split("result[1]:")[0]
     assert first.count("3 3 3") == 5 * 2 and first.count("4 4 4") == 5 * 9, proc.stdout
     assert want[0, 9, 0] == 3
+
+
+def test_a_large_host_array_read_in_place_is_copied_not_written():
+    """On the CPU drivers a large numpy argument is read in place (vm/call_plan.py
+    IMPORT_MIN_BYTES): for a tied argument it is copied into the result, and the caller's
+    array keeps its bytes."""
+    text = PROGRAM.replace("5x11x3", "5x1100x30").replace("5x2x3", "5x2x30") \
+        .replace("[5, 2, 3]", "[5, 2, 30]")
+    module = rt.load_module(compile_str(text, target_backends=["llvm-cpu"]), device="local-task")
+    assert module.main.tied_results == [0, None]
+    rng = np.random.default_rng(4)
+    cache = rng.standard_normal((5, 1100, 30)).astype(np.float32)  # 660 KB: read in place
+    new = rng.standard_normal((5, 1100, 30)).astype(np.float32)
+    kept = cache.copy()
+    got, _ = module.main(cache, new, np.int64(700))
+    want = cache.copy()
+    want[:, 700:702] = new[:, :2] + np.float32(1)
+    np.testing.assert_array_equal(got.to_host(), want)
+    np.testing.assert_array_equal(cache, kept)

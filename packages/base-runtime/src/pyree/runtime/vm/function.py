@@ -262,7 +262,7 @@ class Function:
         donated: dict[int, object] = {}
         into_results: list[tuple[int, int]] = []
         copies = []
-        if donate is not True and isinstance(donate, int):
+        if plan.ties and donate is not True and isinstance(donate, int):
             donate = (donate,)
         for r, a, copy in plan.ties:
             if a in uploads:

@@ -126,9 +126,8 @@ def record(function, device: Device, executable: Executable | None, exports: lis
     for r, a in getattr(function, "ties", {}).items():
         size = TensorType.from_fb(function.arguments[a]).nbytes
         if size:
-            tie_copies.append((r, a, [("copy", 0, recorder.bindings([_Ref(0, a, 0, size),
-                                                                     _Ref(1, r, 0, size)]),
-                                       [], 0, 0, None)]))
+            tie_copies.append((r, a, size, [("copy", 0, recorder.bindings(
+                [_Ref(0, a, 0, size), _Ref(1, r, 0, size)]), [], 0, 0, None)]))
     commands = function.commands
     landings = {c.branch.target for c in commands if COMMAND_KINDS[c.kind] == "branch"}
     # the verifier's clears (module/coverage.py) open the first command buffer, and a barrier
@@ -169,9 +168,9 @@ def record(function, device: Device, executable: Executable | None, exports: lis
                                    if kind == "dispatch" else bindings[0][2] if bindings else 0)
                                   for kind, kernel, bindings, *_ in p)
     ties = []
-    for r, a, batch in tie_copies:
+    for r, a, size, batch in tie_copies:
         copy = recorder.record(batch)
-        copy.contents = (("copy", 0, batch[0][2][0][2]),)
+        copy.contents = (("copy", 0, size),)
         ties.append((r, a, copy))
     return Program(sorted(recorder.slots, key=recorder.slots.__getitem__), steps, tuple(ties))
 
