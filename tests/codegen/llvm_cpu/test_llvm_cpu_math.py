@@ -171,6 +171,27 @@ def test_tanh_loop_is_vector_code_without_calls(cpu, register):
     assert "call" not in asm and "tanhf" not in asm and "expf" not in asm
 
 
+@pytest.mark.parametrize("op", ["sin", "cos", "tan", "atan", "atan2"])
+def test_trigonometry_is_vector_code_without_libm(op):
+    """sin, cos, tan, atan and atan2 on f32 are math_expansion's formulas in vector code, not a
+    libm call a lane; sin, cos and tan, in explicit vectors, branch around Payne-Hanek's
+    reduction where no lane of a vector is huge (elementwise.py ``_rare_arms``)."""
+    n = 1000
+    ix = identity(1)
+    x = Load(0, ix, "f32")
+    e = Binary(op, x, Load(1, ix, "f32"), "f32") if op == "atan2" else Unary(op, x, "f32")
+    reads = 2 if op == "atan2" else 1
+    k = Kernel(op, (n,), 1, (Binding("f32", (n,), "read"),) * reads + (Binding("f32", (n,), "write"),),
+               (Result(reads, ix, e),))
+    target = resolve_target("haswell")
+    module, _ = lower_kernels([k], target)
+    optimized = optimize(str(module), target)
+    asm = target.machine.emit_assembly(optimized)
+    assert re.search(r"\bv?(fmadd\w*|mul)ps\s.*%ymm", asm), asm
+    assert not re.search(r"call\w*\s+\w*(sin|cos|tan|atan)", asm)
+    assert ("vector.reduce.or" in str(module)) is (op in ("sin", "cos", "tan"))
+
+
 @pytest.mark.parametrize("float64", [True, False])
 def test_gpu_math_expansions_on_cpu(float64):
     """The math the GPU targets compute (codegen/common/math_expansion, pow with and without f64

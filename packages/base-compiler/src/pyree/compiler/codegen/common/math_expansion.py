@@ -33,6 +33,10 @@ from pyree.compiler.kernel import Binary, Cast, Compare, Const, Expr, Select, Un
 EXPANDED = frozenset({"acos", "asin", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "erfc"})
 GPU_EXPANDED = EXPANDED | frozenset({"atan", "atan2", "sin", "cos", "tan", *VECMATH_UNARY,
                                      *VECMATH_BINARY})
+# llvm-cpu expands these on f32, f16 and bf16 too: LLVM lowers a vector llvm.sin (cos, tan, atan,
+# atan2) to one scalar libm call a lane, ~10x the time of the expansion vectorized (BENCHMARKS.md,
+# forty-eighth session); f64 keeps libm.
+CPU_EXPANDED = EXPANDED | frozenset({"atan", "atan2", "sin", "cos", "tan"})
 EXACT = frozenset({"round", "sign"})  # for a target whose native ones get -0, NaN or 1/2 wrong
 
 # erfc(x) = e^{-x^2} Q(t - c) / (x + 1), t = 1/(x + 1): a weighted minimax fit (as in
@@ -520,6 +524,7 @@ _UNARY = {"sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh
           "sin": _sin_or_cos(0), "cos": _sin_or_cos(1), "tan": _tan, "round": _round, "sign": _sign,
           **VECMATH_UNARY}
 _BINARY = {"atan2": _atan2, **VECMATH_BINARY}
+BINARY_OPS = frozenset(_BINARY)
 
 
 @functools.lru_cache(maxsize=4096)  # every lane of a kernel expands the same nodes

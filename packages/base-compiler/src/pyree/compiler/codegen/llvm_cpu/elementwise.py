@@ -12,8 +12,12 @@ blocks transposed in registers (transpose.py), which dynamic.py's elementwise ke
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
+from pyree.compiler.codegen.common import math_expansion
 from pyree.compiler.codegen.common.normalize import loads
+from pyree.compiler.codegen.llvm_cpu import scalar
 from pyree.compiler.codegen.llvm_cpu.loops import nest
 from pyree.compiler.codegen.llvm_cpu.scalar import (
     ExprEmitter,
@@ -24,7 +28,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.codegen.llvm_cpu.transpose import emit_transposed, plan_transpose
-from pyree.compiler.kernel import Kernel
+from pyree.compiler.kernel import Binary, Kernel, Load, Select, Unary, walk
 
 
 def plan(kernel: Kernel, target) -> ElementwiseLowering:
@@ -70,12 +74,29 @@ class ElementwiseLowering:
 
 
 def _strided_rows(kernel: Kernel, span: int) -> bool:
-    """Results contiguous along the innermost loop, some load stepping 2..span elements along
-    it and none further (a transposed load gathers either way)."""
+    """Results contiguous along the innermost loop and no load stepping more than ``span``
+    elements along it (a transposed load gathers either way), with some load stepping 2..span
+    or some result computing math with a rare arm (``_rare_arms``)."""
     if kernel.num_parallel == 0:
         return False
     p = kernel.num_parallel - 1
     steps = [ld.index[0].coeffs[p] for ld in loads(kernel)]
     return (all(r.index[0].coeffs[p] == 1 for r in kernel.results)
-            and any(1 < s <= span for s in steps)
-            and all(abs(s) <= span for s in steps))
+            and all(abs(s) <= span for s in steps)
+            and (any(1 < s <= span for s in steps) or _rare_arms(kernel)))
+
+
+def _rare_arms(kernel: Kernel) -> bool:
+    """Whether a result computes math whose expansion has a rare, dear arm (a ``lazy`` select:
+    sin, cos and tan reduce a huge argument by Payne-Hanek). Explicit vectors branch around that
+    arm where no lane of a vector takes it (scalar.py ``_rare_select``); LLVM's loop vectorizer
+    would compute it for every vector, 4x the time of the rest of sin."""
+    return any(scalar.expanded(node) and _has_lazy_select(node.op, node.dtype)
+               for r in kernel.results for node in walk(r.value))
+
+
+@functools.cache
+def _has_lazy_select(op: str, dtype: str) -> bool:
+    x = Load(-1, (), dtype)  # a stand-in: only the expansion's shape matters
+    node = Unary(op, x, dtype) if op not in math_expansion.BINARY_OPS else Binary(op, x, x, dtype)
+    return any(isinstance(n, Select) and n.lazy for n in walk(math_expansion.expand(node)))

@@ -67,7 +67,8 @@ _FLOAT_INTRINSICS = {
     "sin": "sin", "cos": "cos", "tan": "tan", "atan": "atan", "tanh": "tanh", "floor": "floor",
     "ceil": "ceil", "round": "round", "roundeven": "roundeven", "trunc": "trunc",
 }
-# Also, on f64 only, math_expansion.EXPANDED: it writes them out on narrower floats.
+# Also, on f64 only, math_expansion.EXPANDED; on narrower floats ``expanded`` writes out
+# math_expansion.CPU_EXPANDED (atan2 among them, a binary op).
 _LIBM = {"erf", "expm1", "log1p"}
 _FLOAT_BINARY_INTRINSICS = {"pow": "pow", "max": "maximum", "min": "minimum", "atan2": "atan2",
                             "copysign": "copysign"}
@@ -77,6 +78,13 @@ _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 # gather (one load per lane) was slower on stride-2 depthwise convolutions, most with AVX-512
 # (BENCHMARKS.md, issue 11). Without AVX both are scalar, the span's twice as many loads.
 MAX_SPAN_STRIDE = 4
+
+
+def expanded(e: Expr) -> bool:
+    """Whether ``e`` is written out as math_expansion's arithmetic (which vectorizes) rather
+    than an LLVM intrinsic or a libm call."""
+    return (isinstance(e, (Unary, Binary)) and e.op in math_expansion.CPU_EXPANDED
+            and e.dtype != "f64")
 
 
 def span_stride(target) -> int:
@@ -372,22 +380,24 @@ class ExprEmitter:
 
     def _eager(self, e: Expr) -> tuple[Expr, ...]:
         """The operands ``_emit_node`` emits before ``e`` itself, in the current block and mode."""
-        if isinstance(e, Select) and self._guarded(e):
+        if isinstance(e, Select) and (self._guarded(e) or e.lazy):
             return (e.cond,)
-        if isinstance(e, Unary) and e.op in math_expansion.EXPANDED and e.dtype != "f64":
+        if expanded(e):
             return ()
         return operands(e)
 
     def _emit_node(self, e: Expr, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
         if isinstance(e, Select) and self._guarded(e):
             value = self._lazy_select(e, pt, fast, memo, guard)
+        elif isinstance(e, Select) and e.lazy:
+            value = self._rare_select(e, pt, fast, memo, guard)
         elif isinstance(e, Load):
             value = self.load(e, pt, guard if e in self.unsafe_loads else None)
         elif isinstance(e, Gather):  # clamped again: the emitted code never trusts its index
             at = gather_offset(e.index, self.kernel.bindings[e.binding].shape, self.kernel.loop_ranges)
             offset = self._emit(at, pt, fast, memo, guard)
             value = self.gather(e, self.int_resize(offset, at.dtype, "index", signed=False), pt)
-        elif isinstance(e, Unary) and e.op in math_expansion.EXPANDED and e.dtype != "f64":
+        elif expanded(e):
             value = self._emit(math_expansion.expand(e), pt, False, memo, guard)  # not reassociated
         else:
             args = []
@@ -427,6 +437,29 @@ class ExprEmitter:
         for value, block in incoming:
             phi.add_incoming(value, block)
         return phi
+
+    def _rare_select(self, e: Select, pt: Point, fast: bool, memo: dict, guard) -> ir.Value:
+        """A select whose first arm is rare and dear (``lazy``: math_expansion's Payne-Hanek
+        reduction for huge arguments): computed only where some lane takes it, by a branch
+        around it on the whole vector; the common arm always."""
+        if self.width == 1:
+            return self._lazy_select(e, pt, fast, memo, guard)
+        b = self.b
+        cond = self._emit(e.cond, pt, fast, memo, guard)
+        common = self._emit(e.b, pt, fast, memo, guard)
+        any_lane = b.call(self.intrinsic("vector.reduce.or", I1, [cond.type], [cond.type]), [cond])
+        rare_block, merge = b.append_basic_block("rare"), b.append_basic_block("rare.end")
+        before = b.block
+        b.cbranch(any_lane, rare_block, merge)
+        b.position_at_end(rare_block)
+        rare = self._emit(e.a, pt, fast, dict(memo), guard)
+        rare_end = b.block
+        b.branch(merge)
+        b.position_at_end(merge)
+        phi = b.phi(rare.type)
+        phi.add_incoming(rare, rare_end)
+        phi.add_incoming(ir.Constant(rare.type, None), before)  # no lane reads it there
+        return b.select(cond, phi, common)
 
     def _node(self, e: Expr, args: list[ir.Value], pt: Point, fast: bool) -> ir.Value:
         if isinstance(e, Const):
