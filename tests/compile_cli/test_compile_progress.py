@@ -103,3 +103,31 @@ def test_every_backend_reports_its_kernels(backend, last, monkeypatch):
     codegen = lines[lines.index(f"codegen for {backend}: 1 kernels") + 1:-1]
     assert codegen[-1] == last and lines[-1] == "writing the module"
     assert codegen[0] == ("codegen for rocm: 1/1 kernels as LLVM IR" if backend == "rocm" else last)
+
+
+def test_each_line_is_one_write(monkeypatch):
+    """A progress line and its newline go out in one write, as the interrupt line does, so that
+    a line another thread prints never runs on from an unfinished one."""
+    import sys
+
+    from pyree.compiler.progress import StageLines
+    from pyree.compiler.tools import interrupt
+
+    class Recorder:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+    recorder = Recorder()
+    monkeypatch.setattr(sys, "stderr", recorder)
+    StageLines(0.0)("codegen for llvm-cpu: 6/48 kernels")
+    interrupt._say("pyree-compile")
+    assert len(recorder.writes) == 2
+    assert recorder.writes[0].endswith("6/48 kernels\n")
+    assert recorder.writes[1] == "pyree-compile: interrupted\n"

@@ -11,6 +11,14 @@ import time
 from collections.abc import Callable
 
 
+def write_line(text: str) -> None:
+    """``text`` and its newline on stderr in one write: print writes them apart, and a line
+    another thread writes between (the interrupt watcher's, tools/interrupt.py) ran on from
+    the unfinished one ("6/48 kernelspyree-compile: interrupted")."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
 class StageLines:
     """A ``progress`` callback: each line with the elapsed time on stderr, held back until the
     compile has run ``delay`` seconds (a timer then prints what was held), so that short
@@ -33,7 +41,7 @@ class StageLines:
         line = f"{self._name}: [{time.monotonic() - self._start:6.1f}s] {line}"
         with self._lock:
             if self._live:
-                print(line, file=sys.stderr, flush=True)
+                write_line(line)
             else:
                 self._held.append(line)
 
@@ -41,7 +49,7 @@ class StageLines:
         with self._lock:
             self._live = True
             for line in self._held:
-                print(line, file=sys.stderr, flush=True)
+                write_line(line)
             self._held.clear()
 
     def close(self) -> None:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 
 from pyree.compiler.codegen.common import parallel
 from pyree.compiler.output_file import remove_partial_outputs
+from pyree.compiler.progress import write_line
 
 EXIT_INTERRUPTED = 130
 # How long the main thread has to end the process itself before the watcher does.
@@ -64,4 +64,4 @@ def _watch(read: int, tool: str) -> None:
 
 
 def _say(tool: str) -> None:
-    print(f"{tool}: interrupted", file=sys.stderr, flush=True)
+    write_line(f"{tool}: interrupted")
