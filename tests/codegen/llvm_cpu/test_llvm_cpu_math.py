@@ -222,3 +222,37 @@ def test_gpu_math_expansions_on_cpu(float64):
         errors[op] = float(np.max(ulp_errors(got, reference(op, *args), special_mask(*args))))
     bad = {op: v for op, v in errors.items() if not v <= GPU_ULP.get(op, 1)}
     assert not bad, f"over the bound: {bad}; all: {errors}"
+
+
+RUN_TIME_TRIG = """func.func @main(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %d0 = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %d1 = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %e = tensor.empty(%d0, %d1) : tensor<?x?xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x?xf32>) outs(%e : tensor<?x?xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = math.sin %a : f32
+    %c = math.cos %a : f32
+    %t = arith.addf %s, %c : f32
+    linalg.yield %t : f32
+  } -> tensor<?x?xf32>
+  return %r : tensor<?x?xf32>
+}"""
+
+
+def test_trigonometry_with_run_time_sizes_and_huge_lanes():
+    """sin + cos over run-time shapes whose rows are a vector's tail or several vectors, with a
+    huge argument (Payne-Hanek's arm) in some vectors and none in others: numpy's answer."""
+    import pyree.runtime as rt
+    from pyree.compiler import CompileOptions, compile_str
+    main = rt.load_module(compile_str(RUN_TIME_TRIG, CompileOptions(target_backends=["llvm-cpu"])),
+                          device="local-task")["main"]
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (3, 17), (7, 33), (2, 1000)]:
+        x = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, shape)).astype(np.float32)
+        x.flat[0], x.flat[-1] = np.float32(1e30), np.float32(-3e5)
+        want = np.sin(x.astype(np.float64)) + np.cos(x.astype(np.float64))
+        assert np.max(np.abs(main(x).to_host() - want)) <= 4e-7, shape
