@@ -193,6 +193,17 @@ def test_f32_ulp_error_and_special_values_on_cpu():
     assert not over_bounds(errors, CPU_ULP), f"over the bound: {over_bounds(errors, CPU_ULP)}; all: {errors}"
 
 
+@pytest.mark.parametrize("options", [{"llvmcpu_variants": "none"}, {"llvmcpu_target_cpu": "host"}])
+def test_trigonometry_in_other_cpu_variants(options):
+    """The expanded trigonometry in the portable variant alone (SSE: explicit vectors of 512 bits
+    that LLVM splits) and in this machine's own code: the same bounds, the same special values."""
+    import pyree.runtime as rt
+    unary, binary = ["sin", "cos", "tan", "atan", "asin", "acos"], ["atan2"]
+    module = rt.load_module(compiled("llvm-cpu", unary, binary, "f32", **options), device="local-task")
+    errors = measure(module, unary, binary, "f32")
+    assert not over_bounds(errors, CPU_ULP), f"over the bound: {over_bounds(errors, CPU_ULP)}; all: {errors}"
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_16_bit_floats_round_once_from_f32(dtype):
     """Computed in f32 and rounded once: within 1 ulp of the rounded float64 result."""

@@ -524,7 +524,6 @@ _UNARY = {"sinh": _sinh, "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh
           "sin": _sin_or_cos(0), "cos": _sin_or_cos(1), "tan": _tan, "round": _round, "sign": _sign,
           **VECMATH_UNARY}
 _BINARY = {"atan2": _atan2, **VECMATH_BINARY}
-BINARY_OPS = frozenset(_BINARY)
 
 
 @functools.lru_cache(maxsize=4096)  # every lane of a kernel expands the same nodes

@@ -12,8 +12,6 @@ blocks transposed in registers (transpose.py), which dynamic.py's elementwise ke
 
 from __future__ import annotations
 
-import functools
-
 from llvmlite import ir
 from pyree.compiler.codegen.common import math_expansion
 from pyree.compiler.codegen.common.normalize import loads
@@ -28,7 +26,7 @@ from pyree.compiler.codegen.llvm_cpu.scalar import (
 )
 from pyree.compiler.codegen.llvm_cpu.tiling import choose_tiling
 from pyree.compiler.codegen.llvm_cpu.transpose import emit_transposed, plan_transpose
-from pyree.compiler.kernel import Binary, Kernel, Load, Select, Unary, walk
+from pyree.compiler.kernel import Kernel, Select, walk
 
 
 def plan(kernel: Kernel, target) -> ElementwiseLowering:
@@ -90,13 +88,7 @@ def _rare_arms(kernel: Kernel) -> bool:
     """Whether a result computes math whose expansion has a rare, dear arm (a ``lazy`` select:
     sin, cos and tan reduce a huge argument by Payne-Hanek). Explicit vectors branch around that
     arm where no lane of a vector takes it (scalar.py ``_rare_select``); LLVM's loop vectorizer
-    would compute it for every vector, 4x the time of the rest of sin."""
-    return any(scalar.expanded(node) and _has_lazy_select(node.op, node.dtype)
-               for r in kernel.results for node in walk(r.value))
-
-
-@functools.cache
-def _has_lazy_select(op: str, dtype: str) -> bool:
-    x = Load(-1, (), dtype)  # a stand-in: only the expansion's shape matters
-    node = Unary(op, x, dtype) if op not in math_expansion.BINARY_OPS else Binary(op, x, x, dtype)
-    return any(isinstance(n, Select) and n.lazy for n in walk(math_expansion.expand(node)))
+    would compute it for every vector, 3x the time of the rest of sin."""
+    return any(isinstance(n, Select) and n.lazy
+               for r in kernel.results for node in walk(r.value) if scalar.expanded(node)
+               for n in walk(math_expansion.expand(node)))
