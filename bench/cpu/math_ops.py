@@ -46,11 +46,11 @@ def program(op: str, n: int, arity: int) -> str:
 }}"""
 
 
-def median_ms(call) -> float:
+def median_ms(call, *args) -> float:
     times = []
     for _ in range(15):
         start = time.perf_counter()
-        call()
+        call(*args)
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
 
@@ -72,9 +72,8 @@ def main() -> None:
             device_xs = [rt.asdevicearray(module.device, x) for x in xs]
             got = module.main(*device_xs).to_host()
             error = float(np.max(np.abs(got - reference(*[x.astype(np.float64) for x in xs]))))
-            ours = median_ms(lambda: module.main(*device_xs).wait())
-            tensors = [torch.from_numpy(x) for x in xs]
-            theirs = median_ms(lambda: torch_op(*tensors))
+            ours = median_ms(lambda *a: module.main(*a).wait(), *device_xs)  # noqa: B023 - called here
+            theirs = median_ms(torch_op, *[torch.from_numpy(x) for x in xs])
             print(f"| {op} | {n} | {ours:.3f} | {theirs:.3f} | {theirs / ours:.2f}x | {error:.1e} |",
                   flush=True)
 
