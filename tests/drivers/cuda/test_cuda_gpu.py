@@ -183,19 +183,26 @@ print(before, reported, after_failure, loaded, free_mib())
 
 def test_device_memory_returns_after_out_of_memory_and_unload(tmp_path):
     """Issue 13: a failed 108 GB request on an H100 left the pool holding the whole GPU (6 MiB of 81 GB
-    free). In a fresh process (nothing else holding device memory): free memory after the
-    failure, in its message, and after the module is unloaded is what it was before."""
+    free). In a fresh process: free memory after the failure, in its message, and after the module
+    is unloaded is what it was before. Free memory is the GPU's, so another test process (pytest -n)
+    allocating or freeing meanwhile moves it; the check gets three tries to see a quiet GPU."""
     import subprocess
     path = tmp_path / "mlp.vmfb"
     path.write_bytes(module_bytes("mlp"))
-    done = subprocess.run([sys.executable, "-c", _MEMORY_CHECK, str(path)], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    before, reported, after_failure, loaded, unloaded = map(float, done.stdout.split())
-    for what, mib in (("in the error", reported), ("after the failure", after_failure),
-                      ("after unloading", unloaded)):
-        assert mib >= before - 64, f"{mib:.1f} MiB free {what}, {before:.1f} MiB before"
-    assert loaded < before  # the module's constants and buffers were on the GPU meanwhile
+    problems = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", _MEMORY_CHECK, str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        before, reported, after_failure, loaded, unloaded = map(float, done.stdout.split())
+        problems = [f"{mib:.1f} MiB free {what}, {before:.1f} MiB before"
+                    for what, mib in (("in the error", reported), ("after the failure", after_failure),
+                                      ("after unloading", unloaded)) if mib < before - 64]
+        if loaded >= before:  # the module's constants and buffers were on the GPU meanwhile
+            problems.append(f"{loaded:.1f} MiB free with the module loaded, {before:.1f} MiB before")
+        if not problems:
+            return
+    raise AssertionError("; ".join(problems))
 
 
 def test_chained_calls_stay_on_the_gpu():
