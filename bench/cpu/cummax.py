@@ -1,5 +1,6 @@
-"""torch.cummax along rows on local-task against PyTorch's CPU, compile time too (BENCHMARKS.md,
-thirty-sixth session: pyree's log-step scan, whose fused chain once took minutes to compile).
+"""torch.cummax along rows on local-task against PyTorch's CPU, compile time too (BENCHMARKS.md:
+thirty-sixth session, the log-step chain that once took minutes to compile; forty-ninth, the
+scans of importers/torch_scans.py).
 
     python bench/cpu/cummax.py
 """

@@ -1,6 +1,6 @@
 """Ops torch-mlir refuses, imported with pyree's decompositions (importers/torch_missing_ops.py),
 on local-task against PyTorch: embedding_bag in every mode, cdist and pdist, searchsorted,
-median and nanmedian, erfc, hypot, copysign, signbit, histc, cummax and cummin, lgamma,
+median and nanmedian, erfc, hypot, copysign, signbit, histc, lgamma,
 digamma and erfinv, the Bessel functions i0/i1 (scaled and not), polygamma and zeta, adaptive
 max pooling of uneven windows, with NaN, infinities and -0 where the op takes them. Each failed
 to import before ("failed to legalize operation")."""
@@ -90,13 +90,6 @@ CASES = {
                     torch.rand(40) * 10 + 0.1]),
          torch.tensor([1.5, 2.0, 3.0, 6.0, 1.0001, 2.5, 4.0, 11.0]),
          torch.tensor([0.25, 1.0, 7.5, 3.0, 1e3, 0.5, 2.0, 0.01]))),
-    # ties to the latest index; NaN from the first NaN on, indexed by the latest NaN
-    "cummax_and_cummin": (
-        lambda a, i, long: (*torch.cummax(a, 1), *torch.cummin(a, 0), *torch.cummax(i, -1),
-                            *torch.cummin(i, 1), *torch.cummax(long, 0)),
-        (torch.tensor([[1.0, 3, 3, 2, NAN, 5, 1], [-1, -1, 0, 0, -0.0, 7, 7],
-                       [NAN, 1, 2, NAN, 3, 0, 9]]),
-         torch.randint(-3, 3, (4, 37)), torch.randn(100, 3))),
     # uneven windows, overlapping and upsampled (and an even split, torch-mlir's own); NaN indexed by a window's last NaN
     "adaptive_max_pool_uneven": (
         lambda a, b, c, i: (*F.adaptive_max_pool2d(a, (5, 4), return_indices=True),

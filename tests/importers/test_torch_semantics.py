@@ -112,8 +112,8 @@ CASES = {  # name -> (function, inputs)
                             torch.index_put(x, (i,), v)),
         (torch.randn(5, 2), torch.zeros(0, dtype=torch.int64), torch.zeros(0, 2, dtype=torch.int64),
          torch.zeros(0, 2))),
-    # torch's cummax is a log-step scan: its chain of kernels, each read at i and i - 2^k, had
-    # been fused into one kernel doubling with every step (minutes to compile at 4000)
+    # torch's cummax was a log-step chain of kernels, each read at i and i - 2^k, once fused
+    # into one kernel doubling with every step (minutes to compile at 4000); now two scans
     "cummax_and_cummin_of_long_rows": (
         lambda x: (*torch.cummax(x, 1), *torch.cummin(x, 0)),
         (torch.from_numpy(np.random.default_rng(4).integers(-50, 50, (3, 3001))

@@ -386,7 +386,7 @@ def _distinct_reads(op: Generic, j: int) -> int:
 
 def _nodes(op: Generic) -> int:
     """Distinct expression nodes of ``op``: a chain of producers each read at two places (a
-    log-step scan: torch's cummax, read at i and i - 2^k) doubled with every step inlined, and
+    log-step scan, as torch's cummax was, read at i and i - 2^k) doubled with every step inlined, and
     compiling its last kernel took minutes."""
     return len({e for r in op.outputs for e in result_nodes(r)})
 

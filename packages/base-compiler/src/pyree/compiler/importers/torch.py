@@ -16,7 +16,7 @@ import re
 
 from pyree.compiler.errors import CompileError
 from pyree.compiler.extras import require
-from pyree.compiler.importers import torch_missing_ops, torch_semantics, unsigned
+from pyree.compiler.importers import torch_missing_ops, torch_scans, torch_semantics, unsigned
 from pyree.compiler.importers.torch_small_ints import widen_small_ints
 
 
@@ -53,9 +53,10 @@ def import_torch(module, *example_args, function_name: str = "main",
     _lift_listed_constants(program)
     _drop_input_mutations(program)
     try:
-        imported = fx.export_and_import(program, output_type="linalg-on-tensors",
-                                        func_name=function_name, hooks=_weights_hooks(named),
-                                        decomposition_table={})
+        imported = _lowered(fx.export_and_import(program, output_type="raw",
+                                                 func_name=function_name,
+                                                 hooks=_weights_hooks(named),
+                                                 decomposition_table={}))
     except TorchMlirCompilerError as err:
         # Its message is a page (a repro command for torch-mlir developers); keep the diagnostics.
         lines = [line for line in str(err).splitlines()
@@ -70,6 +71,20 @@ def import_torch(module, *example_args, function_name: str = "main",
     text = _with_bounds(str(imported), _dim_bounds(program), function_name)
     text = unsigned.restore(text, function_name, *_unsigned_types(program))
     return text if parameter_scope is None else externalize(text, parameter_scope, named)
+
+
+def _lowered(module):
+    """torch-mlir's lowering of an imported program to linalg-on-tensors (its
+    ``export_and_import(output_type="linalg-on-tensors")``: the same two pipelines), with pyree's
+    scans (``torch_scans``) carried through each."""
+    from torch_mlir.compiler_utils import OutputType, lower_mlir_module, run_pipeline_with_repro_report
+
+    module = torch_scans.calls_for_ops(module)
+    run_pipeline_with_repro_report(
+        module, "builtin.module(func.func(torch-match-quantized-custom-ops), "
+        "torchdynamo-export-to-torch-backend-pipeline{ extra-library=})",
+        "Lowering TorchFX IR -> Torch Backend IR")
+    return lower_mlir_module(False, OutputType.LINALG_ON_TENSORS, torch_scans.scans_for_calls(module))
 
 
 def _refuse_data_dependent_shapes(program) -> None:
@@ -275,13 +290,14 @@ def _decompositions() -> dict:
     (torch-mlir's lowering of its tanh form takes sqrt(2/pi) as 0.797724, pi as 22/7: a
     relative error up to 1e-3 in the negative tail that PyTorch's constants do not have) and
     pyree's own where torch-mlir's lowering loses PyTorch's answer (``torch_semantics``) or
-    refuses the op (``torch_missing_ops``)."""
+    refuses the op (``torch_missing_ops``, ``torch_scans``)."""
     import torch
     from torch._decomp import get_decompositions
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     return {**get_decomposition_table(), **get_decompositions([torch.ops.aten.gelu]),
-            **torch_semantics.decompositions(), **torch_missing_ops.decompositions()}
+            **torch_semantics.decompositions(), **torch_missing_ops.decompositions(),
+            **torch_scans.decompositions()}
 
 
 def drop_blobs(text: str, dropped) -> str:

@@ -33,9 +33,6 @@ PyTorch's answer, special values included:
   ``special_i0e``/``i1e``, ``i0``/``special_i1`` (scaled back), ``polygamma`` and
   ``special_zeta`` (below 0 the zeta series' terms cancel: about 3 digits in f32, where PyTorch
   computes in double).
-- ``cummax`` and ``cummin``: a scan in log2(n) steps (each position combined with the one 1, 2,
-  4, ... before it), keeping PyTorch's ties (the latest index) and its NaN (NaN from the first
-  NaN on, with the latest NaN's index).
 - ``adaptive_max_pool1d/2d/3d`` of static sizes: PyTorch's overlapping windows gathered into a
   table per dim where an output size does not divide the input's (torch-mlir refused it), so
   the op count does not grow with the output (upsampling included); indices as PyTorch's where
@@ -72,7 +69,6 @@ def decompositions() -> dict:
              aten.polygamma.default: _polygamma,
              aten.special_zeta.default: _zeta, aten.special_zeta.self_scalar: _zeta,
              aten.special_zeta.other_scalar: _zeta,
-             aten.cummax.default: _running("max"), aten.cummin.default: _running("min"),
              aten.embedding_bag.default: _embedding_bag,
              aten.embedding_bag.padding_idx: _embedding_bag,
              aten._embedding_bag.default: _embedding_bag,
@@ -445,42 +441,6 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
             out = out / divisor
         max_indices = torch.zeros(bags, dtype=torch.int64, device=weight.device)
     return out, bag, sizes, max_indices
-
-
-def _running(kind: str):
-    """cummax / cummin along ``dim``: (values, indices)."""
-    def scan(x, dim):
-        import torch
-        if x.dtype == torch.bool or x.dtype.is_complex:
-            return NotImplemented
-        dim = dim % x.dim() if x.dim() else 0
-        if x.dim() == 0:
-            return x.clone(), torch.zeros_like(x, dtype=torch.int64)
-        n = x.shape[dim]
-        shape = [1] * x.dim()
-        shape[dim] = n
-        index = torch.arange(n, device=x.device).reshape(shape).expand(x.shape)
-        value = x
-        beats = torch.ge if kind == "max" else torch.le
-        if x.dtype.is_floating_point:
-            extreme = -math.inf if kind == "max" else math.inf
-        else:
-            info = torch.iinfo(x.dtype)
-            extreme = info.min if kind == "max" else info.max
-        step = 1
-        while step < n:
-            before = torch.cat([torch.full_like(value.narrow(dim, 0, step), extreme),
-                                value.narrow(dim, 0, n - step)], dim)
-            before_index = torch.cat([torch.zeros_like(index.narrow(dim, 0, step)),
-                                      index.narrow(dim, 0, n - step)], dim)
-            later = beats(value, before)  # ties to the later index, as PyTorch's
-            if x.dtype.is_floating_point:  # a NaN wins, the latest NaN's index
-                later = torch.isnan(value) | (torch.logical_not(torch.isnan(before)) & later)
-            value = torch.where(later, value, before)
-            index = torch.where(later, index, before_index)
-            step *= 2
-        return value, index
-    return scan
 
 
 def _embedding_bag_by_masks(weight, rows, bag, valid, bags, mode):
