@@ -4,7 +4,8 @@ best k for a top-k; line_scan.py: one running fold), against numpy on local-task
 million (which the merging Generics took a minute to compile), the orders that break a naive
 quicksort or make every element enter a top-k heap (sorted either way, all equal, organ pipes),
 lengths around the insertion threshold, a top-k too large for the heap, scans exactly as numpy's
-sequential accumulate rounds them, inclusive and exclusive, and NaN, +-inf, -0.0 and ties."""
+sequential accumulate rounds them, inclusive and exclusive, exact folds walked in chains of
+chunks, and NaN, +-inf, -0.0 and ties."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pyree.runtime as rt
 import pytest
 from compiled import compiled
 from pyree.compiler import CompileOptions, compile_str
+from pyree.compiler.codegen.llvm_cpu.line_scan import CHAINS, MIN_CHUNK
 from pyree.compiler.codegen.llvm_cpu.line_sort import SMALL, TOP_K_HEAP
 from sort_cases import LONG_CASES, data, matches, sort_case, stable_order
 from test_merge_sort import run_torch
@@ -155,6 +157,42 @@ def test_an_exclusive_scan_and_its_last_value_walked():
     prefix = np.concatenate([start[:, None], x[:, :-1]], axis=1)
     want = np.maximum.accumulate(prefix, axis=1)  # NaN-propagating, as arith.maximumf
     matches([np.asarray(out), np.asarray(last)], [want, want[:, -1]])
+
+
+_EXACT_FOLDS = {"arith.maximumf": np.maximum, "arith.minimumf": np.minimum,
+                "arith.maxsi": np.maximum, "arith.minsi": np.minimum, "arith.addi": np.add,
+                "arith.muli": np.multiply, "arith.xori": np.bitwise_xor}
+
+
+@pytest.mark.parametrize("op", sorted(_EXACT_FOLDS))
+@pytest.mark.parametrize("n", [CHAINS * MIN_CHUNK - 1, CHAINS * MIN_CHUNK, CHAINS * MIN_CHUNK + 3,
+                               4099])
+def test_exact_folds_walked_in_chains(op, n):
+    """A fold that any grouping rounds alike (max, min, integer sums, products, xor) is walked in
+    CHAINS chunks at once, each later chunk then folding in the output before it: exactly
+    numpy's sequential accumulate, with the extremes, NaN and wrapping at the chunks' edges."""
+    float_op = op.endswith("f")
+    ty = "f32" if float_op else "i32"
+    rng = np.random.default_rng(n)
+    if float_op:
+        x = _specials((3, n), n)
+        edges = [c * (n // CHAINS) + k for c in range(CHAINS) for k in (-1, 0, 1)]
+        x[0, edges] = np.inf if op.endswith("maximumf") else -np.inf
+        x[1, n // CHAINS] = np.nan
+    else:
+        x = rng.integers(-2**31, 2**31, (3, n)).astype(np.int32)
+        x[2] = rng.integers(-3, 4, n)  # small factors and signs: products that wrap and reach 0
+    text = f"""func.func @f(%x: tensor<3x{n}x{ty}>, %out: tensor<3x{n}x{ty}>, %acc: tensor<3x{ty}>) -> tensor<3x{n}x{ty}> {{
+  %r:2 = iree_linalg_ext.scan dimension(1) inclusive(true) ins(%x : tensor<3x{n}x{ty}>) outs(%out, %acc : tensor<3x{n}x{ty}>, tensor<3x{ty}>) {{
+  ^bb0(%p: {ty}, %e: {ty}):
+    %s = {op} %p, %e : {ty}
+    iree_linalg_ext.yield %s : {ty}
+  }} -> tensor<3x{n}x{ty}>, tensor<3x{ty}>
+  return %r#0 : tensor<3x{n}x{ty}>
+}}"""
+    out = rt.load_module(compile_str(text), device="local-task")["f"](
+        x, np.zeros_like(x), np.zeros(3, x.dtype))
+    matches([np.asarray(out)], [_EXACT_FOLDS[op].accumulate(x, axis=1, dtype=x.dtype)])
 
 
 def test_empty_batches_bools_and_a_top_k_of_all_but_one():
