@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import tooling
+from importers.test_torch_less_common_forms import Fn
 from pyree.compiler import CompileOptions, compile_str, import_torch
 
 torch = tooling.require_module("torch")
@@ -24,15 +25,6 @@ BACKENDS = [
     pytest.param(("llvm-cpu", "local-task"), id="llvm-cpu"),
     pytest.param(("vulkan-spirv", "vulkan"), id="vulkan", marks=pytest.mark.vulkan),
 ]
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def _specials(shape, seed: int) -> torch.Tensor:

@@ -82,9 +82,10 @@ class LineScanLowering(LineWalk):
 
         def step(c: int, j: ir.Value) -> None:
             after = b.add(j, i64(c * length + 1))
-            value = em.emit(self.step, point(after, b.sub(after, i64(1)), b.load(accs[c])))
+            at = point(after, b.sub(after, i64(1)), b.load(accs[c]))
+            value = em.emit(self.step, at)
             b.store(value, accs[c])
-            store(value, point(after, j))
+            store(value, at)
 
         with for_range(b, i64(0), i64(length - 1), name="scan", unroll=False) as j:
             for c in range(CHAINS):
@@ -93,13 +94,13 @@ class LineScanLowering(LineWalk):
                        unroll=False) as j:
             step(CHAINS - 1, j)
         out = Load(r.binding, r.index, self.dtype)
+        folded = Binary(self.step.op, Acc(0, self.dtype), out, self.dtype)
         for c in range(1, CHAINS):
             carry = em.emit(out, point(i64(c * length - 1), i64(0)))
             end = self.n if c == CHAINS - 1 else (c + 1) * length
             with for_range(b, i64(c * length), i64(end), name="carry") as i:
-                at = point(i, i64(0))
-                folded = Binary(self.step.op, Acc(0, self.dtype), out, self.dtype)
-                store(em.emit(folded, Point(at.indices, accs=[carry])), at)
+                at = point(i, i64(0), carry)
+                store(em.emit(folded, at), at)
 
     def _exact_fold_element(self) -> Expr | None:
         """The element of a step that folds it into the running value by an op any grouping of
