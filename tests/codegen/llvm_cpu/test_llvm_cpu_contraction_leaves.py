@@ -103,3 +103,31 @@ def test_panels_packed_together():
         got = run(kernel, inputs, cpu=cpu)[-1]
         ref = np.maximum(inputs[0].astype(np.float64) @ inputs[1] + inputs[2], 0)
         np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5 * np.sqrt(K))
+
+
+@pytest.mark.parametrize("cpu", ["host", "haswell", "skylake-avx512", "generic"])
+@pytest.mark.parametrize("M,N,K,variant", [
+    (100, 70, 300, {"in_dtype": "f16"}),                       # tiles, a leaf and 44 steps
+    (29, 75, 41, {"in_dtype": "f16", "bias": True}),           # K in registers, 41 = 5 vectors + 1
+    (13, 40, 9, {"in_dtype": "f16"}),                          # a vector and a masked one (AVX2)
+    (37, 29, 53, {"in_dtype": "i8", "acc": "i32"}),
+    (19, 45, 600, {"in_dtype": "f16", "batch": 2, "b_transposed": True}),
+])
+def test_converted_x_packed_as_read_in_place(M, N, K, variant, cpu):
+    """An x converted from f16 or i8 is packed (``matmul._pack_x``), converted a vector of k
+    at a time: the same results, bit for bit, as the run-time-M, N kernel that converts it in
+    place, NaN, infinities and -0.0 included; numpy's within rounding."""
+    lowering = plan_matmul(normalize(matmul(M, N, K, **variant)), resolve_target(cpu))
+    assert lowering.pack_x and (lowering.leaves == (K > 256))
+    assert not plan_matmul(normalize(matmul(M, N, K)), resolve_target(cpu)).pack_x
+    got, want, inputs = static_and_run_time(M, N, K, cpu, **variant)
+    np.testing.assert_array_equal(got, want)
+    a, b = inputs[0].astype(np.float64), inputs[1].astype(np.float64)
+    b = np.swapaxes(b, -1, -2) if variant.get("b_transposed") else b
+    with np.errstate(invalid="ignore"):
+        ref = a @ b + (inputs[2] if variant.get("bias") else 0)
+    if variant.get("acc") == "i32":
+        np.testing.assert_array_equal(got, ref.astype(np.int32))
+        return
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=1e-3, atol=1e-3 * np.sqrt(K))
+    assert np.isnan(got[..., 3, :]).all()

@@ -9,8 +9,11 @@ a ``y`` that is transposed, converted or has far-apart rows is packed into zero-
 stack buffers, the tile's panels together (a plain row-major one is read in place), then for
 each block of MR rows the MR x NV accumulator vectors stay in registers for the whole K loop:
 per k, NV vector loads of the panel, MR scalar loads of ``x`` broadcast, MR*NV fused
-multiply-adds. Accumulators start at zero; init is added and the epilogue applied once per
-output, with masked vector stores on the ragged right edge. Rows past the tile edge repeat the
+multiply-adds. An ``x`` that is not a plain load (converted from f16 or i8, or computed) is
+packed too, once per tile and K leaf, into rows of the accumulator's type: broadcast from there,
+each row costs one load per k step, where converting it in place cost three shuffles (a 512 x 4096
+x 2048 f16 matmul ran at a third of the f32 one's speed). Accumulators start at zero; init is
+added and the epilogue applied once per output, with masked vector stores on the ragged right edge. Rows past the tile edge repeat the
 last row and are not stored. A static K longer than a cascade leaf whose ``y`` is read in place
 or too long to pack whole runs a leaf of K at a time across the tile (``_k_blocked``).
 """
@@ -182,15 +185,16 @@ class ContractionLowering:
         self.tiling = (_tile(tuple(batch), M, N, K, mr, nr) if self.static
                        else _run_time_tile(tuple(batch), M, N, K, mr, nr))
         reused = self.static and self.tiling.tile[-2] > mr   # a tile's row blocks share each panel
+        self.pack_x = self.static and not (isinstance(x, Load) and x.dtype == self.dtype)
         in_place = (_streams(y, kernel.num_parallel - 1, self.dtype)
                     and not _page_strided(y, kernel.num_parallel, self.dtype)
                     and not (reused and _long_rows(y, kernel.num_parallel, self.dtype)))
         whole_k = K * nr * max(1, bits(self.dtype) // 8) if is_static(K) else 0
         # A static K longer than a leaf runs leaf by leaf across the tile (``_k_blocked``) where
-        # y is read in place or its whole-K panel is too big for the stack (then packed a leaf
-        # at a time, not gathered in place).
+        # y is read in place, its whole-K panel is too big for the stack (then packed a leaf
+        # at a time, not gathered in place) or x is packed (a leaf of the tile's rows fits).
         self.leaves = (self.static and K > K_LEAF
-                       and (in_place or whole_k > PACK_LIMIT_BYTES))
+                       and (in_place or whole_k > PACK_LIMIT_BYTES or self.pack_x))
         depth = K_LEAF if self.leaves else K       # k steps of a packed panel
         panel_bytes = depth * nr * max(1, bits(self.dtype) // 8) if is_static(K) else 0
         self.pack = not in_place and is_static(K) and panel_bytes <= PACK_LIMIT_BYTES
@@ -202,6 +206,9 @@ class ContractionLowering:
                                  PACK_LIMIT_BYTES // (panel_bytes + carried)))
                       if self.pack and is_static(tn) else 1)
         self.depth = depth
+        # the packed x: the tile's row blocks, each row ``depth`` k steps rounded up to vectors
+        self.x_rows = -(-self.tiling.tile[-2] // mr) * mr if self.pack_x else 0
+        self.x_stride = -(-depth // vw) * vw if self.pack_x else 0
         self._identity = -0.0 if is_float(self.dtype) else 0
         self.sizes = i64
 
@@ -221,17 +228,22 @@ class ContractionLowering:
         t = scalar_type(self.dtype)
         group = self.group * mt.nr
         packed = entry_alloca(b, t, self.depth * group, align=64) if self.pack else None
+        xs = (entry_alloca(b, t, self.x_rows * self.x_stride, align=64) if self.pack_x
+              else None)
         if self.leaves:
-            self._k_blocked(b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed)
+            self._k_blocked(b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed, xs)
             return
         split = None if self.static else self._split(b, m_lo, m_hi)
+        if xs is not None:
+            self._pack_x(b, ptrs, batch, m_lo, m_hi, xs, i64(0), K)
         with for_range(b, n_lo, n_hi, step=group, name="ng") as ng:
             if packed is not None:
                 self._pack(b, ptrs, batch, m_lo, ng, umin(b, b.sub(n_hi, ng), i64(group)), packed,
                            i64(0), K)
 
             def block(nb, ncols, panel, mb, full, vectors):
-                self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, full, vectors, mt.mr)
+                self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, full, vectors, mt.mr,
+                            xs=self._x_rows(b, xs, mb, m_lo))
             self._panels(b, ng, n_hi, m_lo, split or m_hi, packed, block)
         if split is not None:
             self._single_rows(b, ptrs, batch, split, m_hi, n_lo, n_hi)
@@ -254,7 +266,7 @@ class ContractionLowering:
                 else:
                     self._run_time_panel(b, ncols, full, variant)
 
-    def _k_blocked(self, b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed) -> None:
+    def _k_blocked(self, b, ptrs, batch, m_lo, m_hi, n_lo, n_hi, packed, xs) -> None:
         """A static K longer than ``K_LEAF``: per group of panels, leaf by leaf (K_LEAF steps),
         pack that leaf's rows of the panels and run every block of rows over them, folding
         each block's sums into carried sums of the tile; then init and epilogue per block. A
@@ -265,7 +277,7 @@ class ContractionLowering:
         session). The carried sums are the cascade's levels above the leaf
         (codegen/common/cascade.py), so the sums are those of the whole-K block bit for bit:
         level j takes FAN_IN of level j-1's blocks, starting from -0.0 (which adds nothing),
-        the top from 0."""
+        the top from 0. A packed x is packed leaf by leaf with the panels."""
         mt, K = self.micro, self.kernel.reduction_ranges[0]
         t = scalar_type(self.dtype)
         group = self.group * mt.nr
@@ -288,13 +300,15 @@ class ContractionLowering:
             if packed is not None:
                 self._pack(b, ptrs, batch, m_lo, ng, umin(b, b.sub(n_hi, ng), i64(group)), packed,
                            k0, steps)
+            if xs is not None:
+                self._pack_x(b, ptrs, batch, m_lo, m_hi, xs, k0, steps)
 
             def block(nb, ncols, panel, mb, full, vectors):
                 def fold(sums):
                     self._fold(b, 1, top, kb, last, sums, [s.type for s in sums[0]],
                                lambda level, i, v: slot(level, ng, nb, mb, i, v), add)
                 self._block(b, ptrs, batch, mb, m_hi, nb, ncols, panel, full, vectors, mt.mr,
-                            leaf=(k0, steps, fold))
+                            leaf=(k0, steps, fold), xs=self._x_rows(b, xs, mb, m_lo))
             self._panels(b, ng, n_hi, m_lo, m_hi, packed, block)
 
         with for_range(b, n_lo, n_hi, step=group, name="ng") as ng:
@@ -427,12 +441,43 @@ class ContractionLowering:
                 slot.type = ir.PointerType()  # llvmlite types a GEP by its element: a vector store
                 b.store(b.select(mask, value, zero), slot, align=max(1, bits(self.dtype) // 8))
 
+    def _pack_x(self, b, ptrs, batch, m_lo, m_hi, xs, k0, steps: int) -> None:
+        """xs[r][k] = x(min(m_lo + r, m_hi - 1), k0 + k) for the tile's ``x_rows`` rows r and
+        k < steps, a vector of k at a time (a converted x converts 8 or 16 values an instruction);
+        the last vector of a row is masked, its lanes past ``steps`` never read."""
+        vw, t = self.micro.vw, scalar_type(self.dtype)
+        vec = ExprEmitter(b, ptrs, self.kernel, width=vw, span=self.span, sizes=self.sizes)
+        k_dim, last = self.kernel.num_parallel, b.sub(m_hi, i64(1))
+        whole, rest = divmod(steps, vw)
+        with for_range(b, i64(0), i64(self.x_rows), name="xr", unroll=False) as r:
+            row = umin(b, b.add(m_lo, r), last)
+
+            def put(kk, mask):
+                value = vec.emit(self.x, Point(batch + [row, i64(0), b.add(k0, kk)], lane_dim=k_dim,
+                                               mask=mask))
+                slot = b.gep(xs, [b.add(b.mul(r, i64(self.x_stride)), kk)], source_etype=t)
+                slot.type = ir.PointerType()
+                b.store(value, slot, align=max(1, bits(self.dtype) // 8))
+            if whole:
+                with for_range(b, i64(0), i64(whole * vw), step=vw, name="xk") as kk:
+                    put(kk, None)
+            if rest:
+                put(i64(whole * vw), self._lane_mask(b, vec, i64(rest)))
+
+    def _x_rows(self, b, xs, mb, m_lo) -> ir.Value | None:
+        """The packed x's row of the block at mb, or None where x is read in place."""
+        if xs is None:
+            return None
+        at = b.mul(b.sub(mb, m_lo), i64(self.x_stride))
+        return b.gep(xs, [at], source_etype=scalar_type(self.dtype))
+
     def _block(self, b, ptrs, batch, mb, m_hi, nb, ncols, panel, full: bool, vectors: int,
-               height: int, leaf=None) -> None:
+               height: int, leaf=None, xs=None) -> None:
         """One block of ``height`` rows x ``vectors`` vectors of outputs at (mb, nb), masked
         unless ``full``: its sums over all of K, then the init and epilogue, stored. ``leaf``:
         (k0, steps, fold) of a K-blocked tile (``_k_blocked``): only steps [k0, k0 + steps),
-        the panel holding those, their sum handed to ``fold(accs)`` instead."""
+        the panel holding those, their sum handed to ``fold(accs)`` instead. ``xs``: the
+        block's first row of the packed x, else x is read in place."""
         K = self.kernel.reduction_ranges[0]
         lanes = self._lanes(b, ptrs, mb, m_hi, nb, ncols, full, vectors, height)
         vts = lanes.vts
@@ -442,7 +487,7 @@ class ContractionLowering:
             for row in accs:
                 for s, vec in zip(row, lanes.vecs):
                     b.store(vec.const(self._identity, self.dtype), s)
-            step = self._step(b, batch, lanes, mb, nb, panel, accs)
+            step = self._step(b, batch, lanes, mb, nb, panel, accs, xs)
             with for_range(b, i64(0), i64(steps), name="step") as j:
                 step(b.add(k0, j), j)
             fold([[b.load(s, typ=vt) for s, vt in zip(row, vts)] for row in accs])
@@ -467,7 +512,7 @@ class ContractionLowering:
                 for total, part, vt in zip(into, row, vts):
                     b.store(b.fadd(b.load(total, typ=vt), b.load(part, typ=vt)), total)
 
-        body = self._step(b, batch, lanes, mb, nb, panel, levels[0])
+        body = self._step(b, batch, lanes, mb, nb, panel, levels[0], xs)
         step = lambda k: body(k, k)
         if is_static(K):
             cascaded(b, 0, K, sizes, step, fresh, combine)
@@ -497,9 +542,10 @@ class ContractionLowering:
             masks=[None if full else self._lane_mask(b, vec, b.sub(ncols, i64(v * mt.vw)))
                    for v, vec in enumerate(vecs)])
 
-    def _step(self, b, batch, lanes: _Lanes, mb, nb, panel, accs):
+    def _step(self, b, batch, lanes: _Lanes, mb, nb, panel, accs, xs=None):
         """The body ``step(k, pk)`` of one k step: NV vectors of the panel's row pk or of y
-        in place, a broadcast x per row, a fused multiply-add into each of ``accs`` (allocas)."""
+        in place, a broadcast x per row (from the packed ``xs`` at pk, or in place), a fused
+        multiply-add into each of ``accs`` (allocas)."""
         mt, t = self.micro, scalar_type(self.dtype)
         m_dim = self.kernel.num_parallel - 2
 
@@ -512,7 +558,12 @@ class ContractionLowering:
                 ys = [vec.emit(self.y, Point(batch + [mb, c, k], lane_dim=m_dim + 1, mask=mask))
                       for vec, c, mask in zip(lanes.vecs, lanes.cols, lanes.masks)]
             for i, row in enumerate(lanes.rows):
-                x = lanes.scalar.emit(self.x, Point(batch + [row, nb, k]))
+                if xs is None:
+                    x = lanes.scalar.emit(self.x, Point(batch + [row, nb, k]))
+                else:
+                    at = b.add(pk, i64(i * self.x_stride))
+                    x = b.load(b.gep(xs, [at], source_etype=t), typ=t,
+                               align=max(1, bits(self.dtype) // 8))
                 splats = {w: vec.splat(x) for w, vec in zip(lanes.widths, lanes.vecs)}
                 for v, (vec, vt) in enumerate(zip(lanes.vecs, lanes.vts)):
                     acc = b.load(accs[i][v], typ=vt)
