@@ -18,6 +18,7 @@ from functools import partial
 from pyree.compiler.flow.arg_folds import split_arg_folds
 from pyree.compiler.flow.argument_windows import scatter_argument_windows
 from pyree.compiler.flow.attention import fuse_attention, probability_products
+from pyree.compiler.flow.broadcasts import narrow_broadcasts
 from pyree.compiler.flow.channel_affine import fold_channel_affine
 from pyree.compiler.flow.collapse import collapse_reductions
 from pyree.compiler.flow.constant_folding import fold_constants
@@ -46,16 +47,24 @@ class Pass:
     run_time_sizes: bool = False
 
 
-# Constants, constant gathers and views folded first, so that a view between two ops no longer
-# keeps its value materialized; then fusion; last, each reduction's adjacent loops merged, so a
-# convolution's GEMM has one m, one n and one reduction loop for every backend.
-FORM_REGIONS = (
-    Pass("fold-constants", fold_constants, run_time_sizes=True),
-    Pass("fold-constant-gathers", fold_constant_gathers, run_time_sizes=True),
-    Pass("fold-views", fold_views_into_loads, run_time_sizes=True),
-    Pass("fuse-regions", fuse_regions, run_time_sizes=True),
-    Pass("collapse-loops", collapse_reductions, run_time_sizes=True),
-)
+def form_regions(gpu: bool) -> tuple[Pass, ...]:
+    """Constants, constant gathers and views folded first, so that a view between two ops no
+    longer keeps its value materialized; then fusion; last, each reduction's adjacent loops
+    merged, so a convolution's GEMM has one m, one n and one reduction loop for every backend.
+    Where a target is a CPU, arithmetic a broadcast would repeat is computed once per value
+    (flow/broadcasts.py)."""
+    return (
+        Pass("fold-constants", fold_constants, run_time_sizes=True),
+        Pass("fold-constant-gathers", fold_constant_gathers, run_time_sizes=True),
+        Pass("fold-views", fold_views_into_loads, run_time_sizes=True),
+        *([] if gpu else [Pass("narrow-broadcasts", narrow_broadcasts, run_time_sizes=True)]),
+        Pass("fuse-regions", partial(fuse_regions, recompute_broadcasts=gpu),
+             run_time_sizes=True),
+        Pass("collapse-loops", collapse_reductions, run_time_sizes=True),
+    )
+
+
+FORM_REGIONS = form_regions(gpu=True)
 
 
 def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
@@ -78,14 +87,14 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
         Pass("fold-channel-affine", fold_channel_affine, run_time_sizes=True),
         Pass("rewrite-convolutions", partial(rewrite_convolutions, implicit=implicit_gemm,
                                              f32=tensor_f32), run_time_sizes=True),
-        *FORM_REGIONS,
+        *form_regions(gpu),
         Pass("expand-scatter-loops", expand_scatter_loops),
         Pass("split-reductions", partial(split_reductions, gpu=gpu, strict_floats=strict_floats,
                                          tensor_f32=tensor_f32, cuda=implicit_gemm,
                                          whole=probability_products if attention else None,
                                          small_sides=small_sides),
              run_time_sizes=True),
-        *FORM_REGIONS,
+        *form_regions(gpu),
         Pass("widen-narrow-floats", widen_narrow_floats, run_time_sizes=True),
         *([Pass("inline-patches", inline_patches)] if implicit_gemm else []),
         *([Pass("fuse-attention", partial(fuse_attention, run_time=run_time_attention),
@@ -100,9 +109,16 @@ def flow_passes(gpu: bool, implicit_gemm: bool, strict_floats: bool = False,
     ]
 
 
-# Every pass name, in pipeline order, each once.
-PASS_NAMES = tuple(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_gemm=True,
-                                                              attention=True)))
+def _pass_names() -> tuple[str, ...]:
+    """Every pass name, in pipeline order, each once: a GPU pipeline's, and narrow-broadcasts,
+    which only CPU targets run, before fuse-regions."""
+    names = list(dict.fromkeys(p.name for p in flow_passes(gpu=True, implicit_gemm=True,
+                                                           attention=True)))
+    names.insert(names.index("fuse-regions"), "narrow-broadcasts")
+    return tuple(names)
+
+
+PASS_NAMES = _pass_names()
 
 
 def run_passes(function: Function, passes, after: Callable[[str, Function], None] | None = None

@@ -13,6 +13,9 @@ Two rewrites, applied until neither fires:
 - row fusion, once neither fires: a chain of reductions over the same rows and the elementwise op
   reading them joins one row kernel (``flow/row_fusion.py``: softmax, layernorm).
 A value that is a function result, or is read by a check, a view or two ops, stays materialized.
+Without ``recompute_broadcasts`` (CPU targets), producers fuse into readers of their own loop
+space first, and only then into readers that read them under a broadcast, where a costly one
+keeps its kernel (``flow/broadcasts.py``): by then it holds all the arithmetic of its space.
 The passes before this one in ``flow/passes.py`` fold constants, constant gathers and views, so
 a view between two ops no longer keeps its value materialized; the one after it merges each
 reduction's adjacent loops (``flow/collapse.py``).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from pyree.compiler.flow.broadcasts import arithmetic_under_broadcast, costly_under_broadcast
 from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
@@ -77,12 +81,15 @@ from pyree.compiler.tensor_program import (
 )
 
 
-def fuse_regions(function: Function) -> Function:
+def fuse_regions(function: Function, recompute_broadcasts: bool = True) -> Function:
     ops = _split_results(_drop_dead_results(function.ops, function.results), function.results)
     refused: dict = {}
     graph = _Graph(ops, function.results)
     while True:
-        if _fuse_once(ops, graph, refused) or _copy_once(ops, graph, refused):
+        cpu = not recompute_broadcasts
+        if _fuse_once(ops, graph, refused, defer=cpu, costly_stay=cpu) \
+                or _copy_once(ops, graph, refused) \
+                or (cpu and _fuse_once(ops, graph, refused, defer=False, costly_stay=True)):
             continue
         if not fuse_rows_once(ops):
             break
@@ -150,11 +157,15 @@ def _defined(op: Op) -> list[Value]:
     return [op.result] if isinstance(op, Constant) else []
 
 
-def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
+def _fuse_once(ops: list[Op], graph: _Graph, refused: dict, defer: bool,
+               costly_stay: bool) -> bool:
     """Fuses one producer into its only user. ``refused`` remembers the (user, input, producer)
     pairs that would not fuse: both ops are unchanged objects until one of them fuses, so the
     answer stands, and asking again on every pass made fusion quadratic in the model's size.
-    It holds the ops themselves, so the ids it is keyed by stay theirs."""
+    It holds the ops themselves, so the ids it is keyed by stay theirs. With ``defer``, a
+    producer of arithmetic whose user reads it under a broadcast is left for later while it may
+    still take producers of its own; with ``costly_stay``, one that would repeat much work there keeps its
+    kernel."""
     users, producers = graph.users, graph.producers
     for op in ops:
         if not isinstance(op, Generic) or is_line_walk(op) or _passes_widening(op, graph):
@@ -167,10 +178,15 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
                     or (scatter is not None and j == scatter.scatter.start):
                 continue
             key = (id(op), j, id(producer))
-            if key in refused:
+            if key in refused or (defer and isinstance(producer, Generic)
+                                  and arithmetic_under_broadcast(op, producer)
+                                  and _may_grow(producer, producers)):
                 continue
             if isinstance(producer, Constant) and producer.splat is not None:
                 fused = _inline_splat(op, j, producer)
+            elif isinstance(producer, Generic) and costly_stay \
+                    and costly_under_broadcast(op, producer):
+                fused = None
             elif isinstance(producer, Generic):
                 fused = _inline_producer(op, j, producer) or (
                     None if scatter is not None else _fuse_epilogue(producer, op, j))
@@ -184,6 +200,11 @@ def _fuse_once(ops: list[Op], graph: _Graph, refused: dict) -> bool:
                 graph.replace([op, producer], [fused])
                 return True
     return False
+
+
+def _may_grow(producer: Generic, producers: dict) -> bool:
+    """Whether ``producer`` reads a value another Generic computes (which may yet fuse into it)."""
+    return any(isinstance(producers.get(v), Generic) for v in producer.inputs)
 
 
 def _widening(op: Generic) -> bool:
