@@ -15,6 +15,9 @@ GPU targets keep the one kernel, whose recomputation costs less than a launch.
   under a broadcast of at least ``BROADCAST`` times its own points keeps its kernel where
   inlining would repeat at least ``MIN_WORK`` operations, each point's at least ``MIN_NODES``;
   cheaper producers (a mask, a scale) are still recomputed where read.
+- ``merge_broadcast_siblings`` (after fusion): the kernels so kept that share an input and
+  loop space become one kernel of several results (grid_sample's twelve index and weight
+  kernels, one pass over the grid instead of twelve small dispatches).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import dataclasses
 import math
 
 from pyree.compiler.flow.rewrite import (
+    dedupe_inputs,
     is_data_movement,
     is_guarded_data_movement,
     map_results,
@@ -34,10 +38,13 @@ from pyree.compiler.sizes import is_static
 from pyree.compiler.tensor_program import (
     Function,
     Generic,
+    Op,
     Value,
+    defined_by,
     is_line_walk,
     is_scatter,
     read_by,
+    sources_of,
 )
 
 BROADCAST = 4
@@ -165,3 +172,53 @@ def _read_narrowed(reader: Generic, renamed: dict[Value, Value],
         return None
     return dataclasses.replace(reader, inputs=[renamed.get(v, v) for v in reader.inputs],
                                outputs=map_results(reader.outputs, leaf))
+
+
+def merge_broadcast_siblings(ops: list[Op]) -> list[Op]:
+    """``ops`` with each elementwise op whose results only broadcast readers read merged into
+    an earlier such op of the same static loop space that shares a (non-scalar) input with it,
+    where it reads nothing the earlier one writes or anything defined after it."""
+    ops = list(ops)
+    readers: dict[Value, list[Op]] = {}
+    for op in ops:
+        for v in read_by(op):
+            readers.setdefault(v, []).append(op)
+
+    def broadcast_only(op) -> bool:
+        return (_plain_elementwise(op) and all(map(is_static, op.loop_ranges))
+                and all(readers.get(v) and all(
+                    isinstance(r, Generic) and r is not op and arithmetic_under_broadcast(r, op)
+                    for r in readers[v]) for v in op.results))
+    i = 0
+    while i < len(ops):
+        a = ops[i]
+        if broadcast_only(a):
+            before = {v for op in ops[:i] for v in defined_by(op)}
+            for k in range(len(ops) - 1, i, -1):
+                b = ops[k]
+                if broadcast_only(b) and b.loop_ranges == a.loop_ranges \
+                        and any(v in a.inputs for v in b.inputs if v.shape) \
+                        and not any(v in a.results for v in b.inputs) \
+                        and all(v in before or not _defined_in(v, ops) for v in b.inputs):
+                    a = _merged(a, b)
+                    del ops[k]
+            ops[i] = a
+        i += 1
+    return ops
+
+
+def _defined_in(value: Value, ops: list[Op]) -> bool:
+    return any(value in defined_by(op) for op in ops)
+
+
+def _merged(a: Generic, b: Generic) -> Generic:
+    """One elementwise op computing ``a``'s results, then ``b``'s."""
+    base, first = len(a.inputs), len(a.results)
+    n = len(a.loop_ranges)
+    same = tuple(AffineExpr.loop(n, d) for d in range(n))
+    outputs = tuple(dataclasses.replace(r, binding=first + r.binding,
+                                        value=remap_loops(r.value, same, n, lambda x: base + x))
+                    for r in b.outputs)
+    return dedupe_inputs(dataclasses.replace(
+        a, inputs=[*a.inputs, *b.inputs], results=[*a.results, *b.results],
+        outputs=a.outputs + outputs, sources=sources_of(a, b)))

@@ -26,7 +26,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from pyree.compiler.flow.broadcasts import arithmetic_under_broadcast, costly_under_broadcast
+from pyree.compiler.flow.broadcasts import (
+    arithmetic_under_broadcast,
+    costly_under_broadcast,
+    merge_broadcast_siblings,
+)
 from pyree.compiler.flow.rewrite import (
     compose,
     dedupe_inputs,
@@ -100,6 +104,8 @@ def fuse_regions(function: Function, recompute_broadcasts: bool = True) -> Funct
         if len(live) == len(ops):
             break
         ops = _drop_dead_results(live, function.results)
+    if not recompute_broadcasts:
+        ops = merge_broadcast_siblings(ops)
     return dataclasses.replace(function, ops=ops)
 
 
