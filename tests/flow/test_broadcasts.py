@@ -15,25 +15,31 @@ from pyree.compiler import compile_str, import_torch
 C, H, W = 11, 61, 67  # channels the broadcast repeats, and the points it repeats (enough work)
 
 
+T3, T2 = f"tensor<{C}x{H}x{W}xf32>", f"tensor<{H}x{W}xf32>"
+M3, M2 = "affine_map<(c, h, w) -> (c, h, w)>", "affine_map<(c, h, w) -> (h, w)>"
+PAR = '["parallel", "parallel", "parallel"]'
+# %b: x [H, W] copied across C channels, as torch-mlir broadcasts an operand before computing
+BROADCAST_X = f"""  %e = tensor.empty() : {T3}
+  %b = linalg.generic {{indexing_maps = [{M2}, {M3}], iterator_types = {PAR}}}
+      ins(%x : {T2}) outs(%e : {T3}) {{
+  ^bb0(%v: f32, %o: f32):
+    linalg.yield %v : f32
+  }} -> {T3}"""
+
+
 def program(body: str) -> str:
     """x [H, W] broadcast across C channels, ``body`` (MLIR ops on %a: f32 -> %r) at every
     channel, times the image: the arithmetic reads nothing that depends on the channel."""
-    t3, t2 = f"tensor<{C}x{H}x{W}xf32>", f"tensor<{H}x{W}xf32>"
-    m3, m2 = "affine_map<(c, h, w) -> (c, h, w)>", "affine_map<(c, h, w) -> (h, w)>"
-    return f"""func.func @main(%x: {t2}, %image: {t3}) -> {t3} {{
-  %e = tensor.empty() : {t3}
-  %b = linalg.generic {{indexing_maps = [{m2}, {m3}], iterator_types = ["parallel", "parallel", "parallel"]}}
-      ins(%x : {t2}) outs(%e : {t3}) {{
-  ^bb0(%v: f32, %o: f32):
-    linalg.yield %v : f32
-  }} -> {t3}
-  %y = linalg.generic {{indexing_maps = [{m3}, {m3}], iterator_types = ["parallel", "parallel", "parallel"]}}
+    t3, m3 = T3, M3
+    return f"""func.func @main(%x: {T2}, %image: {t3}) -> {t3} {{
+{BROADCAST_X}
+  %y = linalg.generic {{indexing_maps = [{m3}, {m3}], iterator_types = {PAR}}}
       ins(%b : {t3}) outs(%e : {t3}) {{
   ^bb0(%a: f32, %o: f32):
 {body}
     linalg.yield %r : f32
   }} -> {t3}
-  %z = linalg.generic {{indexing_maps = [{m3}, {m3}, {m3}], iterator_types = ["parallel", "parallel", "parallel"]}}
+  %z = linalg.generic {{indexing_maps = [{m3}, {m3}, {m3}], iterator_types = {PAR}}}
       ins(%y, %image : {t3}, {t3}) outs(%e : {t3}) {{
   ^bb0(%p: f32, %q: f32, %o: f32):
     %s = arith.mulf %p, %q : f32
@@ -75,16 +81,9 @@ def test_cpu_computes_costly_broadcast_arithmetic_once_per_value():
 def test_sibling_broadcast_kernels_become_one():
     """Two costly chains of the same broadcast value, each kept for the product that reads it at
     every channel: one kernel over [H, W] computes both (of two dtypes)."""
-    t3, t2 = f"tensor<{C}x{H}x{W}xf32>", f"tensor<{H}x{W}xf32>"
-    m3, m2 = "affine_map<(c, h, w) -> (c, h, w)>", "affine_map<(c, h, w) -> (h, w)>"
-    par = '["parallel", "parallel", "parallel"]'
-    text = f"""func.func @main(%x: {t2}, %image: {t3}) -> {t3} {{
-  %e = tensor.empty() : {t3}
-  %b = linalg.generic {{indexing_maps = [{m2}, {m3}], iterator_types = {par}}}
-      ins(%x : {t2}) outs(%e : {t3}) {{
-  ^bb0(%v: f32, %o: f32):
-    linalg.yield %v : f32
-  }} -> {t3}
+    t3, m3, par = T3, M3, PAR
+    text = f"""func.func @main(%x: {T2}, %image: {t3}) -> {t3} {{
+{BROADCAST_X}
   %y = linalg.generic {{indexing_maps = [{m3}, {m3}], iterator_types = {par}}}
       ins(%b : {t3}) outs(%e : {t3}) {{
   ^bb0(%a: f32, %o: f32):
@@ -119,9 +118,11 @@ def test_sibling_broadcast_kernels_become_one():
     module = rt.load_module(compile_str(text, target_backends=["llvm-cpu"]), device="local-task")
     got = module.main(x, image).to_host()
     x64 = x.astype(np.float64)
-    n = np.floor(np.exp(np.cos(x64)) * x64)
-    want = costly_reference(x)[None] * image + n[None]
-    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-5)
+    v = np.exp(np.cos(x64)) * x64
+    want = costly_reference(x)[None] * image + np.floor(v)[None]
+    clear = np.broadcast_to(np.abs(v - np.round(v)) > 1e-4, want.shape)  # floor's ties aside
+    assert clear.mean() > 0.99
+    np.testing.assert_allclose(got[clear], want[clear], rtol=2e-6, atol=2e-5)
 
 
 def test_narrowed_broadcast_matches_numpy_with_special_values():
@@ -141,12 +142,11 @@ def test_narrowed_broadcast_matches_numpy_with_special_values():
 
 def test_a_broadcast_value_returned_stays_whole():
     """The broadcast value is also a result: the op that writes it keeps its loops."""
-    t3, t2 = f"tensor<{C}x{H}x{W}xf32>", f"tensor<{H}x{W}xf32>"
-    m3, m2 = "affine_map<(c, h, w) -> (c, h, w)>", "affine_map<(c, h, w) -> (h, w)>"
-    text = f"""func.func @main(%x: {t2}) -> {t3} {{
+    t3 = T3
+    text = f"""func.func @main(%x: {T2}) -> {t3} {{
   %e = tensor.empty() : {t3}
-  %y = linalg.generic {{indexing_maps = [{m2}, {m3}], iterator_types = ["parallel", "parallel", "parallel"]}}
-      ins(%x : {t2}) outs(%e : {t3}) {{
+  %y = linalg.generic {{indexing_maps = [{M2}, {M3}], iterator_types = {PAR}}}
+      ins(%x : {T2}) outs(%e : {t3}) {{
   ^bb0(%a: f32, %o: f32):
 {COSTLY}
     linalg.yield %r : f32

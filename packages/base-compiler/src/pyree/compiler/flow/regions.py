@@ -89,8 +89,8 @@ def fuse_regions(function: Function, recompute_broadcasts: bool = True) -> Funct
     ops = _split_results(_drop_dead_results(function.ops, function.results), function.results)
     refused: dict = {}
     graph = _Graph(ops, function.results)
+    cpu = not recompute_broadcasts
     while True:
-        cpu = not recompute_broadcasts
         if _fuse_once(ops, graph, refused, defer=cpu, costly_stay=cpu) \
                 or _copy_once(ops, graph, refused) \
                 or (cpu and _fuse_once(ops, graph, refused, defer=False, costly_stay=True)):
@@ -104,7 +104,7 @@ def fuse_regions(function: Function, recompute_broadcasts: bool = True) -> Funct
         if len(live) == len(ops):
             break
         ops = _drop_dead_results(live, function.results)
-    if not recompute_broadcasts:
+    if cpu:
         ops = merge_broadcast_siblings(ops)
     return dataclasses.replace(function, ops=ops)
 

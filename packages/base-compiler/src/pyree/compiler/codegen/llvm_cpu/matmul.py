@@ -11,11 +11,12 @@ each block of MR rows the MR x NV accumulator vectors stay in registers for the 
 per k, NV vector loads of the panel, MR scalar loads of ``x`` broadcast, MR*NV fused
 multiply-adds. An ``x`` that is not a plain load (converted from f16 or i8, or computed) is
 packed too, once per tile and K leaf, into rows of the accumulator's type: broadcast from there,
-each row costs one load per k step, where converting it in place cost three shuffles (a 512 x 4096
-x 2048 f16 matmul ran at a third of the f32 one's speed). Accumulators start at zero; init is
-added and the epilogue applied once per output, with masked vector stores on the ragged right edge. Rows past the tile edge repeat the
-last row and are not stored. A static K longer than a cascade leaf whose ``y`` is read in place
-or too long to pack whole runs a leaf of K at a time across the tile (``_k_blocked``).
+each row costs one load per k step, where converting it in place cost three shuffles (a 512 x
+4096 x 2048 f16 matmul ran at a third of the f32 one's speed). Accumulators start at zero; init
+is added and the epilogue applied once per output, with masked vector stores on the ragged right
+edge. Rows past the tile edge repeat the last row and are not stored. A static K longer than
+a cascade leaf whose ``y`` is read in place or too long to pack whole runs a leaf of K at a time
+across the tile (``_k_blocked``).
 """
 
 from __future__ import annotations
